@@ -1,0 +1,44 @@
+# FRED in silicon and in numbers. `make test` and (once it exists) `make eval` must work on a
+# fresh machine: the .venv target below installs everything they need from PyPI.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+FRED   := $(VENV)/bin/fred
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all venv test test-full verilog lint clean help
+
+all: test
+
+help:
+	@echo "make test       install into .venv if needed, run the whole default suite"
+	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
+	@echo "make verilog    write Verilog of every design to build/"
+	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
+	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
+
+# Re-installs when pyproject.toml changes; the editable install picks up code changes.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-full: $(STAMP)
+	$(PY) -m pytest -m "full or not full" $(PYTEST_ARGS)
+
+verilog: $(STAMP)
+	$(FRED) verilog --all -o build
+
+lint: verilog
+	$(PY) -m hdl.lint build/*.v
+
+clean:
+	rm -rf build sim_build .pytest_cache
+	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +

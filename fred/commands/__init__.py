@@ -1,0 +1,1 @@
+"""One module per ``fred`` subcommand; see :mod:`fred.cli` for the contract each follows."""

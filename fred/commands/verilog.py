@@ -1,0 +1,88 @@
+"""``fred verilog``: write Verilog for one design, or for every design (``make verilog``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fred.cli import print_json
+from fred.errors import FredError
+from hdl.designs import DESIGNS, get_design
+
+HELP = "write Verilog for a design (--unit NAME with its options, or --all)"
+DEFAULT_UNIT = "switch"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--unit", default=None,
+                        help=f"design to emit: {', '.join(DESIGNS)} (default: {DEFAULT_UNIT})")
+    parser.add_argument("--all", action="store_true",
+                        help="emit every design with its default parameters into the folder -o")
+    parser.add_argument("--list", action="store_true", help="list designs and their parameters")
+    parser.add_argument("-o", "--output", type=Path,
+                        help="output file (a folder with --all); '-' or none prints to stdout")
+    seen = {}
+    for design in DESIGNS.values():
+        for name, param in design.params.items():
+            if name in seen:
+                continue
+            seen[name] = param
+            parser.add_argument("--" + name.replace("_", "-"), dest=name, type=param.type,
+                                default=None, metavar=name.upper(), help=param.help)
+
+
+def _given(args) -> dict:
+    names = {name for design in DESIGNS.values() for name in design.params}
+    return {name: getattr(args, name) for name in sorted(names) if getattr(args, name) is not None}
+
+
+def run(args) -> int:
+    if args.list:
+        listing = {unit: {"top": d.top, "description": d.description,
+                          "params": {n: p.default for n, p in d.params.items()}}
+                   for unit, d in DESIGNS.items()}
+        if args.json:
+            print_json(listing)
+        else:
+            for unit, entry in listing.items():
+                params = " ".join(f"--{n.replace('_', '-')} {v}" for n, v in entry["params"].items())
+                print(f"{unit:16s} {entry['top']:20s} {entry['description']}  [{params}]")
+        return 0
+
+    from hdl.verilog import to_verilog
+
+    if args.all:
+        if args.unit or _given(args):
+            raise FredError("--all emits every design with its defaults; drop --unit and design options")
+        if args.output is None:
+            raise FredError("--all needs -o FOLDER")
+        written = []
+        for design in DESIGNS.values():
+            path = args.output / f"{design.top}.v"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(to_verilog(design.build(), name=design.top))
+            written.append({"unit": design.unit, "top": design.top, "path": str(path)})
+        if args.json:
+            print_json({"written": written})
+        else:
+            for entry in written:
+                print(f"wrote {entry['path']} ({entry['unit']})")
+        return 0
+
+    unit = args.unit or DEFAULT_UNIT
+    if unit not in DESIGNS:
+        raise FredError(f"unknown unit {unit!r}; available: {', '.join(DESIGNS)}")
+    design = get_design(unit)
+    params = design.resolve(_given(args))
+    text = to_verilog(design.build(**params), name=design.top)
+    if args.output is None or str(args.output) == "-":
+        sys.stdout.write(text)
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    if args.json:
+        print_json({"unit": unit, "top": design.top, "params": params, "path": str(args.output)})
+    else:
+        print(f"wrote {args.output} (top {design.top}, {unit} {params})")
+    return 0

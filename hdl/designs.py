@@ -1,0 +1,85 @@
+"""Registry of the top-level designs that ``fred verilog`` and ``make verilog`` emit.
+
+Each :class:`Design` names its Verilog top module, its parameters (each a
+command-line option ``--<name>`` of ``fred verilog``) and a factory that imports its
+module lazily, so that listing designs stays cheap. To add a design, add one entry to
+:data:`DESIGNS`; ``make verilog`` writes every design with its default parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fred.errors import FredError
+
+__all__ = ["Param", "Design", "DESIGNS", "get_design"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A design parameter: its type, its default (used by ``make verilog``), help text."""
+
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+    choices: tuple | None = None
+
+
+@dataclass(frozen=True)
+class Design:
+    unit: str           #: name given to ``fred verilog --unit``
+    top: str            #: Verilog top module name
+    description: str
+    factory: Callable[..., Any]  #: ``factory(**params)`` returns the Component (imports lazily)
+    params: dict[str, Param] = field(default_factory=dict)
+
+    def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Parameters with defaults filled in; rejects names the design does not take."""
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            options = ", ".join("--" + name.replace("_", "-") for name in unknown)
+            takes = ", ".join("--" + name.replace("_", "-") for name in self.params) or "no options"
+            raise FredError(f"{options} does not apply to unit {self.unit!r} (it takes {takes})")
+        resolved = {name: param.default for name, param in self.params.items()}
+        resolved.update(given)
+        for name, value in resolved.items():
+            choices = self.params[name].choices
+            if choices is not None and value not in choices:
+                raise FredError(f"--{name.replace('_', '-')} {value!r} is not one of "
+                                f"{', '.join(map(str, choices))} for unit {self.unit!r}")
+        return resolved
+
+    def build(self, **params):
+        """Instantiate the component (parameters validated by the component itself too)."""
+        return self.factory(**self.resolve(params))
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _stream_buffer(*, width):
+    from hdl.stream_buffer import StreamBuffer
+    return StreamBuffer(width)
+
+
+DESIGNS: dict[str, Design] = {
+    "stream_buffer": Design(
+        unit="stream_buffer",
+        top="fred_stream_buffer",
+        description="registered full-throughput stream buffer (skid buffer)",
+        factory=_stream_buffer,
+        params={"width": Param(_positive_int, 32, "payload width in bits")},
+    ),
+}
+
+
+def get_design(unit: str) -> Design:
+    try:
+        return DESIGNS[unit]
+    except KeyError:
+        raise FredError(f"unknown unit {unit!r}; available: {', '.join(DESIGNS)}") from None
