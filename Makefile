@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint clean help
+.PHONY: all venv test test-full verilog lint clean help eval bench-sysmodel
 
 all: test
 
@@ -16,6 +16,8 @@ help:
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
+	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
+	@echo "make bench-sysmodel  system-model speed figures"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
@@ -38,6 +40,12 @@ verilog: $(STAMP)
 
 lint: verilog
 	$(PY) -m hdl.lint build/*.v
+
+eval: $(STAMP)
+	$(FRED) eval --output results
+
+bench-sysmodel: $(STAMP)
+	$(PY) benchmarks/bench_sysmodel.py
 
 clean:
 	rm -rf build sim_build .pytest_cache
