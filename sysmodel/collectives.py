@@ -29,7 +29,9 @@ Sizes: all-reduce, reduce-scatter (input), all-gather (output), all-to-all: the 
 NPU; broadcast / multicast: bytes from the root to every member; reduce: bytes from every
 member to the root; point-to-point: bytes per pair; io-load: bytes delivered to every
 member (the same data, striped over all I/O controllers); io-store: bytes from every member,
-reduced into external memory.
+reduced into external memory; io-write / io-read: every member writes / reads its own
+``size`` bytes to / from external memory (unicast, striped over all controllers; used for
+activation checkpoints that do not fit in HBM).
 
 Time of concurrent collectives (:func:`evaluate`): bytes of every collective are summed per
 directed link; the busiest link (bytes / bandwidth) sets the time, plus the longest
@@ -54,7 +56,7 @@ __all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "collective
            "evaluate"]
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
-       "multicast", "point-to-point", "io-load", "io-store")
+       "multicast", "point-to-point", "io-load", "io-store", "io-write", "io-read")
 _ROOTED = ("broadcast", "reduce", "multicast")
 
 
@@ -384,6 +386,16 @@ def _endpoint(net: Network, c: Collective) -> tuple[str, Traffic]:
             lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size)))
         t.latency_s = lat
         return "direct", t
+    if c.op in ("io-write", "io-read"):
+        t = net.traffic()
+        stripe = c.size / len(net.io_nodes)
+        lat = 0.0
+        for r in g:
+            for io in net.io_nodes:
+                src, dst = (r, io) if c.op == "io-write" else (io, r)
+                lat = max(lat, net.path_latency(t.add_transfer(src, dst, stripe)))
+        t.latency_s = lat
+        return "unicast", t
     if c.op in _ROOTED:
         order = [c.root] + _order(net, [r for r in g if r != c.root])
         return "chain", _chain(net, order, c.size, reverse=(c.op == "reduce"))
