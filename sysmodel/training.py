@@ -335,6 +335,8 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     schedule_result = eng.run()
     breakdown, busy, stage = _breakdown(schedule_result, strategy, rep, res)
     notes = []
+    if m != (microbatches or (workload.microbatches if strategy.pp > 1 else 1)):
+        notes.append(f"{m} microbatches (more than requested) so the working set fits")
     if mem.recompute:
         notes.append("activation recomputation (backward = 3x forward FLOPs)")
     if mem.offload:
