@@ -97,9 +97,14 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
 
 
 def implied_compute_scale(workload: str, fabric: str, target: float,
-                          platform: Platform | None = None) -> float | None:
-    """Factor k (compute k times faster) at which the model's speedup of ``fabric`` over the
-    mesh equals ``target``; None when no k in [1/10, 1e4] reaches it."""
+                          platform: Platform | None = None, curve: tuple | None = None) -> float | None:
+    """Smallest factor k >= 1 (NPU compute k times faster) at which the model's speedup of
+    ``fabric`` over the mesh reaches ``target``; None when no k up to 1e4 does.
+
+    The speedup is not monotonic in k (e.g. GPT-3: MP traffic dominates at k ~ 100, the I/O
+    streams, equally fast on both fabrics, at k ~ 1e4), so the first crossing is bracketed on
+    a grid (``curve`` = (scales, speedups) from :func:`compute_sensitivity`, else computed)
+    and then bisected."""
     platform = platform or default_platform()
     w = get_workload(workload)
 
@@ -108,18 +113,41 @@ def implied_compute_scale(workload: str, fabric: str, target: float,
                             memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
         return simulate_iteration(p, "mesh", w).time_s / simulate_iteration(p, fabric, w).time_s
 
-    lo, hi = math.log(0.1), math.log(1e4)
-    if speedup(math.exp(hi)) < target:
-        return None
-    if speedup(math.exp(lo)) > target:
-        return None
-    for _ in range(14):
-        mid = (lo + hi) / 2
-        if speedup(math.exp(mid)) < target:
-            lo = mid
-        else:
-            hi = mid
-    return math.exp((lo + hi) / 2)
+    scales, values = curve if curve else (COMPUTE_SCALES, [speedup(k) for k in COMPUTE_SCALES])
+    if values[0] >= target:
+        return float(scales[0])
+    for (k0, v0), (k1, v1) in zip(zip(scales, values), zip(scales[1:], values[1:])):
+        if v0 < target <= v1:
+            lo, hi = math.log(k0), math.log(k1)
+            for _ in range(8):
+                mid = (lo + hi) / 2
+                if speedup(math.exp(mid)) < target:
+                    lo = mid
+                else:
+                    hi = mid
+            return math.exp((lo + hi) / 2)
+    return None
+
+
+COMPUTE_SCALES = (1, 2, 4, 8, 16, 32, 64, 128, 1000, 10000)
+
+
+def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES) -> dict:
+    """{workload: {fabric: [speedup at each compute scale]}, "scales": [...]}: how the
+    speedup over the mesh grows as NPU compute (FLOPS and HBM bandwidth) gets faster."""
+    platform = platform or default_platform()
+    out = {"scales": list(scales)}
+    for w in WORKLOADS:
+        wl = get_workload(w)
+        curves = {f: [] for f in FRED_FABRICS}
+        for k in scales:
+            p = platform.scaled(peak_tflops=platform.peak_tflops * k,
+                                memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
+            mesh = simulate_iteration(p, "mesh", wl).time_s
+            for f in FRED_FABRICS:
+                curves[f].append(mesh / simulate_iteration(p, f, wl).time_s)
+        out[w] = curves
+    return out
 
 
 def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list[dict]:
@@ -158,12 +186,16 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
     for w in ("transformer-17b", "transformer-1t"):
         for fabric in ("mesh", "fred-d"):
             sweeps[(w, fabric)] = sweep(w, fabric, platform, progress=progress)
-    diagnostic = {}
+    diagnostic, sensitivity = {}, {}
     if with_diagnostic:
-        _progress(progress, "[4/4] diagnostic: compute speed-up that would reproduce the paper")
+        _progress(progress, "[4/4] sensitivity: speedup vs NPU compute speed (x1 .. x10000)")
+        sensitivity = compute_sensitivity(platform)
+        _progress(progress, "  diagnostic: compute speed-up that would reproduce the paper")
         for fabric, targets in PAPER_SPEEDUP.items():
             for w, target in targets.items():
-                diagnostic.setdefault(fabric, {})[w] = implied_compute_scale(w, fabric, target, platform)
+                curve = (sensitivity["scales"], sensitivity[w][fabric])
+                diagnostic.setdefault(fabric, {})[w] = implied_compute_scale(w, fabric, target, platform,
+                                                                             curve)
                 _progress(progress, f"  {w:16s} {fabric}: compute x{diagnostic[fabric][w] or float('nan'):.3g}")
     summary = {
         "speedup": table,
@@ -173,6 +205,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         "sweep": {f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
         "sweep_summary": _sweep_summary(sweeps),
         "implied_compute_scale": diagnostic,
+        "compute_sensitivity": sensitivity,
         "platform": platform.to_dict(),
         "compiler": __import__("sysmodel.switch_routing", fromlist=["x"]).compiler_status(),
         "elapsed_s": time.perf_counter() - start,
@@ -180,7 +213,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
     if output is not None:
         _write(Path(output), summary, runs, sweeps)
         _progress(progress, f"wrote {output}/ (speedup.csv, iterations.csv, microbenchmarks.csv, "
-                            f"sweep_*.csv, results.json, speedup.png, breakdown.png, sweep.png)")
+                            f"sweep_*.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
     return summary
 
 
@@ -287,6 +320,23 @@ def _plots(out: Path, summary, runs, sweeps) -> None:
     fig.tight_layout()
     fig.savefig(out / "breakdown.png", dpi=120)
     plt.close(fig)
+
+    sens = summary.get("compute_sensitivity")
+    if sens:
+        fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(14, 3.8), sharey=True)
+        for ax, wl in zip(axes, WORKLOADS):
+            for fabric in FRED_FABRICS:
+                ax.plot(sens["scales"], sens[wl][fabric], marker="o", ms=3, label=fabric)
+            for fabric, style in (("fred-c", ":"), ("fred-d", "--")):
+                ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8)
+            ax.set_xscale("log")
+            ax.set_title(wl)
+            ax.set_xlabel("NPU compute speed (x H100 at 50 %)")
+        axes[0].set_ylabel("speedup over mesh (gray: paper C dotted, D dashed)")
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "sensitivity.png", dpi=120)
+        plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
     for ax, wl in zip(axes, ("transformer-17b", "transformer-1t")):
