@@ -40,24 +40,36 @@ def _power_of_two(n: int) -> int:
     return p
 
 
-@lru_cache(maxsize=4096)
-def phases_for(ports: int, flows: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]) -> int:
-    """Phases needed to route ``flows`` (tuples of (inputs, outputs) port tuples) on a switch
-    with ``ports`` ports (rounded up to a power of two for the compiler)."""
-    if not flows:
-        return 0
-    size = _power_of_two(max(ports, 2))
-    if _HAVE_COMPILER:
-        result = _route(ports=size, middle=MIDDLE_SUBNETWORKS,
-                        flows=[_Flow(inputs=i, outputs=o) for i, o in flows])
-        return len(result.phases)
-    phases: list[tuple[set, set]] = []
+def _disjoint_groups(flows) -> list[list[tuple]]:
+    """Greedy partition of flows into groups with pairwise disjoint inputs and outputs
+    (flows that share a port can never run in the same phase)."""
+    groups: list[tuple[set, set, list]] = []
     for inputs, outputs in flows:
-        for used_in, used_out in phases:
+        for used_in, used_out, members in groups:
             if used_in.isdisjoint(inputs) and used_out.isdisjoint(outputs):
                 used_in.update(inputs)
                 used_out.update(outputs)
+                members.append((inputs, outputs))
                 break
         else:
-            phases.append((set(inputs), set(outputs)))
-    return len(phases)
+            groups.append((set(inputs), set(outputs), [(inputs, outputs)]))
+    return [members for _, _, members in groups]
+
+
+@lru_cache(maxsize=4096)
+def phases_for(ports: int, flows: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]) -> int:
+    """Phases needed to route ``flows`` (tuples of (inputs, outputs) port tuples) on a switch
+    with ``ports`` ports (rounded up to a power of two for the compiler).
+
+    Flows sharing a port are first split into groups that can share a phase; the compiler
+    then routes each group and may split it further when its conflict graph cannot be
+    coloured with 3 middle subnetworks. The fallback counts one phase per group."""
+    if not flows:
+        return 0
+    size = _power_of_two(max(ports, 2))
+    groups = _disjoint_groups(flows)
+    if not _HAVE_COMPILER:
+        return len(groups)
+    return sum(len(_route(ports=size, middle=MIDDLE_SUBNETWORKS,
+                          flows=[_Flow(inputs=i, outputs=o) for i, o in group]).phases)
+               for group in groups)

@@ -241,10 +241,10 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         size = mb * (layer.out_bytes or layer.in_bytes)
         return layer.mp_allreduces * comm([Collective("all-reduce", g, size) for g in mp_groups])
 
-    def pp_time(stage: int, nbytes: float, backward: bool) -> float:
+    def pp_time(a: int, b: int, nbytes: float) -> float:
+        """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group)."""
         out = []
         for dp in range(strategy.dp):
-            a, b = (stage, stage + 1) if not backward else (stage + 1, stage)
             out.append(Collective("multicast", tuple(strategy.rank(k, dp, b) for k in range(strategy.mp)),
                                   nbytes, root=strategy.rank(0, dp, a)))
         return comm(out)
@@ -313,11 +313,11 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                     last = workload.layers[stages[s][-1] if kind == "F" else stages[s][0]]
                     if kind == "F" and s < strategy.pp - 1:
                         pp_fwd[(s, i)] = eng.add(f"F{i} s{s} send", res(s, "pp"),
-                                                 pp_time(s, mb * last.out_bytes, False), [prev],
+                                                 pp_time(s, s + 1, mb * last.out_bytes), [prev],
                                                  category="pp", npu=rep[s])
                     if kind == "B" and s > 0:
                         pp_bwd[(s - 1, i)] = eng.add(f"B{i} s{s} send", res(s, "pp"),
-                                                     pp_time(s - 1, mb * last.in_bytes, True), [prev],
+                                                     pp_time(s, s - 1, mb * last.in_bytes), [prev],
                                                      category="pp", npu=rep[s])
                     pos[s] += 1
                     progress = True
@@ -365,7 +365,7 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
             layer = workload.layers[li]
             s = stage_of[li]
             j = len(done[s])
-            gate = done[s][j - keep] if j >= keep else (done[s][-1] if done[s] else None)
+            gate = done[s][j - keep] if j >= keep else None  # a free resident slot
             kind = "B" if backward else "F"
             load = eng.add(f"load {kind} {layer.name}", "io.in", io_time(layer, s, "io-load"),
                            [gate], category="io")
@@ -374,11 +374,10 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
                 deps.append(eng.add(f"unspill {layer.name}", "io.in", spill_time(layer, "io-read") * m,
                                     [gate], category="io"))
             if prev_stage is not None and prev_stage != s:  # hand-over between stages
-                boundary = min(prev_stage, s)
                 nbytes = mb * (layer.in_bytes if not backward else workload.layers[li + 1].in_bytes)
                 for i in range(m):
                     prev[i] = eng.add(f"{kind}{i} send to s{s}", res(prev_stage, "pp"),
-                                      pp_time(boundary, nbytes, backward), [prev[i]],
+                                      pp_time(prev_stage, s, nbytes), [prev[i]],
                                       category="pp", npu=rep[prev_stage])
             for i in range(m):
                 t = eng.add(f"{kind}{i} {layer.name}", res(s, "compute"), compute_time(layer, backward),
@@ -440,9 +439,6 @@ def _breakdown(sched, strategy, rep, res):
         if best is None or busy > best[1]:
             best = (s, busy, comp)
     s, busy, comp = best
-    idle = _union([(0.0, makespan)])
-    for t in comp:
-        idle, _ = idle, None
     idle = _gaps(comp, makespan)
     out = {"compute": busy}
     comm_busy = {}
