@@ -35,6 +35,9 @@ def run(args) -> int:
             paper = PAPER_SPEEDUP.get(f, {}).get(w)
             cells.append(f"{summary['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else "       "))
         print(f"{w:18s}" + "".join(f"{c:>16s}" for c in cells))
+    print("why (from the breakdown; docs/sysmodel.md explains):")
+    for w in WORKLOADS:
+        print(f"  {w}: {summary['explanation'][w]['text']}")
     for key, s in summary["sweep_summary"].items():
         print(f"sweep {key}: {s}")
     return 0
