@@ -127,9 +127,12 @@ class CollectiveResult:
     busiest_link_bytes: float
     phases: int
     algorithms: list = field(default_factory=list)
+    #: bytes per directed link and the links' bandwidths (for link sharing in the engine)
+    link_loads: object = field(default=None, repr=False)
+    link_bw: object = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k not in ("link_loads", "link_bw")}
 
 
 # -------------------------------------------------------------------------------------------
@@ -521,7 +524,7 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
         latency_s=total.latency_s + total.overhead_s, bytes_sent_per_npu=per_npu,
         effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.phases,
-        algorithms=sorted(set(algorithms)))
+        algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw)
     if len(_RESULTS) > 100_000:
         _RESULTS.clear()
     _RESULTS[key] = (platform, result)

@@ -99,6 +99,24 @@ class IterationResult:
         return d
 
 
+@dataclass(frozen=True)
+class CommTime:
+    """A communication task's time alone (s) and its link loads (bytes per directed link) for
+    link sharing in the engine; ``k * c`` is k back-to-back repetitions."""
+
+    time_s: float
+    loads: object = None
+    bw: object = None
+
+    def times(self, k: float) -> "CommTime":
+        return CommTime(self.time_s * k, None if self.loads is None else self.loads * k, self.bw)
+
+    __mul__ = times
+
+    def __gt__(self, other) -> bool:
+        return self.time_s > other
+
+
 def _stages(workload: Workload, pp: int) -> list[list[int]]:
     """Contiguous layer ranges per stage, balanced by forward FLOPs (each stage >= 1 layer)."""
     layers = workload.layers
@@ -228,20 +246,25 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
             nbytes *= 2
         return max(flops / eff_flops, nbytes / hbm)
 
-    def comm(collectives) -> float:
-        return evaluate(platform, fabric, collectives).time_s if collectives else 0.0
+    def comm(collectives) -> "CommTime":
+        if not collectives:
+            return CommTime(0.0)
+        r = evaluate(platform, fabric, collectives)
+        return CommTime(r.time_s, r.link_loads, r.link_bw)
 
-    mp_groups = strategy.groups("mp")
+    mp_groups_of = {s: [tuple(strategy.rank(k, dp, s) for k in range(strategy.mp))
+                        for dp in range(strategy.dp)] for s in range(strategy.pp)}
     dp_of_stage = {s: [tuple(strategy.rank(mp, dp, s) for dp in range(strategy.dp))
                        for mp in range(strategy.mp)] for s in range(strategy.pp)}
 
-    def mp_time(layer) -> float:
+    def mp_time(layer, stage) -> "CommTime":
         if strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
-            return 0.0
+            return CommTime(0.0)
         size = mb * (layer.out_bytes or layer.in_bytes)
-        return layer.mp_allreduces * comm([Collective("all-reduce", g, size) for g in mp_groups])
+        one = comm([Collective("all-reduce", g, size) for g in mp_groups_of[stage]])
+        return one.times(layer.mp_allreduces)
 
-    def pp_time(a: int, b: int, nbytes: float) -> float:
+    def pp_time(a: int, b: int, nbytes: float) -> "CommTime":
         """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group)."""
         out = []
         for dp in range(strategy.dp):
@@ -249,19 +272,19 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                                   nbytes, root=strategy.rank(0, dp, a)))
         return comm(out)
 
-    def dp_time(layer, stage) -> float:
+    def dp_time(layer, stage) -> "CommTime":
         if strategy.dp == 1 or layer.params == 0:
-            return 0.0
+            return CommTime(0.0)
         size = BYTES * layer.params / _shard(layer, strategy.mp)
         return comm([Collective("all-reduce", g, size) for g in dp_of_stage[stage]])
 
-    def io_time(layer, stage, op) -> float:
+    def io_time(layer, stage, op) -> "CommTime":
         if layer.params == 0:
-            return 0.0
+            return CommTime(0.0)
         size = BYTES * layer.params / _shard(layer, strategy.mp)
         return comm([Collective(op, g, size) for g in dp_of_stage[stage]])
 
-    def spill_time(layer, op) -> float:
+    def spill_time(layer, op) -> "CommTime":
         size = mb * layer.in_bytes
         return comm([Collective(op, tuple(range(platform.npus)), size)])
 
@@ -301,7 +324,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                         t = eng.add(f"{kind}{i} s{s} {layer.name}", res(s, "compute"),
                                     compute_time(layer, kind == "B"), [prev], npu=rep[s])
                         prev = t
-                        d = mp_time(layer)
+                        d = mp_time(layer, s)
                         if d > 0:
                             prev = eng.add(f"{kind}{i} s{s} {layer.name} mp", res(s, "mp"), d, [t],
                                            category="mp", npu=rep[s])
@@ -382,7 +405,7 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
             for i in range(m):
                 t = eng.add(f"{kind}{i} {layer.name}", res(s, "compute"), compute_time(layer, backward),
                             [*deps, prev[i]], npu=rep[s])
-                d = mp_time(layer)
+                d = mp_time(layer, s)
                 prev[i] = eng.add(f"{kind}{i} {layer.name} mp", res(s, "mp"), d, [t],
                                   category="mp", npu=rep[s]) if d > 0 else t
                 if mem.offload and not backward:

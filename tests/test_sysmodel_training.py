@@ -37,6 +37,31 @@ def test_engine_overlaps_channels_and_serialises_compute():
     assert s.makespan == 4.0
 
 
+def test_engine_link_sharing_is_max_min_fair():
+    import numpy as np
+    bw = np.array([1.0, 1.0])
+    e = Engine()
+    a = e.add("a", "x.mp", 1.0, loads=np.array([1.0, 0.0]), bw=bw, category="mp")
+    b = e.add("b", "y.dp", 1.0, loads=np.array([1.0, 0.0]), bw=bw, category="dp")
+    c = e.add("c", "z.pp", 1.0, loads=np.array([0.0, 1.0]), bw=bw, category="pp")
+    s = e.run()
+    assert s.tasks[a].end == pytest.approx(2.0) and s.tasks[b].end == pytest.approx(2.0)
+    assert s.tasks[c].end == pytest.approx(1.0)  # its own link: full speed
+
+    e = Engine()
+    gate = e.add("compute", "n.compute", 1.0)
+    a = e.add("a", "x.mp", 2.0, loads=np.array([2.0, 0.0]), bw=bw)
+    b = e.add("b", "y.dp", 1.0, [gate], loads=np.array([1.0, 0.0]), bw=bw)
+    s = e.run()
+    # a runs alone for 1 s (half done), then a and b share the link at half speed each
+    assert s.tasks[b].start == pytest.approx(1.0)
+    assert s.tasks[a].end == pytest.approx(3.0) and s.tasks[b].end == pytest.approx(3.0)
+
+    e = Engine()  # a fixed latency tail follows the bandwidth part
+    a = e.add("a", "x.mp", 1.5, loads=np.array([1.0, 0.0]), bw=bw)
+    assert e.run().tasks[a].end == pytest.approx(1.5)
+
+
 def test_engine_rejects_forward_dependencies():
     """Dependencies must name tasks already added; with per-resource order = add order this
     makes a deadlock impossible by construction."""
@@ -144,10 +169,12 @@ def test_speedup_table_shape_and_ordering(table):
     for f in FRED_FABRICS:
         assert set(speedup[f]) == set(WORKLOADS)
     for w in WORKLOADS:
-        # more bisection and in-switch collectives never hurt
-        assert speedup["fred-d"][w] >= speedup["fred-c"][w] - 1e-9
-        assert speedup["fred-b"][w] >= speedup["fred-a"][w] - 1e-9
-        assert speedup["fred-c"][w] >= speedup["fred-a"][w] - 1e-9
+        # more bisection and in-switch collectives do not hurt, up to small static-schedule
+        # effects: e.g. GPT-3 on Fred-C is 0.02 % slower than on Fred-A because its faster
+        # I/O streams overlap more with (and, sharing links, slow) the PP hand-overs
+        assert speedup["fred-d"][w] >= speedup["fred-c"][w] * 0.995
+        assert speedup["fred-b"][w] >= speedup["fred-a"][w] * 0.995
+        assert speedup["fred-c"][w] >= speedup["fred-a"][w] * 0.995
 
 
 # What the model produces with the documented platform (docs/sysmodel.md explains why these
@@ -155,8 +182,8 @@ def test_speedup_table_shape_and_ordering(table):
 # compute dominates the iteration). A change in the mechanics moves these and must be
 # re-explained.
 MODEL_SPEEDUP = {
-    "fred-c": {"resnet-152": 1.000, "transformer-17b": 1.093, "gpt-3": 1.010, "transformer-1t": 1.000},
-    "fred-d": {"resnet-152": 1.000, "transformer-17b": 1.109, "gpt-3": 1.010, "transformer-1t": 1.000},
+    "fred-c": {"resnet-152": 1.000, "transformer-17b": 1.103, "gpt-3": 1.014, "transformer-1t": 1.000},
+    "fred-d": {"resnet-152": 1.000, "transformer-17b": 1.121, "gpt-3": 1.015, "transformer-1t": 1.000},
 }
 
 
@@ -177,12 +204,16 @@ def test_paper_speedups_reached_within_10pct_is_false_and_documented(table, fabr
 
 
 def test_paper_transformer_17b_reached_when_compute_is_faster():
-    """The mechanism can produce the paper's figure: with NPU compute about 8.7x faster
-    (the implied factor reported by `fred eval`), Fred-D's Transformer-17B speedup is 1.87."""
-    fast = P.scaled(peak_tflops=P.peak_tflops * 8.65, memory_bandwidth_gbps=P.memory_bandwidth_gbps * 8.65)
+    """The mechanism can produce the paper's figure: with NPU compute k times faster (the
+    implied factor `fred eval` reports, about 8x), Fred-D's Transformer-17B speedup is 1.87."""
+    from sysmodel.evaluation import implied_compute_scale
+    target = PAPER_SPEEDUP["fred-d"]["transformer-17b"]
+    k = implied_compute_scale("transformer-17b", "fred-d", target, P)
+    assert k is not None and 4 < k < 16
+    fast = P.scaled(peak_tflops=P.peak_tflops * k, memory_bandwidth_gbps=P.memory_bandwidth_gbps * k)
     w = get_workload("transformer-17b")
     x = simulate_iteration(fast, "mesh", w).time_s / simulate_iteration(fast, "fred-d", w).time_s
-    assert x == pytest.approx(PAPER_SPEEDUP["fred-d"]["transformer-17b"], rel=0.02)
+    assert x == pytest.approx(target, rel=0.01)
 
 
 # -- sweep and CLI -------------------------------------------------------------------------------
