@@ -10,7 +10,7 @@ this symmetric placement), a graph of compute and communication tasks and runs i
   weights of MP-shardable layers are divided by MP. Backward = 2x forward FLOPs (3x with
   activation recomputation, chosen only when the activations would not fit otherwise).
 * **MP** (Megatron): after each layer's compute, its all-reduces (2 per transformer layer per
-  pass) of the microbatch's activation, on all MP groups of the wafer at once; blocking (the
+  pass) of the microbatch's activation, on all MP groups of the stage at once; blocking (the
   next layer waits), so MP time is exposed unless it is zero.
 * **PP**: the activation (forward) or its gradient (backward) of each microbatch crosses
   each stage boundary as a multicast from MP rank 0 of one stage to the MP group of the
@@ -28,10 +28,10 @@ this symmetric placement), a graph of compute and communication tasks and runs i
   storage. Activation checkpoints that do not fit in HBM are written out after a layer's
   forward and read back before its backward.
 
-Communication durations come from :func:`sysmodel.collectives.evaluate` on the fabric, with
-all groups of a dimension running concurrently. Channels of different classes (MP, DP, PP,
-I/O) run concurrently on one NPU without slowing each other -- a simplification that favours
-the mesh, whose classes share links (FRED gives each its virtual channel too).
+Communication times come from :func:`sysmodel.collectives.evaluate` on the fabric, with all
+groups of a dimension (within a stage) running concurrently; each task carries its link loads,
+so communication tasks that overlap in the schedule (other stages' MP, DP during backward,
+I/O, PP) share links in the engine (max-min fair).
 
 The breakdown attributes the representative stage's timeline: compute, then each idle
 interval of the compute unit to the communication active in it (MP, then PP, I/O, DP), and
