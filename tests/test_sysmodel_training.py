@@ -243,3 +243,22 @@ def test_cli_sweep_errors():
     proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "bert",
                            "--fabric", "mesh"], capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workload", "gpt-3", "--fabric", "mesh", "--strategy", "MP3-DP3-PP2"], "18 NPUs but the wafer has 20"),
+    (["--workload", "gpt-3", "--fabric", "mesh", "--strategy", "MP2xDP10"], "not of the form"),
+    (["--workload", "gpt-3", "--fabric", "mesh", "--samples-per-dp", "0"], "--samples-per-dp"),
+])
+def test_cli_sweep_rejects_bad_strategies(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "fred", "sweep", *argv], capture_output=True, text=True)
+    assert proc.returncode == 1 and message in proc.stderr
+
+
+def test_cli_sweep_single_strategy_json():
+    proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "transformer-17b",
+                           "--fabric", "fred-d", "--strategy", "MP5-DP2-PP2", "--samples-per-dp", "16",
+                           "--json"], capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert data["strategy"] == "MP5-DP2-PP2"
+    assert sum(data["breakdown"].values()) == pytest.approx(data["time_s"])
