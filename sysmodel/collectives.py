@@ -224,7 +224,7 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
     def chunk(first: str) -> Traffic:
         t = net.traffic()
         outer, inner = lines(first)
-        n1, n2 = len(outer[0]), len(inner[0])
+        n1 = len(outer[0])
         if op == "all-reduce":
             stages = [("reduce-scatter", outer, size), ("all-reduce", inner, size / n1),
                       ("all-gather", outer, size)]

@@ -40,7 +40,6 @@ the rest to pipeline bubble.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from fred.errors import FredError
@@ -289,8 +288,6 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         return comm([Collective(op, tuple(range(platform.npus)), size)])
 
     eng = Engine()
-    last_fwd: dict = {}        # (stage, layer, micro) -> task id
-    last_bwd: dict = {}
     pp_fwd: dict = {}          # (stage boundary, micro) -> send task
     pp_bwd: dict = {}
     rep = {s: strategy.rank(0, 0, s) for s in range(strategy.pp)}

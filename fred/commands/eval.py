@@ -27,7 +27,7 @@ def run(args) -> int:
     if args.json:
         print_json({"speedup": summary["speedup"]})
         return 0
-    print(f"speedup over the 2D mesh (model; paper in brackets)")
+    print("speedup over the 2D mesh (model; paper in brackets)")
     print(f"{'workload':18s}" + "".join(f"{f:>16s}" for f in FRED_FABRICS))
     for w in WORKLOADS:
         cells = []
