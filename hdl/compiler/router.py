@@ -125,12 +125,14 @@ class Router:
 
     Parameters (keyword-only): ``ports``, ``middle``, ``budget`` (nodes per one-phase
     attempt), ``split_budget`` (nodes per fit check while splitting), ``restarts``
-    (random first-fit restarts), ``seed``.
+    (random first-fit restarts), ``seed``, ``backtrack`` (default True; False keeps only
+    the first valid colouring at each level, i.e. the paper's greedy algorithm without
+    backtracking, for comparison: a failure then is reported as "search-bound").
     """
 
     def __init__(self, *, ports: int, middle: int, budget: int = DEFAULT_BUDGET,
                  split_budget: int = DEFAULT_SPLIT_BUDGET, restarts: int = DEFAULT_RESTARTS,
-                 seed: int = 0):
+                 seed: int = 0, backtrack: bool = True):
         check_size(ports, middle)
         for name, value in (("budget", budget), ("split_budget", split_budget)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -138,6 +140,7 @@ class Router:
         if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
             raise FredError(f"restarts must be an integer >= 0, got {restarts!r}")
         self.ports, self.middle = ports, middle
+        self.backtrack = bool(backtrack)
         self.budget, self.split_budget, self.restarts, self.seed = budget, split_budget, restarts, seed
         self._memo: dict = {}
         self._idle = {}
@@ -339,6 +342,8 @@ class Router:
                 members = classes[k]
                 sub = self._route(r, tuple(sorted(proj[order[d]] for d in members)))
                 if sub is None:
+                    if not self.backtrack:
+                        raise _Exhausted  # greedy: the first colouring failed, give up
                     nogood = self._minimise(r, members, order, proj)
                     last = max(nogood)
                     nogoods_at[last].append(tuple(nogood))
