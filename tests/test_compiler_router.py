@@ -254,3 +254,50 @@ def test_model_complete_fred2_4_bruteforce():
             routed.add(key)
     assert len(routed) > 100
     assert routed == realisable
+
+
+@pytest.mark.parametrize("ports", [8, 16, 32, 64])
+def test_every_3d_placement_routes_in_one_phase_at_m3(ports):
+    """Issue 4 acceptance: with m = 3 every traffic phase of every 3D-parallel placement of
+    N <= P NPUs (every factorisation N = MP x DP x PP) routes in one phase."""
+    from hdl.compiler.routability import placement_report
+    router_failures = []
+    for npus in range(2, ports + 1):
+        for entry in placement_report(ports=ports, middle=3, npus=npus):
+            if not entry["all_one_phase"]:
+                router_failures.append((npus, entry["placement"]))
+    assert router_failures == []
+
+
+def test_placement_explanation_at_m2():
+    from hdl.compiler.routability import Placement, explain
+    flows = Placement(mp=1, dp=4, pp=5).traffic()["dp-allreduce"]  # 20 NPUs on Fred_2(32)
+    why = explain(flows, ports=32, middle=2)
+    assert not why["routable"] and len(why["core"]) == 5 and "odd cycle" in why["reason"]
+    assert explain(flows, ports=32, middle=3) == {"routable": True}
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("ports,middle", [(16, 2), (16, 3), (32, 2), (32, 3), (32, 4),
+                                          (64, 2), (64, 3), (64, 4)])
+def test_random_flow_sets_long(ports, middle):
+    rng = random.Random(1000 + ports + middle)
+    nprng = __import__("numpy").random.default_rng(ports * middle + 1)
+    router = Router(ports=ports, middle=middle)
+    for i in range(300):
+        flows = partition_flows(random_partition(ports, rng)) if i % 2 else random_flow_set(ports, rng)
+        result = router.route(flows)
+        assert result.one_phase != "search-bound"
+        if ports <= 32:
+            assert result.routable_in_one_phase == reference_routable(ports, middle, _key(flows))
+        _check_result(result, flows, numeric=(i % 10 == 0), rng=nprng)
+
+
+@pytest.mark.full
+def test_all_partitions_of_8_ports_m4():
+    router = Router(ports=8, middle=4)
+    for partition in set_partitions(range(8)):
+        flows = partition_flows(partition)
+        result = router.route(flows)
+        assert result.routable_in_one_phase == reference_routable(8, 4, _key(flows))
+        _check_result(result, flows)

@@ -212,8 +212,8 @@ def explain(flows, *, ports: int, middle: int, router: Router | None = None) -> 
              and ({p // 2 for p in a.inputs} & {p // 2 for p in b.inputs}
                   or {p // 2 for p in a.outputs} & {p // 2 for p in b.outputs})}
     top_colourable = _colourable(len(core), edges, middle)
-    reason = (f"these {len(core)} flows pairwise conflict so that the top-level conflict graph "
-              f"needs more than {middle} colours (middle subnetworks)"
+    reason = (f"the top-level conflict graph of these {len(core)} flows (edges: shared input or "
+              f"output microswitches) needs more than {middle} colours (middle subnetworks)"
               + (" -- an odd cycle" if middle == 2 and len(core) % 2 == 1 else "")
               if not top_colourable else
               f"every {middle}-colouring of their top-level conflicts puts flows together in a "
