@@ -301,3 +301,15 @@ def test_all_partitions_of_8_ports_m4():
         result = router.route(flows)
         assert result.routable_in_one_phase == reference_routable(8, 4, _key(flows))
         _check_result(result, flows)
+
+
+def test_exact_split_proves_three_phases():
+    # Conflict graph K5 (every pair of flows shares an input or output microswitch): at
+    # m = 2 any three flows form a triangle, so no two phases suffice.
+    flows = parse_flows("0,2,4>0; 6,8,10>1; 1,7,12>2; 3,9,14>3; 5,11,13,15>4")
+    result = route(ports=16, middle=2, flows=flows)
+    assert len(result.phases) == 3 and result.lower_bound == 3 and result.optimal
+    assert "proved optimal" in result.method
+    _check_result(result, flows)
+    result = route(ports=16, middle=2, flows=flows, exact_checks=0)
+    assert result.lower_bound == 2 and len(result.phases) == 3 and not result.optimal
