@@ -274,6 +274,11 @@ def test_placement_explanation_at_m2():
     flows = Placement(mp=1, dp=4, pp=5).traffic()["dp-allreduce"]  # 20 NPUs on Fred_2(32)
     why = explain(flows, ports=32, middle=2)
     assert not why["routable"] and len(why["core"]) == 5 and "odd cycle" in why["reason"]
+    deeper = explain(Placement(mp=1, dp=2, pp=7).traffic()["dp-allreduce"], ports=32, middle=2)
+    assert "forced" in deeper["reason"] and "in mid[0] (a Fred_2(16))" in deeper["reason"]
+    assert "odd cycle" in deeper["reason"]
+    spread = explain(Placement(mp=1, dp=2, pp=10).traffic()["dp-allreduce"], ports=32, middle=2)
+    assert "valid 2-colourings" in spread["reason"]
     assert explain(flows, ports=32, middle=3) == {"routable": True}
 
 

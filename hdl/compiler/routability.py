@@ -208,18 +208,90 @@ def explain(flows, *, ports: int, middle: int, router: Router | None = None) -> 
                           for u in sorted(ua & ub)]
             if where:
                 shares.append(f"{a} and {b} share {', '.join(where)}")
-    edges = {(i, j) for i, a in enumerate(core) for j, b in enumerate(core) if i < j
-             and ({p // 2 for p in a.inputs} & {p // 2 for p in b.inputs}
-                  or {p // 2 for p in a.outputs} & {p // 2 for p in b.outputs})}
-    top_colourable = _colourable(len(core), edges, middle)
-    reason = (f"the top-level conflict graph of these {len(core)} flows (edges: shared input or "
-              f"output microswitches) needs more than {middle} colours (middle subnetworks)"
-              + (" -- an odd cycle" if middle == 2 and len(core) % 2 == 1 else "")
-              if not top_colourable else
-              f"every {middle}-colouring of their top-level conflicts puts flows together in a "
-              "middle subnetwork where their projected ports conflict again and cannot be routed")
+    reason = _why(core, ports, middle, path="")
     return {"routable": False, "status": status, "core": [str(f) for f in core],
             "reason": reason, "conflicts": shares}
+
+
+def _conflict_edges(flows) -> set[tuple[int, int]]:
+    return {(i, j) for i, a in enumerate(flows) for j, b in enumerate(flows) if i < j
+            and ({p // 2 for p in a.inputs} & {p // 2 for p in b.inputs}
+                 or {p // 2 for p in a.outputs} & {p // 2 for p in b.outputs})}
+
+
+def _why(core: list[Flow], ports: int, middle: int, path: str) -> str:
+    """Where a (deletion-minimal) unroutable flow set fails, following forced colourings."""
+    where = f"in {path} (a Fred_{middle}({ports}))" if path else f"at the top of Fred_{middle}({ports})"
+    edges = _conflict_edges(core)
+    if not _colourable(len(core), edges, middle):
+        cycle = " (an odd cycle)" if middle == 2 else ""
+        return (f"{where} the conflict graph of flows {'; '.join(map(str, core))} (edges: shared "
+                f"input or output microswitches) needs more than {middle} colours{cycle}")
+    colouring = _forced_two_colouring(len(core), edges) if middle == 2 else None
+    if colouring is None or ports <= 4:
+        count = _count_colourings(len(core), edges, middle, limit=10_000)
+        tried = f"all {count}" if count < 10_000 else "every one of the >= 10,000"
+        return (f"{where} {tried} valid {middle}-colourings of flows {'; '.join(map(str, core))} "
+                "(up to renaming subnetworks) put flows together in a middle subnetwork where "
+                "their projected ports conflict again and cannot be routed")
+    sub_router = Router(ports=ports // 2, middle=middle)
+    for k in range(middle):
+        projected = [Flow({p // 2 for p in f.inputs}, {p // 2 for p in f.outputs})
+                     for f, c in zip(core, colouring) if c == k]
+        if projected and sub_router.try_one_phase(projected)[0] is None:
+            sub_core = list(projected)
+            for flow in list(projected):
+                trial = [f for f in sub_core if f != flow]
+                if trial and sub_router.try_one_phase(trial)[0] is None:
+                    sub_core = trial
+            forced = (f"{where} the 2-colouring is forced (the conflict graph is connected); "
+                      f"middle subnetwork {k} receives the projected flows, and ")
+            return forced + _why(sub_core, ports // 2, middle, f"{path + '.' if path else ''}mid[{k}]")
+    return f"{where} no colouring routes all subnetworks"  # pragma: no cover - core is unroutable
+
+
+def _count_colourings(n: int, edges, m: int, limit: int) -> int:
+    """Proper m-colourings up to renaming colours (a new colour opens only after the last)."""
+    adj = [set() for _ in range(n)]
+    for i, j in edges:
+        adj[i].add(j)
+        adj[j].add(i)
+    colour = [-1] * n
+    count = 0
+
+    def go(i, used):
+        nonlocal count
+        if count >= limit:
+            return
+        if i == n:
+            count += 1
+            return
+        for c in range(min(m, used + 1)):
+            if all(colour[j] != c for j in adj[i] if j < i):
+                colour[i] = c
+                go(i + 1, max(used, c + 1))
+        colour[i] = -1
+
+    go(0, 0)
+    return count
+
+
+def _forced_two_colouring(n: int, edges) -> list[int] | None:
+    """The 2-colouring of a connected bipartite graph (unique up to swapping), else None."""
+    adj = [[] for _ in range(n)]
+    for i, j in edges:
+        adj[i].append(j)
+        adj[j].append(i)
+    colour = [-1] * n
+    colour[0] = 0
+    stack = [0]
+    while stack:
+        node = stack.pop()
+        for nb in adj[node]:
+            if colour[nb] < 0:
+                colour[nb] = 1 - colour[node]
+                stack.append(nb)
+    return colour if all(c >= 0 for c in colour) else None
 
 
 def _colourable(n: int, edges, m: int) -> bool:
