@@ -166,6 +166,14 @@ class Router:
     def try_one_phase(self, flows, budget: int | None = None) -> tuple[SwitchConfig | None, str]:
         """Route ``flows`` in one phase: ``(config, "routed")``, ``(None, "impossible")`` or
         ``(None, "search-bound")``. ``flows`` must already be valid for one phase."""
+        modes, status = self._try_modes(flows, budget)
+        if modes is None:
+            return None, status
+        return SwitchConfig(self.ports, self.middle, modes), status
+
+    def _try_modes(self, flows, budget: int | None = None) -> tuple[tuple | None, str]:
+        """Like :meth:`try_one_phase` but returns the raw mode tuple (no SwitchConfig
+        validation: the fit checks of phase splitting only need the verdict)."""
         key = tuple(sorted((f.inputs, f.outputs) for f in flows))
         if len(self._memo) > 500_000:  # keep memory bounded in long sweeps
             self._memo.clear()
@@ -179,7 +187,7 @@ class Router:
             self.total_nodes += self._nodes
         if modes is None:
             return None, "impossible"
-        return SwitchConfig(self.ports, self.middle, modes), "routed"
+        return modes, "routed"
 
     def route(self, flows, *, split: bool = True) -> RouteResult:
         flows = tuple(validate_flows(flows, self.ports))
@@ -197,15 +205,14 @@ class Router:
                            self.total_nodes - start, method)
 
     # -- phase splitting --------------------------------------------------------------------
-    def _fits(self, flows) -> SwitchConfig | None:
-        config, _ = self.try_one_phase(flows, self.split_budget)
-        return config
+    def _fits(self, flows) -> bool:
+        return self._try_modes(flows, self.split_budget)[0] is not None
 
     def _first_fit(self, order) -> list[list[Flow]]:
         groups: list[list[Flow]] = []
         for flow in order:
             for group in groups:
-                if self._fits(group + [flow]) is not None:
+                if self._fits(group + [flow]):
                     group.append(flow)
                     break
             else:
@@ -221,7 +228,7 @@ class Router:
                 moving = trial.pop(victim)
                 for flow in sorted(moving, key=lambda f: -(len(f.inputs) + len(f.outputs))):
                     for group in trial:
-                        if self._fits(group + [flow]) is not None:
+                        if self._fits(group + [flow]):
                             group.append(flow)
                             break
                     else:
@@ -248,8 +255,8 @@ class Router:
                 state["checks"] += 1
                 if state["checks"] > self.exact_checks:
                     raise _Exhausted
-                config, status = self.try_one_phase(groups[g] + [order[i]], self.split_budget)
-                if config is None:
+                modes, status = self._try_modes(groups[g] + [order[i]], self.split_budget)
+                if modes is None:
                     state["proven"] &= status == "impossible"
                     continue
                 groups[g].append(order[i])
@@ -289,7 +296,7 @@ class Router:
         phases = []
         for group in best:
             # Re-route each group with the full budget (the fit check found a routing already).
-            config = self._fits(group)
+            config, _ = self.try_one_phase(group, self.split_budget)
             if config is None:  # pragma: no cover - a fit check already routed this group
                 raise FredError(f"internal error: phase {group} no longer routes")
             position = {f: i for i, f in enumerate(flows)}
