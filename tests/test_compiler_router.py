@@ -318,3 +318,14 @@ def test_exact_split_proves_three_phases():
     _check_result(result, flows)
     result = route(ports=16, middle=2, flows=flows, exact_checks=0)
     assert result.lower_bound == 2 and len(result.phases) == 3 and not result.optimal
+
+
+def test_fred2_4_partitions_route_but_some_general_sets_do_not():
+    """Measured (and proven by the brute force above): at P = 4, m = 2 all 15 all-reduce
+    partitions route in one phase; the first 2-phase partitions appear at P = 8. General
+    flow sets can need 2 phases already at P = 4."""
+    router = Router(ports=4, middle=2)
+    assert all(router.try_one_phase(partition_flows(p))[0] is not None for p in set_partitions(range(4)))
+    flows = parse_flows("1>0,2; 2>1; 3>3")
+    result = router.route(flows)
+    assert result.one_phase == "impossible" and len(result.phases) == 2
