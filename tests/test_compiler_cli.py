@@ -72,3 +72,9 @@ def test_routability_samples_text(capsys):
                  "--npus", "20"]) == 0
     out = capsys.readouterr().out
     assert "5 random (seed 2) partitions" in out and "MP(5)-DP(2)-PP(2)" in out
+
+
+def test_route_explain(capsys):
+    data = _json(capsys, ["route", "--ports", "8", "--middle", "2", "--json", "--explain",
+                          "--flows", "0,3>0,3; 1,4>1,4; 2,5>2,5"])
+    assert any("why:" in note and "odd cycle" in note for note in data["notes"])

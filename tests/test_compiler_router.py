@@ -329,3 +329,16 @@ def test_fred2_4_partitions_route_but_some_general_sets_do_not():
     flows = parse_flows("1>0,2; 2>1; 3>3")
     result = router.route(flows)
     assert result.one_phase == "impossible" and len(result.phases) == 2
+
+
+@pytest.mark.parametrize("middle", [5, 8, 9])
+def test_larger_m(middle):
+    """Any m >= 2: wider wire fields (w = 3, 3, 4 bits) route, check and round-trip."""
+    rng = random.Random(middle)
+    router = Router(ports=16, middle=middle)
+    for i in range(10):
+        flows = random_flow_set(16, rng) if i % 2 else partition_flows(random_partition(16, rng))
+        result = router.route(flows)
+        _check_result(result, flows)
+        for phase in result.phases:
+            assert SwitchConfig.decode(phase.config.encode(), ports=16, middle=middle) == phase.config

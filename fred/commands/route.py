@@ -10,6 +10,7 @@ from hdl.compiler.collectives import COLLECTIVES, lower_collective
 from hdl.compiler.encoding import DEFAULT_WORD_WIDTH
 from hdl.compiler.flows import format_flows, parse_flows
 from hdl.compiler.functional import verify_config
+from hdl.compiler.routability import explain
 from hdl.compiler.router import DEFAULT_BUDGET, Router
 
 HELP = "route flows or a collective on Fred_m(P); print phases and per-microswitch settings"
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"search bound in nodes per one-phase attempt (default {DEFAULT_BUDGET})")
     parser.add_argument("--all-microswitches", action="store_true",
                         help="also list idle microswitches")
+    parser.add_argument("--explain", action="store_true",
+                        help="when one phase is not enough, say why (a minimal set of flows that "
+                             "cannot share a phase and where they collide)")
 
 
 def run(args) -> int:
@@ -74,6 +78,10 @@ def run(args) -> int:
             proven = "proven impossible" if result.one_phase == "impossible" else "not found within the search bound"
             notes.append(f"{label}: one phase {proven}; split into {len(result.phases)} phases "
                          f"({result.method}; {'optimal' if result.optimal else f'lower bound {result.lower_bound}'})")
+            if args.explain:
+                why = explain(flows, ports=args.ports, middle=args.middle, router=router)
+                if not why["routable"]:
+                    notes.append(f"{label}: why: {why['reason']}")
         for phase in result.phases:
             verify_config(phase.config, phase.flows)  # every printed configuration is checked
             phases.append({
