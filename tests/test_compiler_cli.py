@@ -78,3 +78,13 @@ def test_route_explain(capsys):
     data = _json(capsys, ["route", "--ports", "8", "--middle", "2", "--json", "--explain",
                           "--flows", "0,3>0,3; 1,4>1,4; 2,5>2,5"])
     assert any("why:" in note and "odd cycle" in note for note in data["notes"])
+
+
+def test_routability_no_backtrack(capsys):
+    greedy = _json(capsys, ["routability", "--ports", "16", "--middle", "2", "--samples", "200",
+                            "--seed", "1", "--no-backtrack", "--no-placements", "--json"])
+    full = _json(capsys, ["routability", "--ports", "16", "--middle", "2", "--samples", "200",
+                          "--seed", "1", "--no-placements", "--json"])
+    assert greedy["backtrack"] is False and full["backtrack"] is True
+    assert greedy["one_phase_count"] <= full["one_phase_count"]
+    assert full["search_bound_count"] == 0

@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--npus", type=int, default=None,
                         help="placements of this many NPUs on ports 0..N-1 (default: P)")
     parser.add_argument("--no-placements", action="store_true", help="skip the 3D-parallel placements")
+    parser.add_argument("--no-backtrack", action="store_true",
+                        help="first valid colouring per level only (the paper's greedy algorithm), "
+                             "for comparison; its failures count as 'search bound'")
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                         help=f"search bound in nodes per one-phase attempt (default {DEFAULT_BUDGET})")
 
@@ -31,7 +34,8 @@ def run(args) -> int:
     if args.samples is not None and args.samples < 1:
         raise FredError(f"--samples must be >= 1, got {args.samples}")
     stats = partition_stats(ports=args.ports, middle=args.middle, exhaustive=args.exhaustive,
-                            samples=args.samples or 0, seed=args.seed, budget=args.budget)
+                            samples=args.samples or 0, seed=args.seed, budget=args.budget,
+                            backtrack=not args.no_backtrack)
     if not args.no_placements:
         stats["placements"] = placement_report(ports=args.ports, middle=args.middle,
                                                npus=args.npus, budget=args.budget)

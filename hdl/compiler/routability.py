@@ -97,11 +97,12 @@ def random_flow_set(ports: int, rng: random.Random, *, flows: int | None = None,
 
 
 def partition_stats(*, ports: int, middle: int, exhaustive: bool = False, samples: int = 0,
-                    seed: int = 0, budget: int = DEFAULT_BUDGET) -> dict:
+                    seed: int = 0, budget: int = DEFAULT_BUDGET, backtrack: bool = True) -> dict:
     """Route partitions of the ports (all-reduce groups); one-phase fraction, mean phases.
 
     ``exhaustive`` enumerates all Bell(P) partitions (refused above EXHAUSTIVE_LIMIT);
-    otherwise ``samples`` uniform random partitions from ``seed``.
+    otherwise ``samples`` uniform random partitions from ``seed``. ``backtrack=False``
+    measures the router without backtracking (first valid colouring per level).
     """
     check_size(ports, middle)
     if exhaustive:
@@ -117,7 +118,7 @@ def partition_stats(*, ports: int, middle: int, exhaustive: bool = False, sample
         rng = random.Random(seed)
         source = (random_partition(ports, rng) for _ in range(samples))
         mode = "random"
-    router = Router(ports=ports, middle=middle, budget=budget, seed=seed)
+    router = Router(ports=ports, middle=middle, budget=budget, seed=seed, backtrack=backtrack)
     total = one = phases = bound = 0
     histogram: dict[int, int] = {}
     for partition in source:
@@ -128,6 +129,7 @@ def partition_stats(*, ports: int, middle: int, exhaustive: bool = False, sample
         phases += len(result.phases)
         histogram[len(result.phases)] = histogram.get(len(result.phases), 0) + 1
     return {"ports": ports, "middle": middle, "mode": mode, "seed": None if exhaustive else seed,
+            "backtrack": backtrack,
             "total": total, "one_phase_count": one, "one_phase_fraction": one / total,
             "mean_phases": phases / total, "search_bound_count": bound,
             "phase_histogram": {str(k): v for k, v in sorted(histogram.items())}}
