@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint clean help eval bench-sysmodel
+.PHONY: all venv test test-full verilog lint clean help eval bench-sysmodel bench-router
 
 all: test
 
@@ -19,6 +19,7 @@ help:
 	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
 	@echo "make bench-sysmodel  system-model speed figures"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
+	@echo "make bench-router  print the router's P=64 routing time per flow set"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -46,6 +47,9 @@ eval: $(STAMP)
 
 bench-sysmodel: $(STAMP)
 	$(PY) benchmarks/bench_sysmodel.py
+
+bench-router: $(STAMP)
+	$(PY) benchmarks/bench_router.py
 
 clean:
 	rm -rf build sim_build .pytest_cache
