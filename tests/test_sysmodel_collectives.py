@@ -182,3 +182,21 @@ def test_cli_errors(argv, message):
     proc = subprocess.run([sys.executable, "-m", "fred", "collective", *argv],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and message in proc.stderr
+
+
+@pytest.mark.full
+@settings(max_examples=400, deadline=None)
+@given(group=groups, op=ops, fabric=fabrics, factor=st.floats(1.01, 8), data=st.data())
+def test_properties_exhaustive(group, op, fabric, factor, data):
+    """Long run of the three properties together (make test-full)."""
+    c = [Collective(op, tuple(group), 1e8)]
+    base = evaluate(P, fabric, c)
+    shuffled = data.draw(st.permutations(group))
+    assert evaluate(P, fabric, [Collective(op, tuple(shuffled), 1e8)]).time_s == base.time_s
+    assert evaluate(P, fabric, [Collective(op, tuple(group), 2e8)]).time_s > base.time_s
+    variants = {n: type(v)(name=n, l1_l2_gbps=v.l1_l2_gbps * factor, in_switch=v.in_switch)
+                for n, v in P.variants.items()}
+    faster = P.scaled(mesh_link_gbps=P.mesh_link_gbps * factor, npu_send_gbps=P.npu_send_gbps * factor,
+                      npu_recv_gbps=P.npu_recv_gbps * factor, io_gbps=P.io_gbps * factor,
+                      variants=variants)
+    assert evaluate(faster, fabric, c).time_s <= base.time_s * (1 + 1e-12)
