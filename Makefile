@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint clean help
+.PHONY: all venv test test-full verilog lint clean help bench-router
 
 all: test
 
@@ -17,6 +17,7 @@ help:
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
+	@echo "make bench-router  print the router's P=64 routing time per flow set"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -39,12 +40,9 @@ verilog: $(STAMP)
 lint: verilog
 	$(PY) -m hdl.lint build/*.v
 
+bench-router: $(STAMP)
+	$(PY) benchmarks/bench_router.py
+
 clean:
 	rm -rf build sim_build .pytest_cache
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
-
-# Configuration compiler: routing time per flow set at P = 64 (figures printed, never asserted).
-# `python benchmarks/bench_router.py --write-doc docs/routability.md` regenerates the report.
-.PHONY: bench-router
-bench-router: $(STAMP)
-	$(PY) benchmarks/bench_router.py
