@@ -18,6 +18,12 @@ recursively. The configuration of one phase is the concatenation of the microswi
 in that order, least significant bit first, cut into words of ``word_width`` bits (default
 32; word 0 holds bits 0..word_width-1; the last word is zero-padded).
 
+Non-power-of-two P (compiler extension, not in the RTL; :func:`check_any_size`): an odd
+Fred_m(P), P = 2r+1, adds a ``demux`` (:class:`DemuxMode`) after its input microswitches and a
+``mux`` (:class:`MuxMode`) after its output microswitches for the last port, and its middle
+subnetworks are Fred_m(r+1). Powers of two are unaffected; :func:`check_size` (used by the
+RTL) still accepts powers of two only.
+
 Canonical form (an addition to the shared contract, enforced by :meth:`SwitchConfig.decode`
 and by the mode constructors): a disabled input or output has wire field 0, so a
 configuration has exactly one encoding.

@@ -10,7 +10,9 @@ Algorithm (the paper's, made complete by search). At one level of Fred_m(P), P >
 2. A flow owning both ports of an input microswitch reduces there (one wire); owning both
    ports of an output microswitch, it broadcasts there.
 3. Each subnetwork k is routed recursively with the flows of colour k projected onto its
-   sub-ports (port p -> p // 2). Fred_m(2) is one RD microswitch and always routes.
+   sub-ports (port p -> p // 2). Fred_m(2) is one RD microswitch and always routes. For odd
+   P (compiler extension) the last port has its own demux/mux, shares no microswitch and so
+   adds no conflict; it projects to the last sub-port of a Fred_m(ceil(P/2)).
 
 Because of (1), a phase is routable **iff** some colouring at every level makes all
 subnetworks routable; the search below decides that exactly unless it hits its bound.
