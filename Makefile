@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint clean help
+.PHONY: all venv test test-full verilog lint synth clean help
 
 all: test
 
@@ -16,6 +16,7 @@ help:
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
+	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra)"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
@@ -38,6 +39,11 @@ verilog: $(STAMP)
 
 lint: verilog
 	$(PY) -m hdl.lint build/*.v
+
+# yosys synth_ecp5 + nextpnr-ecp5 --85k per format for lanes 1 and 4 (docs/synthesis.md).
+synth: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,synth]'
+	$(PY) scripts/synth_report.py $(SYNTH_ARGS)
 
 clean:
 	rm -rf build sim_build .pytest_cache
