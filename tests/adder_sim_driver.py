@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.sim import Simulator
 
-from hdl.dtypes import get_dtype
 
 
 @dataclass
@@ -110,24 +109,3 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
     sim.add_testbench(bench)
     sim.run()
     return result
-
-
-def random_operands(dtype_name: str, flits: int, lanes: int, seed: int):
-    """Random operand bit patterns, (flits, lanes) each: half uniform bit patterns, half
-    pairs with close exponents (so cancellation and carries are frequent)."""
-    dtype = get_dtype(dtype_name)
-    rng = np.random.default_rng(seed)
-    a = dtype.random_bits(rng, (flits, lanes)).astype(np.uint64)
-    b = dtype.random_bits(rng, (flits, lanes)).astype(np.uint64)
-    if dtype.is_float:
-        # second half: b shares a's sign-flipped exponent +-2 for massive cancellation
-        half = flits // 2
-        f = dtype.fraction_bits
-        emask = (1 << dtype.exponent_bits) - 1
-        exp_a = (a[half:] >> f) & emask
-        delta = rng.integers(-2, 3, size=exp_a.shape).astype(np.int64)
-        exp_b = np.clip(exp_a.astype(np.int64) + delta, 0, emask).astype(np.uint64)
-        sign_b = rng.integers(0, 2, size=exp_a.shape).astype(np.uint64)
-        frac_b = b[half:] & ((1 << f) - 1)
-        b[half:] = (sign_b << (dtype.width - 1)) | (exp_b << f) | frac_b
-    return a, b
