@@ -21,6 +21,8 @@ class SimRun:
     cycles: int            #: clock cycles simulated
     first_output_cycle: int | None  #: cycle of the first o transfer
     first_input_cycle: int | None   #: cycle of the first a/b transfer
+    output_cycles: list = None      #: cycle of every o transfer
+    input_cycles: list = None       #: cycle of every a/b transfer
 
 
 def pack_flits(values: np.ndarray, width: int) -> list[int]:
@@ -44,8 +46,8 @@ def unpack_flits(words, width: int, lanes: int) -> np.ndarray:
     return out
 
 
-def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_stall=0.0,
-             seed=0, max_cycles=None) -> SimRun:
+def run_unit(unit, a_words, b_words, *, sidebands=None, b_sidebands=None, input_idle=0.0,
+             output_stall=0.0, seed=0, max_cycles=None) -> SimRun:
     """Simulate ``unit`` on the flit sequences ``a_words``/``b_words`` (equal lengths).
 
     ``input_idle``: probability that a or b (independently) withholds valid in a cycle.
@@ -56,7 +58,7 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
     rng = np.random.default_rng(seed)
     limit = max_cycles or (count + unit.latency + 10) * (1 + int(8 * max(input_idle, output_stall))) + 1000
     has_sideband = unit.sideband is not None
-    result = SimRun([], [], 0, None, None)
+    result = SimRun([], [], 0, None, None, [], [])
 
     async def bench(ctx):
         a_next = b_next = 0
@@ -82,6 +84,8 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
             if not b_offer and b_next < count and not b_idle[cycle]:
                 b_offer = True
                 ctx.set(b_data, b_words[b_next])
+                if has_sideband and b_sidebands is not None:
+                    ctx.set(b.payload.sideband, b_sidebands[b_next])
             ctx.set(a.valid, a_offer)
             ctx.set(b.valid, b_offer)
             ctx.set(o.ready, not stall[cycle])
@@ -91,12 +95,14 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
             if a_fire:
                 if result.first_input_cycle is None:
                     result.first_input_cycle = cycle
+                result.input_cycles.append(cycle)
                 a_next += 1
                 b_next += 1
                 a_offer = b_offer = False
             if not stall[cycle] and ctx.get(o.valid):
                 if result.first_output_cycle is None:
                     result.first_output_cycle = cycle
+                result.output_cycles.append(cycle)
                 result.outputs.append(ctx.get(o_data))
                 if has_sideband:
                     result.sidebands.append(ctx.get(o.payload.sideband))

@@ -15,7 +15,7 @@ Algorithm (W = fraction_bits + 4 bits per extended significand):
 4. normalise;
 5. round to nearest even on the packed exponent|fraction (a carry out of the fraction
    increments the exponent; reaching the all-ones exponent means overflow to infinity),
-   then substitute special results.
+   substitute special results, and register the result.
 
 Three extra bits suffice: whenever bits are lost in alignment (d >= 2) the sum moves by
 at most one position, and the sticky bit makes the low part odd, so it never lands on
@@ -41,7 +41,7 @@ __all__ = ["FloatAdder"]
 
 
 class FloatAdder(wiring.Component):
-    """``o = a + b`` on floating-point bit patterns, a 5-register pipeline.
+    """``o = a + b`` on floating-point bit patterns, a 6-register pipeline.
 
     Parameters:
         fmt: the :class:`FloatFormat` (keyword-only).
@@ -49,15 +49,15 @@ class FloatAdder(wiring.Component):
     Members:
         a, b: ``In(fmt.width)`` operand bit patterns.
         o: ``Out(fmt.width)`` the sum of the operands presented :attr:`latency` clock
-           cycles (of enabled ``sync``) earlier. ``o`` is combinational from the last
-           pipeline register (rounding), so the user registers it.
+           cycles (of enabled ``sync``) earlier; driven by a register.
 
-    Latency: :attr:`latency` = 5 ``sync`` cycles. There is no handshake: the pipeline
+    Latency: :attr:`latency` = 6 ``sync`` cycles (one register per stage 0..5; the
+    rounding stage is registered so that the unit's output buffer sees a register). There is no handshake: the pipeline
     advances every cycle its domain is enabled (wrap it in ``EnableInserter`` to stall).
     Pipeline registers have no reset (datapath only).
     """
 
-    latency = 5
+    latency = 6
 
     def __init__(self, *, fmt: FloatFormat):
         if not isinstance(fmt, FloatFormat):
@@ -94,7 +94,10 @@ class FloatAdder(wiring.Component):
         # both differences in parallel with the comparison, then pick the non-negative one
         diff_ab = (eff_exp_a - eff_exp_b)[:e]
         diff_ba = (eff_exp_b - eff_exp_a)[:e]
-        diff = Mux(a_is_larger, diff_ab, diff_ba)
+        # clamp both before the choice, so the clamp is off the comparator's path
+        def clamp(diff):
+            return Mux(diff > ext, ext, diff)
+        shift = Mux(a_is_larger, clamp(diff_ab), clamp(diff_ba))
         sig_a = Cat(a[:f], exp_a != 0)
         sig_b = Cat(b[:f], exp_b != 0)
 
@@ -111,7 +114,7 @@ class FloatAdder(wiring.Component):
             s1_sig_x.eq(Mux(a_is_larger, sig_a, sig_b)),
             s1_sig_y.eq(Mux(a_is_larger, sig_b, sig_a)),
             s1_exp.eq(Mux(a_is_larger, eff_exp_a, eff_exp_b)),
-            s1_shift.eq(Mux(diff > ext, ext, diff)),
+            s1_shift.eq(shift),
             s1_subtract.eq(sign_a ^ sign_b),
             s1_sign.eq(Mux(a_is_larger, sign_a, sign_b)),
             s1_zero_sign.eq(sign_a & sign_b),
@@ -197,7 +200,7 @@ class FloatAdder(wiring.Component):
             s5_special_result.eq(s4_special_result),
         ]
 
-        # ---- stage 5 (combinational): round to nearest even, pack ----------------
+        # ---- stage 5: round to nearest even, pack, specials ------------------------
         significand = s5_norm[4:]            # f + 1 bits with the hidden bit
         guard = s5_norm[3]
         sticky = s5_norm[:3] != 0
@@ -207,7 +210,10 @@ class FloatAdder(wiring.Component):
         # into the exponent. e + f + 1 bits hold the largest value, 2**e << f.
         packed = Signal(e + f + 1, name="packed")
         m.d.comb += packed.eq((s5_exp << f) + significand + round_up)
-        overflow = packed >= self.fmt.infinity
+        # packed >= infinity: a carry out of the top, or an all-ones exponent field
+        overflow = packed[e + f] | packed[f:e + f].all()
         magnitude = Mux(s5_zero, 0, Mux(overflow, self.fmt.infinity, packed[:e + f]))
-        m.d.comb += self.o.eq(Mux(s5_special, s5_special_result, Cat(magnitude, s5_sign)))
+        result = reg(e + f + 1, "result")
+        m.d.sync += result.eq(Mux(s5_special, s5_special_result, Cat(magnitude, s5_sign)))
+        m.d.comb += self.o.eq(result)
         return m
