@@ -56,7 +56,9 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, b_sidebands=None, input_
     assert len(a_words) == len(b_words)
     count = len(a_words)
     rng = np.random.default_rng(seed)
-    limit = max_cycles or (count + unit.latency + 10) * (1 + int(8 * max(input_idle, output_stall))) + 1000
+    # twice the expected cycle count: a transfer needs a and b offered and o ready
+    rate = max(0.01, (1 - input_idle) ** 2 * (1 - output_stall))
+    limit = max_cycles or int(2 * (count + unit.latency + 10) / rate) + 1000
     has_sideband = unit.sideband is not None
     result = SimRun([], [], 0, None, None, [], [])
 
