@@ -1,0 +1,18 @@
+"""The FRED configuration compiler: flows, collectives, routing onto Fred_m(P), the
+configuration encoding, and a bit-accurate functional model.
+
+Public API (see ``docs/configuration.md`` for the encoding)::
+
+    from hdl.compiler import Flow, SwitchConfig, InputMode, OutputMode, RDMode, layout
+"""
+
+from hdl.compiler.encoding import (DEFAULT_WORD_WIDTH, RD_IN0, RD_IN1, RD_NONE, RD_SUM, InputMode,
+                                   OutputMode, RDMode, Slot, SwitchConfig, config_bits, layout,
+                                   microswitch_count, wire_bits)
+from hdl.compiler.flows import Flow, format_flows, parse_flows, validate_flows
+
+__all__ = [
+    "Flow", "parse_flows", "format_flows", "validate_flows",
+    "SwitchConfig", "InputMode", "OutputMode", "RDMode", "Slot", "layout", "config_bits",
+    "microswitch_count", "wire_bits", "RD_NONE", "RD_IN0", "RD_IN1", "RD_SUM", "DEFAULT_WORD_WIDTH",
+]
