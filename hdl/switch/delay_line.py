@@ -9,7 +9,11 @@ from amaranth.lib.wiring import In, Out
 
 from fred.errors import FredError
 
-__all__ = ["DelayLine"]
+__all__ = ["DelayLine", "BUFFER_LATENCY"]
+
+#: ``hdl.stream_buffer.StreamBuffer.latency`` (a constant, so asking a microswitch for its
+#: latency does not build a throw-away buffer).
+BUFFER_LATENCY = 1
 
 
 class DelayLine(wiring.Component):
