@@ -67,6 +67,11 @@ def _stream_buffer(*, width):
     return StreamBuffer(width)
 
 
+def _adder(*, dtype, lanes):
+    from hdl.reduction import ReductionUnit
+    return ReductionUnit(dtype=dtype, lanes=lanes)
+
+
 DESIGNS: dict[str, Design] = {
     "stream_buffer": Design(
         unit="stream_buffer",
@@ -74,6 +79,17 @@ DESIGNS: dict[str, Design] = {
         description="registered full-throughput stream buffer (skid buffer)",
         factory=_stream_buffer,
         params={"width": Param(_positive_int, 32, "payload width in bits")},
+    ),
+    "adder": Design(
+        unit="adder",
+        top="fred_adder",
+        description="reduction unit: lane-wise a + b of two streams (pipelined, bit-exact)",
+        factory=_adder,
+        params={
+            "dtype": Param(str, "fp16", "element format of the adder",
+                           choices=("fp16", "bf16", "fp32", "int32")),
+            "lanes": Param(_positive_int, 4, "elements per flit"),
+        },
     ),
 }
 
