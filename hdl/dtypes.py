@@ -101,6 +101,10 @@ class DType:
     def to_float(self, bits) -> np.ndarray:
         """Decode bit patterns to float64 (int32 as its signed value)."""
         bits = self.bits(bits)
+        with np.errstate(invalid="ignore"):   # NaN payloads convert with a warning
+            return self._to_float(bits)
+
+    def _to_float(self, bits):
         if self.name == "fp16":
             return bits.view(np.float16).astype(np.float64)
         if self.name == "fp32":

@@ -1,0 +1,140 @@
+"""Build a DUT once per configuration and run a cocotb module on it under Verilator.
+
+:func:`run_bench` is what pytest calls. The Verilog is generated first (cheap), and its text,
+the top module name, the Verilator version and the build options are hashed: the build lives in
+``sim_build/<hash>/`` and is reused as long as nothing that affects it changes. Waveforms are
+opt-in: ``WAVES=1`` in the environment (or ``waves=True``) builds with ``--trace`` and the run
+writes ``sim_build/<hash>/<run>/dump.vcd``.
+
+Parameters reach the cocotb module as JSON in ``FRED_BENCH_PARAMS``
+(:func:`cocotb_tests.lib.bench_params`); the run's base seed travels as ``FRED_SEED``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fred.errors import FredError
+from fred.toolchain import setup_verilator
+
+__all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut"]
+
+#: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
+SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().parents[1] / "sim_build"))
+
+# Amaranth's Verilog trips a few of Verilator's default-on warnings that are harmless for
+# simulation; lint (`make lint`, -Wall) is where warnings are judged, with listed waivers.
+BUILD_ARGS = ("-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fast")
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    build_dir: Path
+    test_dir: Path
+    tests: int
+    failed: int
+    waves: Path | None
+    metrics: dict   #: what the bench recorded with cocotb_tests.lib.metrics.record()
+
+    def to_dict(self) -> dict:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _design_verilog(unit: str, params: dict) -> tuple[str, str]:
+    from hdl.designs import get_design
+    from hdl.verilog import to_verilog
+    design = get_design(unit)
+    return to_verilog(design.build(**params), name=design.top), design.top
+
+
+def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=()) -> Path:
+    """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists."""
+    tool = setup_verilator()
+    args = tuple(BUILD_ARGS) + tuple(build_args)
+    key_source = json.dumps([verilog, top, tool.version, args, bool(waves)])
+    key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
+    build_dir = SIM_BUILD / f"{top}-{key}"
+    stamp = build_dir / "build.ok"
+    if stamp.is_file() and (build_dir / top).is_file():
+        return build_dir
+    from cocotb_tools.runner import get_runner
+    build_dir.mkdir(parents=True, exist_ok=True)
+    source = build_dir / f"{top}.v"
+    source.write_text(verilog)
+    runner = get_runner("verilator")
+    runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
+                 build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
+                 log_file=build_dir / "build.log")
+    stamp.write_text(key_source[:200] + "\n")
+    return build_dir
+
+
+def run_bench(*, test_module: str, unit: str | None = None, params: dict | None = None,
+              verilog: tuple[str, str] | None = None, testcase: str | list[str] | None = None,
+              bench_params: dict | None = None, env: dict | None = None,
+              waves: bool | None = None, run_name: str | None = None,
+              build_args=()) -> BenchResult:
+    """Build (once) and run cocotb ``test_module`` on a design; raise if any test fails.
+
+    Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs`) or
+    ``verilog=(text, top)``. ``bench_params`` (default: ``params``) reach the cocotb module
+    through :func:`cocotb_tests.lib.bench_params`. ``testcase`` selects cocotb tests by name.
+    """
+    if (unit is None) == (verilog is None):
+        raise FredError("run_bench needs exactly one of unit= or verilog=")
+    params = dict(params or {})
+    if unit is not None:
+        text, top = _design_verilog(unit, params)
+    else:
+        text, top = verilog
+    waves = _env_flag("WAVES") if waves is None else waves
+    build_dir = build_dut(text, top, waves=waves, build_args=build_args)
+
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    from cocotb_tests.lib.seeds import base_seed
+    base_seed()  # fixes FRED_SEED in os.environ so the simulator inherits it
+    name = run_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(
+        [test_module.rsplit(".", 1)[-1]] + ([testcase] if isinstance(testcase, str) else list(testcase or []))))
+    test_dir = build_dir / "runs" / name
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results_xml = (test_dir / "results.xml").resolve()
+    metrics_file = (test_dir / "metrics.json").resolve()
+    metrics_file.unlink(missing_ok=True)
+    extra_env = {
+        "FRED_BENCH_PARAMS": json.dumps(bench_params if bench_params is not None else params),
+        "FRED_SEED": os.environ["FRED_SEED"],
+        "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+        "FRED_METRICS_FILE": str(metrics_file),
+    }
+    extra_env.update(env or {})
+    runner = get_runner("verilator")
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                    build_dir=build_dir, test_dir=test_dir,
+                    testcase=testcase, extra_env=extra_env, waves=waves, results_xml=str(results_xml),
+                    timescale=("1ns", "1ps"), log_file=test_dir / "sim.log")
+    except SystemExit:
+        pass  # the runner exits on failing tests; the results file below says which
+    tests, failed = get_results(results_xml)
+    log_text = (test_dir / "sim.log").read_text(errors="replace") if (test_dir / "sim.log").exists() else ""
+    if tests == 0:
+        raise AssertionError(f"cocotb ran no test from {test_module} (testcase={testcase}); log: {test_dir / 'sim.log'}")
+    if failed:
+        tail = "\n".join(log_text.splitlines()[-60:])
+        raise AssertionError(f"{failed} of {tests} cocotb test(s) failed in {test_module}; "
+                             f"log {test_dir / 'sim.log'}:\n{tail}")
+    vcd = test_dir / "dump.vcd"
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
+    return BenchResult(build_dir, test_dir, tests, failed, vcd if waves and vcd.exists() else None,
+                       metrics)
