@@ -16,3 +16,9 @@ __all__ = [
     "SwitchConfig", "InputMode", "OutputMode", "RDMode", "Slot", "layout", "config_bits",
     "microswitch_count", "wire_bits", "RD_NONE", "RD_IN0", "RD_IN1", "RD_SUM", "DEFAULT_WORD_WIDTH",
 ]
+
+from hdl.compiler.router import Phase, RouteResult, Router, route, route_one_phase  # noqa: E402
+from hdl.compiler.functional import check_config, check_numeric, simulate, symbolic, verify_config  # noqa: E402
+
+__all__ += ["Phase", "RouteResult", "Router", "route", "route_one_phase",
+            "check_config", "check_numeric", "simulate", "symbolic", "verify_config"]
