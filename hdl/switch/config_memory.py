@@ -115,7 +115,10 @@ class ConfigMemory(wiring.Component):
         with m.If(check_pending):
             m.d.sync += check_pending.eq(0)
             with m.If(checker.legal):
-                m.d.sync += [loaded.bit_select(check_phase, 1).eq(1), error.eq(ConfigError.NONE)]
+                m.d.sync += error.eq(ConfigError.NONE)
+                for k in range(K):  # a loop, not bit_select: K need not be a power of two
+                    with m.If(check_phase == k):
+                        m.d.sync += loaded[k].eq(1)
             with m.Else():
                 m.d.sync += error.eq(ConfigError.ILLEGAL_MODE)
 
@@ -139,8 +142,9 @@ class ConfigMemory(wiring.Component):
             m.d.sync += [words_seen.eq(count), packet_bad.eq(bad)]
             with m.If(first):
                 m.d.sync += packet_phase.eq(word.phase)
-                with m.If(word.phase < K):
-                    m.d.sync += loaded.bit_select(word.phase, 1).eq(0)
+                for k in range(K):
+                    with m.If(word.phase == k):
+                        m.d.sync += loaded[k].eq(0)
             with m.If(word.last):
                 m.d.sync += in_packet.eq(0)
                 with m.If(bad):
@@ -165,7 +169,7 @@ class ConfigMemory(wiring.Component):
                 with m.If(target >= K):
                     m.d.comb += self.select.ready.eq(1)
                     m.d.sync += error.eq(ConfigError.BAD_PHASE)
-                with m.Elif(~loaded.bit_select(target, 1)):
+                with m.Elif(~(loaded >> target)[0]):
                     m.d.comb += self.select.ready.eq(1)
                     m.d.sync += error.eq(ConfigError.NOT_LOADED)
                 with m.Else():

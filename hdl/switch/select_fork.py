@@ -72,10 +72,14 @@ class SelectFork(wiring.Component):
         for j in range(n_out):
             chosen_valid = Cat(*(targets[k][j] & self.i[k].valid for k in range(n_in))).any()
             m.d.comb += self.o[j].valid.eq(chosen_valid & ~taken[j])
+            # Payload mux; out-of-range selects (never valid, see above) fall on the last input
+            # so that the case statement is complete.
             with m.Switch(self.select[j]):
-                for k in range(n_in):
+                for k in range(n_in - 1):
                     with m.Case(k):
                         m.d.comb += self.o[j].payload.eq(self.i[k].payload)
+                with m.Default():
+                    m.d.comb += self.o[j].payload.eq(self.i[n_in - 1].payload)
             input_fire = Cat(*(targets[k][j] & fires[k] for k in range(n_in))).any()
             with m.If(input_fire):
                 m.d.sync += taken[j].eq(0)
