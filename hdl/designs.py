@@ -110,10 +110,10 @@ DESIGNS: dict[str, Design] = {
         description="FRED switch Fred_m(P): microswitch datapath, reduction units, K-phase config memory",
         factory=_switch,
         params={
-            "ports": Param(_power_of_two, 8, "switch ports P (a power of two >= 2)"),
+            "ports": Param(_power_of_two, 4, "switch ports P (a power of two >= 2)"),
             "middle": Param(_positive_int, 3, "middle subnetworks m (>= 2)"),
             "dtype": Param(str, "fp16", "element format", choices=("fp16", "bf16", "fp32", "int32")),
-            "lanes": Param(_positive_int, 2, "elements per flit"),
+            "lanes": Param(_positive_int, 1, "elements per flit"),
             "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
             "tag_width": Param(_positive_int, 8, "bits of the flit tag"),
         },

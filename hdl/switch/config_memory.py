@@ -43,7 +43,7 @@ class ConfigMemory(wiring.Component):
         select: ``In(stream.Signature(unsigned(phase_index_width(K))))``: make a slot active.
             While ``select.valid`` is high, ``hold`` asks the switch to stop accepting flits;
             the select waits (``ready`` low) until ``drained`` and no packet is being written
-            or checked, then copies the slot into the active register (N + 1 cycles) and
+            or checked, then copies the slot into the active register (N + 2 cycles in all) and
             completes (``ready`` high for one cycle). A select of an unloaded or out-of-range
             slot completes at once with ``error`` set and leaves the active phase unchanged.
         drained: ``In(1)``: the datapath holds no flit.
@@ -60,10 +60,7 @@ class ConfigMemory(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, phases: int, word_width: int = DEFAULT_WORD_WIDTH):
         check_size(ports, middle)
-        if not isinstance(phases, int) or isinstance(phases, bool) or not 1 <= phases <= 256:
-            raise FredError(f"phases must be an integer in 1..256, got {phases!r}")
-        if not isinstance(word_width, int) or not 8 <= word_width <= 256:
-            raise FredError(f"word_width must be an integer in 8..256, got {word_width!r}")
+        self.check_parameters(phases=phases, word_width=word_width)
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
         self.bits = config_bits(ports, middle)
         self.words = config_words(ports, middle, word_width)
@@ -80,10 +77,20 @@ class ConfigMemory(wiring.Component):
             "error": Out(ERROR_WIDTH),
         })
 
+    @staticmethod
+    def check_parameters(*, phases, word_width) -> None:
+        """Raise FredError unless 1 <= phases <= 256 and 8 <= word_width <= 256."""
+        if not isinstance(phases, int) or isinstance(phases, bool) or not 1 <= phases <= 256:
+            raise FredError(f"phases must be an integer in 1..256, got {phases!r}")
+        if not isinstance(word_width, int) or isinstance(word_width, bool) or not 8 <= word_width <= 256:
+            raise FredError(f"word_width must be an integer in 8..256, got {word_width!r}")
+
     @property
     def select_cycles(self) -> int:
-        """Cycles from a select becoming acceptable (drained) to the new phase being active."""
-        return self.words + 1
+        """Cycles a select takes once the switch is drained, including the cycle ``ready`` is high:
+        one to start the copy, N reads (the read port has one cycle of latency, so the last
+        word arrives one cycle after it was issued)."""
+        return self.words + 2
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -12,6 +12,7 @@ from .input_microswitch import InputMicroswitch
 from .modes import check_size, config_bits, layout
 from .output_microswitch import OutputMicroswitch
 from .rd_microswitch import RDMicroswitch
+from .timing import switch_latency, switch_stages
 
 __all__ = ["FredSwitch"]
 
@@ -49,15 +50,8 @@ class FredSwitch(wiring.Component):
         self.middle = middle
         self.flit = flit
         self._reduction = reduction
-        if ports == 2:
-            self._rd = RDMicroswitch(flit=flit, reduction=reduction)
-        else:
-            r = ports // 2
-            self._inputs = [InputMicroswitch(flit=flit, middle=middle, reduction=reduction)
-                            for _ in range(r)]
-            self._mids = [FredSwitch(ports=r, middle=middle, flit=flit, reduction=reduction)
-                          for _ in range(middle)]
-            self._outputs = [OutputMicroswitch(flit=flit, middle=middle) for _ in range(r)]
+        self._latency = switch_latency(ports=ports, middle=middle, dtype=flit.dtype,
+                                       lanes=flit.lanes, reduction=reduction)
         super().__init__({
             "i": In(stream.Signature(flit.layout)).array(ports),
             "o": Out(stream.Signature(flit.layout)).array(ports),
@@ -72,20 +66,19 @@ class FredSwitch(wiring.Component):
     @property
     def stages(self) -> int:
         """Microswitches on every port-to-port path: 2 log2(P) - 1."""
-        return 2 * (self.ports.bit_length() - 1) - 1
+        return switch_stages(self.ports)
 
     @property
     def latency(self) -> int:
         """Cycles from a flit's transfer on ``i[*]`` to the result being offered on ``o[*]``
         (no backpressure), the same for every path and configuration."""
-        if self.ports == 2:
-            return self._rd.latency
-        return self._inputs[0].latency + self._mids[0].latency + self._outputs[0].latency
+        return self._latency
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        flit, middle, reduction = self.flit, self.middle, self._reduction
         if self.ports == 2:
-            rd = m.submodules.rd = self._rd
+            rd = m.submodules.rd = RDMicroswitch(flit=flit, reduction=reduction)
             wiring.connect(m, wiring.flipped(self.i[0]), rd.in0)
             wiring.connect(m, wiring.flipped(self.i[1]), rd.in1)
             wiring.connect(m, rd.out0, wiring.flipped(self.o[0]))
@@ -94,28 +87,33 @@ class FredSwitch(wiring.Component):
             return m
 
         r = self.ports // 2
+        inputs = [InputMicroswitch(flit=flit, middle=middle, reduction=reduction) for _ in range(r)]
+        mids = [FredSwitch(ports=r, middle=middle, flit=flit, reduction=reduction)
+                for _ in range(middle)]
+        outputs = [OutputMicroswitch(flit=flit, middle=middle) for _ in range(r)]
+        assert (inputs[0].latency + mids[0].latency + outputs[0].latency) == self.latency
         slots = {slot.name: slot for slot in layout(self.ports, self.middle)}
         mid_bits = config_bits(r, self.middle)
         busy = []
-        for u, ms in enumerate(self._inputs):
+        for u, ms in enumerate(inputs):
             m.submodules[f"in{u}"] = ms
             slot = slots[f"in[{u}]"]
             m.d.comb += ms.mode.eq(self.config[slot.offset:slot.offset + slot.width])
             wiring.connect(m, wiring.flipped(self.i[2 * u]), ms.in0)
             wiring.connect(m, wiring.flipped(self.i[2 * u + 1]), ms.in1)
             busy.append(ms.busy)
-        for k, sub in enumerate(self._mids):
+        for k, sub in enumerate(mids):
             m.submodules[f"mid{k}"] = sub
             first = slots[f"mid[{k}].in[0]" if r > 2 else f"mid[{k}].rd"].offset
             m.d.comb += sub.config.eq(self.config[first:first + mid_bits])
             for u in range(r):
-                wiring.connect(m, self._inputs[u].wire[k], sub.i[u])
+                wiring.connect(m, inputs[u].wire[k], sub.i[u])
             busy.append(sub.busy)
-        for v, ms in enumerate(self._outputs):
+        for v, ms in enumerate(outputs):
             m.submodules[f"out{v}"] = ms
             slot = slots[f"out[{v}]"]
             m.d.comb += ms.mode.eq(self.config[slot.offset:slot.offset + slot.width])
-            for k, sub in enumerate(self._mids):
+            for k, sub in enumerate(mids):
                 wiring.connect(m, sub.o[v], ms.wire[k])
             wiring.connect(m, ms.out0, wiring.flipped(self.o[2 * v]))
             wiring.connect(m, ms.out1, wiring.flipped(self.o[2 * v + 1]))

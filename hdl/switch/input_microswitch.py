@@ -13,6 +13,7 @@ from .delay_line import BUFFER_LATENCY
 from .flit import FlitFormat
 from .modes import input_mode_layout
 from .reduce_path import ReducePath
+from .timing import reduction_latency
 from .select_fork import SelectFork
 
 __all__ = ["InputMicroswitch"]
@@ -40,7 +41,8 @@ class InputMicroswitch(wiring.Component):
     def __init__(self, *, flit: FlitFormat, middle: int, reduction=None):
         self.flit = flit
         self.middle = middle
-        self._path = ReducePath(flit=flit, reduction=reduction)
+        self._reduction = reduction
+        self._path_latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
         shape = flit.layout
         super().__init__({
             "in0": In(stream.Signature(shape)),
@@ -52,12 +54,12 @@ class InputMicroswitch(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return self._path.latency + BUFFER_LATENCY
+        return self._path_latency + BUFFER_LATENCY
 
     def elaborate(self, platform) -> Module:
         m = Module()
         mode = self.mode
-        path = m.submodules.path = self._path
+        path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
         fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=self.middle)
 
         # Disabled inputs are held at the port so that no flit enters and gets stuck inside.

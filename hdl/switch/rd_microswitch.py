@@ -13,6 +13,7 @@ from .delay_line import BUFFER_LATENCY
 from .flit import FlitFormat
 from .modes import RD_IN0, RD_IN1, RD_MODE_LAYOUT, RD_SUM
 from .reduce_path import ReducePath
+from .timing import reduction_latency
 from .select_fork import SelectFork
 
 __all__ = ["RDMicroswitch"]
@@ -38,7 +39,8 @@ class RDMicroswitch(wiring.Component):
 
     def __init__(self, *, flit: FlitFormat, reduction=None):
         self.flit = flit
-        self._path = ReducePath(flit=flit, reduction=reduction)
+        self._reduction = reduction
+        self._path_latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
         shape = flit.layout
         super().__init__({
             "in0": In(stream.Signature(shape)),
@@ -51,7 +53,7 @@ class RDMicroswitch(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return self._path.latency + BUFFER_LATENCY
+        return self._path_latency + BUFFER_LATENCY
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -60,7 +62,7 @@ class RDMicroswitch(wiring.Component):
         uses_in0 = Cat(*((mode == RD_IN0) | (mode == RD_SUM) for mode in out_modes)).any()
         uses_in1 = Cat(*((mode == RD_IN1) | (mode == RD_SUM) for mode in out_modes)).any()
 
-        path = m.submodules.path = self._path
+        path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
         fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=2)
         for port, lane_in, used in ((self.in0, path.in0, uses_in0), (self.in1, path.in1, uses_in1)):
             m.d.comb += [

@@ -43,8 +43,8 @@ class ReducePath(wiring.Component):
     def __init__(self, *, flit: FlitFormat, reduction=None):
         self.flit = flit
         self._reduction_factory = reduction or default_reduction
-        self._adder = self._reduction_factory(dtype=flit.dtype, lanes=flit.lanes,
-                                              sideband=flit.framing_layout)
+        from .timing import reduction_latency
+        self._latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
         shape = flit.layout
         super().__init__({
             "in0": In(stream.Signature(shape)),
@@ -57,11 +57,13 @@ class ReducePath(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return self._adder.latency
+        return self._latency
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        adder = m.submodules.adder = self._adder
+        adder = m.submodules.adder = self._reduction_factory(
+            dtype=self.flit.dtype, lanes=self.flit.lanes, sideband=self.flit.framing_layout)
+        assert adder.latency == self._latency
         pass0 = m.submodules.pass0 = DelayLine(self.flit.layout, depth=self.latency)
         pass1 = m.submodules.pass1 = DelayLine(self.flit.layout, depth=self.latency)
         reduce = self.reduce

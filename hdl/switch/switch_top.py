@@ -14,6 +14,7 @@ from .config_memory import ConfigMemory, config_write_layout, phase_index_width
 from .flit import FlitFormat
 from .fred_switch import FredSwitch
 from .modes import DEFAULT_WORD_WIDTH, check_size, config_words
+from .timing import switch_latency, switch_stages
 
 __all__ = ["FredSwitchTop"]
 
@@ -51,8 +52,10 @@ class FredSwitchTop(wiring.Component):
         check_size(ports, middle)
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=tag_width)
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
-        self._memory = ConfigMemory(ports=ports, middle=middle, phases=phases, word_width=word_width)
-        self._switch = FredSwitch(ports=ports, middle=middle, flit=self.flit, reduction=reduction)
+        ConfigMemory.check_parameters(phases=phases, word_width=word_width)
+        self._reduction = reduction
+        self._latency = switch_latency(ports=ports, middle=middle, dtype=self.flit.dtype,
+                                       lanes=lanes, reduction=reduction)
         shape = self.flit.layout
         super().__init__({
             "i": In(stream.Signature(shape)).array(ports),
@@ -68,11 +71,11 @@ class FredSwitchTop(wiring.Component):
 
     @property
     def stages(self) -> int:
-        return self._switch.stages
+        return switch_stages(self.ports)
 
     @property
     def latency(self) -> int:
-        return self._switch.latency
+        return self._latency
 
     @property
     def config_words(self) -> int:
@@ -81,12 +84,16 @@ class FredSwitchTop(wiring.Component):
 
     @property
     def select_cycles(self) -> int:
-        return self._memory.select_cycles
+        """Cycles a phase select takes once the switch is drained (see ConfigMemory)."""
+        return self.config_words + 2
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        memory = m.submodules.config_memory = self._memory
-        switch = m.submodules.switch = self._switch
+        memory = m.submodules.config_memory = ConfigMemory(
+            ports=self.ports, middle=self.middle, phases=self.phases, word_width=self.word_width)
+        switch = m.submodules.switch = FredSwitch(ports=self.ports, middle=self.middle,
+                                                  flit=self.flit, reduction=self._reduction)
+        assert memory.select_cycles == self.select_cycles and switch.latency == self.latency
         wiring.connect(m, wiring.flipped(self.config), memory.write)
         wiring.connect(m, wiring.flipped(self.phase), memory.select)
         m.d.comb += [
