@@ -113,7 +113,9 @@ class SwitchBench:
             what="all flits delivered")
 
     async def run_phase(self, config: SwitchConfig, flows, *, lengths=None, max_length=16):
-        """Load ``config`` (next slot), wait for the previous traffic, select, send, drain."""
+        """Load ``config`` into the next slot while the previous phase's traffic may still be
+        flowing, wait for that traffic to drain, select, and send this phase's packets (the
+        caller drains the last phase)."""
         slot = self.slot
         self.slot = (self.slot + 1) % self.phases
         await self.load(config, slot)
@@ -124,7 +126,6 @@ class SwitchBench:
         assert int(self.dut.active_phase.value) == slot and int(self.dut.active_valid.value) == 1
         self.round += 1
         self.send_traffic(config, flows, lengths=lengths, max_length=max_length)
-        await self.drain()
 
     def send_traffic(self, config, flows, *, lengths=None, max_length=16):
         fmt, dt = self.fmt, self.fmt.element
@@ -206,6 +207,7 @@ async def random_flow_sets(dut):
     for _ in range(p.get("rounds", 10)):
         phases += await run_flows(bench, random_flows(bench.rng, bench.ports),
                                   max_length=p.get("max_length", 24))
+    await bench.drain()
     bench.finish("random")
     metrics.record(random_phases=phases)
 
@@ -237,6 +239,7 @@ async def directed_collectives(dut):
     # broadcast to every port and all-reduce of every port
     await run_flows(bench, [Flow(inputs=(0,), outputs=tuple(ports))])
     await run_flows(bench, [Flow(inputs=tuple(ports), outputs=tuple(ports))])
+    await bench.drain()
     bench.finish("directed")
 
 
@@ -320,6 +323,7 @@ async def configuration_protocol(dut):
     assert int(dut.active_valid.value) == 0
     # a good phase in slot 0, used
     await bench.run_phase(good, flows)
+    await bench.drain()
     # too short and too long packets, in slot 1
     if len(words) > 1:
         await bad_packet(bench.config_packet(words[:-1], 1), ConfigError.WORD_COUNT)
