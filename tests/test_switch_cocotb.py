@@ -47,11 +47,13 @@ def _make_variables():
 BENCH = "cocotb_tests.bench_switch"
 TAG_WIDTH = 16
 
-#: (ports, middle, dtype) built by the default suite: one Verilator build each (P = 8 fp16 and
-#: P = 16 take a few minutes to generate and compile on 2 cores).
-DEFAULT_BUILDS = [(2, 2, "int32"), (4, 2, "fp16"), (4, 3, "int32"), (8, 3, "fp16"), (16, 3, "int32")]
+#: (ports, middle, dtype) built by the default suite, one Verilator build each. Generating and
+#: compiling the Verilog dominates the cost (2 cores): P = 16 m = 2 int32 about 2.5 min, P = 16
+#: m = 3 int32 about 4 min, P = 8 m = 3 fp16 about 3.5 min; so fp16 runs at P = 4 by default
+#: (and at every microswitch in the Amaranth-simulator tests) and at P = 8, 16 in the full suite.
+DEFAULT_BUILDS = [(2, 2, "int32"), (4, 2, "fp16"), (8, 3, "int32"), (16, 2, "int32")]
 #: Further builds for `make test-full`.
-FULL_BUILDS = [(8, 2, "int32"), (16, 2, "int32"), (16, 3, "fp16")]
+FULL_BUILDS = [(4, 3, "int32"), (8, 2, "int32"), (8, 3, "fp16"), (16, 3, "int32"), (16, 3, "fp16")]
 
 
 def _builds(select=lambda ports, middle, dtype: True, *, full_too=True):
@@ -102,13 +104,13 @@ def test_directed_collectives(ports, middle, dtype):
 def test_random_flow_sets(ports, middle, dtype):
     """Random flow sets routed by the compiler, random packet lengths, 30% idle cycles on every
     input and 30% backpressure on every output; every flit checked against the model."""
-    rounds, max_length = {4: (40, 200), 8: (40, 200), 16: (30, 200)}[ports]
+    rounds, max_length = {4: (60, 200), 8: (60, 200), 16: (40, 200)}[ports]
     result = _run("random_flow_sets", ports, middle, dtype, rounds=rounds, max_length=max_length,
                   idle=0.3, backpressure=0.3)
     print(f"random P={ports} m={middle} {dtype}: {result.metrics}")
 
 
-@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p in (2, 8, 16) and m == 3 or p == 2))
+@pytest.mark.parametrize("ports,middle,dtype", _builds())
 def test_throughput_and_latency_measured(ports, middle, dtype):
     result = _run("throughput_and_latency", ports, middle, dtype, length=200)
     latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
@@ -127,7 +129,7 @@ def test_configuration_protocol(ports, middle, dtype):
 def test_total_flits_across_the_suite():
     """At least 100,000 flits crossed the switch, all checked (the benches above fail on any
     loss, duplication, corruption or deadlock)."""
-    if len(FLITS) < 5:
+    if len(FLITS) < 8:
         pytest.skip("needs the benches above in the same session")
     total = sum(FLITS.values())
     print(f"flits received and checked across the switch benches: {total} ({FLITS})")
