@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint clean help
+.PHONY: all venv test test-full verilog lint clean help eval bench-sysmodel bench-router
 
 all: test
 
@@ -16,7 +16,10 @@ help:
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
+	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
+	@echo "make bench-sysmodel  system-model speed figures"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
+	@echo "make bench-router  print the router's P=64 routing time per flow set"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -38,6 +41,15 @@ verilog: $(STAMP)
 
 lint: verilog
 	$(PY) -m hdl.lint build/*.v
+
+eval: $(STAMP)
+	$(FRED) eval --output results
+
+bench-sysmodel: $(STAMP)
+	$(PY) benchmarks/bench_sysmodel.py
+
+bench-router: $(STAMP)
+	$(PY) benchmarks/bench_router.py
 
 clean:
 	rm -rf build sim_build .pytest_cache

@@ -65,5 +65,7 @@ async def throughput_and_latency(dut):
     throughput = (items - 1) / span
     latency = first_out - first_in
     dut._log.info("throughput %.4f transfers/cycle, latency %d cycle(s)", throughput, latency)
-    metrics.record(throughput=throughput, latency=latency, items=items)
+    metrics.record(throughput=throughput, latency=latency, items=items,
+                   transfers_ns={"i": [harness.time_ns(c) for c in driver.transfer_cycles],
+                                 "o": [harness.time_ns(c) for c in sink.transfer_cycles]})
     assert throughput == 1.0, f"throughput {throughput} < 1 transfer/cycle"

@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
 
 from .generators import never
 from .watchdog import Watchdog
@@ -169,6 +170,8 @@ class StreamHarness:
 
     Members:
         cycle: rising edges since the end of reset.
+        cycle_one_ns: simulation time (ns) of cycle 1, so cycle ``c`` is at
+            ``cycle_one_ns + (c - 1) * period_ns`` (see :meth:`time_ns`).
         outstanding: ``callable() -> int``; default counts items queued in drivers.
     """
 
@@ -183,6 +186,7 @@ class StreamHarness:
             a.pending for a in self.agents if isinstance(a, StreamDriver))
         self.watchdog = Watchdog(watchdog_cycles, lambda: self.outstanding())
         self.per_cycle: list[Callable[[int], None]] = []   #: extra hooks run at each edge
+        self.cycle_one_ns: float | None = None
         self._task = None
 
     def driver(self, prefix, **kwargs) -> StreamDriver:
@@ -216,6 +220,8 @@ class StreamHarness:
             await edge
             self.cycle += 1
             cycle = self.cycle
+            if cycle == 1:
+                self.cycle_one_ns = get_sim_time(unit="ns")
             for agent in agents:
                 agent._edge(cycle)
             for hook in self.per_cycle:
@@ -224,6 +230,10 @@ class StreamHarness:
             for agent in agents:
                 agent._sample(cycle)
             self.watchdog.tick(cycle)
+
+    def time_ns(self, cycle: int) -> float:
+        """Simulation time of the rising edge numbered ``cycle``."""
+        return self.cycle_one_ns + (cycle - 1) * self.period_ns
 
     async def cycles(self, count: int) -> None:
         """Wait ``count`` rising edges."""

@@ -3,7 +3,8 @@ configuration encoding, and a bit-accurate functional model.
 
 Public API (see ``docs/configuration.md`` for the encoding)::
 
-    from hdl.compiler import Flow, SwitchConfig, InputMode, OutputMode, RDMode, layout
+    from hdl.compiler import Flow, route, lower_collective, Phase, RouteResult, SwitchConfig
+    from hdl.compiler.functional import simulate, symbolic, check_config
 """
 
 from hdl.compiler.encoding import (DEFAULT_WORD_WIDTH, RD_IN0, RD_IN1, RD_NONE, RD_SUM, InputMode,
@@ -22,3 +23,7 @@ from hdl.compiler.functional import check_config, check_numeric, simulate, symbo
 
 __all__ += ["Phase", "RouteResult", "Router", "route", "route_one_phase",
             "check_config", "check_numeric", "simulate", "symbolic", "verify_config"]
+from hdl.compiler.collectives import (COLLECTIVES, Schedule, Transfer, lower_collective,  # noqa: E402
+                                      schedule_collective)
+
+__all__ += ["COLLECTIVES", "Schedule", "Transfer", "lower_collective", "schedule_collective"]

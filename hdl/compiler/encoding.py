@@ -487,6 +487,8 @@ class SwitchConfig:
         invalid or non-canonical modes, naming the microswitch."""
         word_width = _check_word_width(word_width)
         check_size(ports, middle)
+        if isinstance(words, (str, bytes)) or not hasattr(words, "__iter__"):
+            raise FredError(f"configuration words must be a sequence of integers, got {words!r}")
         words = list(words)
         total = config_bits(ports, middle)
         count = -(-total // word_width)

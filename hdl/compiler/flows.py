@@ -83,8 +83,14 @@ def validate_flows(flows: Iterable[Flow], ports: int | None = None) -> list[Flow
 
     Raises :class:`FredError` naming the problem if an element is not a :class:`Flow`, if
     two flows share an input port or an output port, or (with ``ports``) a port is out of
-    range. An empty list is rejected: a phase must do something.
+    range. An empty list is rejected: a phase must do something. A string is parsed with
+    :func:`parse_flows` (``"0,1>0,1; 2>3"``).
     """
+    if isinstance(flows, str):
+        flows = parse_flows(flows)
+    if flows is None or not hasattr(flows, "__iter__"):
+        raise FredError(f"flows must be a list of Flow objects (or a string like '0,1>0,1; 2>3'), "
+                        f"got {flows!r}")
     flows = list(flows)
     if not flows:
         raise FredError("no flows given: a phase needs at least one flow")

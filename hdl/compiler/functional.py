@@ -49,6 +49,10 @@ def _run(config: SwitchConfig, values: list, add: Callable, lost: list, prefix: 
         name = prefix + "rd"
         total = add(a, b, name) if RD_SUM in (rd.out0, rd.out1) else None
         pick = {0: None, RD_IN0: a, RD_IN1: b, RD_SUM: total}
+        if not prefix:
+            # Fred_m(2) alone: its inputs are the ports, and not selecting a port simply
+            # does not accept its data (like a disabled input microswitch).
+            return [pick[rd.out0], pick[rd.out1]]
         if a is not None and RD_SUM not in (rd.out0, rd.out1) and RD_IN0 not in (rd.out0, rd.out1):
             lost.append(f"{name}: in0 carries data that no output takes")
         if b is not None and RD_SUM not in (rd.out0, rd.out1) and RD_IN1 not in (rd.out0, rd.out1):

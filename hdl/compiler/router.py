@@ -37,7 +37,12 @@ size (ports, largest first) each join the first phase that still routes with the
 open a new phase -- then improvement: repeatedly try to empty the phase with the fewest
 flows by moving each of its flows into another phase, and a few (``restarts``) first-fit
 passes in seeded random orders, keeping the fewest phases. The lower bound is 2 (one phase
-was proven impossible); a 2-phase result is therefore optimal and reported as such.
+was proven impossible); a 2-phase result is therefore optimal and reported as such. When
+the heuristic needs h > 2 phases, an exact search for h - 1 phases follows (depth-first
+assignment of flows, largest first, to phases, pruning as soon as a phase stops routing --
+routability is monotone -- bounded by ``exact_checks`` fit checks, default 2,000): it
+either finds h - 1 phases (and tries h - 2, ...) or, when exhaustive with every failed
+check proven, raises the lower bound to h, making the result provably optimal.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ __all__ = ["Phase", "RouteResult", "Router", "route", "route_one_phase",
 DEFAULT_BUDGET = 200_000
 DEFAULT_SPLIT_BUDGET = 20_000
 DEFAULT_RESTARTS = 4
+DEFAULT_EXACT_CHECKS = 2_000
 
 _SUCCESS = object()
 
@@ -84,7 +90,8 @@ class RouteResult:
         phases: list of :class:`Phase`; length 1 when routable in one phase.
         one_phase: ``"routed"``, ``"impossible"`` (proven by exhaustive search) or
             ``"search-bound"`` (no one-phase routing found within the bound).
-        lower_bound: proven lower bound on the number of phases (1 or 2).
+        lower_bound: proven lower bound on the number of phases (1 when one phase was not
+            proven impossible, 2 when it was, more when the exact split search proved it).
         optimal: ``len(phases) == lower_bound``.
         nodes: search nodes spent (all attempts).
         method: how the phases were obtained (human-readable).
@@ -125,12 +132,14 @@ class Router:
 
     Parameters (keyword-only): ``ports``, ``middle``, ``budget`` (nodes per one-phase
     attempt), ``split_budget`` (nodes per fit check while splitting), ``restarts``
-    (random first-fit restarts), ``seed``.
+    (random first-fit restarts), ``seed``, ``backtrack`` (default True; False keeps only
+    the first valid colouring at each level, i.e. the paper's greedy algorithm without
+    backtracking, for comparison: a failure then is reported as "search-bound").
     """
 
     def __init__(self, *, ports: int, middle: int, budget: int = DEFAULT_BUDGET,
                  split_budget: int = DEFAULT_SPLIT_BUDGET, restarts: int = DEFAULT_RESTARTS,
-                 seed: int = 0):
+                 seed: int = 0, backtrack: bool = True, exact_checks: int = DEFAULT_EXACT_CHECKS):
         check_size(ports, middle)
         for name, value in (("budget", budget), ("split_budget", split_budget)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -138,6 +147,10 @@ class Router:
         if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
             raise FredError(f"restarts must be an integer >= 0, got {restarts!r}")
         self.ports, self.middle = ports, middle
+        self.backtrack = bool(backtrack)
+        if isinstance(exact_checks, bool) or not isinstance(exact_checks, int) or exact_checks < 0:
+            raise FredError(f"exact_checks must be an integer >= 0, got {exact_checks!r}")
+        self.exact_checks = exact_checks
         self.budget, self.split_budget, self.restarts, self.seed = budget, split_budget, restarts, seed
         self._memo: dict = {}
         self._idle = {}
@@ -153,6 +166,14 @@ class Router:
     def try_one_phase(self, flows, budget: int | None = None) -> tuple[SwitchConfig | None, str]:
         """Route ``flows`` in one phase: ``(config, "routed")``, ``(None, "impossible")`` or
         ``(None, "search-bound")``. ``flows`` must already be valid for one phase."""
+        modes, status = self._try_modes(flows, budget)
+        if modes is None:
+            return None, status
+        return SwitchConfig(self.ports, self.middle, modes), status
+
+    def _try_modes(self, flows, budget: int | None = None) -> tuple[tuple | None, str]:
+        """Like :meth:`try_one_phase` but returns the raw mode tuple (no SwitchConfig
+        validation: the fit checks of phase splitting only need the verdict)."""
         key = tuple(sorted((f.inputs, f.outputs) for f in flows))
         if len(self._memo) > 500_000:  # keep memory bounded in long sweeps
             self._memo.clear()
@@ -166,7 +187,7 @@ class Router:
             self.total_nodes += self._nodes
         if modes is None:
             return None, "impossible"
-        return SwitchConfig(self.ports, self.middle, modes), "routed"
+        return modes, "routed"
 
     def route(self, flows, *, split: bool = True) -> RouteResult:
         flows = tuple(validate_flows(flows, self.ports))
@@ -179,20 +200,19 @@ class Router:
         if not split:
             raise FredError(f"flows {'; '.join(map(str, flows))} cannot be routed in one phase on "
                             f"Fred_{self.middle}({self.ports}) ({status}); allow splitting into phases")
-        phases, method = self._split(flows)
+        phases, method, lower = self._split(flows, lower)
         return RouteResult(self.ports, self.middle, flows, phases, status, lower,
                            self.total_nodes - start, method)
 
     # -- phase splitting --------------------------------------------------------------------
-    def _fits(self, flows) -> SwitchConfig | None:
-        config, _ = self.try_one_phase(flows, self.split_budget)
-        return config
+    def _fits(self, flows) -> bool:
+        return self._try_modes(flows, self.split_budget)[0] is not None
 
     def _first_fit(self, order) -> list[list[Flow]]:
         groups: list[list[Flow]] = []
         for flow in order:
             for group in groups:
-                if self._fits(group + [flow]) is not None:
+                if self._fits(group + [flow]):
                     group.append(flow)
                     break
             else:
@@ -208,7 +228,7 @@ class Router:
                 moving = trial.pop(victim)
                 for flow in sorted(moving, key=lambda f: -(len(f.inputs) + len(f.outputs))):
                     for group in trial:
-                        if self._fits(group + [flow]) is not None:
+                        if self._fits(group + [flow]):
                             group.append(flow)
                             break
                     else:
@@ -218,7 +238,41 @@ class Router:
                     break
         return groups
 
-    def _split(self, flows) -> tuple[list[Phase], str]:
+    def _exact(self, flows, k: int) -> tuple[list[list[Flow]] | None, bool]:
+        """Split ``flows`` into ``k`` routable phases by bounded exhaustive search.
+
+        Returns ``(groups, True)`` if found, ``(None, True)`` if proven impossible and
+        ``(None, False)`` if the check bound was hit or a fit check was not a proof.
+        """
+        order = sorted(flows, key=lambda f: -(len(f.inputs) + len(f.outputs)))
+        groups: list[list[Flow]] = [[] for _ in range(k)]
+        state = {"checks": 0, "proven": True}
+
+        def dfs(i: int, used: int) -> bool:
+            if i == len(order):
+                return True
+            for g in range(min(k, used + 1)):  # phases are interchangeable: open one at a time
+                state["checks"] += 1
+                if state["checks"] > self.exact_checks:
+                    raise _Exhausted
+                modes, status = self._try_modes(groups[g] + [order[i]], self.split_budget)
+                if modes is None:
+                    state["proven"] &= status == "impossible"
+                    continue
+                groups[g].append(order[i])
+                if dfs(i + 1, max(used, g + 1)):
+                    return True
+                groups[g].pop()
+            return False
+
+        try:
+            if dfs(0, 0):
+                return groups, True
+        except _Exhausted:
+            return None, False
+        return None, state["proven"]
+
+    def _split(self, flows, lower: int) -> tuple[list[Phase], str, int]:
         order = sorted(flows, key=lambda f: -(len(f.inputs) + len(f.outputs)))
         best = self._improve(self._first_fit(order))
         rng = random.Random(self.seed)
@@ -230,18 +284,27 @@ class Router:
             candidate = self._improve(self._first_fit(shuffled))
             if len(candidate) < len(best):
                 best = candidate
+        exact = ""
+        while len(best) > max(lower, 2) and self.exact_checks:
+            groups, proven = self._exact(flows, len(best) - 1)
+            if groups is not None:
+                best, exact = groups, " + exact search"
+            else:
+                if proven and lower >= 2:
+                    lower, exact = len(best), " + exact search (proved optimal)"
+                break
         phases = []
         for group in best:
             # Re-route each group with the full budget (the fit check found a routing already).
-            config = self._fits(group)
+            config, _ = self.try_one_phase(group, self.split_budget)
             if config is None:  # pragma: no cover - a fit check already routed this group
                 raise FredError(f"internal error: phase {group} no longer routes")
             position = {f: i for i, f in enumerate(flows)}
             phases.append(Phase(tuple(sorted(group, key=position.__getitem__)), config))
         phases.sort(key=lambda p: min(flows.index(f) for f in p.flows))
         method = (f"split: first-fit decreasing + phase elimination"
-                  f"{f' + {tries} random restarts' if tries else ''}")
-        return phases, method
+                  f"{f' + {tries} random restarts' if tries else ''}{exact}")
+        return phases, method, lower
 
     # -- one-phase search ---------------------------------------------------------------------
     def _route(self, ports: int, flows: tuple) -> tuple | None:
@@ -339,6 +402,8 @@ class Router:
                 members = classes[k]
                 sub = self._route(r, tuple(sorted(proj[order[d]] for d in members)))
                 if sub is None:
+                    if not self.backtrack:
+                        raise _Exhausted  # greedy: the first colouring failed, give up
                     nogood = self._minimise(r, members, order, proj)
                     last = max(nogood)
                     nogoods_at[last].append(tuple(nogood))
@@ -416,7 +481,7 @@ class Router:
 
 def route(*, ports: int, middle: int, flows, split: bool = True, budget: int = DEFAULT_BUDGET,
           split_budget: int = DEFAULT_SPLIT_BUDGET, restarts: int = DEFAULT_RESTARTS,
-          seed: int = 0) -> RouteResult:
+          seed: int = 0, exact_checks: int = DEFAULT_EXACT_CHECKS) -> RouteResult:
     """Route ``flows`` on Fred_m(P) (``ports`` = P, ``middle`` = m) into phases.
 
     Returns a :class:`RouteResult` whose ``phases`` has length 1 when one phase suffices;
@@ -426,7 +491,7 @@ def route(*, ports: int, middle: int, flows, split: bool = True, budget: int = D
     one phase is not enough.
     """
     router = Router(ports=ports, middle=middle, budget=budget, split_budget=split_budget,
-                    restarts=restarts, seed=seed)
+                    restarts=restarts, seed=seed, exact_checks=exact_checks)
     return router.route(flows, split=split)
 
 

@@ -1,0 +1,72 @@
+"""``fred sweep``: every MP x DP x PP factorisation of the NPU count, ranked by iteration time."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from fred.cli import print_json
+
+HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from sysmodel.platform import FABRICS
+    from sysmodel.workloads import WORKLOADS
+    parser.add_argument("--workload", required=True, choices=WORKLOADS)
+    parser.add_argument("--fabric", required=True, choices=FABRICS)
+    parser.add_argument("--samples-per-dp", type=int, default=40,
+                        help="minibatch per DP replica (paper's sweep: 40)")
+    parser.add_argument("--strategy", default=None,
+                        help="evaluate only this MP<a>-DP<b>-PP<c> (with its breakdown) instead of all")
+    parser.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"),
+                        help="pipeline schedule with --strategy (default 1f1b)")
+    parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
+
+
+def run(args) -> int:
+    from sysmodel.evaluation import sweep
+    from sysmodel.platform import default_platform, load_platform
+    from fred.errors import FredError
+    if args.samples_per_dp < 1:
+        raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
+    platform = load_platform(args.platform) if args.platform else default_platform()
+    if args.strategy:
+        return _one(args, platform)
+    rows = sweep(args.workload, args.fabric, platform, samples_per_dp=args.samples_per_dp,
+                 progress=not args.json)
+    if args.json:
+        print_json({"workload": args.workload, "fabric": args.fabric,
+                    "ranking": [{k: (None if isinstance(v, float) and math.isinf(v) else v)
+                                 for k, v in r.items()} for r in rows]})
+        return 0
+    print(f"{'rank':>4s} {'strategy':14s} {'ms/sample':>10s} {'iter_s':>10s} {'compute':>9s} "
+          f"{'exposed':>9s} {'bubble':>9s}")
+    for r in rows:
+        if r["feasible"]:
+            print(f"{r['rank']:4d} {r['strategy']:14s} {r['time_per_sample_s'] * 1e3:10.4f} "
+                  f"{r['time_s']:10.4f} {r['compute_s']:9.4f} "
+                  f"{r['exposed_comm_s']:9.4f} {r['bubble_s']:9.4f}")
+        else:
+            print(f"{r['rank']:4d} {r['strategy']:14s} does not fit: {r['notes']}")
+    return 0
+
+
+def _one(args, platform) -> int:
+    from sysmodel.strategy import parse_strategy
+    from sysmodel.training import simulate_iteration
+    from sysmodel.workloads import get_workload
+    strategy = parse_strategy(args.strategy)
+    r = simulate_iteration(platform, args.fabric, get_workload(args.workload), strategy,
+                           schedule=args.schedule, samples_per_dp=args.samples_per_dp)
+    if args.json:
+        print_json(r.to_dict())
+        return 0
+    print(f"{args.workload} {strategy} on {args.fabric} ({args.schedule}, {r.microbatches} microbatches, "
+          f"{args.samples_per_dp} samples per DP replica): {r.time_s:.6g} s per iteration")
+    for name, value in r.breakdown.items():
+        print(f"  {name:8s} {value:12.6g} s")
+    print(f"  memory   {r.memory.total / 1e9:12.2f} GB per NPU (stage {r.memory.stage})")
+    for note in r.notes:
+        print(f"  note: {note}")
+    return 0

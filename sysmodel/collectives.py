@@ -1,0 +1,534 @@
+"""Collectives on a fabric: algorithms, per-link byte accounting, time and effective bandwidth.
+
+A :class:`Collective` names an operation on a group of NPU ranks. :func:`collective_traffic`
+turns it into a :class:`~sysmodel.network.Traffic` (bytes on every directed link, bytes each
+NPU injects, latency of its dependent hop chain) with the algorithm the fabric uses:
+
+* **mesh** (endpoint algorithms only): all-reduce / reduce-scatter / all-gather on a group
+  that fills a sub-rectangle of the mesh use the hierarchical 2D algorithm with two chunks
+  in opposite dimension orders (one rows-then-columns, one columns-then-rows); the split
+  between the two chunks is the one that minimises the busiest link. Other groups use a
+  bidirectional logical ring in snake (boustrophedon) order. The faster of the available
+  algorithms is used. Broadcast / multicast / reduce: pipelined chain of unicasts.
+  I/O: dimension-ordered broadcast trees from every controller (reduce trees for stores),
+  routed X-Y, Y-X or half-and-half, whichever has the least-loaded busiest link.
+* **FRED without in-switch collectives** (Fred-A, Fred-C): the same endpoint algorithms on
+  the tree: ring in rank order, or hierarchical (reduce-scatter inside each L1, ring across
+  L1s, all-gather inside each L1) when the group has the same number (>1) of members on
+  every L1 it spans, whichever is faster. I/O: each controller feeds one member, members
+  forward along a chain (stores: chain reduce, then to the controller).
+* **FRED with in-switch collectives** (Fred-B, Fred-D): all-reduce, reduce, broadcast,
+  multicast and I/O load / store are flows: each NPU sends its data once, switches reduce
+  on the way up and replicate on the way down, so every link of the tree carries the data
+  once. The number of phases comes from the configuration compiler
+  (:mod:`sysmodel.switch_routing`); each phase costs a phase switch. Reduce-scatter,
+  all-gather and all-to-all use the endpoint algorithms (their in-switch forms are
+  sequences of reduce/broadcast phases that send at least as many bytes per NPU).
+
+Sizes: all-reduce, reduce-scatter (input), all-gather (output), all-to-all: the buffer per
+NPU; broadcast / multicast: bytes from the root to every member; reduce: bytes from every
+member to the root; point-to-point: bytes per pair; io-load: bytes delivered to every
+member (the same data, striped over all I/O controllers); io-store: bytes from every member,
+reduced into external memory; io-write / io-read: every member writes / reads its own
+``size`` bytes to / from external memory (unicast, striped over all controllers; used for
+activation checkpoints that do not fit in HBM).
+
+Time of concurrent collectives (:func:`evaluate`): bytes of every collective are summed per
+directed link; the busiest link (bytes / bandwidth) sets the time, plus the longest
+latency chain and phase-switch overheads. Effective bandwidth per NPU = bytes sent per
+sending NPU / time (GBps = 1e9 B/s, as in the paper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fred.errors import FredError
+from sysmodel.fred_tree import FredTreeNetwork
+from sysmodel.mesh import MeshNetwork
+from sysmodel.network import Network, Traffic
+from sysmodel.platform import FABRICS, Platform
+from sysmodel.switch_routing import phases_for
+
+__all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "collective_traffic",
+           "evaluate"]
+
+OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
+       "multicast", "point-to-point", "io-load", "io-store", "io-write", "io-read")
+_ROOTED = ("broadcast", "reduce", "multicast")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective: ``op`` (one of :data:`OPS`), ``group`` (NPU ranks; stored sorted and
+    de-duplicated, so the order given does not matter), ``size`` in bytes (see the module
+    docstring), ``root`` for broadcast/reduce/multicast (default: lowest rank of the group),
+    ``pairs`` ((src, dst) ranks) for point-to-point."""
+
+    op: str
+    group: tuple[int, ...] = ()
+    size: float = 0.0
+    root: int | None = None
+    pairs: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise FredError(f"unknown collective {self.op!r}; expected one of {', '.join(OPS)}")
+        size = self.size
+        if isinstance(size, bool) or not isinstance(size, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(size) or size <= 0:
+            raise FredError(f"collective size must be a positive number of bytes, got {size!r}")
+        if self.op == "point-to-point":
+            pairs = tuple((int(a), int(b)) for a, b in self.pairs)
+            if not pairs:
+                raise FredError("point-to-point needs at least one (src, dst) pair")
+            for a, b in pairs:
+                if a == b:
+                    raise FredError(f"point-to-point pair ({a}, {b}) sends to itself")
+            object.__setattr__(self, "pairs", tuple(sorted(pairs)))
+            group = {r for p in pairs for r in p}
+        else:
+            group = set(int(r) for r in self.group)
+            if not group:
+                raise FredError(f"{self.op}: the group is empty")
+            if len(group) != len(tuple(self.group)):
+                raise FredError(f"{self.op}: group {tuple(self.group)} lists an NPU twice")
+        if self.op in _ROOTED:
+            root = min(group) if self.root is None else int(self.root)
+            if self.op != "multicast" and root not in group:
+                raise FredError(f"{self.op}: root {root} is not in the group {sorted(group)}")
+            object.__setattr__(self, "root", root)
+            group.add(root)
+        object.__setattr__(self, "group", tuple(sorted(group)))
+        object.__setattr__(self, "size", float(size))
+
+    def check(self, npus: int) -> None:
+        if len(self.group) > npus:
+            raise FredError(f"{self.op}: group of {len(self.group)} NPUs is larger than the "
+                            f"wafer's {npus} NPUs")
+        bad = [r for r in self.group if r < 0 or r >= npus]
+        if bad:
+            raise FredError(f"{self.op}: NPU rank(s) {bad} out of range 0..{npus - 1}")
+
+
+@dataclass
+class CollectiveResult:
+    """Time and traffic of a set of concurrent collectives on one fabric."""
+
+    fabric: str
+    time_s: float
+    bandwidth_time_s: float
+    latency_s: float
+    bytes_sent_per_npu: float
+    effective_bandwidth_per_npu_gbps: float
+    busiest_link: str
+    busiest_link_bytes: float
+    phases: int
+    algorithms: list = field(default_factory=list)
+    #: bytes per directed link and the links' bandwidths (for link sharing in the engine)
+    link_loads: object = field(default=None, repr=False)
+    link_bw: object = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("link_loads", "link_bw")}
+
+
+# -------------------------------------------------------------------------------------------
+_NETWORKS: dict = {}
+
+
+def build_network(platform: Platform, fabric: str) -> Network:
+    """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform`` (cached)."""
+    if fabric not in FABRICS:
+        raise FredError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
+    key = (id(platform), fabric)
+    entry = _NETWORKS.get(key)
+    if entry is None or entry[0] is not platform:
+        net = MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric)
+        entry = _NETWORKS[key] = (platform, net)
+    return entry[1]
+
+
+# -- building blocks ------------------------------------------------------------------------
+def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = None,
+          dim_order: str = "xy") -> Traffic:
+    """Bidirectional logical ring: half the data clockwise, half counter-clockwise; each hop
+    of each direction carries ``per_hop / 2``. ``steps`` dependent steps set the latency."""
+    t = t or net.traffic()
+    n = len(order)
+    if n < 2 or per_hop <= 0:
+        return t
+    hop_latency = 0.0
+    for i in range(n):
+        a, b = order[i], order[(i + 1) % n]
+        if n == 2 and i == 1:
+            break  # a two-member ring is the single pair; both directions added below
+        for s, d in ((a, b), (b, a)):
+            links = t.add_transfer(s, d, per_hop / 2 if n > 2 else per_hop, dim_order)
+            hop_latency = max(hop_latency, net.path_latency(links))
+    t.latency_s += steps * hop_latency
+    return t
+
+
+def _ring_factors(op: str, n: int) -> tuple[float, int]:
+    """(bytes per ring hop as a fraction of the size, dependent steps) for a ring of n."""
+    if op == "all-reduce":
+        return 2 * (n - 1) / n, 2 * (n - 1)
+    return (n - 1) / n, n - 1  # reduce-scatter, all-gather
+
+
+def _chain(net: Network, order, nbytes: float, reverse: bool = False,
+           t: Traffic | None = None) -> Traffic:
+    """Pipelined chain order[0] -> order[1] -> ... (reversed for a reduce)."""
+    t = t or net.traffic()
+    latency = 0.0
+    hops = list(zip(order, order[1:]))
+    for a, b in hops:
+        s, d = (b, a) if reverse else (a, b)
+        latency += net.path_latency(t.add_transfer(s, d, nbytes))
+    t.latency_s += latency
+    return t
+
+
+def _order(net: Network, members) -> list[int]:
+    if isinstance(net, MeshNetwork):
+        return sorted(members, key=net.snake_index)
+    return sorted(members)
+
+
+def _minimum(candidates: list[tuple[str, Traffic]]) -> tuple[str, Traffic]:
+    return min(candidates, key=lambda c: c[1].time())
+
+
+# -- mesh: hierarchical 2D ------------------------------------------------------------------
+def _rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
+    pos = [net.position(r) for r in group]
+    rows = sorted({r for r, _ in pos})
+    cols = sorted({c for _, c in pos})
+    if len(rows) < 2 or len(cols) < 2 or len(rows) * len(cols) != len(group):
+        return None
+    if rows != list(range(rows[0], rows[-1] + 1)) or cols != list(range(cols[0], cols[-1] + 1)):
+        return None
+    return rows, cols
+
+
+def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
+    """Hierarchical 2D with two chunks in opposite dimension orders, split to balance links."""
+    def lines(first: str):
+        row_lines = [[net.rank(r, c) for c in cols] for r in rows]
+        col_lines = [[net.rank(r, c) for r in rows] for c in cols]
+        return (row_lines, col_lines) if first == "rows" else (col_lines, row_lines)
+
+    def chunk(first: str) -> Traffic:
+        t = net.traffic()
+        outer, inner = lines(first)
+        n1 = len(outer[0])
+        if op == "all-reduce":
+            stages = [("reduce-scatter", outer, size), ("all-reduce", inner, size / n1),
+                      ("all-gather", outer, size)]
+        elif op == "reduce-scatter":
+            stages = [("reduce-scatter", outer, size), ("reduce-scatter", inner, size / n1)]
+        else:
+            stages = [("all-gather", inner, size / n1), ("all-gather", outer, size)]
+        for stage_op, group_lines, nbytes in stages:
+            stage = net.traffic()
+            for line in group_lines:
+                per_hop, steps = _ring_factors(stage_op, len(line))
+                sub = _ring(net, line, per_hop * nbytes, steps)
+                stage.merge(sub)
+            t.loads += stage.loads
+            t.sent += stage.sent
+            t.latency_s += stage.latency_s
+        return t
+
+    a_t, b_t = chunk("rows"), chunk("cols")
+    ta, tb = a_t.link_times(), b_t.link_times()
+    lo, hi = 0.0, 1.0
+    for _ in range(80):  # ternary search on the convex max-of-lines
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        if (m1 * ta + (1 - m1) * tb).max() <= (m2 * ta + (1 - m2) * tb).max():
+            hi = m2
+        else:
+            lo = m1
+    a = (lo + hi) / 2
+    out = a_t.scaled(a)
+    out.loads += b_t.loads * (1 - a)
+    out.sent += b_t.sent * (1 - a)
+    out.latency_s = max(a_t.latency_s, b_t.latency_s)
+    return out
+
+
+# -- FRED in-switch flows --------------------------------------------------------------------
+def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> int:
+    """Phases the compiler needs for the flows these paths ask of each switch; the max.
+
+    Up paths (towards a sink) give each switch they pass through one reducing flow (inputs =
+    the neighbours data arrives from, output = the next hop); down paths give one
+    broadcasting flow. ``top`` is the switch where an all-reduce turns round: one flow whose
+    inputs and outputs are the member-side neighbours."""
+    per_switch: dict[int, list] = {}
+    for slot, paths in ((0, up_paths), (1, down_paths)):
+        for links in paths:
+            for l_in, l_out in zip(links, links[1:]):
+                switch = int(net.link_dst[l_in])
+                entry = per_switch.setdefault(switch, [[set(), set()], [set(), set()], None])
+                entry[slot][0].add(int(net.link_src[l_in]))
+                entry[slot][1].add(int(net.link_dst[l_out]))
+    if top is not None:
+        entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
+        entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
+                    {int(net.link_dst[p[0]]) for p in down_paths if p})
+    phases = 0
+    for switch, entry in per_switch.items():
+        port = _port_cache(net, switch)
+        flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
+        key = tuple(sorted((tuple(sorted(port[n] for n in i)), tuple(sorted(port[n] for n in o)))
+                           for i, o in flows))
+        phases = max(phases, phases_for(len(port), key))
+    return phases
+
+
+_PORTS: dict = {}
+
+
+def _port_cache(net, switch) -> dict[int, int]:
+    """Port number of each neighbour of ``switch`` (neighbours in node order)."""
+    key = (id(net), switch)
+    if key not in _PORTS:
+        neighbours = sorted({int(d) for s, d in zip(net.link_src, net.link_dst) if s == switch})
+        _PORTS[key] = {n: i for i, n in enumerate(neighbours)}
+    return _PORTS[key]
+
+
+def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
+    t = net.traffic()
+    g = c.group
+    lat = 0.0
+    if c.op == "all-reduce":
+        top = net.l1_nodes[net.l1_of(g[0])] if len({net.l1_of(r) for r in g}) == 1 else net.l2_node
+        up = [net.path(r, top) for r in g]
+        down = [net.path(top, r) for r in g]
+        for r in g:
+            t.sent[r] += c.size
+        lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
+            + float(net.node_latency[top])
+        phases = _switch_phases(net, up, down, top)
+    elif c.op in ("broadcast", "multicast"):
+        dests = [r for r in g if r != c.root]
+        up, down = [], [net.path(c.root, d) for d in dests]
+        t.sent[c.root] += c.size
+        lat = max((net.path_latency(d) for d in down), default=0.0)
+        phases = _switch_phases(net, [], down)
+    elif c.op == "reduce":
+        srcs = [r for r in g if r != c.root]
+        up, down = [net.path(s, c.root) for s in srcs], []
+        for s in srcs:
+            t.sent[s] += c.size
+        lat = max((net.path_latency(u) for u in up), default=0.0)
+        phases = _switch_phases(net, up, [])
+    else:  # io-load / io-store: one flow per controller stripe
+        stripe = c.size / len(net.io_nodes)
+        up, down, phases = [], [], 0
+        for io in net.io_nodes:
+            if c.op == "io-load":
+                paths = [net.path(io, r) for r in g]
+                down += paths
+                phases = max(phases, _switch_phases(net, [], paths))
+            else:
+                paths = [net.path(r, io) for r in g]
+                up += paths
+                for r in g:
+                    t.sent[r] += stripe
+                phases = max(phases, _switch_phases(net, paths, []))
+            links = set().union(*paths)
+            t.add_links(links, stripe)
+            lat = max(lat, max(net.path_latency(p) for p in paths))
+        t.latency_s = lat
+        t.phases = phases
+        t.overhead_s = phases * net.platform.switch.phase_switch_s
+        return t
+    links = set().union(*up, *down) if (up or down) else set()
+    t.add_links(links, c.size)
+    t.latency_s = lat
+    t.phases = phases
+    t.overhead_s = phases * net.platform.switch.phase_switch_s
+    return t
+
+
+# -- endpoint algorithms on either fabric ----------------------------------------------------
+def _endpoint(net: Network, c: Collective) -> tuple[str, Traffic]:
+    g = list(c.group)
+    n = len(g)
+    if c.op in ("all-reduce", "reduce-scatter", "all-gather"):
+        if n == 1:
+            return "local", net.traffic()
+        per_hop, steps = _ring_factors(c.op, n)
+        candidates = [("ring", _ring(net, _order(net, g), per_hop * c.size, steps))]
+        if isinstance(net, MeshNetwork):
+            rect = _rectangle(net, g)
+            if rect:
+                candidates.append(("hierarchical-2d", _mesh_2d(net, c.op, *rect, c.size)))
+        else:
+            candidates += _fred_hierarchical(net, c)
+        return _minimum(candidates)
+    if c.op == "all-to-all":
+        t = net.traffic()
+        lat = 0.0
+        for a in g:
+            for b in g:
+                if a != b:
+                    lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size / n)))
+        t.latency_s = lat
+        return "direct", t
+    if c.op == "point-to-point":
+        t = net.traffic()
+        lat = 0.0
+        for a, b in c.pairs:
+            lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size)))
+        t.latency_s = lat
+        return "direct", t
+    if c.op in ("io-write", "io-read"):
+        t = net.traffic()
+        stripe = c.size / len(net.io_nodes)
+        lat = 0.0
+        for r in g:
+            for io in net.io_nodes:
+                src, dst = (r, io) if c.op == "io-write" else (io, r)
+                lat = max(lat, net.path_latency(t.add_transfer(src, dst, stripe)))
+        t.latency_s = lat
+        return "unicast", t
+    if c.op in _ROOTED:
+        order = [c.root] + _order(net, [r for r in g if r != c.root])
+        return "chain", _chain(net, order, c.size, reverse=(c.op == "reduce"))
+    if isinstance(net, MeshNetwork):
+        return _mesh_io(net, c)
+    return "chain", _fred_io_chain(net, c)
+
+
+def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, Traffic]]:
+    by_l1: dict[int, list[int]] = {}
+    for r in c.group:
+        by_l1.setdefault(net.l1_of(r), []).append(r)
+    counts = {len(v) for v in by_l1.values()}
+    if len(by_l1) < 2 or len(counts) != 1 or counts == {1}:
+        return []
+    k = counts.pop()
+    locals_ = [sorted(v) for _, v in sorted(by_l1.items())]
+    crosses = [[loc[i] for loc in locals_] for i in range(k)]
+    if c.op == "all-reduce":
+        stages = [("reduce-scatter", locals_, c.size), ("all-reduce", crosses, c.size / k),
+                  ("all-gather", locals_, c.size)]
+    elif c.op == "reduce-scatter":
+        stages = [("reduce-scatter", locals_, c.size), ("reduce-scatter", crosses, c.size / k)]
+    else:
+        stages = [("all-gather", crosses, c.size / k), ("all-gather", locals_, c.size)]
+    t = net.traffic()
+    for op, groups, nbytes in stages:
+        stage = net.traffic()
+        for members in groups:
+            per_hop, steps = _ring_factors(op, len(members))
+            stage.merge(_ring(net, members, per_hop * nbytes, steps))
+        t.loads += stage.loads
+        t.sent += stage.sent
+        t.latency_s += stage.latency_s
+    return [("hierarchical", t)]
+
+
+def _mesh_io(net: MeshNetwork, c: Collective) -> tuple[str, Traffic]:
+    """Broadcast (io-load) or reduce (io-store) trees from every controller, X-Y/Y-X/split."""
+    stripe = c.size / len(net.io_nodes)
+
+    def trees(order: str) -> Traffic:
+        t = net.traffic()
+        lat = 0.0
+        for io in net.io_nodes:
+            links = t.tree_links(io, c.group, order)
+            lat = max(lat, max(net.path_latency(net.path(io, r, order)) for r in c.group))
+            if c.op == "io-store":  # the reduce tree is the broadcast tree reversed
+                links = {net.link_id[(int(net.link_dst[l]), int(net.link_src[l]))] for l in links}
+                for l in links:
+                    if net.link_src[l] < net.npus:
+                        t.sent[net.link_src[l]] += stripe
+            t.add_links(links, stripe)
+        t.latency_s = lat
+        return t
+
+    xy, yx = trees("xy"), trees("yx")
+    split = xy.scaled(0.5)
+    split.loads += yx.loads * 0.5
+    split.sent += yx.sent * 0.5
+    split.latency_s = max(xy.latency_s, yx.latency_s)
+    return _minimum([("tree-xy", xy), ("tree-yx", yx), ("tree-split", split)])
+
+
+def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
+    """No in-switch multicast/reduce: each controller's stripe enters (leaves) the group at
+    one member near it and is forwarded (reduced) along a chain of the members."""
+    t = net.traffic()
+    g = sorted(c.group)
+    stripe = c.size / len(net.io_nodes)
+    lat = 0.0
+    for k, io in enumerate(net.io_nodes):
+        near = [r for r in g if net.l1_of(r) == net.io_l1[k]]
+        entry = near[k % len(near)] if near else g[k % len(g)]
+        i = g.index(entry)
+        order = g[i:] + g[:i]
+        if c.op == "io-load":
+            links = t.add_transfer(io, entry, stripe)
+            chain = _chain(net, order, stripe)
+        else:
+            links = t.add_transfer(entry, io, stripe)
+            chain = _chain(net, order, stripe, reverse=True)
+        t.loads += chain.loads
+        t.sent += chain.sent
+        lat = max(lat, net.path_latency(links) + chain.latency_s)
+    t.latency_s = lat
+    return t
+
+
+# -------------------------------------------------------------------------------------------
+def collective_traffic(net: Network, c: Collective) -> tuple[str, Traffic]:
+    """(algorithm name, traffic) of one collective on ``net``."""
+    c.check(net.npus)
+    if getattr(net, "in_switch", False) and c.op in (*_ROOTED, "all-reduce", "io-load", "io-store"):
+        if len(c.group) == 1 and c.op not in ("io-load", "io-store"):
+            return "local", net.traffic()
+        return "in-switch", _in_switch(net, c)
+    return _endpoint(net, c)
+
+
+def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
+    """Time of ``collectives`` (an iterable of :class:`Collective`) running concurrently."""
+    collectives = tuple(collectives)
+    if not collectives:
+        raise FredError("no collectives to evaluate")
+    key = (id(platform), fabric, collectives)
+    cached = _RESULTS.get(key)
+    if cached is not None and cached[0] is platform:
+        return cached[1]
+    net = build_network(platform, fabric)
+    total = net.traffic()
+    algorithms = []
+    for c in collectives:
+        name, t = collective_traffic(net, c)
+        algorithms.append(name)
+        total.merge(t)
+    time = total.time()
+    senders = total.sent > 0
+    per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
+    link, nbytes = total.busiest_link()
+    result = CollectiveResult(
+        fabric=fabric, time_s=time, bandwidth_time_s=total.bandwidth_time(),
+        latency_s=total.latency_s + total.overhead_s, bytes_sent_per_npu=per_npu,
+        effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
+        busiest_link=link, busiest_link_bytes=nbytes, phases=total.phases,
+        algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw)
+    if len(_RESULTS) > 100_000:
+        _RESULTS.clear()
+    _RESULTS[key] = (platform, result)
+    return result
+
+
+_RESULTS: dict = {}

@@ -1,0 +1,173 @@
+"""A fabric as a graph of nodes and directed links, with per-link byte accounting.
+
+:class:`Network` holds nodes (NPUs first, ranks ``0 .. npus-1``; then switches and I/O
+controllers) and directed links with a bandwidth (bytes/s) and a latency (s). Subclasses
+(:class:`sysmodel.mesh.MeshNetwork`, :class:`sysmodel.fred_tree.FredTreeNetwork`) add the
+nodes and define routing (``_route``). :class:`Traffic` accumulates, for a set of transfers
+that run concurrently, the bytes on every directed link and the bytes each NPU injects; its
+time is that of the busiest link plus the latency of the longest dependent chain of hops.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from fred.errors import FredError
+
+__all__ = ["Network", "Traffic"]
+
+
+class Network:
+    """Nodes and directed links. Build with :meth:`add_node` / :meth:`add_link`, then route.
+
+    Members: ``name``, ``npus`` (NPU ranks are node ids ``0 .. npus-1``), ``node_names``,
+    ``node_kind`` (``"npu" | "switch" | "io"``), ``io_nodes`` (I/O controller node ids),
+    arrays ``link_src``, ``link_dst``, ``link_bw`` (bytes/s), ``link_latency`` (s),
+    ``node_latency`` (s added when a path passes *through* the node, e.g. a switch).
+    """
+
+    def __init__(self, name: str, npus: int):
+        self.name = name
+        self.npus = npus
+        self.node_names: list[str] = []
+        self.node_kind: list[str] = []
+        self._node_latency: list[float] = []
+        self._links: list[tuple[int, int, float, float, str]] = []
+        self.link_id: dict[tuple[int, int], int] = {}
+        self.io_nodes: list[int] = []
+        for rank in range(npus):
+            self.add_node(f"npu{rank}", "npu")
+        self.path = lru_cache(maxsize=None)(self._path)
+
+    # -- construction ------------------------------------------------------------------------
+    def add_node(self, name: str, kind: str, latency_s: float = 0.0) -> int:
+        self.node_names.append(name)
+        self.node_kind.append(kind)
+        self._node_latency.append(latency_s)
+        node = len(self.node_names) - 1
+        if kind == "io":
+            self.io_nodes.append(node)
+        return node
+
+    def add_link(self, src: int, dst: int, bandwidth_Bps: float, latency_s: float, kind: str) -> int:
+        if (src, dst) in self.link_id:
+            raise FredError(f"duplicate link {self.node_names[src]}->{self.node_names[dst]}")
+        self._links.append((src, dst, bandwidth_Bps, latency_s, kind))
+        self.link_id[(src, dst)] = len(self._links) - 1
+        return len(self._links) - 1
+
+    def add_duplex(self, a: int, b: int, bw_ab: float, bw_ba: float, latency_s: float, kind: str):
+        self.add_link(a, b, bw_ab, latency_s, kind)
+        self.add_link(b, a, bw_ba, latency_s, kind)
+
+    def finalize(self) -> None:
+        self.link_src = np.array([l[0] for l in self._links], dtype=np.int64)
+        self.link_dst = np.array([l[1] for l in self._links], dtype=np.int64)
+        self.link_bw = np.array([l[2] for l in self._links], dtype=float)
+        self.link_latency = np.array([l[3] for l in self._links], dtype=float)
+        self.link_kind = [l[4] for l in self._links]
+        self.node_latency = np.array(self._node_latency, dtype=float)
+
+    @property
+    def n_links(self) -> int:
+        return len(self._links)
+
+    def link_name(self, link: int) -> str:
+        return f"{self.node_names[self.link_src[link]]}->{self.node_names[self.link_dst[link]]}"
+
+    # -- routing -------------------------------------------------------------------------------
+    def _route(self, src: int, dst: int, order: str) -> list[int]:
+        """Node sequence from ``src`` to ``dst`` (inclusive); subclasses implement it."""
+        raise NotImplementedError
+
+    def _path(self, src: int, dst: int, order: str = "xy") -> tuple[int, ...]:
+        """Link ids from ``src`` to ``dst`` (empty when equal); cached."""
+        if src == dst:
+            return ()
+        nodes = self._route(src, dst, order)
+        try:
+            return tuple(self.link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
+        except KeyError as exc:  # a routing bug, not bad input
+            raise AssertionError(f"route {nodes} uses a missing link {exc}") from None
+
+    def path_latency(self, links) -> float:
+        """Wire latency of the links plus the latency of every node passed through."""
+        if not links:
+            return 0.0
+        links = list(links)
+        through = self.link_dst[links[:-1]]
+        return float(self.link_latency[links].sum() + self.node_latency[through].sum())
+
+    def traffic(self) -> "Traffic":
+        return Traffic(self)
+
+
+class Traffic:
+    """Bytes per directed link and bytes injected per NPU for transfers running concurrently.
+
+    ``latency_s`` is the latency of the longest chain of dependent hops among the merged
+    collectives (a ring all-reduce has 2(n-1) dependent steps; an in-switch one, one pass);
+    ``overhead_s`` adds fixed costs such as switch phase changes.
+    """
+
+    __slots__ = ("net", "loads", "sent", "latency_s", "overhead_s", "phases")
+
+    def __init__(self, net: Network):
+        self.net = net
+        self.loads = np.zeros(net.n_links)
+        self.sent = np.zeros(net.npus)
+        self.latency_s = 0.0
+        self.overhead_s = 0.0
+        self.phases = 0
+
+    def add_links(self, links, nbytes: float) -> None:
+        if links:
+            self.loads[list(links)] += nbytes
+
+    def add_transfer(self, src: int, dst: int, nbytes: float, order: str = "xy") -> tuple[int, ...]:
+        """Route ``nbytes`` from node ``src`` to ``dst``; an NPU source counts as sending them."""
+        links = self.net.path(src, dst, order)
+        self.add_links(links, nbytes)
+        if src < self.net.npus and src != dst:
+            self.sent[src] += nbytes
+        return links
+
+    def tree_links(self, src: int, dsts, order: str = "xy") -> set[int]:
+        """Links of the multicast tree that is the union of the routes from ``src``."""
+        links: set[int] = set()
+        for dst in dsts:
+            links.update(self.net.path(src, dst, order))
+        return links
+
+    def scaled(self, factor: float) -> "Traffic":
+        out = Traffic(self.net)
+        out.loads = self.loads * factor
+        out.sent = self.sent * factor
+        out.latency_s, out.overhead_s, out.phases = self.latency_s, self.overhead_s, self.phases
+        return out
+
+    def merge(self, other: "Traffic") -> "Traffic":
+        """Add ``other`` as running concurrently with this traffic (in place)."""
+        self.loads += other.loads
+        self.sent += other.sent
+        self.latency_s = max(self.latency_s, other.latency_s)
+        self.overhead_s = max(self.overhead_s, other.overhead_s)
+        self.phases = max(self.phases, other.phases)
+        return self
+
+    def link_times(self) -> np.ndarray:
+        return self.loads / self.net.link_bw
+
+    def bandwidth_time(self) -> float:
+        return float(self.link_times().max()) if self.net.n_links else 0.0
+
+    def time(self) -> float:
+        """Busiest link's bytes / bandwidth, plus hop latencies and fixed overheads."""
+        return self.bandwidth_time() + self.latency_s + self.overhead_s
+
+    def busiest_link(self) -> tuple[str, float]:
+        times = self.link_times()
+        link = int(times.argmax())
+        return self.net.link_name(link), float(self.loads[link])

@@ -1,0 +1,233 @@
+"""The wafer description: NPUs, I/O controllers, links, the mesh baseline and the FRED tree.
+
+Loaded from TOML (:func:`load_platform`); the paper's platform ships as
+``configs/paper.toml`` (also installed as package data ``sysmodel/configs/paper.toml``).
+Every field is validated on load; an unknown or missing key is an error naming it, so a
+typo never silently falls back to a default. Units are in the field names (GBps = 1e9 B/s).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from fred.errors import FredError
+from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SwitchTiming, load_switch_timing
+
+__all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",
+           "DEFAULT_PLATFORM_NAME"]
+
+DEFAULT_PLATFORM_NAME = "paper.toml"
+#: Fabric names accepted everywhere (CLI, evaluation): the mesh baseline and the FRED variants.
+FABRICS = ("mesh", "fred-a", "fred-b", "fred-c", "fred-d")
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class FredVariant:
+    """One FRED variant: L1-L2 bandwidth per L1 (each direction) and in-switch collectives."""
+
+    name: str
+    l1_l2_gbps: float
+    in_switch: bool
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A wafer platform (see ``configs/paper.toml`` for each value's source).
+
+    Members (all keyword): ``npus``, ``npu_send_gbps``, ``npu_recv_gbps``, ``peak_tflops``,
+    ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
+    ``io_controllers``, ``io_gbps``, ``link_latency_ns``, ``mesh_rows``, ``mesh_cols``,
+    ``mesh_link_gbps``, ``npus_per_l1``, ``variants`` (name -> :class:`FredVariant`),
+    ``bytes_per_element``, ``optimizer_bytes_per_param``, ``iterations``, ``switch``
+    (:class:`SwitchTiming`), ``name``, ``description``.
+    """
+
+    npus: int
+    npu_send_gbps: float
+    npu_recv_gbps: float
+    peak_tflops: float
+    memory_bandwidth_gbps: float
+    memory_capacity_gb: float
+    compute_efficiency: float
+    io_controllers: int
+    io_gbps: float
+    link_latency_ns: float
+    mesh_rows: int
+    mesh_cols: int
+    mesh_link_gbps: float
+    npus_per_l1: int
+    variants: dict = field(default_factory=dict)
+    bytes_per_element: int = 2
+    optimizer_bytes_per_param: int = 12
+    iterations: int = 2
+    switch: SwitchTiming = DEFAULT_SWITCH_TIMING
+    name: str = "custom"
+    description: str = ""
+
+    def __post_init__(self):
+        _positive_int(self.npus, "npu.count")
+        for name in ("npu_send_gbps", "npu_recv_gbps", "peak_tflops", "memory_bandwidth_gbps",
+                     "memory_capacity_gb", "io_gbps", "mesh_link_gbps"):
+            _positive(getattr(self, name), name)
+        if not 0 < self.compute_efficiency <= 1:
+            raise FredError(f"npu.compute_efficiency must be in (0, 1], got {self.compute_efficiency}")
+        if self.link_latency_ns < 0 or not math.isfinite(self.link_latency_ns):
+            raise FredError(f"link.latency_ns must be >= 0, got {self.link_latency_ns}")
+        _positive_int(self.io_controllers, "io.controllers")
+        _positive_int(self.mesh_rows, "mesh.rows")
+        _positive_int(self.mesh_cols, "mesh.cols")
+        _positive_int(self.npus_per_l1, "fred.npus_per_l1")
+        _positive_int(self.bytes_per_element, "training.bytes_per_element")
+        _positive_int(self.iterations, "training.iterations")
+        if self.optimizer_bytes_per_param < 0:
+            raise FredError("training.optimizer_bytes_per_param must be >= 0")
+        if self.mesh_rows * self.mesh_cols != self.npus:
+            raise FredError(f"mesh {self.mesh_rows}x{self.mesh_cols} has "
+                            f"{self.mesh_rows * self.mesh_cols} NPUs but npu.count is {self.npus}")
+        if self.io_controllers > 2 * (self.mesh_rows + self.mesh_cols):
+            raise FredError(f"{self.io_controllers} I/O controllers do not fit on the "
+                            f"{2 * (self.mesh_rows + self.mesh_cols)} free boundary ports of a "
+                            f"{self.mesh_rows}x{self.mesh_cols} mesh")
+        for name, variant in self.variants.items():
+            if name not in FABRICS or name == "mesh":
+                raise FredError(f"unknown FRED variant {name!r}; expected fred-a .. fred-d")
+            _positive(variant.l1_l2_gbps, f"fred.variants.{name}.l1_l2_gbps")
+
+    # -- derived quantities ---------------------------------------------------------------
+    @property
+    def l1_count(self) -> int:
+        return math.ceil(self.npus / self.npus_per_l1)
+
+    @property
+    def link_latency_s(self) -> float:
+        return self.link_latency_ns * 1e-9
+
+    @property
+    def peak_flops(self) -> float:
+        return self.peak_tflops * 1e12
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return self.memory_capacity_gb * GB
+
+    def variant(self, fabric: str) -> FredVariant:
+        if fabric not in self.variants:
+            raise FredError(f"fabric {fabric!r} is not defined by platform {self.name!r}; "
+                            f"available: {', '.join(['mesh', *self.variants])}")
+        return self.variants[fabric]
+
+    @property
+    def fabrics(self) -> tuple[str, ...]:
+        return ("mesh", *sorted(self.variants))
+
+    def with_switch(self, switch: SwitchTiming) -> "Platform":
+        return replace(self, switch=switch)
+
+    def scaled(self, **changes) -> "Platform":
+        """A copy with some fields changed (used by sweeps and property tests)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("variants", "switch")}
+        out["variants"] = {n: {"l1_l2_gbps": v.l1_l2_gbps, "in_switch": v.in_switch}
+                           for n, v in self.variants.items()}
+        out["switch"] = self.switch.to_dict()
+        return out
+
+
+def _positive(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise FredError(f"{name} must be a positive number, got {value!r}")
+
+
+def _positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise FredError(f"{name} must be a positive integer, got {value!r}")
+
+
+# TOML layout: section -> {key: Platform field}
+_LAYOUT = {
+    "npu": {"count": "npus", "network_send_gbps": "npu_send_gbps",
+            "network_recv_gbps": "npu_recv_gbps", "peak_tflops": "peak_tflops",
+            "memory_bandwidth_gbps": "memory_bandwidth_gbps",
+            "memory_capacity_gb": "memory_capacity_gb", "compute_efficiency": "compute_efficiency"},
+    "io": {"controllers": "io_controllers", "controller_gbps": "io_gbps"},
+    "link": {"latency_ns": "link_latency_ns"},
+    "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
+    "fred": {"npus_per_l1": "npus_per_l1"},
+    "training": {"bytes_per_element": "bytes_per_element",
+                 "optimizer_bytes_per_param": "optimizer_bytes_per_param",
+                 "iterations": "iterations"},
+}
+_OPTIONAL = {"bytes_per_element", "optimizer_bytes_per_param", "iterations"}
+
+
+def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming | None = None) -> Platform:
+    """Build a :class:`Platform` from a decoded TOML document (errors name the key)."""
+    kwargs = {}
+    known_top = set(_LAYOUT) | {"name", "description"}
+    for key in data:
+        if key not in known_top:
+            raise FredError(f"{source}: unknown section or key {key!r}")
+    for section, keys in _LAYOUT.items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            raise FredError(f"{source}: [{section}] must be a table")
+        for key in table:
+            if key not in keys and not (section == "fred" and key == "variants"):
+                raise FredError(f"{source}: unknown key {section}.{key}")
+        for key, attr in keys.items():
+            if key in table:
+                kwargs[attr] = table[key]
+            elif attr not in _OPTIONAL:
+                raise FredError(f"{source}: missing {section}.{key}")
+    variants = {}
+    for name, entry in data.get("fred", {}).get("variants", {}).items():
+        if not isinstance(entry, dict) or set(entry) != {"l1_l2_gbps", "in_switch"}:
+            raise FredError(f"{source}: fred.variants.{name} needs exactly l1_l2_gbps and in_switch")
+        if not isinstance(entry["in_switch"], bool):
+            raise FredError(f"{source}: fred.variants.{name}.in_switch must be true or false")
+        variants[name] = FredVariant(name=name, l1_l2_gbps=entry["l1_l2_gbps"],
+                                     in_switch=entry["in_switch"])
+    try:
+        return Platform(**kwargs, variants=variants, switch=switch or DEFAULT_SWITCH_TIMING,
+                        name=str(data.get("name", "custom")),
+                        description=str(data.get("description", "")))
+    except FredError as exc:
+        raise FredError(f"{source}: {exc}") from None
+
+
+def load_platform(path: str | Path | None = None, *, characterization: str | Path | None = None) -> Platform:
+    """Load a platform TOML (default: the shipped ``paper.toml``) with switch timing from
+    ``characterization`` (default: ``data/characterization.json`` if present, else defaults)."""
+    if path is None:
+        text = resources.files("sysmodel").joinpath("configs", DEFAULT_PLATFORM_NAME).read_text()
+        source = f"sysmodel/configs/{DEFAULT_PLATFORM_NAME}"
+    else:
+        path = Path(path)
+        if not path.exists():
+            raise FredError(f"platform file {path} does not exist")
+        text, source = path.read_text(), str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FredError(f"{source}: invalid TOML ({exc})") from None
+    return parse_platform(data, source=source, switch=load_switch_timing(characterization))
+
+
+_DEFAULT = None
+
+
+def default_platform() -> Platform:
+    """The shipped paper platform (cached)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_platform()
+    return _DEFAULT

@@ -1,0 +1,482 @@
+"""One 3D-parallel training iteration: task graph, memory check, schedule and breakdown.
+
+:func:`simulate_iteration` builds, for one representative NPU per pipeline stage (every MP
+rank and DP replica of a stage runs the same schedule, so one NPU per stage is exact under
+this symmetric placement), a graph of compute and communication tasks and runs it on
+:class:`sysmodel.engine.Engine`:
+
+* **compute** (one resource per NPU): per layer and microbatch, forward and backward, timed
+  by a roofline ``max(FLOPs / (peak * efficiency), HBM bytes / HBM bandwidth)``; FLOPs and
+  weights of MP-shardable layers are divided by MP. Backward = 2x forward FLOPs (3x with
+  activation recomputation, chosen only when the activations would not fit otherwise).
+* **MP** (Megatron): after each layer's compute, its all-reduces (2 per transformer layer per
+  pass) of the microbatch's activation, on all MP groups of the stage at once; blocking (the
+  next layer waits), so MP time is exposed unless it is zero.
+* **PP**: the activation (forward) or its gradient (backward) of each microbatch crosses
+  each stage boundary as a multicast from MP rank 0 of one stage to the MP group of the
+  next, for all DP replicas at once. Schedules: ``1f1b`` (default) or ``gpipe``.
+* **DP** (weight-stationary): each layer's gradient (FP16, /MP) is all-reduced over its DP
+  group as soon as the last microbatch's backward of that layer ends (ZeRO-2's
+  reduce-scatter + all-gather moves the same bytes as an all-reduce), on the DP channel,
+  overlapping the remaining backward; then the (sharded) optimizer step.
+* **I/O** (weight-streaming): each layer's weights (MP shard) stream from the I/O
+  controllers to the stage's DP group before its forward and again before its backward
+  (one wafer-wide I/O-in channel; at most ``layers_on_wafer`` layers resident per stage,
+  so a load waits until the layer ``layers_on_wafer`` back has finished); gradients
+  stream out reduced over the DP group (I/O-out channel). Layers are processed layer-major
+  (all microbatches of a layer while its weights are resident). The optimizer runs near
+  storage. Activation checkpoints that do not fit in HBM are written out after a layer's
+  forward and read back before its backward.
+
+Communication times come from :func:`sysmodel.collectives.evaluate` on the fabric, with all
+groups of a dimension (within a stage) running concurrently; each task carries its link loads,
+so communication tasks that overlap in the schedule (other stages' MP, DP during backward,
+I/O, PP) share links in the engine (max-min fair).
+
+The breakdown attributes the representative stage's timeline: compute, then each idle
+interval of the compute unit to the communication active in it (MP, then PP, I/O, DP), and
+the rest to pipeline bubble.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fred.errors import FredError
+from sysmodel.collectives import Collective, evaluate
+from sysmodel.engine import Engine
+from sysmodel.platform import Platform
+from sysmodel.strategy import Strategy
+from sysmodel.workloads import BYTES, Workload
+
+__all__ = ["IterationResult", "simulate_iteration", "memory_plan", "MemoryPlan", "SCHEDULES"]
+
+SCHEDULES = ("1f1b", "gpipe")
+CATEGORIES = ("compute", "mp", "pp", "io", "dp", "bubble")
+
+
+@dataclass
+class MemoryPlan:
+    """Per-NPU memory of the most loaded stage (bytes) and whether recomputation or
+    checkpoint offload is used."""
+
+    stage: int
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    recompute: bool
+    offload: bool
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "total": self.total}
+
+
+@dataclass
+class IterationResult:
+    workload: str
+    fabric: str
+    strategy: str
+    schedule: str
+    time_s: float
+    breakdown: dict
+    comm_busy: dict
+    memory: MemoryPlan
+    microbatches: int
+    samples_per_dp: int
+    tasks: int
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["memory"] = self.memory.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class CommTime:
+    """A communication task's time alone (s) and its link loads (bytes per directed link) for
+    link sharing in the engine; ``k * c`` is k back-to-back repetitions."""
+
+    time_s: float
+    loads: object = None
+    bw: object = None
+
+    def times(self, k: float) -> "CommTime":
+        return CommTime(self.time_s * k, None if self.loads is None else self.loads * k, self.bw)
+
+    __mul__ = times
+
+    def __gt__(self, other) -> bool:
+        return self.time_s > other
+
+
+def _stages(workload: Workload, pp: int) -> list[list[int]]:
+    """Contiguous layer ranges per stage, balanced by forward FLOPs (each stage >= 1 layer)."""
+    layers = workload.layers
+    if pp > len(layers):
+        raise FredError(f"PP({pp}) exceeds the {len(layers)} layers of {workload.name}")
+    weights = [max(l.fwd_flops, 1.0) for l in layers]
+    total = sum(weights)
+    bounds, acc, k = [0], 0.0, 1
+    for i, w in enumerate(weights):
+        acc += w
+        remaining_layers = len(layers) - (i + 1)
+        remaining_stages = pp - k
+        if k < pp and (acc >= total * k / pp or remaining_layers == remaining_stages):
+            bounds.append(i + 1)
+            k += 1
+    bounds.append(len(layers))
+    return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+
+
+def _shard(layer, mp):
+    return mp if layer.mp_shardable else 1
+
+
+def memory_plan(platform: Platform, workload: Workload, strategy: Strategy, stages, mb: float,
+                microbatches: int, schedule: str) -> MemoryPlan:
+    """Memory per NPU of the worst stage; raises naming what overflows when nothing fits."""
+    cap = platform.memory_capacity_bytes
+    worst = None
+    for s, layer_ids in enumerate(stages):
+        layers = [workload.layers[i] for i in layer_ids]
+        inflight = microbatches if (schedule == "gpipe" or workload.mode == "weight-streaming") \
+            else min(microbatches, strategy.pp - s)
+        full = inflight * mb * sum(l.stored_bytes(strategy.mp) for l in layers)
+        ckpt = inflight * mb * sum(l.in_bytes for l in layers) \
+            + mb * max(l.stored_bytes(strategy.mp) for l in layers)
+        if workload.mode == "weight-stationary":
+            p = sum(l.params / _shard(l, strategy.mp) for l in layers)
+            weights, grads = BYTES * p, BYTES * p / strategy.dp
+            opt = platform.optimizer_bytes_per_param * p / strategy.dp
+        else:
+            biggest = sorted((l.params / _shard(l, strategy.mp) for l in layers), reverse=True)
+            p = sum(biggest[:workload.layers_on_wafer])
+            weights, grads, opt = BYTES * p, BYTES * p, 0.0
+        base = weights + grads + opt
+        recompute = offload = False
+        acts = full
+        if base + full > cap:
+            recompute, acts = True, ckpt
+            if base + ckpt > cap:
+                if workload.mode == "weight-streaming" and base + mb * max(
+                        l.stored_bytes(strategy.mp) for l in layers) <= cap:
+                    offload, acts = True, mb * max(l.stored_bytes(strategy.mp) for l in layers)
+                else:
+                    raise FredError(
+                        f"{workload.name} with {strategy} does not fit in "
+                        f"{platform.memory_capacity_gb:g} GB per NPU: stage {s} needs "
+                        f"{(base + ckpt) / 1e9:.1f} GB even with activation recomputation "
+                        f"(weights {weights / 1e9:.1f}, gradients {grads / 1e9:.1f}, optimizer "
+                        f"{opt / 1e9:.1f}, activations {ckpt / 1e9:.1f} GB)")
+        plan = MemoryPlan(s, weights, grads, opt, acts, recompute, offload, cap)
+        if worst is None or plan.total > worst.total:
+            worst = plan
+        if s == 0 or recompute or offload:
+            worst_flags = (worst.recompute or recompute, worst.offload or offload)
+            worst.recompute, worst.offload = worst_flags
+    return worst
+
+
+def _schedule_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple[str, int]]:
+    if schedule == "gpipe":
+        return [("F", i) for i in range(m)] + [("B", i) for i in reversed(range(m))]
+    warm = min(pp - stage - 1, m)
+    ops = [("F", i) for i in range(warm)]
+    for i in range(m - warm):
+        ops += [("F", warm + i), ("B", i)]
+    ops += [("B", i) for i in range(m - warm, m)]
+    return ops
+
+
+def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
+                       strategy: Strategy | None = None, *, schedule: str = "1f1b",
+                       samples_per_dp: int | None = None,
+                       microbatches: int | None = None) -> IterationResult:
+    """Time of one training iteration of ``workload`` on ``fabric`` (see the module docstring)."""
+    strategy = strategy or workload.strategy
+    strategy.check(platform.npus)
+    if schedule not in SCHEDULES:
+        raise FredError(f"unknown pipeline schedule {schedule!r}; expected {' or '.join(SCHEDULES)}")
+    samples = workload.samples_per_dp if samples_per_dp is None else samples_per_dp
+    if not isinstance(samples, int) or samples < 1:
+        raise FredError(f"samples per DP replica must be a positive integer, got {samples!r}")
+    m = microbatches or (workload.microbatches if strategy.pp > 1 else 1)
+    if m < 1 or m > samples:
+        raise FredError(f"{m} microbatches cannot split {samples} samples per DP replica")
+    streaming = workload.mode == "weight-streaming"
+    if streaming:  # layer l on stage l % PP: PP consecutive layers form one pipeline wave
+        stages = [list(range(s, len(workload.layers), strategy.pp)) for s in range(strategy.pp)]
+        if strategy.pp > len(workload.layers):
+            raise FredError(f"PP({strategy.pp}) exceeds the {len(workload.layers)} layers of {workload.name}")
+    else:
+        stages = _stages(workload, strategy.pp)
+    # More microbatches (smaller working set) only when the requested count does not fit:
+    # the same gradient accumulation a framework would fall back to.
+    candidates = [k for k in range(m, samples + 1) if samples % k == 0] or [m]
+    if microbatches:
+        candidates = [m]
+    error = None
+    for k in candidates:
+        try:
+            mem = memory_plan(platform, workload, strategy, stages, samples / k, k, schedule)
+            m = k
+            break
+        except FredError as exc:
+            error = error or exc
+    else:
+        raise error
+    mb = samples / m
+    eff_flops = platform.peak_flops * platform.compute_efficiency
+    hbm = platform.memory_bandwidth_gbps * 1e9
+
+    def compute_time(layer, backward: bool) -> float:
+        shard = _shard(layer, strategy.mp)
+        flops = layer.fwd_flops * mb / shard
+        nbytes = BYTES * layer.params / shard + mb * (layer.in_bytes + layer.out_bytes)
+        if backward:
+            flops *= 3 if mem.recompute else 2
+            nbytes *= 2
+        return max(flops / eff_flops, nbytes / hbm)
+
+    def comm(collectives) -> "CommTime":
+        if not collectives:
+            return CommTime(0.0)
+        r = evaluate(platform, fabric, collectives)
+        return CommTime(r.time_s, r.link_loads, r.link_bw)
+
+    mp_groups_of = {s: [tuple(strategy.rank(k, dp, s) for k in range(strategy.mp))
+                        for dp in range(strategy.dp)] for s in range(strategy.pp)}
+    dp_of_stage = {s: [tuple(strategy.rank(mp, dp, s) for dp in range(strategy.dp))
+                       for mp in range(strategy.mp)] for s in range(strategy.pp)}
+
+    def mp_time(layer, stage) -> "CommTime":
+        if strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
+            return CommTime(0.0)
+        size = mb * (layer.out_bytes or layer.in_bytes)
+        one = comm([Collective("all-reduce", g, size) for g in mp_groups_of[stage]])
+        return one.times(layer.mp_allreduces)
+
+    def pp_time(a: int, b: int, nbytes: float) -> "CommTime":
+        """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group)."""
+        out = []
+        for dp in range(strategy.dp):
+            out.append(Collective("multicast", tuple(strategy.rank(k, dp, b) for k in range(strategy.mp)),
+                                  nbytes, root=strategy.rank(0, dp, a)))
+        return comm(out)
+
+    def dp_time(layer, stage) -> "CommTime":
+        if strategy.dp == 1 or layer.params == 0:
+            return CommTime(0.0)
+        size = BYTES * layer.params / _shard(layer, strategy.mp)
+        return comm([Collective("all-reduce", g, size) for g in dp_of_stage[stage]])
+
+    def io_time(layer, stage, op) -> "CommTime":
+        if layer.params == 0:
+            return CommTime(0.0)
+        size = BYTES * layer.params / _shard(layer, strategy.mp)
+        return comm([Collective(op, g, size) for g in dp_of_stage[stage]])
+
+    def spill_time(layer, op) -> "CommTime":
+        size = mb * layer.in_bytes
+        return comm([Collective(op, tuple(range(platform.npus)), size)])
+
+    eng = Engine()
+    pp_fwd: dict = {}          # (stage boundary, micro) -> send task
+    pp_bwd: dict = {}
+    rep = {s: strategy.rank(0, 0, s) for s in range(strategy.pp)}
+
+    def res(s, kind):
+        return f"s{s}.{kind}"
+
+    if not streaming:
+        ops = {s: _schedule_ops(schedule, s, strategy.pp, m) for s in range(strategy.pp)}
+        # Resource order must be a valid interleaving across stages, so add the tasks in
+        # an order that respects dependencies: round-robin over stages, one op at a time.
+        pos = {s: 0 for s in range(strategy.pp)}
+        done_b = {s: 0 for s in range(strategy.pp)}
+        progress = True
+        while progress:
+            progress = False
+            for s in range(strategy.pp):
+                while pos[s] < len(ops[s]):
+                    kind, i = ops[s][pos[s]]
+                    if kind == "F" and s > 0 and (s - 1, i) not in pp_fwd:
+                        break
+                    if kind == "B" and s < strategy.pp - 1 and (s, i) not in pp_bwd:
+                        break
+                    layer_ids = stages[s] if kind == "F" else list(reversed(stages[s]))
+                    prev = pp_fwd.get((s - 1, i)) if kind == "F" else pp_bwd.get((s, i))
+                    if kind == "B":
+                        done_b[s] += 1
+                    final_b = kind == "B" and done_b[s] == m
+                    for li in layer_ids:
+                        layer = workload.layers[li]
+                        t = eng.add(f"{kind}{i} s{s} {layer.name}", res(s, "compute"),
+                                    compute_time(layer, kind == "B"), [prev], npu=rep[s])
+                        prev = t
+                        d = mp_time(layer, s)
+                        if d > 0:
+                            prev = eng.add(f"{kind}{i} s{s} {layer.name} mp", res(s, "mp"), d, [t],
+                                           category="mp", npu=rep[s])
+                        if final_b:
+                            d = dp_time(layer, s)
+                            if d > 0:
+                                eng.add(f"dp s{s} {layer.name}", res(s, "dp"), d, [t],
+                                        category="dp", npu=rep[s])
+                    last = workload.layers[stages[s][-1] if kind == "F" else stages[s][0]]
+                    if kind == "F" and s < strategy.pp - 1:
+                        pp_fwd[(s, i)] = eng.add(f"F{i} s{s} send", res(s, "pp"),
+                                                 pp_time(s, s + 1, mb * last.out_bytes), [prev],
+                                                 category="pp", npu=rep[s])
+                    if kind == "B" and s > 0:
+                        pp_bwd[(s - 1, i)] = eng.add(f"B{i} s{s} send", res(s, "pp"),
+                                                     pp_time(s, s - 1, mb * last.in_bytes), [prev],
+                                                     category="pp", npu=rep[s])
+                    pos[s] += 1
+                    progress = True
+        if any(pos[s] < len(ops[s]) for s in ops):
+            raise FredError("internal: pipeline schedule could not be ordered")
+        # sharded optimizer step (memory-bound: FP32 master + moments + FP16 weight and grad)
+        for s in range(strategy.pp):
+            p = sum(workload.layers[i].params / _shard(workload.layers[i], strategy.mp) for i in stages[s])
+            opt_bytes = p / strategy.dp * (platform.optimizer_bytes_per_param * 2 + 2 * BYTES)
+            dps = [i for i, t in enumerate(eng.tasks) if t.resource == res(s, "dp")]
+            eng.add(f"optimizer s{s}", res(s, "compute"), opt_bytes / hbm, dps, npu=rep[s])
+    else:
+        _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, mp_time,
+                         pp_time, io_time, spill_time, rep, res)
+    schedule_result = eng.run()
+    breakdown, busy, stage = _breakdown(schedule_result, strategy, rep, res)
+    notes = []
+    if m != (microbatches or (workload.microbatches if strategy.pp > 1 else 1)):
+        notes.append(f"{m} microbatches (more than requested) so the working set fits")
+    if mem.recompute:
+        notes.append("activation recomputation (backward = 3x forward FLOPs)")
+    if mem.offload:
+        notes.append("activation checkpoints offloaded to external memory through the I/O controllers")
+    return IterationResult(workload=workload.name, fabric=fabric, strategy=str(strategy),
+                           schedule=schedule, time_s=schedule_result.makespan, breakdown=breakdown,
+                           comm_busy=busy, memory=mem, microbatches=m, samples_per_dp=samples,
+                           tasks=len(eng.tasks), notes=notes)
+
+
+def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, mp_time, pp_time,
+                     io_time, spill_time, rep, res):
+    """Weight streaming: layers in order, layer l on stage l % PP; a layer's weights load
+    (I/O in) once resident slots allow, then all microbatches run through it; consecutive
+    layers on different stages hand each microbatch over by a PP multicast."""
+    keep = workload.layers_on_wafer
+    pp = strategy.pp
+    n = len(workload.layers)
+    stage_of = {li: li % pp for li in range(n)}
+    done = {s: [] for s in range(pp)}   # per stage: task ending each of its layers (last mb)
+
+    def run_pass(order, backward):
+        prev = {i: None for i in range(m)}
+        prev_stage = None
+        for li in order:
+            layer = workload.layers[li]
+            s = stage_of[li]
+            j = len(done[s])
+            gate = done[s][j - keep] if j >= keep else None  # a free resident slot
+            kind = "B" if backward else "F"
+            load = eng.add(f"load {kind} {layer.name}", "io.in", io_time(layer, s, "io-load"),
+                           [gate], category="io")
+            deps = [load]
+            if backward and mem.offload:
+                deps.append(eng.add(f"unspill {layer.name}", "io.in", spill_time(layer, "io-read") * m,
+                                    [gate], category="io"))
+            if prev_stage is not None and prev_stage != s:  # hand-over between stages
+                nbytes = mb * (layer.in_bytes if not backward else workload.layers[li + 1].in_bytes)
+                for i in range(m):
+                    prev[i] = eng.add(f"{kind}{i} send to s{s}", res(prev_stage, "pp"),
+                                      pp_time(prev_stage, s, nbytes), [prev[i]],
+                                      category="pp", npu=rep[prev_stage])
+            for i in range(m):
+                t = eng.add(f"{kind}{i} {layer.name}", res(s, "compute"), compute_time(layer, backward),
+                            [*deps, prev[i]], npu=rep[s])
+                d = mp_time(layer, s)
+                prev[i] = eng.add(f"{kind}{i} {layer.name} mp", res(s, "mp"), d, [t],
+                                  category="mp", npu=rep[s]) if d > 0 else t
+                if mem.offload and not backward:
+                    eng.add(f"spill {layer.name} {i}", "io.out", spill_time(layer, "io-write"),
+                            [t], category="io")
+            done[s].append(prev[m - 1])
+            if backward:
+                eng.add(f"store {layer.name}", "io.out", io_time(layer, s, "io-store"),
+                        [prev[m - 1]], category="io")
+            prev_stage = s
+
+    run_pass(range(n), backward=False)
+    run_pass(reversed(range(n)), backward=True)
+
+
+def _union(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def _overlap(segments, intervals):
+    """Portions of ``segments`` covered by ``intervals`` (both unions); returns (covered, rest)."""
+    covered, rest = 0.0, []
+    for a, b in segments:
+        cur = a
+        for x, y in intervals:
+            if y <= cur or x >= b:
+                continue
+            if x > cur:
+                rest.append([cur, x])
+            lo, hi = max(cur, x), min(b, y)
+            covered += hi - lo
+            cur = hi
+            if cur >= b:
+                break
+        if cur < b:
+            rest.append([cur, b])
+    return covered, rest
+
+
+def _breakdown(sched, strategy, rep, res):
+    makespan = sched.makespan
+    best = None
+    for s in range(strategy.pp):
+        comp = [t for t in sched.tasks if t.resource == res(s, "compute")]
+        busy = sum(t.duration for t in comp)
+        if best is None or busy > best[1]:
+            best = (s, busy, comp)
+    s, busy, comp = best
+    idle = _gaps(comp, makespan)
+    out = {"compute": busy}
+    comm_busy = {}
+    for cat in ("mp", "pp", "io", "dp"):
+        mine = [t for t in sched.tasks if t.category == cat and (t.npu in (None, rep[s]))]
+        comm_busy[cat] = sum(t.duration for t in mine)
+        covered, idle = _overlap(idle, _union([(t.start, t.end) for t in mine]))
+        out[cat] = covered
+    out["bubble"] = sum(b - a for a, b in idle)
+    return out, comm_busy, s
+
+
+def _gaps(tasks, makespan):
+    gaps, cur = [], 0.0
+    for t in sorted(tasks, key=lambda t: t.start):
+        if t.start > cur:
+            gaps.append([cur, t.start])
+        cur = max(cur, t.end)
+    if cur < makespan:
+        gaps.append([cur, makespan])
+    return gaps

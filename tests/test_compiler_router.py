@@ -1,0 +1,343 @@
+"""Router: exhaustive partitions of 8 ports, random flow sets up to P = 64, an independent
+reference router, a brute force over the whole configuration space of Fred_2(4), errors."""
+
+import itertools
+import random
+from collections import Counter
+from functools import lru_cache
+
+import pytest
+
+from fred.errors import FredError
+from hdl.compiler import (Flow, InputMode, OutputMode, RDMode, Router, SwitchConfig, check_config,
+                          check_numeric, layout, parse_flows, route, symbolic)
+from hdl.compiler.functional import leaves
+from hdl.compiler.routability import (bell_number, partition_flows, random_flow_set,
+                                      random_partition, set_partitions)
+
+
+# -- an independent reference: plain enumeration of colourings, no symmetry breaking, no
+#    backjumping, no nogoods (only the model: one middle subnetwork per flow per level) ---------
+@lru_cache(maxsize=None)
+def reference_routable(ports: int, middle: int, flows: tuple) -> bool:
+    if ports == 2 or len(flows) <= 1:
+        return True
+    n = len(flows)
+    proj = [(frozenset(p // 2 for p in i), frozenset(p // 2 for p in o)) for i, o in flows]
+    conflict = [[j != k and bool(proj[j][0] & proj[k][0] or proj[j][1] & proj[k][1])
+                 for k in range(n)] for j in range(n)]
+    colour = [0] * n
+
+    def go(j):
+        if j == n:
+            return all(reference_routable(ports // 2, middle, tuple(sorted(
+                (tuple(sorted(proj[x][0])), tuple(sorted(proj[x][1])))
+                for x in range(n) if colour[x] == c))) for c in range(middle))
+        for c in range(middle):
+            if not any(conflict[j][k] and colour[k] == c for k in range(j)):
+                colour[j] = c
+                if go(j + 1):
+                    return True
+        return False
+
+    return go(0)
+
+
+def _key(flows):
+    return tuple(sorted((f.inputs, f.outputs) for f in flows))
+
+
+def _check_result(result, flows, numeric=False, rng=None):
+    assert sorted(map(str, (f for p in result.phases for f in p.flows))) == sorted(map(str, flows))
+    for phase in result.phases:
+        assert check_config(phase.config, phase.flows) == []
+        if numeric:
+            assert check_numeric(phase.config, phase.flows, dtype="int32", rng=rng) == []
+            assert check_numeric(phase.config, phase.flows, dtype="fp16", rng=rng) == []
+    if result.routable_in_one_phase:
+        assert len(result.phases) == 1
+    else:
+        assert len(result.phases) >= 2
+
+
+@pytest.mark.parametrize("middle", [2, 3])
+def test_all_partitions_of_8_ports(middle):
+    """All 4,140 partitions of 8 ports: verdicts equal the reference, every phase checked."""
+    partitions = list(set_partitions(range(8)))
+    assert len(partitions) == 4140 == bell_number(8)
+    router = Router(ports=8, middle=middle)
+    phases = Counter()
+    for partition in partitions:
+        flows = partition_flows(partition)
+        result = router.route(flows)
+        assert result.one_phase in ("routed", "impossible")  # never left undecided
+        assert result.routable_in_one_phase == reference_routable(8, middle, _key(flows)), partition
+        if not result.routable_in_one_phase:
+            assert result.lower_bound == 2
+        _check_result(result, flows)
+        phases[len(result.phases)] += 1
+    assert sum(phases.values()) == 4140
+    if middle == 2:
+        assert phases[2] > 0  # e.g. an odd cycle of groups: measured, not assumed (see docs)
+
+
+@pytest.mark.parametrize("ports,middle,count", [(16, 2, 40), (16, 3, 40), (32, 3, 25),
+                                                (32, 4, 15), (64, 2, 10), (64, 3, 10), (64, 4, 6)])
+def test_random_partitions(ports, middle, count):
+    rng = random.Random(ports * 10 + middle)
+    router = Router(ports=ports, middle=middle)
+    nprng = __import__("numpy").random.default_rng(ports + middle)
+    for _ in range(count):
+        flows = partition_flows(random_partition(ports, rng))
+        result = router.route(flows)
+        _check_result(result, flows, numeric=True, rng=nprng)
+
+
+@pytest.mark.parametrize("ports,middle,count", [(16, 2, 40), (16, 3, 40), (32, 3, 25),
+                                                (64, 2, 10), (64, 3, 10), (64, 4, 6)])
+def test_random_general_flow_sets(ports, middle, count):
+    rng = random.Random(ports * 100 + middle)
+    router = Router(ports=ports, middle=middle)
+    nprng = __import__("numpy").random.default_rng(ports * middle)
+    unequal = 0
+    for _ in range(count):
+        flows = random_flow_set(ports, rng)
+        unequal += any(len(f.inputs) != len(f.outputs) for f in flows)
+        result = router.route(flows)
+        _check_result(result, flows, numeric=True, rng=nprng)
+    assert unequal > count // 2
+
+
+@pytest.mark.parametrize("ports,middle", [(16, 2), (16, 3), (32, 2)])
+def test_random_verdicts_match_reference(ports, middle):
+    rng = random.Random(7 + ports + middle)
+    router = Router(ports=ports, middle=middle)
+    for i in range(30):
+        flows = (partition_flows(random_partition(ports, rng)) if i % 2
+                 else random_flow_set(ports, rng))
+        config, status = router.try_one_phase(flows)
+        assert status != "search-bound"
+        assert (config is not None) == reference_routable(ports, middle, _key(flows)), flows
+
+
+def test_backtracking_routes_what_the_first_colouring_cannot():
+    # Found by comparing Router(backtrack=False) with the default over random partitions.
+    flows = parse_flows("0>0; 1,4,6,8,9>1,4,6,8,9; 2,12>2,12; 3>3; 5,7>5,7; "
+                        "10,11,14>10,11,14; 13>13; 15>15")
+    greedy = Router(ports=16, middle=2, backtrack=False).try_one_phase(flows)
+    assert greedy[0] is None
+    config, status = Router(ports=16, middle=2).try_one_phase(flows)
+    assert status == "routed" and check_config(config, flows) == []
+
+
+def test_unicast_permutations_rearrangeable_at_m2():
+    """Fred_2(P) has Benes connectivity: every permutation routes in one phase."""
+    rng = random.Random(3)
+    for ports in (8, 16, 64):
+        router = Router(ports=ports, middle=2)
+        for _ in range(10):
+            dst = list(range(ports))
+            rng.shuffle(dst)
+            flows = [Flow((s,), (d,)) for s, d in enumerate(dst)]
+            config, status = router.try_one_phase(flows)
+            assert status == "routed" and check_config(config, flows) == []
+
+
+def test_odd_cycle_needs_two_phases_at_m2():
+    flows = parse_flows("0,3>0,3; 1,4>1,4; 2,5>2,5")  # groups pairwise share a microswitch
+    result = route(ports=8, middle=2, flows=flows)
+    assert result.one_phase == "impossible" and len(result.phases) == 2 and result.optimal
+    assert route(ports=8, middle=3, flows=flows).routable_in_one_phase
+    with pytest.raises(FredError, match="cannot be routed in one phase"):
+        route(ports=8, middle=2, flows=flows, split=False)
+
+
+def test_search_bound_reported():
+    rng = random.Random(5)
+    flows = partition_flows(random_partition(64, rng))
+    assert len(flows) > 5
+    router = Router(ports=64, middle=3, budget=3, split_budget=3)
+    config, status = router.try_one_phase(flows)
+    assert config is None and status == "search-bound"
+    result = router.route(flows)  # falls back to phases; lower bound stays 1 (nothing proven)
+    assert result.lower_bound == 1 and len(result.phases) >= 2
+    _check_result(result, flows)
+
+
+def _all_modes(kind, middle):
+    cls = {"input": InputMode, "output": OutputMode, "rd": RDMode}[kind]
+    width = cls.width(middle)
+    modes = []
+    for value in range(1 << width):
+        try:
+            modes.append(cls.unpack(value, middle))
+        except FredError:
+            pass
+    return modes
+
+
+def _flow_sets(ports):
+    """Every set of flows on ``ports`` ports with disjoint inputs and disjoint outputs."""
+    owners = list(itertools.product(range(ports + 1), repeat=ports))  # 0 = idle, else flow id
+    seen = set()
+    for ins in owners:
+        for outs in owners:
+            flows = []
+            for f in range(1, ports + 1):
+                i = tuple(p for p in range(ports) if ins[p] == f)
+                o = tuple(p for p in range(ports) if outs[p] == f)
+                if bool(i) != bool(o):
+                    break
+                if i:
+                    flows.append((i, o))
+            else:
+                key = tuple(sorted(flows))
+                if key and key not in seen:
+                    seen.add(key)
+                    yield key
+
+
+def test_model_complete_fred2_4_bruteforce():
+    """Every configuration of Fred_2(4) (9*9*12*12 input/RD modes x 3^4 output choices),
+    evaluated by a small independent evaluator: the flow sets that some configuration
+    realises (no value lost, every output gets each of its inputs once) are exactly the
+    flow sets the router routes in one phase, so the one-subnetwork-per-flow model of the
+    router loses nothing."""
+    middle, ports = 2, 4
+    ins, rds = _all_modes("input", middle), _all_modes("rd", middle)
+    assert (len(ins), len(rds), len(_all_modes("output", middle))) == (9, 12, 9)
+    realisable = set()
+    for i0, i1, r0, r1 in itertools.product(ins, ins, rds, rds):
+        wires = [[None, None], [None, None]]  # wires[k][u]
+        for u, mode in enumerate((i0, i1)):
+            a, b = (2 * u,), (2 * u + 1,)
+            if mode.reduce:
+                wires[mode.in0_wire][u] = a + b
+            else:
+                if mode.in0_en:
+                    wires[mode.in0_wire][u] = a
+                if mode.in1_en:
+                    wires[mode.in1_wire][u] = b
+        sub_out, ok = [], True
+        for k, rd in enumerate((r0, r1)):
+            x0, x1 = wires[k]
+            sel = {0: None, 1: x0, 2: x1,
+                   3: None if x0 is None or x1 is None else tuple(sorted(x0 + x1))}
+            if 3 in (rd.out0, rd.out1) and sel[3] is None:
+                ok = False  # a sum missing an operand
+            used0 = {1, 3} & {rd.out0, rd.out1}
+            used1 = {2, 3} & {rd.out0, rd.out1}
+            if (x0 is not None and not used0) or (x1 is not None and not used1):
+                ok = False  # a value lost in the RD microswitch
+            sub_out.append((sel[rd.out0], sel[rd.out1]))
+        if not ok:
+            continue
+        for choice in itertools.product((None, 0, 1), repeat=4):  # wire taken by each port
+            outputs = [None if choice[p] is None else sub_out[choice[p]][p // 2] for p in range(4)]
+            lost = any(sub_out[k][v] is not None and k not in (choice[2 * v], choice[2 * v + 1])
+                       for k in range(2) for v in range(2))
+            if lost:
+                continue
+            groups = {}
+            for port, value in enumerate(outputs):
+                if value is not None:
+                    groups.setdefault(value, []).append(port)
+            inputs = [p for key in groups for p in key]
+            if groups and len(inputs) == len(set(inputs)):
+                realisable.add(tuple(sorted((k, tuple(v)) for k, v in groups.items())))
+    router = Router(ports=ports, middle=middle)
+    routed = set()
+    for key in _flow_sets(ports):
+        config, _ = router.try_one_phase([Flow(i, o) for i, o in key])
+        if config is not None:
+            assert check_config(config, [Flow(i, o) for i, o in key]) == []
+            routed.add(key)
+    assert len(routed) > 100
+    assert routed == realisable
+
+
+@pytest.mark.parametrize("ports", [8, 16, 32, 64])
+def test_every_3d_placement_routes_in_one_phase_at_m3(ports):
+    """Issue 4 acceptance: with m = 3 every traffic phase of every 3D-parallel placement of
+    N <= P NPUs (every factorisation N = MP x DP x PP) routes in one phase."""
+    from hdl.compiler.routability import placement_report
+    router_failures = []
+    for npus in range(2, ports + 1):
+        for entry in placement_report(ports=ports, middle=3, npus=npus):
+            if not entry["all_one_phase"]:
+                router_failures.append((npus, entry["placement"]))
+    assert router_failures == []
+
+
+def test_placement_explanation_at_m2():
+    from hdl.compiler.routability import Placement, explain
+    flows = Placement(mp=1, dp=4, pp=5).traffic()["dp-allreduce"]  # 20 NPUs on Fred_2(32)
+    why = explain(flows, ports=32, middle=2)
+    assert not why["routable"] and len(why["core"]) == 5 and "odd cycle" in why["reason"]
+    deeper = explain(Placement(mp=1, dp=2, pp=7).traffic()["dp-allreduce"], ports=32, middle=2)
+    assert "forced" in deeper["reason"] and "in mid[0] (a Fred_2(16))" in deeper["reason"]
+    assert "odd cycle" in deeper["reason"]
+    spread = explain(Placement(mp=1, dp=2, pp=10).traffic()["dp-allreduce"], ports=32, middle=2)
+    assert "valid 2-colourings" in spread["reason"]
+    assert explain(flows, ports=32, middle=3) == {"routable": True}
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("ports,middle", [(16, 2), (16, 3), (32, 2), (32, 3), (32, 4),
+                                          (64, 2), (64, 3), (64, 4)])
+def test_random_flow_sets_long(ports, middle):
+    rng = random.Random(1000 + ports + middle)
+    nprng = __import__("numpy").random.default_rng(ports * middle + 1)
+    router = Router(ports=ports, middle=middle)
+    for i in range(300):
+        flows = partition_flows(random_partition(ports, rng)) if i % 2 else random_flow_set(ports, rng)
+        result = router.route(flows)
+        assert result.one_phase != "search-bound"
+        assert result.routable_in_one_phase == reference_routable(ports, middle, _key(flows))
+        _check_result(result, flows, numeric=(i % 10 == 0), rng=nprng)
+
+
+@pytest.mark.full
+def test_all_partitions_of_8_ports_m4():
+    router = Router(ports=8, middle=4)
+    for partition in set_partitions(range(8)):
+        flows = partition_flows(partition)
+        result = router.route(flows)
+        assert result.routable_in_one_phase == reference_routable(8, 4, _key(flows))
+        _check_result(result, flows)
+
+
+def test_exact_split_proves_three_phases():
+    # Conflict graph K5 (every pair of flows shares an input or output microswitch): at
+    # m = 2 any three flows form a triangle, so no two phases suffice.
+    flows = parse_flows("0,2,4>0; 6,8,10>1; 1,7,12>2; 3,9,14>3; 5,11,13,15>4")
+    result = route(ports=16, middle=2, flows=flows)
+    assert len(result.phases) == 3 and result.lower_bound == 3 and result.optimal
+    assert "proved optimal" in result.method
+    _check_result(result, flows)
+    result = route(ports=16, middle=2, flows=flows, exact_checks=0)
+    assert result.lower_bound == 2 and len(result.phases) == 3 and not result.optimal
+
+
+def test_fred2_4_partitions_route_but_some_general_sets_do_not():
+    """Measured (and proven by the brute force above): at P = 4, m = 2 all 15 all-reduce
+    partitions route in one phase; the first 2-phase partitions appear at P = 8. General
+    flow sets can need 2 phases already at P = 4."""
+    router = Router(ports=4, middle=2)
+    assert all(router.try_one_phase(partition_flows(p))[0] is not None for p in set_partitions(range(4)))
+    flows = parse_flows("1>0,2; 2>1; 3>3")
+    result = router.route(flows)
+    assert result.one_phase == "impossible" and len(result.phases) == 2
+
+
+@pytest.mark.parametrize("middle", [5, 8, 9])
+def test_larger_m(middle):
+    """Any m >= 2: wider wire fields (w = 3, 3, 4 bits) route, check and round-trip."""
+    rng = random.Random(middle)
+    router = Router(ports=16, middle=middle)
+    for i in range(10):
+        flows = random_flow_set(16, rng) if i % 2 else partition_flows(random_partition(16, rng))
+        result = router.route(flows)
+        _check_result(result, flows)
+        for phase in result.phases:
+            assert SwitchConfig.decode(phase.config.encode(), ports=16, middle=middle) == phase.config

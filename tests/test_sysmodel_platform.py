@@ -1,0 +1,78 @@
+"""Platform TOML and switch-timing loading/validation."""
+
+import json
+
+import pytest
+
+from fred.errors import FredError
+from sysmodel.platform import load_platform, default_platform
+from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SCHEMA_ID, load_switch_timing
+
+
+def test_default_platform_is_the_papers():
+    p = default_platform()
+    assert (p.npus, p.mesh_rows, p.mesh_cols, p.mesh_link_gbps) == (20, 5, 4, 750.0)
+    assert (p.io_controllers, p.io_gbps, p.npu_send_gbps) == (18, 128.0, 3000.0)
+    assert p.l1_count == 5
+    assert p.variant("fred-a").l1_l2_gbps == 1500 and not p.variant("fred-a").in_switch
+    assert p.variant("fred-d").l1_l2_gbps == 12000 and p.variant("fred-d").in_switch
+    # bisection of the mesh: 5 links of 750 across the long cut = 3.75 TBps
+    assert p.mesh_rows * p.mesh_link_gbps == 3750
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return path
+
+
+def test_platform_errors_name_the_key(tmp_path):
+    from importlib import resources
+    base = resources.files("sysmodel").joinpath("configs", "paper.toml").read_text()
+    with pytest.raises(FredError, match="unknown key mesh.colums"):
+        load_platform(_write(tmp_path, base.replace("cols = 4", "colums = 4")))
+    with pytest.raises(FredError, match="mesh 5x3 has 15 NPUs but npu.count is 20"):
+        load_platform(_write(tmp_path, base.replace("cols = 4", "cols = 3")))
+    with pytest.raises(FredError, match="compute_efficiency"):
+        load_platform(_write(tmp_path, base.replace("compute_efficiency = 0.5", "compute_efficiency = 1.5")))
+    with pytest.raises(FredError, match="does not exist"):
+        load_platform(tmp_path / "missing.toml")
+
+
+def test_switch_timing_defaults_and_file(tmp_path):
+    from sysmodel.switch_timing import default_characterization_path
+    if not default_characterization_path().exists():
+        assert load_switch_timing() is DEFAULT_SWITCH_TIMING
+    with pytest.raises(FredError, match="does not exist"):
+        load_switch_timing(tmp_path / "none.json")
+    doc = {"schema": SCHEMA_ID, "switch": {"clock_mhz": 500, "flit_bytes": 64,
+           "first_flit_latency_cycles": 9, "throughput_flits_per_cycle_per_port": 1.0,
+           "phase_switch_cycles": 3, "config_load_cycles": 20}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    timing = load_switch_timing(path)
+    assert timing.latency_s == pytest.approx(18e-9)
+    p = load_platform(characterization=path)
+    assert p.switch.first_flit_latency_cycles == 9
+    doc["switch"]["clock_mhz"] = -1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FredError, match="clock_mhz"):
+        load_switch_timing(path)
+    del doc["switch"]["flit_bytes"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FredError, match="flit_bytes' is missing"):
+        load_switch_timing(path)
+    assert DEFAULT_SWITCH_TIMING.throughput_fraction == 1.0
+
+
+def test_measured_switch_throughput_limits_fred(tmp_path):
+    """A switch sustaining half a flit per cycle per port halves Fred-D's effective bandwidth."""
+    from sysmodel.collectives import Collective, evaluate
+    doc = {"schema": SCHEMA_ID, "switch": {"clock_mhz": 1000, "flit_bytes": 512,
+           "first_flit_latency_cycles": 12, "throughput_flits_per_cycle_per_port": 0.5,
+           "phase_switch_cycles": 8, "config_load_cycles": 16}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    slow = load_platform(characterization=path)
+    c = [Collective("all-reduce", tuple(range(20)), 1e9)]
+    assert evaluate(slow, "fred-d", c).effective_bandwidth_per_npu_gbps == pytest.approx(1500, rel=0.01)

@@ -1,0 +1,264 @@
+"""System model II: engine, training iterations, memory check, speedup table, sweep, CLI."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fred.errors import FredError
+from sysmodel.engine import Engine
+from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP, speedup_table, sweep
+from sysmodel.platform import default_platform
+from sysmodel.strategy import Strategy, factorisations, parse_strategy
+from sysmodel.training import simulate_iteration
+from sysmodel.workloads import WORKLOADS, get_workload, transformer
+
+P = default_platform()
+
+
+@pytest.fixture(scope="module")
+def table():
+    return speedup_table(P)
+
+
+# -- engine ------------------------------------------------------------------------------------
+def test_engine_overlaps_channels_and_serialises_compute():
+    e = Engine()
+    a = e.add("fwd", "npu.compute", 1.0)
+    ar = e.add("mp", "npu.mp", 0.5, [a], category="mp")
+    b = e.add("next", "npu.compute", 1.0, [ar])
+    dp = e.add("dp", "npu.dp", 3.0, [a], category="dp")
+    c = e.add("other", "npu.compute", 0.25)  # queued behind `next` on the compute unit
+    s = e.run()
+    assert (s.tasks[b].start, s.tasks[b].end) == (1.5, 2.5)
+    assert s.tasks[dp].start == 1.0 and s.tasks[dp].end == 4.0  # overlaps compute
+    assert s.tasks[c].start == 2.5
+    assert s.makespan == 4.0
+
+
+def test_engine_link_sharing_is_max_min_fair():
+    import numpy as np
+    bw = np.array([1.0, 1.0])
+    e = Engine()
+    a = e.add("a", "x.mp", 1.0, loads=np.array([1.0, 0.0]), bw=bw, category="mp")
+    b = e.add("b", "y.dp", 1.0, loads=np.array([1.0, 0.0]), bw=bw, category="dp")
+    c = e.add("c", "z.pp", 1.0, loads=np.array([0.0, 1.0]), bw=bw, category="pp")
+    s = e.run()
+    assert s.tasks[a].end == pytest.approx(2.0) and s.tasks[b].end == pytest.approx(2.0)
+    assert s.tasks[c].end == pytest.approx(1.0)  # its own link: full speed
+
+    e = Engine()
+    gate = e.add("compute", "n.compute", 1.0)
+    a = e.add("a", "x.mp", 2.0, loads=np.array([2.0, 0.0]), bw=bw)
+    b = e.add("b", "y.dp", 1.0, [gate], loads=np.array([1.0, 0.0]), bw=bw)
+    s = e.run()
+    # a runs alone for 1 s (half done), then a and b share the link at half speed each
+    assert s.tasks[b].start == pytest.approx(1.0)
+    assert s.tasks[a].end == pytest.approx(3.0) and s.tasks[b].end == pytest.approx(3.0)
+
+    e = Engine()  # a fixed latency tail follows the bandwidth part
+    a = e.add("a", "x.mp", 1.5, loads=np.array([1.0, 0.0]), bw=bw)
+    assert e.run().tasks[a].end == pytest.approx(1.5)
+
+
+def test_engine_rejects_forward_dependencies():
+    """Dependencies must name tasks already added; with per-resource order = add order this
+    makes a deadlock impossible by construction."""
+    e = Engine()
+    e.add("first", "r", 1.0)
+    with pytest.raises(FredError, match="unknown dependency 5"):
+        e.add("second", "q", 1.0, [5])
+    with pytest.raises(FredError, match="negative duration"):
+        e.add("third", "q", -1.0)
+
+
+# -- strategies and workloads -----------------------------------------------------------------
+def test_strategy_parsing_and_groups():
+    s = parse_strategy("MP(2)-DP(5)-PP(2)")
+    assert s == Strategy(mp=2, dp=5, pp=2)
+    assert s.groups("mp")[0] == (0, 1)
+    assert s.groups("dp")[0] == (0, 4, 8, 12, 16)
+    assert sorted(r for g in s.groups("pp") for r in g) == list(range(20))
+    assert len(factorisations(20)) == 18
+    for bad in ("MP2-DP5", "2-5-2", "MP0-DP20-PP1"):
+        with pytest.raises(FredError):
+            parse_strategy(bad)
+
+
+def test_workload_sizes():
+    assert get_workload("resnet-152").params == pytest.approx(60.2e6, rel=0.02)
+    assert get_workload("resnet-152").fwd_flops_per_sample == pytest.approx(23e9, rel=0.05)
+    assert get_workload("transformer-17b").params == pytest.approx(17.2e9, rel=0.02)
+    assert get_workload("gpt-3").params == pytest.approx(175e9, rel=0.01)
+    assert get_workload("transformer-1t").params == pytest.approx(1.0e12, rel=0.02)
+    with pytest.raises(FredError, match="unknown workload"):
+        get_workload("bert")
+    with pytest.raises(FredError, match="hidden"):
+        transformer(name="x", layers=2, hidden=0, heads=1, seq=8, vocab=8, mode="weight-stationary",
+                    strategy="MP1-DP20-PP1", microbatches=1)
+
+
+# -- invalid strategies and memory ---------------------------------------------------------------
+def test_strategy_must_use_every_npu():
+    with pytest.raises(FredError, match="18 NPUs but the wafer has 20"):
+        simulate_iteration(P, "mesh", get_workload("transformer-17b"), parse_strategy("MP3-DP3-PP2"))
+
+
+def test_model_that_does_not_fit_is_rejected_naming_what_overflows():
+    small = P.scaled(memory_capacity_gb=8.0)
+    with pytest.raises(FredError, match=r"does not fit in 8 GB.*weights .*optimizer .*activations"):
+        simulate_iteration(small, "mesh", get_workload("transformer-17b"), parse_strategy("MP1-DP20-PP1"))
+
+
+def test_memory_plan_fits_capacity():
+    for w in WORKLOADS:
+        r = simulate_iteration(P, "fred-d", get_workload(w))
+        assert r.memory.total <= P.memory_capacity_bytes
+
+
+# -- iteration mechanics --------------------------------------------------------------------------
+def test_breakdown_sums_to_iteration_time():
+    for w in ("transformer-17b", "gpt-3"):
+        r = simulate_iteration(P, "mesh", get_workload(w))
+        assert sum(r.breakdown.values()) == pytest.approx(r.time_s, rel=1e-9)
+
+
+def test_gpipe_bubble_and_memory_vs_1f1b():
+    w = get_workload("transformer-17b")
+    s = parse_strategy("MP1-DP4-PP5")
+    f1 = simulate_iteration(P, "fred-d", w, s, schedule="1f1b")
+    gp = simulate_iteration(P, "fred-d", w, s, schedule="gpipe")
+    assert f1.breakdown["bubble"] > 0 and gp.breakdown["bubble"] > 0
+    # GPipe stashes all 8 microbatches' activations: they no longer fit, so it recomputes
+    # (backward 3x forward) and is slower; 1F1B stashes at most PP - stage.
+    assert gp.memory.recompute and not f1.memory.recompute
+    assert gp.time_s > f1.time_s
+    with pytest.raises(FredError, match="schedule"):
+        simulate_iteration(P, "fred-d", w, s, schedule="zigzag")
+
+
+def test_dp_gradient_all_reduce_overlaps_backward():
+    """ResNet-152's per-layer gradient all-reduces hide behind the remaining backward."""
+    r = simulate_iteration(P, "mesh", get_workload("resnet-152"))
+    assert r.comm_busy["dp"] > 0
+    assert r.breakdown["dp"] < 0.2 * r.comm_busy["dp"]
+
+
+def test_faster_compute_exposes_communication():
+    fast = P.scaled(peak_tflops=P.peak_tflops * 20, memory_bandwidth_gbps=P.memory_bandwidth_gbps * 20)
+    w = get_workload("resnet-152")
+    slow_x = simulate_iteration(P, "mesh", w).time_s / simulate_iteration(P, "fred-d", w).time_s
+    fast_x = simulate_iteration(fast, "mesh", w).time_s / simulate_iteration(fast, "fred-d", w).time_s
+    assert fast_x > slow_x + 0.2
+
+
+def test_weight_streaming_io_hotspot_reaches_paper_limit_when_io_bound():
+    """With compute made negligible, Transformer-1T's speedup tends to the I/O rate ratio
+    between FRED (every controller at 128 GBps) and the mesh (hot link)."""
+    fast = P.scaled(peak_tflops=P.peak_tflops * 1e4, memory_bandwidth_gbps=P.memory_bandwidth_gbps * 1e4)
+    w = get_workload("transformer-1t")
+    x = simulate_iteration(fast, "mesh", w).time_s / simulate_iteration(fast, "fred-d", w).time_s
+    assert 1.1 < x < 128 * 18 / 1588 * 1.05
+
+
+# -- the speedup table ---------------------------------------------------------------------------
+def test_speedup_table_shape_and_ordering(table):
+    speedup, runs = table
+    assert set(speedup) == set(FRED_FABRICS)
+    for f in FRED_FABRICS:
+        assert set(speedup[f]) == set(WORKLOADS)
+    for w in WORKLOADS:
+        # more bisection and in-switch collectives do not hurt, up to small static-schedule
+        # effects: e.g. GPT-3 on Fred-C is 0.02 % slower than on Fred-A because its faster
+        # I/O streams overlap more with (and, sharing links, slow) the PP hand-overs
+        assert speedup["fred-d"][w] >= speedup["fred-c"][w] * 0.995
+        assert speedup["fred-b"][w] >= speedup["fred-a"][w] * 0.995
+        assert speedup["fred-c"][w] >= speedup["fred-a"][w] * 0.995
+
+
+# What the model produces with the documented platform (docs/sysmodel.md explains why these
+# are far below the paper's: with H100-like compute at 50 % of peak and the paper's batch,
+# compute dominates the iteration). A change in the mechanics moves these and must be
+# re-explained.
+MODEL_SPEEDUP = {
+    "fred-c": {"resnet-152": 1.000, "transformer-17b": 1.103, "gpt-3": 1.014, "transformer-1t": 1.000},
+    "fred-d": {"resnet-152": 1.000, "transformer-17b": 1.121, "gpt-3": 1.015, "transformer-1t": 1.000},
+}
+
+
+@pytest.mark.parametrize("fabric", ["fred-c", "fred-d"])
+def test_speedups_are_what_the_model_documents(table, fabric):
+    speedup, _ = table
+    for w, x in MODEL_SPEEDUP[fabric].items():
+        assert speedup[fabric][w] == pytest.approx(x, abs=0.01), (fabric, w)
+
+
+@pytest.mark.parametrize("fabric", ["fred-c", "fred-d"])
+def test_paper_speedups_reached_within_10pct_is_false_and_documented(table, fabric):
+    """The paper's targets are NOT reached (see docs/sysmodel.md); this pins which ones."""
+    speedup, _ = table
+    within = {w for w in WORKLOADS
+              if abs(speedup[fabric][w] / PAPER_SPEEDUP[fabric][w] - 1) <= 0.10}
+    assert within == set()
+
+
+def test_paper_transformer_17b_reached_when_compute_is_faster():
+    """The mechanism can produce the paper's figure: with NPU compute k times faster (the
+    implied factor `fred eval` reports, about 8x), Fred-D's Transformer-17B speedup is 1.87."""
+    from sysmodel.evaluation import implied_compute_scale
+    target = PAPER_SPEEDUP["fred-d"]["transformer-17b"]
+    k = implied_compute_scale("transformer-17b", "fred-d", target, P)
+    assert k is not None and 4 < k < 16
+    fast = P.scaled(peak_tflops=P.peak_tflops * k, memory_bandwidth_gbps=P.memory_bandwidth_gbps * k)
+    w = get_workload("transformer-17b")
+    x = simulate_iteration(fast, "mesh", w).time_s / simulate_iteration(fast, "fred-d", w).time_s
+    assert x == pytest.approx(target, rel=0.01)
+
+
+# -- sweep and CLI -------------------------------------------------------------------------------
+def test_sweep_ranks_every_factorisation():
+    rows = sweep("transformer-17b", "fred-d")
+    assert len(rows) == 18
+    times = [r["time_per_sample_s"] for r in rows if r["feasible"]]
+    assert times == sorted(times)
+    assert [r["rank"] for r in rows] == list(range(1, 19))
+
+
+def test_cli_eval_json_prints_speedup_table(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "fred", "eval", "--json", "--no-diagnostic",
+                           "-o", str(tmp_path / "res")], capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert set(data) == {"speedup"}
+    assert set(data["speedup"]) == set(FRED_FABRICS)
+    assert set(data["speedup"]["fred-d"]) == set(WORKLOADS)
+    for name in ("speedup.csv", "iterations.csv", "results.json", "microbenchmarks.csv",
+                 "speedup.png", "breakdown.png", "sweep.png",
+                 "sweep_transformer-17b_fred-d.csv", "sweep_transformer-1t_mesh.csv"):
+        assert (tmp_path / "res" / name).stat().st_size > 0, name
+    assert "[3/4]" in proc.stderr  # progress is shown
+
+
+def test_cli_sweep_errors():
+    proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "bert",
+                           "--fabric", "mesh"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workload", "gpt-3", "--fabric", "mesh", "--strategy", "MP3-DP3-PP2"], "18 NPUs but the wafer has 20"),
+    (["--workload", "gpt-3", "--fabric", "mesh", "--strategy", "MP2xDP10"], "not of the form"),
+    (["--workload", "gpt-3", "--fabric", "mesh", "--samples-per-dp", "0"], "--samples-per-dp"),
+])
+def test_cli_sweep_rejects_bad_strategies(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "fred", "sweep", *argv], capture_output=True, text=True)
+    assert proc.returncode == 1 and message in proc.stderr
+
+
+def test_cli_sweep_single_strategy_json():
+    proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "transformer-17b",
+                           "--fabric", "fred-d", "--strategy", "MP5-DP2-PP2", "--samples-per-dp", "16",
+                           "--json"], capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert data["strategy"] == "MP5-DP2-PP2"
+    assert sum(data["breakdown"].values()) == pytest.approx(data["time_s"])
