@@ -36,6 +36,7 @@ from hdl.compiler.routability import (bell_number, partition_flows, placement_re
                                       set_partitions)
 
 SIZES = (8, 16, 32, 64)
+ODD_SIZES = (10, 12, 20)  # the paper's chiplets Fred_3(10), Fred_3(12); 20 NPUs on one switch
 TABLE_SIZES = (4,) + SIZES  # P = 4 added: the assignment asked whether m = 2 needs 2 phases there
 MIDDLES = (2, 3, 4)
 
@@ -155,13 +156,17 @@ def main(argv=None) -> int:
             print(f"P={ports:>2} m={middle}: {row['not_one_phase']}/{row['traffic_phases']} traffic phases "
                   f"need > 1 phase; N=P: {row['full_all_one_phase']}/{row['full_placements']} placements "
                   "fully one-phase", flush=True)
-    wafer = {middle: placement_report(ports=32, middle=middle, npus=20) for middle in (2, 3)}
-    _write_doc(args, timing, table, place, wafer)
+    wafer = {(ports, middle): placement_report(ports=ports, middle=middle, npus=20)
+             for ports in (32, 20) for middle in (2, 3)}
+    odd = [routability_row(ports, middle, args.samples, args.seed)
+           for ports in ODD_SIZES for middle in (2, 3)]
+    odd_place = [placement_row(ports, middle) for ports in ODD_SIZES for middle in (2, 3)]
+    _write_doc(args, timing, table, place, wafer, odd, odd_place)
     print(f"\nwrote {args.write_doc}")
     return 0
 
 
-def _write_doc(args, timing, table, place, wafer) -> None:
+def _write_doc(args, timing, table, place, wafer, odd, odd_place) -> None:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Routability of Fred_m(P)",
@@ -231,26 +236,43 @@ def _write_doc(args, timing, table, place, wafer) -> None:
                      f"{'; '.join(row['examples']) or '-'} | {row['full_all_one_phase']}/{row['full_placements']} |")
     lines += [
         "",
-        "### The paper's 20-NPU wafer on a 32-port switch",
+        "### The paper's 20-NPU wafer on one switch",
         "",
-        "Every placement of 20 NPUs (ports 0..19 of Fred_m(32); `fred routability --ports 32 "
-        "--middle m --npus 20 --samples 1`). The paper's GPT-3 strategy is MP(2)-DP(5)-PP(2).",
+        "Every placement of 20 NPUs on ports 0..19 of Fred_m(32) (RTL sizes) and of Fred_m(20)"
+        " (compiler extension; `fred routability --ports P --middle m --npus 20 --samples 1`). The "
+        "paper's GPT-3 strategy is MP(2)-DP(5)-PP(2).",
         "",
-        "| placement | m = 2 | m = 3 |",
-        "|---|---|---|",
+        "| placement | Fred_2(32) | Fred_3(32) | Fred_2(20) | Fred_3(20) |",
+        "|---|---|---|---|---|",
     ]
-    for entry2, entry3 in zip(wafer[2], wafer[3]):
+    keys = [(32, 2), (32, 3), (20, 2), (20, 3)]
+    for entries in zip(*(wafer[key] for key in keys)):
         cells = []
-        for entry in (entry2, entry3):
+        for entry in entries:
             bad = {k: v for k, v in entry["phases"].items() if v["one_phase"] != "routed"}
             cells.append("all one phase" if not bad else "; ".join(
                 f"{k}: {v['phase_count']} phases" for k, v in bad.items()))
-        lines.append(f"| {entry2['placement']} | {cells[0]} | {cells[1]} |")
-    reasons = [(e["placement"], k, v["why"]["reason"]) for e in wafer[2]
-               for k, v in e["phases"].items() if "why" in v]
-    if reasons:
-        lines += ["", "Why (m = 2; `explain()`: a deletion-minimal set of flows that cannot share a phase):", ""]
-        lines += [f"- {name} {kind}: {reason}." for name, kind, reason in reasons]
+        lines.append(f"| {entries[0]['placement']} | " + " | ".join(cells) + " |")
+    for ports in (32, 20):
+        reasons = [(e["placement"], k, v["why"]["reason"]) for e in wafer[(ports, 2)]
+                   for k, v in e["phases"].items() if "why" in v]
+        if reasons:
+            lines += ["", f"Why on Fred_2({ports}) (`explain()`: a deletion-minimal set of flows "
+                      "that cannot share a phase):", ""]
+            lines += [f"- {name} {kind}: {reason}." for name, kind, reason in reasons]
+    lines += [
+        "",
+        "## Non-power-of-two switches (compiler extension)",
+        "",
+        "Odd P: demux/mux on the last port, subnetworks Fred_m(ceil(P/2)) (docs/configuration.md).",
+        "",
+        "| P | m | partitions | one phase | mean phases | general flow sets one phase | placement traffic phases (all N <= P) needing > 1 phase |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row, prow in zip(odd, odd_place):
+        lines.append(f"| {row['ports']} | {row['middle']} | {row['mode']} ({row['total']}) | "
+                     f"{row['one_phase_fraction']:.4f} | {row['mean_phases']:.4f} | "
+                     f"{row['general_one_phase_fraction']:.4f} | {prow['not_one_phase']}/{prow['traffic_phases']} |")
     lines += [
         "",
         "## Routing time per flow set at P = 64",

@@ -42,7 +42,7 @@ def test_route_collective(capsys):
 @pytest.mark.parametrize("argv,message", [
     (["route", "--ports", "8", "--flows", "0,1>0; 1>2"], "overlap: both use input port 1"),
     (["route", "--ports", "8", "--flows", "0,9>0"], "out of range"),
-    (["route", "--ports", "12", "--flows", "0>0"], "power of two"),
+    (["route", "--ports", "1", "--flows", "0>0"], "ports must be >= 2"),
     (["route", "--ports", "8", "--middle", "1", "--flows", "0>0"], "middle"),
     (["route", "--ports", "8", "--flows", ">0"], "empty"),
     (["route", "--ports", "8", "--flows", "0,3>0,3; 1,4>1,4; 2,5>2,5", "--middle", "2", "--no-split"],

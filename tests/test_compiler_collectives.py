@@ -53,7 +53,7 @@ def _wrap_add(a, b):
 
 @st.composite
 def collective_case(draw, op):
-    ports = draw(st.sampled_from([2, 4, 8, 16, 32]))
+    ports = draw(st.sampled_from([2, 3, 4, 5, 8, 12, 16, 20, 32]))  # any P >= 2 routes
     middle = draw(st.integers(2, 4))
     kwargs = {}
     if op in ("unicast", "permutation"):

@@ -5,6 +5,7 @@ import random
 import pytest
 
 from fred.errors import FredError
+from hdl.compiler.encoding import DemuxMode, MuxMode, check_size
 from hdl.compiler import (Flow, InputMode, OutputMode, RDMode, SwitchConfig, config_bits, layout,
                           microswitch_count, parse_flows, wire_bits)
 
@@ -49,6 +50,10 @@ def test_worked_example_in_docs():
 def _random_mode(kind, middle, rng):
     while True:
         try:
+            if kind in ("demux", "mux"):
+                cls = DemuxMode if kind == "demux" else MuxMode
+                en = rng.randrange(2)
+                return cls(en, rng.randrange(middle) if en else 0)
             if kind == "rd":
                 return RDMode(rng.randrange(4), rng.randrange(4))
             if kind == "input":
@@ -62,7 +67,8 @@ def _random_mode(kind, middle, rng):
             continue
 
 
-@pytest.mark.parametrize("ports,middle", [(2, 2), (4, 2), (8, 3), (16, 4), (32, 3)])
+@pytest.mark.parametrize("ports,middle", [(2, 2), (4, 2), (8, 3), (16, 4), (32, 3),
+                                          (3, 2), (5, 3), (6, 3), (12, 3), (20, 4)])
 @pytest.mark.parametrize("word_width", [32, 8, 7, 64])
 def test_encode_decode_roundtrip(ports, middle, word_width):
     rng = random.Random(ports * 100 + middle + word_width)
@@ -93,7 +99,8 @@ def test_idle_is_zero():
     (lambda: SwitchConfig.from_modes(4, 3, {"in[0]": InputMode(1, 3)}), "only 3 middle"),
     (lambda: SwitchConfig.from_modes(4, 3, {"in[5]": InputMode()}), "no microswitch named"),
     (lambda: SwitchConfig.from_modes(4, 3, {"in[0]": OutputMode()}), "needs InputMode"),
-    (lambda: SwitchConfig.idle(6, 3), "power of two"),
+    (lambda: check_size(6, 3), "power of two"),  # the RTL's validator; the compiler takes any P
+    (lambda: SwitchConfig.idle(1, 3), "ports must be >= 2"),
     (lambda: SwitchConfig.idle(8, 1), "middle"),
     (lambda: SwitchConfig.decode([0], ports=8, middle=3), "got 1 words"),
     (lambda: SwitchConfig.decode([0, 1 << 10], ports=4, middle=3), "padding"),
@@ -116,3 +123,20 @@ def test_flow_normalises_and_validates():
     assert parse_flows("0-3>0-3") == [Flow((0, 1, 2, 3), (0, 1, 2, 3))]
     with pytest.raises(FredError, match="INPUTS>OUTPUTS"):
         parse_flows("0,1")
+
+
+def test_odd_order_and_fields():
+    """Non-power-of-two P (compiler extension): the last port of an odd Fred_m(P) has a
+    demux before and a mux after the middle subnetworks, each Fred_m(ceil(P/2))."""
+    names = [s.name for s in layout(5, 3)]
+    assert names[:3] == ["in[0]", "in[1]", "demux"] and names[-3:] == ["out[0]", "out[1]", "mux"]
+    assert names[3:10] == ["mid[0].in[0]", "mid[0].demux", "mid[0].mid[0].rd", "mid[0].mid[1].rd",
+                           "mid[0].mid[2].rd", "mid[0].out[0]", "mid[0].mux"]
+    assert [s.width for s in layout(5, 3) if s.kind in ("demux", "mux")] == [3] * 8
+    assert DemuxMode(1, 2).pack(3) == 0b101 and MuxMode.unpack(0b011, 3) == MuxMode(1, 1)
+    assert [s.name for s in layout(6, 2)][:4] == ["in[0]", "in[1]", "in[2]", "mid[0].in[0]"]
+    config = SwitchConfig.idle(12, 3)
+    assert config.demux is None and config.subnetwork(1).ports == 6
+    assert config.subnetwork(1).subnetwork(0).demux == DemuxMode()
+    with pytest.raises(FredError, match="disabled"):
+        DemuxMode(0, 1)

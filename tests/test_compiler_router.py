@@ -30,7 +30,7 @@ def reference_routable(ports: int, middle: int, flows: tuple) -> bool:
 
     def go(j):
         if j == n:
-            return all(reference_routable(ports // 2, middle, tuple(sorted(
+            return all(reference_routable((ports + 1) // 2, middle, tuple(sorted(
                 (tuple(sorted(proj[x][0])), tuple(sorted(proj[x][1])))
                 for x in range(n) if colour[x] == c))) for c in range(middle))
         for c in range(middle):
@@ -341,3 +341,89 @@ def test_larger_m(middle):
         _check_result(result, flows)
         for phase in result.phases:
             assert SwitchConfig.decode(phase.config.encode(), ports=16, middle=middle) == phase.config
+
+
+# -- non-power-of-two P (compiler extension; the RTL implements powers of two only) -----------
+def test_model_complete_fred2_3_bruteforce():
+    """Every configuration of Fred_2(3) (in[0] x demux x 2 RDs x out[0] x mux) with an
+    independent evaluator: realisable flow sets == flow sets the router routes."""
+    ins, rds = _all_modes("input", 2), _all_modes("rd", 2)
+    realisable = set()
+    for i0, dm_en, dm_wire, r0, r1 in itertools.product(ins, (0, 1), (0, 1), rds, rds):
+        if not dm_en and dm_wire:
+            continue
+        wires = [[None, None], [None, None]]  # wires[k][sub-port]: 0 from in[0], 1 from demux
+        if i0.reduce:
+            wires[i0.in0_wire][0] = (0, 1)
+        else:
+            if i0.in0_en:
+                wires[i0.in0_wire][0] = (0,)
+            if i0.in1_en:
+                wires[i0.in1_wire][0] = (1,)
+        if dm_en:
+            wires[dm_wire][1] = (2,)
+        sub_out, ok = [], True
+        for k, rd in enumerate((r0, r1)):
+            x0, x1 = wires[k]
+            sel = {0: None, 1: x0, 2: x1,
+                   3: None if x0 is None or x1 is None else tuple(sorted(x0 + x1))}
+            if 3 in (rd.out0, rd.out1) and sel[3] is None:
+                ok = False
+            if (x0 is not None and not {1, 3} & {rd.out0, rd.out1}) or \
+                    (x1 is not None and not {2, 3} & {rd.out0, rd.out1}):
+                ok = False
+            sub_out.append((sel[rd.out0], sel[rd.out1]))
+        if not ok:
+            continue
+        for choice in itertools.product((None, 0, 1), repeat=3):  # ports 0, 1 via out[0]; 2 via mux
+            outputs = [None if choice[p] is None else sub_out[choice[p]][0 if p < 2 else 1]
+                       for p in range(3)]
+            if any(sub_out[k][0] is not None and k not in choice[:2] for k in range(2)) or \
+                    any(sub_out[k][1] is not None and k != choice[2] for k in range(2)):
+                continue
+            groups = {}
+            for port, value in enumerate(outputs):
+                if value is not None:
+                    groups.setdefault(value, []).append(port)
+            inputs = [p for key in groups for p in key]
+            if groups and len(inputs) == len(set(inputs)):
+                realisable.add(tuple(sorted((k, tuple(v)) for k, v in groups.items())))
+    router = Router(ports=3, middle=2)
+    routed = set()
+    for key in _flow_sets(3):
+        flows = [Flow(i, o) for i, o in key]
+        config, _ = router.try_one_phase(flows)
+        if config is not None:
+            assert check_config(config, flows) == []
+            routed.add(key)
+    assert len(routed) > 20 and routed == realisable
+
+
+@pytest.mark.parametrize("ports", [3, 5, 6, 7])
+@pytest.mark.parametrize("middle", [2, 3])
+def test_all_partitions_non_power_of_two(ports, middle):
+    router = Router(ports=ports, middle=middle)
+    for partition in set_partitions(range(ports)):
+        flows = partition_flows(partition)
+        result = router.route(flows)
+        assert result.routable_in_one_phase == reference_routable(ports, middle, _key(flows))
+        _check_result(result, flows)
+
+
+@pytest.mark.parametrize("ports,middle", [(10, 2), (12, 3), (20, 3), (24, 2), (48, 3)])
+def test_random_non_power_of_two(ports, middle):
+    rng = random.Random(ports + 100 * middle)
+    nprng = __import__("numpy").random.default_rng(ports)
+    router = Router(ports=ports, middle=middle)
+    for i in range(16):
+        flows = random_flow_set(ports, rng) if i % 2 else partition_flows(random_partition(ports, rng))
+        result = router.route(flows)
+        assert result.routable_in_one_phase == reference_routable(ports, middle, _key(flows))
+        _check_result(result, flows, numeric=(i % 4 == 0), rng=nprng)
+
+
+@pytest.mark.parametrize("ports", [10, 12, 20])
+def test_paper_sizes_route_every_placement_at_m3(ports):
+    """The paper's chiplets Fred_3(12), Fred_3(10) and a 20-port switch for its 20 NPUs."""
+    from hdl.compiler.routability import placement_report
+    assert all(entry["all_one_phase"] for entry in placement_report(ports=ports, middle=3))

@@ -18,6 +18,12 @@ recursively. The configuration of one phase is the concatenation of the microswi
 in that order, least significant bit first, cut into words of ``word_width`` bits (default
 32; word 0 holds bits 0..word_width-1; the last word is zero-padded).
 
+Non-power-of-two P (compiler extension, not in the RTL; :func:`check_any_size`): an odd
+Fred_m(P), P = 2r+1, adds a ``demux`` (:class:`DemuxMode`) after its input microswitches and a
+``mux`` (:class:`MuxMode`) after its output microswitches for the last port, and its middle
+subnetworks are Fred_m(r+1). Powers of two are unaffected; :func:`check_size` (used by the
+RTL) still accepts powers of two only.
+
 Canonical form (an addition to the shared contract, enforced by :meth:`SwitchConfig.decode`
 and by the mode constructors): a disabled input or output has wire field 0, so a
 configuration has exactly one encoding.
@@ -32,7 +38,8 @@ from typing import Iterable, Mapping, Union
 from fred.errors import FredError
 
 __all__ = [
-    "InputMode", "OutputMode", "RDMode", "Mode", "Slot", "SwitchConfig",
+    "InputMode", "OutputMode", "RDMode", "DemuxMode", "MuxMode", "Mode", "Slot", "SwitchConfig",
+    "check_any_size",
     "RD_NONE", "RD_IN0", "RD_IN1", "RD_SUM", "DEFAULT_WORD_WIDTH",
     "wire_bits", "check_size", "layout", "config_bits", "microswitch_count",
 ]
@@ -59,6 +66,14 @@ def check_size(ports, middle) -> tuple[int, int]:
     if ports & (ports - 1):
         raise FredError(f"ports={ports} is not supported: Fred_m(P) is implemented for P a "
                         "power of two >= 2 (odd/non-power-of-two P is not implemented yet)")
+    return ports, middle
+
+
+def check_any_size(ports, middle) -> tuple[int, int]:
+    """Validate a size for the compiler's extension to any P >= 2 (see "Non-power-of-two P"
+    in docs/configuration.md). The RTL implements only what :func:`check_size` accepts."""
+    _check_int(ports, "ports", 2)
+    _check_int(middle, "middle (number of middle subnetworks m)", 2)
     return ports, middle
 
 
@@ -264,8 +279,62 @@ class RDMode:
         return f"out0 <- {_RD_NAMES[self.out0]}, out1 <- {_RD_NAMES[self.out1]}"
 
 
-Mode = Union[InputMode, OutputMode, RDMode]
-_KINDS = {"input": InputMode, "output": OutputMode, "rd": RDMode}
+@dataclass(frozen=True)
+class _SingleWireMode:
+    en: bool = False
+    wire: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "en", _bit(self.en, "en"))
+        _wire(self.wire, "wire")
+        if not self.en and self.wire:
+            raise FredError(f"{self.KIND} mode: disabled but wire={self.wire} (must be 0)")
+
+    @staticmethod
+    def width(middle: int) -> int:
+        return 1 + wire_bits(middle)
+
+    def check(self, middle: int, where: str = "") -> None:
+        if self.wire >= middle:
+            raise FredError(f"{where or self.KIND + ' mode'}: wire={self.wire} but the switch has "
+                            f"only {middle} middle subnetworks (wires 0..{middle - 1})")
+
+    def pack(self, middle: int) -> int:
+        return int(self.en) | self.wire << 1
+
+    @classmethod
+    def unpack(cls, value: int, middle: int):
+        return cls(en=value & 1, wire=(value >> 1) & ((1 << wire_bits(middle)) - 1))
+
+    @property
+    def idle(self) -> bool:
+        return not self.en
+
+
+@dataclass(frozen=True)
+class DemuxMode(_SingleWireMode):
+    """Odd P only (compiler extension): the last port P-1 enters middle subnetwork ``wire``
+    at its last sub-port (P-1)/2 when ``en``. Fields (LSB first): ``en(1) wire(w)``."""
+
+    KIND = "demux"
+
+    def describe(self) -> str:
+        return f"last port -> wire {self.wire}" if self.en else "idle"
+
+
+@dataclass(frozen=True)
+class MuxMode(_SingleWireMode):
+    """Odd P only (compiler extension): the last port P-1 takes the last output sub-port of
+    middle subnetwork ``wire`` when ``en``. Fields (LSB first): ``en(1) wire(w)``."""
+
+    KIND = "mux"
+
+    def describe(self) -> str:
+        return f"last port <- wire {self.wire}" if self.en else "idle"
+
+
+Mode = Union[InputMode, OutputMode, RDMode, DemuxMode, MuxMode]
+_KINDS = {"input": InputMode, "output": OutputMode, "rd": RDMode, "demux": DemuxMode, "mux": MuxMode}
 
 
 @dataclass(frozen=True)
@@ -287,18 +356,20 @@ class Slot:
 def _names(ports: int, middle: int) -> tuple[tuple[str, str], ...]:
     if ports == 2:
         return (("rd", "rd"),)
-    r = ports // 2
-    names = [(f"in[{u}]", "input") for u in range(r)]
+    r, odd = ports // 2, ports % 2
+    names = [(f"in[{u}]", "input") for u in range(r)] + [("demux", "demux")] * odd
     for k in range(middle):
-        names += [(f"mid[{k}].{name}", kind) for name, kind in _names(r, middle)]
-    names += [(f"out[{v}]", "output") for v in range(r)]
+        names += [(f"mid[{k}].{name}", kind) for name, kind in _names(r + odd, middle)]
+    names += [(f"out[{v}]", "output") for v in range(r)] + [("mux", "mux")] * odd
     return tuple(names)
 
 
 @lru_cache(maxsize=None)
 def layout(ports: int, middle: int) -> tuple[Slot, ...]:
-    """The microswitches of Fred_m(P) in configuration order, with bit offsets and widths."""
-    check_size(ports, middle)
+    """The microswitches of Fred_m(P) in configuration order, with bit offsets and widths.
+
+    Any P >= 2 (non-powers of two are a compiler extension the RTL does not implement)."""
+    check_any_size(ports, middle)
     slots, offset = [], 0
     for index, (name, kind) in enumerate(_names(ports, middle)):
         width = _KINDS[kind].width(middle)
@@ -344,7 +415,7 @@ class SwitchConfig:
     modes: tuple
 
     def __post_init__(self):
-        check_size(self.ports, self.middle)
+        check_any_size(self.ports, self.middle)
         slots = layout(self.ports, self.middle)
         modes = tuple(self.modes)
         if len(modes) != len(slots):
@@ -376,22 +447,28 @@ class SwitchConfig:
 
     @classmethod
     def compose(cls, ports: int, middle: int, inputs: Iterable[InputMode],
-                subnetworks: Iterable["SwitchConfig"], outputs: Iterable[OutputMode]) -> "SwitchConfig":
-        """Fred_m(P) from its input modes, its m middle configurations and its output modes."""
+                subnetworks: Iterable["SwitchConfig"], outputs: Iterable[OutputMode],
+                demux: DemuxMode | None = None, mux: MuxMode | None = None) -> "SwitchConfig":
+        """Fred_m(P) from its input modes, its m middle configurations and its output modes
+        (and, for odd P, the last port's demux and mux modes; default idle)."""
         inputs, subnetworks, outputs = tuple(inputs), tuple(subnetworks), tuple(outputs)
-        r = ports // 2
+        r, odd = ports // 2, ports % 2
+        sub_ports = r + odd
         if ports == 2:
             raise FredError("Fred_m(2) is a single RD microswitch; build it with RDMode")
+        if not odd and (demux is not None or mux is not None):
+            raise FredError(f"Fred_{middle}({ports}) has an even number of ports: no demux/mux")
         if len(inputs) != r or len(outputs) != r or len(subnetworks) != middle:
             raise FredError(f"Fred_{middle}({ports}) needs {r} input modes, {middle} "
                             f"subnetworks and {r} output modes")
-        modes = list(inputs)
+        modes = list(inputs) + [demux or DemuxMode()] * odd
         for k, sub in enumerate(subnetworks):
-            if (sub.ports, sub.middle) != (r, middle):
-                raise FredError(f"mid[{k}] must be Fred_{middle}({r}), got "
+            if (sub.ports, sub.middle) != (sub_ports, middle):
+                raise FredError(f"mid[{k}] must be Fred_{middle}({sub_ports}), got "
                                 f"Fred_{sub.middle}({sub.ports})")
             modes.extend(sub.modes)
         modes.extend(outputs)
+        modes += [mux or MuxMode()] * odd
         return cls(ports, middle, tuple(modes))
 
     # -- views ------------------------------------------------------------------------------
@@ -422,19 +499,32 @@ class SwitchConfig:
     @property
     def output_modes(self) -> tuple[OutputMode, ...]:
         self._not_base("output microswitches")
-        return self.modes[len(self.modes) - self.ports // 2:]
+        end = len(self.modes) - self.ports % 2
+        return self.modes[end - self.ports // 2:end]
+
+    @property
+    def demux(self) -> DemuxMode | None:
+        """The last port's demux (odd P only; None for even P)."""
+        self._not_base("demux")
+        return self.modes[self.ports // 2] if self.ports % 2 else None
+
+    @property
+    def mux(self) -> MuxMode | None:
+        """The last port's mux (odd P only; None for even P)."""
+        self._not_base("mux")
+        return self.modes[-1] if self.ports % 2 else None
 
     def subnetwork(self, k: int) -> "SwitchConfig":
-        """The configuration of middle subnetwork ``mid[k]`` (a Fred_m(P/2))."""
+        """The configuration of middle subnetwork ``mid[k]`` (a Fred_m(ceil(P/2)))."""
         self._not_base("middle subnetworks")
         if not 0 <= k < self.middle:
             raise FredError(f"middle subnetwork {k} out of range 0..{self.middle - 1}")
-        r = self.ports // 2
-        size = _subtree_size(r, self.middle)
-        start = r + k * size
+        r, odd = self.ports // 2, self.ports % 2
+        size = _subtree_size(r + odd, self.middle)
+        start = r + odd + k * size
         # Modes were validated as part of this configuration; skip re-validation.
         sub = object.__new__(SwitchConfig)
-        object.__setattr__(sub, "ports", r)
+        object.__setattr__(sub, "ports", r + odd)
         object.__setattr__(sub, "middle", self.middle)
         object.__setattr__(sub, "modes", self.modes[start:start + size])
         return sub
@@ -486,7 +576,7 @@ class SwitchConfig:
         """Inverse of :meth:`encode`; rejects wrong word counts, non-zero padding and
         invalid or non-canonical modes, naming the microswitch."""
         word_width = _check_word_width(word_width)
-        check_size(ports, middle)
+        check_any_size(ports, middle)
         if isinstance(words, (str, bytes)) or not hasattr(words, "__iter__"):
             raise FredError(f"configuration words must be a sequence of integers, got {words!r}")
         words = list(words)

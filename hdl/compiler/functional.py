@@ -58,8 +58,8 @@ def _run(config: SwitchConfig, values: list, add: Callable, lost: list, prefix: 
         if b is not None and RD_SUM not in (rd.out0, rd.out1) and RD_IN1 not in (rd.out0, rd.out1):
             lost.append(f"{name}: in1 carries data that no output takes")
         return [pick[rd.out0], pick[rd.out1]]
-    m, r = config.middle, config.ports // 2
-    wires = [[None] * r for _ in range(m)]
+    m, r, odd = config.middle, config.ports // 2, config.ports % 2
+    wires = [[None] * (r + odd) for _ in range(m)]
     for u, mode in enumerate(config.input_modes):
         a, b = values[2 * u], values[2 * u + 1]
         if mode.reduce:
@@ -70,6 +70,8 @@ def _run(config: SwitchConfig, values: list, add: Callable, lost: list, prefix: 
             wires[mode.in0_wire][u] = a
         if mode.in1_en:
             wires[mode.in1_wire][u] = b
+    if odd and config.demux.en:  # odd P: the last port enters one subnetwork's last sub-port
+        wires[config.demux.wire][r] = values[-1]
     sub_outputs = [_run(config.subnetwork(k), wires[k], add, lost, f"{prefix}mid[{k}].")
                    for k in range(m)]
     outputs = [None] * config.ports
@@ -84,6 +86,13 @@ def _run(config: SwitchConfig, values: list, add: Callable, lost: list, prefix: 
         for k in range(m):
             if k not in taken and sub_outputs[k][v] is not None:
                 lost.append(f"{prefix}out[{v}]: wire {k} carries data that no output takes")
+    if odd:
+        mux = config.mux
+        if mux.en:
+            outputs[-1] = sub_outputs[mux.wire][r]
+        for k in range(m):
+            if not (mux.en and k == mux.wire) and sub_outputs[k][r] is not None:
+                lost.append(f"{prefix}mux: wire {k} carries data that no output takes")
     return outputs
 
 

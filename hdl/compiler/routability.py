@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from fred.errors import FredError
-from hdl.compiler.encoding import check_size
+from hdl.compiler.encoding import check_any_size as check_size
 from hdl.compiler.flows import Flow, validate_flows
 from hdl.compiler.router import DEFAULT_BUDGET, Router
 
@@ -236,7 +236,8 @@ def _why(core: list[Flow], ports: int, middle: int, path: str) -> str:
         return (f"{where} {tried} valid {middle}-colourings of flows {'; '.join(map(str, core))} "
                 "(up to renaming subnetworks) put flows together in a middle subnetwork where "
                 "their projected ports conflict again and cannot be routed")
-    sub_router = Router(ports=ports // 2, middle=middle)
+    sub_ports = (ports + 1) // 2
+    sub_router = Router(ports=sub_ports, middle=middle)
     for k in range(middle):
         projected = [Flow({p // 2 for p in f.inputs}, {p // 2 for p in f.outputs})
                      for f, c in zip(core, colouring) if c == k]
@@ -248,7 +249,7 @@ def _why(core: list[Flow], ports: int, middle: int, path: str) -> str:
                     sub_core = trial
             forced = (f"{where} the 2-colouring is forced (the conflict graph is connected); "
                       f"middle subnetwork {k} receives the projected flows, and ")
-            return forced + _why(sub_core, ports // 2, middle, f"{path + '.' if path else ''}mid[{k}]")
+            return forced + _why(sub_core, sub_ports, middle, f"{path + '.' if path else ''}mid[{k}]")
     return f"{where} no colouring routes all subnetworks"  # pragma: no cover - core is unroutable
 
 

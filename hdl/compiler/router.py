@@ -10,7 +10,9 @@ Algorithm (the paper's, made complete by search). At one level of Fred_m(P), P >
 2. A flow owning both ports of an input microswitch reduces there (one wire); owning both
    ports of an output microswitch, it broadcasts there.
 3. Each subnetwork k is routed recursively with the flows of colour k projected onto its
-   sub-ports (port p -> p // 2). Fred_m(2) is one RD microswitch and always routes.
+   sub-ports (port p -> p // 2). Fred_m(2) is one RD microswitch and always routes. For odd
+   P (compiler extension) the last port has its own demux/mux, shares no microswitch and so
+   adds no conflict; it projects to the last sub-port of a Fred_m(ceil(P/2)).
 
 Because of (1), a phase is routable **iff** some colouring at every level makes all
 subnetworks routable; the search below decides that exactly unless it hits its bound.
@@ -51,7 +53,8 @@ import random
 from dataclasses import dataclass, field
 
 from fred.errors import FredError
-from hdl.compiler.encoding import InputMode, OutputMode, RDMode, SwitchConfig, check_size, layout
+from hdl.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, SwitchConfig,
+                                   check_any_size)
 from hdl.compiler.flows import Flow, validate_flows
 
 __all__ = ["Phase", "RouteResult", "Router", "route", "route_one_phase",
@@ -140,7 +143,7 @@ class Router:
     def __init__(self, *, ports: int, middle: int, budget: int = DEFAULT_BUDGET,
                  split_budget: int = DEFAULT_SPLIT_BUDGET, restarts: int = DEFAULT_RESTARTS,
                  seed: int = 0, backtrack: bool = True, exact_checks: int = DEFAULT_EXACT_CHECKS):
-        check_size(ports, middle)
+        check_any_size(ports, middle)
         for name, value in (("budget", budget), ("split_budget", split_budget)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise FredError(f"{name} must be a positive integer, got {value!r}")
@@ -155,9 +158,9 @@ class Router:
         self._memo: dict = {}
         self._idle = {}
         size = ports
-        while size >= 2:
+        while size >= 2 and size not in self._idle:
             self._idle[size] = _idle_modes(size, middle)
-            size //= 2
+            size = (size + 1) // 2  # subnetworks of Fred_m(P) are Fred_m(ceil(P/2))
         self._nodes = 0
         self._limit = 0
         self.total_nodes = 0
@@ -331,7 +334,8 @@ class Router:
 
     def _level(self, ports: int, flows: tuple) -> tuple | None:
         m = self.middle
-        r = ports // 2
+        r = ports // 2             # 2x2 input/output microswitch pairs
+        sub_ports = (ports + 1) // 2  # odd P: the last port p = 2r maps to sub-port r = p // 2
         n = len(flows)
         proj = [(tuple(sorted({p >> 1 for p in ins})), tuple(sorted({p >> 1 for p in outs})))
                 for ins, outs in flows]
@@ -353,9 +357,9 @@ class Router:
         if n <= m:
             # Distinct colours: every subnetwork gets at most one flow, which always routes.
             colour = list(range(n))
-            subs = [self._route(r, (proj[i],)) for i in range(n)]
+            subs = [self._route(sub_ports, (proj[i],)) for i in range(n)]
             return self._assemble(ports, flows, in_owner, out_owner, colour,
-                                  subs + [self._idle[r]] * (m - n))
+                                  subs + [self._idle[sub_ports]] * (m - n))
 
         # Static variable order: BFS over the conflict graph, highest degree first.
         order: list[int] = []
@@ -400,11 +404,11 @@ class Router:
             subs = []
             for k in range(m):
                 members = classes[k]
-                sub = self._route(r, tuple(sorted(proj[order[d]] for d in members)))
+                sub = self._route(sub_ports, tuple(sorted(proj[order[d]] for d in members)))
                 if sub is None:
                     if not self.backtrack:
                         raise _Exhausted  # greedy: the first colouring failed, give up
-                    nogood = self._minimise(r, members, order, proj)
+                    nogood = self._minimise(sub_ports, members, order, proj)
                     last = max(nogood)
                     nogoods_at[last].append(tuple(nogood))
                     return set(nogood)
@@ -470,12 +474,18 @@ class Router:
             else:
                 modes.append(InputMode(a is not None, colour[a] if a is not None else 0,
                                        b is not None, colour[b] if b is not None else 0, 0))
+        if ports % 2:
+            last = in_owner[ports - 1]
+            modes.append(DemuxMode(last is not None, colour[last] if last is not None else 0))
         for sub in subs:
             modes.extend(sub)
         for v in range(r):
             a, b = out_owner[2 * v], out_owner[2 * v + 1]
             modes.append(OutputMode(a is not None, colour[a] if a is not None else 0,
                                     b is not None, colour[b] if b is not None else 0))
+        if ports % 2:
+            last = out_owner[ports - 1]
+            modes.append(MuxMode(last is not None, colour[last] if last is not None else 0))
         return tuple(modes)
 
 
