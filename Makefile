@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint clean help eval bench-sysmodel bench-router
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router
 
 all: test
 
@@ -18,6 +18,7 @@ help:
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
 	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
 	@echo "make bench-sysmodel  system-model speed figures"
+	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra)"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 	@echo "make bench-router  print the router's P=64 routing time per flow set"
 
@@ -50,6 +51,10 @@ bench-sysmodel: $(STAMP)
 
 bench-router: $(STAMP)
 	$(PY) benchmarks/bench_router.py
+# yosys synth_ecp5 + nextpnr-ecp5 --85k per format for lanes 1 and 4 (docs/synthesis.md).
+synth: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,synth]'
+	$(PY) scripts/synth_report.py $(SYNTH_ARGS)
 
 clean:
 	rm -rf build sim_build .pytest_cache

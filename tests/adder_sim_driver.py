@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.sim import Simulator
 
-from hdl.dtypes import get_dtype
 
 
 @dataclass
@@ -22,6 +21,8 @@ class SimRun:
     cycles: int            #: clock cycles simulated
     first_output_cycle: int | None  #: cycle of the first o transfer
     first_input_cycle: int | None   #: cycle of the first a/b transfer
+    output_cycles: list = None      #: cycle of every o transfer
+    input_cycles: list = None       #: cycle of every a/b transfer
 
 
 def pack_flits(values: np.ndarray, width: int) -> list[int]:
@@ -45,8 +46,8 @@ def unpack_flits(words, width: int, lanes: int) -> np.ndarray:
     return out
 
 
-def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_stall=0.0,
-             seed=0, max_cycles=None) -> SimRun:
+def run_unit(unit, a_words, b_words, *, sidebands=None, b_sidebands=None, input_idle=0.0,
+             output_stall=0.0, seed=0, max_cycles=None) -> SimRun:
     """Simulate ``unit`` on the flit sequences ``a_words``/``b_words`` (equal lengths).
 
     ``input_idle``: probability that a or b (independently) withholds valid in a cycle.
@@ -55,9 +56,11 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
     assert len(a_words) == len(b_words)
     count = len(a_words)
     rng = np.random.default_rng(seed)
-    limit = max_cycles or (count + unit.latency + 10) * (1 + int(8 * max(input_idle, output_stall))) + 1000
+    # twice the expected cycle count: a transfer needs a and b offered and o ready
+    rate = max(0.01, (1 - input_idle) ** 2 * (1 - output_stall))
+    limit = max_cycles or int(2 * (count + unit.latency + 10) / rate) + 1000
     has_sideband = unit.sideband is not None
-    result = SimRun([], [], 0, None, None)
+    result = SimRun([], [], 0, None, None, [], [])
 
     async def bench(ctx):
         a_next = b_next = 0
@@ -83,6 +86,8 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
             if not b_offer and b_next < count and not b_idle[cycle]:
                 b_offer = True
                 ctx.set(b_data, b_words[b_next])
+                if has_sideband and b_sidebands is not None:
+                    ctx.set(b.payload.sideband, b_sidebands[b_next])
             ctx.set(a.valid, a_offer)
             ctx.set(b.valid, b_offer)
             ctx.set(o.ready, not stall[cycle])
@@ -92,12 +97,14 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
             if a_fire:
                 if result.first_input_cycle is None:
                     result.first_input_cycle = cycle
+                result.input_cycles.append(cycle)
                 a_next += 1
                 b_next += 1
                 a_offer = b_offer = False
             if not stall[cycle] and ctx.get(o.valid):
                 if result.first_output_cycle is None:
                     result.first_output_cycle = cycle
+                result.output_cycles.append(cycle)
                 result.outputs.append(ctx.get(o_data))
                 if has_sideband:
                     result.sidebands.append(ctx.get(o.payload.sideband))
@@ -110,24 +117,3 @@ def run_unit(unit, a_words, b_words, *, sidebands=None, input_idle=0.0, output_s
     sim.add_testbench(bench)
     sim.run()
     return result
-
-
-def random_operands(dtype_name: str, flits: int, lanes: int, seed: int):
-    """Random operand bit patterns, (flits, lanes) each: half uniform bit patterns, half
-    pairs with close exponents (so cancellation and carries are frequent)."""
-    dtype = get_dtype(dtype_name)
-    rng = np.random.default_rng(seed)
-    a = dtype.random_bits(rng, (flits, lanes)).astype(np.uint64)
-    b = dtype.random_bits(rng, (flits, lanes)).astype(np.uint64)
-    if dtype.is_float:
-        # second half: b shares a's sign-flipped exponent +-2 for massive cancellation
-        half = flits // 2
-        f = dtype.fraction_bits
-        emask = (1 << dtype.exponent_bits) - 1
-        exp_a = (a[half:] >> f) & emask
-        delta = rng.integers(-2, 3, size=exp_a.shape).astype(np.int64)
-        exp_b = np.clip(exp_a.astype(np.int64) + delta, 0, emask).astype(np.uint64)
-        sign_b = rng.integers(0, 2, size=exp_a.shape).astype(np.uint64)
-        frac_b = b[half:] & ((1 << f) - 1)
-        b[half:] = (sign_b << (dtype.width - 1)) | (exp_b << f) | frac_b
-    return a, b

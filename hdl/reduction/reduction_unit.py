@@ -53,6 +53,18 @@ class ReductionUnit(wiring.Component):
     """
 
     def __init__(self, *, dtype, lanes: int, sideband=None):
+        try:
+            self._configure(dtype, lanes, sideband)
+        except FredError:
+            self._MustUse__silence = True   # a rejected unit is not an unused one
+            raise
+        super().__init__({
+            "a": In(stream.Signature(self.payload_shape)),
+            "b": In(stream.Signature(self.payload_shape)),
+            "o": Out(stream.Signature(self.payload_shape)),
+        })
+
+    def _configure(self, dtype, lanes, sideband):
         self.dtype: DType = get_dtype(dtype)
         if not isinstance(lanes, int) or isinstance(lanes, bool):
             raise FredError(f"ReductionUnit: lanes must be an int, got {lanes!r}")
@@ -71,11 +83,6 @@ class ReductionUnit(wiring.Component):
             self.payload_shape = data_shape
         else:
             self.payload_shape = data.StructLayout({"data": data_shape, "sideband": sideband})
-        super().__init__({
-            "a": In(stream.Signature(self.payload_shape)),
-            "b": In(stream.Signature(self.payload_shape)),
-            "o": Out(stream.Signature(self.payload_shape)),
-        })
 
     def _make_adder(self):
         if isinstance(self.format, FloatFormat):
