@@ -75,10 +75,13 @@ def test_stages_and_latency_properties():
     for ports in (2, 4, 8, 16, 32, 64):
         assert switch_stages(ports) == 2 * (ports.bit_length() - 1) - 1
     sw = FredSwitch(ports=8, middle=3, flit=FlitFormat(dtype="int32"))
+    sw._MustUse__silence = True   # built only to read its properties
     assert sw.stages == 5
     assert sw.latency == switch_latency(ports=8, middle=3, dtype="int32") == 3 * 2 + 2
     fp16_adder = reduction_latency(dtype="fp16")
-    assert FredSwitch(ports=4, middle=2, flit=FlitFormat(dtype="fp16")).latency == 2 * (fp16_adder + 1) + 1
+    sw = FredSwitch(ports=4, middle=2, flit=FlitFormat(dtype="fp16"))
+    sw._MustUse__silence = True
+    assert sw.latency == 2 * (fp16_adder + 1) + 1
 
 
 @pytest.mark.parametrize("kwargs,message", [
