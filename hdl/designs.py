@@ -72,6 +72,12 @@ def _adder(*, dtype, lanes):
     return ReductionUnit(dtype=dtype, lanes=lanes)
 
 
+def _switch(*, ports, middle, dtype, lanes, phases, tag_width):
+    from hdl.switch import FredSwitchTop
+    return FredSwitchTop(ports=ports, middle=middle, dtype=dtype, lanes=lanes, phases=phases,
+                         tag_width=tag_width)
+
+
 DESIGNS: dict[str, Design] = {
     "stream_buffer": Design(
         unit="stream_buffer",
@@ -89,6 +95,20 @@ DESIGNS: dict[str, Design] = {
             "dtype": Param(str, "fp16", "element format of the adder",
                            choices=("fp16", "bf16", "fp32", "int32")),
             "lanes": Param(_positive_int, 4, "elements per flit"),
+        },
+    ),
+    "switch": Design(
+        unit="switch",
+        top="fred_switch",
+        description="FRED switch Fred_m(P): microswitch datapath, reduction units, K-phase config memory",
+        factory=_switch,
+        params={
+            "ports": Param(int, 4, "switch ports P (a power of two >= 2)"),
+            "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
+            "dtype": Param(str, "fp16", "element format", choices=("fp16", "bf16", "fp32", "int32")),
+            "lanes": Param(_positive_int, 1, "elements per flit"),
+            "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
+            "tag_width": Param(_positive_int, 8, "bits of the flit tag"),
         },
     ),
 }

@@ -1,0 +1,391 @@
+"""cocotb bench for ``fred_switch`` (:class:`hdl.switch.FredSwitchTop`) under Verilator.
+
+Every phase is routed by the compiler (``hdl.compiler.router.route``), loaded through the
+configuration port into one of the K slots, selected, and then driven with tagged packets on
+every input of every flow. Each output flit is predicted bit for bit by the functional model
+(``hdl.compiler.functional.simulate`` for the data; ``symbolic`` for the framing: a sum carries
+the framing of its in0 operand, i.e. of the leftmost leaf of its addition tree) and checked by a
+:class:`TaggedScoreboard` keyed on (phase round, flit sequence number): loss, duplication,
+corruption and misrouting are all caught; the watchdog fails the test on a deadlock.
+
+Flit tag = ``input_port << seq_bits | seq``: ``seq`` numbers the flits of a round (the same for
+all inputs of a flow), so the tag arriving at an output also says which input's framing it got.
+
+Bench parameters (``FRED_BENCH_PARAMS``): ``ports middle dtype lanes phases tag_width`` (the
+design), ``latency`` (the design's property), ``config_words``, ``idle``, ``backpressure``,
+``rounds``, ``max_length``, ``sizes`` (group sizes for the directed collective test).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from cocotb_tests.lib import StreamHarness, TaggedScoreboard, bench_params, metrics, seeded_rng
+from hdl.compiler.encoding import InputMode, SwitchConfig
+from hdl.compiler.flows import Flow
+from hdl.compiler.functional import simulate, symbolic
+from hdl.compiler.router import route
+from hdl.switch.config_errors import ConfigError
+from hdl.switch.flit import FlitFormat
+
+WATCHDOG_CYCLES = 3000
+
+
+def _leftmost_leaf(tree):
+    while isinstance(tree, tuple):
+        tree = tree[1]
+    return tree
+
+
+class SwitchBench:
+    """Drivers/sinks on every port, the configuration and phase ports, one scoreboard."""
+
+    def __init__(self, dut, name: str, *, idle: float | None = None, backpressure: float | None = None):
+        p = bench_params()
+        self.dut = dut
+        self.params = p
+        self.ports, self.middle, self.phases = p["ports"], p["middle"], p["phases"]
+        self.fmt = FlitFormat(dtype=p["dtype"], lanes=p["lanes"], tag_width=p["tag_width"])
+        self.rng = seeded_rng(f"switch.{name}.P{self.ports}m{self.middle}.{p['dtype']}")
+        self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
+        self.idle = p.get("idle", 0.3) if idle is None else idle
+        self.backpressure = p.get("backpressure", 0.3) if backpressure is None else backpressure
+        self.stall = False   # when True every sink holds ready low
+        self.port_bits = max(1, (self.ports - 1).bit_length())
+        self.seq_bits = self.fmt.tag_width - self.port_bits
+        assert self.seq_bits >= 6, "tag_width too small for this many ports"
+        self.harness = h = StreamHarness(dut, dut.clk, watchdog_cycles=WATCHDOG_CYCLES)
+        self.scoreboard = TaggedScoreboard(f"switch.{name}")
+        self.drivers = [h.driver(f"i__{n}", idle=self._idle_gen()) for n in range(self.ports)]
+        self.sinks = [h.sink(f"o__{n}", backpressure=self._backpressure_gen(),
+                             on_transfer=self._observer(n)) for n in range(self.ports)]
+        self.config = h.driver("config")
+        self.phase = h.driver("phase")
+        h.outstanding = lambda: (sum(d.pending for d in self.drivers) + self.scoreboard.outstanding
+                                 + self.config.pending + self.phase.pending)
+        self.round = 0
+        self.sent = 0
+        self.slot = 0
+
+    def _idle_gen(self):
+        while True:
+            yield self.rng.random() < self.idle
+
+    def _backpressure_gen(self):
+        while True:
+            yield self.stall or self.rng.random() < self.backpressure
+
+    def _observer(self, port):
+        data_width = self.fmt.data_width
+        seq_mask = (1 << self.seq_bits) - 1
+
+        def observe(cycle, word):
+            seq = (word >> (data_width + 1)) & seq_mask
+            self.scoreboard.observe(port, (self.round, seq), word)
+        return observe
+
+    async def start(self):
+        await self.harness.start()
+
+    # -- configuration --------------------------------------------------------------------
+    def config_packet(self, words, slot, *, last_at=None):
+        """Payload ints of a configuration packet (``last`` on word ``last_at``, default the final)."""
+        last_at = len(words) - 1 if last_at is None else last_at
+        return [w | (int(i == last_at) << 32) | (slot << 33) for i, w in enumerate(words)]
+
+    async def load(self, config: SwitchConfig, slot: int):
+        self.config.send_all(self.config_packet(config.encode(), slot))
+        await self.harness.wait_until(lambda: self.config.pending == 0, what="configuration written")
+        await self.harness.cycles(2)   # the packet check takes one cycle after `last`
+
+    async def select(self, slot: int):
+        self.phase.send(slot)
+        await self.harness.wait_until(lambda: self.phase.pending == 0, what=f"phase {slot} selected")
+        await RisingEdge(self.dut.clk)
+        await ReadOnly()
+
+    async def drain(self):
+        await self.harness.wait_until(
+            lambda: self.scoreboard.outstanding == 0 and all(d.pending == 0 for d in self.drivers),
+            what="all flits delivered")
+
+    async def run_phase(self, config: SwitchConfig, flows, *, lengths=None, max_length=16):
+        """Load ``config`` into the next slot while the previous phase's traffic may still be
+        flowing, wait for that traffic to drain, select, and send this phase's packets (the
+        caller drains the last phase)."""
+        slot = self.slot
+        self.slot = (self.slot + 1) % self.phases
+        await self.load(config, slot)
+        assert int(self.dut.error.value) == ConfigError.NONE, f"load error {int(self.dut.error.value)}"
+        await self.drain()
+        await self.select(slot)
+        assert int(self.dut.error.value) == ConfigError.NONE, f"select error {int(self.dut.error.value)}"
+        assert int(self.dut.active_phase.value) == slot and int(self.dut.active_valid.value) == 1
+        self.round += 1
+        self.send_traffic(config, flows, lengths=lengths, max_length=max_length)
+
+    def send_traffic(self, config, flows, *, lengths=None, max_length=16):
+        fmt, dt = self.fmt, self.fmt.element
+        lengths = lengths or [self.rng.randint(1, max_length) for _ in flows]
+        assert max(lengths) < (1 << self.seq_bits)
+        inputs = [None] * self.ports
+        in_length, out_length = {}, {}
+        for flow, length in zip(flows, lengths):
+            for port in flow.inputs:
+                inputs[port] = dt.random_bits(self.np_rng, (length, fmt.lanes))
+                in_length[port] = length
+            for port in flow.outputs:
+                out_length[port] = length
+        outputs = simulate(self.ports, self.middle, config, fmt.dtype, inputs)
+        trees, problems = symbolic(config, sorted(in_length))
+        assert not problems, problems
+        for port in range(self.ports):
+            if outputs[port] is None:
+                assert port not in out_length, f"the model sends nothing to flow output {port}"
+                continue
+            leaf = _leftmost_leaf(trees[port])
+            length = out_length[port]
+            data = np.asarray(outputs[port]).reshape(length, fmt.lanes)
+            for n in range(length):
+                word = fmt.pack(data[n], last=n == length - 1, tag=leaf << self.seq_bits | n)
+                self.scoreboard.expect(port, (self.round, n), word)
+        for port, length in sorted(in_length.items()):
+            for n in range(length):
+                word = fmt.pack(inputs[port][n], last=n == length - 1, tag=port << self.seq_bits | n)
+                self.drivers[port].send(word)
+                self.sent += 1
+
+    def finish(self, name):
+        self.scoreboard.check()
+        received = sum(s.transfers for s in self.sinks)
+        self.dut._log.info("%s: %d rounds, %d flits sent, %d flits received and matched",
+                           name, self.round, self.sent, self.scoreboard.matched)
+        metrics.record(**{f"{name}_flits_sent": self.sent, f"{name}_flits_received": received,
+                          f"{name}_rounds": self.round})
+
+
+def random_flows(rng, ports):
+    """A random set of disjoint flows: random group sizes, random input/output sets."""
+    ins, outs = list(range(ports)), list(range(ports))
+    rng.shuffle(ins)
+    rng.shuffle(outs)
+    flows = []
+    while ins and outs:
+        k_in = rng.randint(1, min(len(ins), max(1, ports // 2)))
+        k_out = rng.randint(1, min(len(outs), max(1, ports // 2)))
+        if rng.random() < 0.3:   # all-reduce style: inputs = outputs where possible
+            group = [p for p in ins[:k_in] if p in outs]
+            if group:
+                flows.append(Flow(inputs=tuple(group), outputs=tuple(group)))
+                ins = [p for p in ins if p not in group]
+                outs = [p for p in outs if p not in group]
+                continue
+        flows.append(Flow(inputs=tuple(ins[:k_in]), outputs=tuple(outs[:k_out])))
+        ins, outs = ins[k_in:], outs[k_out:]
+        if rng.random() < 0.15:
+            break   # leave some ports unused
+    return flows
+
+
+async def run_flows(bench, flows, **kwargs):
+    result = route(ports=bench.ports, middle=bench.middle, flows=flows, seed=bench.rng.getrandbits(16))
+    for phase in result.phases:
+        await bench.run_phase(phase.config, list(phase.flows), **kwargs)
+    return len(result.phases)
+
+
+@cocotb.test()
+async def random_flow_sets(dut):
+    """Random flow sets from the compiler, random packet lengths, idle cycles and backpressure."""
+    p = bench_params()
+    bench = SwitchBench(dut, "random")
+    await bench.start()
+    phases = 0
+    for _ in range(p.get("rounds", 10)):
+        phases += await run_flows(bench, random_flows(bench.rng, bench.ports),
+                                  max_length=p.get("max_length", 24))
+    await bench.drain()
+    bench.finish("random")
+    metrics.record(random_phases=phases)
+
+
+@cocotb.test()
+async def directed_collectives(dut):
+    """Unicast permutations, multicast, reduce, all-reduce on groups of every size, concurrent flows."""
+    p = bench_params()
+    bench = SwitchBench(dut, "directed")
+    await bench.start()
+    P, rng = bench.ports, bench.rng
+    ports = list(range(P))
+    # unicast: identity, reversal, a random permutation
+    perm = ports[:]
+    rng.shuffle(perm)
+    for mapping in (ports, ports[::-1], perm):
+        await run_flows(bench, [Flow(inputs=(s,), outputs=(d,)) for s, d in zip(ports, mapping)])
+    for size in p.get("sizes", range(1, P + 1)):
+        group = tuple(sorted(rng.sample(ports, size)))
+        others = tuple(q for q in ports if q not in group)
+        await run_flows(bench, [Flow(inputs=group, outputs=group)])          # all-reduce
+        await run_flows(bench, [Flow(inputs=group, outputs=(group[0],))])    # reduce to root
+        await run_flows(bench, [Flow(inputs=(group[-1],), outputs=group)])   # multicast
+        if size >= 2:  # concurrent: the group all-reduces while the rest is a permutation
+            shuffled = list(others)
+            rng.shuffle(shuffled)
+            await run_flows(bench, [Flow(inputs=group, outputs=group)]
+                            + [Flow(inputs=(s,), outputs=(d,)) for s, d in zip(others, shuffled)])
+    # broadcast to every port and all-reduce of every port
+    await run_flows(bench, [Flow(inputs=(0,), outputs=tuple(ports))])
+    await run_flows(bench, [Flow(inputs=tuple(ports), outputs=tuple(ports))])
+    await bench.drain()
+    bench.finish("directed")
+
+
+@cocotb.test()
+async def throughput_and_latency(dut):
+    """No idle, no backpressure: every output must deliver 1.0 flit/cycle after fill, and the
+    first flit must appear exactly ``latency`` cycles after the first input transfer."""
+    p = bench_params()
+    bench = SwitchBench(dut, "throughput", idle=0.0, backpressure=0.0)
+    await bench.start()
+    P = bench.ports
+    length = p.get("length", 200)
+    cases = {
+        "permutation": [Flow(inputs=(s,), outputs=((s + 1) % P,)) for s in range(P)],
+        "all_reduce": [Flow(inputs=tuple(range(P)), outputs=tuple(range(P)))],
+        "broadcast": [Flow(inputs=(P - 1,), outputs=tuple(range(P)))],
+    }
+    figures = {}
+    for name, flows in cases.items():
+        result = route(ports=P, middle=bench.middle, flows=flows, split=False)
+        config = result.phases[0].config
+        slot = bench.slot
+        bench.slot = (bench.slot + 1) % bench.phases
+        await bench.load(config, slot)
+        await bench.drain()
+        await bench.select(slot)
+        bench.round += 1
+        marks_in = [len(d.transfer_cycles) for d in bench.drivers]
+        marks_out = [len(s.transfer_cycles) for s in bench.sinks]
+        bench.send_traffic(config, flows, lengths=[length] * len(flows))
+        await bench.drain()
+        first_in = min(d.transfer_cycles[k] for d, k in zip(bench.drivers, marks_in)
+                       if len(d.transfer_cycles) > k)
+        rates, latencies = [], []
+        for sink, k in zip(bench.sinks, marks_out):
+            cycles = sink.transfer_cycles[k:]
+            if not cycles:
+                continue
+            assert len(cycles) == length
+            rates.append((len(cycles) - 1) / (cycles[-1] - cycles[0]))
+            latencies.append(cycles[0] - first_in)
+        figures[name] = {"min_throughput": min(rates), "max_throughput": max(rates),
+                         "latency_min": min(latencies), "latency_max": max(latencies),
+                         "outputs": len(rates)}
+        dut._log.info("%s: throughput per output %.4f..%.4f flit/cycle, latency %d..%d cycles "
+                      "(property %d)", name, min(rates), max(rates), min(latencies),
+                      max(latencies), p["latency"])
+    bench.finish("throughput")
+    metrics.record(throughput=figures, latency_property=p["latency"])
+    for name, f in figures.items():
+        assert f["min_throughput"] == 1.0, f"{name}: throughput {f['min_throughput']} < 1.0"
+        assert f["latency_min"] == f["latency_max"] == p["latency"], f"{name}: latency {f}"
+
+
+@cocotb.test()
+async def configuration_protocol(dut):
+    """Load protocol: bad packets are rejected with the right error and leave the running phase
+    intact; a select waits while flits are in flight and holds the inputs; unloaded slots fail."""
+    p = bench_params()
+    bench = SwitchBench(dut, "config", idle=0.2, backpressure=0.2)
+    await bench.start()
+    P, m, K = bench.ports, bench.middle, bench.phases
+    flows = [Flow(inputs=(s,), outputs=(P - 1 - s,)) for s in range(P)]
+    good = route(ports=P, middle=m, flows=flows, split=False).phases[0].config
+    words = good.encode()
+
+    async def bad_packet(payloads, expected):
+        bench.config.send_all(payloads)
+        await bench.harness.wait_until(lambda: bench.config.pending == 0, what="packet written")
+        await bench.harness.cycles(2)
+        await ReadOnly()
+        got = int(dut.error.value)
+        assert got == expected, f"error {got}, expected {expected}"
+
+    # selecting a slot that was never loaded
+    bench.phase.send(K - 1)
+    await bench.harness.wait_until(lambda: bench.phase.pending == 0, what="select")
+    await bench.harness.cycles(1)
+    await ReadOnly()
+    assert int(dut.error.value) == ConfigError.NOT_LOADED
+    assert int(dut.active_valid.value) == 0
+    # a good phase in slot 0, used
+    await bench.run_phase(good, flows)
+    await bench.drain()
+    # too short and too long packets, in slot 1
+    if len(words) > 1:
+        await bad_packet(bench.config_packet(words[:-1], 1), ConfigError.WORD_COUNT)
+        await bad_packet(bench.config_packet(words, 1, last_at=len(words) - 2), ConfigError.WORD_COUNT)
+    await bad_packet(bench.config_packet(words + [0], 1), ConfigError.WORD_COUNT)
+    # an illegal mode: make the first microswitch reduce two inputs onto different wires
+    # (input mode) or sum on one RD output while passing an input on the other
+    first = good.slots[0]
+    if first.kind == "input":
+        illegal = InputMode(True, 0, True, 1, False).pack(m) | (1 << (first.width - 1))
+    else:
+        illegal = 3 | (1 << 2)
+    value = good.to_int() & ~(((1 << first.width) - 1) << first.offset) | (illegal << first.offset)
+    bad_words = [(value >> (32 * i)) & 0xFFFFFFFF for i in range(len(words))]
+    await bad_packet(bench.config_packet(bad_words, 1), ConfigError.ILLEGAL_MODE)
+    # non-zero padding bits
+    if good.bit_width % 32:
+        padded = words[:-1] + [words[-1] | (1 << 31)]
+        await bad_packet(bench.config_packet(padded, 1), ConfigError.ILLEGAL_MODE)
+    # a phase field out of range (only representable when K is not a power of two)
+    if K & (K - 1):
+        await bad_packet([w | (1 << 32) | ((K) << 33) for w in words[-1:]], ConfigError.BAD_PHASE)
+    # slot 1 was never loaded successfully: selecting it fails and slot 0 stays active
+    await bench.drain()
+    bench.phase.send(1)
+    await bench.harness.wait_until(lambda: bench.phase.pending == 0, what="select")
+    await bench.harness.cycles(1)
+    await ReadOnly()
+    assert int(dut.error.value) == ConfigError.NOT_LOADED
+    assert int(dut.active_phase.value) == 0 and int(dut.active_valid.value) == 1
+    # slot 0 still routes
+    await bench.harness.cycles(1)
+    bench.round += 1
+    bench.send_traffic(good, flows)
+    await bench.drain()
+
+    # select while busy: stall every output, let flits enter, then ask for another phase
+    slot2 = 2 % K
+    other_flows = [Flow(inputs=tuple(range(P)), outputs=tuple(range(P)))]
+    other = route(ports=P, middle=m, flows=other_flows, split=False).phases[0].config
+    await bench.load(other, slot2)
+    bench.stall = True
+    bench.round += 1
+    bench.send_traffic(good, flows, lengths=[2] * len(flows))   # fits inside the switch
+    await bench.harness.wait_until(lambda: all(d.pending == 0 for d in bench.drivers),
+                                   what="stalled flits entered")
+    bench.phase.send(slot2)
+    await bench.harness.cycles(30)
+    await ReadOnly()
+    assert int(dut.busy.value) == 1, "busy must be high while flits are in flight"
+    assert bench.phase.pending == 1, "the select must wait until the switch is drained"
+    held = [int(getattr(dut, f"i__{n}__ready").value) for n in range(P)]
+    assert held == [0] * P, f"inputs must be held while a select is pending, ready={held}"
+    bench.stall = False
+    await bench.drain()   # the old phase's flits come out intact
+    await bench.harness.wait_until(lambda: bench.phase.pending == 0, what="select after drain")
+    await bench.harness.cycles(1)
+    await ReadOnly()
+    assert int(dut.active_phase.value) == slot2 and int(dut.error.value) == ConfigError.NONE
+    await bench.harness.cycles(1)
+    bench.round += 1
+    bench.send_traffic(other, other_flows)
+    await bench.drain()
+    bench.finish("config")
+    metrics.record(config_words=len(words))

@@ -1,0 +1,90 @@
+"""The input microswitch of Fred_m(P): ports (2u, 2u+1) in, m wires out."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.hdl import Cat
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream_buffer import StreamBuffer
+
+from .delay_line import BUFFER_LATENCY
+from .flit import FlitFormat
+from .modes import input_mode_layout
+from .reduce_path import ReducePath
+from .timing import reduction_latency
+from .select_fork import SelectFork
+
+__all__ = ["InputMicroswitch"]
+
+
+class InputMicroswitch(wiring.Component):
+    """Routes each input to its own wire, or reduces both onto one wire.
+
+    Parameters:
+        flit: :class:`FlitFormat`; middle: number of wires m (>= 2);
+        reduction: reduction-unit factory (see :class:`ReducePath`).
+
+    Members:
+        in0, in1: ``In(stream.Signature(flit.layout))`` (ports 2u and 2u+1).
+        wire: ``Out(stream.Signature(flit.layout)).array(middle)`` (wire k to middle subnetwork k).
+        mode: ``In(input_mode_layout(middle))``: ``in0_en in0_wire in1_en in1_wire reduce``
+            (``hdl.compiler.encoding.InputMode``); must be legal and change only while not busy.
+        busy: ``Out(1)``: some flit is inside.
+
+    A disabled input is never consumed (its flits wait). Latency: :attr:`latency` = reduction
+    latency + 1 (the registered wire buffers), on every path. One flit per cycle per wire;
+    ``in*.ready`` is combinational from registered state, and no ``valid`` depends on a ``ready``.
+    """
+
+    def __init__(self, *, flit: FlitFormat, middle: int, reduction=None):
+        self.flit = flit
+        self.middle = middle
+        self._reduction = reduction
+        self._path_latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
+        shape = flit.layout
+        super().__init__({
+            "in0": In(stream.Signature(shape)),
+            "in1": In(stream.Signature(shape)),
+            "wire": Out(stream.Signature(shape)).array(middle),
+            "mode": In(input_mode_layout(middle)),
+            "busy": Out(1),
+        })
+
+    @property
+    def latency(self) -> int:
+        return self._path_latency + BUFFER_LATENCY
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        mode = self.mode
+        path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
+        fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=self.middle)
+
+        # Disabled inputs are held at the port so that no flit enters and gets stuck inside.
+        for port, lane_in, enabled in ((self.in0, path.in0, mode.in0_en),
+                                       (self.in1, path.in1, mode.in1_en)):
+            m.d.comb += [
+                lane_in.valid.eq(port.valid & enabled),
+                lane_in.payload.eq(port.payload),
+                port.ready.eq(lane_in.ready & enabled),
+            ]
+        m.d.comb += path.reduce.eq(mode.reduce)
+        wiring.connect(m, path.lane0, fork.i[0])
+        wiring.connect(m, path.lane1, fork.i[1])
+
+        busy = [path.busy, fork.busy]
+        for k in range(self.middle):
+            lane0_here = mode.in0_en & (mode.in0_wire == k)
+            lane1_here = mode.in1_en & ~mode.reduce & (mode.in1_wire == k)
+            m.d.comb += [
+                fork.enable[k].eq(lane0_here | lane1_here),
+                fork.select[k].eq(~lane0_here),
+            ]
+            buffer = m.submodules[f"wire{k}_buffer"] = StreamBuffer(self.flit.layout)
+            wiring.connect(m, fork.o[k], buffer.i)
+            wiring.connect(m, buffer.o, wiring.flipped(self.wire[k]))
+            busy.append(buffer.o.valid | ~buffer.i.ready)
+        m.d.comb += self.busy.eq(Cat(*busy).any())
+        return m

@@ -1,0 +1,73 @@
+"""The output microswitch of Fred_m(P): m wires in, ports (2v, 2v+1) out."""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Cat
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream_buffer import StreamBuffer
+
+from .delay_line import BUFFER_LATENCY
+from .flit import FlitFormat
+from .modes import output_mode_layout
+from .select_fork import SelectFork
+
+__all__ = ["OutputMicroswitch"]
+
+
+class OutputMicroswitch(wiring.Component):
+    """Each output takes one wire; both may take the same wire (broadcast).
+
+    Parameters:
+        flit: :class:`FlitFormat`; middle: number of wires m (>= 2).
+
+    Members:
+        wire: ``In(stream.Signature(flit.layout)).array(middle)`` (wire k from middle subnetwork k).
+        out0, out1: ``Out(stream.Signature(flit.layout))`` (ports 2v and 2v+1).
+        mode: ``In(output_mode_layout(middle))``: ``out0_en out0_wire out1_en out1_wire``
+            (``hdl.compiler.encoding.OutputMode``); change only while not busy.
+        busy: ``Out(1)``: some flit is inside.
+
+    Broadcast keeps a per-output pending mask (:class:`SelectFork`): a wire flit is consumed
+    once both outputs took it, and neither takes it twice. A wire no output takes is never
+    consumed. Latency: :attr:`latency` = 1 (registered output buffers); one flit per cycle.
+    """
+
+    def __init__(self, *, flit: FlitFormat, middle: int):
+        self.flit = flit
+        self.middle = middle
+        shape = flit.layout
+        super().__init__({
+            "wire": In(stream.Signature(shape)).array(middle),
+            "out0": Out(stream.Signature(shape)),
+            "out1": Out(stream.Signature(shape)),
+            "mode": In(output_mode_layout(middle)),
+            "busy": Out(1),
+        })
+
+    @property
+    def latency(self) -> int:
+        return BUFFER_LATENCY
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        mode = self.mode
+        fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=self.middle, outputs=2)
+        for k in range(self.middle):
+            wiring.connect(m, wiring.flipped(self.wire[k]), fork.i[k])
+        m.d.comb += [
+            fork.enable[0].eq(mode.out0_en),
+            fork.select[0].eq(mode.out0_wire),
+            fork.enable[1].eq(mode.out1_en),
+            fork.select[1].eq(mode.out1_wire),
+        ]
+        busy = [fork.busy]
+        for j, port in enumerate((self.out0, self.out1)):
+            buffer = m.submodules[f"out{j}_buffer"] = StreamBuffer(self.flit.layout)
+            wiring.connect(m, fork.o[j], buffer.i)
+            wiring.connect(m, buffer.o, wiring.flipped(port))
+            busy.append(buffer.o.valid | ~buffer.i.ready)
+        m.d.comb += self.busy.eq(Cat(*busy).any())
+        return m

@@ -1,0 +1,88 @@
+"""The RD microswitch: the whole of Fred_m(2)."""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import Cat
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream_buffer import StreamBuffer
+
+from .delay_line import BUFFER_LATENCY
+from .flit import FlitFormat
+from .modes import RD_IN0, RD_IN1, RD_MODE_LAYOUT, RD_SUM
+from .reduce_path import ReducePath
+from .timing import reduction_latency
+from .select_fork import SelectFork
+
+__all__ = ["RDMicroswitch"]
+
+
+class RDMicroswitch(wiring.Component):
+    """2 x 2 element: each output is none | in0 | in1 | in0 + in1.
+
+    Parameters:
+        flit: :class:`FlitFormat`; reduction: reduction-unit factory (see :class:`ReducePath`).
+
+    Members:
+        in0, in1: ``In(stream.Signature(flit.layout))``.
+        out0, out1: ``Out(stream.Signature(flit.layout))``.
+        mode: ``In(RD_MODE_LAYOUT)``: ``out0(2) out1(2)`` (``hdl.compiler.encoding.RDMode``); if
+            either is 3 (sum) neither may be 1 or 2. Change only while not busy.
+        busy: ``Out(1)``.
+
+    Pass, cross, broadcast of one input, reduce to one output, and reduce + broadcast
+    (all-reduce of two ports). An input no output uses is never consumed. Latency:
+    :attr:`latency` = reduction latency + 1 on every path; one flit per cycle per port.
+    """
+
+    def __init__(self, *, flit: FlitFormat, reduction=None):
+        self.flit = flit
+        self._reduction = reduction
+        self._path_latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
+        shape = flit.layout
+        super().__init__({
+            "in0": In(stream.Signature(shape)),
+            "in1": In(stream.Signature(shape)),
+            "out0": Out(stream.Signature(shape)),
+            "out1": Out(stream.Signature(shape)),
+            "mode": In(RD_MODE_LAYOUT),
+            "busy": Out(1),
+        })
+
+    @property
+    def latency(self) -> int:
+        return self._path_latency + BUFFER_LATENCY
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        out_modes = (self.mode.out0, self.mode.out1)
+        reduce = (out_modes[0] == RD_SUM) | (out_modes[1] == RD_SUM)
+        uses_in0 = Cat(*((mode == RD_IN0) | (mode == RD_SUM) for mode in out_modes)).any()
+        uses_in1 = Cat(*((mode == RD_IN1) | (mode == RD_SUM) for mode in out_modes)).any()
+
+        path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
+        fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=2)
+        for port, lane_in, used in ((self.in0, path.in0, uses_in0), (self.in1, path.in1, uses_in1)):
+            m.d.comb += [
+                lane_in.valid.eq(port.valid & used),
+                lane_in.payload.eq(port.payload),
+                port.ready.eq(lane_in.ready & used),
+            ]
+        m.d.comb += path.reduce.eq(reduce)
+        wiring.connect(m, path.lane0, fork.i[0])  # in0, or the sum
+        wiring.connect(m, path.lane1, fork.i[1])  # in1
+
+        busy = [path.busy, fork.busy]
+        for j, (port, mode) in enumerate(zip((self.out0, self.out1), out_modes)):
+            m.d.comb += [
+                fork.enable[j].eq(mode != 0),
+                fork.select[j].eq(mode == RD_IN1),
+            ]
+            buffer = m.submodules[f"out{j}_buffer"] = StreamBuffer(self.flit.layout)
+            wiring.connect(m, fork.o[j], buffer.i)
+            wiring.connect(m, buffer.o, wiring.flipped(port))
+            busy.append(buffer.o.valid | ~buffer.i.ready)
+        m.d.comb += self.busy.eq(Cat(*busy).any())
+        return m

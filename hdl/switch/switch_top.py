@@ -1,0 +1,116 @@
+"""``fred_switch``: the Fred_m(P) datapath with its configuration memory (the Verilog top)."""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.hdl import unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fred.errors import FredError
+
+from .config_errors import ERROR_WIDTH
+from .config_memory import ConfigMemory, config_write_layout, phase_index_width
+from .flit import FlitFormat
+from .fred_switch import FredSwitch
+from .modes import DEFAULT_WORD_WIDTH, check_size, config_words
+from .timing import switch_latency, switch_stages
+
+__all__ = ["FredSwitchTop"]
+
+
+class FredSwitchTop(wiring.Component):
+    """A complete FRED switch: Fred_m(P) plus K stored phases.
+
+    Parameters (keyword-only, validated):
+        ports: P, power of two 2..64 (larger works but is not checked by the test-suite).
+        middle: m >= 2. dtype: ``fp16``/``bf16``/``fp32``/``int32``. lanes: elements per flit.
+        phases: K stored configurations (>= 1). tag_width: bits of the flit tag.
+        word_width: configuration word bits (32). reduction: reduction-unit factory (tests).
+
+    Members (Verilog ports in brackets; Amaranth joins names with ``__``):
+        i: ``In(stream.Signature(flit)).array(P)`` [``i__<n>__valid/ready/payload``];
+        o: ``Out(stream.Signature(flit)).array(P)`` [``o__<n>__...``]. The flit payload is
+            ``data(lanes*width) last(1) tag(tag_width)``, LSB first (:class:`FlitFormat`).
+        config: ``In(stream.Signature(config_write_layout(K)))`` [``config__*``]: configuration
+            words ``data(32) last(1) phase``; see :class:`ConfigMemory` and ``docs/switch.md``.
+        phase: ``In(stream.Signature(phase index))`` [``phase__*``]: phase select.
+        busy: ``Out(1)``: flits in flight or a phase select in progress.
+        error: ``Out(ERROR_WIDTH)`` (:class:`~hdl.switch.config_errors.ConfigError`).
+        active_phase, active_valid, loaded: as in :class:`ConfigMemory`.
+
+    While a phase select is pending or copying, no input flit is accepted (``i[n].ready`` low);
+    a select takes effect once the datapath has drained. Flits on a port the active phase does
+    not use wait (never dropped). Latency :attr:`latency` and :attr:`stages` as
+    :class:`FredSwitch`; one flit per cycle per port; no combinational path from any ``ready``
+    to any ``valid``.
+    """
+
+    def __init__(self, *, ports: int = 8, middle: int = 3, dtype: str = "fp16", lanes: int = 1,
+                 phases: int = 4, tag_width: int = 8, word_width: int = DEFAULT_WORD_WIDTH,
+                 reduction=None):
+        check_size(ports, middle)
+        self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=tag_width)
+        self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
+        ConfigMemory.check_parameters(phases=phases, word_width=word_width)
+        self._reduction = reduction
+        self._latency = switch_latency(ports=ports, middle=middle, dtype=self.flit.dtype,
+                                       lanes=lanes, reduction=reduction)
+        shape = self.flit.layout
+        super().__init__({
+            "i": In(stream.Signature(shape)).array(ports),
+            "o": Out(stream.Signature(shape)).array(ports),
+            "config": In(stream.Signature(config_write_layout(phases, word_width))),
+            "phase": In(stream.Signature(unsigned(phase_index_width(phases)))),
+            "busy": Out(1),
+            "error": Out(ERROR_WIDTH),
+            "active_phase": Out(phase_index_width(phases)),
+            "active_valid": Out(1),
+            "loaded": Out(phases),
+        })
+
+    @property
+    def stages(self) -> int:
+        return switch_stages(self.ports)
+
+    @property
+    def latency(self) -> int:
+        return self._latency
+
+    @property
+    def config_words(self) -> int:
+        """Words in one configuration packet."""
+        return config_words(self.ports, self.middle, self.word_width)
+
+    @property
+    def select_cycles(self) -> int:
+        """Cycles a phase select takes once the switch is drained (see ConfigMemory)."""
+        return self.config_words + 2
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        memory = m.submodules.config_memory = ConfigMemory(
+            ports=self.ports, middle=self.middle, phases=self.phases, word_width=self.word_width)
+        switch = m.submodules.switch = FredSwitch(ports=self.ports, middle=self.middle,
+                                                  flit=self.flit, reduction=self._reduction)
+        assert memory.select_cycles == self.select_cycles and switch.latency == self.latency
+        wiring.connect(m, wiring.flipped(self.config), memory.write)
+        wiring.connect(m, wiring.flipped(self.phase), memory.select)
+        m.d.comb += [
+            switch.config.eq(memory.config),
+            memory.drained.eq(~switch.busy),
+            self.busy.eq(switch.busy | memory.hold),
+            self.error.eq(memory.error),
+            self.active_phase.eq(memory.active_phase),
+            self.active_valid.eq(memory.active_valid),
+            self.loaded.eq(memory.loaded),
+        ]
+        hold = memory.hold
+        for n in range(self.ports):
+            m.d.comb += [
+                switch.i[n].valid.eq(self.i[n].valid & ~hold),
+                switch.i[n].payload.eq(self.i[n].payload),
+                self.i[n].ready.eq(switch.i[n].ready & ~hold),
+            ]
+            wiring.connect(m, switch.o[n], wiring.flipped(self.o[n]))
+        return m

@@ -1,0 +1,117 @@
+"""The ``fred_switch`` Verilog under Verilator (cocotb): directed collectives, random flow sets
+checked bit-exactly against the functional model, configuration protocol, throughput/latency.
+
+One Verilator build per parameter set (the runner caches it in ``sim_build/``); every bench of a
+parameter set runs on that build. Figures (throughput, latency, flit counts) are printed.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from cocotb_tests.runner import run_bench
+from hdl.designs import get_design
+from hdl.verilog import to_verilog
+from hdl.switch.modes import config_words
+from hdl.switch.timing import switch_latency, switch_stages
+
+pytestmark = pytest.mark.cocotb
+
+#: -O0 after the makefile's -Os: the switch's C++ compiles about 5x faster (P = 8, fp16: 1m40s
+#: instead of about 10 min on 2 cores); the benches are short, so slower simulation costs less.
+#: (A build argument, so it is part of the build's hash: no stale -Os precompiled header.)
+#: The wheel's empty CFG_CXXFLAGS_PCH_I is fixed by the runner (MAKEFLAGS).
+BUILD_ARGS = ("-CFLAGS", "-O0")
+
+
+BENCH = "cocotb_tests.bench_switch"
+TAG_WIDTH = 16
+
+#: (ports, middle, dtype) built by the default suite, one Verilator build each. Generating and
+#: compiling the Verilog dominates the cost (2 cores): P = 16 m = 2 int32 about 2.5 min, P = 16
+#: m = 3 int32 about 4 min, P = 8 m = 3 fp16 about 3.5 min; so fp16 runs at P = 4 by default
+#: (and at every microswitch in the Amaranth-simulator tests) and at P = 8, 16 in the full suite.
+DEFAULT_BUILDS = [(2, 2, "int32"), (4, 2, "fp16"), (8, 3, "int32"), (16, 2, "int32")]
+#: Further builds for `make test-full`.
+FULL_BUILDS = [(4, 3, "int32"), (8, 2, "int32"), (8, 3, "fp16"), (16, 3, "int32"), (16, 3, "fp16")]
+
+
+def _builds(select=lambda ports, middle, dtype: True, *, full_too=True):
+    params = [pytest.param(*b, id=f"P{b[0]}-m{b[1]}-{b[2]}") for b in DEFAULT_BUILDS if select(*b)]
+    if full_too:
+        params += [pytest.param(*b, id=f"P{b[0]}-m{b[1]}-{b[2]}", marks=pytest.mark.full)
+                   for b in FULL_BUILDS if select(*b)]
+    return params
+
+
+FLITS: dict[str, int] = {}
+
+
+def _design(ports, middle, dtype, phases=3):
+    return {"ports": ports, "middle": middle, "dtype": dtype, "lanes": 1, "phases": phases,
+            "tag_width": TAG_WIDTH}
+
+
+@functools.lru_cache(maxsize=None)
+def _verilog(ports, middle, dtype):
+    """Verilog of one parameter set, generated once per session (P = 16 takes about a minute)."""
+    design = get_design("switch")
+    return to_verilog(design.build(**_design(ports, middle, dtype)), name=design.top), design.top
+
+
+def _run(testcase, ports, middle, dtype, **extra):
+    params = _design(ports, middle, dtype)
+    latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
+    bench = dict(params, latency=latency, config_words=config_words(ports, middle), **extra)
+    result = run_bench(verilog=_verilog(ports, middle, dtype), test_module=BENCH,
+                       testcase=testcase, bench_params=bench, build_args=BUILD_ARGS,
+                       run_name=f"{testcase}-P{ports}m{middle}{dtype}")
+    for key, value in result.metrics.items():
+        if key.endswith("_flits_received"):
+            FLITS[f"{testcase} P{ports} m{middle} {dtype}"] = value
+    return result
+
+
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p <= 8))
+def test_directed_collectives(ports, middle, dtype):
+    """Permutations, all-reduce / reduce / multicast on groups of every size, concurrent flows."""
+    result = _run("directed_collectives", ports, middle, dtype)
+    print(f"directed P={ports} m={middle} {dtype}: {result.metrics}")
+
+
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p >= 4))
+def test_random_flow_sets(ports, middle, dtype):
+    """Random flow sets routed by the compiler, random packet lengths, 30% idle cycles on every
+    input and 30% backpressure on every output; every flit checked against the model."""
+    rounds, max_length = {4: (60, 200), 8: (60, 200), 16: (40, 200)}[ports]
+    result = _run("random_flow_sets", ports, middle, dtype, rounds=rounds, max_length=max_length,
+                  idle=0.3, backpressure=0.3)
+    print(f"random P={ports} m={middle} {dtype}: {result.metrics}")
+
+
+@pytest.mark.parametrize("ports,middle,dtype", _builds())
+def test_throughput_and_latency_measured(ports, middle, dtype):
+    result = _run("throughput_and_latency", ports, middle, dtype, length=200)
+    latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
+    print(f"P={ports} m={middle} {dtype}: stages {switch_stages(ports)}, latency property {latency}; "
+          f"measured {result.metrics['throughput']}")
+    for name, figures in result.metrics["throughput"].items():
+        assert figures["min_throughput"] == 1.0, name
+        assert figures["latency_min"] == figures["latency_max"] == latency, name
+
+
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p <= 8, full_too=False))
+def test_configuration_protocol(ports, middle, dtype):
+    _run("configuration_protocol", ports, middle, dtype)
+
+
+def test_total_flits_across_the_suite():
+    """At least 100,000 flits crossed the switch, all checked (the benches above fail on any
+    loss, duplication, corruption or deadlock)."""
+    if len(FLITS) < 8:
+        pytest.skip("needs the benches above in the same session")
+    total = sum(FLITS.values())
+    print(f"flits received and checked across the switch benches: {total} ({FLITS})")
+    assert total >= 100_000

@@ -1,0 +1,57 @@
+"""``fred verilog`` for the switch: ports, errors, lint (P = 64 in the full suite)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fred.cli import main
+from hdl.lint import lint
+
+
+def test_fred_verilog_switch_ports_and_lint(tmp_path, capsys):
+    out = tmp_path / "fred_switch.v"
+    assert main(["verilog", "--unit", "switch", "--ports", "2", "--middle", "2", "--dtype", "int32",
+                 "--lanes", "2", "--phases", "3", "-o", str(out)]) == 0
+    text = out.read_text()
+    header = re.search(r"module fred_switch\((.*?)\);", text, re.S).group(1)
+    ports = {name.strip() for name in header.split(",")}
+    for n in range(2):
+        for suffix in ("valid", "ready", "payload"):
+            assert f"i__{n}__{suffix}" in ports and f"o__{n}__{suffix}" in ports
+    for name in ("config__valid", "config__ready", "config__payload", "phase__valid",
+                 "phase__ready", "phase__payload", "busy", "error", "active_phase",
+                 "active_valid", "loaded", "clk", "rst"):
+        assert name in ports, name
+    # flit = 2 lanes x 32 + last + 8-bit tag; config word = 32 + last + 2-bit phase
+    assert re.search(r"input \[72:0\] i__0__payload;", text)
+    assert re.search(r"input \[34:0\] config__payload;", text)
+    result = lint(out)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ports", "6"], "power of two"),
+    (["--ports", "4", "--middle", "1"], "middle"),
+    (["--ports", "4", "--dtype", "fp8"], "fp8"),
+    (["--ports", "4", "--phases", "0"], "--phases"),
+])
+def test_fred_verilog_switch_bad_parameters(argv, message, capsys):
+    status = None
+    try:
+        status = main(["verilog", "--unit", "switch", "-o", "-"] + argv)
+    except SystemExit as exc:   # argparse usage errors exit with 2
+        status = exc.code
+    assert status in (1, 2)
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.full
+def test_p64_lints_clean(tmp_path):
+    """Fred_3(64), fp16: about 20 min to generate and 20 min to lint on 2 busy cores."""
+    out = tmp_path / "fred_switch.v"
+    assert main(["verilog", "--unit", "switch", "--ports", "64", "--middle", "3", "--dtype", "fp16",
+                 "--lanes", "1", "-o", str(out)]) == 0
+    result = lint(out)
+    assert result.returncode == 0, (result.stdout + result.stderr)[:5000]
