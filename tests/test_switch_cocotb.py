@@ -19,11 +19,6 @@ from hdl.switch.timing import switch_latency, switch_stages
 
 pytestmark = pytest.mark.cocotb
 
-#: -O0 after the makefile's -Os: the switch's C++ compiles about 5x faster (P = 8, fp16: 1m40s
-#: instead of about 10 min on 2 cores); the benches are short, so slower simulation costs less.
-#: (A build argument, so it is part of the build's hash: no stale -Os precompiled header.)
-#: The wheel's empty CFG_CXXFLAGS_PCH_I is fixed by the runner (MAKEFLAGS).
-BUILD_ARGS = ("-CFLAGS", "-O0")
 
 
 BENCH = "cocotb_tests.bench_switch"
@@ -66,7 +61,7 @@ def _run(testcase, ports, middle, dtype, **extra):
     latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
     bench = dict(params, latency=latency, config_words=config_words(ports, middle), **extra)
     result = run_bench(verilog=_verilog(ports, middle, dtype), test_module=BENCH,
-                       testcase=testcase, bench_params=bench, build_args=BUILD_ARGS,
+                       testcase=testcase, bench_params=bench,
                        run_name=f"{testcase}-P{ports}m{middle}{dtype}")
     for key, value in result.metrics.items():
         if key.endswith("_flits_received"):
