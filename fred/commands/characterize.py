@@ -1,0 +1,168 @@
+"""``fred characterize``: measure switch timings (Verilator) and cost (yosys/nextpnr) as data.
+
+Writes ``data/characterization.json`` (read by the system model, ``sysmodel/switch_timing.py``)
+and ``docs/characterization.md`` + ``docs/characterization.png``. Each measured point is cached
+in ``build/characterize/`` as soon as it is done (``--fresh`` clears the cache; ``--report-only``
+assembles the outputs from the cache without measuring anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from fred.cli import print_json
+from fred.errors import FredError
+
+HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ports", type=_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
+    parser.add_argument("--middle", type=_ints, default=(2, 3), help="m values (default 2,3)")
+    parser.add_argument("--dtypes", type=_names, default=("fp16", "bf16", "fp32", "int32"),
+                        help="element types (default fp16,bf16,fp32,int32)")
+    parser.add_argument("--length", type=int, default=128, help="flits per packet (default 128)")
+    parser.add_argument("--backpressure", type=float, default=0.3,
+                        help="probability an output holds ready low per cycle in the backpressure runs")
+    parser.add_argument("--cost", choices=("none", "synth", "pnr"), default="pnr",
+                        help="cost: none, yosys only, or yosys + nextpnr (default pnr)")
+    parser.add_argument("--cost-max-ports", type=int, default=16,
+                        help="synthesize Fred_m(P) only up to this P (microswitches always)")
+    parser.add_argument("--pnr-max-ports", type=int, default=16,
+                        help="place and route Fred_m(P) only up to this P")
+    parser.add_argument("--cache", type=Path, default=None, help="point cache (default build/characterize)")
+    parser.add_argument("--fresh", action="store_true", help="clear the cache first (make characterize)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="measure nothing; assemble the outputs from the cached points")
+    parser.add_argument("--output", type=Path, default=ROOT / "data" / "characterization.json")
+    parser.add_argument("--report", type=Path, default=ROOT / "docs" / "characterization.md")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="record a failing point as not measured and continue (default: stop)")
+
+
+def _command_line() -> str:
+    return "fred characterize " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["characterize"] \
+        else "fred characterize"
+
+
+def run(args) -> int:
+    from hdl.characterize.cost import cost_designs, measure_cost, tool_versions
+    from hdl.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
+    from hdl.characterize.report import build_document, write_json, write_report
+    from hdl.characterize.timing import measure_point
+
+    if args.length < 2:
+        raise FredError(f"--length must be >= 2 flits, got {args.length}")
+    if not 0.0 < args.backpressure < 1.0:
+        raise FredError(f"--backpressure must be in (0, 1), got {args.backpressure}")
+    grid = timing_grid(args.ports, args.middle, args.dtypes)
+    cache = args.cache or DEFAULT_CACHE
+    if args.fresh and cache.exists():
+        shutil.rmtree(cache)
+    started = time.time()
+    log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
+        (lambda *a: print(*a, flush=True))
+    not_measured = []
+    done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
+    for ports, middle, dtype in grid:
+        name = point_name(ports, middle, dtype)
+        if name in done or args.report_only:
+            continue
+        try:
+            point = measure_point(ports, middle, dtype, length=args.length,
+                                  backpressure=args.backpressure, log=log)
+        except Exception as exc:
+            if not args.keep_going:
+                raise
+            log(f"{name}: FAILED: {exc}")
+            not_measured.append({"what": f"timing {name}", "reason": f"failed: {str(exc).splitlines()[0]}",
+                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype}"})
+            continue
+        save_cached(cache, "timing", name, point)
+
+    designs = [d for d in cost_designs(args.ports, args.middle)
+               if d["kind"] != "switch" or d["ports"] <= args.cost_max_ports]
+    cost_done = {c["name"] for c in load_cached(cache, "cost")}
+    if args.cost != "none" and not args.report_only:
+        for design in designs:
+            if design["name"] in cost_done:
+                continue
+            pnr = args.cost == "pnr" and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports)
+            try:
+                record = measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr, log=log)
+            except Exception as exc:
+                if not args.keep_going:
+                    raise
+                log(f"cost {design['name']}: FAILED: {exc}")
+                continue
+            save_cached(cache, "cost", design["name"], record)
+
+    points = [p for p in load_cached(cache, "timing")
+              if (p["ports"], p["middle"], p["dtype"]) in set(grid)]
+    costs = sorted(load_cached(cache, "cost"), key=lambda c: (c["kind"] == "switch", c["ports"], c["middle"] or 0, c["name"]))
+    have = {point_name(p["ports"], p["middle"], p["dtype"]) for p in points}
+    for ports, middle, dtype in grid:
+        name = point_name(ports, middle, dtype)
+        if name not in have and not any(n["what"] == f"timing {name}" for n in not_measured):
+            not_measured.append({"what": f"timing {name}", "reason": "not run (time budget of this run)",
+                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype}"})
+    cost_have = {c["name"]: c for c in costs}
+    for design in cost_designs(args.ports, args.middle):
+        c = cost_have.get(design["name"])
+        cmd = (f"fred characterize --ports {design['ports']} --middle {design['middle']} --cost pnr"
+               if design["kind"] == "switch" else "fred characterize --cost pnr")
+        if c is None:
+            not_measured.append({"what": f"cost {design['name']}",
+                                 "reason": "not run: yosys/nextpnr time on this shared 2-core machine "
+                                           "(about 4 min per fp16x4 adder-bearing microswitch)",
+                                 "command": cmd})
+        elif c["fmax_mhz"] is None:
+            not_measured.append({"what": f"Fmax {design['name']}",
+                                 "reason": "place and route not run (time budget)", "command": cmd})
+    try:
+        from fred.toolchain import setup_verilator
+        major, minor = setup_verilator().version
+        tools = {"verilator": f"{major}.{minor:03d}"}
+    except Exception as exc:  # the document still records why
+        tools = {"verilator": f"unknown ({exc})"}
+    import amaranth
+    import cocotb
+    tools.update({"amaranth": amaranth.__version__, "cocotb": cocotb.__version__})
+    if costs:
+        tools.update(tool_versions())
+    document = build_document(
+        points, costs, command=_command_line(),
+        grid={"ports": list(args.ports), "middle": list(args.middle), "dtypes": list(args.dtypes),
+              "length": args.length, "backpressure": args.backpressure,
+              "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]},
+        not_measured=not_measured, tools=tools,
+        seconds=None if args.report_only else round(time.time() - started, 1))
+    write_json(document, args.output)
+    write_report(document, args.report, args.report.with_suffix(".png"))
+    from sysmodel.switch_timing import load_switch_timing
+    timing = load_switch_timing(args.output)   # the model must accept what we wrote
+    if args.json:
+        print_json({"output": str(args.output), "report": str(args.report), "switch": document["switch"],
+                    "points": len(points), "costs": len(costs), "not_measured": not_measured})
+    else:
+        print(f"wrote {args.output} ({len(points)} timing points, {len(costs)} cost records) and {args.report}")
+        print(f"system model reads: {timing}")
+    return 0
