@@ -16,7 +16,7 @@ from hdl.compiler.router import route
 from hdl.switch import ConfigError, FlitFormat, FredSwitch, FredSwitchTop
 from hdl.switch.config_checker import ConfigChecker
 from hdl.switch.modes import config_words, input_mode_layout, output_mode_layout
-from hdl.switch.timing import switch_latency, switch_stages
+from hdl.switch.timing import reduction_latency, switch_latency, switch_stages
 
 from switch_sim import run_streams
 
@@ -77,7 +77,8 @@ def test_stages_and_latency_properties():
     sw = FredSwitch(ports=8, middle=3, flit=FlitFormat(dtype="int32"))
     assert sw.stages == 5
     assert sw.latency == switch_latency(ports=8, middle=3, dtype="int32") == 3 * 2 + 2
-    assert FredSwitch(ports=4, middle=2, flit=FlitFormat(dtype="fp16")).latency == 2 * 7 + 1
+    fp16_adder = reduction_latency(dtype="fp16")
+    assert FredSwitch(ports=4, middle=2, flit=FlitFormat(dtype="fp16")).latency == 2 * (fp16_adder + 1) + 1
 
 
 @pytest.mark.parametrize("kwargs,message", [
