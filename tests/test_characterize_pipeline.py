@@ -110,3 +110,15 @@ def test_tiny_point_end_to_end():
         assert r["phase_switch"] == r["drain"] + r["select_copy"], r
         assert r["select_copy"] == point["config_words"] + 2, r
         assert 0 < r["drain"] <= point["latency_property"], r
+
+
+def test_loader_checks_the_optional_keys():
+    doc = json.loads(CHECKED_IN.read_text())
+    parse_characterization(doc)
+    bad = dict(doc, generated_by={"command": "fred characterize"})
+    with pytest.raises(FredError, match="generated_by"):
+        parse_characterization(bad)
+    with pytest.raises(FredError, match="'measurements' must be a list"):
+        parse_characterization(dict(doc, measurements={}))
+    minimal = {"schema": doc["schema"], "switch": doc["switch"]}
+    assert parse_characterization(minimal).first_flit_latency_cycles == doc["switch"]["first_flit_latency_cycles"]
