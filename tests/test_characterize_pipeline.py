@@ -122,3 +122,18 @@ def test_loader_checks_the_optional_keys():
         parse_characterization(dict(doc, measurements={}))
     minimal = {"schema": doc["schema"], "switch": doc["switch"]}
     assert parse_characterization(minimal).first_flit_latency_cycles == doc["switch"]["first_flit_latency_cycles"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--length", "1"], "--length must be >= 2"),
+    (["--backpressure", "1.5"], "--backpressure must be in"),
+    (["--ports", "6", "--report-only"], "power of two"),
+    (["--dtypes", "fp8", "--report-only"], "fp8"),
+])
+def test_cli_rejects_bad_input(argv, message, capsys, tmp_path):
+    from fred.cli import main
+    code = main(["characterize", *argv, "--cache", str(tmp_path), "--output", str(tmp_path / "c.json"),
+                 "--report", str(tmp_path / "c.md")])
+    assert code != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()

@@ -21,6 +21,7 @@ from fred.errors import FredError
 HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
 
 ROOT = Path(__file__).resolve().parents[2]
+ECP5_85F_LUTS = 83640   #: TRELLIS_COMB cells of an LFE5U-85F (nextpnr's utilisation report)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -46,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cost: none, yosys only, or yosys + nextpnr (default pnr)")
     parser.add_argument("--cost-max-ports", type=int, default=16,
                         help="synthesize Fred_m(P) only up to this P (microswitches always)")
-    parser.add_argument("--pnr-max-ports", type=int, default=16,
-                        help="place and route Fred_m(P) only up to this P")
+    parser.add_argument("--pnr-max-ports", type=int, default=8,
+                        help="place and route Fred_m(P) only up to this P (default 8: Fred_m(16) "
+                             "fp16 x 4 lanes does not fit an LFE5U-85F, see the report)")
     parser.add_argument("--cache", type=Path, default=None, help="point cache (default build/characterize)")
     parser.add_argument("--fresh", action="store_true", help="clear the cache first (make characterize)")
     parser.add_argument("--report-only", action="store_true",
@@ -66,7 +68,7 @@ def _command_line() -> str:
 def run(args) -> int:
     from hdl.characterize.cost import cost_designs, measure_cost, tool_versions
     from hdl.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
-    from hdl.characterize.report import build_document, write_json, write_report
+    from hdl.characterize.report import build_document, composed_cost, write_json, write_report
     from hdl.characterize.timing import measure_point
 
     if args.length < 2:
@@ -94,7 +96,7 @@ def run(args) -> int:
                 raise
             log(f"{name}: FAILED: {exc}")
             not_measured.append({"what": f"timing {name}", "reason": f"failed: {str(exc).splitlines()[0]}",
-                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype}"})
+                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"})
             continue
         save_cached(cache, "timing", name, point)
 
@@ -115,28 +117,35 @@ def run(args) -> int:
                 continue
             save_cached(cache, "cost", design["name"], record)
 
-    points = [p for p in load_cached(cache, "timing")
-              if (p["ports"], p["middle"], p["dtype"]) in set(grid)]
+    # every cached point goes into the outputs (a later run for one point adds to the rest)
+    points = load_cached(cache, "timing")
     costs = sorted(load_cached(cache, "cost"), key=lambda c: (c["kind"] == "switch", c["ports"], c["middle"] or 0, c["name"]))
     have = {point_name(p["ports"], p["middle"], p["dtype"]) for p in points}
     for ports, middle, dtype in grid:
         name = point_name(ports, middle, dtype)
         if name not in have and not any(n["what"] == f"timing {name}" for n in not_measured):
             not_measured.append({"what": f"timing {name}", "reason": "not run (time budget of this run)",
-                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype}"})
+                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"})
     cost_have = {c["name"]: c for c in costs}
     for design in cost_designs(args.ports, args.middle):
         c = cost_have.get(design["name"])
-        cmd = (f"fred characterize --ports {design['ports']} --middle {design['middle']} --cost pnr"
-               if design["kind"] == "switch" else "fred characterize --cost pnr")
+        cmd = (f"fred characterize --ports {design['ports']} --middle {design['middle']} --dtypes fp16 "
+               f"--cost pnr --pnr-max-ports {design['ports']}"
+               if design["kind"] == "switch" else "fred characterize --ports 4 --dtypes fp16 --cost pnr")
         if c is None:
             not_measured.append({"what": f"cost {design['name']}",
-                                 "reason": "not run: yosys/nextpnr time on this shared 2-core machine "
-                                           "(about 4 min per fp16x4 adder-bearing microswitch)",
+                                 "reason": "not run in this run's time: yosys + nextpnr take about 4 min "
+                                           "per fp16 x 4 adder on this shared 2-core machine",
                                  "command": cmd})
         elif c["fmax_mhz"] is None:
             not_measured.append({"what": f"Fmax {design['name']}",
                                  "reason": "place and route not run (time budget)", "command": cmd})
+        if design["kind"] == "switch" and (c is None or c["fmax_mhz"] is None):
+            estimate = composed_cost(cost_have, design["ports"], design["middle"])
+            if estimate and estimate["lut_equivalent"] > ECP5_85F_LUTS:
+                not_measured[-1]["reason"] += (
+                    f"; composed estimate {estimate['lut_equivalent']} LUT eq. exceeds the "
+                    f"{ECP5_85F_LUTS} LUT4 of the LFE5U-85F, so it cannot be placed on that device")
     try:
         from fred.toolchain import setup_verilator
         major, minor = setup_verilator().version
