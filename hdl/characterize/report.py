@@ -280,6 +280,25 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
             meas = measured.get(f"fred_switch_{k}")
             L.append(f"| {k} | {n['rd']} | {n['input']} | {n['output']} | {v['lut_equivalent']} | "
                      f"{v['ff']} | {meas['lut_equivalent'] if meas else 'not measured'} |")
+    L += ["", "## Run time", "",
+          "Measured wall-clock seconds of each point on the machine that produced this file "
+          "(shared 2-core machine; Verilog generation, Verilator -O0 build + simulation, VCD parse):", "",
+          "| point | Verilog | build + run | VCD | flits checked | transfers checked against the VCD |",
+          "|---|---|---|---|---|---|"]
+    total = 0.0
+    for p in sorted(doc["measurements"], key=lambda p: (p["ports"], p["middle"], p["dtype"])):
+        sec = p["seconds"]
+        total += sum(sec.values())
+        L.append(f"| P={p['ports']} m={p['middle']} {p['dtype']} | {sec['verilog']} | {sec['build_and_run']} | "
+                 f"{sec['vcd']} | {p['flits_checked']} | {p['vcd_checked_transfers']} |")
+    cost_total = sum(c["seconds"]["total"] for c in doc["cost"])
+    L += ["", f"Total measured: {total / 60:.1f} min of timing points and {cost_total / 60:.1f} min of "
+          "synthesis. `make characterize` runs the whole grid from scratch: 24 Verilator builds "
+          "(about 1.5-2 min at P = 4, 4 min at P = 8 and 10-15 min at P = 16 each on this machine) "
+          "and the synthesis of the microswitches and of Fred_m(P) (the RD microswitch, one fp16 x 4 "
+          "adder, took about 1 min of yosys and 3 min of nextpnr; Fred_m(8) holds 12 (m = 2) to 19 "
+          "(m = 3) adders and Fred_3(16) 65), i.e. several hours in all; every point is cached in `build/characterize/` as it completes, so an interrupted "
+          "run resumes where it stopped (without `--fresh`)."]
     if doc["not_measured"]:
         L += ["", "## Not measured", "", "| what | reason | command that measures it |", "|---|---|---|"]
         for n in doc["not_measured"]:
