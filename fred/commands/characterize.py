@@ -158,7 +158,9 @@ def run(args) -> int:
     if costs:
         tools.update(tool_versions())
     document = build_document(
-        points, costs, command=_command_line(),
+        points, costs, command=_command_line() + (
+            " (assembles the points cached in build/characterize/ by earlier measuring runs; each "
+            "point records its packet length and backpressure)" if args.report_only else ""),
         grid={"ports": list(args.ports), "middle": list(args.middle), "dtypes": list(args.dtypes),
               "length": args.length, "backpressure": args.backpressure,
               "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]},

@@ -66,6 +66,7 @@ def cost_designs(ports=(4, 8, 16), middles=(2, 3)) -> list[dict]:
     designs = [{"name": "rd_microswitch", "kind": "rd", "ports": 2, "middle": None},
                {"name": "input_microswitch_m2", "kind": "input", "ports": 2, "middle": 2},
                {"name": "input_microswitch_m3", "kind": "input", "ports": 2, "middle": 3},
+               {"name": "output_microswitch_m2", "kind": "output", "ports": 2, "middle": 2},
                {"name": "output_microswitch_m3", "kind": "output", "ports": 2, "middle": 3}]
     for p in sorted(ports):
         for m in sorted(middles):

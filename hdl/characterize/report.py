@@ -157,10 +157,17 @@ def _plot(doc: dict, png: Path) -> None:
         pts.sort()
         ax1.plot([p for p, _ in pts], [v for _, v in pts], marker="o" if m == 3 else "x",
                  linestyle="-" if m == 3 else "--", label=f"{dtype} m={m}")
+    for (dtype, m), pts in sorted(series.items()):
+        if dtype != "fp16":
+            continue
+        sw = sorted((s["ports"], s["phase_switch_cycles"]) for s in doc["summaries"]
+                    if s["dtype"] == dtype and s["middle"] == m and s["phase_switch_cycles"] is not None)
+        ax1.plot([p for p, _ in sw], [v for _, v in sw], linestyle=":", marker="s", markersize=4,
+                 label=f"phase switch {dtype} m={m}")
     ax1.set_xscale("log", base=2)
     ax1.set_xlabel("ports P")
-    ax1.set_ylabel("first-flit latency (cycles)")
-    ax1.set_title("Measured first-flit latency (no backpressure)")
+    ax1.set_ylabel("cycles")
+    ax1.set_title("Measured first-flit latency and phase switch (no backpressure)")
     ax1.legend(fontsize=8)
     ax1.grid(True, alpha=0.3)
     costs = [c for c in doc["cost"] if c["kind"] == "switch"]
