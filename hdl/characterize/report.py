@@ -308,7 +308,7 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
     if comp:
         L += ["", "Growth with P and m, composed from the measured microswitch costs (an estimate: "
               "r input + r output microswitches per level, m sub-networks, one RD per Fred_m(2); "
-              "no configuration memory; where Fred_m(P) itself was synthesized the two agree, see the "
+              "no configuration memory; compare with the synthesized Fred_m(P) in the "
               "last column). Fred_m(P) has m^(log2 P - 1) RD microswitches and "
               "I(P) = P/2 + m I(P/2) input (and as many output) microswitches; the adders (one per RD "
               "and per input microswitch) dominate. " + _growth(comp), "",
