@@ -60,6 +60,7 @@ synth: $(STAMP)
 clean:
 	rm -rf build sim_build .pytest_cache
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
 # Switch timings (Verilator, whole grid) and cost (yosys/nextpnr) -> data/characterization.json,
 # docs/characterization.md (+ .png). Long: see docs/characterization.md for the time it takes.
 characterize: $(STAMP)

