@@ -102,12 +102,13 @@ def run(args) -> int:
 
     designs = [d for d in cost_designs(args.ports, args.middle)
                if d["kind"] != "switch" or d["ports"] <= args.cost_max_ports]
-    cost_done = {c["name"] for c in load_cached(cache, "cost")}
+    cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
     if args.cost != "none" and not args.report_only:
         for design in designs:
-            if design["name"] in cost_done:
-                continue
             pnr = args.cost == "pnr" and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports)
+            cached = cost_done.get(design["name"])
+            if cached is not None and (cached["fmax_mhz"] is not None or not pnr):
+                continue   # cached, and place and route was done or is not asked for
             try:
                 record = measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr, log=log)
             except Exception as exc:
