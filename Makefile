@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router characterize
 
 all: test
 
@@ -60,3 +60,9 @@ synth: $(STAMP)
 clean:
 	rm -rf build sim_build .pytest_cache
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+# Switch timings (Verilator, whole grid) and cost (yosys/nextpnr) -> data/characterization.json,
+# docs/characterization.md (+ .png). Long: see docs/characterization.md for the time it takes.
+characterize: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,synth]'
+	$(FRED) characterize --fresh $(CHARACTERIZE_ARGS)

@@ -88,6 +88,10 @@ _FIELDS = {
 }
 
 
+#: Optional top-level lists written by ``fred characterize`` (docs/characterization-schema.md).
+_OPTIONAL_LISTS = ("measurements", "summaries", "cost", "not_measured")
+
+
 def default_characterization_path() -> Path:
     """``data/characterization.json`` at the repository root (next to ``sysmodel/``)."""
     return Path(__file__).resolve().parent.parent / "data" / "characterization.json"
@@ -139,4 +143,14 @@ def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
     for name in ("first_flit_latency_cycles", "phase_switch_cycles", "config_load_cycles"):
         if values[name] < 0:
             raise FredError(f"{source}: 'switch.{name}' must be >= 0, got {values[name]}")
+    # optional provenance/detail written by `fred characterize` (checked only when present)
+    generated = data.get("generated_by")
+    if generated is not None:
+        if not isinstance(generated, dict) or not all(
+                isinstance(generated.get(key), str) and generated.get(key) for key in ("command", "date")):
+            raise FredError(f"{source}: 'generated_by' must be an object with non-empty string "
+                            f"'command' and 'date'")
+    for key in _OPTIONAL_LISTS:
+        if key in data and not isinstance(data[key], list):
+            raise FredError(f"{source}: '{key}' must be a list, got {type(data[key]).__name__}")
     return SwitchTiming(**values, source=source)

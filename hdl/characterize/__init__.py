@@ -1,0 +1,9 @@
+"""Characterization of the FRED switch RTL (issue 6): measured timings and cost as data.
+
+* :mod:`.timing`: one Verilator build per (P, m, dtype), the ``bench_characterize`` cocotb bench
+  over every traffic class with and without backpressure, figures computed from the VCD and
+  cross-checked against the bench's monitors;
+* :mod:`.cost`: yosys ``synth_ecp5`` + nextpnr-ecp5 and generic ``synth`` cell counts;
+* :mod:`.report`: ``data/characterization.json`` (schema ``docs/characterization-schema.md``)
+  and ``docs/characterization.md`` with its plot.
+"""

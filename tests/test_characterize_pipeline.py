@@ -1,0 +1,139 @@
+"""The characterization pipeline: the checked-in JSON loads in the system model, the report
+builder and its figures on synthetic transfers, and (cocotb) one tiny P=4 point end to end
+with the VCD cross-check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fred.errors import FredError
+from hdl.characterize.grid import timing_grid
+from hdl.characterize.report import build_document, composed_cost, summarize_point
+from hdl.characterize.timing import figures
+from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing, parse_characterization
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKED_IN = ROOT / "data" / "characterization.json"
+
+
+def test_checked_in_json_loads_in_the_system_model():
+    timing = load_switch_timing(CHECKED_IN)
+    doc = json.loads(CHECKED_IN.read_text())
+    assert doc["schema"] == SCHEMA_ID
+    assert doc["generated_by"]["command"].startswith("fred characterize")
+    assert doc["generated_by"]["date"] and doc["generated_by"]["tools"]["verilator"]
+    src = doc["switch_source"]["point"]
+    ref = next(s for s in doc["summaries"] if (s["ports"], s["middle"], s["dtype"])
+               == (src["ports"], src["middle"], src["dtype"]))
+    assert timing.first_flit_latency_cycles == ref["first_flit_latency_cycles"]
+    assert timing.phase_switch_cycles == ref["phase_switch_cycles"]
+    # the RTL's latency is a property: the measurement must agree with it at every point
+    for s in doc["summaries"]:
+        assert s["first_flit_latency_cycles"] == s["latency_property"], s
+        assert s["throughput_flits_per_cycle_per_port"] == 1.0, s
+
+
+def _segment(**kw):
+    base = {"traffic": "unicast", "backpressure": 0.0, "phase": 0, "phases": 1, "length": 3,
+            "flows": [[[0], [1]]], "inputs": [0], "outputs": [1], "marks_in": [0, 0],
+            "marks_out": [0, 0], "config_index": 0, "config_words": 1, "loaded_rose": 3,
+            "select_index": 0, "select_raised": 4, "previous_phase": False, "drain_backpressure": 0.0}
+    base.update(kw)
+    return base
+
+
+def test_figures_from_transfers():
+    transfers = {"i__0": [10, 11, 12, 30, 31, 32], "i__1": [], "o__0": [], "o__1": [15, 16, 17, 36, 37, 39],
+                 "config": [2, 20], "phase": [6, 28]}
+    segs = [_segment(),
+            _segment(marks_in=[3, 0], marks_out=[0, 3], config_index=1, loaded_rose=22,
+                     select_index=1, select_raised=18, previous_phase=True)]
+    rows = figures(segs, transfers)
+    assert rows[0]["first_flit_latency_min"] == 5 and rows[0]["throughput_min"] == 1.0
+    assert rows[0]["config_load"] == 2 and rows[0]["phase_switch"] == 3
+    assert rows[1]["first_flit_latency_max"] == 6 and rows[1]["throughput_min"] == pytest.approx(2 / 3)
+    assert rows[1]["phase_switch"] == 11        # raised at 18, select at 28, open at 29
+    assert rows[1]["drain"] == 0                # the old output was done (17) before 18
+    transfers["o__1"] = transfers["o__1"][:-1]  # a lost flit is an error, not a figure
+    with pytest.raises(FredError, match="output 1 moved 2 of 3"):
+        figures(segs, transfers)
+
+
+def test_document_validates_and_refuses_nothing_measured():
+    with pytest.raises(FredError, match="no timing point"):
+        build_document([], [], command="x", grid={}, not_measured=[], tools={}, seconds=None)
+    doc = json.loads(CHECKED_IN.read_text())
+    point = doc["measurements"][0]
+    built = build_document([point], [], command="fred characterize", grid=doc["grid"],
+                           not_measured=[], tools={}, seconds=1.0)
+    parse_characterization(built)
+    assert summarize_point(point)["ports"] == point["ports"]
+
+
+def test_composed_cost_counts_microswitches():
+    unit = {"lut_equivalent": 1, "ff": 1, "generic_cells": 1}
+    costs = {"rd_microswitch": unit, "input_microswitch_m3": unit, "output_microswitch_m3": unit}
+    c = composed_cost(costs, 8, 3)
+    # Fred_3(8): 4 in + 3 x Fred_3(4) (2 in + 3 RD + 2 out) + 4 out
+    assert c["microswitches"] == {"rd": 9, "input": 10, "output": 10}
+    assert composed_cost({}, 8, 3) is None
+
+
+def test_grid_rejects_bad_points():
+    with pytest.raises(FredError, match="power of two"):
+        timing_grid((6,), (2,), ("fp16",))
+    with pytest.raises(FredError, match="fp8"):
+        timing_grid((4,), (2,), ("fp8",))
+    assert timing_grid((8, 4), (3, 2), ("int32", "fp16"))[0] == (4, 2, "fp16")
+
+
+@pytest.mark.cocotb
+def test_tiny_point_end_to_end():
+    """P=4 m=2 int32, short packets: builds with --trace, runs every traffic class with and
+    without backpressure, cross-checks every transfer against the VCD."""
+    from hdl.characterize.timing import measure_point
+    point = measure_point(4, 2, "int32", length=16, log=lambda *a: None)
+    rows = point["segments"]
+    assert {r["traffic"] for r in rows} == {"unicast", "multicast", "reduce", "all_reduce", "mix3d"}
+    assert point["vcd_checked_transfers"] > 0
+    for r in rows:
+        if r["backpressure"] == 0:
+            assert r["throughput_min"] == 1.0 and r["input_throughput_min"] == 1.0, r
+            assert r["first_flit_latency_min"] == r["first_flit_latency_max"] == point["latency_property"]
+        assert r["config_load"] == r["config_words"] + 1
+    switches = [r for r in rows[1:] if r["drain_backpressure"] == 0]
+    assert switches
+    for r in switches:   # drain (at most the pipeline) + the select copy of N + 2 cycles
+        assert r["phase_switch"] == r["drain"] + r["select_copy"], r
+        assert r["select_copy"] == point["config_words"] + 2, r
+        assert 0 < r["drain"] <= point["latency_property"], r
+
+
+def test_loader_checks_the_optional_keys():
+    doc = json.loads(CHECKED_IN.read_text())
+    parse_characterization(doc)
+    bad = dict(doc, generated_by={"command": "fred characterize"})
+    with pytest.raises(FredError, match="generated_by"):
+        parse_characterization(bad)
+    with pytest.raises(FredError, match="'measurements' must be a list"):
+        parse_characterization(dict(doc, measurements={}))
+    minimal = {"schema": doc["schema"], "switch": doc["switch"]}
+    assert parse_characterization(minimal).first_flit_latency_cycles == doc["switch"]["first_flit_latency_cycles"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--length", "1"], "--length must be >= 2"),
+    (["--backpressure", "1.5"], "--backpressure must be in"),
+    (["--ports", "6", "--report-only"], "power of two"),
+    (["--dtypes", "fp8", "--report-only"], "fp8"),
+])
+def test_cli_rejects_bad_input(argv, message, capsys, tmp_path):
+    from fred.cli import main
+    code = main(["characterize", *argv, "--cache", str(tmp_path), "--output", str(tmp_path / "c.json"),
+                 "--report", str(tmp_path / "c.md")])
+    assert code != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()
