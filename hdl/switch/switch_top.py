@@ -49,6 +49,9 @@ class FredSwitchTop(wiring.Component):
     def __init__(self, *, ports: int = 8, middle: int = 3, dtype: str = "fp16", lanes: int = 1,
                  phases: int = 4, tag_width: int = 8, word_width: int = DEFAULT_WORD_WIDTH,
                  reduction=None):
+        # Amaranth warns about an Elaboratable that is never elaborated, which is also what a
+        # rejected parameter leaves behind: stay silent until the parameters are validated.
+        self._MustUse__silence = True
         check_size(ports, middle)
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=tag_width)
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
@@ -57,6 +60,7 @@ class FredSwitchTop(wiring.Component):
         self._latency = switch_latency(ports=ports, middle=middle, dtype=self.flit.dtype,
                                        lanes=lanes, reduction=reduction)
         shape = self.flit.layout
+        self._MustUse__silence = False
         super().__init__({
             "i": In(stream.Signature(shape)).array(ports),
             "o": Out(stream.Signature(shape)).array(ports),
