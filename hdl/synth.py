@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fred.errors import FredError
 
-__all__ = ["DEVICE", "find_tool", "run_tool", "cell_counts", "tool_versions"]
+__all__ = ["DEVICE", "ToolTimeout", "find_tool", "run_tool", "cell_counts", "tool_versions"]
 
 #: nextpnr-ecp5 arguments for the LFE5U-85F in its 381-ball package.
 DEVICE = ["--85k", "--package", "CABGA381"]
@@ -32,6 +32,10 @@ def find_tool(name: str) -> str:
     return path
 
 
+class ToolTimeout(FredError):
+    """A tool step exceeded its time limit (the log so far is kept)."""
+
+
 def run_tool(command: list[str], log: Path, *, timeout: float | None = None) -> None:
     """Run one tool step in ``log``'s folder with its output in ``log``; raise with its tail."""
     with log.open("w") as handle:
@@ -39,7 +43,7 @@ def run_tool(command: list[str], log: Path, *, timeout: float | None = None) -> 
             result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
                                     cwd=log.parent, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise FredError(f"{Path(command[0]).name} exceeded {timeout:.0f} s (see {log})") from None
+            raise ToolTimeout(f"{Path(command[0]).name} exceeded {timeout:.0f} s (see {log})") from None
     if result.returncode:
         tail = log.read_text().splitlines()[-15:]
         raise FredError(f"{Path(command[0]).name} failed (see {log}):\n" + "\n".join(tail))

@@ -9,6 +9,7 @@ assembles the outputs from the cache without measuring anything).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -45,11 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="probability an output holds ready low per cycle in the backpressure runs")
     parser.add_argument("--cost", choices=("none", "synth", "pnr"), default="pnr",
                         help="cost: none, yosys only, or yosys + nextpnr (default pnr)")
-    parser.add_argument("--cost-max-ports", type=int, default=16,
-                        help="synthesize Fred_m(P) only up to this P (microswitches always)")
-    parser.add_argument("--pnr-max-ports", type=int, default=8,
-                        help="place and route Fred_m(P) only up to this P (default 8: Fred_m(16) "
-                             "fp16 x 4 lanes does not fit an LFE5U-85F, see the report)")
+    parser.add_argument("--cost-max-ports", type=int, default=8,
+                        help="synthesize Fred_m(P) only up to this P (microswitches always; default "
+                             "8: Fred_m(16) is composed from its parts, see the report)")
+    parser.add_argument("--pnr-max-ports", type=int, default=4,
+                        help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
+                             "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "
+                             "lanes does not fit an LFE5U-85F)")
+    parser.add_argument("--pnr-timeout", type=float, default=None,
+                        help="give up place and route of one design after this many seconds "
+                             "(recorded as not measured; default: no limit)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        help="points measured at once, each in its own process (default: CPU count)")
     parser.add_argument("--cache", type=Path, default=None, help="point cache (default build/characterize)")
     parser.add_argument("--fresh", action="store_true", help="clear the cache first (make characterize)")
     parser.add_argument("--report-only", action="store_true",
@@ -65,11 +73,57 @@ def _command_line() -> str:
         else "fred characterize"
 
 
+def _measure_point(ports, middle, dtype, length, backpressure):
+    from hdl.characterize.grid import point_name
+    from hdl.characterize.timing import measure_point
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)
+    return point_name(ports, middle, dtype), measure_point(ports, middle, dtype, length=length,
+                                                             backpressure=backpressure, log=log)
+
+
+def _measure_cost(design, cache, pnr, pnr_timeout):
+    from hdl.characterize.cost import measure_cost
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)
+    return design["name"], measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr,
+                                        pnr_timeout=pnr_timeout, log=log)
+
+
+def _run_tasks(tasks, jobs: int, log):
+    """Yield ``(index, (key, record) or the exception)`` for each task as it finishes.
+
+    With ``jobs`` > 1 each task runs in a worker process (the cocotb runner edits ``os.environ``
+    while it builds, so threads would race). The caller caches each result as soon as it is
+    yielded, so an interrupted run keeps every finished point.
+    """
+    if jobs == 1 or len(tasks) <= 1:
+        for index, (name, _, _, function, arguments) in enumerate(tasks):
+            started = time.time()
+            try:
+                outcome = function(*arguments)
+            except Exception as exc:
+                outcome = exc
+            log(f"{name}: {time.time() - started:.0f} s")
+            yield index, outcome
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    started = time.time()
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+        futures = {pool.submit(function, *arguments): index
+                   for index, (_, _, _, function, arguments) in enumerate(tasks)}
+        for finished, future in enumerate(as_completed(futures), 1):
+            try:
+                outcome = future.result()
+            except Exception as exc:
+                outcome = exc
+            log(f"{tasks[futures[future]][0]}: done ({finished}/{len(tasks)}, "
+                f"{time.time() - started:.0f} s into the run)")
+            yield futures[future], outcome
+
+
 def run(args) -> int:
-    from hdl.characterize.cost import cost_designs, measure_cost, tool_versions
+    from hdl.characterize.cost import cost_designs, tool_versions
     from hdl.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
     from hdl.characterize.report import build_document, composed_cost, write_json, write_report
-    from hdl.characterize.timing import measure_point
 
     if args.length < 2:
         raise FredError(f"--length must be >= 2 flits, got {args.length}")
@@ -83,40 +137,43 @@ def run(args) -> int:
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
         (lambda *a: print(*a, flush=True))
     not_measured = []
-    done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
-    for ports, middle, dtype in grid:
-        name = point_name(ports, middle, dtype)
-        if name in done or args.report_only:
-            continue
-        try:
-            point = measure_point(ports, middle, dtype, length=args.length,
-                                  backpressure=args.backpressure, log=log)
-        except Exception as exc:
-            if not args.keep_going:
-                raise
-            log(f"{name}: FAILED: {exc}")
-            not_measured.append({"what": f"timing {name}", "reason": f"failed: {str(exc).splitlines()[0]}",
-                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"})
-            continue
-        save_cached(cache, "timing", name, point)
-
-    designs = [d for d in cost_designs(args.ports, args.middle)
-               if d["kind"] != "switch" or d["ports"] <= args.cost_max_ports]
-    cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
-    if args.cost != "none" and not args.report_only:
-        for design in designs:
+    if args.jobs < 1:
+        raise FredError(f"--jobs must be >= 1, got {args.jobs}")
+    tasks = []   # (name, not-measured entry on failure, cache kind, function, arguments)
+    if not args.report_only:
+        done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
+        designs = [d for d in cost_designs(args.ports, args.middle)
+                   if d["kind"] != "switch" or d["ports"] <= args.cost_max_ports]
+        cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
+        # cost first: its designs are the longest single steps, so starting them early shortens
+        # the whole run when several jobs share the work
+        for design in designs if args.cost != "none" else ():
             pnr = args.cost == "pnr" and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports)
             cached = cost_done.get(design["name"])
             if cached is not None and (cached["fmax_mhz"] is not None or not pnr):
                 continue   # cached, and place and route was done or is not asked for
-            try:
-                record = measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr, log=log)
-            except Exception as exc:
-                if not args.keep_going:
-                    raise
-                log(f"cost {design['name']}: FAILED: {exc}")
+            tasks.append((f"cost {design['name']}", None, "cost", _measure_cost,
+                          (design, cache, pnr, args.pnr_timeout)))
+        for ports, middle, dtype in grid:
+            name = point_name(ports, middle, dtype)
+            if name in done:
                 continue
-            save_cached(cache, "cost", design["name"], record)
+            failed = {"what": f"timing {name}", "reason": None,
+                      "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"}
+            tasks.append((name, failed, "timing", _measure_point,
+                          (ports, middle, dtype, args.length, args.backpressure)))
+    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time")
+    for index, outcome in _run_tasks(tasks, args.jobs, log):
+        name, failed, kind, _, _ = tasks[index]
+        if isinstance(outcome, BaseException):
+            if not args.keep_going:
+                raise outcome
+            log(f"{name}: FAILED: {outcome}")
+            if failed is not None:
+                not_measured.append(dict(failed, reason=f"failed: {str(outcome).splitlines()[0]}"))
+            continue
+        key, record = outcome
+        save_cached(cache, kind, key, record)
 
     # every cached point goes into the outputs (a later run for one point adds to the rest)
     points = load_cached(cache, "timing")
@@ -139,8 +196,10 @@ def run(args) -> int:
                                            "per fp16 x 4 adder on this shared 2-core machine",
                                  "command": cmd})
         elif c["fmax_mhz"] is None:
-            not_measured.append({"what": f"Fmax {design['name']}",
-                                 "reason": "place and route not run (time budget)", "command": cmd})
+            skipped = c.get("fmax_note", "place and route not run") == "place and route not run"
+            reason = (f"place and route not run: this run placed Fred_m(P) only up to "
+                      f"P = {args.pnr_max_ports} (--pnr-max-ports)" if skipped else c["fmax_note"])
+            not_measured.append({"what": f"Fmax {design['name']}", "reason": reason, "command": cmd})
         if design["kind"] == "switch" and (c is None or c["fmax_mhz"] is None):
             estimate = composed_cost(cost_have, design["ports"], design["middle"])
             if estimate and estimate["lut_equivalent"] > ECP5_85F_LUTS:
