@@ -25,7 +25,7 @@ from sysmodel.strategy import factorisations, parse_strategy
 from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS, get_workload
 
-__all__ = ["PAPER_SPEEDUP", "run_evaluation", "sweep", "speedup_table", "implied_compute_scale",
+__all__ = ["PAPER_SPEEDUP", "run_evaluation", "sweep", "speedup_table", "implied_compute_scale", "calibrate",
            "microbenchmarks", "FRED_FABRICS"]
 
 FRED_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
@@ -43,14 +43,15 @@ def _progress(enabled: bool, text: str) -> None:
 
 
 def speedup_table(platform: Platform | None = None, *, progress: bool = False,
-                  workloads=WORKLOADS) -> tuple[dict, dict]:
-    """({fabric: {workload: speedup}}, {(workload, fabric): IterationResult})."""
+                  workloads=WORKLOADS, overlap: bool = True) -> tuple[dict, dict]:
+    """({fabric: {workload: speedup}}, {(workload, fabric): IterationResult}); ``overlap=False``
+    runs every iteration in the serialised mode (:func:`simulate_iteration`)."""
     platform = platform or default_platform()
     runs = {}
     for w in workloads:
         for fabric in ("mesh", *FRED_FABRICS):
             start = time.perf_counter()
-            runs[(w, fabric)] = simulate_iteration(platform, fabric, get_workload(w))
+            runs[(w, fabric)] = simulate_iteration(platform, fabric, get_workload(w), overlap=overlap)
             _progress(progress, f"  {w:16s} {fabric:7s} {runs[(w, fabric)].time_s:10.4f} s/iteration "
                                 f"({time.perf_counter() - start:.2f} s)")
     table = {f: {w: runs[(w, "mesh")].time_s / runs[(w, f)].time_s for w in workloads}
@@ -59,7 +60,8 @@ def speedup_table(platform: Platform | None = None, *, progress: bool = False,
 
 
 def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
-          samples_per_dp: int = SWEEP_SAMPLES_PER_DP, progress: bool = False) -> list[dict]:
+          samples_per_dp: int = SWEEP_SAMPLES_PER_DP, progress: bool = False,
+          overlap: bool = True) -> list[dict]:
     """Every MP x DP x PP factorisation of the NPU count, ranked by time per sample.
 
     Pipelines use max(the workload's microbatches, PP) microbatches (more if memory needs);
@@ -74,7 +76,7 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
         m = min(k for k in range(m, samples_per_dp + 1) if samples_per_dp % k == 0)
         try:
             r = simulate_iteration(platform, fabric, base.with_(microbatches=m), strategy,
-                                   samples_per_dp=samples_per_dp)
+                                   samples_per_dp=samples_per_dp, overlap=overlap)
             row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
                    "time_per_sample_s": r.time_s / (samples_per_dp * strategy.dp),
                    "microbatches": r.microbatches, **{f"{k}_s": v for k, v in r.breakdown.items()},
@@ -97,7 +99,8 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
 
 
 def implied_compute_scale(workload: str, fabric: str, target: float,
-                          platform: Platform | None = None, curve: tuple | None = None) -> float | None:
+                          platform: Platform | None = None, curve: tuple | None = None, *,
+                          overlap: bool = True) -> float | None:
     """Smallest factor k >= 1 (NPU compute k times faster) at which the model's speedup of
     ``fabric`` over the mesh reaches ``target``; None when no k up to 1e4 does.
 
@@ -111,7 +114,8 @@ def implied_compute_scale(workload: str, fabric: str, target: float,
     def speedup(k: float) -> float:
         p = platform.scaled(peak_tflops=platform.peak_tflops * k,
                             memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
-        return simulate_iteration(p, "mesh", w).time_s / simulate_iteration(p, fabric, w).time_s
+        return (simulate_iteration(p, "mesh", w, overlap=overlap).time_s
+                / simulate_iteration(p, fabric, w, overlap=overlap).time_s)
 
     scales, values = curve if curve else (COMPUTE_SCALES, [speedup(k) for k in COMPUTE_SCALES])
     if values[0] >= target:
@@ -132,7 +136,8 @@ def implied_compute_scale(workload: str, fabric: str, target: float,
 COMPUTE_SCALES = (1, 2, 4, 8, 16, 32, 64, 128, 1000, 10000)
 
 
-def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES) -> dict:
+def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES, *,
+                        overlap: bool = True) -> dict:
     """{workload: {fabric: [speedup at each compute scale]}, "scales": [...]} for Fred-C and
     Fred-D: how the
     speedup over the mesh grows as NPU compute (FLOPS and HBM bandwidth) gets faster."""
@@ -144,9 +149,9 @@ def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES)
         for k in scales:
             p = platform.scaled(peak_tflops=platform.peak_tflops * k,
                                 memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
-            mesh = simulate_iteration(p, "mesh", wl).time_s
+            mesh = simulate_iteration(p, "mesh", wl, overlap=overlap).time_s
             for f in curves:
-                curves[f].append(mesh / simulate_iteration(p, f, wl).time_s)
+                curves[f].append(mesh / simulate_iteration(p, f, wl, overlap=overlap).time_s)
         out[w] = curves
     return out
 
@@ -174,32 +179,41 @@ def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list
 
 
 def run_evaluation(output: str | Path | None = "results", *, progress: bool = True,
-                   platform: Platform | None = None, with_diagnostic: bool = True) -> dict:
-    """Everything ``fred eval`` reports; writes files into ``output`` unless it is None."""
+                   platform: Platform | None = None, with_diagnostic: bool = True,
+                   overlap: bool = True) -> dict:
+    """Everything ``fred eval`` reports; writes files into ``output`` unless it is None.
+
+    ``overlap`` chooses the headline's overlap policy (False: the serialised mode). The
+    diagnostic always covers both policies: for each, the compute speed-up each of the paper's
+    eight figures implies, and the spread between them (one global compute speed can only
+    reproduce the table if the eight agree)."""
     platform = platform or default_platform()
     start = time.perf_counter()
     _progress(progress, "[1/4] end-to-end iterations: 4 workloads x 5 fabrics")
-    table, runs = speedup_table(platform, progress=progress)
+    table, runs = speedup_table(platform, progress=progress, overlap=overlap)
     _progress(progress, "[2/4] collective microbenchmarks")
     micro = microbenchmarks(platform)
     _progress(progress, "[3/4] strategy sweeps (transformer-17b, transformer-1t on mesh and fred-d)")
     sweeps = {}
     for w in ("transformer-17b", "transformer-1t"):
         for fabric in ("mesh", "fred-d"):
-            sweeps[(w, fabric)] = sweep(w, fabric, platform, progress=progress)
+            sweeps[(w, fabric)] = sweep(w, fabric, platform, progress=progress, overlap=overlap)
     diagnostic, sensitivity = {}, {}
+    policies = {"overlap": True, "serialised": False}
     if with_diagnostic:
-        _progress(progress, "[4/4] sensitivity: speedup vs NPU compute speed (x1 .. x10000)")
-        sensitivity = compute_sensitivity(platform)
-        _progress(progress, "  diagnostic: compute speed-up that would reproduce the paper")
-        for fabric, targets in PAPER_SPEEDUP.items():
-            for w, target in targets.items():
-                curve = (sensitivity["scales"], sensitivity[w][fabric])
-                diagnostic.setdefault(fabric, {})[w] = implied_compute_scale(w, fabric, target, platform,
-                                                                             curve)
-                scale = diagnostic[fabric][w]
-                shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
-                _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
+        for policy, flag in policies.items():
+            _progress(progress, f"[4/4] sensitivity ({policy}): speedup vs NPU compute speed (x1 .. x10000)")
+            sensitivity[policy] = compute_sensitivity(platform, overlap=flag)
+            _progress(progress, f"  diagnostic ({policy}): compute speed-up that would reproduce the paper")
+            for fabric, targets in PAPER_SPEEDUP.items():
+                for w, target in targets.items():
+                    curve = (sensitivity[policy]["scales"], sensitivity[policy][w][fabric])
+                    scale = implied_compute_scale(w, fabric, target, platform, curve, overlap=flag)
+                    diagnostic.setdefault(policy, {}).setdefault(fabric, {})[w] = scale
+                    shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
+                    _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
+        diagnostic["spread"] = {policy: _spread(diagnostic[policy]) for policy in policies}
+    calibration = calibrate(platform, overlap=overlap, progress=progress) if with_diagnostic else None
     summary = {
         "speedup": table,
         "explanation": explain(table, runs),
@@ -208,7 +222,9 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         "microbenchmarks": micro,
         "sweep": {f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
         "sweep_summary": _sweep_summary(sweeps),
+        "overlap": "overlap" if overlap else "serialised",
         "implied_compute_scale": diagnostic,
+        "calibration": calibration,
         "compute_sensitivity": sensitivity,
         "platform": platform.to_dict(),
         "compiler": __import__("sysmodel.switch_routing", fromlist=["x"]).compiler_status(),
@@ -219,6 +235,45 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         _progress(progress, f"wrote {output}/ (speedup.csv, iterations.csv, microbenchmarks.csv, "
                             f"sweep_*.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
     return summary
+
+
+#: The one figure the calibration fits (ResNet-152 on Fred-C: pure DP, one all-reduce, no
+#: in-switch reduction, so it depends on the compute speed and the all-reduce bandwidth only).
+CALIBRATION_ANCHOR = ("resnet-152", "fred-c")
+
+
+def calibrate(platform: Platform | None = None, *, overlap: bool = True, progress: bool = False,
+              anchor=CALIBRATION_ANCHOR) -> dict:
+    """Fit ONE global compute speed-up on one paper figure and predict the other seven.
+
+    The factor k (peak FLOPS and HBM bandwidth x k) is the one that makes the model's
+    ``anchor`` speedup equal the paper's; the whole table is then recomputed at k and each
+    figure compared with the paper. This tests whether the paper's platform differs from the
+    documented one by a single compute constant; it never changes the headline table."""
+    platform = platform or default_platform()
+    workload, fabric = anchor
+    k = implied_compute_scale(workload, fabric, PAPER_SPEEDUP[fabric][workload], platform,
+                              overlap=overlap)
+    if k is None:
+        return {"anchor": f"{workload}/{fabric}", "scale": None, "speedup": None, "error": None,
+                "within_10pct": []}
+    fast = platform.scaled(peak_tflops=platform.peak_tflops * k,
+                           memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
+    _progress(progress, f"  calibration: compute x{k:.3g} fits {workload} on {fabric}; predicting the rest")
+    table, _ = speedup_table(fast, overlap=overlap)
+    error = {f: {w: table[f][w] / target - 1 for w, target in targets.items()}
+             for f, targets in PAPER_SPEEDUP.items()}
+    return {"anchor": f"{workload}/{fabric}", "scale": k, "speedup": table, "error": error,
+            "within_10pct": sorted(f"{w}/{f}" for f, per in error.items() for w, e in per.items()
+                                   if abs(e) <= 0.10)}
+
+
+def _spread(scales: dict) -> dict:
+    """How far the paper's eight figures are from implying one compute speed."""
+    found = [k for per in scales.values() for k in per.values() if k is not None]
+    unreachable = [f"{w}/{f}" for f, per in scales.items() for w, k in per.items() if k is None]
+    return {"min": min(found, default=None), "max": max(found, default=None),
+            "ratio": max(found) / min(found) if found else None, "unreachable": unreachable}
 
 
 def explain(table: dict, runs: dict) -> dict:
@@ -352,8 +407,10 @@ def _plots(out: Path, summary, runs, sweeps) -> None:
     if sens:
         fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(14, 3.8), sharey=True)
         for ax, wl in zip(axes, WORKLOADS):
-            for fabric in PAPER_SPEEDUP:
-                ax.plot(sens["scales"], sens[wl][fabric], marker="o", ms=3, label=fabric)
+            for policy, line in (("overlap", "-"), ("serialised", "-.")):
+                for fabric, colour in zip(PAPER_SPEEDUP, ("tab:blue", "tab:orange")):
+                    ax.plot(sens[policy]["scales"], sens[policy][wl][fabric], line, color=colour,
+                            marker="o", ms=3, label=f"{fabric} {policy}")
             for fabric, style in (("fred-c", ":"), ("fred-d", "--")):
                 ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8)
             ax.set_xscale("log")

@@ -44,7 +44,9 @@ class Platform:
     ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
     ``io_controllers``, ``io_gbps``, ``link_latency_ns``, ``mesh_rows``, ``mesh_cols``,
     ``mesh_link_gbps``, ``npus_per_l1``, ``variants`` (name -> :class:`FredVariant`),
-    ``bytes_per_element``, ``optimizer_bytes_per_param``, ``iterations``, ``switch``
+    ``bytes_per_element``, ``optimizer_bytes_per_param``, ``iterations``,
+    ``dp_bucket_elements`` and ``dp_overlap`` (ZeRO-2 gradient buckets and whether their
+    reduction overlaps the backward), ``switch``
     (:class:`SwitchTiming`), ``name``, ``description``.
     """
 
@@ -66,6 +68,8 @@ class Platform:
     bytes_per_element: int = 2
     optimizer_bytes_per_param: int = 12
     iterations: int = 2
+    dp_bucket_elements: float = 5e8
+    dp_overlap: bool = False
     switch: SwitchTiming = DEFAULT_SWITCH_TIMING
     name: str = "custom"
     description: str = ""
@@ -87,6 +91,9 @@ class Platform:
         _positive_int(self.iterations, "training.iterations")
         if self.optimizer_bytes_per_param < 0:
             raise FredError("training.optimizer_bytes_per_param must be >= 0")
+        _positive(self.dp_bucket_elements, "training.dp_bucket_elements")
+        if not isinstance(self.dp_overlap, bool):
+            raise FredError(f"training.dp_overlap must be true or false, got {self.dp_overlap!r}")
         if self.mesh_rows * self.mesh_cols != self.npus:
             raise FredError(f"mesh {self.mesh_rows}x{self.mesh_cols} has "
                             f"{self.mesh_rows * self.mesh_cols} NPUs but npu.count is {self.npus}")
@@ -164,9 +171,11 @@ _LAYOUT = {
     "fred": {"npus_per_l1": "npus_per_l1"},
     "training": {"bytes_per_element": "bytes_per_element",
                  "optimizer_bytes_per_param": "optimizer_bytes_per_param",
-                 "iterations": "iterations"},
+                 "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
+                 "dp_overlap": "dp_overlap"},
 }
-_OPTIONAL = {"bytes_per_element", "optimizer_bytes_per_param", "iterations"}
+_OPTIONAL = {"bytes_per_element", "optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
+             "dp_overlap"}
 
 
 def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming | None = None) -> Platform:

@@ -15,10 +15,13 @@ this symmetric placement), a graph of compute and communication tasks and runs i
 * **PP**: the activation (forward) or its gradient (backward) of each microbatch crosses
   each stage boundary as a multicast from MP rank 0 of one stage to the MP group of the
   next, for all DP replicas at once. Schedules: ``1f1b`` (default) or ``gpipe``.
-* **DP** (weight-stationary): each layer's gradient (FP16, /MP) is all-reduced over its DP
-  group as soon as the last microbatch's backward of that layer ends (ZeRO-2's
-  reduce-scatter + all-gather moves the same bytes as an all-reduce), on the DP channel,
-  overlapping the remaining backward; then the (sharded) optimizer step.
+* **DP** (weight-stationary): during the last microbatch's backward, gradients (FP16, /MP)
+  fill buckets of ``platform.dp_bucket_elements`` elements in backward order; each bucket is
+  all-reduced over its DP group when it is full (and the last, partial one when the
+  backward ends), on the DP channel (ZeRO-2's reduce-scatter + all-gather moves the same
+  bytes as an all-reduce). With ``platform.dp_overlap`` false (DeepSpeed's ZeRO-2 default)
+  the reduction blocks the stage's compute; with true it overlaps the remaining backward.
+  Then the (sharded) optimizer step.
 * **I/O** (weight-streaming): each layer's weights (MP shard) stream from the I/O
   controllers to the stage's DP group before its forward and again before its backward
   (one wafer-wide I/O-in channel; at most ``layers_on_wafer`` layers resident per stage,
@@ -198,8 +201,14 @@ def _schedule_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple[str,
 def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                        strategy: Strategy | None = None, *, schedule: str = "1f1b",
                        samples_per_dp: int | None = None,
-                       microbatches: int | None = None) -> IterationResult:
-    """Time of one training iteration of ``workload`` on ``fabric`` (see the module docstring)."""
+                       microbatches: int | None = None, overlap: bool = True) -> IterationResult:
+    """Time of one training iteration of ``workload`` on ``fabric`` (see the module docstring).
+
+    ``overlap=False`` is the serialised mode: every communication task blocks the compute unit
+    of the stage it belongs to (it starts after that stage's previous compute task and the next
+    one waits for it), so nothing overlaps compute: DP all-reduces, PP sends and weight
+    streams are all exposed. It brackets the paper's unknown overlap policy (see
+    docs/sysmodel.md); the default overlaps as a framework would."""
     strategy = strategy or workload.strategy
     strategy.check(platform.npus)
     if schedule not in SCHEDULES:
@@ -271,10 +280,11 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                                   nbytes, root=strategy.rank(0, dp, a)))
         return comm(out)
 
-    def dp_time(layer, stage) -> "CommTime":
-        if strategy.dp == 1 or layer.params == 0:
+    def dp_time(layers, stage) -> "CommTime":
+        """One gradient bucket (``layers``) reduced over every DP group of the stage."""
+        size = sum(BYTES * layer.params / _shard(layer, strategy.mp) for layer in layers)
+        if strategy.dp == 1 or size == 0:
             return CommTime(0.0)
-        size = BYTES * layer.params / _shard(layer, strategy.mp)
         return comm([Collective("all-reduce", g, size) for g in dp_of_stage[stage]])
 
     def io_time(layer, stage, op) -> "CommTime":
@@ -287,7 +297,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         size = mb * layer.in_bytes
         return comm([Collective(op, tuple(range(platform.npus)), size)])
 
-    eng = Engine()
+    eng = _StageEngine(blocking=not overlap)
     pp_fwd: dict = {}          # (stage boundary, micro) -> send task
     pp_bwd: dict = {}
     rep = {s: strategy.rank(0, 0, s) for s in range(strategy.pp)}
@@ -316,6 +326,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                     if kind == "B":
                         done_b[s] += 1
                     final_b = kind == "B" and done_b[s] == m
+                    bucket, bucket_elements = [], 0.0
                     for li in layer_ids:
                         layer = workload.layers[li]
                         t = eng.add(f"{kind}{i} s{s} {layer.name}", res(s, "compute"),
@@ -326,10 +337,18 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                             prev = eng.add(f"{kind}{i} s{s} {layer.name} mp", res(s, "mp"), d, [t],
                                            category="mp", npu=rep[s])
                         if final_b:
-                            d = dp_time(layer, s)
-                            if d > 0:
-                                eng.add(f"dp s{s} {layer.name}", res(s, "dp"), d, [t],
-                                        category="dp", npu=rep[s])
+                            # ZeRO-2 gradient buckets: reduced once full (or at the end of
+                            # the backward), blocking compute unless training.dp_overlap
+                            bucket.append(layer)
+                            bucket_elements += layer.params / _shard(layer, strategy.mp)
+                            if bucket_elements >= platform.dp_bucket_elements or li == layer_ids[-1]:
+                                d = dp_time(bucket, s)
+                                if d > 0:
+                                    names = bucket[0].name if len(bucket) == 1 else \
+                                        f"{bucket[0].name}..{bucket[-1].name}"
+                                    eng.add(f"dp s{s} {names}", res(s, "dp"), d, [t], category="dp",
+                                            npu=rep[s], block=not platform.dp_overlap)
+                                bucket, bucket_elements = [], 0.0
                     last = workload.layers[stages[s][-1] if kind == "F" else stages[s][0]]
                     if kind == "F" and s < strategy.pp - 1:
                         pp_fwd[(s, i)] = eng.add(f"F{i} s{s} send", res(s, "pp"),
@@ -367,6 +386,48 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                            tasks=len(eng.tasks), notes=notes)
 
 
+class _StageEngine(Engine):
+    """The engine, told which pipeline stage each task belongs to (``stage=``, else read from a
+    ``s<stage>.<kind>`` resource name). With ``blocking`` (``overlap=False``) a communication
+    task first waits for its stage's latest compute task, and the stage's next compute task
+    waits for every communication task added since: communication never overlaps compute
+    (although one stage's communication may overlap another stage's compute)."""
+
+    def __init__(self, *, blocking: bool):
+        super().__init__()
+        self.blocking = blocking
+        self._last_compute: dict[int, int] = {}
+        self._pending: dict[int, list[int]] = {}
+
+    def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
+        """``block``: this communication task blocks its stage's compute even when the engine
+        does not block every task (DeepSpeed's ZeRO-2 gradient reduction without
+        ``overlap_comm`` runs on the compute stream)."""
+        compute = resource.endswith(".compute")
+        blocking = self.blocking or block
+        if not (compute or blocking):
+            return super().add(name, resource, duration, deps, **kwargs)
+        if stage is None:
+            if not resource.startswith("s"):
+                raise FredError(f"internal: task {name} on {resource} has no stage")
+            stage = int(resource[1:].split(".")[0])
+        elif not resource.startswith("s"):
+            # the wafer-wide I/O channel gets one queue per stage, or stage s's stream (now
+            # waiting for s's compute) would hold up the other stages' streams behind it; the
+            # streams still share the controllers' links through their link loads
+            resource = f"s{stage}.{resource}"
+        deps = list(deps)
+        if compute:
+            deps += self._pending.pop(stage, [])
+            tid = super().add(name, resource, duration, deps, **kwargs)
+            self._last_compute[stage] = tid
+        else:
+            deps.append(self._last_compute.get(stage))
+            tid = super().add(name, resource, duration, deps, **kwargs)
+            self._pending.setdefault(stage, []).append(tid)
+        return tid
+
+
 def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, mp_time, pp_time,
                      io_time, spill_time, rep, res):
     """Weight streaming: layers in order, layer l on stage l % PP; a layer's weights load
@@ -379,26 +440,22 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
     done = {s: [] for s in range(pp)}   # per stage: task ending each of its layers (last mb)
 
     def run_pass(order, backward):
+        order = list(order)
         prev = {i: None for i in range(m)}
-        prev_stage = None
-        for li in order:
+        kind = "B" if backward else "F"
+        for position, li in enumerate(order):
             layer = workload.layers[li]
             s = stage_of[li]
             j = len(done[s])
             gate = done[s][j - keep] if j >= keep else None  # a free resident slot
-            kind = "B" if backward else "F"
             load = eng.add(f"load {kind} {layer.name}", "io.in", io_time(layer, s, "io-load"),
-                           [gate], category="io")
+                           [gate], category="io", stage=s)
             deps = [load]
             if backward and mem.offload:
                 deps.append(eng.add(f"unspill {layer.name}", "io.in", spill_time(layer, "io-read") * m,
-                                    [gate], category="io"))
-            if prev_stage is not None and prev_stage != s:  # hand-over between stages
-                nbytes = mb * (layer.in_bytes if not backward else workload.layers[li + 1].in_bytes)
-                for i in range(m):
-                    prev[i] = eng.add(f"{kind}{i} send to s{s}", res(prev_stage, "pp"),
-                                      pp_time(prev_stage, s, nbytes), [prev[i]],
-                                      category="pp", npu=rep[prev_stage])
+                                    [gate], category="io", stage=s))
+            following = order[position + 1] if position + 1 < len(order) else None
+            hand_over = following is not None and stage_of[following] != s
             for i in range(m):
                 t = eng.add(f"{kind}{i} {layer.name}", res(s, "compute"), compute_time(layer, backward),
                             [*deps, prev[i]], npu=rep[s])
@@ -407,12 +464,19 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
                                   category="mp", npu=rep[s]) if d > 0 else t
                 if mem.offload and not backward:
                     eng.add(f"spill {layer.name} {i}", "io.out", spill_time(layer, "io-write"),
-                            [t], category="io")
+                            [t], category="io", stage=s)
+                if hand_over:
+                    # each microbatch crosses to the next layer's stage as soon as it is done
+                    # (added here, in program order, so that the serialised mode blocks the
+                    # sender's next microbatch rather than its next layer)
+                    nbytes = mb * (workload.layers[following].in_bytes if not backward else layer.in_bytes)
+                    prev[i] = eng.add(f"{kind}{i} send to s{stage_of[following]}", res(s, "pp"),
+                                      pp_time(s, stage_of[following], nbytes), [prev[i]],
+                                      category="pp", npu=rep[s])
             done[s].append(prev[m - 1])
             if backward:
                 eng.add(f"store {layer.name}", "io.out", io_time(layer, s, "io-store"),
-                        [prev[m - 1]], category="io")
-            prev_stage = s
+                        [prev[m - 1]], category="io", stage=s)
 
     run_pass(range(n), backward=False)
     run_pass(reversed(range(n)), backward=True)

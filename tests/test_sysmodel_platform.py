@@ -37,6 +37,15 @@ def test_platform_errors_name_the_key(tmp_path):
         load_platform(_write(tmp_path, base.replace("compute_efficiency = 0.5", "compute_efficiency = 1.5")))
     with pytest.raises(FredError, match="does not exist"):
         load_platform(tmp_path / "missing.toml")
+    with pytest.raises(FredError, match="p.toml: training.dp_overlap must be true or false"):
+        load_platform(_write(tmp_path, base.replace("dp_overlap = false", 'dp_overlap = "no"')))
+    with pytest.raises(FredError, match="dp_bucket_elements must be a positive number"):
+        load_platform(_write(tmp_path, base.replace("dp_bucket_elements = 5e8", "dp_bucket_elements = -1")))
+
+
+def test_zero2_defaults_are_deepspeeds():
+    p = default_platform()
+    assert p.dp_bucket_elements == 5e8 and p.dp_overlap is False
 
 
 def test_switch_timing_defaults_and_file(tmp_path):

@@ -138,11 +138,32 @@ def test_gpipe_bubble_and_memory_vs_1f1b():
         simulate_iteration(P, "fred-d", w, s, schedule="zigzag")
 
 
-def test_dp_gradient_all_reduce_overlaps_backward():
-    """ResNet-152's per-layer gradient all-reduces hide behind the remaining backward."""
-    r = simulate_iteration(P, "mesh", get_workload("resnet-152"))
-    assert r.comm_busy["dp"] > 0
-    assert r.breakdown["dp"] < 0.2 * r.comm_busy["dp"]
+def test_dp_gradient_all_reduce_overlaps_backward_only_when_asked():
+    """DeepSpeed's ZeRO-2 default (one 5e8-element bucket, no overlap_comm): ResNet-152's
+    120 MB of gradients are reduced after the backward, fully exposed. With dp_overlap and
+    per-layer buckets (DDP-like), the all-reduces hide behind the remaining backward."""
+    w = get_workload("resnet-152")
+    blocking = simulate_iteration(P, "mesh", w)
+    dp_tasks = blocking.comm_busy["dp"]
+    assert dp_tasks > 0
+    assert blocking.breakdown["dp"] == pytest.approx(dp_tasks, rel=1e-9)
+    ddp = P.scaled(dp_overlap=True, dp_bucket_elements=1.0)
+    overlapped = simulate_iteration(ddp, "mesh", w)
+    assert overlapped.breakdown["dp"] < 0.2 * overlapped.comm_busy["dp"]
+    assert overlapped.time_s < blocking.time_s
+
+
+def test_dp_buckets_split_the_gradient():
+    """Smaller buckets mean more, smaller all-reduces carrying the same bytes (each is
+    latency-bound sooner), and the bucket size is validated."""
+    w = get_workload("transformer-17b")
+    one = simulate_iteration(P.scaled(dp_overlap=True), "fred-c", w)
+    many = simulate_iteration(P.scaled(dp_overlap=True, dp_bucket_elements=1e7), "fred-c", w)
+    assert many.comm_busy["dp"] > one.comm_busy["dp"]
+    with pytest.raises(FredError, match="dp_bucket_elements"):
+        P.scaled(dp_bucket_elements=0)
+    with pytest.raises(FredError, match="dp_overlap"):
+        P.scaled(dp_overlap="yes")
 
 
 def test_faster_compute_exposes_communication():
@@ -160,6 +181,79 @@ def test_weight_streaming_io_hotspot_reaches_paper_limit_when_io_bound():
     w = get_workload("transformer-1t")
     x = simulate_iteration(fast, "mesh", w).time_s / simulate_iteration(fast, "fred-d", w).time_s
     assert 1.1 < x < 128 * 18 / 1588 * 1.05
+
+
+# -- serialised mode (overlap=False) ------------------------------------------------------------
+def test_serialised_mode_exposes_every_communication_task():
+    """Single-stage DP: serialised, the iteration is compute + every gradient all-reduce, back
+    to back (none hidden), and it is slower than the overlapped iteration."""
+    fast = P.scaled(peak_tflops=P.peak_tflops * 16, memory_bandwidth_gbps=P.memory_bandwidth_gbps * 16,
+                    dp_overlap=True, dp_bucket_elements=1.0)
+    w = get_workload("resnet-152")
+    serial = simulate_iteration(fast, "mesh", w, overlap=False)
+    overlapped = simulate_iteration(fast, "mesh", w)
+    assert serial.breakdown["dp"] == pytest.approx(serial.comm_busy["dp"], rel=1e-9)
+    assert serial.time_s == pytest.approx(serial.breakdown["compute"] + serial.comm_busy["dp"], rel=1e-9)
+    assert serial.breakdown["bubble"] == pytest.approx(0.0, abs=1e-12)
+    assert overlapped.breakdown["dp"] < 0.6 * overlapped.comm_busy["dp"]
+    assert serial.time_s > overlapped.time_s
+
+
+@pytest.mark.parametrize("workload", ["transformer-17b", "gpt-3"])
+def test_serialised_mode_is_never_faster(workload):
+    """Pipelines and weight streaming: blocking communication can only lengthen the
+    iteration, and the breakdown still accounts for all of it."""
+    w = get_workload(workload)
+    for fabric in ("mesh", "fred-d"):
+        serial = simulate_iteration(P, fabric, w, overlap=False)
+        overlapped = simulate_iteration(P, fabric, w)
+        assert serial.time_s >= overlapped.time_s * (1 - 1e-9), fabric
+        assert sum(serial.breakdown.values()) == pytest.approx(serial.time_s, rel=1e-9)
+
+
+def test_serialised_engine_orders_communication_between_computes():
+    from sysmodel.training import _StageEngine
+    eng = _StageEngine(blocking=True)
+    a = eng.add("compute a", "s0.compute", 1.0)
+    c = eng.add("grad comm", "s0.dp", 5.0, [a], category="dp")
+    b = eng.add("compute b", "s0.compute", 1.0)          # no explicit dependency on the comm
+    load = eng.add("stream", "io.in", 2.0, category="io", stage=0)
+    d = eng.add("compute d", "s0.compute", 1.0)
+    sched = eng.run()
+    assert sched.tasks[b].start == pytest.approx(sched.tasks[c].end)
+    assert sched.tasks[load].start == pytest.approx(sched.tasks[b].end)
+    assert sched.tasks[d].start == pytest.approx(sched.tasks[load].end)
+    assert sched.tasks[load].resource == "s0.io.in"
+    with pytest.raises(FredError, match="no stage"):
+        eng.add("stream", "io.out", 1.0)
+    free = _StageEngine(blocking=False)
+    a = free.add("compute a", "s0.compute", 1.0)
+    c = free.add("grad comm", "s0.dp", 5.0, [a], category="dp")
+    b = free.add("compute b", "s0.compute", 1.0)
+    sched = free.run()
+    assert sched.tasks[b].start == pytest.approx(1.0) and sched.makespan == pytest.approx(6.0)
+
+
+def test_one_calibrated_compute_speed_predicts_half_the_paper():
+    """The diagnostic behind docs/sysmodel.md: fitting ONE global compute speed-up on
+    ResNet-152/Fred-C reproduces ResNet-152/Fred-D and GPT-3 (C and D) within 10 % too, but
+    over-predicts Transformer-17B and under-predicts Transformer-1T, so the paper's setup
+    differs from the documented platform by more than one compute constant."""
+    from sysmodel.evaluation import calibrate
+    cal = calibrate(P)
+    assert 15 < cal["scale"] < 30
+    assert cal["error"]["fred-c"]["resnet-152"] == pytest.approx(0.0, abs=0.01)   # the fit
+    assert set(cal["within_10pct"]) == {"resnet-152/fred-c", "resnet-152/fred-d",
+                                         "gpt-3/fred-c", "gpt-3/fred-d"}
+    for f in ("fred-c", "fred-d"):
+        assert cal["error"][f]["transformer-17b"] > 0.25
+        assert cal["error"][f]["transformer-1t"] < -0.20
+
+
+def test_spread_summarises_implied_scales():
+    from sysmodel.evaluation import _spread
+    spread = _spread({"fred-c": {"a": 2.0, "b": None}, "fred-d": {"a": 8.0}})
+    assert spread == {"min": 2.0, "max": 8.0, "ratio": 4.0, "unreachable": ["b/fred-c"]}
 
 
 # -- the speedup table ---------------------------------------------------------------------------
@@ -182,8 +276,8 @@ def test_speedup_table_shape_and_ordering(table):
 # compute dominates the iteration). A change in the mechanics moves these and must be
 # re-explained.
 MODEL_SPEEDUP = {
-    "fred-c": {"resnet-152": 1.000, "transformer-17b": 1.103, "gpt-3": 1.014, "transformer-1t": 1.000},
-    "fred-d": {"resnet-152": 1.000, "transformer-17b": 1.121, "gpt-3": 1.015, "transformer-1t": 1.000},
+    "fred-c": {"resnet-152": 1.032, "transformer-17b": 1.127, "gpt-3": 1.015, "transformer-1t": 1.000},
+    "fred-d": {"resnet-152": 1.049, "transformer-17b": 1.145, "gpt-3": 1.015, "transformer-1t": 1.000},
 }
 
 
@@ -205,7 +299,7 @@ def test_paper_speedups_reached_within_10pct_is_false_and_documented(table, fabr
 
 def test_paper_transformer_17b_reached_when_compute_is_faster():
     """The mechanism can produce the paper's figure: with NPU compute k times faster (the
-    implied factor `fred eval` reports, about 8x), Fred-D's Transformer-17B speedup is 1.87."""
+    implied factor `fred eval` reports, about 7x), Fred-D's Transformer-17B speedup is 1.87."""
     from sysmodel.evaluation import implied_compute_scale
     target = PAPER_SPEEDUP["fred-d"]["transformer-17b"]
     k = implied_compute_scale("transformer-17b", "fred-d", target, P)
@@ -249,6 +343,7 @@ def test_cli_sweep_errors():
     (["--workload", "gpt-3", "--fabric", "mesh", "--strategy", "MP3-DP3-PP2"], "18 NPUs but the wafer has 20"),
     (["--workload", "gpt-3", "--fabric", "mesh", "--strategy", "MP2xDP10"], "not of the form"),
     (["--workload", "gpt-3", "--fabric", "mesh", "--samples-per-dp", "0"], "--samples-per-dp"),
+    (["--workload", "gpt-3", "--fabric", "mesh", "--compute-scale", "-2"], "--compute-scale must be > 0"),
 ])
 def test_cli_sweep_rejects_bad_strategies(argv, message):
     proc = subprocess.run([sys.executable, "-m", "fred", "sweep", *argv], capture_output=True, text=True)
@@ -262,3 +357,21 @@ def test_cli_sweep_single_strategy_json():
     data = json.loads(proc.stdout)
     assert data["strategy"] == "MP5-DP2-PP2"
     assert sum(data["breakdown"].values()) == pytest.approx(data["time_s"])
+
+
+def test_cli_sweep_compute_scale_and_serialised_mode():
+    """--compute-scale K is the documented platform with K times the compute; --no-overlap is
+    the serialised mode; both reach simulate_iteration unchanged."""
+    def one(*extra):
+        proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "resnet-152",
+                               "--fabric", "mesh", "--strategy", "MP1-DP20-PP1", "--samples-per-dp", "16",
+                               "--json", *extra], capture_output=True, text=True, check=True)
+        return json.loads(proc.stdout)
+    fast = P.scaled(peak_tflops=P.peak_tflops * 8, memory_bandwidth_gbps=P.memory_bandwidth_gbps * 8,
+                    dp_overlap=True, dp_bucket_elements=1.0)
+    w = get_workload("resnet-152")
+    assert one("--compute-scale", "8")["time_s"] == pytest.approx(
+        simulate_iteration(P.scaled(peak_tflops=P.peak_tflops * 8,
+                                    memory_bandwidth_gbps=P.memory_bandwidth_gbps * 8), "mesh", w).time_s)
+    assert one("--no-overlap")["time_s"] == pytest.approx(simulate_iteration(P, "mesh", w, overlap=False).time_s)
+    assert simulate_iteration(fast, "mesh", w, overlap=False).time_s > simulate_iteration(fast, "mesh", w).time_s

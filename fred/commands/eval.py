@@ -15,6 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-diagnostic", action="store_true",
                         help="skip the implied-compute-scale diagnostic (faster)")
     parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
+    parser.add_argument("--compute-scale", type=float, default=1.0, metavar="K",
+                        help="NPU compute K times faster (peak FLOPS and HBM bandwidth x K; the "
+                             "diagnostic of docs/sysmodel.md; default 1)")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="serialised mode: communication never overlaps compute (brackets the "
+                             "paper's unstated overlap policy; docs/sysmodel.md)")
 
 
 def run(args) -> int:
@@ -22,12 +28,20 @@ def run(args) -> int:
     from sysmodel.platform import default_platform, load_platform
     from sysmodel.workloads import WORKLOADS
     platform = load_platform(args.platform) if args.platform else default_platform()
+    if not args.compute_scale > 0:
+        from fred.errors import FredError
+        raise FredError(f"--compute-scale must be > 0, got {args.compute_scale}")
+    if args.compute_scale != 1.0:
+        platform = platform.scaled(peak_tflops=platform.peak_tflops * args.compute_scale,
+                                   memory_bandwidth_gbps=platform.memory_bandwidth_gbps * args.compute_scale)
     summary = run_evaluation(None if args.no_files else args.output, progress=True,
-                             platform=platform, with_diagnostic=not args.no_diagnostic)
+                             platform=platform, with_diagnostic=not args.no_diagnostic,
+                             overlap=not args.no_overlap)
     if args.json:
         print_json({"speedup": summary["speedup"]})
         return 0
-    print("speedup over the 2D mesh (model; paper in brackets)")
+    mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
+    print(f"speedup over the 2D mesh (model, {mode}; paper in brackets)")
     print(f"{'workload':18s}" + "".join(f"{f:>16s}" for f in FRED_FABRICS))
     for w in WORKLOADS:
         cells = []
@@ -40,4 +54,20 @@ def run(args) -> int:
         print(f"  {w}: {summary['explanation'][w]['text']}")
     for key, s in summary["sweep_summary"].items():
         print(f"sweep {key}: {s}")
+    spread = summary["implied_compute_scale"].get("spread")
+    if spread:
+        print("compute speed-up each paper figure implies (one global value would need them equal):")
+        for policy, s in spread.items():
+            shown = f"x{s['min']:.3g} .. x{s['max']:.3g}" if s["min"] else "none reached"
+            missing = f"; never reached: {', '.join(s['unreachable'])}" if s["unreachable"] else ""
+            print(f"  {policy:10s} {shown}{missing}")
+    cal = summary.get("calibration")
+    if cal and cal["scale"]:
+        print(f"one compute factor fitted on {cal['anchor']} (x{cal['scale']:.3g}) predicts "
+              f"(paper in brackets):")
+        for w in WORKLOADS:
+            cells = [f"{cal['speedup'][f][w]:.2f} [{PAPER_SPEEDUP[f][w]:.2f}] {100 * cal['error'][f][w]:+.0f}%"
+                     for f in ("fred-c", "fred-d")]
+            print(f"  {w:18s} fred-c {cells[0]:>22s}   fred-d {cells[1]:>22s}")
+        print(f"  within 10 %: {', '.join(cal['within_10pct']) or 'none'}")
     return 0

@@ -22,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"),
                         help="pipeline schedule with --strategy (default 1f1b)")
     parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
+    parser.add_argument("--compute-scale", type=float, default=1.0, metavar="K",
+                        help="NPU compute K times faster (peak FLOPS and HBM bandwidth x K; the "
+                             "diagnostic of docs/sysmodel.md; default 1)")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="serialised mode: communication never overlaps compute (brackets the "
+                             "paper's unstated overlap policy; docs/sysmodel.md)")
 
 
 def run(args) -> int:
@@ -31,10 +37,15 @@ def run(args) -> int:
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     platform = load_platform(args.platform) if args.platform else default_platform()
+    if not args.compute_scale > 0:
+        raise FredError(f"--compute-scale must be > 0, got {args.compute_scale}")
+    if args.compute_scale != 1.0:
+        platform = platform.scaled(peak_tflops=platform.peak_tflops * args.compute_scale,
+                                   memory_bandwidth_gbps=platform.memory_bandwidth_gbps * args.compute_scale)
     if args.strategy:
         return _one(args, platform)
     rows = sweep(args.workload, args.fabric, platform, samples_per_dp=args.samples_per_dp,
-                 progress=not args.json)
+                 progress=not args.json, overlap=not args.no_overlap)
     if args.json:
         print_json({"workload": args.workload, "fabric": args.fabric,
                     "ranking": [{k: (None if isinstance(v, float) and math.isinf(v) else v)
@@ -58,11 +69,13 @@ def _one(args, platform) -> int:
     from sysmodel.workloads import get_workload
     strategy = parse_strategy(args.strategy)
     r = simulate_iteration(platform, args.fabric, get_workload(args.workload), strategy,
-                           schedule=args.schedule, samples_per_dp=args.samples_per_dp)
+                           schedule=args.schedule, samples_per_dp=args.samples_per_dp,
+                           overlap=not args.no_overlap)
     if args.json:
         print_json(r.to_dict())
         return 0
-    print(f"{args.workload} {strategy} on {args.fabric} ({args.schedule}, {r.microbatches} microbatches, "
+    mode = ", serialised" if args.no_overlap else ""
+    print(f"{args.workload} {strategy} on {args.fabric} ({args.schedule}{mode}, {r.microbatches} microbatches, "
           f"{args.samples_per_dp} samples per DP replica): {r.time_s:.6g} s per iteration")
     for name, value in r.breakdown.items():
         print(f"  {name:8s} {value:12.6g} s")
