@@ -137,3 +137,50 @@ def test_cli_rejects_bad_input(argv, message, capsys, tmp_path):
     assert code != 0
     assert message in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+
+
+def _square(x):
+    if x < 0:
+        raise ValueError(f"negative {x}")
+    return f"k{x}", {"value": x * x}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_run_tasks_yields_every_result_or_its_exception(jobs):
+    """`fred characterize --jobs N`: every task's result (or exception) comes back exactly once,
+    tagged with its index, whatever the order the workers finish in."""
+    from fred.commands.characterize import _run_tasks
+    tasks = [(f"t{x}", None, "timing", _square, (x,)) for x in (3, -1, 5, 2)]
+    lines = []
+    out = dict(_run_tasks(tasks, jobs, lines.append))
+    assert sorted(out) == [0, 1, 2, 3]
+    assert out[0] == ("k3", {"value": 9}) and out[2] == ("k5", {"value": 25})
+    assert isinstance(out[1], ValueError) and "negative -1" in str(out[1])
+    assert len(lines) == 4   # progress: one line per finished task
+
+
+def test_place_and_route_timeout_keeps_the_synthesis_figures(monkeypatch, tmp_path):
+    """A nextpnr run over --pnr-timeout is recorded (Fmax None, the reason in fmax_note), not
+    fatal, and the yosys figures survive."""
+    from hdl.characterize import cost
+    from hdl.synth import ToolTimeout
+
+    def run_tool(command, log, *, timeout=None):
+        if command[0] == "nextpnr":
+            raise ToolTimeout(f"nextpnr exceeded {timeout:.0f} s (see {log})")
+
+    monkeypatch.setattr(cost, "find_tool", lambda name: "nextpnr" if "nextpnr" in name else "yosys")
+    monkeypatch.setattr(cost, "run_tool", run_tool)
+    monkeypatch.setattr(cost, "cell_counts", lambda path, top: {"LUT4": 10, "CCU2C": 2, "TRELLIS_FF": 7})
+    design = next(d for d in cost.cost_designs((4,), (2,)) if d["name"] == "input_microswitch_m2")
+    record = cost.measure_cost(design, folder=tmp_path, pnr=True, pnr_timeout=5, log=lambda *a: None)
+    assert record["fmax_mhz"] is None
+    assert record["fmax_note"].startswith("place and route did not finish: nextpnr exceeded 5 s")
+    assert (record["lut_equivalent"], record["ff"]) == (14, 7)
+
+
+def test_cli_rejects_zero_jobs(capsys, tmp_path):
+    from fred.cli import main
+    code = main(["characterize", "--jobs", "0", "--cache", str(tmp_path), "--output", str(tmp_path / "c.json"),
+                 "--report", str(tmp_path / "c.md")])
+    assert code != 0 and "--jobs must be >= 1" in capsys.readouterr().err

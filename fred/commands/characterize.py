@@ -225,7 +225,8 @@ def run(args) -> int:
               "length": args.length, "backpressure": args.backpressure,
               "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]},
         not_measured=not_measured, tools=tools,
-        seconds=None if args.report_only else round(time.time() - started, 1))
+        seconds=None if args.report_only else round(time.time() - started, 1),
+        jobs=None if args.report_only else args.jobs)
     write_json(document, args.output)
     write_report(document, args.report, args.report.with_suffix(".png"))
     from sysmodel.switch_timing import load_switch_timing

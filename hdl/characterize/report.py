@@ -100,7 +100,8 @@ def composed_cost(costs: dict[str, dict], ports: int, middle: int) -> dict | Non
 
 
 def build_document(points: list[dict], costs: list[dict], *, command: str, grid: dict,
-                   not_measured: list[dict], tools: dict, seconds: float | None) -> dict:
+                   not_measured: list[dict], tools: dict, seconds: float | None,
+                   jobs: int | None = None) -> dict:
     if not points:
         raise FredError("no timing point was measured; refusing to write a characterization")
     summaries = [summarize_point(p) for p in points]
@@ -125,7 +126,7 @@ def build_document(points: list[dict], costs: list[dict], *, command: str, grid:
                              "flit_bytes": "the paper's 512 B flit; the RTL flit is lanes x dtype bits"},
         },
         "generated_by": {"command": command, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                         "tools": tools, "seconds": seconds},
+                         "tools": tools, "seconds": seconds, "jobs": jobs},
         "grid": grid,
         "summaries": summaries,
         "measurements": points,
@@ -334,13 +335,20 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
         L.append(f"| P={p['ports']} m={p['middle']} {p['dtype']} | {sec['verilog']} | {sec['build_and_run']} | "
                  f"{sec['vcd']} | {p['flits_checked']} | {p['vcd_checked_transfers']} |")
     cost_total = sum(c["seconds"]["total"] for c in doc["cost"])
-    L += ["", f"Total measured: {total / 60:.1f} min of timing points and {cost_total / 60:.1f} min of "
-          "synthesis. `make characterize` runs the whole grid from scratch: 24 Verilator builds "
-          "(about 1.5-2 min at P = 4, 4 min at P = 8 and 10-15 min at P = 16 each on this machine) "
-          "and the synthesis of the microswitches and of Fred_m(P) (the RD microswitch, one fp16 x 4 "
-          "adder, took about 1 min of yosys and 3 min of nextpnr; Fred_m(8) holds 12 (m = 2) to 19 "
-          "(m = 3) adders and Fred_3(16) 65), i.e. several hours in all; every point is cached in `build/characterize/` as it completes, so an interrupted "
-          "run resumes where it stopped (without `--fresh`)."]
+    slowest = sorted(doc["cost"], key=lambda c: -c["seconds"]["total"])[:1]
+    L += ["", f"Sum over points: {total / 60:.1f} min of timing points and {cost_total / 60:.1f} min of "
+          "synthesis and place and route"
+          + (f" (the longest, {slowest[0]['name']}, {slowest[0]['seconds']['total'] / 60:.1f} min)"
+             if slowest else "") + "."]
+    if g.get("seconds"):
+        L[-1] += (f" This file's run took {g['seconds'] / 60:.1f} min of wall-clock time from an empty "
+                  f"cache with {g.get('jobs') or 1} point(s) measured at once (`--jobs`, default: "
+                  "the CPU count).")
+    else:
+        L[-1] += (" This file was assembled from cached points (`--report-only`), so no single run's "
+                  "wall-clock time applies.")
+    L[-1] += (" Every point is cached in `build/characterize/` as it completes, so an interrupted "
+              "run resumes where it stopped (without `--fresh`).")
     if doc["not_measured"]:
         L += ["", "## Not measured", "", "| what | reason | command that measures it |", "|---|---|---|"]
         for n in doc["not_measured"]:
