@@ -412,11 +412,15 @@ def _plots(out: Path, summary, runs, sweeps) -> None:
                     ax.plot(sens[policy]["scales"], sens[policy][wl][fabric], line, color=colour,
                             marker="o", ms=3, label=f"{fabric} {policy}")
             for fabric, style in (("fred-c", ":"), ("fred-d", "--")):
-                ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8)
+                ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8,
+                           label=f"paper {fabric}")
+            cal = summary.get("calibration") or {}
+            if cal.get("scale"):
+                ax.axvline(cal["scale"], color="k", lw=0.6, label=f"fitted x{cal['scale']:.3g}")
             ax.set_xscale("log")
             ax.set_title(wl)
             ax.set_xlabel("NPU compute speed (x H100 at 50 %)")
-        axes[0].set_ylabel("speedup over mesh (gray: paper C dotted, D dashed)")
+        axes[0].set_ylabel("speedup over the mesh")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "sensitivity.png", dpi=120)
