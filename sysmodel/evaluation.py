@@ -112,8 +112,7 @@ def implied_compute_scale(workload: str, fabric: str, target: float,
     w = get_workload(workload)
 
     def speedup(k: float) -> float:
-        p = platform.scaled(peak_tflops=platform.peak_tflops * k,
-                            memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
+        p = platform.with_compute_scale(k)
         return (simulate_iteration(p, "mesh", w, overlap=overlap).time_s
                 / simulate_iteration(p, fabric, w, overlap=overlap).time_s)
 
@@ -147,8 +146,7 @@ def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES,
         wl = get_workload(w)
         curves = {f: [] for f in PAPER_SPEEDUP}  # the paper's fabrics only (keeps eval fast)
         for k in scales:
-            p = platform.scaled(peak_tflops=platform.peak_tflops * k,
-                                memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
+            p = platform.with_compute_scale(k)
             mesh = simulate_iteration(p, "mesh", wl, overlap=overlap).time_s
             for f in curves:
                 curves[f].append(mesh / simulate_iteration(p, f, wl, overlap=overlap).time_s)
@@ -257,8 +255,7 @@ def calibrate(platform: Platform | None = None, *, overlap: bool = True, progres
     if k is None:
         return {"anchor": f"{workload}/{fabric}", "scale": None, "speedup": None, "error": None,
                 "within_10pct": []}
-    fast = platform.scaled(peak_tflops=platform.peak_tflops * k,
-                           memory_bandwidth_gbps=platform.memory_bandwidth_gbps * k)
+    fast = platform.with_compute_scale(k)
     _progress(progress, f"  calibration: compute x{k:.3g} fits {workload} on {fabric}; predicting the rest")
     table, _ = speedup_table(fast, overlap=overlap)
     error = {f: {w: table[f][w] / target - 1 for w, target in targets.items()}

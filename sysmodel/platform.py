@@ -133,6 +133,16 @@ class Platform:
     def fabrics(self) -> tuple[str, ...]:
         return ("mesh", *sorted(self.variants))
 
+    def with_compute_scale(self, k: float) -> "Platform":
+        """NPU compute ``k`` times faster: peak FLOPS and HBM bandwidth both x ``k`` (the
+        what-if of ``--compute-scale`` and of the calibration in docs/sysmodel.md)."""
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
+            raise FredError(f"compute scale must be a positive number, got {k!r}")
+        if k == 1:
+            return self
+        return replace(self, peak_tflops=self.peak_tflops * k,
+                       memory_bandwidth_gbps=self.memory_bandwidth_gbps * k)
+
     def with_switch(self, switch: SwitchTiming) -> "Platform":
         return replace(self, switch=switch)
 

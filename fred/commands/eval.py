@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._model_options import add_model_arguments, model_platform
 
 HELP = "evaluate the four workloads on the mesh and Fred-A..D; write results/ (CSV, JSON, PNG)"
 
@@ -14,26 +15,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-files", action="store_true", help="print only; write nothing")
     parser.add_argument("--no-diagnostic", action="store_true",
                         help="skip the implied-compute-scale diagnostic (faster)")
-    parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
-    parser.add_argument("--compute-scale", type=float, default=1.0, metavar="K",
-                        help="NPU compute K times faster (peak FLOPS and HBM bandwidth x K; the "
-                             "diagnostic of docs/sysmodel.md; default 1)")
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="serialised mode: communication never overlaps compute (brackets the "
-                             "paper's unstated overlap policy; docs/sysmodel.md)")
+    add_model_arguments(parser)
 
 
 def run(args) -> int:
     from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP, run_evaluation
-    from sysmodel.platform import default_platform, load_platform
     from sysmodel.workloads import WORKLOADS
-    platform = load_platform(args.platform) if args.platform else default_platform()
-    if not args.compute_scale > 0:
-        from fred.errors import FredError
-        raise FredError(f"--compute-scale must be > 0, got {args.compute_scale}")
-    if args.compute_scale != 1.0:
-        platform = platform.scaled(peak_tflops=platform.peak_tflops * args.compute_scale,
-                                   memory_bandwidth_gbps=platform.memory_bandwidth_gbps * args.compute_scale)
+    platform = model_platform(args)
     summary = run_evaluation(None if args.no_files else args.output, progress=True,
                              platform=platform, with_diagnostic=not args.no_diagnostic,
                              overlap=not args.no_overlap)

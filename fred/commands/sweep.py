@@ -6,6 +6,7 @@ import argparse
 import math
 
 from fred.cli import print_json
+from fred.commands._model_options import add_model_arguments, model_platform
 
 HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
 
@@ -21,27 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evaluate only this MP<a>-DP<b>-PP<c> (with its breakdown) instead of all")
     parser.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"),
                         help="pipeline schedule with --strategy (default 1f1b)")
-    parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
-    parser.add_argument("--compute-scale", type=float, default=1.0, metavar="K",
-                        help="NPU compute K times faster (peak FLOPS and HBM bandwidth x K; the "
-                             "diagnostic of docs/sysmodel.md; default 1)")
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="serialised mode: communication never overlaps compute (brackets the "
-                             "paper's unstated overlap policy; docs/sysmodel.md)")
+    add_model_arguments(parser)
 
 
 def run(args) -> int:
     from sysmodel.evaluation import sweep
-    from sysmodel.platform import default_platform, load_platform
     from fred.errors import FredError
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
-    platform = load_platform(args.platform) if args.platform else default_platform()
-    if not args.compute_scale > 0:
-        raise FredError(f"--compute-scale must be > 0, got {args.compute_scale}")
-    if args.compute_scale != 1.0:
-        platform = platform.scaled(peak_tflops=platform.peak_tflops * args.compute_scale,
-                                   memory_bandwidth_gbps=platform.memory_bandwidth_gbps * args.compute_scale)
+    platform = model_platform(args)
     if args.strategy:
         return _one(args, platform)
     rows = sweep(args.workload, args.fabric, platform, samples_per_dp=args.samples_per_dp,
