@@ -26,7 +26,6 @@ tag_width``, ``length`` (flits per packet, default 128), ``backpressure`` (defau
 from __future__ import annotations
 
 import cocotb
-from cocotb.triggers import ReadOnly, RisingEdge
 
 from cocotb_tests.bench_switch import SwitchBench
 from cocotb_tests.lib import bench_params, metrics

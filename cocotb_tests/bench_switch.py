@@ -298,7 +298,6 @@ async def throughput_and_latency(dut):
 async def configuration_protocol(dut):
     """Load protocol: bad packets are rejected with the right error and leave the running phase
     intact; a select waits while flits are in flight and holds the inputs; unloaded slots fail."""
-    p = bench_params()
     bench = SwitchBench(dut, "config", idle=0.2, backpressure=0.2)
     await bench.start()
     P, m, K = bench.ports, bench.middle, bench.phases

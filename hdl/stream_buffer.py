@@ -7,7 +7,7 @@ does ``i.ready``, yet one transfer per cycle is sustained in steady state.
 
 from __future__ import annotations
 
-from amaranth import Elaboratable, Module, Shape, Signal
+from amaranth import Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -66,7 +66,6 @@ def figures(segments: list[dict], transfers: dict[str, list[int]]) -> list[dict]
     """Figures of every segment, computed from ``transfers`` (stream name -> transfer cycles)."""
     rows = []
     for k, seg in enumerate(segments):
-        nxt = segments[k + 1] if k + 1 < len(segments) else None
         length = seg["length"]
         first_in = {}
         in_rates = []

@@ -50,7 +50,7 @@ check proven, raises the lower bound to h, making the result provably optimal.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fred.errors import FredError
 from hdl.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, SwitchConfig,

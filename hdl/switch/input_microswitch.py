@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module
 from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream_buffer import StreamBuffer
-
 from .delay_line import BUFFER_LATENCY
 from .flit import FlitFormat
+from .microswitch_ports import buffer_output, gate_input
 from .modes import input_mode_layout
 from .reduce_path import ReducePath
 from .timing import reduction_latency
@@ -63,13 +62,8 @@ class InputMicroswitch(wiring.Component):
         fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=self.middle)
 
         # Disabled inputs are held at the port so that no flit enters and gets stuck inside.
-        for port, lane_in, enabled in ((self.in0, path.in0, mode.in0_en),
-                                       (self.in1, path.in1, mode.in1_en)):
-            m.d.comb += [
-                lane_in.valid.eq(port.valid & enabled),
-                lane_in.payload.eq(port.payload),
-                port.ready.eq(lane_in.ready & enabled),
-            ]
+        gate_input(m, self.in0, path.in0, mode.in0_en)
+        gate_input(m, self.in1, path.in1, mode.in1_en)
         m.d.comb += path.reduce.eq(mode.reduce)
         wiring.connect(m, path.lane0, fork.i[0])
         wiring.connect(m, path.lane1, fork.i[1])
@@ -82,9 +76,7 @@ class InputMicroswitch(wiring.Component):
                 fork.enable[k].eq(lane0_here | lane1_here),
                 fork.select[k].eq(~lane0_here),
             ]
-            buffer = m.submodules[f"wire{k}_buffer"] = StreamBuffer(self.flit.layout)
-            wiring.connect(m, fork.o[k], buffer.i)
-            wiring.connect(m, buffer.o, wiring.flipped(self.wire[k]))
-            busy.append(buffer.o.valid | ~buffer.i.ready)
+            busy.append(buffer_output(m, fork.o[k], self.wire[k], name=f"wire{k}_buffer",
+                                      layout=self.flit.layout))
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m

@@ -7,10 +7,9 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream_buffer import StreamBuffer
-
 from .delay_line import BUFFER_LATENCY
 from .flit import FlitFormat
+from .microswitch_ports import buffer_output
 from .modes import output_mode_layout
 from .select_fork import SelectFork
 
@@ -65,9 +64,6 @@ class OutputMicroswitch(wiring.Component):
         ]
         busy = [fork.busy]
         for j, port in enumerate((self.out0, self.out1)):
-            buffer = m.submodules[f"out{j}_buffer"] = StreamBuffer(self.flit.layout)
-            wiring.connect(m, fork.o[j], buffer.i)
-            wiring.connect(m, buffer.o, wiring.flipped(port))
-            busy.append(buffer.o.valid | ~buffer.i.ready)
+            busy.append(buffer_output(m, fork.o[j], port, name=f"out{j}_buffer", layout=self.flit.layout))
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m

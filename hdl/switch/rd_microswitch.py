@@ -7,10 +7,9 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream_buffer import StreamBuffer
-
 from .delay_line import BUFFER_LATENCY
 from .flit import FlitFormat
+from .microswitch_ports import gate_input, buffer_output
 from .modes import RD_IN0, RD_IN1, RD_MODE_LAYOUT, RD_SUM
 from .reduce_path import ReducePath
 from .timing import reduction_latency
@@ -64,12 +63,8 @@ class RDMicroswitch(wiring.Component):
 
         path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
         fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=2)
-        for port, lane_in, used in ((self.in0, path.in0, uses_in0), (self.in1, path.in1, uses_in1)):
-            m.d.comb += [
-                lane_in.valid.eq(port.valid & used),
-                lane_in.payload.eq(port.payload),
-                port.ready.eq(lane_in.ready & used),
-            ]
+        gate_input(m, self.in0, path.in0, uses_in0)
+        gate_input(m, self.in1, path.in1, uses_in1)
         m.d.comb += path.reduce.eq(reduce)
         wiring.connect(m, path.lane0, fork.i[0])  # in0, or the sum
         wiring.connect(m, path.lane1, fork.i[1])  # in1
@@ -80,9 +75,6 @@ class RDMicroswitch(wiring.Component):
                 fork.enable[j].eq(mode != 0),
                 fork.select[j].eq(mode == RD_IN1),
             ]
-            buffer = m.submodules[f"out{j}_buffer"] = StreamBuffer(self.flit.layout)
-            wiring.connect(m, fork.o[j], buffer.i)
-            wiring.connect(m, buffer.o, wiring.flipped(port))
-            busy.append(buffer.o.valid | ~buffer.i.ready)
+            busy.append(buffer_output(m, fork.o[j], port, name=f"out{j}_buffer", layout=self.flit.layout))
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m

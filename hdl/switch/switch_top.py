@@ -7,7 +7,6 @@ from amaranth.hdl import unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
 
 from .config_errors import ERROR_WIDTH
 from .config_memory import ConfigMemory, config_write_layout, phase_index_width
