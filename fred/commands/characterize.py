@@ -162,7 +162,9 @@ def run(args) -> int:
                       "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"}
             tasks.append((name, failed, "timing", _measure_point,
                           (ports, middle, dtype, args.length, args.backpressure)))
-    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time")
+    from cocotb_tests.lib.seeds import base_seed
+    seed = base_seed()   # fixed here (FRED_SEED, else random) so that every worker shares it
+    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}")
     for index, outcome in _run_tasks(tasks, args.jobs, log):
         name, failed, kind, _, _ = tasks[index]
         if isinstance(outcome, BaseException):
@@ -191,10 +193,11 @@ def run(args) -> int:
                f"--cost pnr --pnr-max-ports {design['ports']}"
                if design["kind"] == "switch" else "fred characterize --ports 4 --dtypes fp16 --cost pnr")
         if c is None:
-            not_measured.append({"what": f"cost {design['name']}",
-                                 "reason": "not run in this run's time: yosys + nextpnr take about 4 min "
-                                           "per fp16 x 4 adder on this shared 2-core machine",
-                                 "command": cmd})
+            beyond = design["kind"] == "switch" and design["ports"] > args.cost_max_ports
+            reason = (f"not synthesized: this run synthesized Fred_m(P) only up to P = "
+                      f"{args.cost_max_ports} (--cost-max-ports)" if beyond else
+                      "not synthesized in this run (--cost none, or it failed: see the log)")
+            not_measured.append({"what": f"cost {design['name']}", "reason": reason, "command": cmd})
         elif c["fmax_mhz"] is None:
             skipped = c.get("fmax_note", "place and route not run") == "place and route not run"
             reason = (f"place and route not run: this run placed Fred_m(P) only up to "
@@ -226,7 +229,7 @@ def run(args) -> int:
               "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]},
         not_measured=not_measured, tools=tools,
         seconds=None if args.report_only else round(time.time() - started, 1),
-        jobs=None if args.report_only else args.jobs)
+        jobs=None if args.report_only else args.jobs, seed=None if args.report_only else seed)
     write_json(document, args.output)
     write_report(document, args.report, args.report.with_suffix(".png"))
     from sysmodel.switch_timing import load_switch_timing

@@ -114,6 +114,7 @@ def figures(segments: list[dict], transfers: dict[str, list[int]]) -> list[dict]
 def measure_point(ports: int, middle: int, dtype: str, *, length: int = 128,
                   backpressure: float = 0.3, lanes: int = 1, log=print) -> dict:
     """Build, run, cross-check and reduce one (P, m, dtype) point. Raises on any failure."""
+    from cocotb_tests.lib.seeds import base_seed
     from cocotb_tests.runner import run_bench
     from hdl.designs import get_design
     from hdl.switch.modes import config_words
@@ -153,6 +154,8 @@ def measure_point(ports: int, middle: int, dtype: str, *, length: int = 128,
         "stages": switch_stages(ports), "latency_property": latency,
         "config_words": config_words(ports, middle), "packet_flits": length,
         "backpressure_probability": backpressure,
+        # the base seed of the random backpressure (FRED_SEED reproduces this point's figures)
+        "seed": base_seed(),
         "flits_checked": metrics.get("characterize_flits_received"),
         "vcd_checked_transfers": sum(len(v) for v in from_vcd.values()),
         "segments": rows,
