@@ -157,6 +157,29 @@ def test_run_tasks_yields_every_result_or_its_exception(jobs):
     assert out[0] == ("k3", {"value": 9}) and out[2] == ("k5", {"value": 25})
     assert isinstance(out[1], ValueError) and "negative -1" in str(out[1])
     assert len(lines) == 4   # progress: one line per finished task
+    if jobs > 1:
+        assert sum("FAILED" in line for line in lines) == 1
+
+
+def _slow(path):
+    import time
+    time.sleep(0.3)
+    Path(path).touch()
+    return Path(path).name, {}
+
+
+def test_run_tasks_stops_starting_points_when_the_caller_stops(tmp_path):
+    """Without --keep-going the first failure ends the run: points not yet started are
+    dropped rather than measured first (a grid takes tens of minutes)."""
+    from fred.commands.characterize import _run_tasks
+    tasks = [("fail", None, "timing", _square, (-1,))] + \
+            [(f"s{k}", None, "timing", _slow, (str(tmp_path / f"ran{k}"),)) for k in range(12)]
+    results = _run_tasks(tasks, 2, lambda *a: None)
+    index, outcome = next(results)
+    assert index == 0 and isinstance(outcome, ValueError)
+    results.close()   # what the caller's `raise` does to the generator
+    ran = len(list(tmp_path.glob("ran*")))
+    assert ran <= 4, f"{ran} of 12 points still ran after the failure"
 
 
 def test_place_and_route_timeout_keeps_the_synthesis_figures(monkeypatch, tmp_path):

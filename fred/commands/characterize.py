@@ -107,7 +107,8 @@ def _run_tasks(tasks, jobs: int, log):
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
     started = time.time()
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)))
+    try:
         futures = {pool.submit(function, *arguments): index
                    for index, (_, _, _, function, arguments) in enumerate(tasks)}
         for finished, future in enumerate(as_completed(futures), 1):
@@ -115,9 +116,14 @@ def _run_tasks(tasks, jobs: int, log):
                 outcome = future.result()
             except Exception as exc:
                 outcome = exc
-            log(f"{tasks[futures[future]][0]}: done ({finished}/{len(tasks)}, "
+            state = "FAILED" if isinstance(outcome, Exception) else "done"
+            log(f"{tasks[futures[future]][0]}: {state} ({finished}/{len(tasks)}, "
                 f"{time.time() - started:.0f} s into the run)")
             yield futures[future], outcome
+    finally:
+        # reached early when the caller stops at a failure: drop the points not started yet
+        # (the running ones finish in their workers) instead of measuring all of them first
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run(args) -> int:
