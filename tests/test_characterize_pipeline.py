@@ -163,7 +163,7 @@ def test_run_tasks_yields_every_result_or_its_exception(jobs):
 
 def _slow(path):
     import time
-    time.sleep(0.3)
+    time.sleep(1.0)
     Path(path).touch()
     return Path(path).name, {}
 
@@ -178,8 +178,10 @@ def test_run_tasks_stops_starting_points_when_the_caller_stops(tmp_path):
     index, outcome = next(results)
     assert index == 0 and isinstance(outcome, ValueError)
     results.close()   # what the caller's `raise` does to the generator
+    # the 2 running points and the executor's few pre-queued calls may still finish; the rest
+    # (at least half) must never start
     ran = len(list(tmp_path.glob("ran*")))
-    assert ran <= 4, f"{ran} of 12 points still ran after the failure"
+    assert ran <= 6, f"{ran} of 12 points still ran after the failure"
 
 
 def test_place_and_route_timeout_keeps_the_synthesis_figures(monkeypatch, tmp_path):
