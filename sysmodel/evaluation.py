@@ -211,7 +211,12 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
                     shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
                     _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
         diagnostic["spread"] = {policy: _spread(diagnostic[policy]) for policy in policies}
-    calibration = calibrate(platform, overlap=overlap, progress=progress) if with_diagnostic else None
+    calibration = None
+    if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
+        workload, fabric = CALIBRATION_ANCHOR
+        curve = sensitivity["overlap" if overlap else "serialised"]
+        calibration = calibrate(platform, overlap=overlap, progress=progress,
+                                curve=(curve["scales"], curve[workload][fabric]))
     summary = {
         "speedup": table,
         "explanation": explain(table, runs),
@@ -241,16 +246,17 @@ CALIBRATION_ANCHOR = ("resnet-152", "fred-c")
 
 
 def calibrate(platform: Platform | None = None, *, overlap: bool = True, progress: bool = False,
-              anchor=CALIBRATION_ANCHOR) -> dict:
+              anchor=CALIBRATION_ANCHOR, curve: tuple | None = None) -> dict:
     """Fit ONE global compute speed-up on one paper figure and predict the other seven.
 
     The factor k (peak FLOPS and HBM bandwidth x k) is the one that makes the model's
     ``anchor`` speedup equal the paper's; the whole table is then recomputed at k and each
     figure compared with the paper. This tests whether the paper's platform differs from the
-    documented one by a single compute constant; it never changes the headline table."""
+    documented one by a single compute constant; it never changes the headline table.
+    ``curve``: the anchor's (scales, speedups) from :func:`compute_sensitivity`, when known."""
     platform = platform or default_platform()
     workload, fabric = anchor
-    k = implied_compute_scale(workload, fabric, PAPER_SPEEDUP[fabric][workload], platform,
+    k = implied_compute_scale(workload, fabric, PAPER_SPEEDUP[fabric][workload], platform, curve,
                               overlap=overlap)
     if k is None:
         return {"anchor": f"{workload}/{fabric}", "scale": None, "speedup": None, "error": None,

@@ -280,12 +280,11 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                                   nbytes, root=strategy.rank(0, dp, a)))
         return comm(out)
 
-    def dp_time(layers, stage) -> "CommTime":
-        """One gradient bucket (``layers``) reduced over every DP group of the stage."""
-        size = sum(BYTES * layer.params / _shard(layer, strategy.mp) for layer in layers)
-        if strategy.dp == 1 or size == 0:
+    def dp_time(elements, stage) -> "CommTime":
+        """One gradient bucket of ``elements`` reduced over every DP group of the stage."""
+        if strategy.dp == 1 or elements == 0:
             return CommTime(0.0)
-        return comm([Collective("all-reduce", g, size) for g in dp_of_stage[stage]])
+        return comm([Collective("all-reduce", g, BYTES * elements) for g in dp_of_stage[stage]])
 
     def io_time(layer, stage, op) -> "CommTime":
         if layer.params == 0:
@@ -342,7 +341,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                             bucket.append(layer)
                             bucket_elements += layer.params / _shard(layer, strategy.mp)
                             if bucket_elements >= platform.dp_bucket_elements or li == layer_ids[-1]:
-                                d = dp_time(bucket, s)
+                                d = dp_time(bucket_elements, s)
                                 if d > 0:
                                     names = bucket[0].name if len(bucket) == 1 else \
                                         f"{bucket[0].name}..{bucket[-1].name}"
