@@ -176,6 +176,37 @@ def _all_modes(kind, middle):
     return modes
 
 
+def _rd_outputs(wires, rds):
+    """Brute-force model of the two RD microswitches of a Fred_2(4)-like core: ``wires[k]`` =
+    the (in0, in1) values (tuples of source ports, or None) reaching RD k. Returns each RD's
+    (out0, out1) values, or None if a configuration sums a missing operand or drops a value."""
+    sub_out = []
+    for (x0, x1), rd in zip(wires, rds):
+        sel = {0: None, 1: x0, 2: x1,
+               3: None if x0 is None or x1 is None else tuple(sorted(x0 + x1))}
+        if 3 in (rd.out0, rd.out1) and sel[3] is None:
+            return None  # a sum missing an operand
+        if (x0 is not None and not {1, 3} & {rd.out0, rd.out1}) or \
+                (x1 is not None and not {2, 3} & {rd.out0, rd.out1}):
+            return None  # a value lost in the RD microswitch
+        sub_out.append((sel[rd.out0], sel[rd.out1]))
+    return sub_out
+
+
+def _flow_set_of(outputs):
+    """The flow set output port values realise (value = tuple of source ports), as the sorted
+    ((inputs), (outputs)) key of ``_flow_sets``; None if nothing arrives or an input feeds two
+    different flows."""
+    groups = {}
+    for port, value in enumerate(outputs):
+        if value is not None:
+            groups.setdefault(value, []).append(port)
+    inputs = [p for key in groups for p in key]
+    if groups and len(inputs) == len(set(inputs)):
+        return tuple(sorted((k, tuple(v)) for k, v in groups.items()))
+    return None
+
+
 def _flow_sets(ports):
     """Every set of flows on ``ports`` ports with disjoint inputs and disjoint outputs."""
     owners = list(itertools.product(range(ports + 1), repeat=ports))  # 0 = idle, else flow id
@@ -218,19 +249,8 @@ def test_model_complete_fred2_4_bruteforce():
                     wires[mode.in0_wire][u] = a
                 if mode.in1_en:
                     wires[mode.in1_wire][u] = b
-        sub_out, ok = [], True
-        for k, rd in enumerate((r0, r1)):
-            x0, x1 = wires[k]
-            sel = {0: None, 1: x0, 2: x1,
-                   3: None if x0 is None or x1 is None else tuple(sorted(x0 + x1))}
-            if 3 in (rd.out0, rd.out1) and sel[3] is None:
-                ok = False  # a sum missing an operand
-            used0 = {1, 3} & {rd.out0, rd.out1}
-            used1 = {2, 3} & {rd.out0, rd.out1}
-            if (x0 is not None and not used0) or (x1 is not None and not used1):
-                ok = False  # a value lost in the RD microswitch
-            sub_out.append((sel[rd.out0], sel[rd.out1]))
-        if not ok:
+        sub_out = _rd_outputs(wires, (r0, r1))
+        if sub_out is None:
             continue
         for choice in itertools.product((None, 0, 1), repeat=4):  # wire taken by each port
             outputs = [None if choice[p] is None else sub_out[choice[p]][p // 2] for p in range(4)]
@@ -238,13 +258,9 @@ def test_model_complete_fred2_4_bruteforce():
                        for k in range(2) for v in range(2))
             if lost:
                 continue
-            groups = {}
-            for port, value in enumerate(outputs):
-                if value is not None:
-                    groups.setdefault(value, []).append(port)
-            inputs = [p for key in groups for p in key]
-            if groups and len(inputs) == len(set(inputs)):
-                realisable.add(tuple(sorted((k, tuple(v)) for k, v in groups.items())))
+            flow_set = _flow_set_of(outputs)
+            if flow_set is not None:
+                realisable.add(flow_set)
     router = Router(ports=ports, middle=middle)
     routed = set()
     for key in _flow_sets(ports):
@@ -362,18 +378,8 @@ def test_model_complete_fred2_3_bruteforce():
                 wires[i0.in1_wire][0] = (1,)
         if dm_en:
             wires[dm_wire][1] = (2,)
-        sub_out, ok = [], True
-        for k, rd in enumerate((r0, r1)):
-            x0, x1 = wires[k]
-            sel = {0: None, 1: x0, 2: x1,
-                   3: None if x0 is None or x1 is None else tuple(sorted(x0 + x1))}
-            if 3 in (rd.out0, rd.out1) and sel[3] is None:
-                ok = False
-            if (x0 is not None and not {1, 3} & {rd.out0, rd.out1}) or \
-                    (x1 is not None and not {2, 3} & {rd.out0, rd.out1}):
-                ok = False
-            sub_out.append((sel[rd.out0], sel[rd.out1]))
-        if not ok:
+        sub_out = _rd_outputs(wires, (r0, r1))
+        if sub_out is None:
             continue
         for choice in itertools.product((None, 0, 1), repeat=3):  # ports 0, 1 via out[0]; 2 via mux
             outputs = [None if choice[p] is None else sub_out[choice[p]][0 if p < 2 else 1]
@@ -381,13 +387,9 @@ def test_model_complete_fred2_3_bruteforce():
             if any(sub_out[k][0] is not None and k not in choice[:2] for k in range(2)) or \
                     any(sub_out[k][1] is not None and k != choice[2] for k in range(2)):
                 continue
-            groups = {}
-            for port, value in enumerate(outputs):
-                if value is not None:
-                    groups.setdefault(value, []).append(port)
-            inputs = [p for key in groups for p in key]
-            if groups and len(inputs) == len(set(inputs)):
-                realisable.add(tuple(sorted((k, tuple(v)) for k, v in groups.items())))
+            flow_set = _flow_set_of(outputs)
+            if flow_set is not None:
+                realisable.add(flow_set)
     router = Router(ports=3, middle=2)
     routed = set()
     for key in _flow_sets(3):
