@@ -15,7 +15,7 @@ help:
 	@echo "make test       install into .venv if needed, run the whole default suite"
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
-	@echo "make lint       Verilator --lint-only on build/*.v (waivers: hdl/lint_waivers.vlt)"
+	@echo "make lint       Verilator --lint-only on build/*.v (waivers: cocotb_tests/lint_waivers.vlt)"
 	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
 	@echo "make bench-sysmodel  system-model speed figures"
 	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra)"
@@ -41,7 +41,7 @@ verilog: $(STAMP)
 	$(FRED) verilog --all -o build
 
 lint: verilog
-	$(PY) -m hdl.lint build/*.v
+	$(PY) -m cocotb_tests.lint build/*.v
 
 eval: $(STAMP)
 	$(FRED) eval --output results

@@ -1,9 +1,9 @@
 """cocotb bench for ``fred_switch`` (:class:`hdl.switch.FredSwitchTop`) under Verilator.
 
-Every phase is routed by the compiler (``hdl.compiler.router.route``), loaded through the
+Every phase is routed by the compiler (``hdl.base.compiler.router.route``), loaded through the
 configuration port into one of the K slots, selected, and then driven with tagged packets on
 every input of every flow. Each output flit is predicted bit for bit by the functional model
-(``hdl.compiler.functional.simulate`` for the data; ``symbolic`` for the framing: a sum carries
+(``hdl.base.compiler.functional.simulate`` for the data; ``symbolic`` for the framing: a sum carries
 the framing of its in0 operand, i.e. of the leftmost leaf of its addition tree) and checked by a
 :class:`TaggedScoreboard` keyed on (phase round, flit sequence number): loss, duplication,
 corruption and misrouting are all caught; the watchdog fails the test on a deadlock.
@@ -24,12 +24,12 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from cocotb_tests.lib import StreamHarness, TaggedScoreboard, bench_params, metrics, seeded_rng
-from hdl.compiler.encoding import InputMode, SwitchConfig
-from hdl.compiler.flows import Flow
-from hdl.compiler.functional import simulate, symbolic
-from hdl.compiler.router import route
-from hdl.switch.config_errors import ConfigError
-from hdl.switch.flit import FlitFormat
+from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH, InputMode, RDMode, SwitchConfig
+from hdl.base.compiler.flows import Flow
+from hdl.base.compiler.functional import simulate, symbolic
+from hdl.base.compiler.router import route
+from hdl.base.config_port import ConfigError, config_word_layout
+from hdl.base.flit import FlitFormat
 
 WATCHDOG_CYCLES = 3000
 
@@ -62,6 +62,7 @@ class SwitchBench:
         self.drivers = [h.driver(f"i__{n}", idle=self._idle_gen()) for n in range(self.ports)]
         self.sinks = [h.sink(f"o__{n}", backpressure=self._backpressure_gen(),
                              on_transfer=self._observer(n)) for n in range(self.ports)]
+        self.config_word = config_word_layout(self.phases)
         self.config = h.driver("config")
         self.phase = h.driver("phase")
         h.outstanding = lambda: (sum(d.pending for d in self.drivers) + self.scoreboard.outstanding
@@ -79,11 +80,11 @@ class SwitchBench:
             yield self.stall or self.rng.random() < self.backpressure
 
     def _observer(self, port):
-        data_width = self.fmt.data_width
+        flit = self.fmt.fields
         seq_mask = (1 << self.seq_bits) - 1
 
         def observe(cycle, word):
-            seq = (word >> (data_width + 1)) & seq_mask
+            seq = flit.get(word, "tag") & seq_mask
             self.scoreboard.observe(port, (self.round, seq), word)
         return observe
 
@@ -94,7 +95,8 @@ class SwitchBench:
     def config_packet(self, words, slot, *, last_at=None):
         """Payload ints of a configuration packet (``last`` on word ``last_at``, default the final)."""
         last_at = len(words) - 1 if last_at is None else last_at
-        return [w | (int(i == last_at) << 32) | (slot << 33) for i, w in enumerate(words)]
+        return [self.config_word.pack(data=w, last=i == last_at, phase=slot)
+                for i, w in enumerate(words)]
 
     async def load(self, config: SwitchConfig, slot: int):
         self.config.send_all(self.config_packet(config.encode(), slot))
@@ -332,19 +334,20 @@ async def configuration_protocol(dut):
     # (input mode) or sum on one RD output while passing an input on the other
     first = good.slots[0]
     if first.kind == "input":
-        illegal = InputMode(True, 0, True, 1, False).pack(m) | (1 << (first.width - 1))
+        illegal = InputMode.layout(m).pack(in0_en=1, in0_wire=0, in1_en=1, in1_wire=1, reduce=1)
     else:
-        illegal = 3 | (1 << 2)
+        illegal = RDMode.layout(m).pack(out0=3, out1=1)
     value = good.to_int() & ~(((1 << first.width) - 1) << first.offset) | (illegal << first.offset)
-    bad_words = [(value >> (32 * i)) & 0xFFFFFFFF for i in range(len(words))]
+    word_mask = (1 << DEFAULT_WORD_WIDTH) - 1
+    bad_words = [(value >> (DEFAULT_WORD_WIDTH * i)) & word_mask for i in range(len(words))]
     await bad_packet(bench.config_packet(bad_words, 1), ConfigError.ILLEGAL_MODE)
     # non-zero padding bits
-    if good.bit_width % 32:
-        padded = words[:-1] + [words[-1] | (1 << 31)]
+    if good.bit_width % DEFAULT_WORD_WIDTH:
+        padded = words[:-1] + [words[-1] | (1 << (DEFAULT_WORD_WIDTH - 1))]
         await bad_packet(bench.config_packet(padded, 1), ConfigError.ILLEGAL_MODE)
     # a phase field out of range (only representable when K is not a power of two)
     if K & (K - 1):
-        await bad_packet([w | (1 << 32) | ((K) << 33) for w in words[-1:]], ConfigError.BAD_PHASE)
+        await bad_packet([bench.config_word.pack(data=words[-1], last=1, phase=K)], ConfigError.BAD_PHASE)
     # slot 1 was never loaded successfully: selecting it fails and slot 0 stays active
     await bench.drain()
     bench.phase.send(1)

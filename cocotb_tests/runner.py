@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fred.errors import FredError
-from fred.toolchain import setup_verilator
+from hdl.base.errors import FredError
+from cocotb_tests.toolchain import setup_verilator
 
 __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut"]
 

@@ -8,6 +8,6 @@ The work lives in three packages:
 
 This package only holds what all of them share: the ``fred`` command line
 (:mod:`fred.cli`, one module per subcommand in :mod:`fred.commands`), the error
-type for bad input (:mod:`fred.errors`) and the Verilator locator
-(:mod:`fred.toolchain`).
+type for bad input (:mod:`hdl.base.errors`) and the Verilator locator
+(:mod:`cocotb_tests.toolchain`).
 """

@@ -4,6 +4,10 @@ Each :class:`Design` names its Verilog top module, its parameters (each a
 command-line option ``--<name>`` of ``fred verilog``) and a factory that imports its
 module lazily, so that listing designs stays cheap. To add a design, add one entry to
 :data:`DESIGNS`; ``make verilog`` writes every design with its default parameters.
+
+This registry is the one place that holds design defaults: the components themselves take
+every parameter explicitly (keyword-only), and element formats are the names of
+``hdl.base.dtypes.DTYPES``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fred.errors import FredError
+from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH
+from hdl.base.dtypes import DTYPES
+from hdl.base.errors import FredError
 
 __all__ = ["Param", "Design", "DESIGNS", "get_design"]
 
@@ -72,10 +78,14 @@ def _adder(*, dtype, lanes):
     return ReductionUnit(dtype=dtype, lanes=lanes)
 
 
-def _switch(*, ports, middle, dtype, lanes, phases, tag_width):
+def _switch(*, ports, middle, dtype, lanes, phases, tag_width, word_width):
     from hdl.switch import FredSwitchTop
     return FredSwitchTop(ports=ports, middle=middle, dtype=dtype, lanes=lanes, phases=phases,
-                         tag_width=tag_width)
+                         tag_width=tag_width, word_width=word_width)
+
+
+#: Element formats every reducing design accepts.
+DTYPE_CHOICES = tuple(DTYPES)
 
 
 DESIGNS: dict[str, Design] = {
@@ -92,8 +102,7 @@ DESIGNS: dict[str, Design] = {
         description="reduction unit: lane-wise a + b of two streams (pipelined, bit-exact)",
         factory=_adder,
         params={
-            "dtype": Param(str, "fp16", "element format of the adder",
-                           choices=("fp16", "bf16", "fp32", "int32")),
+            "dtype": Param(str, "fp16", "element format of the adder", choices=DTYPE_CHOICES),
             "lanes": Param(_positive_int, 4, "elements per flit"),
         },
     ),
@@ -105,10 +114,11 @@ DESIGNS: dict[str, Design] = {
         params={
             "ports": Param(int, 4, "switch ports P (a power of two >= 2)"),
             "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
-            "dtype": Param(str, "fp16", "element format", choices=("fp16", "bf16", "fp32", "int32")),
+            "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
             "lanes": Param(_positive_int, 1, "elements per flit"),
             "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
             "tag_width": Param(_positive_int, 8, "bits of the flit tag"),
+            "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
         },
     ),
 }

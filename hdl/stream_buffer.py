@@ -11,6 +11,8 @@ from amaranth import Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.base.timing import BUFFER_LATENCY
+
 __all__ = ["StreamBuffer"]
 
 
@@ -49,8 +51,9 @@ class StreamBuffer(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from an input transfer to the same payload being offered on ``o``."""
-        return 1
+        """Cycles from an input transfer to the same payload being offered on ``o``
+        (``hdl.base.timing.BUFFER_LATENCY``)."""
+        return BUFFER_LATENCY
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fred.errors import FredError  # noqa: E402
+from hdl.base.errors import FredError  # noqa: E402
 from hdl.reduction import ReductionUnit  # noqa: E402
 from hdl.reduction.synth_harness import SynthHarness  # noqa: E402
-from hdl.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions  # noqa: E402
+from cocotb_tests.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions  # noqa: E402
 from hdl.verilog import to_verilog  # noqa: E402
 
 def _critical_path(report: dict) -> dict:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["Task", "Engine", "Schedule"]
 

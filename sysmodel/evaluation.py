@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.platform import Platform, default_platform
-from sysmodel.strategy import factorisations, parse_strategy
+from sysmodel.switch_routing import ROUTER
+from hdl.base.placement import factorisations, parse_strategy
 from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS, get_workload
 
@@ -230,7 +231,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         "calibration": calibration,
         "compute_sensitivity": sensitivity,
         "platform": platform.to_dict(),
-        "compiler": __import__("sysmodel.switch_routing", fromlist=["x"]).compiler_status(),
+        "compiler": ROUTER,
         "elapsed_s": time.perf_counter() - start,
     }
     if output is not None:

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["Network", "Traffic"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SwitchTiming, load_switch_timing
 
 __all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",

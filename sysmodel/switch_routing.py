@@ -1,36 +1,22 @@
 """Adapter to the configuration compiler: how many phases an in-switch collective needs.
 
-The only place the system model touches :mod:`hdl.compiler`. :func:`phases_for` takes the
+The only place the system model touches :mod:`hdl.base.compiler`. :func:`phases_for` takes the
 flows one collective asks of one logical switch and returns the number of sequential phases
 the compiler needs to route them on a Fred_3 switch of the next power-of-two size.
-
-Fallback (documented, reported by :func:`compiler_status`): when ``hdl.compiler.route`` is
-not importable (the compiler branch not merged yet), flows with disjoint input and output
-ports count as one phase -- the paper's claim for Fred_3 with the placement used here -- and
-flows that share a port are serialised greedily (each phase takes the flows that fit).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["phases_for", "compiler_status", "MIDDLE_SUBNETWORKS"]
+from hdl.base.compiler import Flow, route
+
+__all__ = ["phases_for", "MIDDLE_SUBNETWORKS", "ROUTER"]
 
 #: The paper builds every switch from Fred_3 chiplets.
 MIDDLE_SUBNETWORKS = 3
-
-try:  # pragma: no cover - depends on whether the compiler branch is merged
-    from hdl.compiler import Flow as _Flow, route as _route
-    _HAVE_COMPILER = True
-except ImportError:  # the compiler's route() is not available yet
-    _HAVE_COMPILER = False
-
-
-def compiler_status() -> str:
-    """``"hdl.compiler.route"`` when the real router is used, else a description of the fallback."""
-    if _HAVE_COMPILER:
-        return "hdl.compiler.route"
-    return "fallback: disjoint flows = 1 phase (hdl.compiler.route not available)"
+#: What routes the flows (reported in results.json).
+ROUTER = "hdl.base.compiler.route"
 
 
 def _power_of_two(n: int) -> int:
@@ -63,13 +49,10 @@ def phases_for(ports: int, flows: tuple[tuple[tuple[int, ...], tuple[int, ...]],
 
     Flows sharing a port are first split into groups that can share a phase; the compiler
     then routes each group and may split it further when its conflict graph cannot be
-    coloured with 3 middle subnetworks. The fallback counts one phase per group."""
+    coloured with 3 middle subnetworks."""
     if not flows:
         return 0
     size = _power_of_two(max(ports, 2))
-    groups = _disjoint_groups(flows)
-    if not _HAVE_COMPILER:
-        return len(groups)
-    return sum(len(_route(ports=size, middle=MIDDLE_SUBNETWORKS,
-                          flows=[_Flow(inputs=i, outputs=o) for i, o in group]).phases)
-               for group in groups)
+    return sum(len(route(ports=size, middle=MIDDLE_SUBNETWORKS,
+                         flows=[Flow(inputs=i, outputs=o) for i, o in group]).phases)
+               for group in _disjoint_groups(flows))

@@ -17,17 +17,14 @@ it when present and otherwise returns :data:`DEFAULT_SWITCH_TIMING`. The model u
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fred.errors import FredError
+from hdl.base.characterization import SCHEMA_ID, read_characterization
+from hdl.base.characterization import parse_characterization as hdl_parse_characterization
 
 __all__ = ["SwitchTiming", "DEFAULT_SWITCH_TIMING", "SCHEMA_ID", "load_switch_timing",
            "default_characterization_path"]
-
-SCHEMA_ID = "fred-characterization/1"
 
 
 @dataclass(frozen=True)
@@ -78,20 +75,6 @@ class SwitchTiming:
 #: swapping the active stored configuration and loading one take a few pipeline drains.
 DEFAULT_SWITCH_TIMING = SwitchTiming()
 
-_FIELDS = {
-    "clock_mhz": float,
-    "flit_bytes": int,
-    "first_flit_latency_cycles": float,
-    "throughput_flits_per_cycle_per_port": float,
-    "phase_switch_cycles": float,
-    "config_load_cycles": float,
-}
-
-
-#: Optional top-level lists written by ``fred characterize`` (docs/characterization-schema.md).
-_OPTIONAL_LISTS = ("measurements", "summaries", "cost", "not_measured")
-
-
 def default_characterization_path() -> Path:
     """``data/characterization.json`` at the repository root (next to ``sysmodel/``)."""
     return Path(__file__).resolve().parent.parent / "data" / "characterization.json"
@@ -106,51 +89,15 @@ def load_switch_timing(path: str | Path | None = None) -> SwitchTiming:
     """
     explicit = path is not None
     path = Path(path) if explicit else default_characterization_path()
-    if not path.exists():
-        if explicit:
-            raise FredError(f"characterization file {path} does not exist")
+    if not path.exists() and not explicit:
         return DEFAULT_SWITCH_TIMING
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise FredError(f"{path}: not valid JSON ({exc})") from None
-    return parse_characterization(data, source=str(path))
+    return _timing(read_characterization(path))
 
 
 def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
     """Validate a decoded characterization document and return its :class:`SwitchTiming`."""
-    if not isinstance(data, dict):
-        raise FredError(f"{source}: top level must be a JSON object")
-    schema = data.get("schema")
-    if schema != SCHEMA_ID:
-        raise FredError(f"{source}: 'schema' must be {SCHEMA_ID!r}, got {schema!r}")
-    switch = data.get("switch")
-    if not isinstance(switch, dict):
-        raise FredError(f"{source}: missing object 'switch' with the model's timing fields")
-    values = {}
-    for name, kind in _FIELDS.items():
-        if name not in switch:
-            raise FredError(f"{source}: 'switch.{name}' is missing")
-        value = switch[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise FredError(f"{source}: 'switch.{name}' must be a finite number, got {value!r}")
-        if kind is int and value != int(value):
-            raise FredError(f"{source}: 'switch.{name}' must be an integer, got {value!r}")
-        values[name] = kind(value)
-    for name in ("clock_mhz", "flit_bytes", "throughput_flits_per_cycle_per_port"):
-        if values[name] <= 0:
-            raise FredError(f"{source}: 'switch.{name}' must be > 0, got {values[name]}")
-    for name in ("first_flit_latency_cycles", "phase_switch_cycles", "config_load_cycles"):
-        if values[name] < 0:
-            raise FredError(f"{source}: 'switch.{name}' must be >= 0, got {values[name]}")
-    # optional provenance/detail written by `fred characterize` (checked only when present)
-    generated = data.get("generated_by")
-    if generated is not None:
-        if not isinstance(generated, dict) or not all(
-                isinstance(generated.get(key), str) and generated.get(key) for key in ("command", "date")):
-            raise FredError(f"{source}: 'generated_by' must be an object with non-empty string "
-                            f"'command' and 'date'")
-    for key in _OPTIONAL_LISTS:
-        if key in data and not isinstance(data[key], list):
-            raise FredError(f"{source}: '{key}' must be a list, got {type(data[key]).__name__}")
-    return SwitchTiming(**values, source=source)
+    return _timing(hdl_parse_characterization(data, source=source))
+
+
+def _timing(characterization) -> SwitchTiming:
+    return SwitchTiming(**characterization.switch, source=characterization.source)

@@ -45,11 +45,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from sysmodel.platform import Platform
-from sysmodel.strategy import Strategy
+from hdl.base.placement import Strategy
 from sysmodel.workloads import BYTES, Workload
 
 __all__ = ["IterationResult", "simulate_iteration", "memory_plan", "MemoryPlan", "SCHEDULES"]
@@ -260,9 +260,9 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         r = evaluate(platform, fabric, collectives)
         return CommTime(r.time_s, r.link_loads, r.link_bw)
 
-    mp_groups_of = {s: [tuple(strategy.rank(k, dp, s) for k in range(strategy.mp))
+    mp_groups_of = {s: [tuple(strategy.rank(mp=k, dp=dp, pp=s) for k in range(strategy.mp))
                         for dp in range(strategy.dp)] for s in range(strategy.pp)}
-    dp_of_stage = {s: [tuple(strategy.rank(mp, dp, s) for dp in range(strategy.dp))
+    dp_of_stage = {s: [tuple(strategy.rank(mp=mp, dp=dp, pp=s) for dp in range(strategy.dp))
                        for mp in range(strategy.mp)] for s in range(strategy.pp)}
 
     def mp_time(layer, stage) -> "CommTime":
@@ -276,8 +276,9 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group)."""
         out = []
         for dp in range(strategy.dp):
-            out.append(Collective("multicast", tuple(strategy.rank(k, dp, b) for k in range(strategy.mp)),
-                                  nbytes, root=strategy.rank(0, dp, a)))
+            out.append(Collective("multicast",
+                                  tuple(strategy.rank(mp=k, dp=dp, pp=b) for k in range(strategy.mp)),
+                                  nbytes, root=strategy.rank(mp=0, dp=dp, pp=a)))
         return comm(out)
 
     def dp_time(elements, stage) -> "CommTime":
@@ -299,7 +300,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     eng = _StageEngine(blocking=not overlap)
     pp_fwd: dict = {}          # (stage boundary, micro) -> send task
     pp_bwd: dict = {}
-    rep = {s: strategy.rank(0, 0, s) for s in range(strategy.pp)}
+    rep = {s: strategy.rank(mp=0, dp=0, pp=s) for s in range(strategy.pp)}
 
     def res(s, kind):
         return f"s{s}.{kind}"

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from fred.errors import FredError
-from sysmodel.strategy import Strategy, parse_strategy
+from hdl.base.errors import FredError
+from hdl.base.placement import Strategy, parse_strategy
 
 __all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS", "get_workload"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from cocotb_tests.runner import run_bench
-from hdl.reduction import ReductionUnit
+from hdl.base.timing import reduction_latency
 
 pytestmark = pytest.mark.cocotb
 
@@ -34,12 +34,11 @@ def test_bit_exact_specials_and_100k_random_pairs(dtype):
 
 @pytest.mark.parametrize("dtype", FORMATS)
 def test_one_flit_per_cycle_and_latency(dtype):
-    unit = ReductionUnit(dtype=dtype, lanes=LANES)
-    unit._MustUse__silence = True   # only its latency property is needed
-    result = _run(dtype, "throughput_and_latency", flits=2000, latency=unit.latency)
+    latency = reduction_latency(dtype)
+    result = _run(dtype, "throughput_and_latency", flits=2000, latency=latency)
     print(f"fred_adder {dtype} lanes={LANES}: {result.metrics}")
     assert result.metrics["throughput"] == 1.0
-    assert result.metrics["latency"] == unit.latency
+    assert result.metrics["latency"] == latency
 
 
 @pytest.mark.full

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fred.errors import FredError
-from hdl.characterize.grid import timing_grid
-from hdl.characterize.report import build_document, composed_cost, summarize_point
-from hdl.characterize.timing import figures
+from hdl.base.errors import FredError
+from cocotb_tests.characterize.grid import timing_grid
+from cocotb_tests.characterize.report import build_document, composed_cost, summarize_point
+from cocotb_tests.characterize.timing import figures
 from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing, parse_characterization
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_grid_rejects_bad_points():
 def test_tiny_point_end_to_end():
     """P=4 m=2 int32, short packets: builds with --trace, runs every traffic class with and
     without backpressure, cross-checks every transfer against the VCD."""
-    from hdl.characterize.timing import measure_point
+    from cocotb_tests.characterize.timing import measure_point
     point = measure_point(4, 2, "int32", length=16, log=lambda *a: None)
     rows = point["segments"]
     assert {r["traffic"] for r in rows} == {"unicast", "multicast", "reduce", "all_reduce", "mix3d"}
@@ -187,8 +187,8 @@ def test_run_tasks_stops_starting_points_when_the_caller_stops(tmp_path):
 def test_place_and_route_timeout_keeps_the_synthesis_figures(monkeypatch, tmp_path):
     """A nextpnr run over --pnr-timeout is recorded (Fmax None, the reason in fmax_note), not
     fatal, and the yosys figures survive."""
-    from hdl.characterize import cost
-    from hdl.synth import ToolTimeout
+    from cocotb_tests.characterize import cost
+    from cocotb_tests.synth import ToolTimeout
 
     def run_tool(command, log, *, timeout=None):
         if command[0] == "nextpnr":

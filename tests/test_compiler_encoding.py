@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from fred.errors import FredError
-from hdl.compiler.encoding import DemuxMode, MuxMode, check_size
-from hdl.compiler import (Flow, InputMode, OutputMode, RDMode, SwitchConfig, config_bits, layout,
+from hdl.base.errors import FredError
+from hdl.base.compiler.encoding import DemuxMode, MuxMode, check_size
+from hdl.base.compiler import (Flow, InputMode, OutputMode, RDMode, SwitchConfig, config_bits, layout,
                           microswitch_count, parse_flows, wire_bits)
 
 

@@ -14,8 +14,8 @@ import pytest
 from cocotb_tests.runner import run_bench
 from hdl.designs import get_design
 from hdl.verilog import to_verilog
-from hdl.switch.modes import config_words
-from hdl.switch.timing import switch_latency, switch_stages
+from hdl.base.config_port import config_words
+from hdl.base.timing import switch_latency, switch_stages
 
 pytestmark = pytest.mark.cocotb
 

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from cocotb_tests.lib.seeds import seeded_rng
-from hdl.compiler.encoding import InputMode, OutputMode, RDMode
-from hdl.dtypes import get_dtype
-from hdl.switch import FlitFormat, InputMicroswitch, OutputMicroswitch, RDMicroswitch
+from hdl.base.compiler.encoding import InputMode, OutputMode, RDMode
+from hdl.base.dtypes import get_dtype
+from hdl.base.flit import FlitFormat
+from hdl.switch import InputMicroswitch, OutputMicroswitch, RDMicroswitch
 from hdl.switch.select_fork import SelectFork
 
 from switch_sim import run_streams
@@ -56,7 +57,7 @@ RD_CASES = [("int32", a, b) for a, b in RD_LEGAL] + [("fp16", a, b) for a, b in 
 
 @pytest.mark.parametrize("dtype,out0,out1", RD_CASES)
 def test_rd_microswitch_every_legal_mode(dtype, out0, out1):
-    fmt = FlitFormat(dtype=dtype, lanes=2)
+    fmt = FlitFormat(dtype=dtype, lanes=2, tag_width=8)
     rng = seeded_rng(f"rd.{dtype}.{out0}{out1}")
     dut = RDMicroswitch(flit=fmt)
     in0, in1 = _packets(fmt, rng, tag_base=0), _packets(fmt, rng, tag_base=100)
@@ -88,7 +89,7 @@ def _input_modes(middle):
 
 @pytest.mark.parametrize("middle", [2, 3])
 def test_input_microswitch_every_mode(middle):
-    fmt = FlitFormat(dtype="int32", lanes=1)
+    fmt = FlitFormat(dtype="int32", lanes=1, tag_width=8)
     rng = seeded_rng(f"input.{middle}")
     dut = InputMicroswitch(flit=fmt, middle=middle)
     # one simulation per mode, on the same component (modes change only when drained)
@@ -125,7 +126,7 @@ def _output_modes(middle):
 
 @pytest.mark.parametrize("middle", [2, 3])
 def test_output_microswitch_every_mode(middle):
-    fmt = FlitFormat(dtype="fp16", lanes=1)
+    fmt = FlitFormat(dtype="fp16", lanes=1, tag_width=8)
     rng = seeded_rng(f"output.{middle}")
     dut = OutputMicroswitch(flit=fmt, middle=middle)
     for mode in _output_modes(middle):
@@ -165,7 +166,7 @@ def test_broadcast_consumes_each_flit_once_after_both_outputs_took_it():
 
 @pytest.mark.parametrize("dtype", ["int32", "fp16"])
 def test_microswitch_latency_equals_property_and_full_throughput(dtype):
-    fmt = FlitFormat(dtype=dtype, lanes=1)
+    fmt = FlitFormat(dtype=dtype, lanes=1, tag_width=8)
     rng = seeded_rng("latency")
     cases = []
     rd = RDMicroswitch(flit=fmt)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from fred.cli import main
-from hdl.lint import lint
+from cocotb_tests.lint import lint
 
 
 def test_fred_verilog_switch_ports_and_lint(tmp_path, capsys):

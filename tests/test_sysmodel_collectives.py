@@ -7,10 +7,10 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.platform import FABRICS, default_platform
-from sysmodel.strategy import parse_strategy
+from hdl.base.placement import parse_strategy
 
 P = default_platform()
 SIZE = 1e9  # large enough that hop latencies are < 0.1 % of the time

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from sysmodel.platform import load_platform, default_platform
 from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SCHEMA_ID, load_switch_timing
 

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from sysmodel.engine import Engine
 from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP, speedup_table, sweep
 from sysmodel.platform import default_platform
-from sysmodel.strategy import Strategy, factorisations, parse_strategy
+from hdl.base.placement import Strategy, factorisations, parse_strategy
 from sysmodel.training import simulate_iteration
 from sysmodel.workloads import WORKLOADS, get_workload, transformer
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from cocotb_tests.lib import (PayloadCodec, TaggedScoreboard, Watchdog, WatchdogTimeout, bursts,
+from cocotb_tests.lib import (TaggedScoreboard, Watchdog, WatchdogTimeout, bursts,
                               get_seed, never, random_idle)
 
 
@@ -103,15 +103,3 @@ def test_seeds_follow_fred_seed(monkeypatch):
     monkeypatch.setenv("FRED_SEED", "banana")
     with pytest.raises(ValueError, match="FRED_SEED"):
         get_seed("x")
-
-
-def test_payload_codec_matches_amaranth_layout():
-    from amaranth.lib import data
-    layout = data.StructLayout({"data": 12, "last": 1, "tag": 7})
-    codec = PayloadCodec.from_layout(layout)
-    word = codec.pack(data=0xABC, last=1, tag=0x55)
-    assert word == 0xABC | (1 << 12) | (0x55 << 13)
-    assert codec.unpack(word) == {"data": 0xABC, "last": 1, "tag": 0x55}
-    with pytest.raises(ValueError, match="does not fit"):
-        codec.pack(tag=128)
-    assert PayloadCodec([("a", 4), ("b", 4)]).pack(a=1, b=2) == 0x21

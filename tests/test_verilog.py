@@ -2,10 +2,10 @@
 
 import pytest
 
-from fred.errors import ToolchainError
-from fred.toolchain import MIN_VERILATOR_VERSION, setup_verilator, verilator_version
+from hdl.base.errors import ToolchainError
+from cocotb_tests.toolchain import MIN_VERILATOR_VERSION, setup_verilator, verilator_version
 from hdl.designs import DESIGNS
-from hdl.lint import lint
+from cocotb_tests.lint import lint
 from hdl.verilog import to_verilog
 
 

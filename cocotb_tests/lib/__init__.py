@@ -22,7 +22,6 @@ happens at a rising edge when ``valid`` and ``ready`` were both high in the sett
 
 from .generators import always, never, random_backpressure, random_idle, bursts
 from . import metrics
-from .payload import PayloadCodec
 from .scoreboard import ScoreboardError, TaggedScoreboard
 from .seeds import base_seed, bench_params, get_seed, seeded_rng
 from .stream import StreamDriver, StreamHarness, StreamMonitor, StreamSink
@@ -30,7 +29,7 @@ from .watchdog import Watchdog, WatchdogTimeout
 
 __all__ = [
     "always", "never", "random_backpressure", "random_idle", "bursts",
-    "PayloadCodec", "ScoreboardError", "TaggedScoreboard", "base_seed", "bench_params", "get_seed",
+    "ScoreboardError", "TaggedScoreboard", "base_seed", "bench_params", "get_seed",
     "seeded_rng", "StreamDriver", "StreamHarness", "StreamMonitor", "StreamSink",
     "Watchdog", "WatchdogTimeout", "metrics",
 ]

@@ -18,7 +18,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_platform(args):
     """The platform the options describe (errors name the option)."""
-    from fred.errors import FredError
+    from hdl.base.errors import FredError
     from sysmodel.platform import default_platform, load_platform
     platform = load_platform(args.platform) if args.platform else default_platform()
     if not args.compute_scale > 0:

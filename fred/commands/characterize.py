@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
 
@@ -39,8 +39,9 @@ def _names(text: str) -> tuple[str, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ports", type=_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
     parser.add_argument("--middle", type=_ints, default=(2, 3), help="m values (default 2,3)")
-    parser.add_argument("--dtypes", type=_names, default=("fp16", "bf16", "fp32", "int32"),
-                        help="element types (default fp16,bf16,fp32,int32)")
+    from cocotb_tests.characterize.grid import DTYPES
+    parser.add_argument("--dtypes", type=_names, default=DTYPES,
+                        help=f"element types (default {','.join(DTYPES)})")
     parser.add_argument("--length", type=int, default=128, help="flits per packet (default 128)")
     parser.add_argument("--backpressure", type=float, default=0.3,
                         help="probability an output holds ready low per cycle in the backpressure runs")
@@ -74,15 +75,15 @@ def _command_line() -> str:
 
 
 def _measure_point(ports, middle, dtype, length, backpressure):
-    from hdl.characterize.grid import point_name
-    from hdl.characterize.timing import measure_point
+    from cocotb_tests.characterize.grid import point_name
+    from cocotb_tests.characterize.timing import measure_point
     log = lambda *a: print(*a, file=sys.stderr, flush=True)
     return point_name(ports, middle, dtype), measure_point(ports, middle, dtype, length=length,
                                                              backpressure=backpressure, log=log)
 
 
 def _measure_cost(design, cache, pnr, pnr_timeout):
-    from hdl.characterize.cost import measure_cost
+    from cocotb_tests.characterize.cost import measure_cost
     log = lambda *a: print(*a, file=sys.stderr, flush=True)
     return design["name"], measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr,
                                         pnr_timeout=pnr_timeout, log=log)
@@ -127,9 +128,9 @@ def _run_tasks(tasks, jobs: int, log):
 
 
 def run(args) -> int:
-    from hdl.characterize.cost import cost_designs, tool_versions
-    from hdl.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
-    from hdl.characterize.report import build_document, composed_cost, write_json, write_report
+    from cocotb_tests.characterize.cost import cost_designs, tool_versions
+    from cocotb_tests.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
+    from cocotb_tests.characterize.report import build_document, composed_cost, write_json, write_report
 
     if args.length < 2:
         raise FredError(f"--length must be >= 2 flits, got {args.length}")
@@ -216,7 +217,7 @@ def run(args) -> int:
                     f"; composed estimate {estimate['lut_equivalent']} LUT eq. exceeds the "
                     f"{ECP5_85F_LUTS} LUT4 of the LFE5U-85F, so it cannot be placed on that device")
     try:
-        from fred.toolchain import setup_verilator
+        from cocotb_tests.toolchain import setup_verilator
         major, minor = setup_verilator().version
         tools = {"verilator": f"{major}.{minor:03d}"}
     except Exception as exc:  # the document still records why
@@ -239,7 +240,7 @@ def run(args) -> int:
     write_json(document, args.output)
     write_report(document, args.report, args.report.with_suffix(".png"))
     from sysmodel.switch_timing import load_switch_timing
-    timing = load_switch_timing(args.output)   # the model must accept what we wrote
+    timing = load_switch_timing(args.output)   # the model must read what we wrote
     if args.json:
         print_json({"output": str(args.output), "report": str(args.report), "switch": document["switch"],
                     "points": len(points), "costs": len(costs), "not_measured": not_measured})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 HELP = "time a collective on the mesh or a FRED variant (per-link byte accounting)"
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_collectives(args, platform):
     from sysmodel.collectives import Collective
-    from sysmodel.strategy import parse_strategy
+    from hdl.base.placement import parse_strategy
     if args.size <= 0:
         raise FredError(f"--size must be a positive number of bytes, got {args.size:g}")
     if args.group is not None:

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from sysmodel.evaluation import sweep
-    from fred.errors import FredError
+    from hdl.base.errors import FredError
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     platform = model_platform(args)
@@ -53,7 +53,7 @@ def run(args) -> int:
 
 
 def _one(args, platform) -> int:
-    from sysmodel.strategy import parse_strategy
+    from hdl.base.placement import parse_strategy
     from sysmodel.training import simulate_iteration
     from sysmodel.workloads import get_workload
     strategy = parse_strategy(args.strategy)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.errors import FredError
+from hdl.base.errors import FredError
 from hdl.designs import DESIGNS, get_design
 
 HELP = "write Verilog for a design (--unit NAME with its options, or --all)"

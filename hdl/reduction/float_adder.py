@@ -27,7 +27,7 @@ With bits lost, the computed sum is odd (x's low bits are zero, y's sticky bit i
 and within one unit of the exact sum, so it lies on the same side of every boundary as
 the exact value and is never taken for a tie.
 
-Specials (policy of :mod:`hdl.dtypes`): any NaN operand, or inf + (-inf), gives the
+Specials (policy of :mod:`hdl.base.dtypes`): any NaN operand, or inf + (-inf), gives the
 canonical quiet NaN; otherwise an infinite operand gives that infinity. An exact zero
 sum is -0 only when both operands are negative (x + (-x) = +0 in round to nearest).
 """
@@ -38,7 +38,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
+from hdl.base.timing import FLOAT_ADDER_STAGES
 
 from .formats import FloatFormat
 from .leading_zeros import leading_zeros
@@ -63,7 +64,7 @@ class FloatAdder(wiring.Component):
     Pipeline registers have no reset (datapath only).
     """
 
-    latency = 6
+    latency = FLOAT_ADDER_STAGES
 
     def __init__(self, *, fmt: FloatFormat):
         if not isinstance(fmt, FloatFormat):

@@ -2,16 +2,16 @@
 
 :class:`FloatFormat` describes any IEEE-754-style binary floating-point format by its
 exponent and fraction widths; :func:`adder_format` maps a project dtype name
-(``hdl.dtypes``) to the datapath that adds it. The golden arithmetic stays in
-:mod:`hdl.dtypes`; nothing here computes sums.
+(``hdl.base.dtypes``) to the datapath that adds it. The golden arithmetic stays in
+:mod:`hdl.base.dtypes`; nothing here computes sums.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fred.errors import FredError
-from hdl.dtypes import DType, get_dtype
+from hdl.base.errors import FredError
+from hdl.base.dtypes import DType, get_dtype
 
 __all__ = ["FloatFormat", "IntFormat", "adder_format"]
 
@@ -22,7 +22,7 @@ class FloatFormat:
 
     Bias is ``2**(exponent_bits-1) - 1``; exponent all ones encodes infinities (fraction
     0) and NaNs; exponent 0 encodes zeros and subnormals. The canonical quiet NaN is
-    sign 0, exponent all ones, fraction MSB set (the policy of :mod:`hdl.dtypes`).
+    sign 0, exponent all ones, fraction MSB set (the policy of :mod:`hdl.base.dtypes`).
     """
 
     exponent_bits: int

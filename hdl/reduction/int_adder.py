@@ -6,7 +6,8 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
+from hdl.base.timing import INT_ADDER_STAGES
 
 from .formats import IntFormat
 
@@ -26,7 +27,7 @@ class IntAdder(wiring.Component):
     follows it directly).
     """
 
-    latency = 0
+    latency = INT_ADDER_STAGES
 
     def __init__(self, *, fmt: IntFormat):
         if not isinstance(fmt, IntFormat):

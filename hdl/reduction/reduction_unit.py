@@ -6,8 +6,9 @@ from amaranth.hdl import EnableInserter, Module, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
-from hdl.dtypes import DType, get_dtype
+from hdl.base.dtypes import DType, get_dtype
+from hdl.base.errors import FredError
+from hdl.base.timing import adder_stages, reduction_latency
 from hdl.stream_buffer import StreamBuffer
 
 from .float_adder import FloatAdder
@@ -15,10 +16,6 @@ from .formats import FloatFormat, adder_format
 from .int_adder import IntAdder
 
 __all__ = ["ReductionUnit", "MAX_LANES"]
-
-#: The output StreamBuffer's latency (StreamBuffer.latency; a constant so that asking
-#: for the latency does not build a throw-away component).
-OUTPUT_REGISTER_LATENCY = 1
 
 #: Upper bound on ``lanes`` (a 512 B flit of fp16 is 256 lanes; more is surely a mistake).
 MAX_LANES = 1024
@@ -28,7 +25,7 @@ class ReductionUnit(wiring.Component):
     """Joins streams ``a`` and ``b`` and emits their lane-wise sum on ``o``.
 
     Parameters (keyword-only, validated):
-        dtype: ``"fp16"``, ``"bf16"``, ``"fp32"``, ``"int32"`` (or a :class:`hdl.dtypes.DType`).
+        dtype: ``"fp16"``, ``"bf16"``, ``"fp32"``, ``"int32"`` (or a :class:`hdl.base.dtypes.DType`).
         lanes: elements per flit, 1 .. :data:`MAX_LANES`.
         sideband: ``None``, or a shape carried alongside the data (the switch passes
             the flit framing); the sum carries ``a``'s sideband, ``b``'s is ignored.
@@ -37,7 +34,7 @@ class ReductionUnit(wiring.Component):
         a, b: ``In(stream.Signature(P))``; o: ``Out(stream.Signature(P))`` where
         ``P = unsigned(lanes * width)`` (lane 0 at the LSBs) when ``sideband`` is
         ``None``, else ``StructLayout({"data": unsigned(lanes * width), "sideband": sideband})``.
-        Lane ``i`` of ``o`` is ``dtype.add(a_i, b_i)`` (:mod:`hdl.dtypes`), bit for bit.
+        Lane ``i`` of ``o`` is ``dtype.add(a_i, b_i)`` (:mod:`hdl.base.dtypes`), bit for bit.
 
     Handshake: ``a`` and ``b`` transfer together, in the same cycle
     (``a.ready = accept & b.valid``, ``b.ready = accept & a.valid``: each ready
@@ -52,20 +49,32 @@ class ReductionUnit(wiring.Component):
     buffer is full, so any backpressure is respected without loss or duplication.
     """
 
+    def __new__(cls, *, dtype, lanes, sideband=None):
+        # Validate before the object exists: a rejected unit must not be reported by Amaranth
+        # as an Elaboratable that was never elaborated.
+        cls._check(dtype, lanes, sideband)
+        return super().__new__(cls)
+
     def __init__(self, *, dtype, lanes: int, sideband=None):
-        try:
-            self._configure(dtype, lanes, sideband)
-        except FredError:
-            self._MustUse__silence = True   # a rejected unit is not an unused one
-            raise
+        self._check(dtype, lanes, sideband)
+        self.dtype: DType = get_dtype(dtype)
+        self.lanes = lanes
+        self.sideband = sideband
+        self.format = adder_format(self.dtype)
+        data_shape = unsigned(lanes * self.dtype.width)
+        if sideband is None:
+            self.payload_shape = data_shape
+        else:
+            self.payload_shape = data.StructLayout({"data": data_shape, "sideband": sideband})
         super().__init__({
             "a": In(stream.Signature(self.payload_shape)),
             "b": In(stream.Signature(self.payload_shape)),
             "o": Out(stream.Signature(self.payload_shape)),
         })
 
-    def _configure(self, dtype, lanes, sideband):
-        self.dtype: DType = get_dtype(dtype)
+    @staticmethod
+    def _check(dtype, lanes, sideband) -> None:
+        get_dtype(dtype)
         if not isinstance(lanes, int) or isinstance(lanes, bool):
             raise FredError(f"ReductionUnit: lanes must be an int, got {lanes!r}")
         if not 1 <= lanes <= MAX_LANES:
@@ -75,14 +84,6 @@ class ReductionUnit(wiring.Component):
                 Shape.cast(sideband)
             except TypeError as exc:
                 raise FredError(f"ReductionUnit: sideband must be None or an Amaranth shape: {exc}") from None
-        self.lanes = lanes
-        self.sideband = sideband
-        self.format = adder_format(self.dtype)
-        data_shape = unsigned(lanes * self.dtype.width)
-        if sideband is None:
-            self.payload_shape = data_shape
-        else:
-            self.payload_shape = data.StructLayout({"data": data_shape, "sideband": sideband})
 
     def _make_adder(self):
         if isinstance(self.format, FloatFormat):
@@ -91,13 +92,14 @@ class ReductionUnit(wiring.Component):
 
     @property
     def adder_latency(self) -> int:
-        """Pipeline registers inside one lane's adder."""
-        return FloatAdder.latency if isinstance(self.format, FloatFormat) else IntAdder.latency
+        """Pipeline registers inside one lane's adder (``hdl.base.timing.adder_stages``)."""
+        return adder_stages(self.dtype)
 
     @property
     def latency(self) -> int:
-        """Cycles from the joint a/b transfer to the sum being offered on ``o``."""
-        return self.adder_latency + OUTPUT_REGISTER_LATENCY
+        """Cycles from the joint a/b transfer to the sum being offered on ``o``
+        (``hdl.base.timing.reduction_latency``)."""
+        return reduction_latency(self.dtype)
 
     def _data(self, payload):
         return payload if self.sideband is None else payload.data

@@ -3,13 +3,11 @@
 See ``docs/switch.md`` for the datapath, latency and the configuration load protocol.
 """
 
-from .config_errors import ConfigError
 from .config_memory import ConfigMemory
-from .flit import FlitFormat
 from .fred_switch import FredSwitch
 from .input_microswitch import InputMicroswitch
 from .output_microswitch import OutputMicroswitch
 from .rd_microswitch import RDMicroswitch
 from .switch_top import FredSwitchTop
 
-__all__ = ["ConfigError", "ConfigMemory", "FlitFormat", "FredSwitch", "FredSwitchTop", "InputMicroswitch", "OutputMicroswitch", "RDMicroswitch"]
+__all__ = ["ConfigMemory", "FredSwitch", "FredSwitchTop", "InputMicroswitch", "OutputMicroswitch", "RDMicroswitch"]

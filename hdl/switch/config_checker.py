@@ -7,7 +7,9 @@ from amaranth.hdl import Cat
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .modes import RD_IN0, RD_IN1, RD_SUM, check_size, config_bits, layout, mode_layout
+from hdl.base.compiler.encoding import RD_IN0, RD_IN1, RD_SUM, check_size, config_bits, layout
+
+from .modes import mode_layout
 
 __all__ = ["ConfigChecker"]
 
@@ -22,7 +24,7 @@ class ConfigChecker(wiring.Component):
     Members:
         config: ``In(width)``; legal: ``Out(1)``, combinational.
 
-    Rules (as ``hdl.compiler.encoding.SwitchConfig.decode`` enforces them): wire indices < m;
+    Rules (as ``hdl.base.compiler.encoding.SwitchConfig.decode`` enforces them): wire indices < m;
     a disabled input/output has wire 0 (canonical form); ``reduce`` needs both inputs enabled
     on the same wire; two enabled inputs without ``reduce`` use different wires; an RD output
     that sums excludes an output that passes an input; padding bits are zero.

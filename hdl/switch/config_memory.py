@@ -4,27 +4,18 @@ from __future__ import annotations
 
 from amaranth import Module, Signal
 from amaranth.hdl import Cat, Mux, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
+from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH, check_size, config_bits
+from hdl.base.config_port import (ERROR_WIDTH, ConfigError, check_port_parameters, config_word_layout,
+                                  config_words, phase_index_width, select_cycles)
+from hdl.layouts import struct_layout
 
 from .config_checker import ConfigChecker
-from .config_errors import ERROR_WIDTH, ConfigError
-from .modes import DEFAULT_WORD_WIDTH, check_size, config_bits, config_words
 
-__all__ = ["ConfigMemory", "config_write_layout", "phase_index_width"]
-
-
-def phase_index_width(phases: int) -> int:
-    return max(1, (phases - 1).bit_length())
-
-
-def config_write_layout(phases: int, word_width: int = DEFAULT_WORD_WIDTH) -> data.StructLayout:
-    """Payload of the configuration write stream: ``data(word_width) last(1) phase(...)``."""
-    return data.StructLayout({"data": unsigned(word_width), "last": 1,
-                              "phase": unsigned(phase_index_width(phases))})
+__all__ = ["ConfigMemory"]
 
 
 class ConfigMemory(wiring.Component):
@@ -34,7 +25,7 @@ class ConfigMemory(wiring.Component):
         ports, middle: the switch size; phases: K >= 1 slots; word_width: bits per word (32).
 
     Members:
-        write: ``In(stream.Signature(config_write_layout(K)))``. A *packet* loads one slot: the
+        write: ``In(stream.Signature(config_word_layout(K)))`` (``hdl.base.config_port``). A *packet* loads one slot: the
             N = ceil(config_bits / word_width) words of ``SwitchConfig.encode()`` in order, every
             word carrying the slot in ``phase``, ``last`` set on word N-1. The slot is unloaded
             from the first word on; one cycle after ``last`` the packet is checked (word count,
@@ -60,13 +51,13 @@ class ConfigMemory(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, phases: int, word_width: int = DEFAULT_WORD_WIDTH):
         check_size(ports, middle)
-        self.check_parameters(phases=phases, word_width=word_width)
+        check_port_parameters(phases=phases, word_width=word_width)
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
         self.bits = config_bits(ports, middle)
         self.words = config_words(ports, middle, word_width)
         pw = phase_index_width(phases)
         super().__init__({
-            "write": In(stream.Signature(config_write_layout(phases, word_width))),
+            "write": In(stream.Signature(struct_layout(config_word_layout(phases, word_width)))),
             "select": In(stream.Signature(unsigned(pw))),
             "drained": In(1),
             "hold": Out(1),
@@ -77,20 +68,10 @@ class ConfigMemory(wiring.Component):
             "error": Out(ERROR_WIDTH),
         })
 
-    @staticmethod
-    def check_parameters(*, phases, word_width) -> None:
-        """Raise FredError unless 1 <= phases <= 256 and 8 <= word_width <= 256."""
-        if not isinstance(phases, int) or isinstance(phases, bool) or not 1 <= phases <= 256:
-            raise FredError(f"phases must be an integer in 1..256, got {phases!r}")
-        if not isinstance(word_width, int) or isinstance(word_width, bool) or not 8 <= word_width <= 256:
-            raise FredError(f"word_width must be an integer in 8..256, got {word_width!r}")
-
     @property
     def select_cycles(self) -> int:
-        """Cycles a select takes once the switch is drained, including the cycle ``ready`` is high:
-        one to start the copy, N reads (the read port has one cycle of latency, so the last
-        word arrives one cycle after it was issued)."""
-        return self.words + 2
+        """Cycles a select takes once the switch is drained (``hdl.base.config_port.select_cycles``)."""
+        return select_cycles(self.ports, self.middle, self.word_width)
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -7,13 +7,9 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
-__all__ = ["DelayLine", "BUFFER_LATENCY"]
-
-#: ``hdl.stream_buffer.StreamBuffer.latency`` (a constant, so asking a microswitch for its
-#: latency does not build a throw-away buffer).
-BUFFER_LATENCY = 1
+__all__ = ["DelayLine"]
 
 
 class DelayLine(wiring.Component):

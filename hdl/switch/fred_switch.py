@@ -7,12 +7,14 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .flit import FlitFormat
+from hdl.base.compiler.encoding import check_size, config_bits, layout
+from hdl.base.flit import FlitFormat
+from hdl.base.timing import switch_latency, switch_stages
+from hdl.layouts import flit_layout
+
 from .input_microswitch import InputMicroswitch
-from .modes import check_size, config_bits, layout
 from .output_microswitch import OutputMicroswitch
 from .rd_microswitch import RDMicroswitch
-from .timing import switch_latency, switch_stages
 
 __all__ = ["FredSwitch"]
 
@@ -23,13 +25,12 @@ class FredSwitch(wiring.Component):
     Parameters (keyword-only, validated):
         ports: P, a power of two >= 2.
         middle: m >= 2 middle subnetworks.
-        flit: :class:`FlitFormat` (dtype, lanes, tag width).
-        reduction: reduction-unit factory (default ``hdl.reduction.ReductionUnit``).
+        flit: :class:`~hdl.base.flit.FlitFormat` (dtype, lanes, tag width).
 
     Members:
         i: ``In(stream.Signature(flit.layout)).array(P)``; o: ``Out(...).array(P)``.
         config: ``In(config_bits(P, m))``, the active configuration vector
-            (``hdl.compiler.encoding.SwitchConfig.to_int()``); it must be legal and change
+            (``hdl.base.compiler.encoding.SwitchConfig.to_int()``); it must be legal and change
             only while ``busy`` is low.
         busy: ``Out(1)``: some flit is inside (the switch is not drained).
 
@@ -42,19 +43,17 @@ class FredSwitch(wiring.Component):
     (reduction latency + 1) and log2(P) - 1 output stages of 1. One flit per cycle per port.
     """
 
-    def __init__(self, *, ports: int, middle: int, flit: FlitFormat, reduction=None):
+    def __init__(self, *, ports: int, middle: int, flit: FlitFormat):
         check_size(ports, middle)
         if not isinstance(flit, FlitFormat):
             raise TypeError(f"flit must be a FlitFormat, got {type(flit).__name__}")
         self.ports = ports
         self.middle = middle
         self.flit = flit
-        self._reduction = reduction
-        self._latency = switch_latency(ports=ports, middle=middle, dtype=flit.dtype,
-                                       lanes=flit.lanes, reduction=reduction)
+        shape = flit_layout(flit)
         super().__init__({
-            "i": In(stream.Signature(flit.layout)).array(ports),
-            "o": Out(stream.Signature(flit.layout)).array(ports),
+            "i": In(stream.Signature(shape)).array(ports),
+            "o": Out(stream.Signature(shape)).array(ports),
             "config": In(config_bits(ports, middle)),
             "busy": Out(1),
         })
@@ -71,14 +70,15 @@ class FredSwitch(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from a flit's transfer on ``i[*]`` to the result being offered on ``o[*]``
-        (no backpressure), the same for every path and configuration."""
-        return self._latency
+        (no backpressure), the same for every path and configuration
+        (``hdl.base.timing.switch_latency``)."""
+        return switch_latency(ports=self.ports, middle=self.middle, dtype=self.flit.dtype)
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        flit, middle, reduction = self.flit, self.middle, self._reduction
+        flit, middle = self.flit, self.middle
         if self.ports == 2:
-            rd = m.submodules.rd = RDMicroswitch(flit=flit, reduction=reduction)
+            rd = m.submodules.rd = RDMicroswitch(flit=flit)
             wiring.connect(m, wiring.flipped(self.i[0]), rd.in0)
             wiring.connect(m, wiring.flipped(self.i[1]), rd.in1)
             wiring.connect(m, rd.out0, wiring.flipped(self.o[0]))
@@ -87,9 +87,8 @@ class FredSwitch(wiring.Component):
             return m
 
         r = self.ports // 2
-        inputs = [InputMicroswitch(flit=flit, middle=middle, reduction=reduction) for _ in range(r)]
-        mids = [FredSwitch(ports=r, middle=middle, flit=flit, reduction=reduction)
-                for _ in range(middle)]
+        inputs = [InputMicroswitch(flit=flit, middle=middle) for _ in range(r)]
+        mids = [FredSwitch(ports=r, middle=middle, flit=flit) for _ in range(middle)]
         outputs = [OutputMicroswitch(flit=flit, middle=middle) for _ in range(r)]
         assert (inputs[0].latency + mids[0].latency + outputs[0].latency) == self.latency
         slots = {slot.name: slot for slot in layout(self.ports, self.middle)}

@@ -7,12 +7,13 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .delay_line import BUFFER_LATENCY
-from .flit import FlitFormat
+from hdl.base.flit import FlitFormat
+from hdl.base.timing import microswitch_latency
+from hdl.layouts import flit_layout
+
 from .microswitch_ports import buffer_output, gate_input
 from .modes import input_mode_layout
 from .reduce_path import ReducePath
-from .timing import reduction_latency
 from .select_fork import SelectFork
 
 __all__ = ["InputMicroswitch"]
@@ -22,14 +23,13 @@ class InputMicroswitch(wiring.Component):
     """Routes each input to its own wire, or reduces both onto one wire.
 
     Parameters:
-        flit: :class:`FlitFormat`; middle: number of wires m (>= 2);
-        reduction: reduction-unit factory (see :class:`ReducePath`).
+        flit: :class:`~hdl.base.flit.FlitFormat`; middle: number of wires m (>= 2).
 
     Members:
         in0, in1: ``In(stream.Signature(flit.layout))`` (ports 2u and 2u+1).
         wire: ``Out(stream.Signature(flit.layout)).array(middle)`` (wire k to middle subnetwork k).
         mode: ``In(input_mode_layout(middle))``: ``in0_en in0_wire in1_en in1_wire reduce``
-            (``hdl.compiler.encoding.InputMode``); must be legal and change only while not busy.
+            (``hdl.base.compiler.encoding.InputMode``); must be legal and change only while not busy.
         busy: ``Out(1)``: some flit is inside.
 
     A disabled input is never consumed (its flits wait). Latency: :attr:`latency` = reduction
@@ -37,12 +37,10 @@ class InputMicroswitch(wiring.Component):
     ``in*.ready`` is combinational from registered state, and no ``valid`` depends on a ``ready``.
     """
 
-    def __init__(self, *, flit: FlitFormat, middle: int, reduction=None):
+    def __init__(self, *, flit: FlitFormat, middle: int):
         self.flit = flit
         self.middle = middle
-        self._reduction = reduction
-        self._path_latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
-        shape = flit.layout
+        shape = flit_layout(flit)
         super().__init__({
             "in0": In(stream.Signature(shape)),
             "in1": In(stream.Signature(shape)),
@@ -53,13 +51,14 @@ class InputMicroswitch(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return self._path_latency + BUFFER_LATENCY
+        return microswitch_latency("input", self.flit.dtype)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         mode = self.mode
-        path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
-        fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=self.middle)
+        shape = flit_layout(self.flit)
+        path = m.submodules.path = ReducePath(flit=self.flit)
+        fork = m.submodules.fork = SelectFork(shape, inputs=2, outputs=self.middle)
 
         # Disabled inputs are held at the port so that no flit enters and gets stuck inside.
         gate_input(m, self.in0, path.in0, mode.in0_en)
@@ -77,6 +76,6 @@ class InputMicroswitch(wiring.Component):
                 fork.select[k].eq(~lane0_here),
             ]
             busy.append(buffer_output(m, fork.o[k], self.wire[k], name=f"wire{k}_buffer",
-                                      layout=self.flit.layout))
+                                      layout=shape))
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m

@@ -27,7 +27,7 @@ def buffer_output(m, source, port, *, name: str, layout):
     """``source`` -> a registered :class:`StreamBuffer` (submodule ``name``) -> output stream
     ``port`` (a port of the caller, connected flipped). Returns the buffer's busy term (it holds
     a flit or cannot take one), which the caller ORs into its ``busy``. Latency: 1 cycle
-    (``BUFFER_LATENCY``)."""
+    (``hdl.base.timing.BUFFER_LATENCY``)."""
     buffer = m.submodules[name] = StreamBuffer(layout)
     wiring.connect(m, source, buffer.i)
     wiring.connect(m, buffer.o, wiring.flipped(port))

@@ -7,8 +7,10 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .delay_line import BUFFER_LATENCY
-from .flit import FlitFormat
+from hdl.base.flit import FlitFormat
+from hdl.base.timing import microswitch_latency
+from hdl.layouts import flit_layout
+
 from .microswitch_ports import buffer_output
 from .modes import output_mode_layout
 from .select_fork import SelectFork
@@ -20,13 +22,13 @@ class OutputMicroswitch(wiring.Component):
     """Each output takes one wire; both may take the same wire (broadcast).
 
     Parameters:
-        flit: :class:`FlitFormat`; middle: number of wires m (>= 2).
+        flit: :class:`~hdl.base.flit.FlitFormat`; middle: number of wires m (>= 2).
 
     Members:
         wire: ``In(stream.Signature(flit.layout)).array(middle)`` (wire k from middle subnetwork k).
         out0, out1: ``Out(stream.Signature(flit.layout))`` (ports 2v and 2v+1).
         mode: ``In(output_mode_layout(middle))``: ``out0_en out0_wire out1_en out1_wire``
-            (``hdl.compiler.encoding.OutputMode``); change only while not busy.
+            (``hdl.base.compiler.encoding.OutputMode``); change only while not busy.
         busy: ``Out(1)``: some flit is inside.
 
     Broadcast keeps a per-output pending mask (:class:`SelectFork`): a wire flit is consumed
@@ -37,7 +39,7 @@ class OutputMicroswitch(wiring.Component):
     def __init__(self, *, flit: FlitFormat, middle: int):
         self.flit = flit
         self.middle = middle
-        shape = flit.layout
+        shape = flit_layout(flit)
         super().__init__({
             "wire": In(stream.Signature(shape)).array(middle),
             "out0": Out(stream.Signature(shape)),
@@ -48,12 +50,13 @@ class OutputMicroswitch(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return BUFFER_LATENCY
+        return microswitch_latency("output", self.flit.dtype)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         mode = self.mode
-        fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=self.middle, outputs=2)
+        shape = flit_layout(self.flit)
+        fork = m.submodules.fork = SelectFork(shape, inputs=self.middle, outputs=2)
         for k in range(self.middle):
             wiring.connect(m, wiring.flipped(self.wire[k]), fork.i[k])
         m.d.comb += [
@@ -64,6 +67,6 @@ class OutputMicroswitch(wiring.Component):
         ]
         busy = [fork.busy]
         for j, port in enumerate((self.out0, self.out1)):
-            busy.append(buffer_output(m, fork.o[j], port, name=f"out{j}_buffer", layout=self.flit.layout))
+            busy.append(buffer_output(m, fork.o[j], port, name=f"out{j}_buffer", layout=shape))
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m

@@ -7,12 +7,14 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .delay_line import BUFFER_LATENCY
-from .flit import FlitFormat
-from .microswitch_ports import gate_input, buffer_output
-from .modes import RD_IN0, RD_IN1, RD_MODE_LAYOUT, RD_SUM
+from hdl.base.compiler.encoding import RD_IN0, RD_IN1, RD_SUM
+from hdl.base.flit import FlitFormat
+from hdl.base.timing import microswitch_latency
+from hdl.layouts import flit_layout
+
+from .microswitch_ports import buffer_output, gate_input
+from .modes import RD_MODE_LAYOUT
 from .reduce_path import ReducePath
-from .timing import reduction_latency
 from .select_fork import SelectFork
 
 __all__ = ["RDMicroswitch"]
@@ -22,12 +24,12 @@ class RDMicroswitch(wiring.Component):
     """2 x 2 element: each output is none | in0 | in1 | in0 + in1.
 
     Parameters:
-        flit: :class:`FlitFormat`; reduction: reduction-unit factory (see :class:`ReducePath`).
+        flit: :class:`~hdl.base.flit.FlitFormat`.
 
     Members:
         in0, in1: ``In(stream.Signature(flit.layout))``.
         out0, out1: ``Out(stream.Signature(flit.layout))``.
-        mode: ``In(RD_MODE_LAYOUT)``: ``out0(2) out1(2)`` (``hdl.compiler.encoding.RDMode``); if
+        mode: ``In(RD_MODE_LAYOUT)``: ``out0(2) out1(2)`` (``hdl.base.compiler.encoding.RDMode``); if
             either is 3 (sum) neither may be 1 or 2. Change only while not busy.
         busy: ``Out(1)``.
 
@@ -36,11 +38,9 @@ class RDMicroswitch(wiring.Component):
     :attr:`latency` = reduction latency + 1 on every path; one flit per cycle per port.
     """
 
-    def __init__(self, *, flit: FlitFormat, reduction=None):
+    def __init__(self, *, flit: FlitFormat):
         self.flit = flit
-        self._reduction = reduction
-        self._path_latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
-        shape = flit.layout
+        shape = flit_layout(flit)
         super().__init__({
             "in0": In(stream.Signature(shape)),
             "in1": In(stream.Signature(shape)),
@@ -52,7 +52,7 @@ class RDMicroswitch(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return self._path_latency + BUFFER_LATENCY
+        return microswitch_latency("rd", self.flit.dtype)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -61,8 +61,9 @@ class RDMicroswitch(wiring.Component):
         uses_in0 = Cat(*((mode == RD_IN0) | (mode == RD_SUM) for mode in out_modes)).any()
         uses_in1 = Cat(*((mode == RD_IN1) | (mode == RD_SUM) for mode in out_modes)).any()
 
-        path = m.submodules.path = ReducePath(flit=self.flit, reduction=self._reduction)
-        fork = m.submodules.fork = SelectFork(self.flit.layout, inputs=2, outputs=2)
+        shape = flit_layout(self.flit)
+        path = m.submodules.path = ReducePath(flit=self.flit)
+        fork = m.submodules.fork = SelectFork(shape, inputs=2, outputs=2)
         gate_input(m, self.in0, path.in0, uses_in0)
         gate_input(m, self.in1, path.in1, uses_in1)
         m.d.comb += path.reduce.eq(reduce)
@@ -75,6 +76,6 @@ class RDMicroswitch(wiring.Component):
                 fork.enable[j].eq(mode != 0),
                 fork.select[j].eq(mode == RD_IN1),
             ]
-            busy.append(buffer_output(m, fork.o[j], port, name=f"out{j}_buffer", layout=self.flit.layout))
+            busy.append(buffer_output(m, fork.o[j], port, name=f"out{j}_buffer", layout=shape))
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m

@@ -6,25 +6,21 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.base.flit import FlitFormat
+from hdl.base.timing import reduction_latency
+from hdl.layouts import flit_layout, framing_layout
+from hdl.reduction import ReductionUnit
+
 from .delay_line import DelayLine
-from .flit import FlitFormat
 
-__all__ = ["ReducePath", "default_reduction"]
-
-
-def default_reduction(*, dtype, lanes, sideband):
-    """The project's reduction unit (``hdl.reduction.ReductionUnit``)."""
-    from hdl.reduction import ReductionUnit
-    return ReductionUnit(dtype=dtype, lanes=lanes, sideband=sideband)
+__all__ = ["ReducePath"]
 
 
 class ReducePath(wiring.Component):
     """The compute part shared by the input and RD microswitches.
 
     Parameters:
-        flit: :class:`FlitFormat`.
-        reduction: factory ``reduction(dtype=, lanes=, sideband=)`` returning a component with the
-            ReductionUnit contract (default: :func:`default_reduction`).
+        flit: :class:`~hdl.base.flit.FlitFormat`.
 
     Members:
         in0, in1: ``In(stream.Signature(flit.layout))``.
@@ -33,19 +29,18 @@ class ReducePath(wiring.Component):
             of in0) and lane 1 is idle; else lane 0 carries in0 and lane 1 carries in1.
         busy: ``Out(1)``: some flit is inside (adder pipeline or delay lines).
 
-    Latency: :attr:`latency` = the reduction unit's latency on every path: the pass paths go
+    Latency: :attr:`latency` = the reduction unit's latency (``hdl.base.timing.reduction_latency``)
+    on every path: the pass paths go
     through delay lines of the same depth, so a flow's latency never depends on the modes.
     ``reduce`` must only change while ``busy`` is low. Backpressure: lane readies propagate
     to in0/in1 readies combinationally (no ready-to-valid path: lane valids are registers
     when the latency is >= 1).
     """
 
-    def __init__(self, *, flit: FlitFormat, reduction=None):
+    def __init__(self, *, flit: FlitFormat):
         self.flit = flit
-        self._reduction_factory = reduction or default_reduction
-        from .timing import reduction_latency
-        self._latency = reduction_latency(dtype=flit.dtype, lanes=flit.lanes, reduction=reduction)
-        shape = flit.layout
+        self._latency = reduction_latency(flit.dtype)
+        shape = flit_layout(flit)
         super().__init__({
             "in0": In(stream.Signature(shape)),
             "in1": In(stream.Signature(shape)),
@@ -61,11 +56,12 @@ class ReducePath(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        adder = m.submodules.adder = self._reduction_factory(
-            dtype=self.flit.dtype, lanes=self.flit.lanes, sideband=self.flit.framing_layout)
+        adder = m.submodules.adder = ReductionUnit(
+            dtype=self.flit.dtype, lanes=self.flit.lanes, sideband=framing_layout(self.flit))
         assert adder.latency == self._latency
-        pass0 = m.submodules.pass0 = DelayLine(self.flit.layout, depth=self.latency)
-        pass1 = m.submodules.pass1 = DelayLine(self.flit.layout, depth=self.latency)
+        shape = flit_layout(self.flit)
+        pass0 = m.submodules.pass0 = DelayLine(shape, depth=self.latency)
+        pass1 = m.submodules.pass1 = DelayLine(shape, depth=self.latency)
         reduce = self.reduce
 
         m.d.comb += [

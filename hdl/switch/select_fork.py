@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["SelectFork"]
 

@@ -7,13 +7,15 @@ from amaranth.hdl import unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.base.compiler.encoding import check_size
+from hdl.base.config_port import (ERROR_WIDTH, check_port_parameters, config_word_layout, config_words,
+                                  phase_index_width, select_cycles)
+from hdl.base.flit import FlitFormat
+from hdl.base.timing import switch_latency, switch_stages
+from hdl.layouts import flit_layout, struct_layout
 
-from .config_errors import ERROR_WIDTH
-from .config_memory import ConfigMemory, config_write_layout, phase_index_width
-from .flit import FlitFormat
+from .config_memory import ConfigMemory
 from .fred_switch import FredSwitch
-from .modes import DEFAULT_WORD_WIDTH, check_size, config_words
-from .timing import switch_latency, switch_stages
 
 __all__ = ["FredSwitchTop"]
 
@@ -21,21 +23,22 @@ __all__ = ["FredSwitchTop"]
 class FredSwitchTop(wiring.Component):
     """A complete FRED switch: Fred_m(P) plus K stored phases.
 
-    Parameters (keyword-only, validated):
+    Parameters (keyword-only, all required, validated before anything is built; the defaults
+    ``fred verilog`` uses live in the design registry, ``hdl.designs``):
         ports: P, power of two 2..64 (larger works but is not checked by the test-suite).
         middle: m >= 2. dtype: ``fp16``/``bf16``/``fp32``/``int32``. lanes: elements per flit.
-        phases: K stored configurations (>= 1). tag_width: bits of the flit tag.
-        word_width: configuration word bits (32). reduction: reduction-unit factory (tests).
+        phases: K stored configurations (1..256). tag_width: bits of the flit tag.
+        word_width: configuration word bits (8..256).
 
     Members (Verilog ports in brackets; Amaranth joins names with ``__``):
         i: ``In(stream.Signature(flit)).array(P)`` [``i__<n>__valid/ready/payload``];
         o: ``Out(stream.Signature(flit)).array(P)`` [``o__<n>__...``]. The flit payload is
             ``data(lanes*width) last(1) tag(tag_width)``, LSB first (:class:`FlitFormat`).
-        config: ``In(stream.Signature(config_write_layout(K)))`` [``config__*``]: configuration
+        config: ``In(stream.Signature(config_word_layout(K)))`` [``config__*``]: configuration
             words ``data(32) last(1) phase``; see :class:`ConfigMemory` and ``docs/switch.md``.
         phase: ``In(stream.Signature(phase index))`` [``phase__*``]: phase select.
         busy: ``Out(1)``: flits in flight or a phase select in progress.
-        error: ``Out(ERROR_WIDTH)`` (:class:`~hdl.switch.config_errors.ConfigError`).
+        error: ``Out(ERROR_WIDTH)`` (:class:`~hdl.base.config_port.ConfigError`).
         active_phase, active_valid, loaded: as in :class:`ConfigMemory`.
 
     While a phase select is pending or copying, no input flit is accepted (``i[n].ready`` low);
@@ -45,25 +48,23 @@ class FredSwitchTop(wiring.Component):
     to any ``valid``.
     """
 
-    def __init__(self, *, ports: int = 8, middle: int = 3, dtype: str = "fp16", lanes: int = 1,
-                 phases: int = 4, tag_width: int = 8, word_width: int = DEFAULT_WORD_WIDTH,
-                 reduction=None):
-        # Amaranth warns about an Elaboratable that is never elaborated, which is also what a
-        # rejected parameter leaves behind: stay silent until the parameters are validated.
-        self._MustUse__silence = True
+    def __new__(cls, *, ports, middle, dtype, lanes, phases, tag_width, word_width):
+        # Validate before the object exists: Amaranth warns about an Elaboratable that is never
+        # elaborated, which is what a rejected parameter would otherwise leave behind.
         check_size(ports, middle)
+        FlitFormat(dtype=dtype, lanes=lanes, tag_width=tag_width)
+        check_port_parameters(phases=phases, word_width=word_width)
+        return super().__new__(cls)
+
+    def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
+                 tag_width: int, word_width: int):
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=tag_width)
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
-        ConfigMemory.check_parameters(phases=phases, word_width=word_width)
-        self._reduction = reduction
-        self._latency = switch_latency(ports=ports, middle=middle, dtype=self.flit.dtype,
-                                       lanes=lanes, reduction=reduction)
-        shape = self.flit.layout
-        self._MustUse__silence = False
+        shape = flit_layout(self.flit)
         super().__init__({
             "i": In(stream.Signature(shape)).array(ports),
             "o": Out(stream.Signature(shape)).array(ports),
-            "config": In(stream.Signature(config_write_layout(phases, word_width))),
+            "config": In(stream.Signature(struct_layout(config_word_layout(phases, word_width)))),
             "phase": In(stream.Signature(unsigned(phase_index_width(phases)))),
             "busy": Out(1),
             "error": Out(ERROR_WIDTH),
@@ -78,24 +79,25 @@ class FredSwitchTop(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return self._latency
+        return switch_latency(ports=self.ports, middle=self.middle, dtype=self.flit.dtype)
 
     @property
     def config_words(self) -> int:
-        """Words in one configuration packet."""
+        """Words in one configuration packet (``hdl.base.config_port.config_words``)."""
         return config_words(self.ports, self.middle, self.word_width)
 
     @property
     def select_cycles(self) -> int:
-        """Cycles a phase select takes once the switch is drained (see ConfigMemory)."""
-        return self.config_words + 2
+        """Cycles a phase select takes once the switch is drained
+        (``hdl.base.config_port.select_cycles``)."""
+        return select_cycles(self.ports, self.middle, self.word_width)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         memory = m.submodules.config_memory = ConfigMemory(
             ports=self.ports, middle=self.middle, phases=self.phases, word_width=self.word_width)
         switch = m.submodules.switch = FredSwitch(ports=self.ports, middle=self.middle,
-                                                  flit=self.flit, reduction=self._reduction)
+                                                  flit=self.flit)
         assert memory.select_cycles == self.select_cycles and switch.latency == self.latency
         wiring.connect(m, wiring.flipped(self.config), memory.write)
         wiring.connect(m, wiring.flipped(self.phase), memory.select)

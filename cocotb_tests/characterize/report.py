@@ -1,7 +1,7 @@
 """Assemble ``data/characterization.json`` and ``docs/characterization.md`` (+ PNG) from measured points.
 
-:func:`build_document` turns the timing points (:func:`hdl.characterize.timing.measure_point`)
-and cost records (:func:`hdl.characterize.cost.measure_cost`) into the JSON document of
+:func:`build_document` turns the timing points (:func:`cocotb_tests.characterize.timing.measure_point`)
+and cost records (:func:`cocotb_tests.characterize.cost.measure_cost`) into the JSON document of
 ``docs/characterization-schema.md``: the ``switch`` summary the system model reads, plus the
 per-point detail. :func:`write_report` renders the Markdown report and its plot. Points of the
 requested grid that were not measured are listed with the reason, never filled in.
@@ -13,7 +13,8 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from fred.errors import FredError
+from hdl.base.characterization import SCHEMA_ID, parse_characterization
+from hdl.base.errors import FredError
 
 __all__ = ["summary_point", "summarize_point", "build_document", "write_report", "composed_cost"]
 
@@ -115,7 +116,7 @@ def build_document(points: list[dict], costs: list[dict], *, command: str, grid:
         "config_load_cycles": float(ref["config_load_cycles"]),
     }
     return {
-        "schema": "fred-characterization/1",
+        "schema": SCHEMA_ID,
         "switch": switch,
         "switch_source": {
             "point": {k: ref[k] for k in ("ports", "middle", "dtype")},
@@ -242,21 +243,14 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
                  for x in sums)
     copy_ok = all(x["select_copy_cycles"] == x["config_words"] + 2 for x in sums if x["select_copy_cycles"] is not None)
     load_ok = all(x["config_load_cycles"] == x["config_words"] + 1 for x in sums)
-    from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING as D
     L += ["", "## Findings", "",
-          f"* First-flit latency equals the RTL's latency property (`hdl.switch.timing.switch_latency`: "
+          f"* First-flit latency equals the RTL's latency property (`hdl.base.timing.switch_latency`: "
           f"log2(P) (L_add + 1) + log2(P) - 1) at every measured point and for every traffic class: "
           f"{'yes' if lat_ok else 'NO (see the tables)'}. It does not depend on the class or on m, "
           "because pass paths are delayed to match the adder.",
           f"* Phase switch = drain of the old phase (at most the latency) + select copy of N + 2 cycles "
           f"(N = configuration words): copy = N + 2 at every point: {'yes' if copy_ok else 'NO'}. "
           f"Configuration load = N words + 1 check cycle: {'yes' if load_ok else 'NO'}.",
-          f"* Against the system model's previous defaults ({D.first_flit_latency_cycles:g} cycles latency, "
-          f"{D.phase_switch_cycles:g} per phase switch, {D.config_load_cycles:g} per configuration load), "
-          f"the measured reference point gives {sw['first_flit_latency_cycles']:g}, "
-          f"{sw['phase_switch_cycles']:g} and {sw['config_load_cycles']:g}: the defaults under-estimated "
-          "latency and phase switch (the fp16 adder pipeline is 7 cycles per input/RD stage, and "
-          "a phase switch waits for the pipeline to drain and copies the whole configuration word by word).",
           "* Throughput: see below; with random backpressure the inputs run slightly faster than the "
           "outputs over one packet because the switch's buffers absorb the first flits.",
           ""]
@@ -360,5 +354,7 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
 
 
 def write_json(doc: dict, path: Path) -> None:
+    """Write ``doc`` after checking it against the schema its readers use."""
+    parse_characterization(doc, source=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fred.errors import FredError
-from hdl.compiler.flows import Flow
+from hdl.base.errors import FredError
+from hdl.base.compiler.flows import Flow
 
 __all__ = ["COLLECTIVES", "Transfer", "Schedule", "lower_collective", "schedule_collective",
            "reference_result", "chunk_count"]

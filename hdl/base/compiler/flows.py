@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from fred.errors import FredError
+from hdl.base.errors import FredError
 
 __all__ = ["Flow", "validate_flows", "parse_flows", "format_flows", "check_ports"]
 

@@ -2,7 +2,7 @@
 
 :func:`simulate` computes what leaves every port for given data on every port, adding
 exactly where the configuration adds (input microswitches with ``reduce = 1``, RD outputs
-``3``), always as ``in0 + in1`` with :mod:`hdl.dtypes`; the switch RTL must match it bit
+``3``), always as ``in0 + in1`` with :mod:`hdl.base.dtypes`; the switch RTL must match it bit
 for bit. :func:`symbolic` runs the same network on symbols and returns each output as an
 addition tree (an ``int`` port, or ``("+", in0_tree, in1_tree)``), which shows the exact
 reduction order. :func:`check_config` verifies that a configuration realises a set of
@@ -23,10 +23,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from fred.errors import FredError
-from hdl.compiler.encoding import RD_IN0, RD_IN1, RD_SUM, SwitchConfig
-from hdl.compiler.flows import Flow, validate_flows
-from hdl.dtypes import get_dtype
+from hdl.base.errors import FredError
+from hdl.base.compiler.encoding import RD_IN0, RD_IN1, RD_SUM, SwitchConfig
+from hdl.base.compiler.flows import Flow, validate_flows
+from hdl.base.dtypes import get_dtype
 
 __all__ = ["simulate", "symbolic", "leaves", "evaluate", "check_config", "verify_config",
            "check_numeric"]
@@ -161,7 +161,7 @@ def leaves(tree) -> Counter:
 
 
 def evaluate(tree, dtype, inputs: Sequence):
-    """Evaluate an addition tree on data (``inputs[p]`` bit patterns) with :mod:`hdl.dtypes`."""
+    """Evaluate an addition tree on data (``inputs[p]`` bit patterns) with :mod:`hdl.base.dtypes`."""
     dt = get_dtype(dtype)
     if tree is None:
         return None
@@ -215,7 +215,7 @@ def check_numeric(config: SwitchConfig, flows: Sequence[Flow], *, dtype: str = "
 
     int32: each flow output must equal the wrapping sum of its flow's inputs (order-free,
     so this checks the flow definition independently of the tree). Floating point: each
-    output must equal, bit for bit, its symbolic addition tree evaluated with hdl.dtypes,
+    output must equal, bit for bit, its symbolic addition tree evaluated with hdl.base.dtypes,
     and hold exactly the flow's inputs. Ports outside every flow must receive nothing.
     """
     flows = validate_flows(flows, config.ports)

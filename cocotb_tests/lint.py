@@ -1,8 +1,8 @@
 """Verilator ``--lint-only -Wall`` on generated Verilog, with the project's waivers.
 
-Usage: ``python -m hdl.lint FILE.v [FILE.v ...]`` (``make lint`` lints ``build/*.v``).
+Usage: ``python -m cocotb_tests.lint FILE.v [FILE.v ...]`` (``make lint`` lints ``build/*.v``).
 The top module of each file is taken from the file name. Waivers live in
-``hdl/lint_waivers.vlt``, each with the reason it is acceptable.
+``cocotb_tests/lint_waivers.vlt``, each with the reason it is acceptable.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fred.toolchain import setup_verilator
+from cocotb_tests.toolchain import setup_verilator
 
 WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
 
@@ -28,7 +28,7 @@ def lint(path: Path | str, *, top: str | None = None) -> subprocess.CompletedPro
 def main(argv: list[str] | None = None) -> int:
     paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
     if not paths:
-        print("usage: python -m hdl.lint FILE.v [FILE.v ...]", file=sys.stderr)
+        print("usage: python -m cocotb_tests.lint FILE.v [FILE.v ...]", file=sys.stderr)
         return 2
     failures = 0
     for path in paths:

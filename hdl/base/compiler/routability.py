@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 from typing import Iterator
 
-from fred.errors import FredError
-from hdl.compiler.encoding import check_any_size as check_size
-from hdl.compiler.flows import Flow, validate_flows
-from hdl.compiler.router import DEFAULT_BUDGET, Router
+from hdl.base.compiler.encoding import check_any_size as check_size
+from hdl.base.compiler.flows import Flow, validate_flows
+from hdl.base.compiler.router import DEFAULT_BUDGET, Router
+from hdl.base.errors import FredError
+from hdl.base.placement import Strategy, factorisations
 
 __all__ = ["set_partitions", "bell_number", "random_partition", "random_flow_set",
-           "partition_flows", "partition_stats", "Placement", "placements",
+           "partition_flows", "partition_stats", "placement_traffic",
            "placement_report", "explain", "EXHAUSTIVE_LIMIT"]
 
 #: Largest number of partitions ``--exhaustive`` will enumerate.
@@ -135,54 +135,25 @@ def partition_stats(*, ports: int, middle: int, exhaustive: bool = False, sample
             "phase_histogram": {str(k): v for k, v in sorted(histogram.items())}}
 
 
-@dataclass(frozen=True)
-class Placement:
-    """One 3D-parallel placement: port = mp + MP * (pp + PP * dp)."""
-
-    mp: int
-    dp: int
-    pp: int
-
-    @property
-    def name(self) -> str:
-        return f"MP({self.mp})-DP({self.dp})-PP({self.pp})"
-
-    def port(self, mp: int, pp: int, dp: int) -> int:
-        return mp + self.mp * (pp + self.pp * dp)
-
-    def traffic(self) -> dict[str, list[Flow]]:
-        """Flow set of each communication phase of this placement (empty kinds omitted)."""
-        kinds: dict[str, list[Flow]] = {}
-        if self.mp > 1:
-            kinds["mp-allreduce"] = [Flow(g, g) for g in (
-                [self.port(i, pp, dp) for i in range(self.mp)]
-                for dp in range(self.dp) for pp in range(self.pp))]
-        if self.dp > 1:
-            kinds["dp-allreduce"] = [Flow(g, g) for g in (
-                [self.port(mp, pp, d) for d in range(self.dp)]
-                for mp in range(self.mp) for pp in range(self.pp))]
-        if self.pp > 1:
-            kinds["pp-send"] = [Flow((self.port(mp, pp, dp),), (self.port(mp, pp + 1, dp),))
-                                for dp in range(self.dp) for pp in range(self.pp - 1)
-                                for mp in range(self.mp)]
-            if self.mp > 1:
-                kinds["pp-multicast"] = [
-                    Flow((self.port(0, pp, dp),), [self.port(i, pp + 1, dp) for i in range(self.mp)])
-                    for dp in range(self.dp) for pp in range(self.pp - 1)]
-        return kinds
-
-
-def placements(ports: int) -> list[Placement]:
-    """Every ordered factorisation ports = MP x DP x PP."""
-    found = []
-    for mp in range(1, ports + 1):
-        if ports % mp:
-            continue
-        for dp in range(1, ports // mp + 1):
-            if (ports // mp) % dp:
-                continue
-            found.append(Placement(mp, dp, ports // mp // dp))
-    return found
+def placement_traffic(strategy: Strategy) -> dict[str, list[Flow]]:
+    """Flow set of each communication phase of a 3D-parallel placement on switch ports
+    (:meth:`hdl.base.placement.Strategy.rank`; empty kinds omitted): MP and DP all-reduces of
+    every group, PP stage-to-stage sends, and the PP multicast to the next stage's MP group."""
+    kinds: dict[str, list[Flow]] = {}
+    if strategy.mp > 1:
+        kinds["mp-allreduce"] = [Flow(g, g) for g in strategy.groups("mp")]
+    if strategy.dp > 1:
+        kinds["dp-allreduce"] = [Flow(g, g) for g in strategy.groups("dp")]
+    if strategy.pp > 1:
+        port = strategy.rank
+        kinds["pp-send"] = [Flow((port(mp=mp, dp=dp, pp=pp),), (port(mp=mp, dp=dp, pp=pp + 1),))
+                            for dp in range(strategy.dp) for pp in range(strategy.pp - 1)
+                            for mp in range(strategy.mp)]
+        if strategy.mp > 1:
+            kinds["pp-multicast"] = [
+                Flow((port(mp=0, dp=dp, pp=pp),), [port(mp=i, dp=dp, pp=pp + 1) for i in range(strategy.mp)])
+                for dp in range(strategy.dp) for pp in range(strategy.pp - 1)]
+    return kinds
 
 
 def explain(flows, *, ports: int, middle: int, router: Router | None = None) -> dict:
@@ -328,10 +299,10 @@ def placement_report(*, ports: int, middle: int, npus: int | None = None,
         raise FredError(f"npus must be an integer in 1..{ports} (the switch ports), got {npus!r}")
     router = Router(ports=ports, middle=middle, budget=budget)
     report = []
-    for placement in placements(npus):
-        entry = {"placement": placement.name, "mp": placement.mp, "dp": placement.dp,
+    for placement in factorisations(npus):
+        entry = {"placement": placement.paper_name, "mp": placement.mp, "dp": placement.dp,
                  "pp": placement.pp, "phases": {}}
-        for kind, flows in placement.traffic().items():
+        for kind, flows in placement_traffic(placement).items():
             result = router.route(flows)
             item = {"flows": len(flows), "one_phase": result.one_phase,
                     "phase_count": len(result.phases)}

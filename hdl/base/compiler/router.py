@@ -52,10 +52,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from fred.errors import FredError
-from hdl.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, SwitchConfig,
+from hdl.base.errors import FredError
+from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, SwitchConfig,
                                    check_any_size)
-from hdl.compiler.flows import Flow, validate_flows
+from hdl.base.compiler.flows import Flow, validate_flows
 
 __all__ = ["Phase", "RouteResult", "Router", "route", "route_one_phase",
            "DEFAULT_BUDGET", "DEFAULT_SPLIT_BUDGET"]

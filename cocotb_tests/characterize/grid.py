@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fred.errors import FredError
+from hdl.base.dtypes import DTYPES as _ALL_DTYPES
+from hdl.base.errors import FredError
 
 __all__ = ["PORTS", "MIDDLES", "DTYPES", "DEFAULT_CACHE", "timing_grid", "point_name",
            "load_cached", "save_cached"]
 
 PORTS = (4, 8, 16)
 MIDDLES = (2, 3)
-DTYPES = ("fp16", "bf16", "fp32", "int32")
+DTYPES = tuple(_ALL_DTYPES)
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "build" / "characterize"
 
 
