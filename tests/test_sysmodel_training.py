@@ -212,8 +212,8 @@ def test_serialised_mode_is_never_faster(workload):
 
 
 def test_serialised_engine_orders_communication_between_computes():
-    from sysmodel.training import _StageEngine
-    eng = _StageEngine(blocking=True)
+    from sysmodel.task_graphs import StageEngine
+    eng = StageEngine(blocking=True)
     a = eng.add("compute a", "s0.compute", 1.0)
     c = eng.add("grad comm", "s0.dp", 5.0, [a], category="dp")
     b = eng.add("compute b", "s0.compute", 1.0)          # no explicit dependency on the comm
@@ -226,7 +226,7 @@ def test_serialised_engine_orders_communication_between_computes():
     assert sched.tasks[load].resource == "s0.io.in"
     with pytest.raises(FredError, match="no stage"):
         eng.add("stream", "io.out", 1.0)
-    free = _StageEngine(blocking=False)
+    free = StageEngine(blocking=False)
     a = free.add("compute a", "s0.compute", 1.0)
     c = free.add("grad comm", "s0.dp", 5.0, [a], category="dp")
     b = free.add("compute b", "s0.compute", 1.0)
