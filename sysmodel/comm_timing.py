@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.base.placement import Strategy
-from sysmodel.collectives import Collective, evaluate
+from sysmodel.collectives import Collective, configuration_load_s, evaluate
 from sysmodel.platform import Platform
 from sysmodel.workloads import BYTES, Layer
 
@@ -44,7 +44,8 @@ class CommTimer:
 
     Members: ``platform``, ``fabric``, ``strategy``, ``microbatch_samples`` (samples per
     microbatch), ``mp_groups[stage]`` / ``dp_groups[stage]`` (the rank tuples of every MP / DP
-    group of a pipeline stage)."""
+    group of a pipeline stage), ``configurations`` (every switch configuration the tasks timed
+    so far need stored; see :meth:`config_load_s`)."""
 
     def __init__(self, platform: Platform, fabric: str, strategy: Strategy, microbatch_samples: float):
         self.platform = platform
@@ -56,12 +57,19 @@ class CommTimer:
                           for p in range(s.pp)}
         self.dp_groups = {p: [tuple(s.rank(mp=mp, dp=dp, pp=p) for dp in range(s.dp)) for mp in range(s.mp)]
                           for p in range(s.pp)}
+        self.configurations: frozenset = frozenset()
+
+    def config_load_s(self) -> float:
+        """One-time load of every switch configuration the timed tasks use (each stored
+        configuration once; :func:`sysmodel.collectives.configuration_load_s`)."""
+        return configuration_load_s(self.platform.switch, self.configurations)
 
     def concurrent(self, collectives) -> CommTime:
         """``collectives`` running at once (none: zero time)."""
         if not collectives:
             return CommTime(0.0)
         r = evaluate(self.platform, self.fabric, collectives)
+        self.configurations |= r.configurations
         return CommTime(r.time_s, r.link_loads, r.link_bw)
 
     def mp(self, layer: Layer, stage: int) -> CommTime:

@@ -40,6 +40,14 @@ The breakdown attributes the representative stage's timeline: compute, then each
 interval of the compute unit to the communication active in it (MP, then PP, I/O, DP), and
 the rest to pipeline bubble.
 
+**Iterations** (``platform.iterations``, the paper's 2): iterations are separated by the
+optimizer step (synchronous training), so every iteration runs the schedule above; the first
+also pays the one-time loads: every switch configuration the iteration's in-switch collectives
+use is loaded once (``config_load_cycles`` per stored phase, switches in parallel; none on the
+mesh or on FRED without in-switch collectives, whose unicasts route online). The reported
+``time_s`` is the mean over the iterations; the breakdown's ``config_load`` is that load's
+share of it.
+
 Each step is a module of its own, so that it can change (and is tested) alone:
 :mod:`sysmodel.iteration_plan` (stages, microbatches, memory via :mod:`sysmodel.memory`),
 :mod:`sysmodel.compute_timing` (the roofline), :mod:`sysmodel.comm_timing` (communication
@@ -61,20 +69,25 @@ from sysmodel.platform import Platform
 from sysmodel.task_graphs import TASK_GRAPHS, StageEngine
 from sysmodel.workloads import Workload
 
-__all__ = ["IterationResult", "simulate_iteration", "SCHEDULES", "CATEGORIES"]
+__all__ = ["IterationResult", "simulate_iteration", "build_task_graph", "mean_iteration_s",
+           "SCHEDULES", "CATEGORIES"]
 
-#: The breakdown's categories, in the order they are reported.
-CATEGORIES = ("compute", *COMM_CATEGORIES, "bubble")
+#: The breakdown's categories, in the order they are reported: the iteration's timeline, then
+#: the one-time switch configuration load per iteration (see the module docstring).
+CATEGORIES = ("compute", *COMM_CATEGORIES, "bubble", "config_load")
 
 
 @dataclass
 class IterationResult:
     """One simulated iteration.
 
-    Members: ``workload``, ``fabric``, ``strategy`` (as text), ``schedule``, ``time_s``,
-    ``breakdown`` and ``comm_busy`` (seconds per category, see
+    Members: ``workload``, ``fabric``, ``strategy`` (as text), ``schedule``, ``time_s`` (mean
+    per iteration over ``iterations``), ``breakdown`` (seconds per :data:`CATEGORIES`, adding up
+    to ``time_s``) and ``comm_busy`` (seconds each communication category runs; see
     :func:`sysmodel.breakdown.attribute_time`), ``memory`` (:class:`MemoryPlan`),
-    ``microbatches``, ``samples_per_dp``, ``tasks`` (in the task graph), ``notes``."""
+    ``microbatches``, ``samples_per_dp``, ``tasks`` (in the task graph), ``notes``,
+    ``steady_time_s`` (one iteration without one-time costs), ``config_load_s`` (the one-time
+    switch configuration load of the first iteration), ``iterations``."""
 
     workload: str
     fabric: str
@@ -88,6 +101,9 @@ class IterationResult:
     samples_per_dp: int
     tasks: int
     notes: list = field(default_factory=list)
+    steady_time_s: float = 0.0
+    config_load_s: float = 0.0
+    iterations: int = 1
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -116,13 +132,25 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     plan = plan_iteration(platform, workload, strategy, schedule=schedule,
                           samples_per_dp=samples_per_dp, microbatches=microbatches)
     eng = StageEngine(blocking=not overlap)
-    build_task_graph(eng, plan, fabric)
+    comm = build_task_graph(eng, plan, fabric)
     executed = eng.run()
     breakdown, busy, _ = attribute_time(executed, plan.strategy.pp, plan.representative)
+    config_load = comm.config_load_s()
+    iterations = platform.iterations
+    breakdown["config_load"] = config_load / iterations
     return IterationResult(workload=workload.name, fabric=fabric, strategy=str(plan.strategy),
-                           schedule=schedule, time_s=executed.makespan, breakdown=breakdown,
-                           comm_busy=busy, memory=plan.memory, microbatches=plan.microbatches,
-                           samples_per_dp=plan.samples_per_dp, tasks=len(eng.tasks), notes=plan.notes())
+                           schedule=schedule,
+                           time_s=mean_iteration_s(executed.makespan, config_load, iterations),
+                           breakdown=breakdown, comm_busy=busy, memory=plan.memory,
+                           microbatches=plan.microbatches, samples_per_dp=plan.samples_per_dp,
+                           tasks=len(eng.tasks), notes=plan.notes(), steady_time_s=executed.makespan,
+                           config_load_s=config_load, iterations=iterations)
+
+
+def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> float:
+    """Mean time per iteration over ``iterations`` iterations of ``steady_s`` each, the first
+    of which also pays ``one_time_s`` (seconds)."""
+    return steady_s + one_time_s / iterations
 
 
 def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str) -> CommTimer:
