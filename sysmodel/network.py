@@ -108,10 +108,11 @@ class Network:
     def wire_bytes(self, nbytes: float, chunks: int = 1) -> float:
         """Bytes a transfer of ``nbytes``, sent as ``chunks`` equal chunks, puts on each link:
         with flits, every chunk rounded up to whole flits; else ``nbytes``."""
-        if self.flit_bytes is None:
+        if self.flit_bytes is None or nbytes <= 0:
             return nbytes
-        # a chunk that is a whole number of flits up to float rounding is not padded
-        flits = math.ceil(nbytes / chunks / self.flit_bytes - 1e-9)
+        # a chunk that is a whole number of flits up to float rounding is not padded; any
+        # non-empty chunk is at least one flit
+        flits = max(math.ceil(nbytes / chunks / self.flit_bytes - 1e-9), 1)
         return chunks * flits * self.flit_bytes
 
     def traffic(self) -> "Traffic":

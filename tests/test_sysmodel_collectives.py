@@ -263,3 +263,16 @@ def test_in_switch_reduction_never_slows_an_all_reduce(group, size):
     c = [Collective("all-reduce", tuple(group), size)]
     for endpoint, in_switch in (("fred-a", "fred-b"), ("fred-c", "fred-d")):
         assert evaluate(P, in_switch, c).time_s <= evaluate(P, endpoint, c).time_s
+
+
+def test_wire_bytes_rounds_each_chunk_up_to_whole_flits():
+    from sysmodel.collectives import build_network
+    fred, mesh = build_network(P, "fred-d"), build_network(P, "mesh")
+    flit = P.switch.flit_bytes
+    assert fred.wire_bytes(1.0) == flit                       # any non-empty chunk: one flit
+    assert fred.wire_bytes(1e-6) == flit
+    assert fred.wire_bytes(3 * flit) == 3 * flit              # whole flits are not padded
+    assert fred.wire_bytes(3 * flit * (1 + 1e-15)) == 3 * flit  # ... up to float rounding
+    assert fred.wire_bytes(3 * flit + 1) == 4 * flit
+    assert fred.wire_bytes(10 * flit + 4, chunks=4) == 4 * 3 * flit  # 4 chunks of 2.5 flits + 1 B
+    assert mesh.wire_bytes(1000.5, chunks=7) == 1000.5        # the mesh is byte-granular
