@@ -100,10 +100,10 @@ class IterationResult:
     microbatches: int
     samples_per_dp: int
     tasks: int
+    steady_time_s: float
+    config_load_s: float
+    iterations: int
     notes: list = field(default_factory=list)
-    steady_time_s: float = 0.0
-    config_load_s: float = 0.0
-    iterations: int = 1
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -121,8 +121,9 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     the task graph of the workload's mode (:data:`~sysmodel.task_graphs.TASK_GRAPHS`) timed by
     :class:`~sysmodel.compute_timing.RooflineCompute` and
     :class:`~sysmodel.comm_timing.CommTimer`, its execution on a
-    :class:`~sysmodel.task_graphs.StageEngine`, and the breakdown
-    (:func:`~sysmodel.breakdown.attribute_time`).
+    :class:`~sysmodel.task_graphs.StageEngine`, the breakdown
+    (:func:`~sysmodel.breakdown.attribute_time`), and the mean over ``platform.iterations``
+    iterations, the first of which loads the switch configurations (:func:`mean_iteration_s`).
 
     ``overlap=False`` is the serialised mode: every communication task blocks the compute unit
     of the stage it belongs to (it starts after that stage's previous compute task and the next
