@@ -48,6 +48,11 @@ class Layer:
     def stored_bytes(self, mp: int) -> float:
         return self.stored_coeff[0] + self.stored_coeff[1] / mp
 
+    def shards(self, mp: int) -> int:
+        """How many ways MP(``mp``) divides this layer's FLOPs and weights (1 when it is not
+        MP-shardable)."""
+        return mp if self.mp_shardable else 1
+
 
 @dataclass(frozen=True)
 class Workload:

@@ -1,0 +1,133 @@
+"""What one training iteration runs: strategy, stages, microbatches and memory plan.
+
+:func:`plan_iteration` validates the request and fixes everything the task graph needs before
+any time is computed: the layers of each pipeline stage (weight-stationary: contiguous ranges
+balanced by forward FLOPs; weight-streaming: layer l on stage l % PP), the microbatch count
+(the requested one, or more when the working set does not fit: the gradient accumulation a
+framework would fall back to) and the per-NPU :class:`~sysmodel.memory.MemoryPlan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.base.errors import FredError
+from hdl.base.placement import Strategy
+from sysmodel.memory import MemoryPlan, memory_plan
+from sysmodel.platform import Platform
+from sysmodel.workloads import Workload
+
+__all__ = ["SCHEDULES", "IterationPlan", "plan_iteration", "stage_layers"]
+
+#: Pipeline schedules of weight-stationary training.
+SCHEDULES = ("1f1b", "gpipe")
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    """One iteration's fixed shape.
+
+    Members: ``platform``, ``workload``, ``strategy``, ``schedule`` (one of
+    :data:`SCHEDULES`), ``samples_per_dp`` (minibatch per DP replica), ``microbatches``
+    (used), ``requested_microbatches``, ``stages`` (layer indices per pipeline stage),
+    ``memory`` (:class:`~sysmodel.memory.MemoryPlan`)."""
+
+    platform: Platform
+    workload: Workload
+    strategy: Strategy
+    schedule: str
+    samples_per_dp: int
+    microbatches: int
+    requested_microbatches: int
+    stages: list
+    memory: MemoryPlan
+
+    @property
+    def microbatch_samples(self) -> float:
+        return self.samples_per_dp / self.microbatches
+
+    @property
+    def streaming(self) -> bool:
+        return self.workload.mode == "weight-streaming"
+
+    def representative(self, stage: int) -> int:
+        """The NPU whose timeline stands for ``stage`` (MP rank 0 of DP replica 0)."""
+        return self.strategy.rank(mp=0, dp=0, pp=stage)
+
+    def notes(self) -> list[str]:
+        """What the plan changed or needed beyond the request, in words."""
+        notes = []
+        if self.microbatches != self.requested_microbatches:
+            notes.append(f"{self.microbatches} microbatches (more than requested) so the working set fits")
+        if self.memory.recompute:
+            notes.append("activation recomputation (backward = 3x forward FLOPs)")
+        if self.memory.offload:
+            notes.append("activation checkpoints offloaded to external memory through the I/O controllers")
+        return notes
+
+
+def stage_layers(workload: Workload, pp: int) -> list[list[int]]:
+    """Layer indices of each of ``pp`` pipeline stages (raises when ``pp`` exceeds the layers).
+
+    Weight-streaming: layer l on stage l % PP (PP consecutive layers form one pipeline wave).
+    Weight-stationary: contiguous ranges balanced by forward FLOPs, each stage >= 1 layer."""
+    layers = workload.layers
+    if pp > len(layers):
+        raise FredError(f"PP({pp}) exceeds the {len(layers)} layers of {workload.name}")
+    if workload.mode == "weight-streaming":
+        return [list(range(s, len(layers), pp)) for s in range(pp)]
+    weights = [max(l.fwd_flops, 1.0) for l in layers]
+    total = sum(weights)
+    bounds, acc, k = [0], 0.0, 1
+    for i, w in enumerate(weights):
+        acc += w
+        remaining_layers = len(layers) - (i + 1)
+        remaining_stages = pp - k
+        if k < pp and (acc >= total * k / pp or remaining_layers == remaining_stages):
+            bounds.append(i + 1)
+            k += 1
+    bounds.append(len(layers))
+    return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+
+
+def plan_iteration(platform: Platform, workload: Workload, strategy: Strategy | None = None, *,
+                   schedule: str = "1f1b", samples_per_dp: int | None = None,
+                   microbatches: int | None = None) -> IterationPlan:
+    """Validate the request and fix stages, microbatches and memory (see the module docstring).
+
+    ``strategy`` defaults to the workload's, ``samples_per_dp`` to its minibatch per DP replica,
+    ``microbatches`` to its pipeline microbatches (1 without PP); an explicit ``microbatches`` is
+    used as given (an error when it does not fit)."""
+    strategy = strategy or workload.strategy
+    strategy.check(platform.npus)
+    if schedule not in SCHEDULES:
+        raise FredError(f"unknown pipeline schedule {schedule!r}; expected {' or '.join(SCHEDULES)}")
+    samples = workload.samples_per_dp if samples_per_dp is None else samples_per_dp
+    if not isinstance(samples, int) or samples < 1:
+        raise FredError(f"samples per DP replica must be a positive integer, got {samples!r}")
+    requested = microbatches or (workload.microbatches if strategy.pp > 1 else 1)
+    if requested < 1 or requested > samples:
+        raise FredError(f"{requested} microbatches cannot split {samples} samples per DP replica")
+    stages = stage_layers(workload, strategy.pp)
+    m, memory = _fitting_microbatches(platform, workload, strategy, stages, samples, requested,
+                                      schedule, fixed=bool(microbatches))
+    return IterationPlan(platform=platform, workload=workload, strategy=strategy, schedule=schedule,
+                         samples_per_dp=samples, microbatches=m, requested_microbatches=requested,
+                         stages=stages, memory=memory)
+
+
+def _fitting_microbatches(platform, workload, strategy, stages, samples, requested, schedule, *,
+                          fixed: bool) -> tuple[int, MemoryPlan]:
+    """The first microbatch count from ``requested`` up (divisors of ``samples`` only; just
+    ``requested`` when ``fixed``) whose working set fits, with its memory plan; else the
+    first count's error."""
+    candidates = [k for k in range(requested, samples + 1) if samples % k == 0] or [requested]
+    if fixed:
+        candidates = [requested]
+    error = None
+    for k in candidates:
+        try:
+            return k, memory_plan(platform, workload, strategy, stages, samples / k, k, schedule)
+        except FredError as exc:
+            error = error or exc
+    raise error
