@@ -35,7 +35,7 @@ A platform without a ``[compute]`` section keeps the flat roofline (every FLOP a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hdl.base.errors import FredError
 
@@ -118,28 +118,30 @@ class VectorOp:
 class ComputeModel:
     """The shape-dependent compute model of one NPU (see the module docstring).
 
-    ``peak_tflops``: dense peak per data type (TFLOPS); ``memory_gbps``: HBM bandwidth;
-    ``sms``: streaming multiprocessors (parallel tile slots); ``tiles``: ((tm, tn, relative
-    efficiency), ...); ``gemm_peak_fraction``, ``k_overhead``, ``vector_efficiency``."""
+    ``peak_tflops``: the dense FP16/BF16 peak (the platform's ``npu.peak_tflops``);
+    ``memory_gbps``: HBM bandwidth (``npu.memory_bandwidth_gbps``); ``dtype_speed``: peak of
+    each data type relative to FP16 (default: BF16 1, FP8 2, FP32 0.5 -- TF32 tensor cores on
+    A100/H100); ``sms``: streaming multiprocessors (parallel tile slots); ``tiles``: ((tm, tn,
+    relative efficiency), ...); ``gemm_peak_fraction``, ``k_overhead``, ``vector_efficiency``."""
 
-    peak_tflops: dict
+    peak_tflops: float
     memory_gbps: float
     sms: int
     tiles: tuple
     gemm_peak_fraction: float
     k_overhead: float
     vector_efficiency: float
+    dtype_speed: dict = field(default_factory=lambda: dict(DEFAULT_DTYPE_SPEED))
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def __post_init__(self):
-        if not self.peak_tflops:
-            raise FredError("compute.peak_tflops needs at least one data type")
-        for dtype, v in self.peak_tflops.items():
+        _positive(self.peak_tflops, "npu.peak_tflops")
+        _positive(self.memory_gbps, "npu.memory_bandwidth_gbps")
+        for dtype, v in self.dtype_speed.items():
             if dtype not in DTYPE_BYTES:
-                raise FredError(f"compute.peak_tflops: unknown data type {dtype!r}; "
+                raise FredError(f"compute.dtype_speed: unknown data type {dtype!r}; "
                                 f"expected {', '.join(DTYPE_BYTES)}")
-            _positive(v, f"compute.peak_tflops.{dtype}")
-        _positive(self.memory_gbps, "compute.memory_gbps")
+            _positive(v, f"compute.dtype_speed.{dtype}")
         if isinstance(self.sms, bool) or not isinstance(self.sms, int) or self.sms < 1:
             raise FredError(f"compute.sms must be a positive integer, got {self.sms!r}")
         if not self.tiles:
@@ -157,10 +159,16 @@ class ComputeModel:
             raise FredError(f"compute.k_overhead must be >= 0, got {self.k_overhead!r}")
 
     def peak_flops(self, dtype: str) -> float:
-        if dtype not in self.peak_tflops:
-            raise FredError(f"the platform gives no peak for data type {dtype!r}; it has "
-                            f"{', '.join(self.peak_tflops)}")
-        return self.peak_tflops[dtype] * 1e12
+        if dtype not in self.dtype_speed:
+            raise FredError(f"the platform gives no speed for data type {dtype!r}; it has "
+                            f"{', '.join(self.dtype_speed)}")
+        return self.peak_tflops * self.dtype_speed[dtype] * 1e12
+
+    def with_hardware(self, peak_tflops: float, memory_gbps: float) -> "ComputeModel":
+        """The same model on an NPU of another peak and HBM bandwidth."""
+        if peak_tflops == self.peak_tflops and memory_gbps == self.memory_gbps:
+            return self
+        return replace(self, peak_tflops=peak_tflops, memory_gbps=memory_gbps, _cache={})
 
     def tile_utilisation(self, m: float, n: float, batch: float = 1) -> float:
         """Best (tile quantisation x wave quantisation x relative efficiency) over the tiles."""
@@ -210,35 +218,41 @@ class ComputeModel:
         return t + self.vector_time(nbytes * (2 if backward else 1))
 
     def to_dict(self) -> dict:
-        return {"peak_tflops": dict(self.peak_tflops), "memory_gbps": self.memory_gbps,
+        return {"peak_tflops": self.peak_tflops, "memory_gbps": self.memory_gbps,
                 "sms": self.sms, "tiles": [list(t) for t in self.tiles],
                 "gemm_peak_fraction": self.gemm_peak_fraction, "k_overhead": self.k_overhead,
-                "vector_efficiency": self.vector_efficiency}
+                "vector_efficiency": self.vector_efficiency, "dtype_speed": dict(self.dtype_speed)}
 
 
-_KEYS = {"peak_tflops", "memory_gbps", "sms", "tiles", "gemm_peak_fraction", "k_overhead",
-         "vector_efficiency"}
+#: Peak of each data type relative to FP16 on A100/H100 tensor cores (NVIDIA data sheets:
+#: BF16 = FP16, FP8 2x (H100), TF32 0.5x).
+DEFAULT_DTYPE_SPEED = {"fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "fp32": 0.5}
+_KEYS = {"sms", "tiles", "gemm_peak_fraction", "k_overhead", "vector_efficiency"}
+_OPTIONAL_KEYS = {"dtype_speed"}
 
 
-def parse_compute(table: dict, *, source: str = "<toml>") -> ComputeModel:
-    """A :class:`ComputeModel` from a ``[compute]`` table (errors name the key)."""
+def parse_compute(table: dict, *, peak_tflops: float, memory_gbps: float,
+                  source: str = "<toml>") -> ComputeModel:
+    """A :class:`ComputeModel` from a ``[compute]`` table (errors name the key); peak and HBM
+    bandwidth come from the platform's ``[npu]`` section."""
     if not isinstance(table, dict):
         raise FredError(f"{source}: [compute] must be a table")
     for key in table:
-        if key not in _KEYS:
+        if key not in _KEYS | _OPTIONAL_KEYS:
             raise FredError(f"{source}: unknown key compute.{key}")
     for key in _KEYS:
         if key not in table:
             raise FredError(f"{source}: missing compute.{key}")
-    peak = table["peak_tflops"]
-    if not isinstance(peak, dict):
-        raise FredError(f"{source}: compute.peak_tflops must be a table of data type = TFLOPS")
+    speed = table.get("dtype_speed", DEFAULT_DTYPE_SPEED)
+    if not isinstance(speed, dict):
+        raise FredError(f"{source}: compute.dtype_speed must be a table of data type = factor")
     try:
-        return ComputeModel(peak_tflops=dict(peak), memory_gbps=table["memory_gbps"],
+        return ComputeModel(peak_tflops=peak_tflops, memory_gbps=memory_gbps,
                             sms=table["sms"], tiles=tuple(tuple(t) for t in table["tiles"]),
                             gemm_peak_fraction=table["gemm_peak_fraction"],
                             k_overhead=table["k_overhead"],
-                            vector_efficiency=table["vector_efficiency"])
+                            vector_efficiency=table["vector_efficiency"],
+                            dtype_speed={**DEFAULT_DTYPE_SPEED, **speed})
     except (TypeError, ValueError) as exc:
         raise FredError(f"{source}: [compute]: {exc}") from None
     except FredError as exc:

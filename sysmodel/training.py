@@ -71,6 +71,7 @@ class MemoryPlan:
     recompute: bool
     offload: bool
     capacity: float
+    recompute_mode: str = "none"   # none | selective | full
 
     @property
     def total(self) -> float:
@@ -94,6 +95,8 @@ class IterationResult:
     samples_per_dp: int
     tasks: int
     notes: list = field(default_factory=list)
+    npus_used: int = 0
+    idle_npus: int = 0
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -120,10 +123,25 @@ class CommTime:
 
 
 def _stages(workload: Workload, pp: int) -> list[list[int]]:
-    """Contiguous layer ranges per stage, balanced by forward FLOPs (each stage >= 1 layer)."""
+    """Contiguous layer ranges per stage, balanced by forward FLOPs (each stage >= 1 layer),
+    or with ``workload.pipeline_split == "layers"`` Megatron's split: the inner layers evenly
+    (the first stages take one more when they do not divide), the first layer (embedding)
+    with the first stage and the last (head) with the last."""
     layers = workload.layers
     if pp > len(layers):
         raise FredError(f"PP({pp}) exceeds the {len(layers)} layers of {workload.name}")
+    if workload.pipeline_split == "layers" and pp > 1:
+        inner = len(layers) - 2
+        if inner < pp:
+            raise FredError(f"PP({pp}) exceeds the {inner} inner layers of {workload.name}")
+        out, start = [], 1
+        for k in range(pp):
+            size = inner // pp + (1 if k < inner % pp else 0)
+            out.append(list(range(start, start + size)))
+            start += size
+        out[0].insert(0, 0)
+        out[-1].append(len(layers) - 1)
+        return out
     weights = [max(l.fwd_flops, 1.0) for l in layers]
     total = sum(weights)
     bounds, acc, k = [0], 0.0, 1
@@ -144,16 +162,26 @@ def _shard(layer, mp):
 
 def memory_plan(platform: Platform, workload: Workload, strategy: Strategy, stages, mb: float,
                 microbatches: int, schedule: str) -> MemoryPlan:
-    """Memory per NPU of the worst stage; raises naming what overflows when nothing fits."""
+    """Memory per NPU of the worst stage; raises naming what overflows when nothing fits.
+
+    Recomputation follows ``workload.recompute``: ``auto`` keeps every activation when it
+    fits and recomputes fully otherwise (then, in weight streaming, offloads checkpoints);
+    ``none`` / ``selective`` / ``full`` are fixed (selective keeps all but the attention core,
+    full keeps each layer's input)."""
     cap = platform.memory_capacity_bytes
+    policy = workload.recompute
+    sp = workload.sequence_parallel
     worst = None
     for s, layer_ids in enumerate(stages):
         layers = [workload.layers[i] for i in layer_ids]
         inflight = microbatches if (schedule == "gpipe" or workload.mode == "weight-streaming") \
             else min(microbatches, strategy.pp - s)
-        full = inflight * mb * sum(l.stored_bytes(strategy.mp) for l in layers)
-        ckpt = inflight * mb * sum(l.in_bytes for l in layers) \
-            + mb * max(l.stored_bytes(strategy.mp) for l in layers)
+        stored = [l.stored_bytes(strategy.mp, sequence_parallel=sp) for l in layers]
+        full = inflight * mb * sum(stored)
+        selective = inflight * mb * sum(l.stored_bytes(strategy.mp, sequence_parallel=sp, selective=True)
+                                        for l in layers)
+        ckpt = inflight * mb * sum(l.in_bytes / (strategy.mp if sp else 1) for l in layers) \
+            + mb * max(stored)
         if workload.mode == "weight-stationary":
             p = sum(l.params / _shard(l, strategy.mp) for l in layers)
             weights, grads = BYTES * p, BYTES * p / strategy.dp
@@ -163,38 +191,70 @@ def memory_plan(platform: Platform, workload: Workload, strategy: Strategy, stag
             p = sum(biggest[:workload.layers_on_wafer])
             weights, grads, opt = BYTES * p, BYTES * p, 0.0
         base = weights + grads + opt
-        recompute = offload = False
-        acts = full
-        if base + full > cap:
-            recompute, acts = True, ckpt
-            if base + ckpt > cap:
-                if workload.mode == "weight-streaming" and base + mb * max(
-                        l.stored_bytes(strategy.mp) for l in layers) <= cap:
-                    offload, acts = True, mb * max(l.stored_bytes(strategy.mp) for l in layers)
-                else:
-                    raise FredError(
-                        f"{workload.name} with {strategy} does not fit in "
-                        f"{platform.memory_capacity_gb:g} GB per NPU: stage {s} needs "
-                        f"{(base + ckpt) / 1e9:.1f} GB even with activation recomputation "
-                        f"(weights {weights / 1e9:.1f}, gradients {grads / 1e9:.1f}, optimizer "
-                        f"{opt / 1e9:.1f}, activations {ckpt / 1e9:.1f} GB)")
-        plan = MemoryPlan(s, weights, grads, opt, acts, recompute, offload, cap)
+        mode, offload = {"auto": "none", "none": "none", "selective": "selective",
+                         "full": "full"}[policy], False
+        acts = {"none": full, "selective": selective, "full": ckpt}[mode]
+        if policy == "auto" and base + acts > cap:
+            mode, acts = "full", ckpt
+        if base + acts > cap:
+            one = mb * max(stored)
+            if policy in ("auto", "full") and workload.mode == "weight-streaming" and base + one <= cap:
+                offload, acts = True, one
+            else:
+                how = {"none": "without recomputation", "selective": "with selective recomputation",
+                       "full": "even with activation recomputation"}[mode]
+                raise FredError(
+                    f"{workload.name} with {strategy} does not fit in "
+                    f"{platform.memory_capacity_gb:g} GB per NPU: stage {s} needs "
+                    f"{(base + acts) / 1e9:.1f} GB {how} "
+                    f"(weights {weights / 1e9:.1f}, gradients {grads / 1e9:.1f}, optimizer "
+                    f"{opt / 1e9:.1f}, activations {acts / 1e9:.1f} GB)")
+        plan = MemoryPlan(s, weights, grads, opt, acts, mode == "full", offload, cap, mode)
         if worst is None or plan.total > worst.total:
             worst = plan
-        if s == 0 or recompute or offload:
-            worst_flags = (worst.recompute or recompute, worst.offload or offload)
-            worst.recompute, worst.offload = worst_flags
+        if s == 0 or mode != "none" or offload:
+            rank = {"none": 0, "selective": 1, "full": 2}
+            if rank[mode] > rank[worst.recompute_mode]:
+                worst.recompute_mode = mode
+            worst.recompute = worst.recompute or mode == "full"
+            worst.offload = worst.offload or offload
     return worst
 
 
-def _schedule_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple[str, int]]:
+def _schedule_ops(schedule: str, stage: int, pp: int, m: int, chunks: int = 1) -> list[tuple[str, int, int]]:
+    """(kind, microbatch, model chunk) in the order stage ``stage`` runs them.
+
+    ``chunks`` > 1: Megatron's interleaved 1F1B (Narayanan et al. 2021): forward k runs chunk
+    (k // pp) % chunks of microbatch (k // (pp*chunks))*pp + k % pp; backward k the chunks in
+    reverse; (pp - stage - 1)*2 + (chunks - 1)*pp warm-up forwards, then one forward / one
+    backward alternately, then the remaining backwards."""
+    if chunks > 1:
+        if schedule != "1f1b":
+            raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
+        if m % pp:
+            raise FredError(f"the interleaved schedule needs the microbatches ({m}) to be a "
+                            f"multiple of PP ({pp})")
+        total = m * chunks
+
+        def fwd(k):
+            return ("F", (k // (pp * chunks)) * pp + k % pp, (k // pp) % chunks)
+
+        def bwd(k):
+            return ("B", (k // (pp * chunks)) * pp + k % pp, chunks - 1 - (k // pp) % chunks)
+
+        warm = min((pp - stage - 1) * 2 + (chunks - 1) * pp, total)
+        ops = [fwd(k) for k in range(warm)]
+        for k in range(total - warm):
+            ops += [fwd(warm + k), bwd(k)]
+        ops += [bwd(k) for k in range(total - warm, total)]
+        return ops
     if schedule == "gpipe":
-        return [("F", i) for i in range(m)] + [("B", i) for i in reversed(range(m))]
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in reversed(range(m))]
     warm = min(pp - stage - 1, m)
-    ops = [("F", i) for i in range(warm)]
+    ops = [("F", i, 0) for i in range(warm)]
     for i in range(m - warm):
-        ops += [("F", warm + i), ("B", i)]
-    ops += [("B", i) for i in range(m - warm, m)]
+        ops += [("F", warm + i, 0), ("B", i, 0)]
+    ops += [("B", i, 0) for i in range(m - warm, m)]
     return ops
 
 
@@ -210,7 +270,10 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     streams are all exposed. It brackets the paper's unknown overlap policy (see
     docs/sysmodel.md); the default overlaps as a framework would."""
     strategy = strategy or workload.strategy
-    strategy.check(platform.npus)
+    if strategy.npus > platform.npus:
+        raise FredError(f"strategy {strategy} uses MP*DP*PP = {strategy.mp}*{strategy.dp}*"
+                        f"{strategy.pp} = {strategy.npus} NPUs but the platform has {platform.npus}")
+    platform.check_fabric(fabric)
     if schedule not in SCHEDULES:
         raise FredError(f"unknown pipeline schedule {schedule!r}; expected {' or '.join(SCHEDULES)}")
     samples = workload.samples_per_dp if samples_per_dp is None else samples_per_dp
@@ -225,7 +288,11 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         if strategy.pp > len(workload.layers):
             raise FredError(f"PP({strategy.pp}) exceeds the {len(workload.layers)} layers of {workload.name}")
     else:
-        stages = _stages(workload, strategy.pp)
+        chunks = workload.interleave if strategy.pp > 1 else 1
+        vstages = _stages(workload, strategy.pp * chunks)
+        # device s holds virtual stages s, s + PP, s + 2 PP, ... (Megatron's interleaving)
+        stages = [[i for c in range(chunks) for i in vstages[c * strategy.pp + s]]
+                  for s in range(strategy.pp)]
     # More microbatches (smaller working set) only when the requested count does not fit:
     # the same gradient accumulation a framework would fall back to.
     candidates = [k for k in range(m, samples + 1) if samples % k == 0] or [m]
@@ -244,15 +311,45 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     mb = samples / m
     eff_flops = platform.peak_flops * platform.compute_efficiency
     hbm = platform.memory_bandwidth_gbps * 1e9
+    cm = platform.compute
+    sp = workload.sequence_parallel
+    recompute = mem.recompute_mode
+    times: dict = {}
 
     def compute_time(layer, backward: bool) -> float:
+        key = (id(layer), backward)
+        if key in times:
+            return times[key]
         shard = _shard(layer, strategy.mp)
-        flops = layer.fwd_flops * mb / shard
-        nbytes = BYTES * layer.params / shard + mb * (layer.in_bytes + layer.out_bytes)
-        if backward:
-            flops *= 3 if mem.recompute else 2
-            nbytes *= 2
-        return max(flops / eff_flops, nbytes / hbm)
+        if cm is not None and (layer.gemms or layer.vectors):
+            # shape-dependent: GEMMs by their efficiency, element-wise work bandwidth-bound
+            args = dict(samples=mb, mp=shard, dtype=workload.dtype, sequence_parallel=sp)
+            fwd = cm.layer_time(layer.gemms, layer.vectors, backward=False, **args)
+            if layer.fwd_flops and not layer.gemms:
+                fwd += layer.fwd_flops * mb / shard / eff_flops
+            t = fwd
+            if backward:
+                t = cm.layer_time(layer.gemms, layer.vectors, backward=True, **args)
+                if layer.fwd_flops and not layer.gemms:
+                    t += 2 * layer.fwd_flops * mb / shard / eff_flops
+                if recompute == "full":
+                    t += fwd
+                elif recompute == "selective":
+                    t += cm.layer_time(layer.gemms, layer.vectors, backward=False, only_core=True, **args)
+        else:   # the flat roofline: every FLOP at compute_efficiency of peak
+            flops = layer.fwd_flops * mb / shard
+            nbytes = BYTES * layer.params / shard + mb * (layer.in_bytes + layer.out_bytes)
+            if backward:
+                flops *= 3 if recompute == "full" else 2
+                nbytes *= 2
+            t = max(flops / eff_flops, nbytes / hbm)
+        times[key] = t
+        return t
+
+    # Megatron MP collectives per backward pass, relative to the forward's: the backward's own,
+    # the recomputed forward's (full recomputation), and under sequence parallelism the
+    # all-gathers of the forward redone in the backward (half an all-reduce's bytes each)
+    mp_backward = 1.0 + (1.0 if recompute == "full" else 0.0) + (0.5 if sp and recompute != "full" else 0.0)
 
     def comm(collectives) -> "CommTime":
         if not collectives:
@@ -265,15 +362,23 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     dp_of_stage = {s: [tuple(strategy.rank(mp=mp, dp=dp, pp=s) for dp in range(strategy.dp))
                        for mp in range(strategy.mp)] for s in range(strategy.pp)}
 
-    def mp_time(layer, stage) -> "CommTime":
+    def mp_time(layer, stage, backward: bool = False) -> "CommTime":
         if strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
             return CommTime(0.0)
         size = mb * (layer.out_bytes or layer.in_bytes)
         one = comm([Collective("all-reduce", g, size) for g in mp_groups_of[stage]])
-        return one.times(layer.mp_allreduces)
+        return one.times(layer.mp_allreduces * (mp_backward if backward else 1.0))
 
     def pp_time(a: int, b: int, nbytes: float) -> "CommTime":
-        """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group)."""
+        """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group; with
+        ``platform.pp_scatter_gather`` each MP rank sends 1/MP to its peer, then b's MP group
+        all-gathers)."""
+        if platform.pp_scatter_gather and strategy.mp > 1:
+            pairs = tuple((strategy.rank(mp=k, dp=dp, pp=a), strategy.rank(mp=k, dp=dp, pp=b))
+                          for dp in range(strategy.dp) for k in range(strategy.mp))
+            send = comm([Collective("point-to-point", size=nbytes / strategy.mp, pairs=pairs)])
+            gather = comm([Collective("all-gather", g, nbytes) for g in mp_groups_of[b]])
+            return CommTime(send.time_s + gather.time_s)
         out = []
         for dp in range(strategy.dp):
             out.append(Collective("multicast",
@@ -295,7 +400,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
 
     def spill_time(layer, op) -> "CommTime":
         size = mb * layer.in_bytes
-        return comm([Collective(op, tuple(range(platform.npus)), size)])
+        return comm([Collective(op, tuple(range(strategy.npus)), size)])
 
     eng = _StageEngine(blocking=not overlap)
     pp_fwd: dict = {}          # (stage boundary, micro) -> send task
@@ -306,36 +411,42 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         return f"s{s}.{kind}"
 
     if not streaming:
-        ops = {s: _schedule_ops(schedule, s, strategy.pp, m) for s in range(strategy.pp)}
+        pp = strategy.pp
+        last_vs = pp * chunks - 1
+        ops = {s: _schedule_ops(schedule, s, pp, m, chunks) for s in range(pp)}
         # Resource order must be a valid interleaving across stages, so add the tasks in
         # an order that respects dependencies: round-robin over stages, one op at a time.
-        pos = {s: 0 for s in range(strategy.pp)}
-        done_b = {s: 0 for s in range(strategy.pp)}
+        # Virtual stage vs = chunk * PP + device; its output goes to vs + 1 (forward) or
+        # vs - 1 (backward), which always lives on another device when PP > 1.
+        pos = {s: 0 for s in range(pp)}
+        done_b: dict = {}
         progress = True
         while progress:
             progress = False
-            for s in range(strategy.pp):
+            for s in range(pp):
                 while pos[s] < len(ops[s]):
-                    kind, i = ops[s][pos[s]]
-                    if kind == "F" and s > 0 and (s - 1, i) not in pp_fwd:
+                    kind, i, c = ops[s][pos[s]]
+                    vs = c * pp + s
+                    if kind == "F" and vs > 0 and (vs - 1, i) not in pp_fwd:
                         break
-                    if kind == "B" and s < strategy.pp - 1 and (s, i) not in pp_bwd:
+                    if kind == "B" and vs < last_vs and (vs + 1, i) not in pp_bwd:
                         break
-                    layer_ids = stages[s] if kind == "F" else list(reversed(stages[s]))
-                    prev = pp_fwd.get((s - 1, i)) if kind == "F" else pp_bwd.get((s, i))
+                    layer_ids = vstages[vs] if kind == "F" else list(reversed(vstages[vs]))
+                    prev = pp_fwd.get((vs - 1, i)) if kind == "F" else pp_bwd.get((vs + 1, i))
                     if kind == "B":
-                        done_b[s] += 1
-                    final_b = kind == "B" and done_b[s] == m
+                        done_b[vs] = done_b.get(vs, 0) + 1
+                    final_b = kind == "B" and done_b[vs] == m
                     bucket, bucket_elements = [], 0.0
+                    tag = f"c{c} " if chunks > 1 else ""
                     for li in layer_ids:
                         layer = workload.layers[li]
-                        t = eng.add(f"{kind}{i} s{s} {layer.name}", res(s, "compute"),
+                        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", res(s, "compute"),
                                     compute_time(layer, kind == "B"), [prev], npu=rep[s])
                         prev = t
-                        d = mp_time(layer, s)
+                        d = mp_time(layer, s, kind == "B")
                         if d > 0:
-                            prev = eng.add(f"{kind}{i} s{s} {layer.name} mp", res(s, "mp"), d, [t],
-                                           category="mp", npu=rep[s])
+                            prev = eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", res(s, "mp"), d, [t],
+                                           category="mp", npu=rep[s], block=True)
                         if final_b:
                             # ZeRO-2 gradient buckets: reduced once full (or at the end of
                             # the backward), blocking compute unless training.dp_overlap
@@ -349,15 +460,15 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                                     eng.add(f"dp s{s} {names}", res(s, "dp"), d, [t], category="dp",
                                             npu=rep[s], block=not platform.dp_overlap)
                                 bucket, bucket_elements = [], 0.0
-                    last = workload.layers[stages[s][-1] if kind == "F" else stages[s][0]]
-                    if kind == "F" and s < strategy.pp - 1:
-                        pp_fwd[(s, i)] = eng.add(f"F{i} s{s} send", res(s, "pp"),
-                                                 pp_time(s, s + 1, mb * last.out_bytes), [prev],
-                                                 category="pp", npu=rep[s])
-                    if kind == "B" and s > 0:
-                        pp_bwd[(s - 1, i)] = eng.add(f"B{i} s{s} send", res(s, "pp"),
-                                                     pp_time(s, s - 1, mb * last.in_bytes), [prev],
-                                                     category="pp", npu=rep[s])
+                    last = workload.layers[vstages[vs][-1] if kind == "F" else vstages[vs][0]]
+                    if kind == "F" and vs < last_vs:
+                        pp_fwd[(vs, i)] = eng.add(f"F{i} s{s} {tag}send", res(s, "pp"),
+                                                  pp_time(s, (vs + 1) % pp, mb * last.out_bytes), [prev],
+                                                  category="pp", npu=rep[s], block=not platform.pp_overlap)
+                    if kind == "B" and vs > 0:
+                        pp_bwd[(vs, i)] = eng.add(f"B{i} s{s} {tag}send", res(s, "pp"),
+                                                  pp_time(s, (vs - 1) % pp, mb * last.in_bytes), [prev],
+                                                  category="pp", npu=rep[s], block=not platform.pp_overlap)
                     pos[s] += 1
                     progress = True
         if any(pos[s] < len(ops[s]) for s in ops):
@@ -365,9 +476,12 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         # sharded optimizer step (memory-bound: FP32 master + moments + FP16 weight and grad)
         for s in range(strategy.pp):
             p = sum(workload.layers[i].params / _shard(workload.layers[i], strategy.mp) for i in stages[s])
-            opt_bytes = p / strategy.dp * (platform.optimizer_bytes_per_param * 2 + 2 * BYTES)
+            per_param = platform.optimizer_step_bytes_per_param or \
+                (platform.optimizer_bytes_per_param * 2 + 2 * BYTES)
+            opt_bytes = p / strategy.dp * per_param
             dps = [i for i, t in enumerate(eng.tasks) if t.resource == res(s, "dp")]
-            eng.add(f"optimizer s{s}", res(s, "compute"), opt_bytes / hbm, dps, npu=rep[s])
+            eng.add(f"optimizer s{s}", res(s, "compute"),
+                    cm.vector_time(opt_bytes) if cm else opt_bytes / hbm, dps, npu=rep[s])
     else:
         _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, mp_time,
                          pp_time, io_time, spill_time, rep, res)
@@ -376,14 +490,19 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     notes = []
     if m != (microbatches or (workload.microbatches if strategy.pp > 1 else 1)):
         notes.append(f"{m} microbatches (more than requested) so the working set fits")
-    if mem.recompute:
-        notes.append("activation recomputation (backward = 3x forward FLOPs)")
+    if mem.recompute_mode == "full":
+        notes.append("full activation recomputation (each layer's forward again before its backward)")
+    elif mem.recompute_mode == "selective":
+        notes.append("selective activation recomputation (the attention core)")
+    if strategy.npus < platform.npus:
+        notes.append(f"{platform.npus - strategy.npus} of {platform.npus} NPUs idle")
     if mem.offload:
         notes.append("activation checkpoints offloaded to external memory through the I/O controllers")
     return IterationResult(workload=workload.name, fabric=fabric, strategy=str(strategy),
                            schedule=schedule, time_s=schedule_result.makespan, breakdown=breakdown,
                            comm_busy=busy, memory=mem, microbatches=m, samples_per_dp=samples,
-                           tasks=len(eng.tasks), notes=notes)
+                           tasks=len(eng.tasks), notes=notes, npus_used=strategy.npus,
+                           idle_npus=platform.npus - strategy.npus)
 
 
 class _StageEngine(Engine):
@@ -459,9 +578,9 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
             for i in range(m):
                 t = eng.add(f"{kind}{i} {layer.name}", res(s, "compute"), compute_time(layer, backward),
                             [*deps, prev[i]], npu=rep[s])
-                d = mp_time(layer, s)
+                d = mp_time(layer, s, backward)
                 prev[i] = eng.add(f"{kind}{i} {layer.name} mp", res(s, "mp"), d, [t],
-                                  category="mp", npu=rep[s]) if d > 0 else t
+                                  category="mp", npu=rep[s], block=True) if d > 0 else t
                 if mem.offload and not backward:
                     eng.add(f"spill {layer.name} {i}", "io.out", spill_time(layer, "io-write"),
                             [t], category="io", stage=s)
@@ -472,7 +591,7 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
                     nbytes = mb * (workload.layers[following].in_bytes if not backward else layer.in_bytes)
                     prev[i] = eng.add(f"{kind}{i} send to s{stage_of[following]}", res(s, "pp"),
                                       pp_time(s, stage_of[following], nbytes), [prev[i]],
-                                      category="pp", npu=rep[s])
+                                      category="pp", npu=rep[s], block=not platform.pp_overlap)
             done[s].append(prev[m - 1])
             if backward:
                 eng.add(f"store {layer.name}", "io.out", io_time(layer, s, "io-store"),

@@ -8,7 +8,8 @@ strategy = "MP2-DP5-PP2"          # MP*DP*PP may use fewer NPUs than the platfor
 microbatches = 2                  # pipeline microbatches per DP replica and iteration
 samples_per_dp = 16               # minibatch per DP replica
 # optional: description, sources, layers_on_wafer (2), recompute ("auto" | "none" |
-# "selective" | "full"), sequence_parallel (false), interleave (1), dtype ("fp16")
+# "selective" | "full"), sequence_parallel (false), interleave (1), dtype ("fp16"),
+# pipeline_split ("flops": stages balanced by FLOPs | "layers": Megatron's equal split)
 
 [transformer]                     # a GPT-style decoder from hyper-parameters ...
 layers = 96
@@ -55,7 +56,8 @@ __all__ = ["load_workload_file", "parse_workload", "workload_to_dict", "dump_tom
 _WORKLOAD_KEYS = {"name": str, "mode": str, "strategy": str, "microbatches": int,
                   "samples_per_dp": int}
 _WORKLOAD_OPTIONAL = {"description": str, "sources": str, "layers_on_wafer": int,
-                      "recompute": str, "sequence_parallel": bool, "interleave": int, "dtype": str}
+                      "recompute": str, "sequence_parallel": bool, "interleave": int, "dtype": str,
+                      "pipeline_split": str}
 _TRANSFORMER_KEYS = {"layers": int, "hidden": int, "heads": int, "seq": int, "vocab": int}
 _TRANSFORMER_OPTIONAL = {"ffn": int}
 _LAYER_KEYS = {"name": str, "params": float, "in_bytes": float, "out_bytes": float}
@@ -108,7 +110,7 @@ def parse_workload(data: dict, *, source: str = "<workload>") -> Workload:
     except FredError as exc:
         raise FredError(f"{source}: workload.strategy: {exc}") from None
     options = {k: w[k] for k in ("layers_on_wafer", "recompute", "sequence_parallel", "interleave",
-                                 "dtype", "samples_per_dp") if k in w}
+                                 "dtype", "samples_per_dp", "pipeline_split") if k in w}
     description = w.get("description", "")
     for key in ("microbatches", "samples_per_dp", "layers_on_wafer", "interleave"):
         if key in w and w[key] < 1:
@@ -218,7 +220,7 @@ def workload_to_dict(wl: Workload) -> dict:
     if wl.description:
         head["description"] = wl.description
     for key, default in (("layers_on_wafer", 2), ("recompute", "auto"), ("sequence_parallel", False),
-                         ("interleave", 1), ("dtype", "fp16")):
+                         ("interleave", 1), ("dtype", "fp16"), ("pipeline_split", "flops")):
         if getattr(wl, key) != default:
             head[key] = getattr(wl, key)
     rows = []

@@ -81,7 +81,9 @@ class Workload:
     sequence parallelism (LayerNorm/dropout split over MP; its reduce-scatter + all-gather
     move the bytes of the all-reduce they replace); ``interleave``: model chunks per pipeline
     stage (Megatron's interleaved 1F1B schedule); ``dtype``: the GEMMs' data type;
-    ``source``: the file it was loaded from."""
+    ``source``: the file it was loaded from; ``pipeline_split``: ``flops`` (stages balanced by
+    forward FLOPs) or ``layers`` (Megatron: equal numbers of the inner layers per stage, the
+    first and last layer -- embedding, head -- with the first and last stage)."""
 
     name: str
     layers: tuple[Layer, ...]
@@ -97,6 +99,7 @@ class Workload:
     interleave: int = 1
     dtype: str = "fp16"
     source: str = ""
+    pipeline_split: str = "flops"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -109,6 +112,9 @@ class Workload:
         if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or self.interleave < 1:
             raise FredError(f"workload {self.name}: interleave must be a positive integer, "
                             f"got {self.interleave!r}")
+        if self.pipeline_split not in ("flops", "layers"):
+            raise FredError(f"workload {self.name}: pipeline_split must be flops or layers, "
+                            f"got {self.pipeline_split!r}")
         if self.dtype not in DTYPE_BYTES:
             raise FredError(f"workload {self.name}: dtype must be one of {', '.join(DTYPE_BYTES)}, "
                             f"got {self.dtype!r}")
