@@ -403,6 +403,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
         return comm([Collective(op, tuple(range(strategy.npus)), size)])
 
     eng = _StageEngine(blocking=not overlap)
+    eng.pp_block = not platform.pp_overlap   # Megatron-style blocking pipeline sends
     pp_fwd: dict = {}          # (stage boundary, micro) -> send task
     pp_bwd: dict = {}
     rep = {s: strategy.rank(mp=0, dp=0, pp=s) for s in range(strategy.pp)}
@@ -591,7 +592,7 @@ def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, 
                     nbytes = mb * (workload.layers[following].in_bytes if not backward else layer.in_bytes)
                     prev[i] = eng.add(f"{kind}{i} send to s{stage_of[following]}", res(s, "pp"),
                                       pp_time(s, stage_of[following], nbytes), [prev[i]],
-                                      category="pp", npu=rep[s], block=not platform.pp_overlap)
+                                      category="pp", npu=rep[s], block=eng.pp_block)
             done[s].append(prev[m - 1])
             if backward:
                 eng.add(f"store {layer.name}", "io.out", io_time(layer, s, "io-store"),
