@@ -68,6 +68,7 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
     Pipelines use max(the workload's microbatches, PP) microbatches (more if memory needs);
     strategies that do not fit are listed last with the reason."""
     platform = platform or default_platform()
+    platform.check_fabric(fabric)
     base = get_workload(workload)
     rows = []
     strategies = factorisations(platform.npus)

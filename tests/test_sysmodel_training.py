@@ -334,7 +334,10 @@ def test_cli_eval_json_prints_speedup_table(tmp_path):
 def test_cli_sweep_errors():
     proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "bert",
                            "--fabric", "mesh"], capture_output=True, text=True)
-    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+    assert proc.returncode == 1 and "unknown workload 'bert'" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "fred", "sweep", "--workload", "gpt-3",
+                           "--fabric", "torus"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "fabric 'torus' is not defined" in proc.stderr
 
 
 @pytest.mark.parametrize("argv, message", [
