@@ -74,9 +74,8 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
     strategies = factorisations(platform.npus)
     for n, strategy in enumerate(strategies, 1):
         start = time.perf_counter()
-        m = max(base.microbatches, strategy.pp) if strategy.pp > 1 else 1
-        m = min(k for k in range(m, samples_per_dp + 1) if samples_per_dp % k == 0)
         try:
+            m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
             r = simulate_iteration(platform, fabric, base.with_(microbatches=m), strategy,
                                    samples_per_dp=samples_per_dp, overlap=overlap)
             row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
@@ -98,6 +97,17 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
     return rows
+
+
+def _sweep_microbatches(workload_microbatches: int, pp: int, samples_per_dp: int) -> int:
+    """Microbatches of a sweep strategy: max(the workload's, PP) with a pipeline (1 without),
+    raised to the next divisor of ``samples_per_dp``; an error when there is none."""
+    least = max(workload_microbatches, pp) if pp > 1 else 1
+    divisors = [k for k in range(least, samples_per_dp + 1) if samples_per_dp % k == 0]
+    if not divisors:
+        raise FredError(f"PP({pp}) needs at least {least} microbatches, more than the "
+                        f"{samples_per_dp} samples per DP replica")
+    return divisors[0]
 
 
 def implied_compute_scale(workload: str, fabric: str, target: float,
@@ -243,6 +253,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         "calibration_paper": paper_calibration,
         "compute_sensitivity": sensitivity,
         "platform": platform.to_dict(),
+        "switch_timing": platform.switch.to_dict(),
         "compiler": ROUTER,
         "elapsed_s": time.perf_counter() - start,
     }
@@ -300,6 +311,7 @@ def explain(table: dict, runs: dict) -> dict:
         comm = {f: sum(runs[(w, f)].breakdown[c] for c in ("mp", "pp", "io", "dp"))
                 for f in ("mesh", *FRED_FABRICS)}
         entry = {
+            "mesh_time_s": mesh.time_s,
             "compute_fraction_of_mesh_iteration": mesh.breakdown["compute"] / mesh.time_s,
             "exposed_comm_s": comm,
             "bubble_s": {f: runs[(w, f)].breakdown["bubble"] for f in ("mesh", *FRED_FABRICS)},

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hdl.base.errors import FredError
 from sysmodel.compute import ComputeModel, parse_compute
-from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SwitchTiming, load_switch_timing
+from sysmodel.switch_timing import SwitchTiming, load_switch_timing
 
 __all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",
            "DEFAULT_PLATFORM_NAME"]
@@ -38,23 +38,24 @@ class FredVariant:
     in_switch: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Platform:
     """A wafer platform (see ``configs/paper.toml`` for each value's source).
 
     Members (all keyword): ``npus``, ``npu_send_gbps``, ``npu_recv_gbps``, ``peak_tflops``,
     ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
     ``io_controllers``, ``io_gbps``, ``link_latency_ns``, ``mesh_rows``, ``mesh_cols``,
-    ``mesh_link_gbps``, ``npus_per_l1``, ``variants`` (name -> :class:`FredVariant`),
-    ``bytes_per_element``, ``optimizer_bytes_per_param``, ``iterations``,
-    ``dp_bucket_elements`` and ``dp_overlap`` (ZeRO-2 gradient buckets and whether their
-    reduction overlaps the backward), ``optimizer_step_bytes_per_param`` (HBM bytes the
-    optimizer step moves per parameter; default 2 x optimizer state + 2 x element),
-    ``pp_overlap`` (pipeline sends overlap compute; false: the stage waits for them, as
-    Megatron-LM's schedule does), ``pp_scatter_gather`` (a stage hand-over is split over the MP
-    ranks, each sending 1/MP to its peer, then all-gathered: Megatron-LM's default; false: MP
-    rank 0 multicasts the whole activation), ``switch``
-    (:class:`SwitchTiming`), ``name``, ``description``; ``compute``
+    ``mesh_link_gbps``, ``npus_per_l1``, ``switch`` (:class:`SwitchTiming`, required: the
+    model never assumes switch timings), ``variants`` (name -> :class:`FredVariant`),
+    ``optimizer_bytes_per_param``, ``iterations`` (iterations the reported time per iteration
+    is the mean over; the first also pays the one-time loads), ``dp_bucket_elements`` and
+    ``dp_overlap`` (ZeRO-2 gradient buckets and whether their reduction overlaps the
+    backward), ``optimizer_step_bytes_per_param`` (HBM bytes the optimizer step moves per
+    parameter; default 2 x optimizer state + 2 x element), ``pp_overlap`` (pipeline sends overlap
+    compute; false: the stage waits for them, as Megatron-LM's schedule does),
+    ``pp_scatter_gather`` (a stage hand-over is split over the MP ranks, each sending 1/MP to its
+    peer, then all-gathered: Megatron-LM's default; false: MP rank 0 multicasts the whole
+    activation), ``name``, ``description``; ``compute``
     (:class:`sysmodel.compute.ComputeModel`, shape-dependent GEMM efficiency; None: the flat
     roofline at ``compute_efficiency``), ``link_efficiency`` (fraction of every link's rate
     that collectives reach). ``mesh_rows = mesh_cols = 0``: no mesh (a platform with only the
@@ -75,8 +76,8 @@ class Platform:
     mesh_cols: int
     mesh_link_gbps: float
     npus_per_l1: int
+    switch: SwitchTiming
     variants: dict = field(default_factory=dict)
-    bytes_per_element: int = 2
     optimizer_bytes_per_param: int = 12
     iterations: int = 2
     dp_bucket_elements: float = 5e8
@@ -84,7 +85,6 @@ class Platform:
     optimizer_step_bytes_per_param: float | None = None
     pp_overlap: bool = True
     pp_scatter_gather: bool = False
-    switch: SwitchTiming = DEFAULT_SWITCH_TIMING
     name: str = "custom"
     description: str = ""
     compute: ComputeModel | None = None
@@ -113,7 +113,6 @@ class Platform:
             _positive_int(self.mesh_cols, "mesh.cols")
             _positive(self.mesh_link_gbps, "mesh_link_gbps")
         _positive_int(self.npus_per_l1, "fred.npus_per_l1")
-        _positive_int(self.bytes_per_element, "training.bytes_per_element")
         _positive_int(self.iterations, "training.iterations")
         if self.optimizer_bytes_per_param < 0:
             raise FredError("training.optimizer_bytes_per_param must be >= 0")
@@ -221,22 +220,24 @@ _LAYOUT = {
     "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency"},
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
     "fred": {"npus_per_l1": "npus_per_l1"},
-    "training": {"bytes_per_element": "bytes_per_element",
-                 "optimizer_bytes_per_param": "optimizer_bytes_per_param",
+    "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
                  "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
                  "dp_overlap": "dp_overlap",
                  "optimizer_step_bytes_per_param": "optimizer_step_bytes_per_param",
                  "pp_overlap": "pp_overlap", "pp_scatter_gather": "pp_scatter_gather"},
 }
-_OPTIONAL = {"bytes_per_element", "optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
+_OPTIONAL = {"optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
              "dp_overlap", "link_efficiency", "mesh_rows", "mesh_cols", "mesh_link_gbps",
              "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather"}
-#: Sections a platform may leave out (no mesh: a switch tree only; no I/O controllers).
-_OPTIONAL_SECTIONS = {"mesh", "io", "training"}
+#: Keys that were accepted once and are no longer read: why, for the error message.
+_REMOVED = {("training", "bytes_per_element"):
+            "the workloads' element format is FP16 (sysmodel.workloads.BYTES), not a platform "
+            "parameter; the key was never read"}
 
 
-def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming | None = None) -> Platform:
-    """Build a :class:`Platform` from a decoded TOML document (errors name the key)."""
+def parse_platform(data: dict, *, switch: SwitchTiming, source: str = "<toml>") -> Platform:
+    """Build a :class:`Platform` from a decoded TOML document (errors name the key) with the
+    switch timing ``switch``."""
     kwargs = {}
     known_top = set(_LAYOUT) | {"name", "description", "compute"}
     for key in data:
@@ -247,6 +248,9 @@ def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming |
         if not isinstance(table, dict):
             raise FredError(f"{source}: [{section}] must be a table")
         for key in table:
+            if (section, key) in _REMOVED:
+                raise FredError(f"{source}: {section}.{key} is not a platform parameter: "
+                                f"{_REMOVED[(section, key)]}; remove it")
             if key not in keys and not (section == "fred" and key == "variants"):
                 raise FredError(f"{source}: unknown key {section}.{key}")
         for key, attr in keys.items():
@@ -271,8 +275,7 @@ def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming |
         compute = parse_compute(data["compute"], peak_tflops=kwargs.get("peak_tflops", 1.0),
                                 memory_gbps=kwargs.get("memory_bandwidth_gbps", 1.0), source=source)
     try:
-        return Platform(**kwargs, variants=variants, switch=switch or DEFAULT_SWITCH_TIMING,
-                        compute=compute,
+        return Platform(**kwargs, variants=variants, switch=switch, compute=compute,
                         name=str(data.get("name", "custom")),
                         description=str(data.get("description", "")))
     except FredError as exc:
@@ -280,8 +283,9 @@ def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming |
 
 
 def load_platform(path: str | Path | None = None, *, characterization: str | Path | None = None) -> Platform:
-    """Load a platform TOML (default: the shipped ``paper.toml``) with switch timing from
-    ``characterization`` (default: ``data/characterization.json`` if present, else defaults)."""
+    """Load a platform TOML (default: the shipped ``paper.toml``) with switch timing from the
+    characterization file ``characterization`` (default: the one shipped with the package; see
+    :func:`sysmodel.switch_timing.load_switch_timing` -- missing is an error)."""
     if path is None:
         text = resources.files("sysmodel").joinpath("configs", DEFAULT_PLATFORM_NAME).read_text()
         source = f"sysmodel/configs/{DEFAULT_PLATFORM_NAME}"
@@ -294,14 +298,14 @@ def load_platform(path: str | Path | None = None, *, characterization: str | Pat
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FredError(f"{source}: invalid TOML ({exc})") from None
-    return parse_platform(data, source=source, switch=load_switch_timing(characterization))
+    return parse_platform(data, switch=load_switch_timing(characterization), source=source)
 
 
 _DEFAULT = None
 
 
 def default_platform() -> Platform:
-    """The shipped paper platform (cached)."""
+    """The shipped paper platform with the shipped characterization (cached)."""
     global _DEFAULT
     if _DEFAULT is None:
         _DEFAULT = load_platform()

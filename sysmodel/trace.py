@@ -23,7 +23,7 @@ from hdl.base.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from sysmodel.platform import Platform
-from sysmodel.training import _gaps, _overlap, _union
+from sysmodel.breakdown import _gaps, _overlap, _union
 
 __all__ = ["TraceNode", "Trace", "TraceResult", "replay", "KINDS", "DIMS"]
 

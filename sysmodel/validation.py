@@ -130,11 +130,15 @@ def case_workload(case: ValidationCase) -> Workload:
         **case.hyper, **MODES[case.mode])
 
 
-def cluster_platform(path: str | Path | None = None) -> Platform:
+def cluster_platform(path: str | Path | None = None, *,
+                     characterization: str | Path | None = None) -> Platform:
+    """The validation platform: ``path`` (default: the shipped ``a100-cluster.toml``) with the
+    switch timing of ``characterization`` (default: the shipped one; the cluster's tree does
+    no in-switch collectives, so only its flit size, latency and throughput fraction apply)."""
     if path is None:
         with resources.as_file(resources.files("sysmodel").joinpath("configs", "a100-cluster.toml")) as p:
-            return load_platform(p)
-    return load_platform(path)
+            return load_platform(p, characterization=characterization)
+    return load_platform(path, characterization=characterization)
 
 
 def run_validation(*, cases_path=None, platform: Platform | None = None, only=None,

@@ -68,6 +68,11 @@ class Layer:
         a = self.stored_coeff[0] / (mp if sequence_parallel and self.stored_sp else 1)
         return a + self.stored_coeff[1] / mp + (0.0 if selective else self.stored_core / mp)
 
+    def shards(self, mp: int) -> int:
+        """How many ways MP(``mp``) divides this layer's FLOPs and weights (1 when it is not
+        MP-shardable)."""
+        return mp if self.mp_shardable else 1
+
 
 @dataclass(frozen=True)
 class Workload:

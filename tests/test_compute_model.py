@@ -89,11 +89,11 @@ def test_platform_compute_section_is_validated_and_follows_the_peak():
     doc = tomllib.loads(resources.files("sysmodel").joinpath("configs", "paper.toml").read_text())
     doc["compute"]["colour"] = 1
     with pytest.raises(FredError, match="unknown key compute.colour"):
-        parse_platform(doc)
+        parse_platform(doc, switch=p.switch)
     del doc["compute"]["colour"]
     doc["compute"]["tiles"] = [[128, 128, 1.5]]
     with pytest.raises(FredError, match="relative efficiency"):
-        parse_platform(doc)
+        parse_platform(doc, switch=p.switch)
 
 
 def test_without_a_compute_section_the_flat_roofline_is_kept():

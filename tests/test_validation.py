@@ -8,7 +8,9 @@ import pytest
 
 from hdl.base.errors import FredError
 from sysmodel.collectives import Collective, evaluate
-from sysmodel.training import _schedule_ops, simulate_iteration
+from sysmodel.iteration_plan import stage_layers
+from sysmodel.task_graphs import interleaved_ops
+from sysmodel.training import simulate_iteration
 from sysmodel.validation import case_workload, cluster_platform, load_cases, run_validation
 from sysmodel.workloads import transformer
 
@@ -83,7 +85,7 @@ def test_sequence_parallelism_splits_element_wise_work_and_redoes_the_all_gather
 @pytest.mark.parametrize("pp, m, v", [(4, 8, 2), (3, 6, 3), (2, 4, 1)])
 def test_interleaved_schedule_runs_every_microbatch_chunk_once(pp, m, v):
     for stage in range(pp):
-        ops = _schedule_ops("1f1b", stage, pp, m, v)
+        ops = interleaved_ops(stage, pp, m, v)
         for kind in "FB":
             seen = sorted((i, c) for k, i, c in ops if k == kind)
             assert seen == sorted((i, c) for i in range(m) for c in range(v))
@@ -91,7 +93,7 @@ def test_interleaved_schedule_runs_every_microbatch_chunk_once(pp, m, v):
             warm = next(n for n, op in enumerate(ops) if op[0] == "B")
             assert warm == min((pp - stage - 1) * 2 + (v - 1) * pp, m * v) + 1
     with pytest.raises(FredError, match="multiple of PP"):
-        _schedule_ops("1f1b", 0, 4, 6, 2)
+        interleaved_ops(0, 4, 6, 2)
 
 
 def test_interleaving_shrinks_the_pipeline_bubble():
@@ -106,9 +108,8 @@ def test_interleaving_shrinks_the_pipeline_bubble():
 
 
 def test_megatron_layer_split_puts_embedding_and_head_on_the_end_stages():
-    from sysmodel.training import _stages
     w = tiny(layers=7)
-    assert _stages(w, 3) == [[0, 1, 2, 3], [4, 5], [6, 7, 8]]
+    assert stage_layers(w, 3) == [[0, 1, 2, 3], [4, 5], [6, 7, 8]]
 
 
 def test_validation_meets_the_target_on_the_two_smallest_models():

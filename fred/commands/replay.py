@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_text
+from fred.table import format_table
 
 HELP = "replay an ASTRA-sim 1.0 text workload or a Chakra trace (its own compute times) on the fabrics"
 
@@ -15,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="input format (auto: .et is Chakra, anything else ASTRA-sim text)")
     parser.add_argument("--fabric", action="append", default=None,
                         help="fabric to run on (repeatable; default: every fabric of the platform)")
-    parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
+    add_platform_arguments(parser)
     parser.add_argument("--npus", type=int, default=None,
                         help="NPUs running the trace (default: the file's, else the platform's)")
     parser.add_argument("--mp", type=int, default=1,
@@ -26,9 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from hdl.base.errors import FredError
-    from sysmodel.platform import default_platform, load_platform
     from sysmodel.trace import replay
-    platform = load_platform(args.platform) if args.platform else default_platform()
+    platform = model_platform(args)
     fmt = args.format
     if fmt == "auto":
         fmt = "chakra" if args.trace.endswith(".et") else "astra-sim"
@@ -56,14 +57,14 @@ def run(args) -> int:
             out["speedup"] = {f: base.time_s / r.time_s for f, r in results.items() if f != "mesh"}
         print_json(out)
         return 0
-    print(f"{trace.source}: {len(trace.nodes)} nodes, {trace.npus} NPUs, MP groups of {trace.mp}")
+    print(switch_timing_text(platform.switch))
+    print()
     cats = [k for k in next(iter(results.values())).breakdown]
-    print(f"{'fabric':10s} {'s/iteration':>12s}" + "".join(f"{c:>10s}" for c in cats)
-          + ("  speedup" if base else ""))
-    for f, r in results.items():
-        cells = "".join(f"{r.breakdown[c]:10.4g}" for c in cats)
-        sp = f"  {base.time_s / r.time_s:7.3f}" if base else ""
-        print(f"{f:10s} {r.time_s:12.6g}{cells}{sp}")
+    rows = [[f, f"{r.time_s:.6g}", *(f"{r.breakdown[c]:.4g}" for c in cats),
+             *([f"{base.time_s / r.time_s:.3f}"] if base else [])] for f, r in results.items()]
+    print(format_table(["fabric", "s/iteration", *cats, *(["speedup"] if base else [])], rows,
+                       title=f"{trace.source}: {len(trace.nodes)} nodes, {trace.npus} NPUs, "
+                             f"MP groups of {trace.mp}"))
     for note in next(iter(results.values())).notes:
         print(f"note: {note}")
     return 0
