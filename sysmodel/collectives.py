@@ -152,8 +152,11 @@ _NETWORKS: dict = {}
 
 def build_network(platform: Platform, fabric: str) -> Network:
     """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform`` (cached)."""
-    if fabric not in FABRICS:
-        raise FredError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
+    if fabric not in FABRICS and fabric not in platform.variants:
+        raise FredError(f"unknown fabric {fabric!r}; expected one of "
+                        f"{', '.join(platform.fabrics or FABRICS)}")
+    if fabric == "mesh" and not platform.has_mesh:
+        raise FredError(f"platform {platform.name!r} has no mesh; its fabrics: {', '.join(platform.fabrics)}")
     key = (id(platform), fabric)
     entry = _NETWORKS.get(key)
     if entry is None or entry[0] is not platform:

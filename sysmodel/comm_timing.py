@@ -47,8 +47,11 @@ class CommTimer:
     group of a pipeline stage), ``configurations`` (every switch configuration the tasks timed
     so far need stored; see :meth:`config_load_s`)."""
 
-    def __init__(self, platform: Platform, fabric: str, strategy: Strategy, microbatch_samples: float):
+    def __init__(self, platform: Platform, fabric: str, strategy: Strategy, microbatch_samples: float,
+                 *, recompute_mode: str = "none", sequence_parallel: bool = False):
         self.platform = platform
+        self.recompute_mode = recompute_mode
+        self.sequence_parallel = sequence_parallel
         self.fabric = fabric
         self.strategy = strategy
         self.microbatch_samples = microbatch_samples
@@ -72,19 +75,37 @@ class CommTimer:
         self.configurations |= r.configurations
         return CommTime(r.time_s, r.link_loads, r.link_bw)
 
-    def mp(self, layer: Layer, stage: int) -> CommTime:
+    @property
+    def mp_backward_factor(self) -> float:
+        """Megatron MP collectives of a backward pass relative to the forward's: the backward's
+        own, plus the recomputed forward's (full recomputation), plus under sequence
+        parallelism the forward's all-gathers redone in the backward (half an all-reduce's
+        bytes each)."""
+        full = self.recompute_mode == "full"
+        return 1.0 + (1.0 if full else 0.0) + (0.5 if self.sequence_parallel and not full else 0.0)
+
+    def mp(self, layer: Layer, stage: int, backward: bool = False) -> CommTime:
         """Megatron MP after ``layer``'s compute: its ``mp_allreduces`` all-reduces of the
-        microbatch's activation, back to back, on every MP group of ``stage``."""
+        microbatch's activation, back to back, on every MP group of ``stage`` (in a backward
+        pass x :attr:`mp_backward_factor`)."""
         if self.strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
             return CommTime(0.0)
         size = self.microbatch_samples * (layer.out_bytes or layer.in_bytes)
         one = self.concurrent([Collective("all-reduce", g, size) for g in self.mp_groups[stage]])
-        return one.times(layer.mp_allreduces)
+        return one.times(layer.mp_allreduces * (self.mp_backward_factor if backward else 1.0))
 
     def pp(self, src: int, dst: int, nbytes: float) -> CommTime:
         """Stage ``src`` -> stage ``dst`` hand-over of ``nbytes`` for every DP replica: a
-        multicast from MP rank 0 of ``src`` to the MP group of ``dst``."""
+        multicast from MP rank 0 of ``src`` to the MP group of ``dst``; with
+        ``platform.pp_scatter_gather`` (and MP > 1) each MP rank sends 1/MP to its peer, then
+        ``dst``'s MP groups all-gather (Megatron-LM), back to back."""
         s = self.strategy
+        if self.platform.pp_scatter_gather and s.mp > 1:
+            pairs = tuple((s.rank(mp=k, dp=dp, pp=src), s.rank(mp=k, dp=dp, pp=dst))
+                          for dp in range(s.dp) for k in range(s.mp))
+            send = self.concurrent([Collective("point-to-point", size=nbytes / s.mp, pairs=pairs)])
+            gather = self.concurrent([Collective("all-gather", g, nbytes) for g in self.mp_groups[dst]])
+            return CommTime(send.time_s + gather.time_s)
         return self.concurrent([
             Collective("multicast", tuple(s.rank(mp=k, dp=dp, pp=dst) for k in range(s.mp)), nbytes,
                        root=s.rank(mp=0, dp=dp, pp=src))
@@ -107,6 +128,6 @@ class CommTimer:
 
     def spill(self, layer: Layer, op: str) -> CommTime:
         """``op`` (``io-write`` / ``io-read``) of one microbatch's activation checkpoint of
-        ``layer`` by every NPU to / from external memory."""
+        ``layer`` by every NPU the strategy uses to / from external memory."""
         size = self.microbatch_samples * layer.in_bytes
-        return self.concurrent([Collective(op, tuple(range(self.platform.npus)), size)])
+        return self.concurrent([Collective(op, tuple(range(self.strategy.npus)), size)])

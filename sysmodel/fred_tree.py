@@ -38,7 +38,7 @@ class FredTreeNetwork(Network):
         self.npus_per_l1 = platform.npus_per_l1
         sw = platform.switch
         self.flit_bytes = sw.flit_bytes
-        frac = sw.throughput_fraction
+        frac = sw.throughput_fraction * platform.link_efficiency
         lat = platform.link_latency_s
         self.l1_nodes = [self.add_node(f"l1.{j}", "switch", sw.latency_s)
                          for j in range(platform.l1_count)]

@@ -4,15 +4,17 @@ Each builder adds, for one representative NPU per pipeline stage, the iteration'
 communication tasks to a :class:`StageEngine` in an order every resource can run them in:
 
 * :func:`weight_stationary_graph`: the pipeline schedule (:func:`pipeline_ops`: 1F1B or
-  GPipe) of forward and backward passes per microbatch; after each layer its MP all-reduces
-  (blocking: the next layer waits); a PP send per microbatch at each stage boundary; during
-  the last microbatch's backward, ZeRO-2 gradient buckets reduced over the DP group when full;
-  then the sharded optimizer step.
+  GPipe; :func:`interleaved_ops`: Megatron's interleaved 1F1B over the plan's model chunks)
+  of forward and backward passes per microbatch; after each layer its MP all-reduces
+  (blocking the stage's compute: the next layer waits); a PP send per microbatch at each
+  (virtual) stage boundary, blocking the stage's compute unless ``platform.pp_overlap``;
+  during the last microbatch's backward, ZeRO-2 gradient buckets reduced over the DP group
+  when full; then the sharded optimizer step.
 * :func:`weight_streaming_graph`: layers in order, layer l on stage l % PP; a layer's weights
   stream in once a resident slot is free, all microbatches run through it, each hands over to
   the next layer's stage; the backward streams weights in again and gradients out.
 
-Task times come from a compute timer (:class:`sysmodel.compute_timing.RooflineCompute`) and a
+Task times come from a compute timer (:func:`sysmodel.compute_timing.compute_timer`) and a
 :class:`sysmodel.comm_timing.CommTimer`; :data:`TASK_GRAPHS` maps a workload's mode to its
 builder.
 """
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 from hdl.base.errors import FredError
 from sysmodel.engine import Engine
+from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
 
-__all__ = ["StageEngine", "stage_resource", "pipeline_ops", "weight_stationary_graph",
+__all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
            "weight_streaming_graph", "TASK_GRAPHS"]
 
 
@@ -73,35 +76,24 @@ class StageEngine(Engine):
         return tid
 
 
-def pipeline_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple[str, int]]:
-    """Order of ``stage``'s forward ("F", microbatch) and backward ("B", microbatch) passes
-    over ``m`` microbatches in a ``pp``-stage pipeline: GPipe (all forwards, then all backwards
-    in reverse) or 1F1B (PP - stage - 1 warm-up forwards, then alternating, then the rest)."""
-    if schedule == "gpipe":
-        return [("F", i) for i in range(m)] + [("B", i) for i in reversed(range(m))]
-    warm = min(pp - stage - 1, m)
-    ops = [("F", i) for i in range(warm)]
-    for i in range(m - warm):
-        ops += [("F", warm + i), ("B", i)]
-    ops += [("B", i) for i in range(m - warm, m)]
-    return ops
-
-
 class _StationaryPipeline:
     """Adds a weight-stationary iteration's tasks (see :func:`weight_stationary_graph`)."""
 
     def __init__(self, eng: StageEngine, plan, compute, comm):
         self.eng, self.plan, self.compute, self.comm = eng, plan, compute, comm
         self.pp = plan.strategy.pp
-        self.sends_forward: dict = {}    # (stage boundary s -> s+1, microbatch) -> send task
-        self.sends_backward: dict = {}   # (stage boundary s <- s+1, microbatch) -> send task
-        self.backwards_done = {s: 0 for s in range(self.pp)}
+        self.chunks = plan.chunks
+        self.last_virtual = self.pp * self.chunks - 1
+        # virtual stage v = chunk * PP + stage; its output goes to v + 1 (forward) or v - 1
+        # (backward), which lives on another stage when PP > 1
+        self.sends_forward: dict = {}    # (virtual stage v -> v+1, microbatch) -> send task
+        self.sends_backward: dict = {}   # (virtual stage v -> v-1, microbatch) -> send task
+        self.backwards_done: dict = {}   # virtual stage -> backwards added
 
     def add_schedule(self) -> None:
         """Every stage's ops, round-robin over the stages one op at a time, each added once the
         send it waits for exists: resource order is then a valid interleaving across stages."""
-        ops = {s: pipeline_ops(self.plan.schedule, s, self.pp, self.plan.microbatches)
-               for s in range(self.pp)}
+        ops = {s: self._ops(s) for s in range(self.pp)}
         pos = {s: 0 for s in range(self.pp)}
         progress = True
         while progress:
@@ -114,54 +106,71 @@ class _StationaryPipeline:
         if any(pos[s] < len(ops[s]) for s in ops):
             raise FredError("internal: pipeline schedule could not be ordered")
 
-    def _ready(self, s: int, kind: str, i: int) -> bool:
-        if kind == "F":
-            return s == 0 or (s - 1, i) in self.sends_forward
-        return s == self.pp - 1 or (s, i) in self.sends_backward
+    def _ops(self, s: int) -> list[tuple[str, int, int]]:
+        """Stage ``s``'s (kind, microbatch, chunk) passes in order."""
+        m = self.plan.microbatches
+        if self.chunks > 1:
+            if self.plan.schedule != "1f1b":
+                raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
+            return interleaved_ops(s, self.pp, m, self.chunks)
+        return [(kind, i, 0) for kind, i in pipeline_ops(self.plan.schedule, s, self.pp, m)]
 
-    def _add_op(self, s: int, kind: str, i: int) -> None:
-        """One forward or backward pass of microbatch ``i`` through stage ``s``, then its send."""
+    def _ready(self, s: int, kind: str, i: int, c: int) -> bool:
+        v = c * self.pp + s
+        if kind == "F":
+            return v == 0 or (v - 1, i) in self.sends_forward
+        return v == self.last_virtual or (v + 1, i) in self.sends_backward
+
+    def _add_op(self, s: int, kind: str, i: int, c: int) -> None:
+        """One forward or backward pass of microbatch ``i`` through chunk ``c`` of stage ``s``
+        (virtual stage c * PP + s), then its send."""
         backward = kind == "B"
-        stage = self.plan.stages[s]
+        v = c * self.pp + s
+        stage = self.plan.virtual_stages[v]
         layer_ids = list(reversed(stage)) if backward else stage
-        prev = self.sends_backward.get((s, i)) if backward else self.sends_forward.get((s - 1, i))
+        prev = self.sends_backward.get((v + 1, i)) if backward else self.sends_forward.get((v - 1, i))
         if backward:
-            self.backwards_done[s] += 1
-        buckets = _GradientBuckets(self, s) if backward and self.backwards_done[s] == self.plan.microbatches \
-            else None
+            self.backwards_done[v] = self.backwards_done.get(v, 0) + 1
+        buckets = _GradientBuckets(self, s) \
+            if backward and self.backwards_done[v] == self.plan.microbatches else None
+        tag = f"c{c} " if self.chunks > 1 else ""
         for li in layer_ids:
             layer = self.plan.workload.layers[li]
-            compute_task, prev = self._add_layer(s, kind, i, layer, prev)
+            compute_task, prev = self._add_layer(s, kind, i, layer, prev, tag)
             if buckets is not None:
                 buckets.add(layer, compute_task, last=li == layer_ids[-1])
-        self._add_send(s, kind, i, prev)
+        self._add_send(s, v, kind, i, prev, tag)
 
-    def _add_layer(self, s, kind, i, layer, prev) -> tuple[int, int]:
-        """``layer``'s compute task and its MP all-reduces; returns (compute task, last task)."""
+    def _add_layer(self, s, kind, i, layer, prev, tag="") -> tuple[int, int]:
+        """``layer``'s compute task and its MP all-reduces (blocking the stage's compute);
+        returns (compute task, last task)."""
         eng, rep = self.eng, self.plan.representative(s)
-        t = eng.add(f"{kind}{i} s{s} {layer.name}", stage_resource(s, "compute"),
-                    self.compute.layer_s(layer, backward=kind == "B"), [prev], npu=rep)
-        d = self.comm.mp(layer, s)
+        backward = kind == "B"
+        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", stage_resource(s, "compute"),
+                    self.compute.layer_s(layer, backward=backward), [prev], npu=rep)
+        d = self.comm.mp(layer, s, backward)
         if d > 0:
-            return t, eng.add(f"{kind}{i} s{s} {layer.name} mp", stage_resource(s, "mp"), d, [t],
-                              category="mp", npu=rep)
+            return t, eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", stage_resource(s, "mp"), d, [t],
+                              category="mp", npu=rep, block=True)
         return t, t
 
-    def _add_send(self, s, kind, i, prev) -> None:
-        """The PP hand-over of microbatch ``i`` to the next stage (forward) or the previous one
-        (backward) once its last task ``prev`` is done."""
-        stage, layers = self.plan.stages[s], self.plan.workload.layers
+    def _add_send(self, s, v, kind, i, prev, tag="") -> None:
+        """The PP hand-over of microbatch ``i`` from virtual stage ``v`` to the next (forward)
+        or the previous one (backward) once its last task ``prev`` is done; it blocks the
+        stage's compute unless ``platform.pp_overlap``."""
+        stage, layers = self.plan.virtual_stages[v], self.plan.workload.layers
         mb = self.plan.microbatch_samples
-        if kind == "F" and s < self.pp - 1:
+        block = not self.plan.platform.pp_overlap
+        if kind == "F" and v < self.last_virtual:
             nbytes = mb * layers[stage[-1]].out_bytes
-            self.sends_forward[(s, i)] = self.eng.add(
-                f"F{i} s{s} send", stage_resource(s, "pp"), self.comm.pp(s, s + 1, nbytes), [prev],
-                category="pp", npu=self.plan.representative(s))
-        if kind == "B" and s > 0:
+            self.sends_forward[(v, i)] = self.eng.add(
+                f"F{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v + 1) % self.pp, nbytes),
+                [prev], category="pp", npu=self.plan.representative(s), block=block)
+        if kind == "B" and v > 0:
             nbytes = mb * layers[stage[0]].in_bytes
-            self.sends_backward[(s - 1, i)] = self.eng.add(
-                f"B{i} s{s} send", stage_resource(s, "pp"), self.comm.pp(s, s - 1, nbytes), [prev],
-                category="pp", npu=self.plan.representative(s))
+            self.sends_backward[(v, i)] = self.eng.add(
+                f"B{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v - 1) % self.pp, nbytes),
+                [prev], category="pp", npu=self.plan.representative(s), block=block)
 
     def add_optimizer_steps(self) -> None:
         """Each stage's sharded optimizer step, after all its gradient buckets are reduced."""
@@ -204,7 +213,7 @@ class _GradientBuckets:
 
 def weight_stationary_graph(eng: StageEngine, plan, compute, comm) -> None:
     """Add a weight-stationary iteration of ``plan`` to ``eng`` (see the module docstring);
-    ``compute``: a :class:`~sysmodel.compute_timing.RooflineCompute`; ``comm``: a
+    ``compute``: a compute timer (:func:`~sysmodel.compute_timing.compute_timer`); ``comm``: a
     :class:`~sysmodel.comm_timing.CommTimer`."""
     pipeline = _StationaryPipeline(eng, plan, compute, comm)
     pipeline.add_schedule()
@@ -242,9 +251,9 @@ class _StreamingPasses:
             t = eng.add(f"{kind}{i} {layer.name}", stage_resource(s, "compute"),
                         self.compute.layer_s(layer, backward=backward), [*deps, prev[i]],
                         npu=self.plan.representative(s))
-            d = self.comm.mp(layer, s)
+            d = self.comm.mp(layer, s, backward)
             prev[i] = eng.add(f"{kind}{i} {layer.name} mp", stage_resource(s, "mp"), d, [t],
-                              category="mp", npu=self.plan.representative(s)) if d > 0 else t
+                              category="mp", npu=self.plan.representative(s), block=True) if d > 0 else t
             if self.plan.memory.offload and not backward:
                 eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                         [t], category="io", stage=s)
@@ -276,7 +285,7 @@ class _StreamingPasses:
         nbytes = self.plan.microbatch_samples * (layer.in_bytes if backward else layers[following].in_bytes)
         return self.eng.add(f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp"),
                             self.comm.pp(s, dst, nbytes), [prev], category="pp",
-                            npu=self.plan.representative(s))
+                            npu=self.plan.representative(s), block=not self.plan.platform.pp_overlap)
 
 
 def weight_streaming_graph(eng: StageEngine, plan, compute, comm) -> None:

@@ -6,15 +6,22 @@ this symmetric placement), a graph of compute and communication tasks and runs i
 :class:`sysmodel.engine.Engine`:
 
 * **compute** (one resource per NPU): per layer and microbatch, forward and backward, timed
-  by a roofline ``max(FLOPs / (peak * efficiency), HBM bytes / HBM bandwidth)``; FLOPs and
-  weights of MP-shardable layers are divided by MP. Backward = 2x forward FLOPs (3x with
-  activation recomputation, chosen only when the activations would not fit otherwise).
+  by a roofline ``max(FLOPs / (peak * efficiency), HBM bytes / HBM bandwidth)``, or, when the
+  platform has a ``[compute]`` model, by the GEMMs' shape-dependent efficiency and HBM-bound
+  element-wise work (:mod:`sysmodel.compute_timing`); FLOPs and weights of MP-shardable layers
+  are divided by MP. Backward = 2x forward FLOPs plus the recomputed forward under full
+  activation recomputation (or its attention core under selective recomputation; the
+  workload's ``recompute``, by default only when the activations would not fit otherwise).
 * **MP** (Megatron): after each layer's compute, its all-reduces (2 per transformer layer per
-  pass) of the microbatch's activation, on all MP groups of the stage at once; blocking (the
-  next layer waits), so MP time is exposed unless it is zero.
+  pass; in the backward also the recomputed forward's, and under sequence parallelism the
+  re-gathered inputs) of the microbatch's activation, on all MP groups of the stage at once;
+  blocking the stage's compute, so MP time is exposed unless it is zero.
 * **PP**: the activation (forward) or its gradient (backward) of each microbatch crosses
   each stage boundary as a multicast from MP rank 0 of one stage to the MP group of the
-  next, for all DP replicas at once. Schedules: ``1f1b`` (default) or ``gpipe``.
+  next (or, with ``platform.pp_scatter_gather``, 1/MP per MP rank then an all-gather), for
+  all DP replicas at once; blocking the sender's compute unless ``platform.pp_overlap``.
+  Schedules: ``1f1b`` (default) or ``gpipe``; a workload with ``interleave`` > 1 runs
+  Megatron's interleaved 1F1B over that many model chunks per stage.
 * **DP** (weight-stationary): during the last microbatch's backward, gradients (FP16, /MP)
   fill buckets of ``platform.dp_bucket_elements`` elements in backward order; each bucket is
   all-reduced over its DP group when it is full (and the last, partial one when the
@@ -62,7 +69,7 @@ from dataclasses import dataclass, field
 from hdl.base.placement import Strategy
 from sysmodel.breakdown import COMM_CATEGORIES, attribute_time
 from sysmodel.comm_timing import CommTimer
-from sysmodel.compute_timing import RooflineCompute
+from sysmodel.compute_timing import compute_timer
 from sysmodel.iteration_plan import SCHEDULES, IterationPlan, plan_iteration
 from sysmodel.memory import MemoryPlan
 from sysmodel.platform import Platform
@@ -87,7 +94,8 @@ class IterationResult:
     :func:`sysmodel.breakdown.attribute_time`), ``memory`` (:class:`MemoryPlan`),
     ``microbatches``, ``samples_per_dp``, ``tasks`` (in the task graph), ``notes``,
     ``steady_time_s`` (one iteration without one-time costs), ``config_load_s`` (the one-time
-    switch configuration load of the first iteration), ``iterations``."""
+    switch configuration load of the first iteration), ``iterations``, ``npus_used`` (MP x DP
+    x PP) and ``idle_npus`` (the platform's NPUs the strategy leaves idle)."""
 
     workload: str
     fabric: str
@@ -103,6 +111,8 @@ class IterationResult:
     steady_time_s: float
     config_load_s: float
     iterations: int
+    npus_used: int
+    idle_npus: int
     notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -119,7 +129,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
 
     The steps: :func:`~sysmodel.iteration_plan.plan_iteration` (stages, microbatches, memory),
     the task graph of the workload's mode (:data:`~sysmodel.task_graphs.TASK_GRAPHS`) timed by
-    :class:`~sysmodel.compute_timing.RooflineCompute` and
+    :func:`~sysmodel.compute_timing.compute_timer` and
     :class:`~sysmodel.comm_timing.CommTimer`, its execution on a
     :class:`~sysmodel.task_graphs.StageEngine`, the breakdown
     (:func:`~sysmodel.breakdown.attribute_time`), and the mean over ``platform.iterations``
@@ -130,6 +140,7 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     one waits for it), so nothing overlaps compute: DP all-reduces, PP sends and weight
     streams are all exposed. It brackets the paper's unknown overlap policy (see
     docs/sysmodel.md); the default overlaps as a framework would."""
+    platform.check_fabric(fabric)
     plan = plan_iteration(platform, workload, strategy, schedule=schedule,
                           samples_per_dp=samples_per_dp, microbatches=microbatches)
     eng = StageEngine(blocking=not overlap)
@@ -145,7 +156,8 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                            breakdown=breakdown, comm_busy=busy, memory=plan.memory,
                            microbatches=plan.microbatches, samples_per_dp=plan.samples_per_dp,
                            tasks=len(eng.tasks), notes=plan.notes(), steady_time_s=executed.makespan,
-                           config_load_s=config_load, iterations=iterations)
+                           config_load_s=config_load, iterations=iterations,
+                           npus_used=plan.strategy.npus, idle_npus=plan.idle_npus)
 
 
 def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> float:
@@ -156,8 +168,9 @@ def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> flo
 
 def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str) -> CommTimer:
     """Add ``plan``'s iteration on ``fabric`` to ``eng``; returns the communication timer used."""
-    compute = RooflineCompute(plan.platform, plan.strategy, plan.microbatch_samples,
-                              recompute=plan.memory.recompute)
-    comm = CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples)
+    compute = compute_timer(plan)
+    comm = CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples,
+                     recompute_mode=plan.memory.recompute_mode,
+                     sequence_parallel=plan.workload.sequence_parallel)
     TASK_GRAPHS[plan.workload.mode](eng, plan, compute, comm)
     return comm

@@ -162,8 +162,11 @@ def test_mean_iteration_pays_the_one_time_load_once():
 
 def test_one_iteration_by_hand_on_fred_d():
     """DP(20), one microbatch: forward a, b; backward b, a; the gradient bucket (all of it)
-    reduced in-switch over the wafer, blocking; the sharded optimizer step; plus half the
-    switch configuration load (2 iterations, only the first loads)."""
+    reduced in-switch over the wafer, blocking; the sharded optimizer step (element-wise work:
+    HBM at the [compute] model's vector efficiency); plus half the switch configuration load
+    (2 iterations, only the first loads). The layers give no GEMM shapes, so they take the
+    roofline even though the platform has a shape-dependent compute model."""
+    assert P.compute is not None
     w = tiny()
     a, b = w.layers
     flops_per_s = P.peak_tflops * 1e12 * P.compute_efficiency
@@ -175,7 +178,7 @@ def test_one_iteration_by_hand_on_fred_d():
     wire = -(-gradient // flit) * flit                             # 3907 flits
     up = 2 * P.link_latency_s + P.switch.latency_s                 # NPU -> L1 -> L2
     dp = wire / (P.npu_send_gbps * 1e9) + 2 * up + P.switch.latency_s + P.switch.phase_switch_s
-    optimizer = (a.params + b.params) / 20 * (2 * P.optimizer_bytes_per_param + 4) / hbm
+    optimizer = (a.params + b.params) / 20 * (2 * P.optimizer_bytes_per_param + 4) / (hbm * P.compute.vector_efficiency)
     config_load = P.switch.config_load_s                           # one phase on every switch
     r = simulate_iteration(P, "fred-d", w)
     assert r.steady_time_s == pytest.approx(sum(roofline) + dp + optimizer, rel=1e-9)

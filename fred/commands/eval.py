@@ -16,6 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-files", action="store_true", help="print only; write nothing")
     parser.add_argument("--no-diagnostic", action="store_true",
                         help="skip the implied-compute-scale diagnostic (faster)")
+    parser.add_argument("--calibration", choices=("none", "paper"), default="none",
+                        help="paper: fit one compute factor per workload on its Fred-C figure and "
+                             "predict Fred-A, B, D (labelled; the headline stays the documented "
+                             "platform's)")
     add_model_arguments(parser)
 
 
@@ -24,14 +28,19 @@ def run(args) -> int:
     platform = model_platform(args)
     summary = run_evaluation(None if args.no_files else args.output, progress=True,
                              platform=platform, with_diagnostic=not args.no_diagnostic,
-                             overlap=not args.no_overlap)
+                             overlap=not args.no_overlap, calibration_mode=args.calibration)
+    paper_cal = summary.get("calibration_paper")
     if args.json:
-        print_json({"speedup": summary["speedup"], "switch_timing": summary["switch_timing"]})
+        out = {"speedup": summary["speedup"], "switch_timing": summary["switch_timing"]}
+        if paper_cal:
+            out["calibration"] = {k: v for k, v in paper_cal.items() if k != "curves"}
+        print_json(out)
         return 0
     print(switch_timing_text(platform.switch))
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
     sections = [_speedups(summary, mode), _why(summary), *_sweeps(summary),
-                _spread(summary), _calibration(summary)]
+                _spread(summary), _calibration(summary),
+                _paper_calibration(summary)]
     for section in sections:
         if section:
             print()
@@ -114,3 +123,24 @@ def _calibration(summary) -> str | None:
                          title=f"one compute factor fitted on {cal['anchor']} (x{cal['scale']:.3g}) "
                                f"predicts (paper in brackets)")
     return f"{table}\nwithin 10 %: {', '.join(cal['within_10pct']) or 'none'}"
+
+
+def _paper_calibration(summary) -> str | None:
+    from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP
+    paper_cal = summary.get("calibration_paper")
+    if not paper_cal:
+        return None
+    rows = []
+    for w, fit in paper_cal["fitted"].items():
+        cells = []
+        for f in FRED_FABRICS:
+            paper = PAPER_SPEEDUP.get(f, {}).get(w)
+            cells.append(f"{paper_cal['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
+        rows.append([w + ("" if fit["reached"] else " (closest)"), f"{fit['compute_scale']:.3g}",
+                     f"{fit['compute_s_per_iteration_mesh']:.4g}", *cells])
+    table = format_table(["workload", "k", "compute s", *FRED_FABRICS], rows,
+                         title="calibration 'paper': one compute factor per workload fitted on its "
+                               "Fred-C figure (paper in brackets; Fred-A/B are not in the paper)")
+    return (f"{table}\nFred-D within 10 % of the paper: "
+            f"{'yes' if paper_cal['fred_d_within_10pct'] else 'NO'} "
+            f"(worst {100 * paper_cal['fred_d_worst_error']:.1f} %)")

@@ -15,8 +15,10 @@ HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sysmodel.platform import FABRICS
     from sysmodel.workloads import WORKLOADS
-    parser.add_argument("--workload", required=True, choices=WORKLOADS)
-    parser.add_argument("--fabric", required=True, choices=FABRICS)
+    parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
+                        help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
+    parser.add_argument("--fabric", required=True,
+                        help=f"a fabric of the platform ({', '.join(FABRICS)} on the paper's)")
     parser.add_argument("--samples-per-dp", type=int, default=40,
                         help="minibatch per DP replica (paper's sweep: 40)")
     parser.add_argument("--strategy", default=None,
