@@ -31,8 +31,12 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     idle = _gaps(compute, schedule.makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
+    by_category: dict[str, list] = {c: [] for c in COMM_CATEGORIES}   # one pass over the tasks
+    for t in schedule.tasks:
+        if t.category in by_category and t.npu in (None, npu):
+            by_category[t.category].append(t)
     for category in COMM_CATEGORIES:
-        mine = [t for t in schedule.tasks if t.category == category and t.npu in (None, npu)]
+        mine = by_category[category]
         comm_busy[category] = sum(t.duration for t in mine)
         breakdown[category], idle = _overlap(idle, _union([(t.start, t.end) for t in mine]))
     breakdown["bubble"] = sum(b - a for a, b in idle)
@@ -43,8 +47,14 @@ def _busiest_stage(schedule: Schedule, stages: int):
     """(stage, compute seconds, its compute tasks) of the stage whose compute unit is busiest
     (the first such stage on a tie)."""
     best = None
+    names = {stage_resource(s, "compute"): s for s in range(stages)}
+    per_stage: list[list] = [[] for _ in range(stages)]     # one pass over the tasks
+    for t in schedule.tasks:
+        s = names.get(t.resource)
+        if s is not None:
+            per_stage[s].append(t)
     for s in range(stages):
-        tasks = [t for t in schedule.tasks if t.resource == stage_resource(s, "compute")]
+        tasks = per_stage[s]
         busy = sum(t.duration for t in tasks)
         if best is None or busy > best[1]:
             best = (s, busy, tasks)
@@ -65,12 +75,20 @@ def _union(intervals) -> list[list[float]]:
 
 
 def _overlap(segments, intervals) -> tuple[float, list]:
-    """Portions of ``segments`` covered by ``intervals`` (both unions); returns (covered, rest)."""
+    """Portions of ``segments`` covered by ``intervals`` (both sorted, disjoint unions); returns
+    (covered, rest). One sweep over both: intervals that end before a segment starts are
+    passed for good, and none after one that starts past a segment's end is looked at."""
     covered, rest = 0.0, []
+    j, n = 0, len(intervals)
     for a, b in segments:
+        while j < n and intervals[j][1] <= a:
+            j += 1
         cur = a
-        for x, y in intervals:
-            if y <= cur or x >= b:
+        for k in range(j, n):
+            x, y = intervals[k]
+            if x >= b:
+                break   # sorted: every later interval starts past the segment too
+            if y <= cur:
                 continue
             if x > cur:
                 rest.append([cur, x])

@@ -58,7 +58,7 @@ from sysmodel.platform import FABRICS, Platform
 from sysmodel.switch_routing import phases_for
 from sysmodel.switch_timing import SwitchTiming
 
-__all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "collective_traffic",
+__all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "fabric_key", "collective_traffic",
            "evaluate", "configuration_load_s"]
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
@@ -148,21 +148,50 @@ class CollectiveResult:
 
 # -------------------------------------------------------------------------------------------
 _NETWORKS: dict = {}
+_FABRIC_KEYS: dict = {}
+
+#: Platform fields that do not change a fabric's network or any collective on it (NPU
+#: compute, memory and training policy). Every other field -- including any added later --
+#: is part of :func:`fabric_key`, so a cached network is never reused for a platform whose
+#: fabric differs.
+NON_NETWORK_FIELDS = frozenset({
+    "peak_tflops", "memory_bandwidth_gbps", "memory_capacity_gb", "compute_efficiency", "compute",
+    "optimizer_bytes_per_param", "iterations", "dp_bucket_elements", "dp_overlap",
+    "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather", "name", "description"})
+
+
+def fabric_key(platform: Platform) -> tuple:
+    """What a platform's networks and collective times depend on: every field except
+    :data:`NON_NETWORK_FIELDS`. Platforms that differ only in compute (``--compute-scale``,
+    the calibration's scans) share networks and collective results (issue 16: each such
+    platform used to rebuild and re-route every network)."""
+    entry = _FABRIC_KEYS.get(id(platform))
+    if entry is None or entry[0] is not platform:
+        key = []
+        for name in platform.__dataclass_fields__:
+            if name in NON_NETWORK_FIELDS:
+                continue
+            value = getattr(platform, name)
+            if isinstance(value, dict):
+                value = tuple(sorted(value.items()))
+            key.append((name, value))
+        entry = _FABRIC_KEYS[id(platform)] = (platform, tuple(key))
+    return entry[1]
 
 
 def build_network(platform: Platform, fabric: str) -> Network:
-    """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform`` (cached)."""
+    """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform`` (cached
+    per :func:`fabric_key`)."""
     if fabric not in FABRICS and fabric not in platform.variants:
         raise FredError(f"unknown fabric {fabric!r}; expected one of "
                         f"{', '.join(platform.fabrics or FABRICS)}")
     if fabric == "mesh" and not platform.has_mesh:
         raise FredError(f"platform {platform.name!r} has no mesh; its fabrics: {', '.join(platform.fabrics)}")
-    key = (id(platform), fabric)
-    entry = _NETWORKS.get(key)
-    if entry is None or entry[0] is not platform:
-        net = MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric)
-        entry = _NETWORKS[key] = (platform, net)
-    return entry[1]
+    key = (fabric_key(platform), fabric)
+    net = _NETWORKS.get(key)
+    if net is None:
+        net = _NETWORKS[key] = MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric)
+    return net
 
 
 # -- building blocks ------------------------------------------------------------------------
@@ -539,10 +568,10 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
     collectives = tuple(collectives)
     if not collectives:
         raise FredError("no collectives to evaluate")
-    key = (id(platform), fabric, collectives)
+    key = (fabric_key(platform), fabric, collectives)
     cached = _RESULTS.get(key)
-    if cached is not None and cached[0] is platform:
-        return cached[1]
+    if cached is not None:
+        return cached
     net = build_network(platform, fabric)
     total = net.traffic()
     algorithms = []
@@ -564,7 +593,7 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
         config_load_s=configuration_load_s(platform.switch, total.configurations))
     if len(_RESULTS) > 100_000:
         _RESULTS.clear()
-    _RESULTS[key] = (platform, result)
+    _RESULTS[key] = result
     return result
 
 

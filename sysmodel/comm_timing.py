@@ -48,7 +48,7 @@ class CommTimer:
     so far need stored; see :meth:`config_load_s`)."""
 
     def __init__(self, platform: Platform, fabric: str, strategy: Strategy, microbatch_samples: float,
-                 *, recompute_mode: str = "none", sequence_parallel: bool = False):
+                 *, recompute_mode: str = "none", sequence_parallel: bool = False, memo: bool = True):
         self.platform = platform
         self.recompute_mode = recompute_mode
         self.sequence_parallel = sequence_parallel
@@ -61,6 +61,19 @@ class CommTimer:
         self.dp_groups = {p: [tuple(s.rank(mp=mp, dp=dp, pp=p) for dp in range(s.dp)) for mp in range(s.mp)]
                           for p in range(s.pp)}
         self.configurations: frozenset = frozenset()
+        # An iteration asks for the same communication thousands of times (every layer of
+        # every microbatch); each distinct task is built and timed once. The memo is exact:
+        # a task's time depends only on its key, and the configurations it stores were added
+        # when it was first timed. ``memo=False`` (the reference path) recomputes every time.
+        self._memo: dict | None = {} if memo else None
+
+    def _memoised(self, key, compute) -> "CommTime":
+        if self._memo is None:
+            return compute()
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = compute()
+        return hit
 
     def config_load_s(self) -> float:
         """One-time load of every switch configuration the timed tasks use (each stored
@@ -91,14 +104,21 @@ class CommTimer:
         if self.strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
             return CommTime(0.0)
         size = self.microbatch_samples * (layer.out_bytes or layer.in_bytes)
-        one = self.concurrent([Collective("all-reduce", g, size) for g in self.mp_groups[stage]])
-        return one.times(layer.mp_allreduces * (self.mp_backward_factor if backward else 1.0))
+        repeat = layer.mp_allreduces * (self.mp_backward_factor if backward else 1.0)
+
+        def compute():
+            one = self.concurrent([Collective("all-reduce", g, size) for g in self.mp_groups[stage]])
+            return one.times(repeat)
+        return self._memoised(("mp", stage, size, repeat), compute)
 
     def pp(self, src: int, dst: int, nbytes: float) -> CommTime:
         """Stage ``src`` -> stage ``dst`` hand-over of ``nbytes`` for every DP replica: a
         multicast from MP rank 0 of ``src`` to the MP group of ``dst``; with
         ``platform.pp_scatter_gather`` (and MP > 1) each MP rank sends 1/MP to its peer, then
         ``dst``'s MP groups all-gather (Megatron-LM), back to back."""
+        return self._memoised(("pp", src, dst, nbytes), lambda: self._pp(src, dst, nbytes))
+
+    def _pp(self, src: int, dst: int, nbytes: float) -> CommTime:
         s = self.strategy
         if self.platform.pp_scatter_gather and s.mp > 1:
             pairs = tuple((s.rank(mp=k, dp=dp, pp=src), s.rank(mp=k, dp=dp, pp=dst))
@@ -116,7 +136,8 @@ class CommTimer:
         ``stage`` (ZeRO-2's reduce-scatter + all-gather move the same bytes)."""
         if self.strategy.dp == 1 or elements == 0:
             return CommTime(0.0)
-        return self.concurrent([Collective("all-reduce", g, BYTES * elements) for g in self.dp_groups[stage]])
+        return self._memoised(("dp", stage, elements), lambda: self.concurrent(
+            [Collective("all-reduce", g, BYTES * elements) for g in self.dp_groups[stage]]))
 
     def io(self, layer: Layer, stage: int, op: str) -> CommTime:
         """``op`` (``io-load``: weights in; ``io-store``: gradients out, reduced) of ``layer``'s
@@ -124,10 +145,12 @@ class CommTimer:
         if layer.params == 0:
             return CommTime(0.0)
         size = BYTES * layer.params / layer.shards(self.strategy.mp)
-        return self.concurrent([Collective(op, g, size) for g in self.dp_groups[stage]])
+        return self._memoised(("io", stage, op, size), lambda: self.concurrent(
+            [Collective(op, g, size) for g in self.dp_groups[stage]]))
 
     def spill(self, layer: Layer, op: str) -> CommTime:
         """``op`` (``io-write`` / ``io-read``) of one microbatch's activation checkpoint of
         ``layer`` by every NPU the strategy uses to / from external memory."""
         size = self.microbatch_samples * layer.in_bytes
-        return self.concurrent([Collective(op, tuple(range(self.strategy.npus)), size)])
+        return self._memoised(("spill", op, size), lambda: self.concurrent(
+            [Collective(op, tuple(range(self.strategy.npus)), size)]))

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hdl.base.errors import FredError
+from sysmodel.engine_reference import run_reference
 
 __all__ = ["Task", "Engine", "Schedule"]
 
 _EPS = 1e-12
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """``name``, ``resource``, ``duration`` (s, when alone), ``deps`` (task ids), ``category``
     (breakdown label: compute, mp, dp, pp, io), ``npu`` (the NPU whose timeline it belongs to,
@@ -66,6 +67,9 @@ class Engine:
     def __init__(self):
         self.tasks: list[Task] = []
         self.queues: dict[str, list[int]] = {}
+        # id(loads array) -> (array, whether it loads any link): repeated communication tasks
+        # share one array, so the check runs once per distinct array
+        self._loaded: dict[int, tuple] = {}
 
     def add(self, name: str, resource: str, duration: float, deps=(), *, category: str = "compute",
             npu: int | None = None, loads=None, bw=None) -> int:
@@ -75,122 +79,178 @@ class Engine:
             loads, bw, duration = duration.loads, duration.bw, duration.time_s
         if duration < 0:
             raise FredError(f"task {name}: negative duration {duration}")
-        deps = tuple(d for d in deps if d is not None)
-        for d in deps:
-            if not 0 <= d < len(self.tasks):
-                raise FredError(f"task {name}: unknown dependency {d}")
-        if loads is not None and (bw is None or not np.any(loads > 0)):
-            loads = None
-        self.tasks.append(Task(name, resource, float(duration), deps, category, npu,
-                               loads, bw if loads is not None else None))
-        self.queues.setdefault(resource, []).append(len(self.tasks) - 1)
-        return len(self.tasks) - 1
-
-    def run(self) -> Schedule:
         tasks = self.tasks
-        dependents: dict[int, list[int]] = {}
-        remaining = [len(t.deps) for t in tasks]
+        n = len(tasks)
+        if deps:
+            deps = tuple([d for d in deps if d is not None])
+            for d in deps:
+                if not 0 <= d < n:
+                    raise FredError(f"task {name}: unknown dependency {d}")
+        else:
+            deps = ()
+        if loads is not None:
+            seen = self._loaded.get(id(loads))
+            if seen is None or seen[0] is not loads:
+                seen = self._loaded[id(loads)] = (loads, bool(np.any(loads > 0)))
+            if bw is None or not seen[1]:
+                loads = None
+        tasks.append(Task(name, resource, float(duration), deps, category, npu,
+                          loads, bw if loads is not None else None))
+        queue = self.queues.get(resource)
+        if queue is None:
+            queue = self.queues[resource] = []
+        queue.append(n)
+        return n
+
+    def run(self, *, reference: bool = False) -> Schedule:
+        """Execute the tasks; sets every task's ``start`` / ``end``. ``reference``: run the
+        unoptimised loop of :mod:`sysmodel.engine_reference` instead (the same semantics; the
+        optimised loop below is tested against it to 1e-9 relative)."""
+        if reference:
+            return run_reference(self)
+        tasks = self.tasks
+        n = len(tasks)
+        # Resources as integers numbered in name order: the loop starts the resources a
+        # finished task frees in name order (as the reference does), so ordering by number is
+        # the same order without comparing strings.
+        names = sorted(self.queues)
+        rid = {r: i for i, r in enumerate(names)}
+        queues = [self.queues[r] for r in names]
+        res = [rid[t.resource] for t in tasks]
+        dependents: list[list[int]] = [[] for _ in range(n)]
+        remaining = [0] * n
         for i, t in enumerate(tasks):
+            remaining[i] = len(t.deps)
             for d in t.deps:
-                dependents.setdefault(d, []).append(i)
-        head = {r: 0 for r in self.queues}
-        busy = {r: False for r in self.queues}
+                dependents[d].append(i)
+        head = [0] * len(names)
+        busy = [False] * len(names)
         fixed: list[tuple[float, int]] = []      # (end time, task) of fixed-duration parts
         flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
-        alone: dict[int, float] = {}             # task -> busiest-link time when alone
+        info: dict[int, tuple] = {}              # task -> (alone time, link demand, key)
         latency: dict[int, float] = {}
+        # A communication task's busiest-link time alone and its share of every link at full
+        # speed depend only on its link loads; tasks repeating one communication share one
+        # loads array (CommTimer memoises), so each is computed once per distinct array.
+        by_array: dict[tuple[int, int], tuple] = {}
+        rate_memo: dict[tuple, list] = {}
         now = 0.0
         done = 0
+        changed = True       # the set of active transfers changed since rates were computed
+        heappush, heappop = heapq.heappush, heapq.heappop
 
-        def try_start(resource: str) -> None:
-            i = head[resource]
-            queue = self.queues[resource]
-            if busy[resource] or i >= len(queue) or remaining[queue[i]]:
+        def try_start(r: int) -> None:
+            nonlocal changed
+            i = head[r]
+            queue = queues[r]
+            if busy[r] or i >= len(queue) or remaining[queue[i]]:
                 return
             tid = queue[i]
             task = tasks[tid]
             task.start = now
-            busy[resource] = True
-            if task.loads is None:
-                heapq.heappush(fixed, (now + task.duration, tid))
+            busy[r] = True
+            loads = task.loads
+            if loads is None:
+                heappush(fixed, (now + task.duration, tid))
             else:
-                t_alone = float((task.loads / task.bw).max())
-                alone[tid] = t_alone
-                latency[tid] = max(0.0, task.duration - t_alone)
+                key = (id(loads), id(task.bw))
+                entry = by_array.get(key)
+                if entry is None or entry[3] is not loads or entry[4] is not task.bw:
+                    t_alone = float((loads / task.bw).max())
+                    entry = by_array[key] = (t_alone, loads / task.bw / t_alone, key, loads, task.bw)
+                info[tid] = entry
+                latency[tid] = max(0.0, task.duration - entry[0])
                 flows[tid] = 1.0
-
-        def finish(tid: int) -> None:
-            nonlocal done
-            task = tasks[tid]
-            task.end = now
-            done += 1
-            busy[task.resource] = False
-            head[task.resource] += 1
-            touched = {task.resource}
-            for t2 in dependents.get(tid, ()):
-                remaining[t2] -= 1
-                if not remaining[t2]:
-                    touched.add(tasks[t2].resource)
-            for resource in sorted(touched):
-                try_start(resource)
+                changed = True
 
         for resource in self.queues:
-            try_start(resource)
+            try_start(rid[resource])
+        inf = float("inf")
+        rates: dict[int, float] = {}
         while fixed or flows:
-            rates = self._rates(flows, alone) if flows else {}
-            t_flow, first = float("inf"), None
-            for tid, frac in flows.items():
-                t = now + frac / rates[tid]
-                if t < t_flow:
-                    t_flow, first = t, tid
-            t_fixed = fixed[0][0] if fixed else float("inf")
-            if t_fixed <= t_flow:
-                step_to, _ = t_fixed, None
+            if flows:
+                if changed:
+                    # rates depend only on which transfers are active (in their start order):
+                    # recomputed when that set changes, memoised over repeated sets
+                    changed = False
+                    memo_key = tuple([info[tid][2] for tid in flows])
+                    rate_list = rate_memo.get(memo_key)
+                    if rate_list is None:
+                        rate_list = rate_memo[memo_key] = _rates([info[tid] for tid in flows])
+                    rates = dict(zip(flows, rate_list))
+                t_flow, first = inf, None
+                for tid, frac in flows.items():
+                    t = now + frac / rates[tid]
+                    if t < t_flow:
+                        t_flow, first = t, tid
+                t_fixed = fixed[0][0] if fixed else inf
+                step_to = t_fixed if t_fixed <= t_flow else t_flow
+                dt = step_to - now
+                for tid in flows:
+                    flows[tid] -= rates[tid] * dt
+                now = step_to
+                # bandwidth parts that completed continue with their fixed latency tail
+                for tid in [t for t, f in flows.items() if f <= _EPS or t == first and t_flow <= t_fixed]:
+                    del flows[tid]
+                    changed = True
+                    heappush(fixed, (now + latency[tid], tid))
             else:
-                step_to = t_flow
-            dt = step_to - now
-            for tid in list(flows):
-                flows[tid] -= rates[tid] * dt
-            now = step_to
-            # bandwidth parts that completed continue with their fixed latency tail
-            for tid in [t for t, f in flows.items() if f <= _EPS or t == first and t_flow <= t_fixed]:
-                del flows[tid]
-                heapq.heappush(fixed, (now + latency[tid], tid))
-            while fixed and fixed[0][0] <= now + _EPS:
-                _, tid = heapq.heappop(fixed)
-                finish(tid)
+                now = fixed[0][0]
+            limit = now + _EPS
+            while fixed and fixed[0][0] <= limit:
+                tid = heappop(fixed)[1]
+                # the task ends: free its resource, release its dependents, start what can
+                tasks[tid].end = now
+                done += 1
+                r = res[tid]
+                busy[r] = False
+                head[r] += 1
+                ready = None
+                for t2 in dependents[tid]:
+                    remaining[t2] -= 1
+                    if not remaining[t2]:
+                        if ready is None:
+                            ready = {r}
+                        ready.add(res[t2])
+                if ready is None:
+                    try_start(r)
+                else:
+                    for r2 in sorted(ready):
+                        try_start(r2)
         if done != len(tasks):
-            blocked = [tasks[self.queues[r][head[r]]].name for r in self.queues
-                       if head[r] < len(self.queues[r])]
+            blocked = [tasks[queues[r][head[r]]].name for r in range(len(names))
+                       if head[r] < len(queues[r])]
             raise FredError(f"task graph deadlocks: {len(tasks) - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
         makespan = max((t.end for t in tasks), default=0.0)
         return Schedule(tasks=tasks, makespan=makespan)
 
-    def _rates(self, flows: dict, alone: dict) -> dict:
-        """Max-min fair slow-down factors by progressive filling; returns fraction/second."""
-        ids = list(flows)
-        if len(ids) == 1:
-            return {ids[0]: 1.0 / alone[ids[0]]}
-        bw = self.tasks[ids[0]].bw
-        demand = {i: self.tasks[i].loads / self.tasks[i].bw / alone[i] for i in ids}  # share of each link at full speed
-        capacity = np.ones_like(bw)
-        factor: dict[int, float] = {}
-        active = set(ids)
-        while active:
-            use = sum(demand[i] for i in active)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                limits = np.where(use > _EPS, capacity / use, np.inf)
-            lam = min(1.0, float(limits.min()))
-            if lam >= 1.0 - 1e-12:
-                for i in active:
-                    factor[i] = 1.0
-                break
-            saturated = limits <= lam * (1 + 1e-9)
-            frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)]
-            for i in frozen:
-                factor[i] = lam
-                capacity = capacity - lam * demand[i]
-                active.discard(i)
-            capacity = np.maximum(capacity, 0.0)
-        return {i: max(factor[i], 1e-9) / alone[i] for i in ids}
+
+def _rates(entries: list) -> list:
+    """Max-min fair rates (fraction of its bytes per second) of the active transfers, given
+    each one's (alone time, link demand, ...) entry, by progressive filling: all slow down by
+    a common factor until a link saturates; transfers on it are fixed at that factor, the
+    others continue."""
+    if len(entries) == 1:
+        return [1.0 / entries[0][0]]
+    demand = [e[1] for e in entries]
+    capacity = np.ones_like(demand[0])
+    factor: dict[int, float] = {}
+    active = set(range(len(entries)))
+    while active:
+        use = sum(demand[i] for i in active)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limits = np.where(use > _EPS, capacity / use, np.inf)
+        lam = min(1.0, float(limits.min()))
+        if lam >= 1.0 - 1e-12:
+            for i in active:
+                factor[i] = 1.0
+            break
+        saturated = limits <= lam * (1 + 1e-9)
+        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)]
+        for i in frozen:
+            factor[i] = lam
+            capacity = capacity - lam * demand[i]
+            active.discard(i)
+        capacity = np.maximum(capacity, 0.0)
+    return [max(factor[i], 1e-9) / e[0] for i, e in enumerate(entries)]

@@ -31,7 +31,14 @@ __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "
 
 def stage_resource(stage: int, kind: str) -> str:
     """Name of pipeline stage ``stage``'s resource ``kind`` (compute, mp, pp, dp)."""
-    return f"s{stage}.{kind}"
+    name = _RESOURCE_NAMES.get((stage, kind))
+    if name is None:
+        name = _RESOURCE_NAMES[(stage, kind)] = f"s{stage}.{kind}"
+    return name
+
+
+#: (stage, kind) -> resource name: builders ask for the same few names once per task
+_RESOURCE_NAMES: dict = {}
 
 
 class StageEngine(Engine):
@@ -46,33 +53,37 @@ class StageEngine(Engine):
         self.blocking = blocking
         self._last_compute: dict[int, int] = {}
         self._pending: dict[int, list[int]] = {}
+        self._stage_of: dict[str, int] = {}     # resource name -> its stage (parsed once)
 
     def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
         """``block``: this communication task blocks its stage's compute even when the engine
         does not block every task (DeepSpeed's ZeRO-2 gradient reduction without
         ``overlap_comm`` runs on the compute stream)."""
         compute = resource.endswith(".compute")
-        blocking = self.blocking or block
-        if not (compute or blocking):
-            return super().add(name, resource, duration, deps, **kwargs)
+        if not (compute or self.blocking or block):
+            return Engine.add(self, name, resource, duration, deps, **kwargs)
         if stage is None:
-            if not resource.startswith("s"):
-                raise FredError(f"internal: task {name} on {resource} has no stage")
-            stage = int(resource[1:].split(".")[0])
+            stage = self._stage_of.get(resource)
+            if stage is None:
+                if not resource.startswith("s"):
+                    raise FredError(f"internal: task {name} on {resource} has no stage")
+                stage = self._stage_of[resource] = int(resource[1:].split(".")[0])
         elif not resource.startswith("s"):
             # the wafer-wide I/O channel gets one queue per stage, or stage s's stream (now
             # waiting for s's compute) would hold up the other stages' streams behind it; the
             # streams still share the controllers' links through their link loads
             resource = f"s{stage}.{resource}"
-        deps = list(deps)
         if compute:
-            deps += self._pending.pop(stage, [])
-            tid = super().add(name, resource, duration, deps, **kwargs)
+            pending = self._pending.pop(stage, None)
+            tid = Engine.add(self, name, resource, duration, [*deps, *pending] if pending else deps, **kwargs)
             self._last_compute[stage] = tid
         else:
-            deps.append(self._last_compute.get(stage))
-            tid = super().add(name, resource, duration, deps, **kwargs)
-            self._pending.setdefault(stage, []).append(tid)
+            tid = Engine.add(self, name, resource, duration, [*deps, self._last_compute.get(stage)], **kwargs)
+            pending = self._pending.get(stage)
+            if pending is None:
+                self._pending[stage] = [tid]
+            else:
+                pending.append(tid)
         return tid
 
 
@@ -177,7 +188,7 @@ class _StationaryPipeline:
         layers, mp = self.plan.workload.layers, self.plan.strategy.mp
         for s in range(self.pp):
             params = sum(layers[i].params / layers[i].shards(mp) for i in self.plan.stages[s])
-            dps = [k for k, t in enumerate(self.eng.tasks) if t.resource == stage_resource(s, "dp")]
+            dps = list(self.eng.queues.get(stage_resource(s, "dp"), ()))  # the stage's DP tasks
             self.eng.add(f"optimizer s{s}", stage_resource(s, "compute"),
                          self.compute.optimizer_step_s(params), dps, npu=self.plan.representative(s))
 
@@ -247,13 +258,14 @@ class _StreamingPasses:
         kind, m = ("B" if backward else "F"), self.plan.microbatches
         deps = self._add_loads(layer, s, kind, backward)
         hand_over = following is not None and self.stage_of(following) != s
+        # the same for every microbatch: computed once per layer
+        compute_s, d = self.compute.layer_s(layer, backward=backward), self.comm.mp(layer, s, backward)
+        rep, on_compute, on_mp = self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp")
+        with_mp = d > 0
         for i in range(m):
-            t = eng.add(f"{kind}{i} {layer.name}", stage_resource(s, "compute"),
-                        self.compute.layer_s(layer, backward=backward), [*deps, prev[i]],
-                        npu=self.plan.representative(s))
-            d = self.comm.mp(layer, s, backward)
-            prev[i] = eng.add(f"{kind}{i} {layer.name} mp", stage_resource(s, "mp"), d, [t],
-                              category="mp", npu=self.plan.representative(s), block=True) if d > 0 else t
+            t = eng.add(f"{kind}{i} {layer.name}", on_compute, compute_s, [*deps, prev[i]], npu=rep)
+            prev[i] = eng.add(f"{kind}{i} {layer.name} mp", on_mp, d, [t],
+                              category="mp", npu=rep, block=True) if with_mp else t
             if self.plan.memory.offload and not backward:
                 eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                         [t], category="io", stage=s)

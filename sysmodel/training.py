@@ -124,7 +124,8 @@ class IterationResult:
 def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                        strategy: Strategy | None = None, *, schedule: str = "1f1b",
                        samples_per_dp: int | None = None,
-                       microbatches: int | None = None, overlap: bool = True) -> IterationResult:
+                       microbatches: int | None = None, overlap: bool = True,
+                       reference: bool = False) -> IterationResult:
     """Time of one training iteration of ``workload`` on ``fabric`` (see the module docstring).
 
     The steps: :func:`~sysmodel.iteration_plan.plan_iteration` (stages, microbatches, memory),
@@ -139,13 +140,18 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
     of the stage it belongs to (it starts after that stage's previous compute task and the next
     one waits for it), so nothing overlaps compute: DP all-reduces, PP sends and weight
     streams are all exposed. It brackets the paper's unknown overlap policy (see
-    docs/sysmodel.md); the default overlaps as a framework would."""
+    docs/sysmodel.md); the default overlaps as a framework would.
+
+    ``reference=True`` computes the same iteration on the unoptimised path (every
+    communication task timed anew, the engine's reference loop of
+    :mod:`sysmodel.engine_reference`): slower, and the specification the fast path is tested
+    against (to 1e-9 relative)."""
     platform.check_fabric(fabric)
     plan = plan_iteration(platform, workload, strategy, schedule=schedule,
                           samples_per_dp=samples_per_dp, microbatches=microbatches)
     eng = StageEngine(blocking=not overlap)
-    comm = build_task_graph(eng, plan, fabric)
-    executed = eng.run()
+    comm = build_task_graph(eng, plan, fabric, memo=not reference)
+    executed = eng.run(reference=reference)
     breakdown, busy, _ = attribute_time(executed, plan.strategy.pp, plan.representative)
     config_load = comm.config_load_s()
     iterations = platform.iterations
@@ -166,11 +172,13 @@ def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> flo
     return steady_s + one_time_s / iterations
 
 
-def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str) -> CommTimer:
-    """Add ``plan``'s iteration on ``fabric`` to ``eng``; returns the communication timer used."""
+def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str, *,
+                     memo: bool = True) -> CommTimer:
+    """Add ``plan``'s iteration on ``fabric`` to ``eng``; returns the communication timer used
+    (``memo``: it times each distinct communication task once; see :class:`CommTimer`)."""
     compute = compute_timer(plan)
     comm = CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples,
                      recompute_mode=plan.memory.recompute_mode,
-                     sequence_parallel=plan.workload.sequence_parallel)
+                     sequence_parallel=plan.workload.sequence_parallel, memo=memo)
     TASK_GRAPHS[plan.workload.mode](eng, plan, compute, comm)
     return comm

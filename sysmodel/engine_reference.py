@@ -1,0 +1,135 @@
+"""The engine's reference execution: the event loop as first written, kept unoptimised.
+
+:meth:`sysmodel.engine.Engine.run` is an optimised form of this loop (issue 16: cached rates,
+precomputed link demands, integer resources). This module keeps the original, straightforward
+loop as the executable specification the optimised one is tested against
+(``tests/test_sysmodel_speed_identity.py``: every iteration of the evaluation computed both
+ways agrees to 1e-9 relative). ``simulate_iteration(..., reference=True)`` runs it. Its
+semantics are described in :mod:`sysmodel.engine`.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from hdl.base.errors import FredError
+
+__all__ = ["run_reference"]
+
+_EPS = 1e-12
+
+
+def run_reference(engine):
+    """Execute ``engine``'s tasks (a :class:`sysmodel.engine.Engine`); returns its
+    :class:`~sysmodel.engine.Schedule` and sets every task's ``start`` / ``end``."""
+    from sysmodel.engine import Schedule
+    tasks = engine.tasks
+    dependents: dict[int, list[int]] = {}
+    remaining = [len(t.deps) for t in tasks]
+    for i, t in enumerate(tasks):
+        for d in t.deps:
+            dependents.setdefault(d, []).append(i)
+    head = {r: 0 for r in engine.queues}
+    busy = {r: False for r in engine.queues}
+    fixed: list[tuple[float, int]] = []      # (end time, task) of fixed-duration parts
+    flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
+    alone: dict[int, float] = {}             # task -> busiest-link time when alone
+    latency: dict[int, float] = {}
+    now = 0.0
+    done = 0
+
+    def try_start(resource: str) -> None:
+        i = head[resource]
+        queue = engine.queues[resource]
+        if busy[resource] or i >= len(queue) or remaining[queue[i]]:
+            return
+        tid = queue[i]
+        task = tasks[tid]
+        task.start = now
+        busy[resource] = True
+        if task.loads is None:
+            heapq.heappush(fixed, (now + task.duration, tid))
+        else:
+            t_alone = float((task.loads / task.bw).max())
+            alone[tid] = t_alone
+            latency[tid] = max(0.0, task.duration - t_alone)
+            flows[tid] = 1.0
+
+    def finish(tid: int) -> None:
+        nonlocal done
+        task = tasks[tid]
+        task.end = now
+        done += 1
+        busy[task.resource] = False
+        head[task.resource] += 1
+        touched = {task.resource}
+        for t2 in dependents.get(tid, ()):
+            remaining[t2] -= 1
+            if not remaining[t2]:
+                touched.add(tasks[t2].resource)
+        for resource in sorted(touched):
+            try_start(resource)
+
+    for resource in engine.queues:
+        try_start(resource)
+    while fixed or flows:
+        rates = _rates(tasks, flows, alone) if flows else {}
+        t_flow, first = float("inf"), None
+        for tid, frac in flows.items():
+            t = now + frac / rates[tid]
+            if t < t_flow:
+                t_flow, first = t, tid
+        t_fixed = fixed[0][0] if fixed else float("inf")
+        if t_fixed <= t_flow:
+            step_to, _ = t_fixed, None
+        else:
+            step_to = t_flow
+        dt = step_to - now
+        for tid in list(flows):
+            flows[tid] -= rates[tid] * dt
+        now = step_to
+        # bandwidth parts that completed continue with their fixed latency tail
+        for tid in [t for t, f in flows.items() if f <= _EPS or t == first and t_flow <= t_fixed]:
+            del flows[tid]
+            heapq.heappush(fixed, (now + latency[tid], tid))
+        while fixed and fixed[0][0] <= now + _EPS:
+            _, tid = heapq.heappop(fixed)
+            finish(tid)
+    if done != len(tasks):
+        blocked = [tasks[engine.queues[r][head[r]]].name for r in engine.queues
+                   if head[r] < len(engine.queues[r])]
+        raise FredError(f"task graph deadlocks: {len(tasks) - done} tasks never ran; "
+                        f"blocked at {', '.join(blocked[:6])}")
+    makespan = max((t.end for t in tasks), default=0.0)
+    return Schedule(tasks=tasks, makespan=makespan)
+
+
+def _rates(tasks, flows: dict, alone: dict) -> dict:
+    """Max-min fair slow-down factors by progressive filling; returns fraction/second."""
+    ids = list(flows)
+    if len(ids) == 1:
+        return {ids[0]: 1.0 / alone[ids[0]]}
+    bw = tasks[ids[0]].bw
+    demand = {i: tasks[i].loads / tasks[i].bw / alone[i] for i in ids}  # share of each link at full speed
+    capacity = np.ones_like(bw)
+    factor: dict[int, float] = {}
+    active = set(ids)
+    while active:
+        use = sum(demand[i] for i in active)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limits = np.where(use > _EPS, capacity / use, np.inf)
+        lam = min(1.0, float(limits.min()))
+        if lam >= 1.0 - 1e-12:
+            for i in active:
+                factor[i] = 1.0
+            break
+        saturated = limits <= lam * (1 + 1e-9)
+        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)]
+        for i in frozen:
+            factor[i] = lam
+            capacity = capacity - lam * demand[i]
+            active.discard(i)
+        capacity = np.maximum(capacity, 0.0)
+    return {i: max(factor[i], 1e-9) / alone[i] for i in ids}
