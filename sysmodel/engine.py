@@ -173,11 +173,14 @@ class Engine:
                     # rates depend only on which transfers are active (in their start order):
                     # recomputed when that set changes, memoised over repeated sets
                     changed = False
-                    memo_key = tuple([info[tid][2] for tid in flows])
+                    # canonical order (by loads array): the same set of transfers started in
+                    # another order is the same sharing problem
+                    active = sorted(flows, key=lambda tid: info[tid][2])
+                    memo_key = tuple([info[tid][2] for tid in active])
                     rate_list = rate_memo.get(memo_key)
                     if rate_list is None:
-                        rate_list = rate_memo[memo_key] = _rates([info[tid] for tid in flows])
-                    rates = dict(zip(flows, rate_list))
+                        rate_list = rate_memo[memo_key] = _rates([info[tid] for tid in active])
+                    rates = dict(zip(active, rate_list))
                 t_flow, first = inf, None
                 for tid, frac in flows.items():
                     t = now + frac / rates[tid]
@@ -230,27 +233,29 @@ def _rates(entries: list) -> list:
     """Max-min fair rates (fraction of its bytes per second) of the active transfers, given
     each one's (alone time, link demand, ...) entry, by progressive filling: all slow down by
     a common factor until a link saturates; transfers on it are fixed at that factor, the
-    others continue."""
+    others continue. The reference's loop over transfers as one matrix (transfers x links the
+    transfers use); sums are taken in another order, so rates agree with the reference's to
+    rounding (about 1e-16 relative)."""
     if len(entries) == 1:
         return [1.0 / entries[0][0]]
-    demand = [e[1] for e in entries]
-    capacity = np.ones_like(demand[0])
-    factor: dict[int, float] = {}
-    active = set(range(len(entries)))
-    while active:
-        use = sum(demand[i] for i in active)
+    demand = np.array([e[1] for e in entries])
+    demand = demand[:, (demand > 0).any(axis=0)]          # links no transfer uses never saturate
+    capacity = np.ones(demand.shape[1])
+    factor = np.ones(len(entries))
+    active = np.ones(len(entries), dtype=bool)
+    while active.any():
+        use = demand[active].sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             limits = np.where(use > _EPS, capacity / use, np.inf)
         lam = min(1.0, float(limits.min()))
         if lam >= 1.0 - 1e-12:
-            for i in active:
-                factor[i] = 1.0
-            break
+            break                                           # the rest run at full speed
         saturated = limits <= lam * (1 + 1e-9)
-        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)]
-        for i in frozen:
-            factor[i] = lam
-            capacity = capacity - lam * demand[i]
-            active.discard(i)
-        capacity = np.maximum(capacity, 0.0)
-    return [max(factor[i], 1e-9) / e[0] for i, e in enumerate(entries)]
+        frozen = active & (demand[:, saturated] > _EPS).any(axis=1)
+        if not frozen.any():                                # only tiny demands left on it
+            frozen = active
+        factor[frozen] = lam
+        capacity = np.maximum(capacity - lam * demand[frozen].sum(axis=0), 0.0)
+        active &= ~frozen
+    alone = np.array([e[0] for e in entries])
+    return (np.maximum(factor, 1e-9) / alone).tolist()

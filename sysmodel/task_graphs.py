@@ -100,6 +100,7 @@ class _StationaryPipeline:
         self.sends_forward: dict = {}    # (virtual stage v -> v+1, microbatch) -> send task
         self.sends_backward: dict = {}   # (virtual stage v -> v-1, microbatch) -> send task
         self.backwards_done: dict = {}   # virtual stage -> backwards added
+        self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
 
     def add_schedule(self) -> None:
         """Every stage's ops, round-robin over the stages one op at a time, each added once the
@@ -155,13 +156,19 @@ class _StationaryPipeline:
     def _add_layer(self, s, kind, i, layer, prev, tag="") -> tuple[int, int]:
         """``layer``'s compute task and its MP all-reduces (blocking the stage's compute);
         returns (compute task, last task)."""
-        eng, rep = self.eng, self.plan.representative(s)
-        backward = kind == "B"
-        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", stage_resource(s, "compute"),
-                    self.compute.layer_s(layer, backward=backward), [prev], npu=rep)
-        d = self.comm.mp(layer, s, backward)
-        if d > 0:
-            return t, eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", stage_resource(s, "mp"), d, [t],
+        eng = self.eng
+        key = (s, kind, id(layer))
+        timing = self._timings.get(key)
+        if timing is None:   # the same for every microbatch: computed once
+            backward = kind == "B"
+            d = self.comm.mp(layer, s, backward)
+            timing = self._timings[key] = (
+                self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
+                self.compute.layer_s(layer, backward=backward), d, d > 0, layer)
+        rep, on_compute, on_mp, compute_s, d, with_mp, _ = timing
+        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", on_compute, compute_s, [prev], npu=rep)
+        if with_mp:
+            return t, eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", on_mp, d, [t],
                               category="mp", npu=rep, block=True)
         return t, t
 
