@@ -25,7 +25,7 @@ __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 
 #: Subcommands in the order ``fred --help`` lists them.
 COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "eval", "sweep",
-            "validate", "replay")
+            "dse", "validate", "replay")
 
 
 def print_json(obj) -> None:

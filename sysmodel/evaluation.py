@@ -26,7 +26,7 @@ from hdl.base.placement import factorisations, parse_strategy
 from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS, get_workload
 
-__all__ = ["PAPER_SPEEDUP", "run_evaluation", "sweep", "speedup_table", "implied_compute_scale", "calibrate",
+__all__ = ["PAPER_SPEEDUP", "run_evaluation", "sweep", "strategy_row", "rank_rows", "speedup_table", "implied_compute_scale", "calibrate",
            "microbenchmarks", "FRED_FABRICS"]
 
 FRED_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
@@ -73,27 +73,41 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
     rows = []
     strategies = factorisations(platform.npus)
     for n, strategy in enumerate(strategies, 1):
-        start = time.perf_counter()
-        try:
-            m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
-            r = simulate_iteration(platform, fabric, base.with_(microbatches=m), strategy,
-                                   samples_per_dp=samples_per_dp, overlap=overlap)
-            row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
-                   "time_per_sample_s": r.time_s / (samples_per_dp * strategy.dp),
-                   "microbatches": r.microbatches, **{f"{k}_s": v for k, v in r.breakdown.items()},
-                   "exposed_comm_s": sum(r.breakdown[k] for k in ("mp", "pp", "io", "dp")),
-                   "notes": "; ".join(r.notes)}
-        except FredError as exc:
-            row = {"strategy": str(strategy), "time_s": math.inf, "time_per_sample_s": math.inf,
-                   "feasible": False,
-                   "notes": str(exc)}
-        row["eval_s"] = time.perf_counter() - start
+        row = strategy_row(platform, fabric, base, strategy, samples_per_dp, overlap)
         rows.append(row)
         _progress(progress, f"  sweep {workload} {fabric} [{n}/{len(strategies)}] {strategy}: "
                             f"{'%.4f s' % row['time_s'] if row['feasible'] else 'does not fit'}")
-    # The minibatch is 40 x DP, so strategies process different numbers of samples per
-    # iteration: rank by time per sample (inverse training throughput).
-    rows.sort(key=lambda r: (not r["feasible"], r["time_per_sample_s"]))
+    return rank_rows(rows)
+
+
+def strategy_row(platform: Platform, fabric: str, base, strategy, samples_per_dp: int,
+                 overlap: bool = True) -> dict:
+    """One row of a strategy sweep: ``strategy`` of workload ``base`` on ``fabric`` with
+    max(the workload's microbatches, PP) microbatches (more if memory needs); a strategy that
+    does not fit is a row with ``feasible`` false and the reason in ``notes``."""
+    start = time.perf_counter()
+    try:
+        m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
+        r = simulate_iteration(platform, fabric, base.with_(microbatches=m), strategy,
+                               samples_per_dp=samples_per_dp, overlap=overlap)
+        row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
+               "time_per_sample_s": r.time_s / (samples_per_dp * strategy.dp),
+               "microbatches": r.microbatches, **{f"{k}_s": v for k, v in r.breakdown.items()},
+               "exposed_comm_s": sum(r.breakdown[k] for k in ("mp", "pp", "io", "dp")),
+               "notes": "; ".join(r.notes)}
+    except FredError as exc:
+        row = {"strategy": str(strategy), "time_s": math.inf, "time_per_sample_s": math.inf,
+               "feasible": False, "notes": str(exc)}
+    row["eval_s"] = time.perf_counter() - start
+    return row
+
+
+def rank_rows(rows: list[dict]) -> list[dict]:
+    """Sweep rows ranked by time per sample (feasible first), each given its ``rank``.
+
+    The minibatch is 40 x DP, so strategies process different numbers of samples per
+    iteration: rank by time per sample (inverse training throughput)."""
+    rows = sorted(rows, key=lambda r: (not r["feasible"], r["time_per_sample_s"]))
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
     return rows

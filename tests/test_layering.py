@@ -36,8 +36,10 @@ LAYERS = {
     # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
     # execution traces with the schema MLCommons publishes (issue 14)
     "sysmodel": {"project": {"hdl.base"}, "third_party": {"numpy", "matplotlib", "chakra", "google"}},
+    # dask / distributed: fred/parallel.py runs points on a Dask cluster (--scheduler); tqdm:
+    # fred/progress.py's progress bars (issue 16). The model below never imports them.
     "fred": {"project": {"hdl", "hdl.base", "cocotb_tests", "sysmodel"},
-             "third_party": {"numpy", "amaranth", "cocotb", "matplotlib"}},
+             "third_party": {"numpy", "amaranth", "cocotb", "matplotlib", "dask", "distributed", "tqdm"}},
 }
 PROJECT = ("hdl", "cocotb_tests", "sysmodel", "fred", "configs")
 #: Top-level folders of scripts that use the stack but are not part of it (they may import any

@@ -1,0 +1,161 @@
+"""Run independent points in process, in a local process pool, or on a Dask cluster (issue 16).
+
+:func:`run_points` takes a top-level function and a list of plain-data specs (JSON-able
+dicts; see :mod:`sysmodel.points`) and returns one :class:`PointResult` per spec, in order:
+
+* ``scheduler`` (``--scheduler ADDRESS``): the points run on the Dask distributed cluster at
+  that address (``dask.distributed.Client``); the workers need this package installed and
+  the files the specs name (platform, characterization, workload files) at the same paths;
+* ``jobs`` > 1 (``--jobs N``): a local pool of N processes;
+* otherwise one after another in this process.
+
+The same function computes every point wherever it runs, so the results do not depend on
+where: only a row's own ``eval_s`` (its wall time) differs.
+
+**Cache**: with ``cache`` (a JSON-lines file), every point is appended as soon as it is
+computed, under its spec; a later run with the same specs (an interrupted run restarted, or
+a larger grid containing the old one) reads them back instead of computing them again.
+**Failures**: a point whose function raises is returned with its ``error`` (the exception's
+type and message) and is not cached, so a rerun retries it; the other points are unaffected.
+Progress goes to a :mod:`fred.progress` bar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from hdl.base.errors import FredError
+
+__all__ = ["PointResult", "run_points", "spec_key", "parse_jobs"]
+
+
+@dataclass
+class PointResult:
+    """One point: its ``spec``, the function's ``value`` (None on failure), ``error`` (None
+    on success) and whether it came from the cache."""
+
+    spec: dict
+    value: object = None
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def spec_key(spec: dict) -> str:
+    """The cache key of a spec: its canonical JSON."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def parse_jobs(jobs) -> int:
+    """``--jobs``: a positive integer, or 0 for one per CPU."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+        raise FredError(f"--jobs must be an integer >= 0 (0: one per CPU), got {jobs!r}")
+    return jobs or (os.cpu_count() or 1)
+
+
+def guarded(fn, spec):
+    """``fn(spec)`` as ("ok", value) or ("error", "Type: message"): runs in the worker, so that
+    a failing point comes back as data instead of aborting the collection of the others."""
+    try:
+        return "ok", fn(spec)
+    except Exception as exc:  # noqa: BLE001 -- reported per point, never lost
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+def _read_cache(path: Path) -> dict:
+    done = {}
+    if path.is_file():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                done[entry["key"]] = entry["value"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                # a line cut short by an interrupted run: ignored, its point is recomputed
+                continue
+    return done
+
+
+def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = None,
+               cache: str | Path | None = None, progress=None) -> list[PointResult]:
+    """Compute ``fn(spec)`` for every spec (see the module docstring). ``progress``: an object
+    with ``update(n)`` (a :class:`fred.progress.Progress`), or None."""
+    results = [PointResult(spec) for spec in specs]
+    keys = [spec_key(s) for s in specs]
+    cache_path = Path(cache) if cache else None
+    done = _read_cache(cache_path) if cache_path else {}
+    todo = []
+    for i, key in enumerate(keys):
+        if key in done:
+            results[i].value, results[i].cached = done[key], True
+        else:
+            todo.append(i)
+    if progress is not None and len(todo) < len(specs):
+        progress.update(len(specs) - len(todo))
+    sink = open(cache_path, "a") if cache_path else None
+    try:
+        def record(i: int, outcome) -> None:
+            status, payload = outcome
+            if status == "ok":
+                results[i].value = payload
+                if sink is not None:
+                    sink.write(json.dumps({"key": keys[i], "value": payload}, default=_json_default) + "\n")
+                    sink.flush()
+            else:
+                results[i].error = payload
+            if progress is not None:
+                progress.update(1)
+
+        if not todo:
+            pass
+        elif scheduler:
+            _run_dask(fn, specs, todo, scheduler, record)
+        elif jobs > 1 and len(todo) > 1:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = {pool.submit(guarded, fn, specs[i]): i for i in todo}
+                for future in as_completed(futures):
+                    record(futures[future], future.result())
+        else:
+            for i in todo:
+                record(i, guarded(fn, specs[i]))
+    finally:
+        if sink is not None:
+            sink.close()
+    return results
+
+
+def _run_dask(fn, specs, todo, scheduler: str, record) -> None:
+    try:
+        from dask.distributed import Client, as_completed as dask_completed
+    except ImportError as exc:   # pragma: no cover -- a dependency of the package
+        raise FredError(f"--scheduler needs dask.distributed ({exc})") from None
+    try:
+        client = Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise FredError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    try:
+        futures = client.map(guarded, [fn] * len(todo), [specs[i] for i in todo], pure=False)
+        index = {f.key: i for f, i in zip(futures, todo)}
+        for future in dask_completed(futures):
+            i = index[future.key]
+            try:
+                outcome = future.result()
+            except Exception as exc:  # noqa: BLE001 -- a worker lost, a pickling error
+                outcome = ("error", f"{type(exc).__name__}: {exc}")
+            record(i, outcome)
+    finally:
+        client.close()
+
+
+def _json_default(obj):
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")

@@ -1,0 +1,63 @@
+"""Model points as plain data, for process pools and clusters (issue 16).
+
+A sweep or design-space exploration is a list of independent points. To run them in other
+processes or on other machines (``fred sweep --jobs`` / ``--scheduler``), each point is a
+JSON-able dict (its *spec*) and a top-level function computes it from the spec alone:
+:func:`sweep_point` here, :func:`sysmodel.dse.dse_point`. A spec names its platform by
+:func:`platform_ref` (the platform file, characterization file and compute scale: paths the
+workers must be able to read) rather than carrying the object, so the spec is also the key
+under which a computed point is cached (``fred/parallel.py``). The same function computes a
+point in process, in a pool or on a cluster, so the results are identical.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from hdl.base.placement import parse_strategy
+from sysmodel.platform import Platform, default_platform, load_platform
+
+__all__ = ["platform_ref", "platform_from_ref", "sweep_specs", "sweep_point"]
+
+
+def platform_ref(platform_path=None, characterization=None, compute_scale: float = 1.0) -> dict:
+    """The plain-data name of a platform: file paths made absolute (a worker may run in
+    another directory) and the compute scale."""
+    def absolute(p):
+        return None if p is None else str(Path(p).resolve())
+    return {"platform": absolute(platform_path), "characterization": absolute(characterization),
+            "compute_scale": float(compute_scale)}
+
+
+@lru_cache(maxsize=64)
+def _platform(path, characterization, compute_scale) -> Platform:
+    if path is None and characterization is None:
+        base = default_platform()
+    else:
+        base = load_platform(path, characterization=characterization)
+    return base.with_compute_scale(compute_scale)
+
+
+def platform_from_ref(ref: dict) -> Platform:
+    """The platform a :func:`platform_ref` names (loaded once per process)."""
+    return _platform(ref["platform"], ref["characterization"], ref["compute_scale"])
+
+
+def sweep_specs(workload: str, fabric: str, ref: dict, *, samples_per_dp: int, overlap: bool) -> list[dict]:
+    """One spec per MP x DP x PP strategy of the platform's NPU count (``fred sweep``)."""
+    from hdl.base.placement import factorisations
+    platform = platform_from_ref(ref)
+    platform.check_fabric(fabric)
+    return [{"kind": "sweep", "workload": workload, "fabric": fabric, "strategy": str(s),
+             "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
+            for s in factorisations(platform.npus)]
+
+
+def sweep_point(spec: dict) -> dict:
+    """The sweep row of one spec (:func:`sysmodel.evaluation.strategy_row`)."""
+    from sysmodel.evaluation import strategy_row
+    from sysmodel.workloads import get_workload
+    platform = platform_from_ref(spec["platform"])
+    return strategy_row(platform, spec["fabric"], get_workload(spec["workload"]),
+                        parse_strategy(spec["strategy"]), spec["samples_per_dp"], spec["overlap"])
