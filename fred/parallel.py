@@ -85,9 +85,11 @@ def _read_cache(path: Path) -> dict:
 
 
 def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = None,
-               cache: str | Path | None = None, progress=None) -> list[PointResult]:
+               cache: str | Path | None = None, progress=None,
+               connect_timeout_s: float = 20.0) -> list[PointResult]:
     """Compute ``fn(spec)`` for every spec (see the module docstring). ``progress``: an object
-    with ``update(n)`` (a :class:`fred.progress.Progress`), or None."""
+    with ``update(n)`` (a :func:`fred.progress.progress_bar`), or None; ``connect_timeout_s``:
+    how long to try reaching the scheduler."""
     results = [PointResult(spec) for spec in specs]
     keys = [spec_key(s) for s in specs]
     cache_path = Path(cache) if cache else None
@@ -117,7 +119,7 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
         if not todo:
             pass
         elif scheduler:
-            _run_dask(fn, specs, todo, scheduler, record)
+            _run_dask(fn, specs, todo, scheduler, record, connect_timeout_s)
         elif jobs > 1 and len(todo) > 1:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = {pool.submit(guarded, fn, specs[i]): i for i in todo}
@@ -132,13 +134,13 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
     return results
 
 
-def _run_dask(fn, specs, todo, scheduler: str, record) -> None:
+def _run_dask(fn, specs, todo, scheduler: str, record, timeout_s: float) -> None:
     try:
         from dask.distributed import Client, as_completed as dask_completed
     except ImportError as exc:   # pragma: no cover -- a dependency of the package
         raise FredError(f"--scheduler needs dask.distributed ({exc})") from None
     try:
-        client = Client(scheduler, timeout="20s")
+        client = Client(scheduler, timeout=f"{timeout_s}s")
     except (OSError, TimeoutError) as exc:
         raise FredError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     try:

@@ -7,6 +7,7 @@ import math
 
 from fred.cli import print_json
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
+from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
 
 HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
@@ -26,24 +27,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"),
                         help="pipeline schedule with --strategy (default 1f1b)")
     add_model_arguments(parser)
+    add_parallel_arguments(parser)
 
 
 def run(args) -> int:
-    from sysmodel.evaluation import sweep
     from hdl.base.errors import FredError
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     platform = model_platform(args)
     if args.strategy:
         return _one(args, platform)
-    rows = sweep(args.workload, args.fabric, platform, samples_per_dp=args.samples_per_dp,
-                 progress=not args.json, overlap=not args.no_overlap)
+    rows, failed = _points(args)
     if args.json:
         print_json({"workload": args.workload, "fabric": args.fabric,
-                    "switch_timing": platform.switch.to_dict(),
+                    "switch_timing": platform.switch.to_dict(), "failed": failed,
                     "ranking": [{k: (None if isinstance(v, float) and math.isinf(v) else v)
                                  for k, v in r.items()} for r in rows]})
-        return 0
+        return 1 if failed else 0
     print(switch_timing_text(platform.switch))
     print()
     table = [[r["rank"], r["strategy"], f"{r['time_per_sample_s'] * 1e3:.4f}", f"{r['time_s']:.4f}",
@@ -55,7 +55,27 @@ def run(args) -> int:
                         "bubble s", "notes"], table, align="rlrrrrrl",
                        title=f"{args.workload} on {args.fabric} ({args.samples_per_dp} samples per DP "
                              f"replica{mode}), ranked by time per sample"))
-    return 0
+    for f in failed:
+        print(f"FAILED point {f['strategy']}: {f['error']}")
+    return 1 if failed else 0
+
+
+def _points(args) -> tuple[list[dict], list[dict]]:
+    """The ranked rows of every strategy, computed by :func:`fred.parallel.run_points` (in
+    process, in a pool or on a Dask cluster), and the points that failed."""
+    from fred.parallel import run_points
+    from fred.progress import progress_bar
+    from sysmodel.evaluation import rank_rows
+    from sysmodel.points import platform_ref, sweep_point, sweep_specs
+    settings = parallel_settings(args)
+    ref = platform_ref(args.platform, args.characterization, args.compute_scale)
+    specs = sweep_specs(args.workload, args.fabric, ref, samples_per_dp=args.samples_per_dp,
+                        overlap=not args.no_overlap)
+    with progress_bar(len(specs), f"sweep {args.workload} {args.fabric}", json_output=args.json,
+                      unit="strategy") as bar:
+        results = run_points(sweep_point, specs, progress=bar, **settings)
+    failed = [{"strategy": r.spec["strategy"], "error": r.error} for r in results if not r.ok]
+    return rank_rows([r.value for r in results if r.ok]), failed
 
 
 def _one(args, platform) -> int:

@@ -1,0 +1,130 @@
+"""Issue 16: the fabric cost model and the design-space exploration, step by step, with cases
+computed by hand from configs/cost.toml and the characterization."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from hdl.base.errors import FredError
+from sysmodel.cost import (FabricDesign, chiplet_layout, design_switch_timing, fabric_cost,
+                           load_cost_model, switch_ports)
+from sysmodel.dse import DSE_FABRIC, DseGrid, design_platform, dse_point, dse_specs, pareto_front, summarise
+from sysmodel.platform import default_platform
+from sysmodel.points import platform_ref
+from sysmodel.training import simulate_iteration
+from sysmodel.workloads import get_workload
+
+P = default_platform()
+COST = load_cost_model()
+FRED_D = COST.reference
+
+
+def test_switch_ports_of_the_papers_fred_d_by_hand():
+    """4 NPUs + 4 or 3 I/O controllers (18 round-robin over 5 L1s) + 12 TBps / 3 TBps = 4
+    uplink ports per L1; the L2 has 5 x 4 ports."""
+    sw = switch_ports(FRED_D, P)
+    assert [s["ports"] for s in sw] == [12, 12, 12, 11, 11, 20]
+    assert sw[0]["gbps"] == 4 * 3000 + 4 * 128 + 12000
+    assert sw[3]["gbps"] == 4 * 3000 + 3 * 128 + 12000
+    assert sw[-1]["gbps"] == 5 * 12000
+    one = switch_ports(FabricDesign(20, 1.0, True, 3, 16, 18), P)
+    assert one == [{"switch": "l1.0", "ports": 38, "gbps": 20 * 3000 + 18 * 128}]   # no L2
+
+
+def test_chiplet_layout_by_hand():
+    assert chiplet_layout(12, 16) == (1, 1, 1)          # fits one chiplet
+    assert chiplet_layout(20, 16) == (3 + 2, 3, 3)      # 20/8 leaves up, 20/16 spines up
+    assert chiplet_layout(12, 8) == (3 + 2, 3, 3)       # 12/4 leaves, 12/8 spines, both up
+
+
+def test_reference_design_costs_the_papers_totals_and_others_scale():
+    ref = fabric_cost(FRED_D, P, COST)
+    assert ref["area_mm2"] == pytest.approx(COST.paper_total_mm2, rel=1e-12)
+    assert ref["power_w"] == pytest.approx(COST.paper_total_w, rel=1e-12)
+    assert ref["logic_mm2"] < 0.05 * ref["area_mm2"]    # the paper: logic < 5 % of the area
+    # shoreline by hand: L1s 3 x 24512 + 2 x 24384 GBps once each, the L2 (a Clos: x3)
+    port_gbps = 3 * 24512 + 2 * 24384 + 3 * 60000
+    assert ref["shoreline_mm"] == pytest.approx(2 * port_gbps / 107.4, rel=1e-12)
+    thin = fabric_cost(replace(FRED_D, l1_l2_fraction=0.125), P, COST)
+    assert thin["area_mm2"] < ref["area_mm2"] and thin["io_depth_mm"] == pytest.approx(ref["io_depth_mm"])
+    # power proportional to chiplet-port bandwidth: L2 of 5 x 1500 GBps fits one chiplet
+    thin_gbps = 5 * 1500 + 3 * (4 * 3000 + 4 * 128 + 1500) + 2 * (4 * 3000 + 3 * 128 + 1500)
+    assert thin["power_w"] == pytest.approx(COST.paper_total_w * thin_gbps / port_gbps, rel=1e-12)
+    assert fabric_cost(replace(FRED_D, middle=2), P, COST)["logic_mm2"] < ref["logic_mm2"]
+
+
+def test_design_switch_timing_is_the_measured_summary_times_the_chiplets_crossed():
+    char = json.loads(open(P.switch.source).read())
+    s = next(x for x in char["summaries"] if (x["ports"], x["middle"], x["dtype"]) == (8, 2, "fp16"))
+    t = design_switch_timing(replace(FRED_D, chiplet_ports=8, middle=2), P)
+    assert t.first_flit_latency_cycles == 3 * s["first_flit_latency_cycles"]     # L2 of 20 ports: a Clos
+    assert (t.phase_switch_cycles, t.config_load_cycles) == (s["phase_switch_cycles"], s["config_load_cycles"])
+    small = design_switch_timing(FabricDesign(4, 0.125, True, 2, 16, 18), P)       # every switch fits
+    s16 = next(x for x in char["summaries"] if (x["ports"], x["middle"], x["dtype"]) == (16, 2, "fp16"))
+    assert small.first_flit_latency_cycles == s16["first_flit_latency_cycles"]
+    with pytest.raises(FredError, match="no measured summary of Fred_3\\(32\\)"):
+        design_switch_timing(replace(FRED_D, chiplet_ports=32), P)
+
+
+def test_design_platform_builds_the_papers_fred_d_network():
+    """With the platform's own switch timing, the design platform of Fred-D's parameters runs
+    the same iteration as the paper platform's fred-d (the mesh it drops plays no part)."""
+    dp = replace(design_platform(P, FRED_D), switch=P.switch)
+    w = get_workload("transformer-17b")
+    assert simulate_iteration(dp, DSE_FABRIC, w).time_s == simulate_iteration(P, "fred-d", w).time_s
+
+
+def test_pareto_front_by_hand():
+    items = [{"n": "a", "time_per_sample_s": 1.0, "area_mm2": 10}, {"n": "b", "time_per_sample_s": 2.0, "area_mm2": 5},
+             {"n": "c", "time_per_sample_s": 3.0, "area_mm2": 6}, {"n": "d", "time_per_sample_s": 0.5, "area_mm2": 20},
+             {"n": "e", "time_per_sample_s": 2.0, "area_mm2": 5.5}]
+    assert [i["n"] for i in pareto_front(items)] == ["b", "a", "d"]
+
+
+def test_summary_finds_the_cheapest_design_within_five_percent():
+    designs = [FRED_D, replace(FRED_D, l1_l2_fraction=0.125), replace(FRED_D, l1_l2_fraction=0.25)]
+    times = {designs[0].name: 1.00, designs[1].name: 1.06, designs[2].name: 1.04}
+    rows = [{"design": d.name, "strategy": "MP1-DP20-PP1", "feasible": True, "time_per_sample_s": times[d.name],
+             "time_s": times[d.name] * 800, "exposed_comm_s": 0.0} for d in designs]
+    s = summarise(rows, designs, P, COST)["reference"]
+    assert s["cheapest_within"] == designs[2].name      # 1.06 is outside 5 %, 1.04 inside
+    assert s["area_saving"] == pytest.approx(1 - fabric_cost(designs[2], P, COST)["area_mm2"] / COST.paper_total_mm2)
+
+
+def test_grid_designs_drop_the_meaningless_uplink_of_one_l1_and_add_the_reference():
+    g = DseGrid(npus_per_l1=(4, 20), l1_l2_fraction=(0.5, 1.0), in_switch=(True,), middle=(2,),
+                chiplet_ports=(16,), io_controllers=(18,))
+    names = [d.name for d in g.designs(P, FRED_D)]
+    assert len(names) == 2 + 1 + 1 and names[-1] == FRED_D.name
+    assert sum(n.startswith("L1x20") for n in names) == 1
+
+
+def test_dse_point_is_the_sweep_row_on_the_design_platform():
+    from sysmodel.evaluation import strategy_row
+    from hdl.base.placement import parse_strategy
+    spec = dse_specs("resnet-152", platform_ref(), [FRED_D], samples_per_dp=16, overlap=True,
+                     strategies=["MP1-DP20-PP1"])[0]
+    row = dse_point(spec)
+    direct = strategy_row(design_platform(P, FRED_D), DSE_FABRIC, get_workload("resnet-152"),
+                          parse_strategy("MP1-DP20-PP1"), 16)
+    assert row["time_s"] == direct["time_s"] and row["design"] == FRED_D.name and math.isfinite(row["time_s"])
+
+
+def test_bad_cost_files_and_designs_are_named(tmp_path):
+    from importlib import resources
+    text = resources.files("sysmodel").joinpath("configs", "cost.toml").read_text()
+    bad = tmp_path / "cost.toml"
+    bad.write_text(text.replace("nand2_um2 = 0.1966", "nand2_um = 0.1966"))
+    with pytest.raises(FredError, match="unknown key logic.nand2_um"):
+        load_cost_model(bad)
+    bad.write_text(text.replace("shoreline_gbps_per_mm = 107.4", "shoreline_gbps_per_mm = -1"))
+    with pytest.raises(FredError, match="shoreline_gbps_per_mm must be a positive number"):
+        load_cost_model(bad)
+    with pytest.raises(FredError, match="chiplet_ports must be a power of two"):
+        FabricDesign(4, 1.0, True, 3, 12, 18)
+    with pytest.raises(FredError, match="l1_l2_fraction"):
+        FabricDesign(4, 0.0, True, 3, 16, 18)

@@ -1,0 +1,96 @@
+"""Issue 16: points run in process, in a process pool and on a Dask LocalCluster give the same
+results; computed points are cached; a failing point is reported, not lost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fred.parallel import run_points, spec_key
+from fred.progress import Silent, wanted
+from sysmodel.points import platform_ref, sweep_point, sweep_specs
+
+
+def _specs():
+    return sweep_specs("resnet-152", "fred-d", platform_ref(), samples_per_dp=16, overlap=True)
+
+
+def _values(results):
+    # eval_s is each point's own wall time: the one field that depends on where it ran
+    return [{k: v for k, v in r.value.items() if k != "eval_s"} for r in results]
+
+
+def test_pool_and_local_cluster_equal_the_local_run():
+    distributed = pytest.importorskip("dask.distributed")
+    specs = _specs()
+    local = run_points(sweep_point, specs)
+    assert all(r.ok and not r.cached for r in local)
+    pooled = run_points(sweep_point, specs, jobs=2)
+    assert _values(pooled) == _values(local)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        on_dask = run_points(sweep_point, specs, scheduler=cluster.scheduler_address)
+    assert _values(on_dask) == _values(local)
+    assert [r.spec for r in on_dask] == specs
+
+
+def test_cache_reuses_points_and_failures_are_reported_not_cached(tmp_path):
+    cache = tmp_path / "points.jsonl"
+    specs = _specs()[:3]
+    bad = {**specs[0], "workload": "no-such-workload"}   # an unknown workload raises in the worker
+    first = run_points(sweep_point, [*specs, bad], cache=cache)
+    assert [r.ok for r in first] == [True, True, True, False]
+    assert "no-such-workload" in first[3].error and first[3].value is None
+    lines = cache.read_text().splitlines()
+    assert len(lines) == 3 and {json.loads(line)["key"] for line in lines} == {spec_key(s) for s in specs}
+
+    class Count:
+        n = 0
+
+        def update(self, k):
+            self.n += k
+    counter = Count()
+    again = run_points(sweep_point, [*specs, bad], cache=cache, progress=counter)
+    assert [r.cached for r in again] == [True, True, True, False]
+    assert [r.value for r in again[:3]] == [r.value for r in first[:3]]   # read back as computed
+    assert counter.n == 4
+    assert not again[3].ok                              # retried, still failing, still reported
+
+
+def test_a_cut_short_cache_line_is_recomputed(tmp_path):
+    cache = tmp_path / "points.jsonl"
+    specs = _specs()[:2]
+    run_points(sweep_point, specs, cache=cache)
+    text = cache.read_text().splitlines()
+    cache.write_text(text[0] + "\n" + text[1][: len(text[1]) // 2])   # an interrupted write
+    again = run_points(sweep_point, specs, cache=cache)
+    assert [r.cached for r in again] == [True, False] and all(r.ok for r in again)
+
+
+def test_bad_parallel_options_are_named():
+    from hdl.base.errors import FredError
+    from fred.parallel import parse_jobs
+    with pytest.raises(FredError, match="--jobs"):
+        parse_jobs(-1)
+    assert parse_jobs(3) == 3 and parse_jobs(0) >= 1
+    with pytest.raises(FredError, match="Dask scheduler"):
+        run_points(sweep_point, _specs()[:1], scheduler="tcp://127.0.0.1:9", connect_timeout_s=1)
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    monkeypatch.delenv("FRED_PROGRESS", raising=False)
+    assert not wanted(json_output=True)
+
+    class Tty:
+        def isatty(self):
+            return True
+    monkeypatch.setattr("sys.stderr", Tty())
+    assert wanted(stream=Tty()) and not wanted(json_output=True, stream=Tty())
+    monkeypatch.setenv("FRED_PROGRESS", "0")
+    assert not wanted(stream=Tty())
+    monkeypatch.setenv("FRED_PROGRESS", "1")
+    assert wanted(json_output=True)
+    s = Silent(3)
+    s.update(2)
+    assert s.n == 2
