@@ -167,36 +167,49 @@ class Engine:
             try_start(rid[resource])
         inf = float("inf")
         rates: dict[int, float] = {}
+        t_rates = 0.0          # when the current rates took effect (fractions are settled then)
+        t_flow, first = inf, None
         while fixed or flows:
             if flows:
                 if changed:
-                    # rates depend only on which transfers are active (in their start order):
-                    # recomputed when that set changes, memoised over repeated sets
+                    # Rates change only when the set of transfers does; between changes every
+                    # transfer progresses linearly, so its remaining fraction is settled here
+                    # once (not at every event) and its finish time is fixed until the next change.
                     changed = False
+                    elapsed = now - t_rates
+                    for tid in flows:
+                        r = rates.get(tid)
+                        if r is not None:
+                            flows[tid] -= r * elapsed
                     # canonical order (by loads array): the same set of transfers started in
-                    # another order is the same sharing problem
+                    # another order is the same sharing problem; memoised over repeated sets
                     active = sorted(flows, key=lambda tid: info[tid][2])
                     memo_key = tuple([info[tid][2] for tid in active])
                     rate_list = rate_memo.get(memo_key)
                     if rate_list is None:
                         rate_list = rate_memo[memo_key] = _rates([info[tid] for tid in active])
                     rates = dict(zip(active, rate_list))
-                t_flow, first = inf, None
-                for tid, frac in flows.items():
-                    t = now + frac / rates[tid]
-                    if t < t_flow:
-                        t_flow, first = t, tid
+                    t_rates = now
+                    t_flow, first = inf, None
+                    for tid, frac in flows.items():
+                        t = now + frac / rates[tid]
+                        if t < t_flow:
+                            t_flow, first = t, tid
                 t_fixed = fixed[0][0] if fixed else inf
-                step_to = t_fixed if t_fixed <= t_flow else t_flow
-                dt = step_to - now
-                for tid in flows:
-                    flows[tid] -= rates[tid] * dt
-                now = step_to
-                # bandwidth parts that completed continue with their fixed latency tail
-                for tid in [t for t, f in flows.items() if f <= _EPS or t == first and t_flow <= t_fixed]:
-                    del flows[tid]
+                if t_fixed <= t_flow:
+                    now = t_fixed
+                else:
+                    # a transfer's bandwidth part completes (and any other within _EPS of it):
+                    # it continues with its fixed latency tail
+                    now = t_flow
+                    elapsed = now - t_rates
+                    for tid in flows:
+                        flows[tid] -= rates[tid] * elapsed
+                    t_rates = now
+                    for tid in [t for t, f in flows.items() if f <= _EPS or t == first]:
+                        del flows[tid]
+                        heappush(fixed, (now + latency[tid], tid))
                     changed = True
-                    heappush(fixed, (now + latency[tid], tid))
             else:
                 now = fixed[0][0]
             limit = now + _EPS
