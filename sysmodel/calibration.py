@@ -86,10 +86,15 @@ def fit_workload(workload: str, platform: Platform | None = None, *, overlap: bo
 
 
 def calibrate_paper(platform: Platform | None = None, *, workloads=WORKLOADS, overlap: bool = True,
-                    progress: bool = False) -> dict:
-    """The ``calibration`` entry of ``fred eval --calibration paper``."""
+                    progress: bool = False, tick=None) -> dict:
+    """The ``calibration`` entry of ``fred eval --calibration paper``; ``tick(1)`` after each
+    workload's fit (a progress bar's ``update``)."""
     platform = platform or default_platform()
-    fits = {w: fit_workload(w, platform, overlap=overlap, progress=progress) for w in workloads}
+    fits = {}
+    for w in workloads:
+        fits[w] = fit_workload(w, platform, overlap=overlap, progress=progress)
+        if tick is not None:
+            tick(1)
     speedup = {f: {w: fits[w]["speedup"][f] for w in workloads} for f in FABRICS}
     error = {f: {w: fits[w]["error"][f] for w in workloads if f in fits[w]["error"]}
              for f in PAPER_SPEEDUP}

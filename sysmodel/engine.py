@@ -75,7 +75,7 @@ class Engine:
             npu: int | None = None, loads=None, bw=None) -> int:
         """Add a task; ``duration`` may be an object with ``time_s``, ``loads``, ``bw``
         (a communication time with its link loads)."""
-        if hasattr(duration, "time_s"):
+        if type(duration) is not float and hasattr(duration, "time_s"):
             loads, bw, duration = duration.loads, duration.bw, duration.time_s
         if duration < 0:
             raise FredError(f"task {name}: negative duration {duration}")

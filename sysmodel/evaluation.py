@@ -26,7 +26,7 @@ from hdl.base.placement import factorisations, parse_strategy
 from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS, get_workload
 
-__all__ = ["PAPER_SPEEDUP", "run_evaluation", "sweep", "strategy_row", "rank_rows", "speedup_table", "implied_compute_scale", "calibrate",
+__all__ = ["PAPER_SPEEDUP", "run_evaluation", "evaluation_steps", "sweep", "strategy_row", "rank_rows", "speedup_table", "implied_compute_scale", "calibrate",
            "microbenchmarks", "FRED_FABRICS"]
 
 FRED_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
@@ -43,8 +43,29 @@ def _progress(enabled: bool, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def _tick(tick, n: int = 1) -> None:
+    """Report ``n`` finished steps to ``tick`` (a progress bar's ``update``), if any."""
+    if tick is not None:
+        tick(n)
+
+
+def evaluation_steps(*, with_diagnostic: bool = True, calibration_mode: str | None = None) -> int:
+    """The steps :func:`run_evaluation` reports to its ``tick``: every headline iteration, the
+    microbenchmarks, every sweep strategy, every (workload, compute scale) of the sensitivity
+    curves and every diagnostic fit of both overlap policies, the calibration, and with
+    ``calibration_mode="paper"`` every workload's fit."""
+    from hdl.base.placement import factorisations
+    steps = len(WORKLOADS) * (1 + len(FRED_FABRICS)) + 1 + 4 * len(factorisations(default_platform().npus))
+    if with_diagnostic:
+        fits = sum(len(t) for t in PAPER_SPEEDUP.values())
+        steps += 2 * (len(WORKLOADS) * len(COMPUTE_SCALES) + fits) + 1
+    if calibration_mode == "paper":
+        steps += len(WORKLOADS)
+    return steps
+
+
 def speedup_table(platform: Platform | None = None, *, progress: bool = False,
-                  workloads=WORKLOADS, overlap: bool = True) -> tuple[dict, dict]:
+                  workloads=WORKLOADS, overlap: bool = True, tick=None) -> tuple[dict, dict]:
     """({fabric: {workload: speedup}}, {(workload, fabric): IterationResult}); ``overlap=False``
     runs every iteration in the serialised mode (:func:`simulate_iteration`)."""
     platform = platform or default_platform()
@@ -55,6 +76,7 @@ def speedup_table(platform: Platform | None = None, *, progress: bool = False,
             runs[(w, fabric)] = simulate_iteration(platform, fabric, get_workload(w), overlap=overlap)
             _progress(progress, f"  {w:16s} {fabric:7s} {runs[(w, fabric)].time_s:10.4f} s/iteration "
                                 f"({time.perf_counter() - start:.2f} s)")
+            _tick(tick)
     table = {f: {w: runs[(w, "mesh")].time_s / runs[(w, f)].time_s for w in workloads}
              for f in FRED_FABRICS}
     return table, runs
@@ -62,7 +84,7 @@ def speedup_table(platform: Platform | None = None, *, progress: bool = False,
 
 def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
           samples_per_dp: int = SWEEP_SAMPLES_PER_DP, progress: bool = False,
-          overlap: bool = True) -> list[dict]:
+          overlap: bool = True, tick=None) -> list[dict]:
     """Every MP x DP x PP factorisation of the NPU count, ranked by time per sample.
 
     Pipelines use max(the workload's microbatches, PP) microbatches (more if memory needs);
@@ -77,6 +99,7 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
         rows.append(row)
         _progress(progress, f"  sweep {workload} {fabric} [{n}/{len(strategies)}] {strategy}: "
                             f"{'%.4f s' % row['time_s'] if row['feasible'] else 'does not fit'}")
+        _tick(tick)
     return rank_rows(rows)
 
 
@@ -162,7 +185,7 @@ COMPUTE_SCALES = (1, 2, 4, 8, 16, 32, 64, 128, 1000, 10000)
 
 
 def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES, *,
-                        overlap: bool = True) -> dict:
+                        overlap: bool = True, tick=None) -> dict:
     """{workload: {fabric: [speedup at each compute scale]}, "scales": [...]} for Fred-C and
     Fred-D: how the
     speedup over the mesh grows as NPU compute (FLOPS and HBM bandwidth) gets faster."""
@@ -176,6 +199,7 @@ def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES,
             mesh = simulate_iteration(p, "mesh", wl, overlap=overlap).time_s
             for f in curves:
                 curves[f].append(mesh / simulate_iteration(p, f, wl, overlap=overlap).time_s)
+            _tick(tick)
         out[w] = curves
     return out
 
@@ -204,7 +228,7 @@ def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list
 
 def run_evaluation(output: str | Path | None = "results", *, progress: bool = True,
                    platform: Platform | None = None, with_diagnostic: bool = True,
-                   overlap: bool = True, calibration_mode: str | None = None) -> dict:
+                   overlap: bool = True, calibration_mode: str | None = None, tick=None) -> dict:
     """Everything ``fred eval`` reports; writes files into ``output`` unless it is None.
 
     ``overlap`` chooses the headline's overlap policy (False: the serialised mode). The
@@ -214,20 +238,21 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
     platform = platform or default_platform()
     start = time.perf_counter()
     _progress(progress, "[1/4] end-to-end iterations: 4 workloads x 5 fabrics")
-    table, runs = speedup_table(platform, progress=progress, overlap=overlap)
+    table, runs = speedup_table(platform, progress=progress, overlap=overlap, tick=tick)
     _progress(progress, "[2/4] collective microbenchmarks")
     micro = microbenchmarks(platform)
+    _tick(tick)
     _progress(progress, "[3/4] strategy sweeps (transformer-17b, transformer-1t on mesh and fred-d)")
     sweeps = {}
     for w in ("transformer-17b", "transformer-1t"):
         for fabric in ("mesh", "fred-d"):
-            sweeps[(w, fabric)] = sweep(w, fabric, platform, progress=progress, overlap=overlap)
+            sweeps[(w, fabric)] = sweep(w, fabric, platform, progress=progress, overlap=overlap, tick=tick)
     diagnostic, sensitivity = {}, {}
     policies = {"overlap": True, "serialised": False}
     if with_diagnostic:
         for policy, flag in policies.items():
             _progress(progress, f"[4/4] sensitivity ({policy}): speedup vs NPU compute speed (x1 .. x10000)")
-            sensitivity[policy] = compute_sensitivity(platform, overlap=flag)
+            sensitivity[policy] = compute_sensitivity(platform, overlap=flag, tick=tick)
             _progress(progress, f"  diagnostic ({policy}): compute speed-up that would reproduce the paper")
             for fabric, targets in PAPER_SPEEDUP.items():
                 for w, target in targets.items():
@@ -236,13 +261,14 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
                     diagnostic.setdefault(policy, {}).setdefault(fabric, {})[w] = scale
                     shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
                     _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
+                    _tick(tick)
         diagnostic["spread"] = {policy: _spread(diagnostic[policy]) for policy in policies}
     paper_calibration = None
     if calibration_mode == "paper":
         from sysmodel.calibration import calibrate_paper
         _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
                             "Fred-C figure; Fred-A, B, D predicted")
-        paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress)
+        paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress, tick=tick)
     elif calibration_mode not in (None, "none"):
         raise FredError(f"unknown calibration {calibration_mode!r}; expected paper or none")
     calibration = None
@@ -251,6 +277,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         curve = sensitivity["overlap" if overlap else "serialised"]
         calibration = calibrate(platform, overlap=overlap, progress=progress,
                                 curve=(curve["scales"], curve[workload][fabric]))
+        _tick(tick)
     summary = {
         "speedup": table,
         "explanation": explain(table, runs),

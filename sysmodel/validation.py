@@ -141,14 +141,21 @@ def cluster_platform(path: str | Path | None = None, *,
     return load_platform(path, characterization=characterization)
 
 
-def run_validation(*, cases_path=None, platform: Platform | None = None, only=None,
-                   progress: bool = False) -> dict:
-    """Every case: model vs measured; the mean absolute and the worst relative error."""
+def select_cases(cases_path=None, only=None) -> tuple[list, dict]:
+    """(the cases to run, the file's header): every case, or those ``only`` names."""
     cases, header = load_cases(cases_path)
     if only:
         cases = [c for c in cases if c.model in only or c.name in only]
         if not cases:
             raise FredError(f"no validation case matches {', '.join(only)}")
+    return cases, header
+
+
+def run_validation(*, cases_path=None, platform: Platform | None = None, only=None,
+                   progress: bool = False, tick=None) -> dict:
+    """Every case: model vs measured; the mean absolute and the worst relative error.
+    ``tick(1)`` after each case (a progress bar's ``update``)."""
+    cases, header = select_cases(cases_path, only)
     base = platform or cluster_platform()
     if FABRIC not in base.variants:
         raise FredError(f"validation platform {base.name!r} has no switch-tree variant {FABRIC!r}")
@@ -170,6 +177,8 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
             print(f"  {case.name:24s} model {r.time_s:8.3f} s  measured {case.measured_s:7.2f} s  "
                   f"{100 * error:+6.1f} %  ({time.perf_counter() - start:.1f} s)",
                   file=sys.stderr, flush=True)
+        if tick is not None:
+            tick(1)
     errors = [abs(r["error"]) for r in rows]
     worst = max(rows, key=lambda r: abs(r["error"]))
     return {"cases": rows, "mean_abs_error": sum(errors) / len(errors),

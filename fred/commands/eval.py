@@ -24,11 +24,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from sysmodel.evaluation import run_evaluation
+    from fred.progress import progress_bar, wanted
+    from sysmodel.evaluation import evaluation_steps, run_evaluation
     platform = model_platform(args)
-    summary = run_evaluation(None if args.no_files else args.output, progress=True,
-                             platform=platform, with_diagnostic=not args.no_diagnostic,
-                             overlap=not args.no_overlap, calibration_mode=args.calibration)
+    # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
+    steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)
+    with progress_bar(steps, "eval", json_output=args.json, unit="step") as bar:
+        summary = run_evaluation(None if args.no_files else args.output,
+                                 progress=not args.json and not wanted(args.json),
+                                 platform=platform, with_diagnostic=not args.no_diagnostic,
+                                 overlap=not args.no_overlap, calibration_mode=args.calibration,
+                                 tick=bar.update)
     paper_cal = summary.get("calibration_paper")
     if args.json:
         out = {"speedup": summary["speedup"], "switch_timing": summary["switch_timing"]}

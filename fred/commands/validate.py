@@ -25,10 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from sysmodel.validation import cluster_platform, run_validation
+    from fred.progress import progress_bar, wanted
+    from sysmodel.validation import cluster_platform, run_validation, select_cases
     platform = cluster_platform(args.platform, characterization=args.characterization)
-    result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
-                            progress=not args.json)
+    cases, _ = select_cases(args.cases, args.only)
+    # a progress bar on a terminal; else the per-case log on stderr (none with --json)
+    with progress_bar(len(cases), "validate", json_output=args.json, unit="case") as bar:
+        result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
+                                progress=not args.json and not wanted(args.json), tick=bar.update)
     if args.json:
         print_json({**result, "switch_timing": platform.switch.to_dict()})
         return 0
