@@ -30,7 +30,7 @@ from pathlib import Path
 
 from hdl.base.errors import FredError
 
-__all__ = ["PointResult", "run_points", "spec_key", "parse_jobs"]
+__all__ = ["PointResult", "run_points", "spec_key", "parse_jobs", "dask_calls"]
 
 
 @dataclass
@@ -135,24 +135,40 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
 
 
 def _run_dask(fn, specs, todo, scheduler: str, record, timeout_s: float) -> None:
+    calls = [(fn, (specs[i],)) for i in todo]
+    for k, outcome in dask_calls(scheduler, calls, connect_timeout_s=timeout_s):
+        record(todo[k], outcome)
+
+
+def _call(function, arguments):
+    """``function(*arguments)`` as ("ok", value) or ("error", "Type: message") (see :func:`guarded`)."""
+    try:
+        return "ok", function(*arguments)
+    except Exception as exc:  # noqa: BLE001 -- reported per call, never lost
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+def dask_calls(scheduler: str, calls, *, connect_timeout_s: float = 20.0):
+    """Run ``calls`` ((function, arguments) pairs; functions importable on the workers) on the
+    Dask cluster at ``scheduler``; yield (index, ("ok", value) | ("error", message)) for each
+    as it finishes. Used by :func:`run_points` and ``fred characterize --scheduler``."""
     try:
         from dask.distributed import Client, as_completed as dask_completed
     except ImportError as exc:   # pragma: no cover -- a dependency of the package
         raise FredError(f"--scheduler needs dask.distributed ({exc})") from None
     try:
-        client = Client(scheduler, timeout=f"{timeout_s}s")
+        client = Client(scheduler, timeout=f"{connect_timeout_s}s")
     except (OSError, TimeoutError) as exc:
         raise FredError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     try:
-        futures = client.map(guarded, [fn] * len(todo), [specs[i] for i in todo], pure=False)
-        index = {f.key: i for f, i in zip(futures, todo)}
+        futures = [client.submit(_call, function, tuple(arguments), pure=False) for function, arguments in calls]
+        index = {f.key: i for i, f in enumerate(futures)}
         for future in dask_completed(futures):
-            i = index[future.key]
             try:
                 outcome = future.result()
             except Exception as exc:  # noqa: BLE001 -- a worker lost, a pickling error
                 outcome = ("error", f"{type(exc).__name__}: {exc}")
-            record(i, outcome)
+            yield index[future.key], outcome
     finally:
         client.close()
 

@@ -21,18 +21,35 @@ def _values(results):
     return [{k: v for k, v in r.value.items() if k != "eval_s"} for r in results]
 
 
-def test_pool_and_local_cluster_equal_the_local_run():
+@pytest.fixture(scope="module")
+def cluster():
     distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as c:
+        yield c
+
+
+def test_pool_and_local_cluster_equal_the_local_run(cluster):
     specs = _specs()
     local = run_points(sweep_point, specs)
     assert all(r.ok and not r.cached for r in local)
     pooled = run_points(sweep_point, specs, jobs=2)
     assert _values(pooled) == _values(local)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        on_dask = run_points(sweep_point, specs, scheduler=cluster.scheduler_address)
+    on_dask = run_points(sweep_point, specs, scheduler=cluster.scheduler_address)
     assert _values(on_dask) == _values(local)
     assert [r.spec for r in on_dask] == specs
+
+
+def test_characterize_tasks_on_a_cluster_share_the_seed_and_report_failures(cluster):
+    """``fred characterize --scheduler``: each task runs on a worker with the run's FRED_SEED
+    (a worker does not inherit this environment); a failing task comes back as an error."""
+    import os
+    from fred.commands.characterize import _run_tasks
+    tasks = [("probe", None, "timing", os.getenv, ("FRED_SEED",)),
+             ("broken", None, "timing", int, ("not a number",))]
+    out = dict(_run_tasks(tasks, 1, lambda *a: None, scheduler=cluster.scheduler_address, seed=4242))
+    assert out[0] == "4242"
+    assert isinstance(out[1], Exception) and "invalid literal" in str(out[1])
 
 
 def test_cache_reuses_points_and_failures_are_reported_not_cached(tmp_path):

