@@ -98,8 +98,11 @@ _DESIGN_PLATFORMS: dict = {}
 def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap: bool,
               strategies=None) -> list[dict]:
     """One spec per (design, strategy); ``strategies``: MP x DP x PP texts (default: every
-    factorisation of the NPU count)."""
+    factorisation of the NPU count). An unknown workload or malformed strategy is an error
+    here, before any point runs."""
+    from sysmodel.workloads import get_workload
     platform = platform_from_ref(ref)
+    get_workload(workload)
     names = [str(s) for s in factorisations(platform.npus)] if strategies is None else \
         [str(parse_strategy(s)) for s in strategies]
     return [{"kind": "dse", "workload": workload, "design": d.to_dict(), "strategy": s,

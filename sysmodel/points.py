@@ -45,10 +45,13 @@ def platform_from_ref(ref: dict) -> Platform:
 
 
 def sweep_specs(workload: str, fabric: str, ref: dict, *, samples_per_dp: int, overlap: bool) -> list[dict]:
-    """One spec per MP x DP x PP strategy of the platform's NPU count (``fred sweep``)."""
+    """One spec per MP x DP x PP strategy of the platform's NPU count (``fred sweep``); an
+    unknown workload or fabric is an error here, before any point runs."""
     from hdl.base.placement import factorisations
+    from sysmodel.workloads import get_workload
     platform = platform_from_ref(ref)
     platform.check_fabric(fabric)
+    get_workload(workload)
     return [{"kind": "sweep", "workload": workload, "fabric": fabric, "strategy": str(s),
              "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
             for s in factorisations(platform.npus)]

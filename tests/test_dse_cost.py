@@ -128,3 +128,28 @@ def test_bad_cost_files_and_designs_are_named(tmp_path):
         FabricDesign(4, 1.0, True, 3, 12, 18)
     with pytest.raises(FredError, match="l1_l2_fraction"):
         FabricDesign(4, 0.0, True, 3, 16, 18)
+
+
+def test_cli_dse_small_grid_json_and_errors(tmp_path):
+    import subprocess
+    import sys
+    base = [sys.executable, "-m", "fred", "dse", "--workload", "resnet-152", "--npus-per-l1", "4",
+            "--l1-l2-fraction", "0.125,1", "--in-switch", "on", "--middle", "3", "--chiplet-ports", "16",
+            "--strategies", "MP1-DP20-PP1"]
+    proc = subprocess.run([*base, "-o", str(tmp_path), "--cache", str(tmp_path / "c.jsonl"), "--json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)["resnet-152"]
+    assert out["points"] == 2 and out["failed"] == [] and out["finding"]["reference"] == FRED_D.name
+    assert [e["design"] for e in out["pareto"]][-1] == FRED_D.name or len(out["pareto"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "c.jsonl", "dse_resnet-152.json", "dse_resnet-152_designs.csv", "dse_resnet-152_pareto.png",
+        "dse_resnet-152_points.csv"]
+    again = json.loads(subprocess.run([*base, "--no-files", "--cache", str(tmp_path / "c.jsonl"), "--json"],
+                                      capture_output=True, text=True).stdout)["resnet-152"]
+    assert again["cached"] == 2 and again["finding"] == out["finding"]
+    bad = subprocess.run([*base[:-2], "--in-switch", "maybe"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "expected on/off" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "fred", "dse", "--workload", "bert", "--no-files"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "unknown workload 'bert'" in bad.stderr
