@@ -186,7 +186,7 @@ def write_dse(out: Path, workload: str, rows: list[dict], summary: dict, meta: d
              out / f"dse_{stem}_pareto.png"]
     _csv(paths[0], rows)
     _csv(paths[1], summary["designs"])
-    paths[2].write_text(json.dumps({**meta, "summary": summary, "points": rows}, indent=2,
+    paths[2].write_text(json.dumps({**meta, "summary": summary, "rows": rows}, indent=2,
                                    sort_keys=True, default=_json_safe))
     _plot(paths[3], workload, summary)
     return paths

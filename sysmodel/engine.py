@@ -67,14 +67,19 @@ class Engine:
     def __init__(self):
         self.tasks: list[Task] = []
         self.queues: dict[str, list[int]] = {}
+        #: per task, where its duration came from when a compute timer gave it (see
+        #: :mod:`sysmodel.graph_template`), else None
+        self.sources: list = []
         # id(loads array) -> (array, whether it loads any link): repeated communication tasks
         # share one array, so the check runs once per distinct array
         self._loaded: dict[int, tuple] = {}
 
     def add(self, name: str, resource: str, duration: float, deps=(), *, category: str = "compute",
-            npu: int | None = None, loads=None, bw=None) -> int:
+            npu: int | None = None, loads=None, bw=None, source=None) -> int:
         """Add a task; ``duration`` may be an object with ``time_s``, ``loads``, ``bw``
-        (a communication time with its link loads)."""
+        (a communication time with its link loads). ``source``: how a compute timer gave the
+        duration (``("layer", layer, backward)`` or ``("optimizer", params)``), so that the same
+        graph can be re-timed for another compute speed (:mod:`sysmodel.graph_template`)."""
         if type(duration) is not float and hasattr(duration, "time_s"):
             loads, bw, duration = duration.loads, duration.bw, duration.time_s
         if duration < 0:
@@ -96,6 +101,7 @@ class Engine:
                 loads = None
         tasks.append(Task(name, resource, float(duration), deps, category, npu,
                           loads, bw if loads is not None else None))
+        self.sources.append(source)
         queue = self.queues.get(resource)
         if queue is None:
             queue = self.queues[resource] = []

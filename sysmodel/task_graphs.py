@@ -166,7 +166,8 @@ class _StationaryPipeline:
                 self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
                 self.compute.layer_s(layer, backward=backward), d, d > 0, layer)
         rep, on_compute, on_mp, compute_s, d, with_mp, _ = timing
-        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", on_compute, compute_s, [prev], npu=rep)
+        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", on_compute, compute_s, [prev], npu=rep,
+                    source=("layer", layer, kind == "B"))
         if with_mp:
             return t, eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", on_mp, d, [t],
                               category="mp", npu=rep, block=True)
@@ -197,7 +198,8 @@ class _StationaryPipeline:
             params = sum(layers[i].params / layers[i].shards(mp) for i in self.plan.stages[s])
             dps = list(self.eng.queues.get(stage_resource(s, "dp"), ()))  # the stage's DP tasks
             self.eng.add(f"optimizer s{s}", stage_resource(s, "compute"),
-                         self.compute.optimizer_step_s(params), dps, npu=self.plan.representative(s))
+                         self.compute.optimizer_step_s(params), dps, npu=self.plan.representative(s),
+                         source=("optimizer", params))
 
 
 class _GradientBuckets:
@@ -270,7 +272,8 @@ class _StreamingPasses:
         rep, on_compute, on_mp = self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp")
         with_mp = d > 0
         for i in range(m):
-            t = eng.add(f"{kind}{i} {layer.name}", on_compute, compute_s, [*deps, prev[i]], npu=rep)
+            t = eng.add(f"{kind}{i} {layer.name}", on_compute, compute_s, [*deps, prev[i]], npu=rep,
+                        source=("layer", layer, backward))
             prev[i] = eng.add(f"{kind}{i} {layer.name} mp", on_mp, d, [t],
                               category="mp", npu=rep, block=True) if with_mp else t
             if self.plan.memory.offload and not backward:

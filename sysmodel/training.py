@@ -68,11 +68,13 @@ from dataclasses import dataclass, field
 
 from hdl.base.placement import Strategy
 from sysmodel.breakdown import COMM_CATEGORIES, attribute_time
+from sysmodel import graph_template
 from sysmodel.comm_timing import CommTimer
 from sysmodel.compute_timing import compute_timer
 from sysmodel.iteration_plan import SCHEDULES, IterationPlan, plan_iteration
 from sysmodel.memory import MemoryPlan
 from sysmodel.platform import Platform
+from sysmodel.graph_template import GraphTemplate, structure_key
 from sysmodel.task_graphs import TASK_GRAPHS, StageEngine
 from sysmodel.workloads import Workload
 
@@ -144,16 +146,26 @@ def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
 
     ``reference=True`` computes the same iteration on the unoptimised path (every
     communication task timed anew, the engine's reference loop of
-    :mod:`sysmodel.engine_reference`): slower, and the specification the fast path is tested
-    against (to 1e-9 relative)."""
+    :mod:`sysmodel.engine_reference`, the graph always built): slower, and the specification
+    the fast path is tested against (to 1e-9 relative). The fast path re-times a graph built
+    for another compute speed instead of building it again (:mod:`sysmodel.graph_template`)."""
     platform.check_fabric(fabric)
     plan = plan_iteration(platform, workload, strategy, schedule=schedule,
                           samples_per_dp=samples_per_dp, microbatches=microbatches)
-    eng = StageEngine(blocking=not overlap)
-    comm = build_task_graph(eng, plan, fabric, memo=not reference)
+    key = None if reference else structure_key(platform, fabric, workload, strategy, schedule,
+                                                samples_per_dp, microbatches, overlap)
+    template = None if key is None else graph_template.lookup(key)
+    if template is not None:   # the same graph at another compute speed: re-timed, not rebuilt
+        eng = template.instantiate(compute_timer(plan))
+        config_load = template.config_load_s
+    else:
+        eng = StageEngine(blocking=not overlap)
+        comm = build_task_graph(eng, plan, fabric, memo=not reference)
+        config_load = comm.config_load_s()
+        if key is not None and GraphTemplate.usable(eng):
+            graph_template.store(key, GraphTemplate(eng, config_load, keep=(workload, platform)))
     executed = eng.run(reference=reference)
     breakdown, busy, _ = attribute_time(executed, plan.strategy.pp, plan.representative)
-    config_load = comm.config_load_s()
     iterations = platform.iterations
     breakdown["config_load"] = config_load / iterations
     return IterationResult(workload=workload.name, fabric=fabric, strategy=str(plan.strategy),

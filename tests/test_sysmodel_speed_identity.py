@@ -151,3 +151,22 @@ def test_fabric_key_separates_what_changes_the_network():
     assert fabric_key(replace(P, switch=replace(P.switch, first_flit_latency_cycles=99))) != base
     assert fabric_key(replace(P, peak_tflops=1.0, dp_overlap=True, iterations=3)) == base
     assert set(coll.NON_NETWORK_FIELDS) < set(P.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("workload", ["transformer-17b", "gpt-3"])
+def test_a_graph_retimed_for_another_compute_speed_equals_the_reference(workload):
+    """The fast path builds an iteration's graph once and re-times its compute tasks for other
+    compute speeds (sysmodel/graph_template.py); at each speed it equals the reference path,
+    which builds the graph anew."""
+    from sysmodel import graph_template
+    w = get_workload(workload)
+    for fabric in ("mesh", "fred-d"):
+        for overlap in (True, False):
+            simulate_iteration(P, fabric, w, overlap=overlap)            # builds and keeps the graph
+            key = graph_template.structure_key(P.with_compute_scale(5), fabric, w, None, "1f1b",
+                                               None, None, overlap)
+            assert graph_template.lookup(key) is not None                # the scaled platform reuses it
+            for k in (5, 300):
+                p = P.with_compute_scale(k)
+                assert_same_iteration(simulate_iteration(p, fabric, w, overlap=overlap),
+                                      simulate_iteration(p, fabric, w, overlap=overlap, reference=True))
