@@ -24,6 +24,7 @@ checks that every task ran and names the blocked ones if not).
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,7 +134,9 @@ class Engine:
         busy = [False] * len(names)
         fixed: list[tuple[float, int]] = []      # (end time, task) of fixed-duration parts
         flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
-        info: dict[int, tuple] = {}              # task -> (alone time, link demand, key)
+        info: dict[int, tuple] = {}              # task -> (alone time, link demand, array number, ...)
+        array_of: dict[int, int] = {}            # task -> its loads array's number
+        numbers = itertools.count()
         latency: dict[int, float] = {}
         # A communication task's busiest-link time alone and its share of every link at full
         # speed depend only on its link loads; tasks repeating one communication share one
@@ -163,8 +166,10 @@ class Engine:
                 entry = by_array.get(key)
                 if entry is None or entry[3] is not loads or entry[4] is not task.bw:
                     t_alone = float((loads / task.bw).max())
-                    entry = by_array[key] = (t_alone, loads / task.bw / t_alone, key, loads, task.bw)
+                    # entry[2]: a small integer naming the array (sorts and hashes fast)
+                    entry = by_array[key] = (t_alone, loads / task.bw / t_alone, next(numbers), loads, task.bw)
                 info[tid] = entry
+                array_of[tid] = entry[2]
                 latency[tid] = max(0.0, task.duration - entry[0])
                 flows[tid] = 1.0
                 changed = True
@@ -189,8 +194,8 @@ class Engine:
                             flows[tid] -= r * elapsed
                     # canonical order (by loads array): the same set of transfers started in
                     # another order is the same sharing problem; memoised over repeated sets
-                    active = sorted(flows, key=lambda tid: info[tid][2])
-                    memo_key = tuple([info[tid][2] for tid in active])
+                    active = sorted(flows, key=array_of.__getitem__)
+                    memo_key = tuple([array_of[tid] for tid in active])
                     rate_list = rate_memo.get(memo_key)
                     if rate_list is None:
                         rate_list = rate_memo[memo_key] = _rates([info[tid] for tid in active])
