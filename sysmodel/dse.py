@@ -29,7 +29,7 @@ from hdl.base.errors import FredError
 from hdl.base.placement import factorisations, parse_strategy
 from sysmodel.cost import CostModel, FabricDesign, design_switch_timing, fabric_cost
 from sysmodel.platform import FredVariant, Platform
-from sysmodel.points import platform_from_ref
+from sysmodel.points import platform_from_ref, workload_ref
 
 __all__ = ["DseGrid", "DSE_FABRIC", "design_platform", "dse_specs", "dse_point", "summarise",
            "pareto_front", "write_dse", "WITHIN"]
@@ -103,6 +103,7 @@ def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap
     from sysmodel.workloads import get_workload
     platform = platform_from_ref(ref)
     get_workload(workload)
+    workload = workload_ref(workload)
     names = [str(s) for s in factorisations(platform.npus)] if strategies is None else \
         [str(parse_strategy(s)) for s in strategies]
     return [{"kind": "dse", "workload": workload, "design": d.to_dict(), "strategy": s,

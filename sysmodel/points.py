@@ -18,7 +18,7 @@ from pathlib import Path
 from hdl.base.placement import parse_strategy
 from sysmodel.platform import Platform, default_platform, load_platform
 
-__all__ = ["platform_ref", "platform_from_ref", "sweep_specs", "sweep_point"]
+__all__ = ["platform_ref", "platform_from_ref", "workload_ref", "sweep_specs", "sweep_point"]
 
 
 def platform_ref(platform_path=None, characterization=None, compute_scale: float = 1.0) -> dict:
@@ -28,6 +28,15 @@ def platform_ref(platform_path=None, characterization=None, compute_scale: float
         return None if p is None else str(Path(p).resolve())
     return {"platform": absolute(platform_path), "characterization": absolute(characterization),
             "compute_scale": float(compute_scale)}
+
+
+def workload_ref(workload: str) -> str:
+    """A workload as a spec names it: a preset by name, a workload file by absolute path (a
+    worker may run in another directory)."""
+    path = Path(workload)
+    if path.suffix in (".toml", ".json") or path.exists():
+        return str(path.resolve())
+    return workload
 
 
 @lru_cache(maxsize=64)
@@ -52,6 +61,7 @@ def sweep_specs(workload: str, fabric: str, ref: dict, *, samples_per_dp: int, o
     platform = platform_from_ref(ref)
     platform.check_fabric(fabric)
     get_workload(workload)
+    workload = workload_ref(workload)
     return [{"kind": "sweep", "workload": workload, "fabric": fabric, "strategy": str(s),
              "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
             for s in factorisations(platform.npus)]
