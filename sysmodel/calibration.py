@@ -19,7 +19,7 @@ import math
 import sys
 
 from sysmodel.platform import Platform, default_platform
-from sysmodel.training import simulate_iteration
+from sysmodel.iteration_memo import simulate_once
 from sysmodel.workloads import WORKLOADS, get_workload
 
 __all__ = ["PAPER_SPEEDUP", "ANCHOR", "SCALES", "fit_workload", "calibrate_paper"]
@@ -38,10 +38,10 @@ SCALES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10000)
 
 def _speedups(platform: Platform, workload, k: float, fabrics=FABRICS, overlap: bool = True) -> dict:
     p = platform.with_compute_scale(k)
-    mesh = simulate_iteration(p, "mesh", workload, overlap=overlap)
+    mesh = simulate_once(p, "mesh", workload, overlap=overlap)
     out = {"mesh_s": mesh.time_s, "compute_s": mesh.breakdown["compute"]}
     for f in fabrics:
-        out[f] = mesh.time_s / simulate_iteration(p, f, workload, overlap=overlap).time_s
+        out[f] = mesh.time_s / simulate_once(p, f, workload, overlap=overlap).time_s
     return out
 
 

@@ -23,6 +23,7 @@ from sysmodel.collectives import Collective, evaluate
 from sysmodel.platform import Platform, default_platform
 from sysmodel.switch_routing import ROUTER
 from hdl.base.placement import factorisations, parse_strategy
+from sysmodel.iteration_memo import simulate_once
 from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS, get_workload
 
@@ -73,7 +74,7 @@ def speedup_table(platform: Platform | None = None, *, progress: bool = False,
     for w in workloads:
         for fabric in ("mesh", *FRED_FABRICS):
             start = time.perf_counter()
-            runs[(w, fabric)] = simulate_iteration(platform, fabric, get_workload(w), overlap=overlap)
+            runs[(w, fabric)] = simulate_once(platform, fabric, get_workload(w), overlap=overlap)
             _progress(progress, f"  {w:16s} {fabric:7s} {runs[(w, fabric)].time_s:10.4f} s/iteration "
                                 f"({time.perf_counter() - start:.2f} s)")
             _tick(tick)
@@ -162,8 +163,8 @@ def implied_compute_scale(workload: str, fabric: str, target: float,
 
     def speedup(k: float) -> float:
         p = platform.with_compute_scale(k)
-        return (simulate_iteration(p, "mesh", w, overlap=overlap).time_s
-                / simulate_iteration(p, fabric, w, overlap=overlap).time_s)
+        return (simulate_once(p, "mesh", w, overlap=overlap).time_s
+                / simulate_once(p, fabric, w, overlap=overlap).time_s)
 
     scales, values = curve if curve else (COMPUTE_SCALES, [speedup(k) for k in COMPUTE_SCALES])
     if values[0] >= target:
@@ -196,9 +197,9 @@ def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES,
         curves = {f: [] for f in PAPER_SPEEDUP}  # the paper's fabrics only (keeps eval fast)
         for k in scales:
             p = platform.with_compute_scale(k)
-            mesh = simulate_iteration(p, "mesh", wl, overlap=overlap).time_s
+            mesh = simulate_once(p, "mesh", wl, overlap=overlap).time_s
             for f in curves:
-                curves[f].append(mesh / simulate_iteration(p, f, wl, overlap=overlap).time_s)
+                curves[f].append(mesh / simulate_once(p, f, wl, overlap=overlap).time_s)
             _tick(tick)
         out[w] = curves
     return out
