@@ -170,3 +170,15 @@ def test_a_graph_retimed_for_another_compute_speed_equals_the_reference(workload
                 p = P.with_compute_scale(k)
                 assert_same_iteration(simulate_iteration(p, fabric, w, overlap=overlap),
                                       simulate_iteration(p, fabric, w, overlap=overlap, reference=True))
+
+
+def test_the_evaluation_simulates_each_distinct_iteration_once():
+    """simulate_once keys on the platform's value: two platforms scaled to the same compute
+    speed are distinct objects but one iteration; another speed or policy is another."""
+    from sysmodel.iteration_memo import simulate_once
+    w = get_workload("resnet-152")
+    a = simulate_once(P.with_compute_scale(3), "fred-c", w)
+    assert simulate_once(P.with_compute_scale(3), "fred-c", w) is a
+    assert simulate_once(P.with_compute_scale(4), "fred-c", w) is not a
+    assert simulate_once(P.with_compute_scale(3), "fred-c", w, overlap=False) is not a
+    assert a.time_s == simulate_iteration(P.with_compute_scale(3), "fred-c", w, reference=True).time_s
