@@ -94,12 +94,19 @@ class Engine:
                     raise FredError(f"task {name}: unknown dependency {d}")
         else:
             deps = ()
+        return self._append(name, resource, duration, deps, category, npu, loads, bw, source)
+
+    def _append(self, name, resource, duration, deps, category, npu, loads, bw, source) -> int:
+        """Append a task whose duration (a number) and dependencies (a tuple of earlier task
+        ids) are already checked: :meth:`add` after its checks, or a builder's fast path."""
         if loads is not None:
             seen = self._loaded.get(id(loads))
             if seen is None or seen[0] is not loads:
                 seen = self._loaded[id(loads)] = (loads, bool(np.any(loads > 0)))
             if bw is None or not seen[1]:
                 loads = None
+        tasks = self.tasks
+        n = len(tasks)
         tasks.append(Task(name, resource, float(duration), deps, category, npu,
                           loads, bw if loads is not None else None))
         self.sources.append(source)

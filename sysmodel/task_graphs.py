@@ -87,6 +87,27 @@ class StageEngine(Engine):
         return tid
 
 
+    def add_layer(self, stage: int, name: str, resource: str, duration: float, prev, npu, source,
+                  mp_name: str, mp_resource: str, mp) -> tuple[int, int]:
+        """A layer's compute task after ``prev`` and, when ``mp`` (a communication time) is
+        not None, its MP all-reduces blocking the stage's compute: the two tasks
+        :meth:`add` would add (``block=True`` for the MP task), for the builders' hot loop,
+        without re-checking what the builder guarantees (numbers, earlier dependencies);
+        returns (compute task, last task)."""
+        pending = self._pending.pop(stage, None)
+        if pending:
+            deps = tuple(d for d in (prev, *pending) if d is not None)
+        else:
+            deps = () if prev is None else (prev,)
+        t = self._append(name, resource, duration, deps, "compute", npu, None, None, source)
+        self._last_compute[stage] = t
+        if mp is None:
+            return t, t
+        m = self._append(mp_name, mp_resource, mp.time_s, (t, t), "mp", npu, mp.loads, mp.bw, None)
+        self._pending[stage] = [m]
+        return t, m
+
+
 class _StationaryPipeline:
     """Adds a weight-stationary iteration's tasks (see :func:`weight_stationary_graph`)."""
 
@@ -164,14 +185,18 @@ class _StationaryPipeline:
             d = self.comm.mp(layer, s, backward)
             timing = self._timings[key] = (
                 self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
-                self.compute.layer_s(layer, backward=backward), d, d > 0, layer)
-        rep, on_compute, on_mp, compute_s, d, with_mp, _ = timing
-        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", on_compute, compute_s, [prev], npu=rep,
-                    source=("layer", layer, kind == "B"))
-        if with_mp:
-            return t, eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", on_mp, d, [t],
-                              category="mp", npu=rep, block=True)
-        return t, t
+                self.compute.layer_s(layer, backward=backward), d, d > 0, ("layer", layer, backward))
+        rep, on_compute, on_mp, compute_s, d, with_mp, source = timing
+        name = f"{kind}{i} s{s} {tag}{layer.name}"
+        if eng.blocking or compute_s < 0 or (with_mp and d.time_s < 0):
+            # the serialised mode (every communication task blocks), or a bad duration for
+            # add() to report: the general path
+            t = eng.add(name, on_compute, compute_s, [prev], npu=rep, source=source)
+            if with_mp:
+                return t, eng.add(f"{name} mp", on_mp, d, [t], category="mp", npu=rep, block=True)
+            return t, t
+        return eng.add_layer(s, name, on_compute, compute_s, prev, rep, source,
+                             f"{name} mp", on_mp, d if with_mp else None)
 
     def _add_send(self, s, v, kind, i, prev, tag="") -> None:
         """The PP hand-over of microbatch ``i`` from virtual stage ``v`` to the next (forward)
