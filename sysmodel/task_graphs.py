@@ -188,9 +188,10 @@ class _StationaryPipeline:
                 self.compute.layer_s(layer, backward=backward), d, d > 0, ("layer", layer, backward))
         rep, on_compute, on_mp, compute_s, d, with_mp, source = timing
         name = f"{kind}{i} s{s} {tag}{layer.name}"
-        if eng.blocking or compute_s < 0 or (with_mp and d.time_s < 0):
-            # the serialised mode (every communication task blocks), or a bad duration for
-            # add() to report: the general path
+        if eng.blocking or type(eng).add is not StageEngine.add or compute_s < 0 \
+                or (with_mp and d.time_s < 0):
+            # the serialised mode (every communication task blocks), an engine that changes
+            # add(), or a bad duration for add() to report: the general path
             t = eng.add(name, on_compute, compute_s, [prev], npu=rep, source=source)
             if with_mp:
                 return t, eng.add(f"{name} mp", on_mp, d, [t], category="mp", npu=rep, block=True)
