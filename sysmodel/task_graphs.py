@@ -87,18 +87,16 @@ class StageEngine(Engine):
         return tid
 
 
-    def add_layer(self, stage: int, name: str, resource: str, duration: float, prev, npu, source,
+    def add_layer(self, stage: int, name: str, resource: str, duration: float, deps, npu, source,
                   mp_name: str, mp_resource: str, mp) -> tuple[int, int]:
-        """A layer's compute task after ``prev`` and, when ``mp`` (a communication time) is
-        not None, its MP all-reduces blocking the stage's compute: the two tasks
-        :meth:`add` would add (``block=True`` for the MP task), for the builders' hot loop,
-        without re-checking what the builder guarantees (numbers, earlier dependencies);
-        returns (compute task, last task)."""
+        """A layer's compute task after ``deps`` (task ids or None) and, when ``mp`` (a
+        communication time) is not None, its MP all-reduces blocking the stage's compute: the
+        two tasks :meth:`add` would add (``block=True`` for the MP task), for the builders' hot
+        loops, without re-checking what the builder guarantees (numbers, earlier
+        dependencies); returns (compute task, last task)."""
         pending = self._pending.pop(stage, None)
-        if pending:
-            deps = tuple(d for d in (prev, *pending) if d is not None)
-        else:
-            deps = () if prev is None else (prev,)
+        deps = tuple([d for d in (*deps, *pending) if d is not None]) if pending else \
+            tuple([d for d in deps if d is not None])
         t = self._append(name, resource, duration, deps, "compute", npu, None, None, source)
         self._last_compute[stage] = t
         if mp is None:
@@ -196,7 +194,7 @@ class _StationaryPipeline:
             if with_mp:
                 return t, eng.add(f"{name} mp", on_mp, d, [t], category="mp", npu=rep, block=True)
             return t, t
-        return eng.add_layer(s, name, on_compute, compute_s, prev, rep, source,
+        return eng.add_layer(s, name, on_compute, compute_s, (prev,), rep, source,
                              f"{name} mp", on_mp, d if with_mp else None)
 
     def _add_send(self, s, v, kind, i, prev, tag="") -> None:
@@ -297,11 +295,18 @@ class _StreamingPasses:
         compute_s, d = self.compute.layer_s(layer, backward=backward), self.comm.mp(layer, s, backward)
         rep, on_compute, on_mp = self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp")
         with_mp = d > 0
+        source = ("layer", layer, backward)
+        fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
+            and not (with_mp and d.time_s < 0)
         for i in range(m):
-            t = eng.add(f"{kind}{i} {layer.name}", on_compute, compute_s, [*deps, prev[i]], npu=rep,
-                        source=("layer", layer, backward))
-            prev[i] = eng.add(f"{kind}{i} {layer.name} mp", on_mp, d, [t],
-                              category="mp", npu=rep, block=True) if with_mp else t
+            name = f"{kind}{i} {layer.name}"
+            if fast:   # the two tasks add() would add (see StageEngine.add_layer)
+                t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
+                                           f"{name} mp", on_mp, d if with_mp else None)
+            else:
+                t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
+                prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
+                                  category="mp", npu=rep, block=True) if with_mp else t
             if self.plan.memory.offload and not backward:
                 eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                         [t], category="io", stage=s)
