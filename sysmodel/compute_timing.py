@@ -112,7 +112,7 @@ class ShapeCompute:
         # design-space sweep): computed once per process. The layer itself is kept in the
         # entry so that its id cannot be reused by another layer while the entry exists.
         p = self.platform
-        key = (id(layer), backward, _model_key(p.compute), p.peak_tflops, p.compute_efficiency,
+        key = (id(layer), backward, model_key(p.compute), p.peak_tflops, p.compute_efficiency,
                p.memory_bandwidth_gbps, layer.shards(self.strategy.mp), self.microbatch_samples,
                self.recompute_mode, self.sequence_parallel, self.dtype)
         hit = _LAYER_TIMES.get(key)
@@ -150,7 +150,7 @@ _LAYER_TIMES: dict = {}
 _MODEL_KEYS: dict = {}
 
 
-def _model_key(cm) -> tuple:
+def model_key(cm) -> tuple:
     """A hashable value of a :class:`~sysmodel.compute.ComputeModel` (its fields; the model
     holds a dict and a cache, so it is not hashable itself)."""
     entry = _MODEL_KEYS.get(id(cm))

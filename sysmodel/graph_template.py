@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from sysmodel.engine import Engine, Task
 
-__all__ = ["GraphTemplate", "structure_key", "COMPUTE_SPEED_FIELDS", "lookup", "store"]
+__all__ = ["GraphTemplate", "structure_key", "platform_key", "COMPUTE_SPEED_FIELDS", "lookup", "store"]
 
 #: Platform fields that only change compute task durations.
 COMPUTE_SPEED_FIELDS = frozenset({"peak_tflops", "memory_bandwidth_gbps", "compute_efficiency", "compute"})
@@ -30,7 +30,9 @@ _TEMPLATES: dict = {}
 _MAX_TEMPLATES = 256
 
 
-def _platform_key(platform) -> tuple:
+def platform_key(platform) -> tuple:
+    """Every field of ``platform`` except :data:`COMPUTE_SPEED_FIELDS`, hashable (computed once
+    per platform object)."""
     entry = _KEYS.get(id(platform))
     if entry is None or entry[0] is not platform:
         key = []
@@ -48,7 +50,7 @@ def _platform_key(platform) -> tuple:
 def structure_key(platform, fabric: str, workload, strategy, schedule: str, samples_per_dp,
                   microbatches, overlap: bool) -> tuple:
     """What an iteration's task graph depends on, besides compute speed (module docstring)."""
-    return (_platform_key(platform), fabric, id(workload), str(strategy) if strategy else None,
+    return (platform_key(platform), fabric, id(workload), str(strategy) if strategy else None,
             schedule, samples_per_dp, microbatches, overlap)
 
 

@@ -10,8 +10,8 @@ callers read it, never change it.
 
 from __future__ import annotations
 
-from sysmodel.compute_timing import _model_key
-from sysmodel.graph_template import _platform_key
+from sysmodel.compute_timing import model_key
+from sysmodel.graph_template import platform_key
 from sysmodel.training import simulate_iteration
 
 __all__ = ["simulate_once"]
@@ -22,8 +22,8 @@ _MAX = 4096
 
 def _value_key(platform) -> tuple:
     """Every field of the platform (the graph's key plus the compute speed fields)."""
-    compute = None if platform.compute is None else _model_key(platform.compute)
-    return (_platform_key(platform), platform.peak_tflops, platform.memory_bandwidth_gbps,
+    compute = None if platform.compute is None else model_key(platform.compute)
+    return (platform_key(platform), platform.peak_tflops, platform.memory_bandwidth_gbps,
             platform.compute_efficiency, compute)
 
 
