@@ -58,7 +58,12 @@ def progress_bar(total: int, desc: str, *, json_output: bool = False, unit: str 
     """A bar over ``total`` items (see the module docstring)."""
     if not wanted(json_output):
         return Silent(total, desc)
+    import shutil
     from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
+    # a terminal that reports no size (0 x 0, e.g. a bare pty) would get an empty bar (tqdm
+    # hides bars below the last row): fall back to 100 x 20
+    size = shutil.get_terminal_size((100, 20))
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, ncols=size.columns or 100,
+                nrows=size.lines or 20,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
                            "[{elapsed}<{remaining}, {rate_fmt}]{postfix}")
