@@ -111,3 +111,31 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     s = Silent(3)
     s.update(2)
     assert s.n == 2
+
+
+def test_a_terminal_gets_a_bar_with_counts_and_time_remaining():
+    """On a terminal (a pty that reports no size, as in CI) `fred sweep` draws its bar:
+    description, count done/total and the elapsed<remaining times; with --json it draws none."""
+    import os
+    import pty
+    import sys
+
+    def on_pty(*argv) -> str:
+        pid, fd = pty.fork()
+        if pid == 0:   # the child: the command on the pty
+            env = {k: v for k, v in os.environ.items() if k != "FRED_PROGRESS"}
+            os.execve(sys.executable, [sys.executable, "-m", "fred", *argv], env)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.waitpid(pid, 0)
+        return out.decode(errors="replace")
+    text = on_pty("sweep", "--workload", "resnet-152", "--fabric", "fred-d")
+    assert "sweep resnet-152 fred-d:" in text and "18/18 [" in text and "<" in text.split("18/18 [")[1][:20]
+    assert "sweep resnet-152 fred-d:" not in on_pty("sweep", "--workload", "resnet-152", "--fabric", "fred-d", "--json")
