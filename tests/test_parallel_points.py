@@ -139,3 +139,16 @@ def test_a_terminal_gets_a_bar_with_counts_and_time_remaining():
     text = on_pty("sweep", "--workload", "resnet-152", "--fabric", "fred-d")
     assert "sweep resnet-152 fred-d:" in text and "18/18 [" in text and "<" in text.split("18/18 [")[1][:20]
     assert "sweep resnet-152 fred-d:" not in on_pty("sweep", "--workload", "resnet-152", "--fabric", "fred-d", "--json")
+
+
+def test_off_a_terminal_eval_logs_its_steps_and_json_is_quiet():
+    """Not on a terminal: `fred eval` logs its steps on stderr (a CI log), with --json nothing."""
+    import subprocess
+    import sys
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "FRED_PROGRESS"}
+    base = [sys.executable, "-m", "fred", "eval", "--no-files", "--no-diagnostic"]
+    log = subprocess.run(base, capture_output=True, text=True, env=env)
+    assert log.returncode == 0 and "[3/4] strategy sweeps" in log.stderr and "speedup over the 2D mesh" in log.stdout
+    quiet = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == ""
