@@ -57,6 +57,7 @@ from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
 from sysmodel.switch_routing import phases_for
 from sysmodel.switch_timing import SwitchTiming
+from sysmodel.value_key import value_key
 
 __all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "fabric_key", "collective_traffic",
            "evaluate", "configuration_load_s"]
@@ -167,15 +168,7 @@ def fabric_key(platform: Platform) -> tuple:
     platform used to rebuild and re-route every network)."""
     entry = _FABRIC_KEYS.get(id(platform))
     if entry is None or entry[0] is not platform:
-        key = []
-        for name in platform.__dataclass_fields__:
-            if name in NON_NETWORK_FIELDS:
-                continue
-            value = getattr(platform, name)
-            if isinstance(value, dict):
-                value = tuple(sorted(value.items()))
-            key.append((name, value))
-        entry = _FABRIC_KEYS[id(platform)] = (platform, tuple(key))
+        entry = _FABRIC_KEYS[id(platform)] = (platform, value_key(platform, NON_NETWORK_FIELDS))
     return entry[1]
 
 

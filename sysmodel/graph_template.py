@@ -19,6 +19,7 @@ overlap policy.
 from __future__ import annotations
 
 from sysmodel.engine import Engine, Task
+from sysmodel.value_key import value_key
 
 __all__ = ["GraphTemplate", "structure_key", "platform_key", "COMPUTE_SPEED_FIELDS", "lookup", "store"]
 
@@ -35,15 +36,7 @@ def platform_key(platform) -> tuple:
     per platform object)."""
     entry = _KEYS.get(id(platform))
     if entry is None or entry[0] is not platform:
-        key = []
-        for name in platform.__dataclass_fields__:
-            if name in COMPUTE_SPEED_FIELDS:
-                continue
-            value = getattr(platform, name)
-            if isinstance(value, dict):
-                value = tuple(sorted(value.items()))
-            key.append((name, value))
-        entry = _KEYS[id(platform)] = (platform, tuple(key))
+        entry = _KEYS[id(platform)] = (platform, value_key(platform, COMPUTE_SPEED_FIELDS))
     return entry[1]
 
 

@@ -182,3 +182,28 @@ def test_the_evaluation_simulates_each_distinct_iteration_once():
     assert simulate_once(P.with_compute_scale(4), "fred-c", w) is not a
     assert simulate_once(P.with_compute_scale(3), "fred-c", w, overlap=False) is not a
     assert a.time_s == simulate_iteration(P.with_compute_scale(3), "fred-c", w, reference=True).time_s
+
+
+def test_value_key_takes_any_field_into_the_key():
+    """Cache keys come from every field: dicts, lists and unhashable dataclasses (as a field a
+    later change might add) become nested tuples, equal exactly when the values are."""
+    from dataclasses import dataclass, field
+    from sysmodel.value_key import value_key
+
+    @dataclass
+    class Inner:                      # unhashable (eq without frozen)
+        levels: dict = field(default_factory=dict)
+
+    @dataclass(frozen=True)
+    class Outer:
+        a: float
+        b: dict
+        c: list
+        d: object
+
+    one = Outer(1.0, {"x": [1, 2]}, [3, {"y": 4}], Inner({"l1": 35}))
+    same = Outer(1.0, {"x": [1, 2]}, [3, {"y": 4}], Inner({"l1": 35}))
+    other = Outer(1.0, {"x": [1, 2]}, [3, {"y": 4}], Inner({"l1": 36}))
+    assert hash(value_key(one)) == hash(value_key(same)) and value_key(one) == value_key(same)
+    assert value_key(one) != value_key(other)
+    assert [name for name, _ in value_key(one, exclude={"b", "c"})] == ["a", "d"]
