@@ -124,7 +124,11 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = {pool.submit(guarded, fn, specs[i]): i for i in todo}
                 for future in as_completed(futures):
-                    record(futures[future], future.result())
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:  # noqa: BLE001 -- a worker died: the point failed
+                        outcome = ("error", f"{type(exc).__name__}: {exc}")
+                    record(futures[future], outcome)
         else:
             for i in todo:
                 record(i, guarded(fn, specs[i]))
