@@ -83,8 +83,9 @@ def test_composed_cost_counts_microswitches():
 
 
 def test_grid_rejects_bad_points():
-    with pytest.raises(FredError, match="power of two"):
-        timing_grid((6,), (2,), ("fp16",))
+    with pytest.raises(FredError, match="--ports 1"):
+        timing_grid((1,), (2,), ("fp16",))
+    assert timing_grid((12, 10), (3,), ("fp16",)) == [(10, 3, "fp16"), (12, 3, "fp16")]
     with pytest.raises(FredError, match="fp8"):
         timing_grid((4,), (2,), ("fp8",))
     assert timing_grid((8, 4), (3, 2), ("int32", "fp16"))[0] == (4, 2, "fp16")
@@ -127,7 +128,7 @@ def test_loader_checks_the_optional_keys():
 @pytest.mark.parametrize("argv,message", [
     (["--length", "1"], "--length must be >= 2"),
     (["--backpressure", "1.5"], "--backpressure must be in"),
-    (["--ports", "6", "--report-only"], "power of two"),
+    (["--ports", "1", "--report-only"], "--ports 1"),
     (["--dtypes", "fp8", "--report-only"], "fp8"),
 ])
 def test_cli_rejects_bad_input(argv, message, capsys, tmp_path):
