@@ -45,7 +45,7 @@ lint: verilog
 	$(PY) -m cocotb_tests.lint build/*.v
 
 eval: $(STAMP)
-	$(FRED) eval --output results
+	$(FRED) eval --output results --calibration paper
 
 bench-sysmodel: $(STAMP)
 	$(PY) benchmarks/bench_sysmodel.py

@@ -18,16 +18,11 @@ import numpy as np
 from cocotb_tests.adder_vectors import as_flits, random_pairs, special_pairs
 from cocotb_tests.lib import (StreamHarness, bench_params, get_seed, metrics, never,
                               random_backpressure, random_idle, seeded_rng)
-from hdl.base.dtypes import get_dtype
+from hdl.base.dtypes import get_dtype, pack_lanes, unpack_lanes
 
 
 def _pack(flits: np.ndarray, width: int) -> list[int]:
-    words = [0] * len(flits)
-    for lane in range(flits.shape[1]):
-        shift = lane * width
-        for i, value in enumerate(flits[:, lane].tolist()):
-            words[i] |= value << shift
-    return words
+    return [pack_lanes(row, width) for row in flits.tolist()]
 
 
 def _operands(params):
@@ -81,8 +76,7 @@ async def random_and_special_pairs(dut):
         if index >= len(expected):
             lines.append(f"extra flit {index}: {received[index]:#x}")
             continue
-        for lane in range(lanes):
-            got = (received[index] >> (lane * width)) & dtype.mask
+        for lane, got in enumerate(unpack_lanes(received[index], width, lanes)):
             if got != int(expected_flits[index, lane]):
                 lines.append(f"flit {index} lane {lane}: {int(a_flits[index, lane]):#x} + "
                              f"{int(b_flits[index, lane]):#x} = {got:#x}, expected "

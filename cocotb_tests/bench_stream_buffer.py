@@ -12,6 +12,7 @@ import cocotb
 
 from cocotb_tests.lib import (StreamHarness, TaggedScoreboard, bench_params, metrics, never,
                               random_backpressure, random_idle, seeded_rng)
+from hdl.base.bitfields import BitLayout
 
 TAG_BITS = 16
 
@@ -24,13 +25,14 @@ async def random_traffic(dut):
     rng = seeded_rng("stream_buffer.random_traffic")
     harness = StreamHarness(dut, dut.clk, watchdog_cycles=1000)
     scoreboard = TaggedScoreboard("stream_buffer", ordered=True)
-    tag_mask = (1 << TAG_BITS) - 1
+    item = BitLayout("tagged item", [("tag", TAG_BITS), ("filler", width - TAG_BITS)])
+    tag_mask = item["tag"].mask
     driver = harness.driver("i", idle=random_idle(rng, params.get("idle", 0.3)))
     harness.sink("o", backpressure=random_backpressure(rng, params.get("backpressure", 0.3)),
-                 on_transfer=lambda cycle, word: scoreboard.observe("o", word & tag_mask, word))
+                 on_transfer=lambda cycle, word: scoreboard.observe("o", item.get(word, "tag"), word))
     harness.outstanding = lambda: driver.pending + scoreboard.outstanding
     for tag in range(items):
-        word = (rng.getrandbits(width - TAG_BITS) << TAG_BITS) | (tag & tag_mask)
+        word = item.pack(tag=tag & tag_mask, filler=rng.getrandbits(width - TAG_BITS))
         scoreboard.expect("o", tag & tag_mask, word)
         driver.send(word)
     if "fault" in params:   # the test-only FaultInjector DUT

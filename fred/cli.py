@@ -24,7 +24,8 @@ import sys
 __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 
 #: Subcommands in the order ``fred --help`` lists them.
-COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "eval", "sweep")
+COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "eval", "sweep",
+            "validate", "replay")
 
 
 def print_json(obj) -> None:

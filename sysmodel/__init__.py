@@ -3,11 +3,14 @@
 Layers, bottom up:
 
 * :mod:`sysmodel.platform` -- the wafer description (TOML, default ``configs/paper.toml``);
-* :mod:`sysmodel.switch_timing` -- FRED switch timing (defaults or ``data/characterization.json``);
-* :mod:`sysmodel.network` -- nodes, directed links, per-link byte accounting;
+* :mod:`sysmodel.switch_timing` -- measured FRED switch timing (the shipped
+  ``data/characterization.json``, or a file the caller names; never assumed);
+* :mod:`sysmodel.network` -- nodes, directed links, per-link byte accounting (whole flits on FRED);
 * :mod:`sysmodel.mesh` and :mod:`sysmodel.fred_tree` -- the two fabrics with their routing;
 * :mod:`sysmodel.collectives` -- collective algorithms and their timing on a fabric;
-* :mod:`sysmodel.strategy`, :mod:`sysmodel.workloads`, :mod:`sysmodel.engine`,
-  :mod:`sysmodel.training` -- 3D-parallel training iterations (issue 8);
+* :mod:`sysmodel.workloads`, :mod:`sysmodel.engine` and one training iteration in steps:
+  :mod:`sysmodel.iteration_plan` (with :mod:`sysmodel.memory`), :mod:`sysmodel.compute_timing`,
+  :mod:`sysmodel.comm_timing`, :mod:`sysmodel.task_graphs`, :mod:`sysmodel.breakdown`, put
+  together by :mod:`sysmodel.training`;
 * :mod:`sysmodel.evaluation` -- ``fred eval`` / ``fred sweep``.
 """

@@ -35,8 +35,13 @@ activation checkpoints that do not fit in HBM).
 
 Time of concurrent collectives (:func:`evaluate`): bytes of every collective are summed per
 directed link; the busiest link (bytes / bandwidth) sets the time, plus the longest
-latency chain and phase-switch overheads. Effective bandwidth per NPU = bytes sent per
-sending NPU / time (GBps = 1e9 B/s, as in the paper).
+latency chain and phase-switch overheads. On FRED, link bytes are whole flits: every chunk a
+transfer sends (a ring step's chunk, a message, an I/O stripe) is rounded up to the switch's
+``flit_bytes``; the mesh is byte-granular (its link format is not specified). Effective
+bandwidth per NPU = payload bytes sent per sending NPU / time (GBps = 1e9 B/s, as in the
+paper). The result also lists the switch configurations the in-switch collectives need stored
+and the one-time time to load them (:func:`configuration_load_s`; not part of ``time_s``:
+configurations are loaded once, before the first use).
 """
 
 from __future__ import annotations
@@ -51,9 +56,10 @@ from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
 from sysmodel.switch_routing import phases_for
+from sysmodel.switch_timing import SwitchTiming
 
 __all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "collective_traffic",
-           "evaluate"]
+           "evaluate", "configuration_load_s"]
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
        "multicast", "point-to-point", "io-load", "io-store", "io-write", "io-read")
@@ -130,9 +136,14 @@ class CollectiveResult:
     #: bytes per directed link and the links' bandwidths (for link sharing in the engine)
     link_loads: object = field(default=None, repr=False)
     link_bw: object = field(default=None, repr=False)
+    #: switch configurations the collectives need stored: (switch node, flows, phases)
+    configurations: frozenset = field(default=frozenset(), repr=False)
+    #: one-time load of those configurations (:func:`configuration_load_s`), s
+    config_load_s: float = 0.0
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("link_loads", "link_bw")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("link_loads", "link_bw", "configurations")}
 
 
 # -------------------------------------------------------------------------------------------
@@ -141,8 +152,11 @@ _NETWORKS: dict = {}
 
 def build_network(platform: Platform, fabric: str) -> Network:
     """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform`` (cached)."""
-    if fabric not in FABRICS:
-        raise FredError(f"unknown fabric {fabric!r}; expected one of {', '.join(FABRICS)}")
+    if fabric not in FABRICS and fabric not in platform.variants:
+        raise FredError(f"unknown fabric {fabric!r}; expected one of "
+                        f"{', '.join(platform.fabrics or FABRICS)}")
+    if fabric == "mesh" and not platform.has_mesh:
+        raise FredError(f"platform {platform.name!r} has no mesh; its fabrics: {', '.join(platform.fabrics)}")
     key = (id(platform), fabric)
     entry = _NETWORKS.get(key)
     if entry is None or entry[0] is not platform:
@@ -155,7 +169,8 @@ def build_network(platform: Platform, fabric: str) -> Network:
 def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = None,
           dim_order: str = "xy") -> Traffic:
     """Bidirectional logical ring: half the data clockwise, half counter-clockwise; each hop
-    of each direction carries ``per_hop / 2``. ``steps`` dependent steps set the latency."""
+    of each direction carries ``per_hop / 2`` as one chunk per step. ``steps`` dependent steps
+    set the latency."""
     t = t or net.traffic()
     n = len(order)
     if n < 2 or per_hop <= 0:
@@ -166,7 +181,7 @@ def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = N
         if n == 2 and i == 1:
             break  # a two-member ring is the single pair; both directions added below
         for s, d in ((a, b), (b, a)):
-            links = t.add_transfer(s, d, per_hop / 2 if n > 2 else per_hop, dim_order)
+            links = t.add_transfer(s, d, per_hop / 2 if n > 2 else per_hop, dim_order, chunks=steps)
             hop_latency = max(hop_latency, net.path_latency(links))
     t.latency_s += steps * hop_latency
     return t
@@ -261,13 +276,15 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
 
 
 # -- FRED in-switch flows --------------------------------------------------------------------
-def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> int:
-    """Phases the compiler needs for the flows these paths ask of each switch; the max.
+def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> tuple[int, frozenset]:
+    """(the most phases any switch needs, the configurations stored) for the flows these
+    paths ask of each switch, as the compiler routes them.
 
     Up paths (towards a sink) give each switch they pass through one reducing flow (inputs =
     the neighbours data arrives from, output = the next hop); down paths give one
     broadcasting flow. ``top`` is the switch where an all-reduce turns round: one flow whose
-    inputs and outputs are the member-side neighbours."""
+    inputs and outputs are the member-side neighbours. A configuration is a (switch node,
+    flows as port tuples, phases) triple: the switch stores that many phases for those flows."""
     per_switch: dict[int, list] = {}
     for slot, paths in ((0, up_paths), (1, down_paths)):
         for links in paths:
@@ -280,14 +297,27 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None =
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
         entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
                     {int(net.link_dst[p[0]]) for p in down_paths if p})
-    phases = 0
+    phases, configurations = 0, set()
     for switch, entry in per_switch.items():
         port = _port_cache(net, switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
         key = tuple(sorted((tuple(sorted(port[n] for n in i)), tuple(sorted(port[n] for n in o)))
                            for i, o in flows))
-        phases = max(phases, phases_for(len(port), key))
-    return phases
+        needed = phases_for(len(port), key)
+        phases = max(phases, needed)
+        if needed:
+            configurations.add((switch, key, needed))
+    return phases, frozenset(configurations)
+
+
+def configuration_load_s(switch: SwitchTiming, configurations) -> float:
+    """One-time load of the stored ``configurations`` ((switch node, flows, phases) triples):
+    a switch loads each of its stored phases once, ``config_load_cycles`` each, one after
+    another; switches load in parallel, so the busiest switch sets the time."""
+    per_switch: dict[int, int] = {}
+    for node, _, phases in configurations:
+        per_switch[node] = per_switch.get(node, 0) + phases
+    return max(per_switch.values(), default=0) * switch.config_load_s
 
 
 _PORTS: dict = {}
@@ -314,46 +344,51 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
             t.sent[r] += c.size
         lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
             + float(net.node_latency[top])
-        phases = _switch_phases(net, up, down, top)
+        phases, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
         dests = [r for r in g if r != c.root]
         up, down = [], [net.path(c.root, d) for d in dests]
         t.sent[c.root] += c.size
         lat = max((net.path_latency(d) for d in down), default=0.0)
-        phases = _switch_phases(net, [], down)
+        phases, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
         srcs = [r for r in g if r != c.root]
         up, down = [net.path(s, c.root) for s in srcs], []
         for s in srcs:
             t.sent[s] += c.size
         lat = max((net.path_latency(u) for u in up), default=0.0)
-        phases = _switch_phases(net, up, [])
+        phases, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
         stripe = c.size / len(net.io_nodes)
-        up, down, phases = [], [], 0
+        up, down, phases, configurations = [], [], 0, frozenset()
         for io in net.io_nodes:
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
                 down += paths
-                phases = max(phases, _switch_phases(net, [], paths))
+                needed, stored = _switch_phases(net, [], paths)
             else:
                 paths = [net.path(r, io) for r in g]
                 up += paths
                 for r in g:
                     t.sent[r] += stripe
-                phases = max(phases, _switch_phases(net, paths, []))
+                needed, stored = _switch_phases(net, paths, [])
+            phases, configurations = max(phases, needed), configurations | stored
             links = set().union(*paths)
             t.add_links(links, stripe)
             lat = max(lat, max(net.path_latency(p) for p in paths))
-        t.latency_s = lat
-        t.phases = phases
-        t.overhead_s = phases * net.platform.switch.phase_switch_s
-        return t
+        return _with_phases(t, lat, phases, configurations)
     links = set().union(*up, *down) if (up or down) else set()
     t.add_links(links, c.size)
-    t.latency_s = lat
+    return _with_phases(t, lat, phases, configurations)
+
+
+def _with_phases(t: Traffic, latency_s: float, phases: int, configurations: frozenset) -> Traffic:
+    """``t`` with its latency, its phases (each costs a phase switch) and the configurations
+    its switches store."""
+    t.latency_s = latency_s
     t.phases = phases
-    t.overhead_s = phases * net.platform.switch.phase_switch_s
+    t.overhead_s = phases * t.net.platform.switch.phase_switch_s
+    t.configurations = configurations
     return t
 
 
@@ -524,7 +559,9 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
         latency_s=total.latency_s + total.overhead_s, bytes_sent_per_npu=per_npu,
         effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.phases,
-        algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw)
+        algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,
+        configurations=total.configurations,
+        config_load_s=configuration_load_s(platform.switch, total.configurations))
     if len(_RESULTS) > 100_000:
         _RESULTS.clear()
     _RESULTS[key] = (platform, result)

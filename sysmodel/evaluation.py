@@ -68,14 +68,14 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
     Pipelines use max(the workload's microbatches, PP) microbatches (more if memory needs);
     strategies that do not fit are listed last with the reason."""
     platform = platform or default_platform()
+    platform.check_fabric(fabric)
     base = get_workload(workload)
     rows = []
     strategies = factorisations(platform.npus)
     for n, strategy in enumerate(strategies, 1):
         start = time.perf_counter()
-        m = max(base.microbatches, strategy.pp) if strategy.pp > 1 else 1
-        m = min(k for k in range(m, samples_per_dp + 1) if samples_per_dp % k == 0)
         try:
+            m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
             r = simulate_iteration(platform, fabric, base.with_(microbatches=m), strategy,
                                    samples_per_dp=samples_per_dp, overlap=overlap)
             row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
@@ -97,6 +97,17 @@ def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
     return rows
+
+
+def _sweep_microbatches(workload_microbatches: int, pp: int, samples_per_dp: int) -> int:
+    """Microbatches of a sweep strategy: max(the workload's, PP) with a pipeline (1 without),
+    raised to the next divisor of ``samples_per_dp``; an error when there is none."""
+    least = max(workload_microbatches, pp) if pp > 1 else 1
+    divisors = [k for k in range(least, samples_per_dp + 1) if samples_per_dp % k == 0]
+    if not divisors:
+        raise FredError(f"PP({pp}) needs at least {least} microbatches, more than the "
+                        f"{samples_per_dp} samples per DP replica")
+    return divisors[0]
 
 
 def implied_compute_scale(workload: str, fabric: str, target: float,
@@ -179,7 +190,7 @@ def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list
 
 def run_evaluation(output: str | Path | None = "results", *, progress: bool = True,
                    platform: Platform | None = None, with_diagnostic: bool = True,
-                   overlap: bool = True) -> dict:
+                   overlap: bool = True, calibration_mode: str | None = None) -> dict:
     """Everything ``fred eval`` reports; writes files into ``output`` unless it is None.
 
     ``overlap`` chooses the headline's overlap policy (False: the serialised mode). The
@@ -212,6 +223,14 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
                     shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
                     _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
         diagnostic["spread"] = {policy: _spread(diagnostic[policy]) for policy in policies}
+    paper_calibration = None
+    if calibration_mode == "paper":
+        from sysmodel.calibration import calibrate_paper
+        _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
+                            "Fred-C figure; Fred-A, B, D predicted")
+        paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress)
+    elif calibration_mode not in (None, "none"):
+        raise FredError(f"unknown calibration {calibration_mode!r}; expected paper or none")
     calibration = None
     if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
         workload, fabric = CALIBRATION_ANCHOR
@@ -229,8 +248,12 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         "overlap": "overlap" if overlap else "serialised",
         "implied_compute_scale": diagnostic,
         "calibration": calibration,
+        # issue 14: one compute parameter per workload fitted on its Fred-C figure (labelled;
+        # the headline "speedup" above stays the documented platform's)
+        "calibration_paper": paper_calibration,
         "compute_sensitivity": sensitivity,
         "platform": platform.to_dict(),
+        "switch_timing": platform.switch.to_dict(),
         "compiler": ROUTER,
         "elapsed_s": time.perf_counter() - start,
     }
@@ -288,6 +311,7 @@ def explain(table: dict, runs: dict) -> dict:
         comm = {f: sum(runs[(w, f)].breakdown[c] for c in ("mp", "pp", "io", "dp"))
                 for f in ("mesh", *FRED_FABRICS)}
         entry = {
+            "mesh_time_s": mesh.time_s,
             "compute_fraction_of_mesh_iteration": mesh.breakdown["compute"] / mesh.time_s,
             "exposed_comm_s": comm,
             "bubble_s": {f: runs[(w, f)].breakdown["bubble"] for f in ("mesh", *FRED_FABRICS)},

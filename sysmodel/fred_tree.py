@@ -7,8 +7,9 @@ mesh's bisection; Fred-C/D 12 TBps). I/O controllers attach to the L1s round-rob
 (controller k on L1 ``k % L1s``) by links of ``io_gbps``. With a single L1 there is no L2.
 
 Switch timing comes from :class:`sysmodel.switch_timing.SwitchTiming`: each switch a path
-passes through adds its first-flit latency, and every link touching a switch runs at
-``throughput_fraction`` of its rate (1.0 = link rate; FRED needs no internal speed-up).
+passes through adds its first-flit latency, every link touching a switch runs at
+``throughput_fraction`` of its rate (1.0 = link rate; FRED needs no internal speed-up), and
+transfers move whole flits of ``flit_bytes`` (each chunk rounded up).
 A logical switch is built from several Fred_3 chiplets; concurrent collectives are assumed
 to use disjoint chiplet ports, so only one collective's own flows are routed together
 (:mod:`sysmodel.switch_routing`).
@@ -36,7 +37,8 @@ class FredTreeNetwork(Network):
         self.in_switch = variant.in_switch
         self.npus_per_l1 = platform.npus_per_l1
         sw = platform.switch
-        frac = sw.throughput_fraction
+        self.flit_bytes = sw.flit_bytes
+        frac = sw.throughput_fraction * platform.link_efficiency
         lat = platform.link_latency_s
         self.l1_nodes = [self.add_node(f"l1.{j}", "switch", sw.latency_s)
                          for j in range(platform.l1_count)]

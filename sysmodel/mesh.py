@@ -30,7 +30,7 @@ class MeshNetwork(Network):
         self.platform = platform
         self.rows, self.cols = platform.mesh_rows, platform.mesh_cols
         lat = platform.link_latency_s
-        bw = platform.mesh_link_gbps * GB
+        bw = platform.mesh_link_gbps * GB * platform.link_efficiency
         for r in range(self.rows):
             for c in range(self.cols):
                 if c + 1 < self.cols:
@@ -44,7 +44,7 @@ class MeshNetwork(Network):
         n = platform.io_controllers
         chosen = [ports[(k * len(ports)) // n] for k in range(n)]
         self.io_attach = []
-        io_bw = platform.io_gbps * GB
+        io_bw = platform.io_gbps * GB * platform.link_efficiency
         for k, (r, c) in enumerate(chosen):
             node = self.add_node(f"io{k}", "io")
             self.io_attach.append(self.rank(r, c))

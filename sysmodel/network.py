@@ -10,6 +10,7 @@ time is that of the busiest link plus the latency of the longest dependent chain
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -25,8 +26,12 @@ class Network:
     Members: ``name``, ``npus`` (NPU ranks are node ids ``0 .. npus-1``), ``node_names``,
     ``node_kind`` (``"npu" | "switch" | "io"``), ``io_nodes`` (I/O controller node ids),
     arrays ``link_src``, ``link_dst``, ``link_bw`` (bytes/s), ``link_latency`` (s),
-    ``node_latency`` (s added when a path passes *through* the node, e.g. a switch).
+    ``node_latency`` (s added when a path passes *through* the node, e.g. a switch),
+    ``flit_bytes`` (transfers move whole flits of this size; None: byte-granular).
     """
+
+    #: Flit size of the fabric's transfers; None where the model does not packetize.
+    flit_bytes: int | None = None
 
     def __init__(self, name: str, npus: int):
         self.name = name
@@ -100,6 +105,16 @@ class Network:
         through = self.link_dst[links[:-1]]
         return float(self.link_latency[links].sum() + self.node_latency[through].sum())
 
+    def wire_bytes(self, nbytes: float, chunks: int = 1) -> float:
+        """Bytes a transfer of ``nbytes``, sent as ``chunks`` equal chunks, puts on each link:
+        with flits, every chunk rounded up to whole flits; else ``nbytes``."""
+        if self.flit_bytes is None or nbytes <= 0:
+            return nbytes
+        # a chunk that is a whole number of flits up to float rounding is not padded; any
+        # non-empty chunk is at least one flit
+        flits = max(math.ceil(nbytes / chunks / self.flit_bytes - 1e-9), 1)
+        return chunks * flits * self.flit_bytes
+
     def traffic(self) -> "Traffic":
         return Traffic(self)
 
@@ -107,12 +122,15 @@ class Network:
 class Traffic:
     """Bytes per directed link and bytes injected per NPU for transfers running concurrently.
 
-    ``latency_s`` is the latency of the longest chain of dependent hops among the merged
-    collectives (a ring all-reduce has 2(n-1) dependent steps; an in-switch one, one pass);
-    ``overhead_s`` adds fixed costs such as switch phase changes.
+    ``loads`` counts the bytes on the wire (whole flits, :meth:`Network.wire_bytes`); ``sent``
+    the payload each NPU injects. ``latency_s`` is the latency of the longest chain of
+    dependent hops among the merged collectives (a ring all-reduce has 2(n-1) dependent steps;
+    an in-switch one, one pass); ``overhead_s`` adds fixed costs such as switch phase changes;
+    ``configurations`` are the switch configurations the traffic needs stored, as (switch
+    node, flows, phases) triples.
     """
 
-    __slots__ = ("net", "loads", "sent", "latency_s", "overhead_s", "phases")
+    __slots__ = ("net", "loads", "sent", "latency_s", "overhead_s", "phases", "configurations")
 
     def __init__(self, net: Network):
         self.net = net
@@ -121,15 +139,19 @@ class Traffic:
         self.latency_s = 0.0
         self.overhead_s = 0.0
         self.phases = 0
+        self.configurations: frozenset = frozenset()
 
-    def add_links(self, links, nbytes: float) -> None:
+    def add_links(self, links, nbytes: float, chunks: int = 1) -> None:
+        """``nbytes`` (sent as ``chunks`` equal chunks) on every link of ``links``."""
         if links:
-            self.loads[list(links)] += nbytes
+            self.loads[list(links)] += self.net.wire_bytes(nbytes, chunks)
 
-    def add_transfer(self, src: int, dst: int, nbytes: float, order: str = "xy") -> tuple[int, ...]:
-        """Route ``nbytes`` from node ``src`` to ``dst``; an NPU source counts as sending them."""
+    def add_transfer(self, src: int, dst: int, nbytes: float, order: str = "xy",
+                     chunks: int = 1) -> tuple[int, ...]:
+        """Route ``nbytes`` (sent as ``chunks`` equal chunks) from node ``src`` to ``dst``; an
+        NPU source counts as sending them."""
         links = self.net.path(src, dst, order)
-        self.add_links(links, nbytes)
+        self.add_links(links, nbytes, chunks)
         if src < self.net.npus and src != dst:
             self.sent[src] += nbytes
         return links
@@ -146,6 +168,7 @@ class Traffic:
         out.loads = self.loads * factor
         out.sent = self.sent * factor
         out.latency_s, out.overhead_s, out.phases = self.latency_s, self.overhead_s, self.phases
+        out.configurations = self.configurations
         return out
 
     def merge(self, other: "Traffic") -> "Traffic":
@@ -155,6 +178,7 @@ class Traffic:
         self.latency_s = max(self.latency_s, other.latency_s)
         self.overhead_s = max(self.overhead_s, other.overhead_s)
         self.phases = max(self.phases, other.phases)
+        self.configurations = self.configurations | other.configurations
         return self
 
     def link_times(self) -> np.ndarray:

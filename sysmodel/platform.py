@@ -9,13 +9,15 @@ typo never silently falls back to a default. Units are in the field names (GBps 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
 from hdl.base.errors import FredError
-from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SwitchTiming, load_switch_timing
+from sysmodel.compute import ComputeModel, parse_compute
+from sysmodel.switch_timing import SwitchTiming, load_switch_timing
 
 __all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",
            "DEFAULT_PLATFORM_NAME"]
@@ -36,18 +38,28 @@ class FredVariant:
     in_switch: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Platform:
     """A wafer platform (see ``configs/paper.toml`` for each value's source).
 
     Members (all keyword): ``npus``, ``npu_send_gbps``, ``npu_recv_gbps``, ``peak_tflops``,
     ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
     ``io_controllers``, ``io_gbps``, ``link_latency_ns``, ``mesh_rows``, ``mesh_cols``,
-    ``mesh_link_gbps``, ``npus_per_l1``, ``variants`` (name -> :class:`FredVariant`),
-    ``bytes_per_element``, ``optimizer_bytes_per_param``, ``iterations``,
-    ``dp_bucket_elements`` and ``dp_overlap`` (ZeRO-2 gradient buckets and whether their
-    reduction overlaps the backward), ``switch``
-    (:class:`SwitchTiming`), ``name``, ``description``.
+    ``mesh_link_gbps``, ``npus_per_l1``, ``switch`` (:class:`SwitchTiming`, required: the
+    model never assumes switch timings), ``variants`` (name -> :class:`FredVariant`),
+    ``optimizer_bytes_per_param``, ``iterations`` (iterations the reported time per iteration
+    is the mean over; the first also pays the one-time loads), ``dp_bucket_elements`` and
+    ``dp_overlap`` (ZeRO-2 gradient buckets and whether their reduction overlaps the
+    backward), ``optimizer_step_bytes_per_param`` (HBM bytes the optimizer step moves per
+    parameter; default 2 x optimizer state + 2 x element), ``pp_overlap`` (pipeline sends overlap
+    compute; false: the stage waits for them, as Megatron-LM's schedule does),
+    ``pp_scatter_gather`` (a stage hand-over is split over the MP ranks, each sending 1/MP to its
+    peer, then all-gathered: Megatron-LM's default; false: MP rank 0 multicasts the whole
+    activation), ``name``, ``description``; ``compute``
+    (:class:`sysmodel.compute.ComputeModel`, shape-dependent GEMM efficiency; None: the flat
+    roofline at ``compute_efficiency``), ``link_efficiency`` (fraction of every link's rate
+    that collectives reach). ``mesh_rows = mesh_cols = 0``: no mesh (a platform with only the
+    switch tree, e.g. a GPU cluster); ``io_controllers = 0``: no I/O controllers.
     """
 
     npus: int
@@ -64,49 +76,70 @@ class Platform:
     mesh_cols: int
     mesh_link_gbps: float
     npus_per_l1: int
+    switch: SwitchTiming
     variants: dict = field(default_factory=dict)
-    bytes_per_element: int = 2
     optimizer_bytes_per_param: int = 12
     iterations: int = 2
     dp_bucket_elements: float = 5e8
     dp_overlap: bool = False
-    switch: SwitchTiming = DEFAULT_SWITCH_TIMING
+    optimizer_step_bytes_per_param: float | None = None
+    pp_overlap: bool = True
+    pp_scatter_gather: bool = False
     name: str = "custom"
     description: str = ""
+    compute: ComputeModel | None = None
+    link_efficiency: float = 1.0
 
     def __post_init__(self):
+        if self.compute is not None:   # the compute model follows the NPU's peak and HBM
+            object.__setattr__(self, "compute", self.compute.with_hardware(
+                self.peak_tflops, self.memory_bandwidth_gbps))
+        if isinstance(self.link_efficiency, bool) or not isinstance(self.link_efficiency, (int, float)) \
+                or not 0 < self.link_efficiency <= 1:
+            raise FredError(f"link.efficiency must be in (0, 1], got {self.link_efficiency!r}")
         _positive_int(self.npus, "npu.count")
         for name in ("npu_send_gbps", "npu_recv_gbps", "peak_tflops", "memory_bandwidth_gbps",
-                     "memory_capacity_gb", "io_gbps", "mesh_link_gbps"):
+                     "memory_capacity_gb", "io_gbps"):
             _positive(getattr(self, name), name)
         if not 0 < self.compute_efficiency <= 1:
             raise FredError(f"npu.compute_efficiency must be in (0, 1], got {self.compute_efficiency}")
         if self.link_latency_ns < 0 or not math.isfinite(self.link_latency_ns):
             raise FredError(f"link.latency_ns must be >= 0, got {self.link_latency_ns}")
-        _positive_int(self.io_controllers, "io.controllers")
-        _positive_int(self.mesh_rows, "mesh.rows")
-        _positive_int(self.mesh_cols, "mesh.cols")
+        if isinstance(self.io_controllers, bool) or not isinstance(self.io_controllers, int) \
+                or self.io_controllers < 0:
+            raise FredError(f"io.controllers must be an integer >= 0, got {self.io_controllers!r}")
+        if self.has_mesh:
+            _positive_int(self.mesh_rows, "mesh.rows")
+            _positive_int(self.mesh_cols, "mesh.cols")
+            _positive(self.mesh_link_gbps, "mesh_link_gbps")
         _positive_int(self.npus_per_l1, "fred.npus_per_l1")
-        _positive_int(self.bytes_per_element, "training.bytes_per_element")
         _positive_int(self.iterations, "training.iterations")
         if self.optimizer_bytes_per_param < 0:
             raise FredError("training.optimizer_bytes_per_param must be >= 0")
         _positive(self.dp_bucket_elements, "training.dp_bucket_elements")
-        if not isinstance(self.dp_overlap, bool):
-            raise FredError(f"training.dp_overlap must be true or false, got {self.dp_overlap!r}")
-        if self.mesh_rows * self.mesh_cols != self.npus:
+        for name in ("dp_overlap", "pp_overlap", "pp_scatter_gather"):
+            if not isinstance(getattr(self, name), bool):
+                raise FredError(f"training.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.optimizer_step_bytes_per_param is not None:
+            _positive(self.optimizer_step_bytes_per_param, "training.optimizer_step_bytes_per_param")
+        if self.has_mesh and self.mesh_rows * self.mesh_cols != self.npus:
             raise FredError(f"mesh {self.mesh_rows}x{self.mesh_cols} has "
                             f"{self.mesh_rows * self.mesh_cols} NPUs but npu.count is {self.npus}")
-        if self.io_controllers > 2 * (self.mesh_rows + self.mesh_cols):
+        if self.has_mesh and self.io_controllers > 2 * (self.mesh_rows + self.mesh_cols):
             raise FredError(f"{self.io_controllers} I/O controllers do not fit on the "
                             f"{2 * (self.mesh_rows + self.mesh_cols)} free boundary ports of a "
                             f"{self.mesh_rows}x{self.mesh_cols} mesh")
         for name, variant in self.variants.items():
-            if name not in FABRICS or name == "mesh":
-                raise FredError(f"unknown FRED variant {name!r}; expected fred-a .. fred-d")
+            if name == "mesh" or not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+                raise FredError(f"switch-tree variant name {name!r} must be lower-case letters, "
+                                f"digits and '-', and not 'mesh'")
             _positive(variant.l1_l2_gbps, f"fred.variants.{name}.l1_l2_gbps")
 
     # -- derived quantities ---------------------------------------------------------------
+    @property
+    def has_mesh(self) -> bool:
+        return bool(self.mesh_rows or self.mesh_cols)
+
     @property
     def l1_count(self) -> int:
         return math.ceil(self.npus / self.npus_per_l1)
@@ -131,7 +164,13 @@ class Platform:
 
     @property
     def fabrics(self) -> tuple[str, ...]:
-        return ("mesh", *sorted(self.variants))
+        return (("mesh",) if self.has_mesh else ()) + tuple(sorted(self.variants))
+
+    def check_fabric(self, fabric: str) -> None:
+        """Raise naming the available fabrics unless ``fabric`` is one of this platform's."""
+        if fabric not in self.fabrics:
+            raise FredError(f"fabric {fabric!r} is not defined by platform {self.name!r}; "
+                            f"available: {', '.join(self.fabrics)}")
 
     def with_compute_scale(self, k: float) -> "Platform":
         """NPU compute ``k`` times faster: peak FLOPS and HBM bandwidth both x ``k`` (the
@@ -151,7 +190,9 @@ class Platform:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("variants", "switch")}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__
+               if k not in ("variants", "switch", "compute")}
+        out["compute"] = self.compute.to_dict() if self.compute else None
         out["variants"] = {n: {"l1_l2_gbps": v.l1_l2_gbps, "in_switch": v.in_switch}
                            for n, v in self.variants.items()}
         out["switch"] = self.switch.to_dict()
@@ -176,22 +217,29 @@ _LAYOUT = {
             "memory_bandwidth_gbps": "memory_bandwidth_gbps",
             "memory_capacity_gb": "memory_capacity_gb", "compute_efficiency": "compute_efficiency"},
     "io": {"controllers": "io_controllers", "controller_gbps": "io_gbps"},
-    "link": {"latency_ns": "link_latency_ns"},
+    "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency"},
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
     "fred": {"npus_per_l1": "npus_per_l1"},
-    "training": {"bytes_per_element": "bytes_per_element",
-                 "optimizer_bytes_per_param": "optimizer_bytes_per_param",
+    "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
                  "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
-                 "dp_overlap": "dp_overlap"},
+                 "dp_overlap": "dp_overlap",
+                 "optimizer_step_bytes_per_param": "optimizer_step_bytes_per_param",
+                 "pp_overlap": "pp_overlap", "pp_scatter_gather": "pp_scatter_gather"},
 }
-_OPTIONAL = {"bytes_per_element", "optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
-             "dp_overlap"}
+_OPTIONAL = {"optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
+             "dp_overlap", "link_efficiency", "mesh_rows", "mesh_cols", "mesh_link_gbps",
+             "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather"}
+#: Keys that were accepted once and are no longer read: why, for the error message.
+_REMOVED = {("training", "bytes_per_element"):
+            "the workloads' element format is FP16 (sysmodel.workloads.BYTES), not a platform "
+            "parameter; the key was never read"}
 
 
-def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming | None = None) -> Platform:
-    """Build a :class:`Platform` from a decoded TOML document (errors name the key)."""
+def parse_platform(data: dict, *, switch: SwitchTiming, source: str = "<toml>") -> Platform:
+    """Build a :class:`Platform` from a decoded TOML document (errors name the key) with the
+    switch timing ``switch``."""
     kwargs = {}
-    known_top = set(_LAYOUT) | {"name", "description"}
+    known_top = set(_LAYOUT) | {"name", "description", "compute"}
     for key in data:
         if key not in known_top:
             raise FredError(f"{source}: unknown section or key {key!r}")
@@ -200,11 +248,18 @@ def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming |
         if not isinstance(table, dict):
             raise FredError(f"{source}: [{section}] must be a table")
         for key in table:
+            if (section, key) in _REMOVED:
+                raise FredError(f"{source}: {section}.{key} is not a platform parameter: "
+                                f"{_REMOVED[(section, key)]}; remove it")
             if key not in keys and not (section == "fred" and key == "variants"):
                 raise FredError(f"{source}: unknown key {section}.{key}")
         for key, attr in keys.items():
             if key in table:
                 kwargs[attr] = table[key]
+            elif section == "io" and section not in data:
+                kwargs[attr] = {"io_controllers": 0, "io_gbps": 1.0}[attr]
+            elif section == "mesh" and section not in data:
+                kwargs[attr] = 0
             elif attr not in _OPTIONAL:
                 raise FredError(f"{source}: missing {section}.{key}")
     variants = {}
@@ -215,8 +270,12 @@ def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming |
             raise FredError(f"{source}: fred.variants.{name}.in_switch must be true or false")
         variants[name] = FredVariant(name=name, l1_l2_gbps=entry["l1_l2_gbps"],
                                      in_switch=entry["in_switch"])
+    compute = None
+    if "compute" in data:
+        compute = parse_compute(data["compute"], peak_tflops=kwargs.get("peak_tflops", 1.0),
+                                memory_gbps=kwargs.get("memory_bandwidth_gbps", 1.0), source=source)
     try:
-        return Platform(**kwargs, variants=variants, switch=switch or DEFAULT_SWITCH_TIMING,
+        return Platform(**kwargs, variants=variants, switch=switch, compute=compute,
                         name=str(data.get("name", "custom")),
                         description=str(data.get("description", "")))
     except FredError as exc:
@@ -224,8 +283,9 @@ def parse_platform(data: dict, *, source: str = "<toml>", switch: SwitchTiming |
 
 
 def load_platform(path: str | Path | None = None, *, characterization: str | Path | None = None) -> Platform:
-    """Load a platform TOML (default: the shipped ``paper.toml``) with switch timing from
-    ``characterization`` (default: ``data/characterization.json`` if present, else defaults)."""
+    """Load a platform TOML (default: the shipped ``paper.toml``) with switch timing from the
+    characterization file ``characterization`` (default: the one shipped with the package; see
+    :func:`sysmodel.switch_timing.load_switch_timing` -- missing is an error)."""
     if path is None:
         text = resources.files("sysmodel").joinpath("configs", DEFAULT_PLATFORM_NAME).read_text()
         source = f"sysmodel/configs/{DEFAULT_PLATFORM_NAME}"
@@ -238,14 +298,14 @@ def load_platform(path: str | Path | None = None, *, characterization: str | Pat
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FredError(f"{source}: invalid TOML ({exc})") from None
-    return parse_platform(data, source=source, switch=load_switch_timing(characterization))
+    return parse_platform(data, switch=load_switch_timing(characterization), source=source)
 
 
 _DEFAULT = None
 
 
 def default_platform() -> Platform:
-    """The shipped paper platform (cached)."""
+    """The shipped paper platform with the shipped characterization (cached)."""
     global _DEFAULT
     if _DEFAULT is None:
         _DEFAULT = load_platform()

@@ -1,46 +1,61 @@
-"""FRED switch timing used by the system model: documented defaults, or measured values.
+"""FRED switch timing used by the system model: measured values, read from a characterization.
 
-The characterization work (RTL under Verilator) writes ``data/characterization.json`` in the
-schema of ``docs/characterization-schema.md``; :func:`load_switch_timing` reads and validates
-it when present and otherwise returns :data:`DEFAULT_SWITCH_TIMING`. The model uses
+``fred characterize`` (RTL under Verilator) writes ``data/characterization.json`` in the schema
+of ``docs/characterization-schema.md`` (validated by :mod:`hdl.base.characterization`). That
+file ships with the package as ``sysmodel/data/characterization.json`` (``sysmodel/data`` is a
+link to ``data/``, so the checked-in file is the shipped one). :func:`load_switch_timing` reads
+it, or another file the caller names; there is no fallback: a characterization that is
+expected but missing is an error, and so is a malformed one. The model uses
 
 * ``first_flit_latency_cycles``: cycles from a head flit entering a switch port to it leaving
   (one traversal of one logical switch, L1 or L2), added once per switch on a path;
 * ``throughput_flits_per_cycle_per_port``: sustained flits/cycle/port under full load (1.0 =
   link rate). FRED needs no internal speed-up, so a port's bandwidth through the switch is the
   attached link's bandwidth times this value (capped at 1);
-* ``phase_switch_cycles``: cycles to switch from one stored configuration (phase) to the next;
-* ``config_load_cycles``: cycles to load one phase's configuration into the switch (paid once
-  per collective set, before its first phase);
-* ``clock_mhz`` and ``flit_bytes`` convert cycles to seconds and flits to bytes.
+* ``phase_switch_cycles``: cycles to switch from one stored configuration (phase) to the next,
+  paid by every phase of an in-switch collective each time it runs;
+* ``config_load_cycles``: cycles to load one phase's configuration into a switch's control
+  unit; configurations are precomputed and stored, so each is loaded once, in the first
+  training iteration (``training.iterations`` in the platform);
+* ``flit_bytes``: transfers through FRED switches move whole flits (each chunk is rounded up);
+* ``clock_mhz`` converts cycles to seconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 
 from hdl.base.characterization import SCHEMA_ID, read_characterization
 from hdl.base.characterization import parse_characterization as hdl_parse_characterization
+from hdl.base.errors import FredError
 
-__all__ = ["SwitchTiming", "DEFAULT_SWITCH_TIMING", "SCHEMA_ID", "load_switch_timing",
-           "default_characterization_path"]
+__all__ = ["SwitchTiming", "SCHEMA_ID", "load_switch_timing", "parse_characterization",
+           "shipped_characterization_path"]
+
+#: Where the shipped characterization sits inside the ``sysmodel`` package.
+SHIPPED_RELATIVE_PATH = ("data", "characterization.json")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SwitchTiming:
     """Timing of one logical FRED switch (see the module docstring for each field).
 
-    ``source`` says where the numbers came from (``"defaults"`` or the JSON path).
-    """
+    ``source`` says where the numbers came from (a characterization file's path, or what the
+    caller that built them says); ``shipped`` is true for the characterization shipped with
+    the package; ``generated_by`` is the file's record of the command and date that measured
+    it ("" when it has none)."""
 
-    clock_mhz: float = 1000.0
-    flit_bytes: int = 512
-    first_flit_latency_cycles: float = 12.0
-    throughput_flits_per_cycle_per_port: float = 1.0
-    phase_switch_cycles: float = 8.0
-    config_load_cycles: float = 16.0
-    source: str = "defaults"
+    clock_mhz: float
+    flit_bytes: int
+    first_flit_latency_cycles: float
+    throughput_flits_per_cycle_per_port: float
+    phase_switch_cycles: float
+    config_load_cycles: float
+    source: str
+    shipped: bool = False
+    generated_by: str = ""
 
     @property
     def cycle_s(self) -> float:
@@ -57,6 +72,7 @@ class SwitchTiming:
 
     @property
     def config_load_s(self) -> float:
+        """Seconds to load one phase's configuration into a switch."""
         return self.config_load_cycles * self.cycle_s
 
     @property
@@ -68,36 +84,35 @@ class SwitchTiming:
         return asdict(self)
 
 
-#: Defaults until the RTL is characterized. Reasoning: 1 GHz is a conservative 15 nm switch
-#: clock; 512 B flits are the paper's; a Fred_3(16)-sized switch has 2*log2(16)-1 = 7
-#: microswitch stages plus an input skid buffer, adder pipeline and output register, so about
-#: 12 cycles first-flit latency; the switch runs at link rate (paper: no internal speed-up);
-#: swapping the active stored configuration and loading one take a few pipeline drains.
-DEFAULT_SWITCH_TIMING = SwitchTiming()
-
-def default_characterization_path() -> Path:
-    """``data/characterization.json`` at the repository root (next to ``sysmodel/``)."""
-    return Path(__file__).resolve().parent.parent / "data" / "characterization.json"
+def shipped_characterization_path() -> Path:
+    """The characterization shipped with the package (``sysmodel/data/characterization.json``;
+    in a source tree, the checked-in ``data/characterization.json`` through the link)."""
+    return Path(str(resources.files("sysmodel").joinpath(*SHIPPED_RELATIVE_PATH))).resolve()
 
 
 def load_switch_timing(path: str | Path | None = None) -> SwitchTiming:
-    """Read switch timing from ``path`` (default ``data/characterization.json``).
+    """Switch timing from the characterization at ``path`` (default: the shipped one).
 
-    With ``path=None`` and no file present, returns :data:`DEFAULT_SWITCH_TIMING`. A file that
-    exists but is malformed raises :class:`FredError` naming the bad field -- a broken
-    characterization must never be silently replaced by defaults.
-    """
-    explicit = path is not None
-    path = Path(path) if explicit else default_characterization_path()
-    if not path.exists() and not explicit:
-        return DEFAULT_SWITCH_TIMING
-    return _timing(read_characterization(path))
+    Raises :class:`FredError` when the file is missing -- the shipped one included: an
+    installation without it is broken, never silently replaced by assumed timings -- or
+    malformed (naming the bad field)."""
+    if path is not None:
+        return _timing(read_characterization(path), shipped=False)
+    shipped = shipped_characterization_path()
+    if not shipped.is_file():
+        raise FredError(f"the switch characterization shipped with the package is missing (expected "
+                        f"at {shipped}): this installation of fred-wafer is incomplete; reinstall "
+                        f"it, or name a characterization explicitly (fred: --characterization PATH)")
+    return _timing(read_characterization(shipped), shipped=True)
 
 
 def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
     """Validate a decoded characterization document and return its :class:`SwitchTiming`."""
-    return _timing(hdl_parse_characterization(data, source=source))
+    return _timing(hdl_parse_characterization(data, source=source), shipped=False)
 
 
-def _timing(characterization) -> SwitchTiming:
-    return SwitchTiming(**characterization.switch, source=characterization.source)
+def _timing(characterization, *, shipped: bool) -> SwitchTiming:
+    made = characterization.generated_by or {}
+    generated_by = f"{made['command']} ({made['date']})" if made else ""
+    return SwitchTiming(**characterization.switch, source=characterization.source, shipped=shipped,
+                        generated_by=generated_by)

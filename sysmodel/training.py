@@ -6,15 +6,22 @@ this symmetric placement), a graph of compute and communication tasks and runs i
 :class:`sysmodel.engine.Engine`:
 
 * **compute** (one resource per NPU): per layer and microbatch, forward and backward, timed
-  by a roofline ``max(FLOPs / (peak * efficiency), HBM bytes / HBM bandwidth)``; FLOPs and
-  weights of MP-shardable layers are divided by MP. Backward = 2x forward FLOPs (3x with
-  activation recomputation, chosen only when the activations would not fit otherwise).
+  by a roofline ``max(FLOPs / (peak * efficiency), HBM bytes / HBM bandwidth)``, or, when the
+  platform has a ``[compute]`` model, by the GEMMs' shape-dependent efficiency and HBM-bound
+  element-wise work (:mod:`sysmodel.compute_timing`); FLOPs and weights of MP-shardable layers
+  are divided by MP. Backward = 2x forward FLOPs plus the recomputed forward under full
+  activation recomputation (or its attention core under selective recomputation; the
+  workload's ``recompute``, by default only when the activations would not fit otherwise).
 * **MP** (Megatron): after each layer's compute, its all-reduces (2 per transformer layer per
-  pass) of the microbatch's activation, on all MP groups of the stage at once; blocking (the
-  next layer waits), so MP time is exposed unless it is zero.
+  pass; in the backward also the recomputed forward's, and under sequence parallelism the
+  re-gathered inputs) of the microbatch's activation, on all MP groups of the stage at once;
+  blocking the stage's compute, so MP time is exposed unless it is zero.
 * **PP**: the activation (forward) or its gradient (backward) of each microbatch crosses
   each stage boundary as a multicast from MP rank 0 of one stage to the MP group of the
-  next, for all DP replicas at once. Schedules: ``1f1b`` (default) or ``gpipe``.
+  next (or, with ``platform.pp_scatter_gather``, 1/MP per MP rank then an all-gather), for
+  all DP replicas at once; blocking the sender's compute unless ``platform.pp_overlap``.
+  Schedules: ``1f1b`` (default) or ``gpipe``; a workload with ``interleave`` > 1 runs
+  Megatron's interleaved 1F1B over that many model chunks per stage.
 * **DP** (weight-stationary): during the last microbatch's backward, gradients (FP16, /MP)
   fill buckets of ``platform.dp_bucket_elements`` elements in backward order; each bucket is
   all-reduced over its DP group when it is full (and the last, partial one when the
@@ -39,49 +46,57 @@ I/O, PP) share links in the engine (max-min fair).
 The breakdown attributes the representative stage's timeline: compute, then each idle
 interval of the compute unit to the communication active in it (MP, then PP, I/O, DP), and
 the rest to pipeline bubble.
+
+**Iterations** (``platform.iterations``, the paper's 2): iterations are separated by the
+optimizer step (synchronous training), so every iteration runs the schedule above; the first
+also pays the one-time loads: every switch configuration the iteration's in-switch collectives
+use is loaded once (``config_load_cycles`` per stored phase, switches in parallel; none on the
+mesh or on FRED without in-switch collectives, whose unicasts route online). The reported
+``time_s`` is the mean over the iterations; the breakdown's ``config_load`` is that load's
+share of it.
+
+Each step is a module of its own, so that it can change (and is tested) alone:
+:mod:`sysmodel.iteration_plan` (stages, microbatches, memory via :mod:`sysmodel.memory`),
+:mod:`sysmodel.compute_timing` (the roofline), :mod:`sysmodel.comm_timing` (communication
+tasks as collectives on the fabric), :mod:`sysmodel.task_graphs` (one graph builder per
+execution mode, the stage-aware engine) and :mod:`sysmodel.breakdown`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hdl.base.errors import FredError
-from sysmodel.collectives import Collective, evaluate
-from sysmodel.engine import Engine
-from sysmodel.platform import Platform
 from hdl.base.placement import Strategy
-from sysmodel.workloads import BYTES, Workload
+from sysmodel.breakdown import COMM_CATEGORIES, attribute_time
+from sysmodel.comm_timing import CommTimer
+from sysmodel.compute_timing import compute_timer
+from sysmodel.iteration_plan import SCHEDULES, IterationPlan, plan_iteration
+from sysmodel.memory import MemoryPlan
+from sysmodel.platform import Platform
+from sysmodel.task_graphs import TASK_GRAPHS, StageEngine
+from sysmodel.workloads import Workload
 
-__all__ = ["IterationResult", "simulate_iteration", "memory_plan", "MemoryPlan", "SCHEDULES"]
+__all__ = ["IterationResult", "simulate_iteration", "build_task_graph", "mean_iteration_s",
+           "SCHEDULES", "CATEGORIES"]
 
-SCHEDULES = ("1f1b", "gpipe")
-CATEGORIES = ("compute", "mp", "pp", "io", "dp", "bubble")
-
-
-@dataclass
-class MemoryPlan:
-    """Per-NPU memory of the most loaded stage (bytes) and whether recomputation or
-    checkpoint offload is used."""
-
-    stage: int
-    weights: float
-    gradients: float
-    optimizer: float
-    activations: float
-    recompute: bool
-    offload: bool
-    capacity: float
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations
-
-    def to_dict(self) -> dict:
-        return {**self.__dict__, "total": self.total}
+#: The breakdown's categories, in the order they are reported: the iteration's timeline, then
+#: the one-time switch configuration load per iteration (see the module docstring).
+CATEGORIES = ("compute", *COMM_CATEGORIES, "bubble", "config_load")
 
 
 @dataclass
 class IterationResult:
+    """One simulated iteration.
+
+    Members: ``workload``, ``fabric``, ``strategy`` (as text), ``schedule``, ``time_s`` (mean
+    per iteration over ``iterations``), ``breakdown`` (seconds per :data:`CATEGORIES`, adding up
+    to ``time_s``) and ``comm_busy`` (seconds each communication category runs; see
+    :func:`sysmodel.breakdown.attribute_time`), ``memory`` (:class:`MemoryPlan`),
+    ``microbatches``, ``samples_per_dp``, ``tasks`` (in the task graph), ``notes``,
+    ``steady_time_s`` (one iteration without one-time costs), ``config_load_s`` (the one-time
+    switch configuration load of the first iteration), ``iterations``, ``npus_used`` (MP x DP
+    x PP) and ``idle_npus`` (the platform's NPUs the strategy leaves idle)."""
+
     workload: str
     fabric: str
     strategy: str
@@ -93,6 +108,11 @@ class IterationResult:
     microbatches: int
     samples_per_dp: int
     tasks: int
+    steady_time_s: float
+    config_load_s: float
+    iterations: int
+    npus_used: int
+    idle_npus: int
     notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -101,446 +121,56 @@ class IterationResult:
         return d
 
 
-@dataclass(frozen=True)
-class CommTime:
-    """A communication task's time alone (s) and its link loads (bytes per directed link) for
-    link sharing in the engine; ``k * c`` is k back-to-back repetitions."""
-
-    time_s: float
-    loads: object = None
-    bw: object = None
-
-    def times(self, k: float) -> "CommTime":
-        return CommTime(self.time_s * k, None if self.loads is None else self.loads * k, self.bw)
-
-    __mul__ = times
-
-    def __gt__(self, other) -> bool:
-        return self.time_s > other
-
-
-def _stages(workload: Workload, pp: int) -> list[list[int]]:
-    """Contiguous layer ranges per stage, balanced by forward FLOPs (each stage >= 1 layer)."""
-    layers = workload.layers
-    if pp > len(layers):
-        raise FredError(f"PP({pp}) exceeds the {len(layers)} layers of {workload.name}")
-    weights = [max(l.fwd_flops, 1.0) for l in layers]
-    total = sum(weights)
-    bounds, acc, k = [0], 0.0, 1
-    for i, w in enumerate(weights):
-        acc += w
-        remaining_layers = len(layers) - (i + 1)
-        remaining_stages = pp - k
-        if k < pp and (acc >= total * k / pp or remaining_layers == remaining_stages):
-            bounds.append(i + 1)
-            k += 1
-    bounds.append(len(layers))
-    return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
-
-
-def _shard(layer, mp):
-    return mp if layer.mp_shardable else 1
-
-
-def memory_plan(platform: Platform, workload: Workload, strategy: Strategy, stages, mb: float,
-                microbatches: int, schedule: str) -> MemoryPlan:
-    """Memory per NPU of the worst stage; raises naming what overflows when nothing fits."""
-    cap = platform.memory_capacity_bytes
-    worst = None
-    for s, layer_ids in enumerate(stages):
-        layers = [workload.layers[i] for i in layer_ids]
-        inflight = microbatches if (schedule == "gpipe" or workload.mode == "weight-streaming") \
-            else min(microbatches, strategy.pp - s)
-        full = inflight * mb * sum(l.stored_bytes(strategy.mp) for l in layers)
-        ckpt = inflight * mb * sum(l.in_bytes for l in layers) \
-            + mb * max(l.stored_bytes(strategy.mp) for l in layers)
-        if workload.mode == "weight-stationary":
-            p = sum(l.params / _shard(l, strategy.mp) for l in layers)
-            weights, grads = BYTES * p, BYTES * p / strategy.dp
-            opt = platform.optimizer_bytes_per_param * p / strategy.dp
-        else:
-            biggest = sorted((l.params / _shard(l, strategy.mp) for l in layers), reverse=True)
-            p = sum(biggest[:workload.layers_on_wafer])
-            weights, grads, opt = BYTES * p, BYTES * p, 0.0
-        base = weights + grads + opt
-        recompute = offload = False
-        acts = full
-        if base + full > cap:
-            recompute, acts = True, ckpt
-            if base + ckpt > cap:
-                if workload.mode == "weight-streaming" and base + mb * max(
-                        l.stored_bytes(strategy.mp) for l in layers) <= cap:
-                    offload, acts = True, mb * max(l.stored_bytes(strategy.mp) for l in layers)
-                else:
-                    raise FredError(
-                        f"{workload.name} with {strategy} does not fit in "
-                        f"{platform.memory_capacity_gb:g} GB per NPU: stage {s} needs "
-                        f"{(base + ckpt) / 1e9:.1f} GB even with activation recomputation "
-                        f"(weights {weights / 1e9:.1f}, gradients {grads / 1e9:.1f}, optimizer "
-                        f"{opt / 1e9:.1f}, activations {ckpt / 1e9:.1f} GB)")
-        plan = MemoryPlan(s, weights, grads, opt, acts, recompute, offload, cap)
-        if worst is None or plan.total > worst.total:
-            worst = plan
-        if s == 0 or recompute or offload:
-            worst_flags = (worst.recompute or recompute, worst.offload or offload)
-            worst.recompute, worst.offload = worst_flags
-    return worst
-
-
-def _schedule_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple[str, int]]:
-    if schedule == "gpipe":
-        return [("F", i) for i in range(m)] + [("B", i) for i in reversed(range(m))]
-    warm = min(pp - stage - 1, m)
-    ops = [("F", i) for i in range(warm)]
-    for i in range(m - warm):
-        ops += [("F", warm + i), ("B", i)]
-    ops += [("B", i) for i in range(m - warm, m)]
-    return ops
-
-
 def simulate_iteration(platform: Platform, fabric: str, workload: Workload,
                        strategy: Strategy | None = None, *, schedule: str = "1f1b",
                        samples_per_dp: int | None = None,
                        microbatches: int | None = None, overlap: bool = True) -> IterationResult:
     """Time of one training iteration of ``workload`` on ``fabric`` (see the module docstring).
 
+    The steps: :func:`~sysmodel.iteration_plan.plan_iteration` (stages, microbatches, memory),
+    the task graph of the workload's mode (:data:`~sysmodel.task_graphs.TASK_GRAPHS`) timed by
+    :func:`~sysmodel.compute_timing.compute_timer` and
+    :class:`~sysmodel.comm_timing.CommTimer`, its execution on a
+    :class:`~sysmodel.task_graphs.StageEngine`, the breakdown
+    (:func:`~sysmodel.breakdown.attribute_time`), and the mean over ``platform.iterations``
+    iterations, the first of which loads the switch configurations (:func:`mean_iteration_s`).
+
     ``overlap=False`` is the serialised mode: every communication task blocks the compute unit
     of the stage it belongs to (it starts after that stage's previous compute task and the next
     one waits for it), so nothing overlaps compute: DP all-reduces, PP sends and weight
     streams are all exposed. It brackets the paper's unknown overlap policy (see
     docs/sysmodel.md); the default overlaps as a framework would."""
-    strategy = strategy or workload.strategy
-    strategy.check(platform.npus)
-    if schedule not in SCHEDULES:
-        raise FredError(f"unknown pipeline schedule {schedule!r}; expected {' or '.join(SCHEDULES)}")
-    samples = workload.samples_per_dp if samples_per_dp is None else samples_per_dp
-    if not isinstance(samples, int) or samples < 1:
-        raise FredError(f"samples per DP replica must be a positive integer, got {samples!r}")
-    m = microbatches or (workload.microbatches if strategy.pp > 1 else 1)
-    if m < 1 or m > samples:
-        raise FredError(f"{m} microbatches cannot split {samples} samples per DP replica")
-    streaming = workload.mode == "weight-streaming"
-    if streaming:  # layer l on stage l % PP: PP consecutive layers form one pipeline wave
-        stages = [list(range(s, len(workload.layers), strategy.pp)) for s in range(strategy.pp)]
-        if strategy.pp > len(workload.layers):
-            raise FredError(f"PP({strategy.pp}) exceeds the {len(workload.layers)} layers of {workload.name}")
-    else:
-        stages = _stages(workload, strategy.pp)
-    # More microbatches (smaller working set) only when the requested count does not fit:
-    # the same gradient accumulation a framework would fall back to.
-    candidates = [k for k in range(m, samples + 1) if samples % k == 0] or [m]
-    if microbatches:
-        candidates = [m]
-    error = None
-    for k in candidates:
-        try:
-            mem = memory_plan(platform, workload, strategy, stages, samples / k, k, schedule)
-            m = k
-            break
-        except FredError as exc:
-            error = error or exc
-    else:
-        raise error
-    mb = samples / m
-    eff_flops = platform.peak_flops * platform.compute_efficiency
-    hbm = platform.memory_bandwidth_gbps * 1e9
-
-    def compute_time(layer, backward: bool) -> float:
-        shard = _shard(layer, strategy.mp)
-        flops = layer.fwd_flops * mb / shard
-        nbytes = BYTES * layer.params / shard + mb * (layer.in_bytes + layer.out_bytes)
-        if backward:
-            flops *= 3 if mem.recompute else 2
-            nbytes *= 2
-        return max(flops / eff_flops, nbytes / hbm)
-
-    def comm(collectives) -> "CommTime":
-        if not collectives:
-            return CommTime(0.0)
-        r = evaluate(platform, fabric, collectives)
-        return CommTime(r.time_s, r.link_loads, r.link_bw)
-
-    mp_groups_of = {s: [tuple(strategy.rank(mp=k, dp=dp, pp=s) for k in range(strategy.mp))
-                        for dp in range(strategy.dp)] for s in range(strategy.pp)}
-    dp_of_stage = {s: [tuple(strategy.rank(mp=mp, dp=dp, pp=s) for dp in range(strategy.dp))
-                       for mp in range(strategy.mp)] for s in range(strategy.pp)}
-
-    def mp_time(layer, stage) -> "CommTime":
-        if strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
-            return CommTime(0.0)
-        size = mb * (layer.out_bytes or layer.in_bytes)
-        one = comm([Collective("all-reduce", g, size) for g in mp_groups_of[stage]])
-        return one.times(layer.mp_allreduces)
-
-    def pp_time(a: int, b: int, nbytes: float) -> "CommTime":
-        """Stage a -> stage b hand-over of every DP replica (multicast to b's MP group)."""
-        out = []
-        for dp in range(strategy.dp):
-            out.append(Collective("multicast",
-                                  tuple(strategy.rank(mp=k, dp=dp, pp=b) for k in range(strategy.mp)),
-                                  nbytes, root=strategy.rank(mp=0, dp=dp, pp=a)))
-        return comm(out)
-
-    def dp_time(elements, stage) -> "CommTime":
-        """One gradient bucket of ``elements`` reduced over every DP group of the stage."""
-        if strategy.dp == 1 or elements == 0:
-            return CommTime(0.0)
-        return comm([Collective("all-reduce", g, BYTES * elements) for g in dp_of_stage[stage]])
-
-    def io_time(layer, stage, op) -> "CommTime":
-        if layer.params == 0:
-            return CommTime(0.0)
-        size = BYTES * layer.params / _shard(layer, strategy.mp)
-        return comm([Collective(op, g, size) for g in dp_of_stage[stage]])
-
-    def spill_time(layer, op) -> "CommTime":
-        size = mb * layer.in_bytes
-        return comm([Collective(op, tuple(range(platform.npus)), size)])
-
-    eng = _StageEngine(blocking=not overlap)
-    pp_fwd: dict = {}          # (stage boundary, micro) -> send task
-    pp_bwd: dict = {}
-    rep = {s: strategy.rank(mp=0, dp=0, pp=s) for s in range(strategy.pp)}
-
-    def res(s, kind):
-        return f"s{s}.{kind}"
-
-    if not streaming:
-        ops = {s: _schedule_ops(schedule, s, strategy.pp, m) for s in range(strategy.pp)}
-        # Resource order must be a valid interleaving across stages, so add the tasks in
-        # an order that respects dependencies: round-robin over stages, one op at a time.
-        pos = {s: 0 for s in range(strategy.pp)}
-        done_b = {s: 0 for s in range(strategy.pp)}
-        progress = True
-        while progress:
-            progress = False
-            for s in range(strategy.pp):
-                while pos[s] < len(ops[s]):
-                    kind, i = ops[s][pos[s]]
-                    if kind == "F" and s > 0 and (s - 1, i) not in pp_fwd:
-                        break
-                    if kind == "B" and s < strategy.pp - 1 and (s, i) not in pp_bwd:
-                        break
-                    layer_ids = stages[s] if kind == "F" else list(reversed(stages[s]))
-                    prev = pp_fwd.get((s - 1, i)) if kind == "F" else pp_bwd.get((s, i))
-                    if kind == "B":
-                        done_b[s] += 1
-                    final_b = kind == "B" and done_b[s] == m
-                    bucket, bucket_elements = [], 0.0
-                    for li in layer_ids:
-                        layer = workload.layers[li]
-                        t = eng.add(f"{kind}{i} s{s} {layer.name}", res(s, "compute"),
-                                    compute_time(layer, kind == "B"), [prev], npu=rep[s])
-                        prev = t
-                        d = mp_time(layer, s)
-                        if d > 0:
-                            prev = eng.add(f"{kind}{i} s{s} {layer.name} mp", res(s, "mp"), d, [t],
-                                           category="mp", npu=rep[s])
-                        if final_b:
-                            # ZeRO-2 gradient buckets: reduced once full (or at the end of
-                            # the backward), blocking compute unless training.dp_overlap
-                            bucket.append(layer)
-                            bucket_elements += layer.params / _shard(layer, strategy.mp)
-                            if bucket_elements >= platform.dp_bucket_elements or li == layer_ids[-1]:
-                                d = dp_time(bucket_elements, s)
-                                if d > 0:
-                                    names = bucket[0].name if len(bucket) == 1 else \
-                                        f"{bucket[0].name}..{bucket[-1].name}"
-                                    eng.add(f"dp s{s} {names}", res(s, "dp"), d, [t], category="dp",
-                                            npu=rep[s], block=not platform.dp_overlap)
-                                bucket, bucket_elements = [], 0.0
-                    last = workload.layers[stages[s][-1] if kind == "F" else stages[s][0]]
-                    if kind == "F" and s < strategy.pp - 1:
-                        pp_fwd[(s, i)] = eng.add(f"F{i} s{s} send", res(s, "pp"),
-                                                 pp_time(s, s + 1, mb * last.out_bytes), [prev],
-                                                 category="pp", npu=rep[s])
-                    if kind == "B" and s > 0:
-                        pp_bwd[(s - 1, i)] = eng.add(f"B{i} s{s} send", res(s, "pp"),
-                                                     pp_time(s, s - 1, mb * last.in_bytes), [prev],
-                                                     category="pp", npu=rep[s])
-                    pos[s] += 1
-                    progress = True
-        if any(pos[s] < len(ops[s]) for s in ops):
-            raise FredError("internal: pipeline schedule could not be ordered")
-        # sharded optimizer step (memory-bound: FP32 master + moments + FP16 weight and grad)
-        for s in range(strategy.pp):
-            p = sum(workload.layers[i].params / _shard(workload.layers[i], strategy.mp) for i in stages[s])
-            opt_bytes = p / strategy.dp * (platform.optimizer_bytes_per_param * 2 + 2 * BYTES)
-            dps = [i for i, t in enumerate(eng.tasks) if t.resource == res(s, "dp")]
-            eng.add(f"optimizer s{s}", res(s, "compute"), opt_bytes / hbm, dps, npu=rep[s])
-    else:
-        _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, mp_time,
-                         pp_time, io_time, spill_time, rep, res)
-    schedule_result = eng.run()
-    breakdown, busy, stage = _breakdown(schedule_result, strategy, rep, res)
-    notes = []
-    if m != (microbatches or (workload.microbatches if strategy.pp > 1 else 1)):
-        notes.append(f"{m} microbatches (more than requested) so the working set fits")
-    if mem.recompute:
-        notes.append("activation recomputation (backward = 3x forward FLOPs)")
-    if mem.offload:
-        notes.append("activation checkpoints offloaded to external memory through the I/O controllers")
-    return IterationResult(workload=workload.name, fabric=fabric, strategy=str(strategy),
-                           schedule=schedule, time_s=schedule_result.makespan, breakdown=breakdown,
-                           comm_busy=busy, memory=mem, microbatches=m, samples_per_dp=samples,
-                           tasks=len(eng.tasks), notes=notes)
+    platform.check_fabric(fabric)
+    plan = plan_iteration(platform, workload, strategy, schedule=schedule,
+                          samples_per_dp=samples_per_dp, microbatches=microbatches)
+    eng = StageEngine(blocking=not overlap)
+    comm = build_task_graph(eng, plan, fabric)
+    executed = eng.run()
+    breakdown, busy, _ = attribute_time(executed, plan.strategy.pp, plan.representative)
+    config_load = comm.config_load_s()
+    iterations = platform.iterations
+    breakdown["config_load"] = config_load / iterations
+    return IterationResult(workload=workload.name, fabric=fabric, strategy=str(plan.strategy),
+                           schedule=schedule,
+                           time_s=mean_iteration_s(executed.makespan, config_load, iterations),
+                           breakdown=breakdown, comm_busy=busy, memory=plan.memory,
+                           microbatches=plan.microbatches, samples_per_dp=plan.samples_per_dp,
+                           tasks=len(eng.tasks), notes=plan.notes(), steady_time_s=executed.makespan,
+                           config_load_s=config_load, iterations=iterations,
+                           npus_used=plan.strategy.npus, idle_npus=plan.idle_npus)
 
 
-class _StageEngine(Engine):
-    """The engine, told which pipeline stage each task belongs to (``stage=``, else read from a
-    ``s<stage>.<kind>`` resource name). With ``blocking`` (``overlap=False``) a communication
-    task first waits for its stage's latest compute task, and the stage's next compute task
-    waits for every communication task added since: communication never overlaps compute
-    (although one stage's communication may overlap another stage's compute)."""
-
-    def __init__(self, *, blocking: bool):
-        super().__init__()
-        self.blocking = blocking
-        self._last_compute: dict[int, int] = {}
-        self._pending: dict[int, list[int]] = {}
-
-    def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
-        """``block``: this communication task blocks its stage's compute even when the engine
-        does not block every task (DeepSpeed's ZeRO-2 gradient reduction without
-        ``overlap_comm`` runs on the compute stream)."""
-        compute = resource.endswith(".compute")
-        blocking = self.blocking or block
-        if not (compute or blocking):
-            return super().add(name, resource, duration, deps, **kwargs)
-        if stage is None:
-            if not resource.startswith("s"):
-                raise FredError(f"internal: task {name} on {resource} has no stage")
-            stage = int(resource[1:].split(".")[0])
-        elif not resource.startswith("s"):
-            # the wafer-wide I/O channel gets one queue per stage, or stage s's stream (now
-            # waiting for s's compute) would hold up the other stages' streams behind it; the
-            # streams still share the controllers' links through their link loads
-            resource = f"s{stage}.{resource}"
-        deps = list(deps)
-        if compute:
-            deps += self._pending.pop(stage, [])
-            tid = super().add(name, resource, duration, deps, **kwargs)
-            self._last_compute[stage] = tid
-        else:
-            deps.append(self._last_compute.get(stage))
-            tid = super().add(name, resource, duration, deps, **kwargs)
-            self._pending.setdefault(stage, []).append(tid)
-        return tid
+def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> float:
+    """Mean time per iteration over ``iterations`` iterations of ``steady_s`` each, the first
+    of which also pays ``one_time_s`` (seconds)."""
+    return steady_s + one_time_s / iterations
 
 
-def _streaming_tasks(eng, workload, strategy, stages, m, mb, mem, compute_time, mp_time, pp_time,
-                     io_time, spill_time, rep, res):
-    """Weight streaming: layers in order, layer l on stage l % PP; a layer's weights load
-    (I/O in) once resident slots allow, then all microbatches run through it; consecutive
-    layers on different stages hand each microbatch over by a PP multicast."""
-    keep = workload.layers_on_wafer
-    pp = strategy.pp
-    n = len(workload.layers)
-    stage_of = {li: li % pp for li in range(n)}
-    done = {s: [] for s in range(pp)}   # per stage: task ending each of its layers (last mb)
-
-    def run_pass(order, backward):
-        order = list(order)
-        prev = {i: None for i in range(m)}
-        kind = "B" if backward else "F"
-        for position, li in enumerate(order):
-            layer = workload.layers[li]
-            s = stage_of[li]
-            j = len(done[s])
-            gate = done[s][j - keep] if j >= keep else None  # a free resident slot
-            load = eng.add(f"load {kind} {layer.name}", "io.in", io_time(layer, s, "io-load"),
-                           [gate], category="io", stage=s)
-            deps = [load]
-            if backward and mem.offload:
-                deps.append(eng.add(f"unspill {layer.name}", "io.in", spill_time(layer, "io-read") * m,
-                                    [gate], category="io", stage=s))
-            following = order[position + 1] if position + 1 < len(order) else None
-            hand_over = following is not None and stage_of[following] != s
-            for i in range(m):
-                t = eng.add(f"{kind}{i} {layer.name}", res(s, "compute"), compute_time(layer, backward),
-                            [*deps, prev[i]], npu=rep[s])
-                d = mp_time(layer, s)
-                prev[i] = eng.add(f"{kind}{i} {layer.name} mp", res(s, "mp"), d, [t],
-                                  category="mp", npu=rep[s]) if d > 0 else t
-                if mem.offload and not backward:
-                    eng.add(f"spill {layer.name} {i}", "io.out", spill_time(layer, "io-write"),
-                            [t], category="io", stage=s)
-                if hand_over:
-                    # each microbatch crosses to the next layer's stage as soon as it is done
-                    # (added here, in program order, so that the serialised mode blocks the
-                    # sender's next microbatch rather than its next layer)
-                    nbytes = mb * (workload.layers[following].in_bytes if not backward else layer.in_bytes)
-                    prev[i] = eng.add(f"{kind}{i} send to s{stage_of[following]}", res(s, "pp"),
-                                      pp_time(s, stage_of[following], nbytes), [prev[i]],
-                                      category="pp", npu=rep[s])
-            done[s].append(prev[m - 1])
-            if backward:
-                eng.add(f"store {layer.name}", "io.out", io_time(layer, s, "io-store"),
-                        [prev[m - 1]], category="io", stage=s)
-
-    run_pass(range(n), backward=False)
-    run_pass(reversed(range(n)), backward=True)
-
-
-def _union(intervals):
-    out = []
-    for a, b in sorted(intervals):
-        if b <= a:
-            continue
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
-def _overlap(segments, intervals):
-    """Portions of ``segments`` covered by ``intervals`` (both unions); returns (covered, rest)."""
-    covered, rest = 0.0, []
-    for a, b in segments:
-        cur = a
-        for x, y in intervals:
-            if y <= cur or x >= b:
-                continue
-            if x > cur:
-                rest.append([cur, x])
-            lo, hi = max(cur, x), min(b, y)
-            covered += hi - lo
-            cur = hi
-            if cur >= b:
-                break
-        if cur < b:
-            rest.append([cur, b])
-    return covered, rest
-
-
-def _breakdown(sched, strategy, rep, res):
-    makespan = sched.makespan
-    best = None
-    for s in range(strategy.pp):
-        comp = [t for t in sched.tasks if t.resource == res(s, "compute")]
-        busy = sum(t.duration for t in comp)
-        if best is None or busy > best[1]:
-            best = (s, busy, comp)
-    s, busy, comp = best
-    idle = _gaps(comp, makespan)
-    out = {"compute": busy}
-    comm_busy = {}
-    for cat in ("mp", "pp", "io", "dp"):
-        mine = [t for t in sched.tasks if t.category == cat and (t.npu in (None, rep[s]))]
-        comm_busy[cat] = sum(t.duration for t in mine)
-        covered, idle = _overlap(idle, _union([(t.start, t.end) for t in mine]))
-        out[cat] = covered
-    out["bubble"] = sum(b - a for a, b in idle)
-    return out, comm_busy, s
-
-
-def _gaps(tasks, makespan):
-    gaps, cur = [], 0.0
-    for t in sorted(tasks, key=lambda t: t.start):
-        if t.start > cur:
-            gaps.append([cur, t.start])
-        cur = max(cur, t.end)
-    if cur < makespan:
-        gaps.append([cur, makespan])
-    return gaps
+def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str) -> CommTimer:
+    """Add ``plan``'s iteration on ``fabric`` to ``eng``; returns the communication timer used."""
+    compute = compute_timer(plan)
+    comm = CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples,
+                     recompute_mode=plan.memory.recompute_mode,
+                     sequence_parallel=plan.workload.sequence_parallel)
+    TASK_GRAPHS[plan.workload.mode](eng, plan, compute, comm)
+    return comm

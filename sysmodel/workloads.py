@@ -24,8 +24,16 @@ from dataclasses import dataclass, field, replace
 
 from hdl.base.errors import FredError
 from hdl.base.placement import Strategy, parse_strategy
+from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
 
-__all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS", "get_workload"]
+__all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS", "get_workload",
+           "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
+
+#: Activation recomputation policies: ``auto`` (full recomputation only when the activations
+#: would not fit otherwise), ``none``, ``selective`` (the attention core, Korthikanti et al.
+#: 2022), ``full`` (every layer's forward again before its backward).
+RECOMPUTE = ("auto", "none", "selective", "full")
+MODES = ("weight-stationary", "weight-streaming")
 
 BYTES = 2  # FP16
 
@@ -34,7 +42,13 @@ BYTES = 2  # FP16
 class Layer:
     """One layer: ``fwd_flops`` per sample, ``params``, ``out_bytes`` (activation handed to the
     next layer, per sample), ``stored_bytes(mp)`` activation memory kept for backward per
-    sample, ``mp_allreduces`` per pass under Megatron-style MP, ``mp_shardable``."""
+    sample, ``mp_allreduces`` per pass under Megatron-style MP, ``mp_shardable``.
+
+    ``gemms`` / ``vectors``: the forward work by shape (:mod:`sysmodel.compute`); a layer
+    without them is timed by the flat roofline from ``fwd_flops``. ``stored_core``: activation
+    bytes per sample of the attention core (divided by MP; dropped by selective
+    recomputation, which recomputes them); ``stored_sp``: whether the replicated part of the
+    stored activations is split over MP under sequence parallelism."""
 
     name: str
     fwd_flops: float
@@ -44,9 +58,20 @@ class Layer:
     stored_coeff: tuple[float, float] = (0.0, 0.0)  # stored = a + b / mp bytes per sample
     mp_allreduces: int = 2
     mp_shardable: bool = True
+    gemms: tuple = ()
+    vectors: tuple = ()
+    stored_core: float = 0.0
+    stored_sp: bool = False
 
-    def stored_bytes(self, mp: int) -> float:
-        return self.stored_coeff[0] + self.stored_coeff[1] / mp
+    def stored_bytes(self, mp: int, *, sequence_parallel: bool = False,
+                     selective: bool = False) -> float:
+        a = self.stored_coeff[0] / (mp if sequence_parallel and self.stored_sp else 1)
+        return a + self.stored_coeff[1] / mp + (0.0 if selective else self.stored_core / mp)
+
+    def shards(self, mp: int) -> int:
+        """How many ways MP(``mp``) divides this layer's FLOPs and weights (1 when it is not
+        MP-shardable)."""
+        return mp if self.mp_shardable else 1
 
 
 @dataclass(frozen=True)
@@ -57,7 +82,13 @@ class Workload:
     ``microbatches``: pipeline microbatches per iteration (per DP replica); ``samples_per_dp``:
     minibatch per DP replica (paper: 16, 40 in the strategy sweep); ``layers_on_wafer``: in
     weight streaming, how many layers' weights a stage holds at once (paper: 2, i.e. double
-    buffering)."""
+    buffering). ``recompute``: one of :data:`RECOMPUTE`; ``sequence_parallel``: Megatron
+    sequence parallelism (LayerNorm/dropout split over MP; its reduce-scatter + all-gather
+    move the bytes of the all-reduce they replace); ``interleave``: model chunks per pipeline
+    stage (Megatron's interleaved 1F1B schedule); ``dtype``: the GEMMs' data type;
+    ``source``: the file it was loaded from; ``pipeline_split``: ``flops`` (stages balanced by
+    forward FLOPs) or ``layers`` (Megatron: equal numbers of the inner layers per stage, the
+    first and last layer -- embedding, head -- with the first and last stage)."""
 
     name: str
     layers: tuple[Layer, ...]
@@ -68,10 +99,30 @@ class Workload:
     layers_on_wafer: int = 2
     description: str = ""
     hyper: dict = field(default_factory=dict)
+    recompute: str = "auto"
+    sequence_parallel: bool = False
+    interleave: int = 1
+    dtype: str = "fp16"
+    source: str = ""
+    pipeline_split: str = "flops"
 
     def __post_init__(self):
-        if self.mode not in ("weight-stationary", "weight-streaming"):
+        if self.mode not in MODES:
             raise FredError(f"workload {self.name}: mode must be weight-stationary or weight-streaming")
+        if self.recompute not in RECOMPUTE:
+            raise FredError(f"workload {self.name}: recompute must be one of {', '.join(RECOMPUTE)}, "
+                            f"got {self.recompute!r}")
+        if not isinstance(self.sequence_parallel, bool):
+            raise FredError(f"workload {self.name}: sequence_parallel must be true or false")
+        if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or self.interleave < 1:
+            raise FredError(f"workload {self.name}: interleave must be a positive integer, "
+                            f"got {self.interleave!r}")
+        if self.pipeline_split not in ("flops", "layers"):
+            raise FredError(f"workload {self.name}: pipeline_split must be flops or layers, "
+                            f"got {self.pipeline_split!r}")
+        if self.dtype not in DTYPE_BYTES:
+            raise FredError(f"workload {self.name}: dtype must be one of {', '.join(DTYPE_BYTES)}, "
+                            f"got {self.dtype!r}")
 
     @property
     def params(self) -> float:
@@ -86,38 +137,80 @@ class Workload:
 
 
 def transformer(*, name: str, layers: int, hidden: int, heads: int, seq: int, vocab: int,
-                mode: str, strategy: str, microbatches: int, description: str = "") -> Workload:
-    """A GPT-style decoder from hyper-parameters (keyword-only, validated)."""
+                mode: str, strategy: str, microbatches: int, description: str = "",
+                ffn: int | None = None, **options) -> Workload:
+    """A GPT-style decoder from hyper-parameters (keyword-only, validated).
+
+    Per block and sample of ``seq`` tokens (hidden h, ``heads`` a, head size d = h/a, MLP
+    width f = ``ffn``, default 4h), the forward GEMMs are QKV (s x 3h x h), attention scores
+    (a instances of s x s x d), attention x V (a of s x d x s), projection (s x h x h), MLP up
+    (s x f x h) and down (s x h x f): 6sh^2 + 2sh^2 + 4s^2h + 4shf FLOPs (24sh^2 + 4s^2h at
+    f = 4h). Megatron MP splits QKV and MLP-up by columns, projection and MLP-down by rows,
+    attention by heads. Element-wise work (FP16, bytes moved per sample): scale-mask-softmax
+    and attention dropout 9as^2 (read/write 2 B each, 1 B mask; split by heads: the attention
+    core), two LayerNorms and two bias-dropout-residual adds 22sh (split only under sequence
+    parallelism), bias-GeLU 4sf (split by MP). ``options``: further :class:`Workload` fields
+    (``recompute``, ``sequence_parallel``, ``interleave``, ``samples_per_dp``, ...)."""
     for key, value in dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab).items():
-        if not isinstance(value, int) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise FredError(f"transformer {name}: {key} must be a positive integer, got {value!r}")
+    f = 4 * hidden if ffn is None else ffn
+    if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
+        raise FredError(f"transformer {name}: ffn must be a positive integer, got {ffn!r}")
     h, s, a = hidden, seq, heads
+    d = h / a
     act = s * h * BYTES
+    block_gemms = (Gemm(s, 3 * h, h, shard="n"),
+                   Gemm(s, s, d, count=a, shard="count", merge=False, core=True),
+                   Gemm(s, d, s, count=a, shard="count", merge=False, core=True),
+                   Gemm(s, h, h, shard="k"),
+                   Gemm(s, f, h, shard="n"),
+                   Gemm(s, h, f, shard="k"))
+    block_vectors = (VectorOp(9.0 * a * s * s, "mp", core=True), VectorOp(22.0 * s * h, "sp"),
+                     VectorOp(4.0 * s * f, "mp"))
     out = [Layer("embedding", fwd_flops=0.0, params=vocab * h, out_bytes=act, in_bytes=s * 4,
-                 stored_coeff=(s * 4, 0.0), mp_allreduces=1)]
+                 stored_coeff=(s * 4, 0.0), mp_allreduces=1,
+                 vectors=(VectorOp(2.0 * s * h * BYTES),))]
     for i in range(layers):
-        out.append(Layer(f"block{i}", fwd_flops=24 * s * h * h + 4 * s * s * h,
-                         params=12 * h * h + 13 * h, out_bytes=act, in_bytes=act,
-                         stored_coeff=(s * h * 10, s * h * (24 + 5 * a * s / h))))
+        out.append(Layer(f"block{i}", fwd_flops=sum(g.flops for g in block_gemms),
+                         params=4 * h * h + 2 * h * f + 9 * h + f, out_bytes=act, in_bytes=act,
+                         stored_coeff=(s * h * 10, s * h * 24 * f / (4 * h)),
+                         stored_core=5.0 * a * s * s, stored_sp=True,
+                         gemms=block_gemms, vectors=block_vectors))
     # the tied output head: logits and loss (weights counted in the embedding)
     out.append(Layer("head", fwd_flops=2 * s * h * vocab, params=0.0, out_bytes=0.0, in_bytes=act,
-                     stored_coeff=(0.0, s * vocab * 4.0), mp_allreduces=1))
+                     stored_coeff=(0.0, s * vocab * 4.0), mp_allreduces=1,
+                     gemms=(Gemm(s, vocab, h, shard="n"),),
+                     vectors=(VectorOp(8.0 * s * vocab, "mp"),)))
     return Workload(name=name, layers=tuple(out), mode=mode, strategy=parse_strategy(strategy),
                     microbatches=microbatches, description=description,
-                    hyper=dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab))
+                    hyper=dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                               ffn=f), **options)
 
 
 def _conv(cin, cout, k, hout):
     return 2 * k * k * cin * cout * hout * hout, k * k * cin * cout
 
 
+def _conv_gemm(cin, cout, k, hout):
+    """A convolution as an implicit GEMM: rows = output pixels, cols = output channels,
+    reduction = input channels x kernel area."""
+    return Gemm(hout * hout, cout, cin * k * k, shard="n")
+
+
 def resnet152() -> Workload:
+    """ResNet-152 from its architecture (see the module docstring). Each convolution is an
+    implicit GEMM (:func:`_conv_gemm`); element-wise work per convolution output is BatchNorm
+    (statistics read, normalise read + write: 3x the output bytes, ReLU fused), per block
+    the residual add + ReLU (read two, write one: 3x the block output)."""
     layers = []
     flops, params = _conv(3, 64, 7, 112)
     layers.append(Layer("stem", fwd_flops=flops, params=params + 128, out_bytes=64 * 56 * 56 * BYTES,
                         in_bytes=3 * 224 * 224 * BYTES,
                         stored_coeff=(0.0, (64 * 112 * 112 * 3 + 3 * 224 * 224) * BYTES),
-                        mp_allreduces=1))
+                        mp_allreduces=1, gemms=(_conv_gemm(3, 64, 7, 112),),
+                        # BatchNorm on 64x112x112, max-pool read it and write 64x56x56
+                        vectors=(VectorOp((3 * 64 * 112 * 112 + 64 * 112 * 112 + 64 * 56 * 56) * BYTES),)))
     cin, size = 64, 56
     for stage, (blocks, width) in enumerate(((3, 64), (8, 128), (36, 256), (3, 512))):
         for b in range(blocks):
@@ -127,56 +220,61 @@ def resnet152() -> Workload:
             f1, p1 = _conv(cin, width, 1, size)       # 1x1 reduce (stride in the 3x3)
             f2, p2 = _conv(width, width, 3, hout)     # 3x3
             f3, p3 = _conv(width, cout, 1, hout)      # 1x1 expand
+            gemms = [_conv_gemm(cin, width, 1, size), _conv_gemm(width, width, 3, hout),
+                     _conv_gemm(width, cout, 1, hout)]
+            outs = width * size * size + width * hout * hout + cout * hout * hout
             f, p = f1 + f2 + f3, p1 + p2 + p3 + 2 * (2 * width + cout)  # + BatchNorm
             if b == 0:
                 fd, pd = _conv(cin, cout, 1, hout)    # projection shortcut
                 f, p = f + fd, p + pd + 2 * cout
+                gemms.append(_conv_gemm(cin, cout, 1, hout))
+                outs += cout * hout * hout
             stored = (width * size * size + width * hout * hout + 2 * cout * hout * hout) * BYTES * 3
             layers.append(Layer(f"conv{stage + 2}_{b + 1}", fwd_flops=f, params=p,
                                 out_bytes=cout * hout * hout * BYTES, in_bytes=cin * size * size * BYTES,
-                                stored_coeff=(0.0, stored), mp_allreduces=1))
+                                stored_coeff=(0.0, stored), mp_allreduces=1, gemms=tuple(gemms),
+                                vectors=(VectorOp(3 * (outs + cout * hout * hout) * BYTES),)))
             cin, size = cout, hout
     f, p = 2 * 2048 * 1000, 2048 * 1000 + 1000
     layers.append(Layer("fc", fwd_flops=f, params=p, out_bytes=1000 * BYTES, in_bytes=2048 * BYTES,
-                        stored_coeff=(0.0, 2048 * 7 * 7 * BYTES), mp_allreduces=1))
+                        stored_coeff=(0.0, 2048 * 7 * 7 * BYTES), mp_allreduces=1,
+                        gemms=(Gemm(1, 1000, 2048),),
+                        vectors=(VectorOp((2048 * 7 * 7 + 2048) * BYTES),)))  # global average pool
     return Workload(name="resnet-152", layers=tuple(layers), mode="weight-stationary",
                     strategy=parse_strategy("MP1-DP20-PP1"), microbatches=1,
                     description="ResNet-152, ImageNet 224x224, DP(20), weight-stationary")
 
 
-def _presets() -> dict:
-    return {
-        "resnet-152": resnet152,
-        # Turing-NLG-like (paper: 78 layers, hidden 4256, 28 heads); seq 1024 and GPT-2's
-        # vocabulary are Turing-NLG's. Strategy: the paper says MP, DP and PP are all used,
-        # "non-aligned", with 8 microbatches; MP5-DP2-PP2 is the only factorisation of 20 with
-        # all three > 1 and PP > 1 whose MP group does not align with the 4-NPU L1 / 4-wide row.
-        "transformer-17b": lambda: transformer(
-            name="transformer-17b", layers=78, hidden=4256, heads=28, seq=1024, vocab=50257,
-            mode="weight-stationary", strategy="MP5-DP2-PP2", microbatches=8,
-            description="Turing-NLG-like 17B, MP5-DP2-PP2, 8 microbatches, weight-stationary"),
-        # GPT-3 175B (Brown et al.): 96 layers, hidden 12288, 96 heads, seq 2048.
-        "gpt-3": lambda: transformer(
-            name="gpt-3", layers=96, hidden=12288, heads=96, seq=2048, vocab=50257,
-            mode="weight-streaming", strategy="MP2-DP5-PP2", microbatches=2,
-            description="GPT-3 175B, MP2-DP5-PP2, 2 microbatches, weight-streaming"),
-        # Megatron-1T-like (Narayanan et al. 2021): 128 layers, hidden 25600, 160 heads, seq 2048.
-        "transformer-1t": lambda: transformer(
-            name="transformer-1t", layers=128, hidden=25600, heads=160, seq=2048, vocab=51200,
-            mode="weight-streaming", strategy="MP1-DP20-PP1", microbatches=1,
-            description="Megatron-1T-like, DP(20), weight-streaming"),
-    }
-
-
+#: The paper's four workloads; each ships as a workload file ``configs/workloads/<name>.toml``
+#: (package data ``sysmodel/configs/workloads``), which says where every value comes from.
 WORKLOADS = ("resnet-152", "transformer-17b", "gpt-3", "transformer-1t")
 _CACHE: dict = {}
 
 
+def preset_path(name: str):
+    """The shipped workload file of preset ``name`` (a ``Traversable``)."""
+    from importlib import resources
+    return resources.files("sysmodel").joinpath("configs", "workloads", f"{name}.toml")
+
+
 def get_workload(name: str) -> Workload:
-    """A preset by name (one of :data:`WORKLOADS`)."""
-    presets = _presets()
-    if name not in presets:
-        raise FredError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}")
-    if name not in _CACHE:
-        _CACHE[name] = presets[name]()
-    return _CACHE[name]
+    """A preset by name (one of :data:`WORKLOADS`, or any file shipped in
+    ``configs/workloads/``), or a workload file by path (``.toml`` / ``.json``)."""
+    from pathlib import Path
+    from sysmodel.workload_file import load_workload_file, parse_workload
+    import tomllib
+    key = str(name)
+    if key in _CACHE:
+        return _CACHE[key]
+    shipped = preset_path(key) if "/" not in key and not key.endswith((".toml", ".json")) else None
+    if shipped is not None and shipped.is_file():
+        wl = parse_workload(tomllib.loads(shipped.read_text()),
+                            source=f"configs/workloads/{key}.toml")
+    elif Path(key).suffix in (".toml", ".json") or Path(key).exists():
+        wl = load_workload_file(key)
+        return wl  # files may change between calls: not cached
+    else:
+        raise FredError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}, or a "
+                        f"workload file path (.toml / .json)")
+    _CACHE[key] = wl
+    return wl

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,58 @@ def test_console_script_runs_as_a_process():
     assert result.returncode == 1
     assert result.stderr.strip() == ("fred verilog: error: unknown unit 'nope'; available: "
                                      + ", ".join(__import__("hdl.designs").designs.DESIGNS))
+
+
+# -- the system-model commands: tables, and where the switch timing came from -------------------
+def test_format_table_aligns_columns():
+    from fred.table import format_table
+    text = format_table(["name", "value"], [["a", "1.5"], ["longer", "12.25"]], title="t")
+    assert text.splitlines() == ["t",
+                                 "name    value",
+                                 "------  -----",
+                                 "a         1.5",
+                                 "longer  12.25"]
+    with pytest.raises(ValueError, match="2 cells, the header 3"):
+        format_table(["a", "b", "c"], [["1", "2"]])
+
+
+def _custom_characterization(tmp_path, latency_cycles):
+    document = json.loads((Path(__file__).resolve().parents[1] / "data" / "characterization.json").read_text())
+    document["switch"]["first_flit_latency_cycles"] = latency_cycles
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("argv", [
+    ["collective", "--fabric", "fred-d", "--op", "all-reduce", "--size", "1e3", "--group", "wafer"],
+    ["sweep", "--workload", "resnet-152", "--fabric", "fred-d", "--strategy", "MP1-DP20-PP1"],
+])
+def test_model_commands_state_and_take_the_switch_characterization(argv, tmp_path, capsys):
+    """Console and JSON output say where the switch timing came from; --characterization
+    replaces it (a slower switch makes the same run slower)."""
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("switch timing: ") and "(shipped with the package" in out
+    assert main([*argv, "--json"]) == 0
+    shipped = json.loads(capsys.readouterr().out)
+    assert shipped["switch_timing"]["shipped"] is True
+    path = _custom_characterization(tmp_path, 1000.0)
+    assert main([*argv, "--json", "--characterization", str(path)]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["switch_timing"]["source"] == str(path) and other["switch_timing"]["shipped"] is False
+    assert other["switch_timing"]["first_flit_latency_cycles"] == 1000.0
+    assert other["time_s"] > shipped["time_s"]
+    assert main([*argv, "--characterization", str(tmp_path / "none.json")]) == 1
+    assert "none.json does not exist" in capsys.readouterr().err
+
+
+def test_sweep_prints_an_aligned_ranking(capsys):
+    assert main(["sweep", "--workload", "resnet-152", "--fabric", "mesh", "--samples-per-dp", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("rank"))
+    assert set(lines[header + 1]) == {"-", " "}
+    rows = lines[header + 2:]
+    assert len(rows) == 18
+    column = lines[header].index("ms/sample") + len("ms/sample")   # right-aligned figures end here
+    assert all(row[column - 1] != " " for row in rows if "does not fit" not in row)

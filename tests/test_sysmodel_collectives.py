@@ -129,9 +129,21 @@ fabrics = st.sampled_from(FABRICS)
 @settings(max_examples=40, deadline=None)
 @given(group=groups, op=ops, fabric=fabrics, size=st.floats(1e3, 1e10))
 def test_time_grows_with_size(group, op, fabric, size):
+    """Never faster with more data; strictly slower once the data spans many flits (on FRED a
+    transfer moves whole flits, so two sizes within one flit per chunk take the same time)."""
     small = evaluate(P, fabric, [Collective(op, tuple(group), size)]).time_s
     large = evaluate(P, fabric, [Collective(op, tuple(group), size * 2)]).time_s
-    assert large > small
+    assert large >= small
+    if fabric == "mesh" or size >= 64 * len(group) * P.switch.flit_bytes:
+        assert large > small
+
+
+def test_sizes_within_one_flit_take_the_same_time_on_fred():
+    """The flit-rounding mechanism itself: a 3-member ring all-reduce of 1000 or 2000 bytes sends
+    chunks of under one 512 B flit per hop either way."""
+    times = [evaluate(P, "fred-a", [Collective("all-reduce", (0, 1, 2), size)]).time_s
+             for size in (1000.0, 2000.0)]
+    assert times[0] == times[1]
 
 
 @settings(max_examples=40, deadline=None)
@@ -200,3 +212,79 @@ def test_properties_exhaustive(group, op, fabric, factor, data):
                       npu_recv_gbps=P.npu_recv_gbps * factor, io_gbps=P.io_gbps * factor,
                       variants=variants)
     assert evaluate(faster, fabric, c).time_s <= base.time_s * (1 + 1e-12)
+
+
+# -- exact hand-computed cases: flits, switch latency, phase switches, configuration loads ------
+def _switch_hop():
+    """One NPU -> L1 -> NPU path: two links and the L1 switch's first-flit latency."""
+    return 2 * P.link_latency_s + P.switch.latency_s
+
+
+def test_in_switch_all_reduce_in_one_l1_exactly():
+    """Four NPUs of one L1 on Fred-D: every NPU link carries the buffer once, rounded up to
+    whole flits; latency = up + down through the L1 plus one phase switch."""
+    size = 1000.0
+    flit = P.switch.flit_bytes
+    wire = -(-size // flit) * flit                       # 1000 B -> 2 flits of 512 B
+    r = evaluate(P, "fred-d", [Collective("all-reduce", (0, 1, 2, 3), size)])
+    expected = wire / (P.npu_send_gbps * 1e9) + _switch_hop() + P.switch.phase_switch_s
+    assert r.time_s == pytest.approx(expected, rel=1e-12)
+    assert r.phases == 1 and r.bytes_sent_per_npu == size   # payload, not padding
+    assert r.config_load_s == pytest.approx(P.switch.config_load_s, rel=1e-12)  # one phase stored
+
+
+def test_ring_chunks_are_rounded_to_flits_on_fred_only():
+    """A two-NPU ring all-reduce sends two chunks of size/2 each way: on FRED each chunk is
+    rounded up to whole flits; the mesh is byte-granular."""
+    size, flit = 1000.0, P.switch.flit_bytes
+    c = [Collective("all-reduce", (0, 1), size)]
+    fred = evaluate(P, "fred-c", c)
+    chunk = -(-(size / 2) // flit) * flit                 # 500 B -> 512 B
+    assert fred.time_s == pytest.approx(2 * chunk / (P.npu_send_gbps * 1e9) + 2 * _switch_hop(), rel=1e-12)
+    assert fred.config_load_s == 0 and fred.phases == 0  # endpoint algorithm: unicasts route online
+    mesh = evaluate(P, "mesh", c)
+    assert mesh.time_s == pytest.approx(size / (P.mesh_link_gbps * 1e9) + 2 * P.link_latency_s, rel=1e-12)
+
+
+def test_flit_padding_matters_for_small_transfers_only():
+    """100 B reduced in-switch over the wafer puts one whole flit on every link; 1 GB puts
+    1 GB (it is a whole number of flits already)."""
+    r = evaluate(P, "fred-d", [Collective("all-reduce", WAFER, 100.0)])
+    assert r.busiest_link_bytes == P.switch.flit_bytes
+    assert evaluate(P, "fred-d", [Collective("all-reduce", WAFER, 1e9)]).busiest_link_bytes == 1e9 \
+        == -(-1e9 // P.switch.flit_bytes) * P.switch.flit_bytes
+
+
+def test_configuration_load_counts_each_stored_phase_once_per_switch():
+    """Concurrent in-switch collectives store one configuration each on every switch they
+    use; a switch loads its configurations one after another, switches in parallel."""
+    groups = [(0, 1), (2, 3), (4, 5)]                     # two on L1 0, one on L1 1
+    r = evaluate(P, "fred-d", [Collective("all-reduce", g, 1e6) for g in groups])
+    assert r.config_load_s == pytest.approx(2 * P.switch.config_load_s, rel=1e-12)
+    again = evaluate(P, "fred-d", [Collective("all-reduce", g, 2e6) for g in groups])
+    assert again.configurations == r.configurations       # the size is not part of a configuration
+    assert evaluate(P, "mesh", [Collective("all-reduce", g, 1e6) for g in groups]).config_load_s == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(group=groups, size=st.floats(1e2, 1e10))
+def test_in_switch_reduction_never_slows_an_all_reduce(group, size):
+    """Fred-B/D reduce in the switches; Fred-A/C run the best endpoint algorithm on the same
+    links: in-switch is never slower (one pass of each byte vs 2(n-1)/n, one dependent pass
+    vs 2(n-1) steps, even after its phase switch)."""
+    c = [Collective("all-reduce", tuple(group), size)]
+    for endpoint, in_switch in (("fred-a", "fred-b"), ("fred-c", "fred-d")):
+        assert evaluate(P, in_switch, c).time_s <= evaluate(P, endpoint, c).time_s
+
+
+def test_wire_bytes_rounds_each_chunk_up_to_whole_flits():
+    from sysmodel.collectives import build_network
+    fred, mesh = build_network(P, "fred-d"), build_network(P, "mesh")
+    flit = P.switch.flit_bytes
+    assert fred.wire_bytes(1.0) == flit                       # any non-empty chunk: one flit
+    assert fred.wire_bytes(1e-6) == flit
+    assert fred.wire_bytes(3 * flit) == 3 * flit              # whole flits are not padded
+    assert fred.wire_bytes(3 * flit * (1 + 1e-15)) == 3 * flit  # ... up to float rounding
+    assert fred.wire_bytes(3 * flit + 1) == 4 * flit
+    assert fred.wire_bytes(10 * flit + 4, chunks=4) == 4 * 3 * flit  # 4 chunks of 2.5 flits + 1 B
+    assert mesh.wire_bytes(1000.5, chunks=7) == 1000.5        # the mesh is byte-granular

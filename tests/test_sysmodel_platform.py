@@ -1,12 +1,13 @@
-"""Platform TOML and switch-timing loading/validation."""
+"""Platform TOML and switch-timing loading/validation: measured timing, never assumed."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from hdl.base.errors import FredError
 from sysmodel.platform import load_platform, default_platform
-from sysmodel.switch_timing import DEFAULT_SWITCH_TIMING, SCHEMA_ID, load_switch_timing
+from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing
 
 
 def test_default_platform_is_the_papers():
@@ -48,10 +49,36 @@ def test_zero2_defaults_are_deepspeeds():
     assert p.dp_bucket_elements == 5e8 and p.dp_overlap is False
 
 
-def test_switch_timing_defaults_and_file(tmp_path):
-    from sysmodel.switch_timing import default_characterization_path
-    if not default_characterization_path().exists():
-        assert load_switch_timing() is DEFAULT_SWITCH_TIMING
+ROOT = Path(__file__).resolve().parents[1]
+CHECKED_IN = ROOT / "data" / "characterization.json"
+
+
+def test_the_shipped_characterization_is_the_checked_in_file():
+    """With no file named, the model reads the characterization shipped with the package,
+    which in a source tree is the checked-in data/characterization.json, and says so."""
+    timing = load_switch_timing()
+    assert timing.shipped and Path(timing.source) == CHECKED_IN.resolve()
+    measured = json.loads(CHECKED_IN.read_text())
+    for name, value in measured["switch"].items():
+        assert getattr(timing, name) == value, name
+    made = measured["generated_by"]
+    assert timing.generated_by == f"{made['command']} ({made['date']})"
+    assert default_platform().switch == timing
+    assert load_platform().switch == timing
+
+
+def test_a_missing_shipped_characterization_is_an_error(tmp_path, monkeypatch):
+    """An installation without its characterization fails loudly instead of assuming
+    timings."""
+    import sysmodel.switch_timing as switch_timing
+    monkeypatch.setattr(switch_timing, "shipped_characterization_path", lambda: tmp_path / "gone.json")
+    with pytest.raises(FredError, match=r"shipped with the package is missing .*gone.json.*--characterization"):
+        load_switch_timing()
+    with pytest.raises(FredError, match="shipped with the package is missing"):
+        load_platform()
+
+
+def test_an_explicit_characterization_is_read_and_validated(tmp_path):
     with pytest.raises(FredError, match="does not exist"):
         load_switch_timing(tmp_path / "none.json")
     doc = {"schema": SCHEMA_ID, "switch": {"clock_mhz": 500, "flit_bytes": 64,
@@ -60,9 +87,10 @@ def test_switch_timing_defaults_and_file(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(doc))
     timing = load_switch_timing(path)
-    assert timing.latency_s == pytest.approx(18e-9)
+    assert timing.latency_s == pytest.approx(18e-9) and timing.config_load_s == pytest.approx(40e-9)
+    assert timing.source == str(path) and not timing.shipped and timing.generated_by == ""
     p = load_platform(characterization=path)
-    assert p.switch.first_flit_latency_cycles == 9
+    assert p.switch.first_flit_latency_cycles == 9 and p.switch.flit_bytes == 64
     doc["switch"]["clock_mhz"] = -1
     path.write_text(json.dumps(doc))
     with pytest.raises(FredError, match="clock_mhz"):
@@ -71,7 +99,26 @@ def test_switch_timing_defaults_and_file(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(FredError, match="flit_bytes' is missing"):
         load_switch_timing(path)
-    assert DEFAULT_SWITCH_TIMING.throughput_fraction == 1.0
+
+
+def test_switch_timing_has_no_defaults():
+    """Nothing can build a switch timing (or a platform) without saying what it is."""
+    from sysmodel.platform import Platform
+    from sysmodel.switch_timing import SwitchTiming
+    with pytest.raises(TypeError):
+        SwitchTiming(source="test")
+    fields = {k: getattr(default_platform(), k) for k in Platform.__dataclass_fields__}
+    del fields["switch"]
+    with pytest.raises(TypeError, match="switch"):
+        Platform(**fields)
+
+
+def test_removed_platform_key_is_refused_with_the_reason(tmp_path):
+    from importlib import resources
+    base = resources.files("sysmodel").joinpath("configs", "paper.toml").read_text()
+    text = base.replace("[training]\n", "[training]\nbytes_per_element = 2\n")
+    with pytest.raises(FredError, match="training.bytes_per_element is not a platform parameter: .*FP16"):
+        load_platform(_write(tmp_path, text))
 
 
 def test_measured_switch_throughput_limits_fred(tmp_path):

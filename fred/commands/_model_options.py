@@ -1,13 +1,24 @@
-"""Options shared by the system-model commands (``fred eval``, ``fred sweep``): the platform
-file, the compute what-if and the overlap policy."""
+"""Options and output shared by the system-model commands (``fred collective``, ``fred eval``,
+``fred sweep``): the platform file, the switch characterization, the compute what-if, the
+overlap policy, and the statement of where the switch timing came from."""
 
 from __future__ import annotations
 
 import argparse
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+def add_platform_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--platform`` and ``--characterization`` (every model command)."""
     parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
+    parser.add_argument("--characterization", default=None, metavar="PATH",
+                        help="measured switch timing, a JSON file in the format of "
+                             "docs/characterization-schema.md (default: the characterization "
+                             "shipped with the package, data/characterization.json)")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The platform options plus ``--compute-scale`` and ``--no-overlap`` (``eval``, ``sweep``)."""
+    add_platform_arguments(parser)
     parser.add_argument("--compute-scale", type=float, default=1.0, metavar="K",
                         help="NPU compute K times faster (peak FLOPS and HBM bandwidth x K; the "
                              "diagnostic of docs/sysmodel.md; default 1)")
@@ -20,7 +31,22 @@ def model_platform(args):
     """The platform the options describe (errors name the option)."""
     from hdl.base.errors import FredError
     from sysmodel.platform import default_platform, load_platform
-    platform = load_platform(args.platform) if args.platform else default_platform()
-    if not args.compute_scale > 0:
-        raise FredError(f"--compute-scale must be > 0, got {args.compute_scale}")
-    return platform.with_compute_scale(args.compute_scale)
+    if args.platform is None and args.characterization is None:
+        platform = default_platform()
+    else:
+        platform = load_platform(args.platform, characterization=args.characterization)
+    scale = getattr(args, "compute_scale", 1.0)
+    if not scale > 0:
+        raise FredError(f"--compute-scale must be > 0, got {scale}")
+    return platform.with_compute_scale(scale)
+
+
+def switch_timing_text(switch) -> str:
+    """Two lines for the console: where the switch timing came from, and the figures used."""
+    origin = "shipped with the package" if switch.shipped else "named explicitly, not the shipped one"
+    measured = f", measured by {switch.generated_by}" if switch.generated_by else ""
+    return (f"switch timing: {switch.source} ({origin}{measured})\n"
+            f"  first-flit latency {switch.first_flit_latency_cycles:g} cycles, phase switch "
+            f"{switch.phase_switch_cycles:g} cycles, configuration load {switch.config_load_cycles:g} "
+            f"cycles per phase, {switch.throughput_flits_per_cycle_per_port:g} flit/cycle/port, "
+            f"{switch.flit_bytes} B flits, {switch.clock_mhz:g} MHz")

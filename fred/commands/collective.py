@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_text
+from fred.table import format_table
 from hdl.base.errors import FredError
 
 HELP = "time a collective on the mesh or a FRED variant (per-link byte accounting)"
@@ -25,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(pp with multicast/point-to-point: the stage-boundary transfers)")
     parser.add_argument("--root", type=int, default=None,
                         help="root NPU of broadcast/reduce/multicast (default: lowest rank)")
-    parser.add_argument("--platform", default=None, help="platform TOML (default: shipped paper platform)")
+    add_platform_arguments(parser)
 
 
 def build_collectives(args, platform):
@@ -71,8 +73,7 @@ def build_collectives(args, platform):
 
 def run(args) -> int:
     from sysmodel.collectives import evaluate
-    from sysmodel.platform import default_platform, load_platform
-    platform = load_platform(args.platform) if args.platform else default_platform()
+    platform = model_platform(args)
     collectives = build_collectives(args, platform)
     result = evaluate(platform, args.fabric, collectives)
     out = {"fabric": args.fabric, "op": args.op, "size_bytes": args.size,
@@ -81,14 +82,19 @@ def run(args) -> int:
            "effective_bandwidth_per_npu_gbps": result.effective_bandwidth_per_npu_gbps,
            "busiest_link": result.busiest_link, "busiest_link_bytes": result.busiest_link_bytes,
            "latency_s": result.latency_s, "phases": result.phases,
-           "algorithms": result.algorithms}
+           "algorithms": result.algorithms, "switch_timing": platform.switch.to_dict()}
     if args.json:
         print_json(out)
-    else:
-        print(f"{args.fabric} {args.op} {args.size:g} B on {len(collectives)} group(s) "
-              f"[{', '.join(result.algorithms)}]")
-        print(f"  time                 {result.time_s * 1e6:.3f} us")
-        print(f"  bytes sent per NPU   {result.bytes_sent_per_npu:.6g}")
-        print(f"  effective bandwidth  {result.effective_bandwidth_per_npu_gbps:.1f} GBps per NPU")
-        print(f"  busiest link         {result.busiest_link} ({result.busiest_link_bytes:.6g} B)")
+        return 0
+    print(switch_timing_text(platform.switch))
+    print()
+    rows = [["time", f"{result.time_s * 1e6:.4f} us"],
+            ["  of which latency and phase switches", f"{result.latency_s * 1e6:.4f} us"],
+            ["bytes sent per NPU", f"{result.bytes_sent_per_npu:.6g}"],
+            ["effective bandwidth", f"{result.effective_bandwidth_per_npu_gbps:.1f} GBps per NPU"],
+            ["busiest link", f"{result.busiest_link} ({result.busiest_link_bytes:.6g} B)"],
+            ["phases", result.phases]]
+    print(format_table(["figure", "value"], rows, align="ll",
+                       title=f"{args.fabric} {args.op} {args.size:g} B on {len(collectives)} group(s) "
+                             f"[{', '.join(result.algorithms)}]"))
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
-from fred.commands._model_options import add_model_arguments, model_platform
+from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
+from fred.table import format_table
 
 HELP = "evaluate the four workloads on the mesh and Fred-A..D; write results/ (CSV, JSON, PNG)"
 
@@ -15,47 +16,131 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-files", action="store_true", help="print only; write nothing")
     parser.add_argument("--no-diagnostic", action="store_true",
                         help="skip the implied-compute-scale diagnostic (faster)")
+    parser.add_argument("--calibration", choices=("none", "paper"), default="none",
+                        help="paper: fit one compute factor per workload on its Fred-C figure and "
+                             "predict Fred-A, B, D (labelled; the headline stays the documented "
+                             "platform's)")
     add_model_arguments(parser)
 
 
 def run(args) -> int:
-    from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP, run_evaluation
-    from sysmodel.workloads import WORKLOADS
+    from sysmodel.evaluation import run_evaluation
     platform = model_platform(args)
     summary = run_evaluation(None if args.no_files else args.output, progress=True,
                              platform=platform, with_diagnostic=not args.no_diagnostic,
-                             overlap=not args.no_overlap)
+                             overlap=not args.no_overlap, calibration_mode=args.calibration)
+    paper_cal = summary.get("calibration_paper")
     if args.json:
-        print_json({"speedup": summary["speedup"]})
+        out = {"speedup": summary["speedup"], "switch_timing": summary["switch_timing"]}
+        if paper_cal:
+            out["calibration"] = {k: v for k, v in paper_cal.items() if k != "curves"}
+        print_json(out)
         return 0
+    print(switch_timing_text(platform.switch))
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
-    print(f"speedup over the 2D mesh (model, {mode}; paper in brackets)")
-    print(f"{'workload':18s}" + "".join(f"{f:>16s}" for f in FRED_FABRICS))
+    sections = [_speedups(summary, mode), _why(summary), *_sweeps(summary),
+                _spread(summary), _calibration(summary),
+                _paper_calibration(summary)]
+    for section in sections:
+        if section:
+            print()
+            print(section)
+    return 0
+
+
+def _speedups(summary, mode: str) -> str:
+    from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP
+    from sysmodel.workloads import WORKLOADS
+    rows = []
     for w in WORKLOADS:
         cells = []
         for f in FRED_FABRICS:
             paper = PAPER_SPEEDUP.get(f, {}).get(w)
-            cells.append(f"{summary['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else "       "))
-        print(f"{w:18s}" + "".join(f"{c:>16s}" for c in cells))
-    print("why (from the breakdown; docs/sysmodel.md explains):")
+            cells.append(f"{summary['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
+        rows.append([w, *cells])
+    return format_table(["workload", *FRED_FABRICS], rows,
+                        title=f"speedup over the 2D mesh (model, {mode}; paper in brackets)")
+
+
+def _why(summary) -> str:
+    from sysmodel.evaluation import PAPER_SPEEDUP
+    from sysmodel.workloads import WORKLOADS
+    rows = []
     for w in WORKLOADS:
-        print(f"  {w}: {summary['explanation'][w]['text']}")
+        e = summary["explanation"][w]
+        comm = e["exposed_comm_s"]
+        gaps = [f"{100 * (summary['speedup'][f][w] / PAPER_SPEEDUP[f][w] - 1):+.0f} %"
+                for f in ("fred-c", "fred-d")]
+        rows.append([w, f"{e['mesh_time_s']:.4g}", f"{100 * e['compute_fraction_of_mesh_iteration']:.1f}",
+                     *(f"{1e3 * comm[f]:.4g}" for f in ("mesh", "fred-c", "fred-d")), *gaps])
+    return format_table(
+        ["workload", "mesh s/iteration", "compute % of mesh", "exposed comm ms: mesh", "fred-c", "fred-d",
+         "fred-c vs paper", "fred-d vs paper"], rows,
+        title="why (from the iteration breakdown; docs/sysmodel.md explains)")
+
+
+def _sweeps(summary) -> list[str]:
+    ranked, compared = [], []
     for key, s in summary["sweep_summary"].items():
-        print(f"sweep {key}: {s}")
+        if "exposed_comm_reduction" in s:
+            compared.append([key.split("/")[0], f"{s['exposed_comm_reduction']:.2f}x",
+                             f"{s['mean_speedup']:.3f}", s["strategies"]])
+        else:
+            best = s["best_time_per_sample_s"]
+            exposed = s["mean_exposed_comm_per_sample_s"]
+            ranked.append([key, s["best"] or "none fits", "" if best is None else f"{1e3 * best:.3f}",
+                           s["most_compute_efficient"] or "",
+                           "" if exposed is None else f"{1e3 * exposed:.4g}", f"{s['feasible']}/{s['total']}"])
+    out = [format_table(["sweep", "best", "ms/sample", "most compute-efficient",
+                         "mean exposed comm ms/sample", "fit"], ranked, align="llrlrr",
+                        title="strategy sweeps (ranked by time per sample)")]
+    if compared:
+        out.append(format_table(["fred-d vs mesh", "exposed comm reduction", "mean speedup", "strategies"],
+                                compared, title="the sweeps compared (same strategies on both fabrics)"))
+    return out
+
+
+def _spread(summary) -> str | None:
     spread = summary["implied_compute_scale"].get("spread")
-    if spread:
-        print("compute speed-up each paper figure implies (one global value would need them equal):")
-        for policy, s in spread.items():
-            shown = f"x{s['min']:.3g} .. x{s['max']:.3g}" if s["min"] else "none reached"
-            missing = f"; never reached: {', '.join(s['unreachable'])}" if s["unreachable"] else ""
-            print(f"  {policy:10s} {shown}{missing}")
+    if not spread:
+        return None
+    rows = [[policy, f"x{s['min']:.3g}" if s["min"] else "none", f"x{s['max']:.3g}" if s["max"] else "none",
+             ", ".join(s["unreachable"]) or "-"] for policy, s in spread.items()]
+    return format_table(["policy", "smallest", "largest", "never reached"], rows, align="lrrl",
+                        title="compute speed-up each paper figure implies (one global value would "
+                              "need them equal)")
+
+
+def _calibration(summary) -> str | None:
+    from sysmodel.evaluation import PAPER_SPEEDUP
+    from sysmodel.workloads import WORKLOADS
     cal = summary.get("calibration")
-    if cal and cal["scale"]:
-        print(f"one compute factor fitted on {cal['anchor']} (x{cal['scale']:.3g}) predicts "
-              f"(paper in brackets):")
-        for w in WORKLOADS:
-            cells = [f"{cal['speedup'][f][w]:.2f} [{PAPER_SPEEDUP[f][w]:.2f}] {100 * cal['error'][f][w]:+.0f}%"
-                     for f in ("fred-c", "fred-d")]
-            print(f"  {w:18s} fred-c {cells[0]:>22s}   fred-d {cells[1]:>22s}")
-        print(f"  within 10 %: {', '.join(cal['within_10pct']) or 'none'}")
-    return 0
+    if not cal or not cal["scale"]:
+        return None
+    rows = [[w, *(f"{cal['speedup'][f][w]:.2f} [{PAPER_SPEEDUP[f][w]:.2f}] {100 * cal['error'][f][w]:+.0f} %"
+                  for f in ("fred-c", "fred-d"))] for w in WORKLOADS]
+    table = format_table(["workload", "fred-c", "fred-d"], rows,
+                         title=f"one compute factor fitted on {cal['anchor']} (x{cal['scale']:.3g}) "
+                               f"predicts (paper in brackets)")
+    return f"{table}\nwithin 10 %: {', '.join(cal['within_10pct']) or 'none'}"
+
+
+def _paper_calibration(summary) -> str | None:
+    from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP
+    paper_cal = summary.get("calibration_paper")
+    if not paper_cal:
+        return None
+    rows = []
+    for w, fit in paper_cal["fitted"].items():
+        cells = []
+        for f in FRED_FABRICS:
+            paper = PAPER_SPEEDUP.get(f, {}).get(w)
+            cells.append(f"{paper_cal['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
+        rows.append([w + ("" if fit["reached"] else " (closest)"), f"{fit['compute_scale']:.3g}",
+                     f"{fit['compute_s_per_iteration_mesh']:.4g}", *cells])
+    table = format_table(["workload", "k", "compute s", *FRED_FABRICS], rows,
+                         title="calibration 'paper': one compute factor per workload fitted on its "
+                               "Fred-C figure (paper in brackets; Fred-A/B are not in the paper)")
+    return (f"{table}\nFred-D within 10 % of the paper: "
+            f"{'yes' if paper_cal['fred_d_within_10pct'] else 'NO'} "
+            f"(worst {100 * paper_cal['fred_d_worst_error']:.1f} %)")

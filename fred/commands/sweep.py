@@ -6,7 +6,8 @@ import argparse
 import math
 
 from fred.cli import print_json
-from fred.commands._model_options import add_model_arguments, model_platform
+from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
+from fred.table import format_table
 
 HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
 
@@ -14,8 +15,10 @@ HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sysmodel.platform import FABRICS
     from sysmodel.workloads import WORKLOADS
-    parser.add_argument("--workload", required=True, choices=WORKLOADS)
-    parser.add_argument("--fabric", required=True, choices=FABRICS)
+    parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
+                        help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
+    parser.add_argument("--fabric", required=True,
+                        help=f"a fabric of the platform ({', '.join(FABRICS)} on the paper's)")
     parser.add_argument("--samples-per-dp", type=int, default=40,
                         help="minibatch per DP replica (paper's sweep: 40)")
     parser.add_argument("--strategy", default=None,
@@ -37,18 +40,21 @@ def run(args) -> int:
                  progress=not args.json, overlap=not args.no_overlap)
     if args.json:
         print_json({"workload": args.workload, "fabric": args.fabric,
+                    "switch_timing": platform.switch.to_dict(),
                     "ranking": [{k: (None if isinstance(v, float) and math.isinf(v) else v)
                                  for k, v in r.items()} for r in rows]})
         return 0
-    print(f"{'rank':>4s} {'strategy':14s} {'ms/sample':>10s} {'iter_s':>10s} {'compute':>9s} "
-          f"{'exposed':>9s} {'bubble':>9s}")
-    for r in rows:
-        if r["feasible"]:
-            print(f"{r['rank']:4d} {r['strategy']:14s} {r['time_per_sample_s'] * 1e3:10.4f} "
-                  f"{r['time_s']:10.4f} {r['compute_s']:9.4f} "
-                  f"{r['exposed_comm_s']:9.4f} {r['bubble_s']:9.4f}")
-        else:
-            print(f"{r['rank']:4d} {r['strategy']:14s} does not fit: {r['notes']}")
+    print(switch_timing_text(platform.switch))
+    print()
+    table = [[r["rank"], r["strategy"], f"{r['time_per_sample_s'] * 1e3:.4f}", f"{r['time_s']:.4f}",
+              f"{r['compute_s']:.4f}", f"{r['exposed_comm_s']:.4f}", f"{r['bubble_s']:.4f}", r["notes"]]
+             if r["feasible"] else [r["rank"], r["strategy"], "", "", "", "", "", f"does not fit: {r['notes']}"]
+             for r in rows]
+    mode = ", serialised" if args.no_overlap else ""
+    print(format_table(["rank", "strategy", "ms/sample", "s/iteration", "compute s", "exposed comm s",
+                        "bubble s", "notes"], table, align="rlrrrrrl",
+                       title=f"{args.workload} on {args.fabric} ({args.samples_per_dp} samples per DP "
+                             f"replica{mode}), ranked by time per sample"))
     return 0
 
 
@@ -61,14 +67,17 @@ def _one(args, platform) -> int:
                            schedule=args.schedule, samples_per_dp=args.samples_per_dp,
                            overlap=not args.no_overlap)
     if args.json:
-        print_json(r.to_dict())
+        print_json({**r.to_dict(), "switch_timing": platform.switch.to_dict()})
         return 0
+    print(switch_timing_text(platform.switch))
+    print()
     mode = ", serialised" if args.no_overlap else ""
-    print(f"{args.workload} {strategy} on {args.fabric} ({args.schedule}{mode}, {r.microbatches} microbatches, "
-          f"{args.samples_per_dp} samples per DP replica): {r.time_s:.6g} s per iteration")
-    for name, value in r.breakdown.items():
-        print(f"  {name:8s} {value:12.6g} s")
-    print(f"  memory   {r.memory.total / 1e9:12.2f} GB per NPU (stage {r.memory.stage})")
+    rows = [[name, f"{value:.6g}", f"{100 * value / r.time_s:.1f}"] for name, value in r.breakdown.items()]
+    rows.append(["iteration", f"{r.time_s:.6g}", "100.0"])
+    print(format_table(["part", "seconds", "% of iteration"], rows,
+                       title=f"{args.workload} {strategy} on {args.fabric} ({args.schedule}{mode}, "
+                             f"{r.microbatches} microbatches, {args.samples_per_dp} samples per DP replica)"))
+    print(f"memory: {r.memory.total / 1e9:.2f} GB per NPU (stage {r.memory.stage})")
     for note in r.notes:
-        print(f"  note: {note}")
+        print(f"note: {note}")
     return 0

@@ -1,0 +1,47 @@
+"""``fred validate``: the training model against measured training runs (issue 14)."""
+
+from __future__ import annotations
+
+import argparse
+
+from fred.cli import print_json
+from fred.commands._model_options import switch_timing_text
+from fred.table import format_table
+
+HELP = "check the training model against measured Megatron-LM iterations (Korthikanti et al. 2022)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cases", default=None,
+                        help="validation file (default: data/validation/korthikanti2022.toml)")
+    parser.add_argument("--platform", default=None,
+                        help="platform TOML (default: the shipped configs/a100-cluster.toml)")
+    parser.add_argument("--characterization", default=None, metavar="PATH",
+                        help="measured switch timing, a JSON file in the format of "
+                             "docs/characterization-schema.md (default: the characterization "
+                             "shipped with the package)")
+    parser.add_argument("--only", action="append", default=None, metavar="MODEL[/MODE]",
+                        help="run only this case or model (repeatable), e.g. megatron-22b")
+
+
+def run(args) -> int:
+    from sysmodel.validation import cluster_platform, run_validation
+    platform = cluster_platform(args.platform, characterization=args.characterization)
+    result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
+                            progress=not args.json)
+    if args.json:
+        print_json({**result, "switch_timing": platform.switch.to_dict()})
+        return 0
+    print(switch_timing_text(platform.switch))
+    print()
+    rows = [[r["case"], r["gpus"], r["strategy"], f"{r['measured_s']:.2f}", f"{r['model_s']:.2f}",
+             f"{100 * r['error']:+.1f} %"] for r in result["cases"]]
+    print(format_table(["case", "GPUs", "strategy", "measured s", "model s", "error"], rows,
+                       align="lrlrrr",
+                       title=f"model vs measured seconds per iteration ({result['source'] or 'validation file'}; "
+                             f"platform {result['platform']}, one parameter set for every case)"))
+    verdict = "meets" if result["meets_target"] else "MISSES"
+    print(f"mean absolute error {100 * result['mean_abs_error']:.1f} %, worst "
+          f"{100 * result['worst_abs_error']:.1f} % ({result['worst_case']}); {verdict} the target "
+          f"(mean <= 5 %, none worse than 10 %)")
+    return 0

@@ -1,0 +1,147 @@
+"""Chakra execution traces as traces (issue 14).
+
+A Chakra execution trace (MLCommons; the ``mlc-chakra`` package's protobuf schema
+``chakra.schema.protobuf.et_def_pb2``) is one file per rank, ``<prefix>.<rank>.et``: a
+``GlobalMetadata`` message and then ``Node`` messages, each prefixed by its length as a
+varint (``chakra.src.third_party.utils.protolib``). This reads one rank's file (every rank is
+assumed to run the same graph) into a :class:`sysmodel.trace.Trace`:
+
+* ``COMP_NODE``: compute for ``duration_micros``; a node without a duration but with a
+  ``num_ops`` attribute runs those operations at ``npu.peak_tflops x npu.compute_efficiency``
+  (needs ``peak_flops``, else an error naming the node);
+* ``COMM_COLL_NODE``: attributes ``comm_type`` (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER,
+  ALL_TO_ALL, BROADCAST, REDUCE) and ``comm_size`` (bytes), over all NPUs of the trace, or the
+  model-/data-parallel groups when the node's ``pg_name`` attribute is ``mp``/``tp`` or ``dp``;
+* ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: a transfer of ``comm_size`` bytes with the peer
+  (``comm_dst`` / ``comm_src``);
+* ``MEM_LOAD_NODE`` / ``MEM_STORE_NODE``: ``tensor_size`` bytes read from / written to
+  external memory (through the I/O controllers);
+* ``METADATA_NODE``: no time (keeps its dependencies).
+
+Dependencies are ``data_deps`` and ``ctrl_deps``. A malformed file or node is an error naming
+the file, the node's id and name, and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hdl.base.errors import FredError
+from sysmodel.trace import Trace, TraceNode
+
+__all__ = ["load_chakra", "COLLECTIVES"]
+
+#: Chakra CollectiveCommType name -> the model's collective.
+COLLECTIVES = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
+               "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all",
+               "BROADCAST": "broadcast", "REDUCE": "reduce"}
+_GROUPS = {"mp": "mp", "tp": "mp", "dp": "dp", "all": "all"}
+
+
+def _schema():
+    try:
+        from chakra.schema.protobuf import et_def_pb2
+        from chakra.src.third_party.utils import protolib
+    except ImportError as exc:   # pragma: no cover - a dependency of the project
+        raise FredError(f"reading Chakra traces needs the mlc-chakra package ({exc})") from None
+    return et_def_pb2, protolib
+
+
+def _attrs(node) -> dict:
+    out = {}
+    for a in node.attr:
+        which = a.WhichOneof("value")
+        out[a.name] = getattr(a, which) if which else None
+    return out
+
+
+def load_chakra(path: str | Path, *, npus: int | None = None, mp: int = 1,
+                peak_flops: float | None = None) -> Trace:
+    """A :class:`Trace` from one rank's Chakra file. ``npus``: NPUs running the trace
+    (default: the number of ``<prefix>.<rank>.et`` files beside it); ``mp``: model-parallel
+    group size for nodes whose ``pg_name`` is ``mp``/``tp``/``dp``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FredError(f"Chakra trace {path} does not exist")
+    pb, protolib = _schema()
+    if npus is None:
+        parts = path.name.rsplit(".", 2)
+        if len(parts) == 3 and parts[1].isdigit() and parts[2] == "et":
+            npus = len(list(path.parent.glob(f"{parts[0]}.*.et")))
+        else:
+            raise FredError(f"{path}: the NPU count is not given and the file is not named "
+                            f"<prefix>.<rank>.et: give --npus")
+    names = {v.number: v.name for v in pb.NodeType.DESCRIPTOR.values}
+    comm_names = {v.number: v.name for v in pb.CollectiveCommType.DESCRIPTOR.values}
+    nodes: list[TraceNode] = []
+    with open(path, "rb") as handle:
+        meta = pb.GlobalMetadata()
+        try:
+            ok = protolib.decodeMessage(handle, meta)
+        except Exception as exc:  # noqa: BLE001 - protobuf raises its own DecodeError
+            raise FredError(f"{path}: not a Chakra trace: the global metadata does not decode "
+                            f"({exc})") from None
+        if not ok:
+            raise FredError(f"{path}: empty file, not a Chakra trace")
+        index = 0
+        while True:
+            node = pb.Node()
+            try:
+                ok = protolib.decodeMessage(handle, node)
+            except Exception as exc:  # noqa: BLE001
+                raise FredError(f"{path}: message {index + 1} after the metadata does not decode as "
+                                f"a Chakra node ({exc})") from None
+            if not ok:
+                break
+            index += 1
+            nodes.append(_node(node, names, comm_names, path, peak_flops))
+    if not nodes:
+        raise FredError(f"{path}: the trace has no nodes")
+    version = getattr(meta, "version", "")
+    return Trace(name=path.name, nodes=nodes, npus=npus, mp=mp,
+                 source=f"{path} (Chakra execution trace{', schema ' + version if version else ''})")
+
+
+def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
+    attrs = _attrs(node)
+    kind = names.get(node.type, f"type {node.type}")
+    where = f"{path}: node {node.id} ({node.name or 'unnamed'})"
+    deps = tuple(dict.fromkeys(list(node.data_deps) + list(node.ctrl_deps)))
+    base = dict(id=int(node.id), name=node.name or f"node{node.id}", deps=deps)
+
+    def need(key):
+        if key not in attrs or attrs[key] is None:
+            raise FredError(f"{where}: {kind} needs the attribute {key!r}")
+        value = attrs[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise FredError(f"{where}: attribute {key!r} must be a number >= 0, got {value!r}")
+        return value
+
+    if kind == "COMP_NODE":
+        if node.duration_micros:
+            return TraceNode(kind="compute", duration_s=node.duration_micros * 1e-6, **base)
+        if "num_ops" in attrs:
+            if not peak_flops:
+                raise FredError(f"{where}: has num_ops but no duration; give the platform's speed")
+            return TraceNode(kind="compute", duration_s=need("num_ops") / peak_flops, **base)
+        return TraceNode(kind="compute", duration_s=0.0, **base)
+    if kind == "COMM_COLL_NODE":
+        ctype = need("comm_type")
+        cname = comm_names.get(int(ctype), f"type {ctype}")
+        if cname not in COLLECTIVES:
+            raise FredError(f"{where}: collective {cname} is not supported; expected one of "
+                            f"{', '.join(COLLECTIVES)}")
+        group = attrs.get("pg_name", "all") or "all"
+        if group not in _GROUPS:
+            raise FredError(f"{where}: process group {group!r} is not one of {', '.join(_GROUPS)}")
+        return TraceNode(kind="comm", op=COLLECTIVES[cname], size=float(need("comm_size")),
+                         dim=_GROUPS[group], **base)
+    if kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
+        peer = need("comm_dst" if kind == "COMM_SEND_NODE" else "comm_src")
+        return TraceNode(kind="p2p", size=float(need("comm_size")), peer=int(peer), **base)
+    if kind in ("MEM_LOAD_NODE", "MEM_STORE_NODE"):
+        return TraceNode(kind="mem-read" if kind == "MEM_LOAD_NODE" else "mem-write",
+                         size=float(need("tensor_size")), **base)
+    if kind == "METADATA_NODE":
+        return TraceNode(kind="marker", **base)
+    raise FredError(f"{where}: unsupported node type {kind}")

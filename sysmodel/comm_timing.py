@@ -1,0 +1,133 @@
+"""Communication task times of one training iteration on one fabric.
+
+:class:`CommTimer` turns each communication task of the iteration's task graph (an MP
+all-reduce after a layer, a PP hand-over, a DP gradient bucket, a weight stream, an
+activation-checkpoint spill) into the collectives it consists of -- with every group of that
+dimension within the stage active at once, as under the symmetric placement -- and times them
+with :func:`sysmodel.collectives.evaluate`. The result, :class:`CommTime`, carries the
+bytes per directed link too, so the engine can share links between overlapping tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.base.placement import Strategy
+from sysmodel.collectives import Collective, configuration_load_s, evaluate
+from sysmodel.platform import Platform
+from sysmodel.workloads import BYTES, Layer
+
+__all__ = ["CommTime", "CommTimer"]
+
+
+@dataclass(frozen=True)
+class CommTime:
+    """A communication task's time alone (``time_s``) and its link loads (``loads``: bytes per
+    directed link; ``bw``: the links' bandwidths, bytes/s) for link sharing in the engine;
+    ``k * c`` is k back-to-back repetitions."""
+
+    time_s: float
+    loads: object = None
+    bw: object = None
+
+    def times(self, k: float) -> "CommTime":
+        return CommTime(self.time_s * k, None if self.loads is None else self.loads * k, self.bw)
+
+    __mul__ = times
+
+    def __gt__(self, other) -> bool:
+        return self.time_s > other
+
+
+class CommTimer:
+    """Times of an iteration's communication tasks on ``fabric``.
+
+    Members: ``platform``, ``fabric``, ``strategy``, ``microbatch_samples`` (samples per
+    microbatch), ``mp_groups[stage]`` / ``dp_groups[stage]`` (the rank tuples of every MP / DP
+    group of a pipeline stage), ``configurations`` (every switch configuration the tasks timed
+    so far need stored; see :meth:`config_load_s`)."""
+
+    def __init__(self, platform: Platform, fabric: str, strategy: Strategy, microbatch_samples: float,
+                 *, recompute_mode: str = "none", sequence_parallel: bool = False):
+        self.platform = platform
+        self.recompute_mode = recompute_mode
+        self.sequence_parallel = sequence_parallel
+        self.fabric = fabric
+        self.strategy = strategy
+        self.microbatch_samples = microbatch_samples
+        s = strategy
+        self.mp_groups = {p: [tuple(s.rank(mp=k, dp=dp, pp=p) for k in range(s.mp)) for dp in range(s.dp)]
+                          for p in range(s.pp)}
+        self.dp_groups = {p: [tuple(s.rank(mp=mp, dp=dp, pp=p) for dp in range(s.dp)) for mp in range(s.mp)]
+                          for p in range(s.pp)}
+        self.configurations: frozenset = frozenset()
+
+    def config_load_s(self) -> float:
+        """One-time load of every switch configuration the timed tasks use (each stored
+        configuration once; :func:`sysmodel.collectives.configuration_load_s`)."""
+        return configuration_load_s(self.platform.switch, self.configurations)
+
+    def concurrent(self, collectives) -> CommTime:
+        """``collectives`` running at once (none: zero time)."""
+        if not collectives:
+            return CommTime(0.0)
+        r = evaluate(self.platform, self.fabric, collectives)
+        self.configurations |= r.configurations
+        return CommTime(r.time_s, r.link_loads, r.link_bw)
+
+    @property
+    def mp_backward_factor(self) -> float:
+        """Megatron MP collectives of a backward pass relative to the forward's: the backward's
+        own, plus the recomputed forward's (full recomputation), plus under sequence
+        parallelism the forward's all-gathers redone in the backward (half an all-reduce's
+        bytes each)."""
+        full = self.recompute_mode == "full"
+        return 1.0 + (1.0 if full else 0.0) + (0.5 if self.sequence_parallel and not full else 0.0)
+
+    def mp(self, layer: Layer, stage: int, backward: bool = False) -> CommTime:
+        """Megatron MP after ``layer``'s compute: its ``mp_allreduces`` all-reduces of the
+        microbatch's activation, back to back, on every MP group of ``stage`` (in a backward
+        pass x :attr:`mp_backward_factor`)."""
+        if self.strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
+            return CommTime(0.0)
+        size = self.microbatch_samples * (layer.out_bytes or layer.in_bytes)
+        one = self.concurrent([Collective("all-reduce", g, size) for g in self.mp_groups[stage]])
+        return one.times(layer.mp_allreduces * (self.mp_backward_factor if backward else 1.0))
+
+    def pp(self, src: int, dst: int, nbytes: float) -> CommTime:
+        """Stage ``src`` -> stage ``dst`` hand-over of ``nbytes`` for every DP replica: a
+        multicast from MP rank 0 of ``src`` to the MP group of ``dst``; with
+        ``platform.pp_scatter_gather`` (and MP > 1) each MP rank sends 1/MP to its peer, then
+        ``dst``'s MP groups all-gather (Megatron-LM), back to back."""
+        s = self.strategy
+        if self.platform.pp_scatter_gather and s.mp > 1:
+            pairs = tuple((s.rank(mp=k, dp=dp, pp=src), s.rank(mp=k, dp=dp, pp=dst))
+                          for dp in range(s.dp) for k in range(s.mp))
+            send = self.concurrent([Collective("point-to-point", size=nbytes / s.mp, pairs=pairs)])
+            gather = self.concurrent([Collective("all-gather", g, nbytes) for g in self.mp_groups[dst]])
+            return CommTime(send.time_s + gather.time_s)
+        return self.concurrent([
+            Collective("multicast", tuple(s.rank(mp=k, dp=dp, pp=dst) for k in range(s.mp)), nbytes,
+                       root=s.rank(mp=0, dp=dp, pp=src))
+            for dp in range(s.dp)])
+
+    def dp(self, elements: float, stage: int) -> CommTime:
+        """One gradient bucket of ``elements`` (FP16) all-reduced over every DP group of
+        ``stage`` (ZeRO-2's reduce-scatter + all-gather move the same bytes)."""
+        if self.strategy.dp == 1 or elements == 0:
+            return CommTime(0.0)
+        return self.concurrent([Collective("all-reduce", g, BYTES * elements) for g in self.dp_groups[stage]])
+
+    def io(self, layer: Layer, stage: int, op: str) -> CommTime:
+        """``op`` (``io-load``: weights in; ``io-store``: gradients out, reduced) of ``layer``'s
+        MP shard between the I/O controllers and every DP group of ``stage``."""
+        if layer.params == 0:
+            return CommTime(0.0)
+        size = BYTES * layer.params / layer.shards(self.strategy.mp)
+        return self.concurrent([Collective(op, g, size) for g in self.dp_groups[stage]])
+
+    def spill(self, layer: Layer, op: str) -> CommTime:
+        """``op`` (``io-write`` / ``io-read``) of one microbatch's activation checkpoint of
+        ``layer`` by every NPU the strategy uses to / from external memory."""
+        size = self.microbatch_samples * layer.in_bytes
+        return self.concurrent([Collective(op, tuple(range(self.strategy.npus)), size)])

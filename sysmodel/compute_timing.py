@@ -1,0 +1,140 @@
+"""Compute time of one layer on one NPU: the timers the iteration's compute tasks use.
+
+:func:`compute_timer` picks the platform's: :class:`ShapeCompute` when the platform has a
+``[compute]`` model (:class:`sysmodel.compute.ComputeModel`), else :class:`RooflineCompute`.
+
+:class:`RooflineCompute` times a layer's forward or backward for one microbatch as
+``max(FLOPs / (peak * efficiency), HBM bytes / HBM bandwidth)``; FLOPs and weights of
+MP-shardable layers are divided by the MP degree. Backward = 2x the forward's FLOPs (3x with
+activation recomputation) and 2x its HBM bytes. It also times the sharded optimizer step, which
+is memory-bound. Every large GEMM runs at the same efficiency here.
+
+:class:`ShapeCompute` times a layer's GEMMs by their shape-dependent efficiency and its
+element-wise work as HBM-bound (:meth:`sysmodel.compute.ComputeModel.layer_time`); the backward
+adds the recomputed forward (full recomputation) or the recomputed attention core (selective).
+Layers without GEMM shapes or element-wise work fall back to the roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.base.placement import Strategy
+from sysmodel.platform import Platform
+from sysmodel.workloads import BYTES, Layer
+
+__all__ = ["RooflineCompute", "ShapeCompute", "compute_timer"]
+
+
+@dataclass(frozen=True)
+class RooflineCompute:
+    """Compute times on one NPU of ``platform`` under ``strategy``.
+
+    Members: ``platform``, ``strategy``, ``microbatch_samples`` (samples per microbatch),
+    ``recompute`` (activation recomputation: the backward repeats the forward)."""
+
+    platform: Platform
+    strategy: Strategy
+    microbatch_samples: float
+    recompute: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.recompute, bool):
+            raise TypeError(f"RooflineCompute.recompute is full recomputation (a bool), got {self.recompute!r}")
+
+    @property
+    def flops_per_s(self) -> float:
+        """Sustained FLOP/s: peak x compute efficiency."""
+        return self.platform.peak_flops * self.platform.compute_efficiency
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.platform.memory_bandwidth_gbps * 1e9
+
+    def layer_s(self, layer: Layer, *, backward: bool) -> float:
+        """Seconds of ``layer``'s forward (or backward) for one microbatch on one NPU."""
+        shard = layer.shards(self.strategy.mp)
+        mb = self.microbatch_samples
+        flops = layer.fwd_flops * mb / shard
+        nbytes = BYTES * layer.params / shard + mb * (layer.in_bytes + layer.out_bytes)
+        if backward:
+            flops *= 3 if self.recompute else 2
+            nbytes *= 2
+        return max(flops / self.flops_per_s, nbytes / self.hbm_bytes_per_s)
+
+    def optimizer_step_s(self, params: float) -> float:
+        """Seconds of the ZeRO-2-sharded optimizer step over ``params`` (the stage's MP shard;
+        each DP rank updates 1/DP of it): memory-bound, reading and writing the optimizer
+        state (FP32 master + moments) and the FP16 weight and gradient once each."""
+        return optimizer_step_bytes(self.platform, self.strategy, params) / self.hbm_bytes_per_s
+
+
+def optimizer_step_bytes(platform: Platform, strategy: Strategy, params: float) -> float:
+    """HBM bytes of one DP rank's share of the optimizer step over ``params``:
+    ``platform.optimizer_step_bytes_per_param`` per parameter when set, else the optimizer
+    state (FP32 master + moments) read and written and the FP16 weight and gradient."""
+    per_param = platform.optimizer_step_bytes_per_param or \
+        (platform.optimizer_bytes_per_param * 2 + 2 * BYTES)
+    return params / strategy.dp * per_param
+
+
+@dataclass(frozen=True)
+class ShapeCompute:
+    """Shape-dependent compute times on one NPU of ``platform`` (which has a ``compute``
+    model) under ``strategy``.
+
+    Members: ``platform``, ``strategy``, ``microbatch_samples``, ``recompute_mode``
+    (``none``, ``selective`` or ``full``), ``sequence_parallel``, ``dtype`` (the GEMMs' data
+    type)."""
+
+    platform: Platform
+    strategy: Strategy
+    microbatch_samples: float
+    recompute_mode: str = "none"
+    sequence_parallel: bool = False
+    dtype: str = "fp16"
+
+    def __post_init__(self):
+        object.__setattr__(self, "_times", {})
+        object.__setattr__(self, "_roofline", RooflineCompute(
+            self.platform, self.strategy, self.microbatch_samples, recompute=self.recompute_mode == "full"))
+
+    def layer_s(self, layer: Layer, *, backward: bool) -> float:
+        """Seconds of ``layer``'s forward (or backward) for one microbatch on one NPU."""
+        key = (id(layer), backward)
+        if key not in self._times:
+            self._times[key] = self._layer_s(layer, backward)
+        return self._times[key]
+
+    def _layer_s(self, layer: Layer, backward: bool) -> float:
+        if not (layer.gemms or layer.vectors):
+            return self._roofline.layer_s(layer, backward=backward)
+        cm, shard, mb = self.platform.compute, layer.shards(self.strategy.mp), self.microbatch_samples
+        args = dict(samples=mb, mp=shard, dtype=self.dtype, sequence_parallel=self.sequence_parallel)
+        # FLOPs the file gives beside no GEMM shapes run at the flat efficiency
+        flat = layer.fwd_flops * mb / shard / self._roofline.flops_per_s if not layer.gemms else 0.0
+        fwd = cm.layer_time(layer.gemms, layer.vectors, backward=False, **args) + flat
+        if not backward:
+            return fwd
+        t = cm.layer_time(layer.gemms, layer.vectors, backward=True, **args) + 2 * flat
+        if self.recompute_mode == "full":
+            t += fwd
+        elif self.recompute_mode == "selective":
+            t += cm.layer_time(layer.gemms, layer.vectors, backward=False, only_core=True, **args)
+        return t
+
+    def optimizer_step_s(self, params: float) -> float:
+        """The sharded optimizer step as element-wise (HBM-bound) work (see
+        :meth:`RooflineCompute.optimizer_step_s` for the bytes)."""
+        return self.platform.compute.vector_time(optimizer_step_bytes(self.platform, self.strategy, params))
+
+
+def compute_timer(plan):
+    """The compute timer of ``plan`` (an :class:`~sysmodel.iteration_plan.IterationPlan`):
+    shape-dependent when its platform has a compute model, else the roofline."""
+    if plan.platform.compute is not None:
+        return ShapeCompute(plan.platform, plan.strategy, plan.microbatch_samples,
+                            recompute_mode=plan.memory.recompute_mode,
+                            sequence_parallel=plan.workload.sequence_parallel, dtype=plan.workload.dtype)
+    return RooflineCompute(plan.platform, plan.strategy, plan.microbatch_samples,
+                           recompute=plan.memory.recompute)

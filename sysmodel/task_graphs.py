@@ -1,0 +1,301 @@
+"""The task graph of one training iteration, one builder per execution mode.
+
+Each builder adds, for one representative NPU per pipeline stage, the iteration's compute and
+communication tasks to a :class:`StageEngine` in an order every resource can run them in:
+
+* :func:`weight_stationary_graph`: the pipeline schedule (:func:`pipeline_ops`: 1F1B or
+  GPipe; :func:`interleaved_ops`: Megatron's interleaved 1F1B over the plan's model chunks)
+  of forward and backward passes per microbatch; after each layer its MP all-reduces
+  (blocking the stage's compute: the next layer waits); a PP send per microbatch at each
+  (virtual) stage boundary, blocking the stage's compute unless ``platform.pp_overlap``;
+  during the last microbatch's backward, ZeRO-2 gradient buckets reduced over the DP group
+  when full; then the sharded optimizer step.
+* :func:`weight_streaming_graph`: layers in order, layer l on stage l % PP; a layer's weights
+  stream in once a resident slot is free, all microbatches run through it, each hands over to
+  the next layer's stage; the backward streams weights in again and gradients out.
+
+Task times come from a compute timer (:func:`sysmodel.compute_timing.compute_timer`) and a
+:class:`sysmodel.comm_timing.CommTimer`; :data:`TASK_GRAPHS` maps a workload's mode to its
+builder.
+"""
+
+from __future__ import annotations
+
+from hdl.base.errors import FredError
+from sysmodel.engine import Engine
+from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
+
+__all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
+           "weight_streaming_graph", "TASK_GRAPHS"]
+
+
+def stage_resource(stage: int, kind: str) -> str:
+    """Name of pipeline stage ``stage``'s resource ``kind`` (compute, mp, pp, dp)."""
+    return f"s{stage}.{kind}"
+
+
+class StageEngine(Engine):
+    """The engine, told which pipeline stage each task belongs to (``stage=``, else read from a
+    :func:`stage_resource` name). With ``blocking`` (``overlap=False``) a communication
+    task first waits for its stage's latest compute task, and the stage's next compute task
+    waits for every communication task added since: communication never overlaps compute
+    (although one stage's communication may overlap another stage's compute)."""
+
+    def __init__(self, *, blocking: bool):
+        super().__init__()
+        self.blocking = blocking
+        self._last_compute: dict[int, int] = {}
+        self._pending: dict[int, list[int]] = {}
+
+    def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
+        """``block``: this communication task blocks its stage's compute even when the engine
+        does not block every task (DeepSpeed's ZeRO-2 gradient reduction without
+        ``overlap_comm`` runs on the compute stream)."""
+        compute = resource.endswith(".compute")
+        blocking = self.blocking or block
+        if not (compute or blocking):
+            return super().add(name, resource, duration, deps, **kwargs)
+        if stage is None:
+            if not resource.startswith("s"):
+                raise FredError(f"internal: task {name} on {resource} has no stage")
+            stage = int(resource[1:].split(".")[0])
+        elif not resource.startswith("s"):
+            # the wafer-wide I/O channel gets one queue per stage, or stage s's stream (now
+            # waiting for s's compute) would hold up the other stages' streams behind it; the
+            # streams still share the controllers' links through their link loads
+            resource = f"s{stage}.{resource}"
+        deps = list(deps)
+        if compute:
+            deps += self._pending.pop(stage, [])
+            tid = super().add(name, resource, duration, deps, **kwargs)
+            self._last_compute[stage] = tid
+        else:
+            deps.append(self._last_compute.get(stage))
+            tid = super().add(name, resource, duration, deps, **kwargs)
+            self._pending.setdefault(stage, []).append(tid)
+        return tid
+
+
+class _StationaryPipeline:
+    """Adds a weight-stationary iteration's tasks (see :func:`weight_stationary_graph`)."""
+
+    def __init__(self, eng: StageEngine, plan, compute, comm):
+        self.eng, self.plan, self.compute, self.comm = eng, plan, compute, comm
+        self.pp = plan.strategy.pp
+        self.chunks = plan.chunks
+        self.last_virtual = self.pp * self.chunks - 1
+        # virtual stage v = chunk * PP + stage; its output goes to v + 1 (forward) or v - 1
+        # (backward), which lives on another stage when PP > 1
+        self.sends_forward: dict = {}    # (virtual stage v -> v+1, microbatch) -> send task
+        self.sends_backward: dict = {}   # (virtual stage v -> v-1, microbatch) -> send task
+        self.backwards_done: dict = {}   # virtual stage -> backwards added
+
+    def add_schedule(self) -> None:
+        """Every stage's ops, round-robin over the stages one op at a time, each added once the
+        send it waits for exists: resource order is then a valid interleaving across stages."""
+        ops = {s: self._ops(s) for s in range(self.pp)}
+        pos = {s: 0 for s in range(self.pp)}
+        progress = True
+        while progress:
+            progress = False
+            for s in range(self.pp):
+                while pos[s] < len(ops[s]) and self._ready(s, *ops[s][pos[s]]):
+                    self._add_op(s, *ops[s][pos[s]])
+                    pos[s] += 1
+                    progress = True
+        if any(pos[s] < len(ops[s]) for s in ops):
+            raise FredError("internal: pipeline schedule could not be ordered")
+
+    def _ops(self, s: int) -> list[tuple[str, int, int]]:
+        """Stage ``s``'s (kind, microbatch, chunk) passes in order."""
+        m = self.plan.microbatches
+        if self.chunks > 1:
+            if self.plan.schedule != "1f1b":
+                raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
+            return interleaved_ops(s, self.pp, m, self.chunks)
+        return [(kind, i, 0) for kind, i in pipeline_ops(self.plan.schedule, s, self.pp, m)]
+
+    def _ready(self, s: int, kind: str, i: int, c: int) -> bool:
+        v = c * self.pp + s
+        if kind == "F":
+            return v == 0 or (v - 1, i) in self.sends_forward
+        return v == self.last_virtual or (v + 1, i) in self.sends_backward
+
+    def _add_op(self, s: int, kind: str, i: int, c: int) -> None:
+        """One forward or backward pass of microbatch ``i`` through chunk ``c`` of stage ``s``
+        (virtual stage c * PP + s), then its send."""
+        backward = kind == "B"
+        v = c * self.pp + s
+        stage = self.plan.virtual_stages[v]
+        layer_ids = list(reversed(stage)) if backward else stage
+        prev = self.sends_backward.get((v + 1, i)) if backward else self.sends_forward.get((v - 1, i))
+        if backward:
+            self.backwards_done[v] = self.backwards_done.get(v, 0) + 1
+        buckets = _GradientBuckets(self, s) \
+            if backward and self.backwards_done[v] == self.plan.microbatches else None
+        tag = f"c{c} " if self.chunks > 1 else ""
+        for li in layer_ids:
+            layer = self.plan.workload.layers[li]
+            compute_task, prev = self._add_layer(s, kind, i, layer, prev, tag)
+            if buckets is not None:
+                buckets.add(layer, compute_task, last=li == layer_ids[-1])
+        self._add_send(s, v, kind, i, prev, tag)
+
+    def _add_layer(self, s, kind, i, layer, prev, tag="") -> tuple[int, int]:
+        """``layer``'s compute task and its MP all-reduces (blocking the stage's compute);
+        returns (compute task, last task)."""
+        eng, rep = self.eng, self.plan.representative(s)
+        backward = kind == "B"
+        t = eng.add(f"{kind}{i} s{s} {tag}{layer.name}", stage_resource(s, "compute"),
+                    self.compute.layer_s(layer, backward=backward), [prev], npu=rep)
+        d = self.comm.mp(layer, s, backward)
+        if d > 0:
+            return t, eng.add(f"{kind}{i} s{s} {tag}{layer.name} mp", stage_resource(s, "mp"), d, [t],
+                              category="mp", npu=rep, block=True)
+        return t, t
+
+    def _add_send(self, s, v, kind, i, prev, tag="") -> None:
+        """The PP hand-over of microbatch ``i`` from virtual stage ``v`` to the next (forward)
+        or the previous one (backward) once its last task ``prev`` is done; it blocks the
+        stage's compute unless ``platform.pp_overlap``."""
+        stage, layers = self.plan.virtual_stages[v], self.plan.workload.layers
+        mb = self.plan.microbatch_samples
+        block = not self.plan.platform.pp_overlap
+        if kind == "F" and v < self.last_virtual:
+            nbytes = mb * layers[stage[-1]].out_bytes
+            self.sends_forward[(v, i)] = self.eng.add(
+                f"F{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v + 1) % self.pp, nbytes),
+                [prev], category="pp", npu=self.plan.representative(s), block=block)
+        if kind == "B" and v > 0:
+            nbytes = mb * layers[stage[0]].in_bytes
+            self.sends_backward[(v, i)] = self.eng.add(
+                f"B{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v - 1) % self.pp, nbytes),
+                [prev], category="pp", npu=self.plan.representative(s), block=block)
+
+    def add_optimizer_steps(self) -> None:
+        """Each stage's sharded optimizer step, after all its gradient buckets are reduced."""
+        layers, mp = self.plan.workload.layers, self.plan.strategy.mp
+        for s in range(self.pp):
+            params = sum(layers[i].params / layers[i].shards(mp) for i in self.plan.stages[s])
+            dps = [k for k, t in enumerate(self.eng.tasks) if t.resource == stage_resource(s, "dp")]
+            self.eng.add(f"optimizer s{s}", stage_resource(s, "compute"),
+                         self.compute.optimizer_step_s(params), dps, npu=self.plan.representative(s))
+
+
+class _GradientBuckets:
+    """ZeRO-2 gradient buckets of one stage's last backward: layers' gradients (their MP shard)
+    fill a bucket of ``platform.dp_bucket_elements`` elements in backward order; a full bucket,
+    and the last one when the backward ends, is all-reduced over the DP groups, blocking the
+    stage's compute unless ``platform.dp_overlap``."""
+
+    def __init__(self, pipeline: _StationaryPipeline, stage: int):
+        self.pipeline, self.stage = pipeline, stage
+        self.layers: list = []
+        self.elements = 0.0
+
+    def add(self, layer, compute_task: int, *, last: bool) -> None:
+        """``layer``'s gradient, ready when ``compute_task`` ends; ``last``: the backward ends."""
+        p = self.pipeline
+        platform = p.plan.platform
+        self.layers.append(layer)
+        self.elements += layer.params / layer.shards(p.plan.strategy.mp)
+        if self.elements < platform.dp_bucket_elements and not last:
+            return
+        d = p.comm.dp(self.elements, self.stage)
+        if d > 0:
+            first, final = self.layers[0].name, self.layers[-1].name
+            names = first if len(self.layers) == 1 else f"{first}..{final}"
+            p.eng.add(f"dp s{self.stage} {names}", stage_resource(self.stage, "dp"), d, [compute_task],
+                      category="dp", npu=p.plan.representative(self.stage),
+                      block=not platform.dp_overlap)
+        self.layers, self.elements = [], 0.0
+
+
+def weight_stationary_graph(eng: StageEngine, plan, compute, comm) -> None:
+    """Add a weight-stationary iteration of ``plan`` to ``eng`` (see the module docstring);
+    ``compute``: a compute timer (:func:`~sysmodel.compute_timing.compute_timer`); ``comm``: a
+    :class:`~sysmodel.comm_timing.CommTimer`."""
+    pipeline = _StationaryPipeline(eng, plan, compute, comm)
+    pipeline.add_schedule()
+    pipeline.add_optimizer_steps()
+
+
+class _StreamingPasses:
+    """Adds a weight-streaming iteration's tasks (see :func:`weight_streaming_graph`)."""
+
+    def __init__(self, eng: StageEngine, plan, compute, comm):
+        self.eng, self.plan, self.compute, self.comm = eng, plan, compute, comm
+        self.pp = plan.strategy.pp
+        self.resident = plan.workload.layers_on_wafer
+        self.done = {s: [] for s in range(self.pp)}   # per stage: task ending each of its layers
+
+    def stage_of(self, li: int) -> int:
+        return li % self.pp
+
+    def add_pass(self, order, *, backward: bool) -> None:
+        """The forward (or backward) pass over the layers in ``order``."""
+        order = list(order)
+        prev = {i: None for i in range(self.plan.microbatches)}
+        for position, li in enumerate(order):
+            following = order[position + 1] if position + 1 < len(order) else None
+            self._add_layer(li, following, prev, backward)
+
+    def _add_layer(self, li: int, following, prev: dict, backward: bool) -> None:
+        """Layer ``li``: its weights stream in, every microbatch runs through it (updating
+        ``prev``, microbatch -> its last task) and hands over to ``following``'s stage."""
+        eng, layer, s = self.eng, self.plan.workload.layers[li], self.stage_of(li)
+        kind, m = ("B" if backward else "F"), self.plan.microbatches
+        deps = self._add_loads(layer, s, kind, backward)
+        hand_over = following is not None and self.stage_of(following) != s
+        for i in range(m):
+            t = eng.add(f"{kind}{i} {layer.name}", stage_resource(s, "compute"),
+                        self.compute.layer_s(layer, backward=backward), [*deps, prev[i]],
+                        npu=self.plan.representative(s))
+            d = self.comm.mp(layer, s, backward)
+            prev[i] = eng.add(f"{kind}{i} {layer.name} mp", stage_resource(s, "mp"), d, [t],
+                              category="mp", npu=self.plan.representative(s), block=True) if d > 0 else t
+            if self.plan.memory.offload and not backward:
+                eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
+                        [t], category="io", stage=s)
+            if hand_over:
+                prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+        self.done[s].append(prev[m - 1])
+        if backward:
+            eng.add(f"store {layer.name}", "io.out", self.comm.io(layer, s, "io-store"),
+                    [prev[m - 1]], category="io", stage=s)
+
+    def _add_loads(self, layer, s: int, kind: str, backward: bool) -> list[int]:
+        """The layer's weight stream (and, in the backward with offload, its checkpoints read
+        back), started once one of the stage's ``layers_on_wafer`` resident slots is free."""
+        j = len(self.done[s])
+        gate = self.done[s][j - self.resident] if j >= self.resident else None
+        deps = [self.eng.add(f"load {kind} {layer.name}", "io.in", self.comm.io(layer, s, "io-load"),
+                             [gate], category="io", stage=s)]
+        if backward and self.plan.memory.offload:
+            deps.append(self.eng.add(f"unspill {layer.name}", "io.in",
+                                     self.comm.spill(layer, "io-read") * self.plan.microbatches,
+                                     [gate], category="io", stage=s))
+        return deps
+
+    def _add_hand_over(self, layer, s: int, following: int, i: int, prev: int, backward: bool) -> int:
+        """Microbatch ``i`` crosses to ``following``'s stage as soon as it is done (added in
+        program order, so that the serialised mode blocks the sender's next microbatch rather
+        than its next layer)."""
+        layers, dst = self.plan.workload.layers, self.stage_of(following)
+        nbytes = self.plan.microbatch_samples * (layer.in_bytes if backward else layers[following].in_bytes)
+        return self.eng.add(f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp"),
+                            self.comm.pp(s, dst, nbytes), [prev], category="pp",
+                            npu=self.plan.representative(s), block=not self.plan.platform.pp_overlap)
+
+
+def weight_streaming_graph(eng: StageEngine, plan, compute, comm) -> None:
+    """Add a weight-streaming iteration of ``plan`` to ``eng``: the forward pass over the
+    layers in order, then the backward in reverse (see the module docstring)."""
+    passes = _StreamingPasses(eng, plan, compute, comm)
+    n = len(plan.workload.layers)
+    passes.add_pass(range(n), backward=False)
+    passes.add_pass(reversed(range(n)), backward=True)
+
+
+#: The task-graph builder of each execution mode (``Workload.mode``).
+TASK_GRAPHS = {"weight-stationary": weight_stationary_graph, "weight-streaming": weight_streaming_graph}
