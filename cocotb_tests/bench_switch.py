@@ -321,8 +321,8 @@ class _ActiveProbe:
 async def configuration_protocol(dut):
     """Load protocol: bad packets are rejected with the right error and leave the running phase
     intact; a select waits while flits are in flight and holds the inputs; a select of an
-    unloaded or out-of-range slot fails at once, also while flits are in flight; active_valid is
-    low only during a select's copy."""
+    unloaded or out-of-range slot fails at once, also while flits are in flight; active_valid stays
+    1 through a later select's copy."""
     bench = SwitchBench(dut, "config", idle=0.2, backpressure=0.2)
     await bench.start()
     P, m, K = bench.ports, bench.middle, bench.phases
@@ -424,10 +424,15 @@ async def configuration_protocol(dut):
     await bench.harness.cycles(1)
     await ReadOnly()
     assert int(dut.active_phase.value) == slot2 and int(dut.error.value) == ConfigError.NONE
-    # active_valid: low only during the copy (N + 1 cycles), while active_phase is the old slot
+    # active_valid never drops once a select succeeded (not during the wait, not during the
+    # copy); active_phase is the old slot until the select completes, then the new one
     bench.harness.agents.remove(probe)
-    low = [phase for valid, phase in probe.samples if not valid]
-    assert len(low) == len(words) + 1 and set(low) == {0}, probe.samples
+    assert all(valid == 1 for valid, _ in probe.samples), probe.samples
+    phases = [phase for _, phase in probe.samples]
+    if slot2 != 0:   # K = 2 re-selects slot 0
+        old_cycles = phases.index(slot2) if slot2 in phases else len(phases)
+        assert old_cycles >= 30 + len(words) + 1 and set(phases[:old_cycles]) == {0}, probe.samples
+        assert set(phases[old_cycles:]) <= {slot2}, probe.samples
     await bench.harness.cycles(1)
     bench.round += 1
     bench.send_traffic(other, other_flows)

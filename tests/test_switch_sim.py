@@ -428,10 +428,11 @@ def test_a_failing_select_waits_for_a_packet_in_progress():
     assert log["cycles"] == 2 + top.select_cycles   # the word, the check, then the copy
 
 
-def test_active_valid_is_low_only_before_the_first_select_and_during_each_copy():
-    """docs/switch.md: ``active_valid`` = the active register holds exactly slot
-    ``active_phase``'s configuration: 0 after reset, then 0 during every select's copy (the
-    N + 1 cycles before ``phase.ready``), while ``active_phase`` keeps the old slot."""
+def test_active_valid_stays_high_from_the_first_successful_select_on():
+    """docs/switch.md: ``active_valid`` is 0 after reset until a first select takes effect and
+    then 1 for good (a later select's copy, N + 1 cycles, does not lower it); ``active_phase``
+    keeps the old slot until the cycle after ``phase.ready`` and then names the new one. A failing
+    select (NOT_LOADED) in between changes neither."""
     top = _switch(ports=8, middle=3, dtype="int32", lanes=1, phases=3, tag_width=8)
     n_words = top.config_words
     configs = [route(ports=8, middle=3, flows=[Flow(inputs=(s,), outputs=((s + k) % 8,))
@@ -455,18 +456,19 @@ def test_active_valid_is_low_only_before_the_first_select_and_during_each_copy()
             await ctx.tick()
             log.setdefault("selects", []).append(
                 (trace, ctx.get(top.active_valid), ctx.get(top.active_phase)))
+        cycles = await _select(ctx, top, 2)
+        await ctx.tick()
+        log["failed"] = (cycles, ctx.get(top.error), ctx.get(top.active_valid),
+                         ctx.get(top.active_phase))
 
     log = _drive_top(top, script)
     assert log["reset"] == 0
-    previous = None
-    for (trace, valid_after, phase_after), slot in zip(log["selects"], (0, 1, 0)):
-        assert len(trace) == top.select_cycles == n_words + 2
-        low = [v for v, _ in trace].count(0)
-        if previous is None:
-            assert low == len(trace)              # never valid before the first select
-        else:
-            assert trace[0] == (1, previous)      # the cycle the select is accepted
-            assert low == n_words + 1             # the copy
-            assert all(p == previous for _, p in trace)
-        assert (valid_after, phase_after) == (1, slot)
-        previous = slot
+    assert n_words == 6 and top.select_cycles == 8       # Fred_3(8): 6 words, N + 2 cycles
+    first, second, third = log["selects"]
+    # the first select: 8 cycles from the offer to ready, active_valid 0 throughout (slot 0)
+    assert first == ([(0, 0)] * 8, 1, 0)
+    # later selects: active_valid 1 in every cycle of the copy, active_phase the old slot
+    assert second == ([(1, 0)] * 8, 1, 1)
+    assert third == ([(1, 1)] * 8, 1, 0)
+    # a select of the unloaded slot 2 completes in its first cycle and leaves both alone
+    assert log["failed"] == (1, ConfigError.NOT_LOADED, 1, 0)

@@ -44,11 +44,13 @@ class ConfigMemory(SeparateModule, wiring.Component):
         drained: ``In(1)``: the datapath holds no flit.
         hold: ``Out(1)``: a select is pending or copying; the switch must accept no flit.
         config: ``Out(config_bits)``: the active configuration (all zero = idle after reset).
-        active_phase: ``Out(phase_index_width(K))``; active_valid: ``Out(1)``: the active
-            register holds exactly slot ``active_phase``'s configuration. 0 after reset until a
-            select takes effect, and 0 during every select's copy (the N + 1 cycles before its
-            ``ready``, while the register holds parts of two configurations; ``active_phase``
-            keeps the old slot until the copy completes).
+        active_phase: ``Out(phase_index_width(K))``: the slot of the most recent select that
+            took effect (it changes in the cycle after that select's ``ready``); active_valid:
+            ``Out(1)``: 0 after reset until a first select takes effect, then 1 for good. A later
+            select's copy does not lower it: while the active register holds parts of two
+            configurations the datapath is empty and ``hold`` keeps it so, so no flit can see
+            the mixture, and a host that polls ``active_valid`` to know whether the switch has
+            a configuration at all must not see it flicker.
         loaded: ``Out(K)``: slot k holds a complete, legal configuration.
         error: ``Out(ERROR_WIDTH)``: :class:`ConfigError` of the most recent failure; cleared by
             the next packet that loads or select that takes effect.
@@ -177,8 +179,8 @@ class ConfigMemory(SeparateModule, wiring.Component):
                     m.d.comb += self.select.ready.eq(1)
                     m.d.sync += error.eq(ConfigError.NOT_LOADED)
                 with m.Elif(write_quiet & self.drained):
-                    m.d.sync += [copying.eq(1), issued.eq(0), received.eq(0), read_valid.eq(0),
-                                 self.active_valid.eq(0)]
+                    # active_valid stays as it is (see the class docstring)
+                    m.d.sync += [copying.eq(1), issued.eq(0), received.eq(0), read_valid.eq(0)]
         with m.Else():
             # Issue N reads (the read port returns data one cycle later); shift each word in.
             with m.If(issued < N):
