@@ -4,7 +4,7 @@ The DUT is the datapath alone (``hdl.switch.FredSwitch``, top ``fred_datapath``)
 configuration is applied in one cycle. For each configuration of
 :func:`cocotb_tests.exhaustive.legal_configurations` (in order):
 
-1. drive ``config`` and offer one flit on every port (random int32 data, ``tag`` = the port);
+1. drive ``modes`` and offer one flit on every port (random int32 data, ``tag`` = the port);
 2. in the settled cycle, every port the configuration accepts must be ready and every other
    port not (a disabled input is never consumed), and ``busy`` must be low (the previous
    configuration left nothing behind);
@@ -65,7 +65,7 @@ async def every_legal_configuration(dut):
         expected = simulate(ports, middle, config, "int32", [np.array(d, dtype=np.uint32) for d in data])
         trees, problems = symbolic(config, sorted(accepted))
         assert not problems, (config.describe(), problems)
-        dut.config.value = config.to_int()
+        dut.modes.value = config.to_int()
         for n, (valid, _, payload) in enumerate(ins):
             valid.value = 1
             payload.value = fmt.pack(data[n], last=1, tag=n)

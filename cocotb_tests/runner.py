@@ -75,9 +75,10 @@ def hierarchical_blocks(verilog: str, top: str) -> list[str]:
     blocks (``--hierarchical``): every design module (a plain-named module, as
     ``hdl.hierarchy`` writes one per distinct component) except the top, whose ports are all
     plain identifiers. Verilator 5.048 writes a block's ports unescaped into the wrapper it
-    generates, so a port named after a keyword (``config``) breaks it: the Fred_m(r) levels and
-    the configuration memory and checker stay in the top's model (they are wiring, or exist
-    once). Flat Verilog has no such modules and gets an ordinary build."""
+    generates, so a port named after a keyword (``config``) would break it; the switch's
+    components therefore name their configuration vector ``modes``, and every design module,
+    the Fred_m(r) levels included, is a block (a module with an escaped port name would stay in
+    its parent's model). Flat Verilog has no such modules and gets an ordinary build."""
     from cocotb_tests.lint import design_modules, split_modules
     texts = split_modules(verilog)
     blocks = []

@@ -49,8 +49,10 @@ def test_fred3_3_count():
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("middle", [2, 3])
+@pytest.mark.parametrize("middle", [2, pytest.param(3, marks=pytest.mark.full)])
 def test_every_legal_configuration_on_the_rtl(middle):
+    """Fred_2(3) in the default suite (about 25 s with its build), Fred_3(3) behind ``-m full``
+    (about 3 min: 24 times as many configurations)."""
     flit = FlitFormat(dtype="int32", lanes=1, tag_width=TAG_WIDTH)
     verilog = to_verilog(FredSwitch(ports=3, middle=middle, flit=flit), name="fred_datapath")
     latency = switch_latency(ports=3, middle=middle, dtype="int32")

@@ -56,7 +56,7 @@ def test_config_checker_agrees_with_the_compiler_decoder(ports, middle):
 
     async def bench(ctx):
         for value in values:
-            ctx.set(dut.config, value)
+            ctx.set(dut.modes, value)
             await ctx.delay(1e-9)
             results.append(ctx.get(dut.legal))
 
@@ -186,7 +186,7 @@ def test_switch_top_loads_selects_and_routes_an_all_reduce():
     inputs = {f"i{p}": (sw.i[p], [fmt.pack(data[p][n], last=n == length - 1, tag=n)
                                    for n in range(length)]) for p in range(ports)}
     result = run_streams(sw, inputs=inputs, outputs={f"o{p}": sw.o[p] for p in range(ports)},
-                         settings=[(sw.config, config.to_int())], idle=0.3, backpressure=0.3,
+                         settings=[(sw.modes, config.to_int())], idle=0.3, backpressure=0.3,
                          rng=rng, max_cycles=3000)
     for p in range(ports):
         got = [fmt.unpack(w) for _, w in result["received"][f"o{p}"]]
@@ -204,7 +204,7 @@ def test_no_combinational_path_from_output_ready_to_any_valid():
     observed = []
 
     async def bench(ctx):
-        ctx.set(sw.config, config.to_int())
+        ctx.set(sw.modes, config.to_int())
         for p in range(ports):
             ctx.set(sw.i[p].valid, 1)
             ctx.set(sw.i[p].payload.as_value(), p + 1)
@@ -259,7 +259,7 @@ def test_odd_and_non_power_of_two_switch_routes_random_flows(ports, middle, dtyp
             inputs = {f"i{p}": (sw.i[p], [fmt.pack(data[p][n], last=n == length - 1, tag=n)
                                            for n in range(length)]) for p in active}
             result = run_streams(sw, inputs=inputs, outputs={f"o{p}": sw.o[p] for p in range(ports)},
-                                 settings=[(sw.config, phase.config.to_int())], idle=0.3,
+                                 settings=[(sw.modes, phase.config.to_int())], idle=0.3,
                                  backpressure=0.3, rng=rng, max_cycles=3000)
             for p in range(ports):
                 got = [fmt.unpack(w) for _, w in result["received"][f"o{p}"]]
@@ -292,7 +292,7 @@ def test_every_path_has_the_latency_of_the_property(ports, dtype):
         active = sorted(p for f in flows for p in f.inputs)
         inputs = {f"i{p}": (sw.i[p], [fmt.pack([k], tag=k) for k in range(n)]) for p in active}
         result = run_streams(sw, inputs=inputs, outputs={f"o{p}": sw.o[p] for p in range(ports)},
-                             settings=[(sw.config, config.to_int())], rng=seeded_rng("lat"))
+                             settings=[(sw.modes, config.to_int())], rng=seeded_rng("lat"))
         first_in = min(c[0] for c in result["sent"].values())
         for p in range(ports):
             cycles = [c for c, _ in result["received"][f"o{p}"]]

@@ -38,10 +38,11 @@ class ConfigChecker(SeparateModule, wiring.Component):
 
     Parameters:
         ports, middle: the switch size (any P >= 2, m >= 2).
-        width: bits of ``config`` (>= config_bits; bits above config_bits are padding).
+        width: bits of ``modes`` (>= config_bits; bits above config_bits are padding).
 
     Members:
-        config: ``In(width)``; legal: ``Out(1)``, combinational.
+        modes: ``In(width)`` (the configuration vector; not ``config``, a Verilog keyword);
+            legal: ``Out(1)``, combinational.
 
     Rules (as ``hdl.base.compiler.encoding.SwitchConfig.decode`` enforces them): wire indices < m;
     a disabled input/output/demux/mux has wire 0 (canonical form); ``reduce`` needs both inputs
@@ -61,12 +62,12 @@ class ConfigChecker(SeparateModule, wiring.Component):
         self.width = self.bits if width is None else width
         if self.width < self.bits:
             raise ValueError(f"width {self.width} < {self.bits} configuration bits")
-        super().__init__({"config": In(self.width), "legal": Out(1)})
+        super().__init__({"modes": In(self.width), "legal": Out(1)})
 
     @property
     def module_name(self) -> str:
         """Verilog module of hierarchical generation, e.g. ``fred_config_check_m3_p16`` (with a
-        ``_w<width>`` suffix when ``config`` carries padding)."""
+        ``_w<width>`` suffix when ``modes`` carries padding)."""
         name = f"fred_config_check_m{self.middle}_p{self.ports}"
         return name if self.width == self.bits else f"{name}_w{self.width}"
 
@@ -79,7 +80,7 @@ class ConfigChecker(SeparateModule, wiring.Component):
         own = slots if P == 2 else [s for s in slots if not s.name.startswith("mid[")]
         for slot in own:
             mode = data.View(mode_layout(slot.kind, mid),
-                             self.config[slot.offset:slot.offset + slot.width])
+                             self.modes[slot.offset:slot.offset + slot.width])
             ok = Signal(name=f"ok_{slot.index}")
             m.d.comb += ok.eq(_mode_ok(mode, slot.kind, mid))
             checks.append(ok)
@@ -90,8 +91,8 @@ class ConfigChecker(SeparateModule, wiring.Component):
                      for k in range(mid)}
             for k in range(mid):
                 sub = m.submodules[f"mid{k}"] = ConfigChecker(ports=sub_ports, middle=mid)
-                m.d.comb += sub.config.eq(self.config[first[k]:first[k] + sub_bits])
+                m.d.comb += sub.modes.eq(self.modes[first[k]:first[k] + sub_bits])
                 checks.append(sub.legal)
-        padding_zero = (self.config[self.bits:] == 0) if self.width > self.bits else 1
+        padding_zero = (self.modes[self.bits:] == 0) if self.width > self.bits else 1
         m.d.comb += self.legal.eq(Cat(*checks).all() & padding_zero)
         return m

@@ -43,7 +43,7 @@ class ConfigMemory(SeparateModule, wiring.Component):
             phase unchanged.
         drained: ``In(1)``: the datapath holds no flit.
         hold: ``Out(1)``: a select is pending or copying; the switch must accept no flit.
-        config: ``Out(config_bits)``: the active configuration (all zero = idle after reset).
+        modes: ``Out(config_bits)``: the active configuration (all zero = idle after reset).
         active_phase: ``Out(phase_index_width(K))``: the slot of the most recent select that
             took effect (it changes in the cycle after that select's ``ready``); active_valid:
             ``Out(1)``: 0 after reset until a first select takes effect, then 1 for good. A later
@@ -71,7 +71,7 @@ class ConfigMemory(SeparateModule, wiring.Component):
             "select": In(stream.Signature(unsigned(pw))),
             "drained": In(1),
             "hold": Out(1),
-            "config": Out(self.bits),
+            "modes": Out(self.bits),
             "active_phase": Out(pw),
             "active_valid": Out(1),
             "loaded": Out(phases),
@@ -103,8 +103,8 @@ class ConfigMemory(SeparateModule, wiring.Component):
         active = Signal(N * wb)
         loaded = Signal(K)
         error = Signal(ERROR_WIDTH)
-        m.d.comb += [self.config.eq(active[:self.bits]), self.loaded.eq(loaded),
-                     self.error.eq(error), checker.config.eq(staging)]
+        m.d.comb += [self.modes.eq(active[:self.bits]), self.loaded.eq(loaded),
+                     self.error.eq(error), checker.modes.eq(staging)]
 
         # ---- write path ------------------------------------------------------------------
         in_packet = Signal()

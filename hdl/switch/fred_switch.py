@@ -32,7 +32,7 @@ class FredSwitch(SeparateModule, wiring.Component):
 
     Members:
         i: ``In(stream.Signature(flit.layout)).array(P)``; o: ``Out(...).array(P)``.
-        config: ``In(config_bits(P, m))``, the active configuration vector
+        modes: ``In(config_bits(P, m))``, the active configuration vector
             (``hdl.base.compiler.encoding.SwitchConfig.to_int()``); it must be legal and change
             only while ``busy`` is low.
         busy: ``Out(1)``: some flit is inside (the switch is not drained).
@@ -62,7 +62,9 @@ class FredSwitch(SeparateModule, wiring.Component):
         super().__init__({
             "i": In(stream.Signature(shape)).array(ports),
             "o": Out(stream.Signature(shape)).array(ports),
-            "config": In(config_bits(ports, middle)),
+            # not `config`: a Verilog keyword, which Verilator's hierarchical blocks cannot
+            # have as a port name (cocotb_tests.runner.hierarchical_blocks)
+            "modes": In(config_bits(ports, middle)),
             "busy": Out(1),
         })
 
@@ -97,7 +99,7 @@ class FredSwitch(SeparateModule, wiring.Component):
             wiring.connect(m, wiring.flipped(self.i[1]), rd.in1)
             wiring.connect(m, rd.out0, wiring.flipped(self.o[0]))
             wiring.connect(m, rd.out1, wiring.flipped(self.o[1]))
-            m.d.comb += [rd.mode.eq(self.config), self.busy.eq(rd.busy)]
+            m.d.comb += [rd.mode.eq(self.modes), self.busy.eq(rd.busy)]
             return m
 
         r, odd = self.ports // 2, self.ports % 2
@@ -111,7 +113,7 @@ class FredSwitch(SeparateModule, wiring.Component):
 
         def mode_bits(name):
             slot = slots[name]
-            return self.config[slot.offset:slot.offset + slot.width]
+            return self.modes[slot.offset:slot.offset + slot.width]
 
         busy = []
         for u, ms in enumerate(inputs):
@@ -129,7 +131,7 @@ class FredSwitch(SeparateModule, wiring.Component):
         for k, sub in enumerate(mids):
             m.submodules[f"mid{k}"] = sub
             first = slots[f"mid[{k}].in[0]" if sub_ports > 2 else f"mid[{k}].rd"].offset
-            m.d.comb += sub.config.eq(self.config[first:first + mid_bits])
+            m.d.comb += sub.modes.eq(self.modes[first:first + mid_bits])
             for u in range(r):
                 wiring.connect(m, inputs[u].wire[k], sub.i[u])
             if odd:

@@ -103,7 +103,7 @@ class FredSwitchTop(wiring.Component):
         wiring.connect(m, wiring.flipped(self.config), memory.write)
         wiring.connect(m, wiring.flipped(self.phase), memory.select)
         m.d.comb += [
-            switch.config.eq(memory.config),
+            switch.modes.eq(memory.modes),
             memory.drained.eq(~switch.busy),
             self.busy.eq(switch.busy | memory.hold),
             self.error.eq(memory.error),
