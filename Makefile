@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router characterize
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog characterize
 
 all: test
 
@@ -21,6 +21,7 @@ help:
 	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra)"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 	@echo "make bench-router  print the router's P=64 routing time per flow set"
+	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -51,6 +52,12 @@ bench-sysmodel: $(STAMP)
 
 bench-router: $(STAMP)
 	$(PY) benchmarks/bench_router.py
+
+# Generation time/size/memory of Fred_3(P) fp16 x 4 for P = 4..64, lint of Fred_3(64), Verilator
+# build of Fred_3(16) hierarchical vs flat (the flat build alone takes several minutes; skip it
+# with BENCH_VERILOG_ARGS=--no-flat).
+bench-verilog: $(STAMP)
+	$(PY) benchmarks/bench_verilog.py $(BENCH_VERILOG_ARGS)
 
 # yosys synth_ecp5 + nextpnr-ecp5 --85k per format for lanes 1 and 4 (docs/synthesis.md).
 synth: $(STAMP)

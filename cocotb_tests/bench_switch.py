@@ -162,6 +162,10 @@ class SwitchBench:
 
     def finish(self, name):
         self.scoreboard.check()
+        if hasattr(self.dut, "mismatch"):   # a co-simulation of flat and hierarchical Verilog
+            assert int(self.dut.mismatch.value) == 0, \
+                "the flat and the hierarchical build disagreed on some output (cocotb_tests.cosim)"
+            metrics.record(**{f"{name}_cosim_cycles": self.harness.cycle})
         received = sum(s.transfers for s in self.sinks)
         self.dut._log.info("%s: %d rounds, %d flits sent, %d flits received and matched",
                            name, self.round, self.sent, self.scoreboard.matched)
@@ -296,10 +300,29 @@ async def throughput_and_latency(dut):
         assert f["latency_min"] == f["latency_max"] == p["latency"], f"{name}: latency {f}"
 
 
+class _ActiveProbe:
+    """A harness agent that samples (active_valid, active_phase) every settled cycle."""
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.samples = []
+
+    def _edge(self, cycle):
+        pass
+
+    def _reset(self):
+        pass
+
+    def _sample(self, cycle):
+        self.samples.append((int(self.dut.active_valid.value), int(self.dut.active_phase.value)))
+
+
 @cocotb.test()
 async def configuration_protocol(dut):
     """Load protocol: bad packets are rejected with the right error and leave the running phase
-    intact; a select waits while flits are in flight and holds the inputs; unloaded slots fail."""
+    intact; a select waits while flits are in flight and holds the inputs; a select of an
+    unloaded or out-of-range slot fails at once, also while flits are in flight; active_valid stays
+    1 through a later select's copy."""
     bench = SwitchBench(dut, "config", idle=0.2, backpressure=0.2)
     await bench.start()
     P, m, K = bench.ports, bench.middle, bench.phases
@@ -366,12 +389,28 @@ async def configuration_protocol(dut):
     slot2 = 2 % K
     other_flows = [Flow(inputs=tuple(range(P)), outputs=tuple(range(P)))]
     other = route(ports=P, middle=m, flows=other_flows, split=False).phases[0].config
-    await bench.load(other, slot2)
     bench.stall = True
     bench.round += 1
-    bench.send_traffic(good, flows, lengths=[2] * len(flows))   # fits inside the switch
+    # 4 flits per port fit inside the switch (P = 2: 2; one RD microswitch holds 3 per path)
+    bench.send_traffic(good, flows, lengths=[4 if P >= 4 else 2] * len(flows))
     await bench.harness.wait_until(lambda: all(d.pending == 0 for d in bench.drivers),
                                    what="stalled flits entered")
+    # a select that cannot take effect completes at once, whatever the datapath holds: slot 2
+    # is not loaded yet (NOT_LOADED); an index >= K (BAD_PHASE) where the phase field can hold one
+    failing = [(slot2, ConfigError.NOT_LOADED)] if slot2 != 0 else []
+    if K < (1 << max(1, (K - 1).bit_length())):
+        failing.append((K, ConfigError.BAD_PHASE))
+    for slot, error in failing:
+        bench.phase.send(slot)
+        await bench.harness.cycles(2)
+        await ReadOnly()
+        assert bench.phase.pending == 0, f"a select of slot {slot} must not wait for the datapath"
+        assert int(dut.error.value) == error, f"select of slot {slot}: error {int(dut.error.value)}"
+        assert int(dut.busy.value) == 1 and int(dut.active_phase.value) == 0
+        assert int(dut.active_valid.value) == 1
+    await bench.load(other, slot2)   # loading while flits are in flight is allowed
+    probe = _ActiveProbe(dut)
+    bench.harness.agents.append(probe)
     bench.phase.send(slot2)
     await bench.harness.cycles(30)
     await ReadOnly()
@@ -385,6 +424,15 @@ async def configuration_protocol(dut):
     await bench.harness.cycles(1)
     await ReadOnly()
     assert int(dut.active_phase.value) == slot2 and int(dut.error.value) == ConfigError.NONE
+    # active_valid never drops once a select succeeded (not during the wait, not during the
+    # copy); active_phase is the old slot until the select completes, then the new one
+    bench.harness.agents.remove(probe)
+    assert all(valid == 1 for valid, _ in probe.samples), probe.samples
+    phases = [phase for _, phase in probe.samples]
+    if slot2 != 0:   # K = 2 re-selects slot 0
+        old_cycles = phases.index(slot2) if slot2 in phases else len(phases)
+        assert old_cycles >= 30 + len(words) + 1 and set(phases[:old_cycles]) == {0}, probe.samples
+        assert set(phases[old_cycles:]) <= {slot2}, probe.samples
     await bench.harness.cycles(1)
     bench.round += 1
     bench.send_traffic(other, other_flows)

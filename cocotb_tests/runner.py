@@ -8,6 +8,11 @@ writes ``sim_build/<hash>/<run>/dump.vcd``.
 
 Parameters reach the cocotb module as JSON in ``FRED_BENCH_PARAMS``
 (:func:`cocotb_tests.lib.bench_params`); the run's base seed travels as ``FRED_SEED``.
+
+Hierarchical Verilog (``hdl.verilog.to_verilog``) is built with Verilator's *hierarchical
+verilation* (:func:`hierarchical_blocks`): Verilator otherwise generates code per instance (a
+Fred_3(16) fp16 x 4 becomes 84 MB of C++, mostly copies of the same adder), while a hierarchical
+block is verilated and compiled once however often it is instantiated.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from hdl.base.errors import FredError
 from cocotb_tests.toolchain import setup_verilator
 
-__all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut"]
+__all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut", "hierarchical_blocks"]
 
 #: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
 SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().parents[1] / "sim_build"))
@@ -65,10 +70,32 @@ def _design_verilog(unit: str, params: dict) -> tuple[str, str]:
     return to_verilog(design.build(**params), name=design.top), design.top
 
 
+def hierarchical_blocks(verilog: str, top: str) -> list[str]:
+    """The modules of ``verilog`` that Verilator verilates and compiles once each as hierarchical
+    blocks (``--hierarchical``): every design module (a plain-named module, as
+    ``hdl.hierarchy`` writes one per distinct component) except the top, whose ports are all
+    plain identifiers. Verilator 5.048 writes a block's ports unescaped into the wrapper it
+    generates, so a port named after a keyword (``config``) would break it; the switch's
+    components therefore name their configuration vector ``modes``, and every design module,
+    the Fred_m(r) levels included, is a block (a module with an escaped port name would stay in
+    its parent's model). Flat Verilog has no such modules and gets an ordinary build."""
+    from cocotb_tests.lint import design_modules, split_modules
+    texts = split_modules(verilog)
+    blocks = []
+    for name in design_modules(verilog):
+        header = texts[name][:texts[name].index(");")]
+        if name != top and "\\" not in header:
+            blocks.append(name)
+    return blocks
+
+
 def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=()) -> Path:
     """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists."""
     tool = setup_verilator()
+    blocks = hierarchical_blocks(verilog, top)
     args = tuple(BUILD_ARGS) + tuple(build_args)
+    if blocks:   # --build: Verilator builds the blocks and the model (cocotb's make is then a no-op)
+        args += ("--hierarchical", "--build", "-j", str(os.cpu_count() or 1))
     key_source = json.dumps([verilog, top, tool.version, args, bool(waves)])
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = SIM_BUILD / f"{top}-{key}"
@@ -79,6 +106,11 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=()) -> 
     build_dir.mkdir(parents=True, exist_ok=True)
     source = build_dir / f"{top}.v"
     source.write_text(verilog)
+    if blocks:
+        control = build_dir / "hierarchical_blocks.vlt"
+        control.write_text("`verilator_config\n" + "".join(f'hier_block -module "{name}"\n'
+                                                             for name in blocks))
+        args += (str(control),)
     runner = get_runner("verilator")
     saved_makeflags = os.environ.get("MAKEFLAGS")
     os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {MAKE_VARIABLES}".strip()

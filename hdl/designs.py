@@ -112,7 +112,7 @@ DESIGNS: dict[str, Design] = {
         description="FRED switch Fred_m(P): microswitch datapath, reduction units, K-phase config memory",
         factory=_switch,
         params={
-            "ports": Param(int, 4, "switch ports P (a power of two >= 2)"),
+            "ports": Param(int, 4, "switch ports P (any P >= 2; odd P has a demux/mux on the last port)"),
             "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
             "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
             "lanes": Param(_positive_int, 1, "elements per flit"),

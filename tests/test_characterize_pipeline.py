@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from hdl.base.characterization import parse_characterization as parse_base
 from hdl.base.errors import FredError
-from cocotb_tests.characterize.grid import timing_grid
-from cocotb_tests.characterize.report import build_document, composed_cost, summarize_point
+from cocotb_tests.characterize.cost import cost_designs
+from cocotb_tests.characterize.grid import chiplet_levels, timing_grid
+from cocotb_tests.characterize.report import (build_document, chiplet_blocks, composed_cost,
+                                             microswitch_counts, summarize_point)
 from cocotb_tests.characterize.timing import figures
 from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing, parse_characterization
 
@@ -73,18 +76,65 @@ def test_document_validates_and_refuses_nothing_measured():
     assert summarize_point(point)["ports"] == point["ports"]
 
 
+def test_microswitch_counts_follow_the_compiler_layout():
+    from collections import Counter
+    from hdl.base.compiler.encoding import layout
+    for ports in (2, 3, 4, 5, 8, 10, 12, 16):
+        for middle in (2, 3):
+            kinds = Counter(slot.kind for slot in layout(ports, middle))
+            counts = microswitch_counts(ports, middle)
+            assert {k: v for k, v in counts.items() if v} == dict(kinds), (ports, middle)
+
+
+def test_composed_cost_of_odd_sizes_needs_the_demux_and_mux():
+    unit = {"lut_equivalent": 1, "ff": 1, "generic_cells": 1, "fmax_mhz": 100.0}
+    costs = {"rd_microswitch": unit, "input_microswitch_m3": unit, "output_microswitch_m3": unit}
+    assert composed_cost(costs, 12, 3) is None          # Fred_3(12) -> 6 -> 3: demux and mux
+    costs.update(demux_m3=dict(unit, fmax_mhz=90.0), mux_m3=unit)
+    c = composed_cost(costs, 12, 3)
+    assert c["lut_equivalent"] == 24 + 27 + 24 + 9 + 9
+    assert c["fmax_mhz"] == 90.0 and c["fmax_limited_by"] == "demux"
+    assert composed_cost(dict(costs, rd_microswitch=dict(unit, fmax_mhz=None)), 12, 3)["fmax_mhz"] is None
+
+
+def test_chiplets_are_in_the_grid_the_cost_designs_and_the_document():
+    assert chiplet_levels((12, 10)) == {"L1": 12, "L2": 10}
+    grid = timing_grid((4,), (2,), ("int32",))
+    assert grid == [(4, 2, "int32"), (10, 3, "fp16"), (12, 3, "fp16")]
+    names = [d["name"] for d in cost_designs((4,), (2,), (12, 10))]
+    assert {"demux_m3", "mux_m3", "fred_switch_P10m3", "fred_switch_P12m3"} <= set(names)
+    summary = {"ports": 12, "middle": 3, "dtype": "fp16", "first_flit_latency_cycles": 35,
+               "throughput_flits_per_cycle_per_port": 1.0, "phase_switch_cycles": 50,
+               "config_load_cycles": 14}
+    unit = {"lut_equivalent": 10, "ff": 1, "generic_cells": 1, "fmax_mhz": 100.0}
+    costs = [dict(unit, name=n) for n in ("rd_microswitch", "input_microswitch_m3",
+                                          "output_microswitch_m3", "demux_m3", "mux_m3")]
+    costs.append(dict(unit, name="fred_switch_P12m3", lut_equivalent=1000, fmax_mhz=None))
+    blocks = chiplet_blocks([summary], costs, {"L1": 12, "L2": 10})
+    assert list(blocks) == ["L1"]     # L2 (Fred_3(10)) was not measured here
+    assert blocks["L1"]["switch"]["first_flit_latency_cycles"] == 35.0
+    assert blocks["L1"]["cost"]["lut_equivalent"] == 1000
+    assert blocks["L1"]["cost"]["fmax_source"].startswith("composed")
+    doc = {"schema": SCHEMA_ID, "switch": blocks["L1"]["switch"], "chiplets": blocks}
+    assert parse_base(doc).chiplets["L1"]["point"]["ports"] == 12
+    with pytest.raises(FredError, match="chiplets.L1.switch.phase_switch_cycles"):
+        bad = {"L1": dict(blocks["L1"], switch=dict(blocks["L1"]["switch"], phase_switch_cycles=-1))}
+        parse_base(dict(doc, chiplets=bad))
+
+
 def test_composed_cost_counts_microswitches():
     unit = {"lut_equivalent": 1, "ff": 1, "generic_cells": 1}
     costs = {"rd_microswitch": unit, "input_microswitch_m3": unit, "output_microswitch_m3": unit}
     c = composed_cost(costs, 8, 3)
     # Fred_3(8): 4 in + 3 x Fred_3(4) (2 in + 3 RD + 2 out) + 4 out
-    assert c["microswitches"] == {"rd": 9, "input": 10, "output": 10}
+    assert c["microswitches"] == {"rd": 9, "input": 10, "output": 10, "demux": 0, "mux": 0}
     assert composed_cost({}, 8, 3) is None
 
 
 def test_grid_rejects_bad_points():
-    with pytest.raises(FredError, match="power of two"):
-        timing_grid((6,), (2,), ("fp16",))
+    with pytest.raises(FredError, match="--ports 1"):
+        timing_grid((1,), (2,), ("fp16",))
+    assert timing_grid((12, 10), (3,), ("fp16",)) == [(10, 3, "fp16"), (12, 3, "fp16")]
     with pytest.raises(FredError, match="fp8"):
         timing_grid((4,), (2,), ("fp8",))
     assert timing_grid((8, 4), (3, 2), ("int32", "fp16"))[0] == (4, 2, "fp16")
@@ -127,7 +177,7 @@ def test_loader_checks_the_optional_keys():
 @pytest.mark.parametrize("argv,message", [
     (["--length", "1"], "--length must be >= 2"),
     (["--backpressure", "1.5"], "--backpressure must be in"),
-    (["--ports", "6", "--report-only"], "power of two"),
+    (["--ports", "1", "--report-only"], "--ports 1"),
     (["--dtypes", "fp8", "--report-only"], "fp8"),
 ])
 def test_cli_rejects_bad_input(argv, message, capsys, tmp_path):

@@ -99,7 +99,8 @@ def test_idle_is_zero():
     (lambda: SwitchConfig.from_modes(4, 3, {"in[0]": InputMode(1, 3)}), "only 3 middle"),
     (lambda: SwitchConfig.from_modes(4, 3, {"in[5]": InputMode()}), "no microswitch named"),
     (lambda: SwitchConfig.from_modes(4, 3, {"in[0]": OutputMode()}), "needs InputMode"),
-    (lambda: check_size(6, 3), "power of two"),  # the RTL's validator; the compiler takes any P
+    (lambda: check_size(1, 3), "ports"),   # the RTL's and the compiler's validator: any P >= 2
+    (lambda: check_size(4.0, 3), "integer"),
     (lambda: SwitchConfig.idle(1, 3), "ports must be >= 2"),
     (lambda: SwitchConfig.idle(8, 1), "middle"),
     (lambda: SwitchConfig.decode([0], ports=8, middle=3), "got 1 words"),

@@ -1,4 +1,5 @@
-"""Every microswitch mode in Amaranth's simulator: routing, broadcast, reduce, blocking, latency.
+"""Every microswitch mode in Amaranth's simulator: routing, broadcast, reduce, blocking, latency
+(input, output and RD microswitches, and the last port's demux and mux of an odd Fred_m(P)).
 
 Fast tests (seconds): int32 and fp16 flits with the real ReductionUnit, random idle cycles and
 backpressure; each output is compared with what the mode must produce, bit for bit.
@@ -12,10 +13,10 @@ import numpy as np
 import pytest
 
 from cocotb_tests.lib.seeds import seeded_rng
-from hdl.base.compiler.encoding import InputMode, OutputMode, RDMode
+from hdl.base.compiler.encoding import DemuxMode, InputMode, MuxMode, OutputMode, RDMode
 from hdl.base.dtypes import get_dtype
 from hdl.base.flit import FlitFormat
-from hdl.switch import InputMicroswitch, OutputMicroswitch, RDMicroswitch
+from hdl.switch import Demux, InputMicroswitch, Mux, OutputMicroswitch, RDMicroswitch
 from hdl.switch.select_fork import SelectFork
 
 from switch_sim import run_streams
@@ -145,6 +146,46 @@ def test_output_microswitch_every_mode(middle):
             assert len(result["sent"][f"w{k}"]) == (FLITS if taken else 0), (mode, k)
 
 
+def _single_wire_modes(cls, middle):
+    return [cls()] + [cls(True, k) for k in range(middle)]
+
+
+@pytest.mark.parametrize("middle", [2, 3, 4])
+@pytest.mark.parametrize("dtype", ["int32", "fp16"])
+def test_demux_every_mode(middle, dtype):
+    """The last port of an odd Fred_m(P) onto one of m wires; disabled: never consumed."""
+    fmt = FlitFormat(dtype=dtype, lanes=2, tag_width=8)
+    rng = seeded_rng(f"demux.{middle}.{dtype}")
+    dut = Demux(flit=fmt, middle=middle)
+    for mode in _single_wire_modes(DemuxMode, middle):
+        items = [w for w, *_ in _packets(fmt, rng, tag_base=0)]
+        result = run_streams(dut, inputs={"port": (dut.port, items)},
+                             outputs={f"w{k}": dut.wire[k] for k in range(middle)},
+                             settings=[(dut.mode, mode.pack(middle))],
+                             idle=0.3, backpressure=0.4, rng=rng, max_cycles=500)
+        for k in range(middle):
+            expected = items if mode.en and mode.wire == k else []
+            assert _payloads(result["received"][f"w{k}"]) == expected, (mode, k)
+        assert len(result["sent"]["port"]) == (FLITS if mode.en else 0), mode
+
+
+@pytest.mark.parametrize("middle", [2, 3, 4])
+def test_mux_every_mode(middle):
+    """One of m wires onto the last port of an odd Fred_m(P); unselected wires wait."""
+    fmt = FlitFormat(dtype="fp16", lanes=1, tag_width=8)
+    rng = seeded_rng(f"mux.{middle}")
+    dut = Mux(flit=fmt, middle=middle)
+    for mode in _single_wire_modes(MuxMode, middle):
+        wires = [[w for w, *_ in _packets(fmt, rng, tag_base=30 * k)] for k in range(middle)]
+        result = run_streams(dut, inputs={f"w{k}": (dut.wire[k], wires[k]) for k in range(middle)},
+                             outputs={"port": dut.port}, settings=[(dut.mode, mode.pack(middle))],
+                             idle=0.3, backpressure=0.4, rng=rng, max_cycles=500)
+        assert _payloads(result["received"]["port"]) == (wires[mode.wire] if mode.en else []), mode
+        for k in range(middle):
+            taken = mode.en and mode.wire == k
+            assert len(result["sent"][f"w{k}"]) == (FLITS if taken else 0), (mode, k)
+
+
 def test_broadcast_consumes_each_flit_once_after_both_outputs_took_it():
     """The fork alone (no buffers): out1 stalls often; out0 must not take a flit twice, and the
     input flit is consumed exactly in the cycle the later of the two outputs takes it."""
@@ -178,6 +219,13 @@ def test_microswitch_latency_equals_property_and_full_throughput(dtype):
     oms = OutputMicroswitch(flit=fmt, middle=3)
     cases.append((oms, {f"w{k}": oms.wire[k] for k in range(3)}, {"out0": oms.out0, "out1": oms.out1},
                   [(oms.mode, OutputMode(True, 1, True, 1).pack(3))]))
+    demux = Demux(flit=fmt, middle=3)
+    cases.append((demux, {"port": demux.port}, {f"w{k}": demux.wire[k] for k in range(3)},
+                  [(demux.mode, DemuxMode(True, 2).pack(3))]))
+    mux = Mux(flit=fmt, middle=3)
+    cases.append((mux, {"w1": mux.wire[1]}, {"port": mux.port}, [(mux.mode, MuxMode(True, 1).pack(3))]))
+    # the demux and mux stand beside an input and an output microswitch: same latency
+    assert demux.latency == ims.latency and mux.latency == oms.latency
     for dut, ins, outs, settings in cases:
         n = 50
         inputs = {name: (s, [fmt.pack([i], tag=i % 256) for i in range(n)]) for name, s in ins.items()}

@@ -1,7 +1,8 @@
 """Cost of the switch RTL on a Lattice ECP5 LFE5U-85F and as technology-neutral cells.
 
-For each design (:func:`cost_designs`: the three microswitch kinds, and ``fred_switch`` =
-Fred_m(P) with its configuration memory, P in {4, 8, 16}, m in {2, 3}; fp16 x 4 lanes):
+For each design (:func:`cost_designs`: the three microswitch kinds and the last port's demux
+and mux, and ``fred_switch`` = Fred_m(P) with its configuration memory, P in {4, 8, 16}, m in
+{2, 3}, plus the wafer's chiplets Fred_3(12) and Fred_3(10); fp16 x 4 lanes):
 
 1. yosys ``synth_ecp5`` of the design alone (flattened): LUT4, CCU2C (carry, 2 LUT4 each),
    PFUMX/L6MUX21, TRELLIS_FF, distributed/block RAM cells;
@@ -30,23 +31,29 @@ __all__ = ["DEVICE", "cost_designs", "measure_cost", "tool_versions"]
 DTYPE, LANES, TAG_WIDTH, PHASES = "fp16", 4, 8, 4
 
 
-def cost_designs(ports=(4, 8, 16), middles=(2, 3)) -> list[dict]:
-    """``[{name, kind, ports, middle}]`` in increasing size (microswitches first)."""
+def cost_designs(ports=(4, 8, 16), middles=(2, 3), chiplets=()) -> list[dict]:
+    """``[{name, kind, ports, middle}]`` in increasing size (microswitches first; the demux and
+    mux of odd P for every m; the chiplets are Fred_3(P))."""
     designs = [{"name": "rd_microswitch", "kind": "rd", "ports": 2, "middle": None},
                {"name": "input_microswitch_m2", "kind": "input", "ports": 2, "middle": 2},
                {"name": "input_microswitch_m3", "kind": "input", "ports": 2, "middle": 3},
                {"name": "output_microswitch_m2", "kind": "output", "ports": 2, "middle": 2},
                {"name": "output_microswitch_m3", "kind": "output", "ports": 2, "middle": 3}]
-    for p in sorted(ports):
-        for m in sorted(middles):
-            designs.append({"name": f"fred_switch_P{p}m{m}", "kind": "switch", "ports": p, "middle": m})
+    for kind in ("demux", "mux"):
+        for m in sorted(set(middles) | ({3} if chiplets else set())):
+            designs.append({"name": f"{kind}_m{m}", "kind": kind, "ports": 1, "middle": m})
+    switches = {(p, m) for p in ports for m in middles} | {(p, 3) for p in chiplets}
+    for p, m in sorted(switches):
+        designs.append({"name": f"fred_switch_P{p}m{m}", "kind": "switch", "ports": p, "middle": m})
     return designs
 
 
 def _component(design: dict):
     from hdl.base.flit import FlitFormat
     from hdl.designs import get_design
+    from hdl.switch.demux import Demux
     from hdl.switch.input_microswitch import InputMicroswitch
+    from hdl.switch.mux import Mux
     from hdl.switch.output_microswitch import OutputMicroswitch
     from hdl.switch.rd_microswitch import RDMicroswitch
     flit = FlitFormat(dtype=DTYPE, lanes=LANES, tag_width=TAG_WIDTH)
@@ -57,6 +64,10 @@ def _component(design: dict):
         return InputMicroswitch(flit=flit, middle=design["middle"])
     if kind == "output":
         return OutputMicroswitch(flit=flit, middle=design["middle"])
+    if kind == "demux":
+        return Demux(flit=flit, middle=design["middle"])
+    if kind == "mux":
+        return Mux(flit=flit, middle=design["middle"])
     return get_design("switch").build(ports=design["ports"], middle=design["middle"], dtype=DTYPE,
                                       lanes=LANES, phases=PHASES, tag_width=TAG_WIDTH)
 

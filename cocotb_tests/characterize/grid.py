@@ -14,21 +14,42 @@ from pathlib import Path
 from hdl.base.dtypes import DTYPES as _ALL_DTYPES
 from hdl.base.errors import FredError
 
-__all__ = ["PORTS", "MIDDLES", "DTYPES", "DEFAULT_CACHE", "timing_grid", "point_name",
+__all__ = ["PORTS", "MIDDLES", "DTYPES", "CHIPLETS", "CHIPLET_MIDDLE", "CHIPLET_DTYPE",
+           "DEFAULT_CACHE", "timing_grid", "chiplet_levels", "chiplet_points", "point_name",
            "load_cached", "save_cached"]
 
 PORTS = (4, 8, 16)
 MIDDLES = (2, 3)
 DTYPES = tuple(_ALL_DTYPES)
+#: The chiplets the paper builds its wafer's switches from (shared spec, section 3; sizes from
+#: secondary sources): each L1 switch from Fred_3(12) chiplets, the L2 switch from Fred_3(10).
+#: Measured at m = 3 and fp16 (the paper's gradient format) on top of the grid.
+CHIPLETS = {"L1": 12, "L2": 10}
+CHIPLET_MIDDLE = 3
+CHIPLET_DTYPE = "fp16"
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "build" / "characterize"
 
 
-def timing_grid(ports=PORTS, middles=MIDDLES, dtypes=DTYPES) -> list[tuple[int, int, str]]:
-    """Points in run order: small P first, and fp16 (the paper's gradient format) first within
-    each P, so that an interrupted run still covers the most useful points."""
-    for p in ports:
-        if p < 2 or p & (p - 1):
-            raise FredError(f"--ports {p}: the switch RTL needs a power of two >= 2")
+def chiplet_levels(chiplets=tuple(CHIPLETS.values())) -> dict[str, int]:
+    """``{level: P}`` for the given chiplet sizes: the paper's level names where the sizes are
+    the paper's (``L1``, ``L2``), else ``chiplet<P>``."""
+    names = {p: level for level, p in CHIPLETS.items()}
+    return {names.get(p, f"chiplet{p}"): p for p in chiplets}
+
+
+def chiplet_points(chiplets=tuple(CHIPLETS.values())) -> list[tuple[int, int, str]]:
+    """(P, 3, fp16) of each chiplet size."""
+    return [(p, CHIPLET_MIDDLE, CHIPLET_DTYPE) for p in chiplets]
+
+
+def timing_grid(ports=PORTS, middles=MIDDLES, dtypes=DTYPES,
+                chiplets=tuple(CHIPLETS.values())) -> list[tuple[int, int, str]]:
+    """Points in run order: the product of ``ports``, ``middles`` and ``dtypes`` plus the
+    chiplet points (:func:`chiplet_points`), small P first, and fp16 (the paper's gradient format)
+    first within each P, so that an interrupted run still covers the most useful points."""
+    for p in tuple(ports) + tuple(chiplets):
+        if p < 2:
+            raise FredError(f"--ports {p}: the switch needs P >= 2 ports")
     for m in middles:
         if m < 2:
             raise FredError(f"--middle {m}: m must be >= 2")
@@ -36,8 +57,8 @@ def timing_grid(ports=PORTS, middles=MIDDLES, dtypes=DTYPES) -> list[tuple[int, 
         if d not in DTYPES:
             raise FredError(f"--dtypes {d!r} is not one of {', '.join(DTYPES)}")
     order = {d: i for i, d in enumerate(("fp16", "int32", "bf16", "fp32"))}
-    return sorted(((p, m, d) for p in ports for m in middles for d in dtypes),
-                  key=lambda t: (t[0], order[t[2]], t[1]))
+    points = {(p, m, d) for p in ports for m in middles for d in dtypes} | set(chiplet_points(chiplets))
+    return sorted(points, key=lambda t: (t[0], order[t[2]], t[1]))
 
 
 def point_name(ports: int, middle: int, dtype: str) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 from hdl.base.characterization import SCHEMA_ID, parse_characterization
 from hdl.base.errors import FredError
 
-__all__ = ["summary_point", "summarize_point", "build_document", "write_report", "composed_cost"]
+__all__ = ["summary_point", "summarize_point", "build_document", "write_report", "composed_cost",
+           "microswitch_counts", "chiplet_blocks"]
 
 #: The system model's clock and flit size are not properties of this RTL (an ECP5 Fmax is not
 #: a 15 nm ASIC clock; the RTL flit is lanes x dtype bits, the paper's 512 B): kept at the
@@ -76,28 +77,80 @@ def summary_point(points: list[dict]) -> dict:
     raise FredError("no timing point was measured: nothing to summarize")
 
 
+def microswitch_counts(ports: int, middle: int) -> dict[str, int]:
+    """Microswitches of Fred_m(P) by kind: r = floor(P/2) input and r output microswitches, and
+    for odd P a demux and a mux, per level, m Fred_m(ceil(P/2)) middles; Fred_m(2) = one RD."""
+    if ports == 2:
+        return {"rd": 1, "input": 0, "output": 0, "demux": 0, "mux": 0}
+    r, odd = ports // 2, ports % 2
+    sub = microswitch_counts(r + odd, middle)
+    return {"rd": middle * sub["rd"], "input": r + middle * sub["input"],
+            "output": r + middle * sub["output"], "demux": odd + middle * sub["demux"],
+            "mux": odd + middle * sub["mux"]}
+
+
+#: cost record of each microswitch kind (``{m}``: the number of middles)
+_PART_NAMES = {"rd": "rd_microswitch", "input": "input_microswitch_m{m}",
+               "output": "output_microswitch_m{m}", "demux": "demux_m{m}", "mux": "mux_m{m}"}
+
+
 def composed_cost(costs: dict[str, dict], ports: int, middle: int) -> dict | None:
     """Fred_m(P) cost composed from the measured microswitches (an estimate, labelled as such):
-    r input microswitches + m Fred_m(r) + r output microswitches; Fred_m(2) = one RD. Excludes the
-    configuration memory and the top-level glue."""
-    rd = costs.get("rd_microswitch")
-    inp = costs.get(f"input_microswitch_m{middle}")
-    out = costs.get(f"output_microswitch_m{middle}")
-    if not (rd and inp and out):
-        return None
-
-    def count(p):
-        if p == 2:
-            return {"rd": 1, "input": 0, "output": 0}
-        sub = count(p // 2)
-        return {"rd": middle * sub["rd"], "input": p // 2 + middle * sub["input"],
-                "output": p // 2 + middle * sub["output"]}
-    n = count(ports)
-    total = {}
-    for key in ("lut_equivalent", "ff", "generic_cells"):
-        total[key] = n["rd"] * rd[key] + n["input"] * inp[key] + n["output"] * out[key]
+    :func:`microswitch_counts` times each part's LUT/FF/cells; ``fmax_mhz`` = the lowest Fmax of
+    the parts it contains (every microswitch is a registered stage, so the switch's critical
+    paths lie inside its parts; None if a part was not placed and routed). Excludes the
+    configuration memory and the top-level glue. None if a needed part was not measured."""
+    n = microswitch_counts(ports, middle)
+    parts = {}
+    for kind, count in n.items():
+        if count:
+            record = costs.get(_PART_NAMES[kind].format(m=middle))
+            if record is None:
+                return None
+            parts[kind] = record
+    total = {key: sum(n[kind] * part[key] for kind, part in parts.items())
+             for key in ("lut_equivalent", "ff", "generic_cells")}
+    fmax = [part.get("fmax_mhz") for part in parts.values()]
+    total["fmax_mhz"] = None if None in fmax else min(fmax)
+    total["fmax_limited_by"] = (None if None in fmax else
+                                min(parts, key=lambda kind: parts[kind]["fmax_mhz"]))
     total["microswitches"] = n
     return total
+
+
+def chiplet_blocks(summaries: list[dict], costs: list[dict], levels: dict[str, int]) -> dict:
+    """``{level: block}`` for each wafer chiplet Fred_3(P) fp16 that was measured: its ``point``,
+    the timing fields of a ``switch`` block (what the system model uses for the switches of that
+    level), and its cost (synthesized LUT/FF; Fmax measured if placed and routed, else composed
+    from its parts, with the source named)."""
+    by_point = {(s["ports"], s["middle"], s["dtype"]): s for s in summaries}
+    by_name = {c["name"]: c for c in costs}
+    blocks = {}
+    for level, ports in levels.items():
+        s = by_point.get((ports, 3, "fp16"))
+        if s is None:
+            continue
+        block = {"point": {"ports": ports, "middle": 3, "dtype": "fp16"},
+                 "switch": {"clock_mhz": MODEL_CLOCK_MHZ, "flit_bytes": MODEL_FLIT_BYTES,
+                            "first_flit_latency_cycles": float(s["first_flit_latency_cycles"]),
+                            "throughput_flits_per_cycle_per_port": float(s["throughput_flits_per_cycle_per_port"]),
+                            "phase_switch_cycles": float(s["phase_switch_cycles"] or 0),
+                            "config_load_cycles": float(s["config_load_cycles"])}}
+        measured = by_name.get(f"fred_switch_P{ports}m3")
+        composed = composed_cost(by_name, ports, 3)
+        cost = {"lut_equivalent": measured["lut_equivalent"] if measured else None,
+                "ff": measured["ff"] if measured else None,
+                "lut_equivalent_composed": composed["lut_equivalent"] if composed else None}
+        if measured and measured.get("fmax_mhz") is not None:
+            cost.update(fmax_mhz=measured["fmax_mhz"], fmax_source="measured (nextpnr-ecp5)")
+        elif composed and composed["fmax_mhz"] is not None:
+            cost.update(fmax_mhz=composed["fmax_mhz"],
+                        fmax_source=f"composed: the lowest Fmax of its parts ({composed['fmax_limited_by']})")
+        else:
+            cost.update(fmax_mhz=None, fmax_source="not measured")
+        block["cost"] = cost
+        blocks[level] = block
+    return blocks
 
 
 def build_document(points: list[dict], costs: list[dict], *, command: str, grid: dict,
@@ -133,7 +186,9 @@ def build_document(points: list[dict], costs: list[dict], *, command: str, grid:
         "measurements": points,
         "cost": costs,
         "cost_composed": {f"P{p}m{m}": composed_cost({c["name"]: c for c in costs}, p, m)
-                          for p in grid.get("ports", []) for m in grid.get("middle", [])},
+                          for p, m in sorted({(p, m) for p in grid.get("ports", []) for m in grid.get("middle", [])}
+                                             | {(p, 3) for p in grid.get("chiplets", {}).values()})},
+        "chiplets": chiplet_blocks(summaries, costs, grid.get("chiplets", {})),
         "not_measured": not_measured,
     }
 
@@ -238,6 +293,20 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
          "| field | value | source |", "|---|---|---|"]
     for k, v in sw.items():
         L.append(f"| `{k}` | {_fmt(v)} | {'measured' if k in src['measured'] else src['not_measured'].get(k, '')} |")
+    chiplets = doc.get("chiplets") or {}
+    if chiplets:
+        L += ["", "`chiplets` blocks: the timing of each level's switch, from the chiplet that builds it "
+              "(the system model takes each level's switch timing from these when present; clock and "
+              "flit size as above):", "",
+              "| level | chiplet | first-flit latency | throughput | phase switch | config load | "
+              "LUT eq. (synthesized) | FF | Fmax (MHz) |", "|---|---|---|---|---|---|---|---|---|"]
+        for level, b in chiplets.items():
+            t, c = b["switch"], b["cost"]
+            L.append(f"| {level} | Fred_{b['point']['middle']}({b['point']['ports']}) {b['point']['dtype']} | "
+                     f"{_fmt(t['first_flit_latency_cycles'])} | {_fmt(t['throughput_flits_per_cycle_per_port'])} | "
+                     f"{_fmt(t['phase_switch_cycles'])} | {_fmt(t['config_load_cycles'])} | "
+                     f"{_fmt(c['lut_equivalent'])} | {_fmt(c['ff'])} | {_fmt(c['fmax_mhz'], 1)} "
+                     f"({c['fmax_source']}) |")
     sums = doc["summaries"]
     lat_ok = all(x["first_flit_latency_min_cycles"] == x["first_flit_latency_cycles"] == x["latency_property"]
                  for x in sums)
@@ -245,7 +314,8 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
     load_ok = all(x["config_load_cycles"] == x["config_words"] + 1 for x in sums)
     L += ["", "## Findings", "",
           f"* First-flit latency equals the RTL's latency property (`hdl.base.timing.switch_latency`: "
-          f"log2(P) (L_add + 1) + log2(P) - 1) at every measured point and for every traffic class: "
+          f"L (L_add + 1) + L - 1 with L = ceil(log2 P)) at every measured point and for every "
+          f"traffic class: "
           f"{'yes' if lat_ok else 'NO (see the tables)'}. It does not depend on the class or on m, "
           "because pass paths are delayed to match the adder.",
           f"* Phase switch = drain of the old phase (at most the latency) + select copy of N + 2 cycles "
@@ -309,14 +379,28 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
               "last column). Fred_m(P) has m^(log2 P - 1) RD microswitches and "
               "I(P) = P/2 + m I(P/2) input (and as many output) microswitches; the adders (one per RD "
               "and per input microswitch) dominate. " + _growth(comp), "",
-              "| Fred_m(P) | RD | input | output | LUT eq. (composed) | FF (composed) | LUT eq. measured |",
-              "|---|---|---|---|---|---|---|"]
+              "| Fred_m(P) | RD | input | output | demux/mux | LUT eq. (composed) | FF (composed) | "
+              "LUT eq. measured | measured / composed | Fmax composed (MHz) | Fmax measured (MHz) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
         measured = {c["name"]: c for c in doc["cost"]}
+        agreement = []
         for k, v in comp:
             n = v["microswitches"]
             meas = measured.get(f"fred_switch_{k}")
-            L.append(f"| {k} | {n['rd']} | {n['input']} | {n['output']} | {v['lut_equivalent']} | "
-                     f"{v['ff']} | {meas['lut_equivalent'] if meas else 'not measured'} |")
+            ratio = meas["lut_equivalent"] / v["lut_equivalent"] if meas else None
+            if meas and meas.get("fmax_mhz") and v.get("fmax_mhz"):
+                agreement.append(f"{k}: {meas['fmax_mhz']:g} MHz measured against {v['fmax_mhz']:g} "
+                                 f"composed ({meas['fmax_mhz'] / v['fmax_mhz']:.2f})")
+            L.append(f"| {k} | {n['rd']} | {n['input']} | {n['output']} | {n.get('demux', 0)} | "
+                     f"{v['lut_equivalent']} | {v['ff']} | {meas['lut_equivalent'] if meas else 'not measured'} | "
+                     f"{_fmt(ratio, 3)} | {_fmt(v.get('fmax_mhz'), 1)} | "
+                     f"{_fmt(meas.get('fmax_mhz') if meas else None, 1)} |")
+        L += ["", "Composed Fmax = the lowest Fmax of the parts a design contains (every microswitch "
+              "is a registered stage, so a switch's critical paths lie inside its parts). Where both "
+              "exist, measured against composed: " + ("; ".join(agreement) if agreement else "none")
+              + ". The whole switch places lower than its slowest part (routing across a fuller "
+              "device and the configuration memory); a chiplet's composed Fmax is therefore an "
+              "upper bound, and the measured/composed ratio above is the correction to expect."]
     L += ["", "## Run time", "",
           "Measured wall-clock seconds of each point on the machine that produced this file "
           "(shared 2-core machine; Verilog generation, Verilator -O0 build + simulation, VCD parse; "

@@ -38,6 +38,12 @@ def _names(text: str) -> tuple[str, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ports", type=_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
+    from cocotb_tests.characterize.grid import CHIPLETS
+    parser.add_argument("--chiplets", type=_ints, default=tuple(CHIPLETS.values()),
+                        help="sizes P of the wafer's chiplets, measured as Fred_3(P) fp16 on top of the "
+                             "grid and always synthesized (default "
+                             + ",".join(str(p) for p in CHIPLETS.values())
+                             + ": L1 = Fred_3(12), L2 = Fred_3(10); '' for none)")
     parser.add_argument("--middle", type=_ints, default=(2, 3), help="m values (default 2,3)")
     from cocotb_tests.characterize.grid import DTYPES
     parser.add_argument("--dtypes", type=_names, default=DTYPES,
@@ -151,14 +157,20 @@ def _run_tasks(tasks, jobs: int, log, *, scheduler: str | None = None, seed: int
 
 def run(args) -> int:
     from cocotb_tests.characterize.cost import cost_designs, tool_versions
-    from cocotb_tests.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
+    from cocotb_tests.characterize.grid import (DEFAULT_CACHE, chiplet_levels, load_cached, point_name,
+                                                save_cached, timing_grid)
     from cocotb_tests.characterize.report import build_document, composed_cost, write_json, write_report
 
     if args.length < 2:
         raise FredError(f"--length must be >= 2 flits, got {args.length}")
     if not 0.0 < args.backpressure < 1.0:
         raise FredError(f"--backpressure must be in (0, 1), got {args.backpressure}")
-    grid = timing_grid(args.ports, args.middle, args.dtypes)
+    grid = timing_grid(args.ports, args.middle, args.dtypes, args.chiplets)
+    chiplet_designs = {(p, 3) for p in args.chiplets}
+
+    def synthesized(design):   # Fred_m(P) up to --cost-max-ports, and every chiplet
+        return (design["kind"] != "switch" or design["ports"] <= args.cost_max_ports
+                or (design["ports"], design["middle"]) in chiplet_designs)
     cache = args.cache or DEFAULT_CACHE
     if args.fresh and cache.exists():
         shutil.rmtree(cache)
@@ -171,8 +183,7 @@ def run(args) -> int:
     tasks = []   # (name, not-measured entry on failure, cache kind, function, arguments)
     if not args.report_only:
         done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
-        designs = [d for d in cost_designs(args.ports, args.middle)
-                   if d["kind"] != "switch" or d["ports"] <= args.cost_max_ports]
+        designs = [d for d in cost_designs(args.ports, args.middle, args.chiplets) if synthesized(d)]
         cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
         # cost first: its designs are the longest single steps, so starting them early shortens
         # the whole run when several jobs share the work
@@ -216,13 +227,13 @@ def run(args) -> int:
             not_measured.append({"what": f"timing {name}", "reason": "not run (time budget of this run)",
                                  "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"})
     cost_have = {c["name"]: c for c in costs}
-    for design in cost_designs(args.ports, args.middle):
+    for design in cost_designs(args.ports, args.middle, args.chiplets):
         c = cost_have.get(design["name"])
         cmd = (f"fred characterize --ports {design['ports']} --middle {design['middle']} --dtypes fp16 "
                f"--cost pnr --pnr-max-ports {design['ports']}"
                if design["kind"] == "switch" else "fred characterize --ports 4 --dtypes fp16 --cost pnr")
         if c is None:
-            beyond = design["kind"] == "switch" and design["ports"] > args.cost_max_ports
+            beyond = not synthesized(design)
             reason = (f"not synthesized: this run synthesized Fred_m(P) only up to P = "
                       f"{args.cost_max_ports} (--cost-max-ports)" if beyond else
                       "not synthesized in this run (--cost none, or it failed: see the log)")
@@ -254,6 +265,7 @@ def run(args) -> int:
             " (assembles the points cached in build/characterize/ by earlier measuring runs; each "
             "point records its packet length and backpressure)" if args.report_only else ""),
         grid={"ports": list(args.ports), "middle": list(args.middle), "dtypes": list(args.dtypes),
+              "chiplets": chiplet_levels(args.chiplets),
               "length": args.length, "backpressure": args.backpressure,
               "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]},
         not_measured=not_measured, tools=tools,

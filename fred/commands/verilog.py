@@ -1,4 +1,7 @@
-"""``fred verilog``: write Verilog for one design, or for every design (``make verilog``)."""
+"""``fred verilog``: write Verilog for one design, or for every design (``make verilog``).
+
+Hierarchical Verilog (``hdl.verilog.to_verilog``: one module per distinct component) unless
+``--flat``."""
 
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true",
                         help="emit every design with its default parameters into the folder -o")
     parser.add_argument("--list", action="store_true", help="list designs and their parameters")
+    parser.add_argument("--flat", action="store_true",
+                        help="Amaranth's flat output (one module per instance) instead of hierarchical "
+                             "Verilog (one module per distinct component); for comparisons")
     parser.add_argument("-o", "--output", type=Path,
                         help="output file (a folder with --all); '-' or none prints to stdout")
     seen = {}
@@ -61,7 +67,7 @@ def run(args) -> int:
         for design in DESIGNS.values():
             path = args.output / f"{design.top}.v"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(to_verilog(design.build(), name=design.top))
+            path.write_text(to_verilog(design.build(), name=design.top, flat=args.flat))
             written.append({"unit": design.unit, "top": design.top, "path": str(path)})
         if args.json:
             print_json({"written": written})
@@ -75,7 +81,7 @@ def run(args) -> int:
         raise FredError(f"unknown unit {unit!r}; available: {', '.join(DESIGNS)}")
     design = get_design(unit)
     params = design.resolve(_given(args))
-    text = to_verilog(design.build(**params), name=design.top)
+    text = to_verilog(design.build(**params), name=design.top, flat=args.flat)
     if args.output is None or str(args.output) == "-":
         sys.stdout.write(text)
         return 0

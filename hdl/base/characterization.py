@@ -49,6 +49,9 @@ class Characterization:
     switch: dict
     source: str
     document: dict = field(repr=False)
+    #: ``{level: {"point": {ports, middle, dtype}, "switch": typed SWITCH_FIELDS}}`` of the
+    #: wafer's chiplets (optional ``chiplets`` block; empty when the file has none)
+    chiplets: dict = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> dict | None:
@@ -71,22 +74,21 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     switch = data.get("switch")
     if not isinstance(switch, dict):
         raise FredError(f"{source}: missing object 'switch' with the model's timing fields")
-    values = {}
-    for name, kind in SWITCH_FIELDS.items():
-        if name not in switch:
-            raise FredError(f"{source}: 'switch.{name}' is missing")
-        value = switch[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise FredError(f"{source}: 'switch.{name}' must be a finite number, got {value!r}")
-        if kind is int and value != int(value):
-            raise FredError(f"{source}: 'switch.{name}' must be an integer, got {value!r}")
-        values[name] = kind(value)
-    for name in _POSITIVE:
-        if values[name] <= 0:
-            raise FredError(f"{source}: 'switch.{name}' must be > 0, got {values[name]}")
-    for name in _NON_NEGATIVE:
-        if values[name] < 0:
-            raise FredError(f"{source}: 'switch.{name}' must be >= 0, got {values[name]}")
+    values = _switch_fields(switch, source, "switch")
+    chiplets = data.get("chiplets", {})
+    if not isinstance(chiplets, dict):
+        raise FredError(f"{source}: 'chiplets' must be an object (level -> chiplet block)")
+    levels = {}
+    for level, block in chiplets.items():
+        where = f"chiplets.{level}"
+        if not isinstance(block, dict) or not isinstance(block.get("switch"), dict):
+            raise FredError(f"{source}: '{where}' must be an object with a 'switch' block")
+        point = block.get("point")
+        if not (isinstance(point, dict) and all(isinstance(point.get(k), int) and not isinstance(point.get(k), bool)
+                                                for k in ("ports", "middle"))
+                and isinstance(point.get("dtype"), str)):
+            raise FredError(f"{source}: '{where}.point' must give integer 'ports', 'middle' and a 'dtype'")
+        levels[level] = {"point": dict(point), "switch": _switch_fields(block["switch"], source, f"{where}.switch")}
     generated = data.get("generated_by")
     if generated is not None:
         if not isinstance(generated, dict) or not all(
@@ -96,7 +98,28 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     for key in _OPTIONAL_LISTS:
         if key in data and not isinstance(data[key], list):
             raise FredError(f"{source}: '{key}' must be a list, got {type(data[key]).__name__}")
-    return Characterization(switch=values, source=source, document=data)
+    return Characterization(switch=values, source=source, document=data, chiplets=levels)
+
+
+def _switch_fields(switch: dict, source: str, where: str) -> dict:
+    """The :data:`SWITCH_FIELDS` of one ``switch`` block, typed and range-checked."""
+    values = {}
+    for name, kind in SWITCH_FIELDS.items():
+        if name not in switch:
+            raise FredError(f"{source}: '{where}.{name}' is missing")
+        value = switch[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise FredError(f"{source}: '{where}.{name}' must be a finite number, got {value!r}")
+        if kind is int and value != int(value):
+            raise FredError(f"{source}: '{where}.{name}' must be an integer, got {value!r}")
+        values[name] = kind(value)
+    for name in _POSITIVE:
+        if values[name] <= 0:
+            raise FredError(f"{source}: '{where}.{name}' must be > 0, got {values[name]}")
+    for name in _NON_NEGATIVE:
+        if values[name] < 0:
+            raise FredError(f"{source}: '{where}.{name}' must be >= 0, got {values[name]}")
+    return values
 
 
 def read_characterization(path: str | Path) -> Characterization:

@@ -9,8 +9,11 @@ the system model and the characterization use it without building anything.
 * the reduction unit: the adder plus its output register (:func:`reduction_latency`);
 * an input or RD microswitch: the reduction latency (pass paths are delay-matched) plus its
   registered output buffer; an output microswitch: the buffer alone (:func:`microswitch_latency`);
-* Fred_m(P): log2(P) input/RD stages and log2(P) - 1 output stages on every path
-  (:func:`switch_latency`), the same for every path and configuration.
+  an odd P's last-port demux is delayed to match an input microswitch, its mux matches an
+  output microswitch;
+* Fred_m(P): L = ceil(log2 P) levels (:func:`switch_levels`; Fred_m(2) is one, Fred_m(P) is
+  one more than its Fred_m(ceil(P/2)) middles), so L input/RD stages and L - 1 output stages on
+  every path (:func:`switch_latency`), the same for every path and configuration.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from hdl.base.dtypes import get_dtype
 from hdl.base.errors import FredError
 
 __all__ = ["FLOAT_ADDER_STAGES", "INT_ADDER_STAGES", "OUTPUT_REGISTER_LATENCY", "BUFFER_LATENCY",
-           "adder_stages", "reduction_latency", "microswitch_latency", "switch_stages",
-           "switch_latency"]
+           "adder_stages", "reduction_latency", "microswitch_latency", "switch_levels",
+           "switch_stages", "switch_latency"]
 
 #: Registers in one lane of the floating-point adder (``hdl.reduction.FloatAdder.latency``).
 FLOAT_ADDER_STAGES = 6
@@ -44,24 +47,33 @@ def reduction_latency(dtype) -> int:
 
 
 def microswitch_latency(kind: str, dtype) -> int:
-    """Latency of an ``input``, ``rd`` or ``output`` microswitch (every path through it)."""
-    if kind in ("input", "rd"):
+    """Latency of an ``input``, ``rd``, ``output``, ``demux`` or ``mux`` microswitch (every
+    path through it). The last port's demux is delayed to match an input microswitch and its
+    mux matches an output microswitch, so that every port-to-port path has one latency."""
+    if kind in ("input", "rd", "demux"):
         return reduction_latency(dtype) + BUFFER_LATENCY
-    if kind == "output":
+    if kind in ("output", "mux"):
         return BUFFER_LATENCY
-    raise FredError(f"unknown microswitch kind {kind!r}; expected input, rd or output")
+    raise FredError(f"unknown microswitch kind {kind!r}; expected input, rd, output, demux or mux")
+
+
+def switch_levels(ports: int) -> int:
+    """Recursion levels of Fred_m(P), ceil(log2 P): Fred_m(2) has one, Fred_m(P) one more than
+    its middles Fred_m(ceil(P/2)) (log2 P for powers of two)."""
+    check_size(ports, 2)
+    return (ports - 1).bit_length()
 
 
 def switch_stages(ports: int) -> int:
-    """Microswitches on every port-to-port path of Fred_m(P): 2 log2(P) - 1."""
-    check_size(ports, 2)
-    return 2 * (ports.bit_length() - 1) - 1
+    """Microswitches on every port-to-port path of Fred_m(P): 2 ceil(log2 P) - 1."""
+    return 2 * switch_levels(ports) - 1
 
 
 def switch_latency(*, ports: int, middle: int, dtype) -> int:
     """Cycles from an input transfer to the flit (or sum) offered at the output, no backpressure:
-    log2(P) input/RD stages and log2(P) - 1 output stages."""
+    L = ceil(log2 P) input/RD stages and L - 1 output stages (odd P: the last port's demux and
+    mux are delay-matched to them)."""
     check_size(ports, middle)
-    levels = ports.bit_length() - 1
+    levels = switch_levels(ports)
     return (levels * microswitch_latency("input", dtype)
             + (levels - 1) * microswitch_latency("output", dtype))

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.base.dtypes import DType, get_dtype
 from hdl.base.errors import FredError
 from hdl.base.timing import adder_stages, reduction_latency
+from hdl.hierarchy import SeparateModule
 from hdl.stream_buffer import StreamBuffer
 
 from .float_adder import FloatAdder
@@ -21,7 +22,7 @@ __all__ = ["ReductionUnit", "MAX_LANES"]
 MAX_LANES = 1024
 
 
-class ReductionUnit(wiring.Component):
+class ReductionUnit(SeparateModule, wiring.Component):
     """Joins streams ``a`` and ``b`` and emits their lane-wise sum on ``o``.
 
     Parameters (keyword-only, validated):
@@ -100,6 +101,20 @@ class ReductionUnit(wiring.Component):
         """Cycles from the joint a/b transfer to the sum being offered on ``o``
         (``hdl.base.timing.reduction_latency``)."""
         return reduction_latency(self.dtype)
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation: ``fred_reduction_fp16x4`` or, with a
+        sideband, ``fred_reduction_fp16x4_sb9`` (its width)."""
+        name = f"fred_reduction_{self.dtype.name}x{self.lanes}"
+        if self.sideband is not None:
+            name += f"_sb{Shape.cast(self.sideband).width}"
+        return name
+
+    @property
+    def module_key(self):
+        # the sideband's layout, not only its width, must agree for two units to share a module
+        return (type(self).__qualname__, self.module_name, repr(self.sideband))
 
     def _data(self, payload):
         return payload if self.sideband is None else payload.data

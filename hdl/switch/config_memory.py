@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH, check_size, config_bits
 from hdl.base.config_port import (ERROR_WIDTH, ConfigError, check_port_parameters, config_word_layout,
                                   config_words, phase_index_width, select_cycles)
+from hdl.hierarchy import SeparateModule
 from hdl.layouts import struct_layout
 
 from .config_checker import ConfigChecker
@@ -18,7 +19,7 @@ from .config_checker import ConfigChecker
 __all__ = ["ConfigMemory"]
 
 
-class ConfigMemory(wiring.Component):
+class ConfigMemory(SeparateModule, wiring.Component):
     """Holds ``phases`` configurations of Fred_m(P) and drives the active one.
 
     Parameters (keyword-only, validated):
@@ -35,12 +36,21 @@ class ConfigMemory(wiring.Component):
             While ``select.valid`` is high, ``hold`` asks the switch to stop accepting flits;
             the select waits (``ready`` low) until ``drained`` and no packet is being written
             or checked, then copies the slot into the active register (N + 2 cycles in all) and
-            completes (``ready`` high for one cycle). A select of an unloaded or out-of-range
-            slot completes at once with ``error`` set and leaves the active phase unchanged.
+            completes (``ready`` high for one cycle). A select that cannot take effect does not
+            wait for the datapath: an out-of-range slot completes at once (``BAD_PHASE``), a
+            slot that is not loaded as soon as no packet is being written, checked or offered
+            (``NOT_LOADED``; at once when the write port is idle). Either leaves the active
+            phase unchanged.
         drained: ``In(1)``: the datapath holds no flit.
         hold: ``Out(1)``: a select is pending or copying; the switch must accept no flit.
-        config: ``Out(config_bits)``: the active configuration (all zero = idle after reset).
-        active_phase: ``Out(phase_index_width(K))``; active_valid: ``Out(1)`` (a slot was selected).
+        modes: ``Out(config_bits)``: the active configuration (all zero = idle after reset).
+        active_phase: ``Out(phase_index_width(K))``: the slot of the most recent select that
+            took effect (it changes in the cycle after that select's ``ready``); active_valid:
+            ``Out(1)``: 0 after reset until a first select takes effect, then 1 for good. A later
+            select's copy does not lower it: while the active register holds parts of two
+            configurations the datapath is empty and ``hold`` keeps it so, so no flit can see
+            the mixture, and a host that polls ``active_valid`` to know whether the switch has
+            a configuration at all must not see it flicker.
         loaded: ``Out(K)``: slot k holds a complete, legal configuration.
         error: ``Out(ERROR_WIDTH)``: :class:`ConfigError` of the most recent failure; cleared by
             the next packet that loads or select that takes effect.
@@ -61,7 +71,7 @@ class ConfigMemory(wiring.Component):
             "select": In(stream.Signature(unsigned(pw))),
             "drained": In(1),
             "hold": Out(1),
-            "config": Out(self.bits),
+            "modes": Out(self.bits),
             "active_phase": Out(pw),
             "active_valid": Out(1),
             "loaded": Out(phases),
@@ -72,6 +82,12 @@ class ConfigMemory(wiring.Component):
     def select_cycles(self) -> int:
         """Cycles a select takes once the switch is drained (``hdl.base.config_port.select_cycles``)."""
         return select_cycles(self.ports, self.middle, self.word_width)
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation, e.g. ``fred_config_memory_m3_p16_k4_w32``."""
+        return (f"fred_config_memory_m{self.middle}_p{self.ports}_k{self.phases}"
+                f"_w{self.word_width}")
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -87,8 +103,8 @@ class ConfigMemory(wiring.Component):
         active = Signal(N * wb)
         loaded = Signal(K)
         error = Signal(ERROR_WIDTH)
-        m.d.comb += [self.config.eq(active[:self.bits]), self.loaded.eq(loaded),
-                     self.error.eq(error), checker.config.eq(staging)]
+        m.d.comb += [self.modes.eq(active[:self.bits]), self.loaded.eq(loaded),
+                     self.error.eq(error), checker.modes.eq(staging)]
 
         # ---- write path ------------------------------------------------------------------
         in_packet = Signal()
@@ -152,17 +168,19 @@ class ConfigMemory(wiring.Component):
         read_valid = Signal()
         m.d.comb += read_port.addr.eq(target * N + issued)
         with m.If(~copying):
-            ready_to_switch = self.drained & ~in_packet & ~check_pending & ~self.write.valid
-            with m.If(self.select.valid & ready_to_switch):
+            # A packet being written or checked may be loading the target: decide once it is
+            # done. A select that fails does not wait for the datapath to drain.
+            write_quiet = ~in_packet & ~check_pending & ~self.write.valid
+            with m.If(self.select.valid):
                 with m.If(target >= K):
                     m.d.comb += self.select.ready.eq(1)
                     m.d.sync += error.eq(ConfigError.BAD_PHASE)
-                with m.Elif(~(loaded >> target)[0]):
+                with m.Elif(write_quiet & ~(loaded >> target)[0]):
                     m.d.comb += self.select.ready.eq(1)
                     m.d.sync += error.eq(ConfigError.NOT_LOADED)
-                with m.Else():
-                    m.d.sync += [copying.eq(1), issued.eq(0), received.eq(0), read_valid.eq(0),
-                                 self.active_valid.eq(0)]
+                with m.Elif(write_quiet & self.drained):
+                    # active_valid stays as it is (see the class docstring)
+                    m.d.sync += [copying.eq(1), issued.eq(0), received.eq(0), read_valid.eq(0)]
         with m.Else():
             # Issue N reads (the read port returns data one cycle later); shift each word in.
             with m.If(issued < N):

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.base.flit import FlitFormat
 from hdl.base.timing import microswitch_latency
+from hdl.hierarchy import SeparateModule, flit_suffix
 from hdl.layouts import flit_layout
 
 from .microswitch_ports import buffer_output, gate_input
@@ -19,7 +20,7 @@ from .select_fork import SelectFork
 __all__ = ["InputMicroswitch"]
 
 
-class InputMicroswitch(wiring.Component):
+class InputMicroswitch(SeparateModule, wiring.Component):
     """Routes each input to its own wire, or reduces both onto one wire.
 
     Parameters:
@@ -52,6 +53,11 @@ class InputMicroswitch(wiring.Component):
     @property
     def latency(self) -> int:
         return microswitch_latency("input", self.flit.dtype)
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation, e.g. ``fred_input_ms_m3_fp16x4_t8``."""
+        return f"fred_input_ms_m{self.middle}_{flit_suffix(self.flit)}"
 
     def elaborate(self, platform) -> Module:
         m = Module()

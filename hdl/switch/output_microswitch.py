@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.base.flit import FlitFormat
 from hdl.base.timing import microswitch_latency
+from hdl.hierarchy import SeparateModule, flit_suffix
 from hdl.layouts import flit_layout
 
 from .microswitch_ports import buffer_output
@@ -18,7 +19,7 @@ from .select_fork import SelectFork
 __all__ = ["OutputMicroswitch"]
 
 
-class OutputMicroswitch(wiring.Component):
+class OutputMicroswitch(SeparateModule, wiring.Component):
     """Each output takes one wire; both may take the same wire (broadcast).
 
     Parameters:
@@ -51,6 +52,11 @@ class OutputMicroswitch(wiring.Component):
     @property
     def latency(self) -> int:
         return microswitch_latency("output", self.flit.dtype)
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation, e.g. ``fred_output_ms_m3_fp16x4_t8``."""
+        return f"fred_output_ms_m{self.middle}_{flit_suffix(self.flit)}"
 
     def elaborate(self, platform) -> Module:
         m = Module()

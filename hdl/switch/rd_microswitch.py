@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.base.compiler.encoding import RD_IN0, RD_IN1, RD_SUM
 from hdl.base.flit import FlitFormat
 from hdl.base.timing import microswitch_latency
+from hdl.hierarchy import SeparateModule, flit_suffix
 from hdl.layouts import flit_layout
 
 from .microswitch_ports import buffer_output, gate_input
@@ -20,7 +21,7 @@ from .select_fork import SelectFork
 __all__ = ["RDMicroswitch"]
 
 
-class RDMicroswitch(wiring.Component):
+class RDMicroswitch(SeparateModule, wiring.Component):
     """2 x 2 element: each output is none | in0 | in1 | in0 + in1.
 
     Parameters:
@@ -53,6 +54,11 @@ class RDMicroswitch(wiring.Component):
     @property
     def latency(self) -> int:
         return microswitch_latency("rd", self.flit.dtype)
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation, e.g. ``fred_rd_ms_fp16x4_t8``."""
+        return f"fred_rd_ms_{flit_suffix(self.flit)}"
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -25,7 +25,8 @@ class FredSwitchTop(wiring.Component):
 
     Parameters (keyword-only, all required, validated before anything is built; the defaults
     ``fred verilog`` uses live in the design registry, ``hdl.designs``):
-        ports: P, power of two 2..64 (larger works but is not checked by the test-suite).
+        ports: P >= 2, any (odd P: the last port's demux/mux; the test-suite checks 2..16, 3, 5,
+            10, 12 and, in the full suite, 32 and 64).
         middle: m >= 2. dtype: ``fp16``/``bf16``/``fp32``/``int32``. lanes: elements per flit.
         phases: K stored configurations (1..256). tag_width: bits of the flit tag.
         word_width: configuration word bits (8..256).
@@ -102,7 +103,7 @@ class FredSwitchTop(wiring.Component):
         wiring.connect(m, wiring.flipped(self.config), memory.write)
         wiring.connect(m, wiring.flipped(self.phase), memory.select)
         m.d.comb += [
-            switch.config.eq(memory.config),
+            switch.modes.eq(memory.modes),
             memory.drained.eq(~switch.busy),
             self.busy.eq(switch.busy | memory.hold),
             self.error.eq(memory.error),

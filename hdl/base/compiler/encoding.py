@@ -3,7 +3,7 @@
 This module is the contract between the configuration compiler and the switch RTL; it is
 documented for humans in ``docs/configuration.md``. Everything here is pure Python.
 
-Structure (P a power of two >= 2, r = P/2, m >= 2 middle subnetworks):
+Structure (P a power of two >= 2, r = P/2, m >= 2 middle subnetworks; other P below):
 
 * Fred_m(2) is one RD microswitch (:class:`RDMode`).
 * Fred_m(P), P >= 4, is r input microswitches ``in[u]`` (:class:`InputMode`; ports 2u and
@@ -18,11 +18,11 @@ recursively. The configuration of one phase is the concatenation of the microswi
 in that order, least significant bit first, cut into words of ``word_width`` bits (default
 32; word 0 holds bits 0..word_width-1; the last word is zero-padded).
 
-Non-power-of-two P (compiler extension, not in the RTL; :func:`check_any_size`): an odd
-Fred_m(P), P = 2r+1, adds a ``demux`` (:class:`DemuxMode`) after its input microswitches and a
-``mux`` (:class:`MuxMode`) after its output microswitches for the last port, and its middle
-subnetworks are Fred_m(r+1). Powers of two are unaffected; :func:`check_size` (used by the
-RTL) still accepts powers of two only.
+Any P >= 2 (:func:`check_size`; the compiler and the RTL implement the same structure): an
+even P = 2r has middles Fred_m(r), r need not be a power of two; an odd Fred_m(P), P = 2r+1,
+adds a ``demux`` (:class:`DemuxMode`) after its input microswitches and a ``mux``
+(:class:`MuxMode`) after its output microswitches for the last port, and its middle
+subnetworks are Fred_m(r+1). Powers of two are unaffected.
 
 Canonical form (an addition to the shared contract, enforced by :meth:`SwitchConfig.decode`
 and by the mode constructors): a disabled input or output has wire field 0, so a
@@ -61,21 +61,18 @@ def _check_int(value, name: str, low: int) -> int:
 
 
 def check_size(ports, middle) -> tuple[int, int]:
-    """Validate a switch size: ``ports`` a power of two >= 2, ``middle`` an integer >= 2."""
+    """Validate a switch size for the compiler and the RTL: ``ports`` an integer >= 2 (any P;
+    odd P has the last port's demux/mux, see "Non-power-of-two P" in docs/configuration.md),
+    ``middle`` an integer >= 2."""
     _check_int(ports, "ports", 2)
     _check_int(middle, "middle (number of middle subnetworks m)", 2)
-    if ports & (ports - 1):
-        raise FredError(f"ports={ports} is not supported: Fred_m(P) is implemented for P a "
-                        "power of two >= 2 (odd/non-power-of-two P is not implemented yet)")
     return ports, middle
 
 
 def check_any_size(ports, middle) -> tuple[int, int]:
-    """Validate a size for the compiler's extension to any P >= 2 (see "Non-power-of-two P"
-    in docs/configuration.md). The RTL implements only what :func:`check_size` accepts."""
-    _check_int(ports, "ports", 2)
-    _check_int(middle, "middle (number of middle subnetworks m)", 2)
-    return ports, middle
+    """Same as :func:`check_size` (kept for the compiler's callers: the RTL once accepted
+    powers of two only, and this was the compiler's wider check)."""
+    return check_size(ports, middle)
 
 
 def wire_bits(middle: int) -> int:
@@ -361,7 +358,7 @@ def _names(ports: int, middle: int) -> tuple[tuple[str, str], ...]:
 def layout(ports: int, middle: int) -> tuple[Slot, ...]:
     """The microswitches of Fred_m(P) in configuration order, with bit offsets and widths.
 
-    Any P >= 2 (non-powers of two are a compiler extension the RTL does not implement)."""
+    Any P >= 2 (odd P: the last port's ``demux`` and ``mux``, see the module docstring)."""
     check_any_size(ports, middle)
     slots, offset = [], 0
     for index, (name, kind) in enumerate(_names(ports, middle)):
