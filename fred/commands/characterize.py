@@ -133,10 +133,28 @@ def _run_tasks(tasks, jobs: int, log):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _tool_versions(with_synthesis: bool) -> dict:
+    """Versions of the tools a run uses (yosys/nextpnr only when it synthesizes)."""
+    try:
+        from cocotb_tests.toolchain import setup_verilator
+        major, minor = setup_verilator().version
+        tools = {"verilator": f"{major}.{minor:03d}"}
+    except Exception as exc:  # the document still records why
+        tools = {"verilator": f"unknown ({exc})"}
+    import amaranth
+    import cocotb
+    tools.update({"amaranth": amaranth.__version__, "cocotb": cocotb.__version__})
+    if with_synthesis:
+        from cocotb_tests.characterize.cost import tool_versions
+        tools.update(tool_versions())
+    return tools
+
+
 def run(args) -> int:
     from cocotb_tests.characterize.cost import cost_designs, tool_versions
     from cocotb_tests.characterize.grid import (DEFAULT_CACHE, chiplet_levels, load_cached, point_name,
                                                 save_cached, timing_grid)
+    from cocotb_tests.characterize.provenance import run_record
     from cocotb_tests.characterize.report import build_document, composed_cost, write_json, write_report
 
     if args.length < 2:
@@ -182,7 +200,11 @@ def run(args) -> int:
                           (ports, middle, dtype, args.length, args.backpressure)))
     from cocotb_tests.lib.seeds import base_seed
     seed = base_seed()   # fixed here (FRED_SEED, else random) so that every worker shares it
-    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}")
+    tools = _tool_versions(with_synthesis=any(kind == "cost" for _, _, kind, _, _ in tasks))
+    # every record this run measures carries the run (a merged file holds records of several runs)
+    this_run = run_record(_command_line(), tools=tools, seed=seed, jobs=args.jobs)
+    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}, "
+        f"commit {this_run['commit']}")
     for index, outcome in _run_tasks(tasks, args.jobs, log):
         name, failed, kind, _, _ = tasks[index]
         if isinstance(outcome, BaseException):
@@ -193,7 +215,7 @@ def run(args) -> int:
                 not_measured.append(dict(failed, reason=f"failed: {str(outcome).splitlines()[0]}"))
             continue
         key, record = outcome
-        save_cached(cache, kind, key, record)
+        save_cached(cache, kind, key, dict(record, run=this_run))
 
     # every cached point goes into the outputs (a later run for one point adds to the rest)
     points = load_cached(cache, "timing")
