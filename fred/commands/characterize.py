@@ -198,9 +198,10 @@ def run(args) -> int:
         done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
         designs = [d for d in all_designs if synthesized(d)]
         cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
-        # cost first: its designs are the longest single steps, so starting them early shortens
-        # the whole run when several jobs share the work
-        for design in designs if args.cost != "none" else ():
+        # cost first, largest switch first: those are the longest single steps, so starting them
+        # early shortens the whole run when several jobs share the work
+        ordered = sorted(designs, key=lambda d: (d["kind"] != "switch", -d["ports"], -(d["middle"] or 0)))
+        for design in ordered if args.cost != "none" else ():
             pnr = (args.cost == "pnr" and design["synthesis"] == "flat"
                    and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports))
             cached = cost_done.get(design["name"])
