@@ -321,3 +321,33 @@ def test_cli_rejects_zero_jobs(capsys, tmp_path):
     code = main(["characterize", "--jobs", "0", "--cache", str(tmp_path), "--output", str(tmp_path / "c.json"),
                  "--report", str(tmp_path / "c.md")])
     assert code != 0 and "--jobs must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ports", list(range(3, 17)))
+def test_every_traffic_class_is_a_legal_flow_set_the_compiler_routes(ports):
+    """The bench's classes on any P >= 3, the chiplets' 10 and 12 included: flows of one class
+    use disjoint ports (mix3d once overlapped on port 5 at P = 10) and route at m = 3."""
+    from cocotb_tests.bench_characterize import traffic_classes
+    from hdl.base.compiler import route
+    for name, flows in traffic_classes(ports).items():
+        inputs = [p for f in flows for p in f.inputs]
+        outputs = [p for f in flows for p in f.outputs]
+        assert len(inputs) == len(set(inputs)) and len(outputs) == len(set(outputs)), (ports, name)
+        assert route(ports=ports, middle=3, flows=flows, seed=1).phases, (ports, name)
+
+
+@pytest.mark.cocotb
+@pytest.mark.full
+def test_chiplet_point_end_to_end():
+    """Fred_3(10) fp16 (the L2 chiplet: odd sub-levels with demux and mux), short packets:
+    latency = the property at every class, configuration load = words + 1, select copy =
+    words + 2 (about 1.5 min)."""
+    from cocotb_tests.characterize.timing import measure_point
+    point = measure_point(10, 3, "fp16", length=16, log=lambda *a: None)
+    assert point["latency_property"] == 35 and point["config_words"] == 14
+    for r in point["segments"]:
+        if r["backpressure"] == 0:
+            assert r["first_flit_latency_min"] == r["first_flit_latency_max"] == 35, r
+            assert r["throughput_min"] == 1.0, r
+        assert r["config_load"] == 15
+    assert all(r["select_copy"] == 16 for r in point["segments"][1:] if r["drain_backpressure"] == 0)
