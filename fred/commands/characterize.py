@@ -277,6 +277,17 @@ def run(args) -> int:
                 not_measured[-1]["reason"] += (
                     f"; composed estimate {estimate['lut_equivalent']} LUT eq. exceeds the "
                     f"{ECP5_85F_LUTS} LUT4 of the LFE5U-85F, so it cannot be placed on that device")
+    for ports in args.chiplets:   # a chiplet's Fmax: placed if it fits the device, else composed
+        name = f"fred_switch_P{ports}m3"
+        flat, hier = cost_have.get(name), cost_have.get(name + "_hier")
+        size = (flat or hier or {}).get("lut_equivalent")
+        if (flat is None or flat["fmax_mhz"] is None) and size is not None and size > ECP5_85F_LUTS \
+                and not any(n["what"] == f"Fmax {name}" for n in not_measured):
+            not_measured.append({"what": f"Fmax {name}", "command": "none on this device",
+                                 "reason": f"cannot be placed: {size} LUT eq. synthesized "
+                                           f"({(flat or hier)['synthesis']}) exceed the {ECP5_85F_LUTS} "
+                                           "LUT4 of the LFE5U-85F; composed from its parts instead "
+                                           "(chiplet_cost, fmax_agreement)"})
     if previous is not None:
         not_measured = merge_not_measured(old_missing, not_measured, points, costs)
     if args.report_only:
