@@ -285,7 +285,7 @@ def run(args) -> int:
                 and not any(n["what"] == f"Fmax {name}" for n in not_measured):
             not_measured.append({"what": f"Fmax {name}", "command": "none on this device",
                                  "reason": f"cannot be placed: {size} LUT eq. synthesized "
-                                           f"({(flat or hier)['synthesis']}) exceed the {ECP5_85F_LUTS} "
+                                           f"({(flat or hier).get('synthesis', 'flat')}) exceed the {ECP5_85F_LUTS} "
                                            "LUT4 of the LFE5U-85F; composed from its parts instead "
                                            "(chiplet_cost, fmax_agreement)"})
     if previous is not None:
