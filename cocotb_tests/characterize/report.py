@@ -315,9 +315,12 @@ def _plot(doc: dict, png: Path) -> None:
     ax1.grid(True, alpha=0.3)
     costs = [c for c in doc["cost"] if c["kind"] == "switch"]
     for m in (2, 3):
-        meas = sorted((c["ports"], c["lut_equivalent"]) for c in costs if c["middle"] == m)
-        if meas:
-            ax2.plot([p for p, _ in meas], [v for _, v in meas], marker="o", label=f"measured m={m}")
+        for mode, marker in (("flat", "o"), ("hierarchical", "^")):
+            meas = sorted((c["ports"], c["lut_equivalent"]) for c in costs
+                          if c["middle"] == m and c.get("synthesis", "flat") == mode)
+            if meas:
+                ax2.plot([p for p, _ in meas], [v for _, v in meas], marker=marker,
+                         label=f"synthesized {mode} m={m}")
         comp = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in doc["cost_composed"].items()
                       if v and int(k.split("m")[1]) == m)
         if comp:
