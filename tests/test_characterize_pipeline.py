@@ -351,3 +351,31 @@ def test_chiplet_point_end_to_end():
             assert r["throughput_min"] == 1.0, r
         assert r["config_load"] == 15
     assert all(r["select_copy"] == 16 for r in point["segments"][1:] if r["drain_backpressure"] == 0)
+
+
+def test_place_and_route_seeds_give_the_median_and_its_critical_path(monkeypatch, tmp_path):
+    """--pnr-seeds: one nextpnr run per seed; Fmax is the median seed's, and the record keeps
+    every seed's figure and the median run's clocked critical path (async paths ignored)."""
+    from cocotb_tests.characterize import cost
+    achieved = {"1": 90.0, "2": 80.0, "3": 100.0}
+
+    def run_tool(command, log, *, timeout=None):
+        if command[0] == "nextpnr":
+            seed = command[command.index("--seed") + 1]
+            path = [{"type": "clk-to-q", "delay": 0.5, "from": {"cell": f"start{seed}"}, "to": {"cell": "a"}},
+                    {"type": "routing", "delay": 7.0, "net": "fork.taken", "from": {"cell": "a"}, "to": {"cell": "b"}},
+                    {"type": "logic", "delay": 1.5, "from": {"cell": "b"}, "to": {"cell": "end"}}]
+            report = {"fmax": {"$glbnet$clk": {"achieved": achieved[seed]}},
+                      "critical_paths": [{"from": "<async>", "to": "clk", "path": [dict(path[1], delay=99.0)]},
+                                         {"from": "clk", "to": "clk", "path": path}]}
+            (log.parent / f"report_seed{seed}.json").write_text(json.dumps(report))
+
+    monkeypatch.setattr(cost, "find_tool", lambda name: "nextpnr" if "nextpnr" in name else "yosys")
+    monkeypatch.setattr(cost, "run_tool", run_tool)
+    monkeypatch.setattr(cost, "cell_counts", lambda path, top: {"LUT4": 10, "CCU2C": 2, "TRELLIS_FF": 7})
+    design = next(d for d in cost.cost_designs((4,), (2,)) if d["name"] == "output_microswitch_m2")
+    record = cost.measure_cost(design, folder=tmp_path, pnr=True, seeds=(1, 2, 3), log=lambda *a: None)
+    assert record["fmax_mhz"] == 90.0 and record["fmax_seeds"] == achieved
+    path = record["critical_path"]
+    assert path["from"] == "start1" and path["to"] == "end" and path["nets"] == ["fork.taken"]
+    assert (path["ns"], path["logic_ns"], path["routing_ns"]) == (9.0, 1.5, 7.0)

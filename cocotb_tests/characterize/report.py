@@ -482,6 +482,17 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
     for c in doc["cost"]:
         L.append(f"| {c['name']} | {c['ports']} | {c['middle'] or '-'} | {c['lut4']} | {c['ccu2c']} | "
                  f"{c['lut_equivalent']} | {c['ff']} | {c['generic_cells']} | {_fmt(c['fmax_mhz'], 1)} |")
+    paths = [c for c in doc["cost"] if c.get("critical_path")]
+    if paths:
+        L += ["", "What limits Fmax: the worst clocked path of each placed design (median seed; Fmax "
+              "per seed in brackets where several were placed):", "",
+              "| design | Fmax (MHz) | path (ns) | logic / routing (ns) | from | to |", "|---|---|---|---|---|---|"]
+        for c in paths:
+            cp = c["critical_path"]
+            seeds = c.get("fmax_seeds") or {}
+            per_seed = f" ({', '.join(f'{v:g}' for v in seeds.values())})" if len(seeds) > 1 else ""
+            L.append(f"| {c['name']} | {_fmt(c['fmax_mhz'], 1)}{per_seed} | {cp['ns']:.2f} | "
+                     f"{cp['logic_ns']:.2f} / {cp['routing_ns']:.2f} | `{cp['from']}` | `{cp['to']}` |")
     comp = [(k, v) for k, v in doc["cost_composed"].items() if v]
     if comp:
         L += ["", "Growth with P and m, composed from the measured microswitch costs (an estimate: "

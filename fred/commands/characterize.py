@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
                              "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "
                              "lanes does not fit an LFE5U-85F)")
+    parser.add_argument("--pnr-seeds", type=_ints, default=(1,),
+                        help="nextpnr placement seeds per design; Fmax is the median seed's "
+                             "(default 1: one seed)")
     parser.add_argument("--pnr-timeout", type=float, default=None,
                         help="give up place and route of one design after this many seconds "
                              "(recorded as not measured; default: no limit)")
@@ -98,11 +101,11 @@ def _measure_point(ports, middle, dtype, length, backpressure):
                                                              backpressure=backpressure, log=log)
 
 
-def _measure_cost(design, cache, pnr, pnr_timeout):
+def _measure_cost(design, cache, pnr, pnr_timeout, seeds=(1,)):
     from cocotb_tests.characterize.cost import measure_cost
     log = lambda *a: print(*a, file=sys.stderr, flush=True)
     return design["name"], measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr,
-                                        pnr_timeout=pnr_timeout, log=log)
+                                        pnr_timeout=pnr_timeout, seeds=seeds, log=log)
 
 
 def _run_tasks(tasks, jobs: int, log):
@@ -174,6 +177,8 @@ def run(args) -> int:
         raise FredError(f"--backpressure must be in (0, 1), got {args.backpressure}")
     if args.jobs < 1:
         raise FredError(f"--jobs must be >= 1, got {args.jobs}")
+    if not args.pnr_seeds:
+        raise FredError("--pnr-seeds needs at least one seed")
     if args.merge and args.fresh:
         raise FredError("--merge adds to the file at --output and --fresh starts from nothing: use one")
     previous = previous_records(args.output) if args.merge else None   # fail before measuring
@@ -205,10 +210,12 @@ def run(args) -> int:
             pnr = (args.cost == "pnr" and design["synthesis"] == "flat"
                    and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports))
             cached = cost_done.get(design["name"])
-            if cached is not None and (cached["fmax_mhz"] is not None or not pnr):
-                continue   # cached, and place and route was done or is not asked for
+            seeds = {str(s) for s in args.pnr_seeds}
+            if cached is not None and (not pnr or (cached["fmax_mhz"] is not None and
+                                                    set(cached.get("fmax_seeds", {"1": None})) == seeds)):
+                continue   # cached, and placed with these seeds or place and route not asked for
             tasks.append((f"cost {design['name']}", None, "cost", _measure_cost,
-                          (design, cache, pnr, args.pnr_timeout)))
+                          (design, cache, pnr, args.pnr_timeout, tuple(args.pnr_seeds))))
         for ports, middle, dtype in grid:
             name = point_name(ports, middle, dtype)
             if name in done:
