@@ -212,8 +212,8 @@ def run(args) -> int:
             cached = cost_done.get(design["name"])
             seeds = {str(s) for s in args.pnr_seeds}
             if cached is not None and (not pnr or (cached["fmax_mhz"] is not None and
-                                                    set(cached.get("fmax_seeds", {"1": None})) == seeds)):
-                continue   # cached, and placed with these seeds or place and route not asked for
+                                                    seeds <= set(cached.get("fmax_seeds", {"1": None})))):
+                continue   # cached, and placed with (at least) these seeds or place and route not asked for
             tasks.append((f"cost {design['name']}", None, "cost", _measure_cost,
                           (design, cache, pnr, args.pnr_timeout, tuple(args.pnr_seeds))))
         for ports, middle, dtype in grid:
