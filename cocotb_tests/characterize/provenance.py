@@ -2,8 +2,9 @@
 
 A characterization file may hold records from several runs (``fred characterize --merge`` adds a
 run's points to an existing file), so each timing point and cost record carries the run that
-produced it: the command line, the date, the source commit (``+dirty`` when the work tree had
-uncommitted changes: then the commit alone does not reproduce the RTL) and the tool versions.
+produced it: the command line, the date, the source commit (``+dirty`` when a tracked file outside the outputs
+``data/`` and ``docs/`` had uncommitted changes: then the commit alone does not reproduce the
+sources) and the tool versions.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ def now_iso() -> str:
 
 
 def source_commit(root: Path = ROOT) -> str:
-    """``git rev-parse HEAD`` of the source tree (+ ``+dirty`` if anything tracked changed), or
+    """``git rev-parse HEAD`` of the source tree (+ ``+dirty`` if a tracked source changed), or
     ``unknown (<why>)`` outside a git checkout (an installed package)."""
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=30, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        # the outputs (data/, docs/) do not make the measured sources differ from the commit
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no",
+                                "--", ".", ":!data", ":!docs"],
                                capture_output=True, text=True, timeout=30, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"unknown ({type(exc).__name__})"
