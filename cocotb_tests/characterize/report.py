@@ -406,16 +406,20 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
               "Fred_3(12), L2 = Fred_3(10), fp16) takes each level's timing from its chiplet's "
               "entry (`docs/sysmodel.md`); the `switch` block above serves platforms that do not. "
               "The wafer's chiplets:", "",
-              "| chiplet | first-flit latency | throughput (free) | phase switch | config load | "
-              "LUT eq. | FF | synthesis | Fmax (MHz) |", "|---|---|---|---|---|---|---|---|---|"]
+              "| chiplet | first-flit latency | throughput (free) | throughput (backpressure, min) | "
+              "phase switch | config load | LUT eq. | FF | synthesis | Fmax (MHz) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        by_point = {(x["ports"], x["middle"], x["dtype"]): x for x in doc["summaries"]}
         for key, c in sorted(chiplet_costs.items(), key=lambda kv: -int(kv[0][1:].split("m")[0])):
             ports, middle = (int(x) for x in key[1:].split("m"))
             b = blocks.get(point_name(ports, middle, "fp16"))
             t = b["switch"] if b else {}
+            loaded = (by_point.get((ports, middle, "fp16")) or {}).get("throughput_with_backpressure_min")
             fmax = (f"{_fmt(c['fmax_mhz'], 1)} ({c['fmax_source']})" if c.get("fmax_mhz") is not None
                     else c.get("fmax_source", "-"))
             L.append(f"| Fred_{middle}({ports}) fp16 | {_fmt(t.get('first_flit_latency_cycles'))} | "
-                     f"{_fmt(t.get('throughput_flits_per_cycle_per_port'))} | {_fmt(t.get('phase_switch_cycles'))} | "
+                     f"{_fmt(t.get('throughput_flits_per_cycle_per_port'))} | {_fmt(loaded, 4)} | "
+                     f"{_fmt(t.get('phase_switch_cycles'))} | "
                      f"{_fmt(t.get('config_load_cycles'))} | {_fmt(c['lut_equivalent'])} | {_fmt(c['ff'])} | "
                      f"{c.get('synthesis') or '-'} | {fmax} |")
     sums = doc["summaries"]
