@@ -342,10 +342,15 @@ def _plot(doc: dict, png: Path) -> None:
     plt.close(fig)
 
 
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
 def _growth(comp) -> str:
     parts = []
     for m in (2, 3):
-        pts = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in comp if int(k.split("m")[1]) == m)
+        pts = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in comp
+                     if int(k.split("m")[1]) == m and _power_of_two(int(k[1:].split("m")[0])))
         steps = [f"x{b / a:.1f} from P={p} to {q}" for (p, a), (q, b) in zip(pts, pts[1:])]
         if steps:
             parts.append(f"m = {m}: " + ", ".join(steps))
@@ -512,14 +517,17 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
         agreement = []
         for k, v in comp:
             n = v["microswitches"]
-            meas = measured.get(f"fred_switch_{k}")
+            meas = measured.get(f"fred_switch_{k}") or measured.get(f"fred_switch_{k}_hier")
             ratio = meas["lut_equivalent"] / v["lut_equivalent"] if meas else None
+            ports, middle = (int(x) for x in k[1:].split("m"))
+            fmax = composed_fmax(doc["cost"], ports, middle)
+            tag = " (hier.)" if meas and meas.get("synthesis") == "hierarchical" else ""
             if meas and meas.get("fmax_mhz") and v.get("fmax_mhz"):
                 agreement.append(f"{k}: {meas['fmax_mhz']:g} MHz measured against {v['fmax_mhz']:g} "
                                  f"composed ({meas['fmax_mhz'] / v['fmax_mhz']:.2f})")
             L.append(f"| {k} | {n['rd']} | {n['input']} | {n['output']} | {n.get('demux', 0)} | "
-                     f"{v['lut_equivalent']} | {v['ff']} | {meas['lut_equivalent'] if meas else 'not measured'} | "
-                     f"{_fmt(ratio, 3)} | {_fmt(v.get('fmax_mhz'), 1)} | "
+                     f"{v['lut_equivalent']} | {v['ff']} | {str(meas['lut_equivalent']) + tag if meas else 'not measured'} | "
+                     f"{_fmt(ratio, 3)} | {_fmt(fmax['fmax_mhz'] if fmax else None, 1)} | "
                      f"{_fmt(meas.get('fmax_mhz') if meas else None, 1)} |")
         L += ["", "Composed Fmax (`composed_fmax` in `cocotb_tests/characterize/report.py`), for sizes "
               "place and route cannot do (a chiplet's ~100k LUTs exceed the 83,640 of the LFE5U-85F, so "
@@ -545,14 +553,15 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
             L += ["", "Hierarchical synthesis (`--synthesis hierarchical`: `synth_ecp5 -noflatten`, each "
                   "module once, cells totalled over the hierarchy; no optimisation across module "
                   "boundaries) against flat synthesis of the same design:", "",
-                  "| design | LUT eq. hierarchical | FF hierarchical | LUT eq. flat | FF flat | LUT ratio | FF ratio | synthesis time hier / flat (s) |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| design | LUT eq. hierarchical | FF hierarchical | LUT eq. flat | FF flat | LUT ratio | FF ratio | synthesis time hier / flat (s) | flat measured |",
+                  "|---|---|---|---|---|---|---|---|---|"]
             for h, f in sorted(hier, key=lambda hf: (hf[0]["ports"], hf[0]["middle"])):
                 L.append(f"| {h['name']} | {h['lut_equivalent']} | {h['ff']} | "
                          f"{f['lut_equivalent'] if f else '-'} | {f['ff'] if f else '-'} | "
                          f"{_fmt(h['lut_equivalent'] / f['lut_equivalent'], 3) if f else '-'} | "
                          f"{_fmt(h['ff'] / f['ff'], 3) if f else '-'} | "
-                         f"{h['seconds']['synth']} / {f['seconds']['synth'] if f else '-'} |")
+                         f"{h['seconds']['synth']} / {f['seconds']['synth'] if f else '-'} | "
+                         f"{f['run']['date'][:10] + ' (commit ' + f['run']['commit'].split()[0][:12] + ')' if f and f.get('run') else '-'} |")
             if not pairs:
                 L += ["", "(no design synthesized both ways: the agreement is not shown)"]
     L += ["", "## Run time", "",
