@@ -301,7 +301,9 @@ def run(args) -> int:
         note = (" (assembles the points cached in build/characterize/ by earlier measuring runs; each "
                 "point records its packet length and backpressure)")
     elif args.merge:
-        note = f" (merged into the records already in {args.output}; each record names the run that measured it)"
+        shown = args.output.resolve()
+        shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown   # no checkout path in the file
+        note = f" (merged into the records already in {shown}; each record names the run that measured it)"
     else:
         note = ""
     measured_now = bool(tasks)
