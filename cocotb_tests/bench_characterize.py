@@ -45,12 +45,14 @@ def traffic_classes(ports: int) -> dict[str, list[Flow]]:
     * ``reduce``: every port reduced to port 0;
     * ``all_reduce``: every port reduced and the sum broadcast to every port;
     * ``mix3d``: concurrent groups of a 3D-parallel layout: MP all-reduces on consecutive port
-      pairs of the first half, a DP all-reduce over the even ports of the second half and PP
-      unicasts between its odd ports (a ring shift); for P = 4 the second half is one PP pair.
+      pairs of the first half (an odd half leaves its last port idle: a pair must not reach
+      into the second half, whose ports the other flows use), a DP all-reduce over the even
+      ports of the second half and PP unicasts between its odd ports (a ring shift); for P = 4
+      the second half is one PP pair.
     """
     P = ports
     half = P // 2
-    flows_mix = [Flow(inputs=(a, a + 1), outputs=(a, a + 1)) for a in range(0, half, 2)]
+    flows_mix = [Flow(inputs=(a, a + 1), outputs=(a, a + 1)) for a in range(0, half - 1, 2)]
     second = list(range(half, P))
     if len(second) >= 4:
         dp = tuple(second[0::2])

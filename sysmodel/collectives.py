@@ -56,7 +56,6 @@ from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
 from sysmodel.switch_routing import phases_for
-from sysmodel.switch_timing import SwitchTiming
 from sysmodel.value_key import value_key
 
 __all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "fabric_key", "collective_traffic",
@@ -319,27 +318,31 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None =
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
         entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
                     {int(net.link_dst[p[0]]) for p in down_paths if p})
-    phases, configurations = 0, set()
+    phases, overhead, configurations = 0, 0.0, set()
     for switch, entry in per_switch.items():
         port = _port_cache(net, switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
         key = tuple(sorted((tuple(sorted(port[n] for n in i)), tuple(sorted(port[n] for n in o)))
                            for i, o in flows))
-        needed = phases_for(len(port), key)
+        needed = phases_for(*net.routing_switch(switch, len(port)), key)
         phases = max(phases, needed)
+        # switches change phase in parallel, each at its own level's (chiplet's) speed
+        overhead = max(overhead, needed * net.switch_timing(switch).phase_switch_s)
         if needed:
             configurations.add((switch, key, needed))
-    return phases, frozenset(configurations)
+    return phases, overhead, frozenset(configurations)
 
 
-def configuration_load_s(switch: SwitchTiming, configurations) -> float:
-    """One-time load of the stored ``configurations`` ((switch node, flows, phases) triples):
-    a switch loads each of its stored phases once, ``config_load_cycles`` each, one after
-    another; switches load in parallel, so the busiest switch sets the time."""
+def configuration_load_s(net: Network, configurations) -> float:
+    """One-time load of the stored ``configurations`` ((switch node, flows, phases) triples)
+    on ``net``: a switch loads each of its stored phases once, its own level's
+    ``config_load_cycles`` each, one after another; switches load in parallel, so the busiest
+    switch sets the time."""
     per_switch: dict[int, int] = {}
     for node, _, phases in configurations:
         per_switch[node] = per_switch.get(node, 0) + phases
-    return max(per_switch.values(), default=0) * switch.config_load_s
+    return max((phases * net.switch_timing(node).config_load_s for node, phases in per_switch.items()),
+               default=0.0)
 
 
 _PORTS: dict = {}
@@ -366,50 +369,52 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
             t.sent[r] += c.size
         lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
             + float(net.node_latency[top])
-        phases, configurations = _switch_phases(net, up, down, top)
+        phases, overhead, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
         dests = [r for r in g if r != c.root]
         up, down = [], [net.path(c.root, d) for d in dests]
         t.sent[c.root] += c.size
         lat = max((net.path_latency(d) for d in down), default=0.0)
-        phases, configurations = _switch_phases(net, [], down)
+        phases, overhead, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
         srcs = [r for r in g if r != c.root]
         up, down = [net.path(s, c.root) for s in srcs], []
         for s in srcs:
             t.sent[s] += c.size
         lat = max((net.path_latency(u) for u in up), default=0.0)
-        phases, configurations = _switch_phases(net, up, [])
+        phases, overhead, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
         stripe = c.size / len(net.io_nodes)
-        up, down, phases, configurations = [], [], 0, frozenset()
+        up, down, phases, overhead, configurations = [], [], 0, 0.0, frozenset()
         for io in net.io_nodes:
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
                 down += paths
-                needed, stored = _switch_phases(net, [], paths)
+                needed, needed_s, stored = _switch_phases(net, [], paths)
             else:
                 paths = [net.path(r, io) for r in g]
                 up += paths
                 for r in g:
                     t.sent[r] += stripe
-                needed, stored = _switch_phases(net, paths, [])
+                needed, needed_s, stored = _switch_phases(net, paths, [])
             phases, configurations = max(phases, needed), configurations | stored
+            overhead = max(overhead, needed_s)
             links = set().union(*paths)
             t.add_links(links, stripe)
             lat = max(lat, max(net.path_latency(p) for p in paths))
-        return _with_phases(t, lat, phases, configurations)
+        return _with_phases(t, lat, phases, overhead, configurations)
     links = set().union(*up, *down) if (up or down) else set()
     t.add_links(links, c.size)
-    return _with_phases(t, lat, phases, configurations)
+    return _with_phases(t, lat, phases, overhead, configurations)
 
 
-def _with_phases(t: Traffic, latency_s: float, phases: int, configurations: frozenset) -> Traffic:
-    """``t`` with its latency, its phases (each costs a phase switch) and the configurations
-    its switches store."""
+def _with_phases(t: Traffic, latency_s: float, phases: int, overhead_s: float,
+                 configurations: frozenset) -> Traffic:
+    """``t`` with its latency, its phases, their phase switches (``overhead_s``: the slowest
+    switch's phases x its level's phase switch) and the configurations its switches store."""
     t.latency_s = latency_s
     t.phases = phases
-    t.overhead_s = phases * t.net.platform.switch.phase_switch_s
+    t.overhead_s = overhead_s
     t.configurations = configurations
     return t
 
@@ -583,7 +588,7 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.phases,
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,
         configurations=total.configurations,
-        config_load_s=configuration_load_s(platform.switch, total.configurations))
+        config_load_s=configuration_load_s(net, total.configurations))
     if len(_RESULTS) > 100_000:
         _RESULTS.clear()
     _RESULTS[key] = result

@@ -85,7 +85,8 @@ def design_platform(platform: Platform, design: FabricDesign) -> Platform:
     try:
         made = replace(platform, npus_per_l1=design.npus_per_l1, io_controllers=design.io_controllers,
                        mesh_rows=0, mesh_cols=0, variants={DSE_FABRIC: variant},
-                       switch=design_switch_timing(design, platform))
+                       switch=design_switch_timing(design, platform),
+                       l2_switch=None)  # the design's chiplet builds both levels
     except FredError as exc:
         raise FredError(f"design {design.name}: {exc}") from None
     _DESIGN_PLATFORMS[key] = (platform, made)

@@ -295,7 +295,8 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         "calibration_paper": paper_calibration,
         "compute_sensitivity": sensitivity,
         "platform": platform.to_dict(),
-        "switch_timing": platform.switch.to_dict(),
+        # each level's switch timing (its chiplet's measured point, docs/sysmodel.md "Chiplets")
+        "switch_timing": {level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
         "compiler": ROUTER,
         "elapsed_s": time.perf_counter() - start,
     }

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hdl.base.errors import FredError
 from sysmodel.compute import ComputeModel, parse_compute
-from sysmodel.switch_timing import SwitchTiming, load_switch_timing
+from sysmodel.switch_timing import SwitchTiming, load_chiplet_timings, load_switch_timing
 
 __all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",
            "DEFAULT_PLATFORM_NAME"]
@@ -58,7 +58,8 @@ class Platform:
     activation), ``name``, ``description``; ``compute``
     (:class:`sysmodel.compute.ComputeModel`, shape-dependent GEMM efficiency; None: the flat
     roofline at ``compute_efficiency``), ``link_efficiency`` (fraction of every link's rate
-    that collectives reach). ``mesh_rows = mesh_cols = 0``: no mesh (a platform with only the
+    that collectives reach), ``l2_switch`` and ``chiplets`` (the L2's timing and the chiplet each
+    level is built from, ``[fred.chiplets]``; see :meth:`switch_at`). ``mesh_rows = mesh_cols = 0``: no mesh (a platform with only the
     switch tree, e.g. a GPU cluster); ``io_controllers = 0``: no I/O controllers.
     """
 
@@ -89,6 +90,12 @@ class Platform:
     description: str = ""
     compute: ComputeModel | None = None
     link_efficiency: float = 1.0
+    #: the L2 switch's timing when it differs from the L1's (its chiplet's); None: ``switch``
+    #: times every switch
+    l2_switch: SwitchTiming | None = None
+    #: ``{level: {"ports", "middle", "dtype"}}``: the chiplet each level is built from
+    #: (``[fred.chiplets]``; empty when the platform does not say)
+    chiplets: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.compute is not None:   # the compute model follows the NPU's peak and HBM
@@ -122,6 +129,10 @@ class Platform:
                 raise FredError(f"training.{name} must be true or false, got {getattr(self, name)!r}")
         if self.optimizer_step_bytes_per_param is not None:
             _positive(self.optimizer_step_bytes_per_param, "training.optimizer_step_bytes_per_param")
+        if self.l2_switch is not None and self.l2_switch.flit_bytes != self.switch.flit_bytes:
+            # a flit crosses both levels whole: the two switches must agree on its size
+            raise FredError(f"the L1 and L2 switch timings disagree on flit_bytes "
+                            f"({self.switch.flit_bytes} vs {self.l2_switch.flit_bytes})")
         if self.has_mesh and self.mesh_rows * self.mesh_cols != self.npus:
             raise FredError(f"mesh {self.mesh_rows}x{self.mesh_cols} has "
                             f"{self.mesh_rows * self.mesh_cols} NPUs but npu.count is {self.npus}")
@@ -136,6 +147,15 @@ class Platform:
             _positive(variant.l1_l2_gbps, f"fred.variants.{name}.l1_l2_gbps")
 
     # -- derived quantities ---------------------------------------------------------------
+    def switch_at(self, level: str) -> SwitchTiming:
+        """Timing of the switches of ``level`` (``l1`` or ``l2``): the L2's own when the
+        platform's chiplets give it one, else ``switch``."""
+        if level == "l1":
+            return self.switch
+        if level == "l2":
+            return self.l2_switch or self.switch
+        raise FredError(f"switch level {level!r} is not l1 or l2")
+
     @property
     def has_mesh(self) -> bool:
         return bool(self.mesh_rows or self.mesh_cols)
@@ -182,8 +202,9 @@ class Platform:
         return replace(self, peak_tflops=self.peak_tflops * k,
                        memory_bandwidth_gbps=self.memory_bandwidth_gbps * k)
 
-    def with_switch(self, switch: SwitchTiming) -> "Platform":
-        return replace(self, switch=switch)
+    def with_switch(self, switch: SwitchTiming, l2_switch: SwitchTiming | None = None) -> "Platform":
+        """A copy timed by ``switch`` at L1 and ``l2_switch`` (default: ``switch``) at L2."""
+        return replace(self, switch=switch, l2_switch=l2_switch)
 
     def scaled(self, **changes) -> "Platform":
         """A copy with some fields changed (used by sweeps and property tests)."""
@@ -191,11 +212,12 @@ class Platform:
 
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__
-               if k not in ("variants", "switch", "compute")}
+               if k not in ("variants", "switch", "compute", "l2_switch")}
         out["compute"] = self.compute.to_dict() if self.compute else None
         out["variants"] = {n: {"l1_l2_gbps": v.l1_l2_gbps, "in_switch": v.in_switch}
                            for n, v in self.variants.items()}
         out["switch"] = self.switch.to_dict()
+        out["switch_per_level"] = {level: self.switch_at(level).to_dict() for level in ("l1", "l2")}
         return out
 
 
@@ -235,9 +257,34 @@ _REMOVED = {("training", "bytes_per_element"):
             "parameter; the key was never read"}
 
 
-def parse_platform(data: dict, *, switch: SwitchTiming, source: str = "<toml>") -> Platform:
+def parse_chiplets(data: dict, source: str = "<toml>") -> dict:
+    """``[fred.chiplets]``: ``{level: {"ports", "middle", "dtype"}}`` for levels ``l1`` and
+    ``l2`` (both, or neither), validated; ``{}`` when the platform does not name chiplets."""
+    table = data.get("fred", {}).get("chiplets")
+    if table is None:
+        return {}
+    if not isinstance(table, dict) or set(table) != {"l1", "l2"}:
+        raise FredError(f"{source}: fred.chiplets needs exactly l1 and l2 (the design each level is "
+                        f"built from), got {sorted(table) if isinstance(table, dict) else table!r}")
+    out = {}
+    for level, entry in table.items():
+        where = f"fred.chiplets.{level}"
+        if not isinstance(entry, dict) or set(entry) != {"ports", "middle", "dtype"}:
+            raise FredError(f"{source}: {where} needs exactly ports, middle and dtype")
+        for key, low in (("ports", 2), ("middle", 2)):
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise FredError(f"{source}: {where}.{key} must be an integer >= {low}, got {value!r}")
+        if not isinstance(entry["dtype"], str):
+            raise FredError(f"{source}: {where}.dtype must be a string, got {entry['dtype']!r}")
+        out[level] = {"ports": entry["ports"], "middle": entry["middle"], "dtype": entry["dtype"]}
+    return out
+
+
+def parse_platform(data: dict, *, switch: SwitchTiming, l2_switch: SwitchTiming | None = None,
+                   source: str = "<toml>") -> Platform:
     """Build a :class:`Platform` from a decoded TOML document (errors name the key) with the
-    switch timing ``switch``."""
+    switch timing ``switch`` (L1; every level unless ``l2_switch`` is given)."""
     kwargs = {}
     known_top = set(_LAYOUT) | {"name", "description", "compute"}
     for key in data:
@@ -251,7 +298,7 @@ def parse_platform(data: dict, *, switch: SwitchTiming, source: str = "<toml>") 
             if (section, key) in _REMOVED:
                 raise FredError(f"{source}: {section}.{key} is not a platform parameter: "
                                 f"{_REMOVED[(section, key)]}; remove it")
-            if key not in keys and not (section == "fred" and key == "variants"):
+            if key not in keys and not (section == "fred" and key in ("variants", "chiplets")):
                 raise FredError(f"{source}: unknown key {section}.{key}")
         for key, attr in keys.items():
             if key in table:
@@ -270,12 +317,14 @@ def parse_platform(data: dict, *, switch: SwitchTiming, source: str = "<toml>") 
             raise FredError(f"{source}: fred.variants.{name}.in_switch must be true or false")
         variants[name] = FredVariant(name=name, l1_l2_gbps=entry["l1_l2_gbps"],
                                      in_switch=entry["in_switch"])
+    chiplets = parse_chiplets(data, source)
     compute = None
     if "compute" in data:
         compute = parse_compute(data["compute"], peak_tflops=kwargs.get("peak_tflops", 1.0),
                                 memory_gbps=kwargs.get("memory_bandwidth_gbps", 1.0), source=source)
     try:
-        return Platform(**kwargs, variants=variants, switch=switch, compute=compute,
+        return Platform(**kwargs, variants=variants, switch=switch, l2_switch=l2_switch,
+                        chiplets=chiplets, compute=compute,
                         name=str(data.get("name", "custom")),
                         description=str(data.get("description", "")))
     except FredError as exc:
@@ -298,7 +347,12 @@ def load_platform(path: str | Path | None = None, *, characterization: str | Pat
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FredError(f"{source}: invalid TOML ({exc})") from None
-    return parse_platform(data, switch=load_switch_timing(characterization), source=source)
+    chiplets = parse_chiplets(data, source)
+    if not chiplets:
+        return parse_platform(data, switch=load_switch_timing(characterization), source=source)
+    # each level timed by the chiplet that builds it (docs/sysmodel.md, "Chiplets")
+    timings = load_chiplet_timings(chiplets, characterization, platform=source)
+    return parse_platform(data, switch=timings["l1"], l2_switch=timings["l2"], source=source)
 
 
 _DEFAULT = None

@@ -2,7 +2,7 @@
 
 The only place the system model touches :mod:`hdl.base.compiler`. :func:`phases_for` takes the
 flows one collective asks of one logical switch and returns the number of sequential phases
-the compiler needs to route them on a Fred_3 switch of the next power-of-two size.
+the compiler needs to route them on a Fred_3 switch of the size the fabric says (its chiplet's).
 """
 
 from __future__ import annotations
@@ -17,13 +17,6 @@ __all__ = ["phases_for", "MIDDLE_SUBNETWORKS", "ROUTER"]
 MIDDLE_SUBNETWORKS = 3
 #: What routes the flows (reported in results.json).
 ROUTER = "hdl.base.compiler.route"
-
-
-def _power_of_two(n: int) -> int:
-    p = 2
-    while p < n:
-        p *= 2
-    return p
 
 
 def _disjoint_groups(flows) -> list[list[tuple]]:
@@ -43,16 +36,17 @@ def _disjoint_groups(flows) -> list[list[tuple]]:
 
 
 @lru_cache(maxsize=4096)
-def phases_for(ports: int, flows: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]) -> int:
-    """Phases needed to route ``flows`` (tuples of (inputs, outputs) port tuples) on a switch
-    with ``ports`` ports (rounded up to a power of two for the compiler).
+def phases_for(ports: int, middle: int, flows: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]) -> int:
+    """Phases needed to route ``flows`` (tuples of (inputs, outputs) port tuples) on
+    Fred_``middle``(``ports``) (the fabric's choice: the level's chiplet, or a Fred_3 of a power
+    of two, :meth:`sysmodel.fred_tree.FredTreeNetwork.routing_switch`; the compiler takes any
+    P >= 2).
 
     Flows sharing a port are first split into groups that can share a phase; the compiler
     then routes each group and may split it further when its conflict graph cannot be
-    coloured with 3 middle subnetworks."""
+    coloured with ``middle`` colours."""
     if not flows:
         return 0
-    size = _power_of_two(max(ports, 2))
-    return sum(len(route(ports=size, middle=MIDDLE_SUBNETWORKS,
+    return sum(len(route(ports=ports, middle=middle,
                          flows=[Flow(inputs=i, outputs=o) for i, o in group]).phases)
                for group in _disjoint_groups(flows))

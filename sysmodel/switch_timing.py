@@ -19,6 +19,10 @@ expected but missing is an error, and so is a malformed one. The model uses
   training iteration (``training.iterations`` in the platform);
 * ``flit_bytes``: transfers through FRED switches move whole flits (each chunk is rounded up);
 * ``clock_mhz`` converts cycles to seconds.
+
+A platform that names the chiplet each wafer level is built from (``[fred.chiplets]`` in
+``configs/paper.toml``) gets one :class:`SwitchTiming` per level from that design's measured
+point (:func:`load_chiplet_timings`); otherwise the file's ``switch`` block times every switch.
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from hdl.base.characterization import SCHEMA_ID, read_characterization
 from hdl.base.characterization import parse_characterization as hdl_parse_characterization
 from hdl.base.errors import FredError
 
-__all__ = ["SwitchTiming", "SCHEMA_ID", "load_switch_timing", "parse_characterization",
-           "shipped_characterization_path"]
+__all__ = ["SwitchTiming", "SCHEMA_ID", "load_switch_timing", "load_chiplet_timings", "chiplet_name",
+           "parse_characterization", "shipped_characterization_path"]
 
 #: Where the shipped characterization sits inside the ``sysmodel`` package.
 SHIPPED_RELATIVE_PATH = ("data", "characterization.json")
@@ -56,6 +60,9 @@ class SwitchTiming:
     source: str
     shipped: bool = False
     generated_by: str = ""
+    #: the measured design these figures are of, e.g. ``Fred_3(12) fp16`` ("" for the file's
+    #: ``switch`` block, whose design ``switch_source`` names)
+    design: str = ""
 
     @property
     def cycle_s(self) -> float:
@@ -96,14 +103,48 @@ def load_switch_timing(path: str | Path | None = None) -> SwitchTiming:
     Raises :class:`FredError` when the file is missing -- the shipped one included: an
     installation without it is broken, never silently replaced by assumed timings -- or
     malformed (naming the bad field)."""
+    characterization, shipped = _read(path)
+    return _timing(characterization, shipped=shipped)
+
+
+def _read(path):
+    """(validated characterization, whether it is the shipped one) of ``path`` or the shipped file."""
     if path is not None:
-        return _timing(read_characterization(path), shipped=False)
+        return read_characterization(path), False
     shipped = shipped_characterization_path()
     if not shipped.is_file():
         raise FredError(f"the switch characterization shipped with the package is missing (expected "
                         f"at {shipped}): this installation of fred-wafer is incomplete; reinstall "
                         f"it, or name a characterization explicitly (fred: --characterization PATH)")
-    return _timing(read_characterization(shipped), shipped=True)
+    return read_characterization(shipped), True
+
+
+def load_chiplet_timings(chiplets: dict, path: str | Path | None = None, *,
+                         platform: str = "the platform") -> dict[str, SwitchTiming]:
+    """``{level: SwitchTiming}`` for ``chiplets`` (``{level: {"ports", "middle", "dtype"}}``,
+    the design each wafer level is built from), each from the characterization's measured
+    point of that design (``switches`` in ``docs/characterization-schema.md``); ``path`` as in
+    :func:`load_switch_timing`. A characterization without one of the points is an error
+    naming the level, the design and the command that measures it."""
+    characterization, shipped = _read(path)
+    out = {}
+    for level, point in chiplets.items():
+        design = chiplet_name(point)
+        values = characterization.switch_at(**point)
+        if values is None:
+            have = ", ".join(sorted(characterization.switches)) or "none"
+            raise FredError(
+                f"{characterization.source} has no measured {design} (the {level.upper()} chiplet of "
+                f"{platform}; measured points: {have}). Measure it with `fred characterize --ports "
+                f"{point['ports']} --middle {point['middle']} --dtypes {point['dtype']} --chiplets '' "
+                f"--cost none --merge`, or name a characterization that has it (--characterization)")
+        out[level] = _timing(characterization, shipped=shipped, values=values, design=design)
+    return out
+
+
+def chiplet_name(point: dict) -> str:
+    """``Fred_3(12) fp16`` for ``{"ports": 12, "middle": 3, "dtype": "fp16"}``."""
+    return f"Fred_{point['middle']}({point['ports']}) {point['dtype']}"
 
 
 def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
@@ -111,8 +152,9 @@ def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
     return _timing(hdl_parse_characterization(data, source=source), shipped=False)
 
 
-def _timing(characterization, *, shipped: bool) -> SwitchTiming:
+def _timing(characterization, *, shipped: bool, values: dict | None = None, design: str = "") -> SwitchTiming:
     made = characterization.generated_by or {}
     generated_by = f"{made['command']} ({made['date']})" if made else ""
-    return SwitchTiming(**characterization.switch, source=characterization.source, shipped=shipped,
-                        generated_by=generated_by)
+    return SwitchTiming(**(characterization.switch if values is None else values),
+                        source=characterization.source, shipped=shipped,
+                        generated_by=generated_by, design=design)

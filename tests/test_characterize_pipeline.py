@@ -11,10 +11,10 @@ import pytest
 
 from hdl.base.characterization import parse_characterization as parse_base
 from hdl.base.errors import FredError
-from cocotb_tests.characterize.cost import cost_designs
-from cocotb_tests.characterize.grid import chiplet_levels, timing_grid
-from cocotb_tests.characterize.report import (build_document, chiplet_blocks, composed_cost,
-                                             microswitch_counts, summarize_point)
+from cocotb_tests.characterize.cost import cost_designs, hierarchy_counts
+from cocotb_tests.characterize.grid import timing_grid
+from cocotb_tests.characterize.report import (build_document, composed_cost, composed_fmax,
+                                             fmax_agreement, microswitch_counts, summarize_point)
 from cocotb_tests.characterize.timing import figures
 from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing, parse_characterization
 
@@ -87,39 +87,101 @@ def test_microswitch_counts_follow_the_compiler_layout():
 
 
 def test_composed_cost_of_odd_sizes_needs_the_demux_and_mux():
-    unit = {"lut_equivalent": 1, "ff": 1, "generic_cells": 1, "fmax_mhz": 100.0}
+    unit = {"lut_equivalent": 1, "ff": 1, "generic_cells": 1}
     costs = {"rd_microswitch": unit, "input_microswitch_m3": unit, "output_microswitch_m3": unit}
     assert composed_cost(costs, 12, 3) is None          # Fred_3(12) -> 6 -> 3: demux and mux
-    costs.update(demux_m3=dict(unit, fmax_mhz=90.0), mux_m3=unit)
+    costs.update(demux_m3=unit, mux_m3=unit)
     c = composed_cost(costs, 12, 3)
+    # Fred_3(12): 6 in + 6 out + 3 x Fred_3(6); Fred_3(6): 3 in + 3 out + 3 x Fred_3(3);
+    # Fred_3(3): 1 in, 1 out, 1 demux, 1 mux, 3 RD  ->  24 in, 24 out, 9 demux, 9 mux, 27 RD
+    assert c["microswitches"] == {"rd": 27, "input": 24, "output": 24, "demux": 9, "mux": 9}
     assert c["lut_equivalent"] == 24 + 27 + 24 + 9 + 9
-    assert c["fmax_mhz"] == 90.0 and c["fmax_limited_by"] == "demux"
-    assert composed_cost(dict(costs, rd_microswitch=dict(unit, fmax_mhz=None)), 12, 3)["fmax_mhz"] is None
 
 
-def test_chiplets_are_in_the_grid_the_cost_designs_and_the_document():
-    assert chiplet_levels((12, 10)) == {"L1": 12, "L2": 10}
-    grid = timing_grid((4,), (2,), ("int32",))
-    assert grid == [(4, 2, "int32"), (10, 3, "fp16"), (12, 3, "fp16")]
-    names = [d["name"] for d in cost_designs((4,), (2,), (12, 10))]
-    assert {"demux_m3", "mux_m3", "fred_switch_P10m3", "fred_switch_P12m3"} <= set(names)
-    summary = {"ports": 12, "middle": 3, "dtype": "fp16", "first_flit_latency_cycles": 35,
-               "throughput_flits_per_cycle_per_port": 1.0, "phase_switch_cycles": 50,
-               "config_load_cycles": 14}
-    unit = {"lut_equivalent": 10, "ff": 1, "generic_cells": 1, "fmax_mhz": 100.0}
-    costs = [dict(unit, name=n) for n in ("rd_microswitch", "input_microswitch_m3",
-                                          "output_microswitch_m3", "demux_m3", "mux_m3")]
-    costs.append(dict(unit, name="fred_switch_P12m3", lut_equivalent=1000, fmax_mhz=None))
-    blocks = chiplet_blocks([summary], costs, {"L1": 12, "L2": 10})
-    assert list(blocks) == ["L1"]     # L2 (Fred_3(10)) was not measured here
-    assert blocks["L1"]["switch"]["first_flit_latency_cycles"] == 35.0
-    assert blocks["L1"]["cost"]["lut_equivalent"] == 1000
-    assert blocks["L1"]["cost"]["fmax_source"].startswith("composed")
-    doc = {"schema": SCHEMA_ID, "switch": blocks["L1"]["switch"], "chiplets": blocks}
-    assert parse_base(doc).chiplets["L1"]["point"]["ports"] == 12
-    with pytest.raises(FredError, match="chiplets.L1.switch.phase_switch_cycles"):
-        bad = {"L1": dict(blocks["L1"], switch=dict(blocks["L1"]["switch"], phase_switch_cycles=-1))}
-        parse_base(dict(doc, chiplets=bad))
+def _part(name, kind, fmax, middle=3, ports=2):
+    return {"name": name, "kind": kind, "ports": ports, "middle": middle, "fmax_mhz": fmax,
+            "lut_equivalent": 1, "ff": 1, "generic_cells": 1}
+
+
+def _parts(middle, rd=118.0, inp=108.0, out=170.0, demux=150.0, mux=160.0):
+    return [_part("rd_microswitch", "rd", rd, None), _part(f"input_microswitch_m{middle}", "input", inp, middle),
+            _part(f"output_microswitch_m{middle}", "output", out, middle),
+            _part(f"demux_m{middle}", "demux", demux, middle, 1), _part(f"mux_m{middle}", "mux", mux, middle, 1)]
+
+
+def test_composed_fmax_is_the_slowest_part_derated_by_a_placed_switch():
+    """Upper bound = the slowest part the switch contains; derate = measured / upper bound of
+    a placed switch of the same m (never the design itself); None without a reference."""
+    costs = _parts(3, demux=90.0)
+    assert composed_fmax(costs, 12, 3) is None                      # nothing placed to derate by
+    costs.append(_part("fred_switch_P4m3", "switch", 81.0, 3, 4))   # P=4 has no demux: bound 108
+    c = composed_fmax(costs, 12, 3)                                  # Fred_3(12) has demuxes
+    assert c["upper_bound_mhz"] == 90.0 and c["limited_by"] == "demux"
+    assert c["derate"] == pytest.approx(0.75) and c["reference"] == "fred_switch_P4m3"
+    assert c["fmax_mhz"] == pytest.approx(67.5)
+    assert composed_fmax(costs, 4, 3) is None                        # not from itself
+    costs[1] = dict(costs[1], fmax_mhz=None)                         # a part not placed
+    assert composed_fmax(costs, 8, 3) is None
+
+
+def test_fmax_agreement_predicts_each_placed_switch_from_the_others():
+    costs = _parts(2) + _parts(3)[1:] + [_part("fred_switch_P4m2", "switch", 81.0, 2, 4),
+                                          _part("fred_switch_P4m3", "switch", 90.0, 3, 4)]
+    rows = {r["name"]: r for r in fmax_agreement(costs)}
+    # P4m2: bound 108 (input m2), derate from P4m3 = 90 / 108  ->  90.0, measured 81
+    assert rows["fred_switch_P4m2"]["reference"] == "fred_switch_P4m3"
+    assert rows["fred_switch_P4m2"]["composed_mhz"] == pytest.approx(90.0)
+    assert rows["fred_switch_P4m2"]["error"] == pytest.approx(90.0 / 81.0 - 1, abs=1e-4)
+    assert rows["fred_switch_P4m3"]["composed_mhz"] == pytest.approx(81.0)
+
+
+def test_every_measured_point_gets_a_switch_block_the_model_can_look_up():
+    doc = json.loads(CHECKED_IN.read_text())
+    points = [p for p in doc["measurements"] if (p["ports"], p["middle"], p["dtype"]) in ((4, 3, "fp16"), (4, 2, "int32"))]
+    assert len(points) == 2
+    built = build_document(points, [], command="fred characterize", grid=doc["grid"],
+                           not_measured=[], tools={}, seconds=1.0)
+    parsed = parse_base(built)
+    for p in points:
+        block = parsed.switch_at(ports=p["ports"], middle=p["middle"], dtype=p["dtype"])
+        summary = summarize_point(p)
+        assert block["first_flit_latency_cycles"] == summary["first_flit_latency_cycles"]
+        assert block["config_load_cycles"] == summary["config_load_cycles"]
+    assert parsed.switch_at(ports=12, middle=3, dtype="fp16") is None
+    with pytest.raises(FredError, match="switches.P4m3fp16.switch.phase_switch_cycles"):
+        bad = json.loads(json.dumps(built))
+        bad["switches"]["P4m3fp16"]["switch"]["phase_switch_cycles"] = -1
+        parse_base(bad)
+    with pytest.raises(FredError, match="the key must be that name"):
+        bad = json.loads(json.dumps(built))
+        bad["switches"]["P12m3fp16"] = bad["switches"].pop("P4m3fp16")
+        parse_base(bad)
+
+
+def test_the_chiplets_are_in_the_grid_and_the_cost_designs():
+    assert timing_grid((4,), (2,), ("int32",)) == [(4, 2, "int32"), (10, 3, "fp16"), (12, 3, "fp16")]
+    assert timing_grid((4,), (2,), ("int32",), ()) == [(4, 2, "int32")]
+    names = {d["name"]: d for d in cost_designs((4,), (2,), (12, 10))}
+    assert {"demux_m3", "mux_m3", "fred_switch_P10m3_hier", "fred_switch_P12m3_hier"} <= set(names)
+    assert names["fred_switch_P4m2"]["synthesis"] == "flat"          # auto: flat up to 8
+    both = {d["name"] for d in cost_designs((4,), (3,), (), synthesis="both")}
+    assert {"fred_switch_P4m3", "fred_switch_P4m3_hier"} <= both
+    with pytest.raises(FredError, match="--synthesis 'fast'"):
+        cost_designs((4,), (3,), synthesis="fast")
+
+
+def test_hierarchy_counts_are_the_design_totals_without_submodule_instances(tmp_path):
+    """yosys ``stat -json -top`` of a hierarchy: the ``design`` totals, minus the instances
+    of the design's own modules (they are not cells)."""
+    stat = {"modules": {"\\dut": {"num_cells_by_type": {"LUT4": 2, "\\sub": 3}},
+                        "\\sub": {"num_cells_by_type": {"LUT4": 4, "TRELLIS_FF": 1}}},
+            "design": {"num_cells_by_type": {"LUT4": 14, "TRELLIS_FF": 3, "\\sub": 3}}}
+    path = tmp_path / "stat.json"
+    path.write_text(json.dumps(stat))
+    assert hierarchy_counts(path) == {"LUT4": 14, "TRELLIS_FF": 3}
+    path.write_text(json.dumps({"modules": stat["modules"]}))
+    with pytest.raises(FredError, match="no hierarchy totals"):
+        hierarchy_counts(path)
 
 
 def test_composed_cost_counts_microswitches():
@@ -259,3 +321,61 @@ def test_cli_rejects_zero_jobs(capsys, tmp_path):
     code = main(["characterize", "--jobs", "0", "--cache", str(tmp_path), "--output", str(tmp_path / "c.json"),
                  "--report", str(tmp_path / "c.md")])
     assert code != 0 and "--jobs must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ports", list(range(3, 17)))
+def test_every_traffic_class_is_a_legal_flow_set_the_compiler_routes(ports):
+    """The bench's classes on any P >= 3, the chiplets' 10 and 12 included: flows of one class
+    use disjoint ports (mix3d once overlapped on port 5 at P = 10) and route at m = 3."""
+    from cocotb_tests.bench_characterize import traffic_classes
+    from hdl.base.compiler import route
+    for name, flows in traffic_classes(ports).items():
+        inputs = [p for f in flows for p in f.inputs]
+        outputs = [p for f in flows for p in f.outputs]
+        assert len(inputs) == len(set(inputs)) and len(outputs) == len(set(outputs)), (ports, name)
+        assert route(ports=ports, middle=3, flows=flows, seed=1).phases, (ports, name)
+
+
+@pytest.mark.cocotb
+@pytest.mark.full
+def test_chiplet_point_end_to_end():
+    """Fred_3(10) fp16 (the L2 chiplet: odd sub-levels with demux and mux), short packets:
+    latency = the property at every class, configuration load = words + 1, select copy =
+    words + 2 (about 1.5 min)."""
+    from cocotb_tests.characterize.timing import measure_point
+    point = measure_point(10, 3, "fp16", length=16, log=lambda *a: None)
+    assert point["latency_property"] == 35 and point["config_words"] == 14
+    for r in point["segments"]:
+        if r["backpressure"] == 0:
+            assert r["first_flit_latency_min"] == r["first_flit_latency_max"] == 35, r
+            assert r["throughput_min"] == 1.0, r
+        assert r["config_load"] == 15
+    assert all(r["select_copy"] == 16 for r in point["segments"][1:] if r["drain_backpressure"] == 0)
+
+
+def test_place_and_route_seeds_give_the_median_and_its_critical_path(monkeypatch, tmp_path):
+    """--pnr-seeds: one nextpnr run per seed; Fmax is the median seed's, and the record keeps
+    every seed's figure and the median run's clocked critical path (async paths ignored)."""
+    from cocotb_tests.characterize import cost
+    achieved = {"1": 90.0, "2": 80.0, "3": 100.0}
+
+    def run_tool(command, log, *, timeout=None):
+        if command[0] == "nextpnr":
+            seed = command[command.index("--seed") + 1]
+            path = [{"type": "clk-to-q", "delay": 0.5, "from": {"cell": f"start{seed}"}, "to": {"cell": "a"}},
+                    {"type": "routing", "delay": 7.0, "net": "fork.taken", "from": {"cell": "a"}, "to": {"cell": "b"}},
+                    {"type": "logic", "delay": 1.5, "from": {"cell": "b"}, "to": {"cell": "end"}}]
+            report = {"fmax": {"$glbnet$clk": {"achieved": achieved[seed]}},
+                      "critical_paths": [{"from": "<async>", "to": "clk", "path": [dict(path[1], delay=99.0)]},
+                                         {"from": "clk", "to": "clk", "path": path}]}
+            (log.parent / f"report_seed{seed}.json").write_text(json.dumps(report))
+
+    monkeypatch.setattr(cost, "find_tool", lambda name: "nextpnr" if "nextpnr" in name else "yosys")
+    monkeypatch.setattr(cost, "run_tool", run_tool)
+    monkeypatch.setattr(cost, "cell_counts", lambda path, top: {"LUT4": 10, "CCU2C": 2, "TRELLIS_FF": 7})
+    design = next(d for d in cost.cost_designs((4,), (2,)) if d["name"] == "output_microswitch_m2")
+    record = cost.measure_cost(design, folder=tmp_path, pnr=True, seeds=(1, 2, 3), log=lambda *a: None)
+    assert record["fmax_mhz"] == 90.0 and record["fmax_seeds"] == achieved
+    path = record["critical_path"]
+    assert path["from"] == "start1" and path["to"] == "end" and path["nets"] == ["fork.taken"]
+    assert (path["ns"], path["logic_ns"], path["routing_ns"]) == (9.0, 1.5, 7.0)

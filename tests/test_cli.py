@@ -87,7 +87,8 @@ def test_format_table_aligns_columns():
 
 def _custom_characterization(tmp_path, latency_cycles):
     document = json.loads((Path(__file__).resolve().parents[1] / "data" / "characterization.json").read_text())
-    document["switch"]["first_flit_latency_cycles"] = latency_cycles
+    for block in document["switches"].values():   # the platform reads its chiplets' points
+        block["switch"]["first_flit_latency_cycles"] = latency_cycles
     path = tmp_path / "other.json"
     path.write_text(json.dumps(document))
     return path
@@ -105,12 +106,15 @@ def test_model_commands_state_and_take_the_switch_characterization(argv, tmp_pat
     assert out.startswith("switch timing: ") and "(shipped with the package" in out
     assert main([*argv, "--json"]) == 0
     shipped = json.loads(capsys.readouterr().out)
-    assert shipped["switch_timing"]["shipped"] is True
+    assert shipped["switch_timing"]["l1"]["shipped"] is True
+    assert shipped["switch_timing"]["l1"]["design"] == "Fred_3(12) fp16"
+    assert shipped["switch_timing"]["l2"]["design"] == "Fred_3(10) fp16"
     path = _custom_characterization(tmp_path, 1000.0)
     assert main([*argv, "--json", "--characterization", str(path)]) == 0
     other = json.loads(capsys.readouterr().out)
-    assert other["switch_timing"]["source"] == str(path) and other["switch_timing"]["shipped"] is False
-    assert other["switch_timing"]["first_flit_latency_cycles"] == 1000.0
+    for level in ("l1", "l2"):
+        assert other["switch_timing"][level]["source"] == str(path) and other["switch_timing"][level]["shipped"] is False
+        assert other["switch_timing"][level]["first_flit_latency_cycles"] == 1000.0
     assert other["time_s"] > shipped["time_s"]
     assert main([*argv, "--characterization", str(tmp_path / "none.json")]) == 1
     assert "none.json does not exist" in capsys.readouterr().err

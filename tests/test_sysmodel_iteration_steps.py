@@ -176,10 +176,12 @@ def test_one_iteration_by_hand_on_fred_d():
     gradient = 2 * (a.params + b.params)                           # FP16, 2,000,200 B
     flit = P.switch.flit_bytes
     wire = -(-gradient // flit) * flit                             # 3907 flits
-    up = 2 * P.link_latency_s + P.switch.latency_s                 # NPU -> L1 -> L2
-    dp = wire / (P.npu_send_gbps * 1e9) + 2 * up + P.switch.latency_s + P.switch.phase_switch_s
+    l1, l2 = P.switch_at("l1"), P.switch_at("l2")                  # each level's chiplet
+    up = 2 * P.link_latency_s + l1.latency_s                       # NPU -> L1 -> L2
+    dp = (wire / (P.npu_send_gbps * 1e9) + 2 * up + l2.latency_s   # up, back down, through L2
+          + max(l1.phase_switch_s, l2.phase_switch_s))             # switches change phase in parallel
     optimizer = (a.params + b.params) / 20 * (2 * P.optimizer_bytes_per_param + 4) / (hbm * P.compute.vector_efficiency)
-    config_load = P.switch.config_load_s                           # one phase on every switch
+    config_load = max(l1.config_load_s, l2.config_load_s)          # one phase on every switch
     r = simulate_iteration(P, "fred-d", w)
     assert r.steady_time_s == pytest.approx(sum(roofline) + dp + optimizer, rel=1e-9)
     assert r.config_load_s == pytest.approx(config_load, rel=1e-12)

@@ -63,8 +63,15 @@ def test_the_shipped_characterization_is_the_checked_in_file():
         assert getattr(timing, name) == value, name
     made = measured["generated_by"]
     assert timing.generated_by == f"{made['command']} ({made['date']})"
-    assert default_platform().switch == timing
-    assert load_platform().switch == timing
+    # the paper platform names its chiplets: each level's timing is its chiplet's point
+    from sysmodel.switch_timing import load_chiplet_timings
+    levels = load_chiplet_timings(default_platform().chiplets)
+    assert default_platform().switch == levels["l1"] and default_platform().switch_at("l2") == levels["l2"]
+    assert load_platform().switch == levels["l1"]
+    for level, timing in levels.items():
+        point = default_platform().chiplets[level]
+        entry = measured["switches"][f"P{point['ports']}m{point['middle']}{point['dtype']}"]["switch"]
+        assert {name: getattr(timing, name) for name in entry} == entry
 
 
 def test_a_missing_shipped_characterization_is_an_error(tmp_path, monkeypatch):
@@ -89,8 +96,12 @@ def test_an_explicit_characterization_is_read_and_validated(tmp_path):
     timing = load_switch_timing(path)
     assert timing.latency_s == pytest.approx(18e-9) and timing.config_load_s == pytest.approx(40e-9)
     assert timing.source == str(path) and not timing.shipped and timing.generated_by == ""
+    with pytest.raises(FredError, match=r"no measured Fred_3\(12\) fp16 \(the L1 chiplet"):
+        load_platform(characterization=path)   # the paper platform needs its chiplets' points
+    path.write_text(json.dumps(_with_chiplets(doc)))
     p = load_platform(characterization=path)
     assert p.switch.first_flit_latency_cycles == 9 and p.switch.flit_bytes == 64
+    assert p.switch_at("l2").first_flit_latency_cycles == 9
     doc["switch"]["clock_mhz"] = -1
     path.write_text(json.dumps(doc))
     with pytest.raises(FredError, match="clock_mhz"):
@@ -99,6 +110,13 @@ def test_an_explicit_characterization_is_read_and_validated(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(FredError, match="flit_bytes' is missing"):
         load_switch_timing(path)
+
+
+def _with_chiplets(doc):
+    """``doc`` with its ``switch`` block also measured as the paper's two chiplets."""
+    points = {f"P{p}m3fp16": {"point": {"ports": p, "middle": 3, "dtype": "fp16"}, "switch": doc["switch"]}
+              for p in (12, 10)}
+    return dict(doc, switches=points)
 
 
 def test_switch_timing_has_no_defaults():
@@ -128,7 +146,7 @@ def test_measured_switch_throughput_limits_fred(tmp_path):
            "first_flit_latency_cycles": 12, "throughput_flits_per_cycle_per_port": 0.5,
            "phase_switch_cycles": 8, "config_load_cycles": 16}}
     path = tmp_path / "c.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(_with_chiplets(doc)))
     slow = load_platform(characterization=path)
     c = [Collective("all-reduce", tuple(range(20)), 1e9)]
     assert evaluate(slow, "fred-d", c).effective_bandwidth_per_npu_gbps == pytest.approx(1500, rel=0.01)

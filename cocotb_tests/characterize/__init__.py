@@ -5,5 +5,8 @@
   cross-checked against the bench's monitors;
 * :mod:`.cost`: yosys ``synth_ecp5`` + nextpnr-ecp5 and generic ``synth`` cell counts;
 * :mod:`.report`: ``data/characterization.json`` (schema ``docs/characterization-schema.md``)
-  and ``docs/characterization.md`` with its plot.
+  and ``docs/characterization.md`` with its plot; composed cost and Fmax of sizes place and
+  route cannot do;
+* :mod:`.merge` and :mod:`.provenance`: ``fred characterize --merge`` (a run's records added to
+  an existing file) and the run every record carries.
 """

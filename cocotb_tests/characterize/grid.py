@@ -12,38 +12,33 @@ import json
 from pathlib import Path
 
 from hdl.base.dtypes import DTYPES as _ALL_DTYPES
+from hdl.base.characterization import point_name
 from hdl.base.errors import FredError
 
 __all__ = ["PORTS", "MIDDLES", "DTYPES", "CHIPLETS", "CHIPLET_MIDDLE", "CHIPLET_DTYPE",
-           "DEFAULT_CACHE", "timing_grid", "chiplet_levels", "chiplet_points", "point_name",
+           "DEFAULT_CACHE", "timing_grid", "chiplet_points", "point_name",
            "load_cached", "save_cached"]
 
 PORTS = (4, 8, 16)
 MIDDLES = (2, 3)
 DTYPES = tuple(_ALL_DTYPES)
-#: The chiplets the paper builds its wafer's switches from (shared spec, section 3; sizes from
-#: secondary sources): each L1 switch from Fred_3(12) chiplets, the L2 switch from Fred_3(10).
-#: Measured at m = 3 and fp16 (the paper's gradient format) on top of the grid.
-CHIPLETS = {"L1": 12, "L2": 10}
+#: Sizes P of the chiplets the paper builds its wafer's switches from (shared spec, sections 2-3;
+#: sizes from secondary sources): Fred_3(12) and Fred_3(10). Which chiplet builds which level
+#: is the platform's (``configs/paper.toml``, ``[fred.chiplets]``), not this grid's. Measured at
+#: m = 3 and fp16 (the paper's gradient format) on top of the grid.
+CHIPLETS = (12, 10)
 CHIPLET_MIDDLE = 3
 CHIPLET_DTYPE = "fp16"
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "build" / "characterize"
 
 
-def chiplet_levels(chiplets=tuple(CHIPLETS.values())) -> dict[str, int]:
-    """``{level: P}`` for the given chiplet sizes: the paper's level names where the sizes are
-    the paper's (``L1``, ``L2``), else ``chiplet<P>``."""
-    names = {p: level for level, p in CHIPLETS.items()}
-    return {names.get(p, f"chiplet{p}"): p for p in chiplets}
-
-
-def chiplet_points(chiplets=tuple(CHIPLETS.values())) -> list[tuple[int, int, str]]:
+def chiplet_points(chiplets=CHIPLETS) -> list[tuple[int, int, str]]:
     """(P, 3, fp16) of each chiplet size."""
     return [(p, CHIPLET_MIDDLE, CHIPLET_DTYPE) for p in chiplets]
 
 
 def timing_grid(ports=PORTS, middles=MIDDLES, dtypes=DTYPES,
-                chiplets=tuple(CHIPLETS.values())) -> list[tuple[int, int, str]]:
+                chiplets=CHIPLETS) -> list[tuple[int, int, str]]:
     """Points in run order: the product of ``ports``, ``middles`` and ``dtypes`` plus the
     chiplet points (:func:`chiplet_points`), small P first, and fp16 (the paper's gradient format)
     first within each P, so that an interrupted run still covers the most useful points."""
@@ -61,8 +56,6 @@ def timing_grid(ports=PORTS, middles=MIDDLES, dtypes=DTYPES,
     return sorted(points, key=lambda t: (t[0], order[t[2]], t[1]))
 
 
-def point_name(ports: int, middle: int, dtype: str) -> str:
-    return f"P{ports}m{middle}{dtype}"
 
 
 def load_cached(cache: Path, kind: str) -> list[dict]:

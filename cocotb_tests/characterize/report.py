@@ -13,11 +13,11 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from hdl.base.characterization import SCHEMA_ID, parse_characterization
+from hdl.base.characterization import SCHEMA_ID, parse_characterization, point_name
 from hdl.base.errors import FredError
 
 __all__ = ["summary_point", "summarize_point", "build_document", "write_report", "composed_cost",
-           "microswitch_counts", "chiplet_blocks"]
+           "composed_fmax", "microswitch_counts", "switch_block", "switch_blocks", "chiplet_cost"]
 
 #: The system model's clock and flit size are not properties of this RTL (an ECP5 Fmax is not
 #: a 15 nm ASIC clock; the RTL flit is lanes x dtype bits, the paper's 512 B): kept at the
@@ -96,10 +96,9 @@ _PART_NAMES = {"rd": "rd_microswitch", "input": "input_microswitch_m{m}",
 
 def composed_cost(costs: dict[str, dict], ports: int, middle: int) -> dict | None:
     """Fred_m(P) cost composed from the measured microswitches (an estimate, labelled as such):
-    :func:`microswitch_counts` times each part's LUT/FF/cells; ``fmax_mhz`` = the lowest Fmax of
-    the parts it contains (every microswitch is a registered stage, so the switch's critical
-    paths lie inside its parts; None if a part was not placed and routed). Excludes the
-    configuration memory and the top-level glue. None if a needed part was not measured."""
+    :func:`microswitch_counts` times each part's LUT/FF/cells (Fmax: :func:`composed_fmax`).
+    Excludes the configuration memory and the top-level glue. None if a needed part was not
+    measured."""
     n = microswitch_counts(ports, middle)
     parts = {}
     for kind, count in n.items():
@@ -110,47 +109,138 @@ def composed_cost(costs: dict[str, dict], ports: int, middle: int) -> dict | Non
             parts[kind] = record
     total = {key: sum(n[kind] * part[key] for kind, part in parts.items())
              for key in ("lut_equivalent", "ff", "generic_cells")}
-    fmax = [part.get("fmax_mhz") for part in parts.values()]
-    total["fmax_mhz"] = None if None in fmax else min(fmax)
-    total["fmax_limited_by"] = (None if None in fmax else
-                                min(parts, key=lambda kind: parts[kind]["fmax_mhz"]))
     total["microswitches"] = n
     return total
 
 
-def chiplet_blocks(summaries: list[dict], costs: list[dict], levels: dict[str, int]) -> dict:
-    """``{level: block}`` for each wafer chiplet Fred_3(P) fp16 that was measured: its ``point``,
-    the timing fields of a ``switch`` block (what the system model uses for the switches of that
-    level), and its cost (synthesized LUT/FF; Fmax measured if placed and routed, else composed
-    from its parts, with the source named)."""
-    by_point = {(s["ports"], s["middle"], s["dtype"]): s for s in summaries}
+_KIND_NAMES = {"rd": "RD microswitch", "input": "input microswitch", "output": "output microswitch",
+               "demux": "last-port demux", "mux": "last-port mux"}
+
+
+def composed_fmax(costs: list[dict], ports: int, middle: int) -> dict | None:
+    """Fmax of Fred_m(P) composed from measured parts, for sizes place and route cannot do.
+
+    Every microswitch registers its outputs and the serial-scan harness of its own
+    measurement registers its inputs, so the register-to-register paths of a part placed alone
+    are the paths it has inside the switch: the lowest Fmax over the parts the switch contains
+    is an upper bound (``upper_bound_mhz``). The whole switch places lower (longer wires across
+    a fuller device, the configuration memory's fan-out to every mode register), by a ratio
+    measured where both exist: ``derate`` = measured Fmax / upper bound of the placed-and-routed
+    Fred_m'(P') (``reference``; the same m when there is one, else the largest). ``fmax_mhz`` =
+    upper bound x derate. None when a part's Fmax or every reference is missing. The agreement
+    of this rule is checked on the placed sizes themselves (:func:`fmax_agreement`)."""
     by_name = {c["name"]: c for c in costs}
-    blocks = {}
-    for level, ports in levels.items():
-        s = by_point.get((ports, 3, "fp16"))
-        if s is None:
+    upper = _parts_fmax(by_name, ports, middle)
+    if upper is None:
+        return None
+    refs = [c for c in costs if c["kind"] == "switch" and c.get("fmax_mhz") is not None
+            and _parts_fmax(by_name, c["ports"], c["middle"]) is not None
+            and (c["ports"], c["middle"]) != (ports, middle)]
+    if not refs:
+        return None
+    same_m = [c for c in refs if c["middle"] == middle]
+    ref = max(same_m or refs, key=lambda c: (c["ports"], c["name"]))
+    derate = ref["fmax_mhz"] / _parts_fmax(by_name, ref["ports"], ref["middle"])[0]
+    bound, kind = upper
+    return {"fmax_mhz": round(bound * derate, 1), "upper_bound_mhz": bound, "limited_by": kind,
+            "derate": round(derate, 4), "reference": ref["name"],
+            "source": (f"composed: {bound:g} MHz of its slowest part ({_KIND_NAMES[kind]}) x "
+                       f"{derate:.3f}, the measured / composed ratio of {ref['name']} (placed and routed)")}
+
+
+def _parts_fmax(by_name: dict, ports: int, middle: int) -> tuple[float, str] | None:
+    """(lowest Fmax, its kind) over the parts Fred_m(P) contains; None if one is unmeasured."""
+    worst = None
+    for kind, count in microswitch_counts(ports, middle).items():
+        if not count:
             continue
-        block = {"point": {"ports": ports, "middle": 3, "dtype": "fp16"},
-                 "switch": {"clock_mhz": MODEL_CLOCK_MHZ, "flit_bytes": MODEL_FLIT_BYTES,
-                            "first_flit_latency_cycles": float(s["first_flit_latency_cycles"]),
-                            "throughput_flits_per_cycle_per_port": float(s["throughput_flits_per_cycle_per_port"]),
-                            "phase_switch_cycles": float(s["phase_switch_cycles"] or 0),
-                            "config_load_cycles": float(s["config_load_cycles"])}}
-        measured = by_name.get(f"fred_switch_P{ports}m3")
-        composed = composed_cost(by_name, ports, 3)
-        cost = {"lut_equivalent": measured["lut_equivalent"] if measured else None,
-                "ff": measured["ff"] if measured else None,
-                "lut_equivalent_composed": composed["lut_equivalent"] if composed else None}
-        if measured and measured.get("fmax_mhz") is not None:
-            cost.update(fmax_mhz=measured["fmax_mhz"], fmax_source="measured (nextpnr-ecp5)")
-        elif composed and composed["fmax_mhz"] is not None:
-            cost.update(fmax_mhz=composed["fmax_mhz"],
-                        fmax_source=f"composed: the lowest Fmax of its parts ({composed['fmax_limited_by']})")
-        else:
-            cost.update(fmax_mhz=None, fmax_source="not measured")
-        block["cost"] = cost
-        blocks[level] = block
-    return blocks
+        part = by_name.get(_PART_NAMES[kind].format(m=middle))
+        if part is None or part.get("fmax_mhz") is None:
+            return None
+        if worst is None or part["fmax_mhz"] < worst[0]:
+            worst = (part["fmax_mhz"], kind)
+    return worst
+
+
+def fmax_agreement(costs: list[dict]) -> list[dict]:
+    """The composition rule checked where place and route did finish: for every placed
+    Fred_m(P), :func:`composed_fmax` computed from the *other* placed switches (never from
+    itself) against its measured Fmax."""
+    out = []
+    for c in costs:
+        if c["kind"] != "switch" or c.get("fmax_mhz") is None:
+            continue
+        estimate = composed_fmax(costs, c["ports"], c["middle"])
+        if estimate is None:
+            continue
+        out.append({"name": c["name"], "measured_mhz": c["fmax_mhz"], "composed_mhz": estimate["fmax_mhz"],
+                    "upper_bound_mhz": estimate["upper_bound_mhz"], "reference": estimate["reference"],
+                    "error": round(estimate["fmax_mhz"] / c["fmax_mhz"] - 1, 4)})
+    return out
+
+
+def switch_block(summary: dict) -> dict:
+    """The ``switch`` fields (the system model's timing of one switch) of one measured point's
+    summary: its measured figures, with the model's documented clock and flit size."""
+    return {"clock_mhz": MODEL_CLOCK_MHZ, "flit_bytes": MODEL_FLIT_BYTES,
+            "first_flit_latency_cycles": float(summary["first_flit_latency_cycles"]),
+            "throughput_flits_per_cycle_per_port": float(summary["throughput_flits_per_cycle_per_port"]),
+            # a point whose run switched phases only once has no drained switch to measure
+            "phase_switch_cycles": float(summary["phase_switch_cycles"] if summary["phase_switch_cycles"] is not None else 0),
+            "config_load_cycles": float(summary["config_load_cycles"])}
+
+
+def switch_blocks(summaries: list[dict]) -> dict:
+    """``{point name: {"point", "switch"}}`` for every measured point: the system model looks
+    up the chiplet that builds each wafer level here (``docs/characterization-schema.md``)."""
+    out = {}
+    for s in sorted(summaries, key=lambda s: (s["ports"], s["middle"], s["dtype"])):
+        point = {"ports": s["ports"], "middle": s["middle"], "dtype": s["dtype"]}
+        out[point_name(**point)] = {"point": point, "switch": switch_block(s)}
+    return out
+
+
+def chiplet_cost(costs: list[dict], ports: int, middle: int = 3) -> dict:
+    """Cost of one chiplet Fred_m(P): LUT/FF as synthesized (flat if measured flat, else the
+    per-module synthesis), the composition from its parts, and its Fmax: measured by place and
+    route when that ran, else composed (:func:`composed_fmax`), with the source named."""
+    by_name = {c["name"]: c for c in costs}
+    flat = by_name.get(f"fred_switch_P{ports}m{middle}")
+    hier = by_name.get(f"fred_switch_P{ports}m{middle}_hier")
+    synthesized = flat or hier
+    composed = composed_cost(by_name, ports, middle)
+    out = {"lut_equivalent": synthesized["lut_equivalent"] if synthesized else None,
+           "ff": synthesized["ff"] if synthesized else None,
+           "synthesis": synthesized.get("synthesis", "flat") if synthesized else None,
+           "lut_equivalent_composed": composed["lut_equivalent"] if composed else None}
+    if flat and flat.get("fmax_mhz") is not None:
+        out.update(fmax_mhz=flat["fmax_mhz"], fmax_source="measured (nextpnr-ecp5)")
+    else:
+        estimate = composed_fmax(costs, ports, middle)
+        out.update(fmax_mhz=estimate["fmax_mhz"] if estimate else None,
+                   fmax_upper_bound_mhz=estimate["upper_bound_mhz"] if estimate else None,
+                   fmax_source=estimate["source"] if estimate else "not measured")
+    return out
+
+
+def record_runs(records: list[dict]) -> list[dict]:
+    """The distinct runs (``record["run"]``: command, date, commit, tools, seed) that measured
+    ``records``, oldest first, each with the names of the records it measured. A file merged
+    from several runs (``fred characterize --merge``) lists each of them here."""
+    runs = {}
+    for r in records:
+        run = r.get("run")
+        if run is None:
+            raise FredError(f"record {_record_name(r)} carries no 'run' (which command measured it)")
+        entry = runs.setdefault((run["date"], run["command"]), dict(run, measured=[]))
+        entry["measured"].append(_record_name(r))
+    return [runs[k] for k in sorted(runs)]
+
+
+def _record_name(record: dict) -> str:
+    if "name" in record:   # a cost record
+        return f"cost {record['name']}"
+    return f"timing {point_name(record['ports'], record['middle'], record['dtype'])}"
 
 
 def build_document(points: list[dict], costs: list[dict], *, command: str, grid: dict,
@@ -160,14 +250,7 @@ def build_document(points: list[dict], costs: list[dict], *, command: str, grid:
         raise FredError("no timing point was measured; refusing to write a characterization")
     summaries = [summarize_point(p) for p in points]
     ref = summary_point(summaries)
-    switch = {
-        "clock_mhz": MODEL_CLOCK_MHZ,
-        "flit_bytes": MODEL_FLIT_BYTES,
-        "first_flit_latency_cycles": float(ref["first_flit_latency_cycles"]),
-        "throughput_flits_per_cycle_per_port": float(ref["throughput_flits_per_cycle_per_port"]),
-        "phase_switch_cycles": float(ref["phase_switch_cycles"] if ref["phase_switch_cycles"] is not None else 0),
-        "config_load_cycles": float(ref["config_load_cycles"]),
-    }
+    switch = switch_block(ref)
     return {
         "schema": SCHEMA_ID,
         "switch": switch,
@@ -180,15 +263,18 @@ def build_document(points: list[dict], costs: list[dict], *, command: str, grid:
                              "flit_bytes": "the paper's 512 B flit; the RTL flit is lanes x dtype bits"},
         },
         "generated_by": {"command": command, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                         "tools": tools, "seconds": seconds, "jobs": jobs, "seed": seed},
+                         "tools": tools, "seconds": seconds, "jobs": jobs, "seed": seed,
+                         "runs": record_runs(points + costs)},
         "grid": grid,
         "summaries": summaries,
         "measurements": points,
         "cost": costs,
         "cost_composed": {f"P{p}m{m}": composed_cost({c["name"]: c for c in costs}, p, m)
                           for p, m in sorted({(p, m) for p in grid.get("ports", []) for m in grid.get("middle", [])}
-                                             | {(p, 3) for p in grid.get("chiplets", {}).values()})},
-        "chiplets": chiplet_blocks(summaries, costs, grid.get("chiplets", {})),
+                                             | {(p, 3) for p in grid.get("chiplets", [])})},
+        "switches": switch_blocks(summaries),
+        "chiplet_cost": {f"P{p}m3": chiplet_cost(costs, p) for p in sorted(grid.get("chiplets", []))},
+        "fmax_agreement": fmax_agreement(costs),
         "not_measured": not_measured,
     }
 
@@ -229,9 +315,12 @@ def _plot(doc: dict, png: Path) -> None:
     ax1.grid(True, alpha=0.3)
     costs = [c for c in doc["cost"] if c["kind"] == "switch"]
     for m in (2, 3):
-        meas = sorted((c["ports"], c["lut_equivalent"]) for c in costs if c["middle"] == m)
-        if meas:
-            ax2.plot([p for p, _ in meas], [v for _, v in meas], marker="o", label=f"measured m={m}")
+        for mode, marker in (("flat", "o"), ("hierarchical", "^")):
+            meas = sorted((c["ports"], c["lut_equivalent"]) for c in costs
+                          if c["middle"] == m and c.get("synthesis", "flat") == mode)
+            if meas:
+                ax2.plot([p for p, _ in meas], [v for _, v in meas], marker=marker,
+                         label=f"synthesized {mode} m={m}")
         comp = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in doc["cost_composed"].items()
                       if v and int(k.split("m")[1]) == m)
         if comp:
@@ -253,14 +342,24 @@ def _plot(doc: dict, png: Path) -> None:
     plt.close(fig)
 
 
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
 def _growth(comp) -> str:
     parts = []
     for m in (2, 3):
-        pts = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in comp if int(k.split("m")[1]) == m)
+        pts = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in comp
+                     if int(k.split("m")[1]) == m and _power_of_two(int(k[1:].split("m")[0])))
         steps = [f"x{b / a:.1f} from P={p} to {q}" for (p, a), (q, b) in zip(pts, pts[1:])]
         if steps:
             parts.append(f"m = {m}: " + ", ".join(steps))
     return ("Per doubling of P the composed LUT count grows " + "; ".join(parts) + ".") if parts else ""
+
+
+def _record_list(names: list[str], limit: int = 8) -> str:
+    names = sorted(names)
+    return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 def write_report(doc: dict, markdown: Path, png: Path) -> None:
@@ -274,7 +373,18 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
             "figure)" if g.get("seed") is not None else "") + ". "
          "Do not edit: `make characterize` rewrites this file and `data/characterization.json` "
          "(schema: `docs/characterization-schema.md`). Tools: "
-         + ", ".join(f"{k} {v}" for k, v in sorted(g["tools"].items())) + ".", "",
+         + ", ".join(f"{k} {v}" for k, v in sorted(g["tools"].items())) + ".", ""]
+    runs = g.get("runs") or []
+    if len(runs) > 1:
+        L += [f"The records come from {len(runs)} runs (`fred characterize --merge` adds a run's records "
+              "to an existing file; every timing point and cost record names the run that measured "
+              "it, `run` in the JSON, and `generated_by.runs` lists them):", "",
+              "| date | command | commit | FRED_SEED | records |", "|---|---|---|---|---|"]
+        for r in runs:
+            L.append(f"| {r['date']} | `{r['command']}` | {r['commit']} | {r.get('seed')} | "
+                     f"{len(r['measured'])}: {_record_list(r['measured'])} |")
+        L.append("")
+    L += [
          "Method: one Verilator build per (P, m, dtype) of `fred_switch` (lanes 1, 3 phases); "
          "`cocotb_tests/bench_characterize.py` runs every traffic class without and then with "
          f"random backpressure (probability {doc['grid'].get('backpressure')} per output per cycle), "
@@ -293,20 +403,30 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
          "| field | value | source |", "|---|---|---|"]
     for k, v in sw.items():
         L.append(f"| `{k}` | {_fmt(v)} | {'measured' if k in src['measured'] else src['not_measured'].get(k, '')} |")
-    chiplets = doc.get("chiplets") or {}
-    if chiplets:
-        L += ["", "`chiplets` blocks: the timing of each level's switch, from the chiplet that builds it "
-              "(the system model takes each level's switch timing from these when present; clock and "
-              "flit size as above):", "",
-              "| level | chiplet | first-flit latency | throughput | phase switch | config load | "
-              "LUT eq. (synthesized) | FF | Fmax (MHz) |", "|---|---|---|---|---|---|---|---|---|"]
-        for level, b in chiplets.items():
-            t, c = b["switch"], b["cost"]
-            L.append(f"| {level} | Fred_{b['point']['middle']}({b['point']['ports']}) {b['point']['dtype']} | "
-                     f"{_fmt(t['first_flit_latency_cycles'])} | {_fmt(t['throughput_flits_per_cycle_per_port'])} | "
-                     f"{_fmt(t['phase_switch_cycles'])} | {_fmt(t['config_load_cycles'])} | "
-                     f"{_fmt(c['lut_equivalent'])} | {_fmt(c['ff'])} | {_fmt(c['fmax_mhz'], 1)} "
-                     f"({c['fmax_source']}) |")
+    chiplet_costs = doc.get("chiplet_cost") or {}
+    blocks = doc.get("switches") or {}
+    if blocks:
+        L += ["", "`switches`: the same fields for every measured point. A platform that names the "
+              "chiplets its levels are built from (`configs/paper.toml`, `[fred.chiplets]`: L1 = "
+              "Fred_3(12), L2 = Fred_3(10), fp16) takes each level's timing from its chiplet's "
+              "entry (`docs/sysmodel.md`); the `switch` block above serves platforms that do not. "
+              "The wafer's chiplets:", "",
+              "| chiplet | first-flit latency | throughput (free) | throughput (backpressure, min) | "
+              "phase switch | config load | LUT eq. | FF | synthesis | Fmax (MHz) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        by_point = {(x["ports"], x["middle"], x["dtype"]): x for x in doc["summaries"]}
+        for key, c in sorted(chiplet_costs.items(), key=lambda kv: -int(kv[0][1:].split("m")[0])):
+            ports, middle = (int(x) for x in key[1:].split("m"))
+            b = blocks.get(point_name(ports, middle, "fp16"))
+            t = b["switch"] if b else {}
+            loaded = (by_point.get((ports, middle, "fp16")) or {}).get("throughput_with_backpressure_min")
+            fmax = (f"{_fmt(c['fmax_mhz'], 1)} ({c['fmax_source']})" if c.get("fmax_mhz") is not None
+                    else c.get("fmax_source", "-"))
+            L.append(f"| Fred_{middle}({ports}) fp16 | {_fmt(t.get('first_flit_latency_cycles'))} | "
+                     f"{_fmt(t.get('throughput_flits_per_cycle_per_port'))} | {_fmt(loaded, 4)} | "
+                     f"{_fmt(t.get('phase_switch_cycles'))} | "
+                     f"{_fmt(t.get('config_load_cycles'))} | {_fmt(c['lut_equivalent'])} | {_fmt(c['ff'])} | "
+                     f"{c.get('synthesis') or '-'} | {fmax} |")
     sums = doc["summaries"]
     lat_ok = all(x["first_flit_latency_min_cycles"] == x["first_flit_latency_cycles"] == x["latency_property"]
                  for x in sums)
@@ -371,6 +491,17 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
     for c in doc["cost"]:
         L.append(f"| {c['name']} | {c['ports']} | {c['middle'] or '-'} | {c['lut4']} | {c['ccu2c']} | "
                  f"{c['lut_equivalent']} | {c['ff']} | {c['generic_cells']} | {_fmt(c['fmax_mhz'], 1)} |")
+    paths = [c for c in doc["cost"] if c.get("critical_path")]
+    if paths:
+        L += ["", "What limits Fmax: the worst clocked path of each placed design (median seed; Fmax "
+              "per seed in brackets where several were placed):", "",
+              "| design | Fmax (MHz) | path (ns) | logic / routing (ns) | from | to |", "|---|---|---|---|---|---|"]
+        for c in paths:
+            cp = c["critical_path"]
+            seeds = c.get("fmax_seeds") or {}
+            per_seed = f" ({', '.join(f'{v:g}' for v in seeds.values())})" if len(seeds) > 1 else ""
+            L.append(f"| {c['name']} | {_fmt(c['fmax_mhz'], 1)}{per_seed} | {cp['ns']:.2f} | "
+                     f"{cp['logic_ns']:.2f} / {cp['routing_ns']:.2f} | `{cp['from']}` | `{cp['to']}` |")
     comp = [(k, v) for k, v in doc["cost_composed"].items() if v]
     if comp:
         L += ["", "Growth with P and m, composed from the measured microswitch costs (an estimate: "
@@ -386,21 +517,53 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
         agreement = []
         for k, v in comp:
             n = v["microswitches"]
-            meas = measured.get(f"fred_switch_{k}")
+            meas = measured.get(f"fred_switch_{k}") or measured.get(f"fred_switch_{k}_hier")
             ratio = meas["lut_equivalent"] / v["lut_equivalent"] if meas else None
+            ports, middle = (int(x) for x in k[1:].split("m"))
+            fmax = composed_fmax(doc["cost"], ports, middle)
+            tag = " (hier.)" if meas and meas.get("synthesis") == "hierarchical" else ""
             if meas and meas.get("fmax_mhz") and v.get("fmax_mhz"):
                 agreement.append(f"{k}: {meas['fmax_mhz']:g} MHz measured against {v['fmax_mhz']:g} "
                                  f"composed ({meas['fmax_mhz'] / v['fmax_mhz']:.2f})")
             L.append(f"| {k} | {n['rd']} | {n['input']} | {n['output']} | {n.get('demux', 0)} | "
-                     f"{v['lut_equivalent']} | {v['ff']} | {meas['lut_equivalent'] if meas else 'not measured'} | "
-                     f"{_fmt(ratio, 3)} | {_fmt(v.get('fmax_mhz'), 1)} | "
+                     f"{v['lut_equivalent']} | {v['ff']} | {str(meas['lut_equivalent']) + tag if meas else 'not measured'} | "
+                     f"{_fmt(ratio, 3)} | {_fmt(fmax['fmax_mhz'] if fmax else None, 1)} | "
                      f"{_fmt(meas.get('fmax_mhz') if meas else None, 1)} |")
-        L += ["", "Composed Fmax = the lowest Fmax of the parts a design contains (every microswitch "
-              "is a registered stage, so a switch's critical paths lie inside its parts). Where both "
-              "exist, measured against composed: " + ("; ".join(agreement) if agreement else "none")
-              + ". The whole switch places lower than its slowest part (routing across a fuller "
-              "device and the configuration memory); a chiplet's composed Fmax is therefore an "
-              "upper bound, and the measured/composed ratio above is the correction to expect."]
+        L += ["", "Composed Fmax (`composed_fmax` in `cocotb_tests/characterize/report.py`), for sizes "
+              "place and route cannot do (a chiplet's ~100k LUTs exceed the 83,640 of the LFE5U-85F, so "
+              "no ECP5 placement exists): every microswitch registers its outputs, and its own "
+              "measurement registers its inputs, so the lowest Fmax over the parts a switch contains "
+              "is an upper bound; the whole switch places lower (longer wires across a fuller device, "
+              "the configuration memory fanning out to every mode register), by the measured / upper "
+              "bound ratio of a placed-and-routed switch of the same m. The rule checked where place "
+              "and route did finish, each switch predicted from the *other* placed switches:", ""]
+        agreement = doc.get("fmax_agreement") or []
+        if agreement:
+            L += ["| switch | measured (MHz) | upper bound from parts (MHz) | composed (MHz) | derate from | error |",
+                  "|---|---|---|---|---|---|"]
+            for a in agreement:
+                L.append(f"| {a['name']} | {_fmt(a['measured_mhz'], 1)} | {_fmt(a['upper_bound_mhz'], 1)} | "
+                         f"{_fmt(a['composed_mhz'], 1)} | {a['reference']} | {a['error'] * 100:+.1f} % |")
+        else:
+            L += ["(no two placed switches with measured parts: not checked)"]
+        hier = [(c, measured.get(c["name"][:-len("_hier")])) for c in doc["cost"]
+                if c["name"].endswith("_hier")]
+        pairs = [(h, f) for h, f in hier if f is not None]
+        if hier:
+            L += ["", "Hierarchical synthesis (`--synthesis hierarchical`: `synth_ecp5 -noflatten`, each "
+                  "module once, cells totalled over the hierarchy; no optimisation across module "
+                  "boundaries) against flat synthesis of the same design:", "",
+                  "| design | LUT eq. hierarchical | FF hierarchical | LUT eq. flat | FF flat | LUT ratio | FF ratio | synthesis time hier / flat (s) | flat measured |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+            for h, f in sorted(hier, key=lambda hf: (hf[0]["ports"], hf[0]["middle"])):
+                L.append(f"| {h['name']} | {h['lut_equivalent']} | {h['ff']} | "
+                         f"{f['lut_equivalent'] if f else '-'} | {f['ff'] if f else '-'} | "
+                         f"{_fmt(h['lut_equivalent'] / f['lut_equivalent'], 3) if f else '-'} | "
+                         f"{_fmt(h['ff'] / f['ff'], 3) if f else '-'} | "
+                         f"{h['seconds']['synth']} / {f['seconds']['synth'] if f else '-'} | "
+                         f"{f['run']['date'][:10] + ' (commit ' + f['run']['commit'].split()[0][:12] + ')' if f and f.get('run') else '-'} |")
+            if not pairs:
+                L += ["", "(no design synthesized both ways: the agreement is not shown)"]
     L += ["", "## Run time", "",
           "Measured wall-clock seconds of each point on the machine that produced this file "
           "(shared 2-core machine; Verilog generation, Verilator -O0 build + simulation, VCD parse; "

@@ -41,12 +41,26 @@ def model_platform(args):
     return platform.with_compute_scale(scale)
 
 
-def switch_timing_text(switch) -> str:
-    """Two lines for the console: where the switch timing came from, and the figures used."""
+def switch_timing_json(platform) -> dict:
+    """``{"l1": ..., "l2": ...}``: each level's switch timing as JSON (its chiplet's)."""
+    return {level: platform.switch_at(level).to_dict() for level in ("l1", "l2")}
+
+
+def switch_timing_text(platform_or_switch) -> str:
+    """Lines for the console: where the switch timing came from, and the figures used (one
+    line per level when the platform times L1 and L2 by their own chiplets)."""
+    levels = (("L1", platform_or_switch.switch_at("l1")), ("L2", platform_or_switch.switch_at("l2"))) \
+        if hasattr(platform_or_switch, "switch_at") else (("", platform_or_switch),)
+    switch = levels[0][1]
     origin = "shipped with the package" if switch.shipped else "named explicitly, not the shipped one"
     measured = f", measured by {switch.generated_by}" if switch.generated_by else ""
-    return (f"switch timing: {switch.source} ({origin}{measured})\n"
-            f"  first-flit latency {switch.first_flit_latency_cycles:g} cycles, phase switch "
-            f"{switch.phase_switch_cycles:g} cycles, configuration load {switch.config_load_cycles:g} "
-            f"cycles per phase, {switch.throughput_flits_per_cycle_per_port:g} flit/cycle/port, "
-            f"{switch.flit_bytes} B flits, {switch.clock_mhz:g} MHz")
+    lines = [f"switch timing: {switch.source} ({origin}{measured})"]
+    if len(levels) == 2 and levels[0][1] == levels[1][1]:
+        levels = (("L1 and L2", switch),)
+    for level, s in levels:
+        name = f"{level} {s.design}: " if s.design else (f"{level}: " if level else "")
+        lines.append(f"  {name}first-flit latency {s.first_flit_latency_cycles:g} cycles, phase switch "
+                     f"{s.phase_switch_cycles:g} cycles, configuration load {s.config_load_cycles:g} "
+                     f"cycles per phase, {s.throughput_flits_per_cycle_per_port:g} flit/cycle/port, "
+                     f"{s.flit_bytes} B flits, {s.clock_mhz:g} MHz")
+    return "\n".join(lines)

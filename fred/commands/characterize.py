@@ -39,11 +39,11 @@ def _names(text: str) -> tuple[str, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ports", type=_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
     from cocotb_tests.characterize.grid import CHIPLETS
-    parser.add_argument("--chiplets", type=_ints, default=tuple(CHIPLETS.values()),
+    parser.add_argument("--chiplets", type=_ints, default=CHIPLETS,
                         help="sizes P of the wafer's chiplets, measured as Fred_3(P) fp16 on top of the "
                              "grid and always synthesized (default "
-                             + ",".join(str(p) for p in CHIPLETS.values())
-                             + ": L1 = Fred_3(12), L2 = Fred_3(10); '' for none)")
+                             + ",".join(str(p) for p in CHIPLETS)
+                             + ": the paper's Fred_3(12) and Fred_3(10); '' for none)")
     parser.add_argument("--middle", type=_ints, default=(2, 3), help="m values (default 2,3)")
     from cocotb_tests.characterize.grid import DTYPES
     parser.add_argument("--dtypes", type=_names, default=DTYPES,
@@ -54,12 +54,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost", choices=("none", "synth", "pnr"), default="pnr",
                         help="cost: none, yosys only, or yosys + nextpnr (default pnr)")
     parser.add_argument("--cost-max-ports", type=int, default=8,
-                        help="synthesize Fred_m(P) only up to this P (microswitches always; default "
-                             "8: Fred_m(16) is composed from its parts, see the report)")
+                        help="synthesize Fred_m(P) flat only up to this P (microswitches and chiplets "
+                             "always; with --synthesis auto larger ones are synthesized hierarchically)")
+    from cocotb_tests.characterize.cost import SYNTHESIS_MODES
+    parser.add_argument("--synthesis", choices=SYNTHESIS_MODES, default="auto",
+                        help="how Fred_m(P) is synthesized: flat (what place and route needs), "
+                             "hierarchical (synth_ecp5 -noflatten: each module once, totals over the "
+                             "hierarchy; minutes instead of ~40 min for a chiplet), auto (flat up to "
+                             "--cost-max-ports, hierarchical above; default) or both (the agreement)")
+    parser.add_argument("--merge", action="store_true",
+                        help="add this run's records to the file at --output (kept; a record measured "
+                             "again is replaced) instead of writing only the cache's; every record "
+                             "names the run that measured it (docs/characterization.md)")
     parser.add_argument("--pnr-max-ports", type=int, default=4,
                         help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
                              "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "
                              "lanes does not fit an LFE5U-85F)")
+    parser.add_argument("--pnr-seeds", type=_ints, default=(1,),
+                        help="nextpnr placement seeds per design; Fmax is the median seed's "
+                             "(default 1: one seed)")
     parser.add_argument("--pnr-timeout", type=float, default=None,
                         help="give up place and route of one design after this many seconds "
                              "(recorded as not measured; default: no limit)")
@@ -92,11 +105,11 @@ def _measure_point(ports, middle, dtype, length, backpressure):
                                                              backpressure=backpressure, log=log)
 
 
-def _measure_cost(design, cache, pnr, pnr_timeout):
+def _measure_cost(design, cache, pnr, pnr_timeout, seeds=(1,)):
     from cocotb_tests.characterize.cost import measure_cost
     log = lambda *a: print(*a, file=sys.stderr, flush=True)
     return design["name"], measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr,
-                                        pnr_timeout=pnr_timeout, log=log)
+                                        pnr_timeout=pnr_timeout, seeds=seeds, log=log)
 
 
 def _seeded(seed, function, *arguments):
@@ -155,21 +168,50 @@ def _run_tasks(tasks, jobs: int, log, *, scheduler: str | None = None, seed: int
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _tool_versions(with_synthesis: bool) -> dict:
+    """Versions of the tools a run uses (yosys/nextpnr only when it synthesizes)."""
+    try:
+        from cocotb_tests.toolchain import setup_verilator
+        major, minor = setup_verilator().version
+        tools = {"verilator": f"{major}.{minor:03d}"}
+    except Exception as exc:  # the document still records why
+        tools = {"verilator": f"unknown ({exc})"}
+    import amaranth
+    import cocotb
+    tools.update({"amaranth": amaranth.__version__, "cocotb": cocotb.__version__})
+    if with_synthesis:
+        from cocotb_tests.characterize.cost import tool_versions
+        tools.update(tool_versions())
+    return tools
+
+
 def run(args) -> int:
-    from cocotb_tests.characterize.cost import cost_designs, tool_versions
-    from cocotb_tests.characterize.grid import (DEFAULT_CACHE, chiplet_levels, load_cached, point_name,
-                                                save_cached, timing_grid)
+    from cocotb_tests.characterize.cost import cost_designs
+    from cocotb_tests.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
+    from cocotb_tests.characterize.merge import (merge_grid, merge_not_measured, merge_records,
+                                                 previous_records)
+    from cocotb_tests.characterize.provenance import run_record
     from cocotb_tests.characterize.report import build_document, composed_cost, write_json, write_report
 
     if args.length < 2:
         raise FredError(f"--length must be >= 2 flits, got {args.length}")
     if not 0.0 < args.backpressure < 1.0:
         raise FredError(f"--backpressure must be in (0, 1), got {args.backpressure}")
+    if args.jobs < 1:
+        raise FredError(f"--jobs must be >= 1, got {args.jobs}")
+    if not args.pnr_seeds:
+        raise FredError("--pnr-seeds needs at least one seed")
+    if args.merge and args.fresh:
+        raise FredError("--merge adds to the file at --output and --fresh starts from nothing: use one")
+    previous = previous_records(args.output) if args.merge else None   # fail before measuring
     grid = timing_grid(args.ports, args.middle, args.dtypes, args.chiplets)
     chiplet_designs = {(p, 3) for p in args.chiplets}
+    all_designs = cost_designs(args.ports, args.middle, args.chiplets, synthesis=args.synthesis,
+                               flat_max_ports=args.cost_max_ports)
 
-    def synthesized(design):   # Fred_m(P) up to --cost-max-ports, and every chiplet
-        return (design["kind"] != "switch" or design["ports"] <= args.cost_max_ports
+    def synthesized(design):   # flat Fred_m(P) up to --cost-max-ports; hierarchical ones and chiplets always
+        return (design["kind"] != "switch" or design["synthesis"] == "hierarchical"
+                or design["ports"] <= args.cost_max_ports
                 or (design["ports"], design["middle"]) in chiplet_designs)
     cache = args.cache or DEFAULT_CACHE
     if args.fresh and cache.exists():
@@ -178,22 +220,24 @@ def run(args) -> int:
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
         (lambda *a: print(*a, flush=True))
     not_measured = []
-    if args.jobs < 1:
-        raise FredError(f"--jobs must be >= 1, got {args.jobs}")
     tasks = []   # (name, not-measured entry on failure, cache kind, function, arguments)
     if not args.report_only:
         done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
-        designs = [d for d in cost_designs(args.ports, args.middle, args.chiplets) if synthesized(d)]
+        designs = [d for d in all_designs if synthesized(d)]
         cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
-        # cost first: its designs are the longest single steps, so starting them early shortens
-        # the whole run when several jobs share the work
-        for design in designs if args.cost != "none" else ():
-            pnr = args.cost == "pnr" and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports)
+        # cost first, largest switch first: those are the longest single steps, so starting them
+        # early shortens the whole run when several jobs share the work
+        ordered = sorted(designs, key=lambda d: (d["kind"] != "switch", -d["ports"], -(d["middle"] or 0)))
+        for design in ordered if args.cost != "none" else ():
+            pnr = (args.cost == "pnr" and design["synthesis"] == "flat"
+                   and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports))
             cached = cost_done.get(design["name"])
-            if cached is not None and (cached["fmax_mhz"] is not None or not pnr):
-                continue   # cached, and place and route was done or is not asked for
+            seeds = {str(s) for s in args.pnr_seeds}
+            if cached is not None and (not pnr or (cached["fmax_mhz"] is not None and
+                                                    seeds <= set(cached.get("fmax_seeds", {"1": None})))):
+                continue   # cached, and placed with (at least) these seeds or place and route not asked for
             tasks.append((f"cost {design['name']}", None, "cost", _measure_cost,
-                          (design, cache, pnr, args.pnr_timeout)))
+                          (design, cache, pnr, args.pnr_timeout, tuple(args.pnr_seeds))))
         for ports, middle, dtype in grid:
             name = point_name(ports, middle, dtype)
             if name in done:
@@ -204,7 +248,11 @@ def run(args) -> int:
                           (ports, middle, dtype, args.length, args.backpressure)))
     from cocotb_tests.lib.seeds import base_seed
     seed = base_seed()   # fixed here (FRED_SEED, else random) so that every worker shares it
-    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}")
+    tools = _tool_versions(with_synthesis=any(kind == "cost" for _, _, kind, _, _ in tasks))
+    # every record this run measures carries the run (a merged file holds records of several runs)
+    this_run = run_record(_command_line(), tools=tools, seed=seed, jobs=args.jobs)
+    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}, "
+        f"commit {this_run['commit']}")
     for index, outcome in _run_tasks(tasks, args.jobs, log, scheduler=args.scheduler, seed=seed):
         name, failed, kind, _, _ = tasks[index]
         if isinstance(outcome, BaseException):
@@ -215,62 +263,77 @@ def run(args) -> int:
                 not_measured.append(dict(failed, reason=f"failed: {str(outcome).splitlines()[0]}"))
             continue
         key, record = outcome
-        save_cached(cache, kind, key, record)
+        save_cached(cache, kind, key, dict(record, run=this_run))
 
     # every cached point goes into the outputs (a later run for one point adds to the rest)
     points = load_cached(cache, "timing")
-    costs = sorted(load_cached(cache, "cost"), key=lambda c: (c["kind"] == "switch", c["ports"], c["middle"] or 0, c["name"]))
+    costs = load_cached(cache, "cost")
     have = {point_name(p["ports"], p["middle"], p["dtype"]) for p in points}
     for ports, middle, dtype in grid:
         name = point_name(ports, middle, dtype)
         if name not in have and not any(n["what"] == f"timing {name}" for n in not_measured):
             not_measured.append({"what": f"timing {name}", "reason": "not run (time budget of this run)",
                                  "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"})
+    grid_doc = {"ports": list(args.ports), "middle": list(args.middle), "dtypes": list(args.dtypes),
+                "chiplets": sorted(args.chiplets), "length": args.length, "backpressure": args.backpressure,
+                "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]}
+    if previous is not None:
+        old_points, old_costs, old_grid, old_missing = previous
+        points = merge_records(old_points, points)
+        costs = merge_records(old_costs, costs)
+        grid_doc = merge_grid(old_grid, grid_doc)
+    costs = sorted(costs, key=lambda c: (c["kind"] == "switch", c["ports"], c["middle"] or 0, c["name"]))
     cost_have = {c["name"]: c for c in costs}
-    for design in cost_designs(args.ports, args.middle, args.chiplets):
+    for design in all_designs:
         c = cost_have.get(design["name"])
         cmd = (f"fred characterize --ports {design['ports']} --middle {design['middle']} --dtypes fp16 "
-               f"--cost pnr --pnr-max-ports {design['ports']}"
-               if design["kind"] == "switch" else "fred characterize --ports 4 --dtypes fp16 --cost pnr")
+               f"--cost pnr --pnr-max-ports {design['ports']} --merge"
+               if design["kind"] == "switch" else "fred characterize --ports 4 --dtypes fp16 --cost pnr --merge")
         if c is None:
             beyond = not synthesized(design)
             reason = (f"not synthesized: this run synthesized Fred_m(P) only up to P = "
                       f"{args.cost_max_ports} (--cost-max-ports)" if beyond else
                       "not synthesized in this run (--cost none, or it failed: see the log)")
             not_measured.append({"what": f"cost {design['name']}", "reason": reason, "command": cmd})
-        elif c["fmax_mhz"] is None:
+        elif c["fmax_mhz"] is None and design["synthesis"] == "flat":
             skipped = c.get("fmax_note", "place and route not run") == "place and route not run"
             reason = (f"place and route not run: this run placed Fred_m(P) only up to "
                       f"P = {args.pnr_max_ports} (--pnr-max-ports)" if skipped else c["fmax_note"])
             not_measured.append({"what": f"Fmax {design['name']}", "reason": reason, "command": cmd})
-        if design["kind"] == "switch" and (c is None or c["fmax_mhz"] is None):
+        if design["kind"] == "switch" and not_measured and not_measured[-1]["what"].endswith(design["name"]):
             estimate = composed_cost(cost_have, design["ports"], design["middle"])
             if estimate and estimate["lut_equivalent"] > ECP5_85F_LUTS:
                 not_measured[-1]["reason"] += (
                     f"; composed estimate {estimate['lut_equivalent']} LUT eq. exceeds the "
                     f"{ECP5_85F_LUTS} LUT4 of the LFE5U-85F, so it cannot be placed on that device")
-    try:
-        from cocotb_tests.toolchain import setup_verilator
-        major, minor = setup_verilator().version
-        tools = {"verilator": f"{major}.{minor:03d}"}
-    except Exception as exc:  # the document still records why
-        tools = {"verilator": f"unknown ({exc})"}
-    import amaranth
-    import cocotb
-    tools.update({"amaranth": amaranth.__version__, "cocotb": cocotb.__version__})
-    if costs:
-        tools.update(tool_versions())
+    for ports in args.chiplets:   # a chiplet's Fmax: placed if it fits the device, else composed
+        name = f"fred_switch_P{ports}m3"
+        flat, hier = cost_have.get(name), cost_have.get(name + "_hier")
+        size = (flat or hier or {}).get("lut_equivalent")
+        if (flat is None or flat["fmax_mhz"] is None) and size is not None and size > ECP5_85F_LUTS \
+                and not any(n["what"] == f"Fmax {name}" for n in not_measured):
+            not_measured.append({"what": f"Fmax {name}", "command": "none on this device",
+                                 "reason": f"cannot be placed: {size} LUT eq. synthesized "
+                                           f"({(flat or hier).get('synthesis', 'flat')}) exceed the {ECP5_85F_LUTS} "
+                                           "LUT4 of the LFE5U-85F; composed from its parts instead "
+                                           "(chiplet_cost, fmax_agreement)"})
+    if previous is not None:
+        not_measured = merge_not_measured(old_missing, not_measured, points, costs)
+    if args.report_only:
+        note = (" (assembles the points cached in build/characterize/ by earlier measuring runs; each "
+                "point records its packet length and backpressure)")
+    elif args.merge:
+        shown = args.output.resolve()
+        shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown   # no checkout path in the file
+        note = f" (merged into the records already in {shown}; each record names the run that measured it)"
+    else:
+        note = ""
+    measured_now = bool(tasks)
     document = build_document(
-        points, costs, command=_command_line() + (
-            " (assembles the points cached in build/characterize/ by earlier measuring runs; each "
-            "point records its packet length and backpressure)" if args.report_only else ""),
-        grid={"ports": list(args.ports), "middle": list(args.middle), "dtypes": list(args.dtypes),
-              "chiplets": chiplet_levels(args.chiplets),
-              "length": args.length, "backpressure": args.backpressure,
-              "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]},
+        points, costs, command=_command_line() + note, grid=grid_doc,
         not_measured=not_measured, tools=tools,
-        seconds=None if args.report_only else round(time.time() - started, 1),
-        jobs=None if args.report_only else args.jobs, seed=None if args.report_only else seed)
+        seconds=round(time.time() - started, 1) if measured_now else None,
+        jobs=args.jobs if measured_now else None, seed=seed if measured_now else None)
     write_json(document, args.output)
     write_report(document, args.report, args.report.with_suffix(".png"))
     from sysmodel.switch_timing import load_switch_timing

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
-from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_text
+from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.table import format_table
 from hdl.base.errors import FredError
 
@@ -82,11 +82,11 @@ def run(args) -> int:
            "effective_bandwidth_per_npu_gbps": result.effective_bandwidth_per_npu_gbps,
            "busiest_link": result.busiest_link, "busiest_link_bytes": result.busiest_link_bytes,
            "latency_s": result.latency_s, "phases": result.phases,
-           "algorithms": result.algorithms, "switch_timing": platform.switch.to_dict()}
+           "algorithms": result.algorithms, "switch_timing": switch_timing_json(platform)}
     if args.json:
         print_json(out)
         return 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     print()
     rows = [["time", f"{result.time_s * 1e6:.4f} us"],
             ["  of which latency and phase switches", f"{result.latency_s * 1e6:.4f} us"],

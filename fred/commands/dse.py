@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
+from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
 
@@ -112,7 +112,7 @@ def run(args) -> int:
         failed = [{"spec": r.spec, "error": r.error} for r in results if not r.ok]
         summary = summarise(rows, designs, platform, cost)
         meta = {"workload": workload, "grid": grid.to_dict(), "cost_model": cost.source,
-                "switch_timing": platform.switch.to_dict(), "samples_per_dp": args.samples_per_dp,
+                "switch_timing": switch_timing_json(platform), "samples_per_dp": args.samples_per_dp,
                 "compute_scale": args.compute_scale, "overlap": not args.no_overlap,
                 "points": len(specs), "cached": sum(r.cached for r in results), "failed": failed}
         files = [] if args.no_files else write_dse(Path(args.output), workload, rows, summary, meta)
@@ -126,7 +126,7 @@ def run(args) -> int:
                         "failed": r["meta"]["failed"], "files": r["files"]}
                     for w, r in report.items()})
         return 1 if any(r["meta"]["failed"] for r in report.values()) else 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     print(f"cost model: {cost.source}; {len(designs)} designs x "
           f"{len(strategies) if strategies else 'all'} strategies per workload")
     for workload, r in report.items():

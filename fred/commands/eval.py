@@ -42,7 +42,7 @@ def run(args) -> int:
             out["calibration"] = {k: v for k, v in paper_cal.items() if k != "curves"}
         print_json(out)
         return 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
     sections = [_speedups(summary, mode), _why(summary), *_sweeps(summary),
                 _spread(summary), _calibration(summary),

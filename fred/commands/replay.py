@@ -57,7 +57,7 @@ def run(args) -> int:
             out["speedup"] = {f: base.time_s / r.time_s for f, r in results.items() if f != "mesh"}
         print_json(out)
         return 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     print()
     cats = [k for k in next(iter(results.values())).breakdown]
     rows = [[f, f"{r.time_s:.6g}", *(f"{r.breakdown[c]:.4g}" for c in cats),

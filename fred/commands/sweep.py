@@ -6,7 +6,7 @@ import argparse
 import math
 
 from fred.cli import print_json
-from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
+from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
 
@@ -40,11 +40,11 @@ def run(args) -> int:
     rows, failed = _points(args)
     if args.json:
         print_json({"workload": args.workload, "fabric": args.fabric,
-                    "switch_timing": platform.switch.to_dict(), "failed": failed,
+                    "switch_timing": switch_timing_json(platform), "failed": failed,
                     "ranking": [{k: (None if isinstance(v, float) and math.isinf(v) else v)
                                  for k, v in r.items()} for r in rows]})
         return 1 if failed else 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     print()
     table = [[r["rank"], r["strategy"], f"{r['time_per_sample_s'] * 1e3:.4f}", f"{r['time_s']:.4f}",
               f"{r['compute_s']:.4f}", f"{r['exposed_comm_s']:.4f}", f"{r['bubble_s']:.4f}", r["notes"]]
@@ -87,9 +87,9 @@ def _one(args, platform) -> int:
                            schedule=args.schedule, samples_per_dp=args.samples_per_dp,
                            overlap=not args.no_overlap)
     if args.json:
-        print_json({**r.to_dict(), "switch_timing": platform.switch.to_dict()})
+        print_json({**r.to_dict(), "switch_timing": switch_timing_json(platform)})
         return 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     print()
     mode = ", serialised" if args.no_overlap else ""
     rows = [[name, f"{value:.6g}", f"{100 * value / r.time_s:.1f}"] for name, value in r.breakdown.items()]

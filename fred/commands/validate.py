@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
-from fred.commands._model_options import switch_timing_text
+from fred.commands._model_options import switch_timing_json, switch_timing_text
 from fred.table import format_table
 
 HELP = "check the training model against measured Megatron-LM iterations (Korthikanti et al. 2022)"
@@ -34,9 +34,9 @@ def run(args) -> int:
         result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
                                 progress=not args.json and not wanted(args.json), tick=bar.update)
     if args.json:
-        print_json({**result, "switch_timing": platform.switch.to_dict()})
+        print_json({**result, "switch_timing": switch_timing_json(platform)})
         return 0
-    print(switch_timing_text(platform.switch))
+    print(switch_timing_text(platform))
     print()
     rows = [[r["case"], r["gpus"], r["strategy"], f"{r['measured_s']:.2f}", f"{r['model_s']:.2f}",
              f"{100 * r['error']:+.1f} %"] for r in result["cases"]]

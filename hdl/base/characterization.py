@@ -17,7 +17,7 @@ from pathlib import Path
 from hdl.base.errors import FredError
 
 __all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "Characterization", "parse_characterization",
-           "read_characterization"]
+           "read_characterization", "point_name"]
 
 SCHEMA_ID = "fred-characterization/1"
 
@@ -49,9 +49,10 @@ class Characterization:
     switch: dict
     source: str
     document: dict = field(repr=False)
-    #: ``{level: {"point": {ports, middle, dtype}, "switch": typed SWITCH_FIELDS}}`` of the
-    #: wafer's chiplets (optional ``chiplets`` block; empty when the file has none)
-    chiplets: dict = field(default_factory=dict, repr=False)
+    #: ``{point name: {"point": {ports, middle, dtype}, "switch": typed SWITCH_FIELDS}}``: the
+    #: timing of every measured design (optional ``switches`` object; empty when the file has
+    #: none). The system model takes each wafer level's timing from the chiplet that builds it.
+    switches: dict = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> dict | None:
@@ -62,6 +63,17 @@ class Characterization:
     @property
     def generated_by(self) -> dict | None:
         return self.document.get("generated_by")
+
+    def switch_at(self, *, ports: int, middle: int, dtype: str) -> dict | None:
+        """The typed :data:`SWITCH_FIELDS` measured on Fred_``middle``(``ports``) ``dtype``, or
+        None if the file has no such point."""
+        entry = self.switches.get(point_name(ports, middle, dtype))
+        return None if entry is None else entry["switch"]
+
+
+def point_name(ports: int, middle: int, dtype: str) -> str:
+    """Key of one measured design in ``switches`` (and the characterization cache): ``P12m3fp16``."""
+    return f"P{ports}m{middle}{dtype}"
 
 
 def parse_characterization(data, *, source: str = "<json>") -> Characterization:
@@ -75,20 +87,24 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     if not isinstance(switch, dict):
         raise FredError(f"{source}: missing object 'switch' with the model's timing fields")
     values = _switch_fields(switch, source, "switch")
-    chiplets = data.get("chiplets", {})
-    if not isinstance(chiplets, dict):
-        raise FredError(f"{source}: 'chiplets' must be an object (level -> chiplet block)")
-    levels = {}
-    for level, block in chiplets.items():
-        where = f"chiplets.{level}"
+    switches = data.get("switches", {})
+    if not isinstance(switches, dict):
+        raise FredError(f"{source}: 'switches' must be an object (point name -> point and switch block)")
+    points = {}
+    for name, block in switches.items():
+        where = f"switches.{name}"
         if not isinstance(block, dict) or not isinstance(block.get("switch"), dict):
             raise FredError(f"{source}: '{where}' must be an object with a 'switch' block")
         point = block.get("point")
         if not (isinstance(point, dict) and all(isinstance(point.get(k), int) and not isinstance(point.get(k), bool)
                                                 for k in ("ports", "middle"))
                 and isinstance(point.get("dtype"), str)):
-            raise FredError(f"{source}: '{where}.point' must give integer 'ports', 'middle' and a 'dtype'")
-        levels[level] = {"point": dict(point), "switch": _switch_fields(block["switch"], source, f"{where}.switch")}
+            raise FredError(f"{source}: '{where}.point' must give integer 'ports', 'middle' and a string 'dtype'")
+        if name != point_name(point["ports"], point["middle"], point["dtype"]):
+            # the key is how readers find a point: it must say what the block measured
+            raise FredError(f"{source}: '{where}' holds point {point_name(point['ports'], point['middle'], point['dtype'])}; "
+                            f"the key must be that name")
+        points[name] = {"point": dict(point), "switch": _switch_fields(block["switch"], source, f"{where}.switch")}
     generated = data.get("generated_by")
     if generated is not None:
         if not isinstance(generated, dict) or not all(
@@ -98,7 +114,7 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     for key in _OPTIONAL_LISTS:
         if key in data and not isinstance(data[key], list):
             raise FredError(f"{source}: '{key}' must be a list, got {type(data[key]).__name__}")
-    return Characterization(switch=values, source=source, document=data, chiplets=levels)
+    return Characterization(switch=values, source=source, document=data, switches=points)
 
 
 def _switch_fields(switch: dict, source: str, where: str) -> dict:
