@@ -71,9 +71,10 @@ def test_design_switch_timing_is_the_measured_summary_times_the_chiplets_crossed
 
 
 def test_design_platform_builds_the_papers_fred_d_network():
-    """With the platform's own switch timing, the design platform of Fred-D's parameters runs
-    the same iteration as the paper platform's fred-d (the mesh it drops plays no part)."""
-    dp = replace(design_platform(P, FRED_D), switch=P.switch)
+    """With the platform's own switch timings (its L1 and L2 chiplets), the design platform of
+    Fred-D's parameters runs the same iteration as the paper platform's fred-d (the mesh it
+    drops plays no part)."""
+    dp = replace(design_platform(P, FRED_D), switch=P.switch, l2_switch=P.l2_switch)
     w = get_workload("transformer-17b")
     assert simulate_iteration(dp, DSE_FABRIC, w).time_s == simulate_iteration(P, "fred-d", w).time_s
 
@@ -153,3 +154,11 @@ def test_cli_dse_small_grid_json_and_errors(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "fred", "dse", "--workload", "bert", "--no-files"],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "unknown workload 'bert'" in bad.stderr
+
+
+def test_a_designs_chiplet_times_both_levels():
+    """A design is built from one chiplet size: its timing serves L1 and L2 alike, whatever
+    chiplets the base platform's levels were timed by."""
+    assert P.switch_at("l1") != P.switch_at("l2")    # the shipped platform: Fred_3(12) and Fred_3(10)
+    dp = design_platform(P, FRED_D)
+    assert dp.switch_at("l1") == dp.switch_at("l2") == dp.switch
