@@ -343,5 +343,7 @@ def run(args) -> int:
                     "points": len(points), "costs": len(costs), "not_measured": not_measured})
     else:
         print(f"wrote {args.output} ({len(points)} timing points, {len(costs)} cost records) and {args.report}")
-        print(f"system model reads: {timing}")
+        from fred.commands._model_options import switch_timing_text
+        print("system model reads:")
+        print(switch_timing_text(timing))
     return 0
