@@ -140,17 +140,10 @@ def test_switch_top_loads_selects_and_routes_an_all_reduce():
     log = {}
 
     async def bench(ctx):
-        async def write(payloads):
-            for payload in payloads:
-                ctx.set(top.config.valid, 1)
-                ctx.set(top.config.payload.as_value(), payload)
-                await ctx.tick().until(top.config.ready)
-            ctx.set(top.config.valid, 0)
-            await ctx.tick().repeat(2)
-
-        await write(_config_packet(words + [0], 1, top.phases))      # one word too many
+        # one word too many
+        await _write_packet(ctx, top, _config_packet(words + [0], 1, top.phases))
         log["long"] = ctx.get(top.error)
-        await write(_config_packet(words, 1, top.phases))
+        await _write_packet(ctx, top, _config_packet(words, 1, top.phases))
         log["good"] = (ctx.get(top.error), ctx.get(top.loaded))
         ctx.set(top.phase.valid, 1)
         ctx.set(top.phase.payload, 1)
