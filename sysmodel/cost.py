@@ -32,15 +32,14 @@ path crosses in the larger logical switch (one SwitchTiming serves both levels i
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, replace
-from importlib import resources
 from pathlib import Path
 
 from hdl.base.characterization import read_characterization
 from hdl.base.errors import FredError
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_timing import SwitchTiming
+from sysmodel.toml_file import read_config_toml
 
 __all__ = ["FabricDesign", "CostModel", "load_cost_model", "fabric_cost", "design_switch_timing",
            "switch_ports", "chiplet_layout"]
@@ -125,18 +124,7 @@ _KEYS = {"io": {"shoreline_gbps_per_mm", "count_both_directions"},
 def load_cost_model(path: str | Path | None = None) -> CostModel:
     """The cost model in ``path`` (default: the shipped ``configs/cost.toml``); unknown or
     missing keys are errors naming them."""
-    if path is None:
-        text = resources.files("sysmodel").joinpath("configs", "cost.toml").read_text()
-        source = "sysmodel/configs/cost.toml"
-    else:
-        path = Path(path)
-        if not path.is_file():
-            raise FredError(f"cost model file {path} does not exist")
-        text, source = path.read_text(), str(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FredError(f"{source}: invalid TOML ({exc})") from None
+    data, source = read_config_toml(path, shipped="cost.toml", what="cost model")
     for key in data:
         if key not in _KEYS and key not in ("name", "description"):
             raise FredError(f"{source}: unknown section or key {key!r}")

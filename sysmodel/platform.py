@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 
 from hdl.base.errors import FredError
 from sysmodel.compute import ComputeModel, parse_compute
 from sysmodel.switch_timing import SwitchTiming, load_chiplet_timings, load_switch_timing
+from sysmodel.toml_file import read_config_toml
 
 __all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",
            "DEFAULT_PLATFORM_NAME"]
@@ -335,18 +334,7 @@ def load_platform(path: str | Path | None = None, *, characterization: str | Pat
     """Load a platform TOML (default: the shipped ``paper.toml``) with switch timing from the
     characterization file ``characterization`` (default: the one shipped with the package; see
     :func:`sysmodel.switch_timing.load_switch_timing` -- missing is an error)."""
-    if path is None:
-        text = resources.files("sysmodel").joinpath("configs", DEFAULT_PLATFORM_NAME).read_text()
-        source = f"sysmodel/configs/{DEFAULT_PLATFORM_NAME}"
-    else:
-        path = Path(path)
-        if not path.exists():
-            raise FredError(f"platform file {path} does not exist")
-        text, source = path.read_text(), str(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FredError(f"{source}: invalid TOML ({exc})") from None
+    data, source = read_config_toml(path, shipped=DEFAULT_PLATFORM_NAME, what="platform")
     chiplets = parse_chiplets(data, source)
     if not chiplets:
         return parse_platform(data, switch=load_switch_timing(characterization), source=source)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 import sys
 import time
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from hdl.base.errors import FredError
 from sysmodel.platform import Platform, load_platform
+from sysmodel.toml_file import parse_toml
 from sysmodel.training import simulate_iteration
 from sysmodel.workloads import Workload, transformer
 
@@ -70,10 +70,7 @@ def load_cases(path: str | Path | None = None) -> tuple[list[ValidationCase], di
     path = Path(path) if path else DEFAULT_CASES()
     if not path.is_file():
         raise FredError(f"validation file {path} does not exist")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise FredError(f"{path}: invalid TOML ({exc})") from None
+    data = parse_toml(path.read_text(), str(path))
     models = data.get("model")
     if not isinstance(models, dict) or not models:
         raise FredError(f"{path}: no [model.<name>] tables")

@@ -43,12 +43,12 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from pathlib import Path
 
 from hdl.base.errors import FredError
 from hdl.base.placement import parse_strategy
 from sysmodel.compute import Gemm, VectorOp
+from sysmodel.toml_file import parse_toml
 from sysmodel.workloads import Layer, Workload, transformer
 
 __all__ = ["load_workload_file", "parse_workload", "workload_to_dict", "dump_toml"]
@@ -80,10 +80,7 @@ def load_workload_file(path: str | Path) -> Workload:
             raise FredError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                             f"{exc.msg}") from None
     elif path.suffix == ".toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise FredError(f"{path}: invalid TOML ({exc})") from None
+        data = parse_toml(text, str(path))
     else:
         raise FredError(f"{path}: a workload file ends in .toml or .json (ASTRA-sim text "
                         f"workloads and Chakra traces are read by `fred replay`)")
