@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog characterize
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog characterize fabric-validate
 
 all: test
 
@@ -22,6 +22,7 @@ help:
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 	@echo "make bench-router  print the router's P=64 routing time per flow set"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
+	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -49,6 +50,11 @@ eval: $(STAMP)
 
 bench-sysmodel: $(STAMP)
 	$(PY) benchmarks/bench_sysmodel.py
+
+# The paper's Fig. 9 collectives on the RTL fabrics Fred-A..D (Verilator) against the system model
+# at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes).
+fabric-validate: $(STAMP)
+	$(FRED) fabric-validate $(FABRIC_VALIDATE_ARGS)
 
 bench-router: $(STAMP)
 	$(PY) benchmarks/bench_router.py

@@ -1,6 +1,7 @@
 """The ``fred`` command line.
 
-Each subcommand is one module in :mod:`fred.commands` with the same name, which defines
+Each subcommand is one module in :mod:`fred.commands` with the same name (``-`` written ``_``:
+``fabric-sim`` is ``fabric_sim.py``), which defines
 
 * ``HELP``: a one-line summary shown by ``fred --help``;
 * ``add_arguments(parser)``: adds its options to an :class:`argparse.ArgumentParser`
@@ -25,7 +26,7 @@ __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 
 #: Subcommands in the order ``fred --help`` lists them.
 COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "eval", "sweep",
-            "dse", "validate", "replay")
+            "dse", "validate", "replay", "fabric-sim", "fabric-validate")
 
 
 def print_json(obj) -> None:
@@ -46,10 +47,11 @@ def _json_default(obj):
 
 
 def _load(name):
+    module = f"fred.commands.{name.replace('-', '_')}"   # fabric-sim -> fabric_sim
     try:
-        return importlib.import_module(f"fred.commands.{name}")
+        return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name == f"fred.commands.{name}":
+        if exc.name == module:
             return None  # not implemented yet
         raise
 

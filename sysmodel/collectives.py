@@ -140,6 +140,8 @@ class CollectiveResult:
     configurations: frozenset = field(default=frozenset(), repr=False)
     #: one-time load of those configurations (:func:`configuration_load_s`), s
     config_load_s: float = 0.0
+    #: the part of ``latency_s`` that is phase switches (the rest: the dependent hop chain), s
+    phase_overhead_s: float = 0.0
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()
@@ -588,7 +590,8 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.phases,
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,
         configurations=total.configurations,
-        config_load_s=configuration_load_s(net, total.configurations))
+        config_load_s=configuration_load_s(net, total.configurations),
+        phase_overhead_s=total.overhead_s)
     if len(_RESULTS) > 100_000:
         _RESULTS.clear()
     _RESULTS[key] = result

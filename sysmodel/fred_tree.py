@@ -60,7 +60,7 @@ class FredTreeNetwork(Network):
         if self.l2_node is not None:
             up = variant.l1_l2_gbps * GB * frac_up
             for l1 in self.l1_nodes:
-                self.add_duplex(l1, self.l2_node, up, up, lat, "l1-l2")
+                self.add_duplex(l1, self.l2_node, up, up, platform.l1_l2_latency_s, "l1-l2")
         self.io_l1 = []
         io_bw = platform.io_gbps * GB * frac
         for k in range(platform.io_controllers):

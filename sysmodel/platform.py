@@ -43,7 +43,8 @@ class Platform:
 
     Members (all keyword): ``npus``, ``npu_send_gbps``, ``npu_recv_gbps``, ``peak_tflops``,
     ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
-    ``io_controllers``, ``io_gbps``, ``link_latency_ns``, ``mesh_rows``, ``mesh_cols``,
+    ``io_controllers``, ``io_gbps``, ``link_latency_ns`` (``l1_l2_latency_ns``: the L1-L2 links'
+    own, optional), ``mesh_rows``, ``mesh_cols``,
     ``mesh_link_gbps``, ``npus_per_l1``, ``switch`` (:class:`SwitchTiming`, required: the
     model never assumes switch timings), ``variants`` (name -> :class:`FredVariant`),
     ``optimizer_bytes_per_param``, ``iterations`` (iterations the reported time per iteration
@@ -95,6 +96,9 @@ class Platform:
     #: ``{level: {"ports", "middle", "dtype"}}``: the chiplet each level is built from
     #: (``[fred.chiplets]``; empty when the platform does not say)
     chiplets: dict = field(default_factory=dict)
+    #: latency of an L1-L2 link when it differs from ``link_latency_ns`` (``[link]
+    #: l1_l2_latency_ns``; None: every link has ``link_latency_ns``)
+    l1_l2_latency_ns: float | None = None
 
     def __post_init__(self):
         if self.compute is not None:   # the compute model follows the NPU's peak and HBM
@@ -109,8 +113,13 @@ class Platform:
             _positive(getattr(self, name), name)
         if not 0 < self.compute_efficiency <= 1:
             raise FredError(f"npu.compute_efficiency must be in (0, 1], got {self.compute_efficiency}")
-        if self.link_latency_ns < 0 or not math.isfinite(self.link_latency_ns):
-            raise FredError(f"link.latency_ns must be >= 0, got {self.link_latency_ns}")
+        for name in ("link_latency_ns", "l1_l2_latency_ns"):
+            value = getattr(self, name)
+            if value is None and name == "l1_l2_latency_ns":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
+                    or not math.isfinite(value):
+                raise FredError(f"link.{name.removeprefix('link_')} must be a number >= 0, got {value!r}")
         if isinstance(self.io_controllers, bool) or not isinstance(self.io_controllers, int) \
                 or self.io_controllers < 0:
             raise FredError(f"io.controllers must be an integer >= 0, got {self.io_controllers!r}")
@@ -166,6 +175,11 @@ class Platform:
     @property
     def link_latency_s(self) -> float:
         return self.link_latency_ns * 1e-9
+
+    @property
+    def l1_l2_latency_s(self) -> float:
+        """Latency of an L1-L2 link (``link_latency_s`` unless the platform sets its own)."""
+        return (self.link_latency_ns if self.l1_l2_latency_ns is None else self.l1_l2_latency_ns) * 1e-9
 
     @property
     def peak_flops(self) -> float:
@@ -238,7 +252,8 @@ _LAYOUT = {
             "memory_bandwidth_gbps": "memory_bandwidth_gbps",
             "memory_capacity_gb": "memory_capacity_gb", "compute_efficiency": "compute_efficiency"},
     "io": {"controllers": "io_controllers", "controller_gbps": "io_gbps"},
-    "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency"},
+    "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency",
+             "l1_l2_latency_ns": "l1_l2_latency_ns"},
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
     "fred": {"npus_per_l1": "npus_per_l1"},
     "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
@@ -247,7 +262,7 @@ _LAYOUT = {
                  "optimizer_step_bytes_per_param": "optimizer_step_bytes_per_param",
                  "pp_overlap": "pp_overlap", "pp_scatter_gather": "pp_scatter_gather"},
 }
-_OPTIONAL = {"optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
+_OPTIONAL = {"l1_l2_latency_ns", "optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
              "dp_overlap", "link_efficiency", "mesh_rows", "mesh_cols", "mesh_link_gbps",
              "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather"}
 #: Keys that were accepted once and are no longer read: why, for the error message.

@@ -1,0 +1,84 @@
+"""``fred fabric-sim``: one collective on the RTL fabric under Verilator and on the system model
+of the same fabric, side by side (issue 15; docs/fabric_validation.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from fred.cli import print_json
+
+HELP = "run a collective on the RTL fabric (Verilator) and on the system model; print both"
+
+
+def add_fabric_arguments(parser: argparse.ArgumentParser) -> None:
+    """Fabric options shared with ``fred fabric-validate``."""
+    parser.add_argument("--npu-latency", type=int, default=None, metavar="CYCLES",
+                        help="NPU-L1 link latency in cycles (default: hdl.base.fabric's)")
+    parser.add_argument("--uplink-latency", type=int, default=None, metavar="CYCLES",
+                        help="L1-L2 link latency in cycles (default: hdl.base.fabric's)")
+    parser.add_argument("--dtype", default=None, help="element format (default: hdl.base.fabric's, int32)")
+    parser.add_argument("--backpressure", type=float, default=0.0, metavar="P",
+                        help="probability an NPU sink refuses a flit in a cycle (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data and the backpressure")
+    parser.add_argument("--watchdog", type=int, default=None, metavar="CYCLES",
+                        help="end a run that makes no progress for this many cycles "
+                             "(default: the harness's)")
+    parser.add_argument("--characterization", default=None, metavar="PATH",
+                        help="measured switch timings the model uses (default: the shipped "
+                             "data/characterization.json)")
+
+
+def spec_overrides(args) -> dict:
+    out = {}
+    for option, field in (("npu_latency", "npu_link_latency"), ("uplink_latency", "uplink_latency"),
+                          ("dtype", "dtype")):
+        value = getattr(args, option)
+        if value is not None:
+            out[field] = value
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hdl.base.fabric import FABRIC_OPS, FABRICS
+    parser.add_argument("--fabric", required=True, type=str.lower, choices=FABRICS)
+    parser.add_argument("--op", required=True, choices=FABRIC_OPS)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--group", help="'wafer': one collective over every NPU")
+    where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
+    parser.add_argument("--dim", choices=("mp", "dp", "pp"), type=str.lower,
+                        help="the dimension of --strategy whose groups communicate")
+    parser.add_argument("--size", required=True, type=int, metavar="FLITS",
+                        help="flits: all-reduce, per NPU; reduce, from every member; multicast, "
+                             "to every destination")
+    parser.add_argument("--model-only", action="store_true",
+                        help="print the model's side without building the RTL")
+    add_fabric_arguments(parser)
+
+
+def run(args) -> int:
+    from fred.fabric_case import build_case, run_case
+    case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
+                      strategy=args.strategy, dim=args.dim, characterization=args.characterization,
+                      **spec_overrides(args))
+    if not args.model_only:
+        run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
+                 watchdog_cycles=args.watchdog)
+    if args.json:
+        print_json(case.to_dict())
+        return 0
+    spec, est = case.spec, case.estimate
+    print(f"{spec.name}: {spec.npus} NPUs, {spec.l1_count} x L1 Fred_{spec.middle}({spec.l1_ports}), "
+          f"L2 Fred_{spec.middle}({spec.l2_ports}), uplink {spec.uplink_bandwidth} flit/cycle per L1, "
+          f"links {spec.npu_link_latency}/{spec.uplink_latency} cycles, {spec.dtype} x {spec.lanes}")
+    print(f"request: {case.request.label}, {case.request.size_flits} flits, "
+          f"{len(case.request.collectives)} concurrent collective(s), algorithm {est.algorithm}")
+    print(f"model: {est.cycles:.1f} cycles = busiest link {est.bandwidth_cycles:.1f} "
+          f"({est.busiest_link}, {est.busiest_link_flits:g} flits) + hop latency "
+          f"{est.latency_cycles:.1f} + phase switches {est.phase_cycles:.1f} ({est.phases} phase(s))")
+    if case.rtl is not None:
+        rtl = case.rtl
+        print(f"RTL:   {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "
+              f"0 errors; {rtl.cycles_per_s:,.0f} fabric cycles/s (build {rtl.build_s:.1f} s, "
+              f"simulation {rtl.sim_s:.2f} s)")
+        print(f"RTL / model = {case.ratio:.3f}")
+    return 0

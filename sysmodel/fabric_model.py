@@ -1,0 +1,152 @@
+"""The system model on the RTL fabric's own platform (issue 15): model cycles for a fabric request.
+
+The fabric RTL (``hdl/fabric/``) and this module read the same :class:`hdl.base.fabric.FabricSpec`.
+:func:`fabric_platform_toml` writes the platform file of that fabric -- the same wafer the
+paper's model describes, scaled to the RTL: NPU links of one flit per cycle each way, the L1-L2
+bandwidth of the variant as a multiple of it, the RTL's link latencies in cycles, no mesh and no
+I/O controllers -- and :func:`fabric_platform` loads it through the model's own platform reader,
+so the model that is checked is the one `fred eval` runs. Each level's switch timing is the
+characterization's *measured* point of the switch the RTL builds at that level (e.g. Fred_3(8)
+int32 at L1 of Fred-D), as for the paper's platform (``[fred.chiplets]``); a point that was never
+measured is an error naming the ``fred characterize`` command that measures it.
+
+Units: the platform's clock is the characterization's (1 cycle = 1/clock_mhz us) and a flit is
+its ``flit_bytes``; an NPU link is therefore ``flit_bytes * clock`` bytes per second, and
+:func:`model_cycles` converts the model's seconds back to cycles. Only ratios matter: the RTL's
+flit is narrower than the paper's 512 B, and every flit is one transfer on either side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hdl.base.errors import FredError
+from hdl.base.fabric import FabricRequest, FabricSpec
+from sysmodel.collectives import Collective, evaluate
+from sysmodel.platform import Platform, load_platform
+
+__all__ = ["FabricEstimate", "fabric_platform_toml", "fabric_platform", "model_cycles"]
+
+
+def _chiplets(spec: FabricSpec) -> dict:
+    return {"l1": {"ports": spec.l1_ports, "middle": spec.middle, "dtype": spec.dtype},
+            "l2": {"ports": spec.l2_ports, "middle": spec.middle, "dtype": spec.dtype}}
+
+
+def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int) -> str:
+    """The platform file (TOML text) of ``spec`` for a switch clock of ``clock_mhz`` and flits of
+    ``flit_bytes`` (the characterization's, see :func:`fabric_platform`)."""
+    npu_gbps = flit_bytes * clock_mhz * 1e6 / 1e9     # one flit per cycle
+    cycle_ns = 1e3 / clock_mhz
+    chiplets = _chiplets(spec)
+    lines = [
+        f"# The {spec.name} RTL fabric as a system-model platform (written by sysmodel.fabric_model;",
+        f"# issue 15). 1 flit per cycle per NPU link = {npu_gbps:g} GBps at {clock_mhz:g} MHz and",
+        f"# {flit_bytes} B flits. Compute and memory do not enter collective times; set to 1.",
+        f'name = "rtl-{spec.name}"',
+        f'description = "{spec.name} fabric of the RTL: {spec.npus} NPUs, {spec.l1_count} L1 '
+        f'Fred_{spec.middle}({spec.l1_ports}), L2 Fred_{spec.middle}({spec.l2_ports}), '
+        f'{spec.uplink_ports} uplink port(s) x {spec.uplink_rate} flit/cycle per L1"',
+        "",
+        "[npu]",
+        f"count = {spec.npus}",
+        f"network_send_gbps = {npu_gbps!r}",
+        f"network_recv_gbps = {npu_gbps!r}",
+        "peak_tflops = 1.0",
+        "memory_bandwidth_gbps = 1.0",
+        "memory_capacity_gb = 1.0",
+        "compute_efficiency = 1.0",
+        "",
+        "[link]",
+        f"latency_ns = {spec.npu_link_latency * cycle_ns!r}         # {spec.npu_link_latency} cycle(s)",
+        f"l1_l2_latency_ns = {spec.uplink_latency * cycle_ns!r}   # {spec.uplink_latency} cycle(s)",
+        "",
+        "[fred]",
+        f"npus_per_l1 = {spec.npus_per_l1}",
+        "",
+        "[fred.chiplets]",
+        *(f'{level} = {{ ports = {p["ports"]}, middle = {p["middle"]}, dtype = "{p["dtype"]}" }}'
+          for level, p in chiplets.items()),
+        "",
+        f"[fred.variants.{spec.name}]",
+        f"l1_l2_gbps = {float(spec.uplink_bandwidth) * npu_gbps!r}   # {spec.uplink_bandwidth} flit/cycle",
+        f"in_switch = {'true' if spec.in_switch else 'false'}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def fabric_platform(spec: FabricSpec, *, characterization: str | Path | None = None,
+                    write_to: str | Path | None = None) -> tuple[Platform, str]:
+    """(the model's :class:`Platform` of ``spec``, its TOML text), loaded through
+    :func:`sysmodel.platform.load_platform` from a file (``write_to``, else a temporary one)
+    with switch timings from ``characterization`` (default: the shipped one)."""
+    import tempfile
+
+    from sysmodel.switch_timing import load_chiplet_timings
+    # both levels' measured points (an unmeasured one is named as this fabric's), and the clock
+    # and flit size their timings are in
+    l1 = load_chiplet_timings(_chiplets(spec), characterization,
+                              platform=f"the {spec.name} RTL fabric")["l1"]
+    text = fabric_platform_toml(spec, clock_mhz=l1.clock_mhz, flit_bytes=l1.flit_bytes)
+    if write_to is not None:
+        Path(write_to).write_text(text)
+        return load_platform(write_to, characterization=characterization), text
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"rtl-{spec.name}.toml"
+        path.write_text(text)
+        return load_platform(path, characterization=characterization), text
+
+
+@dataclass
+class FabricEstimate:
+    """The model's time for a request, in cycles, with its parts: ``bandwidth_cycles`` (busiest
+    link), ``latency_cycles`` (longest dependent hop chain), ``phase_cycles`` (phase switches),
+    ``algorithm`` (what the model runs: in-switch, ring, hierarchical, chain), ``busiest_link``,
+    ``phases``; ``platform`` is the TOML the model read."""
+
+    cycles: float
+    bandwidth_cycles: float
+    latency_cycles: float
+    phase_cycles: float
+    algorithm: str
+    busiest_link: str
+    busiest_link_flits: float
+    phases: int
+    platform: str = field(repr=False, default="")
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "platform"}
+
+
+def _collective(c, op: str, size_bytes: float) -> Collective:
+    if op == "multicast":
+        return Collective("multicast", group=c.members, size=size_bytes, root=c.root)
+    if op == "reduce":
+        return Collective("reduce", group=c.members, size=size_bytes, root=c.root)
+    return Collective("all-reduce", group=c.members, size=size_bytes)
+
+
+def model_cycles(spec: FabricSpec, request: FabricRequest, *,
+                 characterization: str | Path | None = None,
+                 platform: tuple[Platform, str] | None = None) -> FabricEstimate:
+    """The system model's cycles for ``request`` on ``spec`` (``platform``: a
+    :func:`fabric_platform` result to reuse)."""
+    platform, text = platform or fabric_platform(spec, characterization=characterization)
+    timing = platform.switch_at("l1")
+    cycle_s = timing.cycle_s
+    size_bytes = request.size_flits * timing.flit_bytes
+    collectives = [_collective(c, request.op, size_bytes) for c in request.collectives]
+    result = evaluate(platform, spec.name, collectives)
+    if len(result.algorithms) != 1:
+        raise FredError(f"the model runs {request.label} with several algorithms "
+                        f"({', '.join(result.algorithms)}); the RTL engines run one per request")
+    overhead = result.phase_overhead_s
+    return FabricEstimate(
+        cycles=result.time_s / cycle_s, bandwidth_cycles=result.bandwidth_time_s / cycle_s,
+        latency_cycles=(result.latency_s - overhead) / cycle_s, phase_cycles=overhead / cycle_s,
+        algorithm=result.algorithms[0], busiest_link=result.busiest_link,
+        busiest_link_flits=result.busiest_link_bytes / timing.flit_bytes, phases=result.phases,
+        platform=text)
+

@@ -1,0 +1,50 @@
+"""`fred fabric-sim` / `fred fabric-validate`: the model's side, the request checks and the errors
+that must come before anything is built (the RTL runs are in tests/test_fabric_rtl.py)."""
+
+import json
+import re
+
+import pytest
+
+from fred.cli import main
+
+
+def test_model_only_json_carries_the_platform_file(capsys):
+    assert main(["fabric-sim", "--fabric", "fred-d", "--op", "all-reduce", "--group", "wafer",
+                 "--size", "400", "--model-only", "--json", "--npu-latency", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"]["algorithm"] == "in-switch"
+    assert out["model"]["bandwidth_cycles"] == pytest.approx(400)
+    assert out["fabric"]["npu_link_latency"] == 3 and "rtl" not in out
+    assert "l1_l2_latency_ns" in out["model_platform_toml"]
+    assert out["request"]["collectives"][0]["members"] == list(range(20))
+
+
+def test_model_only_text(capsys):
+    assert main(["fabric-sim", "--fabric", "fred-b", "--op", "reduce", "--strategy", "MP2-DP5-PP2",
+                 "--dim", "dp", "--size", "40", "--model-only"]) == 0
+    out = capsys.readouterr().out
+    assert "5 x L1 Fred_3(5), L2 Fred_3(5)" in out and "4 concurrent collective(s)" in out
+    assert "model:" in out and "RTL" not in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--group", "wafer", "--size", "0"], "positive whole number of flits"),
+    (["--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "4"], "uses 10 NPUs"),
+    (["--strategy", "MP2-DP5-PP2", "--size", "4"], "needs --dim"),
+    (["--group", "wafer", "--size", "4", "--dim", "mp"], "--dim goes with --strategy"),
+    (["--group", "wafer", "--size", "4", "--backpressure", "1.5"], "probability"),
+    (["--group", "wafer", "--size", "4", "--dtype", "bf16"], r"no measured Fred_3\(\d+\) bf16 \(the L\d chiplet of the fred-d RTL fabric"),
+])
+def test_bad_requests_fail_with_one_line(argv, words, capsys):
+    assert main(["fabric-sim", "--fabric", "fred-d", "--op", "all-reduce", *argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fred fabric-sim: error:") and "\n" not in err
+    assert re.search(words, err), err
+
+
+def test_validate_rejects_unknown_fabrics_before_building(capsys):
+    assert main(["fabric-validate", "--fabrics", "fred-d,mesh", "--no-write"]) == 1
+    assert "unknown fabric(s) mesh" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fabric-validate", "--sizes", "0,40"])

@@ -1,0 +1,109 @@
+"""The system model on the RTL fabric's platform (sysmodel.fabric_model; issue 15): hand-computed
+cycle counts from the fabric's link rates and the measured switch timings it loads."""
+
+import pytest
+
+from hdl.base.errors import FredError
+from hdl.base.fabric import fabric_spec, make_request
+from sysmodel.fabric_model import fabric_platform, fabric_platform_toml, model_cycles
+from sysmodel.platform import load_platform
+
+
+@pytest.fixture(scope="module")
+def platforms():
+    return {name: fabric_platform(fabric_spec(name, npu_link_latency=2, uplink_latency=5))
+            for name in ("fred-b", "fred-c", "fred-d")}
+
+
+def _cycles(platform, level, field):
+    timing = platform[0].switch_at(level)
+    return getattr(timing, field)
+
+
+def test_platform_file_has_the_fabrics_rates_and_latencies(platforms, tmp_path):
+    platform, text = platforms["fred-b"]
+    assert platform.npus == 20 and platform.npus_per_l1 == 4 and not platform.has_mesh
+    assert platform.io_controllers == 0
+    timing = platform.switch_at("l1")
+    flit_per_s = timing.flit_bytes * timing.clock_mhz * 1e6
+    assert platform.npu_send_gbps * 1e9 == pytest.approx(flit_per_s)
+    assert platform.variant("fred-b").l1_l2_gbps * 1e9 == pytest.approx(flit_per_s / 2)
+    assert platform.link_latency_s == pytest.approx(2 * timing.cycle_s)
+    assert platform.l1_l2_latency_s == pytest.approx(5 * timing.cycle_s)
+    assert timing.design == "Fred_3(5) int32" and platform.switch_at("l2").design == "Fred_3(5) int32"
+    assert platforms["fred-d"][0].switch_at("l2").design == "Fred_3(20) int32"
+    # the text is a platform file the model's own reader accepts
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    assert load_platform(path).variant("fred-b") == platform.variant("fred-b")
+
+
+def test_in_switch_wafer_all_reduce(platforms):
+    # every NPU link carries S flits once; an uplink of 4 flits/cycle carries S: S cycles. The
+    # chain: NPU -> L1 -> L2 -> L1 -> NPU (2 NPU links of 2, 2 uplinks of 5, 2 L1s, the L2)
+    platform = platforms["fred-d"]
+    spec = fabric_spec("fred-d", npu_link_latency=2, uplink_latency=5)
+    est = model_cycles(spec, make_request(spec, op="all-reduce", group="wafer", size_flits=400),
+                       platform=platform)
+    l1 = _cycles(platform, "l1", "first_flit_latency_cycles")
+    l2 = _cycles(platform, "l2", "first_flit_latency_cycles")
+    assert est.algorithm == "in-switch"
+    assert est.bandwidth_cycles == pytest.approx(400)
+    assert est.latency_cycles == pytest.approx(2 * 2 + 2 * 5 + 2 * l1 + l2)
+    # one phase on every switch; switches change phase in parallel, the slowest sets the cost
+    assert est.phases == 1
+    assert est.phase_cycles == pytest.approx(max(_cycles(platform, lv, "phase_switch_cycles")
+                                                 for lv in ("l1", "l2")))
+    assert est.cycles == pytest.approx(est.bandwidth_cycles + est.latency_cycles + est.phase_cycles)
+
+
+def test_thin_uplinks_carry_every_crossing_group(platforms):
+    # MP2-DP5-PP2 DP groups {i, i+4, ...}: one member on every L1, four groups per L1, all
+    # crossing its one 1/2-flit/cycle uplink in-switch: 4 x S / (1/2) = 8 S cycles
+    spec = fabric_spec("fred-b", npu_link_latency=2, uplink_latency=5)
+    est = model_cycles(spec, make_request(spec, op="all-reduce", strategy="MP2-DP5-PP2", dim="dp",
+                                          size_flits=100), platform=platforms["fred-b"])
+    assert est.bandwidth_cycles == pytest.approx(800)
+    assert est.busiest_link.count("l1") == 1 and "l2" in est.busiest_link
+
+
+def test_pp_multicast_stays_inside_an_l1(platforms):
+    # rank 4d multicasts to 4d+2, 4d+3 on the same L1: one NPU link in, two out, S each
+    spec = fabric_spec("fred-c", npu_link_latency=2, uplink_latency=5)
+    platform = platforms["fred-c"]
+    est = model_cycles(spec, make_request(spec, op="multicast", strategy="MP2-DP5-PP2", dim="pp",
+                                          size_flits=64), platform=platform)
+    assert est.algorithm == "chain"     # Fred-C: no in-switch multicast, a pipelined chain
+    assert est.bandwidth_cycles == pytest.approx(64)
+    # chain root -> 4d+2 -> 4d+3: two dependent hops through the L1
+    assert est.latency_cycles == pytest.approx(2 * (2 * 2 + _cycles(platform, "l1", "first_flit_latency_cycles")))
+    assert est.phase_cycles == 0
+
+
+def test_endpoint_ring_on_full_uplinks(platforms):
+    # Fred-C wafer all-reduce: ring or hierarchical, whichever the model finds faster; either
+    # way every NPU sends 2 (n-1)/n x S in total (n = 20 ring, or 4 then 5 then 4)
+    spec = fabric_spec("fred-c", npu_link_latency=2, uplink_latency=5)
+    est = model_cycles(spec, make_request(spec, op="all-reduce", group="wafer", size_flits=4000),
+                       platform=platforms["fred-c"])
+    assert est.algorithm in ("ring", "hierarchical")
+    assert est.bandwidth_cycles >= 2 * 19 / 20 * 4000 - 1e-6
+
+
+def test_toml_for_any_clock():
+    text = fabric_platform_toml(fabric_spec("fred-a", npu_link_latency=3), clock_mhz=500.0, flit_bytes=8)
+    assert "network_send_gbps = 4.0" in text and "latency_ns = 6.0" in text
+    assert "l1_l2_gbps = 2.0" in text and "in_switch = false" in text
+
+
+def test_unmeasured_switch_is_named():
+    with pytest.raises(FredError, match=r"Fred_3\(5\) bf16.*fred characterize --ports 5"):
+        fabric_platform(fabric_spec("fred-a", dtype="bf16"))
+
+
+def test_negative_uplink_latency_is_rejected(tmp_path):
+    text = fabric_platform_toml(fabric_spec("fred-a"), clock_mhz=1000.0, flit_bytes=512)
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace("l1_l2_latency_ns = 1.0", "l1_l2_latency_ns = -1.0"))
+    with pytest.raises(FredError, match="link.l1_l2_latency_ns must be a number >= 0"):
+        load_platform(path)
