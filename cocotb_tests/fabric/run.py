@@ -27,9 +27,14 @@ from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 from hdl.base.fabric_program import FabricProgram, fabric_program
 
-__all__ = ["FabricRun", "run_fabric", "fabric_verilog", "build_fabric"]
+__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric"]
 
 TOP = "fred_fabric"
+#: Verilator options of the fabric build (after the runner's): no hierarchical blocks
+#: (``build_dut(hier_blocks=False)``) and by default the C++ compiled at -O1 instead of the
+#: runner's -O0 (``cflags``): a long fabric run's time is the simulation itself, not cocotb's
+#: Python; the tests' short runs use -O0 (faster to build).
+DEFAULT_CFLAGS = "-O1"
 _VERILOG: dict = {}
 
 
@@ -81,11 +86,11 @@ def fabric_verilog(spec: FabricSpec) -> str:
     return _VERILOG[key]
 
 
-def build_fabric(spec: FabricSpec) -> tuple[Path, float]:
+def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator."""
     from cocotb_tests.runner import build_dut
     start = time.perf_counter()
-    build_dir = build_dut(fabric_verilog(spec), TOP)
+    build_dir = build_dut(fabric_verilog(spec), TOP, build_args=("-CFLAGS", cflags), hier_blocks=False)
     return build_dir, time.perf_counter() - start
 
 
@@ -100,7 +105,7 @@ def _default_watchdog(spec: FabricSpec, request: FabricRequest, program: FabricP
 
 def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                seed: int = 0, sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-               build_dir=None) -> FabricRun:
+               build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
     """Run ``request`` on the fabric RTL of ``spec`` (module docstring). ``algorithm``: the
     one the system model chose (None: ``in-switch`` on Fred-B/D); ``seed`` varies the data and
     the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
@@ -110,6 +115,15 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
     engines that did not finish, with their counters, and each switch's phase)."""
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
                              sink_backpressure=sink_backpressure)
+    return run_program(spec, request, program, seed=seed, sink_backpressure=sink_backpressure,
+                       watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags)
+
+
+def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram, *, seed: int = 0,
+                sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
+                build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+    """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
+    one and check that the watchdog names what stalled)."""
     if watchdog_cycles is None:
         watchdog_cycles = _default_watchdog(spec, request, program)
     if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
@@ -122,7 +136,7 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
     from cocotb_tests.runner import run_bench
     start = time.perf_counter()
     verilog = fabric_verilog(spec)
-    built, _ = build_fabric(spec)
+    built, _ = build_fabric(spec, cflags)
     build_s = time.perf_counter() - start
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))
@@ -130,9 +144,11 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
                  for phase in phases] for phases in program.switches]
     params = {"npus": spec.npus, "switches": switches, "engines": program.engines,
               "watchdog_cycles": watchdog_cycles, "poll": poll}
-    name = f"{spec.name}-{request.op}-{request.size_flits}-s{seed}"
+    import re
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     result = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, TOP),
-                       bench_params=params, run_name=name)
+                       bench_params=params, run_name=name, build_args=("-CFLAGS", cflags),
+                       hier_blocks=False)
     metrics = result.metrics
     after, before = metrics["after"], metrics["before"]
     errors: list[str] = []
