@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog characterize
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize
 
 all: test
 
@@ -22,6 +22,7 @@ help:
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 	@echo "make bench-router  print the router's P=64 routing time per flow set"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
+	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -52,6 +53,10 @@ bench-sysmodel: $(STAMP)
 
 bench-router: $(STAMP)
 	$(PY) benchmarks/bench_router.py
+
+# Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (issue 15)
+bench-fabric: $(STAMP)
+	$(PY) benchmarks/bench_fabric.py $(BENCH_FABRIC_ARGS)
 
 # Generation time/size/memory of Fred_3(P) fp16 x 4 for P = 4..64, lint of Fred_3(64), Verilator
 # build of Fred_3(16) hierarchical vs flat (the flat build alone takes several minutes; skip it

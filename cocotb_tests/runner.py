@@ -143,7 +143,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
               verilog: tuple[str, str] | None = None, testcase: str | list[str] | None = None,
               bench_params: dict | None = None, env: dict | None = None,
               waves: bool | None = None, run_name: str | None = None,
-              build_args=(), hier_blocks: bool = True) -> BenchResult:
+              build_args=(), hier_blocks: bool = True, prebuilt: Path | None = None) -> BenchResult:
     """Build (once) and run cocotb ``test_module`` on a design; raise if any test fails.
 
     Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs`) or
@@ -158,7 +158,10 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     else:
         text, top = verilog
     waves = _env_flag("WAVES") if waves is None else waves
-    build_dir = build_dut(text, top, waves=waves, build_args=build_args, hier_blocks=hier_blocks)
+    if prebuilt is not None:   # a build folder made elsewhere (cocotb_tests/fabric/build.py)
+        build_dir = Path(prebuilt)
+    else:
+        build_dir = build_dut(text, top, waves=waves, build_args=build_args, hier_blocks=hier_blocks)
 
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner

@@ -86,11 +86,13 @@ def fabric_verilog(spec: FabricSpec) -> str:
     return _VERILOG[key]
 
 
-def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS) -> tuple[Path, float]:
-    """(build folder, seconds spent) of the fabric of ``spec`` under Verilator."""
-    from cocotb_tests.runner import build_dut
+def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS, sim_build=None) -> tuple[Path, float]:
+    """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
+    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``)."""
+    from cocotb_tests.fabric.build import build_top_public_only
     start = time.perf_counter()
-    build_dir = build_dut(fabric_verilog(spec), TOP, build_args=("-CFLAGS", cflags), hier_blocks=False)
+    build_dir = build_top_public_only(fabric_verilog(spec), TOP, cflags=cflags,
+                                      sim_build=Path(sim_build) if sim_build is not None else None)
     return build_dir, time.perf_counter() - start
 
 
@@ -128,15 +130,10 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
         watchdog_cycles = _default_watchdog(spec, request, program)
     if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
         raise FredError(f"watchdog_cycles must be a positive integer, got {watchdog_cycles!r}")
-    import os
-    if build_dir is not None:
-        os.environ["FRED_SIM_BUILD"] = str(build_dir)
-        import cocotb_tests.runner as runner
-        runner.SIM_BUILD = Path(build_dir)
     from cocotb_tests.runner import run_bench
     start = time.perf_counter()
     verilog = fabric_verilog(spec)
-    built, _ = build_fabric(spec, cflags)
+    built, _ = build_fabric(spec, cflags, build_dir)
     build_s = time.perf_counter() - start
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))
@@ -147,8 +144,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     import re
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     result = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, TOP),
-                       bench_params=params, run_name=name, build_args=("-CFLAGS", cflags),
-                       hier_blocks=False)
+                       bench_params=params, run_name=name, prebuilt=built)
     metrics = result.metrics
     after, before = metrics["after"], metrics["before"]
     errors: list[str] = []
