@@ -4,7 +4,7 @@ cocotb's runner always verilates with ``--public-flat-rw``: every signal of the 
 public, separately stored variable, which stops Verilator from optimising the model (inlining
 and eliminating intermediate signals). The fabric's harness only touches the top's ports, so
 this build makes only the top module's signals public (a Verilator configuration file:
-``public_flat_rw -module <top>``) and otherwise runs the same commands as cocotb's runner
+``public_flat_rw -module <top> -var <port>`` for each port the harness uses) and otherwise runs the same commands as cocotb's runner
 (``cocotb_tools.runner.Verilator._build_command``): ``verilator -cc --exe --vpi`` with cocotb's
 ``verilator.cpp`` and VPI library, then ``make -f Vtop.mk``. The result is a normal cocotb build
 folder that ``cocotb_tests.runner.run_bench(prebuilt=...)`` runs. Builds are cached by a hash of
@@ -26,14 +26,15 @@ from cocotb_tests.toolchain import setup_verilator
 __all__ = ["build_top_public_only"]
 
 
-def build_top_public_only(verilog: str, top: str, *, cflags: str = "-O1",
+def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-O1",
                           sim_build: Path | None = None) -> Path:
-    """Build ``verilog`` (top module ``top``) with only ``top``'s signals public; returns the
-    build folder (cached)."""
+    """Build ``verilog`` (top module ``top``) with only the signals of ``top`` named by
+    ``ports`` (names or Verilator wildcards) public; returns the build folder (cached)."""
     import cocotb_tools.config as config
     tool = setup_verilator()
     args = [*BUILD_ARGS, "-CFLAGS", cflags]
-    key_source = json.dumps([verilog, top, tool.version, args, "public-top-only"])
+    ports = list(ports)
+    key_source = json.dumps([verilog, top, tool.version, args, "public", ports])
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = Path(sim_build or SIM_BUILD) / f"{top}-fast-{key}"
     if (build_dir / "build.ok").is_file() and (build_dir / top).is_file():
@@ -42,7 +43,8 @@ def build_top_public_only(verilog: str, top: str, *, cflags: str = "-O1",
     source = build_dir / f"{top}.v"
     source.write_text(verilog)
     control = build_dir / "public_top.vlt"
-    control.write_text(f'`verilator_config\npublic_flat_rw -module "{top}"\n')
+    control.write_text("`verilator_config\n" + "".join(
+        f'public_flat_rw -module "{top}" -var "{port}"\n' for port in ports))
     verilator_cpp = config.share_dir / "lib" / "verilator" / "verilator.cpp"
     libs = config.libs_dir
     verilate = [str(tool.executable), "-cc", "--exe", "-Mdir", str(build_dir), "--top-module", top,

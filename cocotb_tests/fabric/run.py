@@ -35,6 +35,8 @@ TOP = "fred_fabric"
 #: runner's -O0 (``cflags``): a long fabric run's time is the simulation itself, not cocotb's
 #: Python; the tests' short runs use -O0 (faster to build).
 DEFAULT_CFLAGS = "-O1"
+#: The top's ports the bench touches (the only public signals of the build).
+PORTS = ("clk", "rst", "start", "prog_*", "cfg_*", "rd_*", "all_done", "cycles")
 _VERILOG: dict = {}
 
 
@@ -91,7 +93,7 @@ def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS, sim_build=None)
     (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``)."""
     from cocotb_tests.fabric.build import build_top_public_only
     start = time.perf_counter()
-    build_dir = build_top_public_only(fabric_verilog(spec), TOP, cflags=cflags,
+    build_dir = build_top_public_only(fabric_verilog(spec), TOP, PORTS, cflags=cflags,
                                       sim_build=Path(sim_build) if sim_build is not None else None)
     return build_dir, time.perf_counter() - start
 
