@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog characterize fabric-validate
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate
 
 all: test
 
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-router  print the router's P=64 routing time per flow set"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
+	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -58,6 +59,10 @@ fabric-validate: $(STAMP)
 
 bench-router: $(STAMP)
 	$(PY) benchmarks/bench_router.py
+
+# Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (issue 15)
+bench-fabric: $(STAMP)
+	$(PY) benchmarks/bench_fabric.py $(BENCH_FABRIC_ARGS)
 
 # Generation time/size/memory of Fred_3(P) fp16 x 4 for P = 4..64, lint of Fred_3(64), Verilator
 # build of Fred_3(16) hierarchical vs flat (the flat build alone takes several minutes; skip it

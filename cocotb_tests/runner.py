@@ -97,10 +97,14 @@ def hierarchical_blocks(verilog: str, top: str) -> list[str]:
     return blocks
 
 
-def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=()) -> Path:
-    """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists."""
+def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
+              hier_blocks: bool = True) -> Path:
+    """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists.
+    ``hier_blocks=False``: no hierarchical blocks, Verilator inlines every module (the fabric of
+    issue 15: its switches' blocks have combinational paths through their ports, which
+    Verilator evaluates by iterating across blocks, ~1000x slower than the inlined model)."""
     tool = setup_verilator()
-    blocks = hierarchical_blocks(verilog, top)
+    blocks = hierarchical_blocks(verilog, top) if hier_blocks else []
     args = tuple(BUILD_ARGS) + tuple(build_args)
     if blocks:   # --build: Verilator builds the blocks and the model (cocotb's make is then a no-op)
         args += ("--hierarchical", "--build", "-j", str(os.cpu_count() or 1))
@@ -139,7 +143,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
               verilog: tuple[str, str] | None = None, testcase: str | list[str] | None = None,
               bench_params: dict | None = None, env: dict | None = None,
               waves: bool | None = None, run_name: str | None = None,
-              build_args=()) -> BenchResult:
+              build_args=(), hier_blocks: bool = True, prebuilt: Path | None = None) -> BenchResult:
     """Build (once) and run cocotb ``test_module`` on a design; raise if any test fails.
 
     Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs`) or
@@ -154,7 +158,10 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     else:
         text, top = verilog
     waves = _env_flag("WAVES") if waves is None else waves
-    build_dir = build_dut(text, top, waves=waves, build_args=build_args)
+    if prebuilt is not None:   # a build folder made elsewhere (cocotb_tests/fabric/build.py)
+        build_dir = Path(prebuilt)
+    else:
+        build_dir = build_dut(text, top, waves=waves, build_args=build_args, hier_blocks=hier_blocks)
 
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner

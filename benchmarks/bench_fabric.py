@@ -1,0 +1,65 @@
+"""Simulation speed of the fabric RTL under Verilator (issue 15): fabric cycles per wall-clock
+second on a bandwidth-bound case, plus the build time.
+
+Usage: ``python benchmarks/bench_fabric.py [--fabric fred-b fred-d] [--size FLITS] [--json]``
+(``make bench-fabric``; run it under the shared lock on the project machine). Each fabric is
+built once (cached in ``sim_build/``; the build time printed is the one measured when it was
+built, from its ``build_seconds``), then the wafer-wide all-reduce of ``--size`` flits per NPU
+runs with every NPU sink always ready; ``cycles/s`` = the RTL's cycle count over the wall-clock
+seconds of the timed window (``FabricRun.sim_s``: from start to the last poll that saw every
+engine done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cocotb_tests.fabric.run import build_fabric, run_fabric  # noqa: E402
+from hdl.base.fabric import fabric_spec, make_request  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
+    parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.fabric:
+        spec = fabric_spec(name)
+        start = time.perf_counter()
+        build_dir, _ = build_fabric(spec)
+        elapsed = time.perf_counter() - start
+        recorded = (build_dir / "build_seconds")
+        build_s = float(recorded.read_text()) if recorded.exists() else elapsed
+        run = run_fabric(spec, make_request(spec, op="all-reduce", size_flits=args.size, group="wafer"))
+        if run.errors:
+            print(f"{name}: errors: {run.errors}", file=sys.stderr)
+            return 1
+        rows.append(dict(fabric=name, size_flits=args.size, cycles=run.cycles, sim_s=run.sim_s,
+                         cycles_per_s=run.cycles_per_s, build_s=round(build_s, 1),
+                         verilog_and_cache_check_s=round(elapsed, 1), flits_checked=run.flits_checked))
+    meta = dict(date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                machine=platform.machine(), python=platform.python_version(),
+                command="python benchmarks/bench_fabric.py " + " ".join(argv or sys.argv[1:]))
+    if args.json:
+        print(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    else:
+        print(f"{'fabric':8} {'size':>7} {'cycles':>9} {'sim s':>8} {'cycles/s':>10} {'build s':>8}")
+        for r in rows:
+            print(f"{r['fabric']:8} {r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
+                  f"{r['cycles_per_s']:>10.0f} {r['build_s']:>8.1f}")
+        print(f"({meta['date']}, {meta['command']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

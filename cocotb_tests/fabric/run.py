@@ -1,0 +1,195 @@
+"""``run_fabric``: run one :class:`~hdl.base.fabric.FabricRequest` on the fabric RTL under
+Verilator and return what it measured (issue 15; the interface the ``fred fabric-sim`` command
+calls).
+
+Steps: :func:`hdl.base.fabric_program.fabric_program` validates the request and computes the
+switch phases (routed by the configuration compiler) and engine programs (any error is raised
+here, before anything is built); the Verilog of :class:`hdl.fabric.FabricTop` for the spec is
+generated (memoised per spec in this process) and built once per distinct Verilog
+(``cocotb_tests.runner.build_dut`` caches builds by content hash, so every request on one spec
+reuses one build: configurations and programs are loaded through the top's ports); the cocotb
+bench ``cocotb_tests.fabric.bench_fabric`` loads, starts and polls; the counters it reads are
+judged here.
+
+Timed window (``FabricRun.cycles``): counted in the RTL from the cycle after ``start`` to the
+cycle every engine has sent everything and received and checked its last flit; every phase
+select, including each switch's first, is inside it (the phase sequencers step the switches in
+hardware).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hdl.base.errors import FredError
+from hdl.base.fabric import FabricRequest, FabricSpec
+from hdl.base.fabric_program import FabricProgram, fabric_program
+
+__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric"]
+
+TOP = "fred_fabric"
+#: Verilator options of the fabric build (after the runner's): no hierarchical blocks
+#: (``build_dut(hier_blocks=False)``) and by default the C++ compiled at -O1 instead of the
+#: runner's -O0 (``cflags``): a long fabric run's time is the simulation itself, not cocotb's
+#: Python; the tests' short runs use -O0 (faster to build).
+DEFAULT_CFLAGS = "-O1"
+#: The top's ports the bench touches (the only public signals of the build).
+PORTS = ("clk", "rst", "start", "prog_*", "cfg_*", "rd_*", "all_done", "cycles")
+_VERILOG: dict = {}
+
+
+@dataclass
+class FabricRun:
+    """What one run measured. ``cycles``: the timed window (module docstring); ``flits_sent``
+    / ``flits_received`` counted by the engines, ``flits_checked`` = received flits that were
+    correct; ``errors``: empty = every flit arrived once, in order, bit-exact; ``phases``: per
+    switch (``L1.0`` .. ``L2``) the configurations the request used; ``build_s`` (Verilog
+    generation + Verilator build, ~0 when cached), ``sim_s`` (wall-clock seconds of the timed
+    window's simulation), ``cycles_per_s`` = cycles / sim_s."""
+
+    fabric: str
+    label: str
+    op: str
+    size_flits: int
+    algorithm: str
+    cycles: int
+    flits_sent: int
+    flits_received: int
+    flits_checked: int
+    errors: list[str]
+    phases: dict[str, int]
+    build_s: float
+    sim_s: float
+    cycles_per_s: float
+    seed: int = 0
+    sink_backpressure: float = 0.0
+    expected_flits_sent: int = 0
+    expected_flits_received: int = 0
+    build_dir: str = ""
+    flows: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fabric_verilog(spec: FabricSpec) -> str:
+    """Hierarchical Verilog of the fabric of ``spec`` (memoised per spec in this process)."""
+    key = tuple(sorted(spec.to_dict().items()))
+    if key not in _VERILOG:
+        from hdl.fabric import FabricTop
+        from hdl.verilog import to_verilog
+        _VERILOG[key] = to_verilog(FabricTop(spec), name=TOP)
+    return _VERILOG[key]
+
+
+def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS, sim_build=None) -> tuple[Path, float]:
+    """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
+    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``)."""
+    from cocotb_tests.fabric.build import build_top_public_only
+    start = time.perf_counter()
+    build_dir = build_top_public_only(fabric_verilog(spec), TOP, PORTS, cflags=cflags,
+                                      sim_build=Path(sim_build) if sim_build is not None else None)
+    return build_dir, time.perf_counter() - start
+
+
+def _default_watchdog(spec: FabricSpec, request: FabricRequest, program: FabricProgram) -> int:
+    # generous: every phase of the busiest switch at the slowest link's rate, plus fixed
+    # allowances for latency and phase selects; a healthy run never gets near it
+    rate = spec.uplink_rate
+    slowest = rate.denominator / rate.numerator
+    serial = sum(program.phases) + 1
+    return int(8 * request.size_flits * slowest * serial + 20_000)
+
+
+def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
+               seed: int = 0, sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
+               build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+    """Run ``request`` on the fabric RTL of ``spec`` (module docstring). ``algorithm``: the
+    one the system model chose (None: ``in-switch`` on Fred-B/D); ``seed`` varies the data and
+    the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
+    cycle; ``watchdog_cycles``: the run's cycle budget (default: generous, from the request);
+    ``build_dir``: the root of Verilator builds (default ``sim_build/``). Raises FredError for
+    an invalid request (before building) and when the watchdog ends a stalled run (naming the
+    engines that did not finish, with their counters, and each switch's phase)."""
+    program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
+                             sink_backpressure=sink_backpressure)
+    return run_program(spec, request, program, seed=seed, sink_backpressure=sink_backpressure,
+                       watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags)
+
+
+def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram, *, seed: int = 0,
+                sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
+                build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+    """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
+    one and check that the watchdog names what stalled)."""
+    if watchdog_cycles is None:
+        watchdog_cycles = _default_watchdog(spec, request, program)
+    if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
+        raise FredError(f"watchdog_cycles must be a positive integer, got {watchdog_cycles!r}")
+    from cocotb_tests.runner import run_bench
+    start = time.perf_counter()
+    verilog = fabric_verilog(spec)
+    built, _ = build_fabric(spec, cflags, build_dir)
+    build_s = time.perf_counter() - start
+    expected = max(program.flits_sent, 1)
+    poll = int(min(20_000, max(256, expected // 4)))
+    switches = [[{"words": phase.config.encode(32), "input_flits": phase.input_flits}
+                 for phase in phases] for phases in program.switches]
+    params = {"npus": spec.npus, "switches": switches, "engines": program.engines,
+              "watchdog_cycles": watchdog_cycles, "poll": poll}
+    import re
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
+    result = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, TOP),
+                       bench_params=params, run_name=name, prebuilt=built)
+    metrics = result.metrics
+    after, before = metrics["after"], metrics["before"]
+    errors: list[str] = []
+    for s, state in enumerate(before["switches"]):
+        want = (1 << len(program.switches[s])) - 1
+        if state["loaded"] & want != want:
+            errors.append(f"switch {program.switch_name(s)}: configurations not loaded "
+                          f"(loaded mask {state['loaded']:#x}, want {want:#x}, error code {state['error']})")
+    engines = after["engines"]
+    stuck = []
+    for rank, (regs, state) in enumerate(zip(program.engines, engines)):
+        if not state["done"]:
+            stuck.append(f"NPU {rank} (sent {state['sent']}/{regs['send_count']}, received "
+                         f"{state['received']}/{regs['recv_count']})")
+        if state["errors"]:
+            errors.append(f"NPU {rank}: {state['errors']} bad flit(s) (first at flit "
+                          f"{state['first_error'] - 1}; {state['extra']} beyond the expected "
+                          f"{regs['recv_count']}) of {program.contributors[rank] or 'no sender'}")
+        elif state["received"] != regs["recv_count"]:
+            errors.append(f"NPU {rank}: received {state['received']} flits, expected {regs['recv_count']}")
+        if state["sent"] != regs["send_count"]:
+            errors.append(f"NPU {rank}: sent {state['sent']} flits, programmed {regs['send_count']}")
+    if metrics["stalled"] or stuck:
+        phases = "; ".join(f"{program.switch_name(s)} phase {st['index']}/{len(program.switches[s])} "
+                           f"({st['count']} input flits, busy {st['busy']}, error {st['error']})"
+                           for s, st in enumerate(after["switches"]) if program.switches[s])
+        raise FredError(f"fabric {spec.name} {request.label} ({request.size_flits} flits) stalled: "
+                        f"watchdog after {metrics['elapsed_cycles']} cycles; not finished: "
+                        f"{', '.join(stuck) or 'none'}; switches: {phases}"
+                        + (f"; also: {'; '.join(errors)}" if errors else ""))
+    cycles = after["global"]["cycles"]
+    sent = sum(e["sent"] for e in engines)
+    received = sum(e["received"] for e in engines)
+    checked = received - sum(e["errors"] for e in engines)
+    sim_s = metrics["sim_s"]
+    return FabricRun(
+        fabric=spec.name, label=request.label, op=request.op, size_flits=request.size_flits,
+        algorithm=program.algorithm, cycles=cycles, flits_sent=sent, flits_received=received,
+        flits_checked=checked, errors=errors,
+        phases={program.switch_name(s): n for s, n in enumerate(program.phases)},
+        build_s=round(build_s, 3), sim_s=round(sim_s, 4),
+        cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, seed=seed,
+        sink_backpressure=sink_backpressure, expected_flits_sent=program.flits_sent,
+        expected_flits_received=program.flits_received, build_dir=str(built),
+        flows={program.switch_name(s): [[str(f) for f in ph.flows] for ph in phases]
+               for s, phases in enumerate(program.switches)})

@@ -1,0 +1,153 @@
+"""``FabricTop``: the wafer fabric of FRED switches with its NPU engines (issue 15; the Verilog
+top ``fred_fabric``)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.base.config_port import phase_index_width
+from hdl.base.fabric import FabricSpec
+from hdl.base.fabric_program import ENGINE_REGS, default_phases
+from hdl.base.flit import FlitFormat
+from hdl.layouts import flit_layout
+from hdl.switch.switch_top import FredSwitchTop
+
+from .link import Link
+from .npu_engine import NpuEngine
+from .phase_sequencer import PhaseSequencer
+
+__all__ = ["FabricTop", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH"]
+
+#: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
+ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done")
+#: Read-bus registers of a switch unit (``rd_unit`` = npus + switch index; L2 last).
+SWITCH_READ = ("index", "count", "finished", "loaded", "error", "active_phase", "active_valid", "busy")
+#: The unit of the fabric-wide registers, and its registers.
+GLOBAL_UNIT = 63
+GLOBAL_READ = ("cycles", "all_done", "running")
+#: Bits of the flit tag in the fabric (the engines send tag 0; the field must exist).
+TAG_WIDTH = 1
+
+
+class FabricTop(wiring.Component):
+    """The fabric of ``spec`` (:class:`hdl.base.fabric.FabricSpec`): ``l1_count`` L1 switches
+    Fred_m(npus_per_l1 + uplink_ports) and one L2 Fred_m(l1_count * uplink_ports)
+    (:class:`FredSwitchTop`, ``phases`` configuration slots each, each with a
+    :class:`PhaseSequencer`), one :class:`NpuEngine` per NPU, and a :class:`Link` for every
+    direction of every cable: NPU <-> L1 (``npu_link_latency`` cycles, 1 flit/cycle), L1 uplink
+    port <-> L2 port (``uplink_latency`` cycles, ``uplink_rate`` flits/cycle).
+
+    The top's I/O is small on purpose (Verilator speed; the harness never touches flits):
+    ``start`` (pulse: engines and sequencers start, the cycle counter clears), the program write
+    port ``prog_we/prog_unit/prog_reg/prog_data`` (unit = rank for engines, ``npus + s`` for the
+    sequencer of switch ``s``), the configuration port ``cfg_valid/cfg_switch/cfg_data/
+    cfg_last/cfg_phase`` -> ``cfg_ready`` (the selected switch's configuration stream,
+    ``docs/switch.md``), and the read port ``rd_unit/rd_reg`` -> ``rd_data`` (combinational;
+    :data:`ENGINE_READ`, :data:`SWITCH_READ`, :data:`GLOBAL_READ`), plus ``all_done`` and
+    ``cycles``: cycles from the cycle after ``start`` until every engine is done (every flit
+    sent, every expected flit received and checked).
+    """
+
+    def __init__(self, spec: FabricSpec, *, phases: int | None = None):
+        self.spec = spec
+        self.phases = default_phases() if phases is None else phases
+        self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
+        self.switch_ports = [spec.l1_ports] * spec.l1_count + [spec.l2_ports]
+        super().__init__({
+            "start": In(1),
+            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(5), "prog_data": In(32),
+            "cfg_valid": In(1), "cfg_switch": In(range(len(self.switch_ports))), "cfg_data": In(32),
+            "cfg_last": In(1), "cfg_phase": In(phase_index_width(self.phases)), "cfg_ready": Out(1),
+            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
+            "all_done": Out(1), "cycles": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        spec, shape = self.spec, flit_layout(self.flit)
+        k, up = spec.npus_per_l1, spec.uplink_ports
+        rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
+        switches, sequencers = [], []
+        for s, ports in enumerate(self.switch_ports):
+            name = f"l1_{s}" if s < spec.l1_count else "l2"
+            sw = FredSwitchTop(ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
+                               phases=self.phases, tag_width=TAG_WIDTH, word_width=32)
+            seq = PhaseSequencer(ports=ports, phases=self.phases)
+            m.submodules[f"switch_{name}"] = sw
+            m.submodules[f"seq_{name}"] = seq
+            switches.append(sw)
+            sequencers.append(seq)
+            unit = spec.npus + s
+            m.d.comb += [
+                sw.config.valid.eq(self.cfg_valid & (self.cfg_switch == s)),
+                sw.config.payload.data.eq(self.cfg_data),
+                sw.config.payload.last.eq(self.cfg_last),
+                sw.config.payload.phase.eq(self.cfg_phase),
+                seq.start.eq(self.start),
+                seq.we.eq(self.prog_we & (self.prog_unit == unit)),
+                seq.waddr.eq(self.prog_reg), seq.wdata.eq(self.prog_data),
+                sw.phase.valid.eq(seq.select_valid), sw.phase.payload.eq(seq.select_slot),
+                seq.select_ready.eq(sw.phase.ready),
+                seq.accepted.eq(sum((sw.i[p].valid & sw.i[p].ready) << p for p in range(ports))),
+            ]
+        with m.Switch(self.cfg_switch):
+            for s, sw in enumerate(switches):
+                with m.Case(s):
+                    m.d.comb += self.cfg_ready.eq(sw.config.ready)
+        l2 = switches[-1]
+        engines = []
+        for rank in range(spec.npus):
+            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit)
+            engines.append(engine)
+            m.d.comb += [engine.start.eq(self.start),
+                         engine.we.eq(self.prog_we & (self.prog_unit == rank)),
+                         engine.waddr.eq(self.prog_reg), engine.wdata.eq(self.prog_data)]
+            l1, port = switches[rank // k], rank % k
+            to_l1 = m.submodules[f"link_npu{rank}_up"] = Link(shape, latency=spec.npu_link_latency)
+            to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency)
+            wiring.connect(m, engine.tx, to_l1.i)
+            wiring.connect(m, to_l1.o, l1.i[port])
+            wiring.connect(m, l1.o[port], to_npu.i)
+            wiring.connect(m, to_npu.o, engine.rx)
+        for j in range(spec.l1_count):
+            for u in range(up):
+                to_l2 = m.submodules[f"link_l1_{j}_{u}_up"] = Link(shape, latency=spec.uplink_latency, rate=rate)
+                to_l1 = m.submodules[f"link_l1_{j}_{u}_down"] = Link(shape, latency=spec.uplink_latency, rate=rate)
+                wiring.connect(m, switches[j].o[k + u], to_l2.i)
+                wiring.connect(m, to_l2.o, l2.i[j * up + u])
+                wiring.connect(m, l2.o[j * up + u], to_l1.i)
+                wiring.connect(m, to_l1.o, switches[j].i[k + u])
+        # -- cycle counter ------------------------------------------------------------------
+        all_done = Signal()
+        running = Signal()
+        m.d.comb += [all_done.eq(running & (sum(e.done for e in engines) == len(engines))),
+                     self.all_done.eq(all_done)]
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), self.cycles.eq(0)]
+        with m.Elif(running & ~all_done):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        # -- read port ----------------------------------------------------------------------
+        with m.Switch(self.rd_unit):
+            for rank, engine in enumerate(engines):
+                with m.Case(rank):
+                    with m.Switch(self.rd_reg):
+                        for index, name in enumerate(ENGINE_READ):
+                            with m.Case(index):
+                                m.d.comb += self.rd_data.eq(getattr(engine, name))
+            for s, (sw, seq) in enumerate(zip(switches, sequencers)):
+                values = dict(index=seq.index, count=seq.count, finished=seq.finished,
+                              loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
+                              active_valid=sw.active_valid, busy=sw.busy)
+                with m.Case(spec.npus + s):
+                    with m.Switch(self.rd_reg):
+                        for index, name in enumerate(SWITCH_READ):
+                            with m.Case(index):
+                                m.d.comb += self.rd_data.eq(values[name])
+            with m.Case(GLOBAL_UNIT):
+                with m.Switch(self.rd_reg):
+                    for index, value in enumerate((self.cycles, all_done, running)):
+                        with m.Case(index):
+                            m.d.comb += self.rd_data.eq(value)
+        return m

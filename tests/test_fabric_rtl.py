@@ -1,0 +1,196 @@
+"""The fabric RTL of issue 15: programs (pure Python), the link (Amaranth simulator), and runs of
+the whole fabric under Verilator (cocotb).
+
+The Verilator runs of the default suite use a small fabric (4 NPUs under 2 L1s: L1 Fred_3(3)
+or Fred_3(6), L2 Fred_3(2) or Fred_3(8)) built at -O0, so build and run stay short; the 20-NPU
+fabrics of the paper run in the ``full`` tests and in ``make bench-fabric``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from hdl.base.compiler import Flow
+from hdl.base.errors import FredError
+from hdl.base.fabric import fabric_spec, make_request
+from hdl.base.fabric_program import fabric_program, flit_value, mix, rank_weights
+
+
+# -- programs (pure Python) ---------------------------------------------------------------------
+
+def _flows(program, switch):
+    return [[(f.inputs, f.outputs) for f in phase.flows] for phase in program.switches[switch]]
+
+
+def test_wafer_all_reduce_on_fred_d_goes_up_one_uplink_and_down_again():
+    spec = fabric_spec("fred-d")
+    program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=10, group="wafer"))
+    for j in range(5):   # L1 j: NPUs 0..3 reduced onto uplink port 4, uplink 4 broadcast back
+        assert _flows(program, j) == [[((0, 1, 2, 3), (4,)), ((4,), (0, 1, 2, 3))]]
+        assert program.switches[j][0].input_flits == 10 * 5
+    # the L2's ports j*4 + 0 (uplink port 0 of every L1), reduced and broadcast
+    assert _flows(program, 5) == [[((0, 4, 8, 12, 16), (0, 4, 8, 12, 16))]]
+    assert program.switches[5][0].input_flits == 50
+    assert program.flits_sent == program.flits_received == 200
+    # every NPU receives the sum of all 20 NPUs' weights
+    w = sum(rank_weights(r)[0] for r in range(20)) & 0xFFFFFFFF
+    assert all(e["wr"] == w for e in program.engines)
+
+
+def test_dp_groups_use_their_own_uplink_port_on_fred_d_and_take_turns_on_fred_b():
+    for name, l2_phases in (("fred-d", 1), ("fred-b", 4)):
+        spec = fabric_spec(name)
+        program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=3,
+                                                    strategy="MP2-DP5-PP2", dim="dp"))
+        assert program.phases[-1] == l2_phases
+        if name == "fred-d":   # group of local index i on uplink port i: L2 ports j*4 + i
+            assert sorted(f[0] for f in _flows(program, 5)[0]) == [
+                tuple(j * 4 + i for j in range(5)) for i in range(4)]
+        else:                  # one uplink port: one group per phase, at every switch
+            assert program.phases == [4] * 6
+
+
+def test_reduce_and_multicast_flows():
+    spec = fabric_spec("fred-b")
+    reduce = fabric_program(spec, make_request(spec, op="reduce", size_flits=2, group="wafer"))
+    assert _flows(reduce, 0) == [[((0, 1, 2, 3, 4), (0,))]]          # root's L1: its uplink joins
+    assert _flows(reduce, 1) == [[((0, 1, 2, 3), (4,))]]
+    assert _flows(reduce, 5) == [[((1, 2, 3, 4), (0,))]]
+    assert [e["recv_count"] for e in reduce.engines] == [2] + [0] * 19
+    multicast = fabric_program(spec, make_request(spec, op="multicast", size_flits=2, group="wafer"))
+    assert _flows(multicast, 0) == [[((0,), (1, 2, 3, 4))]]
+    assert _flows(multicast, 3) == [[((4,), (0, 1, 2, 3))]]
+    assert [e["send_count"] for e in multicast.engines] == [2] + [0] * 19
+    assert multicast.engines[7]["wr"] == rank_weights(0)[0]
+
+
+def test_the_data_of_a_sum_is_the_sum_of_the_data():
+    # what the engines rely on: sum over senders of w*mix+h = (sum w)*mix + sum h (mod 2^32)
+    senders = [rank_weights(r, 5) for r in (0, 3, 17)]
+    total = (sum(w for w, _ in senders) & 0xFFFFFFFF, sum(h for _, h in senders) & 0xFFFFFFFF)
+    for index in (0, 1, 2, 1000):
+        assert sum(flit_value(s, index, 0) for s in senders) & 0xFFFFFFFF == flit_value(total, index, 0)
+    assert len({mix(k, 0) for k in range(1000)}) == 1000     # no two flits alike
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(fabric="fred-d", algorithm="ring"), "does not apply"),
+    (dict(fabric="fred-a", algorithm="in-switch"), "does not apply"),
+    (dict(fabric="fred-c", algorithm=None), "does not implement the endpoint algorithm"),
+    (dict(fabric="fred-d", sink_backpressure=1.0), "sink_backpressure"),
+    (dict(fabric="fred-d", dtype="fp16"), "int32"),
+])
+def test_invalid_runs_fail_before_anything_is_built(kwargs, message):
+    kwargs = dict(kwargs)
+    spec = fabric_spec(kwargs.pop("fabric"), **({"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}))
+    request = make_request(spec, op="all-reduce", size_flits=4, group="wafer")
+    with pytest.raises(FredError, match=message):
+        fabric_program(spec, request, **kwargs)
+    from cocotb_tests.fabric.run import run_fabric   # run_fabric checks first, too (no build)
+    with pytest.raises(FredError, match=message):
+        run_fabric(spec, request, **kwargs)
+
+
+# -- the link (Amaranth simulator) -------------------------------------------------------------
+
+@pytest.mark.parametrize("latency, rate", [(1, (1, 1)), (3, (1, 2)), (2, (2, 3))])
+def test_link_latency_and_rate(latency, rate):
+    from amaranth.hdl import unsigned
+    from amaranth.sim import Simulator
+
+    from hdl.fabric.link import Link
+    dut = Link(unsigned(16), latency=latency, rate=rate)
+    sent, received = [], []
+    items = 30
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 1)
+        nxt, cycle = 0, 0
+        while len(received) < items and cycle < 500:
+            ctx.set(dut.i.valid, nxt < items)
+            ctx.set(dut.i.payload, nxt)
+            # random-free stall pattern at the sink: every 7th cycle not ready
+            ctx.set(dut.o.ready, cycle < 10 or cycle % 7 != 3)
+            _, _, iv, ir, ov, orr, od = await ctx.tick().sample(
+                dut.i.valid, dut.i.ready, dut.o.valid, dut.o.ready, dut.o.payload)
+            if iv and ir:
+                sent.append(cycle)
+                nxt += 1
+            if ov and orr:
+                received.append((cycle, od))
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [d for _, d in received] == list(range(items))          # none lost, duplicated, reordered
+    a, b = rate
+    for i in range(len(sent)):                                        # never above a flits in b cycles
+        window = [c for c in sent if sent[i] <= c < sent[i] + b]
+        assert len(window) <= a
+    assert received[0][0] - sent[0] == latency                        # first flit: the latency
+    assert Fraction(len(sent) - 1, sent[-1] - sent[0]) >= Fraction(a, b) * Fraction(6, 7) - Fraction(1, 10)
+
+
+# -- the fabric under Verilator ---------------------------------------------------------------
+
+SMALL = dict(npus=4, npus_per_l1=2)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("fabric, op, backpressure", [
+    ("fred-d", "all-reduce", 0.0),
+    ("fred-d", "reduce", 0.3),
+    ("fred-b", "multicast", 0.3),
+    ("fred-b", "all-reduce", 0.5),
+])
+def test_small_fabric_runs_bit_exact(fabric, op, backpressure):
+    from cocotb_tests.fabric.run import run_fabric
+    spec = fabric_spec(fabric, **SMALL)
+    request = make_request(spec, op=op, size_flits=24, group="wafer")
+    run = run_fabric(spec, request, sink_backpressure=backpressure, seed=3, cflags="-O0")
+    print(run.to_dict())
+    assert run.errors == []
+    expected_received = {"all-reduce": 4 * 24, "reduce": 24, "multicast": 3 * 24}[op]
+    assert run.flits_received == run.flits_checked == expected_received
+    assert run.flits_sent == {"all-reduce": 96, "reduce": 96, "multicast": 24}[op]
+    assert run.cycles >= 24 * (2 if fabric == "fred-b" and op != "all-reduce" else 1)
+
+
+@pytest.mark.cocotb
+def test_a_stalled_fabric_ends_with_the_watchdogs_error():
+    """NPU 3 is programmed to send one flit too few: the reduction at its L1 never gets its
+    last operand, nobody finishes, and the watchdog names the engines and switch phases."""
+    from cocotb_tests.fabric.run import run_program
+    spec = fabric_spec("fred-d", **SMALL)
+    request = make_request(spec, op="all-reduce", size_flits=16, group="wafer")
+    program = fabric_program(spec, request)
+    program.engines[3]["send_count"] -= 1
+    with pytest.raises(FredError, match=r"stalled: watchdog after \d+ cycles; not finished: "
+                                        r"NPU 0 \(sent 16/16, received 15/16\).*NPU 3 \(sent 15/15"):
+        run_program(spec, request, program, watchdog_cycles=3000, cflags="-O0")
+
+
+# -- the paper's Fig. 9 cases on the 20-NPU fabrics -----------------------------------------
+
+FIG9 = [dict(group="wafer", op="all-reduce"),
+        dict(strategy="MP2-DP5-PP2", dim="mp", op="all-reduce"),
+        dict(strategy="MP2-DP5-PP2", dim="dp", op="all-reduce"),
+        dict(strategy="MP2-DP5-PP2", dim="pp", op="multicast")]
+
+
+@pytest.mark.full
+@pytest.mark.cocotb
+@pytest.mark.parametrize("fabric", ["fred-b", "fred-d"])
+@pytest.mark.parametrize("case", FIG9, ids=lambda c: c.get("dim", "wafer"))
+def test_fig9_cases_bit_exact_under_backpressure(fabric, case):
+    from cocotb_tests.fabric.run import run_fabric
+    spec = fabric_spec(fabric)
+    request = make_request(spec, size_flits=64, **case)
+    run = run_fabric(spec, request, sink_backpressure=0.25, seed=11)
+    print(run.to_dict())
+    assert run.errors == []
+    assert run.flits_received == run.flits_checked == run.expected_flits_received > 0
