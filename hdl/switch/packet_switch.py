@@ -20,7 +20,7 @@ from hdl.layouts import flit_layout, struct_layout
 from .config_memory import ConfigMemory
 from .control_unit import COUNTER_BITS, ControlUnit
 from .fred_switch import FredSwitch
-from .vc_input_buffer import VCInputBuffer
+from .vc_input_buffer import VCInputBuffer, link_signature
 
 __all__ = ["PacketSwitch"]
 
@@ -36,10 +36,10 @@ class PacketSwitch(wiring.Component):
     same depth); word_width: configuration word bits.
 
     Members (Verilog names joined with ``__``):
-        i: ``In(stream.Signature(flit, always_ready=True)).array(P)``: input links (no ready).
+        i: ``In(link_signature(flit)).array(P)``: input links (no ready).
         i_credit: ``Out(2).array(3).array(P)``: credits returned to input n's sender, per VC
             (a count per cycle, :class:`VCInputBuffer`).
-        o: ``Out(stream.Signature(flit, always_ready=True)).array(P)``: output links; a flit of
+        o: ``Out(link_signature(flit)).array(P)``: output links; a flit of
             VC v leaves port n only while the port holds a credit for v.
         o_credit: ``In(2).array(3).array(P)``: credits the downstream returns, per VC.
         config: configuration words, as ``fred_switch``. phase: host select (used when
@@ -79,9 +79,9 @@ class PacketSwitch(wiring.Component):
         nvc = len(DATA_VCS)
         pw = phase_index_width(phases)
         super().__init__({
-            "i": In(stream.Signature(shape, always_ready=True)).array(ports),
+            "i": In(link_signature(shape)).array(ports),
             "i_credit": Out(2).array(nvc).array(ports),
-            "o": Out(stream.Signature(shape, always_ready=True)).array(ports),
+            "o": Out(link_signature(shape)).array(ports),
             "o_credit": In(2).array(nvc).array(ports),
             "config": In(stream.Signature(struct_layout(config_word_layout(phases, word_width)))),
             "phase": In(stream.Signature(unsigned(pw))),

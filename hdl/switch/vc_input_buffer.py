@@ -13,7 +13,13 @@ from hdl.base.flit import FlitFormat
 from hdl.base.packet import DATA_VCS, PacketFormat
 from hdl.layouts import flit_layout, struct_layout
 
-__all__ = ["VCInputBuffer", "COUNTER_BITS"]
+__all__ = ["VCInputBuffer", "COUNTER_BITS", "link_signature"]
+
+def link_signature(shape) -> wiring.Signature:
+    """A credit-based link, seen from the sender: ``valid`` and ``payload``, no ``ready`` (the
+    sender spends credits instead; a stream with a constant ``ready`` cannot be a Verilog port)."""
+    return wiring.Signature({"valid": Out(1), "payload": Out(shape)})
+
 
 #: Width of the dropped-packet counter (saturates).
 COUNTER_BITS = 16
@@ -31,7 +37,7 @@ class VCInputBuffer(wiring.Component):
             the sender reserves a packet's worth of credits, virtual cut-through).
 
     Members:
-        i: ``In(stream.Signature(flit, always_ready=True))``: the link. No ``ready``: the sender
+        i: ``In(link_signature(flit))``: the link (``valid``, ``payload``). No ``ready``: the sender
             holds one credit counter per data VC, initialised to ``depth``, spends one per flit
             and gets one back per pulse on ``credit``; it never sends a flit without a credit.
         credit: ``Out(2).array(3)``: ``credit[v]`` is the number of VC v slots freed this cycle
@@ -78,7 +84,7 @@ class VCInputBuffer(wiring.Component):
         header = struct_layout(packet.header)
         shape = flit_layout(flit)
         super().__init__({
-            "i": In(stream.Signature(shape, always_ready=True)),
+            "i": In(link_signature(shape)),
             "credit": Out(2).array(len(DATA_VCS)),
             "loaded": In(phases),
             "head_valid": Out(len(DATA_VCS)),
