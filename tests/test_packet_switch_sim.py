@@ -17,7 +17,7 @@ from hdl.base.packet import VC, PacketFormat, depacketize, packetize
 from hdl.switch.control_unit import CUState
 from hdl.switch.packet_switch import PacketSwitch
 
-from packet_switch_sim import Injection, by_phase, run_packet_switch
+from cocotb_tests.packet_sim import Injection, by_phase, run_packet_switch
 
 PKT = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=2, packet_flits=4)
 P, M, DTYPE = 4, 2, "int32"

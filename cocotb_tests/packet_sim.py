@@ -1,5 +1,5 @@
 """Amaranth-simulator harness of the packet switch (hdl/switch/packet_switch.py), used by
-tests/test_packet_switch_sim.py and benchmarks/bench_packet_switch.py.
+tests/test_packet_switch_sim.py and the characterization (cocotb_tests/characterize/preemption.py).
 
 Senders model the upstream of each input link: one credit counter per data VC (the input
 buffer's depth), a packet starts only when its VC holds credits for all its flits (virtual
@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from amaranth.sim import Simulator
 
 from hdl.base.config_port import config_word_layout
-from hdl.base.packet import VC, Packet, link_words
+from hdl.base.packet import PRIORITY, VC, Packet, link_words
 
 
 @dataclass
 class Injection:
     """A packet offered at ``port`` from cycle ``at`` on (after the configurations are loaded).
-    A port sends its packets in the order of the list given to :func:`run_packet_switch`."""
+    A port sends the packets of one VC in the order of the list given to
+    :func:`run_packet_switch`; between VCs, at packet boundaries, the highest-priority VC with
+    a packet due and credits for it goes first (the sender's own VC arbitration)."""
 
     port: int
     at: int
@@ -80,11 +82,11 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
                 await host(ctx, cycle)
             words = {}
             for p in range(dut.ports):
-                if current[p] is None and queues[p] and queues[p][0].at <= cycle:
-                    packet = queues[p][0].packet
-                    if packet.vc >= 3 or credits[p][packet.vc] >= len(packet.flits):
+                if current[p] is None:
+                    pick = _next_packet(queues[p], cycle, credits[p])
+                    if pick is not None:
+                        packet = queues[p].pop(pick).packet
                         current[p] = list(link_words(fmt, packet))
-                        queues[p].pop(0)
                         if packet.vc < 3:
                             credits[p][packet.vc] -= len(packet.flits)
                 if current[p] and rng.random() < send_rate:
@@ -137,6 +139,23 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
     sim.add_testbench(bench)
     sim.run()
     return run
+
+
+def _next_packet(queue, cycle, credits):
+    """Index in ``queue`` of the packet a sender starts now: per VC the packets go in list
+    order; among the VCs whose next packet is due (``at <= cycle``) and fits the credits, the
+    highest priority (MP > PP > DP; other VC codes last). None if none may start."""
+    first = {}
+    for n, injection in enumerate(queue):
+        first.setdefault(injection.packet.vc, n)
+    order = [int(v) for v in PRIORITY] + sorted(v for v in first if v not in {int(x) for x in PRIORITY})
+    for v in order:
+        n = first.get(v)
+        if n is None or queue[n].at > cycle:
+            continue
+        if v >= 3 or credits[v] >= len(queue[n].packet.flits):
+            return n
+    return None
 
 
 def by_phase(fmt, words):
