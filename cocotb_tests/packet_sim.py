@@ -73,7 +73,9 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
         ctx.set(dut.auto, int(auto))
         queues = {p: [i for i in injections if i.port == p]
                   for p in range(dut.ports)}
-        credits = {p: [dut.depth] * 3 for p in range(dut.ports)}
+        # credits per VC; index 3 is the control VC (ctrl_depth slots; 0: the port has none)
+        credits = {p: [dut.depth] * 3 + [dut.ctrl_depth] for p in range(dut.ports)}
+        limits = [dut.depth] * 3 + [dut.ctrl_depth]
         current = {p: None for p in range(dut.ports)}
         pending = {p: [] for p in range(dut.ports)}    # receiver: (free cycle, vc)
         last_move = 0
@@ -83,11 +85,11 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
             words = {}
             for p in range(dut.ports):
                 if current[p] is None:
-                    pick = _next_packet(queues[p], cycle, credits[p])
+                    pick = _next_packet(queues[p], cycle, credits[p], ctrl=dut.ctrl_depth > 0)
                     if pick is not None:
                         packet = queues[p].pop(pick).packet
                         current[p] = list(link_words(fmt, packet))
-                        if packet.vc < 3:
+                        if packet.vc < 3 or (packet.vc == 3 and dut.ctrl_depth):
                             credits[p][packet.vc] -= len(packet.flits)
                 if current[p] and rng.random() < send_rate:
                     words[p] = current[p].pop(0)
@@ -102,18 +104,19 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
                     freed = pending[p].pop(0)[1]
                 for v in range(3):
                     ctx.set(dut.o_credit[p][v], int(freed == v))
+                ctx.set(dut.o_ctrl_credit[p], int(freed == 3))
             watched = [dut.state]
             for p in range(dut.ports):
-                watched += [dut.o[p].valid, dut.o[p].payload.as_value(), *dut.i_credit[p]]
+                watched += [dut.o[p].valid, dut.o[p].payload.as_value(), *dut.i_credit[p], dut.i_ctrl_credit[p]]
             values = list((await ctx.tick().sample(*watched))[2:])
             run.states.append(int(values.pop(0)))
             moved = bool(words)
             for p in range(dut.ports):
                 valid, payload = values.pop(0), int(values.pop(0))
-                returned = [int(values.pop(0)) for _ in range(3)]
-                for v in range(3):
+                returned = [int(values.pop(0)) for _ in range(4)]
+                for v in range(4):
                     credits[p][v] += returned[v]
-                    if credits[p][v] > dut.depth:
+                    if credits[p][v] > limits[v]:
                         run.credit_errors.append((cycle, p, v, credits[p][v]))
                 if valid:
                     f = dut.flit.fields.unpack(payload)
@@ -131,7 +134,8 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
                 break
         run.flags = {"overflow": ctx.get(dut.overflow), "credit_error": ctx.get(dut.credit_error),
                      "bad_header": ctx.get(dut.bad_header),
-                     "dropped": [ctx.get(d) for d in dut.dropped]}
+                     "dropped": [ctx.get(d) for d in dut.dropped],
+                     "ctrl_unknown": ctx.get(dut.ctrl_unknown)}
         run.counters = {"preemptions": ctx.get(dut.preemptions), "selects": ctx.get(dut.selects)}
 
     sim = Simulator(dut)
@@ -141,19 +145,20 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
     return run
 
 
-def _next_packet(queue, cycle, credits):
+def _next_packet(queue, cycle, credits, *, ctrl=False):
     """Index in ``queue`` of the packet a sender starts now: per VC the packets go in list
     order; among the VCs whose next packet is due (``at <= cycle``) and fits the credits, the
-    highest priority (MP > PP > DP; other VC codes last). None if none may start."""
+    highest priority (control, then MP > PP > DP; other VC codes last). None if none may start."""
     first = {}
     for n, injection in enumerate(queue):
         first.setdefault(injection.packet.vc, n)
-    order = [int(v) for v in PRIORITY] + sorted(v for v in first if v not in {int(x) for x in PRIORITY})
+    # control packets first (they are short and others wait for them), then MP > PP > DP
+    order = [3] + [int(v) for v in PRIORITY] + sorted(v for v in first if v not in {3, *map(int, PRIORITY)})
     for v in order:
         n = first.get(v)
         if n is None or queue[n].at > cycle:
             continue
-        if v >= 3 or credits[v] >= len(queue[n].packet.flits):
+        if (v >= 3 and not (v == 3 and ctrl)) or credits[v] >= len(queue[n].packet.flits):
             return n
     return None
 

@@ -1,6 +1,6 @@
 """The packet switch (hdl/switch/packet_switch.py: VC input buffers, credits, control unit) in
 Amaranth's simulator: an MP phase preempts a running DP all-reduce, which resumes and completes
-bit-exact; random mixed-priority traffic under backpressure; host-driven selects."""
+bit-exact; random mixed-priority traffic under backpressure; host-driven selects; the control VC."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hdl.base.compiler.flows import Flow
 from hdl.base.compiler.functional import simulate
 from hdl.base.compiler.router import route
 from hdl.base.errors import FredError
-from hdl.base.packet import VC, PacketFormat, depacketize, packetize
+from hdl.base.packet import VC, Packet, PacketFormat, depacketize, packetize
 from hdl.switch.control_unit import CUState
 from hdl.switch.packet_switch import PacketSwitch
 
@@ -193,3 +193,34 @@ def test_bad_parameters_are_refused():
         PacketSwitch(ports=4, middle=2, dtype="int32", lanes=1, phases=5, packet=PKT, depth=8)
     with pytest.raises(FredError, match="PacketFormat"):
         PacketSwitch(ports=4, middle=2, dtype="int32", lanes=1, phases=3, packet=None, depth=8)
+
+
+def test_control_vc_acks_pass_through_and_a_nack_reaches_every_input_of_its_flow():
+    rng = random.Random(6)
+    dp = dp_mp_traffic(rng, dp_packets=2, mp_packets=1)[0]
+    ack = Packet(phase=0, vc=VC.CTRL, seq=0, flow=1, flits=(0xACC,))      # MP flow 1: input 2
+    nack = Packet(phase=1, vc=VC.CTRL, seq=1, flow=0, flits=(0x0AC,))     # DP flow 0: inputs 0, 1
+    stray = Packet(phase=1, vc=VC.CTRL, seq=0, flow=3, flits=(0x5,))      # flow 3 never seen
+    long = Packet(phase=1, vc=VC.CTRL, seq=0, flow=0, flits=(1, 2))       # two flits: malformed
+    inj = dp + [Injection(0, 300, ack), Injection(3, 300, nack), Injection(1, 300, stray),
+                Injection(2, 300, long)]
+    dut = PacketSwitch(ports=P, middle=M, dtype=DTYPE, lanes=1, phases=3, packet=PKT, depth=8,
+                       ctrl_depth=4)
+    run = run_packet_switch(dut, configs=[DP_CONFIG, MP_CONFIG], injections=inj, rng=rng)
+    ctrl = {p: [(d, PKT.unpack_header(tag)) for _, d, _, tag in run.received[p]
+                if PKT.unpack_header(tag)["vc"] == VC.CTRL] for p in range(P)}
+    nack_header = {"phase": 1, "vc": VC.CTRL, "seq": 1, "flow": 0}
+    assert ctrl[0] == [(0x0AC, nack_header)] and ctrl[1] == [(0x0AC, nack_header)]
+    assert ctrl[2] == [(0xACC, {"phase": 0, "vc": VC.CTRL, "seq": 0, "flow": 1})]
+    assert ctrl[3] == []
+    assert run.flags["dropped"] == [0, 0, 1, 0]      # the two-flit control packet, whole
+    assert run.flags["ctrl_unknown"] == 1            # the stray one
+    assert run.credit_errors == [] and run.flags["overflow"] == 0 and run.flags["credit_error"] == 0
+    # no control flit inside a data packet on any output
+    for p in range(P):
+        inside = False
+        for _, _, last, tag in run.received[p]:
+            if PKT.unpack_header(tag)["vc"] == VC.CTRL:
+                assert not inside
+            else:
+                inside = not last

@@ -20,6 +20,7 @@ from hdl.layouts import flit_layout, struct_layout
 from .config_memory import ConfigMemory
 from .control_unit import COUNTER_BITS, ControlUnit
 from .fred_switch import FredSwitch
+from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .vc_input_buffer import VCInputBuffer, link_signature
 
 __all__ = ["PacketSwitch"]
@@ -56,25 +57,37 @@ class PacketSwitch(wiring.Component):
             (sticky). Benches require overflow and credit_error stay 0: credit counters never
             overflow, and never underflow by construction (a flit leaves only with a credit).
 
+    Control VC (``ctrl_depth`` > 0 flits per input; 0 = none, a ``vc`` = 3 packet is then
+    malformed): one-flit ACK / NACK packets, credited per port by ``i_ctrl_credit`` /
+    ``o_ctrl_credit`` (the downstream control buffer also holds ``ctrl_depth``), are sent to
+    every input port of their flow (:class:`~hdl.switch.control_vc.ControlRouter`, which learns
+    a flow's input ports from the data packets forwarded; ``flow_clear`` forgets them;
+    ``ctrl_unknown`` counts control packets of a flow not seen yet, dropped). A control flit
+    leaves an output only between data packets, ahead of the next data packet.
+
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
     counters. The datapath and configuration memory are those of ``fred_switch``.
     """
 
-    def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32):
+    def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
+                ctrl_depth=0):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
-        VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth)
+        VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth, ctrl_depth=ctrl_depth)
+        if ctrl_depth and packet.flow_bits > MAX_FLOW_BITS:
+            raise FredError(f"the control VC's flow table takes flow_bits <= {MAX_FLOW_BITS}, "
+                            f"got {packet.flow_bits}")
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
-                 packet: PacketFormat, depth: int, word_width: int = 32):
+                 packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0):
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
-        self.packet, self.depth = packet, depth
+        self.packet, self.depth, self.ctrl_depth = packet, depth, ctrl_depth
         shape = flit_layout(self.flit)
         nvc = len(DATA_VCS)
         pw = phase_index_width(phases)
@@ -101,6 +114,10 @@ class PacketSwitch(wiring.Component):
             "bad_header": Out(1),
             "overflow": Out(1),
             "credit_error": Out(1),
+            "i_ctrl_credit": Out(2).array(ports),
+            "o_ctrl_credit": In(2).array(ports),
+            "flow_clear": In(1),
+            "ctrl_unknown": Out(16),
         })
 
     @property
@@ -154,10 +171,12 @@ class PacketSwitch(wiring.Component):
             self.preemptions.eq(cu.preemptions),
             self.selects.eq(cu.selects),
         ]
-        bad, overflow = [], []
+        bad, overflow, bufs = [], [], []
         for n in range(P):
             buf = m.submodules[f"in{n}"] = VCInputBuffer(flit=self.flit, packet=self.packet,
-                                                          phases=self.phases, depth=self.depth)
+                                                          phases=self.phases, depth=self.depth,
+                                                          ctrl_depth=self.ctrl_depth)
+            bufs.append(buf)
             m.d.comb += [
                 buf.i.valid.eq(self.i[n].valid),
                 buf.i.payload.eq(self.i[n].payload),
@@ -180,6 +199,21 @@ class PacketSwitch(wiring.Component):
             bad.append(buf.bad_header)
             overflow.append(buf.overflow)
 
+        # ---- control VC ---------------------------------------------------------------------
+        router = None
+        if self.ctrl_depth:
+            router = m.submodules.control_vc = ControlRouter(ports=P, flit=self.flit, packet=self.packet)
+            m.d.comb += [router.clear.eq(self.flow_clear), self.ctrl_unknown.eq(router.unknown)]
+            flow = self.packet.header["flow"]
+            for n, buf in enumerate(bufs):
+                head_flow = Signal(flow.width, name=f"head_flow{n}")
+                for v in range(nvc):
+                    with m.If(cu.vc == v):
+                        m.d.comb += head_flow.eq(buf.head[v].flow)
+                m.d.comb += [router.learn[n].eq(cu.started[n]), router.learn_flow[n].eq(head_flow),
+                             self.i_ctrl_credit[n].eq(buf.ctrl_credit)]
+                wiring.connect(m, buf.ctrl, router.i[n])
+
         # ---- outputs: one credit counter per VC of the downstream buffer -------------------
         credit_error = []
         for n in range(P):
@@ -198,12 +232,29 @@ class PacketSwitch(wiring.Component):
                 m.d.sync += counters[v].eq(after)
                 with m.If(after > self.depth):
                     m.d.sync += err.eq(1)
+            ctrl_go = Signal(name=f"ctrl_go{n}")
+            if router is not None:
+                # a control flit goes between data packets, ahead of the next one
+                mid = Signal(name=f"out_mid{n}")
+                ctrl_credits = Signal(range(self.ctrl_depth + 3), init=self.ctrl_depth,
+                                      name=f"ctrl_credits{n}")
+                m.d.comb += [ctrl_go.eq(router.o[n].valid & ~mid & (ctrl_credits != 0)),
+                             router.o[n].ready.eq(ctrl_go)]
+                after_ctrl = ctrl_credits - ctrl_go + self.o_ctrl_credit[n]
+                m.d.sync += ctrl_credits.eq(after_ctrl)
+                with m.If(after_ctrl > self.ctrl_depth):
+                    m.d.sync += err.eq(1)
+                with m.If(send):
+                    m.d.sync += mid.eq(~flit.last)
             m.d.comb += [
-                send.eq(core.o[n].valid & has_credit),
-                core.o[n].ready.eq(has_credit),
-                self.o[n].valid.eq(send),
+                send.eq(core.o[n].valid & has_credit & ~ctrl_go),
+                core.o[n].ready.eq(has_credit & ~ctrl_go),
+                self.o[n].valid.eq(send | ctrl_go),
                 self.o[n].payload.eq(flit),
             ]
+            if router is not None:
+                with m.If(ctrl_go):
+                    m.d.comb += self.o[n].payload.eq(router.o[n].payload)
             credit_error.append(err)
         m.d.comb += [self.bad_header.eq(_any(bad)), self.overflow.eq(_any(overflow)),
                      self.credit_error.eq(_any(credit_error))]

@@ -55,6 +55,15 @@ class VCInputBuffer(wiring.Component):
         overflow: ``Out(1)``: sticky, a flit arrived for a full VC (the sender broke the credit
             protocol; the flit is lost). A simulation assertion: benches require it stays 0.
 
+        ctrl: ``Out(stream.Signature(flit))``: the control VC's head flit (``ctrl_depth`` > 0);
+        ctrl_credit: ``Out(2)``: control VC slots freed this cycle.
+
+    Control VC (``ctrl_depth`` > 0, issue 17): a packet with ``vc`` = 3 is a one-flit control
+    packet (ACK / NACK: ``phase`` holds its kind, ``seq`` and ``flow`` what it acknowledges);
+    it goes to a FIFO of ``ctrl_depth`` flits, credited like the data VCs. A control packet of
+    more than one flit is malformed and dropped whole. With ``ctrl_depth`` = 0, ``vc`` = 3 is
+    not a VC of this port (dropped, no credit returned).
+
     A packet's header is read from its first flit: ``phase`` >= K or not loaded, or ``vc`` not a
     data VC, drops the whole packet (every flit up to ``last``; none is stored, so none is ever
     forwarded) and counts it. The later flits of a packet are stored with the first flit's
@@ -62,14 +71,18 @@ class VCInputBuffer(wiring.Component):
     cycle t + 1 (``fifo.SyncFIFO``).
     """
 
-    def __new__(cls, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int):
+    def __new__(cls, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
+                ctrl_depth: int = 0):
         # Validate before the object exists (Amaranth warns about an Elaboratable never elaborated).
-        cls.check(flit=flit, packet=packet, phases=phases, depth=depth)
+        cls.check(flit=flit, packet=packet, phases=phases, depth=depth, ctrl_depth=ctrl_depth)
         return super().__new__(cls)
 
     @staticmethod
-    def check(*, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int) -> None:
+    def check(*, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
+              ctrl_depth: int = 0) -> None:
         """Raise :class:`FredError` naming a bad parameter."""
+        if isinstance(ctrl_depth, bool) or not isinstance(ctrl_depth, int) or ctrl_depth < 0:
+            raise FredError(f"ctrl_depth must be an integer >= 0, got {ctrl_depth!r}")
         if flit.tag_width != packet.header_width:
             raise FredError(f"the flit's tag_width ({flit.tag_width}) must be the header width "
                             f"({packet.header_width})")
@@ -79,8 +92,10 @@ class VCInputBuffer(wiring.Component):
             raise FredError(f"depth must be an integer >= packet_flits ({packet.packet_flits}), "
                             f"got {depth!r}")
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
+                 ctrl_depth: int = 0):
         self.flit, self.packet, self.phases, self.depth = flit, packet, phases, depth
+        self.ctrl_depth = ctrl_depth
         header = struct_layout(packet.header)
         shape = flit_layout(flit)
         super().__init__({
@@ -95,6 +110,8 @@ class VCInputBuffer(wiring.Component):
             "dropped": Out(COUNTER_BITS),
             "bad_header": Out(1),
             "overflow": Out(1),
+            "ctrl": Out(stream.Signature(shape)),
+            "ctrl_credit": Out(2),
         })
 
     def elaborate(self, platform) -> Module:
@@ -122,7 +139,14 @@ class VCInputBuffer(wiring.Component):
         for k in range(self.phases):
             with m.If(phase == k):
                 m.d.comb += loaded_bit.eq(self.loaded[k])
-        good = loaded_bit & (vc < nvc)   # phase >= K leaves loaded_bit at 0
+        is_ctrl = Signal()
+        m.d.comb += is_ctrl.eq((vc == 3) & (self.ctrl_depth > 0))
+        # phase >= K leaves loaded_bit at 0; a control packet is one flit
+        good = Mux(is_ctrl, word.last, loaded_bit & (vc < nvc))
+        ctrl_fifo = None
+        if self.ctrl_depth:
+            ctrl_fifo = m.submodules.ctrl_vc = fifo.SyncFIFO(width=width, depth=self.ctrl_depth)
+        ctrl_drop_credit = Signal()
         cur_vc = Signal(2)
         cur_tag = Signal(self.flit.tag_width)
         cur_drop = Signal()
@@ -131,7 +155,7 @@ class VCInputBuffer(wiring.Component):
             cur_vc.eq(Mux(first, vc, packet_vc)),
             cur_tag.eq(Mux(first, header, packet_tag)),
             cur_drop.eq(Mux(first, ~good, dropping)),
-            cur_charged.eq(Mux(first, vc < nvc, charged)),
+            cur_charged.eq(Mux(first, (vc < nvc) | is_ctrl, charged)),
         ]
         stored = Signal(width)
         m.d.comb += stored.eq(word.as_value())
@@ -152,8 +176,26 @@ class VCInputBuffer(wiring.Component):
                         m.d.comb += f.w_en.eq(1)
                     with m.Else():
                         m.d.sync += self.overflow.eq(1)
+            if ctrl_fifo is not None:
+                with m.If(cur_vc == 3):
+                    with m.If(cur_drop):
+                        m.d.comb += ctrl_drop_credit.eq(cur_charged)
+                    with m.Elif(ctrl_fifo.w_rdy):
+                        m.d.comb += ctrl_fifo.w_en.eq(1)
+                    with m.Else():
+                        m.d.sync += self.overflow.eq(1)
         for v, f in enumerate(fifos):
             m.d.comb += f.w_data.eq(stored)
+        if ctrl_fifo is not None:
+            ctrl_read = Signal()
+            m.d.comb += [
+                ctrl_fifo.w_data.eq(stored),
+                self.ctrl.valid.eq(ctrl_fifo.r_rdy),
+                self.ctrl.payload.eq(ctrl_fifo.r_data),
+                ctrl_read.eq(self.ctrl.ready & ctrl_fifo.r_rdy),
+                ctrl_fifo.r_en.eq(ctrl_read),
+                self.ctrl_credit.eq(ctrl_read + ctrl_drop_credit),
+            ]
 
         # ---- read side -------------------------------------------------------------------
         mid = Signal(nvc)             # VC v's head packet has been partly read
