@@ -65,7 +65,16 @@ class Schedule:
 class Engine:
     """Collects tasks (:meth:`add`) and runs them (:meth:`run`)."""
 
-    def __init__(self):
+    def __init__(self, *, priority: dict | None = None, preempt_s: float = 0.0):
+        """``priority``: ``{category: level}`` (higher served first; categories not named are
+        level 0), or None: every transfer shares links max-min fairly, whatever its category.
+        ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
+        is active on a link it uses (a FRED switch drains the packets in flight and selects
+        the higher phase); only with ``priority``."""
+        if preempt_s < 0:
+            raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
+        self.priority = dict(priority) if priority else None
+        self.preempt_s = float(preempt_s)
         self.tasks: list[Task] = []
         self.queues: dict[str, list[int]] = {}
         #: per task, where its duration came from when a compute timer gave it (see
@@ -150,6 +159,8 @@ class Engine:
         # loads array (CommTimer memoises), so each is computed once per distinct array.
         by_array: dict[tuple[int, int], tuple] = {}
         rate_memo: dict[tuple, list] = {}
+        priority, preempt_s = self.priority, self.preempt_s
+        levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
         now = 0.0
         done = 0
         changed = True       # the set of active transfers changed since rates were computed
@@ -178,6 +189,8 @@ class Engine:
                 info[tid] = entry
                 array_of[tid] = entry[2]
                 latency[tid] = max(0.0, task.duration - entry[0])
+                if levels is not None and preempt_s > 0.0 and flows:
+                    latency[tid] += _preemption(tid, flows, tasks, levels, preempt_s)
                 flows[tid] = 1.0
                 changed = True
 
@@ -201,11 +214,17 @@ class Engine:
                             flows[tid] -= r * elapsed
                     # canonical order (by loads array): the same set of transfers started in
                     # another order is the same sharing problem; memoised over repeated sets
-                    active = sorted(flows, key=array_of.__getitem__)
-                    memo_key = tuple([array_of[tid] for tid in active])
+                    if levels is None:
+                        active = sorted(flows, key=array_of.__getitem__)
+                        memo_key = tuple([array_of[tid] for tid in active])
+                    else:   # the same arrays at other levels share links differently
+                        active = sorted(flows, key=lambda t: (array_of[t], levels[t]))
+                        memo_key = tuple([(array_of[t], levels[t]) for t in active])
                     rate_list = rate_memo.get(memo_key)
                     if rate_list is None:
-                        rate_list = rate_memo[memo_key] = _rates([info[tid] for tid in active])
+                        rate_list = rate_memo[memo_key] = _rates(
+                            [info[tid] for tid in active],
+                            None if levels is None else [levels[tid] for tid in active])
                     rates = dict(zip(active, rate_list))
                     t_rates = now
                     t_flow, first = inf, None
@@ -260,7 +279,18 @@ class Engine:
         return Schedule(tasks=tasks, makespan=makespan)
 
 
-def _rates(entries: list) -> list:
+def _preemption(tid: int, flows, tasks, levels, preempt_s: float) -> float:
+    """``preempt_s`` if a transfer of a lower level than ``tid``'s is active on a link ``tid``
+    uses, else 0 (the reference computes the same, :mod:`sysmodel.engine_reference`)."""
+    mine = levels[tid]
+    used = tasks[tid].loads > 0
+    for other in flows:
+        if levels[other] < mine and bool(np.any(used & (tasks[other].loads > 0))):
+            return preempt_s
+    return 0.0
+
+
+def _rates(entries: list, levels: list | None = None) -> list:
     """Max-min fair rates (fraction of its bytes per second) of the active transfers, given
     each one's (alone time, link demand, ...) entry, by progressive filling: all slow down by
     a common factor until a link saturates; transfers on it are fixed at that factor, the
@@ -273,7 +303,22 @@ def _rates(entries: list) -> list:
     demand = demand[:, (demand > 0).any(axis=0)]          # links no transfer uses never saturate
     capacity = np.ones(demand.shape[1])
     factor = np.ones(len(entries))
-    active = np.ones(len(entries), dtype=bool)
+    alone = np.array([e[0] for e in entries])
+    if levels is not None and len(set(levels)) > 1:
+        # strict priority: the highest level fills the links max-min fairly, the next level
+        # fills what is left, and so on (a level left with nothing waits: factor 0 -> 1e-9)
+        levels = np.array(levels)
+        for level in sorted(set(levels.tolist()), reverse=True):
+            members = levels == level
+            capacity = _fill(demand, capacity, factor, members.copy())
+        return (np.maximum(factor, 1e-9) / alone).tolist()
+    _fill(demand, capacity, factor, np.ones(len(entries), dtype=bool))
+    return (np.maximum(factor, 1e-9) / alone).tolist()
+
+
+def _fill(demand, capacity, factor, active):
+    """Progressive filling of the ``active`` transfers into ``capacity``: sets their
+    ``factor`` (in place) and returns the capacity left."""
     while active.any():
         use = demand[active].sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -288,5 +333,6 @@ def _rates(entries: list) -> list:
         factor[frozen] = lam
         capacity = np.maximum(capacity - lam * demand[frozen].sum(axis=0), 0.0)
         active &= ~frozen
-    alone = np.array([e[0] for e in entries])
-    return (np.maximum(factor, 1e-9) / alone).tolist()
+    if active.any():   # the rest ran at full speed: they use their whole demand
+        capacity = np.maximum(capacity - demand[active].sum(axis=0), 0.0)
+    return capacity

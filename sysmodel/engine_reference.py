@@ -37,6 +37,8 @@ def run_reference(engine):
     flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
     alone: dict[int, float] = {}             # task -> busiest-link time when alone
     latency: dict[int, float] = {}
+    priority, preempt_s = engine.priority, engine.preempt_s
+    levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
     now = 0.0
     done = 0
 
@@ -55,6 +57,11 @@ def run_reference(engine):
             t_alone = float((task.loads / task.bw).max())
             alone[tid] = t_alone
             latency[tid] = max(0.0, task.duration - t_alone)
+            if levels is not None and preempt_s > 0.0:
+                # a lower-level transfer active on a link this one uses is preempted
+                if any(levels[other] < levels[tid] and np.any((task.loads > 0) & (tasks[other].loads > 0))
+                       for other in flows):
+                    latency[tid] += preempt_s
             flows[tid] = 1.0
 
     def finish(tid: int) -> None:
@@ -75,7 +82,7 @@ def run_reference(engine):
     for resource in engine.queues:
         try_start(resource)
     while fixed or flows:
-        rates = _rates(tasks, flows, alone) if flows else {}
+        rates = _rates(tasks, flows, alone, levels) if flows else {}
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
             t = now + frac / rates[tid]
@@ -106,8 +113,10 @@ def run_reference(engine):
     return Schedule(tasks=tasks, makespan=makespan)
 
 
-def _rates(tasks, flows: dict, alone: dict) -> dict:
-    """Max-min fair slow-down factors by progressive filling; returns fraction/second."""
+def _rates(tasks, flows: dict, alone: dict, levels=None) -> dict:
+    """Max-min fair slow-down factors by progressive filling; returns fraction/second. With
+    ``levels`` (per task), strict priority: each level, highest first, fills what the levels
+    above left."""
     ids = list(flows)
     if len(ids) == 1:
         return {ids[0]: 1.0 / alone[ids[0]]}
@@ -115,7 +124,15 @@ def _rates(tasks, flows: dict, alone: dict) -> dict:
     demand = {i: tasks[i].loads / tasks[i].bw / alone[i] for i in ids}  # share of each link at full speed
     capacity = np.ones_like(bw)
     factor: dict[int, float] = {}
-    active = set(ids)
+    groups = [ids] if levels is None else [
+        [i for i in ids if levels[i] == level] for level in sorted({levels[i] for i in ids}, reverse=True)]
+    for group in groups:
+        capacity = _fill(demand, capacity, factor, set(group))
+    return {i: max(factor[i], 1e-9) / alone[i] for i in ids}
+
+
+def _fill(demand, capacity, factor, active):
+    """Progressive filling of ``active`` into ``capacity``; sets ``factor``, returns what is left."""
     while active:
         use = sum(demand[i] for i in active)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -124,12 +141,14 @@ def _rates(tasks, flows: dict, alone: dict) -> dict:
         if lam >= 1.0 - 1e-12:
             for i in active:
                 factor[i] = 1.0
+                capacity = capacity - demand[i]
+            capacity = np.maximum(capacity, 0.0)
             break
         saturated = limits <= lam * (1 + 1e-9)
-        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)]
+        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)] or list(active)
         for i in frozen:
             factor[i] = lam
             capacity = capacity - lam * demand[i]
             active.discard(i)
         capacity = np.maximum(capacity, 0.0)
-    return {i: max(factor[i], 1e-9) / alone[i] for i in ids}
+    return capacity

@@ -55,6 +55,7 @@ class GraphTemplate:
         self.tasks = list(eng.tasks)
         self.queues = {r: list(q) for r, q in eng.queues.items()}
         self.sources = list(eng.sources)
+        self.priority, self.preempt_s = eng.priority, eng.preempt_s
         self.config_load_s = config_load_s
         self.keep = keep      # the objects the key names by identity, kept alive
 
@@ -66,7 +67,7 @@ class GraphTemplate:
 
     def instantiate(self, compute) -> Engine:
         """A fresh engine with this graph, compute tasks timed by ``compute`` (a compute timer)."""
-        eng = Engine()
+        eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
         tasks = eng.tasks
         for t, src in zip(self.tasks, self.sources):
             duration = t.duration

@@ -18,7 +18,9 @@ expected but missing is an error, and so is a malformed one. The model uses
   unit; configurations are precomputed and stored, so each is loaded once, in the first
   training iteration (``training.iterations`` in the platform);
 * ``flit_bytes``: transfers through FRED switches move whole flits (each chunk is rounded up);
-* ``clock_mhz`` converts cycles to seconds.
+* ``clock_mhz`` converts cycles to seconds;
+* the optional ``packet_switch`` block's ``reconfiguration_cycles_busy``: what a preemption costs
+  the preempting transfer (``preemption_cycles``; the engine's MP > PP > DP priority on FRED).
 
 A platform that names the chiplet each wafer level is built from (``[fred.chiplets]`` in
 ``configs/paper.toml``) gets one :class:`SwitchTiming` per level from that design's measured
@@ -63,6 +65,10 @@ class SwitchTiming:
     #: the measured design these figures are of, e.g. ``Fred_3(12) fp16`` ("" for the file's
     #: ``switch`` block, whose design ``switch_source`` names)
     design: str = ""
+    #: cycles a preemption costs the preempting (higher-priority) transfer beyond the switch
+    #: latency: draining the packets in flight, the select and its settle cycle (the packet
+    #: switch's ``reconfiguration_cycles_busy``; 0 when the file has no ``packet_switch`` block)
+    preemption_cycles: float = 0.0
 
     @property
     def cycle_s(self) -> float:
@@ -76,6 +82,10 @@ class SwitchTiming:
     @property
     def phase_switch_s(self) -> float:
         return self.phase_switch_cycles * self.cycle_s
+
+    @property
+    def preemption_s(self) -> float:
+        return self.preemption_cycles * self.cycle_s
 
     @property
     def config_load_s(self) -> float:
@@ -155,6 +165,8 @@ def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
 def _timing(characterization, *, shipped: bool, values: dict | None = None, design: str = "") -> SwitchTiming:
     made = characterization.generated_by or {}
     generated_by = f"{made['command']} ({made['date']})" if made else ""
+    packet = characterization.packet_switch or {}
     return SwitchTiming(**(characterization.switch if values is None else values),
                         source=characterization.source, shipped=shipped,
-                        generated_by=generated_by, design=design)
+                        generated_by=generated_by, design=design,
+                        preemption_cycles=packet.get("reconfiguration_cycles_busy", 0.0))

@@ -184,7 +184,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
         eng = template.instantiate(compute_timer(plan))
         config_load = template.config_load_s
     else:
-        eng = StageEngine(blocking=not overlap)
+        eng = StageEngine(blocking=not overlap, **link_priority(platform, fabric))
         comm = build_task_graph(eng, plan, fabric, memo=not reference)
         config_load = comm.config_load_s()
         if key is not None and GraphTemplate.usable(eng):
@@ -201,6 +201,21 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
                            tasks=len(eng.tasks), notes=plan.notes(), steady_time_s=executed.makespan,
                            config_load_s=config_load, iterations=iterations,
                            npus_used=plan.strategy.npus, idle_npus=plan.idle_npus)
+
+
+#: FRED's virtual-channel priority (shared spec ``FRED.md``: MP > PP > DP); other categories
+#: (I/O streams) share the lowest level with DP.
+FRED_PRIORITY = {"mp": 2, "pp": 1, "dp": 0}
+
+
+def link_priority(platform, fabric: str) -> dict:
+    """Engine arguments for ``fabric``: on FRED fabrics MP > PP > DP strict priority where
+    transfers share links, each preemption costing the measured
+    ``SwitchTiming.preemption_s`` (0 without a ``packet_switch`` block); the mesh shares
+    links max-min fairly (no priority)."""
+    if fabric == "mesh":
+        return {}
+    return {"priority": FRED_PRIORITY, "preempt_s": platform.switch.preemption_s}
 
 
 def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> float:

@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add this run's records to the file at --output (kept; a record measured "
                              "again is replaced) instead of writing only the cache's; every record "
                              "names the run that measured it (docs/characterization.md)")
+    parser.add_argument("--packet-switch", action="store_true",
+                        help="measure only the packet switch's preemption figures (Amaranth simulator, "
+                             "cocotb_tests/characterize/preemption.py) and write them as the "
+                             "'packet_switch' block of the file at --output, which must exist; the "
+                             "rest of the file is kept")
     parser.add_argument("--pnr-max-ports", type=int, default=4,
                         help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
                              "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "
@@ -185,7 +190,41 @@ def _tool_versions(with_synthesis: bool) -> dict:
     return tools
 
 
+def _run_packet_switch(args) -> int:
+    """``--packet-switch``: the preemption figures into the ``packet_switch`` block."""
+    import json
+
+    import amaranth
+
+    from cocotb_tests.characterize.preemption import measure_preemption
+    from cocotb_tests.characterize.provenance import run_record
+    from hdl.base.characterization import parse_characterization
+    if not args.output.is_file():
+        raise FredError(f"--packet-switch adds to {args.output}, which does not exist (run fred characterize first)")
+    document = json.loads(args.output.read_text())
+    started = time.time()
+    block = measure_preemption()
+    block["generated_by"] = dict(run_record(_command_line(), tools={"amaranth": amaranth.__version__},
+                                            seed=block["point"]["seed"], jobs=1),
+                                 seconds=round(time.time() - started, 1),
+                                 simulator="amaranth (the packet switch RTL, cycle-accurate)")
+    document["packet_switch"] = block
+    parse_characterization(document, source=str(args.output))   # the reader must accept it
+    from cocotb_tests.characterize.report import write_json
+    write_json(document, args.output)
+    if args.json:
+        print_json({"output": str(args.output), "packet_switch": block})
+    else:
+        print(f"wrote the packet_switch block of {args.output}:")
+        for key, value in block.items():
+            if key not in ("generated_by",):
+                print(f"  {key}: {value}")
+    return 0
+
+
 def run(args) -> int:
+    if args.packet_switch:
+        return _run_packet_switch(args)
     from cocotb_tests.characterize.cost import cost_designs
     from cocotb_tests.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
     from cocotb_tests.characterize.merge import (merge_grid, merge_not_measured, merge_records,
@@ -334,6 +373,15 @@ def run(args) -> int:
         not_measured=not_measured, tools=tools,
         seconds=round(time.time() - started, 1) if measured_now else None,
         jobs=args.jobs if measured_now else None, seed=seed if measured_now else None)
+    if args.output.is_file():
+        # the packet switch's figures are measured by --packet-switch alone: keep them
+        import json
+        try:
+            kept = json.loads(args.output.read_text()).get("packet_switch")
+        except (json.JSONDecodeError, AttributeError):
+            kept = None
+        if kept is not None:
+            document["packet_switch"] = kept
     write_json(document, args.output)
     write_report(document, args.report, args.report.with_suffix(".png"))
     from sysmodel.switch_timing import load_switch_timing

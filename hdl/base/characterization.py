@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hdl.base.errors import FredError
 
-__all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "Characterization", "parse_characterization",
+__all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "Characterization", "parse_characterization",
            "read_characterization", "point_name"]
 
 SCHEMA_ID = "fred-characterization/1"
@@ -33,6 +33,11 @@ SWITCH_FIELDS = {
 }
 _POSITIVE = ("clock_mhz", "flit_bytes", "throughput_flits_per_cycle_per_port")
 _NON_NEGATIVE = ("first_flit_latency_cycles", "phase_switch_cycles", "config_load_cycles")
+#: The optional ``packet_switch`` block (``fred characterize --packet-switch``): the packet
+#: switch's preemption figures, in cycles, each >= 0 (``docs/characterization-schema.md``).
+PACKET_SWITCH_FIELDS = ("latency_cycles", "select_cycles", "preemption_latency_cycles",
+                        "reconfiguration_cycles_busy", "reconfiguration_cycles_idle",
+                        "preempted_delay_cycles", "resume_cycles")
 #: Optional top-level lists written by ``fred characterize``.
 _OPTIONAL_LISTS = ("measurements", "summaries", "cost", "not_measured")
 
@@ -53,6 +58,9 @@ class Characterization:
     #: timing of every measured design (optional ``switches`` object; empty when the file has
     #: none). The system model takes each wafer level's timing from the chiplet that builds it.
     switches: dict = field(default_factory=dict, repr=False)
+    #: The :data:`PACKET_SWITCH_FIELDS` as floats, or None when the file has no
+    #: ``packet_switch`` block.
+    packet_switch: dict | None = field(default=None, repr=False)
 
     @property
     def point(self) -> dict | None:
@@ -114,7 +122,20 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     for key in _OPTIONAL_LISTS:
         if key in data and not isinstance(data[key], list):
             raise FredError(f"{source}: '{key}' must be a list, got {type(data[key]).__name__}")
-    return Characterization(switch=values, source=source, document=data, switches=points)
+    packet = None
+    if "packet_switch" in data:
+        block = data["packet_switch"]
+        if not isinstance(block, dict):
+            raise FredError(f"{source}: 'packet_switch' must be an object")
+        packet = {}
+        for name in PACKET_SWITCH_FIELDS:
+            value = block.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise FredError(f"{source}: 'packet_switch.{name}' must be a finite number >= 0, got {value!r}")
+            packet[name] = float(value)
+    return Characterization(switch=values, source=source, document=data, switches=points,
+                            packet_switch=packet)
 
 
 def _switch_fields(switch: dict, source: str, where: str) -> dict:

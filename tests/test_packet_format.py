@@ -1,0 +1,77 @@
+"""The packet format (hdl/base/packet.py): header table, the paper's sizes, the golden
+packetizer and depacketizer. Pure Python, fast."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.base.errors import FredError
+from hdl.base.packet import (PAPER, PRIORITY, VC, PacketFormat, depacketize, header_overhead,
+                             link_words, packetize, paper_flits)
+
+FMT = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3)
+
+
+def test_header_fields_lsb_first():
+    assert [(f.name, f.width, f.offset) for f in FMT.header] == [
+        ("phase", 2, 0), ("vc", 2, 2), ("seq", 4, 4), ("flow", 3, 8)]
+    assert FMT.header_width == 11
+    # hand-computed: phase 2, vc DP (1), seq 5, flow 6
+    assert FMT.pack_header(phase=2, vc=VC.DP, seq=5, flow=6) == 2 | 1 << 2 | 5 << 4 | 6 << 8
+    assert FMT.unpack_header(0b110_0101_01_10) == {"phase": 2, "vc": 1, "seq": 5, "flow": 6}
+
+
+def test_paper_sizes_in_flits_and_header_overhead():
+    assert paper_flits() == {"data_packet": 8, "control_packet": 1, "data_vc_buffer": 48,
+                             "control_vc_buffer": 4}
+    assert header_overhead() == pytest.approx((4096 + 6) / 4096)
+    assert PAPER["header_bytes"] * 8 == 48
+    assert PRIORITY == (VC.MP, VC.PP, VC.DP)
+
+
+def test_packetize_cuts_numbers_and_wraps():
+    packets = packetize(FMT, range(10), phase=1, vc=VC.MP, flow=2, first_seq=14)
+    assert [p.flits for p in packets] == [(0, 1, 2), (3, 4, 5), (6, 7, 8), (9,)]
+    assert [p.seq for p in packets] == [14, 15, 0, 1]          # wraps at 2**4
+    words = [w for p in packets for w in link_words(FMT, p)]
+    assert [last for _, last, _ in words] == [0, 0, 1, 0, 0, 1, 0, 0, 1, 1]
+    assert depacketize(FMT, words, first_seq=14) == {2: list(range(10))}
+
+
+def test_depacketize_interleaved_flows_and_detects_faults():
+    a = [w for p in packetize(FMT, range(6), phase=0, vc=VC.DP, flow=0) for w in link_words(FMT, p)]
+    b = [w for p in packetize(FMT, range(100, 103), phase=1, vc=VC.MP, flow=1) for w in link_words(FMT, p)]
+    assert depacketize(FMT, a[:3] + b + a[3:]) == {0: list(range(6)), 1: [100, 101, 102]}
+    with pytest.raises(FredError, match="seq 1 where 0"):
+        depacketize(FMT, a[3:] + a[:3])                       # reordered
+    with pytest.raises(FredError, match="seq 0 where 1"):
+        depacketize(FMT, a[:3] + a[:3])                       # duplicated
+    with pytest.raises(FredError, match="no last flit"):
+        depacketize(FMT, a[:2])                               # truncated
+    bad = list(a[:3])
+    bad[1] = (bad[1][0], 0, bad[1][2] ^ 1)
+    with pytest.raises(FredError, match="header changed"):
+        depacketize(FMT, bad)
+
+
+def test_serial_number_compare():
+    assert FMT.seq_le(3, 3) and FMT.seq_le(14, 1) and not FMT.seq_le(1, 14)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"phase_bits": 0, "seq_bits": 4, "flow_bits": 2, "packet_flits": 2}, "phase_bits"),
+    ({"phase_bits": 1, "seq_bits": 1, "flow_bits": 2, "packet_flits": 2}, "seq_bits"),
+    ({"phase_bits": 1, "seq_bits": 4, "flow_bits": 2, "packet_flits": 0}, "packet_flits"),
+])
+def test_bad_formats_are_refused(kwargs, message):
+    with pytest.raises(FredError, match=message):
+        PacketFormat(**kwargs)
+
+
+def test_bad_packetize_input_is_refused():
+    with pytest.raises(FredError, match="vc must be"):
+        packetize(FMT, [1], phase=0, vc=7, flow=0)
+    with pytest.raises(FredError, match="phase"):
+        packetize(FMT, [1], phase=4, vc=VC.DP, flow=0)
+    with pytest.raises(FredError, match="at least one flit"):
+        packetize(FMT, [], phase=0, vc=VC.DP, flow=0)
