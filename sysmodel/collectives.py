@@ -21,7 +21,11 @@ NPU injects, latency of its dependent hop chain) with the algorithm the fabric u
   multicast and I/O load / store are flows: each NPU sends its data once, switches reduce
   on the way up and replicate on the way down, so every link of the tree carries the data
   once. The number of phases comes from the configuration compiler
-  (:mod:`sysmodel.switch_routing`); each phase costs a phase switch. Reduce-scatter,
+  (:mod:`sysmodel.switch_routing`); concurrent in-switch collectives crossing one L1-L2 link
+  share its physical ports (one flow per port per phase) and take turns beyond them. Phases
+  run one after another: each costs a select (the configuration copy on an idle switch) and
+  each after the first a further pass of the hop chain (checked against the RTL fabric,
+  docs/fabric_validation.md). Reduce-scatter,
   all-gather and all-to-all use the endpoint algorithms (their in-switch forms are
   sequences of reduce/broadcast phases that send at least as many bytes per NPU).
 
@@ -140,7 +144,8 @@ class CollectiveResult:
     configurations: frozenset = field(default=frozenset(), repr=False)
     #: one-time load of those configurations (:func:`configuration_load_s`), s
     config_load_s: float = 0.0
-    #: the part of ``latency_s`` that is phase switches (the rest: the dependent hop chain), s
+    #: the part of ``latency_s`` the phases add (selects, and further passes of the hop chain
+    #: for phases after the first; the rest is one pass), s
     phase_overhead_s: float = 0.0
 
     def to_dict(self) -> dict:
@@ -299,9 +304,10 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
 
 
 # -- FRED in-switch flows --------------------------------------------------------------------
-def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> tuple[int, frozenset]:
-    """(the most phases any switch needs, the configurations stored) for the flows these
-    paths ask of each switch, as the compiler routes them.
+def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> tuple[int, float, frozenset]:
+    """(the most phases any switch needs, the slowest select among the switches that need one,
+    the configurations stored) for the flows these paths ask of each switch, as the compiler
+    routes them.
 
     Up paths (towards a sink) give each switch they pass through one reducing flow (inputs =
     the neighbours data arrives from, output = the next hop); down paths give one
@@ -320,7 +326,7 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None =
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
         entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
                     {int(net.link_dst[p[0]]) for p in down_paths if p})
-    phases, overhead, configurations = 0, 0.0, set()
+    phases, select, configurations = 0, 0.0, set()
     for switch, entry in per_switch.items():
         port = _port_cache(net, switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
@@ -328,11 +334,11 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None =
                            for i, o in flows))
         needed = phases_for(*net.routing_switch(switch, len(port)), key)
         phases = max(phases, needed)
-        # switches change phase in parallel, each at its own level's (chiplet's) speed
-        overhead = max(overhead, needed * net.switch_timing(switch).phase_switch_s)
         if needed:
+            # switches select in parallel, each at its own level's (chiplet's) speed
+            select = max(select, net.switch_timing(switch).phase_select_s)
             configurations.add((switch, key, needed))
-    return phases, overhead, frozenset(configurations)
+    return phases, select, frozenset(configurations)
 
 
 def configuration_load_s(net: Network, configurations) -> float:
@@ -371,23 +377,23 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
             t.sent[r] += c.size
         lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
             + float(net.node_latency[top])
-        phases, overhead, configurations = _switch_phases(net, up, down, top)
+        phases, select, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
         dests = [r for r in g if r != c.root]
         up, down = [], [net.path(c.root, d) for d in dests]
         t.sent[c.root] += c.size
         lat = max((net.path_latency(d) for d in down), default=0.0)
-        phases, overhead, configurations = _switch_phases(net, [], down)
+        phases, select, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
         srcs = [r for r in g if r != c.root]
         up, down = [net.path(s, c.root) for s in srcs], []
         for s in srcs:
             t.sent[s] += c.size
         lat = max((net.path_latency(u) for u in up), default=0.0)
-        phases, overhead, configurations = _switch_phases(net, up, [])
+        phases, select, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
         stripe = c.size / len(net.io_nodes)
-        up, down, phases, overhead, configurations = [], [], 0, 0.0, frozenset()
+        up, down, phases, select, configurations = [], [], 0, 0.0, frozenset()
         for io in net.io_nodes:
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
@@ -400,24 +406,28 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
                     t.sent[r] += stripe
                 needed, needed_s, stored = _switch_phases(net, paths, [])
             phases, configurations = max(phases, needed), configurations | stored
-            overhead = max(overhead, needed_s)
+            select = max(select, needed_s)
             links = set().union(*paths)
             t.add_links(links, stripe)
             lat = max(lat, max(net.path_latency(p) for p in paths))
-        return _with_phases(t, lat, phases, overhead, configurations)
+        return _with_phases(net, t, lat, phases, select, configurations, up + down)
     links = set().union(*up, *down) if (up or down) else set()
     t.add_links(links, c.size)
-    return _with_phases(t, lat, phases, overhead, configurations)
+    return _with_phases(net, t, lat, phases, select, configurations, up + down)
 
 
-def _with_phases(t: Traffic, latency_s: float, phases: int, overhead_s: float,
-                 configurations: frozenset) -> Traffic:
-    """``t`` with its latency, its phases, their phase switches (``overhead_s``: the slowest
-    switch's phases x its level's phase switch) and the configurations its switches store."""
+def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int, select_s: float,
+                 configurations: frozenset, paths) -> Traffic:
+    """``t`` with its latency (one pass), its phases and their select (``select_s``: the
+    slowest switch's), the configurations its switches store, and the L1 uplinks its flows
+    cross (one user each: :attr:`Traffic.sequential_phases`)."""
     t.latency_s = latency_s
     t.phases = phases
-    t.overhead_s = overhead_s
+    t.phase_select_s = select_s
     t.configurations = configurations
+    crossed = {int(net.link_dst[l]) if net.link_src[l] == net.l2_node else int(net.link_src[l])
+               for path in paths for l in path if net.link_kind[l] == "l1-l2"}
+    t.uplink_users = {node: 1 for node in crossed}
     return t
 
 
@@ -587,7 +597,7 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
         fabric=fabric, time_s=time, bandwidth_time_s=total.bandwidth_time(),
         latency_s=total.latency_s + total.overhead_s, bytes_sent_per_npu=per_npu,
         effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
-        busiest_link=link, busiest_link_bytes=nbytes, phases=total.phases,
+        busiest_link=link, busiest_link_bytes=nbytes, phases=total.sequential_phases,
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,
         configurations=total.configurations,
         config_load_s=configuration_load_s(net, total.configurations),

@@ -102,7 +102,8 @@ def fabric_platform(spec: FabricSpec, *, characterization: str | Path | None = N
 @dataclass
 class FabricEstimate:
     """The model's time for a request, in cycles, with its parts: ``bandwidth_cycles`` (busiest
-    link), ``latency_cycles`` (longest dependent hop chain), ``phase_cycles`` (phase switches),
+    link), ``latency_cycles`` (one pass of the longest dependent hop chain), ``phase_cycles``
+    (what the phases add: a select each, a further pass each after the first),
     ``algorithm`` (what the model runs: in-switch, ring, hierarchical, chain), ``busiest_link``,
     ``phases``; ``platform`` is the TOML the model read."""
 

@@ -19,6 +19,8 @@ to use disjoint chiplet ports, so only one collective's own flows are routed tog
 
 from __future__ import annotations
 
+import math
+
 from hdl.base.errors import FredError
 from sysmodel.network import Network
 from sysmodel.platform import GB, Platform
@@ -29,7 +31,8 @@ __all__ = ["FredTreeNetwork"]
 
 class FredTreeNetwork(Network):
     """FRED fabric of one variant. Members: ``variant``, ``in_switch``, ``l1_nodes``,
-    ``l2_node`` (None with one L1), ``npus_per_l1``, ``io_l1[k]`` (L1 index of controller k)."""
+    ``l2_node`` (None with one L1), ``npus_per_l1``, ``io_l1[k]`` (L1 index of controller k),
+    ``uplink_ports`` (physical switch ports of one L1-L2 link)."""
 
     kind = "fred"
 
@@ -57,6 +60,11 @@ class FredTreeNetwork(Network):
             self.add_duplex(rank, self.l1_nodes[self.l1_of(rank)],
                             platform.npu_send_gbps * GB * frac,
                             platform.npu_recv_gbps * GB * frac, lat, "npu")
+        # an L1-L2 link of B is B / (an NPU link's rate) parallel switch ports, at least one
+        # (Fred-A/B: 1.5 / 3 TBps -> 1 port at half rate; Fred-C/D: 12 / 3 -> 4 ports); a
+        # port carries one flow per phase, so concurrent in-switch collectives crossing the
+        # link take turns beyond that many (sysmodel.network.Traffic.sequential_phases)
+        self.uplink_ports = max(1, math.ceil(variant.l1_l2_gbps / platform.npu_send_gbps - 1e-9))
         if self.l2_node is not None:
             up = variant.l1_l2_gbps * GB * frac_up
             for l1 in self.l1_nodes:

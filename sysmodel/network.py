@@ -125,21 +125,27 @@ class Traffic:
     ``loads`` counts the bytes on the wire (whole flits, :meth:`Network.wire_bytes`); ``sent``
     the payload each NPU injects. ``latency_s`` is the latency of the longest chain of
     dependent hops among the merged collectives (a ring all-reduce has 2(n-1) dependent steps;
-    an in-switch one, one pass); ``overhead_s`` adds fixed costs such as switch phase changes;
-    ``configurations`` are the switch configurations the traffic needs stored, as (switch
-    node, flows, phases) triples.
+    an in-switch one, one pass); ``phases`` the switch phases an in-switch collective runs one
+    after another, each paying ``phase_select_s`` (its select at the slowest switch) and its
+    own pass of ``latency_s``; ``uplink_users`` counts, per L1 switch node, the in-switch
+    collectives whose flows cross that L1's uplink: they share its ``net.uplink_ports``
+    physical ports, a port carries one flow per phase, so more collectives than ports
+    take turns (:attr:`sequential_phases`); ``configurations`` are the switch configurations the
+    traffic needs stored, as (switch node, flows, phases) triples.
     """
 
-    __slots__ = ("net", "loads", "sent", "latency_s", "overhead_s", "phases", "configurations")
+    __slots__ = ("net", "loads", "sent", "latency_s", "phase_select_s", "phases", "configurations",
+                 "uplink_users")
 
     def __init__(self, net: Network):
         self.net = net
         self.loads = np.zeros(net.n_links)
         self.sent = np.zeros(net.npus)
         self.latency_s = 0.0
-        self.overhead_s = 0.0
+        self.phase_select_s = 0.0
         self.phases = 0
         self.configurations: frozenset = frozenset()
+        self.uplink_users: dict[int, int] = {}
 
     def add_links(self, links, nbytes: float, chunks: int = 1) -> None:
         """``nbytes`` (sent as ``chunks`` equal chunks) on every link of ``links``."""
@@ -167,8 +173,9 @@ class Traffic:
         out = Traffic(self.net)
         out.loads = self.loads * factor
         out.sent = self.sent * factor
-        out.latency_s, out.overhead_s, out.phases = self.latency_s, self.overhead_s, self.phases
+        out.latency_s, out.phase_select_s, out.phases = self.latency_s, self.phase_select_s, self.phases
         out.configurations = self.configurations
+        out.uplink_users = dict(self.uplink_users)
         return out
 
     def merge(self, other: "Traffic") -> "Traffic":
@@ -176,9 +183,11 @@ class Traffic:
         self.loads += other.loads
         self.sent += other.sent
         self.latency_s = max(self.latency_s, other.latency_s)
-        self.overhead_s = max(self.overhead_s, other.overhead_s)
+        self.phase_select_s = max(self.phase_select_s, other.phase_select_s)
         self.phases = max(self.phases, other.phases)
         self.configurations = self.configurations | other.configurations
+        for node, users in other.uplink_users.items():
+            self.uplink_users[node] = self.uplink_users.get(node, 0) + users
         return self
 
     def link_times(self) -> np.ndarray:
@@ -187,8 +196,26 @@ class Traffic:
     def bandwidth_time(self) -> float:
         return float(self.link_times().max()) if self.net.n_links else 0.0
 
+    @property
+    def sequential_phases(self) -> int:
+        """Phases run one after another: each collective's own, times the turns the busiest
+        uplink's ports take when more in-switch collectives cross it than it has ports."""
+        if not self.phases:
+            return 0
+        ports = getattr(self.net, "uplink_ports", 1)
+        turns = max((-(-users // ports) for users in self.uplink_users.values()), default=1)
+        return self.phases * max(turns, 1)
+
+    @property
+    def overhead_s(self) -> float:
+        """What the phases add to one pass: every phase's select, and every phase after the
+        first its own pass of the hop chain (its flits enter once the previous phase is done)."""
+        n = self.sequential_phases
+        return n * self.phase_select_s + max(n - 1, 0) * self.latency_s
+
     def time(self) -> float:
-        """Busiest link's bytes / bandwidth, plus hop latencies and fixed overheads."""
+        """Busiest link's bytes / bandwidth, plus one pass of the hop latency, plus the phases'
+        selects and further passes (:attr:`overhead_s`)."""
         return self.bandwidth_time() + self.latency_s + self.overhead_s
 
     def busiest_link(self) -> tuple[str, float]:

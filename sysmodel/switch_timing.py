@@ -65,6 +65,9 @@ class SwitchTiming:
     #: the measured design these figures are of, e.g. ``Fred_3(12) fp16`` ("" for the file's
     #: ``switch`` block, whose design ``switch_source`` names)
     design: str = ""
+    #: cycles of a phase select on an idle switch (the configuration copy); None when the
+    #: characterization does not say (then a select costs ``phase_switch_cycles``)
+    select_copy_cycles: float | None = None
     #: cycles a preemption costs the preempting (higher-priority) transfer beyond the switch
     #: latency: draining the packets in flight, the select and its settle cycle (the packet
     #: switch's ``reconfiguration_cycles_busy``; 0 when the file has no ``packet_switch`` block)
@@ -86,6 +89,14 @@ class SwitchTiming:
     @property
     def preemption_s(self) -> float:
         return self.preemption_cycles * self.cycle_s
+
+    @property
+    def phase_select_s(self) -> float:
+        """Seconds one phase of an in-switch collective pays for its select: the copy on an idle
+        switch (the previous phase's drain is that phase's own latency, counted with it), or
+        the whole measured phase switch when the characterization has no copy figure."""
+        cycles = self.phase_switch_cycles if self.select_copy_cycles is None else self.select_copy_cycles
+        return cycles * self.cycle_s
 
     @property
     def config_load_s(self) -> float:

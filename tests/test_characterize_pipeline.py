@@ -147,6 +147,20 @@ def test_every_measured_point_gets_a_switch_block_the_model_can_look_up():
         summary = summarize_point(p)
         assert block["first_flit_latency_cycles"] == summary["first_flit_latency_cycles"]
         assert block["config_load_cycles"] == summary["config_load_cycles"]
+        # the select's copy on an idle switch, now in the block; older files: from the summary
+        assert block["select_copy_cycles"] == summary["select_copy_cycles"]
+        old = json.loads(json.dumps(built))
+        name = f"P{p['ports']}m{p['middle']}{p['dtype']}"
+        del old["switches"][name]["switch"]["select_copy_cycles"]
+        assert parse_base(old).switch_at(ports=p["ports"], middle=p["middle"], dtype=p["dtype"])[
+            "select_copy_cycles"] == summary["select_copy_cycles"]
+        del old["summaries"]
+        assert "select_copy_cycles" not in parse_base(old).switch_at(
+            ports=p["ports"], middle=p["middle"], dtype=p["dtype"])
+    with pytest.raises(FredError, match="switches.P4m3fp16.switch.select_copy_cycles' must be a finite number >= 0"):
+        bad = json.loads(json.dumps(built))
+        bad["switches"]["P4m3fp16"]["switch"]["select_copy_cycles"] = -2
+        parse_base(bad)
     assert parsed.switch_at(ports=12, middle=3, dtype="fp16") is None
     with pytest.raises(FredError, match="switches.P4m3fp16.switch.phase_switch_cycles"):
         bad = json.loads(json.dumps(built))

@@ -50,9 +50,9 @@ def test_in_switch_wafer_all_reduce(platforms):
     assert est.algorithm == "in-switch"
     assert est.bandwidth_cycles == pytest.approx(400)
     assert est.latency_cycles == pytest.approx(2 * 2 + 2 * 5 + 2 * l1 + l2)
-    # one phase on every switch; switches change phase in parallel, the slowest sets the cost
+    # one phase on every switch, selected on idle switches in parallel: the slowest copy
     assert est.phases == 1
-    assert est.phase_cycles == pytest.approx(max(_cycles(platform, lv, "phase_switch_cycles")
+    assert est.phase_cycles == pytest.approx(max(_cycles(platform, lv, "select_copy_cycles")
                                                  for lv in ("l1", "l2")))
     assert est.cycles == pytest.approx(est.bandwidth_cycles + est.latency_cycles + est.phase_cycles)
 
@@ -65,6 +65,23 @@ def test_thin_uplinks_carry_every_crossing_group(platforms):
                                           size_flits=100), platform=platforms["fred-b"])
     assert est.bandwidth_cycles == pytest.approx(800)
     assert est.busiest_link.count("l1") == 1 and "l2" in est.busiest_link
+    # the four groups share the one uplink port, one flow per phase: four phases in turn, each
+    # a select, each after the first a further pass of the chain (2 NPU links of 2, 2 uplinks
+    # of 5, two L1s and the L2, all Fred_3(5))
+    platform = platforms["fred-b"]
+    one_pass = 2 * 2 + 2 * 5 + 3 * _cycles(platform, "l1", "first_flit_latency_cycles")
+    select = _cycles(platform, "l1", "select_copy_cycles")
+    assert est.phases == 4
+    assert est.latency_cycles == pytest.approx(one_pass)
+    assert est.phase_cycles == pytest.approx(4 * select + 3 * one_pass)
+
+
+def test_full_uplinks_give_each_crossing_group_its_own_port(platforms):
+    # Fred-D: the four DP groups use the four uplink ports: one phase
+    spec = fabric_spec("fred-d", npu_link_latency=2, uplink_latency=5)
+    est = model_cycles(spec, make_request(spec, op="all-reduce", strategy="MP2-DP5-PP2", dim="dp",
+                                          size_flits=100), platform=platforms["fred-d"])
+    assert est.phases == 1 and est.bandwidth_cycles == pytest.approx(100)
 
 
 def test_pp_multicast_stays_inside_an_l1(platforms):

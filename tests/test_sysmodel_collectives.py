@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hdl.base.errors import FredError
-from sysmodel.collectives import Collective, evaluate
+from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.platform import FABRICS, default_platform
 from hdl.base.placement import parse_strategy
 
@@ -227,7 +227,7 @@ def test_in_switch_all_reduce_in_one_l1_exactly():
     flit = P.switch.flit_bytes
     wire = -(-size // flit) * flit                       # 1000 B -> 2 flits of 512 B
     r = evaluate(P, "fred-d", [Collective("all-reduce", (0, 1, 2, 3), size)])
-    expected = wire / (P.npu_send_gbps * 1e9) + _switch_hop() + P.switch.phase_switch_s
+    expected = wire / (P.npu_send_gbps * 1e9) + _switch_hop() + P.switch.phase_select_s   # a select on an idle switch
     assert r.time_s == pytest.approx(expected, rel=1e-12)
     assert r.phases == 1 and r.bytes_sent_per_npu == size   # payload, not padding
     assert r.config_load_s == pytest.approx(P.switch.config_load_s, rel=1e-12)  # one phase stored
@@ -288,3 +288,21 @@ def test_wire_bytes_rounds_each_chunk_up_to_whole_flits():
     assert fred.wire_bytes(3 * flit + 1) == 4 * flit
     assert fred.wire_bytes(10 * flit + 4, chunks=4) == 4 * 3 * flit  # 4 chunks of 2.5 flits + 1 B
     assert mesh.wire_bytes(1000.5, chunks=7) == 1000.5        # the mesh is byte-granular
+
+
+def test_concurrent_in_switch_groups_take_turns_on_a_one_port_uplink():
+    """Fred-B's L1-L2 link (1.5 of 3 TBps) is one switch port and a port carries one flow per
+    phase: four DP groups crossing it run as four phases, each a select and, after the first,
+    a further pass of the hop chain; Fred-D's 12 TBps is four ports, one group each."""
+    groups = [tuple(range(k, 20, 4)) for k in range(4)]       # one member on every L1
+    size = 512.0 * 40
+    b = evaluate(P, "fred-b", [Collective("all-reduce", g, size) for g in groups])
+    d = evaluate(P, "fred-d", [Collective("all-reduce", g, size) for g in groups])
+    alone = evaluate(P, "fred-b", [Collective("all-reduce", groups[0], size)])
+    assert build_network(P, "fred-b").uplink_ports == 1 and build_network(P, "fred-d").uplink_ports == 4
+    assert (b.phases, d.phases, alone.phases) == (4, 1, 1)
+    one_pass = alone.latency_s - alone.phase_overhead_s
+    select = alone.phase_overhead_s
+    assert b.phase_overhead_s == pytest.approx(4 * select + 3 * one_pass, rel=1e-12)
+    assert b.latency_s == pytest.approx(4 * (one_pass + select), rel=1e-12)
+    assert d.phase_overhead_s == pytest.approx(select, rel=1e-12)

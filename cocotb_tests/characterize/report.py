@@ -187,7 +187,11 @@ def switch_block(summary: dict) -> dict:
             "throughput_flits_per_cycle_per_port": float(summary["throughput_flits_per_cycle_per_port"]),
             # a point whose run switched phases only once has no drained switch to measure
             "phase_switch_cycles": float(summary["phase_switch_cycles"] if summary["phase_switch_cycles"] is not None else 0),
-            "config_load_cycles": float(summary["config_load_cycles"])}
+            "config_load_cycles": float(summary["config_load_cycles"]),
+            # a select on an idle switch: the copy alone (the system model's cost of a phase;
+            # the drain is the previous phase's own latency)
+            **({"select_copy_cycles": float(summary["select_copy_cycles"])}
+               if summary.get("select_copy_cycles") is not None else {})}
 
 
 def switch_blocks(summaries: list[dict]) -> dict:

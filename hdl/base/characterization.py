@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hdl.base.errors import FredError
 
-__all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "Characterization", "parse_characterization",
+__all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "OPTIONAL_SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "Characterization", "parse_characterization",
            "read_characterization", "point_name"]
 
 SCHEMA_ID = "fred-characterization/1"
@@ -31,6 +31,11 @@ SWITCH_FIELDS = {
     "phase_switch_cycles": float,
     "config_load_cycles": float,
 }
+#: Optional ``switch`` block fields: ``select_copy_cycles``, the cycles a phase select takes on
+#: an idle switch (the configuration copy; ``phase_switch_cycles`` adds the drain of a running
+#: phase). Files written before it existed carry it only in ``summaries``; the reader takes it
+#: from there (:func:`parse_characterization`).
+OPTIONAL_SWITCH_FIELDS = {"select_copy_cycles": float}
 _POSITIVE = ("clock_mhz", "flit_bytes", "throughput_flits_per_cycle_per_port")
 _NON_NEGATIVE = ("first_flit_latency_cycles", "phase_switch_cycles", "config_load_cycles")
 #: The optional ``packet_switch`` block (``fred characterize --packet-switch``): the packet
@@ -95,6 +100,10 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     if not isinstance(switch, dict):
         raise FredError(f"{source}: missing object 'switch' with the model's timing fields")
     values = _switch_fields(switch, source, "switch")
+    source_point = (data.get("switch_source") or {}).get("point")
+    if "select_copy_cycles" not in values and isinstance(source_point, dict) \
+            and all(k in source_point for k in ("ports", "middle", "dtype")):
+        values.update(_summary_select_copy(data, source_point))
     switches = data.get("switches", {})
     if not isinstance(switches, dict):
         raise FredError(f"{source}: 'switches' must be an object (point name -> point and switch block)")
@@ -112,7 +121,10 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
             # the key is how readers find a point: it must say what the block measured
             raise FredError(f"{source}: '{where}' holds point {point_name(point['ports'], point['middle'], point['dtype'])}; "
                             f"the key must be that name")
-        points[name] = {"point": dict(point), "switch": _switch_fields(block["switch"], source, f"{where}.switch")}
+        fields = _switch_fields(block["switch"], source, f"{where}.switch")
+        if "select_copy_cycles" not in fields:
+            fields.update(_summary_select_copy(data, point))
+        points[name] = {"point": dict(point), "switch": fields}
     generated = data.get("generated_by")
     if generated is not None:
         if not isinstance(generated, dict) or not all(
@@ -150,6 +162,13 @@ def _switch_fields(switch: dict, source: str, where: str) -> dict:
         if kind is int and value != int(value):
             raise FredError(f"{source}: '{where}.{name}' must be an integer, got {value!r}")
         values[name] = kind(value)
+    for name, kind in OPTIONAL_SWITCH_FIELDS.items():
+        if name in switch:
+            value = switch[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise FredError(f"{source}: '{where}.{name}' must be a finite number >= 0, got {value!r}")
+            values[name] = kind(value)
     for name in _POSITIVE:
         if values[name] <= 0:
             raise FredError(f"{source}: '{where}.{name}' must be > 0, got {values[name]}")
@@ -157,6 +176,18 @@ def _switch_fields(switch: dict, source: str, where: str) -> dict:
         if values[name] < 0:
             raise FredError(f"{source}: '{where}.{name}' must be >= 0, got {values[name]}")
     return values
+
+
+def _summary_select_copy(data: dict, point: dict) -> dict:
+    """``{"select_copy_cycles": x}`` from the ``summaries`` entry of ``point`` (files written
+    before the switch blocks carried it), or ``{}``."""
+    for summary in data.get("summaries") or []:
+        if isinstance(summary, dict) and all(summary.get(k) == point[k] for k in ("ports", "middle", "dtype")):
+            value = summary.get("select_copy_cycles")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                    and value >= 0:
+                return {"select_copy_cycles": float(value)}
+    return {}
 
 
 def read_characterization(path: str | Path) -> Characterization:
