@@ -304,10 +304,16 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
 
 
 # -- FRED in-switch flows --------------------------------------------------------------------
-def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> tuple[int, float, frozenset]:
+def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
+                   top: int | None = None) -> tuple[int, float, float, frozenset]:
     """(the most phases any switch needs, the slowest select among the switches that need one,
-    the configurations stored) for the flows these paths ask of each switch, as the compiler
-    routes them.
+    what the first phase's selects delay the flits, the configurations stored) for the flows
+    these paths ask of each switch, as the compiler routes them.
+
+    The first phase is selected on every switch at once when the collective starts (as the
+    fabric's phase sequencers, or a host, do), while the flits are still on their way: a
+    switch's select delays them only by what is left of it when the first flit can arrive
+    (the hop latency before that switch); the slowest such remainder is the first phase's cost.
 
     Up paths (towards a sink) give each switch they pass through one reducing flow (inputs =
     the neighbours data arrives from, output = the next hop); down paths give one
@@ -326,7 +332,8 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None =
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
         entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
                     {int(net.link_dst[p[0]]) for p in down_paths if p})
-    phases, select, configurations = 0, 0.0, set()
+    arrival = _first_arrivals(net, up_paths, down_paths, top)
+    phases, select, first, configurations = 0, 0.0, 0.0, set()
     for switch, entry in per_switch.items():
         port = _port_cache(net, switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
@@ -336,9 +343,35 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None =
         phases = max(phases, needed)
         if needed:
             # switches select in parallel, each at its own level's (chiplet's) speed
-            select = max(select, net.switch_timing(switch).phase_select_s)
+            own = net.switch_timing(switch).phase_select_s
+            select = max(select, own)
+            first = max(first, own - arrival.get(switch, 0.0))
             configurations.add((switch, key, needed))
-    return phases, select, frozenset(configurations)
+    return phases, select, first, frozenset(configurations)
+
+
+def _first_arrivals(net: FredTreeNetwork, up_paths, down_paths, top) -> dict[int, float]:
+    """Earliest time a flit can reach each switch's input on these paths, from the start (hop
+    latency only): up paths from their sources; down paths from the top once the slowest up
+    path has reached it and crossed it (an all-reduce), or from their root (a multicast)."""
+    arrival: dict[int, float] = {}
+
+    def walk(paths, start: float) -> None:
+        for links in paths:
+            t = start
+            for link in links:
+                t += float(net.link_latency[link])
+                node = int(net.link_dst[link])
+                if net.node_kind[node] == "switch":
+                    arrival[node] = min(arrival.get(node, t), t)
+                    t += float(net.node_latency[node])
+
+    walk(up_paths, 0.0)
+    down_start = 0.0
+    if top is not None and up_paths:
+        down_start = max(net.path_latency(p) for p in up_paths) + float(net.node_latency[top])
+    walk(down_paths, down_start)
+    return arrival
 
 
 def configuration_load_s(net: Network, configurations) -> float:
@@ -377,53 +410,55 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
             t.sent[r] += c.size
         lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
             + float(net.node_latency[top])
-        phases, select, configurations = _switch_phases(net, up, down, top)
+        phases, select, first, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
         dests = [r for r in g if r != c.root]
         up, down = [], [net.path(c.root, d) for d in dests]
         t.sent[c.root] += c.size
         lat = max((net.path_latency(d) for d in down), default=0.0)
-        phases, select, configurations = _switch_phases(net, [], down)
+        phases, select, first, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
         srcs = [r for r in g if r != c.root]
         up, down = [net.path(s, c.root) for s in srcs], []
         for s in srcs:
             t.sent[s] += c.size
         lat = max((net.path_latency(u) for u in up), default=0.0)
-        phases, select, configurations = _switch_phases(net, up, [])
+        phases, select, first, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
         stripe = c.size / len(net.io_nodes)
-        up, down, phases, select, configurations = [], [], 0, 0.0, frozenset()
+        up, down, phases, select, first, configurations = [], [], 0, 0.0, 0.0, frozenset()
         for io in net.io_nodes:
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
                 down += paths
-                needed, needed_s, stored = _switch_phases(net, [], paths)
+                needed, needed_s, first_s, stored = _switch_phases(net, [], paths)
             else:
                 paths = [net.path(r, io) for r in g]
                 up += paths
                 for r in g:
                     t.sent[r] += stripe
-                needed, needed_s, stored = _switch_phases(net, paths, [])
+                needed, needed_s, first_s, stored = _switch_phases(net, paths, [])
             phases, configurations = max(phases, needed), configurations | stored
-            select = max(select, needed_s)
+            select, first = max(select, needed_s), max(first, first_s)
             links = set().union(*paths)
             t.add_links(links, stripe)
             lat = max(lat, max(net.path_latency(p) for p in paths))
-        return _with_phases(net, t, lat, phases, select, configurations, up + down)
+        return _with_phases(net, t, lat, phases, select, first, configurations, up + down)
     links = set().union(*up, *down) if (up or down) else set()
     t.add_links(links, c.size)
-    return _with_phases(net, t, lat, phases, select, configurations, up + down)
+    return _with_phases(net, t, lat, phases, select, first, configurations, up + down)
 
 
 def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int, select_s: float,
-                 configurations: frozenset, paths) -> Traffic:
+                 first_select_s: float, configurations: frozenset, paths) -> Traffic:
     """``t`` with its latency (one pass), its phases and their select (``select_s``: the
-    slowest switch's), the configurations its switches store, and the L1 uplinks its flows
-    cross (one user each: :attr:`Traffic.sequential_phases`)."""
+    slowest switch's; ``first_select_s``: what is left of the first phase's selects when the
+    flits arrive), the configurations its switches store, and the L1 uplinks its flows cross
+    (one user each: :attr:`Traffic.sequential_phases`)."""
     t.latency_s = latency_s
     t.phases = phases
     t.phase_select_s = select_s
+    t.first_select_s = max(first_select_s, 0.0)
     t.configurations = configurations
     crossed = {int(net.link_dst[l]) if net.link_src[l] == net.l2_node else int(net.link_src[l])
                for path in paths for l in path if net.link_kind[l] == "l1-l2"}

@@ -103,7 +103,8 @@ def fabric_platform(spec: FabricSpec, *, characterization: str | Path | None = N
 class FabricEstimate:
     """The model's time for a request, in cycles, with its parts: ``bandwidth_cycles`` (busiest
     link), ``latency_cycles`` (one pass of the longest dependent hop chain), ``phase_cycles``
-    (what the phases add: a select each, a further pass each after the first),
+    (what the phases add: what is left of the first phase's selects when the flits arrive,
+    then a select and a further pass per later phase),
     ``algorithm`` (what the model runs: in-switch, ring, hierarchical, chain), ``busiest_link``,
     ``phases``; ``platform`` is the TOML the model read."""
 

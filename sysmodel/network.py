@@ -126,16 +126,17 @@ class Traffic:
     the payload each NPU injects. ``latency_s`` is the latency of the longest chain of
     dependent hops among the merged collectives (a ring all-reduce has 2(n-1) dependent steps;
     an in-switch one, one pass); ``phases`` the switch phases an in-switch collective runs one
-    after another, each paying ``phase_select_s`` (its select at the slowest switch) and its
-    own pass of ``latency_s``; ``uplink_users`` counts, per L1 switch node, the in-switch
+    after another: the first pays ``first_select_s`` (its selects start with the collective and
+    overlap the first hops), each later one ``phase_select_s`` (its select at the slowest
+    switch) and its own pass of ``latency_s``; ``uplink_users`` counts, per L1 switch node, the in-switch
     collectives whose flows cross that L1's uplink: they share its ``net.uplink_ports``
     physical ports, a port carries one flow per phase, so more collectives than ports
     take turns (:attr:`sequential_phases`); ``configurations`` are the switch configurations the
     traffic needs stored, as (switch node, flows, phases) triples.
     """
 
-    __slots__ = ("net", "loads", "sent", "latency_s", "phase_select_s", "phases", "configurations",
-                 "uplink_users")
+    __slots__ = ("net", "loads", "sent", "latency_s", "phase_select_s", "first_select_s", "phases",
+                 "configurations", "uplink_users")
 
     def __init__(self, net: Network):
         self.net = net
@@ -143,6 +144,7 @@ class Traffic:
         self.sent = np.zeros(net.npus)
         self.latency_s = 0.0
         self.phase_select_s = 0.0
+        self.first_select_s = 0.0
         self.phases = 0
         self.configurations: frozenset = frozenset()
         self.uplink_users: dict[int, int] = {}
@@ -174,6 +176,7 @@ class Traffic:
         out.loads = self.loads * factor
         out.sent = self.sent * factor
         out.latency_s, out.phase_select_s, out.phases = self.latency_s, self.phase_select_s, self.phases
+        out.first_select_s = self.first_select_s
         out.configurations = self.configurations
         out.uplink_users = dict(self.uplink_users)
         return out
@@ -184,6 +187,7 @@ class Traffic:
         self.sent += other.sent
         self.latency_s = max(self.latency_s, other.latency_s)
         self.phase_select_s = max(self.phase_select_s, other.phase_select_s)
+        self.first_select_s = max(self.first_select_s, other.first_select_s)
         self.phases = max(self.phases, other.phases)
         self.configurations = self.configurations | other.configurations
         for node, users in other.uplink_users.items():
@@ -208,10 +212,13 @@ class Traffic:
 
     @property
     def overhead_s(self) -> float:
-        """What the phases add to one pass: every phase's select, and every phase after the
-        first its own pass of the hop chain (its flits enter once the previous phase is done)."""
+        """What the phases add to one pass: the first phase what is left of its selects when
+        the flits arrive (``first_select_s``), every later phase its select and its own pass of
+        the hop chain (its flits enter once the previous phase is done)."""
         n = self.sequential_phases
-        return n * self.phase_select_s + max(n - 1, 0) * self.latency_s
+        if not n:
+            return 0.0
+        return self.first_select_s + (n - 1) * (self.phase_select_s + self.latency_s)
 
     def time(self) -> float:
         """Busiest link's bytes / bandwidth, plus one pass of the hop latency, plus the phases'

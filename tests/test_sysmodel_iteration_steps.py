@@ -179,7 +179,8 @@ def test_one_iteration_by_hand_on_fred_d():
     l1, l2 = P.switch_at("l1"), P.switch_at("l2")                  # each level's chiplet
     up = 2 * P.link_latency_s + l1.latency_s                       # NPU -> L1 -> L2
     dp = (wire / (P.npu_send_gbps * 1e9) + 2 * up + l2.latency_s   # up, back down, through L2
-          + max(l1.phase_select_s, l2.phase_select_s))           # idle switches select in parallel
+          + max(l1.phase_select_s - P.link_latency_s,         # selects start with the collective:
+                    l2.phase_select_s - up, 0))                # only what is left when flits arrive
     optimizer = (a.params + b.params) / 20 * (2 * P.optimizer_bytes_per_param + 4) / (hbm * P.compute.vector_efficiency)
     config_load = max(l1.config_load_s, l2.config_load_s)          # one phase on every switch
     r = simulate_iteration(P, "fred-d", w)
