@@ -25,6 +25,9 @@ class FabricCase:
     estimate: object                  # sysmodel.fabric_model.FabricEstimate
     rtl: object | None = None         # cocotb_tests.fabric.run.FabricRun
     options: dict = field(default_factory=dict)
+    #: the model's own (faster) choice when the RTL does not run it; ``estimate`` is then the
+    #: model for the algorithm the RTL runs
+    model_choice: object | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -35,6 +38,8 @@ class FabricCase:
         out = {"fabric": self.spec.to_dict(), "request": self.request.to_dict(),
                "model": self.estimate.to_dict(), "model_platform_toml": self.estimate.platform,
                "options": self.options}
+        if self.model_choice is not None:
+            out["model_own_choice"] = self.model_choice.to_dict()
         if self.rtl is not None:
             out["rtl"] = self.rtl.to_dict()
             out["ratio_rtl_over_model"] = self.ratio
@@ -56,7 +61,14 @@ def build_case(*, fabric: str, op: str, size: int, group: str | None = None,
     if key not in cache:
         cache[key] = fabric_platform(spec, characterization=characterization)
     estimate = model_cycles(spec, request, platform=cache[key])
-    return FabricCase(spec, request, estimate)
+    case = FabricCase(spec, request, estimate)
+    from hdl.base.fabric_program import IMPLEMENTED
+    if estimate.algorithm not in IMPLEMENTED and "ring" in IMPLEMENTED:
+        # the RTL engines do not run the model's choice: compare on the one they run, the ring,
+        # and keep the model's own choice beside it
+        case.model_choice = estimate
+        case.estimate = model_cycles(spec, request, platform=cache[key], algorithm="ring")
+    return case
 
 
 def rtl_harness():

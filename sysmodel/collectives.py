@@ -245,6 +245,14 @@ def _minimum(candidates: list[tuple[str, Traffic]]) -> tuple[str, Traffic]:
     return min(candidates, key=lambda c: c[1].time())
 
 
+def _named(candidates: list[tuple[str, Traffic]], algorithm: str, c: "Collective") -> tuple[str, Traffic]:
+    for name, traffic in candidates:
+        if name == algorithm:
+            return name, traffic
+    raise FredError(f"{c.op} on group {list(c.group)} has no {algorithm!r} algorithm here; "
+                    f"available: {', '.join(n for n, _ in candidates)}")
+
+
 # -- mesh: hierarchical 2D ------------------------------------------------------------------
 def _rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
     pos = [net.position(r) for r in group]
@@ -467,7 +475,7 @@ def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int
 
 
 # -- endpoint algorithms on either fabric ----------------------------------------------------
-def _endpoint(net: Network, c: Collective) -> tuple[str, Traffic]:
+def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tuple[str, Traffic]:
     g = list(c.group)
     n = len(g)
     if c.op in ("all-reduce", "reduce-scatter", "all-gather"):
@@ -481,6 +489,8 @@ def _endpoint(net: Network, c: Collective) -> tuple[str, Traffic]:
                 candidates.append(("hierarchical-2d", _mesh_2d(net, c.op, *rect, c.size)))
         else:
             candidates += _fred_hierarchical(net, c)
+        if algorithm is not None:
+            return _named(candidates, algorithm, c)
         return _minimum(candidates)
     if c.op == "all-to-all":
         t = net.traffic()
@@ -598,22 +608,31 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
 
 
 # -------------------------------------------------------------------------------------------
-def collective_traffic(net: Network, c: Collective) -> tuple[str, Traffic]:
-    """(algorithm name, traffic) of one collective on ``net``."""
+def collective_traffic(net: Network, c: Collective, algorithm: str | None = None) -> tuple[str, Traffic]:
+    """(algorithm name, traffic) of one collective on ``net``: the fabric's algorithm, the
+    fastest where it has several; ``algorithm`` names one of those instead (e.g. ``ring`` where
+    ``hierarchical`` would be faster; an error if it does not apply)."""
     c.check(net.npus)
     if getattr(net, "in_switch", False) and c.op in (*_ROOTED, "all-reduce", "io-load", "io-store"):
         if len(c.group) == 1 and c.op not in ("io-load", "io-store"):
             return "local", net.traffic()
+        if algorithm not in (None, "in-switch"):
+            raise FredError(f"{net.name} runs {c.op} in the switches; {algorithm!r} does not apply")
         return "in-switch", _in_switch(net, c)
-    return _endpoint(net, c)
+    name, traffic = _endpoint(net, c, algorithm if c.op in ("all-reduce", "reduce-scatter", "all-gather") else None)
+    if algorithm is not None and name not in (algorithm, "local"):
+        raise FredError(f"{c.op} on {net.name} runs {name!r}; {algorithm!r} does not apply")
+    return name, traffic
 
 
-def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
-    """Time of ``collectives`` (an iterable of :class:`Collective`) running concurrently."""
+def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | None = None) -> CollectiveResult:
+    """Time of ``collectives`` (an iterable of :class:`Collective`) running concurrently, each
+    with its fabric's fastest algorithm or, if given, ``algorithm``
+    (:func:`collective_traffic`)."""
     collectives = tuple(collectives)
     if not collectives:
         raise FredError("no collectives to evaluate")
-    key = (fabric_key(platform), fabric, collectives)
+    key = (fabric_key(platform), fabric, collectives, algorithm)
     cached = _RESULTS.get(key)
     if cached is not None:
         return cached
@@ -621,7 +640,7 @@ def evaluate(platform: Platform, fabric: str, collectives) -> CollectiveResult:
     total = net.traffic()
     algorithms = []
     for c in collectives:
-        name, t = collective_traffic(net, c)
+        name, t = collective_traffic(net, c, algorithm)
         algorithms.append(name)
         total.merge(t)
     time = total.time()

@@ -132,15 +132,17 @@ def _collective(c, op: str, size_bytes: float) -> Collective:
 
 def model_cycles(spec: FabricSpec, request: FabricRequest, *,
                  characterization: str | Path | None = None,
-                 platform: tuple[Platform, str] | None = None) -> FabricEstimate:
+                 platform: tuple[Platform, str] | None = None,
+                 algorithm: str | None = None) -> FabricEstimate:
     """The system model's cycles for ``request`` on ``spec`` (``platform``: a
-    :func:`fabric_platform` result to reuse)."""
+    :func:`fabric_platform` result to reuse), with the model's own (fastest) algorithm or the
+    named ``algorithm`` (e.g. ``ring``, to compare with an RTL that runs that one)."""
     platform, text = platform or fabric_platform(spec, characterization=characterization)
     timing = platform.switch_at("l1")
     cycle_s = timing.cycle_s
     size_bytes = request.size_flits * timing.flit_bytes
     collectives = [_collective(c, request.op, size_bytes) for c in request.collectives]
-    result = evaluate(platform, spec.name, collectives)
+    result = evaluate(platform, spec.name, collectives, algorithm=algorithm)
     if len(result.algorithms) != 1:
         raise FredError(f"the model runs {request.label} with several algorithms "
                         f"({', '.join(result.algorithms)}); the RTL engines run one per request")

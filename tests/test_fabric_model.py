@@ -127,3 +127,20 @@ def test_negative_uplink_latency_is_rejected(tmp_path):
     path.write_text(text.replace("l1_l2_latency_ns = 1.0", "l1_l2_latency_ns = -1.0"))
     with pytest.raises(FredError, match="link.l1_l2_latency_ns must be a number >= 0"):
         load_platform(path)
+
+
+def test_a_named_algorithm_instead_of_the_fastest():
+    # Fred-A wafer all-reduce: the model picks the faster of ring and hierarchical; naming the
+    # ring gives the ring: 2 (n-1)/n x S over every NPU link, 2 (n-1) dependent steps
+    spec = fabric_spec("fred-a")
+    request = make_request(spec, op="all-reduce", group="wafer", size_flits=400)
+    platform = fabric_platform(spec)
+    own = model_cycles(spec, request, platform=platform)
+    ring = model_cycles(spec, request, platform=platform, algorithm="ring")
+    assert ring.algorithm == "ring" and own.cycles <= ring.cycles
+    assert ring.bandwidth_cycles >= 2 * 19 / 20 * 400 - 1e-6
+    with pytest.raises(FredError, match="'ring' does not apply"):
+        d = fabric_spec("fred-d")
+        model_cycles(d, make_request(d, op="all-reduce", group="wafer", size_flits=4), algorithm="ring")
+    with pytest.raises(FredError, match="no 'tree' algorithm"):
+        model_cycles(spec, request, platform=platform, algorithm="tree")

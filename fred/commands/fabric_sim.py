@@ -76,6 +76,10 @@ def run(args) -> int:
           f"({est.busiest_link}, {est.busiest_link_flits:g} flits) + hop latency "
           f"{est.latency_cycles:.1f} + phases {est.phase_cycles:.1f} ({est.phases} phase(s) in turn: "
           f"the first's selects overlap the first hops, each later one a select and a further pass)")
+    if case.model_choice is not None:
+        own = case.model_choice
+        print(f"  (the model's own choice is {own.algorithm}, {own.cycles:.1f} cycles; the RTL engines "
+              f"do not run it, so both sides run {est.algorithm})")
     if case.rtl is not None:
         rtl = case.rtl
         print(f"RTL:   {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "

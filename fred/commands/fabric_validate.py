@@ -88,7 +88,7 @@ def run(args) -> int:
         return 0
     print(format_table(
         ["fabric", "case", "flits", "algorithm", "model cycles", "RTL cycles", "RTL/model", "flits checked"],
-        [[r["fabric"], r["case"], r["size_flits"], r["algorithm"], f"{r['model_cycles']:.1f}",
+        [[r["fabric"], r["case"], r["size_flits"], _algorithm(r), f"{r['model_cycles']:.1f}",
           r["rtl_cycles"], f"{r['ratio']:.3f}", r["flits_checked"]] for r in rows],
         align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
     print(f"{summary['within_tolerance']}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
@@ -105,7 +105,17 @@ def _row(label: str, case) -> dict:
             "model_bandwidth_cycles": est.bandwidth_cycles, "model_latency_cycles": est.latency_cycles,
             "model_phase_cycles": est.phase_cycles, "model_phases": est.phases,
             "busiest_link": est.busiest_link, "rtl_cycles": rtl.cycles, "ratio": case.ratio,
-            "flits_checked": rtl.flits_checked, "cycles_per_s": rtl.cycles_per_s}
+            "flits_checked": rtl.flits_checked, "cycles_per_s": rtl.cycles_per_s,
+            "model_own_choice": (None if case.model_choice is None else
+                                 {"algorithm": case.model_choice.algorithm,
+                                  "cycles": case.model_choice.cycles})}
+
+
+def _algorithm(row: dict) -> str:
+    own = row["model_own_choice"]
+    if own is None:
+        return row["algorithm"]
+    return f"{row['algorithm']} (model's own choice: {own['algorithm']}, {own['cycles']:.0f} cycles)"
 
 
 def _command(args) -> str:
@@ -144,7 +154,7 @@ def _markdown(summary: dict, plot: Path, output: Path) -> str:
     for r in rows:
         flag = "" if abs(r["ratio"] - 1) <= summary["tolerance"] else " **!**"
         lines.append(
-            f"| {r['fabric']} | {r['case']} | {r['size_flits']} | {r['algorithm']} | "
+            f"| {r['fabric']} | {r['case']} | {r['size_flits']} | {_algorithm(r)} | "
             f"{r['model_cycles']:.1f} ({r['model_bandwidth_cycles']:.0f} + {r['model_latency_cycles']:.0f} "
             f"+ {r['model_phase_cycles']:.0f}) | {r['rtl_cycles']} | {r['ratio']:.3f}{flag} | "
             f"{r['flits_checked']} |")
