@@ -36,7 +36,7 @@ TOP = "fred_fabric"
 #: Python; the tests' short runs use -O0 (faster to build).
 DEFAULT_CFLAGS = "-O1"
 #: The top's ports the bench touches (the only public signals of the build).
-PORTS = ("clk", "rst", "start", "prog_*", "cfg_*", "rd_*", "all_done", "cycles")
+PORTS = ("clk", "start", "prog_*", "cfg_*", "rd_*", "all_done", "cycles")
 _VERILOG: dict = {}
 
 
