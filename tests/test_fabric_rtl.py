@@ -244,3 +244,14 @@ def test_fig9_cases_bit_exact_under_backpressure(fabric, case):
     assert run.errors == []
     assert run.flits_received == run.expected_flits_received > 0
     assert run.flits_checked == run.expected_flits_checked > 0
+
+
+def test_a_ring_chunk_larger_than_the_npu_buffer_is_refused_before_building():
+    from hdl.base.fabric_program import NPU_BUFFER
+    spec = fabric_spec("fred-a")
+    request = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER + 1,
+                           strategy="MP2-DP5-PP2", dim="mp")
+    with pytest.raises(FredError, match="chunks of 4097 flits; the RTL NPUs buffer 4096"):
+        fabric_program(spec, request)
+    ok = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER, strategy="MP2-DP5-PP2", dim="mp")
+    assert fabric_program(spec, ok).npu_limit == spec.npu_link_latency + 2 + NPU_BUFFER

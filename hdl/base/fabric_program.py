@@ -37,7 +37,7 @@ from hdl.base.compiler import Flow, Router
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
-__all__ = ["ENGINE_REGS", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
+__all__ = ["ENGINE_REGS", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
            "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
 
 #: Engine program registers, in register-address order.
@@ -54,6 +54,9 @@ ALGORITHMS = {
 #: Algorithms the RTL engines implement today.
 IMPLEMENTED = ("in-switch", "ring", "chain")
 _MASK = 0xFFFFFFFF
+#: Flits of receive buffer at each NPU (``hdl.fabric.fabric_top``'s links into the NPUs): a
+#: ring's chunk must fit, since every NPU sends its own chunk before it forwards.
+NPU_BUFFER = 4096
 
 
 def default_phases() -> int:
@@ -108,6 +111,8 @@ class FabricProgram:
     flits_sent: int
     flits_received: int
     contributors: list[tuple[int, ...]] = field(default_factory=list)
+    #: credit limit of the links into the NPUs (link latency + 2, + the ring's chunk)
+    npu_limit: int = 3
 
     @property
     def flits_to_check(self) -> int:
@@ -227,6 +232,10 @@ def _endpoint(spec, coll, algorithm, size, engines):
         members = list(coll.members)
         n = len(members)
         chunk = -(-size // n)                    # ceil: the last chunks may carry padding flits
+        if chunk > NPU_BUFFER:
+            raise FredError(f"a ring all-reduce of {size} flits over {n} NPUs moves chunks of "
+                            f"{chunk} flits; the RTL NPUs buffer {NPU_BUFFER} (at most "
+                            f"{NPU_BUFFER * n} flits for this group)")
         total = (2 * n - 2) * chunk
         w = sum(engines[r]["ws"] for r in members) & _MASK
         h = sum(engines[r]["hs"] for r in members) & _MASK
@@ -348,6 +357,7 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         if len(plist) > phases:
             raise FredError(f"request {request.label} needs {len(plist)} phases on switch "
                             f"{'L2' if s == spec.l1_count else f'L1.{s}'}; the RTL stores {phases}")
+    chunk = max((e["chunk"] for e in engines if e["chunk"] != _MASK), default=0)
     return FabricProgram(algorithm, ports, switches, engines,
                          sum(e["send_count"] for e in engines), sum(e["recv_count"] for e in engines),
-                         contributors)
+                         contributors, npu_limit=spec.npu_link_latency + 2 + chunk)

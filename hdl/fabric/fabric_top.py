@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.base.config_port import phase_index_width
 from hdl.base.fabric import FabricSpec
-from hdl.base.fabric_program import ENGINE_REGS, default_phases
+from hdl.base.fabric_program import ENGINE_REGS, NPU_BUFFER, default_phases
 from hdl.base.flit import FlitFormat
 from hdl.layouts import flit_layout
 from hdl.switch.switch_top import FredSwitchTop
@@ -18,7 +18,7 @@ from .link import Link
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
 
-__all__ = ["FabricTop", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH"]
+__all__ = ["FabricTop", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH"]
 
 #: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
 ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done")
@@ -120,6 +120,10 @@ class FabricTop(wiring.Component):
                 with m.Case(s):
                     m.d.comb += self.cfg_ready.eq(sw.config.ready)
         l2 = switches[-1]
+        # the credit limit of the links into the NPUs (global register 0 of the program port)
+        npu_limit = Signal(range(spec.npu_link_latency + 3 + NPU_BUFFER), init=spec.npu_link_latency + 2)
+        with m.If(prog_we & (prog_unit == GLOBAL_UNIT) & (prog_reg == 0)):
+            m.d.sync += npu_limit.eq(prog_data)
         engines = []
         for rank in range(spec.npus):
             engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit)
@@ -129,7 +133,9 @@ class FabricTop(wiring.Component):
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
             l1, port = switches[rank // k], rank % k
             to_l1 = m.submodules[f"link_npu{rank}_up"] = Link(shape, latency=spec.npu_link_latency)
-            to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency)
+            to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency,
+                                                                 buffer=NPU_BUFFER)
+            m.d.comb += to_npu.limit.eq(npu_limit)
             wiring.connect(m, engine.tx, to_l1.i)
             wiring.connect(m, to_l1.o, l1.i[port])
             wiring.connect(m, l1.o[port], to_npu.i)
