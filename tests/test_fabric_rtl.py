@@ -254,4 +254,4 @@ def test_a_ring_chunk_larger_than_the_npu_buffer_is_refused_before_building():
     with pytest.raises(FredError, match="chunks of 4097 flits; the RTL NPUs buffer 4096"):
         fabric_program(spec, request)
     ok = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER, strategy="MP2-DP5-PP2", dim="mp")
-    assert fabric_program(spec, ok).npu_limit == spec.npu_link_latency + 2 + NPU_BUFFER
+    assert fabric_program(spec, ok).engines[0]["chunk"] == NPU_BUFFER

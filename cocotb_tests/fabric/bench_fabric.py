@@ -74,7 +74,7 @@ async def run_program(dut):
                     cfg_stalls += 1
     dut.cfg_valid.value = 0
     # -- programs: sequencers (unit npus + s), engines (unit rank) -------------------------
-    writes = [(GLOBAL_UNIT, 0, params["npu_limit"])]
+    writes = []
     for s, phases in enumerate(switches):
         writes.append((npus + s, 0, len(phases)))
         writes += [(npus + s, 1 + k, phase["input_flits"]) for k, phase in enumerate(phases)]

@@ -143,7 +143,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     switches = [[{"words": phase.config.encode(32), "input_flits": phase.input_flits}
                  for phase in phases] for phases in program.switches]
     params = {"npus": spec.npus, "switches": switches, "engines": program.engines,
-              "watchdog_cycles": watchdog_cycles, "poll": poll, "npu_limit": program.npu_limit}
+              "watchdog_cycles": watchdog_cycles, "poll": poll}
     import re
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     result = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, TOP),

@@ -54,8 +54,9 @@ ALGORITHMS = {
 #: Algorithms the RTL engines implement today.
 IMPLEMENTED = ("in-switch", "ring", "chain")
 _MASK = 0xFFFFFFFF
-#: Flits of receive buffer at each NPU (``hdl.fabric.fabric_top``'s links into the NPUs): a
-#: ring's chunk must fit, since every NPU sends its own chunk before it forwards.
+#: Flits each NPU engine can hold between receiving a flit and forwarding it
+#: (:class:`hdl.fabric.npu_engine.NpuEngine`): a ring's chunk must fit, since every NPU sends
+#: its own chunk before it forwards.
 NPU_BUFFER = 4096
 
 
@@ -111,8 +112,6 @@ class FabricProgram:
     flits_sent: int
     flits_received: int
     contributors: list[tuple[int, ...]] = field(default_factory=list)
-    #: credit limit of the links into the NPUs (link latency + 2, + the ring's chunk)
-    npu_limit: int = 3
 
     @property
     def flits_to_check(self) -> int:
@@ -357,7 +356,6 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         if len(plist) > phases:
             raise FredError(f"request {request.label} needs {len(plist)} phases on switch "
                             f"{'L2' if s == spec.l1_count else f'L1.{s}'}; the RTL stores {phases}")
-    chunk = max((e["chunk"] for e in engines if e["chunk"] != _MASK), default=0)
     return FabricProgram(algorithm, ports, switches, engines,
                          sum(e["send_count"] for e in engines), sum(e["recv_count"] for e in engines),
-                         contributors, npu_limit=spec.npu_link_latency + 2 + chunk)
+                         contributors)

@@ -120,22 +120,16 @@ class FabricTop(wiring.Component):
                 with m.Case(s):
                     m.d.comb += self.cfg_ready.eq(sw.config.ready)
         l2 = switches[-1]
-        # the credit limit of the links into the NPUs (global register 0 of the program port)
-        npu_limit = Signal(range(spec.npu_link_latency + 3 + NPU_BUFFER), init=spec.npu_link_latency + 2)
-        with m.If(prog_we & (prog_unit == GLOBAL_UNIT) & (prog_reg == 0)):
-            m.d.sync += npu_limit.eq(prog_data)
         engines = []
         for rank in range(spec.npus):
-            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit)
+            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
             engines.append(engine)
             m.d.comb += [engine.start.eq(start),
                          engine.we.eq(prog_we & (prog_unit == rank)),
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
             l1, port = switches[rank // k], rank % k
             to_l1 = m.submodules[f"link_npu{rank}_up"] = Link(shape, latency=spec.npu_link_latency)
-            to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency,
-                                                                 buffer=NPU_BUFFER)
-            m.d.comb += to_npu.limit.eq(npu_limit)
+            to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency)
             wiring.connect(m, engine.tx, to_l1.i)
             wiring.connect(m, to_l1.o, l1.i[port])
             wiring.connect(m, l1.o[port], to_npu.i)

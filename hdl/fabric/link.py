@@ -28,37 +28,24 @@ class Link(wiring.Component):
     an idle link does not build up a burst above the rate (after idling, the first flit goes at
     once).
 
-    ``buffer`` > 0 (the links into the NPUs: the NPU's receive memory): the FIFO has ``buffer``
-    more entries and the credit limit is the input ``limit`` (``latency + 2`` .. ``latency + 2
-    + buffer``, set by the harness): the ring's engines must hold a whole chunk that arrives
-    while they still send their own (every NPU sends first, so with no room for a chunk the
-    ring would deadlock); the in-switch runs keep the limit at ``latency + 2``, so a stalling
-    sink pushes back into the switches as without the buffer.
-
     Backpressure: ``i.ready`` depends on registers only (credits and tokens), never on
     ``o.ready`` combinationally; ``o.valid`` is the FIFO's ``r_rdy``.
     """
 
-    def __init__(self, shape, *, latency: int, rate=(1, 1), buffer: int = 0):
+    def __init__(self, shape, *, latency: int, rate=(1, 1)):
         if isinstance(latency, bool) or not isinstance(latency, int) or latency < 1:
             raise FredError(f"link latency must be an integer >= 1 cycle, got {latency!r}")
         a, b = rate
         if not (isinstance(a, int) and isinstance(b, int) and 0 < a <= b):
             raise FredError(f"link rate must be a/b flits per cycle with 0 < a <= b, got {rate!r}")
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
-            raise FredError(f"link buffer must be an integer >= 0 flits, got {buffer!r}")
-        self.latency, self.rate, self.shape, self.buffer = latency, (a, b), shape, buffer
-        members = {"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))}
-        if buffer:
-            members["limit"] = In(range(latency + 3 + buffer))
-        super().__init__(members)
+        self.latency, self.rate, self.shape = latency, (a, b), shape
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         width = Value.cast(self.i.payload).shape().width
-        depth = self.latency + 2 + self.buffer
+        depth = self.latency + 2
         fifo = m.submodules.fifo = SyncFIFO(width=width, depth=depth)
-        limit = self.limit if self.buffer else depth
         occupancy = Signal(range(depth + 1))
         a, b = self.rate
         tokens_ok = Signal(init=1)
@@ -76,7 +63,7 @@ class Link(wiring.Component):
                 m.d.sync += tokens.eq(b - a)
             with m.Else():
                 m.d.sync += tokens.eq(tokens + a)
-        m.d.comb += self.i.ready.eq((occupancy < limit) & tokens_ok)
+        m.d.comb += self.i.ready.eq((occupancy < depth) & tokens_ok)
         m.d.sync += occupancy.eq(occupancy + fire_in - fire_out)
         # the wire: latency - 1 always-moving registers, then the FIFO's write
         valid, data = fire_in, Value.cast(self.i.payload)

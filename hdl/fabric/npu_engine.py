@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hdl.base.errors import FredError
@@ -40,7 +41,7 @@ class NpuEngine(wiring.Component):
     """One NPU's traffic engine.
 
     Parameters: ``flit`` (:class:`FlitFormat`; int32 lanes only: the check is exact integer
-    arithmetic).
+    arithmetic); ``buffer``: flits held between receiving and forwarding.
 
     Members: ``tx`` (Out stream of flits, to the NPU link), ``rx`` (In stream, from it);
     ``start`` (In, a one-cycle pulse: counters clear, the engine runs); ``we``/``waddr``/
@@ -55,22 +56,27 @@ class NpuEngine(wiring.Component):
     * output flit ``t`` (``t < send_count``): its own data for data index ``kout(t)`` if
       ``t < own_only``; otherwise the next received flit, plus its own data if
       ``t < add_until`` (the endpoint's int32 reduction, wrapping like the switch's adder);
-    * received flit ``t'`` (``t' < recv_count``) is forwarded if ``t' < fwd_count`` (then it
-      leaves in the same cycle it is taken: the engine adds no latency) and checked against
-      ``wr * mix(kin(t'), l) + hr`` if ``t' >= check_from``;
+    * received flit ``t'`` (``t' < recv_count``) is checked against
+      ``wr * mix(kin(t'), l) + hr`` when it arrives if ``t' >= check_from``, and if
+      ``t' < fwd_count`` it is kept in a FIFO of ``buffer`` flits (the NPU's memory) until its
+      turn in the output stream (a forwarded flit leaves 1 cycle after it arrived at the
+      earliest: the FIFO's latency). Receiving is never held up by forwarding (only by a full
+      FIFO): a ring's NPU receives a chunk while it still sends its own;
     * data indices run in chunks of ``chunk`` flits: ``kout`` starts at ``out_base``, ``kin``
       at ``in_base``; after each chunk the base steps down by ``chunk``, from 0 to
       ``last_base`` (the ring's chunk order: chunk (i - j) mod n at step j).
 
-    Timing: ``tx.valid`` never depends on ``tx.ready`` (stream rule): for own data it is high
-    whenever a flit is due; when forwarding it is ``rx.valid`` while the sink is not stalling,
-    and ``rx.ready`` is then ``tx.ready`` (a ready-to-ready path; the links' ``ready`` come
-    from registers, so there is no loop). ``rx.ready`` is the sink's random backpressure: low
-    in a cycle when a 16-bit LFSR is below the programmed threshold. The check is
+    Timing: ``tx.valid`` never depends on ``tx.ready`` (stream rule): high whenever a flit is
+    due and (when forwarding) the FIFO holds one. ``rx.ready`` is the sink's random
+    backpressure: low in a cycle when a 16-bit LFSR is below the programmed threshold (and
+    when the FIFO is full for a flit to forward). The check is
     combinational on the received flit and registered into the counters.
     """
 
-    def __init__(self, flit: FlitFormat):
+    def __init__(self, flit: FlitFormat, *, buffer: int = 4096):
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise FredError(f"engine buffer must be an integer >= 1 flit, got {buffer!r}")
+        self.buffer = buffer
         if flit.dtype != "int32":
             raise FredError(f"the fabric's NPU engines check int32 data exactly; {flit.dtype} is not "
                             f"supported by the RTL fabric")
@@ -108,6 +114,10 @@ class NpuEngine(wiring.Component):
             m.d.sync += lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0xB400, lfsr >> 1))
 
         lanes, width = self.flit.lanes, 32
+        data_width = lanes * width
+        # received flits to forward wait here (the NPU's memory): a flit is received (checked,
+        # counted) when it arrives, and leaves when its turn in the output stream comes
+        held = m.submodules.held = SyncFIFO(width=data_width, depth=self.buffer)
         stall = lfsr < regs["backpressure"][:17]
         due = running & (self.sent < regs["send_count"])
         from_input = self.sent >= regs["own_only"]          # this output flit is a received one
@@ -115,15 +125,18 @@ class NpuEngine(wiring.Component):
         kout, kin = out_base + out_off, in_base + in_off
         own = [(regs["ws"] * _mix(kout[:32], lane) + regs["hs"])[:32] for lane in range(lanes)]
         adding = self.sent < regs["add_until"]
-        incoming = [self.rx.payload.data[lane * width:(lane + 1) * width] for lane in range(lanes)]
+        incoming = [held.r_data[lane * width:(lane + 1) * width] for lane in range(lanes)]
         summed = [Mux(adding, (incoming[lane] + own[lane])[:32], incoming[lane])
                   for lane in range(lanes)]
         m.d.comb += [
-            self.tx.valid.eq(due & (~from_input | (self.rx.valid & forwarded & ~stall))),
+            self.tx.valid.eq(due & (~from_input | held.r_rdy)),
             self.tx.payload.data.eq(Mux(from_input, Cat(*summed), Cat(*own))),
             self.tx.payload.last.eq(self.sent == regs["send_count"] - 1),
             self.tx.payload.tag.eq(0),
-            self.rx.ready.eq(running & ~stall & Mux(forwarded, due & from_input & self.tx.ready, 1)),
+            held.r_en.eq(due & from_input & self.tx.ready),
+            held.w_data.eq(self.rx.payload.data),
+            held.w_en.eq(self.rx.valid & self.rx.ready & forwarded),
+            self.rx.ready.eq(running & ~stall & (~forwarded | held.w_rdy)),
         ]
 
         def step(off, base, fire):
