@@ -30,17 +30,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
     parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
+    parser.add_argument("--cflags", default="-O1", help="C++ optimisation of the model (default -O1)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = []
     for name in args.fabric:
         spec = fabric_spec(name)
         start = time.perf_counter()
-        build_dir, _ = build_fabric(spec)
+        build_dir, _ = build_fabric(spec, args.cflags)
         elapsed = time.perf_counter() - start
         recorded = (build_dir / "build_seconds")
         build_s = float(recorded.read_text()) if recorded.exists() else elapsed
-        run = run_fabric(spec, make_request(spec, op="all-reduce", size_flits=args.size, group="wafer"))
+        run = run_fabric(spec, make_request(spec, op="all-reduce", size_flits=args.size, group="wafer"),
+                         cflags=args.cflags)
         if run.errors:
             print(f"{name}: errors: {run.errors}", file=sys.stderr)
             return 1

@@ -78,7 +78,8 @@ def test_the_data_of_a_sum_is_the_sum_of_the_data():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(fabric="fred-d", algorithm="ring"), "does not apply"),
     (dict(fabric="fred-a", algorithm="in-switch"), "does not apply"),
-    (dict(fabric="fred-c", algorithm=None), "does not implement the endpoint algorithm"),
+    (dict(fabric="fred-c", algorithm="hierarchical"), "does not implement the endpoint algorithm"),
+    (dict(fabric="fred-a", algorithm="chain"), "does not apply"),
     (dict(fabric="fred-d", sink_backpressure=1.0), "sink_backpressure"),
     (dict(fabric="fred-d", dtype="fp16"), "int32"),
 ])
@@ -91,6 +92,43 @@ def test_invalid_runs_fail_before_anything_is_built(kwargs, message):
     from cocotb_tests.fabric.run import run_fabric   # run_fabric checks first, too (no build)
     with pytest.raises(FredError, match=message):
         run_fabric(spec, request, **kwargs)
+
+
+def test_ring_program_walks_the_chunks_in_ring_order():
+    spec = fabric_spec("fred-a")
+    program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=41, group="wafer"))
+    assert program.algorithm == "ring"
+    chunk = 3                                   # ceil(41 / 20): the last chunks carry padding
+    e = program.engines[5]
+    assert (e["send_count"], e["recv_count"]) == (38 * chunk, 38 * chunk)
+    assert (e["own_only"], e["add_until"], e["fwd_count"], e["check_from"]) == (
+        chunk, 20 * chunk, 37 * chunk, 19 * chunk)
+    assert (e["out_base"], e["in_base"], e["last_base"]) == (5 * chunk, 4 * chunk, 19 * chunk)
+    assert program.engines[0]["in_base"] == 19 * chunk       # NPU 0 receives from NPU 19
+    # rank order around the wafer: L1 j passes 0>1>2>3>uplink, uplink>0; the L2 passes j to j+1
+    assert [sorted(p) for p in _flows(program, 2)] == [
+        [((0,), (1,)), ((1,), (2,)), ((2,), (3,)), ((3,), (4,)), ((4,), (0,))]]
+    assert sorted(_flows(program, 5)[0]) == [((j,), ((j + 1) % 5,)) for j in range(5)]
+    assert program.switches[5][0].input_flits == 5 * 38 * chunk
+    # every rank checks the n - 1 fully reduced chunks it receives
+    assert program.flits_to_check == 20 * 19 * chunk
+
+
+def test_chains_run_in_rank_order_from_the_root():
+    spec = fabric_spec("fred-c")
+    multicast = fabric_program(spec, make_request(spec, op="multicast", size_flits=5,
+                                                  strategy="MP2-DP5-PP2", dim="pp"))
+    assert multicast.algorithm == "chain"
+    # root 0 -> 2 -> 3: NPU 2 checks and forwards, NPU 3 only checks
+    assert [multicast.engines[r]["send_count"] for r in (0, 2, 3)] == [5, 5, 0]
+    assert [multicast.engines[r]["fwd_count"] for r in (0, 2, 3)] == [0, 5, 0]
+    assert [sorted(p) for p in _flows(multicast, 0)] == [[((0,), (2,)), ((2,), (3,))]]
+    reduce = fabric_program(spec, make_request(spec, op="reduce", size_flits=5,
+                                               strategy="MP2-DP5-PP2", dim="dp"))
+    # DP group 0, 4, 8, 12, 16: 16 -> 12 -> 8 -> 4 -> 0, each adding its own data
+    e = reduce.engines
+    assert [e[r]["add_until"] for r in (16, 12, 8, 4, 0)] == [0, 5, 5, 5, 0]
+    assert e[0]["wr"] == sum(rank_weights(r)[0] for r in (4, 8, 12, 16)) & 0xFFFFFFFF
 
 
 # -- the link (Amaranth simulator) -------------------------------------------------------------
@@ -146,6 +184,9 @@ SMALL = dict(npus=4, npus_per_l1=2)
     ("fred-d", "reduce", 0.3),
     ("fred-b", "multicast", 0.3),
     ("fred-b", "all-reduce", 0.5),
+    ("fred-c", "all-reduce", 0.3),   # ring (same build as fred-d: same hardware)
+    ("fred-a", "reduce", 0.3),       # chain (same build as fred-b)
+    ("fred-a", "multicast", 0.0),
 ])
 def test_small_fabric_runs_bit_exact(fabric, op, backpressure):
     from cocotb_tests.fabric.run import run_fabric
@@ -154,10 +195,18 @@ def test_small_fabric_runs_bit_exact(fabric, op, backpressure):
     run = run_fabric(spec, request, sink_backpressure=backpressure, seed=3, cflags="-O0")
     print(run.to_dict())
     assert run.errors == []
-    expected_received = {"all-reduce": 4 * 24, "reduce": 24, "multicast": 3 * 24}[op]
-    assert run.flits_received == run.flits_checked == expected_received
-    assert run.flits_sent == {"all-reduce": 96, "reduce": 96, "multicast": 24}[op]
-    assert run.cycles >= 24 * (2 if fabric == "fred-b" and op != "all-reduce" else 1)
+    assert run.flits_checked == run.expected_flits_checked > 0
+    assert run.flits_received == run.expected_flits_received
+    if spec.in_switch:
+        expected_received = {"all-reduce": 4 * 24, "reduce": 24, "multicast": 3 * 24}[op]
+        assert run.flits_received == run.flits_checked == expected_received
+        assert run.flits_sent == {"all-reduce": 96, "reduce": 96, "multicast": 24}[op]
+    elif op == "all-reduce":     # ring of 4: 6 chunks of 6 flits each way, 3 checked chunks
+        assert run.flits_sent == run.flits_received == 4 * 36
+        assert run.flits_checked == 4 * 18
+    else:                        # chains of 4: 3 hops of 24 flits
+        assert run.flits_sent == run.flits_received == 72
+    assert run.cycles >= 24
 
 
 @pytest.mark.cocotb
@@ -184,7 +233,7 @@ FIG9 = [dict(group="wafer", op="all-reduce"),
 
 @pytest.mark.full
 @pytest.mark.cocotb
-@pytest.mark.parametrize("fabric", ["fred-b", "fred-d"])
+@pytest.mark.parametrize("fabric", ["fred-a", "fred-b", "fred-c", "fred-d"])
 @pytest.mark.parametrize("case", FIG9, ids=lambda c: c.get("dim", "wafer"))
 def test_fig9_cases_bit_exact_under_backpressure(fabric, case):
     from cocotb_tests.fabric.run import run_fabric
@@ -193,4 +242,16 @@ def test_fig9_cases_bit_exact_under_backpressure(fabric, case):
     run = run_fabric(spec, request, sink_backpressure=0.25, seed=11)
     print(run.to_dict())
     assert run.errors == []
-    assert run.flits_received == run.flits_checked == run.expected_flits_received > 0
+    assert run.flits_received == run.expected_flits_received > 0
+    assert run.flits_checked == run.expected_flits_checked > 0
+
+
+def test_a_ring_chunk_larger_than_the_npu_buffer_is_refused_before_building():
+    from hdl.base.fabric_program import NPU_BUFFER
+    spec = fabric_spec("fred-a")
+    request = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER + 1,
+                           strategy="MP2-DP5-PP2", dim="mp")
+    with pytest.raises(FredError, match="chunks of 4097 flits; the RTL NPUs buffer 4096"):
+        fabric_program(spec, request)
+    ok = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER, strategy="MP2-DP5-PP2", dim="mp")
+    assert fabric_program(spec, ok).engines[0]["chunk"] == NPU_BUFFER

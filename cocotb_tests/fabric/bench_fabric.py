@@ -22,7 +22,7 @@ from cocotb.triggers import RisingEdge, Timer
 
 from cocotb_tests.lib import bench_params, metrics
 from hdl.base.fabric_program import ENGINE_REGS
-from hdl.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, SWITCH_READ
+from hdl.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
 
 PERIOD_NS = 10
 
@@ -30,6 +30,7 @@ PERIOD_NS = 10
 async def _read(dut, unit: int, reg: int) -> int:
     dut.rd_unit.value = unit
     dut.rd_reg.value = reg
+    await RisingEdge(dut.clk)   # the read port is registered
     await Timer(1, "ns")
     return int(dut.rd_data.value)
 
@@ -52,10 +53,8 @@ async def run_program(dut):
     Clock(dut.clk, PERIOD_NS, unit="ns").start()
     for name in ("start", "prog_we", "cfg_valid", "cfg_last", "rd_unit", "rd_reg"):
         getattr(dut, name).value = 0
-    dut.rst.value = 1
-    for _ in range(3):
+    for _ in range(POR_CYCLES + 2):   # the fabric's own power-on reset
         await RisingEdge(dut.clk)
-    dut.rst.value = 0
     load_start = time.perf_counter()
     # -- configurations: every phase of every switch, one word per cycle ------------------
     cfg_stalls = 0

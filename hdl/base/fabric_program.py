@@ -37,11 +37,13 @@ from hdl.base.compiler import Flow, Router
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
-__all__ = ["ENGINE_REGS", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
+__all__ = ["ENGINE_REGS", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
            "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
 
 #: Engine program registers, in register-address order.
-ENGINE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "backpressure", "seed")
+ENGINE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "backpressure", "seed",
+               "own_only", "add_until", "fwd_count", "check_from", "chunk", "last_base",
+               "out_base", "in_base")
 #: Constants of :func:`mix` (odd multipliers of a 32-bit finaliser).
 MIX_CONSTANTS = (0x9E3779B1, 0x85EBCA77, 0x2C1B3C6D)
 #: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op.
@@ -50,8 +52,12 @@ ALGORITHMS = {
     False: {"all-reduce": ("ring", "hierarchical"), "reduce": ("chain",), "multicast": ("chain",)},
 }
 #: Algorithms the RTL engines implement today.
-IMPLEMENTED = ("in-switch",)
+IMPLEMENTED = ("in-switch", "ring", "chain")
 _MASK = 0xFFFFFFFF
+#: Flits each NPU engine can hold between receiving a flit and forwarding it
+#: (:class:`hdl.fabric.npu_engine.NpuEngine`): a ring's chunk must fit, since every NPU sends
+#: its own chunk before it forwards.
+NPU_BUFFER = 4096
 
 
 def default_phases() -> int:
@@ -108,6 +114,11 @@ class FabricProgram:
     contributors: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
+    def flits_to_check(self) -> int:
+        """Received flits the engines check (all but the ring's partial sums)."""
+        return sum(max(0, e["recv_count"] - e["check_from"]) for e in self.engines)
+
+    @property
     def phases(self) -> list[int]:
         return [len(p) for p in self.switches]
 
@@ -127,7 +138,7 @@ def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str |
                         f"({kind} collectives: {', '.join(allowed)})")
     if algorithm not in IMPLEMENTED:
         raise FredError(f"the RTL fabric does not implement the endpoint algorithm {algorithm!r} "
-                        f"(fred-a/fred-c) yet; it runs {', '.join(IMPLEMENTED)} on fred-b/fred-d")
+                        f"yet; it runs {', '.join(IMPLEMENTED)}")
     return algorithm
 
 
@@ -196,6 +207,75 @@ def _validate(spec: FabricSpec, request: FabricRequest) -> None:
             raise FredError(f"collective {coll} has one NPU: nothing to communicate")
 
 
+def _hop_flows(spec: FabricSpec, hops, u: int) -> dict[int, list[Flow]]:
+    """Flows per switch of point-to-point hops ``(src, dst)`` (one flow per hop and switch:
+    src's port to dst's port inside an L1, else up uplink port ``u``, across the L2, down)."""
+    k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
+    flows: dict[int, list[Flow]] = {}
+    for src, dst in hops:
+        a, b = spec.l1_of(src), spec.l1_of(dst)
+        if a == b:
+            flows.setdefault(a, []).append(Flow([src % k], [dst % k]))
+        else:
+            flows.setdefault(a, []).append(Flow([src % k], [k + u]))
+            flows.setdefault(l2, []).append(Flow([a * up + u], [b * up + u]))
+            flows.setdefault(b, []).append(Flow([k + u], [dst % k]))
+    return flows
+
+
+def _endpoint(spec, coll, algorithm, size, engines):
+    """Engine programs (updated in ``engines``) and per-switch ``(flows, flits per flow)`` of one
+    endpoint collective. Returns (flows per switch, flits per flow per switch, receivers and
+    their senders)."""
+    if coll.op == "all-reduce":
+        members = list(coll.members)
+        n = len(members)
+        chunk = -(-size // n)                    # ceil: the last chunks may carry padding flits
+        if chunk > NPU_BUFFER:
+            raise FredError(f"a ring all-reduce of {size} flits over {n} NPUs moves chunks of "
+                            f"{chunk} flits; the RTL NPUs buffer {NPU_BUFFER} (at most "
+                            f"{NPU_BUFFER * n} flits for this group)")
+        total = (2 * n - 2) * chunk
+        w = sum(engines[r]["ws"] for r in members) & _MASK
+        h = sum(engines[r]["hs"] for r in members) & _MASK
+        for i, r in enumerate(members):
+            engines[r].update(send_count=total, recv_count=total, own_only=chunk,
+                              add_until=n * chunk, fwd_count=(2 * n - 3) * chunk,
+                              check_from=(n - 1) * chunk, chunk=chunk, last_base=(n - 1) * chunk,
+                              out_base=i * chunk, in_base=((i - 1) % n) * chunk, wr=w, hr=h)
+        hops = [(members[i], members[(i + 1) % n]) for i in range(n)]
+        received = {r: tuple(members) for r in members}
+    elif coll.op == "multicast":
+        order = [coll.root] + list(coll.members)
+        root = engines[coll.root]
+        root.update(send_count=size, own_only=size)
+        for x, r in enumerate(order[1:], start=1):
+            fwd = size if x < len(order) - 1 else 0
+            engines[r].update(send_count=fwd, recv_count=size, fwd_count=fwd, own_only=0,
+                              wr=root["ws"], hr=root["hs"])
+        hops = list(zip(order, order[1:]))
+        received = {r: (coll.root,) for r in order[1:]}
+    else:   # reduce: chain from the highest member down to the root (the lowest)
+        order = list(coll.members)
+        received = {}
+        engines[order[-1]].update(send_count=size, own_only=size)
+        for x in range(len(order) - 2, -1, -1):
+            r, upstream = order[x], order[x + 1:]
+            fwd = size if x > 0 else 0
+            engines[r].update(recv_count=size, send_count=fwd, fwd_count=fwd, own_only=0,
+                              add_until=fwd,
+                              wr=sum(engines[q]["ws"] for q in upstream) & _MASK,
+                              hr=sum(engines[q]["hs"] for q in upstream) & _MASK)
+            received[r] = tuple(upstream)
+        hops = [(order[x + 1], order[x]) for x in range(len(order) - 1)]
+    u = (min(coll.ranks) % spec.npus_per_l1) % spec.uplink_ports
+    flows: dict[int, list[Flow]] = {}
+    for src, dst in hops:
+        for s, fl in _hop_flows(spec, [(src, dst)], u).items():
+            flows.setdefault(s, []).extend((f, engines[src]["send_count"]) for f in fl)
+    return flows, received
+
+
 def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                    seed: int = 0, sink_backpressure: float = 0.0,
                    phases: int | None = None) -> FabricProgram:
@@ -211,13 +291,47 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     _validate(spec, request)
     algorithm = resolve_algorithm(spec, request, algorithm)
     size = request.size_flits
+    threshold = round(sink_backpressure * 65536)
+    engines = []
+    for rank in range(spec.npus):
+        w, h = rank_weights(rank, seed)
+        engines.append(dict(send_count=0, recv_count=0, ws=w, hs=h, wr=0, hr=0,
+                            backpressure=threshold, seed=(mix(rank, seed + 3) & 0xFFFF) or 1,
+                            own_only=0, add_until=0, fwd_count=0, check_from=0, chunk=_MASK,
+                            last_base=0, out_base=0, in_base=0))
+    contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
+    per_collective = []
+    for coll in request.collectives:
+        if algorithm == "in-switch":
+            if coll.op == "all-reduce":
+                senders, receivers = coll.members, coll.members
+            elif coll.op == "reduce":
+                senders, receivers = coll.members, (coll.root,)
+            else:
+                senders, receivers = (coll.root,), coll.members
+            wr = sum(engines[r]["ws"] for r in senders) & _MASK
+            hr = sum(engines[r]["hs"] for r in senders) & _MASK
+            for r in senders:
+                engines[r].update(send_count=size, own_only=size)
+            for r in receivers:
+                engines[r].update(recv_count=size, wr=wr, hr=hr)
+                contributors[r] = tuple(senders)
+            per_collective.append({s: [(f, size * len(f.inputs)) for f in fl]
+                                   for s, fl in _in_switch_flows(spec, coll).items()})
+        else:
+            flows, received = _endpoint(spec, coll, algorithm, size, engines)
+            for r, senders in received.items():
+                contributors[r] = senders
+            per_collective.append(flows)
     n_switch = spec.l1_count + 1
     ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports])
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
     switches: list[list[SwitchPhase]] = [[] for _ in range(n_switch)]
-    for index, coll in enumerate(request.collectives):
-        for s, flows in sorted(_in_switch_flows(spec, coll).items()):
-            flits = size * sum(len(f.inputs) for f in flows)
+    for index, coll_flows in enumerate(per_collective):
+        coll = request.collectives[index]
+        for s, counted in sorted(coll_flows.items()):
+            flows = [f for f, _ in counted]
+            flits = sum(n for _, n in counted)
             current = switches[s][-1] if switches[s] else None
             if current is not None:
                 used_in = {p for f in current.flows for p in f.inputs}
@@ -242,27 +356,6 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         if len(plist) > phases:
             raise FredError(f"request {request.label} needs {len(plist)} phases on switch "
                             f"{'L2' if s == spec.l1_count else f'L1.{s}'}; the RTL stores {phases}")
-    threshold = round(sink_backpressure * 65536)
-    engines = []
-    for rank in range(spec.npus):
-        w, h = rank_weights(rank, seed)
-        engines.append(dict(send_count=0, recv_count=0, ws=w, hs=h, wr=0, hr=0,
-                            backpressure=threshold, seed=(mix(rank, seed + 3) & 0xFFFF) or 1))
-    contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
-    for coll in request.collectives:
-        if coll.op == "all-reduce":
-            senders, receivers = coll.members, coll.members
-        elif coll.op == "reduce":
-            senders, receivers = coll.members, (coll.root,)
-        else:
-            senders, receivers = (coll.root,), coll.members
-        wr = sum(engines[r]["ws"] for r in senders) & _MASK
-        hr = sum(engines[r]["hs"] for r in senders) & _MASK
-        for r in senders:
-            engines[r]["send_count"] = size
-        for r in receivers:
-            engines[r].update(recv_count=size, wr=wr, hr=hr)
-            contributors[r] = tuple(senders)
     return FabricProgram(algorithm, ports, switches, engines,
                          sum(e["send_count"] for e in engines), sum(e["recv_count"] for e in engines),
                          contributors)

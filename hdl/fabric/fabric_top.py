@@ -3,13 +3,13 @@ top ``fred_fabric``)."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.base.config_port import phase_index_width
 from hdl.base.fabric import FabricSpec
-from hdl.base.fabric_program import ENGINE_REGS, default_phases
+from hdl.base.fabric_program import ENGINE_REGS, NPU_BUFFER, default_phases
 from hdl.base.flit import FlitFormat
 from hdl.layouts import flit_layout
 from hdl.switch.switch_top import FredSwitchTop
@@ -18,7 +18,7 @@ from .link import Link
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
 
-__all__ = ["FabricTop", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH"]
+__all__ = ["FabricTop", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH"]
 
 #: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
 ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done")
@@ -27,6 +27,8 @@ SWITCH_READ = ("index", "count", "finished", "loaded", "error", "active_phase", 
 #: The unit of the fabric-wide registers, and its registers.
 GLOBAL_UNIT = 63
 GLOBAL_READ = ("cycles", "all_done", "running")
+#: Cycles of the fabric's internal power-on reset (the top has no reset input).
+POR_CYCLES = 4
 #: Bits of the flit tag in the fabric (the engines send tag 0; the field must exist).
 TAG_WIDTH = 1
 
@@ -40,13 +42,14 @@ class FabricTop(wiring.Component):
     port <-> L2 port (``uplink_latency`` cycles, ``uplink_rate`` flits/cycle).
 
     The top's I/O is small on purpose (Verilator speed; the harness never touches flits):
-    ``start`` (pulse: engines and sequencers start, the cycle counter clears), the program write
+    ``clk`` (no reset input: the fabric resets itself for :data:`POR_CYCLES` cycles after
+    power-on), ``start`` (pulse: engines and sequencers start, the cycle counter clears), the program write
     port ``prog_we/prog_unit/prog_reg/prog_data`` (unit = rank for engines, ``npus + s`` for the
     sequencer of switch ``s``), the configuration port ``cfg_valid/cfg_switch/cfg_data/
     cfg_last/cfg_phase`` -> ``cfg_ready`` (the selected switch's configuration stream,
     ``docs/switch.md``), and the read port ``rd_unit/rd_reg`` -> ``rd_data`` (combinational;
     :data:`ENGINE_READ`, :data:`SWITCH_READ`, :data:`GLOBAL_READ`), plus ``all_done`` and
-    ``cycles``: cycles from the cycle after ``start`` until every engine is done (every flit
+    ``cycles``: cycles from the cycle after ``start`` is seen (one register after the port) until every engine is done (every flit
     sent, every expected flit received and checked).
     """
 
@@ -56,6 +59,7 @@ class FabricTop(wiring.Component):
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = [spec.l1_ports] * spec.l1_count + [spec.l2_ports]
         super().__init__({
+            "clk": In(1),
             "start": In(1),
             "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(5), "prog_data": In(32),
             "cfg_valid": In(1), "cfg_switch": In(range(len(self.switch_ports))), "cfg_data": In(32),
@@ -66,6 +70,25 @@ class FabricTop(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        # Reset from inside (power-on: the first POR_CYCLES cycles), not a top input: Verilator
+        # re-evaluates all logic that depends on a top input at every eval, i.e. at both clock
+        # edges, and Amaranth's next-state logic of every register depends on the reset. With
+        # ``rst`` a port, that was 47 % of the fred-d run time (perf, 2026-11-23).
+        m.domains.sync = ClockDomain("sync")
+        m.domains.por = ClockDomain("por", reset_less=True)
+        por = Signal(range(POR_CYCLES + 1), init=0)
+        m.d.comb += [ClockSignal("sync").eq(self.clk), ClockSignal("por").eq(self.clk),
+                     ResetSignal("sync").eq(por != POR_CYCLES)]
+        with m.If(por != POR_CYCLES):
+            m.d.por += por.eq(por + 1)
+        # The program and read ports are registered once before use, so that no logic but these
+        # registers depends on a top input (same reason); ``start`` acts one cycle later.
+        start, prog_we = Signal(), Signal()
+        prog_unit, prog_reg, prog_data = Signal(6), Signal(5), Signal(32)
+        rd_unit, rd_reg = Signal(6), Signal(5)
+        m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
+                     prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
+                     rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
         spec, shape = self.spec, flit_layout(self.flit)
         k, up = spec.npus_per_l1, spec.uplink_ports
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
@@ -85,9 +108,9 @@ class FabricTop(wiring.Component):
                 sw.config.payload.data.eq(self.cfg_data),
                 sw.config.payload.last.eq(self.cfg_last),
                 sw.config.payload.phase.eq(self.cfg_phase),
-                seq.start.eq(self.start),
-                seq.we.eq(self.prog_we & (self.prog_unit == unit)),
-                seq.waddr.eq(self.prog_reg), seq.wdata.eq(self.prog_data),
+                seq.start.eq(start),
+                seq.we.eq(prog_we & (prog_unit == unit)),
+                seq.waddr.eq(prog_reg), seq.wdata.eq(prog_data),
                 sw.phase.valid.eq(seq.select_valid), sw.phase.payload.eq(seq.select_slot),
                 seq.select_ready.eq(sw.phase.ready),
                 seq.accepted.eq(sum((sw.i[p].valid & sw.i[p].ready) << p for p in range(ports))),
@@ -99,11 +122,11 @@ class FabricTop(wiring.Component):
         l2 = switches[-1]
         engines = []
         for rank in range(spec.npus):
-            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit)
+            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
             engines.append(engine)
-            m.d.comb += [engine.start.eq(self.start),
-                         engine.we.eq(self.prog_we & (self.prog_unit == rank)),
-                         engine.waddr.eq(self.prog_reg), engine.wdata.eq(self.prog_data)]
+            m.d.comb += [engine.start.eq(start),
+                         engine.we.eq(prog_we & (prog_unit == rank)),
+                         engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
             l1, port = switches[rank // k], rank % k
             to_l1 = m.submodules[f"link_npu{rank}_up"] = Link(shape, latency=spec.npu_link_latency)
             to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency)
@@ -124,15 +147,15 @@ class FabricTop(wiring.Component):
         running = Signal()
         m.d.comb += [all_done.eq(running & (sum(e.done for e in engines) == len(engines))),
                      self.all_done.eq(all_done)]
-        with m.If(self.start):
+        with m.If(start):
             m.d.sync += [running.eq(1), self.cycles.eq(0)]
         with m.Elif(running & ~all_done):
             m.d.sync += self.cycles.eq(self.cycles + 1)
         # -- read port ----------------------------------------------------------------------
-        with m.Switch(self.rd_unit):
+        with m.Switch(rd_unit):
             for rank, engine in enumerate(engines):
                 with m.Case(rank):
-                    with m.Switch(self.rd_reg):
+                    with m.Switch(rd_reg):
                         for index, name in enumerate(ENGINE_READ):
                             with m.Case(index):
                                 m.d.comb += self.rd_data.eq(getattr(engine, name))
@@ -141,12 +164,12 @@ class FabricTop(wiring.Component):
                               loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
                               active_valid=sw.active_valid, busy=sw.busy)
                 with m.Case(spec.npus + s):
-                    with m.Switch(self.rd_reg):
+                    with m.Switch(rd_reg):
                         for index, name in enumerate(SWITCH_READ):
                             with m.Case(index):
                                 m.d.comb += self.rd_data.eq(values[name])
             with m.Case(GLOBAL_UNIT):
-                with m.Switch(self.rd_reg):
+                with m.Switch(rd_reg):
                     for index, value in enumerate((self.cycles, all_done, running)):
                         with m.Case(index):
                             m.d.comb += self.rd_data.eq(value)
