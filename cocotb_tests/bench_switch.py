@@ -24,6 +24,7 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from cocotb_tests.lib import StreamHarness, TaggedScoreboard, bench_params, metrics, seeded_rng
+from cocotb_tests.lib import coverage
 from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH, InputMode, RDMode, SwitchConfig
 from hdl.base.compiler.flows import Flow
 from hdl.base.compiler.functional import simulate, symbolic
@@ -70,6 +71,14 @@ class SwitchBench:
         self.round = 0
         self.sent = 0
         self.slot = 0
+        self.active_flows = []   # (inputs, outputs) of the flows of the latest round driven
+        self.coverage = None
+        if coverage.enabled():   # functional coverage (make coverage): sampled from the ports
+            self.coverage = coverage.SwitchCoverage(self.ports, self.middle)
+            self.coverage_probe = coverage.SwitchCoverageProbe(
+                dut, self.coverage, word_layout=self.config_word, flows=lambda: self.active_flows,
+                in_flight=lambda: self.scoreboard.outstanding)
+            h.agents.append(self.coverage_probe)
 
     def _idle_gen(self):
         while True:
@@ -142,6 +151,10 @@ class SwitchBench:
             for port in flow.outputs:
                 out_length[port] = length
         outputs = simulate(self.ports, self.middle, config, fmt.dtype, inputs)
+        self.active_flows = [(tuple(f.inputs), tuple(f.outputs)) for f in flows]
+        if self.coverage:
+            for flow in flows:
+                self.coverage.sample_flow(flow.inputs, flow.outputs)
         trees, problems = symbolic(config, sorted(in_length))
         assert not problems, problems
         for port in range(self.ports):
@@ -171,6 +184,10 @@ class SwitchBench:
                            name, self.round, self.sent, self.scoreboard.matched)
         metrics.record(**{f"{name}_flits_sent": self.sent, f"{name}_flits_received": received,
                           f"{name}_rounds": self.round})
+        if self.coverage:
+            path = self.coverage.write()
+            metrics.record(**{f"{name}_coverage_file": str(path),
+                              f"{name}_configs_accepted": self.coverage_probe.accepted})
 
 
 def random_flows(rng, ports):

@@ -174,6 +174,9 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
         "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
         "FRED_METRICS_FILE": str(metrics_file),
     }
+    coverage_dir = os.environ.get("FRED_COVERAGE_DIR")
+    if coverage_dir:   # functional coverage (cocotb_tests.lib.coverage): one YAML file per run
+        extra_env["FRED_COVERAGE_FILE"] = str(Path(coverage_dir).resolve() / f"{top}-{name}.yml")
     extra_env.update(env or {})
     runner = get_runner("verilator")
     try:
