@@ -261,7 +261,7 @@ def _child(args) -> int:
 
 
 def _run_child(index: int, args, out: Path) -> dict:
-    build_root = out / "sim_build" / (f"m{index:03d}" if index >= 0 else "original")
+    build_root = (out / "sim_build" / (f"m{index:03d}" if index >= 0 else "original")).resolve()
     cmd = [sys.executable, "-m", "cocotb_tests.mutation", "run-one", "--index", str(index),
            "--seed", str(args.seed), "--count", str(args.count), "--build-root", str(build_root)]
     if args.design:

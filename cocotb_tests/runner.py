@@ -97,11 +97,21 @@ def hierarchical_blocks(verilog: str, top: str) -> list[str]:
     return blocks
 
 
-def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=()) -> Path:
-    """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists."""
+#: Verilator options of a code-coverage build (``code_coverage=True``): line and toggle
+#: coverage; the simulator writes ``coverage.dat`` into the run's folder when it exits.
+COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
+
+
+def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
+              code_coverage: bool = False) -> Path:
+    """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists.
+
+    ``code_coverage``: a separate, flat build with :data:`COVERAGE_ARGS` (its own cache key, so
+    it never replaces the default build); flat because the coverage points of a hierarchical
+    block live in that block's own model, and one flat model names every point by its module."""
     tool = setup_verilator()
-    blocks = hierarchical_blocks(verilog, top)
-    args = tuple(BUILD_ARGS) + tuple(build_args)
+    blocks = [] if code_coverage else hierarchical_blocks(verilog, top)
+    args = tuple(BUILD_ARGS) + tuple(build_args) + (COVERAGE_ARGS if code_coverage else ())
     if blocks:   # --build: Verilator builds the blocks and the model (cocotb's make is then a no-op)
         args += ("--hierarchical", "--build", "-j", str(os.cpu_count() or 1))
     key_source = json.dumps([verilog, top, tool.version, args, blocks, bool(waves)])
@@ -139,7 +149,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
               verilog: tuple[str, str] | None = None, testcase: str | list[str] | None = None,
               bench_params: dict | None = None, env: dict | None = None,
               waves: bool | None = None, run_name: str | None = None,
-              build_args=()) -> BenchResult:
+              build_args=(), code_coverage: bool | None = None) -> BenchResult:
     """Build (once) and run cocotb ``test_module`` on a design; raise if any test fails.
 
     Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs`) or
@@ -154,7 +164,9 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     else:
         text, top = verilog
     waves = _env_flag("WAVES") if waves is None else waves
-    build_dir = build_dut(text, top, waves=waves, build_args=build_args)
+    code_coverage = _env_flag("FRED_CODE_COVERAGE") if code_coverage is None else code_coverage
+    build_dir = build_dut(text, top, waves=waves, build_args=build_args,
+                          code_coverage=code_coverage)
 
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
@@ -166,6 +178,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     test_dir = build_dir / "runs" / name
     test_dir.mkdir(parents=True, exist_ok=True)
     results_xml = (test_dir / "results.xml").resolve()
+    (test_dir / "coverage.dat").unlink(missing_ok=True)   # a run's own points, not a sum of runs
     metrics_file = (test_dir / "metrics.json").resolve()
     metrics_file.unlink(missing_ok=True)
     extra_env = {
