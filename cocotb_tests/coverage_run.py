@@ -25,12 +25,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["FUNCTIONAL_SELECT", "CODE_SELECT", "main"]
+__all__ = ["FUNCTIONAL_BUILDS", "CODE_BUILDS", "main"]
 
-#: pytest -k of the functional-coverage runs (tests/test_switch_cocotb.py, default + full).
-FUNCTIONAL_SELECT = "(P8-m3 or P12-m3) and not total"
-#: pytest -k of the code-coverage runs.
-CODE_SELECT = "(P8-m3-int32 or P5-m3-int32 or P4-m2-fp16) and not total"
+#: Builds (pytest ids of tests/test_switch_cocotb.py) of the functional-coverage runs, default +
+#: full; one pytest run (and one hold of the lock) per build.
+FUNCTIONAL_BUILDS = ("P8-m3-int32", "P8-m3-fp16", "P12-m3-int32", "P12-m3-fp16")
+#: Builds of the code-coverage runs.
+CODE_BUILDS = ("P8-m3-int32", "P5-m3-int32", "P4-m2-fp16")
 TEST_FILE = "tests/test_switch_cocotb.py"
 LOCK = "/tmp/fred-heavy.lock"
 
@@ -43,13 +44,16 @@ ARTEFACTS = [
 ]
 
 
-def _pytest(select: str, env: dict, lock: str) -> int:
-    cmd = [sys.executable, "-m", "pytest", TEST_FILE, "-m", "full or not full", "-k", select,
-           "-q", "-p", "no:cacheprovider"]
-    if lock and shutil.which("flock"):
-        cmd = ["flock", lock] + cmd
-    print("$ " + " ".join(cmd), flush=True)
-    return subprocess.run(cmd, env=dict(os.environ, **env)).returncode
+def _pytest(builds, env: dict, lock: str) -> int:
+    status = 0
+    for build in builds:
+        cmd = [sys.executable, "-m", "pytest", TEST_FILE, "-m", "full or not full", "-k",
+               f"{build} and not total", "-q", "-p", "no:cacheprovider"]
+        if lock and shutil.which("flock"):
+            cmd = ["flock", lock] + cmd
+        print("$ " + " ".join(cmd), flush=True)
+        status |= subprocess.run(cmd, env=dict(os.environ, **env)).returncode
+    return status
 
 
 def functional(out: Path, *, run: bool, lock: str) -> int:
@@ -58,7 +62,7 @@ def functional(out: Path, *, run: bool, lock: str) -> int:
     status = 0
     if run:
         shutil.rmtree(runs, ignore_errors=True)
-        status = _pytest(FUNCTIONAL_SELECT, {coverage.ENV_DIR: str(runs)}, lock)
+        status = _pytest(FUNCTIONAL_BUILDS, {coverage.ENV_DIR: str(runs)}, lock)
     files = sorted(runs.glob("*.yml"))
     if not files:
         print(f"no functional coverage files in {runs}", file=sys.stderr)
@@ -79,7 +83,7 @@ def code(out: Path, *, run: bool, lock: str) -> int:
         shutil.rmtree(build / "runs", ignore_errors=True)
         for folder in build.glob("*/runs"):
             shutil.rmtree(folder, ignore_errors=True)
-        status = _pytest(CODE_SELECT, {"FRED_CODE_COVERAGE": "1", "FRED_SIM_BUILD": str(build)},
+        status = _pytest(CODE_BUILDS, {"FRED_CODE_COVERAGE": "1", "FRED_SIM_BUILD": str(build)},
                          lock)
     files = sorted(build.glob("*/runs/*/coverage.dat"))
     if not files:
