@@ -456,3 +456,83 @@ async def configuration_protocol(dut):
     await bench.drain()
     bench.finish("config")
     metrics.record(config_words=len(words))
+
+
+def illegal_encodings(kind: str, middle: int) -> list[int]:
+    """Every value of a ``kind`` microswitch's mode field that the contract rejects (the
+    compiler's mode classes raise on it): the values the configuration checker must refuse."""
+    from hdl.base.compiler.encoding import DemuxMode, MuxMode, OutputMode
+    from hdl.base.errors import FredError
+    cls = {"input": InputMode, "output": OutputMode, "rd": RDMode, "demux": DemuxMode,
+           "mux": MuxMode}[kind]
+    bad = []
+    for value in range(1 << cls.width(middle)):
+        try:
+            cls.unpack(value, middle).check(middle)
+        except FredError:
+            bad.append(value)
+    return bad
+
+
+@cocotb.test()
+async def illegal_modes(dut):
+    """An illegal mode in any one microswitch rejects the whole packet: for every microswitch
+    of the switch (every slot of the configuration vector, at every level), a packet that
+    differs from a legal configuration only in that microswitch's field, set to an illegal
+    value of its kind (the kind's illegal values taken in turn, so every one of them is tried),
+    ends with ILLEGAL_MODE, leaves the slot unloaded and the active phase running; a packet
+    with the same field set to a legal value is accepted."""
+    from hdl.base.compiler.encoding import layout
+    bench = SwitchBench(dut, "illegal", idle=0.0, backpressure=0.0)
+    await bench.start()
+    P, m, K = bench.ports, bench.middle, bench.phases
+    flows = [Flow(inputs=(s,), outputs=(P - 1 - s,)) for s in range(P)]
+    good = route(ports=P, middle=m, flows=flows, split=False).phases[0].config
+    await bench.run_phase(good, flows)
+    await bench.drain()
+    word_mask = (1 << DEFAULT_WORD_WIDTH) - 1
+    nwords = len(good.encode())
+    bad_values = {kind: illegal_encodings(kind, m) for kind in ("input", "output", "rd", "demux", "mux")}
+    turn = {kind: 0 for kind in bad_values}
+    target = 1 % K   # slot 0 is active; packets go to another slot
+
+    def packet(value):
+        words = [(value >> (DEFAULT_WORD_WIDTH * i)) & word_mask for i in range(nwords)]
+        return bench.config_packet(words, target)
+
+    async def send(payloads):
+        bench.config.send_all(payloads)
+        await bench.harness.wait_until(lambda: bench.config.pending == 0, what="packet written")
+        await bench.harness.cycles(2)
+        await ReadOnly()
+        return int(dut.error.value), (int(dut.loaded.value) >> target) & 1
+
+    checked = 0
+    base = good.to_int()
+    slots = layout(P, m)
+    for kind, values in bad_values.items():
+        of_kind = [slot for slot in slots if slot.kind == kind]
+        if not of_kind or not values:
+            continue
+        # every illegal value of the kind at least once, every slot of the kind at least once
+        for i in range(max(len(of_kind), len(values))):
+            slot, illegal = of_kind[i % len(of_kind)], values[i % len(values)]
+            field = ((1 << slot.width) - 1) << slot.offset
+            error, loaded = await send(packet(base & ~field | (illegal << slot.offset)))
+            assert error == ConfigError.ILLEGAL_MODE and loaded == 0, \
+                (f"{slot.name} ({slot.kind}) = {illegal:#x}: error {error}, slot {target} "
+                 f"loaded {loaded}; expected ILLEGAL_MODE and not loaded")
+            assert int(dut.active_phase.value) == 0 and int(dut.active_valid.value) == 1
+            if i < len(of_kind):
+                # the same packet with the field idle (always legal) is accepted
+                error, loaded = await send(packet(base & ~field))
+                assert error == ConfigError.NONE and loaded == 1, \
+                    f"{slot.name} idle: error {error}, loaded {loaded}"
+            checked += 1
+    # the active phase still routes
+    await bench.harness.cycles(1)
+    bench.round += 1
+    bench.send_traffic(good, flows)
+    await bench.drain()
+    bench.finish("illegal")
+    metrics.record(illegal_slots_checked=checked)

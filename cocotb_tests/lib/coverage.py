@@ -225,10 +225,13 @@ class SwitchCoverageProbe:
     coverage from the ports every settled cycle: configuration packets the switch accepted
     (their modes), error codes, phase events, backpressure situations and the output-mode x
     stall cross. ``flows()`` returns the (inputs, outputs) of the flows the bench is driving;
-    ``word_layout`` is the configuration port's word layout (``config_word_layout``)."""
+    ``in_flight()`` whether flits entered the switch that no output delivered yet (the
+    scoreboard's count: the switch's own ``busy`` also rises for a select, so it cannot tell a
+    select into an idle switch from one that waits); ``word_layout`` is the configuration
+    port's word layout (``config_word_layout``)."""
 
-    def __init__(self, dut, coverage: SwitchCoverage, *, word_layout, flows):
-        self.dut, self.cov, self.flows = dut, coverage, flows
+    def __init__(self, dut, coverage: SwitchCoverage, *, word_layout, flows, in_flight):
+        self.dut, self.cov, self.flows, self.in_flight = dut, coverage, flows, in_flight
         self.word_layout = word_layout
         P = coverage.ports
         self.i_valid = [getattr(dut, f"i__{n}__valid") for n in range(P)]
