@@ -54,6 +54,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,9 +66,9 @@ __all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog",
 #: RD with its adder, the configuration memory and checker).
 DESIGN = {"ports": 4, "middle": 2, "dtype": "int32", "lanes": 1, "phases": 3, "tag_width": 16}
 #: The bench tests every mutant runs (one simulator run), and their parameters.
-TESTCASES = ["configuration_protocol", "throughput_and_latency", "directed_collectives",
-             "random_flow_sets"]
-BENCH_PARAMS = {"rounds": 30, "max_length": 64, "idle": 0.3, "backpressure": 0.3, "length": 64}
+TESTCASES = ["configuration_protocol", "illegal_modes", "throughput_and_latency",
+             "directed_collectives", "random_flow_sets"]
+BENCH_PARAMS = {"rounds": 20, "max_length": 32, "idle": 0.3, "backpressure": 0.3, "length": 32}
 DEFAULT_SEED = 18
 DEFAULT_COUNT = 60
 LOCK = "/tmp/fred-heavy.lock"
@@ -319,18 +320,29 @@ def campaign(args) -> int:
         if original["status"] != "survived":
             print(f"the unmutated design fails the benches: {original}", file=sys.stderr)
             return 2
+    partial = out / "partial.json"
     results = {}
+    if args.resume and partial.exists():   # outcomes of an interrupted campaign (same mutants)
+        saved = json.loads(partial.read_text())
+        if (saved["seed"], saved["count"], saved["design"]) == (args.seed, args.count, design):
+            results = {int(i): o for i, o in saved["results"].items() if int(i) in indices}
+            print(f"resuming: {len(results)} outcomes from {partial}", flush=True)
+    lock = threading.Lock()
 
     def one(i):
         outcome = _run_child(i, args, out)
         m = mutants[i]
         print(f"[{i:3d}] {outcome['status']:8s} {m.operator:13s} {m.module}:{m.line} "
               f"({outcome['wall_seconds']} s) {outcome.get('by', '')}", flush=True)
+        with lock:   # saved after every mutant: a campaign cut short resumes (--resume)
+            results[i] = outcome
+            partial.write_text(json.dumps({"seed": args.seed, "count": args.count,
+                                           "design": design, "results": results}, indent=1))
         return i, outcome
 
+    todo = [i for i in indices if i not in results]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for i, outcome in pool.map(one, indices):
-            results[i] = outcome
+        list(pool.map(one, todo))
     killed = sum(1 for o in results.values() if o["status"] == "killed")
     survived = [i for i, o in results.items() if o["status"] == "survived"]
     invalid = [i for i, o in results.items() if o["status"] == "invalid"]
@@ -372,6 +384,8 @@ def main(argv=None) -> int:
             p.add_argument("--list", action="store_true", help="print the mutants and stop")
             p.add_argument("--skip-original", action="store_true",
                            help="do not run the unmutated design first")
+            p.add_argument("--resume", action="store_true",
+                           help="keep the outcomes saved by an interrupted campaign in OUT/partial.json")
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("campaign", "run-one"):
         argv = ["campaign"] + argv

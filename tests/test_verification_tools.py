@@ -158,3 +158,84 @@ def test_code_coverage_reader_merges_and_groups_by_module(tmp_path):
     assert code_coverage.read(written) == points
     lines, data = code_coverage.report(points, artefacts=[("if (x)", "never")])
     assert data["excluded"] == {"m1": 1} and data["uncovered"] == []
+
+
+class _Handle:
+    def __init__(self, value=0):
+        self.value = value
+
+
+class _FakeSwitch:
+    """The ports SwitchCoverageProbe reads, as plain attributes a test sets cycle by cycle."""
+
+    def __init__(self, ports):
+        for name in ("error", "busy", "config__valid", "config__ready", "config__payload",
+                     "phase__valid", "active_phase", "active_valid"):
+            setattr(self, name, _Handle())
+        for n in range(ports):
+            for d in ("i", "o"):
+                for s in ("valid", "ready"):
+                    setattr(self, f"{d}__{n}__{s}", _Handle())
+
+
+def test_probe_samples_accepted_configurations_and_stall_episodes():
+    """The probe counts a configuration's modes only once the switch accepted it (error NONE
+    two cycles after `last`), and a broadcast-with-one-output-stalled episode once per episode."""
+    from hdl.base.compiler.encoding import layout
+    from hdl.base.compiler.flows import Flow
+    from hdl.base.compiler.router import route
+    from hdl.base.config_port import ConfigError, config_word_layout
+    cov = coverage.SwitchCoverage(6, 2)   # a size no other test of this process uses
+    dut = _FakeSwitch(6)
+    flows = [((0,), (0, 1, 2))]
+    in_flight = [0]
+    probe = coverage.SwitchCoverageProbe(dut, cov, word_layout=config_word_layout(3),
+                                         flows=lambda: flows, in_flight=lambda: in_flight[0])
+    config = route(ports=6, middle=2, flows=[Flow(inputs=(0,), outputs=(0, 1, 2))],
+                   split=False).phases[0].config
+    words = config.encode()
+    layout_ = config_word_layout(3)
+    cycle = 0
+
+    def step(**values):
+        nonlocal cycle
+        for name, value in values.items():
+            getattr(dut, name).value = value
+        probe._sample(cycle)
+        cycle += 1
+
+    # a packet the switch rejects: nothing sampled
+    for i, w in enumerate(words):
+        step(config__valid=1, config__ready=1,
+             config__payload=layout_.pack(data=w, last=i == len(words) - 1, phase=1))
+    step(config__valid=0)
+    step(error=ConfigError.ILLEGAL_MODE)
+    step()
+    assert probe.accepted == 0 and probe.loaded == {}
+    # the same packet accepted: every microswitch's mode counted once at its level
+    for i, w in enumerate(words):
+        step(config__valid=1, config__ready=1,
+             config__payload=layout_.pack(data=w, last=i == len(words) - 1, phase=1))
+    step(config__valid=0, error=ConfigError.NONE)
+    step()
+    assert probe.accepted == 1 and probe.loaded == {1: config}
+    db = __import__("cocotb_coverage.coverage", fromlist=["coverage_db"]).coverage_db
+    counted = sum(sum(db[f"fred.P6m2.modes.{g}"].detailed_coverage.values())
+                  for g in ("L0_P6.input", "L0_P6.output", "L1_P3.input", "L1_P3.output",
+                            "L1_P3.demux", "L1_P3.mux", "L2_P2.rd"))
+    assert counted == len(layout(6, 2))
+    # phase 1 active; output 0 holds a flit it cannot deliver while output 1 is ready:
+    # one episode, however many cycles it lasts, and a new one after it ends
+    situation = db["fred.P6m2.backpressure.situation"]
+    step(active_valid=1, active_phase=1, o__0__valid=1, o__0__ready=0, o__1__ready=1)
+    step()
+    step()
+    assert situation.detailed_coverage["broadcast-output-stalled"] == 1
+    step(o__0__ready=1)
+    step(o__0__ready=0)
+    assert situation.detailed_coverage["broadcast-output-stalled"] == 2
+    # a select offered while flits are in flight
+    in_flight[0] = 3
+    step(phase__valid=1)
+    assert db["fred.P6m2.phase.event"].detailed_coverage["select-in-flight"] == 1
+    assert situation.detailed_coverage["select-while-draining"] == 1
