@@ -314,6 +314,10 @@ def campaign(args) -> int:
             print(f"{i:3d} {m.operator:13s} {m.module}:{m.line}\n      - {m.before.strip()}\n"
                   f"      + {m.after.strip()}")
         return 0
+    if args.summary:   # the outcomes saved so far (partial.json), e.g. of a running campaign
+        saved = json.loads((out / "partial.json").read_text())["results"]
+        return _summarize(mutants, {int(i): o for i, o in saved.items()}, out, design, args,
+                          write=False)
     if not args.skip_original:
         original = _run_child(-1, args, out)
         print(f"original design: {original['status']} ({original.get('wall_seconds')} s)", flush=True)
@@ -343,6 +347,10 @@ def campaign(args) -> int:
     todo = [i for i in indices if i not in results]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, todo))
+    return _summarize(mutants, results, out, design, args)
+
+
+def _summarize(mutants, results, out: Path, design, args, *, write: bool = True) -> int:
     killed = sum(1 for o in results.values() if o["status"] == "killed")
     survived = [i for i, o in results.items() if o["status"] == "survived"]
     invalid = [i for i, o in results.items() if o["status"] == "invalid"]
@@ -358,8 +366,9 @@ def campaign(args) -> int:
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "score": score, "killed": killed, "valid": valid,
               "mutants": [dict(asdict(mutants[i]), index=i, **results[i]) for i in sorted(results)]}
-    (out / "results.json").write_text(json.dumps(record, indent=2))
-    print(f"results: {out / 'results.json'}")
+    if write:
+        (out / "results.json").write_text(json.dumps(record, indent=2))
+        print(f"results: {out / 'results.json'}")
     return 0
 
 
@@ -384,6 +393,8 @@ def main(argv=None) -> int:
             p.add_argument("--list", action="store_true", help="print the mutants and stop")
             p.add_argument("--skip-original", action="store_true",
                            help="do not run the unmutated design first")
+            p.add_argument("--summary", action="store_true",
+                           help="print the score of the outcomes saved so far and stop")
             p.add_argument("--resume", action="store_true",
                            help="keep the outcomes saved by an interrupted campaign in OUT/partial.json")
     argv = list(sys.argv[1:] if argv is None else argv)
