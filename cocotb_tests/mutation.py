@@ -56,6 +56,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -104,6 +105,7 @@ class Mutant:
 _MODULE = re.compile(r"^module\s+(\\\S+|\w+)")
 _DECL = re.compile(r"^\s*(?:input|output|wire|reg)\s+(?:\[(\d+):0\]\s+)?(\\\S+|\w+)")
 _SLICE = re.compile(r"\b(mode|modes|write__payload)\[(\d+)(?::(\d+))?\]")
+_TOKEN = re.compile(r"\\\S+|[A-Za-z_][A-Za-z0-9_$]*")
 _CMP = [(" == ", " != "), (" != ", " == "), (" < ", " <= "), (" >= ", " > ")]
 
 
@@ -154,14 +156,31 @@ def _line_mutations(line: str, widths: dict, in_process: bool, after_rst: bool):
     return out
 
 
+def _token_uses(lines: list[str]) -> dict[str, int]:
+    """How often each identifier is used in a module's lines outside declarations (escaped
+    identifiers ``\\a.b`` included)."""
+    uses: dict[str, int] = defaultdict(int)
+    for line in lines:
+        if _DECL.match(line) or _MODULE.match(line):
+            continue
+        for token in _TOKEN.findall(line):
+            uses[token] += 1
+    return uses
+
+
 def sites(verilog: str, *, skip_modules: tuple[str, ...] = ()) -> list[Mutant]:
-    """Every candidate mutant of ``verilog``, in file order."""
+    """Every candidate mutant of ``verilog``, in file order. Assignments to a wire nothing reads
+    (the field views Amaranth writes for readability, e.g. ``\\mode.in0_en``) are skipped: a
+    mutant there is equivalent by construction."""
     result = []
-    module, widths, in_process, after_rst = None, {}, False, False
-    for number, line in enumerate(verilog.split("\n"), start=1):
+    lines = verilog.split("\n")
+    module, widths, in_process, after_rst, uses = None, {}, False, False, {}
+    for number, line in enumerate(lines, start=1):
         m = _MODULE.match(line)
         if m:
             module, widths, in_process = m.group(1).lstrip("\\"), {}, False
+            end = next(i for i in range(number, len(lines)) if lines[i].startswith("endmodule"))
+            uses = _token_uses(lines[number - 1:end])
             continue
         if line.startswith("endmodule"):
             module = None
@@ -175,6 +194,9 @@ def sites(verilog: str, *, skip_modules: tuple[str, ...] = ()) -> list[Mutant]:
             in_process = True
         elif line.startswith("  assign") or line == "  end":
             in_process = False
+        a = re.match(r"^  assign (\\\S+ |\w+) = ", line)
+        if a and uses.get(a.group(1).strip(), 0) <= 1:
+            continue   # nothing reads this wire (its one use is this assignment)
         for operator, after in _line_mutations(line, widths, in_process, after_rst):
             if after != line:
                 result.append(Mutant(module, number, operator, line, after))
