@@ -255,6 +255,81 @@ def permute_middles(config: SwitchConfig, rng) -> SwitchConfig:
     return SwitchConfig.from_modes(config.ports, m, subtree("", config.ports))
 
 
+def share_deepest_middle(config: SwitchConfig, rng) -> SwitchConfig:
+    """The same routes with two flows that cross sibling Fred_m(2) middles on disjoint ports
+    moved into one of them (its RD microswitch then passes two flows: ``out0 <- in0, out1 <-
+    in1`` or crossed), when the configuration has such a pair; otherwise ``config`` unchanged.
+    The router never shares a deepest middle between unrelated flows, so without this the benches
+    would never drive those RD modes. Every candidate is checked to be legal (the mode classes)
+    and to deliver exactly what ``config`` delivers (the functional model, on random data at every
+    port) before it is used."""
+    from dataclasses import replace
+    from hdl.base.compiler.encoding import DemuxMode, MuxMode, OutputMode, RD_NONE
+    from hdl.base.errors import FredError
+    P, m = config.ports, config.middle
+    modes = {slot.name: mode for slot, mode in zip(config.slots, config.modes)}
+    parents = sorted({name[:-len("mid[0].rd")] for name in modes if name.endswith("mid[0].rd")})
+    data = [np.arange(4, dtype=np.uint32) * 7 + 11 * n for n in range(P)]
+    reference = simulate(P, m, config, "int32", data)
+    candidates = []
+    for prefix in parents:
+        for k in range(m):
+            for k2 in range(m):
+                if k != k2:
+                    candidates.append((prefix, k, k2))
+    rng.shuffle(candidates)
+
+    def used(rd):
+        ins, outs = set(), set()
+        for j, o in enumerate((rd.out0, rd.out1)):
+            if o != RD_NONE:
+                outs.add(j)
+                ins |= {0: set(), 1: {0}, 2: {1}, 3: {0, 1}}[o]
+        return ins, outs
+
+    def reroute(new, prefix, port, k_from, k_to, side):
+        names = [n for n in new if n.startswith(prefix) and n[len(prefix):] in
+                 ((f"in[{port}]", "demux") if side == "in" else (f"out[{port}]", "mux"))]
+        sub_r = None
+        for n in names:
+            rest = n[len(prefix):]
+            mode = new[n]
+            if rest in (f"in[{port}]", f"out[{port}]"):
+                fields = ("in0", "in1") if isinstance(mode, InputMode) else ("out0", "out1")
+                for f in fields:
+                    if getattr(mode, f + "_en") and getattr(mode, f + "_wire") == k_from:
+                        mode = replace(mode, **{f + "_wire": k_to})
+                new[n] = mode
+                sub_r = True
+        if sub_r is None:   # odd parent: port r is the demux (in) / mux (out)
+            n = prefix + ("demux" if side == "in" else "mux")
+            mode = new.get(n)
+            if isinstance(mode, (DemuxMode, MuxMode)) and mode.en and mode.wire == k_from:
+                new[n] = replace(mode, wire=k_to)
+
+    for prefix, k, k2 in candidates:
+        a, b = modes[f"{prefix}mid[{k}].rd"], modes[f"{prefix}mid[{k2}].rd"]
+        (ia, oa), (ib, ob) = used(a), used(b)
+        if not ia or not ib or ia & ib or oa & ob:
+            continue
+        new = dict(modes)
+        new[f"{prefix}mid[{k}].rd"] = RDMode(out0=a.out0 or b.out0, out1=a.out1 or b.out1)
+        new[f"{prefix}mid[{k2}].rd"] = RDMode()
+        for port in ib:
+            reroute(new, prefix, port, k2, k, "in")
+        for port in ob:
+            reroute(new, prefix, port, k2, k, "out")
+        try:
+            candidate = SwitchConfig.from_modes(P, m, new)
+        except FredError:
+            continue
+        got = simulate(P, m, candidate, "int32", data)
+        if all((x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))
+               for x, y in zip(reference, got)):
+            return candidate
+    return config
+
+
 async def run_flows(bench, flows, **kwargs):
     result = route(ports=bench.ports, middle=bench.middle, flows=flows, seed=bench.rng.getrandbits(16))
     for phase in result.phases:
@@ -600,11 +675,15 @@ async def permuted_middles(dut):
             flow_sets.append([Flow(inputs=(s,), outputs=(d,)) for s, d in enumerate(perm)])
         else:
             flow_sets.append(random_flows(rng, P))
-    phases = 0
+    phases = n_phase = 0
     for flows in flow_sets:
         result = route(ports=P, middle=bench.middle, flows=flows, seed=rng.getrandbits(16))
         for phase in result.phases:
-            await bench.run_phase(permute_middles(phase.config, rng), list(phase.flows),
+            config = permute_middles(phase.config, rng)
+            if n_phase % 2 == 0:
+                config = share_deepest_middle(config, rng)
+            n_phase += 1
+            await bench.run_phase(config, list(phase.flows),
                                   max_length=p.get("max_length", 8))
             phases += 1
     await bench.drain()
