@@ -487,6 +487,9 @@ async def configuration_protocol(dut):
         await bad_packet(bench.config_packet(words[:-1], 1), ConfigError.WORD_COUNT)
         await bad_packet(bench.config_packet(words, 1, last_at=len(words) - 2), ConfigError.WORD_COUNT)
     await bad_packet(bench.config_packet(words + [0], 1), ConfigError.WORD_COUNT)
+    # two words too many: the word counter saturates (issue 18: a branch code coverage found
+    # unexercised when a phase is one word long)
+    await bad_packet(bench.config_packet(words + [0, 0], 1), ConfigError.WORD_COUNT)
     # an illegal mode: make the first microswitch reduce two inputs onto different wires
     # (input mode) or sum on one RD output while passing an input on the other
     first = good.slots[0]
