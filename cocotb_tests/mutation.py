@@ -68,7 +68,7 @@ __all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog",
 DESIGN = {"ports": 4, "middle": 2, "dtype": "int32", "lanes": 1, "phases": 3, "tag_width": 16}
 #: The bench tests every mutant runs (one simulator run), and their parameters.
 TESTCASES = ["configuration_protocol", "illegal_modes", "throughput_and_latency",
-             "directed_collectives", "random_flow_sets"]
+             "directed_collectives", "random_flow_sets", "permuted_middles"]
 BENCH_PARAMS = {"rounds": 20, "max_length": 32, "idle": 0.3, "backpressure": 0.3, "length": 32}
 DEFAULT_SEED = 18
 DEFAULT_COUNT = 60
