@@ -296,10 +296,10 @@ def share_deepest_middle(config: SwitchConfig, rng) -> SwitchConfig:
             mode = new[n]
             if rest in (f"in[{port}]", f"out[{port}]"):
                 fields = ("in0", "in1") if isinstance(mode, InputMode) else ("out0", "out1")
-                for f in fields:
-                    if getattr(mode, f + "_en") and getattr(mode, f + "_wire") == k_from:
-                        mode = replace(mode, **{f + "_wire": k_to})
-                new[n] = mode
+                # one replace: a reducing input mode must move both wires at once
+                moved = {f + "_wire": k_to for f in fields
+                         if getattr(mode, f + "_en") and getattr(mode, f + "_wire") == k_from}
+                new[n] = replace(mode, **moved)
                 sub_r = True
         if sub_r is None:   # odd parent: port r is the demux (in) / mux (out)
             n = prefix + ("demux" if side == "in" else "mux")
@@ -315,11 +315,11 @@ def share_deepest_middle(config: SwitchConfig, rng) -> SwitchConfig:
         new = dict(modes)
         new[f"{prefix}mid[{k}].rd"] = RDMode(out0=a.out0 or b.out0, out1=a.out1 or b.out1)
         new[f"{prefix}mid[{k2}].rd"] = RDMode()
-        for port in ib:
-            reroute(new, prefix, port, k2, k, "in")
-        for port in ob:
-            reroute(new, prefix, port, k2, k, "out")
-        try:
+        try:   # a move the mode rules forbid (two inputs onto one wire) is no candidate
+            for port in ib:
+                reroute(new, prefix, port, k2, k, "in")
+            for port in ob:
+                reroute(new, prefix, port, k2, k, "out")
             candidate = SwitchConfig.from_modes(P, m, new)
         except FredError:
             continue
