@@ -63,7 +63,9 @@ def functional(out: Path, *, run: bool, lock: str) -> int:
     if run:
         shutil.rmtree(runs, ignore_errors=True)
         status = _pytest(FUNCTIONAL_BUILDS, {coverage.ENV_DIR: str(runs)}, lock)
-    files = sorted(runs.glob("*.yml"))
+    # the runs of FUNCTIONAL_BUILDS only (a run file is named ...-P8m3int32.yml)
+    tokens = tuple(b.replace("-", "") + ".yml" for b in FUNCTIONAL_BUILDS)
+    files = sorted(f for f in runs.glob("*.yml") if f.name.endswith(tokens))
     if not files:
         print(f"no functional coverage files in {runs}", file=sys.stderr)
         return status or 1
