@@ -678,14 +678,11 @@ async def permuted_middles(dut):
             flow_sets.append([Flow(inputs=(s,), outputs=(d,)) for s, d in enumerate(perm)])
         else:
             flow_sets.append(random_flows(rng, P))
-    phases = n_phase = 0
+    phases = 0
     for flows in flow_sets:
         result = route(ports=P, middle=bench.middle, flows=flows, seed=rng.getrandbits(16))
         for phase in result.phases:
-            config = permute_middles(phase.config, rng)
-            if n_phase % 2 == 0:
-                config = share_deepest_middle(config, rng)
-            n_phase += 1
+            config = share_deepest_middle(permute_middles(phase.config, rng), rng)
             await bench.run_phase(config, list(phase.flows),
                                   max_length=p.get("max_length", 8))
             phases += 1
