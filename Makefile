@@ -7,7 +7,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate
+.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation
 
 all: test
 
@@ -24,6 +24,8 @@ help:
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
+	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches"
+	@echo "make mutation   mutation score of the switch benches (MUTATION_ARGS, e.g. --count 60 --jobs 1)"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -84,3 +86,14 @@ clean:
 characterize: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,synth]'
 	$(FRED) characterize --fresh $(CHARACTERIZE_ARGS)
+
+# Functional coverage (cocotb-coverage) of the switch benches on Fred_3(8)/Fred_3(12), default +
+# full, and Verilator line/toggle coverage per module on separate coverage builds; merged reports
+# in build/coverage/ (docs/verification.md). Each pytest run takes /tmp/fred-heavy.lock itself.
+coverage: $(STAMP)
+	$(PY) -m cocotb_tests.coverage_run $(COVERAGE_ARGS)
+
+# Mutants of the generated Verilog of Fred_2(4) int32, each run through the switch benches under
+# its own flock of /tmp/fred-heavy.lock; prints the score and the survivors (docs/verification.md).
+mutation: $(STAMP)
+	$(PY) -m cocotb_tests.mutation $(MUTATION_ARGS)

@@ -97,15 +97,24 @@ def hierarchical_blocks(verilog: str, top: str) -> list[str]:
     return blocks
 
 
+#: Verilator options of a code-coverage build (``code_coverage=True``): line and toggle
+#: coverage; the simulator writes ``coverage.dat`` into the run's folder when it exits.
+COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
+
+
 def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
-              hier_blocks: bool = True) -> Path:
+              hier_blocks: bool = True, code_coverage: bool = False) -> Path:
     """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists.
+
     ``hier_blocks=False``: no hierarchical blocks, Verilator inlines every module (the fabric of
     issue 15: its switches' blocks have combinational paths through their ports, which
-    Verilator evaluates by iterating across blocks, ~1000x slower than the inlined model)."""
+    Verilator evaluates by iterating across blocks, ~1000x slower than the inlined model).
+    ``code_coverage``: a separate, flat build with :data:`COVERAGE_ARGS` (its own cache key, so
+    it never replaces the default build); flat because the coverage points of a hierarchical
+    block live in that block's own model, and one flat model names every point by its module."""
     tool = setup_verilator()
-    blocks = hierarchical_blocks(verilog, top) if hier_blocks else []
-    args = tuple(BUILD_ARGS) + tuple(build_args)
+    blocks = hierarchical_blocks(verilog, top) if hier_blocks and not code_coverage else []
+    args = tuple(BUILD_ARGS) + tuple(build_args) + (COVERAGE_ARGS if code_coverage else ())
     if blocks:   # --build: Verilator builds the blocks and the model (cocotb's make is then a no-op)
         args += ("--hierarchical", "--build", "-j", str(os.cpu_count() or 1))
     key_source = json.dumps([verilog, top, tool.version, args, blocks, bool(waves)])
@@ -143,7 +152,8 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
               verilog: tuple[str, str] | None = None, testcase: str | list[str] | None = None,
               bench_params: dict | None = None, env: dict | None = None,
               waves: bool | None = None, run_name: str | None = None,
-              build_args=(), hier_blocks: bool = True, prebuilt: Path | None = None) -> BenchResult:
+              build_args=(), hier_blocks: bool = True, prebuilt: Path | None = None,
+              code_coverage: bool | None = None) -> BenchResult:
     """Build (once) and run cocotb ``test_module`` on a design; raise if any test fails.
 
     Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs`) or
@@ -158,10 +168,12 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     else:
         text, top = verilog
     waves = _env_flag("WAVES") if waves is None else waves
+    code_coverage = _env_flag("FRED_CODE_COVERAGE") if code_coverage is None else code_coverage
     if prebuilt is not None:   # a build folder made elsewhere (cocotb_tests/fabric/build.py)
         build_dir = Path(prebuilt)
     else:
-        build_dir = build_dut(text, top, waves=waves, build_args=build_args, hier_blocks=hier_blocks)
+        build_dir = build_dut(text, top, waves=waves, build_args=build_args, hier_blocks=hier_blocks,
+                              code_coverage=code_coverage)
 
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
@@ -173,6 +185,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     test_dir = build_dir / "runs" / name
     test_dir.mkdir(parents=True, exist_ok=True)
     results_xml = (test_dir / "results.xml").resolve()
+    (test_dir / "coverage.dat").unlink(missing_ok=True)   # a run's own points, not a sum of runs
     metrics_file = (test_dir / "metrics.json").resolve()
     metrics_file.unlink(missing_ok=True)
     extra_env = {
@@ -181,6 +194,9 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
         "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
         "FRED_METRICS_FILE": str(metrics_file),
     }
+    coverage_dir = os.environ.get("FRED_COVERAGE_DIR")
+    if coverage_dir:   # functional coverage (cocotb_tests.lib.coverage): one YAML file per run
+        extra_env["FRED_COVERAGE_FILE"] = str(Path(coverage_dir).resolve() / f"{top}-{name}.yml")
     extra_env.update(env or {})
     runner = get_runner("verilator")
     try:

