@@ -1,5 +1,5 @@
 """The online router's RTL (hdl/switch/online_router.py) against its reference model
-(hdl/base/online_router.py): random set-ups and releases, the modes register compared with the
+(hdl/base/online_router.py): random set-ups and (several at once) releases, the modes register compared with the
 model's configuration vector every cycle (Amaranth simulator)."""
 
 import random
@@ -15,7 +15,7 @@ def _run(ports, middle, steps, seed):
     dut = OnlineRouter(ports=ports, middle=middle)
     ref = Reference(ports, middle)
     rng = random.Random(seed)
-    stats = {"routed": 0, "released": 0, "both": 0, "blocked": 0}
+    stats = {"routed": 0, "released": 0, "both": 0, "blocked": 0, "multi": 0}
 
     async def bench(ctx):
         for _ in range(steps):
@@ -23,23 +23,22 @@ def _run(ports, middle, steps, seed):
             free_in = [p for p in range(ports) if p not in paths.values()]
             free_out = [p for p in range(ports) if p not in paths]
             req = bool(free_in) and rng.random() < 0.6
-            rel = bool(paths) and rng.random() < 0.4
+            rel = sorted(d for d in paths if rng.random() < 0.3)
             src = rng.choice(free_in) if req else 0
             dst = rng.choice(free_out) if req else 0
-            rel_dst = rng.choice(sorted(paths)) if rel else 0
             ctx.set(dut.req, req)
             ctx.set(dut.src, src)
             ctx.set(dut.dst, dst)
-            ctx.set(dut.rel, rel)
-            ctx.set(dut.rel_dst, rel_dst)
+            ctx.set(dut.rel, sum(1 << d for d in rel))
             if req:
                 choice = ref.route(src, dst)   # the model sees the state before the release
                 assert ctx.get(dut.ok) == (choice is not None)
                 stats["routed" if choice is not None else "blocked"] += 1
-            if rel:
-                ref.release(rel_dst)
-                stats["released"] += 1
-                stats["both"] += req
+            for d in rel:
+                ref.release(d)
+            stats["released"] += len(rel)
+            stats["both"] += req and bool(rel)
+            stats["multi"] += len(rel) > 1
             await ctx.tick()
             assert ctx.get(dut.modes) == ref.config().to_int()
 
@@ -54,5 +53,7 @@ def _run(ports, middle, steps, seed):
 def test_matches_reference(ports, middle):
     stats = _run(ports, middle, 300, seed=ports * 10 + middle)
     assert stats["routed"] > 50 and stats["released"] > 30 and stats["both"] > 5
+    if ports > 2:
+        assert stats["multi"] > 5
     if middle >= 3:
         assert stats["blocked"] == 0

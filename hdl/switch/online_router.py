@@ -3,7 +3,7 @@ switch's default phase index."""
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Const, Module, Signal
 from amaranth.hdl import Cat
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -29,14 +29,14 @@ class OnlineRouter(wiring.Component):
             The caller guarantees ``src`` and ``dst`` are on no path.
         src, dst: ``In(range(P))``.
         ok: ``Out(1)``: combinational, the request routes (always 1 at m >= 3).
-        rel: ``In(1)``: release the path ending at ``rel_dst`` at the next clock edge (the
-            caller guarantees it exists, and that its flits have all left the datapath).
-        rel_dst: ``In(range(P))``.
+        rel: ``In(P)``: bit n releases the path ending at output n at the next clock edge
+            (the caller guarantees it exists and its flits have all left the datapath); any
+            number at once (P release circuits, each for one constant output).
         modes: ``Out(config_bits(P, m))``: the registered configuration vector (reset: idle),
             for ``FredSwitch.modes``.
 
-    A set-up and a release may happen in the same cycle (they write disjoint fields: the
-    set-up uses only links free before the release). Latency: a path exists the cycle after
+    A set-up and releases may happen in the same cycle (they write disjoint fields: the
+    set-up uses only links free before the releases). Latency: a path exists the cycle after
     ``req``; its modes change only lanes no flit is on (each input microswitch lane, wire and
     output lane carries one unicast path), which is why this can run while other paths carry
     flits (``docs/switch.md``, "Online unicast routing").
@@ -53,8 +53,7 @@ class OnlineRouter(wiring.Component):
             "src": In(range(ports)),
             "dst": In(range(ports)),
             "ok": Out(1),
-            "rel": In(1),
-            "rel_dst": In(range(ports)),
+            "rel": In(ports),
             "modes": Out(config_bits(ports, middle)),
         })
 
@@ -71,7 +70,8 @@ class OnlineRouter(wiring.Component):
         commit = Signal()
         m.d.comb += commit.eq(self.req & ok)
         builder.commit_route(commit)
-        builder.release(self.ports, 0, self.rel, self.rel_dst, "x")
+        for n in range(self.ports):
+            builder.release(self.ports, 0, self.rel[n], Const(n, range(self.ports)), f"x{n}_")
         return m
 
 
