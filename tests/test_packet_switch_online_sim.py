@@ -71,10 +71,12 @@ def parallel_cycles(run, ports):
     return sum(1 for c in per_cycle.values() if c >= 2)
 
 
-def test_random_unicast_with_contention_and_backpressure():
+@pytest.mark.parametrize("middle", [3, 2])
+def test_random_unicast_with_contention_and_backpressure(middle):
+    """m = 3: strict-sense non-blocking; m = 2: requests can block and wait (still correct)."""
     rng = random.Random(1717)
     inj, expected = unicast_traffic(rng, 4, 10)
-    run = run_packet_switch(switch(4), configs=[], injections=inj, rng=rng,
+    run = run_packet_switch(switch(4, middle=middle), configs=[], injections=inj, rng=rng,
                             send_rate=0.7, drain_rate=0.6)
     check_unicast(run, 4, expected)
     assert run.flags["bad_header"] == 0

@@ -68,6 +68,18 @@ class ControlUnit(wiring.Component):
           waits, it is selected again and resumes where it stopped (nothing lost or reordered:
           each input's VC buffer is a FIFO and a packet is never split across a switch).
 
+    Online routing (``online``; the default phase index ``packet.online_phase`` needs no
+    stored configuration: selecting it is a drain and no copy, and ``online_mode`` then tells
+    the switch to take its modes from the :class:`~hdl.switch.online_router.OnlineRouter`):
+        ended: ``In(P)``: input n passed the last flit of a packet to the datapath;
+        out_last: ``In(P)``: output n passed the last flit of a packet out of the datapath;
+        route_req / route_src / route_dst: ``Out``: set up a path (to the router);
+        route_ok: ``In(1)``: the router can (always at m >= 3); release: ``Out(P)``: release
+        the path ending at output n (its last flit left).
+        In RUN, the lowest input whose head packet (current VC, default index) names a free
+        output and which is on no path gets a path; it then forwards that one packet; DRAIN
+        lets only inputs with a path finish and waits until every path is released.
+
     A packet of a phase whose slot is rewritten while it waits makes the select fail
     (``NOT_LOADED``); the unit then retries until the slot is loaded again (host rule: do not
     rewrite a slot with traffic waiting). Timing: from the cycle a higher-priority header is at
