@@ -51,7 +51,7 @@ def _run(ports, middle, steps, seed):
 
 @pytest.mark.parametrize("ports,middle", [(2, 3), (3, 3), (4, 3), (5, 3), (8, 3), (6, 4), (4, 2)])
 def test_matches_reference(ports, middle):
-    stats = _run(ports, middle, 300, seed=ports * 10 + middle)
+    stats = _run(ports, middle, 200, seed=ports * 10 + middle)
     assert stats["routed"] > 50 and stats["released"] > 30 and stats["both"] > 5
     if ports > 2:
         assert stats["multi"] > 5
