@@ -62,6 +62,10 @@ PHASES = {
 }
 
 
+def _flow_outputs(flow):
+    return {p for _, (_, _, _, outs) in PHASES.items() for p, f in outs.items() if f == flow}
+
+
 def _config(phase):
     return route(ports=P, middle=M, flows=PHASES[phase][1]).phases[0].config
 
@@ -84,7 +88,7 @@ class PacketBench:
         self.ctrl_waiting = []                           # (flow, port, packet)
         self.ctrl_expected = {p: [] for p in range(P)}
         self.ctrl_observed = {p: [] for p in range(P)}
-        self.flows_seen = set()
+        self.flow_outputs = {}                           # flow -> outputs that saw its data
         self.ctrl_sent = 0
         self.pending = {p: [] for p in range(P)}         # receiver: (free cycle, vc)
         self.board = TaggedScoreboard("packet switch", ordered=True)
@@ -170,9 +174,10 @@ class PacketBench:
                     self.expected_flits += 1
 
     def add_control(self, port, *, kind, flow, seq, data):
-        """A one-flit control packet entering ``port`` once a data flit of ``flow`` was seen
-        on an output (so the switch has learned the flow's inputs); expected on the output of
-        every input port of the flow."""
+        """A one-flit control packet entering ``port`` once every output of ``flow`` has seen
+        a data flit of it (so every input of the flow has started a packet and the switch has
+        learned them all: PP flow 3's two inputs feed different outputs); expected on the
+        output of every input port of the flow."""
         pk = Packet(phase=kind, vc=VC.CTRL, seq=seq, flow=flow, flits=(data,))
         self.ctrl_waiting.append((flow, port, pk))
         inputs = {p for phase, (_, _, in_flows, _) in PHASES.items()
@@ -240,7 +245,7 @@ class PacketBench:
                         self.pending[p].append((self.cycle + 1 + self.drain_delay, VC.CTRL))
                         moved = True
                         continue
-                    self.flows_seen.add(h["flow"])
+                    self.flow_outputs.setdefault(h["flow"], set()).add(p)
                     if h["phase"] == ONLINE:
                         assert h["dest"] == p, f"online packet for {h['dest']} left output {p}"
                         key = (p, "u", h["flow"])
@@ -260,7 +265,7 @@ class PacketBench:
             watchdog.tick(self.cycle)
             for item in list(self.ctrl_waiting):     # release control packets of seen flows
                 flow, port, pk = item
-                if flow in self.flows_seen:
+                if self.flow_outputs.get(flow, set()) >= _flow_outputs(flow):
                     self.ctrl_waiting.remove(item)
                     self.queues[port].append((self.cycle, pk))
             assert self.ctrl_outstanding() >= 0, "more control flits than expected"
