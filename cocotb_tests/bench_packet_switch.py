@@ -21,7 +21,7 @@ afterwards; metrics: preemption latency, DP completion with and without MP), ``m
 input port of its flow, counted) and ``online_unicast`` (random unicast of the default phase
 index, routed online, preempted by the MP phase and resumed). The design has the control VC
 (``ctrl_depth`` 2) and online routing on; at m = 2 an online request can block (not strict-sense
-non-blocking) and then waits, which the bench exercises.
+non-blocking) and then waits (the bench does not count how often that happens).
 """
 
 from __future__ import annotations
