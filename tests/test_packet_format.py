@@ -75,3 +75,23 @@ def test_bad_packetize_input_is_refused():
         packetize(FMT, [1], phase=4, vc=VC.DP, flow=0)
     with pytest.raises(FredError, match="at least one flit"):
         packetize(FMT, [], phase=0, vc=VC.DP, flow=0)
+
+
+def test_dest_field_for_online_packets():
+    """dest_bits adds a ``dest`` field above the others (existing fields keep their bits);
+    the default phase index is all ones."""
+    plain = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3)
+    fmt = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3, dest_bits=3)
+    assert fmt.online_phase == 3 and fmt.header_width == plain.header_width + 3
+    word = fmt.pack_header(phase=3, vc=1, seq=5, flow=2, dest=6)
+    assert word & ((1 << plain.header_width) - 1) == plain.pack_header(phase=3, vc=1, seq=5, flow=2)
+    assert fmt.unpack_header(word)["dest"] == 6
+    packets = packetize(fmt, range(7), phase=3, vc=1, flow=2, dest=6)
+    assert all(p.dest == 6 for p in packets)
+    words = [w for p in packets for w in link_words(fmt, p)]
+    assert all(fmt.unpack_header(tag)["dest"] == 6 for _, _, tag in words)
+    assert depacketize(fmt, words) == {2: list(range(7))}
+    with pytest.raises(FredError, match="dest_bits > 0"):
+        plain.pack_header(phase=0, vc=0, seq=0, flow=0, dest=1)
+    with pytest.raises(FredError, match="dest_bits"):
+        PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3, dest_bits=9)

@@ -9,9 +9,11 @@ credit-based virtual cut-through, 24 KB buffer per data VC and 2 KB for control.
 What the RTL keeps and what it scales down (``docs/switch.md``, "Packet switch"):
 
 * **Header fields** (:meth:`PacketFormat.header`, LSB first): ``phase`` (index of the stored
-  configuration, ``phase_bits``), ``vc`` (2 bits, :class:`VC`), ``seq`` (sequence number of the
+  configuration, ``phase_bits``; all ones is the default index, unicast routed online),
+  ``vc`` (2 bits, :class:`VC`), ``seq`` (sequence number of the
   packet within its flow, ``seq_bits``, wraps), ``flow`` (flow id, ``flow_bits``; the control
-  VC's NACK fan-out needs it). The paper's 48-bit header holds more (length, addresses, the
+  VC's NACK fan-out needs it), and, when ``dest_bits`` > 0, ``dest`` (the output port of an
+  online-routed packet). The paper's 48-bit header holds more (length, addresses, the
   Go-Back-N state); the RTL header is only what the switch reads.
 * **Where the header travels**: the paper sends it ahead of the payload (6 B per 4 KB packet,
   0.15 % of the link). The RTL carries it as the flit's ``tag`` sideband (:class:`FlitFormat`
@@ -101,31 +103,52 @@ class PacketFormat:
             arithmetic, so at most ``2**(seq_bits-1)`` packets of one flow may be in the switch).
         flow_bits: bits of the flow id (1..16).
         packet_flits: flits of a data packet (>= 1; the paper: 8).
+        dest_bits: bits of the destination port (0..8; default 0 = no ``dest`` field). Only
+            packets of the default phase index :attr:`online_phase` read it: they are unicast,
+            routed online to output ``dest`` (``docs/switch.md``, "Online unicast routing").
     """
 
     phase_bits: int
     seq_bits: int
     flow_bits: int
     packet_flits: int
+    dest_bits: int
 
-    def __init__(self, *, phase_bits: int, seq_bits: int, flow_bits: int, packet_flits: int):
+    def __init__(self, *, phase_bits: int, seq_bits: int, flow_bits: int, packet_flits: int,
+                 dest_bits: int = 0):
         object.__setattr__(self, "phase_bits", _int_in(phase_bits, "phase_bits", 1, 8))
         object.__setattr__(self, "seq_bits", _int_in(seq_bits, "seq_bits", 2, 32))
         object.__setattr__(self, "flow_bits", _int_in(flow_bits, "flow_bits", 1, 16))
         object.__setattr__(self, "packet_flits", _int_in(packet_flits, "packet_flits", 1, 1 << 16))
+        object.__setattr__(self, "dest_bits", _int_in(dest_bits, "dest_bits", 0, 8))
+
+    @property
+    def online_phase(self) -> int:
+        """The default phase index, all ones (``2**phase_bits - 1``): "unicast, route online"
+        (a switch that routes online stores at most ``2**phase_bits - 1`` configurations)."""
+        return (1 << self.phase_bits) - 1
 
     @property
     def header(self) -> BitLayout:
-        """``phase vc seq flow``, LSB first (the flit's ``tag`` in the RTL)."""
-        return BitLayout("packet header", [("phase", self.phase_bits), ("vc", VC_BITS),
-                                           ("seq", self.seq_bits), ("flow", self.flow_bits)])
+        """``phase vc seq flow [dest]``, LSB first (the flit's ``tag`` in the RTL; ``dest``
+        only when ``dest_bits`` > 0)."""
+        fields = [("phase", self.phase_bits), ("vc", VC_BITS), ("seq", self.seq_bits),
+                  ("flow", self.flow_bits)]
+        if self.dest_bits:
+            fields.append(("dest", self.dest_bits))
+        return BitLayout("packet header", fields)
 
     @property
     def header_width(self) -> int:
         return self.header.width
 
-    def pack_header(self, *, phase: int, vc: int, seq: int, flow: int) -> int:
-        return self.header.pack(phase=phase, vc=int(vc), seq=seq % (1 << self.seq_bits), flow=flow)
+    def pack_header(self, *, phase: int, vc: int, seq: int, flow: int, dest: int = 0) -> int:
+        fields = dict(phase=phase, vc=int(vc), seq=seq % (1 << self.seq_bits), flow=flow)
+        if self.dest_bits:
+            fields["dest"] = dest
+        elif dest:
+            raise FredError(f"dest={dest!r} needs a PacketFormat with dest_bits > 0")
+        return self.header.pack(**fields)
 
     def unpack_header(self, word: int) -> dict:
         return self.header.unpack(word)
@@ -138,37 +161,40 @@ class PacketFormat:
 
 @dataclass(frozen=True)
 class Packet:
-    """One packet: its header fields and its flits' payloads (``data`` ints, in order)."""
+    """One packet: its header fields and its flits' payloads (``data`` ints, in order);
+    ``dest``: the destination port of an online-routed packet (0 otherwise)."""
 
     phase: int
     vc: int
     seq: int
     flow: int
     flits: tuple
+    dest: int = 0
 
 
 def packetize(fmt: PacketFormat, data, *, phase: int, vc: int, flow: int, first_seq: int = 0,
-              packet_flits: int | None = None) -> list[Packet]:
+              packet_flits: int | None = None, dest: int = 0) -> list[Packet]:
     """Cut a flow's flit payloads ``data`` into packets of ``packet_flits`` (default
     ``fmt.packet_flits``; the last packet may be shorter), numbered from ``first_seq`` (wrapping
-    at ``2**seq_bits``)."""
+    at ``2**seq_bits``); ``dest``: every packet's destination port (online routing)."""
     size = fmt.packet_flits if packet_flits is None else _int_in(packet_flits, "packet_flits", 1, 1 << 16)
     if int(vc) not in {int(v) for v in VC}:
         raise FredError(f"vc must be one of {[int(v) for v in VC]}, got {vc!r}")
-    fmt.pack_header(phase=phase, vc=vc, seq=first_seq, flow=flow)  # range checks
+    fmt.pack_header(phase=phase, vc=vc, seq=first_seq, flow=flow, dest=dest)  # range checks
     data = list(data)
     if not data:
         raise FredError("a flow needs at least one flit to packetize")
     modulo = 1 << fmt.seq_bits
     return [Packet(phase=phase, vc=int(vc), seq=(first_seq + n) % modulo, flow=flow,
-                   flits=tuple(data[start:start + size]))
+                   flits=tuple(data[start:start + size]), dest=dest)
             for n, start in enumerate(range(0, len(data), size))]
 
 
 def link_words(fmt: PacketFormat, packet: Packet) -> list[tuple[int, int, int]]:
     """A packet on an RTL link: ``[(data, last, tag)]``, the header in every flit's tag and
     ``last`` on the final flit."""
-    tag = fmt.pack_header(phase=packet.phase, vc=packet.vc, seq=packet.seq, flow=packet.flow)
+    tag = fmt.pack_header(phase=packet.phase, vc=packet.vc, seq=packet.seq, flow=packet.flow,
+                          dest=packet.dest)
     return [(d, int(n == len(packet.flits) - 1), tag) for n, d in enumerate(packet.flits)]
 
 

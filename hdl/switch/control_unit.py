@@ -68,6 +68,18 @@ class ControlUnit(wiring.Component):
           waits, it is selected again and resumes where it stopped (nothing lost or reordered:
           each input's VC buffer is a FIFO and a packet is never split across a switch).
 
+    Online routing (``online``; the default phase index ``packet.online_phase`` needs no
+    stored configuration: selecting it is a drain and no copy, and ``online_mode`` then tells
+    the switch to take its modes from the :class:`~hdl.switch.online_router.OnlineRouter`):
+        ended: ``In(P)``: input n passed the last flit of a packet to the datapath;
+        out_last: ``In(P)``: output n passed the last flit of a packet out of the datapath;
+        route_req / route_src / route_dst: ``Out``: set up a path (to the router);
+        route_ok: ``In(1)``: the router can (always at m >= 3); release: ``Out(P)``: release
+        the path ending at output n (its last flit left).
+        In RUN, the lowest input whose head packet (current VC, default index) names a free
+        output and which is on no path gets a path; it then forwards that one packet; DRAIN
+        lets only inputs with a path finish and waits until every path is released.
+
     A packet of a phase whose slot is rewritten while it waits makes the select fail
     (``NOT_LOADED``); the unit then retries until the slot is loaded again (host rule: do not
     rewrite a slot with traffic waiting). Timing: from the cycle a higher-priority header is at
@@ -75,15 +87,19 @@ class ControlUnit(wiring.Component):
     rest of the packets in flight; SELECT takes the memory's N + 2 cycles; SETTLE one cycle.
     """
 
-    def __new__(cls, *, ports: int, phases: int, packet: PacketFormat):
+    def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
             raise FredError(f"phases must be in 1..{1 << packet.phase_bits}, got {phases!r}")
+        if online and (phases > packet.online_phase or not packet.dest_bits
+                       or ports > 1 << packet.dest_bits):
+            raise FredError(f"online routing needs phases <= {packet.online_phase} (got {phases}) "
+                            f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
         return super().__new__(cls)
 
-    def __init__(self, *, ports: int, phases: int, packet: PacketFormat):
-        self.ports, self.phases, self.packet = ports, phases, packet
+    def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False):
+        self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
         super().__init__({
@@ -104,6 +120,15 @@ class ControlUnit(wiring.Component):
             "waiting": Out(nvc),
             "preemptions": Out(COUNTER_BITS),
             "selects": Out(COUNTER_BITS),
+            # online routing (``online``; unused otherwise)
+            "ended": In(ports),
+            "out_last": In(ports),
+            "online_mode": Out(1),
+            "route_req": Out(1),
+            "route_src": Out(range(ports)),
+            "route_dst": Out(range(ports)),
+            "route_ok": In(1),
+            "release": Out(ports),
         })
 
     def elaborate(self, platform) -> Module:
@@ -148,8 +173,16 @@ class ControlUnit(wiring.Component):
         # ---- per input ----------------------------------------------------------------------
         auto = self.auto
         m.d.comb += self.vc.eq(Mux(auto, cur_vc, self.host_vc))
-        active_ok = self.active_valid & (self.active_phase == cur_phase)
-        partial, match, start_ok = [], [], []
+        online_mode = self.online_mode
+        if self.online:
+            m.d.comb += online_mode.eq(auto & (cur_phase == self.packet.online_phase))
+        # the online phase needs no stored configuration: it is active whenever selected
+        active_ok = online_mode | self.active_valid & (self.active_phase == cur_phase)
+        in_path = Signal(P)      # input n is on a path (set up, not yet released)
+        sending = Signal(P)      # ... and its packet's last flit has not entered the datapath
+        out_busy = Signal(P)     # output o is on a path
+        src_of = [Signal(range(P), name=f"src_of{o}") for o in range(P)]
+        partial, match, start_ok, heads = [], [], [], []
         for n in range(P):
             hv, hf = Signal(name=f"hv{n}"), Signal(name=f"hf{n}")
             h = Signal(struct_layout(self.packet.header), name=f"h{n}")
@@ -161,15 +194,19 @@ class ControlUnit(wiring.Component):
             mt = Signal(name=f"match{n}")
             ok = Signal(name=f"start_ok{n}")
             m.d.comb += mt.eq(hv & hf & (h.phase == cur_phase) & active_ok)
-            m.d.comb += ok.eq(mt & ((state == CUState.RUN)
-                                    | (state == CUState.DRAIN) & top_valid & seq_le(h.seq, top)))
+            m.d.comb += ok.eq(mt & ~online_mode
+                              & ((state == CUState.RUN)
+                                 | (state == CUState.DRAIN) & top_valid & seq_le(h.seq, top)))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
-            with m.If(auto):
-                m.d.comb += self.enable[n].eq(
-                    part & ((state == CUState.RUN) | (state == CUState.DRAIN)) | ok)
+            running = (state == CUState.RUN) | (state == CUState.DRAIN)
+            with m.If(auto & online_mode):
+                m.d.comb += self.enable[n].eq(sending[n] & running)
+            with m.Elif(auto):
+                m.d.comb += self.enable[n].eq(part & running | ok)
             with m.Else():
                 m.d.comb += self.enable[n].eq(manual_ok)
-            partial.append(part)
+            partial.append(part | sending[n])
+            heads.append(h)
             match.append(mt)
             start_ok.append(ok)
         any_partial, any_match, any_start = _any(partial), _any(match), _any(start_ok)
@@ -190,6 +227,35 @@ class ControlUnit(wiring.Component):
             folded, folded_valid = nxt, nxt_valid
         m.d.sync += [top.eq(folded), top_valid.eq(folded_valid)]
 
+        # ---- online routing: one path set up per cycle, released at its last flit out ------
+        if self.online:
+            cands = []
+            for n in range(P):
+                dest = heads[n].dest
+                c = Signal(name=f"route_cand{n}")
+                m.d.comb += c.eq(online_mode & (state == CUState.RUN) & match[n] & ~in_path[n]
+                                 & ~out_busy.bit_select(dest, 1))
+                cands.append(c)
+            for n in reversed(range(P)):    # the lowest input index first
+                with m.If(cands[n]):
+                    m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
+                                 self.route_dst.eq(heads[n].dest)]
+            grant = self.route_req & self.route_ok
+            for o in range(P):
+                m.d.comb += self.release[o].eq(self.out_last[o] & out_busy[o])
+                with m.If(grant & (self.route_dst == o)):
+                    m.d.sync += [out_busy[o].eq(1), src_of[o].eq(self.route_src)]
+                with m.If(self.release[o]):
+                    m.d.sync += out_busy[o].eq(0)
+            for n in range(P):
+                with m.If(grant & (self.route_src == n)):
+                    m.d.sync += [in_path[n].eq(1), sending[n].eq(1)]
+                with m.If(self.ended[n] & sending[n]):
+                    m.d.sync += sending[n].eq(0)
+                for o in range(P):
+                    with m.If(self.release[o] & (src_of[o] == n)):
+                        m.d.sync += in_path[n].eq(0)
+
         # ---- state machine (auto mode) --------------------------------------------------------
         m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
         with m.If(~auto):
@@ -203,14 +269,18 @@ class ControlUnit(wiring.Component):
             with m.Elif(~any_match & ~any_partial & any_wait):
                 m.d.sync += state.eq(CUState.DRAIN)
         with m.Elif(state == CUState.DRAIN):
-            with m.If(~any_partial & ~any_start & ~self.busy):
+            with m.If(~any_partial & ~any_start & ~self.busy & ~in_path.any()):
                 with m.If(~any_wait | active_ok & (best_phase == cur_phase) & (best_vc == cur_vc)):
                     m.d.sync += state.eq(CUState.RUN)
                 with m.Else():
                     m.d.sync += [state.eq(CUState.SELECT), target.eq(best_phase), target_vc.eq(best_vc)]
         with m.Elif(state == CUState.SELECT):
-            m.d.comb += self.select.valid.eq(1)
-            with m.If(self.select.ready):
+            # the online phase has no stored configuration to copy
+            to_online = Signal()
+            if self.online:
+                m.d.comb += to_online.eq(target == self.packet.online_phase)
+            m.d.comb += self.select.valid.eq(~to_online)
+            with m.If(self.select.ready | to_online):
                 m.d.sync += [state.eq(CUState.SETTLE), cur_phase.eq(target), cur_vc.eq(target_vc),
                              top_valid.eq(0), self.selects.eq(_inc(self.selects))]
         with m.Else():

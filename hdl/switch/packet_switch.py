@@ -4,6 +4,7 @@ that selects the phase from the packet headers (MP > PP > DP preemption)."""
 from __future__ import annotations
 
 from amaranth import Module, Signal
+from amaranth.hdl import Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -20,6 +21,7 @@ from hdl.layouts import flit_layout, struct_layout
 from .config_memory import ConfigMemory
 from .control_unit import COUNTER_BITS, ControlUnit
 from .fred_switch import FredSwitch
+from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .vc_input_buffer import VCInputBuffer, link_signature
 
@@ -65,27 +67,40 @@ class PacketSwitch(wiring.Component):
     ``ctrl_unknown`` counts control packets of a flow not seen yet, dropped). A control flit
     leaves an output only between data packets, ahead of the next data packet.
 
+    Online unicast routing (``online``; ``packet.dest_bits`` must cover P and K <
+    ``2**phase_bits``): a packet whose ``phase`` is the default index ``packet.online_phase``
+    goes to output ``dest``; the control unit sets up a path through free middle subnetworks
+    (:class:`~hdl.switch.online_router.OnlineRouter`, one per cycle, lowest input first) when
+    the input and the output are both free, the input forwards the packet, and the path is
+    released when its last flit leaves the datapath (``docs/switch.md``, "Online unicast
+    routing"). A second packet to a busy output waits at its input's head.
+
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
     counters. The datapath and configuration memory are those of ``fred_switch``.
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0):
+                ctrl_depth=0, online=False):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
+        if online not in (False, True):
+            raise FredError(f"online must be a bool, got {online!r}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
-        VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth, ctrl_depth=ctrl_depth)
+        VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
+                            ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
         if ctrl_depth and packet.flow_bits > MAX_FLOW_BITS:
             raise FredError(f"the control VC's flow table takes flow_bits <= {MAX_FLOW_BITS}, "
                             f"got {packet.flow_bits}")
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
-                 packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0):
+                 packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
+                 online: bool = False):
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
+        self.online = online
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
         self.packet, self.depth, self.ctrl_depth = packet, depth, ctrl_depth
         shape = flit_layout(self.flit)
@@ -140,7 +155,8 @@ class PacketSwitch(wiring.Component):
         memory = m.submodules.config_memory = ConfigMemory(
             ports=P, middle=self.middle, phases=self.phases, word_width=self.word_width)
         core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit)
-        cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet)
+        cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
+                                                online=self.online)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
         # The configuration memory's select: the control unit's in auto mode, the host's else.
         with m.If(self.auto):
@@ -151,8 +167,20 @@ class PacketSwitch(wiring.Component):
             m.d.comb += [memory.select.valid.eq(self.phase.valid),
                          memory.select.payload.eq(self.phase.payload),
                          self.phase.ready.eq(memory.select.ready)]
+        if self.online:
+            # the default phase index: modes of the paths set up online
+            router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle)
+            m.d.comb += [
+                router.req.eq(cu.route_req), router.src.eq(cu.route_src),
+                router.dst.eq(cu.route_dst), cu.route_ok.eq(router.ok), router.rel.eq(cu.release),
+                core.modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
+            ]
+            for n in range(P):
+                m.d.comb += cu.out_last[n].eq(core.o[n].valid & core.o[n].ready
+                                              & core.o[n].payload.last)
+        else:
+            m.d.comb += core.modes.eq(memory.modes)
         m.d.comb += [
-            core.modes.eq(memory.modes),
             memory.drained.eq(~core.busy),
             cu.busy.eq(core.busy),
             cu.auto.eq(self.auto),
@@ -175,7 +203,8 @@ class PacketSwitch(wiring.Component):
         for n in range(P):
             buf = m.submodules[f"in{n}"] = VCInputBuffer(flit=self.flit, packet=self.packet,
                                                           phases=self.phases, depth=self.depth,
-                                                          ctrl_depth=self.ctrl_depth)
+                                                          ctrl_depth=self.ctrl_depth,
+                                                          dest_limit=P if self.online else 0)
             bufs.append(buf)
             m.d.comb += [
                 buf.i.valid.eq(self.i[n].valid),
@@ -195,6 +224,7 @@ class PacketSwitch(wiring.Component):
                 buf.o.ready.eq(core.i[n].ready & enable),
                 cu.started[n].eq(buf.o.valid & enable & core.i[n].ready
                                  & (buf.head_first >> cu.vc)[0]),
+                cu.ended[n].eq(buf.o.valid & enable & core.i[n].ready & buf.o.payload.last),
             ]
             bad.append(buf.bad_header)
             overflow.append(buf.overflow)

@@ -35,6 +35,9 @@ class VCInputBuffer(wiring.Component):
             loaded).
         depth: flits per data VC (>= ``packet.packet_flits``, so a whole packet always fits:
             the sender reserves a packet's worth of credits, virtual cut-through).
+        dest_limit: 0 (default) = no online routing; else the default phase index
+            ``packet.online_phase`` (not a stored phase: K < 2**phase_bits) is well formed when
+            the header's ``dest`` < ``dest_limit`` (the switch's P).
 
     Members:
         i: ``In(link_signature(flit))``: the link (``valid``, ``payload``). No ``ready``: the sender
@@ -64,23 +67,34 @@ class VCInputBuffer(wiring.Component):
     more than one flit is malformed and dropped whole. With ``ctrl_depth`` = 0, ``vc`` = 3 is
     not a VC of this port (dropped, no credit returned).
 
-    A packet's header is read from its first flit: ``phase`` >= K or not loaded, or ``vc`` not a
-    data VC, drops the whole packet (every flit up to ``last``; none is stored, so none is ever
+    A packet's header is read from its first flit: ``phase`` >= K or not loaded (and not the
+    default index with a ``dest`` in range when ``dest_limit`` > 0), or ``vc`` not a data VC, drops the whole packet (every flit up to ``last``; none is stored, so none is ever
     forwarded) and counts it. The later flits of a packet are stored with the first flit's
     header whatever their own tag says. Latency: a flit written in cycle t is at the head from
     cycle t + 1 (``fifo.SyncFIFO``).
     """
 
     def __new__(cls, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
-                ctrl_depth: int = 0):
+                ctrl_depth: int = 0, dest_limit: int = 0):
         # Validate before the object exists (Amaranth warns about an Elaboratable never elaborated).
-        cls.check(flit=flit, packet=packet, phases=phases, depth=depth, ctrl_depth=ctrl_depth)
+        cls.check(flit=flit, packet=packet, phases=phases, depth=depth, ctrl_depth=ctrl_depth,
+                  dest_limit=dest_limit)
         return super().__new__(cls)
 
     @staticmethod
     def check(*, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
-              ctrl_depth: int = 0) -> None:
+              ctrl_depth: int = 0, dest_limit: int = 0) -> None:
         """Raise :class:`FredError` naming a bad parameter."""
+        if isinstance(dest_limit, bool) or not isinstance(dest_limit, int) or dest_limit < 0:
+            raise FredError(f"dest_limit must be an integer >= 0, got {dest_limit!r}")
+        if dest_limit:
+            if not packet.dest_bits or dest_limit > 1 << packet.dest_bits:
+                raise FredError(f"online routing to {dest_limit} ports needs a PacketFormat with "
+                                f"dest_bits >= {max(1, (dest_limit - 1).bit_length())}, got "
+                                f"dest_bits={packet.dest_bits}")
+            if isinstance(phases, int) and phases > packet.online_phase:
+                raise FredError(f"online routing reserves phase index {packet.online_phase}: "
+                                f"phases must be <= {packet.online_phase}, got {phases}")
         if isinstance(ctrl_depth, bool) or not isinstance(ctrl_depth, int) or ctrl_depth < 0:
             raise FredError(f"ctrl_depth must be an integer >= 0, got {ctrl_depth!r}")
         if flit.tag_width != packet.header_width:
@@ -93,8 +107,9 @@ class VCInputBuffer(wiring.Component):
                             f"got {depth!r}")
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
-                 ctrl_depth: int = 0):
+                 ctrl_depth: int = 0, dest_limit: int = 0):
         self.flit, self.packet, self.phases, self.depth = flit, packet, phases, depth
+        self.dest_limit = dest_limit
         self.ctrl_depth = ctrl_depth
         header = struct_layout(packet.header)
         shape = flit_layout(flit)
@@ -139,6 +154,11 @@ class VCInputBuffer(wiring.Component):
         for k in range(self.phases):
             with m.If(phase == k):
                 m.d.comb += loaded_bit.eq(self.loaded[k])
+        if self.dest_limit:
+            f = self.packet.header["dest"]
+            dest = header[f.offset:f.offset + f.width]
+            with m.If(phase == self.packet.online_phase):
+                m.d.comb += loaded_bit.eq(dest < self.dest_limit)
         is_ctrl = Signal()
         m.d.comb += is_ctrl.eq((vc == 3) & (self.ctrl_depth > 0))
         # phase >= K leaves loaded_bit at 0; a control packet is one flit

@@ -1,0 +1,138 @@
+"""Online unicast routing of the packet switch (the default phase index, docs/switch.md
+"Online unicast routing") in Amaranth's simulator: random unicast traffic with output
+contention and backpressure (nothing lost, duplicated, corrupted or reordered within a flow),
+odd P (demux / mux), malformed destinations dropped whole and counted, a configured MP phase
+preempting the online phase, and parameter errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from hdl.base.compiler.flows import Flow
+from hdl.base.compiler.router import route
+from hdl.base.errors import FredError
+from hdl.base.packet import VC, PacketFormat, depacketize, packetize
+from hdl.switch.packet_switch import PacketSwitch
+
+from cocotb_tests.packet_sim import Injection, by_phase, run_packet_switch
+
+PKT = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=2, packet_flits=4, dest_bits=2)
+ONLINE = PKT.online_phase   # 3
+
+
+def switch(ports, middle=3, phases=2, depth=8):
+    return PacketSwitch(ports=ports, middle=middle, dtype="int32", lanes=1, phases=phases,
+                        packet=PKT, depth=depth, online=True)
+
+
+def unicast_traffic(rng, ports, packets_per_input, *, vc=VC.DP, bad=(), at=0):
+    """Each input sends packets to random outputs; flow = source port, sequence numbers per
+    (source, destination) so each output can check every flow's order. ``bad``: (input, dest)
+    packets with an out-of-range dest, slipped into the input's list. Returns (injections,
+    expected {dst: {src: [data]}})."""
+    inj, expected = [], {d: {} for d in range(ports)}
+    for src in range(ports):
+        seq = {}
+        for n in range(packets_per_input):
+            dst = rng.randrange(ports)
+            data = [rng.getrandbits(32) for _ in range(PKT.packet_flits)]
+            pk = packetize(PKT, data, phase=ONLINE, vc=vc, flow=src, first_seq=seq.get(dst, 0),
+                           dest=dst)[0]
+            seq[dst] = seq.get(dst, 0) + 1
+            expected[dst].setdefault(src, []).extend(data)
+            inj.append(Injection(src, at, pk))
+            for b_src, b_dest in bad:
+                if b_src == src and n == packets_per_input // 2:
+                    junk = packetize(PKT, [rng.getrandbits(32) for _ in range(PKT.packet_flits)],
+                                     phase=ONLINE, vc=vc, flow=src, first_seq=60, dest=b_dest)[0]
+                    inj.append(Injection(src, at, junk))
+    return inj, expected
+
+
+def check_unicast(run, ports, expected):
+    for dst in range(ports):
+        records = [r for r in run.received[dst]
+                   if PKT.unpack_header(r[3])["phase"] == ONLINE]
+        assert all(PKT.unpack_header(r[3])["dest"] == dst for r in records)   # not misrouted
+        got = depacketize(PKT, [(d, last, tag) for _, d, last, tag in records])
+        assert got == expected[dst], dst
+    assert run.flags["overflow"] == 0 and run.flags["credit_error"] == 0
+    assert run.credit_errors == []
+
+
+def parallel_cycles(run, ports):
+    """Cycles in which two or more outputs received a flit (paths in parallel)."""
+    per_cycle = {}
+    for p in range(ports):
+        for cycle, *_ in run.received[p]:
+            per_cycle[cycle] = per_cycle.get(cycle, 0) + 1
+    return sum(1 for c in per_cycle.values() if c >= 2)
+
+
+@pytest.mark.parametrize("middle", [3, 2])
+def test_random_unicast_with_contention_and_backpressure(middle):
+    """m = 3: strict-sense non-blocking; m = 2: requests can block and wait (still correct)."""
+    rng = random.Random(1717)
+    inj, expected = unicast_traffic(rng, 4, 10)
+    run = run_packet_switch(switch(4, middle=middle), configs=[], injections=inj, rng=rng,
+                            send_rate=0.7, drain_rate=0.6)
+    check_unicast(run, 4, expected)
+    assert run.flags["bad_header"] == 0
+    assert run.counters["selects"] == 1 and run.counters["preemptions"] == 0
+    assert parallel_cycles(run, 4) > 20
+
+
+def test_odd_ports_and_malformed_destinations():
+    """Fred_3(3): the last port's demux / mux; dest 3 >= P is dropped whole and counted."""
+    rng = random.Random(3)
+    inj, expected = unicast_traffic(rng, 3, 8, bad=[(1, 3), (2, 3)])
+    run = run_packet_switch(switch(3), configs=[], injections=inj, rng=rng,
+                            send_rate=0.8, drain_rate=0.7)
+    check_unicast(run, 3, expected)
+    assert run.flags["bad_header"] == 1 and run.flags["dropped"] == [0, 1, 1]
+
+
+def test_configured_mp_phase_preempts_online_unicast():
+    """DP unicast routed online; an MP phase (stored configuration 0) arrives mid-way,
+    preempts at packet boundaries, then the online phase resumes: every packet delivered."""
+    rng = random.Random(5)
+    inj, expected = unicast_traffic(rng, 4, 12)
+    mp_cfg = route(ports=4, middle=3, flows=[Flow(inputs=(2,), outputs=(0,)),
+                                            Flow(inputs=(3,), outputs=(1,))]).phases[0].config
+    mp_data = {2: [rng.getrandbits(32) for _ in range(8)], 3: [rng.getrandbits(32) for _ in range(8)]}
+    for src, flow in ((2, 2), (3, 3)):
+        inj += [Injection(src, 30, pk) for pk in packetize(PKT, mp_data[src], phase=0, vc=VC.MP,
+                                                            flow=flow, first_seq=40)]
+    run = run_packet_switch(switch(4), configs=[mp_cfg], injections=inj, rng=rng,
+                            send_rate=0.9, drain_rate=0.8)
+    check_unicast(run, 4, expected)
+    assert by_phase(PKT, run.received[0]).get(0) == mp_data[2]
+    assert by_phase(PKT, run.received[1]).get(0) == mp_data[3]
+    assert run.counters["preemptions"] == 1 and run.counters["selects"] == 3   # online, MP, online
+
+
+def test_parameter_errors():
+    with pytest.raises(FredError, match="dest_bits"):
+        PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, depth=8, online=True,
+                     packet=PacketFormat(phase_bits=2, seq_bits=6, flow_bits=2, packet_flits=4))
+    with pytest.raises(FredError, match="reserves phase index 3"):
+        switch(4, phases=4)
+    with pytest.raises(FredError, match="dest_bits >= 3"):
+        switch(5)
+
+
+@pytest.mark.parametrize("ports,dest", [(4, 3), (3, 0)])
+def test_idle_online_packet_takes_latency_plus_one(ports, dest):
+    """With the online phase already selected, an online packet's first flit leaves the
+    switch ``latency`` + 1 cycles after it arrives on the input link (the extra cycle is the
+    path set-up); the first online packet also waits for the select (drain + settle)."""
+    dut = switch(ports)
+    a = packetize(PKT, [1, 2, 3, 4], phase=ONLINE, vc=VC.DP, flow=0, dest=1)[0]
+    b = packetize(PKT, [5, 6, 7, 8], phase=ONLINE, vc=VC.DP, flow=2, dest=dest)[0]
+    run = run_packet_switch(dut, configs=[], injections=[Injection(0, 0, a), Injection(2, 100, b)],
+                            rng=random.Random(0))
+    assert run.received[dest][0][0] - run.sent[2][0][0] == dut.latency + 1
+    assert run.received[1][0][0] - run.sent[0][0][0] > dut.latency + 1
+    assert [r[1] for r in run.received[dest]] == [5, 6, 7, 8]
