@@ -19,27 +19,16 @@ accepts (all 104,976 are tried). Counts: 8,869 for Fred_2(3), 213,669 for Fred_3
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 
-from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
+from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, legal_modes,
                                         SwitchConfig)
 from hdl.base.errors import FredError
 
 __all__ = ["all_modes", "legal_configurations", "accepted_ports"]
 
 
-@lru_cache(maxsize=None)
-def all_modes(cls, middle: int) -> tuple:
-    """Every legal, canonical mode of a microswitch class for ``middle`` wires."""
-    modes = []
-    for value in range(1 << cls.width(middle)):
-        try:
-            mode = cls.unpack(value, middle)
-            mode.check(middle)
-        except FredError:
-            continue
-        modes.append(mode)
-    return tuple(modes)
+#: Every legal, canonical mode of a microswitch class (the compiler's enumeration).
+all_modes = legal_modes
 
 
 def _rd_options(rds, x0, x1):

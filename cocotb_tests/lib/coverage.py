@@ -39,6 +39,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from hdl.base.compiler.encoding import legal_modes as encoding_legal_modes
 from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
                                         SwitchConfig, layout)
 from hdl.base.config_port import ConfigError
@@ -66,16 +67,7 @@ def legal_modes(kind: str, middle: int) -> list[str]:
     """The legal modes of a ``kind`` microswitch of Fred_m(.), as their ``describe()`` texts,
     in order of their encoding: every value of the mode's bit field that the contract accepts
     (the compiler's mode classes raise on every other one)."""
-    cls = _KINDS[kind]
-    modes = []
-    for value in range(1 << cls.width(middle)):
-        try:
-            mode = cls.unpack(value, middle)
-            mode.check(middle)
-        except FredError:
-            continue
-        modes.append(mode.describe())
-    return modes
+    return [mode.describe() for mode in encoding_legal_modes(_KINDS[kind], middle)]
 
 
 def levels(ports: int, middle: int) -> dict[str, tuple[int, int, str]]:

@@ -42,7 +42,7 @@ __all__ = [
     "InputMode", "OutputMode", "RDMode", "DemuxMode", "MuxMode", "Mode", "Slot", "SwitchConfig",
     "check_any_size",
     "RD_NONE", "RD_IN0", "RD_IN1", "RD_SUM", "DEFAULT_WORD_WIDTH",
-    "wire_bits", "check_size", "layout", "config_bits", "microswitch_count",
+    "wire_bits", "check_size", "layout", "config_bits", "microswitch_count", "legal_modes",
 ]
 
 DEFAULT_WORD_WIDTH = 32
@@ -325,6 +325,22 @@ class MuxMode(_SingleWireMode):
 
 Mode = Union[InputMode, OutputMode, RDMode, DemuxMode, MuxMode]
 _KINDS = {"input": InputMode, "output": OutputMode, "rd": RDMode, "demux": DemuxMode, "mux": MuxMode}
+
+
+@lru_cache(maxsize=None)
+def legal_modes(cls, middle: int) -> tuple:
+    """Every legal, canonical mode of microswitch class ``cls`` (e.g. :class:`InputMode`) for
+    ``middle`` wires, in the order of their encoding: each value of the mode's bit field that
+    the contract accepts (unpack and check raise on every other one)."""
+    modes = []
+    for value in range(1 << cls.width(middle)):
+        try:
+            mode = cls.unpack(value, middle)
+            mode.check(middle)
+        except FredError:
+            continue
+        modes.append(mode)
+    return tuple(modes)
 
 
 @dataclass(frozen=True)
