@@ -85,9 +85,7 @@ def run_case(case: FabricCase, *, seed: int = 0, sink_backpressure: float = 0.0,
              watchdog_cycles: int | None = None, build_dir=None) -> FabricCase:
     """Run ``case`` on the RTL with the algorithm the model chose; errors in the received data
     are a :class:`FredError` listing the first few."""
-    if not 0 <= sink_backpressure < 1:
-        raise FredError(f"sink backpressure must be a probability in [0, 1), got {sink_backpressure!r}")
-    run_fabric = rtl_harness()
+    run_fabric = rtl_harness()   # checks the backpressure before building (fabric_program)
     case.rtl = run_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, seed=seed,
                           sink_backpressure=sink_backpressure, watchdog_cycles=watchdog_cycles,
                           build_dir=build_dir)

@@ -24,7 +24,9 @@ from pathlib import Path
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 from sysmodel.collectives import Collective, evaluate
-from sysmodel.platform import Platform, load_platform
+from sysmodel.platform import Platform, parse_platform
+from sysmodel.switch_timing import load_chiplet_timings
+from sysmodel.toml_file import parse_toml
 
 __all__ = ["FabricEstimate", "fabric_platform_toml", "fabric_platform", "model_cycles"]
 
@@ -79,24 +81,24 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int)
 
 def fabric_platform(spec: FabricSpec, *, characterization: str | Path | None = None,
                     write_to: str | Path | None = None) -> tuple[Platform, str]:
-    """(the model's :class:`Platform` of ``spec``, its TOML text), loaded through
-    :func:`sysmodel.platform.load_platform` from a file (``write_to``, else a temporary one)
-    with switch timings from ``characterization`` (default: the shipped one)."""
-    import tempfile
-
-    from sysmodel.switch_timing import load_chiplet_timings
-    # both levels' measured points (an unmeasured one is named as this fabric's), and the clock
-    # and flit size their timings are in
-    l1 = load_chiplet_timings(_chiplets(spec), characterization,
-                              platform=f"the {spec.name} RTL fabric")["l1"]
-    text = fabric_platform_toml(spec, clock_mhz=l1.clock_mhz, flit_bytes=l1.flit_bytes)
+    """(the model's :class:`Platform` of ``spec``, its TOML text): the text parsed by the
+    model's own platform reader (:func:`sysmodel.platform.parse_platform`, as
+    :func:`~sysmodel.platform.load_platform` does for a file) with each level timed by its
+    switch's measured point in ``characterization`` (default: the shipped one); ``write_to``
+    also writes the text there."""
+    # both levels' measured points (an unmeasured one is named as this fabric's); the clock and
+    # flit size of the platform are those of their timings
+    timings = load_chiplet_timings(_chiplets(spec), characterization,
+                                   platform=f"the {spec.name} RTL fabric")
+    text = fabric_platform_toml(spec, clock_mhz=timings["l1"].clock_mhz,
+                                flit_bytes=timings["l1"].flit_bytes)
+    source = f"rtl-{spec.name}.toml"
     if write_to is not None:
         Path(write_to).write_text(text)
-        return load_platform(write_to, characterization=characterization), text
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"rtl-{spec.name}.toml"
-        path.write_text(text)
-        return load_platform(path, characterization=characterization), text
+        source = str(write_to)
+    platform = parse_platform(parse_toml(text, source), switch=timings["l1"],
+                              l2_switch=timings["l2"], source=source)
+    return platform, text
 
 
 @dataclass
