@@ -103,7 +103,7 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     source_point = (data.get("switch_source") or {}).get("point")
     if "select_copy_cycles" not in values and isinstance(source_point, dict) \
             and all(k in source_point for k in ("ports", "middle", "dtype")):
-        values.update(_summary_select_copy(data, source_point))
+        values.update(_summary_select_copy(data, source_point, source))
     switches = data.get("switches", {})
     if not isinstance(switches, dict):
         raise FredError(f"{source}: 'switches' must be an object (point name -> point and switch block)")
@@ -123,7 +123,7 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
                             f"the key must be that name")
         fields = _switch_fields(block["switch"], source, f"{where}.switch")
         if "select_copy_cycles" not in fields:
-            fields.update(_summary_select_copy(data, point))
+            fields.update(_summary_select_copy(data, point, source))
         points[name] = {"point": dict(point), "switch": fields}
     generated = data.get("generated_by")
     if generated is not None:
@@ -142,8 +142,7 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
         packet = {}
         for name in PACKET_SWITCH_FIELDS:
             value = block.get(name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
+            if not _finite(value) or value < 0:
                 raise FredError(f"{source}: 'packet_switch.{name}' must be a finite number >= 0, got {value!r}")
             packet[name] = float(value)
     return Characterization(switch=values, source=source, document=data, switches=points,
@@ -157,7 +156,7 @@ def _switch_fields(switch: dict, source: str, where: str) -> dict:
         if name not in switch:
             raise FredError(f"{source}: '{where}.{name}' is missing")
         value = switch[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not _finite(value):
             raise FredError(f"{source}: '{where}.{name}' must be a finite number, got {value!r}")
         if kind is int and value != int(value):
             raise FredError(f"{source}: '{where}.{name}' must be an integer, got {value!r}")
@@ -165,8 +164,7 @@ def _switch_fields(switch: dict, source: str, where: str) -> dict:
     for name, kind in OPTIONAL_SWITCH_FIELDS.items():
         if name in switch:
             value = switch[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
+            if not _finite(value) or value < 0:
                 raise FredError(f"{source}: '{where}.{name}' must be a finite number >= 0, got {value!r}")
             values[name] = kind(value)
     for name in _POSITIVE:
@@ -178,15 +176,24 @@ def _switch_fields(switch: dict, source: str, where: str) -> dict:
     return values
 
 
-def _summary_select_copy(data: dict, point: dict) -> dict:
+def _finite(value) -> bool:
+    """A finite int or float (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _summary_select_copy(data: dict, point: dict, source: str) -> dict:
     """``{"select_copy_cycles": x}`` from the ``summaries`` entry of ``point`` (files written
-    before the switch blocks carried it), or ``{}``."""
+    before the switch blocks carried it), or ``{}`` when it has none (a run without a select);
+    a value that is there but not a finite number >= 0 is an error, never skipped."""
     for summary in data.get("summaries") or []:
         if isinstance(summary, dict) and all(summary.get(k) == point[k] for k in ("ports", "middle", "dtype")):
             value = summary.get("select_copy_cycles")
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-                    and value >= 0:
-                return {"select_copy_cycles": float(value)}
+            if value is None:
+                return {}
+            if not _finite(value) or value < 0:
+                raise FredError(f"{source}: the summary of {point_name(point['ports'], point['middle'], point['dtype'])} "
+                                f"has select_copy_cycles {value!r}; expected a finite number >= 0")
+            return {"select_copy_cycles": float(value)}
     return {}
 
 
