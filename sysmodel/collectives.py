@@ -125,7 +125,11 @@ class Collective:
 
 @dataclass
 class CollectiveResult:
-    """Time and traffic of a set of concurrent collectives on one fabric."""
+    """Time and traffic of a set of concurrent collectives on one fabric.
+
+    ``time_s`` = ``bandwidth_time_s`` (busiest link) + ``latency_s``, the latency the link time
+    does not hide: one pass of the hop chain, what a ring's pipelined steps take beyond the link
+    time plus its last hop, and the phases (``phase_overhead_s`` of it)."""
 
     fabric: str
     time_s: float
@@ -197,21 +201,38 @@ def build_network(platform: Platform, fabric: str) -> Network:
 def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = None,
           dim_order: str = "xy") -> Traffic:
     """Bidirectional logical ring: half the data clockwise, half counter-clockwise; each hop
-    of each direction carries ``per_hop / 2`` as one chunk per step. ``steps`` dependent steps
-    set the latency."""
+    of each direction carries ``per_hop / 2`` as one chunk per step.
+
+    Time: the ``steps`` dependent steps are pipelined flit by flit: a member forwards a chunk
+    as its first flits arrive, so step k+1 on the next hop starts max(hop latency h, chunk
+    time c) after step k (its link is still sending the previous chunk, or the chunk has not
+    arrived yet), and the last step ends min(h, c) later. A chunk's chain walks the ring's
+    actual hops, so the chain is the longest run of ``steps`` consecutive hops (either
+    direction, any start) of max(h, c) each: ``pipelined_s``, which runs under the link time
+    (``Traffic.time`` takes the longer); the last step's min(h, c) adds to it (``latency_s``,
+    the hop where it is largest). Bandwidth-bound, this is link time + one hop; latency-bound,
+    the sum of the hops the chain walks + one chunk. The RTL fabric checks both regimes
+    (docs/fabric_validation.md)."""
     t = t or net.traffic()
     n = len(order)
     if n < 2 or per_hop <= 0:
         return t
-    hop_latency = 0.0
-    for i in range(n):
-        a, b = order[i], order[(i + 1) % n]
-        if n == 2 and i == 1:
-            break  # a two-member ring is the single pair; both directions added below
-        for s, d in ((a, b), (b, a)):
-            links = t.add_transfer(s, d, per_hop / 2 if n > 2 else per_hop, dim_order, chunks=steps)
-            hop_latency = max(hop_latency, net.path_latency(links))
-    t.latency_s += steps * hop_latency
+    pairs = [(order[i], order[(i + 1) % n]) for i in range(n if n > 2 else 1)]
+    share = per_hop / 2 if n > 2 else per_hop  # a two-member ring is the single pair, both ways
+    chain, tail = 0.0, 0.0
+    for direction in (pairs, [(b, a) for a, b in reversed(pairs)]):
+        step_s = []
+        for s, d in direction:
+            links = t.add_transfer(s, d, share, dim_order, chunks=steps)
+            hop = net.path_latency(links)
+            chunk = (net.wire_bytes(share, steps) / steps / float(net.link_bw[list(links)].min())
+                     if links else 0.0)
+            step_s.append(max(hop, chunk))
+            tail = max(tail, min(hop, chunk))
+        walk = np.concatenate(([0.0], np.cumsum(np.resize(step_s, len(step_s) + steps))))
+        chain = max(chain, float((walk[steps:steps + len(step_s)] - walk[:len(step_s)]).max()))
+    t.pipelined_s += chain
+    t.latency_s += tail
     return t
 
 
@@ -292,6 +313,7 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
             t.loads += stage.loads
             t.sent += stage.sent
             t.latency_s += stage.latency_s
+            t.pipelined_s += stage.pipelined_s
         return t
 
     a_t, b_t = chunk("rows"), chunk("cols")
@@ -308,6 +330,7 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
     out.loads += b_t.loads * (1 - a)
     out.sent += b_t.sent * (1 - a)
     out.latency_s = max(a_t.latency_s, b_t.latency_s)
+    out.pipelined_s = max(a_t.pipelined_s, b_t.pipelined_s)
     return out
 
 
@@ -552,6 +575,7 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
         t.loads += stage.loads
         t.sent += stage.sent
         t.latency_s += stage.latency_s
+        t.pipelined_s += stage.pipelined_s
     return [("hierarchical", t)]
 
 
@@ -649,7 +673,7 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     link, nbytes = total.busiest_link()
     result = CollectiveResult(
         fabric=fabric, time_s=time, bandwidth_time_s=total.bandwidth_time(),
-        latency_s=total.latency_s + total.overhead_s, bytes_sent_per_npu=per_npu,
+        latency_s=time - total.bandwidth_time(), bytes_sent_per_npu=per_npu,
         effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.sequential_phases,
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,

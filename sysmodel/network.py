@@ -124,8 +124,11 @@ class Traffic:
 
     ``loads`` counts the bytes on the wire (whole flits, :meth:`Network.wire_bytes`); ``sent``
     the payload each NPU injects. ``latency_s`` is the latency of the longest chain of
-    dependent hops among the merged collectives (a ring all-reduce has 2(n-1) dependent steps;
-    an in-switch one, one pass); ``phases`` the switch phases an in-switch collective runs one
+    dependent hops among the merged collectives that adds to the link time (an in-switch
+    collective's one pass, a chain's hops, a ring's last hop); ``pipelined_s`` is a dependent
+    chain that runs *under* the link time (a ring's steps: each step's hop overlaps the
+    previous chunk's transfer, so only the longer of the two counts, see
+    :attr:`time`); ``phases`` the switch phases an in-switch collective runs one
     after another: the first pays ``first_select_s`` (its selects start with the collective and
     overlap the first hops), each later one ``phase_select_s`` (its select at the slowest
     switch) and its own pass of ``latency_s``; ``uplink_users`` counts, per L1 switch node, the in-switch
@@ -135,7 +138,7 @@ class Traffic:
     traffic needs stored, as (switch node, flows, phases) triples.
     """
 
-    __slots__ = ("net", "loads", "sent", "latency_s", "phase_select_s", "first_select_s", "phases",
+    __slots__ = ("net", "loads", "sent", "latency_s", "pipelined_s", "phase_select_s", "first_select_s", "phases",
                  "configurations", "uplink_users")
 
     def __init__(self, net: Network):
@@ -143,6 +146,7 @@ class Traffic:
         self.loads = np.zeros(net.n_links)
         self.sent = np.zeros(net.npus)
         self.latency_s = 0.0
+        self.pipelined_s = 0.0
         self.phase_select_s = 0.0
         self.first_select_s = 0.0
         self.phases = 0
@@ -176,6 +180,7 @@ class Traffic:
         out.loads = self.loads * factor
         out.sent = self.sent * factor
         out.latency_s, out.phase_select_s, out.phases = self.latency_s, self.phase_select_s, self.phases
+        out.pipelined_s = self.pipelined_s
         out.first_select_s = self.first_select_s
         out.configurations = self.configurations
         out.uplink_users = dict(self.uplink_users)
@@ -186,6 +191,7 @@ class Traffic:
         self.loads += other.loads
         self.sent += other.sent
         self.latency_s = max(self.latency_s, other.latency_s)
+        self.pipelined_s = max(self.pipelined_s, other.pipelined_s)
         self.phase_select_s = max(self.phase_select_s, other.phase_select_s)
         self.first_select_s = max(self.first_select_s, other.first_select_s)
         self.phases = max(self.phases, other.phases)
@@ -221,9 +227,10 @@ class Traffic:
         return self.first_select_s + (n - 1) * (self.phase_select_s + self.latency_s)
 
     def time(self) -> float:
-        """Busiest link's bytes / bandwidth, plus one pass of the hop latency, plus the phases'
-        selects and further passes (:attr:`overhead_s`)."""
-        return self.bandwidth_time() + self.latency_s + self.overhead_s
+        """The longer of the busiest link's bytes / bandwidth and the pipelined dependent chain
+        (:attr:`pipelined_s`), plus the latency that adds to both (one pass of the hop chain,
+        a ring's last hop), plus the phases' selects and further passes (:attr:`overhead_s`)."""
+        return max(self.bandwidth_time(), self.pipelined_s) + self.latency_s + self.overhead_s
 
     def busiest_link(self) -> tuple[str, float]:
         times = self.link_times()

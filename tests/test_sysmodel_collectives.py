@@ -236,15 +236,42 @@ def test_in_switch_all_reduce_in_one_l1_exactly():
 
 def test_ring_chunks_are_rounded_to_flits_on_fred_only():
     """A two-NPU ring all-reduce sends two chunks of size/2 each way: on FRED each chunk is
-    rounded up to whole flits; the mesh is byte-granular."""
+    rounded up to whole flits; the mesh is byte-granular. 1000 B is latency-bound (a chunk
+    takes far less than a hop): the two dependent steps take a hop each and the last chunk
+    adds its own time (``_ring``: steps x max(hop, chunk) + min(hop, chunk))."""
     size, flit = 1000.0, P.switch.flit_bytes
     c = [Collective("all-reduce", (0, 1), size)]
     fred = evaluate(P, "fred-c", c)
     chunk = -(-(size / 2) // flit) * flit                 # 500 B -> 512 B
-    assert fred.time_s == pytest.approx(2 * chunk / (P.npu_send_gbps * 1e9) + 2 * _switch_hop(), rel=1e-12)
+    assert chunk / (P.npu_send_gbps * 1e9) < _switch_hop()
+    assert fred.time_s == pytest.approx(chunk / (P.npu_send_gbps * 1e9) + 2 * _switch_hop(), rel=1e-12)
+    assert fred.bandwidth_time_s == pytest.approx(2 * chunk / (P.npu_send_gbps * 1e9), rel=1e-12)
     assert fred.config_load_s == 0 and fred.phases == 0  # endpoint algorithm: unicasts route online
     mesh = evaluate(P, "mesh", c)
-    assert mesh.time_s == pytest.approx(size / (P.mesh_link_gbps * 1e9) + 2 * P.link_latency_s, rel=1e-12)
+    assert mesh.time_s == pytest.approx(size / 2 / (P.mesh_link_gbps * 1e9) + 2 * P.link_latency_s, rel=1e-12)
+
+
+def test_ring_latency_hides_under_the_link_time_when_bandwidth_bound():
+    """The same pair with 1 GiB: a chunk (512 MiB, whole flits) takes far longer than a hop, so
+    each step's hop overlaps the previous chunk's transfer: link time (two chunks) + one hop."""
+    size = float(2 ** 30)
+    fred = evaluate(P, "fred-c", [Collective("all-reduce", (0, 1), size)])
+    bandwidth = size / (P.npu_send_gbps * 1e9)
+    assert fred.time_s == pytest.approx(bandwidth + _switch_hop(), rel=1e-12)
+    assert fred.latency_s == pytest.approx(_switch_hop(), rel=1e-9)
+
+
+def test_ring_latency_walks_the_actual_hops():
+    """A latency-bound ring over two L1s (ranks 2, 3 on L1 0 and 4, 5 on L1 1, in rank order):
+    of its 4 hops, 2 stay in an L1 and 2 cross the L2; the 6 dependent steps of an all-reduce
+    walk 6 consecutive hops, at most 3 of them crossing (not 6 x the slowest hop)."""
+    r = evaluate(P, "fred-c", [Collective("all-reduce", (2, 3, 4, 5), 64.0)], algorithm="ring")
+    net = build_network(P, "fred-c")
+    local = net.path_latency(net.path(2, 3))
+    crossing = net.path_latency(net.path(3, 4))
+    assert crossing > local
+    chunk = P.switch.flit_bytes / (P.npu_send_gbps * 1e9)   # 64 B / 4 / 2 ways -> one flit a step
+    assert r.time_s == pytest.approx(3 * crossing + 3 * local + chunk, rel=1e-9)
 
 
 def test_flit_padding_matters_for_small_transfers_only():
