@@ -24,8 +24,9 @@ NPU injects, latency of its dependent hop chain) with the algorithm the fabric u
   (:mod:`sysmodel.switch_routing`); concurrent in-switch collectives crossing one L1-L2 link
   share its physical ports (one flow per port per phase) and take turns beyond them. Phases
   run one after another: each costs a select (the configuration copy on an idle switch) and
-  each after the first a further pass of the hop chain (checked against the RTL fabric,
-  docs/fabric_validation.md). Reduce-scatter,
+  each after the first waits for the previous one: an all-reduce for a further pass of the hop
+  chain (round trip), a reduce or multicast for its switches' drain (checked against the RTL
+  fabric, docs/fabric_validation.md). Reduce-scatter,
   all-gather and all-to-all use the endpoint algorithms (their in-switch forms are
   sequences of reduce/broadcast phases that send at least as many bytes per NPU).
 
@@ -336,10 +337,11 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
 
 # -- FRED in-switch flows --------------------------------------------------------------------
 def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
-                   top: int | None = None) -> tuple[int, float, float, frozenset]:
-    """(the most phases any switch needs, the slowest select among the switches that need one,
-    what the first phase's selects delay the flits, the configurations stored) for the flows
-    these paths ask of each switch, as the compiler routes them.
+                   top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
+    """(the most phases any switch needs, (the slowest select, the slowest phase switch = drain +
+    select) among the switches that need one, what the first phase's selects delay the flits,
+    the configurations stored) for the flows these paths ask of each switch, as the compiler
+    routes them.
 
     The first phase is selected on every switch at once when the collective starts (as the
     fabric's phase sequencers, or a host, do), while the flits are still on their way: a
@@ -364,7 +366,7 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
         entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
                     {int(net.link_dst[p[0]]) for p in down_paths if p})
     arrival = _first_arrivals(net, up_paths, down_paths, top)
-    phases, select, first, configurations = 0, 0.0, 0.0, set()
+    phases, select, switch_s, first, configurations = 0, 0.0, 0.0, 0.0, set()
     for switch, entry in per_switch.items():
         port = _port_cache(net, switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
@@ -374,11 +376,13 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
         phases = max(phases, needed)
         if needed:
             # switches select in parallel, each at its own level's (chiplet's) speed
-            own = net.switch_timing(switch).phase_select_s
+            timing = net.switch_timing(switch)
+            own = timing.phase_select_s
             select = max(select, own)
+            switch_s = max(switch_s, timing.phase_switch_s, own)
             first = max(first, own - arrival.get(switch, 0.0))
             configurations.add((switch, key, needed))
-    return phases, select, first, frozenset(configurations)
+    return phases, (select, switch_s), first, frozenset(configurations)
 
 
 def _first_arrivals(net: FredTreeNetwork, up_paths, down_paths, top) -> dict[int, float]:
@@ -457,7 +461,7 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
         phases, select, first, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
         stripe = c.size / len(net.io_nodes)
-        up, down, phases, select, first, configurations = [], [], 0, 0.0, 0.0, frozenset()
+        up, down, phases, select, first, configurations = [], [], 0, (0.0, 0.0), 0.0, frozenset()
         for io in net.io_nodes:
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
@@ -470,25 +474,29 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
                     t.sent[r] += stripe
                 needed, needed_s, first_s, stored = _switch_phases(net, paths, [])
             phases, configurations = max(phases, needed), configurations | stored
-            select, first = max(select, needed_s), max(first, first_s)
+            select = (max(select[0], needed_s[0]), max(select[1], needed_s[1]))
+            first = max(first, first_s)
             links = set().union(*paths)
             t.add_links(links, stripe)
             lat = max(lat, max(net.path_latency(p) for p in paths))
-        return _with_phases(net, t, lat, phases, select, first, configurations, up + down)
+        return _with_phases(net, t, lat, phases, select[1], first, configurations, up + down)
     links = set().union(*up, *down) if (up or down) else set()
     t.add_links(links, c.size)
-    return _with_phases(net, t, lat, phases, select, first, configurations, up + down)
+    # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
+    # flows coming back down), one-way flows for their own drain (the measured phase switch)
+    turn = select[0] + lat if c.op == "all-reduce" else select[1]
+    return _with_phases(net, t, lat, phases, turn, first, configurations, up + down)
 
 
-def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int, select_s: float,
+def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int, turn_s: float,
                  first_select_s: float, configurations: frozenset, paths) -> Traffic:
-    """``t`` with its latency (one pass), its phases and their select (``select_s``: the
-    slowest switch's; ``first_select_s``: what is left of the first phase's selects when the
-    flits arrive), the configurations its switches store, and the L1 uplinks its flows cross
-    (one user each: :attr:`Traffic.sequential_phases`)."""
+    """``t`` with its latency (one pass), its phases (``turn_s``: what each phase after the
+    first adds, :attr:`Traffic.phase_turn_s`; ``first_select_s``: what is left of the first
+    phase's selects when the flits arrive), the configurations its switches store, and the L1
+    uplinks its flows cross (one user each: :attr:`Traffic.sequential_phases`)."""
     t.latency_s = latency_s
     t.phases = phases
-    t.phase_select_s = select_s
+    t.phase_turn_s = turn_s
     t.first_select_s = max(first_select_s, 0.0)
     t.configurations = configurations
     crossed = {int(net.link_dst[l]) if net.link_src[l] == net.l2_node else int(net.link_src[l])

@@ -130,15 +130,18 @@ class Traffic:
     previous chunk's transfer, so only the longer of the two counts, see
     :attr:`time`); ``phases`` the switch phases an in-switch collective runs one
     after another: the first pays ``first_select_s`` (its selects start with the collective and
-    overlap the first hops), each later one ``phase_select_s`` (its select at the slowest
-    switch) and its own pass of ``latency_s``; ``uplink_users`` counts, per L1 switch node, the in-switch
+    overlap the first hops), each later one ``phase_turn_s``: the select at the slowest switch
+    plus the wait for the previous phase, a further pass of the hop chain when the flows turn
+    round at a top switch (an all-reduce: a switch's phase includes the flows coming back down,
+    so it ends after the round trip), else the switch's drain (a reduce or a multicast: a
+    switch's phase ends when its own inputs are done; the measured phase switch, drain + copy); ``uplink_users`` counts, per L1 switch node, the in-switch
     collectives whose flows cross that L1's uplink: they share its ``net.uplink_ports``
     physical ports, a port carries one flow per phase, so more collectives than ports
     take turns (:attr:`sequential_phases`); ``configurations`` are the switch configurations the
     traffic needs stored, as (switch node, flows, phases) triples.
     """
 
-    __slots__ = ("net", "loads", "sent", "latency_s", "pipelined_s", "phase_select_s", "first_select_s", "phases",
+    __slots__ = ("net", "loads", "sent", "latency_s", "pipelined_s", "phase_turn_s", "first_select_s", "phases",
                  "configurations", "uplink_users")
 
     def __init__(self, net: Network):
@@ -147,7 +150,7 @@ class Traffic:
         self.sent = np.zeros(net.npus)
         self.latency_s = 0.0
         self.pipelined_s = 0.0
-        self.phase_select_s = 0.0
+        self.phase_turn_s = 0.0
         self.first_select_s = 0.0
         self.phases = 0
         self.configurations: frozenset = frozenset()
@@ -179,7 +182,7 @@ class Traffic:
         out = Traffic(self.net)
         out.loads = self.loads * factor
         out.sent = self.sent * factor
-        out.latency_s, out.phase_select_s, out.phases = self.latency_s, self.phase_select_s, self.phases
+        out.latency_s, out.phase_turn_s, out.phases = self.latency_s, self.phase_turn_s, self.phases
         out.pipelined_s = self.pipelined_s
         out.first_select_s = self.first_select_s
         out.configurations = self.configurations
@@ -192,7 +195,7 @@ class Traffic:
         self.sent += other.sent
         self.latency_s = max(self.latency_s, other.latency_s)
         self.pipelined_s = max(self.pipelined_s, other.pipelined_s)
-        self.phase_select_s = max(self.phase_select_s, other.phase_select_s)
+        self.phase_turn_s = max(self.phase_turn_s, other.phase_turn_s)
         self.first_select_s = max(self.first_select_s, other.first_select_s)
         self.phases = max(self.phases, other.phases)
         self.configurations = self.configurations | other.configurations
@@ -219,12 +222,12 @@ class Traffic:
     @property
     def overhead_s(self) -> float:
         """What the phases add to one pass: the first phase what is left of its selects when
-        the flits arrive (``first_select_s``), every later phase its select and its own pass of
-        the hop chain (its flits enter once the previous phase is done)."""
+        the flits arrive (``first_select_s``), every later phase ``phase_turn_s`` (its select and
+        the wait for the previous phase to be done)."""
         n = self.sequential_phases
         if not n:
             return 0.0
-        return self.first_select_s + (n - 1) * (self.phase_select_s + self.latency_s)
+        return self.first_select_s + (n - 1) * self.phase_turn_s
 
     def time(self) -> float:
         """The longer of the busiest link's bytes / bandwidth and the pipelined dependent chain

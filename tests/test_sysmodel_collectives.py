@@ -334,3 +334,19 @@ def test_concurrent_in_switch_groups_take_turns_on_a_one_port_uplink():
     select = max(P.switch_at(lv).phase_select_s for lv in ("l1", "l2"))
     assert b.phase_overhead_s == pytest.approx(first + 3 * (select + one_pass), rel=1e-12)
     assert d.phase_overhead_s == pytest.approx(first, rel=1e-12)
+
+
+def test_one_way_phases_wait_for_a_drain_not_a_round_trip():
+    """The same four groups reducing to their lowest rank (one-way flows): a switch's phase ends
+    when its own inputs are done, so each later phase pays the slowest switch's measured phase
+    switch (drain + copy) instead of a select and a further pass of the hop chain."""
+    groups = [tuple(range(k, 20, 4)) for k in range(4)]
+    size = 512.0 * 40
+    b = evaluate(P, "fred-b", [Collective("reduce", g, size) for g in groups])
+    alone = evaluate(P, "fred-b", [Collective("reduce", groups[0], size)])
+    assert b.phases == 4 and alone.phases == 1
+    first = alone.phase_overhead_s
+    switch = max(max(P.switch_at(lv).phase_switch_s, P.switch_at(lv).phase_select_s) for lv in ("l1", "l2"))
+    assert b.phase_overhead_s == pytest.approx(first + 3 * switch, rel=1e-12)
+    all_reduce = evaluate(P, "fred-b", [Collective("all-reduce", g, size) for g in groups])
+    assert b.phase_overhead_s < all_reduce.phase_overhead_s
