@@ -117,7 +117,7 @@ class PacketBench:
         dut = self.dut
         Clock(dut.clk, 10, unit="ns").start()
         dut.rst.value = 1
-        dut.auto.value = 0
+        dut.header_select.value = 0
         dut.config__valid.value = 0
         dut.phase__valid.value = 0
         dut.host_vc.value = 0
@@ -143,7 +143,7 @@ class PacketBench:
             for _ in range(3):
                 await RisingEdge(dut.clk)
         assert _int(dut.loaded) == (1 << DESIGN["phases"]) - 1, "configurations did not load"
-        dut.auto.value = 1
+        dut.header_select.value = 1
 
     def _next_packet(self, port):
         queue = self.queues[port]

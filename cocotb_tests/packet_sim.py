@@ -44,7 +44,7 @@ class Run:
 
 
 def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drain_rate=1.0,
-                      drain_delay=0, max_cycles=20_000, quiet=200, auto=True, host=None):
+                      drain_delay=0, max_cycles=20_000, quiet=200, header_select=True, host=None):
     """Load ``configs`` (slot k = configs[k]; a ``SwitchConfig`` or None), then run the traffic.
 
     ``send_rate``: probability a sender that may send does so in a cycle; ``drain_rate``: the
@@ -70,7 +70,7 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
                 await ctx.tick().until(dut.config.ready)
             ctx.set(dut.config.valid, 0)
             await ctx.tick().repeat(2)
-        ctx.set(dut.auto, int(auto))
+        ctx.set(dut.header_select, int(header_select))
         queues = {p: [i for i in injections if i.port == p]
                   for p in range(dut.ports)}
         # credits per VC; index 3 is the control VC (ctrl_depth slots; 0: the port has none)

@@ -84,6 +84,20 @@ def _switch(*, ports, middle, dtype, lanes, phases, tag_width, word_width):
                          tag_width=tag_width, word_width=word_width)
 
 
+def _packet_switch(*, ports, middle, dtype, lanes, phases, depth, ctrl_depth, packet_flits, seq_bits,
+                   flow_bits, online):
+    from hdl.base.packet import PacketFormat
+    from hdl.switch.packet_switch import PacketSwitch
+    # the narrowest header that names every phase (and, online, the default index above them
+    # and every output port)
+    phase_bits = max(1, phases.bit_length() if online else (phases - 1).bit_length())
+    dest_bits = max(1, (ports - 1).bit_length()) if online else 0
+    packet = PacketFormat(phase_bits=phase_bits, seq_bits=seq_bits, flow_bits=flow_bits,
+                          packet_flits=packet_flits, dest_bits=dest_bits)
+    return PacketSwitch(ports=ports, middle=middle, dtype=dtype, lanes=lanes, phases=phases, packet=packet,
+                        depth=depth, ctrl_depth=ctrl_depth, online=bool(online))
+
+
 #: Element formats every reducing design accepts.
 DTYPE_CHOICES = tuple(DTYPES)
 
@@ -119,6 +133,26 @@ DESIGNS: dict[str, Design] = {
             "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
             "tag_width": Param(_positive_int, 8, "bits of the flit tag"),
             "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
+        },
+    ),
+    "packet_switch": Design(
+        unit="packet_switch",
+        top="fred_packet_switch",
+        description="FRED packet switch: VC input buffers with credits, header-selected phases with "
+                    "MP > PP > DP preemption, control VC, online unicast routing (docs/switch.md)",
+        factory=_packet_switch,
+        params={
+            "ports": Param(int, 4, "switch ports P"),
+            "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
+            "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
+            "lanes": Param(_positive_int, 1, "elements per flit"),
+            "phases": Param(_positive_int, 3, "stored configurations (phases) K"),
+            "depth": Param(_positive_int, 48, "flits per data VC buffer (the paper: 24 KB = 48 flits)"),
+            "ctrl_depth": Param(int, 4, "flits per control VC buffer (0 = no control VC; the paper: 4)"),
+            "packet_flits": Param(_positive_int, 8, "flits per data packet (the paper: 4 KB = 8 flits)"),
+            "seq_bits": Param(_positive_int, 8, "bits of a packet's sequence number"),
+            "flow_bits": Param(_positive_int, 4, "bits of a packet's flow id"),
+            "online": Param(int, 1, "1 = online unicast routing at the default phase index", choices=(0, 1)),
         },
     ),
 }

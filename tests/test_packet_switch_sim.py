@@ -179,7 +179,7 @@ def test_host_driven_select_still_works():
             log.setdefault("selected", cycle)
     host.dut = dut = switch()
     run = run_packet_switch(dut, configs=[DP_CONFIG, MP_CONFIG], injections=inj, rng=rng,
-                            auto=False, host=host)
+                            header_select=False, host=host)
     # only the selected phase moves: MP from input 2 to output 0; the DP packets wait
     assert [d for _, d, _, _ in run.received[0]] == [w for pk in mp for w in pk.flits]
     assert all(not run.received[p] for p in (1, 2, 3))

@@ -41,17 +41,17 @@ class ControlUnit(wiring.Component):
             each input's head flit per VC, whether it starts a packet, its header.
         started: ``In(P)``: input n passed the first flit of a packet to the datapath this cycle.
         busy: ``In(1)``: the datapath holds flits.
-        auto: ``In(1)``: 1 = header-driven (this unit selects phases); 0 = host-driven (the host
+        header_select: ``In(1)``: 1 = header-driven (this unit selects phases); 0 = host-driven (the host
             selects through the configuration memory's port; every input forwards packets whose
             header names the active phase, read from VC ``host_vc``).
         host_vc: ``In(2)``.
-        select: ``Out(stream.Signature(phase index))``: to the configuration memory (auto mode).
+        select: ``Out(stream.Signature(phase index))``: to the configuration memory (header mode).
         active_phase, active_valid, hold: ``In``: the configuration memory's state.
         vc: ``Out(2)``: the VC every input reads; enable: ``Out(P)``: input n may pass a flit.
         state: ``Out(2)`` (:class:`CUState`); waiting: ``Out(3)``: bit v, a packet of VC v waits
             at the head of some input; preemptions, selects: ``Out(COUNTER_BITS)`` counters.
 
-    Policy (auto mode):
+    Policy (header mode):
         * RUN: an input passes flits when it is inside a packet of the current VC, or its head
           packet in that VC belongs to the active phase. The highest sequence number started
           in this phase is tracked (``S``).
@@ -108,7 +108,7 @@ class ControlUnit(wiring.Component):
             "head": In(struct_layout(packet.header)).array(nvc).array(ports),
             "started": In(ports),
             "busy": In(1),
-            "auto": In(1),
+            "header_select": In(1),
             "host_vc": In(2),
             "select": Out(stream.Signature(unsigned(pw))),
             "active_phase": In(pw),
@@ -171,11 +171,11 @@ class ControlUnit(wiring.Component):
                                       _any(self.waiting[w] for w in outranked))
 
         # ---- per input ----------------------------------------------------------------------
-        auto = self.auto
-        m.d.comb += self.vc.eq(Mux(auto, cur_vc, self.host_vc))
+        by_header = self.header_select
+        m.d.comb += self.vc.eq(Mux(by_header, cur_vc, self.host_vc))
         online_mode = self.online_mode
         if self.online:
-            m.d.comb += online_mode.eq(auto & (cur_phase == self.packet.online_phase))
+            m.d.comb += online_mode.eq(by_header & (cur_phase == self.packet.online_phase))
         # the online phase needs no stored configuration: it is active whenever selected
         active_ok = online_mode | self.active_valid & (self.active_phase == cur_phase)
         in_path = Signal(P)      # input n is on a path (set up, not yet released)
@@ -199,9 +199,9 @@ class ControlUnit(wiring.Component):
                                  | (state == CUState.DRAIN) & top_valid & seq_le(h.seq, top)))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
             running = (state == CUState.RUN) | (state == CUState.DRAIN)
-            with m.If(auto & online_mode):
+            with m.If(by_header & online_mode):
                 m.d.comb += self.enable[n].eq(sending[n] & running)
-            with m.Elif(auto):
+            with m.Elif(by_header):
                 m.d.comb += self.enable[n].eq(part & running | ok)
             with m.Else():
                 m.d.comb += self.enable[n].eq(manual_ok)
@@ -256,9 +256,9 @@ class ControlUnit(wiring.Component):
                     with m.If(self.release[o] & (src_of[o] == n)):
                         m.d.sync += in_path[n].eq(0)
 
-        # ---- state machine (auto mode) --------------------------------------------------------
+        # ---- state machine (header mode) --------------------------------------------------------
         m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
-        with m.If(~auto):
+        with m.If(~by_header):
             m.d.sync += [state.eq(CUState.RUN), cur_phase.eq(self.active_phase), cur_vc.eq(self.host_vc)]
         with m.Elif(state == CUState.RUN):
             with m.If(~active_ok):

@@ -80,9 +80,12 @@ class ControlRouter(wiring.Component):
             for f in range(flows):
                 m.d.sync += table[f].eq(0)
         with m.Else():
-            for n in range(P):
-                with m.If(self.learn[n]):
-                    m.d.sync += table[self.learn_flow[n]].bit_select(n, 1).eq(1)
+            # one comparator per (flow, port) rather than a write through the Array: an
+            # indexed write is a case statement per entry with no default, which lint flags
+            for f in range(flows):
+                for n in range(P):
+                    with m.If(self.learn[n] & (self.learn_flow[n] == f)):
+                        m.d.sync += table[f][n].eq(1)
 
         # take one control flit
         with m.If(~holding):

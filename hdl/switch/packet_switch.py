@@ -46,8 +46,8 @@ class PacketSwitch(wiring.Component):
             VC v leaves port n only while the port holds a credit for v.
         o_credit: ``In(2).array(3).array(P)``: credits the downstream returns, per VC.
         config: configuration words, as ``fred_switch``. phase: host select (used when
-            ``auto`` is 0); host_vc: the VC the inputs read in host mode.
-        auto: ``In(1)``: 1 = the control unit selects phases from the headers.
+            ``header_select`` is 0); host_vc: the VC the inputs read in host mode.
+        header_select: ``In(1)``: 1 = the control unit selects phases from the headers.
         active_phase, active_valid, loaded, error: the configuration memory's.
         busy: the datapath holds flits or a select is in progress.
         state: :class:`~hdl.switch.control_unit.CUState`; waiting: VCs with a packet waiting;
@@ -114,7 +114,7 @@ class PacketSwitch(wiring.Component):
             "config": In(stream.Signature(struct_layout(config_word_layout(phases, word_width)))),
             "phase": In(stream.Signature(unsigned(pw))),
             "host_vc": In(2),
-            "auto": In(1),
+            "header_select": In(1),
             "active_phase": Out(pw),
             "active_valid": Out(1),
             "loaded": Out(phases),
@@ -158,8 +158,8 @@ class PacketSwitch(wiring.Component):
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
-        # The configuration memory's select: the control unit's in auto mode, the host's else.
-        with m.If(self.auto):
+        # The configuration memory's select: the control unit's in header mode, the host's else.
+        with m.If(self.header_select):
             m.d.comb += [memory.select.valid.eq(cu.select.valid),
                          memory.select.payload.eq(cu.select.payload),
                          cu.select.ready.eq(memory.select.ready)]
@@ -183,7 +183,7 @@ class PacketSwitch(wiring.Component):
         m.d.comb += [
             memory.drained.eq(~core.busy),
             cu.busy.eq(core.busy),
-            cu.auto.eq(self.auto),
+            cu.header_select.eq(self.header_select),
             cu.host_vc.eq(self.host_vc),
             cu.active_phase.eq(memory.active_phase),
             cu.active_valid.eq(memory.active_valid),
