@@ -212,7 +212,8 @@ def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = N
     direction, any start) of max(h, c) each: ``pipelined_s``, which runs under the link time
     (``Traffic.time`` takes the longer); the last step's min(h, c) adds to it (``latency_s``,
     the hop where it is largest). Bandwidth-bound, this is link time + one hop; latency-bound,
-    the sum of the hops the chain walks + one chunk. The RTL fabric checks both regimes
+    the sum of the hops the chain walks + one chunk. A member's forwarding latency
+    (``npu.forward_latency_ns``) adds to every step's hop. The RTL fabric checks both regimes
     (docs/fabric_validation.md)."""
     t = t or net.traffic()
     n = len(order)
@@ -220,20 +221,23 @@ def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = N
         return t
     pairs = [(order[i], order[(i + 1) % n]) for i in range(n if n > 2 else 1)]
     share = per_hop / 2 if n > 2 else per_hop  # a two-member ring is the single pair, both ways
-    chain, tail = 0.0, 0.0
+    forward = net.platform.forward_latency_ns * 1e-9
+    chain, tail, paths = 0.0, 0.0, []
     for direction in (pairs, [(b, a) for a, b in reversed(pairs)]):
         step_s = []
         for s, d in direction:
             links = t.add_transfer(s, d, share, dim_order, chunks=steps)
+            paths.append(links)
             hop = net.path_latency(links)
             chunk = (net.wire_bytes(share, steps) / steps / float(net.link_bw[list(links)].min())
                      if links else 0.0)
-            step_s.append(max(hop, chunk))
+            step_s.append(max(hop + forward, chunk))
             tail = max(tail, min(hop, chunk))
         walk = np.concatenate(([0.0], np.cumsum(np.resize(step_s, len(step_s) + steps))))
         chain = max(chain, float((walk[steps:steps + len(step_s)] - walk[:len(step_s)]).max()))
     t.pipelined_s += chain
     t.latency_s += tail
+    _configured_unicasts(net, t, paths)
     return t
 
 
@@ -248,13 +252,30 @@ def _chain(net: Network, order, nbytes: float, reverse: bool = False,
            t: Traffic | None = None) -> Traffic:
     """Pipelined chain order[0] -> order[1] -> ... (reversed for a reduce)."""
     t = t or net.traffic()
-    latency = 0.0
+    latency, paths = 0.0, []
     hops = list(zip(order, order[1:]))
     for a, b in hops:
         s, d = (b, a) if reverse else (a, b)
-        latency += net.path_latency(t.add_transfer(s, d, nbytes))
-    t.latency_s += latency
+        paths.append(t.add_transfer(s, d, nbytes))
+        latency += net.path_latency(paths[-1])
+    # every member between the ends receives and sends on (``npu.forward_latency_ns``)
+    t.latency_s += latency + max(len(hops) - 1, 0) * net.platform.forward_latency_ns * 1e-9
+    _configured_unicasts(net, t, paths)
     return t
+
+
+def _configured_unicasts(net: Network, t: Traffic, paths) -> None:
+    """On a tree whose switches route unicasts as configured flows (``fred.unicast_routing =
+    "configured"``), the transfers of an endpoint algorithm are one phase selected when the
+    collective starts: like an in-switch collective's first phase, each switch's select delays
+    the flits by what is left of it when the first flit can reach the switch
+    (``first_select_s``). With online routing (the paper's switches) there is nothing to set up."""
+    if not isinstance(net, FredTreeNetwork) or net.platform.unicast_routing != "configured" or not paths:
+        return
+    arrival = _first_arrivals(net, paths, [], None)
+    first = max((net.switch_timing(node).phase_select_s - at for node, at in arrival.items()), default=0.0)
+    t.phases = max(t.phases, 1)
+    t.first_select_s = max(t.first_select_s, first, 0.0)
 
 
 def _order(net: Network, members) -> list[int]:
@@ -575,7 +596,7 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
     else:
         stages = [("all-gather", crosses, c.size / k), ("all-gather", locals_, c.size)]
     t = net.traffic()
-    for op, groups, nbytes in stages:
+    for index, (op, groups, nbytes) in enumerate(stages):
         stage = net.traffic()
         for members in groups:
             per_hop, steps = _ring_factors(op, len(members))
@@ -584,6 +605,8 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
         t.sent += stage.sent
         t.latency_s += stage.latency_s
         t.pipelined_s += stage.pipelined_s
+        if index == 0:  # configured unicasts: the first stage's routes are selected at the start
+            t.phases, t.first_select_s = stage.phases, stage.first_select_s
     return [("hierarchical", t)]
 
 

@@ -37,6 +37,10 @@ class FredVariant:
     in_switch: bool
 
 
+#: ``[fred] unicast_routing`` values (:attr:`Platform.unicast_routing`).
+UNICAST_ROUTING = ("online", "configured")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Platform:
     """A wafer platform (see ``configs/paper.toml`` for each value's source).
@@ -99,6 +103,15 @@ class Platform:
     #: latency of an L1-L2 link when it differs from ``link_latency_ns`` (``[link]
     #: l1_l2_latency_ns``; None: every link has ``link_latency_ns``)
     l1_l2_latency_ns: float | None = None
+    #: latency an NPU adds between receiving a flit and sending it on in an endpoint algorithm
+    #: (a ring's step, a chain's forwarding hop), ns (``[npu] forward_latency_ns``; the paper
+    #: does not say: 0)
+    forward_latency_ns: float = 0.0
+    #: how the switches route an endpoint algorithm's unicasts (``[fred] unicast_routing``):
+    #: ``online`` (as packets arrive, no setup: the paper's switches) or ``configured`` (as
+    #: configured flows whose phase is selected when the collective starts, like an in-switch
+    #: collective's: the RTL fabric of issue 15, whose switches have no online routing)
+    unicast_routing: str = "online"
 
     def __post_init__(self):
         if self.compute is not None:   # the compute model follows the NPU's peak and HBM
@@ -113,13 +126,17 @@ class Platform:
             _positive(getattr(self, name), name)
         if not 0 < self.compute_efficiency <= 1:
             raise FredError(f"npu.compute_efficiency must be in (0, 1], got {self.compute_efficiency}")
-        for name in ("link_latency_ns", "l1_l2_latency_ns"):
+        for name in ("link_latency_ns", "l1_l2_latency_ns", "forward_latency_ns"):
             value = getattr(self, name)
             if value is None and name == "l1_l2_latency_ns":
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
                     or not math.isfinite(value):
-                raise FredError(f"link.{name.removeprefix('link_')} must be a number >= 0, got {value!r}")
+                where = "npu" if name == "forward_latency_ns" else "link"
+                raise FredError(f"{where}.{name.removeprefix('link_')} must be a number >= 0, got {value!r}")
+        if self.unicast_routing not in UNICAST_ROUTING:
+            raise FredError(f"fred.unicast_routing must be one of {', '.join(UNICAST_ROUTING)}, "
+                            f"got {self.unicast_routing!r}")
         if isinstance(self.io_controllers, bool) or not isinstance(self.io_controllers, int) \
                 or self.io_controllers < 0:
             raise FredError(f"io.controllers must be an integer >= 0, got {self.io_controllers!r}")
@@ -250,12 +267,13 @@ _LAYOUT = {
     "npu": {"count": "npus", "network_send_gbps": "npu_send_gbps",
             "network_recv_gbps": "npu_recv_gbps", "peak_tflops": "peak_tflops",
             "memory_bandwidth_gbps": "memory_bandwidth_gbps",
-            "memory_capacity_gb": "memory_capacity_gb", "compute_efficiency": "compute_efficiency"},
+            "memory_capacity_gb": "memory_capacity_gb", "compute_efficiency": "compute_efficiency",
+            "forward_latency_ns": "forward_latency_ns"},
     "io": {"controllers": "io_controllers", "controller_gbps": "io_gbps"},
     "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency",
              "l1_l2_latency_ns": "l1_l2_latency_ns"},
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
-    "fred": {"npus_per_l1": "npus_per_l1"},
+    "fred": {"npus_per_l1": "npus_per_l1", "unicast_routing": "unicast_routing"},
     "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
                  "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
                  "dp_overlap": "dp_overlap",
@@ -264,7 +282,8 @@ _LAYOUT = {
 }
 _OPTIONAL = {"l1_l2_latency_ns", "optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
              "dp_overlap", "link_efficiency", "mesh_rows", "mesh_cols", "mesh_link_gbps",
-             "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather"}
+             "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather", "forward_latency_ns",
+             "unicast_routing"}
 #: Keys that were accepted once and are no longer read: why, for the error message.
 _REMOVED = {("training", "bytes_per_element"):
             "the workloads' element format is FP16 (sysmodel.workloads.BYTES), not a platform "

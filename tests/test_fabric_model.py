@@ -4,7 +4,7 @@ cycle counts from the fabric's link rates and the measured switch timings it loa
 import pytest
 
 from hdl.base.errors import FredError
-from hdl.base.fabric import fabric_spec, make_request
+from hdl.base.fabric import ENGINE_FORWARD_CYCLES, fabric_spec, make_request
 from sysmodel.fabric_model import fabric_platform, fabric_platform_toml, model_cycles
 from sysmodel.platform import load_platform
 
@@ -95,9 +95,74 @@ def test_pp_multicast_stays_inside_an_l1(platforms):
                                           size_flits=64), platform=platform)
     assert est.algorithm == "chain"     # Fred-C: no in-switch multicast, a pipelined chain
     assert est.bandwidth_cycles == pytest.approx(64)
-    # chain root -> 4d+2 -> 4d+3: two dependent hops through the L1
-    assert est.latency_cycles == pytest.approx(2 * (2 * 2 + _cycles(platform, "l1", "first_flit_latency_cycles")))
-    assert est.phase_cycles == 0
+    # chain root -> 4d+2 -> 4d+3: two dependent hops through the L1, and 4d+2 sends on what it
+    # receives (the engine's forwarding cycle)
+    hop = 2 * 2 + _cycles(platform, "l1", "first_flit_latency_cycles")
+    assert est.latency_cycles == pytest.approx(2 * hop + ENGINE_FORWARD_CYCLES)
+    # the RTL's switches route unicasts as configured flows: their phase is selected at the
+    # start, and the L1's copy delays the first flit by what is left after the first NPU link
+    assert est.phases == 1
+    assert est.phase_cycles == pytest.approx(max(_cycles(platform, "l1", "select_copy_cycles") - 2, 0))
+    assert est.cycles == pytest.approx(64 + 2 * hop + ENGINE_FORWARD_CYCLES + est.phase_cycles)
+
+
+def test_latency_bound_ring_walks_its_hops_with_a_forwarding_cycle_per_step(platforms):
+    # Fred-C MP2-DP5-PP2 DP all-reduce, one member on every L1 (ranks d, d+4, .., d+16): a ring
+    # of 5, every hop crossing the L2 (2 NPU links of 2, 2 uplinks of 5, L1, L2, L1). 8 flits
+    # per member: 8 dependent steps of one 1-flit chunk each way (8 / 5 / 2 rounded up to a
+    # flit), each step the hop plus the engine's forwarding cycle (the chunk takes 1 cycle:
+    # latency-bound), then the last chunk's cycle
+    spec = fabric_spec("fred-c", npu_link_latency=2, uplink_latency=5)
+    platform = platforms["fred-c"]
+    est = model_cycles(spec, make_request(spec, op="all-reduce", strategy="MP2-DP5-PP2", dim="dp",
+                                          size_flits=8), platform=platform, algorithm="ring")
+    l1, l2 = (_cycles(platform, lv, "first_flit_latency_cycles") for lv in ("l1", "l2"))
+    hop = 2 * 2 + 2 * 5 + 2 * l1 + l2
+    # the selects: the L1s' copy overlaps the first NPU link, the L2's the way up to it
+    first = max(_cycles(platform, "l1", "select_copy_cycles") - 2,
+                _cycles(platform, "l2", "select_copy_cycles") - (2 + l1 + 5), 0)
+    assert est.cycles == pytest.approx(8 * (hop + ENGINE_FORWARD_CYCLES) + 1 + first)
+
+
+def test_engine_forwards_a_flit_the_cycle_after_it_arrives():
+    # pins ENGINE_FORWARD_CYCLES to the RTL: an engine that only forwards (no data of its own)
+    # sends a received flit ENGINE_FORWARD_CYCLES cycles after it took it in
+    from amaranth.sim import Simulator
+
+    from hdl.base.fabric_program import ENGINE_REGS
+    from hdl.base.flit import FlitFormat
+    from hdl.fabric.npu_engine import NpuEngine
+    dut = NpuEngine(FlitFormat(dtype="int32", lanes=1, tag_width=1), buffer=4)
+    program = {"send_count": 1, "own_only": 0, "add_until": 0, "recv_count": 1, "fwd_count": 1,
+               "check_from": 1, "chunk": 1}
+    seen = {}
+
+    async def bench(ctx):
+        for name, value in program.items():
+            ctx.set(dut.we, 1)
+            ctx.set(dut.waddr, ENGINE_REGS.index(name))
+            ctx.set(dut.wdata, value)
+            await ctx.tick()
+        ctx.set(dut.we, 0)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.tx.ready, 1)
+        ctx.set(dut.rx.valid, 1)
+        ctx.set(dut.rx.payload.last, 1)
+        for cycle in range(10):
+            _, _, rv, rr, tv = await ctx.tick().sample(dut.rx.valid, dut.rx.ready, dut.tx.valid)
+            if rv and rr and "in" not in seen:
+                seen["in"] = cycle
+                ctx.set(dut.rx.valid, 0)
+            if tv and "out" not in seen:
+                seen["out"] = cycle
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["out"] - seen["in"] == ENGINE_FORWARD_CYCLES, seen
 
 
 def test_endpoint_ring_on_full_uplinks(platforms):

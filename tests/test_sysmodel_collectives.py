@@ -274,6 +274,37 @@ def test_ring_latency_walks_the_actual_hops():
     assert r.time_s == pytest.approx(3 * crossing + 3 * local + chunk, rel=1e-9)
 
 
+def test_forwarding_latency_adds_to_every_ring_step_and_chain_hop():
+    """``npu.forward_latency_ns``: a latency-bound ring's 6 steps (4 members) each pay it; a
+    chain of 4 members pays it at the 2 members that send on what they receive."""
+    import dataclasses
+    slow = dataclasses.replace(P, forward_latency_ns=7.0)
+    ring = (2, 3, 4, 5)
+    base = evaluate(P, "fred-c", [Collective("all-reduce", ring, 64.0)], algorithm="ring")
+    more = evaluate(slow, "fred-c", [Collective("all-reduce", ring, 64.0)], algorithm="ring")
+    assert more.time_s - base.time_s == pytest.approx(6 * 7e-9, rel=1e-9)
+    chain = [Collective("multicast", (0, 1, 2, 3), 512.0, root=0)]
+    assert evaluate(slow, "fred-c", chain).time_s - evaluate(P, "fred-c", chain).time_s == \
+        pytest.approx(2 * 7e-9, rel=1e-9)
+
+
+def test_configured_unicasts_pay_the_first_select():
+    """``fred.unicast_routing = "configured"``: an endpoint algorithm's routes are one phase
+    selected at the start, which delays the flits by what is left of the slowest select when
+    the first flit reaches the switch; with online routing (the paper's) nothing."""
+    import dataclasses
+    fast = dataclasses.replace(P, link_latency_ns=1.0)   # the select outlasts the first link
+    configured = dataclasses.replace(fast, unicast_routing="configured")
+    pair = [Collective("all-reduce", (0, 1), 1000.0)]    # inside L1 0
+    online = evaluate(fast, "fred-c", pair)
+    circuit = evaluate(configured, "fred-c", pair)
+    left = fast.switch_at("l1").phase_select_s - fast.link_latency_s
+    assert left > 0
+    assert online.phases == 0 and circuit.phases == 1
+    assert circuit.time_s - online.time_s == pytest.approx(left, rel=1e-9)
+    assert evaluate(configured, "mesh", pair).time_s == evaluate(fast, "mesh", pair).time_s
+
+
 def test_flit_padding_matters_for_small_transfers_only():
     """100 B reduced in-switch over the wafer puts one whole flit on every link; 1 GB puts
     1 GB (it is a whole number of flits already)."""

@@ -44,6 +44,20 @@ def test_platform_errors_name_the_key(tmp_path):
         load_platform(_write(tmp_path, base.replace("dp_bucket_elements = 5e8", "dp_bucket_elements = -1")))
 
 
+def test_forwarding_latency_and_unicast_routing_are_validated(tmp_path):
+    from importlib import resources
+    base = resources.files("sysmodel").joinpath("configs", "paper.toml").read_text()
+    p = default_platform()
+    assert p.forward_latency_ns == 0.0 and p.unicast_routing == "online"   # the paper's defaults
+    ok = load_platform(_write(tmp_path, base.replace("[npu]\n", "[npu]\nforward_latency_ns = 3.0\n")
+                              .replace("[fred]\n", '[fred]\nunicast_routing = "configured"\n')))
+    assert ok.forward_latency_ns == 3.0 and ok.unicast_routing == "configured"
+    with pytest.raises(FredError, match="npu.forward_latency_ns must be a number >= 0"):
+        load_platform(_write(tmp_path, base.replace("[npu]\n", "[npu]\nforward_latency_ns = -1\n")))
+    with pytest.raises(FredError, match="fred.unicast_routing must be one of online, configured, got 'circuit'"):
+        load_platform(_write(tmp_path, base.replace("[fred]\n", '[fred]\nunicast_routing = "circuit"\n')))
+
+
 def test_zero2_defaults_are_deepspeeds():
     p = default_platform()
     assert p.dp_bucket_elements == 5e8 and p.dp_overlap is False
