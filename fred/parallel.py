@@ -13,8 +13,10 @@ The same function computes every point wherever it runs, so the results do not d
 where: only a row's own ``eval_s`` (its wall time) differs.
 
 **Cache**: with ``cache`` (a JSON-lines file), every point is appended as soon as it is
-computed, under its spec; a later run with the same specs (an interrupted run restarted, or
-a larger grid containing the old one) reads them back instead of computing them again.
+computed, under its spec and ``version`` (the fingerprint of the code that computes it, e.g.
+:func:`sysmodel.points.model_fingerprint`); a later run with the same specs and version (an
+interrupted run restarted, or a larger grid containing the old one) reads them back instead of
+computing them again. A point cached by other code (the model changed since) is computed again.
 **Failures**: a point whose function raises is returned with its ``error`` (the exception's
 type and message) and is not cached, so a rerun retries it; the other points are unaffected.
 Progress goes to a :mod:`fred.progress` bar.
@@ -69,7 +71,7 @@ def guarded(fn, spec):
         return "error", f"{type(exc).__name__}: {exc}"
 
 
-def _read_cache(path: Path) -> dict:
+def _read_cache(path: Path, version: str | None) -> dict:
     done = {}
     if path.is_file():
         for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -77,7 +79,8 @@ def _read_cache(path: Path) -> dict:
                 continue
             try:
                 entry = json.loads(line)
-                done[entry["key"]] = entry["value"]
+                if entry.get("version") == version:
+                    done[entry["key"]] = entry["value"]
             except (json.JSONDecodeError, KeyError, TypeError):
                 # a line cut short by an interrupted run: ignored, its point is recomputed
                 continue
@@ -85,15 +88,16 @@ def _read_cache(path: Path) -> dict:
 
 
 def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = None,
-               cache: str | Path | None = None, progress=None,
+               cache: str | Path | None = None, version: str | None = None, progress=None,
                connect_timeout_s: float = 20.0) -> list[PointResult]:
-    """Compute ``fn(spec)`` for every spec (see the module docstring). ``progress``: an object
-    with ``update(n)`` (a :func:`fred.progress.progress_bar`), or None; ``connect_timeout_s``:
-    how long to try reaching the scheduler."""
+    """Compute ``fn(spec)`` for every spec (see the module docstring). ``version``: what the
+    cached points must have been computed by (None: any point cached without a version);
+    ``progress``: an object with ``update(n)`` (a :func:`fred.progress.progress_bar`), or None;
+    ``connect_timeout_s``: how long to try reaching the scheduler."""
     results = [PointResult(spec) for spec in specs]
     keys = [spec_key(s) for s in specs]
     cache_path = Path(cache) if cache else None
-    done = _read_cache(cache_path) if cache_path else {}
+    done = _read_cache(cache_path, version) if cache_path else {}
     todo = []
     for i, key in enumerate(keys):
         if key in done:
@@ -109,7 +113,8 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
             if status == "ok":
                 results[i].value = payload
                 if sink is not None:
-                    sink.write(json.dumps({"key": keys[i], "value": payload}, default=_json_default) + "\n")
+                    sink.write(json.dumps({"key": keys[i], "version": version, "value": payload},
+                                          default=_json_default) + "\n")
                     sink.flush()
             else:
                 results[i].error = payload

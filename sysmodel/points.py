@@ -21,6 +21,26 @@ from sysmodel.platform import Platform, default_platform, load_platform
 __all__ = ["platform_ref", "platform_from_ref", "workload_ref", "sweep_specs", "sweep_point"]
 
 
+@lru_cache(maxsize=1)
+def model_fingerprint() -> str:
+    """Fingerprint of the code and shipped data a point's result depends on: every Python,
+    TOML and JSON file of the ``sysmodel`` package and of ``hdl.base`` (the configuration
+    compiler the model routes with), by content. A point cache (``fred dse``/``fred sweep
+    --cache``) keeps it with each point and recomputes the points of another fingerprint, so a
+    model change never reuses a result the old model computed."""
+    import hashlib
+
+    import hdl.base
+    digest = hashlib.sha256()
+    for root in (Path(__file__).resolve().parent, Path(hdl.base.__file__).resolve().parent):
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml", ".json") and p.is_file()
+                       and "__pycache__" not in p.parts)
+        for path in files:
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def platform_ref(platform_path=None, characterization=None, compute_scale: float = 1.0) -> dict:
     """The plain-data name of a platform: file paths made absolute (a worker may run in
     another directory) and the compute scale."""

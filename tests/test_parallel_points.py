@@ -85,6 +85,21 @@ def test_a_cut_short_cache_line_is_recomputed(tmp_path):
     assert [r.cached for r in again] == [True, False] and all(r.ok for r in again)
 
 
+def test_points_cached_by_another_model_are_recomputed(tmp_path):
+    """A cache entry keeps the fingerprint of the model that computed it: after a model change
+    (another version) the point is computed again, never read back stale."""
+    from sysmodel.points import model_fingerprint
+    cache = tmp_path / "points.jsonl"
+    specs = _specs()[:2]
+    first = run_points(sweep_point, specs, cache=cache, version=model_fingerprint())
+    assert {json.loads(line)["version"] for line in cache.read_text().splitlines()} == {model_fingerprint()}
+    same = run_points(sweep_point, specs, cache=cache, version=model_fingerprint())
+    assert all(r.cached for r in same) and [r.value for r in same] == [r.value for r in first]
+    other = run_points(sweep_point, specs, cache=cache, version="an older model")
+    assert not any(r.cached for r in other) and all(r.ok for r in other)
+    assert len(model_fingerprint()) == 16 and model_fingerprint() == model_fingerprint()
+
+
 def test_bad_parallel_options_are_named():
     from hdl.base.errors import FredError
     from fred.parallel import parse_jobs

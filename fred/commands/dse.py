@@ -82,7 +82,7 @@ def run(args) -> int:
     from fred.progress import progress_bar
     from sysmodel.cost import load_cost_model
     from sysmodel.dse import DseGrid, dse_point, dse_specs, summarise, write_dse
-    from sysmodel.points import platform_from_ref, platform_ref
+    from sysmodel.points import model_fingerprint, platform_from_ref, platform_ref
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
@@ -107,7 +107,7 @@ def run(args) -> int:
         specs = dse_specs(workload, ref, designs, samples_per_dp=args.samples_per_dp,
                           overlap=not args.no_overlap, strategies=strategies)
         with progress_bar(len(specs), f"dse {workload}", json_output=args.json) as bar:
-            results = run_points(dse_point, specs, progress=bar, **settings)
+            results = run_points(dse_point, specs, progress=bar, version=model_fingerprint(), **settings)
         rows = [r.value for r in results if r.ok]
         failed = [{"spec": r.spec, "error": r.error} for r in results if not r.ok]
         summary = summarise(rows, designs, platform, cost)
