@@ -78,7 +78,7 @@ def test_the_data_of_a_sum_is_the_sum_of_the_data():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(fabric="fred-d", algorithm="ring"), "does not apply"),
     (dict(fabric="fred-a", algorithm="in-switch"), "does not apply"),
-    (dict(fabric="fred-c", algorithm="hierarchical"), "does not implement the endpoint algorithm"),
+    (dict(fabric="fred-d", algorithm="hierarchical"), "does not apply"),
     (dict(fabric="fred-a", algorithm="chain"), "does not apply"),
     (dict(fabric="fred-d", sink_backpressure=1.0), "sink_backpressure"),
     (dict(fabric="fred-d", dtype="fp16"), "int32"),
@@ -99,12 +99,12 @@ def test_ring_program_walks_the_chunks_in_ring_order():
     program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=41, group="wafer"))
     assert program.algorithm == "ring"
     chunk = 3                                   # ceil(41 / 20): the last chunks carry padding
-    e = program.engines[5]
-    assert (e["send_count"], e["recv_count"]) == (38 * chunk, 38 * chunk)
+    assert program.engines[5]["send_count"] == program.engines[5]["recv_count"] == 38 * chunk
+    e, = program.engines[5]["stages"]
     assert (e["own_only"], e["add_until"], e["fwd_count"], e["check_from"]) == (
         chunk, 20 * chunk, 37 * chunk, 19 * chunk)
     assert (e["out_base"], e["in_base"], e["last_base"]) == (5 * chunk, 4 * chunk, 19 * chunk)
-    assert program.engines[0]["in_base"] == 19 * chunk       # NPU 0 receives from NPU 19
+    assert program.engines[0]["stages"][0]["in_base"] == 19 * chunk   # NPU 0 receives from NPU 19
     # rank order around the wafer: L1 j passes 0>1>2>3>uplink, uplink>0; the L2 passes j to j+1
     assert [sorted(p) for p in _flows(program, 2)] == [
         [((0,), (1,)), ((1,), (2,)), ((2,), (3,)), ((3,), (4,)), ((4,), (0,))]]
@@ -121,13 +121,13 @@ def test_chains_run_in_rank_order_from_the_root():
     assert multicast.algorithm == "chain"
     # root 0 -> 2 -> 3: NPU 2 checks and forwards, NPU 3 only checks
     assert [multicast.engines[r]["send_count"] for r in (0, 2, 3)] == [5, 5, 0]
-    assert [multicast.engines[r]["fwd_count"] for r in (0, 2, 3)] == [0, 5, 0]
+    assert [multicast.engines[r]["stages"][0]["fwd_count"] for r in (0, 2, 3)] == [0, 5, 0]
     assert [sorted(p) for p in _flows(multicast, 0)] == [[((0,), (2,)), ((2,), (3,))]]
     reduce = fabric_program(spec, make_request(spec, op="reduce", size_flits=5,
                                                strategy="MP2-DP5-PP2", dim="dp"))
     # DP group 0, 4, 8, 12, 16: 16 -> 12 -> 8 -> 4 -> 0, each adding its own data
     e = reduce.engines
-    assert [e[r]["add_until"] for r in (16, 12, 8, 4, 0)] == [0, 5, 5, 5, 0]
+    assert [e[r]["stages"][0]["add_until"] for r in (16, 12, 8, 4, 0)] == [0, 5, 5, 5, 0]
     assert e[0]["wr"] == sum(rank_weights(r)[0] for r in (4, 8, 12, 16)) & 0xFFFFFFFF
 
 
@@ -187,12 +187,18 @@ SMALL = dict(npus=4, npus_per_l1=2)
     ("fred-c", "all-reduce", 0.3),   # ring (same build as fred-d: same hardware)
     ("fred-a", "reduce", 0.3),       # chain (same build as fred-b)
     ("fred-a", "multicast", 0.0),
+    ("fred-c", "hierarchical", 0.3),   # 2 x 2 NPUs: 3 stages, 3 phases at each L1
+    ("fred-a", "hierarchical", 0.3),
 ])
 def test_small_fabric_runs_bit_exact(fabric, op, backpressure):
     from cocotb_tests.fabric.run import run_fabric
     spec = fabric_spec(fabric, **SMALL)
+    algorithm = None
+    if op == "hierarchical":
+        op, algorithm = "all-reduce", "hierarchical"
     request = make_request(spec, op=op, size_flits=24, group="wafer")
-    run = run_fabric(spec, request, sink_backpressure=backpressure, seed=3, cflags="-O0")
+    run = run_fabric(spec, request, algorithm=algorithm, sink_backpressure=backpressure, seed=3,
+                     cflags="-O0")
     print(run.to_dict())
     assert run.errors == []
     assert run.flits_checked == run.expected_flits_checked > 0
@@ -201,6 +207,12 @@ def test_small_fabric_runs_bit_exact(fabric, op, backpressure):
         expected_received = {"all-reduce": 4 * 24, "reduce": 24, "multicast": 3 * 24}[op]
         assert run.flits_received == run.flits_checked == expected_received
         assert run.flits_sent == {"all-reduce": 96, "reduce": 96, "multicast": 24}[op]
+    elif algorithm:   # chunks of 12 in the L1s, 6 across: 12 + 2 x 6 + 12 flits each way
+        assert run.flits_sent == run.flits_received == 4 * 36
+        assert run.flits_checked == 4 * (12 + 6 + 12)  # the partner's half, the results
+        # fred-c: the two rings across on uplink ports 0 and 1 at once; fred-a: one port, in turn
+        l1, l2 = (3, 1) if fabric == "fred-c" else (4, 2)
+        assert run.phases == {"L1.0": l1, "L1.1": l1, "L2": l2}
     elif op == "all-reduce":     # ring of 4: 6 chunks of 6 flits each way, 3 checked chunks
         assert run.flits_sent == run.flits_received == 4 * 36
         assert run.flits_checked == 4 * 18
@@ -218,6 +230,7 @@ def test_a_stalled_fabric_ends_with_the_watchdogs_error():
     request = make_request(spec, op="all-reduce", size_flits=16, group="wafer")
     program = fabric_program(spec, request)
     program.engines[3]["send_count"] -= 1
+    program.engines[3]["stages"][0]["send_count"] -= 1
     with pytest.raises(FredError, match=r"stalled: watchdog after \d+ cycles; not finished: "
                                         r"NPU 0 \(sent 16/16, received 15/16\).*NPU 3 \(sent 15/15"):
         run_program(spec, request, program, watchdog_cycles=3000, cflags="-O0")
@@ -254,4 +267,93 @@ def test_a_ring_chunk_larger_than_the_npu_buffer_is_refused_before_building():
     with pytest.raises(FredError, match="chunks of 4097 flits; the RTL NPUs buffer 4096"):
         fabric_program(spec, request)
     ok = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER, strategy="MP2-DP5-PP2", dim="mp")
-    assert fabric_program(spec, ok).engines[0]["chunk"] == NPU_BUFFER
+    assert fabric_program(spec, ok).engines[0]["stages"][0]["chunk"] == NPU_BUFFER
+
+
+# -- hierarchical all-reduce (the system model's choice on Fred-A/C) --------------------------
+
+def test_hierarchical_all_reduce_has_the_models_three_stages_and_link_loads():
+    """sysmodel.collectives._fred_hierarchical: reduce-scatter ring in each L1 (chunks of
+    S/4), all-reduce ring across the L1s of the members of local index i (S/4 cut in 5), then
+    all-gather ring in each L1. Size 40: c2 = 2 flits, c1 = 10."""
+    for name, l1_phases, l2_phases in (("fred-c", 3, 1), ("fred-a", 6, 4)):
+        spec = fabric_spec(name)
+        program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=40, group="wafer"),
+                                 algorithm="hierarchical")
+        assert program.phases == [l1_phases] * 5 + [l2_phases]
+        ring = [((0,), (1,)), ((1,), (2,)), ((2,), (3,)), ((3,), (0,))]
+        flows = _flows(program, 2)
+        assert sorted(flows[0]) == sorted(flows[-1]) == ring   # the L1's ring, first and last
+        if name == "fred-c":   # local index i crosses on uplink port 4 + i: one phase
+            assert sorted(flows[1]) == sorted([((i,), (4 + i,)) for i in range(4)]
+                                              + [((4 + i,), (i,)) for i in range(4)])
+            assert sorted(_flows(program, 5)[0]) == sorted(
+                ((j * 4 + i,), (((j + 1) % 5) * 4 + i,)) for j in range(5) for i in range(4))
+        else:                  # one uplink port: the four rings across take turns
+            assert [sorted(p) for p in flows[1:5]] == [[((i,), (4,)), ((4,), (i,))] for i in range(4)]
+        # each input port's flits per phase: 3 chunks of 10 in the L1 rings, 8 steps of 2 across
+        assert [p.port_flits for p in program.switches[2]] == [30] + [16] * (l1_phases - 2) + [30]
+        e = program.engines[6]            # L1 1, local index 2: owns chunk 3 after stage 0
+        rs, ar, ag = e["stages"]
+        assert (rs["send_count"], rs["own_only"], rs["add_until"], rs["fwd_count"], rs["check_from"]) == (
+            30, 10, 30, 20, 20)
+        assert (ar["org"], ar["out_base"], ar["in_base"], ar["chunk"], ar["last_base"]) == (30, 2, 0, 2, 8)
+        assert (ag["out_base"], ag["in_base"], ag["own_only"], ag["add_until"], ag["check_from"]) == (
+            30, 20, 10, 0, 0)
+        w = [rank_weights(r)[0] for r in range(20)]
+        l1_sum = sum(w[4:8]) & 0xFFFFFFFF
+        assert rs["wr"] == (l1_sum - w[6]) & 0xFFFFFFFF     # the other three's sum of chunk 3
+        assert ar["ws"] == l1_sum and ar["wr"] == ag["ws"] == ag["wr"] == sum(w) & 0xFFFFFFFF
+        # link loads as the model's: 1.9 x S per NPU link (30 + 16 + 30 = 76 of 40), the
+        # uplinks 4 x 16 flits each way (the model's 1.6 x S)
+        assert e["send_count"] == 76 and program.flits_sent == 20 * 76
+        assert sum(p.port_flits for p in program.switches[5]) * (1 if name == "fred-a" else 4) == 64
+
+
+def test_hierarchical_needs_the_same_members_on_every_l1():
+    spec = fabric_spec("fred-c")
+    for kwargs in (dict(strategy="MP2-DP5-PP2", dim="dp"), dict(strategy="MP2-DP5-PP2", dim="mp")):
+        with pytest.raises(FredError, match="hierarchical all-reduce needs the same number"):
+            fabric_program(spec, make_request(spec, op="all-reduce", size_flits=8, **kwargs),
+                           algorithm="hierarchical")
+    ok = make_request(spec, op="all-reduce", size_flits=8, strategy="MP1-DP10-PP2", dim="dp")
+    assert fabric_program(spec, ok, algorithm="hierarchical").phases[:5] == [3] * 5
+
+
+def test_a_phase_sequencer_port_takes_only_its_share():
+    """Amaranth simulation: phase 0 = ports 0 and 1, 3 flits each; a port offering flits all
+    the time is let through exactly 3 times, then waits for phase 1 (port 1 only, 2 flits)."""
+    from amaranth.sim import Simulator
+
+    from hdl.fabric.phase_sequencer import PhaseSequencer, sequencer_registers
+    dut = PhaseSequencer(ports=3, phases=2)
+    taken = {0: [], 1: []}
+
+    async def bench(ctx):
+        for reg, value in sequencer_registers(2, [(6, 3, 0b011), (2, 2, 0b010)]):
+            ctx.set(dut.we, 1)
+            ctx.set(dut.waddr, reg)
+            ctx.set(dut.wdata, value)
+            await ctx.tick()
+        ctx.set(dut.we, 0)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for cycle in range(40):
+            ctx.set(dut.select_ready, 1)
+            # port 0 offers in every cycle, port 1 in every other, port 2 always (never used)
+            offer = [1, cycle % 2, 1]
+            allow = ctx.get(dut.allow)
+            accepted = sum((offer[p] & (allow >> p) & 1) << p for p in range(3))
+            ctx.set(dut.accepted, accepted)
+            for p in (0, 1):
+                if accepted >> p & 1:
+                    taken[p].append(ctx.get(dut.index))
+            await ctx.tick()
+        assert ctx.get(dut.finished)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert taken == {0: [0, 0, 0], 1: [0, 0, 0, 1, 1]}

@@ -15,13 +15,13 @@ a mismatch. The last received flit must carry ``last`` (every sender marks its l
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hdl.base.errors import FredError
-from hdl.base.fabric_program import ENGINE_REGS, MIX_CONSTANTS
+from hdl.base.fabric_program import ENGINE_REGS, ENGINE_STAGES, MIX_CONSTANTS, stage_reg
 from hdl.base.flit import FlitFormat
 from hdl.layouts import flit_layout
 
@@ -46,31 +46,46 @@ class NpuEngine(wiring.Component):
     Members: ``tx`` (Out stream of flits, to the NPU link), ``rx`` (In stream, from it);
     ``start`` (In, a one-cycle pulse: counters clear, the engine runs); ``we``/``waddr``/
     ``wdata`` (In: program register write, :data:`ENGINE_REGS` names the registers);
-    ``done`` (everything sent, every expected flit received), ``sent``, ``received``,
-    ``errors`` (mismatched flits plus flits beyond the expected count), ``extra`` (flits
-    beyond the expected count), ``first_error`` (index of the first bad flit + 1, 0 = none).
+    ``done`` (everything sent, every expected flit received), ``sent``, ``received`` (over all
+    stages), ``errors`` (mismatched flits plus flits beyond the expected count), ``extra``
+    (flits beyond the expected count), ``first_error`` (index of the first bad flit + 1, 0 =
+    none).
 
-    Program (what the endpoint algorithms need; the in-switch collectives use only the first
-    part: ``own_only = send_count``, nothing forwarded):
+    Program: ``stages`` (1 .. :data:`ENGINE_STAGES`) stages run one after another, each with
+    its own registers (:data:`STAGE_REGS`; the hierarchical all-reduce's three stages:
+    reduce-scatter in the L1, all-reduce across the L1s, all-gather in the L1; every other
+    algorithm is one stage). The send side and the receive side step through the stages
+    independently: the receive side enters stage s + 1 once it received stage s's
+    ``recv_count`` flits; the send side enters stage s + 1 once it sent stage s's
+    ``send_count`` flits, and sends stage s + 1's first flit only once the receive side is past
+    stage s (the stage's data depends on everything the previous stage delivered). A stage's
+    flits that reach the L1 switch before it has moved to the stage's phase wait at its input
+    port (the phase sequencer lets a port take only its share of each phase). Within a
+    stage:
 
     * output flit ``t`` (``t < send_count``): its own data for data index ``kout(t)`` if
       ``t < own_only``; otherwise the next received flit, plus its own data if
       ``t < add_until`` (the endpoint's int32 reduction, wrapping like the switch's adder);
+      "own data" is ``ws * mix(k, l) + hs``: the NPU's buffer in stage 0, and in later stages
+      the result of the previous stages that the NPU holds (e.g. its L1's sum of a chunk: the
+      stage that produced it checked every flit of it against the same weights);
     * received flit ``t'`` (``t' < recv_count``) is checked against
       ``wr * mix(kin(t'), l) + hr`` when it arrives if ``t' >= check_from``, and if
       ``t' < fwd_count`` it is kept in a FIFO of ``buffer`` flits (the NPU's memory) until its
       turn in the output stream (a forwarded flit leaves 1 cycle after it arrived at the
       earliest: the FIFO's latency). Receiving is never held up by forwarding (only by a full
       FIFO): a ring's NPU receives a chunk while it still sends its own;
-    * data indices run in chunks of ``chunk`` flits: ``kout`` starts at ``out_base``, ``kin``
-      at ``in_base``; after each chunk the base steps down by ``chunk``, from 0 to
-      ``last_base`` (the ring's chunk order: chunk (i - j) mod n at step j).
+    * data indices run in chunks of ``chunk`` flits: ``kout`` = ``org`` + a base that starts
+      at ``out_base``, ``kin`` = ``org`` + a base from ``in_base``; after each chunk the base
+      steps down by ``chunk``, from 0 to ``last_base`` (the ring's chunk order: chunk (i - j)
+      mod n at step j).
 
     Timing: ``tx.valid`` never depends on ``tx.ready`` (stream rule): high whenever a flit is
-    due and (when forwarding) the FIFO holds one. ``rx.ready`` is the sink's random
-    backpressure: low in a cycle when a 16-bit LFSR is below the programmed threshold (and
-    when the FIFO is full for a flit to forward). The check is
-    combinational on the received flit and registered into the counters.
+    due and (when forwarding) the FIFO holds one. A stage change takes one cycle on each side.
+    ``rx.ready`` is the sink's random backpressure: low in a cycle when a 16-bit LFSR is below
+    the programmed threshold (and when the FIFO is full for a flit to forward, and in the cycle
+    a stage's last flit was received). The check is combinational on the received flit and
+    registered into the counters.
     """
 
     def __init__(self, flit: FlitFormat, *, buffer: int = 4096):
@@ -99,15 +114,31 @@ class NpuEngine(wiring.Component):
                 for index, name in enumerate(ENGINE_REGS):
                     with m.Case(index):
                         m.d.sync += regs[name].eq(self.wdata)
+        last_stage = Signal(range(ENGINE_STAGES))
+        m.d.comb += last_stage.eq(Mux(regs["stages"] > 1, regs["stages"] - 1, 0))
+        # the send side's stage (ss) and the receive side's (rs); their registers
+        ss, rs = Signal(range(ENGINE_STAGES)), Signal(range(ENGINE_STAGES))
+
+        def staged(name, index):
+            if ENGINE_STAGES == 1:
+                return regs[stage_reg(0, name)]
+            return Array(regs[stage_reg(s, name)] for s in range(ENGINE_STAGES))[index]
+
+        tx_ = {n: staged(n, ss) for n in ("send_count", "own_only", "add_until", "ws", "hs",
+                                          "chunk", "last_base", "org")}
+        rx_ = {n: staged(n, rs) for n in ("recv_count", "fwd_count", "check_from", "wr", "hr",
+                                          "chunk", "last_base", "org")}
         running = Signal()
         lfsr = Signal(16, init=1)
+        s_sent, s_recv = Signal(32), Signal(32)            # flits of the current stage
         out_off, out_base, in_off, in_base = (Signal(32, name=n) for n in
                                               ("out_off", "out_base", "in_off", "in_base"))
         with m.If(self.start):
             m.d.sync += [running.eq(1), self.sent.eq(0), self.received.eq(0), self.errors.eq(0),
-                         self.extra.eq(0), self.first_error.eq(0),
-                         out_off.eq(0), in_off.eq(0),
-                         out_base.eq(regs["out_base"]), in_base.eq(regs["in_base"]),
+                         self.extra.eq(0), self.first_error.eq(0), ss.eq(0), rs.eq(0),
+                         s_sent.eq(0), s_recv.eq(0), out_off.eq(0), in_off.eq(0),
+                         out_base.eq(regs[stage_reg(0, "out_base")]),
+                         in_base.eq(regs[stage_reg(0, "in_base")]),
                          lfsr.eq(Mux(regs["seed"][:16] == 0, 1, regs["seed"][:16]))]
         with m.Else():
             # Galois LFSR x^16 + x^14 + x^13 + x^11 + 1 (maximal length)
@@ -119,54 +150,69 @@ class NpuEngine(wiring.Component):
         # counted) when it arrives, and leaves when its turn in the output stream comes
         held = m.submodules.held = SyncFIFO(width=data_width, depth=self.buffer)
         stall = lfsr < regs["backpressure"][:17]
-        due = running & (self.sent < regs["send_count"])
-        from_input = self.sent >= regs["own_only"]          # this output flit is a received one
-        forwarded = self.received < regs["fwd_count"]       # this received flit leaves again
-        kout, kin = out_base + out_off, in_base + in_off
-        own = [(regs["ws"] * _mix(kout[:32], lane) + regs["hs"])[:32] for lane in range(lanes)]
-        adding = self.sent < regs["add_until"]
+        send_stage_done = s_sent >= tx_["send_count"]
+        recv_stage_done = s_recv >= rx_["recv_count"]
+        # a later stage sends once everything of the previous one arrived
+        due = running & ~send_stage_done & (rs >= ss)
+        from_input = s_sent >= tx_["own_only"]              # this output flit is a received one
+        forwarded = s_recv < rx_["fwd_count"]               # this received flit leaves again
+        kout = (tx_["org"] + out_base + out_off)[:32]
+        kin = (rx_["org"] + in_base + in_off)[:32]
+        own = [(tx_["ws"] * _mix(kout, lane) + tx_["hs"])[:32] for lane in range(lanes)]
+        adding = s_sent < tx_["add_until"]
         incoming = [held.r_data[lane * width:(lane + 1) * width] for lane in range(lanes)]
         summed = [Mux(adding, (incoming[lane] + own[lane])[:32], incoming[lane])
                   for lane in range(lanes)]
+        in_stage = ~recv_stage_done | (rs == last_stage)    # beyond the last stage: extras
         m.d.comb += [
             self.tx.valid.eq(due & (~from_input | held.r_rdy)),
             self.tx.payload.data.eq(Mux(from_input, Cat(*summed), Cat(*own))),
-            self.tx.payload.last.eq(self.sent == regs["send_count"] - 1),
+            self.tx.payload.last.eq((ss == last_stage) & (s_sent == tx_["send_count"] - 1)),
             self.tx.payload.tag.eq(0),
             held.r_en.eq(due & from_input & self.tx.ready),
             held.w_data.eq(self.rx.payload.data),
             held.w_en.eq(self.rx.valid & self.rx.ready & forwarded),
-            self.rx.ready.eq(running & ~stall & (~forwarded | held.w_rdy)),
+            self.rx.ready.eq(running & ~stall & in_stage & (~forwarded | held.w_rdy)),
         ]
 
-        def step(off, base, fire):
-            with m.If(fire & ~self.start):
-                with m.If(off + 1 == regs["chunk"]):
-                    m.d.sync += [off.eq(0),
-                                 base.eq(Mux(base == 0, regs["last_base"], base - regs["chunk"]))]
-                with m.Else():
-                    m.d.sync += off.eq(off + 1)
+        def step(off, base, chunk, last_base):
+            with m.If(off + 1 == chunk):
+                m.d.sync += [off.eq(0), base.eq(Mux(base == 0, last_base, base - chunk))]
+            with m.Else():
+                m.d.sync += off.eq(off + 1)
 
         tx_fire = self.tx.valid & self.tx.ready
         rx_fire = self.rx.valid & self.rx.ready
-        with m.If(tx_fire & ~self.start):
-            m.d.sync += self.sent.eq(self.sent + 1)
-        step(out_off, out_base, tx_fire)
-        step(in_off, in_base, rx_fire)
+        with m.If(~self.start):
+            with m.If(tx_fire):
+                m.d.sync += [self.sent.eq(self.sent + 1), s_sent.eq(s_sent + 1)]
+                step(out_off, out_base, tx_["chunk"], tx_["last_base"])
+            with m.Elif(running & send_stage_done & (ss != last_stage)):
+                # next stage (one cycle): its counters and chunk walk start afresh
+                m.d.sync += [ss.eq(ss + 1), s_sent.eq(0), out_off.eq(0),
+                             out_base.eq(Array(regs[stage_reg(s, "out_base")]
+                                               for s in range(ENGINE_STAGES))[ss + 1])]
+            with m.If(rx_fire):
+                step(in_off, in_base, rx_["chunk"], rx_["last_base"])
+            with m.Elif(running & recv_stage_done & (rs != last_stage)):
+                m.d.sync += [rs.eq(rs + 1), s_recv.eq(0), in_off.eq(0),
+                             in_base.eq(Array(regs[stage_reg(s, "in_base")]
+                                              for s in range(ENGINE_STAGES))[rs + 1])]
         # -- check ------------------------------------------------------------------------------
-        expected = Cat(*[(regs["wr"] * _mix(kin[:32], lane) + regs["hr"])[:32] for lane in range(lanes)])
-        beyond = self.received >= regs["recv_count"]
-        checked = self.received >= regs["check_from"]
+        expected = Cat(*[(rx_["wr"] * _mix(kin, lane) + rx_["hr"])[:32] for lane in range(lanes)])
+        beyond = recv_stage_done              # only when in the last stage (rx.ready)
+        checked = s_recv >= rx_["check_from"]
+        final = (rs == last_stage) & (s_recv == rx_["recv_count"] - 1)
         bad = beyond | (checked & ((self.rx.payload.data != expected) |
-                                   (self.rx.payload.last != (self.received == regs["recv_count"] - 1))))
+                                   (self.rx.payload.last != final)))
         with m.If(rx_fire & ~self.start):
-            m.d.sync += self.received.eq(self.received + 1)
+            m.d.sync += [self.received.eq(self.received + 1), s_recv.eq(s_recv + 1)]
             with m.If(bad):
                 m.d.sync += self.errors.eq(self.errors + 1)
                 with m.If(self.first_error == 0):
                     m.d.sync += self.first_error.eq(self.received + 1)
             with m.If(beyond):
                 m.d.sync += self.extra.eq(self.extra + 1)
-        m.d.comb += self.done.eq(running & (self.sent == regs["send_count"])
-                                 & (self.received >= regs["recv_count"]))
+        m.d.comb += self.done.eq(running & (ss == last_stage) & send_stage_done
+                                 & (rs == last_stage) & recv_stage_done)
         return m
