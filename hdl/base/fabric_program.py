@@ -49,7 +49,8 @@ from hdl.base.compiler import Flow, Router
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
-__all__ = ["ENGINE_REGS", "ENGINE_STAGES", "STAGE_REGS", "stage_reg", "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
+__all__ = ["ENGINE_REGS", "ENGINE_STAGES", "STAGE_REGS", "stage_reg", "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "fp16_value", "fold_hash",
+           "DTYPES_RUN", "HASH_MULTIPLIER", "SwitchPhase",
            "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
 
 #: Stages an NPU engine runs one after another (the hierarchical all-reduce's three).
@@ -58,8 +59,13 @@ ENGINE_STAGES = 3
 STAGE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "own_only", "add_until",
               "fwd_count", "check_from", "chunk", "last_base", "out_base", "in_base", "org")
 #: Engine program registers, in register-address order: the engine's own, then each stage's.
-ENGINE_REGS = ("backpressure", "seed", "stages") + tuple(
+ENGINE_REGS = ("backpressure", "seed", "stages", "send_total") + tuple(
     f"s{s}_{name}" for s in range(ENGINE_STAGES) for name in STAGE_REGS)
+#: Data types the fabric's engines run: int32 checked flit by flit, fp16 by a hash of every
+#: received flit against the golden model (:mod:`hdl.base.fabric_golden`).
+DTYPES_RUN = ("int32", "fp16")
+#: Multiplier of the engines' received-data hash (FNV-1a's 32-bit prime).
+HASH_MULTIPLIER = 0x01000193
 #: Constants of :func:`mix` (odd multipliers of a 32-bit finaliser).
 MIX_CONSTANTS = (0x9E3779B1, 0x85EBCA77, 0x2C1B3C6D)
 #: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op.
@@ -85,7 +91,8 @@ def engine_writes(engine: dict) -> list[tuple[int, int]]:
     """(register address, value) writes that load ``engine`` (a :attr:`FabricProgram.engines`
     entry) into an NPU engine; stages it does not use are loaded empty."""
     values = {"backpressure": engine["backpressure"], "seed": engine["seed"],
-              "stages": len(engine["stages"])}
+              "stages": len(engine["stages"]),
+              "send_total": sum(st["send_count"] for st in engine["stages"])}
     for st, stage in enumerate(engine["stages"]):
         values.update({stage_reg(st, name): stage[name] for name in STAGE_REGS})
     return [(i, values.get(name, _MASK if name.endswith("_chunk") else 0) & _MASK)
@@ -116,6 +123,19 @@ def rank_weights(rank: int, seed: int = 0) -> tuple[int, int]:
 def flit_value(weights: tuple[int, int], index: int, lane: int) -> int:
     w, h = weights
     return (w * mix(index, lane) + h) & _MASK
+
+
+def fp16_value(weights: tuple[int, int], index: int, lane: int) -> int:
+    """fp16 bit pattern NPU data of ``weights`` carries at ``index``, ``lane`` (the engine's
+    ``_fp16`` of :func:`flit_value`): sign bit 31, exponent 13 + bits 26..27, fraction bits
+    16..25 of the int32 word -- magnitudes 1/4 .. 8, so sums of 20 stay finite."""
+    x = flit_value(weights, index, lane)
+    return ((x >> 31) << 15) | ((((x >> 26) & 3) + 13) << 10) | ((x >> 16) & 0x3FF)
+
+
+def fold_hash(h: int, word: int) -> int:
+    """The engines' received-data hash step: ``(h ^ word) * HASH_MULTIPLIER`` mod 2^32."""
+    return ((h ^ word) * HASH_MULTIPLIER) & _MASK
 
 
 @dataclass
@@ -158,6 +178,8 @@ class FabricProgram:
     flits_sent: int
     flits_received: int
     contributors: list[tuple[int, ...]] = field(default_factory=list)
+    #: fp16: per NPU, the hash of every flit it must receive (hdl.base.fabric_golden); None: int32
+    expected_hashes: list[int] | None = None
 
     @property
     def flits_to_check(self) -> int:
@@ -376,7 +398,8 @@ def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) 
         total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in members)
         for i, r in enumerate(members):
             e = engines[r]
-            e["stages"].append(_ring_stage("all-reduce", i, n, chunk, (e["ws"], e["hs"]), total))
+            e["stages"].append(dict(_ring_stage("all-reduce", i, n, chunk, (e["ws"], e["hs"]), total),
+                                    sender=members[(i - 1) % n]))
             contributors[r] = tuple(members)
         items[0].append(_ring_item(spec, index, members, engines, 0))
     elif coll.op == "all-reduce":            # hierarchical (sysmodel.collectives._fred_hierarchical)
@@ -395,9 +418,11 @@ def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) 
                 e = engines[r]
                 owned = (i + 1) % k               # the chunk the L1's reduce-scatter leaves here
                 e["stages"] += [
-                    _ring_stage("reduce-scatter", i, k, c1, (e["ws"], e["hs"]), l1_sum),
-                    _ring_stage("all-reduce", j, l1s, c2, l1_sum, total, org=owned * c1),
-                    _ring_stage("all-gather", i, k, c1, total, total)]
+                    dict(_ring_stage("reduce-scatter", i, k, c1, (e["ws"], e["hs"]), l1_sum),
+                         sender=loc[(i - 1) % k]),
+                    dict(_ring_stage("all-reduce", j, l1s, c2, l1_sum, total, org=owned * c1),
+                         sender=locals_[(j - 1) % l1s][i]),
+                    dict(_ring_stage("all-gather", i, k, c1, total, total), sender=loc[(i - 1) % k])]
                 contributors[r] = tuple(coll.members)
         for stage, rings in ((0, locals_), (1, crosses), (2, locals_)):
             items[stage] += [_ring_item(spec, index, ring, engines, stage) for ring in rings]
@@ -408,7 +433,8 @@ def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) 
         for x, r in enumerate(order[1:], start=1):
             fwd = size if x < len(order) - 1 else 0
             engines[r]["stages"].append(_stage(engines[r], send_count=fwd, recv_count=size,
-                                               fwd_count=fwd, wr=root["ws"], hr=root["hs"]))
+                                               fwd_count=fwd, wr=root["ws"], hr=root["hs"],
+                                               sender=order[x - 1]))
             contributors[r] = (coll.root,)
         hops = list(zip(order, order[1:]))
         items[0].append(_hop_item(spec, index, coll, hops, engines))
@@ -421,7 +447,8 @@ def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) 
             fwd = size if x > 0 else 0
             w, h = _sum_weights((engines[q]["ws"], engines[q]["hs"]) for q in upstream)
             engines[r]["stages"].append(_stage(engines[r], recv_count=size, send_count=fwd,
-                                               fwd_count=fwd, add_until=fwd, wr=w, hr=h))
+                                               fwd_count=fwd, add_until=fwd, wr=w, hr=h,
+                                               sender=order[x + 1]))
             contributors[r] = tuple(upstream)
         hops = [(order[x + 1], order[x]) for x in range(len(order) - 1)]
         items[0].append(_hop_item(spec, index, coll, hops, engines))
@@ -441,14 +468,24 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     """The switch phases and engine programs of ``request`` on ``spec`` (module docstring).
     Raises FredError, before anything is built, for anything the fabric cannot run."""
     phases = default_phases() if phases is None else phases
-    if spec.dtype != "int32":
-        raise FredError(f"the RTL fabric's engines check int32 data; dtype {spec.dtype} is not supported")
+    if spec.dtype not in DTYPES_RUN:
+        raise FredError(f"the RTL fabric's engines run {' and '.join(DTYPES_RUN)} data; dtype "
+                        f"{spec.dtype} is not supported")
+    if spec.dtype != "int32" and spec.lanes > 2:
+        raise FredError(f"the RTL fabric's engines hash {spec.dtype} flits of up to 2 lanes; got "
+                        f"{spec.lanes}")
     if not isinstance(sink_backpressure, (int, float)) or not 0 <= sink_backpressure < 1:
         raise FredError(f"sink_backpressure must be a probability in [0, 1), got {sink_backpressure!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise FredError(f"seed must be a non-negative integer, got {seed!r}")
     _validate(spec, request)
     algorithm = resolve_algorithm(spec, request, algorithm)
+    if spec.dtype != "int32" and algorithm == "hierarchical":
+        # its later stages add what the earlier ones left in the NPU (an L1's sum of a chunk):
+        # exact int32 sums are regenerated from their weights, fp16 sums would need the
+        # engine to store them
+        raise FredError(f"the RTL fabric runs the hierarchical all-reduce on int32 data only; "
+                        f"{spec.dtype} runs the ring (--algorithm ring)")
     size = request.size_flits
     threshold = round(sink_backpressure * 65536)
     engines = []
@@ -487,10 +524,20 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         e["recv_count"] = sum(st["recv_count"] for st in e["stages"])
         e["check_count"] = sum(max(0, st["recv_count"] - st["check_from"]) for st in e["stages"])
         e["wr"], e["hr"] = e["stages"][-1]["wr"], e["stages"][-1]["hr"]
+    if spec.dtype != "int32":
+        # the engines hash every received flit instead of checking it (NpuEngine)
+        for e in engines:
+            for st in e["stages"]:
+                st.update(check_from=0, wr=0, hr=0)
+            e["check_count"], e["wr"], e["hr"] = e["recv_count"], 0, 0
     switches = _pack(spec, request, [it for stage in items for it in stage], phases)
-    return FabricProgram(algorithm, tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports]),
-                         switches, engines, sum(e["send_count"] for e in engines),
-                         sum(e["recv_count"] for e in engines), contributors)
+    program = FabricProgram(algorithm, tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports]),
+                            switches, engines, sum(e["send_count"] for e in engines),
+                            sum(e["recv_count"] for e in engines), contributors)
+    if spec.dtype != "int32":
+        from hdl.base.fabric_golden import expected_hashes
+        program.expected_hashes = expected_hashes(spec, request, program)
+    return program
 
 
 def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: int) -> list[list[SwitchPhase]]:

@@ -21,7 +21,7 @@ from .phase_sequencer import PhaseSequencer
 __all__ = ["FabricTop", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH", "PROG_REG_WIDTH"]
 
 #: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
-ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done")
+ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done", "hash")
 #: Read-bus registers of a switch unit (``rd_unit`` = npus + switch index; L2 last).
 SWITCH_READ = ("index", "count", "finished", "loaded", "error", "active_phase", "active_valid", "busy")
 #: The unit of the fabric-wide registers, and its registers.

@@ -15,15 +15,17 @@ a mismatch. The last received flit must carry ``last`` (every sender marks its l
 
 from __future__ import annotations
 
-from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hdl.base.errors import FredError
-from hdl.base.fabric_program import ENGINE_REGS, ENGINE_STAGES, MIX_CONSTANTS, stage_reg
+from hdl.base.fabric_program import (DTYPES_RUN, ENGINE_REGS, ENGINE_STAGES, HASH_MULTIPLIER,
+                                     MIX_CONSTANTS, stage_reg)
 from hdl.base.flit import FlitFormat
 from hdl.layouts import flit_layout
+from hdl.reduction.reduction_unit import ReductionUnit
 
 __all__ = ["NpuEngine"]
 
@@ -35,6 +37,13 @@ def _mix(index, lane: int):
     x = x ^ (x >> 15)
     x = (x * c3)[:32]
     return x ^ (x >> 12)
+
+
+def _fp16(x):
+    """fp16 bit pattern of a 32-bit word (:func:`hdl.base.fabric_program.fp16_value`): sign
+    bit 31, exponent 13 + bits 26..27 (magnitudes 1/4 .. 8: a sum of 20 stays finite),
+    fraction bits 16..25."""
+    return Cat(x[16:26], (x[26:28] + 13)[:5], x[31])
 
 
 class NpuEngine(wiring.Component):
@@ -92,9 +101,12 @@ class NpuEngine(wiring.Component):
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
             raise FredError(f"engine buffer must be an integer >= 1 flit, got {buffer!r}")
         self.buffer = buffer
-        if flit.dtype != "int32":
-            raise FredError(f"the fabric's NPU engines check int32 data exactly; {flit.dtype} is not "
-                            f"supported by the RTL fabric")
+        if flit.dtype not in DTYPES_RUN:
+            raise FredError(f"the fabric's NPU engines run {' and '.join(DTYPES_RUN)} data; "
+                            f"{flit.dtype} is not supported by the RTL fabric")
+        if flit.dtype != "int32" and flit.lanes * 16 > 32:
+            raise FredError(f"the fabric's NPU engines hash fp16 flits of up to 2 lanes (32 bits); "
+                            f"got {flit.lanes} lanes")
         self.flit = flit
         shape = flit_layout(flit)
         super().__init__({
@@ -103,7 +115,7 @@ class NpuEngine(wiring.Component):
             "start": In(1),
             "we": In(1), "waddr": In(range(len(ENGINE_REGS))), "wdata": In(32),
             "done": Out(1), "sent": Out(32), "received": Out(32), "errors": Out(32),
-            "extra": Out(32), "first_error": Out(32),
+            "extra": Out(32), "first_error": Out(32), "hash": Out(32),
         })
 
     def elaborate(self, platform) -> Module:
@@ -135,7 +147,8 @@ class NpuEngine(wiring.Component):
                                               ("out_off", "out_base", "in_off", "in_base"))
         with m.If(self.start):
             m.d.sync += [running.eq(1), self.sent.eq(0), self.received.eq(0), self.errors.eq(0),
-                         self.extra.eq(0), self.first_error.eq(0), ss.eq(0), rs.eq(0),
+                         self.extra.eq(0), self.first_error.eq(0), self.hash.eq(0),
+                         ss.eq(0), rs.eq(0),
                          s_sent.eq(0), s_recv.eq(0), out_off.eq(0), in_off.eq(0),
                          out_base.eq(regs[stage_reg(0, "out_base")]),
                          in_base.eq(regs[stage_reg(0, "in_base")]),
@@ -144,7 +157,7 @@ class NpuEngine(wiring.Component):
             # Galois LFSR x^16 + x^14 + x^13 + x^11 + 1 (maximal length)
             m.d.sync += lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0xB400, lfsr >> 1))
 
-        lanes, width = self.flit.lanes, 32
+        lanes, width = self.flit.lanes, (32 if self.flit.dtype == "int32" else 16)
         data_width = lanes * width
         # received flits to forward wait here (the NPU's memory): a flit is received (checked,
         # counted) when it arrives, and leaves when its turn in the output stream comes
@@ -158,18 +171,44 @@ class NpuEngine(wiring.Component):
         forwarded = s_recv < rx_["fwd_count"]               # this received flit leaves again
         kout = (tx_["org"] + out_base + out_off)[:32]
         kin = (rx_["org"] + in_base + in_off)[:32]
-        own = [(tx_["ws"] * _mix(kout, lane) + tx_["hs"])[:32] for lane in range(lanes)]
+        words = [(tx_["ws"] * _mix(kout, lane) + tx_["hs"])[:32] for lane in range(lanes)]
+        own = words if width == 32 else [_fp16(x) for x in words]
         adding = s_sent < tx_["add_until"]
-        incoming = [held.r_data[lane * width:(lane + 1) * width] for lane in range(lanes)]
-        summed = [Mux(adding, (incoming[lane] + own[lane])[:32], incoming[lane])
-                  for lane in range(lanes)]
         in_stage = ~recv_stage_done | (rs == last_stage)    # beyond the last stage: extras
+        want = due & (~from_input | held.r_rdy)             # an output flit can be issued
+        last_out = (ss == last_stage) & (s_sent == tx_["send_count"] - 1)
+        if width == 32:
+            # int32: the wrapping add of the switch's adder, in the output path (0 cycles)
+            incoming = [held.r_data[lane * width:(lane + 1) * width] for lane in range(lanes)]
+            summed = [Mux(adding, (incoming[lane] + own[lane])[:32], incoming[lane])
+                      for lane in range(lanes)]
+            m.d.comb += [
+                self.tx.valid.eq(want),
+                self.tx.payload.data.eq(Mux(from_input, Cat(*summed), Cat(*own))),
+                self.tx.payload.last.eq(last_out),
+            ]
+            issue = want & self.tx.ready
+        else:
+            # fp16: every output flit goes through the project's reduction unit (the switch's
+            # adder, hdl/reduction/), so the output order is one pipeline's: a received flit
+            # plus its own data, or a flit plus -0 (x + -0 = x for every x, -0 included)
+            adder = m.submodules.adder = ReductionUnit(dtype=self.flit.dtype, lanes=lanes,
+                                                        sideband=unsigned(1))
+            minus_zero = Cat(*[Const(0x8000, 16)] * lanes)
+            m.d.comb += [
+                adder.a.valid.eq(want), adder.b.valid.eq(want),
+                adder.a.payload.data.eq(Mux(from_input, held.r_data, Cat(*own))),
+                adder.a.payload.sideband.eq(last_out),
+                adder.b.payload.data.eq(Mux(from_input & adding, Cat(*own), minus_zero)),
+                self.tx.valid.eq(adder.o.valid),
+                self.tx.payload.data.eq(adder.o.payload.data),
+                self.tx.payload.last.eq(adder.o.payload.sideband),
+                adder.o.ready.eq(self.tx.ready),
+            ]
+            issue = adder.a.valid & adder.a.ready
         m.d.comb += [
-            self.tx.valid.eq(due & (~from_input | held.r_rdy)),
-            self.tx.payload.data.eq(Mux(from_input, Cat(*summed), Cat(*own))),
-            self.tx.payload.last.eq((ss == last_stage) & (s_sent == tx_["send_count"] - 1)),
             self.tx.payload.tag.eq(0),
-            held.r_en.eq(due & from_input & self.tx.ready),
+            held.r_en.eq(issue & from_input),
             held.w_data.eq(self.rx.payload.data),
             held.w_en.eq(self.rx.valid & self.rx.ready & forwarded),
             self.rx.ready.eq(running & ~stall & in_stage & (~forwarded | held.w_rdy)),
@@ -185,7 +224,9 @@ class NpuEngine(wiring.Component):
         rx_fire = self.rx.valid & self.rx.ready
         with m.If(~self.start):
             with m.If(tx_fire):
-                m.d.sync += [self.sent.eq(self.sent + 1), s_sent.eq(s_sent + 1)]
+                m.d.sync += self.sent.eq(self.sent + 1)
+            with m.If(issue):
+                m.d.sync += s_sent.eq(s_sent + 1)
                 step(out_off, out_base, tx_["chunk"], tx_["last_base"])
             with m.Elif(running & send_stage_done & (ss != last_stage)):
                 # next stage (one cycle): its counters and chunk walk start afresh
@@ -203,10 +244,17 @@ class NpuEngine(wiring.Component):
         beyond = recv_stage_done              # only when in the last stage (rx.ready)
         checked = s_recv >= rx_["check_from"]
         final = (rs == last_stage) & (s_recv == rx_["recv_count"] - 1)
-        bad = beyond | (checked & ((self.rx.payload.data != expected) |
-                                   (self.rx.payload.last != final)))
+        if width == 32:
+            bad = beyond | (checked & ((self.rx.payload.data != expected) |
+                                       (self.rx.payload.last != final)))
+        else:
+            # fp16 sums depend on the order of the additions: every received flit is folded
+            # into ``hash`` (FNV-1a style on the data word) and compared after the run with the
+            # golden model's (hdl.base.fabric_golden), in the switches' configured tree order
+            bad = beyond | (self.rx.payload.last != final)
         with m.If(rx_fire & ~self.start):
-            m.d.sync += [self.received.eq(self.received + 1), s_recv.eq(s_recv + 1)]
+            m.d.sync += [self.received.eq(self.received + 1), s_recv.eq(s_recv + 1),
+                         self.hash.eq(((self.hash ^ self.rx.payload.data) * HASH_MULTIPLIER)[:32])]
             with m.If(bad):
                 m.d.sync += self.errors.eq(self.errors + 1)
                 with m.If(self.first_error == 0):
@@ -214,5 +262,6 @@ class NpuEngine(wiring.Component):
             with m.If(beyond):
                 m.d.sync += self.extra.eq(self.extra + 1)
         m.d.comb += self.done.eq(running & (ss == last_stage) & send_stage_done
+                                 & (self.sent == regs["send_total"])
                                  & (rs == last_stage) & recv_stage_done)
         return m
