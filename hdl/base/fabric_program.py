@@ -49,7 +49,7 @@ from hdl.base.compiler import Flow, Router
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
-__all__ = ["ENGINE_REGS", "ENGINE_STAGES", "STAGE_REGS", "stage_reg", "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "fp16_value", "fold_hash",
+__all__ = ["ENGINE_REGS", "ENGINE_GLOBAL_REGS", "ENGINE_STAGES", "STAGE_REGS", "STAGE_ROW", "stage_reg", "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "fp16_value", "fold_hash",
            "DTYPES_RUN", "HASH_MULTIPLIER", "SwitchPhase",
            "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
 
@@ -58,9 +58,18 @@ ENGINE_STAGES = 3
 #: Registers of one engine stage (:class:`hdl.fabric.npu_engine.NpuEngine`).
 STAGE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "own_only", "add_until",
               "fwd_count", "check_from", "chunk", "last_base", "out_base", "in_base", "org")
-#: Engine program registers, in register-address order: the engine's own, then each stage's.
-ENGINE_REGS = ("backpressure", "seed", "stages", "send_total") + tuple(
-    f"s{s}_{name}" for s in range(ENGINE_STAGES) for name in STAGE_REGS)
+#: Register addresses per stage (a row of the engine's stage table: STAGE_REGS and padding).
+STAGE_ROW = 16
+#: The engine's own registers (addresses 48 ..: row 3 of the address space).
+ENGINE_GLOBAL_REGS = ("backpressure", "seed", "stages", "send_total")
+#: Engine program registers, in register-address order: stage s's register f at
+#: 16 s + f (padding names ``s<s>_pad<f>``), then the engine's own at 48 ...
+ENGINE_REGS = tuple(
+    stage_name for s in range(ENGINE_STAGES)
+    for stage_name in ([f"s{s}_{name}" for name in STAGE_REGS]
+                       + [f"s{s}_pad{f}" for f in range(len(STAGE_REGS), STAGE_ROW)])
+) + ENGINE_GLOBAL_REGS
+assert ENGINE_STAGES <= 3 and len(STAGE_REGS) <= STAGE_ROW   # the engine decodes row 3 as its own
 #: Data types the fabric's engines run: int32 checked flit by flit, fp16 by a hash of every
 #: received flit against the golden model (:mod:`hdl.base.fabric_golden`).
 DTYPES_RUN = ("int32", "fp16")
@@ -96,7 +105,7 @@ def engine_writes(engine: dict) -> list[tuple[int, int]]:
     for st, stage in enumerate(engine["stages"]):
         values.update({stage_reg(st, name): stage[name] for name in STAGE_REGS})
     return [(i, values.get(name, _MASK if name.endswith("_chunk") else 0) & _MASK)
-            for i, name in enumerate(ENGINE_REGS)]
+            for i, name in enumerate(ENGINE_REGS) if "_pad" not in name]
 
 
 def default_phases() -> int:

@@ -15,14 +15,15 @@ a mismatch. The last received flit must carry ``last`` (every sender marks its l
 
 from __future__ import annotations
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib.memory import Memory
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hdl.base.errors import FredError
-from hdl.base.fabric_program import (DTYPES_RUN, ENGINE_REGS, ENGINE_STAGES, HASH_MULTIPLIER,
-                                     MIX_CONSTANTS, stage_reg)
+from hdl.base.fabric_program import (DTYPES_RUN, ENGINE_GLOBAL_REGS, ENGINE_REGS, ENGINE_STAGES,
+                                     HASH_MULTIPLIER, MIX_CONSTANTS, STAGE_REGS, STAGE_ROW)
 from hdl.base.flit import FlitFormat
 from hdl.layouts import flit_layout
 from hdl.reduction.reduction_unit import ReductionUnit
@@ -120,26 +121,41 @@ class NpuEngine(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        regs = {name: Signal(32, name=f"reg_{name}") for name in ENGINE_REGS}
-        with m.If(self.we):
-            with m.Switch(self.waddr):
-                for index, name in enumerate(ENGINE_REGS):
+        # The engine's own registers are flip-flops; each stage's registers are a row of a
+        # memory (written by the program port, read asynchronously) copied into the active
+        # registers when a side enters the stage: the datapath sees only the active registers,
+        # and the idle program registers cost the simulation nothing per cycle.
+        regs = {name: Signal(32, name=f"reg_{name}") for name in ENGINE_GLOBAL_REGS}
+        fields = len(STAGE_REGS)
+        table = m.submodules.stage_table = Memory(shape=unsigned(32 * STAGE_ROW), depth=4, init=[])
+        write = table.write_port(granularity=32)
+        global_row = Const(3, 2)
+        with m.If(self.we & (self.waddr[4:6] == global_row)):
+            with m.Switch(self.waddr[:4]):
+                for index, name in enumerate(ENGINE_GLOBAL_REGS):
                     with m.Case(index):
                         m.d.sync += regs[name].eq(self.wdata)
+        m.d.comb += [write.addr.eq(self.waddr[4:6]), write.data.eq(Cat(*[self.wdata] * STAGE_ROW)),
+                     write.en.eq(Mux(self.we & (self.waddr[4:6] != global_row),
+                                     1 << self.waddr[:4], 0))]
         last_stage = Signal(range(ENGINE_STAGES))
         m.d.comb += last_stage.eq(Mux(regs["stages"] > 1, regs["stages"] - 1, 0))
-        # the send side's stage (ss) and the receive side's (rs); their registers
+        # the send side's stage (ss) and the receive side's (rs); their active registers
         ss, rs = Signal(range(ENGINE_STAGES)), Signal(range(ENGINE_STAGES))
+        tx_row, rx_row = table.read_port(domain="comb"), table.read_port(domain="comb")
+        m.d.comb += [tx_row.addr.eq(Mux(self.start, 0, ss + 1)),
+                     rx_row.addr.eq(Mux(self.start, 0, rs + 1))]
 
-        def staged(name, index):
-            if ENGINE_STAGES == 1:
-                return regs[stage_reg(0, name)]
-            return Array(regs[stage_reg(s, name)] for s in range(ENGINE_STAGES))[index]
+        def field(row, name):
+            index = STAGE_REGS.index(name)
+            return row.data[32 * index:32 * (index + 1)]
 
-        tx_ = {n: staged(n, ss) for n in ("send_count", "own_only", "add_until", "ws", "hs",
-                                          "chunk", "last_base", "org")}
-        rx_ = {n: staged(n, rs) for n in ("recv_count", "fwd_count", "check_from", "wr", "hr",
-                                          "chunk", "last_base", "org")}
+        tx_ = {n: Signal(32, name=f"tx_{n}") for n in ("send_count", "own_only", "add_until",
+                                                       "ws", "hs", "chunk", "last_base", "org")}
+        rx_ = {n: Signal(32, name=f"rx_{n}") for n in ("recv_count", "fwd_count", "check_from",
+                                                       "wr", "hr", "chunk", "last_base", "org")}
+        load_tx = [reg.eq(field(tx_row, n)) for n, reg in tx_.items()]
+        load_rx = [reg.eq(field(rx_row, n)) for n, reg in rx_.items()]
         running = Signal()
         lfsr = Signal(16, init=1)
         s_sent, s_recv = Signal(32), Signal(32)            # flits of the current stage
@@ -150,8 +166,8 @@ class NpuEngine(wiring.Component):
                          self.extra.eq(0), self.first_error.eq(0), self.hash.eq(0),
                          ss.eq(0), rs.eq(0),
                          s_sent.eq(0), s_recv.eq(0), out_off.eq(0), in_off.eq(0),
-                         out_base.eq(regs[stage_reg(0, "out_base")]),
-                         in_base.eq(regs[stage_reg(0, "in_base")]),
+                         out_base.eq(field(tx_row, "out_base")), in_base.eq(field(rx_row, "in_base")),
+                         *load_tx, *load_rx,
                          lfsr.eq(Mux(regs["seed"][:16] == 0, 1, regs["seed"][:16]))]
         with m.Else():
             # Galois LFSR x^16 + x^14 + x^13 + x^11 + 1 (maximal length)
@@ -231,14 +247,12 @@ class NpuEngine(wiring.Component):
             with m.Elif(running & send_stage_done & (ss != last_stage)):
                 # next stage (one cycle): its counters and chunk walk start afresh
                 m.d.sync += [ss.eq(ss + 1), s_sent.eq(0), out_off.eq(0),
-                             out_base.eq(Array(regs[stage_reg(s, "out_base")]
-                                               for s in range(ENGINE_STAGES))[ss + 1])]
+                             out_base.eq(field(tx_row, "out_base")), *load_tx]
             with m.If(rx_fire):
                 step(in_off, in_base, rx_["chunk"], rx_["last_base"])
             with m.Elif(running & recv_stage_done & (rs != last_stage)):
                 m.d.sync += [rs.eq(rs + 1), s_recv.eq(0), in_off.eq(0),
-                             in_base.eq(Array(regs[stage_reg(s, "in_base")]
-                                              for s in range(ENGINE_STAGES))[rs + 1])]
+                             in_base.eq(field(rx_row, "in_base")), *load_rx]
         # -- check ------------------------------------------------------------------------------
         expected = Cat(*[(rx_["wr"] * _mix(kin, lane) + rx_["hr"])[:32] for lane in range(lanes)])
         beyond = recv_stage_done              # only when in the last stage (rx.ready)
