@@ -25,9 +25,8 @@ class FabricCase:
     estimate: object                  # sysmodel.fabric_model.FabricEstimate
     rtl: object | None = None         # cocotb_tests.fabric.run.FabricRun
     options: dict = field(default_factory=dict)
-    #: the model's own (faster) choice when the RTL does not run it; ``estimate`` is then the
-    #: model for the algorithm the RTL runs
-    model_choice: object | None = None
+    #: the algorithm asked for (None: the model's own choice, which both sides then run)
+    algorithm: str | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -38,8 +37,7 @@ class FabricCase:
         out = {"fabric": self.spec.to_dict(), "request": self.request.to_dict(),
                "model": self.estimate.to_dict(), "model_platform_toml": self.estimate.platform,
                "options": self.options}
-        if self.model_choice is not None:
-            out["model_own_choice"] = self.model_choice.to_dict()
+        out["algorithm_chosen_by"] = "model" if self.algorithm is None else "request"
         if self.rtl is not None:
             out["rtl"] = self.rtl.to_dict()
             out["ratio_rtl_over_model"] = self.ratio
@@ -49,10 +47,11 @@ class FabricCase:
 def build_case(*, fabric: str, op: str, size: int, group: str | None = None,
                strategy: str | None = None, dim: str | None = None,
                characterization=None, platform_cache: dict | None = None,
-               **spec_overrides) -> FabricCase:
-    """Validate everything and compute the model's side; nothing is built yet. Errors (a group
-    that does not fit, size 0, an op or algorithm the fabric cannot run, an unmeasured switch)
-    are :class:`FredError` s naming the problem."""
+               algorithm: str | None = None, **spec_overrides) -> FabricCase:
+    """Validate everything and compute the model's side; nothing is built yet. ``algorithm``:
+    the one both sides run (None: the model's own, fastest, choice). Errors (a group that does
+    not fit, size 0, an op or algorithm the fabric cannot run, an unmeasured switch) are
+    :class:`FredError` s naming the problem, raised before anything is built."""
     from sysmodel.fabric_model import fabric_platform, model_cycles
     spec = fabric_spec(fabric, **spec_overrides)
     request = make_request(spec, op=op, size_flits=size, group=group, strategy=strategy, dim=dim)
@@ -60,15 +59,12 @@ def build_case(*, fabric: str, op: str, size: int, group: str | None = None,
     cache = platform_cache if platform_cache is not None else {}
     if key not in cache:
         cache[key] = fabric_platform(spec, characterization=characterization)
-    estimate = model_cycles(spec, request, platform=cache[key])
-    case = FabricCase(spec, request, estimate)
-    from hdl.base.fabric_program import IMPLEMENTED
-    if estimate.algorithm not in IMPLEMENTED and "ring" in IMPLEMENTED:
-        # the RTL engines do not run the model's choice: compare on the one they run, the ring,
-        # and keep the model's own choice beside it
-        case.model_choice = estimate
-        case.estimate = model_cycles(spec, request, platform=cache[key], algorithm="ring")
-    return case
+    estimate = model_cycles(spec, request, platform=cache[key], algorithm=algorithm)
+    # the RTL's program of the same algorithm, to fail here (before any build) if the RTL
+    # cannot run it
+    from hdl.base.fabric_program import fabric_program
+    fabric_program(spec, request, algorithm=estimate.algorithm)
+    return FabricCase(spec, request, estimate, algorithm=algorithm)
 
 
 def rtl_harness():

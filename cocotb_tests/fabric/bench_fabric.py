@@ -8,8 +8,9 @@ spent) every engine's and switch's counters are read and recorded as metrics; th
 fails by itself: ``cocotb_tests.fabric.run`` judges the metrics.
 
 Bench parameters (``FRED_BENCH_PARAMS``): ``switches`` (per switch, per phase:
-``{"words": [...], "input_flits": n}``), ``engines`` (per rank, the registers
-``hdl.base.fabric_program.ENGINE_REGS`` by name), ``npus``, ``watchdog_cycles``, ``poll``.
+``{"words": [...], "input_flits": n, "port_flits": n, "port_mask": bits}``), ``engines`` (per
+rank, its ``[register, value]`` writes: ``hdl.base.fabric_program.engine_writes``), ``npus``,
+``watchdog_cycles``, ``poll``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer
 
 from cocotb_tests.lib import bench_params, metrics
-from hdl.base.fabric_program import ENGINE_REGS
+from hdl.base.fabric_program import default_phases
 from hdl.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
+from hdl.fabric.phase_sequencer import sequencer_registers
 
 PERIOD_NS = 10
 
@@ -76,10 +78,10 @@ async def run_program(dut):
     # -- programs: sequencers (unit npus + s), engines (unit rank) -------------------------
     writes = []
     for s, phases in enumerate(switches):
-        writes.append((npus + s, 0, len(phases)))
-        writes += [(npus + s, 1 + k, phase["input_flits"]) for k, phase in enumerate(phases)]
+        writes += [(npus + s, reg, value) for reg, value in sequencer_registers(
+            default_phases(), [(p["input_flits"], p["port_flits"], p["port_mask"]) for p in phases])]
     for rank, regs in enumerate(params["engines"]):
-        writes += [(rank, i, regs[name]) for i, name in enumerate(ENGINE_REGS)]
+        writes += [(rank, reg, value) for reg, value in regs]
     for unit, reg, value in writes:
         dut.prog_we.value = 1
         dut.prog_unit.value = unit

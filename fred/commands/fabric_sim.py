@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", required=True, type=int, metavar="FLITS",
                         help="flits: all-reduce, per NPU; reduce, from every member; multicast, "
                              "to every destination")
+    parser.add_argument("--algorithm", default=None,
+                        choices=("in-switch", "ring", "hierarchical", "chain"),
+                        help="the algorithm both sides run (default: the model's own choice)")
     parser.add_argument("--model-only", action="store_true",
                         help="print the model's side without building the RTL")
     add_fabric_arguments(parser)
@@ -59,7 +62,7 @@ def run(args) -> int:
     from fred.fabric_case import build_case, run_case
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
-                      **spec_overrides(args))
+                      algorithm=args.algorithm, **spec_overrides(args))
     if not args.model_only:
         run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
                  watchdog_cycles=args.watchdog)
@@ -70,16 +73,14 @@ def run(args) -> int:
     print(f"{spec.name}: {spec.npus} NPUs, {spec.l1_count} x L1 Fred_{spec.middle}({spec.l1_ports}), "
           f"L2 Fred_{spec.middle}({spec.l2_ports}), uplink {spec.uplink_bandwidth} flit/cycle per L1, "
           f"links {spec.npu_link_latency}/{spec.uplink_latency} cycles, {spec.dtype} x {spec.lanes}")
+    chosen = "the model's own choice" if case.algorithm is None else "as asked"
     print(f"request: {case.request.label}, {case.request.size_flits} flits, "
-          f"{len(case.request.collectives)} concurrent collective(s), algorithm {est.algorithm}")
+          f"{len(case.request.collectives)} concurrent collective(s), algorithm {est.algorithm} "
+          f"({chosen}, for both sides)")
     print(f"model: {est.cycles:.1f} cycles = busiest link {est.bandwidth_cycles:.1f} "
           f"({est.busiest_link}, {est.busiest_link_flits:g} flits) + hop latency "
           f"{est.latency_cycles:.1f} + phases {est.phase_cycles:.1f} ({est.phases} phase(s) in turn: "
           f"the first's selects overlap the first hops, each later one a select and a further pass)")
-    if case.model_choice is not None:
-        own = case.model_choice
-        print(f"  (the model's own choice is {own.algorithm}, {own.cycles:.1f} cycles; the RTL engines "
-              f"do not run it, so both sides run {est.algorithm})")
     if case.rtl is not None:
         rtl = case.rtl
         print(f"RTL:   {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "

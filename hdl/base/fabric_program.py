@@ -5,11 +5,12 @@
 
 * per switch (L1 switches 0..l1_count-1, then the L2), its phases: the flows of each phase
   (routed onto Fred_m(P) by the configuration compiler, :mod:`hdl.base.compiler`), the
-  configuration words and the number of flits its inputs accept in that phase (what the RTL's
-  phase sequencer counts before selecting the next phase);
-* per NPU, its engine registers (:data:`ENGINE_REGS`): flits to send and receive, the weights of
-  the data it sends and of the data it must receive, the sink's backpressure threshold and LFSR
-  seed.
+  configuration words and the number of flits its inputs accept in that phase, in all and
+  per input port (what the RTL's phase sequencer counts before selecting the next phase, and
+  lets each port take);
+* per NPU, its engine's stages (:data:`STAGE_REGS` each, :func:`engine_writes` loads them):
+  flits to send and receive, the weights of the data it sends and of the data it must
+  receive; and the sink's backpressure threshold and LFSR seed.
 
 In-switch collectives (Fred-B/D, ``algorithm="in-switch"``), as the system model assumes
 (``sysmodel/collectives.py``): every member sends its buffer once towards the lowest switch
@@ -19,11 +20,22 @@ its L1s: ``u`` = the local index of the group's lowest rank, modulo the uplink p
 on Fred-C/D concurrent groups with different local indices (the DP groups of MP2-DP5-PP2) use
 different uplink ports, the model's one logical 4-flit/cycle link spread over 4 ports.
 
-Phases: at each switch, the flows of the collectives, in request order, are packed greedily
-into phases (a collective joins the current phase if its ports are free there and the compiler
-routes the union in one phase; a collective's own flows at one switch are always in one phase).
-Every switch's phases are therefore contiguous runs of the same global order, so the lowest
-unfinished collective is always in the active phase of every switch it crosses: no deadlock.
+Endpoint collectives (Fred-A/C): a unidirectional ring all-reduce in rank order; the
+hierarchical all-reduce of the system model (``sysmodel.collectives._fred_hierarchical``):
+a reduce-scatter ring in each L1 (k members: k chunks of S/k), an all-reduce ring across the
+L1s among the members of the same local index i (on uplink port i mod uplink ports: on
+Fred-C/D the k rings cross at once, on Fred-A/B's one port they take turns), an all-gather
+ring in each L1 -- three engine stages, and at each L1 switch three (or 2 + k) phases; and
+chain reduce / multicast in rank order from the root.
+
+Phases: at each switch, the flows of the collectives (per engine stage, in request order) are
+packed greedily into phases (an item -- a collective, or one ring of a hierarchical stage --
+joins the current phase if its ports are free there, its input ports take as many flits as
+the phase's, and the compiler routes the union in one phase; an item's own flows at one switch
+are always in one phase). Every switch's phases are therefore contiguous runs of the same
+global order, so the lowest unfinished item is always in the active phase of every switch it
+crosses: no deadlock. Each input port takes exactly its share of each phase (the sequencer
+gates it), so a flit of a later phase that reaches a port early waits there.
 
 Data: see :mod:`hdl.fabric.npu_engine`; :func:`mix` is the non-linear 32-bit function both
 sides compute, :func:`rank_weights` a rank's pseudo-random ``(w, h)``.
@@ -37,13 +49,32 @@ from hdl.base.compiler import Flow, Router
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
-__all__ = ["ENGINE_REGS", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
+__all__ = ["ENGINE_REGS", "ENGINE_GLOBAL_REGS", "ENGINE_STAGES", "STAGE_REGS", "STAGE_ROW", "stage_reg", "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "fp16_value", "fold_hash",
+           "DTYPES_RUN", "HASH_MULTIPLIER", "SwitchPhase",
            "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
 
-#: Engine program registers, in register-address order.
-ENGINE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "backpressure", "seed",
-               "own_only", "add_until", "fwd_count", "check_from", "chunk", "last_base",
-               "out_base", "in_base")
+#: Stages an NPU engine runs one after another (the hierarchical all-reduce's three).
+ENGINE_STAGES = 3
+#: Registers of one engine stage (:class:`hdl.fabric.npu_engine.NpuEngine`).
+STAGE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "own_only", "add_until",
+              "fwd_count", "check_from", "chunk", "last_base", "out_base", "in_base", "org")
+#: Register addresses per stage (a row of the engine's stage table: STAGE_REGS and padding).
+STAGE_ROW = 16
+#: The engine's own registers (addresses 48 ..: row 3 of the address space).
+ENGINE_GLOBAL_REGS = ("backpressure", "seed", "stages", "send_total")
+#: Engine program registers, in register-address order: stage s's register f at
+#: 16 s + f (padding names ``s<s>_pad<f>``), then the engine's own at 48 ...
+ENGINE_REGS = tuple(
+    stage_name for s in range(ENGINE_STAGES)
+    for stage_name in ([f"s{s}_{name}" for name in STAGE_REGS]
+                       + [f"s{s}_pad{f}" for f in range(len(STAGE_REGS), STAGE_ROW)])
+) + ENGINE_GLOBAL_REGS
+assert ENGINE_STAGES <= 3 and len(STAGE_REGS) <= STAGE_ROW   # the engine decodes row 3 as its own
+#: Data types the fabric's engines run: int32 checked flit by flit, fp16 by a hash of every
+#: received flit against the golden model (:mod:`hdl.base.fabric_golden`).
+DTYPES_RUN = ("int32", "fp16")
+#: Multiplier of the engines' received-data hash (FNV-1a's 32-bit prime).
+HASH_MULTIPLIER = 0x01000193
 #: Constants of :func:`mix` (odd multipliers of a 32-bit finaliser).
 MIX_CONSTANTS = (0x9E3779B1, 0x85EBCA77, 0x2C1B3C6D)
 #: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op.
@@ -51,13 +82,30 @@ ALGORITHMS = {
     True: {"all-reduce": ("in-switch",), "reduce": ("in-switch",), "multicast": ("in-switch",)},
     False: {"all-reduce": ("ring", "hierarchical"), "reduce": ("chain",), "multicast": ("chain",)},
 }
-#: Algorithms the RTL engines implement today.
-IMPLEMENTED = ("in-switch", "ring", "chain")
+#: Algorithms the RTL engines implement.
+IMPLEMENTED = ("in-switch", "ring", "hierarchical", "chain")
 _MASK = 0xFFFFFFFF
 #: Flits each NPU engine can hold between receiving a flit and forwarding it
 #: (:class:`hdl.fabric.npu_engine.NpuEngine`): a ring's chunk must fit, since every NPU sends
 #: its own chunk before it forwards.
 NPU_BUFFER = 4096
+
+
+def stage_reg(stage: int, name: str) -> str:
+    """The :data:`ENGINE_REGS` name of register ``name`` of engine stage ``stage``."""
+    return f"s{stage}_{name}"
+
+
+def engine_writes(engine: dict) -> list[tuple[int, int]]:
+    """(register address, value) writes that load ``engine`` (a :attr:`FabricProgram.engines`
+    entry) into an NPU engine; stages it does not use are loaded empty."""
+    values = {"backpressure": engine["backpressure"], "seed": engine["seed"],
+              "stages": len(engine["stages"]),
+              "send_total": sum(st["send_count"] for st in engine["stages"])}
+    for st, stage in enumerate(engine["stages"]):
+        values.update({stage_reg(st, name): stage[name] for name in STAGE_REGS})
+    return [(i, values.get(name, _MASK if name.endswith("_chunk") else 0) & _MASK)
+            for i, name in enumerate(ENGINE_REGS) if "_pad" not in name]
 
 
 def default_phases() -> int:
@@ -86,24 +134,51 @@ def flit_value(weights: tuple[int, int], index: int, lane: int) -> int:
     return (w * mix(index, lane) + h) & _MASK
 
 
+def fp16_value(weights: tuple[int, int], index: int, lane: int) -> int:
+    """fp16 bit pattern NPU data of ``weights`` carries at ``index``, ``lane`` (the engine's
+    ``_fp16`` of :func:`flit_value`): sign bit 31, exponent 13 + bits 26..27, fraction bits
+    16..25 of the int32 word -- magnitudes 1/4 .. 8, so sums of 20 stay finite."""
+    x = flit_value(weights, index, lane)
+    return ((x >> 31) << 15) | ((((x >> 26) & 3) + 13) << 10) | ((x >> 16) & 0x3FF)
+
+
+def fold_hash(h: int, word: int) -> int:
+    """The engines' received-data hash step: ``(h ^ word) * HASH_MULTIPLIER`` mod 2^32."""
+    return ((h ^ word) * HASH_MULTIPLIER) & _MASK
+
+
 @dataclass
 class SwitchPhase:
-    """One phase of one switch: its flows, the routed configuration (``SwitchConfig``) and the
-    flits its inputs accept in it."""
+    """One phase of one switch: its flows, the routed configuration (``SwitchConfig``), the
+    flits its inputs accept in it (``input_flits``, summed over ports; ``port_flits`` per input
+    port, the same for every input port of the phase; ``input_ports`` the ports it uses) and the
+    collectives (indices into the request) whose flows it carries."""
 
     flows: tuple[Flow, ...]
     config: object
     input_flits: int
     collectives: tuple[int, ...]
+    port_flits: int = 0
+
+    @property
+    def input_ports(self) -> tuple[int, ...]:
+        return tuple(sorted({p for f in self.flows for p in f.inputs}))
+
+    @property
+    def port_mask(self) -> int:
+        return sum(1 << p for p in self.input_ports)
 
     def to_dict(self) -> dict:
         return {"flows": [str(f) for f in self.flows], "input_flits": self.input_flits,
-                "collectives": list(self.collectives)}
+                "port_flits": self.port_flits, "collectives": list(self.collectives)}
 
 
 @dataclass
 class FabricProgram:
-    """Everything loaded into the fabric for one request (see the module docstring)."""
+    """Everything loaded into the fabric for one request (see the module docstring).
+    ``engines[r]``: NPU r's engine: ``stages`` (a list of :data:`STAGE_REGS` dicts),
+    ``backpressure``, ``seed``, its own data's ``ws``/``hs``, and for reports the totals
+    ``send_count``/``recv_count``/``check_count`` and the last stage's ``wr``/``hr``."""
 
     algorithm: str
     switch_ports: tuple[int, ...]
@@ -112,11 +187,13 @@ class FabricProgram:
     flits_sent: int
     flits_received: int
     contributors: list[tuple[int, ...]] = field(default_factory=list)
+    #: fp16: per NPU, the hash of every flit it must receive (hdl.base.fabric_golden); None: int32
+    expected_hashes: list[int] | None = None
 
     @property
     def flits_to_check(self) -> int:
-        """Received flits the engines check (all but the ring's partial sums)."""
-        return sum(max(0, e["recv_count"] - e["check_from"]) for e in self.engines)
+        """Received flits the engines check (all but the rings' partial sums)."""
+        return sum(e["check_count"] for e in self.engines)
 
     @property
     def phases(self) -> list[int]:
@@ -223,57 +300,175 @@ def _hop_flows(spec: FabricSpec, hops, u: int) -> dict[int, list[Flow]]:
     return flows
 
 
-def _endpoint(spec, coll, algorithm, size, engines):
-    """Engine programs (updated in ``engines``) and per-switch ``(flows, flits per flow)`` of one
-    endpoint collective. Returns (flows per switch, flits per flow per switch, receivers and
-    their senders)."""
-    if coll.op == "all-reduce":
+def _uplink_of(spec: FabricSpec, ranks) -> int:
+    """The uplink port a group's flows use on every L1: the local index of its lowest rank
+    modulo the uplink ports (concurrent groups of different local indices: different ports)."""
+    return (min(ranks) % spec.npus_per_l1) % spec.uplink_ports
+
+
+def _stage(engine: dict, **fields) -> dict:
+    """A stage dict of :data:`STAGE_REGS`: nothing sent or received, own data = the NPU's."""
+    stage = dict(send_count=0, recv_count=0, ws=engine["ws"], hs=engine["hs"], wr=0, hr=0,
+                 own_only=0, add_until=0, fwd_count=0, check_from=0, chunk=_MASK, last_base=0,
+                 out_base=0, in_base=0, org=0)
+    stage.update(fields)
+    return stage
+
+
+def _sum_weights(weights) -> tuple[int, int]:
+    weights = list(weights)
+    return sum(w for w, _ in weights) & _MASK, sum(h for _, h in weights) & _MASK
+
+
+def _ring_stage(kind: str, i: int, n: int, chunk: int, own: tuple[int, int],
+                result: tuple[int, int], org: int = 0) -> dict:
+    """Stage registers of position ``i`` of a unidirectional ring of ``n`` in chunks of
+    ``chunk`` flits over data indices ``org`` .. ``org + n * chunk - 1``; position i sends to
+    i + 1. ``own``: the (w, h) of what the NPU holds (added or sent); ``result``: the (w, h) of
+    the group's sum. ``kind``:
+
+    * ``all-reduce``: 2(n - 1) steps; step j sends chunk (i - j) mod n: own data at step 0,
+      received + own at steps 1 .. n - 1 (the last of them is the fully reduced chunk
+      (i + 1) mod n), received at steps n .. 2n - 3 (all-gather); the n - 1 fully reduced
+      chunks received are checked;
+    * ``reduce-scatter``: n - 1 steps of the above (received + own); the last chunk received,
+      the others' sum of chunk (i + 1) mod n, is checked (against ``result`` - ``own``) and
+      kept: the NPU then holds the group's sum of that chunk;
+    * ``all-gather``: the NPU holds the group's sum of chunk (i + 1) mod n (``own`` =
+      ``result``): sends it, then forwards; every received chunk is checked.
+    """
+    c = chunk
+    common = dict(ws=own[0], hs=own[1], chunk=c, last_base=(n - 1) * c, org=org)
+    if kind == "all-reduce":
+        return dict(common, send_count=(2 * n - 2) * c, recv_count=(2 * n - 2) * c, own_only=c,
+                    add_until=n * c, fwd_count=(2 * n - 3) * c, check_from=(n - 1) * c,
+                    wr=result[0], hr=result[1], out_base=i * c, in_base=((i - 1) % n) * c)
+    if kind == "reduce-scatter":
+        return dict(common, send_count=(n - 1) * c, recv_count=(n - 1) * c, own_only=c,
+                    add_until=(n - 1) * c, fwd_count=(n - 2) * c, check_from=(n - 2) * c,
+                    wr=(result[0] - own[0]) & _MASK, hr=(result[1] - own[1]) & _MASK,
+                    out_base=i * c, in_base=((i - 1) % n) * c)
+    if kind == "all-gather":
+        return dict(common, send_count=(n - 1) * c, recv_count=(n - 1) * c, own_only=c,
+                    add_until=0, fwd_count=(n - 2) * c, check_from=0, wr=result[0], hr=result[1],
+                    out_base=((i + 1) % n) * c, in_base=(i % n) * c)
+    raise FredError(f"no ring stage {kind!r}")
+
+
+@dataclass
+class _Item:
+    """A unit of phase packing: flows of one collective (or of one ring of a hierarchical
+    stage) per switch, each flow with the flits each of its input ports accepts."""
+
+    collective: int
+    flows: dict[int, list[tuple[Flow, int]]]
+
+
+def _ring_item(spec: FabricSpec, index: int, members, engines, stage: int) -> _Item:
+    n = len(members)
+    hops = [(members[i], members[(i + 1) % n]) for i in range(n)]
+    flows: dict[int, list[tuple[Flow, int]]] = {}
+    for src, dst in hops:
+        for sw, fl in _hop_flows(spec, [(src, dst)], _uplink_of(spec, members)).items():
+            flows.setdefault(sw, []).extend((f, engines[src]["stages"][stage]["send_count"]) for f in fl)
+    return _Item(index, flows)
+
+
+def _check_chunk(size: int, n: int, chunk: int, what: str) -> None:
+    if chunk > NPU_BUFFER:
+        raise FredError(f"a {what} of {size} flits over {n} NPUs moves chunks of {chunk} flits; "
+                        f"the RTL NPUs buffer {NPU_BUFFER} (at most {NPU_BUFFER * n} flits for "
+                        f"this group)")
+
+
+def _hierarchical_groups(spec: FabricSpec, coll) -> list[list[int]]:
+    """The members on each L1 the group spans (sorted), or FredError where the system model's
+    hierarchical all-reduce does not apply (``sysmodel.collectives._fred_hierarchical``: the
+    same number, more than one, of members on each of at least two L1s)."""
+    by_l1: dict[int, list[int]] = {}
+    for r in coll.members:
+        by_l1.setdefault(spec.l1_of(r), []).append(r)
+    counts = {len(v) for v in by_l1.values()}
+    if len(by_l1) < 2 or len(counts) != 1 or counts == {1}:
+        raise FredError(f"the hierarchical all-reduce needs the same number (> 1) of members on "
+                        f"each of at least two L1 switches; group {list(coll.members)} has "
+                        f"{ {j: len(v) for j, v in sorted(by_l1.items())} } per L1 (use the ring)")
+    return [sorted(v) for _, v in sorted(by_l1.items())]
+
+
+def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) -> None:
+    """Engine stages (appended to ``engines``) and packing items (appended to ``items[stage]``)
+    of one endpoint collective; ``contributors[r]``: whose data NPU r's results sum."""
+    if coll.op == "all-reduce" and algorithm == "ring":
         members = list(coll.members)
         n = len(members)
         chunk = -(-size // n)                    # ceil: the last chunks may carry padding flits
-        if chunk > NPU_BUFFER:
-            raise FredError(f"a ring all-reduce of {size} flits over {n} NPUs moves chunks of "
-                            f"{chunk} flits; the RTL NPUs buffer {NPU_BUFFER} (at most "
-                            f"{NPU_BUFFER * n} flits for this group)")
-        total = (2 * n - 2) * chunk
-        w = sum(engines[r]["ws"] for r in members) & _MASK
-        h = sum(engines[r]["hs"] for r in members) & _MASK
+        _check_chunk(size, n, chunk, "ring all-reduce")
+        total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in members)
         for i, r in enumerate(members):
-            engines[r].update(send_count=total, recv_count=total, own_only=chunk,
-                              add_until=n * chunk, fwd_count=(2 * n - 3) * chunk,
-                              check_from=(n - 1) * chunk, chunk=chunk, last_base=(n - 1) * chunk,
-                              out_base=i * chunk, in_base=((i - 1) % n) * chunk, wr=w, hr=h)
-        hops = [(members[i], members[(i + 1) % n]) for i in range(n)]
-        received = {r: tuple(members) for r in members}
+            e = engines[r]
+            e["stages"].append(dict(_ring_stage("all-reduce", i, n, chunk, (e["ws"], e["hs"]), total),
+                                    sender=members[(i - 1) % n]))
+            contributors[r] = tuple(members)
+        items[0].append(_ring_item(spec, index, members, engines, 0))
+    elif coll.op == "all-reduce":            # hierarchical (sysmodel.collectives._fred_hierarchical)
+        locals_ = _hierarchical_groups(spec, coll)
+        k, l1s = len(locals_[0]), len(locals_)
+        crosses = [[loc[i] for loc in locals_] for i in range(k)]
+        # data: k chunks of c1 = l1s * c2 flits (the reduce-scatter's and all-gather's chunks);
+        # the all-reduce across the L1s cuts chunk o into l1s pieces of c2
+        c2 = -(-size // (k * l1s))
+        c1 = l1s * c2
+        _check_chunk(size, k, c1, "hierarchical all-reduce's reduce-scatter")
+        total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in coll.members)
+        for j, loc in enumerate(locals_):
+            l1_sum = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in loc)
+            for i, r in enumerate(loc):
+                e = engines[r]
+                owned = (i + 1) % k               # the chunk the L1's reduce-scatter leaves here
+                e["stages"] += [
+                    dict(_ring_stage("reduce-scatter", i, k, c1, (e["ws"], e["hs"]), l1_sum),
+                         sender=loc[(i - 1) % k]),
+                    dict(_ring_stage("all-reduce", j, l1s, c2, l1_sum, total, org=owned * c1),
+                         sender=locals_[(j - 1) % l1s][i]),
+                    dict(_ring_stage("all-gather", i, k, c1, total, total), sender=loc[(i - 1) % k])]
+                contributors[r] = tuple(coll.members)
+        for stage, rings in ((0, locals_), (1, crosses), (2, locals_)):
+            items[stage] += [_ring_item(spec, index, ring, engines, stage) for ring in rings]
     elif coll.op == "multicast":
         order = [coll.root] + list(coll.members)
         root = engines[coll.root]
-        root.update(send_count=size, own_only=size)
+        root["stages"].append(_stage(root, send_count=size, own_only=size))
         for x, r in enumerate(order[1:], start=1):
             fwd = size if x < len(order) - 1 else 0
-            engines[r].update(send_count=fwd, recv_count=size, fwd_count=fwd, own_only=0,
-                              wr=root["ws"], hr=root["hs"])
+            engines[r]["stages"].append(_stage(engines[r], send_count=fwd, recv_count=size,
+                                               fwd_count=fwd, wr=root["ws"], hr=root["hs"],
+                                               sender=order[x - 1]))
+            contributors[r] = (coll.root,)
         hops = list(zip(order, order[1:]))
-        received = {r: (coll.root,) for r in order[1:]}
+        items[0].append(_hop_item(spec, index, coll, hops, engines))
     else:   # reduce: chain from the highest member down to the root (the lowest)
         order = list(coll.members)
-        received = {}
-        engines[order[-1]].update(send_count=size, own_only=size)
+        last = engines[order[-1]]
+        last["stages"].append(_stage(last, send_count=size, own_only=size))
         for x in range(len(order) - 2, -1, -1):
             r, upstream = order[x], order[x + 1:]
             fwd = size if x > 0 else 0
-            engines[r].update(recv_count=size, send_count=fwd, fwd_count=fwd, own_only=0,
-                              add_until=fwd,
-                              wr=sum(engines[q]["ws"] for q in upstream) & _MASK,
-                              hr=sum(engines[q]["hs"] for q in upstream) & _MASK)
-            received[r] = tuple(upstream)
+            w, h = _sum_weights((engines[q]["ws"], engines[q]["hs"]) for q in upstream)
+            engines[r]["stages"].append(_stage(engines[r], recv_count=size, send_count=fwd,
+                                               fwd_count=fwd, add_until=fwd, wr=w, hr=h,
+                                               sender=order[x + 1]))
+            contributors[r] = tuple(upstream)
         hops = [(order[x + 1], order[x]) for x in range(len(order) - 1)]
-    u = (min(coll.ranks) % spec.npus_per_l1) % spec.uplink_ports
-    flows: dict[int, list[Flow]] = {}
+        items[0].append(_hop_item(spec, index, coll, hops, engines))
+
+
+def _hop_item(spec, index, coll, hops, engines) -> _Item:
+    flows: dict[int, list[tuple[Flow, int]]] = {}
     for src, dst in hops:
-        for s, fl in _hop_flows(spec, [(src, dst)], u).items():
-            flows.setdefault(s, []).extend((f, engines[src]["send_count"]) for f in fl)
-    return flows, received
+        for sw, fl in _hop_flows(spec, [(src, dst)], _uplink_of(spec, coll.ranks)).items():
+            flows.setdefault(sw, []).extend((f, engines[src]["stages"][0]["send_count"]) for f in fl)
+    return _Item(index, flows)
 
 
 def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
@@ -282,26 +477,35 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     """The switch phases and engine programs of ``request`` on ``spec`` (module docstring).
     Raises FredError, before anything is built, for anything the fabric cannot run."""
     phases = default_phases() if phases is None else phases
-    if spec.dtype != "int32":
-        raise FredError(f"the RTL fabric's engines check int32 data; dtype {spec.dtype} is not supported")
+    if spec.dtype not in DTYPES_RUN:
+        raise FredError(f"the RTL fabric's engines run {' and '.join(DTYPES_RUN)} data; dtype "
+                        f"{spec.dtype} is not supported")
+    if spec.dtype != "int32" and spec.lanes > 2:
+        raise FredError(f"the RTL fabric's engines hash {spec.dtype} flits of up to 2 lanes; got "
+                        f"{spec.lanes}")
     if not isinstance(sink_backpressure, (int, float)) or not 0 <= sink_backpressure < 1:
         raise FredError(f"sink_backpressure must be a probability in [0, 1), got {sink_backpressure!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise FredError(f"seed must be a non-negative integer, got {seed!r}")
     _validate(spec, request)
     algorithm = resolve_algorithm(spec, request, algorithm)
+    if spec.dtype != "int32" and algorithm == "hierarchical":
+        # its later stages add what the earlier ones left in the NPU (an L1's sum of a chunk):
+        # exact int32 sums are regenerated from their weights, fp16 sums would need the
+        # engine to store them
+        raise FredError(f"the RTL fabric runs the hierarchical all-reduce on int32 data only; "
+                        f"{spec.dtype} runs the ring (--algorithm ring)")
     size = request.size_flits
     threshold = round(sink_backpressure * 65536)
     engines = []
     for rank in range(spec.npus):
         w, h = rank_weights(rank, seed)
-        engines.append(dict(send_count=0, recv_count=0, ws=w, hs=h, wr=0, hr=0,
-                            backpressure=threshold, seed=(mix(rank, seed + 3) & 0xFFFF) or 1,
-                            own_only=0, add_until=0, fwd_count=0, check_from=0, chunk=_MASK,
-                            last_base=0, out_base=0, in_base=0))
+        engines.append(dict(ws=w, hs=h, backpressure=threshold,
+                            seed=(mix(rank, seed + 3) & 0xFFFF) or 1, stages=[]))
     contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
-    per_collective = []
-    for coll in request.collectives:
+    # packing items per engine stage: every item of stage s comes before those of stage s + 1
+    items: list[list[_Item]] = [[] for _ in range(ENGINE_STAGES)]
+    for index, coll in enumerate(request.collectives):
         if algorithm == "in-switch":
             if coll.op == "all-reduce":
                 senders, receivers = coll.members, coll.members
@@ -309,53 +513,88 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
                 senders, receivers = coll.members, (coll.root,)
             else:
                 senders, receivers = (coll.root,), coll.members
-            wr = sum(engines[r]["ws"] for r in senders) & _MASK
-            hr = sum(engines[r]["hs"] for r in senders) & _MASK
+            wr, hr = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in senders)
+            stage = {r: _stage(engines[r]) for r in coll.ranks}
             for r in senders:
-                engines[r].update(send_count=size, own_only=size)
+                stage[r].update(send_count=size, own_only=size)
             for r in receivers:
-                engines[r].update(recv_count=size, wr=wr, hr=hr)
+                stage[r].update(recv_count=size, wr=wr, hr=hr)
                 contributors[r] = tuple(senders)
-            per_collective.append({s: [(f, size * len(f.inputs)) for f in fl]
-                                   for s, fl in _in_switch_flows(spec, coll).items()})
+            for r in coll.ranks:
+                engines[r]["stages"].append(stage[r])
+            items[0].append(_Item(index, {sw: [(f, size) for f in fl]
+                                          for sw, fl in _in_switch_flows(spec, coll).items()}))
         else:
-            flows, received = _endpoint(spec, coll, algorithm, size, engines)
-            for r, senders in received.items():
-                contributors[r] = senders
-            per_collective.append(flows)
-    n_switch = spec.l1_count + 1
+            _endpoint(spec, index, coll, algorithm, size, engines, items, contributors)
+    for e in engines:
+        if not e["stages"]:
+            e["stages"].append(_stage(e))
+        e["send_count"] = sum(st["send_count"] for st in e["stages"])
+        e["recv_count"] = sum(st["recv_count"] for st in e["stages"])
+        e["check_count"] = sum(max(0, st["recv_count"] - st["check_from"]) for st in e["stages"])
+        e["wr"], e["hr"] = e["stages"][-1]["wr"], e["stages"][-1]["hr"]
+    if spec.dtype != "int32":
+        # the engines hash every received flit instead of checking it (NpuEngine)
+        for e in engines:
+            for st in e["stages"]:
+                st.update(check_from=0, wr=0, hr=0)
+            e["check_count"], e["wr"], e["hr"] = e["recv_count"], 0, 0
+    switches = _pack(spec, request, [it for stage in items for it in stage], phases)
+    program = FabricProgram(algorithm, tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports]),
+                            switches, engines, sum(e["send_count"] for e in engines),
+                            sum(e["recv_count"] for e in engines), contributors)
+    if spec.dtype != "int32":
+        from hdl.base.fabric_golden import expected_hashes
+        program.expected_hashes = expected_hashes(spec, request, program)
+    return program
+
+
+def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: int) -> list[list[SwitchPhase]]:
+    """Each switch's phases: its items' flows in order, packed greedily (an item joins the
+    switch's current phase if its ports are free there, its input ports take as many flits as
+    the phase's, and the compiler routes the union in one phase). Every switch's phases are
+    contiguous runs of one global order, so the lowest unfinished item is in the active phase
+    of every switch it crosses: no deadlock."""
     ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports])
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
-    switches: list[list[SwitchPhase]] = [[] for _ in range(n_switch)]
-    for index, coll_flows in enumerate(per_collective):
-        coll = request.collectives[index]
-        for s, counted in sorted(coll_flows.items()):
-            flows = [f for f, _ in counted]
-            flits = sum(n for _, n in counted)
+    switches: list[list[SwitchPhase]] = [[] for _ in ports]
+
+    def name(s):
+        return "L2" if s == spec.l1_count else f"L1.{s}"
+
+    for item in items:
+        coll = request.collectives[item.collective]
+        for s, counted in sorted(item.flows.items()):
+            flows = tuple(f for f, _ in counted)
+            shares = {n for _, n in counted}
+            if len(shares) != 1:   # cannot happen with the algorithms above; say so if it does
+                raise FredError(f"collective {item.collective} ({coll}) has flows of unequal sizes "
+                                f"{sorted(shares)} on switch {name(s)}; a phase's input ports each "
+                                f"take the same number of flits")
+            share = shares.pop()
+            flits = sum(share * len(f.inputs) for f in flows)
             current = switches[s][-1] if switches[s] else None
-            if current is not None:
+            if current is not None and current.port_flits == share:
                 used_in = {p for f in current.flows for p in f.inputs}
                 used_out = {p for f in current.flows for p in f.outputs}
                 free = not (used_in & {p for f in flows for p in f.inputs}
                             or used_out & {p for f in flows for p in f.outputs})
                 if free:
-                    config, _ = routers[s].try_one_phase(current.flows + tuple(flows))
+                    config, _ = routers[s].try_one_phase(current.flows + flows)
                     if config is not None:
-                        switches[s][-1] = SwitchPhase(current.flows + tuple(flows), config,
-                                                      current.input_flits + flits,
-                                                      current.collectives + (index,))
+                        switches[s][-1] = SwitchPhase(
+                            current.flows + flows, config, current.input_flits + flits,
+                            current.collectives + ((item.collective,) if item.collective
+                                                   not in current.collectives else ()), share)
                         continue
-            config, status = routers[s].try_one_phase(tuple(flows))
+            config, status = routers[s].try_one_phase(flows)
             if config is None:
-                raise FredError(f"collective {index} ({coll}) needs flows "
-                                f"{'; '.join(map(str, flows))} on switch "
-                                f"{'L2' if s == spec.l1_count else f'L1.{s}'} "
+                raise FredError(f"collective {item.collective} ({coll}) needs flows "
+                                f"{'; '.join(map(str, flows))} on switch {name(s)} "
                                 f"(Fred_{spec.middle}({ports[s]})) that do not route in one phase ({status})")
-            switches[s].append(SwitchPhase(tuple(flows), config, flits, (index,)))
+            switches[s].append(SwitchPhase(flows, config, flits, (item.collective,), share))
     for s, plist in enumerate(switches):
         if len(plist) > phases:
             raise FredError(f"request {request.label} needs {len(plist)} phases on switch "
-                            f"{'L2' if s == spec.l1_count else f'L1.{s}'}; the RTL stores {phases}")
-    return FabricProgram(algorithm, ports, switches, engines,
-                         sum(e["send_count"] for e in engines), sum(e["recv_count"] for e in engines),
-                         contributors)
+                            f"{name(s)}; the RTL stores {phases}")
+    return switches

@@ -18,10 +18,10 @@ from .link import Link
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
 
-__all__ = ["FabricTop", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH"]
+__all__ = ["FabricTop", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH", "PROG_REG_WIDTH"]
 
 #: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
-ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done")
+ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done", "hash")
 #: Read-bus registers of a switch unit (``rd_unit`` = npus + switch index; L2 last).
 SWITCH_READ = ("index", "count", "finished", "loaded", "error", "active_phase", "active_valid", "busy")
 #: The unit of the fabric-wide registers, and its registers.
@@ -31,6 +31,15 @@ GLOBAL_READ = ("cycles", "all_done", "running")
 POR_CYCLES = 4
 #: Bits of the flit tag in the fabric (the engines send tag 0; the field must exist).
 TAG_WIDTH = 1
+#: Bits of the program port's register address (engines: ``len(ENGINE_REGS)`` registers).
+PROG_REG_WIDTH = 6
+
+
+def _gated(m, source, sink, allow):
+    """Connect stream ``source`` to the switch input ``sink`` through ``allow`` (a register:
+    no combinational path is added)."""
+    m.d.comb += [sink.valid.eq(source.valid & allow), sink.payload.eq(source.payload),
+                 source.ready.eq(sink.ready & allow)]
 
 
 class FabricTop(wiring.Component):
@@ -61,7 +70,7 @@ class FabricTop(wiring.Component):
         super().__init__({
             "clk": In(1),
             "start": In(1),
-            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(5), "prog_data": In(32),
+            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
             "cfg_valid": In(1), "cfg_switch": In(range(len(self.switch_ports))), "cfg_data": In(32),
             "cfg_last": In(1), "cfg_phase": In(phase_index_width(self.phases)), "cfg_ready": Out(1),
             "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
@@ -84,7 +93,7 @@ class FabricTop(wiring.Component):
         # The program and read ports are registered once before use, so that no logic but these
         # registers depends on a top input (same reason); ``start`` acts one cycle later.
         start, prog_we = Signal(), Signal()
-        prog_unit, prog_reg, prog_data = Signal(6), Signal(5), Signal(32)
+        prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
         rd_unit, rd_reg = Signal(6), Signal(5)
         m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
                      prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
@@ -92,7 +101,7 @@ class FabricTop(wiring.Component):
         spec, shape = self.spec, flit_layout(self.flit)
         k, up = spec.npus_per_l1, spec.uplink_ports
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
-        switches, sequencers = [], []
+        switches, sequencers, gates = [], [], []
         for s, ports in enumerate(self.switch_ports):
             name = f"l1_{s}" if s < spec.l1_count else "l2"
             sw = FredSwitchTop(ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
@@ -115,6 +124,8 @@ class FabricTop(wiring.Component):
                 seq.select_ready.eq(sw.phase.ready),
                 seq.accepted.eq(sum((sw.i[p].valid & sw.i[p].ready) << p for p in range(ports))),
             ]
+            # each input port takes only the flits its phase expects (PhaseSequencer.allow)
+            gates.append(seq.allow)
         with m.Switch(self.cfg_switch):
             for s, sw in enumerate(switches):
                 with m.Case(s):
@@ -131,7 +142,7 @@ class FabricTop(wiring.Component):
             to_l1 = m.submodules[f"link_npu{rank}_up"] = Link(shape, latency=spec.npu_link_latency)
             to_npu = m.submodules[f"link_npu{rank}_down"] = Link(shape, latency=spec.npu_link_latency)
             wiring.connect(m, engine.tx, to_l1.i)
-            wiring.connect(m, to_l1.o, l1.i[port])
+            _gated(m, to_l1.o, l1.i[port], gates[rank // k][port])
             wiring.connect(m, l1.o[port], to_npu.i)
             wiring.connect(m, to_npu.o, engine.rx)
         for j in range(spec.l1_count):
@@ -139,9 +150,9 @@ class FabricTop(wiring.Component):
                 to_l2 = m.submodules[f"link_l1_{j}_{u}_up"] = Link(shape, latency=spec.uplink_latency, rate=rate)
                 to_l1 = m.submodules[f"link_l1_{j}_{u}_down"] = Link(shape, latency=spec.uplink_latency, rate=rate)
                 wiring.connect(m, switches[j].o[k + u], to_l2.i)
-                wiring.connect(m, to_l2.o, l2.i[j * up + u])
+                _gated(m, to_l2.o, l2.i[j * up + u], gates[-1][j * up + u])
                 wiring.connect(m, l2.o[j * up + u], to_l1.i)
-                wiring.connect(m, to_l1.o, switches[j].i[k + u])
+                _gated(m, to_l1.o, switches[j].i[k + u], gates[j][k + u])
         # -- cycle counter ------------------------------------------------------------------
         all_done = Signal()
         running = Signal()
