@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hdl.base.errors import FredError
-from hdl.base.fabric import ENGINE_FORWARD_CYCLES, FabricRequest, FabricSpec
+from hdl.base.fabric import FabricRequest, FabricSpec, engine_forward_cycles
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.platform import Platform, parse_platform
 from sysmodel.switch_timing import load_chiplet_timings
@@ -59,8 +59,8 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int)
         "memory_bandwidth_gbps = 1.0",
         "memory_capacity_gb = 1.0",
         "compute_efficiency = 1.0",
-        f"forward_latency_ns = {ENGINE_FORWARD_CYCLES * cycle_ns!r}   # the engine's receive FIFO: "
-        f"{ENGINE_FORWARD_CYCLES} cycle(s)",
+        f"forward_latency_ns = {engine_forward_cycles(spec.dtype) * cycle_ns!r}   # the engine's "
+        f"receive-to-send: {engine_forward_cycles(spec.dtype)} cycle(s)",
         "",
         "[link]",
         f"latency_ns = {spec.npu_link_latency * cycle_ns!r}         # {spec.npu_link_latency} cycle(s)",

@@ -4,7 +4,9 @@ cycle counts from the fabric's link rates and the measured switch timings it loa
 import pytest
 
 from hdl.base.errors import FredError
-from hdl.base.fabric import ENGINE_FORWARD_CYCLES, fabric_spec, make_request
+from hdl.base.fabric import engine_forward_cycles, fabric_spec, make_request
+
+ENGINE_FORWARD_CYCLES = engine_forward_cycles("int32")
 from sysmodel.fabric_model import fabric_platform, fabric_platform_toml, model_cycles
 from sysmodel.platform import load_platform
 
@@ -124,23 +126,25 @@ def test_latency_bound_ring_walks_its_hops_with_a_forwarding_cycle_per_step(plat
     assert est.cycles == pytest.approx(8 * (hop + ENGINE_FORWARD_CYCLES) + 1 + first)
 
 
-def test_engine_forwards_a_flit_the_cycle_after_it_arrives():
-    # pins ENGINE_FORWARD_CYCLES to the RTL: an engine that only forwards (no data of its own)
-    # sends a received flit ENGINE_FORWARD_CYCLES cycles after it took it in
+@pytest.mark.parametrize("dtype", ["int32", "fp16"])
+def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype):
+    # pins engine_forward_cycles to the RTL: an engine that only forwards (no data of its own)
+    # sends a received flit engine_forward_cycles(dtype) cycles after it took it in
     from amaranth.sim import Simulator
 
-    from hdl.base.fabric_program import ENGINE_REGS
+    from hdl.base.fabric_program import engine_writes
     from hdl.base.flit import FlitFormat
     from hdl.fabric.npu_engine import NpuEngine
-    dut = NpuEngine(FlitFormat(dtype="int32", lanes=1, tag_width=1), buffer=4)
-    program = {"send_count": 1, "own_only": 0, "add_until": 0, "recv_count": 1, "fwd_count": 1,
-               "check_from": 1, "chunk": 1}
+    dut = NpuEngine(FlitFormat(dtype=dtype, lanes=1, tag_width=1), buffer=4)
+    engine = dict(backpressure=0, seed=1, stages=[dict(
+        send_count=1, recv_count=1, ws=0, hs=0, wr=0, hr=0, own_only=0, add_until=0, fwd_count=1,
+        check_from=1, chunk=1, last_base=0, out_base=0, in_base=0, org=0)])
     seen = {}
 
     async def bench(ctx):
-        for name, value in program.items():
+        for reg, value in engine_writes(engine):
             ctx.set(dut.we, 1)
-            ctx.set(dut.waddr, ENGINE_REGS.index(name))
+            ctx.set(dut.waddr, reg)
             ctx.set(dut.wdata, value)
             await ctx.tick()
         ctx.set(dut.we, 0)
@@ -150,7 +154,7 @@ def test_engine_forwards_a_flit_the_cycle_after_it_arrives():
         ctx.set(dut.tx.ready, 1)
         ctx.set(dut.rx.valid, 1)
         ctx.set(dut.rx.payload.last, 1)
-        for cycle in range(10):
+        for cycle in range(20):
             _, _, rv, rr, tv = await ctx.tick().sample(dut.rx.valid, dut.rx.ready, dut.tx.valid)
             if rv and rr and "in" not in seen:
                 seen["in"] = cycle
@@ -162,7 +166,7 @@ def test_engine_forwards_a_flit_the_cycle_after_it_arrives():
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen["out"] - seen["in"] == ENGINE_FORWARD_CYCLES, seen
+    assert seen["out"] - seen["in"] == engine_forward_cycles(dtype), seen
 
 
 def test_endpoint_ring_on_full_uplinks(platforms):

@@ -45,18 +45,21 @@ from hdl.base.dtypes import DTYPES
 from hdl.base.errors import FredError
 from hdl.base.placement import DIMS, parse_strategy
 
-__all__ = ["FABRICS", "FABRIC_OPS", "ENGINE_FORWARD_CYCLES", "FabricSpec", "FabricCollective", "FabricRequest",
+__all__ = ["FABRICS", "FABRIC_OPS", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
            "fabric_spec", "make_request"]
 
 #: The paper's four FRED variants, as RTL fabrics.
 FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: Collectives the fabric engines run.
 FABRIC_OPS = ("all-reduce", "reduce", "multicast")
-#: Cycles an NPU engine of the RTL fabric takes from receiving a flit to sending it on (a ring
-#: step, a chain's forwarding hop): its receive FIFO's latency (``hdl/fabric/npu_engine.py``,
-#: pinned by tests/test_fabric_model.py). The model's fabric platform sets
-#: ``npu.forward_latency_ns`` to it.
-ENGINE_FORWARD_CYCLES = 1
+def engine_forward_cycles(dtype: str) -> int:
+    """Cycles an NPU engine of the RTL fabric takes from receiving a flit to sending it on (a
+    ring step, a chain's forwarding hop): its receive FIFO's cycle, plus, for fp16, the
+    project's reduction unit every output flit passes (``hdl/fabric/npu_engine.py``; pinned by
+    tests/test_fabric_model.py). The model's fabric platform sets ``npu.forward_latency_ns`` to
+    it."""
+    from hdl.base.timing import reduction_latency
+    return 1 + (0 if dtype == "int32" else reduction_latency(dtype))
 
 # variant -> (in-switch collectives, uplink ports per L1, flits per cycle per uplink port)
 _VARIANTS = {
