@@ -80,7 +80,7 @@ def run(args) -> int:
     print(f"model: {est.cycles:.1f} cycles = busiest link {est.bandwidth_cycles:.1f} "
           f"({est.busiest_link}, {est.busiest_link_flits:g} flits) + hop latency "
           f"{est.latency_cycles:.1f} + phases {est.phase_cycles:.1f} ({est.phases} phase(s) in turn: "
-          f"the first's selects overlap the first hops, each later one a select and a further pass)")
+          f"the first's selects overlap the first hops, each later one a select and the wait for the previous phase)")
     if case.rtl is not None:
         rtl = case.rtl
         print(f"RTL:   {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "
