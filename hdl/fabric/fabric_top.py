@@ -36,8 +36,9 @@ PROG_REG_WIDTH = 6
 
 
 def _gated(m, source, sink, allow):
-    """Connect stream ``source`` to the switch input ``sink`` through ``allow`` (a register:
-    no combinational path is added)."""
+    """Connect stream ``source`` to the switch input ``sink`` through ``allow`` (the
+    sequencer's, a function of its registers only: no combinational path from valid or ready
+    is added; a port not allowed holds its flit)."""
     m.d.comb += [sink.valid.eq(source.valid & allow), sink.payload.eq(source.payload),
                  source.ready.eq(sink.ready & allow)]
 
