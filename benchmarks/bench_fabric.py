@@ -31,18 +31,22 @@ def main(argv=None) -> int:
     parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
     parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
     parser.add_argument("--cflags", default="-O1", help="C++ optimisation of the model (default -O1)")
+    parser.add_argument("--verilator-args", default=None,
+                        help="further Verilator options, one string (default: the fabric build's, "
+                             "cocotb_tests.fabric.run.VERILATOR_ARGS), e.g. \"--threads 2\"")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    extra = None if args.verilator_args is None else tuple(args.verilator_args.split())
     rows = []
     for name in args.fabric:
         spec = fabric_spec(name)
         start = time.perf_counter()
-        build_dir, _ = build_fabric(spec, args.cflags)
+        build_dir, _ = build_fabric(spec, args.cflags, verilator_args=extra)
         elapsed = time.perf_counter() - start
         recorded = (build_dir / "build_seconds")
         build_s = float(recorded.read_text()) if recorded.exists() else elapsed
         run = run_fabric(spec, make_request(spec, op="all-reduce", size_flits=args.size, group="wafer"),
-                         cflags=args.cflags)
+                         cflags=args.cflags, verilator_args=extra)
         if run.errors:
             print(f"{name}: errors: {run.errors}", file=sys.stderr)
             return 1

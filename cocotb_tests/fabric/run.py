@@ -35,6 +35,8 @@ TOP = "fred_fabric"
 #: runner's -O0 (``cflags``): a long fabric run's time is the simulation itself, not cocotb's
 #: Python; the tests' short runs use -O0 (faster to build).
 DEFAULT_CFLAGS = "-O1"
+#: Further Verilator options of the fabric build (see ``docs/fabric_rtl.md``, simulation speed).
+VERILATOR_ARGS: tuple[str, ...] = ()
 #: The top's ports the bench touches (the only public signals of the build).
 PORTS = ("clk", "start", "prog_*", "cfg_*", "rd_*", "all_done", "cycles")
 _VERILOG: dict = {}
@@ -89,13 +91,17 @@ def fabric_verilog(spec: FabricSpec) -> str:
     return _VERILOG[key]
 
 
-def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS, sim_build=None) -> tuple[Path, float]:
+def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS, sim_build=None,
+                 verilator_args=None) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
-    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``)."""
+    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``);
+    ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options."""
     from cocotb_tests.fabric.build import build_top_public_only
     start = time.perf_counter()
-    build_dir = build_top_public_only(fabric_verilog(spec), TOP, PORTS, cflags=cflags,
-                                      sim_build=Path(sim_build) if sim_build is not None else None)
+    build_dir = build_top_public_only(
+        fabric_verilog(spec), TOP, PORTS, cflags=cflags,
+        verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
+        sim_build=Path(sim_build) if sim_build is not None else None)
     return build_dir, time.perf_counter() - start
 
 
@@ -110,7 +116,7 @@ def _default_watchdog(spec: FabricSpec, request: FabricRequest, program: FabricP
 
 def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                seed: int = 0, sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-               build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+               build_dir=None, cflags: str = DEFAULT_CFLAGS, verilator_args=None) -> FabricRun:
     """Run ``request`` on the fabric RTL of ``spec`` (module docstring). ``algorithm``: the
     one the system model chose (None: ``in-switch`` on Fred-B/D); ``seed`` varies the data and
     the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
@@ -121,12 +127,13 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
                              sink_backpressure=sink_backpressure)
     return run_program(spec, request, program, seed=seed, sink_backpressure=sink_backpressure,
-                       watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags)
+                       watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags,
+                       verilator_args=verilator_args)
 
 
 def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram, *, seed: int = 0,
                 sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-                build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+                build_dir=None, cflags: str = DEFAULT_CFLAGS, verilator_args=None) -> FabricRun:
     """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
     one and check that the watchdog names what stalled)."""
     if watchdog_cycles is None:
@@ -136,7 +143,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     from cocotb_tests.runner import run_bench
     start = time.perf_counter()
     verilog = fabric_verilog(spec)
-    built, _ = build_fabric(spec, cflags, build_dir)
+    built, _ = build_fabric(spec, cflags, build_dir, verilator_args)
     build_s = time.perf_counter() - start
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))

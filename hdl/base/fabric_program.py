@@ -3,7 +3,7 @@
 :func:`fabric_program` turns a :class:`~hdl.base.fabric.FabricSpec` and a
 :class:`~hdl.base.fabric.FabricRequest` into
 
-* per switch (L1 switches 0..l1_count-1, then the L2), its phases: the flows of each phase
+* per switch (L1 switches 0..l1_count-1, then the L2's planes 0..l2_planes-1), its phases: the flows of each phase
   (routed onto Fred_m(P) by the configuration compiler, :mod:`hdl.base.compiler`), the
   configuration words and the number of flits its inputs accept in that phase (what the RTL's
   phase sequencer counts before selecting the next phase);
@@ -18,6 +18,12 @@ replicated on the way down. A group spanning several L1s uses one uplink port ``
 its L1s: ``u`` = the local index of the group's lowest rank, modulo the uplink ports, so that
 on Fred-C/D concurrent groups with different local indices (the DP groups of MP2-DP5-PP2) use
 different uplink ports, the model's one logical 4-flit/cycle link spread over 4 ports.
+
+L2 planes (``FabricSpec.l2_planes``): the collectives' flows are first computed on the logical
+L2 (port ``j * uplink_ports + u`` = L1 ``j``'s uplink port ``u``), then each flow is moved to
+the plane that holds its ports, renumbered to that plane's switch (:func:`plane_flows`); a
+flow whose ports lie on two planes cannot run on that fabric and is refused with an error
+naming it and the planes.
 
 Phases: at each switch, the flows of the collectives, in request order, are packed greedily
 into phases (a collective joins the current phase if its ports are free there and the compiler
@@ -38,7 +44,8 @@ from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
 __all__ = ["ENGINE_REGS", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "SwitchPhase",
-           "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
+           "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases", "plane_flows",
+           "switch_label"]
 
 #: Engine program registers, in register-address order.
 ENGINE_REGS = ("send_count", "recv_count", "ws", "hs", "wr", "hr", "backpressure", "seed",
@@ -122,8 +129,37 @@ class FabricProgram:
     def phases(self) -> list[int]:
         return [len(p) for p in self.switches]
 
+    planes: int = 1
+
     def switch_name(self, index: int) -> str:
-        return f"L1.{index}" if index < len(self.switches) - 1 else "L2"
+        return switch_label(len(self.switches) - self.planes, self.planes, index)
+
+
+def switch_label(l1_count: int, planes: int, index: int) -> str:
+    """Name of switch ``index`` of the fabric (``L1.j``; ``L2``, or ``L2.p`` when the L2 has
+    several planes)."""
+    if index < l1_count:
+        return f"L1.{index}"
+    return "L2" if planes == 1 else f"L2.{index - l1_count}"
+
+
+def plane_flows(spec: FabricSpec, flows) -> dict[int, list]:
+    """The logical L2's ``flows`` (items ``(Flow, flits)``, ports ``j * uplink_ports + u``)
+    per L2 plane, renumbered to the plane's switch (``FabricSpec.l2_plane_of``). Raises
+    FredError for a flow whose ports are on more than one plane."""
+    out: dict[int, list] = {}
+    for flow, flits in flows:
+        where = {p: spec.l2_plane_of(p) for p in set(flow.inputs) | set(flow.outputs)}
+        planes = sorted({plane for plane, _ in where.values()})
+        if len(planes) != 1:
+            raise FredError(f"L2 flow {flow} of fabric {spec.name} joins ports of L2 planes "
+                            f"{', '.join(map(str, planes))}; its L2 is {spec.l2_planes} separate "
+                            f"Fred_{spec.middle}({spec.l2_plane_ports}) planes (l2_planes; plane p "
+                            f"takes uplink ports {spec.uplink_ports // spec.l2_planes} x p .. of "
+                            f"every L1), so an L2 flow must stay inside one plane")
+        out.setdefault(planes[0], []).append(
+            (Flow([where[p][1] for p in flow.inputs], [where[p][1] for p in flow.outputs]), flits))
+    return out
 
 
 def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str | None) -> str:
@@ -323,12 +359,16 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
             for r, senders in received.items():
                 contributors[r] = senders
             per_collective.append(flows)
-    n_switch = spec.l1_count + 1
-    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports])
+    n_switch = spec.l1_count + spec.l2_planes
+    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes)
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
     switches: list[list[SwitchPhase]] = [[] for _ in range(n_switch)]
     for index, coll_flows in enumerate(per_collective):
         coll = request.collectives[index]
+        coll_flows = dict(coll_flows)
+        logical_l2 = coll_flows.pop(spec.l1_count, [])
+        for plane, counted in plane_flows(spec, logical_l2).items():
+            coll_flows[spec.l1_count + plane] = counted
         for s, counted in sorted(coll_flows.items()):
             flows = [f for f, _ in counted]
             flits = sum(n for _, n in counted)
@@ -349,13 +389,13 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
             if config is None:
                 raise FredError(f"collective {index} ({coll}) needs flows "
                                 f"{'; '.join(map(str, flows))} on switch "
-                                f"{'L2' if s == spec.l1_count else f'L1.{s}'} "
+                                f"{switch_label(spec.l1_count, spec.l2_planes, s)} "
                                 f"(Fred_{spec.middle}({ports[s]})) that do not route in one phase ({status})")
             switches[s].append(SwitchPhase(tuple(flows), config, flits, (index,)))
     for s, plist in enumerate(switches):
         if len(plist) > phases:
             raise FredError(f"request {request.label} needs {len(plist)} phases on switch "
-                            f"{'L2' if s == spec.l1_count else f'L1.{s}'}; the RTL stores {phases}")
+                            f"{switch_label(spec.l1_count, spec.l2_planes, s)}; the RTL stores {phases}")
     return FabricProgram(algorithm, ports, switches, engines,
                          sum(e["send_count"] for e in engines), sum(e["recv_count"] for e in engines),
-                         contributors)
+                         contributors, planes=spec.l2_planes)
