@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cocotb_tests.fabric.run import build_fabric, run_fabric  # noqa: E402
+from cocotb_tests.fabric.run import DEFAULT_CFLAGS, build_fabric, run_fabric  # noqa: E402
 from hdl.base.fabric import fabric_spec, make_request  # noqa: E402
 
 
@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
     parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
-    parser.add_argument("--cflags", default="-O1", help="C++ optimisation of the model (default -O1)")
+    parser.add_argument("--cflags", default=DEFAULT_CFLAGS,
+                        help=f"C++ optimisation of the model (default {DEFAULT_CFLAGS})")
     parser.add_argument("--verilator-args", default=None,
                         help="further Verilator options, one string (default: the fabric build's, "
                              "cocotb_tests.fabric.run.VERILATOR_ARGS), e.g. \"--threads 2\"")

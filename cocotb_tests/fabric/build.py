@@ -26,7 +26,7 @@ from cocotb_tests.toolchain import setup_verilator
 __all__ = ["build_top_public_only"]
 
 
-def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-O1",
+def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
                           verilator_args=(), sim_build: Path | None = None) -> Path:
     """Build ``verilog`` (top module ``top``) with only the signals of ``top`` named by
     ``ports`` (names or Verilator wildcards) public; ``verilator_args`` are added after the

@@ -31,10 +31,13 @@ __all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fa
 
 TOP = "fred_fabric"
 #: Verilator options of the fabric build (after the runner's): no hierarchical blocks
-#: (``build_dut(hier_blocks=False)``) and by default the C++ compiled at -O1 instead of the
+#: (``build_dut(hier_blocks=False)``) and by default the C++ compiled at -Os instead of the
 #: runner's -O0 (``cflags``): a long fabric run's time is the simulation itself, not cocotb's
-#: Python; the tests' short runs use -O0 (faster to build).
-DEFAULT_CFLAGS = "-O1"
+#: Python; the tests' short runs use -O0 (faster to build). -Os, not -O1/-O2: the model is
+#: mostly straight-line code (fred-d: ~140 k lines of C++ outside initialisation, 1.4 MB of machine
+#: code), and the smaller code ran faster (fred-d, 2026-11-23: -Os 49-50 k cycles/s, -O1
+#: 43-45 k, -O2 38-39 k; docs/fabric_rtl.md).
+DEFAULT_CFLAGS = "-Os"
 #: Further Verilator options of the fabric build (see ``docs/fabric_rtl.md``, simulation speed).
 VERILATOR_ARGS: tuple[str, ...] = ()
 #: The top's ports the bench touches (the only public signals of the build).
