@@ -295,3 +295,13 @@ def test_a_ring_chunk_larger_than_the_npu_buffer_is_refused_before_building():
         fabric_program(spec, request)
     ok = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER, strategy="MP2-DP5-PP2", dim="mp")
     assert fabric_program(spec, ok).engines[0]["chunk"] == NPU_BUFFER
+
+
+def test_default_cflags_follow_the_fabrics_switch_ports():
+    # -Os above OS_ABOVE_SWITCH_PORTS switch ports in all (docs/fabric_rtl.md, measured)
+    from cocotb_tests.fabric.run import OS_ABOVE_SWITCH_PORTS, default_cflags
+    assert OS_ABOVE_SWITCH_PORTS == 40
+    assert default_cflags(fabric_spec("fred-b")) == "-O1"                  # 6 x 5 ports
+    assert default_cflags(fabric_spec("fred-d")) == "-Os"                  # 5 x 8 + 4 x 5
+    assert default_cflags(fabric_spec("fred-d", l2_planes=1)) == "-Os"     # 5 x 8 + 20
+    assert default_cflags(fabric_spec("fred-d", npus=4, npus_per_l1=2)) == "-O1"   # 2 x 6 + 4 x 2
