@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cocotb_tests.fabric.run import build_fabric, run_fabric  # noqa: E402
+from cocotb_tests.fabric.run import build_fabric, default_cflags, run_fabric  # noqa: E402
 from hdl.base.fabric import fabric_spec, make_request  # noqa: E402
 
 
@@ -30,23 +30,30 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
     parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
-    parser.add_argument("--cflags", default="-O1", help="C++ optimisation of the model (default -O1)")
+    parser.add_argument("--cflags", default=None,
+                        help="C++ optimisation of the model (default: the fabric's, "
+                             "cocotb_tests.fabric.run.default_cflags: -O1 or -Os)")
+    parser.add_argument("--verilator-args", default=None,
+                        help="further Verilator options, one string (default: the fabric build's, "
+                             "cocotb_tests.fabric.run.VERILATOR_ARGS), e.g. \"--threads 2\"")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    extra = None if args.verilator_args is None else tuple(args.verilator_args.split())
     rows = []
     for name in args.fabric:
         spec = fabric_spec(name)
         start = time.perf_counter()
-        build_dir, _ = build_fabric(spec, args.cflags)
+        build_dir, _ = build_fabric(spec, args.cflags, verilator_args=extra)
         elapsed = time.perf_counter() - start
         recorded = (build_dir / "build_seconds")
         build_s = float(recorded.read_text()) if recorded.exists() else elapsed
         run = run_fabric(spec, make_request(spec, op="all-reduce", size_flits=args.size, group="wafer"),
-                         cflags=args.cflags)
+                         cflags=args.cflags, verilator_args=extra)
         if run.errors:
             print(f"{name}: errors: {run.errors}", file=sys.stderr)
             return 1
-        rows.append(dict(fabric=name, size_flits=args.size, cycles=run.cycles, sim_s=run.sim_s,
+        rows.append(dict(fabric=name, cflags=args.cflags or default_cflags(spec),
+                         size_flits=args.size, cycles=run.cycles, sim_s=run.sim_s,
                          cycles_per_s=run.cycles_per_s, build_s=round(build_s, 1),
                          verilog_and_cache_check_s=round(elapsed, 1), flits_checked=run.flits_checked))
     meta = dict(date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -55,9 +62,9 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=2))
     else:
-        print(f"{'fabric':8} {'size':>7} {'cycles':>9} {'sim s':>8} {'cycles/s':>10} {'build s':>8}")
+        print(f"{'fabric':8} {'C++':>4} {'size':>7} {'cycles':>9} {'sim s':>8} {'cycles/s':>10} {'build s':>8}")
         for r in rows:
-            print(f"{r['fabric']:8} {r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
+            print(f"{r['fabric']:8} {r['cflags']:>4} {r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
                   f"{r['cycles_per_s']:>10.0f} {r['build_s']:>8.1f}")
         print(f"({meta['date']}, {meta['command']})")
     return 0

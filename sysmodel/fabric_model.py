@@ -7,8 +7,9 @@ bandwidth of the variant as a multiple of it, the RTL's link latencies in cycles
 I/O controllers -- and :func:`fabric_platform` loads it through the model's own platform reader,
 so the model that is checked is the one `fred eval` runs. Each level's switch timing is the
 characterization's *measured* point of the switch the RTL builds at that level (e.g. Fred_3(8)
-int32 at L1 of Fred-D), as for the paper's platform (``[fred.chiplets]``); a point that was never
-measured is an error naming the ``fred characterize`` command that measures it.
+int32 at L1 of Fred-D; at L2 the switch of one plane, Fred_3(5) on Fred-D, see
+``FabricSpec.l2_planes``), as for the paper's platform (``[fred.chiplets]``); a point that was
+never measured is an error naming the ``fred characterize`` command that measures it.
 
 Units: the platform's clock is the characterization's (1 cycle = 1/clock_mhz us) and a flit is
 its ``flit_bytes``; an NPU link is therefore ``flit_bytes * clock`` bytes per second, and
@@ -32,8 +33,10 @@ __all__ = ["FabricEstimate", "fabric_platform_toml", "fabric_platform", "model_c
 
 
 def _chiplets(spec: FabricSpec) -> dict:
+    # the L2 level is timed by the switch the RTL builds there: one plane (FabricSpec.l2_planes;
+    # an L2 flow crosses one plane, so one plane's latency and phase select are what it sees)
     return {"l1": {"ports": spec.l1_ports, "middle": spec.middle, "dtype": spec.dtype},
-            "l2": {"ports": spec.l2_ports, "middle": spec.middle, "dtype": spec.dtype}}
+            "l2": {"ports": spec.l2_plane_ports, "middle": spec.middle, "dtype": spec.dtype}}
 
 
 def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int) -> str:
@@ -48,7 +51,7 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int)
         f"# {flit_bytes} B flits. Compute and memory do not enter collective times; set to 1.",
         f'name = "rtl-{spec.name}"',
         f'description = "{spec.name} fabric of the RTL: {spec.npus} NPUs, {spec.l1_count} L1 '
-        f'Fred_{spec.middle}({spec.l1_ports}), L2 Fred_{spec.middle}({spec.l2_ports}), '
+        f'Fred_{spec.middle}({spec.l1_ports}), L2 {spec.l2_description}, '
         f'{spec.uplink_ports} uplink port(s) x {spec.uplink_rate} flit/cycle per L1"',
         "",
         "[npu]",

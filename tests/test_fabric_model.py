@@ -33,7 +33,12 @@ def test_platform_file_has_the_fabrics_rates_and_latencies(platforms, tmp_path):
     assert platform.link_latency_s == pytest.approx(2 * timing.cycle_s)
     assert platform.l1_l2_latency_s == pytest.approx(5 * timing.cycle_s)
     assert timing.design == "Fred_3(5) int32" and platform.switch_at("l2").design == "Fred_3(5) int32"
-    assert platforms["fred-d"][0].switch_at("l2").design == "Fred_3(20) int32"
+    # Fred-D's L2 is four Fred_3(5) planes (FabricSpec.l2_planes): the model times the L2 level
+    # with one plane's switch; a single-switch L2 with the Fred_3(20)
+    assert platforms["fred-d"][0].switch_at("l2").design == "Fred_3(5) int32"
+    assert "L2 4 planes x Fred_3(5)" in platforms["fred-d"][1]
+    single, single_text = fabric_platform(fabric_spec("fred-d", l2_planes=1))
+    assert single.switch_at("l2").design == "Fred_3(20) int32" and "L2 Fred_3(20)" in single_text
     # the text is a platform file the model's own reader accepts
     path = tmp_path / "p.toml"
     path.write_text(text)

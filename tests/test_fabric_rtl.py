@@ -30,9 +30,19 @@ def test_wafer_all_reduce_on_fred_d_goes_up_one_uplink_and_down_again():
     for j in range(5):   # L1 j: NPUs 0..3 reduced onto uplink port 4, uplink 4 broadcast back
         assert _flows(program, j) == [[((0, 1, 2, 3), (4,)), ((4,), (0, 1, 2, 3))]]
         assert program.switches[j][0].input_flits == 10 * 5
-    # the L2's ports j*4 + 0 (uplink port 0 of every L1), reduced and broadcast
-    assert _flows(program, 5) == [[((0, 4, 8, 12, 16), (0, 4, 8, 12, 16))]]
+    # the L2's plane 0 (uplink port 0 of every L1: its ports 0..4), reduced and broadcast;
+    # planes 1..3 idle
+    assert program.switch_ports == (8,) * 5 + (5,) * 4
+    assert _flows(program, 5) == [[((0, 1, 2, 3, 4), (0, 1, 2, 3, 4))]]
+    assert [_flows(program, 5 + p) for p in (1, 2, 3)] == [[], [], []]
     assert program.switches[5][0].input_flits == 50
+    assert program.switch_name(5) == "L2.0" and program.switch_name(8) == "L2.3"
+    # one Fred_3(20) L2 (l2_planes = 1): the logical ports j*4 + 0
+    single = fabric_spec("fred-d", l2_planes=1)
+    program = fabric_program(single, make_request(single, op="all-reduce", size_flits=10, group="wafer"))
+    assert program.switch_ports == (8,) * 5 + (20,)
+    assert _flows(program, 5) == [[((0, 4, 8, 12, 16), (0, 4, 8, 12, 16))]]
+    assert program.switch_name(5) == "L2"
     assert program.flits_sent == program.flits_received == 200
     # every NPU receives the sum of all 20 NPUs' weights
     w = sum(rank_weights(r)[0] for r in range(20)) & 0xFFFFFFFF
@@ -45,11 +55,41 @@ def test_dp_groups_use_their_own_uplink_port_on_fred_d_and_take_turns_on_fred_b(
         program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=3,
                                                     strategy="MP2-DP5-PP2", dim="dp"))
         assert program.phases[-1] == l2_phases
-        if name == "fred-d":   # group of local index i on uplink port i: L2 ports j*4 + i
-            assert sorted(f[0] for f in _flows(program, 5)[0]) == [
-                tuple(j * 4 + i for j in range(5)) for i in range(4)]
+        if name == "fred-d":   # group of local index i on uplink port i: L2 plane i, ports 0..4
+            for i in range(4):
+                assert _flows(program, 5 + i) == [[(tuple(range(5)), tuple(range(5)))]]
         else:                  # one uplink port: one group per phase, at every switch
             assert program.phases == [4] * 6
+
+
+def test_l2_planes_map_the_logical_ports_and_refuse_a_flow_across_planes():
+    from hdl.base.fabric_program import plane_flows
+    # 4 uplink ports per L1 in 2 planes: plane 0 takes uplinks 0, 1, plane 1 uplinks 2, 3;
+    # logical L2 port j*4 + u -> plane u // 2, port j*2 + u % 2
+    spec = fabric_spec("fred-d", l2_planes=2)
+    assert (spec.l2_ports, spec.l2_plane_ports) == (20, 10)
+    assert [spec.l2_plane_of(p) for p in (0, 1, 2, 3, 4, 7, 19)] == [
+        (0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (1, 3), (1, 9)]
+    mapped = plane_flows(spec, [(Flow([0, 5], [9]), 7), (Flow([2], [6, 19]), 3)])
+    assert mapped == {0: [(Flow([0, 3], [5]), 7)], 1: [(Flow([0], [2, 9]), 3)]}
+    with pytest.raises(FredError, match=r"L2 flow 1>2 .* joins ports of L2 planes 0, 1"):
+        plane_flows(spec, [(Flow([1], [2]), 1)])
+    with pytest.raises(FredError, match="L2 port 20 is not on fabric"):
+        spec.l2_plane_of(20)
+    # the DP groups' uplink ports 0..3 land on 2 planes, two groups per plane
+    program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=3,
+                                                strategy="MP2-DP5-PP2", dim="dp"))
+    assert program.switch_ports == (8,) * 5 + (10, 10)
+    assert sorted(_flows(program, 5)[0]) == [((0, 2, 4, 6, 8),) * 2, ((1, 3, 5, 7, 9),) * 2]
+
+
+def test_l2_planes_defaults_and_bad_values():
+    assert [fabric_spec(n).l2_planes for n in ("fred-a", "fred-b", "fred-c", "fred-d")] == [1, 1, 4, 4]
+    assert fabric_spec("fred-d", uplink_ports=2).l2_planes == 2     # one per uplink port
+    with pytest.raises(FredError, match=r"l2_planes \(3\) must divide uplink_ports \(4\)"):
+        fabric_spec("fred-d", l2_planes=3)
+    with pytest.raises(FredError, match="l2_planes must be an integer >= 1"):
+        fabric_spec("fred-b", l2_planes=0)
 
 
 def test_reduce_and_multicast_flows():
@@ -475,3 +515,13 @@ def test_small_fp16_fabric_matches_the_golden_model(fabric, op, backpressure):
         bad = run_program(spec, request, program, seed=5, sink_backpressure=backpressure, cflags="-O0")
         assert len(bad.errors) == 4 and "the golden model's (in the configured addition order)" in bad.errors[0]
         assert bad.flits_checked == 0
+
+
+def test_default_cflags_follow_the_fabrics_switch_ports():
+    # -Os above OS_ABOVE_SWITCH_PORTS switch ports in all (docs/fabric_rtl.md, measured)
+    from cocotb_tests.fabric.run import OS_ABOVE_SWITCH_PORTS, default_cflags
+    assert OS_ABOVE_SWITCH_PORTS == 40
+    assert default_cflags(fabric_spec("fred-b")) == "-O1"                  # 6 x 5 ports
+    assert default_cflags(fabric_spec("fred-d")) == "-Os"                  # 5 x 8 + 4 x 5
+    assert default_cflags(fabric_spec("fred-d", l2_planes=1)) == "-Os"     # 5 x 8 + 20
+    assert default_cflags(fabric_spec("fred-d", npus=4, npus_per_l1=2)) == "-O1"   # 2 x 6 + 4 x 2

@@ -26,13 +26,14 @@ from cocotb_tests.toolchain import setup_verilator
 __all__ = ["build_top_public_only"]
 
 
-def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-O1",
-                          sim_build: Path | None = None) -> Path:
+def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
+                          verilator_args=(), sim_build: Path | None = None) -> Path:
     """Build ``verilog`` (top module ``top``) with only the signals of ``top`` named by
-    ``ports`` (names or Verilator wildcards) public; returns the build folder (cached)."""
+    ``ports`` (names or Verilator wildcards) public; ``verilator_args`` are added after the
+    runner's options; returns the build folder (cached)."""
     import cocotb_tools.config as config
     tool = setup_verilator()
-    args = [*BUILD_ARGS, "-CFLAGS", cflags]
+    args = [*BUILD_ARGS, "-CFLAGS", cflags, *verilator_args]
     ports = list(ports)
     key_source = json.dumps([verilog, top, tool.version, args, "public", ports])
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]

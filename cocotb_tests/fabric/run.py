@@ -27,14 +27,30 @@ from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 from hdl.base.fabric_program import FabricProgram, engine_writes, fabric_program
 
-__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric"]
+__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "default_cflags"]
 
 TOP = "fred_fabric"
 #: Verilator options of the fabric build (after the runner's): no hierarchical blocks
-#: (``build_dut(hier_blocks=False)``) and by default the C++ compiled at -O1 instead of the
-#: runner's -O0 (``cflags``): a long fabric run's time is the simulation itself, not cocotb's
-#: Python; the tests' short runs use -O0 (faster to build).
-DEFAULT_CFLAGS = "-O1"
+#: (``build_dut(hier_blocks=False)``) and the C++ compiled at -O1 or -Os instead of the
+#: runner's -O0 (``cflags``, default :func:`default_cflags`): a long fabric run's time is the
+#: simulation itself, not cocotb's Python; the tests' short runs use -O0 (faster to build).
+DEFAULT_CFLAGS = None
+#: Switch ports in all above which the fabric's C++ is compiled at -Os instead of -O1.
+OS_ABOVE_SWITCH_PORTS = 40
+
+
+def default_cflags(spec: FabricSpec) -> str:
+    """C++ optimisation of the fabric model: -Os for a large fabric, -O1 for a small one.
+    Measured 2026-11-23 (``make bench-fabric --size 60000``, interleaved runs under the lock):
+    Fred-D (60 switch ports: 5 x Fred_3(8) + 4 x Fred_3(5); 1.4 MB of machine code run every
+    cycle) -Os 46-50 k cycles/s vs -O1 40-45 k; Fred-B (30 ports: 6 x Fred_3(5)) -O1 101-105 k vs
+    -Os 92-95 k. The smaller code wins once the model outgrows the instruction caches; the
+    threshold (:data:`OS_ABOVE_SWITCH_PORTS`) lies between the two measured fabrics, sizes in
+    between are not measured."""
+    ports = spec.l1_count * spec.l1_ports + spec.l2_planes * spec.l2_plane_ports
+    return "-Os" if ports > OS_ABOVE_SWITCH_PORTS else "-O1"
+#: Further Verilator options of the fabric build (see ``docs/fabric_rtl.md``, simulation speed).
+VERILATOR_ARGS: tuple[str, ...] = ()
 #: The top's ports the bench touches (the only public signals of the build).
 PORTS = ("clk", "start", "prog_*", "cfg_*", "rd_*", "all_done", "cycles")
 _VERILOG: dict = {}
@@ -89,13 +105,17 @@ def fabric_verilog(spec: FabricSpec) -> str:
     return _VERILOG[key]
 
 
-def build_fabric(spec: FabricSpec, cflags: str = DEFAULT_CFLAGS, sim_build=None) -> tuple[Path, float]:
+def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_build=None,
+                 verilator_args=None) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
-    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``)."""
+    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``);
+    ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options."""
     from cocotb_tests.fabric.build import build_top_public_only
     start = time.perf_counter()
-    build_dir = build_top_public_only(fabric_verilog(spec), TOP, PORTS, cflags=cflags,
-                                      sim_build=Path(sim_build) if sim_build is not None else None)
+    build_dir = build_top_public_only(
+        fabric_verilog(spec), TOP, PORTS, cflags=default_cflags(spec) if cflags is None else cflags,
+        verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
+        sim_build=Path(sim_build) if sim_build is not None else None)
     return build_dir, time.perf_counter() - start
 
 
@@ -120,7 +140,7 @@ def _default_watchdog(spec: FabricSpec, request: FabricRequest, program: FabricP
 
 def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                seed: int = 0, sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-               build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+               build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None) -> FabricRun:
     """Run ``request`` on the fabric RTL of ``spec`` (module docstring). ``algorithm``: the
     one the system model chose (None: ``in-switch`` on Fred-B/D); ``seed`` varies the data and
     the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
@@ -131,12 +151,13 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
                              sink_backpressure=sink_backpressure)
     return run_program(spec, request, program, seed=seed, sink_backpressure=sink_backpressure,
-                       watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags)
+                       watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags,
+                       verilator_args=verilator_args)
 
 
 def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram, *, seed: int = 0,
                 sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-                build_dir=None, cflags: str = DEFAULT_CFLAGS) -> FabricRun:
+                build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None) -> FabricRun:
     """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
     one and check that the watchdog names what stalled)."""
     if watchdog_cycles is None:
@@ -146,7 +167,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     from cocotb_tests.runner import run_bench
     start = time.perf_counter()
     verilog = fabric_verilog(spec)
-    built, _ = build_fabric(spec, cflags, build_dir)
+    built, _ = build_fabric(spec, cflags, build_dir, verilator_args)
     build_s = time.perf_counter() - start
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))

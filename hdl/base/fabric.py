@@ -19,15 +19,26 @@ per cycle, expresses the variants:
 * Fred-A / Fred-B: 1.5 TBps per L1 (the mesh's bisection) = 1.5 / 3 = 1/2 flit per cycle: one
   uplink port limited to 1 flit every 2 cycles. Switches: L1 Fred_3(5), L2 Fred_3(5).
 * Fred-C / Fred-D: 12 TBps per L1 (= 4 NPUs x 3 TBps) = 4 flits per cycle: four parallel uplink
-  ports at the full rate. Switches: L1 Fred_3(8), L2 Fred_3(20).
+  ports at the full rate. Switches: L1 Fred_3(8); the logical L2 is four Fred_3(5) planes
+  (``l2_planes = 4``), plane ``u`` joining uplink port ``u`` of every L1.
 * B and D reduce and replicate in the switches (in-switch collectives); A and C run the endpoint
   algorithms (ring, hierarchical), reducing in the NPUs.
 
 The paper's chiplets are Fred_3(12) (L1, with 4 NPU ports, uplinks and I/O controllers) and
-Fred_3(10) (L2, a logical L2 is several of them); the RTL fabric instead builds each logical
-switch as one Fred_3 with exactly the ports it uses, so the fabric the model is checked
-against has no unused ports and one switch per logical switch (documented in
-docs/fabric_validation.md).
+Fred_3(10) (L2: "each logical switch is built from several Fred_3 chiplets"); the RTL fabric
+builds each L1 as one Fred_3 with exactly the ports it uses, and the logical L2 as
+``l2_planes`` Fred_3 switches ("planes") side by side: the L1 uplink ports are split into
+``l2_planes`` equal runs, plane ``p`` takes uplink ports ``p * U/l2_planes .. (p + 1) *
+U/l2_planes - 1`` (U = ``uplink_ports``) of every L1, so each plane is a Fred_3(l1_count *
+U / l2_planes) and the planes are not connected to each other. A flow through the L2 must
+stay inside one plane; every collective the fabric runs does (a group spanning L1s uses the
+same uplink port index ``u`` on each of its L1s), and :mod:`hdl.base.fabric_program` refuses
+a flow that would not. Defaults: Fred-A/B one plane (their one uplink port per L1: the L2 is a
+Fred_3(5)); Fred-C/D one plane per uplink port, four Fred_3(5), instead of one Fred_3(20):
+the same connectivity for these collectives, a 6-cycle instead of 48-cycle phase select and
+8- instead of 14-cycle latency (the characterization's points), and a model about 4x cheaper
+to simulate (docs/fabric_rtl.md). ``l2_planes = 1`` gives the single Fred_3(20). The system
+model times the L2 level with the switch the RTL builds there (``sysmodel/fabric_model.py``).
 
 Requests: :func:`make_request` turns ``--group wafer`` or ``--strategy MP2-DP5-PP2 --dim dp``
 into concurrent :class:`FabricCollective` s (every group of that dimension at once; for ``pp``
@@ -61,12 +72,13 @@ def engine_forward_cycles(dtype: str) -> int:
     from hdl.base.timing import reduction_latency
     return 1 + (0 if dtype == "int32" else reduction_latency(dtype))
 
-# variant -> (in-switch collectives, uplink ports per L1, flits per cycle per uplink port)
+# variant -> (in-switch collectives, uplink ports per L1, flits per cycle per uplink port,
+# L2 planes: None = one per uplink port, see the module docstring)
 _VARIANTS = {
-    "fred-a": (False, 1, Fraction(1, 2)),
-    "fred-b": (True, 1, Fraction(1, 2)),
-    "fred-c": (False, 4, Fraction(1)),
-    "fred-d": (True, 4, Fraction(1)),
+    "fred-a": (False, 1, Fraction(1, 2), 1),
+    "fred-b": (True, 1, Fraction(1, 2), 1),
+    "fred-c": (False, 4, Fraction(1), None),
+    "fred-d": (True, 4, Fraction(1), None),
 }
 
 
@@ -79,7 +91,9 @@ class FabricSpec:
     fraction in (0, 1] (a link of rate a/b carries a flits in every b cycles); ``npus``;
     ``npus_per_l1`` (divides ``npus``, at least 2 L1s); ``npu_link_latency`` and
     ``uplink_latency`` in cycles per direction (>= 1: a link is at least its register);
-    ``middle`` (m of every Fred_m switch); ``dtype`` and ``lanes`` of a flit."""
+    ``middle`` (m of every Fred_m switch); ``dtype`` and ``lanes`` of a flit; ``l2_planes``:
+    the switches the logical L2 is built of (>= 1, divides ``uplink_ports``; module
+    docstring)."""
 
     name: str
     in_switch: bool
@@ -92,6 +106,7 @@ class FabricSpec:
     middle: int = 3
     dtype: str = "int32"
     lanes: int = 1
+    l2_planes: int = 1
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -99,7 +114,8 @@ class FabricSpec:
         if not isinstance(self.in_switch, bool):
             raise FredError(f"fabric {self.name}: in_switch must be true or false, got {self.in_switch!r}")
         for field, low in (("uplink_ports", 1), ("npus", 2), ("npus_per_l1", 1),
-                           ("npu_link_latency", 1), ("uplink_latency", 1), ("middle", 1), ("lanes", 1)):
+                           ("npu_link_latency", 1), ("uplink_latency", 1), ("middle", 1), ("lanes", 1),
+                           ("l2_planes", 1)):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise FredError(f"fabric {self.name}: {field} must be an integer >= {low}, got {value!r}")
@@ -112,6 +128,10 @@ class FabricSpec:
             raise FredError(f"fabric {self.name}: uplink_rate must be in (0, 1] flits per cycle "
                             f"(faster links are more uplink_ports), got {rate}")
         object.__setattr__(self, "uplink_rate", rate)
+        if self.uplink_ports % self.l2_planes:
+            raise FredError(f"fabric {self.name}: l2_planes ({self.l2_planes}) must divide "
+                            f"uplink_ports ({self.uplink_ports}): each L2 plane takes the same "
+                            f"number of uplink ports of every L1")
         if self.npus % self.npus_per_l1:
             raise FredError(f"fabric {self.name}: {self.npus} NPUs do not split into L1s of "
                             f"{self.npus_per_l1}")
@@ -133,8 +153,29 @@ class FabricSpec:
 
     @property
     def l2_ports(self) -> int:
-        """Ports of the L2 switch: every L1's uplinks."""
+        """Ports of the logical L2: every L1's uplinks (over all its planes)."""
         return self.l1_count * self.uplink_ports
+
+    @property
+    def l2_plane_ports(self) -> int:
+        """Ports of each L2 switch (plane): its share of every L1's uplinks."""
+        return self.l2_ports // self.l2_planes
+
+    @property
+    def l2_description(self) -> str:
+        """The L2's switches in words, e.g. ``Fred_3(5)`` or ``4 planes x Fred_3(5)``."""
+        switch = f"Fred_{self.middle}({self.l2_plane_ports})"
+        return switch if self.l2_planes == 1 else f"{self.l2_planes} planes x {switch}"
+
+    def l2_plane_of(self, l2_port: int) -> tuple[int, int]:
+        """(plane, port on that plane's switch) of logical L2 port ``l2_port`` = ``j *
+        uplink_ports + u`` (L1 ``j``'s uplink port ``u``)."""
+        if isinstance(l2_port, bool) or not isinstance(l2_port, int) or not 0 <= l2_port < self.l2_ports:
+            raise FredError(f"L2 port {l2_port!r} is not on fabric {self.name} (ports 0..{self.l2_ports - 1})")
+        j, u = divmod(l2_port, self.uplink_ports)
+        per_plane = self.uplink_ports // self.l2_planes
+        plane, local = divmod(u, per_plane)
+        return plane, j * per_plane + local
 
     @property
     def uplink_bandwidth(self) -> Fraction:
@@ -154,7 +195,7 @@ class FabricSpec:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["uplink_rate"] = str(self.uplink_rate)
         out.update(l1_count=self.l1_count, l1_ports=self.l1_ports, l2_ports=self.l2_ports,
-                   uplink_bandwidth=str(self.uplink_bandwidth))
+                   l2_plane_ports=self.l2_plane_ports, uplink_bandwidth=str(self.uplink_bandwidth))
         return out
 
 
@@ -164,13 +205,17 @@ def fabric_spec(name: str, **overrides) -> FabricSpec:
     key = str(name).lower()
     if key not in _VARIANTS:
         raise FredError(f"unknown fabric {name!r}; expected one of {', '.join(FABRICS)}")
-    in_switch, ports, rate = _VARIANTS[key]
+    in_switch, ports, rate, planes = _VARIANTS[key]
     fields = dict(name=key, in_switch=in_switch, uplink_ports=ports, uplink_rate=rate)
     unknown = sorted(set(overrides) - set(FabricSpec.__dataclass_fields__))
     if unknown:
         raise FredError(f"unknown fabric field(s) {', '.join(unknown)}; expected some of "
                         f"{', '.join(FabricSpec.__dataclass_fields__)}")
-    return FabricSpec(**{**fields, **overrides})
+    fields = {**fields, **overrides}
+    if "l2_planes" not in overrides:
+        # Fred-C/D: one plane per uplink port (also when uplink_ports is overridden)
+        fields["l2_planes"] = fields["uplink_ports"] if planes is None else planes
+    return FabricSpec(**fields)
 
 
 @dataclass(frozen=True)

@@ -81,17 +81,21 @@ def _compose(spec: FabricSpec, program, switch: int, collective: int, port: int,
     trees, problems = symbolic(phase.config, present=phase.input_ports)
     if problems:
         raise FredError(f"switch {program.switch_name(switch)}: {'; '.join(problems)}")
-    k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
+    k, up, l1s = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
+    per_plane = up // spec.l2_planes
 
     def expand(tree):
         if isinstance(tree, tuple):
             return ("+", expand(tree[1]), expand(tree[2]))
-        if switch < l2:
+        if switch < l1s:
             if tree < k:
                 return ("npu", switch * k + tree)
-            return _compose(spec, program, l2, collective, switch * up + (tree - k), memo)
-        j, u = divmod(tree, up)
-        return _compose(spec, program, j, collective, k + u, memo)
+            # an uplink input: what the L2 plane holding that uplink sends down it
+            plane, local = spec.l2_plane_of(switch * up + (tree - k))
+            return _compose(spec, program, l1s + plane, collective, local, memo)
+        # an L2 plane's port: L1 j's uplink (plane x per_plane + local)
+        j, local = divmod(tree, per_plane)
+        return _compose(spec, program, j, collective, k + (switch - l1s) * per_plane + local, memo)
 
     if trees[port] is None:
         raise FredError(f"switch {program.switch_name(switch)} sends nothing to port {port} "

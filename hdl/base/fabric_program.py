@@ -3,7 +3,7 @@
 :func:`fabric_program` turns a :class:`~hdl.base.fabric.FabricSpec` and a
 :class:`~hdl.base.fabric.FabricRequest` into
 
-* per switch (L1 switches 0..l1_count-1, then the L2), its phases: the flows of each phase
+* per switch (L1 switches 0..l1_count-1, then the L2's planes 0..l2_planes-1), its phases: the flows of each phase
   (routed onto Fred_m(P) by the configuration compiler, :mod:`hdl.base.compiler`), the
   configuration words and the number of flits its inputs accept in that phase, in all and
   per input port (what the RTL's phase sequencer counts before selecting the next phase, and
@@ -37,6 +37,13 @@ global order, so the lowest unfinished item is always in the active phase of eve
 crosses: no deadlock. Each input port takes exactly its share of each phase (the sequencer
 gates it), so a flit of a later phase that reaches a port early waits there.
 
+L2 planes (``FabricSpec.l2_planes``): the collectives' flows are first computed on the logical
+L2 (port ``j * uplink_ports + u`` = L1 ``j``'s uplink port ``u``), then each flow is moved to
+the plane that holds its ports, renumbered to that plane's switch (:func:`plane_flows`); a
+flow whose ports lie on two planes cannot run on that fabric and is refused with an error
+naming it and the planes.
+
+
 Data: see :mod:`hdl.fabric.npu_engine`; :func:`mix` is the non-linear 32-bit function both
 sides compute, :func:`rank_weights` a rank's pseudo-random ``(w, h)``.
 """
@@ -49,9 +56,10 @@ from hdl.base.compiler import Flow, Router
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 
-__all__ = ["ENGINE_REGS", "ENGINE_GLOBAL_REGS", "ENGINE_STAGES", "STAGE_REGS", "STAGE_ROW", "stage_reg", "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "fp16_value", "fold_hash",
-           "DTYPES_RUN", "HASH_MULTIPLIER", "SwitchPhase",
-           "FabricProgram", "fabric_program", "resolve_algorithm", "default_phases"]
+__all__ = ["ENGINE_REGS", "ENGINE_GLOBAL_REGS", "ENGINE_STAGES", "STAGE_REGS", "STAGE_ROW", "stage_reg",
+           "engine_writes", "NPU_BUFFER", "MIX_CONSTANTS", "ALGORITHMS", "mix", "rank_weights", "fp16_value",
+           "fold_hash", "DTYPES_RUN", "HASH_MULTIPLIER", "SwitchPhase", "FabricProgram", "fabric_program",
+           "resolve_algorithm", "default_phases", "plane_flows", "switch_label"]
 
 #: Stages an NPU engine runs one after another (the hierarchical all-reduce's three).
 ENGINE_STAGES = 3
@@ -199,8 +207,37 @@ class FabricProgram:
     def phases(self) -> list[int]:
         return [len(p) for p in self.switches]
 
+    planes: int = 1
+
     def switch_name(self, index: int) -> str:
-        return f"L1.{index}" if index < len(self.switches) - 1 else "L2"
+        return switch_label(len(self.switches) - self.planes, self.planes, index)
+
+
+def switch_label(l1_count: int, planes: int, index: int) -> str:
+    """Name of switch ``index`` of the fabric (``L1.j``; ``L2``, or ``L2.p`` when the L2 has
+    several planes)."""
+    if index < l1_count:
+        return f"L1.{index}"
+    return "L2" if planes == 1 else f"L2.{index - l1_count}"
+
+
+def plane_flows(spec: FabricSpec, flows) -> dict[int, list]:
+    """The logical L2's ``flows`` (items ``(Flow, flits)``, ports ``j * uplink_ports + u``)
+    per L2 plane, renumbered to the plane's switch (``FabricSpec.l2_plane_of``). Raises
+    FredError for a flow whose ports are on more than one plane."""
+    out: dict[int, list] = {}
+    for flow, flits in flows:
+        where = {p: spec.l2_plane_of(p) for p in set(flow.inputs) | set(flow.outputs)}
+        planes = sorted({plane for plane, _ in where.values()})
+        if len(planes) != 1:
+            raise FredError(f"L2 flow {flow} of fabric {spec.name} joins ports of L2 planes "
+                            f"{', '.join(map(str, planes))}; its L2 is {spec.l2_planes} separate "
+                            f"Fred_{spec.middle}({spec.l2_plane_ports}) planes (l2_planes; plane p "
+                            f"takes uplink ports {spec.uplink_ports // spec.l2_planes} x p .. of "
+                            f"every L1), so an L2 flow must stay inside one plane")
+        out.setdefault(planes[0], []).append(
+            (Flow([where[p][1] for p in flow.inputs], [where[p][1] for p in flow.outputs]), flits))
+    return out
 
 
 def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str | None) -> str:
@@ -540,9 +577,9 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
                 st.update(check_from=0, wr=0, hr=0)
             e["check_count"], e["wr"], e["hr"] = e["recv_count"], 0, 0
     switches = _pack(spec, request, [it for stage in items for it in stage], phases)
-    program = FabricProgram(algorithm, tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports]),
-                            switches, engines, sum(e["send_count"] for e in engines),
-                            sum(e["recv_count"] for e in engines), contributors)
+    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes)
+    program = FabricProgram(algorithm, ports, switches, engines, sum(e["send_count"] for e in engines),
+                            sum(e["recv_count"] for e in engines), contributors, planes=spec.l2_planes)
     if spec.dtype != "int32":
         from hdl.base.fabric_golden import expected_hashes
         program.expected_hashes = expected_hashes(spec, request, program)
@@ -554,17 +591,21 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
     switch's current phase if its ports are free there, its input ports take as many flits as
     the phase's, and the compiler routes the union in one phase). Every switch's phases are
     contiguous runs of one global order, so the lowest unfinished item is in the active phase
-    of every switch it crosses: no deadlock."""
-    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_ports])
+    of every switch it crosses: no deadlock. The logical L2's flows go to the plane holding
+    their ports (:func:`plane_flows`)."""
+    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes)
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
     switches: list[list[SwitchPhase]] = [[] for _ in ports]
 
     def name(s):
-        return "L2" if s == spec.l1_count else f"L1.{s}"
+        return switch_label(spec.l1_count, spec.l2_planes, s)
 
     for item in items:
         coll = request.collectives[item.collective]
-        for s, counted in sorted(item.flows.items()):
+        item_flows = dict(item.flows)
+        for plane, counted in plane_flows(spec, item_flows.pop(spec.l1_count, [])).items():
+            item_flows[spec.l1_count + plane] = counted
+        for s, counted in sorted(item_flows.items()):
             flows = tuple(f for f, _ in counted)
             shares = {n for _, n in counted}
             if len(shares) != 1:   # cannot happen with the algorithms above; say so if it does

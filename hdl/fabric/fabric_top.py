@@ -45,11 +45,14 @@ def _gated(m, source, sink, allow):
 
 class FabricTop(wiring.Component):
     """The fabric of ``spec`` (:class:`hdl.base.fabric.FabricSpec`): ``l1_count`` L1 switches
-    Fred_m(npus_per_l1 + uplink_ports) and one L2 Fred_m(l1_count * uplink_ports)
-    (:class:`FredSwitchTop`, ``phases`` configuration slots each, each with a
-    :class:`PhaseSequencer`), one :class:`NpuEngine` per NPU, and a :class:`Link` for every
-    direction of every cable: NPU <-> L1 (``npu_link_latency`` cycles, 1 flit/cycle), L1 uplink
-    port <-> L2 port (``uplink_latency`` cycles, ``uplink_rate`` flits/cycle).
+    Fred_m(npus_per_l1 + uplink_ports) and the L2 as ``l2_planes`` switches
+    Fred_m(l2_plane_ports) (``FabricSpec.l2_plane_of`` says which plane and port an L1 uplink
+    reaches; one plane = one Fred_m(l1_count * uplink_ports)), each a :class:`FredSwitchTop`
+    with ``phases`` configuration slots and a :class:`PhaseSequencer`; one :class:`NpuEngine`
+    per NPU, and a :class:`Link` for every direction of every cable: NPU <-> L1
+    (``npu_link_latency`` cycles, 1 flit/cycle), L1 uplink port <-> L2 plane port
+    (``uplink_latency`` cycles, ``uplink_rate`` flits/cycle). Switch ``s`` (configuration port
+    ``cfg_switch``, read unit ``npus + s``): L1s ``0 .. l1_count - 1``, then the planes.
 
     The top's I/O is small on purpose (Verilator speed; the harness never touches flits):
     ``clk`` (no reset input: the fabric resets itself for :data:`POR_CYCLES` cycles after
@@ -67,7 +70,7 @@ class FabricTop(wiring.Component):
         self.spec = spec
         self.phases = default_phases() if phases is None else phases
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
-        self.switch_ports = [spec.l1_ports] * spec.l1_count + [spec.l2_ports]
+        self.switch_ports = [spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes
         super().__init__({
             "clk": In(1),
             "start": In(1),
@@ -104,7 +107,8 @@ class FabricTop(wiring.Component):
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
         switches, sequencers, gates = [], [], []
         for s, ports in enumerate(self.switch_ports):
-            name = f"l1_{s}" if s < spec.l1_count else "l2"
+            name = (f"l1_{s}" if s < spec.l1_count else
+                    "l2" if spec.l2_planes == 1 else f"l2_{s - spec.l1_count}")
             sw = FredSwitchTop(ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                                phases=self.phases, tag_width=TAG_WIDTH, word_width=32)
             seq = PhaseSequencer(ports=ports, phases=self.phases)
@@ -131,7 +135,6 @@ class FabricTop(wiring.Component):
             for s, sw in enumerate(switches):
                 with m.Case(s):
                     m.d.comb += self.cfg_ready.eq(sw.config.ready)
-        l2 = switches[-1]
         engines = []
         for rank in range(spec.npus):
             engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
@@ -150,9 +153,11 @@ class FabricTop(wiring.Component):
             for u in range(up):
                 to_l2 = m.submodules[f"link_l1_{j}_{u}_up"] = Link(shape, latency=spec.uplink_latency, rate=rate)
                 to_l1 = m.submodules[f"link_l1_{j}_{u}_down"] = Link(shape, latency=spec.uplink_latency, rate=rate)
+                plane, port = spec.l2_plane_of(j * up + u)
+                l2 = switches[spec.l1_count + plane]
                 wiring.connect(m, switches[j].o[k + u], to_l2.i)
-                _gated(m, to_l2.o, l2.i[j * up + u], gates[-1][j * up + u])
-                wiring.connect(m, l2.o[j * up + u], to_l1.i)
+                _gated(m, to_l2.o, l2.i[port], gates[spec.l1_count + plane][port])
+                wiring.connect(m, l2.o[port], to_l1.i)
                 _gated(m, to_l1.o, switches[j].i[k + u], gates[j][k + u])
         # -- cycle counter ------------------------------------------------------------------
         all_done = Signal()
