@@ -250,9 +250,12 @@ def test_small_fabric_runs_bit_exact(fabric, op, backpressure):
     elif algorithm:   # chunks of 12 in the L1s, 6 across: 12 + 2 x 6 + 12 flits each way
         assert run.flits_sent == run.flits_received == 4 * 36
         assert run.flits_checked == 4 * (12 + 6 + 12)  # the partner's half, the results
-        # fred-c: the two rings across on uplink ports 0 and 1 at once; fred-a: one port, in turn
-        l1, l2 = (3, 1) if fabric == "fred-c" else (4, 2)
-        assert run.phases == {"L1.0": l1, "L1.1": l1, "L2": l2}
+        # fred-c: the two rings across on uplink ports 0 and 1 at once, each on its own L2
+        # plane (planes 2 and 3 idle); fred-a: one port, the rings in turn on its one L2
+        if fabric == "fred-c":
+            assert run.phases == {"L1.0": 3, "L1.1": 3, "L2.0": 1, "L2.1": 1, "L2.2": 0, "L2.3": 0}
+        else:
+            assert run.phases == {"L1.0": 4, "L1.1": 4, "L2": 2}
     elif op == "all-reduce":     # ring of 4: 6 chunks of 6 flits each way, 3 checked chunks
         assert run.flits_sent == run.flits_received == 4 * 36
         assert run.flits_checked == 4 * 18
@@ -321,19 +324,19 @@ def test_hierarchical_all_reduce_has_the_models_three_stages_and_link_loads():
     """sysmodel.collectives._fred_hierarchical: reduce-scatter ring in each L1 (chunks of
     S/4), all-reduce ring across the L1s of the members of local index i (S/4 cut in 5), then
     all-gather ring in each L1. Size 40: c2 = 2 flits, c1 = 10."""
-    for name, l1_phases, l2_phases in (("fred-c", 3, 1), ("fred-a", 6, 4)):
+    for name, l1_phases, l2_phases in (("fred-c", 3, [1] * 4), ("fred-a", 6, [4])):
         spec = fabric_spec(name)
         program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=40, group="wafer"),
                                  algorithm="hierarchical")
-        assert program.phases == [l1_phases] * 5 + [l2_phases]
+        assert program.phases == [l1_phases] * 5 + l2_phases    # fred-c: one phase on each L2 plane
         ring = [((0,), (1,)), ((1,), (2,)), ((2,), (3,)), ((3,), (0,))]
         flows = _flows(program, 2)
         assert sorted(flows[0]) == sorted(flows[-1]) == ring   # the L1's ring, first and last
         if name == "fred-c":   # local index i crosses on uplink port 4 + i: one phase
             assert sorted(flows[1]) == sorted([((i,), (4 + i,)) for i in range(4)]
                                               + [((4 + i,), (i,)) for i in range(4)])
-            assert sorted(_flows(program, 5)[0]) == sorted(
-                ((j * 4 + i,), (((j + 1) % 5) * 4 + i,)) for j in range(5) for i in range(4))
+            for i in range(4):   # the ring of local index i on L2 plane i (port j = L1 j)
+                assert sorted(_flows(program, 5 + i)[0]) == sorted(((j,), ((j + 1) % 5,)) for j in range(5))
         else:                  # one uplink port: the four rings across take turns
             assert [sorted(p) for p in flows[1:5]] == [[((i,), (4,)), ((4,), (i,))] for i in range(4)]
         # each input port's flits per phase: 3 chunks of 10 in the L1 rings, 8 steps of 2 across
