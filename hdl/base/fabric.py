@@ -36,7 +36,7 @@ same uplink port index ``u`` on each of its L1s), and :mod:`hdl.base.fabric_prog
 a flow that would not. Defaults: Fred-A/B one plane (their one uplink port per L1: the L2 is a
 Fred_3(5)); Fred-C/D one plane per uplink port, four Fred_3(5), instead of one Fred_3(20):
 the same connectivity for these collectives, a 6-cycle instead of 48-cycle phase select and
-8- instead of 14-cycle latency (the characterization's points), and a model about 4x cheaper
+8- instead of 14-cycle latency (the characterization's points), and a model about 2.7x faster
 to simulate (docs/fabric_rtl.md). ``l2_planes = 1`` gives the single Fred_3(20). The system
 model times the L2 level with the switch the RTL builds there (``sysmodel/fabric_model.py``).
 
