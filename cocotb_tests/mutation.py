@@ -414,6 +414,8 @@ def campaign(args) -> int:
                           write=False)
     if not args.skip_original:
         timeout, args.timeout = args.timeout, args.timeout or ORIGINAL_TIMEOUT
+        # built afresh, as every mutant is: its time is the yardstick of the timeout
+        shutil.rmtree(out / "sim_build" / "original", ignore_errors=True)
         original = _run_child(-1, args, out)
         print(f"original design: {original['status']} ({original.get('wall_seconds')} s)", flush=True)
         if original["status"] != "survived":
