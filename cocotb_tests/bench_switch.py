@@ -95,7 +95,13 @@ class SwitchBench:
 
         def observe(cycle, word):
             seq = flit.get(word, "tag") & seq_mask
-            self.scoreboard.observe(port, (self.round, seq), word)
+            error = self.scoreboard.observe(port, (self.round, seq), word)
+            if error is not None:
+                # fail at the first wrong flit: a switch that repeats a flit forever (a stage
+                # whose valid never drops) would otherwise keep the watchdog fed and the bench
+                # waiting for a drain that never comes
+                raise AssertionError(f"{self.scoreboard.name}: {error} (cycle {cycle}; "
+                                     f"{self.scoreboard.matched} flits matched before)")
         return observe
 
     async def start(self):
@@ -631,6 +637,22 @@ async def configuration_protocol(dut):
         old_cycles = phases.index(slot2) if slot2 in phases else len(phases)
         assert old_cycles >= 30 + len(words) + 1 and set(phases[:old_cycles]) == {0}, probe.samples
         assert set(phases[old_cycles:]) <= {slot2}, probe.samples
+    await bench.harness.cycles(1)
+    bench.round += 1
+    bench.send_traffic(other, other_flows)
+    await bench.drain()
+
+    # two selects back to back (the second offered in the cycle the first completes): both take
+    # effect, each copy of N words in a bounded time (issue 18: a configuration memory that
+    # does not restart its word count for a select arriving right after a copy never finishes
+    # the second copy, and holds the inputs for good)
+    bench.phase.send_all([0, slot2])
+    bound = 2 * (len(words) + 8)
+    await bench.harness.wait_until(lambda: bench.phase.pending == 0, timeout_cycles=bound,
+                                   what="two back-to-back selects")
+    await bench.harness.cycles(1)
+    await ReadOnly()
+    assert int(dut.active_phase.value) == slot2 and int(dut.error.value) == ConfigError.NONE
     await bench.harness.cycles(1)
     bench.round += 1
     bench.send_traffic(other, other_flows)
