@@ -408,10 +408,13 @@ def campaign(args) -> int:
             print(f"{i:3d} {m.operator:13s} {m.module}:{m.line}\n      - {m.before.strip()}\n"
                   f"      + {m.after.strip()}")
         return 0
-    if args.summary:   # the outcomes saved so far (partial.json), e.g. of a running campaign
+    if args.summary or args.table:   # the outcomes saved so far (partial.json)
         saved = json.loads((out / "partial.json").read_text())["results"]
-        return _summarize(mutants, {int(i): o for i, o in saved.items()}, out, design, args,
-                          write=False)
+        saved = {int(i): o for i, o in saved.items()}
+        if args.table:
+            print(markdown_table(mutants, saved))
+            return 0
+        return _summarize(mutants, saved, out, design, args, write=False)
     if not args.skip_original:
         timeout, args.timeout = args.timeout, args.timeout or ORIGINAL_TIMEOUT
         # built afresh, as every mutant is: its time is the yardstick of the timeout
@@ -428,15 +431,20 @@ def campaign(args) -> int:
     print(f"timeout per mutant: {args.timeout} s", flush=True)
     partial = out / "partial.json"
     results = {}
-    if args.resume and partial.exists():   # outcomes of an interrupted campaign (same mutants)
+    if (args.resume or args.rerun) and partial.exists():   # outcomes saved before (same mutants)
         saved = json.loads(partial.read_text())
         if (saved["seed"], saved["count"], saved["design"]) == (args.seed, args.count, design):
-            results = {int(i): o for i, o in saved["results"].items() if int(i) in indices}
+            results = {int(i): o for i, o in saved["results"].items()}
             print(f"resuming: {len(results)} outcomes from {partial}", flush=True)
     lock = threading.Lock()
+    bench = bench_version()
 
     def one(i):
         outcome = _run_child(i, args, out)
+        outcome["bench"] = bench
+        if i in results:   # --rerun: keep the history (e.g. survived, then killed by a new check)
+            outcome["previous"] = results[i].get("previous", []) + [
+                {k: v for k, v in results[i].items() if k != "previous"}]
         m = mutants[i]
         print(f"[{i:3d}] {outcome['status']:8s} {m.operator:13s} {m.module}:{m.line} "
               f"({outcome['wall_seconds']} s) {outcome.get('by', '')}", flush=True)
@@ -446,10 +454,39 @@ def campaign(args) -> int:
                                            "design": design, "results": results}, indent=1))
         return i, outcome
 
-    todo = [i for i in indices if i not in results]
+    todo = indices if args.rerun else [i for i in indices if i not in results]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, todo))
     return _summarize(mutants, results, out, design, args)
+
+
+def bench_version() -> str:
+    """Short hash of the bench code the mutants run (bench_switch.py and its library), so a
+    saved outcome says which version of the checks produced it."""
+    import hashlib
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in [here / "bench_switch.py"] + sorted((here / "lib").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def markdown_table(mutants: list[Mutant], results: dict[int, dict]) -> str:
+    """One Markdown row per mutant: index, operator, module, the change, the outcome and what
+    killed it (the failing bench tests, a crash, or the timeout)."""
+    def code(text):
+        return "`" + text.strip().replace("|", "\\|") + "`"
+    rows = ["| # | operator | module | change | outcome | killed by |", "|---|---|---|---|---|---|"]
+    for i, m in enumerate(mutants):
+        o = results.get(i)
+        status = o["status"] if o else "not run"
+        by = o.get("by", "") if o else ""
+        by = ", ".join(by) if isinstance(by, list) else str(by)
+        for earlier in (o or {}).get("previous", []):
+            by += f" (before: {earlier['status']}, bench {earlier.get('bench', '?')})"
+        rows.append(f"| {i} | {m.operator} | `{m.module}` | {code(m.before)} -> {code(m.after)} "
+                    f"| {status} | {by.replace('|', '/')} |")
+    return "\n".join(rows)
 
 
 def _summarize(mutants, results, out: Path, design, args, *, write: bool = True) -> int:
@@ -500,8 +537,14 @@ def main(argv=None) -> int:
             p.add_argument("--list", action="store_true", help="print the mutants and stop")
             p.add_argument("--skip-original", action="store_true",
                            help="do not run the unmutated design first")
+            p.add_argument("--table", action="store_true",
+                           help="print the outcomes saved so far as a Markdown table and stop")
             p.add_argument("--summary", action="store_true",
                            help="print the score of the outcomes saved so far and stop")
+            p.add_argument("--rerun", action="store_true",
+                           help="with --only: run those mutants again even if OUT/partial.json "
+                                "has their outcome (e.g. after a new check); the earlier outcome "
+                                "is kept under 'previous'")
             p.add_argument("--resume", action="store_true",
                            help="keep the outcomes saved by an interrupted campaign in OUT/partial.json")
     argv = list(sys.argv[1:] if argv is None else argv)
