@@ -657,6 +657,28 @@ async def configuration_protocol(dut):
     bench.round += 1
     bench.send_traffic(other, other_flows)
     await bench.drain()
+
+    # one flit alone in the switch, held at its stalled output: `busy` stays high and a select
+    # waits for it, at every output port (issue 18: an output microswitch whose busy term saw
+    # only a full output buffer let a select through with one flit left in it)
+    await bench.select(0)
+    for port in range(P):
+        flow = next(f for f in flows if f.outputs == (port,))
+        bench.stalled_outputs = {port}
+        bench.round += 1
+        bench.send_traffic(good, [flow], lengths=[1])
+        await bench.harness.wait_until(lambda: all(d.pending == 0 for d in bench.drivers),
+                                       timeout_cycles=64, what="the flit entered")
+        await bench.harness.cycles(bench.params["latency"] + 4)   # it reached the output
+        bench.phase.send(0)
+        await bench.harness.cycles(8)
+        await ReadOnly()
+        assert int(dut.busy.value) == 1, f"busy low with a flit held at output {port}"
+        assert bench.phase.pending == 1, f"a select went through with a flit held at output {port}"
+        bench.stalled_outputs = set()
+        await bench.drain()
+        await bench.harness.wait_until(lambda: bench.phase.pending == 0, timeout_cycles=64,
+                                       what="the select after the drain")
     bench.finish("config")
     metrics.record(config_words=len(words))
 

@@ -489,7 +489,9 @@ def markdown_table(mutants: list[Mutant], results: dict[int, dict]) -> str:
         by = o.get("by", "") if o else ""
         by = ", ".join(by) if isinstance(by, list) else str(by)
         for earlier in (o or {}).get("previous", []):
-            by += f" (before: {earlier['status']}, bench {earlier.get('bench', '?')})"
+            bench = f", bench {earlier['bench']}" if earlier.get("bench") else ""
+            by += (f" (earlier run: {earlier['status']}"
+                   f"{' by the timeout' if earlier.get('timeout') else ''}{bench})")
         rows.append(f"| {i} | {m.operator} | `{m.module}` | {code(m.before)} -> {code(m.after)} "
                     f"| {status} | {by.replace('|', '/')} |")
     return "\n".join(rows)
