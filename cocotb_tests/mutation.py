@@ -3,7 +3,8 @@
 ``python -m cocotb_tests.mutation`` (``make mutation``) makes ``--count`` mutants of the
 generated Verilog of a small switch (default Fred_2(4) int32, 3 phases), each one a single-line
 change, runs the default switch benches on each (directed collectives, random flow sets,
-throughput/latency, configuration protocol: one simulator run per mutant) and reports the
+throughput/latency, configuration protocol, illegal modes, permuted middles, non-interference:
+one simulator run per mutant) and reports the
 mutation score, killed / all, and every survivor with its diff.
 
 Why the generated Verilog and not the Amaranth source: the Verilog is what the benches test, so a
@@ -68,11 +69,18 @@ __all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog",
 DESIGN = {"ports": 4, "middle": 2, "dtype": "int32", "lanes": 1, "phases": 3, "tag_width": 16}
 #: The bench tests every mutant runs (one simulator run), and their parameters.
 TESTCASES = ["configuration_protocol", "illegal_modes", "throughput_and_latency",
-             "directed_collectives", "random_flow_sets", "permuted_middles"]
+             "directed_collectives", "random_flow_sets", "permuted_middles", "non_interference"]
 BENCH_PARAMS = {"rounds": 20, "max_length": 32, "idle": 0.3, "backpressure": 0.3, "length": 32}
 DEFAULT_SEED = 18
 DEFAULT_COUNT = 60
 LOCK = "/tmp/fred-heavy.lock"
+#: Per-mutant timeout unless ``--timeout`` is given: TIMEOUT_FACTOR x the unmutated design's
+#: build and run (about 15-25 s for Fred_2(4)), at least MIN_TIMEOUT; DEFAULT_TIMEOUT when the
+#: original is not run (``--skip-original``); the original itself gets ORIGINAL_TIMEOUT.
+TIMEOUT_FACTOR = 3
+MIN_TIMEOUT = 60
+DEFAULT_TIMEOUT = 120
+ORIGINAL_TIMEOUT = 900
 
 OPERATORS = ("and-or", "or-and", "drop-not", "add-xor", "add-sub", "sub-add", "cmp",
              "ternary-swap", "if-negate", "const-flip", "slice-shift")
@@ -106,6 +114,9 @@ _MODULE = re.compile(r"^module\s+(\\\S+|\w+)")
 _DECL = re.compile(r"^\s*(?:input|output|wire|reg)\s+(?:\[(\d+):0\]\s+)?(\\\S+|\w+)")
 _SLICE = re.compile(r"\b(mode|modes|write__payload)\[(\d+)(?::(\d+))?\]")
 _TOKEN = re.compile(r"\\\S+|[A-Za-z_][A-Za-z0-9_$]*")
+#: The port name of a named port connection ``.name(expr)`` (a port of the instantiated module,
+#: not a read of the local wire ``name``; only ``expr`` is read).
+_PORT_NAME = re.compile(r"^\s*\.(?:\\\S+\s|[A-Za-z_][A-Za-z0-9_$]*)\s*\(")
 _CMP = [(" == ", " != "), (" != ", " == "), (" < ", " <= "), (" >= ", " > ")]
 
 
@@ -158,12 +169,13 @@ def _line_mutations(line: str, widths: dict, in_process: bool, after_rst: bool):
 
 def _token_uses(lines: list[str]) -> dict[str, int]:
     """How often each identifier is used in a module's lines outside declarations (escaped
-    identifiers ``\\a.b`` included)."""
+    identifiers ``\\a.b`` included) and outside the port names of named port connections
+    (``.select__1(mode[3])`` reads ``mode``, not the local wire ``select__1``)."""
     uses: dict[str, int] = defaultdict(int)
     for line in lines:
         if _DECL.match(line) or _MODULE.match(line):
             continue
-        for token in _TOKEN.findall(line):
+        for token in _TOKEN.findall(_PORT_NAME.sub("(", line, count=1)):
             uses[token] += 1
     return uses
 
@@ -283,30 +295,90 @@ def _child(args) -> int:
     return 0
 
 
-def _run_child(index: int, args, out: Path) -> dict:
+def _run_child(index: int, args, out: Path, *, locked: bool = False) -> dict:
+    """Run one mutant in a child process (its own process group) under the lock; the outcome.
+
+    The lock is taken here, before the clock starts, so ``--timeout`` bounds the mutant's own
+    build and simulation, not the wait for other jobs. A child still running at the timeout is
+    ended with its whole process group (the Python child, Verilator's make and compilers, the
+    simulator): SIGTERM, then SIGKILL 10 s later. A mutant that hangs the simulation (a
+    deadlock the watchdog does not see, or a combinational loop that never settles) counts as
+    killed, with ``"timeout": true`` in its outcome."""
     build_root = (out / "sim_build" / (f"m{index:03d}" if index >= 0 else "original")).resolve()
     cmd = [sys.executable, "-m", "cocotb_tests.mutation", "run-one", "--index", str(index),
            "--seed", str(args.seed), "--count", str(args.count), "--build-root", str(build_root)]
     if args.design:
         cmd += ["--design", args.design]
-    if args.lock and shutil.which("flock"):
-        cmd = ["flock", args.lock] + cmd
-    started = time.monotonic()
     env = dict(os.environ, COCOTB_LOG_LEVEL="WARNING")
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-        line = next((l for l in proc.stdout.splitlines() if l.startswith("MUTATION-RESULT ")), None)
-        if line is None:   # the simulator died without a result: a crash kills the mutant
-            outcome = {"status": "killed", "by": f"crash (exit {proc.returncode}): "
-                       + (proc.stderr.strip().splitlines() or [""])[-1][:200]}
+    with _heavy_lock(None if locked else args.lock):
+        started = time.monotonic()
+        finished = run_limited(cmd, env=env, timeout=args.timeout)
+        if finished is None:
+            outcome = {"status": "killed", "by": f"timeout after {args.timeout} s", "timeout": True}
         else:
-            outcome = json.loads(line[len("MUTATION-RESULT "):])
-    except subprocess.TimeoutExpired:
-        outcome = {"status": "killed", "by": f"timeout after {args.timeout} s"}
-    outcome["wall_seconds"] = round(time.monotonic() - started, 1)
+            returncode, stdout, stderr = finished
+            line = next((l for l in stdout.splitlines() if l.startswith("MUTATION-RESULT ")), None)
+            if line is None:   # the simulator died without a result: a crash kills the mutant
+                outcome = {"status": "killed", "by": f"crash (exit {returncode}): "
+                           + (stderr.strip().splitlines() or [""])[-1][:200]}
+            else:
+                outcome = json.loads(line[len("MUTATION-RESULT "):])
+        outcome["wall_seconds"] = round(time.monotonic() - started, 1)
     if not args.keep and index >= 0:
         shutil.rmtree(build_root, ignore_errors=True)
     return outcome
+
+
+class _heavy_lock:
+    """``flock`` on the shared lock file (the same lock ``flock(1)`` takes), or nothing."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.file = None
+
+    def __enter__(self):
+        if self.path:
+            import fcntl
+            self.file = open(self.path, "a")
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.file is not None:
+            self.file.close()   # closing the descriptor releases the lock
+
+
+def run_limited(cmd: list[str], *, env=None, timeout: float) -> tuple[int, str, str] | None:
+    """Run ``cmd`` as the leader of a new process group; ``(returncode, stdout, stderr)``, or
+    None when it ran longer than ``timeout`` seconds, in which case the whole group (the command
+    and every process it started: make, compilers, the simulator) has been ended."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None
+    except BaseException:   # the campaign itself interrupted: leave no simulator behind
+        _kill_group(proc, grace=2.0)
+        raise
+    return proc.returncode, stdout, stderr
+
+
+def _kill_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """End ``proc`` and every process of its group (it leads its own session): SIGTERM, up to
+    ``grace`` seconds to exit, then SIGKILL for whatever of the group is left."""
+    import signal
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=grace)   # returns once every holder of the pipes is gone
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
 
 
 def _select(indices: str | None, count: int) -> list[int]:
@@ -336,27 +408,43 @@ def campaign(args) -> int:
             print(f"{i:3d} {m.operator:13s} {m.module}:{m.line}\n      - {m.before.strip()}\n"
                   f"      + {m.after.strip()}")
         return 0
-    if args.summary:   # the outcomes saved so far (partial.json), e.g. of a running campaign
+    if args.summary or args.table:   # the outcomes saved so far (partial.json)
         saved = json.loads((out / "partial.json").read_text())["results"]
-        return _summarize(mutants, {int(i): o for i, o in saved.items()}, out, design, args,
-                          write=False)
+        saved = {int(i): o for i, o in saved.items()}
+        if args.table:
+            print(markdown_table(mutants, saved))
+            return 0
+        return _summarize(mutants, saved, out, design, args, write=False)
     if not args.skip_original:
+        timeout, args.timeout = args.timeout, args.timeout or ORIGINAL_TIMEOUT
+        # built afresh, as every mutant is: its time is the yardstick of the timeout
+        shutil.rmtree(out / "sim_build" / "original", ignore_errors=True)
         original = _run_child(-1, args, out)
         print(f"original design: {original['status']} ({original.get('wall_seconds')} s)", flush=True)
         if original["status"] != "survived":
             print(f"the unmutated design fails the benches: {original}", file=sys.stderr)
             return 2
+        # a mutant may take longer than the original (a flow slowed down, a watchdog to run
+        # out) but a mutant that takes several times as long has hung the simulation
+        args.timeout = timeout or max(MIN_TIMEOUT, round(TIMEOUT_FACTOR * original["wall_seconds"]))
+    args.timeout = args.timeout or DEFAULT_TIMEOUT
+    print(f"timeout per mutant: {args.timeout} s", flush=True)
     partial = out / "partial.json"
     results = {}
-    if args.resume and partial.exists():   # outcomes of an interrupted campaign (same mutants)
+    if (args.resume or args.rerun) and partial.exists():   # outcomes saved before (same mutants)
         saved = json.loads(partial.read_text())
         if (saved["seed"], saved["count"], saved["design"]) == (args.seed, args.count, design):
-            results = {int(i): o for i, o in saved["results"].items() if int(i) in indices}
+            results = {int(i): o for i, o in saved["results"].items()}
             print(f"resuming: {len(results)} outcomes from {partial}", flush=True)
     lock = threading.Lock()
+    bench = bench_version()
 
-    def one(i):
-        outcome = _run_child(i, args, out)
+    def one(i, locked=False):
+        outcome = _run_child(i, args, out, locked=locked)
+        outcome["bench"] = bench
+        if i in results:   # --rerun: keep the history (e.g. survived, then killed by a new check)
+            outcome["previous"] = results[i].get("previous", []) + [
+                {k: v for k, v in results[i].items() if k != "previous"}]
         m = mutants[i]
         print(f"[{i:3d}] {outcome['status']:8s} {m.operator:13s} {m.module}:{m.line} "
               f"({outcome['wall_seconds']} s) {outcome.get('by', '')}", flush=True)
@@ -366,27 +454,67 @@ def campaign(args) -> int:
                                            "design": design, "results": results}, indent=1))
         return i, outcome
 
-    todo = [i for i in indices if i not in results]
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        list(pool.map(one, todo))
+    todo = indices if args.rerun else [i for i in indices if i not in results]
+    if args.jobs > 1:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(one, todo))
+    else:   # --batch mutants per hold of the lock (on a busy machine the wait dominates)
+        for start in range(0, len(todo), max(1, args.batch)):
+            with _heavy_lock(args.lock):
+                for i in todo[start:start + max(1, args.batch)]:
+                    one(i, locked=True)
     return _summarize(mutants, results, out, design, args)
+
+
+def bench_version() -> str:
+    """Short hash of the bench code the mutants run (bench_switch.py and its library), so a
+    saved outcome says which version of the checks produced it."""
+    import hashlib
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in [here / "bench_switch.py"] + sorted((here / "lib").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def markdown_table(mutants: list[Mutant], results: dict[int, dict]) -> str:
+    """One Markdown row per mutant: index, operator, module, the change, the outcome and what
+    killed it (the failing bench tests, a crash, or the timeout)."""
+    def code(text):
+        return "`" + text.strip().replace("|", "\\|") + "`"
+    rows = ["| # | operator | module | change | outcome | killed by |", "|---|---|---|---|---|---|"]
+    for i, m in enumerate(mutants):
+        o = results.get(i)
+        status = o["status"] if o else "not run"
+        by = o.get("by", "") if o else ""
+        by = ", ".join(by) if isinstance(by, list) else str(by)
+        for earlier in (o or {}).get("previous", []):
+            bench = f", bench {earlier['bench']}" if earlier.get("bench") else ""
+            by += (f" (earlier run: {earlier['status']}"
+                   f"{' by the timeout' if earlier.get('timeout') else ''}{bench})")
+        rows.append(f"| {i} | {m.operator} | `{m.module}` | {code(m.before)} -> {code(m.after)} "
+                    f"| {status} | {by.replace('|', '/')} |")
+    return "\n".join(rows)
 
 
 def _summarize(mutants, results, out: Path, design, args, *, write: bool = True) -> int:
     killed = sum(1 for o in results.values() if o["status"] == "killed")
+    timeouts = sum(1 for o in results.values() if o.get("timeout"))
     survived = [i for i, o in results.items() if o["status"] == "survived"]
     invalid = [i for i, o in results.items() if o["status"] == "invalid"]
     valid = len(results) - len(invalid)
     score = killed / valid if valid else 0.0
     print(f"\nmutation score: {killed} killed / {valid} mutants = {100 * score:.1f} %"
-          + (f" ({len(invalid)} invalid, not counted)" if invalid else ""))
+          + (f" ({len(invalid)} invalid, not counted)" if invalid else "")
+          + (f"; {timeouts} of the killed by the timeout (hung simulation)" if timeouts else ""))
     for i in survived:
         m = mutants[i]
         print(f"survivor {i}: {m.operator} in {m.module} line {m.line}\n  - {m.before.strip()}\n"
               f"  + {m.after.strip()}")
     record = {"design": design, "seed": args.seed, "count": args.count,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "score": score, "killed": killed, "valid": valid,
+              "score": score, "killed": killed, "valid": valid, "timeouts": timeouts,
+              "timeout_seconds": getattr(args, "timeout", None),
               "mutants": [dict(asdict(mutants[i]), index=i, **results[i]) for i in sorted(results)]}
     if write:
         (out / "results.json").write_text(json.dumps(record, indent=2))
@@ -408,15 +536,26 @@ def main(argv=None) -> int:
         else:
             p.add_argument("--only", help="mutant indices to run, e.g. 0-9,17 (default all)")
             p.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
-            p.add_argument("--timeout", type=int, default=900, help="seconds per mutant")
+            p.add_argument("--batch", type=int, default=1,
+                           help="with --jobs 1: mutants run per hold of the lock (default 1; each "
+                                "mutant holds it for 10-20 s, a batch of 4 about a minute)")
+            p.add_argument("--timeout", type=int, default=None,
+                           help=f"seconds per mutant (default {TIMEOUT_FACTOR} x the original's "
+                                f"build and run, at least {MIN_TIMEOUT})")
             p.add_argument("--lock", default=LOCK, help="flock file taken per mutant ('' = none)")
             p.add_argument("--out", default="build/mutation")
             p.add_argument("--keep", action="store_true", help="keep each mutant's build")
             p.add_argument("--list", action="store_true", help="print the mutants and stop")
             p.add_argument("--skip-original", action="store_true",
                            help="do not run the unmutated design first")
+            p.add_argument("--table", action="store_true",
+                           help="print the outcomes saved so far as a Markdown table and stop")
             p.add_argument("--summary", action="store_true",
                            help="print the score of the outcomes saved so far and stop")
+            p.add_argument("--rerun", action="store_true",
+                           help="with --only: run those mutants again even if OUT/partial.json "
+                                "has their outcome (e.g. after a new check); the earlier outcome "
+                                "is kept under 'previous'")
             p.add_argument("--resume", action="store_true",
                            help="keep the outcomes saved by an interrupted campaign in OUT/partial.json")
     argv = list(sys.argv[1:] if argv is None else argv)

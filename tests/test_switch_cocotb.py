@@ -125,6 +125,27 @@ def test_permuted_middles(ports, middle, dtype):
     print(f"permuted middles P={ports} m={middle} {dtype}: {result.metrics}")
 
 
+@pytest.mark.parametrize("ports,middle,dtype",
+                         _builds(lambda p, m, d: p in (4, 5, 8, 12) and (d == "int32" or p == 4)))
+def test_non_interference(ports, middle, dtype):
+    """One output stalled for good: every other flow of a unicast permutation still delivers
+    1 flit/cycle (issue 18: kills a fork whose input 1 waits for wire 0's ready)."""
+    result = _run("non_interference", ports, middle, dtype, length=32)
+    print(f"non-interference P={ports} m={middle} {dtype}: {result.metrics}")
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("ports,middle,dtype",
+                         [pytest.param(12, 3, d, id=f"P12-m3-{d}") for d in ("int32", "fp16")])
+def test_configuration_and_large_groups_on_the_chiplet(ports, middle, dtype):
+    """`-m full`, Fred_3(12): the configuration protocol (every error code, a select while
+    flits are in flight) and multicast / reduce / all-reduce on groups of 7..12 ports, which the
+    default suite runs on P <= 8 only (issue 18: the functional-coverage holes on Fred_3(12))."""
+    _run("configuration_protocol", ports, middle, dtype)
+    result = _run("directed_collectives", ports, middle, dtype, sizes=list(range(7, ports + 1)))
+    print(f"P={ports} m={middle} {dtype}, groups of 7..{ports}: {result.metrics}")
+
+
 def test_total_flits_across_the_suite():
     """At least 100,000 flits crossed the switch, all checked (the benches above fail on any
     loss, duplication, corruption or deadlock)."""

@@ -6,6 +6,8 @@ merging, the Verilator coverage reader and merger. The figures themselves come f
 from __future__ import annotations
 
 import functools
+import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -78,6 +80,42 @@ def test_mutation_operators_on_hand_written_lines():
     assert got[(10, "const-flip")] == "\\$6  = 1'h0;"
     # reset conditions and reset values are not mutated, nor a wire nothing reads
     assert not any(line in (12, 13, 17) for line, _ in got)
+
+
+def test_named_port_connection_is_not_a_read_of_the_wire_of_that_name():
+    # `.select__1(mode[3])` reads mode, not the local wire select__1 (a dead wire Yosys keeps);
+    # `.en(en)` does read the wire en
+    text = "\n".join([
+        "module m(mode, a, b);",
+        "  wire select__1;",
+        "  wire en;",
+        "  assign select__1 = a & b;",
+        "  assign en = a | b;",
+        "  sub u (",
+        "    .select__1(mode[3]),",
+        "    .\\o__ready$32 (mode[0]),",
+        "    .en(en)",
+        "  );",
+        "endmodule",
+    ])
+    got = {(m.line, m.operator) for m in mutation.sites(text)}
+    assert got == {(5, "or-and")}
+
+
+def test_a_timed_out_mutant_run_ends_its_whole_process_group(tmp_path):
+    # a command that starts a child which would outlive it (as a simulator started by the
+    # cocotb runner does); after the timeout neither may be left running
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    started = time.monotonic()
+    # 3 s: time for sh to start its child on a loaded machine before the timeout ends both
+    assert mutation.run_limited(["sh", "-c", script], timeout=3) is None
+    assert time.monotonic() - started < 20
+    assert pid_file.exists(), "sh did not start its child within the timeout"
+    child = int(pid_file.read_text())
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "\tZ" in status.read_text(), "the grandchild still runs"
+    assert mutation.run_limited(["sh", "-c", "echo hi; exit 3"], timeout=10) == (3, "hi\n", "")
 
 
 def test_apply_refuses_verilog_it_was_not_made_from():
