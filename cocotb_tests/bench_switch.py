@@ -134,6 +134,12 @@ class SwitchBench:
         """Load ``config`` into the next slot while the previous phase's traffic may still be
         flowing, wait for that traffic to drain, select, and send this phase's packets (the
         caller drains the last phase)."""
+        await self.activate(config)
+        self.send_traffic(config, flows, lengths=lengths, max_length=max_length)
+
+    async def activate(self, config: SwitchConfig) -> int:
+        """Load ``config`` into the next slot, wait for the traffic in flight to drain, select
+        it (both without a configuration error) and start a new scoreboard round; the slot."""
         slot = self.slot
         self.slot = (self.slot + 1) % self.phases
         await self.load(config, slot)
@@ -143,7 +149,7 @@ class SwitchBench:
         assert int(self.dut.error.value) == ConfigError.NONE, f"select error {int(self.dut.error.value)}"
         assert int(self.dut.active_phase.value) == slot and int(self.dut.active_valid.value) == 1
         self.round += 1
-        self.send_traffic(config, flows, lengths=lengths, max_length=max_length)
+        return slot
 
     def send_traffic(self, config, flows, *, lengths=None, max_length=16):
         fmt, dt = self.fmt, self.fmt.element
@@ -408,12 +414,7 @@ async def throughput_and_latency(dut):
     for name, flows in cases.items():
         result = route(ports=P, middle=bench.middle, flows=flows, split=False)
         config = result.phases[0].config
-        slot = bench.slot
-        bench.slot = (bench.slot + 1) % bench.phases
-        await bench.load(config, slot)
-        await bench.drain()
-        await bench.select(slot)
-        bench.round += 1
+        await bench.activate(config)
         marks_in = [len(d.transfer_cycles) for d in bench.drivers]
         marks_out = [len(s.transfer_cycles) for s in bench.sinks]
         bench.send_traffic(config, flows, lengths=[length] * len(flows))
@@ -467,12 +468,7 @@ async def non_interference(dut):
         routed = route(ports=P, middle=bench.middle, flows=flows, split=False).phases[0].config
         for config in (routed, permute_middles(routed, rng)):
             for stalled in range(P):
-                slot = bench.slot
-                bench.slot = (bench.slot + 1) % bench.phases
-                await bench.load(config, slot)
-                await bench.drain()
-                await bench.select(slot)
-                bench.round += 1
+                await bench.activate(config)
                 bench.stalled_outputs = {stalled}
                 marks_in = [len(d.transfer_cycles) for d in bench.drivers]
                 marks_out = [len(s.transfer_cycles) for s in bench.sinks]

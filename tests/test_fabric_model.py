@@ -140,6 +140,7 @@ def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype):
     from hdl.base.fabric_program import engine_writes
     from hdl.base.flit import FlitFormat
     from hdl.fabric.npu_engine import NpuEngine
+    from hdl.fabric.sim import program_and_start
     dut = NpuEngine(FlitFormat(dtype=dtype, lanes=1, tag_width=1), buffer=4)
     engine = dict(backpressure=0, seed=1, stages=[dict(
         send_count=1, recv_count=1, ws=0, hs=0, wr=0, hr=0, own_only=0, add_until=0, fwd_count=1,
@@ -147,15 +148,7 @@ def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype):
     seen = {}
 
     async def bench(ctx):
-        for reg, value in engine_writes(engine):
-            ctx.set(dut.we, 1)
-            ctx.set(dut.waddr, reg)
-            ctx.set(dut.wdata, value)
-            await ctx.tick()
-        ctx.set(dut.we, 0)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await program_and_start(ctx, dut, engine_writes(engine))
         ctx.set(dut.tx.ready, 1)
         ctx.set(dut.rx.valid, 1)
         ctx.set(dut.rx.payload.last, 1)

@@ -374,19 +374,12 @@ def test_a_phase_sequencer_port_takes_only_its_share():
     from amaranth.sim import Simulator
 
     from hdl.fabric.phase_sequencer import PhaseSequencer, sequencer_registers
+    from hdl.fabric.sim import program_and_start
     dut = PhaseSequencer(ports=3, phases=2)
     taken = {0: [], 1: []}
 
     async def bench(ctx):
-        for reg, value in sequencer_registers(2, [(6, 3, 0b011), (2, 2, 0b010)]):
-            ctx.set(dut.we, 1)
-            ctx.set(dut.waddr, reg)
-            ctx.set(dut.wdata, value)
-            await ctx.tick()
-        ctx.set(dut.we, 0)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await program_and_start(ctx, dut, sequencer_registers(2, [(6, 3, 0b011), (2, 2, 0b010)]))
         for cycle in range(40):
             ctx.set(dut.select_ready, 1)
             # port 0 offers in every cycle, port 1 in every other, port 2 always (never used)
@@ -420,6 +413,7 @@ def test_fp16_engine_sends_the_golden_data_through_the_adder_and_hashes_what_it_
     from hdl.base.fabric_program import engine_writes, fp16_value
     from hdl.base.flit import FlitFormat
     from hdl.fabric.npu_engine import NpuEngine
+    from hdl.fabric.sim import program_and_start
     n, weights = 12, rank_weights(7, 2)
     engine = dict(backpressure=0, seed=1, stages=[dict(
         send_count=n, recv_count=n, ws=weights[0], hs=weights[1], wr=0, hr=0, own_only=n,
@@ -429,15 +423,7 @@ def test_fp16_engine_sends_the_golden_data_through_the_adder_and_hashes_what_it_
     seen = []
 
     async def bench(ctx):
-        for reg, value in engine_writes(engine):
-            ctx.set(dut.we, 1)
-            ctx.set(dut.waddr, reg)
-            ctx.set(dut.wdata, value)
-            await ctx.tick()
-        ctx.set(dut.we, 0)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await program_and_start(ctx, dut, engine_writes(engine))
         for _ in range(60):
             valid, data, last = ctx.get(dut.tx.valid), ctx.get(dut.tx.payload.data), ctx.get(dut.tx.payload.last)
             ready = ctx.get(dut.rx.ready)
