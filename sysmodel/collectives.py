@@ -241,6 +241,16 @@ def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = N
     return t
 
 
+def _ring_stage(net: Network, op: str, groups, nbytes: float) -> Traffic:
+    """One stage of a multi-stage algorithm: a ring ``op`` of ``nbytes`` in every group of
+    ``groups``, all at once."""
+    stage = net.traffic()
+    for members in groups:
+        per_hop, steps = _ring_factors(op, len(members))
+        stage.merge(_ring(net, members, per_hop * nbytes, steps))
+    return stage
+
+
 def _ring_factors(op: str, n: int) -> tuple[float, int]:
     """(bytes per ring hop as a fraction of the size, dependent steps) for a ring of n."""
     if op == "all-reduce":
@@ -273,7 +283,7 @@ def _configured_unicasts(net: Network, t: Traffic, paths) -> None:
     if not isinstance(net, FredTreeNetwork) or net.platform.unicast_routing != "configured" or not paths:
         return
     arrival = _first_arrivals(net, paths, [], None)
-    first = max((net.switch_timing(node).phase_select_s - at for node, at in arrival.items()), default=0.0)
+    first = max((_select_left(net, node, arrival) for node in arrival), default=0.0)
     t.phases = max(t.phases, 1)
     t.first_select_s = max(t.first_select_s, first, 0.0)
 
@@ -327,15 +337,7 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
         else:
             stages = [("all-gather", inner, size / n1), ("all-gather", outer, size)]
         for stage_op, group_lines, nbytes in stages:
-            stage = net.traffic()
-            for line in group_lines:
-                per_hop, steps = _ring_factors(stage_op, len(line))
-                sub = _ring(net, line, per_hop * nbytes, steps)
-                stage.merge(sub)
-            t.loads += stage.loads
-            t.sent += stage.sent
-            t.latency_s += stage.latency_s
-            t.pipelined_s += stage.pipelined_s
+            t.then(_ring_stage(net, stage_op, group_lines, nbytes))
         return t
 
     a_t, b_t = chunk("rows"), chunk("cols")
@@ -401,9 +403,15 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
             own = timing.phase_select_s
             select = max(select, own)
             switch_s = max(switch_s, timing.phase_switch_s, own)
-            first = max(first, own - arrival.get(switch, 0.0))
+            first = max(first, _select_left(net, switch, arrival))
             configurations.add((switch, key, needed))
     return phases, (select, switch_s), first, frozenset(configurations)
+
+
+def _select_left(net: FredTreeNetwork, switch: int, arrival: dict[int, float]) -> float:
+    """What is left of ``switch``'s phase select, started with the collective, when its first
+    flit can reach it (``arrival``: :func:`_first_arrivals`); negative when none is."""
+    return net.switch_timing(switch).phase_select_s - arrival.get(switch, 0.0)
 
 
 def _first_arrivals(net: FredTreeNetwork, up_paths, down_paths, top) -> dict[int, float]:
@@ -598,15 +606,9 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
     t = net.traffic()
     alone = 0.0
     for index, (op, groups, nbytes) in enumerate(stages):
-        stage = net.traffic()
-        for members in groups:
-            per_hop, steps = _ring_factors(op, len(members))
-            stage.merge(_ring(net, members, per_hop * nbytes, steps))
+        stage = _ring_stage(net, op, groups, nbytes)
         alone += stage.time()
-        t.loads += stage.loads
-        t.sent += stage.sent
-        t.latency_s += stage.latency_s
-        t.pipelined_s += stage.pipelined_s
+        t.then(stage)
         if index == 0:  # configured unicasts: the first stage's routes are selected at the start
             t.phases, t.first_select_s = stage.phases, stage.first_select_s
     # each stage needs the previous one's result: alone, the collective takes the sum of its

@@ -203,6 +203,15 @@ class Traffic:
             self.uplink_users[node] = self.uplink_users.get(node, 0) + users
         return self
 
+    def then(self, stage: "Traffic") -> "Traffic":
+        """Add ``stage`` as running after this traffic, on its result (in place): its bytes add
+        to the links and the senders, its dependent chains to this one's."""
+        self.loads += stage.loads
+        self.sent += stage.sent
+        self.latency_s += stage.latency_s
+        self.pipelined_s += stage.pipelined_s
+        return self
+
     def link_times(self) -> np.ndarray:
         return self.loads / self.net.link_bw
 

@@ -47,8 +47,7 @@ def default_cflags(spec: FabricSpec) -> str:
     -Os 92-95 k. The smaller code wins once the model outgrows the instruction caches; the
     threshold (:data:`OS_ABOVE_SWITCH_PORTS`) lies between the two measured fabrics, sizes in
     between are not measured."""
-    ports = spec.l1_count * spec.l1_ports + spec.l2_planes * spec.l2_plane_ports
-    return "-Os" if ports > OS_ABOVE_SWITCH_PORTS else "-O1"
+    return "-Os" if sum(spec.switch_ports) > OS_ABOVE_SWITCH_PORTS else "-O1"
 #: Further Verilator options of the fabric build (see ``docs/fabric_rtl.md``, simulation speed).
 VERILATOR_ARGS: tuple[str, ...] = ()
 #: The top's ports the bench touches (the only public signals of the build).

@@ -162,6 +162,12 @@ class FabricSpec:
         return self.l2_ports // self.l2_planes
 
     @property
+    def switch_ports(self) -> tuple[int, ...]:
+        """Ports of every switch the fabric builds, in switch order: the L1s, then the L2's
+        planes (the RTL's switch numbering, ``fabric_program`` and ``FabricTop``)."""
+        return (self.l1_ports,) * self.l1_count + (self.l2_plane_ports,) * self.l2_planes
+
+    @property
     def l2_description(self) -> str:
         """The L2's switches in words, e.g. ``Fred_3(5)`` or ``4 planes x Fred_3(5)``."""
         switch = f"Fred_{self.middle}({self.l2_plane_ports})"

@@ -577,8 +577,7 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
                 st.update(check_from=0, wr=0, hr=0)
             e["check_count"], e["wr"], e["hr"] = e["recv_count"], 0, 0
     switches = _pack(spec, request, [it for stage in items for it in stage], phases)
-    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes)
-    program = FabricProgram(algorithm, ports, switches, engines, sum(e["send_count"] for e in engines),
+    program = FabricProgram(algorithm, spec.switch_ports, switches, engines, sum(e["send_count"] for e in engines),
                             sum(e["recv_count"] for e in engines), contributors, planes=spec.l2_planes)
     if spec.dtype != "int32":
         from hdl.base.fabric_golden import expected_hashes
@@ -593,7 +592,7 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
     contiguous runs of one global order, so the lowest unfinished item is in the active phase
     of every switch it crosses: no deadlock. The logical L2's flows go to the plane holding
     their ports (:func:`plane_flows`)."""
-    ports = tuple([spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes)
+    ports = spec.switch_ports
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
     switches: list[list[SwitchPhase]] = [[] for _ in ports]
 

@@ -70,7 +70,7 @@ class FabricTop(wiring.Component):
         self.spec = spec
         self.phases = default_phases() if phases is None else phases
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
-        self.switch_ports = [spec.l1_ports] * spec.l1_count + [spec.l2_plane_ports] * spec.l2_planes
+        self.switch_ports = spec.switch_ports
         super().__init__({
             "clk": In(1),
             "start": In(1),
