@@ -32,10 +32,13 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
     parser.add_argument("--cflags", default=None,
                         help="C++ optimisation of the model (default: the fabric's, "
-                             "cocotb_tests.fabric.run.default_cflags: -O1 or -Os)")
+                             "cocotb_tests.fabric.run.default_cflags: -O2 with PGO, else -O1 or -Os); "
+                             "give it as --cflags=-O1")
     parser.add_argument("--verilator-args", default=None,
                         help="further Verilator options, one string (default: the fabric build's, "
                              "cocotb_tests.fabric.run.VERILATOR_ARGS), e.g. \"--threads 2\"")
+    parser.add_argument("--no-pgo", action="store_true",
+                        help="compile without profile-guided optimization")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     extra = None if args.verilator_args is None else tuple(args.verilator_args.split())
@@ -43,16 +46,19 @@ def main(argv=None) -> int:
     for name in args.fabric:
         spec = fabric_spec(name)
         start = time.perf_counter()
-        build_dir, _ = build_fabric(spec, args.cflags, verilator_args=extra)
+        # build_fabric's default rule: PGO unless -O0
+        pgo = not args.no_pgo and (args.cflags is None or "-O0" not in args.cflags.split())
+        cflags = args.cflags or default_cflags(spec, pgo=pgo)
+        build_dir, _ = build_fabric(spec, args.cflags, verilator_args=extra, pgo=pgo)
         elapsed = time.perf_counter() - start
         recorded = (build_dir / "build_seconds")
         build_s = float(recorded.read_text()) if recorded.exists() else elapsed
         run = run_fabric(spec, make_request(spec, op="all-reduce", size_flits=args.size, group="wafer"),
-                         cflags=args.cflags, verilator_args=extra)
+                         cflags=args.cflags, verilator_args=extra, pgo=pgo)
         if run.errors:
             print(f"{name}: errors: {run.errors}", file=sys.stderr)
             return 1
-        rows.append(dict(fabric=name, cflags=args.cflags or default_cflags(spec),
+        rows.append(dict(fabric=name, cflags=cflags, pgo=pgo,
                          size_flits=args.size, cycles=run.cycles, sim_s=run.sim_s,
                          cycles_per_s=run.cycles_per_s, build_s=round(build_s, 1),
                          verilog_and_cache_check_s=round(elapsed, 1), flits_checked=run.flits_checked))
@@ -62,9 +68,9 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=2))
     else:
-        print(f"{'fabric':8} {'C++':>4} {'size':>7} {'cycles':>9} {'sim s':>8} {'cycles/s':>10} {'build s':>8}")
+        print(f"{'fabric':8} {'C++':>4} {'PGO':>3} {'size':>7} {'cycles':>9} {'sim s':>8} {'cycles/s':>10} {'build s':>8}")
         for r in rows:
-            print(f"{r['fabric']:8} {r['cflags']:>4} {r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
+            print(f"{r['fabric']:8} {r['cflags']:>4} {'yes' if r['pgo'] else 'no':>3} {r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
                   f"{r['cycles_per_s']:>10.0f} {r['build_s']:>8.1f}")
         print(f"({meta['date']}, {meta['command']})")
     return 0

@@ -510,7 +510,49 @@ def test_default_cflags_follow_the_fabrics_switch_ports():
     # -Os above OS_ABOVE_SWITCH_PORTS switch ports in all (docs/fabric_rtl.md, measured)
     from cocotb_tests.fabric.run import OS_ABOVE_SWITCH_PORTS, default_cflags
     assert OS_ABOVE_SWITCH_PORTS == 40
-    assert default_cflags(fabric_spec("fred-b")) == "-O1"                  # 6 x 5 ports
-    assert default_cflags(fabric_spec("fred-d")) == "-Os"                  # 5 x 8 + 4 x 5
-    assert default_cflags(fabric_spec("fred-d", l2_planes=1)) == "-Os"     # 5 x 8 + 20
-    assert default_cflags(fabric_spec("fred-d", npus=4, npus_per_l1=2)) == "-O1"   # 2 x 6 + 4 x 2
+    assert default_cflags(fabric_spec("fred-b"), pgo=False) == "-O1"                  # 6 x 5 ports
+    assert default_cflags(fabric_spec("fred-d"), pgo=False) == "-Os"                  # 5 x 8 + 4 x 5
+    assert default_cflags(fabric_spec("fred-d", l2_planes=1), pgo=False) == "-Os"     # 5 x 8 + 20
+    assert default_cflags(fabric_spec("fred-d", npus=4, npus_per_l1=2), pgo=False) == "-O1"   # 2 x 6 + 4 x 2
+    # with profile-guided optimization (build_fabric's default) -O2 everywhere
+    assert default_cflags(fabric_spec("fred-b")) == default_cflags(fabric_spec("fred-d")) == "-O2"
+
+
+def test_build_fabric_compiles_with_pgo_unless_at_o0(monkeypatch, tmp_path):
+    # the rule only (no build): PGO by default (at -O2), not for the tests' -O0 builds, and a
+    # PGO build is a different cached build (its training named in the key)
+    import cocotb_tests.fabric.build as build
+    from cocotb_tests.fabric.run import TRAINING_FLITS, build_fabric
+    calls = []
+
+    def fake(verilog, top, ports, **kwargs):
+        calls.append(kwargs)
+        return tmp_path
+    monkeypatch.setattr(build, "build_top_public_only", fake)
+    spec = fabric_spec("fred-b", **SMALL)
+    build_fabric(spec)
+    build_fabric(spec, "-O0")
+    build_fabric(spec, "-O1")
+    build_fabric(spec, pgo=False)
+    assert [(c["cflags"], c["train"] is not None) for c in calls] == [
+        ("-O2", True), ("-O0", False), ("-O1", True), ("-O1", False)]   # -O1: fred-b's size
+    assert str(TRAINING_FLITS) in calls[0]["training"] and calls[1]["training"] == ""
+
+
+@pytest.mark.full
+@pytest.mark.cocotb
+def test_a_pgo_build_trains_and_runs_the_same_cycles():
+    # profile-guided optimization changes the machine code, never the model: the same run on a
+    # PGO build and a plain one counts the same cycles and checks every flit
+    from cocotb_tests.fabric.run import build_fabric, run_fabric
+    spec = fabric_spec("fred-d", **SMALL)
+    request = make_request(spec, op="all-reduce", size_flits=48, group="wafer")
+    built, _ = build_fabric(spec, "-O1", pgo=True)
+    assert list(built.glob("*.gcda")), "the training run left no profile"
+    assert "-fprofile-use" in (built / "build.log").read_text()
+    runs = [run_fabric(spec, request, cflags="-O1", pgo=pgo, sink_backpressure=0.3, seed=2)
+            for pgo in (True, False)]
+    assert runs[0].build_dir != runs[1].build_dir
+    assert runs[0].errors == runs[1].errors == []
+    assert runs[0].cycles == runs[1].cycles
+    assert runs[0].flits_checked == runs[1].flits_checked == runs[0].expected_flits_checked

@@ -27,7 +27,8 @@ from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 from hdl.base.fabric_program import FabricProgram, engine_writes, fabric_program
 
-__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "default_cflags"]
+__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "default_cflags",
+           "TRAINING_FLITS"]
 
 TOP = "fred_fabric"
 #: Verilator options of the fabric build (after the runner's): no hierarchical blocks
@@ -39,15 +40,23 @@ DEFAULT_CFLAGS = None
 OS_ABOVE_SWITCH_PORTS = 40
 
 
-def default_cflags(spec: FabricSpec) -> str:
-    """C++ optimisation of the fabric model: -Os for a large fabric, -O1 for a small one.
-    Measured 2026-11-23 (``make bench-fabric --size 60000``, interleaved runs under the lock):
-    Fred-D (60 switch ports: 5 x Fred_3(8) + 4 x Fred_3(5); 1.4 MB of machine code run every
-    cycle) -Os 46-50 k cycles/s vs -O1 40-45 k; Fred-B (30 ports: 6 x Fred_3(5)) -O1 101-105 k vs
-    -Os 92-95 k. The smaller code wins once the model outgrows the instruction caches; the
-    threshold (:data:`OS_ABOVE_SWITCH_PORTS`) lies between the two measured fabrics, sizes in
-    between are not measured."""
+def default_cflags(spec: FabricSpec, *, pgo: bool = True) -> str:
+    """C++ optimisation of the fabric model. With profile-guided optimization (``pgo``, the
+    default of :func:`build_fabric`) -O2 for every fabric; without it -Os for a large fabric
+    and -O1 for a small one.
+
+    Measured 2026-11-23 (``make bench-fabric`` at 60,000 flits, under the lock, nothing else
+    running). With PGO: Fred-B (30 switch ports: 6 x Fred_3(5)) -O2 110-112 k cycles/s, -O1
+    103 k, -Os 83 k; Fred-D (60 switch ports: 5 x Fred_3(8) + 4 x Fred_3(5)) -O2 61-64 k, -Os
+    41-42 k. Without PGO: Fred-D -Os 46-50 k vs -O1 40-45 k and -O2 38-39 k; Fred-B -O1
+    101-105 k (before the engines' stages, 64-66 k after) vs -Os 92-95 k: the smaller code wins
+    once the model outgrows the instruction caches; the threshold
+    (:data:`OS_ABOVE_SWITCH_PORTS`) lies between the two measured fabrics."""
+    if pgo:
+        return "-O2"
     return "-Os" if sum(spec.switch_ports) > OS_ABOVE_SWITCH_PORTS else "-O1"
+
+
 #: Further Verilator options of the fabric build (see ``docs/fabric_rtl.md``, simulation speed).
 VERILATOR_ARGS: tuple[str, ...] = ()
 #: The top's ports the bench touches (the only public signals of the build).
@@ -105,17 +114,53 @@ def fabric_verilog(spec: FabricSpec) -> str:
 
 
 def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_build=None,
-                 verilator_args=None) -> tuple[Path, float]:
+                 verilator_args=None, *, pgo: bool | None = None) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
     (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``);
-    ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options."""
+    ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options.
+    ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric` (None:
+    yes unless ``cflags`` has -O0, the tests' quick builds); ``cflags`` None:
+    :func:`default_cflags`."""
     from cocotb_tests.fabric.build import build_top_public_only
+    if pgo is None:
+        pgo = cflags is None or "-O0" not in cflags.split()
+    cflags = default_cflags(spec, pgo=pgo) if cflags is None else cflags
     start = time.perf_counter()
     build_dir = build_top_public_only(
-        fabric_verilog(spec), TOP, PORTS, cflags=default_cflags(spec) if cflags is None else cflags,
+        fabric_verilog(spec), TOP, PORTS, cflags=cflags,
         verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
-        sim_build=Path(sim_build) if sim_build is not None else None)
+        sim_build=Path(sim_build) if sim_build is not None else None,
+        train=(lambda built: train_fabric(spec, built)) if pgo else None,
+        training=f"{TRAINING_OPS} x {TRAINING_FLITS} flits" if pgo else "")
     return build_dir, time.perf_counter() - start
+
+
+#: The profile-guided build's training workload (:func:`train_fabric`): each collective the
+#: fabric runs, across the whole wafer, in its default algorithm, of :data:`TRAINING_FLITS`
+#: flits. Generic on purpose: the same for every fabric and not the benchmark's own case
+#: alone (``docs/fabric_rtl.md`` measures a Fig. 9 case that is not in it).
+TRAINING_OPS = ("all-reduce", "reduce", "multicast")
+TRAINING_FLITS = 2000
+
+
+def train_fabric(spec: FabricSpec, build_dir: Path) -> None:
+    """Run the training workload on the instrumented model in ``build_dir`` (every flit
+    checked, as in any run: a training run that goes wrong fails the build)."""
+    from hdl.base.fabric import make_request
+    ran = []
+    for op in TRAINING_OPS:
+        request = make_request(spec, op=op, size_flits=TRAINING_FLITS, group="wafer")
+        try:
+            program = fabric_program(spec, request)
+        except FredError:
+            continue     # an op this fabric does not run (e.g. a dtype's limits): not trained
+        run = run_program(spec, request, program, prebuilt=build_dir)
+        if run.errors:
+            raise FredError(f"fabric {spec.name}: the training run ({request.label}) failed: "
+                            f"{'; '.join(run.errors[:3])}")
+        ran.append(op)
+    if not ran:
+        raise FredError(f"fabric {spec.name}: no training collective runs on this fabric")
 
 
 def _checked(engine: dict, received: int) -> int:
@@ -139,26 +184,30 @@ def _default_watchdog(spec: FabricSpec, request: FabricRequest, program: FabricP
 
 def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                seed: int = 0, sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-               build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None) -> FabricRun:
+               build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None,
+               pgo: bool | None = None) -> FabricRun:
     """Run ``request`` on the fabric RTL of ``spec`` (module docstring). ``algorithm``: the
     one the system model chose (None: ``in-switch`` on Fred-B/D); ``seed`` varies the data and
     the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
     cycle; ``watchdog_cycles``: the run's cycle budget (default: generous, from the request);
-    ``build_dir``: the root of Verilator builds (default ``sim_build/``). Raises FredError for
+    ``build_dir``: the root of Verilator builds (default ``sim_build/``); ``cflags``,
+    ``verilator_args`` and ``pgo``: the build's (:func:`build_fabric`). Raises FredError for
     an invalid request (before building) and when the watchdog ends a stalled run (naming the
     engines that did not finish, with their counters, and each switch's phase)."""
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
                              sink_backpressure=sink_backpressure)
     return run_program(spec, request, program, seed=seed, sink_backpressure=sink_backpressure,
                        watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags,
-                       verilator_args=verilator_args)
+                       verilator_args=verilator_args, pgo=pgo)
 
 
 def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram, *, seed: int = 0,
                 sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
-                build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None) -> FabricRun:
+                build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None,
+                pgo: bool | None = None, prebuilt: Path | None = None) -> FabricRun:
     """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
-    one and check that the watchdog names what stalled)."""
+    one and check that the watchdog names what stalled). ``prebuilt``: run on this build
+    folder instead of building (the profile-guided build's training runs)."""
     if watchdog_cycles is None:
         watchdog_cycles = _default_watchdog(spec, request, program)
     if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
@@ -166,7 +215,10 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     from cocotb_tests.runner import run_bench
     start = time.perf_counter()
     verilog = fabric_verilog(spec)
-    built, _ = build_fabric(spec, cflags, build_dir, verilator_args)
+    if prebuilt is None:
+        built, _ = build_fabric(spec, cflags, build_dir, verilator_args, pgo=pgo)
+    else:
+        built = Path(prebuilt)
     build_s = time.perf_counter() - start
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))
