@@ -32,11 +32,13 @@ __all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fa
 
 TOP = "fred_fabric"
 #: Verilator options of the fabric build (after the runner's): no hierarchical blocks
-#: (``build_dut(hier_blocks=False)``) and the C++ compiled at -O1 or -Os instead of the
-#: runner's -O0 (``cflags``, default :func:`default_cflags`): a long fabric run's time is the
+#: (``build_dut(hier_blocks=False)``) and the C++ compiled at -O2 with profile-guided
+#: optimization (or -O1/-Os without) instead of the runner's -O0 (``cflags``, default
+#: :func:`default_cflags`; ``pgo``, :func:`build_fabric`): a long fabric run's time is the
 #: simulation itself, not cocotb's Python; the tests' short runs use -O0 (faster to build).
 DEFAULT_CFLAGS = None
-#: Switch ports in all above which the fabric's C++ is compiled at -Os instead of -O1.
+#: Switch ports in all above which the fabric's C++ is compiled at -Os instead of -O1 (builds
+#: without profile-guided optimization).
 OS_ABOVE_SWITCH_PORTS = 40
 
 
