@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cocotb_tests.fabric.run import build_fabric, default_cflags, run_fabric  # noqa: E402
+from cocotb_tests.fabric.run import build_fabric, build_options, run_fabric  # noqa: E402
 from hdl.base.fabric import fabric_spec, make_request  # noqa: E402
 
 
@@ -46,9 +46,7 @@ def main(argv=None) -> int:
     for name in args.fabric:
         spec = fabric_spec(name)
         start = time.perf_counter()
-        # build_fabric's default rule: PGO unless -O0
-        pgo = not args.no_pgo and (args.cflags is None or "-O0" not in args.cflags.split())
-        cflags = args.cflags or default_cflags(spec, pgo=pgo)
+        cflags, pgo = build_options(spec, args.cflags, False if args.no_pgo else None)
         build_dir, _ = build_fabric(spec, args.cflags, verilator_args=extra, pgo=pgo)
         elapsed = time.perf_counter() - start
         recorded = (build_dir / "build_seconds")

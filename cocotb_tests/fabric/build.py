@@ -79,11 +79,14 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
     env = dict(os.environ)
     env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
 
+    # Vtop.mk's user C++ flags: every -CFLAGS value of the verilation, in order
+    user_cflags = [args[i + 1] for i, arg in enumerate(args) if arg == "-CFLAGS"]
+
     def compile_(*extra_cflags, extra_ldflags=""):
         # the user flags of Vtop.mk (from -CFLAGS/-LDFLAGS) are replaced on make's command line,
         # so one verilation serves both compiles of a profile-guided build
         return ["make", "-j", str(os.cpu_count() or 1), "-C", str(build_dir), "-f", "Vtop.mk",
-                "VM_TRACE=0", f"VM_USER_CFLAGS={' '.join(['-O0', cflags, *extra_cflags])}",
+                "VM_TRACE=0", f"VM_USER_CFLAGS={' '.join([*user_cflags, *extra_cflags])}",
                 f"VM_USER_LDLIBS={ldflags} {extra_ldflags}".strip()]
 
     start = time.perf_counter()

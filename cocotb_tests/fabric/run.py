@@ -27,7 +27,8 @@ from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
 from hdl.base.fabric_program import FabricProgram, engine_writes, fabric_program
 
-__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "default_cflags",
+__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
+           "default_cflags",
            "TRAINING_FLITS"]
 
 TOP = "fred_fabric"
@@ -115,18 +116,24 @@ def fabric_verilog(spec: FabricSpec) -> str:
     return _VERILOG[key]
 
 
+def build_options(spec: FabricSpec, cflags: str | None = None, pgo: bool | None = None) -> tuple[str, bool]:
+    """(C++ flags, profile-guided or not) of a fabric build asked for with ``cflags`` and
+    ``pgo`` (either None: the default): PGO unless ``cflags`` has -O0 (the tests' quick
+    builds), ``cflags`` None -> :func:`default_cflags`."""
+    if pgo is None:
+        pgo = cflags is None or "-O0" not in cflags.split()
+    return (default_cflags(spec, pgo=pgo) if cflags is None else cflags), pgo
+
+
 def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_build=None,
                  verilator_args=None, *, pgo: bool | None = None) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
     (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``);
     ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options.
-    ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric` (None:
-    yes unless ``cflags`` has -O0, the tests' quick builds); ``cflags`` None:
-    :func:`default_cflags`."""
+    ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric`;
+    ``cflags`` and ``pgo`` None: :func:`build_options`."""
     from cocotb_tests.fabric.build import build_top_public_only
-    if pgo is None:
-        pgo = cflags is None or "-O0" not in cflags.split()
-    cflags = default_cflags(spec, pgo=pgo) if cflags is None else cflags
+    cflags, pgo = build_options(spec, cflags, pgo)
     start = time.perf_counter()
     build_dir = build_top_public_only(
         fabric_verilog(spec), TOP, PORTS, cflags=cflags,
