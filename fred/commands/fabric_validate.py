@@ -88,7 +88,7 @@ def run(args) -> int:
         return 0
     print(format_table(
         ["fabric", "case", "flits", "algorithm", "model cycles", "RTL cycles", "RTL/model", "flits checked"],
-        [[r["fabric"], r["case"], r["size_flits"], _algorithm(r), f"{r['model_cycles']:.1f}",
+        [[r["fabric"], r["case"], r["size_flits"], r["algorithm"], f"{r['model_cycles']:.1f}",
           r["rtl_cycles"], f"{r['ratio']:.3f}", r["flits_checked"]] for r in rows],
         align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
     print(f"{summary['within_tolerance']}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
@@ -106,11 +106,6 @@ def _row(label: str, case) -> dict:
             "model_phase_cycles": est.phase_cycles, "model_phases": est.phases,
             "busiest_link": est.busiest_link, "rtl_cycles": rtl.cycles, "ratio": case.ratio,
             "flits_checked": rtl.flits_checked, "cycles_per_s": rtl.cycles_per_s}
-
-
-def _algorithm(row: dict) -> str:
-    # every case runs the model's own choice on both sides
-    return row["algorithm"]
 
 
 def _command(args) -> str:
@@ -149,7 +144,7 @@ def _markdown(summary: dict, plot: Path, output: Path) -> str:
     for r in rows:
         flag = "" if abs(r["ratio"] - 1) <= summary["tolerance"] else " **!**"
         lines.append(
-            f"| {r['fabric']} | {r['case']} | {r['size_flits']} | {_algorithm(r)} | "
+            f"| {r['fabric']} | {r['case']} | {r['size_flits']} | {r['algorithm']} | "
             f"{r['model_cycles']:.1f} ({r['model_bandwidth_cycles']:.0f} + {r['model_latency_cycles']:.0f} "
             f"+ {r['model_phase_cycles']:.0f}) | {r['rtl_cycles']} | {r['ratio']:.3f}{flag} | "
             f"{r['flits_checked']} |")
