@@ -36,7 +36,8 @@ def main(argv=None) -> int:
                              "give it as --cflags=-O1")
     parser.add_argument("--verilator-args", default=None,
                         help="further Verilator options, one string (default: the fabric build's, "
-                             "cocotb_tests.fabric.run.VERILATOR_ARGS), e.g. \"--threads 2\"")
+                             "cocotb_tests.fabric.run.VERILATOR_ARGS); give it with '=' since it "
+                             "starts with '-', e.g. --verilator-args=\"--threads 2\"")
     parser.add_argument("--no-pgo", action="store_true",
                         help="compile without profile-guided optimization")
     parser.add_argument("--json", action="store_true")
