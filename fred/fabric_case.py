@@ -78,14 +78,16 @@ def rtl_harness():
 
 
 def run_case(case: FabricCase, *, seed: int = 0, sink_backpressure: float = 0.0,
-             watchdog_cycles: int | None = None, build_dir=None) -> FabricCase:
-    """Run ``case`` on the RTL with the algorithm the model chose; errors in the received data
-    are a :class:`FredError` listing the first few."""
+             watchdog_cycles: int | None = None, build_dir=None,
+             simulator: str = "lockstep") -> FabricCase:
+    """Run ``case`` on the RTL with the algorithm the model chose, on ``simulator``
+    (``cocotb_tests.fabric.run.SIMULATORS``); errors in the received data are a
+    :class:`FredError` listing the first few."""
     run_fabric = rtl_harness()   # checks the backpressure before building (fabric_program)
     case.rtl = run_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, seed=seed,
                           sink_backpressure=sink_backpressure, watchdog_cycles=watchdog_cycles,
-                          build_dir=build_dir)
-    case.options.update(seed=seed, sink_backpressure=sink_backpressure)
+                          build_dir=build_dir, simulator=simulator)
+    case.options.update(seed=seed, sink_backpressure=sink_backpressure, simulator=simulator)
     if case.rtl.errors:
         shown = "; ".join(case.rtl.errors[:5])
         raise FredError(f"{case.spec.name} {case.request.label}: the RTL delivered wrong data "

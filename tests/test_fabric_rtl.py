@@ -1,5 +1,6 @@
 """The fabric RTL of issue 15: programs (pure Python), the link (Amaranth simulator), and runs of
-the whole fabric under Verilator (cocotb).
+the whole fabric under Verilator (the default simulator, lock-step; ``test_fabric_lockstep``
+compares it with the one-model cocotb bench).
 
 The Verilator runs of the default suite use a small fabric (4 NPUs under 2 L1s: L1 Fred_3(3)
 or Fred_3(6), L2 Fred_3(2) or Fred_3(8)) built at -O0, so build and run stay short; the 20-NPU
@@ -518,22 +519,25 @@ def test_default_cflags_follow_the_fabrics_switch_ports():
     assert default_cflags(fabric_spec("fred-b")) == default_cflags(fabric_spec("fred-d")) == "-O2"
 
 
-def test_build_fabric_compiles_with_pgo_unless_at_o0(monkeypatch, tmp_path):
+@pytest.mark.parametrize("simulator", ["lockstep", "cocotb"])
+def test_build_fabric_compiles_with_pgo_unless_at_o0(monkeypatch, tmp_path, simulator):
     # the rule only (no build): PGO by default (at -O2), not for the tests' -O0 builds, and a
     # PGO build is a different cached build (its training named in the key)
     import cocotb_tests.fabric.build as build
+    import cocotb_tests.fabric.lockstep as lockstep
     from cocotb_tests.fabric.run import TRAINING_FLITS, build_fabric
     calls = []
 
-    def fake(verilog, top, ports, **kwargs):
+    def fake(verilog, *args, **kwargs):
         calls.append(kwargs)
         return tmp_path
     monkeypatch.setattr(build, "build_top_public_only", fake)
+    monkeypatch.setattr(lockstep, "build_lockstep", fake)
     spec = fabric_spec("fred-b", **SMALL)
-    build_fabric(spec)
-    build_fabric(spec, "-O0")
-    build_fabric(spec, "-O1")
-    build_fabric(spec, pgo=False)
+    build_fabric(spec, simulator=simulator)
+    build_fabric(spec, "-O0", simulator=simulator)
+    build_fabric(spec, "-O1", simulator=simulator)
+    build_fabric(spec, pgo=False, simulator=simulator)
     assert [(c["cflags"], c["train"] is not None) for c in calls] == [
         ("-O2", True), ("-O0", False), ("-O1", True), ("-O1", False)]   # -O1: fred-b's size
     assert str(TRAINING_FLITS) in calls[0]["training"] and calls[1]["training"] == ""
@@ -548,7 +552,7 @@ def test_a_pgo_build_trains_and_runs_the_same_cycles():
     spec = fabric_spec("fred-d", **SMALL)
     request = make_request(spec, op="all-reduce", size_flits=48, group="wafer")
     built, _ = build_fabric(spec, "-O1", pgo=True)
-    assert list(built.glob("*.gcda")), "the training run left no profile"
+    assert list(built.rglob("*.gcda")), "the training run left no profile"
     assert "-fprofile-use" in (built / "build.log").read_text()
     runs = [run_fabric(spec, request, cflags="-O1", pgo=pgo, sink_backpressure=0.3, seed=2)
             for pgo in (True, False)]

@@ -60,6 +60,19 @@ def default_cflags(spec: FabricSpec, *, pgo: bool = True) -> str:
     return "-Os" if sum(spec.switch_ports) > OS_ABOVE_SWITCH_PORTS else "-O1"
 
 
+#: The simulators of the fabric RTL: ``cocotb`` (one Verilated model of the whole fabric,
+#: driven by the cocotb bench ``bench_fabric.py``) and ``lockstep`` (the fabric cut in two
+#: parts, each Verilated, run one per core in lock step by ``lockstep.cpp``; the same cycles
+#: and counters).
+SIMULATORS = ("cocotb", "lockstep")
+DEFAULT_SIMULATOR = "lockstep"
+
+
+def _check_simulator(simulator) -> None:
+    if simulator not in SIMULATORS:
+        raise FredError(f"unknown fabric simulator {simulator!r}; expected one of {', '.join(SIMULATORS)}")
+
+
 #: Further Verilator options of the fabric build (see ``docs/fabric_rtl.md``, simulation speed).
 VERILATOR_ARGS: tuple[str, ...] = ()
 #: The top's ports the bench touches (the only public signals of the build).
@@ -74,7 +87,9 @@ class FabricRun:
     correct; ``errors``: empty = every flit arrived once, in order, bit-exact; ``phases``: per
     switch (``L1.0`` .. ``L2``) the configurations the request used; ``build_s`` (Verilog
     generation + Verilator build, ~0 when cached), ``sim_s`` (wall-clock seconds of the timed
-    window's simulation), ``cycles_per_s`` = cycles / sim_s."""
+    window's simulation), ``cycles_per_s`` = cycles / sim_s; ``simulator`` (:data:`SIMULATORS`);
+    ``part_wait_s``: lock-step only, the seconds each part's thread spent waiting for the other
+    (how well the partition balances the parts)."""
 
     fabric: str
     label: str
@@ -97,6 +112,8 @@ class FabricRun:
     expected_flits_checked: int = 0
     build_dir: str = ""
     flows: dict = field(default_factory=dict)
+    simulator: str = ""
+    part_wait_s: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -125,16 +142,42 @@ def build_options(spec: FabricSpec, cflags: str | None = None, pgo: bool | None 
     return (default_cflags(spec, pgo=pgo) if cflags is None else cflags), pgo
 
 
+def part_verilogs(spec: FabricSpec) -> tuple[str, str]:
+    """Verilog of the two parts of the lock-step simulator (``hdl.base.fabric_partition``:
+    the default partition of ``spec``), memoised per spec in this process."""
+    from hdl.base.fabric_partition import fabric_partition
+    from cocotb_tests.fabric.lockstep import PART_TOPS
+    key = ("parts",) + tuple(sorted(spec.to_dict().items()))
+    if key not in _VERILOG:
+        from hdl.fabric import FabricTop
+        from hdl.verilog import to_verilog
+        partition = fabric_partition(spec, 2)
+        _VERILOG[key] = tuple(to_verilog(FabricTop(spec, partition=partition, part=p), name=PART_TOPS[p])
+                              for p in range(2))
+    return _VERILOG[key]
+
+
 def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_build=None,
-                 verilator_args=None, *, pgo: bool | None = None) -> tuple[Path, float]:
+                 verilator_args=None, *, pgo: bool | None = None,
+                 simulator: str = DEFAULT_SIMULATOR) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
     (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``);
     ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options.
     ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric`;
     ``cflags`` and ``pgo`` None: :func:`build_options`."""
     from cocotb_tests.fabric.build import build_top_public_only
+    _check_simulator(simulator)
     cflags, pgo = build_options(spec, cflags, pgo)
     start = time.perf_counter()
+    if simulator == "lockstep":
+        from cocotb_tests.fabric.lockstep import build_lockstep
+        build_dir = build_lockstep(
+            part_verilogs(spec), cflags=cflags,
+            verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
+            sim_build=Path(sim_build) if sim_build is not None else None,
+            train=(lambda built: train_fabric(spec, built, simulator=simulator)) if pgo else None,
+            training=f"{TRAINING_OPS} x {TRAINING_FLITS} flits" if pgo else "")
+        return build_dir, time.perf_counter() - start
     build_dir = build_top_public_only(
         fabric_verilog(spec), TOP, PORTS, cflags=cflags,
         verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
@@ -152,7 +195,7 @@ TRAINING_OPS = ("all-reduce", "reduce", "multicast")
 TRAINING_FLITS = 2000
 
 
-def train_fabric(spec: FabricSpec, build_dir: Path) -> None:
+def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = "cocotb") -> None:
     """Run the training workload on the instrumented model in ``build_dir`` (every flit
     checked, as in any run: a training run that goes wrong fails the build)."""
     from hdl.base.fabric import make_request
@@ -163,7 +206,7 @@ def train_fabric(spec: FabricSpec, build_dir: Path) -> None:
             program = fabric_program(spec, request)
         except FredError:
             continue     # an op this fabric does not run (e.g. a dtype's limits): not trained
-        run = run_program(spec, request, program, prebuilt=build_dir)
+        run = run_program(spec, request, program, prebuilt=build_dir, simulator=simulator)
         if run.errors:
             raise FredError(f"fabric {spec.name}: the training run ({request.label}) failed: "
                             f"{'; '.join(run.errors[:3])}")
@@ -194,7 +237,7 @@ def _default_watchdog(spec: FabricSpec, request: FabricRequest, program: FabricP
 def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                seed: int = 0, sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
                build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None,
-               pgo: bool | None = None) -> FabricRun:
+               pgo: bool | None = None, simulator: str = DEFAULT_SIMULATOR) -> FabricRun:
     """Run ``request`` on the fabric RTL of ``spec`` (module docstring). ``algorithm``: the
     one the system model chose (None: ``in-switch`` on Fred-B/D); ``seed`` varies the data and
     the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
@@ -207,13 +250,14 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
                              sink_backpressure=sink_backpressure)
     return run_program(spec, request, program, seed=seed, sink_backpressure=sink_backpressure,
                        watchdog_cycles=watchdog_cycles, build_dir=build_dir, cflags=cflags,
-                       verilator_args=verilator_args, pgo=pgo)
+                       verilator_args=verilator_args, pgo=pgo, simulator=simulator)
 
 
 def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram, *, seed: int = 0,
                 sink_backpressure: float = 0.0, watchdog_cycles: int | None = None,
                 build_dir=None, cflags: str | None = DEFAULT_CFLAGS, verilator_args=None,
-                pgo: bool | None = None, prebuilt: Path | None = None) -> FabricRun:
+                pgo: bool | None = None, prebuilt: Path | None = None,
+                simulator: str = DEFAULT_SIMULATOR) -> FabricRun:
     """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
     one and check that the watchdog names what stalled). ``prebuilt``: run on this build
     folder instead of building (the profile-guided build's training runs)."""
@@ -221,11 +265,10 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
         watchdog_cycles = _default_watchdog(spec, request, program)
     if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
         raise FredError(f"watchdog_cycles must be a positive integer, got {watchdog_cycles!r}")
-    from cocotb_tests.runner import run_bench
+    _check_simulator(simulator)
     start = time.perf_counter()
-    verilog = fabric_verilog(spec)
     if prebuilt is None:
-        built, _ = build_fabric(spec, cflags, build_dir, verilator_args, pgo=pgo)
+        built, _ = build_fabric(spec, cflags, build_dir, verilator_args, pgo=pgo, simulator=simulator)
     else:
         built = Path(prebuilt)
     build_s = time.perf_counter() - start
@@ -239,9 +282,15 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
               "watchdog_cycles": watchdog_cycles, "poll": poll}
     import re
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
-    result = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, TOP),
-                       bench_params=params, run_name=name, prebuilt=built)
-    metrics = result.metrics
+    if simulator == "lockstep":
+        from cocotb_tests.fabric.lockstep import run_lockstep
+        metrics = run_lockstep(built, params, run_dir=Path(built) / "runs" / name)
+    else:
+        from cocotb_tests.runner import run_bench
+        result = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
+                           verilog=(fabric_verilog(spec), TOP),
+                           bench_params=params, run_name=name, prebuilt=built)
+        metrics = result.metrics
     after, before = metrics["after"], metrics["before"]
     errors: list[str] = []
     for s, state in enumerate(before["switches"]):
@@ -296,4 +345,5 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
         sink_backpressure=sink_backpressure, expected_flits_sent=program.flits_sent,
         expected_flits_received=program.flits_received, expected_flits_checked=program.flits_to_check, build_dir=str(built),
         flows={program.switch_name(s): [[str(f) for f in ph.flows] for ph in phases]
-               for s, phases in enumerate(program.switches)})
+               for s, phases in enumerate(program.switches)},
+        simulator=simulator, part_wait_s=[round(w, 4) for w in metrics.get("waited_s", [])])

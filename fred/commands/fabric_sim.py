@@ -26,6 +26,10 @@ def add_fabric_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--characterization", default=None, metavar="PATH",
                         help="measured switch timings the model uses (default: the shipped "
                              "data/characterization.json)")
+    parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default="lockstep",
+                        help="lockstep (default): the fabric in two Verilated parts, one per "
+                             "core, in lock step; cocotb: one Verilated model under the cocotb "
+                             "bench (the same cycles, slower)")
 
 
 def spec_overrides(args) -> dict:
@@ -65,7 +69,7 @@ def run(args) -> int:
                       algorithm=args.algorithm, **spec_overrides(args))
     if not args.model_only:
         run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
-                 watchdog_cycles=args.watchdog)
+                 watchdog_cycles=args.watchdog, simulator=args.simulator)
     if args.json:
         print_json(case.to_dict())
         return 0

@@ -71,7 +71,7 @@ def run(args) -> int:
     with progress_bar(len(cases), "fabric-validate", json_output=args.json, unit="case") as bar:
         for _, case in cases:
             run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
-                     watchdog_cycles=args.watchdog)
+                     watchdog_cycles=args.watchdog, simulator=args.simulator)
             bar.update()
     rows = [_row(label, case) for label, case in cases]
     worst = max(rows, key=lambda r: abs(r["ratio"] - 1))

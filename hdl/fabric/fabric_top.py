@@ -3,18 +3,20 @@ top ``fred_fabric``)."""
 
 from __future__ import annotations
 
-from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.base.config_port import phase_index_width
+from hdl.base.errors import FredError
 from hdl.base.fabric import FabricSpec
+from hdl.base.fabric_partition import FabricPartition, uplinks
 from hdl.base.fabric_program import ENGINE_REGS, NPU_BUFFER, default_phases
 from hdl.base.flit import FlitFormat
 from hdl.layouts import flit_layout
 from hdl.switch.switch_top import FredSwitchTop
 
-from .link import Link
+from .link import Link, LinkReceiver, LinkSender
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
 
@@ -66,12 +68,30 @@ class FabricTop(wiring.Component):
     sent, every expected flit received and checked).
     """
 
-    def __init__(self, spec: FabricSpec, *, phases: int | None = None):
+    def __init__(self, spec: FabricSpec, *, phases: int | None = None,
+                 partition: FabricPartition | None = None, part: int | None = None):
         self.spec = spec
         self.phases = default_phases() if phases is None else phases
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
-        super().__init__({
+        if (partition is None) != (part is None):
+            raise FredError("FabricTop: give both partition and part (one part of a cut "
+                            "fabric) or neither (the whole fabric)")
+        if partition is not None:
+            if partition.spec != spec:
+                raise FredError(f"FabricTop: the partition is of fabric {partition.spec.name}, "
+                                f"not of {spec.name}")
+            if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < partition.count:
+                raise FredError(f"FabricTop: part must be in 0..{partition.count - 1}, got {part!r}")
+        self.partition, self.part = partition, part
+        cut_ports = {}
+        if partition is not None:
+            out_width, in_width = self.cut_widths()
+            if out_width:
+                cut_ports["cut_out"] = Out(out_width)
+            if in_width:
+                cut_ports["cut_in"] = In(in_width)
+        super().__init__({**cut_ports, 
             "clk": In(1),
             "start": In(1),
             "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
@@ -80,6 +100,41 @@ class FabricTop(wiring.Component):
             "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
             "all_done": Out(1), "cycles": Out(32),
         })
+
+    def _owns(self, switch: int) -> bool:
+        return self.partition is None or self.partition.parts[switch] == self.part
+
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """This part's cut signals, LSB first: ``(bus, name, width)`` with bus ``cut_out`` or
+        ``cut_in``; for every cut uplink (``FabricPartition.cut_links`` order) the sender's
+        part drives ``<link>_valid`` and ``<link>_data`` and reads ``<link>_credit``, the
+        receiver's the reverse. Part p's ``cut_out`` is, field for field, part q's ``cut_in``
+        when the fabric has two parts."""
+        fields = []
+        width = Shape.cast(flit_layout(self.flit)).width
+        for cut in self.partition.cut_links():
+            name = cut.ends.name
+            if cut.source_part == self.part:
+                fields += [("cut_out", f"{name}_valid", 1), ("cut_out", f"{name}_data", width),
+                           ("cut_in", f"{name}_credit", 1)]
+            elif cut.sink_part == self.part:
+                fields += [("cut_in", f"{name}_valid", 1), ("cut_in", f"{name}_data", width),
+                           ("cut_out", f"{name}_credit", 1)]
+        return fields
+
+    def cut_widths(self) -> tuple[int, int]:
+        """Bits of (``cut_out``, ``cut_in``)."""
+        fields = self.cut_fields()
+        return (sum(w for bus, _, w in fields if bus == "cut_out"),
+                sum(w for bus, _, w in fields if bus == "cut_in"))
+
+    def _cut_slices(self) -> dict[str, object]:
+        at = {"cut_out": 0, "cut_in": 0}
+        out = {}
+        for bus, name, width in self.cut_fields():
+            out[name] = getattr(self, bus)[at[bus]:at[bus] + width]
+            at[bus] += width
+        return out
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -103,10 +158,15 @@ class FabricTop(wiring.Component):
                      prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
                      rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
         spec, shape = self.spec, flit_layout(self.flit)
-        k, up = spec.npus_per_l1, spec.uplink_ports
+        k = spec.npus_per_l1
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
         switches, sequencers, gates = [], [], []
         for s, ports in enumerate(self.switch_ports):
+            if not self._owns(s):     # another part's switch
+                switches.append(None)
+                sequencers.append(None)
+                gates.append(None)
+                continue
             name = (f"l1_{s}" if s < spec.l1_count else
                     "l2" if spec.l2_planes == 1 else f"l2_{s - spec.l1_count}")
             sw = FredSwitchTop(ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
@@ -133,12 +193,15 @@ class FabricTop(wiring.Component):
             gates.append(seq.allow)
         with m.Switch(self.cfg_switch):
             for s, sw in enumerate(switches):
-                with m.Case(s):
-                    m.d.comb += self.cfg_ready.eq(sw.config.ready)
-        engines = []
+                if sw is not None:
+                    with m.Case(s):
+                        m.d.comb += self.cfg_ready.eq(sw.config.ready)
+        engines = {}   # rank -> engine (this part's NPUs)
         for rank in range(spec.npus):
+            if switches[rank // k] is None:
+                continue
             engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
-            engines.append(engine)
+            engines[rank] = engine
             m.d.comb += [engine.start.eq(start),
                          engine.we.eq(prog_we & (prog_unit == rank)),
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
@@ -149,20 +212,33 @@ class FabricTop(wiring.Component):
             _gated(m, to_l1.o, l1.i[port], gates[rank // k][port])
             wiring.connect(m, l1.o[port], to_npu.i)
             wiring.connect(m, to_npu.o, engine.rx)
-        for j in range(spec.l1_count):
-            for u in range(up):
-                to_l2 = m.submodules[f"link_l1_{j}_{u}_up"] = Link(shape, latency=spec.uplink_latency, rate=rate)
-                to_l1 = m.submodules[f"link_l1_{j}_{u}_down"] = Link(shape, latency=spec.uplink_latency, rate=rate)
-                plane, port = spec.l2_plane_of(j * up + u)
-                l2 = switches[spec.l1_count + plane]
-                wiring.connect(m, switches[j].o[k + u], to_l2.i)
-                _gated(m, to_l2.o, l2.i[port], gates[spec.l1_count + plane][port])
-                wiring.connect(m, l2.o[port], to_l1.i)
-                _gated(m, to_l1.o, switches[j].i[k + u], gates[j][k + u])
+        cut = self._cut_slices() if self.partition is not None else {}
+        for ends in uplinks(spec):
+            source, sink = switches[ends.source], switches[ends.sink]
+            if source is not None and sink is not None:
+                link = m.submodules[ends.name] = Link(shape, latency=spec.uplink_latency, rate=rate)
+                wiring.connect(m, source.o[ends.source_port], link.i)
+                _gated(m, link.o, sink.i[ends.sink_port], gates[ends.sink][ends.sink_port])
+            elif source is not None:      # the far end is in another part
+                sender = m.submodules[f"{ends.name}_sender"] = LinkSender(
+                    shape, latency=spec.uplink_latency, rate=rate)
+                wiring.connect(m, source.o[ends.source_port], sender.i)
+                m.d.comb += [cut[f"{ends.name}_valid"].eq(sender.wire_valid),
+                             cut[f"{ends.name}_data"].eq(sender.wire_data),
+                             sender.credit.eq(cut[f"{ends.name}_credit"])]
+            elif sink is not None:
+                receiver = m.submodules[f"{ends.name}_receiver"] = LinkReceiver(
+                    shape, latency=spec.uplink_latency)
+                _gated(m, receiver.o, sink.i[ends.sink_port], gates[ends.sink][ends.sink_port])
+                m.d.comb += [receiver.wire_valid.eq(cut[f"{ends.name}_valid"]),
+                             receiver.wire_data.eq(cut[f"{ends.name}_data"]),
+                             cut[f"{ends.name}_credit"].eq(receiver.credit)]
         # -- cycle counter ------------------------------------------------------------------
         all_done = Signal()
         running = Signal()
-        m.d.comb += [all_done.eq(running & (sum(e.done for e in engines) == len(engines))),
+        # a part without engines is done as soon as it runs (the lock-step simulator ANDs the parts')
+        everyone_done = (sum(e.done for e in engines.values()) == len(engines)) if engines else 1
+        m.d.comb += [all_done.eq(running & everyone_done),
                      self.all_done.eq(all_done)]
         with m.If(start):
             m.d.sync += [running.eq(1), self.cycles.eq(0)]
@@ -170,13 +246,15 @@ class FabricTop(wiring.Component):
             m.d.sync += self.cycles.eq(self.cycles + 1)
         # -- read port ----------------------------------------------------------------------
         with m.Switch(rd_unit):
-            for rank, engine in enumerate(engines):
+            for rank, engine in engines.items():
                 with m.Case(rank):
                     with m.Switch(rd_reg):
                         for index, name in enumerate(ENGINE_READ):
                             with m.Case(index):
                                 m.d.comb += self.rd_data.eq(getattr(engine, name))
             for s, (sw, seq) in enumerate(zip(switches, sequencers)):
+                if sw is None:
+                    continue
                 values = dict(index=seq.index, count=seq.count, finished=seq.finished,
                               loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
                               active_valid=sw.active_valid, busy=sw.busy)
