@@ -39,8 +39,9 @@ EXECUTABLE = "fred_fabric_lockstep"
 #: Verilog top module of each part.
 PART_TOPS = ("fred_fabric_part0", "fred_fabric_part1")
 
-# Profile counters updated by two threads: each part's code runs on one thread only; the
-# Verilated runtime and the driver's loop are shared, where a racy count only blurs the profile.
+# The driver's threads. A profile-guided build's counters are not atomic (PGO_GENERATE), which
+# is fine here: each part's code runs on one thread; only the small shared runtime and driver
+# code can lose a count, which blurs its profile and nothing else.
 _CXX = ("-std=c++17", "-pthread")
 
 

@@ -5,11 +5,12 @@ calls).
 Steps: :func:`hdl.base.fabric_program.fabric_program` validates the request and computes the
 switch phases (routed by the configuration compiler) and engine programs (any error is raised
 here, before anything is built); the Verilog of :class:`hdl.fabric.FabricTop` for the spec is
-generated (memoised per spec in this process) and built once per distinct Verilog
-(``cocotb_tests.runner.build_dut`` caches builds by content hash, so every request on one spec
-reuses one build: configurations and programs are loaded through the top's ports); the cocotb
-bench ``cocotb_tests.fabric.bench_fabric`` loads, starts and polls; the counters it reads are
-judged here.
+generated (memoised per spec in this process) and built once per distinct Verilog (builds
+are cached by content hash, so every request on one spec reuses one build: configurations and
+programs are loaded through the top's ports); the simulator (:data:`SIMULATORS`: by default
+the lock-step simulator ``cocotb_tests.fabric.lockstep``, else the cocotb bench
+``cocotb_tests.fabric.bench_fabric``) loads, starts and polls; the counters it reads are
+judged here, the same way for both.
 
 Timed window (``FabricRun.cycles``): counted in the RTL from the cycle after ``start`` to the
 cycle every engine has sent everything and received and checked its last flit; every phase
@@ -160,9 +161,11 @@ def part_verilogs(spec: FabricSpec) -> tuple[str, str]:
 def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_build=None,
                  verilator_args=None, *, pgo: bool | None = None,
                  simulator: str = DEFAULT_SIMULATOR) -> tuple[Path, float]:
-    """(build folder, seconds spent) of the fabric of ``spec`` under Verilator: one flat model
-    (no hierarchical blocks), only the top's ports public (``cocotb_tests.fabric.build``);
-    ``verilator_args`` (default :data:`VERILATOR_ARGS`) are further Verilator options.
+    """(build folder, seconds spent) of the fabric of ``spec`` under Verilator for
+    ``simulator``: ``lockstep``, the two parts' models and the driver
+    (``cocotb_tests.fabric.lockstep``); ``cocotb``, one flat model (no hierarchical blocks),
+    only the top's ports public (``cocotb_tests.fabric.build``). ``verilator_args`` (default
+    :data:`VERILATOR_ARGS`) are further Verilator options.
     ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric`;
     ``cflags`` and ``pgo`` None: :func:`build_options`."""
     from cocotb_tests.fabric.build import build_top_public_only

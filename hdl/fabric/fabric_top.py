@@ -66,6 +66,14 @@ class FabricTop(wiring.Component):
     :data:`ENGINE_READ`, :data:`SWITCH_READ`, :data:`GLOBAL_READ`), plus ``all_done`` and
     ``cycles``: cycles from the cycle after ``start`` is seen (one register after the port) until every engine is done (every flit
     sent, every expected flit received and checked).
+
+    One part of a cut fabric (``partition``, a :class:`FabricPartition` of ``spec``, and
+    ``part``; the lock-step simulator, ``cocotb_tests/fabric/lockstep.py``): only the part's
+    switches with their sequencers, and the NPUs under its L1s; an uplink to or from another
+    part is a :class:`LinkSender` or :class:`LinkReceiver` whose cut signals are the ports
+    ``cut_out`` / ``cut_in`` (:meth:`cut_fields`). The harness ports are the same; a unit of
+    another part ignores writes and reads 0, ``cfg_ready`` is 0 for another part's switch,
+    and ``all_done`` / ``cycles`` cover the part's own engines (done at once without any).
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None,
