@@ -88,7 +88,7 @@ def run(args) -> int:
     if case.rtl is not None:
         rtl = case.rtl
         print(f"RTL:   {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "
-              f"0 errors; {rtl.cycles_per_s:,.0f} fabric cycles/s (build {rtl.build_s:.1f} s, "
-              f"simulation {rtl.sim_s:.2f} s)")
+              f"0 errors; {rtl.cycles_per_s:,.0f} fabric cycles/s on the {rtl.simulator} simulator "
+              f"(build {rtl.build_s:.1f} s, simulation {rtl.sim_s:.2f} s)")
         print(f"RTL / model = {case.ratio:.3f}")
     return 0
