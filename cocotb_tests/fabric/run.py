@@ -246,7 +246,9 @@ def run_fabric(spec: FabricSpec, request: FabricRequest, *, algorithm: str | Non
     the sinks' LFSRs; ``sink_backpressure``: probability that an NPU's sink refuses a flit in a
     cycle; ``watchdog_cycles``: the run's cycle budget (default: generous, from the request);
     ``build_dir``: the root of Verilator builds (default ``sim_build/``); ``cflags``,
-    ``verilator_args`` and ``pgo``: the build's (:func:`build_fabric`). Raises FredError for
+    ``verilator_args`` and ``pgo``: the build's (:func:`build_fabric`); ``simulator``: one of
+    :data:`SIMULATORS` (default ``lockstep``, the fastest; both count the same cycles and check
+    the same flits). Raises FredError for
     an invalid request (before building) and when the watchdog ends a stalled run (naming the
     engines that did not finish, with their counters, and each switch's phase)."""
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
