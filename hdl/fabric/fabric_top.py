@@ -82,15 +82,18 @@ class FabricTop(wiring.Component):
         self.phases = default_phases() if phases is None else phases
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
+        problem = None
         if (partition is None) != (part is None):
-            raise FredError("FabricTop: give both partition and part (one part of a cut "
-                            "fabric) or neither (the whole fabric)")
-        if partition is not None:
-            if partition.spec != spec:
-                raise FredError(f"FabricTop: the partition is of fabric {partition.spec.name}, "
-                                f"not of {spec.name}")
-            if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < partition.count:
-                raise FredError(f"FabricTop: part must be in 0..{partition.count - 1}, got {part!r}")
+            problem = ("FabricTop: give both partition and part (one part of a cut fabric) or "
+                       "neither (the whole fabric)")
+        elif partition is not None and partition.spec != spec:
+            problem = f"FabricTop: the partition is of fabric {partition.spec.name}, not of {spec.name}"
+        elif partition is not None and (isinstance(part, bool) or not isinstance(part, int)
+                                        or not 0 <= part < partition.count):
+            problem = f"FabricTop: part must be in 0..{partition.count - 1}, got {part!r}"
+        if problem:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(problem)
         self.partition, self.part = partition, part
         cut_ports = {}
         if partition is not None:
