@@ -124,9 +124,16 @@ class FabricRun:
         return asdict(self)
 
 
+def _hardware_key(spec: FabricSpec) -> tuple:
+    # the fields the RTL depends on: not the name, nor in_switch (a property of the programs:
+    # Fred-A/B and Fred-C/D are the same hardware)
+    return tuple(sorted((k, v) for k, v in spec.to_dict().items() if k not in ("name", "in_switch")))
+
+
 def fabric_verilog(spec: FabricSpec) -> str:
-    """Hierarchical Verilog of the fabric of ``spec`` (memoised per spec in this process)."""
-    key = tuple(sorted(spec.to_dict().items()))
+    """Hierarchical Verilog of the fabric of ``spec`` (memoised per hardware in this process:
+    Fred-C shares Fred-D's)."""
+    key = _hardware_key(spec)
     if key not in _VERILOG:
         from hdl.fabric import FabricTop
         from hdl.verilog import to_verilog
@@ -145,10 +152,10 @@ def build_options(spec: FabricSpec, cflags: str | None = None, pgo: bool | None 
 
 def part_verilogs(spec: FabricSpec) -> tuple[str, str]:
     """Verilog of the two parts of the lock-step simulator (``hdl.base.fabric_partition``:
-    the default partition of ``spec``), memoised per spec in this process."""
+    the default partition of ``spec``), memoised per hardware in this process."""
     from hdl.base.fabric_partition import fabric_partition
     from cocotb_tests.fabric.lockstep import PART_TOPS
-    key = ("parts",) + tuple(sorted(spec.to_dict().items()))
+    key = ("parts",) + _hardware_key(spec)
     if key not in _VERILOG:
         from hdl.fabric import FabricTop
         from hdl.verilog import to_verilog
