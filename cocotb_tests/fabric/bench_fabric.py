@@ -7,10 +7,9 @@ the RTL, so the polling does not affect it. At the end (or when the watchdog's c
 spent) every engine's and switch's counters are read and recorded as metrics; the bench never
 fails by itself: ``cocotb_tests.fabric.run`` judges the metrics.
 
-Bench parameters (``FRED_BENCH_PARAMS``): ``switches`` (per switch, per phase:
-``{"words": [...], "input_flits": n, "port_flits": n, "port_mask": bits}``), ``engines`` (per
-rank, its ``[register, value]`` writes: ``hdl.base.fabric_program.engine_writes``), ``npus``,
-``watchdog_cycles``, ``poll``.
+Bench parameters (``FRED_BENCH_PARAMS``): ``config`` and ``writes`` (the load sequence,
+``cocotb_tests.fabric.run.load_sequence``), ``npus``, ``switch_count``, ``watchdog_cycles``,
+``poll``.
 """
 
 from __future__ import annotations
@@ -22,9 +21,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer
 
 from cocotb_tests.lib import bench_params, metrics
-from hdl.base.fabric_program import default_phases
 from hdl.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
-from hdl.fabric.phase_sequencer import sequencer_registers
 
 PERIOD_NS = 10
 
@@ -51,7 +48,7 @@ async def _read_all(dut, npus: int, switches: int) -> dict:
 async def run_program(dut):
     """Load the program, run it to completion or to the watchdog, record the counters."""
     params = bench_params()
-    npus, switches = params["npus"], params["switches"]
+    npus, switches = params["npus"], params["switch_count"]
     Clock(dut.clk, PERIOD_NS, unit="ns").start()
     for name in ("start", "prog_we", "cfg_valid", "cfg_last", "rd_unit", "rd_reg"):
         getattr(dut, name).value = 0
@@ -60,29 +57,20 @@ async def run_program(dut):
     load_start = time.perf_counter()
     # -- configurations: every phase of every switch, one word per cycle ------------------
     cfg_stalls = 0
-    for s, phases in enumerate(switches):
-        for k, phase in enumerate(phases):
-            words = phase["words"]
-            for i, word in enumerate(words):
-                dut.cfg_valid.value = 1
-                dut.cfg_switch.value = s
-                dut.cfg_data.value = word
-                dut.cfg_last.value = int(i == len(words) - 1)
-                dut.cfg_phase.value = k
-                while True:
-                    await RisingEdge(dut.clk)
-                    if int(dut.cfg_ready.value):
-                        break
-                    cfg_stalls += 1
+    for s, k, last, word in params["config"]:
+        dut.cfg_valid.value = 1
+        dut.cfg_switch.value = s
+        dut.cfg_data.value = word
+        dut.cfg_last.value = last
+        dut.cfg_phase.value = k
+        while True:
+            await RisingEdge(dut.clk)
+            if int(dut.cfg_ready.value):
+                break
+            cfg_stalls += 1
     dut.cfg_valid.value = 0
     # -- programs: sequencers (unit npus + s), engines (unit rank) -------------------------
-    writes = []
-    for s, phases in enumerate(switches):
-        writes += [(npus + s, reg, value) for reg, value in sequencer_registers(
-            default_phases(), [(p["input_flits"], p["port_flits"], p["port_mask"]) for p in phases])]
-    for rank, regs in enumerate(params["engines"]):
-        writes += [(rank, reg, value) for reg, value in regs]
-    for unit, reg, value in writes:
+    for unit, reg, value in params["writes"]:
         dut.prog_we.value = 1
         dut.prog_unit.value = unit
         dut.prog_reg.value = reg
@@ -91,7 +79,7 @@ async def run_program(dut):
     dut.prog_we.value = 0
     await RisingEdge(dut.clk)
     await RisingEdge(dut.clk)
-    before = await _read_all(dut, npus, len(switches))
+    before = await _read_all(dut, npus, switches)
     load_s = time.perf_counter() - load_start
     # -- run ----------------------------------------------------------------------------
     watchdog, poll = params["watchdog_cycles"], params["poll"]
@@ -112,6 +100,6 @@ async def run_program(dut):
     sim_s = time.perf_counter() - sim_start
     # let late (duplicated) flits surface before the counters are read: the check counts extras
     await Timer(params.get("settle", 64) * PERIOD_NS, "ns")
-    after = await _read_all(dut, npus, len(switches))
+    after = await _read_all(dut, npus, switches)
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, load_s=load_s,
                    cfg_stalls=cfg_stalls, before=before, after=after)

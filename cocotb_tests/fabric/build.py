@@ -76,11 +76,8 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
     verilate = [str(tool.executable), "-cc", "--exe", "-Mdir", str(build_dir), "--top-module", top,
                 "--vpi", "--prefix", "Vtop", "-o", top, "-LDFLAGS", ldflags,
                 *args, "--timescale", "1ns/1ps", str(control), str(verilator_cpp), str(source)]
-    env = dict(os.environ)
-    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
-
-    # Vtop.mk's user C++ flags: every -CFLAGS value of the verilation, in order
-    user_cflags = [args[i + 1] for i, arg in enumerate(args) if arg == "-CFLAGS"]
+    env = make_environment()
+    user_cflags = user_cflags_of(args)
 
     def compile_(*extra_cflags, extra_ldflags=""):
         # the user flags of Vtop.mk (from -CFLAGS/-LDFLAGS) are replaced on make's command line,
@@ -118,6 +115,22 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
     (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
     (build_dir / "build.ok").write_text(key_source[:200] + "\n")
     return build_dir
+
+
+def make_environment() -> dict:
+    """The environment of the Verilated makefiles' ``make``: ours plus the runner's make
+    variables (``cocotb_tests.runner.MAKE_VARIABLES``)."""
+    env = dict(os.environ)
+    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
+    return env
+
+
+def user_cflags_of(verilator_args) -> list[str]:
+    """A Verilated makefile's user C++ flags: every ``-CFLAGS`` value of the verilation, in
+    order (replaced on make's command line, so one verilation serves both compiles of a
+    profile-guided build)."""
+    args = list(verilator_args)
+    return [args[i + 1] for i, arg in enumerate(args) if arg == "-CFLAGS"]
 
 
 def _clean_objects(build_dir: Path, top: str, *, profiles: bool) -> None:

@@ -80,9 +80,7 @@ struct Fabric {
         std::memcpy(b, &part1.cut_out, sizeof(part1.cut_out));
         std::memcpy(&part1.cut_in, a, sizeof(part1.cut_in));
         std::memcpy(&part0.cut_in, b, sizeof(part0.cut_in));
-        part0.clk = 0; part0.eval();   // cut_in's combinational logic, before the edge
-        part1.clk = 0; part1.eval();
-        part0.clk = 1; part0.eval();
+        part0.clk = 1; part0.eval();   // evaluates cut_in's combinational logic, then the edge
         part1.clk = 1; part1.eval();
     }
     uint32_t cfg_ready() { settle(); return part0.cfg_ready | part1.cfg_ready; }

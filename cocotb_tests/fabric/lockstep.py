@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from hdl.base.errors import FredError
-from cocotb_tests.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects
-from cocotb_tests.runner import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD
+from cocotb_tests.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, make_environment, user_cflags_of
+from cocotb_tests.runner import BUILD_ARGS, SIM_BUILD
 from cocotb_tests.toolchain import setup_verilator
 
 __all__ = ["DRIVER", "EXECUTABLE", "build_lockstep", "run_lockstep", "PART_TOPS"]
@@ -64,9 +64,8 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
     if (build_dir / "build.ok").is_file() and (build_dir / EXECUTABLE).is_file():
         return build_dir
     build_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
-    user_cflags = [args[i + 1] for i, arg in enumerate(args) if arg == "-CFLAGS"]
+    env = make_environment()
+    user_cflags = user_cflags_of(args)
     part_dirs = [build_dir / f"part{p}" for p in range(2)]
     include = tool.root / "include"
     start = time.perf_counter()
@@ -130,23 +129,14 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
     """Run the bench parameters ``params`` (those of ``bench_fabric.py``) on the lock-step
     simulator in ``build_dir``; returns the bench's metrics (``before`` / ``after`` with named
     registers)."""
-    from hdl.base.fabric_program import default_phases
     from hdl.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
-    from hdl.fabric.phase_sequencer import sequencer_registers
-    npus, switches = params["npus"], params["switches"]
-    lines = [f"npus {npus}", f"switches {len(switches)}", f"watchdog {params['watchdog_cycles']}",
+    lines = [f"npus {params['npus']}", f"switches {params['switch_count']}",
+             f"watchdog {params['watchdog_cycles']}",
              f"poll {params['poll']}", f"settle {params.get('settle', 64)}", f"por {POR_CYCLES}",
              f"engine_regs {len(ENGINE_READ)}", f"switch_regs {len(SWITCH_READ)}",
              f"global_unit {GLOBAL_UNIT}", f"global_regs {len(GLOBAL_READ)}"]
-    for s, phases in enumerate(switches):
-        for k, phase in enumerate(phases):
-            words = phase["words"]
-            lines += [f"cfg {s} {k} {int(i == len(words) - 1)} {word}" for i, word in enumerate(words)]
-    for s, phases in enumerate(switches):
-        lines += [f"prog {npus + s} {reg} {value}" for reg, value in sequencer_registers(
-            default_phases(), [(p["input_flits"], p["port_flits"], p["port_mask"]) for p in phases])]
-    for rank, regs in enumerate(params["engines"]):
-        lines += [f"prog {rank} {reg} {value}" for reg, value in regs]
+    lines += [f"cfg {s} {k} {last} {word}" for s, k, last, word in params["config"]]
+    lines += [f"prog {unit} {reg} {value}" for unit, reg, value in params["writes"]]
     run_dir = Path(run_dir) if run_dir is not None else Path(build_dir) / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     commands, result = run_dir / "commands.txt", run_dir / "result.json"

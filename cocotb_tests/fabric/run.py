@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hdl.base.errors import FredError
 from hdl.base.fabric import FabricRequest, FabricSpec
-from hdl.base.fabric_program import FabricProgram, engine_writes, fabric_program
+from hdl.base.fabric_program import FabricProgram, default_phases, engine_writes, fabric_program
 
 __all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
            "default_cflags",
@@ -179,21 +179,16 @@ def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_buil
     _check_simulator(simulator)
     cflags, pgo = build_options(spec, cflags, pgo)
     start = time.perf_counter()
+    options = dict(
+        cflags=cflags, verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
+        sim_build=Path(sim_build) if sim_build is not None else None,
+        train=(lambda built: train_fabric(spec, built, simulator=simulator)) if pgo else None,
+        training=f"{TRAINING_OPS} x {TRAINING_FLITS} flits" if pgo else "")
     if simulator == "lockstep":
         from cocotb_tests.fabric.lockstep import build_lockstep
-        build_dir = build_lockstep(
-            part_verilogs(spec), cflags=cflags,
-            verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
-            sim_build=Path(sim_build) if sim_build is not None else None,
-            train=(lambda built: train_fabric(spec, built, simulator=simulator)) if pgo else None,
-            training=f"{TRAINING_OPS} x {TRAINING_FLITS} flits" if pgo else "")
-        return build_dir, time.perf_counter() - start
-    build_dir = build_top_public_only(
-        fabric_verilog(spec), TOP, PORTS, cflags=cflags,
-        verilator_args=VERILATOR_ARGS if verilator_args is None else tuple(verilator_args),
-        sim_build=Path(sim_build) if sim_build is not None else None,
-        train=(lambda built: train_fabric(spec, built)) if pgo else None,
-        training=f"{TRAINING_OPS} x {TRAINING_FLITS} flits" if pgo else "")
+        build_dir = build_lockstep(part_verilogs(spec), **options)
+    else:
+        build_dir = build_top_public_only(fabric_verilog(spec), TOP, PORTS, **options)
     return build_dir, time.perf_counter() - start
 
 
@@ -205,7 +200,7 @@ TRAINING_OPS = ("all-reduce", "reduce", "multicast")
 TRAINING_FLITS = 2000
 
 
-def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = "cocotb") -> None:
+def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = DEFAULT_SIMULATOR) -> None:
     """Run the training workload on the instrumented model in ``build_dir`` (every flit
     checked, as in any run: a training run that goes wrong fails the build)."""
     from hdl.base.fabric import make_request
@@ -223,6 +218,26 @@ def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = "cocotb"
         ran.append(op)
     if not ran:
         raise FredError(f"fabric {spec.name}: no training collective runs on this fabric")
+
+
+def load_sequence(spec: FabricSpec, program: FabricProgram) -> dict:
+    """What a simulator loads through the top's ports before ``start``, in order (the same for
+    both simulators): ``config``, every configuration word as ``[switch, phase, last, word]``
+    (every phase of every switch); ``writes``, every program write as ``[unit, register,
+    value]`` (the sequencers, unit ``npus + s``, then the engines, unit = rank)."""
+    from hdl.fabric.phase_sequencer import sequencer_registers
+    config = []
+    for s, phases in enumerate(program.switches):
+        for k, phase in enumerate(phases):
+            words = phase.config.encode(32)
+            config += [[s, k, int(i == len(words) - 1), word] for i, word in enumerate(words)]
+    writes = []
+    for s, phases in enumerate(program.switches):
+        writes += [[spec.npus + s, reg, value] for reg, value in sequencer_registers(
+            default_phases(), [(p.input_flits, p.port_flits, p.port_mask) for p in phases])]
+    for rank, engine in enumerate(program.engines):
+        writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
+    return {"config": config, "writes": writes}
 
 
 def _checked(engine: dict, received: int) -> int:
@@ -286,12 +301,8 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     build_s = time.perf_counter() - start
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))
-    switches = [[{"words": phase.config.encode(32), "input_flits": phase.input_flits,
-                  "port_flits": phase.port_flits, "port_mask": phase.port_mask}
-                 for phase in phases] for phases in program.switches]
-    params = {"npus": spec.npus, "switches": switches,
-              "engines": [engine_writes(e) for e in program.engines],
-              "watchdog_cycles": watchdog_cycles, "poll": poll}
+    params = {"npus": spec.npus, "switch_count": len(program.switches),
+              **load_sequence(spec, program), "watchdog_cycles": watchdog_cycles, "poll": poll}
     import re
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     if simulator == "lockstep":
