@@ -15,7 +15,7 @@ help:
 	@echo "make test       install into .venv if needed, run the whole default suite"
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
-	@echo "make lint       Verilator --lint-only on build/*.v (waivers: cocotb_tests/lint_waivers.vlt)"
+	@echo "make lint       Verilator --lint-only on build/*.v (waivers: eda/lint_waivers.vlt)"
 	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
 	@echo "make bench-sysmodel  system-model speed figures"
 	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra)"
@@ -46,7 +46,7 @@ verilog: $(STAMP)
 	$(FRED) verilog --all -o build
 
 lint: verilog
-	$(PY) -m cocotb_tests.lint build/*.v
+	$(PY) -m eda.lint build/*.v
 
 eval: $(STAMP)
 	$(FRED) eval --output results --calibration paper
@@ -91,9 +91,9 @@ characterize: $(STAMP)
 # full, and Verilator line/toggle coverage per module on separate coverage builds; merged reports
 # in build/coverage/ (docs/verification.md). Each pytest run takes /tmp/fred-heavy.lock itself.
 coverage: $(STAMP)
-	$(PY) -m cocotb_tests.coverage_run $(COVERAGE_ARGS)
+	$(PY) -m studies.verification.coverage_run $(COVERAGE_ARGS)
 
 # Mutants of the generated Verilog of Fred_2(4) int32, each run through the switch benches under
 # its own flock of /tmp/fred-heavy.lock; prints the score and the survivors (docs/verification.md).
 mutation: $(STAMP)
-	$(PY) -m cocotb_tests.mutation $(MUTATION_ARGS)
+	$(PY) -m studies.verification.mutation $(MUTATION_ARGS)

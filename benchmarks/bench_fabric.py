@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, SIMULATORS, build_fabric,  # noqa: E402
                                      build_options, run_fabric)
-from hdl.base.fabric import fabric_spec, make_request  # noqa: E402
+from hdl.contracts.fabric import fabric_spec, make_request  # noqa: E402
 
 
 def main(argv=None) -> int:

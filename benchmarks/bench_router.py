@@ -30,11 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hdl.base.compiler import Flow, Router  # noqa: E402
-from hdl.base.compiler.routability import (bell_number, partition_flows, placement_report,  # noqa: E402
+from hdl.compiler import Flow, Router  # noqa: E402
+from hdl.compiler.routability import (bell_number, partition_flows, placement_report,  # noqa: E402
                                            placement_traffic, random_flow_set, random_partition,
                                            set_partitions)
-from hdl.base.placement import factorisations  # noqa: E402
+from hdl.contracts.placement import factorisations  # noqa: E402
 
 SIZES = (8, 16, 32, 64)
 ODD_SIZES = (10, 12, 20)  # the paper's chiplets Fred_3(10), Fred_3(12); 20 NPUs on one switch
@@ -176,7 +176,7 @@ def _write_doc(args, timing, table, place, wafer, odd, odd_place) -> None:
         f"(`--samples {args.samples} --count {args.count} --seed {args.seed}`) on {now}, "
         f"Python {platform.python_version()}, {platform.machine()}. Do not edit by hand.",
         "",
-        "Method: `hdl/base/compiler/router.py` (colouring of the conflict graph per level with",
+        "Method: `hdl/compiler/router.py` (colouring of the conflict graph per level with",
         "conflict-directed backjumping, nogoods learned from failed subnetworks; exact unless",
         "the search bound is hit -- the `bound` column counts those; phase splitting by",
         "first-fit decreasing + phase elimination + random restarts + bounded exact search).",

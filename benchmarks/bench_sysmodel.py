@@ -51,11 +51,11 @@ def _timed(fn):
 
 
 def bench_eval(reference: bool) -> None:
-    from sysmodel.evaluation import run_evaluation, sweep
+    from studies.evaluation import run_evaluation, sweep
     from sysmodel.training import simulate_iteration
-    from sysmodel.workloads import get_workload
-    from hdl.base.placement import factorisations
-    from sysmodel.evaluation import _sweep_microbatches
+    from sysmodel.workload_file import get_workload
+    from hdl.contracts.placement import factorisations
+    from studies.evaluation import _sweep_microbatches
     _, wall, cpu = _timed(lambda: run_evaluation(output=None, progress=False))
     print(f"fred eval   whole run (no files)              {wall:8.3f} s wall, {cpu:.3f} s CPU")
     platform = default_platform()
@@ -70,7 +70,7 @@ def bench_eval(reference: bool) -> None:
           f"{wall / len(rows) * 1e3:.1f} ms each, {len(rows)} strategies (best of 3)")
     # the same sweep's points in a pool of 2 processes (fred sweep --jobs 2), pool warmed first
     from concurrent.futures import ProcessPoolExecutor
-    from sysmodel.points import platform_ref, sweep_point, sweep_specs
+    from studies.points import platform_ref, sweep_point, sweep_specs
     specs = sweep_specs("transformer-17b", "fred-d", platform_ref(), samples_per_dp=40, overlap=True)
     with ProcessPoolExecutor(max_workers=2) as pool:
         list(pool.map(sweep_point, specs))

@@ -7,7 +7,7 @@ Prints (and with ``--json`` writes) the figures issue 13 asks for; nothing here 
    fresh process (peak memory: the largest maximum resident set of that Python process and the
    yosys process Amaranth starts, which run one after the other);
    and the same for the flat output at a few small P (``--flat-ports``);
-2. lint (``cocotb_tests.lint``, module by module) of Fred_3(64) fp16 x 4, and with
+2. lint (``eda.lint``, module by module) of Fred_3(64) fp16 x 4, and with
    ``--whole-lint`` the single whole-file Verilator run as well;
 3. the Verilator build (``cocotb_tests.runner.build_dut``: the test suite's options) of
    Fred_3(16) fp16 x 4 from hierarchical Verilog and, unless ``--no-flat``, from the flat Verilog
@@ -37,8 +37,8 @@ FLAT_PORTS = (4, 8, 16)
 _GENERATE = r"""
 import json, resource, sys, time
 started = time.time()
-from hdl.designs import get_design
-from hdl.verilog import to_verilog
+from hdl.designs.registry import get_design
+from hdl.emit.verilog import to_verilog
 ports, flat, path = int(sys.argv[1]), sys.argv[2] == "flat", sys.argv[3]
 design = get_design("switch")
 text = to_verilog(design.build(ports=ports, middle=3, dtype="fp16", lanes=4), name=design.top, flat=flat)
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
                 g = generate(p, folder / f"p{p}-flat.v", flat=True)
                 figures["flat_generation"][p] = g
                 print(_row(p, g), flush=True)
-        from cocotb_tests.lint import lint
+        from eda.lint import lint
         largest = max(ports)
         path = folder / "lint" / "fred_switch.v"
         path.parent.mkdir()

@@ -1,7 +1,7 @@
 """Operand vectors for the reduction unit's tests (Amaranth simulator and cocotb benches).
 
 Every function returns bit patterns (``numpy.uint64`` arrays) for a project dtype; the
-expected sums always come from :mod:`hdl.base.dtypes` (the golden arithmetic).
+expected sums always come from :mod:`hdl.contracts.dtypes` (the golden arithmetic).
 
 * :func:`special_values` -- one representative of every class, both signs: zeros,
   subnormals (smallest, largest, middle), smallest normals, 1 and its neighbours, values
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hdl.base.dtypes import DType, get_dtype
+from hdl.contracts.dtypes import DType, get_dtype
 
 __all__ = ["special_values", "special_pairs", "random_pairs", "as_flits"]
 

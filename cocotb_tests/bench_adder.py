@@ -1,4 +1,4 @@
-"""cocotb bench for the reduction unit ``fred_adder`` (hdl.reduction.ReductionUnit).
+"""cocotb bench for the reduction unit ``fred_adder`` (hdl.designs.reduction.ReductionUnit).
 
 Bench parameters (``FRED_BENCH_PARAMS``): ``dtype``, ``lanes`` (as built); ``count`` random
 operand pairs (cocotb_tests.adder_vectors.random_pairs); ``specials`` (bool: also every
@@ -6,7 +6,7 @@ special-class pair); ``idle`` (probability, per input stream independently, of a
 cycle) and ``backpressure`` (probability of o.ready low); ``latency`` (the unit's
 ``latency`` property, checked by ``throughput_and_latency``).
 
-Expected sums come from hdl.base.dtypes; the output stream must carry them in order, bit for
+Expected sums come from hdl.contracts.dtypes; the output stream must carry them in order, bit for
 bit, with nothing lost, duplicated or reordered.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from cocotb_tests.adder_vectors import as_flits, random_pairs, special_pairs
 from cocotb_tests.lib import (StreamHarness, bench_params, get_seed, metrics, never,
                               random_backpressure, random_idle, seeded_rng)
-from hdl.base.dtypes import get_dtype, pack_lanes, unpack_lanes
+from hdl.contracts.dtypes import get_dtype, pack_lanes, unpack_lanes
 
 
 def _pack(flits: np.ndarray, width: int) -> list[int]:

@@ -10,7 +10,7 @@ misrouting and deadlock all fail the run).
 For each phase of each class it records *segments*: the index of the first transfer of the
 phase on every input/output stream, the cycle the select was raised, and the configuration
 load's first word and the cycle its ``loaded`` bit rose. The full transfer-cycle list of every
-stream is recorded too (``metrics``), so the host side (:mod:`cocotb_tests.characterize.timing`) can
+stream is recorded too (``metrics``), so the host side (:mod:`studies.characterization.timing`) can
 recompute every transfer from the VCD, check that both agree exactly, and compute the figures
 from the VCD timestamps.
 
@@ -29,9 +29,9 @@ import cocotb
 
 from cocotb_tests.bench_switch import SwitchBench
 from cocotb_tests.lib import bench_params, metrics
-from hdl.base.compiler.flows import Flow
-from hdl.base.compiler.router import route
-from hdl.base.config_port import ConfigError
+from hdl.compiler.flows import Flow
+from hdl.compiler.router import route
+from hdl.contracts.config_port import ConfigError
 
 #: Traffic classes in the order they run (docs/characterization.md describes them).
 CLASS_NAMES = ("unicast", "multicast", "reduce", "all_reduce", "mix3d")

@@ -1,6 +1,6 @@
 """cocotb bench: every legal configuration of Fred_m(3) on the RTL, against the functional model.
 
-The DUT is the datapath alone (``hdl.switch.FredSwitch``, top ``fred_datapath``) so that a
+The DUT is the datapath alone (``hdl.designs.switch.FredSwitch``, top ``fred_datapath``) so that a
 configuration is applied in one cycle. For each configuration of
 :func:`cocotb_tests.exhaustive.legal_configurations` (in order):
 
@@ -28,8 +28,8 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from cocotb_tests.exhaustive import accepted_ports, legal_configurations
 from cocotb_tests.lib import bench_params, metrics, seeded_rng
-from hdl.base.compiler.functional import simulate, symbolic
-from hdl.base.flit import FlitFormat
+from hdl.compiler.functional import simulate, symbolic
+from hdl.contracts.flit import FlitFormat
 
 
 def _leftmost_leaf(tree):

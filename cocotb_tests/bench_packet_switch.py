@@ -1,4 +1,4 @@
-"""cocotb bench of the packet switch (``fred_packet_switch``, hdl/switch/packet_switch.py) under
+"""cocotb bench of the packet switch (``fred_packet_switch``, hdl/designs/switch/packet_switch.py) under
 Verilator.
 
 Fixed design of the bench (``DESIGN``; the pytest entry generates the same): Fred_2(4) int32 x 1
@@ -38,12 +38,12 @@ from cocotb_tests.lib.metrics import record
 from cocotb_tests.lib.scoreboard import TaggedScoreboard
 from cocotb_tests.lib.seeds import seeded_rng
 from cocotb_tests.lib.watchdog import Watchdog
-from hdl.base.compiler.flows import Flow
-from hdl.base.compiler.functional import simulate
-from hdl.base.compiler.router import route
-from hdl.base.config_port import config_word_layout
-from hdl.base.flit import FlitFormat
-from hdl.base.packet import PRIORITY, VC, Packet, PacketFormat, link_words, packetize
+from hdl.compiler.flows import Flow
+from hdl.compiler.functional import simulate
+from hdl.compiler.router import route
+from hdl.contracts.config_port import config_word_layout
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.packet import PRIORITY, VC, Packet, PacketFormat, link_words, packetize
 
 PKT = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=2, packet_flits=4, dest_bits=2)
 DESIGN = {"ports": 4, "middle": 2, "dtype": "int32", "lanes": 1, "phases": 3, "depth": 8,

@@ -1,4 +1,4 @@
-"""cocotb bench for :class:`hdl.stream_buffer.StreamBuffer` (and the test-only FaultInjector).
+"""cocotb bench for :class:`hdl.designs.stream_buffer.StreamBuffer` (and the test-only FaultInjector).
 
 Bench parameters (``FRED_BENCH_PARAMS``): ``width``; ``items``; ``idle`` and ``backpressure``
 probabilities; ``expect_fault`` (a scoreboard error kind the DUT is known to cause, for the
@@ -12,7 +12,7 @@ import cocotb
 
 from cocotb_tests.lib import (StreamHarness, TaggedScoreboard, bench_params, metrics, never,
                               random_backpressure, random_idle, seeded_rng)
-from hdl.base.bitfields import BitLayout
+from hdl.contracts.bitfields import BitLayout
 
 TAG_BITS = 16
 

@@ -1,9 +1,9 @@
-"""cocotb bench for ``fred_switch`` (:class:`hdl.switch.FredSwitchTop`) under Verilator.
+"""cocotb bench for ``fred_switch`` (:class:`hdl.designs.switch.FredSwitchTop`) under Verilator.
 
-Every phase is routed by the compiler (``hdl.base.compiler.router.route``), loaded through the
+Every phase is routed by the compiler (``hdl.compiler.router.route``), loaded through the
 configuration port into one of the K slots, selected, and then driven with tagged packets on
 every input of every flow. Each output flit is predicted bit for bit by the functional model
-(``hdl.base.compiler.functional.simulate`` for the data; ``symbolic`` for the framing: a sum carries
+(``hdl.compiler.functional.simulate`` for the data; ``symbolic`` for the framing: a sum carries
 the framing of its in0 operand, i.e. of the leftmost leaf of its addition tree) and checked by a
 :class:`TaggedScoreboard` keyed on (phase round, flit sequence number): loss, duplication,
 corruption and misrouting are all caught; the watchdog fails the test on a deadlock.
@@ -25,12 +25,12 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from cocotb_tests.lib import StreamHarness, TaggedScoreboard, bench_params, metrics, seeded_rng
 from cocotb_tests.lib import coverage
-from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH, InputMode, RDMode, SwitchConfig
-from hdl.base.compiler.flows import Flow
-from hdl.base.compiler.functional import simulate, symbolic
-from hdl.base.compiler.router import route
-from hdl.base.config_port import ConfigError, config_word_layout
-from hdl.base.flit import FlitFormat
+from hdl.contracts.encoding import DEFAULT_WORD_WIDTH, InputMode, RDMode, SwitchConfig
+from hdl.compiler.flows import Flow
+from hdl.compiler.functional import simulate, symbolic
+from hdl.compiler.router import route
+from hdl.contracts.config_port import ConfigError, config_word_layout
+from hdl.contracts.flit import FlitFormat
 
 WATCHDOG_CYCLES = 3000
 
@@ -234,7 +234,7 @@ def permute_middles(config: SwitchConfig, rng) -> SwitchConfig:
     fills low wire indices first, and this is how the benches reach the modes that use the others
     (e.g. ``in0 -> wire 2`` at the deepest levels)."""
     from dataclasses import replace
-    from hdl.base.compiler.encoding import DemuxMode, MuxMode, OutputMode
+    from hdl.contracts.encoding import DemuxMode, MuxMode, OutputMode
     m = config.middle
     modes = {slot.name: mode for slot, mode in zip(config.slots, config.modes)}
 
@@ -277,8 +277,8 @@ def share_deepest_middle(config: SwitchConfig, rng) -> SwitchConfig:
     and to deliver exactly what ``config`` delivers (the functional model, on random data at every
     port) before it is used."""
     from dataclasses import replace
-    from hdl.base.compiler.encoding import DemuxMode, MuxMode, OutputMode, RD_NONE
-    from hdl.base.errors import FredError
+    from hdl.contracts.encoding import DemuxMode, MuxMode, OutputMode, RD_NONE
+    from hdl.contracts.errors import FredError
     P, m = config.ports, config.middle
     modes = {slot.name: mode for slot, mode in zip(config.slots, config.modes)}
     parents = sorted({name[:-len("mid[0].rd")] for name in modes if name.endswith("mid[0].rd")})
@@ -682,8 +682,8 @@ async def configuration_protocol(dut):
 def illegal_encodings(kind: str, middle: int) -> list[int]:
     """Every value of a ``kind`` microswitch's mode field that the contract rejects (the
     compiler's mode classes raise on it): the values the configuration checker must refuse."""
-    from hdl.base.compiler.encoding import DemuxMode, MuxMode, OutputMode
-    from hdl.base.errors import FredError
+    from hdl.contracts.encoding import DemuxMode, MuxMode, OutputMode
+    from hdl.contracts.errors import FredError
     cls = {"input": InputMode, "output": OutputMode, "rd": RDMode, "demux": DemuxMode,
            "mux": MuxMode}[kind]
     bad = []
@@ -703,7 +703,7 @@ async def illegal_modes(dut):
     value of its kind (the kind's illegal values taken in turn, so every one of them is tried),
     ends with ILLEGAL_MODE, leaves the slot unloaded and the active phase running; a packet
     with the same field set to a legal value is accepted."""
-    from hdl.base.compiler.encoding import layout
+    from hdl.contracts.encoding import layout
     bench = SwitchBench(dut, "illegal", idle=0.0, backpressure=0.0)
     await bench.start()
     P, m, K = bench.ports, bench.middle, bench.phases

@@ -19,7 +19,7 @@ from amaranth.hdl import Cat, ClockSignal, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.verilog import to_verilog
+from hdl.emit.verilog import to_verilog
 
 __all__ = ["CoSimulation", "cosim_verilog", "TOP"]
 

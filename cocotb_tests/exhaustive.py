@@ -4,7 +4,7 @@
 legal and canonical (what the configuration checker and ``SwitchConfig.decode`` accept), and,
 with a flit on every port whose input stage accepts one, nothing is dropped inside the network
 and no configured sum lacks an operand (the functional model's own conditions,
-``hdl.base.compiler.functional``: such a value would stay inside the switch for ever). Settings
+``hdl.compiler.functional``: such a value would stay inside the switch for ever). Settings
 that route nothing (an RD output or an output port selecting a wire that carries no data) are
 included: they must produce nothing.
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import itertools
 
-from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, legal_modes,
+from hdl.contracts.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode, legal_modes,
                                         SwitchConfig)
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["all_modes", "legal_configurations", "accepted_ports"]
 

@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.stream import Signature
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream_buffer import StreamBuffer
+from hdl.designs.stream_buffer import StreamBuffer
 
 __all__ = ["FAULTS", "FaultInjector"]
 
@@ -21,7 +21,7 @@ FAULTS = ("none", "drop", "duplicate", "corrupt")
 
 
 class FaultInjector(wiring.Component):
-    """:class:`~hdl.stream_buffer.StreamBuffer` of ``width`` bits whose ``at``-th input transfer
+    """:class:`~hdl.designs.stream_buffer.StreamBuffer` of ``width`` bits whose ``at``-th input transfer
     (counting from 0) is dropped, sent twice, or has its most significant payload bit flipped,
     as selected by ``fault`` (held constant during a run).
 

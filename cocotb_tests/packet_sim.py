@@ -1,5 +1,5 @@
-"""Amaranth-simulator harness of the packet switch (hdl/switch/packet_switch.py), used by
-tests/test_packet_switch_sim.py and the characterization (cocotb_tests/characterize/preemption.py).
+"""Amaranth-simulator harness of the packet switch (hdl/designs/switch/packet_switch.py), used by
+tests/test_packet_switch_sim.py and the characterization (studies/characterization/preemption.py).
 
 Senders model the upstream of each input link: one credit counter per data VC (the input
 buffer's depth), a packet starts only when its VC holds credits for all its flits (virtual
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from amaranth.sim import Simulator
 
-from hdl.base.config_port import config_word_layout
-from hdl.base.packet import PRIORITY, VC, Packet, link_words
+from hdl.contracts.config_port import config_word_layout
+from hdl.contracts.packet import PRIORITY, VC, Packet, link_words
 
 
 @dataclass

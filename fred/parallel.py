@@ -1,7 +1,7 @@
 """Run independent points in process, in a local process pool, or on a Dask cluster (issue 16).
 
 :func:`run_points` takes a top-level function and a list of plain-data specs (JSON-able
-dicts; see :mod:`sysmodel.points`) and returns one :class:`PointResult` per spec, in order:
+dicts; see :mod:`studies.points`) and returns one :class:`PointResult` per spec, in order:
 
 * ``scheduler`` (``--scheduler ADDRESS``): the points run on the Dask distributed cluster at
   that address (``dask.distributed.Client``); the workers need this package installed and
@@ -14,7 +14,7 @@ where: only a row's own ``eval_s`` (its wall time) differs.
 
 **Cache**: with ``cache`` (a JSON-lines file), every point is appended as soon as it is
 computed, under its spec and ``version`` (the fingerprint of the code that computes it, e.g.
-:func:`sysmodel.points.model_fingerprint`); a later run with the same specs and version (an
+:func:`studies.points.model_fingerprint`); a later run with the same specs and version (an
 interrupted run restarted, or a larger grid containing the old one) reads them back instead of
 computing them again. A point cached by other code (the model changed since) is computed again.
 **Failures**: a point whose function raises is returned with its ``error`` (the exception's
@@ -30,7 +30,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["PointResult", "run_points", "spec_key", "parse_jobs", "dask_calls"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cocotb_tests.fabric.run import run_fabric  # noqa: E402
-from hdl.base.fabric import fabric_spec, make_request  # noqa: E402
+from hdl.contracts.fabric import fabric_spec, make_request  # noqa: E402
 
 CASES = [("wafer all-reduce", dict(group="wafer", op="all-reduce")),
          ("MP2-DP5-PP2 MP all-reduce", dict(strategy="MP2-DP5-PP2", dim="mp", op="all-reduce")),

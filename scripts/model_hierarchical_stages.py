@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from hdl.base.fabric import fabric_spec, make_request
+from hdl.contracts.fabric import fabric_spec, make_request
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.fabric_model import fabric_platform, model_cycles
 

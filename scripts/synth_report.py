@@ -4,7 +4,7 @@ For each (dtype, lanes) point:
 
 1. ``fred_adder`` alone through yosys ``synth_ecp5`` (flattened): LUT4, carry (CCU2C,
    two LUT4s each), wide-mux (PFUMX, L6MUX21) and flip-flop (TRELLIS_FF) counts.
-2. The same design inside :class:`hdl.reduction.synth_harness.SynthHarness` (serial
+2. The same design inside :class:`hdl.designs.reduction.synth_harness.SynthHarness` (serial
    scan I/O, because 4 fp32 lanes need more pins than the package has) through
    ``synth_ecp5`` and ``nextpnr-ecp5 --85k``, once per placement seed: the achieved
    Fmax of ``clk`` (median and best over the seeds; placement alone moves it by about
@@ -31,11 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hdl.base.errors import FredError  # noqa: E402
-from hdl.reduction import ReductionUnit  # noqa: E402
-from hdl.reduction.synth_harness import SynthHarness  # noqa: E402
-from cocotb_tests.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions  # noqa: E402
-from hdl.verilog import to_verilog  # noqa: E402
+from hdl.contracts.errors import FredError  # noqa: E402
+from hdl.designs.reduction import ReductionUnit  # noqa: E402
+from hdl.designs.reduction.synth_harness import SynthHarness  # noqa: E402
+from eda.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions  # noqa: E402
+from hdl.emit.verilog import to_verilog  # noqa: E402
 
 def _critical_path(report: dict) -> dict:
     paths = report.get("critical_paths") or []

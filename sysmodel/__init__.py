@@ -12,5 +12,10 @@ Layers, bottom up:
   :mod:`sysmodel.iteration_plan` (with :mod:`sysmodel.memory`), :mod:`sysmodel.compute_timing`,
   :mod:`sysmodel.comm_timing`, :mod:`sysmodel.task_graphs`, :mod:`sysmodel.breakdown`, put
   together by :mod:`sysmodel.training`;
-* :mod:`sysmodel.evaluation` -- ``fred eval`` / ``fred sweep``.
+* :mod:`sysmodel.trace`, :mod:`sysmodel.astrasim`, :mod:`sysmodel.chakra_trace` -- workloads
+  read from ASTRA-sim and Chakra traces (``fred replay``).
+
+Imports: :mod:`hdl.contracts` and :mod:`hdl.compiler` only (never the designs, the benches or the
+studies). The studies built on the model (the paper's evaluation, calibration, validation, DSE)
+are in :mod:`studies`.
 """

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.trace import Trace, TraceNode
 
 __all__ = ["load_astrasim", "parse_astrasim", "PARALLELISM", "COMM_TYPES"]

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.fred_tree import FredTreeNetwork
 from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic

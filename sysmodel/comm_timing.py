@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hdl.base.placement import Strategy
+from hdl.contracts.placement import Strategy
 from sysmodel.collectives import Collective, build_network, configuration_load_s, evaluate
 from sysmodel.platform import Platform
 from sysmodel.workloads import BYTES, Layer

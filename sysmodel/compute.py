@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["Gemm", "VectorOp", "ComputeModel", "DTYPE_BYTES", "parse_compute"]
 

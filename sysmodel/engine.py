@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.engine_reference import run_reference
 
 __all__ = ["Task", "Engine", "Schedule"]
@@ -130,7 +130,7 @@ class Engine:
         unoptimised loop of :mod:`sysmodel.engine_reference` instead (the same semantics; the
         optimised loop below is tested against it to 1e-9 relative)."""
         if reference:
-            return run_reference(self)
+            return Schedule(tasks=self.tasks, makespan=run_reference(self))
         tasks = self.tasks
         n = len(tasks)
         # Resources as integers numbered in name order: the loop starts the resources a

@@ -14,7 +14,7 @@ import heapq
 
 import numpy as np
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["run_reference"]
 
@@ -22,9 +22,9 @@ _EPS = 1e-12
 
 
 def run_reference(engine):
-    """Execute ``engine``'s tasks (a :class:`sysmodel.engine.Engine`); returns its
-    :class:`~sysmodel.engine.Schedule` and sets every task's ``start`` / ``end``."""
-    from sysmodel.engine import Schedule
+    """Execute ``engine``'s tasks (a :class:`sysmodel.engine.Engine`, read through its ``tasks``
+    and ``queues`` only, so this module needs nothing of the engine's); sets every task's
+    ``start`` / ``end`` and returns the makespan."""
     tasks = engine.tasks
     dependents: dict[int, list[int]] = {}
     remaining = [len(t.deps) for t in tasks]
@@ -110,7 +110,7 @@ def run_reference(engine):
         raise FredError(f"task graph deadlocks: {len(tasks) - done} tasks never ran; "
                         f"blocked at {', '.join(blocked[:6])}")
     makespan = max((t.end for t in tasks), default=0.0)
-    return Schedule(tasks=tasks, makespan=makespan)
+    return makespan
 
 
 def _rates(tasks, flows: dict, alone: dict, levels=None) -> dict:

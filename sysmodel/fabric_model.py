@@ -1,6 +1,6 @@
 """The system model on the RTL fabric's own platform (issue 15): model cycles for a fabric request.
 
-The fabric RTL (``hdl/fabric/``) and this module read the same :class:`hdl.base.fabric.FabricSpec`.
+The fabric RTL (``hdl/designs/fabric/``) and this module read the same :class:`hdl.contracts.fabric.FabricSpec`.
 :func:`fabric_platform_toml` writes the platform file of that fabric -- the same wafer the
 paper's model describes, scaled to the RTL: NPU links of one flit per cycle each way, the L1-L2
 bandwidth of the variant as a multiple of it, the RTL's link latencies in cycles, no mesh and no
@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hdl.base.errors import FredError
-from hdl.base.fabric import FabricRequest, FabricSpec, engine_forward_cycles
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricRequest, FabricSpec, engine_forward_cycles
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.platform import Platform, parse_platform
 from sysmodel.switch_timing import load_chiplet_timings

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.network import Network
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_routing import MIDDLE_SUBNETWORKS

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hdl.base.errors import FredError
-from hdl.base.placement import Strategy
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import Strategy
 from sysmodel.memory import MemoryPlan, memory_plan
 from sysmodel.platform import Platform
 from sysmodel.workloads import Workload

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["Network", "Traffic"]
 

@@ -5,7 +5,7 @@ passes (GPipe, 1F1B, and Megatron's interleaved 1F1B over several model chunks p
 
 from __future__ import annotations
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["pipeline_ops", "interleaved_ops"]
 

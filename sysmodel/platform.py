@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.compute import ComputeModel, parse_compute
 from sysmodel.switch_timing import SwitchTiming, load_chiplet_timings, load_switch_timing
 from sysmodel.toml_file import read_config_toml

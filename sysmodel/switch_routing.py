@@ -1,6 +1,6 @@
 """Adapter to the configuration compiler: how many phases an in-switch collective needs.
 
-The only place the system model touches :mod:`hdl.base.compiler`. :func:`phases_for` takes the
+The only place the system model touches :mod:`hdl.compiler`. :func:`phases_for` takes the
 flows one collective asks of one logical switch and returns the number of sequential phases
 the compiler needs to route them on a Fred_3 switch of the size the fabric says (its chiplet's).
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from hdl.base.compiler import Flow, route
+from hdl.compiler import Flow, route
 
 __all__ = ["phases_for", "MIDDLE_SUBNETWORKS", "ROUTER"]
 
 #: The paper builds every switch from Fred_3 chiplets.
 MIDDLE_SUBNETWORKS = 3
 #: What routes the flows (reported in results.json).
-ROUTER = "hdl.base.compiler.route"
+ROUTER = "hdl.compiler.route"
 
 
 def _disjoint_groups(flows) -> list[list[tuple]]:

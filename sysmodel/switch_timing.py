@@ -1,7 +1,7 @@
 """FRED switch timing used by the system model: measured values, read from a characterization.
 
 ``fred characterize`` (RTL under Verilator) writes ``data/characterization.json`` in the schema
-of ``docs/characterization-schema.md`` (validated by :mod:`hdl.base.characterization`). That
+of ``docs/characterization-schema.md`` (validated by :mod:`hdl.contracts.characterization`). That
 file ships with the package as ``sysmodel/data/characterization.json`` (``sysmodel/data`` is a
 link to ``data/``, so the checked-in file is the shipped one). :func:`load_switch_timing` reads
 it, or another file the caller names; there is no fallback: a characterization that is
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
-from hdl.base.characterization import SCHEMA_ID, read_characterization
-from hdl.base.characterization import parse_characterization as hdl_parse_characterization
-from hdl.base.errors import FredError
+from hdl.contracts.characterization import SCHEMA_ID, read_characterization
+from hdl.contracts.characterization import parse_characterization as hdl_parse_characterization
+from hdl.contracts.errors import FredError
 
 __all__ = ["SwitchTiming", "SCHEMA_ID", "load_switch_timing", "load_chiplet_timings", "chiplet_name",
            "parse_characterization", "shipped_characterization_path"]

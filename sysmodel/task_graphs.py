@@ -21,7 +21,7 @@ builder.
 
 from __future__ import annotations
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
 

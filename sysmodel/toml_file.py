@@ -10,7 +10,7 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 __all__ = ["parse_toml", "read_config_toml"]
 

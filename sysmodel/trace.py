@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from sysmodel.platform import Platform

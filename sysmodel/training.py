@@ -68,7 +68,7 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from hdl.base.placement import Strategy
+from hdl.contracts.placement import Strategy
 from sysmodel.breakdown import COMM_CATEGORIES, attribute_time
 from sysmodel import graph_template
 from sysmodel.comm_timing import CommTimer

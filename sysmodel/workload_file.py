@@ -43,15 +43,17 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
+from importlib import resources
 from pathlib import Path
 
-from hdl.base.errors import FredError
-from hdl.base.placement import parse_strategy
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import parse_strategy
 from sysmodel.compute import Gemm, VectorOp
 from sysmodel.toml_file import parse_toml
-from sysmodel.workloads import Layer, Workload, transformer
+from sysmodel.workloads import WORKLOADS, Layer, Workload, transformer
 
-__all__ = ["load_workload_file", "parse_workload", "workload_to_dict", "dump_toml"]
+__all__ = ["get_workload", "preset_path", "load_workload_file", "parse_workload", "workload_to_dict", "dump_toml"]
 
 _WORKLOAD_KEYS = {"name": str, "mode": str, "strategy": str, "microbatches": int,
                   "samples_per_dp": int}
@@ -276,3 +278,32 @@ def _toml_value(v) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise FredError(f"cannot write {v!r} as TOML")
+
+
+#: Presets read from their shipped files, by name (files given by path are read every time).
+_CACHE: dict = {}
+
+
+def preset_path(name: str):
+    """The shipped workload file of preset ``name`` (a ``Traversable``)."""
+    return resources.files("sysmodel").joinpath("configs", "workloads", f"{name}.toml")
+
+
+def get_workload(name: str) -> Workload:
+    """A preset by name (one of :data:`WORKLOADS`, or any file shipped in
+    ``configs/workloads/``), or a workload file by path (``.toml`` / ``.json``)."""
+    key = str(name)
+    if key in _CACHE:
+        return _CACHE[key]
+    shipped = preset_path(key) if "/" not in key and not key.endswith((".toml", ".json")) else None
+    if shipped is not None and shipped.is_file():
+        wl = parse_workload(tomllib.loads(shipped.read_text()),
+                            source=f"configs/workloads/{key}.toml")
+    elif Path(key).suffix in (".toml", ".json") or Path(key).exists():
+        wl = load_workload_file(key)
+        return wl  # files may change between calls: not cached
+    else:
+        raise FredError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}, or a "
+                        f"workload file path (.toml / .json)")
+    _CACHE[key] = wl
+    return wl

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from hdl.base.errors import FredError
-from hdl.base.placement import Strategy, parse_strategy
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import Strategy, parse_strategy
 from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
 
-__all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS", "get_workload",
+__all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS",
            "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
 
 #: Activation recomputation policies: ``auto`` (full recomputation only when the activations
@@ -248,33 +248,3 @@ def resnet152() -> Workload:
 #: The paper's four workloads; each ships as a workload file ``configs/workloads/<name>.toml``
 #: (package data ``sysmodel/configs/workloads``), which says where every value comes from.
 WORKLOADS = ("resnet-152", "transformer-17b", "gpt-3", "transformer-1t")
-_CACHE: dict = {}
-
-
-def preset_path(name: str):
-    """The shipped workload file of preset ``name`` (a ``Traversable``)."""
-    from importlib import resources
-    return resources.files("sysmodel").joinpath("configs", "workloads", f"{name}.toml")
-
-
-def get_workload(name: str) -> Workload:
-    """A preset by name (one of :data:`WORKLOADS`, or any file shipped in
-    ``configs/workloads/``), or a workload file by path (``.toml`` / ``.json``)."""
-    from pathlib import Path
-    from sysmodel.workload_file import load_workload_file, parse_workload
-    import tomllib
-    key = str(name)
-    if key in _CACHE:
-        return _CACHE[key]
-    shipped = preset_path(key) if "/" not in key and not key.endswith((".toml", ".json")) else None
-    if shipped is not None and shipped.is_file():
-        wl = parse_workload(tomllib.loads(shipped.read_text()),
-                            source=f"configs/workloads/{key}.toml")
-    elif Path(key).suffix in (".toml", ".json") or Path(key).exists():
-        wl = load_workload_file(key)
-        return wl  # files may change between calls: not cached
-    else:
-        raise FredError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}, or a "
-                        f"workload file path (.toml / .json)")
-    _CACHE[key] = wl
-    return wl

@@ -1,11 +1,11 @@
 """Exact (rational) IEEE-754 addition for ANY (exponent, fraction) widths -- tests only.
 
-:mod:`hdl.base.dtypes` is the golden model for the project's formats; it relies on numpy and
+:mod:`hdl.contracts.dtypes` is the golden model for the project's formats; it relies on numpy and
 so cannot describe arbitrary widths. The float adder is generic, so the tests also run
 it on small formats exhaustively, against this reference: decode both operands to exact
 fractions, add exactly, round to nearest even, encode. Same special-value policy as
-hdl.base.dtypes (any NaN or inf - inf gives the canonical quiet NaN). The tests check this
-reference against hdl.base.dtypes on fp16 and bf16 before trusting it elsewhere.
+hdl.contracts.dtypes (any NaN or inf - inf gives the canonical quiet NaN). The tests check this
+reference against hdl.contracts.dtypes on fp16 and bf16 before trusting it elsewhere.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from cocotb_tests.runner import run_bench
-from hdl.base.timing import reduction_latency
+from hdl.contracts.timing import reduction_latency
 
 pytestmark = pytest.mark.cocotb
 

@@ -1,10 +1,10 @@
-"""Reduction unit arithmetic in Amaranth's simulator: bit-exact against hdl.base.dtypes.
+"""Reduction unit arithmetic in Amaranth's simulator: bit-exact against hdl.contracts.dtypes.
 
 Per format: every special-class pair (cocotb_tests.adder_vectors.special_pairs) and
 100,000 random pairs, through a 16-lane ReductionUnit with random idle inputs and random
 backpressure on o. The generic float adder is also run exhaustively on small formats
 against an exact rational reference (tests/adder_exact_reference.py), itself checked
-against hdl.base.dtypes.
+against hdl.contracts.dtypes.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from adder_exact_reference import exact_add
 from adder_sim_driver import pack_flits, run_unit, unpack_flits
 from cocotb_tests.adder_vectors import as_flits, random_pairs, special_pairs
 from cocotb_tests.lib.seeds import get_seed
-from hdl.base.dtypes import DType, get_dtype
-from hdl.reduction import ReductionUnit
+from hdl.contracts.dtypes import DType, get_dtype
+from hdl.designs.reduction import ReductionUnit
 
 FORMATS = ("fp16", "bf16", "fp32", "int32")
 RANDOM_PAIRS = 100_000
@@ -100,7 +100,7 @@ def test_8bit_formats_exhaustive(exponent_bits, fraction_bits):
 
 @pytest.mark.parametrize("name", ("fp16", "bf16"))
 def test_exact_reference_agrees_with_golden_model(name):
-    """The rational reference used for the small formats equals hdl.base.dtypes where both apply."""
+    """The rational reference used for the small formats equals hdl.contracts.dtypes where both apply."""
     dtype = get_dtype(name)
     rng = np.random.default_rng(get_seed(f"adder.exact_reference.{name}"))
     a, b = random_pairs(name, 5000, rng)

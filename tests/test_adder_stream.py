@@ -14,12 +14,12 @@ from amaranth.sim import Simulator
 from adder_sim_driver import pack_flits, run_unit, unpack_flits
 from cocotb_tests.adder_vectors import random_pairs
 from cocotb_tests.lib.seeds import get_seed
-from hdl.base.errors import FredError
-from hdl.base.dtypes import get_dtype
-from hdl.reduction import FloatAdder, IntAdder, ReductionUnit
-from hdl.base.timing import (FLOAT_ADDER_STAGES, INT_ADDER_STAGES, OUTPUT_REGISTER_LATENCY,
+from hdl.contracts.errors import FredError
+from hdl.contracts.dtypes import get_dtype
+from hdl.designs.reduction import FloatAdder, IntAdder, ReductionUnit
+from hdl.contracts.timing import (FLOAT_ADDER_STAGES, INT_ADDER_STAGES, OUTPUT_REGISTER_LATENCY,
                              reduction_latency)
-from hdl.stream_buffer import StreamBuffer
+from hdl.designs.stream_buffer import StreamBuffer
 
 
 def _elaborated(component):
@@ -138,7 +138,7 @@ def test_output_ready_reaches_no_other_port_combinationally():
 
 
 def test_latency_from_parameters_matches_components():
-    """``hdl.base.timing`` states the latencies; the components read them (the simulations
+    """``hdl.contracts.timing`` states the latencies; the components read them (the simulations
     above measure that the hardware does what the properties say)."""
     assert OUTPUT_REGISTER_LATENCY == _elaborated(StreamBuffer(8)).latency == 1
     assert FloatAdder.latency == FLOAT_ADDER_STAGES == 6 and IntAdder.latency == INT_ADDER_STAGES == 0

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from fred.cli import main
-from cocotb_tests.lint import lint
+from eda.lint import lint
 
 
 @pytest.mark.parametrize("dtype, lanes", [("fp16", 4), ("bf16", 1), ("fp32", 2), ("int32", 3)])

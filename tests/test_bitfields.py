@@ -11,13 +11,13 @@ import pytest
 from amaranth import Shape
 from amaranth.lib import data
 
-from hdl.base.bitfields import BitLayout
-from hdl.base.compiler.encoding import DemuxMode, InputMode, MuxMode, OutputMode, RDMode
-from hdl.base.config_port import config_word_layout
-from hdl.base.errors import FredError
-from hdl.base.flit import FlitFormat
-from hdl.layouts import flit_layout, framing_layout, struct_layout
-from hdl.switch.modes import RD_MODE_LAYOUT, input_mode_layout, output_mode_layout
+from hdl.contracts.bitfields import BitLayout
+from hdl.contracts.encoding import DemuxMode, InputMode, MuxMode, OutputMode, RDMode
+from hdl.contracts.config_port import config_word_layout
+from hdl.contracts.errors import FredError
+from hdl.contracts.flit import FlitFormat
+from hdl.designs.layouts import flit_layout, framing_layout, struct_layout
+from hdl.designs.switch.modes import RD_MODE_LAYOUT, input_mode_layout, output_mode_layout
 
 
 def _offsets(layout: data.StructLayout) -> dict[str, tuple[int, int]]:

@@ -3,7 +3,7 @@ Fred-C figure; Fred-A, B, D predicted by the model's mechanisms."""
 
 import pytest
 
-from sysmodel.calibration import PAPER_SPEEDUP, fit_workload
+from studies.calibration import PAPER_SPEEDUP, fit_workload
 from sysmodel.platform import default_platform
 
 P = default_platform()

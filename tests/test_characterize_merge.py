@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hdl.base.errors import FredError
-from cocotb_tests.characterize.merge import (merge_grid, merge_not_measured, merge_records,
+from hdl.contracts.errors import FredError
+from studies.characterization.merge import (merge_grid, merge_not_measured, merge_records,
                                              previous_records, record_key)
-from cocotb_tests.characterize.provenance import run_record, source_commit
-from cocotb_tests.characterize.report import build_document, record_runs
+from studies.characterization.provenance import run_record, source_commit
+from studies.characterization.report import build_document, record_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_IN = ROOT / "data" / "characterization.json"

@@ -1,4 +1,4 @@
-"""Issue 17: the packet switch's preemption figures (cocotb_tests/characterize/preemption.py) and
+"""Issue 17: the packet switch's preemption figures (studies/characterization/preemption.py) and
 their optional ``packet_switch`` block in the characterization schema."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from cocotb_tests.characterize.preemption import measure_preemption
-from hdl.base.characterization import PACKET_SWITCH_FIELDS, parse_characterization
-from hdl.base.errors import FredError
+from studies.characterization.preemption import measure_preemption
+from hdl.contracts.characterization import PACKET_SWITCH_FIELDS, parse_characterization
+from hdl.contracts.errors import FredError
 from sysmodel.switch_timing import shipped_characterization_path
 
 

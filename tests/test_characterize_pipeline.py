@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from hdl.base.characterization import parse_characterization as parse_base
-from hdl.base.errors import FredError
-from cocotb_tests.characterize.cost import cost_designs, hierarchy_counts
-from cocotb_tests.characterize.grid import timing_grid
-from cocotb_tests.characterize.report import (build_document, composed_cost, composed_fmax,
+from hdl.contracts.characterization import parse_characterization as parse_base
+from hdl.contracts.errors import FredError
+from studies.characterization.cost import cost_designs, hierarchy_counts
+from studies.characterization.grid import timing_grid
+from studies.characterization.report import (build_document, composed_cost, composed_fmax,
                                              fmax_agreement, microswitch_counts, summarize_point)
-from cocotb_tests.characterize.timing import figures
+from studies.characterization.timing import figures
 from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing, parse_characterization
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def test_document_validates_and_refuses_nothing_measured():
 
 def test_microswitch_counts_follow_the_compiler_layout():
     from collections import Counter
-    from hdl.base.compiler.encoding import layout
+    from hdl.contracts.encoding import layout
     for ports in (2, 3, 4, 5, 8, 10, 12, 16):
         for middle in (2, 3):
             kinds = Counter(slot.kind for slot in layout(ports, middle))
@@ -220,7 +220,7 @@ def test_grid_rejects_bad_points():
 def test_tiny_point_end_to_end():
     """P=4 m=2 int32, short packets: builds with --trace, runs every traffic class with and
     without backpressure, cross-checks every transfer against the VCD."""
-    from cocotb_tests.characterize.timing import measure_point
+    from studies.characterization.timing import measure_point
     point = measure_point(4, 2, "int32", length=16, log=lambda *a: None)
     rows = point["segments"]
     assert {r["traffic"] for r in rows} == {"unicast", "multicast", "reduce", "all_reduce", "mix3d"}
@@ -313,8 +313,8 @@ def test_run_tasks_stops_starting_points_when_the_caller_stops(tmp_path):
 def test_place_and_route_timeout_keeps_the_synthesis_figures(monkeypatch, tmp_path):
     """A nextpnr run over --pnr-timeout is recorded (Fmax None, the reason in fmax_note), not
     fatal, and the yosys figures survive."""
-    from cocotb_tests.characterize import cost
-    from cocotb_tests.synth import ToolTimeout
+    from studies.characterization import cost
+    from eda.synth import ToolTimeout
 
     def run_tool(command, log, *, timeout=None):
         if command[0] == "nextpnr":
@@ -342,7 +342,7 @@ def test_every_traffic_class_is_a_legal_flow_set_the_compiler_routes(ports):
     """The bench's classes on any P >= 3, the chiplets' 10 and 12 included: flows of one class
     use disjoint ports (mix3d once overlapped on port 5 at P = 10) and route at m = 3."""
     from cocotb_tests.bench_characterize import traffic_classes
-    from hdl.base.compiler import route
+    from hdl.compiler import route
     for name, flows in traffic_classes(ports).items():
         inputs = [p for f in flows for p in f.inputs]
         outputs = [p for f in flows for p in f.outputs]
@@ -356,7 +356,7 @@ def test_chiplet_point_end_to_end():
     """Fred_3(10) fp16 (the L2 chiplet: odd sub-levels with demux and mux), short packets:
     latency = the property at every class, configuration load = words + 1, select copy =
     words + 2 (about 1.5 min)."""
-    from cocotb_tests.characterize.timing import measure_point
+    from studies.characterization.timing import measure_point
     point = measure_point(10, 3, "fp16", length=16, log=lambda *a: None)
     assert point["latency_property"] == 35 and point["config_words"] == 14
     for r in point["segments"]:
@@ -370,7 +370,7 @@ def test_chiplet_point_end_to_end():
 def test_place_and_route_seeds_give_the_median_and_its_critical_path(monkeypatch, tmp_path):
     """--pnr-seeds: one nextpnr run per seed; Fmax is the median seed's, and the record keeps
     every seed's figure and the median run's clocked critical path (async paths ignored)."""
-    from cocotb_tests.characterize import cost
+    from studies.characterization import cost
     achieved = {"1": 90.0, "2": 80.0, "3": 100.0}
 
     def run_tool(command, log, *, timeout=None):

@@ -54,7 +54,7 @@ def test_errors_are_one_line_without_traceback(argv, message, capsys):
 
 def test_option_not_taken_by_the_unit_is_refused(capsys):
     # a design option that the stream buffer does not take (only checked if another unit has it)
-    from hdl.designs import DESIGNS
+    from hdl.designs.registry import DESIGNS
     other = {name for d in DESIGNS.values() for name in d.params} - {"width"}
     if not other:
         pytest.skip("no other design registers options yet")
@@ -69,7 +69,7 @@ def test_console_script_runs_as_a_process():
                             capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.strip() == ("fred verilog: error: unknown unit 'nope'; available: "
-                                     + ", ".join(__import__("hdl.designs").designs.DESIGNS))
+                                     + ", ".join(__import__("hdl.designs.registry").designs.registry.DESIGNS))
 
 
 # -- the system-model commands: tables, and where the switch timing came from -------------------

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fred.cli import main
-from hdl.base.compiler import Flow, SwitchConfig, check_config
+from hdl.compiler import Flow, SwitchConfig, check_config
 
 
 def _json(capsys, argv):

@@ -1,16 +1,16 @@
 """Property tests of every collective lowering, end to end: lower -> route every phase ->
 run the functional model on int32 data -> the receive buffers equal the collective's
-definition (hdl.base.compiler.collectives.reference_result)."""
+definition (hdl.compiler.collectives.reference_result)."""
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hdl.base.errors import FredError
-from hdl.base.compiler import Router, check_config, lower_collective, schedule_collective, simulate
-from hdl.base.compiler.collectives import COLLECTIVES, reference_result
-from hdl.base.dtypes import get_dtype
+from hdl.contracts.errors import FredError
+from hdl.compiler import Router, check_config, lower_collective, schedule_collective, simulate
+from hdl.compiler.collectives import COLLECTIVES, reference_result
+from hdl.contracts.dtypes import get_dtype
 
 INT32 = get_dtype("int32")
 LANES = 3

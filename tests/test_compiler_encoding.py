@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.compiler.encoding import DemuxMode, MuxMode, check_size
-from hdl.base.compiler import (Flow, InputMode, OutputMode, RDMode, SwitchConfig, config_bits, layout,
+from hdl.contracts.errors import FredError
+from hdl.contracts.encoding import DemuxMode, MuxMode, check_size
+from hdl.compiler import (Flow, InputMode, OutputMode, RDMode, SwitchConfig, config_bits, layout,
                           microswitch_count, parse_flows, wire_bits)
 
 

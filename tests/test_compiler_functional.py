@@ -6,12 +6,12 @@ import random
 import numpy as np
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.compiler import (Flow, InputMode, OutputMode, RDMode, Router, SwitchConfig, check_config,
+from hdl.contracts.errors import FredError
+from hdl.compiler import (Flow, InputMode, OutputMode, RDMode, Router, SwitchConfig, check_config,
                           check_numeric, layout, parse_flows, simulate, symbolic, verify_config)
-from hdl.base.compiler.functional import evaluate, leaves
-from hdl.base.compiler.routability import random_flow_set, random_partition, partition_flows
-from hdl.base.dtypes import get_dtype
+from hdl.compiler.functional import evaluate, leaves
+from hdl.compiler.routability import random_flow_set, random_partition, partition_flows
+from hdl.contracts.dtypes import get_dtype
 
 
 def _fred2_4_allreduce():

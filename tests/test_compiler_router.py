@@ -8,11 +8,11 @@ from functools import lru_cache
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.compiler import (Flow, InputMode, OutputMode, RDMode, Router, SwitchConfig, check_config,
+from hdl.contracts.errors import FredError
+from hdl.compiler import (Flow, InputMode, OutputMode, RDMode, Router, SwitchConfig, check_config,
                           check_numeric, layout, parse_flows, route, symbolic)
-from hdl.base.compiler.functional import leaves
-from hdl.base.compiler.routability import (bell_number, partition_flows, random_flow_set,
+from hdl.compiler.functional import leaves
+from hdl.compiler.routability import (bell_number, partition_flows, random_flow_set,
                                       random_partition, set_partitions)
 
 
@@ -276,7 +276,7 @@ def test_model_complete_fred2_4_bruteforce():
 def test_every_3d_placement_routes_in_one_phase_at_m3(ports):
     """Issue 4 acceptance: with m = 3 every traffic phase of every 3D-parallel placement of
     N <= P NPUs (every factorisation N = MP x DP x PP) routes in one phase."""
-    from hdl.base.compiler.routability import placement_report
+    from hdl.compiler.routability import placement_report
     router_failures = []
     for npus in range(2, ports + 1):
         for entry in placement_report(ports=ports, middle=3, npus=npus):
@@ -286,8 +286,8 @@ def test_every_3d_placement_routes_in_one_phase_at_m3(ports):
 
 
 def test_placement_explanation_at_m2():
-    from hdl.base.compiler.routability import explain, placement_traffic
-    from hdl.base.placement import Strategy
+    from hdl.compiler.routability import explain, placement_traffic
+    from hdl.contracts.placement import Strategy
     flows = placement_traffic(Strategy(mp=1, dp=4, pp=5))["dp-allreduce"]  # 20 NPUs on Fred_2(32)
     why = explain(flows, ports=32, middle=2)
     assert not why["routable"] and len(why["core"]) == 5 and "odd cycle" in why["reason"]
@@ -428,5 +428,5 @@ def test_random_non_power_of_two(ports, middle):
 @pytest.mark.parametrize("ports", [10, 12, 20])
 def test_paper_sizes_route_every_placement_at_m3(ports):
     """The paper's chiplets Fred_3(12), Fred_3(10) and a 20-port switch for its 20 NPUs."""
-    from hdl.base.compiler.routability import placement_report
+    from hdl.compiler.routability import placement_report
     assert all(entry["all_one_phase"] for entry in placement_report(ports=ports, middle=3))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.compute import ComputeModel, Gemm, VectorOp
 from sysmodel.platform import default_platform, parse_platform
 from sysmodel.training import simulate_iteration

@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from hdl.base.errors import FredError
-from sysmodel.cost import (FabricDesign, chiplet_layout, design_switch_timing, fabric_cost,
+from hdl.contracts.errors import FredError
+from studies.cost import (FabricDesign, chiplet_layout, design_switch_timing, fabric_cost,
                            load_cost_model, switch_ports)
-from sysmodel.dse import DSE_FABRIC, DseGrid, design_platform, dse_point, dse_specs, pareto_front, summarise
+from studies.dse import DSE_FABRIC, DseGrid, design_platform, dse_point, dse_specs, pareto_front, summarise
 from sysmodel.platform import default_platform
-from sysmodel.points import platform_ref
+from studies.points import platform_ref
 from sysmodel.training import simulate_iteration
-from sysmodel.workloads import get_workload
+from sysmodel.workload_file import get_workload
 
 P = default_platform()
 COST = load_cost_model()
@@ -105,8 +105,8 @@ def test_grid_designs_drop_the_meaningless_uplink_of_one_l1_and_add_the_referenc
 
 
 def test_dse_point_is_the_sweep_row_on_the_design_platform():
-    from sysmodel.evaluation import strategy_row
-    from hdl.base.placement import parse_strategy
+    from studies.evaluation import strategy_row
+    from hdl.contracts.placement import parse_strategy
     spec = dse_specs("resnet-152", platform_ref(), [FRED_D], samples_per_dp=16, overlap=True,
                      strategies=["MP1-DP20-PP1"])[0]
     row = dse_point(spec)

@@ -1,10 +1,10 @@
-"""The golden arithmetic in hdl.base.dtypes against numpy, and its NaN policy."""
+"""The golden arithmetic in hdl.contracts.dtypes against numpy, and its NaN policy."""
 
 import numpy as np
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.dtypes import DTYPES, get_dtype, pack_lanes, unpack_lanes
+from hdl.contracts.errors import FredError
+from hdl.contracts.dtypes import DTYPES, get_dtype, pack_lanes, unpack_lanes
 
 
 def test_formats():
@@ -31,7 +31,7 @@ def test_fp16_and_fp32_match_numpy_on_random_pairs():
 
 def test_bf16_is_correctly_rounded_against_exact_arithmetic():
     # Where the exponents are close, the sum of two bf16 values is exact in float64; round it
-    # to bf16 once, independently of hdl.base.dtypes (quantum 2^(e-8), subnormal quantum 2^-133).
+    # to bf16 once, independently of hdl.contracts.dtypes (quantum 2^(e-8), subnormal quantum 2^-133).
     rng = np.random.default_rng(1)
     dtype = get_dtype("bf16")
     a, b = dtype.random_bits(rng, 200000), dtype.random_bits(rng, 200000)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.fabric import fabric_spec, make_request
-from hdl.base.fabric_partition import (FabricPartition, fabric_partition, simulation_weight,
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec, make_request
+from hdl.contracts.fabric_partition import (FabricPartition, fabric_partition, simulation_weight,
                                        switch_weight, uplinks)
 
 SMALL = dict(npus=4, npus_per_l1=2)
@@ -81,7 +81,7 @@ def test_fabric_partition_counts_are_checked():
 
 @pytest.mark.parametrize("name", ["fred-b", "fred-d"])
 def test_part_zeros_cut_out_is_part_ones_cut_in_field_for_field(name):
-    from hdl.fabric.fabric_top import FabricTop
+    from hdl.designs.fabric.fabric_top import FabricTop
     spec = fabric_spec(name, **SMALL)
     partition = fabric_partition(spec)
     tops = [FabricTop(spec, partition=partition, part=p) for p in range(2)]
@@ -96,7 +96,7 @@ def test_part_zeros_cut_out_is_part_ones_cut_in_field_for_field(name):
 
 
 def test_fabric_top_checks_its_partition_arguments():
-    from hdl.fabric.fabric_top import FabricTop
+    from hdl.designs.fabric.fabric_top import FabricTop
     spec = fabric_spec("fred-b", **SMALL)
     partition = fabric_partition(spec)
     with pytest.raises(FredError, match="give both partition and part"):
@@ -141,7 +141,7 @@ def test_link_sender_wire_never_depends_on_the_credit(latency):
     # a cycle must not move what goes on the wire (else the parts could not swap once a cycle)
     from amaranth.hdl import unsigned
 
-    from hdl.fabric.link import LinkSender
+    from hdl.designs.fabric.link import LinkSender
     dut = LinkSender(unsigned(8), latency=latency)
     offer = [(dut.i.valid, 1), (dut.i.payload, 0x5A)]
     seen = _combinational_response(dut, [offer, offer], [], dut.credit, [0, 1, 0],
@@ -153,7 +153,7 @@ def test_link_sender_wire_never_depends_on_the_credit(latency):
 def test_link_receiver_credit_never_depends_on_the_wire():
     from amaranth.hdl import unsigned
 
-    from hdl.fabric.link import LinkReceiver
+    from hdl.designs.fabric.link import LinkReceiver
     dut = LinkReceiver(unsigned(8), latency=2)
     setup = [[(dut.wire_valid, 1), (dut.wire_data, 7), (dut.o.ready, 0)], [(dut.wire_valid, 0)]]
     seen = _combinational_response(dut, setup, [(dut.o.ready, 1), (dut.wire_data, 9)],
@@ -187,7 +187,7 @@ def test_lockstep_runs_the_same_cycles_and_flits_as_the_one_model_bench(fabric, 
 @pytest.mark.cocotb
 def test_lockstep_simulator_refuses_a_bad_command_file(tmp_path):
     import subprocess
-    from cocotb_tests.fabric.lockstep import EXECUTABLE
+    from eda.fabric.lockstep import EXECUTABLE
     from cocotb_tests.fabric.run import build_fabric
     built, _ = build_fabric(fabric_spec("fred-b", **SMALL), "-O0", simulator="lockstep")
     commands = tmp_path / "commands.txt"

@@ -3,8 +3,8 @@ cycle counts from the fabric's link rates and the measured switch timings it loa
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.fabric import engine_forward_cycles, fabric_spec, make_request
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import engine_forward_cycles, fabric_spec, make_request
 
 ENGINE_FORWARD_CYCLES = engine_forward_cycles("int32")
 from sysmodel.fabric_model import fabric_platform, fabric_platform_toml, model_cycles
@@ -137,10 +137,10 @@ def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype):
     # sends a received flit engine_forward_cycles(dtype) cycles after it took it in
     from amaranth.sim import Simulator
 
-    from hdl.base.fabric_program import engine_writes
-    from hdl.base.flit import FlitFormat
-    from hdl.fabric.npu_engine import NpuEngine
-    from hdl.fabric.sim import program_and_start
+    from hdl.contracts.npu_engine import engine_writes
+    from hdl.contracts.flit import FlitFormat
+    from hdl.designs.fabric.npu_engine import NpuEngine
+    from hdl.designs.fabric.sim import program_and_start
     dut = NpuEngine(FlitFormat(dtype=dtype, lanes=1, tag_width=1), buffer=4)
     engine = dict(backpressure=0, seed=1, stages=[dict(
         send_count=1, recv_count=1, ws=0, hs=0, wr=0, hr=0, own_only=0, add_until=0, fwd_count=1,

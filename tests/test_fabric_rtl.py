@@ -13,10 +13,11 @@ from fractions import Fraction
 
 import pytest
 
-from hdl.base.compiler import Flow
-from hdl.base.errors import FredError
-from hdl.base.fabric import fabric_spec, make_request
-from hdl.base.fabric_program import fabric_program, flit_value, mix, rank_weights
+from hdl.compiler import Flow
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec, make_request
+from hdl.compiler.fabric_program import fabric_program
+from hdl.contracts.npu_engine import flit_value, mix, rank_weights
 
 
 # -- programs (pure Python) ---------------------------------------------------------------------
@@ -64,7 +65,7 @@ def test_dp_groups_use_their_own_uplink_port_on_fred_d_and_take_turns_on_fred_b(
 
 
 def test_l2_planes_map_the_logical_ports_and_refuse_a_flow_across_planes():
-    from hdl.base.fabric_program import plane_flows
+    from hdl.compiler.fabric_program import plane_flows
     # 4 uplink ports per L1 in 2 planes: plane 0 takes uplinks 0, 1, plane 1 uplinks 2, 3;
     # logical L2 port j*4 + u -> plane u // 2, port j*2 + u % 2
     spec = fabric_spec("fred-d", l2_planes=2)
@@ -179,7 +180,7 @@ def test_link_latency_and_rate(latency, rate):
     from amaranth.hdl import unsigned
     from amaranth.sim import Simulator
 
-    from hdl.fabric.link import Link
+    from hdl.designs.fabric.link import Link
     dut = Link(unsigned(16), latency=latency, rate=rate)
     sent, received = [], []
     items = 30
@@ -309,7 +310,7 @@ def test_fig9_cases_bit_exact_under_backpressure(fabric, case):
 
 
 def test_a_ring_chunk_larger_than_the_npu_buffer_is_refused_before_building():
-    from hdl.base.fabric_program import NPU_BUFFER
+    from hdl.contracts.npu_engine import NPU_BUFFER
     spec = fabric_spec("fred-a")
     request = make_request(spec, op="all-reduce", size_flits=2 * NPU_BUFFER + 1,
                            strategy="MP2-DP5-PP2", dim="mp")
@@ -374,8 +375,8 @@ def test_a_phase_sequencer_port_takes_only_its_share():
     the time is let through exactly 3 times, then waits for phase 1 (port 1 only, 2 flits)."""
     from amaranth.sim import Simulator
 
-    from hdl.fabric.phase_sequencer import PhaseSequencer, sequencer_registers
-    from hdl.fabric.sim import program_and_start
+    from hdl.designs.fabric.phase_sequencer import PhaseSequencer, sequencer_registers
+    from hdl.designs.fabric.sim import program_and_start
     dut = PhaseSequencer(ports=3, phases=2)
     taken = {0: [], 1: []}
 
@@ -410,11 +411,11 @@ def test_fp16_engine_sends_the_golden_data_through_the_adder_and_hashes_what_it_
     import numpy as np
     from amaranth.sim import Simulator
 
-    from hdl.base.fabric_golden import own_data, stream_hash
-    from hdl.base.fabric_program import engine_writes, fp16_value
-    from hdl.base.flit import FlitFormat
-    from hdl.fabric.npu_engine import NpuEngine
-    from hdl.fabric.sim import program_and_start
+    from hdl.compiler.fabric_golden import own_data, stream_hash
+    from hdl.contracts.npu_engine import engine_writes, fp16_value
+    from hdl.contracts.flit import FlitFormat
+    from hdl.designs.fabric.npu_engine import NpuEngine
+    from hdl.designs.fabric.sim import program_and_start
     n, weights = 12, rank_weights(7, 2)
     engine = dict(backpressure=0, seed=1, stages=[dict(
         send_count=n, recv_count=n, ws=weights[0], hs=weights[1], wr=0, hr=0, own_only=n,
@@ -451,8 +452,8 @@ def test_fp16_in_switch_golden_follows_the_configured_tree_and_the_order_matters
     bits for some flits, so the hash would catch a switch adding in another order."""
     import numpy as np
 
-    from hdl.base.dtypes import get_dtype
-    from hdl.base.fabric_golden import own_data, received_streams
+    from hdl.contracts.dtypes import get_dtype
+    from hdl.compiler.fabric_golden import own_data, received_streams
     spec = fabric_spec("fred-b", dtype="fp16")
     request = make_request(spec, op="all-reduce", size_flits=256, group="wafer")
     program = fabric_program(spec, request)
@@ -523,8 +524,8 @@ def test_default_cflags_follow_the_fabrics_switch_ports():
 def test_build_fabric_compiles_with_pgo_unless_at_o0(monkeypatch, tmp_path, simulator):
     # the rule only (no build): PGO by default (at -O2), not for the tests' -O0 builds, and a
     # PGO build is a different cached build (its training named in the key)
-    import cocotb_tests.fabric.build as build
-    import cocotb_tests.fabric.lockstep as lockstep
+    import eda.fabric.build as build
+    import eda.fabric.lockstep as lockstep
     from cocotb_tests.fabric.run import TRAINING_FLITS, build_fabric
     calls = []
 

@@ -1,11 +1,11 @@
-"""The fabric contract (hdl.base.fabric): variants as link ratios, switch sizes, requests."""
+"""The fabric contract (hdl.contracts.fabric): variants as link ratios, switch sizes, requests."""
 
 from fractions import Fraction
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.fabric import FABRICS, FabricSpec, fabric_spec, make_request
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FABRICS, FabricSpec, fabric_spec, make_request
 
 
 def test_variants_are_the_papers_bandwidth_ratios():

@@ -1,18 +1,29 @@
-"""The one-way stack: every import in the project's packages points down, never up or sideways.
+"""The one-way stack: every import in the project's packages points down, never up or sideways,
+and no module imports itself back through others.
 
-Layers, bottom up (``hdl/base/__init__.py`` describes them):
+Layers, bottom up (the package docstrings describe them):
 
-    hdl.base      pure Python: errors, formats and golden arithmetic, bit layouts, the switch's
-                  contract (flit, configuration port, latency), the compiler, placement, the
-                  characterization schema                  -> stdlib, numpy
-    hdl           the Amaranth designs                     -> hdl.base, amaranth
-    cocotb_tests  verification: benches, runner, Verilator locator, lint, synthesis and the
-                  characterization pipeline                -> hdl, cocotb, vcdvcd
-    sysmodel      the system model                         -> hdl.base only
-    fred          the command line                         -> anything; imported by nothing
+    hdl.contracts  pure Python: errors, formats and golden arithmetic, bit layouts, the switch's
+                   contract (flit, configuration port and encoding, packet, latency), rank
+                   placement, the fabric's description and partition, the characterization
+                   schema                                            -> stdlib, numpy
+    hdl.compiler   pure Python: the configuration compiler, the online-routing reference
+                   model, the fabric's engine programs and golden data  -> hdl.contracts
+    hdl.emit       the Verilog emitter: any Amaranth component to hierarchical Verilog
+                   (the designs mark their modules with its ``Hierarchy``)  -> amaranth
+    hdl.designs    the Amaranth designs and their registry   -> hdl.compiler, hdl.emit
+    eda            Verilator locator and builds, lint, synthesis, equivalence, code coverage,
+                   the fabric's lock-step simulator                 -> hdl
+    cocotb_tests   the cocotb benches, their library, the runner    -> eda, hdl, cocotb
+    sysmodel       the system model                  -> hdl.contracts and hdl.compiler only
+    studies        evaluation, calibration, validation, DSE and cost, characterization,
+                   RTL-versus-model fabric cases, verification campaigns
+                                                     -> sysmodel, cocotb_tests, eda, hdl
+    fred           the command line                  -> anything; imported by nothing
 
 Imports are read with ``ast`` (every ``import`` statement, also inside functions), so an import
-done lazily to dodge a cycle is still an import against the direction.
+done lazily to dodge a cycle is still an import against the direction, and still an edge of the
+module graph whose cycles :func:`test_no_module_import_cycle` forbids.
 """
 
 from __future__ import annotations
@@ -25,37 +36,46 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Which project packages each layer may import (besides itself), and which third-party
-#: packages it may use. The standard library is always allowed.
+#: Which project layers each layer may import (besides itself), and which third-party packages
+#: it may use. The standard library is always allowed.
+_HDL = {"hdl.contracts", "hdl.compiler", "hdl.designs", "hdl.emit"}
 LAYERS = {
-    "hdl.base": {"project": set(), "third_party": {"numpy"}},
-    "hdl": {"project": {"hdl.base"}, "third_party": {"numpy", "amaranth"}},
-    "cocotb_tests": {"project": {"hdl", "hdl.base"},
+    "hdl.contracts": {"project": set(), "third_party": {"numpy"}},
+    "hdl.compiler": {"project": {"hdl.contracts"}, "third_party": {"numpy"}},
+    "hdl.emit": {"project": {"hdl.contracts"}, "third_party": {"amaranth"}},
+    "hdl.designs": {"project": {"hdl.contracts", "hdl.compiler", "hdl.emit"},
+                    "third_party": {"numpy", "amaranth"}},
+    "hdl": {"project": _HDL, "third_party": set()},   # the package's own __init__
+    "eda": {"project": _HDL, "third_party": {"verilator", "cocotb_tools"}},
+    "cocotb_tests": {"project": _HDL | {"eda"},
                      "third_party": {"numpy", "amaranth", "cocotb", "cocotb_tools", "vcdvcd",
-                                     "verilator", "matplotlib",
-                                     # issue 18: functional coverage (cocotb-coverage; its
-                                     # databases are YAML, pyyaml is its dependency)
+                                     # functional coverage (cocotb-coverage; its databases are
+                                     # YAML, pyyaml is its dependency)
                                      "cocotb_coverage", "yaml"}},
     # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
-    # execution traces with the schema MLCommons publishes (issue 14)
-    "sysmodel": {"project": {"hdl.base"}, "third_party": {"numpy", "matplotlib", "chakra", "google"}},
+    # execution traces with the schema MLCommons publishes
+    "sysmodel": {"project": {"hdl.contracts", "hdl.compiler"},
+                 "third_party": {"numpy", "matplotlib", "chakra", "google"}},
+    "studies": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel"},
+                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd"}},
     # dask / distributed: fred/parallel.py runs points on a Dask cluster (--scheduler); tqdm:
-    # fred/progress.py's progress bars (issue 16). The model below never imports them.
-    "fred": {"project": {"hdl", "hdl.base", "cocotb_tests", "sysmodel"},
+    # fred/progress.py's progress bars. The model below never imports them.
+    "fred": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel", "studies"},
              "third_party": {"numpy", "amaranth", "cocotb", "matplotlib", "dask", "distributed", "tqdm"}},
 }
-PROJECT = ("hdl", "cocotb_tests", "sysmodel", "fred", "configs")
+PROJECT = ("hdl", "eda", "cocotb_tests", "sysmodel", "studies", "fred", "configs")
 #: Top-level folders of scripts that use the stack but are not part of it (they may import any
 #: layer except the command line).
 CONSUMERS = ("benchmarks", "scripts")
 
 
 def layer_of(module: str) -> str | None:
-    """The layer a dotted module name belongs to (``hdl.base.x`` -> ``hdl.base``)."""
-    if module == "hdl.base" or module.startswith("hdl.base."):
-        return "hdl.base"
-    top = module.split(".")[0]
-    return top if top in LAYERS else None
+    """The layer a dotted module name belongs to: the longest layer name that is the module or
+    one of its parents (``hdl.compiler.router`` -> ``hdl.compiler``, ``hdl`` -> ``hdl``)."""
+    for layer in sorted(LAYERS, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
 
 
 def module_name(path: Path) -> str:
@@ -125,17 +145,22 @@ def test_every_import_follows_the_stack():
 
 
 @pytest.mark.parametrize("layer, source, expected", [
-    ("hdl/base/injected.py", "from hdl.switch import FredSwitch\n", "against the stack"),
-    ("hdl/base/injected.py", "import amaranth\n", "third-party 'amaranth'"),
-    ("hdl/switch/injected.py", "from cocotb_tests.runner import run_bench\n", "against the stack"),
-    ("hdl/switch/injected.py", "def f():\n    import sysmodel.platform\n", "against the stack"),
-    ("sysmodel/injected.py", "from hdl.switch.modes import mode_layout\n", "against the stack"),
+    ("hdl/contracts/injected.py", "from hdl.designs.switch import FredSwitch\n", "against the stack"),
+    ("hdl/contracts/injected.py", "import amaranth\n", "third-party 'amaranth'"),
+    ("hdl/designs/switch/injected.py", "from cocotb_tests.runner import run_bench\n", "against the stack"),
+    ("hdl/designs/switch/injected.py", "def f():\n    import sysmodel.platform\n", "against the stack"),
+    ("sysmodel/injected.py", "from hdl.designs.switch.modes import mode_layout\n", "against the stack"),
     ("sysmodel/injected.py", "from cocotb_tests.lib import metrics\n", "against the stack"),
     ("cocotb_tests/injected.py", "from fred.cli import main\n", "against the stack"),
     ("cocotb_tests/injected.py", "from sysmodel.platform import Platform\n", "against the stack"),
     ("benchmarks/injected.py", "from fred.cli import main\n", "nothing may import the command line"),
-    ("hdl/base/compiler/injected.py", "from ..dtypes import get_dtype\nfrom ...switch import modes\n",
-     "hdl.switch"),
+    ("eda/injected.py", "from cocotb_tests.runner import run_bench\n", "against the stack"),
+    ("eda/injected.py", "def f():\n    from sysmodel import platform\n", "against the stack"),
+    ("sysmodel/injected.py", "from studies.evaluation import evaluate\n", "against the stack"),
+    ("hdl/compiler/injected.py", "from hdl.designs.registry import get_design\n", "against the stack"),
+    ("hdl/emit/injected.py", "from hdl.designs.registry import get_design\n", "against the stack"),
+    ("hdl/compiler/injected.py", "from ..contracts.dtypes import get_dtype\nfrom ..designs.switch import modes\n",
+     "hdl.designs.switch"),
 ])
 def test_an_injected_upward_import_is_caught(tmp_path, monkeypatch, layer, source, expected):
     """The checker is not vacuous: an import against the direction, written in any form
@@ -152,7 +177,90 @@ def test_an_injected_upward_import_is_caught(tmp_path, monkeypatch, layer, sourc
 def test_allowed_imports_pass(tmp_path, monkeypatch):
     target = tmp_path / "sysmodel" / "fine.py"
     target.parent.mkdir(parents=True)
-    target.write_text("import json\nimport numpy as np\nfrom hdl.base.compiler import route\n"
+    target.write_text("import json\nimport numpy as np\nfrom hdl.compiler import route\n"
                       "from . import platform\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert violations(target) == []
+
+
+def module_graph(files: list[Path]) -> dict[str, set[str]]:
+    """Project module -> the project modules it imports (``from a import b`` counts as an
+    import of ``a.b`` when ``a.b`` is a module, else of ``a``)."""
+    modules = {module_name(f) for f in files}
+    graph = {}
+    for f in files:
+        here = module_name(f)
+        edges = set()
+        tree = ast.parse(f.read_text(), filename=str(f))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                package = here.split(".") if f.name == "__init__.py" else here.split(".")[:-1]
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else node.module
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != here:
+                    edges.add(name)
+        graph[here] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted. An
+    import of a package by its own sub-module (``a.b`` importing ``a``) is left out: that is how
+    a package's ``__init__`` re-exports its modules, not a cycle between modules."""
+    graph = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in graph.items()}
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_import_cycle():
+    """No two modules import each other, directly or through others, not even lazily inside a
+    function: a cycle means two modules are one concept split in two (or one is in the wrong
+    place)."""
+    cycles = import_cycles(module_graph([f for f in project_files()
+                                         if f.relative_to(ROOT).parts[0] in PROJECT]))
+    assert not cycles, "module import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path, monkeypatch):
+    """Not vacuous: a cycle closed by an import inside a function is found."""
+    (tmp_path / "sysmodel").mkdir()
+    (tmp_path / "sysmodel" / "a.py").write_text("from sysmodel import b\n")
+    (tmp_path / "sysmodel" / "b.py").write_text("def f():\n    from sysmodel.a import x\n")
+    (tmp_path / "sysmodel" / "c.py").write_text("from sysmodel import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    files = sorted((tmp_path / "sysmodel").glob("*.py"))
+    assert import_cycles(module_graph(files)) == [["sysmodel.a", "sysmodel.b"]]

@@ -1,5 +1,5 @@
-"""The online router's RTL (hdl/switch/online_router.py) against its reference model
-(hdl/base/online_router.py): random set-ups and (several at once) releases, the modes register compared with the
+"""The online router's RTL (hdl/designs/switch/online_router.py) against its reference model
+(hdl/compiler/online_routing.py): random set-ups and (several at once) releases, the modes register compared with the
 model's configuration vector every cycle (Amaranth simulator)."""
 
 import random
@@ -7,8 +7,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.base.online_router import OnlineRouter as Reference
-from hdl.switch.online_router import OnlineRouter
+from hdl.compiler.online_routing import OnlineRoutingModel as Reference
+from hdl.designs.switch.online_router import OnlineRouter
 
 
 def _run(ports, middle, steps, seed):

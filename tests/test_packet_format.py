@@ -1,12 +1,12 @@
-"""The packet format (hdl/base/packet.py): header table, the paper's sizes, the golden
+"""The packet format (hdl/contracts/packet.py): header table, the paper's sizes, the golden
 packetizer and depacketizer. Pure Python, fast."""
 
 from __future__ import annotations
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.packet import (PAPER, PRIORITY, VC, PacketFormat, depacketize, header_overhead,
+from hdl.contracts.errors import FredError
+from hdl.contracts.packet import (PAPER, PRIORITY, VC, PacketFormat, depacketize, header_overhead,
                              link_words, packetize, paper_flits)
 
 FMT = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3)

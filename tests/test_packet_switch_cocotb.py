@@ -9,8 +9,8 @@ import pytest
 
 from cocotb_tests.bench_packet_switch import DESIGN, PKT
 from cocotb_tests.runner import run_bench
-from hdl.switch.packet_switch import PacketSwitch
-from hdl.verilog import to_verilog
+from hdl.designs.switch.packet_switch import PacketSwitch
+from hdl.emit.verilog import to_verilog
 
 pytestmark = pytest.mark.cocotb
 

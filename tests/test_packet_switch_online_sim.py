@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from hdl.base.compiler.flows import Flow
-from hdl.base.compiler.router import route
-from hdl.base.errors import FredError
-from hdl.base.packet import VC, PacketFormat, depacketize, packetize
-from hdl.switch.packet_switch import PacketSwitch
+from hdl.compiler.flows import Flow
+from hdl.compiler.router import route
+from hdl.contracts.errors import FredError
+from hdl.contracts.packet import VC, PacketFormat, depacketize, packetize
+from hdl.designs.switch.packet_switch import PacketSwitch
 
 from cocotb_tests.packet_sim import Injection, by_phase, run_packet_switch
 

@@ -1,4 +1,4 @@
-"""The packet switch (hdl/switch/packet_switch.py: VC input buffers, credits, control unit) in
+"""The packet switch (hdl/designs/switch/packet_switch.py: VC input buffers, credits, control unit) in
 Amaranth's simulator: an MP phase preempts a running DP all-reduce, which resumes and completes
 bit-exact; random mixed-priority traffic under backpressure; host-driven selects; the control VC."""
 
@@ -9,13 +9,13 @@ import random
 import numpy as np
 import pytest
 
-from hdl.base.compiler.flows import Flow
-from hdl.base.compiler.functional import simulate
-from hdl.base.compiler.router import route
-from hdl.base.errors import FredError
-from hdl.base.packet import VC, Packet, PacketFormat, depacketize, packetize
-from hdl.switch.control_unit import CUState
-from hdl.switch.packet_switch import PacketSwitch
+from hdl.compiler.flows import Flow
+from hdl.compiler.functional import simulate
+from hdl.compiler.router import route
+from hdl.contracts.errors import FredError
+from hdl.contracts.packet import VC, Packet, PacketFormat, depacketize, packetize
+from hdl.designs.switch.control_unit import CUState
+from hdl.designs.switch.packet_switch import PacketSwitch
 
 from cocotb_tests.packet_sim import Injection, by_phase, run_packet_switch
 

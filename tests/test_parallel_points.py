@@ -9,7 +9,7 @@ import pytest
 
 from fred.parallel import run_points, spec_key
 from fred.progress import Silent, wanted
-from sysmodel.points import platform_ref, sweep_point, sweep_specs
+from studies.points import platform_ref, sweep_point, sweep_specs
 
 
 def _specs():
@@ -88,7 +88,7 @@ def test_a_cut_short_cache_line_is_recomputed(tmp_path):
 def test_points_cached_by_another_model_are_recomputed(tmp_path):
     """A cache entry keeps the fingerprint of the model that computed it: after a model change
     (another version) the point is computed again, never read back stale."""
-    from sysmodel.points import model_fingerprint
+    from studies.points import model_fingerprint
     cache = tmp_path / "points.jsonl"
     specs = _specs()[:2]
     first = run_points(sweep_point, specs, cache=cache, version=model_fingerprint())
@@ -101,7 +101,7 @@ def test_points_cached_by_another_model_are_recomputed(tmp_path):
 
 
 def test_bad_parallel_options_are_named():
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     from fred.parallel import parse_jobs
     with pytest.raises(FredError, match="--jobs"):
         parse_jobs(-1)

@@ -4,7 +4,7 @@ import pytest
 
 from cocotb_tests.fault_injector import FaultInjector
 from cocotb_tests.runner import run_bench
-from hdl.verilog import to_verilog
+from hdl.emit.verilog import to_verilog
 
 pytestmark = pytest.mark.cocotb
 
@@ -20,7 +20,7 @@ def test_random_traffic_with_backpressure():
 def test_throughput_and_latency_measured():
     result = run_bench(unit="stream_buffer", params={"width": 32}, test_module=BENCH,
                        testcase="throughput_and_latency", bench_params={"items": 1000})
-    from hdl.base.timing import BUFFER_LATENCY
+    from hdl.contracts.timing import BUFFER_LATENCY
     print(f"stream_buffer: {result.metrics}")
     assert result.metrics["throughput"] == 1.0
     assert result.metrics["latency"] == BUFFER_LATENCY

@@ -5,7 +5,7 @@ import random
 from amaranth.sim import Simulator
 
 from cocotb_tests.lib.seeds import seeded_rng
-from hdl.stream_buffer import StreamBuffer
+from hdl.designs.stream_buffer import StreamBuffer
 
 
 def _run(items, *, idle, backpressure, rng, cycles_limit=100_000):

@@ -12,10 +12,10 @@ import functools
 import pytest
 
 from cocotb_tests.runner import run_bench
-from hdl.designs import get_design
-from hdl.verilog import to_verilog
-from hdl.base.config_port import config_words
-from hdl.base.timing import switch_latency, switch_stages
+from hdl.designs.registry import get_design
+from hdl.emit.verilog import to_verilog
+from hdl.contracts.config_port import config_words
+from hdl.contracts.timing import switch_latency, switch_stages
 
 pytestmark = pytest.mark.cocotb
 

@@ -13,13 +13,13 @@ import pytest
 
 from cocotb_tests.exhaustive import accepted_ports, all_modes, legal_configurations
 from cocotb_tests.runner import run_bench
-from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
+from hdl.contracts.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
                                         SwitchConfig)
-from hdl.base.compiler.functional import symbolic
-from hdl.base.flit import FlitFormat
-from hdl.base.timing import switch_latency
-from hdl.switch import FredSwitch
-from hdl.verilog import to_verilog
+from hdl.compiler.functional import symbolic
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.timing import switch_latency
+from hdl.designs.switch import FredSwitch
+from hdl.emit.verilog import to_verilog
 
 COUNTS = {2: 8_869, 3: 213_669}
 TAG_WIDTH = 2

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from cocotb_tests.lib.seeds import seeded_rng
-from hdl.base.compiler.encoding import DemuxMode, InputMode, MuxMode, OutputMode, RDMode
-from hdl.base.dtypes import get_dtype
-from hdl.base.flit import FlitFormat
-from hdl.switch import Demux, InputMicroswitch, Mux, OutputMicroswitch, RDMicroswitch
-from hdl.switch.select_fork import SelectFork
+from hdl.contracts.encoding import DemuxMode, InputMode, MuxMode, OutputMode, RDMode
+from hdl.contracts.dtypes import get_dtype
+from hdl.contracts.flit import FlitFormat
+from hdl.designs.switch import Demux, InputMicroswitch, Mux, OutputMicroswitch, RDMicroswitch
+from hdl.designs.switch.select_fork import SelectFork
 
 from switch_sim import run_streams
 

@@ -9,17 +9,17 @@ from amaranth.hdl import Cat
 from amaranth.sim import Simulator
 
 from cocotb_tests.lib.seeds import seeded_rng
-from hdl.base.errors import FredError
-from hdl.base.compiler.encoding import SwitchConfig, config_bits
-from hdl.base.compiler.flows import Flow
-from hdl.base.compiler.functional import simulate
-from hdl.base.compiler.router import route
-from hdl.base.config_port import ConfigError, config_word_layout, config_words
-from hdl.base.flit import FlitFormat
-from hdl.base.timing import reduction_latency, switch_latency, switch_levels, switch_stages
-from hdl.designs import get_design
-from hdl.switch import FredSwitch
-from hdl.switch.config_checker import ConfigChecker
+from hdl.contracts.errors import FredError
+from hdl.contracts.encoding import SwitchConfig, config_bits
+from hdl.compiler.flows import Flow
+from hdl.compiler.functional import simulate
+from hdl.compiler.router import route
+from hdl.contracts.config_port import ConfigError, config_word_layout, config_words
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.timing import reduction_latency, switch_latency, switch_levels, switch_stages
+from hdl.designs.registry import get_design
+from hdl.designs.switch import FredSwitch
+from hdl.designs.switch.config_checker import ConfigChecker
 
 from switch_sim import run_streams
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from fred.cli import main
-from cocotb_tests.lint import lint
+from eda.lint import lint
 
 
 def test_fred_verilog_switch_ports_and_lint(tmp_path, capsys):

@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.platform import default_platform, load_platform
 from sysmodel.switch_timing import SCHEMA_ID, load_chiplet_timings

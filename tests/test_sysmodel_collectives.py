@@ -7,10 +7,10 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.platform import FABRICS, default_platform
-from hdl.base.placement import parse_strategy
+from hdl.contracts.placement import parse_strategy
 
 P = default_platform()
 SIZE = 1e9  # large enough that hop latencies are < 0.1 % of the time

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hdl.base.placement import parse_strategy
+from hdl.contracts.placement import parse_strategy
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.comm_timing import CommTimer
 from sysmodel.compute import Gemm, VectorOp

@@ -3,8 +3,8 @@ timing, task graphs, breakdown, the iteration mean -- and one iteration computed
 
 import pytest
 
-from hdl.base.errors import FredError
-from hdl.base.placement import parse_strategy
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import parse_strategy
 from sysmodel.breakdown import attribute_time
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.comm_timing import CommTimer
@@ -14,7 +14,8 @@ from sysmodel.iteration_plan import plan_iteration, stage_layers
 from sysmodel.platform import default_platform
 from sysmodel.task_graphs import StageEngine, pipeline_ops, stage_resource
 from sysmodel.training import build_task_graph, mean_iteration_s, simulate_iteration
-from sysmodel.workloads import Layer, Workload, get_workload
+from sysmodel.workloads import Layer, Workload
+from sysmodel.workload_file import get_workload
 
 P = default_platform()
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.platform import load_platform, default_platform
 from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing
 

@@ -56,7 +56,7 @@ def test_pp_outranks_dp_and_mp_outranks_pp():
 
 
 def test_negative_preemption_is_refused():
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     with pytest.raises(FredError, match="preempt_s"):
         Engine(priority=FRED_PRIORITY, preempt_s=-1.0)
 

@@ -15,14 +15,15 @@ import random
 import numpy as np
 import pytest
 
-from hdl.base.placement import factorisations, parse_strategy
+from hdl.contracts.placement import factorisations, parse_strategy
 from sysmodel import collectives as coll
 from sysmodel.collectives import Collective, evaluate, fabric_key
 from sysmodel.engine import Engine
-from sysmodel.evaluation import _sweep_microbatches
+from studies.evaluation import _sweep_microbatches
 from sysmodel.platform import FABRICS, default_platform
 from sysmodel.training import simulate_iteration
-from sysmodel.workloads import WORKLOADS, get_workload
+from sysmodel.workloads import WORKLOADS
+from sysmodel.workload_file import get_workload
 
 REL = 1e-9
 P = default_platform()

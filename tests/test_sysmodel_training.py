@@ -6,13 +6,14 @@ import sys
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine
-from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP, speedup_table, sweep
+from studies.evaluation import FRED_FABRICS, PAPER_SPEEDUP, speedup_table, sweep
 from sysmodel.platform import default_platform
-from hdl.base.placement import Strategy, factorisations, parse_strategy
+from hdl.contracts.placement import Strategy, factorisations, parse_strategy
 from sysmodel.training import simulate_iteration
-from sysmodel.workloads import WORKLOADS, get_workload, transformer
+from sysmodel.workloads import WORKLOADS, transformer
+from sysmodel.workload_file import get_workload
 
 P = default_platform()
 
@@ -274,7 +275,7 @@ def test_one_global_compute_speed_cannot_reproduce_the_paper():
     ResNet-152/Fred-C reproduces that figure (and ResNet's Fred-D from in-switch reduction),
     but not the other workloads: their figures imply other compute speeds, which is why
     `--calibration paper` fits one per workload."""
-    from sysmodel.evaluation import calibrate
+    from studies.evaluation import calibrate
     cal = calibrate(P)
     assert cal["error"]["fred-c"]["resnet-152"] == pytest.approx(0.0, abs=0.01)   # the fit
     assert abs(cal["error"]["fred-d"]["resnet-152"]) <= 0.10
@@ -285,7 +286,7 @@ def test_one_global_compute_speed_cannot_reproduce_the_paper():
 def test_calibration_fits_its_anchor_and_compares_the_rest():
     """The calibration finds the one compute factor at which its anchor figure is the paper's,
     and reports the whole table at that factor with each figure's error against the paper."""
-    from sysmodel.evaluation import CALIBRATION_ANCHOR, calibrate
+    from studies.evaluation import CALIBRATION_ANCHOR, calibrate
     cal = calibrate(P)
     workload, fabric = CALIBRATION_ANCHOR
     assert cal["anchor"] == f"{workload}/{fabric}" and cal["scale"] > 1
@@ -298,7 +299,7 @@ def test_calibration_fits_its_anchor_and_compares_the_rest():
 
 
 def test_spread_summarises_implied_scales():
-    from sysmodel.evaluation import _spread
+    from studies.evaluation import _spread
     spread = _spread({"fred-c": {"a": 2.0, "b": None}, "fred-d": {"a": 8.0}})
     assert spread == {"min": 2.0, "max": 8.0, "ratio": 4.0, "unreachable": ["b/fred-c"]}
 
@@ -333,7 +334,7 @@ def test_implied_compute_scale_finds_where_the_speedup_reaches_a_target():
     """Bracketed on the compute-scale grid, then bisected: for a target the model reaches at
     k = 8 (ResNet-152 on Fred-D, whose speedup grows with compute speed), the factor found lies
     in the bracket (4, 8] and gives the target to within the bisection's resolution."""
-    from sysmodel.evaluation import implied_compute_scale
+    from studies.evaluation import implied_compute_scale
     w = get_workload("resnet-152")
 
     def speedup(k):

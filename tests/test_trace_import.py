@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.astrasim import parse_astrasim
 from sysmodel.chakra_trace import load_chakra
 from sysmodel.collectives import Collective, evaluate

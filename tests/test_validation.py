@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.iteration_plan import stage_layers
 from sysmodel.task_graphs import interleaved_ops
 from sysmodel.training import simulate_iteration
-from sysmodel.validation import case_workload, cluster_platform, load_cases, run_validation
+from studies.validation import case_workload, cluster_platform, load_cases, run_validation
 from sysmodel.workloads import transformer
 
 P = cluster_platform()

@@ -1,4 +1,4 @@
-"""The packet switch's input port (hdl/switch/vc_input_buffer.py) in Amaranth's simulator against
+"""The packet switch's input port (hdl/designs/switch/vc_input_buffer.py) in Amaranth's simulator against
 a naive reference: per-VC FIFOs, credit return (never more credits than slots), malformed
 headers dropped whole and counted, overflow flagged when a sender ignores its credits."""
 
@@ -9,10 +9,10 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.base.errors import FredError
-from hdl.base.flit import FlitFormat
-from hdl.base.packet import VC, PacketFormat
-from hdl.switch.vc_input_buffer import VCInputBuffer
+from hdl.contracts.errors import FredError
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.packet import VC, PacketFormat
+from hdl.designs.switch.vc_input_buffer import VCInputBuffer
 
 PKT = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=2, packet_flits=3)
 FLIT = FlitFormat(dtype="int32", lanes=1, tag_width=PKT.header_width)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cocotb_tests import code_coverage, mutation
+from eda import code_coverage
+from studies.verification import mutation
 from cocotb_tests.lib import coverage
 
 
@@ -150,7 +151,7 @@ def test_levels_and_flow_shapes():
 
 
 def test_functional_coverage_is_written_merged_and_reported(tmp_path):
-    from hdl.base.compiler.encoding import SwitchConfig
+    from hdl.contracts.encoding import SwitchConfig
     cov = coverage.SwitchCoverage(3, 2)   # Fred_2(3): a name no bench of this process uses
     cov.sample_config(SwitchConfig.idle(3, 2))
     cov.sample_flow((0,), (1,))
@@ -221,10 +222,10 @@ class _FakeSwitch:
 def test_probe_samples_accepted_configurations_and_stall_episodes():
     """The probe counts a configuration's modes only once the switch accepted it (error NONE
     two cycles after `last`), and a broadcast-with-one-output-stalled episode once per episode."""
-    from hdl.base.compiler.encoding import layout
-    from hdl.base.compiler.flows import Flow
-    from hdl.base.compiler.router import route
-    from hdl.base.config_port import ConfigError, config_word_layout
+    from hdl.contracts.encoding import layout
+    from hdl.compiler.flows import Flow
+    from hdl.compiler.router import route
+    from hdl.contracts.config_port import ConfigError, config_word_layout
     cov = coverage.SwitchCoverage(6, 2)   # a size no other test of this process uses
     dut = _FakeSwitch(6)
     flows = [((0,), (0, 1, 2))]

@@ -2,11 +2,11 @@
 
 import pytest
 
-from hdl.base.errors import ToolchainError
-from cocotb_tests.toolchain import MIN_VERILATOR_VERSION, setup_verilator, verilator_version
-from hdl.designs import DESIGNS
-from cocotb_tests.lint import lint
-from hdl.verilog import to_verilog
+from hdl.contracts.errors import ToolchainError
+from eda.toolchain import MIN_VERILATOR_VERSION, setup_verilator, verilator_version
+from hdl.designs.registry import DESIGNS
+from eda.lint import lint
+from hdl.emit.verilog import to_verilog
 
 
 @pytest.mark.parametrize("unit", sorted(DESIGNS))

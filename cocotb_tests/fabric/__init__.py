@@ -1,2 +1,3 @@
-"""The wafer fabric of issue 15 under Verilator: ``run_fabric``, the lock-step simulator (the
-default) and the one-model cocotb bench."""
+"""The wafer fabric RTL under simulation: ``run_fabric`` (:mod:`cocotb_tests.fabric.run`) runs
+one fabric program on the lock-step simulator (the default, :mod:`eda.fabric.lockstep`) or on the
+one-model cocotb bench (:mod:`cocotb_tests.fabric.bench_fabric`)."""

@@ -1,4 +1,4 @@
-"""cocotb bench of the fabric top ``fred_fabric`` (:class:`hdl.fabric.FabricTop`).
+"""cocotb bench of the fabric top ``fred_fabric`` (:class:`hdl.designs.fabric.FabricTop`).
 
 The Python side only loads (switch configurations, sequencer and engine programs), pulses
 ``start`` and polls ``all_done`` every ``poll`` cycles with one ``Timer`` (no Python per cycle:
@@ -21,7 +21,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer
 
 from cocotb_tests.lib import bench_params, metrics
-from hdl.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
+from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
 
 PERIOD_NS = 10
 

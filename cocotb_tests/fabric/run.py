@@ -1,14 +1,14 @@
-"""``run_fabric``: run one :class:`~hdl.base.fabric.FabricRequest` on the fabric RTL under
+"""``run_fabric``: run one :class:`~hdl.contracts.fabric.FabricRequest` on the fabric RTL under
 Verilator and return what it measured (issue 15; the interface the ``fred fabric-sim`` command
 calls).
 
-Steps: :func:`hdl.base.fabric_program.fabric_program` validates the request and computes the
+Steps: :func:`hdl.compiler.fabric_program.fabric_program` validates the request and computes the
 switch phases (routed by the configuration compiler) and engine programs (any error is raised
-here, before anything is built); the Verilog of :class:`hdl.fabric.FabricTop` for the spec is
+here, before anything is built); the Verilog of :class:`hdl.designs.fabric.FabricTop` for the spec is
 generated (memoised per spec in this process) and built once per distinct Verilog (builds
 are cached by content hash, so every request on one spec reuses one build: configurations and
 programs are loaded through the top's ports); the simulator (:data:`SIMULATORS`: by default
-the lock-step simulator ``cocotb_tests.fabric.lockstep``, else the cocotb bench
+the lock-step simulator ``eda.fabric.lockstep``, else the cocotb bench
 ``cocotb_tests.fabric.bench_fabric``) loads, starts and polls; the counters it reads are
 judged here, the same way for both.
 
@@ -24,9 +24,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hdl.base.errors import FredError
-from hdl.base.fabric import FabricRequest, FabricSpec
-from hdl.base.fabric_program import FabricProgram, default_phases, engine_writes, fabric_program
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricRequest, FabricSpec
+from hdl.compiler.fabric_program import FabricProgram, default_phases, fabric_program
+from hdl.contracts.npu_engine import engine_writes
 
 __all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
            "default_cflags",
@@ -135,8 +136,8 @@ def fabric_verilog(spec: FabricSpec) -> str:
     Fred-C shares Fred-D's)."""
     key = _hardware_key(spec)
     if key not in _VERILOG:
-        from hdl.fabric import FabricTop
-        from hdl.verilog import to_verilog
+        from hdl.designs.fabric import FabricTop
+        from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(FabricTop(spec), name=TOP)
     return _VERILOG[key]
 
@@ -151,14 +152,14 @@ def build_options(spec: FabricSpec, cflags: str | None = None, pgo: bool | None 
 
 
 def part_verilogs(spec: FabricSpec) -> tuple[str, str]:
-    """Verilog of the two parts of the lock-step simulator (``hdl.base.fabric_partition``:
+    """Verilog of the two parts of the lock-step simulator (``hdl.contracts.fabric_partition``:
     the default partition of ``spec``), memoised per hardware in this process."""
-    from hdl.base.fabric_partition import fabric_partition
-    from cocotb_tests.fabric.lockstep import PART_TOPS
+    from hdl.contracts.fabric_partition import fabric_partition
+    from eda.fabric.lockstep import PART_TOPS
     key = ("parts",) + _hardware_key(spec)
     if key not in _VERILOG:
-        from hdl.fabric import FabricTop
-        from hdl.verilog import to_verilog
+        from hdl.designs.fabric import FabricTop
+        from hdl.emit.verilog import to_verilog
         partition = fabric_partition(spec, 2)
         _VERILOG[key] = tuple(to_verilog(FabricTop(spec, partition=partition, part=p), name=PART_TOPS[p])
                               for p in range(2))
@@ -170,12 +171,12 @@ def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_buil
                  simulator: str = DEFAULT_SIMULATOR) -> tuple[Path, float]:
     """(build folder, seconds spent) of the fabric of ``spec`` under Verilator for
     ``simulator``: ``lockstep``, the two parts' models and the driver
-    (``cocotb_tests.fabric.lockstep``); ``cocotb``, one flat model (no hierarchical blocks),
-    only the top's ports public (``cocotb_tests.fabric.build``). ``verilator_args`` (default
+    (``eda.fabric.lockstep``); ``cocotb``, one flat model (no hierarchical blocks),
+    only the top's ports public (``eda.fabric.build``). ``verilator_args`` (default
     :data:`VERILATOR_ARGS`) are further Verilator options.
     ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric`;
     ``cflags`` and ``pgo`` None: :func:`build_options`."""
-    from cocotb_tests.fabric.build import build_top_public_only
+    from eda.fabric.build import build_top_public_only
     _check_simulator(simulator)
     cflags, pgo = build_options(spec, cflags, pgo)
     start = time.perf_counter()
@@ -185,7 +186,7 @@ def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_buil
         train=(lambda built: train_fabric(spec, built, simulator=simulator)) if pgo else None,
         training=f"{TRAINING_OPS} x {TRAINING_FLITS} flits" if pgo else "")
     if simulator == "lockstep":
-        from cocotb_tests.fabric.lockstep import build_lockstep
+        from eda.fabric.lockstep import build_lockstep
         build_dir = build_lockstep(part_verilogs(spec), **options)
     else:
         build_dir = build_top_public_only(fabric_verilog(spec), TOP, PORTS, **options)
@@ -203,7 +204,7 @@ TRAINING_FLITS = 2000
 def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = DEFAULT_SIMULATOR) -> None:
     """Run the training workload on the instrumented model in ``build_dir`` (every flit
     checked, as in any run: a training run that goes wrong fails the build)."""
-    from hdl.base.fabric import make_request
+    from hdl.contracts.fabric import make_request
     ran = []
     for op in TRAINING_OPS:
         request = make_request(spec, op=op, size_flits=TRAINING_FLITS, group="wafer")
@@ -225,7 +226,7 @@ def load_sequence(spec: FabricSpec, program: FabricProgram) -> dict:
     both simulators): ``config``, every configuration word as ``[switch, phase, last, word]``
     (every phase of every switch); ``writes``, every program write as ``[unit, register,
     value]`` (the sequencers, unit ``npus + s``, then the engines, unit = rank)."""
-    from hdl.fabric.phase_sequencer import sequencer_registers
+    from hdl.designs.fabric.phase_sequencer import sequencer_registers
     config = []
     for s, phases in enumerate(program.switches):
         for k, phase in enumerate(phases):
@@ -306,7 +307,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     import re
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     if simulator == "lockstep":
-        from cocotb_tests.fabric.lockstep import run_lockstep
+        from eda.fabric.lockstep import run_lockstep
         metrics = run_lockstep(built, params, run_dir=Path(built) / "runs" / name)
     else:
         from cocotb_tests.runner import run_bench

@@ -39,11 +39,11 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from hdl.base.compiler.encoding import legal_modes as encoding_legal_modes
-from hdl.base.compiler.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
+from hdl.contracts.encoding import legal_modes as encoding_legal_modes
+from hdl.contracts.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
                                         SwitchConfig, layout)
-from hdl.base.config_port import ConfigError
-from hdl.base.errors import FredError
+from hdl.contracts.config_port import ConfigError
+from hdl.contracts.errors import FredError
 
 __all__ = ["ENV_FILE", "ENV_DIR", "enabled", "legal_modes", "levels", "flow_shape",
            "SwitchCoverage", "merge", "load", "report", "UNREACHABLE"]

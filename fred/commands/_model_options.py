@@ -29,7 +29,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def model_platform(args):
     """The platform the options describe (errors name the option)."""
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     from sysmodel.platform import default_platform, load_platform
     if args.platform is None and args.characterization is None:
         platform = default_platform()

@@ -22,7 +22,7 @@ def add_parallel_arguments(parser: argparse.ArgumentParser, *, cache_default: st
 def parallel_settings(args) -> dict:
     """``run_points`` keyword arguments from the options (errors name the option)."""
     from fred.parallel import parse_jobs
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     if args.scheduler is not None and not args.scheduler.strip():
         raise FredError("--scheduler needs an address, e.g. tcp://host:8786")
     return {"jobs": parse_jobs(args.jobs), "scheduler": args.scheduler, "cache": args.cache}

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from fred.cli import print_json
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
 
@@ -38,14 +38,14 @@ def _names(text: str) -> tuple[str, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ports", type=_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
-    from cocotb_tests.characterize.grid import CHIPLETS
+    from studies.characterization.grid import CHIPLETS
     parser.add_argument("--chiplets", type=_ints, default=CHIPLETS,
                         help="sizes P of the wafer's chiplets, measured as Fred_3(P) fp16 on top of the "
                              "grid and always synthesized (default "
                              + ",".join(str(p) for p in CHIPLETS)
                              + ": the paper's Fred_3(12) and Fred_3(10); '' for none)")
     parser.add_argument("--middle", type=_ints, default=(2, 3), help="m values (default 2,3)")
-    from cocotb_tests.characterize.grid import DTYPES
+    from studies.characterization.grid import DTYPES
     parser.add_argument("--dtypes", type=_names, default=DTYPES,
                         help=f"element types (default {','.join(DTYPES)})")
     parser.add_argument("--length", type=int, default=128, help="flits per packet (default 128)")
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-max-ports", type=int, default=8,
                         help="synthesize Fred_m(P) flat only up to this P (microswitches and chiplets "
                              "always; with --synthesis auto larger ones are synthesized hierarchically)")
-    from cocotb_tests.characterize.cost import SYNTHESIS_MODES
+    from studies.characterization.cost import SYNTHESIS_MODES
     parser.add_argument("--synthesis", choices=SYNTHESIS_MODES, default="auto",
                         help="how Fred_m(P) is synthesized: flat (what place and route needs), "
                              "hierarchical (synth_ecp5 -noflatten: each module once, totals over the "
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "names the run that measured it (docs/characterization.md)")
     parser.add_argument("--packet-switch", action="store_true",
                         help="measure only the packet switch's preemption figures (Amaranth simulator, "
-                             "cocotb_tests/characterize/preemption.py) and write them as the "
+                             "studies/characterization/preemption.py) and write them as the "
                              "'packet_switch' block of the file at --output, which must exist; the "
                              "rest of the file is kept")
     parser.add_argument("--pnr-max-ports", type=int, default=4,
@@ -103,15 +103,15 @@ def _command_line() -> str:
 
 
 def _measure_point(ports, middle, dtype, length, backpressure):
-    from cocotb_tests.characterize.grid import point_name
-    from cocotb_tests.characterize.timing import measure_point
+    from studies.characterization.grid import point_name
+    from studies.characterization.timing import measure_point
     log = lambda *a: print(*a, file=sys.stderr, flush=True)
     return point_name(ports, middle, dtype), measure_point(ports, middle, dtype, length=length,
                                                              backpressure=backpressure, log=log)
 
 
 def _measure_cost(design, cache, pnr, pnr_timeout, seeds=(1,)):
-    from cocotb_tests.characterize.cost import measure_cost
+    from studies.characterization.cost import measure_cost
     log = lambda *a: print(*a, file=sys.stderr, flush=True)
     return design["name"], measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr,
                                         pnr_timeout=pnr_timeout, seeds=seeds, log=log)
@@ -176,7 +176,7 @@ def _run_tasks(tasks, jobs: int, log, *, scheduler: str | None = None, seed: int
 def _tool_versions(with_synthesis: bool) -> dict:
     """Versions of the tools a run uses (yosys/nextpnr only when it synthesizes)."""
     try:
-        from cocotb_tests.toolchain import setup_verilator
+        from eda.toolchain import setup_verilator
         major, minor = setup_verilator().version
         tools = {"verilator": f"{major}.{minor:03d}"}
     except Exception as exc:  # the document still records why
@@ -185,7 +185,7 @@ def _tool_versions(with_synthesis: bool) -> dict:
     import cocotb
     tools.update({"amaranth": amaranth.__version__, "cocotb": cocotb.__version__})
     if with_synthesis:
-        from cocotb_tests.characterize.cost import tool_versions
+        from studies.characterization.cost import tool_versions
         tools.update(tool_versions())
     return tools
 
@@ -196,9 +196,9 @@ def _run_packet_switch(args) -> int:
 
     import amaranth
 
-    from cocotb_tests.characterize.preemption import measure_preemption
-    from cocotb_tests.characterize.provenance import run_record
-    from hdl.base.characterization import parse_characterization
+    from studies.characterization.preemption import measure_preemption
+    from studies.characterization.provenance import run_record
+    from hdl.contracts.characterization import parse_characterization
     if not args.output.is_file():
         raise FredError(f"--packet-switch adds to {args.output}, which does not exist (run fred characterize first)")
     document = json.loads(args.output.read_text())
@@ -210,7 +210,7 @@ def _run_packet_switch(args) -> int:
                                  simulator="amaranth (the packet switch RTL, cycle-accurate)")
     document["packet_switch"] = block
     parse_characterization(document, source=str(args.output))   # the reader must accept it
-    from cocotb_tests.characterize.report import write_json
+    from studies.characterization.report import write_json
     write_json(document, args.output)
     if args.json:
         print_json({"output": str(args.output), "packet_switch": block})
@@ -225,12 +225,12 @@ def _run_packet_switch(args) -> int:
 def run(args) -> int:
     if args.packet_switch:
         return _run_packet_switch(args)
-    from cocotb_tests.characterize.cost import cost_designs
-    from cocotb_tests.characterize.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
-    from cocotb_tests.characterize.merge import (merge_grid, merge_not_measured, merge_records,
+    from studies.characterization.cost import cost_designs
+    from studies.characterization.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
+    from studies.characterization.merge import (merge_grid, merge_not_measured, merge_records,
                                                  previous_records)
-    from cocotb_tests.characterize.provenance import run_record
-    from cocotb_tests.characterize.report import build_document, composed_cost, write_json, write_report
+    from studies.characterization.provenance import run_record
+    from studies.characterization.report import build_document, composed_cost, write_json, write_report
 
     if args.length < 2:
         raise FredError(f"--length must be >= 2 flits, got {args.length}")

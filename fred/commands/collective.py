@@ -7,7 +7,7 @@ import argparse
 from fred.cli import print_json
 from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.table import format_table
-from hdl.base.errors import FredError
+from hdl.contracts.errors import FredError
 
 HELP = "time a collective on the mesh or a FRED variant (per-link byte accounting)"
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_collectives(args, platform):
     from sysmodel.collectives import Collective
-    from hdl.base.placement import parse_strategy
+    from hdl.contracts.placement import parse_strategy
     if args.size <= 0:
         raise FredError(f"--size must be a positive number of bytes, got {args.size:g}")
     if args.group is not None:

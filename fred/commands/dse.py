@@ -40,7 +40,7 @@ def _items(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from sysmodel.dse import DseGrid
+    from studies.dse import DseGrid
     from sysmodel.workloads import WORKLOADS
     g = DseGrid()
 
@@ -77,12 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     from fred.parallel import run_points
     from fred.progress import progress_bar
-    from sysmodel.cost import load_cost_model
-    from sysmodel.dse import DseGrid, dse_point, dse_specs, summarise, write_dse
-    from sysmodel.points import model_fingerprint, platform_from_ref, platform_ref
+    from studies.cost import load_cost_model
+    from studies.dse import DseGrid, dse_point, dse_specs, summarise, write_dse
+    from studies.points import model_fingerprint, platform_from_ref, platform_ref
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
@@ -139,7 +139,7 @@ def _entry(summary: dict, name: str) -> dict:
 
 
 def _print(workload: str, r: dict, top: int) -> None:
-    from sysmodel.cost import FabricDesign
+    from studies.cost import FabricDesign
     s, meta = r["summary"], r["meta"]
     ref = s["reference"]
 

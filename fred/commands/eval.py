@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from fred.progress import progress_bar, wanted
-    from sysmodel.evaluation import evaluation_steps, run_evaluation
+    from studies.evaluation import evaluation_steps, run_evaluation
     platform = model_platform(args)
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
     steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)
@@ -55,7 +55,7 @@ def run(args) -> int:
 
 
 def _speedups(summary, mode: str) -> str:
-    from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP
+    from studies.evaluation import FRED_FABRICS, PAPER_SPEEDUP
     from sysmodel.workloads import WORKLOADS
     rows = []
     for w in WORKLOADS:
@@ -69,7 +69,7 @@ def _speedups(summary, mode: str) -> str:
 
 
 def _why(summary) -> str:
-    from sysmodel.evaluation import PAPER_SPEEDUP
+    from studies.evaluation import PAPER_SPEEDUP
     from sysmodel.workloads import WORKLOADS
     rows = []
     for w in WORKLOADS:
@@ -118,7 +118,7 @@ def _spread(summary) -> str | None:
 
 
 def _calibration(summary) -> str | None:
-    from sysmodel.evaluation import PAPER_SPEEDUP
+    from studies.evaluation import PAPER_SPEEDUP
     from sysmodel.workloads import WORKLOADS
     cal = summary.get("calibration")
     if not cal or not cal["scale"]:
@@ -132,7 +132,7 @@ def _calibration(summary) -> str | None:
 
 
 def _paper_calibration(summary) -> str | None:
-    from sysmodel.evaluation import FRED_FABRICS, PAPER_SPEEDUP
+    from studies.evaluation import FRED_FABRICS, PAPER_SPEEDUP
     paper_cal = summary.get("calibration_paper")
     if not paper_cal:
         return None

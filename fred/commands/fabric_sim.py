@@ -13,10 +13,10 @@ HELP = "run a collective on the RTL fabric (Verilator) and on the system model; 
 def add_fabric_arguments(parser: argparse.ArgumentParser) -> None:
     """Fabric options shared with ``fred fabric-validate``."""
     parser.add_argument("--npu-latency", type=int, default=None, metavar="CYCLES",
-                        help="NPU-L1 link latency in cycles (default: hdl.base.fabric's)")
+                        help="NPU-L1 link latency in cycles (default: hdl.contracts.fabric's)")
     parser.add_argument("--uplink-latency", type=int, default=None, metavar="CYCLES",
-                        help="L1-L2 link latency in cycles (default: hdl.base.fabric's)")
-    parser.add_argument("--dtype", default=None, help="element format (default: hdl.base.fabric's, int32)")
+                        help="L1-L2 link latency in cycles (default: hdl.contracts.fabric's)")
+    parser.add_argument("--dtype", default=None, help="element format (default: hdl.contracts.fabric's, int32)")
     parser.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                         help="probability an NPU sink refuses a flit in a cycle (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data and the backpressure")
@@ -43,7 +43,7 @@ def spec_overrides(args) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hdl.base.fabric import FABRIC_OPS, FABRICS
+    from hdl.contracts.fabric import FABRIC_OPS, FABRICS
     parser.add_argument("--fabric", required=True, type=str.lower, choices=FABRICS)
     parser.add_argument("--op", required=True, choices=FABRIC_OPS)
     where = parser.add_mutually_exclusive_group(required=True)
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from fred.fabric_case import build_case, run_case
+    from studies.fabric_case import build_case, run_case
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
                       algorithm=args.algorithm, **spec_overrides(args))

@@ -37,7 +37,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hdl.base.fabric import FABRICS
+    from hdl.contracts.fabric import FABRICS
     parser.add_argument("--fabrics", default=",".join(FABRICS),
                         help=f"comma-separated fabrics (default {','.join(FABRICS)})")
     parser.add_argument("--sizes", type=_int_list, default=[40, 4000], metavar="FLITS,...",
@@ -53,9 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from hdl.base.errors import FredError
-    from hdl.base.fabric import FABRICS
-    from fred.fabric_case import build_case, run_case
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import FABRICS
+    from studies.fabric_case import build_case, run_case
     from fred.progress import progress_bar
     from fred.table import format_table
     fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]

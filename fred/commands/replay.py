@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     from sysmodel.trace import replay
     platform = model_platform(args)
     fmt = args.format

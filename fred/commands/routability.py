@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
-from hdl.base.errors import FredError
-from hdl.base.compiler.routability import partition_stats, placement_report
-from hdl.base.compiler.router import DEFAULT_BUDGET
+from hdl.contracts.errors import FredError
+from hdl.compiler.routability import partition_stats, placement_report
+from hdl.compiler.router import DEFAULT_BUDGET
 
 HELP = "fraction of port partitions and 3D-parallel placements routable in one phase"
 

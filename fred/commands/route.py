@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
-from hdl.base.errors import FredError
-from hdl.base.compiler.collectives import COLLECTIVES, lower_collective
-from hdl.base.compiler.encoding import DEFAULT_WORD_WIDTH
-from hdl.base.compiler.flows import format_flows, parse_flows
-from hdl.base.compiler.functional import verify_config
-from hdl.base.compiler.routability import explain
-from hdl.base.compiler.router import DEFAULT_BUDGET, Router
+from hdl.contracts.errors import FredError
+from hdl.compiler.collectives import COLLECTIVES, lower_collective
+from hdl.contracts.encoding import DEFAULT_WORD_WIDTH
+from hdl.compiler.flows import format_flows, parse_flows
+from hdl.compiler.functional import verify_config
+from hdl.compiler.routability import explain
+from hdl.compiler.router import DEFAULT_BUDGET, Router
 
 HELP = "route flows or a collective on Fred_m(P); print phases and per-microswitch settings"
 

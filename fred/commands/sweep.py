@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from hdl.base.errors import FredError
+    from hdl.contracts.errors import FredError
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     platform = model_platform(args)
@@ -65,8 +65,8 @@ def _points(args) -> tuple[list[dict], list[dict]]:
     process, in a pool or on a Dask cluster), and the points that failed."""
     from fred.parallel import run_points
     from fred.progress import progress_bar
-    from sysmodel.evaluation import rank_rows
-    from sysmodel.points import model_fingerprint, platform_ref, sweep_point, sweep_specs
+    from studies.evaluation import rank_rows
+    from studies.points import model_fingerprint, platform_ref, sweep_point, sweep_specs
     settings = parallel_settings(args)
     ref = platform_ref(args.platform, args.characterization, args.compute_scale)
     specs = sweep_specs(args.workload, args.fabric, ref, samples_per_dp=args.samples_per_dp,
@@ -79,9 +79,9 @@ def _points(args) -> tuple[list[dict], list[dict]]:
 
 
 def _one(args, platform) -> int:
-    from hdl.base.placement import parse_strategy
+    from hdl.contracts.placement import parse_strategy
     from sysmodel.training import simulate_iteration
-    from sysmodel.workloads import get_workload
+    from sysmodel.workload_file import get_workload
     strategy = parse_strategy(args.strategy)
     r = simulate_iteration(platform, args.fabric, get_workload(args.workload), strategy,
                            schedule=args.schedule, samples_per_dp=args.samples_per_dp,

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from fred.progress import progress_bar, wanted
-    from sysmodel.validation import cluster_platform, run_validation, select_cases
+    from studies.validation import cluster_platform, run_validation, select_cases
     platform = cluster_platform(args.platform, characterization=args.characterization)
     cases, _ = select_cases(args.cases, args.only)
     # a progress bar on a terminal; else the per-case log on stderr (none with --json)

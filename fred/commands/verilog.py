@@ -1,6 +1,6 @@
 """``fred verilog``: write Verilog for one design, or for every design (``make verilog``).
 
-Hierarchical Verilog (``hdl.verilog.to_verilog``: one module per distinct component) unless
+Hierarchical Verilog (``hdl.emit.verilog.to_verilog``: one module per distinct component) unless
 ``--flat``."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from fred.cli import print_json
-from hdl.base.errors import FredError
-from hdl.designs import DESIGNS, get_design
+from hdl.contracts.errors import FredError
+from hdl.designs.registry import DESIGNS, get_design
 
 HELP = "write Verilog for a design (--unit NAME with its options, or --all)"
 DEFAULT_UNIT = "switch"
@@ -56,7 +56,7 @@ def run(args) -> int:
                 print(f"{unit:16s} {entry['top']:20s} {entry['description']}  [{params}]")
         return 0
 
-    from hdl.verilog import to_verilog
+    from hdl.emit.verilog import to_verilog
 
     if args.all:
         if args.unit or _given(args):

@@ -1,0 +1,142 @@
+"""Verilator build of the fabric top for cocotb, without ``--public-flat-rw``, optionally
+compiled with profile-guided optimization.
+
+cocotb's runner always verilates with ``--public-flat-rw``: every signal of the design stays a
+public, separately stored variable, which stops Verilator from optimising the model (inlining
+and eliminating intermediate signals). The fabric's harness only touches the top's ports, so
+this build makes only the top module's signals public (a Verilator configuration file:
+``public_flat_rw -module <top> -var <port>`` for each port the harness uses) and otherwise runs the same commands as cocotb's runner
+(``cocotb_tools.runner.Verilator._build_command``): ``verilator -cc --exe --vpi`` with cocotb's
+``verilator.cpp`` and VPI library, then ``make -f Vtop.mk``. The result is a normal cocotb build
+folder that ``cocotb_tests.runner.run_bench(prebuilt=...)`` runs. Builds are cached by a hash of
+the Verilog, the options, the Verilator version and the training's name, like
+``cocotb_tests.runner.build_dut``.
+
+Profile-guided optimization (``train``): the model is compiled with GCC's
+``-fprofile-generate``, ``train(build_dir)`` runs it (the caller's training workload: it
+writes one ``.gcda`` profile per object file), then every object is compiled again with
+``-fprofile-use``. The model's behaviour is the same C++ either way (only the machine code's
+layout, inlining and branch order change); what it buys is speed: a fabric model runs a few
+hundred KB of straight-line code every cycle, and GCC lays the hot paths out from the
+profile (``docs/fabric_rtl.md``, simulation speed, has the measurements).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from hdl.contracts.errors import FredError
+from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, setup_verilator
+
+__all__ = ["build_top_public_only", "PGO_GENERATE", "PGO_USE"]
+
+#: Extra C++ flags of the instrumented compile (the profile counters are updated by one
+#: thread: the model is single-threaded, and atomic updates would slow the training run).
+PGO_GENERATE = ("-fprofile-generate", "-fprofile-update=single")
+#: Extra C++ flags of the final compile: functions the training never ran are still optimized
+#: normally (``-fprofile-partial-training``), not for size; counters that do not add up exactly
+#: are tolerated, and an object without a profile is not an error.
+PGO_USE = ("-fprofile-use", "-fprofile-partial-training", "-fprofile-correction", "-Wno-missing-profile")
+
+
+def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
+                          verilator_args=(), sim_build: Path | None = None,
+                          train=None, training: str = "") -> Path:
+    """Build ``verilog`` (top module ``top``) with only the signals of ``top`` named by
+    ``ports`` (names or Verilator wildcards) public; ``verilator_args`` are added after the
+    runner's options; returns the build folder (cached). ``train``: None, or a callable
+    ``train(build_dir)`` that runs the instrumented model for profile-guided optimization
+    (module docstring); ``training`` names that workload in the cache key (a different
+    training is a different build)."""
+    import cocotb_tools.config as config
+    tool = setup_verilator()
+    args = [*BUILD_ARGS, "-CFLAGS", cflags, *verilator_args]
+    ports = list(ports)
+    key_source = json.dumps([verilog, top, tool.version, args, "public", ports]
+                            + (["pgo", list(PGO_GENERATE), list(PGO_USE), training] if train else []))
+    key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
+    build_dir = Path(sim_build or SIM_BUILD) / f"{top}-fast-{key}"
+    if (build_dir / "build.ok").is_file() and (build_dir / top).is_file():
+        return build_dir
+    build_dir.mkdir(parents=True, exist_ok=True)
+    source = build_dir / f"{top}.v"
+    source.write_text(verilog)
+    control = build_dir / "public_top.vlt"
+    control.write_text("`verilator_config\n" + "".join(
+        f'public_flat_rw -module "{top}" -var "{port}"\n' for port in ports))
+    verilator_cpp = config.share_dir / "lib" / "verilator" / "verilator.cpp"
+    libs = config.libs_dir
+    ldflags = f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"
+    verilate = [str(tool.executable), "-cc", "--exe", "-Mdir", str(build_dir), "--top-module", top,
+                "--vpi", "--prefix", "Vtop", "-o", top, "-LDFLAGS", ldflags,
+                *args, "--timescale", "1ns/1ps", str(control), str(verilator_cpp), str(source)]
+    env = make_environment()
+    user_cflags = user_cflags_of(args)
+
+    def compile_(*extra_cflags, extra_ldflags=""):
+        # the user flags of Vtop.mk (from -CFLAGS/-LDFLAGS) are replaced on make's command line,
+        # so one verilation serves both compiles of a profile-guided build
+        return ["make", "-j", str(os.cpu_count() or 1), "-C", str(build_dir), "-f", "Vtop.mk",
+                "VM_TRACE=0", f"VM_USER_CFLAGS={' '.join([*user_cflags, *extra_cflags])}",
+                f"VM_USER_LDLIBS={ldflags} {extra_ldflags}".strip()]
+
+    start = time.perf_counter()
+    with open(build_dir / "build.log", "w") as log:
+        def run(cmd):
+            log.flush()
+            done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            if done.returncode:
+                raise FredError(f"fabric build failed ({cmd[0]} exit {done.returncode}); log "
+                                f"{build_dir / 'build.log'}")
+
+        run(verilate)
+        if train is None:
+            run(compile_())
+        else:
+            _clean_objects(build_dir, top, profiles=True)
+            run(compile_(*PGO_GENERATE, extra_ldflags=" ".join(PGO_GENERATE)))
+            log.write(f"\n# profile-guided optimization: training run ({training})\n")
+            train_start = time.perf_counter()
+            train(build_dir)
+            profiles = list(build_dir.glob("*.gcda"))
+            if not profiles:
+                raise FredError(f"fabric build: the training run ({training}) wrote no profile "
+                                f"(*.gcda) in {build_dir}")
+            log.write(f"# training {time.perf_counter() - train_start:.1f} s, "
+                      f"{len(profiles)} profiles\n")
+            _clean_objects(build_dir, top, profiles=False)
+            run(compile_(*PGO_USE))
+    (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
+    (build_dir / "build.ok").write_text(key_source[:200] + "\n")
+    return build_dir
+
+
+def make_environment() -> dict:
+    """The environment of the Verilated makefiles' ``make``: ours plus the runner's make
+    variables (``eda.toolchain.MAKE_VARIABLES``)."""
+    env = dict(os.environ)
+    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
+    return env
+
+
+def user_cflags_of(verilator_args) -> list[str]:
+    """A Verilated makefile's user C++ flags: every ``-CFLAGS`` value of the verilation, in
+    order (replaced on make's command line, so one verilation serves both compiles of a
+    profile-guided build)."""
+    args = list(verilator_args)
+    return [args[i + 1] for i, arg in enumerate(args) if arg == "-CFLAGS"]
+
+
+def _clean_objects(build_dir: Path, top: str, *, profiles: bool) -> None:
+    """Remove the compiled objects, archives, precompiled headers and the simulator (so that
+    make compiles everything again with new flags); with ``profiles`` the ``.gcda`` too."""
+    patterns = ["*.o", "*.a", "*.gch"] + (["*.gcda"] if profiles else [])
+    for pattern in patterns:
+        for path in build_dir.glob(pattern):
+            path.unlink()
+    (build_dir / top).unlink(missing_ok=True)

@@ -1,0 +1,284 @@
+// Lock-step simulator of a fabric cut into two parts (issue 15; eda/fabric/lockstep.py
+// builds it, docs/fabric_rtl.md explains it).
+//
+// Vpart0 and Vpart1 are the Verilated models of FabricTop(spec, partition, part=0/1): the same
+// top ports as the whole fabric (start, prog_*, cfg_*, rd_*, all_done, cycles) plus cut_out /
+// cut_in, the signals of the links cut between the parts (part 0's cut_out is part 1's cut_in,
+// bit for bit, and the reverse). Every cut signal depends only on its own part's registers and
+// inputs other than cut_in, so each cycle the two parts can evaluate at the same time, each on
+// its own core, and swap cut_out into the other's cut_in between cycles: the result is the one
+// model's, cycle for cycle (tests/test_fabric_lockstep.py compares them).
+//
+// The run (after loading, single-threaded) is two threads in lock step: before cycle t, each
+// waits for the other to publish its cut_out after cycle t - 1 (double-buffered by the parity
+// of t, one atomic counter per part), so there is one handshake per cycle and no lock.
+//
+// Usage: fred_fabric_lockstep COMMANDS.txt RESULT.json. COMMANDS lines (the protocol of
+// cocotb_tests/fabric/bench_fabric.py):
+//   npus N | switches S | watchdog CYCLES | poll CYCLES | settle CYCLES | por CYCLES
+//   engine_regs N | switch_regs N | global_unit U | global_regs N
+//   cfg SWITCH PHASE LAST WORD      (a configuration word, in order)
+//   prog UNIT REG VALUE             (a program write, in order)
+// RESULT: {"stalled", "elapsed_cycles", "sim_s", "waited_s" (per part: seconds spent waiting for
+// the other), "load_s", "cfg_stalls", "before", "after"},
+// before / after = {"engines": [[reg...]...], "switches": [[reg...]...], "global": [reg...]}.
+// Exit status: 0 when the run ended (done or watchdog), 2 for a bad command file.
+
+#include "Vpart0.h"
+#include "Vpart1.h"
+#include "verilated.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+static_assert(sizeof(Vpart0::cut_out) == sizeof(Vpart1::cut_in), "part 0's cut_out is part 1's cut_in");
+static_assert(sizeof(Vpart1::cut_out) == sizeof(Vpart0::cut_in), "part 1's cut_out is part 0's cut_in");
+
+namespace {
+
+constexpr size_t kWords0 = (sizeof(Vpart0::cut_out) + 3) / 4;   // part 0 -> part 1
+constexpr size_t kWords1 = (sizeof(Vpart1::cut_out) + 3) / 4;   // part 1 -> part 0
+
+// What a part publishes after each cycle: its cut_out and whether its engines are all done.
+template <size_t Words>
+struct alignas(64) Slot {
+    uint32_t words[Words];
+    uint32_t done;
+};
+
+template <size_t Words>
+struct alignas(64) Mailbox {
+    std::atomic<uint64_t> published{0};   // cycles this part has completed
+    Slot<Words> slot[2];                  // slot[t & 1]: cut_out before cycle t
+};
+
+struct Fabric {
+    VerilatedContext context0, context1;
+    Vpart0 part0{&context0, "part0"};
+    Vpart1 part1{&context1, "part1"};
+
+    // Inputs common to both parts (the harness ports); each part ignores the units it lacks.
+    template <class F> void both(F f) { f(part0); f(part1); }
+
+    void settle() {     // clock low: combinational outputs for the current inputs
+        part0.clk = 0; part0.eval();
+        part1.clk = 0; part1.eval();
+    }
+    // One cycle of both parts on this thread: swap the cut signals, then the rising edge.
+    void tick() {
+        settle();
+        uint32_t a[kWords0], b[kWords1];
+        std::memcpy(a, &part0.cut_out, sizeof(part0.cut_out));
+        std::memcpy(b, &part1.cut_out, sizeof(part1.cut_out));
+        std::memcpy(&part1.cut_in, a, sizeof(part1.cut_in));
+        std::memcpy(&part0.cut_in, b, sizeof(part0.cut_in));
+        part0.clk = 1; part0.eval();   // evaluates cut_in's combinational logic, then the edge
+        part1.clk = 1; part1.eval();
+    }
+    uint32_t cfg_ready() { settle(); return part0.cfg_ready | part1.cfg_ready; }
+};
+
+struct Config {
+    uint32_t npus = 0, switches = 0, poll = 256, settle = 64, por = 4;
+    uint64_t watchdog = 0;
+    uint32_t engine_regs = 0, switch_regs = 0, global_unit = 63, global_regs = 0;
+    struct Word { uint32_t sw, phase, last, data; };
+    struct Write { uint32_t unit, reg, value; };
+    std::vector<Word> words;
+    std::vector<Write> writes;
+};
+
+bool parse(const char* path, Config& c, std::string& error) {
+    std::ifstream in(path);
+    if (!in) { error = std::string("cannot open ") + path; return false; }
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+        ++number;
+        if (line.empty()) continue;
+        std::istringstream s(line);
+        std::string key;
+        s >> key;
+        bool ok = true;
+        if (key == "cfg") { Config::Word w{}; ok = bool(s >> w.sw >> w.phase >> w.last >> w.data); c.words.push_back(w); }
+        else if (key == "prog") { Config::Write w{}; ok = bool(s >> w.unit >> w.reg >> w.value); c.writes.push_back(w); }
+        else if (key == "npus") ok = bool(s >> c.npus);
+        else if (key == "switches") ok = bool(s >> c.switches);
+        else if (key == "watchdog") ok = bool(s >> c.watchdog);
+        else if (key == "poll") ok = bool(s >> c.poll) && c.poll > 0;
+        else if (key == "settle") ok = bool(s >> c.settle);
+        else if (key == "por") ok = bool(s >> c.por);
+        else if (key == "engine_regs") ok = bool(s >> c.engine_regs);
+        else if (key == "switch_regs") ok = bool(s >> c.switch_regs);
+        else if (key == "global_unit") ok = bool(s >> c.global_unit);
+        else if (key == "global_regs") ok = bool(s >> c.global_regs);
+        else { error = "line " + std::to_string(number) + ": unknown command '" + key + "'"; return false; }
+        if (!ok) { error = "line " + std::to_string(number) + ": bad values: " + line; return false; }
+    }
+    if (!c.npus || !c.switches || !c.watchdog) { error = "npus, switches and watchdog are required"; return false; }
+    return true;
+}
+
+// The read port (registered): unit and register in, one cycle, the value out. The global
+// registers (cycles, all_done, running) are per part: cycles is the later part's count,
+// all_done needs both parts, running either.
+uint32_t read(Fabric& f, const Config& c, uint32_t unit, uint32_t reg) {
+    f.both([&](auto& m) { m.rd_unit = unit; m.rd_reg = reg; });
+    f.tick();
+    f.settle();
+    uint32_t a = f.part0.rd_data, b = f.part1.rd_data;
+    if (unit == c.global_unit) {
+        if (reg == 0) return a > b ? a : b;
+        if (reg == 1) return a & b;
+    }
+    return a | b;   // a part without the unit reads 0
+}
+
+std::string read_all(Fabric& f, const Config& c) {
+    std::ostringstream out;
+    out << "{\"engines\": [";
+    for (uint32_t rank = 0; rank < c.npus; ++rank) {
+        out << (rank ? ", [" : "[");
+        for (uint32_t r = 0; r < c.engine_regs; ++r) out << (r ? ", " : "") << read(f, c, rank, r);
+        out << "]";
+    }
+    out << "], \"switches\": [";
+    for (uint32_t s = 0; s < c.switches; ++s) {
+        out << (s ? ", [" : "[");
+        for (uint32_t r = 0; r < c.switch_regs; ++r) out << (r ? ", " : "") << read(f, c, c.npus + s, r);
+        out << "]";
+    }
+    out << "], \"global\": [";
+    for (uint32_t r = 0; r < c.global_regs; ++r) out << (r ? ", " : "") << read(f, c, c.global_unit, r);
+    out << "]}";
+    return out.str();
+}
+
+// Waiting for the other part: spin (a cycle of the other part takes microseconds), and give
+// the core away after a while, so that a machine with one free core still makes progress.
+class Waiter {
+    unsigned spins_ = 0;
+public:
+    void wait() {
+        if (++spins_ < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            std::this_thread::yield();
+        }
+    }
+};
+
+// One part's side of the lock-step run, from cycle `first` until both parts are done at a
+// poll (checked on the same cycle by both, from the same published flags) or the watchdog.
+// `waited`: seconds this part spent waiting for the other (the balance of the partition).
+template <class Model, class Mine, class Theirs>
+uint64_t run_part(Model& model, Mine& mine, Theirs& theirs, uint64_t first, const Config& c,
+                  double& waited) {
+    bool own_done = model.all_done;
+    std::chrono::steady_clock::duration idle{0};
+    for (uint64_t t = first;; ++t) {
+        if (theirs.published.load(std::memory_order_acquire) < t) {
+            auto since = std::chrono::steady_clock::now();
+            Waiter waiter;
+            while (theirs.published.load(std::memory_order_acquire) < t) waiter.wait();
+            idle += std::chrono::steady_clock::now() - since;
+        }
+        const auto& in = theirs.slot[t & 1];
+        if (t > first && (t - first) % c.poll == 0 && ((own_done && in.done) || t - first >= c.watchdog)) {
+            waited = std::chrono::duration<double>(idle).count();   // once: the caller's doubles share a line
+            return t - first;
+        }
+        std::memcpy(&model.cut_in, in.words, sizeof(model.cut_in));
+        model.clk = 0; model.eval();
+        model.clk = 1; model.eval();
+        auto& out = mine.slot[(t + 1) & 1];
+        std::memcpy(out.words, &model.cut_out, sizeof(model.cut_out));
+        own_done = model.all_done;
+        out.done = own_done;
+        mine.published.store(t + 1, std::memory_order_release);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: %s COMMANDS.txt RESULT.json\n", argv[0]);
+        return 2;
+    }
+    Config c;
+    std::string error;
+    if (!parse(argv[1], c, error)) {
+        std::fprintf(stderr, "%s: %s\n", argv[1], error.c_str());
+        return 2;
+    }
+    auto* fabric = new Fabric;
+    Fabric& f = *fabric;
+    f.both([](auto& m) { m.start = 0; m.prog_we = 0; m.cfg_valid = 0; m.cfg_last = 0; m.rd_unit = 0; m.rd_reg = 0; });
+    for (uint32_t i = 0; i < c.por + 2; ++i) f.tick();   // the fabric's own power-on reset
+    auto load_start = std::chrono::steady_clock::now();
+    // configurations, one word per cycle (a word moves on a cycle whose cfg_ready is high)
+    uint64_t cfg_stalls = 0;
+    for (const auto& w : c.words) {
+        f.both([&](auto& m) { m.cfg_valid = 1; m.cfg_switch = w.sw; m.cfg_data = w.data; m.cfg_last = w.last; m.cfg_phase = w.phase; });
+        while (!f.cfg_ready()) { f.tick(); ++cfg_stalls; }
+        f.tick();
+    }
+    f.both([](auto& m) { m.cfg_valid = 0; });
+    for (const auto& w : c.writes) {
+        f.both([&](auto& m) { m.prog_we = 1; m.prog_unit = w.unit; m.prog_reg = w.reg; m.prog_data = w.value; });
+        f.tick();
+    }
+    f.both([](auto& m) { m.prog_we = 0; });
+    f.tick();
+    f.tick();
+    std::string before = read_all(f, c);
+    double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+    // the run: start for one cycle, then both parts free-running in lock step
+    f.both([](auto& m) { m.start = 1; });
+    f.tick();
+    f.both([](auto& m) { m.start = 0; });
+    f.settle();
+    auto* box0 = new Mailbox<kWords0>;
+    auto* box1 = new Mailbox<kWords1>;
+    const uint64_t first = 1;   // the mailboxes' cycle numbering
+    std::memcpy(box0->slot[first & 1].words, &f.part0.cut_out, sizeof(f.part0.cut_out));
+    std::memcpy(box1->slot[first & 1].words, &f.part1.cut_out, sizeof(f.part1.cut_out));
+    box0->slot[first & 1].done = f.part0.all_done;
+    box1->slot[first & 1].done = f.part1.all_done;
+    box0->published.store(first);
+    box1->published.store(first);
+    auto sim_start = std::chrono::steady_clock::now();
+    uint64_t elapsed1 = 0;
+    double waited0 = 0, waited1 = 0;
+    std::thread other([&] { elapsed1 = run_part(f.part1, *box1, *box0, first, c, waited1); });
+    uint64_t elapsed0 = run_part(f.part0, *box0, *box1, first, c, waited0);
+    other.join();
+    double sim_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sim_start).count();
+    if (elapsed0 != elapsed1) {
+        std::fprintf(stderr, "lock-step: the parts stopped at different cycles (%llu, %llu)\n",
+                     (unsigned long long)elapsed0, (unsigned long long)elapsed1);
+        return 3;
+    }
+    bool stalled = !(f.part0.all_done && f.part1.all_done);
+    for (uint32_t i = 0; i < c.settle; ++i) f.tick();   // late (duplicated) flits surface
+    std::string after = read_all(f, c);
+    f.part0.final();
+    f.part1.final();
+    std::ofstream out(argv[2]);
+    out << "{\"stalled\": " << (stalled ? "true" : "false") << ", \"elapsed_cycles\": " << elapsed0
+        << ", \"sim_s\": " << sim_s << ", \"waited_s\": [" << waited0 << ", " << waited1 << "]"
+        << ", \"load_s\": " << load_s << ", \"cfg_stalls\": " << cfg_stalls
+        << ", \"before\": " << before << ", \"after\": " << after << "}\n";
+    return out ? 0 : 2;
+}

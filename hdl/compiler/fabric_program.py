@@ -1,0 +1,564 @@
+"""What the fabric RTL is loaded with for one request (pure Python; issue 15).
+
+:func:`fabric_program` turns a :class:`~hdl.contracts.fabric.FabricSpec` and a
+:class:`~hdl.contracts.fabric.FabricRequest` into
+
+* per switch (L1 switches 0..l1_count-1, then the L2's planes 0..l2_planes-1), its phases: the flows of each phase
+  (routed onto Fred_m(P) by the configuration compiler, :mod:`hdl.compiler`), the
+  configuration words and the number of flits its inputs accept in that phase, in all and
+  per input port (what the RTL's phase sequencer counts before selecting the next phase, and
+  lets each port take);
+* per NPU, its engine's stages (:data:`~hdl.contracts.npu_engine.STAGE_REGS` each,
+  :func:`~hdl.contracts.npu_engine.engine_writes` loads them):
+  flits to send and receive, the weights of the data it sends and of the data it must
+  receive; and the sink's backpressure threshold and LFSR seed.
+
+In-switch collectives (Fred-B/D, ``algorithm="in-switch"``), as the system model assumes
+(``sysmodel/collectives.py``): every member sends its buffer once towards the lowest switch
+common to the group (its L1 if the group is inside one L1, else the L2), reduced on the way up,
+replicated on the way down. A group spanning several L1s uses one uplink port ``u`` of each of
+its L1s: ``u`` = the local index of the group's lowest rank, modulo the uplink ports, so that
+on Fred-C/D concurrent groups with different local indices (the DP groups of MP2-DP5-PP2) use
+different uplink ports, the model's one logical 4-flit/cycle link spread over 4 ports.
+
+Endpoint collectives (Fred-A/C): a unidirectional ring all-reduce in rank order; the
+hierarchical all-reduce of the system model (``sysmodel.collectives._fred_hierarchical``):
+a reduce-scatter ring in each L1 (k members: k chunks of S/k), an all-reduce ring across the
+L1s among the members of the same local index i (on uplink port i mod uplink ports: on
+Fred-C/D the k rings cross at once, on Fred-A/B's one port they take turns), an all-gather
+ring in each L1 -- three engine stages, and at each L1 switch three (or 2 + k) phases; and
+chain reduce / multicast in rank order from the root.
+
+Phases: at each switch, the flows of the collectives (per engine stage, in request order) are
+packed greedily into phases (an item -- a collective, or one ring of a hierarchical stage --
+joins the current phase if its ports are free there, its input ports take as many flits as
+the phase's, and the compiler routes the union in one phase; an item's own flows at one switch
+are always in one phase). Every switch's phases are therefore contiguous runs of the same
+global order, so the lowest unfinished item is always in the active phase of every switch it
+crosses: no deadlock. Each input port takes exactly its share of each phase (the sequencer
+gates it), so a flit of a later phase that reaches a port early waits there.
+
+L2 planes (``FabricSpec.l2_planes``): the collectives' flows are first computed on the logical
+L2 (port ``j * uplink_ports + u`` = L1 ``j``'s uplink port ``u``), then each flow is moved to
+the plane that holds its ports, renumbered to that plane's switch (:func:`plane_flows`); a
+flow whose ports lie on two planes cannot run on that fabric and is refused with an error
+naming it and the planes.
+
+
+Data: see :mod:`hdl.contracts.npu_engine` (the engine's register map and data, shared with the
+RTL and the golden model): :func:`~hdl.contracts.npu_engine.mix` is the non-linear 32-bit
+function both sides compute, :func:`~hdl.contracts.npu_engine.rank_weights` a rank's
+pseudo-random ``(w, h)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hdl.compiler import Flow, Router
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricRequest, FabricSpec
+from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
+from hdl.compiler.fabric_golden import expected_hashes
+
+__all__ = ["ALGORITHMS", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
+           "default_phases", "plane_flows", "switch_label"]
+
+_MASK = 0xFFFFFFFF
+
+#: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op.
+ALGORITHMS = {
+    True: {"all-reduce": ("in-switch",), "reduce": ("in-switch",), "multicast": ("in-switch",)},
+    False: {"all-reduce": ("ring", "hierarchical"), "reduce": ("chain",), "multicast": ("chain",)},
+}
+#: Algorithms the RTL engines implement.
+IMPLEMENTED = ("in-switch", "ring", "hierarchical", "chain")
+
+def default_phases() -> int:
+    """Configuration slots per switch in the RTL fabric."""
+    return 8
+
+
+
+@dataclass
+class SwitchPhase:
+    """One phase of one switch: its flows, the routed configuration (``SwitchConfig``), the
+    flits its inputs accept in it (``input_flits``, summed over ports; ``port_flits`` per input
+    port, the same for every input port of the phase; ``input_ports`` the ports it uses) and the
+    collectives (indices into the request) whose flows it carries."""
+
+    flows: tuple[Flow, ...]
+    config: object
+    input_flits: int
+    collectives: tuple[int, ...]
+    port_flits: int = 0
+
+    @property
+    def input_ports(self) -> tuple[int, ...]:
+        return tuple(sorted({p for f in self.flows for p in f.inputs}))
+
+    @property
+    def port_mask(self) -> int:
+        return sum(1 << p for p in self.input_ports)
+
+    def to_dict(self) -> dict:
+        return {"flows": [str(f) for f in self.flows], "input_flits": self.input_flits,
+                "port_flits": self.port_flits, "collectives": list(self.collectives)}
+
+
+@dataclass
+class FabricProgram:
+    """Everything loaded into the fabric for one request (see the module docstring).
+    ``engines[r]``: NPU r's engine: ``stages`` (a list of :data:`~hdl.contracts.npu_engine.STAGE_REGS` dicts),
+    ``backpressure``, ``seed``, its own data's ``ws``/``hs``, and for reports the totals
+    ``send_count``/``recv_count``/``check_count`` and the last stage's ``wr``/``hr``."""
+
+    algorithm: str
+    switch_ports: tuple[int, ...]
+    switches: list[list[SwitchPhase]]
+    engines: list[dict]
+    flits_sent: int
+    flits_received: int
+    contributors: list[tuple[int, ...]] = field(default_factory=list)
+    #: fp16: per NPU, the hash of every flit it must receive (hdl.compiler.fabric_golden); None: int32
+    expected_hashes: list[int] | None = None
+
+    @property
+    def flits_to_check(self) -> int:
+        """Received flits the engines check (all but the rings' partial sums)."""
+        return sum(e["check_count"] for e in self.engines)
+
+    @property
+    def phases(self) -> list[int]:
+        return [len(p) for p in self.switches]
+
+    planes: int = 1
+
+    def switch_name(self, index: int) -> str:
+        return switch_label(len(self.switches) - self.planes, self.planes, index)
+
+
+def switch_label(l1_count: int, planes: int, index: int) -> str:
+    """Name of switch ``index`` of the fabric (``L1.j``; ``L2``, or ``L2.p`` when the L2 has
+    several planes)."""
+    if index < l1_count:
+        return f"L1.{index}"
+    return "L2" if planes == 1 else f"L2.{index - l1_count}"
+
+
+def plane_flows(spec: FabricSpec, flows) -> dict[int, list]:
+    """The logical L2's ``flows`` (items ``(Flow, flits)``, ports ``j * uplink_ports + u``)
+    per L2 plane, renumbered to the plane's switch (``FabricSpec.l2_plane_of``). Raises
+    FredError for a flow whose ports are on more than one plane."""
+    out: dict[int, list] = {}
+    for flow, flits in flows:
+        where = {p: spec.l2_plane_of(p) for p in set(flow.inputs) | set(flow.outputs)}
+        planes = sorted({plane for plane, _ in where.values()})
+        if len(planes) != 1:
+            raise FredError(f"L2 flow {flow} of fabric {spec.name} joins ports of L2 planes "
+                            f"{', '.join(map(str, planes))}; its L2 is {spec.l2_planes} separate "
+                            f"Fred_{spec.middle}({spec.l2_plane_ports}) planes (l2_planes; plane p "
+                            f"takes uplink ports {spec.uplink_ports // spec.l2_planes} x p .. of "
+                            f"every L1), so an L2 flow must stay inside one plane")
+        out.setdefault(planes[0], []).append(
+            (Flow([where[p][1] for p in flow.inputs], [where[p][1] for p in flow.outputs]), flits))
+    return out
+
+
+def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str | None) -> str:
+    """The algorithm to run (None = the spec's default), or FredError if it does not apply to
+    this fabric and op or the RTL does not implement it."""
+    allowed = ALGORITHMS[spec.in_switch][request.op]
+    if algorithm is None:
+        algorithm = allowed[0]
+    if algorithm not in allowed:
+        kind = "in-switch" if spec.in_switch else "endpoint"
+        raise FredError(f"algorithm {algorithm!r} does not apply to {request.op} on {spec.name} "
+                        f"({kind} collectives: {', '.join(allowed)})")
+    if algorithm not in IMPLEMENTED:
+        raise FredError(f"the RTL fabric does not implement the endpoint algorithm {algorithm!r} "
+                        f"yet; it runs {', '.join(IMPLEMENTED)}")
+    return algorithm
+
+
+def _in_switch_flows(spec: FabricSpec, coll) -> dict[int, list[Flow]]:
+    """Flows per switch index (L2 = l1_count) of one in-switch collective."""
+    per_l1: dict[int, list[int]] = {}
+    for rank in coll.members:
+        per_l1.setdefault(spec.l1_of(rank), []).append(rank % spec.npus_per_l1)
+    k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
+    lowest = min(coll.ranks)
+    u = (lowest % k) % up
+    port = k + u                                  # the uplink port used on each L1
+    flows: dict[int, list[Flow]] = {}
+    if coll.op == "all-reduce":
+        if len(per_l1) == 1:
+            (j, local), = per_l1.items()
+            flows[j] = [Flow(local, local)]
+        else:
+            for j, local in per_l1.items():
+                flows[j] = [Flow(local, [port]), Flow([port], local)]
+            l2_ports = [j * up + u for j in per_l1]
+            flows[l2] = [Flow(l2_ports, l2_ports)]
+    elif coll.op == "reduce":
+        root_l1, root_local = spec.l1_of(coll.root), coll.root % k
+        if len(per_l1) == 1:
+            flows[root_l1] = [Flow(per_l1[root_l1], [root_local])]
+        else:
+            for j, local in per_l1.items():
+                if j != root_l1:
+                    flows[j] = [Flow(local, [port])]
+            flows[root_l1] = [Flow(per_l1.get(root_l1, []) + [port], [root_local])]
+            flows[l2] = [Flow([j * up + u for j in per_l1 if j != root_l1], [root_l1 * up + u])]
+    elif coll.op == "multicast":
+        root_l1, root_local = spec.l1_of(coll.root), coll.root % k
+        others = [j for j in per_l1 if j != root_l1]
+        flows[root_l1] = [Flow([root_local], per_l1.get(root_l1, []) + ([port] if others else []))]
+        if others:
+            flows[l2] = [Flow([root_l1 * up + u], [j * up + u for j in others])]
+            for j in others:
+                flows[j] = [Flow([port], per_l1[j])]
+    else:
+        raise FredError(f"the fabric runs no op {coll.op!r}")
+    return flows
+
+
+def _validate(spec: FabricSpec, request: FabricRequest) -> None:
+    if request.size_flits < 1 or request.size_flits >= 2 ** 31:
+        raise FredError(f"size must be 1 .. 2^31-1 flits, got {request.size_flits}")
+    seen: set[int] = set()
+    for coll in request.collectives:
+        for rank in coll.ranks:
+            spec.check_rank(rank)
+        if seen & set(coll.ranks):
+            raise FredError(f"collectives of one request must use disjoint NPUs; "
+                            f"{sorted(seen & set(coll.ranks))} appear twice")
+        seen |= set(coll.ranks)
+        if coll.op != request.op:
+            raise FredError(f"request {request.label}: collective op {coll.op} differs from {request.op}")
+        if coll.op in ("reduce", "multicast") and coll.root is None:
+            raise FredError(f"a {coll.op} needs a root")
+        if coll.op == "multicast" and coll.root in coll.members:
+            raise FredError(f"a multicast's destinations exclude its root {coll.root}")
+        if coll.op == "reduce" and coll.root not in coll.members:
+            raise FredError(f"a reduce's members include its root {coll.root}")
+        if len(coll.ranks) < 2:
+            raise FredError(f"collective {coll} has one NPU: nothing to communicate")
+
+
+def _hop_flows(spec: FabricSpec, hops, u: int) -> dict[int, list[Flow]]:
+    """Flows per switch of point-to-point hops ``(src, dst)`` (one flow per hop and switch:
+    src's port to dst's port inside an L1, else up uplink port ``u``, across the L2, down)."""
+    k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
+    flows: dict[int, list[Flow]] = {}
+    for src, dst in hops:
+        a, b = spec.l1_of(src), spec.l1_of(dst)
+        if a == b:
+            flows.setdefault(a, []).append(Flow([src % k], [dst % k]))
+        else:
+            flows.setdefault(a, []).append(Flow([src % k], [k + u]))
+            flows.setdefault(l2, []).append(Flow([a * up + u], [b * up + u]))
+            flows.setdefault(b, []).append(Flow([k + u], [dst % k]))
+    return flows
+
+
+def _uplink_of(spec: FabricSpec, ranks) -> int:
+    """The uplink port a group's flows use on every L1: the local index of its lowest rank
+    modulo the uplink ports (concurrent groups of different local indices: different ports)."""
+    return (min(ranks) % spec.npus_per_l1) % spec.uplink_ports
+
+
+def _stage(engine: dict, **fields) -> dict:
+    """A stage dict of :data:`~hdl.contracts.npu_engine.STAGE_REGS`: nothing sent or received, own data = the NPU's."""
+    stage = dict(send_count=0, recv_count=0, ws=engine["ws"], hs=engine["hs"], wr=0, hr=0,
+                 own_only=0, add_until=0, fwd_count=0, check_from=0, chunk=_MASK, last_base=0,
+                 out_base=0, in_base=0, org=0)
+    stage.update(fields)
+    return stage
+
+
+def _sum_weights(weights) -> tuple[int, int]:
+    weights = list(weights)
+    return sum(w for w, _ in weights) & _MASK, sum(h for _, h in weights) & _MASK
+
+
+def _ring_stage(kind: str, i: int, n: int, chunk: int, own: tuple[int, int],
+                result: tuple[int, int], org: int = 0) -> dict:
+    """Stage registers of position ``i`` of a unidirectional ring of ``n`` in chunks of
+    ``chunk`` flits over data indices ``org`` .. ``org + n * chunk - 1``; position i sends to
+    i + 1. ``own``: the (w, h) of what the NPU holds (added or sent); ``result``: the (w, h) of
+    the group's sum. ``kind``:
+
+    * ``all-reduce``: 2(n - 1) steps; step j sends chunk (i - j) mod n: own data at step 0,
+      received + own at steps 1 .. n - 1 (the last of them is the fully reduced chunk
+      (i + 1) mod n), received at steps n .. 2n - 3 (all-gather); the n - 1 fully reduced
+      chunks received are checked;
+    * ``reduce-scatter``: n - 1 steps of the above (received + own); the last chunk received,
+      the others' sum of chunk (i + 1) mod n, is checked (against ``result`` - ``own``) and
+      kept: the NPU then holds the group's sum of that chunk;
+    * ``all-gather``: the NPU holds the group's sum of chunk (i + 1) mod n (``own`` =
+      ``result``): sends it, then forwards; every received chunk is checked.
+    """
+    c = chunk
+    common = dict(ws=own[0], hs=own[1], chunk=c, last_base=(n - 1) * c, org=org)
+    if kind == "all-reduce":
+        return dict(common, send_count=(2 * n - 2) * c, recv_count=(2 * n - 2) * c, own_only=c,
+                    add_until=n * c, fwd_count=(2 * n - 3) * c, check_from=(n - 1) * c,
+                    wr=result[0], hr=result[1], out_base=i * c, in_base=((i - 1) % n) * c)
+    if kind == "reduce-scatter":
+        return dict(common, send_count=(n - 1) * c, recv_count=(n - 1) * c, own_only=c,
+                    add_until=(n - 1) * c, fwd_count=(n - 2) * c, check_from=(n - 2) * c,
+                    wr=(result[0] - own[0]) & _MASK, hr=(result[1] - own[1]) & _MASK,
+                    out_base=i * c, in_base=((i - 1) % n) * c)
+    if kind == "all-gather":
+        return dict(common, send_count=(n - 1) * c, recv_count=(n - 1) * c, own_only=c,
+                    add_until=0, fwd_count=(n - 2) * c, check_from=0, wr=result[0], hr=result[1],
+                    out_base=((i + 1) % n) * c, in_base=(i % n) * c)
+    raise FredError(f"no ring stage {kind!r}")
+
+
+@dataclass
+class _Item:
+    """A unit of phase packing: flows of one collective (or of one ring of a hierarchical
+    stage) per switch, each flow with the flits each of its input ports accepts."""
+
+    collective: int
+    flows: dict[int, list[tuple[Flow, int]]]
+
+
+def _ring_item(spec: FabricSpec, index: int, members, engines, stage: int) -> _Item:
+    n = len(members)
+    hops = [(members[i], members[(i + 1) % n]) for i in range(n)]
+    flows: dict[int, list[tuple[Flow, int]]] = {}
+    for src, dst in hops:
+        for sw, fl in _hop_flows(spec, [(src, dst)], _uplink_of(spec, members)).items():
+            flows.setdefault(sw, []).extend((f, engines[src]["stages"][stage]["send_count"]) for f in fl)
+    return _Item(index, flows)
+
+
+def _check_chunk(size: int, n: int, chunk: int, what: str) -> None:
+    if chunk > NPU_BUFFER:
+        raise FredError(f"a {what} of {size} flits over {n} NPUs moves chunks of {chunk} flits; "
+                        f"the RTL NPUs buffer {NPU_BUFFER} (at most {NPU_BUFFER * n} flits for "
+                        f"this group)")
+
+
+def _hierarchical_groups(spec: FabricSpec, coll) -> list[list[int]]:
+    """The members on each L1 the group spans (sorted), or FredError where the system model's
+    hierarchical all-reduce does not apply (``sysmodel.collectives._fred_hierarchical``: the
+    same number, more than one, of members on each of at least two L1s)."""
+    by_l1: dict[int, list[int]] = {}
+    for r in coll.members:
+        by_l1.setdefault(spec.l1_of(r), []).append(r)
+    counts = {len(v) for v in by_l1.values()}
+    if len(by_l1) < 2 or len(counts) != 1 or counts == {1}:
+        raise FredError(f"the hierarchical all-reduce needs the same number (> 1) of members on "
+                        f"each of at least two L1 switches; group {list(coll.members)} has "
+                        f"{ {j: len(v) for j, v in sorted(by_l1.items())} } per L1 (use the ring)")
+    return [sorted(v) for _, v in sorted(by_l1.items())]
+
+
+def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) -> None:
+    """Engine stages (appended to ``engines``) and packing items (appended to ``items[stage]``)
+    of one endpoint collective; ``contributors[r]``: whose data NPU r's results sum."""
+    if coll.op == "all-reduce" and algorithm == "ring":
+        members = list(coll.members)
+        n = len(members)
+        chunk = -(-size // n)                    # ceil: the last chunks may carry padding flits
+        _check_chunk(size, n, chunk, "ring all-reduce")
+        total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in members)
+        for i, r in enumerate(members):
+            e = engines[r]
+            e["stages"].append(dict(_ring_stage("all-reduce", i, n, chunk, (e["ws"], e["hs"]), total),
+                                    sender=members[(i - 1) % n]))
+            contributors[r] = tuple(members)
+        items[0].append(_ring_item(spec, index, members, engines, 0))
+    elif coll.op == "all-reduce":            # hierarchical (sysmodel.collectives._fred_hierarchical)
+        locals_ = _hierarchical_groups(spec, coll)
+        k, l1s = len(locals_[0]), len(locals_)
+        crosses = [[loc[i] for loc in locals_] for i in range(k)]
+        # data: k chunks of c1 = l1s * c2 flits (the reduce-scatter's and all-gather's chunks);
+        # the all-reduce across the L1s cuts chunk o into l1s pieces of c2
+        c2 = -(-size // (k * l1s))
+        c1 = l1s * c2
+        _check_chunk(size, k, c1, "hierarchical all-reduce's reduce-scatter")
+        total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in coll.members)
+        for j, loc in enumerate(locals_):
+            l1_sum = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in loc)
+            for i, r in enumerate(loc):
+                e = engines[r]
+                owned = (i + 1) % k               # the chunk the L1's reduce-scatter leaves here
+                e["stages"] += [
+                    dict(_ring_stage("reduce-scatter", i, k, c1, (e["ws"], e["hs"]), l1_sum),
+                         sender=loc[(i - 1) % k]),
+                    dict(_ring_stage("all-reduce", j, l1s, c2, l1_sum, total, org=owned * c1),
+                         sender=locals_[(j - 1) % l1s][i]),
+                    dict(_ring_stage("all-gather", i, k, c1, total, total), sender=loc[(i - 1) % k])]
+                contributors[r] = tuple(coll.members)
+        for stage, rings in ((0, locals_), (1, crosses), (2, locals_)):
+            items[stage] += [_ring_item(spec, index, ring, engines, stage) for ring in rings]
+    elif coll.op == "multicast":
+        order = [coll.root] + list(coll.members)
+        root = engines[coll.root]
+        root["stages"].append(_stage(root, send_count=size, own_only=size))
+        for x, r in enumerate(order[1:], start=1):
+            fwd = size if x < len(order) - 1 else 0
+            engines[r]["stages"].append(_stage(engines[r], send_count=fwd, recv_count=size,
+                                               fwd_count=fwd, wr=root["ws"], hr=root["hs"],
+                                               sender=order[x - 1]))
+            contributors[r] = (coll.root,)
+        hops = list(zip(order, order[1:]))
+        items[0].append(_hop_item(spec, index, coll, hops, engines))
+    else:   # reduce: chain from the highest member down to the root (the lowest)
+        order = list(coll.members)
+        last = engines[order[-1]]
+        last["stages"].append(_stage(last, send_count=size, own_only=size))
+        for x in range(len(order) - 2, -1, -1):
+            r, upstream = order[x], order[x + 1:]
+            fwd = size if x > 0 else 0
+            w, h = _sum_weights((engines[q]["ws"], engines[q]["hs"]) for q in upstream)
+            engines[r]["stages"].append(_stage(engines[r], recv_count=size, send_count=fwd,
+                                               fwd_count=fwd, add_until=fwd, wr=w, hr=h,
+                                               sender=order[x + 1]))
+            contributors[r] = tuple(upstream)
+        hops = [(order[x + 1], order[x]) for x in range(len(order) - 1)]
+        items[0].append(_hop_item(spec, index, coll, hops, engines))
+
+
+def _hop_item(spec, index, coll, hops, engines) -> _Item:
+    flows: dict[int, list[tuple[Flow, int]]] = {}
+    for src, dst in hops:
+        for sw, fl in _hop_flows(spec, [(src, dst)], _uplink_of(spec, coll.ranks)).items():
+            flows.setdefault(sw, []).extend((f, engines[src]["stages"][0]["send_count"]) for f in fl)
+    return _Item(index, flows)
+
+
+def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
+                   seed: int = 0, sink_backpressure: float = 0.0,
+                   phases: int | None = None) -> FabricProgram:
+    """The switch phases and engine programs of ``request`` on ``spec`` (module docstring).
+    Raises FredError, before anything is built, for anything the fabric cannot run."""
+    phases = default_phases() if phases is None else phases
+    if spec.dtype not in DTYPES_RUN:
+        raise FredError(f"the RTL fabric's engines run {' and '.join(DTYPES_RUN)} data; dtype "
+                        f"{spec.dtype} is not supported")
+    if spec.dtype != "int32" and spec.lanes > 2:
+        raise FredError(f"the RTL fabric's engines hash {spec.dtype} flits of up to 2 lanes; got "
+                        f"{spec.lanes}")
+    if not isinstance(sink_backpressure, (int, float)) or not 0 <= sink_backpressure < 1:
+        raise FredError(f"sink_backpressure must be a probability in [0, 1), got {sink_backpressure!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise FredError(f"seed must be a non-negative integer, got {seed!r}")
+    _validate(spec, request)
+    algorithm = resolve_algorithm(spec, request, algorithm)
+    if spec.dtype != "int32" and algorithm == "hierarchical":
+        # its later stages add what the earlier ones left in the NPU (an L1's sum of a chunk):
+        # exact int32 sums are regenerated from their weights, fp16 sums would need the
+        # engine to store them
+        raise FredError(f"the RTL fabric runs the hierarchical all-reduce on int32 data only; "
+                        f"{spec.dtype} runs the ring (--algorithm ring)")
+    size = request.size_flits
+    threshold = round(sink_backpressure * 65536)
+    engines = []
+    for rank in range(spec.npus):
+        w, h = rank_weights(rank, seed)
+        engines.append(dict(ws=w, hs=h, backpressure=threshold,
+                            seed=(mix(rank, seed + 3) & 0xFFFF) or 1, stages=[]))
+    contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
+    # packing items per engine stage: every item of stage s comes before those of stage s + 1
+    items: list[list[_Item]] = [[] for _ in range(ENGINE_STAGES)]
+    for index, coll in enumerate(request.collectives):
+        if algorithm == "in-switch":
+            if coll.op == "all-reduce":
+                senders, receivers = coll.members, coll.members
+            elif coll.op == "reduce":
+                senders, receivers = coll.members, (coll.root,)
+            else:
+                senders, receivers = (coll.root,), coll.members
+            wr, hr = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in senders)
+            stage = {r: _stage(engines[r]) for r in coll.ranks}
+            for r in senders:
+                stage[r].update(send_count=size, own_only=size)
+            for r in receivers:
+                stage[r].update(recv_count=size, wr=wr, hr=hr)
+                contributors[r] = tuple(senders)
+            for r in coll.ranks:
+                engines[r]["stages"].append(stage[r])
+            items[0].append(_Item(index, {sw: [(f, size) for f in fl]
+                                          for sw, fl in _in_switch_flows(spec, coll).items()}))
+        else:
+            _endpoint(spec, index, coll, algorithm, size, engines, items, contributors)
+    for e in engines:
+        if not e["stages"]:
+            e["stages"].append(_stage(e))
+        e["send_count"] = sum(st["send_count"] for st in e["stages"])
+        e["recv_count"] = sum(st["recv_count"] for st in e["stages"])
+        e["check_count"] = sum(max(0, st["recv_count"] - st["check_from"]) for st in e["stages"])
+        e["wr"], e["hr"] = e["stages"][-1]["wr"], e["stages"][-1]["hr"]
+    if spec.dtype != "int32":
+        # the engines hash every received flit instead of checking it (NpuEngine)
+        for e in engines:
+            for st in e["stages"]:
+                st.update(check_from=0, wr=0, hr=0)
+            e["check_count"], e["wr"], e["hr"] = e["recv_count"], 0, 0
+    switches = _pack(spec, request, [it for stage in items for it in stage], phases)
+    program = FabricProgram(algorithm, spec.switch_ports, switches, engines, sum(e["send_count"] for e in engines),
+                            sum(e["recv_count"] for e in engines), contributors, planes=spec.l2_planes)
+    if spec.dtype != "int32":
+        program.expected_hashes = expected_hashes(spec, request, program)
+    return program
+
+
+def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: int) -> list[list[SwitchPhase]]:
+    """Each switch's phases: its items' flows in order, packed greedily (an item joins the
+    switch's current phase if its ports are free there, its input ports take as many flits as
+    the phase's, and the compiler routes the union in one phase). Every switch's phases are
+    contiguous runs of one global order, so the lowest unfinished item is in the active phase
+    of every switch it crosses: no deadlock. The logical L2's flows go to the plane holding
+    their ports (:func:`plane_flows`)."""
+    ports = spec.switch_ports
+    routers = [Router(ports=p, middle=spec.middle) for p in ports]
+    switches: list[list[SwitchPhase]] = [[] for _ in ports]
+
+    def name(s):
+        return switch_label(spec.l1_count, spec.l2_planes, s)
+
+    for item in items:
+        coll = request.collectives[item.collective]
+        item_flows = dict(item.flows)
+        for plane, counted in plane_flows(spec, item_flows.pop(spec.l1_count, [])).items():
+            item_flows[spec.l1_count + plane] = counted
+        for s, counted in sorted(item_flows.items()):
+            flows = tuple(f for f, _ in counted)
+            shares = {n for _, n in counted}
+            if len(shares) != 1:   # cannot happen with the algorithms above; say so if it does
+                raise FredError(f"collective {item.collective} ({coll}) has flows of unequal sizes "
+                                f"{sorted(shares)} on switch {name(s)}; a phase's input ports each "
+                                f"take the same number of flits")
+            share = shares.pop()
+            flits = sum(share * len(f.inputs) for f in flows)
+            current = switches[s][-1] if switches[s] else None
+            if current is not None and current.port_flits == share:
+                used_in = {p for f in current.flows for p in f.inputs}
+                used_out = {p for f in current.flows for p in f.outputs}
+                free = not (used_in & {p for f in flows for p in f.inputs}
+                            or used_out & {p for f in flows for p in f.outputs})
+                if free:
+                    config, _ = routers[s].try_one_phase(current.flows + flows)
+                    if config is not None:
+                        switches[s][-1] = SwitchPhase(
+                            current.flows + flows, config, current.input_flits + flits,
+                            current.collectives + ((item.collective,) if item.collective
+                                                   not in current.collectives else ()), share)
+                        continue
+            config, status = routers[s].try_one_phase(flows)
+            if config is None:
+                raise FredError(f"collective {item.collective} ({coll}) needs flows "
+                                f"{'; '.join(map(str, flows))} on switch {name(s)} "
+                                f"(Fred_{spec.middle}({ports[s]})) that do not route in one phase ({status})")
+            switches[s].append(SwitchPhase(flows, config, flits, (item.collective,), share))
+    for s, plist in enumerate(switches):
+        if len(plist) > phases:
+            raise FredError(f"request {request.label} needs {len(plist)} phases on switch "
+                            f"{name(s)}; the RTL stores {phases}")
+    return switches

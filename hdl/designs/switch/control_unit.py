@@ -1,0 +1,301 @@
+"""The packet switch's control unit: picks the phase from the waiting headers, preempts a lower
+priority phase (MP > PP > DP) at packet boundaries, and drives the configuration memory's
+select."""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth import Module, Signal
+from amaranth.hdl import Mux, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.packet import DATA_VCS, PRIORITY, PacketFormat
+from hdl.designs.layouts import struct_layout
+
+__all__ = ["ControlUnit", "CUState", "COUNTER_BITS"]
+
+COUNTER_BITS = 16
+
+
+class CUState(enum.IntEnum):
+    """``ControlUnit.state`` codes."""
+
+    RUN = 0      #: packets of the active phase start freely
+    DRAIN = 1    #: only packets already in flight finish (sequence-number window), then select
+    SELECT = 2   #: the configuration memory copies the next phase in (datapath empty)
+    SETTLE = 3   #: one cycle after the select completed, while ``active_phase`` updates
+
+
+class ControlUnit(wiring.Component):
+    """Header-driven phase control of a P-port packet switch.
+
+    Parameters (keyword-only, validated): ports P >= 2; phases K (1..2**phase_bits); packet
+    (:class:`PacketFormat`).
+
+    Members (from the P :class:`~hdl.designs.switch.vc_input_buffer.VCInputBuffer` s, the datapath and
+    the :class:`~hdl.designs.switch.config_memory.ConfigMemory`):
+        head_valid, head_first: ``In(3).array(P)``; head: ``In(header).array(3).array(P)``:
+            each input's head flit per VC, whether it starts a packet, its header.
+        started: ``In(P)``: input n passed the first flit of a packet to the datapath this cycle.
+        busy: ``In(1)``: the datapath holds flits.
+        header_select: ``In(1)``: 1 = header-driven (this unit selects phases); 0 = host-driven (the host
+            selects through the configuration memory's port; every input forwards packets whose
+            header names the active phase, read from VC ``host_vc``).
+        host_vc: ``In(2)``.
+        select: ``Out(stream.Signature(phase index))``: to the configuration memory (header mode).
+        active_phase, active_valid, hold: ``In``: the configuration memory's state.
+        vc: ``Out(2)``: the VC every input reads; enable: ``Out(P)``: input n may pass a flit.
+        state: ``Out(2)`` (:class:`CUState`); waiting: ``Out(3)``: bit v, a packet of VC v waits
+            at the head of some input; preemptions, selects: ``Out(COUNTER_BITS)`` counters.
+
+    Policy (header mode):
+        * RUN: an input passes flits when it is inside a packet of the current VC, or its head
+          packet in that VC belongs to the active phase. The highest sequence number started
+          in this phase is tracked (``S``).
+        * When a packet of a higher-priority VC waits at any input (MP > PP > DP), or no packet
+          of the active phase waits or is partly sent while some other packet waits, the unit
+          DRAINs: an input may still start a packet of the active phase whose sequence number
+          is <= S (serial-number arithmetic). That finishes every packet in flight, and keeps
+          the operands of a reduction aligned: if one input of a reduction started packet S,
+          its partner must still send its packet S, possibly not arrived yet, or the reduction
+          would hold the datapath for ever. Once no input is inside a packet, none may start,
+          and the datapath is empty, the next phase is the one of the highest-priority waiting
+          packet (lowest input index first) and is SELECTed (the memory's N + 2 cycle copy).
+        * The preempted phase's packets stay in their VC buffers; when no higher-priority packet
+          waits, it is selected again and resumes where it stopped (nothing lost or reordered:
+          each input's VC buffer is a FIFO and a packet is never split across a switch).
+
+    Online routing (``online``; the default phase index ``packet.online_phase`` needs no
+    stored configuration: selecting it is a drain and no copy, and ``online_mode`` then tells
+    the switch to take its modes from the :class:`~hdl.designs.switch.online_router.OnlineRouter`):
+        ended: ``In(P)``: input n passed the last flit of a packet to the datapath;
+        out_last: ``In(P)``: output n passed the last flit of a packet out of the datapath;
+        route_req / route_src / route_dst: ``Out``: set up a path (to the router);
+        route_ok: ``In(1)``: the router can (always at m >= 3); release: ``Out(P)``: release
+        the path ending at output n (its last flit left).
+        In RUN, the lowest input whose head packet (current VC, default index) names a free
+        output and which is on no path gets a path; it then forwards that one packet; DRAIN
+        lets only inputs with a path finish and waits until every path is released.
+
+    A packet of a phase whose slot is rewritten while it waits makes the select fail
+    (``NOT_LOADED``); the unit then retries until the slot is loaded again (host rule: do not
+    rewrite a slot with traffic waiting). Timing: from the cycle a higher-priority header is at
+    an input's head, DRAIN starts the next cycle; the datapath drains in its latency plus the
+    rest of the packets in flight; SELECT takes the memory's N + 2 cycles; SETTLE one cycle.
+    """
+
+    def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False):
+        if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
+            raise FredError(f"ports must be an integer >= 2, got {ports!r}")
+        if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
+            raise FredError(f"phases must be in 1..{1 << packet.phase_bits}, got {phases!r}")
+        if online and (phases > packet.online_phase or not packet.dest_bits
+                       or ports > 1 << packet.dest_bits):
+            raise FredError(f"online routing needs phases <= {packet.online_phase} (got {phases}) "
+                            f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
+        return super().__new__(cls)
+
+    def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False):
+        self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
+        nvc = len(DATA_VCS)
+        pw = packet.phase_bits
+        super().__init__({
+            "head_valid": In(nvc).array(ports),
+            "head_first": In(nvc).array(ports),
+            "head": In(struct_layout(packet.header)).array(nvc).array(ports),
+            "started": In(ports),
+            "busy": In(1),
+            "header_select": In(1),
+            "host_vc": In(2),
+            "select": Out(stream.Signature(unsigned(pw))),
+            "active_phase": In(pw),
+            "active_valid": In(1),
+            "hold": In(1),
+            "vc": Out(2),
+            "enable": Out(ports),
+            "state": Out(2),
+            "waiting": Out(nvc),
+            "preemptions": Out(COUNTER_BITS),
+            "selects": Out(COUNTER_BITS),
+            # online routing (``online``; unused otherwise)
+            "ended": In(ports),
+            "out_last": In(ports),
+            "online_mode": Out(1),
+            "route_req": Out(1),
+            "route_src": Out(range(ports)),
+            "route_dst": Out(range(ports)),
+            "route_ok": In(1),
+            "release": Out(ports),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        P, nvc, sb = self.ports, len(DATA_VCS), self.packet.seq_bits
+        pw = self.packet.phase_bits
+
+        def seq_le(a, b):
+            """a <= b modulo 2**sb (the difference's top bit clear)."""
+            return ~(b - a)[sb - 1]
+
+        state = Signal(2)
+        cur_phase = Signal(pw)
+        cur_vc = Signal(2)
+        target = Signal(pw)
+        target_vc = Signal(2)
+        top = Signal(sb)          # S: the highest sequence number started in this phase
+        top_valid = Signal()
+
+        # ---- what waits ---------------------------------------------------------------------
+        first_phase = [Signal(pw, name=f"first_phase{v}") for v in range(nvc)]
+        for v in range(nvc):
+            waits = [self.head_valid[n][v] & self.head_first[n][v] for n in range(P)]
+            m.d.comb += self.waiting[v].eq(0)
+            for n in reversed(range(P)):   # the lowest input index wins
+                with m.If(waits[n]):
+                    m.d.comb += [self.waiting[v].eq(1), first_phase[v].eq(self.head[n][v].phase)]
+        best_vc = Signal(2)
+        best_phase = Signal(pw)
+        any_wait = self.waiting.any()
+        for v in reversed(PRIORITY):        # the highest priority wins
+            with m.If(self.waiting[v]):
+                m.d.comb += [best_vc.eq(v), best_phase.eq(first_phase[v])]
+        rank = {v: len(PRIORITY) - 1 - PRIORITY.index(v) for v in PRIORITY}   # MP 2, PP 1, DP 0
+        higher = Signal()
+        for v in DATA_VCS:
+            outranked = [w for w in DATA_VCS if rank[w] > rank[v]]
+            with m.If(cur_vc == v):
+                m.d.comb += higher.eq(0 if not outranked else
+                                      _any(self.waiting[w] for w in outranked))
+
+        # ---- per input ----------------------------------------------------------------------
+        by_header = self.header_select
+        m.d.comb += self.vc.eq(Mux(by_header, cur_vc, self.host_vc))
+        online_mode = self.online_mode
+        if self.online:
+            m.d.comb += online_mode.eq(by_header & (cur_phase == self.packet.online_phase))
+        # the online phase needs no stored configuration: it is active whenever selected
+        active_ok = online_mode | self.active_valid & (self.active_phase == cur_phase)
+        in_path = Signal(P)      # input n is on a path (set up, not yet released)
+        sending = Signal(P)      # ... and its packet's last flit has not entered the datapath
+        out_busy = Signal(P)     # output o is on a path
+        src_of = [Signal(range(P), name=f"src_of{o}") for o in range(P)]
+        partial, match, start_ok, heads = [], [], [], []
+        for n in range(P):
+            hv, hf = Signal(name=f"hv{n}"), Signal(name=f"hf{n}")
+            h = Signal(struct_layout(self.packet.header), name=f"h{n}")
+            for v in range(nvc):
+                with m.If(self.vc == v):
+                    m.d.comb += [hv.eq(self.head_valid[n][v]), hf.eq(self.head_first[n][v]),
+                                 h.eq(self.head[n][v])]
+            part = ~hf
+            mt = Signal(name=f"match{n}")
+            ok = Signal(name=f"start_ok{n}")
+            m.d.comb += mt.eq(hv & hf & (h.phase == cur_phase) & active_ok)
+            m.d.comb += ok.eq(mt & ~online_mode
+                              & ((state == CUState.RUN)
+                                 | (state == CUState.DRAIN) & top_valid & seq_le(h.seq, top)))
+            manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
+            running = (state == CUState.RUN) | (state == CUState.DRAIN)
+            with m.If(by_header & online_mode):
+                m.d.comb += self.enable[n].eq(sending[n] & running)
+            with m.Elif(by_header):
+                m.d.comb += self.enable[n].eq(part & running | ok)
+            with m.Else():
+                m.d.comb += self.enable[n].eq(manual_ok)
+            partial.append(part | sending[n])
+            heads.append(h)
+            match.append(mt)
+            start_ok.append(ok)
+        any_partial, any_match, any_start = _any(partial), _any(match), _any(start_ok)
+
+        # S: the highest sequence number among the packets started (several inputs may start
+        # in one cycle: fold them in input order).
+        folded, folded_valid = top, top_valid
+        for n in range(P):
+            seq = Signal(sb, name=f"start_seq{n}")
+            for v in range(nvc):
+                with m.If(self.vc == v):
+                    m.d.comb += seq.eq(self.head[n][v].seq)
+            bigger = self.started[n] & (~folded_valid | seq_le(folded, seq))
+            nxt, nxt_valid = Signal(sb, name=f"fold{n}"), Signal(name=f"fold_valid{n}")
+            m.d.comb += [nxt.eq(folded), nxt_valid.eq(folded_valid | self.started[n])]
+            with m.If(bigger):
+                m.d.comb += nxt.eq(seq)
+            folded, folded_valid = nxt, nxt_valid
+        m.d.sync += [top.eq(folded), top_valid.eq(folded_valid)]
+
+        # ---- online routing: one path set up per cycle, released at its last flit out ------
+        if self.online:
+            cands = []
+            for n in range(P):
+                dest = heads[n].dest
+                c = Signal(name=f"route_cand{n}")
+                m.d.comb += c.eq(online_mode & (state == CUState.RUN) & match[n] & ~in_path[n]
+                                 & ~out_busy.bit_select(dest, 1))
+                cands.append(c)
+            for n in reversed(range(P)):    # the lowest input index first
+                with m.If(cands[n]):
+                    m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
+                                 self.route_dst.eq(heads[n].dest)]
+            grant = self.route_req & self.route_ok
+            for o in range(P):
+                m.d.comb += self.release[o].eq(self.out_last[o] & out_busy[o])
+                with m.If(grant & (self.route_dst == o)):
+                    m.d.sync += [out_busy[o].eq(1), src_of[o].eq(self.route_src)]
+                with m.If(self.release[o]):
+                    m.d.sync += out_busy[o].eq(0)
+            for n in range(P):
+                with m.If(grant & (self.route_src == n)):
+                    m.d.sync += [in_path[n].eq(1), sending[n].eq(1)]
+                with m.If(self.ended[n] & sending[n]):
+                    m.d.sync += sending[n].eq(0)
+                for o in range(P):
+                    with m.If(self.release[o] & (src_of[o] == n)):
+                        m.d.sync += in_path[n].eq(0)
+
+        # ---- state machine (header mode) --------------------------------------------------------
+        m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
+        with m.If(~by_header):
+            m.d.sync += [state.eq(CUState.RUN), cur_phase.eq(self.active_phase), cur_vc.eq(self.host_vc)]
+        with m.Elif(state == CUState.RUN):
+            with m.If(~active_ok):
+                with m.If(any_wait):
+                    m.d.sync += state.eq(CUState.DRAIN)
+            with m.Elif(higher):
+                m.d.sync += [state.eq(CUState.DRAIN), self.preemptions.eq(_inc(self.preemptions))]
+            with m.Elif(~any_match & ~any_partial & any_wait):
+                m.d.sync += state.eq(CUState.DRAIN)
+        with m.Elif(state == CUState.DRAIN):
+            with m.If(~any_partial & ~any_start & ~self.busy & ~in_path.any()):
+                with m.If(~any_wait | active_ok & (best_phase == cur_phase) & (best_vc == cur_vc)):
+                    m.d.sync += state.eq(CUState.RUN)
+                with m.Else():
+                    m.d.sync += [state.eq(CUState.SELECT), target.eq(best_phase), target_vc.eq(best_vc)]
+        with m.Elif(state == CUState.SELECT):
+            # the online phase has no stored configuration to copy
+            to_online = Signal()
+            if self.online:
+                m.d.comb += to_online.eq(target == self.packet.online_phase)
+            m.d.comb += self.select.valid.eq(~to_online)
+            with m.If(self.select.ready | to_online):
+                m.d.sync += [state.eq(CUState.SETTLE), cur_phase.eq(target), cur_vc.eq(target_vc),
+                             top_valid.eq(0), self.selects.eq(_inc(self.selects))]
+        with m.Else():
+            m.d.sync += state.eq(CUState.RUN)
+        return m
+
+
+def _any(signals):
+    signals = list(signals)
+    result = signals[0]
+    for s in signals[1:]:
+        result = result | s
+    return result
+
+
+def _inc(counter):
+    """Saturating increment."""
+    return counter + (counter != (1 << COUNTER_BITS) - 1)

@@ -1,0 +1,298 @@
+"""``fred_packet_switch``: Fred_m(P) with VC input buffers, credit-based links and a control unit
+that selects the phase from the packet headers (MP > PP > DP preemption)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.hdl import Mux
+from amaranth.hdl import unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.encoding import check_size
+from hdl.contracts.config_port import (ERROR_WIDTH, check_port_parameters, config_word_layout,
+                                  config_words, phase_index_width, select_cycles)
+from hdl.contracts.errors import FredError
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.packet import DATA_VCS, PacketFormat
+from hdl.contracts.timing import switch_latency
+from hdl.designs.layouts import flit_layout, struct_layout
+
+from .config_memory import ConfigMemory
+from .control_unit import COUNTER_BITS, ControlUnit
+from .fred_switch import FredSwitch
+from .online_router import OnlineRouter
+from .control_vc import MAX_FLOW_BITS, ControlRouter
+from .vc_input_buffer import VCInputBuffer, link_signature
+
+__all__ = ["PacketSwitch"]
+
+
+class PacketSwitch(wiring.Component):
+    """The FRED switch as the paper describes it, scaled down (``docs/switch.md``, "Packet
+    switch").
+
+    Parameters (keyword-only, validated): ports P, middle m, dtype, lanes (as
+    :class:`~hdl.designs.switch.switch_top.FredSwitchTop`); phases K (1..2**packet.phase_bits);
+    packet (:class:`PacketFormat`; the flit's tag is its header); depth: flits per data VC of
+    each input buffer, and the credits each output starts with (the downstream buffer has the
+    same depth); word_width: configuration word bits.
+
+    Members (Verilog names joined with ``__``):
+        i: ``In(link_signature(flit)).array(P)``: input links (no ready).
+        i_credit: ``Out(2).array(3).array(P)``: credits returned to input n's sender, per VC
+            (a count per cycle, :class:`VCInputBuffer`).
+        o: ``Out(link_signature(flit)).array(P)``: output links; a flit of
+            VC v leaves port n only while the port holds a credit for v.
+        o_credit: ``In(2).array(3).array(P)``: credits the downstream returns, per VC.
+        config: configuration words, as ``fred_switch``. phase: host select (used when
+            ``header_select`` is 0); host_vc: the VC the inputs read in host mode.
+        header_select: ``In(1)``: 1 = the control unit selects phases from the headers.
+        active_phase, active_valid, loaded, error: the configuration memory's.
+        busy: the datapath holds flits or a select is in progress.
+        state: :class:`~hdl.designs.switch.control_unit.CUState`; waiting: VCs with a packet waiting;
+        vc: the VC being served; preemptions, selects: counters.
+        dropped: ``Out(COUNTER_BITS).array(P)``: malformed packets dropped per input;
+        bad_header: any input dropped a packet (sticky); overflow: some input's VC received a
+            flit with no free slot (sticky, the upstream broke the credit protocol);
+        credit_error: some output got more credits back than its downstream buffer holds
+            (sticky). Benches require overflow and credit_error stay 0: credit counters never
+            overflow, and never underflow by construction (a flit leaves only with a credit).
+
+    Control VC (``ctrl_depth`` > 0 flits per input; 0 = none, a ``vc`` = 3 packet is then
+    malformed): one-flit ACK / NACK packets, credited per port by ``i_ctrl_credit`` /
+    ``o_ctrl_credit`` (the downstream control buffer also holds ``ctrl_depth``), are sent to
+    every input port of their flow (:class:`~hdl.designs.switch.control_vc.ControlRouter`, which learns
+    a flow's input ports from the data packets forwarded; ``flow_clear`` forgets them;
+    ``ctrl_unknown`` counts control packets of a flow not seen yet, dropped). A control flit
+    leaves an output only between data packets, ahead of the next data packet.
+
+    Online unicast routing (``online``; ``packet.dest_bits`` must cover P and K <
+    ``2**phase_bits``): a packet whose ``phase`` is the default index ``packet.online_phase``
+    goes to output ``dest``; the control unit sets up a path through free middle subnetworks
+    (:class:`~hdl.designs.switch.online_router.OnlineRouter`, one per cycle, lowest input first) when
+    the input and the output are both free, the input forwards the packet, and the path is
+    released when its last flit leaves the datapath (``docs/switch.md``, "Online unicast
+    routing"). A second packet to a busy output waits at its input's head.
+
+    Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
+    both); outputs are combinational from the datapath's registered outputs and the credit
+    counters. The datapath and configuration memory are those of ``fred_switch``.
+    """
+
+    def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
+                ctrl_depth=0, online=False):
+        check_size(ports, middle)
+        if not isinstance(packet, PacketFormat):
+            raise FredError(f"packet must be a PacketFormat, got {packet!r}")
+        if online not in (False, True):
+            raise FredError(f"online must be a bool, got {online!r}")
+        flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
+        check_port_parameters(phases=phases, word_width=word_width)
+        VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
+                            ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
+        if ctrl_depth and packet.flow_bits > MAX_FLOW_BITS:
+            raise FredError(f"the control VC's flow table takes flow_bits <= {MAX_FLOW_BITS}, "
+                            f"got {packet.flow_bits}")
+        return super().__new__(cls)
+
+    def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
+                 packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
+                 online: bool = False):
+        self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
+        self.online = online
+        self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
+        self.packet, self.depth, self.ctrl_depth = packet, depth, ctrl_depth
+        shape = flit_layout(self.flit)
+        nvc = len(DATA_VCS)
+        pw = phase_index_width(phases)
+        super().__init__({
+            "i": In(link_signature(shape)).array(ports),
+            "i_credit": Out(2).array(nvc).array(ports),
+            "o": Out(link_signature(shape)).array(ports),
+            "o_credit": In(2).array(nvc).array(ports),
+            "config": In(stream.Signature(struct_layout(config_word_layout(phases, word_width)))),
+            "phase": In(stream.Signature(unsigned(pw))),
+            "host_vc": In(2),
+            "header_select": In(1),
+            "active_phase": Out(pw),
+            "active_valid": Out(1),
+            "loaded": Out(phases),
+            "error": Out(ERROR_WIDTH),
+            "busy": Out(1),
+            "state": Out(2),
+            "waiting": Out(nvc),
+            "vc": Out(2),
+            "preemptions": Out(COUNTER_BITS),
+            "selects": Out(COUNTER_BITS),
+            "dropped": Out(16).array(ports),
+            "bad_header": Out(1),
+            "overflow": Out(1),
+            "credit_error": Out(1),
+            "i_ctrl_credit": Out(2).array(ports),
+            "o_ctrl_credit": In(2).array(ports),
+            "flow_clear": In(1),
+            "ctrl_unknown": Out(16),
+        })
+
+    @property
+    def latency(self) -> int:
+        """Cycles from a flit on ``i`` (its phase active, credits available) to it on ``o``:
+        the input FIFO's 1 plus Fred_m(P)'s."""
+        return 1 + switch_latency(ports=self.ports, middle=self.middle, dtype=self.flit.dtype)
+
+    @property
+    def config_words(self) -> int:
+        return config_words(self.ports, self.middle, self.word_width)
+
+    @property
+    def select_cycles(self) -> int:
+        return select_cycles(self.ports, self.middle, self.word_width)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        P, nvc = self.ports, len(DATA_VCS)
+        memory = m.submodules.config_memory = ConfigMemory(
+            ports=P, middle=self.middle, phases=self.phases, word_width=self.word_width)
+        core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit)
+        cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
+                                                online=self.online)
+        wiring.connect(m, wiring.flipped(self.config), memory.write)
+        # The configuration memory's select: the control unit's in header mode, the host's else.
+        with m.If(self.header_select):
+            m.d.comb += [memory.select.valid.eq(cu.select.valid),
+                         memory.select.payload.eq(cu.select.payload),
+                         cu.select.ready.eq(memory.select.ready)]
+        with m.Else():
+            m.d.comb += [memory.select.valid.eq(self.phase.valid),
+                         memory.select.payload.eq(self.phase.payload),
+                         self.phase.ready.eq(memory.select.ready)]
+        if self.online:
+            # the default phase index: modes of the paths set up online
+            router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle)
+            m.d.comb += [
+                router.req.eq(cu.route_req), router.src.eq(cu.route_src),
+                router.dst.eq(cu.route_dst), cu.route_ok.eq(router.ok), router.rel.eq(cu.release),
+                core.modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
+            ]
+            for n in range(P):
+                m.d.comb += cu.out_last[n].eq(core.o[n].valid & core.o[n].ready
+                                              & core.o[n].payload.last)
+        else:
+            m.d.comb += core.modes.eq(memory.modes)
+        m.d.comb += [
+            memory.drained.eq(~core.busy),
+            cu.busy.eq(core.busy),
+            cu.header_select.eq(self.header_select),
+            cu.host_vc.eq(self.host_vc),
+            cu.active_phase.eq(memory.active_phase),
+            cu.active_valid.eq(memory.active_valid),
+            cu.hold.eq(memory.hold),
+            self.busy.eq(core.busy | memory.hold),
+            self.error.eq(memory.error),
+            self.active_phase.eq(memory.active_phase),
+            self.active_valid.eq(memory.active_valid),
+            self.loaded.eq(memory.loaded),
+            self.state.eq(cu.state),
+            self.waiting.eq(cu.waiting),
+            self.vc.eq(cu.vc),
+            self.preemptions.eq(cu.preemptions),
+            self.selects.eq(cu.selects),
+        ]
+        bad, overflow, bufs = [], [], []
+        for n in range(P):
+            buf = m.submodules[f"in{n}"] = VCInputBuffer(flit=self.flit, packet=self.packet,
+                                                          phases=self.phases, depth=self.depth,
+                                                          ctrl_depth=self.ctrl_depth,
+                                                          dest_limit=P if self.online else 0)
+            bufs.append(buf)
+            m.d.comb += [
+                buf.i.valid.eq(self.i[n].valid),
+                buf.i.payload.eq(self.i[n].payload),
+                buf.loaded.eq(memory.loaded),
+                buf.sel.eq(cu.vc),
+                cu.head_valid[n].eq(buf.head_valid),
+                cu.head_first[n].eq(buf.head_first),
+                self.dropped[n].eq(buf.dropped),
+            ]
+            for v in range(nvc):
+                m.d.comb += [cu.head[n][v].eq(buf.head[v]), self.i_credit[n][v].eq(buf.credit[v])]
+            enable = cu.enable[n]
+            m.d.comb += [
+                core.i[n].valid.eq(buf.o.valid & enable),
+                core.i[n].payload.eq(buf.o.payload),
+                buf.o.ready.eq(core.i[n].ready & enable),
+                cu.started[n].eq(buf.o.valid & enable & core.i[n].ready
+                                 & (buf.head_first >> cu.vc)[0]),
+                cu.ended[n].eq(buf.o.valid & enable & core.i[n].ready & buf.o.payload.last),
+            ]
+            bad.append(buf.bad_header)
+            overflow.append(buf.overflow)
+
+        # ---- control VC ---------------------------------------------------------------------
+        router = None
+        if self.ctrl_depth:
+            router = m.submodules.control_vc = ControlRouter(ports=P, flit=self.flit, packet=self.packet)
+            m.d.comb += [router.clear.eq(self.flow_clear), self.ctrl_unknown.eq(router.unknown)]
+            flow = self.packet.header["flow"]
+            for n, buf in enumerate(bufs):
+                head_flow = Signal(flow.width, name=f"head_flow{n}")
+                for v in range(nvc):
+                    with m.If(cu.vc == v):
+                        m.d.comb += head_flow.eq(buf.head[v].flow)
+                m.d.comb += [router.learn[n].eq(cu.started[n]), router.learn_flow[n].eq(head_flow),
+                             self.i_ctrl_credit[n].eq(buf.ctrl_credit)]
+                wiring.connect(m, buf.ctrl, router.i[n])
+
+        # ---- outputs: one credit counter per VC of the downstream buffer -------------------
+        credit_error = []
+        for n in range(P):
+            flit = core.o[n].payload
+            out_vc = flit.tag[self.packet.phase_bits:self.packet.phase_bits + 2]
+            has_credit = Signal(name=f"has_credit{n}")
+            send = Signal(name=f"send{n}")
+            err = Signal(name=f"credit_error{n}")
+            counters = [Signal(range(self.depth + 3), init=self.depth, name=f"credits{n}_{v}")
+                        for v in range(nvc)]
+            for v in range(nvc):
+                with m.If(out_vc == v):
+                    m.d.comb += has_credit.eq(counters[v] != 0)
+                spent = send & (out_vc == v)
+                after = counters[v] - spent + self.o_credit[n][v]
+                m.d.sync += counters[v].eq(after)
+                with m.If(after > self.depth):
+                    m.d.sync += err.eq(1)
+            ctrl_go = Signal(name=f"ctrl_go{n}")
+            if router is not None:
+                # a control flit goes between data packets, ahead of the next one
+                mid = Signal(name=f"out_mid{n}")
+                ctrl_credits = Signal(range(self.ctrl_depth + 3), init=self.ctrl_depth,
+                                      name=f"ctrl_credits{n}")
+                m.d.comb += [ctrl_go.eq(router.o[n].valid & ~mid & (ctrl_credits != 0)),
+                             router.o[n].ready.eq(ctrl_go)]
+                after_ctrl = ctrl_credits - ctrl_go + self.o_ctrl_credit[n]
+                m.d.sync += ctrl_credits.eq(after_ctrl)
+                with m.If(after_ctrl > self.ctrl_depth):
+                    m.d.sync += err.eq(1)
+                with m.If(send):
+                    m.d.sync += mid.eq(~flit.last)
+            m.d.comb += [
+                send.eq(core.o[n].valid & has_credit & ~ctrl_go),
+                core.o[n].ready.eq(has_credit & ~ctrl_go),
+                self.o[n].valid.eq(send | ctrl_go),
+                self.o[n].payload.eq(flit),
+            ]
+            if router is not None:
+                with m.If(ctrl_go):
+                    m.d.comb += self.o[n].payload.eq(router.o[n].payload)
+            credit_error.append(err)
+        m.d.comb += [self.bad_header.eq(_any(bad)), self.overflow.eq(_any(overflow)),
+                     self.credit_error.eq(_any(credit_error))]
+        return m
+
+
+def _any(signals):
+    result = signals[0]
+    for s in signals[1:]:
+        result = result | s
+    return result

@@ -1,0 +1,15 @@
+"""The studies built on the model and on the RTL: what the project measures and reports.
+
+* :mod:`studies.evaluation` and :mod:`studies.calibration` -- the paper's evaluation
+  (``fred eval`` / ``fred sweep``) and the per-workload compute factor fitted on Fred-C;
+* :mod:`studies.validation` -- the training model against measured Megatron-LM runs;
+* :mod:`studies.dse`, :mod:`studies.cost`, :mod:`studies.points` -- the fabric design space,
+  its cost model and points as plain data for process pools and clusters;
+* :mod:`studies.characterization` -- measured switch timings and cost (``fred characterize``);
+* :mod:`studies.fabric_case` -- one collective on the RTL fabric against the model of the same
+  fabric (``fred fabric-sim`` / ``fred fabric-validate``);
+* :mod:`studies.verification` -- the coverage and mutation campaigns of the switch benches.
+
+Imports: any layer below (:mod:`hdl`, :mod:`eda`, :mod:`cocotb_tests`, :mod:`sysmodel`); the
+command line :mod:`fred` sits on top and only parses options and prints.
+"""

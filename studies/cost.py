@@ -1,0 +1,276 @@
+"""Silicon area and power of a FRED fabric design (issue 16; ``fred dse``).
+
+A :class:`FabricDesign` is a two-level FRED tree on the platform's NPUs: ``npus_per_l1`` NPUs
+per L1 switch, L1-L2 bandwidth per L1 as a fraction of the attached NPUs' bandwidth,
+in-switch collectives on or off, the switch chiplets' size (``chiplet_ports`` P) and middle
+subnetworks (``middle`` m), and the number of I/O controllers. :func:`fabric_cost` prices it
+with :class:`CostModel` (``configs/cost.toml``, every coefficient with its source):
+
+* **ports** of a logical switch, in units of one NPU link: its NPUs, its I/O controllers
+  (round-robin over the L1s, one port each) and its uplink (L1-L2 bandwidth / NPU link
+  bandwidth, rounded up); the L2 has every L1's uplink ports.
+* **chiplets**: a logical switch of N ports that fits one P-port chiplet (N <= P) is one
+  chiplet, traversed once; a larger one is a folded Clos of chiplets (leaves with P/2 ports
+  down and P/2 up, spines of P ports): ceil(N / (P/2)) + ceil(N / P) chiplets, a path crosses
+  3, and every external port's bandwidth crosses 3 chiplet ports (leaf down, leaf up, spine).
+* **I/O area**: the chiplet ports' bandwidth (send + receive) needs shoreline at the paper's
+  107.4 GBps/mm; the region behind it has a depth derived from the paper's 25,195 mm^2 on its
+  Fred-D design (the cost file's ``[reference]``).
+* **logic area**: the switch datapath scales with bandwidth: the RTL's Fred_m(P) moves
+  ``lanes`` x element bytes per cycle per port at the model clock; a port of bandwidth B needs
+  B / that many copies of its share of the switch's cells (cells per port per lane, the
+  characterization's synthesized or composed Fred_m(P)), converted to gate equivalents by cell
+  type and to mm^2 at the 15 nm NAND2 area and placement utilisation.
+* **power**: the paper's 179.35 W for its Fred-D, scaled by chiplet-port bandwidth (the
+  fabric is I/O-dominated and the paper gives no other breakdown).
+
+:func:`design_switch_timing` gives the switch timing a design runs at: the characterization's
+measured summary of Fred_m(P) (fp16), with the first-flit latency multiplied by the chiplets a
+path crosses in the larger logical switch (one SwitchTiming serves both levels in the model).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from hdl.contracts.characterization import read_characterization
+from hdl.contracts.errors import FredError
+from sysmodel.platform import GB, Platform
+from sysmodel.switch_timing import SwitchTiming
+from sysmodel.toml_file import read_config_toml
+
+__all__ = ["FabricDesign", "CostModel", "load_cost_model", "fabric_cost", "design_switch_timing",
+           "switch_ports", "chiplet_layout"]
+
+
+@dataclass(frozen=True)
+class FabricDesign:
+    """One FRED fabric design point (see the module docstring)."""
+
+    npus_per_l1: int
+    l1_l2_fraction: float
+    in_switch: bool
+    middle: int
+    chiplet_ports: int
+    io_controllers: int
+
+    def __post_init__(self):
+        for name in ("npus_per_l1", "middle", "chiplet_ports"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise FredError(f"design {name} must be a positive integer, got {value!r}")
+        if isinstance(self.io_controllers, bool) or not isinstance(self.io_controllers, int) \
+                or self.io_controllers < 0:
+            raise FredError(f"design io_controllers must be an integer >= 0, got {self.io_controllers!r}")
+        if not isinstance(self.l1_l2_fraction, (int, float)) or isinstance(self.l1_l2_fraction, bool) \
+                or not 0 < self.l1_l2_fraction <= 64:
+            raise FredError(f"design l1_l2_fraction must be in (0, 64], got {self.l1_l2_fraction!r}")
+        if not isinstance(self.in_switch, bool):
+            raise FredError(f"design in_switch must be true or false, got {self.in_switch!r}")
+        if self.chiplet_ports < 2 or self.chiplet_ports & (self.chiplet_ports - 1):
+            raise FredError(f"design chiplet_ports must be a power of two >= 2, got {self.chiplet_ports}")
+
+    @property
+    def name(self) -> str:
+        return (f"L1x{self.npus_per_l1}-up{self.l1_l2_fraction:g}-{'isw' if self.in_switch else 'noisw'}"
+                f"-m{self.middle}-P{self.chiplet_ports}-io{self.io_controllers}")
+
+    def l1_l2_gbps(self, platform: Platform) -> float:
+        """L1-L2 bandwidth per L1 and direction: the fraction of the attached NPUs' bandwidth."""
+        return self.l1_l2_fraction * self.npus_per_l1 * platform.npu_send_gbps
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The coefficients of ``configs/cost.toml`` (each documented there with its source)."""
+
+    shoreline_gbps_per_mm: float
+    count_both_directions: bool
+    nand2_um2: float
+    utilization: float
+    gate_equivalents: dict
+    paper_total_w: float
+    paper_total_mm2: float
+    reference: FabricDesign
+    source: str
+    name: str = "custom"
+
+    def gate_equivalents_of(self, cells_by_type: dict) -> float:
+        """Gate equivalents of a yosys cell count by type (flip-flops by the ``$_DFF_`` entry)."""
+        total = 0.0
+        for cell, count in cells_by_type.items():
+            if cell == "$scopeinfo":
+                continue      # yosys bookkeeping, no hardware
+            if "DFF" in cell:
+                ge = self.gate_equivalents.get("$_DFF_", 1.0)
+            else:
+                ge = self.gate_equivalents.get(cell, 1.0)
+            total += ge * count
+        return total
+
+
+_KEYS = {"io": {"shoreline_gbps_per_mm", "count_both_directions"},
+         "logic": {"nand2_um2", "utilization", "gate_equivalents"},
+         "power": {"paper_total_w"}, "area": {"paper_total_mm2"},
+         "reference": {"npus_per_l1", "l1_l2_fraction", "in_switch", "middle", "chiplet_ports",
+                       "io_controllers"}}
+
+
+def load_cost_model(path: str | Path | None = None) -> CostModel:
+    """The cost model in ``path`` (default: the shipped ``configs/cost.toml``); unknown or
+    missing keys are errors naming them."""
+    data, source = read_config_toml(path, shipped="cost.toml", what="cost model")
+    for key in data:
+        if key not in _KEYS and key not in ("name", "description"):
+            raise FredError(f"{source}: unknown section or key {key!r}")
+    values = {}
+    for section, keys in _KEYS.items():
+        table = data.get(section)
+        if not isinstance(table, dict):
+            raise FredError(f"{source}: missing table [{section}]")
+        for key in table:
+            if key not in keys:
+                raise FredError(f"{source}: unknown key {section}.{key}")
+        for key in keys:
+            if key not in table:
+                raise FredError(f"{source}: missing {section}.{key}")
+        if section != "reference":
+            values.update({k: table[k] for k in keys})
+    for key in ("shoreline_gbps_per_mm", "nand2_um2", "utilization", "paper_total_w", "paper_total_mm2"):
+        v = values[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise FredError(f"{source}: {key} must be a positive number, got {v!r}")
+    if values["utilization"] > 1:
+        raise FredError(f"{source}: logic.utilization must be <= 1, got {values['utilization']}")
+    if not isinstance(values["count_both_directions"], bool):
+        raise FredError(f"{source}: io.count_both_directions must be true or false")
+    ges = values["gate_equivalents"]
+    if not isinstance(ges, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in ges.values()):
+        raise FredError(f"{source}: logic.gate_equivalents must map cell types to positive numbers")
+    try:
+        reference = FabricDesign(**data["reference"])
+    except FredError as exc:
+        raise FredError(f"{source}: [reference]: {exc}") from None
+    return CostModel(**values, reference=reference, source=source, name=str(data.get("name", "custom")))
+
+
+# -- structure ------------------------------------------------------------------------------
+def switch_ports(design: FabricDesign, platform: Platform) -> list[dict]:
+    """The logical switches of ``design`` on ``platform``: per switch its name, ports (in NPU
+    link units) and the bandwidth of those ports (GBps per direction)."""
+    npus = platform.npus
+    l1s = math.ceil(npus / design.npus_per_l1)
+    link = platform.npu_send_gbps
+    up_ports = math.ceil(design.l1_l2_gbps(platform) / link - 1e-9) if l1s > 1 else 0
+    io_per_l1 = [len(range(j, design.io_controllers, l1s)) for j in range(l1s)]
+    out = []
+    for j in range(l1s):
+        members = min(design.npus_per_l1, npus - j * design.npus_per_l1)
+        bw = members * link + io_per_l1[j] * platform.io_gbps + (design.l1_l2_gbps(platform) if l1s > 1 else 0)
+        out.append({"switch": f"l1.{j}", "ports": members + io_per_l1[j] + up_ports, "gbps": bw})
+    if l1s > 1:
+        out.append({"switch": "l2", "ports": l1s * up_ports, "gbps": l1s * design.l1_l2_gbps(platform)})
+    return out
+
+
+def chiplet_layout(ports: int, chiplet_ports: int) -> tuple[int, int, int]:
+    """(chiplets, chiplets a path crosses, chiplet ports each external port's bandwidth
+    crosses) of a logical switch of ``ports`` ports built from ``chiplet_ports``-port chiplets
+    (one chiplet, or a folded Clos of leaves and spines; see the module docstring)."""
+    if ports <= chiplet_ports:
+        return 1, 1, 1
+    half = chiplet_ports // 2
+    return math.ceil(ports / half) + math.ceil(ports / chiplet_ports), 3, 3
+
+
+# -- characterization -----------------------------------------------------------------------
+def _characterization(platform: Platform):
+    source = platform.switch.source
+    if not Path(source).is_file():
+        raise FredError(f"the design-space sweep reads switch timing and cells per chiplet size "
+                        f"from the platform's characterization file, but its switch timing came "
+                        f"from {source!r}, which is not a file")
+    return read_characterization(source)
+
+
+def _summary(document: dict, ports: int, middle: int, source: str) -> dict:
+    for s in document.get("summaries", []):
+        if s.get("ports") == ports and s.get("middle") == middle and s.get("dtype") == "fp16":
+            return s
+    have = sorted({(s.get("ports"), s.get("middle")) for s in document.get("summaries", [])})
+    raise FredError(f"{source}: no measured summary of Fred_{middle}({ports}) fp16; measured: "
+                    f"{', '.join(f'Fred_{m}({p})' for p, m in have) or 'none'}")
+
+
+def design_switch_timing(design: FabricDesign, platform: Platform) -> SwitchTiming:
+    """The switch timing of ``design``'s chiplets (the measured Fred_m(P) fp16 summary), with
+    the first-flit latency of the chiplets a path crosses in the larger logical switch."""
+    char = _characterization(platform)
+    s = _summary(char.document, design.chiplet_ports, design.middle, char.source)
+    hops = max(chiplet_layout(sw["ports"], design.chiplet_ports)[1] for sw in switch_ports(design, platform))
+    return replace(platform.switch,
+                   first_flit_latency_cycles=float(s["first_flit_latency_cycles"]) * hops,
+                   throughput_flits_per_cycle_per_port=float(s["throughput_flits_per_cycle_per_port"]),
+                   phase_switch_cycles=float(s["phase_switch_cycles"]),
+                   config_load_cycles=float(s["config_load_cycles"]),
+                   source=f"{char.source} (summary Fred_{design.middle}({design.chiplet_ports}) fp16, "
+                          f"{hops} chiplet(s) per switch traversal)",
+                   shipped=platform.switch.shipped)
+
+
+def _switch_cells(document: dict, ports: int, middle: int, cost: CostModel, source: str) -> tuple[float, int, str]:
+    """(gate equivalents, lanes, where from) of Fred_m(P): the synthesized switch when the
+    characterization has it, else the composition of its measured microswitches."""
+    entries = [c for c in document.get("cost", []) if c.get("dtype") == "fp16"]
+    for c in entries:
+        if c.get("kind") == "switch" and c.get("ports") == ports and c.get("middle") == middle \
+                and c.get("generic_cells_by_type"):
+            return cost.gate_equivalents_of(c["generic_cells_by_type"]), int(c["lanes"]), "synthesized"
+    composed = (document.get("cost_composed") or {}).get(f"P{ports}m{middle}")
+    measured = [c for c in entries if c.get("generic_cells_by_type")]
+    if composed is None or not measured:
+        raise FredError(f"{source}: no cell count of Fred_{middle}({ports}) fp16 (neither synthesized "
+                        f"nor composed); run fred characterize with that size")
+    # the composed estimate gives total cells only: convert with the measured designs' mean GE per cell
+    ge = sum(cost.gate_equivalents_of(c["generic_cells_by_type"]) for c in measured)
+    cells = sum(sum(n for t, n in c["generic_cells_by_type"].items() if t != "$scopeinfo") for c in measured)
+    return composed["generic_cells"] * ge / cells, int(measured[0]["lanes"]), "composed"
+
+
+# -- cost -----------------------------------------------------------------------------------
+def _raw_cost(design: FabricDesign, platform: Platform, cost: CostModel) -> dict:
+    char = _characterization(platform)
+    ge, lanes, origin = _switch_cells(char.document, design.chiplet_ports, design.middle, cost, char.source)
+    lane_gbps = lanes * 2 * platform.switch.clock_mhz * 1e6 / GB     # fp16 lanes per cycle -> GBps
+    ge_per_port_lane = ge / (design.chiplet_ports * lanes)
+    directions = 2 if cost.count_both_directions else 1
+    chiplets, port_gbps, logic_ge = 0, 0.0, 0.0
+    for sw in switch_ports(design, platform):
+        n, _, crossings = chiplet_layout(sw["ports"], design.chiplet_ports)
+        chiplets += n
+        port_gbps += sw["gbps"] * crossings
+        logic_ge += sw["gbps"] * crossings / lane_gbps * ge_per_port_lane
+    shoreline_mm = directions * port_gbps / cost.shoreline_gbps_per_mm
+    logic_mm2 = logic_ge * cost.nand2_um2 * 1e-6 / cost.utilization
+    return {"chiplets": chiplets, "port_gbps": port_gbps, "shoreline_mm": shoreline_mm,
+            "logic_mm2": logic_mm2, "cells_from": origin}
+
+
+def fabric_cost(design: FabricDesign, platform: Platform, cost: CostModel) -> dict:
+    """Area (mm^2: logic, I/O, total), power (W), chiplets and shoreline of ``design``."""
+    raw = _raw_cost(design, platform, cost)
+    ref = _raw_cost(cost.reference, platform, cost)
+    depth_mm = (cost.paper_total_mm2 - ref["logic_mm2"]) / ref["shoreline_mm"]
+    if depth_mm <= 0:
+        raise FredError(f"{cost.source}: the reference design's logic ({ref['logic_mm2']:.0f} mm^2) "
+                        f"exceeds the paper's total {cost.paper_total_mm2} mm^2")
+    io_mm2 = raw["shoreline_mm"] * depth_mm
+    return {"area_mm2": raw["logic_mm2"] + io_mm2, "logic_mm2": raw["logic_mm2"], "io_mm2": io_mm2,
+            "power_w": cost.paper_total_w * raw["port_gbps"] / ref["port_gbps"],
+            "chiplets": raw["chiplets"], "shoreline_mm": raw["shoreline_mm"],
+            "io_depth_mm": depth_mm, "cells_from": raw["cells_from"]}

@@ -1,0 +1,239 @@
+"""Design-space exploration of the FRED fabric (issue 16; ``fred dse``).
+
+For one workload, every :class:`~studies.cost.FabricDesign` of a :class:`DseGrid` (NPUs per
+L1, L1-L2 bandwidth per L1, in-switch collectives, middle subnetworks m, chiplet size P, I/O
+controllers) is run with every MP x DP x PP strategy (the sweep's: 40 samples per DP replica,
+ranked by time per sample). Each design's best strategy gives its time per sample; the cost
+model (:mod:`studies.cost`, ``configs/cost.toml``) gives its area and power. Designs are
+ranked by time per sample and by performance per cost (samples per second per mm^2 of fabric
+silicon); the Pareto front is the set of designs no other design beats on both time per sample
+and area. The paper's Fred-D (the cost file's reference design) is the yardstick: the cheapest
+design within 5 % of its time per sample is reported.
+
+A design runs on a copy of the platform (:func:`design_platform`) with its L1 size, I/O
+controllers and one switch-tree variant ``dse``, and the switch timing of its chiplets
+(:func:`studies.cost.design_switch_timing`). Points are plain data (:func:`dse_specs`,
+:func:`dse_point`) so that a process pool or a Dask cluster can run them.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import factorisations, parse_strategy
+from studies.cost import CostModel, FabricDesign, design_switch_timing, fabric_cost
+from sysmodel.platform import FredVariant, Platform
+from studies.points import platform_from_ref, workload_ref
+
+__all__ = ["DseGrid", "DSE_FABRIC", "design_platform", "dse_specs", "dse_point", "summarise",
+           "pareto_front", "write_dse", "WITHIN"]
+
+#: Name of the switch-tree variant a design's platform defines.
+DSE_FABRIC = "dse"
+#: "Within 5 % of Fred-D": the time-per-sample margin of the cheapest-design finding.
+WITHIN = 0.05
+
+
+@dataclass(frozen=True)
+class DseGrid:
+    """The values swept per fabric parameter (every combination is a design; with one L1 for
+    all NPUs there is no L2, so only the first L1-L2 fraction is kept for it)."""
+
+    npus_per_l1: tuple = (2, 4, 5, 10, 20)
+    l1_l2_fraction: tuple = (0.125, 0.25, 0.5, 1.0)
+    in_switch: tuple = (False, True)
+    middle: tuple = (2, 3)
+    chiplet_ports: tuple = (8, 16)
+    io_controllers: tuple = (18,)
+
+    def designs(self, platform: Platform, reference: FabricDesign | None = None) -> list[FabricDesign]:
+        """Every design of the grid (plus ``reference`` when it is not one of them)."""
+        out, seen = [], set()
+        for k, f, isw, m, p, io in itertools.product(self.npus_per_l1, self.l1_l2_fraction,
+                                                     self.in_switch, self.middle,
+                                                     self.chiplet_ports, self.io_controllers):
+            if k >= platform.npus:
+                f = max(self.l1_l2_fraction)   # no L2: the uplink fraction means nothing
+            d = FabricDesign(npus_per_l1=k, l1_l2_fraction=f, in_switch=isw, middle=m,
+                             chiplet_ports=p, io_controllers=io)
+            if d not in seen:
+                seen.add(d)
+                out.append(d)
+        if reference is not None and reference not in seen:
+            out.append(reference)
+        return out
+
+    def to_dict(self) -> dict:
+        return {k: list(v) for k, v in self.__dict__.items()}
+
+
+def design_platform(platform: Platform, design: FabricDesign) -> Platform:
+    """``platform`` with ``design``'s fabric as its only switch-tree variant (``dse``), no mesh
+    (the design replaces the wafer's network), and the design's switch timing (one object per
+    process and design, so the model's caches see one platform)."""
+    key = (id(platform), design)
+    hit = _DESIGN_PLATFORMS.get(key)
+    if hit is not None and hit[0] is platform:
+        return hit[1]
+    variant = FredVariant(DSE_FABRIC, design.l1_l2_gbps(platform), design.in_switch)
+    try:
+        made = replace(platform, npus_per_l1=design.npus_per_l1, io_controllers=design.io_controllers,
+                       mesh_rows=0, mesh_cols=0, variants={DSE_FABRIC: variant},
+                       switch=design_switch_timing(design, platform),
+                       l2_switch=None)  # the design's chiplet builds both levels
+    except FredError as exc:
+        raise FredError(f"design {design.name}: {exc}") from None
+    _DESIGN_PLATFORMS[key] = (platform, made)
+    return made
+
+
+_DESIGN_PLATFORMS: dict = {}
+
+
+def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap: bool,
+              strategies=None) -> list[dict]:
+    """One spec per (design, strategy); ``strategies``: MP x DP x PP texts (default: every
+    factorisation of the NPU count). An unknown workload or malformed strategy is an error
+    here, before any point runs."""
+    from sysmodel.workload_file import get_workload
+    platform = platform_from_ref(ref)
+    get_workload(workload)
+    workload = workload_ref(workload)
+    names = [str(s) for s in factorisations(platform.npus)] if strategies is None else \
+        [str(parse_strategy(s)) for s in strategies]
+    return [{"kind": "dse", "workload": workload, "design": d.to_dict(), "strategy": s,
+             "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
+            for d in designs for s in names]
+
+
+def dse_point(spec: dict) -> dict:
+    """The sweep row of one (design, strategy) spec, with the design's fields."""
+    from studies.evaluation import strategy_row
+    from sysmodel.workload_file import get_workload
+    design = FabricDesign(**spec["design"])
+    p = design_platform(platform_from_ref(spec["platform"]), design)
+    row = strategy_row(p, DSE_FABRIC, get_workload(spec["workload"]), parse_strategy(spec["strategy"]),
+                       spec["samples_per_dp"], spec["overlap"])
+    return {"design": design.name, **design.to_dict(), **row}
+
+
+def pareto_front(items, *, time_key="time_per_sample_s", cost_key="area_mm2") -> list[dict]:
+    """The items no other item beats on both keys (lower is better), by increasing cost."""
+    front, best = [], math.inf
+    for item in sorted(items, key=lambda r: (r[cost_key], r[time_key])):
+        if item[time_key] < best:
+            front.append(item)
+            best = item[time_key]
+    return front
+
+
+def summarise(rows: list[dict], designs, platform: Platform, cost: CostModel) -> dict:
+    """Per design its best strategy, cost and performance per cost; the rankings, the Pareto
+    front and the reference (Fred-D) comparison."""
+    by_design: dict[str, list] = {}
+    for r in rows:
+        by_design.setdefault(r["design"], []).append(r)
+    out = []
+    for d in designs:
+        mine = [r for r in by_design.get(d.name, []) if r.get("feasible")]
+        c = fabric_cost(d, platform, cost)
+        entry = {"design": d.name, **d.to_dict(), "l1_l2_gbps": d.l1_l2_gbps(platform), **c,
+                 "evaluated": len(by_design.get(d.name, [])), "feasible": len(mine)}
+        if mine:
+            best = min(mine, key=lambda r: r["time_per_sample_s"])
+            entry.update(best_strategy=best["strategy"], time_per_sample_s=best["time_per_sample_s"],
+                         time_s=best["time_s"], exposed_comm_s=best["exposed_comm_s"],
+                         samples_per_s=1.0 / best["time_per_sample_s"],
+                         samples_per_s_per_mm2=1.0 / best["time_per_sample_s"] / c["area_mm2"],
+                         samples_per_s_per_w=1.0 / best["time_per_sample_s"] / c["power_w"])
+        out.append(entry)
+    ok = [e for e in out if "time_per_sample_s" in e]
+    by_time = sorted(ok, key=lambda e: (e["time_per_sample_s"], e["area_mm2"]))
+    by_value = sorted(ok, key=lambda e: -e["samples_per_s_per_mm2"])
+    for rank, e in enumerate(by_time, 1):
+        e["rank_time"] = rank
+    for rank, e in enumerate(by_value, 1):
+        e["rank_perf_per_cost"] = rank
+    ref = next((e for e in ok if e["design"] == cost.reference.name), None)
+    finding = None
+    if ref is not None:
+        close = [e for e in ok if e["time_per_sample_s"] <= ref["time_per_sample_s"] * (1 + WITHIN)]
+        cheapest = min(close, key=lambda e: (e["area_mm2"], e["time_per_sample_s"]))
+        finding = {"reference": ref["design"], "reference_time_per_sample_s": ref["time_per_sample_s"],
+                   "reference_area_mm2": ref["area_mm2"], "reference_strategy": ref["best_strategy"],
+                   "within": WITHIN, "cheapest_within": cheapest["design"],
+                   "cheapest_within_strategy": cheapest["best_strategy"],
+                   "cheapest_within_area_mm2": cheapest["area_mm2"],
+                   "cheapest_within_time_per_sample_s": cheapest["time_per_sample_s"],
+                   "area_saving": 1 - cheapest["area_mm2"] / ref["area_mm2"],
+                   "fastest": by_time[0]["design"], "fastest_time_per_sample_s": by_time[0]["time_per_sample_s"],
+                   "best_perf_per_cost": by_value[0]["design"]}
+    return {"designs": out, "by_time": [e["design"] for e in by_time],
+            "by_perf_per_cost": [e["design"] for e in by_value],
+            "pareto": [e["design"] for e in pareto_front(ok)], "reference": finding}
+
+
+def write_dse(out: Path, workload: str, rows: list[dict], summary: dict, meta: dict) -> list[Path]:
+    """``dse_<workload>_points.csv`` (every point), ``dse_<workload>_designs.csv`` (per design),
+    ``dse_<workload>.json`` (all of it) and ``dse_<workload>_pareto.png``; returns the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = workload.replace("/", "_").replace(".toml", "").replace(".json", "")
+    paths = [out / f"dse_{stem}_points.csv", out / f"dse_{stem}_designs.csv", out / f"dse_{stem}.json",
+             out / f"dse_{stem}_pareto.png"]
+    _csv(paths[0], rows)
+    _csv(paths[1], summary["designs"])
+    paths[2].write_text(json.dumps({**meta, "summary": summary, "rows": rows}, indent=2,
+                                   sort_keys=True, default=_json_safe))
+    _plot(paths[3], workload, summary)
+    return paths
+
+
+def _json_safe(v):
+    return v.tolist() if hasattr(v, "tolist") else str(v)
+
+
+def _csv(path: Path, rows: list[dict]) -> None:
+    fields = []
+    for r in rows:
+        fields += [k for k in r if k not in fields]
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plot(path: Path, workload: str, summary: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ok = [e for e in summary["designs"] if "time_per_sample_s" in e]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for isw, colour, label in ((False, "tab:blue", "no in-switch collectives"),
+                               (True, "tab:orange", "in-switch collectives")):
+        pts = [e for e in ok if e["in_switch"] == isw]
+        ax.scatter([e["area_mm2"] for e in pts], [e["time_per_sample_s"] * 1e3 for e in pts],
+                   s=14, color=colour, alpha=0.6, label=label)
+    front = [e for name in summary["pareto"] for e in ok if e["design"] == name]
+    ax.plot([e["area_mm2"] for e in front], [e["time_per_sample_s"] * 1e3 for e in front],
+            "k-", lw=1, marker="o", ms=4, mfc="none", label="Pareto front")
+    ref = summary.get("reference")
+    if ref:
+        ax.scatter([ref["reference_area_mm2"]], [ref["reference_time_per_sample_s"] * 1e3], marker="*",
+                   s=160, color="red", label="paper's Fred-D", zorder=5)
+        ax.scatter([ref["cheapest_within_area_mm2"]], [ref["cheapest_within_time_per_sample_s"] * 1e3],
+                   marker="D", s=60, color="green", zorder=5,
+                   label=f"cheapest within {100 * ref['within']:.0f} % of Fred-D")
+    ax.set_xscale("log")
+    ax.set_xlabel("fabric silicon area, mm^2 (configs/cost.toml)")
+    ax.set_ylabel("time per sample, ms (best strategy)")
+    ax.set_title(f"fred dse: {workload}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,186 @@
+"""The training model against measured training runs (issue 14): ``fred validate``.
+
+The cases are Megatron-LM iterations measured on DGX A100 80 GB nodes by Korthikanti et al.
+2022 (``data/validation/korthikanti2022.toml``: Table 5 times, Table 3 configurations, each
+value's source in the file). Each case runs through the same :func:`simulate_iteration` as the
+wafer evaluation, on the GPU-cluster platform ``configs/a100-cluster.toml`` (GPUs under an
+NVSwitch L1, nodes under an InfiniBand L2: the two-level tree, no in-switch reduction) with
+``npu.count`` set to the case's GPUs. One platform file, one set of efficiency parameters,
+for every case; nothing is fitted per case.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from hdl.contracts.errors import FredError
+from sysmodel.platform import Platform, load_platform
+from sysmodel.toml_file import parse_toml
+from sysmodel.training import simulate_iteration
+from sysmodel.workloads import Workload, transformer
+
+__all__ = ["ValidationCase", "load_cases", "case_workload", "run_validation", "DEFAULT_CASES",
+           "cluster_platform", "MODES"]
+
+#: Execution modes of the measured table: full recomputation (tensor parallel all-reduces),
+#: selective recomputation with sequence parallelism.
+MODES = {"full": dict(recompute="full", sequence_parallel=False),
+         "seqsel": dict(recompute="selective", sequence_parallel=True)}
+FABRIC = "cluster"
+
+
+def DEFAULT_CASES() -> Path:
+    """``data/validation/korthikanti2022.toml`` at the repository root."""
+    return Path(__file__).resolve().parent.parent / "data" / "validation" / "korthikanti2022.toml"
+
+
+@dataclass(frozen=True)
+class ValidationCase:
+    model: str
+    mode: str
+    hyper: dict
+    tensor_parallel: int
+    pipeline_parallel: int
+    gpus: int
+    global_batch: int
+    micro_batch: int
+    interleave: int
+    measured_s: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}/{self.mode}"
+
+    @property
+    def data_parallel(self) -> int:
+        return self.gpus // (self.tensor_parallel * self.pipeline_parallel)
+
+
+_MODEL_KEYS = {"layers", "hidden", "heads", "seq", "vocab", "tensor_parallel", "pipeline_parallel",
+               "gpus", "global_batch", "micro_batch", "interleave", "measured_s"}
+
+
+def load_cases(path: str | Path | None = None) -> tuple[list[ValidationCase], dict]:
+    """(cases, header) from a validation file (errors name the file, model and key)."""
+    path = Path(path) if path else DEFAULT_CASES()
+    if not path.is_file():
+        raise FredError(f"validation file {path} does not exist")
+    data = parse_toml(path.read_text(), str(path))
+    models = data.get("model")
+    if not isinstance(models, dict) or not models:
+        raise FredError(f"{path}: no [model.<name>] tables")
+    cases = []
+    for name, m in models.items():
+        where = f"{path}: model.{name}"
+        if not isinstance(m, dict):
+            raise FredError(f"{where} must be a table")
+        for key in m:
+            if key not in _MODEL_KEYS:
+                raise FredError(f"{where}: unknown key {key!r}")
+        for key in _MODEL_KEYS:
+            if key not in m:
+                raise FredError(f"{where}: missing key {key!r}")
+        for key in _MODEL_KEYS - {"measured_s"}:
+            if isinstance(m[key], bool) or not isinstance(m[key], int) or m[key] < 1:
+                raise FredError(f"{where}.{key} must be a positive integer, got {m[key]!r}")
+        t, p, g = m["tensor_parallel"], m["pipeline_parallel"], m["gpus"]
+        if g % (t * p):
+            raise FredError(f"{where}: gpus {g} is not a multiple of tensor x pipeline parallel {t * p}")
+        dp = g // (t * p)
+        if m["global_batch"] % (dp * m["micro_batch"]):
+            raise FredError(f"{where}: global_batch {m['global_batch']} does not split into "
+                            f"micro_batch {m['micro_batch']} x data parallel {dp}")
+        measured = m["measured_s"]
+        if not isinstance(measured, dict) or not measured:
+            raise FredError(f"{where}.measured_s must be a table of mode = seconds")
+        for mode, seconds in measured.items():
+            if mode not in MODES:
+                raise FredError(f"{where}.measured_s: unknown mode {mode!r}; expected "
+                                f"{', '.join(MODES)}")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+                raise FredError(f"{where}.measured_s.{mode} must be a positive number of seconds")
+            cases.append(ValidationCase(
+                model=name, mode=mode,
+                hyper={k: m[k] for k in ("layers", "hidden", "heads", "seq", "vocab")},
+                tensor_parallel=t, pipeline_parallel=p, gpus=g, global_batch=m["global_batch"],
+                micro_batch=m["micro_batch"], interleave=m["interleave"], measured_s=float(seconds)))
+    header = {k: v for k, v in data.items() if k != "model"}
+    return cases, header
+
+
+def case_workload(case: ValidationCase) -> Workload:
+    """The case as a workload: Megatron's layer split, its recomputation mode, one DP replica's
+    share of the global batch in microbatches of ``micro_batch``."""
+    dp = case.data_parallel
+    samples = case.global_batch // dp
+    return transformer(
+        name=case.name, mode="weight-stationary",
+        strategy=f"MP{case.tensor_parallel}-DP{dp}-PP{case.pipeline_parallel}",
+        microbatches=samples // case.micro_batch, samples_per_dp=samples,
+        interleave=case.interleave if case.pipeline_parallel > 1 else 1,
+        pipeline_split="layers", description=f"{case.name} (Korthikanti et al. 2022)",
+        **case.hyper, **MODES[case.mode])
+
+
+def cluster_platform(path: str | Path | None = None, *,
+                     characterization: str | Path | None = None) -> Platform:
+    """The validation platform: ``path`` (default: the shipped ``a100-cluster.toml``) with the
+    switch timing of ``characterization`` (default: the shipped one; the cluster's tree does
+    no in-switch collectives, so only its flit size, latency and throughput fraction apply)."""
+    if path is None:
+        with resources.as_file(resources.files("sysmodel").joinpath("configs", "a100-cluster.toml")) as p:
+            return load_platform(p, characterization=characterization)
+    return load_platform(path, characterization=characterization)
+
+
+def select_cases(cases_path=None, only=None) -> tuple[list, dict]:
+    """(the cases to run, the file's header): every case, or those ``only`` names."""
+    cases, header = load_cases(cases_path)
+    if only:
+        cases = [c for c in cases if c.model in only or c.name in only]
+        if not cases:
+            raise FredError(f"no validation case matches {', '.join(only)}")
+    return cases, header
+
+
+def run_validation(*, cases_path=None, platform: Platform | None = None, only=None,
+                   progress: bool = False, tick=None) -> dict:
+    """Every case: model vs measured; the mean absolute and the worst relative error.
+    ``tick(1)`` after each case (a progress bar's ``update``)."""
+    cases, header = select_cases(cases_path, only)
+    base = platform or cluster_platform()
+    if FABRIC not in base.variants:
+        raise FredError(f"validation platform {base.name!r} has no switch-tree variant {FABRIC!r}")
+    rows = []
+    for case in cases:
+        start = time.perf_counter()
+        p = base.scaled(npus=case.gpus)
+        wl = case_workload(case)
+        r = simulate_iteration(p, FABRIC, wl, microbatches=wl.microbatches)
+        error = r.time_s / case.measured_s - 1
+        rows.append({"case": case.name, "model": case.model, "mode": case.mode, "gpus": case.gpus,
+                     "strategy": str(wl.strategy), "interleave": wl.interleave,
+                     "microbatches": r.microbatches, "measured_s": case.measured_s,
+                     "model_s": r.time_s, "error": error,
+                     "breakdown": r.breakdown, "memory_gb": r.memory.total / 1e9,
+                     "recompute": r.memory.recompute_mode, "notes": r.notes,
+                     "eval_s": time.perf_counter() - start})
+        if progress:
+            print(f"  {case.name:24s} model {r.time_s:8.3f} s  measured {case.measured_s:7.2f} s  "
+                  f"{100 * error:+6.1f} %  ({time.perf_counter() - start:.1f} s)",
+                  file=sys.stderr, flush=True)
+        if tick is not None:
+            tick(1)
+    errors = [abs(r["error"]) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    return {"cases": rows, "mean_abs_error": sum(errors) / len(errors),
+            "worst_abs_error": abs(worst["error"]), "worst_case": worst["case"],
+            "platform": base.name, "compute": base.compute.to_dict() if base.compute else None,
+            "link_efficiency": base.link_efficiency, "source": header.get("source", ""),
+            "target": {"mean_abs_error": 0.05, "worst_abs_error": 0.10},
+            "meets_target": sum(errors) / len(errors) <= 0.05 and max(errors) <= 0.10}
