@@ -236,7 +236,6 @@ class _StationaryPipeline:
                          self.compute.optimizer_step_s(params), dps, npu=self.plan.representative(s),
                          source=("optimizer", params))
 
-
     def add_deferred_reductions(self, s: int) -> None:
         """Stage ``s``'s gradient buckets whose reduction blocks compute, when PP > 1: all-reduced
         back to back after the stage's last backward and its last send (Megatron-LM reduces the
