@@ -8,8 +8,10 @@ communication tasks to a :class:`StageEngine` in an order every resource can run
   of forward and backward passes per microbatch; after each layer its MP all-reduces
   (blocking the stage's compute: the next layer waits); a PP send per microbatch at each
   (virtual) stage boundary, blocking the stage's compute unless ``platform.pp_overlap``;
-  during the last microbatch's backward, ZeRO-2 gradient buckets reduced over the DP group
-  when full; then the sharded optimizer step.
+  ZeRO-2 gradient buckets reduced over the DP group: during the last microbatch's backward
+  when full, or -- when the reduction blocks compute and PP > 1 -- after the stage's whole
+  pipeline schedule (its last send included), as Megatron-LM and DeepSpeed's pipeline engine
+  reduce gradients (docs/sysmodel.md, "Overlap policy"); then the sharded optimizer step.
 * :func:`weight_streaming_graph`: layers in order, layer l on stage l % PP; a layer's weights
   stream in once a resident slot is free, all microbatches run through it, each hands over to
   the next layer's stage; the backward streams weights in again and gradients out.
@@ -119,6 +121,13 @@ class _StationaryPipeline:
         self.sends_forward: dict = {}    # (virtual stage v -> v+1, microbatch) -> send task
         self.sends_backward: dict = {}   # (virtual stage v -> v-1, microbatch) -> send task
         self.backwards_done: dict = {}   # virtual stage -> backwards added
+        # A blocking gradient reduction between a stage's last backward layers would hold up
+        # that backward's send, and with it every earlier stage's last backward: the pipeline's
+        # drain would pay one reduction per stage (docs/sysmodel.md, "Overlap policy"). With
+        # PP > 1 it therefore runs after the stage's schedule, as the frameworks run it.
+        self.defer_dp = self.pp > 1 and (eng.blocking or not plan.platform.dp_overlap)
+        self.deferred_dp: dict = {}      # stage -> [(name, time, compute task)] to reduce after it
+        self.last_send: dict = {}        # stage -> its latest send task
         self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
 
     def add_schedule(self) -> None:
@@ -206,31 +215,44 @@ class _StationaryPipeline:
         block = not self.plan.platform.pp_overlap
         if kind == "F" and v < self.last_virtual:
             nbytes = mb * layers[stage[-1]].out_bytes
-            self.sends_forward[(v, i)] = self.eng.add(
+            self.sends_forward[(v, i)] = self.last_send[s] = self.eng.add(
                 f"F{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v + 1) % self.pp, nbytes),
                 [prev], category="pp", npu=self.plan.representative(s), block=block)
         if kind == "B" and v > 0:
             nbytes = mb * layers[stage[0]].in_bytes
-            self.sends_backward[(v, i)] = self.eng.add(
+            self.sends_backward[(v, i)] = self.last_send[s] = self.eng.add(
                 f"B{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v - 1) % self.pp, nbytes),
                 [prev], category="pp", npu=self.plan.representative(s), block=block)
 
     def add_optimizer_steps(self) -> None:
-        """Each stage's sharded optimizer step, after all its gradient buckets are reduced."""
+        """Each stage's deferred gradient buckets (see :meth:`add_deferred_reductions`), then its
+        sharded optimizer step, after all its gradient buckets are reduced."""
         layers, mp = self.plan.workload.layers, self.plan.strategy.mp
         for s in range(self.pp):
+            self.add_deferred_reductions(s)
             params = sum(layers[i].params / layers[i].shards(mp) for i in self.plan.stages[s])
             dps = list(self.eng.queues.get(stage_resource(s, "dp"), ()))  # the stage's DP tasks
             self.eng.add(f"optimizer s{s}", stage_resource(s, "compute"),
                          self.compute.optimizer_step_s(params), dps, npu=self.plan.representative(s),
                          source=("optimizer", params))
 
+    def add_deferred_reductions(self, s: int) -> None:
+        """Stage ``s``'s gradient buckets whose reduction blocks compute, when PP > 1: all-reduced
+        back to back after the stage's last backward and its last send (Megatron-LM reduces the
+        gradients once its pipeline schedule returns, DeepSpeed's pipeline engine in the
+        ReduceGrads step after the last backward; neither holds a send up behind a reduction)."""
+        for name, d, compute_task in self.deferred_dp.pop(s, ()):
+            self.eng.add(name, stage_resource(s, "dp"), d,
+                         [compute_task, self.last_send.get(s)], category="dp",
+                         npu=self.plan.representative(s), block=True)
+
 
 class _GradientBuckets:
     """ZeRO-2 gradient buckets of one stage's last backward: layers' gradients (their MP shard)
     fill a bucket of ``platform.dp_bucket_elements`` elements in backward order; a full bucket,
     and the last one when the backward ends, is all-reduced over the DP groups, blocking the
-    stage's compute unless ``platform.dp_overlap``."""
+    stage's compute unless ``platform.dp_overlap``; a blocking reduction with PP > 1 is deferred
+    until the stage's schedule is over (:meth:`_StationaryPipeline.add_deferred_reductions`)."""
 
     def __init__(self, pipeline: _StationaryPipeline, stage: int):
         self.pipeline, self.stage = pipeline, stage
@@ -249,9 +271,13 @@ class _GradientBuckets:
         if d > 0:
             first, final = self.layers[0].name, self.layers[-1].name
             names = first if len(self.layers) == 1 else f"{first}..{final}"
-            p.eng.add(f"dp s{self.stage} {names}", stage_resource(self.stage, "dp"), d, [compute_task],
-                      category="dp", npu=p.plan.representative(self.stage),
-                      block=not platform.dp_overlap)
+            name = f"dp s{self.stage} {names}"
+            if p.defer_dp:
+                p.deferred_dp.setdefault(self.stage, []).append((name, d, compute_task))
+            else:
+                p.eng.add(name, stage_resource(self.stage, "dp"), d, [compute_task],
+                          category="dp", npu=p.plan.representative(self.stage),
+                          block=not platform.dp_overlap)
         self.layers, self.elements = [], 0.0
 
 

@@ -28,6 +28,9 @@ this symmetric placement), a graph of compute and communication tasks and runs i
   backward ends), on the DP channel (ZeRO-2's reduce-scatter + all-gather moves the same
   bytes as an all-reduce). With ``platform.dp_overlap`` false (DeepSpeed's ZeRO-2 default)
   the reduction blocks the stage's compute; with true it overlaps the remaining backward.
+  With PP > 1 a blocking reduction runs after the stage's pipeline schedule instead (its last
+  backward and that backward's send first), as Megatron-LM and DeepSpeed's pipeline engine
+  run it, so that it never holds up the pipeline's drain (docs/sysmodel.md, "Overlap policy").
   Then the (sharded) optimizer step.
 * **I/O** (weight-streaming): each layer's weights (MP shard) stream from the I/O
   controllers to the stage's DP group before its forward and again before its backward

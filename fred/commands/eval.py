@@ -20,12 +20,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="paper: fit one compute factor per workload on its Fred-C figure and "
                              "predict Fred-A, B, D (labelled; the headline stays the documented "
                              "platform's)")
+    parser.add_argument("--trace", default=None, metavar="FILE",
+                        help="write the executed schedules of the headline iterations as Chrome "
+                             "trace-event JSON (Perfetto, chrome://tracing): one process per "
+                             "workload and fabric (the mesh and Fred-A..D, the paper's strategies, "
+                             "the documented platform, not the calibrated one; each simulated "
+                             "once more), one track per stage resource")
     add_model_arguments(parser)
 
 
 def run(args) -> int:
     from fred.progress import progress_bar, wanted
+    from sysmodel.chrome_trace import TraceRecorder
     from studies.evaluation import evaluation_steps, run_evaluation
+    recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     platform = model_platform(args)
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
     steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)
@@ -35,6 +43,8 @@ def run(args) -> int:
                                  platform=platform, with_diagnostic=not args.no_diagnostic,
                                  overlap=not args.no_overlap, calibration_mode=args.calibration,
                                  tick=bar.update)
+    if recorder:
+        _trace(recorder, platform, overlap=not args.no_overlap)
     paper_cal = summary.get("calibration_paper")
     if args.json:
         out = {"speedup": summary["speedup"], "switch_timing": summary["switch_timing"]}
@@ -150,3 +160,15 @@ def _paper_calibration(summary) -> str | None:
     return (f"{table}\nFred-D within 10 % of the paper: "
             f"{'yes' if paper_cal['fred_d_within_10pct'] else 'NO'} "
             f"(worst {100 * paper_cal['fred_d_worst_error']:.1f} %)")
+
+
+def _trace(recorder, platform, *, overlap: bool) -> None:
+    """The headline iterations (every workload on the mesh and Fred-A..D) into ``recorder``."""
+    import sys
+    from studies.evaluation import FRED_FABRICS
+    from sysmodel.workload_file import get_workload
+    from sysmodel.workloads import WORKLOADS
+    for w in WORKLOADS:
+        for fabric in ("mesh", *FRED_FABRICS):
+            recorder.add(f"{w} on {fabric}", platform, fabric, get_workload(w), overlap=overlap)
+    print(f"trace: {len(recorder.iterations)} iteration(s) written to {recorder.write()}", file=sys.stderr)

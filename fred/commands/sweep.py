@@ -26,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evaluate only this MP<a>-DP<b>-PP<c> (with its breakdown) instead of all")
     parser.add_argument("--schedule", default="1f1b", choices=("1f1b", "gpipe"),
                         help="pipeline schedule with --strategy (default 1f1b)")
+    parser.add_argument("--trace", default=None, metavar="FILE",
+                        help="write the executed schedule as Chrome trace-event JSON (Perfetto, "
+                             "chrome://tracing): the --strategy iteration, else the best-ranked "
+                             "strategy's (simulated once more); one track per stage resource")
     add_model_arguments(parser)
     add_parallel_arguments(parser)
 
@@ -34,10 +38,21 @@ def run(args) -> int:
     from hdl.contracts.errors import FredError
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
+    from sysmodel.chrome_trace import TraceRecorder
+    recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     platform = model_platform(args)
     if args.strategy:
-        return _one(args, platform)
+        return _one(args, platform, recorder)
     rows, failed = _points(args)
+    best = next((r for r in rows if r["feasible"]), None)
+    if recorder and best:
+        from hdl.contracts.placement import parse_strategy
+        from sysmodel.workload_file import get_workload
+        wl = get_workload(args.workload)
+        recorder.add(f"{args.workload} {best['strategy']} on {args.fabric} (rank 1)", platform, args.fabric,
+                     wl.with_(microbatches=best["microbatches"]), parse_strategy(best["strategy"]),
+                     samples_per_dp=args.samples_per_dp, overlap=not args.no_overlap)
+        _wrote(recorder)
     if args.json:
         print_json({"workload": args.workload, "fabric": args.fabric,
                     "switch_timing": switch_timing_json(platform), "failed": failed,
@@ -78,7 +93,7 @@ def _points(args) -> tuple[list[dict], list[dict]]:
     return rank_rows([r.value for r in results if r.ok]), failed
 
 
-def _one(args, platform) -> int:
+def _one(args, platform, recorder=None) -> int:
     from hdl.contracts.placement import parse_strategy
     from sysmodel.training import simulate_iteration
     from sysmodel.workload_file import get_workload
@@ -86,6 +101,11 @@ def _one(args, platform) -> int:
     r = simulate_iteration(platform, args.fabric, get_workload(args.workload), strategy,
                            schedule=args.schedule, samples_per_dp=args.samples_per_dp,
                            overlap=not args.no_overlap)
+    if recorder:
+        recorder.add(f"{args.workload} {strategy} on {args.fabric}", platform, args.fabric,
+                     get_workload(args.workload), strategy, schedule=args.schedule,
+                     samples_per_dp=args.samples_per_dp, overlap=not args.no_overlap)
+        _wrote(recorder)
     if args.json:
         print_json({**r.to_dict(), "switch_timing": switch_timing_json(platform)})
         return 0
@@ -101,3 +121,8 @@ def _one(args, platform) -> int:
     for note in r.notes:
         print(f"note: {note}")
     return 0
+
+
+def _wrote(recorder) -> None:
+    import sys
+    print(f"trace: {len(recorder.iterations)} iteration(s) written to {recorder.write()}", file=sys.stderr)

@@ -22,17 +22,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "shipped with the package)")
     parser.add_argument("--only", action="append", default=None, metavar="MODEL[/MODE]",
                         help="run only this case or model (repeatable), e.g. megatron-22b")
+    parser.add_argument("--trace", default=None, metavar="FILE",
+                        help="write the executed schedule of every case run (one process per "
+                             "case; each simulated once more) as Chrome trace-event JSON, for "
+                             "Perfetto or chrome://tracing (sysmodel/chrome_trace.py)")
 
 
 def run(args) -> int:
     from fred.progress import progress_bar, wanted
-    from studies.validation import cluster_platform, run_validation, select_cases
+    from sysmodel.chrome_trace import TraceRecorder
+    from studies.validation import FABRIC, case_workload, cluster_platform, run_validation, select_cases
+    recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     platform = cluster_platform(args.platform, characterization=args.characterization)
     cases, _ = select_cases(args.cases, args.only)
     # a progress bar on a terminal; else the per-case log on stderr (none with --json)
     with progress_bar(len(cases), "validate", json_output=args.json, unit="case") as bar:
         result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
                                 progress=not args.json and not wanted(args.json), tick=bar.update)
+    if recorder:
+        for case in cases:
+            wl = case_workload(case)
+            recorder.add(case.name, platform.scaled(npus=case.gpus), FABRIC, wl, microbatches=wl.microbatches)
+        _wrote(recorder)
     if args.json:
         print_json({**result, "switch_timing": switch_timing_json(platform)})
         return 0
@@ -49,3 +60,8 @@ def run(args) -> int:
           f"{100 * result['worst_abs_error']:.1f} % ({result['worst_case']}); {verdict} the target "
           f"(mean <= 5 %, none worse than 10 %)")
     return 0
+
+
+def _wrote(recorder) -> None:
+    import sys
+    print(f"trace: {len(recorder.iterations)} iteration(s) written to {recorder.write()}", file=sys.stderr)
