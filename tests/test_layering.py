@@ -8,7 +8,7 @@ Layers, bottom up (``hdl/base/__init__.py`` describes them):
     hdl           the Amaranth designs                     -> hdl.base, amaranth
     cocotb_tests  verification: benches, runner, Verilator locator, lint, synthesis and the
                   characterization pipeline                -> hdl, cocotb, vcdvcd
-    sysmodel      the system model                         -> hdl.base only
+    sysmodel      the system model                         -> hdl.base (numpy, pydantic...)
     fred          the command line                         -> anything; imported by nothing
 
 Imports are read with ``ast`` (every ``import`` statement, also inside functions), so an import
@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Which project packages each layer may import (besides itself), and which third-party
 #: packages it may use. The standard library is always allowed.
 LAYERS = {
-    "hdl.base": {"project": set(), "third_party": {"numpy"}},
+    # pydantic: the input files' schemas (hdl/base/input_schema.py, the characterization
+    # schema; issue 27)
+    "hdl.base": {"project": set(), "third_party": {"numpy", "pydantic"}},
     "hdl": {"project": {"hdl.base"}, "third_party": {"numpy", "amaranth"}},
     "cocotb_tests": {"project": {"hdl", "hdl.base"},
                      "third_party": {"numpy", "amaranth", "cocotb", "cocotb_tools", "vcdvcd",
@@ -38,7 +40,9 @@ LAYERS = {
                                      "cocotb_coverage", "yaml"}},
     # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
     # execution traces with the schema MLCommons publishes (issue 14)
-    "sysmodel": {"project": {"hdl.base"}, "third_party": {"numpy", "matplotlib", "chakra", "google"}},
+    # pydantic: the platform, workload, validation-case and cost files' schemas (issue 27)
+    "sysmodel": {"project": {"hdl.base"},
+                 "third_party": {"numpy", "matplotlib", "chakra", "google", "pydantic"}},
     # dask / distributed: fred/parallel.py runs points on a Dask cluster (--scheduler); tqdm:
     # fred/progress.py's progress bars (issue 16). The model below never imports them.
     "fred": {"project": {"hdl", "hdl.base", "cocotb_tests", "sysmodel"},
