@@ -286,7 +286,7 @@ class _Mesh(InputModel):
     @model_validator(mode="after")
     def _a_mesh_has_size_and_links(self):
         if (self.rows or self.cols) and not (self.rows and self.cols and self.link_gbps > 0):
-            raise ValueError(f"[mesh] needs rows >= 1, cols >= 1 and link_gbps > 0, got rows = "
+            raise ValueError(f"a mesh needs rows >= 1, cols >= 1 and link_gbps > 0, got rows = "
                              f"{self.rows}, cols = {self.cols}, link_gbps = {self.link_gbps:g}")
         return self
 

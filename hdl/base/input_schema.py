@@ -68,6 +68,8 @@ def input_error_message(exc: ValidationError, source: str, *, model: type[BaseMo
     loc = tuple(error["loc"])
     kind = error["type"]
     where = _where(prefix, loc, data, style)
+    if kind in ("value_error", "assertion_error") and loc + prefix and style == "toml":
+        where = f"[{_where(prefix, loc, data, 'json')}]"    # a table's own check: the table
     annotation, metadata, parent = _field_at(model, loc) if model is not None else (None, (), None)
     if kind == "missing":
         reason = "missing (required)"
@@ -102,6 +104,8 @@ def _where(prefix: tuple, loc: tuple, data: Any, style: str) -> str:
             child = node[item] if node is not None else None
         except (KeyError, IndexError, TypeError):
             child = None
+        if item == "[key]":       # the key itself is wrong: the location is the key's
+            continue
         if isinstance(item, int):
             label = f"[{item}]"
             if isinstance(child, dict) and isinstance(child.get("name"), str):
@@ -148,9 +152,14 @@ def _unwrap(annotation) -> tuple[Any, list]:
 def _field_at(model, loc: tuple):
     """(annotation, constraint metadata, the model holding the last key) at ``loc``."""
     annotation, metadata, parent = model, [], None
-    for item in loc:
+    for i, item in enumerate(loc):
         bare, _ = _unwrap(annotation)
         origin = typing.get_origin(bare)
+        if item == "[key]":
+            continue
+        if origin is dict and loc[i + 1:i + 2] == ("[key]",):   # the dict's key is wrong
+            annotation, metadata = typing.get_args(bare)[0], []
+            continue
         if isinstance(bare, type) and issubclass(bare, BaseModel):
             if item not in bare.model_fields:
                 return None, [], bare
