@@ -122,7 +122,7 @@ def test_an_explicit_characterization_is_read_and_validated(tmp_path):
         load_switch_timing(path)
     del doc["switch"]["flit_bytes"]
     path.write_text(json.dumps(doc))
-    with pytest.raises(FredError, match="flit_bytes' is missing"):
+    with pytest.raises(FredError, match=r"c\.json: switch\.flit_bytes: missing"):
         load_switch_timing(path)
 
 

@@ -31,15 +31,15 @@ class InputModel(BaseModel):
 
 
 #: A finite number (int or float, never a bool), read as a float.
-Number = Annotated[float, Field(allow_inf_nan=False)]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 #: A finite number > 0.
-PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PositiveNumber = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
 #: A finite number >= 0.
-NonNegativeNumber = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+NonNegativeNumber = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 #: An integer >= 1 (never a bool or a float).
-PositiveInt = Annotated[int, Field(ge=1)]
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 #: An integer >= 0.
-NonNegativeInt = Annotated[int, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
 
 
 def validate_input(model: type[BaseModel], data: Any, source: str, *, prefix: tuple = (),
@@ -56,15 +56,17 @@ def validate_input(model: type[BaseModel], data: Any, source: str, *, prefix: tu
 
 def input_error_message(exc: ValidationError, source: str, *, model: type[BaseModel] | None = None,
                         data: Any = None, prefix: tuple = (), style: str = "toml") -> str:
-    """One line for the first error of ``exc`` (an unknown key before all others): the file ``source``, where in it (``style``
+    """One line for the first error of ``exc`` (an unknown key, then a missing one, first): the file ``source``, where in it (``style``
     ``toml``: ``[table] key``; ``json``: ``a.b.key``) and what was expected, got what.
 
     ``model`` (the validated class) lets the message say what the key expects (type and
     bounds) and which keys a table allows; ``data`` (the document) names array entries by
     their ``name``; ``prefix``: the location of ``data`` inside the file."""
     errors = exc.errors(include_url=False)
-    # an unknown key first: a misspelt key also makes the key it meant "missing"
-    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    # an unknown key first (a misspelt key also makes the key it meant "missing"), then a
+    # missing one, then the values
+    error = next((e for e in errors if e["type"] == "extra_forbidden"),
+                 next((e for e in errors if e["type"] == "missing"), errors[0]))
     loc = tuple(error["loc"])
     kind = error["type"]
     where = _where(prefix, loc, data, style)
@@ -82,6 +84,8 @@ def input_error_message(exc: ValidationError, source: str, *, model: type[BaseMo
     else:
         expected = _describe(annotation, metadata) if annotation is not None else None
         reason = f"expected {expected or _fallback(error)}, got {_shown(error['input'])}"
+    if style == "json":
+        reason = reason.replace("a table", "an object").replace("an empty table", "an empty object")
     return f"{source}: {where}: {reason}" if where else f"{source}: {reason}"
 
 
