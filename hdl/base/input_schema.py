@@ -94,7 +94,7 @@ def _shown(value) -> str:
         return "a table" if value else "an empty table"
     if isinstance(value, list):
         return "an array"
-    if isinstance(value, bool):
+    if value is True or value is False:      # as the file spells it
         return "true" if value else "false"
     return repr(value)
 
