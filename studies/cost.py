@@ -35,8 +35,14 @@ import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from typing import Annotated
+
+from pydantic import Field
+
 from hdl.contracts.characterization import read_characterization
 from hdl.contracts.errors import FredError
+from hdl.contracts.input_schema import (InputModel, NonNegativeInt, PositiveInt, PositiveNumber,
+                                   validate_input)
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_timing import SwitchTiming
 from sysmodel.toml_file import read_config_toml
@@ -114,49 +120,63 @@ class CostModel:
         return total
 
 
-_KEYS = {"io": {"shoreline_gbps_per_mm", "count_both_directions"},
-         "logic": {"nand2_um2", "utilization", "gate_equivalents"},
-         "power": {"paper_total_w"}, "area": {"paper_total_mm2"},
-         "reference": {"npus_per_l1", "l1_l2_fraction", "in_switch", "middle", "chiplet_ports",
-                       "io_controllers"}}
+# -- the cost file's schema (pydantic; configs/cost.toml) ---------------------------------------
+class _Io(InputModel):
+    shoreline_gbps_per_mm: PositiveNumber
+    count_both_directions: bool
+
+
+class _Logic(InputModel):
+    nand2_um2: PositiveNumber
+    utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    gate_equivalents: dict[str, PositiveNumber]
+
+
+class _Power(InputModel):
+    paper_total_w: PositiveNumber
+
+
+class _Area(InputModel):
+    paper_total_mm2: PositiveNumber
+
+
+class _Reference(InputModel):
+    """A :class:`FabricDesign` (whose own check adds: chiplet_ports a power of two)."""
+
+    npus_per_l1: PositiveInt
+    l1_l2_fraction: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)]
+    in_switch: bool
+    middle: PositiveInt
+    chiplet_ports: PositiveInt
+    io_controllers: NonNegativeInt
+
+
+class _CostFile(InputModel):
+    name: str = "custom"
+    description: str = ""
+    io: _Io
+    logic: _Logic
+    power: _Power
+    area: _Area
+    reference: _Reference
 
 
 def load_cost_model(path: str | Path | None = None) -> CostModel:
     """The cost model in ``path`` (default: the shipped ``configs/cost.toml``); unknown or
     missing keys are errors naming them."""
     data, source = read_config_toml(path, shipped="cost.toml", what="cost model")
-    for key in data:
-        if key not in _KEYS and key not in ("name", "description"):
-            raise FredError(f"{source}: unknown section or key {key!r}")
-    values = {}
-    for section, keys in _KEYS.items():
-        table = data.get(section)
-        if not isinstance(table, dict):
-            raise FredError(f"{source}: missing table [{section}]")
-        for key in table:
-            if key not in keys:
-                raise FredError(f"{source}: unknown key {section}.{key}")
-        for key in keys:
-            if key not in table:
-                raise FredError(f"{source}: missing {section}.{key}")
-        if section != "reference":
-            values.update({k: table[k] for k in keys})
-    for key in ("shoreline_gbps_per_mm", "nand2_um2", "utilization", "paper_total_w", "paper_total_mm2"):
-        v = values[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise FredError(f"{source}: {key} must be a positive number, got {v!r}")
-    if values["utilization"] > 1:
-        raise FredError(f"{source}: logic.utilization must be <= 1, got {values['utilization']}")
-    if not isinstance(values["count_both_directions"], bool):
-        raise FredError(f"{source}: io.count_both_directions must be true or false")
-    ges = values["gate_equivalents"]
-    if not isinstance(ges, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in ges.values()):
-        raise FredError(f"{source}: logic.gate_equivalents must map cell types to positive numbers")
+    doc = validate_input(_CostFile, data, source)
     try:
-        reference = FabricDesign(**data["reference"])
+        reference = FabricDesign(**doc.reference.model_dump())
     except FredError as exc:
         raise FredError(f"{source}: [reference]: {exc}") from None
-    return CostModel(**values, reference=reference, source=source, name=str(data.get("name", "custom")))
+    return CostModel(shoreline_gbps_per_mm=doc.io.shoreline_gbps_per_mm,
+                     count_both_directions=doc.io.count_both_directions,
+                     nand2_um2=doc.logic.nand2_um2, utilization=doc.logic.utilization,
+                     gate_equivalents=dict(doc.logic.gate_equivalents),
+                     paper_total_w=doc.power.paper_total_w,
+                     paper_total_mm2=doc.area.paper_total_mm2,
+                     reference=reference, source=source, name=doc.name)
 
 
 # -- structure ------------------------------------------------------------------------------

@@ -11,14 +11,18 @@ for every case; nothing is fitted per case.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
 from hdl.contracts.errors import FredError
+from hdl.contracts.input_schema import InputModel, PositiveInt, PositiveNumber, validate_input
 from sysmodel.platform import Platform, load_platform
 from sysmodel.toml_file import parse_toml
 from sysmodel.training import simulate_iteration
@@ -61,8 +65,41 @@ class ValidationCase:
         return self.gpus // (self.tensor_parallel * self.pipeline_parallel)
 
 
-_MODEL_KEYS = {"layers", "hidden", "heads", "seq", "vocab", "tensor_parallel", "pipeline_parallel",
-               "gpus", "global_batch", "micro_batch", "interleave", "measured_s"}
+# -- the validation-case file's schema (pydantic; data/validation/*.toml) ------------------------
+class _Model(InputModel):
+    """One ``[model.<name>]``: hyper-parameters, the measured run's parallelism and batch, and
+    its measured seconds per iteration by execution mode (:data:`MODES`)."""
+
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    seq: PositiveInt
+    vocab: PositiveInt
+    tensor_parallel: PositiveInt
+    pipeline_parallel: PositiveInt
+    gpus: PositiveInt
+    global_batch: PositiveInt
+    micro_batch: PositiveInt
+    interleave: PositiveInt
+    measured_s: Annotated[dict[Literal[tuple(MODES)], PositiveNumber], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _batch_splits(self):
+        t, p, g = self.tensor_parallel, self.pipeline_parallel, self.gpus
+        if g % (t * p):
+            raise ValueError(f"gpus {g} is not a multiple of tensor x pipeline parallel {t * p}")
+        dp = g // (t * p)
+        if self.global_batch % (dp * self.micro_batch):
+            raise ValueError(f"global_batch {self.global_batch} does not split into micro_batch "
+                             f"{self.micro_batch} x data parallel {dp}")
+        return self
+
+
+class _CaseFile(InputModel):
+    platform: str = ""
+    source: str = ""
+    description: str = ""
+    model: Annotated[dict[str, _Model], Field(min_length=1)]
 
 
 def load_cases(path: str | Path | None = None) -> tuple[list[ValidationCase], dict]:
@@ -71,44 +108,13 @@ def load_cases(path: str | Path | None = None) -> tuple[list[ValidationCase], di
     if not path.is_file():
         raise FredError(f"validation file {path} does not exist")
     data = parse_toml(path.read_text(), str(path))
-    models = data.get("model")
-    if not isinstance(models, dict) or not models:
-        raise FredError(f"{path}: no [model.<name>] tables")
-    cases = []
-    for name, m in models.items():
-        where = f"{path}: model.{name}"
-        if not isinstance(m, dict):
-            raise FredError(f"{where} must be a table")
-        for key in m:
-            if key not in _MODEL_KEYS:
-                raise FredError(f"{where}: unknown key {key!r}")
-        for key in _MODEL_KEYS:
-            if key not in m:
-                raise FredError(f"{where}: missing key {key!r}")
-        for key in _MODEL_KEYS - {"measured_s"}:
-            if isinstance(m[key], bool) or not isinstance(m[key], int) or m[key] < 1:
-                raise FredError(f"{where}.{key} must be a positive integer, got {m[key]!r}")
-        t, p, g = m["tensor_parallel"], m["pipeline_parallel"], m["gpus"]
-        if g % (t * p):
-            raise FredError(f"{where}: gpus {g} is not a multiple of tensor x pipeline parallel {t * p}")
-        dp = g // (t * p)
-        if m["global_batch"] % (dp * m["micro_batch"]):
-            raise FredError(f"{where}: global_batch {m['global_batch']} does not split into "
-                            f"micro_batch {m['micro_batch']} x data parallel {dp}")
-        measured = m["measured_s"]
-        if not isinstance(measured, dict) or not measured:
-            raise FredError(f"{where}.measured_s must be a table of mode = seconds")
-        for mode, seconds in measured.items():
-            if mode not in MODES:
-                raise FredError(f"{where}.measured_s: unknown mode {mode!r}; expected "
-                                f"{', '.join(MODES)}")
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-                raise FredError(f"{where}.measured_s.{mode} must be a positive number of seconds")
-            cases.append(ValidationCase(
-                model=name, mode=mode,
-                hyper={k: m[k] for k in ("layers", "hidden", "heads", "seq", "vocab")},
-                tensor_parallel=t, pipeline_parallel=p, gpus=g, global_batch=m["global_batch"],
-                micro_batch=m["micro_batch"], interleave=m["interleave"], measured_s=float(seconds)))
+    doc = validate_input(_CaseFile, data, str(path))
+    cases = [ValidationCase(model=name, mode=mode,
+                            hyper={k: getattr(m, k) for k in ("layers", "hidden", "heads", "seq", "vocab")},
+                            tensor_parallel=m.tensor_parallel, pipeline_parallel=m.pipeline_parallel,
+                            gpus=m.gpus, global_batch=m.global_batch, micro_batch=m.micro_batch,
+                            interleave=m.interleave, measured_s=seconds)
+             for name, m in doc.model.items() for mode, seconds in m.measured_s.items()]
     header = {k: v for k, v in data.items() if k != "model"}
     return cases, header
 

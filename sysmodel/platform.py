@@ -13,7 +13,13 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
 from hdl.contracts.errors import FredError
+from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt,
+                                   PositiveNumber, validate_input)
 from sysmodel.compute import ComputeModel, parse_compute
 from sysmodel.switch_timing import SwitchTiming, load_chiplet_timings, load_switch_timing
 from sysmodel.toml_file import read_config_toml
@@ -117,43 +123,11 @@ class Platform:
         if self.compute is not None:   # the compute model follows the NPU's peak and HBM
             object.__setattr__(self, "compute", self.compute.with_hardware(
                 self.peak_tflops, self.memory_bandwidth_gbps))
-        if isinstance(self.link_efficiency, bool) or not isinstance(self.link_efficiency, (int, float)) \
-                or not 0 < self.link_efficiency <= 1:
-            raise FredError(f"link.efficiency must be in (0, 1], got {self.link_efficiency!r}")
-        _positive_int(self.npus, "npu.count")
-        for name in ("npu_send_gbps", "npu_recv_gbps", "peak_tflops", "memory_bandwidth_gbps",
-                     "memory_capacity_gb", "io_gbps"):
-            _positive(getattr(self, name), name)
-        if not 0 < self.compute_efficiency <= 1:
-            raise FredError(f"npu.compute_efficiency must be in (0, 1], got {self.compute_efficiency}")
-        for name in ("link_latency_ns", "l1_l2_latency_ns", "forward_latency_ns"):
-            value = getattr(self, name)
-            if value is None and name == "l1_l2_latency_ns":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
-                    or not math.isfinite(value):
-                where = "npu" if name == "forward_latency_ns" else "link"
-                raise FredError(f"{where}.{name.removeprefix('link_')} must be a number >= 0, got {value!r}")
-        if self.unicast_routing not in UNICAST_ROUTING:
-            raise FredError(f"fred.unicast_routing must be one of {', '.join(UNICAST_ROUTING)}, "
-                            f"got {self.unicast_routing!r}")
-        if isinstance(self.io_controllers, bool) or not isinstance(self.io_controllers, int) \
-                or self.io_controllers < 0:
-            raise FredError(f"io.controllers must be an integer >= 0, got {self.io_controllers!r}")
-        if self.has_mesh:
-            _positive_int(self.mesh_rows, "mesh.rows")
-            _positive_int(self.mesh_cols, "mesh.cols")
-            _positive(self.mesh_link_gbps, "mesh_link_gbps")
-        _positive_int(self.npus_per_l1, "fred.npus_per_l1")
-        _positive_int(self.iterations, "training.iterations")
-        if self.optimizer_bytes_per_param < 0:
-            raise FredError("training.optimizer_bytes_per_param must be >= 0")
-        _positive(self.dp_bucket_elements, "training.dp_bucket_elements")
-        for name in ("dp_overlap", "pp_overlap", "pp_scatter_gather"):
-            if not isinstance(getattr(self, name), bool):
-                raise FredError(f"training.{name} must be true or false, got {getattr(self, name)!r}")
-        if self.optimizer_step_bytes_per_param is not None:
-            _positive(self.optimizer_step_bytes_per_param, "training.optimizer_step_bytes_per_param")
+        # every field's type and range: the platform file's own schema (_PlatformValues), so a
+        # platform built in code (scaled, replace) is held to what a file is
+        document = {section: {key: getattr(self, attr) for key, attr in keys.items()}
+                    for section, keys in _LAYOUT.items()}
+        validate_input(_PlatformValues, document, f"platform {self.name}")
         if self.l2_switch is not None and self.l2_switch.flit_bytes != self.switch.flit_bytes:
             # a flit crosses both levels whole: the two switches must agree on its size
             raise FredError(f"the L1 and L2 switch timings disagree on flit_bytes "
@@ -169,7 +143,8 @@ class Platform:
             if name == "mesh" or not re.fullmatch(r"[a-z][a-z0-9-]*", name):
                 raise FredError(f"switch-tree variant name {name!r} must be lower-case letters, "
                                 f"digits and '-', and not 'mesh'")
-            _positive(variant.l1_l2_gbps, f"fred.variants.{name}.l1_l2_gbps")
+            validate_input(_Variant, {"l1_l2_gbps": variant.l1_l2_gbps, "in_switch": variant.in_switch},
+                           f"platform {self.name}", prefix=("fred", "variants", name))
 
     # -- derived quantities ---------------------------------------------------------------
     def switch_at(self, level: str) -> SwitchTiming:
@@ -251,17 +226,6 @@ class Platform:
         return out
 
 
-def _positive(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value <= 0:
-        raise FredError(f"{name} must be a positive number, got {value!r}")
-
-
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise FredError(f"{name} must be a positive integer, got {value!r}")
-
-
 # TOML layout: section -> {key: Platform field}
 _LAYOUT = {
     "npu": {"count": "npus", "network_send_gbps": "npu_send_gbps",
@@ -280,86 +244,141 @@ _LAYOUT = {
                  "optimizer_step_bytes_per_param": "optimizer_step_bytes_per_param",
                  "pp_overlap": "pp_overlap", "pp_scatter_gather": "pp_scatter_gather"},
 }
-_OPTIONAL = {"l1_l2_latency_ns", "optimizer_bytes_per_param", "iterations", "dp_bucket_elements",
-             "dp_overlap", "link_efficiency", "mesh_rows", "mesh_cols", "mesh_link_gbps",
-             "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather", "forward_latency_ns",
-             "unicast_routing"}
 #: Keys that were accepted once and are no longer read: why, for the error message.
 _REMOVED = {("training", "bytes_per_element"):
             "the workloads' element format is FP16 (sysmodel.workloads.BYTES), not a platform "
             "parameter; the key was never read"}
 
 
+# -- the platform file's schema (pydantic; docs: configs/paper.toml) ---------------------------
+_Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class _Npu(InputModel):
+    count: PositiveInt
+    network_send_gbps: PositiveNumber
+    network_recv_gbps: PositiveNumber
+    peak_tflops: PositiveNumber
+    memory_bandwidth_gbps: PositiveNumber
+    memory_capacity_gb: PositiveNumber
+    compute_efficiency: _Fraction
+    forward_latency_ns: NonNegativeNumber = 0.0
+
+
+class _Io(InputModel):
+    controllers: NonNegativeInt
+    controller_gbps: PositiveNumber
+
+
+class _Link(InputModel):
+    latency_ns: NonNegativeNumber
+    efficiency: _Fraction = 1.0
+    l1_l2_latency_ns: NonNegativeNumber | None = None
+
+
+class _Mesh(InputModel):
+    """``rows = cols = 0``: no mesh (what a file without ``[mesh]`` means)."""
+
+    rows: NonNegativeInt
+    cols: NonNegativeInt
+    link_gbps: NonNegativeNumber
+
+    @model_validator(mode="after")
+    def _a_mesh_has_size_and_links(self):
+        if (self.rows or self.cols) and not (self.rows and self.cols and self.link_gbps > 0):
+            raise ValueError(f"a mesh needs rows >= 1, cols >= 1 and link_gbps > 0, got rows = "
+                             f"{self.rows}, cols = {self.cols}, link_gbps = {self.link_gbps:g}")
+        return self
+
+
+class _Variant(InputModel):
+    l1_l2_gbps: PositiveNumber
+    in_switch: bool
+
+
+class _Chiplet(InputModel):
+    ports: Annotated[int, Field(ge=2)]
+    middle: Annotated[int, Field(ge=2)]
+    dtype: str
+
+
+class _Chiplets(InputModel):
+    l1: _Chiplet
+    l2: _Chiplet
+
+
+class _Fred(InputModel):
+    npus_per_l1: PositiveInt
+    unicast_routing: Literal[UNICAST_ROUTING] = "online"
+    variants: dict[str, _Variant] = {}
+    chiplets: _Chiplets | None = None
+
+
+class _Training(InputModel):
+    optimizer_bytes_per_param: NonNegativeInt = 12
+    iterations: PositiveInt = 2
+    dp_bucket_elements: PositiveNumber = 5e8
+    dp_overlap: bool = False
+    optimizer_step_bytes_per_param: PositiveNumber | None = None
+    pp_overlap: bool = True
+    pp_scatter_gather: bool = False
+
+
+class _PlatformFile(InputModel):
+    name: str = "custom"
+    description: str = ""
+    compute: dict | None = None       # checked by sysmodel.compute.parse_compute
+    npu: _Npu
+    io: _Io = _Io(controllers=0, controller_gbps=1.0)
+    link: _Link
+    mesh: _Mesh = _Mesh(rows=0, cols=0, link_gbps=0.0)
+    fred: _Fred
+    training: _Training = _Training()
+
+
+class _PlatformValues(InputModel):
+    """A :class:`Platform`'s values laid out as the file's tables (its ``__post_init__``)."""
+
+    npu: _Npu
+    io: _Io
+    link: _Link
+    mesh: _Mesh
+    fred: _Fred
+    training: _Training
+
+
 def parse_chiplets(data: dict, source: str = "<toml>") -> dict:
     """``[fred.chiplets]``: ``{level: {"ports", "middle", "dtype"}}`` for levels ``l1`` and
     ``l2`` (both, or neither), validated; ``{}`` when the platform does not name chiplets."""
-    table = data.get("fred", {}).get("chiplets")
+    table = data.get("fred", {}).get("chiplets") if isinstance(data.get("fred"), dict) else None
     if table is None:
         return {}
-    if not isinstance(table, dict) or set(table) != {"l1", "l2"}:
-        raise FredError(f"{source}: fred.chiplets needs exactly l1 and l2 (the design each level is "
-                        f"built from), got {sorted(table) if isinstance(table, dict) else table!r}")
-    out = {}
-    for level, entry in table.items():
-        where = f"fred.chiplets.{level}"
-        if not isinstance(entry, dict) or set(entry) != {"ports", "middle", "dtype"}:
-            raise FredError(f"{source}: {where} needs exactly ports, middle and dtype")
-        for key, low in (("ports", 2), ("middle", 2)):
-            value = entry[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise FredError(f"{source}: {where}.{key} must be an integer >= {low}, got {value!r}")
-        if not isinstance(entry["dtype"], str):
-            raise FredError(f"{source}: {where}.dtype must be a string, got {entry['dtype']!r}")
-        out[level] = {"ports": entry["ports"], "middle": entry["middle"], "dtype": entry["dtype"]}
-    return out
+    chiplets = validate_input(_Chiplets, table, source, prefix=("fred", "chiplets"))
+    return {level: getattr(chiplets, level).model_dump() for level in ("l1", "l2")}
 
 
 def parse_platform(data: dict, *, switch: SwitchTiming, l2_switch: SwitchTiming | None = None,
                    source: str = "<toml>") -> Platform:
     """Build a :class:`Platform` from a decoded TOML document (errors name the key) with the
     switch timing ``switch`` (L1; every level unless ``l2_switch`` is given)."""
-    kwargs = {}
-    known_top = set(_LAYOUT) | {"name", "description", "compute"}
-    for key in data:
-        if key not in known_top:
-            raise FredError(f"{source}: unknown section or key {key!r}")
-    for section, keys in _LAYOUT.items():
-        table = data.get(section, {})
-        if not isinstance(table, dict):
-            raise FredError(f"{source}: [{section}] must be a table")
-        for key in table:
-            if (section, key) in _REMOVED:
-                raise FredError(f"{source}: {section}.{key} is not a platform parameter: "
-                                f"{_REMOVED[(section, key)]}; remove it")
-            if key not in keys and not (section == "fred" and key in ("variants", "chiplets")):
-                raise FredError(f"{source}: unknown key {section}.{key}")
-        for key, attr in keys.items():
-            if key in table:
-                kwargs[attr] = table[key]
-            elif section == "io" and section not in data:
-                kwargs[attr] = {"io_controllers": 0, "io_gbps": 1.0}[attr]
-            elif section == "mesh" and section not in data:
-                kwargs[attr] = 0
-            elif attr not in _OPTIONAL:
-                raise FredError(f"{source}: missing {section}.{key}")
-    variants = {}
-    for name, entry in data.get("fred", {}).get("variants", {}).items():
-        if not isinstance(entry, dict) or set(entry) != {"l1_l2_gbps", "in_switch"}:
-            raise FredError(f"{source}: fred.variants.{name} needs exactly l1_l2_gbps and in_switch")
-        if not isinstance(entry["in_switch"], bool):
-            raise FredError(f"{source}: fred.variants.{name}.in_switch must be true or false")
-        variants[name] = FredVariant(name=name, l1_l2_gbps=entry["l1_l2_gbps"],
-                                     in_switch=entry["in_switch"])
-    chiplets = parse_chiplets(data, source)
+    for (section, key), why in _REMOVED.items():
+        if isinstance(data.get(section), dict) and key in data[section]:
+            raise FredError(f"{source}: {section}.{key} is not a platform parameter: {why}; remove it")
+    doc = validate_input(_PlatformFile, data, source)
+    kwargs = {attr: getattr(getattr(doc, section), key)
+              for section, keys in _LAYOUT.items() for key, attr in keys.items()}
+    variants = {name: FredVariant(name=name, l1_l2_gbps=v.l1_l2_gbps, in_switch=v.in_switch)
+                for name, v in doc.fred.variants.items()}
+    chiplets = {level: getattr(doc.fred.chiplets, level).model_dump() for level in ("l1", "l2")} \
+        if doc.fred.chiplets is not None else {}
     compute = None
-    if "compute" in data:
-        compute = parse_compute(data["compute"], peak_tflops=kwargs.get("peak_tflops", 1.0),
-                                memory_gbps=kwargs.get("memory_bandwidth_gbps", 1.0), source=source)
+    if doc.compute is not None:
+        compute = parse_compute(doc.compute, peak_tflops=doc.npu.peak_tflops,
+                                memory_gbps=doc.npu.memory_bandwidth_gbps, source=source)
     try:
         return Platform(**kwargs, variants=variants, switch=switch, l2_switch=l2_switch,
-                        chiplets=chiplets, compute=compute,
-                        name=str(data.get("name", "custom")),
-                        description=str(data.get("description", "")))
+                        chiplets=chiplets, compute=compute, name=doc.name,
+                        description=doc.description)
     except FredError as exc:
         raise FredError(f"{source}: {exc}") from None
 

@@ -42,12 +42,16 @@ structure (``{"workload": {...}, "transformer": {...}}`` or ``"layer": [...]``).
 from __future__ import annotations
 
 import json
-import math
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, model_validator
 
 from hdl.contracts.errors import FredError
+from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt,
+                                   PositiveNumber, validate_input)
 from hdl.contracts.placement import parse_strategy
 from sysmodel.compute import Gemm, VectorOp
 from sysmodel.toml_file import parse_toml
@@ -55,18 +59,74 @@ from sysmodel.workloads import WORKLOADS, Layer, Workload, transformer
 
 __all__ = ["get_workload", "preset_path", "load_workload_file", "parse_workload", "workload_to_dict", "dump_toml"]
 
-_WORKLOAD_KEYS = {"name": str, "mode": str, "strategy": str, "microbatches": int,
-                  "samples_per_dp": int}
-_WORKLOAD_OPTIONAL = {"description": str, "sources": str, "layers_on_wafer": int,
-                      "recompute": str, "sequence_parallel": bool, "interleave": int, "dtype": str,
-                      "pipeline_split": str}
-_TRANSFORMER_KEYS = {"layers": int, "hidden": int, "heads": int, "seq": int, "vocab": int}
-_TRANSFORMER_OPTIONAL = {"ffn": int}
-_LAYER_KEYS = {"name": str, "params": float, "in_bytes": float, "out_bytes": float}
-_LAYER_OPTIONAL = {"stored_bytes": float, "stored_bytes_sharded": float, "mp_allreduces": int,
-                   "mp_shardable": bool, "fwd_flops": float, "gemms": list, "vectors": list}
-_GEMM_KEYS = {"m", "n", "k", "count", "shard", "merge", "core"}
-_VECTOR_KEYS = {"bytes", "shard", "core"}
+# -- the workload file's schema (pydantic; docs/workloads.md) -----------------------------------
+class _Head(InputModel):
+    name: str
+    mode: str                      # checked by Workload (sysmodel.workloads.MODES)
+    strategy: str                  # checked by parse_strategy
+    microbatches: PositiveInt
+    samples_per_dp: PositiveInt
+    description: str = ""
+    sources: str = ""
+    layers_on_wafer: PositiveInt = 2
+    recompute: str = "auto"        # checked by Workload (sysmodel.workloads.RECOMPUTE)
+    sequence_parallel: bool = False
+    interleave: PositiveInt = 1
+    dtype: str = "fp16"
+    pipeline_split: str = "flops"
+
+
+class _Transformer(InputModel):
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    seq: PositiveInt
+    vocab: PositiveInt
+    ffn: PositiveInt | None = None
+
+
+class _Gemm(InputModel):
+    m: PositiveNumber
+    n: PositiveNumber
+    k: PositiveNumber
+    count: PositiveNumber = 1
+    shard: str = "n"               # checked by Gemm
+    merge: bool = True
+    core: bool = False
+
+
+class _Vector(InputModel):
+    bytes: NonNegativeNumber
+    shard: str = "none"            # checked by VectorOp
+    core: bool = False
+
+
+class _Layer(InputModel):
+    name: str
+    params: NonNegativeNumber
+    in_bytes: NonNegativeNumber
+    out_bytes: NonNegativeNumber
+    stored_bytes: NonNegativeNumber = 0.0
+    stored_bytes_sharded: NonNegativeNumber = 0.0
+    mp_allreduces: NonNegativeInt = 2
+    mp_shardable: bool = True
+    fwd_flops: NonNegativeNumber | None = None
+    gemms: list[_Gemm] = []
+    vectors: list[_Vector] = []
+
+
+class _WorkloadFile(InputModel):
+    workload: _Head
+    transformer: _Transformer | None = None
+    layer: Annotated[list[_Layer], Field(min_length=1)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_model_description(cls, data):
+        if isinstance(data, dict) and ("transformer" in data) == ("layer" in data):
+            raise ValueError("give exactly one of [transformer] (hyper-parameters) or [[layer]] "
+                             "(a layer table)")
+        return data
 
 
 def load_workload_file(path: str | Path) -> Workload:
@@ -91,124 +151,48 @@ def load_workload_file(path: str | Path) -> Workload:
 
 def parse_workload(data: dict, *, source: str = "<workload>") -> Workload:
     """A :class:`Workload` from a decoded workload document (errors name file and key)."""
-    if not isinstance(data, dict):
-        raise FredError(f"{source}: the document must be a table")
-    for key in data:
-        if key not in ("workload", "transformer", "layer"):
-            raise FredError(f"{source}: unknown table {key!r} (expected workload, transformer "
-                            f"or layer)")
-    if "workload" not in data:
-        raise FredError(f"{source}: missing table [workload]")
-    w = _table(data["workload"], "[workload]", _WORKLOAD_KEYS, _WORKLOAD_OPTIONAL, source)
-    has_t, has_l = "transformer" in data, "layer" in data
-    if has_t == has_l:
-        raise FredError(f"{source}: give exactly one of [transformer] (hyper-parameters) or "
-                        f"[[layer]] (a layer table)")
+    doc = validate_input(_WorkloadFile, data, source)
+    w = doc.workload
     try:
-        strategy = parse_strategy(w["strategy"])
+        strategy = parse_strategy(w.strategy)
     except FredError as exc:
         raise FredError(f"{source}: workload.strategy: {exc}") from None
-    options = {k: w[k] for k in ("layers_on_wafer", "recompute", "sequence_parallel", "interleave",
-                                 "dtype", "samples_per_dp", "pipeline_split") if k in w}
-    description = w.get("description", "")
-    for key in ("microbatches", "samples_per_dp", "layers_on_wafer", "interleave"):
-        if key in w and w[key] < 1:
-            raise FredError(f"{source}: workload.{key} must be a positive integer, got {w[key]}")
+    given = w.model_fields_set
+    options = {k: getattr(w, k) for k in ("layers_on_wafer", "recompute", "sequence_parallel",
+                                          "interleave", "dtype", "samples_per_dp", "pipeline_split")
+               if k in given}
     try:
-        if has_t:
-            t = _table(data["transformer"], "[transformer]", _TRANSFORMER_KEYS,
-                       _TRANSFORMER_OPTIONAL, source)
-            wl = transformer(name=w["name"], mode=w["mode"], strategy=str(strategy),
-                             microbatches=w["microbatches"], description=description, **t,
+        if doc.transformer is not None:
+            t = doc.transformer.model_dump(exclude_unset=True)
+            wl = transformer(name=w.name, mode=w.mode, strategy=str(strategy),
+                             microbatches=w.microbatches, description=w.description, **t,
                              **options)
         else:
-            rows = data["layer"]
-            if not isinstance(rows, list) or not rows:
-                raise FredError("[[layer]] must be a non-empty array of tables")
-            layers = tuple(_layer(row, i) for i, row in enumerate(rows))
-            wl = Workload(name=w["name"], layers=layers, mode=w["mode"], strategy=strategy,
-                          microbatches=w["microbatches"], description=description, **options)
+            layers = tuple(_layer(row, i) for i, row in enumerate(doc.layer))
+            wl = Workload(name=w.name, layers=layers, mode=w.mode, strategy=strategy,
+                          microbatches=w.microbatches, description=w.description, **options)
     except FredError as exc:
         text = str(exc)
         raise FredError(text if text.startswith(source) else f"{source}: {text}") from None
     return wl.with_(source=source)
 
 
-def _table(table, where, required, optional, source) -> dict:
-    at = f"{source}: {where}" if source else where
-    if not isinstance(table, dict):
-        raise FredError(f"{at} must be a table")
-    out = {}
-    for key, value in table.items():
-        kind = required.get(key) or optional.get(key)
-        if kind is None:
-            raise FredError(f"{at}: unknown key {key!r}")
-        out[key] = _typed(value, kind, f"{at}.{key}")
-    for key in required:
-        if key not in table:
-            raise FredError(f"{at}: missing key {key!r}")
-    return out
-
-
-def _typed(value, kind, where):
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value < 0:
-            raise FredError(f"{where} must be a number >= 0, got {value!r}")
-        return float(value)
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise FredError(f"{where} must be an integer, got {value!r}")
-        return value
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise FredError(f"{where} must be true or false, got {value!r}")
-        return value
-    if not isinstance(value, kind):
-        raise FredError(f"{where} must be a {kind.__name__}, got {value!r}")
-    return value
-
-
-def _layer(row, index) -> Layer:
-    name = row.get("name", "?") if isinstance(row, dict) else "?"
-    where = f"layer {index} ({name})"
-    if not isinstance(row, dict):
-        raise FredError(f"{where} must be a table")
-    v = _table(row, where, _LAYER_KEYS, _LAYER_OPTIONAL, "")
-    gemms = tuple(_gemm(g, f"{where}: gemms[{j}]") for j, g in enumerate(v.get("gemms", [])))
-    vectors = tuple(_vector(x, f"{where}: vectors[{j}]") for j, x in enumerate(v.get("vectors", [])))
-    flops = v.get("fwd_flops", sum(g.flops for g in gemms))
-    return Layer(v["name"], fwd_flops=flops, params=v["params"], out_bytes=v["out_bytes"],
-                 in_bytes=v["in_bytes"],
-                 stored_coeff=(v.get("stored_bytes", 0.0), v.get("stored_bytes_sharded", 0.0)),
-                 mp_allreduces=v.get("mp_allreduces", 2), mp_shardable=v.get("mp_shardable", True),
+def _layer(v: _Layer, index: int) -> Layer:
+    where = f"layer {index} ({v.name})"
+    gemms = tuple(_built(Gemm, g, f"{where}: gemms[{j}]") for j, g in enumerate(v.gemms))
+    vectors = tuple(_built(VectorOp, x, f"{where}: vectors[{j}]") for j, x in enumerate(v.vectors))
+    flops = sum(g.flops for g in gemms) if v.fwd_flops is None else v.fwd_flops
+    return Layer(v.name, fwd_flops=flops, params=v.params, out_bytes=v.out_bytes,
+                 in_bytes=v.in_bytes, stored_coeff=(v.stored_bytes, v.stored_bytes_sharded),
+                 mp_allreduces=v.mp_allreduces, mp_shardable=v.mp_shardable,
                  gemms=gemms, vectors=vectors)
 
 
-def _gemm(g, where) -> Gemm:
-    if not isinstance(g, dict):
-        raise FredError(f"{where} must be a table {{m, n, k, ...}}")
-    for key in g:
-        if key not in _GEMM_KEYS:
-            raise FredError(f"{where}: unknown key {key!r} (expected {', '.join(sorted(_GEMM_KEYS))})")
-    for key in ("m", "n", "k"):
-        if key not in g:
-            raise FredError(f"{where}: missing key {key!r}")
+def _built(kind, entry, where):
+    """``kind`` (Gemm, VectorOp) from a validated entry; its own checks (shard) name ``where``."""
     try:
-        return Gemm(**g)
-    except (FredError, TypeError) as exc:
-        raise FredError(f"{where}: {exc}") from None
-
-
-def _vector(x, where) -> VectorOp:
-    if not isinstance(x, dict) or "bytes" not in x:
-        raise FredError(f"{where} must be a table with bytes (and optional shard, core)")
-    for key in x:
-        if key not in _VECTOR_KEYS:
-            raise FredError(f"{where}: unknown key {key!r}")
-    try:
-        return VectorOp(**x)
-    except (FredError, TypeError) as exc:
+        return kind(**entry.model_dump(exclude_unset=True))
+    except FredError as exc:
         raise FredError(f"{where}: {exc}") from None
 
 

@@ -6,7 +6,7 @@ Layers, bottom up (the package docstrings describe them):
     hdl.contracts  pure Python: errors, formats and golden arithmetic, bit layouts, the switch's
                    contract (flit, configuration port and encoding, packet, latency), rank
                    placement, the fabric's description and partition, the characterization
-                   schema                                            -> stdlib, numpy
+                   schema and the input files' schemas       -> stdlib, numpy, pydantic
     hdl.compiler   pure Python: the configuration compiler, the online-routing reference
                    model, the fabric's engine programs and golden data  -> hdl.contracts
     hdl.emit       the Verilog emitter: any Amaranth component to hierarchical Verilog
@@ -40,7 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: it may use. The standard library is always allowed.
 _HDL = {"hdl.contracts", "hdl.compiler", "hdl.designs", "hdl.emit"}
 LAYERS = {
-    "hdl.contracts": {"project": set(), "third_party": {"numpy"}},
+    # pydantic: the input files' schemas (hdl/contracts/input_schema.py, the characterization
+    # schema; the model's and the studies' file readers build on them)
+    "hdl.contracts": {"project": set(), "third_party": {"numpy", "pydantic"}},
     "hdl.compiler": {"project": {"hdl.contracts"}, "third_party": {"numpy"}},
     "hdl.emit": {"project": {"hdl.contracts"}, "third_party": {"amaranth"}},
     "hdl.designs": {"project": {"hdl.contracts", "hdl.compiler", "hdl.emit"},
@@ -55,9 +57,9 @@ LAYERS = {
     # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
     # execution traces with the schema MLCommons publishes
     "sysmodel": {"project": {"hdl.contracts", "hdl.compiler"},
-                 "third_party": {"numpy", "matplotlib", "chakra", "google"}},
+                 "third_party": {"numpy", "matplotlib", "chakra", "google", "pydantic"}},
     "studies": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel"},
-                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd"}},
+                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd", "pydantic"}},
     # dask / distributed: fred/parallel.py runs points on a Dask cluster (--scheduler); tqdm:
     # fred/progress.py's progress bars. The model below never imports them.
     "fred": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel", "studies"},

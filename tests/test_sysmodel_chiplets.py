@@ -99,10 +99,10 @@ def test_a_characterization_without_a_needed_chiplet_is_an_error(tmp_path):
 
 def test_chiplets_are_validated(tmp_path):
     bad = PAPER.replace('l2 = { ports = 10, middle = 3, dtype = "fp16" }', 'l2 = { ports = 1, middle = 3, dtype = "fp16" }')
-    with pytest.raises(FredError, match="fred.chiplets.l2.ports must be an integer >= 2"):
+    with pytest.raises(FredError, match=r"platform\.toml: \[fred\.chiplets\.l2\] ports: expected an integer >= 2, got 1"):
         _platform(tmp_path, {12: L1, 10: L2}, bad)
     bad = PAPER.replace('l2 = { ports = 10, middle = 3, dtype = "fp16" }\n', '')
-    with pytest.raises(FredError, match="fred.chiplets needs exactly l1 and l2"):
+    with pytest.raises(FredError, match=r"platform\.toml: \[fred\.chiplets\] l2: missing"):
         _platform(tmp_path, {12: L1, 10: L2}, bad)
     flits = dict(L2, flit_bytes=256)
     with pytest.raises(FredError, match="disagree on flit_bytes"):

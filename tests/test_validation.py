@@ -44,7 +44,7 @@ def test_cases_are_the_eight_of_korthikanti_table_5():
 def test_malformed_validation_file(tmp_path):
     bad = tmp_path / "v.toml"
     bad.write_text('[model.x]\nlayers = 2\n')
-    with pytest.raises(FredError, match=r"model\.x: missing key"):
+    with pytest.raises(FredError, match=r"v\.toml: \[model\.x\] hidden: missing"):
         load_cases(bad)
     bad.write_text('[model.x]\nlayers = 2\nhidden = 64\nheads = 4\nseq = 32\nvocab = 100\n'
                    'tensor_parallel = 2\npipeline_parallel = 1\ngpus = 3\nglobal_batch = 2\n'

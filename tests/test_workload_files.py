@@ -83,14 +83,14 @@ def test_layer_flops_default_to_the_gemms():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda d: d["workload"].pop("mode"), r"\[workload\]: missing key 'mode'"),
-    (lambda d: d["workload"].update(colour="red"), r"\[workload\]: unknown key 'colour'"),
-    (lambda d: d["workload"].update(microbatches="8"), r"\[workload\]\.microbatches must be an integer"),
+    (lambda d: d["workload"].pop("mode"), r"\[workload\] mode: missing"),
+    (lambda d: d["workload"].update(colour="red"), r"\[workload\] colour: unknown key \(expected one of: description, "),
+    (lambda d: d["workload"].update(microbatches="8"), r"\[workload\] microbatches: expected an integer >= 1, got '8'"),
     (lambda d: d["workload"].update(strategy="MP2xDP2"), r"workload\.strategy: .*not of the form"),
     (lambda d: d["workload"].update(recompute="some"), r"recompute must be one of"),
-    (lambda d: d["transformer"].update(hidden=0), r"hidden must be a positive integer"),
+    (lambda d: d["transformer"].update(hidden=0), r"\[transformer\] hidden: expected an integer >= 1, got 0"),
     (lambda d: d.update(layer=[{"name": "x"}]), r"exactly one of \[transformer\]"),
-    (lambda d: d.update(extra={}), r"unknown table 'extra'"),
+    (lambda d: d.update(extra={}), r"extra: unknown table or key \(expected one of: layer, transformer, workload\)"),
 ])
 def test_malformed_workloads_name_file_and_key(edit, message):
     import tomllib
@@ -101,12 +101,12 @@ def test_malformed_workloads_name_file_and_key(edit, message):
 
 
 @pytest.mark.parametrize("layer, message", [
-    ({"name": "a", "params": 1, "in_bytes": 1}, r"layer 0 \(a\): missing key 'out_bytes'"),
-    ({"name": "a", "params": -1, "in_bytes": 1, "out_bytes": 1}, r"layer 0 \(a\)\.params must be a number"),
+    ({"name": "a", "params": 1, "in_bytes": 1}, r"^t\.toml: \[layer\[0\] \(a\)\] out_bytes: missing"),
+    ({"name": "a", "params": -1, "in_bytes": 1, "out_bytes": 1}, r"^t\.toml: \[layer\[0\] \(a\)\] params: expected a number >= 0, got -1"),
     ({"name": "a", "params": 1, "in_bytes": 1, "out_bytes": 1, "gemms": [{"m": 1, "n": 2}]},
-     r"layer 0 \(a\): gemms\[0\]: missing key 'k'"),
+     r"^t\.toml: \[layer\[0\] \(a\)\.gemms\[0\]\] k: missing"),
     ({"name": "a", "params": 1, "in_bytes": 1, "out_bytes": 1, "gemms": [{"m": 1, "n": 2, "k": 0}]},
-     r"layer 0 \(a\): gemms\[0\]: GEMM k must be a positive number"),
+     r"^t\.toml: \[layer\[0\] \(a\)\.gemms\[0\]\] k: expected a number > 0, got 0"),
     ({"name": "a", "params": 1, "in_bytes": 1, "out_bytes": 1, "vectors": [{"bytes": 1, "shard": "x"}]},
      r"layer 0 \(a\): vectors\[0\]: element-wise shard must be"),
 ])

@@ -1,4 +1,4 @@
-"""The contracts every layer shares: pure Python (the standard library and numpy, nothing else).
+"""The contracts every layer shares: pure Python (the standard library, numpy and pydantic, nothing else).
 
 * :mod:`hdl.contracts.errors` -- :class:`~hdl.contracts.errors.FredError`, the one error type for
   bad input;
@@ -16,7 +16,10 @@
 * :mod:`hdl.contracts.fabric`, :mod:`hdl.contracts.fabric_partition` -- the wafer fabric's
   description (variants, link ratios, switch sizes, requests), shared by the fabric RTL and the
   system model, and its cut into two parts for the lock-step simulator;
-* :mod:`hdl.contracts.characterization` -- the schema of the measured switch data.
+* :mod:`hdl.contracts.characterization` -- the schema of the measured switch data;
+* :mod:`hdl.contracts.input_schema` -- what every input file's schema shares (pydantic base
+  model, field types) and the one rule that turns a validation error into a :class:`FredError`
+  naming the file, the table and the key.
 
 Above it: :mod:`hdl.compiler` (pure Python), :mod:`hdl.emit`, :mod:`hdl.designs` (Amaranth);
 the EDA tooling (:mod:`eda`), the benches (:mod:`cocotb_tests`), the system model

@@ -4,17 +4,21 @@
 (``sysmodel.switch_timing``) reads it; both validate it here, so producer and consumer cannot
 drift apart. The schema is documented in ``docs/characterization-schema.md``.
 
-Pure Python (stdlib only).
+Pure Python; the schema is pydantic models (:mod:`hdl.contracts.input_schema`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from hdl.contracts.errors import FredError
+from hdl.contracts.input_schema import (InputModel, NonNegativeNumber, PositiveInt, PositiveNumber,
+                                   validate_input)
 
 __all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "OPTIONAL_SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "Characterization", "parse_characterization",
            "read_characterization", "point_name"]
@@ -36,15 +40,11 @@ SWITCH_FIELDS = {
 #: phase). Files written before it existed carry it only in ``summaries``; the reader takes it
 #: from there (:func:`parse_characterization`).
 OPTIONAL_SWITCH_FIELDS = {"select_copy_cycles": float}
-_POSITIVE = ("clock_mhz", "flit_bytes", "throughput_flits_per_cycle_per_port")
-_NON_NEGATIVE = ("first_flit_latency_cycles", "phase_switch_cycles", "config_load_cycles")
 #: The optional ``packet_switch`` block (``fred characterize --packet-switch``): the packet
 #: switch's preemption figures, in cycles, each >= 0 (``docs/characterization-schema.md``).
 PACKET_SWITCH_FIELDS = ("latency_cycles", "select_cycles", "preemption_latency_cycles",
                         "reconfiguration_cycles_busy", "reconfiguration_cycles_idle",
                         "preempted_delay_cycles", "resume_cycles")
-#: Optional top-level lists written by ``fred characterize``.
-_OPTIONAL_LISTS = ("measurements", "summaries", "cost", "not_measured")
 
 
 @dataclass(frozen=True)
@@ -89,96 +89,95 @@ def point_name(ports: int, middle: int, dtype: str) -> str:
     return f"P{ports}m{middle}{dtype}"
 
 
+# -- the schema (pydantic; docs/characterization-schema.md) -------------------------------------
+class _Switch(InputModel):
+    """A ``switch`` block: :data:`SWITCH_FIELDS` and :data:`OPTIONAL_SWITCH_FIELDS`."""
+
+    clock_mhz: PositiveNumber
+    flit_bytes: PositiveInt
+    first_flit_latency_cycles: NonNegativeNumber
+    throughput_flits_per_cycle_per_port: PositiveNumber
+    phase_switch_cycles: NonNegativeNumber
+    config_load_cycles: NonNegativeNumber
+    select_copy_cycles: NonNegativeNumber | None = None
+
+    def values(self) -> dict:
+        """The typed fields, in :data:`SWITCH_FIELDS` order (the optional ones when given)."""
+        out = {name: getattr(self, name) for name in SWITCH_FIELDS}
+        out.update({name: getattr(self, name) for name in OPTIONAL_SWITCH_FIELDS
+                    if getattr(self, name) is not None})
+        return out
+
+
+class _Point(InputModel):
+    ports: int
+    middle: int
+    dtype: str
+
+
+class _PointBlock(InputModel):
+    point: _Point
+    switch: _Switch
+
+
+class _GeneratedBy(InputModel):
+    model_config = ConfigDict(extra="allow")     # tools, seconds, jobs, seed, runs: free-form
+    command: Annotated[str, Field(min_length=1)]
+    date: Annotated[str, Field(min_length=1)]
+
+
+class _PacketSwitch(InputModel):
+    model_config = ConfigDict(extra="allow")     # point, mp_output_cycles, ...: not checked
+    latency_cycles: NonNegativeNumber
+    select_cycles: NonNegativeNumber
+    preemption_latency_cycles: NonNegativeNumber
+    reconfiguration_cycles_busy: NonNegativeNumber
+    reconfiguration_cycles_idle: NonNegativeNumber
+    preempted_delay_cycles: NonNegativeNumber
+    resume_cycles: NonNegativeNumber
+
+
+class _Document(InputModel):
+    #: keys besides these are allowed and ignored (measurement detail, provenance)
+    model_config = ConfigDict(extra="allow")
+    schema_: Literal[SCHEMA_ID] = Field(alias="schema")
+    switch: _Switch
+    switches: dict[str, _PointBlock] = {}
+    generated_by: _GeneratedBy | None = None
+    measurements: list | None = None
+    summaries: list | None = None
+    cost: list | None = None
+    not_measured: list | None = None
+    packet_switch: _PacketSwitch | None = None
+
+
+_NON_NEGATIVE_NUMBER = TypeAdapter(NonNegativeNumber)
+
+
 def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     """Validate a decoded characterization document; errors name the bad field."""
-    if not isinstance(data, dict):
-        raise FredError(f"{source}: top level must be a JSON object")
-    schema = data.get("schema")
-    if schema != SCHEMA_ID:
-        raise FredError(f"{source}: 'schema' must be {SCHEMA_ID!r}, got {schema!r}")
-    switch = data.get("switch")
-    if not isinstance(switch, dict):
-        raise FredError(f"{source}: missing object 'switch' with the model's timing fields")
-    values = _switch_fields(switch, source, "switch")
+    doc = validate_input(_Document, data, source, style="json")
+    values = doc.switch.values()
     source_point = (data.get("switch_source") or {}).get("point")
     if "select_copy_cycles" not in values and isinstance(source_point, dict) \
             and all(k in source_point for k in ("ports", "middle", "dtype")):
         values.update(_summary_select_copy(data, source_point, source))
-    switches = data.get("switches", {})
-    if not isinstance(switches, dict):
-        raise FredError(f"{source}: 'switches' must be an object (point name -> point and switch block)")
     points = {}
-    for name, block in switches.items():
-        where = f"switches.{name}"
-        if not isinstance(block, dict) or not isinstance(block.get("switch"), dict):
-            raise FredError(f"{source}: '{where}' must be an object with a 'switch' block")
-        point = block.get("point")
-        if not (isinstance(point, dict) and all(isinstance(point.get(k), int) and not isinstance(point.get(k), bool)
-                                                for k in ("ports", "middle"))
-                and isinstance(point.get("dtype"), str)):
-            raise FredError(f"{source}: '{where}.point' must give integer 'ports', 'middle' and a string 'dtype'")
-        if name != point_name(point["ports"], point["middle"], point["dtype"]):
+    for name, block in doc.switches.items():
+        point = block.point
+        if name != point_name(point.ports, point.middle, point.dtype):
             # the key is how readers find a point: it must say what the block measured
-            raise FredError(f"{source}: '{where}' holds point {point_name(point['ports'], point['middle'], point['dtype'])}; "
-                            f"the key must be that name")
-        fields = _switch_fields(block["switch"], source, f"{where}.switch")
+            raise FredError(f"{source}: 'switches.{name}' holds point "
+                            f"{point_name(point.ports, point.middle, point.dtype)}; the key must be that name")
+        fields = block.switch.values()
         if "select_copy_cycles" not in fields:
-            fields.update(_summary_select_copy(data, point, source))
-        points[name] = {"point": dict(point), "switch": fields}
-    generated = data.get("generated_by")
-    if generated is not None:
-        if not isinstance(generated, dict) or not all(
-                isinstance(generated.get(key), str) and generated.get(key) for key in ("command", "date")):
-            raise FredError(f"{source}: 'generated_by' must be an object with non-empty string "
-                            f"'command' and 'date'")
-    for key in _OPTIONAL_LISTS:
-        if key in data and not isinstance(data[key], list):
-            raise FredError(f"{source}: '{key}' must be a list, got {type(data[key]).__name__}")
+            fields.update(_summary_select_copy(data, point.model_dump(), source))
+        points[name] = {"point": dict(data["switches"][name]["point"]), "switch": fields}
     packet = None
-    if "packet_switch" in data:
-        block = data["packet_switch"]
-        if not isinstance(block, dict):
-            raise FredError(f"{source}: 'packet_switch' must be an object")
-        packet = {}
-        for name in PACKET_SWITCH_FIELDS:
-            value = block.get(name)
-            if not _finite(value) or value < 0:
-                raise FredError(f"{source}: 'packet_switch.{name}' must be a finite number >= 0, got {value!r}")
-            packet[name] = float(value)
+    if doc.packet_switch is not None:
+        packet = {name: getattr(doc.packet_switch, name) for name in PACKET_SWITCH_FIELDS}
     return Characterization(switch=values, source=source, document=data, switches=points,
                             packet_switch=packet)
-
-
-def _switch_fields(switch: dict, source: str, where: str) -> dict:
-    """The :data:`SWITCH_FIELDS` of one ``switch`` block, typed and range-checked."""
-    values = {}
-    for name, kind in SWITCH_FIELDS.items():
-        if name not in switch:
-            raise FredError(f"{source}: '{where}.{name}' is missing")
-        value = switch[name]
-        if not _finite(value):
-            raise FredError(f"{source}: '{where}.{name}' must be a finite number, got {value!r}")
-        if kind is int and value != int(value):
-            raise FredError(f"{source}: '{where}.{name}' must be an integer, got {value!r}")
-        values[name] = kind(value)
-    for name, kind in OPTIONAL_SWITCH_FIELDS.items():
-        if name in switch:
-            value = switch[name]
-            if not _finite(value) or value < 0:
-                raise FredError(f"{source}: '{where}.{name}' must be a finite number >= 0, got {value!r}")
-            values[name] = kind(value)
-    for name in _POSITIVE:
-        if values[name] <= 0:
-            raise FredError(f"{source}: '{where}.{name}' must be > 0, got {values[name]}")
-    for name in _NON_NEGATIVE:
-        if values[name] < 0:
-            raise FredError(f"{source}: '{where}.{name}' must be >= 0, got {values[name]}")
-    return values
-
-
-def _finite(value) -> bool:
-    """A finite int or float (not a bool)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _summary_select_copy(data: dict, point: dict, source: str) -> dict:
@@ -190,10 +189,11 @@ def _summary_select_copy(data: dict, point: dict, source: str) -> dict:
             value = summary.get("select_copy_cycles")
             if value is None:
                 return {}
-            if not _finite(value) or value < 0:
+            try:
+                return {"select_copy_cycles": _NON_NEGATIVE_NUMBER.validate_python(value)}
+            except ValidationError:
                 raise FredError(f"{source}: the summary of {point_name(point['ports'], point['middle'], point['dtype'])} "
-                                f"has select_copy_cycles {value!r}; expected a finite number >= 0")
-            return {"select_copy_cycles": float(value)}
+                                f"has select_copy_cycles {value!r}; expected a finite number >= 0") from None
     return {}
 
 
