@@ -7,12 +7,13 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation
 
 all: test
 
 help:
 	@echo "make test       install into .venv if needed, run the whole default suite"
+	@echo "make test-quick the fast lane while editing: no Verilator (no cocotb bench, no lint or build)"
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: eda/lint_waivers.vlt)"
@@ -38,6 +39,9 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-quick: $(STAMP)
+	$(PY) -m pytest -m "not full and not cocotb and not verilator" $(PYTEST_ARGS)
 
 test-full: $(STAMP)
 	$(PY) -m pytest -m "full or not full" $(PYTEST_ARGS)

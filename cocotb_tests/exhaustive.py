@@ -11,7 +11,7 @@ included: they must produce nothing.
 Fred_m(3) = ``in[0]`` (ports 0, 1), ``demux`` (port 2), m RD microswitches (sub-port 0 from
 ``in[0]``'s wire, sub-port 1 from the demux's), ``out[0]`` (ports 0, 1), ``mux`` (port 2).
 :func:`legal_configurations` enumerates the configurations with an independent evaluator and
-prunes each stage as soon as a value is lost; ``tests/test_switch_exhaustive.py`` checks that, for
+prunes each stage as soon as a value is lost; ``tests/cocotb_tests/test_switch_exhaustive.py`` checks that, for
 Fred_2(3), the result is exactly the set of decodable configurations that the functional model
 accepts (all 104,976 are tried). Counts: 8,869 for Fred_2(3), 213,669 for Fred_3(3).
 """

@@ -1,6 +1,6 @@
 """Test-only hardware: a stream buffer with one deliberate fault, to prove the scoreboard works.
 
-Not part of FRED. ``tests/test_stream_buffer_cocotb.py`` runs it under Verilator and checks that
+Not part of FRED. ``tests/cocotb_tests/test_stream_buffer_cocotb.py`` runs it under Verilator and checks that
 the scoreboard reports exactly the injected fault kind. The fault is chosen at run time through
 the ``fault`` input (an index into :data:`FAULTS`), so one Verilator build serves every case.
 """

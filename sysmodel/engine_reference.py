@@ -3,7 +3,7 @@
 :meth:`sysmodel.engine.Engine.run` is an optimised form of this loop (issue 16: cached rates,
 precomputed link demands, integer resources). This module keeps the original, straightforward
 loop as the executable specification the optimised one is tested against
-(``tests/test_sysmodel_speed_identity.py``: every iteration of the evaluation computed both
+(``tests/sysmodel/test_sysmodel_speed_identity.py``: every iteration of the evaluation computed both
 ways agrees to 1e-9 relative). ``simulate_iteration(..., reference=True)`` runs it. Its
 semantics are described in :mod:`sysmodel.engine`.
 """

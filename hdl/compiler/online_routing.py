@@ -17,7 +17,7 @@ microswitch; with m >= 3 = 2n - 1 (n = 2, Clos) some middle has both links free,
 paths exist and however they were chosen, and its sub-ports are then free, so the argument
 recurses. The demux / mux port has a microswitch of its own (one port), so it never blocks.
 At m = 2 a request can block (:meth:`OnlineRoutingModel.route` returns ``None``);
-``tests/test_online_router.py`` checks both.
+``tests/hdl/compiler/test_online_router.py`` checks both.
 
 The model keeps the modes of every microswitch (the configuration vector the hardware keeps
 in a register) and builds the :class:`~hdl.contracts.encoding.SwitchConfig` of the current

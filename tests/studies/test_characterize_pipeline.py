@@ -18,7 +18,7 @@ from studies.characterization.report import (build_document, composed_cost, comp
 from studies.characterization.timing import figures
 from sysmodel.switch_timing import SCHEMA_ID, load_switch_timing, parse_characterization
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "data" / "characterization.json"
 
 

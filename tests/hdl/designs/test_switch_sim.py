@@ -21,7 +21,6 @@ from hdl.designs.registry import get_design
 from hdl.designs.switch import FredSwitch
 from hdl.designs.switch.config_checker import ConfigChecker
 
-from switch_sim import run_streams
 
 
 def _decodes(value, ports, middle):
@@ -123,7 +122,7 @@ def _config_packet(words, slot, phases, last_at=None):
     return [layout.pack(data=w, last=i == last_at, phase=slot) for i, w in enumerate(words)]
 
 
-def test_switch_top_loads_selects_and_routes_an_all_reduce():
+def test_switch_top_loads_selects_and_routes_an_all_reduce(run_streams):
     """End to end in the Amaranth simulator: a bad packet, a good one, select, traffic."""
     ports, middle, dtype = 4, 2, "int32"
     rng = seeded_rng("top.sim")
@@ -232,7 +231,7 @@ def _random_flows(rng, ports):
 
 @pytest.mark.parametrize("ports,middle,dtype", [(3, 2, "int32"), (3, 3, "fp16"), (5, 3, "int32"),
                                                 (6, 3, "int32"), (7, 2, "fp16")])
-def test_odd_and_non_power_of_two_switch_routes_random_flows(ports, middle, dtype):
+def test_odd_and_non_power_of_two_switch_routes_random_flows(ports, middle, dtype, run_streams):
     """Fred_m(P) for P not a power of two: compiler-routed random flow sets (the last port
     included), random idle cycles and backpressure, every output bit-exact against the
     functional model (data and framing)."""
@@ -267,7 +266,7 @@ def test_odd_and_non_power_of_two_switch_routes_random_flows(ports, middle, dtyp
 
 @pytest.mark.parametrize("ports,dtype", [(3, "int32"), (3, "fp16"), (5, "int32"), (6, "fp16"),
                                          (7, "int32")])
-def test_every_path_has_the_latency_of_the_property(ports, dtype):
+def test_every_path_has_the_latency_of_the_property(ports, dtype, run_streams):
     """Odd and non-power-of-two P: a cyclic shift, an all-reduce and a broadcast from the last
     port; no idle, no backpressure: every output's first flit leaves exactly ``latency`` cycles
     after the first input transfer (the last port's demux/mux path included) and every output

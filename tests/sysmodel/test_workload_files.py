@@ -12,7 +12,7 @@ from sysmodel.workload_file import load_workload_file, parse_workload, workload_
 from sysmodel.workloads import WORKLOADS, resnet152, transformer
 from sysmodel.workload_file import get_workload
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = """
 [workload]

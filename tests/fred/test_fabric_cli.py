@@ -1,5 +1,5 @@
 """`fred fabric-sim` / `fred fabric-validate`: the model's side, the request checks and the errors
-that must come before anything is built (the RTL runs are in tests/test_fabric_rtl.py)."""
+that must come before anything is built (the RTL runs are in tests/hdl/designs/test_fabric_rtl.py)."""
 
 import json
 import re

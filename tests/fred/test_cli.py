@@ -86,7 +86,7 @@ def test_format_table_aligns_columns():
 
 
 def _custom_characterization(tmp_path, latency_cycles):
-    document = json.loads((Path(__file__).resolve().parents[1] / "data" / "characterization.json").read_text())
+    document = json.loads((Path(__file__).resolve().parents[2] / "data" / "characterization.json").read_text())
     for block in document["switches"].values():   # the platform reads its chiplets' points
         block["switch"]["first_flit_latency_cycles"] = latency_cycles
     path = tmp_path / "other.json"

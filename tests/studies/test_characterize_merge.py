@@ -14,7 +14,7 @@ from studies.characterization.merge import (merge_grid, merge_not_measured, merg
 from studies.characterization.provenance import run_record, source_commit
 from studies.characterization.report import build_document, record_runs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "data" / "characterization.json"
 
 

@@ -11,7 +11,6 @@ import pytest
 from amaranth.hdl import Fragment, unsigned
 from amaranth.sim import Simulator
 
-from adder_sim_driver import pack_flits, run_unit, unpack_flits
 from cocotb_tests.adder_vectors import random_pairs
 from cocotb_tests.lib.seeds import get_seed
 from hdl.contracts.errors import FredError
@@ -35,14 +34,14 @@ def _operands(name, flits, lanes, seed):
 
 
 @pytest.mark.parametrize("name", ("fp16", "bf16", "fp32", "int32"))
-def test_one_flit_per_cycle_and_latency_measured(name):
+def test_one_flit_per_cycle_and_latency_measured(name, adder_driver):
     """No idle, no backpressure: a/b transfer every cycle, o every cycle after the fill."""
     flits, lanes = 300, 2
     unit = ReductionUnit(dtype=name, lanes=lanes)
     width = unit.dtype.width
     a, b = _operands(name, flits, lanes, 3)
-    run = run_unit(unit, pack_flits(a, width), pack_flits(b, width))
-    assert (unpack_flits(run.outputs, width, lanes) == get_dtype(name).add(a, b)).all()
+    run = adder_driver.run_unit(unit, adder_driver.pack_flits(a, width), adder_driver.pack_flits(b, width))
+    assert (adder_driver.unpack_flits(run.outputs, width, lanes) == get_dtype(name).add(a, b)).all()
     input_span = run.input_cycles[-1] - run.input_cycles[0]
     output_span = run.output_cycles[-1] - run.output_cycles[0]
     throughput = (flits - 1) / output_span
@@ -57,28 +56,28 @@ def test_one_flit_per_cycle_and_latency_measured(name):
 
 @pytest.mark.parametrize("name, stall, idle", [("fp16", 0.7, 0.5), ("fp32", 0.5, 0.0),
                                                ("int32", 0.6, 0.3), ("bf16", 0.0, 0.6)])
-def test_heavy_backpressure_and_idle_lose_nothing(name, stall, idle):
+def test_heavy_backpressure_and_idle_lose_nothing(name, stall, idle, adder_driver):
     flits, lanes = 1500, 2
     unit = ReductionUnit(dtype=name, lanes=lanes)
     width = unit.dtype.width
     a, b = _operands(name, flits, lanes, get_seed(f"adder.stream.{name}"))
-    run = run_unit(unit, pack_flits(a, width), pack_flits(b, width), output_stall=stall,
+    run = adder_driver.run_unit(unit, adder_driver.pack_flits(a, width), adder_driver.pack_flits(b, width), output_stall=stall,
                    input_idle=idle, seed=get_seed(f"adder.stream.{name}.pattern"))
     assert len(run.outputs) == flits
-    assert (unpack_flits(run.outputs, width, lanes) == get_dtype(name).add(a, b)).all()
+    assert (adder_driver.unpack_flits(run.outputs, width, lanes) == get_dtype(name).add(a, b)).all()
 
 
-def test_sideband_follows_operand_a():
+def test_sideband_follows_operand_a(adder_driver):
     flits, lanes = 400, 3
     unit = ReductionUnit(dtype="bf16", lanes=lanes, sideband=unsigned(9))
     rng = np.random.default_rng(5)
     a, b = _operands("bf16", flits, lanes, 6)
     side_a = rng.integers(0, 512, flits).tolist()
     side_b = [(s + 1) % 512 for s in side_a]   # b's sideband differs and must be ignored
-    run = run_unit(unit, pack_flits(a, 16), pack_flits(b, 16), sidebands=side_a,
+    run = adder_driver.run_unit(unit, adder_driver.pack_flits(a, 16), adder_driver.pack_flits(b, 16), sidebands=side_a,
                    b_sidebands=side_b, output_stall=0.4, input_idle=0.2, seed=7)
     assert run.sidebands == side_a
-    assert (unpack_flits(run.outputs, 16, lanes) == get_dtype("bf16").add(a, b)).all()
+    assert (adder_driver.unpack_flits(run.outputs, 16, lanes) == get_dtype("bf16").add(a, b)).all()
 
 
 def test_a_and_b_transfer_only_together():

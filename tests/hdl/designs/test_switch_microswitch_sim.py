@@ -19,7 +19,6 @@ from hdl.contracts.flit import FlitFormat
 from hdl.designs.switch import Demux, InputMicroswitch, Mux, OutputMicroswitch, RDMicroswitch
 from hdl.designs.switch.select_fork import SelectFork
 
-from switch_sim import run_streams
 
 FLITS = 12
 
@@ -57,7 +56,7 @@ RD_CASES = [("int32", a, b) for a, b in RD_LEGAL] + [("fp16", a, b) for a, b in 
 
 
 @pytest.mark.parametrize("dtype,out0,out1", RD_CASES)
-def test_rd_microswitch_every_legal_mode(dtype, out0, out1):
+def test_rd_microswitch_every_legal_mode(dtype, out0, out1, run_streams):
     fmt = FlitFormat(dtype=dtype, lanes=2, tag_width=8)
     rng = seeded_rng(f"rd.{dtype}.{out0}{out1}")
     dut = RDMicroswitch(flit=fmt)
@@ -89,7 +88,7 @@ def _input_modes(middle):
 
 
 @pytest.mark.parametrize("middle", [2, 3])
-def test_input_microswitch_every_mode(middle):
+def test_input_microswitch_every_mode(middle, run_streams):
     fmt = FlitFormat(dtype="int32", lanes=1, tag_width=8)
     rng = seeded_rng(f"input.{middle}")
     dut = InputMicroswitch(flit=fmt, middle=middle)
@@ -126,7 +125,7 @@ def _output_modes(middle):
 
 
 @pytest.mark.parametrize("middle", [2, 3])
-def test_output_microswitch_every_mode(middle):
+def test_output_microswitch_every_mode(middle, run_streams):
     fmt = FlitFormat(dtype="fp16", lanes=1, tag_width=8)
     rng = seeded_rng(f"output.{middle}")
     dut = OutputMicroswitch(flit=fmt, middle=middle)
@@ -152,7 +151,7 @@ def _single_wire_modes(cls, middle):
 
 @pytest.mark.parametrize("middle", [2, 3, 4])
 @pytest.mark.parametrize("dtype", ["int32", "fp16"])
-def test_demux_every_mode(middle, dtype):
+def test_demux_every_mode(middle, dtype, run_streams):
     """The last port of an odd Fred_m(P) onto one of m wires; disabled: never consumed."""
     fmt = FlitFormat(dtype=dtype, lanes=2, tag_width=8)
     rng = seeded_rng(f"demux.{middle}.{dtype}")
@@ -170,7 +169,7 @@ def test_demux_every_mode(middle, dtype):
 
 
 @pytest.mark.parametrize("middle", [2, 3, 4])
-def test_mux_every_mode(middle):
+def test_mux_every_mode(middle, run_streams):
     """One of m wires onto the last port of an odd Fred_m(P); unselected wires wait."""
     fmt = FlitFormat(dtype="fp16", lanes=1, tag_width=8)
     rng = seeded_rng(f"mux.{middle}")
@@ -186,7 +185,7 @@ def test_mux_every_mode(middle):
             assert len(result["sent"][f"w{k}"]) == (FLITS if taken else 0), (mode, k)
 
 
-def test_broadcast_consumes_each_flit_once_after_both_outputs_took_it():
+def test_broadcast_consumes_each_flit_once_after_both_outputs_took_it(run_streams):
     """The fork alone (no buffers): out1 stalls often; out0 must not take a flit twice, and the
     input flit is consumed exactly in the cycle the later of the two outputs takes it."""
     rng = seeded_rng("fork.broadcast.stall")
@@ -206,7 +205,7 @@ def test_broadcast_consumes_each_flit_once_after_both_outputs_took_it():
 
 
 @pytest.mark.parametrize("dtype", ["int32", "fp16"])
-def test_microswitch_latency_equals_property_and_full_throughput(dtype):
+def test_microswitch_latency_equals_property_and_full_throughput(dtype, run_streams):
     fmt = FlitFormat(dtype=dtype, lanes=1, tag_width=8)
     rng = seeded_rng("latency")
     cases = []

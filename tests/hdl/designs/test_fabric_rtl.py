@@ -370,13 +370,12 @@ def test_hierarchical_needs_the_same_members_on_every_l1():
     assert fabric_program(spec, ok, algorithm="hierarchical").phases[:5] == [3] * 5
 
 
-def test_a_phase_sequencer_port_takes_only_its_share():
+def test_a_phase_sequencer_port_takes_only_its_share(program_and_start):
     """Amaranth simulation: phase 0 = ports 0 and 1, 3 flits each; a port offering flits all
     the time is let through exactly 3 times, then waits for phase 1 (port 1 only, 2 flits)."""
     from amaranth.sim import Simulator
 
     from hdl.designs.fabric.phase_sequencer import PhaseSequencer, sequencer_registers
-    from hdl.designs.fabric.sim import program_and_start
     dut = PhaseSequencer(ports=3, phases=2)
     taken = {0: [], 1: []}
 
@@ -404,7 +403,7 @@ def test_a_phase_sequencer_port_takes_only_its_share():
 
 # -- fp16 data ---------------------------------------------------------------------------------
 
-def test_fp16_engine_sends_the_golden_data_through_the_adder_and_hashes_what_it_receives():
+def test_fp16_engine_sends_the_golden_data_through_the_adder_and_hashes_what_it_receives(program_and_start):
     """Amaranth simulation of one fp16 engine looped back on itself (tx -> rx): it sends 12
     flits of its own data plus -0 through the project's reduction unit (x + -0 = x), and its
     hash of what it received is the golden model's hash of fp16_value data."""
@@ -415,7 +414,6 @@ def test_fp16_engine_sends_the_golden_data_through_the_adder_and_hashes_what_it_
     from hdl.contracts.npu_engine import engine_writes, fp16_value
     from hdl.contracts.flit import FlitFormat
     from hdl.designs.fabric.npu_engine import NpuEngine
-    from hdl.designs.fabric.sim import program_and_start
     n, weights = 12, rank_weights(7, 2)
     engine = dict(backpressure=0, seed=1, stages=[dict(
         send_count=n, recv_count=n, ws=weights[0], hs=weights[1], wr=0, hr=0, own_only=n,

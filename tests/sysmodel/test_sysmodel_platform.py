@@ -63,7 +63,7 @@ def test_zero2_defaults_are_deepspeeds():
     assert p.dp_bucket_elements == 5e8 and p.dp_overlap is False
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "data" / "characterization.json"
 
 

@@ -132,7 +132,7 @@ def test_latency_bound_ring_walks_its_hops_with_a_forwarding_cycle_per_step(plat
 
 
 @pytest.mark.parametrize("dtype", ["int32", "fp16"])
-def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype):
+def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype, program_and_start):
     # pins engine_forward_cycles to the RTL: an engine that only forwards (no data of its own)
     # sends a received flit engine_forward_cycles(dtype) cycles after it took it in
     from amaranth.sim import Simulator
@@ -140,7 +140,6 @@ def test_engine_forwards_a_flit_after_its_forwarding_latency(dtype):
     from hdl.contracts.npu_engine import engine_writes
     from hdl.contracts.flit import FlitFormat
     from hdl.designs.fabric.npu_engine import NpuEngine
-    from hdl.designs.fabric.sim import program_and_start
     dut = NpuEngine(FlitFormat(dtype=dtype, lanes=1, tag_width=1), buffer=4)
     engine = dict(backpressure=0, seed=1, stages=[dict(
         send_count=1, recv_count=1, ws=0, hs=0, wr=0, hr=0, own_only=0, add_until=0, fwd_count=1,
