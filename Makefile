@@ -1,5 +1,6 @@
-# FRED in silicon and in numbers. `make test` and (once it exists) `make eval` must work on a
-# fresh machine: the .venv target below installs everything they need from PyPI.
+# FRED in silicon and in numbers. `make test` and `make eval` must work on a fresh machine: the
+# .venv target below installs everything they need from PyPI. Every target calls `fred` (or
+# pytest); `make help` lists them.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python

@@ -13,6 +13,9 @@ Hierarchical Verilog (``hdl.emit.verilog.to_verilog``) is built with Verilator's
 verilation* (:func:`hierarchical_blocks`): Verilator otherwise generates code per instance (a
 Fred_3(16) fp16 x 4 becomes 84 MB of C++, mostly copies of the same adder), while a hierarchical
 block is verilated and compiled once however often it is instantiated.
+
+The Verilator it runs and the build settings every build shares (``SIM_BUILD``, ``BUILD_ARGS``,
+``MAKE_VARIABLES``) come from :mod:`eda.toolchain`.
 """
 
 from __future__ import annotations
