@@ -19,15 +19,16 @@ help:
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: eda/lint_waivers.vlt)"
 	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
-	@echo "make bench-sysmodel  system-model speed figures"
-	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra)"
+	@echo "make bench-sysmodel  system-model speed figures (BENCH_SYSMODEL_ARGS)"
+	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra; SYNTH_ARGS)"
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
-	@echo "make bench-router  print the router's P=64 routing time per flow set"
+	@echo "make bench-router  print the router's P=64 routing time per flow set (BENCH_ROUTER_ARGS)"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
-	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches"
+	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
 	@echo "make mutation   mutation score of the switch benches (MUTATION_ARGS, e.g. --count 60 --jobs 1)"
+	@echo "each target above that runs a tool is a fred subcommand: fred --help, fred COMMAND --help"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -51,13 +52,13 @@ verilog: $(STAMP)
 	$(FRED) verilog --all -o build
 
 lint: verilog
-	$(PY) -m eda.lint build/*.v
+	$(FRED) lint build/*.v
 
 eval: $(STAMP)
 	$(FRED) eval --output results --calibration paper
 
 bench-sysmodel: $(STAMP)
-	$(PY) benchmarks/bench_sysmodel.py
+	$(FRED) bench sysmodel $(BENCH_SYSMODEL_ARGS)
 
 # The paper's Fig. 9 collectives on the RTL fabrics Fred-A..D (Verilator) against the system model
 # at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes).
@@ -65,22 +66,22 @@ fabric-validate: $(STAMP)
 	$(FRED) fabric-validate $(FABRIC_VALIDATE_ARGS)
 
 bench-router: $(STAMP)
-	$(PY) benchmarks/bench_router.py
+	$(FRED) bench router $(BENCH_ROUTER_ARGS)
 
 # Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (issue 15)
 bench-fabric: $(STAMP)
-	$(PY) benchmarks/bench_fabric.py $(BENCH_FABRIC_ARGS)
+	$(FRED) bench fabric $(BENCH_FABRIC_ARGS)
 
 # Generation time/size/memory of Fred_3(P) fp16 x 4 for P = 4..64, lint of Fred_3(64), Verilator
 # build of Fred_3(16) hierarchical vs flat (the flat build alone takes several minutes; skip it
 # with BENCH_VERILOG_ARGS=--no-flat).
 bench-verilog: $(STAMP)
-	$(PY) benchmarks/bench_verilog.py $(BENCH_VERILOG_ARGS)
+	$(FRED) bench verilog $(BENCH_VERILOG_ARGS)
 
 # yosys synth_ecp5 + nextpnr-ecp5 --85k per format for lanes 1 and 4 (docs/synthesis.md).
 synth: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,synth]'
-	$(PY) scripts/synth_report.py $(SYNTH_ARGS)
+	$(FRED) synth $(SYNTH_ARGS)
 
 clean:
 	rm -rf build sim_build .pytest_cache
@@ -96,9 +97,9 @@ characterize: $(STAMP)
 # full, and Verilator line/toggle coverage per module on separate coverage builds; merged reports
 # in build/coverage/ (docs/verification.md). Each pytest run takes /tmp/fred-heavy.lock itself.
 coverage: $(STAMP)
-	$(PY) -m studies.verification.coverage_run $(COVERAGE_ARGS)
+	$(FRED) coverage $(COVERAGE_ARGS)
 
 # Mutants of the generated Verilog of Fred_2(4) int32, each run through the switch benches under
 # its own flock of /tmp/fred-heavy.lock; prints the score and the survivors (docs/verification.md).
 mutation: $(STAMP)
-	$(PY) -m studies.verification.mutation $(MUTATION_ARGS)
+	$(FRED) mutation $(MUTATION_ARGS)

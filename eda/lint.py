@@ -1,6 +1,6 @@
 """Verilator ``--lint-only -Wall`` on generated Verilog, with the project's waivers.
 
-Usage: ``python -m eda.lint FILE.v [FILE.v ...]`` (``make lint`` lints ``build/*.v``).
+Usage: ``fred lint FILE.v [FILE.v ...]`` (``make lint`` lints ``build/*.v``).
 The top module of each file is taken from the file name. Waivers live in
 ``eda/lint_waivers.vlt``, each with the reason it is acceptable.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,23 +107,3 @@ def lint(path: Path | str, *, top: str | None = None, whole: bool = False) -> Li
                 out.append(done.stdout)
                 err.append(f"module {name}:\n{done.stderr}")
     return LintResult(1 if failures else 0, "".join(out), "".join(err), len(groups))
-
-
-def main(argv: list[str] | None = None) -> int:
-    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
-    if not paths:
-        print("usage: python -m eda.lint FILE.v [FILE.v ...]", file=sys.stderr)
-        return 2
-    failures = 0
-    for path in paths:
-        result = lint(path)
-        status = "clean" if result.returncode == 0 else "FAILED"
-        print(f"lint {path}: {status} ({result.modules} module{'s' * (result.modules != 1)})")
-        if result.returncode:
-            failures += 1
-            sys.stdout.write(result.stdout + result.stderr)
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

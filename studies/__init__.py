@@ -8,7 +8,12 @@
 * :mod:`studies.characterization` -- measured switch timings and cost (``fred characterize``);
 * :mod:`studies.fabric_case` -- one collective on the RTL fabric against the model of the same
   fabric (``fred fabric-sim`` / ``fred fabric-validate``);
-* :mod:`studies.verification` -- the coverage and mutation campaigns of the switch benches.
+* :mod:`studies.verification` -- the coverage and mutation campaigns of the switch benches
+  (``fred coverage``, ``fred mutation``);
+* :mod:`studies.synth_report` -- the reduction unit's ECP5 synthesis report (``fred synth``);
+* :mod:`studies.benchmarks` -- speed figures of the model, the router, the Verilog flow and the
+  fabric RTL (``fred bench``);
+* :mod:`studies.workload_presets` -- the generated workload preset (ResNet-152).
 
 Imports: any layer below (:mod:`hdl`, :mod:`eda`, :mod:`cocotb_tests`, :mod:`sysmodel`); the
 command line :mod:`fred` sits on top and only parses options and prints.

@@ -6,7 +6,10 @@ development environment's site-packages (for numpy, matplotlib, amaranth...: add
 ``.pth`` line, so that environment's editable-install hook is not run). The installed ``fred``
 console script then runs ``fred eval --json`` from a folder outside the source tree: every
 project package must come from the install, and the switch timing must be the measured one,
-read from the characterization shipped inside the installed package.
+read from the characterization shipped inside the installed package. The install also lints
+generated Verilog with the waivers it ships (``eda/lint_waivers.vlt``), runs ``fred fabric-sim
+--model-only``, and lists the lock-step simulator's C++ driver (``eda/fabric/lockstep.cpp``)
+among its files.
 """
 
 import json
@@ -20,10 +23,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fred", "sysmodel", "hdl", "cocotb_tests")
+PACKAGES = ("fred", "hdl", "eda", "cocotb_tests", "sysmodel", "studies")
 #: What the build needs from the tree; the rest (tests, docs, caches, build output) is left out.
 NOT_BUILT = (".git", ".venv", "build", "sim_build", "results", "__pycache__", "*.egg-info",
-             ".pytest_cache", ".hypothesis", "tests", "docs", "benchmarks", "scripts")
+             ".pytest_cache", ".hypothesis", "tests", "docs")
+#: Non-Python files the tools read at run time, which must ship as package data.
+PACKAGE_DATA = ("eda/lint_waivers.vlt", "eda/fabric/lockstep.cpp", "sysmodel/data/characterization.json")
 
 
 def _run(argv, cwd, env, what):
@@ -104,3 +109,42 @@ def test_a_missing_characterization_stops_the_install(installed, tmp_path):
         hidden.rename(shipped)
     assert proc.returncode == 1
     assert "shipped with the package is missing" in proc.stderr and str(shipped) in proc.stderr
+
+
+def test_the_install_ships_the_tools_data_files(installed):
+    """The wheel's file list (the install's RECORD) holds the lint waivers and the lock-step
+    C++ driver, and the installed copies are the tree's."""
+    _, _, site, _ = installed
+    record = next(site.glob("fred_wafer-*.dist-info")) / "RECORD"
+    listed = {line.split(",")[0] for line in record.read_text().splitlines()}
+    for name in PACKAGE_DATA:
+        assert name in listed, f"{name} is not in the wheel"
+        assert (site / name).read_bytes() == (ROOT / name).resolve().read_bytes(), name
+
+
+def test_fred_lint_uses_the_installed_waivers(installed, tmp_path):
+    """``fred verilog`` then ``fred lint`` from outside the tree: Verilator reads the waivers
+    file of the install (a missing file would fail the run), and the adder lints clean."""
+    python, fred, site, env = installed
+    verilog = tmp_path / "fred_adder.v"
+    _run([str(fred), "verilog", "--unit", "adder", "-o", str(verilog)], tmp_path, env, "fred verilog")
+    proc = _run([str(fred), "lint", str(verilog), "--json"], tmp_path, env, "fred lint")
+    [report] = json.loads(proc.stdout)
+    assert (report["file"], report["clean"], report["modules"]) == (str(verilog), True, 1)
+    waivers = _run([str(python), "-c", "from eda.lint import WAIVERS; print(WAIVERS)"], tmp_path,
+                   env, "locating the waivers").stdout.strip()
+    assert Path(waivers) == site / "eda" / "lint_waivers.vlt"
+
+
+def test_fred_fabric_sim_model_only_runs_from_the_install(installed, tmp_path):
+    """The model's side of a fabric case (no Verilator build: the RTL side of the same command
+    is what the shipped lockstep.cpp drives, listed above)."""
+    _, fred, _, env = installed
+    proc = _run([str(fred), "fabric-sim", "--model-only", "--fabric", "fred-b", "--op", "all-reduce",
+                 "--group", "wafer", "--size", "40", "--json"], tmp_path, env, "fred fabric-sim")
+    installed_case = json.loads(proc.stdout)
+    assert "rtl" not in installed_case and installed_case["model"]["cycles"] > 0
+    from studies.fabric_case import build_case   # the same case computed by the tree
+    tree = build_case(fabric="fred-b", op="all-reduce", size=40, group="wafer", strategy=None,
+                      dim=None, characterization=None, algorithm=None)
+    assert installed_case["model"] == json.loads(json.dumps(tree.to_dict()["model"]))

@@ -67,8 +67,9 @@ LAYERS = {
 }
 PROJECT = ("hdl", "eda", "cocotb_tests", "sysmodel", "studies", "fred", "configs")
 #: Top-level folders of scripts that use the stack but are not part of it (they may import any
-#: layer except the command line).
-CONSUMERS = ("benchmarks", "scripts")
+#: layer except the command line). None: every user-facing action is a ``fred`` subcommand
+#: (README, "Layout"), and the benchmarks and report generators live in ``studies``.
+CONSUMERS = ()
 
 
 def layer_of(module: str) -> str | None:
@@ -266,3 +267,29 @@ def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     files = sorted((tmp_path / "sysmodel").glob("*.py"))
     assert import_cycles(module_graph(files)) == [["sysmodel.a", "sysmodel.b"]]
+
+
+def search_path_uses(path: Path) -> list[str]:
+    """``file:line`` of every use of the interpreter's module search path (the ``path``
+    attribute of ``sys``) in ``path``, read with ``ast``: strings and comments do not count."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "path"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys"]
+
+
+def test_nothing_edits_the_module_search_path():
+    """Every module is imported as the installed (or editable) package provides it: no module,
+    script or test reaches into the tree by editing the search path, so what runs in the tree
+    is what runs from a non-editable install."""
+    files = project_files() + sorted((ROOT / "tests").rglob("*.py"))
+    found = [hit for f in files for hit in search_path_uses(f)]
+    assert not found, "the module search path is edited in:\n" + "\n".join(found)
+
+
+def test_a_search_path_edit_is_found(tmp_path, monkeypatch):
+    """Not vacuous: an insertion inside a function is reported with its line."""
+    edit = "sys" + ".path.insert(0, 'here')"   # spelled in two parts so this file has none
+    (tmp_path / "x.py").write_text(f"import sys\n\ndef f():\n    {edit}\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert search_path_uses(tmp_path / "x.py") == ["x.py:4"]

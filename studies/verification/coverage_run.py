@@ -1,6 +1,8 @@
-"""``make coverage``: functional and code coverage of the switch benches, merged and reported.
+"""``fred coverage`` (``make coverage``): functional and code coverage of the switch benches,
+merged and reported.
 
-``python -m studies.verification.coverage_run [--functional] [--code] [--report-only] [--out DIR]``
+``fred coverage [--functional] [--code] [--report-only] [--out DIR] [--lock FILE]`` calls
+:func:`run_coverage`:
 
 * functional (``cocotb-coverage``, :mod:`cocotb_tests.lib.coverage`): the switch benches of the
   default suite and of ``-m full`` on Fred_3(8) and Fred_3(12) (int32 and fp16), each run writing
@@ -18,14 +20,15 @@ Each pytest run takes ``flock /tmp/fred-heavy.lock`` (``--lock``, '' for none) f
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["FUNCTIONAL_BUILDS", "CODE_BUILDS", "main"]
+from hdl.contracts.errors import FredError
+
+__all__ = ["FUNCTIONAL_BUILDS", "CODE_BUILDS", "LOCK", "run_coverage"]
 
 #: Builds (pytest ids of tests/cocotb_tests/test_switch_cocotb.py) of the functional-coverage runs, default +
 #: full; one pytest run (and one hold of the lock) per build.
@@ -100,26 +103,25 @@ def code(out: Path, *, run: bool, lock: str) -> int:
     return status
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m studies.verification.coverage_run",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--functional", action="store_true", help="functional coverage only")
-    parser.add_argument("--code", action="store_true", help="code coverage only")
-    parser.add_argument("--report-only", action="store_true",
-                        help="merge and report the files of an earlier run")
-    parser.add_argument("--out", default="build/coverage")
-    parser.add_argument("--lock", default=LOCK)
-    args = parser.parse_args(argv)
-    both = not (args.functional or args.code)
-    out = Path(args.out)
+def run_coverage(out: Path | str = "build/coverage", *, functional_part: bool = True,
+                 code_part: bool = True, report_only: bool = False, lock: str = LOCK) -> int:
+    """Run (unless ``report_only``), merge and report the coverage campaigns; 0 when every run
+    passed and every report was written.
+
+    ``out``: the folder of the runs and reports (created); ``functional_part`` / ``code_part``:
+    which of the two campaigns; ``report_only``: merge and report the files of an earlier run;
+    ``lock``: the ``flock`` file each pytest run takes for itself ('' for none). Each report is
+    printed and written as ``report.txt`` next to its merged database.
+    """
+    if not report_only and not Path(TEST_FILE).is_file():
+        # the campaigns run the benches through pytest: they need the source tree's tests
+        raise FredError(f"{TEST_FILE} not found: run the coverage campaigns from the project's "
+                        f"source tree (or --report-only on the files of an earlier run)")
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     status = 0
-    if args.functional or both:
-        status |= functional(out, run=not args.report_only, lock=args.lock)
-    if args.code or both:
-        status |= code(out, run=not args.report_only, lock=args.lock)
+    if functional_part:
+        status |= functional(out, run=not report_only, lock=lock)
+    if code_part:
+        status |= code(out, run=not report_only, lock=lock)
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

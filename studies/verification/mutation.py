@@ -1,6 +1,6 @@
 """Mutation testing of the switch benches: would they catch a real bug in the switch?
 
-``python -m studies.verification.mutation`` (``make mutation``) makes ``--count`` mutants of the
+``fred mutation`` (``make mutation``; :func:`campaign`) makes ``--count`` mutants of the
 generated Verilog of a small switch (default Fred_2(4) int32, 3 phases), each one a single-line
 change, runs the default switch benches on each (directed collectives, random flow sets,
 throughput/latency, configuration protocol, illegal modes, permuted middles, non-interference:
@@ -43,6 +43,10 @@ campaign never starves other jobs for longer than one mutant. A mutant is *kille
 test fails (a scoreboard mismatch, a watchdog timeout, an assertion), the simulator crashes or the
 run exceeds ``--timeout``; it *survives* when every test passes; a mutant Verilator refuses to
 build is *invalid* (reported, not counted).
+
+Each mutant runs in a child process, ``python -m studies.verification.mutation run-one ...``
+(:func:`main`, the module's only entry: an internal worker, not a user command), so a mutant that
+crashes or hangs the simulator takes only that process (and its process group) down.
 """
 
 from __future__ import annotations
@@ -61,7 +65,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog", "main"]
+from hdl.contracts.errors import FredError
+
+__all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog", "campaign", "main"]
 
 #: The design the mutants are made of: small enough for a mutant to build and run in tens of
 #: seconds, large enough to have every microswitch kind but the odd-P demux/mux (input, output,
@@ -392,6 +398,13 @@ def _select(indices: str | None, count: int) -> list[int]:
 
 
 def campaign(args) -> int:
+    """The campaign ``fred mutation`` runs; 0 when it completed (2: the unmutated design fails).
+
+    ``args`` holds the options of ``fred mutation`` (see its ``--help``): ``seed``, ``count``,
+    ``design`` (JSON text or None), ``only``, ``jobs``, ``batch``, ``timeout`` (None: from the
+    original's time), ``lock``, ``out``, ``keep``, ``list``, ``skip_original``, ``table``,
+    ``summary``, ``rerun``, ``resume``. ``args.timeout`` is set to the timeout used.
+    """
     from concurrent.futures import ThreadPoolExecutor
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -409,6 +422,8 @@ def campaign(args) -> int:
                   f"      + {m.after.strip()}")
         return 0
     if args.summary or args.table:   # the outcomes saved so far (partial.json)
+        if not (out / "partial.json").is_file():
+            raise FredError(f"{out / 'partial.json'} not found: no outcomes saved in {out} yet")
         saved = json.loads((out / "partial.json").read_text())["results"]
         saved = {int(i): o for i, o in saved.items()}
         if args.table:
@@ -470,9 +485,11 @@ def bench_version() -> str:
     """Short hash of the bench code the mutants run (bench_switch.py and its library), so a
     saved outcome says which version of the checks produced it."""
     import hashlib
-    here = Path(__file__).resolve().parent
+
+    import cocotb_tests
+    benches = Path(cocotb_tests.__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in [here / "bench_switch.py"] + sorted((here / "lib").glob("*.py")):
+    for path in [benches / "bench_switch.py"] + sorted((benches / "lib").glob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:10]
 
@@ -523,48 +540,20 @@ def _summarize(mutants, results, out: Path, design, args, *, write: bool = True)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m studies.verification.mutation", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command")
-    for name in ("campaign", "run-one"):
-        p = sub.add_parser(name)
-        p.add_argument("--seed", type=int, default=DEFAULT_SEED)
-        p.add_argument("--count", type=int, default=DEFAULT_COUNT, help="mutants to make")
-        p.add_argument("--design", help="JSON of the switch parameters (default Fred_2(4) int32)")
-        if name == "run-one":
-            p.add_argument("--index", type=int, required=True)
-            p.add_argument("--build-root", required=True)
-        else:
-            p.add_argument("--only", help="mutant indices to run, e.g. 0-9,17 (default all)")
-            p.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
-            p.add_argument("--batch", type=int, default=1,
-                           help="with --jobs 1: mutants run per hold of the lock (default 1; each "
-                                "mutant holds it for 10-20 s, a batch of 4 about a minute)")
-            p.add_argument("--timeout", type=int, default=None,
-                           help=f"seconds per mutant (default {TIMEOUT_FACTOR} x the original's "
-                                f"build and run, at least {MIN_TIMEOUT})")
-            p.add_argument("--lock", default=LOCK, help="flock file taken per mutant ('' = none)")
-            p.add_argument("--out", default="build/mutation")
-            p.add_argument("--keep", action="store_true", help="keep each mutant's build")
-            p.add_argument("--list", action="store_true", help="print the mutants and stop")
-            p.add_argument("--skip-original", action="store_true",
-                           help="do not run the unmutated design first")
-            p.add_argument("--table", action="store_true",
-                           help="print the outcomes saved so far as a Markdown table and stop")
-            p.add_argument("--summary", action="store_true",
-                           help="print the score of the outcomes saved so far and stop")
-            p.add_argument("--rerun", action="store_true",
-                           help="with --only: run those mutants again even if OUT/partial.json "
-                                "has their outcome (e.g. after a new check); the earlier outcome "
-                                "is kept under 'previous'")
-            p.add_argument("--resume", action="store_true",
-                           help="keep the outcomes saved by an interrupted campaign in OUT/partial.json")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("campaign", "run-one"):
-        argv = ["campaign"] + argv
-    args = parser.parse_args(argv)
-    if args.command == "run-one":
-        return _child(args)
-    return campaign(args)
+    """The worker entry ``python -m studies.verification.mutation run-one --index I --seed S
+    --count N --build-root DIR [--design JSON]`` that :func:`_run_child` starts for each mutant
+    (``--index -1``: the unmutated design); prints ``MUTATION-RESULT <json>``. The campaign
+    itself is ``fred mutation``."""
+    parser = argparse.ArgumentParser(prog="python -m studies.verification.mutation",
+                                     description=main.__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run-one")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--count", type=int, default=DEFAULT_COUNT, help="mutants to make")
+    p.add_argument("--design", help="JSON of the switch parameters (default Fred_2(4) int32)")
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--build-root", required=True)
+    return _child(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

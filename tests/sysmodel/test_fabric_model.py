@@ -210,3 +210,31 @@ def test_a_named_algorithm_instead_of_the_fastest():
         model_cycles(d, make_request(d, op="all-reduce", group="wafer", size_flits=4), algorithm="ring")
     with pytest.raises(FredError, match="no 'tree' algorithm"):
         model_cycles(spec, request, platform=platform, algorithm="tree")
+
+
+@pytest.mark.parametrize("name", ["fred-a", "fred-c"])
+@pytest.mark.parametrize("size", [40, 4000])
+def test_hierarchical_all_reduce_costs_its_three_stages_one_after_the_other(name, size):
+    """docs/fabric_validation.md, step 7: each stage of the hierarchical all-reduce needs the
+    previous one's result, so the model charges the sum of the stages, each evaluated alone
+    (reduce-scatter rings in the L1s, all-reduce rings across the L1s on a quarter of the data,
+    all-gather rings in the L1s), not their loads added per link and charged once."""
+    from sysmodel.collectives import Collective, evaluate
+    spec = fabric_spec(name)
+    platform = fabric_platform(spec)
+    timing = platform[0].switch_at("l1")
+    k, l1s = spec.npus_per_l1, spec.l1_count
+    locals_ = [list(range(k * j, k * j + k)) for j in range(l1s)]
+    crosses = [[k * j + i for j in range(l1s)] for i in range(k)]
+    nbytes = size * timing.flit_bytes
+    stages = [[Collective("reduce-scatter", group=g, size=nbytes) for g in locals_],
+              [Collective("all-reduce", group=g, size=nbytes / k) for g in crosses],
+              [Collective("all-gather", group=g, size=nbytes) for g in locals_]]
+    alone = [evaluate(platform[0], name, stage, algorithm="ring").time_s / timing.cycle_s
+             for stage in stages]
+    request = make_request(spec, op="all-reduce", size_flits=size, group="wafer")
+    whole = model_cycles(spec, request, platform=platform, algorithm="hierarchical")
+    assert whole.algorithm == "hierarchical"
+    assert whole.cycles == pytest.approx(sum(alone), rel=1e-12)
+    # the stages overlapped would cost less: the busiest stage alone is well below the sum
+    assert max(alone) < 0.8 * sum(alone)

@@ -11,6 +11,7 @@ from hdl.contracts.errors import FredError
 from sysmodel.workload_file import load_workload_file, parse_workload, workload_to_dict
 from sysmodel.workloads import WORKLOADS, resnet152, transformer
 from sysmodel.workload_file import get_workload
+from studies.workload_presets import resnet152_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,12 +37,7 @@ def test_presets_ship_as_files_and_resnet_matches_its_architecture():
         path = ROOT / "configs" / "workloads" / f"{name}.toml"
         assert path.is_file(), path
         assert get_workload(name).source.endswith(f"{name}.toml")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import write_resnet152_workload
-    finally:
-        sys.path.pop(0)
-    assert (ROOT / "configs/workloads/resnet-152.toml").read_text() == write_resnet152_workload.text()
+    assert (ROOT / "configs/workloads/resnet-152.toml").read_text() == resnet152_toml()
     assert get_workload("resnet-152").layers == resnet152().layers
 
 

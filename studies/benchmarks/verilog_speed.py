@@ -1,6 +1,7 @@
-"""Speed and size of Verilog generation, lint and the Verilator build (``make bench-verilog``).
+"""Speed and size of Verilog generation, lint and the Verilator build (``fred bench verilog``,
+``make bench-verilog``; docs/switch.md).
 
-Prints (and with ``--json`` writes) the figures issue 13 asks for; nothing here is asserted:
+Prints (and with ``--json FILE`` writes) these figures; nothing here is asserted:
 
 1. generation of Fred_3(P), fp16 x 4 lanes (``fred verilog --ports P --middle 3 --dtype fp16
    --lanes 4``, hierarchical) for P = 4..64: wall time, bytes, modules, peak memory, each in a
@@ -14,13 +15,12 @@ Prints (and with ``--json`` writes) the figures issue 13 asks for; nothing here 
    (``to_verilog(flat=True)``, one module per instance: what every build was before), each in an
    empty build folder.
 
-Usage: ``python benchmarks/bench_verilog.py [--ports 4,8,...] [--no-flat] [--no-build]
-[--json FILE]``. Run it on an otherwise idle machine (``flock /tmp/fred-heavy.lock``).
+Usage: ``fred bench verilog [--ports 4,8,...] [--no-flat] [--no-build] [--json FILE]``. Run it
+on an otherwise idle machine (``flock /tmp/fred-heavy.lock``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from hdl.contracts.errors import FredError
+
 DEFAULT_PORTS = (4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 #: flat generation (Amaranth's own output, one module per instance) for comparison
 FLAT_PORTS = (4, 8, 16)
@@ -61,10 +62,11 @@ print(json.dumps({"seconds": time.time() - started}))
 
 
 def _python(code: str, *args: str, env=None) -> dict:
+    # a fresh interpreter of this environment: it imports the project as this process does
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env)
+                          env=env)
     if done.returncode:
-        raise SystemExit(f"failed: {done.stderr[-3000:]}")
+        raise FredError(f"failed: {done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -87,20 +89,18 @@ def build(path: Path) -> dict:
         return _python(_BUILD, str(path), env=dict(os.environ, FRED_SIM_BUILD=folder))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ports", default=",".join(map(str, DEFAULT_PORTS)))
-    parser.add_argument("--flat-ports", default=",".join(map(str, FLAT_PORTS)),
-                        help="P of the flat generations for comparison ('' for none)")
-    parser.add_argument("--whole-lint", action="store_true",
-                        help="also lint the largest P as one file (elaborates every instance)")
-    parser.add_argument("--no-flat", action="store_true", help="skip the flat Verilator build")
-    parser.add_argument("--no-build", action="store_true", help="skip the Verilator builds")
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    args = parser.parse_args(argv)
-    ports = [int(p) for p in args.ports.split(",") if p.strip()]
-    figures = {"command": "python benchmarks/bench_verilog.py " + " ".join(argv or sys.argv[1:]),
-               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "generation": {}}
+def run(ports=DEFAULT_PORTS, flat_ports=FLAT_PORTS, *, whole_lint: bool = False,
+        flat_build: bool = True, verilator_build: bool = True, json_path: Path | None = None,
+        command: str = "") -> dict:
+    """Measure and print the figures; return them (and write them to ``json_path`` if given).
+
+    ``ports``: P of the hierarchical generations (the largest is linted); ``flat_ports``: P of
+    the flat generations for comparison; ``whole_lint``: also lint the largest as one file;
+    ``verilator_build``: the Verilator builds of Fred_3(16), ``flat_build`` the flat one among them;
+    ``command``: how the run was started, recorded with the figures.
+    """
+    ports, flat_ports = list(ports), list(flat_ports)
+    figures = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "generation": {}}
     with tempfile.TemporaryDirectory(prefix="fred-bench-verilog-") as folder:
         folder = Path(folder)
         print("Fred_3(P) fp16 x 4, hierarchical Verilog (fred verilog --ports P --middle 3 "
@@ -112,7 +112,6 @@ def main(argv=None) -> int:
             g = generate(p, folder / f"p{p}.v")
             figures["generation"][p] = g
             print(_row(p, g), flush=True)
-        flat_ports = [int(p) for p in args.flat_ports.split(",") if p.strip()]
         if flat_ports:
             figures["flat_generation"] = {}
             print("the same, flat Verilog (to_verilog(flat=True), one module per instance)")
@@ -133,14 +132,14 @@ def main(argv=None) -> int:
         print(f"lint Fred_3({largest}) fp16 x 4 (module by module, {result.modules} modules): "
               f"{figures['lint']['seconds']:.1f} s, {'clean' if result.returncode == 0 else 'FAILED'}",
               flush=True)
-        if args.whole_lint:
+        if whole_lint:
             started = time.time()
             result = lint(path, whole=True)
             figures["whole_lint"] = {"ports": largest, "seconds": time.time() - started,
                                      "clean": result.returncode == 0}
             print(f"lint Fred_3({largest}) fp16 x 4 as one file: {figures['whole_lint']['seconds']:.1f} s, "
                   f"{'clean' if result.returncode == 0 else 'FAILED'}", flush=True)
-        if not args.no_build:
+        if verilator_build:
             figures["build"] = {}
             hier = folder / "p16.v"
             if not hier.exists():
@@ -148,7 +147,7 @@ def main(argv=None) -> int:
             figures["build"]["hierarchical"] = build(hier)
             print(f"Verilator build Fred_3(16) fp16 x 4, hierarchical: "
                   f"{figures['build']['hierarchical']['seconds']:.0f} s", flush=True)
-            if not args.no_flat:
+            if flat_build:
                 flat = folder / "p16-flat.v"
                 g = figures.get("flat_generation", {}).get(16) or generate(16, flat, flat=True)
                 figures["build"]["flat_generation"] = g
@@ -160,10 +159,6 @@ def main(argv=None) -> int:
                 figures["build"]["speedup"] = ratio
                 print(f"Verilator build Fred_3(16) fp16 x 4, flat: "
                       f"{figures['build']['flat']['seconds']:.0f} s (hierarchical is {ratio:.1f}x faster)")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if json_path:
+        Path(json_path).write_text(json.dumps(figures, indent=1))
+    return figures

@@ -1,7 +1,7 @@
-"""Router benchmark and routability table.
+"""Router benchmark and routability table (``fred bench router``, ``make bench-router``).
 
-    python benchmarks/bench_router.py                 # P = 64 routing time per flow set (prints)
-    python benchmarks/bench_router.py --write-doc docs/routability.md   # also the full table
+    fred bench router                                 # P = 64 routing time per flow set (prints)
+    fred bench router --write-doc docs/routability.md # also the full table
 
 Figures printed (never asserted): for Fred_m(64), m in {2, 3, 4}, the wall-clock time per
 flow set of ``Router.route`` (one-phase attempt plus, when needed, phase splitting) for four
@@ -18,23 +18,19 @@ of every N <= P NPUs; and writes them with the timing table to the given Markdow
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import random
 import statistics
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hdl.compiler import Flow, Router  # noqa: E402
-from hdl.compiler.routability import (bell_number, partition_flows, placement_report,  # noqa: E402
-                                           placement_traffic, random_flow_set, random_partition,
-                                           set_partitions)
-from hdl.contracts.placement import factorisations  # noqa: E402
+from hdl.compiler import Flow, Router
+from hdl.compiler.routability import (bell_number, partition_flows, placement_report,
+                                      placement_traffic, random_flow_set, random_partition,
+                                      set_partitions)
+from hdl.contracts.placement import factorisations
 
 SIZES = (8, 16, 32, 64)
 ODD_SIZES = (10, 12, 20)  # the paper's chiplets Fred_3(10), Fred_3(12); 20 NPUs on one switch
@@ -118,33 +114,28 @@ def placement_row(ports: int, middle: int) -> dict:
             "full_all_one_phase": sum(e["all_one_phase"] for e in full)}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=50, help="flow sets per kind for timing (default 50)")
-    parser.add_argument("--samples", type=int, default=1000,
-                        help="random partitions per (P, m) for the table (default 1000)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--write-doc", type=Path, help="write the routability report here")
-    args = parser.parse_args(argv)
-
+def run(count: int = 50, samples: int = 1000, seed: int = 1, write_doc: Path | None = None) -> None:
+    """Print the routing time per flow set on Fred_m(64) (``count`` sets per random kind, seeded
+    by ``seed``); with ``write_doc``, also measure the routability tables (``samples`` random
+    partitions per (P, m) where enumeration is too large) and write the report there."""
     timing = []
-    print(f"Routing time per flow set on Fred_m(64) ({args.count} sets per random kind, seed {args.seed})")
+    print(f"Routing time per flow set on Fred_m(64) ({count} sets per random kind, seed {seed})")
     print(f"{'m':>2} {'kind':12} {'sets':>5} {'mean ms':>9} {'median ms':>10} {'max ms':>9} {'1-phase':>8} {'phases':>7}")
     for middle in MIDDLES:
         for kind in ("partition", "general", "permutation", "placement"):
-            row = time_routing(64, middle, kind, args.count, args.seed)
+            row = time_routing(64, middle, kind, count, seed)
             row["middle"] = middle
             timing.append(row)
             print(f"{middle:>2} {kind:12} {row['sets']:>5} {row['mean_ms']:>9.2f} {row['median_ms']:>10.2f} "
                   f"{row['max_ms']:>9.2f} {row['one_phase_fraction']:>8.3f} {row['mean_phases']:>7.3f}", flush=True)
-    if not args.write_doc:
-        return 0
+    if not write_doc:
+        return
 
     table, place = [], []
     print("\nRoutability of port partitions (all-reduce groups)")
     for ports in TABLE_SIZES:
         for middle in MIDDLES:
-            row = routability_row(ports, middle, args.samples, args.seed)
+            row = routability_row(ports, middle, samples, seed)
             table.append(row)
             print(f"P={ports:>2} m={middle} {row['mode']:>11}: one phase {row['one_phase_fraction']:.4f}, "
                   f"mean phases {row['mean_phases']:.4f}, greedy {row['greedy_one_phase_fraction']:.4f}, "
@@ -159,21 +150,21 @@ def main(argv=None) -> int:
                   "fully one-phase", flush=True)
     wafer = {(ports, middle): placement_report(ports=ports, middle=middle, npus=20)
              for ports in (32, 20) for middle in (2, 3)}
-    odd = [routability_row(ports, middle, args.samples, args.seed)
+    odd = [routability_row(ports, middle, samples, seed)
            for ports in ODD_SIZES for middle in (2, 3)]
     odd_place = [placement_row(ports, middle) for ports in ODD_SIZES for middle in (2, 3)]
-    _write_doc(args, timing, table, place, wafer, odd, odd_place)
-    print(f"\nwrote {args.write_doc}")
-    return 0
+    _write_doc(Path(write_doc), dict(samples=samples, count=count, seed=seed), timing, table,
+               place, wafer, odd, odd_place)
+    print(f"\nwrote {write_doc}")
 
 
-def _write_doc(args, timing, table, place, wafer, odd, odd_place) -> None:
+def _write_doc(path: Path, options: dict, timing, table, place, wafer, odd, odd_place) -> None:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Routability of Fred_m(P)",
         "",
-        "Generated by `python benchmarks/bench_router.py --write-doc docs/routability.md` "
-        f"(`--samples {args.samples} --count {args.count} --seed {args.seed}`) on {now}, "
+        "Generated by `fred bench router --write-doc docs/routability.md` "
+        f"(`--samples {options['samples']} --count {options['count']} --seed {options['seed']}`) on {now}, "
         f"Python {platform.python_version()}, {platform.machine()}. Do not edit by hand.",
         "",
         "Method: `hdl/compiler/router.py` (colouring of the conflict graph per level with",
@@ -278,7 +269,7 @@ def _write_doc(args, timing, table, place, wafer, odd, odd_place) -> None:
         "",
         "## Routing time per flow set at P = 64",
         "",
-        f"`python benchmarks/bench_router.py --count {args.count} --seed {args.seed}` (or `make bench-router`);",
+        f"`fred bench router --count {options['count']} --seed {options['seed']}` (or `make bench-router`);",
         f"wall clock on {os.cpu_count()} CPUs shared with other jobs (1-min load average at the end "
         f"{os.getloadavg()[0]:.1f}, so expect noise) of `Router.route` with a fresh router (no memo carried between sets), one-phase",
         "attempt plus splitting when needed; *placement* = every traffic phase of every",
@@ -291,9 +282,5 @@ def _write_doc(args, timing, table, place, wafer, odd, odd_place) -> None:
         lines.append(f"| {row['middle']} | {row['kind']} | {row['sets']} | {row['mean_ms']:.2f} | "
                      f"{row['median_ms']:.2f} | {row['max_ms']:.2f} | {row['one_phase_fraction']:.3f} | "
                      f"{row['mean_phases']:.3f} |")
-    args.write_doc.parent.mkdir(parents=True, exist_ok=True)
-    args.write_doc.write_text("\n".join(lines) + "\n")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")

@@ -1,8 +1,9 @@
-"""Benchmark of the system model: time per collective evaluation, 1,000 concurrent-group
-evaluations, the whole ``fred eval`` run and the training-iteration evaluations per second of a
-sweep (issue 16's targets: ``fred eval`` <= 10 s, >= 100 evaluations/s for Transformer-17B on
-Fred-D). Prints figures only (wall clock and this process's CPU time: on a shared machine the
-CPU time is the steadier figure); ``--reference`` also times the unoptimised path."""
+"""Benchmark of the system model (``fred bench sysmodel``, ``make bench-sysmodel``): time per
+collective evaluation, 1,000 concurrent-group evaluations, the whole ``fred eval`` run and the
+training-iteration evaluations per second of a sweep (the speed targets: ``fred
+eval`` <= 10 s, >= 100 evaluations/s for Transformer-17B on Fred-D). Prints figures only (wall
+clock and this process's CPU time: on a shared machine the CPU time is the steadier figure);
+``reference=True`` also times the unoptimised path."""
 
 from __future__ import annotations
 
@@ -96,20 +97,13 @@ def bench_eval(reference: bool) -> None:
               f"({len(rows) / wall:.0f}/s)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=50)
-    parser.add_argument("--no-eval", action="store_true", help="skip the end-to-end figures")
-    parser.add_argument("--reference", action="store_true",
-                        help="also time the sweep on the unoptimised reference path")
-    args = parser.parse_args()
+def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False) -> None:
+    """Print the figures: collective evaluations timed ``repeat`` times each; with
+    ``end_to_end`` the whole evaluation and the sweep's rate; with ``reference`` also the sweep on
+    the unoptimised reference path."""
     import os
     print(f"system-model speed; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
           f"(figures from a shared machine vary with the other jobs)")
-    bench_collectives(args.repeat)
-    if not args.no_eval:
-        bench_eval(args.reference)
-
-
-if __name__ == "__main__":
-    main()
+    bench_collectives(repeat)
+    if end_to_end:
+        bench_eval(reference)
