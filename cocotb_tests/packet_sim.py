@@ -54,83 +54,24 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
     Cycle 0 is the first cycle after the configurations are loaded.
     """
     rng = rng or random.Random(0)
-    fmt = dut.packet
     run = Run(received={p: [] for p in range(dut.ports)}, sent={p: [] for p in range(dut.ports)})
-    layout = config_word_layout(dut.phases, dut.word_width)
 
     async def bench(ctx):
-        for slot, config in enumerate(configs):
-            if config is None:
-                continue
-            words = config.encode(dut.word_width)
-            for n, w in enumerate(words):
-                ctx.set(dut.config.valid, 1)
-                ctx.set(dut.config.payload.as_value(),
-                        layout.pack(data=w, last=n == len(words) - 1, phase=slot))
-                await ctx.tick().until(dut.config.ready)
-            ctx.set(dut.config.valid, 0)
-            await ctx.tick().repeat(2)
+        await _load_configs(ctx, dut, configs)
         ctx.set(dut.header_select, int(header_select))
-        queues = {p: [i for i in injections if i.port == p]
-                  for p in range(dut.ports)}
-        # credits per VC; index 3 is the control VC (ctrl_depth slots; 0: the port has none)
-        credits = {p: [dut.depth] * 3 + [dut.ctrl_depth] for p in range(dut.ports)}
-        limits = [dut.depth] * 3 + [dut.ctrl_depth]
-        current = {p: None for p in range(dut.ports)}
-        pending = {p: [] for p in range(dut.ports)}    # receiver: (free cycle, vc)
+        links = _Links(dut, injections, rng, run, send_rate=send_rate, drain_rate=drain_rate,
+                       drain_delay=drain_delay)
         last_move = 0
         for cycle in range(max_cycles):
             if host is not None:
                 await host(ctx, cycle)
-            words = {}
-            for p in range(dut.ports):
-                if current[p] is None:
-                    pick = _next_packet(queues[p], cycle, credits[p], ctrl=dut.ctrl_depth > 0)
-                    if pick is not None:
-                        packet = queues[p].pop(pick).packet
-                        current[p] = list(link_words(fmt, packet))
-                        if packet.vc < 3 or (packet.vc == 3 and dut.ctrl_depth):
-                            credits[p][packet.vc] -= len(packet.flits)
-                if current[p] and rng.random() < send_rate:
-                    words[p] = current[p].pop(0)
-                    if not current[p]:
-                        current[p] = None
-                data, last, tag = words.get(p, (0, 0, 0))
-                ctx.set(dut.i[p].valid, p in words)
-                ctx.set(dut.i[p].payload.as_value(), dut.flit.fields.pack(data=data, last=last, tag=tag))
-            for p in range(dut.ports):
-                freed = None
-                if pending[p] and pending[p][0][0] <= cycle and rng.random() < drain_rate:
-                    freed = pending[p].pop(0)[1]
-                for v in range(3):
-                    ctx.set(dut.o_credit[p][v], int(freed == v))
-                ctx.set(dut.o_ctrl_credit[p], int(freed == 3))
-            watched = [dut.state]
-            for p in range(dut.ports):
-                watched += [dut.o[p].valid, dut.o[p].payload.as_value(), *dut.i_credit[p], dut.i_ctrl_credit[p]]
-            values = list((await ctx.tick().sample(*watched))[2:])
-            run.states.append(int(values.pop(0)))
-            moved = bool(words)
-            for p in range(dut.ports):
-                valid, payload = values.pop(0), int(values.pop(0))
-                returned = [int(values.pop(0)) for _ in range(4)]
-                for v in range(4):
-                    credits[p][v] += returned[v]
-                    if credits[p][v] > limits[v]:
-                        run.credit_errors.append((cycle, p, v, credits[p][v]))
-                if valid:
-                    f = dut.flit.fields.unpack(payload)
-                    run.received[p].append((cycle, f["data"], f["last"], f["tag"]))
-                    vc = fmt.unpack_header(f["tag"])["vc"]
-                    pending[p].append((cycle + 1 + drain_delay, vc))
-                    moved = True
-            for p, word in words.items():
-                run.sent[p].append((cycle, *word))
+            words = links.drive_senders(ctx, cycle)
+            links.drive_receivers(ctx, cycle)
+            moved = await links.observe(ctx, cycle, words)
             if moved:
                 last_move = cycle
             run.cycles = cycle + 1
-            done = all(not q for q in queues.values()) and all(c is None for c in current.values())
-            if done and cycle - last_move >= quiet:
+            if links.all_sent() and cycle - last_move >= quiet:
                 break
         run.flags = {"overflow": ctx.get(dut.overflow), "credit_error": ctx.get(dut.credit_error),
                      "bad_header": ctx.get(dut.bad_header),
@@ -143,6 +84,125 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
     sim.add_testbench(bench)
     sim.run()
     return run
+
+
+async def _load_configs(ctx, dut, configs):
+    """Write ``configs`` (slot k = configs[k]; None: slot left empty) through the
+    configuration port, one packet per slot, two idle cycles after each."""
+    layout = config_word_layout(dut.phases, dut.word_width)
+    for slot, config in enumerate(configs):
+        if config is None:
+            continue
+        words = config.encode(dut.word_width)
+        for n, w in enumerate(words):
+            ctx.set(dut.config.valid, 1)
+            ctx.set(dut.config.payload.as_value(),
+                    layout.pack(data=w, last=n == len(words) - 1, phase=slot))
+            await ctx.tick().until(dut.config.ready)
+        ctx.set(dut.config.valid, 0)
+        await ctx.tick().repeat(2)
+
+
+class _Links:
+    """The links around the switch, cycle by cycle (module docstring): per input a sender
+    (its packets still to send, the packet being sent, one credit counter per VC), per output
+    a receiver (the flits it holds, each with the cycle it may be freed). ``rng`` draws, in
+    this order each cycle, the senders' and then the receivers' random choices (the same
+    sequence as ever, so a seed gives the same run)."""
+
+    def __init__(self, dut, injections, rng, run: Run, *, send_rate, drain_rate, drain_delay):
+        self.dut, self.fmt, self.rng, self.run = dut, dut.packet, rng, run
+        self.send_rate, self.drain_rate, self.drain_delay = send_rate, drain_rate, drain_delay
+        ports = range(dut.ports)
+        self.queues = {p: [i for i in injections if i.port == p] for p in ports}
+        # credits per VC; index 3 is the control VC (ctrl_depth slots; 0: the port has none)
+        self.credits = {p: [dut.depth] * 3 + [dut.ctrl_depth] for p in ports}
+        self.limits = [dut.depth] * 3 + [dut.ctrl_depth]
+        self.current = {p: None for p in ports}     # sender: words of the packet being sent
+        self.pending = {p: [] for p in ports}       # receiver: (free cycle, vc)
+
+    def drive_senders(self, ctx, cycle) -> dict:
+        """Drive every input link for this cycle; returns ``{port: (data, last, tag)}`` of the
+        words offered. A sender starts a packet when :func:`_next_packet` picks one (taking
+        its credits), then offers its next word with probability ``send_rate``."""
+        dut, words = self.dut, {}
+        for p in range(dut.ports):
+            if self.current[p] is None:
+                self._start_packet(p, cycle)
+            if self.current[p] and self.rng.random() < self.send_rate:
+                words[p] = self.current[p].pop(0)
+                if not self.current[p]:
+                    self.current[p] = None
+            data, last, tag = words.get(p, (0, 0, 0))
+            ctx.set(dut.i[p].valid, p in words)
+            ctx.set(dut.i[p].payload.as_value(), dut.flit.fields.pack(data=data, last=last, tag=tag))
+        return words
+
+    def _start_packet(self, p, cycle):
+        """Start the packet :func:`_next_packet` picks for input ``p``, if any: its flits
+        take credits of its VC (a control packet only if the port has a control VC)."""
+        dut = self.dut
+        pick = _next_packet(self.queues[p], cycle, self.credits[p], ctrl=dut.ctrl_depth > 0)
+        if pick is None:
+            return
+        packet = self.queues[p].pop(pick).packet
+        self.current[p] = list(link_words(self.fmt, packet))
+        if packet.vc < 3 or (packet.vc == 3 and dut.ctrl_depth):
+            self.credits[p][packet.vc] -= len(packet.flits)
+
+    def drive_receivers(self, ctx, cycle):
+        """Per output, free the oldest flit that may go with probability ``drain_rate`` and
+        return its credit on its VC (at most one credit per cycle and port)."""
+        dut = self.dut
+        for p in range(dut.ports):
+            freed = None
+            pending = self.pending[p]
+            if pending and pending[0][0] <= cycle and self.rng.random() < self.drain_rate:
+                freed = pending.pop(0)[1]
+            for v in range(3):
+                ctx.set(dut.o_credit[p][v], int(freed == v))
+            ctx.set(dut.o_ctrl_credit[p], int(freed == 3))
+
+    async def observe(self, ctx, cycle, words) -> bool:
+        """Tick, then record this cycle: the control unit's state, the credits returned to
+        each input (an excess over the buffer's depth is a credit error), the flits each
+        output delivered, and the words sent. Returns whether any flit moved."""
+        dut, run = self.dut, self.run
+        watched = [dut.state]
+        for p in range(dut.ports):
+            watched += [dut.o[p].valid, dut.o[p].payload.as_value(), *dut.i_credit[p], dut.i_ctrl_credit[p]]
+        values = list((await ctx.tick().sample(*watched))[2:])
+        run.states.append(int(values.pop(0)))
+        moved = bool(words)
+        for p in range(dut.ports):
+            valid, payload = values.pop(0), int(values.pop(0))
+            self._return_credits(cycle, p, [int(values.pop(0)) for _ in range(4)])
+            if valid:
+                self._deliver(cycle, p, payload)
+                moved = True
+        for p, word in words.items():
+            run.sent[p].append((cycle, *word))
+        return moved
+
+    def _return_credits(self, cycle, p, returned):
+        """Add the credits ``returned`` (per VC) to input ``p``'s counters."""
+        credits = self.credits[p]
+        for v in range(4):
+            credits[v] += returned[v]
+            if credits[v] > self.limits[v]:
+                self.run.credit_errors.append((cycle, p, v, credits[v]))
+
+    def _deliver(self, cycle, p, payload):
+        """Record the flit output ``p`` delivered and hold it in the receiver's buffer."""
+        f = self.dut.flit.fields.unpack(payload)
+        self.run.received[p].append((cycle, f["data"], f["last"], f["tag"]))
+        vc = self.fmt.unpack_header(f["tag"])["vc"]
+        self.pending[p].append((cycle + 1 + self.drain_delay, vc))
+
+    def all_sent(self) -> bool:
+        """Every packet sent whole."""
+        return (all(not q for q in self.queues.values())
+                and all(c is None for c in self.current.values()))
 
 
 def _next_packet(queue, cycle, credits, *, ctrl=False):

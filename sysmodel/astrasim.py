@@ -55,7 +55,12 @@ def load_astrasim(path: str | Path, *, npus: int | None = None, cycle_ns: float 
 def parse_astrasim(text: str, *, source: str = "<astra-sim>", npus: int | None = None,
                    cycle_ns: float = 1.0) -> Trace:
     """A :class:`Trace` from ASTRA-sim 1.0 workload text; errors name the file, the line and
-    the column. ``npus``: NPUs running it (default: the header's ``all_gpus``, else required)."""
+    the column. ``npus``: NPUs running it (default: the header's ``all_gpus``, else required).
+
+    Steps, each checking its own part of the file in file order (so the first error reported
+    is the first one in the file): the header line (:func:`_header`, :func:`_header_values`),
+    the layer count (:func:`_layer_count`), the layer lines (:func:`_layer`), then the task
+    graph (:func:`_schedule`)."""
     if not cycle_ns > 0:
         raise FredError(f"cycle length must be > 0 ns, got {cycle_ns!r}")
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
@@ -63,65 +68,105 @@ def parse_astrasim(text: str, *, source: str = "<astra-sim>", npus: int | None =
         raise FredError(f"{source}: an ASTRA-sim workload needs a header line, a layer count and "
                         f"layer lines")
     (hline, header), (cline, count) = lines[0], lines[1]
+    kind, keys = _header(header, f"{source}:{hline}")
+    npus, mp, notes = _header_values(kind, keys, npus, source, f"{source}:{hline}")
+    n_layers = _layer_count(count, f"{source}:{cline}")
+    rows = lines[2:]
+    if len(rows) != n_layers:
+        raise FredError(f"{source}:{cline}: says {n_layers} layers but the file has {len(rows)} "
+                        f"layer lines")
+    layers = [_layer(line, number, source, cycle_ns) for number, line in rows]
+    return Trace(name=Path(source).stem if source != "<astra-sim>" else "astra-sim",
+                 nodes=_schedule(kind, layers), npus=npus, mp=mp,
+                 source=f"{source} (ASTRA-sim 1.0 text, {kind})", notes=notes)
+
+
+def _header(header: str, where: str) -> tuple[str, dict[str, list[str]]]:
+    """(parallelism type, ``{key: [value tokens]}``) of the header line ``header``; ``where``
+    (``file:line``) prefixes the errors. A key is a token ending in ``:``; its values are the
+    tokens up to the next key (at least one). A repeated key keeps its first position and its
+    last values."""
     tokens = header.split()
     kind = tokens[0]
     if kind not in PARALLELISM:
-        raise FredError(f"{source}:{hline}: unknown parallelism type {kind!r}; expected one of "
+        raise FredError(f"{where}: unknown parallelism type {kind!r}; expected one of "
                         f"{', '.join(PARALLELISM)}")
-    keys, notes, j = {}, [], 1
+    keys, j = {}, 1
     while j < len(tokens):
         key = tokens[j]
         if not key.endswith(":") or j + 1 >= len(tokens):
-            raise FredError(f"{source}:{hline}: expected 'key: value' pairs after {kind}, got {key!r}")
+            raise FredError(f"{where}: expected 'key: value' pairs after {kind}, got {key!r}")
         values = []
         j += 1
         while j < len(tokens) and not tokens[j].endswith(":"):
             values.append(tokens[j])
             j += 1
         keys[key[:-1]] = values
-    mp = 1
+    return kind, keys
+
+
+#: The header keys :func:`_header_values` reads (each a positive integer); others are noted.
+_HEADER_KEYS = ("model_parallel_NPU_group", "all_gpus", "pp")
+
+
+def _header_values(kind: str, keys: dict[str, list[str]], npus: int | None, source: str,
+                   where: str) -> tuple[int, int, list[str]]:
+    """(NPUs, model-parallel group size, notes) from the header's ``keys`` (in header order).
+    ``npus``: the caller's NPU count (None: the header's ``all_gpus``, which must then be
+    there); ``DATA``, ``MODEL`` and ``MICRO`` fix the group size (1; all NPUs for ``MODEL``),
+    the hybrid types need ``model_parallel_NPU_group``. ``source`` / ``where`` (``file`` /
+    ``file:line``) prefix the errors."""
+    mp, notes = 1, []
     for key, values in keys.items():
-        if key in ("model_parallel_NPU_group", "all_gpus", "pp"):
-            try:
-                value = int(values[0])
-                if value < 1:
-                    raise ValueError
-            except (ValueError, IndexError):
-                raise FredError(f"{source}:{hline}: {key} must be a positive integer, got "
-                                f"{' '.join(values)!r}") from None
-            if key == "model_parallel_NPU_group":
-                mp = value
-            elif key == "all_gpus" and npus is None:
-                npus = value
-            elif key == "pp" and value != 1:
-                raise FredError(f"{source}:{hline}: pipeline parallelism (pp: {value}) in ASTRA-sim "
-                                f"text workloads is not supported; use a workload file")
-        else:
+        if key not in _HEADER_KEYS:
             notes.append(f"header key {key} ignored")
+            continue
+        value = _positive_header_int(key, values, where)
+        if key == "model_parallel_NPU_group":
+            mp = value
+        elif key == "all_gpus" and npus is None:
+            npus = value
+        elif key == "pp" and value != 1:
+            raise FredError(f"{where}: pipeline parallelism (pp: {value}) in ASTRA-sim "
+                            f"text workloads is not supported; use a workload file")
     if npus is None:
         raise FredError(f"{source}: the header gives no all_gpus: give the NPU count (--npus)")
     if kind in ("DATA", "MODEL", "MICRO"):
         mp = 1 if kind != "MODEL" else npus
     elif mp == 1 and "model_parallel_NPU_group" not in keys:
-        raise FredError(f"{source}:{hline}: {kind} needs model_parallel_NPU_group: N in the header")
+        raise FredError(f"{where}: {kind} needs model_parallel_NPU_group: N in the header")
+    return npus, mp, notes
+
+
+def _positive_header_int(key: str, values: list[str], where: str) -> int:
+    """The header key ``key``'s first value token as a positive integer."""
+    try:
+        value = int(values[0])
+        if value < 1:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise FredError(f"{where}: {key} must be a positive integer, got "
+                        f"{' '.join(values)!r}") from None
+    return value
+
+
+def _layer_count(count: str, where: str) -> int:
+    """The second line, ``count``, as a positive integer (the number of layer lines)."""
     try:
         n_layers = int(count.strip())
         if n_layers < 1:
             raise ValueError
     except ValueError:
-        raise FredError(f"{source}:{cline}: the layer count must be a positive integer, got "
+        raise FredError(f"{where}: the layer count must be a positive integer, got "
                         f"{count.strip()!r}") from None
-    rows = lines[2:]
-    if len(rows) != n_layers:
-        raise FredError(f"{source}:{cline}: says {n_layers} layers but the file has {len(rows)} "
-                        f"layer lines")
-    layers = [_layer(line, number, source, cycle_ns) for number, line in rows]
+    return n_layers
 
-    def dim(phase: str) -> str:
-        if kind in ("DATA", "MODEL", "MICRO"):
-            return "all"
-        return "dp" if phase == "wg" else "mp"
 
+def _schedule(kind: str, layers: list[dict]) -> list[TraceNode]:
+    """The task graph of ASTRA-sim 1.0's schedule (module docstring) of the parsed ``layers``
+    (:func:`_layer`) for parallelism type ``kind``: forward layer by layer (none for
+    ``MICRO``), then backward from the last layer. A collective of type ``NONE`` or size 0 is
+    left out, and what would have depended on it depends on its compute instead."""
     nodes: list[TraceNode] = []
 
     def add(name, kind_, deps, **kw) -> int:
@@ -133,7 +178,8 @@ def parse_astrasim(text: str, *, source: str = "<astra-sim>", npus: int | None =
         op, size = layer[f"{phase}_comm"], layer[f"{phase}_size"]
         if op is None or size <= 0:
             return None
-        return add(f"{layer['name']} {phase} {op}", "comm", deps, op=op, size=size, dim=dim(phase))
+        return add(f"{layer['name']} {phase} {op}", "comm", deps, op=op, size=size,
+                   dim=_comm_dim(kind, phase))
 
     prev = None
     if kind != "MICRO":
@@ -153,8 +199,16 @@ def parse_astrasim(text: str, *, source: str = "<astra-sim>", npus: int | None =
         if index > 0:
             prev = add(f"{layer['name']} ig", "compute", [wg], duration_s=layer["ig_time"])
             prev = comm(layer, "ig", [prev]) or prev
-    return Trace(name=Path(source).stem if source != "<astra-sim>" else "astra-sim", nodes=nodes,
-                 npus=npus, mp=mp, source=f"{source} (ASTRA-sim 1.0 text, {kind})", notes=notes)
+    return nodes
+
+
+def _comm_dim(kind: str, phase: str) -> str:
+    """The NPU groups a ``phase`` (``fwd``, ``ig``, ``wg``) collective runs on: all NPUs for
+    ``DATA``, ``MODEL`` and ``MICRO``; else the data-parallel groups for the weight gradients
+    and the model-parallel ones for the rest."""
+    if kind in ("DATA", "MODEL", "MICRO"):
+        return "all"
+    return "dp" if phase == "wg" else "mp"
 
 
 def _layer(line: str, number: int, source: str, cycle_ns: float) -> dict:

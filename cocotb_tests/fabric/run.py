@@ -20,6 +20,7 @@ hardware).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -288,7 +289,11 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
                 simulator: str = DEFAULT_SIMULATOR) -> FabricRun:
     """:func:`run_fabric` with an explicit program (tests use it to load a deliberately wrong
     one and check that the watchdog names what stalled). ``prebuilt``: run on this build
-    folder instead of building (the profile-guided build's training runs)."""
+    folder instead of building (the profile-guided build's training runs).
+
+    Steps: build (:func:`build_fabric`, unless ``prebuilt``), simulate (:func:`_simulate`),
+    judge the counters (:func:`_load_errors`, :func:`_engine_errors`; a stalled run raises
+    :func:`_stalled`'s error), then sum them up (:func:`_fabric_run`)."""
     if watchdog_cycles is None:
         watchdog_cycles = _default_watchdog(spec, request, program)
     if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
@@ -300,41 +305,66 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     else:
         built = Path(prebuilt)
     build_s = time.perf_counter() - start
+    metrics = _simulate(spec, request, program, built, seed=seed, watchdog_cycles=watchdog_cycles,
+                        simulator=simulator)
+    errors = _load_errors(program, metrics["before"])
+    engine_errors, stuck, hash_bad = _engine_errors(spec, program, metrics["after"]["engines"])
+    errors += engine_errors
+    if metrics["stalled"] or stuck:
+        raise _stalled(spec, request, program, metrics, stuck, errors)
+    return _fabric_run(spec, request, program, metrics, errors=errors, hash_bad=hash_bad,
+                       build_s=build_s, built=built, seed=seed,
+                       sink_backpressure=sink_backpressure, simulator=simulator)
+
+
+def _simulate(spec: FabricSpec, request: FabricRequest, program: FabricProgram, built: Path, *,
+              seed: int, watchdog_cycles: int, simulator: str) -> dict:
+    """Run ``program`` on the build in ``built`` under ``simulator``; returns the bench's
+    metrics (``before`` / ``after`` with named registers, ``stalled``, ``elapsed_cycles``,
+    ``sim_s``; lock-step also ``waited_s``). The run's folder is named after the fabric, the
+    request and the seed; the counters are polled every quarter of the flits to send (256 to
+    20,000 cycles)."""
     expected = max(program.flits_sent, 1)
     poll = int(min(20_000, max(256, expected // 4)))
     params = {"npus": spec.npus, "switch_count": len(program.switches),
               **load_sequence(spec, program), "watchdog_cycles": watchdog_cycles, "poll": poll}
-    import re
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     if simulator == "lockstep":
         from eda.fabric.lockstep import run_lockstep
-        metrics = run_lockstep(built, params, run_dir=Path(built) / "runs" / name)
-    else:
-        from cocotb_tests.runner import run_bench
-        result = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
-                           verilog=(fabric_verilog(spec), TOP),
-                           bench_params=params, run_name=name, prebuilt=built)
-        metrics = result.metrics
-    after, before = metrics["after"], metrics["before"]
-    errors: list[str] = []
+        return run_lockstep(built, params, run_dir=Path(built) / "runs" / name)
+    from cocotb_tests.runner import run_bench
+    result = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
+                       verilog=(fabric_verilog(spec), TOP),
+                       bench_params=params, run_name=name, prebuilt=built)
+    return result.metrics
+
+
+def _load_errors(program: FabricProgram, before: dict) -> list[str]:
+    """One error per switch whose configurations were not all loaded before ``start``
+    (``before``: the registers read then)."""
+    errors = []
     for s, state in enumerate(before["switches"]):
         want = (1 << len(program.switches[s])) - 1
         if state["loaded"] & want != want:
             errors.append(f"switch {program.switch_name(s)}: configurations not loaded "
                           f"(loaded mask {state['loaded']:#x}, want {want:#x}, error code {state['error']})")
-    engines = after["engines"]
+    return errors
+
+
+def _engine_errors(spec: FabricSpec, program: FabricProgram,
+                   engines: list[dict]) -> tuple[list[str], list[str], set[int]]:
+    """(errors, engines not finished, ranks whose received hash is wrong) from the engines'
+    registers after the run (``engines``, per rank) against what they were programmed to do:
+    per engine, bad flits or a short count, a send count other than programmed, a hash of the
+    received data other than the golden model's."""
+    errors: list[str] = []
     stuck = []
     hash_bad: set[int] = set()
     for rank, (regs, state) in enumerate(zip(program.engines, engines)):
         if not state["done"]:
             stuck.append(f"NPU {rank} (sent {state['sent']}/{regs['send_count']}, received "
                          f"{state['received']}/{regs['recv_count']})")
-        if state["errors"]:
-            errors.append(f"NPU {rank}: {state['errors']} bad flit(s) (first at flit "
-                          f"{state['first_error'] - 1}; {state['extra']} beyond the expected "
-                          f"{regs['recv_count']}) of {program.contributors[rank] or 'no sender'}")
-        elif state["received"] != regs["recv_count"]:
-            errors.append(f"NPU {rank}: received {state['received']} flits, expected {regs['recv_count']}")
+        errors += _received_errors(program, rank, regs, state)
         if state["sent"] != regs["send_count"]:
             errors.append(f"NPU {rank}: sent {state['sent']} flits, programmed {regs['send_count']}")
         if program.expected_hashes is not None and state["hash"] != program.expected_hashes[rank]:
@@ -342,14 +372,43 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
                           f"flits is {state['hash']:#010x}, the golden model's (in the configured "
                           f"addition order) {program.expected_hashes[rank]:#010x}")
             hash_bad.add(rank)
-    if metrics["stalled"] or stuck:
-        phases = "; ".join(f"{program.switch_name(s)} phase {st['index']}/{len(program.switches[s])} "
-                           f"({st['count']} input flits, busy {st['busy']}, error {st['error']})"
-                           for s, st in enumerate(after["switches"]) if program.switches[s])
-        raise FredError(f"fabric {spec.name} {request.label} ({request.size_flits} flits) stalled: "
-                        f"watchdog after {metrics['elapsed_cycles']} cycles; not finished: "
-                        f"{', '.join(stuck) or 'none'}; switches: {phases}"
-                        + (f"; also: {'; '.join(errors)}" if errors else ""))
+    return errors, stuck, hash_bad
+
+
+def _received_errors(program: FabricProgram, rank: int, regs: dict, state: dict) -> list[str]:
+    """The error of engine ``rank``'s received flits (``state``: its registers; ``regs``:
+    its program): bad flits (with the first one and any beyond the expected count), else a
+    received count other than programmed; none if all is well."""
+    if state["errors"]:
+        return [f"NPU {rank}: {state['errors']} bad flit(s) (first at flit "
+                f"{state['first_error'] - 1}; {state['extra']} beyond the expected "
+                f"{regs['recv_count']}) of {program.contributors[rank] or 'no sender'}"]
+    if state["received"] != regs["recv_count"]:
+        return [f"NPU {rank}: received {state['received']} flits, expected {regs['recv_count']}"]
+    return []
+
+
+def _stalled(spec: FabricSpec, request: FabricRequest, program: FabricProgram, metrics: dict,
+             stuck: list[str], errors: list[str]) -> FredError:
+    """The watchdog's error: the engines that did not finish (``stuck``), each switch's phase
+    (from ``metrics["after"]``) and any other ``errors``."""
+    phases = "; ".join(f"{program.switch_name(s)} phase {st['index']}/{len(program.switches[s])} "
+                       f"({st['count']} input flits, busy {st['busy']}, error {st['error']})"
+                       for s, st in enumerate(metrics["after"]["switches"]) if program.switches[s])
+    return FredError(f"fabric {spec.name} {request.label} ({request.size_flits} flits) stalled: "
+                     f"watchdog after {metrics['elapsed_cycles']} cycles; not finished: "
+                     f"{', '.join(stuck) or 'none'}; switches: {phases}"
+                     + (f"; also: {'; '.join(errors)}" if errors else ""))
+
+
+def _fabric_run(spec: FabricSpec, request: FabricRequest, program: FabricProgram, metrics: dict, *,
+                errors: list[str], hash_bad: set[int], build_s: float, built: Path, seed: int,
+                sink_backpressure: float, simulator: str) -> FabricRun:
+    """The :class:`FabricRun` of a run that finished: the counters of ``metrics["after"]``
+    summed over the engines, ``errors`` as judged. Checked flits: per engine, those it checked
+    (:func:`_checked`) less the wrong ones; none of an engine in ``hash_bad``."""
+    after = metrics["after"]
+    engines = after["engines"]
     cycles = after["global"]["cycles"]
     sent = sum(e["sent"] for e in engines)
     received = sum(e["received"] for e in engines)

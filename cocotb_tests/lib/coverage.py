@@ -274,30 +274,45 @@ class SwitchCoverageProbe:
                 self.words = []
 
     def _sample(self, cycle):
-        dut, cov = self.dut, self.cov
+        """One settled cycle: error codes, the configuration port, phase events, then (while
+        flows run or a configuration is active) the backpressure situations of the flows and
+        the output-mode x stall cross of the active configuration, in that order."""
+        dut = self.dut
         error = int(dut.error.value)
         if error != self.last_error:
-            cov.sample_error(error)
+            self.cov.sample_error(error)
             self.last_error = error
         self._config_port(cycle, error)
         busy = int(bool(self.in_flight()))
-        for port, name in (("config", "load"), ("phase", "select")):
-            valid = int(getattr(dut, f"{port}__valid").value)
-            if valid and not self.episodes[(port, busy)]:
-                cov.sample_phase_event(f"{name}-{'in-flight' if busy else 'idle'}")
-            self.episodes[(port, busy)] = bool(valid)
-            self.episodes[(port, 1 - busy)] = False
-        phase_pending = int(dut.phase__valid.value)
-        self._episode("select-drain", bool(phase_pending and busy), "select-while-draining")
+        self._phase_events(busy)
         config = (self.loaded.get(int(dut.active_phase.value))
                   if int(dut.active_valid.value) else None)
         flows = self.flows()
         if not flows and config is None:
             return
-        iv = [int(h.value) for h in self.i_valid]
-        ir = [int(h.value) for h in self.i_ready]
-        ov = [int(h.value) for h in self.o_valid]
-        orr = [int(h.value) for h in self.o_ready]
+        ports = _PortSample(self)
+        self._flow_situations(flows, ports)
+        if config is not None:
+            self._out_stalls(config, ports)
+
+    def _phase_events(self, busy: int):
+        """A configuration load or phase select offered while flits are in flight or into an
+        idle switch (``busy``), once per offer, and a select waiting while the switch drains
+        (once per episode)."""
+        for port, name in (("config", "load"), ("phase", "select")):
+            valid = int(getattr(self.dut, f"{port}__valid").value)
+            if valid and not self.episodes[(port, busy)]:
+                self.cov.sample_phase_event(f"{name}-{'in-flight' if busy else 'idle'}")
+            self.episodes[(port, busy)] = bool(valid)
+            self.episodes[(port, 1 - busy)] = False
+        phase_pending = int(self.dut.phase__valid.value)
+        self._episode("select-drain", bool(phase_pending and busy), "select-while-draining")
+
+    def _flow_situations(self, flows, ports: "_PortSample"):
+        """Per flow of the bench (index in ``flows``), once per episode: a broadcast with one
+        output stalled while another moves, a reduction with one operand waiting while another
+        is missing."""
+        iv, ir, ov, orr = ports.i_valid, ports.i_ready, ports.o_valid, ports.o_ready
         for index, (inputs, outputs) in enumerate(flows):
             if len(outputs) > 1:
                 stalled = any(ov[p] and not orr[p] for p in outputs)
@@ -307,8 +322,12 @@ class SwitchCoverageProbe:
                 waiting = any(iv[p] and not ir[p] for p in inputs)
                 missing = any(not iv[p] for p in inputs)
                 self._episode(("reduce", index), waiting and missing, "reduce-waits-operand")
-        if config is None:
-            return
+
+    def _out_stalls(self, config, ports: "_PortSample"):
+        """The output-mode x stall cross of the active ``config``: per output pair (the last
+        level's microswitch; Fred_m(2)'s RD), its mode class and which of its two outputs hold
+        a flit they cannot deliver, counted when that (class, state) changes."""
+        ov, orr = ports.o_valid, ports.o_ready
         for v in range(self.cov.ports // 2):
             slot = f"out[{v}]" if self.cov.ports > 2 else "rd"
             mode = config.modes[self._slot_index(config, slot)]
@@ -320,7 +339,7 @@ class SwitchCoverageProbe:
             stall_a, stall_b = ov[a] and not orr[a], ov[b] and not orr[b]
             state = _STALL_STATES[stall_a + 2 * stall_b]
             if self.pair_state.get(v) != (mode_class, state):
-                cov.sample_out_stall(mode_class, state)
+                self.cov.sample_out_stall(mode_class, state)
                 self.pair_state[v] = (mode_class, state)
 
     @staticmethod
@@ -329,6 +348,17 @@ class SwitchCoverageProbe:
             if slot.name == name:
                 return slot.index
         raise KeyError(name)
+
+
+class _PortSample:
+    """The streaming ports' handshake signals of one cycle, as lists of ints per port (read
+    once per cycle from a :class:`SwitchCoverageProbe`'s handles)."""
+
+    def __init__(self, probe: SwitchCoverageProbe):
+        self.i_valid = [int(h.value) for h in probe.i_valid]
+        self.i_ready = [int(h.value) for h in probe.i_ready]
+        self.o_valid = [int(h.value) for h in probe.o_valid]
+        self.o_ready = [int(h.value) for h in probe.o_ready]
 
 
 def _rd_class(mode: RDMode) -> str | None:
