@@ -2,7 +2,10 @@
 
 A :class:`Collective` names an operation on a group of NPU ranks. :func:`collective_traffic`
 turns it into a :class:`~sysmodel.network.Traffic` (bytes on every directed link, bytes each
-NPU injects, latency of its dependent hop chain) with the algorithm the fabric uses:
+NPU injects, latency of its dependent hop chain) with the algorithm the fabric uses. What each
+algorithm does (its stages and who sends how much to whom) is the plan of
+:mod:`hdl.compiler.algorithms`, which the RTL fabric's engine programs are built from too; this
+module adds the routes and the timing:
 
 * **mesh** (endpoint algorithms only): all-reduce / reduce-scatter / all-gather on a group
   that fills a sub-rectangle of the mesh use the hierarchical 2D algorithm with two chunks

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 from hdl.compiler import Flow, Router
 from hdl.compiler import algorithms
-from hdl.compiler.algorithms import Plan, ring_steps
+from hdl.compiler.algorithms import Plan
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
@@ -306,7 +306,7 @@ def _ring_stage(kind: str, i: int, n: int, chunk: int, own: tuple[int, int],
       ``result``): sends it, then forwards; every received chunk is checked.
     """
     c = chunk
-    steps = ring_steps(kind, n)    # one chunk sent and one received per step
+    steps = algorithms.ring_steps(kind, n)    # one chunk sent and one received per step
     common = dict(ws=own[0], hs=own[1], chunk=c, last_base=(n - 1) * c, org=org,
                   send_count=steps * c, recv_count=steps * c, fwd_count=(steps - 1) * c, own_only=c)
     if kind == "all-reduce":
