@@ -2,7 +2,10 @@
 
 A :class:`Collective` names an operation on a group of NPU ranks. :func:`collective_traffic`
 turns it into a :class:`~sysmodel.network.Traffic` (bytes on every directed link, bytes each
-NPU injects, latency of its dependent hop chain) with the algorithm the fabric uses:
+NPU injects, latency of its dependent hop chain) with the algorithm the fabric uses. What each
+algorithm does (its stages and who sends how much to whom) is the plan of
+:mod:`hdl.compiler.algorithms`, which the RTL fabric's engine programs are built from too; this
+module adds the routes and the timing:
 
 * **mesh** (endpoint algorithms only): all-reduce / reduce-scatter / all-gather on a group
   that fills a sub-rectangle of the mesh use the hierarchical 2D algorithm with two chunks
@@ -55,6 +58,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hdl.compiler import algorithms
+from hdl.compiler.algorithms import RING_OPS, Chain, Plan, Ring, RingStage
 from hdl.contracts.errors import FredError
 from sysmodel.fred_tree import FredTreeNetwork
 from sysmodel.mesh import MeshNetwork
@@ -199,10 +204,12 @@ def build_network(platform: Platform, fabric: str) -> Network:
 
 
 # -- building blocks ------------------------------------------------------------------------
-def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = None,
+def _ring(net: Network, ring: Ring, buffer: float, t: Traffic | None = None,
           dim_order: str = "xy") -> Traffic:
-    """Bidirectional logical ring: half the data clockwise, half counter-clockwise; each hop
-    of each direction carries ``per_hop / 2`` as one chunk per step.
+    """``ring`` (:class:`~hdl.compiler.algorithms.Ring`: its members, order and steps) on a
+    ``buffer`` of bytes, run bidirectionally (:meth:`~hdl.compiler.algorithms.Ring.directions`):
+    half the data clockwise, half counter-clockwise; each hop of each direction carries half of
+    what a member sends (``per_hop``, ``ring.fraction`` buffers) as one chunk per step.
 
     Time: the ``steps`` dependent steps are pipelined flit by flit: a member forwards a chunk
     as its first flits arrive, so step k+1 on the next hop starts max(hop latency h, chunk
@@ -216,14 +223,14 @@ def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = N
     (``npu.forward_latency_ns``) adds to every step's hop. The RTL fabric checks both regimes
     (docs/fabric_validation.md)."""
     t = t or net.traffic()
-    n = len(order)
-    if n < 2 or per_hop <= 0:
+    per_hop, steps = ring.fraction * buffer, ring.steps
+    if ring.n < 2 or per_hop <= 0:
         return t
-    pairs = [(order[i], order[(i + 1) % n]) for i in range(n if n > 2 else 1)]
-    share = per_hop / 2 if n > 2 else per_hop  # a two-member ring is the single pair, both ways
+    directions, split = ring.directions(2)
+    share = per_hop / split  # a two-member ring is the single pair, both ways
     forward = net.platform.forward_latency_ns * 1e-9
     chain, tail, paths = 0.0, 0.0, []
-    for direction in (pairs, [(b, a) for a, b in reversed(pairs)]):
+    for direction in directions:
         step_s = []
         for s, d in direction:
             links = t.add_transfer(s, d, share, dim_order, chunks=steps)
@@ -241,31 +248,22 @@ def _ring(net: Network, order, per_hop: float, steps: int, t: Traffic | None = N
     return t
 
 
-def _ring_stage(net: Network, op: str, groups, nbytes: float) -> Traffic:
-    """One stage of a multi-stage algorithm: a ring ``op`` of ``nbytes`` in every group of
-    ``groups``, all at once."""
-    stage = net.traffic()
-    for members in groups:
-        per_hop, steps = _ring_factors(op, len(members))
-        stage.merge(_ring(net, members, per_hop * nbytes, steps))
-    return stage
+def _ring_stage(net: Network, stage: RingStage, size: float) -> Traffic:
+    """One stage of an algorithm's plan (:class:`~hdl.compiler.algorithms.RingStage`): its
+    rings, all at once, each on ``size / stage.divisor`` bytes."""
+    traffic = net.traffic()
+    for ring in stage.rings:
+        traffic.merge(_ring(net, ring, size / stage.divisor))
+    return traffic
 
 
-def _ring_factors(op: str, n: int) -> tuple[float, int]:
-    """(bytes per ring hop as a fraction of the size, dependent steps) for a ring of n."""
-    if op == "all-reduce":
-        return 2 * (n - 1) / n, 2 * (n - 1)
-    return (n - 1) / n, n - 1  # reduce-scatter, all-gather
-
-
-def _chain(net: Network, order, nbytes: float, reverse: bool = False,
-           t: Traffic | None = None) -> Traffic:
-    """Pipelined chain order[0] -> order[1] -> ... (reversed for a reduce)."""
+def _chain(net: Network, chain: Chain, nbytes: float, t: Traffic | None = None) -> Traffic:
+    """A pipelined chain (:class:`~hdl.compiler.algorithms.Chain`: order[0] -> order[1] ->
+    ..., reversed for a reduce), ``nbytes`` on every hop."""
     t = t or net.traffic()
     latency, paths = 0.0, []
-    hops = list(zip(order, order[1:]))
-    for a, b in hops:
-        s, d = (b, a) if reverse else (a, b)
+    hops = chain.hops()
+    for s, d in hops:
         paths.append(t.add_transfer(s, d, nbytes))
         latency += net.path_latency(paths[-1])
     # every member between the ends receives and sends on (``npu.forward_latency_ns``)
@@ -319,28 +317,16 @@ def _rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
 
 
 def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
-    """Hierarchical 2D with two chunks in opposite dimension orders, split to balance links."""
-    def lines(first: str):
-        row_lines = [[net.rank(r, c) for c in cols] for r in rows]
-        col_lines = [[net.rank(r, c) for r in rows] for c in cols]
-        return (row_lines, col_lines) if first == "rows" else (col_lines, row_lines)
-
-    def chunk(first: str) -> Traffic:
+    """Hierarchical 2D (:func:`hdl.compiler.algorithms.mesh_2d`) with two chunks in opposite
+    dimension orders, split to balance links."""
+    def chunk(plan: Plan) -> Traffic:
         t = net.traffic()
-        outer, inner = lines(first)
-        n1 = len(outer[0])
-        if op == "all-reduce":
-            stages = [("reduce-scatter", outer, size), ("all-reduce", inner, size / n1),
-                      ("all-gather", outer, size)]
-        elif op == "reduce-scatter":
-            stages = [("reduce-scatter", outer, size), ("reduce-scatter", inner, size / n1)]
-        else:
-            stages = [("all-gather", inner, size / n1), ("all-gather", outer, size)]
-        for stage_op, group_lines, nbytes in stages:
-            t.then(_ring_stage(net, stage_op, group_lines, nbytes))
+        for stage in plan.stages:
+            t.then(_ring_stage(net, stage, size))
         return t
 
-    a_t, b_t = chunk("rows"), chunk("cols")
+    rows_first, cols_first = algorithms.mesh_2d(op, [[net.rank(r, c) for c in cols] for r in rows])
+    a_t, b_t = chunk(rows_first), chunk(cols_first)
     ta, tb = a_t.link_times(), b_t.link_times()
     lo, hi = 0.0, 1.0
     for _ in range(80):  # ternary search on the convex max-of-lines
@@ -466,24 +452,27 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     t = net.traffic()
     g = c.group
     lat = 0.0
+    flow = (algorithms.in_switch(c.op, g, c.root, net.l1_of).stages[0]
+            if c.op in (*_ROOTED, "all-reduce") else None)
     if c.op == "all-reduce":
-        top = net.l1_nodes[net.l1_of(g[0])] if len({net.l1_of(r) for r in g}) == 1 else net.l2_node
-        up = [net.path(r, top) for r in g]
-        down = [net.path(top, r) for r in g]
-        for r in g:
+        top = net.l1_nodes[flow.top] if flow.top is not None else net.l2_node
+        up = [net.path(r, top) for r in flow.senders]
+        down = [net.path(top, r) for r in flow.receivers]
+        for r in flow.senders:
             t.sent[r] += c.size
         lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
             + float(net.node_latency[top])
         phases, select, first, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
-        dests = [r for r in g if r != c.root]
-        up, down = [], [net.path(c.root, d) for d in dests]
-        t.sent[c.root] += c.size
+        up, down = [], [net.path(flow.root, d) for d in flow.receivers]
+        t.sent[flow.root] += c.size
         lat = max((net.path_latency(d) for d in down), default=0.0)
         phases, select, first, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
-        srcs = [r for r in g if r != c.root]
-        up, down = [net.path(s, c.root) for s in srcs], []
+        # the root's data is part of the sum but crosses no link here: the model's root adds it
+        # as the sum arrives (the RTL's root engine sends it into its L1 switch)
+        srcs = [r for r in flow.senders if r != flow.root]
+        up, down = [net.path(s, flow.root) for s in srcs], []
         for s in srcs:
             t.sent[s] += c.size
         lat = max((net.path_latency(u) for u in up), default=0.0)
@@ -538,11 +527,10 @@ def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int
 def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tuple[str, Traffic]:
     g = list(c.group)
     n = len(g)
-    if c.op in ("all-reduce", "reduce-scatter", "all-gather"):
+    if c.op in RING_OPS:
         if n == 1:
             return "local", net.traffic()
-        per_hop, steps = _ring_factors(c.op, n)
-        candidates = [("ring", _ring(net, _order(net, g), per_hop * c.size, steps))]
+        candidates = [("ring", _ring_stage(net, algorithms.ring(c.op, _order(net, g)).stages[0], c.size))]
         if isinstance(net, MeshNetwork):
             rect = _rectangle(net, g)
             if rect:
@@ -579,34 +567,23 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         t.latency_s = lat
         return "unicast", t
     if c.op in _ROOTED:
-        order = [c.root] + _order(net, [r for r in g if r != c.root])
-        return "chain", _chain(net, order, c.size, reverse=(c.op == "reduce"))
+        plan = algorithms.chain(c.op, c.root, _order(net, [r for r in g if r != c.root]))
+        return "chain", _chain(net, plan.stages[0], c.size)
     if isinstance(net, MeshNetwork):
         return _mesh_io(net, c)
     return "chain", _fred_io_chain(net, c)
 
 
 def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, Traffic]]:
-    by_l1: dict[int, list[int]] = {}
-    for r in c.group:
-        by_l1.setdefault(net.l1_of(r), []).append(r)
-    counts = {len(v) for v in by_l1.values()}
-    if len(by_l1) < 2 or len(counts) != 1 or counts == {1}:
+    """The hierarchical algorithm's traffic (:func:`hdl.compiler.algorithms.hierarchical`),
+    none where it does not apply."""
+    plan = algorithms.hierarchical(c.op, c.group, net.l1_of)
+    if plan is None:
         return []
-    k = counts.pop()
-    locals_ = [sorted(v) for _, v in sorted(by_l1.items())]
-    crosses = [[loc[i] for loc in locals_] for i in range(k)]
-    if c.op == "all-reduce":
-        stages = [("reduce-scatter", locals_, c.size), ("all-reduce", crosses, c.size / k),
-                  ("all-gather", locals_, c.size)]
-    elif c.op == "reduce-scatter":
-        stages = [("reduce-scatter", locals_, c.size), ("reduce-scatter", crosses, c.size / k)]
-    else:
-        stages = [("all-gather", crosses, c.size / k), ("all-gather", locals_, c.size)]
     t = net.traffic()
     alone = 0.0
-    for index, (op, groups, nbytes) in enumerate(stages):
-        stage = _ring_stage(net, op, groups, nbytes)
+    for index, ring_stage in enumerate(plan.stages):
+        stage = _ring_stage(net, ring_stage, c.size)
         alone += stage.time()
         t.then(stage)
         if index == 0:  # configured unicasts: the first stage's routes are selected at the start
@@ -661,10 +638,10 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
         order = g[i:] + g[:i]
         if c.op == "io-load":
             links = t.add_transfer(io, entry, stripe)
-            chain = _chain(net, order, stripe)
+            chain = _chain(net, Chain(tuple(order)), stripe)
         else:
             links = t.add_transfer(entry, io, stripe)
-            chain = _chain(net, order, stripe, reverse=True)
+            chain = _chain(net, Chain(tuple(order), reverse=True), stripe)
         t.loads += chain.loads
         t.sent += chain.sent
         lat = max(lat, net.path_latency(links) + chain.latency_s)

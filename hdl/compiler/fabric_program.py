@@ -13,8 +13,12 @@
   flits to send and receive, the weights of the data it sends and of the data it must
   receive; and the sink's backpressure threshold and LFSR seed.
 
-In-switch collectives (Fred-B/D, ``algorithm="in-switch"``), as the system model assumes
-(``sysmodel/collectives.py``): every member sends its buffer once towards the lowest switch
+Every algorithm's steps -- who sends how much to whom, in which stage -- come from the one
+description the system model's timing is derived from too (:mod:`hdl.compiler.algorithms`);
+this module adds the switch ports, the chunks' flit padding and the engines' registers.
+
+In-switch collectives (Fred-B/D, ``algorithm="in-switch"``, :func:`~hdl.compiler.algorithms.in_switch`):
+every member sends its buffer once towards the lowest switch
 common to the group (its L1 if the group is inside one L1, else the L2), reduced on the way up,
 replicated on the way down. A group spanning several L1s uses one uplink port ``u`` of each of
 its L1s: ``u`` = the local index of the group's lowest rank, modulo the uplink ports, so that
@@ -22,12 +26,12 @@ on Fred-C/D concurrent groups with different local indices (the DP groups of MP2
 different uplink ports, the model's one logical 4-flit/cycle link spread over 4 ports.
 
 Endpoint collectives (Fred-A/C): a unidirectional ring all-reduce in rank order; the
-hierarchical all-reduce of the system model (``sysmodel.collectives._fred_hierarchical``):
-a reduce-scatter ring in each L1 (k members: k chunks of S/k), an all-reduce ring across the
-L1s among the members of the same local index i (on uplink port i mod uplink ports: on
-Fred-C/D the k rings cross at once, on Fred-A/B's one port they take turns), an all-gather
-ring in each L1 -- three engine stages, and at each L1 switch three (or 2 + k) phases; and
-chain reduce / multicast in rank order from the root.
+hierarchical all-reduce (:func:`~hdl.compiler.algorithms.hierarchical`): a reduce-scatter
+ring in each L1 (k members: k chunks of S/k), an all-reduce ring across the L1s among the
+members of the same local index i (on uplink port i mod uplink ports: on Fred-C/D the k rings
+cross at once, on Fred-A/B's one port they take turns), an all-gather ring in each L1 -- three
+engine stages, and at each L1 switch three (or 2 + k) phases; and chain reduce / multicast in
+rank order from the root (:func:`~hdl.compiler.algorithms.chain`).
 
 Phases: at each switch, the flows of the collectives (per engine stage, in request order) are
 packed greedily into phases (an item -- a collective, or one ring of a hierarchical stage --
@@ -56,6 +60,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hdl.compiler import Flow, Router
+from hdl.compiler import algorithms
+from hdl.compiler.algorithms import Plan
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
@@ -181,8 +187,9 @@ def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str |
     return algorithm
 
 
-def _in_switch_flows(spec: FabricSpec, coll) -> dict[int, list[Flow]]:
-    """Flows per switch index (L2 = l1_count) of one in-switch collective."""
+def _in_switch_flows(spec: FabricSpec, coll, top: int | None) -> dict[int, list[Flow]]:
+    """Flows per switch index (L2 = l1_count) of one in-switch collective (``top``: the L1 an
+    all-reduce turns round in, None for the L2: :class:`~hdl.compiler.algorithms.InSwitch`)."""
     per_l1: dict[int, list[int]] = {}
     for rank in coll.members:
         per_l1.setdefault(spec.l1_of(rank), []).append(rank % spec.npus_per_l1)
@@ -192,9 +199,8 @@ def _in_switch_flows(spec: FabricSpec, coll) -> dict[int, list[Flow]]:
     port = k + u                                  # the uplink port used on each L1
     flows: dict[int, list[Flow]] = {}
     if coll.op == "all-reduce":
-        if len(per_l1) == 1:
-            (j, local), = per_l1.items()
-            flows[j] = [Flow(local, local)]
+        if top is not None:
+            flows[top] = [Flow(per_l1[top], per_l1[top])]
         else:
             for j, local in per_l1.items():
                 flows[j] = [Flow(local, [port]), Flow([port], local)]
@@ -300,19 +306,18 @@ def _ring_stage(kind: str, i: int, n: int, chunk: int, own: tuple[int, int],
       ``result``): sends it, then forwards; every received chunk is checked.
     """
     c = chunk
-    common = dict(ws=own[0], hs=own[1], chunk=c, last_base=(n - 1) * c, org=org)
+    steps = algorithms.ring_steps(kind, n)    # one chunk sent and one received per step
+    common = dict(ws=own[0], hs=own[1], chunk=c, last_base=(n - 1) * c, org=org,
+                  send_count=steps * c, recv_count=steps * c, fwd_count=(steps - 1) * c, own_only=c)
     if kind == "all-reduce":
-        return dict(common, send_count=(2 * n - 2) * c, recv_count=(2 * n - 2) * c, own_only=c,
-                    add_until=n * c, fwd_count=(2 * n - 3) * c, check_from=(n - 1) * c,
+        return dict(common, add_until=n * c, check_from=(n - 1) * c,
                     wr=result[0], hr=result[1], out_base=i * c, in_base=((i - 1) % n) * c)
     if kind == "reduce-scatter":
-        return dict(common, send_count=(n - 1) * c, recv_count=(n - 1) * c, own_only=c,
-                    add_until=(n - 1) * c, fwd_count=(n - 2) * c, check_from=(n - 2) * c,
+        return dict(common, add_until=(n - 1) * c, check_from=(n - 2) * c,
                     wr=(result[0] - own[0]) & _MASK, hr=(result[1] - own[1]) & _MASK,
                     out_base=i * c, in_base=((i - 1) % n) * c)
     if kind == "all-gather":
-        return dict(common, send_count=(n - 1) * c, recv_count=(n - 1) * c, own_only=c,
-                    add_until=0, fwd_count=(n - 2) * c, check_from=0, wr=result[0], hr=result[1],
+        return dict(common, add_until=0, check_from=0, wr=result[0], hr=result[1],
                     out_base=((i + 1) % n) * c, in_base=(i % n) * c)
     raise FredError(f"no ring stage {kind!r}")
 
@@ -343,86 +348,88 @@ def _check_chunk(size: int, n: int, chunk: int, what: str) -> None:
                         f"this group)")
 
 
-def _hierarchical_groups(spec: FabricSpec, coll) -> list[list[int]]:
-    """The members on each L1 the group spans (sorted), or FredError where the system model's
-    hierarchical all-reduce does not apply (``sysmodel.collectives._fred_hierarchical``: the
-    same number, more than one, of members on each of at least two L1s)."""
-    by_l1: dict[int, list[int]] = {}
-    for r in coll.members:
-        by_l1.setdefault(spec.l1_of(r), []).append(r)
-    counts = {len(v) for v in by_l1.values()}
-    if len(by_l1) < 2 or len(counts) != 1 or counts == {1}:
-        raise FredError(f"the hierarchical all-reduce needs the same number (> 1) of members on "
-                        f"each of at least two L1 switches; group {list(coll.members)} has "
-                        f"{ {j: len(v) for j, v in sorted(by_l1.items())} } per L1 (use the ring)")
-    return [sorted(v) for _, v in sorted(by_l1.items())]
+def _plan(spec: FabricSpec, coll, algorithm: str) -> Plan:
+    """The description's plan (:mod:`hdl.compiler.algorithms`) of one collective, or FredError
+    where the algorithm does not apply to its group."""
+    if algorithm == "in-switch":
+        return algorithms.in_switch(coll.op, coll.ranks, coll.root, spec.l1_of)
+    if algorithm == "ring":
+        return algorithms.ring(coll.op, coll.members)
+    if algorithm == "hierarchical":
+        plan = algorithms.hierarchical(coll.op, coll.members, spec.l1_of)
+        if plan is None:
+            by_l1 = algorithms.l1_groups(coll.members, spec.l1_of)
+            raise FredError(f"the hierarchical all-reduce needs the same number (> 1) of members on "
+                            f"each of at least two L1 switches; group {list(coll.members)} has "
+                            f"{ {j: len(v) for j, v in sorted(by_l1.items())} } per L1 (use the ring)")
+        return plan
+    return algorithms.chain(coll.op, coll.root, [r for r in coll.members if r != coll.root])
 
 
-def _endpoint(spec, index, coll, algorithm, size, engines, items, contributors) -> None:
-    """Engine stages (appended to ``engines``) and packing items (appended to ``items[stage]``)
-    of one endpoint collective; ``contributors[r]``: whose data NPU r's results sum."""
-    if coll.op == "all-reduce" and algorithm == "ring":
-        members = list(coll.members)
-        n = len(members)
-        chunk = -(-size // n)                    # ceil: the last chunks may carry padding flits
-        _check_chunk(size, n, chunk, "ring all-reduce")
-        total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in members)
-        for i, r in enumerate(members):
-            e = engines[r]
-            e["stages"].append(dict(_ring_stage("all-reduce", i, n, chunk, (e["ws"], e["hs"]), total),
-                                    sender=members[(i - 1) % n]))
-            contributors[r] = tuple(members)
-        items[0].append(_ring_item(spec, index, members, engines, 0))
-    elif coll.op == "all-reduce":            # hierarchical (sysmodel.collectives._fred_hierarchical)
-        locals_ = _hierarchical_groups(spec, coll)
-        k, l1s = len(locals_[0]), len(locals_)
-        crosses = [[loc[i] for loc in locals_] for i in range(k)]
-        # data: k chunks of c1 = l1s * c2 flits (the reduce-scatter's and all-gather's chunks);
-        # the all-reduce across the L1s cuts chunk o into l1s pieces of c2
-        c2 = -(-size // (k * l1s))
-        c1 = l1s * c2
-        _check_chunk(size, k, c1, "hierarchical all-reduce's reduce-scatter")
-        total = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in coll.members)
-        for j, loc in enumerate(locals_):
-            l1_sum = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in loc)
-            for i, r in enumerate(loc):
-                e = engines[r]
-                owned = (i + 1) % k               # the chunk the L1's reduce-scatter leaves here
-                e["stages"] += [
-                    dict(_ring_stage("reduce-scatter", i, k, c1, (e["ws"], e["hs"]), l1_sum),
-                         sender=loc[(i - 1) % k]),
-                    dict(_ring_stage("all-reduce", j, l1s, c2, l1_sum, total, org=owned * c1),
-                         sender=locals_[(j - 1) % l1s][i]),
-                    dict(_ring_stage("all-gather", i, k, c1, total, total), sender=loc[(i - 1) % k])]
+def _ring_engines(spec, index, coll, plan: Plan, size, engines, items, contributors) -> None:
+    """Engine stages and packing items of a plan of ring stages (the ring, the hierarchical
+    all-reduce): one engine stage per plan stage, each ring member sending to its successor.
+
+    Data: the buffer is padded to a whole number of the finest chunks (the product of the
+    reduce-scatter and all-reduce rings' sizes: S/(k x l1s) for the hierarchical all-reduce);
+    each NPU tracks the part of it it holds and the weights of what that part sums: a
+    reduce-scatter leaves position i with chunk (i + 1) mod n of its part (``_ring_stage``),
+    an all-reduce sums the part, an all-gather gathers the n chunks back."""
+    if len(plan.stages) > ENGINE_STAGES:
+        raise FredError(f"the {plan.name} {plan.op} has {len(plan.stages)} stages; the RTL engines "
+                        f"run {ENGINE_STAGES}")
+    pieces = 1
+    for stage in plan.stages:
+        if stage.op != "all-gather":
+            pieces *= stage.rings[0].n
+    unit = -(-size // pieces)            # ceil: the last chunks may carry padding flits
+    held = {r: (0, unit * pieces, (engines[r]["ws"], engines[r]["hs"])) for r in coll.members}
+    for s, stage in enumerate(plan.stages):
+        what = f"{plan.name} {plan.op}" + (f"'s {stage.op}" if len(plan.stages) > 1 else "")
+        for ring in stage.rings:
+            n, order = ring.n, ring.order
+            length = held[order[0]][1]
+            chunk = length if ring.op == "all-gather" else length // n
+            _check_chunk(size, n, chunk, what)
+            ring_sum = _sum_weights(held[r][2] for r in order)
+            for i, r in enumerate(order):
+                org, length, own = held[r]
+                if ring.op == "all-gather":   # r holds chunk (i + 1) mod n of the gathered part
+                    org, result = org - ((i + 1) % n) * chunk, own
+                    held[r] = (org, chunk * n, own)
+                else:
+                    result = ring_sum
+                    keep = ((i + 1) % n) * chunk if ring.op == "reduce-scatter" else 0
+                    held[r] = (org + keep, chunk if ring.op == "reduce-scatter" else length, result)
+                engines[r]["stages"].append(dict(_ring_stage(ring.op, i, n, chunk, own, result, org=org),
+                                                 sender=order[(i - 1) % n]))
                 contributors[r] = tuple(coll.members)
-        for stage, rings in ((0, locals_), (1, crosses), (2, locals_)):
-            items[stage] += [_ring_item(spec, index, ring, engines, stage) for ring in rings]
-    elif coll.op == "multicast":
-        order = [coll.root] + list(coll.members)
-        root = engines[coll.root]
-        root["stages"].append(_stage(root, send_count=size, own_only=size))
-        for x, r in enumerate(order[1:], start=1):
-            fwd = size if x < len(order) - 1 else 0
-            engines[r]["stages"].append(_stage(engines[r], send_count=fwd, recv_count=size,
-                                               fwd_count=fwd, wr=root["ws"], hr=root["hs"],
-                                               sender=order[x - 1]))
-            contributors[r] = (coll.root,)
-        hops = list(zip(order, order[1:]))
-        items[0].append(_hop_item(spec, index, coll, hops, engines))
-    else:   # reduce: chain from the highest member down to the root (the lowest)
-        order = list(coll.members)
-        last = engines[order[-1]]
-        last["stages"].append(_stage(last, send_count=size, own_only=size))
-        for x in range(len(order) - 2, -1, -1):
-            r, upstream = order[x], order[x + 1:]
-            fwd = size if x > 0 else 0
+        items[s] += [_ring_item(spec, index, list(ring.order), engines, s) for ring in stage.rings]
+
+
+def _chain_engines(spec, index, coll, plan: Plan, size, engines, items, contributors) -> None:
+    """Engine stages and the packing item of a chain (multicast: from the root; reduce: to the
+    root, each member adding what it receives to its own)."""
+    chain = plan.stages[0]
+    flow = chain.flow()
+    first = engines[flow[0]]
+    first["stages"].append(_stage(first, send_count=size, own_only=size))
+    for x in range(1, len(flow)):
+        r = flow[x]
+        fwd = size if x < len(flow) - 1 else 0
+        if chain.reverse:      # reduce: the sum of everything upstream arrives
+            upstream = tuple(reversed(flow[:x]))
             w, h = _sum_weights((engines[q]["ws"], engines[q]["hs"]) for q in upstream)
             engines[r]["stages"].append(_stage(engines[r], recv_count=size, send_count=fwd,
                                                fwd_count=fwd, add_until=fwd, wr=w, hr=h,
-                                               sender=order[x + 1]))
-            contributors[r] = tuple(upstream)
-        hops = [(order[x + 1], order[x]) for x in range(len(order) - 1)]
-        items[0].append(_hop_item(spec, index, coll, hops, engines))
+                                               sender=flow[x - 1]))
+            contributors[r] = upstream
+        else:                  # multicast: the root's data arrives
+            engines[r]["stages"].append(_stage(engines[r], send_count=fwd, recv_count=size,
+                                               fwd_count=fwd, wr=first["ws"], hr=first["hs"],
+                                               sender=flow[x - 1]))
+            contributors[r] = (flow[0],)
+    items[0].append(_hop_item(spec, index, coll, chain.hops(), engines))
 
 
 def _hop_item(spec, index, coll, hops, engines) -> _Item:
@@ -468,26 +475,24 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     # packing items per engine stage: every item of stage s comes before those of stage s + 1
     items: list[list[_Item]] = [[] for _ in range(ENGINE_STAGES)]
     for index, coll in enumerate(request.collectives):
+        plan = _plan(spec, coll, algorithm)
         if algorithm == "in-switch":
-            if coll.op == "all-reduce":
-                senders, receivers = coll.members, coll.members
-            elif coll.op == "reduce":
-                senders, receivers = coll.members, (coll.root,)
-            else:
-                senders, receivers = (coll.root,), coll.members
-            wr, hr = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in senders)
+            flow = plan.stages[0]
+            wr, hr = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in flow.senders)
             stage = {r: _stage(engines[r]) for r in coll.ranks}
-            for r in senders:
+            for r in flow.senders:
                 stage[r].update(send_count=size, own_only=size)
-            for r in receivers:
+            for r in flow.receivers:
                 stage[r].update(recv_count=size, wr=wr, hr=hr)
-                contributors[r] = tuple(senders)
+                contributors[r] = tuple(flow.senders)
             for r in coll.ranks:
                 engines[r]["stages"].append(stage[r])
             items[0].append(_Item(index, {sw: [(f, size) for f in fl]
-                                          for sw, fl in _in_switch_flows(spec, coll).items()}))
+                                          for sw, fl in _in_switch_flows(spec, coll, flow.top).items()}))
+        elif algorithm == "chain":
+            _chain_engines(spec, index, coll, plan, size, engines, items, contributors)
         else:
-            _endpoint(spec, index, coll, algorithm, size, engines, items, contributors)
+            _ring_engines(spec, index, coll, plan, size, engines, items, contributors)
     for e in engines:
         if not e["stages"]:
             e["stages"].append(_stage(e))
