@@ -36,7 +36,6 @@ ALLOWED = {
     # being split on another branch
     ("fred/commands/characterize.py", "run"): "being split on another branch",
     # being split on another branch (rewritten there)
-    ("hdl/compiler/fabric_program.py", "fabric_program"): "being split on another branch",
 }
 
 

@@ -440,12 +440,8 @@ def _hop_item(spec, index, coll, hops, engines) -> _Item:
     return _Item(index, flows)
 
 
-def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
-                   seed: int = 0, sink_backpressure: float = 0.0,
-                   phases: int | None = None) -> FabricProgram:
-    """The switch phases and engine programs of ``request`` on ``spec`` (module docstring).
-    Raises FredError, before anything is built, for anything the fabric cannot run."""
-    phases = default_phases() if phases is None else phases
+def _check_run_options(spec: FabricSpec, seed, sink_backpressure) -> None:
+    """What the engines can run: their data types and lanes, a backpressure probability, a seed."""
     if spec.dtype not in DTYPES_RUN:
         raise FredError(f"the RTL fabric's engines run {' and '.join(DTYPES_RUN)} data; dtype "
                         f"{spec.dtype} is not supported")
@@ -456,43 +452,39 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         raise FredError(f"sink_backpressure must be a probability in [0, 1), got {sink_backpressure!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise FredError(f"seed must be a non-negative integer, got {seed!r}")
-    _validate(spec, request)
-    algorithm = resolve_algorithm(spec, request, algorithm)
-    if spec.dtype != "int32" and algorithm == "hierarchical":
-        # its later stages add what the earlier ones left in the NPU (an L1's sum of a chunk):
-        # exact int32 sums are regenerated from their weights, fp16 sums would need the
-        # engine to store them
-        raise FredError(f"the RTL fabric runs the hierarchical all-reduce on int32 data only; "
-                        f"{spec.dtype} runs the ring (--algorithm ring)")
-    size = request.size_flits
+
+
+def _new_engines(spec: FabricSpec, seed: int, sink_backpressure: float) -> list[dict]:
+    """One engine per NPU with its data weights, backpressure threshold and seed, no stage yet."""
     threshold = round(sink_backpressure * 65536)
     engines = []
     for rank in range(spec.npus):
         w, h = rank_weights(rank, seed)
         engines.append(dict(ws=w, hs=h, backpressure=threshold,
                             seed=(mix(rank, seed + 3) & 0xFFFF) or 1, stages=[]))
-    contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
-    # packing items per engine stage: every item of stage s comes before those of stage s + 1
-    items: list[list[_Item]] = [[] for _ in range(ENGINE_STAGES)]
-    for index, coll in enumerate(request.collectives):
-        plan = _plan(spec, coll, algorithm)
-        if algorithm == "in-switch":
-            flow = plan.stages[0]
-            wr, hr = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in flow.senders)
-            stage = {r: _stage(engines[r]) for r in coll.ranks}
-            for r in flow.senders:
-                stage[r].update(send_count=size, own_only=size)
-            for r in flow.receivers:
-                stage[r].update(recv_count=size, wr=wr, hr=hr)
-                contributors[r] = tuple(flow.senders)
-            for r in coll.ranks:
-                engines[r]["stages"].append(stage[r])
-            items[0].append(_Item(index, {sw: [(f, size) for f in fl]
-                                          for sw, fl in _in_switch_flows(spec, coll, flow.top).items()}))
-        elif algorithm == "chain":
-            _chain_engines(spec, index, coll, plan, size, engines, items, contributors)
-        else:
-            _ring_engines(spec, index, coll, plan, size, engines, items, contributors)
+    return engines
+
+
+def _in_switch_engines(spec, index, coll, plan, size, engines, items, contributors) -> None:
+    """The one engine stage of an in-switch collective: its senders send their own data, its
+    receivers expect the senders' sum; the switches' flows are one item of stage 0."""
+    flow = plan.stages[0]
+    wr, hr = _sum_weights((engines[r]["ws"], engines[r]["hs"]) for r in flow.senders)
+    stage = {r: _stage(engines[r]) for r in coll.ranks}
+    for r in flow.senders:
+        stage[r].update(send_count=size, own_only=size)
+    for r in flow.receivers:
+        stage[r].update(recv_count=size, wr=wr, hr=hr)
+        contributors[r] = tuple(flow.senders)
+    for r in coll.ranks:
+        engines[r]["stages"].append(stage[r])
+    items[0].append(_Item(index, {sw: [(f, size) for f in fl]
+                                  for sw, fl in _in_switch_flows(spec, coll, flow.top).items()}))
+
+
+def _finish_engines(spec: FabricSpec, engines: list[dict]) -> None:
+    """Every engine's totals (an engine no collective uses gets one empty stage); fp16 engines
+    hash every received flit instead of checking it (:class:`NpuEngine`)."""
     for e in engines:
         if not e["stages"]:
             e["stages"].append(_stage(e))
@@ -501,11 +493,39 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         e["check_count"] = sum(max(0, st["recv_count"] - st["check_from"]) for st in e["stages"])
         e["wr"], e["hr"] = e["stages"][-1]["wr"], e["stages"][-1]["hr"]
     if spec.dtype != "int32":
-        # the engines hash every received flit instead of checking it (NpuEngine)
         for e in engines:
             for st in e["stages"]:
                 st.update(check_from=0, wr=0, hr=0)
             e["check_count"], e["wr"], e["hr"] = e["recv_count"], 0, 0
+
+
+#: How each algorithm's plan becomes engine stages and switch items.
+_ENGINE_BUILDERS = {"in-switch": _in_switch_engines, "chain": _chain_engines}
+
+
+def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
+                   seed: int = 0, sink_backpressure: float = 0.0,
+                   phases: int | None = None) -> FabricProgram:
+    """The switch phases and engine programs of ``request`` on ``spec`` (module docstring).
+    Raises FredError, before anything is built, for anything the fabric cannot run."""
+    phases = default_phases() if phases is None else phases
+    _check_run_options(spec, seed, sink_backpressure)
+    _validate(spec, request)
+    algorithm = resolve_algorithm(spec, request, algorithm)
+    if spec.dtype != "int32" and algorithm == "hierarchical":
+        # its later stages add what the earlier ones left in the NPU (an L1's sum of a chunk):
+        # exact int32 sums are regenerated from their weights, fp16 sums would need the
+        # engine to store them
+        raise FredError(f"the RTL fabric runs the hierarchical all-reduce on int32 data only; "
+                        f"{spec.dtype} runs the ring (--algorithm ring)")
+    engines = _new_engines(spec, seed, sink_backpressure)
+    contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
+    # packing items per engine stage: every item of stage s comes before those of stage s + 1
+    items: list[list[_Item]] = [[] for _ in range(ENGINE_STAGES)]
+    build = _ENGINE_BUILDERS.get(algorithm, _ring_engines)   # ring and hierarchical: ring stages
+    for index, coll in enumerate(request.collectives):
+        build(spec, index, coll, _plan(spec, coll, algorithm), request.size_flits, engines, items, contributors)
+    _finish_engines(spec, engines)
     switches = _pack(spec, request, [it for stage in items for it in stage], phases)
     program = FabricProgram(algorithm, spec.switch_ports, switches, engines, sum(e["send_count"] for e in engines),
                             sum(e["recv_count"] for e in engines), contributors, planes=spec.l2_planes)

@@ -18,6 +18,12 @@ from typing import Any, Callable
 from hdl.contracts.encoding import DEFAULT_WORD_WIDTH
 from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FABRICS
+from hdl.contracts.npu_engine import DTYPES_RUN
+from hdl.compiler.fabric_program import default_phases
+
+#: Configuration slots per switch of the fabric design (the RTL fabric's own default).
+DEFAULT_FABRIC_PHASES = default_phases()
 
 __all__ = ["Param", "Design", "DESIGNS", "get_design"]
 
@@ -98,6 +104,12 @@ def _packet_switch(*, ports, middle, dtype, lanes, phases, depth, ctrl_depth, pa
                         depth=depth, ctrl_depth=ctrl_depth, online=bool(online))
 
 
+def _fabric(*, variant, dtype, phases):
+    from hdl.contracts.fabric import fabric_spec
+    from hdl.designs.fabric import FabricTop
+    return FabricTop(fabric_spec(variant, dtype=dtype), phases=phases)
+
+
 #: Element formats every reducing design accepts.
 DTYPE_CHOICES = tuple(DTYPES)
 
@@ -153,6 +165,18 @@ DESIGNS: dict[str, Design] = {
             "seq_bits": Param(_positive_int, 8, "bits of a packet's sequence number"),
             "flow_bits": Param(_positive_int, 4, "bits of a packet's flow id"),
             "online": Param(int, 1, "1 = online unicast routing at the default phase index", choices=(0, 1)),
+        },
+    ),
+    "fabric": Design(
+        unit="fabric",
+        top="fred_fabric",
+        description="the wafer fabric RTL: L1/L2 FRED switches, links with latency and rate, NPU engines, "
+                    "phase sequencers (docs/fabric_rtl.md; about 4 MB of Verilog, 40 s to generate)",
+        factory=_fabric,
+        params={
+            "variant": Param(str, "fred-a", "fabric variant (docs/fabric_rtl.md)", choices=FABRICS),
+            "dtype": Param(str, "int32", "element format the NPU engines run", choices=DTYPES_RUN),
+            "phases": Param(_positive_int, DEFAULT_FABRIC_PHASES, "configuration slots per switch"),
         },
     ),
 }

@@ -5,11 +5,16 @@ import pytest
 from hdl.contracts.errors import ToolchainError
 from eda.toolchain import MIN_VERILATOR_VERSION, setup_verilator, verilator_version
 from hdl.designs.registry import DESIGNS
+
+#: Designs whose Verilog takes long to generate (the fabric: about 4 MB, 40 s): their identity and
+#: lint checks run under ``-m full``; the fabric's RTL is exercised by its own tests either way.
+SLOW_DESIGNS = {"fabric"}
+UNITS = [pytest.param(unit, marks=pytest.mark.full) if unit in SLOW_DESIGNS else unit for unit in sorted(DESIGNS)]
 from eda.lint import lint
 from hdl.emit.verilog import to_verilog
 
 
-@pytest.mark.parametrize("unit", sorted(DESIGNS))
+@pytest.mark.parametrize("unit", UNITS)
 def test_same_design_twice_gives_identical_verilog(unit):
     design = DESIGNS[unit]
     first = to_verilog(design.build(), name=design.top)
@@ -18,7 +23,7 @@ def test_same_design_twice_gives_identical_verilog(unit):
     assert "/work/" not in first and ".py:" not in first   # no source paths leak in
 
 
-@pytest.mark.parametrize("unit", sorted(DESIGNS))
+@pytest.mark.parametrize("unit", UNITS)
 @pytest.mark.verilator
 def test_default_designs_lint_clean(unit, tmp_path):
     design = DESIGNS[unit]
