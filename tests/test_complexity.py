@@ -35,7 +35,6 @@ ALLOWED = {
     ("studies/characterization/report.py", "_plot"): "being split on another branch",
     # being split on another branch
     ("fred/commands/characterize.py", "run"): "being split on another branch",
-    # being split on another branch (rewritten there)
 }
 
 
