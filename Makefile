@@ -68,7 +68,7 @@ fabric-validate: $(STAMP)
 bench-router: $(STAMP)
 	$(FRED) bench router $(BENCH_ROUTER_ARGS)
 
-# Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (issue 15)
+# Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (docs/fabric_rtl.md)
 bench-fabric: $(STAMP)
 	$(FRED) bench fabric $(BENCH_FABRIC_ARGS)
 

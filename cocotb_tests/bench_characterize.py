@@ -1,4 +1,4 @@
-"""cocotb bench that measures ``fred_switch`` timings for the characterization (issue 6).
+"""cocotb bench that measures ``fred_switch`` timings for the characterization (docs/characterization.md).
 
 One cocotb test, :func:`characterize`, runs every traffic class of :func:`traffic_classes` twice
 on one build: without backpressure, then with random backpressure on every output (probability

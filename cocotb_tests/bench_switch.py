@@ -550,7 +550,7 @@ async def configuration_protocol(dut):
         await bad_packet(bench.config_packet(words[:-1], 1), ConfigError.WORD_COUNT)
         await bad_packet(bench.config_packet(words, 1, last_at=len(words) - 2), ConfigError.WORD_COUNT)
     await bad_packet(bench.config_packet(words + [0], 1), ConfigError.WORD_COUNT)
-    # two words too many: the word counter saturates (issue 18: a branch code coverage found
+    # two words too many: the word counter saturates (docs/verification.md: a branch code coverage found
     # unexercised when a phase is one word long)
     await bad_packet(bench.config_packet(words + [0, 0], 1), ConfigError.WORD_COUNT)
     # an illegal mode: make the first microswitch reduce two inputs onto different wires
@@ -639,7 +639,7 @@ async def configuration_protocol(dut):
     await bench.drain()
 
     # two selects back to back (the second offered in the cycle the first completes): both take
-    # effect, each copy of N words in a bounded time (issue 18: a configuration memory that
+    # effect, each copy of N words in a bounded time (docs/verification.md: a configuration memory that
     # does not restart its word count for a select arriving right after a copy never finishes
     # the second copy, and holds the inputs for good)
     bench.phase.send_all([0, slot2])
@@ -655,7 +655,7 @@ async def configuration_protocol(dut):
     await bench.drain()
 
     # one flit alone in the switch, held at its stalled output: `busy` stays high and a select
-    # waits for it, at every output port (issue 18: an output microswitch whose busy term saw
+    # waits for it, at every output port (docs/verification.md: an output microswitch whose busy term saw
     # only a full output buffer let a select through with one flit left in it)
     await bench.select(0)
     for port in range(P):
@@ -765,7 +765,7 @@ async def permuted_middles(dut):
     every size: inputs 0..k-1 to outputs 1..k) with the middle subnetworks of every level put in
     a random order (:func:`permute_middles`): the same flows must arrive exactly as the
     functional model of the permuted configuration predicts. This reaches the wire indices the
-    router leaves unused (issue 18, functional coverage), under idle cycles and backpressure."""
+    router leaves unused (docs/verification.md, functional coverage), under idle cycles and backpressure."""
     p = bench_params()
     bench = SwitchBench(dut, "permuted")
     await bench.start()

@@ -95,7 +95,7 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
     """Build ``verilog`` (top module ``top``) with Verilator unless an identical build exists.
 
     ``hier_blocks=False``: no hierarchical blocks, Verilator inlines every module (the fabric of
-    issue 15: its switches' blocks have combinational paths through their ports, which
+    docs/fabric_rtl.md: its switches' blocks have combinational paths through their ports, which
     Verilator evaluates by iterating across blocks, ~1000x slower than the inlined model).
     ``code_coverage``: a separate, flat build with :data:`COVERAGE_ARGS` (its own cache key, so
     it never replaces the default build); flat because the coverage points of a hierarchical

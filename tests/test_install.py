@@ -92,7 +92,7 @@ def test_fred_eval_json_reports_the_measured_switch_timing(installed, tmp_path):
         assert (tmp_path / "results" / name).stat().st_size > 0, name
     results = json.loads((tmp_path / "results" / "results.json").read_text())
     assert results["switch_timing"] == timing
-    assert "[3/4]" not in proc.stderr  # quiet with --json (issue 16: no progress, no step log)
+    assert "[3/4]" not in proc.stderr  # quiet with --json (docs/sysmodel.md, Speed: no progress, no step log)
 
 
 def test_a_missing_characterization_stops_the_install(installed, tmp_path):

@@ -1,5 +1,5 @@
 """``run_fabric``: run one :class:`~hdl.contracts.fabric.FabricRequest` on the fabric RTL under
-Verilator and return what it measured (issue 15; the interface the ``fred fabric-sim`` command
+Verilator and return what it measured (docs/fabric_rtl.md; the interface the ``fred fabric-sim`` command
 calls).
 
 Steps: :func:`hdl.compiler.fabric_program.fabric_program` validates the request and computes the

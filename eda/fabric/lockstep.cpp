@@ -1,4 +1,4 @@
-// Lock-step simulator of a fabric cut into two parts (issue 15; eda/fabric/lockstep.py
+// Lock-step simulator of a fabric cut into two parts (docs/fabric_rtl.md; eda/fabric/lockstep.py
 // builds it, docs/fabric_rtl.md explains it).
 //
 // Vpart0 and Vpart1 are the Verilated models of FabricTop(spec, partition, part=0/1): the same

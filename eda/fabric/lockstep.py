@@ -1,4 +1,4 @@
-"""The lock-step simulator of the fabric: two Verilated parts on two cores (issue 15).
+"""The lock-step simulator of the fabric: two Verilated parts on two cores (docs/fabric_rtl.md).
 
 :class:`hdl.contracts.fabric_partition.FabricPartition` cuts the fabric at uplinks into two parts;
 each part is ``FabricTop(spec, partition=..., part=p)``, Verilated as its own model

@@ -1,5 +1,5 @@
 """The golden model of the fabric's fp16 data: what every NPU engine must receive, and its hash
-(pure Python; issue 15).
+(pure Python; docs/fabric_rtl.md).
 
 fp16 sums depend on the order of the additions, so the fabric's fp16 runs are checked against
 the order the hardware is configured to use, computed here with the bit-exact fp16 addition

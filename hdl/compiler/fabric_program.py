@@ -1,4 +1,4 @@
-"""What the fabric RTL is loaded with for one request (pure Python; issue 15).
+"""What the fabric RTL is loaded with for one request (pure Python; docs/fabric_rtl.md).
 
 :func:`fabric_program` turns a :class:`~hdl.contracts.fabric.FabricSpec` and a
 :class:`~hdl.contracts.fabric.FabricRequest` into

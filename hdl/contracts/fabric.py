@@ -1,5 +1,5 @@
 """The wafer fabric of FRED switches as plain data: topology, link rates, and the collective
-requests it runs (pure Python; issue 15).
+requests it runs (pure Python; docs/fabric_rtl.md).
 
 This module is the contract between the fabric RTL (``hdl/designs/fabric/``, run under Verilator by
 ``cocotb_tests/fabric/``) and the system model (``sysmodel/fabric_model.py``): both read the

@@ -1,4 +1,4 @@
-"""How the fabric RTL is cut into parts that simulate on different cores (issue 15).
+"""How the fabric RTL is cut into parts that simulate on different cores (docs/fabric_rtl.md).
 
 A :class:`FabricPartition` assigns every switch of a :class:`~hdl.contracts.fabric.FabricSpec` to a
 part; an NPU (its engine and both NPU links) goes with its L1. An uplink whose two switches are

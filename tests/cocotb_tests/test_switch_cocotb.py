@@ -131,7 +131,7 @@ def test_configuration_protocol(ports, middle, dtype):
 @pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p <= 8, full_too=False))
 def test_illegal_mode_in_every_microswitch(ports, middle, dtype):
     """Every microswitch slot and every illegal value of every mode kind: ILLEGAL_MODE, slot
-    not loaded (issue 18: the check the mutation campaign asked for, docs/verification.md)."""
+    not loaded (the check the mutation campaign asked for, docs/verification.md)."""
     result = _run("illegal_modes", ports, middle, dtype)
     print(f"illegal modes P={ports} m={middle} {dtype}: {result.metrics}")
 
@@ -139,7 +139,7 @@ def test_illegal_mode_in_every_microswitch(ports, middle, dtype):
 @pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p >= 4))
 def test_permuted_middles(ports, middle, dtype):
     """Routed flow sets with the middle subnetworks of every level in a random order: the same
-    flows, through the wires the router leaves unused (issue 18, functional coverage)."""
+    flows, through the wires the router leaves unused (docs/verification.md, functional coverage)."""
     result = _run("permuted_middles", ports, middle, dtype, rounds=20, max_length=8)
     print(f"permuted middles P={ports} m={middle} {dtype}: {result.metrics}")
 
@@ -148,7 +148,7 @@ def test_permuted_middles(ports, middle, dtype):
                          _builds(lambda p, m, d: p in (4, 5, 8, 12) and (d == "int32" or p == 4)))
 def test_non_interference(ports, middle, dtype):
     """One output stalled for good: every other flow of a unicast permutation still delivers
-    1 flit/cycle (issue 18: kills a fork whose input 1 waits for wire 0's ready)."""
+    1 flit/cycle (docs/verification.md: kills a fork whose input 1 waits for wire 0's ready)."""
     result = _run("non_interference", ports, middle, dtype, length=32)
     print(f"non-interference P={ports} m={middle} {dtype}: {result.metrics}")
 
@@ -159,7 +159,7 @@ def test_non_interference(ports, middle, dtype):
 def test_configuration_and_large_groups_on_the_chiplet(ports, middle, dtype):
     """`-m full`, Fred_3(12): the configuration protocol (every error code, a select while
     flits are in flight) and multicast / reduce / all-reduce on groups of 7..12 ports, which the
-    default suite runs on P <= 8 only (issue 18: the functional-coverage holes on Fred_3(12))."""
+    default suite runs on P <= 8 only (docs/verification.md: the functional-coverage holes on Fred_3(12))."""
     _run("configuration_protocol", ports, middle, dtype)
     result = _run("directed_collectives", ports, middle, dtype, sizes=list(range(7, ports + 1)))
     print(f"P={ports} m={middle} {dtype}, groups of 7..{ports}: {result.metrics}")

@@ -1,4 +1,4 @@
-"""The lock-step fabric simulator (issue 15): the partition (pure Python), the cut link's ends
+"""The lock-step fabric simulator (docs/fabric_rtl.md): the partition (pure Python), the cut link's ends
 (Amaranth simulator), and the two-part simulator against the one-model cocotb bench (Verilator).
 
 Exactness rests on one property: every signal crossing a cut depends only on its own part's

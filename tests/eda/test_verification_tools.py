@@ -1,4 +1,4 @@
-"""Quick checks of the verification-measurement tools of issue 18 (no simulator): the mutant
+"""Quick checks of the verification-measurement tools (docs/verification.md; no simulator): the mutant
 generator is reproducible and every mutant changes the design, functional-coverage bins and
 merging, the Verilator coverage reader and merger. The figures themselves come from
 `make coverage` and `make mutation` (docs/verification.md)."""

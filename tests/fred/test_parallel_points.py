@@ -1,4 +1,4 @@
-"""Issue 16: points run in process, in a process pool and on a Dask LocalCluster give the same
+"""Points (docs/sysmodel.md, Speed) run in process, in a process pool and on a Dask LocalCluster give the same
 results; computed points are cached; a failing point is reported, not lost."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`fred eval --calibration paper` (issue 14): one compute factor per workload fitted on its
+"""`fred eval --calibration paper` (docs/sysmodel.md, Fidelity): one compute factor per workload fitted on its
 Fred-C figure; Fred-A, B, D predicted by the model's mechanisms."""
 
 import pytest

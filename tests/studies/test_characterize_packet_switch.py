@@ -1,4 +1,4 @@
-"""Issue 17: the packet switch's preemption figures (studies/characterization/preemption.py) and
+"""The packet switch's preemption figures (docs/switch.md, Packet switch; studies/characterization/preemption.py) and
 their optional ``packet_switch`` block in the characterization schema."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16: the fabric cost model and the design-space exploration, step by step, with cases
+"""The fabric cost model and the design-space exploration (docs/dse.md), step by step, with cases
 computed by hand from configs/cost.toml and the characterization."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The training model against measured runs (issue 14): the GPU-cluster platform, Megatron's
+"""The training model against measured runs (docs/sysmodel.md, Fidelity): the GPU-cluster platform, Megatron's
 mechanisms (recomputation, sequence parallelism, interleaved 1F1B) and the validation cases."""
 
 import subprocess

@@ -1,4 +1,4 @@
-"""Compute that depends on shape (issue 14): hand-computed GEMM efficiencies and element-wise work."""
+"""Compute that depends on shape (docs/sysmodel.md, Fidelity): hand-computed GEMM efficiencies and element-wise work."""
 
 import math
 

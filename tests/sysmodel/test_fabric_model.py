@@ -1,4 +1,4 @@
-"""The system model on the RTL fabric's platform (sysmodel.fabric_model; issue 15): hand-computed
+"""The system model on the RTL fabric's platform (sysmodel.fabric_model; docs/fabric_rtl.md): hand-computed
 cycle counts from the fabric's link rates and the measured switch timings it loads."""
 
 import pytest

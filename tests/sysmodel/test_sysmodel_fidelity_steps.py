@@ -1,4 +1,4 @@
-"""Issue 14's mechanisms inside s12's iteration steps: each checked alone, by hand.
+"""The fidelity mechanisms (docs/sysmodel.md, Fidelity) inside s12's iteration steps: each checked alone, by hand.
 
 Plan (fewer NPUs, interleaved virtual stages), compute timing (shape-dependent timer and its
 recomputation terms), communication timing (MP backward factor, pipeline scatter/all-gather)

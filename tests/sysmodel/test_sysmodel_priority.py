@@ -1,4 +1,4 @@
-"""Issue 17: FRED's MP > PP > DP priority in the system model's link sharing (sysmodel/engine.py
+"""FRED's MP > PP > DP priority (docs/switch.md, Packet switch) in the system model's link sharing (sysmodel/engine.py
 and its reference loop), hand-computed cases; and the measured preemption cost it reads."""
 
 from __future__ import annotations

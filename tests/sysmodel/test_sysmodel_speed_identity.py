@@ -1,4 +1,4 @@
-"""Issue 16: the optimised model computes what the unoptimised one did, to 1e-9 relative.
+"""The optimised model (docs/sysmodel.md, Speed) computes what the unoptimised one did, to 1e-9 relative.
 
 The fast path (engine loop with memoised max-min rates, memoised communication tasks, networks
 and collective results cached per fabric, shared layer compute times) is compared with the

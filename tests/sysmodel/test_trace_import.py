@@ -1,4 +1,4 @@
-"""Imported workloads (issue 14): ASTRA-sim 1.0 text and Chakra execution traces, replayed with
+"""Imported workloads (docs/sysmodel.md, Fidelity): ASTRA-sim 1.0 text and Chakra execution traces, replayed with
 their own compute times; small inputs written by the tests; malformed inputs named precisely."""
 
 import json

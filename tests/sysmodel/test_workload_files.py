@@ -1,4 +1,4 @@
-"""Workloads as data (issue 14): workload files, the shipped presets, errors that name the file."""
+"""Workloads as data (docs/sysmodel.md, Fidelity): workload files, the shipped presets, errors that name the file."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""``FabricTop``: the wafer fabric of FRED switches with its NPU engines (issue 15; the Verilog
+"""``FabricTop``: the wafer fabric of FRED switches with its NPU engines (docs/fabric_rtl.md; the Verilog
 top ``fred_fabric``)."""
 
 from __future__ import annotations

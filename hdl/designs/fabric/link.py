@@ -1,4 +1,4 @@
-"""``Link``: a point-to-point fabric link with a latency in cycles and a rate limit (issue 15),
+"""``Link``: a point-to-point fabric link with a latency in cycles and a rate limit (docs/fabric_rtl.md),
 and its two ends ``LinkSender`` / ``LinkReceiver`` (a link cut between two simulation parts)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``NpuEngine``: the traffic engine at one NPU port of the fabric (issue 15).
+"""``NpuEngine``: the traffic engine at one NPU port of the fabric (docs/fabric_rtl.md).
 
 It sends a programmed number of flits of deterministic data and receives and checks a
 programmed number of flits, at up to one flit per cycle each way, with no Python in the loop.

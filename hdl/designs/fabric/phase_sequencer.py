@@ -1,4 +1,4 @@
-"""``PhaseSequencer``: steps one switch through its programmed phases in hardware (issue 15)."""
+"""``PhaseSequencer``: steps one switch through its programmed phases in hardware (docs/fabric_rtl.md)."""
 
 from __future__ import annotations
 

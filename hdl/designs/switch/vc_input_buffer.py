@@ -61,7 +61,7 @@ class VCInputBuffer(wiring.Component):
         ctrl: ``Out(stream.Signature(flit))``: the control VC's head flit (``ctrl_depth`` > 0);
         ctrl_credit: ``Out(2)``: control VC slots freed this cycle.
 
-    Control VC (``ctrl_depth`` > 0, issue 17): a packet with ``vc`` = 3 is a one-flit control
+    Control VC (``ctrl_depth`` > 0, docs/switch.md, Packet switch): a packet with ``vc`` = 3 is a one-flit control
     packet (ACK / NACK: ``phase`` holds its kind, ``seq`` and ``flow`` what it acknowledges);
     it goes to a FIFO of ``ctrl_depth`` flits, credited like the data VCs. A control packet of
     more than one flit is malformed and dropped whole. With ``ctrl_depth`` = 0, ``vc`` = 3 is

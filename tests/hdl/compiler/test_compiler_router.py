@@ -274,7 +274,7 @@ def test_model_complete_fred2_4_bruteforce():
 
 @pytest.mark.parametrize("ports", [8, 16, 32, 64])
 def test_every_3d_placement_routes_in_one_phase_at_m3(ports):
-    """Issue 4 acceptance: with m = 3 every traffic phase of every 3D-parallel placement of
+    """Acceptance (docs/routability.md): with m = 3 every traffic phase of every 3D-parallel placement of
     N <= P NPUs (every factorisation N = MP x DP x PP) routes in one phase."""
     from hdl.compiler.routability import placement_report
     router_failures = []

@@ -1,4 +1,4 @@
-"""Input files validated by pydantic (issue 27): one error line naming the file, the table and
+"""Input files validated by pydantic (README.md, Layout): one error line naming the file, the table and
 the key, for each of the five readers (platform, workload, validation cases, cost,
 characterization)."""
 

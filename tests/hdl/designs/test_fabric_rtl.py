@@ -1,4 +1,4 @@
-"""The fabric RTL of issue 15: programs (pure Python), the link (Amaranth simulator), and runs of
+"""The fabric RTL (docs/fabric_rtl.md): programs (pure Python), the link (Amaranth simulator), and runs of
 the whole fabric under Verilator (the default simulator, lock-step; ``test_fabric_lockstep``
 compares it with the one-model cocotb bench).
 
