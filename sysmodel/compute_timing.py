@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.contracts.placement import Strategy
-from sysmodel.model_cache import Ref, current
+from sysmodel.model_cache import current
 from sysmodel.platform import Platform
 from sysmodel.workloads import BYTES, Layer
 
@@ -111,10 +111,10 @@ class ShapeCompute:
         # A layer's time depends only on the values below, which repeat across the
         # iterations of an evaluation (every fabric of a strategy, every fabric variant of a
         # design-space sweep): computed once per model cache
-        # (:mod:`sysmodel.model_cache`, ``layer_times``; the layer is held by its Ref, so its id
-        # cannot be reused by another layer while the entry exists).
+        # (:mod:`sysmodel.model_cache`, ``layer_times``; a layer is a value: equal layers of
+        # different workloads share their times).
         memo = current().layer_times
-        key = (Ref(layer), backward, self.platform.npu_compute, layer.shards(self.strategy.mp),
+        key = (layer, backward, self.platform.npu_compute, layer.shards(self.strategy.mp),
                self.microbatch_samples, self.recompute_mode, self.sequence_parallel, self.dtype)
         hit = memo.get(key)
         return memo.put(key, self._layer_s(layer, backward)) if hit is None else hit

@@ -7,8 +7,8 @@ would give the same result. The platform is such a value
 (:class:`sysmodel.platform.Platform` is a frozen dataclass), and so are its sections
 (``platform.network_spec``, ``platform.npu_compute``, ``platform.training_spec``): a cache
 keys on the section its result depends on, so e.g. two platforms that differ only in compute
-speed share networks and collective results. An object that is not a value (a workload, a
-layer: large, mutable-by-type and compared by identity) enters a key as :class:`Ref`, which
+speed share networks and collective results; a workload's layers are values too. An object
+that is not a value (a workload: its type holds a dict) enters a key as :class:`Ref`, which
 hashes by identity and holds the object, so its id cannot be reused by another object while
 the entry exists.
 
@@ -19,7 +19,8 @@ is far below every bound; emptying is cheaper than LRU bookkeeping on every hit)
 
 Not here, on purpose: memos local to one object whose lifetime bounds them and whose key is
 that object's own argument -- a network's hop paths (``Network.path``), a compute model's GEMM
-times (``ComputeModel._cache``), a compute timer's per-layer times -- and the code fingerprint
+times (``ComputeModel._cache``), a compute timer's per-layer times, a communication timer's
+tasks (one iteration's), an engine run's max-min rates -- and the code fingerprint
 of the point cache (``studies.points.model_fingerprint``: the code loaded in this process, not
 a model input, so clearing the model's caches must not recompute it from files that may have
 changed on disk).
@@ -72,7 +73,7 @@ class ModelCache:
         "networks": (None, "(platform.network_spec, fabric) -> Network"),
         "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
-        "layer_times": (200_000, "(Ref(layer), backward, platform.npu_compute, shards, microbatch "
+        "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
