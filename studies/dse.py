@@ -28,6 +28,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import factorisations, parse_strategy
 from studies.cost import CostModel, FabricDesign, design_switch_timing, fabric_cost
+from sysmodel.model_cache import current
 from sysmodel.platform import FredVariant, Platform
 from studies.points import platform_from_ref, workload_ref
 
@@ -75,12 +76,13 @@ class DseGrid:
 
 def design_platform(platform: Platform, design: FabricDesign) -> Platform:
     """``platform`` with ``design``'s fabric as its only switch-tree variant (``dse``), no mesh
-    (the design replaces the wafer's network), and the design's switch timing (one object per
-    process and design, so the model's caches see one platform)."""
-    key = (id(platform), design)
-    hit = _DESIGN_PLATFORMS.get(key)
-    if hit is not None and hit[0] is platform:
-        return hit[1]
+    (the design replaces the wafer's network), and the design's switch timing (made once per
+    platform value and design: :mod:`sysmodel.model_cache`, ``design_platforms``)."""
+    made_before = current().design_platforms
+    key = (platform, design)
+    hit = made_before.get(key)
+    if hit is not None:
+        return hit
     variant = FredVariant(DSE_FABRIC, design.l1_l2_gbps(platform), design.in_switch)
     try:
         made = replace(platform, npus_per_l1=design.npus_per_l1, io_controllers=design.io_controllers,
@@ -89,11 +91,7 @@ def design_platform(platform: Platform, design: FabricDesign) -> Platform:
                        l2_switch=None)  # the design's chiplet builds both levels
     except FredError as exc:
         raise FredError(f"design {design.name}: {exc}") from None
-    _DESIGN_PLATFORMS[key] = (platform, made)
-    return made
-
-
-_DESIGN_PLATFORMS: dict = {}
+    return made_before.put(key, made)
 
 
 def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap: bool,

@@ -16,11 +16,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from hdl.contracts.placement import parse_strategy
+from sysmodel.model_cache import current
 from sysmodel.platform import Platform, default_platform, load_platform
 
 __all__ = ["platform_ref", "platform_from_ref", "workload_ref", "sweep_specs", "sweep_point"]
 
 
+# Computed once per process and not kept in the model's cache: it names the code loaded in this
+# process, which files changed on disk later must not alter.
 @lru_cache(maxsize=1)
 def model_fingerprint() -> str:
     """Fingerprint of the code and shipped data a point's result depends on: every Python,
@@ -68,7 +71,6 @@ def workload_ref(workload: str) -> str:
     return workload
 
 
-@lru_cache(maxsize=64)
 def _platform(path, characterization, compute_scale) -> Platform:
     if path is None and characterization is None:
         base = default_platform()
@@ -78,8 +80,10 @@ def _platform(path, characterization, compute_scale) -> Platform:
 
 
 def platform_from_ref(ref: dict) -> Platform:
-    """The platform a :func:`platform_ref` names (loaded once per process)."""
-    return _platform(ref["platform"], ref["characterization"], ref["compute_scale"])
+    """The platform a :func:`platform_ref` names (loaded once per model cache:
+    :mod:`sysmodel.model_cache`, ``platforms``)."""
+    key = (ref["platform"], ref["characterization"], ref["compute_scale"])
+    return current().platforms.get_or_make(key, lambda: _platform(*key))
 
 
 def sweep_specs(workload: str, fabric: str, ref: dict, *, samples_per_dp: int, overlap: bool) -> list[dict]:

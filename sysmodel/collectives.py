@@ -65,10 +65,10 @@ from sysmodel.fred_tree import FredTreeNetwork
 from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
+from sysmodel.model_cache import current
 from sysmodel.switch_routing import phases_for
-from sysmodel.value_key import value_key
 
-__all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "fabric_key", "collective_traffic",
+__all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "collective_traffic",
            "evaluate", "configuration_load_s"]
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
@@ -164,42 +164,21 @@ class CollectiveResult:
 
 
 # -------------------------------------------------------------------------------------------
-_NETWORKS: dict = {}
-_FABRIC_KEYS: dict = {}
-
-#: Platform fields that do not change a fabric's network or any collective on it (NPU
-#: compute, memory and training policy). Every other field -- including any added later --
-#: is part of :func:`fabric_key`, so a cached network is never reused for a platform whose
-#: fabric differs.
-NON_NETWORK_FIELDS = frozenset({
-    "peak_tflops", "memory_bandwidth_gbps", "memory_capacity_gb", "compute_efficiency", "compute",
-    "optimizer_bytes_per_param", "iterations", "dp_bucket_elements", "dp_overlap",
-    "optimizer_step_bytes_per_param", "pp_overlap", "pp_scatter_gather", "name", "description"})
-
-
-def fabric_key(platform: Platform) -> tuple:
-    """What a platform's networks and collective times depend on: every field except
-    :data:`NON_NETWORK_FIELDS`. Platforms that differ only in compute (``--compute-scale``,
-    the calibration's scans) share networks and collective results (issue 16: each such
-    platform used to rebuild and re-route every network)."""
-    entry = _FABRIC_KEYS.get(id(platform))
-    if entry is None or entry[0] is not platform:
-        entry = _FABRIC_KEYS[id(platform)] = (platform, value_key(platform, NON_NETWORK_FIELDS))
-    return entry[1]
-
-
 def build_network(platform: Platform, fabric: str) -> Network:
-    """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform`` (cached
-    per :func:`fabric_key`)."""
+    """The network of ``fabric`` (``mesh`` or ``fred-a`` .. ``fred-d``) on ``platform``, cached
+    by ``platform.network_spec`` (:mod:`sysmodel.model_cache`): platforms that differ only in
+    compute or training (``--compute-scale``, the calibration's scans) share networks and
+    collective results."""
     if fabric not in FABRICS and fabric not in platform.variants:
         raise FredError(f"unknown fabric {fabric!r}; expected one of "
                         f"{', '.join(platform.fabrics or FABRICS)}")
     if fabric == "mesh" and not platform.has_mesh:
         raise FredError(f"platform {platform.name!r} has no mesh; its fabrics: {', '.join(platform.fabrics)}")
-    key = (fabric_key(platform), fabric)
-    net = _NETWORKS.get(key)
+    networks = current().networks
+    key = (platform.network_spec, fabric)
+    net = networks.get(key)
     if net is None:
-        net = _NETWORKS[key] = MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric)
+        net = networks.put(key, MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric))
     return net
 
 
@@ -377,7 +356,7 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
     arrival = _first_arrivals(net, up_paths, down_paths, top)
     phases, select, switch_s, first, configurations = 0, 0.0, 0.0, 0.0, set()
     for switch, entry in per_switch.items():
-        port = _port_cache(net, switch)
+        port = net.ports(switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
         key = tuple(sorted((tuple(sorted(port[n] for n in i)), tuple(sorted(port[n] for n in o)))
                            for i, o in flows))
@@ -434,18 +413,6 @@ def configuration_load_s(net: Network, configurations) -> float:
         per_switch[node] = per_switch.get(node, 0) + phases
     return max((phases * net.switch_timing(node).config_load_s for node, phases in per_switch.items()),
                default=0.0)
-
-
-_PORTS: dict = {}
-
-
-def _port_cache(net, switch) -> dict[int, int]:
-    """Port number of each neighbour of ``switch`` (neighbours in node order)."""
-    key = (id(net), switch)
-    if key not in _PORTS:
-        neighbours = sorted({int(d) for s, d in zip(net.link_src, net.link_dst) if s == switch})
-        _PORTS[key] = {n: i for i, n in enumerate(neighbours)}
-    return _PORTS[key]
 
 
 def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
@@ -674,8 +641,9 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     collectives = tuple(collectives)
     if not collectives:
         raise FredError("no collectives to evaluate")
-    key = (fabric_key(platform), fabric, collectives, algorithm)
-    cached = _RESULTS.get(key)
+    results = current().collectives
+    key = (platform.network_spec, fabric, collectives, algorithm)
+    cached = results.get(key)
     if cached is not None:
         return cached
     net = build_network(platform, fabric)
@@ -698,10 +666,4 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
         configurations=total.configurations,
         config_load_s=configuration_load_s(net, total.configurations),
         phase_overhead_s=total.overhead_s)
-    if len(_RESULTS) > 100_000:
-        _RESULTS.clear()
-    _RESULTS[key] = result
-    return result
-
-
-_RESULTS: dict = {}
+    return results.put(key, result)

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from hdl.contracts.errors import FredError
+from sysmodel.model_cache import FrozenDict
 
 __all__ = ["Gemm", "VectorOp", "ComputeModel", "DTYPE_BYTES", "parse_compute"]
 
@@ -135,6 +136,8 @@ class ComputeModel:
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def __post_init__(self):
+        # read-only: the model is part of the platform's value (hashable; its _cache is not)
+        object.__setattr__(self, "dtype_speed", FrozenDict(self.dtype_speed))
         _positive(self.peak_tflops, "npu.peak_tflops")
         _positive(self.memory_gbps, "npu.memory_bandwidth_gbps")
         for dtype, v in self.dtype_speed.items():

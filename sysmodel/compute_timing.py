@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.contracts.placement import Strategy
+from sysmodel.model_cache import current
 from sysmodel.platform import Platform
 from sysmodel.workloads import BYTES, Layer
 
@@ -109,18 +110,14 @@ class ShapeCompute:
     def _shared_layer_s(self, layer: Layer, backward: bool) -> float:
         # A layer's time depends only on the values below, which repeat across the
         # iterations of an evaluation (every fabric of a strategy, every fabric variant of a
-        # design-space sweep): computed once per process. The layer itself is kept in the
-        # entry so that its id cannot be reused by another layer while the entry exists.
-        p = self.platform
-        key = (id(layer), backward, model_key(p.compute), p.peak_tflops, p.compute_efficiency,
-               p.memory_bandwidth_gbps, layer.shards(self.strategy.mp), self.microbatch_samples,
-               self.recompute_mode, self.sequence_parallel, self.dtype)
-        hit = _LAYER_TIMES.get(key)
-        if hit is None or hit[0] is not layer:
-            if len(_LAYER_TIMES) > 200_000:
-                _LAYER_TIMES.clear()
-            hit = _LAYER_TIMES[key] = (layer, self._layer_s(layer, backward))
-        return hit[1]
+        # design-space sweep): computed once per model cache
+        # (:mod:`sysmodel.model_cache`, ``layer_times``; a layer is a value: equal layers of
+        # different workloads share their times).
+        memo = current().layer_times
+        key = (layer, backward, self.platform.npu_compute, layer.shards(self.strategy.mp),
+               self.microbatch_samples, self.recompute_mode, self.sequence_parallel, self.dtype)
+        hit = memo.get(key)
+        return memo.put(key, self._layer_s(layer, backward)) if hit is None else hit
 
     def _layer_s(self, layer: Layer, backward: bool) -> float:
         if not (layer.gemms or layer.vectors):
@@ -143,22 +140,6 @@ class ShapeCompute:
         """The sharded optimizer step as element-wise (HBM-bound) work (see
         :meth:`RooflineCompute.optimizer_step_s` for the bytes)."""
         return self.platform.compute.vector_time(optimizer_step_bytes(self.platform, self.strategy, params))
-
-
-#: (layer id, backward, everything a layer's time depends on) -> (layer, seconds)
-_LAYER_TIMES: dict = {}
-_MODEL_KEYS: dict = {}
-
-
-def model_key(cm) -> tuple:
-    """A hashable value of a :class:`~sysmodel.compute.ComputeModel` (its fields; the model
-    holds a dict and a cache, so it is not hashable itself)."""
-    entry = _MODEL_KEYS.get(id(cm))
-    if entry is None or entry[0] is not cm:
-        fields = tuple((name, repr(getattr(cm, name))) for name in cm.__dataclass_fields__
-                       if not name.startswith("_"))
-        entry = _MODEL_KEYS[id(cm)] = (cm, fields)
-    return entry[1]
 
 
 def compute_timer(plan):

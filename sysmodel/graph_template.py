@@ -10,54 +10,37 @@ compute speed, copied with its compute tasks re-timed by the new compute timer (
 task records its ``source``: the layer and pass, or the optimizer step). The copy is the graph
 the builders would add, task for task, so the iteration is the same, not an approximation.
 
-:func:`structure_key` names what the graph depends on: every platform field except the compute
-speed ones (:data:`COMPUTE_SPEED_FIELDS`; a field added later is part of the key by default),
-the fabric, the workload (by identity), the strategy, schedule, minibatch, microbatches and the
-overlap policy.
+:func:`structure_key` names what the graph depends on: the platform but its compute speed (its
+``network_spec`` and ``training_spec`` sections, :mod:`sysmodel.platform`), the fabric, the
+workload (by identity), the strategy, schedule, minibatch, microbatches and the overlap policy.
+Templates are kept in the model's cache (:mod:`sysmodel.model_cache`, ``graph_templates``).
 """
 
 from __future__ import annotations
 
 from sysmodel.engine import Engine, Task
-from sysmodel.value_key import value_key
+from sysmodel.model_cache import Ref, current
 
-__all__ = ["GraphTemplate", "structure_key", "platform_key", "COMPUTE_SPEED_FIELDS", "lookup", "store"]
-
-#: Platform fields that only change compute task durations.
-COMPUTE_SPEED_FIELDS = frozenset({"peak_tflops", "memory_bandwidth_gbps", "compute_efficiency", "compute"})
-
-_KEYS: dict = {}
-_TEMPLATES: dict = {}
-_MAX_TEMPLATES = 256
-
-
-def platform_key(platform) -> tuple:
-    """Every field of ``platform`` except :data:`COMPUTE_SPEED_FIELDS`, hashable (computed once
-    per platform object)."""
-    entry = _KEYS.get(id(platform))
-    if entry is None or entry[0] is not platform:
-        entry = _KEYS[id(platform)] = (platform, value_key(platform, COMPUTE_SPEED_FIELDS))
-    return entry[1]
+__all__ = ["GraphTemplate", "structure_key", "lookup", "store"]
 
 
 def structure_key(platform, fabric: str, workload, strategy, schedule: str, samples_per_dp,
                   microbatches, overlap: bool) -> tuple:
     """What an iteration's task graph depends on, besides compute speed (module docstring)."""
-    return (platform_key(platform), fabric, id(workload), str(strategy) if strategy else None,
-            schedule, samples_per_dp, microbatches, overlap)
+    return (platform.network_spec, platform.training_spec, fabric, Ref(workload),
+            str(strategy) if strategy else None, schedule, samples_per_dp, microbatches, overlap)
 
 
 class GraphTemplate:
     """A built graph: its tasks (read, never run again), queues, compute sources and the
     one-time configuration load of its communication."""
 
-    def __init__(self, eng: Engine, config_load_s: float, keep):
+    def __init__(self, eng: Engine, config_load_s: float):
         self.tasks = list(eng.tasks)
         self.queues = {r: list(q) for r, q in eng.queues.items()}
         self.sources = list(eng.sources)
         self.priority, self.preempt_s = eng.priority, eng.preempt_s
         self.config_load_s = config_load_s
-        self.keep = keep      # the objects the key names by identity, kept alive
 
     @staticmethod
     def usable(eng: Engine) -> bool:
@@ -81,10 +64,9 @@ class GraphTemplate:
 
 
 def lookup(key) -> GraphTemplate | None:
-    return _TEMPLATES.get(key)
+    """The template stored under ``key`` (a :func:`structure_key`), else None."""
+    return current().graph_templates.get(key)
 
 
 def store(key, template: GraphTemplate) -> None:
-    if len(_TEMPLATES) >= _MAX_TEMPLATES:
-        _TEMPLATES.clear()
-    _TEMPLATES[key] = template
+    current().graph_templates.put(key, template)

@@ -10,32 +10,20 @@ callers read it, never change it.
 
 from __future__ import annotations
 
-from sysmodel.compute_timing import model_key
-from sysmodel.graph_template import platform_key
+from sysmodel.model_cache import Ref, current
 from sysmodel.training import simulate_iteration
 
 __all__ = ["simulate_once"]
 
-_RESULTS: dict = {}
-_MAX = 4096
-
-
-def _value_key(platform) -> tuple:
-    """Every field of the platform (the graph's key plus the compute speed fields)."""
-    compute = None if platform.compute is None else model_key(platform.compute)
-    return (platform_key(platform), platform.peak_tflops, platform.memory_bandwidth_gbps,
-            platform.compute_efficiency, compute)
-
 
 def simulate_once(platform, fabric: str, workload, strategy=None, **kwargs):
-    """:func:`sysmodel.training.simulate_iteration`, computed once per distinct request."""
-    key = (_value_key(platform), fabric, id(workload), None if strategy is None else str(strategy),
+    """:func:`sysmodel.training.simulate_iteration`, computed once per distinct request (kept in
+    the model's cache, :mod:`sysmodel.model_cache`, ``iterations``; the key is the platform's
+    value, so equal platforms built separately share the entry)."""
+    memo = current().iterations
+    key = (platform, fabric, Ref(workload), None if strategy is None else str(strategy),
            tuple(sorted(kwargs.items())))
-    hit = _RESULTS.get(key)
-    if hit is not None and hit[0] is workload:
-        return hit[1]
-    result = simulate_iteration(platform, fabric, workload, strategy, **kwargs)
-    if len(_RESULTS) >= _MAX:
-        _RESULTS.clear()
-    _RESULTS[key] = (workload, result)   # the workload kept: its id names it in the key
-    return result
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    return memo.put(key, simulate_iteration(platform, fabric, workload, strategy, **kwargs))

@@ -44,7 +44,10 @@ class Network:
         self.io_nodes: list[int] = []
         for rank in range(npus):
             self.add_node(f"npu{rank}", "npu")
+        # memos of this network's own derived data, as long-lived as the network (which the
+        # model's cache keeps: sysmodel/model_cache.py); keyed by node ids of this network only
         self.path = lru_cache(maxsize=None)(self._path)
+        self._ports: dict[int, dict[int, int]] = {}
 
     # -- construction ------------------------------------------------------------------------
     def add_node(self, name: str, kind: str, latency_s: float = 0.0) -> int:
@@ -66,6 +69,14 @@ class Network:
     def add_duplex(self, a: int, b: int, bw_ab: float, bw_ba: float, latency_s: float, kind: str):
         self.add_link(a, b, bw_ab, latency_s, kind)
         self.add_link(b, a, bw_ba, latency_s, kind)
+
+    def ports(self, switch: int) -> dict[int, int]:
+        """Port number of each neighbour of ``switch`` (neighbours in node order)."""
+        ports = self._ports.get(switch)
+        if ports is None:
+            neighbours = sorted({int(d) for s, d in zip(self.link_src, self.link_dst) if s == switch})
+            ports = self._ports[switch] = {n: i for i, n in enumerate(neighbours)}
+        return ports
 
     def finalize(self) -> None:
         self.link_src = np.array([l[0] for l in self._links], dtype=np.int64)

@@ -21,11 +21,12 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt,
                                    PositiveNumber, validate_input)
 from sysmodel.compute import ComputeModel, parse_compute
+from sysmodel.model_cache import FrozenDict, current, hash_once
 from sysmodel.switch_timing import SwitchTiming, load_chiplet_timings, load_switch_timing
 from sysmodel.toml_file import read_config_toml
 
-__all__ = ["Platform", "FredVariant", "load_platform", "default_platform", "FABRICS",
-           "DEFAULT_PLATFORM_NAME"]
+__all__ = ["Platform", "FredVariant", "NetworkSpec", "NpuCompute", "TrainingSpec", "load_platform",
+           "default_platform", "FABRICS", "DEFAULT_PLATFORM_NAME"]
 
 DEFAULT_PLATFORM_NAME = "paper.toml"
 #: Fabric names accepted everywhere (CLI, evaluation): the mesh baseline and the FRED variants.
@@ -47,9 +48,79 @@ class FredVariant:
 UNICAST_ROUTING = ("online", "configured")
 
 
+@hash_once
+@dataclass(frozen=True, kw_only=True)
+class NetworkSpec:
+    """The part of a :class:`Platform` its networks and collective times depend on (the
+    fields of the same names; see :class:`Platform`): the caches of networks and collective
+    results key on it, so platforms that differ only in compute or training share them."""
+
+    npus: int
+    npu_send_gbps: float
+    npu_recv_gbps: float
+    io_controllers: int
+    io_gbps: float
+    link_latency_ns: float
+    mesh_rows: int
+    mesh_cols: int
+    mesh_link_gbps: float
+    npus_per_l1: int
+    switch: SwitchTiming
+    variants: FrozenDict
+    link_efficiency: float
+    l2_switch: SwitchTiming | None
+    chiplets: FrozenDict
+    l1_l2_latency_ns: float | None
+    forward_latency_ns: float
+    unicast_routing: str
+
+
+@hash_once
+@dataclass(frozen=True, kw_only=True)
+class NpuCompute:
+    """The part of a :class:`Platform` only compute durations depend on (the NPU's speed:
+    ``--compute-scale`` and the calibration change nothing else)."""
+
+    peak_tflops: float
+    memory_bandwidth_gbps: float
+    compute_efficiency: float
+    compute: ComputeModel | None
+
+
+@hash_once
+@dataclass(frozen=True, kw_only=True)
+class TrainingSpec:
+    """The part of a :class:`Platform` that shapes an iteration's plan and task graph besides
+    the network: NPU memory and the training policy."""
+
+    memory_capacity_gb: float
+    optimizer_bytes_per_param: int
+    iterations: int
+    dp_bucket_elements: float
+    dp_overlap: bool
+    optimizer_step_bytes_per_param: float | None
+    pp_overlap: bool
+    pp_scatter_gather: bool
+
+
+#: The section value each Platform field belongs to (``name``, ``description``: a label only).
+#: Every field is in exactly one (checked below), so a field added later must be placed, and a
+#: cache keyed by a section can never miss a field its result depends on.
+_SECTIONS = {"network_spec": NetworkSpec, "npu_compute": NpuCompute, "training_spec": TrainingSpec}
+_LABEL_FIELDS = ("name", "description")
+
+
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class Platform:
     """A wafer platform (see ``configs/paper.toml`` for each value's source).
+
+    A frozen, hashable value: equal platforms built separately are equal and hash alike, and
+    the model's caches key on it or on its sections (``network_spec``: :class:`NetworkSpec`,
+    ``npu_compute``: :class:`NpuCompute`, ``training_spec``: :class:`TrainingSpec`; each the
+    fields of the same names, built once with the platform). Its tables (``variants``,
+    ``chiplets``) are read-only dicts; change a platform with :meth:`scaled` or
+    :func:`dataclasses.replace`.
 
     Members (all keyword): ``npus``, ``npu_send_gbps``, ``npu_recv_gbps``, ``peak_tflops``,
     ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
@@ -120,6 +191,9 @@ class Platform:
     unicast_routing: str = "online"
 
     def __post_init__(self):
+        # read-only tables: the platform is a value (hashable, safe to share between caches)
+        object.__setattr__(self, "variants", FrozenDict(self.variants))
+        object.__setattr__(self, "chiplets", FrozenDict(self.chiplets))
         if self.compute is not None:   # the compute model follows the NPU's peak and HBM
             object.__setattr__(self, "compute", self.compute.with_hardware(
                 self.peak_tflops, self.memory_bandwidth_gbps))
@@ -145,6 +219,8 @@ class Platform:
                                 f"digits and '-', and not 'mesh'")
             validate_input(_Variant, {"l1_l2_gbps": variant.l1_l2_gbps, "in_switch": variant.in_switch},
                            f"platform {self.name}", prefix=("fred", "variants", name))
+        for attr, section in _SECTIONS.items():   # not dataclass fields: replace() rebuilds them
+            object.__setattr__(self, attr, section(**{f: getattr(self, f) for f in section.__dataclass_fields__}))
 
     # -- derived quantities ---------------------------------------------------------------
     def switch_at(self, level: str) -> SwitchTiming:
@@ -224,6 +300,17 @@ class Platform:
         out["switch"] = self.switch.to_dict()
         out["switch_per_level"] = {level: self.switch_at(level).to_dict() for level in ("l1", "l2")}
         return out
+
+
+def _check_sections() -> None:
+    placed = [f for section in _SECTIONS.values() for f in section.__dataclass_fields__] + list(_LABEL_FIELDS)
+    if sorted(placed) != sorted(Platform.__dataclass_fields__):
+        raise FredError(f"Platform fields and their sections disagree: "
+                        f"{sorted(set(Platform.__dataclass_fields__).symmetric_difference(placed))} "
+                        f"(each field belongs to exactly one of {', '.join(_SECTIONS)} or the label)")
+
+
+_check_sections()
 
 
 # TOML layout: section -> {key: Platform field}
@@ -396,12 +483,7 @@ def load_platform(path: str | Path | None = None, *, characterization: str | Pat
     return parse_platform(data, switch=timings["l1"], l2_switch=timings["l2"], source=source)
 
 
-_DEFAULT = None
-
-
 def default_platform() -> Platform:
-    """The shipped paper platform with the shipped characterization (cached)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = load_platform()
-    return _DEFAULT
+    """The shipped paper platform with the shipped characterization (loaded once per model
+    cache: :mod:`sysmodel.model_cache`, ``platforms``)."""
+    return current().platforms.get_or_make((None, None, 1.0), load_platform)

@@ -7,9 +7,8 @@ the compiler needs to route them on a Fred_3 switch of the size the fabric says 
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from hdl.compiler import Flow, route
+from sysmodel.model_cache import current
 
 __all__ = ["phases_for", "MIDDLE_SUBNETWORKS", "ROUTER"]
 
@@ -35,7 +34,6 @@ def _disjoint_groups(flows) -> list[list[tuple]]:
     return [members for _, _, members in groups]
 
 
-@lru_cache(maxsize=4096)
 def phases_for(ports: int, middle: int, flows: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]) -> int:
     """Phases needed to route ``flows`` (tuples of (inputs, outputs) port tuples) on
     Fred_``middle``(``ports``) (the fabric's choice: the level's chiplet, or a Fred_3 of a power
@@ -44,9 +42,19 @@ def phases_for(ports: int, middle: int, flows: tuple[tuple[tuple[int, ...], tupl
 
     Flows sharing a port are first split into groups that can share a phase; the compiler
     then routes each group and may split it further when its conflict graph cannot be
-    coloured with ``middle`` colours."""
+    coloured with ``middle`` colours. Cached (:mod:`sysmodel.model_cache`, ``routing_phases``):
+    the key is the arguments, all plain values."""
     if not flows:
         return 0
+    memo = current().routing_phases
+    key = (ports, middle, flows)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    return memo.put(key, _route_phases(ports, middle, flows))
+
+
+def _route_phases(ports: int, middle: int, flows) -> int:
     return sum(len(route(ports=ports, middle=middle,
                          flows=[Flow(inputs=i, outputs=o) for i, o in group]).phases)
                for group in _disjoint_groups(flows))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine
+from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
 
 __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
@@ -32,15 +33,14 @@ __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "
 
 
 def stage_resource(stage: int, kind: str) -> str:
-    """Name of pipeline stage ``stage``'s resource ``kind`` (compute, mp, pp, dp)."""
-    name = _RESOURCE_NAMES.get((stage, kind))
+    """Name of pipeline stage ``stage``'s resource ``kind`` (compute, mp, pp, dp). Builders ask
+    for the same few names once per task: one string per name, kept in the model's cache
+    (:mod:`sysmodel.model_cache`, ``resource_names``)."""
+    names = current().resource_names
+    name = names.get((stage, kind))
     if name is None:
-        name = _RESOURCE_NAMES[(stage, kind)] = f"s{stage}.{kind}"
+        name = names.put((stage, kind), f"s{stage}.{kind}")
     return name
-
-
-#: (stage, kind) -> resource name: builders ask for the same few names once per task
-_RESOURCE_NAMES: dict = {}
 
 
 class StageEngine(Engine):

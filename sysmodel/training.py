@@ -191,7 +191,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
         comm = build_task_graph(eng, plan, fabric, memo=not reference)
         config_load = comm.config_load_s()
         if key is not None and GraphTemplate.usable(eng):
-            graph_template.store(key, GraphTemplate(eng, config_load, keep=(workload, platform)))
+            graph_template.store(key, GraphTemplate(eng, config_load))
     executed = eng.run(reference=reference)
     breakdown, busy, _ = attribute_time(executed, plan.strategy.pp, plan.representative)
     iterations = platform.iterations

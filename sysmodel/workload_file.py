@@ -54,6 +54,7 @@ from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeN
                                    PositiveNumber, validate_input)
 from hdl.contracts.placement import parse_strategy
 from sysmodel.compute import Gemm, VectorOp
+from sysmodel.model_cache import current
 from sysmodel.toml_file import parse_toml
 from sysmodel.workloads import WORKLOADS, Layer, Workload, transformer
 
@@ -264,10 +265,6 @@ def _toml_value(v) -> str:
     raise FredError(f"cannot write {v!r} as TOML")
 
 
-#: Presets read from their shipped files, by name (files given by path are read every time).
-_CACHE: dict = {}
-
-
 def preset_path(name: str):
     """The shipped workload file of preset ``name`` (a ``Traversable``)."""
     return resources.files("sysmodel").joinpath("configs", "workloads", f"{name}.toml")
@@ -275,10 +272,13 @@ def preset_path(name: str):
 
 def get_workload(name: str) -> Workload:
     """A preset by name (one of :data:`WORKLOADS`, or any file shipped in
-    ``configs/workloads/``), or a workload file by path (``.toml`` / ``.json``)."""
+    ``configs/workloads/``), or a workload file by path (``.toml`` / ``.json``). A preset is read
+    once per model cache (:mod:`sysmodel.model_cache`, ``workloads``); a file given by path is
+    read every time (it may change between calls)."""
     key = str(name)
-    if key in _CACHE:
-        return _CACHE[key]
+    presets = current().workloads
+    if key in presets:
+        return presets[key]
     shipped = preset_path(key) if "/" not in key and not key.endswith((".toml", ".json")) else None
     if shipped is not None and shipped.is_file():
         wl = parse_workload(tomllib.loads(shipped.read_text()),
@@ -289,5 +289,4 @@ def get_workload(name: str) -> Workload:
     else:
         raise FredError(f"unknown workload {name!r}; available: {', '.join(WORKLOADS)}, or a "
                         f"workload file path (.toml / .json)")
-    _CACHE[key] = wl
-    return wl
+    return presets.put(key, wl)

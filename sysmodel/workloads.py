@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import Strategy, parse_strategy
 from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
+from sysmodel.model_cache import hash_once
 
 __all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS",
            "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
@@ -38,6 +39,7 @@ MODES = ("weight-stationary", "weight-streaming")
 BYTES = 2  # FP16
 
 
+@hash_once   # a layer is a key of the model's layer-time cache: hashed once, not per lookup
 @dataclass(frozen=True)
 class Layer:
     """One layer: ``fwd_flops`` per sample, ``params``, ``out_bytes`` (activation handed to the

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from hdl.contracts.placement import factorisations, parse_strategy
-from sysmodel import collectives as coll
-from sysmodel.collectives import Collective, evaluate, fabric_key
+from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from studies.evaluation import _sweep_microbatches
 from sysmodel.platform import FABRICS, default_platform
@@ -123,35 +122,29 @@ def test_random_task_graphs_equal_the_reference_loop():
 
 def test_collective_cache_equals_a_fresh_computation():
     """A platform that differs only in compute shares cached networks and collective results
-    (fabric_key); the cached result equals one computed with every cache emptied."""
+    (its network_spec); the cached result equals one computed with empty caches."""
+    from sysmodel.model_cache import ModelCache, using
     scaled = P.with_compute_scale(8)
-    assert fabric_key(scaled) == fabric_key(P)
+    assert scaled.network_spec == P.network_spec
     colls = [Collective("all-reduce", tuple(range(P.npus)), 1e8)]
     for fabric in FABRICS:
         cached = evaluate(scaled, fabric, colls)
-        saved = (dict(coll._RESULTS), dict(coll._NETWORKS))
-        coll._RESULTS.clear()
-        coll._NETWORKS.clear()
-        try:
+        with using(ModelCache()):
             fresh = evaluate(scaled, fabric, colls)
-        finally:
-            coll._RESULTS.update(saved[0])
-            coll._NETWORKS.update(saved[1])
+        assert fresh is not cached
         assert fresh.time_s == cached.time_s and np.array_equal(fresh.link_loads, cached.link_loads)
 
 
-def test_fabric_key_separates_what_changes_the_network():
-    """Every field outside the compute/training list changes the key (a field added later
-    is part of it by default); compute and training fields do not."""
+def test_network_spec_separates_what_changes_the_network():
+    """Network fields change the network key; compute and training fields do not."""
     from dataclasses import replace
     from sysmodel.platform import FredVariant
-    base = fabric_key(P)
-    assert fabric_key(replace(P, npus_per_l1=5)) != base
-    assert fabric_key(replace(P, io_gbps=64.0)) != base
-    assert fabric_key(replace(P, variants={**P.variants, "fred-d": FredVariant("fred-d", 6000.0, True)})) != base
-    assert fabric_key(replace(P, switch=replace(P.switch, first_flit_latency_cycles=99))) != base
-    assert fabric_key(replace(P, peak_tflops=1.0, dp_overlap=True, iterations=3)) == base
-    assert set(coll.NON_NETWORK_FIELDS) < set(P.__dataclass_fields__)
+    base = P.network_spec
+    assert replace(P, npus_per_l1=5).network_spec != base
+    assert replace(P, io_gbps=64.0).network_spec != base
+    assert replace(P, variants={**P.variants, "fred-d": FredVariant("fred-d", 6000.0, True)}).network_spec != base
+    assert replace(P, switch=replace(P.switch, first_flit_latency_cycles=99)).network_spec != base
+    assert replace(P, peak_tflops=1.0, dp_overlap=True, iterations=3).network_spec == base
 
 
 @pytest.mark.parametrize("workload", ["transformer-17b", "gpt-3"])
@@ -183,28 +176,3 @@ def test_the_evaluation_simulates_each_distinct_iteration_once():
     assert simulate_once(P.with_compute_scale(4), "fred-c", w) is not a
     assert simulate_once(P.with_compute_scale(3), "fred-c", w, overlap=False) is not a
     assert a.time_s == simulate_iteration(P.with_compute_scale(3), "fred-c", w, reference=True).time_s
-
-
-def test_value_key_takes_any_field_into_the_key():
-    """Cache keys come from every field: dicts, lists and unhashable dataclasses (as a field a
-    later change might add) become nested tuples, equal exactly when the values are."""
-    from dataclasses import dataclass, field
-    from sysmodel.value_key import value_key
-
-    @dataclass
-    class Inner:                      # unhashable (eq without frozen)
-        levels: dict = field(default_factory=dict)
-
-    @dataclass(frozen=True)
-    class Outer:
-        a: float
-        b: dict
-        c: list
-        d: object
-
-    one = Outer(1.0, {"x": [1, 2]}, [3, {"y": 4}], Inner({"l1": 35}))
-    same = Outer(1.0, {"x": [1, 2]}, [3, {"y": 4}], Inner({"l1": 35}))
-    other = Outer(1.0, {"x": [1, 2]}, [3, {"y": 4}], Inner({"l1": 36}))
-    assert hash(value_key(one)) == hash(value_key(same)) and value_key(one) == value_key(same)
-    assert value_key(one) != value_key(other)
-    assert [name for name, _ in value_key(one, exclude={"b", "c"})] == ["a", "d"]

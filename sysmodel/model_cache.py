@@ -1,0 +1,200 @@
+"""The model's one cache owner (docs/sysmodel.md, "Speed").
+
+Every memo the system model keeps across calls lives in a :class:`ModelCache`: one named
+:class:`Memo` per kind of result, each with its bound and what its key is. There is one key
+rule: **a key is a hashable value** that compares equal exactly when the computation it names
+would give the same result. The platform is such a value
+(:class:`sysmodel.platform.Platform` is a frozen dataclass), and so are its sections
+(``platform.network_spec``, ``platform.npu_compute``, ``platform.training_spec``): a cache
+keys on the section its result depends on, so e.g. two platforms that differ only in compute
+speed share networks and collective results; a workload's layers are values too. An object
+that is not a value (a workload: its type holds a dict) enters a key as :class:`Ref`, which
+hashes by identity and holds the object, so its id cannot be reused by another object while
+the entry exists.
+
+The model uses the process-wide instance (:func:`current`); a caller or a test that wants
+isolation runs under ``with using(ModelCache()):``. Every cache is emptied by
+:meth:`ModelCache.clear`. A bounded memo that reaches its bound is emptied (a run's working set
+is far below every bound; emptying is cheaper than LRU bookkeeping on every hit).
+
+Not here, on purpose: memos local to one object whose lifetime bounds them and whose key is
+that object's own argument -- a network's hop paths (``Network.path``), a compute model's GEMM
+times (``ComputeModel._cache``), a compute timer's per-layer times, a communication timer's
+tasks (one iteration's), an engine run's max-min rates -- and the code fingerprint
+of the point cache (``studies.points.model_fingerprint``: the code loaded in this process, not
+a model input, so clearing the model's caches must not recompute it from files that may have
+changed on disk).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+__all__ = ["ModelCache", "Memo", "Ref", "FrozenDict", "hash_once", "current", "using"]
+
+_MISSING = object()
+
+
+class Memo(dict):
+    """One named cache: a dict (``get`` and ``in`` as fast as a dict's) with a bound.
+
+    ``name``: what it holds; ``bound``: entries kept before it is emptied (None: unbounded,
+    the docs of :data:`ModelCache.CACHES` say why that is safe)."""
+
+    __slots__ = ("name", "bound")
+
+    def __init__(self, name: str, bound: int | None):
+        super().__init__()
+        self.name, self.bound = name, bound
+
+    def put(self, key, value):
+        """Store ``value`` under ``key`` (emptying the memo first when it is full); returns it."""
+        if self.bound is not None and len(self) >= self.bound:
+            self.clear()
+        self[key] = value
+        return value
+
+    def get_or_make(self, key, make):
+        """The value under ``key``, else ``make()`` stored under it."""
+        hit = self.get(key, _MISSING)
+        return self.put(key, make()) if hit is _MISSING else hit
+
+    def __reduce__(self):   # a memo is process state: it never travels to a worker process
+        raise TypeError(f"the model's {self.name} cache is not picklable")
+
+
+class ModelCache:
+    """All the model's caches (module docstring); :data:`CACHES` names each one, its bound and
+    its key. Attributes of the same names are the :class:`Memo` objects."""
+
+    #: name -> (bound, key -> value). Unbounded ones grow with the inputs of a run, not with its
+    #: length: one entry per distinct platform network, preset, design or (stage, kind).
+    CACHES = {
+        "networks": (None, "(platform.network_spec, fabric) -> Network"),
+        "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
+        "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
+        "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
+                                 "samples, recompute mode, sequence parallel, dtype) -> seconds"),
+        "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
+                                 "Ref(workload), strategy, schedule, samples per DP, microbatches, "
+                                 "overlap) -> GraphTemplate"),
+        "iterations": (4096, "(platform, fabric, Ref(workload), strategy, options) -> IterationResult"),
+        "resource_names": (None, "(stage, kind) -> the stage resource's name"),
+        "workloads": (None, "preset name -> Workload (files given by path are read every time)"),
+        "platforms": (64, "(platform file, characterization file, compute scale) -> Platform"),
+        "design_platforms": (4096, "(platform, FabricDesign) -> the design's Platform (studies.dse)"),
+    }
+
+    networks: Memo
+    collectives: Memo
+    routing_phases: Memo
+    layer_times: Memo
+    graph_templates: Memo
+    iterations: Memo
+    resource_names: Memo
+    workloads: Memo
+    platforms: Memo
+    design_platforms: Memo
+
+    def __init__(self):
+        for name, (bound, _) in self.CACHES.items():
+            setattr(self, name, Memo(name, bound))
+
+    def memos(self) -> dict[str, Memo]:
+        return {name: getattr(self, name) for name in self.CACHES}
+
+    def sizes(self) -> dict[str, int]:
+        """Entries per cache (for tests and speed figures)."""
+        return {name: len(memo) for name, memo in self.memos().items()}
+
+    def clear(self) -> None:
+        """Empty every cache."""
+        for memo in self.memos().values():
+            memo.clear()
+
+
+_PROCESS_CACHE = ModelCache()
+_active = _PROCESS_CACHE
+
+
+def current() -> ModelCache:
+    """The cache the model uses now: the process-wide one unless :func:`using` says otherwise."""
+    return _active
+
+
+@contextmanager
+def using(cache: ModelCache):
+    """Run the model with ``cache`` instead of the current one (restored on exit). Process-wide,
+    not per thread: the model is single-threaded (parallel points run in processes)."""
+    global _active
+    previous, _active = _active, cache
+    try:
+        yield cache
+    finally:
+        _active = previous
+
+
+class Ref:
+    """An object that is not a value, in a cache key: equal only to itself, and kept alive by
+    the key (so its id is not reused while the entry exists)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, Ref) and other.obj is self.obj
+
+    def __repr__(self):
+        return f"Ref({type(self.obj).__name__} at {id(self.obj):#x})"
+
+
+class FrozenDict(dict):
+    """A dict that cannot change, hence hashable (the platform's ``variants`` and ``chiplets``,
+    a compute model's ``dtype_speed``). It is a ``dict`` for every reader (equality with plain
+    dicts, JSON, its repr); nested dicts given to it become FrozenDicts too."""
+
+    __slots__ = ()
+
+    def __init__(self, items=()):
+        super().__init__((k, FrozenDict(v) if isinstance(v, dict) else v)
+                         for k, v in dict(items).items())
+
+    def __hash__(self):
+        return hash(frozenset(self.items()))
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a platform's tables cannot change: build a new platform (Platform.scaled)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):
+        return FrozenDict, (dict(self),)
+
+
+def hash_once(cls):
+    """Class decorator for a frozen dataclass used in keys: its (dataclass) hash computed once
+    per instance, then kept. The kept hash is not pickled: string hashes differ between
+    processes, so an unpickled copy computes its own."""
+    compute = cls.__hash__
+
+    def __hash__(self):
+        state = self.__dict__
+        h = state.get("_hash")
+        if h is None:
+            h = state["_hash"] = compute(self)
+        return h
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    cls.__hash__ = __hash__
+    cls.__getstate__ = __getstate__
+    return cls
