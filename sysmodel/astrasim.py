@@ -1,4 +1,4 @@
-"""ASTRA-sim 1.0 text workloads as traces (issue 14).
+"""ASTRA-sim 1.0 text workloads as traces (docs/sysmodel.md, Fidelity).
 
 The format (ASTRA-sim 1.0 ``Workload.cc``; also what Chakra's ``text_converter`` reads):
 

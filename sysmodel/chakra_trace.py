@@ -1,4 +1,4 @@
-"""Chakra execution traces as traces (issue 14).
+"""Chakra execution traces as traces (docs/sysmodel.md, Fidelity).
 
 A Chakra execution trace (MLCommons; the ``mlc-chakra`` package's protobuf schema
 ``chakra.schema.protobuf.et_def_pb2``) is one file per rank, ``<prefix>.<rank>.et``: a

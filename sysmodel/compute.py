@@ -1,5 +1,5 @@
 """Compute time that depends on shape: GEMM efficiency from the matrix dimensions and data
-type, bandwidth-bound element-wise work (issue 14).
+type, bandwidth-bound element-wise work (docs/sysmodel.md, Fidelity).
 
 A layer's forward work is a list of :class:`Gemm` (matrix products) and :class:`VectorOp`
 (element-wise / reduction kernels: LayerNorm, GeLU, dropout, residual adds, softmax). Their

@@ -1,6 +1,6 @@
 """The engine's reference execution: the event loop as first written, kept unoptimised.
 
-:meth:`sysmodel.engine.Engine.run` is an optimised form of this loop (issue 16: cached rates,
+:meth:`sysmodel.engine.Engine.run` is an optimised form of this loop (docs/sysmodel.md, Speed: cached rates,
 precomputed link demands, integer resources). This module keeps the original, straightforward
 loop as the executable specification the optimised one is tested against
 (``tests/sysmodel/test_sysmodel_speed_identity.py``: every iteration of the evaluation computed both

@@ -1,4 +1,4 @@
-"""The system model on the RTL fabric's own platform (issue 15): model cycles for a fabric request.
+"""The system model on the RTL fabric's own platform (docs/fabric_rtl.md): model cycles for a fabric request.
 
 The fabric RTL (``hdl/designs/fabric/``) and this module read the same :class:`hdl.contracts.fabric.FabricSpec`.
 :func:`fabric_platform_toml` writes the platform file of that fabric -- the same wafer the
@@ -47,7 +47,7 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int)
     chiplets = _chiplets(spec)
     lines = [
         f"# The {spec.name} RTL fabric as a system-model platform (written by sysmodel.fabric_model;",
-        f"# issue 15). 1 flit per cycle per NPU link = {npu_gbps:g} GBps at {clock_mhz:g} MHz and",
+        f"# docs/fabric_rtl.md). 1 flit per cycle per NPU link = {npu_gbps:g} GBps at {clock_mhz:g} MHz and",
         f"# {flit_bytes} B flits. Compute and memory do not enter collective times; set to 1.",
         f'name = "rtl-{spec.name}"',
         f'description = "{spec.name} fabric of the RTL: {spec.npus} NPUs, {spec.l1_count} L1 '

@@ -1,4 +1,4 @@
-"""An iteration's task graph kept for re-timing at another compute speed (issue 16).
+"""An iteration's task graph kept for re-timing at another compute speed (docs/sysmodel.md, Speed).
 
 The evaluation simulates the same iteration at many NPU compute speeds (the sensitivity curves,
 the diagnostic's bisections, the calibration): the platforms differ only in peak FLOPS and HBM

@@ -1,4 +1,4 @@
-"""The evaluation's iterations, each simulated once (issue 16).
+"""The evaluation's iterations, each simulated once (docs/sysmodel.md, Speed).
 
 ``fred eval`` asks for the same iteration more than once: the sensitivity curve at compute x1
 is the headline table, the fits of Fred-C and Fred-D scan the same compute speeds on the mesh,

@@ -187,7 +187,7 @@ class Platform:
     #: how the switches route an endpoint algorithm's unicasts (``[fred] unicast_routing``):
     #: ``online`` (as packets arrive, no setup: the paper's switches) or ``configured`` (as
     #: configured flows whose phase is selected when the collective starts, like an in-switch
-    #: collective's: the RTL fabric of issue 15, whose switches have no online routing)
+    #: collective's: the RTL fabric (docs/fabric_rtl.md), whose switches have no online routing)
     unicast_routing: str = "online"
 
     def __post_init__(self):

@@ -1,4 +1,4 @@
-"""Execution traces replayed on a fabric: the common form of imported workloads (issue 14).
+"""Execution traces replayed on a fabric: the common form of imported workloads (docs/sysmodel.md, Fidelity).
 
 ASTRA-sim 1.0 text workloads (:mod:`sysmodel.astrasim`) and Chakra execution traces
 (:mod:`sysmodel.chakra_trace`) carry their own compute times and the collectives each step
