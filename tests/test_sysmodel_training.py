@@ -299,9 +299,9 @@ def test_calibration_fits_its_anchor_and_compares_the_rest():
 
 
 def test_spread_summarises_implied_scales():
-    from studies.evaluation import _spread
+    from studies.evaluation import Spread, _spread
     spread = _spread({"fred-c": {"a": 2.0, "b": None}, "fred-d": {"a": 8.0}})
-    assert spread == {"min": 2.0, "max": 8.0, "ratio": 4.0, "unreachable": ["b/fred-c"]}
+    assert spread == Spread(min=2.0, max=8.0, ratio=4.0, unreachable=["b/fred-c"])
 
 
 # -- the speedup table ---------------------------------------------------------------------------
