@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 
 from sysmodel.platform import Platform, default_platform
 from sysmodel.iteration_memo import simulate_once
 from sysmodel.workloads import WORKLOADS
 from sysmodel.workload_file import get_workload
 
-__all__ = ["PAPER_SPEEDUP", "ANCHOR", "SCALES", "fit_workload", "calibrate_paper"]
+__all__ = ["PAPER_SPEEDUP", "ANCHOR", "SCALES", "fit_workload", "calibrate_paper", "WorkloadFit",
+           "PaperCalibration"]
 
 #: The paper's end-to-end speedups over the mesh (Fred-A/B are not reported end to end).
 PAPER_SPEEDUP = {
@@ -35,6 +37,35 @@ ANCHOR = "fred-c"
 FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: Compute speed-ups scanned (log grid) before bisection.
 SCALES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10000)
+
+
+@dataclass(frozen=True)
+class WorkloadFit:
+    """One workload's fitted compute factor (``reached`` false: the closest on the grid)."""
+
+    compute_scale: float
+    reached: bool
+    anchor: str
+    anchor_target: float
+    compute_s_per_iteration_mesh: float
+    mesh_s_per_iteration: float
+
+
+@dataclass(frozen=True)
+class PaperCalibration:
+    """The ``calibration_paper`` entry of ``fred eval --calibration paper``: per workload its
+    fit, the speedups predicted at it (``{fabric: {workload: speedup}}``), their errors
+    against the paper, and each fit's anchor curve (``{workload: {"scales", "speedup"}}``)."""
+
+    name: str
+    what: str
+    fitted: dict          # {workload: WorkloadFit}
+    speedup: dict
+    paper_speedup: dict
+    error: dict
+    fred_d_within_10pct: bool
+    fred_d_worst_error: float | None
+    curves: dict
 
 
 def _speedups(platform: Platform, workload, k: float, fabrics=FABRICS, overlap: bool = True) -> dict:
@@ -87,7 +118,7 @@ def fit_workload(workload: str, platform: Platform | None = None, *, overlap: bo
 
 
 def calibrate_paper(platform: Platform | None = None, *, workloads=WORKLOADS, overlap: bool = True,
-                    progress: bool = False, tick=None) -> dict:
+                    progress: bool = False, tick=None) -> PaperCalibration:
     """The ``calibration`` entry of ``fred eval --calibration paper``; ``tick(1)`` after each
     workload's fit (a progress bar's ``update``)."""
     platform = platform or default_platform()
@@ -100,17 +131,13 @@ def calibrate_paper(platform: Platform | None = None, *, workloads=WORKLOADS, ov
     error = {f: {w: fits[w]["error"][f] for w in workloads if f in fits[w]["error"]}
              for f in PAPER_SPEEDUP}
     fred_d = [abs(e) for e in error["fred-d"].values()]
-    return {
-        "name": "paper",
-        "what": (f"one compute-speed factor per workload (peak FLOPS and HBM bandwidth x k), "
-                 f"fitted on that workload's {ANCHOR} figure; fred-a, fred-b and fred-d predicted"),
-        "fitted": {w: {k: fits[w][k] for k in ("compute_scale", "reached", "anchor",
-                                               "anchor_target", "compute_s_per_iteration_mesh",
-                                               "mesh_s_per_iteration")} for w in workloads},
-        "speedup": speedup,
-        "paper_speedup": PAPER_SPEEDUP,
-        "error": error,
-        "fred_d_within_10pct": all(e <= 0.10 for e in fred_d),
-        "fred_d_worst_error": max(fred_d) if fred_d else None,
-        "curves": {w: fits[w]["anchor_curve"] for w in workloads},
-    }
+    fit_fields = WorkloadFit.__dataclass_fields__
+    return PaperCalibration(
+        name="paper",
+        what=(f"one compute-speed factor per workload (peak FLOPS and HBM bandwidth x k), "
+              f"fitted on that workload's {ANCHOR} figure; fred-a, fred-b and fred-d predicted"),
+        fitted={w: WorkloadFit(**{k: fits[w][k] for k in fit_fields}) for w in workloads},
+        speedup=speedup, paper_speedup=PAPER_SPEEDUP, error=error,
+        fred_d_within_10pct=all(e <= 0.10 for e in fred_d),
+        fred_d_worst_error=max(fred_d) if fred_d else None,
+        curves={w: fits[w]["anchor_curve"] for w in workloads})

@@ -18,11 +18,9 @@ controllers and one switch-tree variant ``dse``, and the switch timing of its ch
 
 from __future__ import annotations
 
-import csv
 import itertools
-import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
@@ -31,9 +29,10 @@ from studies.cost import CostModel, FabricDesign, design_switch_timing, fabric_c
 from sysmodel.model_cache import current
 from sysmodel.platform import FredVariant, Platform
 from studies.points import platform_from_ref, workload_ref
+from studies.report import OMIT_NONE, figure, save_png, to_json_dict, write_csv, write_json
 
 __all__ = ["DseGrid", "DSE_FABRIC", "design_platform", "dse_specs", "dse_point", "summarise",
-           "pareto_front", "write_dse", "WITHIN"]
+           "pareto_front", "write_dse", "WITHIN", "DseDesign", "DseFinding", "DseSummary", "DseMeta"]
 
 #: Name of the switch-tree variant a design's platform defines.
 DSE_FABRIC = "dse"
@@ -72,6 +71,92 @@ class DseGrid:
 
     def to_dict(self) -> dict:
         return {k: list(v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class DseDesign:
+    """One design of the exploration: its parameters (:class:`~studies.cost.FabricDesign`), its
+    cost (:func:`~studies.cost.fabric_cost`), how many of its points ran and fit, and -- when
+    one fits -- its best strategy, performance and performance per cost, and its ranks."""
+
+    design: str
+    npus_per_l1: int
+    l1_l2_fraction: float
+    in_switch: bool
+    middle: int
+    chiplet_ports: int
+    io_controllers: int
+    l1_l2_gbps: float
+    area_mm2: float
+    logic_mm2: float
+    io_mm2: float
+    power_w: float
+    chiplets: int
+    shoreline_mm: float
+    io_depth_mm: float
+    cells_from: str
+    evaluated: int
+    feasible: int
+    best_strategy: str | None = field(default=None, metadata=OMIT_NONE)
+    time_per_sample_s: float | None = field(default=None, metadata=OMIT_NONE)
+    time_s: float | None = field(default=None, metadata=OMIT_NONE)
+    exposed_comm_s: float | None = field(default=None, metadata=OMIT_NONE)
+    samples_per_s: float | None = field(default=None, metadata=OMIT_NONE)
+    samples_per_s_per_mm2: float | None = field(default=None, metadata=OMIT_NONE)
+    samples_per_s_per_w: float | None = field(default=None, metadata=OMIT_NONE)
+    rank_time: int | None = field(default=None, metadata=OMIT_NONE)
+    rank_perf_per_cost: int | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class DseFinding:
+    """The paper's Fred-D (the cost file's reference design) against the rest: the cheapest
+    design within :data:`WITHIN` of its time per sample, the fastest, the best per cost."""
+
+    reference: str
+    reference_time_per_sample_s: float
+    reference_area_mm2: float
+    reference_strategy: str
+    within: float
+    cheapest_within: str
+    cheapest_within_strategy: str
+    cheapest_within_area_mm2: float
+    cheapest_within_time_per_sample_s: float
+    area_saving: float
+    fastest: str
+    fastest_time_per_sample_s: float
+    best_perf_per_cost: str
+
+
+@dataclass(frozen=True)
+class DseSummary:
+    """Every design, the rankings and the Pareto front (design names), and the Fred-D
+    finding (None when the reference design did not fit)."""
+
+    designs: list              # [DseDesign]
+    by_time: list
+    by_perf_per_cost: list
+    pareto: list
+    reference: DseFinding | None
+
+    def design(self, name: str) -> DseDesign:
+        return next(e for e in self.designs if e.design == name)
+
+
+@dataclass(frozen=True)
+class DseMeta:
+    """How one workload's exploration ran (the head of ``dse_<workload>.json``)."""
+
+    workload: str
+    grid: dict
+    cost_model: str
+    switch_timing: dict
+    samples_per_dp: int
+    compute_scale: float
+    overlap: bool
+    points: int
+    cached: int
+    failed: list               # [{"spec", "error"}]
 
 
 def design_platform(platform: Platform, design: FabricDesign) -> Platform:
@@ -121,117 +206,106 @@ def dse_point(spec: dict) -> dict:
     return {"design": design.name, **design.to_dict(), **row}
 
 
-def pareto_front(items, *, time_key="time_per_sample_s", cost_key="area_mm2") -> list[dict]:
-    """The items no other item beats on both keys (lower is better), by increasing cost."""
+def _value(item, key: str):
+    return item[key] if isinstance(item, dict) else getattr(item, key)
+
+
+def pareto_front(items, *, time_key="time_per_sample_s", cost_key="area_mm2") -> list:
+    """The items (dicts or dataclasses) no other item beats on both keys (lower is better), by
+    increasing cost."""
     front, best = [], math.inf
-    for item in sorted(items, key=lambda r: (r[cost_key], r[time_key])):
-        if item[time_key] < best:
+    for item in sorted(items, key=lambda r: (_value(r, cost_key), _value(r, time_key))):
+        if _value(item, time_key) < best:
             front.append(item)
-            best = item[time_key]
+            best = _value(item, time_key)
     return front
 
 
-def summarise(rows: list[dict], designs, platform: Platform, cost: CostModel) -> dict:
+def _design_entry(d: FabricDesign, rows: list[dict], platform: Platform, cost: CostModel) -> DseDesign:
+    """A design's entry: its cost and, if a strategy fits, the best one's figures."""
+    mine = [r for r in rows if r.get("feasible")]
+    c = fabric_cost(d, platform, cost)
+    best = {}
+    if mine:
+        b = min(mine, key=lambda r: r["time_per_sample_s"])
+        best = dict(best_strategy=b["strategy"], time_per_sample_s=b["time_per_sample_s"],
+                    time_s=b["time_s"], exposed_comm_s=b["exposed_comm_s"],
+                    samples_per_s=1.0 / b["time_per_sample_s"],
+                    samples_per_s_per_mm2=1.0 / b["time_per_sample_s"] / c["area_mm2"],
+                    samples_per_s_per_w=1.0 / b["time_per_sample_s"] / c["power_w"])
+    return DseDesign(design=d.name, **d.to_dict(), l1_l2_gbps=d.l1_l2_gbps(platform), **c,
+                     evaluated=len(rows), feasible=len(mine), **best)
+
+
+def summarise(rows: list[dict], designs, platform: Platform, cost: CostModel) -> DseSummary:
     """Per design its best strategy, cost and performance per cost; the rankings, the Pareto
-    front and the reference (Fred-D) comparison."""
+    front and the reference (Fred-D) comparison. ``rows``: the points (:func:`dse_point`)."""
     by_design: dict[str, list] = {}
     for r in rows:
         by_design.setdefault(r["design"], []).append(r)
-    out = []
-    for d in designs:
-        mine = [r for r in by_design.get(d.name, []) if r.get("feasible")]
-        c = fabric_cost(d, platform, cost)
-        entry = {"design": d.name, **d.to_dict(), "l1_l2_gbps": d.l1_l2_gbps(platform), **c,
-                 "evaluated": len(by_design.get(d.name, [])), "feasible": len(mine)}
-        if mine:
-            best = min(mine, key=lambda r: r["time_per_sample_s"])
-            entry.update(best_strategy=best["strategy"], time_per_sample_s=best["time_per_sample_s"],
-                         time_s=best["time_s"], exposed_comm_s=best["exposed_comm_s"],
-                         samples_per_s=1.0 / best["time_per_sample_s"],
-                         samples_per_s_per_mm2=1.0 / best["time_per_sample_s"] / c["area_mm2"],
-                         samples_per_s_per_w=1.0 / best["time_per_sample_s"] / c["power_w"])
-        out.append(entry)
-    ok = [e for e in out if "time_per_sample_s" in e]
-    by_time = sorted(ok, key=lambda e: (e["time_per_sample_s"], e["area_mm2"]))
-    by_value = sorted(ok, key=lambda e: -e["samples_per_s_per_mm2"])
-    for rank, e in enumerate(by_time, 1):
-        e["rank_time"] = rank
-    for rank, e in enumerate(by_value, 1):
-        e["rank_perf_per_cost"] = rank
-    ref = next((e for e in ok if e["design"] == cost.reference.name), None)
+    entries = [_design_entry(d, by_design.get(d.name, []), platform, cost) for d in designs]
+    ok = [e for e in entries if e.time_per_sample_s is not None]
+    by_time = sorted(ok, key=lambda e: (e.time_per_sample_s, e.area_mm2))
+    by_value = sorted(ok, key=lambda e: -e.samples_per_s_per_mm2)
+    rank_time = {e.design: rank for rank, e in enumerate(by_time, 1)}
+    rank_value = {e.design: rank for rank, e in enumerate(by_value, 1)}
+    entries = [replace(e, rank_time=rank_time[e.design], rank_perf_per_cost=rank_value[e.design])
+               if e.design in rank_time else e for e in entries]
+    ok = [e for e in entries if e.time_per_sample_s is not None]
+    ref = next((e for e in ok if e.design == cost.reference.name), None)
     finding = None
     if ref is not None:
-        close = [e for e in ok if e["time_per_sample_s"] <= ref["time_per_sample_s"] * (1 + WITHIN)]
-        cheapest = min(close, key=lambda e: (e["area_mm2"], e["time_per_sample_s"]))
-        finding = {"reference": ref["design"], "reference_time_per_sample_s": ref["time_per_sample_s"],
-                   "reference_area_mm2": ref["area_mm2"], "reference_strategy": ref["best_strategy"],
-                   "within": WITHIN, "cheapest_within": cheapest["design"],
-                   "cheapest_within_strategy": cheapest["best_strategy"],
-                   "cheapest_within_area_mm2": cheapest["area_mm2"],
-                   "cheapest_within_time_per_sample_s": cheapest["time_per_sample_s"],
-                   "area_saving": 1 - cheapest["area_mm2"] / ref["area_mm2"],
-                   "fastest": by_time[0]["design"], "fastest_time_per_sample_s": by_time[0]["time_per_sample_s"],
-                   "best_perf_per_cost": by_value[0]["design"]}
-    return {"designs": out, "by_time": [e["design"] for e in by_time],
-            "by_perf_per_cost": [e["design"] for e in by_value],
-            "pareto": [e["design"] for e in pareto_front(ok)], "reference": finding}
+        close = [e for e in ok if e.time_per_sample_s <= ref.time_per_sample_s * (1 + WITHIN)]
+        cheapest = min(close, key=lambda e: (e.area_mm2, e.time_per_sample_s))
+        finding = DseFinding(
+            reference=ref.design, reference_time_per_sample_s=ref.time_per_sample_s,
+            reference_area_mm2=ref.area_mm2, reference_strategy=ref.best_strategy, within=WITHIN,
+            cheapest_within=cheapest.design, cheapest_within_strategy=cheapest.best_strategy,
+            cheapest_within_area_mm2=cheapest.area_mm2,
+            cheapest_within_time_per_sample_s=cheapest.time_per_sample_s,
+            area_saving=1 - cheapest.area_mm2 / ref.area_mm2,
+            fastest=by_time[0].design, fastest_time_per_sample_s=by_time[0].time_per_sample_s,
+            best_perf_per_cost=by_value[0].design)
+    return DseSummary(designs=entries, by_time=[e.design for e in by_time],
+                      by_perf_per_cost=[e.design for e in by_value],
+                      pareto=[e.design for e in pareto_front(ok)], reference=finding)
 
 
-def write_dse(out: Path, workload: str, rows: list[dict], summary: dict, meta: dict) -> list[Path]:
+def write_dse(out: Path, workload: str, rows: list[dict], summary: DseSummary,
+              meta: DseMeta) -> list[Path]:
     """``dse_<workload>_points.csv`` (every point), ``dse_<workload>_designs.csv`` (per design),
     ``dse_<workload>.json`` (all of it) and ``dse_<workload>_pareto.png``; returns the paths."""
-    out.mkdir(parents=True, exist_ok=True)
     stem = workload.replace("/", "_").replace(".toml", "").replace(".json", "")
     paths = [out / f"dse_{stem}_points.csv", out / f"dse_{stem}_designs.csv", out / f"dse_{stem}.json",
              out / f"dse_{stem}_pareto.png"]
-    _csv(paths[0], rows)
-    _csv(paths[1], summary["designs"])
-    paths[2].write_text(json.dumps({**meta, "summary": summary, "rows": rows}, indent=2,
-                                   sort_keys=True, default=_json_safe))
+    write_csv(paths[0], rows)
+    write_csv(paths[1], summary.designs)
+    write_json(paths[2], {**to_json_dict(meta), "summary": summary, "rows": rows})
     _plot(paths[3], workload, summary)
     return paths
 
 
-def _json_safe(v):
-    return v.tolist() if hasattr(v, "tolist") else str(v)
-
-
-def _csv(path: Path, rows: list[dict]) -> None:
-    fields = []
-    for r in rows:
-        fields += [k for k in r if k not in fields]
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-
-
-def _plot(path: Path, workload: str, summary: dict) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    ok = [e for e in summary["designs"] if "time_per_sample_s" in e]
-    fig, ax = plt.subplots(figsize=(8, 5))
+def _plot(path: Path, workload: str, summary: DseSummary) -> None:
+    ok = [e for e in summary.designs if e.time_per_sample_s is not None]
+    fig, ax = figure(figsize=(8, 5))
     for isw, colour, label in ((False, "tab:blue", "no in-switch collectives"),
                                (True, "tab:orange", "in-switch collectives")):
-        pts = [e for e in ok if e["in_switch"] == isw]
-        ax.scatter([e["area_mm2"] for e in pts], [e["time_per_sample_s"] * 1e3 for e in pts],
+        pts = [e for e in ok if e.in_switch == isw]
+        ax.scatter([e.area_mm2 for e in pts], [e.time_per_sample_s * 1e3 for e in pts],
                    s=14, color=colour, alpha=0.6, label=label)
-    front = [e for name in summary["pareto"] for e in ok if e["design"] == name]
-    ax.plot([e["area_mm2"] for e in front], [e["time_per_sample_s"] * 1e3 for e in front],
+    front = [e for name in summary.pareto for e in ok if e.design == name]
+    ax.plot([e.area_mm2 for e in front], [e.time_per_sample_s * 1e3 for e in front],
             "k-", lw=1, marker="o", ms=4, mfc="none", label="Pareto front")
-    ref = summary.get("reference")
+    ref = summary.reference
     if ref:
-        ax.scatter([ref["reference_area_mm2"]], [ref["reference_time_per_sample_s"] * 1e3], marker="*",
+        ax.scatter([ref.reference_area_mm2], [ref.reference_time_per_sample_s * 1e3], marker="*",
                    s=160, color="red", label="paper's Fred-D", zorder=5)
-        ax.scatter([ref["cheapest_within_area_mm2"]], [ref["cheapest_within_time_per_sample_s"] * 1e3],
+        ax.scatter([ref.cheapest_within_area_mm2], [ref.cheapest_within_time_per_sample_s * 1e3],
                    marker="D", s=60, color="green", zorder=5,
-                   label=f"cheapest within {100 * ref['within']:.0f} % of Fred-D")
+                   label=f"cheapest within {100 * ref.within:.0f} % of Fred-D")
     ax.set_xscale("log")
     ax.set_xlabel("fabric silicon area, mm^2 (configs/cost.toml)")
     ax.set_ylabel("time per sample, ms (best strategy)")
     ax.set_title(f"fred dse: {workload}")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)

@@ -11,11 +11,10 @@ produce the headline speedups. With ``output`` it writes CSV, JSON and PNG files
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import sys
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
@@ -27,9 +26,13 @@ from sysmodel.iteration_memo import simulate_once
 from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS
 from sysmodel.workload_file import get_workload
+from studies.calibration import PaperCalibration, calibrate_paper
+from studies.report import OMIT_NONE, check_writable, figure, save_png, write_csv, write_json
 
 __all__ = ["PAPER_SPEEDUP", "run_evaluation", "evaluation_steps", "sweep", "strategy_row", "rank_rows", "speedup_table", "implied_compute_scale", "calibrate",
-           "microbenchmarks", "FRED_FABRICS"]
+           "microbenchmarks", "FRED_FABRICS", "SweepRow", "Microbenchmark", "Explanation",
+           "SweepSummary", "SweepComparison", "Spread", "ImpliedComputeScale", "Calibration",
+           "EvaluationResult", "write_evaluation"]
 
 FRED_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: The paper's end-to-end speedups over the mesh (Fred-A/B are not reported end to end).
@@ -38,6 +41,152 @@ PAPER_SPEEDUP = {
     "fred-d": {"resnet-152": 1.76, "transformer-17b": 1.87, "gpt-3": 1.34, "transformer-1t": 1.4},
 }
 SWEEP_SAMPLES_PER_DP = 40  # the paper's strategy sweep: minibatch 40 x DP
+
+
+# -- the results (their JSON is :func:`studies.report.to_json_dict` of these) -------------------
+@dataclass(frozen=True)
+class SweepRow:
+    """One strategy of a sweep. A strategy that does not fit has ``feasible`` false, infinite
+    times, the reason in ``notes`` and no breakdown (those fields are None and left out of the
+    JSON). The ``<category>_s`` fields are the iteration's breakdown
+    (:data:`sysmodel.training.CATEGORIES`); ``rank`` is set by :func:`rank_rows`."""
+
+    strategy: str
+    feasible: bool
+    time_s: float
+    time_per_sample_s: float
+    notes: str
+    eval_s: float = 0.0
+    microbatches: int | None = field(default=None, metadata=OMIT_NONE)
+    compute_s: float | None = field(default=None, metadata=OMIT_NONE)
+    mp_s: float | None = field(default=None, metadata=OMIT_NONE)
+    pp_s: float | None = field(default=None, metadata=OMIT_NONE)
+    io_s: float | None = field(default=None, metadata=OMIT_NONE)
+    dp_s: float | None = field(default=None, metadata=OMIT_NONE)
+    bubble_s: float | None = field(default=None, metadata=OMIT_NONE)
+    config_load_s: float | None = field(default=None, metadata=OMIT_NONE)
+    exposed_comm_s: float | None = field(default=None, metadata=OMIT_NONE)
+    rank: int | None = field(default=None, metadata=OMIT_NONE)
+
+
+#: The columns of a ``sweep_<workload>_<fabric>.csv``.
+SWEEP_CSV_FIELDS = ("rank", "strategy", "feasible", "time_per_sample_s", "time_s", "microbatches",
+                    *[f"{c}_s" for c in CATEGORIES], "exposed_comm_s", "eval_s", "notes")
+
+
+@dataclass(frozen=True)
+class Microbenchmark:
+    """One collective case of the Transformer-17B microbenchmarks on one fabric."""
+
+    case: str
+    fabric: str
+    time_s: float
+    bytes_sent_per_npu: float
+    effective_bandwidth_per_npu_gbps: float
+    busiest_link: str
+    algorithm: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The breakdown facts behind one workload's speedups (per fabric: exposed communication
+    and pipeline bubble seconds) and a sentence saying them."""
+
+    mesh_time_s: float
+    compute_fraction_of_mesh_iteration: float
+    exposed_comm_s: dict
+    bubble_s: dict
+    text: str
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """One sweep (a workload on a fabric) summarised; None where no strategy fits."""
+
+    best: str | None
+    best_time_per_sample_s: float | None
+    most_compute_efficient: str | None
+    mean_exposed_comm_per_sample_s: float | None
+    feasible: int
+    total: int
+
+
+@dataclass(frozen=True)
+class SweepComparison:
+    """Fred-D against the mesh over the strategies that fit on both."""
+
+    exposed_comm_reduction: float
+    mean_speedup: float
+    strategies: int
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far the paper's eight figures are from implying one compute speed."""
+
+    min: float | None
+    max: float | None
+    ratio: float | None
+    unreachable: list
+
+
+@dataclass(frozen=True)
+class ImpliedComputeScale:
+    """Per overlap policy, ``{fabric: {workload: compute speed-up that reproduces the paper's
+    figure, or None}}``, and the spread of each policy; all None (an empty JSON object)
+    without the diagnostic."""
+
+    overlap: dict | None = field(default=None, metadata=OMIT_NONE)
+    serialised: dict | None = field(default=None, metadata=OMIT_NONE)
+    spread: dict | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One global compute speed-up fitted on ``anchor`` and the table it predicts (all None
+    but ``anchor`` when no speed-up reaches the anchor's figure)."""
+
+    anchor: str
+    scale: float | None
+    speedup: dict | None
+    error: dict | None
+    within_10pct: list
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """Everything ``fred eval`` reports; ``results/results.json`` is this, as JSON.
+
+    ``iterations`` and ``sweep`` are keyed ``"<workload>/<fabric>"``; ``sweep_summary`` holds a
+    :class:`SweepSummary` per sweep and a :class:`SweepComparison` per
+    ``"<workload>/fred-d vs mesh"``."""
+
+    speedup: dict
+    explanation: dict            # {workload: Explanation}
+    paper_speedup: dict
+    iterations: dict             # {"w/f": sysmodel.training.IterationResult}
+    microbenchmarks: list        # [Microbenchmark]
+    sweep: dict                  # {"w/f": [SweepRow]}
+    sweep_summary: dict          # {"w/f": SweepSummary, "w/fred-d vs mesh": SweepComparison}
+    overlap: str
+    implied_compute_scale: ImpliedComputeScale
+    calibration: Calibration | None
+    # one compute parameter per workload fitted on its Fred-C figure (labelled; the headline
+    # "speedup" above stays the documented platform's; docs/sysmodel.md)
+    calibration_paper: PaperCalibration | None
+    compute_sensitivity: dict
+    platform: dict
+    # each level's switch timing (its chiplet's measured point, docs/sysmodel.md "Chiplets")
+    switch_timing: dict
+    compiler: str
+    elapsed_s: float
+
+    def iteration(self, workload: str, fabric: str):
+        """The headline iteration of ``workload`` on ``fabric``."""
+        return self.iterations[f"{workload}/{fabric}"]
+
+    def sweep_rows(self, workload: str, fabric: str) -> list:
+        return self.sweep[f"{workload}/{fabric}"]
 
 
 def _progress(enabled: bool, text: str) -> None:
@@ -86,7 +235,7 @@ def speedup_table(platform: Platform | None = None, *, progress: bool = False,
 
 def sweep(workload: str, fabric: str, platform: Platform | None = None, *,
           samples_per_dp: int = SWEEP_SAMPLES_PER_DP, progress: bool = False,
-          overlap: bool = True, tick=None) -> list[dict]:
+          overlap: bool = True, tick=None) -> list[SweepRow]:
     """Every MP x DP x PP factorisation of the NPU count, ranked by time per sample.
 
     Pipelines use max(the workload's microbatches, PP) microbatches (more if memory needs);
@@ -109,7 +258,10 @@ def strategy_row(platform: Platform, fabric: str, base, strategy, samples_per_dp
                  overlap: bool = True) -> dict:
     """One row of a strategy sweep: ``strategy`` of workload ``base`` on ``fabric`` with
     max(the workload's microbatches, PP) microbatches (more if memory needs); a strategy that
-    does not fit is a row with ``feasible`` false and the reason in ``notes``."""
+    does not fit is a row with ``feasible`` false and the reason in ``notes``.
+
+    The row is plain data (a dict with the fields of :class:`SweepRow`): a point that process
+    pools, clusters and the point cache carry (:mod:`studies.points`)."""
     start = time.perf_counter()
     try:
         m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
@@ -127,15 +279,15 @@ def strategy_row(platform: Platform, fabric: str, base, strategy, samples_per_dp
     return row
 
 
-def rank_rows(rows: list[dict]) -> list[dict]:
-    """Sweep rows ranked by time per sample (feasible first), each given its ``rank``.
+def rank_rows(rows) -> list[SweepRow]:
+    """Sweep rows (:class:`SweepRow` s, or :func:`strategy_row` dicts) ranked by time per
+    sample (feasible first), each given its ``rank``.
 
     The minibatch is 40 x DP, so strategies process different numbers of samples per
     iteration: rank by time per sample (inverse training throughput)."""
-    rows = sorted(rows, key=lambda r: (not r["feasible"], r["time_per_sample_s"]))
-    for rank, row in enumerate(rows, 1):
-        row["rank"] = rank
-    return rows
+    typed = [r if isinstance(r, SweepRow) else SweepRow(**r) for r in rows]
+    typed.sort(key=lambda r: (not r.feasible, r.time_per_sample_s))
+    return [replace(r, rank=rank) for rank, r in enumerate(typed, 1)]
 
 
 def _sweep_microbatches(workload_microbatches: int, pp: int, samples_per_dp: int) -> int:
@@ -206,7 +358,7 @@ def compute_sensitivity(platform: Platform | None = None, scales=COMPUTE_SCALES,
     return out
 
 
-def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list[dict]:
+def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list[Microbenchmark]:
     """The paper's Transformer-17B effective-bandwidth table, from the model."""
     platform = platform or default_platform()
     s = parse_strategy("MP2-DP5-PP2")
@@ -221,22 +373,28 @@ def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list
     for case, colls in cases.items():
         for fabric in ("mesh", *FRED_FABRICS):
             r = evaluate(platform, fabric, colls)
-            rows.append({"case": case, "fabric": fabric, "time_s": r.time_s,
-                         "bytes_sent_per_npu": r.bytes_sent_per_npu,
-                         "effective_bandwidth_per_npu_gbps": r.effective_bandwidth_per_npu_gbps,
-                         "busiest_link": r.busiest_link, "algorithm": ",".join(r.algorithms)})
+            rows.append(Microbenchmark(case=case, fabric=fabric, time_s=r.time_s,
+                                       bytes_sent_per_npu=r.bytes_sent_per_npu,
+                                       effective_bandwidth_per_npu_gbps=r.effective_bandwidth_per_npu_gbps,
+                                       busiest_link=r.busiest_link, algorithm=",".join(r.algorithms)))
     return rows
 
 
 def run_evaluation(output: str | Path | None = "results", *, progress: bool = True,
                    platform: Platform | None = None, with_diagnostic: bool = True,
-                   overlap: bool = True, calibration_mode: str | None = None, tick=None) -> dict:
-    """Everything ``fred eval`` reports; writes files into ``output`` unless it is None.
+                   overlap: bool = True, calibration_mode: str | None = None,
+                   tick=None) -> EvaluationResult:
+    """Everything ``fred eval`` reports; writes files into ``output`` unless it is None (an
+    output folder that cannot be written is an error before any work).
 
     ``overlap`` chooses the headline's overlap policy (False: the serialised mode). The
     diagnostic always covers both policies: for each, the compute speed-up each of the paper's
     eight figures implies, and the spread between them (one global compute speed can only
     reproduce the table if the eight agree)."""
+    if calibration_mode not in (None, "none", "paper"):
+        raise FredError(f"unknown calibration {calibration_mode!r}; expected paper or none")
+    if output is not None:
+        check_writable(output, folder=True)
     platform = platform or default_platform()
     start = time.perf_counter()
     _progress(progress, "[1/4] end-to-end iterations: 4 workloads x 5 fabrics")
@@ -245,34 +403,15 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
     micro = microbenchmarks(platform)
     _tick(tick)
     _progress(progress, "[3/4] strategy sweeps (transformer-17b, transformer-1t on mesh and fred-d)")
-    sweeps = {}
-    for w in ("transformer-17b", "transformer-1t"):
-        for fabric in ("mesh", "fred-d"):
-            sweeps[(w, fabric)] = sweep(w, fabric, platform, progress=progress, overlap=overlap, tick=tick)
-    diagnostic, sensitivity = {}, {}
-    policies = {"overlap": True, "serialised": False}
-    if with_diagnostic:
-        for policy, flag in policies.items():
-            _progress(progress, f"[4/4] sensitivity ({policy}): speedup vs NPU compute speed (x1 .. x10000)")
-            sensitivity[policy] = compute_sensitivity(platform, overlap=flag, tick=tick)
-            _progress(progress, f"  diagnostic ({policy}): compute speed-up that would reproduce the paper")
-            for fabric, targets in PAPER_SPEEDUP.items():
-                for w, target in targets.items():
-                    curve = (sensitivity[policy]["scales"], sensitivity[policy][w][fabric])
-                    scale = implied_compute_scale(w, fabric, target, platform, curve, overlap=flag)
-                    diagnostic.setdefault(policy, {}).setdefault(fabric, {})[w] = scale
-                    shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
-                    _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
-                    _tick(tick)
-        diagnostic["spread"] = {policy: _spread(diagnostic[policy]) for policy in policies}
+    sweeps = {(w, fabric): sweep(w, fabric, platform, progress=progress, overlap=overlap, tick=tick)
+              for w in ("transformer-17b", "transformer-1t") for fabric in ("mesh", "fred-d")}
+    diagnostic, sensitivity = (_diagnostic(platform, progress, tick) if with_diagnostic
+                               else (ImpliedComputeScale(), {}))
     paper_calibration = None
     if calibration_mode == "paper":
-        from studies.calibration import calibrate_paper
         _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
                             "Fred-C figure; Fred-A, B, D predicted")
         paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress, tick=tick)
-    elif calibration_mode not in (None, "none"):
-        raise FredError(f"unknown calibration {calibration_mode!r}; expected paper or none")
     calibration = None
     if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
         workload, fabric = CALIBRATION_ANCHOR
@@ -280,32 +419,43 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         calibration = calibrate(platform, overlap=overlap, progress=progress,
                                 curve=(curve["scales"], curve[workload][fabric]))
         _tick(tick)
-    summary = {
-        "speedup": table,
-        "explanation": explain(table, runs),
-        "paper_speedup": PAPER_SPEEDUP,
-        "iterations": {f"{w}/{f}": r.to_dict() for (w, f), r in runs.items()},
-        "microbenchmarks": micro,
-        "sweep": {f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
-        "sweep_summary": _sweep_summary(sweeps),
-        "overlap": "overlap" if overlap else "serialised",
-        "implied_compute_scale": diagnostic,
-        "calibration": calibration,
-        # issue 14: one compute parameter per workload fitted on its Fred-C figure (labelled;
-        # the headline "speedup" above stays the documented platform's)
-        "calibration_paper": paper_calibration,
-        "compute_sensitivity": sensitivity,
-        "platform": platform.to_dict(),
-        # each level's switch timing (its chiplet's measured point, docs/sysmodel.md "Chiplets")
-        "switch_timing": {level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
-        "compiler": ROUTER,
-        "elapsed_s": time.perf_counter() - start,
-    }
+    result = EvaluationResult(
+        speedup=table, explanation=explain(table, runs), paper_speedup=PAPER_SPEEDUP,
+        iterations={f"{w}/{f}": r for (w, f), r in runs.items()}, microbenchmarks=micro,
+        sweep={f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
+        sweep_summary=_sweep_summary(sweeps), overlap="overlap" if overlap else "serialised",
+        implied_compute_scale=diagnostic, calibration=calibration,
+        calibration_paper=paper_calibration, compute_sensitivity=sensitivity,
+        platform=platform.to_dict(),
+        switch_timing={level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
+        compiler=ROUTER, elapsed_s=time.perf_counter() - start)
     if output is not None:
-        _write(Path(output), summary, runs, sweeps)
+        write_evaluation(Path(output), result)
         _progress(progress, f"wrote {output}/ (speedup.csv, iterations.csv, microbenchmarks.csv, "
                             f"sweep_*.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
-    return summary
+    return result
+
+
+def _diagnostic(platform: Platform, progress: bool, tick) -> tuple[ImpliedComputeScale, dict]:
+    """For both overlap policies, the sensitivity curves and the compute speed-up each of the
+    paper's figures implies: (the implied scales with their spread, {policy: curves})."""
+    policies = {"overlap": True, "serialised": False}
+    scales, sensitivity = {}, {}
+    for policy, flag in policies.items():
+        _progress(progress, f"[4/4] sensitivity ({policy}): speedup vs NPU compute speed (x1 .. x10000)")
+        sensitivity[policy] = compute_sensitivity(platform, overlap=flag, tick=tick)
+        _progress(progress, f"  diagnostic ({policy}): compute speed-up that would reproduce the paper")
+        for fabric, targets in PAPER_SPEEDUP.items():
+            for w, target in targets.items():
+                curve = (sensitivity[policy]["scales"], sensitivity[policy][w][fabric])
+                scale = implied_compute_scale(w, fabric, target, platform, curve, overlap=flag)
+                scales.setdefault(policy, {}).setdefault(fabric, {})[w] = scale
+                shown = f"x{scale:.3g}" if scale else "no compute speed reaches the paper's figure"
+                _progress(progress, f"  {w:16s} {fabric}: compute {shown}")
+                _tick(tick)
+    return (ImpliedComputeScale(overlap=scales["overlap"], serialised=scales["serialised"],
+                                spread={policy: _spread(scales[policy]) for policy in policies}),
+            sensitivity)
 
 
 #: The one figure the calibration fits (ResNet-152 on Fred-C: pure DP, one all-reduce, no
@@ -314,7 +464,7 @@ CALIBRATION_ANCHOR = ("resnet-152", "fred-c")
 
 
 def calibrate(platform: Platform | None = None, *, overlap: bool = True, progress: bool = False,
-              anchor=CALIBRATION_ANCHOR, curve: tuple | None = None) -> dict:
+              anchor=CALIBRATION_ANCHOR, curve: tuple | None = None) -> Calibration:
     """Fit ONE global compute speed-up on one paper figure and predict the other seven.
 
     The factor k (peak FLOPS and HBM bandwidth x k) is the one that makes the model's
@@ -327,125 +477,109 @@ def calibrate(platform: Platform | None = None, *, overlap: bool = True, progres
     k = implied_compute_scale(workload, fabric, PAPER_SPEEDUP[fabric][workload], platform, curve,
                               overlap=overlap)
     if k is None:
-        return {"anchor": f"{workload}/{fabric}", "scale": None, "speedup": None, "error": None,
-                "within_10pct": []}
+        return Calibration(anchor=f"{workload}/{fabric}", scale=None, speedup=None, error=None,
+                           within_10pct=[])
     fast = platform.with_compute_scale(k)
     _progress(progress, f"  calibration: compute x{k:.3g} fits {workload} on {fabric}; predicting the rest")
     table, _ = speedup_table(fast, overlap=overlap)
     error = {f: {w: table[f][w] / target - 1 for w, target in targets.items()}
              for f, targets in PAPER_SPEEDUP.items()}
-    return {"anchor": f"{workload}/{fabric}", "scale": k, "speedup": table, "error": error,
-            "within_10pct": sorted(f"{w}/{f}" for f, per in error.items() for w, e in per.items()
-                                   if abs(e) <= 0.10)}
+    return Calibration(anchor=f"{workload}/{fabric}", scale=k, speedup=table, error=error,
+                       within_10pct=sorted(f"{w}/{f}" for f, per in error.items()
+                                           for w, e in per.items() if abs(e) <= 0.10))
 
 
-def _spread(scales: dict) -> dict:
+def _spread(scales: dict) -> Spread:
     """How far the paper's eight figures are from implying one compute speed."""
     found = [k for per in scales.values() for k in per.values() if k is not None]
     unreachable = [f"{w}/{f}" for f, per in scales.items() for w, k in per.items() if k is None]
-    return {"min": min(found, default=None), "max": max(found, default=None),
-            "ratio": max(found) / min(found) if found else None, "unreachable": unreachable}
+    return Spread(min=min(found, default=None), max=max(found, default=None),
+                  ratio=max(found) / min(found) if found else None, unreachable=unreachable)
 
 
 def explain(table: dict, runs: dict) -> dict:
-    """Per workload, the breakdown facts behind each speedup (and its gap to the paper)."""
+    """Per workload, the :class:`Explanation`: the breakdown facts behind each speedup (and
+    its gap to the paper)."""
     out = {}
     for w in WORKLOADS:
         mesh = runs[(w, "mesh")]
         comm = {f: sum(runs[(w, f)].breakdown[c] for c in ("mp", "pp", "io", "dp"))
                 for f in ("mesh", *FRED_FABRICS)}
-        entry = {
-            "mesh_time_s": mesh.time_s,
-            "compute_fraction_of_mesh_iteration": mesh.breakdown["compute"] / mesh.time_s,
-            "exposed_comm_s": comm,
-            "bubble_s": {f: runs[(w, f)].breakdown["bubble"] for f in ("mesh", *FRED_FABRICS)},
-        }
-        lines = [f"compute is {100 * entry['compute_fraction_of_mesh_iteration']:.1f} % of the mesh "
+        fraction = mesh.breakdown["compute"] / mesh.time_s
+        lines = [f"compute is {100 * fraction:.1f} % of the mesh "
                  f"iteration ({mesh.time_s:.4g} s); exposed communication mesh {comm['mesh']:.3g} s"]
         for f in ("fred-c", "fred-d"):
             paper = PAPER_SPEEDUP[f][w]
             lines.append(f"{f}: exposed communication {comm[f]:.3g} s, speedup {table[f][w]:.3f} vs paper "
                          f"{paper:.2f} ({100 * (table[f][w] / paper - 1):+.0f} %)")
-        entry["text"] = "; ".join(lines)
-        out[w] = entry
+        out[w] = Explanation(
+            mesh_time_s=mesh.time_s, compute_fraction_of_mesh_iteration=fraction, exposed_comm_s=comm,
+            bubble_s={f: runs[(w, f)].breakdown["bubble"] for f in ("mesh", *FRED_FABRICS)},
+            text="; ".join(lines))
     return out
 
 
 def _sweep_summary(sweeps) -> dict:
     out = {}
     for (w, fabric), rows in sweeps.items():
-        feasible = [r for r in rows if r["feasible"]]
+        feasible = [r for r in rows if r.feasible]
         best = feasible[0] if feasible else None
-        compute_best = (min(feasible, key=lambda r: r["compute_s"] / r["time_s"] * r["time_per_sample_s"])
+        compute_best = (min(feasible, key=lambda r: r.compute_s / r.time_s * r.time_per_sample_s)
                         if feasible else None)  # least compute time per sample
-        out[f"{w}/{fabric}"] = {
-            "best": best["strategy"] if best else None,
-            "best_time_per_sample_s": best["time_per_sample_s"] if best else None,
-            "most_compute_efficient": compute_best["strategy"] if compute_best else None,
-            "mean_exposed_comm_per_sample_s": (
-                sum(r["exposed_comm_s"] / r["time_s"] * r["time_per_sample_s"] for r in feasible)
+        out[f"{w}/{fabric}"] = SweepSummary(
+            best=best.strategy if best else None,
+            best_time_per_sample_s=best.time_per_sample_s if best else None,
+            most_compute_efficient=compute_best.strategy if compute_best else None,
+            mean_exposed_comm_per_sample_s=(
+                sum(r.exposed_comm_s / r.time_s * r.time_per_sample_s for r in feasible)
                 / len(feasible) if feasible else None),
-            "feasible": len(feasible), "total": len(rows),
-        }
+            feasible=len(feasible), total=len(rows))
     for w in ("transformer-17b", "transformer-1t"):
         mesh, fred = sweeps.get((w, "mesh")), sweeps.get((w, "fred-d"))
         if not mesh or not fred:
             continue
-        mt = {r["strategy"]: r for r in mesh if r["feasible"]}
-        ft = {r["strategy"]: r for r in fred if r["feasible"]}
+        mt = {r.strategy: r for r in mesh if r.feasible}
+        ft = {r.strategy: r for r in fred if r.feasible}
         common = sorted(set(mt) & set(ft))
         if common:
-            ratio = (sum(mt[s]["exposed_comm_s"] for s in common)
-                     / max(sum(ft[s]["exposed_comm_s"] for s in common), 1e-30))  # same samples
-            speed = sum(mt[s]["time_s"] / ft[s]["time_s"] for s in common) / len(common)
-            out[f"{w}/fred-d vs mesh"] = {"exposed_comm_reduction": ratio, "mean_speedup": speed,
-                                          "strategies": len(common)}
+            ratio = (sum(mt[s].exposed_comm_s for s in common)
+                     / max(sum(ft[s].exposed_comm_s for s in common), 1e-30))  # same samples
+            speed = sum(mt[s].time_s / ft[s].time_s for s in common) / len(common)
+            out[f"{w}/fred-d vs mesh"] = SweepComparison(exposed_comm_reduction=ratio, mean_speedup=speed,
+                                                         strategies=len(common))
     return out
 
 
-def _write(out: Path, summary, runs, sweeps) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    with open(out / "speedup.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["fabric", "workload", "speedup_model", "speedup_paper"])
-        for fabric, row in summary["speedup"].items():
-            for wl, x in row.items():
-                w.writerow([fabric, wl, f"{x:.4f}", PAPER_SPEEDUP.get(fabric, {}).get(wl, "")])
-    with open(out / "iterations.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["workload", "fabric", "strategy", "microbatches", "time_s",
-                    *[f"{c}_s" for c in CATEGORIES], "memory_gb", "notes"])
-        for (wl, fabric), r in runs.items():
-            w.writerow([wl, fabric, r.strategy, r.microbatches, f"{r.time_s:.6g}",
-                        *[f"{r.breakdown[c]:.6g}" for c in CATEGORIES],
-                        f"{r.memory.total / 1e9:.2f}", "; ".join(r.notes)])
-    with open(out / "microbenchmarks.csv", "w", newline="") as fh:
-        rows = summary["microbenchmarks"]
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    for (wl, fabric), rows in sweeps.items():
-        with open(out / f"sweep_{wl}_{fabric}.csv", "w", newline="") as fh:
-            fields = ["rank", "strategy", "feasible", "time_per_sample_s", "time_s", "microbatches",
-                      *[f"{c}_s" for c in CATEGORIES], "exposed_comm_s", "eval_s", "notes"]
-            w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
-    _plots(out, summary, runs, sweeps)
+def write_evaluation(out: Path, result: EvaluationResult) -> None:
+    """``results.json`` (the whole result), the CSV tables and the PNG plots into ``out``."""
+    write_json(out / "results.json", result)
+    write_csv(out / "speedup.csv",
+              [(fabric, wl, f"{x:.4f}", PAPER_SPEEDUP.get(fabric, {}).get(wl, ""))
+               for fabric, row in result.speedup.items() for wl, x in row.items()],
+              ["fabric", "workload", "speedup_model", "speedup_paper"])
+    write_csv(out / "iterations.csv",
+              [(*key.split("/"), r.strategy, r.microbatches, f"{r.time_s:.6g}",
+                *[f"{r.breakdown[c]:.6g}" for c in CATEGORIES], f"{r.memory.total / 1e9:.2f}",
+                "; ".join(r.notes)) for key, r in result.iterations.items()],
+              ["workload", "fabric", "strategy", "microbatches", "time_s",
+               *[f"{c}_s" for c in CATEGORIES], "memory_gb", "notes"])
+    write_csv(out / "microbenchmarks.csv", result.microbenchmarks)
+    for key, rows in result.sweep.items():
+        write_csv(out / f"sweep_{key.replace('/', '_')}.csv", rows, SWEEP_CSV_FIELDS)
+    _plot_speedup(out / "speedup.png", result)
+    _plot_breakdown(out / "breakdown.png", result)
+    if result.compute_sensitivity:
+        _plot_sensitivity(out / "sensitivity.png", result)
+    _plot_sweeps(out / "sweep.png", result)
 
 
-def _plots(out: Path, summary, runs, sweeps) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _plot_speedup(path: Path, result: EvaluationResult) -> None:
     import numpy as np
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = figure(figsize=(9, 4.5))
     x = np.arange(len(WORKLOADS))
     width = 0.13
     for i, fabric in enumerate(FRED_FABRICS):
-        vals = [summary["speedup"][fabric][w] for w in WORKLOADS]
+        vals = [result.speedup[fabric][w] for w in WORKLOADS]
         ax.bar(x + (i - 2) * width, vals, width, label=f"{fabric} (model)")
     for i, fabric in enumerate(("fred-c", "fred-d")):
         vals = [PAPER_SPEEDUP[fabric][w] for w in WORKLOADS]
@@ -455,62 +589,61 @@ def _plots(out: Path, summary, runs, sweeps) -> None:
     ax.set_ylabel("speedup over 2D mesh")
     ax.set_title("End-to-end training-iteration speedup (model vs paper)")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "speedup.png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
-    fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(14, 4))
+
+def _plot_breakdown(path: Path, result: EvaluationResult) -> None:
+    import numpy as np
+    fig, axes = figure(1, len(WORKLOADS), figsize=(14, 4))
     for ax, wl in zip(axes, WORKLOADS):
         fabrics = ("mesh", *FRED_FABRICS)
         bottom = np.zeros(len(fabrics))
         for cat in CATEGORIES:
-            vals = np.array([runs[(wl, f)].breakdown[cat] for f in fabrics])
+            vals = np.array([result.iteration(wl, f).breakdown[cat] for f in fabrics])
             ax.bar(fabrics, vals, bottom=bottom, label=cat)
             bottom += vals
         ax.set_title(wl)
         ax.set_ylabel("seconds per iteration")
         ax.tick_params(axis="x", rotation=45)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "breakdown.png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
-    sens = summary.get("compute_sensitivity")
-    if sens:
-        fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(14, 3.8), sharey=True)
-        for ax, wl in zip(axes, WORKLOADS):
-            for policy, line in (("overlap", "-"), ("serialised", "-.")):
-                for fabric, colour in zip(PAPER_SPEEDUP, ("tab:blue", "tab:orange")):
-                    ax.plot(sens[policy]["scales"], sens[policy][wl][fabric], line, color=colour,
-                            marker="o", ms=3, label=f"{fabric} {policy}")
-            for fabric, style in (("fred-c", ":"), ("fred-d", "--")):
-                ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8,
-                           label=f"paper {fabric}")
-            cal = summary.get("calibration") or {}
-            if cal.get("scale"):
-                ax.axvline(cal["scale"], color="k", lw=0.6, label=f"fitted x{cal['scale']:.3g}")
-            ax.set_xscale("log")
-            ax.set_title(wl)
-            ax.set_xlabel("NPU compute speed (x H100 at 50 %)")
-        axes[0].set_ylabel("speedup over the mesh")
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "sensitivity.png", dpi=120)
-        plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
+def _plot_sensitivity(path: Path, result: EvaluationResult) -> None:
+    sens = result.compute_sensitivity
+    cal = result.calibration
+    fig, axes = figure(1, len(WORKLOADS), figsize=(14, 3.8), sharey=True)
+    for ax, wl in zip(axes, WORKLOADS):
+        for policy, line in (("overlap", "-"), ("serialised", "-.")):
+            for fabric, colour in zip(PAPER_SPEEDUP, ("tab:blue", "tab:orange")):
+                ax.plot(sens[policy]["scales"], sens[policy][wl][fabric], line, color=colour,
+                        marker="o", ms=3, label=f"{fabric} {policy}")
+        for fabric, style in (("fred-c", ":"), ("fred-d", "--")):
+            ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8,
+                       label=f"paper {fabric}")
+        if cal is not None and cal.scale:
+            ax.axvline(cal.scale, color="k", lw=0.6, label=f"fitted x{cal.scale:.3g}")
+        ax.set_xscale("log")
+        ax.set_title(wl)
+        ax.set_xlabel("NPU compute speed (x H100 at 50 %)")
+    axes[0].set_ylabel("speedup over the mesh")
+    axes[0].legend(fontsize=7)
+    save_png(fig, path, dpi=120)
+
+
+def _plot_sweeps(path: Path, result: EvaluationResult) -> None:
+    import numpy as np
+    fig, axes = figure(1, 2, figsize=(14, 4.5))
     for ax, wl in zip(axes, ("transformer-17b", "transformer-1t")):
-        mesh = {r["strategy"]: r for r in sweeps[(wl, "mesh")]}
-        fred = {r["strategy"]: r for r in sweeps[(wl, "fred-d")]}
-        names = [r["strategy"] for r in sweeps[(wl, "fred-d")] if r["feasible"]]
+        mesh = {r.strategy: r for r in result.sweep_rows(wl, "mesh")}
+        fred = {r.strategy: r for r in result.sweep_rows(wl, "fred-d")}
+        names = [r.strategy for r in result.sweep_rows(wl, "fred-d") if r.feasible]
         x = np.arange(len(names))
-        ax.bar(x - 0.2, [mesh[n]["time_per_sample_s"] * 1e3 if mesh[n]["feasible"] else 0
+        ax.bar(x - 0.2, [mesh[n].time_per_sample_s * 1e3 if mesh[n].feasible else 0
                          for n in names], 0.4, label="mesh")
-        ax.bar(x + 0.2, [fred[n]["time_per_sample_s"] * 1e3 for n in names], 0.4, label="fred-d")
+        ax.bar(x + 0.2, [fred[n].time_per_sample_s * 1e3 for n in names], 0.4, label="fred-d")
         ax.set_xticks(x, names, rotation=70, fontsize=7)
         ax.set_ylabel("ms per sample (ranked on fred-d)")
         ax.set_title(f"strategy sweep: {wl} (40 samples per DP replica)")
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "sweep.png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)

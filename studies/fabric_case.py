@@ -2,13 +2,13 @@
 validated, the system model's cycles on the RTL fabric's platform, then the RTL run under
 Verilator, and their ratio.
 
-Only the command line combines the two sides (the verification layer does not import the model
-and the model does not import the RTL), so this lives in ``fred/``.
+The studies layer is the first that sees both sides (the benches do not import the model and the
+model does not import the RTL), so the case lives here; the command line only prints it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricRequest, FabricSpec, fabric_spec, make_request
@@ -16,9 +16,10 @@ from hdl.contracts.fabric import FabricRequest, FabricSpec, fabric_spec, make_re
 __all__ = ["FabricCase", "build_case", "run_case", "rtl_harness"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FabricCase:
-    """A request on a fabric with the model's estimate and (once run) the RTL's result."""
+    """A request on a fabric with the model's estimate and (once run, :func:`run_case`) the
+    RTL's result; its JSON (``fred fabric-sim --json``) is :meth:`to_dict`."""
 
     spec: FabricSpec
     request: FabricRequest
@@ -80,14 +81,15 @@ def rtl_harness():
 def run_case(case: FabricCase, *, seed: int = 0, sink_backpressure: float = 0.0,
              watchdog_cycles: int | None = None, build_dir=None,
              simulator: str = "lockstep") -> FabricCase:
-    """Run ``case`` on the RTL with the algorithm the model chose, on ``simulator``
-    (``cocotb_tests.fabric.run.SIMULATORS``); errors in the received data are a
-    :class:`FredError` listing the first few."""
+    """``case`` run on the RTL with the algorithm the model chose, on ``simulator``
+    (``cocotb_tests.fabric.run.SIMULATORS``): a new case holding the RTL's result; errors in
+    the received data are a :class:`FredError` listing the first few."""
     run_fabric = rtl_harness()   # checks the backpressure before building (fabric_program)
-    case.rtl = run_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, seed=seed,
-                          sink_backpressure=sink_backpressure, watchdog_cycles=watchdog_cycles,
-                          build_dir=build_dir, simulator=simulator)
-    case.options.update(seed=seed, sink_backpressure=sink_backpressure, simulator=simulator)
+    rtl = run_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, seed=seed,
+                     sink_backpressure=sink_backpressure, watchdog_cycles=watchdog_cycles,
+                     build_dir=build_dir, simulator=simulator)
+    case = replace(case, rtl=rtl, options={**case.options, "seed": seed,
+                                           "sink_backpressure": sink_backpressure, "simulator": simulator})
     if case.rtl.errors:
         shown = "; ".join(case.rtl.errors[:5])
         raise FredError(f"{case.spec.name} {case.request.label}: the RTL delivered wrong data "

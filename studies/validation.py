@@ -29,7 +29,7 @@ from sysmodel.training import simulate_iteration
 from sysmodel.workloads import Workload, transformer
 
 __all__ = ["ValidationCase", "load_cases", "case_workload", "run_validation", "DEFAULT_CASES",
-           "cluster_platform", "MODES"]
+           "cluster_platform", "MODES", "ValidationRow", "ValidationResult"]
 
 #: Execution modes of the measured table: full recomputation (tensor parallel all-reduces),
 #: selective recomputation with sequence parallelism.
@@ -63,6 +63,45 @@ class ValidationCase:
     @property
     def data_parallel(self) -> int:
         return self.gpus // (self.tensor_parallel * self.pipeline_parallel)
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One case: the model's seconds per iteration against the measured, ``error`` = model /
+    measured - 1, with the model's breakdown, memory and notes."""
+
+    case: str
+    model: str
+    mode: str
+    gpus: int
+    strategy: str
+    interleave: int
+    microbatches: int
+    measured_s: float
+    model_s: float
+    error: float
+    breakdown: dict
+    memory_gb: float
+    recompute: str
+    notes: list
+    eval_s: float
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Every case run, the mean absolute and the worst relative error, and whether they meet
+    ``target`` (``fred validate --json`` is this, with the switch timing)."""
+
+    cases: list            # [ValidationRow]
+    mean_abs_error: float
+    worst_abs_error: float
+    worst_case: str
+    platform: str
+    compute: dict | None
+    link_efficiency: object
+    source: str
+    target: dict
+    meets_target: bool
 
 
 # -- the validation-case file's schema (pydantic; data/validation/*.toml) ------------------------
@@ -155,7 +194,7 @@ def select_cases(cases_path=None, only=None) -> tuple[list, dict]:
 
 
 def run_validation(*, cases_path=None, platform: Platform | None = None, only=None,
-                   progress: bool = False, tick=None) -> dict:
+                   progress: bool = False, tick=None) -> ValidationResult:
     """Every case: model vs measured; the mean absolute and the worst relative error.
     ``tick(1)`` after each case (a progress bar's ``update``)."""
     cases, header = select_cases(cases_path, only)
@@ -169,24 +208,25 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
         wl = case_workload(case)
         r = simulate_iteration(p, FABRIC, wl, microbatches=wl.microbatches)
         error = r.time_s / case.measured_s - 1
-        rows.append({"case": case.name, "model": case.model, "mode": case.mode, "gpus": case.gpus,
-                     "strategy": str(wl.strategy), "interleave": wl.interleave,
-                     "microbatches": r.microbatches, "measured_s": case.measured_s,
-                     "model_s": r.time_s, "error": error,
-                     "breakdown": r.breakdown, "memory_gb": r.memory.total / 1e9,
-                     "recompute": r.memory.recompute_mode, "notes": r.notes,
-                     "eval_s": time.perf_counter() - start})
+        rows.append(ValidationRow(case=case.name, model=case.model, mode=case.mode, gpus=case.gpus,
+                                  strategy=str(wl.strategy), interleave=wl.interleave,
+                                  microbatches=r.microbatches, measured_s=case.measured_s,
+                                  model_s=r.time_s, error=error,
+                                  breakdown=r.breakdown, memory_gb=r.memory.total / 1e9,
+                                  recompute=r.memory.recompute_mode, notes=r.notes,
+                                  eval_s=time.perf_counter() - start))
         if progress:
             print(f"  {case.name:24s} model {r.time_s:8.3f} s  measured {case.measured_s:7.2f} s  "
                   f"{100 * error:+6.1f} %  ({time.perf_counter() - start:.1f} s)",
                   file=sys.stderr, flush=True)
         if tick is not None:
             tick(1)
-    errors = [abs(r["error"]) for r in rows]
-    worst = max(rows, key=lambda r: abs(r["error"]))
-    return {"cases": rows, "mean_abs_error": sum(errors) / len(errors),
-            "worst_abs_error": abs(worst["error"]), "worst_case": worst["case"],
-            "platform": base.name, "compute": base.compute.to_dict() if base.compute else None,
-            "link_efficiency": base.link_efficiency, "source": header.get("source", ""),
-            "target": {"mean_abs_error": 0.05, "worst_abs_error": 0.10},
-            "meets_target": sum(errors) / len(errors) <= 0.05 and max(errors) <= 0.10}
+    errors = [abs(r.error) for r in rows]
+    worst = max(rows, key=lambda r: abs(r.error))
+    return ValidationResult(
+        cases=rows, mean_abs_error=sum(errors) / len(errors), worst_abs_error=abs(worst.error),
+        worst_case=worst.case, platform=base.name,
+        compute=base.compute.to_dict() if base.compute else None,
+        link_efficiency=base.link_efficiency, source=header.get("source", ""),
+        target={"mean_abs_error": 0.05, "worst_abs_error": 0.10},
+        meets_target=sum(errors) / len(errors) <= 0.05 and max(errors) <= 0.10)

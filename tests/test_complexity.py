@@ -29,12 +29,6 @@ ALLOWED = {
     # every event; docs/sysmodel.md "Speed"), and tested against the plain loop of
     # sysmodel/engine_reference.py, which is its readable specification
     ("sysmodel/engine.py", "run"): "Engine.run, the engine's hot loop",
-    # being split on another branch
-    ("studies/characterization/report.py", "write_report"): "being split on another branch",
-    # being split on another branch
-    ("studies/characterization/report.py", "_plot"): "being split on another branch",
-    # being split on another branch
-    ("fred/commands/characterize.py", "run"): "being split on another branch",
 }
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,6 @@ from hdl.contracts.errors import FredError
 HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
 
 ROOT = Path(__file__).resolve().parents[2]
-ECP5_85F_LUTS = 83640   #: TRELLIS_COMB cells of an LFE5U-85F (nextpnr's utilisation report)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -102,21 +100,6 @@ def _command_line() -> str:
         else "fred characterize"
 
 
-def _measure_point(ports, middle, dtype, length, backpressure):
-    from studies.characterization.grid import point_name
-    from studies.characterization.timing import measure_point
-    log = lambda *a: print(*a, file=sys.stderr, flush=True)
-    return point_name(ports, middle, dtype), measure_point(ports, middle, dtype, length=length,
-                                                             backpressure=backpressure, log=log)
-
-
-def _measure_cost(design, cache, pnr, pnr_timeout, seeds=(1,)):
-    from studies.characterization.cost import measure_cost
-    log = lambda *a: print(*a, file=sys.stderr, flush=True)
-    return design["name"], measure_cost(design, folder=cache / "costwork" / design["name"], pnr=pnr,
-                                        pnr_timeout=pnr_timeout, seeds=seeds, log=log)
-
-
 def _seeded(seed, function, *arguments):
     """``function(*arguments)`` with ``FRED_SEED`` set first: a Dask worker does not inherit
     this process's environment, and every point must share the run's seed."""
@@ -173,45 +156,10 @@ def _run_tasks(tasks, jobs: int, log, *, scheduler: str | None = None, seed: int
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _tool_versions(with_synthesis: bool) -> dict:
-    """Versions of the tools a run uses (yosys/nextpnr only when it synthesizes)."""
-    try:
-        from eda.toolchain import setup_verilator
-        major, minor = setup_verilator().version
-        tools = {"verilator": f"{major}.{minor:03d}"}
-    except Exception as exc:  # the document still records why
-        tools = {"verilator": f"unknown ({exc})"}
-    import amaranth
-    import cocotb
-    tools.update({"amaranth": amaranth.__version__, "cocotb": cocotb.__version__})
-    if with_synthesis:
-        from studies.characterization.cost import tool_versions
-        tools.update(tool_versions())
-    return tools
-
-
 def _run_packet_switch(args) -> int:
     """``--packet-switch``: the preemption figures into the ``packet_switch`` block."""
-    import json
-
-    import amaranth
-
-    from studies.characterization.preemption import measure_preemption
-    from studies.characterization.provenance import run_record
-    from hdl.contracts.characterization import parse_characterization
-    if not args.output.is_file():
-        raise FredError(f"--packet-switch adds to {args.output}, which does not exist (run fred characterize first)")
-    document = json.loads(args.output.read_text())
-    started = time.time()
-    block = measure_preemption()
-    block["generated_by"] = dict(run_record(_command_line(), tools={"amaranth": amaranth.__version__},
-                                            seed=block["point"]["seed"], jobs=1),
-                                 seconds=round(time.time() - started, 1),
-                                 simulator="amaranth (the packet switch RTL, cycle-accurate)")
-    document["packet_switch"] = block
-    parse_characterization(document, source=str(args.output))   # the reader must accept it
-    from studies.characterization.report import write_json
-    write_json(document, args.output)
+    from studies.characterization.pipeline import add_packet_switch
+    block = add_packet_switch(args.output, _command_line())
     if args.json:
         print_json({"output": str(args.output), "packet_switch": block})
     else:
@@ -222,175 +170,32 @@ def _run_packet_switch(args) -> int:
     return 0
 
 
+def _options(args):
+    from studies.characterization.pipeline import CharacterizeOptions
+    fields = CharacterizeOptions.__dataclass_fields__
+    return CharacterizeOptions(**{k: getattr(args, k) for k in fields if k != "command"},
+                               command=_command_line())
+
+
 def run(args) -> int:
     if args.packet_switch:
         return _run_packet_switch(args)
-    from studies.characterization.cost import cost_designs
-    from studies.characterization.grid import DEFAULT_CACHE, load_cached, point_name, save_cached, timing_grid
-    from studies.characterization.merge import (merge_grid, merge_not_measured, merge_records,
-                                                 previous_records)
-    from studies.characterization.provenance import run_record
-    from studies.characterization.report import build_document, composed_cost, write_json, write_report
-
-    if args.length < 2:
-        raise FredError(f"--length must be >= 2 flits, got {args.length}")
-    if not 0.0 < args.backpressure < 1.0:
-        raise FredError(f"--backpressure must be in (0, 1), got {args.backpressure}")
-    if args.jobs < 1:
-        raise FredError(f"--jobs must be >= 1, got {args.jobs}")
-    if not args.pnr_seeds:
-        raise FredError("--pnr-seeds needs at least one seed")
-    if args.merge and args.fresh:
-        raise FredError("--merge adds to the file at --output and --fresh starts from nothing: use one")
-    previous = previous_records(args.output) if args.merge else None   # fail before measuring
-    grid = timing_grid(args.ports, args.middle, args.dtypes, args.chiplets)
-    chiplet_designs = {(p, 3) for p in args.chiplets}
-    all_designs = cost_designs(args.ports, args.middle, args.chiplets, synthesis=args.synthesis,
-                               flat_max_ports=args.cost_max_ports)
-
-    def synthesized(design):   # flat Fred_m(P) up to --cost-max-ports; hierarchical ones and chiplets always
-        return (design["kind"] != "switch" or design["synthesis"] == "hierarchical"
-                or design["ports"] <= args.cost_max_ports
-                or (design["ports"], design["middle"]) in chiplet_designs)
-    cache = args.cache or DEFAULT_CACHE
-    if args.fresh and cache.exists():
-        shutil.rmtree(cache)
-    started = time.time()
+    from studies.characterization.pipeline import run_characterization
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
         (lambda *a: print(*a, flush=True))
-    not_measured = []
-    tasks = []   # (name, not-measured entry on failure, cache kind, function, arguments)
-    if not args.report_only:
-        done = {point_name(p["ports"], p["middle"], p["dtype"]) for p in load_cached(cache, "timing")}
-        designs = [d for d in all_designs if synthesized(d)]
-        cost_done = {c["name"]: c for c in load_cached(cache, "cost")}
-        # cost first, largest switch first: those are the longest single steps, so starting them
-        # early shortens the whole run when several jobs share the work
-        ordered = sorted(designs, key=lambda d: (d["kind"] != "switch", -d["ports"], -(d["middle"] or 0)))
-        for design in ordered if args.cost != "none" else ():
-            pnr = (args.cost == "pnr" and design["synthesis"] == "flat"
-                   and (design["kind"] != "switch" or design["ports"] <= args.pnr_max_ports))
-            cached = cost_done.get(design["name"])
-            seeds = {str(s) for s in args.pnr_seeds}
-            if cached is not None and (not pnr or (cached["fmax_mhz"] is not None and
-                                                    seeds <= set(cached.get("fmax_seeds", {"1": None})))):
-                continue   # cached, and placed with (at least) these seeds or place and route not asked for
-            tasks.append((f"cost {design['name']}", None, "cost", _measure_cost,
-                          (design, cache, pnr, args.pnr_timeout, tuple(args.pnr_seeds))))
-        for ports, middle, dtype in grid:
-            name = point_name(ports, middle, dtype)
-            if name in done:
-                continue
-            failed = {"what": f"timing {name}", "reason": None,
-                      "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"}
-            tasks.append((name, failed, "timing", _measure_point,
-                          (ports, middle, dtype, args.length, args.backpressure)))
-    from cocotb_tests.lib.seeds import base_seed
-    seed = base_seed()   # fixed here (FRED_SEED, else random) so that every worker shares it
-    tools = _tool_versions(with_synthesis=any(kind == "cost" for _, _, kind, _, _ in tasks))
-    # every record this run measures carries the run (a merged file holds records of several runs)
-    this_run = run_record(_command_line(), tools=tools, seed=seed, jobs=args.jobs)
-    log(f"characterize: {len(tasks)} points to measure, {args.jobs} at a time, FRED_SEED={seed}, "
-        f"commit {this_run['commit']}")
-    for index, outcome in _run_tasks(tasks, args.jobs, log, scheduler=args.scheduler, seed=seed):
-        name, failed, kind, _, _ = tasks[index]
-        if isinstance(outcome, BaseException):
-            if not args.keep_going:
-                raise outcome
-            log(f"{name}: FAILED: {outcome}")
-            if failed is not None:
-                not_measured.append(dict(failed, reason=f"failed: {str(outcome).splitlines()[0]}"))
-            continue
-        key, record = outcome
-        save_cached(cache, kind, key, dict(record, run=this_run))
 
-    # every cached point goes into the outputs (a later run for one point adds to the rest)
-    points = load_cached(cache, "timing")
-    costs = load_cached(cache, "cost")
-    have = {point_name(p["ports"], p["middle"], p["dtype"]) for p in points}
-    for ports, middle, dtype in grid:
-        name = point_name(ports, middle, dtype)
-        if name not in have and not any(n["what"] == f"timing {name}" for n in not_measured):
-            not_measured.append({"what": f"timing {name}", "reason": "not run (time budget of this run)",
-                                 "command": f"fred characterize --ports {ports} --middle {middle} --dtypes {dtype} --cost none"})
-    grid_doc = {"ports": list(args.ports), "middle": list(args.middle), "dtypes": list(args.dtypes),
-                "chiplets": sorted(args.chiplets), "length": args.length, "backpressure": args.backpressure,
-                "traffic": ["unicast", "multicast", "reduce", "all_reduce", "mix3d"]}
-    if previous is not None:
-        old_points, old_costs, old_grid, old_missing = previous
-        points = merge_records(old_points, points)
-        costs = merge_records(old_costs, costs)
-        grid_doc = merge_grid(old_grid, grid_doc)
-    costs = sorted(costs, key=lambda c: (c["kind"] == "switch", c["ports"], c["middle"] or 0, c["name"]))
-    cost_have = {c["name"]: c for c in costs}
-    for design in all_designs:
-        c = cost_have.get(design["name"])
-        cmd = (f"fred characterize --ports {design['ports']} --middle {design['middle']} --dtypes fp16 "
-               f"--cost pnr --pnr-max-ports {design['ports']} --merge"
-               if design["kind"] == "switch" else "fred characterize --ports 4 --dtypes fp16 --cost pnr --merge")
-        if c is None:
-            beyond = not synthesized(design)
-            reason = (f"not synthesized: this run synthesized Fred_m(P) only up to P = "
-                      f"{args.cost_max_ports} (--cost-max-ports)" if beyond else
-                      "not synthesized in this run (--cost none, or it failed: see the log)")
-            not_measured.append({"what": f"cost {design['name']}", "reason": reason, "command": cmd})
-        elif c["fmax_mhz"] is None and design["synthesis"] == "flat":
-            skipped = c.get("fmax_note", "place and route not run") == "place and route not run"
-            reason = (f"place and route not run: this run placed Fred_m(P) only up to "
-                      f"P = {args.pnr_max_ports} (--pnr-max-ports)" if skipped else c["fmax_note"])
-            not_measured.append({"what": f"Fmax {design['name']}", "reason": reason, "command": cmd})
-        if design["kind"] == "switch" and not_measured and not_measured[-1]["what"].endswith(design["name"]):
-            estimate = composed_cost(cost_have, design["ports"], design["middle"])
-            if estimate and estimate["lut_equivalent"] > ECP5_85F_LUTS:
-                not_measured[-1]["reason"] += (
-                    f"; composed estimate {estimate['lut_equivalent']} LUT eq. exceeds the "
-                    f"{ECP5_85F_LUTS} LUT4 of the LFE5U-85F, so it cannot be placed on that device")
-    for ports in args.chiplets:   # a chiplet's Fmax: placed if it fits the device, else composed
-        name = f"fred_switch_P{ports}m3"
-        flat, hier = cost_have.get(name), cost_have.get(name + "_hier")
-        size = (flat or hier or {}).get("lut_equivalent")
-        if (flat is None or flat["fmax_mhz"] is None) and size is not None and size > ECP5_85F_LUTS \
-                and not any(n["what"] == f"Fmax {name}" for n in not_measured):
-            not_measured.append({"what": f"Fmax {name}", "command": "none on this device",
-                                 "reason": f"cannot be placed: {size} LUT eq. synthesized "
-                                           f"({(flat or hier).get('synthesis', 'flat')}) exceed the {ECP5_85F_LUTS} "
-                                           "LUT4 of the LFE5U-85F; composed from its parts instead "
-                                           "(chiplet_cost, fmax_agreement)"})
-    if previous is not None:
-        not_measured = merge_not_measured(old_missing, not_measured, points, costs)
-    if args.report_only:
-        note = (" (assembles the points cached in build/characterize/ by earlier measuring runs; each "
-                "point records its packet length and backpressure)")
-    elif args.merge:
-        shown = args.output.resolve()
-        shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown   # no checkout path in the file
-        note = f" (merged into the records already in {shown}; each record names the run that measured it)"
-    else:
-        note = ""
-    measured_now = bool(tasks)
-    document = build_document(
-        points, costs, command=_command_line() + note, grid=grid_doc,
-        not_measured=not_measured, tools=tools,
-        seconds=round(time.time() - started, 1) if measured_now else None,
-        jobs=args.jobs if measured_now else None, seed=seed if measured_now else None)
-    if args.output.is_file():
-        # the packet switch's figures are measured by --packet-switch alone: keep them
-        import json
-        try:
-            kept = json.loads(args.output.read_text()).get("packet_switch")
-        except (json.JSONDecodeError, AttributeError):
-            kept = None
-        if kept is not None:
-            document["packet_switch"] = kept
-    write_json(document, args.output)
-    write_report(document, args.report, args.report.with_suffix(".png"))
+    def run_tasks(tasks, jobs, log, *, seed):
+        return _run_tasks(tasks, jobs, log, scheduler=args.scheduler, seed=seed)
+    result = run_characterization(_options(args), run_tasks=run_tasks, log=log)
     from sysmodel.switch_timing import load_switch_timing
-    timing = load_switch_timing(args.output)   # the model must read what we wrote
+    timing = load_switch_timing(result.output)   # the model must read what we wrote
     if args.json:
-        print_json({"output": str(args.output), "report": str(args.report), "switch": document["switch"],
-                    "points": len(points), "costs": len(costs), "not_measured": not_measured})
+        print_json({"output": str(result.output), "report": str(result.report),
+                    "switch": result.document["switch"], "points": result.points,
+                    "costs": result.costs, "not_measured": result.not_measured})
     else:
-        print(f"wrote {args.output} ({len(points)} timing points, {len(costs)} cost records) and {args.report}")
+        print(f"wrote {result.output} ({result.points} timing points, {result.costs} cost records) "
+              f"and {result.report}")
         from fred.commands._model_options import switch_timing_text
         print("system model reads:")
         print(switch_timing_text(timing))

@@ -81,8 +81,9 @@ def run(args) -> int:
     from fred.parallel import run_points
     from fred.progress import progress_bar
     from studies.cost import load_cost_model
-    from studies.dse import DseGrid, dse_point, dse_specs, summarise, write_dse
+    from studies.dse import DseGrid, DseMeta, dse_point, dse_specs, summarise, write_dse
     from studies.points import model_fingerprint, platform_from_ref, platform_ref
+    from studies.report import check_writable
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
@@ -92,6 +93,8 @@ def run(args) -> int:
         settings["cache"] = None          # --no-files writes nothing, the default cache included
     elif settings["cache"]:
         Path(settings["cache"]).parent.mkdir(parents=True, exist_ok=True)
+    if not args.no_files:
+        check_writable(args.output, folder=True)   # an unwritable folder fails before the work
     model_platform(args)                  # validates the platform options with their messages
     ref = platform_ref(args.platform, args.characterization, args.compute_scale)
     platform = platform_from_ref(ref)
@@ -109,60 +112,60 @@ def run(args) -> int:
         with progress_bar(len(specs), f"dse {workload}", json_output=args.json) as bar:
             results = run_points(dse_point, specs, progress=bar, version=model_fingerprint(), **settings)
         rows = [r.value for r in results if r.ok]
-        failed = [{"spec": r.spec, "error": r.error} for r in results if not r.ok]
         summary = summarise(rows, designs, platform, cost)
-        meta = {"workload": workload, "grid": grid.to_dict(), "cost_model": cost.source,
-                "switch_timing": switch_timing_json(platform), "samples_per_dp": args.samples_per_dp,
-                "compute_scale": args.compute_scale, "overlap": not args.no_overlap,
-                "points": len(specs), "cached": sum(r.cached for r in results), "failed": failed}
+        meta = DseMeta(workload=workload, grid=grid.to_dict(), cost_model=cost.source,
+                       switch_timing=switch_timing_json(platform), samples_per_dp=args.samples_per_dp,
+                       compute_scale=args.compute_scale, overlap=not args.no_overlap,
+                       points=len(specs), cached=sum(r.cached for r in results),
+                       failed=[{"spec": r.spec, "error": r.error} for r in results if not r.ok])
         files = [] if args.no_files else write_dse(Path(args.output), workload, rows, summary, meta)
-        report[workload] = {"meta": meta, "summary": summary, "files": [str(f) for f in files]}
+        report[workload] = (meta, summary, [str(f) for f in files])
+    failed = any(meta.failed for meta, _, _ in report.values())
     if args.json:
-        print_json({w: {"finding": r["summary"]["reference"],
-                        "pareto": [_entry(r["summary"], n) for n in r["summary"]["pareto"]],
-                        "by_time": r["summary"]["by_time"][:args.top],
-                        "by_perf_per_cost": r["summary"]["by_perf_per_cost"][:args.top],
-                        "points": r["meta"]["points"], "cached": r["meta"]["cached"],
-                        "failed": r["meta"]["failed"], "files": r["files"]}
-                    for w, r in report.items()})
-        return 1 if any(r["meta"]["failed"] for r in report.values()) else 0
+        print_json({w: _json(meta, summary, files, args.top) for w, (meta, summary, files) in report.items()})
+        return 1 if failed else 0
     print(switch_timing_text(platform))
     print(f"cost model: {cost.source}; {len(designs)} designs x "
           f"{len(strategies) if strategies else 'all'} strategies per workload")
-    for workload, r in report.items():
-        _print(workload, r, args.top)
-    return 1 if any(r["meta"]["failed"] for r in report.values()) else 0
+    for workload, (meta, summary, files) in report.items():
+        _print(workload, meta, summary, files, args.top)
+    return 1 if failed else 0
 
 
-def _entry(summary: dict, name: str) -> dict:
-    return next(e for e in summary["designs"] if e["design"] == name)
+def _json(meta, summary, files: list[str], top: int) -> dict:
+    """One workload's ``--json`` entry."""
+    from studies.report import to_json_dict
+    return to_json_dict({"finding": summary.reference,
+                         "pareto": [summary.design(n) for n in summary.pareto],
+                         "by_time": summary.by_time[:top], "by_perf_per_cost": summary.by_perf_per_cost[:top],
+                         "points": meta.points, "cached": meta.cached, "failed": meta.failed,
+                         "files": files})
 
 
-def _print(workload: str, r: dict, top: int) -> None:
+def _print(workload: str, meta, s, files: list[str], top: int) -> None:
     from studies.cost import FabricDesign
-    s, meta = r["summary"], r["meta"]
-    ref = s["reference"]
+    ref = s.reference
 
     def cells(e):
-        vs = f"{e['time_per_sample_s'] / ref['reference_time_per_sample_s']:.3f}" if ref else ""
-        return [e["design"], e["best_strategy"], f"{e['time_per_sample_s'] * 1e3:.4f}", vs,
-                f"{e['area_mm2']:.0f}", f"{e['power_w']:.1f}", f"{e['samples_per_s_per_mm2'] * 1e3:.4g}"]
+        vs = f"{e.time_per_sample_s / ref.reference_time_per_sample_s:.3f}" if ref else ""
+        return [e.design, e.best_strategy, f"{e.time_per_sample_s * 1e3:.4f}", vs,
+                f"{e.area_mm2:.0f}", f"{e.power_w:.1f}", f"{e.samples_per_s_per_mm2 * 1e3:.4g}"]
     header = ["design", "best strategy", "ms/sample", "vs Fred-D", "area mm2", "power W", "samples/s/kmm2"]
     print()
-    print(format_table(header, [cells(_entry(s, n)) for n in s["pareto"]], align="llrrrrr",
+    print(format_table(header, [cells(s.design(n)) for n in s.pareto], align="llrrrrr",
                        title=f"{workload}: Pareto front (time per sample vs fabric area; "
-                             f"{meta['points']} points, {meta['cached']} from the cache)"))
+                             f"{meta.points} points, {meta.cached} from the cache)"))
     print()
-    print(format_table(header, [cells(_entry(s, n)) for n in s["by_perf_per_cost"][:top]], align="llrrrrr",
+    print(format_table(header, [cells(s.design(n)) for n in s.by_perf_per_cost[:top]], align="llrrrrr",
                        title=f"{workload}: best performance per cost (samples/s per 1000 mm2 of fabric)"))
     if ref:
-        print(f"Fred-D ({ref['reference']}, {ref['reference_strategy']}): "
-              f"{ref['reference_time_per_sample_s'] * 1e3:.4f} ms/sample, {ref['reference_area_mm2']:.0f} mm2; "
-              f"cheapest within {100 * ref['within']:.0f} %: {ref['cheapest_within']} "
-              f"({ref['cheapest_within_strategy']}, {ref['cheapest_within_time_per_sample_s'] * 1e3:.4f} ms/sample, "
-              f"{ref['cheapest_within_area_mm2']:.0f} mm2, {100 * ref['area_saving']:.0f} % less area); "
-              f"fastest: {ref['fastest']}")
-    for f in meta["failed"]:
+        print(f"Fred-D ({ref.reference}, {ref.reference_strategy}): "
+              f"{ref.reference_time_per_sample_s * 1e3:.4f} ms/sample, {ref.reference_area_mm2:.0f} mm2; "
+              f"cheapest within {100 * ref.within:.0f} %: {ref.cheapest_within} "
+              f"({ref.cheapest_within_strategy}, {ref.cheapest_within_time_per_sample_s * 1e3:.4f} ms/sample, "
+              f"{ref.cheapest_within_area_mm2:.0f} mm2, {100 * ref.area_saving:.0f} % less area); "
+              f"fastest: {ref.fastest}")
+    for f in meta.failed:
         print(f"FAILED point {FabricDesign(**f['spec']['design']).name} {f['spec']['strategy']}: {f['error']}")
-    if r["files"]:
-        print(f"wrote {', '.join(r['files'])}")
+    if files:
+        print(f"wrote {', '.join(files)}")

@@ -45,12 +45,8 @@ def run(args) -> int:
                                  tick=bar.update)
     if recorder:
         _trace(recorder, platform, overlap=not args.no_overlap)
-    paper_cal = summary.get("calibration_paper")
     if args.json:
-        out = {"speedup": summary["speedup"], "switch_timing": summary["switch_timing"]}
-        if paper_cal:
-            out["calibration"] = {k: v for k, v in paper_cal.items() if k != "curves"}
-        print_json(out)
+        print_json(json_summary(summary))
         return 0
     print(switch_timing_text(platform))
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
@@ -64,6 +60,17 @@ def run(args) -> int:
     return 0
 
 
+def json_summary(summary) -> dict:
+    """The ``--json`` document: the headline speedups, the switch timing and, with
+    ``--calibration paper``, the calibration without its curves."""
+    from studies.report import to_json_dict
+    out = {"speedup": summary.speedup, "switch_timing": summary.switch_timing}
+    if summary.calibration_paper:
+        out["calibration"] = {k: v for k, v in to_json_dict(summary.calibration_paper).items()
+                              if k != "curves"}
+    return out
+
+
 def _speedups(summary, mode: str) -> str:
     from studies.evaluation import FRED_FABRICS, PAPER_SPEEDUP
     from sysmodel.workloads import WORKLOADS
@@ -72,7 +79,7 @@ def _speedups(summary, mode: str) -> str:
         cells = []
         for f in FRED_FABRICS:
             paper = PAPER_SPEEDUP.get(f, {}).get(w)
-            cells.append(f"{summary['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
+            cells.append(f"{summary.speedup[f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
         rows.append([w, *cells])
     return format_table(["workload", *FRED_FABRICS], rows,
                         title=f"speedup over the 2D mesh (model, {mode}; paper in brackets)")
@@ -83,11 +90,11 @@ def _why(summary) -> str:
     from sysmodel.workloads import WORKLOADS
     rows = []
     for w in WORKLOADS:
-        e = summary["explanation"][w]
-        comm = e["exposed_comm_s"]
-        gaps = [f"{100 * (summary['speedup'][f][w] / PAPER_SPEEDUP[f][w] - 1):+.0f} %"
+        e = summary.explanation[w]
+        comm = e.exposed_comm_s
+        gaps = [f"{100 * (summary.speedup[f][w] / PAPER_SPEEDUP[f][w] - 1):+.0f} %"
                 for f in ("fred-c", "fred-d")]
-        rows.append([w, f"{e['mesh_time_s']:.4g}", f"{100 * e['compute_fraction_of_mesh_iteration']:.1f}",
+        rows.append([w, f"{e.mesh_time_s:.4g}", f"{100 * e.compute_fraction_of_mesh_iteration:.1f}",
                      *(f"{1e3 * comm[f]:.4g}" for f in ("mesh", "fred-c", "fred-d")), *gaps])
     return format_table(
         ["workload", "mesh s/iteration", "compute % of mesh", "exposed comm ms: mesh", "fred-c", "fred-d",
@@ -96,17 +103,18 @@ def _why(summary) -> str:
 
 
 def _sweeps(summary) -> list[str]:
+    from studies.evaluation import SweepComparison
     ranked, compared = [], []
-    for key, s in summary["sweep_summary"].items():
-        if "exposed_comm_reduction" in s:
-            compared.append([key.split("/")[0], f"{s['exposed_comm_reduction']:.2f}x",
-                             f"{s['mean_speedup']:.3f}", s["strategies"]])
+    for key, s in summary.sweep_summary.items():
+        if isinstance(s, SweepComparison):
+            compared.append([key.split("/")[0], f"{s.exposed_comm_reduction:.2f}x",
+                             f"{s.mean_speedup:.3f}", s.strategies])
         else:
-            best = s["best_time_per_sample_s"]
-            exposed = s["mean_exposed_comm_per_sample_s"]
-            ranked.append([key, s["best"] or "none fits", "" if best is None else f"{1e3 * best:.3f}",
-                           s["most_compute_efficient"] or "",
-                           "" if exposed is None else f"{1e3 * exposed:.4g}", f"{s['feasible']}/{s['total']}"])
+            best = s.best_time_per_sample_s
+            exposed = s.mean_exposed_comm_per_sample_s
+            ranked.append([key, s.best or "none fits", "" if best is None else f"{1e3 * best:.3f}",
+                           s.most_compute_efficient or "",
+                           "" if exposed is None else f"{1e3 * exposed:.4g}", f"{s.feasible}/{s.total}"])
     out = [format_table(["sweep", "best", "ms/sample", "most compute-efficient",
                          "mean exposed comm ms/sample", "fit"], ranked, align="llrlrr",
                         title="strategy sweeps (ranked by time per sample)")]
@@ -117,11 +125,11 @@ def _sweeps(summary) -> list[str]:
 
 
 def _spread(summary) -> str | None:
-    spread = summary["implied_compute_scale"].get("spread")
+    spread = summary.implied_compute_scale.spread
     if not spread:
         return None
-    rows = [[policy, f"x{s['min']:.3g}" if s["min"] else "none", f"x{s['max']:.3g}" if s["max"] else "none",
-             ", ".join(s["unreachable"]) or "-"] for policy, s in spread.items()]
+    rows = [[policy, f"x{s.min:.3g}" if s.min else "none", f"x{s.max:.3g}" if s.max else "none",
+             ", ".join(s.unreachable) or "-"] for policy, s in spread.items()]
     return format_table(["policy", "smallest", "largest", "never reached"], rows, align="lrrl",
                         title="compute speed-up each paper figure implies (one global value would "
                               "need them equal)")
@@ -130,36 +138,36 @@ def _spread(summary) -> str | None:
 def _calibration(summary) -> str | None:
     from studies.evaluation import PAPER_SPEEDUP
     from sysmodel.workloads import WORKLOADS
-    cal = summary.get("calibration")
-    if not cal or not cal["scale"]:
+    cal = summary.calibration
+    if not cal or not cal.scale:
         return None
-    rows = [[w, *(f"{cal['speedup'][f][w]:.2f} [{PAPER_SPEEDUP[f][w]:.2f}] {100 * cal['error'][f][w]:+.0f} %"
+    rows = [[w, *(f"{cal.speedup[f][w]:.2f} [{PAPER_SPEEDUP[f][w]:.2f}] {100 * cal.error[f][w]:+.0f} %"
                   for f in ("fred-c", "fred-d"))] for w in WORKLOADS]
     table = format_table(["workload", "fred-c", "fred-d"], rows,
-                         title=f"one compute factor fitted on {cal['anchor']} (x{cal['scale']:.3g}) "
+                         title=f"one compute factor fitted on {cal.anchor} (x{cal.scale:.3g}) "
                                f"predicts (paper in brackets)")
-    return f"{table}\nwithin 10 %: {', '.join(cal['within_10pct']) or 'none'}"
+    return f"{table}\nwithin 10 %: {', '.join(cal.within_10pct) or 'none'}"
 
 
 def _paper_calibration(summary) -> str | None:
     from studies.evaluation import FRED_FABRICS, PAPER_SPEEDUP
-    paper_cal = summary.get("calibration_paper")
+    paper_cal = summary.calibration_paper
     if not paper_cal:
         return None
     rows = []
-    for w, fit in paper_cal["fitted"].items():
+    for w, fit in paper_cal.fitted.items():
         cells = []
         for f in FRED_FABRICS:
             paper = PAPER_SPEEDUP.get(f, {}).get(w)
-            cells.append(f"{paper_cal['speedup'][f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
-        rows.append([w + ("" if fit["reached"] else " (closest)"), f"{fit['compute_scale']:.3g}",
-                     f"{fit['compute_s_per_iteration_mesh']:.4g}", *cells])
+            cells.append(f"{paper_cal.speedup[f][w]:.3f}" + (f" [{paper:.2f}]" if paper else ""))
+        rows.append([w + ("" if fit.reached else " (closest)"), f"{fit.compute_scale:.3g}",
+                     f"{fit.compute_s_per_iteration_mesh:.4g}", *cells])
     table = format_table(["workload", "k", "compute s", *FRED_FABRICS], rows,
                          title="calibration 'paper': one compute factor per workload fitted on its "
                                "Fred-C figure (paper in brackets; Fred-A/B are not in the paper)")
     return (f"{table}\nFred-D within 10 % of the paper: "
-            f"{'yes' if paper_cal['fred_d_within_10pct'] else 'NO'} "
-            f"(worst {100 * paper_cal['fred_d_worst_error']:.1f} %)")
+            f"{'yes' if paper_cal.fred_d_within_10pct else 'NO'} "
+            f"(worst {100 * paper_cal.fred_d_worst_error:.1f} %)")
 
 
 def _trace(recorder, platform, *, overlap: bool) -> None:

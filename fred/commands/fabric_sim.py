@@ -68,8 +68,8 @@ def run(args) -> int:
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
                       algorithm=args.algorithm, **spec_overrides(args))
     if not args.model_only:
-        run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
-                 watchdog_cycles=args.watchdog, simulator=args.simulator)
+        case = run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
+                        watchdog_cycles=args.watchdog, simulator=args.simulator)
     if args.json:
         print_json(case.to_dict())
         return 0

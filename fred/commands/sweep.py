@@ -9,6 +9,7 @@ from fred.cli import print_json
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
+from studies.report import to_json_dict
 
 HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
 
@@ -44,27 +45,23 @@ def run(args) -> int:
     if args.strategy:
         return _one(args, platform, recorder)
     rows, failed = _points(args)
-    best = next((r for r in rows if r["feasible"]), None)
+    best = next((r for r in rows if r.feasible), None)
     if recorder and best:
         from hdl.contracts.placement import parse_strategy
         from sysmodel.workload_file import get_workload
         wl = get_workload(args.workload)
-        recorder.add(f"{args.workload} {best['strategy']} on {args.fabric} (rank 1)", platform, args.fabric,
-                     wl.with_(microbatches=best["microbatches"]), parse_strategy(best["strategy"]),
+        recorder.add(f"{args.workload} {best.strategy} on {args.fabric} (rank 1)", platform, args.fabric,
+                     wl.with_(microbatches=best.microbatches), parse_strategy(best.strategy),
                      samples_per_dp=args.samples_per_dp, overlap=not args.no_overlap)
         _wrote(recorder)
     if args.json:
         print_json({"workload": args.workload, "fabric": args.fabric,
                     "switch_timing": switch_timing_json(platform), "failed": failed,
-                    "ranking": [{k: (None if isinstance(v, float) and math.isinf(v) else v)
-                                 for k, v in r.items()} for r in rows]})
+                    "ranking": [_finite(to_json_dict(r)) for r in rows]})
         return 1 if failed else 0
     print(switch_timing_text(platform))
     print()
-    table = [[r["rank"], r["strategy"], f"{r['time_per_sample_s'] * 1e3:.4f}", f"{r['time_s']:.4f}",
-              f"{r['compute_s']:.4f}", f"{r['exposed_comm_s']:.4f}", f"{r['bubble_s']:.4f}", r["notes"]]
-             if r["feasible"] else [r["rank"], r["strategy"], "", "", "", "", "", f"does not fit: {r['notes']}"]
-             for r in rows]
+    table = [_cells(r) for r in rows]
     mode = ", serialised" if args.no_overlap else ""
     print(format_table(["rank", "strategy", "ms/sample", "s/iteration", "compute s", "exposed comm s",
                         "bubble s", "notes"], table, align="rlrrrrrl",
@@ -75,7 +72,20 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def _points(args) -> tuple[list[dict], list[dict]]:
+def _cells(r) -> list:
+    """The console row of one ranked :class:`~studies.evaluation.SweepRow`."""
+    if not r.feasible:
+        return [r.rank, r.strategy, "", "", "", "", "", f"does not fit: {r.notes}"]
+    return [r.rank, r.strategy, f"{r.time_per_sample_s * 1e3:.4f}", f"{r.time_s:.4f}",
+            f"{r.compute_s:.4f}", f"{r.exposed_comm_s:.4f}", f"{r.bubble_s:.4f}", r.notes]
+
+
+def _finite(row: dict) -> dict:
+    """A ranking row for JSON: an infinite time (a strategy that does not fit) as null."""
+    return {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in row.items()}
+
+
+def _points(args) -> tuple[list, list[dict]]:
     """The ranked rows of every strategy, computed by :func:`fred.parallel.run_points` (in
     process, in a pool or on a Dask cluster), and the points that failed."""
     from fred.parallel import run_points

@@ -7,6 +7,7 @@ import argparse
 from fred.cli import print_json
 from fred.commands._model_options import switch_timing_json, switch_timing_text
 from fred.table import format_table
+from studies.report import to_json_dict
 
 HELP = "check the training model against measured Megatron-LM iterations (Korthikanti et al. 2022)"
 
@@ -45,19 +46,19 @@ def run(args) -> int:
             recorder.add(case.name, platform.scaled(npus=case.gpus), FABRIC, wl, microbatches=wl.microbatches)
         _wrote(recorder)
     if args.json:
-        print_json({**result, "switch_timing": switch_timing_json(platform)})
+        print_json({**to_json_dict(result), "switch_timing": switch_timing_json(platform)})
         return 0
     print(switch_timing_text(platform))
     print()
-    rows = [[r["case"], r["gpus"], r["strategy"], f"{r['measured_s']:.2f}", f"{r['model_s']:.2f}",
-             f"{100 * r['error']:+.1f} %"] for r in result["cases"]]
+    rows = [[r.case, r.gpus, r.strategy, f"{r.measured_s:.2f}", f"{r.model_s:.2f}",
+             f"{100 * r.error:+.1f} %"] for r in result.cases]
     print(format_table(["case", "GPUs", "strategy", "measured s", "model s", "error"], rows,
                        align="lrlrrr",
-                       title=f"model vs measured seconds per iteration ({result['source'] or 'validation file'}; "
-                             f"platform {result['platform']}, one parameter set for every case)"))
-    verdict = "meets" if result["meets_target"] else "MISSES"
-    print(f"mean absolute error {100 * result['mean_abs_error']:.1f} %, worst "
-          f"{100 * result['worst_abs_error']:.1f} % ({result['worst_case']}); {verdict} the target "
+                       title=f"model vs measured seconds per iteration ({result.source or 'validation file'}; "
+                             f"platform {result.platform}, one parameter set for every case)"))
+    verdict = "meets" if result.meets_target else "MISSES"
+    print(f"mean absolute error {100 * result.mean_abs_error:.1f} %, worst "
+          f"{100 * result.worst_abs_error:.1f} % ({result.worst_case}); {verdict} the target "
           f"(mean <= 5 %, none worse than 10 %)")
     return 0
 

@@ -7,6 +7,8 @@
 * :mod:`.report`: ``data/characterization.json`` (schema ``docs/characterization-schema.md``)
   and ``docs/characterization.md`` with its plot; composed cost and Fmax of sizes place and
   route cannot do;
+* :mod:`.pipeline`: the ``fred characterize`` run as named steps (plan, measure and cache,
+  assemble, write);
 * :mod:`.merge` and :mod:`.provenance`: ``fred characterize --merge`` (a run's records added to
   an existing file) and the run every record carries.
 """

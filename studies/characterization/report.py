@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hdl.contracts.characterization import SCHEMA_ID, parse_characterization, point_name
 from hdl.contracts.errors import FredError
+from studies.report import Column, check_writable, figure, fmt_number, save_png, table_lines, write_text
 
 __all__ = ["summary_point", "summarize_point", "build_document", "write_report", "composed_cost",
            "composed_fmax", "microswitch_counts", "switch_block", "switch_blocks", "chiplet_cost"]
@@ -284,66 +285,62 @@ def build_document(points: list[dict], costs: list[dict], *, command: str, grid:
 
 
 # -- report ---------------------------------------------------------------------------------
-def _fmt(x, digits=3):
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}".rstrip("0").rstrip(".") if x != int(x) else f"{int(x)}"
-    return str(x)
+_fmt = fmt_number
 
 
 def _plot(doc: dict, png: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    """``png``: measured latency and phase switch against P (left), cost against P (right)."""
+    fig, (ax1, ax2) = figure(1, 2, figsize=(11, 4.2))
+    _plot_latency(ax1, doc["summaries"])
+    _plot_cost(ax2, doc)
+    save_png(fig, png, dpi=110, metadata={"Software": None})
+
+
+def _plot_latency(ax, summaries: list[dict]) -> None:
     series = {}
-    for s in doc["summaries"]:
+    for s in summaries:
         series.setdefault((s["dtype"], s["middle"]), []).append((s["ports"], s["first_flit_latency_cycles"]))
     for (dtype, m), pts in sorted(series.items()):
         pts.sort()
-        ax1.plot([p for p, _ in pts], [v for _, v in pts], marker="o" if m == 3 else "x",
-                 linestyle="-" if m == 3 else "--", label=f"{dtype} m={m}")
-    for (dtype, m), pts in sorted(series.items()):
-        if dtype != "fp16":
-            continue
-        sw = sorted((s["ports"], s["phase_switch_cycles"]) for s in doc["summaries"]
+        ax.plot([p for p, _ in pts], [v for _, v in pts], marker="o" if m == 3 else "x",
+                linestyle="-" if m == 3 else "--", label=f"{dtype} m={m}")
+    for dtype, m in sorted(k for k in series if k[0] == "fp16"):
+        sw = sorted((s["ports"], s["phase_switch_cycles"]) for s in summaries
                     if s["dtype"] == dtype and s["middle"] == m and s["phase_switch_cycles"] is not None)
-        ax1.plot([p for p, _ in sw], [v for _, v in sw], linestyle=":", marker="s", markersize=4,
-                 label=f"phase switch {dtype} m={m}")
-    ax1.set_xscale("log", base=2)
-    ax1.set_xlabel("ports P")
-    ax1.set_ylabel("cycles")
-    ax1.set_title("Measured first-flit latency and phase switch (no backpressure)")
-    ax1.legend(fontsize=8)
-    ax1.grid(True, alpha=0.3)
+        ax.plot([p for p, _ in sw], [v for _, v in sw], linestyle=":", marker="s", markersize=4,
+                label=f"phase switch {dtype} m={m}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("ports P")
+    ax.set_ylabel("cycles")
+    ax.set_title("Measured first-flit latency and phase switch (no backpressure)")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+
+
+def _plot_cost(ax, doc: dict) -> None:
     costs = [c for c in doc["cost"] if c["kind"] == "switch"]
     for m in (2, 3):
         for mode, marker in (("flat", "o"), ("hierarchical", "^")):
             meas = sorted((c["ports"], c["lut_equivalent"]) for c in costs
                           if c["middle"] == m and c.get("synthesis", "flat") == mode)
             if meas:
-                ax2.plot([p for p, _ in meas], [v for _, v in meas], marker=marker,
-                         label=f"synthesized {mode} m={m}")
+                ax.plot([p for p, _ in meas], [v for _, v in meas], marker=marker,
+                        label=f"synthesized {mode} m={m}")
         comp = sorted((int(k[1:].split("m")[0]), v["lut_equivalent"]) for k, v in doc["cost_composed"].items()
                       if v and int(k.split("m")[1]) == m)
         if comp:
-            ax2.plot([p for p, _ in comp], [v for _, v in comp], linestyle=":", marker=".",
-                     label=f"composed from microswitches m={m}")
-    ax2.set_xscale("log", base=2)
-    ax2.set_yscale("log")
-    ax2.set_xlabel("ports P")
-    ax2.set_ylabel("ECP5 LUT4 equivalents (fp16 x 4 lanes)")
-    ax2.set_title("Cost against P")
-    if ax2.get_lines():
-        ax2.legend(fontsize=8)
+            ax.plot([p for p, _ in comp], [v for _, v in comp], linestyle=":", marker=".",
+                    label=f"composed from microswitches m={m}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("ports P")
+    ax.set_ylabel("ECP5 LUT4 equivalents (fp16 x 4 lanes)")
+    ax.set_title("Cost against P")
+    if ax.get_lines():
+        ax.legend(fontsize=8)
     else:
-        ax2.text(0.5, 0.5, "no cost measured", ha="center", transform=ax2.transAxes)
-    ax2.grid(True, alpha=0.3, which="both")
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+        ax.text(0.5, 0.5, "no cost measured", ha="center", transform=ax.transAxes)
+    ax.grid(True, alpha=0.3, which="both")
 
 
 def _power_of_two(n: int) -> bool:
@@ -366,10 +363,27 @@ def _record_list(names: list[str], limit: int = 8) -> str:
     return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
+def _by_point(summaries: list[dict]) -> list[dict]:
+    return sorted(summaries, key=lambda s: (s["ports"], s["middle"], s["dtype"]))
+
+
 def write_report(doc: dict, markdown: Path, png: Path) -> None:
+    """``markdown`` (the report) and ``png`` (its plot) from a characterization document; the
+    sections below render in this order, each from the document alone."""
+    check_writable(markdown)
+    check_writable(png)
     _plot(doc, png)
+    lines = []
+    for section in (_report_head, _report_model_reads, _report_findings, _report_timing,
+                    _report_classes, _report_cost, _report_composed, _report_run_time,
+                    _report_not_measured):
+        lines += section(doc)
+    write_text(markdown, "\n".join(lines) + "\n")
+
+
+def _report_head(doc: dict) -> list[str]:
+    """Title, the run that generated the file (and every run its records come from), method."""
     g = doc["generated_by"]
-    sw, src = doc["switch"], doc["switch_source"]
     L = ["# Switch characterization (generated)", "",
          f"Generated by `{g['command']}` on {g['date']}"
          + (f" in {g['seconds'] / 60:.1f} min" if g.get("seconds") else "")
@@ -382,226 +396,277 @@ def write_report(doc: dict, markdown: Path, png: Path) -> None:
     if len(runs) > 1:
         L += [f"The records come from {len(runs)} runs (`fred characterize --merge` adds a run's records "
               "to an existing file; every timing point and cost record names the run that measured "
-              "it, `run` in the JSON, and `generated_by.runs` lists them):", "",
-              "| date | command | commit | FRED_SEED | records |", "|---|---|---|---|---|"]
-        for r in runs:
-            L.append(f"| {r['date']} | `{r['command']}` | {r['commit']} | {r.get('seed')} | "
-                     f"{len(r['measured'])}: {_record_list(r['measured'])} |")
+              "it, `run` in the JSON, and `generated_by.runs` lists them):", ""]
+        L += table_lines(["date", "command", "commit", "FRED_SEED", "records"],
+                         [(r["date"], f"`{r['command']}`", r["commit"], r.get("seed"),
+                           f"{len(r['measured'])}: {_record_list(r['measured'])}") for r in runs])
         L.append("")
-    L += [
-         "Method: one Verilator build per (P, m, dtype) of `fred_switch` (lanes 1, 3 phases); "
-         "`cocotb_tests/bench_characterize.py` runs every traffic class without and then with "
-         f"random backpressure (probability {doc['grid'].get('backpressure')} per output per cycle), "
-         f"inputs never idle, {doc['grid'].get('length')} flits per packet, every flit checked bit for "
-         "bit against the functional model. All cycle figures are computed from the VCD "
-         "(vcdvcd); every transfer of every stream was cross-checked against the bench's "
-         "monitors (a mismatch fails the run).", "",
-         "Definitions: *first-flit latency* = first output transfer - first input transfer of a "
-         "phase; *throughput* = (flits - 1) / (last - first transfer cycle) per output, min over "
-         "outputs; *phase switch* = cycles from raising the select (right after the last flit of "
-         "the previous phase entered) until the new phase's inputs open = drain + select copy; "
-         "*config load* = first configuration word accepted until the slot's `loaded` bit is high.", "",
-         "## What the system model reads", "",
+    return L + [
+        "Method: one Verilator build per (P, m, dtype) of `fred_switch` (lanes 1, 3 phases); "
+        "`cocotb_tests/bench_characterize.py` runs every traffic class without and then with "
+        f"random backpressure (probability {doc['grid'].get('backpressure')} per output per cycle), "
+        f"inputs never idle, {doc['grid'].get('length')} flits per packet, every flit checked bit for "
+        "bit against the functional model. All cycle figures are computed from the VCD "
+        "(vcdvcd); every transfer of every stream was cross-checked against the bench's "
+        "monitors (a mismatch fails the run).", "",
+        "Definitions: *first-flit latency* = first output transfer - first input transfer of a "
+        "phase; *throughput* = (flits - 1) / (last - first transfer cycle) per output, min over "
+        "outputs; *phase switch* = cycles from raising the select (right after the last flit of "
+        "the previous phase entered) until the new phase's inputs open = drain + select copy; "
+        "*config load* = first configuration word accepted until the slot's `loaded` bit is high.", ""]
+
+
+def _report_model_reads(doc: dict) -> list[str]:
+    """The ``switch`` block the system model reads, and each wafer chiplet's figures."""
+    sw, src = doc["switch"], doc["switch_source"]
+    L = ["## What the system model reads", "",
          f"`switch` block from P={src['point']['ports']}, m={src['point']['middle']}, "
-         f"{src['point']['dtype']} (the largest measured Fred_3 fp16 point):", "",
-         "| field | value | source |", "|---|---|---|"]
-    for k, v in sw.items():
-        L.append(f"| `{k}` | {_fmt(v)} | {'measured' if k in src['measured'] else src['not_measured'].get(k, '')} |")
-    chiplet_costs = doc.get("chiplet_cost") or {}
-    blocks = doc.get("switches") or {}
-    if blocks:
-        L += ["", "`switches`: the same fields for every measured point. A platform that names the "
-              "chiplets its levels are built from (`configs/paper.toml`, `[fred.chiplets]`: L1 = "
-              "Fred_3(12), L2 = Fred_3(10), fp16) takes each level's timing from its chiplet's "
-              "entry (`docs/sysmodel.md`); the `switch` block above serves platforms that do not. "
-              "The wafer's chiplets:", "",
-              "| chiplet | first-flit latency | throughput (free) | throughput (backpressure, min) | "
-              "phase switch | config load | LUT eq. | FF | synthesis | Fmax (MHz) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-        by_point = {(x["ports"], x["middle"], x["dtype"]): x for x in doc["summaries"]}
-        for key, c in sorted(chiplet_costs.items(), key=lambda kv: -int(kv[0][1:].split("m")[0])):
-            ports, middle = (int(x) for x in key[1:].split("m"))
-            b = blocks.get(point_name(ports, middle, "fp16"))
-            t = b["switch"] if b else {}
-            loaded = (by_point.get((ports, middle, "fp16")) or {}).get("throughput_with_backpressure_min")
-            fmax = (f"{_fmt(c['fmax_mhz'], 1)} ({c['fmax_source']})" if c.get("fmax_mhz") is not None
-                    else c.get("fmax_source", "-"))
-            L.append(f"| Fred_{middle}({ports}) fp16 | {_fmt(t.get('first_flit_latency_cycles'))} | "
-                     f"{_fmt(t.get('throughput_flits_per_cycle_per_port'))} | {_fmt(loaded, 4)} | "
-                     f"{_fmt(t.get('phase_switch_cycles'))} | "
-                     f"{_fmt(t.get('config_load_cycles'))} | {_fmt(c['lut_equivalent'])} | {_fmt(c['ff'])} | "
-                     f"{c.get('synthesis') or '-'} | {fmax} |")
+         f"{src['point']['dtype']} (the largest measured Fred_3 fp16 point):", ""]
+    L += table_lines(["field", "value", "source"],
+                     [(f"`{k}`", _fmt(v), "measured" if k in src["measured"] else src["not_measured"].get(k, ""))
+                      for k, v in sw.items()])
+    if not doc.get("switches"):
+        return L
+    L += ["", "`switches`: the same fields for every measured point. A platform that names the "
+          "chiplets its levels are built from (`configs/paper.toml`, `[fred.chiplets]`: L1 = "
+          "Fred_3(12), L2 = Fred_3(10), fp16) takes each level's timing from its chiplet's "
+          "entry (`docs/sysmodel.md`); the `switch` block above serves platforms that do not. "
+          "The wafer's chiplets:", ""]
+    chiplets = sorted((doc.get("chiplet_cost") or {}).items(), key=lambda kv: -int(kv[0][1:].split("m")[0]))
+    return L + table_lines(
+        ["chiplet", "first-flit latency", "throughput (free)", "throughput (backpressure, min)",
+         "phase switch", "config load", "LUT eq.", "FF", "synthesis", "Fmax (MHz)"],
+        [_chiplet_cells(doc, key, c) for key, c in chiplets])
+
+
+def _chiplet_cells(doc: dict, key: str, c: dict) -> tuple:
+    ports, middle = (int(x) for x in key[1:].split("m"))
+    b = doc["switches"].get(point_name(ports, middle, "fp16"))
+    t = b["switch"] if b else {}
+    by_point = {(x["ports"], x["middle"], x["dtype"]): x for x in doc["summaries"]}
+    loaded = (by_point.get((ports, middle, "fp16")) or {}).get("throughput_with_backpressure_min")
+    fmax = (f"{_fmt(c['fmax_mhz'], 1)} ({c['fmax_source']})" if c.get("fmax_mhz") is not None
+            else c.get("fmax_source", "-"))
+    return (f"Fred_{middle}({ports}) fp16", _fmt(t.get("first_flit_latency_cycles")),
+            _fmt(t.get("throughput_flits_per_cycle_per_port")), _fmt(loaded, 4),
+            _fmt(t.get("phase_switch_cycles")), _fmt(t.get("config_load_cycles")),
+            _fmt(c["lut_equivalent"]), _fmt(c["ff"]), c.get("synthesis") or "-", fmax)
+
+
+def _report_findings(doc: dict) -> list[str]:
+    """The latency, phase-switch and configuration-load rules checked at every point."""
     sums = doc["summaries"]
     lat_ok = all(x["first_flit_latency_min_cycles"] == x["first_flit_latency_cycles"] == x["latency_property"]
                  for x in sums)
     copy_ok = all(x["select_copy_cycles"] == x["config_words"] + 2 for x in sums if x["select_copy_cycles"] is not None)
     load_ok = all(x["config_load_cycles"] == x["config_words"] + 1 for x in sums)
-    L += ["", "## Findings", "",
-          f"* First-flit latency equals the RTL's latency property (`hdl.contracts.timing.switch_latency`: "
-          f"L (L_add + 1) + L - 1 with L = ceil(log2 P)) at every measured point and for every "
-          f"traffic class: "
-          f"{'yes' if lat_ok else 'NO (see the tables)'}. It does not depend on the class or on m, "
-          "because pass paths are delayed to match the adder.",
-          f"* Phase switch = drain of the old phase (at most the latency) + select copy of N + 2 cycles "
-          f"(N = configuration words): copy = N + 2 at every point: {'yes' if copy_ok else 'NO'}. "
-          f"Configuration load = N words + 1 check cycle: {'yes' if load_ok else 'NO'}.",
-          "* Throughput: see below; with random backpressure the inputs run slightly faster than the "
-          "outputs over one packet because the switch's buffers absorb the first flits.",
-          ""]
-    L += ["", "![latency and cost against P](characterization.png)", "",
-          "## Timing per point (all traffic classes)", "",
-          "| P | m | dtype | latency property | first-flit latency (free) | throughput min (free) | "
-          "throughput min (backpressure) | phase switch (drain + copy) | config words | config load |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
-    for s in sorted(doc["summaries"], key=lambda s: (s["ports"], s["middle"], s["dtype"])):
-        L.append(f"| {s['ports']} | {s['middle']} | {s['dtype']} | {s['latency_property']} | "
-                 f"{s['first_flit_latency_min_cycles']}..{s['first_flit_latency_cycles']} | "
-                 f"{_fmt(s['throughput_flits_per_cycle_per_port'], 4)} | "
-                 f"{_fmt(s['throughput_with_backpressure_min'], 4)} | {s['phase_switch_cycles']} "
-                 f"({s['phase_switch_drain_cycles']} + {s['select_copy_cycles']}) | "
-                 f"{s['config_words']} | {s['config_load_cycles']} |")
-    L += ["", "## Per traffic class", "",
-          "Throughput and latency per class (free = no backpressure; bp = random backpressure). "
-          "`phases` > 1 means the compiler split the class into several phases; each phase is "
-          "measured on its own.", "",
-          "| P | m | dtype | class | phases | latency free | throughput free | latency bp | throughput bp |",
-          "|---|---|---|---|---|---|---|---|---|"]
-    shortfalls = []
-    for s in sorted(doc["summaries"], key=lambda s: (s["ports"], s["middle"], s["dtype"])):
-        for name, c in s["classes"].items():
-            L.append(f"| {s['ports']} | {s['middle']} | {s['dtype']} | {name} | {c['phases']} | "
-                     f"{c.get('latency_min_free')}..{c.get('latency_max_free')} | "
-                     f"{_fmt(c.get('throughput_min_free'), 4)} | "
-                     f"{c.get('latency_min_backpressure')}..{c.get('latency_max_backpressure')} | "
-                     f"{_fmt(c.get('throughput_min_backpressure'), 4)} |")
-            worst = min(c.get("throughput_min_free", 1.0), c.get("input_throughput_min_free", 1.0))
-            if worst < 1.0:
-                shortfalls.append(f"P={s['ports']} m={s['middle']} {s['dtype']} {name}: output "
-                                  f"{c.get('throughput_min_free')}, input {c.get('input_throughput_min_free')}")
+    return ["", "## Findings", "",
+            f"* First-flit latency equals the RTL's latency property (`hdl.contracts.timing.switch_latency`: "
+            f"L (L_add + 1) + L - 1 with L = ceil(log2 P)) at every measured point and for every "
+            f"traffic class: "
+            f"{'yes' if lat_ok else 'NO (see the tables)'}. It does not depend on the class or on m, "
+            "because pass paths are delayed to match the adder.",
+            f"* Phase switch = drain of the old phase (at most the latency) + select copy of N + 2 cycles "
+            f"(N = configuration words): copy = N + 2 at every point: {'yes' if copy_ok else 'NO'}. "
+            f"Configuration load = N words + 1 check cycle: {'yes' if load_ok else 'NO'}.",
+            "* Throughput: see below; with random backpressure the inputs run slightly faster than the "
+            "outputs over one packet because the switch's buffers absorb the first flits.",
+            ""]
+
+
+_TIMING_COLUMNS = (
+    Column("P", "ports"), Column("m", "middle"), Column("dtype", "dtype"),
+    Column("latency property", "latency_property"),
+    Column("first-flit latency (free)",
+           lambda s: f"{s['first_flit_latency_min_cycles']}..{s['first_flit_latency_cycles']}"),
+    Column("throughput min (free)", "throughput_flits_per_cycle_per_port", lambda v: _fmt(v, 4)),
+    Column("throughput min (backpressure)", "throughput_with_backpressure_min", lambda v: _fmt(v, 4)),
+    Column("phase switch (drain + copy)",
+           lambda s: f"{s['phase_switch_cycles']} ({s['phase_switch_drain_cycles']} + {s['select_copy_cycles']})"),
+    Column("config words", "config_words"), Column("config load", "config_load_cycles"),
+)
+
+
+def _report_timing(doc: dict) -> list[str]:
+    """The plot and the timing of every measured point."""
+    return (["", "![latency and cost against P](characterization.png)", "",
+             "## Timing per point (all traffic classes)", ""]
+            + table_lines(_TIMING_COLUMNS, _by_point(doc["summaries"])))
+
+
+_CLASS_COLUMNS = (
+    Column("P", 0), Column("m", 1), Column("dtype", 2), Column("class", 3),
+    Column("phases", lambda r: r[4]["phases"]),
+    Column("latency free", lambda r: f"{r[4].get('latency_min_free')}..{r[4].get('latency_max_free')}"),
+    Column("throughput free", lambda r: _fmt(r[4].get("throughput_min_free"), 4)),
+    Column("latency bp",
+           lambda r: f"{r[4].get('latency_min_backpressure')}..{r[4].get('latency_max_backpressure')}"),
+    Column("throughput bp", lambda r: _fmt(r[4].get("throughput_min_backpressure"), 4)),
+)
+
+
+def _report_classes(doc: dict) -> list[str]:
+    """Every traffic class at every point, and any class below one flit per cycle."""
+    rows = [(s["ports"], s["middle"], s["dtype"], name, c)
+            for s in _by_point(doc["summaries"]) for name, c in s["classes"].items()]
+    L = ["", "## Per traffic class", "",
+         "Throughput and latency per class (free = no backpressure; bp = random backpressure). "
+         "`phases` > 1 means the compiler split the class into several phases; each phase is "
+         "measured on its own.", ""]
+    L += table_lines(_CLASS_COLUMNS, rows)
+    shortfalls = [f"P={p} m={m} {dtype} {name}: output {c.get('throughput_min_free')}, "
+                  f"input {c.get('input_throughput_min_free')}" for p, m, dtype, name, c in rows
+                  if min(c.get("throughput_min_free", 1.0), c.get("input_throughput_min_free", 1.0)) < 1.0]
     L += ["", "### Throughput without backpressure", ""]
     if shortfalls:
-        L += ["Shortfalls below 1.0 flit/cycle/port (each needs an explanation):", ""]
-        L += [f"* {x}" for x in shortfalls]
-    else:
-        L += ["Every traffic class at every measured point sustains exactly 1.0 flit/cycle on every "
-              "output (and every input) without backpressure: no shortfall. With random backpressure "
-              "the rate is set by the sinks (a sink at 30 % backpressure accepts ~0.7; a reduction or "
-              "a broadcast waits for the slowest of its ports, so those classes see less)."]
-    L += ["", "## Cost (ECP5 LFE5U-85F, fp16 x 4 lanes)", "",
-          "yosys `synth_ecp5` of each design alone (LUT eq. = LUT4 + 2 x CCU2C), generic `synth -flatten` "
-          "cell count, nextpnr-ecp5 Fmax of the design inside a serial-scan harness (one seed).", "",
-          "| design | P | m | LUT4 | CCU2C | LUT eq. | FF | generic cells | Fmax (MHz) |",
-          "|---|---|---|---|---|---|---|---|---|"]
-    for c in doc["cost"]:
-        L.append(f"| {c['name']} | {c['ports']} | {c['middle'] or '-'} | {c['lut4']} | {c['ccu2c']} | "
-                 f"{c['lut_equivalent']} | {c['ff']} | {c['generic_cells']} | {_fmt(c['fmax_mhz'], 1)} |")
+        return L + ["Shortfalls below 1.0 flit/cycle/port (each needs an explanation):", ""] + \
+            [f"* {x}" for x in shortfalls]
+    return L + ["Every traffic class at every measured point sustains exactly 1.0 flit/cycle on every "
+                "output (and every input) without backpressure: no shortfall. With random backpressure "
+                "the rate is set by the sinks (a sink at 30 % backpressure accepts ~0.7; a reduction or "
+                "a broadcast waits for the slowest of its ports, so those classes see less)."]
+
+
+def _report_cost(doc: dict) -> list[str]:
+    """Every cost record, and what limits the Fmax of each placed design."""
+    L = ["", "## Cost (ECP5 LFE5U-85F, fp16 x 4 lanes)", "",
+         "yosys `synth_ecp5` of each design alone (LUT eq. = LUT4 + 2 x CCU2C), generic `synth -flatten` "
+         "cell count, nextpnr-ecp5 Fmax of the design inside a serial-scan harness (one seed).", ""]
+    L += table_lines(["design", "P", "m", "LUT4", "CCU2C", "LUT eq.", "FF", "generic cells", "Fmax (MHz)"],
+                     [(c["name"], c["ports"], c["middle"] or "-", c["lut4"], c["ccu2c"], c["lut_equivalent"],
+                       c["ff"], c["generic_cells"], _fmt(c["fmax_mhz"], 1)) for c in doc["cost"]])
     paths = [c for c in doc["cost"] if c.get("critical_path")]
     if paths:
         L += ["", "What limits Fmax: the worst clocked path of each placed design (median seed; Fmax "
-              "per seed in brackets where several were placed):", "",
-              "| design | Fmax (MHz) | path (ns) | logic / routing (ns) | from | to |", "|---|---|---|---|---|---|"]
-        for c in paths:
-            cp = c["critical_path"]
-            seeds = c.get("fmax_seeds") or {}
-            per_seed = f" ({', '.join(f'{v:g}' for v in seeds.values())})" if len(seeds) > 1 else ""
-            L.append(f"| {c['name']} | {_fmt(c['fmax_mhz'], 1)}{per_seed} | {cp['ns']:.2f} | "
-                     f"{cp['logic_ns']:.2f} / {cp['routing_ns']:.2f} | `{cp['from']}` | `{cp['to']}` |")
+              "per seed in brackets where several were placed):", ""]
+        L += table_lines(["design", "Fmax (MHz)", "path (ns)", "logic / routing (ns)", "from", "to"],
+                         [_path_cells(c) for c in paths])
+    return L
+
+
+def _path_cells(c: dict) -> tuple:
+    cp = c["critical_path"]
+    seeds = c.get("fmax_seeds") or {}
+    per_seed = f" ({', '.join(f'{v:g}' for v in seeds.values())})" if len(seeds) > 1 else ""
+    return (c["name"], f"{_fmt(c['fmax_mhz'], 1)}{per_seed}", f"{cp['ns']:.2f}",
+            f"{cp['logic_ns']:.2f} / {cp['routing_ns']:.2f}", f"`{cp['from']}`", f"`{cp['to']}`")
+
+
+def _report_composed(doc: dict) -> list[str]:
+    """Cost composed from the microswitches against the synthesized, the composed-Fmax rule
+    checked, and hierarchical against flat synthesis."""
     comp = [(k, v) for k, v in doc["cost_composed"].items() if v]
-    if comp:
-        L += ["", "Growth with P and m, composed from the measured microswitch costs (an estimate: "
-              "r input + r output microswitches per level, m sub-networks, one RD per Fred_m(2); "
-              "no configuration memory; compare with the synthesized Fred_m(P) in the "
-              "last column). Fred_m(P) has m^(log2 P - 1) RD microswitches and "
-              "I(P) = P/2 + m I(P/2) input (and as many output) microswitches; the adders (one per RD "
-              "and per input microswitch) dominate. " + _growth(comp), "",
-              "| Fred_m(P) | RD | input | output | demux/mux | LUT eq. (composed) | FF (composed) | "
-              "LUT eq. measured | measured / composed | Fmax composed (MHz) | Fmax measured (MHz) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-        measured = {c["name"]: c for c in doc["cost"]}
-        agreement = []
-        for k, v in comp:
-            n = v["microswitches"]
-            meas = measured.get(f"fred_switch_{k}") or measured.get(f"fred_switch_{k}_hier")
-            ratio = meas["lut_equivalent"] / v["lut_equivalent"] if meas else None
-            ports, middle = (int(x) for x in k[1:].split("m"))
-            fmax = composed_fmax(doc["cost"], ports, middle)
-            tag = " (hier.)" if meas and meas.get("synthesis") == "hierarchical" else ""
-            if meas and meas.get("fmax_mhz") and v.get("fmax_mhz"):
-                agreement.append(f"{k}: {meas['fmax_mhz']:g} MHz measured against {v['fmax_mhz']:g} "
-                                 f"composed ({meas['fmax_mhz'] / v['fmax_mhz']:.2f})")
-            L.append(f"| {k} | {n['rd']} | {n['input']} | {n['output']} | {n.get('demux', 0)} | "
-                     f"{v['lut_equivalent']} | {v['ff']} | {str(meas['lut_equivalent']) + tag if meas else 'not measured'} | "
-                     f"{_fmt(ratio, 3)} | {_fmt(fmax['fmax_mhz'] if fmax else None, 1)} | "
-                     f"{_fmt(meas.get('fmax_mhz') if meas else None, 1)} |")
-        L += ["", "Composed Fmax (`composed_fmax` in `studies/characterization/report.py`), for sizes "
-              "place and route cannot do (a chiplet's ~100k LUTs exceed the 83,640 of the LFE5U-85F, so "
-              "no ECP5 placement exists): every microswitch registers its outputs, and its own "
-              "measurement registers its inputs, so the lowest Fmax over the parts a switch contains "
-              "is an upper bound; the whole switch places lower (longer wires across a fuller device, "
-              "the configuration memory fanning out to every mode register), by the measured / upper "
-              "bound ratio of a placed-and-routed switch of the same m. The rule checked where place "
-              "and route did finish, each switch predicted from the *other* placed switches:", ""]
-        agreement = doc.get("fmax_agreement") or []
-        if agreement:
-            L += ["| switch | measured (MHz) | upper bound from parts (MHz) | composed (MHz) | derate from | error |",
-                  "|---|---|---|---|---|---|"]
-            for a in agreement:
-                L.append(f"| {a['name']} | {_fmt(a['measured_mhz'], 1)} | {_fmt(a['upper_bound_mhz'], 1)} | "
-                         f"{_fmt(a['composed_mhz'], 1)} | {a['reference']} | {a['error'] * 100:+.1f} % |")
-        else:
-            L += ["(no two placed switches with measured parts: not checked)"]
-        hier = [(c, measured.get(c["name"][:-len("_hier")])) for c in doc["cost"]
-                if c["name"].endswith("_hier")]
-        pairs = [(h, f) for h, f in hier if f is not None]
-        if hier:
-            L += ["", "Hierarchical synthesis (`--synthesis hierarchical`: `synth_ecp5 -noflatten`, each "
-                  "module once, cells totalled over the hierarchy; no optimisation across module "
-                  "boundaries) against flat synthesis of the same design:", "",
-                  "| design | LUT eq. hierarchical | FF hierarchical | LUT eq. flat | FF flat | LUT ratio | FF ratio | synthesis time hier / flat (s) | flat measured |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-            for h, f in sorted(hier, key=lambda hf: (hf[0]["ports"], hf[0]["middle"])):
-                L.append(f"| {h['name']} | {h['lut_equivalent']} | {h['ff']} | "
-                         f"{f['lut_equivalent'] if f else '-'} | {f['ff'] if f else '-'} | "
-                         f"{_fmt(h['lut_equivalent'] / f['lut_equivalent'], 3) if f else '-'} | "
-                         f"{_fmt(h['ff'] / f['ff'], 3) if f else '-'} | "
-                         f"{h['seconds']['synth']} / {f['seconds']['synth'] if f else '-'} | "
-                         f"{f['run']['date'][:10] + ' (commit ' + f['run']['commit'].split()[0][:12] + ')' if f and f.get('run') else '-'} |")
-            if not pairs:
-                L += ["", "(no design synthesized both ways: the agreement is not shown)"]
-    L += ["", "## Run time", "",
-          "Measured wall-clock seconds of each point on the machine that produced this file "
-          "(shared 2-core machine; Verilog generation, Verilator -O0 build + simulation, VCD parse; "
-          "a build found in `sim_build/` from an earlier run, e.g. by the test suite, is reused and "
-          "shows only the simulation):", "",
-          "| point | Verilog | build + run | VCD | flits checked | transfers checked against the VCD |",
-          "|---|---|---|---|---|---|"]
-    total = 0.0
-    for p in sorted(doc["measurements"], key=lambda p: (p["ports"], p["middle"], p["dtype"])):
-        sec = p["seconds"]
-        total += sum(sec.values())
-        L.append(f"| P={p['ports']} m={p['middle']} {p['dtype']} | {sec['verilog']} | {sec['build_and_run']} | "
-                 f"{sec['vcd']} | {p['flits_checked']} | {p['vcd_checked_transfers']} |")
+    if not comp:
+        return []
+    measured = {c["name"]: c for c in doc["cost"]}
+    L = ["", "Growth with P and m, composed from the measured microswitch costs (an estimate: "
+         "r input + r output microswitches per level, m sub-networks, one RD per Fred_m(2); "
+         "no configuration memory; compare with the synthesized Fred_m(P) in the "
+         "last column). Fred_m(P) has m^(log2 P - 1) RD microswitches and "
+         "I(P) = P/2 + m I(P/2) input (and as many output) microswitches; the adders (one per RD "
+         "and per input microswitch) dominate. " + _growth(comp), ""]
+    L += table_lines(["Fred_m(P)", "RD", "input", "output", "demux/mux", "LUT eq. (composed)",
+                      "FF (composed)", "LUT eq. measured", "measured / composed",
+                      "Fmax composed (MHz)", "Fmax measured (MHz)"],
+                     [_composed_cells(doc, measured, k, v) for k, v in comp])
+    L += ["", "Composed Fmax (`composed_fmax` in `studies/characterization/report.py`), for sizes "
+          "place and route cannot do (a chiplet's ~100k LUTs exceed the 83,640 of the LFE5U-85F, so "
+          "no ECP5 placement exists): every microswitch registers its outputs, and its own "
+          "measurement registers its inputs, so the lowest Fmax over the parts a switch contains "
+          "is an upper bound; the whole switch places lower (longer wires across a fuller device, "
+          "the configuration memory fanning out to every mode register), by the measured / upper "
+          "bound ratio of a placed-and-routed switch of the same m. The rule checked where place "
+          "and route did finish, each switch predicted from the *other* placed switches:", ""]
+    agreement = doc.get("fmax_agreement") or []
+    if agreement:
+        L += table_lines(["switch", "measured (MHz)", "upper bound from parts (MHz)", "composed (MHz)",
+                          "derate from", "error"],
+                         [(a["name"], _fmt(a["measured_mhz"], 1), _fmt(a["upper_bound_mhz"], 1),
+                           _fmt(a["composed_mhz"], 1), a["reference"], f"{a['error'] * 100:+.1f} %")
+                          for a in agreement])
+    else:
+        L += ["(no two placed switches with measured parts: not checked)"]
+    return L + _report_hierarchical(doc, measured)
+
+
+def _composed_cells(doc: dict, measured: dict, k: str, v: dict) -> tuple:
+    n = v["microswitches"]
+    meas = measured.get(f"fred_switch_{k}") or measured.get(f"fred_switch_{k}_hier")
+    ratio = meas["lut_equivalent"] / v["lut_equivalent"] if meas else None
+    ports, middle = (int(x) for x in k[1:].split("m"))
+    fmax = composed_fmax(doc["cost"], ports, middle)
+    tag = " (hier.)" if meas and meas.get("synthesis") == "hierarchical" else ""
+    return (k, n["rd"], n["input"], n["output"], n.get("demux", 0), v["lut_equivalent"], v["ff"],
+            str(meas["lut_equivalent"]) + tag if meas else "not measured", _fmt(ratio, 3),
+            _fmt(fmax["fmax_mhz"] if fmax else None, 1), _fmt(meas.get("fmax_mhz") if meas else None, 1))
+
+
+def _report_hierarchical(doc: dict, measured: dict) -> list[str]:
+    hier = [(c, measured.get(c["name"][:-len("_hier")])) for c in doc["cost"] if c["name"].endswith("_hier")]
+    if not hier:
+        return []
+    L = ["", "Hierarchical synthesis (`--synthesis hierarchical`: `synth_ecp5 -noflatten`, each "
+         "module once, cells totalled over the hierarchy; no optimisation across module "
+         "boundaries) against flat synthesis of the same design:", ""]
+    L += table_lines(["design", "LUT eq. hierarchical", "FF hierarchical", "LUT eq. flat", "FF flat",
+                      "LUT ratio", "FF ratio", "synthesis time hier / flat (s)", "flat measured"],
+                     [_hierarchical_cells(h, f)
+                      for h, f in sorted(hier, key=lambda hf: (hf[0]["ports"], hf[0]["middle"]))])
+    if not any(f is not None for _, f in hier):
+        L += ["", "(no design synthesized both ways: the agreement is not shown)"]
+    return L
+
+
+def _hierarchical_cells(h: dict, f: dict | None) -> tuple:
+    if f is None:
+        return (h["name"], h["lut_equivalent"], h["ff"], "-", "-", "-", "-",
+                f"{h['seconds']['synth']} / -", "-")
+    run = f.get("run")
+    return (h["name"], h["lut_equivalent"], h["ff"], f["lut_equivalent"], f["ff"],
+            _fmt(h["lut_equivalent"] / f["lut_equivalent"], 3), _fmt(h["ff"] / f["ff"], 3),
+            f"{h['seconds']['synth']} / {f['seconds']['synth']}",
+            f"{run['date'][:10]} (commit {run['commit'].split()[0][:12]})" if run else "-")
+
+
+def _report_run_time(doc: dict) -> list[str]:
+    """The wall-clock seconds of every point and of the run."""
+    L = ["", "## Run time", "",
+         "Measured wall-clock seconds of each point on the machine that produced this file "
+         "(shared 2-core machine; Verilog generation, Verilator -O0 build + simulation, VCD parse; "
+         "a build found in `sim_build/` from an earlier run, e.g. by the test suite, is reused and "
+         "shows only the simulation):", ""]
+    points = _by_point(doc["measurements"])
+    L += table_lines(["point", "Verilog", "build + run", "VCD", "flits checked",
+                      "transfers checked against the VCD"],
+                     [(f"P={p['ports']} m={p['middle']} {p['dtype']}", p["seconds"]["verilog"],
+                       p["seconds"]["build_and_run"], p["seconds"]["vcd"], p["flits_checked"],
+                       p["vcd_checked_transfers"]) for p in points])
+    total = sum(sum(p["seconds"].values()) for p in points)
     cost_total = sum(c["seconds"]["total"] for c in doc["cost"])
     slowest = max(doc["cost"], key=lambda c: c["seconds"]["total"], default=None)
-    L += ["", f"Sum over points: {total / 60:.1f} min of timing points and {cost_total / 60:.1f} min of "
-          "synthesis and place and route"
-          + (f" (the longest, {slowest['name']}, {slowest['seconds']['total'] / 60:.1f} min)"
-             if slowest else "") + "."]
+    text = (f"Sum over points: {total / 60:.1f} min of timing points and {cost_total / 60:.1f} min of "
+            "synthesis and place and route"
+            + (f" (the longest, {slowest['name']}, {slowest['seconds']['total'] / 60:.1f} min)"
+               if slowest else "") + ".")
+    g = doc["generated_by"]
     if g.get("seconds"):
-        L[-1] += (f" This file's run took {g['seconds'] / 60:.1f} min of wall-clock time from an empty "
-                  f"cache with {g.get('jobs') or 1} point(s) measured at once (`--jobs`, default: "
-                  "the CPU count).")
+        text += (f" This file's run took {g['seconds'] / 60:.1f} min of wall-clock time from an empty "
+                 f"cache with {g.get('jobs') or 1} point(s) measured at once (`--jobs`, default: "
+                 "the CPU count).")
     else:
-        L[-1] += (" This file was assembled from cached points (`--report-only`), so no single run's "
-                  "wall-clock time applies.")
-    L[-1] += (" Every point is cached in `build/characterize/` as it completes, so an interrupted "
-              "run resumes where it stopped (without `--fresh`).")
-    if doc["not_measured"]:
-        L += ["", "## Not measured", "", "| what | reason | command that measures it |", "|---|---|---|"]
-        for n in doc["not_measured"]:
-            L.append(f"| {n['what']} | {n['reason']} | `{n['command']}` |")
-    markdown.parent.mkdir(parents=True, exist_ok=True)
-    markdown.write_text("\n".join(L) + "\n")
+        text += (" This file was assembled from cached points (`--report-only`), so no single run's "
+                 "wall-clock time applies.")
+    text += (" Every point is cached in `build/characterize/` as it completes, so an interrupted "
+             "run resumes where it stopped (without `--fresh`).")
+    return L + ["", text]
+
+
+def _report_not_measured(doc: dict) -> list[str]:
+    if not doc["not_measured"]:
+        return []
+    return (["", "## Not measured", ""]
+            + table_lines(["what", "reason", "command that measures it"],
+                          [(n["what"], n["reason"], f"`{n['command']}`") for n in doc["not_measured"]]))
 
 
 def write_json(doc: dict, path: Path) -> None:

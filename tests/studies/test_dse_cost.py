@@ -91,9 +91,9 @@ def test_summary_finds_the_cheapest_design_within_five_percent():
     times = {designs[0].name: 1.00, designs[1].name: 1.06, designs[2].name: 1.04}
     rows = [{"design": d.name, "strategy": "MP1-DP20-PP1", "feasible": True, "time_per_sample_s": times[d.name],
              "time_s": times[d.name] * 800, "exposed_comm_s": 0.0} for d in designs]
-    s = summarise(rows, designs, P, COST)["reference"]
-    assert s["cheapest_within"] == designs[2].name      # 1.06 is outside 5 %, 1.04 inside
-    assert s["area_saving"] == pytest.approx(1 - fabric_cost(designs[2], P, COST)["area_mm2"] / COST.paper_total_mm2)
+    s = summarise(rows, designs, P, COST).reference
+    assert s.cheapest_within == designs[2].name      # 1.06 is outside 5 %, 1.04 inside
+    assert s.area_saving == pytest.approx(1 - fabric_cost(designs[2], P, COST)["area_mm2"] / COST.paper_total_mm2)
 
 
 def test_grid_designs_drop_the_meaningless_uplink_of_one_l1_and_add_the_reference():

@@ -117,15 +117,15 @@ def test_validation_meets_the_target_on_the_two_smallest_models():
     """`fred validate` over all eight cases takes about a minute (test_validation_full);
     the 8- and 64-GPU models run here: each within 10 % of the measured time."""
     result = run_validation(only=["megatron-22b", "gpt3-175b"])
-    assert len(result["cases"]) == 4
-    for row in result["cases"]:
-        assert abs(row["error"]) <= 0.10, row["case"]
+    assert len(result.cases) == 4
+    for row in result.cases:
+        assert abs(row.error) <= 0.10, row.case
 
 
 @pytest.mark.full
 def test_validation_full():
     result = run_validation()
-    assert result["mean_abs_error"] <= 0.05 and result["worst_abs_error"] <= 0.10
+    assert result.mean_abs_error <= 0.05 and result.worst_abs_error <= 0.10
 
 
 def test_cli_validate_json():

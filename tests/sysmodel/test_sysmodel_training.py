@@ -277,10 +277,10 @@ def test_one_global_compute_speed_cannot_reproduce_the_paper():
     `--calibration paper` fits one per workload."""
     from studies.evaluation import calibrate
     cal = calibrate(P)
-    assert cal["error"]["fred-c"]["resnet-152"] == pytest.approx(0.0, abs=0.01)   # the fit
-    assert abs(cal["error"]["fred-d"]["resnet-152"]) <= 0.10
-    assert len(cal["within_10pct"]) < 8
-    assert not {"transformer-17b/fred-c", "transformer-1t/fred-c"} & set(cal["within_10pct"])
+    assert cal.error["fred-c"]["resnet-152"] == pytest.approx(0.0, abs=0.01)   # the fit
+    assert abs(cal.error["fred-d"]["resnet-152"]) <= 0.10
+    assert len(cal.within_10pct) < 8
+    assert not {"transformer-17b/fred-c", "transformer-1t/fred-c"} & set(cal.within_10pct)
 
 
 def test_calibration_fits_its_anchor_and_compares_the_rest():
@@ -289,19 +289,19 @@ def test_calibration_fits_its_anchor_and_compares_the_rest():
     from studies.evaluation import CALIBRATION_ANCHOR, calibrate
     cal = calibrate(P)
     workload, fabric = CALIBRATION_ANCHOR
-    assert cal["anchor"] == f"{workload}/{fabric}" and cal["scale"] > 1
-    assert cal["error"][fabric][workload] == pytest.approx(0.0, abs=0.01)   # the fit
-    for f, per in cal["error"].items():
+    assert cal.anchor == f"{workload}/{fabric}" and cal.scale > 1
+    assert cal.error[fabric][workload] == pytest.approx(0.0, abs=0.01)   # the fit
+    for f, per in cal.error.items():
         for w, e in per.items():
-            assert e == pytest.approx(cal["speedup"][f][w] / PAPER_SPEEDUP[f][w] - 1)
-    assert cal["within_10pct"] == sorted(f"{w}/{f}" for f, per in cal["error"].items()
+            assert e == pytest.approx(cal.speedup[f][w] / PAPER_SPEEDUP[f][w] - 1)
+    assert cal.within_10pct == sorted(f"{w}/{f}" for f, per in cal.error.items()
                                          for w, e in per.items() if abs(e) <= 0.10)
 
 
 def test_spread_summarises_implied_scales():
-    from studies.evaluation import _spread
+    from studies.evaluation import Spread, _spread
     spread = _spread({"fred-c": {"a": 2.0, "b": None}, "fred-d": {"a": 8.0}})
-    assert spread == {"min": 2.0, "max": 8.0, "ratio": 4.0, "unreachable": ["b/fred-c"]}
+    assert spread == Spread(min=2.0, max=8.0, ratio=4.0, unreachable=["b/fred-c"])
 
 
 # -- the speedup table ---------------------------------------------------------------------------
@@ -352,9 +352,9 @@ def test_implied_compute_scale_finds_where_the_speedup_reaches_a_target():
 def test_sweep_ranks_every_factorisation():
     rows = sweep("transformer-17b", "fred-d")
     assert len(rows) == 18
-    times = [r["time_per_sample_s"] for r in rows if r["feasible"]]
+    times = [r.time_per_sample_s for r in rows if r.feasible]
     assert times == sorted(times)
-    assert [r["rank"] for r in rows] == list(range(1, 19))
+    assert [r.rank for r in rows] == list(range(1, 19))
 
 
 def test_cli_sweep_errors():

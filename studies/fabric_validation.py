@@ -1,0 +1,155 @@
+"""The paper's Fig. 9 collectives on the RTL fabrics against the system model: the rows of
+``fred fabric-validate``, their summary, and the block it writes into
+``docs/fabric_validation.md`` (between the fabric-validate markers) with its plot.
+
+Each case is a :class:`~studies.fabric_case.FabricCase` (built and run by
+:mod:`studies.fabric_case`); :func:`validation_row` reads the figures this report shows from it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform as host
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from studies.report import OMIT_NONE, Column, Markdown, figure, replace_marked_block, save_png
+
+__all__ = ["CASES", "TOLERANCE", "BEGIN", "END", "FabricValidationRow", "FabricValidation",
+           "validation_row", "summarise", "markdown_block", "write_fabric_validation"]
+
+#: (label, request arguments) of the paper's Fig. 9 microbenchmarks (shared spec FRED.md sec. 4)
+CASES = (
+    ("wafer all-reduce", dict(op="all-reduce", group="wafer")),
+    ("MP2-DP5-PP2 MP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="mp")),
+    ("MP2-DP5-PP2 DP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="dp")),
+    ("MP2-DP5-PP2 PP multicast", dict(op="multicast", strategy="MP2-DP5-PP2", dim="pp")),
+)
+#: The agreement asked for, |RTL / model - 1| (docs/fabric_validation.md).
+TOLERANCE = 0.05
+BEGIN, END = "<!-- fabric-validate:begin -->", "<!-- fabric-validate:end -->"
+
+
+@dataclass(frozen=True)
+class FabricValidationRow:
+    """One case on one fabric at one size: the model's cycles (and their parts), the RTL's,
+    their ratio and the flits the RTL delivered and the harness checked."""
+
+    fabric: str
+    case: str
+    size_flits: int
+    algorithm: str
+    model_cycles: float
+    model_bandwidth_cycles: float
+    model_latency_cycles: float
+    model_phase_cycles: float
+    model_phases: int
+    busiest_link: str
+    rtl_cycles: int
+    ratio: float
+    flits_checked: int
+    cycles_per_s: float
+
+    @property
+    def within(self) -> bool:
+        return abs(self.ratio - 1) <= TOLERANCE
+
+
+@dataclass(frozen=True)
+class FabricValidation:
+    """Every row, how many agree within ``tolerance``, the worst, and the run's command, date
+    and host (``fred fabric-validate --json``; ``output``/``plot`` once written)."""
+
+    cases: tuple
+    tolerance: float
+    within_tolerance: int
+    worst: FabricValidationRow
+    command: str
+    date: str
+    host: str
+    output: str | None = field(default=None, metadata=OMIT_NONE)
+    plot: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+def validation_row(label: str, case) -> FabricValidationRow:
+    """The row of a :class:`~studies.fabric_case.FabricCase` that the RTL has run."""
+    est, rtl = case.estimate, case.rtl
+    return FabricValidationRow(
+        fabric=case.spec.name, case=label, size_flits=case.request.size_flits,
+        algorithm=est.algorithm, model_cycles=est.cycles,
+        model_bandwidth_cycles=est.bandwidth_cycles, model_latency_cycles=est.latency_cycles,
+        model_phase_cycles=est.phase_cycles, model_phases=est.phases,
+        busiest_link=est.busiest_link, rtl_cycles=rtl.cycles, ratio=case.ratio,
+        flits_checked=rtl.flits_checked, cycles_per_s=rtl.cycles_per_s)
+
+
+def summarise(rows, command: str) -> FabricValidation:
+    """The summary of ``rows``, stamped with ``command``, today's date (UTC) and this host."""
+    rows = tuple(rows)
+    return FabricValidation(
+        cases=rows, tolerance=TOLERANCE, within_tolerance=sum(r.within for r in rows),
+        worst=max(rows, key=lambda r: abs(r.ratio - 1)), command=command,
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        host=f"{host.machine()}, {os.cpu_count()} CPUs, Python {host.python_version()}")
+
+
+def _model_cell(r: FabricValidationRow) -> str:
+    return (f"{r.model_cycles:.1f} ({r.model_bandwidth_cycles:.0f} + {r.model_latency_cycles:.0f} "
+            f"+ {r.model_phase_cycles:.0f})")
+
+
+_COLUMNS = (
+    Column("fabric", "fabric"), Column("case", "case"), Column("flits", "size_flits", rule="---:"),
+    Column("algorithm", "algorithm"),
+    Column("model cycles (link + latency + phases)", _model_cell, rule="---:"),
+    Column("RTL cycles", "rtl_cycles", rule="---:"),
+    Column("RTL/model", lambda r: f"{r.ratio:.3f}" + ("" if r.within else " **!**"), rule="---:"),
+    Column("flits checked", "flits_checked", rule="---:"),
+)
+
+
+def markdown_block(result: FabricValidation, plot: Path, output: Path) -> str:
+    """The block between the markers: the run, the agreement, the table and the plot (linked
+    relative to ``output``'s folder when it is below it)."""
+    w = result.worst
+    try:
+        rel = plot.resolve().relative_to(output.resolve().parent)
+    except ValueError:
+        rel = plot
+    doc = Markdown().raw(BEGIN).paragraph(
+        f"Generated by `{result.command}` on {result.date} ({result.host}). "
+        f"**{result.within_tolerance}/{len(result.cases)} cases** agree within "
+        f"{result.tolerance:.0%}; the worst is {w.fabric} {w.case} at {w.size_flits} flits "
+        f"(RTL/model {w.ratio:.3f}).")
+    doc.table(_COLUMNS, result.cases).image("RTL vs model cycles", rel.as_posix()).blank().raw(END)
+    return "\n".join(doc.lines)
+
+
+def write_fabric_validation(result: FabricValidation, output: Path, plot: Path) -> None:
+    """The plot at ``plot`` and the block in ``output`` (between its markers, keeping the text
+    around them; the document is created if missing)."""
+    _plot(result.cases, plot)
+    replace_marked_block(output, BEGIN, END, markdown_block(result, plot, output),
+                         new_document_head="# The fabric RTL against the system model\n\n")
+
+
+def _plot(rows, path: Path) -> None:
+    fig, ax = figure(figsize=(6.5, 5))
+    markers = {"fred-a": "o", "fred-b": "s", "fred-c": "^", "fred-d": "D"}
+    for fabric in sorted({r.fabric for r in rows}):
+        mine = [r for r in rows if r.fabric == fabric]
+        ax.scatter([r.model_cycles for r in mine], [r.rtl_cycles for r in mine],
+                   marker=markers.get(fabric, "x"), label=fabric)
+    lo = min(min(r.model_cycles, r.rtl_cycles) for r in rows) * 0.8
+    hi = max(max(r.model_cycles, r.rtl_cycles) for r in rows) * 1.25
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="RTL = model")
+    for k in (1 - TOLERANCE, 1 + TOLERANCE):
+        ax.plot([lo, hi], [lo * k, hi * k], "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("system model (cycles)")
+    ax.set_ylabel("RTL under Verilator (cycles)")
+    ax.set_title(f"Fig. 9 collectives on the RTL fabric (dotted: +-{TOLERANCE:.0%})")
+    ax.legend()
+    save_png(fig, path, dpi=120)
