@@ -1,4 +1,4 @@
-"""Run independent points in process, in a local process pool, or on a Dask cluster (issue 16).
+"""Run independent points in process, in a local process pool, or on a Dask cluster (docs/sysmodel.md, Speed).
 
 :func:`run_points` takes a top-level function and a list of plain-data specs (JSON-able
 dicts; see :mod:`studies.points`) and returns one :class:`PointResult` per spec, in order:

@@ -1,4 +1,4 @@
-"""Progress bars for long commands (issue 16): counts and time remaining, on stderr.
+"""Progress bars for long commands (docs/sysmodel.md, Speed): counts and time remaining, on stderr.
 
 :func:`progress_bar` returns a tqdm bar (``done/total``, rate, elapsed and remaining time) when
 it is wanted -- stdout and stderr are terminals and the command was not asked for ``--json``

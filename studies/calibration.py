@@ -1,4 +1,4 @@
-"""The paper where its inputs are unknown, stated as calibration (issue 14).
+"""The paper where its inputs are unknown, stated as calibration (docs/sysmodel.md, Fidelity).
 
 The paper does not give its NPU's compute speed or how much work an iteration holds (its
 tables were images), and the four workloads imply different compute speeds (docs/sysmodel.md).

@@ -1,4 +1,4 @@
-"""Silicon area and power of a FRED fabric design (issue 16; ``fred dse``).
+"""Silicon area and power of a FRED fabric design (docs/dse.md; ``fred dse``).
 
 A :class:`FabricDesign` is a two-level FRED tree on the platform's NPUs: ``npus_per_l1`` NPUs
 per L1 switch, L1-L2 bandwidth per L1 as a fraction of the attached NPUs' bandwidth,

@@ -1,4 +1,4 @@
-"""Design-space exploration of the FRED fabric (issue 16; ``fred dse``).
+"""Design-space exploration of the FRED fabric (docs/dse.md; ``fred dse``).
 
 For one workload, every :class:`~studies.cost.FabricDesign` of a :class:`DseGrid` (NPUs per
 L1, L1-L2 bandwidth per L1, in-switch collectives, middle subnetworks m, chiplet size P, I/O

@@ -1,7 +1,7 @@
 """The main job: the paper's end-to-end results, the strategy sweep, and their files.
 
 :func:`run_evaluation` runs the four workloads on the mesh and Fred-A..D (the paper's
-strategies, 16 samples per DP replica), the Transformer-17B microbenchmarks of issue 7, the
+strategies, 16 samples per DP replica), the Transformer-17B microbenchmarks (docs/sysmodel.md, Fabrics and collectives), the
 strategy sweeps (Transformer-17B and Transformer-1T, 40 samples per DP replica, mesh and
 Fred-D) and a diagnostic: for each workload, the factor by which NPU compute would have to be
 faster (peak FLOPS and HBM bandwidth scaled together) for the model's Fred-C / Fred-D speedup

@@ -1,4 +1,4 @@
-"""One fabric case for ``fred fabric-sim`` and ``fred fabric-validate`` (issue 15): the request
+"""One fabric case for ``fred fabric-sim`` and ``fred fabric-validate`` (docs/fabric_rtl.md): the request
 validated, the system model's cycles on the RTL fabric's platform, then the RTL run under
 Verilator, and their ratio.
 

@@ -1,4 +1,4 @@
-"""Model points as plain data, for process pools and clusters (issue 16).
+"""Model points as plain data, for process pools and clusters (docs/sysmodel.md, Speed).
 
 A sweep or design-space exploration is a list of independent points. To run them in other
 processes or on other machines (``fred sweep --jobs`` / ``--scheduler``), each point is a

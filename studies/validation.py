@@ -1,4 +1,4 @@
-"""The training model against measured training runs (issue 14): ``fred validate``.
+"""The training model against measured training runs (docs/sysmodel.md, Fidelity): ``fred validate``.
 
 The cases are Megatron-LM iterations measured on DGX A100 80 GB nodes by Korthikanti et al.
 2022 (``data/validation/korthikanti2022.toml``: Table 5 times, Table 3 configurations, each

@@ -1,5 +1,5 @@
 """``fred fabric-sim``: one collective on the RTL fabric under Verilator and on the system model
-of the same fabric, side by side (issue 15; docs/fabric_validation.md)."""
+of the same fabric, side by side (docs/fabric_rtl.md; docs/fabric_validation.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``fred fabric-validate``: the paper's Fig. 9 collectives on the RTL fabrics Fred-A..D against
 the system model, at a latency-bound and a bandwidth-bound size; writes the table and a plot
-into docs/fabric_validation.md (issue 15; ``make fabric-validate``)."""
+into docs/fabric_validation.md (docs/fabric_rtl.md; ``make fabric-validate``)."""
 
 from __future__ import annotations
 

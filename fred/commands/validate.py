@@ -1,4 +1,4 @@
-"""``fred validate``: the training model against measured training runs (issue 14)."""
+"""``fred validate``: the training model against measured training runs (docs/sysmodel.md, Fidelity)."""
 
 from __future__ import annotations
 

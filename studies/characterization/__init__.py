@@ -1,4 +1,4 @@
-"""Characterization of the FRED switch RTL (issue 6): measured timings and cost as data.
+"""Characterization of the FRED switch RTL (docs/characterization.md): measured timings and cost as data.
 
 * :mod:`.timing`: one Verilator build per (P, m, dtype), the ``bench_characterize`` cocotb bench
   over every traffic class with and without backpressure, figures computed from the VCD and
