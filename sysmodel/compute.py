@@ -36,8 +36,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from hdl.contracts.errors import FredError
+from hdl.contracts.input_schema import (InputModel, NonNegativeNumber, PositiveInt, PositiveNumber,
+                                        validate_input)
 from sysmodel.model_cache import FrozenDict
 
 __all__ = ["Gemm", "VectorOp", "ComputeModel", "DTYPE_BYTES", "parse_compute"]
@@ -230,34 +235,38 @@ class ComputeModel:
 #: Peak of each data type relative to FP16 on A100/H100 tensor cores (NVIDIA data sheets:
 #: BF16 = FP16, FP8 2x (H100), TF32 0.5x).
 DEFAULT_DTYPE_SPEED = {"fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "fp32": 0.5}
-_KEYS = {"sms", "tiles", "gemm_peak_fraction", "k_overhead", "vector_efficiency"}
-_OPTIONAL_KEYS = {"dtype_speed"}
+
+
+#: A fraction in (0, 1]: an efficiency or a share of the peak.
+_Fraction = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+#: One GEMM tile: ``[rows >= 1, cols >= 1, relative efficiency in (0, 1]]`` (a TOML array, so
+#: the tuple itself is lax; each element keeps its strict type).
+_Tile = Annotated[tuple[PositiveInt, PositiveInt, _Fraction], Field(strict=False)]
+
+
+class _ComputeTable(InputModel):
+    """The platform file's ``[compute]`` table (``docs/sysmodel.md``, Fidelity)."""
+
+    sms: PositiveInt
+    tiles: Annotated[list[_Tile], Field(min_length=1)]
+    gemm_peak_fraction: _Fraction
+    k_overhead: NonNegativeNumber
+    vector_efficiency: _Fraction
+    dtype_speed: dict[Literal[tuple(DTYPE_BYTES)], PositiveNumber] = {}
 
 
 def parse_compute(table: dict, *, peak_tflops: float, memory_gbps: float,
                   source: str = "<toml>") -> ComputeModel:
-    """A :class:`ComputeModel` from a ``[compute]`` table (errors name the key); peak and HBM
-    bandwidth come from the platform's ``[npu]`` section."""
-    if not isinstance(table, dict):
-        raise FredError(f"{source}: [compute] must be a table")
-    for key in table:
-        if key not in _KEYS | _OPTIONAL_KEYS:
-            raise FredError(f"{source}: unknown key compute.{key}")
-    for key in _KEYS:
-        if key not in table:
-            raise FredError(f"{source}: missing compute.{key}")
-    speed = table.get("dtype_speed", DEFAULT_DTYPE_SPEED)
-    if not isinstance(speed, dict):
-        raise FredError(f"{source}: compute.dtype_speed must be a table of data type = factor")
+    """A :class:`ComputeModel` from a ``[compute]`` table, validated by its schema (errors name
+    the file, the table and the key); peak and HBM bandwidth come from the platform's ``[npu]``
+    section. Data types ``dtype_speed`` leaves out keep :data:`DEFAULT_DTYPE_SPEED`."""
+    doc = validate_input(_ComputeTable, table, source, prefix=("compute",))
     try:
-        return ComputeModel(peak_tflops=peak_tflops, memory_gbps=memory_gbps,
-                            sms=table["sms"], tiles=tuple(tuple(t) for t in table["tiles"]),
-                            gemm_peak_fraction=table["gemm_peak_fraction"],
-                            k_overhead=table["k_overhead"],
-                            vector_efficiency=table["vector_efficiency"],
-                            dtype_speed={**DEFAULT_DTYPE_SPEED, **speed})
-    except (TypeError, ValueError) as exc:
-        raise FredError(f"{source}: [compute]: {exc}") from None
+        return ComputeModel(peak_tflops=peak_tflops, memory_gbps=memory_gbps, sms=doc.sms,
+                            tiles=tuple(tuple(t) for t in doc.tiles),
+                            gemm_peak_fraction=doc.gemm_peak_fraction, k_overhead=doc.k_overhead,
+                            vector_efficiency=doc.vector_efficiency,
+                            dtype_speed={**DEFAULT_DTYPE_SPEED, **doc.dtype_speed})
     except FredError as exc:
         raise FredError(f"{source}: {exc}") from None
 

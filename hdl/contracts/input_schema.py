@@ -81,6 +81,11 @@ def input_error_message(exc: ValidationError, source: str, *, model: type[BaseMo
         reason = f"unknown {what}" + (f" (expected one of: {', '.join(allowed)})" if allowed else "")
     elif kind in ("value_error", "assertion_error"):
         reason = str(error.get("ctx", {}).get("error", error["msg"]))
+    elif kind in ("too_short", "too_long"):
+        ctx = error.get("ctx", {})
+        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        reason = (f"expected {'at least' if kind == 'too_short' else 'at most'} {bound} "
+                  f"{'entry' if bound == 1 else 'entries'}, got {ctx.get('actual_length')}")
     else:
         expected = _describe(annotation, metadata) if annotation is not None else None
         reason = f"expected {expected or _fallback(error)}, got {_shown(error['input'])}"

@@ -88,11 +88,11 @@ def test_platform_compute_section_is_validated_and_follows_the_peak():
     from importlib import resources
     doc = tomllib.loads(resources.files("sysmodel").joinpath("configs", "paper.toml").read_text())
     doc["compute"]["colour"] = 1
-    with pytest.raises(FredError, match="unknown key compute.colour"):
+    with pytest.raises(FredError, match=r"\[compute\] colour: unknown key"):
         parse_platform(doc, switch=p.switch)
     del doc["compute"]["colour"]
-    doc["compute"]["tiles"] = [[128, 128, 1.5]]
-    with pytest.raises(FredError, match="relative efficiency"):
+    doc["compute"]["tiles"] = [[128, 128, 1.5]]     # a tile's relative efficiency above 1
+    with pytest.raises(FredError, match=r"\[compute\] tiles\[0\]\[2\]: expected a number in \(0, 1\], got 1.5"):
         parse_platform(doc, switch=p.switch)
 
 
@@ -119,3 +119,24 @@ def test_bigger_model_parallel_degree_means_less_efficient_gemms():
         eff.append(block.fwd_flops * 2 / mp / t / p.peak_flops)
     assert all(a >= b for a, b in zip(eff, eff[1:])) and eff[0] > 1.2 * eff[-1]
     assert not any(math.isnan(e) for e in eff)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("sms", True, r"\[compute\] sms: expected an integer >= 1, got true"),
+    ("tiles", [], r"\[compute\] tiles: expected at least 1 entry, got 0"),
+    ("tiles", [[128.0, 128, 0.5]], r"\[compute\] tiles\[0\]\[0\]: expected an integer >= 1, got 128.0"),
+    ("tiles", [[128, 128]], r"\[compute\] tiles\[0\]\[2\]: missing"),
+    ("k_overhead", -1, r"\[compute\] k_overhead: expected a number >= 0, got -1"),
+    ("vector_efficiency", 0, r"\[compute\] vector_efficiency: expected a number in \(0, 1\], got 0"),
+    ("dtype_speed", {"fp64": 1.0}, r"\[compute.dtype_speed\] fp64: expected one of"),
+])
+def test_compute_table_errors_name_the_file_the_table_and_the_key(key, value, message):
+    """The ``[compute]`` table is validated by its schema (no hand-written type checks): a bool
+    is no number, an int field takes no float, every error names the table and the key."""
+    import tomllib
+    from importlib import resources
+    p = default_platform()
+    doc = tomllib.loads(resources.files("sysmodel").joinpath("configs", "paper.toml").read_text())
+    doc["compute"][key] = value
+    with pytest.raises(FredError, match=message):
+        parse_platform(doc, switch=p.switch, source="x.toml")
