@@ -254,8 +254,9 @@ class Markdown:
     def paragraph(self, text: str) -> "Markdown":
         return self._block([text])
 
-    def bullets(self, items: Iterable[str]) -> "Markdown":
-        return self._block([f"* {x}" for x in items])
+    def bullets(self, items: Iterable[str], marker: str = "*") -> "Markdown":
+        """A list, one item a line, each after ``marker`` (``*`` or ``-``) and a space."""
+        return self._block([f"{marker} {x}" for x in items])
 
     def image(self, alt: str, target: str) -> "Markdown":
         return self._block([f"![{alt}]({target})"])

@@ -31,6 +31,7 @@ from eda.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions
 from hdl.designs.reduction import ReductionUnit
 from hdl.designs.reduction.synth_harness import SynthHarness
 from hdl.emit.verilog import to_verilog
+from studies.report import Column, check_writable, table_lines, write_json
 
 __all__ = ["synth_point", "synth_report", "markdown"]
 
@@ -92,21 +93,29 @@ def synth_point(dtype: str, lanes: int, *, out: Path, freq: float, seeds: list[i
         "critical_path": _critical_path(median_report), "critical_path_seed": median_seed,
         "target_mhz": freq, "seconds": round(time.time() - started, 1),
     }
-    (folder / "result.json").write_text(json.dumps(result, indent=2))
+    write_json(folder / "result.json", result, sort_keys=False)
     return result
 
 
+def _critical_path_cell(cp: dict | None) -> str:
+    if not cp:
+        return "-"
+    return (f"{cp.get('start_cell')} -> {cp.get('end_cell')} ({cp.get('logic_ns')} ns logic, "
+            f"{cp.get('routing_ns')} ns routing)")
+
+
+#: the columns of the table ``fred synth`` prints (rows: the result dicts of :func:`synth_point`)
+COLUMNS = [Column("dtype", "dtype"), Column("lanes", "lanes"), Column("latency", "latency_cycles"),
+           Column("LUT4", "lut4"), Column("CCU2C", "ccu2c"), Column("LUT eq.", "lut_equivalent"),
+           Column("FF", "ff"),
+           Column("Fmax median (best), MHz", lambda r: f"{r['fmax_mhz']} ({r['fmax_best_mhz']})"),
+           Column("critical path (median seed)", lambda r: _critical_path_cell(r.get("critical_path")))]
+
+
 def markdown(results: list[dict]) -> str:
-    lines = ["| dtype | lanes | latency | LUT4 | CCU2C | LUT eq. | FF | Fmax median (best), MHz | "
-             "critical path (median seed) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        cp = r.get("critical_path") or {}
-        path = f"{cp.get('start_cell')} -> {cp.get('end_cell')} ({cp.get('logic_ns')} ns logic, " \
-               f"{cp.get('routing_ns')} ns routing)" if cp else "-"
-        lines.append(f"| {r['dtype']} | {r['lanes']} | {r['latency_cycles']} | {r['lut4']} | "
-                     f"{r['ccu2c']} | {r['lut_equivalent']} | {r['ff']} | {r['fmax_mhz']} "
-                     f"({r['fmax_best_mhz']}) | {path} |")
-    return "\n".join(lines)
+    """The Markdown table of ``results`` (one dict per point, as :func:`synth_point` returns),
+    without a final newline (it is printed)."""
+    return "\n".join(table_lines(COLUMNS, results))
 
 
 def synth_report(points: list[tuple[str, int]], *, out: Path | str = "results/synth",
@@ -118,7 +127,7 @@ def synth_report(points: list[tuple[str, int]], *, out: Path | str = "results/sy
     recorded under ``failures`` (with the error) and the others go on. Returns the summary:
     ``device``, ``tools`` (versions), ``results`` (one dict per point) and ``failures``.
     """
-    out = Path(out)
+    out = check_writable(out, folder=True)   # an unwritable folder fails before the tools run
     out.mkdir(parents=True, exist_ok=True)
     failures = []
     # a missing synth extra is one error up front, not one failure per point
@@ -141,5 +150,5 @@ def synth_report(points: list[tuple[str, int]], *, out: Path | str = "results/sy
         results = [r for r in pool.map(one, points) if r]
     summary = {"device": "LFE5U-85F CABGA381", "tools": tool_versions(timeout=120), "results": results,
                "failures": failures}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(out / "summary.json", summary, sort_keys=False)
     return summary

@@ -31,6 +31,7 @@ from hdl.compiler.routability import (bell_number, partition_flows, placement_re
                                       placement_traffic, random_flow_set, random_partition,
                                       set_partitions)
 from hdl.contracts.placement import factorisations
+from studies.report import Column, Markdown, check_writable
 
 SIZES = (8, 16, 32, 64)
 ODD_SIZES = (10, 12, 20)  # the paper's chiplets Fred_3(10), Fred_3(12); 20 NPUs on one switch
@@ -118,6 +119,8 @@ def run(count: int = 50, samples: int = 1000, seed: int = 1, write_doc: Path | N
     """Print the routing time per flow set on Fred_m(64) (``count`` sets per random kind, seeded
     by ``seed``); with ``write_doc``, also measure the routability tables (``samples`` random
     partitions per (P, m) where enumeration is too large) and write the report there."""
+    if write_doc:   # an unwritable report fails now, not after the measurements
+        check_writable(write_doc)
     timing = []
     print(f"Routing time per flow set on Fred_m(64) ({count} sets per random kind, seed {seed})")
     print(f"{'m':>2} {'kind':12} {'sets':>5} {'mean ms':>9} {'median ms':>10} {'max ms':>9} {'1-phase':>8} {'phases':>7}")
@@ -158,15 +161,85 @@ def run(count: int = 50, samples: int = 1000, seed: int = 1, write_doc: Path | N
     print(f"\nwrote {write_doc}")
 
 
+def _wafer_cell(entry: dict) -> str:
+    bad = {k: v for k, v in entry["phases"].items() if v["one_phase"] != "routed"}
+    return "all one phase" if not bad else "; ".join(
+        f"{k}: {v['phase_count']} phases" for k, v in bad.items())
+
+
+def _partitions(row: dict) -> str:
+    return f"{row['mode']} ({row['total']})"
+
+
+#: the table of one-phase routability of port partitions (rows of :func:`routability_row`)
+ROUTABILITY_COLUMNS = [
+    Column("P", "ports"), Column("m", "middle"), Column("partitions", _partitions),
+    Column("one phase", "one_phase_fraction", ".4f"), Column("mean phases", "mean_phases", ".4f"),
+    Column("greedy one phase", "greedy_one_phase_fraction", ".4f"), Column("bound", "search_bound"),
+    Column("general flow sets one phase",
+           lambda r: f"{r['general_one_phase_fraction']:.4f} ({r['general_total']})")]
+#: the table of 3D-parallel placements (rows of :func:`placement_row`)
+PLACEMENT_COLUMNS = [
+    Column("P", "ports"), Column("m", "middle"), Column("traffic phases (all N <= P)", "traffic_phases"),
+    Column("need > 1 phase", "not_one_phase"), Column("examples", lambda r: "; ".join(r["examples"]) or "-"),
+    Column("placements of N = P fully one-phase",
+           lambda r: f"{r['full_all_one_phase']}/{r['full_placements']}")]
+#: the non-power-of-two table: rows are (routability row, placement row) pairs
+ODD_COLUMNS = [
+    Column("P", lambda rp: rp[0]["ports"]), Column("m", lambda rp: rp[0]["middle"]),
+    Column("partitions", lambda rp: _partitions(rp[0])),
+    Column("one phase", lambda rp: rp[0]["one_phase_fraction"], ".4f"),
+    Column("mean phases", lambda rp: rp[0]["mean_phases"], ".4f"),
+    Column("general flow sets one phase", lambda rp: rp[0]["general_one_phase_fraction"], ".4f"),
+    Column("placement traffic phases (all N <= P) needing > 1 phase",
+           lambda rp: f"{rp[1]['not_one_phase']}/{rp[1]['traffic_phases']}")]
+#: the routing time table (rows of :func:`time_routing` with their ``middle``)
+TIMING_COLUMNS = [
+    Column("m", "middle"), Column("flow sets", "kind"), Column("sets", "sets"),
+    Column("mean ms", "mean_ms", ".2f"), Column("median ms", "median_ms", ".2f"),
+    Column("max ms", "max_ms", ".2f"), Column("one phase", "one_phase_fraction", ".3f"),
+    Column("mean phases", "mean_phases", ".3f")]
+#: the switches of the 20-NPU wafer table, one column each
+WAFER_SWITCHES = [(32, 2), (32, 3), (20, 2), (20, 3)]
+
+
+def _findings(table, place) -> list[str]:
+    items = []
+    for middle in MIDDLES:
+        rows = [r for r in place if r["middle"] == middle]
+        failing = sum(r["not_one_phase"] for r in rows)
+        total = sum(r["traffic_phases"] for r in rows)
+        items.append(f"m = {middle}: {total - failing}/{total} traffic phases of 3D-parallel placements "
+                     f"(every N <= P, P in {{8, 16, 32, 64}}) route in one phase"
+                     + ("." if failing == 0 else f"; {failing} need two phases or more."))
+    p64 = {r["middle"]: r for r in table if r["ports"] == 64}
+    items += [
+        f"Uniformly random partitions of 64 ports route in one phase with probability "
+        + ", ".join(f"{p64[m]['one_phase_fraction']:.3f} (m = {m})" for m in MIDDLES)
+        + "; at m = 2 they almost never do (group sets are rarely free of odd conflict cycles at"
+        " every level), at m = 3 almost always.",
+        f"Backtracking over colourings (vs the first valid colouring) changes the one-phase "
+        "fraction only slightly: " + ", ".join(
+            f"P={r['ports']} m={r['middle']}: {r['greedy_one_phase_fraction']:.3f} -> "
+            f"{r['one_phase_fraction']:.3f}" for r in table
+            if r["greedy_one_phase_fraction"] != r["one_phase_fraction"]) + ".",
+    ]
+    return items
+
+
 def _write_doc(path: Path, options: dict, timing, table, place, wafer, odd, odd_place) -> None:
+    """Write the routability report to ``path``: ``options`` (``samples``, ``count``, ``seed``)
+    as run; the rows of :func:`time_routing` (``timing``), :func:`routability_row` (``table``,
+    with a P = 64 row per m for the findings; ``odd``), :func:`placement_row` (``place``,
+    ``odd_place``, one per ``odd`` row) and ``wafer``: ``placement_report`` of 20 NPUs per
+    switch of :data:`WAFER_SWITCHES`."""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        "# Routability of Fred_m(P)",
-        "",
+    doc = Markdown().heading("Routability of Fred_m(P)", 1)
+    doc.paragraph(
         "Generated by `fred bench router --write-doc docs/routability.md` "
         f"(`--samples {options['samples']} --count {options['count']} --seed {options['seed']}`) on {now}, "
-        f"Python {platform.python_version()}, {platform.machine()}. Do not edit by hand.",
-        "",
+        f"Python {platform.python_version()}, {platform.machine()}. Do not edit by hand.")
+    doc.paragraph("\n".join([
         "Method: `hdl/compiler/router.py` (colouring of the conflict graph per level with",
         "conflict-directed backjumping, nogoods learned from failed subnetworks; exact unless",
         "the search bound is hit -- the `bound` column counts those; phase splitting by",
@@ -175,112 +248,40 @@ def _write_doc(path: Path, options: dict, timing, table, place, wafer, odd, odd_
         "groups (one flow G > G per block), drawn uniformly among all set partitions (Stam's",
         "algorithm) or enumerated (`all`). *greedy* is the same router without backtracking",
         "(first valid colouring at each level, the paper's algorithm as written). *general* is",
-        "random general flow sets (`random_flow_set`: unequal inputs and outputs, some ports idle).",
-        "",
-        "## Findings (computed from the tables below)",
-        "",
-    ]
-    for middle in MIDDLES:
-        rows = [r for r in place if r["middle"] == middle]
-        failing = sum(r["not_one_phase"] for r in rows)
-        total = sum(r["traffic_phases"] for r in rows)
-        lines.append(f"- m = {middle}: {total - failing}/{total} traffic phases of 3D-parallel placements "
-                     f"(every N <= P, P in {{8, 16, 32, 64}}) route in one phase"
-                     + ("." if failing == 0 else f"; {failing} need two phases or more."))
-    p64 = {r["middle"]: r for r in table if r["ports"] == 64}
-    lines += [
-        f"- Uniformly random partitions of 64 ports route in one phase with probability "
-        + ", ".join(f"{p64[m]['one_phase_fraction']:.3f} (m = {m})" for m in MIDDLES)
-        + "; at m = 2 they almost never do (group sets are rarely free of odd conflict cycles at"
-        " every level), at m = 3 almost always.",
-        f"- Backtracking over colourings (vs the first valid colouring) changes the one-phase "
-        "fraction only slightly: " + ", ".join(
-            f"P={r['ports']} m={r['middle']}: {r['greedy_one_phase_fraction']:.3f} -> "
-            f"{r['one_phase_fraction']:.3f}" for r in table
-            if r["greedy_one_phase_fraction"] != r["one_phase_fraction"]) + ".",
-        "",
-        "## One-phase routability of port partitions",
-        "",
-        "| P | m | partitions | one phase | mean phases | greedy one phase | bound | general flow sets one phase |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in table:
-        lines.append(f"| {row['ports']} | {row['middle']} | {row['mode']} ({row['total']}) | "
-                     f"{row['one_phase_fraction']:.4f} | {row['mean_phases']:.4f} | "
-                     f"{row['greedy_one_phase_fraction']:.4f} | {row['search_bound']} | "
-                     f"{row['general_one_phase_fraction']:.4f} ({row['general_total']}) |")
-    lines += [
-        "",
-        "## 3D-parallel placements",
-        "",
+        "random general flow sets (`random_flow_set`: unequal inputs and outputs, some ports idle)."]))
+    doc.heading("Findings (computed from the tables below)").bullets(_findings(table, place), marker="-")
+    doc.heading("One-phase routability of port partitions").table(ROUTABILITY_COLUMNS, table)
+    doc.heading("3D-parallel placements").paragraph("\n".join([
         "Placements of N NPUs on ports 0..N-1 (port = mp + MP*(pp + PP*dp): MP groups on consecutive",
         "ports, then PP, then DP) for every ordered factorisation N = MP x DP x PP and every",
         "2 <= N <= P. Traffic phases per placement: MP all-reduce, DP all-reduce, PP stage-to-stage",
         "unicast, PP multicast (first MP rank of a stage to the next stage's MP group); each is one",
         "flow set. `fred routability --ports P --middle m --npus N --samples 1` lists them with the",
-        "reason (a minimal set of flows that cannot share a phase and the microswitches they share).",
-        "",
-        "| P | m | traffic phases (all N <= P) | need > 1 phase | examples | placements of N = P fully one-phase |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in place:
-        lines.append(f"| {row['ports']} | {row['middle']} | {row['traffic_phases']} | {row['not_one_phase']} | "
-                     f"{'; '.join(row['examples']) or '-'} | {row['full_all_one_phase']}/{row['full_placements']} |")
-    lines += [
-        "",
-        "### The paper's 20-NPU wafer on one switch",
-        "",
+        "reason (a minimal set of flows that cannot share a phase and the microswitches they share)."]))
+    doc.table(PLACEMENT_COLUMNS, place)
+    doc.heading("The paper's 20-NPU wafer on one switch", 3).paragraph(
         "Every placement of 20 NPUs on ports 0..19 of Fred_m(32) (RTL sizes) and of Fred_m(20)"
         " (compiler extension; `fred routability --ports P --middle m --npus 20 --samples 1`). The "
-        "paper's GPT-3 strategy is MP(2)-DP(5)-PP(2).",
-        "",
-        "| placement | Fred_2(32) | Fred_3(32) | Fred_2(20) | Fred_3(20) |",
-        "|---|---|---|---|---|",
-    ]
-    keys = [(32, 2), (32, 3), (20, 2), (20, 3)]
-    for entries in zip(*(wafer[key] for key in keys)):
-        cells = []
-        for entry in entries:
-            bad = {k: v for k, v in entry["phases"].items() if v["one_phase"] != "routed"}
-            cells.append("all one phase" if not bad else "; ".join(
-                f"{k}: {v['phase_count']} phases" for k, v in bad.items()))
-        lines.append(f"| {entries[0]['placement']} | " + " | ".join(cells) + " |")
+        "paper's GPT-3 strategy is MP(2)-DP(5)-PP(2).")
+    # a row: the entries of one placement, one per switch (every switch lists the same placements)
+    doc.table([Column("placement", lambda entries: entries[0]["placement"])]
+              + [Column(f"Fred_{m}({p})", i, _wafer_cell) for i, (p, m) in enumerate(WAFER_SWITCHES)],
+              zip(*(wafer[key] for key in WAFER_SWITCHES)))
     for ports in (32, 20):
         reasons = [(e["placement"], k, v["why"]["reason"]) for e in wafer[(ports, 2)]
                    for k, v in e["phases"].items() if "why" in v]
         if reasons:
-            lines += ["", f"Why on Fred_2({ports}) (`explain()`: a deletion-minimal set of flows "
-                      "that cannot share a phase):", ""]
-            lines += [f"- {name} {kind}: {reason}." for name, kind, reason in reasons]
-    lines += [
-        "",
-        "## Non-power-of-two switches (compiler extension)",
-        "",
-        "Odd P: demux/mux on the last port, subnetworks Fred_m(ceil(P/2)) (docs/configuration.md).",
-        "",
-        "| P | m | partitions | one phase | mean phases | general flow sets one phase | placement traffic phases (all N <= P) needing > 1 phase |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row, prow in zip(odd, odd_place):
-        lines.append(f"| {row['ports']} | {row['middle']} | {row['mode']} ({row['total']}) | "
-                     f"{row['one_phase_fraction']:.4f} | {row['mean_phases']:.4f} | "
-                     f"{row['general_one_phase_fraction']:.4f} | {prow['not_one_phase']}/{prow['traffic_phases']} |")
-    lines += [
-        "",
-        "## Routing time per flow set at P = 64",
-        "",
+            doc.paragraph(f"Why on Fred_2({ports}) (`explain()`: a deletion-minimal set of flows "
+                          "that cannot share a phase):")
+            doc.bullets([f"{name} {kind}: {reason}." for name, kind, reason in reasons], marker="-")
+    doc.heading("Non-power-of-two switches (compiler extension)").paragraph(
+        "Odd P: demux/mux on the last port, subnetworks Fred_m(ceil(P/2)) (docs/configuration.md).")
+    doc.table(ODD_COLUMNS, zip(odd, odd_place))
+    doc.heading("Routing time per flow set at P = 64").paragraph("\n".join([
         f"`fred bench router --count {options['count']} --seed {options['seed']}` (or `make bench-router`);",
         f"wall clock on {os.cpu_count()} CPUs shared with other jobs (1-min load average at the end "
         f"{os.getloadavg()[0]:.1f}, so expect noise) of `Router.route` with a fresh router (no memo carried between sets), one-phase",
         "attempt plus splitting when needed; *placement* = every traffic phase of every",
-        "placement of 64 NPUs.",
-        "",
-        "| m | flow sets | sets | mean ms | median ms | max ms | one phase | mean phases |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in timing:
-        lines.append(f"| {row['middle']} | {row['kind']} | {row['sets']} | {row['mean_ms']:.2f} | "
-                     f"{row['median_ms']:.2f} | {row['max_ms']:.2f} | {row['one_phase_fraction']:.3f} | "
-                     f"{row['mean_phases']:.3f} |")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+        "placement of 64 NPUs."]))
+    doc.table(TIMING_COLUMNS, timing)
+    doc.write(path)

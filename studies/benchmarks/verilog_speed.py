@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
+from studies.report import check_writable, write_json
 
 DEFAULT_PORTS = (4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 #: flat generation (Amaranth's own output, one module per instance) for comparison
@@ -99,6 +100,8 @@ def run(ports=DEFAULT_PORTS, flat_ports=FLAT_PORTS, *, whole_lint: bool = False,
     ``verilator_build``: the Verilator builds of Fred_3(16), ``flat_build`` the flat one among them;
     ``command``: how the run was started, recorded with the figures.
     """
+    if json_path:   # an unwritable file fails now, not after the builds
+        check_writable(json_path)
     ports, flat_ports = list(ports), list(flat_ports)
     figures = {"command": command, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "generation": {}}
     with tempfile.TemporaryDirectory(prefix="fred-bench-verilog-") as folder:
@@ -160,5 +163,5 @@ def run(ports=DEFAULT_PORTS, flat_ports=FLAT_PORTS, *, whole_lint: bool = False,
                 print(f"Verilator build Fred_3(16) fp16 x 4, flat: "
                       f"{figures['build']['flat']['seconds']:.0f} s (hierarchical is {ratio:.1f}x faster)")
     if json_path:
-        Path(json_path).write_text(json.dumps(figures, indent=1))
+        write_json(json_path, figures, indent=1, sort_keys=False)
     return figures

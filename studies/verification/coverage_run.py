@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
+from studies.report import check_writable, write_text
 
 __all__ = ["FUNCTIONAL_BUILDS", "CODE_BUILDS", "LOCK", "run_coverage"]
 
@@ -75,7 +76,7 @@ def functional(out: Path, *, run: bool, lock: str) -> int:
     merged = coverage.merge(files, out / "functional" / "merged.yml")
     lines, _ = coverage.report(coverage.load(merged))
     text = "\n".join([f"functional coverage: {len(files)} runs merged into {merged}"] + lines)
-    (out / "functional" / "report.txt").write_text(text + "\n")
+    write_text(out / "functional" / "report.txt", text + "\n")
     print(text)
     return status
 
@@ -98,7 +99,7 @@ def code(out: Path, *, run: bool, lock: str) -> int:
     merged = code_coverage.write(points, out / "code" / "merged.dat")
     lines, data = code_coverage.report(points, artefacts=ARTEFACTS)
     text = "\n".join([f"code coverage: {len(files)} runs merged into {merged}"] + lines)
-    (out / "code" / "report.txt").write_text(text + "\n")
+    write_text(out / "code" / "report.txt", text + "\n")
     print(text)
     return status
 
@@ -117,7 +118,7 @@ def run_coverage(out: Path | str = "build/coverage", *, functional_part: bool = 
         # the campaigns run the benches through pytest: they need the source tree's tests
         raise FredError(f"{TEST_FILE} not found: run the coverage campaigns from the project's "
                         f"source tree (or --report-only on the files of an earlier run)")
-    out = Path(out)
+    out = check_writable(out, folder=True)   # an unwritable folder fails before the campaigns
     out.mkdir(parents=True, exist_ok=True)
     status = 0
     if functional_part:

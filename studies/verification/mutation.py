@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
+from studies.report import Column, check_writable, table_lines, write_json
 
 __all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog", "campaign", "main"]
 
@@ -406,7 +407,7 @@ def campaign(args) -> int:
     ``summary``, ``rerun``, ``resume``. ``args.timeout`` is set to the timeout used.
     """
     from concurrent.futures import ThreadPoolExecutor
-    out = Path(args.out)
+    out = check_writable(args.out, folder=True)   # before the Verilog is generated
     out.mkdir(parents=True, exist_ok=True)
     design = json.loads(args.design) if args.design else DESIGN
     verilog, _ = design_verilog(design)
@@ -465,8 +466,9 @@ def campaign(args) -> int:
               f"({outcome['wall_seconds']} s) {outcome.get('by', '')}", flush=True)
         with lock:   # saved after every mutant: a campaign cut short resumes (--resume)
             results[i] = outcome
-            partial.write_text(json.dumps({"seed": args.seed, "count": args.count,
-                                           "design": design, "results": results}, indent=1))
+            # atomic: a campaign killed mid-write leaves the previous complete file to resume from
+            write_json(partial, {"seed": args.seed, "count": args.count, "design": design,
+                                 "results": results}, indent=1, sort_keys=False)
         return i, outcome
 
     todo = indices if args.rerun else [i for i in indices if i not in results]
@@ -494,24 +496,36 @@ def bench_version() -> str:
     return digest.hexdigest()[:10]
 
 
-def markdown_table(mutants: list[Mutant], results: dict[int, dict]) -> str:
-    """One Markdown row per mutant: index, operator, module, the change, the outcome and what
-    killed it (the failing bench tests, a crash, or the timeout)."""
+def _code_change(m: Mutant) -> str:
     def code(text):
         return "`" + text.strip().replace("|", "\\|") + "`"
-    rows = ["| # | operator | module | change | outcome | killed by |", "|---|---|---|---|---|---|"]
-    for i, m in enumerate(mutants):
-        o = results.get(i)
-        status = o["status"] if o else "not run"
-        by = o.get("by", "") if o else ""
-        by = ", ".join(by) if isinstance(by, list) else str(by)
-        for earlier in (o or {}).get("previous", []):
-            bench = f", bench {earlier['bench']}" if earlier.get("bench") else ""
-            by += (f" (earlier run: {earlier['status']}"
-                   f"{' by the timeout' if earlier.get('timeout') else ''}{bench})")
-        rows.append(f"| {i} | {m.operator} | `{m.module}` | {code(m.before)} -> {code(m.after)} "
-                    f"| {status} | {by.replace('|', '/')} |")
-    return "\n".join(rows)
+    return f"{code(m.before)} -> {code(m.after)}"
+
+
+def _killed_by(outcome: dict | None) -> str:
+    """What killed the mutant (the failing bench tests, a crash, the timeout), then what each
+    earlier run of it (``--rerun``) ended in; a ``|`` becomes ``/`` (a Markdown cell)."""
+    by = outcome.get("by", "") if outcome else ""
+    by = ", ".join(by) if isinstance(by, list) else str(by)
+    for earlier in (outcome or {}).get("previous", []):
+        bench = f", bench {earlier['bench']}" if earlier.get("bench") else ""
+        by += (f" (earlier run: {earlier['status']}"
+               f"{' by the timeout' if earlier.get('timeout') else ''}{bench})")
+    return by.replace("|", "/")
+
+
+#: the table's columns; a row is (index, :class:`Mutant`, outcome or None when not run)
+TABLE_COLUMNS = [Column("#", 0), Column("operator", lambda r: r[1].operator),
+                 Column("module", lambda r: f"`{r[1].module}`"), Column("change", 1, _code_change),
+                 Column("outcome", 2, lambda o: o["status"] if o else "not run"),
+                 Column("killed by", 2, _killed_by)]
+
+
+def markdown_table(mutants: list[Mutant], results: dict[int, dict]) -> str:
+    """One Markdown row per mutant: index, operator, module, the change, the outcome and what
+    killed it (the failing bench tests, a crash, or the timeout); no final newline (printed)."""
+    rows = [(i, m, results.get(i)) for i, m in enumerate(mutants)]
+    return "\n".join(table_lines(TABLE_COLUMNS, rows))
 
 
 def _summarize(mutants, results, out: Path, design, args, *, write: bool = True) -> int:
@@ -534,7 +548,7 @@ def _summarize(mutants, results, out: Path, design, args, *, write: bool = True)
               "timeout_seconds": getattr(args, "timeout", None),
               "mutants": [dict(asdict(mutants[i]), index=i, **results[i]) for i in sorted(results)]}
     if write:
-        (out / "results.json").write_text(json.dumps(record, indent=2))
+        write_json(out / "results.json", record, sort_keys=False)
         print(f"results: {out / 'results.json'}")
     return 0
 

@@ -280,3 +280,22 @@ def test_probe_samples_accepted_configurations_and_stall_episodes():
     step(phase__valid=1)
     assert db["fred.P6m2.phase.event"].detailed_coverage["select-in-flight"] == 1
     assert situation.detailed_coverage["select-while-draining"] == 1
+
+
+def test_mutation_table_cells():
+    """The survivors table: a ``|`` of the Verilog is escaped in the code cells and replaced in
+    the killed-by cell (a Markdown cell), failing tests are joined, earlier runs (``--rerun``)
+    are named, and a mutant without an outcome is *not run*."""
+    mutants = [mutation.Mutant("m.sub", 3, "or-and", "  assign a = b | c;", "assign a = b & c;"),
+               mutation.Mutant("top", 9, "cmp", "x == y", "x != y")]
+    results = {0: {"status": "killed", "by": ["t1", "t2"],
+                   "previous": [{"status": "survived", "bench": "abc"},
+                                {"status": "killed", "timeout": True}]}}
+    lines = mutation.markdown_table(mutants, results).split("\n")
+    assert lines[:2] == ["| # | operator | module | change | outcome | killed by |", "|---|---|---|---|---|---|"]
+    assert lines[2] == ("| 0 | or-and | `m.sub` | `assign a = b \\| c;` -> `assign a = b & c;` | killed | "
+                        "t1, t2 (earlier run: survived, bench abc) (earlier run: killed by the timeout) |")
+    assert lines[3] == "| 1 | cmp | `top` | `x == y` -> `x != y` | not run |  |"
+    results = {1: {"status": "killed", "by": "simulator crash | signal 11"}}
+    assert mutation.markdown_table(mutants, results).split("\n")[3].endswith(
+        "| killed | simulator crash / signal 11 |")

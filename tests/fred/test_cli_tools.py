@@ -45,6 +45,24 @@ def test_bad_input_is_one_line(argv, message, tmp_path, monkeypatch, capsys):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "router", "--count", "1", "--write-doc", "{folder}"], "cannot write {folder}: it is a folder"),
+    (["bench", "verilog", "--no-build", "--json", "{folder}"], "cannot write {folder}: it is a folder"),
+    (["synth", "--out", "{file}"], "cannot write into {file}: it is a file, not a folder"),
+    (["mutation", "--out", "{file}"], "cannot write into {file}: it is a file, not a folder"),
+    (["coverage", "--report-only", "--out", "{file}"], "cannot write into {file}: it is a file, not a folder"),
+])
+def test_unwritable_output_fails_before_the_work(argv, message, tmp_path, capsys):
+    """An output that cannot be written is one line naming it, before any measuring, synthesis,
+    Verilog generation or campaign (nothing is printed on stdout)."""
+    (tmp_path / "taken").write_text("")
+    names = {"folder": tmp_path, "file": tmp_path / "taken"}
+    assert main([a.format(**names) for a in argv]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [f"fred {argv[0]}: error: " + message.format(**names)]
+    assert captured.out == ""
+
+
 def test_coverage_outside_the_source_tree_says_where_to_run_it(tmp_path, monkeypatch, capsys):
     """The campaigns run the benches through pytest's tests/: elsewhere, one line says so."""
     monkeypatch.chdir(tmp_path)

@@ -69,6 +69,12 @@ def test_markdown_table_formats_columns_from_fields_indices_and_functions():
         table_lines([Column("v", "valeu")], rows)
 
 
+def test_markdown_bullets_take_the_list_marker():
+    """The default marker is ``*``; a document written with ``-`` lists keeps its marker."""
+    doc = Markdown().heading("L").bullets(["a", "b"]).bullets(["c"], marker="-")
+    assert doc.text() == "## L\n\n* a\n* b\n\n- c\n"
+
+
 def test_csv_from_dataclasses_dicts_and_sequences(tmp_path):
     text = csv_text([_Inner("a", 1.0), {"name": "b"}])
     assert text == "name,value\r\na,1.0\r\nb,\r\n"
