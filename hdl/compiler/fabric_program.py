@@ -63,7 +63,7 @@ from hdl.compiler import Flow, Router
 from hdl.compiler import algorithms
 from hdl.compiler.algorithms import Plan
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import FabricRequest, FabricSpec
+from hdl.contracts.fabric import SWITCH_PHASES, FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
@@ -81,8 +81,8 @@ ALGORITHMS = {
 IMPLEMENTED = ("in-switch", "ring", "hierarchical", "chain")
 
 def default_phases() -> int:
-    """Configuration slots per switch in the RTL fabric."""
-    return 8
+    """Configuration slots per switch in the RTL fabric (:data:`~hdl.contracts.fabric.SWITCH_PHASES`)."""
+    return SWITCH_PHASES
 
 
 

@@ -56,11 +56,13 @@ from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import DIMS, parse_strategy
 
-__all__ = ["FABRICS", "FABRIC_OPS", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
+__all__ = ["FABRICS", "FABRIC_OPS", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
            "fabric_spec", "make_request"]
 
 #: The paper's four FRED variants, as RTL fabrics.
 FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
+#: Configuration slots (phases) per switch in the RTL fabric.
+SWITCH_PHASES = 8
 #: Collectives the fabric engines run.
 FABRIC_OPS = ("all-reduce", "reduce", "multicast")
 def engine_forward_cycles(dtype: str) -> int:

@@ -18,12 +18,8 @@ from typing import Any, Callable
 from hdl.contracts.encoding import DEFAULT_WORD_WIDTH
 from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import FABRICS
+from hdl.contracts.fabric import FABRICS, SWITCH_PHASES
 from hdl.contracts.npu_engine import DTYPES_RUN
-from hdl.compiler.fabric_program import default_phases
-
-#: Configuration slots per switch of the fabric design (the RTL fabric's own default).
-DEFAULT_FABRIC_PHASES = default_phases()
 
 __all__ = ["Param", "Design", "DESIGNS", "get_design"]
 
@@ -176,7 +172,7 @@ DESIGNS: dict[str, Design] = {
         params={
             "variant": Param(str, "fred-a", "fabric variant (docs/fabric_rtl.md)", choices=FABRICS),
             "dtype": Param(str, "int32", "element format the NPU engines run", choices=DTYPES_RUN),
-            "phases": Param(_positive_int, DEFAULT_FABRIC_PHASES, "configuration slots per switch"),
+            "phases": Param(_positive_int, SWITCH_PHASES, "configuration slots per switch"),
         },
     ),
 }
