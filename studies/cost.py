@@ -42,7 +42,7 @@ from pydantic import Field
 from hdl.contracts.characterization import read_characterization
 from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import (InputModel, NonNegativeInt, PositiveInt, PositiveNumber,
-                                   validate_input)
+                                        UnitFraction, validate_input)
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_timing import SwitchTiming
 from sysmodel.toml_file import read_config_toml
@@ -128,7 +128,7 @@ class _Io(InputModel):
 
 class _Logic(InputModel):
     nand2_um2: PositiveNumber
-    utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    utilization: UnitFraction
     gate_equivalents: dict[str, PositiveNumber]
 
 

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import (InputModel, NonNegativeNumber, PositiveInt, PositiveNumber,
-                                        validate_input)
+                                        UnitFraction, validate_input)
 from sysmodel.model_cache import FrozenDict
 
 __all__ = ["Gemm", "VectorOp", "ComputeModel", "DTYPE_BYTES", "parse_compute"]
@@ -237,11 +237,9 @@ class ComputeModel:
 DEFAULT_DTYPE_SPEED = {"fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "fp32": 0.5}
 
 
-#: A fraction in (0, 1]: an efficiency or a share of the peak.
-_Fraction = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
 #: One GEMM tile: ``[rows >= 1, cols >= 1, relative efficiency in (0, 1]]`` (a TOML array, so
 #: the tuple itself is lax; each element keeps its strict type).
-_Tile = Annotated[tuple[PositiveInt, PositiveInt, _Fraction], Field(strict=False)]
+_Tile = Annotated[tuple[PositiveInt, PositiveInt, UnitFraction], Field(strict=False)]
 
 
 class _ComputeTable(InputModel):
@@ -249,9 +247,9 @@ class _ComputeTable(InputModel):
 
     sms: PositiveInt
     tiles: Annotated[list[_Tile], Field(min_length=1)]
-    gemm_peak_fraction: _Fraction
+    gemm_peak_fraction: UnitFraction
     k_overhead: NonNegativeNumber
-    vector_efficiency: _Fraction
+    vector_efficiency: UnitFraction
     dtype_speed: dict[Literal[tuple(DTYPE_BYTES)], PositiveNumber] = {}
 
 

@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt,
-                                   PositiveNumber, validate_input)
+                                        PositiveNumber, UnitFraction, validate_input)
 from sysmodel.compute import ComputeModel, parse_compute
 from sysmodel.model_cache import FrozenDict, current, hash_once
 from sysmodel.switch_timing import SwitchTiming, load_chiplet_timings, load_switch_timing
@@ -338,9 +338,6 @@ _REMOVED = {("training", "bytes_per_element"):
 
 
 # -- the platform file's schema (pydantic; docs: configs/paper.toml) ---------------------------
-_Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-
-
 class _Npu(InputModel):
     count: PositiveInt
     network_send_gbps: PositiveNumber
@@ -348,7 +345,7 @@ class _Npu(InputModel):
     peak_tflops: PositiveNumber
     memory_bandwidth_gbps: PositiveNumber
     memory_capacity_gb: PositiveNumber
-    compute_efficiency: _Fraction
+    compute_efficiency: UnitFraction
     forward_latency_ns: NonNegativeNumber = 0.0
 
 
@@ -359,7 +356,7 @@ class _Io(InputModel):
 
 class _Link(InputModel):
     latency_ns: NonNegativeNumber
-    efficiency: _Fraction = 1.0
+    efficiency: UnitFraction = 1.0
     l1_l2_latency_ns: NonNegativeNumber | None = None
 
 

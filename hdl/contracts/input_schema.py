@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hdl.contracts.errors import FredError
 
 __all__ = ["InputModel", "validate_input", "input_error_message", "Number", "PositiveNumber",
-           "NonNegativeNumber", "PositiveInt", "NonNegativeInt"]
+           "NonNegativeNumber", "UnitFraction", "PositiveInt", "NonNegativeInt"]
 
 
 class InputModel(BaseModel):
@@ -36,6 +36,8 @@ Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 PositiveNumber = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
 #: A finite number >= 0.
 NonNegativeNumber = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+#: A finite number in (0, 1]: an efficiency, a utilization, a share of a peak.
+UnitFraction = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
 #: An integer >= 1 (never a bool or a float).
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 #: An integer >= 0.
