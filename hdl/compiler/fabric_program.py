@@ -331,16 +331,6 @@ class _Item:
     flows: dict[int, list[tuple[Flow, int]]]
 
 
-def _ring_item(spec: FabricSpec, index: int, members, engines, stage: int) -> _Item:
-    n = len(members)
-    hops = [(members[i], members[(i + 1) % n]) for i in range(n)]
-    flows: dict[int, list[tuple[Flow, int]]] = {}
-    for src, dst in hops:
-        for sw, fl in _hop_flows(spec, [(src, dst)], _uplink_of(spec, members)).items():
-            flows.setdefault(sw, []).extend((f, engines[src]["stages"][stage]["send_count"]) for f in fl)
-    return _Item(index, flows)
-
-
 def _check_chunk(size: int, n: int, chunk: int, what: str) -> None:
     if chunk > NPU_BUFFER:
         raise FredError(f"a {what} of {size} flits over {n} NPUs moves chunks of {chunk} flits; "
@@ -404,7 +394,8 @@ def _ring_engines(spec, index, coll, plan: Plan, size, engines, items, contribut
                 engines[r]["stages"].append(dict(_ring_stage(ring.op, i, n, chunk, own, result, org=org),
                                                  sender=order[(i - 1) % n]))
                 contributors[r] = tuple(coll.members)
-        items[s] += [_ring_item(spec, index, list(ring.order), engines, s) for ring in stage.rings]
+        items[s] += [_hop_item(spec, index, ring.hops(), _uplink_of(spec, ring.order), engines, s)
+                     for ring in stage.rings]
 
 
 def _chain_engines(spec, index, coll, plan: Plan, size, engines, items, contributors) -> None:
@@ -429,14 +420,17 @@ def _chain_engines(spec, index, coll, plan: Plan, size, engines, items, contribu
                                                fwd_count=fwd, wr=first["ws"], hr=first["hs"],
                                                sender=flow[x - 1]))
             contributors[r] = (flow[0],)
-    items[0].append(_hop_item(spec, index, coll, chain.hops(), engines))
+    items[0].append(_hop_item(spec, index, chain.hops(), _uplink_of(spec, coll.ranks), engines, 0))
 
 
-def _hop_item(spec, index, coll, hops, engines) -> _Item:
+def _hop_item(spec: FabricSpec, index: int, hops, uplink: int, engines, stage: int) -> _Item:
+    """The packing item of point-to-point ``hops`` (a ring's or a chain's, from the plan):
+    each hop's flows through the switches (uplink port ``uplink``), each taking the flits its
+    sender's engine stage ``stage`` sends."""
     flows: dict[int, list[tuple[Flow, int]]] = {}
     for src, dst in hops:
-        for sw, fl in _hop_flows(spec, [(src, dst)], _uplink_of(spec, coll.ranks)).items():
-            flows.setdefault(sw, []).extend((f, engines[src]["stages"][0]["send_count"]) for f in fl)
+        for sw, fl in _hop_flows(spec, [(src, dst)], uplink).items():
+            flows.setdefault(sw, []).extend((f, engines[src]["stages"][stage]["send_count"]) for f in fl)
     return _Item(index, flows)
 
 
