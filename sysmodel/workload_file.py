@@ -42,7 +42,6 @@ structure (``{"workload": {...}, "transformer": {...}}`` or ``"layer": [...]``).
 from __future__ import annotations
 
 import json
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -281,8 +280,8 @@ def get_workload(name: str) -> Workload:
         return presets[key]
     shipped = preset_path(key) if "/" not in key and not key.endswith((".toml", ".json")) else None
     if shipped is not None and shipped.is_file():
-        wl = parse_workload(tomllib.loads(shipped.read_text()),
-                            source=f"configs/workloads/{key}.toml")
+        source = f"configs/workloads/{key}.toml"
+        wl = parse_workload(parse_toml(shipped.read_text(), source), source=source)
     elif Path(key).suffix in (".toml", ".json") or Path(key).exists():
         wl = load_workload_file(key)
         return wl  # files may change between calls: not cached
