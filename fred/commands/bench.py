@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
+from fred.commands._option_types import comma_ints
 
 HELP = "speed figures: sysmodel, router, verilog or fabric (fred bench BENCH --help)"
 BENCHES = ("sysmodel", "router", "verilog", "fabric")
@@ -28,10 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bench", metavar="BENCH", help=" | ".join(BENCHES))
     parser.add_argument("options", nargs=argparse.REMAINDER, metavar="...",
                         help="the benchmark's options")
-
-
-def _ints(text: str) -> list[int]:
-    return [int(p) for p in text.split(",") if p.strip()]
 
 
 def _parser(bench: str) -> argparse.ArgumentParser:
@@ -57,9 +54,9 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         from studies.benchmarks.verilog_speed import DEFAULT_PORTS, FLAT_PORTS
         parser.description = ("generation time/size/memory of Fred_3(P) fp16 x 4, lint of the "
                               "largest, Verilator build of Fred_3(16) hierarchical vs flat")
-        parser.add_argument("--ports", default=",".join(map(str, DEFAULT_PORTS)),
+        parser.add_argument("--ports", type=comma_ints, default=",".join(map(str, DEFAULT_PORTS)),
                             help="P of the hierarchical generations, comma-separated")
-        parser.add_argument("--flat-ports", default=",".join(map(str, FLAT_PORTS)),
+        parser.add_argument("--flat-ports", type=comma_ints, default=",".join(map(str, FLAT_PORTS)),
                             help="P of the flat generations for comparison ('' for none)")
         parser.add_argument("--whole-lint", action="store_true",
                             help="also lint the largest P as one file (elaborates every instance)")
@@ -107,10 +104,10 @@ def run(args) -> int:
         bench(options.count, options.samples, options.seed, options.write_doc)
     elif args.bench == "verilog":
         from studies.benchmarks.verilog_speed import run as bench
-        ports = _ints(options.ports)
+        ports = list(options.ports)
         if not ports:
             raise FredError("--ports names no switch size")
-        bench(ports, _ints(options.flat_ports), whole_lint=options.whole_lint,
+        bench(ports, list(options.flat_ports), whole_lint=options.whole_lint,
               flat_build=not options.no_flat, verilator_build=not options.no_build,
               json_path=options.json, command=command)
     else:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from fred.cli import print_json
+from fred.commands._option_types import comma_ints
 from hdl.contracts.errors import FredError
 
 HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
@@ -23,26 +24,19 @@ HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) a
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}") from None
-
-
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ports", type=_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
+    parser.add_argument("--ports", type=comma_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
     from studies.characterization.grid import CHIPLETS
-    parser.add_argument("--chiplets", type=_ints, default=CHIPLETS,
+    parser.add_argument("--chiplets", type=comma_ints, default=CHIPLETS,
                         help="sizes P of the wafer's chiplets, measured as Fred_3(P) fp16 on top of the "
                              "grid and always synthesized (default "
                              + ",".join(str(p) for p in CHIPLETS)
                              + ": the paper's Fred_3(12) and Fred_3(10); '' for none)")
-    parser.add_argument("--middle", type=_ints, default=(2, 3), help="m values (default 2,3)")
+    parser.add_argument("--middle", type=comma_ints, default=(2, 3), help="m values (default 2,3)")
     from studies.characterization.grid import DTYPES
     parser.add_argument("--dtypes", type=_names, default=DTYPES,
                         help=f"element types (default {','.join(DTYPES)})")
@@ -73,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
                              "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "
                              "lanes does not fit an LFE5U-85F)")
-    parser.add_argument("--pnr-seeds", type=_ints, default=(1,),
+    parser.add_argument("--pnr-seeds", type=comma_ints, default=(1,),
                         help="nextpnr placement seeds per design; Fmax is the median seed's "
                              "(default 1: one seed)")
     parser.add_argument("--pnr-timeout", type=float, default=None,

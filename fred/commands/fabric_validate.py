@@ -8,16 +8,14 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
+from fred.commands._option_types import comma_ints
 from fred.commands.fabric_sim import add_fabric_arguments, spec_overrides
 
 HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D vs the system model (writes docs)"
 
 
 def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    values = list(comma_ints(text))
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"sizes must be positive flit counts, got {text!r}")
     return values

@@ -45,6 +45,20 @@ def test_bad_input_is_one_line(argv, message, tmp_path, monkeypatch, capsys):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, option", [
+    (["bench", "verilog", "--ports", "4,x", "--no-build"], "--ports"),
+    (["bench", "verilog", "--flat-ports", "x", "--no-build"], "--flat-ports"),
+])
+def test_a_malformed_size_list_is_a_usage_error_naming_the_option(argv, option, capsys):
+    """A benchmark's comma-separated sizes are parsed by the shared option type: argparse's
+    usage error (exit 2) names the option and the value, before anything is measured."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: expected comma-separated integers, got" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["bench", "router", "--count", "1", "--write-doc", "{folder}"], "cannot write {folder}: it is a folder"),
     (["bench", "verilog", "--no-build", "--json", "{folder}"], "cannot write {folder}: it is a folder"),
