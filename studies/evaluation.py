@@ -180,6 +180,9 @@ class EvaluationResult:
     switch_timing: dict
     compiler: str
     elapsed_s: float
+    # Fred-B/D at NVLink SHARP's measured in-switch efficiency instead of the RTL's line rate,
+    # and Fred-D's break-even efficiency against Fred-C (studies/in_switch_sensitivity.py)
+    in_switch_sensitivity: object = None
 
     def iteration(self, workload: str, fabric: str):
         """The headline iteration of ``workload`` on ``fabric``."""
@@ -412,6 +415,9 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
                             "Fred-C figure; Fred-A, B, D predicted")
         paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress, tick=tick)
+    from studies.in_switch_sensitivity import in_switch_sensitivity
+    _progress(progress, "in-switch efficiency: Fred-B/D at NVLink SHARP's measured efficiency")
+    in_switch = in_switch_sensitivity(platform, overlap=overlap, calibration=paper_calibration)
     calibration = None
     if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
         workload, fabric = CALIBRATION_ANCHOR
@@ -428,11 +434,11 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         calibration_paper=paper_calibration, compute_sensitivity=sensitivity,
         platform=platform.to_dict(),
         switch_timing={level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
-        compiler=ROUTER, elapsed_s=time.perf_counter() - start)
+        compiler=ROUTER, elapsed_s=time.perf_counter() - start, in_switch_sensitivity=in_switch)
     if output is not None:
         write_evaluation(Path(output), result)
         _progress(progress, f"wrote {output}/ (speedup.csv, iterations.csv, microbenchmarks.csv, "
-                            f"sweep_*.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
+                            f"sweep_*.csv, in_switch_sensitivity.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
     return result
 
 
@@ -564,6 +570,8 @@ def write_evaluation(out: Path, result: EvaluationResult) -> None:
               ["workload", "fabric", "strategy", "microbatches", "time_s",
                *[f"{c}_s" for c in CATEGORIES], "memory_gb", "notes"])
     write_csv(out / "microbenchmarks.csv", result.microbenchmarks)
+    if result.in_switch_sensitivity is not None:
+        write_csv(out / "in_switch_sensitivity.csv", result.in_switch_sensitivity.rows)
     for key, rows in result.sweep.items():
         write_csv(out / f"sweep_{key.replace('/', '_')}.csv", rows, SWEEP_CSV_FIELDS)
     _plot_speedup(out / "speedup.png", result)

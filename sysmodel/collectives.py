@@ -23,7 +23,9 @@ module adds the routes and the timing:
 * **FRED with in-switch collectives** (Fred-B, Fred-D): all-reduce, reduce, broadcast,
   multicast and I/O load / store are flows: each NPU sends its data once, switches reduce
   on the way up and replicate on the way down, so every link of the tree carries the data
-  once. The number of phases comes from the configuration compiler
+  once (at ``1 / in_switch_efficiency`` wire bytes per payload byte: the variant's
+  :attr:`~sysmodel.platform.FredVariant.in_switch_efficiency`, 1.0 by default). The number of
+  phases comes from the configuration compiler
   (:mod:`sysmodel.switch_routing`); concurrent in-switch collectives crossing one L1-L2 link
   share its physical ports (one flow per port per phase) and take turns beyond them. Phases
   run one after another: each costs a select (the configuration copy on an idle switch) and
@@ -462,11 +464,11 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
             select = (max(select[0], needed_s[0]), max(select[1], needed_s[1]))
             first = max(first, first_s)
             links = set().union(*paths)
-            t.add_links(links, stripe)
+            t.add_links(links, stripe / net.in_switch_efficiency)
             lat = max(lat, max(net.path_latency(p) for p in paths))
         return _with_phases(net, t, lat, phases, select[1], first, configurations, up + down)
     links = set().union(*up, *down) if (up or down) else set()
-    t.add_links(links, c.size)
+    t.add_links(links, c.size / net.in_switch_efficiency)
     # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
     # flows coming back down), one-way flows for their own drain (the measured phase switch)
     turn = select[0] + lat if c.op == "all-reduce" else select[1]

@@ -42,6 +42,8 @@ class FredTreeNetwork(Network):
         self.platform = platform
         self.variant = variant
         self.in_switch = variant.in_switch
+        # in-switch flows move 1 / in_switch_efficiency wire bytes per payload byte
+        self.in_switch_efficiency = variant.in_switch_efficiency
         self.npus_per_l1 = platform.npus_per_l1
         l1, l2 = platform.switch_at("l1"), platform.switch_at("l2")
         self.flit_bytes = l1.flit_bytes   # the platform checks that both levels agree

@@ -37,11 +37,15 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class FredVariant:
-    """One FRED variant: L1-L2 bandwidth per L1 (each direction) and in-switch collectives."""
+    """One FRED variant: L1-L2 bandwidth per L1 (each direction) and in-switch collectives;
+    ``in_switch_efficiency``: the fraction of the endpoint algorithms' link rate that in-switch
+    flows reach (``[fred.variants.<name>] in_switch_efficiency``; 1.0, the default: the RTL's
+    measured line rate; docs/sysmodel.md, "In-switch efficiency")."""
 
     name: str
     l1_l2_gbps: float
     in_switch: bool
+    in_switch_efficiency: float = 1.0
 
 
 #: ``[fred] unicast_routing`` values (:attr:`Platform.unicast_routing`).
@@ -217,7 +221,8 @@ class Platform:
             if name == "mesh" or not re.fullmatch(r"[a-z][a-z0-9-]*", name):
                 raise FredError(f"switch-tree variant name {name!r} must be lower-case letters, "
                                 f"digits and '-', and not 'mesh'")
-            validate_input(_Variant, {"l1_l2_gbps": variant.l1_l2_gbps, "in_switch": variant.in_switch},
+            validate_input(_Variant, {"l1_l2_gbps": variant.l1_l2_gbps, "in_switch": variant.in_switch,
+                                      "in_switch_efficiency": variant.in_switch_efficiency},
                            f"platform {self.name}", prefix=("fred", "variants", name))
         for attr, section in _SECTIONS.items():   # not dataclass fields: replace() rebuilds them
             object.__setattr__(self, attr, section(**{f: getattr(self, f) for f in section.__dataclass_fields__}))
@@ -295,7 +300,8 @@ class Platform:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__
                if k not in ("variants", "switch", "compute", "l2_switch")}
         out["compute"] = self.compute.to_dict() if self.compute else None
-        out["variants"] = {n: {"l1_l2_gbps": v.l1_l2_gbps, "in_switch": v.in_switch}
+        out["variants"] = {n: {"l1_l2_gbps": v.l1_l2_gbps, "in_switch": v.in_switch,
+                               "in_switch_efficiency": v.in_switch_efficiency}
                            for n, v in self.variants.items()}
         out["switch"] = self.switch.to_dict()
         out["switch_per_level"] = {level: self.switch_at(level).to_dict() for level in ("l1", "l2")}
@@ -378,6 +384,7 @@ class _Mesh(InputModel):
 class _Variant(InputModel):
     l1_l2_gbps: PositiveNumber
     in_switch: bool
+    in_switch_efficiency: UnitFraction = 1.0
 
 
 class _Chiplet(InputModel):
@@ -451,7 +458,8 @@ def parse_platform(data: dict, *, switch: SwitchTiming, l2_switch: SwitchTiming 
     doc = validate_input(_PlatformFile, data, source)
     kwargs = {attr: getattr(getattr(doc, section), key)
               for section, keys in _LAYOUT.items() for key, attr in keys.items()}
-    variants = {name: FredVariant(name=name, l1_l2_gbps=v.l1_l2_gbps, in_switch=v.in_switch)
+    variants = {name: FredVariant(name=name, l1_l2_gbps=v.l1_l2_gbps, in_switch=v.in_switch,
+                                  in_switch_efficiency=v.in_switch_efficiency)
                 for name, v in doc.fred.variants.items()}
     chiplets = {level: getattr(doc.fred.chiplets, level).model_dump() for level in ("l1", "l2")} \
         if doc.fred.chiplets is not None else {}

@@ -52,7 +52,7 @@ def run(args) -> int:
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
     sections = [_speedups(summary, mode), _why(summary), *_sweeps(summary),
                 _spread(summary), _calibration(summary),
-                _paper_calibration(summary)]
+                _paper_calibration(summary), _in_switch(summary)]
     for section in sections:
         if section:
             print()
@@ -180,3 +180,22 @@ def _trace(recorder, platform, *, overlap: bool) -> None:
         for fabric in ("mesh", *FRED_FABRICS):
             recorder.add(f"{w} on {fabric}", platform, fabric, get_workload(w), overlap=overlap)
     print(f"trace: {len(recorder.iterations)} iteration(s) written to {recorder.write()}", file=sys.stderr)
+
+
+def _in_switch(summary) -> str:
+    """Fred-B/D at NVLink SHARP's measured in-switch efficiency (docs/sysmodel.md, "In-switch
+    efficiency"); the headline above stays at the RTL's line rate."""
+    study = summary.in_switch_sensitivity
+    if study is None:
+        return ""
+    rows = [[r.setting, r.workload, f"{r.compute_scale:.4g}",
+             f"{r.fred_b_line_rate:.3f} -> {r.fred_b_nvls:.3f}",
+             f"{r.fred_d_line_rate:.3f} -> {r.fred_d_nvls:.3f}", f"{r.fred_c:.3f}",
+             "never" if r.fred_d_break_even_efficiency is None else f"{r.fred_d_break_even_efficiency:.3f}"]
+            for r in study.rows]
+    return format_table(
+        ["setting", "workload", "compute x", "fred-b: line rate -> NVLS", "fred-d: line rate -> NVLS",
+         "fred-c", "fred-d beats fred-c above"], rows, align="llrrrrr",
+        title=f"in-switch efficiency: speedups over the mesh with in-switch flows at NVLink SHARP's "
+              f"measured {study.nvls_efficiency:g} of line rate ({study.source}); the headline "
+              f"stays at the RTL's line rate (1.0)")

@@ -1,4 +1,6 @@
-"""``fred validate``: the training model against measured training runs (docs/sysmodel.md, Fidelity)."""
+"""``fred validate``: the training model against measured training runs (docs/sysmodel.md, Fidelity);
+``--collectives``: the collectives alone against measured NCCL collectives (docs/sysmodel.md,
+"In-switch efficiency")."""
 
 from __future__ import annotations
 
@@ -13,8 +15,14 @@ HELP = "check the training model against measured Megatron-LM iterations (Korthi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--collectives", action="store_true",
+                        help="validate the collectives alone against measured NCCL collectives "
+                             "(ring and NVLink SHARP on DGX A100 / H100; default cases: "
+                             "data/validation/nccl_collectives.toml, platforms: the shipped "
+                             "configs/<platform>.toml)")
     parser.add_argument("--cases", default=None,
-                        help="validation file (default: data/validation/korthikanti2022.toml)")
+                        help="validation file (default: data/validation/korthikanti2022.toml; "
+                             "with --collectives: data/validation/nccl_collectives.toml)")
     parser.add_argument("--platform", default=None,
                         help="platform TOML (default: the shipped configs/a100-cluster.toml)")
     parser.add_argument("--characterization", default=None, metavar="PATH",
@@ -30,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.collectives:
+        return _run_collectives(args)
     from fred.progress import progress_bar, wanted
     from sysmodel.chrome_trace import TraceRecorder
     from studies.validation import FABRIC, case_workload, cluster_platform, run_validation, select_cases
@@ -66,3 +76,38 @@ def run(args) -> int:
 def _wrote(recorder) -> None:
     import sys
     print(f"trace: {len(recorder.iterations)} iteration(s) written to {recorder.write()}", file=sys.stderr)
+
+
+def _run_collectives(args) -> int:
+    from hdl.contracts.errors import FredError
+    from studies.collective_validation import run_collective_validation
+    if args.platform or args.only or args.trace:
+        raise FredError("fred validate --collectives: --platform, --only and --trace do not apply "
+                         "(each case names its shipped platform)")
+    result = run_collective_validation(args.cases, characterization=args.characterization)
+    if args.json:
+        print_json(to_json_dict(result))
+        return 0
+    rows = [[r.case, r.collective, r.algorithm, r.gpus, f"{r.size_bytes / 2 ** 30:g}",
+             f"{r.measured_busbw_gbps:.1f}", f"{r.model_busbw_gbps:.1f}", f"{100 * r.error:+.1f} %",
+             "fitted" if r.fitted else "predicted"] for r in result.cases]
+    print(format_table(["case", "collective", "algorithm", "GPUs", "GiB", "measured busbw",
+                        "model busbw", "time error", "point"], rows, align="lllrrrrrl",
+                       title=f"model vs measured NCCL collectives ({result.source}; busbw GB/s, "
+                             f"nccl-tests' definition; error = model time / measured time - 1)"))
+    print()
+    for name, values in result.parameters.items():
+        eff = ", ".join(f"{v} in_switch_efficiency {x:g}" for v, x in values["in_switch_efficiency"].items())
+        print(f"parameters, configs/{name}.toml: link efficiency {values['link_efficiency']:g}"
+              + (f"; {eff}" if eff else ""))
+    print(f"fitted points: {', '.join(result.fitted)}")
+    for s in result.statements:
+        print(f"statement {s.statement} ({s.thread}): {s.claim}: "
+              f"{'holds' if s.holds else 'DOES NOT HOLD'} in the model (smallest NVLS / ring time "
+              f"{s.nvls_over_ring:.2f}, at {s.worst_at})")
+    verdict = "meets" if result.meets_target else "MISSES"
+    print(f"mean absolute error {100 * result.mean_abs_error:.1f} %, worst "
+          f"{100 * result.worst_abs_error:.1f} % ({result.worst_case}); predicted points only: mean "
+          f"{100 * result.mean_abs_error_predicted:.1f} %, worst {100 * result.worst_abs_error_predicted:.1f} %; "
+          f"{verdict} the target (mean <= 5 %, none worse than 10 %, statements hold)")
+    return 0
