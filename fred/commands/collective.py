@@ -8,6 +8,7 @@ from fred.cli import print_json
 from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.table import format_table
 from hdl.contracts.errors import FredError
+from fred.commands._option_types import RANGES
 
 HELP = "time a collective on the mesh or a FRED variant (per-link byte accounting)"
 
@@ -17,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sysmodel.platform import FABRICS
     parser.add_argument("--fabric", required=True, choices=FABRICS, help="fabric to evaluate")
     parser.add_argument("--op", required=True, choices=OPS, help="collective operation")
-    parser.add_argument("--size", required=True, type=float,
+    parser.add_argument("--size", required=True, type=RANGES["bytes"],
                         help="bytes (all-reduce: buffer per NPU; see docs/sysmodel.md)")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer' (every NPU) or a comma list of NPU ranks, e.g. 0,1,4")
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", choices=("mp", "dp", "pp"),
                         help="with --strategy: the dimension whose groups run the op concurrently "
                              "(pp with multicast/point-to-point: the stage-boundary transfers)")
-    parser.add_argument("--root", type=int, default=None,
+    parser.add_argument("--root", type=RANGES["port"], default=None,
                         help="root NPU of broadcast/reduce/multicast (default: lowest rank)")
     add_platform_arguments(parser)
 

@@ -12,6 +12,7 @@ from hdl.compiler.flows import format_flows, parse_flows
 from hdl.compiler.functional import verify_config
 from hdl.compiler.routability import explain
 from hdl.compiler.router import DEFAULT_BUDGET, Router
+from fred.commands._option_types import RANGES
 
 HELP = "route flows or a collective on Fred_m(P); print phases and per-microswitch settings"
 
@@ -39,19 +40,19 @@ def _pairs(text: str) -> list[tuple[int, int]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ports", type=int, required=True, help="P, number of switch ports")
-    parser.add_argument("--middle", type=int, default=3, help="m, middle subnetworks (default 3)")
+    parser.add_argument("--ports", type=RANGES["route_ports"], required=True, help="P, number of switch ports")
+    parser.add_argument("--middle", type=RANGES["middle"], default=3, help="m, middle subnetworks (default 3)")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--flows", help='flows "IN>OUT; ...", e.g. "0,1,2>0,1,2; 3>4,5" (ranges a-b ok)')
     what.add_argument("--collective", choices=COLLECTIVES, help="lower this collective first")
     parser.add_argument("--group", type=_ports_list, help="collective group, e.g. 0,1,2,3")
-    parser.add_argument("--root", type=int, help="root of reduce/broadcast/multicast")
+    parser.add_argument("--root", type=RANGES["port"], help="root of reduce/broadcast/multicast")
     parser.add_argument("--pairs", type=_pairs, help="unicast/permutation pairs, e.g. '0>1,2>3'")
-    parser.add_argument("--word-width", type=int, default=DEFAULT_WORD_WIDTH,
+    parser.add_argument("--word-width", type=RANGES["word_width"], default=DEFAULT_WORD_WIDTH,
                         help=f"configuration word width in bits (default {DEFAULT_WORD_WIDTH})")
     parser.add_argument("--no-split", action="store_true",
                         help="fail instead of splitting flows that do not fit one phase")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+    parser.add_argument("--budget", type=RANGES["budget"], default=DEFAULT_BUDGET,
                         help=f"search bound in nodes per one-phase attempt (default {DEFAULT_BUDGET})")
     parser.add_argument("--all-microswitches", action="store_true",
                         help="also list idle microswitches")
