@@ -188,8 +188,12 @@ def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap
     platform = platform_from_ref(ref)
     get_workload(workload)
     workload = workload_ref(workload)
-    names = [str(s) for s in factorisations(platform.npus)] if strategies is None else \
-        [str(parse_strategy(s)) for s in strategies]
+    chosen = factorisations(platform.npus) if strategies is None else [parse_strategy(s) for s in strategies]
+    for strategy in chosen:                  # one line now rather than every point failing later
+        if strategy.npus > platform.npus:
+            raise FredError(f"strategy {strategy} needs {strategy.npus} NPUs; the wafer has "
+                            f"{platform.npus}")
+    names = [str(s) for s in chosen]
     return [{"kind": "dse", "workload": workload, "design": d.to_dict(), "strategy": s,
              "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
             for d in designs for s in names]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-from pathlib import Path
 
 __all__ = ["comma_ints", "int_in", "float_in", "ints_in", "RANGES", "output_path", "read_text",
            "readable_file", "OneLineArgumentParser",
@@ -168,60 +166,25 @@ def verilog_identifier(text: str) -> str:
     return text
 
 
-def _unwritable_reason(path: Path) -> str | None:
-    if path.exists() and path.is_dir():
-        return "is a folder"
-    folder = path.parent
-    while not folder.exists():          # the nearest existing ancestor must be a writable folder
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable"
-    if path.exists() and not os.access(path, os.W_OK):
-        return "is not writable"
-    return None
-
-
 def output_path(path, option: str, *, folder: bool = False) -> None:
-    """Raise a one-line error if output ``path`` (a file, or a ``folder``) cannot be written, so a
-    command finds out before its work and not after. ``None`` and ``-`` (stdout) pass."""
-    from hdl.contracts.errors import FredError
+    """Raise a one-line error naming ``option`` if output ``path`` (a file, or a ``folder``)
+    cannot be written, so a command finds out before its work and not after
+    (:func:`studies.report.check_writable`). ``None`` and ``-`` (stdout) pass."""
     if path is None or str(path) == "-":
         return
-    path = Path(path)
-    if folder:
-        if path.exists() and not path.is_dir():
-            raise FredError(f"{option} {path}: is a file, not a folder")
-        probe = path / ".fred-write-check"
-        reason = _unwritable_reason(probe) if path.exists() else _unwritable_reason(path)
-    else:
-        reason = _unwritable_reason(path)
-    if reason:
-        raise FredError(f"{option} {path}: cannot write there ({reason})")
+    from hdl.contracts.errors import FredError
+    from studies.report import check_writable
+    try:
+        check_writable(path, folder=folder)
+    except FredError as exc:
+        raise FredError(f"{option}: {exc}") from None
 
 
 def read_text(path, what: str = "file") -> str:
     """The text of ``path``; a missing, unreadable, folder or binary (not UTF-8) file is a
-    one-line error naming it."""
-    from hdl.contracts.errors import FredError
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise FredError(f"{what} {path}: no such file") from None
-    except IsADirectoryError:
-        raise FredError(f"{what} {path}: is a folder, not a file") from None
-    except OSError as exc:
-        raise FredError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
-    if b"\0" in data[:4096]:
-        raise FredError(f"{what} {path}: a binary file, expected text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FredError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+    one-line error naming it (:func:`hdl.contracts.text_file.read_text_file`)."""
+    from hdl.contracts.text_file import read_text_file
+    return read_text_file(path, what)
 
 
 def readable_file(path, what: str = "file") -> None:

@@ -175,6 +175,9 @@ def run(args) -> int:
     if args.packet_switch:
         return _run_packet_switch(args)
     from studies.characterization.pipeline import run_characterization
+    from fred.commands._option_types import output_path   # before hours of work, not after
+    output_path(args.output, "--output")
+    output_path(args.report, "--report")
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
         (lambda *a: print(*a, flush=True))
 
