@@ -116,7 +116,7 @@ RANGES = {
     "route_ports": int_in(2, 1024),
     "routability_ports": int_in(2, 256),
     "verilog_ports": int_in(2, 128),
-    "middle": int_in(1, 16),
+    "middle": int_in(2, 16),
     "samples": int_in(1, 100_000),          # Fred_3(12): 20 000 in 6.5 s
     "seed": int_in(0, 2**32 - 1),
     "budget": int_in(1, 10_000_000),
@@ -141,7 +141,7 @@ RANGES = {
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),
-    "middles": ints_in(1, 16),
+    "middles": ints_in(2, 16),
     "seeds": ints_in(0, 2**32 - 1),
     "verilog_port_list": ints_in(2, 128),
     "verilog_port_list_or_none": ints_in(2, 128, allow_empty=True),

@@ -97,10 +97,6 @@ def run(args) -> int:
     if args.json and args.bench in ("sysmodel", "router", "verilog"):
         raise FredError(f"--json: the {args.bench} benchmark prints its figures"
                         + (" (--json FILE after its name writes them)" if args.bench == "verilog" else ""))
-    from fred.commands._option_types import output_path   # before the work, not after it
-    output_path(getattr(options, "write_doc", None), "--write-doc")
-    if args.bench == "verilog":
-        output_path(options.json, "--json")
     if args.bench == "sysmodel":
         from studies.benchmarks.sysmodel_speed import run as bench
         bench(options.repeat, end_to_end=not options.no_eval, reference=options.reference)

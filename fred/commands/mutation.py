@@ -54,8 +54,6 @@ def run(args) -> int:
         raise FredError("--json: the campaign writes its outcomes as JSON to OUT/results.json")
     if args.count < 1:
         raise FredError(f"--count must be at least 1, not {args.count}")
-    from fred.commands._option_types import output_path   # before the campaign, not after
-    output_path(args.out, "--out", folder=True)
     if args.design is not None:
         try:
             design = json.loads(args.design)

@@ -48,7 +48,7 @@ CASES = [
     # not positive, not finite, not a number
     (["routability", "--ports", "8", "--samples", "0"], "--samples"),
     (["routability", "--ports", "-4", "--exhaustive"], "--ports"),
-    (["route", "--ports", "8", "--middle", "0", "--collective", "all-reduce"], "--middle"),
+    (["route", "--ports", "8", "--middle", "1", "--collective", "all-reduce"], "--middle: expected an integer in 2..16"),
     (["collective", "--fabric", "fred-a", "--op", "all-reduce", "--size", "nan", "--group", "wafer"], "--size"),
     (["collective", "--fabric", "fred-a", "--op", "all-reduce", "--size", "-1", "--group", "wafer"], "--size"),
     (["collective", "--fabric", "fred-a", "--op", "all-reduce", "--size", "inf", "--group", "wafer"], "--size"),
