@@ -144,3 +144,26 @@ def test_help_shows_the_range(capsys):
     with pytest.raises(SystemExit):
         main(["route", "--help"])
     assert "[2..1024]" in capsys.readouterr().out
+
+
+def _ranged_options():
+    from fred.cli import COMMANDS, build_parser
+    from fred.commands import bench
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(getattr(a, "choices", None), dict)).choices
+    parsers = [(f"fred {n}", commands[n]) for n in COMMANDS]
+    parsers += [(f"fred bench {b}", bench._parser(b)) for b in ("sysmodel", "router", "verilog")]
+    for name, sub in parsers:
+        for action in sub._actions:
+            span = getattr(action.type, "span", None)
+            if span:
+                yield name, "/".join(action.option_strings), span
+
+
+def test_docs_cli_lists_every_range():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    rows = list(_ranged_options())
+    assert len(rows) > 40
+    for command, option, span in rows:
+        assert f"| `{command}` | `{option}` | {span} |" in doc, (command, option, span)
