@@ -48,6 +48,10 @@ TOP = PREFIX + "fred_switch"
 SLOTS = {0: "0,1,2,3>0", 1: "1>0,2,3"}
 
 
+class ExampleFailed(RuntimeError):
+    """A build or a testbench of the examples failed (the message holds the tail of its log)."""
+
+
 def generate(out: Path) -> dict:
     """Write the Verilog and the configuration words; returns the words per slot."""
     out.mkdir(parents=True, exist_ok=True)
@@ -91,10 +95,10 @@ def run_cpp(out: Path) -> str:
     build = subprocess.run(cmd, env=_make_env(), capture_output=True, text=True)
     if build.returncode:
         tail = "\n".join((build.stdout + build.stderr).splitlines()[-15:])
-        raise SystemExit(f"examples: the C++ build failed:\n{tail}")
+        raise ExampleFailed(f"examples: the C++ build failed:\n{tail}")
     run = subprocess.run([str(obj / "tb_switch")], capture_output=True, text=True, timeout=120)
     if run.returncode:
-        raise SystemExit(f"examples: the C++ testbench failed:\n{run.stdout}{run.stderr}")
+        raise ExampleFailed(f"examples: the C++ testbench failed:\n{run.stdout}{run.stderr}")
     return run.stdout
 
 
@@ -122,7 +126,7 @@ def run_cocotb(out: Path) -> str:
     from cocotb_tools.check_results import get_results
     total, failed = get_results(Path(results))
     if failed or not total:
-        raise SystemExit(f"examples: the cocotb testbench failed ({failed} of {total}); "
+        raise ExampleFailed(f"examples: the cocotb testbench failed ({failed} of {total}); "
                          f"log: {build_dir / 'test.log'}")
     return f"cocotb: {total} test(s) passed ({results})\n"
 
@@ -135,10 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     generate(out)
     print(f"wrote {out / (TOP + '.v')} and {out / 'config_words.h'}", flush=True)
-    if args.which in ("cpp", "all"):
-        sys.stdout.write(run_cpp(out))
-    if args.which in ("cocotb", "all"):
-        sys.stdout.write(run_cocotb(out))
+    try:
+        if args.which in ("cpp", "all"):
+            print("building and running the C++ testbench", flush=True)
+            sys.stdout.write(run_cpp(out))
+        if args.which in ("cocotb", "all"):
+            print("building and running the cocotb testbench", flush=True)
+            sys.stdout.write(run_cocotb(out))
+    except ExampleFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 
