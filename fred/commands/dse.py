@@ -69,8 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minibatch per DP replica (default 40, as the strategy sweep)")
     parser.add_argument("--cost", default=None, metavar="FILE",
                         help="cost model TOML (default: the shipped configs/cost.toml)")
-    parser.add_argument("-o", "--output", default="results/dse",
-                        help="folder for CSV, JSON and the Pareto plot (default results/dse)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="folder for CSV, JSON and the Pareto plot (default results/dse; with "
+                             "--json nothing is written unless -o is given)")
     parser.add_argument("--no-files", action="store_true", help="print only; write nothing")
     parser.add_argument("--top", type=RANGES["top"], default=8, help="designs listed per ranking (default 8)")
     add_model_arguments(parser)
@@ -89,6 +90,9 @@ def run(args) -> int:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
         raise FredError(f"--top must be a positive integer, got {args.top}")
+    if args.output is None:               # --json prints; it writes files only when asked (-o)
+        args.no_files = args.no_files or args.json
+        args.output = "results/dse"
     settings = parallel_settings(args)
     if args.no_files and args.cache == "results/dse/points.jsonl":
         settings["cache"] = None          # --no-files writes nothing, the default cache included

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from examples import build
+from hdl.contracts.timing import switch_latency
 
 
 def test_generated_words_are_the_compilers_and_the_top_is_prefixed(tmp_path):
@@ -24,8 +25,11 @@ def test_generated_words_are_the_compilers_and_the_top_is_prefixed(tmp_path):
 def test_the_cpp_testbench_passes(tmp_path):
     build.generate(tmp_path)
     out = build.run_cpp(tmp_path)
-    assert "reduction 0,1,2,3>0: output 0 = 43210" in out
-    assert "multicast 1>0,2,3: outputs 0,2,3 = 77" in out
+    # the documented latency (docs/switch.md "Latency and stages"): first input to last output
+    latency = switch_latency(ports=4, middle=3, dtype="int32")
+    assert latency == 5
+    assert f"reduction 0,1,2,3>0: output 0 = 43210, {latency} cycles" in out
+    assert f"multicast 1>0,2,3: outputs 0,2,3 = 77, {latency} cycles" in out
     assert "PASSED (0 failure(s))" in out
 
 
