@@ -310,6 +310,13 @@ def _plot(path: Path, workload: str, summary: DseSummary) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("fabric silicon area, mm^2 (configs/cost.toml)")
     ax.set_ylabel("time per sample, ms (best strategy)")
-    ax.set_title(f"fred dse: {workload}")
+    # plain tick values: matplotlib's default offset ("+2.373e2") turned a one-in-a-million
+    # spread into the full height of the axis
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+    low, high = ax.get_ylim()          # at least +-1 % around the middle: equal times look equal
+    middle, half = (low + high) / 2, (high - low) / 2
+    half = max(half, 0.01 * abs(middle))
+    ax.set_ylim(middle - half, middle + half)
+    ax.set_title(f"fred dse: {workload}: time per sample against fabric area")
     ax.legend(fontsize=8)
     save_png(fig, path, dpi=120)
