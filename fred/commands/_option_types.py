@@ -127,7 +127,7 @@ RANGES = {
     "compute_scale": float_in(0, 1e6, open_lo=True),
     "bytes": float_in(0, 1e15, open_lo=True),          # a collective of at most 1 PB
     "probability": float_in(0, 1, open_hi=True),       # backpressure: a cycle's stall probability
-    "flits": int_in(1, 10_000_000),
+    "flits": int_in(1, 1_000_000),          # per NPU; the RTL fabric runs ~100-280 k cycles/s
     "cycles": int_in(0, 1_000_000),
     "cycle_ns": float_in(0, 1e6, open_lo=True),
     "word_width": int_in(8, 1024),
@@ -138,6 +138,7 @@ RANGES = {
     "length": int_in(1, 1_000_000),
     "port": int_in(0, 4095),
     "watchdog": int_in(1, 100_000_000),
+    "flit_list": ints_in(1, 1_000_000),
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),

@@ -8,24 +8,17 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.commands._option_types import comma_ints
+from fred.commands._option_types import RANGES
 from fred.commands.fabric_sim import add_fabric_arguments, spec_overrides
 
 HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D vs the system model (writes docs)"
-
-
-def _int_list(text: str) -> list[int]:
-    values = list(comma_ints(text))
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive flit counts, got {text!r}")
-    return values
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
     parser.add_argument("--fabrics", default=",".join(FABRICS),
                         help=f"comma-separated fabrics (default {','.join(FABRICS)})")
-    parser.add_argument("--sizes", type=_int_list, default=[40, 4000], metavar="FLITS,...",
+    parser.add_argument("--sizes", type=RANGES["flit_list"], default=(40, 4000), metavar="FLITS,...",
                         help="sizes in flits (default 40,4000: latency-bound and bandwidth-bound; "
                              "multiples of 40 split evenly into every ring's chunks)")
     parser.add_argument("--output", default="docs/fabric_validation.md",

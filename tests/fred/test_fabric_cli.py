@@ -29,7 +29,7 @@ def test_model_only_text(capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--group", "wafer", "--size", "0"], "--size: expected an integer in 1..10000000"),
+    (["--group", "wafer", "--size", "0"], "--size: expected an integer in 1..1000000"),
     (["--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "4"], "uses 10 NPUs"),
     (["--strategy", "MP2-DP5-PP2", "--size", "4"], "needs --dim"),
     (["--group", "wafer", "--size", "4", "--dim", "mp"], "--dim goes with --strategy"),
