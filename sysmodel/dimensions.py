@@ -38,7 +38,7 @@ from sysmodel.platform import Platform, load_platform
 from sysmodel.toml_file import read_config_toml
 
 __all__ = ["DIMENSION_KINDS", "WAFER_KINDS", "Dimension", "Cluster", "load_cluster",
-           "is_cluster_document", "cluster_from_document", "wafer_cluster"]
+           "is_cluster_document", "is_cluster_file", "cluster_from_document", "wafer_cluster"]
 
 #: Dimension kinds a cluster file may name.
 DIMENSION_KINDS = ("ring", "fully-connected", "switch", "fred", "mesh")
@@ -159,7 +159,7 @@ def is_cluster_document(data: dict) -> bool:
     return isinstance(data, dict) and "dimensions" in data
 
 
-def _wafer(spec: _Dimension, base: Path | None, source: str, cache: dict) -> Platform:
+def _wafer(spec: _Dimension, base: Path | None, source: str, cache: dict, characterization) -> Platform:
     name = spec.wafer or "paper.toml"
     path = (base / name) if base is not None and (base / name).is_file() else None
     if path is None and name != "paper.toml":
@@ -170,18 +170,20 @@ def _wafer(spec: _Dimension, base: Path | None, source: str, cache: dict) -> Pla
                             f"a file next to the cluster file nor a shipped platform")
     key = str(path)
     if key not in cache:
-        cache[key] = load_platform(path)
+        cache[key] = load_platform(path, characterization=characterization)
     return cache[key]
 
 
-def cluster_from_document(data: dict, source: str, *, base: Path | None = None) -> Cluster:
+def cluster_from_document(data: dict, source: str, *, base: Path | None = None,
+                          characterization: str | Path | None = None) -> Cluster:
     """The :class:`Cluster` of a decoded cluster TOML ``data`` (errors name ``source``; wafer
-    files are looked up next to ``base``)."""
+    files are looked up next to ``base`` and timed by the switch ``characterization``, default
+    the shipped one)."""
     doc = validate_input(_ClusterFile, data, source)
     dims, wafers = [], {}
     for spec in doc.dimensions:
         if spec.kind in WAFER_KINDS:
-            wafer = _wafer(spec, base, source, wafers)
+            wafer = _wafer(spec, base, source, wafers, characterization)
             try:
                 wafer.check_fabric(spec.fabric)
             except FredError as exc:
@@ -198,17 +200,34 @@ def cluster_from_document(data: dict, source: str, *, base: Path | None = None) 
     return Cluster(doc.name, doc.description, doc.npus, tuple(dims))
 
 
-def load_cluster(path: str | Path) -> Cluster:
-    """Load a cluster platform TOML (a path, or the name of a shipped one under
-    ``sysmodel/configs/``, e.g. ``cluster-fred-wafers.toml``)."""
+def _resolve(path: str | Path) -> Path:
+    """``path``, or the shipped ``sysmodel/configs/<path>`` when ``path`` is a bare file name
+    that is not a file here (``cluster-fred-wafers.toml``)."""
     path = Path(path)
-    if not path.is_file() and (Path(__file__).parent / "configs" / path.name).is_file() \
-            and path.parent == Path("."):
-        path = Path(__file__).parent / "configs" / path.name
+    shipped = Path(__file__).parent / "configs" / path.name
+    if not path.is_file() and path.parent == Path(".") and shipped.is_file():
+        return shipped
+    return path
+
+
+def is_cluster_file(path: str | Path) -> bool:
+    """True when the platform file ``path`` (or the shipped one of that name) is a cluster's."""
+    path = _resolve(path)
+    if not path.is_file():
+        return False
+    data, _ = read_config_toml(path, shipped="", what="platform")
+    return is_cluster_document(data)
+
+
+def load_cluster(path: str | Path, *, characterization: str | Path | None = None) -> Cluster:
+    """Load a cluster platform TOML (a path, or the name of a shipped one under
+    ``sysmodel/configs/``, e.g. ``cluster-fred-wafers.toml``); its wafers' switches are timed
+    by ``characterization`` (default: the shipped characterization)."""
+    path = _resolve(path)
     data, source = read_config_toml(path, shipped="", what="cluster platform")
     if not is_cluster_document(data):
         raise FredError(f"{source}: not a cluster platform (it lists no [[dimensions]])")
-    return cluster_from_document(data, source, base=path.parent)
+    return cluster_from_document(data, source, base=path.parent, characterization=characterization)
 
 
 def wafer_cluster(platform: Platform, fabric: str) -> Cluster:
