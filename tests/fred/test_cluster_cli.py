@@ -50,3 +50,13 @@ def test_wafer_platform_still_needs_a_fabric(capsys):
     assert main(["collective", "--op", "all-reduce", "--size", "1e6", "--group", "all"]) == 1
     assert "--fabric is required on a wafer platform" in capsys.readouterr().err
     assert main(["collective", "--fabric", "fred-d", "--op", "all-reduce", "--size", "1e6", "--group", "all"]) == 0
+
+
+def test_cluster_training_command(capsys):
+    out = _json(["cluster", "--platform", "cluster-mesh-wafers.toml", "--workload", "resnet-152",
+                 "--schedule", "fixed"], capsys)
+    assert out["npus_used"] == 1000 and out["schedule"] == "fixed"
+    assert out["time_s"] == pytest.approx(out["wafer_time_s"] + out["cross_wafer_time_s"])
+    assert set(out["exposed_by_dimension"]) == {"wafer", "scale-out"}
+    assert main(["cluster", "--workload", "resnet-152"]) == 1
+    assert "needs --platform" in capsys.readouterr().err
