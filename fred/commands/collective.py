@@ -33,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=int, default=None,
                         help="root NPU of broadcast/reduce/multicast (default: lowest rank)")
     add_platform_arguments(parser)
-    parser.add_argument("--schedule", choices=SCHEDULES, default="themis",
+    parser.add_argument("--schedule", choices=SCHEDULES, default=None,
                         help="cluster platforms: each chunk's dimension order, the file's (fixed) or "
                              "Themis' load-balancing one (default themis)")
-    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS,
+    parser.add_argument("--chunks", type=int, default=None,
                         help=f"cluster platforms: chunks a collective is split into (default {DEFAULT_CHUNKS})")
 
 
@@ -91,6 +91,9 @@ def run(args) -> int:
         return run_cluster(args)
     if args.fabric is None:
         raise FredError("--fabric is required on a wafer platform")
+    for option in ("schedule", "chunks"):
+        if getattr(args, option) is not None:
+            raise FredError(f"--{option} applies to a cluster platform (a file listing [[dimensions]])")
     platform = model_platform(args)
     collectives = build_collectives(args, platform)
     result = evaluate(platform, args.fabric, collectives)

@@ -60,3 +60,9 @@ def test_cluster_training_command(capsys):
     assert set(out["exposed_by_dimension"]) == {"wafer", "scale-out"}
     assert main(["cluster", "--workload", "resnet-152"]) == 1
     assert "needs --platform" in capsys.readouterr().err
+
+
+def test_schedule_is_for_clusters_only(capsys):
+    assert main(["collective", "--fabric", "fred-d", "--op", "all-reduce", "--size", "1e6", "--group", "all",
+                 "--schedule", "fixed"]) == 1
+    assert "--schedule applies to a cluster platform" in capsys.readouterr().err
