@@ -8,7 +8,9 @@ Three tables, each computed here from the model (nothing stored):
   the scale-out bandwidth per NPU grows: where the wafer fabric starts to matter;
 * :func:`training_table`: the paper's four workloads on both clusters (two and three
   dimensions), fixed and Themis: iteration time, FRED's speedup, exposed communication per
-  dimension.
+  dimension;
+* :func:`scaling_table`: the workloads at 1,000 and 10,000 NPUs (50 and 500 wafers) and with
+  the scale-out bandwidth per NPU swept: where the wafer fabric matters in training.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from sysmodel.multidim_collectives import run_collective
 from sysmodel.workload_file import get_workload
 from sysmodel.workloads import WORKLOADS
 
-__all__ = ["THEMIS_TOPOLOGIES", "ThemisRow", "ScaleOutRow", "TrainingRow", "themis_table",
-           "scale_out_table", "training_table", "three_dimensional", "render"]
+__all__ = ["THEMIS_TOPOLOGIES", "ThemisRow", "ScaleOutRow", "TrainingRow", "ScalingRow", "themis_table",
+           "scale_out_table", "training_table", "scaling_table", "three_dimensional", "render"]
 
 THEMIS_TOPOLOGIES = ("themis-2d.toml", "themis-3d.toml", "themis-3d-homo.toml", "themis-4d.toml",
                      "themis-4d-homo.toml")
@@ -117,6 +119,41 @@ def training_table(workloads=WORKLOADS) -> list[TrainingRow]:
     return rows
 
 
+@dataclass(frozen=True)
+class ScalingRow:
+    workload: str
+    npus: int
+    scale_out_gbps: float
+    fred_s: float
+    mesh_s: float
+    fred_cross_s: float
+
+    @property
+    def speedup(self) -> float:
+        return self.mesh_s / self.fred_s
+
+
+def _with_wafers(cluster: Cluster, wafers: int) -> Cluster:
+    wafer, out = cluster.dimensions
+    return replace(cluster, npus=wafer.size * wafers, dimensions=(wafer, replace(out, size=wafers)))
+
+
+def scaling_table(workloads=WORKLOADS, wafers=(50, 500), bandwidths=(50.0, 400.0, 3000.0)) -> list[ScalingRow]:
+    """Each workload (its in-wafer strategy, Themis) on ``wafers`` wafers with the scale-out
+    bandwidth per NPU of ``bandwidths`` (one outer switch dimension)."""
+    base = {k: load_cluster(v) for k, v in CLUSTERS.items()}
+    rows = []
+    for w in workloads:
+        workload = get_workload(w)
+        for n in wafers:
+            for b in bandwidths:
+                f, m = (simulate_cluster_iteration(_with_scale_out(_with_wafers(base[k], n), b), workload)
+                        for k in ("fred", "mesh"))
+                rows.append(ScalingRow(w, f.npus_used if f.npus_used == m.npus_used else -1, b, f.time_s,
+                                       m.time_s, f.cross_wafer.time_s))
+    return rows
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -145,5 +182,10 @@ def render() -> str:
                 "FRED exposed comm per dim (ms)", "mesh exposed comm per dim (ms)"],
                [[r.workload, r.cluster, r.schedule, r.strategy, f"{r.fred_s * 1e3:.2f}", f"{r.mesh_s * 1e3:.2f}",
                  f"{r.speedup:.3f}x", _exposed(r.fred_exposed), _exposed(r.mesh_exposed)]
-                for r in training_table()])]
+                for r in training_table()]),
+        "\n### Training at 1,000 and 10,000 NPUs (50 and 500 wafers), scale-out bandwidth per NPU swept (Themis)",
+        _table(["workload", "NPUs used", "scale-out GBps/NPU", "FRED (ms)", "mesh (ms)", "FRED speedup",
+                "cross-wafer all-reduce on FRED (ms)"],
+               [[r.workload, str(r.npus), f"{r.scale_out_gbps:g}", f"{r.fred_s * 1e3:.2f}", f"{r.mesh_s * 1e3:.2f}",
+                 f"{r.speedup:.3f}x", f"{r.fred_cross_s * 1e3:.2f}"] for r in scaling_table()])]
     return "\n".join(parts) + "\n"
