@@ -29,14 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.placement import Strategy
+from hdl.contracts.placement import Strategy, factorisations
 from sysmodel.dimensions import WAFER_KINDS, Cluster
 from sysmodel.iteration_plan import stage_layers
 from sysmodel.multidim_collectives import DEFAULT_CHUNKS, run_collective
 from sysmodel.training import IterationResult, simulate_iteration
 from sysmodel.workloads import DTYPE_BYTES, Workload
 
-__all__ = ["ClusterIterationResult", "simulate_cluster_iteration", "gradient_bytes_per_npu"]
+__all__ = ["ClusterIterationResult", "simulate_cluster_iteration", "gradient_bytes_per_npu",
+           "sweep_cluster_strategies"]
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,14 @@ class ClusterIterationResult:
     dp_global: int
     exposed_by_dimension: dict
 
+    @property
+    def time_per_sample_s(self) -> float:
+        """Iteration time / the samples of the whole cluster's iteration."""
+        return self.time_s / (self.wafer.samples_per_dp * self.dp_global)
+
     def to_dict(self) -> dict:
         return {"workload": self.workload, "strategy": self.strategy, "schedule": self.schedule,
+                "time_per_sample_s": self.time_per_sample_s,
                 "time_s": self.time_s, "wafer_time_s": self.wafer.time_s,
                 "cross_wafer_time_s": self.cross_wafer.time_s if self.cross_wafer else 0.0,
                 "cross_wafer": self.cross_wafer.to_dict() if self.cross_wafer else None,
@@ -118,3 +125,20 @@ def simulate_cluster_iteration(cluster: Cluster, workload: Workload, strategy: S
     time = wafer.time_s + (cross.time_s if cross else 0.0)
     return ClusterIterationResult(workload.name, str(strategy), schedule, time, wafer, cross, share,
                                   strategy.npus * replicas, strategy.dp * replicas, exposed)
+
+
+def sweep_cluster_strategies(cluster: Cluster, workload: Workload, *, schedule: str = "themis",
+                             chunks: int = DEFAULT_CHUNKS, samples_per_dp: int | None = None) -> list:
+    """Every in-wafer strategy MP x DP x PP = the wafer dimension's size, each as
+    ``(strategy, result or None, why not)``, fastest per sample first (those that do not fit
+    the NPU's memory last, with the wafer model's reason)."""
+    rows = []
+    for strategy in factorisations(cluster.dimensions[0].size):
+        try:
+            result = simulate_cluster_iteration(cluster, workload, strategy, schedule=schedule,
+                                                chunks=chunks, samples_per_dp=samples_per_dp)
+        except FredError as exc:
+            rows.append((strategy, None, str(exc)))
+            continue
+        rows.append((strategy, result, ""))
+    return sorted(rows, key=lambda r: (r[1] is None, r[1].time_per_sample_s if r[1] else 0.0))

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples-per-dp", type=int, default=None, help="minibatch per DP replica")
     parser.add_argument("--characterization", default=None, metavar="PATH",
                         help="measured switch timing of the wafers (default: the shipped one)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="every in-wafer strategy MP x DP x PP = the wafer's NPUs, ranked by time per sample")
     parser.add_argument("--study", action="store_true",
                         help="print the cluster study's tables (Markdown; docs/cluster.md) instead")
 
@@ -43,6 +45,10 @@ def run(args) -> int:
     from sysmodel.dimensions import load_cluster
     from sysmodel.workload_file import get_workload
     cluster = load_cluster(args.platform, characterization=args.characterization)
+    if args.sweep:
+        if args.strategy:
+            raise FredError("--sweep tries every in-wafer strategy; drop --strategy")
+        return _sweep(args, cluster)
     strategy = parse_strategy(args.strategy) if args.strategy else None
     result = simulate_cluster_iteration(cluster, get_workload(args.workload), strategy,
                                         schedule=args.schedule, chunks=args.chunks,
@@ -66,4 +72,24 @@ def run(args) -> int:
     print(format_table(["figure", "value"], rows, align="ll",
                        title=f"{result.workload} {result.strategy} per wafer on {cluster.name} "
                              f"({args.schedule} schedule)"))
+    return 0
+
+
+def _sweep(args, cluster) -> int:
+    from sysmodel.cluster_training import sweep_cluster_strategies
+    from sysmodel.workload_file import get_workload
+    rows = sweep_cluster_strategies(cluster, get_workload(args.workload), schedule=args.schedule,
+                                    chunks=args.chunks, samples_per_dp=args.samples_per_dp)
+    if args.json:
+        print_json({"platform": cluster.to_dict(), "workload": args.workload, "schedule": args.schedule,
+                    "strategies": [{"strategy": str(s), "error": why or None,
+                                    **(r.to_dict() if r else {})} for s, r, why in rows]})
+        return 0
+    table = [[str(i + 1), str(s), f"{r.time_per_sample_s * 1e6:.3f}", f"{r.time_s * 1e3:.3f}",
+              f"{(r.cross_wafer.time_s if r.cross_wafer else 0.0) * 1e3:.3f}",
+              f"{r.wafer.memory.total / 1e9:.1f}"] if r else [str(i + 1), str(s), "-", "-", "-", why]
+             for i, (s, r, why) in enumerate(rows)]
+    print(format_table(["rank", "strategy", "us/sample", "iteration ms", "cross-wafer ms", "GB/NPU"],
+                       table, align="llrrrr",
+                       title=f"{args.workload} on {cluster.name}: in-wafer strategies ({args.schedule} schedule)"))
     return 0

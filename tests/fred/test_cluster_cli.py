@@ -66,3 +66,11 @@ def test_schedule_is_for_clusters_only(capsys):
     assert main(["collective", "--fabric", "fred-d", "--op", "all-reduce", "--size", "1e6", "--group", "all",
                  "--schedule", "fixed"]) == 1
     assert "--schedule applies to a cluster platform" in capsys.readouterr().err
+
+
+def test_cluster_strategy_sweep(capsys):
+    out = _json(["cluster", "--platform", "cluster-fred-wafers.toml", "--workload", "resnet-152", "--sweep"], capsys)
+    rows = out["strategies"]
+    assert len(rows) == 18          # the factorisations of 20 into MP x DP x PP
+    times = [r["time_per_sample_s"] for r in rows if r["error"] is None]
+    assert times == sorted(times)

@@ -61,3 +61,10 @@ def test_strategies_that_do_not_map():
     ring_first = Cluster("r", "", 4, (Dimension("a", "ring", 4, 100.0, 0.0, False),))
     with pytest.raises(FredError, match="must be a wafer \\(fred or mesh\\), not a ring"):
         simulate_cluster_iteration(ring_first, RESNET)
+
+
+def test_time_per_sample_counts_every_replica():
+    cluster = load_cluster("cluster-fred-wafers.toml")
+    r = simulate_cluster_iteration(cluster, RESNET, parse_strategy("MP2-DP10-PP1"))
+    assert r.dp_global == 10 * 50 and r.npus_used == 1000
+    assert r.time_per_sample_s == pytest.approx(r.time_s / (r.wafer.samples_per_dp * 500))
