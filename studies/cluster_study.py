@@ -173,10 +173,12 @@ def render() -> str:
         [[r.topology, f"{r.fixed_s * 1e3:.3f}", f"{r.themis_s * 1e3:.3f}", f"{r.fixed_utilization:.3f}",
           f"{r.themis_utilization:.3f}", f"{r.gain:.2f}x"] for r in themis]),
         f"\nmean gain {sum(gains) / len(gains):.2f}x, max {max(gains):.2f}x\n",
-        "### All-reduce of 1 GB per NPU on 50 wafers (Themis), scale-out bandwidth per NPU swept", _table(
-        ["scale-out GBps/NPU", "FRED wafers (ms)", "mesh wafers (ms)", "FRED speedup"],
-        [[f"{r.scale_out_gbps:g}", f"{r.fred_s * 1e3:.3f}", f"{r.mesh_s * 1e3:.3f}", f"{r.speedup:.3f}x"]
-         for r in scale_out_table()]),
+        "### All-reduce of 1 GB per NPU on 50 wafers, scale-out bandwidth per NPU swept", _table(
+        ["scale-out GBps/NPU", "FRED wafers, Themis (ms)", "mesh wafers, Themis (ms)", "FRED speedup, Themis",
+         "FRED wafers, fixed (ms)", "mesh wafers, fixed (ms)", "FRED speedup, fixed"],
+        [[f"{t.scale_out_gbps:g}", f"{t.fred_s * 1e3:.3f}", f"{t.mesh_s * 1e3:.3f}", f"{t.speedup:.3f}x",
+          f"{f.fred_s * 1e3:.3f}", f"{f.mesh_s * 1e3:.3f}", f"{f.speedup:.3f}x"]
+         for t, f in zip(scale_out_table(), scale_out_table(schedule="fixed"))]),
         "\n### Training iteration on 1,000 NPUs (50 wafers), the workloads' in-wafer strategy, DP across wafers",
         _table(["workload", "cluster", "schedule", "strategy", "FRED (ms)", "mesh (ms)", "FRED speedup",
                 "FRED exposed comm per dim (ms)", "mesh exposed comm per dim (ms)"],
