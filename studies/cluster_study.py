@@ -165,7 +165,7 @@ def _exposed(d: dict) -> str:
 
 
 def render() -> str:
-    """The three tables as Markdown (what docs/cluster.md quotes)."""
+    """The four tables as Markdown (what docs/cluster.md quotes)."""
     themis = themis_table()
     gains = [r.gain for r in themis]
     parts = ["### All-reduce of 1 GB per NPU, 64 chunks: fixed order vs Themis", _table(
