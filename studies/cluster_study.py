@@ -1,6 +1,6 @@
 """The cluster study (docs/cluster.md): FRED wafers against mesh wafers in a 1,000-NPU cluster.
 
-Three tables, each computed here from the model (nothing stored):
+Four tables, each computed here from the model (nothing stored):
 
 * :func:`themis_table`: one all-reduce on the Themis-style topologies, fixed order against
   Themis (the bandwidth-utilization gain = time ratio, the bytes being the same);
