@@ -25,8 +25,8 @@ import sys
 __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 
 #: Subcommands in the order ``fred --help`` lists them.
-COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "eval", "sweep",
-            "dse", "validate", "replay", "fabric-sim", "fabric-validate",
+COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "cluster", "eval",
+            "sweep", "dse", "validate", "replay", "fabric-sim", "fabric-validate",
             "lint", "coverage", "mutation", "synth", "bench")
 
 

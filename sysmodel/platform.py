@@ -452,6 +452,9 @@ def parse_platform(data: dict, *, switch: SwitchTiming, l2_switch: SwitchTiming 
                    source: str = "<toml>") -> Platform:
     """Build a :class:`Platform` from a decoded TOML document (errors name the key) with the
     switch timing ``switch`` (L1; every level unless ``l2_switch`` is given)."""
+    if "dimensions" in data:    # a cluster file (sysmodel/dimensions.py): not one wafer
+        raise FredError(f"{source} is a cluster platform (it lists [[dimensions]]); this command "
+                        f"takes one wafer's platform (`fred collective --platform` takes clusters)")
     for (section, key), why in _REMOVED.items():
         if isinstance(data.get(section), dict) and key in data[section]:
             raise FredError(f"{source}: {section}.{key} is not a platform parameter: {why}; remove it")

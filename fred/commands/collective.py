@@ -10,18 +10,23 @@ from fred.table import format_table
 from hdl.contracts.errors import FredError
 from fred.commands._option_types import RANGES
 
-HELP = "time a collective on the mesh or a FRED variant (per-link byte accounting)"
+HELP = ("time a collective on the mesh or a FRED variant (per-link byte accounting), or across the "
+        "dimensions of a cluster platform (fixed or Themis scheduling)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sysmodel.collectives import OPS
     from sysmodel.platform import FABRICS
-    parser.add_argument("--fabric", required=True, choices=FABRICS, help="fabric to evaluate")
+    from sysmodel.multidim_collectives import DEFAULT_CHUNKS, SCHEDULES
+    parser.add_argument("--fabric", choices=FABRICS,
+                        help="fabric to evaluate (wafer platforms; required there)")
     parser.add_argument("--op", required=True, choices=OPS, help="collective operation")
     parser.add_argument("--size", required=True, type=RANGES["bytes"],
                         help="bytes (all-reduce: buffer per NPU; see docs/sysmodel.md)")
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--group", help="'wafer' (every NPU) or a comma list of NPU ranks, e.g. 0,1,4")
+    where.add_argument("--group", help="'wafer' or 'all' (every NPU) or a comma list of NPU ranks, "
+                                       "e.g. 0,1,4; on a cluster platform: 'all' or a comma list "
+                                       "of dimension names")
     where.add_argument("--strategy", help="MP<a>-DP<b>-PP<c>: run the op on every group of --dim")
     parser.add_argument("--dim", choices=("mp", "dp", "pp"),
                         help="with --strategy: the dimension whose groups run the op concurrently "
@@ -29,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=RANGES["port"], default=None,
                         help="root NPU of broadcast/reduce/multicast (default: lowest rank)")
     add_platform_arguments(parser)
+    parser.add_argument("--schedule", choices=SCHEDULES, default=None,
+                        help="cluster platforms: each chunk's dimension order, the file's (fixed) or "
+                             "Themis' load-balancing one (default themis)")
+    parser.add_argument("--chunks", type=int, default=None,
+                        help=f"cluster platforms: chunks a collective is split into (default {DEFAULT_CHUNKS})")
 
 
 def build_collectives(args, platform):
@@ -39,7 +49,7 @@ def build_collectives(args, platform):
     if args.group is not None:
         if args.dim:
             raise FredError("--dim needs --strategy, not --group")
-        if args.group.strip().lower() == "wafer":
+        if args.group.strip().lower() in ("wafer", "all"):
             group = tuple(range(platform.npus))
         else:
             try:
@@ -74,6 +84,17 @@ def build_collectives(args, platform):
 
 def run(args) -> int:
     from sysmodel.collectives import evaluate
+    from sysmodel.dimensions import is_cluster_file
+    if args.size <= 0:
+        raise FredError(f"--size must be a positive number of bytes, got {args.size:g}")
+    if args.platform is not None and is_cluster_file(args.platform):
+        from fred.commands._cluster_collective import run_cluster
+        return run_cluster(args)
+    if args.fabric is None:
+        raise FredError("--fabric is required on a wafer platform")
+    for option in ("schedule", "chunks"):
+        if getattr(args, option) is not None:
+            raise FredError(f"--{option} applies to a cluster platform (a file listing [[dimensions]])")
     platform = model_platform(args)
     collectives = build_collectives(args, platform)
     result = evaluate(platform, args.fabric, collectives)

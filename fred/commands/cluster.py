@@ -1,0 +1,95 @@
+"""``fred cluster``: one training iteration on a cluster of wafers (MP, PP and DP inside each
+wafer, DP across), or the cluster study's tables (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from fred.cli import print_json
+from fred.table import format_table
+from hdl.contracts.errors import FredError
+
+HELP = "a training iteration on a cluster of wafers (DP across wafers, fixed or Themis), or the cluster study"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from sysmodel.multidim_collectives import DEFAULT_CHUNKS, SCHEDULES
+    parser.add_argument("--platform", help="cluster platform TOML (a path, or a shipped name such as "
+                                           "cluster-fred-wafers.toml)")
+    parser.add_argument("--workload", help="workload preset or file")
+    parser.add_argument("--strategy", help="in-wafer MP<a>-DP<b>-PP<c> (default: the workload's)")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="themis",
+                        help="dimension order of the cross-wafer all-reduce's chunks (default themis)")
+    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS,
+                        help=f"chunks of the cross-wafer all-reduce (default {DEFAULT_CHUNKS})")
+    parser.add_argument("--samples-per-dp", type=int, default=None, help="minibatch per DP replica")
+    parser.add_argument("--characterization", default=None, metavar="PATH",
+                        help="measured switch timing of the wafers (default: the shipped one)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="every in-wafer strategy MP x DP x PP = the wafer's NPUs, ranked by time per sample")
+    parser.add_argument("--study", action="store_true",
+                        help="print the cluster study's tables (Markdown; docs/cluster.md) instead")
+
+
+def run(args) -> int:
+    if args.study:
+        if args.platform or args.workload:
+            raise FredError("--study computes its own platforms and workloads; drop --platform/--workload")
+        from studies.cluster_study import render
+        print(render(), end="")
+        return 0
+    if not args.platform or not args.workload:
+        raise FredError("fred cluster needs --platform CLUSTER.toml and --workload W (or --study)")
+    from hdl.contracts.placement import parse_strategy
+    from sysmodel.cluster_training import simulate_cluster_iteration
+    from sysmodel.dimensions import load_cluster
+    from sysmodel.workload_file import get_workload
+    cluster = load_cluster(args.platform, characterization=args.characterization)
+    if args.sweep:
+        if args.strategy:
+            raise FredError("--sweep tries every in-wafer strategy; drop --strategy")
+        return _sweep(args, cluster)
+    strategy = parse_strategy(args.strategy) if args.strategy else None
+    result = simulate_cluster_iteration(cluster, get_workload(args.workload), strategy,
+                                        schedule=args.schedule, chunks=args.chunks,
+                                        samples_per_dp=args.samples_per_dp)
+    if args.json:
+        print_json({"platform": cluster.to_dict(), **result.to_dict()})
+        return 0
+    rows = [["iteration", f"{result.time_s * 1e3:.3f} ms"],
+            ["  of which one wafer's iteration", f"{result.wafer.time_s * 1e3:.3f} ms"],
+            ["  of which the cross-wafer gradient all-reduce",
+             f"{(result.cross_wafer.time_s if result.cross_wafer else 0.0) * 1e3:.3f} ms"],
+            ["NPUs used / global DP", f"{result.npus_used} / {result.dp_global}"],
+            ["all-reduced per NPU across wafers", f"{result.gradient_bytes_per_npu:.6g} B"],
+            ["per-NPU memory (most loaded stage)",
+             f"{result.wafer.memory.total / 1e9:.2f} of {result.wafer.memory.capacity / 1e9:.0f} GB"]]
+    rows += [[f"exposed/busy on {name}", f"{t * 1e3:.3f} ms"] for name, t in result.exposed_by_dimension.items()]
+    if result.cross_wafer:
+        rows += [[f"utilization of {u.name} in the cross-wafer all-reduce",
+                  f"{u.utilization:.3f} busy, {u.bandwidth_utilization:.3f} of bandwidth"]
+                 for u in result.cross_wafer.dimensions]
+    print(format_table(["figure", "value"], rows, align="ll",
+                       title=f"{result.workload} {result.strategy} per wafer on {cluster.name} "
+                             f"({args.schedule} schedule)"))
+    return 0
+
+
+def _sweep(args, cluster) -> int:
+    from sysmodel.cluster_training import sweep_cluster_strategies
+    from sysmodel.workload_file import get_workload
+    rows = sweep_cluster_strategies(cluster, get_workload(args.workload), schedule=args.schedule,
+                                    chunks=args.chunks, samples_per_dp=args.samples_per_dp)
+    if args.json:
+        print_json({"platform": cluster.to_dict(), "workload": args.workload, "schedule": args.schedule,
+                    "strategies": [{"strategy": str(s), "error": why or None,
+                                    **(r.to_dict() if r else {})} for s, r, why in rows]})
+        return 0
+    table = [[str(i + 1), str(s), f"{r.time_per_sample_s * 1e6:.3f}", f"{r.time_s * 1e3:.3f}",
+              f"{(r.cross_wafer.time_s if r.cross_wafer else 0.0) * 1e3:.3f}",
+              f"{r.wafer.memory.total / 1e9:.1f}"] if r else [str(i + 1), str(s), "-", "-", "-", why]
+             for i, (s, r, why) in enumerate(rows)]
+    print(format_table(["rank", "strategy", "us/sample", "iteration ms", "cross-wafer ms", "GB/NPU"],
+                       table, align="llrrrr",
+                       title=f"{args.workload} on {cluster.name}: in-wafer strategies ({args.schedule} schedule)"))
+    return 0

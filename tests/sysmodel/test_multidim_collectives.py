@@ -1,0 +1,155 @@
+"""Collectives across a cluster's dimensions: hand-computed stage times, both schedulers'
+timelines worked out by hand, the wafer dimension equal to the wafer model, the shipped
+clusters (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from sysmodel.collectives import Collective, evaluate
+from sysmodel.dimension_timing import stage_bytes_sent, stage_time
+from sysmodel.dimensions import Cluster, Dimension, load_cluster, wafer_cluster
+from sysmodel.multidim_collectives import chunk_stages, run_collective, schedule_orders
+from sysmodel.platform import default_platform
+
+GBPS = 1.0   # 1 GBps = 1e9 B/s: sizes in GB give times in seconds
+
+
+def dim(name, size, kind="switch", bw=GBPS, latency_ns=0.0, in_network=False):
+    return Dimension(name, kind, size, bw, latency_ns, in_network)
+
+
+def cluster(*dims):
+    n = 1
+    for d in dims:
+        n *= d.size
+    return Cluster("test", "", n, tuple(dims))
+
+
+# -- one stage on one dimension ------------------------------------------------------------
+def test_stage_times_by_kind():
+    ring = dim("r", 3, "ring", latency_ns=1000.0)
+    # reduce-scatter of 3 GB on a ring of 3: 2/3 of it at 1 GBps, 2 dependent steps of 1 us
+    assert stage_time(ring, "reduce-scatter", 3e9) == pytest.approx(2.0 + 2e-6)
+    assert stage_time(ring, "all-reduce", 3e9) == pytest.approx(4.0 + 4e-6)
+    fc = dim("f", 4, "fully-connected", latency_ns=1000.0)
+    assert stage_time(fc, "all-gather", 4e9) == pytest.approx(3.0 + 1e-6)       # one step
+    sw = dim("s", 4, latency_ns=1000.0)
+    assert stage_time(sw, "all-reduce", 4e9) == pytest.approx(6.0 + 2e-6)       # 2 (n-1)/n D
+    innet = dim("s", 4, latency_ns=1000.0, in_network=True)
+    assert stage_time(innet, "all-reduce", 4e9) == pytest.approx(4.0 + 2e-6)    # D, up and down
+    assert stage_bytes_sent(innet, "all-reduce", 4e9) == 4e9
+    assert stage_time(innet, "reduce-scatter", 4e9) == pytest.approx(3.0 + 1e-6)  # endpoint form
+    # all-to-all on a bidirectional ring of 5: hops 1+2+2+1 = 6 per D/5 sent, floor(5/2) steps
+    assert stage_time(dim("r", 5, "ring"), "all-to-all", 5e9) == pytest.approx(6.0)
+    assert stage_time(dim("s", 5), "all-to-all", 5e9) == pytest.approx(4.0)
+    assert stage_time(dim("one", 1), "all-reduce", 5e9) == 0.0
+
+
+def test_chunk_stages_shrink_through_the_order():
+    a, b, c = dim("a", 2), dim("b", 4), dim("c", 5)
+    stages = [(d.name, op, s) for d, op, s in chunk_stages("all-reduce", (a, b, c), 8e9)]
+    assert stages == [("a", "reduce-scatter", 8e9), ("b", "reduce-scatter", 4e9),
+                      ("c", "all-reduce", 1e9), ("b", "all-gather", 4e9), ("a", "all-gather", 8e9)]
+    assert [(d.name, s) for d, _, s in chunk_stages("all-gather", (a, b), 8e9)] == [("b", 4e9), ("a", 8e9)]
+    assert [(d.name, s) for d, _, s in chunk_stages("all-to-all", (a, b), 8e9)] == [("a", 8e9), ("b", 8e9)]
+
+
+# -- the two schedulers, timelines by hand -----------------------------------------------
+def _two_switches():
+    return cluster(dim("d0", 2), dim("d1", 2))
+
+
+def test_fixed_order_all_reduce_by_hand():
+    """2 chunks of 2 GB on two 2-member switches of 1 GBps, order (d0, d1) for both.
+    A chunk: RS d0 2 GB (1 s), AR d1 1 GB (1 s), AG d0 2 GB (1 s).
+    d0: c0 RS [0,1], c1 RS [1,2], c0 AG [2,3], c1 AG [3,4]; d1: c0 AR [1,2], c1 AR [2,3]."""
+    r = run_collective(_two_switches(), "all-reduce", 4e9, schedule="fixed", chunks=2)
+    assert r.time_s == pytest.approx(4.0)
+    d0, d1 = r.dimensions
+    assert (d0.busy_s, d1.busy_s) == pytest.approx((4.0, 2.0))
+    assert (d0.utilization, d1.utilization) == pytest.approx((1.0, 0.5))
+    assert (d0.bytes_sent_per_npu, d1.bytes_sent_per_npu) == pytest.approx((4e9, 2e9))
+    assert r.bandwidth_utilization == pytest.approx(6e9 / (2e9 * 4.0))
+    assert r.orders == (("d0", "d1"), ("d0", "d1"))
+
+
+def test_themis_all_reduce_by_hand():
+    """Themis on the same case: chunk 0 takes (d0, d1) (no load yet), putting 2 s on d0 and
+    1 s on d1; chunk 1 takes the less-loaded d1 first: (d1, d0). Both dimensions are then busy
+    all the time: c0 RS d0 / c1 RS d1 [0,1], the ARs [1,2], the AGs [2,3]: 3 s, gain 4/3."""
+    r = run_collective(_two_switches(), "all-reduce", 4e9, schedule="themis", chunks=2)
+    assert r.orders == (("d0", "d1"), ("d1", "d0"))
+    assert r.time_s == pytest.approx(3.0)
+    assert [d.utilization for d in r.dimensions] == pytest.approx([1.0, 1.0])
+    assert r.bandwidth_utilization == pytest.approx(1.0)
+
+
+def test_themis_puts_the_largest_stage_on_the_least_loaded_dimension():
+    # d1 10x slower: once loaded it is always last (it gets the smallest stage)
+    fast, slow = dim("fast", 4), dim("slow", 4, bw=0.1)
+    orders = schedule_orders("all-reduce", (fast, slow), 1e9, 6, "themis")
+    assert [tuple(d.name for d in o) for o in orders] == [("fast", "slow")] * 6
+    # slow listed first: fixed keeps it first, Themis moves it last after the first chunk
+    c = cluster(slow, fast)
+    fixed = run_collective(c, "all-reduce", 8e9, schedule="fixed", chunks=8)
+    themis = run_collective(c, "all-reduce", 8e9, schedule="themis", chunks=8)
+    assert themis.orders[1:] == (("fast", "slow"),) * 7
+    assert themis.time_s < fixed.time_s
+
+
+def test_reduce_scatter_and_all_gather_one_chunk_by_hand():
+    c = _two_switches()
+    # RS d0 of 4 GB: 2 s, then RS d1 of 2 GB: 1 s; the all-gather mirrors it
+    assert run_collective(c, "reduce-scatter", 4e9, schedule="fixed", chunks=1).time_s == pytest.approx(3.0)
+    assert run_collective(c, "all-gather", 4e9, schedule="fixed", chunks=1).time_s == pytest.approx(3.0)
+    # all-to-all: 4 GB through each dimension, half of it leaves: 2 s + 2 s
+    assert run_collective(c, "all-to-all", 4e9, schedule="fixed", chunks=1).time_s == pytest.approx(4.0)
+
+
+def test_in_network_last_dimension_sends_the_buffer_once():
+    c = cluster(dim("wafer", 4), dim("out", 4, in_network=True))
+    r = run_collective(c, "all-reduce", 4e9, schedule="fixed", chunks=1)
+    # RS wafer 4 GB: 3 s; AR on the reducing switch, 1 GB once: 1 s; AG wafer: 3 s
+    assert r.time_s == pytest.approx(7.0)
+    assert r.dimensions[1].bytes_sent_per_npu == pytest.approx(1e9)
+
+
+def test_subset_of_dimensions_and_errors():
+    c = _two_switches()
+    r = run_collective(c, "all-reduce", 4e9, dimensions=["d1"], chunks=1)
+    # an all-reduce of 4 GB on d1 alone: 2 (n-1)/n = 1 x 4 GB at 1 GBps
+    assert r.time_s == pytest.approx(4.0) and [d.name for d in r.dimensions] == ["d1"]
+    with pytest.raises(FredError, match="has no dimension 'dx'"):
+        run_collective(c, "all-reduce", 1e9, dimensions=["dx"])
+    with pytest.raises(FredError, match="schedule 'best'"):
+        run_collective(c, "all-reduce", 1e9, schedule="best")
+    with pytest.raises(FredError, match="no multi-dimensional form"):
+        run_collective(c, "broadcast", 1e9)
+    with pytest.raises(FredError, match="positive number of bytes"):
+        run_collective(c, "all-reduce", 0)
+
+
+# -- the wafer as a dimension is the wafer model -----------------------------------------
+@pytest.mark.parametrize("fabric", ["mesh", "fred-a", "fred-d"])
+@pytest.mark.parametrize("op", ["all-reduce", "reduce-scatter", "all-gather"])
+def test_wafer_dimension_is_the_wafer_model(fabric, op):
+    platform = default_platform()
+    one = wafer_cluster(platform, fabric)
+    r = run_collective(one, op, 1e8, chunks=1)
+    wafer = evaluate(platform, fabric, [Collective(op, tuple(range(platform.npus)), 1e8)])
+    assert r.time_s == wafer.time_s
+
+
+def test_shipped_clusters_fred_beats_mesh_inside_the_wafer():
+    fred, mesh = load_cluster("cluster-fred-wafers.toml"), load_cluster("cluster-mesh-wafers.toml")
+    assert fred.npus == mesh.npus == 1000
+    assert fred.dimension("wafer").in_network and not mesh.dimension("wafer").in_network
+    for schedule in ("fixed", "themis"):
+        f = run_collective(fred, "all-reduce", 1e9, schedule=schedule)
+        m = run_collective(mesh, "all-reduce", 1e9, schedule=schedule)
+        # the same scale-out work; the FRED wafer's stages are shorter than the mesh's
+        assert f.dimensions[0].busy_s < m.dimensions[0].busy_s
+        assert f.dimensions[1].busy_s == pytest.approx(m.dimensions[1].busy_s)
+        assert f.time_s <= m.time_s
