@@ -139,6 +139,8 @@ RANGES = {
     "port": int_in(0, 4095),
     "watchdog": int_in(1, 100_000_000),
     "flit_list": ints_in(1, 1_000_000),
+    "rank": int_in(0, 10_000_000),          # an NPU of a cluster platform (10 000s of NPUs)
+    "chunks": int_in(1, 4096),
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),

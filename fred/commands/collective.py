@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", choices=("mp", "dp", "pp"),
                         help="with --strategy: the dimension whose groups run the op concurrently "
                              "(pp with multicast/point-to-point: the stage-boundary transfers)")
-    parser.add_argument("--root", type=RANGES["port"], default=None,
+    parser.add_argument("--root", type=RANGES["rank"], default=None,
                         help="root NPU of broadcast/reduce/multicast (default: lowest rank)")
     add_platform_arguments(parser)
     parser.add_argument("--schedule", choices=SCHEDULES, default=None,
