@@ -80,7 +80,7 @@ async def collect(dut, n, cycles=200):
 async def reduction_and_multicast(dut):
     config = json.loads(open(os.environ["EXAMPLE_CONFIG"]).read())
     words = {int(slot): w for slot, w in config["words"].items()}
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    Clock(dut.clk, 10, unit="ns").start()
     for n in range(PORTS):
         port(dut, f"i__{n}")[0].value = 0
         port(dut, f"o__{n}")[1].value = 0
