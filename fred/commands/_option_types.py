@@ -134,6 +134,7 @@ RANGES = {
     "count": int_in(1, 100_000),
     "repeat": int_in(1, 100_000),
     "timeout_s": float_in(0, 7 * 24 * 3600, open_lo=True),
+    "timeout_whole_s": int_in(1, 7 * 24 * 3600),
     "freq_mhz": float_in(0, 2000, open_lo=True),
     "length": int_in(1, 1_000_000),
     "port": int_in(0, 4095),

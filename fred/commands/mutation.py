@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=RANGES["count"], default=1,
                         help="with --jobs 1: mutants run per hold of the lock (default 1; each "
                              "mutant holds it for 10-20 s, a batch of 4 about a minute)")
-    parser.add_argument("--timeout", type=RANGES["timeout_s"], default=None,
+    parser.add_argument("--timeout", type=RANGES["timeout_whole_s"], default=None,
                         help=f"seconds per mutant (default {TIMEOUT_FACTOR} x the original's "
                              f"build and run, at least {MIN_TIMEOUT})")
     parser.add_argument("--lock", default=LOCK, help="flock file taken per mutant ('' = none)")
