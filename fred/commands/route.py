@@ -59,9 +59,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="when one phase is not enough, say why (a minimal set of flows that "
                              "cannot share a phase and where they collide)")
+    parser.add_argument("--memh", default=None, metavar="FILE",
+                        help="also write the phases' configuration words as a $readmemh memory "
+                             "image: phase k at words k*N..k*N+N-1 (N words per phase)")
+
+
+def memh_text(phases: list[dict], *, ports: int, middle: int, word_width: int) -> str:
+    """A ``$readmemh`` image of the phases' words (hex, one word a line; ``//`` comments, which
+    ``$readmemh`` skips, name each phase): what a host or a testbench streams into the
+    configuration port, phase k from word k*N."""
+    digits = (word_width + 3) // 4
+    count = len(phases[0]["words"]) if phases else 0
+    lines = [f"// Fred_{middle}({ports}) configurations: {len(phases)} phase(s) x {count} words of "
+             f"{word_width} bits (fred route --memh); phase k at words k*{count}.."]
+    for k, phase in enumerate(phases):
+        lines.append(f"// phase {k}: {'; '.join(phase['flows'])}")
+        lines += [f"{w:0{digits}x}" for w in phase["words"]]
+    return "\n".join(lines) + "\n"
 
 
 def run(args) -> int:
+    from fred.commands._option_types import output_path
+    output_path(args.memh, "--memh")          # before the routing, not after
     if args.flows is not None:
         if args.group is not None or args.root is not None or args.pairs is not None:
             raise FredError("--group/--root/--pairs go with --collective, not --flows")
@@ -93,6 +112,10 @@ def run(args) -> int:
                 "microswitches": phase.config.describe(include_idle=args.all_microswitches),
                 "config": phase.config.to_dict(),
             })
+    if args.memh:
+        from pathlib import Path
+        Path(args.memh).write_text(memh_text(phases, ports=args.ports, middle=args.middle,
+                                             word_width=args.word_width))
     if args.json:
         print_json({"ports": args.ports, "middle": args.middle, "word_width": args.word_width,
                     "phase_count": len(phases), "notes": notes, "phases": phases})
