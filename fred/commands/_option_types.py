@@ -136,7 +136,7 @@ RANGES = {
     "timeout_s": float_in(0, 7 * 24 * 3600, open_lo=True),
     "timeout_whole_s": int_in(1, 7 * 24 * 3600),
     "freq_mhz": float_in(0, 2000, open_lo=True),
-    "length": int_in(1, 1_000_000),
+    "length": int_in(2, 100_000),           # flits per packet (characterize needs two at least)
     "port": int_in(0, 4095),
     "watchdog": int_in(1, 100_000_000),
     "flit_list": ints_in(1, 1_000_000),
