@@ -11,8 +11,8 @@ here are the one place that writes those checks:
 * :func:`int_in` / :func:`float_in`: one number (finite, within ``lo..hi``);
 * :func:`ints_in`: a comma list of such integers (``"4,8,16"``);
 * :func:`output_path` (before the work): the folder of an output file can be created and written;
-* :func:`read_text` / :func:`readable_file`: an input file that is missing, a folder, unreadable or
-  binary gives an error that names it.
+* input files that are missing, folders, unreadable or binary: the readers use
+  :func:`hdl.contracts.text_file.read_text_file`, whose error names the file.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["comma_ints", "int_in", "float_in", "ints_in", "RANGES", "output_path", "read_text",
-           "readable_file", "OneLineArgumentParser",
+__all__ = ["comma_ints", "int_in", "float_in", "ints_in", "RANGES", "output_path",
+           "OneLineArgumentParser",
            "VERILOG_PARAM_RANGES", "verilog_identifier"]
 
 
@@ -182,19 +182,6 @@ def output_path(path, option: str, *, folder: bool = False) -> None:
         check_writable(path, folder=folder)
     except FredError as exc:
         raise FredError(f"{option}: {exc}") from None
-
-
-def read_text(path, what: str = "file") -> str:
-    """The text of ``path``; a missing, unreadable, folder or binary (not UTF-8) file is a
-    one-line error naming it (:func:`hdl.contracts.text_file.read_text_file`)."""
-    from hdl.contracts.text_file import read_text_file
-    return read_text_file(path, what)
-
-
-def readable_file(path, what: str = "file") -> None:
-    """Check (before the work) that ``path`` is a readable text file; see :func:`read_text`."""
-    if path is not None:
-        read_text(path, what)
 
 
 class RangeHelpFormatter(argparse.HelpFormatter):
