@@ -8,7 +8,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation examples
 
 all: test
 
@@ -18,6 +18,7 @@ help:
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
 	@echo "make lint       Verilator --lint-only on build/*.v (waivers: eda/lint_waivers.vlt)"
+	@echo "make examples   build and run the RTL user's testbenches (C++ and cocotb) on a generated switch (examples/)"
 	@echo "make eval       the main job: system-model evaluation of the paper (writes results/)"
 	@echo "make bench-sysmodel  system-model speed figures (BENCH_SYSMODEL_ARGS)"
 	@echo "make synth      ECP5 synthesis report of the reduction unit (installs the synth extra; SYNTH_ARGS)"
@@ -28,7 +29,7 @@ help:
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
 	@echo "make mutation   mutation score of the switch benches (MUTATION_ARGS, e.g. --count 60 --jobs 1)"
-	@echo "each target above that runs a tool is a fred subcommand: fred --help, fred COMMAND --help"
+	@echo "each target above that runs a tool is a fred subcommand (fred --help, fred COMMAND --help), but make examples: the user's own testbenches, python -m examples.build"
 
 # Re-installs when pyproject.toml changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml
@@ -53,6 +54,10 @@ verilog: $(STAMP)
 
 lint: verilog
 	$(FRED) lint build/*.v
+
+# the testbenches a user copies (examples/README.md): not a fred subcommand, they are the user's code
+examples: $(STAMP)
+	$(PY) -m examples.build all
 
 eval: $(STAMP)
 	$(FRED) eval --output results --calibration paper

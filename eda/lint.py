@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eda.toolchain import setup_verilator
+from hdl.contracts.text_file import read_text_file
 
 WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
 
@@ -85,7 +86,7 @@ def lint(path: Path | str, *, top: str | None = None, whole: bool = False) -> Li
     tool = setup_verilator()
     path = Path(path)
     top = top or path.stem
-    text = path.read_text()
+    text = read_text_file(path, "Verilog file")
     groups = design_modules(text)
     if whole or len(groups) <= 1:
         done = _run(tool, top, path)

@@ -58,7 +58,8 @@ def _load(name):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from fred.commands._option_types import OneLineArgumentParser  # one-line argument errors
+    parser = OneLineArgumentParser(
         prog="fred",
         description="FRED wafer-scale fabric: Verilog generation, switch routing, "
                     "characterization and system-level evaluation.")

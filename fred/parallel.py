@@ -169,6 +169,11 @@ def dask_calls(scheduler: str, calls, *, connect_timeout_s: float = 20.0):
         client = Client(scheduler, timeout=f"{connect_timeout_s}s")
     except (OSError, TimeoutError) as exc:
         raise FredError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    except (MemoryError, ValueError, EOFError) as exc:
+        # something answers there but not Dask's protocol: its first bytes read as a frame length
+        # ("Unable to allocate 3.07 EiB")
+        raise FredError(f"--scheduler {scheduler}: the server there is not a Dask scheduler "
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
     try:
         futures = [client.submit(_call, function, tuple(arguments), pure=False) for function, arguments in calls]
         index = {f.key: i for i, f in enumerate(futures)}

@@ -34,6 +34,7 @@ from sysmodel.collectives import Collective, evaluate
 from sysmodel.multimem import MULTIMEM_OPS, multimem_time_s
 from sysmodel.platform import Platform, load_platform
 from sysmodel.toml_file import parse_toml
+from hdl.contracts.text_file import read_text_file
 
 __all__ = ["DEFAULT_COLLECTIVE_CASES", "CollectiveCase", "Statement", "load_collective_cases",
            "shipped_platform", "bus_factor", "model_time_s", "run_collective_validation",
@@ -131,7 +132,7 @@ def load_collective_cases(path: str | Path | None = None) -> tuple[list[Collecti
     path = Path(path) if path else DEFAULT_COLLECTIVE_CASES()
     if not path.is_file():
         raise FredError(f"collective validation file {path} does not exist")
-    doc = validate_input(_CaseFile, parse_toml(path.read_text(), str(path)), str(path))
+    doc = validate_input(_CaseFile, parse_toml(read_text_file(path, "collective validation file"), str(path)), str(path))
     names = [c.name for c in doc.case]
     if len(set(names)) != len(names):
         raise FredError(f"{path}: case names repeat: {sorted({n for n in names if names.count(n) > 1})}")

@@ -188,8 +188,12 @@ def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap
     platform = platform_from_ref(ref)
     get_workload(workload)
     workload = workload_ref(workload)
-    names = [str(s) for s in factorisations(platform.npus)] if strategies is None else \
-        [str(parse_strategy(s)) for s in strategies]
+    chosen = factorisations(platform.npus) if strategies is None else [parse_strategy(s) for s in strategies]
+    for strategy in chosen:                  # one line now rather than every point failing later
+        if strategy.npus > platform.npus:
+            raise FredError(f"strategy {strategy} needs {strategy.npus} NPUs; the wafer has "
+                            f"{platform.npus}")
+    names = [str(s) for s in chosen]
     return [{"kind": "dse", "workload": workload, "design": d.to_dict(), "strategy": s,
              "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
             for d in designs for s in names]
@@ -306,6 +310,13 @@ def _plot(path: Path, workload: str, summary: DseSummary) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("fabric silicon area, mm^2 (configs/cost.toml)")
     ax.set_ylabel("time per sample, ms (best strategy)")
-    ax.set_title(f"fred dse: {workload}")
+    # plain tick values: matplotlib's default offset ("+2.373e2") turned a one-in-a-million
+    # spread into the full height of the axis
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+    low, high = ax.get_ylim()          # at least +-1 % around the middle: equal times look equal
+    middle, half = (low + high) / 2, (high - low) / 2
+    half = max(half, 0.01 * abs(middle))
+    ax.set_ylim(middle - half, middle + half)
+    ax.set_title(f"fred dse: {workload}: time per sample against fabric area")
     ax.legend(fontsize=8)
     save_png(fig, path, dpi=120)

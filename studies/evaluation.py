@@ -613,8 +613,12 @@ def _plot_breakdown(path: Path, result: EvaluationResult) -> None:
         ax.set_title(wl)
         ax.set_ylabel("seconds per iteration")
         ax.tick_params(axis="x", rotation=45)
-    axes[0].legend(fontsize=7)
-    save_png(fig, path, dpi=120)
+    fig.suptitle("Training iteration time by category, mesh and Fred-A..D (documented platform)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    # one legend for all panels, outside the bars (inside it covered the thin communication bars)
+    fig.legend(handles, labels, loc="center right", fontsize=7, title="category")
+    fig.tight_layout(rect=(0, 0, 0.88, 0.94))
+    save_png(fig, path, dpi=120, tight=False)
 
 
 def _plot_sensitivity(path: Path, result: EvaluationResult) -> None:
@@ -629,14 +633,22 @@ def _plot_sensitivity(path: Path, result: EvaluationResult) -> None:
         for fabric, style in (("fred-c", ":"), ("fred-d", "--")):
             ax.axhline(PAPER_SPEEDUP[fabric][wl], ls=style, color="gray", lw=0.8,
                        label=f"paper {fabric}")
-        if cal is not None and cal.scale:
-            ax.axvline(cal.scale, color="k", lw=0.6, label=f"fitted x{cal.scale:.3g}")
+        # each panel its own workload's fitted factor (--calibration paper), else the global fit
+        # only on the panel of the workload it was fitted on
+        fit = result.calibration_paper.fitted.get(wl) if result.calibration_paper else None
+        if fit is not None:
+            ax.axvline(fit.compute_scale, color="k", lw=0.6,
+                       label=f"fitted on {fit.anchor}: x{fit.compute_scale:.3g}")
+        elif cal is not None and cal.scale and cal.anchor.split("/")[0] == wl:
+            ax.axvline(cal.scale, color="k", lw=0.6, label=f"fitted on {cal.anchor}: x{cal.scale:.3g}")
         ax.set_xscale("log")
         ax.set_title(wl)
+        ax.legend(fontsize=6)
         ax.set_xlabel("NPU compute speed (x H100 at 50 %)")
     axes[0].set_ylabel("speedup over the mesh")
-    axes[0].legend(fontsize=7)
-    save_png(fig, path, dpi=120)
+    fig.suptitle("Speedup over the mesh against NPU compute speed (documented platform)")
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    save_png(fig, path, dpi=120, tight=False)
 
 
 def _plot_sweeps(path: Path, result: EvaluationResult) -> None:

@@ -27,6 +27,7 @@ from sysmodel.platform import Platform, load_platform
 from sysmodel.toml_file import parse_toml
 from sysmodel.training import simulate_iteration
 from sysmodel.workloads import Workload, transformer
+from hdl.contracts.text_file import read_text_file
 
 __all__ = ["ValidationCase", "load_cases", "case_workload", "run_validation", "DEFAULT_CASES",
            "cluster_platform", "MODES", "ValidationRow", "ValidationResult"]
@@ -146,7 +147,7 @@ def load_cases(path: str | Path | None = None) -> tuple[list[ValidationCase], di
     path = Path(path) if path else DEFAULT_CASES()
     if not path.is_file():
         raise FredError(f"validation file {path} does not exist")
-    data = parse_toml(path.read_text(), str(path))
+    data = parse_toml(read_text_file(path, "validation file"), str(path))
     doc = validate_input(_CaseFile, data, str(path))
     cases = [ValidationCase(model=name, mode=mode,
                             hyper={k: getattr(m, k) for k in ("layers", "hidden", "heads", "seq", "vocab")},

@@ -48,6 +48,8 @@ SCHEDULES = ("fixed", "themis")
 #: assumed default: ASTRA-sim's sample system inputs split a collective into 64 chunks
 #: (``preferred-dataset-splits``); Themis does not fix a number in its text we could read.
 DEFAULT_CHUNKS = 64
+#: more chunks than this only costs time (each is scheduled on its own; docs/cli.md)
+MAX_CHUNKS = 4096
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,8 @@ def run_collective(cluster: Cluster, op: str, size: float, *, dimensions=None,
         raise FredError(f"op {op!r} has no multi-dimensional form; expected one of {', '.join(MULTIDIM_OPS)}")
     if isinstance(size, bool) or not isinstance(size, (int, float)) or not math.isfinite(size) or size <= 0:
         raise FredError(f"collective size must be a positive number of bytes, got {size!r}")
-    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
-        raise FredError(f"chunks must be an integer >= 1, got {chunks!r}")
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
+        raise FredError(f"chunks must be an integer >= 1 and <= {MAX_CHUNKS}, got {chunks!r}")
     if schedule not in SCHEDULES:
         raise FredError(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
     names = [d.name for d in cluster.dimensions] if dimensions is None else list(dimensions)

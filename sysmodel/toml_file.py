@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
+from hdl.contracts.text_file import read_text_file
 
 __all__ = ["parse_toml", "read_config_toml"]
 
@@ -34,5 +35,5 @@ def read_config_toml(path: str | Path | None, *, shipped: str, what: str) -> tup
         path = Path(path)
         if not path.is_file():
             raise FredError(f"{what} file {path} does not exist")
-        text, source = path.read_text(), str(path)
+        text, source = read_text_file(path, f"{what} file"), str(path)
     return parse_toml(text, source), source

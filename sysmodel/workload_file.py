@@ -56,6 +56,7 @@ from sysmodel.compute import Gemm, VectorOp
 from sysmodel.model_cache import current
 from sysmodel.toml_file import parse_toml
 from sysmodel.workloads import WORKLOADS, Layer, Workload, transformer
+from hdl.contracts.text_file import read_text_file
 
 __all__ = ["get_workload", "preset_path", "load_workload_file", "parse_workload", "workload_to_dict", "dump_toml"]
 
@@ -83,6 +84,13 @@ class _Transformer(InputModel):
     seq: PositiveInt
     vocab: PositiveInt
     ffn: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self):
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden = {self.hidden} is not a multiple of heads = {self.heads} "
+                             f"(each head takes hidden / heads dimensions)")
+        return self
 
 
 class _Gemm(InputModel):
@@ -134,7 +142,7 @@ def load_workload_file(path: str | Path) -> Workload:
     path = Path(path)
     if not path.is_file():
         raise FredError(f"workload file {path} does not exist")
-    text = path.read_text()
+    text = read_text_file(path, "workload file")
     if path.suffix == ".json":
         try:
             data = json.loads(text)

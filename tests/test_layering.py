@@ -67,9 +67,10 @@ LAYERS = {
 }
 PROJECT = ("hdl", "eda", "cocotb_tests", "sysmodel", "studies", "fred", "configs")
 #: Top-level folders of scripts that use the stack but are not part of it (they may import any
-#: layer except the command line). None: every user-facing action is a ``fred`` subcommand
-#: (README, "Layout"), and the benchmarks and report generators live in ``studies``.
-CONSUMERS = ()
+#: layer except the command line). Every user-facing action of the project is a ``fred``
+#: subcommand (README, "Layout"); ``examples/`` holds the testbenches a user copies to drive the
+#: generated RTL in their own design, with the script that builds them (``make examples``).
+CONSUMERS = ("examples",)
 
 
 def layer_of(module: str) -> str | None:

@@ -5,6 +5,7 @@ overlap policy, and the statement of where the switch timing came from."""
 from __future__ import annotations
 
 import argparse
+from fred.commands._option_types import RANGES
 
 
 def add_platform_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +20,7 @@ def add_platform_arguments(parser: argparse.ArgumentParser) -> None:
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The platform options plus ``--compute-scale`` and ``--no-overlap`` (``eval``, ``sweep``)."""
     add_platform_arguments(parser)
-    parser.add_argument("--compute-scale", type=float, default=1.0, metavar="K",
+    parser.add_argument("--compute-scale", type=RANGES["compute_scale"], default=1.0, metavar="K",
                         help="NPU compute K times faster (peak FLOPS and HBM bandwidth x K; the "
                              "diagnostic of docs/sysmodel.md; default 1)")
     parser.add_argument("--no-overlap", action="store_true",

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
+from fred.commands._option_types import RANGES
 
 
 def add_parallel_arguments(parser: argparse.ArgumentParser, *, cache_default: str | None = None) -> None:
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+    parser.add_argument("--jobs", type=RANGES["jobs"], default=1, metavar="N",
                         help="run the points in a local pool of N processes (0: one per CPU; default 1: "
                              "in this process)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",

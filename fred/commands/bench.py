@@ -15,7 +15,8 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.commands._option_types import comma_ints
+from fred.commands._option_types import OneLineArgumentParser
+from fred.commands._option_types import RANGES
 
 HELP = "speed figures: sysmodel, router, verilog or fabric (fred bench BENCH --help)"
 BENCHES = ("sysmodel", "router", "verilog", "fabric")
@@ -32,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser(bench: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"fred bench {bench}")
+    parser = OneLineArgumentParser(prog=f"fred bench {bench}")
     if bench == "sysmodel":
         parser.description = "system-model speed: collective evaluations, fred eval, sweep rate"
-        parser.add_argument("--repeat", type=int, default=50,
+        parser.add_argument("--repeat", type=RANGES["repeat"], default=50,
                             help="evaluations timed per fabric (default 50)")
         parser.add_argument("--no-eval", action="store_true", help="skip the end-to-end figures")
         parser.add_argument("--reference", action="store_true",
@@ -43,20 +44,20 @@ def _parser(bench: str) -> argparse.ArgumentParser:
     elif bench == "router":
         parser.description = ("routing time per flow set on Fred_m(64); with --write-doc also the "
                               "routability tables, written as Markdown")
-        parser.add_argument("--count", type=int, default=50,
+        parser.add_argument("--count", type=RANGES["count"], default=50,
                             help="flow sets per kind for timing (default 50)")
-        parser.add_argument("--samples", type=int, default=1000,
+        parser.add_argument("--samples", type=RANGES["samples"], default=1000,
                             help="random partitions per (P, m) for the table (default 1000)")
-        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--seed", type=RANGES["seed"], default=1)
         parser.add_argument("--write-doc", type=Path, metavar="FILE",
                             help="write the routability report here (docs/routability.md)")
     elif bench == "verilog":
         from studies.benchmarks.verilog_speed import DEFAULT_PORTS, FLAT_PORTS
         parser.description = ("generation time/size/memory of Fred_3(P) fp16 x 4, lint of the "
                               "largest, Verilator build of Fred_3(16) hierarchical vs flat")
-        parser.add_argument("--ports", type=comma_ints, default=",".join(map(str, DEFAULT_PORTS)),
+        parser.add_argument("--ports", type=RANGES["verilog_port_list"], default=",".join(map(str, DEFAULT_PORTS)),
                             help="P of the hierarchical generations, comma-separated")
-        parser.add_argument("--flat-ports", type=comma_ints, default=",".join(map(str, FLAT_PORTS)),
+        parser.add_argument("--flat-ports", type=RANGES["verilog_port_list_or_none"], default=",".join(map(str, FLAT_PORTS)),
                             help="P of the flat generations for comparison ('' for none)")
         parser.add_argument("--whole-lint", action="store_true",
                             help="also lint the largest P as one file (elaborates every instance)")
@@ -69,7 +70,7 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         parser.description = ("fabric RTL simulation speed under Verilator: wafer all-reduce, "
                               "cycles per wall-clock second, and the build time")
         parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
-        parser.add_argument("--size", type=int, default=20000, help="flits per NPU (default 20000)")
+        parser.add_argument("--size", type=RANGES["flits"], default=20000, help="flits per NPU (default 20000)")
         parser.add_argument("--cflags", default=None,
                             help="C++ optimisation of the model (default: the fabric's, "
                                  "cocotb_tests.fabric.run.default_cflags: -O2 with PGO, else -O1 "

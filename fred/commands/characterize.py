@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.commands._option_types import comma_ints
 from hdl.contracts.errors import FredError
+from fred.commands._option_types import RANGES
 
 HELP = "measure switch latency/throughput/phase-switch/config-load (Verilator) and cost (ECP5)"
 
@@ -29,23 +29,23 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ports", type=comma_ints, default=(4, 8, 16), help="P values (default 4,8,16)")
+    parser.add_argument("--ports", type=RANGES["characterize_ports"], default=(4, 8, 16), help="P values (default 4,8,16)")
     from studies.characterization.grid import CHIPLETS
-    parser.add_argument("--chiplets", type=comma_ints, default=CHIPLETS,
+    parser.add_argument("--chiplets", type=RANGES["characterize_chiplets"], default=CHIPLETS,
                         help="sizes P of the wafer's chiplets, measured as Fred_3(P) fp16 on top of the "
                              "grid and always synthesized (default "
                              + ",".join(str(p) for p in CHIPLETS)
                              + ": the paper's Fred_3(12) and Fred_3(10); '' for none)")
-    parser.add_argument("--middle", type=comma_ints, default=(2, 3), help="m values (default 2,3)")
+    parser.add_argument("--middle", type=RANGES["middles"], default=(2, 3), help="m values (default 2,3)")
     from studies.characterization.grid import DTYPES
     parser.add_argument("--dtypes", type=_names, default=DTYPES,
                         help=f"element types (default {','.join(DTYPES)})")
-    parser.add_argument("--length", type=int, default=128, help="flits per packet (default 128)")
-    parser.add_argument("--backpressure", type=float, default=0.3,
+    parser.add_argument("--length", type=RANGES["length"], default=128, help="flits per packet (default 128)")
+    parser.add_argument("--backpressure", type=RANGES["probability"], default=0.3,
                         help="probability an output holds ready low per cycle in the backpressure runs")
     parser.add_argument("--cost", choices=("none", "synth", "pnr"), default="pnr",
                         help="cost: none, yosys only, or yosys + nextpnr (default pnr)")
-    parser.add_argument("--cost-max-ports", type=int, default=8,
+    parser.add_argument("--cost-max-ports", type=RANGES["route_ports"], default=8,
                         help="synthesize Fred_m(P) flat only up to this P (microswitches and chiplets "
                              "always; with --synthesis auto larger ones are synthesized hierarchically)")
     from studies.characterization.cost import SYNTHESIS_MODES
@@ -63,17 +63,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "studies/characterization/preemption.py) and write them as the "
                              "'packet_switch' block of the file at --output, which must exist; the "
                              "rest of the file is kept")
-    parser.add_argument("--pnr-max-ports", type=int, default=4,
+    parser.add_argument("--pnr-max-ports", type=RANGES["route_ports"], default=4,
                         help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
                              "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "
                              "lanes does not fit an LFE5U-85F)")
-    parser.add_argument("--pnr-seeds", type=comma_ints, default=(1,),
+    parser.add_argument("--pnr-seeds", type=RANGES["seeds"], default=(1,),
                         help="nextpnr placement seeds per design; Fmax is the median seed's "
                              "(default 1: one seed)")
-    parser.add_argument("--pnr-timeout", type=float, default=None,
+    parser.add_argument("--pnr-timeout", type=RANGES["timeout_s"], default=None,
                         help="give up place and route of one design after this many seconds "
                              "(recorded as not measured; default: no limit)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--jobs", "-j", type=RANGES["jobs"], default=os.cpu_count() or 1,
                         help="points measured at once, each in its own process (default: CPU count)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
                         help="measure the points on the Dask distributed cluster whose scheduler is at "
@@ -175,6 +175,9 @@ def run(args) -> int:
     if args.packet_switch:
         return _run_packet_switch(args)
     from studies.characterization.pipeline import run_characterization
+    from fred.commands._option_types import output_path   # before hours of work, not after
+    output_path(args.output, "--output")
+    output_path(args.report, "--report")
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
         (lambda *a: print(*a, flush=True))
 

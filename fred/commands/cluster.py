@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._option_types import RANGES
 from fred.table import format_table
 from hdl.contracts.errors import FredError
 
@@ -20,9 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", help="in-wafer MP<a>-DP<b>-PP<c> (default: the workload's)")
     parser.add_argument("--schedule", choices=SCHEDULES, default="themis",
                         help="dimension order of the cross-wafer all-reduce's chunks (default themis)")
-    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS,
+    parser.add_argument("--chunks", type=RANGES["chunks"], default=DEFAULT_CHUNKS,
                         help=f"chunks of the cross-wafer all-reduce (default {DEFAULT_CHUNKS})")
-    parser.add_argument("--samples-per-dp", type=int, default=None, help="minibatch per DP replica")
+    parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=None, help="minibatch per DP replica")
     parser.add_argument("--characterization", default=None, metavar="PATH",
                         help="measured switch timing of the wafers (default: the shipped one)")
     parser.add_argument("--sweep", action="store_true",

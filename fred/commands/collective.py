@@ -8,6 +8,7 @@ from fred.cli import print_json
 from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.table import format_table
 from hdl.contracts.errors import FredError
+from fred.commands._option_types import RANGES
 
 HELP = ("time a collective on the mesh or a FRED variant (per-link byte accounting), or across the "
         "dimensions of a cluster platform (fixed or Themis scheduling)")
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fabric", choices=FABRICS,
                         help="fabric to evaluate (wafer platforms; required there)")
     parser.add_argument("--op", required=True, choices=OPS, help="collective operation")
-    parser.add_argument("--size", required=True, type=float,
+    parser.add_argument("--size", required=True, type=RANGES["bytes"],
                         help="bytes (all-reduce: buffer per NPU; see docs/sysmodel.md)")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer' or 'all' (every NPU) or a comma list of NPU ranks, "
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", choices=("mp", "dp", "pp"),
                         help="with --strategy: the dimension whose groups run the op concurrently "
                              "(pp with multicast/point-to-point: the stage-boundary transfers)")
-    parser.add_argument("--root", type=int, default=None,
+    parser.add_argument("--root", type=RANGES["rank"], default=None,
                         help="root NPU of broadcast/reduce/multicast (default: lowest rank)")
     add_platform_arguments(parser)
     parser.add_argument("--schedule", choices=SCHEDULES, default=None,

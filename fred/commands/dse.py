@@ -10,6 +10,7 @@ from fred.cli import print_json
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
+from fred.commands._option_types import RANGES
 
 HELP = "sweep fabric designs x strategies per workload; rank by time per sample and per cost; Pareto front"
 
@@ -64,14 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"I/O controllers (default {default(g.io_controllers)})")
     parser.add_argument("--strategies", default="all", metavar="LIST",
                         help="MP<a>-DP<b>-PP<c> strategies to run on every design (default: all)")
-    parser.add_argument("--samples-per-dp", type=int, default=40,
+    parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=40,
                         help="minibatch per DP replica (default 40, as the strategy sweep)")
     parser.add_argument("--cost", default=None, metavar="FILE",
                         help="cost model TOML (default: the shipped configs/cost.toml)")
-    parser.add_argument("-o", "--output", default="results/dse",
-                        help="folder for CSV, JSON and the Pareto plot (default results/dse)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="folder for CSV, JSON and the Pareto plot (default results/dse; with "
+                             "--json nothing is written unless -o is given)")
     parser.add_argument("--no-files", action="store_true", help="print only; write nothing")
-    parser.add_argument("--top", type=int, default=8, help="designs listed per ranking (default 8)")
+    parser.add_argument("--top", type=RANGES["top"], default=8, help="designs listed per ranking (default 8)")
     add_model_arguments(parser)
     add_parallel_arguments(parser, cache_default="results/dse/points.jsonl")
 
@@ -88,6 +90,9 @@ def run(args) -> int:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
         raise FredError(f"--top must be a positive integer, got {args.top}")
+    if args.output is None:               # --json prints; it writes files only when asked (-o)
+        args.no_files = args.no_files or args.json
+        args.output = "results/dse"
     settings = parallel_settings(args)
     if args.no_files and args.cache == "results/dse/points.jsonl":
         settings["cache"] = None          # --no-files writes nothing, the default cache included

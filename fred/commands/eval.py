@@ -12,7 +12,9 @@ HELP = "evaluate the four workloads on the mesh and Fred-A..D; write results/ (C
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", default="results", help="output folder (default: results)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="output folder (default: results; with --json nothing is written "
+                             "unless -o is given)")
     parser.add_argument("--no-files", action="store_true", help="print only; write nothing")
     parser.add_argument("--no-diagnostic", action="store_true",
                         help="skip the implied-compute-scale diagnostic (faster)")
@@ -34,6 +36,9 @@ def run(args) -> int:
     from sysmodel.chrome_trace import TraceRecorder
     from studies.evaluation import evaluation_steps, run_evaluation
     recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
+    if args.output is None:               # --json prints; it writes files only when asked (-o)
+        args.no_files = args.no_files or args.json
+        args.output = "results"
     platform = model_platform(args)
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
     steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)

@@ -6,21 +6,22 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._option_types import RANGES
 
 HELP = "run a collective on the RTL fabric (Verilator) and on the system model; print both"
 
 
 def add_fabric_arguments(parser: argparse.ArgumentParser) -> None:
     """Fabric options shared with ``fred fabric-validate``."""
-    parser.add_argument("--npu-latency", type=int, default=None, metavar="CYCLES",
+    parser.add_argument("--npu-latency", type=RANGES["cycles"], default=None, metavar="CYCLES",
                         help="NPU-L1 link latency in cycles (default: hdl.contracts.fabric's)")
-    parser.add_argument("--uplink-latency", type=int, default=None, metavar="CYCLES",
+    parser.add_argument("--uplink-latency", type=RANGES["cycles"], default=None, metavar="CYCLES",
                         help="L1-L2 link latency in cycles (default: hdl.contracts.fabric's)")
     parser.add_argument("--dtype", default=None, help="element format (default: hdl.contracts.fabric's, int32)")
-    parser.add_argument("--backpressure", type=float, default=0.0, metavar="P",
+    parser.add_argument("--backpressure", type=RANGES["probability"], default=0.0, metavar="P",
                         help="probability an NPU sink refuses a flit in a cycle (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the data and the backpressure")
-    parser.add_argument("--watchdog", type=int, default=None, metavar="CYCLES",
+    parser.add_argument("--seed", type=RANGES["seed"], default=0, help="seed of the data and the backpressure")
+    parser.add_argument("--watchdog", type=RANGES["watchdog"], default=None, metavar="CYCLES",
                         help="end a run that makes no progress for this many cycles "
                              "(default: the harness's)")
     parser.add_argument("--characterization", default=None, metavar="PATH",
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
     parser.add_argument("--dim", choices=("mp", "dp", "pp"), type=str.lower,
                         help="the dimension of --strategy whose groups communicate")
-    parser.add_argument("--size", required=True, type=int, metavar="FLITS",
+    parser.add_argument("--size", required=True, type=RANGES["flits"], metavar="FLITS",
                         help="flits: all-reduce, per NPU; reduce, from every member; multicast, "
                              "to every destination")
     parser.add_argument("--algorithm", default=None,

@@ -8,29 +8,23 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
-from fred.commands._option_types import comma_ints
+from fred.commands._option_types import RANGES
 from fred.commands.fabric_sim import add_fabric_arguments, spec_overrides
 
 HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D vs the system model (writes docs)"
-
-
-def _int_list(text: str) -> list[int]:
-    values = list(comma_ints(text))
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive flit counts, got {text!r}")
-    return values
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
     parser.add_argument("--fabrics", default=",".join(FABRICS),
                         help=f"comma-separated fabrics (default {','.join(FABRICS)})")
-    parser.add_argument("--sizes", type=_int_list, default=[40, 4000], metavar="FLITS,...",
+    parser.add_argument("--sizes", type=RANGES["flit_list"], default=(40, 4000), metavar="FLITS,...",
                         help="sizes in flits (default 40,4000: latency-bound and bandwidth-bound; "
                              "multiples of 40 split evenly into every ring's chunks)")
-    parser.add_argument("--output", default="docs/fabric_validation.md",
+    parser.add_argument("--output", default=None,
                         help="Markdown file to write the table into (between its fabric-validate "
-                             "markers, keeping the text around them; created if missing)")
+                             "markers, keeping the text around them; created if missing; default "
+                             "docs/fabric_validation.md, with --json none unless given)")
     parser.add_argument("--plot", default=None,
                         help="PNG of RTL vs model (default: next to --output, same stem)")
     parser.add_argument("--no-write", action="store_true", help="print only; write no files")
@@ -53,6 +47,9 @@ def run(args) -> int:
     if unknown or not fabrics:
         raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
                         f"{', '.join(FABRICS)}")
+    if args.output is None:               # --json prints; it writes files only when asked
+        args.no_write = args.no_write or (args.json and args.plot is None)
+        args.output = "docs/fabric_validation.md"
     output = Path(args.output)
     plot = Path(args.plot) if args.plot else output.with_suffix(".png")
     if not args.no_write:   # an unwritable document or plot fails before any build

@@ -5,6 +5,7 @@ generated Verilog of a small switch, each run through the benches;
 from __future__ import annotations
 
 import argparse
+from fred.commands._option_types import RANGES
 
 HELP = "mutation score of the switch benches: mutants of the generated Verilog, survivors listed"
 
@@ -12,17 +13,17 @@ HELP = "mutation score of the switch benches: mutants of the generated Verilog, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from studies.verification.mutation import (DEFAULT_COUNT, DEFAULT_SEED, LOCK, MIN_TIMEOUT,
                                                TIMEOUT_FACTOR)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    parser.add_argument("--seed", type=RANGES["seed"], default=DEFAULT_SEED,
                         help=f"seed of the mutant choice (default {DEFAULT_SEED})")
-    parser.add_argument("--count", type=int, default=DEFAULT_COUNT,
+    parser.add_argument("--count", type=RANGES["count"], default=DEFAULT_COUNT,
                         help=f"mutants to make (default {DEFAULT_COUNT})")
     parser.add_argument("--design", help="JSON of the switch parameters (default Fred_2(4) int32)")
     parser.add_argument("--only", help="mutant indices to run, e.g. 0-9,17 (default all)")
-    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
-    parser.add_argument("--batch", type=int, default=1,
+    parser.add_argument("--jobs", type=RANGES["jobs"], default=1, help="mutants run at once (default 1)")
+    parser.add_argument("--batch", type=RANGES["count"], default=1,
                         help="with --jobs 1: mutants run per hold of the lock (default 1; each "
                              "mutant holds it for 10-20 s, a batch of 4 about a minute)")
-    parser.add_argument("--timeout", type=int, default=None,
+    parser.add_argument("--timeout", type=RANGES["timeout_whole_s"], default=None,
                         help=f"seconds per mutant (default {TIMEOUT_FACTOR} x the original's "
                              f"build and run, at least {MIN_TIMEOUT})")
     parser.add_argument("--lock", default=LOCK, help="flock file taken per mutant ('' = none)")

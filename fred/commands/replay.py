@@ -7,6 +7,7 @@ import argparse
 from fred.cli import print_json
 from fred.commands._model_options import add_platform_arguments, model_platform, switch_timing_text
 from fred.table import format_table
+from fred.commands._option_types import RANGES
 
 HELP = "replay an ASTRA-sim 1.0 text workload or a Chakra trace (its own compute times) on the fabrics"
 
@@ -18,11 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fabric", action="append", default=None,
                         help="fabric to run on (repeatable; default: every fabric of the platform)")
     add_platform_arguments(parser)
-    parser.add_argument("--npus", type=int, default=None,
+    parser.add_argument("--npus", type=RANGES["npus"], default=None,
                         help="NPUs running the trace (default: the file's, else the platform's)")
-    parser.add_argument("--mp", type=int, default=1,
+    parser.add_argument("--mp", type=RANGES["npus"], default=1,
                         help="Chakra: model-parallel group size for nodes with pg_name mp/tp/dp")
-    parser.add_argument("--cycle-ns", type=float, default=1.0,
+    parser.add_argument("--cycle-ns", type=RANGES["cycle_ns"], default=1.0,
                         help="ASTRA-sim: nanoseconds per compute cycle (default 1: ASTRA-sim's 1 GHz)")
 
 

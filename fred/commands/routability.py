@@ -9,24 +9,25 @@ from fred.cli import print_json
 from hdl.contracts.errors import FredError
 from hdl.compiler.routability import partition_stats, placement_report
 from hdl.compiler.router import DEFAULT_BUDGET
+from fred.commands._option_types import RANGES
 
 HELP = "fraction of port partitions and 3D-parallel placements routable in one phase"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ports", type=int, required=True, help="P, number of switch ports")
-    parser.add_argument("--middle", type=int, default=3, help="m, middle subnetworks (default 3)")
+    parser.add_argument("--ports", type=RANGES["routability_ports"], required=True, help="P, number of switch ports")
+    parser.add_argument("--middle", type=RANGES["middle"], default=3, help="m, middle subnetworks (default 3)")
     how = parser.add_mutually_exclusive_group(required=True)
     how.add_argument("--exhaustive", action="store_true", help="every partition of the ports")
-    how.add_argument("--samples", type=int, help="this many uniformly random partitions")
-    parser.add_argument("--seed", type=int, default=0, help="random seed for --samples (default 0)")
-    parser.add_argument("--npus", type=int, default=None,
+    how.add_argument("--samples", type=RANGES["samples"], help="this many uniformly random partitions")
+    parser.add_argument("--seed", type=RANGES["seed"], default=0, help="random seed for --samples (default 0)")
+    parser.add_argument("--npus", type=RANGES["npus"], default=None,
                         help="placements of this many NPUs on ports 0..N-1 (default: P)")
     parser.add_argument("--no-placements", action="store_true", help="skip the 3D-parallel placements")
     parser.add_argument("--no-backtrack", action="store_true",
                         help="first valid colouring per level only (the paper's greedy algorithm), "
                              "for comparison; its failures count as 'search bound'")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+    parser.add_argument("--budget", type=RANGES["budget"], default=DEFAULT_BUDGET,
                         help=f"search bound in nodes per one-phase attempt (default {DEFAULT_BUDGET})")
 
 

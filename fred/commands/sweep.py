@@ -10,6 +10,7 @@ from fred.commands._model_options import add_model_arguments, model_platform, sw
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
 from studies.report import to_json_dict
+from fred.commands._option_types import RANGES
 
 HELP = "rank every MP x DP x PP strategy of a workload on a fabric"
 
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--fabric", required=True,
                         help=f"a fabric of the platform ({', '.join(FABRICS)} on the paper's)")
-    parser.add_argument("--samples-per-dp", type=int, default=40,
+    parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=40,
                         help="minibatch per DP replica (paper's sweep: 40)")
     parser.add_argument("--strategy", default=None,
                         help="evaluate only this MP<a>-DP<b>-PP<c> (with its breakdown) instead of all")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._option_types import RANGES
 
 HELP = "ECP5 synthesis report of the reduction unit per format and lanes (needs the synth extra)"
 
@@ -15,10 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", default="fp16,bf16,fp32,int32",
                         help="element formats, comma-separated (default fp16,bf16,fp32,int32)")
     parser.add_argument("--lanes", default="1,4", help="lane counts, comma-separated (default 1,4)")
-    parser.add_argument("--freq", type=float, default=250.0, help="nextpnr target, MHz (default 250)")
+    parser.add_argument("--freq", type=RANGES["freq_mhz"], default=250.0, help="nextpnr target, MHz (default 250)")
     parser.add_argument("--seeds", default="1,2,3",
                         help="nextpnr placement seeds, comma-separated (default 1,2,3)")
-    parser.add_argument("--jobs", type=int, default=1, help="points synthesized at once (default 1)")
+    parser.add_argument("--jobs", type=RANGES["jobs"], default=1, help="points synthesized at once (default 1)")
     parser.add_argument("--out", default="results/synth",
                         help="folder of the logs, netlists and summary.json (default results/synth)")
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from fred.cli import print_json
+from fred.commands._option_types import VERILOG_PARAM_RANGES, output_path, verilog_identifier
 from hdl.contracts.errors import FredError
 from hdl.designs.registry import DESIGNS, get_design
 
@@ -28,13 +29,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Verilog (one module per distinct component); for comparisons")
     parser.add_argument("-o", "--output", type=Path,
                         help="output file (a folder with --all); '-' or none prints to stdout")
+    parser.add_argument("--name", type=verilog_identifier, default=None, metavar="PREFIX",
+                        help="prefix the top module and every submodule with PREFIX, so several "
+                             "generated designs (e.g. Fred_3(12) and Fred_3(10)) coexist in one "
+                             "design: --name chipA_ gives top chipA_fred_switch (docs/switch.md)")
     seen = {}
     for design in DESIGNS.values():
         for name, param in design.params.items():
             if name in seen:
                 continue
             seen[name] = param
-            parser.add_argument("--" + name.replace("_", "-"), dest=name, type=param.type,
+            bounded = VERILOG_PARAM_RANGES.get(name) if param.type is not str else None
+            parser.add_argument("--" + name.replace("_", "-"), dest=name, type=bounded or param.type,
                                 default=None, metavar=name.upper(), help=param.help)
 
 
@@ -44,6 +50,7 @@ def _given(args) -> dict:
 
 
 def run(args) -> int:
+    args.name = args.name or ""
     if args.list:
         listing = {unit: {"top": d.top, "description": d.description,
                           "params": {n: p.default for n, p in d.params.items()}}
@@ -63,11 +70,13 @@ def run(args) -> int:
             raise FredError("--all emits every design with its defaults; drop --unit and design options")
         if args.output is None:
             raise FredError("--all needs -o FOLDER")
+        output_path(args.output, "-o", folder=True)
         written = []
         for design in DESIGNS.values():
-            path = args.output / f"{design.top}.v"
+            path = args.output / f"{args.name}{design.top}.v"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(to_verilog(design.build(), name=design.top, flat=args.flat))
+            path.write_text(to_verilog(design.build(), name=args.name + design.top, flat=args.flat,
+                                       prefix=args.name))
             written.append({"unit": design.unit, "top": design.top, "path": str(path)})
         if args.json:
             print_json({"written": written})
@@ -81,14 +90,16 @@ def run(args) -> int:
         raise FredError(f"unknown unit {unit!r}; available: {', '.join(DESIGNS)}")
     design = get_design(unit)
     params = design.resolve(_given(args))
-    text = to_verilog(design.build(**params), name=design.top, flat=args.flat)
+    output_path(args.output, "-o")
+    top = args.name + design.top
+    text = to_verilog(design.build(**params), name=top, flat=args.flat, prefix=args.name)
     if args.output is None or str(args.output) == "-":
         sys.stdout.write(text)
         return 0
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     if args.json:
-        print_json({"unit": unit, "top": design.top, "params": params, "path": str(args.output)})
+        print_json({"unit": unit, "top": top, "params": params, "path": str(args.output)})
     else:
-        print(f"wrote {args.output} (top {design.top}, {unit} {params})")
+        print(f"wrote {args.output} (top {top}, {unit} {params})")
     return 0

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import (InputModel, NonNegativeNumber, PositiveInt, PositiveNumber,
                                    validate_input)
+from hdl.contracts.text_file import read_text_file
 
 __all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "OPTIONAL_SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "Characterization", "parse_characterization",
            "read_characterization", "point_name"]
@@ -203,7 +204,7 @@ def read_characterization(path: str | Path) -> Characterization:
     if not path.is_file():
         raise FredError(f"characterization file {path} does not exist")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text_file(path, "characterization file"))
     except json.JSONDecodeError as exc:
         raise FredError(f"{path}: not valid JSON ({exc})") from None
     return parse_characterization(data, source=str(path))

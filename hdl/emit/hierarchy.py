@@ -132,7 +132,8 @@ def instance_ports(component, ports: dict[str, tuple[str, int]]) -> list[tuple[s
 class Hierarchy:
     """Collects the modules of one hierarchical design (name -> RTLIL text), each once."""
 
-    def __init__(self):
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix                  # starts every submodule's name (fred verilog --name)
         self.texts: dict[str, str] = {}       # in completion order: children before parents
         self.ports: dict[str, dict] = {}
         self.keys: dict[str, object] = {}
@@ -145,7 +146,7 @@ class Hierarchy:
                              platform=HierarchyPlatform(self, component))
 
     def instance(self, component) -> Instance:
-        name = component.module_name
+        name = self.prefix + component.module_name
         key = component.module_key
         if name in self.keys:
             if self.keys[name] != key:

@@ -24,12 +24,15 @@ from hdl.emit.hierarchy import Hierarchy
 __all__ = ["to_verilog", "write_verilog"]
 
 
-def to_verilog(component, *, name: str, flat: bool = False) -> str:
+def to_verilog(component, *, name: str, flat: bool = False, prefix: str = "") -> str:
     """Verilog text of ``component`` as top module ``name``; ports come from its signature.
-    Hierarchical unless ``flat``."""
+    Hierarchical unless ``flat``. ``prefix`` starts the name of every submodule, so that two
+    designs generated with different prefixes (and tops) can be compiled together without two
+    modules of one name (``fred verilog --name``; Amaranth's flat output already names its
+    submodules after the top)."""
     if flat:
         return verilog.convert(component, name=name, emit_src=False)
-    return Hierarchy().verilog(component, name)
+    return Hierarchy(prefix=prefix).verilog(component, name)
 
 
 def write_verilog(component, *, name: str, path: Path | str, flat: bool = False) -> Path:

@@ -31,7 +31,6 @@ def test_each_benchmark_has_its_own_help(bench, option, capsys):
     (["synth", "--dtypes", "fp16,fp8"], "unknown format fp8 in --dtypes"),
     (["synth", "--lanes", "one"], "--lanes takes comma-separated integers"),
     (["mutation", "--design", "{ports: 4"], "--design is not JSON"),
-    (["mutation", "--count", "0"], "--count must be at least 1"),
     (["coverage", "--json"], "--json: the coverage reports are text"),
 ])
 def test_bad_input_is_one_line(argv, message, tmp_path, monkeypatch, capsys):
@@ -56,7 +55,7 @@ def test_a_malformed_size_list_is_a_usage_error_naming_the_option(argv, option, 
         main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert f"argument {option}: expected comma-separated integers, got" in err and "Traceback" not in err
+    assert f"argument {option}: expected an integer in 2..128, got" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv, message", [
