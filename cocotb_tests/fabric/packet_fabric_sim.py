@@ -23,11 +23,32 @@ __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric",
 
 @dataclass
 class PacketFabricRun:
+    """One run's counters and verdict (``errors`` empty: every flit checked, nothing lost,
+    duplicated, reordered or refused anywhere)."""
+
     cycles: int
     engines: list = field(default_factory=list)     # per rank: PACKET_ENGINE_READ values
     switches: list = field(default_factory=list)    # per switch: PACKET_SWITCH_READ values
     program: object = None
     errors: list = field(default_factory=list)      # what went wrong, one line each
+    simulator: str = "amaranth"
+    build_s: float = 0.0
+    sim_s: float = 0.0
+
+    @property
+    def flits_checked(self) -> int:
+        return sum(e["received"] for e in self.engines)
+
+    @property
+    def cycles_per_s(self) -> float:
+        return self.cycles / self.sim_s if self.sim_s else 0.0
+
+    def to_dict(self) -> dict:
+        return {"switch": "packet", "cycles": self.cycles, "errors": self.errors,
+                "flits_checked": self.flits_checked, "simulator": self.simulator,
+                "build_s": self.build_s, "sim_s": self.sim_s, "cycles_per_s": self.cycles_per_s,
+                "selects": [s["selects"] for s in self.switches],
+                "preemptions": [s["preemptions"] for s in self.switches]}
 
 
 def packet_load_sequence(spec, request, program, packet) -> dict:
@@ -169,8 +190,11 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     load = packet_load_sequence(spec, request, program, dut.packet)
     if watchdog_cycles is None:
         watchdog_cycles = 8 * request.size_flits + 20_000
+    import time
+    started = time.perf_counter()
     verilog = to_verilog(dut, name=PACKET_TOP)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags)
+    build_s = time.perf_counter() - started
     poll = int(min(20_000, max(64, program.flits_sent // 8)))
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), **load,
               "watchdog_cycles": watchdog_cycles, "poll": poll,
@@ -180,6 +204,8 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
                         bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]
-    return judge(spec, request, program, after["global"]["cycles"], after["engines"],
-                 after["switches"], done=not metrics["stalled"] and after["global"]["all_done"],
-                 watchdog_cycles=watchdog_cycles)
+    run = judge(spec, request, program, after["global"]["cycles"], after["engines"],
+                after["switches"], done=not metrics["stalled"] and after["global"]["all_done"],
+                watchdog_cycles=watchdog_cycles)
+    run.simulator, run.build_s, run.sim_s = "cocotb", build_s, metrics["sim_s"]
+    return run

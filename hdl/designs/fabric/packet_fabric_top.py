@@ -8,7 +8,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.config_port import phase_index_width
-from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.fabric_partition import uplinks
 from hdl.contracts.flit import FlitFormat
@@ -33,6 +32,8 @@ PACKET_ENGINE_READ = ENGINE_READ + ("seq_errors", "link_errors")
 #: Read-bus registers of a packet switch unit.
 PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "active_phase",
                       "busy", "flags")
+#: ``flags`` bits: the switch's bad_header, overflow, credit_error, and an overflow of an
+#: uplink's queue into it.
 #: Program registers of an NPU's packet header and expected stream (unit = rank), after the
 #: engine's: the phase index its packets carry, their VC, their flow id, and the sequence
 #: number of the last packet it receives.
@@ -64,16 +65,12 @@ class PacketFabricTop(wiring.Component):
     ``all_done``, ``cycles``; the top resets itself for :data:`POR_CYCLES` cycles), with the
     read registers :data:`PACKET_ENGINE_READ` and :data:`PACKET_SWITCH_READ`.
 
-    Not yet: uplink rates below 1 flit per cycle (Fred-A/B; refused with an error), the cut
-    into two parts for the lock-step simulator.
+    Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
+    Not yet: the cut into two parts for the lock-step simulator.
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
                  depth: int = 16):
-        if spec.uplink_rate != 1:
-            self._MustUse__silence = True
-            raise FredError(f"the packet fabric runs full-rate uplinks only so far; fabric "
-                            f"{spec.name} has {spec.uplink_rate} flits per cycle")
         self.spec = spec
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits)
@@ -153,11 +150,15 @@ class PacketFabricTop(wiring.Component):
             _join(m, tx.o, tx.credit, up, l1.i[port], l1.i_credit[port])
             _join(m, l1.o[port], l1.o_credit[port], down, rx.i, rx.credit)
             npus.append((engine, tx, rx))
+        rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
+        link_overflow = [Signal(name=f"link_overflow_{s}") for s in range(len(switches))]
         for ends in uplinks(spec):
             source, sink = switches[ends.source], switches[ends.sink]
-            link = m.submodules[ends.name] = PacketLink(link_shape, latency=spec.uplink_latency)
+            link = m.submodules[ends.name] = PacketLink(link_shape, latency=spec.uplink_latency,
+                                                        rate=rate, depth=self.depth)
             _join(m, source.o[ends.source_port], source.o_credit[ends.source_port], link,
                   sink.i[ends.sink_port], sink.i_credit[ends.sink_port])
+            link_overflow[ends.sink] = link_overflow[ends.sink] | link.overflow
         # -- cycle counter (as FabricTop) ----------------------------------------------------
         all_done, running = Signal(), Signal()
         m.d.comb += [all_done.eq(running & (sum(e.done for e, _, _ in npus) == len(npus))),
@@ -166,10 +167,10 @@ class PacketFabricTop(wiring.Component):
             m.d.sync += [running.eq(1), self.cycles.eq(0)]
         with m.Elif(running & ~all_done):
             m.d.sync += self.cycles.eq(self.cycles + 1)
-        self._read_port(m, rd_unit, rd_reg, npus, switches, all_done, running)
+        self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
         return m
 
-    def _read_port(self, m, rd_unit, rd_reg, npus, switches, all_done, running):
+    def _read_port(self, m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running):
         spec = self.spec
         with m.Switch(rd_unit):
             for rank, (engine, tx, rx) in enumerate(npus):
@@ -181,7 +182,8 @@ class PacketFabricTop(wiring.Component):
                 values = dict(selects=sw.selects, preemptions=sw.preemptions, state=sw.state,
                               loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
                               busy=sw.busy,
-                              flags=sw.bad_header | sw.overflow << 1 | sw.credit_error << 2)
+                              flags=sw.bad_header | sw.overflow << 1 | sw.credit_error << 2
+                              | link_overflow[s] << 3)
                 with m.Case(spec.npus + s):
                     _read(m, rd_reg, self.rd_data, [values[n] for n in PACKET_SWITCH_READ])
             with m.Case(GLOBAL_UNIT):
