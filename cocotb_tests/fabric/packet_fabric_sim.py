@@ -14,6 +14,7 @@ from hdl.compiler.packet_fabric_program import packet_headers
 from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import engine_writes
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT, POR_CYCLES
+from hdl.designs.switch.control_unit import CUState
 from hdl.designs.fabric.packet_fabric_top import (PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
@@ -51,7 +52,7 @@ class PacketFabricRun:
                 "preemptions": [s["preemptions"] for s in self.switches]}
 
 
-def packet_load_sequence(spec, request, program, packet) -> dict:
+def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) -> dict:
     """``config``: ``[switch, slot, last, word]`` for every stored phase; ``writes``: ``[unit,
     register, value]``, every engine's program and its packet header registers."""
     config = []
@@ -61,7 +62,8 @@ def packet_load_sequence(spec, request, program, packet) -> dict:
             config += [[s, k, int(i == len(words) - 1), w] for i, w in enumerate(words)]
     writes = []
     for rank, (engine, header) in enumerate(zip(program.engines,
-                                                packet_headers(program, request, packet))):
+                                                packet_headers(program, request, packet, vcs=vcs,
+                                                               delays=delays))):
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
     return {"config": config, "writes": writes}
@@ -69,14 +71,15 @@ def packet_load_sequence(spec, request, program, packet) -> dict:
 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
                                watchdog_cycles=20_000, packet_flits=8, depth=16,
-                               edit_load=None) -> PacketFabricRun:
+                               edit_load=None, vcs=None, delays=None) -> PacketFabricRun:
     """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
     ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
     ``edit_load``: tests only, a function applied to the load sequence (a wrong program must
-    be caught)."""
+    be caught). ``vcs``: {collective index: VC} (concurrent traffic classes; default all DP);
+    ``delays``: {collective index: cycles before its NPUs send}."""
     program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
     dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
-    load = packet_load_sequence(spec, request, program, dut.packet)
+    load = packet_load_sequence(spec, request, program, dut.packet, vcs, delays)
     if edit_load is not None:
         load = edit_load(load)
     out = {}
@@ -164,8 +167,12 @@ def judge(spec, request, program, cycles, engines, switches, *, done, watchdog_c
             run.errors.append(f"{program.switch_name(s)}: flags {sw['flags']:#x} "
                               f"(bad_header, overflow, credit_error)")
     if not done:
+        states = ", ".join(f"{program.switch_name(s)} {CUState(sw['state']).name} slot "
+                           f"{sw['active_phase']} busy {sw['busy']} selects {sw['selects']} "
+                           f"preemptions {sw['preemptions']}" for s, sw in enumerate(switches))
         raise FredError(f"packet fabric {spec.name}, {request.label}: not done after "
-                        f"{watchdog_cycles} cycles; " + "; ".join(run.errors or ["no counter errors"]))
+                        f"{watchdog_cycles} cycles; " + "; ".join(run.errors or ["no counter errors"])
+                        + f"; switches: {states}")
     return run
 
 

@@ -16,8 +16,9 @@ from hdl.contracts.packet import VC, PacketFormat
 __all__ = ["packet_headers"]
 
 
-def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -> list[dict]:
-    """Per NPU (rank order): ``{"phase", "vc", "flow", "last_seq"}`` for ``program`` (a
+def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
+                   vcs: dict | None = None, delays: dict | None = None) -> list[dict]:
+    """Per NPU (rank order): ``{"phase", "vc", "flow", "last_seq", "delay"}`` for ``program`` (a
     :class:`~hdl.compiler.fabric_program.FabricProgram`) of ``request`` (its
     :class:`~hdl.contracts.fabric.FabricRequest`).
 
@@ -25,18 +26,31 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -
     * ``flow``: the collective's index for an in-switch collective (a reduction's inputs share
       it, as the switch's drain rule and the host rule of reductions need), the rank for an
       endpoint algorithm (every NPU's stream is its own flow);
+    * ``vc``: ``vcs[collective index]`` when given (concurrent traffic classes), else ``vc``;
+    * ``delay``: ``delays[collective index]`` cycles after the start before the NPU's first
+      packet (default 0);
     * ``last_seq``: the sequence number of the last packet the NPU receives (its stream cut
       into ``packet.packet_flits``-flit packets by the sender), 0 when it receives nothing.
 
     Raises :class:`FredError` for what the packet fabric does not run yet: an engine of more
-    than one stage (the hierarchical all-reduce), a switch with more than one phase (its
-    collectives would share a VC across phases: see the host rule of reductions), or a
-    collective in different slots at two switches."""
+    than one stage (the hierarchical all-reduce), a switch with more than one phase on one VC
+    (switches that pick the order of two reductions' phases by arrival can serve them in
+    different orders and hang the next switch: the host rule of reductions between switches,
+    docs/fabric_rtl.md, "Packet fabric"), or a collective in different slots at two
+    switches."""
     slot_of = {}
+    vc_of = {c: int((vcs or {}).get(c, vc)) for c in range(len(request.collectives))}
     for s, phases in enumerate(program.switches):
-        if len(phases) > 1:
-            raise FredError(f"the packet fabric runs one phase per switch so far; "
-                            f"{program.switch_name(s)} has {len(phases)} for this request")
+        slots_on = {}
+        for k, phase in enumerate(phases):
+            for c in phase.collectives:
+                slots_on.setdefault(vc_of[c], set()).add(k)
+        crowded = {v: sorted(k) for v, k in slots_on.items() if len(k) > 1}
+        if crowded:
+            v, slots = next(iter(crowded.items()))
+            raise FredError(f"the packet fabric runs one phase per switch and VC so far; "
+                            f"{program.switch_name(s)} has slots {slots} on VC {VC(v).name} for "
+                            f"this request")
         for k, phase in enumerate(phases):
             for c in phase.collectives:
                 if slot_of.setdefault(c, k) != k:
@@ -57,8 +71,9 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -
         c = collective_of.get(rank)
         received = sum(st["recv_count"] for st in engine["stages"])
         packets = -(-received // packet.packet_flits)
-        headers.append({"phase": slot_of.get(c, 0), "vc": int(vc),
+        headers.append({"phase": slot_of.get(c, 0), "vc": vc_of.get(c, int(vc)),
                         "flow": (c or 0) if in_switch else rank,
-                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits)})
+                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
+                        "delay": int((delays or {}).get(c, 0))})
     return headers
 

@@ -35,9 +35,10 @@ PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "act
 #: ``flags`` bits: the switch's bad_header, overflow, credit_error, and an overflow of an
 #: uplink's queue into it.
 #: Program registers of an NPU's packet header and expected stream (unit = rank), after the
-#: engine's: the phase index its packets carry, their VC, their flow id, and the sequence
-#: number of the last packet it receives.
-PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59}
+#: engine's: the phase index its packets carry, their VC, their flow id, the sequence number
+#: of the last packet it receives, and the cycles after ``start`` before it sends its first
+#: packet (a traffic class that starts later, to measure preemption).
+PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
 
 
 def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
@@ -137,7 +138,13 @@ class PacketFabricTop(wiring.Component):
             for name, address in PACKET_REGS.items():
                 with m.If(prog_we & (prog_unit == rank) & (prog_reg == address)):
                     m.d.sync += regs[name].eq(prog_data)
+            waited = Signal(32, name=f"npu{rank}_waited")
+            with m.If(start):
+                m.d.sync += waited.eq(0)
+            with m.Elif(waited < regs["delay"]):
+                m.d.sync += waited.eq(waited + 1)
             m.d.comb += [engine.start.eq(start), tx.start.eq(start), rx.start.eq(start),
+                         tx.hold.eq(waited < regs["delay"]),
                          engine.we.eq(prog_we & (prog_unit == rank) & (prog_reg < 56)),
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
                          tx.phase.eq(regs["phase"]), tx.vc.eq(regs["vc"]),

@@ -27,7 +27,8 @@ class Packetizer(wiring.Component):
     ``o`` (``Out(link_signature)``: flits with the packet header as tag), ``credit``
     (``In(2).array(3)``: credits back from the receiver), ``start`` (In: the next packet is
     numbered 0; the credits are link state and stay), ``phase`` / ``vc`` / ``flow`` (In: the header fields of this NPU's packets, from
-    its program registers), ``credit_error`` (Out, sticky: more credits came back than the
+    its program registers), ``hold`` (In: start no
+    packet; a packet in progress continues), ``credit_error`` (Out, sticky: more credits came back than the
     buffer holds).
 
     Packets: ``packet.packet_flits`` flits, the last one shorter when the engine's stream ends
@@ -51,6 +52,7 @@ class Packetizer(wiring.Component):
             "start": In(1),
             "phase": In(header["phase"].width), "vc": In(2), "flow": In(header["flow"].width),
             "credit_error": Out(1),
+            "hold": In(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -71,7 +73,7 @@ class Packetizer(wiring.Component):
         send = Signal()
         end = Signal()
         m.d.comb += [
-            self.i.ready.eq(inside | room),
+            self.i.ready.eq(inside | room & ~self.hold),
             send.eq(self.i.valid & self.i.ready),
             end.eq(self.i.payload.last | (count == size - 1)),
             self.o.valid.eq(send),

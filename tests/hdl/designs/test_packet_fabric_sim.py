@@ -99,6 +99,10 @@ def test_what_the_packet_fabric_does_not_run_yet_is_refused_by_name():
     program = fabric_program(spec, request, algorithm="hierarchical")
     with pytest.raises(FredError, match="one phase per switch|one-stage"):
         packet_headers(program, request, packet_format(8))
+    # two reductions sharing the uplink on one VC: two slots at every switch
+    request = _dp_and_mp(SMALL, (0, 2), (1, 3), 40)
+    with pytest.raises(FredError, match=r"L1\.0 has slots \[0, 1\] on VC DP"):
+        packet_headers(fabric_program(SMALL, request), request, packet_format(8))
 
 
 def test_the_packetizer_cuts_packets_numbers_them_and_waits_for_credits():
@@ -140,3 +144,37 @@ def test_the_packetizer_cuts_packets_numbers_them_and_waits_for_credits():
     cycles = [c for c, *_ in seen]
     assert cycles[:4] == [0, 1, 2, 3]
     assert cycles[4] == 16        # 4 credits back in cycles 12..15
+
+
+def _dp_and_mp(spec, dp_ranks, mp_ranks, size):
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    return FabricRequest("all-reduce", (FabricCollective("all-reduce", dp_ranks),
+                                        FabricCollective("all-reduce", mp_ranks)), size, "DP + MP")
+
+
+def test_mp_started_later_preempts_dp_at_every_switch_and_both_complete():
+    """Concurrent traffic classes on the 4-NPU fabric: a DP all-reduce of NPUs 0, 2 (VC DP,
+    slot 0) and an MP all-reduce of NPUs 1, 3 (VC MP, slot 1) starting 30 cycles later: every
+    switch preempts DP once and selects DP again afterwards; every flit checked."""
+    request = _dp_and_mp(SMALL, (0, 2), (1, 3), 200)
+    run = run_packet_fabric_amaranth(SMALL, request, watchdog_cycles=4000,
+                                     vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
+    assert run.errors == []
+    assert [(s["selects"], s["preemptions"]) for s in run.switches] == [(3, 1)] * 3
+    # both share the one uplink: at least the 400 flits it carries each way
+    assert 400 <= run.cycles <= 400 + 150
+
+
+def test_mp_preempting_dp_on_some_switches_of_a_reduction_hangs_the_fabric():
+    """A finding (docs/fabric_rtl.md, "Packet fabric"): the DP all-reduce of NPUs 0, 2, 4 (one
+    per L1) and an MP all-reduce of NPUs 1, 3 (L1.0 and L1.1) from cycle 30. L1.0 and L1.1
+    preempt DP at their own packet boundaries; L1.2 keeps sending DP, so the L2 starts DP
+    packets whose operands from L1.0 and L1.1 are behind those L1s' MP traffic. When MP
+    reaches the L2 it drains, waiting for those operands; the L1s' MP packets wait for the
+    L2's MP buffer, which it does not read while draining: nothing moves. The preemption
+    the paper describes is safe on one switch but not across switches of one reduction."""
+    spec = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+    request = _dp_and_mp(spec, (0, 2, 4), (1, 3), 200)
+    with pytest.raises(FredError, match=r"L1\.0 RUN slot 1 busy 1.*L1\.2 RUN slot 0.*L2 DRAIN slot 0 busy 1"):
+        run_packet_fabric_amaranth(spec, request, watchdog_cycles=3000,
+                                   vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
