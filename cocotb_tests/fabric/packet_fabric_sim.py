@@ -78,8 +78,9 @@ def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
     be caught). ``vcs``: {collective index: VC} (concurrent traffic classes; default all DP);
     ``delays``: {collective index: cycles before its NPUs send}."""
     program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
+    # the load first: a request the packet fabric does not run fails before the top exists
+    load = packet_load_sequence(spec, request, program, _packet(packet_flits), vcs, delays)
     dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
-    load = packet_load_sequence(spec, request, program, dut.packet, vcs, delays)
     if edit_load is not None:
         load = edit_load(load)
     out = {}
@@ -193,8 +194,8 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     from cocotb_tests.fabric.run import PORTS
     from cocotb_tests.runner import run_bench
     program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
+    load = packet_load_sequence(spec, request, program, _packet(packet_flits))
     dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
-    load = packet_load_sequence(spec, request, program, dut.packet)
     if watchdog_cycles is None:
         watchdog_cycles = 8 * request.size_flits + 20_000
     import time
@@ -216,3 +217,10 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
                 watchdog_cycles=watchdog_cycles)
     run.simulator, run.build_s, run.sim_s = "cocotb", build_s, metrics["sim_s"]
     return run
+
+
+def _packet(packet_flits):
+    """The packet format of a :class:`PacketFabricTop` with the default slots."""
+    from hdl.compiler.fabric_program import default_phases
+    from hdl.designs.fabric.packet_fabric_top import packet_format
+    return packet_format(default_phases(), packet_flits)
