@@ -18,6 +18,7 @@ from amaranth.sim import Simulator
 
 from hdl.contracts.config_port import config_word_layout
 from hdl.contracts.packet import PRIORITY, VC, Packet, link_words
+from hdl.contracts.reduction_order import ReductionOrder
 
 
 @dataclass
@@ -41,17 +42,22 @@ class Run:
     flags: dict = field(default_factory=dict)      # overflow, credit_error, bad_header, dropped
     counters: dict = field(default_factory=dict)   # preemptions, selects
     credit_errors: list = field(default_factory=list)   # harness-side credit checks
+    credits: dict = field(default_factory=dict)    # port -> the senders' credits at the end
 
 
 def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drain_rate=1.0,
-                      drain_delay=0, max_cycles=20_000, quiet=200, header_select=True, host=None):
+                      drain_delay=0, max_cycles=20_000, quiet=200, header_select=True, host=None,
+                      check_order=True):
     """Load ``configs`` (slot k = configs[k]; a ``SwitchConfig`` or None), then run the traffic.
 
     ``send_rate``: probability a sender that may send does so in a cycle; ``drain_rate``: the
     probability a receiver frees its oldest flit in a cycle (after at least ``drain_delay``
     cycles). Stops ``quiet`` cycles after the last transfer once every packet was sent, or at
     ``max_cycles``. ``host(ctx, cycle)``: optional coroutine called every cycle (host mode).
-    Cycle 0 is the first cycle after the configurations are loaded.
+    Cycle 0 is the first cycle after the configurations are loaded. ``check_order``: the
+    senders check the host ordering rule of reductions as they start packets
+    (:class:`~hdl.contracts.reduction_order.ReductionOrder`; a plan that breaks it raises
+    :class:`~hdl.contracts.errors.FredError` instead of hanging the switch).
     """
     rng = rng or random.Random(0)
     run = Run(received={p: [] for p in range(dut.ports)}, sent={p: [] for p in range(dut.ports)})
@@ -59,8 +65,11 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
     async def bench(ctx):
         await _load_configs(ctx, dut, configs)
         ctx.set(dut.header_select, int(header_select))
+        served = {k for k, c in enumerate(configs) if c is not None}
+        if dut.online:
+            served.add(dut.packet.online_phase)
         links = _Links(dut, injections, rng, run, send_rate=send_rate, drain_rate=drain_rate,
-                       drain_delay=drain_delay)
+                       drain_delay=drain_delay, check_order=check_order, served=served)
         last_move = 0
         for cycle in range(max_cycles):
             if host is not None:
@@ -76,7 +85,8 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
         run.flags = {"overflow": ctx.get(dut.overflow), "credit_error": ctx.get(dut.credit_error),
                      "bad_header": ctx.get(dut.bad_header),
                      "dropped": [ctx.get(d) for d in dut.dropped],
-                     "ctrl_unknown": ctx.get(dut.ctrl_unknown)}
+                     "ctrl_unknown": ctx.get(dut.ctrl_unknown), "busy": ctx.get(dut.busy)}
+        run.credits = {p: list(c) for p, c in links.credits.items()}
         run.counters = {"preemptions": ctx.get(dut.preemptions), "selects": ctx.get(dut.selects)}
 
     sim = Simulator(dut)
@@ -110,7 +120,8 @@ class _Links:
     this order each cycle, the senders' and then the receivers' random choices (the same
     sequence as ever, so a seed gives the same run)."""
 
-    def __init__(self, dut, injections, rng, run: Run, *, send_rate, drain_rate, drain_delay):
+    def __init__(self, dut, injections, rng, run: Run, *, send_rate, drain_rate, drain_delay,
+                 check_order=True, served=None):
         self.dut, self.fmt, self.rng, self.run = dut, dut.packet, rng, run
         self.send_rate, self.drain_rate, self.drain_delay = send_rate, drain_rate, drain_delay
         ports = range(dut.ports)
@@ -120,6 +131,8 @@ class _Links:
         self.limits = [dut.depth] * 3 + [dut.ctrl_depth]
         self.current = {p: None for p in ports}     # sender: words of the packet being sent
         self.pending = {p: [] for p in ports}       # receiver: (free cycle, vc)
+        self.order = (ReductionOrder(((i.port, i.packet) for i in injections), served)
+                      if check_order else None)
 
     def drive_senders(self, ctx, cycle) -> dict:
         """Drive every input link for this cycle; returns ``{port: (data, last, tag)}`` of the
@@ -146,6 +159,8 @@ class _Links:
         if pick is None:
             return
         packet = self.queues[p].pop(pick).packet
+        if self.order is not None:
+            self.order.start(p, packet)
         self.current[p] = list(link_words(self.fmt, packet))
         if packet.vc < 3 or (packet.vc == 3 and dut.ctrl_depth):
             self.credits[p][packet.vc] -= len(packet.flits)
@@ -223,6 +238,32 @@ def _next_packet(queue, cycle, credits, *, ctrl=False):
     return None
 
 
+def slot_writer(dut, *, slot, config, at):
+    """A ``host`` for :func:`run_packet_switch` that rewrites ``slot`` with ``config`` (a
+    ``SwitchConfig``) through the configuration port from cycle ``at``, one word per cycle
+    while ``config.ready`` is high. Returns the coroutine; its ``done`` attribute is the cycle
+    of the last word's transfer (None before)."""
+    layout = config_word_layout(dut.phases, dut.word_width)
+    words = config.encode(dut.word_width)
+    state = {"next": 0}
+
+    async def host(ctx, cycle):
+        n = state["next"]
+        if cycle < at or n >= len(words):
+            ctx.set(dut.config.valid, 0)
+            return
+        ctx.set(dut.config.valid, 1)
+        ctx.set(dut.config.payload.as_value(),
+                layout.pack(data=words[n], last=n == len(words) - 1, phase=slot))
+        if ctx.get(dut.config.ready):          # taken at this cycle's edge
+            state["next"] = n + 1
+            if n + 1 == len(words):
+                host.done = cycle
+
+    host.done = None
+    return host
+
+
 def by_phase(fmt, words):
     """``{phase: [data, ...]}`` of one output's received ``(cycle, data, last, tag)`` records."""
     out = {}
@@ -231,4 +272,4 @@ def by_phase(fmt, words):
     return out
 
 
-__all__ = ["Injection", "Run", "run_packet_switch", "by_phase", "VC"]
+__all__ = ["Injection", "Run", "run_packet_switch", "slot_writer", "by_phase", "VC"]

@@ -9,7 +9,8 @@ fails by itself: ``cocotb_tests.fabric.run`` judges the metrics.
 
 Bench parameters (``FRED_BENCH_PARAMS``): ``config`` and ``writes`` (the load sequence,
 ``cocotb_tests.fabric.run.load_sequence``), ``npus``, ``switch_count``, ``watchdog_cycles``,
-``poll``.
+``poll``; optionally ``engine_read`` / ``switch_read``, the read registers' names of another
+top with the same ports (the packet fabric's ``fred_packet_fabric``).
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ async def _read(dut, unit: int, reg: int) -> int:
     return int(dut.rd_data.value)
 
 
-async def _read_all(dut, npus: int, switches: int) -> dict:
+async def _read_all(dut, npus: int, switches: int, engine_read=ENGINE_READ,
+                    switch_read=SWITCH_READ) -> dict:
     out = {"engines": [], "switches": [], "global": {}}
     for rank in range(npus):
-        out["engines"].append({name: await _read(dut, rank, i) for i, name in enumerate(ENGINE_READ)})
+        out["engines"].append({name: await _read(dut, rank, i) for i, name in enumerate(engine_read)})
     for s in range(switches):
-        out["switches"].append({name: await _read(dut, npus + s, i) for i, name in enumerate(SWITCH_READ)})
+        out["switches"].append({name: await _read(dut, npus + s, i) for i, name in enumerate(switch_read)})
     out["global"] = {name: await _read(dut, GLOBAL_UNIT, i) for i, name in enumerate(GLOBAL_READ)}
     return out
 
@@ -49,6 +51,7 @@ async def run_program(dut):
     """Load the program, run it to completion or to the watchdog, record the counters."""
     params = bench_params()
     npus, switches = params["npus"], params["switch_count"]
+    names = {key: params[key] for key in ("engine_read", "switch_read") if key in params}
     Clock(dut.clk, PERIOD_NS, unit="ns").start()
     for name in ("start", "prog_we", "cfg_valid", "cfg_last", "rd_unit", "rd_reg"):
         getattr(dut, name).value = 0
@@ -79,7 +82,7 @@ async def run_program(dut):
     dut.prog_we.value = 0
     await RisingEdge(dut.clk)
     await RisingEdge(dut.clk)
-    before = await _read_all(dut, npus, switches)
+    before = await _read_all(dut, npus, switches, **names)
     load_s = time.perf_counter() - load_start
     # -- run ----------------------------------------------------------------------------
     watchdog, poll = params["watchdog_cycles"], params["poll"]
@@ -100,6 +103,6 @@ async def run_program(dut):
     sim_s = time.perf_counter() - sim_start
     # let late (duplicated) flits surface before the counters are read: the check counts extras
     await Timer(params.get("settle", 64) * PERIOD_NS, "ns")
-    after = await _read_all(dut, npus, switches)
+    after = await _read_all(dut, npus, switches, **names)
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, load_s=load_s,
                    cfg_stalls=cfg_stalls, before=before, after=after)

@@ -58,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", default=None,
                         choices=("in-switch", "ring", "hierarchical", "chain"),
                         help="the algorithm both sides run (default: the model's own choice)")
+    parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
+                        help="the RTL fabric's switches: circuit (default: fred_switch with phase "
+                             "sequencers) or packet (fred_packet_switch selecting phases from "
+                             "packet headers; in-switch collectives on full-rate uplinks so far, "
+                             "one Verilated model)")
     parser.add_argument("--model-only", action="store_true",
                         help="print the model's side without building the RTL")
     add_fabric_arguments(parser)
@@ -68,7 +73,11 @@ def run(args) -> int:
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
                       algorithm=args.algorithm, **spec_overrides(args))
-    if not args.model_only:
+    if not args.model_only and args.switch == "packet":
+        from studies.packet_fabric_case import run_packet_case
+        case = run_packet_case(case, seed=args.seed, sink_backpressure=args.backpressure,
+                               watchdog_cycles=args.watchdog)
+    elif not args.model_only:
         case = run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
                         watchdog_cycles=args.watchdog, simulator=args.simulator)
     if args.json:
@@ -88,7 +97,7 @@ def run(args) -> int:
           f"the first's selects overlap the first hops, each later one a select and the wait for the previous phase)")
     if case.rtl is not None:
         rtl = case.rtl
-        print(f"RTL:   {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "
+        print(f"RTL ({args.switch} switches): {rtl.cycles} cycles; {rtl.flits_checked} flits received and checked, "
               f"0 errors; {rtl.cycles_per_s:,.0f} fabric cycles/s on the {rtl.simulator} simulator "
               f"(build {rtl.build_s:.1f} s, simulation {rtl.sim_s:.2f} s)")
         print(f"RTL / model = {case.ratio:.3f}")

@@ -52,3 +52,12 @@ def test_validate_rejects_unknown_fabrics_before_building(capsys):
     assert "unknown fabric(s) mesh" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["fabric-validate", "--sizes", "0,40"])
+
+
+def test_the_packet_fabric_refuses_an_endpoint_algorithm_before_building(capsys):
+    """`--switch packet` runs in-switch collectives so far (docs/fabric_rtl.md, "Packet
+    fabric"): Fred-C's wafer all-reduce (the model picks an endpoint algorithm) is refused by
+    name, with nothing built."""
+    assert main(["fabric-sim", "--fabric", "fred-c", "--switch", "packet", "--op", "all-reduce",
+                 "--group", "wafer", "--size", "400"]) == 1
+    assert "packet fabric runs in-switch collectives so far" in capsys.readouterr().err

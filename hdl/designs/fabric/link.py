@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["Link", "LinkSender", "LinkReceiver"]
+__all__ = ["Link", "LinkSender", "LinkReceiver", "rate_gate"]
 
 
 def _check(latency, rate) -> tuple[int, tuple[int, int]]:
@@ -20,6 +20,28 @@ def _check(latency, rate) -> tuple[int, tuple[int, int]]:
     if not (isinstance(a, int) and isinstance(b, int) and 0 < a <= b):
         raise FredError(f"link rate must be a/b flits per cycle with 0 < a <= b, got {rate!r}")
     return latency, (a, b)
+
+
+def rate_gate(m: Module, rate: tuple[int, int], fire) -> Signal:
+    """The rate limiter of a link of ``rate`` = (a, b) flits per cycle: a token accumulator,
+    ``a`` tokens per cycle, a flit (``fire``) costs ``b``, saved tokens capped at ``b - a`` so an
+    idle link builds up no burst above the rate. Returns the signal "a flit may go now"
+    (registers only)."""
+    a, b = rate
+    ok = Signal(init=1, name="rate_ok")
+    if (a, b) == (1, 1):
+        m.d.comb += ok.eq(1)
+        return ok
+    # tokens in [0, b - a]; a flit may go when tokens + a >= b
+    tokens = Signal(range(b + 1), init=b - a, name="rate_tokens")
+    m.d.comb += ok.eq(tokens + a >= b)
+    with m.If(fire):
+        m.d.sync += tokens.eq(tokens + a - b)
+    with m.Elif(tokens + a > b - a):
+        m.d.sync += tokens.eq(b - a)
+    with m.Else():
+        m.d.sync += tokens.eq(tokens + a)
+    return ok
 
 
 def _fifo_depth(latency: int) -> int:
@@ -50,21 +72,8 @@ class LinkSender(wiring.Component):
         m = Module()
         depth = _fifo_depth(self.latency)
         occupancy = Signal(range(depth + 1))
-        a, b = self.rate
-        tokens_ok = Signal(init=1)
         fire_in = self.i.valid & self.i.ready
-        if (a, b) == (1, 1):
-            m.d.comb += tokens_ok.eq(1)
-        else:
-            # tokens in [0, b - a]; a flit may go when tokens + a >= b
-            tokens = Signal(range(b + 1), init=b - a)
-            m.d.comb += tokens_ok.eq(tokens + a >= b)
-            with m.If(fire_in):
-                m.d.sync += tokens.eq(tokens + a - b)
-            with m.Elif(tokens + a > b - a):
-                m.d.sync += tokens.eq(b - a)
-            with m.Else():
-                m.d.sync += tokens.eq(tokens + a)
+        tokens_ok = rate_gate(m, self.rate, fire_in)
         m.d.comb += self.i.ready.eq((occupancy < depth) & tokens_ok)
         m.d.sync += occupancy.eq(occupancy + fire_in - self.credit)
         # the wire: latency - 1 always-moving registers

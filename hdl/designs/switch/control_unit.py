@@ -24,7 +24,7 @@ class CUState(enum.IntEnum):
     """``ControlUnit.state`` codes."""
 
     RUN = 0      #: packets of the active phase start freely
-    DRAIN = 1    #: only packets already in flight finish (sequence-number window), then select
+    DRAIN = 1    #: only packets in flight and a reduction's lagging operands finish, then select
     SELECT = 2   #: the configuration memory copies the next phase in (datapath empty)
     SETTLE = 3   #: one cycle after the select completed, while ``active_phase`` updates
 
@@ -46,22 +46,24 @@ class ControlUnit(wiring.Component):
             header names the active phase, read from VC ``host_vc``).
         host_vc: ``In(2)``.
         select: ``Out(stream.Signature(phase index))``: to the configuration memory (header mode).
-        active_phase, active_valid, hold: ``In``: the configuration memory's state.
+        active_phase, active_valid, loaded, hold: ``In``: the configuration memory's state.
         vc: ``Out(2)``: the VC every input reads; enable: ``Out(P)``: input n may pass a flit.
         state: ``Out(2)`` (:class:`CUState`); waiting: ``Out(3)``: bit v, a packet of VC v waits
             at the head of some input; preemptions, selects: ``Out(COUNTER_BITS)`` counters.
 
     Policy (header mode):
         * RUN: an input passes flits when it is inside a packet of the current VC, or its head
-          packet in that VC belongs to the active phase. The highest sequence number started
-          in this phase is tracked (``S``).
+          packet in that VC belongs to the active phase. Per input, the flow and sequence
+          number of the last packet it started in this phase are recorded.
         * When a packet of a higher-priority VC waits at any input (MP > PP > DP), or no packet
           of the active phase waits or is partly sent while some other packet waits, the unit
-          DRAINs: an input may still start a packet of the active phase whose sequence number
-          is <= S (serial-number arithmetic). That finishes every packet in flight, and keeps
-          the operands of a reduction aligned: if one input of a reduction started packet S,
-          its partner must still send its packet S, possibly not arrived yet, or the reduction
-          would hold the datapath for ever. Once no input is inside a packet, none may start,
+          DRAINs: an input may still start its head packet (flow f, sequence number s) of the
+          active phase only if some input already started a packet of flow f numbered >= s
+          (serial-number arithmetic; sequence numbers count a flow's packets). That finishes
+          every packet in flight, keeps the operands of a reduction aligned (if one input of a
+          reduction started packet s, its partner must still send its packet s, possibly not
+          arrived yet, or the reduction would hold the datapath for ever), and stops every
+          other flow at its next packet boundary. Once no input is inside a packet, none may start,
           and the datapath is empty, the next phase is the one of the highest-priority waiting
           packet (lowest input index first) and is SELECTed (the memory's N + 2 cycle copy).
         * The preempted phase's packets stay in their VC buffers; when no higher-priority packet
@@ -80,9 +82,11 @@ class ControlUnit(wiring.Component):
         output and which is on no path gets a path; it then forwards that one packet; DRAIN
         lets only inputs with a path finish and waits until every path is released.
 
-    A packet of a phase whose slot is rewritten while it waits makes the select fail
-    (``NOT_LOADED``); the unit then retries until the slot is loaded again (host rule: do not
-    rewrite a slot with traffic waiting). Timing: from the cycle a higher-priority header is at
+    A rewrite of the active slot (the slot unloaded from its first word on) makes the active
+    copy stale: no packet starts in RUN until the unit has drained and selected the slot again,
+    so the rewrite takes effect at the slot's next packet. A packet of a phase whose slot is
+    rewritten while it waits makes the select fail (``NOT_LOADED``); the unit then retries
+    until the slot is loaded again (host rule: do not rewrite a slot with traffic waiting). Timing: from the cycle a higher-priority header is at
     an input's head, DRAIN starts the next cycle; the datapath drains in its latency plus the
     rest of the packets in flight; SELECT takes the memory's N + 2 cycles; SETTLE one cycle.
     """
@@ -113,6 +117,7 @@ class ControlUnit(wiring.Component):
             "select": Out(stream.Signature(unsigned(pw))),
             "active_phase": In(pw),
             "active_valid": In(1),
+            "loaded": In(phases),
             "hold": In(1),
             "vc": Out(2),
             "enable": Out(ports),
@@ -145,8 +150,7 @@ class ControlUnit(wiring.Component):
         cur_vc = Signal(2)
         target = Signal(pw)
         target_vc = Signal(2)
-        top = Signal(sb)          # S: the highest sequence number started in this phase
-        top_valid = Signal()
+        drain_ok = Signal(P)      # input n's head packet may start while DRAINing
 
         # ---- what waits ---------------------------------------------------------------------
         first_phase = [Signal(pw, name=f"first_phase{v}") for v in range(nvc)]
@@ -178,6 +182,15 @@ class ControlUnit(wiring.Component):
             m.d.comb += online_mode.eq(by_header & (cur_phase == self.packet.online_phase))
         # the online phase needs no stored configuration: it is active whenever selected
         active_ok = online_mode | self.active_valid & (self.active_phase == cur_phase)
+        # The active configuration is a copy: a rewrite of its slot (the slot unloaded from the
+        # rewrite's first word on) makes it stale until a select copies a slot in again. A stale
+        # phase starts no packet in RUN; the unit drains and selects the slot anew.
+        stale = Signal()
+        stale_now = Signal()
+        select_done = self.select.valid & self.select.ready
+        m.d.sync += stale.eq(self.active_valid & ~self.loaded.bit_select(self.active_phase, 1)
+                             | stale & ~select_done)
+        m.d.comb += stale_now.eq(stale & ~online_mode)
         in_path = Signal(P)      # input n is on a path (set up, not yet released)
         sending = Signal(P)      # ... and its packet's last flit has not entered the datapath
         out_busy = Signal(P)     # output o is on a path
@@ -195,8 +208,8 @@ class ControlUnit(wiring.Component):
             ok = Signal(name=f"start_ok{n}")
             m.d.comb += mt.eq(hv & hf & (h.phase == cur_phase) & active_ok)
             m.d.comb += ok.eq(mt & ~online_mode
-                              & ((state == CUState.RUN)
-                                 | (state == CUState.DRAIN) & top_valid & seq_le(h.seq, top)))
+                              & ((state == CUState.RUN) & ~stale_now
+                                 | (state == CUState.DRAIN) & drain_ok[n]))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
             running = (state == CUState.RUN) | (state == CUState.DRAIN)
             with m.If(by_header & online_mode):
@@ -211,21 +224,23 @@ class ControlUnit(wiring.Component):
             start_ok.append(ok)
         any_partial, any_match, any_start = _any(partial), _any(match), _any(start_ok)
 
-        # S: the highest sequence number among the packets started (several inputs may start
-        # in one cycle: fold them in input order).
-        folded, folded_valid = top, top_valid
+        # The drain rule's record: per input, the flow and sequence number of the last packet it
+        # started in this phase (an input carries one flow of a stored phase, so that is the
+        # highest of its flow there). Cleared when a select completes.
+        last_flow = [Signal(self.packet.flow_bits, name=f"last_flow{n}") for n in range(P)]
+        last_seq = [Signal(sb, name=f"last_seq{n}") for n in range(P)]
+        last_valid = Signal(P)
         for n in range(P):
-            seq = Signal(sb, name=f"start_seq{n}")
-            for v in range(nvc):
-                with m.If(self.vc == v):
-                    m.d.comb += seq.eq(self.head[n][v].seq)
-            bigger = self.started[n] & (~folded_valid | seq_le(folded, seq))
-            nxt, nxt_valid = Signal(sb, name=f"fold{n}"), Signal(name=f"fold_valid{n}")
-            m.d.comb += [nxt.eq(folded), nxt_valid.eq(folded_valid | self.started[n])]
-            with m.If(bigger):
-                m.d.comb += nxt.eq(seq)
-            folded, folded_valid = nxt, nxt_valid
-        m.d.sync += [top.eq(folded), top_valid.eq(folded_valid)]
+            with m.If(self.started[n]):
+                m.d.sync += [last_flow[n].eq(heads[n].flow), last_seq[n].eq(heads[n].seq),
+                             last_valid[n].eq(1)]
+        for n in range(P):
+            # DRAIN: input n may start its head packet when some input already started a packet
+            # of the same flow with a sequence number at least as high (its reduction partner
+            # is ahead); its own previous packet has a lower number, so a lone flow stops.
+            m.d.comb += drain_ok[n].eq(_any(
+                last_valid[j] & (last_flow[j] == heads[n].flow) & seq_le(heads[n].seq, last_seq[j])
+                for j in range(P)))
 
         # ---- online routing: one path set up per cycle, released at its last flit out ------
         if self.online:
@@ -259,9 +274,10 @@ class ControlUnit(wiring.Component):
         # ---- state machine (header mode) --------------------------------------------------------
         m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
         with m.If(~by_header):
-            m.d.sync += [state.eq(CUState.RUN), cur_phase.eq(self.active_phase), cur_vc.eq(self.host_vc)]
+            m.d.sync += [state.eq(CUState.RUN), cur_phase.eq(self.active_phase), cur_vc.eq(self.host_vc),
+                         last_valid.eq(0)]
         with m.Elif(state == CUState.RUN):
-            with m.If(~active_ok):
+            with m.If(~active_ok | stale_now):
                 with m.If(any_wait):
                     m.d.sync += state.eq(CUState.DRAIN)
             with m.Elif(higher):
@@ -270,7 +286,8 @@ class ControlUnit(wiring.Component):
                 m.d.sync += state.eq(CUState.DRAIN)
         with m.Elif(state == CUState.DRAIN):
             with m.If(~any_partial & ~any_start & ~self.busy & ~in_path.any()):
-                with m.If(~any_wait | active_ok & (best_phase == cur_phase) & (best_vc == cur_vc)):
+                with m.If(~any_wait | active_ok & ~stale_now & (best_phase == cur_phase)
+                          & (best_vc == cur_vc)):
                     m.d.sync += state.eq(CUState.RUN)
                 with m.Else():
                     m.d.sync += [state.eq(CUState.SELECT), target.eq(best_phase), target_vc.eq(best_vc)]
@@ -282,7 +299,7 @@ class ControlUnit(wiring.Component):
             m.d.comb += self.select.valid.eq(~to_online)
             with m.If(self.select.ready | to_online):
                 m.d.sync += [state.eq(CUState.SETTLE), cur_phase.eq(target), cur_vc.eq(target_vc),
-                             top_valid.eq(0), self.selects.eq(_inc(self.selects))]
+                             last_valid.eq(0), self.selects.eq(_inc(self.selects))]
         with m.Else():
             m.d.sync += state.eq(CUState.RUN)
         return m

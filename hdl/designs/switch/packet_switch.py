@@ -187,6 +187,7 @@ class PacketSwitch(wiring.Component):
             cu.host_vc.eq(self.host_vc),
             cu.active_phase.eq(memory.active_phase),
             cu.active_valid.eq(memory.active_valid),
+            cu.loaded.eq(memory.loaded),
             cu.hold.eq(memory.hold),
             self.busy.eq(core.busy | memory.hold),
             self.error.eq(memory.error),

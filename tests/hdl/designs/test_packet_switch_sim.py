@@ -224,3 +224,24 @@ def test_control_vc_acks_pass_through_and_a_nack_reaches_every_input_of_its_flow
                 assert not inside
             else:
                 inside = not last
+
+
+def test_a_control_packet_longer_than_one_flit_is_dropped_whole_by_design():
+    """docs/switch.md, "Links and credits": the paper's control packet is one 512 B flit, so a
+    longer one is malformed: dropped whole (nothing forwarded), counted in ``dropped[n]``,
+    ``bad_header`` set, and every control credit it took returned (the reproduction: a two-flit
+    control packet alone on input 2)."""
+    rng = random.Random(5)
+    dp = dp_mp_traffic(rng, dp_packets=1, mp_packets=0)[0]
+    long = Packet(phase=1, vc=VC.CTRL, seq=0, flow=0, flits=(1, 2))
+    ack = Packet(phase=0, vc=VC.CTRL, seq=0, flow=0, flits=(7,))        # the next one passes
+    dut = PacketSwitch(ports=P, middle=M, dtype=DTYPE, lanes=1, phases=3, packet=PKT, depth=8,
+                       ctrl_depth=2)
+    run = run_packet_switch(dut, configs=[DP_CONFIG, MP_CONFIG],
+                            injections=dp + [Injection(2, 100, long), Injection(2, 100, ack)],
+                            rng=rng)
+    assert run.flags["dropped"] == [0, 0, 1, 0] and run.flags["bad_header"] == 1
+    assert run.credits[2][VC.CTRL] == dut.ctrl_depth and run.credit_errors == []
+    ctrl = [(p, d) for p in range(P) for _, d, _, tag in run.received[p]
+            if PKT.unpack_header(tag)["vc"] == VC.CTRL]
+    assert sorted(ctrl) == [(0, 7), (1, 7)]          # the ACK to both inputs of flow 0 only

@@ -1,0 +1,226 @@
+"""The packet fabric (:class:`hdl.designs.fabric.packet_fabric_top.PacketFabricTop`) in
+Amaranth's simulator: load, start, run to ``all_done`` or a watchdog, read every counter.
+For small fabrics in the default suite (docs/fabric_rtl.md, "Packet fabric"); the harness only
+drives the top's ports, as the Verilator benches of the circuit fabric do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from amaranth.sim import Simulator
+
+from hdl.compiler.fabric_program import fabric_program
+from hdl.compiler.packet_fabric_program import packet_headers
+from hdl.contracts.errors import FredError
+from hdl.contracts.npu_engine import engine_writes
+from hdl.designs.fabric.fabric_top import GLOBAL_UNIT, POR_CYCLES
+from hdl.designs.switch.control_unit import CUState
+from hdl.designs.fabric.packet_fabric_top import (PACKET_ENGINE_READ, PACKET_REGS,
+                                                  PACKET_SWITCH_READ, PacketFabricTop)
+
+__all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
+           "packet_load_sequence", "PACKET_TOP"]
+
+
+@dataclass
+class PacketFabricRun:
+    """One run's counters and verdict (``errors`` empty: every flit checked, nothing lost,
+    duplicated, reordered or refused anywhere)."""
+
+    cycles: int
+    engines: list = field(default_factory=list)     # per rank: PACKET_ENGINE_READ values
+    switches: list = field(default_factory=list)    # per switch: PACKET_SWITCH_READ values
+    program: object = None
+    errors: list = field(default_factory=list)      # what went wrong, one line each
+    simulator: str = "amaranth"
+    build_s: float = 0.0
+    sim_s: float = 0.0
+
+    @property
+    def flits_checked(self) -> int:
+        return sum(e["received"] for e in self.engines)
+
+    @property
+    def cycles_per_s(self) -> float:
+        return self.cycles / self.sim_s if self.sim_s else 0.0
+
+    def to_dict(self) -> dict:
+        return {"switch": "packet", "cycles": self.cycles, "errors": self.errors,
+                "flits_checked": self.flits_checked, "simulator": self.simulator,
+                "build_s": self.build_s, "sim_s": self.sim_s, "cycles_per_s": self.cycles_per_s,
+                "selects": [s["selects"] for s in self.switches],
+                "preemptions": [s["preemptions"] for s in self.switches]}
+
+
+def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) -> dict:
+    """``config``: ``[switch, slot, last, word]`` for every stored phase; ``writes``: ``[unit,
+    register, value]``, every engine's program and its packet header registers."""
+    config = []
+    for s, phases in enumerate(program.switches):
+        for k, phase in enumerate(phases):
+            words = phase.config.encode(32)
+            config += [[s, k, int(i == len(words) - 1), w] for i, w in enumerate(words)]
+    writes = []
+    for rank, (engine, header) in enumerate(zip(program.engines,
+                                                packet_headers(program, request, packet, vcs=vcs,
+                                                               delays=delays))):
+        writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
+        writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
+    return {"config": config, "writes": writes}
+
+
+def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
+                               watchdog_cycles=20_000, packet_flits=8, depth=16,
+                               edit_load=None, vcs=None, delays=None) -> PacketFabricRun:
+    """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
+    ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
+    ``edit_load``: tests only, a function applied to the load sequence (a wrong program must
+    be caught). ``vcs``: {collective index: VC} (concurrent traffic classes; default all DP);
+    ``delays``: {collective index: cycles before its NPUs send}."""
+    program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
+    # the load first: a request the packet fabric does not run fails before the top exists
+    load = packet_load_sequence(spec, request, program, _packet(packet_flits), vcs, delays)
+    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
+    if edit_load is not None:
+        load = edit_load(load)
+    out = {}
+
+    async def ticks(ctx, n=1):
+        # the clock edges of ``clk`` (ctx.tick() would raise during the top's own reset)
+        for _ in range(n):
+            await ctx.posedge(dut.clk)
+
+    async def read(ctx, unit, reg):
+        ctx.set(dut.rd_unit, unit)
+        ctx.set(dut.rd_reg, reg)
+        await ticks(ctx, 2)            # the read port is registered
+        return ctx.get(dut.rd_data)
+
+    async def bench(ctx):
+        await ticks(ctx, POR_CYCLES + 2)
+        for s, k, last, word in load["config"]:
+            ctx.set(dut.cfg_valid, 1)
+            ctx.set(dut.cfg_switch, s)
+            ctx.set(dut.cfg_data, word)
+            ctx.set(dut.cfg_last, last)
+            ctx.set(dut.cfg_phase, k)
+            ready = ctx.get(dut.cfg_ready)
+            await ticks(ctx)
+            while not ready:
+                ready = ctx.get(dut.cfg_ready)
+                await ticks(ctx)
+        ctx.set(dut.cfg_valid, 0)
+        for unit, reg, value in load["writes"]:
+            ctx.set(dut.prog_we, 1)
+            ctx.set(dut.prog_unit, unit)
+            ctx.set(dut.prog_reg, reg)
+            ctx.set(dut.prog_data, value)
+            await ticks(ctx)
+        ctx.set(dut.prog_we, 0)
+        await ticks(ctx, 2)
+        ctx.set(dut.start, 1)
+        await ticks(ctx)
+        ctx.set(dut.start, 0)
+        for _ in range(watchdog_cycles // 16):
+            await ticks(ctx, 16)
+            if ctx.get(dut.all_done):
+                break
+        await ticks(ctx, 64)    # late (extra) flits surface before the counters are read
+        out["done"] = ctx.get(dut.all_done)
+        out["cycles"] = await read(ctx, GLOBAL_UNIT, 0)
+        out["engines"] = [{n: await read(ctx, r, i) for i, n in enumerate(PACKET_ENGINE_READ)}
+                          for r in range(spec.npus)]
+        out["switches"] = [{n: await read(ctx, spec.npus + s, i)
+                            for i, n in enumerate(PACKET_SWITCH_READ)}
+                           for s in range(len(spec.switch_ports))]
+
+    async def clock(ctx):
+        # the top's clock is its ``clk`` port (it makes its own reset from it)
+        while True:
+            ctx.set(dut.clk, 1)
+            await ctx.delay(5e-9)
+            ctx.set(dut.clk, 0)
+            await ctx.delay(5e-9)
+
+    sim = Simulator(dut)
+    sim.add_process(clock)       # a process is background: the run ends with the bench
+    sim.add_testbench(bench)
+    sim.run()
+    return judge(spec, request, program, out["cycles"], out["engines"], out["switches"],
+                 done=out["done"], watchdog_cycles=watchdog_cycles)
+
+
+def judge(spec, request, program, cycles, engines, switches, *, done, watchdog_cycles) -> PacketFabricRun:
+    """The run's verdict from its counters (either simulator): every engine sent and received
+    its programmed flits with no check, sequence or link error, every switch's sticky flags
+    clear; a run not ``done`` raises :class:`FredError` naming what went wrong."""
+    run = PacketFabricRun(cycles=cycles, engines=engines, switches=switches, program=program)
+    for rank, (e, prog) in enumerate(zip(run.engines, program.engines)):
+        want_recv = sum(st["recv_count"] for st in prog["stages"])
+        for name in ("errors", "extra", "seq_errors", "link_errors"):
+            if e[name]:
+                run.errors.append(f"NPU {rank}: {name} = {e[name]}")
+        if e["received"] != want_recv or e["sent"] != prog["send_count"]:
+            run.errors.append(f"NPU {rank}: sent {e['sent']} of {prog['send_count']}, received "
+                              f"{e['received']} of {want_recv}")
+    for s, sw in enumerate(run.switches):
+        if sw["flags"]:
+            run.errors.append(f"{program.switch_name(s)}: flags {sw['flags']:#x} "
+                              f"(bad_header, overflow, credit_error)")
+    if not done:
+        states = ", ".join(f"{program.switch_name(s)} {CUState(sw['state']).name} slot "
+                           f"{sw['active_phase']} busy {sw['busy']} selects {sw['selects']} "
+                           f"preemptions {sw['preemptions']}" for s, sw in enumerate(switches))
+        raise FredError(f"packet fabric {spec.name}, {request.label}: not done after "
+                        f"{watchdog_cycles} cycles; " + "; ".join(run.errors or ["no counter errors"])
+                        + f"; switches: {states}")
+    return run
+
+
+#: The packet fabric's Verilog top.
+PACKET_TOP = "fred_packet_fabric"
+
+
+def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
+                      packet_flits=8, depth=16, cflags="-O1") -> PacketFabricRun:
+    """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
+    (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
+    bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).
+    ``watchdog_cycles`` None: generous, from the request."""
+    import re
+
+    from eda.fabric.build import build_top_public_only
+    from hdl.emit.verilog import to_verilog
+    from cocotb_tests.fabric.run import PORTS
+    from cocotb_tests.runner import run_bench
+    program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
+    load = packet_load_sequence(spec, request, program, _packet(packet_flits))
+    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
+    if watchdog_cycles is None:
+        watchdog_cycles = 8 * request.size_flits + 20_000
+    import time
+    started = time.perf_counter()
+    verilog = to_verilog(dut, name=PACKET_TOP)
+    built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags)
+    build_s = time.perf_counter() - started
+    poll = int(min(20_000, max(64, program.flits_sent // 8)))
+    params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), **load,
+              "watchdog_cycles": watchdog_cycles, "poll": poll,
+              "engine_read": list(PACKET_ENGINE_READ), "switch_read": list(PACKET_SWITCH_READ)}
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_",
+                  f"packet-{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
+    metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
+                        bench_params=params, run_name=name, prebuilt=built).metrics
+    after = metrics["after"]
+    run = judge(spec, request, program, after["global"]["cycles"], after["engines"],
+                after["switches"], done=not metrics["stalled"] and after["global"]["all_done"],
+                watchdog_cycles=watchdog_cycles)
+    run.simulator, run.build_s, run.sim_s = "cocotb", build_s, metrics["sim_s"]
+    return run
+
+
+def _packet(packet_flits):
+    """The packet format of a :class:`PacketFabricTop` with the default slots."""
+    from hdl.compiler.fabric_program import default_phases
+    from hdl.designs.fabric.packet_fabric_top import packet_format
+    return packet_format(default_phases(), packet_flits)

@@ -1,0 +1,79 @@
+"""What the packet fabric adds to a fabric program (docs/fabric_rtl.md, "Packet fabric"): the
+header each NPU's packets carry and the last sequence number each NPU receives.
+
+The switches' stored phases and the engines' stages are the circuit fabric's program
+(:func:`hdl.compiler.fabric_program.fabric_program`): a packet switch stores the same
+configurations in the same slots and selects them from the headers. A header's phase index
+must then name the right slot at every switch the packet crosses, so a collective must sit in
+the same slot index at each of its switches. Pure Python.
+"""
+
+from __future__ import annotations
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.packet import VC, PacketFormat
+
+__all__ = ["packet_headers"]
+
+
+def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
+                   vcs: dict | None = None, delays: dict | None = None) -> list[dict]:
+    """Per NPU (rank order): ``{"phase", "vc", "flow", "last_seq", "delay"}`` for ``program`` (a
+    :class:`~hdl.compiler.fabric_program.FabricProgram`) of ``request`` (its
+    :class:`~hdl.contracts.fabric.FabricRequest`).
+
+    * ``phase``: the slot of the NPU's collective (the same at every switch it crosses);
+    * ``flow``: the collective's index for an in-switch collective (a reduction's inputs share
+      it, as the switch's drain rule and the host rule of reductions need), the rank for an
+      endpoint algorithm (every NPU's stream is its own flow);
+    * ``vc``: ``vcs[collective index]`` when given (concurrent traffic classes), else ``vc``;
+    * ``delay``: ``delays[collective index]`` cycles after the start before the NPU's first
+      packet (default 0);
+    * ``last_seq``: the sequence number of the last packet the NPU receives (its stream cut
+      into ``packet.packet_flits``-flit packets by the sender), 0 when it receives nothing.
+
+    Raises :class:`FredError` for what the packet fabric does not run yet: an engine of more
+    than one stage (the hierarchical all-reduce), a switch with more than one phase on one VC
+    (switches that pick the order of two reductions' phases by arrival can serve them in
+    different orders and hang the next switch: the host rule of reductions between switches,
+    docs/fabric_rtl.md, "Packet fabric"), or a collective in different slots at two
+    switches."""
+    slot_of = {}
+    vc_of = {c: int((vcs or {}).get(c, vc)) for c in range(len(request.collectives))}
+    for s, phases in enumerate(program.switches):
+        slots_on = {}
+        for k, phase in enumerate(phases):
+            for c in phase.collectives:
+                slots_on.setdefault(vc_of[c], set()).add(k)
+        crowded = {v: sorted(k) for v, k in slots_on.items() if len(k) > 1}
+        if crowded:
+            v, slots = next(iter(crowded.items()))
+            raise FredError(f"the packet fabric runs one phase per switch and VC so far; "
+                            f"{program.switch_name(s)} has slots {slots} on VC {VC(v).name} for "
+                            f"this request")
+        for k, phase in enumerate(phases):
+            for c in phase.collectives:
+                if slot_of.setdefault(c, k) != k:
+                    raise FredError(f"collective {c} is in slot {slot_of[c]} at one switch and "
+                                    f"{k} at {program.switch_name(s)}: a header names one slot")
+    in_switch = program.algorithm == "in-switch"
+    flows = len(request.collectives) if in_switch else len(program.engines)
+    if flows > 1 << packet.flow_bits:
+        raise FredError(f"{flows} flows need flow_bits >= {(flows - 1).bit_length()}, "
+                        f"got {packet.flow_bits}")
+    collective_of = {r: index for index, coll in enumerate(request.collectives)
+                     for r in coll.ranks}
+    headers = []
+    for rank, engine in enumerate(program.engines):
+        if len(engine["stages"]) > 1:
+            raise FredError(f"the packet fabric runs one-stage engine programs so far; NPU "
+                            f"{rank} runs {len(engine['stages'])} stages ({program.algorithm})")
+        c = collective_of.get(rank)
+        received = sum(st["recv_count"] for st in engine["stages"])
+        packets = -(-received // packet.packet_flits)
+        headers.append({"phase": slot_of.get(c, 0), "vc": vc_of.get(c, int(vc)),
+                        "flow": (c or 0) if in_switch else rank,
+                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
+                        "delay": int((delays or {}).get(c, 0))})
+    return headers
+

@@ -1,0 +1,88 @@
+"""``Depacketizer``: the NPU's receive buffer on the packet fabric (docs/fabric_rtl.md,
+"Packet fabric"): holds the flits the L1 switch sends, returns their credits as the engine
+takes them, checks each packet's sequence number."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.hdl import Cat
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.packet import DATA_VCS, PacketFormat
+from hdl.designs.layouts import flit_layout
+from hdl.designs.switch.vc_input_buffer import link_signature
+
+__all__ = ["Depacketizer"]
+
+
+class Depacketizer(wiring.Component):
+    """Parameters: ``flit`` (the engine's :class:`FlitFormat`), ``packet``
+    (:class:`PacketFormat`), ``depth``: flits per data VC (the credits the L1 output holds).
+
+    Members: ``i`` (``In(link_signature)``: from the L1's output link), ``credit``
+    (``Out(2).array(3)``: a slot of VC v freed this cycle), ``o`` (``Out(stream)``: the
+    engine's flits; ``last`` only on the last flit of the packet numbered ``last_seq``, the
+    stream's end the engine checks), ``start`` (In: the next packet expected is seq 0),
+    ``last_seq`` (In: the sequence number of the last packet of this NPU's run),
+    ``seq_errors`` (Out(16), saturating: packets whose ``seq`` was not the next expected one:
+    lost, duplicated or reordered), ``overflow`` (Out, sticky: a flit with no free slot).
+
+    Buffer: one FIFO of 3 x ``depth`` flits (every VC's credits fit; the engine reads in
+    arrival order). Latency: one cycle (the FIFO).
+    """
+
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int):
+        self.flit, self.packet, self.depth = flit, packet, depth
+        self.link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
+        super().__init__({
+            "i": In(link_signature(flit_layout(self.link_flit))),
+            "credit": Out(2).array(len(DATA_VCS)),
+            "o": Out(stream.Signature(flit_layout(flit))),
+            "start": In(1),
+            "last_seq": In(packet.seq_bits),
+            "seq_errors": Out(16),
+            "overflow": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        fmt = self.packet
+        data_width = self.flit.data_width
+        header = fmt.header
+        word = self.i.payload
+        tag = word.tag
+        vc = tag[header["vc"].offset:header["vc"].offset + 2]
+        seq = tag[header["seq"].offset:header["seq"].offset + fmt.seq_bits]
+        fifo = m.submodules.fifo = SyncFIFO(width=data_width + 3 + fmt.seq_bits,
+                                            depth=3 * self.depth)
+        inside = Signal()
+        expected = Signal(fmt.seq_bits)
+        m.d.comb += [fifo.w_en.eq(self.i.valid),
+                     fifo.w_data.eq(Cat(word.data, word.last, vc, seq))]
+        with m.If(self.i.valid):
+            with m.If(~fifo.w_rdy):
+                m.d.sync += self.overflow.eq(1)
+            m.d.sync += inside.eq(~word.last)
+            with m.If(~inside):
+                m.d.sync += expected.eq(seq + 1)
+                with m.If((seq != expected) & (self.seq_errors != 0xFFFF)):
+                    m.d.sync += self.seq_errors.eq(self.seq_errors + 1)
+        with m.If(self.start):
+            m.d.sync += [expected.eq(0), inside.eq(0), self.seq_errors.eq(0)]
+        r = fifo.r_data
+        r_last, r_vc, r_seq = (r[data_width], r[data_width + 1:data_width + 3],
+                               r[data_width + 3:])
+        pop = Signal()
+        m.d.comb += [
+            self.o.valid.eq(fifo.r_rdy),
+            self.o.payload.data.eq(r[:data_width]),
+            self.o.payload.last.eq(r_last & (r_seq == self.last_seq)),
+            pop.eq(fifo.r_rdy & self.o.ready),
+            fifo.r_en.eq(pop),
+        ]
+        for v in range(len(DATA_VCS)):
+            m.d.comb += self.credit[v].eq(pop & (r_vc == v))
+        return m

@@ -1,0 +1,214 @@
+"""``PacketFabricTop``: the wafer fabric built of packet switches (docs/fabric_rtl.md, "Packet
+fabric"; the Verilog top ``fred_packet_fabric``)."""
+
+from __future__ import annotations
+
+from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.config_port import phase_index_width
+from hdl.contracts.fabric import FabricSpec
+from hdl.contracts.fabric_partition import uplinks
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.npu_engine import NPU_BUFFER
+from hdl.contracts.packet import VC, PacketFormat
+from hdl.compiler.fabric_program import default_phases
+from hdl.designs.layouts import flit_layout
+from hdl.designs.switch.packet_switch import PacketSwitch
+
+from .depacketizer import Depacketizer
+from .fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, PROG_REG_WIDTH, TAG_WIDTH
+from .npu_engine import NpuEngine
+from .packet_link import PacketLink
+from .packetizer import Packetizer
+
+__all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
+           "packet_format"]
+
+#: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
+#: depacketizer's sequence errors and both ends' sticky flags (credit error | overflow).
+PACKET_ENGINE_READ = ENGINE_READ + ("seq_errors", "link_errors")
+#: Read-bus registers of a packet switch unit.
+PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "active_phase",
+                      "busy", "flags")
+#: ``flags`` bits: the switch's bad_header, overflow, credit_error, and an overflow of an
+#: uplink's queue into it.
+#: Program registers of an NPU's packet header and expected stream (unit = rank), after the
+#: engine's: the phase index its packets carry, their VC, their flow id, the sequence number
+#: of the last packet it receives, and the cycles after ``start`` before it sends its first
+#: packet (a traffic class that starts later, to measure preemption).
+PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
+
+
+def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
+    """The packet fabric's header: the phase field names ``phases`` slots, 16-bit sequence
+    numbers, 6-bit flow ids (a collective's index, or an NPU's rank for endpoint algorithms)."""
+    return PacketFormat(phase_bits=max(1, phase_index_width(phases)), seq_bits=16, flow_bits=6,
+                        packet_flits=packet_flits)
+
+
+class PacketFabricTop(wiring.Component):
+    """The fabric of ``spec`` with :class:`PacketSwitch` es in header mode instead of
+    ``FredSwitchTop`` s and phase sequencers: the same switches (L1s Fred_m(npus_per_l1 +
+    uplink_ports), the L2 planes), NPU engines (:class:`NpuEngine`) behind a
+    :class:`Packetizer` and a :class:`Depacketizer`, and a credit-based :class:`PacketLink`
+    for every direction of every cable. A switch selects its phases from the packet headers
+    (MP > PP > DP preemption), so the fabric needs no sequencer: the program loads every
+    switch's slots and each NPU's header (``PACKET_REGS``).
+
+    Parameters: ``spec``; ``phases``: slots per switch (default the circuit fabric's);
+    ``packet_flits`` (default 8, the paper's); ``depth``: flits per data VC of every input
+    buffer (default 16: covers a link's credit round trip at full rate for the latencies the
+    fabrics use).
+
+    Ports: as :class:`FabricTop` (``clk``, ``start``, ``prog_*``, ``cfg_*``, ``rd_*``,
+    ``all_done``, ``cycles``; the top resets itself for :data:`POR_CYCLES` cycles), with the
+    read registers :data:`PACKET_ENGINE_READ` and :data:`PACKET_SWITCH_READ`.
+
+    Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
+    Not yet: the cut into two parts for the lock-step simulator.
+    """
+
+    def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
+                 depth: int = 16):
+        self.spec = spec
+        self.phases = default_phases() if phases is None else phases
+        self.packet = packet_format(self.phases, packet_flits)
+        self.depth = depth
+        self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
+        self.switch_ports = spec.switch_ports
+        super().__init__({
+            "clk": In(1),
+            "start": In(1),
+            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
+            "cfg_valid": In(1), "cfg_switch": In(range(len(self.switch_ports))), "cfg_data": In(32),
+            "cfg_last": In(1), "cfg_phase": In(phase_index_width(self.phases)), "cfg_ready": Out(1),
+            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
+            "all_done": Out(1), "cycles": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        # power-on reset and registered harness ports: as FabricTop (Verilator speed)
+        m.domains.sync = ClockDomain("sync")
+        m.domains.por = ClockDomain("por", reset_less=True)
+        por = Signal(range(POR_CYCLES + 1), init=0)
+        m.d.comb += [ClockSignal("sync").eq(self.clk), ClockSignal("por").eq(self.clk),
+                     ResetSignal("sync").eq(por != POR_CYCLES)]
+        with m.If(por != POR_CYCLES):
+            m.d.por += por.eq(por + 1)
+        start, prog_we = Signal(), Signal()
+        prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
+        rd_unit, rd_reg = Signal(6), Signal(5)
+        m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
+                     prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
+                     rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
+        spec, fmt = self.spec, self.packet
+        link_shape = flit_layout(FlitFormat(dtype=spec.dtype, lanes=spec.lanes,
+                                            tag_width=fmt.header_width))
+        switches = []
+        for s, ports in enumerate(self.switch_ports):
+            name = (f"l1_{s}" if s < spec.l1_count else
+                    "l2" if spec.l2_planes == 1 else f"l2_{s - spec.l1_count}")
+            sw = m.submodules[f"switch_{name}"] = PacketSwitch(
+                ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
+                phases=self.phases, packet=fmt, depth=self.depth, word_width=32)
+            switches.append(sw)
+            m.d.comb += [
+                sw.header_select.eq(1), sw.host_vc.eq(VC.DP),
+                sw.config.valid.eq(self.cfg_valid & (self.cfg_switch == s)),
+                sw.config.payload.data.eq(self.cfg_data),
+                sw.config.payload.last.eq(self.cfg_last),
+                sw.config.payload.phase.eq(self.cfg_phase),
+            ]
+        with m.Switch(self.cfg_switch):
+            for s, sw in enumerate(switches):
+                with m.Case(s):
+                    m.d.comb += self.cfg_ready.eq(sw.config.ready)
+        k = spec.npus_per_l1
+        npus = []
+        for rank in range(spec.npus):
+            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
+            tx = m.submodules[f"packetizer_{rank}"] = Packetizer(flit=self.flit, packet=fmt,
+                                                                  depth=self.depth)
+            rx = m.submodules[f"depacketizer_{rank}"] = Depacketizer(flit=self.flit, packet=fmt,
+                                                                      depth=self.depth)
+            regs = {name: Signal(32, name=f"npu{rank}_{name}") for name in PACKET_REGS}
+            for name, address in PACKET_REGS.items():
+                with m.If(prog_we & (prog_unit == rank) & (prog_reg == address)):
+                    m.d.sync += regs[name].eq(prog_data)
+            waited = Signal(32, name=f"npu{rank}_waited")
+            with m.If(start):
+                m.d.sync += waited.eq(0)
+            with m.Elif(waited < regs["delay"]):
+                m.d.sync += waited.eq(waited + 1)
+            m.d.comb += [engine.start.eq(start), tx.start.eq(start), rx.start.eq(start),
+                         tx.hold.eq(waited < regs["delay"]),
+                         engine.we.eq(prog_we & (prog_unit == rank) & (prog_reg < 56)),
+                         engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
+                         tx.phase.eq(regs["phase"]), tx.vc.eq(regs["vc"]),
+                         tx.flow.eq(regs["flow"]), rx.last_seq.eq(regs["last_seq"])]
+            l1, port = switches[rank // k], rank % k
+            up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
+            down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
+            wiring.connect(m, engine.tx, tx.i)
+            wiring.connect(m, rx.o, engine.rx)
+            _join(m, tx.o, tx.credit, up, l1.i[port], l1.i_credit[port])
+            _join(m, l1.o[port], l1.o_credit[port], down, rx.i, rx.credit)
+            npus.append((engine, tx, rx))
+        rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
+        link_overflow = [Signal(name=f"link_overflow_{s}") for s in range(len(switches))]
+        for ends in uplinks(spec):
+            source, sink = switches[ends.source], switches[ends.sink]
+            link = m.submodules[ends.name] = PacketLink(link_shape, latency=spec.uplink_latency,
+                                                        rate=rate, depth=self.depth)
+            _join(m, source.o[ends.source_port], source.o_credit[ends.source_port], link,
+                  sink.i[ends.sink_port], sink.i_credit[ends.sink_port])
+            link_overflow[ends.sink] = link_overflow[ends.sink] | link.overflow
+        # -- cycle counter (as FabricTop) ----------------------------------------------------
+        all_done, running = Signal(), Signal()
+        m.d.comb += [all_done.eq(running & (sum(e.done for e, _, _ in npus) == len(npus))),
+                     self.all_done.eq(all_done)]
+        with m.If(start):
+            m.d.sync += [running.eq(1), self.cycles.eq(0)]
+        with m.Elif(running & ~all_done):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
+        return m
+
+    def _read_port(self, m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running):
+        spec = self.spec
+        with m.Switch(rd_unit):
+            for rank, (engine, tx, rx) in enumerate(npus):
+                values = {name: getattr(engine, name) for name in ENGINE_READ}
+                values.update(seq_errors=rx.seq_errors, link_errors=tx.credit_error | rx.overflow)
+                with m.Case(rank):
+                    _read(m, rd_reg, self.rd_data, [values[n] for n in PACKET_ENGINE_READ])
+            for s, sw in enumerate(switches):
+                values = dict(selects=sw.selects, preemptions=sw.preemptions, state=sw.state,
+                              loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
+                              busy=sw.busy,
+                              flags=sw.bad_header | sw.overflow << 1 | sw.credit_error << 2
+                              | link_overflow[s] << 3)
+                with m.Case(spec.npus + s):
+                    _read(m, rd_reg, self.rd_data, [values[n] for n in PACKET_SWITCH_READ])
+            with m.Case(GLOBAL_UNIT):
+                _read(m, rd_reg, self.rd_data, [self.cycles, all_done, running])
+        assert len(GLOBAL_READ) == 3
+
+
+def _join(m, out, out_credit, link, inp, inp_credit):
+    """Sender port (``out``, its credit input) -> ``link`` -> receiver port (``inp``, its
+    credit output)."""
+    m.d.comb += [link.i.valid.eq(out.valid), link.i.payload.eq(out.payload),
+                 inp.valid.eq(link.o.valid), inp.payload.eq(link.o.payload)]
+    for v in range(len(out_credit)):
+        m.d.comb += [link.credit_in[v].eq(inp_credit[v]), out_credit[v].eq(link.credit_out[v])]
+
+
+def _read(m, rd_reg, rd_data, values):
+    with m.Switch(rd_reg):
+        for index, value in enumerate(values):
+            with m.Case(index):
+                m.d.comb += rd_data.eq(value)

@@ -1,0 +1,96 @@
+"""``Packetizer``: cuts an NPU engine's flit stream into packets for the packet fabric
+(docs/fabric_rtl.md, "Packet fabric")."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.packet import DATA_VCS, PacketFormat
+from hdl.designs.layouts import flit_layout, struct_layout
+from hdl.designs.switch.vc_input_buffer import link_signature
+
+__all__ = ["Packetizer"]
+
+
+class Packetizer(wiring.Component):
+    """The NPU's sending side on a credit-based link.
+
+    Parameters: ``flit`` (the engine's :class:`FlitFormat`), ``packet`` (:class:`PacketFormat`
+    of the fabric), ``depth``: flits per data VC of the receiving input buffer (the credits
+    this side starts with).
+
+    Members: ``i`` (``In(stream)``: the engine's flits; ``last`` marks the end of its stream),
+    ``o`` (``Out(link_signature)``: flits with the packet header as tag), ``credit``
+    (``In(2).array(3)``: credits back from the receiver), ``start`` (In: the next packet is
+    numbered 0; the credits are link state and stay), ``phase`` / ``vc`` / ``flow`` (In: the header fields of this NPU's packets, from
+    its program registers), ``hold`` (In: start no
+    packet; a packet in progress continues), ``credit_error`` (Out, sticky: more credits came back than the
+    buffer holds).
+
+    Packets: ``packet.packet_flits`` flits, the last one shorter when the engine's stream ends
+    (its ``last``); numbered from 0 (``seq``, per NPU: the NPU sends one flow per run). A
+    packet starts only when its VC holds credits for a whole packet (virtual cut-through);
+    every flit spends one. ``i.ready`` depends on registers only; ``o.valid`` = ``i.valid &
+    i.ready`` (the engine's valid never waits for ready). Latency 0 (combinational).
+    """
+
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < packet.packet_flits:
+            raise FredError(f"depth must be an integer >= packet_flits ({packet.packet_flits}), "
+                            f"got {depth!r}")
+        self.flit, self.packet, self.depth = flit, packet, depth
+        self.link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
+        header = packet.header
+        super().__init__({
+            "i": In(stream.Signature(flit_layout(flit))),
+            "o": Out(link_signature(flit_layout(self.link_flit))),
+            "credit": In(2).array(len(DATA_VCS)),
+            "start": In(1),
+            "phase": In(header["phase"].width), "vc": In(2), "flow": In(header["flow"].width),
+            "credit_error": Out(1),
+            "hold": In(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        fmt, size = self.packet, self.packet.packet_flits
+        counters = [Signal(range(self.depth + 3), init=self.depth, name=f"credits_{v}")
+                    for v in range(len(DATA_VCS))]
+        inside = Signal()                       # a packet has started and not ended
+        count = Signal(range(size + 1))         # flits of the current packet sent
+        seq = Signal(fmt.seq_bits)
+        room = Signal()
+        for v, c in enumerate(counters):
+            with m.If(self.vc == v):
+                m.d.comb += room.eq(c >= size)
+        header = Signal(struct_layout(fmt.header))
+        m.d.comb += [header.phase.eq(self.phase), header.vc.eq(self.vc), header.seq.eq(seq),
+                     header.flow.eq(self.flow)]
+        send = Signal()
+        end = Signal()
+        m.d.comb += [
+            self.i.ready.eq(inside | room & ~self.hold),
+            send.eq(self.i.valid & self.i.ready),
+            end.eq(self.i.payload.last | (count == size - 1)),
+            self.o.valid.eq(send),
+            self.o.payload.data.eq(self.i.payload.data),
+            self.o.payload.last.eq(end),
+            self.o.payload.tag.eq(header.as_value()),
+        ]
+        for v, c in enumerate(counters):
+            after = c - (send & (self.vc == v)) + self.credit[v]
+            m.d.sync += c.eq(after)
+            with m.If(after > self.depth):
+                m.d.sync += self.credit_error.eq(1)
+        with m.If(send):
+            with m.If(end):
+                m.d.sync += [inside.eq(0), count.eq(0), seq.eq(seq + 1)]
+            with m.Else():
+                m.d.sync += [inside.eq(1), count.eq(count + 1)]
+        with m.If(self.start):
+            m.d.sync += [seq.eq(0), inside.eq(0), count.eq(0)]
+        return m

@@ -1,0 +1,31 @@
+"""A fabric case run on the packet fabric (``fred fabric-sim --switch packet``;
+docs/fabric_rtl.md, "Packet fabric"): the same request and model estimate as
+:mod:`studies.fabric_case`, the RTL side on ``fred_packet_fabric`` under Verilator."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hdl.contracts.errors import FredError
+
+__all__ = ["run_packet_case"]
+
+
+def run_packet_case(case, *, seed: int = 0, sink_backpressure: float = 0.0,
+                    watchdog_cycles: int | None = None):
+    """``case`` (:class:`studies.fabric_case.FabricCase`) with its RTL side run on the packet
+    fabric; errors in the received data, or a request the packet fabric does not run yet,
+    are a :class:`FredError`."""
+    from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric
+    if case.estimate.algorithm != "in-switch":
+        raise FredError(f"the packet fabric runs in-switch collectives so far; the model chose "
+                        f"{case.estimate.algorithm} for {case.spec.name} {case.request.label}")
+    rtl = run_packet_fabric(case.spec, case.request, seed=seed, sink_backpressure=sink_backpressure,
+                            watchdog_cycles=watchdog_cycles)
+    case = replace(case, rtl=rtl, options={**case.options, "seed": seed, "switch": "packet",
+                                           "sink_backpressure": sink_backpressure,
+                                           "simulator": rtl.simulator})
+    if rtl.errors:
+        raise FredError(f"{case.spec.name} {case.request.label} on the packet fabric: "
+                        f"{len(rtl.errors)} error(s): {'; '.join(rtl.errors[:5])}")
+    return case

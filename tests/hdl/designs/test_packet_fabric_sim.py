@@ -1,0 +1,180 @@
+"""The packet fabric (hdl/designs/fabric/packet_fabric_top.py: packet switches in header mode,
+packetizing NPU engines, credit-based links) in Amaranth's simulator on a small in-switch
+fabric (4 NPUs, two L1 Fred_3(3), an L2 Fred_3(2)): every collective completes with every flit
+checked by the engines, every packet's sequence number in order at its NPU, no credit,
+overflow or header error anywhere; plus the building blocks' hand cases."""
+
+from __future__ import annotations
+
+import pytest
+from amaranth.sim import Simulator
+
+from hdl.compiler.fabric_program import fabric_program
+from hdl.compiler.packet_fabric_program import packet_headers
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec, make_request
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.packet import VC, PacketFormat
+from hdl.designs.fabric.packet_fabric_top import packet_format
+from hdl.designs.fabric.packetizer import Packetizer
+
+from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
+
+SMALL = fabric_spec("fred-d", npus=4, npus_per_l1=2, uplink_ports=1)
+#: the same with Fred-B's half-rate uplink
+SMALL_HALF = fabric_spec("fred-b", npus=4, npus_per_l1=2)
+
+
+@pytest.mark.parametrize("op, backpressure", [("all-reduce", 0.0), ("all-reduce", 0.3),
+                                              ("reduce", 0.3), ("multicast", 0.0)])
+def test_in_switch_collectives_complete_checked_on_the_small_packet_fabric(op, backpressure):
+    size = 21          # two full 8-flit packets and a short one
+    request = make_request(SMALL, op=op, size_flits=size, group="wafer")
+    run = run_packet_fabric_amaranth(SMALL, request, sink_backpressure=backpressure,
+                                     watchdog_cycles=4000)
+    assert run.errors == []
+    receivers = [r for r, e in enumerate(run.program.engines) if e["recv_count"]]
+    assert receivers and all(run.engines[r]["received"] == size for r in receivers)
+    # every switch selected its one phase from the first header, once
+    assert [s["selects"] for s in run.switches] == [1, 1, 1]
+    # bounds: at least the stream through the fabric, at most that plus generous slack
+    assert size <= run.cycles <= size * (3 if backpressure else 1) + 200
+
+
+def test_a_half_rate_uplink_carries_the_all_reduce_in_about_twice_the_size():
+    """Fred-B's uplink (1/2 flit per cycle): the L1s' reduced streams queue at the uplink and
+    leave at half rate, so the all-reduce takes about 2 x size plus latency."""
+    size = 48
+    request = make_request(SMALL_HALF, op="all-reduce", size_flits=size, group="wafer")
+    run = run_packet_fabric_amaranth(SMALL_HALF, request, watchdog_cycles=4000)
+    assert run.errors == []
+    assert 2 * size <= run.cycles <= 2 * size + 60
+
+
+def test_packet_fabric_cycles_grow_by_one_per_flit():
+    """Doubling the size adds about the size in cycles (one flit per cycle per link)."""
+    cycles = []
+    for size in (16, 48):
+        request = make_request(SMALL, op="all-reduce", size_flits=size, group="wafer")
+        run = run_packet_fabric_amaranth(SMALL, request, watchdog_cycles=4000)
+        assert run.errors == []
+        cycles.append(run.cycles)
+    assert 32 <= cycles[1] - cycles[0] <= 32 + 8
+
+
+@pytest.mark.parametrize("register, value, named", [
+    ("phase", 5, "flags 0x1"),          # an unloaded slot: the L1 drops NPU 0's packets
+    ("last_seq", 1, "errors"),          # NPU 0 expects its stream to end a packet early
+])
+def test_a_wrong_header_program_is_caught(register, value, named):
+    from hdl.designs.fabric.packet_fabric_top import PACKET_REGS
+
+    def edit(load):
+        writes = [[u, r, value if (u, r) == (0, PACKET_REGS[register]) else v]
+                  for u, r, v in load["writes"]]
+        return {**load, "writes": writes}
+    request = make_request(SMALL, op="all-reduce", size_flits=21, group="wafer")
+    with pytest.raises(FredError, match=named):
+        run = run_packet_fabric_amaranth(SMALL, request, watchdog_cycles=1500, edit_load=edit)
+        if run.errors:
+            raise FredError("; ".join(run.errors))
+
+
+def test_packet_headers_name_the_collective_slot_flow_and_last_sequence_number():
+    spec = fabric_spec("fred-d")
+    request = make_request(spec, op="all-reduce", size_flits=20, strategy="MP2-DP5-PP2", dim="dp")
+    program = fabric_program(spec, request)
+    fmt = packet_format(8)
+    headers = packet_headers(program, request, fmt)
+    flows = {h["flow"] for h in headers}
+    assert flows == set(range(len(request.collectives)))
+    for index, coll in enumerate(request.collectives):
+        assert {headers[r]["flow"] for r in coll.ranks} == {index}
+    assert all(h["phase"] == 0 and h["vc"] == VC.DP and h["last_seq"] == 2 for h in headers)
+
+
+def test_what_the_packet_fabric_does_not_run_yet_is_refused_by_name():
+    spec = fabric_spec("fred-c")
+    request = make_request(spec, op="all-reduce", size_flits=400, group="wafer")
+    program = fabric_program(spec, request, algorithm="hierarchical")
+    with pytest.raises(FredError, match="one phase per switch|one-stage"):
+        packet_headers(program, request, packet_format(8))
+    # two reductions sharing the uplink on one VC: two slots at every switch
+    request = _dp_and_mp(SMALL, (0, 2), (1, 3), 40)
+    with pytest.raises(FredError, match=r"L1\.0 has slots \[0, 1\] on VC DP"):
+        packet_headers(fabric_program(SMALL, request), request, packet_format(8))
+
+
+def test_the_packetizer_cuts_packets_numbers_them_and_waits_for_credits():
+    """10 flits, 4-flit packets, 4 credits: the first packet leaves at once, the second when
+    the receiver has freed 4 slots (one per cycle from cycle 12), the third is the short
+    remainder; the header names the NPU's phase, VC and flow and numbers the packets."""
+    fmt = PacketFormat(phase_bits=1, seq_bits=4, flow_bits=2, packet_flits=4)
+    dut = Packetizer(flit=FlitFormat(dtype="int32", lanes=1, tag_width=1), packet=fmt, depth=4)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.vc, VC.MP)
+        ctx.set(dut.flow, 2)
+        ctx.set(dut.phase, 1)
+        k, freed = 0, 0
+        for cycle in range(40):
+            ctx.set(dut.i.valid, k < 10)
+            ctx.set(dut.i.payload.data, k)
+            ctx.set(dut.i.payload.last, k == 9)
+            give = int(cycle >= 12 and freed < len(seen))
+            ctx.set(dut.credit[VC.MP], give)
+            freed += give
+            if ctx.get(dut.o.valid):
+                seen.append((cycle, ctx.get(dut.o.payload.data), ctx.get(dut.o.payload.last),
+                             fmt.unpack_header(ctx.get(dut.o.payload.tag))))
+            taken = ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
+            await ctx.tick()
+            k += int(taken)
+        assert not ctx.get(dut.credit_error)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [d for _, d, _, _ in seen] == list(range(10))
+    assert [last for _, _, last, _ in seen] == [0, 0, 0, 1] * 2 + [0, 1]
+    assert [h["seq"] for *_, h in seen] == [0] * 4 + [1] * 4 + [2] * 2
+    assert all(h["flow"] == 2 and h["vc"] == VC.MP and h["phase"] == 1 for *_, h in seen)
+    cycles = [c for c, *_ in seen]
+    assert cycles[:4] == [0, 1, 2, 3]
+    assert cycles[4] == 16        # 4 credits back in cycles 12..15
+
+
+def _dp_and_mp(spec, dp_ranks, mp_ranks, size):
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    return FabricRequest("all-reduce", (FabricCollective("all-reduce", dp_ranks),
+                                        FabricCollective("all-reduce", mp_ranks)), size, "DP + MP")
+
+
+def test_mp_started_later_preempts_dp_at_every_switch_and_both_complete():
+    """Concurrent traffic classes on the 4-NPU fabric: a DP all-reduce of NPUs 0, 2 (VC DP,
+    slot 0) and an MP all-reduce of NPUs 1, 3 (VC MP, slot 1) starting 30 cycles later: every
+    switch preempts DP once and selects DP again afterwards; every flit checked."""
+    request = _dp_and_mp(SMALL, (0, 2), (1, 3), 200)
+    run = run_packet_fabric_amaranth(SMALL, request, watchdog_cycles=4000,
+                                     vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
+    assert run.errors == []
+    assert [(s["selects"], s["preemptions"]) for s in run.switches] == [(3, 1)] * 3
+    # both share the one uplink: at least the 400 flits it carries each way
+    assert 400 <= run.cycles <= 400 + 150
+
+
+def test_mp_preempting_dp_on_some_switches_of_a_reduction_hangs_the_fabric():
+    """A finding (docs/fabric_rtl.md, "Packet fabric"): the DP all-reduce of NPUs 0, 2, 4 (one
+    per L1) and an MP all-reduce of NPUs 1, 3 (L1.0 and L1.1) from cycle 30. L1.0 and L1.1
+    preempt DP at their own packet boundaries; L1.2 keeps sending DP, so the L2 starts DP
+    packets whose operands from L1.0 and L1.1 are behind those L1s' MP traffic. When MP
+    reaches the L2 it drains, waiting for those operands; the L1s' MP packets wait for the
+    L2's MP buffer, which it does not read while draining: nothing moves. The preemption
+    the paper describes is safe on one switch but not across switches of one reduction."""
+    spec = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+    request = _dp_and_mp(spec, (0, 2, 4), (1, 3), 200)
+    with pytest.raises(FredError, match=r"L1\.0 RUN slot 1 busy 1.*L1\.2 RUN slot 0.*L2 DRAIN slot 0 busy 1"):
+        run_packet_fabric_amaranth(spec, request, watchdog_cycles=3000,
+                                   vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
