@@ -88,11 +88,13 @@ class ShadowQueue:
             m.d.sync += count.eq(after_pop + push)
 
 
-def assert_progress(m, queue: ShadowQueue, port, *, bound: int, name: str):
-    """While ``port.ready`` stays high and flits are owed, a transfer happens within ``bound``
-    cycles (a design that silently drops a flit and goes quiet fails here). Returns the counter."""
+def assert_progress(m, queue: ShadowQueue, port, *, bound: int, name: str, ready=None):
+    """While ``ready`` (default ``port.ready``; pass the AND of every output's ready when outputs
+    share flits) stays high and flits are owed, ``port`` transfers within ``bound`` cycles (a
+    design that silently drops a flit and goes quiet fails here). Returns the counter."""
     waiting = Signal(range(bound + 2), name=f"{name}_waiting")
-    with m.If((queue.count != 0) & port.ready & ~fire(port)):
+    ready = port.ready if ready is None else ready
+    with m.If((queue.count != 0) & ready & ~fire(port)):
         with m.If(waiting <= bound):
             m.d.sync += waiting.eq(waiting + 1)
     with m.Else():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -10,7 +11,7 @@ from amaranth.hdl import ClockDomain, Fragment, Module, ResetSignal
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["Proof", "mutated", "harness_module", "to_rtlil", "elaborated", "internal_signal", "ENGINES"]
+__all__ = ["Proof", "mutated", "harness_module", "to_rtlil", "elaborated", "internal_signal", "replaced", "Mutation", "build", "ENGINES"]
 
 #: ``prove``: k-induction to ``depth`` (a pass is unbounded); ``bmc``: bounded to ``depth`` cycles;
 #: ``cover``: every ``Cover`` reached within ``depth`` cycles.
@@ -27,7 +28,8 @@ class Proof:
             or a key of ``mutants``.
         mode: one of :data:`ENGINES`.
         depth: induction length (``prove``) or bound in cycles (``bmc``, ``cover``).
-        mutants: name -> one-line description of the broken behaviour; the proof must fail on each.
+        mutants: name -> one-line description of the broken behaviour (or a :class:`Mutation`,
+            whose ``text`` is used); the proof must fail on each.
         quick: runs in the default test suite (a few seconds), else only in ``make formal``.
         why_bounded: for ``bmc``, why induction is not used (docs/verification.md quotes it).
     """
@@ -45,6 +47,10 @@ class Proof:
             raise FredError(f"proof {self.name}: mode must be one of {ENGINES}, got {self.mode!r}")
         if not isinstance(self.depth, int) or self.depth < 1:
             raise FredError(f"proof {self.name}: depth must be an integer >= 1, got {self.depth!r}")
+
+    def describe(self, mutant: str) -> str:
+        entry = self.mutants[mutant]
+        return entry if isinstance(entry, str) else entry.text
 
     def harness(self, mutant: str | None = None):
         if mutant is not None and mutant not in self.mutants:
@@ -65,6 +71,43 @@ def mutated(design_class, mutation: Callable):
             return m
     Mutant.__name__ = Mutant.__qualname__ = f"Mutant{design_class.__name__}"
     return Mutant
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One mutant: ``text`` says what is broken. Either ``design`` (``fn(self, m)`` added after the
+    design's own ``elaborate``, see :func:`mutated`) or ``submodule`` (``(python_module, class_name,
+    fn)``: the class the design instantiates by that name is replaced by ``mutated(class, fn)``)."""
+
+    text: str
+    design: Callable | None = None
+    submodule: tuple | None = None
+
+
+def build(design_class, mutation: Mutation | None, **parameters):
+    """``(design, fragment)``: ``design_class(**parameters)``, or its mutant, elaborated (add the
+    fragment to the harness, talk to the design through its ports)."""
+    if mutation is not None and mutation.design is not None:
+        design_class = mutated(design_class, mutation.design)
+    design = design_class(**parameters)
+    if mutation is not None and mutation.submodule is not None:
+        module, name, fn = mutation.submodule
+        with replaced(module, name, mutated(getattr(module, name), fn)):
+            return design, elaborated(design)
+    return design, elaborated(design)
+
+
+@contextlib.contextmanager
+def replaced(module, name: str, replacement):
+    """While the block runs, ``module.name`` is ``replacement``: a mutant of a submodule class that
+    a design builds in its ``elaborate`` (elaborate the design inside the block, with
+    :func:`elaborated`)."""
+    original = getattr(module, name)
+    setattr(module, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
 
 
 def harness_module() -> Module:
