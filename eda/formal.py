@@ -111,8 +111,9 @@ def run_sby(rtlil: str, *, mode: str, depth: int, workdir: Path, timeout: float 
 
 @dataclass(frozen=True)
 class ProofOutcome:
-    """A proof's verdict and, when mutants were run, each mutant's (a mutant is *killed* when its
-    verdict is not PASS)."""
+    """A proof's verdict and, when mutants were run, each mutant's. A mutant is *killed* only by
+    ``FAIL``: a counterexample from reset (or an unreached cover); an induction step that merely
+    fails to close (``UNKNOWN``) is no evidence against it."""
 
     name: str
     mode: str
@@ -122,8 +123,7 @@ class ProofOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.result.passed and all(not r.passed and r.status != "ERROR"
-                                          for r in self.mutants.values())
+        return self.result.passed and all(r.status == "FAIL" for r in self.mutants.values())
 
     def summary(self) -> dict:
         return {"name": self.name, "mode": self.mode, "depth": self.depth,

@@ -56,6 +56,6 @@ def _print_outcome(outcome) -> None:
     for message in r.failed:
         print(f"    {message}")
     for name, m in outcome.mutants.items():
-        verdict = "killed" if not m.passed and m.status != "ERROR" else f"SURVIVED ({m.status})"
+        verdict = "killed" if m.status == "FAIL" else f"SURVIVED ({m.status})"
         print(f"    mutant {name}: {verdict} ({m.seconds:.1f} s)" +
               (f": {m.failed[0]}" if m.failed else ""), flush=True)
