@@ -298,13 +298,15 @@ BMC_REASON = ("hidden pipeline state (delay lines, adder, pending mask, skid reg
               "pinned by the interface; the depth covers a flit entering, filling every buffer behind a stall and draining")
 
 PROOFS = [
-    Proof(name="input_microswitch.modes", build=input_harness, mode="bmc", depth=8,
+    Proof(name="input_microswitch.modes", build=input_harness, mode="bmc", depth=12,
           mutants=INPUT_MUTANTS, why_bounded=BMC_REASON),
     Proof(name="input_microswitch.cover", build=input_harness, mode="cover", depth=8),
     Proof(name="rd_microswitch.modes", build=rd_harness, mode="bmc", depth=8,
           mutants=RD_MUTANTS, why_bounded=BMC_REASON, quick=True),
+    Proof(name="rd_microswitch.modes_deep", build=rd_harness, mode="bmc", depth=12,
+          mutants=RD_MUTANTS, why_bounded=BMC_REASON),
     Proof(name="rd_microswitch.cover", build=rd_harness, mode="cover", depth=8),
-    Proof(name="output_microswitch.modes", build=output_harness, mode="bmc", depth=8,
+    Proof(name="output_microswitch.modes", build=output_harness, mode="bmc", depth=12,
           mutants=OUTPUT_MUTANTS, why_bounded=BMC_REASON),
     Proof(name="output_microswitch.cover", build=output_harness, mode="cover", depth=8),
 ]
