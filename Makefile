@@ -8,7 +8,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation examples
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples
 
 all: test
 
@@ -28,6 +28,7 @@ help:
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
+	@echo "make formal     every formal proof (SymbiYosys + Yices) and its mutants (FORMAL_ARGS; docs/verification.md)"
 	@echo "make mutation   mutation score of the switch benches (MUTATION_ARGS, e.g. --count 60 --jobs 1)"
 	@echo "each target above that runs a tool is a fred subcommand (fred --help, fred COMMAND --help), but make examples: the user's own testbenches, python -m examples.build"
 
@@ -103,6 +104,11 @@ characterize: $(STAMP)
 # in build/coverage/ (docs/verification.md). Each pytest run takes /tmp/fred-heavy.lock itself.
 coverage: $(STAMP)
 	$(FRED) coverage $(COVERAGE_ARGS)
+
+# Every formal property of hdl/designs/formal proven with SymbiYosys + Yices, and every mutant of
+# each shown to fail; sby folders in build/formal (docs/verification.md lists proofs and times).
+formal: $(STAMP)
+	$(FRED) formal --mutants $(FORMAL_ARGS)
 
 # Mutants of the generated Verilog of Fred_2(4) int32, each run through the switch benches under
 # its own flock of /tmp/fred-heavy.lock; prints the score and the survivors (docs/verification.md).

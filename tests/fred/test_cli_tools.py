@@ -1,4 +1,4 @@
-"""The tool subcommands (fred lint, coverage, mutation, synth, bench): help, one-line errors, and
+"""The tool subcommands (fred lint, coverage, mutation, formal, synth, bench): help, one-line errors, and
 the make targets that call them. The long runs themselves (campaigns, synthesis, benchmarks) are
 not run here."""
 
@@ -10,7 +10,7 @@ import pytest
 from fred.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = ("lint", "coverage", "mutation", "synth", "bench")
+TOOLS = ("lint", "coverage", "mutation", "formal", "synth", "bench")
 
 
 @pytest.mark.parametrize("bench, option", [("sysmodel", "--no-eval"), ("router", "--write-doc"),
@@ -32,6 +32,7 @@ def test_each_benchmark_has_its_own_help(bench, option, capsys):
     (["synth", "--lanes", "one"], "--lanes takes comma-separated integers"),
     (["mutation", "--design", "{ports: 4"], "--design is not JSON"),
     (["coverage", "--json"], "--json: the coverage reports are text"),
+    (["formal", "--list", "nope.*"], "no proof matches 'nope.*'; proofs: stream_buffer.fifo"),
 ])
 def test_bad_input_is_one_line(argv, message, tmp_path, monkeypatch, capsys):
     if argv[0] == "lint" and len(argv) > 2:   # two files that exist, so --top is what is wrong

@@ -1,0 +1,66 @@
+"""eda.formal: the sby file, verdicts (pass, counterexample, unreached cover) with the failing
+property's message, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+from amaranth.asserts import AnySeq
+from amaranth.hdl import Assert, Cover, Signal
+
+from eda.formal import run_sby, sby_text
+from hdl.contracts.errors import FredError
+from hdl.designs.formal.catalog import select_proofs
+from hdl.designs.formal.proof import Proof, harness_module, to_rtlil
+
+
+def _counter(limit_message: str, *, check, cover=None):
+    m = harness_module()
+    count = Signal(3)
+    step = Signal()
+    m.d.comb += step.eq(AnySeq(1))
+    with m.If(step & (count != 5)):
+        m.d.sync += count.eq(count + 1)
+    m.d.comb += Assert(check(count), limit_message)
+    if cover is not None:
+        m.d.comb += Cover(cover(count))
+    return to_rtlil(m)
+
+
+def test_sby_text_names_mode_depth_and_solver():
+    text = sby_text(mode="prove", depth=7)
+    assert "mode prove" in text and "depth 7" in text and "smtbmc yices" in text
+
+
+def test_bad_mode_is_named():
+    with pytest.raises(FredError, match="formal mode must be one of"):
+        sby_text(mode="induct", depth=3)
+
+
+def test_counterexample_names_the_failed_assertion(tmp_path):
+    result = run_sby(_counter("count stays below 3", check=lambda c: c < 3), mode="bmc", depth=6,
+                     workdir=tmp_path)
+    assert result.status == "FAIL"
+    assert result.failed == ("count stays below 3",)
+
+
+def test_true_property_proven_by_induction(tmp_path):
+    result = run_sby(_counter("count saturates at 5", check=lambda c: c <= 5), mode="prove",
+                     depth=2, workdir=tmp_path)
+    assert result.status == "PASS"
+
+
+def test_unreachable_cover_fails(tmp_path):
+    result = run_sby(_counter("count saturates at 5", check=lambda c: c <= 5,
+                              cover=lambda c: c == 6), mode="cover", depth=8, workdir=tmp_path)
+    assert result.status == "FAIL"
+
+
+def test_bad_proof_parameters_are_named():
+    with pytest.raises(FredError, match="mode must be one of"):
+        Proof(name="x", build=lambda mutant: None, mode="sim", depth=3)
+    with pytest.raises(FredError, match="depth must be an integer >= 1"):
+        Proof(name="x", build=lambda mutant: None, mode="bmc", depth=0)
+    with pytest.raises(FredError, match="has no mutant 'nope'"):
+        select_proofs(["stream_buffer.fifo"])[0].harness("nope")
+    with pytest.raises(FredError, match="no proof matches 'nothing.*'"):
+        select_proofs(["nothing.*"])
