@@ -24,7 +24,7 @@ from hdl.contracts.errors import FredError
 
 __all__ = ["LOCAL", "NORTH", "EAST", "SOUTH", "WEST", "PORT_NAMES", "MESH_PORTS", "XY", "YX",
            "VC_ORDERS", "MESH_VCS", "MeshFlitFormat", "route_port", "route_hops",
-           "check_router_parameters", "router_latency"]
+           "check_router_parameters", "check_link_rate", "router_latency"]
 
 #: Port numbers of a router: the local NPU and the four neighbours.
 LOCAL, NORTH, EAST, SOUTH, WEST = range(5)
@@ -134,6 +134,19 @@ def check_router_parameters(*, flit: MeshFlitFormat, depth: int) -> None:
     if depth < flit.packet_flits:
         raise FredError(f"depth ({depth}) must hold a whole packet (packet_flits "
                         f"{flit.packet_flits}): virtual cut-through reserves a packet's credits")
+
+
+def check_link_rate(rate) -> tuple[int, int]:
+    """``(a, b)``: a link carrying ``a`` flits in every ``b`` cycles, 0 < a <= b; returned as
+    a tuple, or :class:`FredError` naming the problem."""
+    try:
+        a, b = rate
+    except (TypeError, ValueError):
+        raise FredError(f"a link rate is (a, b), a flits every b cycles; got {rate!r}") from None
+    if not (isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool)
+            and not isinstance(b, bool) and 0 < a <= b):
+        raise FredError(f"a link rate (a, b) needs integers 0 < a <= b, got {rate!r}")
+    return a, b
 
 
 def router_latency() -> int:

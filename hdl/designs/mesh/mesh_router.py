@@ -6,8 +6,8 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.contracts.mesh import (MESH_PORTS, MESH_VCS, VC_ORDERS, MeshFlitFormat,
-                                check_router_parameters, router_latency)
+from hdl.contracts.mesh import (LOCAL, MESH_PORTS, MESH_VCS, VC_ORDERS, MeshFlitFormat,
+                                check_link_rate, check_router_parameters, router_latency)
 from hdl.designs.layouts import struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
@@ -27,7 +27,10 @@ class MeshRouter(wiring.Component):
 
     Parameters (keyword-only, validated): flit (:class:`MeshFlitFormat`); depth: flits per VC
     of every input buffer, and the credits each output starts with (the neighbour's buffer
-    has the same depth).
+    has the same depth); link_rate: ``(a, b)`` flits per cycle of the four neighbour outputs
+    (default ``(1, 1)``; the local port always moves one flit per cycle), a token counter per
+    output (:class:`OutputCredits`): the mesh fabric's 750 GBps links beside the NPU's 3 TBps
+    port are ``(1, 4)``.
 
     Members (ports numbered ``hdl.contracts.mesh``: 0 local, 1 north, 2 east, 3 south, 4 west):
         pos_x, pos_y: ``In(coord_bits)``: this router's coordinates (inputs, so that one module
@@ -51,12 +54,13 @@ class MeshRouter(wiring.Component):
     on ``i_credit`` is combinational from the read of the input FIFO.
     """
 
-    def __new__(cls, *, flit: MeshFlitFormat, depth: int):
+    def __new__(cls, *, flit: MeshFlitFormat, depth: int, link_rate=(1, 1)):
         check_router_parameters(flit=flit, depth=depth)
+        check_link_rate(link_rate)
         return super().__new__(cls)
 
-    def __init__(self, *, flit: MeshFlitFormat, depth: int):
-        self.flit, self.depth = flit, depth
+    def __init__(self, *, flit: MeshFlitFormat, depth: int, link_rate=(1, 1)):
+        self.flit, self.depth, self.link_rate = flit, depth, check_link_rate(link_rate)
         shape = struct_layout(flit.fields)
         super().__init__({
             "pos_x": In(flit.coord_bits), "pos_y": In(flit.coord_bits),
@@ -98,7 +102,8 @@ class MeshRouter(wiring.Component):
                     xbar.heads[k].eq(head.payload),
                 ]
         for o in range(MESH_PORTS):
-            credits = m.submodules[f"out{o}_credits"] = OutputCredits(flit=self.flit, depth=self.depth)
+            credits = m.submodules[f"out{o}_credits"] = OutputCredits(
+                flit=self.flit, depth=self.depth, rate=(1, 1) if o == LOCAL else self.link_rate)
             m.d.comb += [
                 credits.spend.eq(alloc.spend[o]), credits.give.eq(self.o_credit[o]),
                 alloc.room[o].eq(credits.room), alloc.has[o].eq(credits.has),

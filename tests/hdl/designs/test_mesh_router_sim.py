@@ -86,3 +86,20 @@ def test_bad_parameters_fail_before_building():
     with pytest.raises(FredError, match="flit must be a MeshFlitFormat"):
         MeshRouter(flit=None, depth=8)
     assert get_design("mesh-router") is get_design("mesh_router")
+
+
+def test_output_credits_rate_one_in_four_moves_a_flit_every_fourth_cycle():
+    dut = OutputCredits(flit=FLIT, depth=64, rate=(1, 4))
+    moved = []
+
+    async def bench(ctx):
+        for cycle in range(20):
+            go = ctx.get(dut.has) & 1
+            ctx.set(dut.spend, go)
+            if go:
+                moved.append(cycle)
+            await ctx.tick()
+    _run(dut, bench)
+    assert moved == [0, 4, 8, 12, 16]
+    with pytest.raises(FredError, match="0 < a <= b"):
+        OutputCredits(flit=FLIT, depth=8, rate=(2, 1))
