@@ -21,10 +21,12 @@ from dataclasses import dataclass
 
 from hdl.contracts.bitfields import BitLayout
 from hdl.contracts.errors import FredError
+from hdl.contracts.npu_engine import ENGINE_STAGES
 
 __all__ = ["LOCAL", "NORTH", "EAST", "SOUTH", "WEST", "PORT_NAMES", "MESH_PORTS", "XY", "YX",
            "VC_ORDERS", "MESH_VCS", "MeshFlitFormat", "route_port", "route_hops",
-           "check_router_parameters", "check_link_rate", "router_latency"]
+           "check_router_parameters", "check_link_rate", "router_latency", "PORT_REGS",
+           "ENGINE_WORD_BITS", "STAGE_BITS", "MeshFabricSpec"]
 
 #: Port numbers of a router: the local NPU and the four neighbours.
 LOCAL, NORTH, EAST, SOUTH, WEST = range(5)
@@ -153,3 +155,69 @@ def router_latency() -> int:
     """Cycles from a flit on an input link to it on the chosen output link (no contention,
     credits available): :data:`ROUTER_LATENCY`."""
     return ROUTER_LATENCY
+
+
+#: An engine port's program registers (``hdl.designs.mesh.engine_port.EnginePort``), written
+#: after the engine's: per engine stage the destination (``x | y << 8``), the flits the engine
+#: sends and the flits it receives in that stage.
+PORT_REGS = tuple(f"{kind}{s}" for kind in ("dest", "send", "recv") for s in range(ENGINE_STAGES))
+
+#: Bits of a mesh-fabric flit's data: the engine's int32 word, its ``last`` flag and the
+#: engine stage that sent it (:class:`hdl.designs.mesh.engine_port.EnginePort`).
+ENGINE_WORD_BITS = 32
+STAGE_BITS = 2
+
+
+@dataclass(frozen=True)
+class MeshFabricSpec:
+    """The 2D-mesh fabric of the RTL (docs/mesh_rtl.md, "The mesh fabric").
+
+    Parameters (keyword-only, validated): ``rows`` x ``cols`` NPUs (rank ``r * cols + c`` at
+    row r, column c, as ``sysmodel.mesh.MeshNetwork``); ``link_rate`` (a, b): a neighbour link
+    carries a flits every b cycles, where one cycle moves one flit through an NPU's local port
+    (the NPU's 3 TBps; 750 GBps links are (1, 4)); ``link_latency``: cycles a flit spends on a
+    wire between two routers (each way; credits return with the same latency); ``depth``:
+    flits per VC of a router input buffer; ``packet_flits``: packet length; ``eject_depth``:
+    flits an NPU can hold per (chunk, engine stage) of what arrives before its engine reads it;
+    ``engine_buffer``: flits an engine holds between receiving and forwarding (a ring chunk).
+    Both are memories of every NPU: the defaults keep the Verilog small; bandwidth-bound
+    sizes need them raised (the program generator names the one too small).
+
+    Router coordinates are the NPU's column + 1 and row + 1: coordinate 0 and ``cols + 1`` /
+    ``rows + 1`` are the ring of I/O positions around the mesh.
+    """
+
+    rows: int = 5
+    cols: int = 4
+    link_rate: tuple = (1, 4)
+    link_latency: int = 1
+    depth: int = 16
+    packet_flits: int = 4
+    eject_depth: int = 256
+    engine_buffer: int = 256
+
+    def __post_init__(self):
+        _check_int("rows", self.rows, 2, 14)
+        _check_int("cols", self.cols, 2, 14)
+        object.__setattr__(self, "link_rate", check_link_rate(self.link_rate))
+        _check_int("link_latency", self.link_latency, 1, 64)
+        _check_int("eject_depth", self.eject_depth, 1, 1 << 20)
+        _check_int("engine_buffer", self.engine_buffer, 1, 1 << 20)
+        check_router_parameters(flit=self.flit, depth=self.depth)
+
+    @property
+    def npus(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def flit(self) -> MeshFlitFormat:
+        span = max(self.rows, self.cols) + 2
+        return MeshFlitFormat(data_width=ENGINE_WORD_BITS + 1 + STAGE_BITS,
+                              coord_bits=(span - 1).bit_length(), packet_flits=self.packet_flits)
+
+    def position(self, rank: int) -> tuple[int, int]:
+        """The router coordinates ``(x, y)`` of NPU ``rank``."""
+        if not 0 <= rank < self.npus:
+            raise FredError(f"rank {rank} is not an NPU of the {self.rows} x {self.cols} mesh")
+        row, col = divmod(rank, self.cols)
+        return col + 1, row + 1
