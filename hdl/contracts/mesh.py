@@ -192,7 +192,7 @@ class MeshFabricSpec:
     link_rate: tuple = (1, 4)
     link_latency: int = 1
     depth: int = 16
-    packet_flits: int = 4
+    packet_flits: int = 1
     eject_depth: int = 256
     engine_buffer: int = 256
 
