@@ -28,7 +28,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MESH_VCS, PORT_REGS, MeshFabricSpec
 from hdl.contracts.npu_engine import ENGINE_STAGES, engine_writes, mix, rank_weights
 
-__all__ = ["MESH_ALGORITHMS", "MeshProgram", "mesh_program", "snake_order", "rectangle_rows"]
+__all__ = ["MESH_ALGORITHMS", "check_size_flits", "MeshProgram", "mesh_program", "snake_order", "rectangle_rows"]
 
 MESH_ALGORITHMS = ("hierarchical-2d", "ring")
 
@@ -104,6 +104,12 @@ def _successors(plan) -> list[dict[int, int]]:
     return out
 
 
+def check_size_flits(size_flits) -> None:
+    """A request's size: a positive whole number of flits per NPU."""
+    if isinstance(size_flits, bool) or not isinstance(size_flits, int) or size_flits < 1:
+        raise FredError(f"size must be a positive number of flits, got {size_flits!r}")
+
+
 def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: str = "hierarchical-2d",
                  split: float = 0.5, seed: int = 0, sink_backpressure: float = 0.0) -> MeshProgram:
     """The engine programs of an all-reduce of ``size_flits`` per NPU on each of ``groups``
@@ -111,8 +117,7 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
     for a size < 1, a group that does not fit the mesh, overlapping groups, an algorithm that
     does not apply, a split outside (0, 1), or a stage whose flits would not fit an NPU's
     ``eject_depth``."""
-    if isinstance(size_flits, bool) or not isinstance(size_flits, int) or size_flits < 1:
-        raise FredError(f"size must be a positive number of flits, got {size_flits!r}")
+    check_size_flits(size_flits)
     if algorithm not in MESH_ALGORITHMS:
         raise FredError(f"unknown mesh algorithm {algorithm!r}; expected one of {', '.join(MESH_ALGORITHMS)}")
     if not 0 < split < 1:
