@@ -18,6 +18,12 @@ from hdl.contracts.mesh import MeshFabricSpec
 __all__ = ["MeshRun", "mesh_verilog", "run_mesh_fabric"]
 
 TOP = "fred_mesh_fabric"
+#: The top's ports the bench touches (the only public signals of the build, as the FRED
+#: fabric's: ``eda.fabric.build.build_top_public_only``).
+PORTS = ("clk", "start", "prog_*", "rd_*", "all_done", "cycles")
+#: C++ optimisation of the model (the runner's default -O0 builds fast and runs at about 500
+#: fabric cycles/s; see docs/mesh_rtl.md for the measured speed).
+CFLAGS = "-O1"
 
 
 @dataclass
@@ -68,8 +74,11 @@ def run_mesh_fabric(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm:
         watchdog_cycles = 200 * size_flits + 20_000
     params = {"writes": program.writes(spec, PORT_REG_BASE), "units": len(program.engines),
               "watchdog_cycles": watchdog_cycles, "poll": poll}
-    result = run_bench(verilog=(mesh_verilog(spec), TOP), test_module="cocotb_tests.fabric.bench_mesh_fabric",
-                       bench_params=params, hier_blocks=False,
+    from eda.fabric.build import build_top_public_only
+    verilog = mesh_verilog(spec)
+    build_dir = build_top_public_only(verilog, TOP, PORTS, cflags=CFLAGS)
+    result = run_bench(verilog=(verilog, TOP), test_module="cocotb_tests.fabric.bench_mesh_fabric",
+                       bench_params=params, prebuilt=build_dir,
                        run_name=f"mesh-{algorithm}-{size_flits}-{seed}")
     m = result.metrics
     if not m:

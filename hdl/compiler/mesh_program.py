@@ -93,6 +93,15 @@ def _plans(spec: MeshFabricSpec, group, algorithm: str):
     return algorithms.ring("all-reduce", order), algorithms.ring("all-reduce", order[::-1])
 
 
+def _pieces(plan) -> int:
+    """The finest chunk count of a plan's data (``ring_engine_stages`` pads to a multiple)."""
+    pieces = 1
+    for stage in plan.stages:
+        if stage.op != "all-gather":
+            pieces *= stage.rings[0].n
+    return pieces
+
+
 def _successors(plan) -> list[dict[int, int]]:
     out = []
     for stage in plan.stages:
@@ -133,7 +142,12 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
         if seen & set(group):
             raise FredError(f"groups overlap at ranks {sorted(seen & set(group))}")
         seen |= set(group)
-    sizes = (max(1, round(size_flits * split)), max(1, size_flits - round(size_flits * split)))
+    plans = [_plans(spec, group, algorithm) for group in groups]
+    # chunk 0 in whole multiples of its finest piece (the int32 rings pad to it; the model is
+    # byte-granular and pads nothing), chunk 1 the rest
+    piece = _pieces(plans[0][0])
+    first = min(max(piece, round(size_flits * split / piece) * piece), size_flits - 1) if size_flits > 1 else 1
+    sizes = (first, max(1, size_flits - first))
     threshold = round(sink_backpressure * 65536)
     engines = []
     for unit in range(spec.npus * MESH_VCS):
@@ -141,8 +155,8 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
         engines.append(dict(ws=w, hs=h, backpressure=threshold, seed=(mix(unit, seed + 3) & 0xFFFF) or 1,
                             stages=[], dest=[None] * ENGINE_STAGES))
     contributors = [() for _ in engines]
-    for group in groups:
-        for chunk, plan in enumerate(_plans(spec, group, algorithm)):
+    for group, pair in zip(groups, plans):
+        for chunk, plan in enumerate(pair):
             units = {r: r * MESH_VCS + chunk for r in group}
             view = {r: engines[u] for r, u in units.items()}
             ring_engine_stages(plan, sizes[chunk], list(group), view, {})

@@ -193,8 +193,8 @@ class MeshFabricSpec:
     link_latency: int = 1
     depth: int = 16
     packet_flits: int = 1
-    eject_depth: int = 256
-    engine_buffer: int = 256
+    eject_depth: int = 2048
+    engine_buffer: int = 1024
 
     def __post_init__(self):
         _check_int("rows", self.rows, 2, 14)

@@ -42,7 +42,7 @@ def test_ring_runs_both_directions_in_snake_order():
     (dict(groups=[[0, 1], [1, 2]], size_flits=8), "groups overlap at ranks \\[1\\]"),
     (dict(groups=[[0, 1, 2]], size_flits=8), "hierarchical 2D all-reduce needs a group that fills a rectangle"),
     (dict(groups=WAFER, size_flits=8, split=1.0), r"split must be in \(0, 1\)"),
-    (dict(groups=WAFER, size_flits=4000), "an NPU holds 256 per stage"),
+    (dict(groups=WAFER, size_flits=8000), "an NPU holds 2048 per stage"),
     (dict(groups=WAFER, size_flits=8, algorithm="tree"), "unknown mesh algorithm"),
 ])
 def test_bad_requests_fail_before_building(kwargs, message):
