@@ -38,10 +38,16 @@ class MeshRun:
         return self.cycles / self.sim_s if self.sim_s > 0 else 0.0
 
 
+_VERILOG: dict = {}
+
+
 def mesh_verilog(spec: MeshFabricSpec) -> str:
-    from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
-    from hdl.emit.verilog import to_verilog
-    return to_verilog(MeshFabricTop(spec), name=TOP)
+    """The fabric's Verilog (generated once per spec and process: about a minute)."""
+    if spec not in _VERILOG:
+        from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
+        from hdl.emit.verilog import to_verilog
+        _VERILOG[spec] = to_verilog(MeshFabricTop(spec), name=TOP)
+    return _VERILOG[spec]
 
 
 def _judge(program: MeshProgram, after: dict, stalled: bool) -> list[str]:
