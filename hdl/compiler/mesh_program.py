@@ -119,13 +119,8 @@ def check_size_flits(size_flits) -> None:
         raise FredError(f"size must be a positive number of flits, got {size_flits!r}")
 
 
-def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: str = "hierarchical-2d",
-                 split: float = 0.5, seed: int = 0, sink_backpressure: float = 0.0) -> MeshProgram:
-    """The engine programs of an all-reduce of ``size_flits`` per NPU on each of ``groups``
-    (disjoint lists of ranks; all at once). Raises :class:`FredError` before anything is built
-    for a size < 1, a group that does not fit the mesh, overlapping groups, an algorithm that
-    does not apply, a split outside (0, 1), or a stage whose flits would not fit an NPU's
-    ``eject_depth``."""
+def _check_request(spec, groups, size_flits, algorithm, split, sink_backpressure) -> None:
+    """FredError naming the first thing ``mesh_program`` cannot run."""
     check_size_flits(size_flits)
     if algorithm not in MESH_ALGORITHMS:
         raise FredError(f"unknown mesh algorithm {algorithm!r}; expected one of {', '.join(MESH_ALGORITHMS)}")
@@ -142,6 +137,33 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
         if seen & set(group):
             raise FredError(f"groups overlap at ranks {sorted(seen & set(group))}")
         seen |= set(group)
+
+
+def _check_memories(spec: MeshFabricSpec, engines) -> None:
+    """Every stage fits the NPU's memories (ejection FIFOs, the engine's forwarding buffer) and
+    no stage without flits to send comes before one with (the engine port counts stages)."""
+    for unit, e in enumerate(engines):
+        for s, stage in enumerate(e["stages"]):
+            if stage["recv_count"] > spec.eject_depth:
+                raise FredError(f"engine {unit} (NPU {unit // MESH_VCS}, chunk {unit % MESH_VCS}) "
+                                f"receives {stage['recv_count']} flits in stage {s}; an NPU holds "
+                                f"{spec.eject_depth} per stage (MeshFabricSpec.eject_depth)")
+            if stage["chunk"] != 0xFFFFFFFF and stage["fwd_count"] and stage["chunk"] > spec.engine_buffer:
+                raise FredError(f"engine {unit} forwards chunks of {stage['chunk']} flits in stage {s}; "
+                                f"an engine holds {spec.engine_buffer} (MeshFabricSpec.engine_buffer)")
+            later = [st["send_count"] for st in e["stages"][s + 1:]]
+            if stage["send_count"] == 0 and any(later):
+                raise FredError(f"engine {unit}: stage {s} sends nothing before a stage that sends")
+
+
+def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: str = "hierarchical-2d",
+                 split: float = 0.5, seed: int = 0, sink_backpressure: float = 0.0) -> MeshProgram:
+    """The engine programs of an all-reduce of ``size_flits`` per NPU on each of ``groups``
+    (disjoint lists of ranks; all at once). Raises :class:`FredError` before anything is built
+    for a size < 1, a group that does not fit the mesh, overlapping groups, an algorithm that
+    does not apply, a split outside (0, 1), or a stage whose flits would not fit an NPU's
+    ``eject_depth``."""
+    _check_request(spec, groups, size_flits, algorithm, split, sink_backpressure)
     plans = [_plans(spec, group, algorithm) for group in groups]
     # chunk 0 in whole multiples of its finest piece (the int32 rings pad to it; the model is
     # byte-granular and pads nothing), chunk 1 the rest
@@ -166,16 +188,5 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
             for r, u in units.items():
                 contributors[u] = tuple(group)
     finish_engines("int32", engines)
-    for unit, e in enumerate(engines):
-        for s, stage in enumerate(e["stages"]):
-            if stage["recv_count"] > spec.eject_depth:
-                raise FredError(f"engine {unit} (NPU {unit // MESH_VCS}, chunk {unit % MESH_VCS}) "
-                                f"receives {stage['recv_count']} flits in stage {s}; an NPU holds "
-                                f"{spec.eject_depth} per stage (MeshFabricSpec.eject_depth)")
-            if stage["chunk"] != 0xFFFFFFFF and stage["fwd_count"] and stage["chunk"] > spec.engine_buffer:
-                raise FredError(f"engine {unit} forwards chunks of {stage['chunk']} flits in stage {s}; "
-                                f"an engine holds {spec.engine_buffer} (MeshFabricSpec.engine_buffer)")
-            later = [st["send_count"] for st in e["stages"][s + 1:]]
-            if stage["send_count"] == 0 and any(later):
-                raise FredError(f"engine {unit}: stage {s} sends nothing before a stage that sends")
+    _check_memories(spec, engines)
     return MeshProgram(algorithm, engines, sizes)
