@@ -140,11 +140,14 @@ def _check_request(spec, groups, size_flits, algorithm, split, sink_backpressure
 
 
 def _check_memories(spec: MeshFabricSpec, engines) -> None:
-    """Every stage fits the NPU's memories (ejection FIFOs, the engine's forwarding buffer) and
+    """Every later stage fits the NPU's ejection FIFO, every forwarded chunk the engine's buffer, and
     no stage without flits to send comes before one with (the engine port counts stages)."""
     for unit, e in enumerate(engines):
         for s, stage in enumerate(e["stages"]):
-            if stage["recv_count"] > spec.eject_depth:
+            # a later stage's flits can arrive while the engine still receives the one before,
+            # and wait in their FIFO (at most the stage's flits); the first stage's are read as
+            # they come (an overflow would be flagged as protocol_error, never lost silently)
+            if s > 0 and stage["recv_count"] > spec.eject_depth:
                 raise FredError(f"engine {unit} (NPU {unit // MESH_VCS}, chunk {unit % MESH_VCS}) "
                                 f"receives {stage['recv_count']} flits in stage {s}; an NPU holds "
                                 f"{spec.eject_depth} per stage (MeshFabricSpec.eject_depth)")

@@ -30,7 +30,7 @@ def test_model_only_json_for_a_strategy(capsys):
     (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "drop --algorithm"),
-    (["--op", "all-reduce", "--group", "wafer", "--size", "9000"], "an NPU holds 2048 per stage"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "9000"], "an engine holds 1024"),
 ])
 def test_bad_mesh_requests_fail_with_one_line(argv, words, capsys):
     assert main(["fabric-sim", "--fabric", "mesh", *argv, "--model-only"]) == 1
