@@ -32,10 +32,15 @@ class EnginePort(wiring.Component):
         eject: ``In(link(mesh flit))``: flits of this VC that reached the NPU; each goes to the
             FIFO of the stage that sent it (``eject_depth`` flits each) and its credit returns
             at once on ``credit`` (the NPU's memory takes it). ``overflow`` (sticky): a FIFO was
-            full (the program generator keeps every stage's flits within ``eject_depth``).
+            full (the program generator keeps every later stage's flits within ``eject_depth``; the
+            current stage's are read as they arrive).
         rx: ``Out(stream(engine flit))``: the head of the FIFO of the stage the engine
             receives, to the engine's ``rx``.
         start, we/waddr/wdata: :data:`PORT_REGS` and the start pulse (stage counters clear).
+
+    Latency: injection combinational; ejection 2 cycles (``fifo.SyncFIFOBuffered``) from
+    ``eject`` to ``rx``. Backpressure: none towards the router (credits return on arrival);
+    the engine's ``rx.ready`` holds flits in their stage FIFO.
 
     Why a FIFO per stage: a ring member can start the next stage (sending to a different
     NPU) while this NPU still receives the current one; its flits must not reach the engine
