@@ -70,7 +70,7 @@ from sysmodel.platform import FABRICS, Platform
 from sysmodel.model_cache import current
 from sysmodel.switch_routing import phases_for
 
-__all__ = ["OPS", "Collective", "CollectiveResult", "build_network", "collective_traffic",
+__all__ = ["OPS", "mesh_2d_split", "rectangle", "Collective", "CollectiveResult", "build_network", "collective_traffic",
            "evaluate", "configuration_load_s"]
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
@@ -286,7 +286,8 @@ def _named(candidates: list[tuple[str, Traffic]], algorithm: str, c: "Collective
 
 
 # -- mesh: hierarchical 2D ------------------------------------------------------------------
-def _rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
+def rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
+    """(rows, cols) the group fills as a rectangle of at least 2 x 2 mesh positions, else None."""
     pos = [net.position(r) for r in group]
     rows = sorted({r for r, _ in pos})
     cols = sorted({c for _, c in pos})
@@ -299,7 +300,20 @@ def _rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
 
 def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
     """Hierarchical 2D (:func:`hdl.compiler.algorithms.mesh_2d`) with two chunks in opposite
-    dimension orders, split to balance links."""
+    dimension orders, split to balance links (:func:`mesh_2d_split`)."""
+    a, a_t, b_t = mesh_2d_split(net, op, rows, cols, size)
+    out = a_t.scaled(a)
+    out.loads += b_t.loads * (1 - a)
+    out.sent += b_t.sent * (1 - a)
+    out.latency_s = max(a_t.latency_s, b_t.latency_s)
+    out.pipelined_s = max(a_t.pipelined_s, b_t.pipelined_s)
+    return out
+
+
+def mesh_2d_split(net: MeshNetwork, op: str, rows, cols, size: float) -> tuple[float, Traffic, Traffic]:
+    """(the share ``a`` of the buffer the rows-first chunk carries, the rows-first chunk's
+    traffic on the whole buffer, the columns-first chunk's): ``a`` minimises the busiest link
+    of ``a`` x the first + (1 - a) x the second (the RTL mesh fabric splits its chunks so)."""
     def chunk(plan: Plan) -> Traffic:
         t = net.traffic()
         for stage in plan.stages:
@@ -316,13 +330,7 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
             hi = m2
         else:
             lo = m1
-    a = (lo + hi) / 2
-    out = a_t.scaled(a)
-    out.loads += b_t.loads * (1 - a)
-    out.sent += b_t.sent * (1 - a)
-    out.latency_s = max(a_t.latency_s, b_t.latency_s)
-    out.pipelined_s = max(a_t.pipelined_s, b_t.pipelined_s)
-    return out
+    return (lo + hi) / 2, a_t, b_t
 
 
 # -- FRED in-switch flows --------------------------------------------------------------------
@@ -501,7 +509,7 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
             return "local", net.traffic()
         candidates = [("ring", _ring_stage(net, algorithms.ring(c.op, _order(net, g)).stages[0], c.size))]
         if isinstance(net, MeshNetwork):
-            rect = _rectangle(net, g)
+            rect = rectangle(net, g)
             if rect:
                 candidates.append(("hierarchical-2d", _mesh_2d(net, c.op, *rect, c.size)))
         else:

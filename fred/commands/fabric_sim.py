@@ -45,7 +45,8 @@ def spec_overrides(args) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRIC_OPS, FABRICS
-    parser.add_argument("--fabric", required=True, type=str.lower, choices=FABRICS)
+    parser.add_argument("--fabric", required=True, type=str.lower, choices=(*FABRICS, "mesh"),
+                        help="a FRED variant, or mesh: the 2D-mesh baseline (docs/mesh_rtl.md)")
     parser.add_argument("--op", required=True, choices=FABRIC_OPS)
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")
@@ -69,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.fabric == "mesh":
+        from fred.commands._mesh_sim import run_mesh
+        return run_mesh(args)
     from studies.fabric_case import build_case, run_case
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,

@@ -85,10 +85,8 @@ def run(args) -> int:
                 print(f"wrote {entry['path']} ({entry['unit']})")
         return 0
 
-    unit = args.unit or DEFAULT_UNIT
-    if unit not in DESIGNS:
-        raise FredError(f"unknown unit {unit!r}; available: {', '.join(DESIGNS)}")
-    design = get_design(unit)
+    design = get_design(args.unit or DEFAULT_UNIT)   # names the available units if unknown
+    unit = design.unit
     params = design.resolve(_given(args))
     output_path(args.output, "-o")
     top = args.name + design.top

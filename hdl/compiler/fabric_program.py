@@ -67,7 +67,7 @@ from hdl.contracts.fabric import SWITCH_PHASES, FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
-__all__ = ["ALGORITHMS", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
+__all__ = ["ALGORITHMS", "ring_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
            "default_phases", "plane_flows", "switch_label"]
 
 _MASK = 0xFFFFFFFF
@@ -357,8 +357,17 @@ def _plan(spec: FabricSpec, coll, algorithm: str) -> Plan:
 
 
 def _ring_engines(spec, index, coll, plan: Plan, size, engines, items, contributors) -> None:
-    """Engine stages and packing items of a plan of ring stages (the ring, the hierarchical
-    all-reduce): one engine stage per plan stage, each ring member sending to its successor.
+    """Engine stages (:func:`ring_engine_stages`) and packing items of a plan of ring stages
+    (the ring, the hierarchical all-reduce): each ring member sends to its successor."""
+    ring_engine_stages(plan, size, coll.members, engines, contributors)
+    for s, stage in enumerate(plan.stages):
+        items[s] += [_hop_item(spec, index, ring.hops(), _uplink_of(spec, ring.order), engines, s)
+                     for ring in stage.rings]
+
+
+def ring_engine_stages(plan: Plan, size: int, members, engines, contributors) -> None:
+    """Append one engine stage per plan stage (ring stages: the ring, the hierarchical and 2D
+    all-reduce) to ``engines[r]["stages"]`` of every member r, and set ``contributors[r]``.
 
     Data: the buffer is padded to a whole number of the finest chunks (the product of the
     reduce-scatter and all-reduce rings' sizes: S/(k x l1s) for the hierarchical all-reduce);
@@ -373,8 +382,8 @@ def _ring_engines(spec, index, coll, plan: Plan, size, engines, items, contribut
         if stage.op != "all-gather":
             pieces *= stage.rings[0].n
     unit = -(-size // pieces)            # ceil: the last chunks may carry padding flits
-    held = {r: (0, unit * pieces, (engines[r]["ws"], engines[r]["hs"])) for r in coll.members}
-    for s, stage in enumerate(plan.stages):
+    held = {r: (0, unit * pieces, (engines[r]["ws"], engines[r]["hs"])) for r in members}
+    for stage in plan.stages:
         what = f"{plan.name} {plan.op}" + (f"'s {stage.op}" if len(plan.stages) > 1 else "")
         for ring in stage.rings:
             n, order = ring.n, ring.order
@@ -393,9 +402,7 @@ def _ring_engines(spec, index, coll, plan: Plan, size, engines, items, contribut
                     held[r] = (org + keep, chunk if ring.op == "reduce-scatter" else length, result)
                 engines[r]["stages"].append(dict(_ring_stage(ring.op, i, n, chunk, own, result, org=org),
                                                  sender=order[(i - 1) % n]))
-                contributors[r] = tuple(coll.members)
-        items[s] += [_hop_item(spec, index, ring.hops(), _uplink_of(spec, ring.order), engines, s)
-                     for ring in stage.rings]
+                contributors[r] = tuple(members)
 
 
 def _chain_engines(spec, index, coll, plan: Plan, size, engines, items, contributors) -> None:
@@ -476,7 +483,7 @@ def _in_switch_engines(spec, index, coll, plan, size, engines, items, contributo
                                   for sw, fl in _in_switch_flows(spec, coll, flow.top).items()}))
 
 
-def _finish_engines(spec: FabricSpec, engines: list[dict]) -> None:
+def finish_engines(dtype: str, engines: list[dict]) -> None:
     """Every engine's totals (an engine no collective uses gets one empty stage); fp16 engines
     hash every received flit instead of checking it (:class:`NpuEngine`)."""
     for e in engines:
@@ -486,7 +493,7 @@ def _finish_engines(spec: FabricSpec, engines: list[dict]) -> None:
         e["recv_count"] = sum(st["recv_count"] for st in e["stages"])
         e["check_count"] = sum(max(0, st["recv_count"] - st["check_from"]) for st in e["stages"])
         e["wr"], e["hr"] = e["stages"][-1]["wr"], e["stages"][-1]["hr"]
-    if spec.dtype != "int32":
+    if dtype != "int32":
         for e in engines:
             for st in e["stages"]:
                 st.update(check_from=0, wr=0, hr=0)
@@ -519,7 +526,7 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     build = _ENGINE_BUILDERS.get(algorithm, _ring_engines)   # ring and hierarchical: ring stages
     for index, coll in enumerate(request.collectives):
         build(spec, index, coll, _plan(spec, coll, algorithm), request.size_flits, engines, items, contributors)
-    _finish_engines(spec, engines)
+    finish_engines(spec.dtype, engines)
     switches = _pack(spec, request, [it for stage in items for it in stage], phases)
     program = FabricProgram(algorithm, spec.switch_ports, switches, engines, sum(e["send_count"] for e in engines),
                             sum(e["recv_count"] for e in engines), contributors, planes=spec.l2_planes)

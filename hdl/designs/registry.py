@@ -100,6 +100,13 @@ def _packet_switch(*, ports, middle, dtype, lanes, phases, depth, ctrl_depth, pa
                         depth=depth, ctrl_depth=ctrl_depth, online=bool(online))
 
 
+def _mesh_router(*, data_width, coord_bits, packet_flits, depth):
+    from hdl.contracts.mesh import MeshFlitFormat
+    from hdl.designs.mesh import MeshRouter
+    return MeshRouter(flit=MeshFlitFormat(data_width=data_width, coord_bits=coord_bits,
+                                          packet_flits=packet_flits), depth=depth)
+
+
 def _fabric(*, variant, dtype, phases):
     from hdl.contracts.fabric import fabric_spec
     from hdl.designs.fabric import FabricTop
@@ -163,6 +170,19 @@ DESIGNS: dict[str, Design] = {
             "online": Param(int, 1, "1 = online unicast routing at the default phase index", choices=(0, 1)),
         },
     ),
+    "mesh_router": Design(
+        unit="mesh_router",
+        top="fred_mesh_router",
+        description="2D-mesh baseline router: 5 ports, X-Y / Y-X dimension order on 2 VCs, credit-based "
+                    "virtual cut-through, 1 flit/cycle/port (docs/mesh_rtl.md)",
+        factory=_mesh_router,
+        params={
+            "data_width": Param(_positive_int, 32, "payload bits per flit"),
+            "coord_bits": Param(_positive_int, 3, "bits of a mesh coordinate"),
+            "packet_flits": Param(_positive_int, 4, "longest packet in flits (credits a packet reserves)"),
+            "depth": Param(_positive_int, 8, "flits per VC of each input buffer"),
+        },
+    ),
     "fabric": Design(
         unit="fabric",
         top="fred_fabric",
@@ -179,7 +199,8 @@ DESIGNS: dict[str, Design] = {
 
 
 def get_design(unit: str) -> Design:
+    """The design named ``unit`` (``-`` and ``_`` alike: ``mesh-router`` is ``mesh_router``)."""
     try:
-        return DESIGNS[unit]
+        return DESIGNS[unit.replace("-", "_")]
     except KeyError:
         raise FredError(f"unknown unit {unit!r}; available: {', '.join(DESIGNS)}") from None

@@ -1,0 +1,43 @@
+"""``fred fabric-sim --fabric mesh``: an all-reduce on the RTL mesh fabric (Verilator) and on
+the system model of the same mesh (docs/mesh_rtl.md, "The mesh fabric"). Not a subcommand of
+its own: ``fabric_sim.run`` hands the mesh here."""
+
+from __future__ import annotations
+
+from fred.cli import print_json
+from hdl.contracts.errors import FredError
+
+__all__ = ["run_mesh"]
+
+
+def run_mesh(args) -> int:
+    from studies.mesh_case import build_mesh_case, run_mesh_case
+    if args.algorithm is not None or args.dtype not in (None, "int32"):
+        raise FredError("the RTL mesh runs the model's own algorithm on int32 data: drop --algorithm "
+                        "and --dtype (docs/mesh_rtl.md)")
+    if args.npu_latency is not None or args.uplink_latency is not None:
+        raise FredError("--npu-latency and --uplink-latency are FRED fabric options; the mesh's "
+                        "link latency is MeshFabricSpec.link_latency")
+    case = build_mesh_case(op=args.op, size=args.size, group=args.group, strategy=args.strategy,
+                           dim=args.dim, characterization=args.characterization)
+    if not args.model_only:
+        case = run_mesh_case(case, seed=args.seed, sink_backpressure=args.backpressure,
+                             watchdog_cycles=args.watchdog)
+    if args.json:
+        print_json(case.to_dict())
+        return 0
+    spec, est = case.spec, case.estimate
+    a, b = spec.link_rate
+    print(f"mesh: {spec.rows} x {spec.cols} NPUs, X-Y / Y-X routers, links {a}/{b} flit/cycle "
+          f"(the NPU port 1), wire latency {spec.link_latency} cycle(s), int32")
+    split = f", rows-first chunk {case.split:.3f} of the buffer" if est.algorithm == "hierarchical-2d" else ""
+    print(f"request: all-reduce {case.label}, {case.size_flits} flits per NPU, {len(case.groups)} "
+          f"group(s), algorithm {est.algorithm} (the model's choice, for both sides{split})")
+    print(f"model: {est.cycles:.1f} cycles = busiest link {est.bandwidth_cycles:.1f} "
+          f"({est.busiest_link_flits:g} flits) + latency {est.cycles - est.bandwidth_cycles:.1f}")
+    if case.rtl is not None:
+        rtl = case.rtl
+        print(f"RTL:   {rtl.cycles} cycles, every flit checked, 0 errors; {rtl.cycles_per_s:,.0f} "
+              f"fabric cycles/s (cocotb, simulation {rtl.sim_s:.2f} s)")
+        print(f"RTL / model = {case.ratio:.3f}")
+    return 0

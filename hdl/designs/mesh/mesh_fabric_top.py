@@ -1,0 +1,165 @@
+"""``MeshFabricTop``: the 2D-mesh fabric of mesh routers with two NPU engines per NPU
+(docs/mesh_rtl.md, "The mesh fabric"; the Verilog top ``fred_mesh_fabric``)."""
+
+from __future__ import annotations
+
+from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.mesh import EAST, LOCAL, MESH_VCS, NORTH, PORT_REGS, SOUTH, WEST, MeshFabricSpec
+from hdl.contracts.npu_engine import ENGINE_REGS
+from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, POR_CYCLES, PROG_REG_WIDTH,
+                                           TAG_WIDTH)
+from hdl.designs.fabric.npu_engine import NpuEngine
+
+
+
+from .engine_port import EnginePort
+from .injection_mux import InjectionMux
+from .mesh_router import MeshRouter
+from .mesh_wire import MeshWire
+
+__all__ = ["MeshFabricTop", "MESH_GLOBAL_READ", "engine_unit", "PORT_REG_BASE"]
+
+#: Fabric-wide read registers (unit :data:`GLOBAL_UNIT`).
+MESH_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error")
+#: Program register address of the engine port's first register (after the engine's).
+PORT_REG_BASE = len(ENGINE_REGS)
+assert PORT_REG_BASE + len(PORT_REGS) <= 1 << PROG_REG_WIDTH
+
+
+def engine_unit(rank: int, chunk: int) -> int:
+    """Program / read unit of NPU ``rank``'s engine for ``chunk`` (0: VC 0, 1: VC 1)."""
+    return rank * MESH_VCS + chunk
+
+
+class MeshFabricTop(wiring.Component):
+    """``spec.rows`` x ``spec.cols`` :class:`MeshRouter` s joined by :class:`MeshWire` s, and at
+    each router's local port two :class:`NpuEngine` s (chunk 0 on VC 0 / X-Y, chunk 1 on VC 1
+    / Y-X), each behind an :class:`EnginePort`, into the router through an
+    :class:`InjectionMux`.
+
+    Harness ports as ``fred_fabric``'s (:class:`hdl.designs.fabric.FabricTop`), without the
+    switch configuration port: ``clk`` (power-on reset for :data:`POR_CYCLES` cycles),
+    ``start``, ``prog_we/prog_unit/prog_reg/prog_data`` (unit :func:`engine_unit`; registers
+    ``ENGINE_REGS`` then :data:`PORT_REGS` from :data:`PORT_REG_BASE`), ``rd_unit/rd_reg`` ->
+    ``rd_data`` (``ENGINE_READ`` per engine unit; :data:`MESH_GLOBAL_READ` at
+    :data:`GLOBAL_UNIT`), ``all_done``, ``cycles`` (from the cycle after ``start`` is seen to
+    every engine done). ``protocol_error``: some router's ``overflow`` or ``credit_error``,
+    or some engine port's ``overflow`` (must stay 0).
+
+    Edge routers' outward ports are unconnected: no flit enters there and no credit returns
+    (dimension-order routes between NPUs never leave the mesh).
+    """
+
+    def __init__(self, spec: MeshFabricSpec):
+        if not isinstance(spec, MeshFabricSpec):
+            raise FredError(f"MeshFabricTop needs a MeshFabricSpec, got {spec!r}")
+        if engine_unit(spec.npus, 0) > GLOBAL_UNIT:
+            raise FredError(f"a {spec.rows} x {spec.cols} mesh has more engines than program units")
+        self.spec = spec
+        self.engine_flit = FlitFormat(dtype="int32", lanes=1, tag_width=TAG_WIDTH)
+        super().__init__({
+            "clk": In(1), "start": In(1),
+            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
+            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
+            "all_done": Out(1), "cycles": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.domains.por = ClockDomain("por", reset_less=True)
+        por = Signal(range(POR_CYCLES + 1))
+        m.d.comb += [ClockSignal("sync").eq(self.clk), ClockSignal("por").eq(self.clk),
+                     ResetSignal("sync").eq(por != POR_CYCLES)]
+        with m.If(por != POR_CYCLES):
+            m.d.por += por.eq(por + 1)
+        start, prog_we = Signal(), Signal()
+        prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
+        rd_unit, rd_reg = Signal(6), Signal(5)
+        m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
+                     prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
+                     rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
+        spec = self.spec
+        routers = {}
+        errors = []
+        for rank in range(spec.npus):
+            x, y = spec.position(rank)
+            router = m.submodules[f"router_{x}_{y}"] = MeshRouter(
+                flit=spec.flit, depth=spec.depth, link_rate=spec.link_rate)
+            routers[(x, y)] = router
+            m.d.comb += [router.pos_x.eq(x), router.pos_y.eq(y)]
+            errors += [router.overflow, router.credit_error]
+        self._wires(m, routers)
+        engines = {}
+        for rank in range(spec.npus):
+            router = routers[spec.position(rank)]
+            mux = m.submodules[f"inject_{rank}"] = InjectionMux(flit=spec.flit, depth=spec.depth)
+            m.d.comb += [router.i[LOCAL].valid.eq(mux.o.valid), router.i[LOCAL].payload.eq(mux.o.payload),
+                         mux.credit.eq(router.i_credit[LOCAL])]
+            for chunk in range(MESH_VCS):
+                unit = engine_unit(rank, chunk)
+                engine = m.submodules[f"npu_{rank}_{chunk}"] = NpuEngine(self.engine_flit, buffer=spec.engine_buffer)
+                port = m.submodules[f"port_{rank}_{chunk}"] = EnginePort(spec=spec, vc=chunk,
+                                                                        flit=self.engine_flit)
+                engines[unit] = engine
+                write = prog_we & (prog_unit == unit)
+                m.d.comb += [
+                    engine.start.eq(start), port.start.eq(start),
+                    engine.we.eq(write & (prog_reg < PORT_REG_BASE)),
+                    engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
+                    port.we.eq(write & (prog_reg >= PORT_REG_BASE)),
+                    port.waddr.eq(prog_reg - PORT_REG_BASE), port.wdata.eq(prog_data),
+                    port.eject.valid.eq(router.o[LOCAL].valid & (router.o[LOCAL].payload.vc == chunk)),
+                    port.eject.payload.eq(router.o[LOCAL].payload),
+                    router.o_credit[LOCAL][chunk].eq(port.credit),
+                ]
+                wiring.connect(m, engine.tx, port.tx)
+                wiring.connect(m, port.rx, engine.rx)
+                wiring.connect(m, port.o, mux.i[chunk])
+                errors.append(port.overflow)
+        self._counters(m, engines, errors, start, rd_unit, rd_reg)
+        return m
+
+    def _wires(self, m, routers):
+        """A wire each way between every pair of neighbours."""
+        step = {EAST: (1, 0), SOUTH: (0, 1)}
+        back = {EAST: WEST, SOUTH: NORTH}
+        for (x, y), router in routers.items():
+            for out, (dx, dy) in step.items():
+                other = routers.get((x + dx, y + dy))
+                if other is None:
+                    continue
+                for a, pa, b, pb in ((router, out, other, back[out]), (other, back[out], router, out)):
+                    wire = m.submodules[f"wire_{id(a) % 100000}_{pa}"] = MeshWire(
+                        flit=self.spec.flit, latency=self.spec.link_latency)
+                    m.d.comb += [wire.i.valid.eq(a.o[pa].valid), wire.i.payload.eq(a.o[pa].payload),
+                                 b.i[pb].valid.eq(wire.o.valid), b.i[pb].payload.eq(wire.o.payload),
+                                 wire.credit_in.eq(b.i_credit[pb]), a.o_credit[pa].eq(wire.credit_out)]
+
+    def _counters(self, m, engines, errors, start, rd_unit, rd_reg):
+        all_done, running, protocol_error = Signal(), Signal(), Signal()
+        m.d.comb += [all_done.eq(running & (sum(e.done for e in engines.values()) == len(engines))),
+                     self.all_done.eq(all_done)]
+        with m.If(sum(errors) != 0):
+            m.d.sync += protocol_error.eq(1)
+        with m.If(start):
+            m.d.sync += [running.eq(1), self.cycles.eq(0)]
+        with m.Elif(running & ~all_done):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        with m.Switch(rd_unit):
+            for unit, engine in engines.items():
+                with m.Case(unit):
+                    with m.Switch(rd_reg):
+                        for index, name in enumerate(ENGINE_READ):
+                            with m.Case(index):
+                                m.d.comb += self.rd_data.eq(getattr(engine, name))
+            with m.Case(GLOBAL_UNIT):
+                with m.Switch(rd_reg):
+                    for index, value in enumerate((self.cycles, all_done, running, protocol_error)):
+                        with m.Case(index):
+                            m.d.comb += self.rd_data.eq(value)

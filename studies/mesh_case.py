@@ -1,0 +1,100 @@
+"""One all-reduce on the RTL mesh fabric and on the system model of the same mesh
+(``fred fabric-sim --fabric mesh``; docs/mesh_rtl.md, "The mesh fabric").
+
+The request is validated, the model (``sysmodel.mesh_rtl_model``) chooses the algorithm
+(hierarchical 2D for a rectangle, the two-way snake ring otherwise) and, for the 2D algorithm,
+the split of the buffer between its two chunks; the RTL runs the same algorithm and split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import MeshFabricSpec
+from hdl.contracts.placement import parse_strategy
+
+__all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "run_mesh_case", "MESH_OPS"]
+
+#: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing).
+MESH_OPS = ("all-reduce",)
+
+
+@dataclass
+class MeshCase:
+    spec: MeshFabricSpec
+    groups: list[list[int]]
+    size_flits: int
+    label: str
+    estimate: object                  # sysmodel.mesh_rtl_model.MeshEstimate
+    split: float
+    rtl: object | None = None         # cocotb_tests.fabric.mesh_run.MeshRun
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.rtl is None else self.rtl.cycles / self.estimate.cycles
+
+    def to_dict(self) -> dict:
+        out = {"fabric": "mesh", "rows": self.spec.rows, "cols": self.spec.cols,
+               "link_rate": list(self.spec.link_rate), "link_latency": self.spec.link_latency,
+               "request": self.label, "size_flits": self.size_flits, "groups": self.groups,
+               "model": dict(self.estimate.__dict__), "split": self.split}
+        if self.rtl is not None:
+            out["rtl"] = {"cycles": self.rtl.cycles, "sim_s": self.rtl.sim_s,
+                          "cycles_per_s": self.rtl.cycles_per_s}
+            out["ratio_rtl_over_model"] = self.ratio
+        return out
+
+
+def mesh_groups(spec: MeshFabricSpec, *, group: str | None, strategy: str | None,
+                dim: str | None) -> tuple[list[list[int]], str]:
+    """The groups of ``--group wafer`` or ``--strategy S --dim D`` on the mesh, and a label."""
+    if (group is None) == (strategy is None):
+        raise FredError("name exactly one of a group (--group wafer) or a strategy and dimension "
+                        "(--strategy MP2-DP5-PP2 --dim mp)")
+    if group is not None:
+        if group != "wafer":
+            raise FredError(f"--group takes 'wafer' (every NPU), got {group!r}")
+        return [list(range(spec.npus))], "wafer"
+    if dim is None:
+        raise FredError("--strategy needs --dim (mp, dp or pp)")
+    plan = parse_strategy(strategy)
+    if plan.mp * plan.dp * plan.pp != spec.npus:
+        raise FredError(f"strategy {strategy} places {plan.mp * plan.dp * plan.pp} NPUs; the mesh has "
+                        f"{spec.npus}")
+    return [list(g) for g in plan.groups(dim)], f"{strategy} {dim}"
+
+
+def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
+                    spec: MeshFabricSpec | None = None, characterization=None) -> MeshCase:
+    """Validate and compute the model's side; nothing is built."""
+    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform, mesh_split
+    from hdl.compiler.mesh_program import check_size_flits, mesh_program
+    if op not in MESH_OPS:
+        raise FredError(f"the RTL mesh fabric runs {', '.join(MESH_OPS)}; {op} is not built yet "
+                        f"(docs/mesh_rtl.md, 'What is missing')")
+    check_size_flits(size)
+    spec = spec or MeshFabricSpec()
+    groups, label = mesh_groups(spec, group=group, strategy=strategy, dim=dim)
+    platform = mesh_platform(spec, characterization=characterization)
+    estimate = mesh_model_cycles(spec, groups, size, platform=platform)
+    if estimate.algorithm not in ("hierarchical-2d", "ring"):
+        raise FredError(f"the model runs {label} with {estimate.algorithm}; the RTL mesh runs "
+                        f"hierarchical-2d or ring, one per request")
+    split = mesh_split(spec, groups[0], platform=platform) if estimate.algorithm == "hierarchical-2d" else 0.5
+    mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split)   # fails early
+    return MeshCase(spec, groups, size, label, estimate, split)
+
+
+def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0.0,
+                  watchdog_cycles: int | None = None) -> MeshCase:
+    """Build and run the RTL; raise :class:`FredError` naming what went wrong if any engine
+    did not receive exactly what it should."""
+    from cocotb_tests.fabric.mesh_run import run_mesh_fabric
+    run = run_mesh_fabric(case.spec, case.groups, case.size_flits, algorithm=case.estimate.algorithm,
+                          split=case.split, seed=seed, sink_backpressure=sink_backpressure,
+                          watchdog_cycles=watchdog_cycles)
+    if run.errors:
+        raise FredError(f"the RTL mesh failed {case.label}: " + "; ".join(run.errors[:8]))
+    case.rtl = run
+    return case

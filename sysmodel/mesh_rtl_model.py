@@ -1,0 +1,72 @@
+"""The system model on the RTL mesh fabric's own platform (docs/mesh_rtl.md, "The mesh fabric").
+
+:func:`mesh_platform` is the model's :class:`Platform` of a :class:`MeshFabricSpec`: the RTL FRED
+fabric's platform (``sysmodel.fabric_model.fabric_platform``: its clock and flit size, NPU
+links of one flit per cycle each way) with the mesh of the spec: ``rows`` x ``cols``, links of
+``link_rate`` flits per cycle (750 GBps beside the NPU's 3 TBps is 1/4), and a hop latency of
+what a flit spends per hop in the RTL: the wire's ``link_latency`` plus the router's
+(``hdl.contracts.mesh.router_latency``), no I/O controllers. :func:`mesh_model_cycles` gives
+the model's cycles for the all-reduce the RTL runs, with the model's own algorithm choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hdl.contracts.fabric import engine_forward_cycles, fabric_spec
+from hdl.contracts.mesh import MeshFabricSpec, router_latency
+from sysmodel.collectives import Collective, build_network, evaluate, mesh_2d_split, rectangle
+from sysmodel.fabric_model import fabric_platform
+from sysmodel.platform import Platform
+
+__all__ = ["MeshEstimate", "mesh_platform", "mesh_model_cycles", "mesh_split"]
+
+
+def mesh_platform(spec: MeshFabricSpec, *, characterization=None) -> Platform:
+    """The model's platform of the RTL mesh (module docstring); the clock and flit of the
+    characterization's Fred-A L1 point, as the FRED fabric's platform."""
+    base, _ = fabric_platform(fabric_spec("fred-a"), characterization=characterization)
+    timing = base.switch_at("l1")
+    cycle_ns = timing.cycle_s * 1e9
+    npu_gbps = base.npu_send_gbps
+    a, b = spec.link_rate
+    return replace(base, name="rtl-mesh", mesh_rows=spec.rows, mesh_cols=spec.cols,
+                   mesh_link_gbps=npu_gbps * a / b,
+                   link_latency_ns=(spec.link_latency + router_latency()) * cycle_ns,
+                   forward_latency_ns=engine_forward_cycles("int32") * cycle_ns,
+                   io_controllers=0)
+
+
+@dataclass
+class MeshEstimate:
+    cycles: float
+    bandwidth_cycles: float
+    algorithm: str
+    busiest_link_flits: float
+
+
+def mesh_model_cycles(spec: MeshFabricSpec, groups, size_flits: int, *, platform: Platform | None = None,
+                      algorithm: str | None = None) -> MeshEstimate:
+    """The model's cycles for an all-reduce of ``size_flits`` per NPU on each of ``groups`` at
+    once, on :func:`mesh_platform` (``platform`` to reuse one)."""
+    platform = platform or mesh_platform(spec)
+    timing = platform.switch_at("l1")
+    size = size_flits * timing.flit_bytes
+    result = evaluate(platform, "mesh", [Collective("all-reduce", group=tuple(g), size=size) for g in groups],
+                      algorithm=algorithm)
+    return MeshEstimate(cycles=result.time_s / timing.cycle_s,
+                        bandwidth_cycles=result.bandwidth_time_s / timing.cycle_s,
+                        algorithm=",".join(result.algorithms),
+                        busiest_link_flits=result.busiest_link_bytes / timing.flit_bytes)
+
+
+def mesh_split(spec: MeshFabricSpec, group, *, platform: Platform | None = None) -> float:
+    """The share of the buffer the model gives the rows-first chunk of the hierarchical 2D
+    all-reduce of ``group`` (``sysmodel.collectives.mesh_2d_split``); 0.5 for a group that is
+    not a rectangle (the ring's two directions carry half each)."""
+    platform = platform or mesh_platform(spec)
+    net = build_network(platform, "mesh")
+    rect = rectangle(net, group)
+    if rect is None:
+        return 0.5
+    return mesh_2d_split(net, "all-reduce", *rect, 1.0)[0]

@@ -1,0 +1,38 @@
+"""``fred fabric-sim --fabric mesh`` (fred/commands/_mesh_sim.py): the model's side without
+building, and bad requests failing with one line before anything is built."""
+
+import json
+
+import pytest
+
+from fred.cli import main
+
+
+def test_model_only_text_names_the_algorithm_and_split(capsys):
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--group", "wafer",
+                 "--size", "240", "--model-only"]) == 0
+    out = capsys.readouterr().out
+    assert "hierarchical-2d" in out and "rows-first chunk 0.542" in out
+    assert "busiest link 912.0 (228 flits)" in out          # 0.95 x 240 flits at 1/4 flit/cycle
+
+
+def test_model_only_json_for_a_strategy(capsys):
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--strategy", "MP2-DP5-PP2",
+                 "--dim", "dp", "--size", "100", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"]["algorithm"] == "ring" and len(out["groups"]) == 4
+    assert out["groups"][0] == [0, 4, 8, 12, 16]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--op", "reduce", "--group", "wafer", "--size", "8"], "reduce is not built yet"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "0"], "size must be a positive number"),
+    (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
+    (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "drop --algorithm"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "9000"], "an engine holds 1024"),
+])
+def test_bad_mesh_requests_fail_with_one_line(argv, words, capsys):
+    assert main(["fabric-sim", "--fabric", "mesh", *argv, "--model-only"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err

@@ -1,0 +1,41 @@
+"""The model's platform of the RTL mesh (sysmodel/mesh_rtl_model.py), checked by hand.
+
+Wafer all-reduce (hierarchical 2D, 5 rows x 4 columns), a share a of the buffer S rows first:
+per direction, a horizontal link carries the row reduce-scatter and all-gather, 2 x 3/4 aS,
+plus the columns-first chunk's row all-reduce on (1 - a)S / 5, 6/4 x (1 - a)S / 5 = 0.3 (1 - a)S;
+a vertical link 0.4 aS + 1.6 (1 - a)S. Balanced: 1.2 a + 0.3 = 1.6 - 1.2 a, a = 13/24, the
+busiest link 0.95 S."""
+
+import pytest
+
+from hdl.contracts.mesh import MeshFabricSpec, router_latency
+from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform, mesh_split
+
+SPEC = MeshFabricSpec()
+
+
+@pytest.fixture(scope="module")
+def platform():
+    return mesh_platform(SPEC)
+
+
+def test_platform_links_are_a_quarter_of_the_npu_port_and_hops_cost_wire_plus_router(platform):
+    assert platform.mesh_link_gbps == pytest.approx(platform.npu_send_gbps / 4)
+    cycle_ns = platform.switch_at("l1").cycle_s * 1e9
+    assert platform.link_latency_ns == pytest.approx((SPEC.link_latency + router_latency()) * cycle_ns)
+    assert (platform.mesh_rows, platform.mesh_cols, platform.io_controllers) == (5, 4, 0)
+
+
+def test_wafer_split_and_busiest_link_by_hand(platform):
+    assert mesh_split(SPEC, list(range(20)), platform=platform) == pytest.approx(13 / 24, abs=1e-6)
+    est = mesh_model_cycles(SPEC, [list(range(20))], 2400, platform=platform)
+    assert est.algorithm == "hierarchical-2d"
+    assert est.busiest_link_flits == pytest.approx(0.95 * 2400)
+    assert est.bandwidth_cycles == pytest.approx(0.95 * 2400 * 4)
+    assert est.cycles > est.bandwidth_cycles
+
+
+def test_pairs_ring_sends_the_whole_buffer_each_way(platform):
+    # MP2 groups of MP2-DP5-PP2 are neighbour pairs: a ring of 2 sends S each way on its link
+    est = mesh_model_cycles(SPEC, [[0, 1], [2, 3]], 100, platform=platform)
+    assert est.algorithm == "ring" and est.busiest_link_flits == pytest.approx(100)
