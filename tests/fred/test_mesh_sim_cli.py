@@ -26,7 +26,6 @@ def test_model_only_json_for_a_strategy(capsys):
 
 @pytest.mark.parametrize("argv, words", [
     (["--op", "reduce", "--group", "wafer", "--size", "8"], "reduce is not built yet"),
-    (["--op", "all-reduce", "--group", "wafer", "--size", "0"], "size must be a positive number"),
     (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "drop --algorithm"),
@@ -36,3 +35,12 @@ def test_bad_mesh_requests_fail_with_one_line(argv, words, capsys):
     assert main(["fabric-sim", "--fabric", "mesh", *argv, "--model-only"]) == 1
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err
+
+
+def test_mesh_size_zero_is_refused_by_the_option_range(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--group", "wafer",
+              "--size", "0", "--model-only"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "--size" in err and "got 0" in err and "\n" not in err
