@@ -151,7 +151,11 @@ class Engine:
         fixed: list[tuple[float, int]] = []      # (end time, task) of fixed-duration parts
         flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
         info: dict[int, tuple] = {}              # task -> its loads array's entry (_array_entry)
-        array_of: dict[int, int] = {}            # task -> its loads array's number
+        # task -> a small integer naming its (loads array, priority level): a set of transfers
+        # sorted by it is in a canonical order (the same set started in another order is the
+        # same sharing problem), and the sorted codes are its key in the rate memo
+        code: dict[int, int] = {}
+        codes: dict[tuple, int] = {}
         numbers = itertools.count()
         latency: dict[int, float] = {}
         # A communication task's busiest-link time alone and its share of every link at full
@@ -185,7 +189,9 @@ class Engine:
                 if entry is None or entry[4] is not loads or entry[5] is not task.bw:
                     entry = by_array[key] = _array_entry(loads, task.bw, next(numbers))
                 info[tid] = entry
-                array_of[tid] = entry[3]
+                pair = (entry[3], 0 if levels is None else levels[tid])
+                c = codes.get(pair)
+                code[tid] = c if c is not None else codes.setdefault(pair, len(codes))
                 latency[tid] = max(0.0, task.duration - entry[0])
                 if levels is not None and preempt_s > 0.0 and flows:
                     latency[tid] += _preemption(tid, flows, info, levels, preempt_s)
@@ -206,18 +212,14 @@ class Engine:
                     # once (not at every event) and its finish time is fixed until the next change.
                     changed = False
                     elapsed = now - t_rates
-                    for tid in flows:
-                        r = rates.get(tid)
-                        if r is not None:
-                            flows[tid] -= r * elapsed
-                    # canonical order (by loads array): the same set of transfers started in
-                    # another order is the same sharing problem; memoised over repeated sets
-                    if levels is None:
-                        active = sorted(flows, key=array_of.__getitem__)
-                        memo_key = tuple([array_of[tid] for tid in active])
-                    else:   # the same arrays at other levels share links differently
-                        active = sorted(flows, key=lambda t: (array_of[t], levels[t]))
-                        memo_key = tuple([(array_of[t], levels[t]) for t in active])
+                    if elapsed:      # (at the same instant nothing progressed)
+                        for tid in flows:
+                            r = rates.get(tid)
+                            if r is not None:
+                                flows[tid] -= r * elapsed
+                    # canonical order (by code); memoised over repeated sets
+                    active = sorted(flows, key=code.__getitem__)
+                    memo_key = tuple(map(code.__getitem__, active))
                     rate_list = rate_memo.get(memo_key)
                     if rate_list is None:
                         rate_list = rate_memo[memo_key] = _rates(
