@@ -17,9 +17,12 @@ usage error). Set ``FRED_TRACEBACK=1`` to see the traceback instead.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
 import json
 import os
+import re
 import sys
 
 __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
@@ -47,8 +50,12 @@ def _json_default(obj):
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
+def _module_name(name: str) -> str:
+    return f"fred.commands.{name.replace('-', '_')}"   # fabric-sim -> fabric_sim
+
+
 def _load(name):
-    module = f"fred.commands.{name.replace('-', '_')}"   # fabric-sim -> fabric_sim
+    module = _module_name(name)
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
@@ -57,7 +64,38 @@ def _load(name):
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+_HELP_LINE = re.compile(r"^HELP = (.+)$", re.MULTILINE)
+
+
+def _help_text(name: str) -> str | None:
+    """The command module's ``HELP``, read from its source without importing it (importing
+    every command module -- numpy, pydantic, the model -- made ``fred --help`` take 0.7 s);
+    the module is imported only when its ``HELP`` is not a one-line string literal. None: no
+    such module."""
+    spec = importlib.util.find_spec(_module_name(name))
+    if spec is None:
+        return None
+    if spec.origin and spec.origin.endswith(".py"):
+        with open(spec.origin, encoding="utf-8") as f:
+            match = _HELP_LINE.search(f.read())
+        if match:
+            try:
+                return ast.literal_eval(match.group(1))
+            except (ValueError, SyntaxError):
+                pass
+    return _load(name).HELP
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first argument, the top level having no option but
+    ``--help``), or None."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
+def build_parser(command: str | None = None, *, every: bool = True) -> argparse.ArgumentParser:
+    """The parser; the options of ``command`` (and, with ``every``, of every subcommand) are
+    added by importing its module. ``every=False`` imports only ``command``'s module: the
+    other subcommands are listed by their ``HELP`` alone (``fred --help`` stays fast)."""
     from fred.commands._option_types import OneLineArgumentParser  # one-line argument errors
     parser = OneLineArgumentParser(
         prog="fred",
@@ -66,8 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
-        module = _load(name)
-        help_text = module.HELP if module else "(not available yet)"
+        module = _load(name) if every or name == command else None
+        help_text = module.HELP if module else _help_text(name)
+        help_text = help_text or "(not available yet)"
         cmd = sub.add_parser(name, help=help_text, description=help_text)
         cmd.add_argument("--json", action="store_true", help="print machine-readable JSON")
         if module:
@@ -77,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_chosen(argv), every=False)
     args = parser.parse_args(argv)
     module = args._module
     if module is None:

@@ -150,8 +150,12 @@ class Engine:
         busy = [False] * len(names)
         fixed: list[tuple[float, int]] = []      # (end time, task) of fixed-duration parts
         flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
-        info: dict[int, tuple] = {}              # task -> (alone time, link demand, array number, ...)
-        array_of: dict[int, int] = {}            # task -> its loads array's number
+        info: dict[int, tuple] = {}              # task -> its loads array's entry (_array_entry)
+        # task -> a small integer naming its (loads array, priority level): a set of transfers
+        # sorted by it is in a canonical order (the same set started in another order is the
+        # same sharing problem), and the sorted codes are its key in the rate memo
+        code: dict[int, int] = {}
+        codes: dict[tuple, int] = {}
         numbers = itertools.count()
         latency: dict[int, float] = {}
         # A communication task's busiest-link time alone and its share of every link at full
@@ -182,15 +186,15 @@ class Engine:
             else:
                 key = (id(loads), id(task.bw))
                 entry = by_array.get(key)
-                if entry is None or entry[3] is not loads or entry[4] is not task.bw:
-                    t_alone = float((loads / task.bw).max())
-                    # entry[2]: a small integer naming the array (sorts and hashes fast)
-                    entry = by_array[key] = (t_alone, loads / task.bw / t_alone, next(numbers), loads, task.bw)
+                if entry is None or entry[4] is not loads or entry[5] is not task.bw:
+                    entry = by_array[key] = _array_entry(loads, task.bw, next(numbers))
                 info[tid] = entry
-                array_of[tid] = entry[2]
+                pair = (entry[3], 0 if levels is None else levels[tid])
+                c = codes.get(pair)
+                code[tid] = c if c is not None else codes.setdefault(pair, len(codes))
                 latency[tid] = max(0.0, task.duration - entry[0])
                 if levels is not None and preempt_s > 0.0 and flows:
-                    latency[tid] += _preemption(tid, flows, tasks, levels, preempt_s)
+                    latency[tid] += _preemption(tid, flows, info, levels, preempt_s)
                 flows[tid] = 1.0
                 changed = True
 
@@ -208,18 +212,14 @@ class Engine:
                     # once (not at every event) and its finish time is fixed until the next change.
                     changed = False
                     elapsed = now - t_rates
-                    for tid in flows:
-                        r = rates.get(tid)
-                        if r is not None:
-                            flows[tid] -= r * elapsed
-                    # canonical order (by loads array): the same set of transfers started in
-                    # another order is the same sharing problem; memoised over repeated sets
-                    if levels is None:
-                        active = sorted(flows, key=array_of.__getitem__)
-                        memo_key = tuple([array_of[tid] for tid in active])
-                    else:   # the same arrays at other levels share links differently
-                        active = sorted(flows, key=lambda t: (array_of[t], levels[t]))
-                        memo_key = tuple([(array_of[t], levels[t]) for t in active])
+                    if elapsed:      # (at the same instant nothing progressed)
+                        for tid in flows:
+                            r = rates.get(tid)
+                            if r is not None:
+                                flows[tid] -= r * elapsed
+                    # canonical order (by code); memoised over repeated sets
+                    active = sorted(flows, key=code.__getitem__)
+                    memo_key = tuple(map(code.__getitem__, active))
                     rate_list = rate_memo.get(memo_key)
                     if rate_list is None:
                         rate_list = rate_memo[memo_key] = _rates(
@@ -279,28 +279,50 @@ class Engine:
         return Schedule(tasks=tasks, makespan=makespan)
 
 
-def _preemption(tid: int, flows, tasks, levels, preempt_s: float) -> float:
+def _array_entry(loads, bw, number: int) -> tuple:
+    """What the loop keeps of one (loads, bandwidths) pair: (its busiest-link time alone, the
+    links it uses (sorted indices, a frozenset), its share of each of them at full speed,
+    ``number`` (a small integer naming the pair: sorts and hashes fast), loads, bw). The
+    links are kept sparse: a transfer uses a few of a large fabric's links, and the max-min
+    problem involves only the links some active transfer uses."""
+    time_per_link = loads / bw
+    t_alone = float(time_per_link.max())
+    used = np.flatnonzero(loads > 0)
+    share = time_per_link[used] / t_alone
+    return (t_alone, used, share, number, loads, bw, frozenset(used.tolist()))
+
+
+def _preemption(tid: int, flows, info, levels, preempt_s: float) -> float:
     """``preempt_s`` if a transfer of a lower level than ``tid``'s is active on a link ``tid``
     uses, else 0 (the reference computes the same, :mod:`sysmodel.engine_reference`)."""
     mine = levels[tid]
-    used = tasks[tid].loads > 0
+    used = info[tid][6]
     for other in flows:
-        if levels[other] < mine and bool(np.any(used & (tasks[other].loads > 0))):
+        if levels[other] < mine and not used.isdisjoint(info[other][6]):
             return preempt_s
     return 0.0
 
 
 def _rates(entries: list, levels: list | None = None) -> list:
     """Max-min fair rates (fraction of its bytes per second) of the active transfers, given
-    each one's (alone time, link demand, ...) entry, by progressive filling: all slow down by
-    a common factor until a link saturates; transfers on it are fixed at that factor, the
-    others continue. The reference's loop over transfers as one matrix (transfers x links the
+    each one's entry (:func:`_array_entry`: alone time, links used, share of each), by
+    progressive filling: all slow down by a common factor until a link saturates; transfers
+    on it are fixed at that factor, the others continue. The reference's loop over transfers as one matrix (transfers x links the
     transfers use); sums are taken in another order, so rates agree with the reference's to
     rounding (about 1e-16 relative)."""
     if len(entries) == 1:
         return [1.0 / entries[0][0]]
-    demand = np.array([e[1] for e in entries])
-    demand = demand[:, (demand > 0).any(axis=0)]          # links no transfer uses never saturate
+    # transfers x the links some transfer uses (links no transfer uses never saturate), in
+    # link order: the dense matrix's used columns
+    used = np.zeros(len(entries[0][4]), dtype=bool)
+    for e in entries:
+        used[e[1]] = True
+    links = np.flatnonzero(used)
+    column = np.zeros(len(used), dtype=np.intp)          # link -> its column
+    column[links] = np.arange(len(links))
+    demand = np.zeros((len(entries), len(links)))
+    for row, e in zip(demand, entries):
+        row[column[e[1]]] = e[2]
     capacity = np.ones(demand.shape[1])
     factor = np.ones(len(entries))
     alone = np.array([e[0] for e in entries])

@@ -38,7 +38,16 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         parser.description = "system-model speed: collective evaluations, fred eval, sweep rate"
         parser.add_argument("--repeat", type=RANGES["repeat"], default=50,
                             help="evaluations timed per fabric (default 50)")
-        parser.add_argument("--no-eval", action="store_true", help="skip the end-to-end figures")
+        parser.add_argument("--no-eval", action="store_true",
+                            help="skip the in-process fred eval and sweep figures")
+        parser.add_argument("--no-iterations", action="store_true",
+                            help="skip the iteration rates (presets, 1,024 and 10,240 GPUs, "
+                                 "fast and reference)")
+        parser.add_argument("--no-commands", action="store_true",
+                            help="skip the whole commands' times (make eval, fred sweep, fred dse "
+                                 "--jobs 2, fred validate, fred --help)")
+        parser.add_argument("--min-seconds", type=float, default=1.0,
+                            help="CPU seconds each iteration rate is timed for (default 1)")
         parser.add_argument("--reference", action="store_true",
                             help="also time the sweep on the unoptimised reference path")
     elif bench == "router":
@@ -99,7 +108,9 @@ def run(args) -> int:
                         + (" (--json FILE after its name writes them)" if args.bench == "verilog" else ""))
     if args.bench == "sysmodel":
         from studies.benchmarks.sysmodel_speed import run as bench
-        bench(options.repeat, end_to_end=not options.no_eval, reference=options.reference)
+        bench(options.repeat, end_to_end=not options.no_eval, reference=options.reference,
+              iterations=not options.no_iterations, commands=not options.no_commands,
+              min_seconds=options.min_seconds)
     elif args.bench == "router":
         from studies.benchmarks.router_speed import run as bench
         bench(options.count, options.samples, options.seed, options.write_doc)

@@ -97,13 +97,22 @@ def bench_eval(reference: bool) -> None:
               f"({len(rows) / wall:.0f}/s)")
 
 
-def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False) -> None:
-    """Print the figures: collective evaluations timed ``repeat`` times each; with
-    ``end_to_end`` the whole evaluation and the sweep's rate; with ``reference`` also the sweep on
-    the unoptimised reference path."""
+def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False,
+        iterations: bool = True, commands: bool = True, min_seconds: float = 1.0) -> None:
+    """Print the figures: with ``iterations`` the iteration evaluations per second of the
+    presets and the Megatron-style runs beside the reference path's
+    (:mod:`studies.benchmarks.iteration_speed`, each timed for ``min_seconds`` of CPU); with
+    ``commands`` the whole commands' wall times; collective evaluations timed ``repeat`` times
+    each; with ``end_to_end`` the whole evaluation and the sweep's rate in this process; with
+    ``reference`` also the sweep on the unoptimised reference path."""
     import os
     print(f"system-model speed; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
           f"(figures from a shared machine vary with the other jobs)")
+    from studies.benchmarks.iteration_speed import bench_commands, bench_iterations
+    if iterations:
+        bench_iterations(min_seconds)
+    if commands:
+        bench_commands()
     bench_collectives(repeat)
     if end_to_end:
         bench_eval(reference)

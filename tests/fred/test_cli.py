@@ -129,3 +129,26 @@ def test_sweep_prints_an_aligned_ranking(capsys):
     assert len(rows) == 18
     column = lines[header].index("ms/sample") + len("ms/sample")   # right-aligned figures end here
     assert all(row[column - 1] != " " for row in rows if "does not fit" not in row)
+
+
+def test_help_imports_no_command_module():
+    # fred --help lists the subcommands from each module's HELP line, without importing the
+    # modules (and their numpy / pydantic / model imports); a subcommand imports only its own
+    code = ("import sys; from fred.cli import main\n"
+            "try: main(sys.argv[1:])\n"
+            "except SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('fred.commands.')"
+            " and not m.split('.')[-1].startswith('_')))")
+    root = Path(__file__).resolve().parents[2]
+    top = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True,
+                         cwd=root, check=True)
+    assert top.stdout.strip().endswith("[]")
+    one = subprocess.run([sys.executable, "-c", code, "sweep", "--help"], capture_output=True,
+                         text=True, cwd=root, check=True)
+    assert one.stdout.strip().endswith("['fred.commands.sweep']")
+
+
+def test_help_lines_read_without_import_match_the_modules():
+    from fred.cli import _help_text, _load
+    for name in COMMANDS:
+        assert _help_text(name) == _load(name).HELP

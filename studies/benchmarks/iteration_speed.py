@@ -1,0 +1,102 @@
+"""Iteration evaluations per second, fast path and reference side by side, and the whole
+commands' times (``make bench-sysmodel``; docs/sysmodel.md, Speed).
+
+Cases: the four presets on Fred-D with their default strategies (the paper's platform), and two
+Megatron-style runs on the GPU-cluster platform of ``fred validate`` (GPT-3 175B, full
+recomputation, interleave 3, one sample per microbatch): 1,024 GPUs as MP8-DP16-PP8 (global
+batch 1,536) and 10,240 GPUs as MP8-DP80-PP16 (global batch 2,560). Each evaluation builds and
+runs the iteration's graph anew (the graph templates are cleared; networks and collective
+results stay cached, as in a sweep, which evaluates many strategies on one platform). Rates are
+per process, one core: CPU time is the steadier figure on a shared machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from sysmodel.model_cache import current
+from sysmodel.training import simulate_iteration
+
+__all__ = ["iteration_cases", "bench_iterations", "bench_commands", "COMMANDS"]
+
+PRESETS = ("resnet-152", "transformer-17b", "gpt-3", "transformer-1t")
+
+#: Megatron-style runs: (label, GPUs, pipeline stages, global batch)
+MEGATRON_RUNS = (("megatron gpt3-175b 1,024 GPUs", 1024, 8, 1536),
+                 ("megatron gpt3-175b 10,240 GPUs", 10240, 16, 2560))
+
+
+def iteration_cases() -> list:
+    """(label, platform, fabric, workload, keyword arguments) of every case above."""
+    from studies.validation import FABRIC, case_workload, cluster_platform, load_cases
+    from sysmodel.platform import default_platform
+    from sysmodel.workload_file import get_workload
+    paper = default_platform()
+    cases = [(f"{name} fred-d", paper, "fred-d", get_workload(name), {}) for name in PRESETS]
+    gpt3 = next(c for c in load_cases()[0] if c.name == "gpt3-175b/full")
+    cluster = cluster_platform()
+    for label, gpus, pp, batch in MEGATRON_RUNS:
+        case = dataclasses.replace(gpt3, gpus=gpus, pipeline_parallel=pp, global_batch=batch)
+        wl = case_workload(case)
+        cases.append((label, cluster.scaled(npus=gpus), FABRIC, wl,
+                      {"microbatches": wl.microbatches}))
+    return cases
+
+
+def _rate(run, min_seconds: float) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds) per call of ``run``, called until ``min_seconds`` of CPU
+    time (at least once), and the calls made."""
+    calls, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
+    while True:
+        run()
+        calls += 1
+        cpu = time.process_time() - cpu0
+        if cpu >= min_seconds:
+            return cpu / calls, (time.perf_counter() - wall0) / calls, calls
+
+
+def bench_iterations(min_seconds: float = 1.0, *, reference: bool = True) -> None:
+    """Print each case's evaluations per second (fast path; with ``reference`` the reference
+    path too, and the ratio); the first, cold evaluation (networks built) is stated apart."""
+    print(f"{'iteration':34s} {'tasks':>7s} {'cold s':>8s} {'ms/eval':>9s} {'eval/s':>8s}"
+          f" {'ref ms/eval':>12s} {'ref eval/s':>10s} {'speed-up':>8s}")
+    for label, platform, fabric, workload, kwargs in iteration_cases():
+        def fast():
+            current().graph_templates.clear()
+            return simulate_iteration(platform, fabric, workload, **kwargs)
+        start = time.perf_counter()
+        result = fast()
+        cold = time.perf_counter() - start
+        cpu, _, _ = _rate(fast, min_seconds)
+        line = f"{label:34s} {result.tasks:7d} {cold:8.3f} {cpu * 1e3:9.2f} {1 / cpu:8.1f}"
+        if reference:
+            ref_cpu, _, _ = _rate(lambda: simulate_iteration(platform, fabric, workload,
+                                                             reference=True, **kwargs), min_seconds)
+            line += f" {ref_cpu * 1e3:12.2f} {1 / ref_cpu:10.2f} {ref_cpu / cpu:7.1f}x"
+        print(line, flush=True)
+
+
+#: The whole commands timed (``make eval`` runs the first with ``--output results``).
+COMMANDS = (("make eval (fred eval --calibration paper)", ["eval", "--calibration", "paper", "--output", "{tmp}"]),
+            ("fred sweep transformer-17b fred-d", ["sweep", "--workload", "transformer-17b", "--fabric", "fred-d"]),
+            ("fred dse transformer-17b default grid --jobs 2",
+             ["dse", "--workload", "transformer-17b", "--jobs", "2", "--no-files"]),
+            ("fred validate", ["validate"]),
+            ("fred --help", ["--help"]))
+
+
+def bench_commands() -> None:
+    """Wall time of each whole command in a fresh process (start-up and imports included)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, argv in COMMANDS:
+            argv = [a.format(tmp=os.path.join(tmp, "results")) for a in argv]
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "fred", *argv], capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            status = "" if done.returncode == 0 else f"  (exit {done.returncode}: {done.stderr.strip()[-200:]})"
+            print(f"command     {label:48s} {wall:8.2f} s wall{status}", flush=True)
