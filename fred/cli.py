@@ -22,7 +22,6 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import sys
 
 __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
@@ -64,25 +63,27 @@ def _load(name):
         raise
 
 
-_HELP_LINE = re.compile(r"^HELP = (.+)$", re.MULTILINE)
-
-
 def _help_text(name: str) -> str | None:
     """The command module's ``HELP``, read from its source without importing it (importing
     every command module -- numpy, pydantic, the model -- made ``fred --help`` take 0.7 s);
-    the module is imported only when its ``HELP`` is not a one-line string literal. None: no
-    such module."""
+    the module is imported only when its ``HELP`` is not a literal string. None: no such
+    module."""
     spec = importlib.util.find_spec(_module_name(name))
     if spec is None:
         return None
     if spec.origin and spec.origin.endswith(".py"):
         with open(spec.origin, encoding="utf-8") as f:
-            match = _HELP_LINE.search(f.read())
-        if match:
-            try:
-                return ast.literal_eval(match.group(1))
-            except (ValueError, SyntaxError):
-                pass
+            tree = ast.parse(f.read(), filename=spec.origin)
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "HELP"):
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    break
+                if isinstance(value, str):
+                    return value
+                break
     return _load(name).HELP
 
 
