@@ -21,7 +21,7 @@ from .link import Link, LinkReceiver, LinkSender
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
 
-__all__ = ["FabricTop", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH", "PROG_REG_WIDTH"]
+__all__ = ["FabricTop", "harness_inputs", "count_cycles", "read_register", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH", "PROG_REG_WIDTH"]
 
 #: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
 ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done", "hash")
@@ -36,6 +36,51 @@ POR_CYCLES = 4
 TAG_WIDTH = 1
 #: Bits of the program port's register address (engines: ``len(ENGINE_REGS)`` registers).
 PROG_REG_WIDTH = 6
+
+
+def harness_inputs(m: Module, top) -> tuple[Signal, ...]:
+    """The harness side every fabric top shares (FabricTop, PacketFabricTop, MeshFabricTop):
+    the ``sync`` domain on ``top.clk`` with its power-on reset, and ``top``'s ``start``,
+    program and read inputs registered once. Returns the registered (start, prog_we,
+    prog_unit, prog_reg, prog_data, rd_unit, rd_reg); each acts one cycle after its input.
+
+    Reset from inside (power-on: the first POR_CYCLES cycles), not a top input: Verilator
+    re-evaluates all logic that depends on a top input at every eval, i.e. at both clock
+    edges, and Amaranth's next-state logic of every register depends on the reset. With
+    ``rst`` a port, that was 47 % of the fred-d run time (perf, 2026-11-23). The program and
+    read ports are registered for the same reason: no logic but these registers depends on a
+    top input."""
+    m.domains.sync = ClockDomain("sync")
+    m.domains.por = ClockDomain("por", reset_less=True)
+    por = Signal(range(POR_CYCLES + 1), init=0)
+    m.d.comb += [ClockSignal("sync").eq(top.clk), ClockSignal("por").eq(top.clk),
+                 ResetSignal("sync").eq(por != POR_CYCLES)]
+    with m.If(por != POR_CYCLES):
+        m.d.por += por.eq(por + 1)
+    start, prog_we = Signal(), Signal()
+    prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
+    rd_unit, rd_reg = Signal(6), Signal(5)
+    m.d.sync += [start.eq(top.start), prog_we.eq(top.prog_we), prog_unit.eq(top.prog_unit),
+                 prog_reg.eq(top.prog_reg), prog_data.eq(top.prog_data),
+                 rd_unit.eq(top.rd_unit), rd_reg.eq(top.rd_reg)]
+    return start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg
+
+
+def count_cycles(m: Module, start, running, all_done, cycles) -> None:
+    """``start`` sets ``running`` and clears ``cycles``; ``cycles`` then counts every cycle
+    of the run until ``all_done``."""
+    with m.If(start):
+        m.d.sync += [running.eq(1), cycles.eq(0)]
+    with m.Elif(running & ~all_done):
+        m.d.sync += cycles.eq(cycles + 1)
+
+
+def read_register(m: Module, rd_reg, rd_data, values) -> None:
+    """The read port inside one unit's case: ``rd_data`` = ``values[rd_reg]`` (combinational)."""
+    with m.Switch(rd_reg):
+        for index, value in enumerate(values):
+            with m.Case(index):
+                m.d.comb += rd_data.eq(value)
 
 
 def _gated(m, source, sink, allow):
@@ -150,25 +195,7 @@ class FabricTop(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        # Reset from inside (power-on: the first POR_CYCLES cycles), not a top input: Verilator
-        # re-evaluates all logic that depends on a top input at every eval, i.e. at both clock
-        # edges, and Amaranth's next-state logic of every register depends on the reset. With
-        # ``rst`` a port, that was 47 % of the fred-d run time (perf, 2026-11-23).
-        m.domains.sync = ClockDomain("sync")
-        m.domains.por = ClockDomain("por", reset_less=True)
-        por = Signal(range(POR_CYCLES + 1), init=0)
-        m.d.comb += [ClockSignal("sync").eq(self.clk), ClockSignal("por").eq(self.clk),
-                     ResetSignal("sync").eq(por != POR_CYCLES)]
-        with m.If(por != POR_CYCLES):
-            m.d.por += por.eq(por + 1)
-        # The program and read ports are registered once before use, so that no logic but these
-        # registers depends on a top input (same reason); ``start`` acts one cycle later.
-        start, prog_we = Signal(), Signal()
-        prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
-        rd_unit, rd_reg = Signal(6), Signal(5)
-        m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
-                     prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
-                     rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
+        start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, shape = self.spec, flit_layout(self.flit)
         k = spec.npus_per_l1
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
@@ -252,18 +279,12 @@ class FabricTop(wiring.Component):
         everyone_done = (sum(e.done for e in engines.values()) == len(engines)) if engines else 1
         m.d.comb += [all_done.eq(running & everyone_done),
                      self.all_done.eq(all_done)]
-        with m.If(start):
-            m.d.sync += [running.eq(1), self.cycles.eq(0)]
-        with m.Elif(running & ~all_done):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
+        count_cycles(m, start, running, all_done, self.cycles)
         # -- read port ----------------------------------------------------------------------
         with m.Switch(rd_unit):
             for rank, engine in engines.items():
                 with m.Case(rank):
-                    with m.Switch(rd_reg):
-                        for index, name in enumerate(ENGINE_READ):
-                            with m.Case(index):
-                                m.d.comb += self.rd_data.eq(getattr(engine, name))
+                    read_register(m, rd_reg, self.rd_data, [getattr(engine, n) for n in ENGINE_READ])
             for s, (sw, seq) in enumerate(zip(switches, sequencers)):
                 if sw is None:
                     continue
@@ -271,13 +292,7 @@ class FabricTop(wiring.Component):
                               loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
                               active_valid=sw.active_valid, busy=sw.busy)
                 with m.Case(spec.npus + s):
-                    with m.Switch(rd_reg):
-                        for index, name in enumerate(SWITCH_READ):
-                            with m.Case(index):
-                                m.d.comb += self.rd_data.eq(values[name])
+                    read_register(m, rd_reg, self.rd_data, [values[n] for n in SWITCH_READ])
             with m.Case(GLOBAL_UNIT):
-                with m.Switch(rd_reg):
-                    for index, value in enumerate((self.cycles, all_done, running)):
-                        with m.Case(index):
-                            m.d.comb += self.rd_data.eq(value)
+                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running])
         return m

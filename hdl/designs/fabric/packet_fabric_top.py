@@ -3,7 +3,7 @@ fabric"; the Verilog top ``fred_packet_fabric``)."""
 
 from __future__ import annotations
 
-from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,7 +18,8 @@ from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
 
 from .depacketizer import Depacketizer
-from .fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, PROG_REG_WIDTH, TAG_WIDTH
+from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, PROG_REG_WIDTH, TAG_WIDTH,
+                         count_cycles, harness_inputs, read_register)
 from .npu_engine import NpuEngine
 from .packet_link import PacketLink
 from .packetizer import Packetizer
@@ -90,20 +91,7 @@ class PacketFabricTop(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        # power-on reset and registered harness ports: as FabricTop (Verilator speed)
-        m.domains.sync = ClockDomain("sync")
-        m.domains.por = ClockDomain("por", reset_less=True)
-        por = Signal(range(POR_CYCLES + 1), init=0)
-        m.d.comb += [ClockSignal("sync").eq(self.clk), ClockSignal("por").eq(self.clk),
-                     ResetSignal("sync").eq(por != POR_CYCLES)]
-        with m.If(por != POR_CYCLES):
-            m.d.por += por.eq(por + 1)
-        start, prog_we = Signal(), Signal()
-        prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
-        rd_unit, rd_reg = Signal(6), Signal(5)
-        m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
-                     prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
-                     rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
+        start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, fmt = self.spec, self.packet
         link_shape = flit_layout(FlitFormat(dtype=spec.dtype, lanes=spec.lanes,
                                             tag_width=fmt.header_width))
@@ -170,10 +158,7 @@ class PacketFabricTop(wiring.Component):
         all_done, running = Signal(), Signal()
         m.d.comb += [all_done.eq(running & (sum(e.done for e, _, _ in npus) == len(npus))),
                      self.all_done.eq(all_done)]
-        with m.If(start):
-            m.d.sync += [running.eq(1), self.cycles.eq(0)]
-        with m.Elif(running & ~all_done):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
+        count_cycles(m, start, running, all_done, self.cycles)
         self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
         return m
 
@@ -184,7 +169,7 @@ class PacketFabricTop(wiring.Component):
                 values = {name: getattr(engine, name) for name in ENGINE_READ}
                 values.update(seq_errors=rx.seq_errors, link_errors=tx.credit_error | rx.overflow)
                 with m.Case(rank):
-                    _read(m, rd_reg, self.rd_data, [values[n] for n in PACKET_ENGINE_READ])
+                    read_register(m, rd_reg, self.rd_data, [values[n] for n in PACKET_ENGINE_READ])
             for s, sw in enumerate(switches):
                 values = dict(selects=sw.selects, preemptions=sw.preemptions, state=sw.state,
                               loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
@@ -192,9 +177,9 @@ class PacketFabricTop(wiring.Component):
                               flags=sw.bad_header | sw.overflow << 1 | sw.credit_error << 2
                               | link_overflow[s] << 3)
                 with m.Case(spec.npus + s):
-                    _read(m, rd_reg, self.rd_data, [values[n] for n in PACKET_SWITCH_READ])
+                    read_register(m, rd_reg, self.rd_data, [values[n] for n in PACKET_SWITCH_READ])
             with m.Case(GLOBAL_UNIT):
-                _read(m, rd_reg, self.rd_data, [self.cycles, all_done, running])
+                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running])
         assert len(GLOBAL_READ) == 3
 
 
@@ -206,9 +191,3 @@ def _join(m, out, out_credit, link, inp, inp_credit):
     for v in range(len(out_credit)):
         m.d.comb += [link.credit_in[v].eq(inp_credit[v]), out_credit[v].eq(link.credit_out[v])]
 
-
-def _read(m, rd_reg, rd_data, values):
-    with m.Switch(rd_reg):
-        for index, value in enumerate(values):
-            with m.Case(index):
-                m.d.comb += rd_data.eq(value)

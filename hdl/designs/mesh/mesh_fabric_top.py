@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -11,8 +11,8 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.mesh import EAST, LOCAL, MESH_VCS, NORTH, PORT_REGS, SOUTH, WEST, MeshFabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS
-from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, POR_CYCLES, PROG_REG_WIDTH,
-                                           TAG_WIDTH)
+from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WIDTH,
+                                           TAG_WIDTH, count_cycles, harness_inputs, read_register)
 from hdl.designs.fabric.npu_engine import NpuEngine
 
 
@@ -71,19 +71,7 @@ class MeshFabricTop(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.domains.sync = ClockDomain("sync")
-        m.domains.por = ClockDomain("por", reset_less=True)
-        por = Signal(range(POR_CYCLES + 1))
-        m.d.comb += [ClockSignal("sync").eq(self.clk), ClockSignal("por").eq(self.clk),
-                     ResetSignal("sync").eq(por != POR_CYCLES)]
-        with m.If(por != POR_CYCLES):
-            m.d.por += por.eq(por + 1)
-        start, prog_we = Signal(), Signal()
-        prog_unit, prog_reg, prog_data = Signal(6), Signal(PROG_REG_WIDTH), Signal(32)
-        rd_unit, rd_reg = Signal(6), Signal(5)
-        m.d.sync += [start.eq(self.start), prog_we.eq(self.prog_we), prog_unit.eq(self.prog_unit),
-                     prog_reg.eq(self.prog_reg), prog_data.eq(self.prog_data),
-                     rd_unit.eq(self.rd_unit), rd_reg.eq(self.rd_reg)]
+        start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec = self.spec
         routers = {}
         errors = []
@@ -147,19 +135,10 @@ class MeshFabricTop(wiring.Component):
                      self.all_done.eq(all_done)]
         with m.If(sum(errors) != 0):
             m.d.sync += protocol_error.eq(1)
-        with m.If(start):
-            m.d.sync += [running.eq(1), self.cycles.eq(0)]
-        with m.Elif(running & ~all_done):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
+        count_cycles(m, start, running, all_done, self.cycles)
         with m.Switch(rd_unit):
             for unit, engine in engines.items():
                 with m.Case(unit):
-                    with m.Switch(rd_reg):
-                        for index, name in enumerate(ENGINE_READ):
-                            with m.Case(index):
-                                m.d.comb += self.rd_data.eq(getattr(engine, name))
+                    read_register(m, rd_reg, self.rd_data, [getattr(engine, n) for n in ENGINE_READ])
             with m.Case(GLOBAL_UNIT):
-                with m.Switch(rd_reg):
-                    for index, value in enumerate((self.cycles, all_done, running, protocol_error)):
-                        with m.Case(index):
-                            m.d.comb += self.rd_data.eq(value)
+                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])
