@@ -20,6 +20,13 @@ assumed to run the same graph) into a :class:`sysmodel.trace.Trace`:
 
 Dependencies are ``data_deps`` and ``ctrl_deps``. A malformed file or node is an error naming
 the file, the node's id and name, and what is wrong.
+
+Traces exported by the system model (:mod:`sysmodel.iteration_export`, docs/chakra_export.md)
+name each collective's group explicitly and carry what the model needs to replay them exactly;
+these attributes are read into the node's fields (:class:`sysmodel.trace.TraceNode`):
+``comm_group`` (int64 list), ``comm_root``, ``comm_priority``, ``comm_tag`` (a receive's
+matching node), ``fred_op``, ``fred_repeat``, ``fred_queue``, ``duration_seconds`` (exact;
+``duration_micros`` is whole microseconds) and ``pg_name`` as the traffic class.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ COLLECTIVES = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
                "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all",
                "BROADCAST": "broadcast", "REDUCE": "reduce"}
 _GROUPS = {"mp": "mp", "tp": "mp", "dp": "dp", "all": "all"}
+#: Traffic classes of a node whose group is explicit (``comm_group``).
+_CLASSES = ("mp", "pp", "dp", "io")
 
 
 def _schema():
@@ -51,7 +60,8 @@ def _attrs(node) -> dict:
     out = {}
     for a in node.attr:
         which = a.WhichOneof("value")
-        out[a.name] = getattr(a, which) if which else None
+        value = getattr(a, which) if which else None
+        out[a.name] = tuple(value) if which and which.endswith("_list") else value
     return out
 
 
@@ -102,12 +112,41 @@ def load_chakra(path: str | Path, *, npus: int | None = None, mp: int = 1,
                  source=f"{path} (Chakra execution trace{', schema ' + version if version else ''})")
 
 
+def _explicit(attrs, where, need) -> dict:
+    """The fields of an exported node (its group named explicitly; module docstring)."""
+    out = {}
+    group = attrs.get("comm_group")
+    if group is not None:
+        if not isinstance(group, tuple) or not all(isinstance(r, int) and r >= 0 for r in group):
+            raise FredError(f"{where}: attribute 'comm_group' must be a list of ranks >= 0")
+        out["group"] = group
+    for key, field in (("comm_root", "root"), ("comm_priority", "priority"), ("comm_tag", "tag")):
+        if key in attrs:
+            out[field] = int(need(key))
+    if "fred_repeat" in attrs:
+        repeat = need("fred_repeat")
+        if not repeat > 0:
+            raise FredError(f"{where}: attribute 'fred_repeat' must be > 0, got {repeat!r}")
+        out["repeat"] = float(repeat)
+    for key, field in (("fred_op", "fred_op"), ("fred_queue", "queue")):
+        if key in attrs:
+            if not isinstance(attrs[key], str) or not attrs[key]:
+                raise FredError(f"{where}: attribute {key!r} must be a non-empty string")
+            out[field] = attrs[key]
+    pg = attrs.get("pg_name")
+    if pg is not None and (group is not None or pg not in _GROUPS):
+        if pg not in _CLASSES:
+            raise FredError(f"{where}: process group {pg!r} is not one of "
+                            f"{', '.join(dict.fromkeys([*_GROUPS, *_CLASSES]))}")
+        out["category"] = pg
+    return out
+
+
 def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
     attrs = _attrs(node)
     kind = names.get(node.type, f"type {node.type}")
     where = f"{path}: node {node.id} ({node.name or 'unnamed'})"
     deps = tuple(dict.fromkeys(list(node.data_deps) + list(node.ctrl_deps)))
-    base = dict(id=int(node.id), name=node.name or f"node{node.id}", deps=deps)
 
     def need(key):
         if key not in attrs or attrs[key] is None:
@@ -117,7 +156,11 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
             raise FredError(f"{where}: attribute {key!r} must be a number >= 0, got {value!r}")
         return value
 
+    base = dict(id=int(node.id), name=node.name or f"node{node.id}", deps=deps,
+                **_explicit(attrs, where, need))
     if kind == "COMP_NODE":
+        if "duration_seconds" in attrs:
+            return TraceNode(kind="compute", duration_s=float(need("duration_seconds")), **base)
         if node.duration_micros:
             return TraceNode(kind="compute", duration_s=node.duration_micros * 1e-6, **base)
         if "num_ops" in attrs:
@@ -132,13 +175,15 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
             raise FredError(f"{where}: collective {cname} is not supported; expected one of "
                             f"{', '.join(COLLECTIVES)}")
         group = attrs.get("pg_name", "all") or "all"
-        if group not in _GROUPS:
+        dim = "all" if "category" in base or "group" in base else _GROUPS.get(group)
+        if dim is None:
             raise FredError(f"{where}: process group {group!r} is not one of {', '.join(_GROUPS)}")
         return TraceNode(kind="comm", op=COLLECTIVES[cname], size=float(need("comm_size")),
-                         dim=_GROUPS[group], **base)
+                         dim=dim, **base)
     if kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
         peer = need("comm_dst" if kind == "COMM_SEND_NODE" else "comm_src")
-        return TraceNode(kind="p2p", size=float(need("comm_size")), peer=int(peer), **base)
+        return TraceNode(kind="p2p" if kind == "COMM_SEND_NODE" else "recv",
+                         size=float(need("comm_size")), peer=int(peer), **base)
     if kind in ("MEM_LOAD_NODE", "MEM_STORE_NODE"):
         return TraceNode(kind="mem-read" if kind == "MEM_LOAD_NODE" else "mem-write",
                          size=float(need("tensor_size")), **base)
