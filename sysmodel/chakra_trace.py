@@ -36,7 +36,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from sysmodel.trace import Trace, TraceNode
 
-__all__ = ["load_chakra", "COLLECTIVES"]
+__all__ = ["load_chakra", "load_chakra_ranks", "COLLECTIVES"]
 
 #: Chakra CollectiveCommType name -> the model's collective.
 COLLECTIVES = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
@@ -61,7 +61,7 @@ def _attrs(node) -> dict:
     for a in node.attr:
         which = a.WhichOneof("value")
         value = getattr(a, which) if which else None
-        out[a.name] = tuple(value) if which and which.endswith("_list") else value
+        out[a.name] = tuple(value.values) if which and which.endswith("_list") else value
     return out
 
 
@@ -112,6 +112,26 @@ def load_chakra(path: str | Path, *, npus: int | None = None, mp: int = 1,
                  source=f"{path} (Chakra execution trace{', schema ' + version if version else ''})")
 
 
+def load_chakra_ranks(path: str | Path, *, mp: int = 1, peak_flops: float | None = None) -> dict:
+    """{rank: Trace} of every ``<prefix>.<rank>.et`` beside ``path`` (one of them); the ranks
+    must be 0..n-1."""
+    path = Path(path)
+    parts = path.name.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[2] != "et":
+        raise FredError(f"{path}: a per-rank trace set is named <prefix>.<rank>.et")
+    files = {}
+    for f in path.parent.glob(f"{parts[0]}.*.et"):
+        rank = f.name[len(parts[0]) + 1:-3]
+        if rank.isdigit():
+            files[int(rank)] = f
+    missing = sorted(set(range(max(files, default=-1) + 1)) - set(files))
+    if missing or not files:
+        raise FredError(f"{path}: the ranks of {parts[0]}.<rank>.et must be 0..n-1; missing "
+                        f"{', '.join(map(str, missing[:8])) or 'all'}")
+    return {r: load_chakra(f, npus=len(files), mp=mp, peak_flops=peak_flops)
+            for r, f in sorted(files.items())}
+
+
 def _explicit(attrs, where, need) -> dict:
     """The fields of an exported node (its group named explicitly; module docstring)."""
     out = {}
@@ -156,6 +176,9 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
             raise FredError(f"{where}: attribute {key!r} must be a number >= 0, got {value!r}")
         return value
 
+    def size(key):   # the exact bytes of an exported node, else the Chakra field
+        return float(need("fred_comm_size" if "fred_comm_size" in attrs else key))
+
     base = dict(id=int(node.id), name=node.name or f"node{node.id}", deps=deps,
                 **_explicit(attrs, where, need))
     if kind == "COMP_NODE":
@@ -178,15 +201,15 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
         dim = "all" if "category" in base or "group" in base else _GROUPS.get(group)
         if dim is None:
             raise FredError(f"{where}: process group {group!r} is not one of {', '.join(_GROUPS)}")
-        return TraceNode(kind="comm", op=COLLECTIVES[cname], size=float(need("comm_size")),
+        return TraceNode(kind="comm", op=base.get("fred_op") or COLLECTIVES[cname], size=size("comm_size"),
                          dim=dim, **base)
     if kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
         peer = need("comm_dst" if kind == "COMM_SEND_NODE" else "comm_src")
         return TraceNode(kind="p2p" if kind == "COMM_SEND_NODE" else "recv",
-                         size=float(need("comm_size")), peer=int(peer), **base)
+                         size=size("comm_size"), peer=int(peer), **base)
     if kind in ("MEM_LOAD_NODE", "MEM_STORE_NODE"):
         return TraceNode(kind="mem-read" if kind == "MEM_LOAD_NODE" else "mem-write",
-                         size=float(need("tensor_size")), **base)
+                         op=base.get("fred_op"), size=size("tensor_size"), **base)
     if kind == "METADATA_NODE":
         return TraceNode(kind="marker", **base)
     raise FredError(f"{where}: unsupported node type {kind}")
