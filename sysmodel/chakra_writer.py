@@ -8,8 +8,8 @@ read (``duration_micros``, ``comm_type``, ``comm_size`` and ``tensor_size`` in w
 ``comm_src`` / ``comm_dst``, ``comm_tag``, ``pg_name``, ``comm_priority``); the exact values and
 what Chakra has no field for are extra attributes: ``duration_seconds`` and ``fred_comm_size``
 (exact floats; a scaled iteration has fractional microseconds and bytes), ``comm_group`` (the
-ranks of the rank's group), ``comm_root``, ``fred_op`` (the model's collective: ``multicast``
-is written as a Chakra BROADCAST from a root outside the receiving group, I/O streams as memory
+ranks of the rank's group), ``comm_root``, ``fred_op`` (the model's collective: a ``multicast``
+is written as a Chakra BROADCAST over its root and the receiving group, I/O streams as memory
 nodes), ``fred_repeat`` (back-to-back repetitions; ``comm_size`` is their total) and
 ``fred_queue`` (the NPU resource running the node).
 """
