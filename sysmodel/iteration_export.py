@@ -135,17 +135,24 @@ class IterationExport:
 
 def export_iteration(platform, fabric: str, workload, strategy=None, *, schedule: str = "1f1b",
                      samples_per_dp: int | None = None, microbatches: int | None = None,
-                     overlap: bool = True, scale: float = 1.0) -> IterationExport:
+                     overlap: bool = True, scale: float = 1.0, network=None) -> IterationExport:
     """One iteration of ``workload`` on ``fabric`` of ``platform``, divided by ``scale``, as
     per-rank node lists (module docstring). The arguments are those of
-    :func:`sysmodel.training.simulate_iteration`."""
+    :func:`sysmodel.training.simulate_iteration`; ``network``: another platform whose fabric
+    times the communication (e.g. an RTL fabric's, :mod:`sysmodel.fabric_model`), while
+    ``platform`` still gives the plan (memory, microbatches) and the compute times; default
+    ``platform`` itself."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1 <= scale <= 1e9:
         raise FredError(f"scale must be a number in [1, 1e9], got {scale!r}")
-    platform.check_fabric(fabric)
+    network = platform if network is None else network
+    network.check_fabric(fabric)
     plan = plan_iteration(platform, workload, strategy, schedule=schedule,
                           samples_per_dp=samples_per_dp, microbatches=microbatches)
-    eng = _RecordingEngine(blocking=not overlap, **link_priority(platform, fabric))
-    comm = _ScaledCommTimer(platform, fabric, plan.strategy, plan.microbatch_samples,
+    if plan.strategy.npus > network.npus:
+        raise FredError(f"strategy {plan.strategy} uses {plan.strategy.npus} NPUs but the network "
+                        f"platform {network.name!r} has {network.npus}")
+    eng = _RecordingEngine(blocking=not overlap, **link_priority(network, fabric))
+    comm = _ScaledCommTimer(network, fabric, plan.strategy, plan.microbatch_samples,
                             recompute_mode=plan.memory.recompute_mode,
                             sequence_parallel=plan.workload.sequence_parallel, scale=float(scale))
     TASK_GRAPHS[plan.workload.mode](eng, plan, _ScaledCompute(compute_timer(plan), scale), comm)

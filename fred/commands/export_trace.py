@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(layers and microbatches are kept; default 1: the model's iteration)")
     parser.add_argument("--no-overlap", action="store_true",
                         help="serialised mode: communication never overlaps compute (docs/sysmodel.md)")
+    parser.add_argument("--network-platform", default=None, metavar="TOML",
+                        help="time the communication on this platform's fabrics instead (e.g. an RTL "
+                             "fabric's, printed by fred fabric-sim --json as model_platform_toml); "
+                             "--platform still gives memory, microbatches and compute times")
     add_platform_arguments(parser)
 
 
@@ -45,14 +49,18 @@ def run(args) -> int:
     from sysmodel.workload_file import get_workload
     output_path(args.output, "--output", folder=True)
     platform = model_platform(args)
+    network = platform
+    if args.network_platform is not None:
+        from sysmodel.platform import load_platform
+        network = load_platform(args.network_platform, characterization=args.characterization)
     workload = get_workload(args.workload)
     strategy = parse_strategy(args.strategy) if args.strategy else None
-    fabrics = args.fabric or list(platform.fabrics)
+    fabrics = args.fabric or list(network.fabrics)
     for fabric in fabrics:
-        platform.check_fabric(fabric)
+        network.check_fabric(fabric)
     exports = {f: export_iteration(platform, f, workload, strategy, schedule=args.schedule,
                                    samples_per_dp=args.samples_per_dp, overlap=not args.no_overlap,
-                                   scale=args.scale) for f in fabrics}
+                                   scale=args.scale, network=network) for f in fabrics}
     first = exports[fabrics[0]]
     paths = write_chakra_ranks(args.output, args.prefix, first.ranks, description=first.description)
     if args.json:
@@ -63,7 +71,10 @@ def run(args) -> int:
                                   "comm_busy": e.comm_busy, "config_load_s": e.config_load_s}
                               for f, e in exports.items()}})
         return 0
-    print(switch_timing_text(platform))
+    print(switch_timing_text(network))
+    if network is not platform:
+        print(f"communication timed on {network.name!r} ({args.network_platform}); compute on "
+              f"{platform.name!r}")
     print()
     cats = list(first.breakdown)
     rows = [[f, f"{e.time_s:.6g}", *(f"{e.breakdown[c]:.4g}" for c in cats)]

@@ -153,3 +153,20 @@ def test_every_paper_workload_round_trips_on_every_fabric(workload, tmp_path):
         paths = write_chakra_ranks(tmp_path / fabric, "it", ex.ranks)
         replayed = replay_ranks(P, fabric, load_chakra_ranks(paths[0]))
         assert replayed.time_s == pytest.approx(model.steady_time_s, rel=1e-9)
+
+
+def test_communication_timed_on_the_rtl_fabric_platform():
+    """``network``: the RTL Fred-D fabric's platform times the collectives (the reference an RTL
+    run of the files would be compared with); the compute times stay the workload platform's,
+    and replaying on the RTL platform gives the exported time."""
+    from hdl.contracts.fabric import fabric_spec
+    from sysmodel.fabric_model import fabric_platform
+    rtl, _ = fabric_platform(fabric_spec("fred-d"))
+    case = dict(workload="resnet-152", strategy=Strategy(mp=1, dp=10, pp=2), samples_per_dp=2)
+    on_rtl, on_paper = _export(case, "fred-d", network=rtl, scale=100), _export(case, "fred-d", scale=100)
+    assert [n.duration_s for n in on_rtl.ranks[0]] == [n.duration_s for n in on_paper.ranks[0]]
+    assert on_rtl.ranks == on_paper.ranks           # the files do not depend on the network
+    assert on_rtl.time_s != on_paper.time_s         # the communication does
+    assert replay_ranks(rtl, "fred-d", _traces(on_rtl.ranks)).time_s == pytest.approx(on_rtl.time_s, rel=1e-9)
+    with pytest.raises(FredError, match="fabric"):
+        _export(case, "mesh", network=rtl)
