@@ -151,6 +151,10 @@ def export_iteration(platform, fabric: str, workload, strategy=None, *, schedule
     if plan.strategy.npus > network.npus:
         raise FredError(f"strategy {plan.strategy} uses {plan.strategy.npus} NPUs but the network "
                         f"platform {network.name!r} has {network.npus}")
+    if (plan.streaming or plan.memory.offload) and network.io_controllers == 0:
+        what = "streams its weights" if plan.streaming else "spills activation checkpoints"
+        raise FredError(f"{workload.name} {what} through the I/O controllers, but platform "
+                        f"{network.name!r} has none")
     eng = _RecordingEngine(blocking=not overlap, **link_priority(network, fabric))
     comm = _ScaledCommTimer(network, fabric, plan.strategy, plan.microbatch_samples,
                             recompute_mode=plan.memory.recompute_mode,

@@ -170,3 +170,6 @@ def test_communication_timed_on_the_rtl_fabric_platform():
     assert replay_ranks(rtl, "fred-d", _traces(on_rtl.ranks)).time_s == pytest.approx(on_rtl.time_s, rel=1e-9)
     with pytest.raises(FredError, match="fabric"):
         _export(case, "mesh", network=rtl)
+    with pytest.raises(FredError, match="gpt-3 streams its weights through the I/O controllers, "
+                                        "but platform 'rtl-fred-d' has none"):
+        _export(GPT3, "fred-d", network=rtl)
