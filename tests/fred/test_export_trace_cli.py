@@ -24,3 +24,17 @@ def test_cli_export_then_replay(tmp_path):
     proc = subprocess.run([*run, "export-trace", "--workload", "gpt-3", "--scale", "0.5", "-o",
                            str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "--scale: expected a finite number in [1, 1e+09]" in proc.stderr
+
+
+def test_replay_of_an_incomplete_or_overridden_rank_set_is_refused(tmp_path):
+    run = [sys.executable, "-m", "fred"]
+    proc = subprocess.run([*run, "export-trace", "--workload", "resnet-152", "--strategy", "MP1-DP10-PP2",
+                           "--samples-per-dp", "2", "--scale", "100", "-o", str(tmp_path), "--prefix", "r"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote 20 files" in proc.stdout and "fred replay" in proc.stdout
+    proc = subprocess.run([*run, "replay", str(tmp_path / "r.0.et"), "--npus", "20"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "--npus: a trace set whose collectives name their groups" in proc.stderr
+    (tmp_path / "r.7.et").unlink()
+    proc = subprocess.run([*run, "replay", str(tmp_path / "r.0.et")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "must be 0..n-1; missing 7" in proc.stderr
