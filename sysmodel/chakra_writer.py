@@ -96,6 +96,13 @@ def write_chakra_ranks(folder, prefix: str, ranks: dict, *, description: str = "
     if not prefix or "/" in prefix or prefix.startswith("."):
         raise FredError(f"trace prefix {prefix!r} must be a plain file-name prefix")
     folder.mkdir(parents=True, exist_ok=True)
+    # a replay reads every <prefix>.<rank>.et of the folder: files of a larger earlier set would
+    # be read with this one
+    stale = sorted(p.name for p in folder.glob(f"{prefix}.*.et")
+                   if p.name[len(prefix) + 1:-3].isdigit() and int(p.name[len(prefix) + 1:-3]) not in ranks)
+    if stale:
+        raise FredError(f"{folder} already holds {', '.join(stale[:4])}{' ...' if len(stale) > 4 else ''} "
+                        f"of another trace set with prefix {prefix!r}; remove them or choose another prefix")
     paths = []
     for rank in sorted(ranks):
         path = folder / f"{prefix}.{rank}.et"

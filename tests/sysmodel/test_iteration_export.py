@@ -133,6 +133,14 @@ def test_files_read_back_with_mlc_chakra_jsonizer(tmp_path):
     assert [int(v) for v in attrs["comm_group"]["int64List"]["values"]] == [3, 4, 5]
 
 
+def test_writing_beside_a_larger_earlier_set_is_refused(tmp_path):
+    (tmp_path / "it.5.et").write_bytes(b"")
+    nodes = [TraceNode(id=0, name="c", kind="compute", duration_s=1e-6)]
+    with pytest.raises(FredError, match=r"already holds it\.5\.et of another trace set with prefix 'it'"):
+        write_chakra_ranks(tmp_path, "it", {0: nodes, 1: nodes})
+    assert len(write_chakra_ranks(tmp_path, "other", {0: nodes})) == 1
+
+
 def test_receive_of_a_missing_node_is_named():
     nodes = {0: [TraceNode(id=0, name="c", kind="compute", duration_s=1e-6, queue="s0.compute")],
              1: [TraceNode(id=7, name="r", kind="recv", peer=0, tag=5),
