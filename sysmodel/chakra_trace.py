@@ -154,10 +154,12 @@ def _explicit(attrs, where, need) -> dict:
                 raise FredError(f"{where}: attribute {key!r} must be a non-empty string")
             out[field] = attrs[key]
     pg = attrs.get("pg_name")
-    if pg is not None and (group is not None or pg not in _GROUPS):
+    # an exported node (its group or queue named) gives its traffic class; any other node's
+    # process group is checked where it is used (a collective's dimension)
+    if pg is not None and (group is not None or "queue" in out):
         if pg not in _CLASSES:
-            raise FredError(f"{where}: process group {pg!r} is not one of "
-                            f"{', '.join(dict.fromkeys([*_GROUPS, *_CLASSES]))}")
+            raise FredError(f"{where}: traffic class (pg_name) {pg!r} is not one of "
+                            f"{', '.join(_CLASSES)}")
         out["category"] = pg
     return out
 
@@ -198,7 +200,7 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
             raise FredError(f"{where}: collective {cname} is not supported; expected one of "
                             f"{', '.join(COLLECTIVES)}")
         group = attrs.get("pg_name", "all") or "all"
-        dim = "all" if "category" in base or "group" in base else _GROUPS.get(group)
+        dim = "all" if "group" in base else _GROUPS.get(group)
         if dim is None:
             raise FredError(f"{where}: process group {group!r} is not one of {', '.join(_GROUPS)}")
         return TraceNode(kind="comm", op=base.get("fred_op") or COLLECTIVES[cname], size=size("comm_size"),

@@ -40,7 +40,9 @@ def _attr(pb, name: str, value):
 
 
 def _comm_attrs(node) -> dict:
-    attrs = {"fred_comm_size": float(node.size), "comm_group": tuple(node.group)}
+    attrs = {"fred_comm_size": float(node.size)}
+    if node.group:
+        attrs["comm_group"] = tuple(node.group)
     if node.root is not None:
         attrs["comm_root"] = node.root
     if node.fred_op:

@@ -181,3 +181,13 @@ def test_communication_timed_on_the_rtl_fabric_platform():
     with pytest.raises(FredError, match="gpt-3 streams its weights through the I/O controllers, "
                                         "but platform 'rtl-fred-d' has none"):
         _export(GPT3, "fred-d", network=rtl)
+
+
+def test_a_foreign_trace_process_group_is_not_taken_for_a_traffic_class(tmp_path):
+    """Only a node that names its group or queue (an exported one) has a traffic class; a
+    collective of another trace with pg_name 'pp' is refused as before, not run on all NPUs."""
+    from sysmodel.chakra_trace import load_chakra
+    node = TraceNode(id=1, name="x", kind="comm", op="all-reduce", size=64.0, category="pp")
+    write_chakra_ranks(tmp_path, "ok", {0: [node]})     # no group, no queue: a plain collective
+    with pytest.raises(FredError, match=r"node 1 \(x\): process group 'pp' is not one of mp, tp, dp, all"):
+        load_chakra(tmp_path / "ok.0.et", npus=4)
