@@ -9,7 +9,7 @@ Variables: the bandwidth per NPU per direction ``B_i`` of every free dimension (
 a ``fred``/``mesh`` dimension's bandwidth is its wafer's; an optical ring's is its bandwidth per
 wavelength). Budget: ``sum_i B_i <= budget`` (``unit="gbps"``) or ``sum_i c_i B_i <= budget``
 (``unit="cost"``, ``c_i`` the dimension kind's cost per GBps per NPU from ``configs/cost.toml``,
-``[network]``). Objectives: ``time`` = sum_k w_k T_k(B) / T_k(B_file) (each workload's iteration
+``[network]``, times the wavelengths of an optical ring). Objectives: ``time`` = sum_k w_k T_k(B) / T_k(B_file) (each workload's iteration
 time relative to the cluster file's own bandwidths, so workloads of very different length
 weigh as asked); ``perf-per-cost`` = maximise 1 / (time x cost per NPU), cost per NPU =
 ``npu_cost`` + sum_i c_i B_i.
@@ -58,7 +58,12 @@ class NetworkCost:
     source: str = ""
 
     def of(self, cluster: Cluster, bandwidths: dict) -> float:
-        return self.npu_cost + sum(self.coefficient(cluster.dimension(n).kind) * b for n, b in bandwidths.items())
+        return self.npu_cost + sum(self.per_gbps_of(cluster.dimension(n)) * b for n, b in bandwidths.items())
+
+    def per_gbps_of(self, dim) -> float:
+        """Cost per GBps of ``dim``'s bandwidth per NPU (an optical ring: one transceiver of
+        that rate per wavelength per node)."""
+        return self.coefficient(dim.kind) * (dim.optical.wavelengths if dim.optical else 1)
 
     def coefficient(self, kind: str) -> float:
         if kind not in self.per_gbps:
@@ -173,7 +178,7 @@ class _Problem:
         self.cluster, self.time_fn, self.names = cluster, time_fn, names
         self.budget, self.unit, self.objective = budget, unit, objective
         self.cost = cost
-        self.coefficients = {n: (cost.coefficient(cluster.dimension(n).kind) if unit == "cost" else 1.0)
+        self.coefficients = {n: (cost.per_gbps_of(cluster.dimension(n)) if unit == "cost" else 1.0)
                              for n in names}
         self.seen: dict = {}
 
@@ -185,7 +190,7 @@ class _Problem:
         key = tuple(round(bandwidths[n], 9) for n in self.names)
         if key not in self.seen:
             t = self.time_fn(bandwidths)
-            c = self.cost.of(self.cluster, bandwidths) if self.objective == "perf-per-cost" else 0.0
+            c = self.cost.of(self.cluster, bandwidths) if self.cost.per_gbps else 0.0
             self.seen[key] = (t * c if self.objective == "perf-per-cost" else t, t, c)
         return self.seen[key]
 

@@ -30,3 +30,4 @@ def test_optimize_json(capsys):
 def test_optimize_errors(capsys, argv, message):
     assert main(["dse", "--optimize", "bandwidth", *argv]) != 0
     assert message in capsys.readouterr().err
+
