@@ -27,7 +27,7 @@ pipeline perfectly, ``T = max_i L_i / B_i`` and ``B_i ~ L_i``. (2) A grid over t
 shares (step ``1/grid``). (3) ``scipy.optimize.minimize`` (Nelder-Mead, bounded) from the best
 of those. The optimum reported is the best point evaluated, so it is never worse than the
 grid's best (the grid's best is printed beside it). Sensitivity: the objective's relative
-change for +1 % of each dimension's bandwidth alone, and for +1 % of the budget (same shares).
+change for +1 % and -1 % of each dimension's bandwidth alone, and of the budget (same shares).
 """
 
 from __future__ import annotations
@@ -249,7 +249,8 @@ def optimize_bandwidth(cluster: Cluster, time_fn, *, budget: float, unit: str = 
     if closed_form_start:
         for split in closed.values():
             problem.evaluate(split)
-    levels = (0.25, 0.5, 1.0) if free_level else (1.0,)
+    # perf-per-cost may spend less than the budget: the grid also tries 1/64 .. 1/2 of it
+    levels = tuple(2.0 ** -k for k in range(6, -1, -1)) if free_level else (1.0,)
     for shares in _simplex_grid(len(names), grid):
         for level in levels:
             problem.evaluate(problem.bandwidths(shares, level))
@@ -273,12 +274,14 @@ def optimize_bandwidth(cluster: Cluster, time_fn, *, budget: float, unit: str = 
 
 
 def _sensitivity(problem: _Problem, best: dict, value: float) -> dict:
-    """Relative change of the objective for +1 % of each dimension's bandwidth alone, and for
-    +1 % of everything (the budget's shadow price)."""
+    """Relative change of the objective for +1 % and -1 % of each dimension's bandwidth alone,
+    and of everything (``budget``: the budget's shadow price), as ``{name: (up, down)}``. The
+    model is piecewise (chunk schedules, maxima), so the two sides can differ."""
     out = {}
-    for n in problem.names:
-        bumped = dict(best, **{n: best[n] * 1.01})
-        out[n] = float(problem.evaluate(bumped)[0] / value - 1.0) if value else 0.0
-    more = {n: b * 1.01 for n, b in best.items()}
-    out["budget"] = float(problem.evaluate(more)[0] / value - 1.0) if value else 0.0
+    for n in list(problem.names) + ["budget"]:
+        sides = []
+        for factor in (1.01, 0.99):
+            moved = {k: b * factor if n in (k, "budget") else b for k, b in best.items()}
+            sides.append(float(problem.evaluate(moved)[0] / value - 1.0) if value else 0.0)
+        out[n] = tuple(sides)
     return out

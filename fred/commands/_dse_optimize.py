@@ -83,6 +83,10 @@ def run_optimize(args) -> int:
     return 0
 
 
+_OBJECTIVE_LABEL = {"time": "objective: relative time",
+                    "perf-per-cost": "objective: relative time x $/NPU (lower = more perf per cost)"}
+
+
 def _print(cluster, opt, times, grid_times, file_bw, file_times, elapsed) -> None:
     names = list(opt.bandwidths)
     rows = [["optimum"] + [f"{opt.bandwidths[n]:.2f}" for n in names] + [f"{opt.objective:.6g}"],
@@ -92,7 +96,7 @@ def _print(cluster, opt, times, grid_times, file_bw, file_times, elapsed) -> Non
              for rule, split in opt.closed_form.items()]
     rows.append(["the file's bandwidths"] + [f"{file_bw[n]:.2f}" for n in names] + [""])
     unit = "GBps/NPU" if opt.budget_unit == "gbps" else "cost/NPU"
-    print(format_table(["split"] + [f"{n} GBps" for n in names] + [f"objective ({opt.objective_name})"], rows,
+    print(format_table(["split"] + [f"{n} GBps" for n in names] + [_OBJECTIVE_LABEL[opt.objective_name]], rows,
                        align="l" + "r" * (len(names) + 1),
                        title=f"{cluster.name}: budget {opt.budget:g} {unit}, {opt.evaluations} model evaluations, {elapsed:.1f} s"))
     print()
@@ -100,6 +104,6 @@ def _print(cluster, opt, times, grid_times, file_bw, file_times, elapsed) -> Non
                        [[w, f"{times[w] * 1e3:.3f}", f"{grid_times[w] * 1e3:.3f}", f"{file_times[w] * 1e3:.3f}"]
                         for w in times], align="lrrr", title="iteration time"))
     print()
-    print(format_table(["+1 % of", "objective change"],
-                       [[k, f"{100 * v:+.3e} %"] for k, v in opt.sensitivity.items()], align="lr",
-                       title="sensitivity at the optimum"))
+    print(format_table(["bandwidth of", "objective change at +1 %", "at -1 %"],
+                       [[k, f"{100 * up:+.3e} %", f"{100 * down:+.3e} %"] for k, (up, down) in opt.sensitivity.items()],
+                       align="lrr", title="sensitivity at the optimum ('budget': every dimension)"))
