@@ -17,7 +17,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("bandwidth optimizer (--optimize bandwidth; --platform a cluster file)")
     group.add_argument("--optimize", choices=("bandwidth",), default=None,
                        help="choose each cluster dimension's bandwidth under --budget instead of sweeping fabric designs")
-    group.add_argument("--budget", type=float, default=None,
+    group.add_argument("--budget", type=RANGES["network_budget"], default=None,
                        help="GBps per NPU over the free dimensions (--budget-unit gbps) or network cost per NPU "
                             "(--budget-unit cost; configs/cost.toml [network])")
     group.add_argument("--budget-unit", choices=BUDGET_UNITS, default="gbps", help="unit of --budget (default gbps)")
@@ -29,7 +29,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
                        help="dimension order of the cross-wafer all-reduce's chunks (default themis)")
     group.add_argument("--chunks", type=RANGES["chunks"], default=DEFAULT_CHUNKS,
                        help=f"chunks of the cross-wafer all-reduce (default {DEFAULT_CHUNKS})")
-    group.add_argument("--grid", type=RANGES["chunks"], default=20,
+    group.add_argument("--grid", type=RANGES["grid"], default=20,
                        help="grid step 1/N of the budget shares printed beside the optimum (default 20)")
 
 
