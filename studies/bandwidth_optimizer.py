@@ -251,11 +251,10 @@ def optimize_bandwidth(cluster: Cluster, time_fn, *, budget: float, unit: str = 
             problem.evaluate(split)
     # perf-per-cost may spend less than the budget: the grid also tries 1/64 .. 1/2 of it
     levels = tuple(2.0 ** -k for k in range(6, -1, -1)) if free_level else (1.0,)
-    for shares in _simplex_grid(len(names), grid):
-        for level in levels:
-            problem.evaluate(problem.bandwidths(shares, level))
-    grid_best, grid_value = problem.best()
-    start_bw, _ = problem.best()
+    grid_points = [problem.bandwidths(shares, level) for shares in _simplex_grid(len(names), grid) for level in levels]
+    grid_best = min(grid_points, key=lambda b: problem.evaluate(b)[0])
+    grid_value = problem.evaluate(grid_best)
+    start_bw, _ = problem.best()          # the best of the grid and the closed forms
     spend = sum(problem.coefficients[n] * b for n, b in start_bw.items())
     x0 = _to_sticks([problem.coefficients[n] * start_bw[n] / spend for n in names])
     if free_level:
@@ -269,7 +268,7 @@ def optimize_bandwidth(cluster: Cluster, time_fn, *, budget: float, unit: str = 
                  options={"maxfev": max_evaluations, "xatol": 1e-5, "fatol": 1e-9})
     best, (value, t, c) = problem.best()
     return Optimum(objective, float(budget), unit, best, float(value), float(t), float(c),
-                   {"bandwidths": grid_best, "objective": float(grid_value[0]), "step": 1 / grid},
+                   {"bandwidths": _plain(grid_best), "objective": float(grid_value[0]), "step": 1 / grid},
                    closed, _sensitivity(problem, best, value), len(problem.seen))
 
 
