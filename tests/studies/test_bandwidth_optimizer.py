@@ -88,3 +88,18 @@ def test_errors():
     wafer_only = load_cluster("cluster-fred-wafers.toml")
     with pytest.raises(FredError, match="no dimension whose bandwidth can be chosen"):
         collective_time_function(Cluster("w", "", 20, wafer_only.dimensions[:1]), S)
+
+
+def test_three_dimensions_beat_the_grid_and_the_closed_forms():
+    # themis-3d.toml: ring 4, fully-connected 16, switch 16; 1 GB all-reduce, 64 chunks, fixed
+    # order: the chunks pipeline, so the optimum sits near B_i ~ L_i (within 1 % here)
+    cluster = load_cluster("themis-3d.toml")
+    f = collective_time_function(cluster, 1e9, schedule="fixed", chunks=64)
+    opt = optimize_bandwidth(cluster, f, budget=300.0)
+    assert opt.objective <= opt.grid_best["objective"]
+    for split in opt.closed_form.values():
+        assert opt.objective <= f(split)
+    for name, b in opt.closed_form["pipelined"].items():
+        assert opt.bandwidths[name] == pytest.approx(b, rel=0.02, abs=0.5)
+    with pytest.raises(FredError, match="is a fred wafer: its bandwidth is its wafer platform"):
+        with_bandwidths(load_cluster("cluster-fred-wafers.toml"), {"wafer": 10.0})
