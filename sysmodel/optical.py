@@ -102,7 +102,7 @@ def wrht_wavelengths(group: int) -> int:
     ``ceil((group-1)/2)``, each sender there crossing the fiber entering the root."""
     if group < 2:
         raise FredError(f"a WRHT group has at least 2 members, got {group}")
-    return (group - 1 + 1) // 2
+    return group // 2                          # = ceil((group - 1) / 2)
 
 
 def wrht_levels(nodes: int, group: int) -> int:
@@ -121,8 +121,9 @@ def wrht_group_size(nodes: int, wavelengths: int) -> int:
         return 1
     largest = min(2 * wavelengths + 1, nodes)
     levels = wrht_levels(nodes, largest)
+    # one below the float root (which may round up past the exact integer), then step up
     m = max(2, math.ceil(nodes ** (1.0 / levels)) - 1)
-    while wrht_levels(nodes, m) > levels:      # float roots: step up to the exact integer
+    while wrht_levels(nodes, m) > levels:
         m += 1
     return m
 
@@ -132,7 +133,7 @@ def wrht_hops_per_level(nodes: int, group: int) -> list[int]:
     hops, spacing, remaining = [], 1, nodes
     while remaining > 1:
         members = min(group, remaining)           # the level's largest group
-        hops.append(((members - 1 + 1) // 2) * spacing)
+        hops.append((members // 2) * spacing)    # ceil((members - 1) / 2) groups apart
         remaining = math.ceil(remaining / group)
         spacing *= group
     return hops
