@@ -143,6 +143,10 @@ RANGES = {
     "flit_list": ints_in(1, 1_000_000),
     "rank": int_in(0, 10_000_000),          # an NPU of a cluster platform (10 000s of NPUs)
     "chunks": int_in(1, 4096),
+    # fred dse --optimize bandwidth: GBps or $ per NPU; grid steps of the budget shares (a
+    # 3-dimension grid of 1000 steps is ~500 000 model points: the bound keeps it finite)
+    "network_budget": float_in(0, 1e9, open_lo=True),
+    "grid": int_in(2, 1000),
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),
