@@ -123,8 +123,12 @@ class FabricTop(wiring.Component):
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None,
-                 partition: FabricPartition | None = None, part: int | None = None):
+                 partition: FabricPartition | None = None, part: int | None = None,
+                 npu=None):
         self.spec = spec
+        # the component at each NPU port: ``npu(flit, buffer=...)`` with the NpuEngine's members
+        # and its read registers in ``read_names`` (default: the NpuEngine itself)
+        self.npu = NpuEngine if npu is None else npu
         self.phases = default_phases() if phases is None else phases
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
@@ -239,7 +243,7 @@ class FabricTop(wiring.Component):
         for rank in range(spec.npus):
             if switches[rank // k] is None:
                 continue
-            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
+            engine = m.submodules[f"npu_{rank}"] = self.npu(self.flit, buffer=NPU_BUFFER)
             engines[rank] = engine
             m.d.comb += [engine.start.eq(start),
                          engine.we.eq(prog_we & (prog_unit == rank)),
@@ -284,7 +288,8 @@ class FabricTop(wiring.Component):
         with m.Switch(rd_unit):
             for rank, engine in engines.items():
                 with m.Case(rank):
-                    read_register(m, rd_reg, self.rd_data, [getattr(engine, n) for n in ENGINE_READ])
+                    read_register(m, rd_reg, self.rd_data,
+                                  [getattr(engine, n) for n in getattr(engine, "read_names", ENGINE_READ)])
             for s, (sw, seq) in enumerate(zip(switches, sequencers)):
                 if sw is None:
                     continue

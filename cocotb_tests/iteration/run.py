@@ -1,0 +1,134 @@
+"""``run_iteration``: the NPUs' iteration traces run on the circuit FRED fabric RTL under Verilator
+(docs/fabric_iteration.md).
+
+Steps: the fabric's Verilog with a :class:`hdl.designs.iteration.TraceNpu` at every NPU port
+(memoised per hardware and node-memory depth), built once per distinct Verilog (cached by
+content hash, only the top's ports public: ``eda.fabric.build``; no profile-guided build), the
+bench ``cocotb_tests.iteration.bench_iteration`` loading the switch configurations and
+programs of the collective's request (``cocotb_tests.fabric.run.load_sequence``) and every
+NPU's trace (:func:`hdl.contracts.trace_program.trace_writes`), starting once and reading the
+counters; the engines' counters are judged as a fabric run's are (every flit arrived once, in
+order, bit-exact).
+
+Timed window (``IterationRun.cycles``): the fabric's cycle counter, from the cycle after
+``start`` to the cycle every NPU's trace is done; the node times count from the same cycle.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricSpec
+from hdl.contracts.trace_program import NpuTrace, trace_writes
+from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
+                                     default_cflags, load_sequence)
+
+__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth"]
+
+_VERILOG: dict = {}
+
+
+@dataclass
+class IterationRun:
+    """What one RTL run of an iteration measured: ``cycles`` (the timed window), per rank the
+    ``node_times`` ([start, end] cycles per node, file order), ``errors`` (empty: every flit
+    of the collective arrived once, in order, bit-exact, and every trace finished), the
+    engines' ``flits_sent`` / ``flits_received``, ``build_s``, ``sim_s`` (wall-clock of the
+    timed window), ``cycles_per_s``, ``depth`` (node memory per NPU), ``build_dir``."""
+
+    fabric: str
+    cycles: int
+    node_times: dict
+    errors: list
+    flits_sent: int
+    flits_received: int
+    build_s: float
+    sim_s: float
+    cycles_per_s: float
+    depth: int
+    build_dir: str = ""
+    request: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def node_depth(traces: dict) -> int:
+    """Node memory per NPU: the longest trace rounded up to a power of two (at least 16), so
+    that traces of similar length share a build."""
+    longest = max((len(t.words) for t in traces.values()), default=1)
+    return max(16, 1 << (longest - 1).bit_length())
+
+
+def iteration_verilog(spec: FabricSpec, depth: int) -> str:
+    """Verilog of the fabric of ``spec`` with trace NPUs of ``depth`` nodes (memoised)."""
+    key = (depth,) + _hardware_key(spec)
+    if key not in _VERILOG:
+        from hdl.designs.iteration import iteration_fabric_top
+        from hdl.emit.verilog import to_verilog
+        _VERILOG[key] = to_verilog(iteration_fabric_top(spec, depth=depth), name=TOP)
+    return _VERILOG[key]
+
+
+def iteration_load(spec: FabricSpec, program, traces: dict, depth: int) -> dict:
+    """The load sequence: the request's (configurations, sequencer and engine programs; an
+    NPU outside the request gets an empty engine program), then every NPU's trace."""
+    load = load_sequence(spec, program) if program is not None else {"config": [], "writes": []}
+    for rank in range(spec.npus):
+        trace = traces.get(rank)
+        if trace is not None:
+            load["writes"] += [[rank, reg, value] for reg, value in trace_writes(trace, depth)]
+    return load
+
+
+def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, watchdog_cycles: int,
+                  cflags: str | None = None, build_dir=None) -> IterationRun:
+    """Run every rank's trace (``traces``; a rank without one finishes at once) on the circuit
+    fabric of ``spec``, the switches and engines loaded with ``program`` (the
+    :class:`hdl.compiler.fabric_program.FabricProgram` of the traces' collective, or None);
+    ``watchdog_cycles``: the run's budget (a stalled run raises, naming what did not finish);
+    ``cflags``: the C++ optimisation (default: ``default_cflags(spec, pgo=False)``)."""
+    from cocotb_tests.runner import run_bench
+    from eda.fabric.build import build_top_public_only
+    from hdl.designs.iteration import TraceNpu
+    depth = node_depth(traces)
+    start = time.perf_counter()
+    verilog = iteration_verilog(spec, depth)
+    built = build_top_public_only(verilog, TOP, PORTS, cflags=cflags or default_cflags(spec, pgo=False),
+                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    build_s = time.perf_counter() - start
+    names = list(TraceNpu.read_names)
+    params = {"npus": spec.npus, "switch_count": len(spec.switch_ports),
+              **iteration_load(spec, program, traces, depth), "watchdog_cycles": watchdog_cycles,
+              "poll": int(min(20_000, max(256, watchdog_cycles // 64))),
+              "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
+              "engine_read": names}
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}")
+    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
+                       bench_params=params, run_name=name, prebuilt=built)
+    metrics = result.metrics
+    after = metrics["after"]
+    errors = _load_errors(program, metrics["before"]) if program is not None else []
+    stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
+             for r, e in enumerate(after["engines"]) if r in traces and not e["done"]]
+    if program is not None:
+        engine_errors, _, _ = _engine_errors(spec, program, after["engines"])
+        errors += engine_errors
+    if metrics["stalled"] or stuck:
+        raise FredError(f"fabric {spec.name}: the iteration stalled (watchdog after "
+                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
+                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    cycles = after["global"]["cycles"]
+    sim_s = metrics["sim_s"]
+    return IterationRun(
+        fabric=spec.name, cycles=cycles,
+        node_times={r: metrics["node_times"][r] for r in sorted(traces)}, errors=errors,
+        flits_sent=sum(e["sent"] for e in after["engines"]),
+        flits_received=sum(e["received"] for e in after["engines"]),
+        build_s=round(build_s, 3), sim_s=round(sim_s, 4),
+        cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=depth,
+        build_dir=str(built))

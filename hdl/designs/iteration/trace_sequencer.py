@@ -1,0 +1,100 @@
+"""``TraceSequencer``: runs one NPU's serialised iteration trace (docs/fabric_iteration.md)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal, unsigned
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import Component, In, Out
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, TRACE_NODES, TRACE_READ_ADDR,
+                                         TRACE_TABLE_ADDR, TRACE_TABLE_DATA)
+
+__all__ = ["TraceSequencer"]
+
+
+class TraceSequencer(Component):
+    """Walks a node memory of ``depth`` words (:mod:`hdl.contracts.trace_program`) one node at a
+    time, in order, and records each node's start and end cycle.
+
+    Members: ``start`` (In, pulse: cycle counter and node index clear, node 0 starts in the next
+    cycle), ``we``/``waddr``/``wdata`` (In: the program port; registers
+    ``TRACE_TABLE_ADDR``, ``TRACE_TABLE_DATA``, ``TRACE_NODES``, ``TRACE_READ_ADDR``; other
+    addresses are ignored), ``engine_start`` (Out, one-cycle pulse to the NPU engine),
+    ``engine_done`` (In, the engine's ``done``), ``done`` (Out: every node finished, or no
+    nodes), ``nodes_done``, ``node_start``/``node_end`` (Out: the cycles of node
+    ``TRACE_READ_ADDR``, combinational from the time memories).
+
+    Cycles count from 0 in the cycle after ``start``. A compute node of ``d`` cycles that starts
+    in cycle ``t`` ends at ``t + max(d, 1)``, when the next node starts: no cycle is lost between
+    nodes. A collective node pulses ``engine_start`` in its first cycle (the engine clears its
+    counters and runs from the next), then waits until ``engine_done``; its end is the cycle
+    after the one in which ``done`` is seen. The engine's ``done`` is low before its first
+    start, so the first collective cannot see a stale one; the contract allows one collective
+    per run (a second would restart the same program).
+    """
+
+    def __init__(self, *, depth: int):
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1 << 16:
+            raise FredError(f"trace sequencer depth must be an integer in 1..65536 nodes, got {depth!r}")
+        self.depth = depth
+        super().__init__({
+            "start": In(1),
+            "we": In(1), "waddr": In(6), "wdata": In(32),
+            "engine_start": Out(1), "engine_done": In(1),
+            "done": Out(1), "nodes_done": Out(32), "node_start": Out(32), "node_end": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        depth = self.depth
+        table = m.submodules.table = Memory(shape=unsigned(32), depth=depth, init=[])
+        starts = m.submodules.starts = Memory(shape=unsigned(32), depth=depth, init=[])
+        ends = m.submodules.ends = Memory(shape=unsigned(32), depth=depth, init=[])
+        load = table.write_port()
+        node = table.read_port(domain="comb")
+        write_start, write_end = starts.write_port(), ends.write_port()
+        read_start, read_end = starts.read_port(domain="comb"), ends.read_port(domain="comb")
+
+        fill, nodes, read_addr = Signal(range(depth + 1)), Signal(range(depth + 1)), Signal(range(depth))
+        with m.If(self.we):
+            with m.Switch(self.waddr):
+                with m.Case(TRACE_TABLE_ADDR):
+                    m.d.sync += fill.eq(self.wdata)
+                with m.Case(TRACE_TABLE_DATA):
+                    m.d.sync += fill.eq(fill + 1)
+                with m.Case(TRACE_NODES):
+                    m.d.sync += nodes.eq(self.wdata)
+                with m.Case(TRACE_READ_ADDR):
+                    m.d.sync += read_addr.eq(self.wdata)
+        m.d.comb += [load.addr.eq(fill), load.data.eq(self.wdata),
+                     load.en.eq(self.we & (self.waddr == TRACE_TABLE_DATA)),
+                     read_start.addr.eq(read_addr), read_end.addr.eq(read_addr),
+                     self.node_start.eq(read_start.data), self.node_end.eq(read_end.data)]
+
+        pc = Signal(range(depth + 1))
+        now, begin, count = Signal(32), Signal(32), Signal(32)
+        running = Signal()
+        word = node.data
+        collective = (word & COLLECTIVE_BIT) != 0
+        delay = word & DELAY_MASK
+        # a compute node's last cycle (a 0-cycle node still takes one), or the engine seen done
+        finish = Signal()
+        m.d.comb += [node.addr.eq(pc),
+                     finish.eq(running & (collective & (count != 0) & self.engine_done
+                                          | ~collective & (count + 1 >= delay))),
+                     self.engine_start.eq(running & collective & (count == 0)),
+                     self.done.eq(~running & (pc == nodes)),
+                     self.nodes_done.eq(pc),
+                     write_start.addr.eq(pc), write_start.data.eq(begin), write_start.en.eq(finish),
+                     write_end.addr.eq(pc), write_end.data.eq(now + 1), write_end.en.eq(finish)]
+        with m.If(self.start):
+            m.d.sync += [pc.eq(0), now.eq(0), begin.eq(0), count.eq(0), running.eq(nodes != 0)]
+        with m.Elif(running):
+            m.d.sync += now.eq(now + 1)
+            with m.If(finish):
+                m.d.sync += [pc.eq(pc + 1), begin.eq(now + 1), count.eq(0),
+                             running.eq(pc + 1 != nodes)]
+            with m.Else():
+                m.d.sync += count.eq(count + 1)
+        return m

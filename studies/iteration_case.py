@@ -1,0 +1,149 @@
+"""One training iteration on the circuit FRED fabric RTL and on the system model of the same fabric
+(docs/fabric_iteration.md; ``fred fabric-iteration``).
+
+Model side: the model's iteration of the workload, serialised (``overlap=False``), divided by
+``scale``, with its communication timed on the RTL fabric's own platform
+(:func:`sysmodel.fabric_model.fabric_platform`) and its compute from the workload platform
+(:func:`sysmodel.iteration_export.export_iteration` with ``network=``), in cycles of that
+platform's clock. RTL side: the same export's per-rank node lists, unchanged, as the NPUs'
+traces (:func:`hdl.contracts.trace_program.npu_trace`), the collective's request compiled by
+the fabric program compiler with the algorithm the model chooses for it
+(:func:`sysmodel.fabric_model.model_cycles`), run by ``cocotb_tests.iteration.run``. The
+studies layer is the first that sees both sides.
+
+Figures per side: the iteration (the model's makespan; the RTL's cycle counter), compute
+(the sum of the representative rank's compute nodes), communication per traffic class (busy:
+the collective nodes' time; exposed: the part during which the rank does not compute -- in a
+serialised iteration all of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricSpec, fabric_spec
+
+__all__ = ["IterationCase", "build_iteration_case", "run_iteration_case"]
+
+
+@dataclass
+class IterationCase:
+    """The model's side (``model``: cycles of the iteration, of compute, per class busy and
+    exposed), the RTL's inputs (``traces`` per rank, ``request``, ``program``) and, once run,
+    ``rtl`` (an ``IterationRun``) and its figures (``rtl_figures``, the model's keys)."""
+
+    spec: FabricSpec
+    description: str
+    scale: float
+    model: dict
+    traces: dict
+    request: object
+    program: object
+    collective_model: dict = field(default_factory=dict)
+    rtl: object | None = None
+    rtl_figures: dict = field(default_factory=dict)
+
+    def ratios(self) -> dict:
+        """RTL / model of the iteration and of each class's communication (busy)."""
+        if self.rtl is None:
+            return {}
+        out = {"iteration": self.rtl_figures["iteration_cycles"] / self.model["iteration_cycles"]}
+        for cls, cycles in self.model["comm_busy_cycles"].items():
+            if cycles:
+                out[f"comm_{cls}"] = self.rtl_figures["comm_busy_cycles"].get(cls, 0) / cycles
+        return out
+
+    def to_dict(self) -> dict:
+        out = {"fabric": self.spec.to_dict(), "description": self.description, "scale": self.scale,
+               "model": self.model, "collective": self.collective_model,
+               "request": self.request.to_dict() if self.request is not None else None,
+               "nodes_per_rank": {r: len(t.words) for r, t in self.traces.items()}}
+        if self.rtl is not None:
+            rtl = self.rtl.to_dict()
+            rtl.pop("node_times")
+            out.update(rtl=rtl, rtl_figures=self.rtl_figures, ratio_rtl_over_model=self.ratios())
+        return out
+
+
+def _refuse_overlap(overlap: bool) -> None:
+    if overlap:
+        raise FredError("the circuit FRED fabric runs the serialised iteration only (--no-overlap): "
+                        "its switches hold one configuration at a time, and overlapping collectives "
+                        "(or collectives under compute) would need the run-time overlap compiled "
+                        "into the configurations (docs/fabric_iteration.md)")
+
+
+def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samples_per_dp=None,
+                         scale: float = 1000.0, overlap: bool = False, characterization=None,
+                         **spec_overrides) -> IterationCase:
+    """Validate and compute the model's side and the RTL's inputs; nothing is built. Refuses,
+    by name, what the circuit fabric cannot run: overlap, pipeline stages, weight streaming,
+    several collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
+    from hdl.compiler.fabric_program import fabric_program
+    from hdl.contracts.trace_program import collective_request, npu_trace
+    from sysmodel.fabric_model import fabric_platform, model_cycles
+    from sysmodel.iteration_export import export_iteration
+    _refuse_overlap(overlap)
+    spec = fabric_spec(fabric, **spec_overrides)
+    network, text = fabric_platform(spec, characterization=characterization)
+    timing = network.switch_at("l1")
+    export = export_iteration(platform, spec.name, workload, strategy, samples_per_dp=samples_per_dp,
+                              overlap=False, scale=scale, network=network)
+    if "PP1" not in export.strategy.split("-"):
+        raise FredError(f"strategy {export.strategy} has pipeline stages; the circuit fabric's trace "
+                        f"run takes one stage (PP1)")
+    traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}
+    request = collective_request(export.ranks, traces, flit_bytes=timing.flit_bytes)
+    program, collective = None, {}
+    if request is not None:
+        estimate = model_cycles(spec, request, platform=(network, text))
+        program = fabric_program(spec, request, algorithm=estimate.algorithm)
+        collective = {"label": request.label, "size_flits": request.size_flits,
+                      "algorithm": estimate.algorithm, "model_cycles": estimate.cycles}
+    cycle = timing.cycle_s
+    model = {"iteration_cycles": export.time_s / cycle,
+             "compute_cycles": export.breakdown["compute"] / cycle,
+             "comm_busy_cycles": {c: t / cycle for c, t in export.comm_busy.items() if t},
+             "comm_exposed_cycles": {c: export.breakdown[c] / cycle for c in export.comm_busy
+                                     if export.breakdown.get(c)},
+             "tasks": export.tasks, "clock_mhz": timing.clock_mhz, "flit_bytes": timing.flit_bytes}
+    return IterationCase(spec, export.description, scale, model, traces, request, program, collective)
+
+
+def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:
+    """The RTL's figures from the nodes' start/end cycles: compute and per-class busy of the
+    lowest rank (every rank of a one-stage iteration runs the same nodes), the spread of the
+    collective's end over the ranks, and the iteration (the fabric's counter)."""
+    rank = min(node_times)
+    trace = case.traces[rank]
+    compute, busy = 0, {}
+    for (start, end), category in zip(node_times[rank], trace.categories):
+        if category == "compute":
+            compute += end - start
+        else:
+            busy[category] = busy.get(category, 0) + end - start
+    ends = [t[-1][1] for t in node_times.values() if t]
+    # serialised: the rank computes nothing while a collective runs, so all of it is exposed
+    return {"iteration_cycles": cycles, "compute_cycles": compute, "comm_busy_cycles": busy,
+            "comm_exposed_cycles": dict(busy), "last_node_end_min": min(ends, default=0),
+            "last_node_end_max": max(ends, default=0), "representative_rank": rank}
+
+
+def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
+                       watchdog_cycles: int | None = None) -> IterationCase:
+    """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`."""
+    try:
+        from cocotb_tests.iteration.run import run_iteration
+    except ModuleNotFoundError as exc:
+        raise FredError(f"the fabric RTL harness (cocotb_tests.iteration) is not available: {exc}") from None
+    if watchdog_cycles is None:
+        watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
+    run = run_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
+                        cflags=cflags, build_dir=build_dir)
+    if run.errors:
+        raise FredError(f"{case.spec.name} iteration: the RTL delivered wrong data "
+                        f"({len(run.errors)} error(s)): {'; '.join(run.errors[:5])}")
+    case.rtl = run
+    case.rtl_figures = rtl_figures(case, run.node_times, run.cycles)
+    return case
