@@ -36,6 +36,7 @@ class TraceSequencer(Component):
 
     def __init__(self, *, depth: int):
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1 << 16:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"trace sequencer depth must be an integer in 1..65536 nodes, got {depth!r}")
         self.depth = depth
         super().__init__({

@@ -1,0 +1,40 @@
+"""``fred fabric-iteration`` (docs/fabric_iteration.md): the model's side and the RTL's inputs
+(--model-only, no Verilator), and the refusals of what the circuit fabric cannot run. The RTL
+runs are in tests/studies/test_iteration_case.py."""
+
+import json
+import subprocess
+import sys
+
+
+def _fred(*args):
+    return subprocess.run([sys.executable, "-m", "fred", "fabric-iteration", *args],
+                          capture_output=True, text=True)
+
+
+def test_model_only_gives_the_serialised_iteration_and_the_collective_it_would_run():
+    proc = _fred("--fabric", "fred-b", "--workload", "resnet-152", "--strategy", "MP1-DP20-PP1",
+                 "--no-overlap", "--model-only", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    model = out["model"]
+    # serialised: the iteration is compute plus the one DP all-reduce, all of it exposed
+    assert model["iteration_cycles"] == model["compute_cycles"] + model["comm_busy_cycles"]["dp"]
+    assert out["collective"]["size_flits"] == 236          # ceil(120,385.6 B / 512 B)
+    assert out["request"]["collectives"][0]["members"] == list(range(20))
+    assert set(out["nodes_per_rank"].values()) == {106} and "rtl" not in out
+
+
+def test_what_the_circuit_fabric_cannot_run_is_refused_by_name():
+    proc = _fred("--fabric", "fred-b", "--workload", "resnet-152", "--model-only")
+    assert proc.returncode == 1 and "runs the serialised iteration only (--no-overlap)" in proc.stderr
+    proc = _fred("--fabric", "fred-d", "--workload", "resnet-152", "--strategy", "MP1-DP10-PP2",
+                 "--no-overlap", "--model-only")
+    assert proc.returncode == 1 and "has pipeline stages" in proc.stderr
+    proc = _fred("--fabric", "fred-d", "--workload", "gpt-3", "--no-overlap", "--model-only")
+    assert proc.returncode == 1 and "streams its weights through the I/O controllers" in proc.stderr
+    # serialised, the model still runs the last MP all-reduce and the DP all-reduce at once
+    proc = _fred("--fabric", "fred-d", "--workload", "resnet-152", "--strategy", "MP2-DP10-PP1",
+                 "--no-overlap", "--model-only")
+    assert proc.returncode == 1 and "(dp s0 fc..stem) does not wait for node" in proc.stderr
+    assert "the two may overlap" in proc.stderr

@@ -1,0 +1,70 @@
+"""The iteration trace as the circuit fabric's trace sequencer runs it (hdl/contracts/trace_program.py):
+node words, rounding, what is refused, the collective's request. Pure Python."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.trace_program import (COLLECTIVE_BIT, TRACE_NODES, TRACE_TABLE_ADDR, TRACE_TABLE_DATA,
+                                         collective_request, npu_trace, trace_writes)
+from sysmodel.trace import TraceNode
+
+NS = 1e-9
+
+
+def _chain(rank_group=(0, 1, 2, 3), size=2048.0, op="all-reduce"):
+    return [TraceNode(0, "f", "compute", duration_s=10.4 * NS, queue="c"),
+            TraceNode(1, "g", "compute", duration_s=10.4 * NS, deps=(0,), queue="c"),
+            TraceNode(2, "b", "compute", duration_s=0.3 * NS, queue="c"),      # queue order only
+            TraceNode(3, "dp", "comm", op=op, fred_op=op, size=size, deps=(2,), group=rank_group,
+                      category="dp", queue="dp"),
+            TraceNode(4, "opt", "compute", duration_s=5.0 * NS, deps=(3,), queue="c")]
+
+
+def test_words_round_on_the_running_sum_and_mark_the_collective():
+    trace = npu_trace(0, _chain(), cycle_s=NS)
+    # ends at 10.4 -> 10, 20.8 -> 21, 21.1 -> 21 (0 cycles: the sequencer still takes 1), 26.1 -> 26
+    assert trace.words == (10, 11, 0, COLLECTIVE_BIT, 5)
+    assert trace.collective == 3 and trace.categories == ("compute",) * 3 + ("dp", "compute")
+    assert trace.compute_cycles == 10 + 11 + 1 + 5
+    assert trace_writes(trace, 8) == [(TRACE_TABLE_ADDR, 0), *[(TRACE_TABLE_DATA, w) for w in trace.words],
+                                      (TRACE_NODES, 5)]
+    with pytest.raises(FredError, match="5 nodes do not fit the sequencer's node memory of 4"):
+        trace_writes(trace, 4)
+
+
+def test_overlap_pipeline_receives_and_second_collectives_are_refused():
+    nodes = _chain()
+    # the optimizer on its own queue without a dependency may run under the all-reduce
+    overlapping = nodes[:4] + [TraceNode(4, "opt", "compute", duration_s=NS, queue="other")]
+    with pytest.raises(FredError, match="node 4 .opt. does not wait for node 3 .dp.: the two may overlap"):
+        npu_trace(0, overlapping, cycle_s=NS)
+    with pytest.raises(FredError, match="a pipeline stage's receive"):
+        npu_trace(0, nodes[:1] + [TraceNode(1, "r", "recv", peer=1, deps=(0,))], cycle_s=NS)
+    twice = nodes + [TraceNode(5, "dp2", "comm", op="all-reduce", size=1.0, deps=(4,), group=(0, 1))]
+    with pytest.raises(FredError, match="rank 0 has 2 collective nodes"):
+        npu_trace(0, twice, cycle_s=NS)
+    with pytest.raises(FredError, match="repeats its collective 2 times"):
+        npu_trace(0, [TraceNode(0, "mp", "comm", op="all-reduce", size=1.0, repeat=2.0, group=(0, 1))],
+                  cycle_s=NS)
+    with pytest.raises(FredError, match="is a all-to-all; the fabric's engines run"):
+        npu_trace(0, [TraceNode(0, "a2a", "comm", op="all-to-all", size=1.0, group=(0, 1))], cycle_s=NS)
+    with pytest.raises(FredError, match="depends on node 7, which is not before it"):
+        npu_trace(0, [TraceNode(0, "x", "compute", duration_s=NS, deps=(7,))], cycle_s=NS)
+
+
+def test_collective_request_unites_the_ranks_groups_in_whole_flits():
+    ranks = {r: _chain(rank_group=(0, 1) if r < 2 else (2, 3), size=1025.0) for r in range(4)}
+    traces = {r: npu_trace(r, nodes, cycle_s=NS) for r, nodes in ranks.items()}
+    request = collective_request(ranks, traces, flit_bytes=512)
+    assert request.op == "all-reduce" and request.size_flits == 3          # ceil(1025 / 512)
+    assert [c.members for c in request.collectives] == [(0, 1), (2, 3)]
+    assert all(c.root is None for c in request.collectives)
+    bad = dict(ranks)
+    bad[3] = _chain(rank_group=(1, 3), size=1025.0)
+    traces[3] = npu_trace(3, bad[3], cycle_s=NS)
+    with pytest.raises(FredError, match="groups overlap"):
+        collective_request(bad, traces, flit_bytes=512)
+    assert collective_request({0: _chain()[:3]}, {0: npu_trace(0, _chain()[:3], cycle_s=NS)},
+                              flit_bytes=512) is None
