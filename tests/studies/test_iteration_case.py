@@ -1,0 +1,72 @@
+"""An iteration trace run by the NPUs of the circuit FRED fabric RTL under Verilator
+(docs/fabric_iteration.md): hand-made traces on a small fabric in the default suite (mechanism:
+node timing, the collective waiting for its slowest member, every flit checked), and resnet-152
+MP1-DP20-PP1 on the paper-sized fabrics against the model in the ``full`` tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
+from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace
+
+SMALL = dict(npus=4, npus_per_l1=2)
+
+
+def _trace(rank, words):
+    return NpuTrace(rank=rank, words=tuple(words), node_ids=tuple(range(len(words))),
+                    names=tuple(f"n{i}" for i in range(len(words))),
+                    categories=tuple("dp" if w & COLLECTIVE_BIT else "compute" for w in words),
+                    collective=next((i for i, w in enumerate(words) if w & COLLECTIVE_BIT), None))
+
+
+def test_small_fabric_runs_traces_the_collective_waits_for_its_slowest_member():
+    from cocotb_tests.iteration.run import run_iteration
+    from hdl.compiler.fabric_program import fabric_program
+    spec = fabric_spec("fred-b", **SMALL)
+    flits = 8
+    request = FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 1, 2, 3)),), flits, "wafer")
+    program = fabric_program(spec, request, algorithm="in-switch")
+    # rank r computes 40 + 25 r cycles (two nodes), all-reduces, computes 7 cycles
+    traces = {r: _trace(r, [30, 10 + 25 * r, COLLECTIVE_BIT, 7]) for r in range(4)}
+    run = run_iteration(spec, traces, program, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == []
+    assert run.flits_sent == run.flits_received == 4 * flits       # in-switch: each NPU sends its own
+    ends = []
+    for r, times in run.node_times.items():
+        compute = 40 + 25 * r
+        assert times[0] == [0, 30] and times[1] == [30, compute]   # exact, back to back
+        start, end = times[2]
+        assert start == compute
+        ends.append(end)
+        assert times[3] == [end, end + 7]
+    # nobody's all-reduce ends before the last member (rank 3, at 115) sent its 8 flits and the
+    # sums came back through L1, L2, L1 (a pipeline, not the model's figure: a bound)
+    assert min(ends) >= 115 + flits
+    assert max(ends) - min(ends) <= 4                               # the sums reach all at once
+    assert run.cycles == max(ends) + 7
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("fabric", ["fred-a", "fred-b", "fred-c", "fred-d"])
+def test_resnet_iteration_on_the_paper_fabrics_against_the_model(fabric):
+    """resnet-152 MP1-DP20-PP1, serialised, K = 1000 (about 10,000 cycles): the RTL runs every
+    rank's exported trace; compute is the trace's to the cycle, the DP all-reduce and the
+    iteration agree with the model within the issue's targets (10 % iteration, 15 %
+    communication)."""
+    from hdl.contracts.placement import parse_strategy
+    from studies.iteration_case import build_iteration_case, run_iteration_case
+    from sysmodel.platform import default_platform
+    from sysmodel.workload_file import get_workload
+    case = build_iteration_case(fabric=fabric, workload=get_workload("resnet-152"),
+                                platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
+                                scale=1000)
+    run_iteration_case(case)
+    rtl, model = case.rtl_figures, case.model
+    assert rtl["compute_cycles"] == case.traces[0].compute_cycles
+    assert abs(rtl["compute_cycles"] - model["compute_cycles"]) <= 1      # rounding of the sum
+    # every rank's all-reduce ends within a few cycles of the others' (one request, in step)
+    assert rtl["last_node_end_max"] - rtl["last_node_end_min"] <= 8
+    ratios = case.ratios()
+    assert abs(ratios["iteration"] - 1) <= 0.10
+    assert abs(ratios["comm_dp"] - 1) <= 0.15
