@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
@@ -51,7 +51,6 @@ class IterationRun:
     cycles_per_s: float
     depth: int
     build_dir: str = ""
-    request: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
