@@ -65,8 +65,10 @@ def test_resnet_iteration_on_the_paper_fabrics_against_the_model(fabric):
     rtl, model = case.rtl_figures, case.model
     assert rtl["compute_cycles"] == case.traces[0].compute_cycles
     assert abs(rtl["compute_cycles"] - model["compute_cycles"]) <= 1      # rounding of the sum
-    # every rank's all-reduce ends within a few cycles of the others' (one request, in step)
-    assert rtl["last_node_end_max"] - rtl["last_node_end_min"] <= 8
+    # in-switch, every rank gets the sums at once; a ring's ranks finish one step apart
+    if case.collective_model["algorithm"] == "in-switch":
+        assert rtl["last_node_end_max"] - rtl["last_node_end_min"] <= 8
+    assert rtl["iteration_cycles"] == rtl["last_node_end_max"]
     ratios = case.ratios()
     assert abs(ratios["iteration"] - 1) <= 0.10
     assert abs(ratios["comm_dp"] - 1) <= 0.15
