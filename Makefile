@@ -8,7 +8,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples asic asic-install
 
 all: test
 
@@ -29,6 +29,8 @@ help:
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
 	@echo "make formal     every formal proof (SymbiYosys + Yices) and its mutants (FORMAL_ARGS; docs/verification.md)"
+	@echo "make asic       OSU 0.35 um standard-cell area (kGE) and OpenSTA timing (needs make asic-install; ASIC_ARGS; docs/asic.md)"
+	@echo "make asic-install  apt-get install the Debian packages make asic needs (yosys, berkeley-abc, opensta, qflow-tech-osu035)"
 	@echo "make mutation   mutation score of the switch benches (MUTATION_ARGS, e.g. --count 60 --jobs 1)"
 	@echo "each target above that runs a tool is a fred subcommand (fred --help, fred COMMAND --help), but make examples: the user's own testbenches, python -m examples.build"
 
@@ -109,6 +111,17 @@ coverage: $(STAMP)
 # each shown to fail; sby folders in build/formal (docs/verification.md lists proofs and times).
 formal: $(STAMP)
 	$(FRED) formal --mutants $(FORMAL_ARGS)
+
+# Gate-level area and timing on the OSU 0.35 um standard cells (docs/asic.md). The tools are Debian
+# packages, not PyPI ones: `make asic-install` installs them (root or sudo); without them `fred
+# asic` fails naming the missing package. Not part of make test or make eval.
+ASIC_PACKAGES := yosys berkeley-abc opensta qflow-tech-osu035
+asic-install:
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y $(ASIC_PACKAGES)
+
+asic: $(STAMP)
+	$(FRED) asic $(ASIC_ARGS)
 
 # Mutants of the generated Verilog of Fred_2(4) int32, each run through the switch benches under
 # its own flock of /tmp/fred-heavy.lock; prints the score and the survivors (docs/verification.md).
