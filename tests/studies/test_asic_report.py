@@ -36,3 +36,15 @@ def test_table_has_one_row_per_result_with_its_figures():
     assert len(lines) == 4 and lines[0].startswith("| design | cells |")
     assert "| adder_fp16_l1 | 1465 | 240 | 227,460 | 2.37 | 27 | 3.321 | 21.3 | 14 | - | - | 1.2 |" == lines[2]
     assert "| 2000.0 | 1.185 |" in lines[3]
+
+
+def test_cost_files_ratio_is_the_measured_one_in_data_asic_json():
+    """configs/cost.toml's asic_per_generic_ge is the Fred_3(8) figure of the checked-in
+    measurement, which is itself standard-cell GE over the cost model's generic GE."""
+    import json
+    from pathlib import Path
+    data = json.loads((Path(__file__).resolve().parents[2] / "data" / "asic.json").read_text())
+    (p8,) = [r for r in data["results"] if r["name"] == "fred_switch_P8m3"]
+    assert p8["ge"] == pytest.approx(p8["area_um2"] / data["nand2_um2"], abs=0.1)
+    assert p8["asic_per_generic_ge"] == pytest.approx(p8["ge"] / p8["generic_ge"], abs=1e-3)
+    assert load_cost_model().asic_per_generic_ge == pytest.approx(p8["asic_per_generic_ge"], abs=1e-3)
