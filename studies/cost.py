@@ -42,7 +42,7 @@ from pydantic import Field
 
 from hdl.contracts.characterization import read_characterization
 from hdl.contracts.errors import FredError
-from hdl.contracts.input_schema import (InputModel, NonNegativeInt, PositiveInt, PositiveNumber,
+from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt, PositiveNumber,
                                         UnitFraction, validate_input)
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_timing import SwitchTiming
@@ -109,6 +109,8 @@ class CostModel:
     #: gate equivalents of a standard-cell netlist per gate equivalent of the ratios above
     #: (measured by ``make asic``, docs/asic.md); 1.0 prices the generic cells by the ratios alone
     asic_per_generic_ge: float = 1.0
+    #: ``[network]``: ``{"npu_cost": x, "gbps_cost": {kind: cost per GBps per NPU}}`` or None
+    network: dict | None = None
 
     def gate_equivalents_of(self, cells_by_type: dict) -> float:
         """Gate equivalents of a yosys cell count by type (flip-flops by the ``$_DFF_`` entry)."""
@@ -156,6 +158,13 @@ class _Reference(InputModel):
     io_controllers: NonNegativeInt
 
 
+class _Network(InputModel):
+    """The cluster network's cost per NPU (studies/bandwidth_optimizer.py)."""
+
+    npu_cost: NonNegativeNumber
+    gbps_cost: dict[str, NonNegativeNumber]
+
+
 class _CostFile(InputModel):
     name: str = "custom"
     description: str = ""
@@ -164,6 +173,7 @@ class _CostFile(InputModel):
     power: _Power
     area: _Area
     reference: _Reference
+    network: _Network | None = None
 
 
 def load_cost_model(path: str | Path | None = None) -> CostModel:
@@ -182,7 +192,8 @@ def load_cost_model(path: str | Path | None = None) -> CostModel:
                      asic_per_generic_ge=doc.logic.asic_per_generic_ge,
                      paper_total_w=doc.power.paper_total_w,
                      paper_total_mm2=doc.area.paper_total_mm2,
-                     reference=reference, source=source, name=doc.name)
+                     reference=reference, source=source, name=doc.name,
+                     network=doc.network.model_dump() if doc.network else None)
 
 
 # -- structure ------------------------------------------------------------------------------
