@@ -11,7 +11,9 @@ input's transfers. Asserted, every cycle:
   invented flit), and the value is the sum of those inputs' oldest owed flits (lane-wise int32
   wrap-around; ``last`` and ``tag`` of the tree's leftmost leaf), so each flit comes out exactly
   once per destination, in order, uncorrupted; at most ``depth`` flits are owed (none lost);
-* an output no flow feeds never raises ``valid``; an input no flow uses is never consumed;
+* an output no flow feeds never raises ``valid``; an input no flow uses is never consumed, and
+  with every used input valid and every output ready, each used input is taken within
+  :data:`INPUT_BOUND` cycles (so a switch that takes nothing cannot pass with nothing owed);
 * outputs obey the stream rules; with every output ready, owed flits come out within a bound;
 * ``busy`` is high while a flit is owed anywhere.
 
@@ -34,7 +36,7 @@ from hdl.compiler.functional import leaves, symbolic
 from hdl.compiler.router import route_one_phase
 from hdl.contracts.errors import FredError
 from hdl.designs.reduction import reduction_unit
-from hdl.designs.switch import fred_switch, output_microswitch
+from hdl.designs.switch import output_microswitch, rd_microswitch
 from hdl.designs.switch.fred_switch import FredSwitch
 
 from .checks import ShadowQueue, assert_progress, assert_stream_rules, fire, free_stream_input
@@ -46,6 +48,9 @@ __all__ = ["CASES", "PROOFS", "switch_harness", "compiled_modes", "SWITCH_FREE_D
 #: free data bits per lane (the rest assumed zero): sums of up to four inputs still carry across
 #: them; the four-input all-reduce took over 10 min at depth 9 with 4 free bits (docs/verification.md)
 SWITCH_FREE_DATA_BITS = 2
+#: cycles a used input may wait with every used input valid and every output ready (the
+#: stall-release ripple back through the stages' skid buffers is shorter)
+INPUT_BOUND = 4
 
 #: name -> (P, m, flows). Fred_2(4): every port sends and receives; Fred_3(3): the odd size with
 #: its demux and mux.
@@ -127,10 +132,28 @@ def switch_harness(case: str, mutant=None):
         m.d.comb += Assert(~fire(port) | (Value.cast(port.payload) == _golden(heads, tree)),
                            f"o{o}: the flit is not the sum of its inputs' oldest owed flits")
         complete = SimpleNamespace(count=Cat(*counts).all())      # every operand has arrived
-        assert_progress(m, complete, port, bound=dut.latency + 3, name=f"o{o}", ready=all_ready)
+        # bound: the path latency + 1, so that a lost flit fails within the BMC depth
+        assert_progress(m, complete, port, bound=dut.latency + 1, name=f"o{o}", ready=all_ready)
         m.d.comb += Cover(fire(port))
     m.d.comb += Assert(~Cat(*owed_anywhere).any() | dut.busy, "busy is low while a flit is inside")
+    _assert_inputs_taken(m, dut, sorted(used), all_ready)
     return m
+
+
+def _assert_inputs_taken(m, dut, used, all_ready):
+    """With every used input offering a flit and every output ready, each used input transfers
+    within :data:`INPUT_BOUND` cycles: a switch that stops taking an input (a route not set up,
+    a lost enable) fails here rather than passing with nothing owed."""
+    saturated = Signal(name="saturated")
+    m.d.comb += saturated.eq(all_ready & Cat(*(dut.i[p].valid for p in used)).all())
+    for p in used:
+        waiting = Signal(range(INPUT_BOUND + 2), name=f"i{p}_waiting")
+        with m.If(saturated & ~fire(dut.i[p])):
+            with m.If(waiting <= INPUT_BOUND):
+                m.d.sync += waiting.eq(waiting + 1)
+        with m.Else():
+            m.d.sync += waiting.eq(0)
+        m.d.comb += Assert(waiting <= INPUT_BOUND, f"i{p}: offered with every output ready but not taken")
 
 
 # ---- mutants --------------------------------------------------------------------------------
@@ -158,13 +181,16 @@ SWITCH_MUTANTS = {
                                     submodule=(reduction_unit, "IntAdder", _adder_without_carry)),
     "fork_without_pending_mask": Mutation("output microswitch broadcast forgets which output took a flit",
                                           submodule=(output_microswitch, "SelectFork", _fork_without_pending_mask)),
+    "rd_fork_without_pending_mask": Mutation("RD microswitch broadcast forgets which output took a flit",
+                                             submodule=(rd_microswitch, "SelectFork", _fork_without_pending_mask)),
 }
 
 #: which mutants each case must kill (a unicast case has no sum to corrupt, and so on)
 KILLS = {
     "fred2_4.permutation": ("input_always_ready", "busy_low", "mode_bit_flipped"),
     "fred2_4.allreduce": ("adder_without_carry", "input_always_ready", "mode_bit_flipped"),
-    "fred2_4.reduce_multicast": ("fork_without_pending_mask", "adder_without_carry", "mode_bit_flipped"),
+    "fred2_4.reduce_multicast": ("fork_without_pending_mask", "rd_fork_without_pending_mask",
+                                 "adder_without_carry", "mode_bit_flipped"),
     "fred3_3.allreduce": ("adder_without_carry", "input_always_ready", "busy_low", "mode_bit_flipped"),
     "fred3_3.rotate": ("input_always_ready", "mode_bit_flipped"),
 }
