@@ -142,6 +142,7 @@ RANGES = {
     "flit_list": ints_in(1, 1_000_000),
     "rank": int_in(0, 10_000_000),          # an NPU of a cluster platform (10 000s of NPUs)
     "chunks": int_in(1, 4096),
+    "uncertainty_samples": int_in(0, 200),  # fred eval: 6 (the default) add ~15 s
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),

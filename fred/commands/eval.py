@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._option_types import RANGES
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
 from fred.table import format_table
 
@@ -28,6 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "workload and fabric (the mesh and Fred-A..D, the paper's strategies, "
                              "the documented platform, not the calibrated one; each simulated "
                              "once more), one track per stage resource")
+    from studies.uncertainty import DEFAULT_SAMPLES
+    parser.add_argument("--uncertainty-samples", type=RANGES["uncertainty_samples"], default=DEFAULT_SAMPLES,
+                        metavar="N",
+                        help=f"Latin-hypercube points per overlap policy for every speedup's interval "
+                             f"from the uncertain inputs (compute speed, link and in-switch efficiency, "
+                             f"overlap; results/report.md says how); 0: no intervals "
+                             f"(default {DEFAULT_SAMPLES})")
     add_model_arguments(parser)
 
 
@@ -41,13 +49,14 @@ def run(args) -> int:
         args.output = "results"
     platform = model_platform(args)
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
-    steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)
+    steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration,
+                             uncertainty_samples=args.uncertainty_samples)
     with progress_bar(steps, "eval", json_output=args.json, unit="step") as bar:
         summary = run_evaluation(None if args.no_files else args.output,
                                  progress=not args.json and not wanted(args.json),
                                  platform=platform, with_diagnostic=not args.no_diagnostic,
                                  overlap=not args.no_overlap, calibration_mode=args.calibration,
-                                 tick=bar.update)
+                                 uncertainty_samples=args.uncertainty_samples, tick=bar.update)
     if recorder:
         _trace(recorder, platform, overlap=not args.no_overlap)
     if args.json:
@@ -57,7 +66,7 @@ def run(args) -> int:
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
     sections = [_speedups(summary, mode), _why(summary), *_sweeps(summary),
                 _spread(summary), _calibration(summary),
-                _paper_calibration(summary), _in_switch(summary)]
+                _paper_calibration(summary), _in_switch(summary), *_intervals(summary)]
     for section in sections:
         if section:
             print()
@@ -173,6 +182,21 @@ def _paper_calibration(summary) -> str | None:
     return (f"{table}\nFred-D within 10 % of the paper: "
             f"{'yes' if paper_cal.fred_d_within_10pct else 'NO'} "
             f"(worst {100 * paper_cal.fred_d_worst_error:.1f} %)")
+
+
+def _intervals(summary) -> list[str]:
+    """Each uncertainty block's table: point (low-high) [paper] per fabric and workload."""
+    from studies.eval_report import FABRICS
+    from sysmodel.workloads import WORKLOADS
+    out = []
+    for block in summary.uncertainty:
+        rows = [[w, f"{block.compute_scales[w]:.3g}",
+                 *(f"{i.point:.3f} ({i.low:.3f}-{i.high:.3f})"
+                   for i in (block.intervals[f][w] for f in FABRICS))] for w in WORKLOADS]
+        out.append(format_table(["workload", "compute x", *FABRICS], rows,
+                                title=f"{block.name}: speedup (smallest-largest over the uncertain "
+                                      f"inputs; results/report.md) -- assumes {block.assumes}"))
+    return out
 
 
 def _trace(recorder, platform, *, overlap: bool) -> None:
