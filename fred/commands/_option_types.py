@@ -134,6 +134,7 @@ RANGES = {
     "samples_per_dp": int_in(1, 10_000),
     "top": int_in(1, 10_000),
     "compute_scale": float_in(0, 1e6, open_lo=True),
+    "trace_scale": float_in(1, 1e9),           # export-trace: bytes and compute times / K
     "bytes": float_in(0, 1e15, open_lo=True),          # a collective of at most 1 PB
     "probability": float_in(0, 1, open_hi=True),       # backpressure: a cycle's stall probability
     "flits": int_in(1, 1_000_000),          # per NPU; the RTL fabric runs ~100-280 k cycles/s
@@ -157,6 +158,10 @@ RANGES = {
     "load_rates": floats_in(0, 1, open_lo=True, max_items=32),
     "load_cycles": int_in(10, 100_000),
     "packet_flits": int_in(2, 64),
+    # fred dse --optimize bandwidth: GBps or $ per NPU; grid steps of the budget shares (a
+    # 3-dimension grid of 1000 steps is ~500 000 model points: the bound keeps it finite)
+    "network_budget": float_in(0, 1e9, open_lo=True),
+    "grid": int_in(2, 1000),
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),
