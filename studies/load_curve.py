@@ -233,7 +233,7 @@ def write_load_curve(out: str | Path, curve: LoadCurve) -> list[Path]:
                        formats={"generated": lambda x: f"{x:.4f}", "accepted": lambda x: f"{x:.4f}",
                                 "mean_latency": lambda x: f"{x:.2f}"}),
              write_json(out / "load_curve.json", curve)]
-    fig, ax = figure(figsize=(7, 4.5))
+    fig, ax = figure(figsize=(9, 4.5))
     for pattern in dict.fromkeys(p.pattern for p in curve.points):
         pts = [p for p in curve.points if p.pattern == pattern and p.mean_latency is not None]
         line, = ax.plot([p.accepted for p in pts], [p.mean_latency for p in pts], marker="o", label=pattern)
@@ -242,11 +242,15 @@ def write_load_curve(out: str | Path, curve: LoadCurve) -> list[Path]:
             if p.offered == sat:
                 ax.plot([p.accepted], [p.mean_latency], marker="X", ms=12, color=line.get_color(), ls="none",
                         label=f"{pattern}: saturated at offered {sat:g}")
+    ax.axhline(curve.zero_load_latency, color="gray", ls=":", lw=0.8,
+               label=f"zero-load latency ({curve.zero_load_latency} cycles)")
     ax.set_xlabel("accepted throughput (flits per cycle per port)")
     ax.set_ylabel("mean packet latency (cycles)")
     ax.set_yscale("log")
-    ax.set_title(f"Fred_{curve.middle}({curve.ports}) packet switch, online unicast, "
-                 f"{curve.packet_flits}-flit packets (RTL, Amaranth sim)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    paths.append(save_png(fig, out / "load_curve.png"))
+    ax.set_title(f"Fred_{curve.middle}({curve.ports}) packet switch RTL (Amaranth simulator)\n"
+                 f"online unicast, {curve.packet_flits}-flit packets", fontsize=10)
+    # one legend beside the axes (inside, it covered the saturated points)
+    fig.legend(*ax.get_legend_handles_labels(), loc="center right", fontsize=7)
+    fig.tight_layout(rect=(0, 0, 0.74, 1))
+    paths.append(save_png(fig, out / "load_curve.png", tight=False))
     return paths

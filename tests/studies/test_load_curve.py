@@ -81,3 +81,16 @@ def test_write_load_curve_files(tmp_path):
     assert lines[2].startswith("uniform,0.5,0.5000,0.3000,90.00")
     assert (tmp_path / "load_curve.png").stat().st_size > 0
     assert PATTERNS == ("uniform", "transpose", "hotspot")
+
+
+@pytest.mark.full
+def test_permutation_traffic_saturates_at_one_packet_per_path_occupancy():
+    """Transpose is a permutation: no two inputs share an output, so an input's throughput is
+    bounded by its path's occupancy. An online path is set up when a packet reaches the head of
+    its input and released when its last flit leaves the output, so each packet holds it for its
+    zero-load latency (17 cycles at Fred_3(8), 8-flit packets): at most 8 / 17 = 0.47 flits per
+    cycle per port, whatever the offered load (measured: 0.474 at 0.9, docs/load_curve.md)."""
+    zero = zero_load_latency(8, 3, 8)
+    point = measure_point("transpose", 0.9, ports=8, packet_flits=8, warmup=100, measure=400, zero_load=zero)
+    assert point.saturated
+    assert 0.9 * 8 / zero < point.accepted <= 1.02 * 8 / zero
