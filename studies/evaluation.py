@@ -626,16 +626,23 @@ def _plot_speedup(path: Path, result: EvaluationResult) -> None:
     fig, ax = figure(figsize=(9, 4.5))
     x = np.arange(len(WORKLOADS))
     width = 0.13
+    documented = next((b for b in result.uncertainty if b.name == "documented"), None)
     for i, fabric in enumerate(FRED_FABRICS):
         vals = [result.speedup[fabric][w] for w in WORKLOADS]
-        ax.bar(x + (i - 2) * width, vals, width, label=f"{fabric} (model)")
+        # the interval over the uncertain inputs (studies/uncertainty.py), when the run made it
+        err = None if documented is None else np.array(
+            [[v - documented.intervals[fabric][w].low for v, w in zip(vals, WORKLOADS)],
+             [documented.intervals[fabric][w].high - v for v, w in zip(vals, WORKLOADS)]])
+        ax.bar(x + (i - 2) * width, vals, width, yerr=err, capsize=2, label=f"{fabric} (model)")
     for i, fabric in enumerate(("fred-c", "fred-d")):
         vals = [PAPER_SPEEDUP[fabric][w] for w in WORKLOADS]
         ax.bar(x + (i + 2) * width, vals, width, label=f"{fabric} (paper)", hatch="//", alpha=0.5)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(x, WORKLOADS)
     ax.set_ylabel("speedup over 2D mesh")
-    ax.set_title("End-to-end training-iteration speedup (model vs paper)")
+    ax.set_title("End-to-end training-iteration speedup (model, documented platform, vs paper)"
+                 + ("\nerror bars: smallest-largest over the uncertain inputs (results/report.md)"
+                    if documented is not None else ""), fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     save_png(fig, path, dpi=120)
 
