@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from sysmodel.workloads import WORKLOADS
+from studies.calibration import FABRICS
 from studies.report import Markdown
 
 __all__ = ["SPEEDUP_CSV_FIELDS", "speedup_rows", "report_markdown", "write_report", "rounded"]
 
-FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: The columns of ``speedup.csv``: one row per (block, fabric, workload); ``low``/``high`` empty
 #: when the run had no intervals (``--uncertainty-samples 0``).
 SPEEDUP_CSV_FIELDS = ("block", "fabric", "workload", "compute_scale", "speedup", "speedup_low",

@@ -36,12 +36,12 @@ from sysmodel.iteration_memo import simulate_once
 from sysmodel.platform import Platform
 from sysmodel.workload_file import get_workload
 from sysmodel.workloads import WORKLOADS
+from studies.calibration import FABRICS
 from studies.in_switch_sensitivity import nvls_in_switch_efficiency, with_in_switch_efficiency
 
 __all__ = ["UncertainInput", "uncertain_inputs", "DEFAULT_SAMPLES", "MAX_SAMPLES", "SpeedupInterval",
            "Swing", "UncertaintyBlock", "sample_points", "uncertainty_block", "block_runs"]
 
-FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: Latin-hypercube points per overlap policy in ``fred eval`` (so 2 x this many runs + 1 per
 #: block, each the four workloads on the mesh and Fred-A..D).
 DEFAULT_SAMPLES = 6

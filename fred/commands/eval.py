@@ -186,7 +186,7 @@ def _paper_calibration(summary) -> str | None:
 
 def _intervals(summary) -> list[str]:
     """Each uncertainty block's table: point (low-high) [paper] per fabric and workload."""
-    from studies.eval_report import FABRICS
+    from studies.evaluation import FRED_FABRICS as FABRICS
     from sysmodel.workloads import WORKLOADS
     out = []
     for block in summary.uncertainty:
