@@ -193,14 +193,14 @@ def _stage_workloads(workload: Workload, stages: int) -> list:
 
 
 def _boundary_transfer(pp_dims, wafer: IterationResult, strategy: Strategy,
-                       stage_workloads: list) -> tuple[float, object]:
+                       stage_workloads: list, microbatches: int) -> tuple[float, object]:
     """One microbatch's activation crossing a wafer boundary: the largest boundary layer's
     output for the microbatch's samples, split over the MP shards of the sending stage (each
     NPU sends its shard; Megatron's scatter-gather), at the slowest PP dimension's bandwidth
     plus its step latency: ``(seconds, that dimension)``; ``(0, None)`` without PP across."""
     if not pp_dims:
         return 0.0, None
-    samples = wafer.samples_per_dp / wafer.microbatches
+    samples = wafer.samples_per_dp / microbatches
     boundary = max(w.layers[-1].out_bytes for w in stage_workloads[:-1])
     nbytes = boundary * samples / strategy.mp
     return max(((nbytes / d.bandwidth_bps + d.latency_s, d) for d in pp_dims), key=lambda t: t[0])
@@ -230,9 +230,12 @@ def simulate_cluster_iteration(cluster: Cluster, workload: Workload, strategy: S
                                  schedule=pipeline_schedule, samples_per_dp=samples_per_dp,
                                  overlap=overlap) for part in parts]
     wafer = max(wafers, key=lambda r: r.time_s)
-    transfer, carrier = _boundary_transfer(pp_dims, wafer, strategy, parts)
+    # the wafers' microbatches: the workload's (a wafer without in-wafer PP runs its minibatch
+    # as one; across wafers it is cut into the workload's microbatches all the same)
+    microbatches = max(workload.microbatches, wafer.microbatches)
+    transfer, carrier = _boundary_transfer(pp_dims, wafer, strategy, parts, microbatches)
     pipeline = pipeline_across_time([r.time_s for r in wafers], [r.breakdown.get("dp", 0.0) for r in wafers],
-                                    wafer.microbatches, transfer)
+                                    microbatches, transfer)
     # weight-stationary: each NPU's 1/DP share of its stage's gradient after the in-wafer
     # reduce-scatter (the most loaded wafer of the pipeline); weight streaming: the wafer's whole
     # reduced gradient (in external memory) split evenly over the NPUs the strategy uses
