@@ -32,7 +32,7 @@ from sysmodel.multidim_collectives import SCHEDULES
 from sysmodel.workloads import Workload
 
 __all__ = ["cluster_spec", "cluster_from_spec", "cluster_strategy_row", "ClusterEvalRow",
-           "cluster_evaluation", "CLUSTER_EVAL_FIELDS"]
+           "cluster_evaluation", "CLUSTER_EVAL_FIELDS", "cluster_dse_specs", "cluster_dse_row"]
 
 
 def cluster_spec(path: str, *, characterization=None, compute_scale: float = 1.0, fabric=None,
@@ -137,3 +137,32 @@ def cluster_evaluation(cluster: Cluster, workloads, *, schedules=SCHEDULES, chun
                                     mesh / r.time_s, dict(r.exposed_by_dimension))
                      for f, r in results.items()]
     return rows
+
+
+def cluster_dse_specs(workload: str, spec: dict, designs, *, samples_per_dp: int, overlap: bool,
+                      strategies=None) -> list[dict]:
+    """``fred dse`` on a cluster: one point spec per (design, in-wafer strategy), as
+    :func:`studies.dse.dse_specs` makes for a wafer, naming the cluster (``"cluster"``: a
+    :func:`cluster_spec`) whose wafers take the design (:func:`studies.dse.dse_point`)."""
+    from hdl.contracts.placement import factorisations, parse_strategy
+    from studies.points import workload_ref
+    from sysmodel.workload_file import get_workload
+    wafer = cluster_from_spec(spec).dimensions[0]
+    get_workload(workload)
+    chosen = factorisations(wafer.size) if strategies is None else [parse_strategy(s) for s in strategies]
+    for strategy in chosen:                  # one line now rather than every point failing later
+        if strategy.npus > wafer.size:
+            raise FredError(f"strategy {strategy} needs {strategy.npus} NPUs; the wafer dimension "
+                            f"{wafer.name!r} has {wafer.size}")
+    return [{"kind": "dse", "workload": workload_ref(workload), "design": d.to_dict(), "strategy": str(s),
+             "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": None, "cluster": spec}
+            for d in designs for s in chosen]
+
+
+def cluster_dse_row(spec: dict, design_platform, fabric: str, workload, strategy) -> dict:
+    """The row of one cluster DSE point: the cluster with ``design_platform`` (fabric
+    ``fabric``) as its wafers, :func:`cluster_strategy_row`."""
+    c = spec["cluster"]
+    cluster = with_wafer(cluster_from_spec(c), design_platform, fabric)
+    return cluster_strategy_row(cluster, workload, strategy, spec["samples_per_dp"], overlap=spec["overlap"],
+                                schedule=c["schedule"], chunks=c["chunks"], mapping=c["mapping"])
