@@ -113,10 +113,12 @@ CLUSTER_EVAL_FIELDS = ("workload", "fabric", "schedule", "strategy", "time_s", "
 
 def cluster_evaluation(cluster: Cluster, workloads, *, schedules=SCHEDULES, chunks: int = 64,
                        mapping: dict | None = None, overlap: bool = True,
-                       samples_per_dp: int | None = None) -> list[ClusterEvalRow]:
+                       samples_per_dp: int | None = None) -> tuple[list[ClusterEvalRow], dict]:
     """Every workload (each with its own in-wafer strategy) on ``cluster`` with its wafers'
     fabric set to the mesh and to every Fred variant the wafer platform defines, under each
-    chunk schedule; ``speedup_over_mesh`` = the mesh wafers' time / this one (same schedule)."""
+    chunk schedule; ``speedup_over_mesh`` = the mesh wafers' time / this one (same schedule).
+    Returns the rows and, per workload that does not map (e.g. a weight-streaming workload
+    with PP across wafers, or one that does not fit the memory), the reason."""
     wafer = cluster.dimensions[0].wafer
     if wafer is None:
         raise FredError(f"cluster {cluster.name!r}: its first dimension is not a wafer; fred eval "
@@ -124,18 +126,26 @@ def cluster_evaluation(cluster: Cluster, workloads, *, schedules=SCHEDULES, chun
     fabrics = [f for f in ("mesh", *FRED_FABRICS) if f in wafer.fabrics]
     if "mesh" not in fabrics:
         raise FredError(f"cluster {cluster.name!r}: its wafer {wafer.name!r} defines no mesh to compare with")
-    rows = []
+    rows, skipped = [], {}
     for workload in workloads:
-        for schedule in schedules:
-            results = {f: simulate_cluster_iteration(with_wafer(cluster, fabric=f), workload,
-                                                     schedule=schedule, chunks=chunks, mapping=mapping,
-                                                     overlap=overlap, samples_per_dp=samples_per_dp)
-                       for f in fabrics}
-            mesh = results["mesh"].time_s
-            rows += [ClusterEvalRow(workload.name, f, schedule, r.strategy, r.time_s, r.wafer.time_s,
-                                    r.cross_wafer.time_s if r.cross_wafer else 0.0, r.time_per_sample_s,
-                                    mesh / r.time_s, dict(r.exposed_by_dimension))
-                     for f, r in results.items()]
+        try:
+            rows += _workload_rows(cluster, workload, fabrics, schedules, chunks=chunks, mapping=mapping,
+                                   overlap=overlap, samples_per_dp=samples_per_dp)
+        except FredError as exc:
+            skipped[workload.name] = str(exc)
+    return rows, skipped
+
+
+def _workload_rows(cluster: Cluster, workload, fabrics, schedules, **options) -> list[ClusterEvalRow]:
+    rows = []
+    for schedule in schedules:
+        results = {f: simulate_cluster_iteration(with_wafer(cluster, fabric=f), workload, schedule=schedule,
+                                                 **options) for f in fabrics}
+        mesh = results["mesh"].time_s
+        rows += [ClusterEvalRow(workload.name, f, schedule, r.strategy, r.time_s, r.wafer.time_s,
+                                r.cross_wafer.time_s if r.cross_wafer else 0.0, r.time_per_sample_s,
+                                mesh / r.time_s, dict(r.exposed_by_dimension))
+                 for f, r in results.items()]
     return rows
 
 

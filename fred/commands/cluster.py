@@ -33,12 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every in-wafer strategy MP x DP x PP = the wafer's NPUs, ranked by time per sample")
     parser.add_argument("--study", action="store_true",
                         help="print the cluster study's tables (Markdown; docs/cluster.md) instead")
+    parser.add_argument("--resize-study", action="store_true",
+                        help="print the chunk-resizing check (fixed, Themis, ASTRA-sim-style resizing; "
+                             "Markdown; docs/cluster.md; about 30 s) instead")
     parser.add_argument("--optical-study", action="store_true",
                         help="print the optical study's tables (WRHT, optical vs electrical scale-out, the "
                              "bandwidth optimizer's splits; Markdown; docs/optical.md) instead")
 
 
 def run(args) -> int:
+    if args.resize_study:
+        if args.platform or args.workload or args.study or args.optical_study:
+            raise FredError("--resize-study computes its own platforms; drop --platform/--workload/--study")
+        from studies.resize_study import render as render_resize
+        print(render_resize(), end="")
+        return 0
     if args.optical_study:
         if args.platform or args.workload or args.study:
             raise FredError("--optical-study computes its own platforms and workloads; drop --platform/--workload/--study")

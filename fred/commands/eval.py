@@ -230,7 +230,7 @@ def _cluster(args, spec: dict) -> int:
         check_writable(args.output, folder=True)
     cluster = cluster_from_spec(spec)
     schedules = (args.dimension_schedule,) if args.dimension_schedule else SCHEDULES
-    rows = cluster_evaluation(cluster, [get_workload(w) for w in WORKLOADS], schedules=schedules,
+    rows, skipped = cluster_evaluation(cluster, [get_workload(w) for w in WORKLOADS], schedules=schedules,
                               chunks=spec["chunks"], mapping=spec["mapping"], overlap=not args.no_overlap)
     dims = [d.name for d in cluster.dimensions]
     flat = [{**{k: getattr(r, k) for k in CLUSTER_EVAL_FIELDS},
@@ -240,7 +240,7 @@ def _cluster(args, spec: dict) -> int:
         speedup.setdefault(r.schedule, {}).setdefault(r.fabric, {})[r.workload] = r.speedup_over_mesh
     document = {"platform": cluster.to_dict(), "mapping": spec["mapping"], "chunks": spec["chunks"],
                 "compute_scale": spec["compute_scale"], "overlap": not args.no_overlap,
-                "speedup": speedup, "rows": flat}
+                "speedup": speedup, "rows": flat, "not_mapped": skipped}
     files = []
     if not args.no_files:
         out = Path(args.output)
@@ -267,6 +267,8 @@ def _cluster(args, spec: dict) -> int:
                              *(f"{r.exposed_by_dimension.get(d, 0.0) * 1e3:.4g}" for d in dims)] for r in mine],
                            title=f"{cluster.name}: iterations and exposed communication per dimension "
                                  f"({schedule} chunk schedule)"))
+    for why in skipped.values():
+        print(f"\nnot evaluated: {why}")
     if files:
         print(f"\nwrote {', '.join(str(f) for f in files)}")
     return 0
