@@ -89,8 +89,8 @@ def run(args) -> int:
     from fred.parallel import run_points
     from fred.progress import progress_bar
     from studies.cost import load_cost_model
-    from studies.dse import DseGrid, DseMeta, dse_point, dse_specs, summarise, write_dse
-    from studies.points import model_fingerprint, platform_from_ref, platform_ref
+    from studies.dse import DseGrid, DseMeta, dse_point, summarise, write_dse
+    from studies.points import model_fingerprint
     from studies.report import check_writable
     if args.optimize:
         return run_optimize(args)
@@ -111,13 +111,7 @@ def run(args) -> int:
     if not args.no_files:
         check_writable(args.output, folder=True)   # an unwritable folder fails before the work
     cluster = _cluster_spec(args)
-    if cluster is None:
-        model_platform(args)              # validates the platform options with their messages
-        ref = platform_ref(args.platform, args.characterization, args.compute_scale)
-        platform = platform_from_ref(ref)
-    else:                                 # the designs replace the cluster's wafers
-        from studies.cluster_points import cluster_dse_specs, cluster_from_spec
-        platform = cluster_from_spec(cluster).dimensions[0].wafer
+    ref, platform = _platform(args, cluster)
     cost = load_cost_model(args.cost)
     grid = DseGrid(npus_per_l1=args.npus_per_l1, l1_l2_fraction=args.l1_l2_fraction,
                    in_switch=args.in_switch, middle=args.middle, chiplet_ports=args.chiplet_ports,
@@ -127,10 +121,8 @@ def run(args) -> int:
     workloads = _items(args.workload)
     report = {}
     for workload in workloads:
-        specs = dse_specs(workload, ref, designs, samples_per_dp=args.samples_per_dp,
-                          overlap=not args.no_overlap, strategies=strategies) if cluster is None else \
-            cluster_dse_specs(workload, cluster, designs, samples_per_dp=args.samples_per_dp,
-                              overlap=not args.no_overlap, strategies=strategies)
+        specs = _specs(workload, ref, cluster, designs, samples_per_dp=args.samples_per_dp,
+                       overlap=not args.no_overlap, strategies=strategies)
         with progress_bar(len(specs), f"dse {workload}", json_output=args.json) as bar:
             results = run_points(dse_point, specs, progress=bar, version=model_fingerprint(), **settings)
         rows = [r.value for r in results if r.ok]
@@ -156,6 +148,25 @@ def run(args) -> int:
     for workload, (meta, summary, files) in report.items():
         _print(workload, meta, summary, files, args.top)
     return 1 if failed else 0
+
+
+def _platform(args, cluster: dict | None) -> tuple:
+    """``(platform ref or None, the wafer platform the designs start from)``: the options' wafer
+    platform, or the cluster's wafers (which the designs replace)."""
+    from studies.points import platform_from_ref, platform_ref
+    if cluster is None:
+        model_platform(args)              # validates the platform options with their messages
+        ref = platform_ref(args.platform, args.characterization, args.compute_scale)
+        return ref, platform_from_ref(ref)
+    from studies.cluster_points import cluster_from_spec
+    return None, cluster_from_spec(cluster).dimensions[0].wafer
+
+
+def _specs(workload: str, ref, cluster, designs, **options) -> list[dict]:
+    from studies.cluster_points import cluster_dse_specs
+    from studies.dse import dse_specs
+    return dse_specs(workload, ref, designs, **options) if cluster is None else \
+        cluster_dse_specs(workload, cluster, designs, **options)
 
 
 def _cluster_spec(args) -> dict | None:

@@ -250,6 +250,18 @@ def _cluster(args, spec: dict) -> int:
     if args.json:
         print_json(to_json_dict(document))
         return 0
+    _cluster_tables(cluster, rows, schedules)
+    for why in skipped.values():
+        print(f"\nnot evaluated: {why}")
+    if files:
+        print(f"\nwrote {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def _cluster_tables(cluster, rows, schedules) -> None:
+    """The console tables of ``fred eval`` on a cluster: per chunk schedule, the speedups over
+    mesh wafers and the iterations with their exposed time per dimension."""
+    dims = [d.name for d in cluster.dimensions]
     print(switch_timing_text(cluster.dimensions[0].wafer))
     for schedule in schedules:
         mine = [r for r in rows if r.schedule == schedule]
@@ -267,8 +279,3 @@ def _cluster(args, spec: dict) -> int:
                              *(f"{r.exposed_by_dimension.get(d, 0.0) * 1e3:.4g}" for d in dims)] for r in mine],
                            title=f"{cluster.name}: iterations and exposed communication per dimension "
                                  f"({schedule} chunk schedule)"))
-    for why in skipped.values():
-        print(f"\nnot evaluated: {why}")
-    if files:
-        print(f"\nwrote {', '.join(str(f) for f in files)}")
-    return 0
