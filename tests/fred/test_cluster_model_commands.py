@@ -92,3 +92,43 @@ def test_dse_designs_replace_the_cluster_wafers(capsys):
 def test_cluster_option_errors(argv, message, capsys):
     assert main(argv) == 1
     assert message in capsys.readouterr().err
+
+
+SMALL = """name = "two-wafers"
+description = "2 paper wafers on a switch, 40 NPUs"
+npus = 40
+
+[[dimensions]]
+name = "wafer"
+kind = "mesh"
+size = 20
+fabric = "mesh"
+
+[[dimensions]]
+name = "out"
+kind = "switch"
+size = 2
+bandwidth_gbps = 10.0
+latency_ns = 1000.0
+"""
+
+
+def test_a_small_cluster_through_sweep_eval_and_dse(tmp_path, capsys):
+    """Two mesh wafers: each command runs on a cluster file of the user's; sweep --fabric
+    fred-d turns them into FRED wafers; eval lists mesh and Fred-A..D; dse runs its grid."""
+    path = tmp_path / "two.toml"
+    path.write_text(SMALL)
+    out = _json(["sweep", "--platform", str(path), "--workload", "resnet-152", "--fabric", "fred-d"], capsys)
+    assert out["fabric"] == "fred-d" and out["platform"]["npus"] == 40
+    best = out["ranking"][0]
+    row = cluster_strategy_row(with_wafer(load_cluster(path), fabric="fred-d"), get_workload("resnet-152"),
+                               parse_strategy(best["strategy"]), 40)
+    assert best["time_per_sample_s"] == row["time_per_sample_s"]
+    doc = _json(["eval", "--platform", str(path)], capsys)
+    assert set(doc["speedup"]) == {"fixed", "themis", "themis-resize"}
+    assert set(doc["speedup"]["fixed"]) == {"mesh", "fred-a", "fred-b", "fred-c", "fred-d"}
+    assert all(v == 1.0 for v in doc["speedup"]["fixed"]["mesh"].values())
+    assert main(["dse", "--platform", str(path), "--workload", "resnet-152", "--npus-per-l1", "4",
+                 "--l1-l2-fraction", "1", "--in-switch", "on", "--middle", "3", "--io-controllers", "18",
+                 "--strategies", "MP1-DP20-PP1", "--no-files"]) == 0
+    assert f"cluster: {path}, every wafer a design" in capsys.readouterr().out
