@@ -125,6 +125,7 @@ RANGES = {
     "samples_per_dp": int_in(1, 10_000),
     "top": int_in(1, 10_000),
     "compute_scale": float_in(0, 1e6, open_lo=True),
+    "trace_scale": float_in(1, 1e9),           # export-trace: bytes and compute times / K
     "bytes": float_in(0, 1e15, open_lo=True),          # a collective of at most 1 PB
     "probability": float_in(0, 1, open_hi=True),       # backpressure: a cycle's stall probability
     "flits": int_in(1, 1_000_000),          # per NPU; the RTL fabric runs ~100-280 k cycles/s
