@@ -222,7 +222,7 @@ def simulate_cluster_iteration(cluster: Cluster, workload: Workload, strategy: S
     strategy = strategy or workload.strategy
     if strategy.npus > wafer_dim.size:
         raise FredError(f"strategy {strategy} needs {strategy.npus} NPUs per wafer; the wafer dimension "
-                        f"{wafer_dim.name!r} has {wafer_dim.size} (MP, PP and DP inside a wafer; DP across)")
+                        f"{wafer_dim.name!r} has {wafer_dim.size} (MP, PP and DP inside a wafer; DP or PP across)")
     pp_dims, dp_dims = resolve_mapping(cluster, mapping)
     pp_across, replicas = _product(pp_dims), _product(dp_dims)
     parts = _stage_workloads(workload, pp_across)

@@ -1,5 +1,5 @@
 """``fred cluster``: one training iteration on a cluster of wafers (MP, PP and DP inside each
-wafer, DP across), or the cluster study's tables (docs/cluster.md)."""
+wafer, DP or PP across as --mapping says), or the cluster studies' tables (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from fred.commands._option_types import RANGES
 from fred.table import format_table
 from hdl.contracts.errors import FredError
 
-HELP = "a training iteration on a cluster of wafers (DP across wafers, fixed or Themis), or the cluster study"
+HELP = ("a training iteration on a cluster of wafers (DP or PP across wafers, fixed or Themis chunk order), "
+        "or the cluster studies")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -132,3 +132,16 @@ def test_a_small_cluster_through_sweep_eval_and_dse(tmp_path, capsys):
                  "--l1-l2-fraction", "1", "--in-switch", "on", "--middle", "3", "--io-controllers", "18",
                  "--strategies", "MP1-DP20-PP1", "--no-files"]) == 0
     assert f"cluster: {path}, every wafer a design" in capsys.readouterr().out
+
+
+def test_compute_scale_and_no_overlap_reach_the_cluster_wafers(capsys):
+    out = _json(["sweep", "--platform", CLUSTER, "--workload", "resnet-152", "--strategy", "MP1-DP20-PP1",
+                 "--compute-scale", "4", "--no-overlap"], capsys)
+    cluster = load_cluster(CLUSTER)
+    faster = with_wafer(cluster, cluster.dimensions[0].wafer.with_compute_scale(4))
+    expect = simulate_cluster_iteration(faster, get_workload("resnet-152"), parse_strategy("MP1-DP20-PP1"),
+                                        samples_per_dp=40, overlap=False)
+    assert out["time_s"] == expect.time_s
+    assert out["time_s"] < simulate_cluster_iteration(cluster, get_workload("resnet-152"),
+                                                      parse_strategy("MP1-DP20-PP1"), samples_per_dp=40,
+                                                      overlap=False).time_s
