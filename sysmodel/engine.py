@@ -24,6 +24,7 @@ checks that every task ran and names the blocked ones if not).
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -158,7 +159,8 @@ class Engine:
         names = sorted(self.queues) if names is None else names
         rid = {r: i for i, r in enumerate(names)}
         queues = [self.queues[r] for r in names]
-        deps = [t.deps for t in tasks]
+        # one pass over the task objects (scattered in memory: each pass costs), then columns
+        duration, resource, deps, loads_of, bw_of, category = zip(*map(_FIELDS, tasks))
         counts = np.fromiter(map(len, deps), dtype=np.int64, count=n)
         flat = np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64, count=int(counts.sum()))
         # dependents in task order: a stable sort of the flattened dependencies by what they name
@@ -168,35 +170,42 @@ class Engine:
         np.cumsum(np.bincount(flat, minlength=n), out=dependents_ptr[1:])
         queue_ptr = np.zeros(len(names) + 1, dtype=np.int64)
         np.cumsum([len(q) for q in queues], out=queue_ptr[1:])
-        entry = np.full(n, -1, dtype=np.int64)
+        entry: list[int] = []
         pairs: dict[tuple[int, int], int] = {}
         found: list[tuple] = []
-        for tid, task in enumerate(tasks):
-            loads = task.loads
-            if loads is not None:
-                key = (id(loads), id(task.bw))
-                e = pairs.get(key)
-                if e is None:
-                    e = pairs[key] = len(found)
-                    found.append(_array_entry(loads, task.bw))
-                entry[tid] = e
+        for loads, bw in zip(loads_of, bw_of):
+            if loads is None:
+                entry.append(-1)
+                continue
+            key = (id(loads), id(bw))
+            e = pairs.get(key)
+            if e is None:
+                e = pairs[key] = len(found)
+                found.append(_array_entry(loads, bw))
+            entry.append(e)
         priority = self.priority
-        level = np.zeros(n, dtype=np.int64) if priority is None else \
-            np.fromiter((priority.get(t.category, 0) for t in tasks), dtype=np.int64, count=n)
+        if priority is None:
+            level = np.zeros(n, dtype=np.int64)
+        else:
+            level_of = {c: priority.get(c, 0) for c in set(category)}
+            level = np.fromiter(map(level_of.__getitem__, category), dtype=np.int64, count=n)
         return GraphArrays(
-            duration=np.fromiter((t.duration for t in tasks), dtype=np.float64, count=n),
-            resource=np.fromiter((rid[t.resource] for t in tasks), dtype=np.int64, count=n),
+            duration=np.array(duration, dtype=np.float64),
+            resource=np.fromiter(map(rid.__getitem__, resource), dtype=np.int64, count=n),
             remaining=counts, dependents_ptr=dependents_ptr, dependents=dependents,
             queue_ptr=queue_ptr,
             queue=np.fromiter(itertools.chain.from_iterable(queues), dtype=np.int64, count=n),
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
-            entry=entry, level=level,
+            entry=np.array(entry, dtype=np.int64), level=level,
             alone=np.array([f[0] for f in found], dtype=np.float64),
             link_ptr=np.concatenate([[0], np.cumsum([len(f[1]) for f in found], dtype=np.int64)]).astype(np.int64),
             links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
             share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
             n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0),
             priority=priority is not None, preempt_s=self.preempt_s)
+
+
+_FIELDS = operator.attrgetter("duration", "resource", "deps", "loads", "bw", "category")
 
 
 def _array_entry(loads, bw) -> tuple:
