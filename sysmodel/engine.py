@@ -160,7 +160,7 @@ class Engine:
         rid = {r: i for i, r in enumerate(names)}
         queues = [self.queues[r] for r in names]
         # one pass over the task objects (scattered in memory: each pass costs), then columns
-        duration, resource, deps, loads_of, bw_of, category = zip(*map(_FIELDS, tasks))
+        duration, resource, deps, loads_of, bw_of, category = tuple(zip(*map(_FIELDS, tasks))) or ((),) * 6
         counts = np.fromiter(map(len, deps), dtype=np.int64, count=n)
         flat = np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64, count=int(counts.sum()))
         # dependents in task order: a stable sort of the flattened dependencies by what they name
@@ -198,7 +198,7 @@ class Engine:
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(entry, dtype=np.int64), level=level,
             alone=np.array([f[0] for f in found], dtype=np.float64),
-            link_ptr=np.concatenate([[0], np.cumsum([len(f[1]) for f in found], dtype=np.int64)]).astype(np.int64),
+            link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
             links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
             share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
             n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0),

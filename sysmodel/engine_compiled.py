@@ -24,8 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict, List
+from numba import njit
 
 __all__ = ["GraphArrays", "run_arrays", "EPS"]
 
@@ -65,12 +64,15 @@ class GraphArrays:
     preempt_s: float
 
 
-def run_arrays(g: GraphArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Run the graph: (start per task, end per task, each resource's queue head, tasks done);
-    a task that never started keeps -1."""
+def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Run the graph: (start per task, end per task, each resource's queue head (an index into
+    ``g.queue``), tasks done); a task that never started keeps -1. ``memo_rows``: rows of the
+    rate memo's table (a power of two; it keeps up to half as many sets of transfers)."""
+    if memo_rows < 2 or memo_rows & (memo_rows - 1):
+        raise ValueError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
-                g.links, g.share, g.n_links, g.priority, g.preempt_s)
+                g.links, g.share, g.n_links, g.priority, g.preempt_s, memo_rows)
 
 
 @njit(cache=True, inline="always")
@@ -209,35 +211,54 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
 
 
 @njit(cache=True)
-def _memo_rates(act, n_act, rate, code, memo, memo_codes, memo_rates, entry, level, priority, alone,
-                link_ptr, links, share, column):
+def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column):
     """:func:`_rates`, memoised over repeated sets of active transfers: transfers with the same
-    code (entry and level) have the same rate, so a set is named by its sorted codes (hashed;
-    the codes are compared on a hit) and its rates kept in that order."""
+    code (entry and level) have the same rate, so a set is named by its sorted codes, and its
+    rates are kept in that order. ``memo`` (:func:`_new_memo`): an open-addressing table of
+    (hash, start, length) rows into flat stores of codes and rates; a full table or store
+    stops keeping new sets (they are computed every time)."""
+    index, codes_kept, rates_kept, fill = memo
     codes = np.empty(n_act, dtype=np.int64)
-    for a in range(n_act):
-        codes[a] = code[act[a]]
-    order = np.argsort(codes, kind="mergesort")
+    order = np.empty(n_act, dtype=np.int64)
+    for a in range(n_act):          # insertion sort by code: a handful of transfers
+        c = code[act[a]]
+        j = a
+        while j > 0 and codes[j - 1] > c:
+            codes[j] = codes[j - 1]
+            order[j] = order[j - 1]
+            j -= 1
+        codes[j] = c
+        order[j] = a
     key = np.int64(n_act)
     for a in range(n_act):
-        codes[a] = code[act[order[a]]]
         key = key * np.int64(1000003) + codes[a]
-    slot = memo[key] if key in memo else np.int64(-1)
-    if slot >= 0:
-        known = memo_codes[slot]
-        if known.shape[0] == n_act and (known == codes).all():
-            kept = memo_rates[slot]
-            for a in range(n_act):
-                rate[act[order[a]]] = kept[a]
-            return
+    mask = index.shape[0] - 1
+    slot = key & mask
+    while index[slot, 2] > 0:
+        if index[slot, 0] == key and index[slot, 2] == n_act:
+            at = index[slot, 1]
+            if (codes_kept[at:at + n_act] == codes).all():
+                for a in range(n_act):
+                    rate[act[order[a]]] = rates_kept[at + a]
+                return
+        slot = (slot + 1) & mask
     _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column)
-    if slot < 0:          # (a different set under the same hash: computed, not kept)
-        kept = np.empty(n_act)
+    at = fill[0]
+    if 2 * fill[1] < index.shape[0] and at + n_act <= codes_kept.shape[0]:
+        index[slot, 0], index[slot, 1], index[slot, 2] = key, at, n_act
         for a in range(n_act):
-            kept[a] = rate[act[order[a]]]
-        memo[key] = len(memo_codes)
-        memo_codes.append(codes)
-        memo_rates.append(kept)
+            codes_kept[at + a] = codes[a]
+            rates_kept[at + a] = rate[act[order[a]]]
+        fill[0] += n_act
+        fill[1] += 1
+
+
+@njit(cache=True)
+def _new_memo(rows):
+    """An empty rate memo for :func:`_memo_rates`: ``rows`` table rows (a power of two; up to
+    half as many sets kept), 16 codes and rates per row, (codes used, sets kept)."""
+    return (np.zeros((rows, 3), dtype=np.int64), np.zeros(16 * rows, dtype=np.int64),
+            np.zeros(16 * rows), np.zeros(2, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -259,7 +280,7 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp):
 
 @njit(cache=True)
 def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, queue, first_tries,
-         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s):
+         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, memo_rows):
     """The event loop (module docstring); returns (start, end, head, done). The per-task path
     (a task ends, its resources start their next tasks) is written out in this one function:
     numba reference-counts the arrays passed to a function it calls, which costs more than the
@@ -282,9 +303,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     ready = np.empty(max(n_res, first_tries.shape[0]) + 1, dtype=np.int64)
     # rates memoised per set of active transfers, named by their sorted codes (entry, level)
     code = entry * (level.max() - level.min() + 1) + (level - level.min())
-    memo = Dict.empty(key_type=types.int64, value_type=types.int64)
-    memo_codes = List.empty_list(types.int64[::1])
-    memo_rates = List.empty_list(types.float64[::1])
+    memo = _new_memo(memo_rows)
     n_heap, n_act, done = 0, 0, 0
     now, t_rates, t_flow, first, limit = 0.0, 0.0, np.inf, -1, -1.0
     changed = False
@@ -331,8 +350,8 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 # rates change only when the set of transfers does: settle the fractions once,
                 # then every transfer's finish time is fixed until the next change
                 changed = False
-                first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, memo_codes,
-                                memo_rates, entry, level, priority, alone, link_ptr, links, share, column)
+                first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
+                                priority, alone, link_ptr, links, share, column)
                 t_rates = now
                 t_flow = now + frac[first] / rate[first]
             if n_heap > 0 and ht[0] <= t_flow:
@@ -378,8 +397,8 @@ def _insert_sorted(ready, n_ready, r):
 
 
 @njit(cache=True)
-def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, memo_codes, memo_rates, entry,
-            level, priority, alone, link_ptr, links, share, column):
+def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
+            link_ptr, links, share, column):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
     the transfer that finishes first at them (the first started among equals)."""
@@ -388,8 +407,8 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, memo_codes,
         for a in range(n_act):
             if rated[act[a]]:
                 frac[act[a]] -= rate[act[a]] * elapsed
-    _memo_rates(act, n_act, rate, code, memo, memo_codes, memo_rates, entry, level, priority,
-                alone, link_ptr, links, share, column)
+    _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
+                column)
     t_flow, first = np.inf, -1
     for a in range(n_act):
         tid = act[a]
