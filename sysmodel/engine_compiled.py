@@ -210,7 +210,7 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
         rate[act[a]] = max(factor[a], 1e-9) / alone[entry[act[a]]]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column):
     """:func:`_rates`, memoised over repeated sets of active transfers: transfers with the same
     code (entry and level) have the same rate, so a set is named by its sorted codes, and its
@@ -396,7 +396,7 @@ def _insert_sorted(ready, n_ready, r):
     return n_ready + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
             link_ptr, links, share, column):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
