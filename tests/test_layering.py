@@ -59,8 +59,9 @@ LAYERS = {
     # numba compiles the engine's event loop (sysmodel/engine_compiled.py)
     "sysmodel": {"project": {"hdl.contracts", "hdl.compiler"},
                  "third_party": {"numpy", "matplotlib", "chakra", "google", "pydantic", "numba"}},
+    # scipy: studies/bandwidth_optimizer.py's local search (scipy.optimize)
     "studies": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel"},
-                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd", "pydantic"}},
+                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd", "pydantic", "scipy"}},
     # dask / distributed: fred/parallel.py runs points on a Dask cluster (--scheduler); tqdm:
     # fred/progress.py's progress bars. The model below never imports them.
     "fred": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel", "studies"},

@@ -30,9 +30,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every in-wafer strategy MP x DP x PP = the wafer's NPUs, ranked by time per sample")
     parser.add_argument("--study", action="store_true",
                         help="print the cluster study's tables (Markdown; docs/cluster.md) instead")
+    parser.add_argument("--optical-study", action="store_true",
+                        help="print the optical study's tables (WRHT, optical vs electrical scale-out, the "
+                             "bandwidth optimizer's splits; Markdown; docs/optical.md) instead")
 
 
 def run(args) -> int:
+    if args.optical_study:
+        if args.platform or args.workload or args.study:
+            raise FredError("--optical-study computes its own platforms and workloads; drop --platform/--workload/--study")
+        from studies.optical_study import render as render_optical
+        print(render_optical(), end="")
+        return 0
     if args.study:
         if args.platform or args.workload:
             raise FredError("--study computes its own platforms and workloads; drop --platform/--workload")

@@ -7,12 +7,14 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
+from fred.commands._dse_optimize import add_optimize_arguments, run_optimize
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
 from fred.commands._option_types import RANGES
 
-HELP = "sweep fabric designs x strategies per workload; rank by time per sample and per cost; Pareto front"
+HELP = ("sweep fabric designs x strategies per workload; rank by time per sample and per cost; Pareto front; "
+        "or --optimize bandwidth: each cluster dimension's bandwidth under a budget")
 
 
 def _ints(text: str) -> tuple:
@@ -76,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=RANGES["top"], default=8, help="designs listed per ranking (default 8)")
     add_model_arguments(parser)
     add_parallel_arguments(parser, cache_default="results/dse/points.jsonl")
+    add_optimize_arguments(parser)
 
 
 def run(args) -> int:
@@ -86,6 +89,10 @@ def run(args) -> int:
     from studies.dse import DseGrid, DseMeta, dse_point, dse_specs, summarise, write_dse
     from studies.points import model_fingerprint, platform_from_ref, platform_ref
     from studies.report import check_writable
+    if args.optimize:
+        return run_optimize(args)
+    if args.budget is not None:
+        raise FredError("--budget applies to --optimize bandwidth")
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
