@@ -19,6 +19,11 @@ DP all-reduce overlapping an MP one on the same links slows both.
 A task may only depend on tasks added before it; since each resource runs its tasks in the
 order they were added, this rules out cycles and deadlocks by construction (the run still
 checks that every task ran and names the blocked ones if not).
+
+:meth:`Engine.run` hands the graph as arrays (:meth:`Engine.arrays`) to the event loop compiled
+by numba (:mod:`sysmodel.engine_compiled`) and writes every task's start and end back;
+``run(reference=True)`` runs the plain loop of :mod:`sysmodel.engine_reference`, the
+specification the compiled one is tested against (docs/sysmodel.md, Speed).
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from __future__ import annotations
 import itertools
 import operator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hdl.contracts.errors import FredError
-from sysmodel.engine_compiled import GraphArrays, run_arrays
 from sysmodel.engine_reference import run_reference
+
+if TYPE_CHECKING:
+    from sysmodel.engine_compiled import GraphArrays
 
 __all__ = ["Task", "Engine", "Schedule"]
 
@@ -134,6 +142,9 @@ class Engine:
         tasks = self.tasks
         if not tasks:
             return Schedule(tasks=tasks, makespan=0.0)
+        # imported here: numba's import and the compiled code's loading (about 0.5 s) are paid
+        # by the processes that run an engine, not by every one that imports the model
+        from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
         start, end, head, done = run_arrays(self.arrays(names))
         for task, s, e in zip(tasks, start.tolist(), end.tolist()):
@@ -154,6 +165,7 @@ class Engine:
         A transfer's busiest-link time alone and its share of every link it uses depend only
         on its (loads, bandwidths) pair; tasks repeating one communication share those arrays
         (the communication timer memoises), so each pair becomes one entry."""
+        from sysmodel.engine_compiled import GraphArrays
         tasks = self.tasks
         n = len(tasks)
         names = sorted(self.queues) if names is None else names
