@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["GraphArrays", "run_arrays", "EPS"]
+__all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS"]
 
 #: a transfer whose remaining fraction is below this is done; events within it coincide
 EPS = 1e-12
@@ -73,6 +73,22 @@ def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
                 g.links, g.share, g.n_links, g.priority, g.preempt_s, memo_rows)
+
+
+def warm_up() -> tuple[float, bool]:
+    """Load (or, without a cached copy, compile) the loop by running a two-task graph: (wall
+    seconds it took, whether it compiled). A benchmark states this cost apart."""
+    import time
+    misses = sum(_run.stats.cache_misses.values())
+    start = time.perf_counter()
+    one = np.ones(1)
+    run_arrays(GraphArrays(
+        duration=np.array([1.0, 1.0]), resource=np.array([0, 1]), remaining=np.array([0, 0]),
+        dependents_ptr=np.zeros(3, dtype=np.int64), dependents=np.zeros(0, dtype=np.int64),
+        queue_ptr=np.array([0, 1, 2]), queue=np.array([0, 1]), first_tries=np.array([0, 1]),
+        entry=np.array([-1, 0]), level=np.array([0, 1]), alone=one, link_ptr=np.array([0, 1]),
+        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=0.0))
+    return time.perf_counter() - start, sum(_run.stats.cache_misses.values()) > misses
 
 
 @njit(cache=True, inline="always")
