@@ -8,10 +8,10 @@ resources start in name order, transfers share links max-min fairly (by strict p
 with a preemption latency when the engine has priorities) and continue with their fixed latency
 once their bytes are through -- written with integer task and resource numbers so that numba
 compiles it (``@njit(cache=True)``: the machine code is kept in ``__pycache__`` and loaded by
-later processes; the first call on a fresh clone compiles, a few seconds, stated apart by
-``make bench-sysmodel``). Rates are recomputed from the active transfers' sparse link shares
-whenever the set of active transfers changes; sums run in another order than the reference's,
-so figures agree to rounding (tested to 1e-9 relative,
+later processes, 0.3-0.5 s; the first call on a fresh clone compiles, about 10 s of CPU, stated
+apart by ``make bench-sysmodel``). Rates are recomputed from the active transfers' sparse link
+shares whenever the set of active transfers changes (memoised per set); sums run in another
+order than the reference's, so figures agree to rounding (tested to 1e-9 relative,
 ``tests/sysmodel/test_sysmodel_engine_property.py``).
 
 Ties are broken as the reference breaks them: the fixed-duration heap orders by (end time,
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+
+from hdl.contracts.errors import FredError
 
 __all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS"]
 
@@ -69,7 +71,7 @@ def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np
     ``g.queue``), tasks done); a task that never started keeps -1. ``memo_rows``: rows of the
     rate memo's table (a power of two; it keeps up to half as many sets of transfers)."""
     if memo_rows < 2 or memo_rows & (memo_rows - 1):
-        raise ValueError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
+        raise FredError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
                 g.links, g.share, g.n_links, g.priority, g.preempt_s, memo_rows)

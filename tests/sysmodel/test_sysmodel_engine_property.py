@@ -96,5 +96,5 @@ def test_a_queue_ordered_against_its_dependencies_is_reported_as_a_deadlock():
 
 
 def test_the_rate_memo_size_must_be_a_power_of_two():
-    with pytest.raises(ValueError, match="memo_rows"):
+    with pytest.raises(FredError, match="memo_rows must be a power of two"):
         run_arrays(Engine().arrays(), memo_rows=3)
