@@ -105,7 +105,8 @@ def bench_commands() -> None:
     from sysmodel.engine_compiled import warm_up
     seconds, compiled = warm_up()
     if compiled:
-        print(f"compiled engine: no cached copy; compiled before the commands in {seconds:.2f} s", flush=True)
+        print(f"compiled engine: no cached copy; compiled before the commands in {seconds:.2f} s",
+              flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for label, argv in COMMANDS:
             argv = [a.format(tmp=os.path.join(tmp, "results")) for a in argv]
