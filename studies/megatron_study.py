@@ -27,10 +27,11 @@ from hdl.contracts.errors import FredError
 from sysmodel.cluster_training import ClusterIterationResult, simulate_cluster_iteration
 from sysmodel.dimensions import Cluster, Dimension, load_cluster
 from sysmodel.workload_file import get_workload
+from sysmodel.workloads import Workload
 from studies.cluster_study import CLUSTERS, three_dimensional
 
 __all__ = ["MEGATRON_WORKLOAD", "GLOBAL_BATCH", "MegatronRow", "megatron_clusters", "megatron_mapping",
-           "megatron_table", "render"]
+           "megatron_workload", "megatron_iteration", "megatron_table", "render"]
 
 MEGATRON_WORKLOAD = "megatron-gpt-175b"
 #: GPT-3's batch: 3.2M tokens of 2048 (Brown et al. 2020, Table 2.1)
@@ -81,19 +82,27 @@ class MegatronRow:
         return self.mesh.time_s / self.fred.time_s
 
 
+def megatron_workload(cluster: Cluster, mapping: dict) -> Workload:
+    """The workload with ``ceil(GLOBAL_BATCH / DP)`` samples per DP replica, one microbatch each."""
+    base = get_workload(MEGATRON_WORKLOAD)
+    samples = math.ceil(GLOBAL_BATCH / (_replicas(cluster, mapping) * base.strategy.dp))
+    return replace(base, samples_per_dp=samples, microbatches=samples)
+
+
+def megatron_iteration(cluster: Cluster, schedule: str = "themis") -> ClusterIterationResult:
+    """One iteration of the Megatron-style run on ``cluster`` (a :func:`megatron_clusters` one)."""
+    mapping = megatron_mapping(cluster)
+    return simulate_cluster_iteration(cluster, megatron_workload(cluster, mapping), schedule=schedule,
+                                      mapping=mapping)
+
+
 def megatron_table(npus_list=(1000, 10000), schedules=("fixed", "themis")) -> list[MegatronRow]:
     rows = []
-    base = get_workload(MEGATRON_WORKLOAD)
     for npus in npus_list:
         clusters = megatron_clusters(npus)
-        mapping = megatron_mapping(clusters["fred"])
-        dp = _replicas(clusters["fred"], mapping) * base.strategy.dp
-        samples = math.ceil(GLOBAL_BATCH / dp)
-        workload = replace(base, samples_per_dp=samples, microbatches=samples)
         for schedule in schedules:
-            fred, mesh = (simulate_cluster_iteration(clusters[k], workload, schedule=schedule, mapping=mapping)
-                          for k in ("fred", "mesh"))
-            rows.append(MegatronRow(npus, schedule, samples, fred, mesh))
+            fred, mesh = (megatron_iteration(clusters[k], schedule) for k in ("fred", "mesh"))
+            rows.append(MegatronRow(npus, schedule, fred.wafer.samples_per_dp, fred, mesh))
     return rows
 
 

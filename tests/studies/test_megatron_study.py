@@ -33,29 +33,41 @@ def test_unknown_size_is_an_error():
         megatron_clusters(2000)
 
 
-def test_table_mechanisms():
-    rows = {(r.npus, r.schedule): r for r in megatron_table()}
-    for (npus, _), r in rows.items():
+def _check_rows(rows):
+    for r in rows:
         for result in (r.fred, r.mesh):
-            assert result.pp_across == 10 and result.npus_used == npus
-            # global batch about GPT-3's, one microbatch per sample
+            assert result.pp_across == 10 and result.npus_used == r.npus
+            # global batch about GPT-3's, one microbatch per sample, run by every pipeline wafer
             assert GLOBAL_BATCH <= r.samples_per_dp * result.dp_global < GLOBAL_BATCH + result.dp_global
             assert result.wafer.microbatches == r.samples_per_dp
             assert result.time_s == pytest.approx(result.pipeline_s + result.cross_wafer.time_s)
         # both clusters reduce the same bytes over the same scale-out: only the wafers differ
         assert r.fred.gradient_bytes_per_npu == r.mesh.gradient_bytes_per_npu
-    # one DP dimension at 1,000 NPUs: the chunk order has no choice
-    assert rows[1000, "fixed"].fred.time_s == rows[1000, "themis"].fred.time_s
-    # two DP dimensions at 10,000 NPUs: Themis balances them and cannot be slower here
+        assert r.fred.cross_wafer.time_s == pytest.approx(r.mesh.cross_wafer.time_s)
+    return {(r.npus, r.schedule): r for r in rows}
+
+
+def test_table_mechanisms_at_10000_npus():
+    rows = _check_rows(megatron_table((10000,)))
+    # two DP dimensions (pod, spine): Themis balances them and is faster than the fixed order
     fixed, themis = rows[10000, "fixed"].fred.cross_wafer, rows[10000, "themis"].fred.cross_wafer
     assert themis.time_s < fixed.time_s
     busy = [d.busy_s for d in themis.dimensions]
     assert max(busy) / min(busy) < 1.2
 
 
-def test_cli_prints_the_table(capsys):
+@pytest.mark.full
+def test_table_at_1000_npus_and_the_cli(capsys):
+    rows = _check_rows(megatron_table((1000,)))
+    # one DP dimension: the chunk order has no choice
+    assert rows[1000, "fixed"].fred.time_s == rows[1000, "themis"].fred.time_s
     assert main(["cluster", "--megatron-study"]) == 0
     out = capsys.readouterr().out
-    assert MEGATRON_WORKLOAD in out and out.count("| 10000 |") == 2
+    assert MEGATRON_WORKLOAD in out and out.count("| 10000 |") == 2 and out.count("| 1000 |") == 2
+
+
+def test_cli_refuses_two_studies_or_a_platform(capsys):
     assert main(["cluster", "--megatron-study", "--study"]) != 0
     assert "one study at a time" in capsys.readouterr().err
+    assert main(["cluster", "--megatron-study", "--platform", "cluster-fred-wafers.toml"]) != 0
+    assert "--megatron-study computes its own platforms" in capsys.readouterr().err
