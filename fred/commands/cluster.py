@@ -40,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--megatron-study", action="store_true",
                         help="print the Megatron-style GPT-3 175B run (MP on each wafer, PP and DP across "
                              "wafers; 1,000 and 10,000 NPUs; Markdown; docs/cluster.md) instead")
+    parser.add_argument("--themis-sensitivity", action="store_true",
+                        help="print how the Themis gain moves with the inputs its paper leaves unknown "
+                             "(bandwidth profile, chunks, latency, size, dimension count; Markdown; "
+                             "docs/cluster.md) instead")
     parser.add_argument("--optical-study", action="store_true",
                         help="print the optical study's tables (WRHT, optical vs electrical scale-out, the "
                              "bandwidth optimizer's splits; Markdown; docs/optical.md) instead")
@@ -47,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 #: each study flag -> the module whose ``render()`` prints it (each computes its own platforms)
 _STUDIES = {"resize_study": "studies.resize_study", "optical_study": "studies.optical_study",
-            "megatron_study": "studies.megatron_study", "study": "studies.cluster_study"}
+            "megatron_study": "studies.megatron_study", "themis_sensitivity": "studies.themis_sensitivity",
+            "study": "studies.cluster_study"}
 
 
 def _run_study(args) -> bool:
