@@ -33,3 +33,12 @@ def test_variants_move_the_gain_the_way_the_mechanism_says():
 def test_cli(capsys):
     assert main(["cluster", "--themis-sensitivity", "--platform", "themis-3d.toml"]) != 0
     assert "--themis-sensitivity computes its own" in capsys.readouterr().err
+
+
+def test_end_to_end_gain_follows_the_reduction_share():
+    from studies.themis_sensitivity import end_to_end_table
+    slow, fast = end_to_end_table(("resnet-152",), (1.0, 100.0))
+    assert 1.0 <= slow.gain < fast.gain
+    assert slow.reduction_share < fast.reduction_share
+    # Themis only reorders the cross-wafer reduction: the gain cannot exceed 1 / (1 - its share)
+    assert fast.gain <= 1 / (1 - fast.reduction_share)
