@@ -169,8 +169,8 @@ def render() -> str:
                    f"{r.gain:.3f}x", f"{r.reduction_share:.3f}"] for r in end_to_end_table()])
     return ("### Themis gain (fixed time / Themis time) with one unknown input changed at a time\n"
             + _table(["input changed (base: file bandwidths, 64 chunks, 500 ns, 1 GB)"] + topologies
-                     + ["mean", "max"], body) + "\n\npaper (arXiv v1 / ISCA abstract): mean 1.88x, max 2.92x; "
-            "later arXiv abstract: mean 1.72x, max 2.70x\n\n"
+                     + ["mean", "max"], body) + "\n\npaper (arXiv v1 abstract, as the issue quotes): mean 1.88x, max 2.92x; "
+            "later abstract (ISCA'22): mean 1.72x, max 2.70x\n\n"
             "### Dimension count alone: equal-bandwidth switch dimensions, 1 GB, 64 chunks\n" + counts + "\n\n"
             "### End to end: 10,000 NPUs (500 FRED wafers, DP across rack, pod and spine), fixed vs Themis\n"
             + e2e + "\n\npaper end to end (arXiv v1 as the issue quotes): 1.49x / 1.41x / 1.42x / 1.35x on "
