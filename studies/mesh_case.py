@@ -81,7 +81,7 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     if estimate.algorithm not in ("hierarchical-2d", "ring"):
         raise FredError(f"the model runs {label} with {estimate.algorithm}; the RTL mesh runs "
                         f"hierarchical-2d or ring, one per request")
-    split = mesh_split(spec, groups[0], platform=platform) if estimate.algorithm == "hierarchical-2d" else 0.5
+    split = mesh_split(spec, groups[0], size, platform=platform) if estimate.algorithm == "hierarchical-2d" else 0.5
     mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split)   # fails early
     return MeshCase(spec, groups, size, label, estimate, split)
 

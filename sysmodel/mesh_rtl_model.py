@@ -60,13 +60,14 @@ def mesh_model_cycles(spec: MeshFabricSpec, groups, size_flits: int, *, platform
                         busiest_link_flits=result.busiest_link_bytes / timing.flit_bytes)
 
 
-def mesh_split(spec: MeshFabricSpec, group, *, platform: Platform | None = None) -> float:
+def mesh_split(spec: MeshFabricSpec, group, size_flits: int, *, platform: Platform | None = None) -> float:
     """The share of the buffer the model gives the rows-first chunk of the hierarchical 2D
-    all-reduce of ``group`` (``sysmodel.collectives.mesh_2d_split``); 0.5 for a group that is
-    not a rectangle (the ring's two directions carry half each)."""
+    all-reduce of ``size_flits`` per NPU on ``group`` (``sysmodel.collectives.mesh_2d_split``:
+    it depends on the size through the stages' latencies); 0.5 for a group that is not a
+    rectangle (the ring's two directions carry half each)."""
     platform = platform or mesh_platform(spec)
     net = build_network(platform, "mesh")
     rect = rectangle(net, group)
     if rect is None:
         return 0.5
-    return mesh_2d_split(net, "all-reduce", *rect, 1.0)[0]
+    return mesh_2d_split(net, "all-reduce", *rect, size_flits * platform.switch_at("l1").flit_bytes)[0]
