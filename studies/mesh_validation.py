@@ -50,7 +50,7 @@ def mesh_validation_row(label: str, case) -> FabricValidationRow:
         model_latency_cycles=float(est.cycles - est.bandwidth_cycles), model_phase_cycles=0.0,
         model_phases=0, busiest_link=f"{est.busiest_link_flits:.1f} flits",
         rtl_cycles=int(rtl.cycles), ratio=float(case.ratio),
-        flits_checked=int(rtl.program.recv_total()), cycles_per_s=float(rtl.cycles_per_s))
+        flits_checked=int(rtl.program.recv_total), cycles_per_s=float(rtl.cycles_per_s))
 
 
 def speedup_rows(rows) -> list[dict]:

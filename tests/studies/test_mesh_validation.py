@@ -17,7 +17,7 @@ def row(fabric, case, size, model, rtl):
 
 
 def test_mesh_row_reads_the_case():
-    program = SimpleNamespace(recv_total=lambda: 1234)
+    program = SimpleNamespace(recv_total=1234)   # MeshProgram.recv_total is a property
     case = SimpleNamespace(estimate=SimpleNamespace(cycles=16032.0, bandwidth_cycles=15999.0,
                                                     algorithm="hierarchical-2d", busiest_link_flits=3999.8),
                            rtl=SimpleNamespace(cycles=16020, cycles_per_s=2e4, program=program),
