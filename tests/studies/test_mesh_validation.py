@@ -16,15 +16,20 @@ def row(fabric, case, size, model, rtl):
                                rtl / model, 100, 1e5)
 
 
-def test_mesh_row_reads_the_case():
-    program = SimpleNamespace(recv_total=1234)   # MeshProgram.recv_total is a property
-    case = SimpleNamespace(estimate=SimpleNamespace(cycles=16032.0, bandwidth_cycles=15999.0,
-                                                    algorithm="hierarchical-2d", busiest_link_flits=3999.8),
-                           rtl=SimpleNamespace(cycles=16020, cycles_per_s=2e4, program=program),
-                           size_flits=4000, ratio=16020 / 16032.0)
+def test_mesh_row_reads_a_real_case_and_program():
+    """A real case (the model's side, nothing built) and the real engine program; only the RTL's
+    cycle count is made up."""
+    from hdl.compiler.mesh_program import mesh_program
+    from studies.mesh_case import build_mesh_case
+    case = build_mesh_case(op="all-reduce", size=40, group="wafer")
+    program = mesh_program(case.spec, case.groups, 40, algorithm=case.estimate.algorithm, split=case.split)
+    case.rtl = SimpleNamespace(cycles=222, cycles_per_s=2e4, program=program)
     r = mesh_validation_row("wafer all-reduce", case)
-    assert (r.fabric, r.model_latency_cycles, r.rtl_cycles, r.flits_checked) == ("mesh", 33.0, 16020, 1234)
-    assert r.within and r.busiest_link == "3999.8 flits"
+    assert (r.fabric, r.algorithm, r.rtl_cycles) == ("mesh", "hierarchical-2d", 222)
+    assert r.model_latency_cycles == pytest.approx(case.estimate.cycles - case.estimate.bandwidth_cycles)
+    # every NPU receives 1.9 x 40 flits (tests/sysmodel/test_mesh_rtl_model.py's 1.9 S), 20 NPUs
+    assert r.flits_checked == program.recv_total == 20 * 76
+    assert r.ratio == pytest.approx(222 / case.estimate.cycles)
 
 
 def test_speedups_pair_mesh_and_fred_rows_of_the_same_case_and_size():
