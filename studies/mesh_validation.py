@@ -1,11 +1,11 @@
-"""The 2D-mesh rows of ``fred fabric-validate``: the paper's Fig. 9 all-reduce cases on the RTL
+"""The 2D-mesh rows of ``fred fabric-validate``: the paper's Fig. 9 cases on the RTL
 mesh (docs/mesh_rtl.md) against the model of the same mesh, and the speedups measured entirely
 in RTL (mesh RTL cycles / Fred-X RTL cycles) beside the model's and the paper's, written into
 ``docs/fabric_validation.md`` between the fabric-validate-mesh markers.
 
 The rows are :class:`~studies.fabric_validation.FabricValidationRow` (fabric ``mesh``), so the
 summary and its tolerance are the FRED fabrics' (:func:`studies.fabric_validation.summarise`).
-PP multicast and the I/O cases are not in :data:`MESH_CASES`: the RTL mesh runs all-reduce only
+The I/O cases are not in :data:`MESH_CASES`: the RTL mesh has no I/O controllers yet
 (docs/mesh_rtl.md, "What is missing").
 """
 
@@ -25,6 +25,7 @@ MESH_CASES = (
     ("wafer all-reduce", dict(op="all-reduce", group="wafer")),
     ("MP2-DP5-PP2 MP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="mp")),
     ("MP2-DP5-PP2 DP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="dp")),
+    ("MP2-DP5-PP2 PP multicast", dict(op="multicast", strategy="MP2-DP5-PP2", dim="pp")),
 )
 MESH_BEGIN, MESH_END = "<!-- fabric-validate-mesh:begin -->", "<!-- fabric-validate-mesh:end -->"
 
@@ -32,11 +33,12 @@ MESH_BEGIN, MESH_END = "<!-- fabric-validate-mesh:begin -->", "<!-- fabric-valid
 #: bandwidths per NPU, with the traffic Fred-B/D save): wafer mesh 1500 GBps against Fred-A
 #: 1875, Fred-B 1500 with half the traffic, Fred-C 3000, Fred-D 3000 with half; MP 750 against
 #: 3000 everywhere; DP 750 against 375, "~mesh" with 37.5 % less traffic (1.6), 3000, 3000 with
-#: 37.5 % less (6.4).
+#: 37.5 % less (6.4); PP multicast 750 against 3000 everywhere.
 PAPER_SPEEDUP = {
     "wafer all-reduce": {"fred-a": 1.25, "fred-b": 2.0, "fred-c": 2.0, "fred-d": 4.0},
     "MP2-DP5-PP2 MP all-reduce": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
     "MP2-DP5-PP2 DP all-reduce": {"fred-a": 0.5, "fred-b": 1.6, "fred-c": 4.0, "fred-d": 6.4},
+    "MP2-DP5-PP2 PP multicast": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
 }
 
 

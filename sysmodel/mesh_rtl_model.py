@@ -46,14 +46,18 @@ class MeshEstimate:
 
 
 def mesh_model_cycles(spec: MeshFabricSpec, groups, size_flits: int, *, platform: Platform | None = None,
-                      algorithm: str | None = None) -> MeshEstimate:
-    """The model's cycles for an all-reduce of ``size_flits`` per NPU on each of ``groups`` at
-    once, on :func:`mesh_platform` (``platform`` to reuse one)."""
+                      algorithm: str | None = None, op: str = "all-reduce") -> MeshEstimate:
+    """The model's cycles for ``op`` of ``size_flits`` per NPU on each of ``groups`` at once, on
+    :func:`mesh_platform` (``platform`` to reuse one): an all-reduce of every group, or a
+    multicast from each group's first rank to the rest."""
     platform = platform or mesh_platform(spec)
     timing = platform.switch_at("l1")
     size = size_flits * timing.flit_bytes
-    result = evaluate(platform, "mesh", [Collective("all-reduce", group=tuple(g), size=size) for g in groups],
-                      algorithm=algorithm)
+    if op == "multicast":
+        collectives = [Collective("multicast", group=tuple(g[1:]), size=size, root=g[0]) for g in groups]
+    else:
+        collectives = [Collective(op, group=tuple(g), size=size) for g in groups]
+    result = evaluate(platform, "mesh", collectives, algorithm=algorithm)
     return MeshEstimate(cycles=result.time_s / timing.cycle_s,
                         bandwidth_cycles=result.bandwidth_time_s / timing.cycle_s,
                         algorithm=",".join(result.algorithms),
