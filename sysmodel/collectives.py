@@ -9,8 +9,10 @@ module adds the routes and the timing:
 
 * **mesh** (endpoint algorithms only): all-reduce / reduce-scatter / all-gather on a group
   that fills a sub-rectangle of the mesh use the hierarchical 2D algorithm with two chunks
-  in opposite dimension orders (one rows-then-columns, one columns-then-rows); the split
-  between the two chunks is the one that minimises the busiest link. Other groups use a
+  in opposite dimension orders (one rows-then-columns, one columns-then-rows), timed as a
+  schedule of the two chunks' dependent stages sharing links
+  (:mod:`sysmodel.stage_schedule`); the split between the two chunks is the one that
+  minimises that schedule. Other groups use a
   bidirectional logical ring in snake (boustrophedon) order. The faster of the available
   algorithms is used. Broadcast / multicast / reduce: pipelined chain of unicasts.
   I/O: dimension-ordered broadcast trees from every controller (reduce trees for stores),
