@@ -19,6 +19,7 @@ Tables, each computed here from the model (nothing stored):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from hdl.contracts.errors import FredError
@@ -27,13 +28,14 @@ from studies.cost import load_cost_model
 from sysmodel.cluster_training import simulate_cluster_iteration
 from sysmodel.dimensions import Dimension, load_cluster, with_bandwidth
 from sysmodel.multidim_collectives import run_collective
-from sysmodel.optical import (OpticalRing, plan_allreduce, wrht_group_size, wrht_levels,
+from sysmodel.optical import (OpticalRing, allreduce_time, plan_allreduce, wrht_group_size, wrht_levels,
                               wrht_wavelengths)
 from sysmodel.workload_file import get_workload
 from sysmodel.workloads import WORKLOADS
 
 __all__ = ["HEADLINE_SETUP", "wrht_formula_table", "headline_table", "latency_ratio_table",
-           "cluster_table", "optimizer_table", "render"]
+           "cluster_table", "optimizer_table", "render", "PAPER_CROSSOVER_BYTES", "ring_rd_crossover",
+           "crossover_table"]
 
 #: The comparison's parameters. ASSUMED: the WRHT paper's own setup (node counts, wavelengths,
 #: rates, latencies, the electrical baseline) was not in any text reachable here. 1,024 nodes
@@ -162,6 +164,57 @@ def _md(header, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Dai et al., "Performance Comparison of Distributed DNN Training on Optical versus Electrical
+#: Interconnect Systems" (ICA3PP 2023), abstract: in 1,024-node systems ring beats recursive
+#: doubling above 64 MB (optical) and 1,024 MB (electrical). Their parameters (wavelengths,
+#: rates, latencies) are not in the abstract, the only text reachable here.
+PAPER_CROSSOVER_BYTES = {"optical": 64 * 2**20, "electrical": 1024 * 2**20}
+
+
+def ring_rd_crossover(ring_time, rd_time, lo: float = 1.0, hi: float = 1e13) -> float | None:
+    """The message size (bytes) above which ``ring_time(size)`` < ``rd_time(size)``, found by
+    bisection on the two timing functions (both linear in the size, so there is at most one);
+    None when ring never wins below ``hi`` or already wins at ``lo``."""
+    if ring_time(hi) >= rd_time(hi) or ring_time(lo) < rd_time(lo):
+        return None
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if ring_time(mid) >= rd_time(mid) else (lo, mid)
+        if hi / lo < 1 + 1e-12:
+            break
+    return hi
+
+
+def crossover_table(nodes: int = 1024, wavelengths=(1, 4, 16, 64, 256, 512), setup=HEADLINE_SETUP) -> list[dict]:
+    """Where ring starts to beat recursive doubling on ``nodes`` nodes: on the optical ring of
+    ``setup`` with each number of ``wavelengths`` (the model's :func:`allreduce_time`), and on
+    the electrical network of ``setup``; with the rounds RD takes and the b x d per step each
+    medium would need for the paper's crossovers under the model's formulas (closed form:
+    ``S* = b d (2 (n-1) - R) / (R - 2 (n-1)/n)``, R = RD's serialised rounds)."""
+    base = setup["optical"]
+    rows = []
+    for w in wavelengths:
+        ring = replace(base, wavelengths=w)
+        rounds = plan_allreduce(ring, "recursive-doubling", nodes, 1.0).steps
+        s = ring_rd_crossover(lambda x: allreduce_time(ring, "ring", nodes, x),
+                              lambda x: allreduce_time(ring, "recursive-doubling", nodes, x))
+        rows.append(_crossover_row(f"optical, {w} wavelengths", nodes, rounds, s,
+                                   ring.wavelength_gbps * 1e9 * ring.oeo_ns * 1e-9, "optical"))
+    gbps, lat = setup["electrical_gbps"], setup["electrical_latency_ns"]
+    s = ring_rd_crossover(lambda x: _electrical("ring", nodes, x, gbps, lat),
+                          lambda x: _electrical("recursive-doubling", nodes, x, gbps, lat))
+    rows.append(_crossover_row("electrical", nodes, nodes.bit_length() - 1, s, gbps * lat, "electrical"))
+    return rows
+
+
+def _crossover_row(medium: str, nodes: int, rounds: int, crossover, bd: float, paper_key: str) -> dict:
+    factor = (2 * (nodes - 1) - rounds) / (rounds - 2 * (nodes - 1) / nodes) if rounds > 2 * (nodes - 1) / nodes else None
+    return {"medium": medium, "rd_rounds": rounds, "bd_bytes": bd, "crossover_bytes": crossover,
+            "closed_form_bytes": None if factor is None else bd * factor,
+            "paper_bytes": PAPER_CROSSOVER_BYTES[paper_key],
+            "bd_for_paper_bytes": None if not factor else PAPER_CROSSOVER_BYTES[paper_key] / factor}
+
+
 def render() -> str:
     """Every table as Markdown (``fred cluster --optical-study``)."""
     out = ["### WRHT's formulas: group size, steps, wavelengths, longest path\n",
@@ -197,4 +250,13 @@ def render() -> str:
                      f"{r['objective_value']:.6g} / {r['grid_objective']:.6g}", f"{r['time_s'] * 1e3:.3f}",
                      f"{r['file_time_s'] * 1e3:.3f}", "" if r["network_cost"] is None else f"{r['network_cost']:.0f}"]
                     for r in optimizer_table()]))
+    out.append("\n### Ring against recursive doubling on 1,024 nodes: where ring starts to win (the assumed setup)\n")
+    out.append(_md(["network", "RD rounds R", "b x d per step (KB)", "ring wins above (MB)", "closed form (MB)",
+                    "paper (MiB)", "b x d the paper's crossover needs (KB)"],
+                   [[r["medium"], r["rd_rounds"], f"{r['bd_bytes'] / 1e3:g}",
+                     "never" if r["crossover_bytes"] is None else f"{r['crossover_bytes'] / 1e6:.4g}",
+                     "-" if r["closed_form_bytes"] is None else f"{r['closed_form_bytes'] / 1e6:.4g}",
+                     f"{r['paper_bytes'] / 2**20:g}",
+                     "-" if r["bd_for_paper_bytes"] is None else f"{r['bd_for_paper_bytes'] / 1e3:.4g}"]
+                    for r in crossover_table()]))
     return "".join(out)

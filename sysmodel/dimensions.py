@@ -43,7 +43,7 @@ from sysmodel.toml_file import read_config_toml
 
 __all__ = ["DIMENSION_KINDS", "WAFER_KINDS", "Dimension", "Cluster", "load_cluster",
            "is_cluster_document", "is_cluster_file", "cluster_from_document", "wafer_cluster",
-           "with_bandwidth"]
+           "with_bandwidth", "with_wafer", "resolve_cluster_path"]
 
 #: Dimension kinds a cluster file may name.
 DIMENSION_KINDS = ("ring", "fully-connected", "switch", "fred", "mesh", "optical-ring")
@@ -240,7 +240,7 @@ def cluster_from_document(data: dict, source: str, *, base: Path | None = None,
     return Cluster(doc.name, doc.description, doc.npus, tuple(dims))
 
 
-def _resolve(path: str | Path) -> Path:
+def resolve_cluster_path(path: str | Path) -> Path:
     """``path``, or the shipped ``sysmodel/configs/<path>`` when ``path`` is a bare file name
     that is not a file here (``cluster-fred-wafers.toml``)."""
     path = Path(path)
@@ -252,7 +252,7 @@ def _resolve(path: str | Path) -> Path:
 
 def is_cluster_file(path: str | Path) -> bool:
     """True when the platform file ``path`` (or the shipped one of that name) is a cluster's."""
-    path = _resolve(path)
+    path = resolve_cluster_path(path)
     if not path.is_file():
         return False
     data, _ = read_config_toml(path, shipped="", what="platform")
@@ -263,7 +263,7 @@ def load_cluster(path: str | Path, *, characterization: str | Path | None = None
     """Load a cluster platform TOML (a path, or the name of a shipped one under
     ``sysmodel/configs/``, e.g. ``cluster-fred-wafers.toml``); its wafers' switches are timed
     by ``characterization`` (default: the shipped characterization)."""
-    path = _resolve(path)
+    path = resolve_cluster_path(path)
     data, source = read_config_toml(path, shipped="", what="cluster platform")
     if not is_cluster_document(data):
         raise FredError(f"{source}: not a cluster platform (it lists no [[dimensions]])")
@@ -290,3 +290,24 @@ def with_bandwidth(dim: Dimension, gbps: float) -> Dimension:
         raise FredError(f"dimension {dim.name!r}: bandwidth must be a number > 0 GBps, got {gbps!r}")
     optical = replace(dim.optical, wavelength_gbps=float(gbps)) if dim.optical else None
     return replace(dim, bandwidth_gbps=float(gbps), optical=optical)
+
+
+def with_wafer(cluster: Cluster, platform: Platform | None = None, fabric: str | None = None) -> Cluster:
+    """``cluster`` with its first dimension's wafer platform and/or fabric replaced (``None``:
+    keep the file's): what ``fred eval`` uses to put mesh and Fred-A..D wafers in the same
+    cluster, and ``fred dse`` a fabric design. The dimension's kind, bandwidth, latency and
+    in-network reduction follow the new wafer, as when the file names it."""
+    first, *outer = cluster.dimensions
+    if first.kind not in WAFER_KINDS:
+        raise FredError(f"cluster {cluster.name!r}: its first dimension {first.name!r} is a {first.kind}, "
+                        f"not a wafer (fred or mesh); there is no wafer to replace")
+    wafer = platform or first.wafer
+    fabric = fabric or first.fabric
+    wafer.check_fabric(fabric)
+    if wafer.npus != first.size:
+        raise FredError(f"cluster {cluster.name!r}: dimension {first.name!r} has {first.size} NPUs, "
+                        f"the wafer {wafer.name!r} {wafer.npus}")
+    in_network = fabric != "mesh" and wafer.variant(fabric).in_switch
+    dim = replace(first, kind="mesh" if fabric == "mesh" else "fred", bandwidth_gbps=wafer.npu_send_gbps,
+                  latency_ns=wafer.link_latency_ns, in_network=in_network, wafer=wafer, fabric=fabric)
+    return replace(cluster, dimensions=(dim, *outer))
