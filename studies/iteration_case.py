@@ -81,6 +81,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     by name, what the circuit fabric cannot run: overlap, pipeline stages, weight streaming,
     several collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
     from hdl.compiler.fabric_program import fabric_program
+    from hdl.contracts.placement import parse_strategy
     from hdl.contracts.trace_program import collective_request, npu_trace
     from sysmodel.fabric_model import fabric_platform, model_cycles
     from sysmodel.iteration_export import export_iteration
@@ -90,7 +91,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     timing = network.switch_at("l1")
     export = export_iteration(platform, spec.name, workload, strategy, samples_per_dp=samples_per_dp,
                               overlap=False, scale=scale, network=network)
-    if "PP1" not in export.strategy.split("-"):
+    if parse_strategy(export.strategy).pp != 1:
         raise FredError(f"strategy {export.strategy} has pipeline stages; the circuit fabric's trace "
                         f"run takes one stage (PP1)")
     traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}

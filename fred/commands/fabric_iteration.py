@@ -50,19 +50,20 @@ def run(args) -> int:
         print_json(case.to_dict())
         return 0
     model, rtl = case.model, case.rtl_figures
-    classes = sorted(model["comm_busy_cycles"])
-    rows = [["iteration", f"{model['iteration_cycles']:.1f}", _cell(rtl, "iteration_cycles")],
-            ["compute", f"{model['compute_cycles']:.1f}", _cell(rtl, "compute_cycles")]]
-    for cls in classes:
-        rows.append([f"{cls} communication", f"{model['comm_busy_cycles'][cls]:.1f}",
-                     _cell(rtl.get("comm_busy_cycles", {}), cls)])
-        rows.append([f"{cls} exposed", f"{model['comm_exposed_cycles'].get(cls, 0):.1f}",
-                     _cell(rtl.get("comm_exposed_cycles", {}), cls)])
     ratios = case.ratios()
-    for row in rows:
-        key = "iteration" if row[0] == "iteration" else f"comm_{row[0].split()[0]}"
-        row.append(f"{ratios[key]:.3f}" if key in ratios and row[0] != "compute" and
-                   not row[0].endswith("exposed") else "")
+
+    def row(label, model_value, rtl_value, ratio_key=None):
+        ratio = ratios.get(ratio_key)
+        return [label, f"{model_value:.1f}", "-" if rtl_value is None else str(rtl_value),
+                "" if ratio is None else f"{ratio:.3f}"]
+
+    rows = [row("iteration", model["iteration_cycles"], rtl.get("iteration_cycles"), "iteration"),
+            row("compute", model["compute_cycles"], rtl.get("compute_cycles"))]
+    for cls in sorted(model["comm_busy_cycles"]):
+        rows.append(row(f"{cls} communication", model["comm_busy_cycles"][cls],
+                        rtl.get("comm_busy_cycles", {}).get(cls), f"comm_{cls}"))
+        rows.append(row(f"{cls} exposed", model["comm_exposed_cycles"].get(cls, 0),
+                        rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
                        title=f"{case.spec.name}: {case.description} (serialised)"))
     if case.collective_model:
@@ -73,6 +74,3 @@ def run(args) -> int:
               f"cycles/s), build {case.rtl.build_s:.1f} s; every flit checked")
     return 0
 
-
-def _cell(figures: dict, key: str) -> str:
-    return f"{figures[key]}" if key in figures else "-"
