@@ -42,7 +42,7 @@ def test_unknown_key_names_file_table_and_key(tmp_path):
             "network_send_gbps, peak_tflops)",
             load_platform, _file(tmp_path, "p.toml", PAPER.replace("count = 20", "cuont = 20")))
     _raises("{path}: colour: unknown key (expected one of: area, description, io, "
-            "logic, name, power, reference)",
+            "logic, name, network, power, reference)",
             load_cost_model, _file(tmp_path, "c.toml", 'colour = "red"\n' + COST))
 
 
