@@ -25,7 +25,7 @@ from .packet_link import PacketLink
 from .packetizer import Packetizer
 
 __all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
-           "packet_format"]
+           "FLOW_PORT_REGS", "packet_format"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
 #: depacketizer's sequence errors and both ends' sticky flags (credit error | overflow).
@@ -40,6 +40,10 @@ PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "act
 #: of the last packet it receives, and the cycles after ``start`` before it sends its first
 #: packet (a traffic class that starts later, to measure preemption).
 PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
+#: Program registers of a packet switch unit (unit = NPUs + switch index): an entry of its
+#: flow-port table (:class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): the partner
+#: and output masks, then ``slot << 8 | input``, whose write stores the entry.
+FLOW_PORT_REGS = {"partners": 0, "outputs": 1, "entry": 2}
 
 
 def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
@@ -110,6 +114,7 @@ class PacketFabricTop(wiring.Component):
                 sw.config.payload.last.eq(self.cfg_last),
                 sw.config.payload.phase.eq(self.cfg_phase),
             ]
+            self._flow_ports(m, sw, spec.npus + s, prog_we, prog_unit, prog_reg, prog_data)
         with m.Switch(self.cfg_switch):
             for s, sw in enumerate(switches):
                 with m.Case(s):
@@ -161,6 +166,21 @@ class PacketFabricTop(wiring.Component):
         count_cycles(m, start, running, all_done, self.cycles)
         self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
         return m
+
+    @staticmethod
+    def _flow_ports(m, sw, unit, prog_we, prog_unit, prog_reg, prog_data):
+        """The program port's writes of switch unit ``unit``'s flow-port table
+        (:data:`FLOW_PORT_REGS`)."""
+        partners = Signal(sw.ports, name=f"unit{unit}_partners")
+        outputs = Signal(sw.ports, name=f"unit{unit}_outputs")
+        mine = prog_we & (prog_unit == unit)
+        with m.If(mine & (prog_reg == FLOW_PORT_REGS["partners"])):
+            m.d.sync += partners.eq(prog_data)
+        with m.If(mine & (prog_reg == FLOW_PORT_REGS["outputs"])):
+            m.d.sync += outputs.eq(prog_data)
+        m.d.comb += [sw.flow_we.eq(mine & (prog_reg == FLOW_PORT_REGS["entry"])),
+                     sw.flow_slot.eq(prog_data[8:]), sw.flow_input.eq(prog_data[:8]),
+                     sw.flow_partners.eq(partners), sw.flow_outputs.eq(outputs)]
 
     def _read_port(self, m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running):
         spec = self.spec

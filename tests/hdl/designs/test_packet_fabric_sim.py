@@ -165,16 +165,38 @@ def test_mp_started_later_preempts_dp_at_every_switch_and_both_complete():
     assert 400 <= run.cycles <= 400 + 150
 
 
-def test_mp_preempting_dp_on_some_switches_of_a_reduction_hangs_the_fabric():
-    """A finding (docs/fabric_rtl.md, "Packet fabric"): the DP all-reduce of NPUs 0, 2, 4 (one
-    per L1) and an MP all-reduce of NPUs 1, 3 (L1.0 and L1.1) from cycle 30. L1.0 and L1.1
-    preempt DP at their own packet boundaries; L1.2 keeps sending DP, so the L2 starts DP
-    packets whose operands from L1.0 and L1.1 are behind those L1s' MP traffic. When MP
-    reaches the L2 it drains, waiting for those operands; the L1s' MP packets wait for the
-    L2's MP buffer, which it does not read while draining: nothing moves. The preemption
-    the paper describes is safe on one switch but not across switches of one reduction."""
-    spec = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
-    request = _dp_and_mp(spec, (0, 2, 4), (1, 3), 200)
+THREE_L1 = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+
+
+def test_mp_preempting_dp_on_some_switches_of_a_reduction_completes():
+    """The regression of a cross-switch deadlock (docs/fabric_rtl.md, "Packet fabric"): the DP
+    all-reduce of NPUs 0, 2, 4 (one per L1) and an MP all-reduce of NPUs 1, 3 (L1.0 and
+    L1.1) from cycle 30. L1.0 and L1.1 preempt DP, L1.2 (no MP) keeps sending DP. The L2
+    used to start DP packets with only L1.2's operand present and then wait, draining, for
+    the operands queued behind the L1s' MP traffic. With the flow-port tables written, a
+    packet starts only with every operand present and room for it downstream, so the L2's
+    datapath stays empty, it preempts DP too, and both complete with every flit checked."""
+    request = _dp_and_mp(THREE_L1, (0, 2, 4), (1, 3), 200)
+    run = run_packet_fabric_amaranth(THREE_L1, request, watchdog_cycles=3000,
+                                     vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
+    assert run.errors == []
+    assert run.flits_checked == 3 * 200 + 2 * 200
+    # L1.0, L1.1 and the L2 carry both classes and preempt DP once; L1.2 only DP
+    assert [(s["selects"], s["preemptions"]) for s in run.switches] == [(3, 1), (3, 1), (1, 0),
+                                                                         (3, 1)]
+
+
+def test_without_the_flow_port_tables_mp_preempting_dp_on_some_switches_hangs():
+    """The mechanism: the same run with no flow-port table entry written (packets start as
+    soon as their own head is there) hangs as before: L1.0 on the MP slot with its datapath
+    full, L1.2 still on DP, the L2 draining DP with a reduction's operand inside."""
+    request = _dp_and_mp(THREE_L1, (0, 2, 4), (1, 3), 200)
+
+    def without_tables(load):
+        npus = THREE_L1.npus
+        return {**load, "writes": [w for w in load["writes"] if w[0] < npus]}
+
     with pytest.raises(FredError, match=r"L1\.0 RUN slot 1 busy 1.*L1\.2 RUN slot 0.*L2 DRAIN slot 0 busy 1"):
-        run_packet_fabric_amaranth(spec, request, watchdog_cycles=3000,
-                                   vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
+        run_packet_fabric_amaranth(THREE_L1, request, watchdog_cycles=3000,
+                                   vcs={0: VC.DP, 1: VC.MP}, delays={1: 30},
+                                   edit_load=without_tables)
