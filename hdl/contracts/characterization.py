@@ -177,6 +177,10 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     packet = None
     if doc.packet_switch is not None:
         packet = {name: getattr(doc.packet_switch, name) for name in PACKET_SWITCH_FIELDS}
+        point = data["packet_switch"].get("point")
+        if isinstance(point, dict) and all(k in point for k in ("ports", "middle", "dtype")):
+            # the measured design, for figures relative to the circuit switch's at that point
+            packet["point"] = {k: point[k] for k in ("ports", "middle", "dtype")}
     return Characterization(switch=values, source=source, document=data, switches=points,
                             packet_switch=packet)
 
