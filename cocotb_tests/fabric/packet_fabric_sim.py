@@ -77,7 +77,7 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
 
 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
-                               watchdog_cycles=20_000, packet_flits=8, depth=16,
+                               watchdog_cycles=20_000, packet_flits=8, depth=None,
                                edit_load=None, vcs=None, delays=None) -> PacketFabricRun:
     """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
     ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
@@ -189,7 +189,7 @@ PACKET_TOP = "fred_packet_fabric"
 
 
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
-                      packet_flits=8, depth=16, cflags="-O1") -> PacketFabricRun:
+                      packet_flits=8, depth=None, cflags="-O1") -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).

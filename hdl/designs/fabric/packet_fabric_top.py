@@ -13,6 +13,7 @@ from hdl.contracts.fabric_partition import uplinks
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import NPU_BUFFER
 from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.timing import switch_latency
 from hdl.compiler.fabric_program import default_phases
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
@@ -25,7 +26,7 @@ from .packet_link import PacketLink
 from .packetizer import Packetizer
 
 __all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
-           "FLOW_PORT_REGS", "packet_format"]
+           "FLOW_PORT_REGS", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
 #: depacketizer's sequence errors and both ends' sticky flags (credit error | overflow).
@@ -53,6 +54,20 @@ def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
                         packet_flits=packet_flits)
 
 
+def default_depth(spec: FabricSpec, packet_flits: int = 8) -> int:
+    """Flits per data VC of the packet fabric's input buffers: a packet starts only with room
+    for it downstream (docs/switch.md, "Starting a packet"), so an output's credits are held
+    from its packet's start at the input until the downstream frees them: the switch's
+    latency (input buffer + datapath), a link each way, plus the packet itself. The smallest
+    multiple of ``packet_flits`` covering that for the slowest switch and link of ``spec``
+    keeps every link at full rate (a multiple, so a packet an upstream switch started always
+    fits behind whole packets). Fred-D int32: 24 flits; fp16 switches: 40 (the paper: 48)."""
+    latency = 1 + max(switch_latency(ports=p, middle=spec.middle, dtype=spec.dtype)
+                      for p in set(spec.switch_ports))
+    loop = latency + 2 * max(spec.npu_link_latency, spec.uplink_latency) + packet_flits
+    return packet_flits * -(-loop // packet_flits)
+
+
 class PacketFabricTop(wiring.Component):
     """The fabric of ``spec`` with :class:`PacketSwitch` es in header mode instead of
     ``FredSwitchTop`` s and phase sequencers: the same switches (L1s Fred_m(npus_per_l1 +
@@ -64,8 +79,7 @@ class PacketFabricTop(wiring.Component):
 
     Parameters: ``spec``; ``phases``: slots per switch (default the circuit fabric's);
     ``packet_flits`` (default 8, the paper's); ``depth``: flits per data VC of every input
-    buffer (default 16: covers a link's credit round trip at full rate for the latencies the
-    fabrics use).
+    buffer (default :func:`default_depth`: 24 on Fred-A..D, 16 on the small test fabrics).
 
     Ports: as :class:`FabricTop` (``clk``, ``start``, ``prog_*``, ``cfg_*``, ``rd_*``,
     ``all_done``, ``cycles``; the top resets itself for :data:`POR_CYCLES` cycles), with the
@@ -76,11 +90,11 @@ class PacketFabricTop(wiring.Component):
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
-                 depth: int = 16):
+                 depth: int | None = None):
         self.spec = spec
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits)
-        self.depth = depth
+        self.depth = default_depth(spec, packet_flits) if depth is None else depth
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
         super().__init__({
