@@ -28,7 +28,7 @@ __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 
 #: Subcommands in the order ``fred --help`` lists them.
 COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "cluster", "eval",
-            "sweep", "dse", "validate", "replay", "fabric-sim", "fabric-validate",
+            "sweep", "dse", "validate", "replay", "export-trace", "fabric-sim", "fabric-validate",
             "lint", "coverage", "mutation", "formal", "synth", "bench")
 
 

@@ -41,7 +41,7 @@ from pydantic import Field
 
 from hdl.contracts.characterization import read_characterization
 from hdl.contracts.errors import FredError
-from hdl.contracts.input_schema import (InputModel, NonNegativeInt, PositiveInt, PositiveNumber,
+from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt, PositiveNumber,
                                         UnitFraction, validate_input)
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_timing import SwitchTiming
@@ -105,6 +105,8 @@ class CostModel:
     reference: FabricDesign
     source: str
     name: str = "custom"
+    #: ``[network]``: ``{"npu_cost": x, "gbps_cost": {kind: cost per GBps per NPU}}`` or None
+    network: dict | None = None
 
     def gate_equivalents_of(self, cells_by_type: dict) -> float:
         """Gate equivalents of a yosys cell count by type (flip-flops by the ``$_DFF_`` entry)."""
@@ -151,6 +153,13 @@ class _Reference(InputModel):
     io_controllers: NonNegativeInt
 
 
+class _Network(InputModel):
+    """The cluster network's cost per NPU (studies/bandwidth_optimizer.py)."""
+
+    npu_cost: NonNegativeNumber
+    gbps_cost: dict[str, NonNegativeNumber]
+
+
 class _CostFile(InputModel):
     name: str = "custom"
     description: str = ""
@@ -159,6 +168,7 @@ class _CostFile(InputModel):
     power: _Power
     area: _Area
     reference: _Reference
+    network: _Network | None = None
 
 
 def load_cost_model(path: str | Path | None = None) -> CostModel:
@@ -176,7 +186,8 @@ def load_cost_model(path: str | Path | None = None) -> CostModel:
                      gate_equivalents=dict(doc.logic.gate_equivalents),
                      paper_total_w=doc.power.paper_total_w,
                      paper_total_mm2=doc.area.paper_total_mm2,
-                     reference=reference, source=source, name=doc.name)
+                     reference=reference, source=source, name=doc.name,
+                     network=doc.network.model_dump() if doc.network else None)
 
 
 # -- structure ------------------------------------------------------------------------------

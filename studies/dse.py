@@ -204,6 +204,11 @@ def dse_point(spec: dict) -> dict:
     from studies.evaluation import strategy_row
     from sysmodel.workload_file import get_workload
     design = FabricDesign(**spec["design"])
+    if spec.get("cluster"):              # the design on every wafer of a cluster (docs/cluster.md)
+        from studies.cluster_points import cluster_dse_row, cluster_from_spec
+        p = design_platform(cluster_from_spec(spec["cluster"]).dimensions[0].wafer, design)
+        row = cluster_dse_row(spec, p, DSE_FABRIC, get_workload(spec["workload"]), parse_strategy(spec["strategy"]))
+        return {"design": design.name, **design.to_dict(), **row}
     p = design_platform(platform_from_ref(spec["platform"]), design)
     row = strategy_row(p, DSE_FABRIC, get_workload(spec["workload"]), parse_strategy(spec["strategy"]),
                        spec["samples_per_dp"], spec["overlap"])

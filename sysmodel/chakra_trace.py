@@ -20,6 +20,13 @@ assumed to run the same graph) into a :class:`sysmodel.trace.Trace`:
 
 Dependencies are ``data_deps`` and ``ctrl_deps``. A malformed file or node is an error naming
 the file, the node's id and name, and what is wrong.
+
+Traces exported by the system model (:mod:`sysmodel.iteration_export`, docs/chakra_export.md)
+name each collective's group explicitly and carry what the model needs to replay them exactly;
+these attributes are read into the node's fields (:class:`sysmodel.trace.TraceNode`):
+``comm_group`` (int64 list), ``comm_root``, ``comm_priority``, ``comm_tag`` (a receive's
+matching node), ``fred_op``, ``fred_repeat``, ``fred_queue``, ``duration_seconds`` (exact;
+``duration_micros`` is whole microseconds) and ``pg_name`` as the traffic class.
 """
 
 from __future__ import annotations
@@ -29,13 +36,15 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from sysmodel.trace import Trace, TraceNode
 
-__all__ = ["load_chakra", "COLLECTIVES"]
+__all__ = ["load_chakra", "load_chakra_ranks", "COLLECTIVES"]
 
 #: Chakra CollectiveCommType name -> the model's collective.
 COLLECTIVES = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
                "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all",
                "BROADCAST": "broadcast", "REDUCE": "reduce"}
 _GROUPS = {"mp": "mp", "tp": "mp", "dp": "dp", "all": "all"}
+#: Traffic classes of a node whose group is explicit (``comm_group``).
+_CLASSES = ("mp", "pp", "dp", "io")
 
 
 def _schema():
@@ -51,7 +60,8 @@ def _attrs(node) -> dict:
     out = {}
     for a in node.attr:
         which = a.WhichOneof("value")
-        out[a.name] = getattr(a, which) if which else None
+        value = getattr(a, which) if which else None
+        out[a.name] = tuple(value.values) if which and which.endswith("_list") else value
     return out
 
 
@@ -102,12 +112,63 @@ def load_chakra(path: str | Path, *, npus: int | None = None, mp: int = 1,
                  source=f"{path} (Chakra execution trace{', schema ' + version if version else ''})")
 
 
+def load_chakra_ranks(path: str | Path, *, mp: int = 1, peak_flops: float | None = None) -> dict:
+    """{rank: Trace} of every ``<prefix>.<rank>.et`` beside ``path`` (one of them); the ranks
+    must be 0..n-1."""
+    path = Path(path)
+    parts = path.name.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[2] != "et":
+        raise FredError(f"{path}: a per-rank trace set is named <prefix>.<rank>.et")
+    files = {}
+    for f in path.parent.glob(f"{parts[0]}.*.et"):
+        rank = f.name[len(parts[0]) + 1:-3]
+        if rank.isdigit():
+            files[int(rank)] = f
+    missing = sorted(set(range(max(files, default=-1) + 1)) - set(files))
+    if missing or not files:
+        raise FredError(f"{path}: the ranks of {parts[0]}.<rank>.et must be 0..n-1; missing "
+                        f"{', '.join(map(str, missing[:8])) or 'all'}")
+    return {r: load_chakra(f, npus=len(files), mp=mp, peak_flops=peak_flops)
+            for r, f in sorted(files.items())}
+
+
+def _explicit(attrs, where, need) -> dict:
+    """The fields of an exported node (its group named explicitly; module docstring)."""
+    out = {}
+    group = attrs.get("comm_group")
+    if group is not None:
+        if not isinstance(group, tuple) or not all(isinstance(r, int) and r >= 0 for r in group):
+            raise FredError(f"{where}: attribute 'comm_group' must be a list of ranks >= 0")
+        out["group"] = group
+    for key, field in (("comm_root", "root"), ("comm_priority", "priority"), ("comm_tag", "tag")):
+        if key in attrs:
+            out[field] = int(need(key))
+    if "fred_repeat" in attrs:
+        repeat = need("fred_repeat")
+        if not repeat > 0:
+            raise FredError(f"{where}: attribute 'fred_repeat' must be > 0, got {repeat!r}")
+        out["repeat"] = float(repeat)
+    for key, field in (("fred_op", "fred_op"), ("fred_queue", "queue")):
+        if key in attrs:
+            if not isinstance(attrs[key], str) or not attrs[key]:
+                raise FredError(f"{where}: attribute {key!r} must be a non-empty string")
+            out[field] = attrs[key]
+    pg = attrs.get("pg_name")
+    # an exported node (its group or queue named) gives its traffic class; any other node's
+    # process group is checked where it is used (a collective's dimension)
+    if pg is not None and (group is not None or "queue" in out):
+        if pg not in _CLASSES:
+            raise FredError(f"{where}: traffic class (pg_name) {pg!r} is not one of "
+                            f"{', '.join(_CLASSES)}")
+        out["category"] = pg
+    return out
+
+
 def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
     attrs = _attrs(node)
     kind = names.get(node.type, f"type {node.type}")
     where = f"{path}: node {node.id} ({node.name or 'unnamed'})"
     deps = tuple(dict.fromkeys(list(node.data_deps) + list(node.ctrl_deps)))
-    base = dict(id=int(node.id), name=node.name or f"node{node.id}", deps=deps)
 
     def need(key):
         if key not in attrs or attrs[key] is None:
@@ -117,7 +178,14 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
             raise FredError(f"{where}: attribute {key!r} must be a number >= 0, got {value!r}")
         return value
 
+    def size(key):   # the exact bytes of an exported node, else the Chakra field
+        return float(need("fred_comm_size" if "fred_comm_size" in attrs else key))
+
+    base = dict(id=int(node.id), name=node.name or f"node{node.id}", deps=deps,
+                **_explicit(attrs, where, need))
     if kind == "COMP_NODE":
+        if "duration_seconds" in attrs:
+            return TraceNode(kind="compute", duration_s=float(need("duration_seconds")), **base)
         if node.duration_micros:
             return TraceNode(kind="compute", duration_s=node.duration_micros * 1e-6, **base)
         if "num_ops" in attrs:
@@ -132,16 +200,18 @@ def _node(node, names, comm_names, path, peak_flops) -> TraceNode:
             raise FredError(f"{where}: collective {cname} is not supported; expected one of "
                             f"{', '.join(COLLECTIVES)}")
         group = attrs.get("pg_name", "all") or "all"
-        if group not in _GROUPS:
+        dim = "all" if "group" in base else _GROUPS.get(group)
+        if dim is None:
             raise FredError(f"{where}: process group {group!r} is not one of {', '.join(_GROUPS)}")
-        return TraceNode(kind="comm", op=COLLECTIVES[cname], size=float(need("comm_size")),
-                         dim=_GROUPS[group], **base)
+        return TraceNode(kind="comm", op=base.get("fred_op") or COLLECTIVES[cname], size=size("comm_size"),
+                         dim=dim, **base)
     if kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
         peer = need("comm_dst" if kind == "COMM_SEND_NODE" else "comm_src")
-        return TraceNode(kind="p2p", size=float(need("comm_size")), peer=int(peer), **base)
+        return TraceNode(kind="p2p" if kind == "COMM_SEND_NODE" else "recv",
+                         size=size("comm_size"), peer=int(peer), **base)
     if kind in ("MEM_LOAD_NODE", "MEM_STORE_NODE"):
         return TraceNode(kind="mem-read" if kind == "MEM_LOAD_NODE" else "mem-write",
-                         size=float(need("tensor_size")), **base)
+                         op=base.get("fred_op"), size=size("tensor_size"), **base)
     if kind == "METADATA_NODE":
         return TraceNode(kind="marker", **base)
     raise FredError(f"{where}: unsupported node type {kind}")

@@ -681,6 +681,10 @@ def collective_traffic(net: Network, c: Collective, algorithm: str | None = None
     fastest where it has several; ``algorithm`` names one of those instead (e.g. ``ring`` where
     ``hierarchical`` would be faster; an error if it does not apply)."""
     c.check(net.npus)
+    if c.op.startswith("io-") and not net.io_nodes:
+        # every I/O algorithm stripes the bytes over the controllers; with none there is no path
+        raise FredError(f"{c.op} on {net.name} needs I/O controllers; the platform has none "
+                        "(its [io] controllers = 0)")
     if getattr(net, "in_switch", False) and c.op in (*_ROOTED, "all-reduce", "io-load", "io-store"):
         if len(c.group) == 1 and c.op not in ("io-load", "io-store"):
             return "local", net.traffic()

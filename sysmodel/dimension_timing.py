@@ -24,6 +24,11 @@ reduce-scatter would send the whole ``size`` instead of ``(n-1)/n`` of it). All-
 member ``k`` away, ``size / n * sum_k min(k, n-k) / B`` over the ring's links (both
 directions, ``B`` the NPU's share of them), in ``floor(n/2)`` steps.
 
+An ``optical-ring`` dimension (:mod:`sysmodel.optical`) runs its all-reduce with its
+``algorithm`` (WRHT, ring or recursive doubling; a path over the loss budget is an error), and
+its reduce-scatter, all-gather and all-to-all as a ring's on one wavelength
+(``B`` = ``wavelength_gbps``, ``L`` = the O/E/O latency per step).
+
 ``fred`` and ``mesh`` dimensions are timed by this project's wafer model
 (:func:`sysmodel.collectives.evaluate`) with the stage's op on every NPU of the wafer: the
 same numbers ``fred collective --fabric F`` gives for the wafer alone.
@@ -34,10 +39,15 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.dimensions import WAFER_KINDS, Dimension
+from sysmodel.optical import plan_allreduce
 
 __all__ = ["STAGE_OPS", "stage_time", "stage_bytes_sent"]
 
 STAGE_OPS = ("reduce-scatter", "all-gather", "all-reduce", "all-to-all")
+
+
+#: kinds whose reduce-scatter, all-gather and all-to-all are a bidirectional ring's
+_RINGS = ("ring", "optical-ring")
 
 
 def _ring_all_to_all_hops(n: int) -> int:
@@ -54,18 +64,23 @@ def stage_bytes_sent(dim: Dimension, op: str, size: float) -> float:
     share = (n - 1) / n * size
     if op in ("reduce-scatter", "all-gather"):
         return share
+    if op == "all-reduce" and dim.optical:
+        plan = plan_allreduce(dim.optical, dim.algorithm, n, size)
+        # ring / WRHT: every node but one sends S once each way (2 (n-1)/n S on average);
+        # recursive doubling: S in every round
+        return sum(plan.step_bytes) if plan.algorithm == "recursive-doubling" else 2 * share
     if op == "all-reduce":
         return size if dim.in_network else 2 * share
     if op == "all-to-all":
-        return size / n * _ring_all_to_all_hops(n) if dim.kind == "ring" else share
+        return size / n * _ring_all_to_all_hops(n) if dim.kind in _RINGS else share
     raise FredError(f"stage op {op!r} is not one of {', '.join(STAGE_OPS)}")
 
 
 def _steps(dim: Dimension, op: str) -> int:
     n = dim.size
     if op == "all-to-all":
-        return n // 2 if dim.kind == "ring" else 1
-    one = n - 1 if dim.kind == "ring" else 1
+        return n // 2 if dim.kind in _RINGS else 1
+    one = n - 1 if dim.kind in _RINGS else 1
     if op == "all-reduce":
         return 2 if dim.in_network else 2 * one
     return one
@@ -79,6 +94,8 @@ def stage_time(dim: Dimension, op: str, size: float) -> float:
         return 0.0
     if dim.kind in WAFER_KINDS:
         return _wafer_stage_time(dim, op, size)
+    if op == "all-reduce" and dim.optical:
+        return plan_allreduce(dim.optical, dim.algorithm, dim.size, size).time_s(dim.optical)
     return stage_bytes_sent(dim, op, size) / dim.bandwidth_bps + _steps(dim, op) * dim.latency_s
 
 

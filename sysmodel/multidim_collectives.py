@@ -21,8 +21,13 @@ Two schedulers choose the orders:
 * ``themis``: the chunks are scheduled one after another; each keeps the time it puts on every
   dimension (the accumulated load), and each chunk takes the dimensions in increasing order of
   that load, so the least-loaded dimension gets the chunk's largest stage (Themis, Rashidi et
-  al., ISCA 2022, Sec. 4; ASTRA-sim ``OfflineGreedy``, which also resizes chunks to the load
-  difference: not done here, every chunk has the same size).
+  al., ISCA 2022, Sec. 4); every chunk has the same size;
+* ``themis-resize``: as ASTRA-sim's ``OfflineGreedy`` (read, not copied): the chunks are cut
+  one after another from the remaining data; each takes the dimensions in increasing load and
+  is resized so that its stage on the least-loaded dimension fills the gap to the most-loaded
+  one (bandwidth-only estimate: ``gap x B x n / (n-1)`` bytes); when that size is below 0.128
+  MiB (the loads are balanced) the chunk takes the file's order at the recommended size
+  ``size / chunks`` (:func:`resized_plans`). The number of chunks follows from the sizes.
 
 Execution: every dimension runs one stage at a time, first come first served (ASTRA-sim's
 FIFO intra-dimension scheduling); a chunk's stages run in order. All NPUs are symmetric, so one
@@ -41,10 +46,13 @@ from sysmodel.dimension_timing import stage_bytes_sent, stage_time
 from sysmodel.dimensions import Cluster, Dimension
 
 __all__ = ["MULTIDIM_OPS", "SCHEDULES", "DEFAULT_CHUNKS", "DimensionUse", "MultiDimResult",
-           "chunk_stages", "schedule_orders", "run_collective"]
+           "chunk_stages", "schedule_orders", "resized_plans", "run_collective", "RESIZE_FLOOR_BYTES"]
 
 MULTIDIM_OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
-SCHEDULES = ("fixed", "themis")
+SCHEDULES = ("fixed", "themis", "themis-resize")
+#: ASTRA-sim's OfflineGreedy: a chunk resized to a load gap worth less than 0.128 MiB of data
+#: takes the baseline (file) order at the recommended size instead
+RESIZE_FLOOR_BYTES = 0.128 * 2**20
 #: assumed default: ASTRA-sim's sample system inputs split a collective into 64 chunks
 #: (``preferred-dataset-splits``); Themis does not fix a number in its text we could read.
 DEFAULT_CHUNKS = 64
@@ -125,16 +133,45 @@ def schedule_orders(op: str, dims: tuple[Dimension, ...], chunk: float, chunks: 
     for _ in range(chunks):
         # least-loaded first: it takes the chunk's largest stage (ties: the file's order)
         order = tuple(sorted(dims, key=lambda d: (load[d.name], index[d.name])))
-        for d, stage_op, nbytes in chunk_stages(op, order, chunk):
-            load[d.name] += stage_time(d, stage_op, nbytes)
+        _add_load(load, op, order, chunk)
         orders.append(order)
     return orders
 
 
-def _execute(op: str, orders, chunk: float) -> tuple[float, dict, dict]:
-    """Run the chunks' stages, one at a time per dimension, first come first served:
-    ``(finish time, busy seconds per dimension, bytes sent per NPU per dimension)``."""
-    plans = [chunk_stages(op, order, chunk) for order in orders]
+def _add_load(load: dict, op: str, order, nbytes: float) -> None:
+    for d, stage_op, stage_bytes in chunk_stages(op, order, nbytes):
+        load[d.name] += stage_time(d, stage_op, stage_bytes)
+
+
+def resized_plans(op: str, dims: tuple[Dimension, ...], size: float, chunk: float, *,
+                  max_growth: float = math.inf) -> list:
+    """``themis-resize`` (module docstring): ``[(order, bytes)]`` per chunk, cut from ``size``
+    with ``chunk`` the recommended size. ``max_growth``: a resized chunk is at most this many
+    recommended sizes (ASTRA-sim: unbounded; 1 = resizing only shrinks, an experiment in
+    docs/cluster.md). At most :data:`MAX_CHUNKS` resized chunks; the rest at the recommended
+    size in the file's order."""
+    load = {d.name: 0.0 for d in dims}
+    index = {d.name: i for i, d in enumerate(dims)}
+    plans, remaining = [], size
+    while remaining > size * 1e-12:
+        order = tuple(sorted(dims, key=lambda d: (load[d.name], index[d.name])))
+        first = order[0] if order else None
+        gap = max(load.values(), default=0.0) - (load[first.name] if first else 0.0)
+        resized = gap * first.bandwidth_bps * first.size / (first.size - 1) if first else 0.0
+        if resized < RESIZE_FLOOR_BYTES or len(plans) >= MAX_CHUNKS:
+            order, nbytes = dims, min(remaining, chunk)
+        else:
+            nbytes = min(remaining, resized, chunk * max_growth)
+        _add_load(load, op, order, nbytes)
+        plans.append((order, nbytes))
+        remaining -= nbytes
+    return plans
+
+
+def _execute(op: str, chunk_plans) -> tuple[float, dict, dict]:
+    """Run the chunks ``[(order, bytes)]``' stages, one at a time per dimension, first come
+    first served: ``(finish time, busy seconds per dimension, bytes sent per NPU per dimension)``."""
+    plans = [chunk_stages(op, order, nbytes) for order, nbytes in chunk_plans]
     free_at, busy, sent = {}, {}, {}
     ready = [(0.0, i, 0) for i, plan in enumerate(plans) if plan]
     heapq.heapify(ready)
@@ -156,7 +193,8 @@ def _execute(op: str, orders, chunk: float) -> tuple[float, dict, dict]:
 
 
 def run_collective(cluster: Cluster, op: str, size: float, *, dimensions=None,
-                   schedule: str = "themis", chunks: int = DEFAULT_CHUNKS) -> MultiDimResult:
+                   schedule: str = "themis", chunks: int = DEFAULT_CHUNKS,
+                   resize_max_growth: float = math.inf) -> MultiDimResult:
     """``op`` of ``size`` bytes per NPU on the groups spanning ``dimensions`` (names; default
     every dimension) of ``cluster``, split into ``chunks`` chunks scheduled by ``schedule``."""
     if op not in MULTIDIM_OPS:
@@ -174,13 +212,16 @@ def run_collective(cluster: Cluster, op: str, size: float, *, dimensions=None,
     # the file's order, without single-member dimensions (nothing to exchange)
     dims = tuple(d for d in cluster.dimensions if d.name in chosen and d.size > 1)
     chunk = size / chunks
-    orders = schedule_orders(op, dims, chunk, chunks, schedule)
-    time, busy, sent = _execute(op, orders, chunk)
+    if schedule == "themis-resize":
+        plans = resized_plans(op, dims, size, chunk, max_growth=resize_max_growth)
+    else:
+        plans = [(order, chunk) for order in schedule_orders(op, dims, chunk, chunks, schedule)]
+    time, busy, sent = _execute(op, plans)
     uses = tuple(DimensionUse(d.name, busy.get(d.name, 0.0), sent.get(d.name, 0.0),
                               busy.get(d.name, 0.0) / time if time > 0 else 0.0,
                               sent.get(d.name, 0.0) / (d.bandwidth_bps * time) if time > 0 else 0.0)
                  for d in dims)
     capacity = sum(d.bandwidth_bps for d in dims)
     overall = sum(sent.values()) / (capacity * time) if time > 0 and capacity > 0 else 0.0
-    return MultiDimResult(op, float(size), schedule, chunks, time, uses, overall,
-                          tuple(tuple(d.name for d in o) for o in orders))
+    return MultiDimResult(op, float(size), schedule, len(plans), time, uses, overall,
+                          tuple(tuple(d.name for d in o) for o, _ in plans))

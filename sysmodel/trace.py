@@ -27,7 +27,7 @@ from sysmodel.breakdown import _gaps, _overlap, _union
 
 __all__ = ["TraceNode", "Trace", "TraceResult", "replay", "KINDS", "DIMS"]
 
-KINDS = ("compute", "comm", "p2p", "mem-read", "mem-write", "marker")
+KINDS = ("compute", "comm", "p2p", "recv", "mem-read", "mem-write", "marker")
 #: Dimensions a collective runs over: all NPUs, the model-parallel groups (consecutive
 #: ranks), the data-parallel groups (ranks ``mp`` apart).
 DIMS = ("all", "mp", "dp")
@@ -37,7 +37,16 @@ DIMS = ("all", "mp", "dp")
 class TraceNode:
     """``id``, ``name``, ``kind`` (one of :data:`KINDS`), ``duration_s`` (compute),
     ``op``/``size``/``dim`` (a collective of ``size`` bytes per NPU on the groups of ``dim``),
-    ``peer`` (p2p: the other rank; ``size`` bytes), ``deps`` (ids of nodes it waits for)."""
+    ``peer`` (p2p / recv: the other rank; ``size`` bytes), ``deps`` (ids of nodes it waits for).
+
+    Traces that name their groups explicitly (the model's exported iterations,
+    :mod:`sysmodel.iteration_export`; replayed by :mod:`sysmodel.rank_replay`) also give:
+    ``group`` (the ranks of this NPU's collective), ``root`` (a rooted collective's source),
+    ``fred_op`` (the model's collective when no Chakra type names it: multicast, io-load, ...),
+    ``repeat`` (back-to-back repetitions of one collective of ``size / repeat`` bytes),
+    ``priority`` (the traffic class's virtual-channel level), ``tag`` (a receive's matching
+    node on ``peer``), ``queue`` (the NPU resource that runs the node, one node at a time in
+    file order) and ``category`` (the traffic class: mp, pp, dp, io)."""
 
     id: int
     name: str
@@ -48,6 +57,14 @@ class TraceNode:
     dim: str = "all"
     peer: int | None = None
     deps: tuple = ()
+    group: tuple = ()
+    root: int | None = None
+    fred_op: str | None = None
+    repeat: float = 1.0
+    priority: int | None = None
+    tag: int | None = None
+    queue: str | None = None
+    category: str | None = None
 
 
 @dataclass
@@ -82,6 +99,13 @@ class Trace:
                 if d not in ids:
                     raise FredError(f"trace {self.name}: node {n.id} ({n.name}) depends on unknown "
                                     f"node {d}")
+
+    def by_id(self) -> dict:
+        """{node id: node} (built once; the node list is not changed after loading)."""
+        cached = self.__dict__.get("_by_id")
+        if cached is None:
+            cached = self.__dict__["_by_id"] = {n.id: n for n in self.nodes}
+        return cached
 
     def groups(self, dim: str) -> list[tuple[int, ...]]:
         if dim == "all" or (dim == "mp" and self.mp == self.npus) or (dim == "dp" and self.mp == 1):
@@ -156,7 +180,7 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
                                     f"unsupported collective {node.op!r}")
                 colls = [Collective(node.op, g, node.size) for g in trace.groups(node.dim)
                          if len(g) > 1]
-            elif node.kind == "p2p":
+            elif node.kind in ("p2p", "recv"):
                 if node.peer is None or not 0 <= node.peer < trace.npus or node.peer == 0:
                     raise FredError(f"trace {trace.name}: node {node.id} ({node.name}): "
                                     f"point-to-point peer {node.peer!r} is not another rank of "
@@ -184,7 +208,8 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
             task_of[node.id] = eng.add(node.name, "npu.marker", 0.0, deps, category="marker", npu=0)
         else:
             t = comm_time(node)
-            category = node.dim if node.kind == "comm" else ("p2p" if node.kind == "p2p" else "io")
+            category = node.dim if node.kind == "comm" else \
+                ("p2p" if node.kind in ("p2p", "recv") else "io")
             resource = f"npu.{category}"
             if t == 0.0:
                 task_of[node.id] = eng.add(node.name, resource, 0.0, deps, category=category, npu=0)

@@ -58,8 +58,9 @@ LAYERS = {
     # execution traces with the schema MLCommons publishes
     "sysmodel": {"project": {"hdl.contracts", "hdl.compiler"},
                  "third_party": {"numpy", "matplotlib", "chakra", "google", "pydantic"}},
+    # scipy: studies/bandwidth_optimizer.py's local search (scipy.optimize)
     "studies": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel"},
-                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd", "pydantic"}},
+                "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd", "pydantic", "scipy"}},
     # dask / distributed: fred/parallel.py runs points on a Dask cluster (--scheduler); tqdm:
     # fred/progress.py's progress bars. The model below never imports them.
     "fred": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel", "studies"},

@@ -125,6 +125,7 @@ RANGES = {
     "samples_per_dp": int_in(1, 10_000),
     "top": int_in(1, 10_000),
     "compute_scale": float_in(0, 1e6, open_lo=True),
+    "trace_scale": float_in(1, 1e9),           # export-trace: bytes and compute times / K
     "bytes": float_in(0, 1e15, open_lo=True),          # a collective of at most 1 PB
     "probability": float_in(0, 1, open_hi=True),       # backpressure: a cycle's stall probability
     "flits": int_in(1, 1_000_000),          # per NPU; the RTL fabric runs ~100-280 k cycles/s
@@ -142,6 +143,10 @@ RANGES = {
     "flit_list": ints_in(1, 1_000_000),
     "rank": int_in(0, 10_000_000),          # an NPU of a cluster platform (10 000s of NPUs)
     "chunks": int_in(1, 4096),
+    # fred dse --optimize bandwidth: GBps or $ per NPU; grid steps of the budget shares (a
+    # 3-dimension grid of 1000 steps is ~500 000 model points: the bound keeps it finite)
+    "network_budget": float_in(0, 1e9, open_lo=True),
+    "grid": int_in(2, 1000),
     # characterize and bench verilog build Verilator models: P up to Fred_3(64)
     "characterize_ports": ints_in(2, 64),
     "characterize_chiplets": ints_in(2, 64, allow_empty=True),

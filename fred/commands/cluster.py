@@ -1,5 +1,5 @@
 """``fred cluster``: one training iteration on a cluster of wafers (MP, PP and DP inside each
-wafer, DP across), or the cluster study's tables (docs/cluster.md)."""
+wafer, DP or PP across as --mapping says), or the cluster studies' tables (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from fred.commands._option_types import RANGES
 from fred.table import format_table
 from hdl.contracts.errors import FredError
 
-HELP = "a training iteration on a cluster of wafers (DP across wafers, fixed or Themis), or the cluster study"
+HELP = ("a training iteration on a cluster of wafers (DP or PP across wafers, fixed or Themis chunk order), "
+        "or the cluster studies")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,13 +27,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=None, help="minibatch per DP replica")
     parser.add_argument("--characterization", default=None, metavar="PATH",
                         help="measured switch timing of the wafers (default: the shipped one)")
+    parser.add_argument("--mapping", default=None, metavar="DIM=dp|pp,...",
+                        help="what each outer dimension carries across wafers: dp (default) or pp, "
+                             "e.g. rack=pp,spine=dp")
     parser.add_argument("--sweep", action="store_true",
                         help="every in-wafer strategy MP x DP x PP = the wafer's NPUs, ranked by time per sample")
     parser.add_argument("--study", action="store_true",
                         help="print the cluster study's tables (Markdown; docs/cluster.md) instead")
+    parser.add_argument("--resize-study", action="store_true",
+                        help="print the chunk-resizing check (fixed, Themis, ASTRA-sim-style resizing; "
+                             "Markdown; docs/cluster.md; about 30 s) instead")
+    parser.add_argument("--optical-study", action="store_true",
+                        help="print the optical study's tables (WRHT, optical vs electrical scale-out, the "
+                             "bandwidth optimizer's splits; Markdown; docs/optical.md) instead")
 
 
 def run(args) -> int:
+    if args.resize_study:
+        if args.platform or args.workload or args.study or args.optical_study:
+            raise FredError("--resize-study computes its own platforms; drop --platform/--workload/--study")
+        from studies.resize_study import render as render_resize
+        print(render_resize(), end="")
+        return 0
+    if args.optical_study:
+        if args.platform or args.workload or args.study:
+            raise FredError("--optical-study computes its own platforms and workloads; drop --platform/--workload/--study")
+        from studies.optical_study import render as render_optical
+        print(render_optical(), end="")
+        return 0
     if args.study:
         if args.platform or args.workload:
             raise FredError("--study computes its own platforms and workloads; drop --platform/--workload")
@@ -42,7 +64,7 @@ def run(args) -> int:
     if not args.platform or not args.workload:
         raise FredError("fred cluster needs --platform CLUSTER.toml and --workload W (or --study)")
     from hdl.contracts.placement import parse_strategy
-    from sysmodel.cluster_training import simulate_cluster_iteration
+    from sysmodel.cluster_training import parse_mapping, simulate_cluster_iteration
     from sysmodel.dimensions import load_cluster
     from sysmodel.workload_file import get_workload
     cluster = load_cluster(args.platform, characterization=args.characterization)
@@ -53,14 +75,24 @@ def run(args) -> int:
     strategy = parse_strategy(args.strategy) if args.strategy else None
     result = simulate_cluster_iteration(cluster, get_workload(args.workload), strategy,
                                         schedule=args.schedule, chunks=args.chunks,
-                                        samples_per_dp=args.samples_per_dp)
+                                        samples_per_dp=args.samples_per_dp, mapping=parse_mapping(args.mapping))
     if args.json:
         print_json({"platform": cluster.to_dict(), **result.to_dict()})
         return 0
+    print_iteration(result, cluster, args.schedule)
+    return 0
+
+
+def print_iteration(result, cluster, schedule: str) -> None:
+    """The console table of one cluster iteration (also ``fred sweep --strategy`` on a cluster)."""
     rows = [["iteration", f"{result.time_s * 1e3:.3f} ms"],
-            ["  of which one wafer's iteration", f"{result.wafer.time_s * 1e3:.3f} ms"],
+            ["  of which one wafer's iteration" if result.pp_across == 1 else
+             f"  of which the slowest of {result.pp_across} pipelined wafers", f"{result.wafer.time_s * 1e3:.3f} ms"],
+            ["  of which the pipeline across wafers (bubble, transfers)",
+             f"{(result.pipeline_s - result.wafer.time_s) * 1e3:.3f} ms"],
             ["  of which the cross-wafer gradient all-reduce",
              f"{(result.cross_wafer.time_s if result.cross_wafer else 0.0) * 1e3:.3f} ms"],
+            ["mapping of the outer dimensions", ", ".join(f"{k}={v}" for k, v in result.mapping.items()) or "-"],
             ["NPUs used / global DP", f"{result.npus_used} / {result.dp_global}"],
             ["all-reduced per NPU across wafers", f"{result.gradient_bytes_per_npu:.6g} B"],
             ["per-NPU memory (most loaded stage)",
@@ -72,15 +104,16 @@ def run(args) -> int:
                  for u in result.cross_wafer.dimensions]
     print(format_table(["figure", "value"], rows, align="ll",
                        title=f"{result.workload} {result.strategy} per wafer on {cluster.name} "
-                             f"({args.schedule} schedule)"))
-    return 0
+                             f"({schedule} schedule)"))
 
 
 def _sweep(args, cluster) -> int:
     from sysmodel.cluster_training import sweep_cluster_strategies
     from sysmodel.workload_file import get_workload
+    from sysmodel.cluster_training import parse_mapping
     rows = sweep_cluster_strategies(cluster, get_workload(args.workload), schedule=args.schedule,
-                                    chunks=args.chunks, samples_per_dp=args.samples_per_dp)
+                                    chunks=args.chunks, samples_per_dp=args.samples_per_dp,
+                                    mapping=parse_mapping(args.mapping))
     if args.json:
         print_json({"platform": cluster.to_dict(), "workload": args.workload, "schedule": args.schedule,
                     "strategies": [{"strategy": str(s), "error": why or None,

@@ -7,12 +7,15 @@ import argparse
 from pathlib import Path
 
 from fred.cli import print_json
+from fred.commands._dse_optimize import add_optimize_arguments, run_optimize
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
 from fred.commands._option_types import RANGES
+from hdl.contracts.errors import FredError
 
-HELP = "sweep fabric designs x strategies per workload; rank by time per sample and per cost; Pareto front"
+HELP = ("sweep fabric designs x strategies per workload; rank by time per sample and per cost; Pareto front; "
+        "or --optimize bandwidth: each cluster dimension's bandwidth under a budget")
 
 
 def _ints(text: str) -> tuple:
@@ -76,16 +79,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=RANGES["top"], default=8, help="designs listed per ranking (default 8)")
     add_model_arguments(parser)
     add_parallel_arguments(parser, cache_default="results/dse/points.jsonl")
+    add_optimize_arguments(parser)
+    parser.add_argument("--mapping", default=None, metavar="DIM=dp|pp,...",
+                        help="cluster platforms: what each outer dimension carries across wafers, dp "
+                             "(default) or pp, e.g. rack=pp,spine=dp (the designs replace the wafers)")
 
 
 def run(args) -> int:
-    from hdl.contracts.errors import FredError
     from fred.parallel import run_points
     from fred.progress import progress_bar
     from studies.cost import load_cost_model
-    from studies.dse import DseGrid, DseMeta, dse_point, dse_specs, summarise, write_dse
-    from studies.points import model_fingerprint, platform_from_ref, platform_ref
+    from studies.dse import DseGrid, DseMeta, dse_point, summarise, write_dse
+    from studies.points import model_fingerprint
     from studies.report import check_writable
+    if args.optimize:
+        return run_optimize(args)
+    if args.budget is not None:
+        raise FredError("--budget applies to --optimize bandwidth")
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
     if args.top < 1:
@@ -100,9 +110,8 @@ def run(args) -> int:
         Path(settings["cache"]).parent.mkdir(parents=True, exist_ok=True)
     if not args.no_files:
         check_writable(args.output, folder=True)   # an unwritable folder fails before the work
-    model_platform(args)                  # validates the platform options with their messages
-    ref = platform_ref(args.platform, args.characterization, args.compute_scale)
-    platform = platform_from_ref(ref)
+    cluster = _cluster_spec(args)
+    ref, platform = _platform(args, cluster)
     cost = load_cost_model(args.cost)
     grid = DseGrid(npus_per_l1=args.npus_per_l1, l1_l2_fraction=args.l1_l2_fraction,
                    in_switch=args.in_switch, middle=args.middle, chiplet_ports=args.chiplet_ports,
@@ -112,8 +121,8 @@ def run(args) -> int:
     workloads = _items(args.workload)
     report = {}
     for workload in workloads:
-        specs = dse_specs(workload, ref, designs, samples_per_dp=args.samples_per_dp,
-                          overlap=not args.no_overlap, strategies=strategies)
+        specs = _specs(workload, ref, cluster, designs, samples_per_dp=args.samples_per_dp,
+                       overlap=not args.no_overlap, strategies=strategies)
         with progress_bar(len(specs), f"dse {workload}", json_output=args.json) as bar:
             results = run_points(dse_point, specs, progress=bar, version=model_fingerprint(), **settings)
         rows = [r.value for r in results if r.ok]
@@ -130,11 +139,51 @@ def run(args) -> int:
         print_json({w: _json(meta, summary, files, args.top) for w, (meta, summary, files) in report.items()})
         return 1 if failed else 0
     print(switch_timing_text(platform))
+    if cluster is not None:
+        mapping = ", ".join(f"{k}={v}" for k, v in cluster["mapping"].items()) or "dp across every outer dimension"
+        print(f"cluster: {args.platform}, every wafer a design; {mapping}; cross-wafer all-reduce "
+              f"{cluster['schedule']}, {cluster['chunks']} chunks")
     print(f"cost model: {cost.source}; {len(designs)} designs x "
           f"{len(strategies) if strategies else 'all'} strategies per workload")
     for workload, (meta, summary, files) in report.items():
         _print(workload, meta, summary, files, args.top)
     return 1 if failed else 0
+
+
+def _platform(args, cluster: dict | None) -> tuple:
+    """``(platform ref or None, the wafer platform the designs start from)``: the options' wafer
+    platform, or the cluster's wafers (which the designs replace)."""
+    from studies.points import platform_from_ref, platform_ref
+    if cluster is None:
+        model_platform(args)              # validates the platform options with their messages
+        ref = platform_ref(args.platform, args.characterization, args.compute_scale)
+        return ref, platform_from_ref(ref)
+    from studies.cluster_points import cluster_from_spec
+    return None, cluster_from_spec(cluster).dimensions[0].wafer
+
+
+def _specs(workload: str, ref, cluster, designs, **options) -> list[dict]:
+    from studies.cluster_points import cluster_dse_specs
+    from studies.dse import dse_specs
+    return dse_specs(workload, ref, designs, **options) if cluster is None else \
+        cluster_dse_specs(workload, cluster, designs, **options)
+
+
+def _cluster_spec(args) -> dict | None:
+    """The cluster ``--platform`` names (the designs then replace its wafers; its cross-wafer
+    all-reduce runs ``--schedule`` in ``--chunks``, its outer dimensions as ``--mapping``
+    says), or None for a wafer platform (where ``--mapping`` is an error)."""
+    from studies.cluster_points import cluster_spec
+    from sysmodel.cluster_training import parse_mapping
+    from sysmodel.dimensions import is_cluster_file
+    if args.platform is None or not is_cluster_file(args.platform):
+        if args.mapping is not None:
+            raise FredError("--mapping applies to a cluster platform (a file listing [[dimensions]])")
+        return None
+    if not args.compute_scale > 0:
+        raise FredError(f"--compute-scale must be > 0, got {args.compute_scale}")
+    return cluster_spec(args.platform, characterization=args.characterization, compute_scale=args.compute_scale,
+                        schedule=args.schedule, chunks=args.chunks, mapping=parse_mapping(args.mapping))
 
 
 def _json(meta, summary, files: list[str], top: int) -> dict:

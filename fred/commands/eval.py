@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fred.cli import print_json
+from fred.commands._cluster_model import add_cluster_arguments, cluster_spec_of, refuse_on_cluster
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
 from fred.table import format_table
 
@@ -29,16 +30,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the documented platform, not the calibrated one; each simulated "
                              "once more), one track per stage resource")
     add_model_arguments(parser)
+    add_cluster_arguments(parser)
 
 
 def run(args) -> int:
     from fred.progress import progress_bar, wanted
     from sysmodel.chrome_trace import TraceRecorder
     from studies.evaluation import evaluation_steps, run_evaluation
-    recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     if args.output is None:               # --json prints; it writes files only when asked (-o)
         args.no_files = args.no_files or args.json
         args.output = "results"
+    cluster = cluster_spec_of(args)
+    if cluster is not None:
+        return _cluster(args, cluster)
+    recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     platform = model_platform(args)
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
     steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)
@@ -204,3 +209,73 @@ def _in_switch(summary) -> str:
         title=f"in-switch efficiency: speedups over the mesh with in-switch flows at NVLink SHARP's "
               f"measured {study.nvls_efficiency:g} of line rate ({study.source}); the headline "
               f"stays at the RTL's line rate (1.0)")
+
+
+def _cluster(args, spec: dict) -> int:
+    """``fred eval`` on a cluster platform: the four workloads on the cluster with mesh wafers and
+    with each Fred variant's wafers, under both chunk schedules (or ``--dimension-schedule``):
+    speedup over mesh wafers, iteration parts, exposed communication per dimension; files
+    ``cluster_iterations.csv`` and ``cluster_results.json`` in the output folder."""
+    from pathlib import Path
+    from studies.cluster_points import CLUSTER_EVAL_FIELDS, cluster_evaluation, cluster_from_spec
+    from studies.report import check_writable, to_json_dict, write_csv, write_json
+    from sysmodel.multidim_collectives import SCHEDULES
+    from sysmodel.workload_file import get_workload
+    from sysmodel.workloads import WORKLOADS
+    refuse_on_cluster(args, "eval", {
+        "calibration": ("none", "the paper's figures are for one wafer"),
+        "trace": (None, "the trace records one wafer's task graph; a cluster iteration composes several"),
+        "no_diagnostic": (False, "the implied-compute diagnostic is the one-wafer paper comparison's")})
+    if not args.no_files:
+        check_writable(args.output, folder=True)
+    cluster = cluster_from_spec(spec)
+    schedules = (args.dimension_schedule,) if args.dimension_schedule else SCHEDULES
+    rows, skipped = cluster_evaluation(cluster, [get_workload(w) for w in WORKLOADS], schedules=schedules,
+                              chunks=spec["chunks"], mapping=spec["mapping"], overlap=not args.no_overlap)
+    dims = [d.name for d in cluster.dimensions]
+    flat = [{**{k: getattr(r, k) for k in CLUSTER_EVAL_FIELDS},
+             **{f"exposed_{d}_s": r.exposed_by_dimension.get(d, 0.0) for d in dims}} for r in rows]
+    speedup = {}
+    for r in rows:
+        speedup.setdefault(r.schedule, {}).setdefault(r.fabric, {})[r.workload] = r.speedup_over_mesh
+    document = {"platform": cluster.to_dict(), "mapping": spec["mapping"], "chunks": spec["chunks"],
+                "compute_scale": spec["compute_scale"], "overlap": not args.no_overlap,
+                "speedup": speedup, "rows": flat, "not_mapped": skipped}
+    files = []
+    if not args.no_files:
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        files = [write_csv(out / "cluster_iterations.csv", flat, [*CLUSTER_EVAL_FIELDS, *(f"exposed_{d}_s" for d in dims)]),
+                 write_json(out / "cluster_results.json", document)]
+    if args.json:
+        print_json(to_json_dict(document))
+        return 0
+    _cluster_tables(cluster, rows, schedules)
+    for why in skipped.values():
+        print(f"\nnot evaluated: {why}")
+    if files:
+        print(f"\nwrote {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def _cluster_tables(cluster, rows, schedules) -> None:
+    """The console tables of ``fred eval`` on a cluster: per chunk schedule, the speedups over
+    mesh wafers and the iterations with their exposed time per dimension."""
+    dims = [d.name for d in cluster.dimensions]
+    print(switch_timing_text(cluster.dimensions[0].wafer))
+    for schedule in schedules:
+        mine = [r for r in rows if r.schedule == schedule]
+        fabrics = list(dict.fromkeys(r.fabric for r in mine))
+        table = [[w, *(f"{next(r.speedup_over_mesh for r in mine if r.workload == w and r.fabric == f):.3f}"
+                       for f in fabrics if f != "mesh")] for w in dict.fromkeys(r.workload for r in mine)]
+        print()
+        print(format_table(["workload", *(f for f in fabrics if f != "mesh")], table,
+                           title=f"{cluster.name}: speedup over mesh wafers ({schedule} chunk schedule)"))
+        print()
+        print(format_table(["workload", "wafers", "iteration ms", "wafer ms", "cross-wafer ms",
+                            *(f"exposed {d} ms" for d in dims)],
+                           [[r.workload, r.fabric, f"{r.time_s * 1e3:.4g}", f"{r.wafer_time_s * 1e3:.4g}",
+                             f"{r.cross_wafer_s * 1e3:.4g}",
+                             *(f"{r.exposed_by_dimension.get(d, 0.0) * 1e3:.4g}" for d in dims)] for r in mine],
+                           title=f"{cluster.name}: iterations and exposed communication per dimension "
+                                 f"({schedule} chunk schedule)"))

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from hdl.contracts.errors import FredError
+    from sysmodel.rank_replay import has_explicit_groups
     from sysmodel.trace import replay
     platform = model_platform(args)
     fmt = args.format
@@ -40,6 +41,8 @@ def run(args) -> int:
         from sysmodel.chakra_trace import load_chakra
         trace = load_chakra(args.trace, npus=args.npus, mp=args.mp,
                             peak_flops=platform.peak_flops * platform.compute_efficiency)
+        if has_explicit_groups(trace):   # per-rank files (fred export-trace): every rank read
+            return _print(args, platform, trace, _replay_ranks(args, platform, trace), per_rank=True)
     else:
         from sysmodel.astrasim import load_astrasim
         try:
@@ -49,7 +52,26 @@ def run(args) -> int:
                 raise
             trace = load_astrasim(args.trace, npus=platform.npus, cycle_ns=args.cycle_ns)
     fabrics = args.fabric or list(platform.fabrics)
-    results = {f: replay(platform, f, trace) for f in fabrics}
+    return _print(args, platform, trace, {f: replay(platform, f, trace) for f in fabrics})
+
+
+def _replay_ranks(args, platform, trace) -> dict:
+    """Every rank's file beside ``args.trace`` replayed together (docs/chakra_export.md)."""
+    from hdl.contracts.errors import FredError
+    from sysmodel.chakra_trace import load_chakra_ranks
+    from sysmodel.rank_replay import replay_ranks
+    if args.npus is not None:
+        raise FredError("--npus: a trace set whose collectives name their groups has one file "
+                        "per NPU; the NPU count is the number of files")
+    traces = load_chakra_ranks(args.trace, mp=args.mp,
+                               peak_flops=platform.peak_flops * platform.compute_efficiency)
+    trace.npus = len(traces)
+    trace.source = f"{trace.source}, {len(traces)} ranks"
+    return {f: replay_ranks(platform, f, traces, name=trace.name)
+            for f in args.fabric or list(platform.fabrics)}
+
+
+def _print(args, platform, trace, results, *, per_rank: bool = False) -> int:
     base = results.get("mesh")
     if args.json:
         out = {"trace": trace.name, "source": trace.source, "npus": trace.npus, "mp": trace.mp,
@@ -64,8 +86,8 @@ def run(args) -> int:
     rows = [[f, f"{r.time_s:.6g}", *(f"{r.breakdown[c]:.4g}" for c in cats),
              *([f"{base.time_s / r.time_s:.3f}"] if base else [])] for f, r in results.items()]
     print(format_table(["fabric", "s/iteration", *cats, *(["speedup"] if base else [])], rows,
-                       title=f"{trace.source}: {len(trace.nodes)} nodes, {trace.npus} NPUs, "
-                             f"MP groups of {trace.mp}"))
+                       title=f"{trace.source}: {len(trace.nodes)} nodes, {trace.npus} NPUs"
+                             + ("" if per_rank else f", MP groups of {trace.mp}")))
     for note in next(iter(results.values())).notes:
         print(f"note: {note}")
     return 0

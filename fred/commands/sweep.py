@@ -6,6 +6,8 @@ import argparse
 import math
 
 from fred.cli import print_json
+from fred.commands._cluster_model import (POINT_RUNNER_OPTIONS, add_cluster_arguments, cluster_spec_of,
+                                          refuse_on_cluster)
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_json, switch_timing_text
 from fred.commands._parallel_options import add_parallel_arguments, parallel_settings
 from fred.table import format_table
@@ -20,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sysmodel.workloads import WORKLOADS
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
-    parser.add_argument("--fabric", required=True,
-                        help=f"a fabric of the platform ({', '.join(FABRICS)} on the paper's)")
+    parser.add_argument("--fabric", default=None,
+                        help=f"a fabric of the platform ({', '.join(FABRICS)} on the paper's; required "
+                             f"on a wafer platform; on a cluster: its wafers' fabric, default the file's)")
     parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=40,
                         help="minibatch per DP replica (paper's sweep: 40)")
     parser.add_argument("--strategy", default=None,
@@ -34,12 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "strategy's (simulated once more); one track per stage resource")
     add_model_arguments(parser)
     add_parallel_arguments(parser)
+    add_cluster_arguments(parser)
 
 
 def run(args) -> int:
     from hdl.contracts.errors import FredError
     if args.samples_per_dp < 1:
         raise FredError(f"--samples-per-dp must be a positive integer, got {args.samples_per_dp}")
+    cluster = cluster_spec_of(args, fabric=args.fabric)
+    if cluster is not None:
+        return _cluster(args, cluster)
+    if args.fabric is None:
+        raise FredError("--fabric is required on a wafer platform")
     from sysmodel.chrome_trace import TraceRecorder
     recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     platform = model_platform(args)
@@ -137,3 +146,54 @@ def _one(args, platform, recorder=None) -> int:
 def _wrote(recorder) -> None:
     import sys
     print(f"trace: {len(recorder.iterations)} iteration(s) written to {recorder.write()}", file=sys.stderr)
+
+
+def _cluster(args, spec: dict) -> int:
+    """The sweep (or, with ``--strategy``, one iteration) on a cluster platform: every in-wafer
+    strategy of the wafer dimension, the outer dimensions mapped by ``--mapping``, ranked and
+    printed as on a wafer (:mod:`studies.cluster_points`)."""
+    from hdl.contracts.placement import factorisations, parse_strategy
+    from studies.cluster_points import cluster_from_spec, cluster_strategy_row
+    from studies.evaluation import rank_rows
+    from sysmodel.workload_file import get_workload
+    refuse_on_cluster(args, "sweep", {
+        "trace": (None, "the trace records one wafer's task graph; a cluster iteration composes several"),
+        "cache": (None, "a cluster's points run in this process"), **POINT_RUNNER_OPTIONS})
+    cluster = cluster_from_spec(spec)
+    workload = get_workload(args.workload)
+    run_args = dict(overlap=not args.no_overlap, schedule=spec["schedule"], chunks=spec["chunks"],
+                    mapping=spec["mapping"])
+    wafer = cluster.dimensions[0]
+    if args.strategy:
+        from fred.commands.cluster import print_iteration
+        from sysmodel.cluster_training import simulate_cluster_iteration
+        r = simulate_cluster_iteration(cluster, workload, parse_strategy(args.strategy),
+                                       samples_per_dp=args.samples_per_dp, pipeline_schedule=args.schedule,
+                                       **run_args)
+        if args.json:
+            print_json({"platform": cluster.to_dict(), **r.to_dict()})
+            return 0
+        print(switch_timing_text(wafer.wafer))
+        print()
+        print_iteration(r, cluster, spec["schedule"])
+        return 0
+    if args.schedule != "1f1b":
+        raise FredError("--schedule (the pipeline schedule) applies with --strategy; the sweep runs 1f1b")
+    rows = rank_rows([cluster_strategy_row(cluster, workload, s, args.samples_per_dp, **run_args)
+                      for s in factorisations(wafer.size)])
+    if args.json:
+        print_json({"workload": args.workload, "fabric": wafer.fabric, "platform": cluster.to_dict(),
+                    "dimension_schedule": spec["schedule"], "chunks": spec["chunks"],
+                    "mapping": spec["mapping"], "switch_timing": switch_timing_json(wafer.wafer),
+                    "failed": [], "ranking": [_finite(to_json_dict(r)) for r in rows]})
+        return 0
+    print(switch_timing_text(wafer.wafer))
+    print()
+    mode = ", serialised" if args.no_overlap else ""
+    mapping = ", ".join(f"{k}={v}" for k, v in spec["mapping"].items()) or "dp across every outer dimension"
+    print(format_table(["rank", "strategy", "ms/sample", "s/iteration", "compute s", "exposed comm s",
+                        "bubble s", "notes"], [_cells(r) for r in rows], align="rlrrrrrl",
+                       title=f"{args.workload} on {cluster.name} ({wafer.fabric} wafers; {mapping}; "
+                             f"{spec['schedule']} chunk schedule; {args.samples_per_dp} samples per DP "
+                             f"replica{mode}), in-wafer strategies ranked by time per sample"))
+    return 0

@@ -43,7 +43,7 @@ def test_a_valid_cluster(tmp_path):
     (("npus = 80", "npus = 100"), r"the dimensions' sizes 20 x 4 = 80 NPUs, but npus is 100"),
     (("bandwidth_gbps = 100.0", "bandwidth_gbps = 0.0"), r"\[dimensions\[1\] \(out\)\] bandwidth_gbps: expected a number > 0, got 0\.0"),
     (("latency_ns = 500.0", "latency_ns = 500.0\nspeed = 3"), r"unknown key \(expected one of: .*bandwidth_gbps"),
-    (('kind = "ring"', 'kind = "torus"'), r"kind: expected one of 'ring', 'fully-connected', 'switch', 'fred', 'mesh', got 'torus'"),
+    (('kind = "ring"', 'kind = "torus"'), r"kind: expected one of 'ring', 'fully-connected', 'switch', 'fred', 'mesh', 'optical-ring', got 'torus'"),
     (('fabric = "fred-d"', 'fabric = "fred-d"\nbandwidth_gbps = 5.0'), r"takes bandwidth_gbps from its wafer platform"),
     (('fabric = "fred-d"', 'fabric = "fred-x"'), r"dimension 'wafer': fabric 'fred-x' is not defined"),
     (("size = 20", "size = 10"), r"sizes 10 x 4 = 40 NPUs"),

@@ -153,3 +153,35 @@ def test_shipped_clusters_fred_beats_mesh_inside_the_wafer():
         assert f.dimensions[0].busy_s < m.dimensions[0].busy_s
         assert f.dimensions[1].busy_s == pytest.approx(m.dimensions[1].busy_s)
         assert f.time_s <= m.time_s
+
+
+# -- themis-resize: ASTRA-sim OfflineGreedy's chunk resizing ----------------------------------
+def test_resize_fills_the_load_gap_by_hand():
+    """d0: 2 members at 1 GBps, d1: 2 members at 2 GBps, 4 GB all-reduce, recommended 1 GB.
+    Chunk 1 (loads equal): the file's order at 1 GB: RS d0 0.5 s, AR d1 (0.5 GB) 0.25 s, AG d0
+    0.5 s; loads d0 1 s, d1 0.25 s. Chunk 2 takes (d1, d0) and is resized to fill the 0.75 s
+    gap on d1: 0.75 s x 2 GBps x 2/1 = 3 GB (all that remains). Timeline (first come first
+    served per dimension): c1 RS d0 [0, 0.5]; c2 RS d1 [0, 0.75]; c1 AR d1 waits for it
+    [0.75, 1.0]; c2 AR d0 (1.5 GB) [0.75, 2.25]; c1 AG d0 [2.25, 2.75]; c2 AG d1 [2.25, 3.0]:
+    3.0 s in 2 chunks."""
+    from sysmodel.multidim_collectives import resized_plans
+    d0, d1 = dim("d0", 2), dim("d1", 2, bw=2.0)
+    plans = resized_plans("all-reduce", (d0, d1), 4e9, 1e9)
+    assert [([d.name for d in o], b) for o, b in plans] == [(["d0", "d1"], 1e9), (["d1", "d0"], pytest.approx(3e9))]
+    r = run_collective(cluster(d0, d1), "all-reduce", 4e9, schedule="themis-resize", chunks=4)
+    assert r.chunks == 2 and r.time_s == pytest.approx(3.0)
+    # shrink-only resizing keeps the recommended size here (the gap is worth 3 GB > 1 GB)
+    capped = resized_plans("all-reduce", (d0, d1), 4e9, 1e9, max_growth=1.0)
+    assert [b for _, b in capped] == pytest.approx([1e9] * 4)
+
+
+def test_resize_keeps_the_file_order_when_balanced():
+    """Two identical dimensions: after a chunk in the file's order the gap is worth less than
+    0.128 MiB only if the chunk was tiny; with 1 MB chunks (gap 0.25 ms = 0.5 MB on 2 members)
+    the second chunk is resized, with 0.1 MB chunks (0.1 MB gap) it keeps the file's order."""
+    from sysmodel.multidim_collectives import resized_plans
+    d0, d1 = dim("d0", 2), dim("d1", 2)
+    small = resized_plans("all-reduce", (d0, d1), 2e5, 1e5)
+    assert [[d.name for d in o] for o, _ in small] == [["d0", "d1"], ["d0", "d1"]]
+    big = resized_plans("all-reduce", (d0, d1), 2e6, 1e6)
+    assert [d.name for d in big[1][0]] == ["d1", "d0"]

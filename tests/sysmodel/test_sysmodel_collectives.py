@@ -383,3 +383,14 @@ def test_one_way_phases_wait_for_a_drain_not_a_round_trip():
     assert b.phase_overhead_s == pytest.approx(first + 3 * switch, rel=1e-12)
     all_reduce = evaluate(P, "fred-b", [Collective("all-reduce", g, size) for g in groups])
     assert b.phase_overhead_s < all_reduce.phase_overhead_s
+
+
+@pytest.mark.parametrize("fabric", FABRICS)
+@pytest.mark.parametrize("op", ["io-load", "io-store"])
+def test_io_on_a_platform_without_controllers_is_an_error_naming_it(fabric, op):
+    """The I/O algorithms stripe the bytes over the controllers: with none it is a clear error,
+    not a division by zero (a weight-streaming workload on such a platform reached this)."""
+    import dataclasses
+    no_io = dataclasses.replace(default_platform(), io_controllers=0)
+    with pytest.raises(FredError, match="needs I/O controllers; the platform has none"):
+        evaluate(no_io, fabric, [Collective(op, tuple(range(no_io.npus)), 1e6)])

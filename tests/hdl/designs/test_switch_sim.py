@@ -264,8 +264,11 @@ def test_odd_and_non_power_of_two_switch_routes_random_flows(ports, middle, dtyp
     assert checked > 0
 
 
-@pytest.mark.parametrize("ports,dtype", [(3, "int32"), (3, "fp16"), (5, "int32"), (6, "fp16"),
-                                         (7, "int32")])
+@pytest.mark.parametrize("ports,dtype", [(3, "int32"), (3, "fp16"), (5, "int32"),
+                                         # P = 6 and 7 take 17-27 s each in CI and run with
+                                         # -m full; P = 3 and 5 keep an odd last port by default
+                                         pytest.param(6, "fp16", marks=pytest.mark.full),
+                                         pytest.param(7, "int32", marks=pytest.mark.full)])
 def test_every_path_has_the_latency_of_the_property(ports, dtype, run_streams):
     """Odd and non-power-of-two P: a cyclic shift, an all-reduce and a broadcast from the last
     port; no idle, no backpressure: every output's first flit leaves exactly ``latency`` cycles
