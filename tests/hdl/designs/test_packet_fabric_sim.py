@@ -10,7 +10,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.compiler.fabric_program import fabric_program
-from hdl.compiler.packet_fabric_program import packet_headers
+from hdl.compiler.packet_fabric_program import flow_port_entries, packet_headers
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 from hdl.contracts.flit import FlitFormat
@@ -91,6 +91,17 @@ def test_packet_headers_name_the_collective_slot_flow_and_last_sequence_number()
     for index, coll in enumerate(request.collectives):
         assert {headers[r]["flow"] for r in coll.ranks} == {index}
     assert all(h["phase"] == 0 and h["vc"] == VC.DP and h["last_seq"] == 2 for h in headers)
+
+
+def test_flow_port_entries_name_each_inputs_reduction_partners_and_outputs():
+    """The small fabric's wafer all-reduce (hand-derived): each L1 (ports 0, 1 = its NPUs, 2 =
+    the uplink) reduces its NPUs up (partners of each other, output the uplink) and sends the
+    uplink's result to both NPUs; the L2 (ports 0, 1 = the L1s) reduces both and returns the
+    sum to both."""
+    request = make_request(SMALL, op="all-reduce", size_flits=16, group="wafer")
+    tables = flow_port_entries(fabric_program(SMALL, request))
+    l1 = {(0, 0, 0b010, 0b100), (0, 1, 0b001, 0b100), (0, 2, 0, 0b011)}
+    assert [set(t) for t in tables] == [l1, l1, {(0, 0, 0b10, 0b11), (0, 1, 0b01, 0b11)}]
 
 
 def test_what_the_packet_fabric_does_not_run_yet_is_refused_by_name():
