@@ -222,9 +222,8 @@ def _packet_switch_figures(characterization, packet: dict) -> dict:
     if not packet or "reconfiguration_cycles_idle" not in packet:
         return {}
     out = {"header_select_extra_cycles": packet["reconfiguration_cycles_idle"] - packet["select_cycles"]}
-    point = packet.get("point") or {}
-    circuit = characterization.switch_at(ports=point.get("ports"), middle=point.get("middle"),
-                                         dtype=point.get("dtype")) if point else None
+    point = characterization.packet_switch_point
+    circuit = characterization.switch_at(**point) if point else None
     if circuit is not None:
         out["input_buffer_cycles"] = packet["latency_cycles"] - circuit["first_flit_latency_cycles"]
     return out
