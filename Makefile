@@ -8,7 +8,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples load-curve
 
 all: test
 
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-router  print the router's P=64 routing time per flow set (BENCH_ROUTER_ARGS)"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
+	@echo "make load-curve latency vs offered load on the packet switch RTL, Fred_3(8), uniform/transpose/hotspot (~5 min; LOAD_CURVE_ARGS; docs/load_curve.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
 	@echo "make formal     every formal proof (SymbiYosys + Yices) and its mutants (FORMAL_ARGS; docs/verification.md)"
@@ -70,6 +71,10 @@ bench-sysmodel: $(STAMP)
 # at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes).
 fabric-validate: $(STAMP)
 	$(FRED) fabric-validate $(FABRIC_VALIDATE_ARGS)
+
+# Latency against offered load on the packet switch's RTL (Amaranth simulator): results/load_curve/
+load-curve: $(STAMP)
+	$(FRED) load-curve --ports 8 -o results/load_curve $(LOAD_CURVE_ARGS)
 
 bench-router: $(STAMP)
 	$(FRED) bench router $(BENCH_ROUTER_ARGS)

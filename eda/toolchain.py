@@ -10,16 +10,19 @@ anything older than :data:`MIN_VERILATOR_VERSION`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import ToolchainError
 
-__all__ = ["BUILD_ARGS", "MAKE_VARIABLES", "MIN_VERILATOR_VERSION", "SIM_BUILD", "Verilator", "setup_verilator",
+__all__ = ["build_step", "BUILD_ARGS", "MAKE_VARIABLES", "MIN_VERILATOR_VERSION", "SIM_BUILD", "Verilator", "setup_verilator",
            "verilator_version"]
 
 #: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
@@ -37,6 +40,22 @@ MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
 # compiles about 5x faster (P = 8 fp16 switch: ~10 min at -Os, under 2 min at -O0), while a
 # bench's run time is dominated by cocotb's Python side either way.
 BUILD_ARGS = ("-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fast", "-CFLAGS", "-O0")
+
+@contextlib.contextmanager
+def build_step(what: str, stream=None):
+    """Announce a long build step on ``stream`` (default stderr, so ``--json`` output stays
+    clean): a line when it starts, one when it ends with its wall time (or fails), so a user
+    watching a build of minutes knows it is not hung."""
+    stream = stream or sys.stderr
+    print(f"build: {what} ...", file=stream, flush=True)
+    start = time.perf_counter()
+    try:
+        yield
+    except BaseException:
+        print(f"build: {what} failed after {time.perf_counter() - start:.1f} s", file=stream, flush=True)
+        raise
+    print(f"build: {what} done in {time.perf_counter() - start:.1f} s", file=stream, flush=True)
+
 
 #: Oldest Verilator known to work with cocotb 2.1.
 MIN_VERILATOR_VERSION = (5, 36)

@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, setup_verilator
+from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, build_step, setup_verilator
 from hdl.compiler.flows import parse_flows
 from hdl.compiler.functional import verify_config
 from hdl.compiler.router import Router
@@ -92,7 +92,8 @@ def run_cpp(out: Path) -> str:
     cmd = [str(tool.executable), "--cc", "--exe", "--build", "-j", str(os.cpu_count() or 1),
            *BUILD_ARGS, "--top-module", TOP, "-Mdir", str(obj), "-CFLAGS", f"-I{out}",
            str(out / f"{TOP}.v"), str(HERE / "switch_cpp" / "tb_switch.cpp"), "-o", "tb_switch"]
-    build = subprocess.run(cmd, env=_make_env(), capture_output=True, text=True)
+    with build_step(f"{TOP}: Verilator C++ build of the switch and tb_switch.cpp"):
+        build = subprocess.run(cmd, env=_make_env(), capture_output=True, text=True)
     if build.returncode:
         tail = "\n".join((build.stdout + build.stderr).splitlines()[-15:])
         raise ExampleFailed(f"examples: the C++ build failed:\n{tail}")
@@ -111,9 +112,10 @@ def run_cocotb(out: Path) -> str:
     saved = os.environ.get("MAKEFLAGS")
     os.environ["MAKEFLAGS"] = _make_env()["MAKEFLAGS"]
     try:
-        runner.build(sources=[out / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=build_dir, always=False,
-                     build_args=list(BUILD_ARGS), timescale=("1ns", "1ps"),
-                     log_file=build_dir / "build.log")
+        with build_step(f"{TOP}: Verilator build for cocotb (log {build_dir / 'build.log'})"):
+            runner.build(sources=[out / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=build_dir, always=False,
+                         build_args=list(BUILD_ARGS), timescale=("1ns", "1ps"),
+                         log_file=build_dir / "build.log")
     finally:
         if saved is None:
             os.environ.pop("MAKEFLAGS", None)

@@ -29,6 +29,7 @@ __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 #: Subcommands in the order ``fred --help`` lists them.
 COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "cluster", "eval",
             "sweep", "dse", "validate", "replay", "export-trace", "fabric-sim", "fabric-validate",
+            "load-curve",
             "lint", "coverage", "mutation", "formal", "synth", "bench")
 
 

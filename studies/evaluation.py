@@ -11,6 +11,7 @@ produce the headline speedups. With ``output`` it writes CSV, JSON and PNG files
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -71,7 +72,7 @@ class SweepRow:
 
 #: The columns of a ``sweep_<workload>_<fabric>.csv``.
 SWEEP_CSV_FIELDS = ("rank", "strategy", "feasible", "time_per_sample_s", "time_s", "microbatches",
-                    *[f"{c}_s" for c in CATEGORIES], "exposed_comm_s", "eval_s", "notes")
+                    *[f"{c}_s" for c in CATEGORIES], "exposed_comm_s", "notes")   # no wall-clock column: the file is a result
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ class EvaluationResult:
     # Fred-B/D at NVLink SHARP's measured in-switch efficiency instead of the RTL's line rate,
     # and Fred-D's break-even efficiency against Fred-C (studies/in_switch_sensitivity.py)
     in_switch_sensitivity: object = None
+    # the speedups' intervals from the uncertain inputs, one block per table (the documented
+    # platform; with --calibration paper also the calibrated one): studies/uncertainty.py
+    uncertainty: list = field(default_factory=list)
 
     def iteration(self, workload: str, fabric: str):
         """The headline iteration of ``workload`` on ``fabric``."""
@@ -203,11 +207,13 @@ def _tick(tick, n: int = 1) -> None:
         tick(n)
 
 
-def evaluation_steps(*, with_diagnostic: bool = True, calibration_mode: str | None = None) -> int:
+def evaluation_steps(*, with_diagnostic: bool = True, calibration_mode: str | None = None,
+                     uncertainty_samples: int | None = None) -> int:
     """The steps :func:`run_evaluation` reports to its ``tick``: every headline iteration, the
     microbenchmarks, every sweep strategy, every (workload, compute scale) of the sensitivity
-    curves and every diagnostic fit of both overlap policies, the calibration, and with
-    ``calibration_mode="paper"`` every workload's fit."""
+    curves and every diagnostic fit of both overlap policies, the calibration, with
+    ``calibration_mode="paper"`` every workload's fit, and with ``uncertainty_samples`` every
+    workload of each uncertainty block."""
     from hdl.contracts.placement import factorisations
     steps = len(WORKLOADS) * (1 + len(FRED_FABRICS)) + 1 + 4 * len(factorisations(default_platform().npus))
     if with_diagnostic:
@@ -215,6 +221,8 @@ def evaluation_steps(*, with_diagnostic: bool = True, calibration_mode: str | No
         steps += 2 * (len(WORKLOADS) * len(COMPUTE_SCALES) + fits) + 1
     if calibration_mode == "paper":
         steps += len(WORKLOADS)
+    if uncertainty_samples:
+        steps += len(WORKLOADS) * (2 if calibration_mode == "paper" else 1)
     return steps
 
 
@@ -386,7 +394,7 @@ def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list
 def run_evaluation(output: str | Path | None = "results", *, progress: bool = True,
                    platform: Platform | None = None, with_diagnostic: bool = True,
                    overlap: bool = True, calibration_mode: str | None = None,
-                   tick=None) -> EvaluationResult:
+                   uncertainty_samples: int | None = None, tick=None) -> EvaluationResult:
     """Everything ``fred eval`` reports; writes files into ``output`` unless it is None (an
     output folder that cannot be written is an error before any work).
 
@@ -425,6 +433,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         calibration = calibrate(platform, overlap=overlap, progress=progress,
                                 curve=(curve["scales"], curve[workload][fabric]))
         _tick(tick)
+    uncertainty = _uncertainty(platform, uncertainty_samples, paper_calibration, overlap, progress, tick)
     result = EvaluationResult(
         speedup=table, explanation=explain(table, runs), paper_speedup=PAPER_SPEEDUP,
         iterations={f"{w}/{f}": r for (w, f), r in runs.items()}, microbenchmarks=micro,
@@ -434,12 +443,35 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         calibration_paper=paper_calibration, compute_sensitivity=sensitivity,
         platform=platform.to_dict(),
         switch_timing={level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
-        compiler=ROUTER, elapsed_s=time.perf_counter() - start, in_switch_sensitivity=in_switch)
+        compiler=ROUTER, elapsed_s=time.perf_counter() - start, in_switch_sensitivity=in_switch,
+        uncertainty=uncertainty)
     if output is not None:
         write_evaluation(Path(output), result)
-        _progress(progress, f"wrote {output}/ (speedup.csv, iterations.csv, microbenchmarks.csv, "
+        _progress(progress, f"wrote {output}/ (report.md, speedup.csv, iterations.csv, microbenchmarks.csv, "
                             f"sweep_*.csv, in_switch_sensitivity.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
     return result
+
+
+def _uncertainty(platform: Platform, samples: int | None, paper_calibration, overlap: bool,
+                 progress: bool, tick) -> list:
+    """The uncertainty blocks (:mod:`studies.uncertainty`): the documented platform's table and,
+    with a paper calibration, the calibrated one."""
+    if not samples:
+        return []
+    from studies.uncertainty import uncertainty_block
+    blocks = [("documented", "the documented H100-like NPU (compute x1), link efficiency 1.0, "
+                             "in-switch efficiency 1.0", {w: 1.0 for w in WORKLOADS})]
+    if paper_calibration is not None:
+        blocks.append(("calibrated", "each workload's compute x k_w fitted on its Fred-C figure "
+                                     "(docs/sysmodel.md); the rest as documented",
+                       {w: fit.compute_scale for w, fit in paper_calibration.fitted.items()}))
+    out = []
+    for name, assumes, scales in blocks:
+        _progress(progress, f"uncertainty ({name}): {samples} Latin-hypercube points per overlap "
+                            f"policy, and each input's range ends")
+        out.append(uncertainty_block(platform, name, assumes, scales, samples=samples,
+                                     overlap=overlap, tick=tick))
+    return out
 
 
 def _diagnostic(platform: Platform, progress: bool, tick) -> tuple[ImpliedComputeScale, dict]:
@@ -558,27 +590,35 @@ def _sweep_summary(sweeps) -> dict:
 
 def write_evaluation(out: Path, result: EvaluationResult) -> None:
     """``results.json`` (the whole result), the CSV tables and the PNG plots into ``out``."""
+    from studies.eval_report import SPEEDUP_CSV_FIELDS, rounded, speedup_rows, write_report
+    six = {f.name: _six_figures for f in dataclasses.fields(Microbenchmark)}
     write_json(out / "results.json", result)
-    write_csv(out / "speedup.csv",
-              [(fabric, wl, f"{x:.4f}", PAPER_SPEEDUP.get(fabric, {}).get(wl, ""))
-               for fabric, row in result.speedup.items() for wl, x in row.items()],
-              ["fabric", "workload", "speedup_model", "speedup_paper"])
+    write_csv(out / "speedup.csv", speedup_rows(result), SPEEDUP_CSV_FIELDS)
     write_csv(out / "iterations.csv",
               [(*key.split("/"), r.strategy, r.microbatches, f"{r.time_s:.6g}",
                 *[f"{r.breakdown[c]:.6g}" for c in CATEGORIES], f"{r.memory.total / 1e9:.2f}",
                 "; ".join(r.notes)) for key, r in result.iterations.items()],
               ["workload", "fabric", "strategy", "microbatches", "time_s",
                *[f"{c}_s" for c in CATEGORIES], "memory_gb", "notes"])
-    write_csv(out / "microbenchmarks.csv", result.microbenchmarks)
+    write_csv(out / "microbenchmarks.csv", result.microbenchmarks, formats=six)
     if result.in_switch_sensitivity is not None:
-        write_csv(out / "in_switch_sensitivity.csv", result.in_switch_sensitivity.rows)
+        write_csv(out / "in_switch_sensitivity.csv", result.in_switch_sensitivity.rows,
+                  formats={f.name: lambda x: rounded(x, 4)
+                           for f in dataclasses.fields(result.in_switch_sensitivity.rows[0])})
     for key, rows in result.sweep.items():
-        write_csv(out / f"sweep_{key.replace('/', '_')}.csv", rows, SWEEP_CSV_FIELDS)
+        write_csv(out / f"sweep_{key.replace('/', '_')}.csv", rows, SWEEP_CSV_FIELDS,
+                  formats={f: _six_figures for f in SWEEP_CSV_FIELDS})
     _plot_speedup(out / "speedup.png", result)
     _plot_breakdown(out / "breakdown.png", result)
     if result.compute_sensitivity:
         _plot_sensitivity(out / "sensitivity.png", result)
     _plot_sweeps(out / "sweep.png", result)
+    write_report(out / "report.md", result)
+
+
+def _six_figures(x):
+    """A CSV cell: a float to six significant figures (the model's values carry no more)."""
+    return f"{x:.6g}" if isinstance(x, float) else x
 
 
 def _plot_speedup(path: Path, result: EvaluationResult) -> None:
@@ -586,16 +626,23 @@ def _plot_speedup(path: Path, result: EvaluationResult) -> None:
     fig, ax = figure(figsize=(9, 4.5))
     x = np.arange(len(WORKLOADS))
     width = 0.13
+    documented = next((b for b in result.uncertainty if b.name == "documented"), None)
     for i, fabric in enumerate(FRED_FABRICS):
         vals = [result.speedup[fabric][w] for w in WORKLOADS]
-        ax.bar(x + (i - 2) * width, vals, width, label=f"{fabric} (model)")
+        # the interval over the uncertain inputs (studies/uncertainty.py), when the run made it
+        err = None if documented is None else np.array(
+            [[v - documented.intervals[fabric][w].low for v, w in zip(vals, WORKLOADS)],
+             [documented.intervals[fabric][w].high - v for v, w in zip(vals, WORKLOADS)]])
+        ax.bar(x + (i - 2) * width, vals, width, yerr=err, capsize=2, label=f"{fabric} (model)")
     for i, fabric in enumerate(("fred-c", "fred-d")):
         vals = [PAPER_SPEEDUP[fabric][w] for w in WORKLOADS]
         ax.bar(x + (i + 2) * width, vals, width, label=f"{fabric} (paper)", hatch="//", alpha=0.5)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(x, WORKLOADS)
     ax.set_ylabel("speedup over 2D mesh")
-    ax.set_title("End-to-end training-iteration speedup (model vs paper)")
+    ax.set_title("End-to-end training-iteration speedup (model, documented platform, vs paper)"
+                 + ("\nerror bars: smallest-largest over the uncertain inputs (results/report.md)"
+                    if documented is not None else ""), fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     save_png(fig, path, dpi=120)
 

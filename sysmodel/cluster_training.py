@@ -226,9 +226,13 @@ def simulate_cluster_iteration(cluster: Cluster, workload: Workload, strategy: S
     pp_dims, dp_dims = resolve_mapping(cluster, mapping)
     pp_across, replicas = _product(pp_dims), _product(dp_dims)
     parts = _stage_workloads(workload, pp_across)
+    # a wafer without in-wafer PP would run its minibatch in as few microbatches as fit its
+    # memory; inside a pipeline across wafers it runs the pipeline's (the workload's), so its
+    # MP collectives, recomputation and memory are those of that microbatch size
+    wafer_microbatches = workload.microbatches if pp_across > 1 and strategy.pp == 1 else None
     wafers = [simulate_iteration(wafer_dim.wafer, wafer_dim.fabric, part, strategy,
                                  schedule=pipeline_schedule, samples_per_dp=samples_per_dp,
-                                 overlap=overlap) for part in parts]
+                                 microbatches=wafer_microbatches, overlap=overlap) for part in parts]
     wafer = max(wafers, key=lambda r: r.time_s)
     # the wafers' microbatches: the workload's (a wafer without in-wafer PP runs its minibatch
     # as one; across wafers it is cut into the workload's microbatches all the same)

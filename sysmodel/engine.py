@@ -19,22 +19,29 @@ DP all-reduce overlapping an MP one on the same links slows both.
 A task may only depend on tasks added before it; since each resource runs its tasks in the
 order they were added, this rules out cycles and deadlocks by construction (the run still
 checks that every task ran and names the blocked ones if not).
+
+:meth:`Engine.run` hands the graph as arrays (:meth:`Engine.arrays`) to the event loop compiled
+by numba (:mod:`sysmodel.engine_compiled`) and writes every task's start and end back;
+``run(reference=True)`` runs the plain loop of :mod:`sysmodel.engine_reference`, the
+specification the compiled one is tested against (docs/sysmodel.md, Speed).
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
+import operator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hdl.contracts.errors import FredError
 from sysmodel.engine_reference import run_reference
 
-__all__ = ["Task", "Engine", "Schedule"]
+if TYPE_CHECKING:
+    from sysmodel.engine_compiled import GraphArrays
 
-_EPS = 1e-12
+__all__ = ["Task", "Engine", "Schedule"]
 
 
 @dataclass(slots=True)
@@ -126,235 +133,97 @@ class Engine:
         return n
 
     def run(self, *, reference: bool = False) -> Schedule:
-        """Execute the tasks; sets every task's ``start`` / ``end``. ``reference``: run the
+        """Execute the tasks; sets every task's ``start`` / ``end``. The loop runs compiled
+        over the graph's arrays (:mod:`sysmodel.engine_compiled`); ``reference``: run the
         unoptimised loop of :mod:`sysmodel.engine_reference` instead (the same semantics; the
-        optimised loop below is tested against it to 1e-9 relative)."""
+        compiled loop is tested against it to 1e-9 relative)."""
         if reference:
             return Schedule(tasks=self.tasks, makespan=run_reference(self))
         tasks = self.tasks
-        n = len(tasks)
-        # Resources as integers numbered in name order: the loop starts the resources a
-        # finished task frees in name order (as the reference does), so ordering by number is
-        # the same order without comparing strings.
+        if not tasks:
+            return Schedule(tasks=tasks, makespan=0.0)
+        # imported here: numba's import and the compiled code's loading (about 0.5 s) are paid
+        # by the processes that run an engine, not by every one that imports the model
+        from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
-        rid = {r: i for i, r in enumerate(names)}
-        queues = [self.queues[r] for r in names]
-        res = [rid[t.resource] for t in tasks]
-        dependents: list[list[int]] = [[] for _ in range(n)]
-        remaining = [0] * n
-        for i, t in enumerate(tasks):
-            remaining[i] = len(t.deps)
-            for d in t.deps:
-                dependents[d].append(i)
-        head = [0] * len(names)
-        busy = [False] * len(names)
-        fixed: list[tuple[float, int]] = []      # (end time, task) of fixed-duration parts
-        flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
-        info: dict[int, tuple] = {}              # task -> its loads array's entry (_array_entry)
-        # task -> a small integer naming its (loads array, priority level): a set of transfers
-        # sorted by it is in a canonical order (the same set started in another order is the
-        # same sharing problem), and the sorted codes are its key in the rate memo
-        code: dict[int, int] = {}
-        codes: dict[tuple, int] = {}
-        numbers = itertools.count()
-        latency: dict[int, float] = {}
-        # A communication task's busiest-link time alone and its share of every link at full
-        # speed depend only on its link loads; tasks repeating one communication share one
-        # loads array (CommTimer memoises), so each is computed once per distinct array.
-        by_array: dict[tuple[int, int], tuple] = {}
-        rate_memo: dict[tuple, list] = {}
-        priority, preempt_s = self.priority, self.preempt_s
-        levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
-        now = 0.0
-        done = 0
-        changed = True       # the set of active transfers changed since rates were computed
-        heappush, heappop = heapq.heappush, heapq.heappop
-
-        def try_start(r: int) -> None:
-            nonlocal changed
-            i = head[r]
-            queue = queues[r]
-            if busy[r] or i >= len(queue) or remaining[queue[i]]:
-                return
-            tid = queue[i]
-            task = tasks[tid]
-            task.start = now
-            busy[r] = True
-            loads = task.loads
-            if loads is None:
-                heappush(fixed, (now + task.duration, tid))
-            else:
-                key = (id(loads), id(task.bw))
-                entry = by_array.get(key)
-                if entry is None or entry[4] is not loads or entry[5] is not task.bw:
-                    entry = by_array[key] = _array_entry(loads, task.bw, next(numbers))
-                info[tid] = entry
-                pair = (entry[3], 0 if levels is None else levels[tid])
-                c = codes.get(pair)
-                code[tid] = c if c is not None else codes.setdefault(pair, len(codes))
-                latency[tid] = max(0.0, task.duration - entry[0])
-                if levels is not None and preempt_s > 0.0 and flows:
-                    latency[tid] += _preemption(tid, flows, info, levels, preempt_s)
-                flows[tid] = 1.0
-                changed = True
-
-        for resource in self.queues:
-            try_start(rid[resource])
-        inf = float("inf")
-        rates: dict[int, float] = {}
-        t_rates = 0.0          # when the current rates took effect (fractions are settled then)
-        t_flow, first = inf, None
-        while fixed or flows:
-            if flows:
-                if changed:
-                    # Rates change only when the set of transfers does; between changes every
-                    # transfer progresses linearly, so its remaining fraction is settled here
-                    # once (not at every event) and its finish time is fixed until the next change.
-                    changed = False
-                    elapsed = now - t_rates
-                    if elapsed:      # (at the same instant nothing progressed)
-                        for tid in flows:
-                            r = rates.get(tid)
-                            if r is not None:
-                                flows[tid] -= r * elapsed
-                    # canonical order (by code); memoised over repeated sets
-                    active = sorted(flows, key=code.__getitem__)
-                    memo_key = tuple(map(code.__getitem__, active))
-                    rate_list = rate_memo.get(memo_key)
-                    if rate_list is None:
-                        rate_list = rate_memo[memo_key] = _rates(
-                            [info[tid] for tid in active],
-                            None if levels is None else [levels[tid] for tid in active])
-                    rates = dict(zip(active, rate_list))
-                    t_rates = now
-                    t_flow, first = inf, None
-                    for tid, frac in flows.items():
-                        t = now + frac / rates[tid]
-                        if t < t_flow:
-                            t_flow, first = t, tid
-                t_fixed = fixed[0][0] if fixed else inf
-                if t_fixed <= t_flow:
-                    now = t_fixed
-                else:
-                    # a transfer's bandwidth part completes (and any other within _EPS of it):
-                    # it continues with its fixed latency tail
-                    now = t_flow
-                    elapsed = now - t_rates
-                    for tid in flows:
-                        flows[tid] -= rates[tid] * elapsed
-                    t_rates = now
-                    for tid in [t for t, f in flows.items() if f <= _EPS or t == first]:
-                        del flows[tid]
-                        heappush(fixed, (now + latency[tid], tid))
-                    changed = True
-            else:
-                now = fixed[0][0]
-            limit = now + _EPS
-            while fixed and fixed[0][0] <= limit:
-                tid = heappop(fixed)[1]
-                # the task ends: free its resource, release its dependents, start what can
-                tasks[tid].end = now
-                done += 1
-                r = res[tid]
-                busy[r] = False
-                head[r] += 1
-                ready = None
-                for t2 in dependents[tid]:
-                    remaining[t2] -= 1
-                    if not remaining[t2]:
-                        if ready is None:
-                            ready = {r}
-                        ready.add(res[t2])
-                if ready is None:
-                    try_start(r)
-                else:
-                    for r2 in sorted(ready):
-                        try_start(r2)
+        start, end, head, done = run_arrays(self.arrays(names))
+        for task, s, e in zip(tasks, start.tolist(), end.tolist()):
+            task.start = s
+            task.end = e
         if done != len(tasks):
-            blocked = [tasks[queues[r][head[r]]].name for r in range(len(names))
-                       if head[r] < len(queues[r])]
+            queue = [self.queues[r] for r in names]
+            offset = [0, *itertools.accumulate(len(q) for q in queue)]
+            blocked = [tasks[queue[r][head[r] - offset[r]]].name for r in range(len(names))
+                       if head[r] - offset[r] < len(queue[r])]
             raise FredError(f"task graph deadlocks: {len(tasks) - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
-        makespan = max((t.end for t in tasks), default=0.0)
-        return Schedule(tasks=tasks, makespan=makespan)
+        return Schedule(tasks=tasks, makespan=float(end.max()))
+
+    def arrays(self, names: list[str] | None = None) -> GraphArrays:
+        """The graph as arrays for the compiled loop (:class:`~sysmodel.engine_compiled.GraphArrays`);
+        ``names``: the resources in name order (``sorted(self.queues)``), when the caller has them.
+        A transfer's busiest-link time alone and its share of every link it uses depend only
+        on its (loads, bandwidths) pair; tasks repeating one communication share those arrays
+        (the communication timer memoises), so each pair becomes one entry."""
+        from sysmodel.engine_compiled import GraphArrays
+        tasks = self.tasks
+        n = len(tasks)
+        names = sorted(self.queues) if names is None else names
+        rid = {r: i for i, r in enumerate(names)}
+        queues = [self.queues[r] for r in names]
+        # one pass over the task objects (scattered in memory: each pass costs), then columns
+        duration, resource, deps, loads_of, bw_of, category = tuple(zip(*map(_FIELDS, tasks))) or ((),) * 6
+        counts = np.fromiter(map(len, deps), dtype=np.int64, count=n)
+        flat = np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64, count=int(counts.sum()))
+        # dependents in task order: a stable sort of the flattened dependencies by what they name
+        order = np.argsort(flat, kind="stable")
+        dependents = np.repeat(np.arange(n, dtype=np.int64), counts)[order]
+        dependents_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(flat, minlength=n), out=dependents_ptr[1:])
+        queue_ptr = np.zeros(len(names) + 1, dtype=np.int64)
+        np.cumsum([len(q) for q in queues], out=queue_ptr[1:])
+        entry: list[int] = []
+        pairs: dict[tuple[int, int], int] = {}
+        found: list[tuple] = []
+        for loads, bw in zip(loads_of, bw_of):
+            if loads is None:
+                entry.append(-1)
+                continue
+            key = (id(loads), id(bw))
+            e = pairs.get(key)
+            if e is None:
+                e = pairs[key] = len(found)
+                found.append(_array_entry(loads, bw))
+            entry.append(e)
+        priority = self.priority
+        if priority is None:
+            level = np.zeros(n, dtype=np.int64)
+        else:
+            level_of = {c: priority.get(c, 0) for c in set(category)}
+            level = np.fromiter(map(level_of.__getitem__, category), dtype=np.int64, count=n)
+        return GraphArrays(
+            duration=np.array(duration, dtype=np.float64),
+            resource=np.fromiter(map(rid.__getitem__, resource), dtype=np.int64, count=n),
+            remaining=counts, dependents_ptr=dependents_ptr, dependents=dependents,
+            queue_ptr=queue_ptr,
+            queue=np.fromiter(itertools.chain.from_iterable(queues), dtype=np.int64, count=n),
+            first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
+            entry=np.array(entry, dtype=np.int64), level=level,
+            alone=np.array([f[0] for f in found], dtype=np.float64),
+            link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
+            links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
+            share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
+            n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0),
+            priority=priority is not None, preempt_s=self.preempt_s)
 
 
-def _array_entry(loads, bw, number: int) -> tuple:
-    """What the loop keeps of one (loads, bandwidths) pair: (its busiest-link time alone, the
-    links it uses (sorted indices, a frozenset), its share of each of them at full speed,
-    ``number`` (a small integer naming the pair: sorts and hashes fast), loads, bw). The
-    links are kept sparse: a transfer uses a few of a large fabric's links, and the max-min
-    problem involves only the links some active transfer uses."""
+_FIELDS = operator.attrgetter("duration", "resource", "deps", "loads", "bw", "category")
+
+
+def _array_entry(loads, bw) -> tuple:
+    """One (loads, bandwidths) pair's busiest-link time alone, the links it loads (indices) and
+    its share of each of them at full speed."""
     time_per_link = loads / bw
     t_alone = float(time_per_link.max())
     used = np.flatnonzero(loads > 0)
-    share = time_per_link[used] / t_alone
-    return (t_alone, used, share, number, loads, bw, frozenset(used.tolist()))
-
-
-def _preemption(tid: int, flows, info, levels, preempt_s: float) -> float:
-    """``preempt_s`` if a transfer of a lower level than ``tid``'s is active on a link ``tid``
-    uses, else 0 (the reference computes the same, :mod:`sysmodel.engine_reference`)."""
-    mine = levels[tid]
-    used = info[tid][6]
-    for other in flows:
-        if levels[other] < mine and not used.isdisjoint(info[other][6]):
-            return preempt_s
-    return 0.0
-
-
-def _rates(entries: list, levels: list | None = None) -> list:
-    """Max-min fair rates (fraction of its bytes per second) of the active transfers, given
-    each one's entry (:func:`_array_entry`: alone time, links used, share of each), by
-    progressive filling: all slow down by a common factor until a link saturates; transfers
-    on it are fixed at that factor, the others continue. The reference's loop over transfers as one matrix (transfers x links the
-    transfers use); sums are taken in another order, so rates agree with the reference's to
-    rounding (about 1e-16 relative)."""
-    if len(entries) == 1:
-        return [1.0 / entries[0][0]]
-    # transfers x the links some transfer uses (links no transfer uses never saturate), in
-    # link order: the dense matrix's used columns
-    used = np.zeros(len(entries[0][4]), dtype=bool)
-    for e in entries:
-        used[e[1]] = True
-    links = np.flatnonzero(used)
-    column = np.zeros(len(used), dtype=np.intp)          # link -> its column
-    column[links] = np.arange(len(links))
-    demand = np.zeros((len(entries), len(links)))
-    for row, e in zip(demand, entries):
-        row[column[e[1]]] = e[2]
-    capacity = np.ones(demand.shape[1])
-    factor = np.ones(len(entries))
-    alone = np.array([e[0] for e in entries])
-    if levels is not None and len(set(levels)) > 1:
-        # strict priority: the highest level fills the links max-min fairly, the next level
-        # fills what is left, and so on (a level left with nothing waits: factor 0 -> 1e-9)
-        levels = np.array(levels)
-        for level in sorted(set(levels.tolist()), reverse=True):
-            members = levels == level
-            capacity = _fill(demand, capacity, factor, members.copy())
-        return (np.maximum(factor, 1e-9) / alone).tolist()
-    _fill(demand, capacity, factor, np.ones(len(entries), dtype=bool))
-    return (np.maximum(factor, 1e-9) / alone).tolist()
-
-
-def _fill(demand, capacity, factor, active):
-    """Progressive filling of the ``active`` transfers into ``capacity``: sets their
-    ``factor`` (in place) and returns the capacity left."""
-    while active.any():
-        use = demand[active].sum(axis=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            limits = np.where(use > _EPS, capacity / use, np.inf)
-        lam = min(1.0, float(limits.min()))
-        if lam >= 1.0 - 1e-12:
-            break                                           # the rest run at full speed
-        saturated = limits <= lam * (1 + 1e-9)
-        frozen = active & (demand[:, saturated] > _EPS).any(axis=1)
-        if not frozen.any():                                # only tiny demands left on it
-            frozen = active
-        factor[frozen] = lam
-        capacity = np.maximum(capacity - lam * demand[frozen].sum(axis=0), 0.0)
-        active &= ~frozen
-    if active.any():   # the rest ran at full speed: they use their whole demand
-        capacity = np.maximum(capacity - demand[active].sum(axis=0), 0.0)
-    return capacity
+    return t_alone, used, time_per_link[used] / t_alone

@@ -24,7 +24,7 @@ builder.
 from __future__ import annotations
 
 from hdl.contracts.errors import FredError
-from sysmodel.engine import Engine
+from sysmodel.engine import Engine, Task
 from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
 
@@ -108,6 +108,41 @@ class StageEngine(Engine):
         return t, m
 
 
+    def add_layer_run(self, stage: int, prefix: str, run: list, prev) -> int:
+        """The tasks :meth:`add_layer` adds for each layer of ``run`` in turn, each after the
+        previous one's last task (the first after ``prev``, a task id or None), for the builders'
+        hottest loop (a pipeline stage's pass over its layers, once per microbatch); ``run``: per
+        layer ``(name, compute resource, compute s, source, npu, mp resource, mp time or None)``
+        (:meth:`_StationaryPipeline._layer_run`), every duration >= 0; task names are ``prefix``
+        + the layer's name (+ " mp"). Returns the last task."""
+        tasks, sources, queues = self.tasks, self.sources, self.queues
+        pending = self._pending.pop(stage, None)
+        last_compute = None
+        for name, on_compute, compute_s, source, npu, on_mp, mp in run:
+            if pending:
+                deps = tuple([d for d in (prev, *pending) if d is not None])
+                pending = None
+            else:
+                deps = () if prev is None else (prev,)
+            t = len(tasks)
+            tasks.append(Task(prefix + name, on_compute, compute_s, deps, "compute", npu))
+            sources.append(source)
+            queue = queues.get(on_compute)
+            if queue is None:
+                queue = queues[on_compute] = []
+            queue.append(t)
+            last_compute = prev = t
+            if mp is not None:
+                prev = self._append(prefix + name + " mp", on_mp, mp.time_s, (t, t), "mp", npu,
+                                    mp.loads, mp.bw, None)
+                pending = [prev]
+        if last_compute is not None:
+            self._last_compute[stage] = last_compute
+        if pending:
+            self._pending[stage] = pending
+        return prev
+
+
 class _StationaryPipeline:
     """Adds a weight-stationary iteration's tasks (see :func:`weight_stationary_graph`)."""
 
@@ -129,6 +164,7 @@ class _StationaryPipeline:
         self.deferred_dp: dict = {}      # stage -> [(name, time, compute task)] to reduce after it
         self.last_send: dict = {}        # stage -> its latest send task
         self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
+        self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
 
     def add_schedule(self) -> None:
         """Every stage's ops, round-robin over the stages one op at a time, each added once the
@@ -174,29 +210,51 @@ class _StationaryPipeline:
         buckets = _GradientBuckets(self, s) \
             if backward and self.backwards_done[v] == self.plan.microbatches else None
         tag = f"c{c} " if self.chunks > 1 else ""
+        run = self._layer_run(s, kind, v, layer_ids) if buckets is None else None
+        if run is not None:
+            prev = self.eng.add_layer_run(s, f"{kind}{i} s{s} {tag}", run, prev)
+        else:
+            for li in layer_ids:
+                layer = self.plan.workload.layers[li]
+                compute_task, prev = self._add_layer(s, kind, i, layer, prev, tag)
+                if buckets is not None:
+                    buckets.add(layer, compute_task, last=li == layer_ids[-1])
+        self._add_send(s, v, kind, i, prev, tag)
+
+    def _layer_run(self, s: int, kind: str, v: int, layer_ids) -> list | None:
+        """What :meth:`StageEngine.add_layer_run` needs of virtual stage ``v``'s pass ``kind``
+        over ``layer_ids`` (the same for every microbatch: built once), or None where the
+        general path must add the tasks (see :meth:`_add_layer`)."""
+        key = (s, kind, v)
+        run = self._runs.get(key, False)
+        if run is not False:
+            return run
+        run = []
         for li in layer_ids:
             layer = self.plan.workload.layers[li]
-            compute_task, prev = self._add_layer(s, kind, i, layer, prev, tag)
-            if buckets is not None:
-                buckets.add(layer, compute_task, last=li == layer_ids[-1])
-        self._add_send(s, v, kind, i, prev, tag)
+            self._add_layer_timing(s, kind, layer)
+            rep, on_compute, on_mp, compute_s, d, with_mp, source = self._timings[(s, kind, id(layer))]
+            if not self._fast(compute_s, d, with_mp):
+                run = None
+                break
+            run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
+        self._runs[key] = run
+        return run
+
+    def _fast(self, compute_s, d, with_mp) -> bool:
+        """Whether a layer's tasks may skip :meth:`StageEngine.add`: not the serialised mode,
+        an engine that keeps StageEngine's add(), and durations add() would accept."""
+        eng = self.eng
+        return not (eng.blocking or type(eng).add is not StageEngine.add or compute_s < 0
+                    or (with_mp and d.time_s < 0))
 
     def _add_layer(self, s, kind, i, layer, prev, tag="") -> tuple[int, int]:
         """``layer``'s compute task and its MP all-reduces (blocking the stage's compute);
         returns (compute task, last task)."""
         eng = self.eng
-        key = (s, kind, id(layer))
-        timing = self._timings.get(key)
-        if timing is None:   # the same for every microbatch: computed once
-            backward = kind == "B"
-            d = self.comm.mp(layer, s, backward)
-            timing = self._timings[key] = (
-                self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
-                self.compute.layer_s(layer, backward=backward), d, d > 0, ("layer", layer, backward))
-        rep, on_compute, on_mp, compute_s, d, with_mp, source = timing
+        rep, on_compute, on_mp, compute_s, d, with_mp, source = self._add_layer_timing(s, kind, layer)
         name = f"{kind}{i} s{s} {tag}{layer.name}"
-        if eng.blocking or type(eng).add is not StageEngine.add or compute_s < 0 \
-                or (with_mp and d.time_s < 0):
+        if not self._fast(compute_s, d, with_mp):
             # the serialised mode (every communication task blocks), an engine that changes
             # add(), or a bad duration for add() to report: the general path
             t = eng.add(name, on_compute, compute_s, [prev], npu=rep, source=source)
@@ -205,6 +263,20 @@ class _StationaryPipeline:
             return t, t
         return eng.add_layer(s, name, on_compute, compute_s, (prev,), rep, source,
                              f"{name} mp", on_mp, d if with_mp else None)
+
+    def _add_layer_timing(self, s, kind, layer) -> tuple:
+        """What every microbatch's tasks of ``layer``'s pass ``kind`` on stage ``s`` need:
+        (NPU, compute resource, MP resource, compute s, MP time, whether MP runs, source);
+        computed once."""
+        key = (s, kind, id(layer))
+        timing = self._timings.get(key)
+        if timing is None:
+            backward = kind == "B"
+            d = self.comm.mp(layer, s, backward)
+            timing = self._timings[key] = (
+                self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
+                self.compute.layer_s(layer, backward=backward), d, d > 0, ("layer", layer, backward))
+        return timing
 
     def _add_send(self, s, v, kind, i, prev, tag="") -> None:
         """The PP hand-over of microbatch ``i`` from virtual stage ``v`` to the next (forward)

@@ -24,12 +24,7 @@ LIMIT = 30
 
 #: ``(path, function name as lizard names it) -> why it may stay above the limit``. Lizard
 #: names a method by its own name (``Engine.run`` is ``run``).
-ALLOWED = {
-    # the task-graph engine's hot loop: kept flat on purpose (a call per event costs time on
-    # every event; docs/sysmodel.md "Speed"), and tested against the plain loop of
-    # sysmodel/engine_reference.py, which is its readable specification
-    ("sysmodel/engine.py", "run"): "Engine.run, the engine's hot loop",
-}
+ALLOWED: dict = {}   # (none at present)
 
 
 def source_files() -> list[Path]:

@@ -72,7 +72,8 @@ def test_fred_eval_json_reports_the_measured_switch_timing(installed, tmp_path):
     measured by ``fred characterize``, read from the characterization shipped with the
     install (not assumed)."""
     _, fred, site, env = installed
-    proc = _run([str(fred), "eval", "--json", "--no-diagnostic", "-o", str(tmp_path / "results")],
+    proc = _run([str(fred), "eval", "--json", "--no-diagnostic", "--uncertainty-samples", "1",
+                 "-o", str(tmp_path / "results")],
                 tmp_path, env, "fred eval --json")
     data = json.loads(proc.stdout)
     assert set(data) == {"speedup", "switch_timing"}
@@ -86,7 +87,7 @@ def test_fred_eval_json_reports_the_measured_switch_timing(installed, tmp_path):
         for name, value in measured["switches"][point]["switch"].items():
             assert timing[level][name] == value, (level, name)
         assert timing[level]["generated_by"].startswith(measured["generated_by"]["command"])
-    for name in ("speedup.csv", "iterations.csv", "results.json", "microbenchmarks.csv",
+    for name in ("report.md", "speedup.csv", "iterations.csv", "results.json", "microbenchmarks.csv",
                  "speedup.png", "breakdown.png", "sweep.png",
                  "sweep_transformer-17b_fred-d.csv", "sweep_transformer-1t_mesh.csv"):
         assert (tmp_path / "results" / name).stat().st_size > 0, name

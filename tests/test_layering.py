@@ -56,8 +56,9 @@ LAYERS = {
                                      "cocotb_coverage", "yaml"}},
     # chakra (mlc-chakra) and its protobuf runtime: sysmodel/chakra_trace.py decodes Chakra
     # execution traces with the schema MLCommons publishes
+    # numba compiles the engine's event loop (sysmodel/engine_compiled.py)
     "sysmodel": {"project": {"hdl.contracts", "hdl.compiler"},
-                 "third_party": {"numpy", "matplotlib", "chakra", "google", "pydantic"}},
+                 "third_party": {"numpy", "matplotlib", "chakra", "google", "pydantic", "numba"}},
     # scipy: studies/bandwidth_optimizer.py's local search (scipy.optimize)
     "studies": {"project": _HDL | {"eda", "cocotb_tests", "sysmodel"},
                 "third_party": {"numpy", "matplotlib", "amaranth", "cocotb", "vcdvcd", "pydantic", "scipy"}},

@@ -27,11 +27,12 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, setup_verilator
+from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, build_step, setup_verilator
 
 __all__ = ["build_top_public_only", "PGO_GENERATE", "PGO_USE"]
 
@@ -62,6 +63,7 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = Path(sim_build or SIM_BUILD) / f"{top}-fast-{key}"
     if (build_dir / "build.ok").is_file() and (build_dir / top).is_file():
+        print(f"build: {top}: cached model {build_dir}", file=sys.stderr, flush=True)
         return build_dir
     build_dir.mkdir(parents=True, exist_ok=True)
     source = build_dir / f"{top}.v"
@@ -87,22 +89,25 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
 
     start = time.perf_counter()
     with open(build_dir / "build.log", "w") as log:
-        def run(cmd):
+        def run(cmd, what):
             log.flush()
-            done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-            if done.returncode:
-                raise FredError(f"fabric build failed ({cmd[0]} exit {done.returncode}); log "
-                                f"{build_dir / 'build.log'}")
+            with build_step(f"{top}: {what} (log {build_dir / 'build.log'})"):
+                done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+                if done.returncode:
+                    raise FredError(f"fabric build failed ({cmd[0]} exit {done.returncode}); log "
+                                    f"{build_dir / 'build.log'}")
 
-        run(verilate)
+        run(verilate, f"verilating {len(verilog) / 1e6:.1f} MB of Verilog")
         if train is None:
-            run(compile_())
+            run(compile_(), "compiling the C++ model")
         else:
             _clean_objects(build_dir, top, profiles=True)
-            run(compile_(*PGO_GENERATE, extra_ldflags=" ".join(PGO_GENERATE)))
+            run(compile_(*PGO_GENERATE, extra_ldflags=" ".join(PGO_GENERATE)),
+                "compiling the instrumented C++ model (profile-guided optimization)")
             log.write(f"\n# profile-guided optimization: training run ({training})\n")
             train_start = time.perf_counter()
-            train(build_dir)
+            with build_step(f"{top}: profile training run ({training})"):
+                train(build_dir)
             profiles = list(build_dir.glob("*.gcda"))
             if not profiles:
                 raise FredError(f"fabric build: the training run ({training}) wrote no profile "
@@ -110,7 +115,7 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
             log.write(f"# training {time.perf_counter() - train_start:.1f} s, "
                       f"{len(profiles)} profiles\n")
             _clean_objects(build_dir, top, profiles=False)
-            run(compile_(*PGO_USE))
+            run(compile_(*PGO_USE), "compiling the C++ model with the profile")
     (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
     (build_dir / "build.ok").write_text(key_source[:200] + "\n")
     return build_dir

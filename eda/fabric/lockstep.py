@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
 from eda.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, make_environment, user_cflags_of
-from eda.toolchain import BUILD_ARGS, SIM_BUILD, setup_verilator
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_step, setup_verilator
 
 __all__ = ["DRIVER", "EXECUTABLE", "build_lockstep", "run_lockstep", "PART_TOPS"]
 
@@ -61,6 +62,7 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = Path(sim_build or SIM_BUILD) / f"fred_fabric-lockstep-{key}"
     if (build_dir / "build.ok").is_file() and (build_dir / EXECUTABLE).is_file():
+        print(f"build: lock-step fabric: cached simulator {build_dir}", file=sys.stderr, flush=True)
         return build_dir
     build_dir.mkdir(parents=True, exist_ok=True)
     env = make_environment()
@@ -69,30 +71,32 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
     include = tool.root / "include"
     start = time.perf_counter()
     with open(build_dir / "build.log", "w") as log:
-        def run(cmd):
+        def run(cmd, what):
             log.write("\n$ " + " ".join(map(str, cmd)) + "\n")
             log.flush()
-            done = subprocess.run([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, env=env)
-            if done.returncode:
-                raise FredError(f"lock-step fabric build failed ({Path(str(cmd[0])).name} exit "
-                                f"{done.returncode}); log {build_dir / 'build.log'}")
+            with build_step(f"lock-step fabric: {what} (log {build_dir / 'build.log'})"):
+                done = subprocess.run([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, env=env)
+                if done.returncode:
+                    raise FredError(f"lock-step fabric build failed ({Path(str(cmd[0])).name} exit "
+                                    f"{done.returncode}); log {build_dir / 'build.log'}")
 
         for p, (verilog, part_dir) in enumerate(zip(verilogs, part_dirs)):
             part_dir.mkdir(exist_ok=True)
             source = part_dir / f"{PART_TOPS[p]}.v"
             source.write_text(verilog)
             run([tool.executable, "-cc", "-Mdir", part_dir, "--top-module", PART_TOPS[p],
-                 "--prefix", f"Vpart{p}", *args, str(source)])
+                 "--prefix", f"Vpart{p}", *args, str(source)],
+                f"verilating part {p} ({len(verilog) / 1e6:.1f} MB of Verilog)")
 
         def compile_(*extra):
             flags = " ".join([*user_cflags, *extra, *_CXX])
             for p, part_dir in enumerate(part_dirs):
                 run(["make", "-j", str(os.cpu_count() or 1), "-C", part_dir, "-f", f"Vpart{p}.mk",
-                     "VM_TRACE=0", f"VM_USER_CFLAGS={flags}"])
+                     "VM_TRACE=0", f"VM_USER_CFLAGS={flags}"], f"compiling part {p}'s C++ model")
             run(["g++", *flags.split(), "-I", include, "-I", include / "vltstd",
                  *(x for d in part_dirs for x in ("-I", d)), DRIVER,
                  part_dirs[0] / "libVpart0.a", part_dirs[1] / "libVpart1.a",
-                 part_dirs[0] / "libverilated.a", "-o", build_dir / EXECUTABLE])
+                 part_dirs[0] / "libverilated.a", "-o", build_dir / EXECUTABLE], "linking the simulator")
 
         def clean(profiles: bool):
             # objects and the simulator (and with ``profiles`` every .gcda), so that make and
@@ -111,7 +115,8 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
             compile_(*PGO_GENERATE)
             log.write(f"\n# profile-guided optimization: training run ({training})\n")
             train_start = time.perf_counter()
-            train(build_dir)
+            with build_step(f"lock-step fabric: profile training run ({training})"):
+                train(build_dir)
             profiles = [*build_dir.rglob("*.gcda")]
             if not profiles:
                 raise FredError(f"lock-step fabric build: the training run ({training}) wrote no "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["comma_ints", "int_in", "float_in", "ints_in", "RANGES", "output_path",
+__all__ = ["comma_ints", "int_in", "float_in", "ints_in", "floats_in", "RANGES", "output_path",
            "OneLineArgumentParser",
            "VERILOG_PARAM_RANGES", "verilog_identifier"]
 
@@ -98,14 +98,23 @@ class ints_in:  # noqa: N801
     def __call__(self, text) -> tuple[int, ...]:
         items = [x for x in str(text).split(",") if x.strip()]
         if not items and not self.allow_empty:
-            raise argparse.ArgumentTypeError(f"expected a comma list of integers in "
-                                             f"{self.item.span}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a {self.__name__}, got {text!r}")
         if len(items) > self.max_items:
             raise argparse.ArgumentTypeError(f"at most {self.max_items} values, got {len(items)}")
         try:
             return tuple(self.item(x) for x in items)
         except argparse.ArgumentTypeError as exc:
             raise argparse.ArgumentTypeError(f"{exc} (in {text!r})") from None
+
+
+class floats_in(ints_in):  # noqa: N801
+    """An argparse type: a comma list of finite numbers, each in :class:`float_in`'s range."""
+
+    def __init__(self, lo: float, hi: float, *, open_lo: bool = False, max_items: int = 64):
+        super().__init__(0, 0, max_items=max_items)
+        self.item = float_in(lo, hi, open_lo=open_lo)
+        self.span = f"each {self.item.span}"
+        self.__name__ = f"comma list of numbers in {self.item.span}"
 
 
 #: The ranges the subcommands share (one definition each; docs/cli.md "Input ranges").
@@ -143,6 +152,12 @@ RANGES = {
     "flit_list": ints_in(1, 1_000_000),
     "rank": int_in(0, 10_000_000),          # an NPU of a cluster platform (10 000s of NPUs)
     "chunks": int_in(1, 4096),
+    "uncertainty_samples": int_in(0, 200),  # fred eval: 6 (the default) add ~15 s
+    # fred load-curve: the packet switch in Amaranth's simulator, ~200 cycles/s at P = 8
+    "load_ports": int_in(2, 16),
+    "load_rates": floats_in(0, 1, open_lo=True, max_items=32),
+    "load_cycles": int_in(10, 100_000),
+    "packet_flits": int_in(2, 64),
     # fred dse --optimize bandwidth: GBps or $ per NPU; grid steps of the budget shares (a
     # 3-dimension grid of 1000 steps is ~500 000 model points: the bound keeps it finite)
     "network_budget": float_in(0, 1e9, open_lo=True),

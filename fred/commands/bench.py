@@ -43,6 +43,8 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         parser.add_argument("--no-iterations", action="store_true",
                             help="skip the iteration rates (presets, 1,024 and 10,240 GPUs, "
                                  "fast and reference)")
+        parser.add_argument("--no-clusters", action="store_true",
+                            help="skip the cluster iterations (1,000 and 10,000 NPUs, cold and warm CPU time)")
         parser.add_argument("--no-commands", action="store_true",
                             help="skip the whole commands' times (make eval, fred sweep, fred dse "
                                  "--jobs 2, fred validate, fred --help)")
@@ -110,7 +112,7 @@ def run(args) -> int:
         from studies.benchmarks.sysmodel_speed import run as bench
         bench(options.repeat, end_to_end=not options.no_eval, reference=options.reference,
               iterations=not options.no_iterations, commands=not options.no_commands,
-              min_seconds=options.min_seconds)
+              min_seconds=options.min_seconds, clusters=not options.no_clusters)
     elif args.bench == "router":
         from studies.benchmarks.router_speed import run as bench
         bench(options.count, options.samples, options.seed, options.write_doc)

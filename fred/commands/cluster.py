@@ -37,29 +37,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resize-study", action="store_true",
                         help="print the chunk-resizing check (fixed, Themis, ASTRA-sim-style resizing; "
                              "Markdown; docs/cluster.md; about 30 s) instead")
+    parser.add_argument("--megatron-study", action="store_true",
+                        help="print the Megatron-style GPT-3 175B run (MP on each wafer, PP and DP across "
+                             "wafers; 1,000 and 10,000 NPUs; Markdown; docs/cluster.md) instead")
+    parser.add_argument("--themis-sensitivity", action="store_true",
+                        help="print how the Themis gain moves with the inputs its paper leaves unknown "
+                             "(bandwidth profile, chunks, latency, size, dimension count; Markdown; "
+                             "docs/cluster.md) instead")
     parser.add_argument("--optical-study", action="store_true",
                         help="print the optical study's tables (WRHT, optical vs electrical scale-out, the "
                              "bandwidth optimizer's splits; Markdown; docs/optical.md) instead")
 
 
+#: each study flag -> the module whose ``render()`` prints it (each computes its own platforms)
+_STUDIES = {"resize_study": "studies.resize_study", "optical_study": "studies.optical_study",
+            "megatron_study": "studies.megatron_study", "themis_sensitivity": "studies.themis_sensitivity",
+            "study": "studies.cluster_study"}
+
+
+def _run_study(args) -> bool:
+    """Print the one study asked for (True), or nothing (False); a study with --platform or
+    --workload, or two studies at once, is an error."""
+    asked = [flag for flag in _STUDIES if getattr(args, flag)]
+    if not asked:
+        return False
+    names = ", ".join("--" + flag.replace("_", "-") for flag in asked)
+    if len(asked) > 1:
+        raise FredError(f"{names}: one study at a time")
+    if args.platform or args.workload:
+        raise FredError(f"{names} computes its own platforms and workloads; drop --platform/--workload")
+    import importlib
+    print(importlib.import_module(_STUDIES[asked[0]]).render(), end="")
+    return True
+
+
 def run(args) -> int:
-    if args.resize_study:
-        if args.platform or args.workload or args.study or args.optical_study:
-            raise FredError("--resize-study computes its own platforms; drop --platform/--workload/--study")
-        from studies.resize_study import render as render_resize
-        print(render_resize(), end="")
-        return 0
-    if args.optical_study:
-        if args.platform or args.workload or args.study:
-            raise FredError("--optical-study computes its own platforms and workloads; drop --platform/--workload/--study")
-        from studies.optical_study import render as render_optical
-        print(render_optical(), end="")
-        return 0
-    if args.study:
-        if args.platform or args.workload:
-            raise FredError("--study computes its own platforms and workloads; drop --platform/--workload")
-        from studies.cluster_study import render
-        print(render(), end="")
+    if _run_study(args):
         return 0
     if not args.platform or not args.workload:
         raise FredError("fred cluster needs --platform CLUSTER.toml and --workload W (or --study)")

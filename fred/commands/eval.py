@@ -6,6 +6,7 @@ import argparse
 
 from fred.cli import print_json
 from fred.commands._cluster_model import add_cluster_arguments, cluster_spec_of, refuse_on_cluster
+from fred.commands._option_types import RANGES
 from fred.commands._model_options import add_model_arguments, model_platform, switch_timing_text
 from fred.table import format_table
 
@@ -29,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "workload and fabric (the mesh and Fred-A..D, the paper's strategies, "
                              "the documented platform, not the calibrated one; each simulated "
                              "once more), one track per stage resource")
+    from studies.uncertainty import DEFAULT_SAMPLES
+    parser.add_argument("--uncertainty-samples", type=RANGES["uncertainty_samples"], default=DEFAULT_SAMPLES,
+                        metavar="N",
+                        help=f"Latin-hypercube points per overlap policy for every speedup's interval "
+                             f"from the uncertain inputs (compute speed, link and in-switch efficiency, "
+                             f"overlap; results/report.md says how); 0: no intervals "
+                             f"(default {DEFAULT_SAMPLES})")
     add_model_arguments(parser)
     add_cluster_arguments(parser)
 
@@ -46,13 +54,14 @@ def run(args) -> int:
     recorder = TraceRecorder(args.trace) if args.trace else None   # a bad path fails before the work
     platform = model_platform(args)
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
-    steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration)
+    steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration,
+                             uncertainty_samples=args.uncertainty_samples)
     with progress_bar(steps, "eval", json_output=args.json, unit="step") as bar:
         summary = run_evaluation(None if args.no_files else args.output,
                                  progress=not args.json and not wanted(args.json),
                                  platform=platform, with_diagnostic=not args.no_diagnostic,
                                  overlap=not args.no_overlap, calibration_mode=args.calibration,
-                                 tick=bar.update)
+                                 uncertainty_samples=args.uncertainty_samples, tick=bar.update)
     if recorder:
         _trace(recorder, platform, overlap=not args.no_overlap)
     if args.json:
@@ -62,7 +71,7 @@ def run(args) -> int:
     mode = "serialised: no communication/compute overlap" if args.no_overlap else "overlap"
     sections = [_speedups(summary, mode), _why(summary), *_sweeps(summary),
                 _spread(summary), _calibration(summary),
-                _paper_calibration(summary), _in_switch(summary)]
+                _paper_calibration(summary), _in_switch(summary), *_intervals(summary)]
     for section in sections:
         if section:
             print()
@@ -180,6 +189,21 @@ def _paper_calibration(summary) -> str | None:
             f"(worst {100 * paper_cal.fred_d_worst_error:.1f} %)")
 
 
+def _intervals(summary) -> list[str]:
+    """Each uncertainty block's table: point (low-high) [paper] per fabric and workload."""
+    from studies.evaluation import FRED_FABRICS as FABRICS
+    from sysmodel.workloads import WORKLOADS
+    out = []
+    for block in summary.uncertainty:
+        rows = [[w, f"{block.compute_scales[w]:.3g}",
+                 *(f"{i.point:.3f} ({i.low:.3f}-{i.high:.3f})"
+                   for i in (block.intervals[f][w] for f in FABRICS))] for w in WORKLOADS]
+        out.append(format_table(["workload", "compute x", *FABRICS], rows,
+                                title=f"{block.name}: speedup (smallest-largest over the uncertain "
+                                      f"inputs; results/report.md) -- assumes {block.assumes}"))
+    return out
+
+
 def _trace(recorder, platform, *, overlap: bool) -> None:
     """The headline iterations (every workload on the mesh and Fred-A..D) into ``recorder``."""
     import sys
@@ -217,6 +241,7 @@ def _cluster(args, spec: dict) -> int:
     speedup over mesh wafers, iteration parts, exposed communication per dimension; files
     ``cluster_iterations.csv`` and ``cluster_results.json`` in the output folder."""
     from pathlib import Path
+    from studies.uncertainty import DEFAULT_SAMPLES
     from studies.cluster_points import CLUSTER_EVAL_FIELDS, cluster_evaluation, cluster_from_spec
     from studies.report import check_writable, to_json_dict, write_csv, write_json
     from sysmodel.multidim_collectives import SCHEDULES
@@ -225,7 +250,8 @@ def _cluster(args, spec: dict) -> int:
     refuse_on_cluster(args, "eval", {
         "calibration": ("none", "the paper's figures are for one wafer"),
         "trace": (None, "the trace records one wafer's task graph; a cluster iteration composes several"),
-        "no_diagnostic": (False, "the implied-compute diagnostic is the one-wafer paper comparison's")})
+        "no_diagnostic": (False, "the implied-compute diagnostic is the one-wafer paper comparison's"),
+        "uncertainty_samples": (DEFAULT_SAMPLES, "the intervals are on the one-wafer speedup tables")})
     if not args.no_files:
         check_writable(args.output, folder=True)
     cluster = cluster_from_spec(spec)

@@ -86,6 +86,12 @@ def _switch(*, ports, middle, dtype, lanes, phases, tag_width, word_width):
                          tag_width=tag_width, word_width=word_width)
 
 
+def _axis_switch(*, ports, middle, dtype, lanes, phases, tag_width, word_width):
+    from hdl.designs.switch.axis_switch import AxisSwitchTop
+    return AxisSwitchTop(ports=ports, middle=middle, dtype=dtype, lanes=lanes, phases=phases,
+                         tag_width=tag_width, word_width=word_width)
+
+
 def _packet_switch(*, ports, middle, dtype, lanes, phases, depth, ctrl_depth, packet_flits, seq_bits,
                    flow_bits, online):
     from hdl.contracts.packet import PacketFormat
@@ -147,6 +153,22 @@ DESIGNS: dict[str, Design] = {
             "lanes": Param(_positive_int, 1, "elements per flit"),
             "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
             "tag_width": Param(_positive_int, 8, "bits of the flit tag"),
+            "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
+        },
+    ),
+    "axis_switch": Design(
+        unit="axis_switch",
+        top="fred_axis_switch",
+        description="the FRED switch with AXI4-Stream names: s<n>_axis_*/m<n>_axis_* "
+                    "(tdata/tvalid/tready/tlast/tuser), s_cfg_axis_*, s_sel_axis_* (docs/switch.md)",
+        factory=_axis_switch,
+        params={
+            "ports": Param(int, 4, "switch ports P (any P >= 2; odd P has a demux/mux on the last port)"),
+            "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
+            "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
+            "lanes": Param(_positive_int, 1, "elements per flit"),
+            "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
+            "tag_width": Param(_positive_int, 8, "bits of the flit tag (tuser)"),
             "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
         },
     ),

@@ -98,12 +98,14 @@ def bench_eval(reference: bool) -> None:
 
 
 def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False,
-        iterations: bool = True, commands: bool = True, min_seconds: float = 1.0) -> None:
+        iterations: bool = True, commands: bool = True, min_seconds: float = 1.0,
+        clusters: bool = True) -> None:
     """Print the figures: with ``iterations`` the iteration evaluations per second of the
     presets and the Megatron-style runs beside the reference path's
     (:mod:`studies.benchmarks.iteration_speed`, each timed for ``min_seconds`` of CPU); with
     ``commands`` the whole commands' wall times; collective evaluations timed ``repeat`` times
-    each; with ``end_to_end`` the whole evaluation and the sweep's rate in this process; with
+    each; with ``clusters`` the cluster iterations' CPU time, cold and warm
+    (:mod:`studies.benchmarks.cluster_speed`); with ``end_to_end`` the whole evaluation and the sweep's rate in this process; with
     ``reference`` also the sweep on the unoptimised reference path."""
     import os
     print(f"system-model speed; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
@@ -111,6 +113,9 @@ def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False,
     from studies.benchmarks.iteration_speed import bench_commands, bench_iterations
     if iterations:
         bench_iterations(min_seconds)
+    if clusters:
+        from studies.benchmarks.cluster_speed import bench_cluster_iterations
+        bench_cluster_iterations(min_seconds)
     if commands:
         bench_commands()
     bench_collectives(repeat)

@@ -22,9 +22,12 @@ def test_generated_words_are_the_compilers_and_the_top_is_prefixed(tmp_path):
 
 
 @pytest.mark.verilator
-def test_the_cpp_testbench_passes(tmp_path):
+def test_the_cpp_testbench_passes(tmp_path, capsys):
     build.generate(tmp_path)
     out = build.run_cpp(tmp_path)
+    # the build announces itself when it starts and ends (eda.toolchain.build_step)
+    progress = capsys.readouterr().err
+    assert "build: ex_fred_switch: Verilator C++ build" in progress and " done in " in progress
     # the documented latency (docs/switch.md "Latency and stages"): first input to last output
     latency = switch_latency(ports=4, middle=3, dtype="int32")
     assert latency == 5

@@ -87,6 +87,11 @@ CASES = [
     (["sweep", "--workload", "{t}/heads.toml", "--fabric", "fred-a"], "not a multiple of heads = 7"),
     (["dse", "--no-files", "--workload", "resnet-152", "--strategies", "MP21-DP1-PP1"],
      "needs 21 NPUs; the wafer has 20"),
+    (["load-curve", "--rates", "0,0.5"], "--rates: expected a finite number in (0, 1]"),
+    (["load-curve", "--ports", "64"], "--ports: expected an integer in 2..16"),
+    (["load-curve", "--patterns", "uniform,tornado"], "--patterns: unknown pattern(s) tornado"),
+    (["load-curve", "--ports", "4", "-o", "{t}/a_file"], "{t}/a_file"),
+    (["eval", "--no-files", "--uncertainty-samples", "1000"], "--uncertainty-samples"),
     # argument errors: one line, not the usage block
     (["route"], "required: --ports"),
     (["nosuchcommand"], "invalid choice"),

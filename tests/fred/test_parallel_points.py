@@ -162,7 +162,7 @@ def test_off_a_terminal_eval_logs_its_steps_and_json_is_quiet():
     import sys
     import os
     env = {k: v for k, v in os.environ.items() if k != "FRED_PROGRESS"}
-    base = [sys.executable, "-m", "fred", "eval", "--no-files", "--no-diagnostic"]
+    base = [sys.executable, "-m", "fred", "eval", "--no-files", "--no-diagnostic", "--uncertainty-samples", "0"]
     log = subprocess.run(base, capture_output=True, text=True, env=env)
     assert log.returncode == 0 and "[3/4] strategy sweeps" in log.stderr and "speedup over the 2D mesh" in log.stdout
     quiet = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)

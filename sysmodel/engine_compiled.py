@@ -1,0 +1,454 @@
+"""The engine's event loop over arrays, compiled by numba (docs/sysmodel.md, Speed).
+
+:meth:`sysmodel.engine.Engine.run` hands the task graph to :func:`run_arrays` as flat arrays
+(:class:`GraphArrays`: durations, resources, dependents, queues, link shares) and reads every
+task's start and end back. The loop is the one :mod:`sysmodel.engine_reference` specifies --
+resources run their queues in order, a finished task releases its dependents and the freed
+resources start in name order, transfers share links max-min fairly (by strict priority level
+with a preemption latency when the engine has priorities) and continue with their fixed latency
+once their bytes are through -- written with integer task and resource numbers so that numba
+compiles it (``@njit(cache=True)``: the machine code is kept in ``__pycache__`` and loaded by
+later processes, 0.3-0.5 s; the first call on a fresh clone compiles, about 10 s of CPU, stated
+apart by ``make bench-sysmodel``). Rates are recomputed from the active transfers' sparse link
+shares whenever the set of active transfers changes (memoised per set); sums run in another
+order than the reference's, so figures agree to rounding (tested to 1e-9 relative,
+``tests/sysmodel/test_sysmodel_engine_property.py``).
+
+Ties are broken as the reference breaks them: the fixed-duration heap orders by (end time,
+task number); among transfers finishing at the same instant the first started wins, the others
+within ``EPS`` of done finish with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from hdl.contracts.errors import FredError
+
+__all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS"]
+
+#: a transfer whose remaining fraction is below this is done; events within it coincide
+EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class GraphArrays:
+    """A task graph as arrays (task numbers are indices; resources are numbered in name order).
+
+    ``duration`` (s), ``resource``, ``remaining`` (dependencies per task, a duplicate counted
+    twice), ``dependents_ptr``/``dependents`` (CSR: the tasks depending on each task, in task
+    order), ``queue_ptr``/``queue`` (CSR: each resource's tasks in run order), ``first_tries``
+    (resources in the order the run first tries them), ``entry`` (per task, its transfer entry
+    or -1 for a fixed duration), ``level`` (priority level per task), ``alone`` (per entry, its
+    busiest-link time alone), ``link_ptr``/``links``/``share`` (CSR per entry: the links it
+    loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
+    apply), ``preempt_s``."""
+
+    duration: np.ndarray
+    resource: np.ndarray
+    remaining: np.ndarray
+    dependents_ptr: np.ndarray
+    dependents: np.ndarray
+    queue_ptr: np.ndarray
+    queue: np.ndarray
+    first_tries: np.ndarray
+    entry: np.ndarray
+    level: np.ndarray
+    alone: np.ndarray
+    link_ptr: np.ndarray
+    links: np.ndarray
+    share: np.ndarray
+    n_links: int
+    priority: bool
+    preempt_s: float
+
+
+def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Run the graph: (start per task, end per task, each resource's queue head (an index into
+    ``g.queue``), tasks done); a task that never started keeps -1. ``memo_rows``: rows of the
+    rate memo's table (a power of two; it keeps up to half as many sets of transfers)."""
+    if memo_rows < 2 or memo_rows & (memo_rows - 1):
+        raise FredError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
+    return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
+                g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
+                g.links, g.share, g.n_links, g.priority, g.preempt_s, memo_rows)
+
+
+def warm_up() -> tuple[float, bool]:
+    """Load (or, without a cached copy, compile) the loop by running a two-task graph: (wall
+    seconds it took, whether it compiled). A benchmark states this cost apart."""
+    import time
+    misses = sum(_run.stats.cache_misses.values())
+    start = time.perf_counter()
+    one = np.ones(1)
+    run_arrays(GraphArrays(
+        duration=np.array([1.0, 1.0]), resource=np.array([0, 1]), remaining=np.array([0, 0]),
+        dependents_ptr=np.zeros(3, dtype=np.int64), dependents=np.zeros(0, dtype=np.int64),
+        queue_ptr=np.array([0, 1, 2]), queue=np.array([0, 1]), first_tries=np.array([0, 1]),
+        entry=np.array([-1, 0]), level=np.array([0, 1]), alone=one, link_ptr=np.array([0, 1]),
+        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=0.0))
+    return time.perf_counter() - start, sum(_run.stats.cache_misses.values()) > misses
+
+
+@njit(cache=True, inline="always")
+def _heap_less(ht, hi, a, b):
+    return ht[a] < ht[b] or (ht[a] == ht[b] and hi[a] < hi[b])
+
+
+@njit(cache=True, inline="always")
+def _heap_push(ht, hi, size, t, tid):
+    """Push (t, tid) onto the binary heap ``ht``/``hi`` of ``size`` items; returns the new size."""
+    k = size
+    ht[k] = t
+    hi[k] = tid
+    while k > 0:
+        p = (k - 1) // 2
+        if _heap_less(ht, hi, k, p):
+            ht[k], ht[p] = ht[p], ht[k]
+            hi[k], hi[p] = hi[p], hi[k]
+            k = p
+        else:
+            break
+    return size + 1
+
+
+@njit(cache=True, inline="always")
+def _heap_pop(ht, hi, size):
+    """Remove the smallest (time, task) of the heap; returns the new size (the item is read
+    before the call, at index 0)."""
+    size -= 1
+    ht[0] = ht[size]
+    hi[0] = hi[size]
+    k = 0
+    while True:
+        c = 2 * k + 1
+        if c >= size:
+            break
+        if c + 1 < size and _heap_less(ht, hi, c + 1, c):
+            c += 1
+        if _heap_less(ht, hi, c, k):
+            ht[k], ht[c] = ht[c], ht[k]
+            hi[k], hi[c] = hi[c], hi[k]
+            k = c
+        else:
+            break
+    return size
+
+
+@njit(cache=True)
+def _fill(demand, capacity, factor, active):
+    """Progressive filling of the ``active`` rows of ``demand`` (transfers x links, each row its
+    share of each link at full speed) into ``capacity``: all slow down by a common factor until
+    a link saturates; transfers on it are fixed at that factor (``factor``, in place), the
+    others continue. ``capacity`` is reduced in place to what is left."""
+    k, n = demand.shape
+    use = np.empty(n)
+    while active.any():
+        use[:] = 0.0
+        for i in range(k):
+            if active[i]:
+                use += demand[i]
+        lam = 1.0
+        for j in range(n):
+            if use[j] > EPS:
+                lam = min(lam, capacity[j] / use[j])
+        if lam >= 1.0 - 1e-12:
+            break                                   # the rest run at full speed
+        bound = lam * (1 + 1e-9)
+        frozen = np.zeros(k, dtype=np.bool_)
+        for i in range(k):
+            if active[i]:
+                for j in range(n):
+                    if use[j] > EPS and capacity[j] / use[j] <= bound and demand[i, j] > EPS:
+                        frozen[i] = True
+                        break
+        if not frozen.any():                        # only tiny demands left on it
+            frozen[:] = active
+        for i in range(k):
+            if frozen[i]:
+                factor[i] = lam
+                capacity -= lam * demand[i]
+                active[i] = False
+        np.maximum(capacity, 0.0, capacity)
+    if active.any():     # the rest ran at full speed: they use their whole demand
+        for i in range(k):
+            if active[i]:
+                capacity -= demand[i]
+        np.maximum(capacity, 0.0, capacity)
+
+
+@njit(cache=True)
+def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column):
+    """Max-min fair rates (fraction of its bytes per second, into ``rate`` per task) of the
+    ``n_act`` active transfers ``act``; with ``priority``, strict priority by level (the
+    highest fills the links first, the next what is left; a level left with nothing waits:
+    factor 0 -> 1e-9). ``column``: per link -1 (scratch, restored)."""
+    if n_act == 1:
+        rate[act[0]] = 1.0 / alone[entry[act[0]]]
+        return
+    n_cols = 0
+    for a in range(n_act):
+        e = entry[act[a]]
+        for p in range(link_ptr[e], link_ptr[e + 1]):
+            if column[links[p]] < 0:
+                column[links[p]] = n_cols
+                n_cols += 1
+    demand = np.zeros((n_act, n_cols))
+    for a in range(n_act):
+        e = entry[act[a]]
+        for p in range(link_ptr[e], link_ptr[e + 1]):
+            demand[a, column[links[p]]] = share[p]
+    for a in range(n_act):
+        e = entry[act[a]]
+        for p in range(link_ptr[e], link_ptr[e + 1]):
+            column[links[p]] = -1
+    capacity = np.ones(n_cols)
+    factor = np.ones(n_act)
+    lv = np.empty(n_act, dtype=np.int64)
+    for a in range(n_act):
+        lv[a] = level[act[a]] if priority else 0
+    top, bottom = lv.max(), lv.min()
+    if top == bottom:
+        _fill(demand, capacity, factor, np.ones(n_act, dtype=np.bool_))
+    else:
+        current = top + 1
+        while True:       # each level present, highest first
+            nxt = bottom - 1
+            for a in range(n_act):
+                if lv[a] < current and lv[a] > nxt:
+                    nxt = lv[a]
+            if nxt < bottom:
+                break
+            current = nxt
+            _fill(demand, capacity, factor, lv == current)
+    for a in range(n_act):
+        rate[act[a]] = max(factor[a], 1e-9) / alone[entry[act[a]]]
+
+
+@njit(cache=True, inline="always")
+def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column):
+    """:func:`_rates`, memoised over repeated sets of active transfers: transfers with the same
+    code (entry and level) have the same rate, so a set is named by its sorted codes, and its
+    rates are kept in that order. ``memo`` (:func:`_new_memo`): an open-addressing table of
+    (hash, start, length) rows into flat stores of codes and rates; a full table or store
+    stops keeping new sets (they are computed every time)."""
+    index, codes_kept, rates_kept, fill = memo
+    codes = np.empty(n_act, dtype=np.int64)
+    order = np.empty(n_act, dtype=np.int64)
+    for a in range(n_act):          # insertion sort by code: a handful of transfers
+        c = code[act[a]]
+        j = a
+        while j > 0 and codes[j - 1] > c:
+            codes[j] = codes[j - 1]
+            order[j] = order[j - 1]
+            j -= 1
+        codes[j] = c
+        order[j] = a
+    key = np.int64(n_act)
+    for a in range(n_act):
+        key = key * np.int64(1000003) + codes[a]
+    mask = index.shape[0] - 1
+    slot = key & mask
+    while index[slot, 2] > 0:
+        if index[slot, 0] == key and index[slot, 2] == n_act:
+            at = index[slot, 1]
+            if (codes_kept[at:at + n_act] == codes).all():
+                for a in range(n_act):
+                    rate[act[order[a]]] = rates_kept[at + a]
+                return
+        slot = (slot + 1) & mask
+    _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column)
+    at = fill[0]
+    if 2 * fill[1] < index.shape[0] and at + n_act <= codes_kept.shape[0]:
+        index[slot, 0], index[slot, 1], index[slot, 2] = key, at, n_act
+        for a in range(n_act):
+            codes_kept[at + a] = codes[a]
+            rates_kept[at + a] = rate[act[order[a]]]
+        fill[0] += n_act
+        fill[1] += 1
+
+
+@njit(cache=True)
+def _new_memo(rows):
+    """An empty rate memo for :func:`_memo_rates`: ``rows`` table rows (a power of two; up to
+    half as many sets kept), 16 codes and rates per row, (codes used, sets kept)."""
+    return (np.zeros((rows, 3), dtype=np.int64), np.zeros(16 * rows, dtype=np.int64),
+            np.zeros(16 * rows), np.zeros(2, dtype=np.int64))
+
+
+@njit(cache=True)
+def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp):
+    """Whether a transfer of a lower level than ``tid``'s is active on a link ``tid`` uses
+    (``mark``: per link, scratch stamps; ``stamp`` is new for this call)."""
+    e = entry[tid]
+    for p in range(link_ptr[e], link_ptr[e + 1]):
+        mark[links[p]] = stamp
+    for a in range(n_act):
+        other = act[a]
+        if level[other] < level[tid]:
+            o = entry[other]
+            for p in range(link_ptr[o], link_ptr[o + 1]):
+                if mark[links[p]] == stamp:
+                    return True
+    return False
+
+
+@njit(cache=True)
+def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, queue, first_tries,
+         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, memo_rows):
+    """The event loop (module docstring); returns (start, end, head, done). The per-task path
+    (a task ends, its resources start their next tasks) is written out in this one function:
+    numba reference-counts the arrays passed to a function it calls, which costs more than the
+    path itself; helpers run once per change of the active transfers."""
+    n = duration.shape[0]
+    n_res = queue_ptr.shape[0] - 1
+    start = np.full(n, -1.0)
+    end = np.full(n, -1.0)
+    head = queue_ptr[:-1].copy()
+    busy = np.zeros(n_res, dtype=np.bool_)
+    ht = np.empty(n + 1)                          # the fixed-duration heap: (end time, task)
+    hi = np.empty(n + 1, dtype=np.int64)
+    act = np.empty(n + 1, dtype=np.int64)         # active transfers, in the order they started
+    frac = np.zeros(n)                            # per transfer, the remaining fraction of its bytes
+    rate = np.zeros(n)
+    rated = np.zeros(n, dtype=np.bool_)           # its rate is the current one
+    latency = np.zeros(n)
+    column = np.full(max(n_links, 1), -1, dtype=np.int64)
+    mark = np.zeros(max(n_links, 1), dtype=np.int64)
+    ready = np.empty(max(n_res, first_tries.shape[0]) + 1, dtype=np.int64)
+    # rates memoised per set of active transfers, named by their sorted codes (entry, level)
+    code = entry * (level.max() - level.min() + 1) + (level - level.min())
+    memo = _new_memo(memo_rows)
+    n_heap, n_act, done = 0, 0, 0
+    now, t_rates, t_flow, first, limit = 0.0, 0.0, np.inf, -1, -1.0
+    changed = False
+    n_ready = first_tries.shape[0]
+    ready[:n_ready] = first_tries
+    while True:
+        for q in range(n_ready):       # start what can on these resources, in this order
+            r = ready[q]
+            i = head[r]
+            if busy[r] or i >= queue_ptr[r + 1] or remaining[queue[i]] != 0:
+                continue
+            tid = queue[i]
+            start[tid] = now
+            busy[r] = True
+            if entry[tid] < 0:
+                n_heap = _heap_push(ht, hi, n_heap, now + duration[tid], tid)
+            else:
+                n_act = _start_transfer(tid, act, n_act, frac, rated, latency, duration, entry, level,
+                                        alone, link_ptr, links, priority, preempt_s, mark)
+                changed = True
+        n_ready = 0
+        if n_heap > 0 and ht[0] <= limit:
+            # the next task ending now: free its resource, release its dependents; then the
+            # loop starts the resources touched, in number order (name order)
+            tid = hi[0]
+            n_heap = _heap_pop(ht, hi, n_heap)
+            end[tid] = now
+            done += 1
+            r = resource[tid]
+            busy[r] = False
+            head[r] += 1
+            ready[0] = r
+            n_ready = 1
+            for p in range(dependents_ptr[tid], dependents_ptr[tid + 1]):
+                t2 = dependents[p]
+                remaining[t2] -= 1
+                if remaining[t2] == 0:
+                    n_ready = _insert_sorted(ready, n_ready, resource[t2])
+            continue
+        if n_heap == 0 and n_act == 0:
+            break
+        if n_act > 0:
+            if changed:
+                # rates change only when the set of transfers does: settle the fractions once,
+                # then every transfer's finish time is fixed until the next change
+                changed = False
+                first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
+                                priority, alone, link_ptr, links, share, column)
+                t_rates = now
+                t_flow = now + frac[first] / rate[first]
+            if n_heap > 0 and ht[0] <= t_flow:
+                now = ht[0]
+            else:
+                # a transfer's bytes are through (and any other's within EPS): it continues
+                # with its fixed latency tail
+                now = t_flow
+                elapsed = now - t_rates
+                kept = 0
+                for a in range(n_act):
+                    tid = act[a]
+                    frac[tid] -= rate[tid] * elapsed
+                    if frac[tid] <= EPS or tid == first:
+                        n_heap = _heap_push(ht, hi, n_heap, now + latency[tid], tid)
+                    else:
+                        act[kept] = tid
+                        kept += 1
+                n_act = kept
+                t_rates = now
+                changed = True
+        else:
+            now = ht[0]
+        limit = now + EPS
+    return start, end, head, done
+
+
+@njit(cache=True, inline="always")
+def _insert_sorted(ready, n_ready, r):
+    """Insert resource ``r`` into ``ready[:n_ready]`` (sorted, distinct; ``ready[0]``, the
+    freed resource, is among them): returns the new count."""
+    j = n_ready
+    for q in range(n_ready):
+        if ready[q] == r:
+            return n_ready
+        if ready[q] > r:
+            j = q
+            break
+    for q in range(n_ready, j, -1):
+        ready[q] = ready[q - 1]
+    ready[j] = r
+    return n_ready + 1
+
+
+@njit(cache=True, inline="always")
+def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
+            link_ptr, links, share, column):
+    """The set of active transfers changed at ``now``: settle each rated transfer's remaining
+    fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
+    the transfer that finishes first at them (the first started among equals)."""
+    elapsed = now - t_rates
+    if elapsed != 0.0:
+        for a in range(n_act):
+            if rated[act[a]]:
+                frac[act[a]] -= rate[act[a]] * elapsed
+    _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
+                column)
+    t_flow, first = np.inf, -1
+    for a in range(n_act):
+        tid = act[a]
+        rated[tid] = True
+        t = now + frac[tid] / rate[tid]
+        if t < t_flow:
+            t_flow, first = t, tid
+    return first
+
+
+@njit(cache=True)
+def _start_transfer(tid, act, n_act, frac, rated, latency, duration, entry, level, alone, link_ptr,
+                    links, priority, preempt_s, mark):
+    """Transfer ``tid`` starts: its latency beyond its links' time (plus the preemption latency
+    when it preempts a lower level on a link it uses), appended to the active transfers;
+    returns their new count."""
+    e = entry[tid]
+    latency[tid] = max(0.0, duration[tid] - alone[e])
+    if priority and preempt_s > 0.0 and n_act > 0:
+        if _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, tid + 1):   # a fresh stamp
+            latency[tid] += preempt_s
+    act[n_act] = tid
+    frac[tid] = 1.0
+    rated[tid] = False
+    return n_act + 1
