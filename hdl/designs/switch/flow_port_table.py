@@ -4,7 +4,7 @@ it and the outputs its flow reaches (written by the host with the phase's config
 from __future__ import annotations
 
 from amaranth import Module, Signal
-from amaranth.hdl import Array
+from amaranth.hdl import Array, Const
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -59,9 +59,12 @@ class FlowPortTable(wiring.Component):
             for n in range(P):
                 with m.If(self.we & (self.slot == k) & (self.input == n)):
                     m.d.sync += [partners[k][n].eq(self.partners), outputs[k][n].eq(self.outputs)]
+        # every value of the slot index has an entry (slots >= K read as empty), so the
+        # selection is a complete case (Verilator's CASEINCOMPLETE)
+        pad = [Const(0, P)] * ((1 << len(self.read_slot)) - K)
         for n in range(P):
             m.d.comb += [
-                self.read_partners[n].eq(Array(partners[k][n] for k in range(K))[self.read_slot]),
-                self.read_outputs[n].eq(Array(outputs[k][n] for k in range(K))[self.read_slot]),
+                self.read_partners[n].eq(Array([partners[k][n] for k in range(K)] + pad)[self.read_slot]),
+                self.read_outputs[n].eq(Array([outputs[k][n] for k in range(K)] + pad)[self.read_slot]),
             ]
         return m
