@@ -8,7 +8,7 @@ FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples load-curve
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples load-curve asic asic-install
 
 all: test
 
@@ -25,11 +25,13 @@ help:
 	@echo "make clean      remove build/, sim_build/ and caches (keeps .venv)"
 	@echo "make bench-router  print the router's P=64 routing time per flow set (BENCH_ROUTER_ARGS)"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
-	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D vs the model (docs/fabric_validation.md)"
+	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D and the mesh vs the model (docs/fabric_validation.md)"
 	@echo "make load-curve latency vs offered load on the packet switch RTL, Fred_3(8), uniform/transpose/hotspot (~5 min; LOAD_CURVE_ARGS; docs/load_curve.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
 	@echo "make formal     every formal proof (SymbiYosys + Yices) and its mutants (FORMAL_ARGS; docs/verification.md)"
+	@echo "make asic       OSU 0.35 um standard-cell area (kGE) and OpenSTA timing (needs make asic-install; ASIC_ARGS; docs/asic.md)"
+	@echo "make asic-install  apt-get install the Debian packages make asic needs (yosys, berkeley-abc, opensta, qflow-tech-osu035)"
 	@echo "make mutation   mutation score of the switch benches (MUTATION_ARGS, e.g. --count 60 --jobs 1)"
 	@echo "each target above that runs a tool is a fred subcommand (fred --help, fred COMMAND --help), but make examples: the user's own testbenches, python -m examples.build"
 
@@ -114,6 +116,17 @@ coverage: $(STAMP)
 # each shown to fail; sby folders in build/formal (docs/verification.md lists proofs and times).
 formal: $(STAMP)
 	$(FRED) formal --mutants $(FORMAL_ARGS)
+
+# Gate-level area and timing on the OSU 0.35 um standard cells (docs/asic.md). The tools are Debian
+# packages, not PyPI ones: `make asic-install` installs them (root or sudo); without them `fred
+# asic` fails naming the missing package. Not part of make test or make eval.
+ASIC_PACKAGES := yosys berkeley-abc opensta qflow-tech-osu035
+asic-install:
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y $(ASIC_PACKAGES)
+
+asic: $(STAMP)
+	$(FRED) asic $(ASIC_ARGS)
 
 # Mutants of the generated Verilog of Fred_2(4) int32, each run through the switch benches under
 # its own flock of /tmp/fred-heavy.lock; prints the score and the survivors (docs/verification.md).

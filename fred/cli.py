@@ -30,7 +30,7 @@ __all__ = ["COMMANDS", "build_parser", "main", "print_json"]
 COMMANDS = ("verilog", "route", "routability", "characterize", "collective", "cluster", "eval",
             "sweep", "dse", "validate", "replay", "export-trace", "fabric-sim", "fabric-validate",
             "load-curve",
-            "lint", "coverage", "mutation", "formal", "synth", "bench")
+            "lint", "coverage", "mutation", "formal", "synth", "asic", "bench")
 
 
 def print_json(obj) -> None:

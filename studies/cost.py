@@ -20,7 +20,8 @@ with :class:`CostModel` (``configs/cost.toml``, every coefficient with its sourc
   ``lanes`` x element bytes per cycle per port at the model clock; a port of bandwidth B needs
   B / that many copies of its share of the switch's cells (cells per port per lane, the
   characterization's synthesized or composed Fred_m(P)), converted to gate equivalents by cell
-  type and to mm^2 at the 15 nm NAND2 area and placement utilisation.
+  type, scaled by the measured ratio of standard-cell GE to those GE (OSU 0.35 um, docs/asic.md)
+  and to mm^2 at the 15 nm NAND2 area and placement utilisation.
 * **power**: the paper's 179.35 W for its Fred-D, scaled by chiplet-port bandwidth (the
   fabric is I/O-dominated and the paper gives no other breakdown).
 
@@ -105,6 +106,9 @@ class CostModel:
     reference: FabricDesign
     source: str
     name: str = "custom"
+    #: gate equivalents of a standard-cell netlist per gate equivalent of the ratios above
+    #: (measured by ``make asic``, docs/asic.md); 1.0 prices the generic cells by the ratios alone
+    asic_per_generic_ge: float = 1.0
     #: ``[network]``: ``{"npu_cost": x, "gbps_cost": {kind: cost per GBps per NPU}}`` or None
     network: dict | None = None
 
@@ -131,6 +135,7 @@ class _Io(InputModel):
 class _Logic(InputModel):
     nand2_um2: PositiveNumber
     utilization: UnitFraction
+    asic_per_generic_ge: PositiveNumber = 1.0
     gate_equivalents: dict[str, PositiveNumber]
 
 
@@ -184,6 +189,7 @@ def load_cost_model(path: str | Path | None = None) -> CostModel:
                      count_both_directions=doc.io.count_both_directions,
                      nand2_um2=doc.logic.nand2_um2, utilization=doc.logic.utilization,
                      gate_equivalents=dict(doc.logic.gate_equivalents),
+                     asic_per_generic_ge=doc.logic.asic_per_generic_ge,
                      paper_total_w=doc.power.paper_total_w,
                      paper_total_mm2=doc.area.paper_total_mm2,
                      reference=reference, source=source, name=doc.name,
@@ -277,6 +283,7 @@ def _switch_cells(document: dict, ports: int, middle: int, cost: CostModel, sour
 def _raw_cost(design: FabricDesign, platform: Platform, cost: CostModel) -> dict:
     char = _characterization(platform)
     ge, lanes, origin = _switch_cells(char.document, design.chiplet_ports, design.middle, cost, char.source)
+    ge *= cost.asic_per_generic_ge      # the generic cells' GE as a standard-cell library realises them
     lane_gbps = lanes * 2 * platform.switch.clock_mhz * 1e6 / GB     # fp16 lanes per cycle -> GBps
     ge_per_port_lane = ge / (design.chiplet_ports * lanes)
     directions = 2 if cost.count_both_directions else 1

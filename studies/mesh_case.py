@@ -17,7 +17,7 @@ from hdl.contracts.placement import parse_strategy
 __all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "run_mesh_case", "MESH_OPS"]
 
 #: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing).
-MESH_OPS = ("all-reduce",)
+MESH_OPS = ("all-reduce", "multicast")
 
 
 @dataclass
@@ -47,8 +47,11 @@ class MeshCase:
 
 
 def mesh_groups(spec: MeshFabricSpec, *, group: str | None, strategy: str | None,
-                dim: str | None) -> tuple[list[list[int]], str]:
-    """The groups of ``--group wafer`` or ``--strategy S --dim D`` on the mesh, and a label."""
+                dim: str | None, op: str = "all-reduce") -> tuple[list[list[int]], str]:
+    """The groups of ``--group wafer`` or ``--strategy S --dim D`` on the mesh, and a label. A
+    multicast's group lists its root first: the lowest rank of a group, or along PP the
+    stage-boundary transfers (MP rank 0 of a stage to the next stage's MP group, as the FRED
+    fabric's requests, ``hdl.contracts.fabric``)."""
     if (group is None) == (strategy is None):
         raise FredError("name exactly one of a group (--group wafer) or a strategy and dimension "
                         "(--strategy MP2-DP5-PP2 --dim mp)")
@@ -62,6 +65,12 @@ def mesh_groups(spec: MeshFabricSpec, *, group: str | None, strategy: str | None
     if plan.mp * plan.dp * plan.pp != spec.npus:
         raise FredError(f"strategy {strategy} places {plan.mp * plan.dp * plan.pp} NPUs; the mesh has "
                         f"{spec.npus}")
+    if (dim == "pp") != (op == "multicast"):
+        raise FredError(f"the mesh runs the PP dimension's stage-boundary multicast and all-reduce "
+                        f"along MP or DP; got {op} along {dim}")
+    if dim == "pp":
+        return ([[root, *sorted(dsts)] for stage in range(plan.pp - 1)
+                 for root, dsts in plan.stage_transfers(stage)], f"{strategy} {dim}")
     return [list(g) for g in plan.groups(dim)], f"{strategy} {dim}"
 
 
@@ -75,13 +84,13 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
     spec = spec or MeshFabricSpec()
-    groups, label = mesh_groups(spec, group=group, strategy=strategy, dim=dim)
+    groups, label = mesh_groups(spec, group=group, strategy=strategy, dim=dim, op=op)
     platform = mesh_platform(spec, characterization=characterization)
-    estimate = mesh_model_cycles(spec, groups, size, platform=platform)
-    if estimate.algorithm not in ("hierarchical-2d", "ring"):
+    estimate = mesh_model_cycles(spec, groups, size, platform=platform, op=op)
+    if estimate.algorithm not in ("hierarchical-2d", "ring", "chain"):
         raise FredError(f"the model runs {label} with {estimate.algorithm}; the RTL mesh runs "
-                        f"hierarchical-2d or ring, one per request")
-    split = mesh_split(spec, groups[0], platform=platform) if estimate.algorithm == "hierarchical-2d" else 0.5
+                        f"hierarchical-2d, ring or chain, one per request")
+    split = mesh_split(spec, groups[0], size, platform=platform) if estimate.algorithm == "hierarchical-2d" else 0.5
     mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split)   # fails early
     return MeshCase(spec, groups, size, label, estimate, split)
 

@@ -9,8 +9,10 @@ module adds the routes and the timing:
 
 * **mesh** (endpoint algorithms only): all-reduce / reduce-scatter / all-gather on a group
   that fills a sub-rectangle of the mesh use the hierarchical 2D algorithm with two chunks
-  in opposite dimension orders (one rows-then-columns, one columns-then-rows); the split
-  between the two chunks is the one that minimises the busiest link. Other groups use a
+  in opposite dimension orders (one rows-then-columns, one columns-then-rows), timed as a
+  schedule of the two chunks' dependent stages sharing links
+  (:mod:`sysmodel.stage_schedule`); the split between the two chunks is the one that
+  minimises that schedule. Other groups use a
   bidirectional logical ring in snake (boustrophedon) order. The faster of the available
   algorithms is used. Broadcast / multicast / reduce: pipelined chain of unicasts.
   I/O: dimension-ordered broadcast trees from every controller (reduce trees for stores),
@@ -67,6 +69,7 @@ from sysmodel.fred_tree import FredTreeNetwork
 from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
+from sysmodel.stage_schedule import chains_time, link_classes
 from sysmodel.model_cache import current
 from sysmodel.switch_routing import phases_for
 
@@ -300,37 +303,78 @@ def rectangle(net: MeshNetwork, group) -> tuple[list[int], list[int]] | None:
 
 def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
     """Hierarchical 2D (:func:`hdl.compiler.algorithms.mesh_2d`) with two chunks in opposite
-    dimension orders, split to balance links (:func:`mesh_2d_split`)."""
-    a, a_t, b_t = mesh_2d_split(net, op, rows, cols, size)
-    out = a_t.scaled(a)
-    out.loads += b_t.loads * (1 - a)
-    out.sent += b_t.sent * (1 - a)
-    out.latency_s = max(a_t.latency_s, b_t.latency_s)
-    out.pipelined_s = max(a_t.pipelined_s, b_t.pipelined_s)
+    dimension orders, split between them by :func:`mesh_2d_split`.
+
+    The loads are both chunks' stages summed (what the collective puts on each link, for
+    sharing with concurrent collectives); the time is the stage schedule's
+    (:func:`sysmodel.stage_schedule.chains_time`): a chunk's stages depend on each other and
+    each loads one dimension's links only, so the summed loads' busiest link is not reached
+    (a chunk's row stage waits for its column stage while the row links idle or serve the
+    other chunk). What the schedule takes beyond the summed loads' time is latency the link
+    time cannot hide, as the FRED hierarchical algorithm's stages (checked against the RTL
+    mesh fabric, docs/fabric_validation.md)."""
+    a = mesh_2d_split(net, op, rows, cols, size)[0]
+    chunks = [_mesh_2d_stages(net, plan, share * size)
+              for plan, share in zip(_mesh_2d_plans(net, op, rows, cols), (a, 1 - a))]
+    out = net.traffic()
+    for stages in chunks:
+        chunk = net.traffic()
+        for stage in stages:
+            chunk.then(stage)
+        out.merge(chunk)
+    scheduled = chains_time([[(s.time(), s.link_times()) for s in stages] for stages in chunks])
+    out.latency_s += max(0.0, scheduled - out.time())
     return out
+
+
+def _mesh_2d_plans(net: MeshNetwork, op: str, rows, cols) -> tuple[Plan, Plan]:
+    """(rows-first, columns-first) plans of the rectangle ``rows`` x ``cols``."""
+    return algorithms.mesh_2d(op, [[net.rank(r, c) for c in cols] for r in rows])
+
+
+def _mesh_2d_stages(net: MeshNetwork, plan: Plan, size: float) -> list[Traffic]:
+    """Each stage's traffic of one chunk's ``plan`` on ``size`` bytes."""
+    return [_ring_stage(net, stage, size) for stage in plan.stages]
+
+
+def _split_time(a: float, rows_first, cols_first) -> float:
+    """The stage schedule of the two chunks at split ``a`` (stages as (bandwidth-or-pipelined
+    time, latency, link times) on the whole buffer: the first two scale with the share)."""
+    chains = [[(share * busy + lat, share * link_s) for busy, lat, link_s in chain]
+              for chain, share in ((rows_first, a), (cols_first, 1 - a))]
+    return chains_time(chains)
 
 
 def mesh_2d_split(net: MeshNetwork, op: str, rows, cols, size: float) -> tuple[float, Traffic, Traffic]:
     """(the share ``a`` of the buffer the rows-first chunk carries, the rows-first chunk's
-    traffic on the whole buffer, the columns-first chunk's): ``a`` minimises the busiest link
-    of ``a`` x the first + (1 - a) x the second (the RTL mesh fabric splits its chunks so)."""
-    def chunk(plan: Plan) -> Traffic:
-        t = net.traffic()
-        for stage in plan.stages:
-            t.then(_ring_stage(net, stage, size))
-        return t
-
-    rows_first, cols_first = algorithms.mesh_2d(op, [[net.rank(r, c) for c in cols] for r in rows])
-    a_t, b_t = chunk(rows_first), chunk(cols_first)
-    ta, tb = a_t.link_times(), b_t.link_times()
-    lo, hi = 0.0, 1.0
-    for _ in range(80):  # ternary search on the convex max-of-lines
-        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
-        if (m1 * ta + (1 - m1) * tb).max() <= (m2 * ta + (1 - m2) * tb).max():
+    traffic on the whole buffer, the columns-first chunk's): ``a`` minimises the two chunks'
+    stage schedule (:func:`sysmodel.stage_schedule.chains_time`; the RTL mesh fabric splits its
+    chunks so). The search takes each stage at share ``a`` as ``a`` x its bytes (link time and
+    pipelined steps) plus its whole-buffer latency, a grid of 1/48 then a golden-section
+    refinement around the best point; :func:`_mesh_2d` then times the chosen split exactly."""
+    plans = _mesh_2d_plans(net, op, rows, cols)
+    per_chunk = [_mesh_2d_stages(net, plan, size) for plan in plans]
+    compact = link_classes([[(s.time(), s.link_times()) for s in stages] for stages in per_chunk])
+    chains = [[(max(s.bandwidth_time(), s.pipelined_s), s.time() - max(s.bandwidth_time(), s.pipelined_s),
+                link_s) for s, (_, link_s) in zip(stages, chain)]
+              for stages, chain in zip(per_chunk, compact)]
+    grid = np.arange(1, 48) / 48
+    best = int(np.argmin([_split_time(a, *chains) for a in grid]))
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    golden = (np.sqrt(5) - 1) / 2
+    for _ in range(40):
+        m1, m2 = hi - golden * (hi - lo), lo + golden * (hi - lo)
+        if _split_time(m1, *chains) <= _split_time(m2, *chains):
             hi = m2
         else:
             lo = m1
-    return (lo + hi) / 2, a_t, b_t
+    totals = []
+    for stages in per_chunk:
+        total = net.traffic()
+        for stage in stages:
+            total.then(stage)
+        totals.append(total)
+    return float((lo + hi) / 2), totals[0], totals[1]
 
 
 # -- FRED in-switch flows --------------------------------------------------------------------

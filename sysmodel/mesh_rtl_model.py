@@ -46,27 +46,32 @@ class MeshEstimate:
 
 
 def mesh_model_cycles(spec: MeshFabricSpec, groups, size_flits: int, *, platform: Platform | None = None,
-                      algorithm: str | None = None) -> MeshEstimate:
-    """The model's cycles for an all-reduce of ``size_flits`` per NPU on each of ``groups`` at
-    once, on :func:`mesh_platform` (``platform`` to reuse one)."""
+                      algorithm: str | None = None, op: str = "all-reduce") -> MeshEstimate:
+    """The model's cycles for ``op`` of ``size_flits`` per NPU on each of ``groups`` at once, on
+    :func:`mesh_platform` (``platform`` to reuse one): an all-reduce of every group, or a
+    multicast from each group's first rank to the rest."""
     platform = platform or mesh_platform(spec)
     timing = platform.switch_at("l1")
     size = size_flits * timing.flit_bytes
-    result = evaluate(platform, "mesh", [Collective("all-reduce", group=tuple(g), size=size) for g in groups],
-                      algorithm=algorithm)
+    if op == "multicast":
+        collectives = [Collective("multicast", group=tuple(g[1:]), size=size, root=g[0]) for g in groups]
+    else:
+        collectives = [Collective(op, group=tuple(g), size=size) for g in groups]
+    result = evaluate(platform, "mesh", collectives, algorithm=algorithm)
     return MeshEstimate(cycles=result.time_s / timing.cycle_s,
                         bandwidth_cycles=result.bandwidth_time_s / timing.cycle_s,
                         algorithm=",".join(result.algorithms),
                         busiest_link_flits=result.busiest_link_bytes / timing.flit_bytes)
 
 
-def mesh_split(spec: MeshFabricSpec, group, *, platform: Platform | None = None) -> float:
+def mesh_split(spec: MeshFabricSpec, group, size_flits: int, *, platform: Platform | None = None) -> float:
     """The share of the buffer the model gives the rows-first chunk of the hierarchical 2D
-    all-reduce of ``group`` (``sysmodel.collectives.mesh_2d_split``); 0.5 for a group that is
-    not a rectangle (the ring's two directions carry half each)."""
+    all-reduce of ``size_flits`` per NPU on ``group`` (``sysmodel.collectives.mesh_2d_split``:
+    it depends on the size through the stages' latencies); 0.5 for a group that is not a
+    rectangle (the ring's two directions carry half each)."""
     platform = platform or mesh_platform(spec)
     net = build_network(platform, "mesh")
     rect = rectangle(net, group)
     if rect is None:
         return 0.5
-    return mesh_2d_split(net, "all-reduce", *rect, 1.0)[0]
+    return mesh_2d_split(net, "all-reduce", *rect, size_flits * platform.switch_at("l1").flit_bytes)[0]

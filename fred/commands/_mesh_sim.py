@@ -1,4 +1,4 @@
-"""``fred fabric-sim --fabric mesh``: an all-reduce on the RTL mesh fabric (Verilator) and on
+"""``fred fabric-sim --fabric mesh``: an all-reduce or multicast on the RTL mesh fabric (Verilator) and on
 the system model of the same mesh (docs/mesh_rtl.md, "The mesh fabric"). Not a subcommand of
 its own: ``fabric_sim.run`` hands the mesh here."""
 
@@ -31,7 +31,7 @@ def run_mesh(args) -> int:
     print(f"mesh: {spec.rows} x {spec.cols} NPUs, X-Y / Y-X routers, links {a}/{b} flit/cycle "
           f"(the NPU port 1), wire latency {spec.link_latency} cycle(s), int32")
     split = f", rows-first chunk {case.split:.3f} of the buffer" if est.algorithm == "hierarchical-2d" else ""
-    print(f"request: all-reduce {case.label}, {case.size_flits} flits per NPU, {len(case.groups)} "
+    print(f"request: {args.op} {case.label}, {case.size_flits} flits per NPU, {len(case.groups)} "
           f"group(s), algorithm {est.algorithm} (the model's choice, for both sides{split})")
     print(f"model: {est.cycles:.1f} cycles = busiest link {est.bandwidth_cycles:.1f} "
           f"({est.busiest_link_flits:g} flits) + latency {est.cycles - est.bandwidth_cycles:.1f}")

@@ -1,6 +1,9 @@
 """``fred fabric-validate``: the paper's Fig. 9 collectives on the RTL fabrics Fred-A..D against
 the system model, at a latency-bound and a bandwidth-bound size; writes the table and a plot
-into docs/fabric_validation.md (docs/fabric_rtl.md; ``make fabric-validate``)."""
+into docs/fabric_validation.md (docs/fabric_rtl.md; ``make fabric-validate``). ``mesh`` among
+the fabrics adds the all-reduce cases on the RTL 2D mesh (docs/mesh_rtl.md) and the speedups
+measured in RTL, in a block of their own (``studies.mesh_validation``); the FRED-only options
+(--npu-latency, --uplink-latency, --simulator) do not apply to it."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ from fred.cli import print_json
 from fred.commands._option_types import RANGES
 from fred.commands.fabric_sim import add_fabric_arguments, spec_overrides
 
-HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D vs the system model (writes docs)"
+HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D and the mesh vs the system model (writes docs)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
-    parser.add_argument("--fabrics", default=",".join(FABRICS),
-                        help=f"comma-separated fabrics (default {','.join(FABRICS)})")
+    parser.add_argument("--fabrics", default=",".join((*FABRICS, "mesh")),
+                        help=f"comma-separated fabrics (default {','.join((*FABRICS, 'mesh'))}; mesh: "
+                             "the 2D-mesh baseline's all-reduce cases, docs/mesh_rtl.md)")
     parser.add_argument("--sizes", type=RANGES["flit_list"], default=(40, 4000), metavar="FLITS,...",
                         help="sizes in flits (default 40,4000: latency-bound and bandwidth-bound; "
                              "multiples of 40 split evenly into every ring's chunks)")
@@ -36,17 +40,16 @@ def run(args) -> int:
 
     from hdl.contracts.errors import FredError
     from hdl.contracts.fabric import FABRICS
-    from studies.fabric_case import build_case, run_case
-    from studies.fabric_validation import (CASES, TOLERANCE, summarise, validation_row,
-                                           write_fabric_validation)
+    from studies.fabric_case import build_case
+    from studies.fabric_validation import CASES, TOLERANCE, summarise, write_fabric_validation
     from studies.report import check_writable, to_json_dict
     from fred.progress import progress_bar
     from fred.table import format_table
     fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]
-    unknown = [f for f in fabrics if f not in FABRICS]
+    unknown = [f for f in fabrics if f not in (*FABRICS, "mesh")]
     if unknown or not fabrics:
         raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
-                        f"{', '.join(FABRICS)}")
+                        f"{', '.join((*FABRICS, 'mesh'))}")
     if args.output is None:               # --json prints; it writes files only when asked
         args.no_write = args.no_write or (args.json and args.plot is None)
         args.output = "docs/fabric_validation.md"
@@ -58,19 +61,24 @@ def run(args) -> int:
     cache: dict = {}
     # every case is validated and modelled before the first build
     cases = [(label, build_case(fabric=f, size=size, characterization=args.characterization,
-                                platform_cache=cache, **request, **spec_overrides(args)))
-             for f in fabrics for label, request in CASES for size in args.sizes]
+                                platform_cache=cache, **request, **spec_overrides(args)), None)
+             for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
+    if "mesh" in fabrics:
+        cases += _mesh_cases(args)
     rows = []
     with progress_bar(len(cases), "fabric-validate", json_output=args.json, unit="case") as bar:
-        for label, case in cases:
-            rows.append(validation_row(label, run_case(
-                case, seed=args.seed, sink_backpressure=args.backpressure,
-                watchdog_cycles=args.watchdog, simulator=args.simulator)))
+        for label, case, row_of in cases:
+            rows.append(_run(label, case, row_of, args))
             bar.update()
     summary = summarise(rows, _command(args))
     if not args.no_write:
-        write_fabric_validation(summary, output, plot)
-        summary = replace(summary, output=args.output, plot=str(plot))
+        fred_rows = [r for r in rows if r.fabric != "mesh"]
+        if fred_rows:
+            write_fabric_validation(summarise(fred_rows, summary.command), output, plot)
+        if len(fred_rows) < len(rows):
+            from studies.mesh_validation import write_mesh_validation
+            write_mesh_validation(summary, output)
+        summary = replace(summary, output=args.output, plot=str(plot) if fred_rows else None)
     if args.json:
         print_json(to_json_dict(summary))
         return 0
@@ -83,8 +91,34 @@ def run(args) -> int:
     print(f"{summary.within_tolerance}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
           f"{worst.fabric} {worst.case} at {worst.size_flits} flits: {worst.ratio:.3f}")
     if not args.no_write:
-        print(f"wrote {args.output} and {summary.plot}")
+        print(f"wrote {args.output}" + (f" and {summary.plot}" if summary.plot else ""))
     return 0
+
+
+def _mesh_cases(args) -> list:
+    """The mesh's cases (``studies.mesh_validation.MESH_CASES`` x ``--sizes``), validated and
+    modelled, each with the function that turns it into a row once run."""
+    from hdl.contracts.errors import FredError
+    from studies.mesh_case import build_mesh_case
+    from studies.mesh_validation import MESH_CASES, mesh_validation_row
+    if args.dtype not in (None, "int32"):
+        raise FredError(f"the RTL mesh runs int32 only (docs/mesh_rtl.md); --dtype {args.dtype} "
+                        f"applies to the FRED fabrics: drop mesh from --fabrics")
+    return [(label, build_mesh_case(size=size, characterization=args.characterization, **request),
+             mesh_validation_row)
+            for label, request in MESH_CASES for size in args.sizes]
+
+
+def _run(label: str, case, row_of, args):
+    """Run one case's RTL and return its row (``row_of`` for a mesh case, else a FRED one)."""
+    if row_of is not None:
+        from studies.mesh_case import run_mesh_case
+        return row_of(label, run_mesh_case(case, seed=args.seed, sink_backpressure=args.backpressure,
+                                           watchdog_cycles=args.watchdog))
+    from studies.fabric_case import run_case
+    from studies.fabric_validation import validation_row
+    return validation_row(label, run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
+                                          watchdog_cycles=args.watchdog, simulator=args.simulator))
 
 
 def _command(args) -> str:

@@ -67,7 +67,7 @@ from hdl.contracts.fabric import SWITCH_PHASES, FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
-__all__ = ["ALGORITHMS", "ring_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
+__all__ = ["ALGORITHMS", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
            "default_phases", "plane_flows", "switch_label"]
 
 _MASK = 0xFFFFFFFF
@@ -406,8 +406,16 @@ def ring_engine_stages(plan: Plan, size: int, members, engines, contributors) ->
 
 
 def _chain_engines(spec, index, coll, plan: Plan, size, engines, items, contributors) -> None:
-    """Engine stages and the packing item of a chain (multicast: from the root; reduce: to the
-    root, each member adding what it receives to its own)."""
+    """Engine stages (:func:`chain_engine_stages`) and the packing item of a chain."""
+    chain_engine_stages(plan, size, engines, contributors)
+    items[0].append(_hop_item(spec, index, plan.stages[0].hops(), _uplink_of(spec, coll.ranks), engines, 0))
+
+
+def chain_engine_stages(plan: Plan, size: int, engines, contributors) -> None:
+    """Append the one engine stage of a chain (:func:`hdl.compiler.algorithms.chain`;
+    multicast: from the root, each member forwarding what it receives; reduce: to the root,
+    each member adding what it receives to its own) to ``engines[r]["stages"]`` of every member
+    r, and set ``contributors[r]``; the RTL mesh fabric's chains use it too."""
     chain = plan.stages[0]
     flow = chain.flow()
     first = engines[flow[0]]
@@ -427,7 +435,6 @@ def _chain_engines(spec, index, coll, plan: Plan, size, engines, items, contribu
                                                fwd_count=fwd, wr=first["ws"], hr=first["hs"],
                                                sender=flow[x - 1]))
             contributors[r] = (flow[0],)
-    items[0].append(_hop_item(spec, index, chain.hops(), _uplink_of(spec, coll.ranks), engines, 0))
 
 
 def _hop_item(spec: FabricSpec, index: int, hops, uplink: int, engines, stage: int) -> _Item:

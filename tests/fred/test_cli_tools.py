@@ -1,4 +1,4 @@
-"""The tool subcommands (fred lint, coverage, mutation, formal, synth, bench): help, one-line errors, and
+"""The tool subcommands (fred lint, coverage, mutation, formal, synth, asic, bench): help, one-line errors, and
 the make targets that call them. The long runs themselves (campaigns, synthesis, benchmarks) are
 not run here."""
 
@@ -10,7 +10,7 @@ import pytest
 from fred.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = ("lint", "coverage", "mutation", "formal", "synth", "bench")
+TOOLS = ("lint", "coverage", "mutation", "formal", "synth", "asic", "bench")
 
 
 @pytest.mark.parametrize("bench, option", [("sysmodel", "--no-eval"), ("router", "--write-doc"),
@@ -33,6 +33,7 @@ def test_each_benchmark_has_its_own_help(bench, option, capsys):
     (["mutation", "--design", "{ports: 4"], "--design is not JSON"),
     (["coverage", "--json"], "--json: the coverage reports are text"),
     (["formal", "--list", "nope.*"], "no proof matches 'nope.*'; proofs: stream_buffer.fifo"),
+    (["asic", "--only", "nope"], "unknown design nope in --only; available: rd_microswitch"),
 ])
 def test_bad_input_is_one_line(argv, message, tmp_path, monkeypatch, capsys):
     if argv[0] == "lint" and len(argv) > 2:   # two files that exist, so --top is what is wrong
@@ -75,6 +76,17 @@ def test_unwritable_output_fails_before_the_work(argv, message, tmp_path, capsys
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [f"fred {argv[0]}: error: " + message.format(**names)]
     assert captured.out == ""
+
+
+def test_asic_without_the_debian_tools_names_the_packages(tmp_path, monkeypatch, capsys):
+    """``make asic`` on a machine without ``make asic-install``: one line naming what is missing
+    and how to install it, before any Verilog is generated."""
+    import eda.asic
+    monkeypatch.setattr(eda.asic.shutil, "which", lambda name: None)
+    assert main(["asic", "--out", str(tmp_path / "asic")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "yosys (package yosys)" in err and "make asic-install" in err
+    assert not (tmp_path / "asic").exists()
 
 
 def test_coverage_outside_the_source_tree_says_where_to_run_it(tmp_path, monkeypatch, capsys):
@@ -131,7 +143,7 @@ def _recipes() -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("target, command, variable", [
     ("lint", "lint", None), ("coverage", "coverage", "COVERAGE_ARGS"),
-    ("mutation", "mutation", "MUTATION_ARGS"), ("synth", "synth", "SYNTH_ARGS"),
+    ("mutation", "mutation", "MUTATION_ARGS"), ("synth", "synth", "SYNTH_ARGS"), ("asic", "asic", "ASIC_ARGS"),
     ("bench-sysmodel", "bench sysmodel", "BENCH_SYSMODEL_ARGS"),
     ("bench-router", "bench router", "BENCH_ROUTER_ARGS"),
     ("bench-verilog", "bench verilog", "BENCH_VERILOG_ARGS"),

@@ -48,8 +48,11 @@ def test_bad_requests_fail_with_one_line(argv, words, capsys):
 
 
 def test_validate_rejects_unknown_fabrics_before_building(capsys):
-    assert main(["fabric-validate", "--fabrics", "fred-d,mesh", "--no-write"]) == 1
-    assert "unknown fabric(s) mesh" in capsys.readouterr().err
+    assert main(["fabric-validate", "--fabrics", "fred-d,torus", "--no-write"]) == 1
+    assert "unknown fabric(s) torus" in capsys.readouterr().err
+    # the mesh runs int32 only: refused before anything is built
+    assert main(["fabric-validate", "--fabrics", "mesh", "--dtype", "fp16", "--no-write"]) == 1
+    assert "int32 only" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["fabric-validate", "--sizes", "0,40"])
 

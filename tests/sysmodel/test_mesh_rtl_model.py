@@ -4,7 +4,9 @@ Wafer all-reduce (hierarchical 2D, 5 rows x 4 columns), a share a of the buffer 
 per direction, a horizontal link carries the row reduce-scatter and all-gather, 2 x 3/4 aS,
 plus the columns-first chunk's row all-reduce on (1 - a)S / 5, 6/4 x (1 - a)S / 5 = 0.3 (1 - a)S;
 a vertical link 0.4 aS + 1.6 (1 - a)S. Balanced: 1.2 a + 0.3 = 1.6 - 1.2 a, a = 13/24, the
-busiest link 0.95 S."""
+busiest link 0.95 S. But a chunk's stages depend on each other (tests/sysmodel/test_stage_schedule.py):
+at 13/24 they take 4.75 S cycles, at a = 1/2 4.0 S, where the summed loads' busiest link is
+1.0 S flits (1.5/2 + 0.3/2 = 0.9 S horizontal, 0.4/2 + 1.6/2 = 1.0 S vertical)."""
 
 import pytest
 
@@ -27,12 +29,14 @@ def test_platform_links_are_a_quarter_of_the_npu_port_and_hops_cost_wire_plus_ro
 
 
 def test_wafer_split_and_busiest_link_by_hand(platform):
-    assert mesh_split(SPEC, list(range(20)), platform=platform) == pytest.approx(13 / 24, abs=1e-6)
+    # the schedule is flat near 1/2 (the golden-section search lands within 1e-3 of it)
+    assert mesh_split(SPEC, list(range(20)), 2400, platform=platform) == pytest.approx(0.5, abs=1e-3)
     est = mesh_model_cycles(SPEC, [list(range(20))], 2400, platform=platform)
     assert est.algorithm == "hierarchical-2d"
-    assert est.busiest_link_flits == pytest.approx(0.95 * 2400)
-    assert est.bandwidth_cycles == pytest.approx(0.95 * 2400 * 4)
-    assert est.cycles > est.bandwidth_cycles
+    assert est.busiest_link_flits == pytest.approx(2400, rel=1e-3)
+    assert est.bandwidth_cycles == pytest.approx(4 * 2400, rel=1e-3)
+    # bandwidth-bound: the schedule (4.0 S) plus the stages' hop latencies, a few dozen cycles
+    assert 4 * 2400 < est.cycles < 4 * 2400 + 60
 
 
 def test_pairs_ring_sends_the_whole_buffer_each_way(platform):

@@ -31,8 +31,14 @@ def pp_multicast(fabric):
                                 for src, dests in MP2_DP5_PP2.stage_transfers(0)])
 
 
-def test_wafer_all_reduce_mesh_1500():
-    assert eff("mesh", [Collective("all-reduce", WAFER, SIZE)]) == pytest.approx(1500, rel=0.01)
+def test_wafer_all_reduce_mesh_1425_not_the_papers_1500():
+    """Each NPU sends 1.9 S (row reduce-scatter and all-gather 2 x 3/4, column all-reduce
+    1.6 / 4 of the rows-first chunk; 2 x 4/5 and 1.5 / 5 of the columns-first). The paper's
+    1500 GBps is 1.9 S over the summed loads' busiest link at the 13/24 split, 0.95 S / 750
+    GBps, which two chunks of dependent stages cannot reach (sysmodel/stage_schedule.py): at
+    the best split, 1/2, they take 1.0 S / 750 GBps, 1.9 x 750 = 1425 GBps (the RTL mesh
+    fabric agrees, docs/fabric_validation.md)."""
+    assert eff("mesh", [Collective("all-reduce", WAFER, SIZE)]) == pytest.approx(1425, rel=0.001)
 
 
 @pytest.mark.parametrize("fabric", ["fred-c", "fred-d"])

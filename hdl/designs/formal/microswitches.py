@@ -59,11 +59,11 @@ def golden_sum(flit: FlitFormat, a, b):
 FREE_DATA_BITS = 4
 
 
-def assume_small_data(m, payload, flit: FlitFormat = FLIT):
-    """Assume each lane of ``payload.data`` below ``2**FREE_DATA_BITS``."""
+def assume_small_data(m, payload, flit: FlitFormat = FLIT, *, bits: int = FREE_DATA_BITS):
+    """Assume each lane of ``payload.data`` below ``2**bits``."""
     width = flit.element.width
     for k in range(flit.lanes):
-        m.d.comb += Assume(payload.data[k * width + FREE_DATA_BITS:(k + 1) * width] == 0)
+        m.d.comb += Assume(payload.data[k * width + bits:(k + 1) * width] == 0)
 
 
 def _free_mode(m, dut, layout):

@@ -82,3 +82,15 @@ def test_a_wrong_expected_sum_is_reported():
     out = run(spec, program)
     assert out["engines"][3]["errors"] > 0
     assert all(e["errors"] == 0 for n, e in enumerate(out["engines"]) if n != 3)
+
+
+def test_multicast_chains_deliver_the_roots_data_to_every_destination():
+    """Two chains at once (each group's first rank is the root): 0 -> 2 -> 5 (snake order)
+    and 1 -> 3; each destination checks every flit against the root's data, forwarders pass
+    it on."""
+    spec = MeshFabricSpec(rows=2, cols=3, eject_depth=32, engine_buffer=32)
+    program = mesh_program(spec, [[0, 2, 5], [1, 3]], 12, algorithm="chain")
+    assert [program.engines[2 * r]["dest"][0] for r in (0, 2, 5, 1, 3)] == [2, 5, None, 3, None]
+    out = run(spec, program)
+    _check_clean(out, program)
+    assert [out["engines"][2 * r]["received"] for r in (2, 5, 3, 4)] == [12, 12, 12, 0]

@@ -1,0 +1,130 @@
+"""The 2D-mesh rows of ``fred fabric-validate``: the paper's Fig. 9 cases on the RTL
+mesh (docs/mesh_rtl.md) against the model of the same mesh, and the speedups measured entirely
+in RTL (mesh RTL cycles / Fred-X RTL cycles) beside the model's and the paper's, written into
+``docs/fabric_validation.md`` between the fabric-validate-mesh markers.
+
+The rows are :class:`~studies.fabric_validation.FabricValidationRow` (fabric ``mesh``), so the
+summary and its tolerance are the FRED fabrics' (:func:`studies.fabric_validation.summarise`).
+The I/O cases are not in :data:`MESH_CASES`: the RTL mesh has no I/O controllers yet
+(docs/mesh_rtl.md, "What is missing").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from studies.fabric_validation import FabricValidation, FabricValidationRow
+from studies.report import Column, Markdown, replace_marked_block
+
+__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "mesh_validation_row",
+           "speedup_rows", "mesh_markdown_block", "write_mesh_validation"]
+
+#: (label, request arguments of ``studies.mesh_case.build_mesh_case``): the labels are the
+#: FRED cases' (``studies.fabric_validation.CASES``), so the speedup table pairs them
+MESH_CASES = (
+    ("wafer all-reduce", dict(op="all-reduce", group="wafer")),
+    ("MP2-DP5-PP2 MP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="mp")),
+    ("MP2-DP5-PP2 DP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="dp")),
+    ("MP2-DP5-PP2 PP multicast", dict(op="multicast", strategy="MP2-DP5-PP2", dim="pp")),
+)
+MESH_BEGIN, MESH_END = "<!-- fabric-validate-mesh:begin -->", "<!-- fabric-validate-mesh:end -->"
+
+#: The paper's mesh time / Fred-X time per case (shared spec FRED.md sec. 4, Fig. 9: effective
+#: bandwidths per NPU, with the traffic Fred-B/D save): wafer mesh 1500 GBps against Fred-A
+#: 1875, Fred-B 1500 with half the traffic, Fred-C 3000, Fred-D 3000 with half; MP 750 against
+#: 3000 everywhere; DP 750 against 375, "~mesh" with 37.5 % less traffic (1.6), 3000, 3000 with
+#: 37.5 % less (6.4); PP multicast 750 against 3000 everywhere.
+PAPER_SPEEDUP = {
+    "wafer all-reduce": {"fred-a": 1.25, "fred-b": 2.0, "fred-c": 2.0, "fred-d": 4.0},
+    "MP2-DP5-PP2 MP all-reduce": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
+    "MP2-DP5-PP2 DP all-reduce": {"fred-a": 0.5, "fred-b": 1.6, "fred-c": 4.0, "fred-d": 6.4},
+    "MP2-DP5-PP2 PP multicast": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
+}
+
+
+def mesh_validation_row(label: str, case) -> FabricValidationRow:
+    """The row of a :class:`~studies.mesh_case.MeshCase` the RTL has run (the mesh has no
+    switch phases; its busiest link is named by its load in flits)."""
+    est, rtl = case.estimate, case.rtl
+    return FabricValidationRow(
+        fabric="mesh", case=label, size_flits=case.size_flits, algorithm=est.algorithm,
+        model_cycles=float(est.cycles), model_bandwidth_cycles=float(est.bandwidth_cycles),
+        model_latency_cycles=float(est.cycles - est.bandwidth_cycles), model_phase_cycles=0.0,
+        model_phases=0, busiest_link=f"{est.busiest_link_flits:.1f} flits",
+        rtl_cycles=int(rtl.cycles), ratio=float(case.ratio),
+        flits_checked=int(rtl.program.recv_total), cycles_per_s=float(rtl.cycles_per_s))
+
+
+def speedup_rows(rows) -> list[dict]:
+    """For every mesh row with Fred-X rows of the same case and size among ``rows``: the mesh
+    cycles over each Fred-X's, in RTL and in the model, beside the paper's
+    (:data:`PAPER_SPEEDUP`; None where the paper has no figure)."""
+    fred = {(r.fabric, r.case, r.size_flits): r for r in rows if r.fabric != "mesh"}
+    out = []
+    for mesh in (r for r in rows if r.fabric == "mesh"):
+        cells = {}
+        for fabric in sorted({f for f, _, _ in fred}):
+            other = fred.get((fabric, mesh.case, mesh.size_flits))
+            if other is not None:
+                cells[fabric] = (mesh.rtl_cycles / other.rtl_cycles, mesh.model_cycles / other.model_cycles,
+                                 PAPER_SPEEDUP.get(mesh.case, {}).get(fabric))
+        if cells:
+            out.append({"case": mesh.case, "size_flits": mesh.size_flits, "mesh_rtl": mesh.rtl_cycles,
+                        "speedups": cells})
+    return out
+
+
+_COLUMNS = (
+    Column("case", "case"), Column("flits", "size_flits", rule="---:"),
+    Column("algorithm", "algorithm"),
+    Column("model cycles (busiest link + latency)",
+           lambda r: f"{r.model_cycles:.1f} ({r.model_bandwidth_cycles:.0f} + {r.model_latency_cycles:.0f})",
+           rule="---:"),
+    Column("RTL cycles", "rtl_cycles", rule="---:"),
+    Column("RTL/model", lambda r: f"{r.ratio:.3f}" + ("" if r.within else " **!**"), rule="---:"),
+    Column("flits checked", "flits_checked", rule="---:"),
+    Column("RTL cycles/s", lambda r: f"{r.cycles_per_s:,.0f}", rule="---:"),
+)
+
+
+def _speedup_cell(cell) -> str:
+    rtl, model, paper = cell
+    return f"{rtl:.2f} / {model:.2f} / " + ("-" if paper is None else f"{paper:g}")
+
+
+def mesh_markdown_block(result: FabricValidation) -> str:
+    """The block between the mesh markers: the run, the agreement, the mesh table and, when the
+    run had Fred-X rows too, the speedup table (RTL / model / paper per Fred-X)."""
+    mesh = [r for r in result.cases if r.fabric == "mesh"]
+    within = sum(r.within for r in mesh)
+    worst = max(mesh, key=lambda r: abs(r.ratio - 1))
+    doc = Markdown().raw(MESH_BEGIN).paragraph(
+        f"Generated by `{result.command}` on {result.date} ({result.host}). The RTL mesh against "
+        f"the model of the same mesh: **{within}/{len(mesh)} cases** agree within "
+        f"{result.tolerance:.0%}; the worst is {worst.case} at {worst.size_flits} flits "
+        f"(RTL/model {worst.ratio:.3f}).")
+    doc.table(_COLUMNS, mesh)
+    speedups = speedup_rows(result.cases)
+    fabrics = sorted({f for s in speedups for f in s["speedups"]})
+    if speedups:
+        doc.paragraph("Speedups over the mesh, mesh cycles / Fred-X cycles: **RTL** (both sides "
+                      "measured in this run) / **model** (each on the platform of its RTL) / "
+                      "**paper** (Fig. 9).")
+        columns = (Column("case", "case"), Column("flits", "size_flits", rule="---:"),
+                   Column("mesh RTL cycles", "mesh_rtl", rule="---:"),
+                   *(Column(f"{f} RTL / model / paper",
+                            (lambda s, f=f: _speedup_cell(s["speedups"][f]) if f in s["speedups"] else "-"))
+                     for f in fabrics))
+        doc.table(columns, speedups)
+    else:
+        doc.paragraph("No Fred-X rows in this run: `fred fabric-validate` with the FRED fabrics "
+                      "as well writes the speedups measured in RTL here.")
+    doc.blank().raw(MESH_END)
+    return "\n".join(doc.lines)
+
+
+def write_mesh_validation(result: FabricValidation, output: Path) -> None:
+    """The mesh block in ``output`` (between its markers, keeping the text around them; the
+    document is created if missing)."""
+    replace_marked_block(output, MESH_BEGIN, MESH_END, mesh_markdown_block(result),
+                         new_document_head="# The fabric RTL against the system model\n\n")

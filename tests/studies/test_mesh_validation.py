@@ -1,0 +1,56 @@
+"""The mesh rows of fabric-validate (studies/mesh_validation.py) from stored rows, no Verilator:
+the row of a run mesh case, the speedups paired by case and size, and the block between the
+mesh markers (the FRED block and the text around are kept)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from studies.fabric_validation import BEGIN, END, FabricValidationRow, summarise
+from studies.mesh_validation import (MESH_BEGIN, MESH_END, mesh_validation_row, speedup_rows,
+                                     write_mesh_validation)
+
+
+def row(fabric, case, size, model, rtl):
+    return FabricValidationRow(fabric, case, size, "ring", model, model - 3, 3.0, 0.0, 0, "x", rtl,
+                               rtl / model, 100, 1e5)
+
+
+def test_mesh_row_reads_a_real_case_and_program():
+    """A real case (the model's side, nothing built) and the real engine program; only the RTL's
+    cycle count is made up."""
+    from hdl.compiler.mesh_program import mesh_program
+    from studies.mesh_case import build_mesh_case
+    case = build_mesh_case(op="all-reduce", size=40, group="wafer")
+    program = mesh_program(case.spec, case.groups, 40, algorithm=case.estimate.algorithm, split=case.split)
+    case.rtl = SimpleNamespace(cycles=222, cycles_per_s=2e4, program=program)
+    r = mesh_validation_row("wafer all-reduce", case)
+    assert (r.fabric, r.algorithm, r.rtl_cycles) == ("mesh", "hierarchical-2d", 222)
+    assert r.model_latency_cycles == pytest.approx(case.estimate.cycles - case.estimate.bandwidth_cycles)
+    # every NPU receives 1.9 x 40 flits (tests/sysmodel/test_mesh_rtl_model.py's 1.9 S), 20 NPUs
+    assert r.flits_checked == program.recv_total == 20 * 76
+    assert r.ratio == pytest.approx(222 / case.estimate.cycles)
+
+
+def test_speedups_pair_mesh_and_fred_rows_of_the_same_case_and_size():
+    rows = [row("mesh", "wafer all-reduce", 4000, 16000.0, 16020),
+            row("fred-d", "wafer all-reduce", 4000, 4000.0, 4005),
+            row("fred-d", "wafer all-reduce", 40, 100.0, 100),          # no mesh row at 40
+            row("mesh", "MP2-DP5-PP2 DP all-reduce", 4000, 25600.0, 25613)]
+    (wafer,) = speedup_rows(rows)   # the DP row has no Fred-X partner
+    rtl, model, paper = wafer["speedups"]["fred-d"]
+    assert rtl == pytest.approx(16020 / 4005) and model == pytest.approx(4.0) and paper == 4.0
+
+
+def test_block_goes_between_its_markers_only(tmp_path):
+    rows = [row("mesh", "wafer all-reduce", 4000, 16000.0, 18870),
+            row("mesh", "MP2-DP5-PP2 MP all-reduce", 40, 163.0, 164),
+            row("fred-a", "wafer all-reduce", 4000, 15233.0, 15232)]
+    doc = tmp_path / "v.md"
+    doc.write_text(f"# kept\n\n{BEGIN}\nfred table\n{END}\n\n{MESH_BEGIN}\nold\n{MESH_END}\n\nkept too\n")
+    write_mesh_validation(summarise(rows, "fred fabric-validate --fabrics fred-a,mesh"), doc)
+    text = doc.read_text()
+    assert "fred table" in text and "old" not in text and text.endswith(MESH_END + "\n\nkept too\n")
+    assert "**1/2 cases** agree within 5%; the worst is wafer all-reduce at 4000 flits" in text
+    assert "| 18870 | 1.179 **!** |" in text
+    assert "| wafer all-reduce | 4000 | 18870 | 1.24 / 1.05 / 1.25 |" in text
