@@ -264,6 +264,24 @@ def slot_writer(dut, *, slot, config, at):
     return host
 
 
+def flow_port_writer(dut, entries):
+    """A ``host`` for :func:`run_packet_switch` that writes the switch's flow-port table, one
+    entry ``(slot, input, partners, outputs)`` per cycle from cycle 0 (``docs/switch.md``,
+    "Starting a packet"); inject packets only after ``len(entries)`` cycles."""
+    entries = list(entries)
+
+    async def host(ctx, cycle):
+        ctx.set(dut.flow_we, int(cycle < len(entries)))
+        if cycle < len(entries):
+            slot, port, partners, outputs = entries[cycle]
+            ctx.set(dut.flow_slot, slot)
+            ctx.set(dut.flow_input, port)
+            ctx.set(dut.flow_partners, partners)
+            ctx.set(dut.flow_outputs, outputs)
+
+    return host
+
+
 def by_phase(fmt, words):
     """``{phase: [data, ...]}`` of one output's received ``(cycle, data, last, tag)`` records."""
     out = {}
@@ -272,4 +290,5 @@ def by_phase(fmt, words):
     return out
 
 
-__all__ = ["Injection", "Run", "run_packet_switch", "slot_writer", "by_phase", "VC"]
+__all__ = ["Injection", "Run", "run_packet_switch", "slot_writer", "flow_port_writer", "by_phase",
+           "VC"]

@@ -48,18 +48,21 @@ class FabricCase:
 def build_case(*, fabric: str, op: str, size: int, group: str | None = None,
                strategy: str | None = None, dim: str | None = None,
                characterization=None, platform_cache: dict | None = None,
-               algorithm: str | None = None, **spec_overrides) -> FabricCase:
+               algorithm: str | None = None, switch: str = "circuit",
+               **spec_overrides) -> FabricCase:
     """Validate everything and compute the model's side; nothing is built yet. ``algorithm``:
-    the one both sides run (None: the model's own, fastest, choice). Errors (a group that does
+    the one both sides run (None: the model's own, fastest, choice); ``switch``: the RTL
+    fabric's switches the model times (``circuit``, or ``packet``: header-selected phases,
+    ``docs/sysmodel.md``). Errors (a group that does
     not fit, size 0, an op or algorithm the fabric cannot run, an unmeasured switch) are
     :class:`FredError` s naming the problem, raised before anything is built."""
     from sysmodel.fabric_model import fabric_platform, model_cycles
     spec = fabric_spec(fabric, **spec_overrides)
     request = make_request(spec, op=op, size_flits=size, group=group, strategy=strategy, dim=dim)
-    key = (spec, str(characterization))
+    key = (spec, str(characterization), switch)
     cache = platform_cache if platform_cache is not None else {}
     if key not in cache:
-        cache[key] = fabric_platform(spec, characterization=characterization)
+        cache[key] = fabric_platform(spec, characterization=characterization, switch=switch)
     estimate = model_cycles(spec, request, platform=cache[key], algorithm=algorithm)
     # the RTL's program of the same algorithm, to fail here (before any build) if the RTL
     # cannot run it

@@ -424,6 +424,8 @@ def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
             switch_s = max(switch_s, timing.phase_switch_s, own)
             first = max(first, _select_left(net, switch, arrival))
             configurations.add((switch, key, needed))
+    if phases and net.platform.phase_select == "header":
+        first = _header_selects(net, up_paths, down_paths, top)
     return phases, (select, switch_s), first, frozenset(configurations)
 
 
@@ -431,6 +433,53 @@ def _select_left(net: FredTreeNetwork, switch: int, arrival: dict[int, float]) -
     """What is left of ``switch``'s phase select, started with the collective, when its first
     flit can reach it (``arrival``: :func:`_first_arrivals`); negative when none is."""
     return net.switch_timing(switch).phase_select_s - arrival.get(switch, 0.0)
+
+
+def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top) -> float:
+    """What header-driven selects (``[fred] phase_select = "header"``, the packet switch) add to
+    the first flit's arrival at the end of these paths: each switch selects the phase when the
+    first header reaches it (its measured ``header_select_s``), and a flit leaves a switch only
+    once it is selected, so the selects add up along a path; a switch the collective reached
+    earlier on another path (an L1 whose own NPUs' packets went up before the reduction comes
+    back down) is selected already. Up paths start at 0; down paths leave the top once every
+    up path has arrived there and the top is selected (an all-reduce), or from their root."""
+    def ends(select_s) -> float:
+        selected: dict[int, float] = {}
+        for _ in range(4):      # a switch's select starts at its earliest arrival: relax
+            before = dict(selected)
+            end, at_top = _walk_with_selects(net, up_paths, 0.0, selected, select_s, top)
+            if top is not None and up_paths:
+                leave = max(at_top, selected.get(top, at_top)) + float(net.node_latency[top])
+                end = _walk_with_selects(net, down_paths, leave, selected, select_s, None)[0]
+            elif down_paths:
+                end = _walk_with_selects(net, down_paths, 0.0, selected, select_s, None)[0]
+            if selected == before:
+                break
+        return end
+
+    with_selects = ends(lambda node: net.switch_timing(node).header_select_s)
+    return max(with_selects - ends(lambda node: 0.0), 0.0)
+
+
+def _walk_with_selects(net, paths, start: float, selected: dict, select_s, top) -> tuple[float, float]:
+    """(latest arrival at the end of ``paths`` from ``start``, latest arrival at ``top``) when
+    each switch passes flits from ``selected[switch]`` on (set, or lowered, to its earliest
+    arrival plus ``select_s(switch)``)."""
+    end = at_top = start
+    for links in paths:
+        t = start
+        for link in links:
+            t += float(net.link_latency[link])
+            node = int(net.link_dst[link])
+            if net.node_kind[node] != "switch":
+                continue
+            selected[node] = min(selected.get(node, float("inf")), t + select_s(node))
+            if node == top:
+                at_top = max(at_top, t)
+                break
+            t = max(t, selected[node]) + float(net.node_latency[node])
+        end = max(end, t)
+    return end, at_top
 
 
 def _first_arrivals(net: FredTreeNetwork, up_paths, down_paths, top) -> dict[int, float]:

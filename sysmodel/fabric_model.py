@@ -29,7 +29,8 @@ from sysmodel.platform import Platform, parse_platform
 from sysmodel.switch_timing import load_chiplet_timings
 from sysmodel.toml_file import parse_toml
 
-__all__ = ["FabricEstimate", "fabric_platform_toml", "fabric_platform", "model_cycles"]
+__all__ = ["FabricEstimate", "fabric_platform_toml", "fabric_platform", "model_cycles",
+           "PHASE_SELECT_OF_SWITCH"]
 
 
 def _chiplets(spec: FabricSpec) -> dict:
@@ -39,9 +40,18 @@ def _chiplets(spec: FabricSpec) -> dict:
             "l2": {"ports": spec.l2_plane_ports, "middle": spec.middle, "dtype": spec.dtype}}
 
 
-def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int) -> str:
+#: The RTL fabric's switches (``fred fabric-sim --switch``) and the model's phase select for each.
+PHASE_SELECT_OF_SWITCH = {"circuit": "start", "packet": "header"}
+
+
+def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int,
+                         switch: str = "circuit") -> str:
     """The platform file (TOML text) of ``spec`` for a switch clock of ``clock_mhz`` and flits of
-    ``flit_bytes`` (the characterization's, see :func:`fabric_platform`)."""
+    ``flit_bytes`` (the characterization's, see :func:`fabric_platform`), built of ``switch``
+    switches: ``circuit`` (``fred_switch``, phases selected at the start by the sequencers) or
+    ``packet`` (``fred_packet_switch``, phases selected by the packet headers)."""
+    if switch not in PHASE_SELECT_OF_SWITCH:
+        raise FredError(f"switch must be one of {', '.join(PHASE_SELECT_OF_SWITCH)}, got {switch!r}")
     npu_gbps = flit_bytes * clock_mhz * 1e6 / 1e9     # one flit per cycle
     cycle_ns = 1e3 / clock_mhz
     chiplets = _chiplets(spec)
@@ -74,6 +84,7 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int)
         "# the RTL's switches route an endpoint algorithm's unicasts as configured flows (no",
         "# online routing in fred_switch): their phase is selected when the collective starts",
         'unicast_routing = "configured"',
+        f'phase_select = "{PHASE_SELECT_OF_SWITCH[switch]}"   # {switch} switches',
         "",
         "[fred.chiplets]",
         *(f'{level} = {{ ports = {p["ports"]}, middle = {p["middle"]}, dtype = "{p["dtype"]}" }}'
@@ -88,18 +99,18 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int)
 
 
 def fabric_platform(spec: FabricSpec, *, characterization: str | Path | None = None,
-                    write_to: str | Path | None = None) -> tuple[Platform, str]:
+                    write_to: str | Path | None = None, switch: str = "circuit") -> tuple[Platform, str]:
     """(the model's :class:`Platform` of ``spec``, its TOML text): the text parsed by the
     model's own platform reader (:func:`sysmodel.platform.parse_platform`, as
     :func:`~sysmodel.platform.load_platform` does for a file) with each level timed by its
     switch's measured point in ``characterization`` (default: the shipped one); ``write_to``
-    also writes the text there."""
+    also writes the text there; ``switch``: as :func:`fabric_platform_toml`."""
     # both levels' measured points (an unmeasured one is named as this fabric's); the clock and
     # flit size of the platform are those of their timings
     timings = load_chiplet_timings(_chiplets(spec), characterization,
                                    platform=f"the {spec.name} RTL fabric")
     text = fabric_platform_toml(spec, clock_mhz=timings["l1"].clock_mhz,
-                                flit_bytes=timings["l1"].flit_bytes)
+                                flit_bytes=timings["l1"].flit_bytes, switch=switch)
     source = f"rtl-{spec.name}.toml"
     if write_to is not None:
         Path(write_to).write_text(text)

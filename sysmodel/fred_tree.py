@@ -51,9 +51,13 @@ class FredTreeNetwork(Network):
         # an L1-L2 link runs at the rate of the slower of the two switch ports it joins
         frac_up = min(l1.throughput_fraction, l2.throughput_fraction) * platform.link_efficiency
         lat = platform.link_latency_s
-        self.l1_nodes = [self.add_node(f"l1.{j}", "switch", l1.latency_s)
+        # a packet switch (header-selected phases) adds its input VC buffer to every traversal
+        header = platform.phase_select == "header"
+        l1_lat, l2_lat = ((l1.packet_latency_s, l2.packet_latency_s) if header
+                          else (l1.latency_s, l2.latency_s))
+        self.l1_nodes = [self.add_node(f"l1.{j}", "switch", l1_lat)
                          for j in range(platform.l1_count)]
-        self.l2_node = (self.add_node("l2", "switch", l2.latency_s)
+        self.l2_node = (self.add_node("l2", "switch", l2_lat)
                         if platform.l1_count > 1 else None)
         self._timing = {n: l1 for n in self.l1_nodes}
         if self.l2_node is not None:

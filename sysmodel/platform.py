@@ -50,6 +50,8 @@ class FredVariant:
 
 #: ``[fred] unicast_routing`` values (:attr:`Platform.unicast_routing`).
 UNICAST_ROUTING = ("online", "configured")
+#: ``[fred] phase_select`` values (:attr:`Platform.phase_select`).
+PHASE_SELECT = ("start", "header")
 
 
 @hash_once
@@ -77,6 +79,7 @@ class NetworkSpec:
     l1_l2_latency_ns: float | None
     forward_latency_ns: float
     unicast_routing: str
+    phase_select: str
 
 
 @hash_once
@@ -193,6 +196,12 @@ class Platform:
     #: configured flows whose phase is selected when the collective starts, like an in-switch
     #: collective's: the RTL fabric (docs/fabric_rtl.md), whose switches have no online routing)
     unicast_routing: str = "online"
+    #: when an in-switch collective's first phase is selected (``[fred] phase_select``):
+    #: ``start`` (every switch when the collective starts, in parallel while the flits travel:
+    #: the circuit fabric's phase sequencers) or ``header`` (each switch when the first packet
+    #: header reaches it, so the selects add up along the path; a packet switch's input VC
+    #: buffer adds its latency per switch): the packet switch (docs/sysmodel.md)
+    phase_select: str = "start"
 
     def __post_init__(self):
         # read-only tables: the platform is a value (hashable, safe to share between caches)
@@ -330,7 +339,8 @@ _LAYOUT = {
     "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency",
              "l1_l2_latency_ns": "l1_l2_latency_ns"},
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
-    "fred": {"npus_per_l1": "npus_per_l1", "unicast_routing": "unicast_routing"},
+    "fred": {"npus_per_l1": "npus_per_l1", "unicast_routing": "unicast_routing",
+             "phase_select": "phase_select"},
     "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
                  "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
                  "dp_overlap": "dp_overlap",
@@ -401,6 +411,7 @@ class _Chiplets(InputModel):
 class _Fred(InputModel):
     npus_per_l1: PositiveInt
     unicast_routing: Literal[UNICAST_ROUTING] = "online"
+    phase_select: Literal[PHASE_SELECT] = "start"
     variants: dict[str, _Variant] = {}
     chiplets: _Chiplets | None = None
 

@@ -20,7 +20,10 @@ expected but missing is an error, and so is a malformed one. The model uses
 * ``flit_bytes``: transfers through FRED switches move whole flits (each chunk is rounded up);
 * ``clock_mhz`` converts cycles to seconds;
 * the optional ``packet_switch`` block's ``reconfiguration_cycles_busy``: what a preemption costs
-  the preempting transfer (``preemption_cycles``; the engine's MP > PP > DP priority on FRED).
+  the preempting transfer (``preemption_cycles``; the engine's MP > PP > DP priority on FRED);
+  its ``reconfiguration_cycles_idle - select_cycles`` and ``latency_cycles`` (beyond the
+  circuit switch's at the same point): the header-driven select's control cycles and the input
+  VC buffer's latency, used when phases are selected by headers (``[fred] phase_select``).
 
 A platform that names the chiplet each wafer level is built from (``[fred.chiplets]`` in
 ``configs/paper.toml``) gets one :class:`SwitchTiming` per level from that design's measured
@@ -72,6 +75,13 @@ class SwitchTiming:
     #: latency: draining the packets in flight, the select and its settle cycle (the packet
     #: switch's ``reconfiguration_cycles_busy``; 0 when the file has no ``packet_switch`` block)
     preemption_cycles: float = 0.0
+    #: packet switch (header-selected phases): cycles its control unit adds to a select on an
+    #: idle switch beyond the configuration copy (the DRAIN check and SETTLE cycle), and the
+    #: cycles its input VC buffer adds to the first-flit latency; both measured by ``fred
+    #: characterize --packet-switch`` (``reconfiguration_cycles_idle - select_cycles``, and its
+    #: ``latency_cycles`` minus the circuit switch's at the same point). None: not measured.
+    header_select_extra_cycles: float | None = None
+    input_buffer_cycles: float | None = None
 
     @property
     def cycle_s(self) -> float:
@@ -97,6 +107,26 @@ class SwitchTiming:
         the whole measured phase switch when the characterization has no copy figure."""
         cycles = self.phase_switch_cycles if self.select_copy_cycles is None else self.select_copy_cycles
         return cycles * self.cycle_s
+
+    @property
+    def header_select_s(self) -> float:
+        """Seconds a packet switch's header-driven select costs the first packet of a phase at
+        an idle switch: the configuration copy plus the control unit's measured cycles."""
+        copy = self.phase_switch_cycles if self.select_copy_cycles is None else self.select_copy_cycles
+        return (copy + self._packet_figure("header_select_extra_cycles")) * self.cycle_s
+
+    @property
+    def packet_latency_s(self) -> float:
+        """First-flit latency of the packet switch: the datapath's plus its input VC buffer's."""
+        return (self.first_flit_latency_cycles + self._packet_figure("input_buffer_cycles")) * self.cycle_s
+
+    def _packet_figure(self, name: str) -> float:
+        value = getattr(self, name)
+        if value is None:
+            raise FredError(f"{self.source} has no packet switch figures ({name}): header-selected "
+                            f"phases ([fred] phase_select = \"header\") need them; measure them "
+                            f"with `fred characterize --packet-switch`")
+        return value
 
     @property
     def config_load_s(self) -> float:
@@ -180,4 +210,20 @@ def _timing(characterization, *, shipped: bool, values: dict | None = None, desi
     return SwitchTiming(**(characterization.switch if values is None else values),
                         source=characterization.source, shipped=shipped,
                         generated_by=generated_by, design=design,
-                        preemption_cycles=packet.get("reconfiguration_cycles_busy", 0.0))
+                        preemption_cycles=packet.get("reconfiguration_cycles_busy", 0.0),
+                        **_packet_switch_figures(characterization, packet))
+
+
+def _packet_switch_figures(characterization, packet: dict) -> dict:
+    """``header_select_extra_cycles`` and ``input_buffer_cycles`` (:class:`SwitchTiming`) from
+    the ``packet_switch`` block: the idle select beyond the copy, and the packet switch's
+    latency beyond the circuit switch's measured at the same point (None when the file has no
+    block, or not that point)."""
+    if not packet or "reconfiguration_cycles_idle" not in packet:
+        return {}
+    out = {"header_select_extra_cycles": packet["reconfiguration_cycles_idle"] - packet["select_cycles"]}
+    point = characterization.packet_switch_point
+    circuit = characterization.switch_at(**point) if point else None
+    if circuit is not None:
+        out["input_buffer_cycles"] = packet["latency_cycles"] - circuit["first_flit_latency_cycles"]
+    return out

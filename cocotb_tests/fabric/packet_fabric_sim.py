@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from amaranth.sim import Simulator
 
 from hdl.compiler.fabric_program import fabric_program
-from hdl.compiler.packet_fabric_program import packet_headers
+from hdl.compiler.packet_fabric_program import flow_port_entries, packet_headers
 from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import engine_writes
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT, POR_CYCLES
 from hdl.designs.switch.control_unit import CUState
-from hdl.designs.fabric.packet_fabric_top import (PACKET_ENGINE_READ, PACKET_REGS,
+from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
 __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
@@ -54,7 +54,8 @@ class PacketFabricRun:
 
 def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) -> dict:
     """``config``: ``[switch, slot, last, word]`` for every stored phase; ``writes``: ``[unit,
-    register, value]``, every engine's program and its packet header registers."""
+    register, value]``, every engine's program and its packet header registers, then every
+    switch's flow-port table (``FLOW_PORT_REGS``)."""
     config = []
     for s, phases in enumerate(program.switches):
         for k, phase in enumerate(phases):
@@ -66,11 +67,17 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
                                                                delays=delays))):
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
+    for s, entries in enumerate(flow_port_entries(program)):
+        unit = spec.npus + s
+        for k, n, partners, outputs in entries:
+            writes += [[unit, FLOW_PORT_REGS["partners"], partners],
+                       [unit, FLOW_PORT_REGS["outputs"], outputs],
+                       [unit, FLOW_PORT_REGS["entry"], k << 8 | n]]
     return {"config": config, "writes": writes}
 
 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
-                               watchdog_cycles=20_000, packet_flits=8, depth=16,
+                               watchdog_cycles=20_000, packet_flits=8, depth=None,
                                edit_load=None, vcs=None, delays=None) -> PacketFabricRun:
     """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
     ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
@@ -182,7 +189,7 @@ PACKET_TOP = "fred_packet_fabric"
 
 
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
-                      packet_flits=8, depth=16, cflags="-O1") -> PacketFabricRun:
+                      packet_flits=8, depth=None, cflags="-O1") -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).

@@ -76,7 +76,7 @@ def run(args) -> int:
     from studies.fabric_case import build_case, run_case
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
-                      algorithm=args.algorithm, **spec_overrides(args))
+                      algorithm=args.algorithm, switch=args.switch, **spec_overrides(args))
     if not args.model_only and args.switch == "packet":
         from studies.packet_fabric_case import run_packet_case
         case = run_packet_case(case, seed=args.seed, sink_backpressure=args.backpressure,

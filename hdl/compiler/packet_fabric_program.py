@@ -13,7 +13,31 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
-__all__ = ["packet_headers"]
+__all__ = ["packet_headers", "flow_port_entries"]
+
+
+def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
+    """Per switch, the entries of its flow-port table (``docs/switch.md``, "Starting a
+    packet"): ``(slot, input, partners, outputs)`` for every input port of every stored phase,
+    ``partners`` the mask of the other inputs of its flow (the operands it reduces with) and
+    ``outputs`` the mask of the flow's outputs. Raises :class:`FredError` if two flows of a
+    phase share an input (a routed phase never does)."""
+    tables = []
+    for s, phases in enumerate(program.switches):
+        entries = []
+        for k, phase in enumerate(phases):
+            seen = set()
+            for flow in phase.flows:
+                inputs = sorted(set(flow.inputs))
+                outputs = sum(1 << o for o in set(flow.outputs))
+                for n in inputs:
+                    if n in seen:
+                        raise FredError(f"{program.switch_name(s)} slot {k}: input {n} is in "
+                                        f"two flows")
+                    seen.add(n)
+                    entries.append((k, n, sum(1 << j for j in inputs if j != n), outputs))
+        tables.append(entries)
+    return tables
 
 
 def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,

@@ -67,6 +67,9 @@ class Characterization:
     #: The :data:`PACKET_SWITCH_FIELDS` as floats, or None when the file has no
     #: ``packet_switch`` block.
     packet_switch: dict | None = field(default=None, repr=False)
+    #: ``{ports, middle, dtype}`` of the design the ``packet_switch`` block measured (its
+    #: ``point``), or None: figures relative to the circuit switch's at that point need it.
+    packet_switch_point: dict | None = field(default=None, repr=False)
 
     @property
     def point(self) -> dict | None:
@@ -174,11 +177,14 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
         if "select_copy_cycles" not in fields:
             fields.update(_summary_select_copy(data, point.model_dump(), source))
         points[name] = {"point": dict(data["switches"][name]["point"]), "switch": fields}
-    packet = None
+    packet, packet_point = None, None
     if doc.packet_switch is not None:
         packet = {name: getattr(doc.packet_switch, name) for name in PACKET_SWITCH_FIELDS}
+        point = data["packet_switch"].get("point")
+        if isinstance(point, dict) and all(k in point for k in ("ports", "middle", "dtype")):
+            packet_point = {k: point[k] for k in ("ports", "middle", "dtype")}
     return Characterization(switch=values, source=source, document=data, switches=points,
-                            packet_switch=packet)
+                            packet_switch=packet, packet_switch_point=packet_point)
 
 
 def _summary_select_copy(data: dict, point: dict, source: str) -> dict:

@@ -64,3 +64,18 @@ def test_the_packet_fabric_refuses_an_endpoint_algorithm_before_building(capsys)
     assert main(["fabric-sim", "--fabric", "fred-c", "--switch", "packet", "--op", "all-reduce",
                  "--group", "wafer", "--size", "400"]) == 1
     assert "packet fabric runs in-switch collectives so far" in capsys.readouterr().err
+
+
+def test_model_only_times_the_switch_the_rtl_side_would_run(capsys):
+    """--switch packet: the model's platform selects phases by header (docs/sysmodel.md), so
+    the same request costs the serial selects and input buffers the packet fabric pays."""
+    out = {}
+    for switch in ("circuit", "packet"):
+        assert main(["fabric-sim", "--fabric", "fred-d", "--op", "all-reduce", "--group", "wafer",
+                     "--size", "40", "--model-only", "--json", "--switch", switch]) == 0
+        out[switch] = json.loads(capsys.readouterr().out)
+    assert 'phase_select = "header"' in out["packet"]["model_platform_toml"]
+    assert 'phase_select = "start"' in out["circuit"]["model_platform_toml"]
+    circuit, packet = out["circuit"]["model"], out["packet"]["model"]
+    assert packet["bandwidth_cycles"] == circuit["bandwidth_cycles"]
+    assert packet["cycles"] > circuit["cycles"]

@@ -238,3 +238,41 @@ def test_hierarchical_all_reduce_costs_its_three_stages_one_after_the_other(name
     assert whole.cycles == pytest.approx(sum(alone), rel=1e-12)
     # the stages overlapped would cost less: the busiest stage alone is well below the sum
     assert max(alone) < 0.8 * sum(alone)
+
+
+def test_header_selected_phases_add_each_switchs_select_along_the_path():
+    """The packet fabric (``switch="packet"``: ``[fred] phase_select = "header"``): a switch
+    selects the phase when the first header reaches it, so the selects add up along the path
+    instead of overlapping the flits' travel, and every switch traversal adds the packet
+    switch's input VC buffer. Fred-D wafer all-reduce (NPU -> L1 -> L2 -> L1 -> NPU): three
+    traversals, two serial selects (the L1 going up, the L2; the L1 coming down selected itself
+    for its own NPUs' packets long before); a group inside one L1: one of each."""
+    spec = fabric_spec("fred-d")
+    circuit, packet = fabric_platform(spec), fabric_platform(spec, switch="packet")
+    assert 'phase_select = "header"' in packet[1] and 'phase_select = "start"' in circuit[1]
+    l1, l2 = packet[0].switch_at("l1"), packet[0].switch_at("l2")
+    # the shipped packet switch figures: idle select 10 = copy 8 + 2 control cycles; latency 27
+    # = the circuit switch's 26 at the same point + 1 cycle of input buffer
+    assert (l1.header_select_extra_cycles, l1.input_buffer_cycles) == (2.0, 1.0)
+    select = {level: t.select_copy_cycles + t.header_select_extra_cycles for level, t in
+              (("l1", l1), ("l2", l2))}
+    wafer = make_request(spec, op="all-reduce", size_flits=40, group="wafer")
+    before = model_cycles(spec, wafer, platform=circuit)
+    after = model_cycles(spec, wafer, platform=packet)
+    assert after.latency_cycles == pytest.approx(before.latency_cycles + 3 * l1.input_buffer_cycles)
+    assert after.phase_cycles == pytest.approx(select["l1"] + select["l2"])
+    assert after.bandwidth_cycles == before.bandwidth_cycles
+    local = make_request(spec, op="all-reduce", size_flits=40, strategy="MP2-DP5-PP2", dim="mp")
+    before, after = (model_cycles(spec, local, platform=p) for p in (circuit, packet))
+    assert after.latency_cycles == pytest.approx(before.latency_cycles + l1.input_buffer_cycles)
+    assert after.phase_cycles == pytest.approx(select["l1"])
+
+
+def test_header_selected_phases_need_the_packet_switch_figures():
+    from dataclasses import replace
+    spec = fabric_spec("fred-d")
+    timing = replace(fabric_platform(spec)[0].switch_at("l1"), header_select_extra_cycles=None)
+    with pytest.raises(FredError, match=r"fred characterize --packet-switch"):
+        timing.header_select_s
+    with pytest.raises(FredError, match=r"switch must be one of circuit, packet"):
+        fabric_platform_toml(spec, clock_mhz=1000, flit_bytes=4, switch="wormhole")

@@ -13,6 +13,7 @@ from hdl.contracts.fabric_partition import uplinks
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import NPU_BUFFER
 from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.timing import switch_latency
 from hdl.compiler.fabric_program import default_phases
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
@@ -25,7 +26,7 @@ from .packet_link import PacketLink
 from .packetizer import Packetizer
 
 __all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
-           "packet_format"]
+           "FLOW_PORT_REGS", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
 #: depacketizer's sequence errors and both ends' sticky flags (credit error | overflow).
@@ -40,6 +41,10 @@ PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "act
 #: of the last packet it receives, and the cycles after ``start`` before it sends its first
 #: packet (a traffic class that starts later, to measure preemption).
 PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
+#: Program registers of a packet switch unit (unit = NPUs + switch index): an entry of its
+#: flow-port table (:class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): the partner
+#: and output masks, then ``slot << 8 | input``, whose write stores the entry.
+FLOW_PORT_REGS = {"partners": 0, "outputs": 1, "entry": 2}
 
 
 def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
@@ -47,6 +52,20 @@ def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
     numbers, 6-bit flow ids (a collective's index, or an NPU's rank for endpoint algorithms)."""
     return PacketFormat(phase_bits=max(1, phase_index_width(phases)), seq_bits=16, flow_bits=6,
                         packet_flits=packet_flits)
+
+
+def default_depth(spec: FabricSpec, packet_flits: int = 8) -> int:
+    """Flits per data VC of the packet fabric's input buffers: a packet starts only with room
+    for it downstream (docs/switch.md, "Starting a packet"), so an output's credits are held
+    from its packet's start at the input until the downstream frees them: the switch's
+    latency (input buffer + datapath), a link each way, plus the packet itself. The smallest
+    multiple of ``packet_flits`` covering that for the slowest switch and link of ``spec``
+    keeps every link at full rate (a multiple, so a packet an upstream switch started always
+    fits behind whole packets). Fred-D int32: 24 flits; fp16 switches: 40 (the paper: 48)."""
+    latency = 1 + max(switch_latency(ports=p, middle=spec.middle, dtype=spec.dtype)
+                      for p in set(spec.switch_ports))
+    loop = latency + 2 * max(spec.npu_link_latency, spec.uplink_latency) + packet_flits
+    return packet_flits * -(-loop // packet_flits)
 
 
 class PacketFabricTop(wiring.Component):
@@ -60,8 +79,7 @@ class PacketFabricTop(wiring.Component):
 
     Parameters: ``spec``; ``phases``: slots per switch (default the circuit fabric's);
     ``packet_flits`` (default 8, the paper's); ``depth``: flits per data VC of every input
-    buffer (default 16: covers a link's credit round trip at full rate for the latencies the
-    fabrics use).
+    buffer (default :func:`default_depth`: 24 on Fred-A..D, 16 on the small test fabrics).
 
     Ports: as :class:`FabricTop` (``clk``, ``start``, ``prog_*``, ``cfg_*``, ``rd_*``,
     ``all_done``, ``cycles``; the top resets itself for :data:`POR_CYCLES` cycles), with the
@@ -72,11 +90,11 @@ class PacketFabricTop(wiring.Component):
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
-                 depth: int = 16):
+                 depth: int | None = None):
         self.spec = spec
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits)
-        self.depth = depth
+        self.depth = default_depth(spec, packet_flits) if depth is None else depth
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
         super().__init__({
@@ -110,6 +128,7 @@ class PacketFabricTop(wiring.Component):
                 sw.config.payload.last.eq(self.cfg_last),
                 sw.config.payload.phase.eq(self.cfg_phase),
             ]
+            self._flow_ports(m, sw, spec.npus + s, prog_we, prog_unit, prog_reg, prog_data)
         with m.Switch(self.cfg_switch):
             for s, sw in enumerate(switches):
                 with m.Case(s):
@@ -161,6 +180,21 @@ class PacketFabricTop(wiring.Component):
         count_cycles(m, start, running, all_done, self.cycles)
         self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
         return m
+
+    @staticmethod
+    def _flow_ports(m, sw, unit, prog_we, prog_unit, prog_reg, prog_data):
+        """The program port's writes of switch unit ``unit``'s flow-port table
+        (:data:`FLOW_PORT_REGS`)."""
+        partners = Signal(sw.ports, name=f"unit{unit}_partners")
+        outputs = Signal(sw.ports, name=f"unit{unit}_outputs")
+        mine = prog_we & (prog_unit == unit)
+        with m.If(mine & (prog_reg == FLOW_PORT_REGS["partners"])):
+            m.d.sync += partners.eq(prog_data)
+        with m.If(mine & (prog_reg == FLOW_PORT_REGS["outputs"])):
+            m.d.sync += outputs.eq(prog_data)
+        m.d.comb += [sw.flow_we.eq(mine & (prog_reg == FLOW_PORT_REGS["entry"])),
+                     sw.flow_slot.eq(prog_data[8:]), sw.flow_input.eq(prog_data[:8]),
+                     sw.flow_partners.eq(partners), sw.flow_outputs.eq(outputs)]
 
     def _read_port(self, m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running):
         spec = self.spec

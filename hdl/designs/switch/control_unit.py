@@ -134,6 +134,11 @@ class ControlUnit(wiring.Component):
             "route_dst": Out(range(ports)),
             "route_ok": In(1),
             "release": Out(ports),
+            # the start gate (:class:`~hdl.designs.switch.flow_port_table.FlowPortTable`)
+            "partners": In(ports).array(ports),
+            "outputs": In(ports).array(ports),
+            "room": In(ports),
+            "reserve": Out(ports),
         })
 
     def elaborate(self, platform) -> Module:
@@ -151,6 +156,7 @@ class ControlUnit(wiring.Component):
         target = Signal(pw)
         target_vc = Signal(2)
         drain_ok = Signal(P)      # input n's head packet may start while DRAINing
+        gate = Signal(P)          # ... its partners are present and its outputs have room
 
         # ---- what waits ---------------------------------------------------------------------
         first_phase = [Signal(pw, name=f"first_phase{v}") for v in range(nvc)]
@@ -207,7 +213,7 @@ class ControlUnit(wiring.Component):
             mt = Signal(name=f"match{n}")
             ok = Signal(name=f"start_ok{n}")
             m.d.comb += mt.eq(hv & hf & (h.phase == cur_phase) & active_ok)
-            m.d.comb += ok.eq(mt & ~online_mode
+            m.d.comb += ok.eq(mt & ~online_mode & gate[n]
                               & ((state == CUState.RUN) & ~stale_now
                                  | (state == CUState.DRAIN) & drain_ok[n]))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
@@ -241,6 +247,8 @@ class ControlUnit(wiring.Component):
             m.d.comb += drain_ok[n].eq(_any(
                 last_valid[j] & (last_flow[j] == heads[n].flow) & seq_le(heads[n].seq, last_seq[j])
                 for j in range(P)))
+
+        self._start_gate(m, heads, match, last_valid, last_seq, seq_le, gate)
 
         # ---- online routing: one path set up per cycle, released at its last flit out ------
         if self.online:
@@ -303,6 +311,49 @@ class ControlUnit(wiring.Component):
         with m.Else():
             m.d.sync += state.eq(CUState.RUN)
         return m
+
+    def _start_gate(self, m, heads, match, last_valid, last_seq, seq_le, gate):
+        """``gate[n]``: input n's head packet (sequence number s) may start as far as its
+        partners and outputs go (``docs/switch.md``, "Starting a packet"): every partner input
+        (``partners[n]``, the other operands of its reduction) has its packet s at the head or
+        has started it, and either a partner started it already (the room is reserved) or
+        every output of the flow (``outputs[n]``) has ``room`` for a whole packet. Why: a
+        packet that starts with an operand missing, or without the room to leave, holds the
+        datapath until another switch moves; if that switch waits for this one in another
+        phase (a preemption that reached only some of a reduction's switches), nothing moves.
+        ``reserve[o]``: a packet to output o starts (once per packet: the lowest partner
+        starting it, unless one started it before)."""
+        P = self.ports
+        for n in range(P):
+            s = heads[n].seq
+            gang = Signal(name=f"gang{n}")
+            ahead = Signal(name=f"ahead{n}")
+            room_ok = Signal(name=f"room_ok{n}")
+            m.d.comb += [
+                gang.eq(_all(~self.partners[n][j] | match[j] & (heads[j].seq == s)
+                             | last_valid[j] & seq_le(s, last_seq[j])
+                             for j in range(P) if j != n)),
+                ahead.eq(_any(self.partners[n][j] & last_valid[j] & seq_le(s, last_seq[j])
+                              for j in range(P) if j != n)),
+                room_ok.eq(_all(~self.outputs[n][o] | self.room[o] for o in range(P))),
+                gate[n].eq(gang & (ahead | room_ok)),
+            ]
+            lead = Signal(name=f"lead{n}")
+            first = self.started[n] & ~ahead
+            if n:
+                first = first & ~_any(self.partners[n][j] & self.started[j] for j in range(n))
+            m.d.comb += lead.eq(first)
+            for o in range(P):
+                with m.If(lead & self.outputs[n][o]):
+                    m.d.comb += self.reserve[o].eq(1)
+
+
+def _all(signals):
+    signals = list(signals)
+    result = signals[0]
+    for s in signals[1:]:
+        result = result & s
+    return result
 
 
 def _any(signals):

@@ -23,6 +23,7 @@ from .control_unit import COUNTER_BITS, ControlUnit
 from .fred_switch import FredSwitch
 from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
+from .flow_port_table import FlowPortTable
 from .vc_input_buffer import VCInputBuffer, link_signature
 
 __all__ = ["PacketSwitch"]
@@ -74,6 +75,16 @@ class PacketSwitch(wiring.Component):
     the input and the output are both free, the input forwards the packet, and the path is
     released when its last flit leaves the datapath (``docs/switch.md``, "Online unicast
     routing"). A second packet to a busy output waits at its input's head.
+
+    Flow-port table (``flow_we``, ``flow_slot``, ``flow_input``, ``flow_partners``,
+    ``flow_outputs``: :class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): per slot and
+    input, the other operands of its reduction and the outputs of its flow. With an entry, a
+    packet starts only when its partners' packets of the same number are at their heads and
+    every output of the flow has room for a whole packet (its credits minus the flits still
+    owed to packets started before); a switch with every entry written is then virtual
+    cut-through end to end, which is what lets MP preempt DP on only some switches of a
+    reduction (``docs/switch.md``, "Starting a packet"). Without entries (all zero after
+    reset) packets start as before.
 
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
@@ -133,6 +144,8 @@ class PacketSwitch(wiring.Component):
             "o_ctrl_credit": In(2).array(ports),
             "flow_clear": In(1),
             "ctrl_unknown": Out(16),
+            "flow_we": In(1), "flow_slot": In(pw), "flow_input": In(range(ports)),
+            "flow_partners": In(ports), "flow_outputs": In(ports),
         })
 
     @property
@@ -158,6 +171,13 @@ class PacketSwitch(wiring.Component):
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
+        table = m.submodules.flow_ports = FlowPortTable(ports=P, phases=self.phases)
+        m.d.comb += [table.we.eq(self.flow_we), table.slot.eq(self.flow_slot),
+                     table.input.eq(self.flow_input), table.partners.eq(self.flow_partners),
+                     table.outputs.eq(self.flow_outputs), table.read_slot.eq(memory.active_phase)]
+        for n in range(P):
+            m.d.comb += [cu.partners[n].eq(table.read_partners[n]),
+                         cu.outputs[n].eq(table.read_outputs[n])]
         # The configuration memory's select: the control unit's in header mode, the host's else.
         with m.If(self.header_select):
             m.d.comb += [memory.select.valid.eq(cu.select.valid),
@@ -287,9 +307,31 @@ class PacketSwitch(wiring.Component):
                 with m.If(ctrl_go):
                     m.d.comb += self.o[n].payload.eq(router.o[n].payload)
             credit_error.append(err)
+            self._room(m, n, counters, cu, send, flit.last)
         m.d.comb += [self.bad_header.eq(_any(bad)), self.overflow.eq(_any(overflow)),
                      self.credit_error.eq(_any(credit_error))]
         return m
+
+    def _room(self, m, n, counters, cu, send, last):
+        """``cu.room[n]``: output n can take a whole packet on the served VC: its credits minus
+        the flits it still owes to packets started towards it (``cu.reserve``: one packet of
+        ``packet_flits`` each; a short last packet returns the rest at its last flit). Owed
+        flits saturate at 0, so packets started without a table entry (never reserved) leave
+        the count alone."""
+        pf = self.packet.packet_flits
+        owed = Signal(range(self.depth + 2 * pf + 1), name=f"owed{n}")
+        in_packet = Signal(range(pf + 1), name=f"sent_in_packet{n}")
+        paid = Signal(range(pf + 1), name=f"paid{n}")
+        with m.If(send):
+            m.d.comb += paid.eq(Mux(last, pf - in_packet, 1))
+            m.d.sync += in_packet.eq(Mux(last, 0, in_packet + 1))
+        grown = owed + Mux(cu.reserve[n], pf, 0)
+        m.d.sync += owed.eq(Mux(grown > paid, grown - paid, 0))
+        credits = Signal(range(self.depth + 3), name=f"vc_credits{n}")
+        for v, counter in enumerate(counters):
+            with m.If(cu.vc == v):
+                m.d.comb += credits.eq(counter)
+        m.d.comb += cu.room[n].eq(credits >= owed + pf)
 
 
 def _any(signals):

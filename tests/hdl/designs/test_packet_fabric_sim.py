@@ -10,7 +10,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.compiler.fabric_program import fabric_program
-from hdl.compiler.packet_fabric_program import packet_headers
+from hdl.compiler.packet_fabric_program import flow_port_entries, packet_headers
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 from hdl.contracts.flit import FlitFormat
@@ -93,6 +93,17 @@ def test_packet_headers_name_the_collective_slot_flow_and_last_sequence_number()
     assert all(h["phase"] == 0 and h["vc"] == VC.DP and h["last_seq"] == 2 for h in headers)
 
 
+def test_flow_port_entries_name_each_inputs_reduction_partners_and_outputs():
+    """The small fabric's wafer all-reduce (hand-derived): each L1 (ports 0, 1 = its NPUs, 2 =
+    the uplink) reduces its NPUs up (partners of each other, output the uplink) and sends the
+    uplink's result to both NPUs; the L2 (ports 0, 1 = the L1s) reduces both and returns the
+    sum to both."""
+    request = make_request(SMALL, op="all-reduce", size_flits=16, group="wafer")
+    tables = flow_port_entries(fabric_program(SMALL, request))
+    l1 = {(0, 0, 0b010, 0b100), (0, 1, 0b001, 0b100), (0, 2, 0, 0b011)}
+    assert [set(t) for t in tables] == [l1, l1, {(0, 0, 0b10, 0b11), (0, 1, 0b01, 0b11)}]
+
+
 def test_what_the_packet_fabric_does_not_run_yet_is_refused_by_name():
     spec = fabric_spec("fred-c")
     request = make_request(spec, op="all-reduce", size_flits=400, group="wafer")
@@ -165,16 +176,38 @@ def test_mp_started_later_preempts_dp_at_every_switch_and_both_complete():
     assert 400 <= run.cycles <= 400 + 150
 
 
-def test_mp_preempting_dp_on_some_switches_of_a_reduction_hangs_the_fabric():
-    """A finding (docs/fabric_rtl.md, "Packet fabric"): the DP all-reduce of NPUs 0, 2, 4 (one
-    per L1) and an MP all-reduce of NPUs 1, 3 (L1.0 and L1.1) from cycle 30. L1.0 and L1.1
-    preempt DP at their own packet boundaries; L1.2 keeps sending DP, so the L2 starts DP
-    packets whose operands from L1.0 and L1.1 are behind those L1s' MP traffic. When MP
-    reaches the L2 it drains, waiting for those operands; the L1s' MP packets wait for the
-    L2's MP buffer, which it does not read while draining: nothing moves. The preemption
-    the paper describes is safe on one switch but not across switches of one reduction."""
-    spec = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
-    request = _dp_and_mp(spec, (0, 2, 4), (1, 3), 200)
+THREE_L1 = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+
+
+def test_mp_preempting_dp_on_some_switches_of_a_reduction_completes():
+    """The regression of a cross-switch deadlock (docs/fabric_rtl.md, "Packet fabric"): the DP
+    all-reduce of NPUs 0, 2, 4 (one per L1) and an MP all-reduce of NPUs 1, 3 (L1.0 and
+    L1.1) from cycle 30. L1.0 and L1.1 preempt DP, L1.2 (no MP) keeps sending DP. The L2
+    used to start DP packets with only L1.2's operand present and then wait, draining, for
+    the operands queued behind the L1s' MP traffic. With the flow-port tables written, a
+    packet starts only with every operand present and room for it downstream, so the L2's
+    datapath stays empty, it preempts DP too, and both complete with every flit checked."""
+    request = _dp_and_mp(THREE_L1, (0, 2, 4), (1, 3), 200)
+    run = run_packet_fabric_amaranth(THREE_L1, request, watchdog_cycles=3000,
+                                     vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
+    assert run.errors == []
+    assert run.flits_checked == 3 * 200 + 2 * 200
+    # L1.0, L1.1 and the L2 carry both classes and preempt DP once; L1.2 only DP
+    assert [(s["selects"], s["preemptions"]) for s in run.switches] == [(3, 1), (3, 1), (1, 0),
+                                                                         (3, 1)]
+
+
+def test_without_the_flow_port_tables_mp_preempting_dp_on_some_switches_hangs():
+    """The mechanism: the same run with no flow-port table entry written (packets start as
+    soon as their own head is there) hangs as before: L1.0 on the MP slot with its datapath
+    full, L1.2 still on DP, the L2 draining DP with a reduction's operand inside."""
+    request = _dp_and_mp(THREE_L1, (0, 2, 4), (1, 3), 200)
+
+    def without_tables(load):
+        npus = THREE_L1.npus
+        return {**load, "writes": [w for w in load["writes"] if w[0] < npus]}
+
     with pytest.raises(FredError, match=r"L1\.0 RUN slot 1 busy 1.*L1\.2 RUN slot 0.*L2 DRAIN slot 0 busy 1"):
-        run_packet_fabric_amaranth(spec, request, watchdog_cycles=3000,
-                                   vcs={0: VC.DP, 1: VC.MP}, delays={1: 30})
+        run_packet_fabric_amaranth(THREE_L1, request, watchdog_cycles=3000,
+                                   vcs={0: VC.DP, 1: VC.MP}, delays={1: 30},
+                                   edit_load=without_tables)

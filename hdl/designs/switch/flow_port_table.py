@@ -1,0 +1,70 @@
+"""The packet switch's flow-port table: per stored phase and input, the inputs that reduce with
+it and the outputs its flow reaches (written by the host with the phase's configuration)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.hdl import Array, Const
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.config_port import phase_index_width
+from hdl.contracts.errors import FredError
+
+__all__ = ["FlowPortTable"]
+
+
+class FlowPortTable(wiring.Component):
+    """K x P entries of (partners, outputs), both P-bit masks, read for one slot at a time.
+
+    Why: the configuration's microswitch modes say where flits go, not which inputs are the
+    operands of one reduction or which outputs one input's packets leave by; the control unit
+    needs both to start a reduction's packet only with every operand present and the room for
+    it downstream (``docs/switch.md``, "Starting a packet"). The configuration compiler knows
+    the flows, so the host writes them; an entry that is never written (all zero) leaves its
+    input as before: no partners to wait for, no output room to check.
+
+    Parameters: ports P >= 2, phases K >= 1.
+
+    Members:
+        we, slot, input, partners, outputs: ``In``: write entry (slot, input) when ``we`` (one
+            per cycle; takes effect the next cycle). ``partners`` must not hold ``input``.
+        read_slot: ``In(phase index)``; read_partners, read_outputs: ``Out(P).array(P)``: the
+            entries of ``read_slot``, per input (combinational).
+
+    Storage: K x P x 2P flip-flops (small: the slots are few and the masks P bits).
+    """
+
+    def __init__(self, *, ports: int, phases: int):
+        if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
+            raise FredError(f"ports must be an integer >= 2, got {ports!r}")
+        if isinstance(phases, bool) or not isinstance(phases, int) or phases < 1:
+            raise FredError(f"phases must be an integer >= 1, got {phases!r}")
+        self.ports, self.phases = ports, phases
+        pw = phase_index_width(phases)
+        super().__init__({
+            "we": In(1), "slot": In(pw), "input": In(range(ports)),
+            "partners": In(ports), "outputs": In(ports),
+            "read_slot": In(pw),
+            "read_partners": Out(ports).array(ports),
+            "read_outputs": Out(ports).array(ports),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        P, K = self.ports, self.phases
+        partners = [[Signal(P, name=f"partners{k}_{n}") for n in range(P)] for k in range(K)]
+        outputs = [[Signal(P, name=f"outputs{k}_{n}") for n in range(P)] for k in range(K)]
+        for k in range(K):
+            for n in range(P):
+                with m.If(self.we & (self.slot == k) & (self.input == n)):
+                    m.d.sync += [partners[k][n].eq(self.partners), outputs[k][n].eq(self.outputs)]
+        # every value of the slot index has an entry (slots >= K read as empty), so the
+        # selection is a complete case (Verilator's CASEINCOMPLETE)
+        pad = [Const(0, P)] * ((1 << len(self.read_slot)) - K)
+        for n in range(P):
+            m.d.comb += [
+                self.read_partners[n].eq(Array([partners[k][n] for k in range(K)] + pad)[self.read_slot]),
+                self.read_outputs[n].eq(Array([outputs[k][n] for k in range(K)] + pad)[self.read_slot]),
+            ]
+        return m
