@@ -178,6 +178,8 @@ VERILOG_PARAM_RANGES = {
     "lanes": int_in(1, 64), "phases": int_in(1, 256), "tag_width": int_in(1, 64),
     "word_width": RANGES["word_width"], "depth": int_in(1, 65536), "ctrl_depth": int_in(0, 65536),
     "packet_flits": int_in(1, 65536), "seq_bits": int_in(1, 32), "flow_bits": int_in(1, 32),
+    "rows": int_in(2, 14), "cols": int_in(2, 14), "eject_depth": int_in(1, 1 << 20),
+    "engine_buffer": int_in(1, 1 << 20),
 }
 
 

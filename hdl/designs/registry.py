@@ -19,6 +19,7 @@ from hdl.contracts.encoding import DEFAULT_WORD_WIDTH
 from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FABRICS, SWITCH_PHASES
+from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN
 
 __all__ = ["Param", "Design", "DESIGNS", "get_design"]
@@ -113,6 +114,12 @@ def _mesh_router(*, data_width, coord_bits, packet_flits, depth):
                                           packet_flits=packet_flits), depth=depth)
 
 
+def _mesh_fabric(*, rows, cols, eject_depth, engine_buffer):
+    from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
+    return MeshFabricTop(MeshFabricSpec(rows=rows, cols=cols, eject_depth=eject_depth,
+                                        engine_buffer=engine_buffer))
+
+
 def _fabric(*, variant, dtype, phases):
     from hdl.contracts.fabric import fabric_spec
     from hdl.designs.fabric import FabricTop
@@ -121,6 +128,8 @@ def _fabric(*, variant, dtype, phases):
 
 #: Element formats every reducing design accepts.
 DTYPE_CHOICES = tuple(DTYPES)
+#: The mesh fabric's defaults are the spec's (the paper's 5 x 4 wafer).
+MESH_FABRIC_DEFAULT = MeshFabricSpec()
 
 
 DESIGNS: dict[str, Design] = {
@@ -203,6 +212,21 @@ DESIGNS: dict[str, Design] = {
             "coord_bits": Param(_positive_int, 3, "bits of a mesh coordinate"),
             "packet_flits": Param(_positive_int, 4, "longest packet in flits (credits a packet reserves)"),
             "depth": Param(_positive_int, 8, "flits per VC of each input buffer"),
+        },
+    ),
+    "mesh_fabric": Design(
+        unit="mesh_fabric",
+        top="fred_mesh_fabric",
+        description="the 2D-mesh baseline fabric RTL: rows x cols mesh routers, wires, two NPU engines "
+                    "per NPU (docs/mesh_rtl.md; 5 x 4: about 45 s to generate)",
+        factory=_mesh_fabric,
+        params={
+            "rows": Param(_positive_int, MESH_FABRIC_DEFAULT.rows, "mesh rows (2..14; the paper's wafer: 5)"),
+            "cols": Param(_positive_int, MESH_FABRIC_DEFAULT.cols, "mesh columns (2..14; the paper's wafer: 4)"),
+            "eject_depth": Param(_positive_int, MESH_FABRIC_DEFAULT.eject_depth, "flits an NPU holds per (chunk, engine stage) "
+                                                      "before its engine reads them"),
+            "engine_buffer": Param(_positive_int, MESH_FABRIC_DEFAULT.engine_buffer, "flits an engine holds between receiving "
+                                                        "and forwarding"),
         },
     ),
     "fabric": Design(

@@ -96,7 +96,9 @@ class EnginePort(wiring.Component):
     def _inject(self, m, regs):
         fire = self.o.valid & self.o.ready
         stage, count, total = self._stage_counter(m, regs, "send", fire, "tx")
-        in_packet = Signal(range(self.flit.packet_flits), name="in_packet")
+        # at least one bit: a one-flit packet's counter stays 0 (a zero-width signal would be
+        # an ascending [-1:0] range in the Verilog)
+        in_packet = Signal(range(max(2, self.flit.packet_flits)), name="in_packet")
         with m.If(self.start):
             m.d.sync += in_packet.eq(0)
         with m.Elif(fire):
@@ -133,7 +135,9 @@ class EnginePort(wiring.Component):
             with m.If(write & ~buf.w_rdy):
                 m.d.sync += self.overflow.eq(1)
             with m.If(stage == s):
+                # the whole payload from the FIFO word (data, last; the mesh carries no engine
+                # tag, so it is zero-extended to 0): every payload bit is driven here, and the
+                # Verilog has no separate constant block for the tag (Verilator: ALWNEVER)
                 m.d.comb += [self.rx.valid.eq(buf.r_rdy),
-                             self.rx.payload.data.eq(buf.r_data[:ENGINE_WORD_BITS]),
-                             self.rx.payload.last.eq(buf.r_data[ENGINE_WORD_BITS]),
+                             self.rx.payload.eq(buf.r_data[:ENGINE_WORD_BITS + 1]),
                              buf.r_en.eq(self.rx.ready)]
