@@ -137,9 +137,12 @@ def fabric_verilog(spec: FabricSpec) -> str:
     Fred-C shares Fred-D's)."""
     key = _hardware_key(spec)
     if key not in _VERILOG:
+        from eda.toolchain import build_step
         from hdl.designs.fabric import FabricTop
         from hdl.emit.verilog import to_verilog
-        _VERILOG[key] = to_verilog(FabricTop(spec), name=TOP)
+        # generation takes 10-40 s before any build (or cache look-up): announce it
+        with build_step(f"fabric {spec.name}: generating the Verilog"):
+            _VERILOG[key] = to_verilog(FabricTop(spec), name=TOP)
     return _VERILOG[key]
 
 
@@ -159,11 +162,14 @@ def part_verilogs(spec: FabricSpec) -> tuple[str, str]:
     from eda.fabric.lockstep import PART_TOPS
     key = ("parts",) + _hardware_key(spec)
     if key not in _VERILOG:
+        from eda.toolchain import build_step
         from hdl.designs.fabric import FabricTop
         from hdl.emit.verilog import to_verilog
         partition = fabric_partition(spec, 2)
-        _VERILOG[key] = tuple(to_verilog(FabricTop(spec, partition=partition, part=p), name=PART_TOPS[p])
-                              for p in range(2))
+        # generation takes 10-40 s before any build (or cache look-up): announce it
+        with build_step(f"fabric {spec.name}: generating the Verilog of the lock-step simulator's two parts"):
+            _VERILOG[key] = tuple(to_verilog(FabricTop(spec, partition=partition, part=p), name=PART_TOPS[p])
+                                  for p in range(2))
     return _VERILOG[key]
 
 
