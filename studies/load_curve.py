@@ -31,7 +31,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 
 __all__ = ["PATTERNS", "destination", "generate_traffic", "LoadPoint", "LoadCurve", "measure_point",
-           "run_load_curve", "write_load_curve", "zero_load_latency"]
+           "run_load_curve", "write_load_curve", "zero_load_latency", "packet_deliveries", "sweep_loads"]
 
 #: The traffic patterns: uniform random destinations; transpose (the input index as a row-major
 #: r x c grid position, r the largest divisor of P <= sqrt(P); the destination the transposed
@@ -114,6 +114,11 @@ class LoadCurve:
     saturation: dict = field(default_factory=dict)
     saturation_throughput: dict = field(default_factory=dict)
 
+    @property
+    def title(self) -> str:
+        return (f"Fred_{self.middle}({self.ports}) packet switch RTL (Amaranth simulator)\n"
+                f"online unicast, {self.packet_flits}-flit packets")
+
 
 def _switch(ports: int, middle: int, packet_flits: int, depth: int):
     from hdl.contracts.packet import PacketFormat
@@ -143,7 +148,7 @@ def zero_load_latency(ports: int, middle: int, packet_flits: int, depth: int = 1
              for n, at in enumerate((0, later))]
     run = run_packet_switch(dut, configs=[], injections=alone, rng=random.Random(0),
                             max_cycles=4 * QUIET_CYCLES, quiet=QUIET_CYCLES, check_order=False)
-    return _deliveries(run, alone)[1] - later
+    return packet_deliveries(run, alone)[1] - later
 
 
 def measure_point(pattern: str, offered: float, *, ports: int, middle: int = 3, packet_flits: int = 8,
@@ -164,7 +169,7 @@ def measure_point(pattern: str, offered: float, *, ports: int, middle: int = 3, 
     if run.flags["overflow"] or run.credit_errors or any(run.flags["dropped"]):
         raise FredError(f"load point {pattern} {offered}: the switch reported {run.flags} "
                         f"(credit errors {run.credit_errors[:3]})")
-    done = _deliveries(run, traffic)
+    done = packet_deliveries(run, traffic)
     window = range(warmup, warmup + measure)
     measured = [i for i, inj in enumerate(traffic) if inj.at in window]
     latencies = sorted(done[i] - traffic[i].at for i in measured if i in done)
@@ -179,7 +184,7 @@ def measure_point(pattern: str, offered: float, *, ports: int, middle: int = 3, 
                      measured_packets=len(measured), delivered_packets=len(latencies), saturated=saturated)
 
 
-def _deliveries(run, traffic) -> dict:
+def packet_deliveries(run, traffic) -> dict:
     """``{packet index: cycle its last flit left}``: each output's flits grouped into packets
     (an output carries one packet at a time: a path is released only after its last flit), the
     packet named by its first flit."""
@@ -198,17 +203,14 @@ def _deliveries(run, traffic) -> dict:
     return done
 
 
-def run_load_curve(*, ports: int, middle: int = 3, patterns=PATTERNS, rates=(0.1, 0.3, 0.5, 0.7, 0.9),
-                   packet_flits: int = 8, depth: int = 16, warmup: int = 100, measure: int = 400,
-                   seed: int = 0, progress: bool = False) -> LoadCurve:
-    """Every pattern at every offered load (rising); see the module's docstring."""
-    from hdl.contracts.timing import switch_latency
-    zero = zero_load_latency(ports, middle, packet_flits, depth)
+def sweep_loads(measure_one, patterns, rates, *, progress: bool = False):
+    """``measure_one(pattern, rate)`` -> :class:`LoadPoint` for every pattern at every rate
+    (rising). Returns ``(points, {pattern: saturation point or None}, {pattern: highest
+    accepted throughput})``; ``progress``: a line per point on stderr."""
     points, saturation, best = [], {}, {}
     for pattern in patterns:
         for rate in sorted(rates):
-            point = measure_point(pattern, rate, ports=ports, middle=middle, packet_flits=packet_flits,
-                                  depth=depth, warmup=warmup, measure=measure, seed=seed, zero_load=zero)
+            point = measure_one(pattern, rate)
             points.append(point)
             if progress:
                 shown = "-" if point.mean_latency is None else f"{point.mean_latency:.1f}"
@@ -217,16 +219,32 @@ def run_load_curve(*, ports: int, middle: int = 3, patterns=PATTERNS, rates=(0.1
             if point.saturated and pattern not in saturation:
                 saturation[pattern] = rate
             best[pattern] = max(best.get(pattern, 0.0), point.accepted)
+    return points, {p: saturation.get(p) for p in patterns}, best
+
+
+def run_load_curve(*, ports: int, middle: int = 3, patterns=PATTERNS, rates=(0.1, 0.3, 0.5, 0.7, 0.9),
+                   packet_flits: int = 8, depth: int = 16, warmup: int = 100, measure: int = 400,
+                   seed: int = 0, progress: bool = False) -> LoadCurve:
+    """Every pattern at every offered load (rising); see the module's docstring."""
+    from hdl.contracts.timing import switch_latency
+    zero = zero_load_latency(ports, middle, packet_flits, depth)
+    points, saturation, best = sweep_loads(
+        lambda pattern, rate: measure_point(pattern, rate, ports=ports, middle=middle, packet_flits=packet_flits,
+                                            depth=depth, warmup=warmup, measure=measure, seed=seed,
+                                            zero_load=zero),
+        patterns, rates, progress=progress)
     return LoadCurve(ports=ports, middle=middle, packet_flits=packet_flits, depth=depth,
                      switch_latency=switch_latency(ports=ports, middle=middle, dtype="int32"),
                      zero_load_latency=zero,
                      warmup=warmup, measure=measure, seed=seed, points=points,
-                     saturation={p: saturation.get(p) for p in patterns}, saturation_throughput=best)
+                     saturation=saturation, saturation_throughput=best)
 
 
 def write_load_curve(out: str | Path, curve: LoadCurve) -> list[Path]:
     """``load_curve.csv``, ``load_curve.json`` and ``load_curve.png`` (mean latency against
-    accepted throughput per pattern, the saturation point marked) into folder ``out``."""
+    accepted throughput per pattern, the saturation point marked) into folder ``out``; ``curve``:
+    a :class:`LoadCurve` or any curve with the same ``points``, ``saturation``,
+    ``zero_load_latency`` and ``title`` (studies.mesh_load_curve.MeshLoadCurve)."""
     from studies.report import figure, save_png, write_csv, write_json
     out = Path(out)
     paths = [write_csv(out / "load_curve.csv", curve.points,
@@ -243,12 +261,11 @@ def write_load_curve(out: str | Path, curve: LoadCurve) -> list[Path]:
                 ax.plot([p.accepted], [p.mean_latency], marker="X", ms=12, color=line.get_color(), ls="none",
                         label=f"{pattern}: saturated at offered {sat:g}")
     ax.axhline(curve.zero_load_latency, color="gray", ls=":", lw=0.8,
-               label=f"zero-load latency ({curve.zero_load_latency} cycles)")
+               label=f"zero-load latency ({curve.zero_load_latency:g} cycles)")
     ax.set_xlabel("accepted throughput (flits per cycle per port)")
     ax.set_ylabel("mean packet latency (cycles)")
     ax.set_yscale("log")
-    ax.set_title(f"Fred_{curve.middle}({curve.ports}) packet switch RTL (Amaranth simulator)\n"
-                 f"online unicast, {curve.packet_flits}-flit packets", fontsize=10)
+    ax.set_title(curve.title, fontsize=10)
     # one legend beside the axes (inside, it covered the saturated points)
     fig.legend(*ax.get_legend_handles_labels(), loc="center right", fontsize=7)
     fig.tight_layout(rect=(0, 0, 0.74, 1))

@@ -117,6 +117,24 @@ class floats_in(ints_in):  # noqa: N801
         self.__name__ = f"comma list of numbers in {self.item.span}"
 
 
+class grid_in:  # noqa: N801
+    """An argparse type: ``ROWSxCOLS`` (``3x3``), each an integer in ``lo..hi``."""
+
+    def __init__(self, lo: int, hi: int):
+        self.item = int_in(lo, hi)
+        self.span = f"ROWSxCOLS, each {lo}..{hi}"
+        self.__name__ = f"ROWSxCOLS with each in {lo}..{hi}"
+
+    def __call__(self, text) -> tuple[int, int]:
+        parts = str(text).lower().split("x")
+        if len(parts) != 2:
+            raise argparse.ArgumentTypeError(f"expected ROWSxCOLS (e.g. 3x3), got {text!r}")
+        try:
+            return self.item(parts[0]), self.item(parts[1])
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})") from None
+
+
 #: The ranges the subcommands share (one definition each; docs/cli.md "Input ranges").
 RANGES = {
     # Fred_m(P) ports by what the command does with them (measured on a busy 2-core machine:
@@ -155,6 +173,8 @@ RANGES = {
     "uncertainty_samples": int_in(0, 200),  # fred eval: 6 (the default) add ~15 s
     # fred load-curve: the packet switch in Amaranth's simulator, ~200 cycles/s at P = 8
     "load_ports": int_in(2, 16),
+    # the mesh of fred load-curve --mesh, in Amaranth's simulator (3 x 3: ~4 s per load point)
+    "load_mesh": grid_in(2, 4),
     "load_rates": floats_in(0, 1, open_lo=True, max_items=32),
     "load_cycles": int_in(10, 100_000),
     "packet_flits": int_in(2, 64),

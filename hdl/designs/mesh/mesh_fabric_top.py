@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
-from hdl.contracts.mesh import EAST, LOCAL, MESH_VCS, NORTH, PORT_REGS, SOUTH, WEST, MeshFabricSpec
+from hdl.contracts.mesh import LOCAL, MESH_VCS, PORT_REGS, MeshFabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS
 from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WIDTH,
                                            TAG_WIDTH, count_cycles, harness_inputs, read_register)
@@ -19,8 +19,7 @@ from hdl.designs.fabric.npu_engine import NpuEngine
 
 from .engine_port import EnginePort
 from .injection_mux import InjectionMux
-from .mesh_router import MeshRouter
-from .mesh_wire import MeshWire
+from .mesh_network import add_mesh
 
 __all__ = ["MeshFabricTop", "MESH_GLOBAL_READ", "engine_unit", "PORT_REG_BASE"]
 
@@ -37,7 +36,8 @@ def engine_unit(rank: int, chunk: int) -> int:
 
 
 class MeshFabricTop(wiring.Component):
-    """``spec.rows`` x ``spec.cols`` :class:`MeshRouter` s joined by :class:`MeshWire` s, and at
+    """``spec.rows`` x ``spec.cols`` :class:`MeshRouter` s joined by :class:`MeshWire` s
+    (:func:`hdl.designs.mesh.mesh_network.add_mesh`), and at
     each router's local port two :class:`NpuEngine` s (chunk 0 on VC 0 / X-Y, chunk 1 on VC 1
     / Y-X), each behind an :class:`EnginePort`, into the router through an
     :class:`InjectionMux`.
@@ -73,16 +73,7 @@ class MeshFabricTop(wiring.Component):
         m = Module()
         start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec = self.spec
-        routers = {}
-        errors = []
-        for rank in range(spec.npus):
-            x, y = spec.position(rank)
-            router = m.submodules[f"router_{x}_{y}"] = MeshRouter(
-                flit=spec.flit, depth=spec.depth, link_rate=spec.link_rate)
-            routers[(x, y)] = router
-            m.d.comb += [router.pos_x.eq(x), router.pos_y.eq(y)]
-            errors += [router.overflow, router.credit_error]
-        self._wires(m, routers)
+        routers, errors = add_mesh(m, spec)
         engines = {}
         for rank in range(spec.npus):
             router = routers[spec.position(rank)]
@@ -112,22 +103,6 @@ class MeshFabricTop(wiring.Component):
                 errors.append(port.overflow)
         self._counters(m, engines, errors, start, rd_unit, rd_reg)
         return m
-
-    def _wires(self, m, routers):
-        """A wire each way between every pair of neighbours."""
-        step = {EAST: (1, 0), SOUTH: (0, 1)}
-        back = {EAST: WEST, SOUTH: NORTH}
-        for (x, y), router in routers.items():
-            for out, (dx, dy) in step.items():
-                other = routers.get((x + dx, y + dy))
-                if other is None:
-                    continue
-                for a, pa, b, pb in ((router, out, other, back[out]), (other, back[out], router, out)):
-                    wire = m.submodules[f"wire_{id(a) % 100000}_{pa}"] = MeshWire(
-                        flit=self.spec.flit, latency=self.spec.link_latency)
-                    m.d.comb += [wire.i.valid.eq(a.o[pa].valid), wire.i.payload.eq(a.o[pa].payload),
-                                 b.i[pb].valid.eq(wire.o.valid), b.i[pb].payload.eq(wire.o.payload),
-                                 wire.credit_in.eq(b.i_credit[pb]), a.o_credit[pa].eq(wire.credit_out)]
 
     def _counters(self, m, engines, errors, start, rd_unit, rd_reg):
         all_done, running, protocol_error = Signal(), Signal(), Signal()

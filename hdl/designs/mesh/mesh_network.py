@@ -1,0 +1,99 @@
+"""The routers and wires of a 2D mesh (docs/mesh_rtl.md): :func:`add_mesh` (shared by the mesh
+fabric ``fred_mesh_fabric`` and :class:`MeshNetwork`) and :class:`MeshNetwork`, the mesh with
+every NPU's local port as a link of its own (what a latency-load curve drives)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import EAST, LOCAL, MESH_VCS, NORTH, SOUTH, WEST, MeshFabricSpec
+from hdl.designs.layouts import struct_layout
+from hdl.designs.switch.vc_input_buffer import link_signature
+
+from .mesh_router import MeshRouter
+from .mesh_wire import MeshWire
+
+__all__ = ["add_mesh", "MeshNetwork"]
+
+
+def add_mesh(m: Module, spec: MeshFabricSpec) -> tuple[dict, list]:
+    """Add ``spec.rows`` x ``spec.cols`` :class:`MeshRouter` s (``router_X_Y``, at the router
+    coordinates of ``spec.position``) to ``m``, and a :class:`MeshWire` each way between every
+    pair of neighbours (``spec.link_latency`` cycles; the routers' neighbour outputs at
+    ``spec.link_rate``). Returns ``({(x, y): router}, [error signals])``: each router's
+    ``overflow`` and ``credit_error``. Local ports are left to the caller; edge routers'
+    outward ports are unconnected (dimension-order routes between NPUs never leave the mesh)."""
+    routers, errors = {}, []
+    for rank in range(spec.npus):
+        x, y = spec.position(rank)
+        router = m.submodules[f"router_{x}_{y}"] = MeshRouter(
+            flit=spec.flit, depth=spec.depth, link_rate=spec.link_rate)
+        routers[(x, y)] = router
+        m.d.comb += [router.pos_x.eq(x), router.pos_y.eq(y)]
+        errors += [router.overflow, router.credit_error]
+    step = {EAST: (1, 0), SOUTH: (0, 1)}
+    back = {EAST: WEST, SOUTH: NORTH}
+    for (x, y), router in routers.items():
+        for out, (dx, dy) in step.items():
+            other = routers.get((x + dx, y + dy))
+            if other is None:
+                continue
+            # named by the sending router's coordinates and port, so the Verilog is the same
+            # on every run
+            for (ax, ay), pa, (bx, by), pb in (((x, y), out, (x + dx, y + dy), back[out]),
+                                               ((x + dx, y + dy), back[out], (x, y), out)):
+                a, b = routers[(ax, ay)], routers[(bx, by)]
+                wire = m.submodules[f"wire_{ax}_{ay}_{pa}"] = MeshWire(
+                    flit=spec.flit, latency=spec.link_latency)
+                m.d.comb += [wire.i.valid.eq(a.o[pa].valid), wire.i.payload.eq(a.o[pa].payload),
+                             b.i[pb].valid.eq(wire.o.valid), b.i[pb].payload.eq(wire.o.payload),
+                             wire.credit_in.eq(b.i_credit[pb]), a.o_credit[pa].eq(wire.credit_out)]
+    return routers, errors
+
+
+class MeshNetwork(wiring.Component):
+    """The mesh of :func:`add_mesh` with NPU ``rank``'s local router port as members indexed by
+    rank (the router's own local-port protocol, docs/mesh_rtl.md):
+
+    * ``i[rank]`` (In link: valid, payload of ``spec.flit``) and ``i_credit[rank]`` (Out(2):
+      bit v pulses when the router frees a VC v slot of its local input; ``spec.depth`` per VC
+      to start with): what the NPU injects.
+    * ``o[rank]`` (Out link) and ``o_credit[rank]`` (In(2)): what the router ejects; the NPU
+      returns one credit per flit it takes (the router starts with ``spec.depth`` per VC).
+    * ``protocol_error``: sticky, some router's ``overflow`` or ``credit_error``.
+
+    Latency: each router 2 cycles, each wire ``spec.link_latency``. For simulation (a
+    latency-load curve, studies/mesh_load_curve.py) and use as a building block; the NPU
+    engines of ``fred_mesh_fabric`` are not in it.
+    """
+
+    def __init__(self, spec: MeshFabricSpec):
+        if not isinstance(spec, MeshFabricSpec):
+            raise FredError(f"MeshNetwork needs a MeshFabricSpec, got {spec!r}")
+        self.spec = spec
+        shape = struct_layout(spec.flit.fields)
+        super().__init__({
+            "i": In(link_signature(shape)).array(spec.npus),
+            "i_credit": Out(MESH_VCS).array(spec.npus),
+            "o": Out(link_signature(shape)).array(spec.npus),
+            "o_credit": In(MESH_VCS).array(spec.npus),
+            "protocol_error": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        routers, errors = add_mesh(m, self.spec)
+        for rank in range(self.spec.npus):
+            router = routers[self.spec.position(rank)]
+            m.d.comb += [router.i[LOCAL].valid.eq(self.i[rank].valid),
+                         router.i[LOCAL].payload.eq(self.i[rank].payload),
+                         self.i_credit[rank].eq(router.i_credit[LOCAL]),
+                         self.o[rank].valid.eq(router.o[LOCAL].valid),
+                         self.o[rank].payload.eq(router.o[LOCAL].payload),
+                         router.o_credit[LOCAL].eq(self.o_credit[rank])]
+        with m.If(sum(errors) != 0):
+            m.d.sync += self.protocol_error.eq(1)
+        return m
