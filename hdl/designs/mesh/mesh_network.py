@@ -70,9 +70,13 @@ class MeshNetwork(wiring.Component):
     engines of ``fred_mesh_fabric`` are not in it.
     """
 
-    def __init__(self, spec: MeshFabricSpec):
+    def __new__(cls, spec: MeshFabricSpec):
+        # checked before the component exists (no "created but never used" warning on error)
         if not isinstance(spec, MeshFabricSpec):
             raise FredError(f"MeshNetwork needs a MeshFabricSpec, got {spec!r}")
+        return super().__new__(cls)
+
+    def __init__(self, spec: MeshFabricSpec):
         self.spec = spec
         shape = struct_layout(spec.flit.fields)
         super().__init__({
