@@ -113,6 +113,8 @@ class LoadCurve:
     points: list
     saturation: dict = field(default_factory=dict)
     saturation_throughput: dict = field(default_factory=dict)
+    #: what the throughput is per (the plot's axis)
+    endpoint = "port"
 
     @property
     def title(self) -> str:
@@ -262,7 +264,7 @@ def write_load_curve(out: str | Path, curve: LoadCurve) -> list[Path]:
                         label=f"{pattern}: saturated at offered {sat:g}")
     ax.axhline(curve.zero_load_latency, color="gray", ls=":", lw=0.8,
                label=f"zero-load latency ({curve.zero_load_latency:g} cycles)")
-    ax.set_xlabel("accepted throughput (flits per cycle per port)")
+    ax.set_xlabel(f"accepted throughput (flits per cycle per {curve.endpoint})")
     ax.set_ylabel("mean packet latency (cycles)")
     ax.set_yscale("log")
     ax.set_title(curve.title, fontsize=10)

@@ -51,6 +51,9 @@ class MeshLoadCurve:
     saturation: dict = field(default_factory=dict)
     saturation_throughput: dict = field(default_factory=dict)
 
+    #: what the throughput is per (the plot's axis)
+    endpoint = "NPU"
+
     @property
     def title(self) -> str:
         return (f"{self.rows} x {self.cols} mesh RTL (Amaranth simulator), dimension-order routing, "
