@@ -218,7 +218,7 @@ DESIGNS: dict[str, Design] = {
         unit="mesh_fabric",
         top="fred_mesh_fabric",
         description="the 2D-mesh baseline fabric RTL: rows x cols mesh routers, wires, two NPU engines "
-                    "per NPU (docs/mesh_rtl.md; 5 x 4: about 45 s to generate)",
+                    "per NPU (docs/mesh_rtl.md; 5 x 4: about 90 s to generate)",
         factory=_mesh_fabric,
         params={
             "rows": Param(_positive_int, MESH_FABRIC_DEFAULT.rows, "mesh rows (2..14; the paper's wafer: 5)"),

@@ -1,6 +1,6 @@
 """``fred verilog --unit mesh_fabric``: the 2D-mesh fabric RTL as a ``fred verilog`` unit
 (docs/mesh_rtl.md, "The mesh fabric as a Verilog unit"). The default 5 x 4 mesh takes about
-45 s to generate, so its identity and lint checks run under ``-m full``
+90 s to generate, so its identity and lint checks run under ``-m full``
 (tests/hdl/emit/test_verilog.py); a 2 x 2 mesh with small NPU memories is checked here."""
 
 import re

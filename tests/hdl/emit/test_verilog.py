@@ -7,7 +7,7 @@ from eda.toolchain import MIN_VERILATOR_VERSION, setup_verilator, verilator_vers
 from hdl.designs.registry import DESIGNS
 
 #: Designs whose Verilog takes long to generate (the fabric: about 4 MB, 40 s; the 5 x 4 mesh
-#: fabric: about 45 s, a 2 x 2 one is linted in tests/fred/test_verilog_mesh_fabric.py): their identity and
+#: fabric: about 90 s, a 2 x 2 one is linted in tests/fred/test_verilog_mesh_fabric.py): their identity and
 #: lint checks run under ``-m full``; the fabric's RTL is exercised by its own tests either way.
 SLOW_DESIGNS = {"fabric", "mesh_fabric"}
 UNITS = [pytest.param(unit, marks=pytest.mark.full) if unit in SLOW_DESIGNS else unit for unit in sorted(DESIGNS)]
