@@ -230,7 +230,9 @@ def _random_flows(rng, ports):
 
 
 @pytest.mark.parametrize("ports,middle,dtype", [(3, 2, "int32"), (3, 3, "fp16"), (5, 3, "int32"),
-                                                (6, 3, "int32"), (7, 2, "fp16")])
+                                                (6, 3, "int32"),
+                                                # 11 s in CI; m = 2 at odd P is (3, 2)'s case
+                                                pytest.param(7, 2, "fp16", marks=pytest.mark.full)])
 def test_odd_and_non_power_of_two_switch_routes_random_flows(ports, middle, dtype, run_streams):
     """Fred_m(P) for P not a power of two: compiler-routed random flow sets (the last port
     included), random idle cycles and backpressure, every output bit-exact against the
