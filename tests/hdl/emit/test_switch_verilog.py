@@ -75,6 +75,7 @@ def _p64(tmp_path):
     return out
 
 
+@pytest.mark.full        # 22 s in a fresh clone; the chiplets (P = 12, 10) lint in the default suite
 @pytest.mark.verilator
 def test_p64_lints_clean(tmp_path):
     """Fred_3(64), fp16 x 4: hierarchical Verilog (about 5 s, 1.4 MB), linted module by module

@@ -184,7 +184,9 @@ def test_the_equivalence_check_finds_a_difference():
 @pytest.mark.cocotb
 # Fred_3(3) int32 under -m full only: Fred_3(5)'s hierarchy contains three Fred_3(3) (CI time)
 @pytest.mark.parametrize("ports,middle,dtype", [
-    (4, 2, "fp16"), pytest.param(3, 3, "int32", marks=pytest.mark.full), (5, 3, "int32")])
+    (4, 2, "fp16"), pytest.param(3, 3, "int32", marks=pytest.mark.full),
+    # 50 s in a fresh clone (two Verilator builds); flat = hierarchical is also proven formally
+    pytest.param(5, 3, "int32", marks=pytest.mark.full)])
 def test_flat_and_hierarchical_agree_in_cosimulation(ports, middle, dtype):
     """The switch benches (random flow sets with idle inputs and backpressure, the configuration
     protocol) on both builds at once: every output equal in every cycle."""
