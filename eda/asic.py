@@ -7,7 +7,9 @@ missing package and the install command (``make asic-install``).
 
 One design (a Verilog file with module ``top``) goes through:
 
-1. yosys: ``synth -flatten``, flip-flops mapped to the liberty's DFFs (``dfflibmap``), logic by
+1. yosys: ``synth -flatten`` (or, ``hierarchical``, ``synth`` keeping the hierarchy: each
+   distinct module of the hierarchical Verilog mapped once, then flattened after mapping; see
+   :func:`yosys_script`), flip-flops mapped to the liberty's DFFs (``dfflibmap``), logic by
    ABC to the liberty's cells with a delay target and ABC's fanout buffering and gate sizing
    (:data:`ABC_SCRIPT`), nets split and wire-to-wire assignments buffered so OpenSTA can read the
    netlist; ``stat -liberty`` gives cells by type and area (um^2, the liberty's unit).
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["AsicTools", "find_asic_tools", "liberty_cell_area", "parse_stat", "parse_sta_report",
+__all__ = ["AsicTools", "find_asic_tools", "liberty_cell_area", "parse_stat", "parse_hierarchy_stat",
+           "parse_sta_report",
            "yosys_script", "sta_script", "synthesize", "static_timing", "fo4_delay",
            "INSTALL_COMMAND", "LIBERTY", "NAND2_CELL"]
 
@@ -134,16 +137,60 @@ def parse_sta_report(text: str) -> dict:
             "logic_levels": len(cells) - len(launch)}
 
 
-def yosys_script(*, top: str, liberty: Path, delay_target_ps: float) -> str:
+def yosys_script(*, top: str, liberty: Path, delay_target_ps: float, hierarchical: bool = False) -> str:
     """The yosys commands of step 1 (see the module docstring); writes ``stat.txt`` and
-    ``netlist.v`` in the working folder."""
+    ``netlist.v`` in the working folder.
+
+    ``hierarchical``: ``synth`` without ``-flatten``, so each distinct module (the hierarchical
+    Verilog of :mod:`hdl.emit.hierarchy` has one per component and parameter set) is optimized
+    and mapped by ABC once, however many instances it has; ``stat_hier.txt`` records each
+    module's area and the hierarchy. The mapped netlist is then flattened (copies of mapped
+    cells, no further optimization) so the fanout buffer trees and OpenSTA see every instance.
+    Nothing is optimized across module boundaries (constants, unused outputs), which a flat run
+    does: the hierarchical area is an upper bound of the flat one (docs/asic.md measures the gap)."""
     abc = ABC_SCRIPT
+    synth = [f"synth -top {top}"] if hierarchical else [f"synth -flatten -top {top}"]
+    mapped = [f"dfflibmap -liberty {liberty}", f"abc -D {delay_target_ps:g} -liberty {liberty} -script {abc}",
+              "opt_clean -purge"]
+    if hierarchical:
+        mapped += [f"tee -q -o stat_hier.txt stat -liberty {liberty} -top {top}", "flatten", "opt_clean -purge"]
     return "; ".join([
-        "read_verilog dut.v", f"synth -flatten -top {top}", f"dfflibmap -liberty {liberty}",
-        f"abc -D {delay_target_ps:g} -liberty {liberty} -script {abc}",
-        "opt_clean -purge", "splitnets -ports", "opt_clean -purge", "insbuf -buf BUFX2 A Y",
+        "read_verilog dut.v", *synth, *mapped, "splitnets -ports", "opt_clean -purge", "insbuf -buf BUFX2 A Y",
         f"tee -q -o stat.txt stat -liberty {liberty}", "write_verilog -noattr -noexpr -nodec netlist.v",
     ])
+
+
+def parse_hierarchy_stat(text: str, top: str) -> dict:
+    """Yosys ``stat -liberty -top`` text of a hierarchical design: ``{"modules": {name:
+    {"instances", "area_um2"}}, "area_um2"}``, where a module's ``area_um2`` is its own cells'
+    area (one instance, submodules excluded), ``instances`` its number of instances in the whole
+    design (the counts of the hierarchy listing multiplied down every path from ``top``), and
+    the total ``area_um2`` yosys' area of ``top`` over the hierarchy."""
+    own = {}                                     # a module of submodules only has no area line
+    for section in re.split(r"^(?==== )", text, flags=re.MULTILINE):
+        header = re.match(r"=== \\?(\S+) ===", section)
+        if header and header.group(1) != "design":
+            area = re.search(r"^\s*Chip area for module '[^']+':\s*([0-9.]+)", section, re.MULTILINE)
+            own[header.group(1)] = float(area.group(1)) if area else 0.0
+    listing = re.search(r"^=== design hierarchy ===\n\n(.*?)\n\n", text, re.MULTILINE | re.DOTALL)
+    total = re.search(r"Chip area for top module '\\?" + re.escape(top) + r"':\s*([0-9.]+)", text)
+    if listing is None or total is None:
+        raise FredError(f"yosys stat: no design hierarchy for {top} (was stat run with -top?)")
+    instances: dict[str, int] = {}
+    stack: list[tuple[int, int]] = []            # (indent, instances of that line's module)
+    for line in listing.group(1).splitlines():
+        indent = len(line) - len(line.lstrip())
+        name, count = line.split()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        number = int(count) * (stack[-1][1] if stack else 1)
+        instances[name] = instances.get(name, 0) + number
+        stack.append((indent, number))
+    missing = sorted(set(instances) - set(own))
+    if missing:
+        raise FredError(f"yosys stat: no area for module(s) {', '.join(missing)}")
+    return {"modules": {name: {"instances": n, "area_um2": own[name]} for name, n in instances.items()},
+            "area_um2": float(total.group(1))}
 
 
 def sta_script(*, top: str, liberty: Path, netlist: str = "netlist.v", clock: str | None = "clk",
@@ -174,12 +221,18 @@ def _run(command: list[str], log: Path, *, timeout: float | None) -> str:
 
 
 def synthesize(tools: AsicTools, folder: Path, *, top: str = "top", delay_target_ps: float = 5000,
-               timeout: float | None = None) -> dict:
-    """Step 1 on ``folder/dut.v``: cells by type and area; ``folder/netlist.v`` for step 2."""
-    script = yosys_script(top=top, liberty=tools.liberty, delay_target_ps=delay_target_ps)
+               timeout: float | None = None, hierarchical: bool = False) -> dict:
+    """Step 1 on ``folder/dut.v``: cells by type and area (of the flattened netlist);
+    ``folder/netlist.v`` for step 2. ``hierarchical`` (:func:`yosys_script`) adds
+    ``"hierarchy"``: :func:`parse_hierarchy_stat` of the mapped hierarchy."""
+    script = yosys_script(top=top, liberty=tools.liberty, delay_target_ps=delay_target_ps,
+                          hierarchical=hierarchical)
     (folder / "synth.ys").write_text(script.replace("; ", "\n") + "\n")
     _run([tools.yosys, "-q", "-s", "synth.ys"], folder / "yosys.log", timeout=timeout)
-    return parse_stat((folder / "stat.txt").read_text(), top)
+    stat = parse_stat((folder / "stat.txt").read_text(), top)
+    if hierarchical:
+        stat["hierarchy"] = parse_hierarchy_stat((folder / "stat_hier.txt").read_text(), top)
+    return stat
 
 
 def static_timing(tools: AsicTools, folder: Path, *, top: str = "top", clock: str | None = "clk",

@@ -2,7 +2,8 @@
 docs/asic.md).
 
 For each design (:func:`asic_designs`): Verilog from the Amaranth design, then
-:mod:`eda.asic` (yosys + ABC to the OSU liberty, fanout buffer trees of :mod:`eda.fanout_buffers`,
+:mod:`eda.asic` (yosys + ABC to the OSU liberty, flat or, for Fred_m(P), hierarchically: each
+distinct module mapped once, the area summed over the instances, fanout buffer trees of :mod:`eda.fanout_buffers`,
 OpenSTA). A result records cells by type, flip-flops, area (um^2) with and without the buffer
 trees, gate equivalents (GE = area / NAND2X1 area, 96 um^2 in this library), the worst
 register-to-register (or port) path in ns and in FO4 delays (:func:`eda.asic.fo4_delay`), the
@@ -12,6 +13,11 @@ For a Fred_m(P) that the switch characterization (``data/characterization.json``
 in yosys generic cells, ``generic_ge`` is that count priced by ``configs/cost.toml``'s
 gate-equivalent ratios, and ``asic_per_generic_ge`` the measured ratio: how far the cost model's
 hand ratios are from a real library (the cost file's ``[logic] asic_per_generic_ge``).
+
+A hierarchical result also records ``modules_mapped`` (distinct modules), ``area_hierarchy_um2``
+(yosys' sum over the instances, before the buffer trees) and ``area_by_component`` (um^2 per
+component: a module and its named submodules, such as ``fred_input_ms_m3_fp16x4_t8`` with its
+fork, paths and buffers, summed over every instance).
 
 Writes ``OUT/<name>/`` (Verilog, yosys and OpenSTA scripts and logs, netlists) and
 ``OUT/asic.json`` (results and provenance: tool versions, liberty, date, command).
@@ -31,30 +37,58 @@ from eda.fanout_buffers import buffer_fanout, liberty_cells, netlist_cells
 from hdl.contracts.errors import FredError
 from studies.report import Column, table_lines, write_json
 
-__all__ = ["asic_designs", "asic_point", "asic_report", "generic_ge_of", "markdown", "COLUMNS",
-           "DEFAULT_PORTS", "EXTRAS", "FORMATS"]
+__all__ = ["asic_designs", "asic_point", "asic_report", "area_by_component", "generic_ge_of", "markdown",
+           "COLUMNS", "DEFAULT_PORTS", "EXTRAS", "FORMATS", "SYNTHESIS_MODES"]
 
-#: Fred_3(P) sizes synthesized by default (Fred_3(8) flat takes about a minute; each step up in
-#: P roughly doubles it, docs/asic.md)
-DEFAULT_PORTS = (4, 8)
+#: Fred_3(P) sizes synthesized by default: P = 4..12, which includes the wafer's chiplets
+#: Fred_3(10) and Fred_3(12) (:data:`studies.characterization.grid.CHIPLETS`). Hierarchical
+#: synthesis takes 0.5-5 min per size (docs/asic.md); flat, Fred_3(8) alone took 7.5 min.
+DEFAULT_PORTS = tuple(range(4, 13))
+#: how Fred_m(P) is synthesized: flat (one netlist, optimized across modules), hierarchical
+#: (each distinct module mapped once; records named ``..._hier`` as the characterization's), or both
+SYNTHESIS_MODES = ("hierarchical", "flat", "both")
 #: the reduction unit's formats (one lane each: the adder per format)
 FORMATS = ("int32", "fp16", "bf16", "fp32")
 #: the other routers, at their registry defaults
 EXTRAS = ("mesh_router", "packet_switch")
 
 
-def asic_designs(ports=DEFAULT_PORTS, *, middle: int = 3, formats=FORMATS, extras=EXTRAS) -> list[dict]:
-    """``[{name, kind, ...}]``: the microswitches (fp16 x 4, as the characterization), the
-    reduction unit per format (1 lane), Fred_m(P) for each P (fp16 x 4 lanes, 4 phases, as the
-    characterization), and the extras at their registry defaults, in increasing size."""
+def asic_designs(ports=DEFAULT_PORTS, *, middle: int = 3, formats=FORMATS, extras=EXTRAS,
+                 synthesis: str = "hierarchical") -> list[dict]:
+    """``[{name, kind, ...}]``: the microswitches and the odd-P demux and mux (fp16 x 4, as the
+    characterization), the reduction unit per format (1 lane), the extras at their registry
+    defaults, and Fred_m(P) for each P (fp16 x 4 lanes, 4 phases, as the characterization;
+    ``synthesis`` one of :data:`SYNTHESIS_MODES`, a hierarchical record named
+    ``fred_switch_P<P>m<m>_hier``; ``chiplet`` true for the wafer's chiplet sizes), in
+    increasing size. The parts and extras are synthesized flat."""
+    if synthesis not in SYNTHESIS_MODES:
+        raise FredError(f"synthesis {synthesis!r} is not one of {', '.join(SYNTHESIS_MODES)}")
+    from studies.characterization.grid import CHIPLET_MIDDLE, CHIPLETS
     designs = [{"name": "rd_microswitch", "kind": "rd", "ports": 2, "middle": None},
                {"name": f"input_microswitch_m{middle}", "kind": "input", "ports": 2, "middle": middle},
-               {"name": f"output_microswitch_m{middle}", "kind": "output", "ports": 2, "middle": middle}]
+               {"name": f"output_microswitch_m{middle}", "kind": "output", "ports": 2, "middle": middle},
+               {"name": f"demux_m{middle}", "kind": "demux", "ports": 1, "middle": middle},
+               {"name": f"mux_m{middle}", "kind": "mux", "ports": 1, "middle": middle}]
     designs += [{"name": f"adder_{dtype}_l1", "kind": "adder", "dtype": dtype, "lanes": 1} for dtype in formats]
     designs += [{"name": extra, "kind": extra} for extra in extras]
-    designs += [{"name": f"fred_switch_P{p}m{middle}", "kind": "switch", "ports": p, "middle": middle}
-                for p in sorted(ports)]
+    modes = ("flat", "hierarchical") if synthesis == "both" else (synthesis,)
+    for p in sorted(ports):
+        for mode in modes:
+            designs.append({"name": f"fred_switch_P{p}m{middle}" + ("_hier" if mode == "hierarchical" else ""),
+                            "kind": "switch", "ports": p, "middle": middle, "synthesis": mode,
+                            "chiplet": p in CHIPLETS and middle == CHIPLET_MIDDLE})
     return designs
+
+
+def area_by_component(modules: dict) -> dict[str, float]:
+    """um^2 per component of a hierarchical result: :func:`eda.asic.parse_hierarchy_stat`'s
+    modules grouped by the name before the first dot (Amaranth names a component's unnamed
+    submodules ``component.sub``), each module's area times its instances; largest first."""
+    totals: dict[str, float] = {}
+    for name, module in modules.items():
+        root = name.split(".")[0]
+        totals[root] = totals.get(root, 0.0) + module["area_um2"] * module["instances"]
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
 
 def _component(design: dict):
@@ -77,7 +111,9 @@ def asic_point(design: dict, tools: AsicTools, *, out: Path, fo4_ns: float, max_
     started = time.time()
     (folder / "dut.v").write_text(to_verilog(_component(design), name="top"))
     generated = time.time()
-    stat = synthesize(tools, folder, top="top", delay_target_ps=delay_target_ps, timeout=timeout)
+    hierarchical = design.get("synthesis") == "hierarchical"
+    stat = synthesize(tools, folder, top="top", delay_target_ps=delay_target_ps, timeout=timeout,
+                      hierarchical=hierarchical)
     synthesized = time.time()
     library = liberty_cells(tools.liberty.read_text())
     netlist, buffers = buffer_fanout((folder / "netlist.v").read_text(), library, max_fanout=max_fanout)
@@ -86,7 +122,12 @@ def asic_point(design: dict, tools: AsicTools, *, out: Path, fo4_ns: float, max_
     area = sum(library[cell]["area"] * count for cell, count in cells.items())
     path = static_timing(tools, folder, top="top", netlist="netlist_buffered.v", timeout=timeout)
     nand2 = library[NAND2_CELL]["area"]
-    return {**design,
+    hierarchy = {}
+    if hierarchical:
+        modules = stat["hierarchy"]["modules"]
+        hierarchy = {"modules_mapped": len(modules), "area_hierarchy_um2": stat["hierarchy"]["area_um2"],
+                     "area_by_component": area_by_component(modules)}
+    return {**design, **hierarchy,
             "cells": sum(cells.values()), "cells_by_type": cells,
             "flip_flops": sum(n for cell, n in cells.items() if cell.startswith("DFF")),
             "area_um2": area, "area_unbuffered_um2": stat["area_um2"], "fanout_buffers": buffers,

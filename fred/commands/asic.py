@@ -11,6 +11,7 @@ import sys
 
 from fred.cli import print_json
 from fred.commands._option_types import RANGES, int_in, ints_in
+from studies.asic_report import DEFAULT_PORTS, SYNTHESIS_MODES
 
 HELP = "OSU 0.35 um standard-cell area (kGE) and OpenSTA timing of the designs (Debian yosys, opensta)"
 
@@ -20,9 +21,12 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ports", type=ints_in(2, 16), default=(4, 8),
-                        help="Fred_m(P) sizes to synthesize flat (default 4,8; Fred_3(8) takes about "
-                             "a minute, each doubling of P several times that)")
+    parser.add_argument("--ports", type=ints_in(2, 16), default=DEFAULT_PORTS,
+                        help="Fred_m(P) sizes (default 4..12, which includes the chiplets Fred_3(10) "
+                             "and Fred_3(12); hierarchical: 0.5-5 min each)")
+    parser.add_argument("--synthesis", choices=SYNTHESIS_MODES, default="hierarchical",
+                        help="Fred_m(P) hierarchical (each distinct module mapped once, default), flat "
+                             "(Fred_3(8) flat: 7.5 min, 1.1 GB) or both")
     parser.add_argument("--middle", type=RANGES["middle"], default=3, help="m of Fred_m(P) (default 3)")
     parser.add_argument("--only", type=_names, default=(),
                         help="design names to run, comma-separated (default all; --list shows them)")
@@ -40,7 +44,7 @@ def run(args) -> int:
     from hdl.contracts.errors import FredError
     from studies.asic_report import asic_designs
     from studies.report import check_writable
-    designs = asic_designs(args.ports, middle=args.middle)
+    designs = asic_designs(args.ports, middle=args.middle, synthesis=args.synthesis)
     if args.only:
         unknown = sorted(set(args.only) - {d["name"] for d in designs})
         if unknown:
