@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import platform as host
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ from hdl.contracts.errors import FredError
 from studies.report import Column, table_lines, write_json
 
 __all__ = ["asic_designs", "asic_point", "asic_report", "area_by_component", "generic_ge_of", "markdown",
-           "COLUMNS", "DEFAULT_PORTS", "EXTRAS", "FORMATS", "SYNTHESIS_MODES"]
+           "register_output", "COLUMNS", "DEFAULT_PORTS", "EXTRAS", "FORMATS", "SYNTHESIS_MODES"]
 
 #: Fred_3(P) sizes synthesized by default: P = 4..12, which includes the wafer's chiplets
 #: Fred_3(10) and Fred_3(12) (:data:`studies.characterization.grid.CHIPLETS`). Hierarchical
@@ -135,8 +136,19 @@ def asic_point(design: dict, tools: AsicTools, *, out: Path, fo4_ns: float, max_
             "critical_path_ns": path["arrival_ns"], "critical_path_fo4": round(path["arrival_ns"] / fo4_ns, 1),
             "logic_levels": path["logic_levels"], "startpoint": path["startpoint"], "endpoint": path["endpoint"],
             "path_cells": [c["cell"] for c in path["path"]],
+            "start_register": register_output(netlist, path["startpoint"]),
+            "end_register": register_output(netlist, path["endpoint"]),
             "seconds": {"verilog": round(generated - started, 1), "yosys": round(synthesized - generated, 1),
                         "total": round(time.time() - started, 1)}}
+
+
+def register_output(netlist: str, instance: str) -> str | None:
+    """The net a flip-flop ``instance`` of a mapped netlist drives (its ``Q``): the RTL register's
+    name (such as ``config_memory.active[66]``), where the instance itself has an anonymous
+    name; None if the instance is not a flip-flop of the netlist."""
+    match = re.search(r"^  DFF\w* " + re.escape(instance) + r" \(\n(?:.*\n)*?\s*\.Q\((.*?)\)\n", netlist,
+                      re.MULTILINE)
+    return match.group(1).strip().lstrip("\\") if match else None
 
 
 def _version(command: list[str]) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from eda import asic
-from eda.asic import (find_asic_tools, fo4_netlist, liberty_cell_area, parse_sta_report, parse_stat,
-                      yosys_script)
+from eda.asic import (find_asic_tools, fo4_netlist, liberty_cell_area, parse_hierarchy_stat,
+                      parse_sta_report, parse_stat, yosys_script)
 from hdl.contracts.errors import FredError
 
 LIBERTY_TEXT = """
@@ -42,6 +42,59 @@ STAT_TEXT = """
      NAND2X1                         2
 
    Chip area for module '\\top': 1024.000000
+
+"""
+
+#: yosys 0.23 ``stat -liberty -top top`` of a hierarchy: top holds two ``pair``, each of which
+#: holds only submodules (no area line), one ``leaf`` and three ``buf``; ``buf`` is also used
+#: once by top directly
+HIER_STAT_TEXT = """
+=== buf ===
+
+   Number of cells:                  1
+     BUFX2                           1
+
+   Chip area for module '\\buf': 48.000000
+
+=== leaf ===
+
+   Number of cells:                  2
+     NAND2X1                         2
+
+   Chip area for module '\\leaf': 192.000000
+
+=== pair ===
+
+   Number of cells:                  4
+     buf                             3
+     leaf                            1
+
+   Area for cell type \\leaf is unknown!
+
+=== top ===
+
+   Number of cells:                  4
+     INVX1                           1
+     buf                             1
+     pair                            2
+
+   Chip area for module '\\top': 64.000000
+
+=== design hierarchy ===
+
+   top                               1
+     buf                             1
+     pair                            2
+       buf                           3
+       leaf                          1
+
+   Number of wires:                 20
+   Number of cells:                 11
+     BUFX2                           7
+     INVX1                           1
+     NAND2X1                         4
+
+   Chip area for top module '\\top': 784.000000
 
 """
 
@@ -140,6 +193,28 @@ def test_yosys_script_maps_flops_and_logic_to_the_liberty():
     assert script.endswith("write_verilog -noattr -noexpr -nodec netlist.v")
 
 
+def test_hierarchy_stat_multiplies_instance_counts_down_the_tree():
+    """buf: 1 under top + 2 pairs x 3 = 7 instances; a module of submodules only has area 0; the
+    instances times the modules' own areas add up to yosys' total (7 x 48 + 2 x 192 + 64 = 784)."""
+    hier = parse_hierarchy_stat(HIER_STAT_TEXT, "top")
+    assert hier["modules"] == {"top": {"instances": 1, "area_um2": 64.0},
+                               "buf": {"instances": 7, "area_um2": 48.0},
+                               "pair": {"instances": 2, "area_um2": 0.0},
+                               "leaf": {"instances": 2, "area_um2": 192.0}}
+    assert hier["area_um2"] == 784.0 == sum(m["instances"] * m["area_um2"] for m in hier["modules"].values())
+    with pytest.raises(FredError, match="no design hierarchy"):
+        parse_hierarchy_stat(STAT_TEXT, "top")
+    with pytest.raises(FredError, match="no area for module.*leaf"):
+        parse_hierarchy_stat(HIER_STAT_TEXT.replace("=== leaf ===", "=== other ==="), "top")
+
+
+def test_hierarchical_script_maps_modules_before_flattening():
+    script = yosys_script(top="top", liberty=Path("/x/cells.lib"), delay_target_ps=4000, hierarchical=True)
+    assert "-flatten" not in script and "synth -top top" in script
+    assert (script.index("abc ") < script.index("stat -liberty /x/cells.lib -top top")
+            < script.index("; flatten;") < script.index("tee -q -o stat.txt"))
+
+
 @pytest.mark.skipif(not (shutil.which("yosys") and shutil.which("sta") and asic.LIBERTY.is_file()),
                     reason="the Debian ASIC tools (make asic-install) are not installed")
 def test_int32_adder_end_to_end(tmp_path):
@@ -156,3 +231,18 @@ def test_int32_adder_end_to_end(tmp_path):
     assert result["area_um2"] == result["area_unbuffered_um2"] + result["fanout_buffers"] * liberty_cell_area(text, "BUFX4")
     assert result["flip_flops"] >= 2 * 32      # both operands' lanes are registered at least once
     assert result["critical_path_ns"] > 0 and result["logic_levels"] >= 1
+
+
+@pytest.mark.skipif(not (shutil.which("yosys") and shutil.which("sta") and asic.LIBERTY.is_file()),
+                    reason="the Debian ASIC tools (make asic-install) are not installed")
+def test_hierarchical_run_counts_every_instance_once(tmp_path):
+    """A 2-lane fp16 reduction unit hierarchically (its lanes and output buffer are submodules):
+    the flattened netlist's area is exactly yosys' sum over the hierarchy (flattening mapped
+    cells adds and removes nothing), and the components add up to it."""
+    from studies.asic_report import asic_point
+    tools = find_asic_tools()
+    result = asic_point({"name": "adder_h", "kind": "adder", "dtype": "fp16", "lanes": 2,
+                         "synthesis": "hierarchical"}, tools, out=tmp_path, fo4_ns=0.156)
+    assert result["modules_mapped"] >= 3
+    assert result["area_hierarchy_um2"] == result["area_unbuffered_um2"]
+    assert sum(result["area_by_component"].values()) == pytest.approx(result["area_unbuffered_um2"])
