@@ -18,8 +18,8 @@ with :class:`CostModel` (``configs/cost.toml``, every coefficient with its sourc
   Fred-D design (the cost file's ``[reference]``).
 * **logic area**: the switch datapath scales with bandwidth: the RTL's Fred_m(P) moves
   ``lanes`` x element bytes per cycle per port at the model clock; a port of bandwidth B needs
-  B / that many copies of its share of the switch's cells (cells per port per lane, the
-  characterization's synthesized or composed Fred_m(P)), converted to gate equivalents by cell
+  B / that many copies of its share of the switch's cells (the cells of Fred_m(P) over P, all
+  lanes; the characterization's synthesized or composed Fred_m(P)), converted to gate equivalents by cell
   type, scaled by the measured ratio of standard-cell GE to those GE (OSU 0.35 um, docs/asic.md)
   and to mm^2 at the 15 nm NAND2 area and placement utilisation.
 * **power**: the paper's 179.35 W for its Fred-D, scaled by chiplet-port bandwidth (the
@@ -284,15 +284,17 @@ def _raw_cost(design: FabricDesign, platform: Platform, cost: CostModel) -> dict
     char = _characterization(platform)
     ge, lanes, origin = _switch_cells(char.document, design.chiplet_ports, design.middle, cost, char.source)
     ge *= cost.asic_per_generic_ge      # the generic cells' GE as a standard-cell library realises them
-    lane_gbps = lanes * 2 * platform.switch.clock_mhz * 1e6 / GB     # fp16 lanes per cycle -> GBps
-    ge_per_port_lane = ge / (design.chiplet_ports * lanes)
+    # one copy of a port's datapath moves all its fp16 lanes per cycle; a port of B GBps needs
+    # B / copy_gbps copies of the port's share of the switch, GE / P (all lanes of it)
+    copy_gbps = lanes * 2 * platform.switch.clock_mhz * 1e6 / GB
+    ge_per_port = ge / design.chiplet_ports
     directions = 2 if cost.count_both_directions else 1
     chiplets, port_gbps, logic_ge = 0, 0.0, 0.0
     for sw in switch_ports(design, platform):
         n, _, crossings = chiplet_layout(sw["ports"], design.chiplet_ports)
         chiplets += n
         port_gbps += sw["gbps"] * crossings
-        logic_ge += sw["gbps"] * crossings / lane_gbps * ge_per_port_lane
+        logic_ge += sw["gbps"] * crossings / copy_gbps * ge_per_port
     shoreline_mm = directions * port_gbps / cost.shoreline_gbps_per_mm
     logic_mm2 = logic_ge * cost.nand2_um2 * 1e-6 / cost.utilization
     return {"chiplets": chiplets, "port_gbps": port_gbps, "shoreline_mm": shoreline_mm,

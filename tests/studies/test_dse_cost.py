@@ -162,3 +162,17 @@ def test_a_designs_chiplet_times_both_levels():
     assert P.switch_at("l1") != P.switch_at("l2")    # the shipped platform: Fred_3(12) and Fred_3(10)
     dp = design_platform(P, FRED_D)
     assert dp.switch_at("l1") == dp.switch_at("l2") == dp.switch
+
+
+def test_logic_is_one_port_share_of_the_switch_per_copy_of_the_ports_datapath():
+    """Fred-D by hand: a copy of a port's datapath moves 4 fp16 lanes = 8 GBps at 1 GHz, so the
+    302,304 GBps of chiplet ports need 302,304 / 8 copies, each Fred_3(16)'s GE / 16 (all four
+    lanes of one port), in standard-cell GE, at the 15 nm NAND2 area over the utilisation."""
+    from studies.cost import _characterization, _switch_cells
+    char = _characterization(P)
+    ge, lanes, _ = _switch_cells(char.document, 16, 3, COST, char.source)
+    assert lanes == 4
+    port_gbps = 3 * 24512 + 2 * 24384 + 3 * 60000
+    copies = port_gbps / (lanes * 2 * P.switch.clock_mhz / 1000)
+    expected = copies * ge * COST.asic_per_generic_ge / 16 * COST.nand2_um2 * 1e-6 / COST.utilization
+    assert fabric_cost(FRED_D, P, COST)["logic_mm2"] == pytest.approx(expected, rel=1e-12)
