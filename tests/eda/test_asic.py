@@ -236,12 +236,12 @@ def test_int32_adder_end_to_end(tmp_path):
 @pytest.mark.skipif(not (shutil.which("yosys") and shutil.which("sta") and asic.LIBERTY.is_file()),
                     reason="the Debian ASIC tools (make asic-install) are not installed")
 def test_hierarchical_run_counts_every_instance_once(tmp_path):
-    """A 2-lane fp16 reduction unit hierarchically (its lanes and output buffer are submodules):
+    """A 2-lane int32 reduction unit hierarchically (its lanes and output buffer are submodules):
     the flattened netlist's area is exactly yosys' sum over the hierarchy (flattening mapped
     cells adds and removes nothing), and the components add up to it."""
     from studies.asic_report import asic_point
     tools = find_asic_tools()
-    result = asic_point({"name": "adder_h", "kind": "adder", "dtype": "fp16", "lanes": 2,
+    result = asic_point({"name": "adder_h", "kind": "adder", "dtype": "int32", "lanes": 2,
                          "synthesis": "hierarchical"}, tools, out=tmp_path, fo4_ns=0.156)
     assert result["modules_mapped"] >= 3
     assert result["area_hierarchy_um2"] == result["area_unbuffered_um2"]
