@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, setup_verilator
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, make_variables_in_environ, setup_verilator
 
 __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut", "hierarchical_blocks"]
 
@@ -121,17 +121,10 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
                                                              for name in blocks))
         args += (str(control),)
     runner = get_runner("verilator")
-    saved_makeflags = os.environ.get("MAKEFLAGS")
-    os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {MAKE_VARIABLES}".strip()
-    try:
+    with make_variables_in_environ():
         runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
                      build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
                      log_file=build_dir / "build.log")
-    finally:
-        if saved_makeflags is None:
-            os.environ.pop("MAKEFLAGS", None)
-        else:
-            os.environ["MAKEFLAGS"] = saved_makeflags
     stamp.write_text(key_source[:200] + "\n")
     return build_dir
 

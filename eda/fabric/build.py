@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, build_step, setup_verilator
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_step, make_environment, setup_verilator
 
 __all__ = ["build_top_public_only", "PGO_GENERATE", "PGO_USE"]
 
@@ -119,14 +119,6 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
     (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
     (build_dir / "build.ok").write_text(key_source[:200] + "\n")
     return build_dir
-
-
-def make_environment() -> dict:
-    """The environment of the Verilated makefiles' ``make``: ours plus the runner's make
-    variables (``eda.toolchain.MAKE_VARIABLES``)."""
-    env = dict(os.environ)
-    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
-    return env
 
 
 def user_cflags_of(verilator_args) -> list[str]:

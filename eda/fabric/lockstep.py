@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, make_environment, user_cflags_of
-from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_step, setup_verilator
+from eda.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, user_cflags_of
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_step, make_environment, setup_verilator
 
 __all__ = ["DRIVER", "EXECUTABLE", "build_lockstep", "run_lockstep", "PART_TOPS"]
 
