@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hdl.contracts.errors import ToolchainError
 
-__all__ = ["build_step", "BUILD_ARGS", "compiler_cache", "make_environment", "make_variables_in_environ",
+__all__ = ["build_lock", "build_step", "BUILD_ARGS", "compiler_cache", "make_environment", "make_variables_in_environ",
            "MAKE_VARIABLES", "MIN_VERILATOR_VERSION", "SIM_BUILD", "Verilator", "setup_verilator",
            "verilator_version"]
 
@@ -112,6 +112,23 @@ def build_step(what: str, stream=None):
         print(f"build: {what} failed after {time.perf_counter() - start:.1f} s", file=stream, flush=True)
         raise
     print(f"build: {what} done in {time.perf_counter() - start:.1f} s", file=stream, flush=True)
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path):
+    """Hold an exclusive lock on the cached build folder ``build_dir`` (through the sibling file
+    ``<build_dir>.lock``) for the block. Builders take it around "is it built? else build it",
+    so two processes that want the same build (the test suite's workers, two ``fred`` commands)
+    never write one folder at once: the second waits, then finds the first one's build."""
+    import fcntl
+    lock_path = Path(f"{build_dir}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 #: Oldest Verilator known to work with cocotb 2.1.
