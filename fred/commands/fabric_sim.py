@@ -44,10 +44,14 @@ def spec_overrides(args) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hdl.contracts.fabric import FABRIC_OPS, FABRICS
+    from hdl.contracts.fabric import FABRIC_OPS, FABRICS, IO_OPS
     parser.add_argument("--fabric", required=True, type=str.lower, choices=(*FABRICS, "mesh"),
                         help="a FRED variant, or mesh: the 2D-mesh baseline (docs/mesh_rtl.md)")
-    parser.add_argument("--op", required=True, choices=FABRIC_OPS)
+    parser.add_argument("--op", required=True, choices=FABRIC_OPS + IO_OPS,
+                        help="a collective, or an I/O op: io-broadcast (weight streaming: a "
+                             "controller multicasts to its group), io-reduce (gradient "
+                             "reduce-out: the group reduced into its controller); I/O ops put one "
+                             "controller per group on the L1s and run on the packet fabric")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")
     where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
@@ -59,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", default=None,
                         choices=("in-switch", "ring", "hierarchical", "chain"),
                         help="the algorithm both sides run (default: the model's own choice)")
-    parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
-                        help="the RTL fabric's switches: circuit (default: fred_switch with phase "
+    parser.add_argument("--switch", choices=("circuit", "packet"), default=None,
+                        help="the RTL fabric's switches: circuit (default, packet for I/O ops: fred_switch with phase "
                              "sequencers) or packet (fred_packet_switch selecting phases from "
                              "packet headers; in-switch collectives on full-rate uplinks so far, "
                              "one Verilated model)")
@@ -73,7 +77,10 @@ def run(args) -> int:
     if args.fabric == "mesh":
         from fred.commands._mesh_sim import run_mesh
         return run_mesh(args)
+    from hdl.contracts.fabric import IO_OPS
     from studies.fabric_case import build_case, run_case
+    if args.switch is None:
+        args.switch = "packet" if args.op in IO_OPS else "circuit"
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
                       algorithm=args.algorithm, switch=args.switch, **spec_overrides(args))
