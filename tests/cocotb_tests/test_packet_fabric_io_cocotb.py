@@ -19,5 +19,5 @@ def test_fred_b_wafer_io_ops_match_the_model(op):
     assert case.rtl.errors == []
     assert case.rtl.flits_checked == (40 if op == "io-reduce" else 20 * 40)
     # bandwidth-bound: 40 flits at 16/375 = 937.5 cycles on the controller's link
-    assert case.rtl.cycles >= 39 * 375 / 16
+    assert case.rtl.cycles >= 40 * 375 / 16
     assert abs(case.ratio - 1) <= 0.05

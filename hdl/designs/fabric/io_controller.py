@@ -38,10 +38,10 @@ class IoController(wiring.Component):
     (to the L1's input, its credits back), ``i`` / ``credit_out`` (from the L1's output,
     credits to it).
 
-    Rate: a :class:`RateLimiter` between the engine and the packetizer (the memory reads at
-    most ``rate`` flits per cycle into packets: a packet's flits leave at the controller's
-    rate, so the L1's input buffer holds them until the packet has arrived) and one between
-    the depacketizer and the engine (the memory writes at most ``rate`` flits per cycle: the
+    Rate: a paced :class:`RateLimiter` (restarted by ``engine.start``) between the engine and
+    the packetizer (the memory reads flit k by the end of its interval, (k + 1) / ``rate``
+    cycles after the start: a packet's flits leave at the controller's rate, so the L1's input buffer holds them until the packet has arrived) and one between
+    the depacketizer and the engine (the memory writes a flit in 1 / ``rate`` cycles: the
     receive buffer drains, and returns credits to the L1, at that rate, so the switch sending
     into the controller is paced by credits, never loses a flit). Latency: the packetizer's 0
     and the depacketizer's 1 cycle; the limiters add none.
@@ -63,8 +63,11 @@ class IoController(wiring.Component):
         m = Module()
         m.submodules.engine, m.submodules.tx, m.submodules.rx = self.engine, self.tx, self.rx
         layout = flit_layout(self.flit)
-        read = m.submodules.read_rate = RateLimiter(layout, rate=self.rate)
-        write = m.submodules.write_rate = RateLimiter(layout, rate=self.rate)
+        # paced: the memory reads (writes) flit k by the end of its interval, (k + 1) / rate
+        # cycles after the start, as a 128 GBps device does; from the run's start
+        read = m.submodules.read_rate = RateLimiter(layout, rate=self.rate, paced=True)
+        write = m.submodules.write_rate = RateLimiter(layout, rate=self.rate, paced=True)
+        m.d.comb += [read.restart.eq(self.engine.start), write.restart.eq(self.engine.start)]
         wiring.connect(m, self.engine.tx, read.i)
         wiring.connect(m, read.o, self.tx.i)
         wiring.connect(m, self.rx.o, write.i)

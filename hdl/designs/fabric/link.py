@@ -22,7 +22,7 @@ def _check(latency, rate) -> tuple[int, tuple[int, int]]:
     return latency, (a, b)
 
 
-def rate_gate(m: Module, rate: tuple[int, int], fire) -> Signal:
+def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bool = False) -> Signal:
     """The rate limiter of a link of ``rate`` = (a, b) flits per cycle: a token accumulator,
     ``a`` tokens per cycle, a flit (``fire``) costs ``b``, saved tokens capped at ``b - 1`` so an
     idle link builds up no burst above the rate (in any n cycles at most n a / b + 1 flits).
@@ -32,14 +32,20 @@ def rate_gate(m: Module, rate: tuple[int, int], fire) -> Signal:
 
     (The cap was ``b - a`` before, exact only for a = 1, where the two caps are the same: for
     a > 1 it dropped the remainder of every interval, so 16/375, the I/O controllers' rate,
-    ran at 1/24 and 3/4 at 1/2; docs/fabric_rtl.md, "I/O controllers".)"""
+    ran at 1/24 and 3/4 at 1/2; docs/fabric_rtl.md, "I/O controllers".)
+
+    ``paced``: start with no saved token instead of b - 1, so the first flit also waits its
+    whole interval (flit k goes in cycle ceil((k + 1) b / a) - 1: a device that needs b / a
+    cycles per flit, e.g. an I/O controller's memory); ``restart`` (a signal): tokens back to
+    the start value in that cycle (the run's start, so cycles before it save nothing)."""
     a, b = rate
     ok = Signal(init=1, name="rate_ok")
     if (a, b) == (1, 1):
         m.d.comb += ok.eq(1)
         return ok
     # tokens in [0, b - 1]; a flit may go when tokens + a >= b
-    tokens = Signal(range(b + 1), init=b - 1, name="rate_tokens")
+    initial = 0 if paced else b - 1
+    tokens = Signal(range(b + 1), init=initial, name="rate_tokens")
     m.d.comb += ok.eq(tokens + a >= b)
     with m.If(fire):
         m.d.sync += tokens.eq(tokens + a - b)
@@ -47,6 +53,9 @@ def rate_gate(m: Module, rate: tuple[int, int], fire) -> Signal:
         m.d.sync += tokens.eq(b - 1)
     with m.Else():
         m.d.sync += tokens.eq(tokens + a)
+    if restart is not None:
+        with m.If(restart):      # last: it wins over the updates above
+            m.d.sync += tokens.eq(initial)
     return ok
 
 

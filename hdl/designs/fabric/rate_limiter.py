@@ -19,25 +19,28 @@ class RateLimiter(wiring.Component):
 
     Parameters: ``layout`` (the stream's payload layout), ``rate`` = ``(a, b)``: at most ``a``
     flits in every ``b`` cycles (:func:`~hdl.designs.fabric.link.rate_gate`, the links' token
-    accumulator: an idle limiter saves no burst above the rate).
+    accumulator: an idle limiter saves no burst above the rate); ``paced``: the first flit
+    too waits its whole interval of ``b / a`` cycles (``rate_gate``'s ``paced``).
 
-    Members: ``i`` (``In(stream)``), ``o`` (``Out(stream)``). Latency 0 (combinational, no
+    Members: ``i`` (``In(stream)``), ``o`` (``Out(stream)``), ``restart`` (In: the tokens
+    go back to their start value, e.g. at the run's start). Latency 0 (combinational, no
     buffer); backpressure: ``o.ready`` passes to ``i.ready`` while the rate allows, and
     ``i.ready`` is low otherwise; ``o.valid`` = ``i.valid`` while the rate allows and never
     depends on ``o.ready`` (a producer does not wait for ready).
     """
 
-    def __init__(self, layout, *, rate):
+    def __init__(self, layout, *, rate, paced: bool = False):
         a, b = rate
         if not (isinstance(a, int) and isinstance(b, int) and 0 < a <= b):
             raise FredError(f"rate must be a/b flits per cycle with 0 < a <= b, got {rate!r}")
-        self.rate = (a, b)
-        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+        self.rate, self.paced = (a, b), paced
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout)),
+                          "restart": In(1)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         fire = self.o.valid & self.o.ready
-        ok = rate_gate(m, self.rate, fire)
+        ok = rate_gate(m, self.rate, fire, restart=self.restart, paced=self.paced)
         m.d.comb += [self.o.valid.eq(self.i.valid & ok), self.o.payload.eq(self.i.payload),
                      self.i.ready.eq(self.o.ready & ok)]
         return m

@@ -54,3 +54,30 @@ def test_nothing_passes_while_the_consumer_refuses():
     out = _passed((3, 4), 40, ready=lambda t: t % 3 == 0)
     assert out["stalled_pass"] == 0
     assert out["n"] <= 14
+
+
+def test_a_paced_limiter_makes_the_first_flit_wait_its_interval_too():
+    """The I/O controller's memory: flit k goes in cycle ceil((k + 1) b / a) - 1, so n flits
+    take n b / a cycles (the model's size / bandwidth), not (n - 1) b / a + 1."""
+    a, b = 16, 375
+    dut = RateLimiter(8, rate=(a, b), paced=True)
+    times = []
+
+    async def bench(ctx):
+        await ctx.tick().repeat(3 * b)          # before the start: nothing may be saved
+        ctx.set(dut.restart, 1)
+        await ctx.tick()
+        ctx.set(dut.restart, 0)
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.o.ready, 1)
+        for t in range(4 * b):
+            if ctx.get(dut.o.valid):
+                times.append(t)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert times == [-(-(k + 1) * b // a) - 1 for k in range(len(times))]
+    assert len(times) == 4 * a
