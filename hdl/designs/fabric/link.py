@@ -22,7 +22,8 @@ def _check(latency, rate) -> tuple[int, tuple[int, int]]:
     return latency, (a, b)
 
 
-def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bool = False) -> Signal:
+def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bool = False,
+              waiting=None) -> Signal:
     """The rate limiter of a link of ``rate`` = (a, b) flits per cycle: a token accumulator,
     ``a`` tokens per cycle, a flit (``fire``) costs ``b``, saved tokens capped at ``b - 1`` so an
     idle link builds up no burst above the rate (in any n cycles at most n a / b + 1 flits).
@@ -36,8 +37,10 @@ def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bo
 
     ``paced``: start with no saved token instead of b - 1, so the first flit also waits its
     whole interval (flit k goes in cycle ceil((k + 1) b / a) - 1: a device that needs b / a
-    cycles per flit, e.g. an I/O controller's memory); ``restart`` (a signal): tokens back to
-    the start value in that cycle (the run's start, so cycles before it save nothing)."""
+    cycles per flit, e.g. an I/O controller's memory); ``waiting`` (a signal, with ``paced``):
+    tokens accumulate only while it is high (a flit to move): such a device saves nothing
+    while idle, so a flit that arrives after a pause also takes its whole interval;
+    ``restart`` (a signal): tokens back to the start value in that cycle (the run's start)."""
     a, b = rate
     ok = Signal(init=1, name="rate_ok")
     if (a, b) == (1, 1):
@@ -49,6 +52,9 @@ def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bo
     m.d.comb += ok.eq(tokens + a >= b)
     with m.If(fire):
         m.d.sync += tokens.eq(tokens + a - b)
+    if paced and waiting is not None:
+        with m.Elif(~waiting):
+            pass                 # a paced device with nothing to move saves nothing
     with m.Elif(tokens + a > b - 1):
         m.d.sync += tokens.eq(b - 1)
     with m.Else():

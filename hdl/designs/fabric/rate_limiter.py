@@ -20,7 +20,9 @@ class RateLimiter(wiring.Component):
     Parameters: ``layout`` (the stream's payload layout), ``rate`` = ``(a, b)``: at most ``a``
     flits in every ``b`` cycles (:func:`~hdl.designs.fabric.link.rate_gate`, the links' token
     accumulator: an idle limiter saves no burst above the rate); ``paced``: the first flit
-    too waits its whole interval of ``b / a`` cycles (``rate_gate``'s ``paced``).
+    too waits its whole interval of ``b / a`` cycles, and no token is saved while ``i`` has
+    no flit (``rate_gate``'s ``paced`` and ``waiting``): every flit takes ``b / a`` cycles from
+    when it is there, as a device that moves one flit in that time.
 
     Members: ``i`` (``In(stream)``), ``o`` (``Out(stream)``), ``restart`` (In: the tokens
     go back to their start value, e.g. at the run's start). Latency 0 (combinational, no
@@ -40,7 +42,8 @@ class RateLimiter(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         fire = self.o.valid & self.o.ready
-        ok = rate_gate(m, self.rate, fire, restart=self.restart, paced=self.paced)
+        ok = rate_gate(m, self.rate, fire, restart=self.restart, paced=self.paced,
+                       waiting=self.i.valid)
         m.d.comb += [self.o.valid.eq(self.i.valid & ok), self.o.payload.eq(self.i.payload),
                      self.i.ready.eq(self.o.ready & ok)]
         return m

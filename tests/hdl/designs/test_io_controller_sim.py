@@ -81,3 +81,26 @@ def test_a_paced_limiter_makes_the_first_flit_wait_its_interval_too():
     sim.run()
     assert times == [-(-(k + 1) * b // a) - 1 for k in range(len(times))]
     assert len(times) == 4 * a
+
+
+def test_a_paced_limiter_saves_nothing_while_it_has_no_flit():
+    """The controller's write side: a flit that arrives after an idle spell (the first one of
+    a reduce-out, after the switches' selects) still takes its whole interval."""
+    a, b = 16, 375
+    dut = RateLimiter(8, rate=(a, b), paced=True)
+    times = []
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick().repeat(2 * b)           # idle: no flit
+        ctx.set(dut.i.valid, 1)
+        for t in range(b):
+            if ctx.get(dut.o.valid):
+                times.append(t)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert times[0] == -(-b // a) - 1        # 23: the flit's own interval, nothing saved
