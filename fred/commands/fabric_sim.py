@@ -97,7 +97,9 @@ def run(args) -> int:
     spec, est = case.spec, case.estimate
     print(f"{spec.name}: {spec.npus} NPUs, {spec.l1_count} x L1 Fred_{spec.middle}({spec.l1_ports}), "
           f"L2 {spec.l2_description}, uplink {spec.uplink_bandwidth} flit/cycle per L1, "
-          f"links {spec.npu_link_latency}/{spec.uplink_latency} cycles, {spec.dtype} x {spec.lanes}")
+          f"links {spec.npu_link_latency}/{spec.uplink_latency} cycles, {spec.dtype} x {spec.lanes}"
+          + (f", {spec.io_controllers} I/O controller(s) at {spec.io_rate} flit/cycle"
+             if spec.io_controllers else ""))
     chosen = "the model's own choice" if case.algorithm is None else "as asked"
     print(f"request: {case.request.label}, {case.request.size_flits} flits, "
           f"{len(case.request.collectives)} concurrent collective(s), algorithm {est.algorithm} "
