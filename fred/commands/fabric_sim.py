@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRIC_OPS, FABRICS
     parser.add_argument("--fabric", required=True, type=str.lower, choices=(*FABRICS, "mesh"),
                         help="a FRED variant, or mesh: the 2D-mesh baseline (docs/mesh_rtl.md)")
-    parser.add_argument("--op", required=True, choices=FABRIC_OPS)
+    # io-load: the mesh's weight streaming from its edge I/O controllers (docs/mesh_rtl.md)
+    parser.add_argument("--op", required=True, choices=(*FABRIC_OPS, *(op for op in ("io-load",) if op not in FABRIC_OPS)))
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")
     where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
@@ -57,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="flits: all-reduce, per NPU; reduce, from every member; multicast, "
                              "to every destination")
     parser.add_argument("--algorithm", default=None,
-                        choices=("in-switch", "ring", "hierarchical", "chain"),
-                        help="the algorithm both sides run (default: the model's own choice)")
+                        choices=("in-switch", "ring", "hierarchical", "chain", "tree-xy", "tree-yx", "tree-split"),
+                        help="the algorithm both sides run (default: the model's own choice; "
+                             "tree-*: the mesh io-load's broadcast trees)")
     parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
                         help="the RTL fabric's switches: circuit (default: fred_switch with phase "
                              "sequencers) or packet (fred_packet_switch selecting phases from "

@@ -73,6 +73,11 @@ class IoLoadProgram:
     hottest: float
 
     @property
+    def recv_total(self) -> int:
+        """Flits every NPU checks, summed over the NPUs."""
+        return self.expect * len(self.forwarded)
+
+    @property
     def mode_index(self) -> int:
         return IO_MODES.index(self.mode)
 
