@@ -55,3 +55,11 @@ def test_bad_requests_fail_before_anything_is_built():
     with pytest.raises(FredError, match="no neighbour"):
         neighbour(SMALL, 0, NORTH)
     assert neighbour(SMALL, 3, WEST) == 2
+
+
+@pytest.mark.parametrize("n", [4, 5, 6])
+def test_on_a_square_mesh_the_split_trees_give_the_papers_2n_minus_1(n):
+    # the paper's rule (a link of (2N - 1) P on an N x N mesh) is the split trees' busiest link
+    # with a controller on every boundary port; 5 x 4 lies between N = 4 (7) and N = 5 (9)
+    spec = MeshIoSpec(mesh=MeshFabricSpec(rows=n, cols=n), controllers=4 * n)
+    assert io_load_program(spec, 1, "tree-split").hottest == 2 * n - 1
