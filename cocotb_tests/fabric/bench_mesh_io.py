@@ -3,7 +3,7 @@
 ``start``, poll ``all_done`` every ``poll`` cycles until done or ``watchdog_cycles``, read every
 NPU's and controller's counters and the fabric's. Never fails by itself:
 ``cocotb_tests.fabric.mesh_io_run`` judges the metrics. Parameters (``FRED_BENCH_PARAMS``):
-``stripe``, ``mode`` (index), ``npus``, ``controllers``, ``watchdog_cycles``, ``poll``."""
+``stripe``, ``mode`` (index), ``stall`` (``IO_REGS``), ``npus``, ``controllers``, ``watchdog_cycles``, ``poll``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ async def run_io_load(dut):
         getattr(dut, name).value = 0
     for _ in range(POR_CYCLES + 2):
         await RisingEdge(dut.clk)
-    for reg, value in ((IO_REGS.index("stripe"), params["stripe"]), (IO_REGS.index("mode"), params["mode"])):
+    for reg, value in ((IO_REGS.index("stripe"), params["stripe"]), (IO_REGS.index("mode"), params["mode"]),
+                       (IO_REGS.index("stall"), params["stall"])):
         dut.prog_we.value = 1
         dut.prog_reg.value = reg
         dut.prog_data.value = value

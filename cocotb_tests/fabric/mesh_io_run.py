@@ -66,14 +66,18 @@ def judge_io(program: IoLoadProgram, after: dict, stalled: bool) -> list[str]:
     return errors
 
 
-def run_mesh_io(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *,
+def run_mesh_io(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *, stall: float = 0.0,
                 watchdog_cycles: int | None = None, poll: int = 256) -> MeshIoRun:
-    """Check, build (cached), run and judge weight streaming of ``stripe_flits`` per controller."""
+    """Check, build (cached), run and judge weight streaming of ``stripe_flits`` per controller;
+    ``stall``: the probability every controller and NPU forwarder idles in a cycle."""
     program = io_load_program(spec, stripe_flits, mode)
+    if not 0 <= stall < 1:
+        raise FredError(f"stall must be a probability in [0, 1), got {stall!r}")
     if watchdog_cycles is None:
         a, b = spec.mesh.link_rate
-        watchdog_cycles = int(4 * program.hottest * stripe_flits * b / a) + 20_000
-    params = {"stripe": stripe_flits, "mode": program.mode_index, "npus": spec.mesh.npus,
+        watchdog_cycles = int(4 * program.hottest * stripe_flits * b / a / (1 - stall)) + 20_000
+    params = {"stripe": stripe_flits, "mode": program.mode_index, "stall": round(stall * 65536),
+              "npus": spec.mesh.npus,
               "controllers": spec.controllers, "watchdog_cycles": watchdog_cycles, "poll": poll}
     from eda.fabric.build import build_top_public_only
     verilog = mesh_io_verilog(spec)

@@ -29,7 +29,7 @@ class IoController(wiring.Component):
 
     Members: ``start``, ``stripe`` (In(SEQ_BITS)), ``mode`` (In(2)), ``o`` (Out link),
     ``credit`` (In(2): the router input's credit pulses; ``spec.mesh.depth`` per VC to start
-    with), ``sent`` (Out(32)), ``done`` (Out(1): all sent), ``error`` (a credit returned that
+    with), ``hold`` (In(1): send nothing this cycle, the bench's random idle), ``sent`` (Out(32)), ``done`` (Out(1): all sent), ``error`` (a credit returned that
     was never given).
 
     Rate: one flit when the link's token counter (``spec.io_rate``) and a credit of the VC
@@ -43,7 +43,7 @@ class IoController(wiring.Component):
         super().__init__({
             "start": In(1), "stripe": In(SEQ_BITS), "mode": In(2),
             "o": Out(link_signature(struct_layout(self.flit.fields))), "credit": In(MESH_VCS),
-            "sent": Out(32), "done": Out(1), "error": Out(1),
+            "hold": In(1), "sent": Out(32), "done": Out(1), "error": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -63,7 +63,7 @@ class IoController(wiring.Component):
             seq.eq(Mux(split, self.sent[1:], self.sent)),
             tree.eq(2 * self.index + vc),
             self.done.eq(running & (self.sent == self.stripe)),
-            fire.eq(running & (self.sent != self.stripe) & (credits.has.bit_select(vc, 1))),
+            fire.eq(running & ~self.hold & (self.sent != self.stripe) & credits.has.bit_select(vc, 1)),
             credits.spend.eq(Mux(fire, 1 << vc, 0)),
             credits.give.eq(self.credit),
             self.error.eq(credits.error),

@@ -4,7 +4,7 @@ over broadcast trees (docs/mesh_rtl.md, "I/O controllers on the mesh"; the Veril
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,13 +28,25 @@ __all__ = ["MeshIoTop", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "
 IO_NPU_READ = ("received", "errors", "first_error", "complete", "idle")
 IO_CONTROLLER_READ = ("sent", "done")
 IO_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error")
-#: Program registers (any unit): flits per controller, the tree mode (``IO_MODES`` index).
-IO_REGS = ("stripe", "mode")
+#: Program registers (any unit): flits per controller, the tree mode (``IO_MODES`` index), and
+#: the random idle of every controller and forwarder: each holds its injection in a cycle
+#: when its 16-bit LFSR is below ``stall`` (``stall / 65536`` of the cycles; 0: never).
+IO_REGS = ("stripe", "mode", "stall")
 
 
 def _link(sink, source) -> list:
     """Drive link ``sink`` (valid, payload) from link ``source``."""
     return [sink.valid.eq(source.valid), sink.payload.eq(source.payload)]
+
+
+def _random_hold(m: Module, name: str, seed: int, stall) -> Signal:
+    """High in a cycle when a 16-bit Galois LFSR (x^16 + x^14 + x^13 + x^11 + 1, the NPU
+    engine's) seeded ``seed`` is below ``stall``: random idle, a different sequence per seed."""
+    lfsr = Signal(16, init=seed & 0xFFFF or 1, name=f"{name}_lfsr")
+    hold = Signal(name=f"{name}_hold")
+    m.d.sync += lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0xB400, lfsr >> 1))
+    m.d.comb += hold.eq(lfsr < stall)
+    return hold
 
 
 def controller_unit(spec: MeshIoSpec, k: int) -> int:
@@ -74,13 +86,15 @@ class MeshIoTop(wiring.Component):
         m = Module()
         start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, mesh = self.spec, self.spec.mesh
-        stripe, mode = Signal(SEQ_BITS), Signal(2)
+        stripe, mode, stall = Signal(SEQ_BITS), Signal(2), Signal(16)
         with m.If(prog_we & (prog_reg == IO_REGS.index("stripe"))):
             m.d.sync += stripe.eq(prog_data)
         with m.If(prog_we & (prog_reg == IO_REGS.index("mode"))):
             m.d.sync += mode.eq(prog_data)
+        with m.If(prog_we & (prog_reg == IO_REGS.index("stall"))):
+            m.d.sync += stall.eq(prog_data)
         routers, errors = add_mesh(m, mesh)
-        controllers = self._controllers(m, routers, errors, start, stripe, mode)
+        controllers = self._controllers(m, routers, errors, start, stripe, mode, stall)
         children = tree_children(spec)
         checkers, idle = [], []
         for rank in range(mesh.npus):
@@ -90,6 +104,7 @@ class MeshIoTop(wiring.Component):
             chk = m.submodules[f"check_{rank}"] = IoChecker(spec=spec)
             m.d.comb += [
                 fwd.start.eq(start), chk.start.eq(start), chk.expect.eq(stripe * spec.controllers),
+                fwd.hold.eq(_random_hold(m, f"npu{rank}", rank + 1, stall)),
                 *_link(fwd.eject, router.o[LOCAL]), *_link(chk.eject, router.o[LOCAL]),
                 # the NPU takes every flit at once (its memory): the credit returns on arrival
                 router.o_credit[LOCAL].eq(router.o[LOCAL].valid << router.o[LOCAL].payload.vc),
@@ -101,7 +116,7 @@ class MeshIoTop(wiring.Component):
         self._counters(m, checkers, idle, controllers, errors, start, rd_unit, rd_reg)
         return m
 
-    def _controllers(self, m, routers, errors, start, stripe, mode) -> list[IoController]:
+    def _controllers(self, m, routers, errors, start, stripe, mode, stall) -> list[IoController]:
         spec, mesh = self.spec, self.spec.mesh
         out = []
         for k, (row, col, side) in enumerate(spec.ports()):
@@ -109,6 +124,7 @@ class MeshIoTop(wiring.Component):
             ctl = m.submodules[f"io_{k}"] = IoController(spec=spec, index=k, dest=(col + 1, row + 1))
             wire = m.submodules[f"io_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
             m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode),
+                         ctl.hold.eq(_random_hold(m, f"io{k}", 101 + k, stall)),
                          *_link(wire.i, ctl.o), *_link(router.i[side], wire.o),
                          wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
             errors.append(ctl.error)

@@ -29,7 +29,8 @@ class TreeForwarder(wiring.Component):
     into the queue of each direction its tree continues in, at once: the NPU keeps the weights
     anyway, so the queue is its memory and the router's credit returns on arrival);
     ``o`` (Out link, to the router's local input) and ``credit`` (In(2): its credit pulses,
-    ``spec.mesh.depth`` per VC to start with); ``overflow`` (sticky: a queue was full, which
+    ``spec.mesh.depth`` per VC to start with); ``hold`` (In(1): send nothing this cycle, the
+    bench's random idle); ``overflow`` (sticky: a queue was full, which
     the program generator rules out); ``idle`` (every queue empty).
 
     Injection: a direction's head goes when the direction's token counter (the neighbour link's
@@ -52,7 +53,7 @@ class TreeForwarder(wiring.Component):
         shape = struct_layout(self.flit.fields)
         super().__init__({"start": In(1), "eject": In(link_signature(shape)),
                           "o": Out(link_signature(shape)), "credit": In(MESH_VCS),
-                          "overflow": Out(1), "idle": Out(1)})
+                          "hold": In(1), "overflow": Out(1), "idle": Out(1)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -88,7 +89,7 @@ class TreeForwarder(wiring.Component):
         pick = Signal(range(max(n, 2)))
         go = Signal()
         if n:
-            m.d.comb += go.eq(Cat(*ready).any())
+            m.d.comb += go.eq(Cat(*ready).any() & ~self.hold)
             # the first ready direction after the last one served
             for after in range(n):
                 with m.If(last == after):
