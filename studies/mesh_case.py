@@ -83,9 +83,12 @@ def mesh_groups(spec: MeshFabricSpec, *, group: str | None, strategy: str | None
 
 def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
                     spec: MeshFabricSpec | None = None, characterization=None,
-                    algorithm: str | None = None, io: MeshIoSpec | None = None) -> MeshCase:
+                    algorithm: str | None = None, io: MeshIoSpec | None = None,
+                    dtype: str = "int32") -> MeshCase:
     """Validate and compute the model's side; nothing is built. ``algorithm``: an io-load's
-    trees (default the model's fastest); the other ops run the model's own algorithm."""
+    trees (default the model's fastest); the other ops run the model's own algorithm.
+    ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings and
+    chains, bit-exact against the golden model's order)."""
     from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform, mesh_split
     from hdl.compiler.mesh_program import check_size_flits, mesh_program
     if op not in MESH_OPS:
@@ -93,11 +96,13 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
     if op == "io-load":
+        if dtype != "int32":
+            raise FredError("io-load streams words unchanged (nothing is added): drop --dtype")
         return _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(
             mesh=spec or MeshFabricSpec()), characterization=characterization, mode=algorithm)
     if algorithm is not None:
         raise FredError(f"the RTL mesh runs the model's own algorithm for {op}: drop --algorithm")
-    spec = spec or MeshFabricSpec()
+    spec = spec or MeshFabricSpec(dtype=dtype)
     groups, label = mesh_groups(spec, group=group, strategy=strategy, dim=dim, op=op)
     platform = mesh_platform(spec, characterization=characterization)
     estimate = mesh_model_cycles(spec, groups, size, platform=platform, op=op)

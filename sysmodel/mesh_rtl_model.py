@@ -35,7 +35,7 @@ def mesh_platform(spec: MeshFabricSpec, *, characterization=None) -> Platform:
     return replace(base, name="rtl-mesh", mesh_rows=spec.rows, mesh_cols=spec.cols,
                    mesh_link_gbps=npu_gbps * a / b,
                    link_latency_ns=(spec.link_latency + router_latency()) * cycle_ns,
-                   forward_latency_ns=engine_forward_cycles("int32") * cycle_ns,
+                   forward_latency_ns=engine_forward_cycles(spec.dtype) * cycle_ns,
                    io_controllers=0)
 
 

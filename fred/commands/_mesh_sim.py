@@ -12,13 +12,12 @@ __all__ = ["run_mesh"]
 
 def run_mesh(args) -> int:
     from studies.mesh_case import build_mesh_case, run_mesh_case
-    if args.dtype not in (None, "int32"):
-        raise FredError("the RTL mesh runs int32 data: drop --dtype (docs/mesh_rtl.md)")
     if args.npu_latency is not None or args.uplink_latency is not None:
         raise FredError("--npu-latency and --uplink-latency are FRED fabric options; the mesh's "
                         "link latency is MeshFabricSpec.link_latency")
     case = build_mesh_case(op=args.op, size=args.size, group=args.group, strategy=args.strategy,
-                           dim=args.dim, characterization=args.characterization, algorithm=args.algorithm)
+                           dim=args.dim, characterization=args.characterization, algorithm=args.algorithm,
+                           dtype=args.dtype or "int32")
     if not args.model_only:
         case = run_mesh_case(case, seed=args.seed, sink_backpressure=args.backpressure,
                              watchdog_cycles=args.watchdog)
@@ -28,7 +27,7 @@ def run_mesh(args) -> int:
     spec, est = case.spec, case.estimate
     a, b = spec.link_rate
     print(f"mesh: {spec.rows} x {spec.cols} NPUs, X-Y / Y-X routers, links {a}/{b} flit/cycle "
-          f"(the NPU port 1), wire latency {spec.link_latency} cycle(s), int32")
+          f"(the NPU port 1), wire latency {spec.link_latency} cycle(s), {spec.dtype}")
     if case.io is not None:
         _print_io(case)
     else:

@@ -52,6 +52,21 @@ def test_model_only_io_load_text_gives_the_per_controller_rate(capsys):
     assert "busiest link alone: 0.0294" in out and "18 controllers x 100-flit stripes" in out
 
 
+def test_model_only_fp16_chain_adds_the_adders_forwarding_latency(capsys):
+    """fp16 engines forward through the project's adder: the model's PP chain (0 -> 2 -> 3, one
+    forwarding member) gains the adder's cycles (hdl.contracts.fabric.engine_forward_cycles),
+    the link time not."""
+    from hdl.contracts.fabric import engine_forward_cycles
+    runs = {}
+    for dtype in ("int32", "fp16"):
+        assert main(["fabric-sim", "--fabric", "mesh", "--op", "multicast", "--strategy", "MP2-DP5-PP2",
+                     "--dim", "pp", "--size", "100", "--dtype", dtype, "--model-only", "--json"]) == 0
+        runs[dtype] = json.loads(capsys.readouterr().out)["model"]
+    assert runs["fp16"]["bandwidth_cycles"] == runs["int32"]["bandwidth_cycles"]
+    assert runs["fp16"]["cycles"] - runs["int32"]["cycles"] == pytest.approx(
+        engine_forward_cycles("fp16") - engine_forward_cycles("int32"))
+
+
 def test_model_only_json_for_a_strategy(capsys):
     assert main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--strategy", "MP2-DP5-PP2",
                  "--dim", "dp", "--size", "100", "--model-only", "--json"]) == 0
@@ -65,6 +80,9 @@ def test_model_only_json_for_a_strategy(capsys):
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP2", "--dim", "pp", "--size", "8"], "all-reduce along pp"),
     (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
     (["--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp", "--size", "8"], "use --group wafer"),
+    (["--op", "io-load", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "drop --dtype"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "runs int32 only"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "bf16"], "int32 or fp16"),
     (["--op", "io-load", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "runs the trees"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "drop --algorithm"),
