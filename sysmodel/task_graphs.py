@@ -23,8 +23,10 @@ builder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hdl.contracts.errors import FredError
-from sysmodel.engine import Engine, Task
+from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
 
@@ -108,39 +110,69 @@ class StageEngine(Engine):
         return t, m
 
 
-    def add_layer_run(self, stage: int, prefix: str, run: list, prev) -> int:
+    def layer_block(self, run: list) -> LayerBlock:
         """The tasks :meth:`add_layer` adds for each layer of ``run`` in turn, each after the
-        previous one's last task (the first after ``prev``, a task id or None), for the builders'
-        hottest loop (a pipeline stage's pass over its layers, once per microbatch); ``run``: per
-        layer ``(name, compute resource, compute s, source, npu, mp resource, mp time or None)``
-        (:meth:`_StationaryPipeline._layer_run`), every duration >= 0; task names are ``prefix``
-        + the layer's name (+ " mp"). Returns the last task."""
-        tasks, sources, queues = self.tasks, self.sources, self.queues
-        pending = self._pending.pop(stage, None)
-        last_compute = None
-        for name, on_compute, compute_s, source, npu, on_mp, mp in run:
-            if pending:
-                deps = tuple([d for d in (prev, *pending) if d is not None])
-                pending = None
-            else:
-                deps = () if prev is None else (prev,)
-            t = len(tasks)
-            tasks.append(Task(prefix + name, on_compute, compute_s, deps, "compute", npu))
+        previous one's last task, as one block to append once per microbatch
+        (:meth:`add_layer_run`); ``run``: per layer ``(name, compute resource, compute s,
+        source, npu, mp resource, mp time or None)`` (:meth:`_StationaryPipeline._layer_run`),
+        at least one layer, every duration >= 0."""
+        names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
+        queues: dict[str, list[int]] = {}
+        after_mp = False
+        for name, on_compute, compute_s, source, rep, on_mp, mp in run:
+            k = len(names)
+            if k:   # after the previous layer's MP task (add_layer names it twice) or compute
+                dep_count.append(2 if after_mp else 1)
+                deps.extend((k - 1, k - 1) if after_mp else (k - 1,))
+            names.append(name)
+            duration.append(float(compute_s))
+            category.append("compute")
+            npu.append(rep)
+            entry.append(-1)
             sources.append(source)
-            queue = queues.get(on_compute)
-            if queue is None:
-                queue = queues[on_compute] = []
-            queue.append(t)
-            last_compute = prev = t
-            if mp is not None:
-                prev = self._append(prefix + name + " mp", on_mp, mp.time_s, (t, t), "mp", npu,
-                                    mp.loads, mp.bw, None)
-                pending = [prev]
-        if last_compute is not None:
-            self._last_compute[stage] = last_compute
+            queues.setdefault(on_compute, []).append(k)
+            last_compute = k
+            after_mp = mp is not None
+            if after_mp:
+                names.append(name + " mp")
+                duration.append(float(mp.time_s))
+                category.append("mp")
+                npu.append(rep)
+                entry.append(self.entry(mp.loads, mp.bw))
+                sources.append(None)
+                dep_count.append(2)
+                deps.extend((k, k))
+                queues.setdefault(on_mp, []).append(k + 1)
+        block = TaskBlock(names, duration, category, npu, entry, sources, dep_count, deps,
+                          list(queues.items()))
+        return LayerBlock(block, last_compute, len(names) - 1, after_mp)
+
+    def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev) -> int:
+        """The tasks of ``run`` (:meth:`layer_block`), the first after ``prev`` (a task id or
+        None) and the stage's pending communication, for the builders' hottest loop (a pipeline
+        stage's pass over its layers, once per microbatch); task names are ``prefix`` + the
+        layer's name (+ " mp"). Returns the last task."""
+        pending = self._pending.pop(stage, None)
         if pending:
-            self._pending[stage] = pending
-        return prev
+            first = tuple([d for d in (prev, *pending) if d is not None])
+        else:
+            first = () if prev is None else (prev,)
+        t0 = self._extend(run.block, prefix, first)
+        self._last_compute[stage] = t0 + run.last_compute
+        if run.ends_with_mp:
+            self._pending[stage] = [t0 + run.last]
+        return t0 + run.last
+
+
+@dataclass(frozen=True)
+class LayerBlock:
+    """A stage's pass over its layers as a :class:`~sysmodel.engine.TaskBlock`, with the offsets
+    of its last compute task and of its last task, and whether that one is an MP task."""
+
+    block: TaskBlock
+    last_compute: int
+    last: int
+    ends_with_mp: bool
 
 
 class _StationaryPipeline:
@@ -221,7 +253,7 @@ class _StationaryPipeline:
                     buckets.add(layer, compute_task, last=li == layer_ids[-1])
         self._add_send(s, v, kind, i, prev, tag)
 
-    def _layer_run(self, s: int, kind: str, v: int, layer_ids) -> list | None:
+    def _layer_run(self, s: int, kind: str, v: int, layer_ids) -> LayerBlock | None:
         """What :meth:`StageEngine.add_layer_run` needs of virtual stage ``v``'s pass ``kind``
         over ``layer_ids`` (the same for every microbatch: built once), or None where the
         general path must add the tasks (see :meth:`_add_layer`)."""
@@ -238,6 +270,7 @@ class _StationaryPipeline:
                 run = None
                 break
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
+        run = self.eng.layer_block(run) if run else None
         self._runs[key] = run
         return run
 
