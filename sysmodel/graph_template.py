@@ -39,23 +39,28 @@ class GraphTemplate:
 
     def __init__(self, eng: Engine, config_load_s: float):
         self.engine = eng
-        eng.arrays()   # made once: every instance shares them but for the durations
-        number: dict = {}
-        self.distinct: list = []   # the distinct sources (kept: their ids key ``number``)
-        code = []
-        for src in eng.sources:
-            if src is None:
-                code.append(-1)
-                continue
-            key = (src[0], id(src[1]), src[2] if len(src) > 2 else None)
-            c = number.get(key)
-            if c is None:
-                c = number[key] = len(self.distinct)
-                self.distinct.append(src)
-            code.append(c)
-        self.code = np.array(code, dtype=np.int64)
-        self.timed = self.code >= 0
         self.config_load_s = config_load_s
+        self._code = None   # per task, its source's number (-1: none); made when first re-timed
+
+    def _sources(self) -> tuple[np.ndarray, list]:
+        """(per task its source's number or -1, the distinct sources): a graph is re-timed for
+        each distinct source once, however many tasks it times."""
+        if self._code is None:
+            number: dict = {}
+            distinct: list = []   # kept: their ids key ``number``
+            code = []
+            for src in self.engine.sources:
+                if src is None:
+                    code.append(-1)
+                    continue
+                key = (src[0], id(src[1]), src[2] if len(src) > 2 else None)
+                c = number.get(key)
+                if c is None:
+                    c = number[key] = len(distinct)
+                    distinct.append(src)
+                code.append(c)
+            self._code = (np.array(code, dtype=np.int64), distinct)
+        return self._code
 
     @staticmethod
     def usable(eng: Engine) -> bool:
@@ -67,11 +72,12 @@ class GraphTemplate:
     def instantiate(self, compute) -> Engine:
         """A fresh engine with this graph, compute tasks timed by ``compute`` (a compute timer)."""
         base = self.engine.arrays().duration
-        if not self.distinct:
+        code, distinct = self._sources()
+        if not distinct:
             return self.engine.retimed(base.copy())
         values = np.array([float(compute.layer_s(src[1], backward=src[2]) if src[0] == "layer"
-                                 else compute.optimizer_step_s(src[1])) for src in self.distinct])
-        return self.engine.retimed(np.where(self.timed, values[np.maximum(self.code, 0)], base))
+                                 else compute.optimizer_step_s(src[1])) for src in distinct])
+        return self.engine.retimed(np.where(code >= 0, values[np.maximum(code, 0)], base))
 
 
 def lookup(key) -> GraphTemplate | None:

@@ -110,12 +110,39 @@ class StageEngine(Engine):
         return t, m
 
 
-    def layer_block(self, run: list) -> LayerBlock:
+    def add_transfer(self, stage: int, name: str, resource: str, d, prev, category: str, npu,
+                     block: bool) -> int:
+        """The communication task :meth:`add` adds on ``stage``'s own channel ``resource``
+        after ``prev`` (a task id or None), for the builders' hot loops; ``d``: a number or a
+        communication time (with its link loads)."""
+        if type(d) is not float and hasattr(d, "time_s"):
+            loads, bw, duration = d.loads, d.bw, d.time_s
+        else:
+            loads = bw = None
+            duration = d
+        if duration < 0:
+            raise FredError(f"task {name}: negative duration {duration}")
+        if not (self.blocking or block):
+            return self._append(name, resource, duration, () if prev is None else (prev,), category,
+                                npu, loads, bw, None)
+        last = self._last_compute.get(stage)
+        deps = tuple([x for x in (prev, last) if x is not None])
+        tid = self._append(name, resource, duration, deps, category, npu, loads, bw, None)
+        pending = self._pending.get(stage)
+        if pending is None:
+            self._pending[stage] = [tid]
+        else:
+            pending.append(tid)
+        return tid
+
+    def layer_block(self, run: list, send: tuple | None = None) -> LayerBlock:
         """The tasks :meth:`add_layer` adds for each layer of ``run`` in turn, each after the
         previous one's last task, as one block to append once per microbatch
         (:meth:`add_layer_run`); ``run``: per layer ``(name, compute resource, compute s,
         source, npu, mp resource, mp time or None)`` (:meth:`_StationaryPipeline._layer_run`),
-        at least one layer, every duration >= 0."""
+        at least one layer, every duration >= 0. ``send``: ``(resource, communication time,
+        npu, whether it blocks compute)`` of the task :meth:`add_transfer` adds after the last
+        one (the pass's PP send, named "send"), or None."""
         names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
         queues: dict[str, list[int]] = {}
         after_mp = False
@@ -143,9 +170,23 @@ class StageEngine(Engine):
                 dep_count.append(2)
                 deps.extend((k, k))
                 queues.setdefault(on_mp, []).append(k + 1)
+        last = len(names) - 1
+        blocks = None
+        if send is not None:
+            on_pp, d, rep, blocks = send
+            blocks = bool(self.blocking or blocks)
+            names.append("send")
+            duration.append(float(d.time_s))
+            category.append("pp")
+            npu.append(rep)
+            entry.append(self.entry(d.loads, d.bw))
+            sources.append(None)
+            dep_count.append(2 if blocks else 1)
+            deps.extend((last, last_compute) if blocks else (last,))
+            queues.setdefault(on_pp, []).append(last + 1)
         block = TaskBlock(names, duration, category, npu, entry, sources, dep_count, deps,
                           list(queues.items()))
-        return LayerBlock(block, last_compute, len(names) - 1, after_mp)
+        return LayerBlock(block, last_compute, last, after_mp, blocks)
 
     def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev) -> int:
         """The tasks of ``run`` (:meth:`layer_block`), the first after ``prev`` (a task id or
@@ -161,18 +202,23 @@ class StageEngine(Engine):
         self._last_compute[stage] = t0 + run.last_compute
         if run.ends_with_mp:
             self._pending[stage] = [t0 + run.last]
+        if run.send_blocks:
+            self._pending.setdefault(stage, []).append(t0 + run.last + 1)
         return t0 + run.last
 
 
 @dataclass(frozen=True)
 class LayerBlock:
     """A stage's pass over its layers as a :class:`~sysmodel.engine.TaskBlock`, with the offsets
-    of its last compute task and of its last task, and whether that one is an MP task."""
+    of its last compute task and of its last layer's last task, whether that one is an MP task,
+    and whether the block ends with a send (at offset ``last`` + 1) that blocks compute (True),
+    one that does not (False), or has none (None)."""
 
     block: TaskBlock
     last_compute: int
     last: int
     ends_with_mp: bool
+    send_blocks: bool | None = None
 
 
 class _StationaryPipeline:
@@ -197,6 +243,7 @@ class _StationaryPipeline:
         self.last_send: dict = {}        # stage -> its latest send task
         self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
         self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
+        self._sends: dict = {}           # (virtual stage, kind) -> its sends' fields, or None
 
     def add_schedule(self) -> None:
         """Every stage's ops, round-robin over the stages one op at a time, each added once the
@@ -234,24 +281,37 @@ class _StationaryPipeline:
         (virtual stage c * PP + s), then its send."""
         backward = kind == "B"
         v = c * self.pp + s
-        stage = self.plan.virtual_stages[v]
-        layer_ids = list(reversed(stage)) if backward else stage
         prev = self.sends_backward.get((v + 1, i)) if backward else self.sends_forward.get((v - 1, i))
+        last_backward = False
         if backward:
-            self.backwards_done[v] = self.backwards_done.get(v, 0) + 1
-        buckets = _GradientBuckets(self, s) \
-            if backward and self.backwards_done[v] == self.plan.microbatches else None
+            done = self.backwards_done[v] = self.backwards_done.get(v, 0) + 1
+            last_backward = done == self.plan.microbatches
         tag = f"c{c} " if self.chunks > 1 else ""
-        run = self._layer_run(s, kind, v, layer_ids) if buckets is None else None
+        run = None
+        if not last_backward:   # the last backward fills the gradient buckets: the general path
+            run = self._runs.get((s, kind, v), False)
+            if run is False:
+                run = self._layer_run(s, kind, v, self._layer_ids(v, backward))
         if run is not None:
             prev = self.eng.add_layer_run(s, f"{kind}{i} s{s} {tag}", run, prev)
+            if run.send_blocks is not None:   # its send is the block's last task
+                sends = self.sends_backward if backward else self.sends_forward
+                sends[(v, i)] = self.last_send[s] = prev + 1
+                return
         else:
+            buckets = _GradientBuckets(self, s) if last_backward else None
+            layer_ids = self._layer_ids(v, backward)
             for li in layer_ids:
                 layer = self.plan.workload.layers[li]
                 compute_task, prev = self._add_layer(s, kind, i, layer, prev, tag)
                 if buckets is not None:
                     buckets.add(layer, compute_task, last=li == layer_ids[-1])
         self._add_send(s, v, kind, i, prev, tag)
+
+    def _layer_ids(self, v: int, backward: bool) -> list:
+        """Virtual stage ``v``'s layers in the order a pass runs them."""
+        stage = self.plan.virtual_stages[v]
+        return list(reversed(stage)) if backward else stage
 
     def _layer_run(self, s: int, kind: str, v: int, layer_ids) -> LayerBlock | None:
         """What :meth:`StageEngine.add_layer_run` needs of virtual stage ``v``'s pass ``kind``
@@ -270,9 +330,24 @@ class _StationaryPipeline:
                 run = None
                 break
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
-        run = self.eng.layer_block(run) if run else None
+        run = self.eng.layer_block(run, self._block_send(s, v, kind)) if run else None
         self._runs[key] = run
         return run
+
+    def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
+        """The send of virtual stage ``v``'s pass ``kind`` as :meth:`StageEngine.layer_block`
+        takes it, when it may be timed once for every microbatch (the communication timer
+        memoises: the reference path times every task) and add() would accept it; else None."""
+        send = self._sends.get((v, kind), False)
+        if send is False:
+            send = self._sends[(v, kind)] = self._send_of(s, v, kind)
+        if send is None or not self.comm.memoised:
+            return None
+        resource, dst, nbytes, npu, block = send
+        d = self.comm.pp(s, dst, nbytes)
+        if not hasattr(d, "time_s") or d.time_s < 0:
+            return None
+        return resource, d, npu, block
 
     def _fast(self, compute_s, d, with_mp) -> bool:
         """Whether a layer's tasks may skip :meth:`StageEngine.add`: not the serialised mode,
@@ -315,19 +390,33 @@ class _StationaryPipeline:
         """The PP hand-over of microbatch ``i`` from virtual stage ``v`` to the next (forward)
         or the previous one (backward) once its last task ``prev`` is done; it blocks the
         stage's compute unless ``platform.pp_overlap``."""
+        send = self._sends.get((v, kind), False)
+        if send is False:
+            send = self._sends[(v, kind)] = self._send_of(s, v, kind)
+        if send is None:
+            return
+        resource, dst, nbytes, npu, block = send
+        name = f"{kind}{i} s{s} {tag}send"
+        d = self.comm.pp(s, dst, nbytes)
+        if type(self.eng).add is StageEngine.add:   # what add() would do, without its checks
+            tid = self.eng.add_transfer(s, name, resource, d, prev, "pp", npu, block)
+        else:
+            tid = self.eng.add(name, resource, d, [prev], category="pp", npu=npu, block=block)
+        (self.sends_forward if kind == "F" else self.sends_backward)[(v, i)] = self.last_send[s] = tid
+
+    def _send_of(self, s, v, kind) -> tuple | None:
+        """(resource, destination stage, bytes, NPU, whether it blocks compute) of virtual stage
+        ``v``'s sends in pass ``kind`` (the same for every microbatch), or None: no send."""
         stage, layers = self.plan.virtual_stages[v], self.plan.workload.layers
         mb = self.plan.microbatch_samples
-        block = not self.plan.platform.pp_overlap
         if kind == "F" and v < self.last_virtual:
-            nbytes = mb * layers[stage[-1]].out_bytes
-            self.sends_forward[(v, i)] = self.last_send[s] = self.eng.add(
-                f"F{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v + 1) % self.pp, nbytes),
-                [prev], category="pp", npu=self.plan.representative(s), block=block)
-        if kind == "B" and v > 0:
-            nbytes = mb * layers[stage[0]].in_bytes
-            self.sends_backward[(v, i)] = self.last_send[s] = self.eng.add(
-                f"B{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v - 1) % self.pp, nbytes),
-                [prev], category="pp", npu=self.plan.representative(s), block=block)
+            dst, nbytes = (v + 1) % self.pp, mb * layers[stage[-1]].out_bytes
+        elif kind == "B" and v > 0:
+            dst, nbytes = (v - 1) % self.pp, mb * layers[stage[0]].in_bytes
+        else:
+            return None
+        return (stage_resource(s, "pp"), dst, nbytes, self.plan.representative(s),
+                not self.plan.platform.pp_overlap)
 
     def add_optimizer_steps(self) -> None:
         """Each stage's deferred gradient buckets (see :meth:`add_deferred_reductions`), then its
