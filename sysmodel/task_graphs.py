@@ -140,9 +140,9 @@ class StageEngine(Engine):
         previous one's last task, as one block to append once per microbatch
         (:meth:`add_layer_run`); ``run``: per layer ``(name, compute resource, compute s,
         source, npu, mp resource, mp time or None)`` (:meth:`_StationaryPipeline._layer_run`),
-        at least one layer, every duration >= 0. ``send``: ``(resource, communication time,
-        npu, whether it blocks compute)`` of the task :meth:`add_transfer` adds after the last
-        one (the pass's PP send, named "send"), or None."""
+        at least one layer, every duration >= 0. ``send``: ``(name, resource, communication
+        time, npu, whether it blocks compute)`` of the task :meth:`add_transfer` adds after the
+        last one (the pass's PP send), or None.""" 
         names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
         queues: dict[str, list[int]] = {}
         after_mp = False
@@ -173,9 +173,9 @@ class StageEngine(Engine):
         last = len(names) - 1
         blocks = None
         if send is not None:
-            on_pp, d, rep, blocks = send
+            send_name, on_pp, d, rep, blocks = send
             blocks = bool(self.blocking or blocks)
-            names.append("send")
+            names.append(send_name)
             duration.append(float(d.time_s))
             category.append("pp")
             npu.append(rep)
@@ -188,14 +188,14 @@ class StageEngine(Engine):
                           list(queues.items()))
         return LayerBlock(block, last_compute, last, after_mp, blocks)
 
-    def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev) -> int:
-        """The tasks of ``run`` (:meth:`layer_block`), the first after ``prev`` (a task id or
-        None) and the stage's pending communication, for the builders' hottest loop (a pipeline
-        stage's pass over its layers, once per microbatch); task names are ``prefix`` + the
-        layer's name (+ " mp"). Returns the last task."""
+    def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev, after=()) -> int:
+        """The tasks of ``run`` (:meth:`layer_block`), the first after the tasks ``after``,
+        ``prev`` (task ids or None) and the stage's pending communication, for the builders'
+        hottest loops (a pipeline stage's pass over its layers, once per microbatch); task names
+        are ``prefix`` + the layer's name (+ " mp"). Returns the last layer's last task."""
         pending = self._pending.pop(stage, None)
-        if pending:
-            first = tuple([d for d in (prev, *pending) if d is not None])
+        if pending or after:
+            first = tuple([d for d in (*after, prev, *(pending or ())) if d is not None])
         else:
             first = () if prev is None else (prev,)
         t0 = self._extend(run.block, prefix, first)
@@ -347,7 +347,7 @@ class _StationaryPipeline:
         d = self.comm.pp(s, dst, nbytes)
         if not hasattr(d, "time_s") or d.time_s < 0:
             return None
-        return resource, d, npu, block
+        return "send", resource, d, npu, block
 
     def _fast(self, compute_s, d, with_mp) -> bool:
         """Whether a layer's tasks may skip :meth:`StageEngine.add`: not the serialised mode,
@@ -518,24 +518,56 @@ class _StreamingPasses:
         source = ("layer", layer, backward)
         fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
             and not (with_mp and d.time_s < 0)
-        for i in range(m):
-            name = f"{kind}{i} {layer.name}"
-            if fast:   # the two tasks add() would add (see StageEngine.add_layer)
-                t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
-                                           f"{name} mp", on_mp, d if with_mp else None)
-            else:
-                t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
-                prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
-                                  category="mp", npu=rep, block=True) if with_mp else t
-            if self.plan.memory.offload and not backward:
-                eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
-                        [t], category="io", stage=s)
-            if hand_over:
-                prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+        if fast and not (self.plan.memory.offload and not backward):   # as blocks, no spills
+            self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
+                                 (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
+        else:
+            for i in range(m):
+                name = f"{kind}{i} {layer.name}"
+                if fast:   # the two tasks add() would add (see StageEngine.add_layer)
+                    t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
+                                               f"{name} mp", on_mp, d if with_mp else None)
+                else:
+                    t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
+                    prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
+                                      category="mp", npu=rep, block=True) if with_mp else t
+                if self.plan.memory.offload and not backward:
+                    eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
+                            [t], category="io", stage=s)
+                if hand_over:
+                    prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
         self.done[s].append(prev[m - 1])
         if backward:
             eng.add(f"store {layer.name}", "io.out", self.comm.io(layer, s, "io-store"),
                     [prev[m - 1]], category="io", stage=s)
+
+    def _add_layer_runs(self, layer, s: int, following, prev: dict, deps: list, backward: bool,
+                        run: tuple) -> None:
+        """Every microbatch's tasks of ``layer`` (``run``: the layer as
+        :meth:`StageEngine.layer_block` takes it) and its hand-over to ``following``'s stage
+        (None: none) as one block per microbatch, the same tasks :meth:`_add_layer` adds one by
+        one; the hand-over is in the block when the communication timer memoises it."""
+        eng, kind = self.eng, "B" if backward else "F"
+        send = None
+        if following is not None and self.comm.memoised:
+            dst, nbytes = self._hand_over(layer, following, backward)
+            d = self.comm.pp(s, dst, nbytes)
+            if hasattr(d, "time_s") and d.time_s >= 0:
+                send = (f"send to s{dst}", stage_resource(s, "pp"), d, self.plan.representative(s),
+                        not self.plan.platform.pp_overlap)
+        block = eng.layer_block([run], send)
+        for i in range(self.plan.microbatches):
+            prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
+            if send is not None:
+                prev[i] += 1   # the block's hand-over, after the layer's last task
+            elif following is not None:
+                prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _hand_over(self, layer, following: int, backward: bool) -> tuple[int, float]:
+        """(destination stage, bytes) of a microbatch's hand-over from ``layer`` to ``following``."""
+        layers = self.plan.workload.layers
+        nbytes = self.plan.microbatch_samples * (layer.in_bytes if backward else layers[following].in_bytes)
+        return self.stage_of(following), nbytes
 
     def _add_loads(self, layer, s: int, kind: str, backward: bool) -> list[int]:
         """The layer's weight stream (and, in the backward with offload, its checkpoints read
@@ -554,8 +586,7 @@ class _StreamingPasses:
         """Microbatch ``i`` crosses to ``following``'s stage as soon as it is done (added in
         program order, so that the serialised mode blocks the sender's next microbatch rather
         than its next layer)."""
-        layers, dst = self.plan.workload.layers, self.stage_of(following)
-        nbytes = self.plan.microbatch_samples * (layer.in_bytes if backward else layers[following].in_bytes)
+        dst, nbytes = self._hand_over(layer, following, backward)
         return self.eng.add(f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp"),
                             self.comm.pp(s, dst, nbytes), [prev], category="pp",
                             npu=self.plan.representative(s), block=not self.plan.platform.pp_overlap)

@@ -190,24 +190,40 @@ def _megatron_case(pp_overlap: bool):
     return cluster_platform().scaled(npus=case.gpus, pp_overlap=pp_overlap), FABRIC, wl
 
 
-@pytest.mark.parametrize("pp_overlap", [False, True])
-def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
-    """The stationary pipeline's blocks (a pass over a stage's layers and its send appended at
-    once) give the graph the reference path builds task by task -- the same tasks, names,
-    resources, dependencies and categories -- and the same iteration."""
+def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
+    """The fast path's builders (blocks of tasks appended at once, communication timed once)
+    add the graph the reference path's add task by task: the same tasks, names, resources,
+    dependencies, categories, NPUs and durations."""
     from sysmodel.iteration_plan import plan_iteration
     from sysmodel.task_graphs import StageEngine
     from sysmodel.training import build_task_graph, link_priority
-    platform, fabric, wl = _megatron_case(pp_overlap)
     graphs = []
     for memo in (True, False):
         eng = StageEngine(blocking=False, **link_priority(platform, fabric))
-        build_task_graph(eng, plan_iteration(platform, wl, microbatches=wl.microbatches), fabric, memo=memo)
+        build_task_graph(eng, plan_iteration(platform, workload, strategy, **plan_args), fabric, memo=memo)
         graphs.append(eng.tasks)
     fields = ("name", "resource", "deps", "category", "npu")
     assert [[getattr(t, f) for f in fields] for t in graphs[0]] == \
         [[getattr(t, f) for f in fields] for t in graphs[1]]
     assert [t.duration for t in graphs[0]] == pytest.approx([t.duration for t in graphs[1]], rel=REL)
+
+
+@pytest.mark.parametrize("pp_overlap", [False, True])
+def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
+    """A pass over a stage's layers and its send appended as one block: the reference path's
+    graph and iteration, with blocking and with overlapped sends."""
+    platform, fabric, wl = _megatron_case(pp_overlap)
+    assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches)
     fast = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches)
     ref = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches, reference=True)
     assert_same_iteration(fast, ref)
+
+
+@pytest.mark.parametrize("pp_overlap", [False, True])
+def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
+    """Weight streaming's microbatch blocks (a layer's compute, MP and hand-over appended at
+    once) with blocking and with overlapped hand-overs: the reference path's graph."""
+    s = parse_strategy("MP2-DP2-PP5")
+    w = get_workload("transformer-1t")
+    w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
+    assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40)
