@@ -518,7 +518,7 @@ class _StreamingPasses:
         source = ("layer", layer, backward)
         fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
             and not (with_mp and d.time_s < 0)
-        if fast and not (self.plan.memory.offload and not backward):   # as blocks, no spills
+        if fast:
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
         else:
@@ -544,12 +544,14 @@ class _StreamingPasses:
     def _add_layer_runs(self, layer, s: int, following, prev: dict, deps: list, backward: bool,
                         run: tuple) -> None:
         """Every microbatch's tasks of ``layer`` (``run``: the layer as
-        :meth:`StageEngine.layer_block` takes it) and its hand-over to ``following``'s stage
-        (None: none) as one block per microbatch, the same tasks :meth:`_add_layer` adds one by
-        one; the hand-over is in the block when the communication timer memoises it."""
+        :meth:`StageEngine.layer_block` takes it), its activations' spill (with offload, in the
+        forward) and its hand-over to ``following``'s stage (None: none), the tasks
+        :meth:`_add_layer`'s loop adds one by one: the layer's tasks as one block per microbatch,
+        with the hand-over in it when the communication timer memoises and no spill comes between."""
         eng, kind = self.eng, "B" if backward else "F"
+        spill = self.plan.memory.offload and not backward
         send = None
-        if following is not None and self.comm.memoised:
+        if following is not None and self.comm.memoised and not spill:
             dst, nbytes = self._hand_over(layer, following, backward)
             d = self.comm.pp(s, dst, nbytes)
             if hasattr(d, "time_s") and d.time_s >= 0:
@@ -558,6 +560,9 @@ class _StreamingPasses:
         block = eng.layer_block([run], send)
         for i in range(self.plan.microbatches):
             prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
+            if spill:   # the spill add() adds: on the wafer-wide channel, after the compute task
+                Engine.add(eng, f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
+                           (prev[i] - block.last + block.last_compute,), category="io")
             if send is not None:
                 prev[i] += 1   # the block's hand-over, after the layer's last task
             elif following is not None:
