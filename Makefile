@@ -7,13 +7,18 @@ PY     := $(VENV)/bin/python
 FRED   := $(VENV)/bin/fred
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist), one per core by default; each test file runs whole in one of
+# them (--dist loadfile: a file's module fixtures and Verilator builds are made once). The builds
+# two processes both want are made once: eda.toolchain.build_lock. TEST_JOBS=0: one process.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+XDIST  := $(if $(filter 0,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS) --dist loadfile)
 
 .PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples load-curve asic asic-install
 
 all: test
 
 help:
-	@echo "make test       install into .venv if needed, run the whole default suite"
+	@echo "make test       install into .venv if needed, run the whole default suite (TEST_JOBS processes, default one per core)"
 	@echo "make test-quick the fast lane while editing: no Verilator (no cocotb bench, no lint or build)"
 	@echo "make test-full  also the exhaustive/long runs (pytest -m full)"
 	@echo "make verilog    write Verilog of every design to build/"
@@ -45,13 +50,13 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-quick: $(STAMP)
-	$(PY) -m pytest -m "not full and not cocotb and not verilator" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not full and not cocotb and not verilator" $(PYTEST_ARGS)
 
 test-full: $(STAMP)
-	$(PY) -m pytest -m "full or not full" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "full or not full" $(PYTEST_ARGS)
 
 verilog: $(STAMP)
 	$(FRED) verilog --all -o build

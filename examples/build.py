@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, build_step, setup_verilator
+from eda.toolchain import BUILD_ARGS, build_step, make_environment, make_variables_in_environ, setup_verilator
 from hdl.compiler.flows import parse_flows
 from hdl.compiler.functional import verify_config
 from hdl.compiler.router import Router
@@ -79,12 +79,6 @@ def generate(out: Path) -> dict:
     return words
 
 
-def _make_env() -> dict:
-    env = dict(os.environ)
-    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
-    return env
-
-
 def run_cpp(out: Path) -> str:
     """Verilate the switch with the C++ testbench, build, run; returns its output."""
     tool = setup_verilator()
@@ -93,7 +87,7 @@ def run_cpp(out: Path) -> str:
            *BUILD_ARGS, "--top-module", TOP, "-Mdir", str(obj), "-CFLAGS", f"-I{out}",
            str(out / f"{TOP}.v"), str(HERE / "switch_cpp" / "tb_switch.cpp"), "-o", "tb_switch"]
     with build_step(f"{TOP}: Verilator C++ build of the switch and tb_switch.cpp"):
-        build = subprocess.run(cmd, env=_make_env(), capture_output=True, text=True)
+        build = subprocess.run(cmd, env=make_environment(), capture_output=True, text=True)
     if build.returncode:
         tail = "\n".join((build.stdout + build.stderr).splitlines()[-15:])
         raise ExampleFailed(f"examples: the C++ build failed:\n{tail}")
@@ -109,18 +103,11 @@ def run_cocotb(out: Path) -> str:
     from cocotb_tools.runner import get_runner
     runner = get_runner("verilator")
     build_dir = out / "cocotb"
-    saved = os.environ.get("MAKEFLAGS")
-    os.environ["MAKEFLAGS"] = _make_env()["MAKEFLAGS"]
-    try:
-        with build_step(f"{TOP}: Verilator build for cocotb (log {build_dir / 'build.log'})"):
-            runner.build(sources=[out / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=build_dir, always=False,
-                         build_args=list(BUILD_ARGS), timescale=("1ns", "1ps"),
-                         log_file=build_dir / "build.log")
-    finally:
-        if saved is None:
-            os.environ.pop("MAKEFLAGS", None)
-        else:
-            os.environ["MAKEFLAGS"] = saved
+    with make_variables_in_environ(), \
+            build_step(f"{TOP}: Verilator build for cocotb (log {build_dir / 'build.log'})"):
+        runner.build(sources=[out / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=build_dir, always=False,
+                     build_args=list(BUILD_ARGS), timescale=("1ns", "1ps"),
+                     log_file=build_dir / "build.log")
     results = runner.test(test_module="test_switch_example", hdl_toplevel=TOP,
                           test_dir=HERE / "switch_cocotb", build_dir=build_dir,
                           extra_env={"EXAMPLE_CONFIG": str(out / "config_words.json")},

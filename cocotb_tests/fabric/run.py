@@ -336,8 +336,9 @@ def _simulate(spec: FabricSpec, request: FabricRequest, program: FabricProgram, 
               **load_sequence(spec, program), "watchdog_cycles": watchdog_cycles, "poll": poll}
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
     if simulator == "lockstep":
+        from cocotb_tests.runner import run_folder
         from eda.fabric.lockstep import run_lockstep
-        return run_lockstep(built, params, run_dir=Path(built) / "runs" / name)
+        return run_lockstep(built, params, run_dir=run_folder(built, name))
     from cocotb_tests.runner import run_bench
     result = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
                        verilog=(fabric_verilog(spec), TOP),

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.toolchain import BUILD_ARGS, MAKE_VARIABLES, SIM_BUILD, build_step, setup_verilator
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, build_step, make_environment, setup_verilator
 
 __all__ = ["build_top_public_only", "PGO_GENERATE", "PGO_USE"]
 
@@ -62,71 +62,64 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
                             + (["pgo", list(PGO_GENERATE), list(PGO_USE), training] if train else []))
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = Path(sim_build or SIM_BUILD) / f"{top}-fast-{key}"
-    if (build_dir / "build.ok").is_file() and (build_dir / top).is_file():
-        print(f"build: {top}: cached model {build_dir}", file=sys.stderr, flush=True)
+    with build_lock(build_dir):
+        if (build_dir / "build.ok").is_file() and (build_dir / top).is_file():
+            print(f"build: {top}: cached model {build_dir}", file=sys.stderr, flush=True)
+            return build_dir
+        build_dir.mkdir(parents=True, exist_ok=True)
+        source = build_dir / f"{top}.v"
+        source.write_text(verilog)
+        control = build_dir / "public_top.vlt"
+        control.write_text("`verilator_config\n" + "".join(
+            f'public_flat_rw -module "{top}" -var "{port}"\n' for port in ports))
+        verilator_cpp = config.share_dir / "lib" / "verilator" / "verilator.cpp"
+        libs = config.libs_dir
+        ldflags = f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"
+        verilate = [str(tool.executable), "-cc", "--exe", "-Mdir", str(build_dir), "--top-module", top,
+                    "--vpi", "--prefix", "Vtop", "-o", top, "-LDFLAGS", ldflags,
+                    *args, "--timescale", "1ns/1ps", str(control), str(verilator_cpp), str(source)]
+        env = make_environment()
+        user_cflags = user_cflags_of(args)
+
+        def compile_(*extra_cflags, extra_ldflags=""):
+            # the user flags of Vtop.mk (from -CFLAGS/-LDFLAGS) are replaced on make's command line,
+            # so one verilation serves both compiles of a profile-guided build
+            return ["make", "-j", str(os.cpu_count() or 1), "-C", str(build_dir), "-f", "Vtop.mk",
+                    "VM_TRACE=0", f"VM_USER_CFLAGS={' '.join([*user_cflags, *extra_cflags])}",
+                    f"VM_USER_LDLIBS={ldflags} {extra_ldflags}".strip()]
+
+        start = time.perf_counter()
+        with open(build_dir / "build.log", "w") as log:
+            def run(cmd, what):
+                log.flush()
+                with build_step(f"{top}: {what} (log {build_dir / 'build.log'})"):
+                    done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+                    if done.returncode:
+                        raise FredError(f"fabric build failed ({cmd[0]} exit {done.returncode}); log "
+                                        f"{build_dir / 'build.log'}")
+
+            run(verilate, f"verilating {len(verilog) / 1e6:.1f} MB of Verilog")
+            if train is None:
+                run(compile_(), "compiling the C++ model")
+            else:
+                _clean_objects(build_dir, top, profiles=True)
+                run(compile_(*PGO_GENERATE, extra_ldflags=" ".join(PGO_GENERATE)),
+                    "compiling the instrumented C++ model (profile-guided optimization)")
+                log.write(f"\n# profile-guided optimization: training run ({training})\n")
+                train_start = time.perf_counter()
+                with build_step(f"{top}: profile training run ({training})"):
+                    train(build_dir)
+                profiles = list(build_dir.glob("*.gcda"))
+                if not profiles:
+                    raise FredError(f"fabric build: the training run ({training}) wrote no profile "
+                                    f"(*.gcda) in {build_dir}")
+                log.write(f"# training {time.perf_counter() - train_start:.1f} s, "
+                          f"{len(profiles)} profiles\n")
+                _clean_objects(build_dir, top, profiles=False)
+                run(compile_(*PGO_USE), "compiling the C++ model with the profile")
+        (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
+        (build_dir / "build.ok").write_text(key_source[:200] + "\n")
         return build_dir
-    build_dir.mkdir(parents=True, exist_ok=True)
-    source = build_dir / f"{top}.v"
-    source.write_text(verilog)
-    control = build_dir / "public_top.vlt"
-    control.write_text("`verilator_config\n" + "".join(
-        f'public_flat_rw -module "{top}" -var "{port}"\n' for port in ports))
-    verilator_cpp = config.share_dir / "lib" / "verilator" / "verilator.cpp"
-    libs = config.libs_dir
-    ldflags = f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"
-    verilate = [str(tool.executable), "-cc", "--exe", "-Mdir", str(build_dir), "--top-module", top,
-                "--vpi", "--prefix", "Vtop", "-o", top, "-LDFLAGS", ldflags,
-                *args, "--timescale", "1ns/1ps", str(control), str(verilator_cpp), str(source)]
-    env = make_environment()
-    user_cflags = user_cflags_of(args)
-
-    def compile_(*extra_cflags, extra_ldflags=""):
-        # the user flags of Vtop.mk (from -CFLAGS/-LDFLAGS) are replaced on make's command line,
-        # so one verilation serves both compiles of a profile-guided build
-        return ["make", "-j", str(os.cpu_count() or 1), "-C", str(build_dir), "-f", "Vtop.mk",
-                "VM_TRACE=0", f"VM_USER_CFLAGS={' '.join([*user_cflags, *extra_cflags])}",
-                f"VM_USER_LDLIBS={ldflags} {extra_ldflags}".strip()]
-
-    start = time.perf_counter()
-    with open(build_dir / "build.log", "w") as log:
-        def run(cmd, what):
-            log.flush()
-            with build_step(f"{top}: {what} (log {build_dir / 'build.log'})"):
-                done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-                if done.returncode:
-                    raise FredError(f"fabric build failed ({cmd[0]} exit {done.returncode}); log "
-                                    f"{build_dir / 'build.log'}")
-
-        run(verilate, f"verilating {len(verilog) / 1e6:.1f} MB of Verilog")
-        if train is None:
-            run(compile_(), "compiling the C++ model")
-        else:
-            _clean_objects(build_dir, top, profiles=True)
-            run(compile_(*PGO_GENERATE, extra_ldflags=" ".join(PGO_GENERATE)),
-                "compiling the instrumented C++ model (profile-guided optimization)")
-            log.write(f"\n# profile-guided optimization: training run ({training})\n")
-            train_start = time.perf_counter()
-            with build_step(f"{top}: profile training run ({training})"):
-                train(build_dir)
-            profiles = list(build_dir.glob("*.gcda"))
-            if not profiles:
-                raise FredError(f"fabric build: the training run ({training}) wrote no profile "
-                                f"(*.gcda) in {build_dir}")
-            log.write(f"# training {time.perf_counter() - train_start:.1f} s, "
-                      f"{len(profiles)} profiles\n")
-            _clean_objects(build_dir, top, profiles=False)
-            run(compile_(*PGO_USE), "compiling the C++ model with the profile")
-    (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
-    (build_dir / "build.ok").write_text(key_source[:200] + "\n")
-    return build_dir
-
-
-def make_environment() -> dict:
-    """The environment of the Verilated makefiles' ``make``: ours plus the runner's make
-    variables (``eda.toolchain.MAKE_VARIABLES``)."""
-    env = dict(os.environ)
-    env["MAKEFLAGS"] = f"{env.get('MAKEFLAGS', '')} {MAKE_VARIABLES}".strip()
-    return env
 
 
 def user_cflags_of(verilator_args) -> list[str]:

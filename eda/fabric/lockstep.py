@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, make_environment, user_cflags_of
-from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_step, setup_verilator
+from eda.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, user_cflags_of
+from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, build_step, make_environment, setup_verilator
 
 __all__ = ["DRIVER", "EXECUTABLE", "build_lockstep", "run_lockstep", "PART_TOPS"]
 
@@ -61,72 +61,73 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
                             + (["pgo", list(PGO_GENERATE), list(PGO_USE), training] if train else []))
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = Path(sim_build or SIM_BUILD) / f"fred_fabric-lockstep-{key}"
-    if (build_dir / "build.ok").is_file() and (build_dir / EXECUTABLE).is_file():
-        print(f"build: lock-step fabric: cached simulator {build_dir}", file=sys.stderr, flush=True)
+    with build_lock(build_dir):
+        if (build_dir / "build.ok").is_file() and (build_dir / EXECUTABLE).is_file():
+            print(f"build: lock-step fabric: cached simulator {build_dir}", file=sys.stderr, flush=True)
+            return build_dir
+        build_dir.mkdir(parents=True, exist_ok=True)
+        env = make_environment()
+        user_cflags = user_cflags_of(args)
+        part_dirs = [build_dir / f"part{p}" for p in range(2)]
+        include = tool.root / "include"
+        start = time.perf_counter()
+        with open(build_dir / "build.log", "w") as log:
+            def run(cmd, what):
+                log.write("\n$ " + " ".join(map(str, cmd)) + "\n")
+                log.flush()
+                with build_step(f"lock-step fabric: {what} (log {build_dir / 'build.log'})"):
+                    done = subprocess.run([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, env=env)
+                    if done.returncode:
+                        raise FredError(f"lock-step fabric build failed ({Path(str(cmd[0])).name} exit "
+                                        f"{done.returncode}); log {build_dir / 'build.log'}")
+
+            for p, (verilog, part_dir) in enumerate(zip(verilogs, part_dirs)):
+                part_dir.mkdir(exist_ok=True)
+                source = part_dir / f"{PART_TOPS[p]}.v"
+                source.write_text(verilog)
+                run([tool.executable, "-cc", "-Mdir", part_dir, "--top-module", PART_TOPS[p],
+                     "--prefix", f"Vpart{p}", *args, str(source)],
+                    f"verilating part {p} ({len(verilog) / 1e6:.1f} MB of Verilog)")
+
+            def compile_(*extra):
+                flags = " ".join([*user_cflags, *extra, *_CXX])
+                for p, part_dir in enumerate(part_dirs):
+                    run(["make", "-j", str(os.cpu_count() or 1), "-C", part_dir, "-f", f"Vpart{p}.mk",
+                         "VM_TRACE=0", f"VM_USER_CFLAGS={flags}"], f"compiling part {p}'s C++ model")
+                run(["g++", *flags.split(), "-I", include, "-I", include / "vltstd",
+                     *(x for d in part_dirs for x in ("-I", d)), DRIVER,
+                     part_dirs[0] / "libVpart0.a", part_dirs[1] / "libVpart1.a",
+                     part_dirs[0] / "libverilated.a", "-o", build_dir / EXECUTABLE], "linking the simulator")
+
+            def clean(profiles: bool):
+                # objects and the simulator (and with ``profiles`` every .gcda), so that make and
+                # g++ compile everything again with the new flags
+                for p, part_dir in enumerate(part_dirs):
+                    _clean_objects(part_dir, f"Vpart{p}", profiles=profiles)
+                if profiles:
+                    for path in build_dir.glob("*.gcda"):   # the driver's
+                        path.unlink()
+                (build_dir / EXECUTABLE).unlink(missing_ok=True)
+
+            if train is None:
+                compile_()
+            else:
+                clean(profiles=True)
+                compile_(*PGO_GENERATE)
+                log.write(f"\n# profile-guided optimization: training run ({training})\n")
+                train_start = time.perf_counter()
+                with build_step(f"lock-step fabric: profile training run ({training})"):
+                    train(build_dir)
+                profiles = [*build_dir.rglob("*.gcda")]
+                if not profiles:
+                    raise FredError(f"lock-step fabric build: the training run ({training}) wrote no "
+                                    f"profile (*.gcda) in {build_dir}")
+                log.write(f"# training {time.perf_counter() - train_start:.1f} s, {len(profiles)} profiles\n")
+                clean(profiles=False)
+                compile_(*PGO_USE)
+        (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
+        (build_dir / "build.ok").write_text(key_source[:200] + "\n")
         return build_dir
-    build_dir.mkdir(parents=True, exist_ok=True)
-    env = make_environment()
-    user_cflags = user_cflags_of(args)
-    part_dirs = [build_dir / f"part{p}" for p in range(2)]
-    include = tool.root / "include"
-    start = time.perf_counter()
-    with open(build_dir / "build.log", "w") as log:
-        def run(cmd, what):
-            log.write("\n$ " + " ".join(map(str, cmd)) + "\n")
-            log.flush()
-            with build_step(f"lock-step fabric: {what} (log {build_dir / 'build.log'})"):
-                done = subprocess.run([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, env=env)
-                if done.returncode:
-                    raise FredError(f"lock-step fabric build failed ({Path(str(cmd[0])).name} exit "
-                                    f"{done.returncode}); log {build_dir / 'build.log'}")
-
-        for p, (verilog, part_dir) in enumerate(zip(verilogs, part_dirs)):
-            part_dir.mkdir(exist_ok=True)
-            source = part_dir / f"{PART_TOPS[p]}.v"
-            source.write_text(verilog)
-            run([tool.executable, "-cc", "-Mdir", part_dir, "--top-module", PART_TOPS[p],
-                 "--prefix", f"Vpart{p}", *args, str(source)],
-                f"verilating part {p} ({len(verilog) / 1e6:.1f} MB of Verilog)")
-
-        def compile_(*extra):
-            flags = " ".join([*user_cflags, *extra, *_CXX])
-            for p, part_dir in enumerate(part_dirs):
-                run(["make", "-j", str(os.cpu_count() or 1), "-C", part_dir, "-f", f"Vpart{p}.mk",
-                     "VM_TRACE=0", f"VM_USER_CFLAGS={flags}"], f"compiling part {p}'s C++ model")
-            run(["g++", *flags.split(), "-I", include, "-I", include / "vltstd",
-                 *(x for d in part_dirs for x in ("-I", d)), DRIVER,
-                 part_dirs[0] / "libVpart0.a", part_dirs[1] / "libVpart1.a",
-                 part_dirs[0] / "libverilated.a", "-o", build_dir / EXECUTABLE], "linking the simulator")
-
-        def clean(profiles: bool):
-            # objects and the simulator (and with ``profiles`` every .gcda), so that make and
-            # g++ compile everything again with the new flags
-            for p, part_dir in enumerate(part_dirs):
-                _clean_objects(part_dir, f"Vpart{p}", profiles=profiles)
-            if profiles:
-                for path in build_dir.glob("*.gcda"):   # the driver's
-                    path.unlink()
-            (build_dir / EXECUTABLE).unlink(missing_ok=True)
-
-        if train is None:
-            compile_()
-        else:
-            clean(profiles=True)
-            compile_(*PGO_GENERATE)
-            log.write(f"\n# profile-guided optimization: training run ({training})\n")
-            train_start = time.perf_counter()
-            with build_step(f"lock-step fabric: profile training run ({training})"):
-                train(build_dir)
-            profiles = [*build_dir.rglob("*.gcda")]
-            if not profiles:
-                raise FredError(f"lock-step fabric build: the training run ({training}) wrote no "
-                                f"profile (*.gcda) in {build_dir}")
-            log.write(f"# training {time.perf_counter() - train_start:.1f} s, {len(profiles)} profiles\n")
-            clean(profiles=False)
-            compile_(*PGO_USE)
-    (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
-    (build_dir / "build.ok").write_text(key_source[:200] + "\n")
-    return build_dir
 
 
 def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) -> dict:

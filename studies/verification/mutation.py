@@ -282,7 +282,7 @@ def run_one(verilog: str, top: str, design: dict, build_root: Path) -> dict:
 def _failed_tests(build_root: Path) -> list[str]:
     from xml.etree import ElementTree
     failed = []
-    for xml in build_root.glob("*/runs/mutant/results.xml"):
+    for xml in build_root.glob("*/runs/mutant*/results.xml"):
         for case in ElementTree.parse(xml).getroot().iter("testcase"):
             if case.find("failure") is not None or case.find("error") is not None:
                 failed.append(case.get("name"))
