@@ -518,7 +518,9 @@ class _StreamingPasses:
         source = ("layer", layer, backward)
         fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
             and not (with_mp and d.time_s < 0)
-        if fast:
+        # a block costs about what adding three or four tasks one by one does: it pays for
+        # itself with two tasks or more per microbatch (MP or a hand-over) and a few microbatches
+        if fast and m >= 4 and (with_mp or hand_over):
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
         else:
