@@ -234,7 +234,7 @@ class Engine:
         """Append ``block``'s tasks (named ``prefix`` + its names), its first task after
         ``first_deps`` (checked task ids); returns the number of its first task."""
         t0 = len(self._duration)
-        self._name.extend([prefix + name for name in block.names])
+        self._name.extend(map(prefix.__add__, block.names))   # map: no Python frame per task
         self._duration.extend(block.duration)
         self._category.extend(block.category)
         self._npu.extend(block.npu)
@@ -242,14 +242,14 @@ class Engine:
         self._dep_count.append(len(first_deps))
         self._dep_count.extend(block.dep_count)
         self._dep_flat.extend(first_deps)
-        self._dep_flat.extend([t0 + d for d in block.deps])
+        self._dep_flat.extend(map(t0.__add__, block.deps))
         self.sources.extend(block.sources)
         queues = self.queues
         for resource, offsets in block.queues:
             queue = queues.get(resource)
             if queue is None:
                 queue = queues[resource] = []
-            queue.extend([t0 + k for k in offsets])
+            queue.extend(map(t0.__add__, offsets))
         self._arrays = None
         return t0
 
