@@ -47,11 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRIC_OPS, FABRICS, IO_OPS
     parser.add_argument("--fabric", required=True, type=str.lower, choices=(*FABRICS, "mesh"),
                         help="a FRED variant, or mesh: the 2D-mesh baseline (docs/mesh_rtl.md)")
-    parser.add_argument("--op", required=True, choices=FABRIC_OPS + IO_OPS,
-                        help="a collective, or an I/O op: io-broadcast (weight streaming: a "
-                             "controller multicasts to its group), io-reduce (gradient "
-                             "reduce-out: the group reduced into its controller); I/O ops put one "
-                             "controller per group on the L1s and run on the packet fabric")
+    # io-load: the mesh's weight streaming from its edge I/O controllers (docs/mesh_rtl.md);
+    # io-broadcast / io-reduce: the FRED packet fabric's I/O controllers (docs/fabric_rtl.md)
+    parser.add_argument("--op", required=True,
+                        choices=(*FABRIC_OPS, *IO_OPS,
+                                 *(op for op in ("io-load",) if op not in FABRIC_OPS + IO_OPS)),
+                        help="a collective, or an I/O op: on FRED io-broadcast (weight streaming: "
+                             "a controller multicasts to its group) and io-reduce (gradient "
+                             "reduce-out: the group reduced into its controller), one controller "
+                             "per group on the L1s, on the packet fabric; on the mesh io-load")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")
     where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
@@ -61,8 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="flits: all-reduce, per NPU; reduce, from every member; multicast, "
                              "to every destination")
     parser.add_argument("--algorithm", default=None,
-                        choices=("in-switch", "ring", "hierarchical", "chain"),
-                        help="the algorithm both sides run (default: the model's own choice)")
+                        choices=("in-switch", "ring", "hierarchical", "chain", "tree-xy", "tree-yx", "tree-split"),
+                        help="the algorithm both sides run (default: the model's own choice; "
+                             "tree-*: the mesh io-load's broadcast trees)")
     parser.add_argument("--switch", choices=("circuit", "packet"), default=None,
                         help="the RTL fabric's switches: circuit (default, packet for I/O ops: fred_switch with phase "
                              "sequencers) or packet (fred_packet_switch selecting phases from "
