@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import FabricRequest, FabricSpec, fabric_spec, make_request
+from hdl.contracts.fabric import (IO_OPS, FabricRequest, FabricSpec, fabric_spec,
+                                  io_controllers_needed, make_request)
 
 __all__ = ["FabricCase", "build_case", "run_case", "rtl_harness"]
 
@@ -58,6 +59,11 @@ def build_case(*, fabric: str, op: str, size: int, group: str | None = None,
     :class:`FredError` s naming the problem, raised before anything is built."""
     from sysmodel.fabric_model import fabric_platform, model_cycles
     spec = fabric_spec(fabric, **spec_overrides)
+    if op in IO_OPS and "io_controllers" not in spec_overrides:
+        # one controller per group (hdl.contracts.fabric.IO_OPS), on L1s 0, 1, ...
+        spec = fabric_spec(fabric, **spec_overrides,
+                           io_controllers=io_controllers_needed(spec, op=op, group=group,
+                                                                strategy=strategy, dim=dim))
     request = make_request(spec, op=op, size_flits=size, group=group, strategy=strategy, dim=dim)
     key = (spec, str(characterization), switch)
     cache = platform_cache if platform_cache is not None else {}
@@ -86,7 +92,11 @@ def run_case(case: FabricCase, *, seed: int = 0, sink_backpressure: float = 0.0,
              simulator: str = "lockstep") -> FabricCase:
     """``case`` run on the RTL with the algorithm the model chose, on ``simulator``
     (``cocotb_tests.fabric.run.SIMULATORS``): a new case holding the RTL's result; errors in
-    the received data are a :class:`FredError` listing the first few."""
+    the received data are a :class:`FredError` listing the first few. I/O ops run on the
+    packet fabric only (:func:`studies.packet_fabric_case.run_packet_case`)."""
+    if case.request.op in IO_OPS:
+        raise FredError(f"{case.request.op} runs on the packet fabric's I/O controllers "
+                        f"(--switch packet); the circuit fabric has none")
     run_fabric = rtl_harness()   # checks the backpressure before building (fabric_program)
     rtl = run_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, seed=seed,
                      sink_backpressure=sink_backpressure, watchdog_cycles=watchdog_cycles,

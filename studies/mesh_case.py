@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MeshFabricSpec
+from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.placement import parse_strategy
 
 __all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "run_mesh_case", "MESH_OPS"]
 
-#: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing).
-MESH_OPS = ("all-reduce", "multicast")
+#: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing). ``io-load``: the
+#: model's weight streaming from the edge I/O controllers (``fred_mesh_io``).
+MESH_OPS = ("all-reduce", "multicast", "io-load")
 
 
 @dataclass
@@ -28,7 +30,9 @@ class MeshCase:
     label: str
     estimate: object                  # sysmodel.mesh_rtl_model.MeshEstimate
     split: float
-    rtl: object | None = None         # cocotb_tests.fabric.mesh_run.MeshRun
+    rtl: object | None = None         # cocotb_tests.fabric.mesh_run.MeshRun (mesh_io_run.MeshIoRun)
+    io: MeshIoSpec | None = None      # the I/O controllers of an io-load
+    mode: str | None = None           # an io-load's trees (hdl.contracts.mesh_io.IO_MODES)
 
     @property
     def ratio(self) -> float | None:
@@ -39,6 +43,9 @@ class MeshCase:
                "link_rate": list(self.spec.link_rate), "link_latency": self.spec.link_latency,
                "request": self.label, "size_flits": self.size_flits, "groups": self.groups,
                "model": dict(self.estimate.__dict__), "split": self.split}
+        if self.io is not None:
+            out.update(op="io-load", controllers=self.io.controllers, io_rate=list(self.io.io_rate),
+                       stripe_flits=self.size_flits // self.io.controllers, trees=self.mode)
         if self.rtl is not None:
             out["rtl"] = {"cycles": self.rtl.cycles, "sim_s": self.rtl.sim_s,
                           "cycles_per_s": self.rtl.cycles_per_s}
@@ -75,15 +82,27 @@ def mesh_groups(spec: MeshFabricSpec, *, group: str | None, strategy: str | None
 
 
 def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
-                    spec: MeshFabricSpec | None = None, characterization=None) -> MeshCase:
-    """Validate and compute the model's side; nothing is built."""
+                    spec: MeshFabricSpec | None = None, characterization=None,
+                    algorithm: str | None = None, io: MeshIoSpec | None = None,
+                    dtype: str = "int32") -> MeshCase:
+    """Validate and compute the model's side; nothing is built. ``algorithm``: an io-load's
+    trees (default the model's fastest); the other ops run the model's own algorithm.
+    ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings and
+    chains, bit-exact against the golden model's order)."""
     from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform, mesh_split
     from hdl.compiler.mesh_program import check_size_flits, mesh_program
     if op not in MESH_OPS:
         raise FredError(f"the RTL mesh fabric runs {', '.join(MESH_OPS)}; {op} is not built yet "
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
-    spec = spec or MeshFabricSpec()
+    if op == "io-load":
+        if dtype != "int32":
+            raise FredError("io-load streams words unchanged (nothing is added): drop --dtype")
+        return _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(
+            mesh=spec or MeshFabricSpec()), characterization=characterization, mode=algorithm)
+    if algorithm is not None:
+        raise FredError(f"the RTL mesh runs the model's own algorithm for {op}: drop --algorithm")
+    spec = spec or MeshFabricSpec(dtype=dtype)
     groups, label = mesh_groups(spec, group=group, strategy=strategy, dim=dim, op=op)
     platform = mesh_platform(spec, characterization=characterization)
     estimate = mesh_model_cycles(spec, groups, size, platform=platform, op=op)
@@ -95,10 +114,37 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     return MeshCase(spec, groups, size, label, estimate, split)
 
 
+def _build_io_case(*, size: int, group, strategy, io: MeshIoSpec, characterization, mode) -> MeshCase:
+    """Weight streaming to every NPU: ``size`` flits per NPU, in whole stripes (``ceil(size /
+    controllers)`` flits per controller; the case's size is what every NPU then receives)."""
+    from sysmodel.mesh_rtl_model import mesh_io_model_cycles, mesh_io_platform
+    from hdl.compiler.mesh_io_program import io_load_program
+    if strategy is not None or group != "wafer":
+        raise FredError("io-load streams to every NPU: use --group wafer")
+    if mode is not None and mode not in IO_MODES:
+        raise FredError(f"io-load on the mesh runs the trees {', '.join(IO_MODES)}; got {mode!r}")
+    stripe = -(-size // io.controllers)
+    platform = mesh_io_platform(io, characterization=characterization)
+    estimate = mesh_io_model_cycles(io, stripe, mode=mode, platform=platform)
+    io_load_program(io, stripe, estimate.algorithm)                               # fails early
+    return MeshCase(io.mesh, [list(range(io.mesh.npus))], stripe * io.controllers, "wafer", estimate,
+                    0.5, io=io, mode=estimate.algorithm)
+
+
 def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0.0,
                   watchdog_cycles: int | None = None) -> MeshCase:
     """Build and run the RTL; raise :class:`FredError` naming what went wrong if any engine
-    did not receive exactly what it should."""
+    (an io-load: any NPU or controller) did not receive or send exactly what it should."""
+    if case.io is not None:
+        # the NPUs take every I/O flit at once (their memory): the backpressure is random idle
+        # of every controller and NPU forwarder instead
+        from cocotb_tests.fabric.mesh_io_run import run_mesh_io
+        run = run_mesh_io(case.io, case.size_flits // case.io.controllers, case.mode,
+                          stall=sink_backpressure, watchdog_cycles=watchdog_cycles)
+        if run.errors:
+            raise FredError(f"the RTL mesh failed io-load {case.label}: " + "; ".join(run.errors[:8]))
+        case.rtl = run
+        return case
     from cocotb_tests.fabric.mesh_run import run_mesh_fabric
     run = run_mesh_fabric(case.spec, case.groups, case.size_flits, algorithm=case.estimate.algorithm,
                           split=case.split, seed=seed, sink_backpressure=sink_backpressure,

@@ -5,8 +5,8 @@ in RTL (mesh RTL cycles / Fred-X RTL cycles) beside the model's and the paper's,
 
 The rows are :class:`~studies.fabric_validation.FabricValidationRow` (fabric ``mesh``), so the
 summary and its tolerance are the FRED fabrics' (:func:`studies.fabric_validation.summarise`).
-The I/O cases are not in :data:`MESH_CASES`: the RTL mesh has no I/O controllers yet
-(docs/mesh_rtl.md, "What is missing").
+The I/O case is weight streaming (``io-load``) from the 18 edge controllers to every NPU
+(``fred_mesh_io``, docs/mesh_rtl.md "I/O controllers on the mesh"), with the model's trees.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ MESH_CASES = (
     ("MP2-DP5-PP2 MP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="mp")),
     ("MP2-DP5-PP2 DP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="dp")),
     ("MP2-DP5-PP2 PP multicast", dict(op="multicast", strategy="MP2-DP5-PP2", dim="pp")),
+    ("wafer io-load", dict(op="io-load", group="wafer")),
 )
 MESH_BEGIN, MESH_END = "<!-- fabric-validate-mesh:begin -->", "<!-- fabric-validate-mesh:end -->"
 

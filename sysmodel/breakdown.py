@@ -9,7 +9,7 @@ I/O, DP, each taking only what the earlier ones left -- and what no communicatio
 
 from __future__ import annotations
 
-from sysmodel.engine import Schedule
+from sysmodel.engine import Schedule, Timeline
 from sysmodel.task_graphs import stage_resource
 
 __all__ = ["COMM_CATEGORIES", "attribute_time"]
@@ -26,36 +26,33 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     ``breakdown``: seconds of compute, of each of :data:`COMM_CATEGORIES` and of ``bubble``;
     ``comm_busy``: seconds each category's tasks of the stage run, exposed or not; ``stage``:
     the stage chosen."""
-    s, busy, compute = _busiest_stage(schedule, stages)
+    timeline = schedule.timeline()
+    s, busy, compute = _busiest_stage(timeline, stages)
     npu = representative(s)
-    idle = _gaps(compute, schedule.makespan)
+    idle = _gaps([(timeline.start[i], timeline.end[i]) for i in compute], schedule.makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
     by_category: dict[str, list] = {c: [] for c in COMM_CATEGORIES}   # one pass over the tasks
-    for t in schedule.tasks:
-        if t.category in by_category and t.npu in (None, npu):
-            by_category[t.category].append(t)
+    for i, (category, on) in enumerate(zip(timeline.category, timeline.npu)):
+        if category in by_category and on in (None, npu):
+            by_category[category].append(i)
+    start, end, duration = timeline.start, timeline.end, timeline.duration
     for category in COMM_CATEGORIES:
         mine = by_category[category]
-        comm_busy[category] = sum(t.duration for t in mine)
-        breakdown[category], idle = _overlap(idle, _union([(t.start, t.end) for t in mine]))
+        comm_busy[category] = sum([duration[i] for i in mine])
+        breakdown[category], idle = _overlap(idle, _union([(start[i], end[i]) for i in mine]))
     breakdown["bubble"] = sum(b - a for a, b in idle)
     return breakdown, comm_busy, s
 
 
-def _busiest_stage(schedule: Schedule, stages: int):
+def _busiest_stage(timeline: Timeline, stages: int):
     """(stage, compute seconds, its compute tasks) of the stage whose compute unit is busiest
-    (the first such stage on a tie)."""
+    (the first such stage on a tie); the tasks as numbers, in task order."""
     best = None
-    names = {stage_resource(s, "compute"): s for s in range(stages)}
-    per_stage: list[list] = [[] for _ in range(stages)]     # one pass over the tasks
-    for t in schedule.tasks:
-        s = names.get(t.resource)
-        if s is not None:
-            per_stage[s].append(t)
+    duration = timeline.duration
     for s in range(stages):
-        tasks = per_stage[s]
-        busy = sum(t.duration for t in tasks)
+        tasks = timeline.queues.get(stage_resource(s, "compute"), [])
+        busy = sum([duration[i] for i in tasks])
         if best is None or busy > best[1]:
             best = (s, busy, tasks)
     return best
@@ -102,13 +99,13 @@ def _overlap(segments, intervals) -> tuple[float, list]:
     return covered, rest
 
 
-def _gaps(tasks, makespan: float) -> list[list[float]]:
-    """Intervals in [0, makespan] in which none of ``tasks`` runs."""
+def _gaps(intervals, makespan: float) -> list[list[float]]:
+    """Intervals in [0, makespan] covered by none of ``intervals`` ((start, end) pairs)."""
     gaps, cur = [], 0.0
-    for t in sorted(tasks, key=lambda t: t.start):
-        if t.start > cur:
-            gaps.append([cur, t.start])
-        cur = max(cur, t.end)
+    for start, end in sorted(intervals, key=lambda se: se[0]):
+        if start > cur:
+            gaps.append([cur, start])
+        cur = max(cur, end)
     if cur < makespan:
         gaps.append([cur, makespan])
     return gaps

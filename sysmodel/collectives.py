@@ -640,7 +640,7 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         plan = algorithms.chain(c.op, c.root, _order(net, [r for r in g if r != c.root]))
         return "chain", _chain(net, plan.stages[0], c.size)
     if isinstance(net, MeshNetwork):
-        return _mesh_io(net, c)
+        return _mesh_io(net, c, algorithm)
     return "chain", _fred_io_chain(net, c)
 
 
@@ -667,8 +667,9 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
     return [("hierarchical", t)]
 
 
-def _mesh_io(net: MeshNetwork, c: Collective) -> tuple[str, Traffic]:
-    """Broadcast (io-load) or reduce (io-store) trees from every controller, X-Y/Y-X/split."""
+def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> tuple[str, Traffic]:
+    """Broadcast (io-load) or reduce (io-store) trees from every controller, X-Y/Y-X/split (the
+    fastest, or the one ``algorithm`` names)."""
     stripe = c.size / len(net.io_nodes)
 
     def trees(order: str) -> Traffic:
@@ -691,7 +692,8 @@ def _mesh_io(net: MeshNetwork, c: Collective) -> tuple[str, Traffic]:
     split.loads += yx.loads * 0.5
     split.sent += yx.sent * 0.5
     split.latency_s = max(xy.latency_s, yx.latency_s)
-    return _minimum([("tree-xy", xy), ("tree-yx", yx), ("tree-split", split)])
+    candidates = [("tree-xy", xy), ("tree-yx", yx), ("tree-split", split)]
+    return _named(candidates, algorithm, c) if algorithm is not None else _minimum(candidates)
 
 
 def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
@@ -735,7 +737,8 @@ def collective_traffic(net: Network, c: Collective, algorithm: str | None = None
         if algorithm not in (None, "in-switch"):
             raise FredError(f"{net.name} runs {c.op} in the switches; {algorithm!r} does not apply")
         return "in-switch", _in_switch(net, c)
-    name, traffic = _endpoint(net, c, algorithm if c.op in ("all-reduce", "reduce-scatter", "all-gather") else None)
+    named = ("all-reduce", "reduce-scatter", "all-gather", "io-load", "io-store")
+    name, traffic = _endpoint(net, c, algorithm if c.op in named else None)
     if algorithm is not None and name not in (algorithm, "local"):
         raise FredError(f"{c.op} on {net.name} runs {name!r}; {algorithm!r} does not apply")
     return name, traffic

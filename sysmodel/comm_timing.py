@@ -67,6 +67,11 @@ class CommTimer:
         # when it was first timed. ``memo=False`` (the reference path) recomputes every time.
         self._memo: dict | None = {} if memo else None
 
+    @property
+    def memoised(self) -> bool:
+        """Whether each distinct task is timed once (else every time it is asked for)."""
+        return self._memo is not None
+
     def _memoised(self, key, compute) -> "CommTime":
         if self._memo is None:
             return compute()

@@ -28,8 +28,8 @@ specification the compiled one is tested against (docs/sysmodel.md, Speed).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,7 @@ from sysmodel.engine_reference import run_reference
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
-__all__ = ["Task", "Engine", "Schedule"]
+__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock"]
 
 
 @dataclass(slots=True)
@@ -63,14 +63,58 @@ class Task:
     end: float = -1.0
 
 
-@dataclass
 class Schedule:
-    tasks: list[Task]
-    makespan: float
+    """An executed graph: ``tasks`` (every :class:`Task` with its start and end) and
+    ``makespan`` (s). A schedule of a compiled run makes its task objects only when ``tasks``
+    is first read (:meth:`Engine.timeline` gives the same figures as columns, without them)."""
+
+    def __init__(self, tasks: list[Task] | None = None, makespan: float = 0.0, *, engine: Engine | None = None):
+        if tasks is None and engine is None:
+            tasks = []
+        self._tasks, self.makespan, self.engine = tasks, makespan, engine
+
+    @property
+    def tasks(self) -> list[Task]:
+        if self._tasks is None:
+            self._tasks = self.engine.tasks
+        return self._tasks
+
+    def timeline(self) -> Timeline:
+        """Every task's start, end, duration, category and NPU as columns, and each resource's
+        tasks (see :class:`Timeline`)."""
+        if self._tasks is None:
+            return self.engine.timeline()
+        return Timeline.of_tasks(self._tasks)
+
+
+@dataclass
+class Timeline:
+    """An executed graph as columns, indexed by task number: ``start``, ``end``, ``duration``,
+    ``category``, ``npu`` (lists) and ``queues`` (resource -> its tasks in task order)."""
+
+    start: list
+    end: list
+    duration: list
+    category: list
+    npu: list
+    queues: dict
+
+    @staticmethod
+    def of_tasks(tasks: list[Task]) -> Timeline:
+        queues: dict[str, list[int]] = {}
+        for i, t in enumerate(tasks):
+            queues.setdefault(t.resource, []).append(i)
+        return Timeline([t.start for t in tasks], [t.end for t in tasks], [t.duration for t in tasks],
+                        [t.category for t in tasks], [t.npu for t in tasks], queues)
 
 
 class Engine:
-    """Collects tasks (:meth:`add`) and runs them (:meth:`run`)."""
+    """Collects tasks (:meth:`add`) and runs them (:meth:`run`).
+
+    The graph is kept as columns (one list per task field, dependencies flattened), not as one
+    object per task: builders append whole blocks of tasks (:meth:`_extend`), the compiled loop
+    reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
+    is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
 
     def __init__(self, *, priority: dict | None = None, preempt_s: float = 0.0):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
@@ -82,16 +126,56 @@ class Engine:
             raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
         self.priority = dict(priority) if priority else None
         self.preempt_s = float(preempt_s)
-        self.tasks: list[Task] = []
         self.queues: dict[str, list[int]] = {}
         #: per task, where its duration came from when a compute timer gave it (see
         #: :mod:`sysmodel.graph_template`), else None
         self.sources: list = []
-        # id(loads array) -> (array, whether it loads any link): repeated communication tasks
-        # share one array, so the check runs once per distinct array
-        self._loaded: dict[int, tuple] = {}
+        # the columns, one entry per task (dependencies: their count, and all of them in a row)
+        self._name: list[str] = []
+        self._duration: list[float] = []
+        self._category: list[str] = []
+        self._npu: list = []
+        self._entry: list[int] = []           # its (loads, bw) pair's number, or -1
+        self._dep_count: list[int] = []
+        self._dep_flat: list[int] = []
+        # (loads, bw) pairs of the transfers, by the arrays' identities (repeated communication
+        # tasks share one pair: the communication timer memoises): number and pair
+        self._entry_of: dict[tuple[int, int], tuple] = {}
+        self.entries: list[tuple[np.ndarray, np.ndarray]] = []
+        self._tasks: list[Task] | None = None     # the task objects, once made
+        self._times: tuple | None = None          # (start, end) arrays of the last compiled run
+        self._arrays: GraphArrays | None = None   # the arrays of the graph, once made
 
-    def add(self, name: str, resource: str, duration: float, deps=(), *, category: str = "compute",
+    def __len__(self) -> int:
+        return len(self._duration)
+
+    @property
+    def tasks(self) -> list[Task]:
+        """The tasks as :class:`Task` objects (made from the columns on first read, with their
+        start and end once run; the same objects until a task is added)."""
+        tasks = self._tasks
+        n = len(self._duration)
+        if tasks is not None and len(tasks) == n:
+            return tasks
+        resource = [""] * n
+        for r, queue in self.queues.items():
+            for i in queue:
+                resource[i] = r
+        entries = self.entries
+        loads = [entries[e][0] if e >= 0 else None for e in self._entry]
+        bw = [entries[e][1] if e >= 0 else None for e in self._entry]
+        ptr = [0, *itertools.accumulate(self._dep_count)]
+        flat = self._dep_flat
+        deps = [tuple(flat[ptr[i]:ptr[i + 1]]) for i in range(n)]
+        tasks = [Task(*fields) for fields in zip(self._name, resource, self._duration, deps,
+                                                 self._category, self._npu, loads, bw)]
+        if self._times is not None:
+            for task, s, e in zip(tasks, *self._times):
+                task.start, task.end = s, e
+        self._tasks = tasks
+        return tasks
+
+    def add(self, name: str, resource: str, duration, deps=(), *, category: str = "compute",
             npu: int | None = None, loads=None, bw=None, source=None) -> int:
         """Add a task; ``duration`` may be an object with ``time_s``, ``loads``, ``bw``
         (a communication time with its link loads). ``source``: how a compute timer gave the
@@ -101,8 +185,7 @@ class Engine:
             loads, bw, duration = duration.loads, duration.bw, duration.time_s
         if duration < 0:
             raise FredError(f"task {name}: negative duration {duration}")
-        tasks = self.tasks
-        n = len(tasks)
+        n = len(self._duration)
         if deps:
             deps = tuple([d for d in deps if d is not None])
             for d in deps:
@@ -112,25 +195,63 @@ class Engine:
             deps = ()
         return self._append(name, resource, duration, deps, category, npu, loads, bw, source)
 
+    def entry(self, loads, bw) -> int:
+        """The number of the (``loads``, ``bw``) pair of a transfer, or -1 where it has no link
+        data (no bandwidths, or no link loaded: a fixed duration)."""
+        if loads is None or bw is None:
+            return -1
+        key = (id(loads), id(bw))
+        found = self._entry_of.get(key)
+        if found is None:
+            e = -1
+            if np.any(loads > 0):
+                e = len(self.entries)
+                self.entries.append((loads, bw))
+            # the arrays are kept with their number: the ids in the key stay theirs
+            found = self._entry_of[key] = (e, loads, bw)
+        return found[0]
+
     def _append(self, name, resource, duration, deps, category, npu, loads, bw, source) -> int:
         """Append a task whose duration (a number) and dependencies (a tuple of earlier task
         ids) are already checked: :meth:`add` after its checks, or a builder's fast path."""
-        if loads is not None:
-            seen = self._loaded.get(id(loads))
-            if seen is None or seen[0] is not loads:
-                seen = self._loaded[id(loads)] = (loads, bool(np.any(loads > 0)))
-            if bw is None or not seen[1]:
-                loads = None
-        tasks = self.tasks
-        n = len(tasks)
-        tasks.append(Task(name, resource, float(duration), deps, category, npu,
-                          loads, bw if loads is not None else None))
+        n = len(self._duration)
+        self._name.append(name)
+        self._duration.append(float(duration))
+        self._category.append(category)
+        self._npu.append(npu)
+        self._entry.append(-1 if loads is None else self.entry(loads, bw))
+        self._dep_count.append(len(deps))
+        self._dep_flat.extend(deps)
         self.sources.append(source)
         queue = self.queues.get(resource)
         if queue is None:
             queue = self.queues[resource] = []
         queue.append(n)
+        self._arrays = None
         return n
+
+    def _extend(self, block: TaskBlock, prefix: str, first_deps: tuple) -> int:
+        """Append ``block``'s tasks (named ``prefix`` + its names), its first task after
+        ``first_deps`` (checked task ids); returns the number of its first task."""
+        t0 = len(self._duration)
+        self._name.extend(map(prefix.__add__, block.names))   # map: no Python frame per task
+        self._duration.extend(block.duration)
+        self._category.extend(block.category)
+        self._npu.extend(block.npu)
+        self._entry.extend(block.entry)
+        self._dep_count.append(len(first_deps))
+        self._dep_count.extend(block.dep_count)
+        self._dep_flat.extend(first_deps)
+        self._dep_flat.extend(map(t0.__add__, block.deps))
+        self.sources.extend(block.sources)
+        queues = self.queues
+        for resource, offsets in block.queues:
+            queue = queues.get(resource)
+            if queue is None:
+                queue = queues[resource] = []
+            queue.extend(map(t0.__add__, offsets))
+        self._arrays = None
+        return t0
 
     def run(self, *, reference: bool = False) -> Schedule:
         """Execute the tasks; sets every task's ``start`` / ``end``. The loop runs compiled
@@ -138,86 +259,115 @@ class Engine:
         unoptimised loop of :mod:`sysmodel.engine_reference` instead (the same semantics; the
         compiled loop is tested against it to 1e-9 relative)."""
         if reference:
-            return Schedule(tasks=self.tasks, makespan=run_reference(self))
-        tasks = self.tasks
-        if not tasks:
-            return Schedule(tasks=tasks, makespan=0.0)
+            self._times = None
+            tasks = self.tasks
+            return Schedule(tasks, makespan=run_reference(self))
+        n = len(self._duration)
+        if not n:
+            return Schedule([], makespan=0.0)
         # imported here: numba's import and the compiled code's loading (about 0.5 s) are paid
         # by the processes that run an engine, not by every one that imports the model
         from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
         start, end, head, done = run_arrays(self.arrays(names))
-        for task, s, e in zip(tasks, start.tolist(), end.tolist()):
-            task.start = s
-            task.end = e
-        if done != len(tasks):
+        self._times = (start.tolist(), end.tolist())
+        if self._tasks is not None:
+            for task, s, e in zip(self._tasks, *self._times):
+                task.start, task.end = s, e
+        if done != n:
             queue = [self.queues[r] for r in names]
             offset = [0, *itertools.accumulate(len(q) for q in queue)]
-            blocked = [tasks[queue[r][head[r] - offset[r]]].name for r in range(len(names))
+            blocked = [self._name[queue[r][head[r] - offset[r]]] for r in range(len(names))
                        if head[r] - offset[r] < len(queue[r])]
-            raise FredError(f"task graph deadlocks: {len(tasks) - done} tasks never ran; "
+            raise FredError(f"task graph deadlocks: {n - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
-        return Schedule(tasks=tasks, makespan=float(end.max()))
+        return Schedule(self._tasks, makespan=float(end.max()), engine=self)
+
+    def retimed(self, duration: np.ndarray) -> Engine:
+        """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
+        task's duration, each >= 0); its arrays are this graph's with the durations replaced."""
+        eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
+        eng.queues = {r: list(q) for r, q in self.queues.items()}
+        eng.sources = list(self.sources)
+        eng._name, eng._category, eng._npu = list(self._name), list(self._category), list(self._npu)
+        eng._entry, eng._dep_count, eng._dep_flat = list(self._entry), list(self._dep_count), list(self._dep_flat)
+        eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
+        duration = np.asarray(duration, dtype=np.float64)
+        eng._duration = duration.tolist()
+        eng._arrays = dataclasses.replace(self.arrays(), duration=duration)
+        return eng
+
+    def timeline(self) -> Timeline:
+        """The last compiled run's :class:`Timeline` (without making task objects)."""
+        if self._times is None:
+            raise FredError("internal: the engine has not run")
+        return Timeline(*self._times, self._duration, self._category, self._npu, self.queues)
 
     def arrays(self, names: list[str] | None = None) -> GraphArrays:
         """The graph as arrays for the compiled loop (:class:`~sysmodel.engine_compiled.GraphArrays`);
         ``names``: the resources in name order (``sorted(self.queues)``), when the caller has them.
         A transfer's busiest-link time alone and its share of every link it uses depend only
-        on its (loads, bandwidths) pair; tasks repeating one communication share those arrays
-        (the communication timer memoises), so each pair becomes one entry."""
+        on its (loads, bandwidths) pair: one entry per pair (:meth:`entry`)."""
+        if self._arrays is not None:
+            return self._arrays
         from sysmodel.engine_compiled import GraphArrays
-        tasks = self.tasks
-        n = len(tasks)
+        n = len(self._duration)
         names = sorted(self.queues) if names is None else names
         rid = {r: i for i, r in enumerate(names)}
         queues = [self.queues[r] for r in names]
-        # one pass over the task objects (scattered in memory: each pass costs), then columns
-        duration, resource, deps, loads_of, bw_of, category = tuple(zip(*map(_FIELDS, tasks))) or ((),) * 6
-        counts = np.fromiter(map(len, deps), dtype=np.int64, count=n)
-        flat = np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64, count=int(counts.sum()))
+        counts = np.array(self._dep_count, dtype=np.int64)
+        flat = np.array(self._dep_flat, dtype=np.int64)
         # dependents in task order: a stable sort of the flattened dependencies by what they name
         order = np.argsort(flat, kind="stable")
         dependents = np.repeat(np.arange(n, dtype=np.int64), counts)[order]
         dependents_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(flat, minlength=n), out=dependents_ptr[1:])
+        lengths = np.array([len(q) for q in queues], dtype=np.int64)
         queue_ptr = np.zeros(len(names) + 1, dtype=np.int64)
-        np.cumsum([len(q) for q in queues], out=queue_ptr[1:])
-        entry: list[int] = []
-        pairs: dict[tuple[int, int], int] = {}
-        found: list[tuple] = []
-        for loads, bw in zip(loads_of, bw_of):
-            if loads is None:
-                entry.append(-1)
-                continue
-            key = (id(loads), id(bw))
-            e = pairs.get(key)
-            if e is None:
-                e = pairs[key] = len(found)
-                found.append(_array_entry(loads, bw))
-            entry.append(e)
+        np.cumsum(lengths, out=queue_ptr[1:])
+        queue = np.fromiter(itertools.chain.from_iterable(queues), dtype=np.int64, count=n)
+        resource = np.empty(n, dtype=np.int64)   # every task is in one queue
+        resource[queue] = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
+        found = [_array_entry(loads, bw) for loads, bw in self.entries]
         priority = self.priority
         if priority is None:
             level = np.zeros(n, dtype=np.int64)
         else:
-            level_of = {c: priority.get(c, 0) for c in set(category)}
-            level = np.fromiter(map(level_of.__getitem__, category), dtype=np.int64, count=n)
-        return GraphArrays(
-            duration=np.array(duration, dtype=np.float64),
-            resource=np.fromiter(map(rid.__getitem__, resource), dtype=np.int64, count=n),
-            remaining=counts, dependents_ptr=dependents_ptr, dependents=dependents,
-            queue_ptr=queue_ptr,
-            queue=np.fromiter(itertools.chain.from_iterable(queues), dtype=np.int64, count=n),
+            level_of = {c: priority.get(c, 0) for c in set(self._category)}
+            level = np.fromiter(map(level_of.__getitem__, self._category), dtype=np.int64, count=n)
+        self._arrays = GraphArrays(
+            duration=np.array(self._duration, dtype=np.float64),
+            resource=resource, remaining=counts, dependents_ptr=dependents_ptr, dependents=dependents,
+            queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
-            entry=np.array(entry, dtype=np.int64), level=level,
+            entry=np.array(self._entry, dtype=np.int64), level=level,
             alone=np.array([f[0] for f in found], dtype=np.float64),
             link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
             links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
             share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
             n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0),
             priority=priority is not None, preempt_s=self.preempt_s)
+        return self._arrays
 
 
-_FIELDS = operator.attrgetter("duration", "resource", "deps", "loads", "bw", "category")
+@dataclass
+class TaskBlock:
+    """A run of tasks a builder appends many times (:meth:`Engine._extend`), as columns:
+    ``names`` (suffixes of the tasks' names), ``duration``, ``category``, ``npu``, ``entry``
+    (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
+    ``dep_count`` (of every task but the first, whose dependencies each append gives),
+    ``deps`` (those dependencies in a row, as offsets from the block's first task) and
+    ``queues`` ((resource, offsets of its tasks in order) per resource)."""
+
+    names: list
+    duration: list
+    category: list
+    npu: list
+    entry: list
+    sources: list
+    dep_count: list
+    deps: list
+    queues: list
 
 
 def _array_entry(loads, bw) -> tuple:

@@ -3,8 +3,9 @@
 The fabric RTL (``hdl/designs/fabric/``) and this module read the same :class:`hdl.contracts.fabric.FabricSpec`.
 :func:`fabric_platform_toml` writes the platform file of that fabric -- the same wafer the
 paper's model describes, scaled to the RTL: NPU links of one flit per cycle each way, the L1-L2
-bandwidth of the variant as a multiple of it, the RTL's link latencies in cycles, no mesh and no
-I/O controllers -- and :func:`fabric_platform` loads it through the model's own platform reader,
+bandwidth of the variant as a multiple of it, the RTL's link latencies in cycles, no mesh, and
+the RTL's I/O controllers (``FabricSpec.io_controllers``: the same count, on the same L1s,
+controller k on L1 k mod L1s, at ``io_rate`` of an NPU link, with the NPU link's latency) -- and :func:`fabric_platform` loads it through the model's own platform reader,
 so the model that is checked is the one `fred eval` runs. Each level's switch timing is the
 characterization's *measured* point of the switch the RTL builds at that level (e.g. Fred_3(8)
 int32 at L1 of Fred-D; at L2 the switch of one plane, Fred_3(5) on Fred-D, see
@@ -29,7 +30,7 @@ from sysmodel.platform import Platform, parse_platform
 from sysmodel.switch_timing import load_chiplet_timings
 from sysmodel.toml_file import parse_toml
 
-__all__ = ["FabricEstimate", "fabric_platform_toml", "fabric_platform", "model_cycles",
+__all__ = ["FabricEstimate", "IO_COLLECTIVE", "fabric_platform_toml", "fabric_platform", "model_cycles",
            "PHASE_SELECT_OF_SWITCH"]
 
 
@@ -95,6 +96,11 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int,
         f"in_switch = {'true' if spec.in_switch else 'false'}",
         "",
     ]
+    if spec.io_controllers:
+        lines += ["[io]   # the RTL's controllers: controller k on L1 k mod L1s, an NPU link's latency",
+                  f"controllers = {spec.io_controllers}",
+                  f"controller_gbps = {float(spec.io_rate) * npu_gbps!r}   # {spec.io_rate} flit/cycle",
+                  ""]
     return "\n".join(lines)
 
 
@@ -143,7 +149,17 @@ class FabricEstimate:
         return {k: v for k, v in self.__dict__.items() if k != "platform"}
 
 
+#: The model's collective for each I/O op of the fabric (``hdl.contracts.fabric.IO_OPS``): it
+#: stripes each group's bytes over every controller of the platform (G groups x size / G per
+#: controller), where the RTL gives group g controller g (size): with as many controllers as
+#: groups, both put ``size`` on every controller link and on every member's NPU link
+#: (docs/fabric_validation.md, "I/O controllers").
+IO_COLLECTIVE = {"io-broadcast": "io-load", "io-reduce": "io-store"}
+
+
 def _collective(c, op: str, size_bytes: float) -> Collective:
+    if op in IO_COLLECTIVE:
+        return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes)
     if op == "multicast":
         return Collective("multicast", group=c.members, size=size_bytes, root=c.root)
     if op == "reduce":

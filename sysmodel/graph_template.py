@@ -18,7 +18,9 @@ Templates are kept in the model's cache (:mod:`sysmodel.model_cache`, ``graph_te
 
 from __future__ import annotations
 
-from sysmodel.engine import Engine, Task
+import numpy as np
+
+from sysmodel.engine import Engine
 from sysmodel.model_cache import Ref, current
 
 __all__ = ["GraphTemplate", "structure_key", "lookup", "store"]
@@ -32,35 +34,50 @@ def structure_key(platform, fabric: str, workload, strategy, schedule: str, samp
 
 
 class GraphTemplate:
-    """A built graph: its tasks (read, never run again), queues, compute sources and the
-    one-time configuration load of its communication."""
+    """A built graph (its engine, read and copied, never run again), each task's compute source
+    numbered, and the one-time configuration load of its communication."""
 
     def __init__(self, eng: Engine, config_load_s: float):
-        self.tasks = list(eng.tasks)
-        self.queues = {r: list(q) for r, q in eng.queues.items()}
-        self.sources = list(eng.sources)
-        self.priority, self.preempt_s = eng.priority, eng.preempt_s
+        self.engine = eng
         self.config_load_s = config_load_s
+        self._code = None   # per task, its source's number (-1: none); made when first re-timed
+
+    def _sources(self) -> tuple[np.ndarray, list]:
+        """(per task its source's number or -1, the distinct sources): a graph is re-timed for
+        each distinct source once, however many tasks it times."""
+        if self._code is None:
+            number: dict = {}
+            distinct: list = []   # kept: their ids key ``number``
+            code = []
+            for src in self.engine.sources:
+                if src is None:
+                    code.append(-1)
+                    continue
+                key = (src[0], id(src[1]), src[2] if len(src) > 2 else None)
+                c = number.get(key)
+                if c is None:
+                    c = number[key] = len(distinct)
+                    distinct.append(src)
+                code.append(c)
+            self._code = (np.array(code, dtype=np.int64), distinct)
+        return self._code
 
     @staticmethod
     def usable(eng: Engine) -> bool:
         """Whether every compute task records its source (else it cannot be re-timed)."""
-        return len(eng.sources) == len(eng.tasks) and all(
-            src is not None for t, src in zip(eng.tasks, eng.sources) if t.resource.endswith(".compute"))
+        sources = eng.sources
+        return len(sources) == len(eng) and all(
+            sources[i] is not None for r, q in eng.queues.items() if r.endswith(".compute") for i in q)
 
     def instantiate(self, compute) -> Engine:
         """A fresh engine with this graph, compute tasks timed by ``compute`` (a compute timer)."""
-        eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
-        tasks = eng.tasks
-        for t, src in zip(self.tasks, self.sources):
-            duration = t.duration
-            if src is not None:
-                duration = float(compute.layer_s(src[1], backward=src[2]) if src[0] == "layer"
-                                 else compute.optimizer_step_s(src[1]))
-            tasks.append(Task(t.name, t.resource, duration, t.deps, t.category, t.npu, t.loads, t.bw))
-        eng.queues = {r: list(q) for r, q in self.queues.items()}
-        eng.sources = list(self.sources)
-        return eng
+        base = self.engine.arrays().duration
+        code, distinct = self._sources()
+        if not distinct:
+            return self.engine.retimed(base.copy())
+        values = np.array([float(compute.layer_s(src[1], backward=src[2]) if src[0] == "layer"
+                                 else compute.optimizer_step_s(src[1])) for src in distinct])
+        return self.engine.retimed(np.where(code >= 0, values[np.maximum(code, 0)], base))
 
 
 def lookup(key) -> GraphTemplate | None:

@@ -12,6 +12,7 @@ collective algorithms that send two chunks in opposite dimension orders.
 
 from __future__ import annotations
 
+from hdl.contracts.mesh_io import edge_io_ports
 from sysmodel.network import Network
 from sysmodel.platform import GB, Platform
 
@@ -37,15 +38,11 @@ class MeshNetwork(Network):
                     self.add_duplex(self.rank(r, c), self.rank(r, c + 1), bw, bw, lat, "mesh")
                 if r + 1 < self.rows:
                     self.add_duplex(self.rank(r, c), self.rank(r + 1, c), bw, bw, lat, "mesh")
-        ports = ([(0, c) for c in range(self.cols)]
-                 + [(r, self.cols - 1) for r in range(self.rows)]
-                 + [(self.rows - 1, c) for c in reversed(range(self.cols))]
-                 + [(r, 0) for r in reversed(range(self.rows))])
-        n = platform.io_controllers
-        chosen = [ports[(k * len(ports)) // n] for k in range(n)]
+        # the placement the RTL uses too (hdl/contracts/mesh_io.py)
+        chosen = edge_io_ports(self.rows, self.cols, platform.io_controllers)
         self.io_attach = []
         io_bw = platform.io_gbps * GB * platform.link_efficiency
-        for k, (r, c) in enumerate(chosen):
+        for k, (r, c, _) in enumerate(chosen):
             node = self.add_node(f"io{k}", "io")
             self.io_attach.append(self.rank(r, c))
             self.add_duplex(node, self.rank(r, c), io_bw, io_bw, lat, "io")

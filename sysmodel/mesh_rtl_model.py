@@ -15,11 +15,13 @@ from dataclasses import dataclass, replace
 
 from hdl.contracts.fabric import engine_forward_cycles, fabric_spec
 from hdl.contracts.mesh import MeshFabricSpec, router_latency
+from hdl.contracts.mesh_io import MeshIoSpec
 from sysmodel.collectives import Collective, build_network, evaluate, mesh_2d_split, rectangle
 from sysmodel.fabric_model import fabric_platform
 from sysmodel.platform import Platform
 
-__all__ = ["MeshEstimate", "mesh_platform", "mesh_model_cycles", "mesh_split"]
+__all__ = ["MeshEstimate", "mesh_platform", "mesh_model_cycles", "mesh_split", "mesh_io_platform",
+           "mesh_io_model_cycles"]
 
 
 def mesh_platform(spec: MeshFabricSpec, *, characterization=None) -> Platform:
@@ -33,7 +35,7 @@ def mesh_platform(spec: MeshFabricSpec, *, characterization=None) -> Platform:
     return replace(base, name="rtl-mesh", mesh_rows=spec.rows, mesh_cols=spec.cols,
                    mesh_link_gbps=npu_gbps * a / b,
                    link_latency_ns=(spec.link_latency + router_latency()) * cycle_ns,
-                   forward_latency_ns=engine_forward_cycles("int32") * cycle_ns,
+                   forward_latency_ns=engine_forward_cycles(spec.dtype) * cycle_ns,
                    io_controllers=0)
 
 
@@ -75,3 +77,29 @@ def mesh_split(spec: MeshFabricSpec, group, size_flits: int, *, platform: Platfo
     if rect is None:
         return 0.5
     return mesh_2d_split(net, "all-reduce", *rect, size_flits * platform.switch_at("l1").flit_bytes)[0]
+
+
+def mesh_io_platform(spec: MeshIoSpec, *, characterization=None) -> Platform:
+    """:func:`mesh_platform` of ``spec.mesh`` with ``spec.controllers`` I/O controllers on the
+    edge (the model places them as the RTL: ``hdl.contracts.mesh_io.edge_io_ports``), each link
+    ``io_rate`` of the NPU's port (the RTL's cycle moves one flit through that port)."""
+    base = mesh_platform(spec.mesh, characterization=characterization)
+    a, b = spec.io_rate
+    return replace(base, name="rtl-mesh-io", io_controllers=spec.controllers,
+                   io_gbps=base.npu_send_gbps * a / b)
+
+
+def mesh_io_model_cycles(spec: MeshIoSpec, stripe_flits: int, *, mode: str | None = None,
+                         platform: Platform | None = None) -> MeshEstimate:
+    """The model's cycles for weight streaming (``io-load``) of ``stripe_flits`` per controller
+    to every NPU of the mesh, with the model's fastest trees or those ``mode`` names
+    (``tree-xy``, ``tree-yx``, ``tree-split``)."""
+    platform = platform or mesh_io_platform(spec)
+    timing = platform.switch_at("l1")
+    size = stripe_flits * spec.controllers * timing.flit_bytes
+    result = evaluate(platform, "mesh", [Collective("io-load", group=tuple(range(spec.mesh.npus)), size=size)],
+                      algorithm=mode)
+    return MeshEstimate(cycles=result.time_s / timing.cycle_s,
+                        bandwidth_cycles=result.bandwidth_time_s / timing.cycle_s,
+                        algorithm=",".join(result.algorithms),
+                        busiest_link_flits=result.busiest_link_bytes / timing.flit_bytes)

@@ -23,8 +23,10 @@ builder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hdl.contracts.errors import FredError
-from sysmodel.engine import Engine, Task
+from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
 
@@ -108,39 +110,115 @@ class StageEngine(Engine):
         return t, m
 
 
-    def add_layer_run(self, stage: int, prefix: str, run: list, prev) -> int:
+    def add_transfer(self, stage: int, name: str, resource: str, d, prev, category: str, npu,
+                     block: bool) -> int:
+        """The communication task :meth:`add` adds on ``stage``'s own channel ``resource``
+        after ``prev`` (a task id or None), for the builders' hot loops; ``d``: a number or a
+        communication time (with its link loads)."""
+        if type(d) is not float and hasattr(d, "time_s"):
+            loads, bw, duration = d.loads, d.bw, d.time_s
+        else:
+            loads = bw = None
+            duration = d
+        if duration < 0:
+            raise FredError(f"task {name}: negative duration {duration}")
+        if not (self.blocking or block):
+            return self._append(name, resource, duration, () if prev is None else (prev,), category,
+                                npu, loads, bw, None)
+        last = self._last_compute.get(stage)
+        deps = tuple([x for x in (prev, last) if x is not None])
+        tid = self._append(name, resource, duration, deps, category, npu, loads, bw, None)
+        pending = self._pending.get(stage)
+        if pending is None:
+            self._pending[stage] = [tid]
+        else:
+            pending.append(tid)
+        return tid
+
+    def layer_block(self, run: list, send: tuple | None = None) -> LayerBlock:
         """The tasks :meth:`add_layer` adds for each layer of ``run`` in turn, each after the
-        previous one's last task (the first after ``prev``, a task id or None), for the builders'
-        hottest loop (a pipeline stage's pass over its layers, once per microbatch); ``run``: per
-        layer ``(name, compute resource, compute s, source, npu, mp resource, mp time or None)``
-        (:meth:`_StationaryPipeline._layer_run`), every duration >= 0; task names are ``prefix``
-        + the layer's name (+ " mp"). Returns the last task."""
-        tasks, sources, queues = self.tasks, self.sources, self.queues
-        pending = self._pending.pop(stage, None)
-        last_compute = None
-        for name, on_compute, compute_s, source, npu, on_mp, mp in run:
-            if pending:
-                deps = tuple([d for d in (prev, *pending) if d is not None])
-                pending = None
-            else:
-                deps = () if prev is None else (prev,)
-            t = len(tasks)
-            tasks.append(Task(prefix + name, on_compute, compute_s, deps, "compute", npu))
+        previous one's last task, as one block to append once per microbatch
+        (:meth:`add_layer_run`); ``run``: per layer ``(name, compute resource, compute s,
+        source, npu, mp resource, mp time or None)`` (:meth:`_StationaryPipeline._layer_run`),
+        at least one layer, every duration >= 0. ``send``: ``(name, resource, communication
+        time, npu, whether it blocks compute)`` of the task :meth:`add_transfer` adds after the
+        last one (the pass's PP send), or None.""" 
+        names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
+        queues: dict[str, list[int]] = {}
+        after_mp = False
+        for name, on_compute, compute_s, source, rep, on_mp, mp in run:
+            k = len(names)
+            if k:   # after the previous layer's MP task (add_layer names it twice) or compute
+                dep_count.append(2 if after_mp else 1)
+                deps.extend((k - 1, k - 1) if after_mp else (k - 1,))
+            names.append(name)
+            duration.append(float(compute_s))
+            category.append("compute")
+            npu.append(rep)
+            entry.append(-1)
             sources.append(source)
-            queue = queues.get(on_compute)
-            if queue is None:
-                queue = queues[on_compute] = []
-            queue.append(t)
-            last_compute = prev = t
-            if mp is not None:
-                prev = self._append(prefix + name + " mp", on_mp, mp.time_s, (t, t), "mp", npu,
-                                    mp.loads, mp.bw, None)
-                pending = [prev]
-        if last_compute is not None:
-            self._last_compute[stage] = last_compute
-        if pending:
-            self._pending[stage] = pending
-        return prev
+            queues.setdefault(on_compute, []).append(k)
+            last_compute = k
+            after_mp = mp is not None
+            if after_mp:
+                names.append(name + " mp")
+                duration.append(float(mp.time_s))
+                category.append("mp")
+                npu.append(rep)
+                entry.append(self.entry(mp.loads, mp.bw))
+                sources.append(None)
+                dep_count.append(2)
+                deps.extend((k, k))
+                queues.setdefault(on_mp, []).append(k + 1)
+        last = len(names) - 1
+        blocks = None
+        if send is not None:
+            send_name, on_pp, d, rep, blocks = send
+            blocks = bool(self.blocking or blocks)
+            names.append(send_name)
+            duration.append(float(d.time_s))
+            category.append("pp")
+            npu.append(rep)
+            entry.append(self.entry(d.loads, d.bw))
+            sources.append(None)
+            dep_count.append(2 if blocks else 1)
+            deps.extend((last, last_compute) if blocks else (last,))
+            queues.setdefault(on_pp, []).append(last + 1)
+        block = TaskBlock(names, duration, category, npu, entry, sources, dep_count, deps,
+                          list(queues.items()))
+        return LayerBlock(block, last_compute, last, after_mp, blocks)
+
+    def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev, after=()) -> int:
+        """The tasks of ``run`` (:meth:`layer_block`), the first after the tasks ``after``,
+        ``prev`` (task ids or None) and the stage's pending communication, for the builders'
+        hottest loops (a pipeline stage's pass over its layers, once per microbatch); task names
+        are ``prefix`` + the layer's name (+ " mp"). Returns the last layer's last task."""
+        pending = self._pending.pop(stage, None)
+        if pending or after:
+            first = tuple([d for d in (*after, prev, *(pending or ())) if d is not None])
+        else:
+            first = () if prev is None else (prev,)
+        t0 = self._extend(run.block, prefix, first)
+        self._last_compute[stage] = t0 + run.last_compute
+        if run.ends_with_mp:
+            self._pending[stage] = [t0 + run.last]
+        if run.send_blocks:
+            self._pending.setdefault(stage, []).append(t0 + run.last + 1)
+        return t0 + run.last
+
+
+@dataclass(frozen=True)
+class LayerBlock:
+    """A stage's pass over its layers as a :class:`~sysmodel.engine.TaskBlock`, with the offsets
+    of its last compute task and of its last layer's last task, whether that one is an MP task,
+    and whether the block ends with a send (at offset ``last`` + 1) that blocks compute (True),
+    one that does not (False), or has none (None)."""
+
+    block: TaskBlock
+    last_compute: int
+    last: int
+    ends_with_mp: bool
+    send_blocks: bool | None = None
 
 
 class _StationaryPipeline:
@@ -165,6 +243,7 @@ class _StationaryPipeline:
         self.last_send: dict = {}        # stage -> its latest send task
         self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
         self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
+        self._sends: dict = {}           # (virtual stage, kind) -> its sends' fields, or None
 
     def add_schedule(self) -> None:
         """Every stage's ops, round-robin over the stages one op at a time, each added once the
@@ -202,18 +281,26 @@ class _StationaryPipeline:
         (virtual stage c * PP + s), then its send."""
         backward = kind == "B"
         v = c * self.pp + s
-        stage = self.plan.virtual_stages[v]
-        layer_ids = list(reversed(stage)) if backward else stage
         prev = self.sends_backward.get((v + 1, i)) if backward else self.sends_forward.get((v - 1, i))
+        last_backward = False
         if backward:
-            self.backwards_done[v] = self.backwards_done.get(v, 0) + 1
-        buckets = _GradientBuckets(self, s) \
-            if backward and self.backwards_done[v] == self.plan.microbatches else None
+            done = self.backwards_done[v] = self.backwards_done.get(v, 0) + 1
+            last_backward = done == self.plan.microbatches
         tag = f"c{c} " if self.chunks > 1 else ""
-        run = self._layer_run(s, kind, v, layer_ids) if buckets is None else None
+        run = None
+        if not last_backward:   # the last backward fills the gradient buckets: the general path
+            run = self._runs.get((s, kind, v), False)
+            if run is False:
+                run = self._layer_run(s, kind, v, self._layer_ids(v, backward))
         if run is not None:
             prev = self.eng.add_layer_run(s, f"{kind}{i} s{s} {tag}", run, prev)
+            if run.send_blocks is not None:   # its send is the block's last task
+                sends = self.sends_backward if backward else self.sends_forward
+                sends[(v, i)] = self.last_send[s] = prev + 1
+                return
         else:
+            buckets = _GradientBuckets(self, s) if last_backward else None
+            layer_ids = self._layer_ids(v, backward)
             for li in layer_ids:
                 layer = self.plan.workload.layers[li]
                 compute_task, prev = self._add_layer(s, kind, i, layer, prev, tag)
@@ -221,7 +308,12 @@ class _StationaryPipeline:
                     buckets.add(layer, compute_task, last=li == layer_ids[-1])
         self._add_send(s, v, kind, i, prev, tag)
 
-    def _layer_run(self, s: int, kind: str, v: int, layer_ids) -> list | None:
+    def _layer_ids(self, v: int, backward: bool) -> list:
+        """Virtual stage ``v``'s layers in the order a pass runs them."""
+        stage = self.plan.virtual_stages[v]
+        return list(reversed(stage)) if backward else stage
+
+    def _layer_run(self, s: int, kind: str, v: int, layer_ids) -> LayerBlock | None:
         """What :meth:`StageEngine.add_layer_run` needs of virtual stage ``v``'s pass ``kind``
         over ``layer_ids`` (the same for every microbatch: built once), or None where the
         general path must add the tasks (see :meth:`_add_layer`)."""
@@ -238,8 +330,24 @@ class _StationaryPipeline:
                 run = None
                 break
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
+        run = self.eng.layer_block(run, self._block_send(s, v, kind)) if run else None
         self._runs[key] = run
         return run
+
+    def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
+        """The send of virtual stage ``v``'s pass ``kind`` as :meth:`StageEngine.layer_block`
+        takes it, when it may be timed once for every microbatch (the communication timer
+        memoises: the reference path times every task) and add() would accept it; else None."""
+        send = self._sends.get((v, kind), False)
+        if send is False:
+            send = self._sends[(v, kind)] = self._send_of(s, v, kind)
+        if send is None or not self.comm.memoised:
+            return None
+        resource, dst, nbytes, npu, block = send
+        d = self.comm.pp(s, dst, nbytes)
+        if not hasattr(d, "time_s") or d.time_s < 0:
+            return None
+        return "send", resource, d, npu, block
 
     def _fast(self, compute_s, d, with_mp) -> bool:
         """Whether a layer's tasks may skip :meth:`StageEngine.add`: not the serialised mode,
@@ -282,19 +390,33 @@ class _StationaryPipeline:
         """The PP hand-over of microbatch ``i`` from virtual stage ``v`` to the next (forward)
         or the previous one (backward) once its last task ``prev`` is done; it blocks the
         stage's compute unless ``platform.pp_overlap``."""
+        send = self._sends.get((v, kind), False)
+        if send is False:
+            send = self._sends[(v, kind)] = self._send_of(s, v, kind)
+        if send is None:
+            return
+        resource, dst, nbytes, npu, block = send
+        name = f"{kind}{i} s{s} {tag}send"
+        d = self.comm.pp(s, dst, nbytes)
+        if type(self.eng).add is StageEngine.add:   # what add() would do, without its checks
+            tid = self.eng.add_transfer(s, name, resource, d, prev, "pp", npu, block)
+        else:
+            tid = self.eng.add(name, resource, d, [prev], category="pp", npu=npu, block=block)
+        (self.sends_forward if kind == "F" else self.sends_backward)[(v, i)] = self.last_send[s] = tid
+
+    def _send_of(self, s, v, kind) -> tuple | None:
+        """(resource, destination stage, bytes, NPU, whether it blocks compute) of virtual stage
+        ``v``'s sends in pass ``kind`` (the same for every microbatch), or None: no send."""
         stage, layers = self.plan.virtual_stages[v], self.plan.workload.layers
         mb = self.plan.microbatch_samples
-        block = not self.plan.platform.pp_overlap
         if kind == "F" and v < self.last_virtual:
-            nbytes = mb * layers[stage[-1]].out_bytes
-            self.sends_forward[(v, i)] = self.last_send[s] = self.eng.add(
-                f"F{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v + 1) % self.pp, nbytes),
-                [prev], category="pp", npu=self.plan.representative(s), block=block)
-        if kind == "B" and v > 0:
-            nbytes = mb * layers[stage[0]].in_bytes
-            self.sends_backward[(v, i)] = self.last_send[s] = self.eng.add(
-                f"B{i} s{s} {tag}send", stage_resource(s, "pp"), self.comm.pp(s, (v - 1) % self.pp, nbytes),
-                [prev], category="pp", npu=self.plan.representative(s), block=block)
+            dst, nbytes = (v + 1) % self.pp, mb * layers[stage[-1]].out_bytes
+        elif kind == "B" and v > 0:
+            dst, nbytes = (v - 1) % self.pp, mb * layers[stage[0]].in_bytes
+        else:
+            return None
+        return (stage_resource(s, "pp"), dst, nbytes, self.plan.representative(s),
+                not self.plan.platform.pp_overlap)
 
     def add_optimizer_steps(self) -> None:
         """Each stage's deferred gradient buckets (see :meth:`add_deferred_reductions`), then its
@@ -396,24 +518,63 @@ class _StreamingPasses:
         source = ("layer", layer, backward)
         fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
             and not (with_mp and d.time_s < 0)
-        for i in range(m):
-            name = f"{kind}{i} {layer.name}"
-            if fast:   # the two tasks add() would add (see StageEngine.add_layer)
-                t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
-                                           f"{name} mp", on_mp, d if with_mp else None)
-            else:
-                t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
-                prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
-                                  category="mp", npu=rep, block=True) if with_mp else t
-            if self.plan.memory.offload and not backward:
-                eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
-                        [t], category="io", stage=s)
-            if hand_over:
-                prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+        # a block costs about what adding three or four tasks one by one does: it pays for
+        # itself with two tasks or more per microbatch (MP or a hand-over) and a few microbatches
+        if fast and m >= 4 and (with_mp or hand_over):
+            self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
+                                 (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
+        else:
+            for i in range(m):
+                name = f"{kind}{i} {layer.name}"
+                if fast:   # the two tasks add() would add (see StageEngine.add_layer)
+                    t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
+                                               f"{name} mp", on_mp, d if with_mp else None)
+                else:
+                    t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
+                    prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
+                                      category="mp", npu=rep, block=True) if with_mp else t
+                if self.plan.memory.offload and not backward:
+                    eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
+                            [t], category="io", stage=s)
+                if hand_over:
+                    prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
         self.done[s].append(prev[m - 1])
         if backward:
             eng.add(f"store {layer.name}", "io.out", self.comm.io(layer, s, "io-store"),
                     [prev[m - 1]], category="io", stage=s)
+
+    def _add_layer_runs(self, layer, s: int, following, prev: dict, deps: list, backward: bool,
+                        run: tuple) -> None:
+        """Every microbatch's tasks of ``layer`` (``run``: the layer as
+        :meth:`StageEngine.layer_block` takes it), its activations' spill (with offload, in the
+        forward) and its hand-over to ``following``'s stage (None: none), the tasks
+        :meth:`_add_layer`'s loop adds one by one: the layer's tasks as one block per microbatch,
+        with the hand-over in it when the communication timer memoises and no spill comes between."""
+        eng, kind = self.eng, "B" if backward else "F"
+        spill = self.plan.memory.offload and not backward
+        send = None
+        if following is not None and self.comm.memoised and not spill:
+            dst, nbytes = self._hand_over(layer, following, backward)
+            d = self.comm.pp(s, dst, nbytes)
+            if hasattr(d, "time_s") and d.time_s >= 0:
+                send = (f"send to s{dst}", stage_resource(s, "pp"), d, self.plan.representative(s),
+                        not self.plan.platform.pp_overlap)
+        block = eng.layer_block([run], send)
+        for i in range(self.plan.microbatches):
+            prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
+            if spill:   # the spill add() adds: on the wafer-wide channel, after the compute task
+                Engine.add(eng, f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
+                           (prev[i] - block.last + block.last_compute,), category="io")
+            if send is not None:
+                prev[i] += 1   # the block's hand-over, after the layer's last task
+            elif following is not None:
+                prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _hand_over(self, layer, following: int, backward: bool) -> tuple[int, float]:
+        """(destination stage, bytes) of a microbatch's hand-over from ``layer`` to ``following``."""
+        layers = self.plan.workload.layers
+        nbytes = self.plan.microbatch_samples * (layer.in_bytes if backward else layers[following].in_bytes)
+        return self.stage_of(following), nbytes
 
     def _add_loads(self, layer, s: int, kind: str, backward: bool) -> list[int]:
         """The layer's weight stream (and, in the backward with offload, its checkpoints read
@@ -432,8 +593,7 @@ class _StreamingPasses:
         """Microbatch ``i`` crosses to ``following``'s stage as soon as it is done (added in
         program order, so that the serialised mode blocks the sender's next microbatch rather
         than its next layer)."""
-        layers, dst = self.plan.workload.layers, self.stage_of(following)
-        nbytes = self.plan.microbatch_samples * (layer.in_bytes if backward else layers[following].in_bytes)
+        dst, nbytes = self._hand_over(layer, following, backward)
         return self.eng.add(f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp"),
                             self.comm.pp(s, dst, nbytes), [prev], category="pp",
                             npu=self.plan.representative(s), block=not self.plan.platform.pp_overlap)

@@ -221,7 +221,7 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
     makespan = sched.makespan
     compute = [t for t in sched.tasks if t.resource == "npu.compute"]
     busy = sum(t.duration for t in compute)
-    idle = _gaps(compute, makespan)
+    idle = _gaps([(t.start, t.end) for t in compute], makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
     for cat in ("mp", "dp", "all", "p2p", "io"):

@@ -201,7 +201,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
                            time_s=mean_iteration_s(executed.makespan, config_load, iterations),
                            breakdown=breakdown, comm_busy=busy, memory=plan.memory,
                            microbatches=plan.microbatches, samples_per_dp=plan.samples_per_dp,
-                           tasks=len(eng.tasks), notes=plan.notes(), steady_time_s=executed.makespan,
+                           tasks=len(eng), notes=plan.notes(), steady_time_s=executed.makespan,
                            config_load_s=config_load, iterations=iterations,
                            npus_used=plan.strategy.npus, idle_npus=plan.idle_npus)
 

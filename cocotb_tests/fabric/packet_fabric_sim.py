@@ -68,7 +68,7 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
     for s, entries in enumerate(flow_port_entries(program)):
-        unit = spec.npus + s
+        unit = spec.endpoints + s
         for k, n, partners, outputs in entries:
             writes += [[unit, FLOW_PORT_REGS["partners"], partners],
                        [unit, FLOW_PORT_REGS["outputs"], outputs],
@@ -136,8 +136,8 @@ def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
         out["done"] = ctx.get(dut.all_done)
         out["cycles"] = await read(ctx, GLOBAL_UNIT, 0)
         out["engines"] = [{n: await read(ctx, r, i) for i, n in enumerate(PACKET_ENGINE_READ)}
-                          for r in range(spec.npus)]
-        out["switches"] = [{n: await read(ctx, spec.npus + s, i)
+                          for r in range(spec.endpoints)]
+        out["switches"] = [{n: await read(ctx, spec.endpoints + s, i)
                             for i, n in enumerate(PACKET_SWITCH_READ)}
                            for s in range(len(spec.switch_ports))]
 
@@ -166,9 +166,9 @@ def judge(spec, request, program, cycles, engines, switches, *, done, watchdog_c
         want_recv = sum(st["recv_count"] for st in prog["stages"])
         for name in ("errors", "extra", "seq_errors", "link_errors"):
             if e[name]:
-                run.errors.append(f"NPU {rank}: {name} = {e[name]}")
+                run.errors.append(f"{_endpoint_name(spec, rank)}: {name} = {e[name]}")
         if e["received"] != want_recv or e["sent"] != prog["send_count"]:
-            run.errors.append(f"NPU {rank}: sent {e['sent']} of {prog['send_count']}, received "
+            run.errors.append(f"{_endpoint_name(spec, rank)}: sent {e['sent']} of {prog['send_count']}, received "
                               f"{e['received']} of {want_recv}")
     for s, sw in enumerate(run.switches):
         if sw["flags"]:
@@ -182,6 +182,10 @@ def judge(spec, request, program, cycles, engines, switches, *, done, watchdog_c
                         f"{watchdog_cycles} cycles; " + "; ".join(run.errors or ["no counter errors"])
                         + f"; switches: {states}")
     return run
+
+
+def _endpoint_name(spec, rank: int) -> str:
+    return f"NPU {rank}" if rank < spec.npus else f"I/O controller {rank - spec.npus}"
 
 
 #: The packet fabric's Verilog top.
@@ -204,14 +208,16 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     load = packet_load_sequence(spec, request, program, _packet(packet_flits))
     dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
     if watchdog_cycles is None:
-        watchdog_cycles = 8 * request.size_flits + 20_000
+        # a cycle budget: an I/O op moves its flits at the controller's rate
+        slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1
+        watchdog_cycles = int(8 * request.size_flits / slowest) + 20_000
     import time
     started = time.perf_counter()
     verilog = to_verilog(dut, name=PACKET_TOP)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags)
     build_s = time.perf_counter() - started
     poll = int(min(20_000, max(64, program.flits_sent // 8)))
-    params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), **load,
+    params = {"npus": spec.endpoints, "switch_count": len(spec.switch_ports), **load,
               "watchdog_cycles": watchdog_cycles, "poll": poll,
               "engine_read": list(PACKET_ENGINE_READ), "switch_read": list(PACKET_SWITCH_READ)}
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_",

@@ -15,24 +15,14 @@ Bench parameters (``FRED_BENCH_PARAMS``): ``config``, ``writes``, ``npus``, ``sw
 
 from __future__ import annotations
 
-import time
-
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import RisingEdge, Timer
+from cocotb.triggers import RisingEdge
 
-from cocotb_tests.fabric.bench_fabric import PERIOD_NS, _read, _read_all
+from cocotb_tests.fabric.bench_fabric import CONTROL_INPUTS, read_all
+from cocotb_tests.fabric.harness import (load_configurations, power_on, read_register, run_to_completion,
+                                         settle, write_programs, write_register)
 from cocotb_tests.lib import bench_params, metrics
 from hdl.contracts.trace_program import TRACE_READ_ADDR
-from hdl.designs.fabric.fabric_top import POR_CYCLES
-
-
-async def _write(dut, unit: int, reg: int, value: int) -> None:
-    dut.prog_we.value = 1
-    dut.prog_unit.value = unit
-    dut.prog_reg.value = reg
-    dut.prog_data.value = value
-    await RisingEdge(dut.clk)
 
 
 async def _node_times(dut, npus_nodes: list[int], engine_read: list[str]) -> list[list[list[int]]]:
@@ -43,10 +33,10 @@ async def _node_times(dut, npus_nodes: list[int], engine_read: list[str]) -> lis
     for rank, count in enumerate(npus_nodes):
         times = []
         for i in range(count):
-            await _write(dut, rank, TRACE_READ_ADDR, i)
+            await write_register(dut, rank, TRACE_READ_ADDR, i)
             dut.prog_we.value = 0
             await RisingEdge(dut.clk)
-            times.append([await _read(dut, rank, start_reg), await _read(dut, rank, end_reg)])
+            times.append([await read_register(dut, rank, start_reg), await read_register(dut, rank, end_reg)])
         out.append(times)
     return out
 
@@ -56,45 +46,14 @@ async def run_iteration(dut):
     """Load, start once, run to completion or to the watchdog, read every counter."""
     params = bench_params()
     npus, switches, engine_read = params["npus"], params["switch_count"], params["engine_read"]
-    Clock(dut.clk, PERIOD_NS, unit="ns").start()
-    for name in ("start", "prog_we", "cfg_valid", "cfg_last", "rd_unit", "rd_reg"):
-        getattr(dut, name).value = 0
-    for _ in range(POR_CYCLES + 2):   # the fabric's own power-on reset
-        await RisingEdge(dut.clk)
-    for s, k, last, word in params["config"]:
-        dut.cfg_valid.value = 1
-        dut.cfg_switch.value = s
-        dut.cfg_data.value = word
-        dut.cfg_last.value = last
-        dut.cfg_phase.value = k
-        while True:
-            await RisingEdge(dut.clk)
-            if int(dut.cfg_ready.value):
-                break
-    dut.cfg_valid.value = 0
-    for unit, reg, value in params["writes"]:
-        await _write(dut, unit, reg, value)
-    dut.prog_we.value = 0
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    before = await _read_all(dut, npus, switches, engine_read=engine_read)
-    watchdog, poll = params["watchdog_cycles"], params["poll"]
-    dut.start.value = 1
-    sim_start = time.perf_counter()
-    await RisingEdge(dut.clk)
-    dut.start.value = 0
-    elapsed, stalled = 0, False
-    while True:
-        await Timer(poll * PERIOD_NS, "ns")
-        elapsed += poll
-        if int(dut.all_done.value):
-            break
-        if elapsed >= watchdog:
-            stalled = True
-            break
-    sim_s = time.perf_counter() - sim_start
-    await Timer(params.get("settle", 64) * PERIOD_NS, "ns")   # late (duplicated) flits surface
-    after = await _read_all(dut, npus, switches, engine_read=engine_read)
+    await power_on(dut, CONTROL_INPUTS)
+    await load_configurations(dut, params["config"])
+    await write_programs(dut, params["writes"])
+    before = await read_all(dut, npus, switches, engine_read=engine_read)
+    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
+                                                      poll=params["poll"])
+    await settle(dut, params.get("settle", 64))
+    after = await read_all(dut, npus, switches, engine_read=engine_read)
     times = await _node_times(dut, params["nodes"], engine_read)
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, before=before,
                    after=after, node_times=times)

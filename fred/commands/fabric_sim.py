@@ -44,10 +44,18 @@ def spec_overrides(args) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hdl.contracts.fabric import FABRIC_OPS, FABRICS
+    from hdl.contracts.fabric import FABRIC_OPS, FABRICS, IO_OPS
     parser.add_argument("--fabric", required=True, type=str.lower, choices=(*FABRICS, "mesh"),
                         help="a FRED variant, or mesh: the 2D-mesh baseline (docs/mesh_rtl.md)")
-    parser.add_argument("--op", required=True, choices=FABRIC_OPS)
+    # io-load: the mesh's weight streaming from its edge I/O controllers (docs/mesh_rtl.md);
+    # io-broadcast / io-reduce: the FRED packet fabric's I/O controllers (docs/fabric_rtl.md)
+    parser.add_argument("--op", required=True,
+                        choices=(*FABRIC_OPS, *IO_OPS,
+                                 *(op for op in ("io-load",) if op not in FABRIC_OPS + IO_OPS)),
+                        help="a collective, or an I/O op: on FRED io-broadcast (weight streaming: "
+                             "a controller multicasts to its group) and io-reduce (gradient "
+                             "reduce-out: the group reduced into its controller), one controller "
+                             "per group on the L1s, on the packet fabric; on the mesh io-load")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")
     where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
@@ -57,10 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="flits: all-reduce, per NPU; reduce, from every member; multicast, "
                              "to every destination")
     parser.add_argument("--algorithm", default=None,
-                        choices=("in-switch", "ring", "hierarchical", "chain"),
-                        help="the algorithm both sides run (default: the model's own choice)")
-    parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
-                        help="the RTL fabric's switches: circuit (default: fred_switch with phase "
+                        choices=("in-switch", "ring", "hierarchical", "chain", "tree-xy", "tree-yx", "tree-split"),
+                        help="the algorithm both sides run (default: the model's own choice; "
+                             "tree-*: the mesh io-load's broadcast trees)")
+    parser.add_argument("--switch", choices=("circuit", "packet"), default=None,
+                        help="the RTL fabric's switches: circuit (default, packet for I/O ops: fred_switch with phase "
                              "sequencers) or packet (fred_packet_switch selecting phases from "
                              "packet headers; in-switch collectives on full-rate uplinks so far, "
                              "one Verilated model)")
@@ -73,7 +82,10 @@ def run(args) -> int:
     if args.fabric == "mesh":
         from fred.commands._mesh_sim import run_mesh
         return run_mesh(args)
+    from hdl.contracts.fabric import IO_OPS
     from studies.fabric_case import build_case, run_case
+    if args.switch is None:
+        args.switch = "packet" if args.op in IO_OPS else "circuit"
     case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
                       strategy=args.strategy, dim=args.dim, characterization=args.characterization,
                       algorithm=args.algorithm, switch=args.switch, **spec_overrides(args))
@@ -90,7 +102,9 @@ def run(args) -> int:
     spec, est = case.spec, case.estimate
     print(f"{spec.name}: {spec.npus} NPUs, {spec.l1_count} x L1 Fred_{spec.middle}({spec.l1_ports}), "
           f"L2 {spec.l2_description}, uplink {spec.uplink_bandwidth} flit/cycle per L1, "
-          f"links {spec.npu_link_latency}/{spec.uplink_latency} cycles, {spec.dtype} x {spec.lanes}")
+          f"links {spec.npu_link_latency}/{spec.uplink_latency} cycles, {spec.dtype} x {spec.lanes}"
+          + (f", {spec.io_controllers} I/O controller(s) at {spec.io_rate} flit/cycle"
+             if spec.io_controllers else ""))
     chosen = "the model's own choice" if case.algorithm is None else "as asked"
     print(f"request: {case.request.label}, {case.request.size_flits} flits, "
           f"{len(case.request.collectives)} concurrent collective(s), algorithm {est.algorithm} "

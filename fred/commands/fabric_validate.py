@@ -102,8 +102,9 @@ def _mesh_cases(args) -> list:
     from studies.mesh_case import build_mesh_case
     from studies.mesh_validation import MESH_CASES, mesh_validation_row
     if args.dtype not in (None, "int32"):
-        raise FredError(f"the RTL mesh runs int32 only (docs/mesh_rtl.md); --dtype {args.dtype} "
-                        f"applies to the FRED fabrics: drop mesh from --fabrics")
+        raise FredError(f"the mesh's cases include the hierarchical 2D all-reduce and io-load, which "
+                        f"run int32 only (docs/mesh_rtl.md); --dtype {args.dtype} applies to the FRED "
+                        f"fabrics: drop mesh from --fabrics")
     return [(label, build_mesh_case(size=size, characterization=args.characterization, **request),
              mesh_validation_row)
             for label, request in MESH_CASES for size in args.sizes]

@@ -30,7 +30,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import MIX_CONSTANTS, fold_hash
 
-__all__ = ["own_data", "received_streams", "expected_hashes", "stream_hash"]
+__all__ = ["own_data", "received_streams", "endpoint_streams", "expected_hashes", "stream_hash"]
 
 _M32 = np.uint64(0xFFFFFFFF)
 
@@ -127,8 +127,15 @@ def received_streams(spec: FabricSpec, request: FabricRequest, program) -> list[
                 tree = _compose(spec, program, spec.l1_of(r), index, r % spec.npus_per_l1, memo)
                 streams[r] = np.asarray(_evaluate(tree, data, dt), dtype=np.uint16).reshape(size, lanes)
         return streams
-    # endpoint: each engine's output stream as it computes it; a receiver gets its sender's
-    engines = program.engines
+    return endpoint_streams(spec.dtype, lanes, program.engines)
+
+
+def endpoint_streams(dtype: str, lanes: int, engines) -> list[np.ndarray]:
+    """Per engine of a one-stage endpoint program (ring, chain; each stage's ``sender`` an index
+    into ``engines``), the fp16 bit patterns (uint16, ``(flits, lanes)``) it must receive: each
+    engine's output stream as it computes it, a receiver getting its sender's."""
+    dt = get_dtype(dtype)
+    streams = [np.zeros((0, lanes), dtype=np.uint16)] * len(engines)
     if any(len(e["stages"]) != 1 for e in engines):
         raise FredError("the fp16 golden model covers one-stage endpoint programs (ring, chain)")
     stages = [e["stages"][0] for e in engines]

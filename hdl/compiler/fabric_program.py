@@ -8,7 +8,7 @@
   configuration words and the number of flits its inputs accept in that phase, in all and
   per input port (what the RTL's phase sequencer counts before selecting the next phase, and
   lets each port take);
-* per NPU, its engine's stages (:data:`~hdl.contracts.npu_engine.STAGE_REGS` each,
+* per endpoint (the NPUs, then the I/O controllers, ``FabricSpec.endpoints``), its engine's stages (:data:`~hdl.contracts.npu_engine.STAGE_REGS` each,
   :func:`~hdl.contracts.npu_engine.engine_writes` loads them):
   flits to send and receive, the weights of the data it sends and of the data it must
   receive; and the sink's backpressure threshold and LFSR seed.
@@ -63,7 +63,7 @@ from hdl.compiler import Flow, Router
 from hdl.compiler import algorithms
 from hdl.compiler.algorithms import Plan
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import SWITCH_PHASES, FabricRequest, FabricSpec
+from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
@@ -74,8 +74,10 @@ _MASK = 0xFFFFFFFF
 
 #: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op.
 ALGORITHMS = {
-    True: {"all-reduce": ("in-switch",), "reduce": ("in-switch",), "multicast": ("in-switch",)},
-    False: {"all-reduce": ("ring", "hierarchical"), "reduce": ("chain",), "multicast": ("chain",)},
+    True: {"all-reduce": ("in-switch",), "reduce": ("in-switch",), "multicast": ("in-switch",),
+           "io-broadcast": ("in-switch",), "io-reduce": ("in-switch",)},
+    False: {"all-reduce": ("ring", "hierarchical"), "reduce": ("chain",), "multicast": ("chain",),
+            "io-broadcast": ("chain",), "io-reduce": ("chain",)},
 }
 #: Algorithms the RTL engines implement.
 IMPLEMENTED = ("in-switch", "ring", "hierarchical", "chain")
@@ -115,7 +117,7 @@ class SwitchPhase:
 @dataclass
 class FabricProgram:
     """Everything loaded into the fabric for one request (see the module docstring).
-    ``engines[r]``: NPU r's engine: ``stages`` (a list of :data:`~hdl.contracts.npu_engine.STAGE_REGS` dicts),
+    ``engines[r]``: endpoint r's engine (NPU r, or I/O controller r - npus): ``stages`` (a list of :data:`~hdl.contracts.npu_engine.STAGE_REGS` dicts),
     ``backpressure``, ``seed``, its own data's ``ws``/``hs``, and for reports the totals
     ``send_count``/``recv_count``/``check_count`` and the last stage's ``wr``/``hr``."""
 
@@ -181,6 +183,10 @@ def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str |
         kind = "in-switch" if spec.in_switch else "endpoint"
         raise FredError(f"algorithm {algorithm!r} does not apply to {request.op} on {spec.name} "
                         f"({kind} collectives: {', '.join(allowed)})")
+    if request.op in IO_OPS and algorithm != "in-switch":
+        raise FredError(f"the RTL fabric runs {request.op} in the switches (Fred-B/D) so far; "
+                        f"{spec.name}'s endpoint algorithm ({algorithm}: the controller's stripe "
+                        f"into the group at a member near it, then a chain) is not built")
     if algorithm not in IMPLEMENTED:
         raise FredError(f"the RTL fabric does not implement the endpoint algorithm {algorithm!r} "
                         f"yet; it runs {', '.join(IMPLEMENTED)}")
@@ -192,9 +198,10 @@ def _in_switch_flows(spec: FabricSpec, coll, top: int | None) -> dict[int, list[
     all-reduce turns round in, None for the L2: :class:`~hdl.compiler.algorithms.InSwitch`)."""
     per_l1: dict[int, list[int]] = {}
     for rank in coll.members:
-        per_l1.setdefault(spec.l1_of(rank), []).append(rank % spec.npus_per_l1)
+        j, local = spec.port_of(rank)
+        per_l1.setdefault(j, []).append(local)
     k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
-    lowest = min(coll.ranks)
+    lowest = min(coll.members)       # an NPU (an I/O op's root, a controller, is not a member)
     u = (lowest % k) % up
     port = k + u                                  # the uplink port used on each L1
     flows: dict[int, list[Flow]] = {}
@@ -206,9 +213,9 @@ def _in_switch_flows(spec: FabricSpec, coll, top: int | None) -> dict[int, list[
                 flows[j] = [Flow(local, [port]), Flow([port], local)]
             l2_ports = [j * up + u for j in per_l1]
             flows[l2] = [Flow(l2_ports, l2_ports)]
-    elif coll.op == "reduce":
-        root_l1, root_local = spec.l1_of(coll.root), coll.root % k
-        if len(per_l1) == 1:
+    elif coll.op in ("reduce", "io-reduce"):
+        root_l1, root_local = spec.port_of(coll.root)
+        if set(per_l1) == {root_l1}:
             flows[root_l1] = [Flow(per_l1[root_l1], [root_local])]
         else:
             for j, local in per_l1.items():
@@ -216,8 +223,8 @@ def _in_switch_flows(spec: FabricSpec, coll, top: int | None) -> dict[int, list[
                     flows[j] = [Flow(local, [port])]
             flows[root_l1] = [Flow(per_l1.get(root_l1, []) + [port], [root_local])]
             flows[l2] = [Flow([j * up + u for j in per_l1 if j != root_l1], [root_l1 * up + u])]
-    elif coll.op == "multicast":
-        root_l1, root_local = spec.l1_of(coll.root), coll.root % k
+    elif coll.op in ("multicast", "io-broadcast"):
+        root_l1, root_local = spec.port_of(coll.root)
         others = [j for j in per_l1 if j != root_l1]
         flows[root_l1] = [Flow([root_local], per_l1.get(root_l1, []) + ([port] if others else []))]
         if others:
@@ -250,6 +257,24 @@ def _validate(spec: FabricSpec, request: FabricRequest) -> None:
             raise FredError(f"a reduce's members include its root {coll.root}")
         if len(coll.ranks) < 2:
             raise FredError(f"collective {coll} has one NPU: nothing to communicate")
+        _validate_io(spec, coll)
+
+
+def _validate_io(spec: FabricSpec, coll) -> None:
+    """An I/O op's root is an I/O controller and its members are NPUs; an NPU collective's
+    endpoints are NPUs. int32 only (an fp16 reduce-out would need the golden model's tree
+    order through a controller port, not written yet)."""
+    if coll.op in IO_OPS:
+        if coll.root is None or coll.root < spec.npus:
+            raise FredError(f"an {coll.op} is rooted at an I/O controller (endpoint >= {spec.npus}); "
+                            f"got root {coll.root!r}")
+        if any(r >= spec.npus for r in coll.members):
+            raise FredError(f"an {coll.op}'s members are NPUs (ranks < {spec.npus}); got {list(coll.members)}")
+        if spec.dtype != "int32":
+            raise FredError(f"the RTL fabric runs {coll.op} on int32 data only so far; got {spec.dtype}")
+    elif any(r >= spec.npus for r in coll.ranks):
+        raise FredError(f"a {coll.op} runs between NPUs (ranks < {spec.npus}); {list(coll.ranks)} "
+                        f"names an I/O controller")
 
 
 def _hop_flows(spec: FabricSpec, hops, u: int) -> dict[int, list[Flow]]:
@@ -341,8 +366,13 @@ def _check_chunk(size: int, n: int, chunk: int, what: str) -> None:
 def _plan(spec: FabricSpec, coll, algorithm: str) -> Plan:
     """The description's plan (:mod:`hdl.compiler.algorithms`) of one collective, or FredError
     where the algorithm does not apply to its group."""
+    if algorithm == "in-switch" and coll.op == "io-reduce":
+        # every member sends, the controller (not a member: it adds nothing) receives the sum
+        return Plan("in-switch", coll.op, (algorithms.InSwitch(coll.op, coll.members, (coll.root,),
+                                                               coll.root),))
     if algorithm == "in-switch":
-        return algorithms.in_switch(coll.op, coll.ranks, coll.root, spec.l1_of)
+        op = "multicast" if coll.op == "io-broadcast" else coll.op
+        return algorithms.in_switch(op, coll.ranks, coll.root, spec.l1_of)
     if algorithm == "ring":
         return algorithms.ring(coll.op, coll.members)
     if algorithm == "hierarchical":
@@ -463,10 +493,10 @@ def _check_run_options(spec: FabricSpec, seed, sink_backpressure) -> None:
 
 
 def _new_engines(spec: FabricSpec, seed: int, sink_backpressure: float) -> list[dict]:
-    """One engine per NPU with its data weights, backpressure threshold and seed, no stage yet."""
+    """One engine per endpoint (NPU or I/O controller) with its data weights, backpressure threshold and seed, no stage yet."""
     threshold = round(sink_backpressure * 65536)
     engines = []
-    for rank in range(spec.npus):
+    for rank in range(spec.endpoints):      # the NPUs, then the I/O controllers
         w, h = rank_weights(rank, seed)
         engines.append(dict(ws=w, hs=h, backpressure=threshold,
                             seed=(mix(rank, seed + 3) & 0xFFFF) or 1, stages=[]))
@@ -527,7 +557,7 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
         raise FredError(f"the RTL fabric runs the hierarchical all-reduce on int32 data only; "
                         f"{spec.dtype} runs the ring (--algorithm ring)")
     engines = _new_engines(spec, seed, sink_backpressure)
-    contributors: list[tuple[int, ...]] = [() for _ in range(spec.npus)]
+    contributors: list[tuple[int, ...]] = [() for _ in range(spec.endpoints)]
     # packing items per engine stage: every item of stage s comes before those of stage s + 1
     items: list[list[_Item]] = [[] for _ in range(ENGINE_STAGES)]
     build = _ENGINE_BUILDERS.get(algorithm, _ring_engines)   # ring and hierarchical: ring stages

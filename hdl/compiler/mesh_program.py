@@ -26,12 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.compiler import algorithms
+from hdl.compiler.fabric_golden import endpoint_streams, stream_hash
 from hdl.compiler.fabric_program import chain_engine_stages, finish_engines, ring_engine_stages
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MESH_VCS, PORT_REGS, MeshFabricSpec
 from hdl.contracts.npu_engine import ENGINE_STAGES, engine_writes, mix, rank_weights
 
-__all__ = ["MESH_ALGORITHMS", "check_size_flits", "MeshProgram", "mesh_program", "snake_order", "rectangle_rows"]
+__all__ = ["MESH_ALGORITHMS", "check_size_flits", "MeshProgram", "mesh_program", "snake_order", "rectangle_rows",
+           "expected_hashes"]
 
 MESH_ALGORITHMS = ("hierarchical-2d", "ring", "chain")
 
@@ -176,6 +178,9 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
     does not apply, a split outside (0, 1), or a stage whose flits would not fit an NPU's
     ``eject_depth``."""
     _check_request(spec, groups, size_flits, algorithm, split, sink_backpressure)
+    if spec.dtype != "int32" and algorithm == "hierarchical-2d":
+        raise FredError("the mesh's fp16 runs are checked against the golden model of one-stage "
+                        "rings and chains; the hierarchical 2D all-reduce (three stages) runs int32 only")
     plans = [_plans(spec, group, algorithm) for group in groups]
     # chunk 0 in whole multiples of its finest piece (the int32 rings pad to it; the model is
     # byte-granular and pads nothing), chunk 1 the rest
@@ -207,6 +212,19 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
                     view[r]["dest"][s] = d
             for r, u in units.items():
                 contributors[u] = tuple(group)
-    finish_engines("int32", engines)
+    finish_engines(spec.dtype, engines)
     _check_memories(spec, engines)
     return MeshProgram(algorithm, engines, sizes)
+
+
+def expected_hashes(spec: MeshFabricSpec, program: MeshProgram) -> list[int]:
+    """Per engine unit, the hash an fp16 engine must end with: the golden model of its chunk's
+    one-stage ring or chain (:func:`hdl.compiler.fabric_golden.endpoint_streams`: fp16 sums
+    depend on the order of the additions, which the engines' ring order fixes)."""
+    out = [0] * len(program.engines)
+    for chunk in range(MESH_VCS):
+        units = [r * MESH_VCS + chunk for r in range(spec.npus)]
+        streams = endpoint_streams(spec.dtype, spec.engine_lanes, [program.engines[u] for u in units])
+        for u, stream in zip(units, streams):
+            out[u] = stream_hash(stream)
+    return out

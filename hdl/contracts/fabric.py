@@ -10,7 +10,15 @@ Topology (the paper's two-level "almost fat-tree", shared spec FRED.md section 3
 NPU ports, ``npus_per_l1`` of them under each L1 switch, every L1 under one L2. NPU rank ``r``
 is on L1 ``r // npus_per_l1``, port ``r % npus_per_l1``; L1 ``j``'s uplinks are its ports
 ``npus_per_l1 .. npus_per_l1 + uplink_ports - 1`` and L2 ports ``j * uplink_ports ..``.
-I/O controllers are not part of the RTL fabric.
+I/O controllers (``io_controllers``, default none) are endpoints after the NPUs: endpoint
+``npus + k`` is controller ``k``, on L1 ``k % l1_count`` (the system model's attachment,
+``sysmodel/fred_tree.py``: the paper's 18 controllers over 5 L1s = 4, 4, 4, 3, 3), port
+``npus_per_l1 + uplink_ports + k // l1_count`` (after the uplinks, so the NPU and uplink
+port numbers do not move); every L1 gets ``io_ports_per_l1`` such ports, so all L1s stay one
+switch size (the paper's L1 chiplet Fred_3(12) = 4 NPUs + 4 uplinks + 4 controllers on
+Fred-D). A controller's link carries ``io_rate`` flits per cycle each way (128 GBps / 3 TBps
+= 16/375 of an NPU link, the paper's figure; "I/O flows are limited by their controller's
+128 GBps", shared spec FRED.md section 3).
 
 Rates are ratios of the NPU link, which carries 1 flit per cycle each way (the paper's 3 TBps
 send + 3 TBps receive per NPU). An L1's uplink bandwidth, ``uplink_ports * uplink_rate`` flits
@@ -56,7 +64,7 @@ from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import DIMS, parse_strategy
 
-__all__ = ["FABRICS", "FABRIC_OPS", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
+__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "request_groups", "io_controllers_needed", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
            "fabric_spec", "make_request"]
 
 #: The paper's four FRED variants, as RTL fabrics.
@@ -65,6 +73,13 @@ FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 SWITCH_PHASES = 8
 #: Collectives the fabric engines run.
 FABRIC_OPS = ("all-reduce", "reduce", "multicast")
+#: I/O operations (packet fabric, in-switch fabrics): ``io-broadcast``, weight streaming: an
+#: I/O controller multicasts ``size`` flits to every NPU of its group; ``io-reduce``, gradient
+#: reduce-out: every NPU of the group sends ``size`` flits, reduced in the switches into the
+#: group's controller. One controller per group (controller g serves group g).
+IO_OPS = ("io-broadcast", "io-reduce")
+#: The paper's controller rate as a ratio of the NPU link: 128 GBps / 3 TBps.
+IO_RATE = Fraction(128, 3000)
 def engine_forward_cycles(dtype: str) -> int:
     """Cycles an NPU engine of the RTL fabric takes from receiving a flit to sending it on (a
     ring step, a chain's forwarding hop): its receive FIFO's cycle, plus, for fp16, the
@@ -95,7 +110,8 @@ class FabricSpec:
     ``uplink_latency`` in cycles per direction (>= 1: a link is at least its register);
     ``middle`` (m of every Fred_m switch); ``dtype`` and ``lanes`` of a flit; ``l2_planes``:
     the switches the logical L2 is built of (>= 1, divides ``uplink_ports``; module
-    docstring)."""
+    docstring); ``io_controllers`` (>= 0) and ``io_rate`` (flits per cycle of a controller's
+    link, in (0, 1]; module docstring)."""
 
     name: str
     in_switch: bool
@@ -109,6 +125,8 @@ class FabricSpec:
     dtype: str = "int32"
     lanes: int = 1
     l2_planes: int = 1
+    io_controllers: int = 0
+    io_rate: Fraction = IO_RATE
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -117,7 +135,7 @@ class FabricSpec:
             raise FredError(f"fabric {self.name}: in_switch must be true or false, got {self.in_switch!r}")
         for field, low in (("uplink_ports", 1), ("npus", 2), ("npus_per_l1", 1),
                            ("npu_link_latency", 1), ("uplink_latency", 1), ("middle", 1), ("lanes", 1),
-                           ("l2_planes", 1)):
+                           ("l2_planes", 1), ("io_controllers", 0)):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise FredError(f"fabric {self.name}: {field} must be an integer >= {low}, got {value!r}")
@@ -130,6 +148,14 @@ class FabricSpec:
             raise FredError(f"fabric {self.name}: uplink_rate must be in (0, 1] flits per cycle "
                             f"(faster links are more uplink_ports), got {rate}")
         object.__setattr__(self, "uplink_rate", rate)
+        try:
+            io_rate = Fraction(self.io_rate)
+        except (TypeError, ValueError):
+            raise FredError(f"fabric {self.name}: io_rate must be a fraction in (0, 1], "
+                            f"got {self.io_rate!r}") from None
+        if not 0 < io_rate <= 1:
+            raise FredError(f"fabric {self.name}: io_rate must be in (0, 1] flits per cycle, got {io_rate}")
+        object.__setattr__(self, "io_rate", io_rate)
         if self.uplink_ports % self.l2_planes:
             raise FredError(f"fabric {self.name}: l2_planes ({self.l2_planes}) must divide "
                             f"uplink_ports ({self.uplink_ports}): each L2 plane takes the same "
@@ -149,9 +175,27 @@ class FabricSpec:
         return self.npus // self.npus_per_l1
 
     @property
+    def io_ports_per_l1(self) -> int:
+        """I/O controller ports of every L1 (controllers spread round-robin over the L1s)."""
+        return -(-self.io_controllers // self.l1_count)
+
+    @property
+    def endpoints(self) -> int:
+        """NPUs and I/O controllers: endpoint ``npus + k`` is controller ``k``."""
+        return self.npus + self.io_controllers
+
+    @property
     def l1_ports(self) -> int:
-        """Ports of each L1 switch: its NPUs and its uplinks."""
-        return self.npus_per_l1 + self.uplink_ports
+        """Ports of each L1 switch: its NPUs, its uplinks and its I/O controllers' ports."""
+        return self.npus_per_l1 + self.uplink_ports + self.io_ports_per_l1
+
+    def port_of(self, endpoint: int) -> tuple[int, int]:
+        """(L1, port on it) of an NPU rank or an I/O controller endpoint (module docstring)."""
+        self.check_rank(endpoint)
+        if endpoint < self.npus:
+            return endpoint // self.npus_per_l1, endpoint % self.npus_per_l1
+        k = endpoint - self.npus
+        return k % self.l1_count, self.npus_per_l1 + self.uplink_ports + k // self.l1_count
 
     @property
     def l2_ports(self) -> int:
@@ -191,17 +235,18 @@ class FabricSpec:
         return self.uplink_ports * self.uplink_rate
 
     def l1_of(self, rank: int) -> int:
-        """The L1 switch NPU ``rank`` hangs from."""
-        self.check_rank(rank)
-        return rank // self.npus_per_l1
+        """The L1 switch NPU ``rank`` (or I/O controller endpoint ``rank``) hangs from."""
+        return self.port_of(rank)[0]
 
     def check_rank(self, rank: int) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.npus:
-            raise FredError(f"NPU rank {rank!r} is not on fabric {self.name} (ranks 0..{self.npus - 1})")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.endpoints:
+            io = (f", I/O controllers {self.npus}..{self.endpoints - 1}" if self.io_controllers else "")
+            raise FredError(f"NPU rank {rank!r} is not on fabric {self.name} (ranks 0..{self.npus - 1}{io})")
 
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["uplink_rate"] = str(self.uplink_rate)
+        out["io_rate"] = str(self.io_rate)
         out.update(l1_count=self.l1_count, l1_ports=self.l1_ports, l2_ports=self.l2_ports,
                    l2_plane_ports=self.l2_plane_ports, uplink_bandwidth=str(self.uplink_bandwidth))
         return out
@@ -257,16 +302,12 @@ class FabricRequest:
                 "collectives": [{"members": list(c.members), "root": c.root} for c in self.collectives]}
 
 
-def make_request(spec: FabricSpec, *, op: str, size_flits: int, group: str | None = None,
-                 strategy: str | None = None, dim: str | None = None) -> FabricRequest:
-    """Validate and build a request: exactly one of ``group`` (``"wafer"``: all NPUs) or
-    ``strategy`` + ``dim``. Reduce and multicast are rooted at each group's lowest rank; ``dim
-    = "pp"`` takes only ``multicast`` (the stage-boundary transfers: MP rank 0 of a stage to
-    the MP group of the next). Every error names what is wrong, before anything is built."""
-    if op not in FABRIC_OPS:
-        raise FredError(f"the fabric runs {', '.join(FABRIC_OPS)}; got op {op!r}")
-    if isinstance(size_flits, bool) or not isinstance(size_flits, int) or size_flits < 1:
-        raise FredError(f"size must be a positive whole number of flits, got {size_flits!r}")
+def request_groups(spec: FabricSpec, *, op: str, group: str | None = None,
+                   strategy: str | None = None, dim: str | None = None):
+    """``(groups, label, strategy)`` of a request (validated): ``groups`` = ``[(0 .. npus -
+    1)]`` for ``group = "wafer"``, else the sorted groups of the strategy's ``dim``, None for
+    ``dim = "pp"`` (its transfers are :meth:`Strategy.stage_transfers`); ``strategy`` the
+    parsed strategy (None for a group)."""
     if (group is None) == (strategy is None):
         raise FredError("name exactly one of a group (--group wafer) or a strategy and dimension "
                         "(--strategy MP2-DP5-PP2 --dim mp)")
@@ -275,38 +316,66 @@ def make_request(spec: FabricSpec, *, op: str, size_flits: int, group: str | Non
             raise FredError("--dim goes with --strategy, not with --group")
         if str(group).lower() != "wafer":
             raise FredError(f"unknown group {group!r}; the fabric knows 'wafer' (all {spec.npus} NPUs)")
-        groups = [tuple(range(spec.npus))]
-        label = f"wafer {op}"
-    else:
-        parsed = parse_strategy(strategy)
-        if parsed.npus != spec.npus:
-            raise FredError(f"strategy {parsed} uses {parsed.npus} NPUs but fabric {spec.name} has "
-                            f"{spec.npus}")
-        if dim is None or str(dim).lower() not in DIMS:
-            raise FredError(f"--strategy needs --dim, one of {', '.join(DIMS)}; got {dim!r}")
-        dim = str(dim).lower()
-        label = f"{parsed} {dim.upper()} {op}"
-        if dim == "pp":
-            if op != "multicast":
-                raise FredError(f"the PP dimension's communication is the stage-boundary multicast; "
-                                f"{op} along PP is not a pipeline transfer (use --op multicast)")
-            if parsed.pp < 2:
-                raise FredError(f"strategy {parsed} has one pipeline stage: no PP transfers")
-            collectives = tuple(FabricCollective("multicast", tuple(sorted(dsts)), root)
-                                for stage in range(parsed.pp - 1)
-                                for root, dsts in parsed.stage_transfers(stage))
-            return FabricRequest(op, collectives, size_flits, label)
-        groups = parsed.groups(dim)
-        if len(groups[0]) < 2:
-            raise FredError(f"strategy {parsed} has {dim.upper()} groups of 1 NPU: nothing to communicate")
+        return [tuple(range(spec.npus))], f"wafer {op}", None
+    parsed = parse_strategy(strategy)
+    if parsed.npus != spec.npus:
+        raise FredError(f"strategy {parsed} uses {parsed.npus} NPUs but fabric {spec.name} has "
+                        f"{spec.npus}")
+    if dim is None or str(dim).lower() not in DIMS:
+        raise FredError(f"--strategy needs --dim, one of {', '.join(DIMS)}; got {dim!r}")
+    dim = str(dim).lower()
+    label = f"{parsed} {dim.upper()} {op}"
+    if dim == "pp":
+        return None, label, parsed
+    groups = parsed.groups(dim)
+    if len(groups[0]) < 2:
+        raise FredError(f"strategy {parsed} has {dim.upper()} groups of 1 NPU: nothing to communicate")
+    return [tuple(sorted(g)) for g in groups], label, parsed
+
+
+def io_controllers_needed(spec: FabricSpec, *, op: str, group: str | None = None,
+                          strategy: str | None = None, dim: str | None = None) -> int:
+    """Controllers an I/O request uses: one per group (controller g serves group g)."""
+    groups, _, _ = request_groups(spec, op=op, group=group, strategy=strategy, dim=dim)
+    if groups is None:
+        raise FredError(f"{op} goes with a group or a strategy's MP or DP dimension, not PP")
+    return len(groups)
+
+
+def make_request(spec: FabricSpec, *, op: str, size_flits: int, group: str | None = None,
+                 strategy: str | None = None, dim: str | None = None) -> FabricRequest:
+    """Validate and build a request: exactly one of ``group`` (``"wafer"``: all NPUs) or
+    ``strategy`` + ``dim``. Reduce and multicast are rooted at each group's lowest rank; ``dim
+    = "pp"`` takes only ``multicast`` (the stage-boundary transfers: MP rank 0 of a stage to
+    the MP group of the next); an I/O op (:data:`IO_OPS`) is rooted at controller g
+    (endpoint ``npus + g``) for group g, and needs that many ``spec.io_controllers``. Every
+    error names what is wrong, before anything is built."""
+    if op not in FABRIC_OPS + IO_OPS:
+        raise FredError(f"the fabric runs {', '.join(FABRIC_OPS + IO_OPS)}; got op {op!r}")
+    if isinstance(size_flits, bool) or not isinstance(size_flits, int) or size_flits < 1:
+        raise FredError(f"size must be a positive whole number of flits, got {size_flits!r}")
+    groups, label, parsed = request_groups(spec, op=op, group=group, strategy=strategy, dim=dim)
+    if groups is None:
+        if op != "multicast":
+            raise FredError(f"the PP dimension's communication is the stage-boundary multicast; "
+                            f"{op} along PP is not a pipeline transfer (use --op multicast)")
+        if parsed.pp < 2:
+            raise FredError(f"strategy {parsed} has one pipeline stage: no PP transfers")
+        collectives = tuple(FabricCollective("multicast", tuple(sorted(dsts)), root)
+                            for stage in range(parsed.pp - 1)
+                            for root, dsts in parsed.stage_transfers(stage))
+        return FabricRequest(op, collectives, size_flits, label)
+    if op in IO_OPS and len(groups) > spec.io_controllers:
+        raise FredError(f"{label} needs {len(groups)} I/O controller(s), one per group; fabric "
+                        f"{spec.name} has {spec.io_controllers} (io_controllers)")
     collectives = []
-    for members in groups:
-        members = tuple(sorted(members))
+    for g, members in enumerate(groups):
         if op == "all-reduce":
             collectives.append(FabricCollective(op, members))
         elif op == "reduce":
             collectives.append(FabricCollective(op, members, members[0]))
+        elif op in IO_OPS:
+            collectives.append(FabricCollective(op, members, spec.npus + g))
         else:
             collectives.append(FabricCollective(op, members[1:], members[0]))
     return FabricRequest(op, tuple(collectives), size_flits, label)
-

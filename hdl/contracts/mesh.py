@@ -26,7 +26,7 @@ from hdl.contracts.npu_engine import ENGINE_STAGES
 __all__ = ["LOCAL", "NORTH", "EAST", "SOUTH", "WEST", "PORT_NAMES", "MESH_PORTS", "XY", "YX",
            "VC_ORDERS", "MESH_VCS", "MeshFlitFormat", "route_port", "route_hops",
            "check_router_parameters", "check_link_rate", "router_latency", "PORT_REGS",
-           "ENGINE_WORD_BITS", "STAGE_BITS", "MeshFabricSpec"]
+           "ENGINE_WORD_BITS", "STAGE_BITS", "MESH_DTYPES", "MeshFabricSpec"]
 
 #: Port numbers of a router: the local NPU and the four neighbours.
 LOCAL, NORTH, EAST, SOUTH, WEST = range(5)
@@ -166,6 +166,9 @@ PORT_REGS = tuple(f"{kind}{s}" for kind in ("dest", "send", "recv") for s in ran
 #: engine stage that sent it (:class:`hdl.designs.mesh.engine_port.EnginePort`).
 ENGINE_WORD_BITS = 32
 STAGE_BITS = 2
+#: Element formats of the mesh fabric's engines (fp16: two lanes per 32-bit word, summed by the
+#: project's adder and checked by hash against ``hdl.compiler.fabric_golden``).
+MESH_DTYPES = ("int32", "fp16")
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,8 @@ class MeshFabricSpec:
     flits an NPU can hold per (chunk, engine stage) of what arrives before its engine reads it;
     ``engine_buffer``: flits an engine holds between receiving and forwarding (a ring chunk).
     Both are memories of every NPU: the defaults keep the Verilog small; bandwidth-bound
-    sizes need them raised (the program generator names the one too small).
+    sizes need them raised (the program generator names the one too small). ``dtype``: the
+    engines' element format (:data:`MESH_DTYPES`).
 
     Router coordinates are the NPU's column + 1 and row + 1: coordinate 0 and ``cols + 1`` /
     ``rows + 1`` are the ring of I/O positions around the mesh.
@@ -195,8 +199,11 @@ class MeshFabricSpec:
     packet_flits: int = 1
     eject_depth: int = 2048
     engine_buffer: int = 1024
+    dtype: str = "int32"
 
     def __post_init__(self):
+        if self.dtype not in MESH_DTYPES:
+            raise FredError(f"the mesh fabric's engines run {' or '.join(MESH_DTYPES)}, got dtype {self.dtype!r}")
         _check_int("rows", self.rows, 2, 14)
         _check_int("cols", self.cols, 2, 14)
         object.__setattr__(self, "link_rate", check_link_rate(self.link_rate))
@@ -208,6 +215,11 @@ class MeshFabricSpec:
     @property
     def npus(self) -> int:
         return self.rows * self.cols
+
+    @property
+    def engine_lanes(self) -> int:
+        """Elements per flit of the engines: one int32 or two fp16 (the 32-bit engine word)."""
+        return ENGINE_WORD_BITS // (32 if self.dtype == "int32" else 16)
 
     @property
     def flit(self) -> MeshFlitFormat:

@@ -132,6 +132,19 @@ DTYPE_CHOICES = tuple(DTYPES)
 MESH_FABRIC_DEFAULT = MeshFabricSpec()
 
 
+def _switch_params(*, tag: str) -> dict:
+    """The parameters of the FRED switch, shared by its native and AXI4-Stream tops."""
+    return {
+        "ports": Param(int, 4, "switch ports P (any P >= 2; odd P has a demux/mux on the last port)"),
+        "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
+        "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
+        "lanes": Param(_positive_int, 1, "elements per flit"),
+        "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
+        "tag_width": Param(_positive_int, 8, tag),
+        "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
+    }
+
+
 DESIGNS: dict[str, Design] = {
     "stream_buffer": Design(
         unit="stream_buffer",
@@ -155,15 +168,7 @@ DESIGNS: dict[str, Design] = {
         top="fred_switch",
         description="FRED switch Fred_m(P): microswitch datapath, reduction units, K-phase config memory",
         factory=_switch,
-        params={
-            "ports": Param(int, 4, "switch ports P (any P >= 2; odd P has a demux/mux on the last port)"),
-            "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
-            "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
-            "lanes": Param(_positive_int, 1, "elements per flit"),
-            "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
-            "tag_width": Param(_positive_int, 8, "bits of the flit tag"),
-            "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
-        },
+        params=_switch_params(tag="bits of the flit tag"),
     ),
     "axis_switch": Design(
         unit="axis_switch",
@@ -171,15 +176,7 @@ DESIGNS: dict[str, Design] = {
         description="the FRED switch with AXI4-Stream names: s<n>_axis_*/m<n>_axis_* "
                     "(tdata/tvalid/tready/tlast/tuser), s_cfg_axis_*, s_sel_axis_* (docs/switch.md)",
         factory=_axis_switch,
-        params={
-            "ports": Param(int, 4, "switch ports P (any P >= 2; odd P has a demux/mux on the last port)"),
-            "middle": Param(int, 3, "middle subnetworks m (>= 2)"),
-            "dtype": Param(str, "fp16", "element format", choices=DTYPE_CHOICES),
-            "lanes": Param(_positive_int, 1, "elements per flit"),
-            "phases": Param(_positive_int, 4, "stored configurations (phases) K"),
-            "tag_width": Param(_positive_int, 8, "bits of the flit tag (tuser)"),
-            "word_width": Param(_positive_int, DEFAULT_WORD_WIDTH, "bits of a configuration word"),
-        },
+        params=_switch_params(tag="bits of the flit tag (tuser)"),
     ),
     "packet_switch": Design(
         unit="packet_switch",

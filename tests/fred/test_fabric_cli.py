@@ -79,3 +79,31 @@ def test_model_only_times_the_switch_the_rtl_side_would_run(capsys):
     circuit, packet = out["circuit"]["model"], out["packet"]["model"]
     assert packet["bandwidth_cycles"] == circuit["bandwidth_cycles"]
     assert packet["cycles"] > circuit["cycles"]
+
+
+def test_io_ops_put_a_controller_per_group_on_the_model_platform(capsys):
+    """`--op io-broadcast|io-reduce` (docs/fabric_rtl.md, "I/O controllers"): one controller per
+    group, on the L1s, at 128 GBps / 3 TBps of an NPU link; the model's io-load / io-store on
+    the same platform is bound by the controller's link: 40 flits x 375/16 cycles."""
+    assert main(["fabric-sim", "--fabric", "fred-b", "--op", "io-broadcast", "--group", "wafer",
+                 "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fabric"]["io_controllers"] == 1 and out["fabric"]["l1_ports"] == 6
+    assert "[io]" in out["model_platform_toml"] and 'phase_select = "header"' in out["model_platform_toml"]
+    assert out["model"]["bandwidth_cycles"] == pytest.approx(40 * 375 / 16)
+    assert out["model"]["busiest_link"] == "io0->l1.0"
+    assert out["request"]["collectives"][0]["root"] == 20
+    assert main(["fabric-sim", "--fabric", "fred-d", "--op", "io-reduce", "--strategy",
+                 "MP2-DP5-PP2", "--dim", "dp", "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fabric"]["io_controllers"] == 4 and out["fabric"]["l1_ports"] == 9
+    assert out["model"]["bandwidth_cycles"] == pytest.approx(40 * 375 / 16)
+
+
+def test_io_ops_are_refused_on_the_circuit_fabric_and_on_endpoint_fabrics(capsys):
+    assert main(["fabric-sim", "--fabric", "fred-b", "--switch", "circuit", "--op", "io-reduce",
+                 "--group", "wafer", "--size", "40"]) == 1
+    assert "runs on the packet fabric's I/O controllers" in capsys.readouterr().err
+    assert main(["fabric-sim", "--fabric", "fred-a", "--op", "io-broadcast", "--group", "wafer",
+                 "--size", "40", "--model-only"]) == 1
+    assert "in the switches (Fred-B/D) so far" in capsys.readouterr().err

@@ -30,6 +30,43 @@ def test_model_only_pp_multicast_is_a_chain_per_stage_transfer(capsys):
     assert out["model"]["bandwidth_cycles"] == pytest.approx(400)
 
 
+def test_model_only_io_load_streams_whole_stripes_at_the_busiest_links_rate(capsys):
+    """40 flits per NPU from 18 controllers: stripes of 3 flits (54 per NPU); the model's split
+    trees put 8.5 stripes on the busiest link: 25.5 flits at 4 cycles each."""
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-load", "--group", "wafer",
+                 "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["stripe_flits"], out["size_flits"], out["controllers"]) == (3, 54, 18)
+    assert out["model"]["algorithm"] == "tree-split" == out["trees"]
+    assert out["model"]["bandwidth_cycles"] == pytest.approx(8.5 * 3 * 4)
+
+
+def test_model_only_io_load_text_gives_the_per_controller_rate(capsys):
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-load", "--group", "wafer",
+                 "--size", "18000", "--algorithm", "tree-xy", "--model-only"]) == 1   # 12 x 1000 > queue
+    assert "holds 2048 per direction" in capsys.readouterr().err
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-load", "--group", "wafer",
+                 "--size", "1800", "--model-only"]) == 0
+    out = capsys.readouterr().out
+    # 100-flit stripes; 8.5 stripes on a 1/4 link: 1 / 34 flit/cycle = 88.2 GBps of 3 TBps
+    assert "busiest link alone: 0.0294" in out and "18 controllers x 100-flit stripes" in out
+
+
+def test_model_only_fp16_chain_adds_the_adders_forwarding_latency(capsys):
+    """fp16 engines forward through the project's adder: the model's PP chain (0 -> 2 -> 3, one
+    forwarding member) gains the adder's cycles (hdl.contracts.fabric.engine_forward_cycles),
+    the link time not."""
+    from hdl.contracts.fabric import engine_forward_cycles
+    runs = {}
+    for dtype in ("int32", "fp16"):
+        assert main(["fabric-sim", "--fabric", "mesh", "--op", "multicast", "--strategy", "MP2-DP5-PP2",
+                     "--dim", "pp", "--size", "100", "--dtype", dtype, "--model-only", "--json"]) == 0
+        runs[dtype] = json.loads(capsys.readouterr().out)["model"]
+    assert runs["fp16"]["bandwidth_cycles"] == runs["int32"]["bandwidth_cycles"]
+    assert runs["fp16"]["cycles"] - runs["int32"]["cycles"] == pytest.approx(
+        engine_forward_cycles("fp16") - engine_forward_cycles("int32"))
+
+
 def test_model_only_json_for_a_strategy(capsys):
     assert main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--strategy", "MP2-DP5-PP2",
                  "--dim", "dp", "--size", "100", "--model-only", "--json"]) == 0
@@ -42,6 +79,11 @@ def test_model_only_json_for_a_strategy(capsys):
     (["--op", "reduce", "--group", "wafer", "--size", "8"], "reduce is not built yet"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP2", "--dim", "pp", "--size", "8"], "all-reduce along pp"),
     (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
+    (["--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp", "--size", "8"], "use --group wafer"),
+    (["--op", "io-load", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "drop --dtype"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "runs int32 only"),
+    (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "bf16"], "int32 or fp16"),
+    (["--op", "io-load", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "runs the trees"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "drop --algorithm"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "9000"], "an engine holds 1024"),

@@ -32,6 +32,21 @@ def test_mesh_row_reads_a_real_case_and_program():
     assert r.ratio == pytest.approx(222 / case.estimate.cycles)
 
 
+def test_io_load_row_reads_a_real_case_and_program():
+    """fabric-validate's 40-flit io-load: 3-flit stripes from 18 controllers (54 flits per NPU),
+    the model's split trees; only the RTL's cycle count is made up."""
+    from hdl.compiler.mesh_io_program import io_load_program
+    from studies.mesh_case import build_mesh_case
+    from studies.mesh_validation import MESH_CASES
+    label, request = MESH_CASES[-1]
+    case = build_mesh_case(size=40, **request)
+    case.rtl = SimpleNamespace(cycles=120, cycles_per_s=2e4, program=io_load_program(case.io, 3, case.mode))
+    r = mesh_validation_row(label, case)
+    assert (r.case, r.algorithm, r.size_flits) == ("wafer io-load", "tree-split", 54)
+    assert r.flits_checked == 20 * 54
+    assert r.model_bandwidth_cycles == pytest.approx(8.5 * 3 * 4)
+
+
 def test_speedups_pair_mesh_and_fred_rows_of_the_same_case_and_size():
     rows = [row("mesh", "wafer all-reduce", 4000, 16000.0, 16020),
             row("fred-d", "wafer all-reduce", 4000, 4000.0, 4005),

@@ -276,3 +276,14 @@ def test_header_selected_phases_need_the_packet_switch_figures():
         timing.header_select_s
     with pytest.raises(FredError, match=r"switch must be one of circuit, packet"):
         fabric_platform_toml(spec, clock_mhz=1000, flit_bytes=4, switch="wormhole")
+
+
+def test_the_platform_has_the_rtl_fabrics_io_controllers_and_none_without():
+    """The fabric platform writes the RTL's controllers (count, rate) and nothing for a fabric
+    without them, so every other fabric case is timed as before."""
+    from fractions import Fraction
+    plain = fabric_platform_toml(fabric_spec("fred-b"), clock_mhz=1000, flit_bytes=512)
+    assert "[io]" not in plain
+    text = fabric_platform_toml(fabric_spec("fred-b", io_controllers=3, io_rate=Fraction(1, 4)),
+                                clock_mhz=1000, flit_bytes=512)
+    assert "controllers = 3" in text and "controller_gbps = 128.0" in text   # 512 GBps / 4

@@ -176,3 +176,60 @@ def test_the_evaluation_simulates_each_distinct_iteration_once():
     assert simulate_once(P.with_compute_scale(4), "fred-c", w) is not a
     assert simulate_once(P.with_compute_scale(3), "fred-c", w, overlap=False) is not a
     assert a.time_s == simulate_iteration(P.with_compute_scale(3), "fred-c", w, reference=True).time_s
+
+
+def _megatron_case(pp_overlap: bool):
+    """GPT-3 175B as ``fred validate`` runs it (interleaved 1F1B, 3 chunks, PP 8, MP 8, one
+    sample per microbatch) at 16 microbatches on the GPU cluster platform."""
+    import dataclasses
+
+    from studies.validation import FABRIC, case_workload, cluster_platform, load_cases
+    case = next(c for c in load_cases()[0] if c.name == "gpt3-175b/full")
+    case = dataclasses.replace(case, gpus=64, pipeline_parallel=8, global_batch=16)
+    wl = case_workload(case)
+    return cluster_platform().scaled(npus=case.gpus, pp_overlap=pp_overlap), FABRIC, wl
+
+
+def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
+    """The fast path's builders (blocks of tasks appended at once, communication timed once)
+    add the graph the general path adds task by task through ``add()`` (which an engine that
+    overrides ``add`` makes every builder take), with every communication task timed anew:
+    the same tasks, names, resources, dependencies, categories, NPUs and durations."""
+    from sysmodel.iteration_plan import plan_iteration
+    from sysmodel.task_graphs import StageEngine
+    from sysmodel.training import build_task_graph, link_priority
+
+    class GeneralPathEngine(StageEngine):
+        def add(self, *args, **kwargs):
+            return super().add(*args, **kwargs)
+
+    graphs = []
+    for engine, memo in ((StageEngine, True), (GeneralPathEngine, False)):
+        eng = engine(blocking=False, **link_priority(platform, fabric))
+        build_task_graph(eng, plan_iteration(platform, workload, strategy, **plan_args), fabric, memo=memo)
+        graphs.append(eng.tasks)
+    fields = ("name", "resource", "deps", "category", "npu")
+    assert [[getattr(t, f) for f in fields] for t in graphs[0]] == \
+        [[getattr(t, f) for f in fields] for t in graphs[1]]
+    assert [t.duration for t in graphs[0]] == pytest.approx([t.duration for t in graphs[1]], rel=REL)
+
+
+@pytest.mark.parametrize("pp_overlap", [False, True])
+def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
+    """A pass over a stage's layers and its send appended as one block: the reference path's
+    graph and iteration, with blocking and with overlapped sends."""
+    platform, fabric, wl = _megatron_case(pp_overlap)
+    assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches)
+    fast = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches)
+    ref = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches, reference=True)
+    assert_same_iteration(fast, ref)
+
+
+@pytest.mark.parametrize("pp_overlap", [False, True])
+def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
+    """Weight streaming's microbatch blocks (a layer's compute, MP and hand-over appended at
+    once) with blocking and with overlapped hand-overs: the reference path's graph."""
+    s = parse_strategy("MP2-DP2-PP5")
+    w = get_workload("transformer-1t")
+    w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
+    assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40)

@@ -22,25 +22,46 @@ def _check(latency, rate) -> tuple[int, tuple[int, int]]:
     return latency, (a, b)
 
 
-def rate_gate(m: Module, rate: tuple[int, int], fire) -> Signal:
+def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bool = False,
+              waiting=None) -> Signal:
     """The rate limiter of a link of ``rate`` = (a, b) flits per cycle: a token accumulator,
-    ``a`` tokens per cycle, a flit (``fire``) costs ``b``, saved tokens capped at ``b - a`` so an
-    idle link builds up no burst above the rate. Returns the signal "a flit may go now"
-    (registers only)."""
+    ``a`` tokens per cycle, a flit (``fire``) costs ``b``, saved tokens capped at ``b - 1`` so an
+    idle link builds up no burst above the rate (in any n cycles at most n a / b + 1 flits).
+    Under continuous demand exactly ``a`` flits leave in every ``b`` cycles: the cap never
+    drops a token then (a flit goes as soon as tokens + a >= b, so tokens stay below b - a +
+    a). Returns the signal "a flit may go now" (registers only).
+
+    (The cap was ``b - a`` before, exact only for a = 1, where the two caps are the same: for
+    a > 1 it dropped the remainder of every interval, so 16/375, the I/O controllers' rate,
+    ran at 1/24 and 3/4 at 1/2; docs/fabric_rtl.md, "I/O controllers".)
+
+    ``paced``: start with no saved token instead of b - 1, so the first flit also waits its
+    whole interval (flit k goes in cycle ceil((k + 1) b / a) - 1: a device that needs b / a
+    cycles per flit, e.g. an I/O controller's memory); ``waiting`` (a signal, with ``paced``):
+    tokens accumulate only while it is high (a flit to move): such a device saves nothing
+    while idle, so a flit that arrives after a pause also takes its whole interval;
+    ``restart`` (a signal): tokens back to the start value in that cycle (the run's start)."""
     a, b = rate
     ok = Signal(init=1, name="rate_ok")
     if (a, b) == (1, 1):
         m.d.comb += ok.eq(1)
         return ok
-    # tokens in [0, b - a]; a flit may go when tokens + a >= b
-    tokens = Signal(range(b + 1), init=b - a, name="rate_tokens")
+    # tokens in [0, b - 1]; a flit may go when tokens + a >= b
+    initial = 0 if paced else b - 1
+    tokens = Signal(range(b + 1), init=initial, name="rate_tokens")
     m.d.comb += ok.eq(tokens + a >= b)
     with m.If(fire):
         m.d.sync += tokens.eq(tokens + a - b)
-    with m.Elif(tokens + a > b - a):
-        m.d.sync += tokens.eq(b - a)
+    if paced and waiting is not None:
+        with m.Elif(~waiting):
+            pass                 # a paced device with nothing to move saves nothing
+    with m.Elif(tokens + a > b - 1):
+        m.d.sync += tokens.eq(b - 1)
     with m.Else():
         m.d.sync += tokens.eq(tokens + a)
+    if restart is not None:
+        with m.If(restart):      # last: it wins over the updates above
+            m.d.sync += tokens.eq(initial)
     return ok
 
 

@@ -19,6 +19,7 @@ from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
 
 from .depacketizer import Depacketizer
+from .io_controller import IoController
 from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, PROG_REG_WIDTH, TAG_WIDTH,
                          count_cycles, harness_inputs, read_register)
 from .npu_engine import NpuEngine
@@ -73,7 +74,9 @@ class PacketFabricTop(wiring.Component):
     ``FredSwitchTop`` s and phase sequencers: the same switches (L1s Fred_m(npus_per_l1 +
     uplink_ports), the L2 planes), NPU engines (:class:`NpuEngine`) behind a
     :class:`Packetizer` and a :class:`Depacketizer`, and a credit-based :class:`PacketLink`
-    for every direction of every cable. A switch selects its phases from the packet headers
+    for every direction of every cable; the I/O controllers of ``spec`` (``io_controllers``,
+    endpoints ``npus ..``, :class:`IoController`) on their L1 ports
+    (``FabricSpec.port_of``). A switch selects its phases from the packet headers
     (MP > PP > DP preemption), so the fabric needs no sequencer: the program loads every
     switch's slots and each NPU's header (``PACKET_REGS``).
 
@@ -83,7 +86,9 @@ class PacketFabricTop(wiring.Component):
 
     Ports: as :class:`FabricTop` (``clk``, ``start``, ``prog_*``, ``cfg_*``, ``rd_*``,
     ``all_done``, ``cycles``; the top resets itself for :data:`POR_CYCLES` cycles), with the
-    read registers :data:`PACKET_ENGINE_READ` and :data:`PACKET_SWITCH_READ`.
+    read registers :data:`PACKET_ENGINE_READ` and :data:`PACKET_SWITCH_READ`. Units of the
+    program and read ports: endpoint ``e`` (NPU, then I/O controller) is unit ``e``, switch
+    ``s`` unit ``spec.endpoints + s``.
 
     Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
     Not yet: the cut into two parts for the lock-step simulator.
@@ -128,19 +133,27 @@ class PacketFabricTop(wiring.Component):
                 sw.config.payload.last.eq(self.cfg_last),
                 sw.config.payload.phase.eq(self.cfg_phase),
             ]
-            self._flow_ports(m, sw, spec.npus + s, prog_we, prog_unit, prog_reg, prog_data)
+            self._flow_ports(m, sw, spec.endpoints + s, prog_we, prog_unit, prog_reg, prog_data)
         with m.Switch(self.cfg_switch):
             for s, sw in enumerate(switches):
                 with m.Case(s):
                     m.d.comb += self.cfg_ready.eq(sw.config.ready)
-        k = spec.npus_per_l1
         npus = []
-        for rank in range(spec.npus):
-            engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
-            tx = m.submodules[f"packetizer_{rank}"] = Packetizer(flit=self.flit, packet=fmt,
-                                                                  depth=self.depth)
-            rx = m.submodules[f"depacketizer_{rank}"] = Depacketizer(flit=self.flit, packet=fmt,
+        for rank in range(spec.endpoints):
+            if rank < spec.npus:
+                engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
+                tx = m.submodules[f"packetizer_{rank}"] = Packetizer(flit=self.flit, packet=fmt,
                                                                       depth=self.depth)
+                rx = m.submodules[f"depacketizer_{rank}"] = Depacketizer(flit=self.flit, packet=fmt,
+                                                                          depth=self.depth)
+                wiring.connect(m, engine.tx, tx.i)
+                wiring.connect(m, rx.o, engine.rx)
+                ends = (tx.o, tx.credit, rx.i, rx.credit)
+            else:
+                io = m.submodules[f"io_{rank - spec.npus}"] = IoController(
+                    flit=self.flit, packet=fmt, depth=self.depth, rate=spec.io_rate)
+                engine, tx, rx = io.engine, io.tx, io.rx
+                ends = (io.o, io.credit_in, io.i, io.credit_out)
             regs = {name: Signal(32, name=f"npu{rank}_{name}") for name in PACKET_REGS}
             for name, address in PACKET_REGS.items():
                 with m.If(prog_we & (prog_unit == rank) & (prog_reg == address)):
@@ -156,13 +169,12 @@ class PacketFabricTop(wiring.Component):
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
                          tx.phase.eq(regs["phase"]), tx.vc.eq(regs["vc"]),
                          tx.flow.eq(regs["flow"]), rx.last_seq.eq(regs["last_seq"])]
-            l1, port = switches[rank // k], rank % k
+            j, port = spec.port_of(rank)
+            l1 = switches[j]
             up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
             down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
-            wiring.connect(m, engine.tx, tx.i)
-            wiring.connect(m, rx.o, engine.rx)
-            _join(m, tx.o, tx.credit, up, l1.i[port], l1.i_credit[port])
-            _join(m, l1.o[port], l1.o_credit[port], down, rx.i, rx.credit)
+            _join(m, ends[0], ends[1], up, l1.i[port], l1.i_credit[port])
+            _join(m, l1.o[port], l1.o_credit[port], down, ends[2], ends[3])
             npus.append((engine, tx, rx))
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
         link_overflow = [Signal(name=f"link_overflow_{s}") for s in range(len(switches))]
@@ -210,7 +222,7 @@ class PacketFabricTop(wiring.Component):
                               busy=sw.busy,
                               flags=sw.bad_header | sw.overflow << 1 | sw.credit_error << 2
                               | link_overflow[s] << 3)
-                with m.Case(spec.npus + s):
+                with m.Case(spec.endpoints + s):
                     read_register(m, rd_reg, self.rd_data, [values[n] for n in PACKET_SWITCH_READ])
             with m.Case(GLOBAL_UNIT):
                 read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running])

@@ -21,7 +21,7 @@ class EnginePort(wiring.Component):
 
     Parameters: spec (:class:`MeshFabricSpec`), vc: the virtual channel of this engine's
     flits (the NPU's chunk: 0 routes X-Y, 1 Y-X), flit: the engine's :class:`FlitFormat`
-    (int32, one lane).
+    (the spec's ``dtype``: one int32 or two fp16 lanes, a 32-bit word).
 
     Members:
         tx: ``In(stream(engine flit))``: the engine's output. o: ``Out(stream(mesh flit))``:

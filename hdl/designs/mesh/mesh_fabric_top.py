@@ -61,7 +61,7 @@ class MeshFabricTop(wiring.Component):
         if engine_unit(spec.npus, 0) > GLOBAL_UNIT:
             raise FredError(f"a {spec.rows} x {spec.cols} mesh has more engines than program units")
         self.spec = spec
-        self.engine_flit = FlitFormat(dtype="int32", lanes=1, tag_width=TAG_WIDTH)
+        self.engine_flit = FlitFormat(dtype=spec.dtype, lanes=spec.engine_lanes, tag_width=TAG_WIDTH)
         super().__init__({
             "clk": In(1), "start": In(1),
             "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),

@@ -8,6 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.mesh import MESH_VCS, MeshFlitFormat, check_link_rate, check_router_parameters
 
+from .rate_token import RateToken
+
 __all__ = ["OutputCredits"]
 
 
@@ -46,17 +48,9 @@ class OutputCredits(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        a, b = self.rate
-        token = Signal(name="token")
-        if a == b:
-            m.d.comb += token.eq(1)
-        else:
-            tokens = Signal(range(b + 1), init=b - a)
-            m.d.comb += token.eq(tokens >= b - a)
-            with m.If(self.spend != 0):
-                m.d.sync += tokens.eq(tokens + a - b)
-            with m.Elif(tokens < b - a):
-                m.d.sync += tokens.eq(tokens + a)
+        rate = m.submodules.rate = RateToken(self.rate)
+        token = rate.token
+        m.d.comb += rate.spend.eq(self.spend != 0)
         for v in range(MESH_VCS):
             count = Signal(range(self.depth + 2), init=self.depth, name=f"credits{v}")
             after = count - self.spend[v] + self.give[v]

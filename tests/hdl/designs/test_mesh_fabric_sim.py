@@ -7,6 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.compiler.mesh_program import mesh_program
+from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MeshFabricSpec
 from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_UNIT
 from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ, PORT_REG_BASE, MeshFabricTop
@@ -94,3 +95,24 @@ def test_multicast_chains_deliver_the_roots_data_to_every_destination():
     out = run(spec, program)
     _check_clean(out, program)
     assert [out["engines"][2 * r]["received"] for r in (2, 5, 3, 4)] == [12, 12, 12, 0]
+
+
+def test_fp16_two_way_ring_matches_the_golden_order_bit_for_bit():
+    """fp16 (two lanes per word) on a 2 x 2 two-way ring: every engine's hash of what it
+    received equals the golden model's (hdl.compiler.fabric_golden, in the ring's order of
+    additions); other data (another seed) gives other hashes, so the comparison can fail."""
+    from hdl.compiler.mesh_program import expected_hashes
+    spec = MeshFabricSpec(rows=2, cols=2, eject_depth=32, engine_buffer=32, dtype="fp16")
+    program = mesh_program(spec, [list(range(4))], 8, algorithm="ring")
+    out = run(spec, program)
+    _check_clean(out, program)
+    want = expected_hashes(spec, program)
+    got = [e["hash"] for e in out["engines"]]
+    assert got == want and len(set(want)) > 2
+    assert expected_hashes(spec, mesh_program(spec, [list(range(4))], 8, algorithm="ring", seed=1)) != want
+
+
+def test_fp16_refuses_the_three_stage_2d_all_reduce():
+    spec = MeshFabricSpec(rows=2, cols=2, dtype="fp16")
+    with pytest.raises(FredError, match="int32 only"):
+        mesh_program(spec, [list(range(4))], 8, algorithm="hierarchical-2d")

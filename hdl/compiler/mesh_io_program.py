@@ -1,0 +1,119 @@
+"""Weight streaming (the model's ``io-load``) on the RTL mesh with I/O controllers: the trees,
+what each NPU forwards where, and what each NPU must receive (docs/mesh_rtl.md, "I/O
+controllers on the mesh").
+
+Tree ``2 k + vc`` of controller ``k`` is the union of the dimension-order routes (VC 0 X-Y,
+VC 1 Y-X: :func:`hdl.contracts.mesh.route_hops`) from the NPU the controller is attached to to
+every NPU: the model's tree (``sysmodel.collectives._mesh_io``). In it each NPU has 0 to 3
+children, all neighbours: an NPU that receives a tree's flit keeps it and sends one copy to each
+child (one hop each). Pure Python; the RTL is ``hdl/designs/mesh/mesh_io_top.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import LOCAL, VC_ORDERS, route_hops
+from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, MeshIoSpec
+
+__all__ = ["tree_children", "tree_flits", "link_stripes", "IoLoadProgram", "io_load_program", "neighbour"]
+
+_STEP = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}   # NORTH, EAST, SOUTH, WEST
+
+
+def tree_children(spec: MeshIoSpec) -> list[list[tuple[int, ...]]]:
+    """``children[rank][tree]``: the router ports (``hdl.contracts.mesh`` numbering) by which
+    NPU ``rank`` forwards tree ``tree``'s flits, in port order."""
+    mesh = spec.mesh
+    out = [[set() for _ in range(spec.trees)] for _ in range(mesh.npus)]
+    for k in range(spec.controllers):
+        root = mesh.position(spec.attach_rank(k))
+        for vc, order in enumerate(VC_ORDERS):
+            for rank in range(mesh.npus):
+                for (x, y), _, port in route_hops(root, mesh.position(rank), order):
+                    if port != LOCAL:
+                        out[(y - 1) * mesh.cols + (x - 1)][2 * k + vc].add(port)
+    return [[tuple(sorted(ports)) for ports in per_tree] for per_tree in out]
+
+
+def tree_flits(spec: MeshIoSpec, stripe_flits: int, mode: str) -> list[int]:
+    """Flits of each tree when every controller streams ``stripe_flits`` in ``mode``
+    (``tree-split``: flits alternate X-Y, Y-X, the X-Y tree taking the odd one)."""
+    if mode not in IO_MODES:
+        raise FredError(f"unknown I/O mode {mode!r}; expected one of {', '.join(IO_MODES)}")
+    share = {"tree-xy": (stripe_flits, 0), "tree-yx": (0, stripe_flits),
+             "tree-split": ((stripe_flits + 1) // 2, stripe_flits // 2)}[mode]
+    return [share[t % 2] for t in range(spec.trees)]
+
+
+def link_stripes(spec: MeshIoSpec, mode: str) -> dict[tuple[int, int], float]:
+    """Stripes each NPU-to-NPU link carries, ``{(rank, port): stripes}`` (a whole stripe per
+    tree crossing the link; half in ``tree-split``): the load the model's busiest link is."""
+    share = tree_flits(spec, 2, mode)
+    loads: dict[tuple[int, int], float] = {}
+    for rank, per_tree in enumerate(tree_children(spec)):
+        for tree, ports in enumerate(per_tree):
+            for port in ports:
+                loads[(rank, port)] = loads.get((rank, port), 0.0) + share[tree] / 2
+    return loads
+
+
+@dataclass
+class IoLoadProgram:
+    """What the RTL is told (``stripe_flits``, ``mode``) and what it must do: ``per_tree``
+    flits of each tree, ``expect`` flits every NPU receives, ``forwarded[rank][port]`` flits
+    NPU ``rank`` sends by ``port``, ``hottest`` stripes on the busiest link."""
+
+    stripe_flits: int
+    mode: str
+    per_tree: list[int]
+    expect: int
+    forwarded: list[dict[int, int]]
+    hottest: float
+
+    @property
+    def recv_total(self) -> int:
+        """Flits every NPU checks, summed over the NPUs."""
+        return self.expect * len(self.forwarded)
+
+    @property
+    def mode_index(self) -> int:
+        return IO_MODES.index(self.mode)
+
+
+def io_load_program(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split") -> IoLoadProgram:
+    """Check a weight-streaming request and say what every NPU must receive and forward; raises
+    :class:`FredError` for a stripe < 1 or too long for the flit word, an unknown mode, or a
+    direction whose forwarded flits could exceed an NPU's ``queue_depth``."""
+    if isinstance(stripe_flits, bool) or not isinstance(stripe_flits, int) or stripe_flits < 1:
+        raise FredError(f"stripe must be a positive number of flits per controller, got {stripe_flits!r}")
+    if stripe_flits >= 1 << SEQ_BITS:
+        raise FredError(f"a stripe of {stripe_flits} flits does not fit the {SEQ_BITS}-bit flit index")
+    per_tree = tree_flits(spec, stripe_flits, mode)
+    forwarded = []
+    for rank, per in enumerate(tree_children(spec)):
+        sends: dict[int, int] = {}
+        for tree, ports in enumerate(per):
+            for port in ports:
+                sends[port] = sends.get(port, 0) + per_tree[tree]
+        for port, flits in sends.items():
+            # worst case: every flit of the direction arrives before the first leaves
+            if flits > spec.queue_depth:
+                raise FredError(f"NPU {rank} forwards {flits} flits by port {port}; it holds "
+                                f"{spec.queue_depth} per direction (MeshIoSpec.queue_depth): use a "
+                                f"shorter stripe or a deeper queue")
+        forwarded.append(sends)
+    hottest = max(link_stripes(spec, mode).values())
+    return IoLoadProgram(stripe_flits, mode, per_tree, stripe_flits * spec.controllers, forwarded, hottest)
+
+
+def neighbour(spec: MeshIoSpec, rank: int, port: int) -> int:
+    """The NPU next to ``rank`` by ``port`` (a :class:`FredError` off the mesh)."""
+    dx, dy = _STEP[port]
+    row, col = divmod(rank, spec.mesh.cols)
+    row, col = row + dy, col + dx
+    if not (0 <= row < spec.mesh.rows and 0 <= col < spec.mesh.cols):
+        raise FredError(f"NPU {rank} has no neighbour by port {port}")
+    return row * spec.mesh.cols + col
+

@@ -1,0 +1,106 @@
+"""The I/O controllers of the 2D mesh: where they sit, the trees they stream over, the flit word
+(docs/mesh_rtl.md, "I/O controllers on the mesh").
+
+Pure Python (no Amaranth). The system model (``sysmodel.mesh.MeshNetwork``) and the RTL
+(``hdl/designs/mesh/mesh_io_top.py``) place the controllers with the same function,
+:func:`edge_io_ports`, and the RTL's trees are the model's (the union of the dimension-order
+routes from the controller's NPU to every NPU, ``sysmodel.network.Traffic.tree_links``).
+
+Weight streaming (the model's ``io-load``): every controller holds ``1 / controllers`` of the
+data (its stripe) and broadcasts it to every NPU over a tree rooted at the NPU it is attached
+to; every NPU keeps what arrives (it is the weights it needs) and forwards it to its children
+in the tree. Two trees per controller: the X-Y tree (VC 0) and the Y-X tree (VC 1); the model
+sends all of a stripe on one of them or half on each (:data:`IO_MODES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import EAST, NORTH, SOUTH, WEST, MeshFabricSpec, check_link_rate
+
+__all__ = ["edge_io_ports", "IO_MODES", "MeshIoSpec", "SEQ_BITS", "TREE_BITS", "CHECK_BITS",
+           "io_word", "io_check"]
+
+#: How a controller's stripe is split between its two trees: all X-Y, all Y-X, or half each
+#: (alternate flits). The model's names (``sysmodel.collectives._mesh_io``).
+IO_MODES = ("tree-xy", "tree-yx", "tree-split")
+
+#: The I/O flit's 32-bit word: the flit's index in its tree (low bits) and the tree (high).
+SEQ_BITS = 24
+TREE_BITS = 6
+#: Check bits in the rest of the mesh flit's data field (``io_check``).
+CHECK_BITS = 3
+
+
+def edge_io_ports(rows: int, cols: int, n: int) -> list[tuple[int, int, int]]:
+    """``(row, col, side)`` of each of ``n`` controllers on the free boundary ports of an
+    ``rows`` x ``cols`` mesh: the north side of row 0 (west to east), the east side of the last
+    column (north to south), the south side of the last row (east to west), the west side of
+    column 0 (south to north), spread evenly when ``n`` is smaller than the ``2 (rows + cols)``
+    ports. ``side`` is the router port (``hdl.contracts.mesh.NORTH`` ...) the controller's link
+    enters by."""
+    ports = ([(0, c, NORTH) for c in range(cols)]
+             + [(r, cols - 1, EAST) for r in range(rows)]
+             + [(rows - 1, c, SOUTH) for c in reversed(range(cols))]
+             + [(r, 0, WEST) for r in reversed(range(rows))])
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= len(ports):
+        raise FredError(f"{n!r} I/O controllers do not fit the {len(ports)} boundary ports of a "
+                        f"{rows} x {cols} mesh")
+    return [ports[(k * len(ports)) // n] for k in range(n)]
+
+
+def io_check(seq: int, tree: int) -> int:
+    """The :data:`CHECK_BITS` check bits of flit ``seq`` of ``tree`` (a corrupted index or tree
+    bit shows as a wrong check, a wrong index as a gap)."""
+    return (seq ^ (seq >> 3) ^ tree) & ((1 << CHECK_BITS) - 1)
+
+
+def io_word(seq: int, tree: int) -> int:
+    """The 32-bit word of flit ``seq`` of ``tree`` (tree ``2 k + vc`` of controller k)."""
+    return seq | tree << SEQ_BITS
+
+
+@dataclass(frozen=True)
+class MeshIoSpec:
+    """The mesh with I/O controllers (the RTL top ``fred_mesh_io``).
+
+    Parameters (keyword-only, validated): ``mesh`` (:class:`MeshFabricSpec`: its rows, cols,
+    link rate, link latency, router depth); ``controllers`` on the edge (:func:`edge_io_ports`;
+    the paper's 18 on 5 x 4); ``io_rate`` (a, b): a controller's link carries a flits every b
+    cycles (one cycle moves one flit through an NPU's 3 TBps port: 128 GBps is (16, 375));
+    ``queue_depth``: flits an NPU holds per neighbour direction between receiving and forwarding
+    (part of its memory; every arriving flit is taken at once, so the program refuses a stripe
+    whose forwarded flits might not fit).
+    """
+
+    mesh: MeshFabricSpec = MeshFabricSpec()
+    controllers: int = 18
+    io_rate: tuple = (16, 375)
+    queue_depth: int = 2048
+
+    def __post_init__(self):
+        if not isinstance(self.mesh, MeshFabricSpec):
+            raise FredError(f"MeshIoSpec.mesh must be a MeshFabricSpec, got {self.mesh!r}")
+        if isinstance(self.controllers, bool) or not isinstance(self.controllers, int) or self.controllers < 1:
+            raise FredError(f"controllers must be an integer >= 1, got {self.controllers!r}")
+        edge_io_ports(self.mesh.rows, self.mesh.cols, self.controllers)
+        if 2 * self.controllers > 1 << TREE_BITS:
+            raise FredError(f"{self.controllers} controllers need {2 * self.controllers} trees; the "
+                            f"flit word names {1 << TREE_BITS}")
+        object.__setattr__(self, "io_rate", check_link_rate(self.io_rate))
+        if isinstance(self.queue_depth, bool) or not isinstance(self.queue_depth, int) or not 2 <= self.queue_depth <= 1 << 16:
+            raise FredError(f"queue_depth must be an integer in 2..65536, got {self.queue_depth!r}")
+
+    @property
+    def trees(self) -> int:
+        return 2 * self.controllers
+
+    def ports(self) -> list[tuple[int, int, int]]:
+        return edge_io_ports(self.mesh.rows, self.mesh.cols, self.controllers)
+
+    def attach_rank(self, k: int) -> int:
+        """The NPU controller ``k`` is attached to."""
+        row, col, _ = self.ports()[k]
+        return row * self.mesh.cols + col

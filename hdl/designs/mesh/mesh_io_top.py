@@ -1,0 +1,152 @@
+"""``MeshIoTop``: the 2D mesh with I/O controllers on its edge streaming weights to every NPU
+over broadcast trees (docs/mesh_rtl.md, "I/O controllers on the mesh"; the Verilog top
+``fred_mesh_io``)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.compiler.mesh_io_program import neighbour, tree_children
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import LOCAL
+from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
+from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, PROG_REG_WIDTH, count_cycles, harness_inputs,
+                                           read_register)
+
+from .io_checker import IoChecker
+from .io_controller import IoController
+from .mesh_network import add_mesh
+from .mesh_wire import MeshWire
+from .tree_forwarder import TreeForwarder
+
+__all__ = ["MeshIoTop", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit"]
+
+#: Read registers of an NPU unit (``rd_unit`` = rank), a controller unit
+#: (:func:`controller_unit`) and the fabric (``GLOBAL_UNIT``).
+IO_NPU_READ = ("received", "errors", "first_error", "complete", "idle")
+IO_CONTROLLER_READ = ("sent", "done")
+IO_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error")
+#: Program registers (any unit): flits per controller, the tree mode (``IO_MODES`` index), and
+#: the random idle of every controller and forwarder: each holds its injection in a cycle
+#: when its 16-bit LFSR is below ``stall`` (``stall / 65536`` of the cycles; 0: never).
+IO_REGS = ("stripe", "mode", "stall")
+
+
+def _link(sink, source) -> list:
+    """Drive link ``sink`` (valid, payload) from link ``source``."""
+    return [sink.valid.eq(source.valid), sink.payload.eq(source.payload)]
+
+
+def _random_hold(m: Module, name: str, seed: int, stall) -> Signal:
+    """High in a cycle when a 16-bit Galois LFSR (x^16 + x^14 + x^13 + x^11 + 1, the NPU
+    engine's) seeded ``seed`` is below ``stall``: random idle, a different sequence per seed."""
+    lfsr = Signal(16, init=seed & 0xFFFF or 1, name=f"{name}_lfsr")
+    hold = Signal(name=f"{name}_hold")
+    m.d.sync += lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ 0xB400, lfsr >> 1))
+    m.d.comb += hold.eq(lfsr < stall)
+    return hold
+
+
+def controller_unit(spec: MeshIoSpec, k: int) -> int:
+    """Read unit of controller ``k``: after the NPUs."""
+    return spec.mesh.npus + k
+
+
+class MeshIoTop(wiring.Component):
+    """The routers and wires of ``spec.mesh`` (:func:`add_mesh`); ``spec.controllers``
+    :class:`IoController` s, each through a :class:`MeshWire` into the outward port of its
+    NPU's router (:func:`hdl.contracts.mesh_io.edge_io_ports`); at every NPU an
+    :class:`IoChecker` and a :class:`TreeForwarder` on the router's local port.
+
+    Harness ports as ``fred_mesh_fabric``'s: ``clk`` (power-on reset inside), ``start``,
+    ``prog_we/prog_reg/prog_data`` (:data:`IO_REGS`; the unit is ignored), ``rd_unit/rd_reg``
+    -> ``rd_data``, ``all_done`` (every NPU received every controller's stripe and holds
+    nothing to forward), ``cycles`` (from the cycle after ``start`` to ``all_done``).
+    ``protocol_error`` (read at ``GLOBAL_UNIT``): some router's or controller's credit error,
+    router overflow or forwarding-queue overflow (must stay 0).
+    """
+
+    def __init__(self, spec: MeshIoSpec):
+        if not isinstance(spec, MeshIoSpec):
+            raise FredError(f"MeshIoTop needs a MeshIoSpec, got {spec!r}")
+        if controller_unit(spec, spec.controllers) > GLOBAL_UNIT:
+            raise FredError(f"{spec.mesh.npus} NPUs and {spec.controllers} controllers exceed the "
+                            f"{GLOBAL_UNIT} read units")
+        self.spec = spec
+        super().__init__({
+            "clk": In(1), "start": In(1),
+            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
+            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
+            "all_done": Out(1), "cycles": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
+        spec, mesh = self.spec, self.spec.mesh
+        stripe, mode, stall = Signal(SEQ_BITS), Signal(2), Signal(16)
+        with m.If(prog_we & (prog_reg == IO_REGS.index("stripe"))):
+            m.d.sync += stripe.eq(prog_data)
+        with m.If(prog_we & (prog_reg == IO_REGS.index("mode"))):
+            m.d.sync += mode.eq(prog_data)
+        with m.If(prog_we & (prog_reg == IO_REGS.index("stall"))):
+            m.d.sync += stall.eq(prog_data)
+        routers, errors = add_mesh(m, mesh)
+        controllers = self._controllers(m, routers, errors, start, stripe, mode, stall)
+        children = tree_children(spec)
+        checkers, idle = [], []
+        for rank in range(mesh.npus):
+            router = routers[mesh.position(rank)]
+            dests = {p: mesh.position(neighbour(spec, rank, p)) for per in children[rank] for p in per}
+            fwd = m.submodules[f"forward_{rank}"] = TreeForwarder(spec=spec, children=children[rank], dests=dests)
+            chk = m.submodules[f"check_{rank}"] = IoChecker(spec=spec)
+            m.d.comb += [
+                fwd.start.eq(start), chk.start.eq(start), chk.expect.eq(stripe * spec.controllers),
+                fwd.hold.eq(_random_hold(m, f"npu{rank}", rank + 1, stall)),
+                *_link(fwd.eject, router.o[LOCAL]), *_link(chk.eject, router.o[LOCAL]),
+                # the NPU takes every flit at once (its memory): the credit returns on arrival
+                router.o_credit[LOCAL].eq(router.o[LOCAL].valid << router.o[LOCAL].payload.vc),
+                *_link(router.i[LOCAL], fwd.o), fwd.credit.eq(router.i_credit[LOCAL]),
+            ]
+            errors.append(fwd.overflow)
+            checkers.append(chk)
+            idle.append(fwd.idle)
+        self._counters(m, checkers, idle, controllers, errors, start, rd_unit, rd_reg)
+        return m
+
+    def _controllers(self, m, routers, errors, start, stripe, mode, stall) -> list[IoController]:
+        spec, mesh = self.spec, self.spec.mesh
+        out = []
+        for k, (row, col, side) in enumerate(spec.ports()):
+            router = routers[(col + 1, row + 1)]
+            ctl = m.submodules[f"io_{k}"] = IoController(spec=spec, index=k, dest=(col + 1, row + 1))
+            wire = m.submodules[f"io_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+            m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode),
+                         ctl.hold.eq(_random_hold(m, f"io{k}", 101 + k, stall)),
+                         *_link(wire.i, ctl.o), *_link(router.i[side], wire.o),
+                         wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
+            errors.append(ctl.error)
+            out.append(ctl)
+        return out
+
+    def _counters(self, m, checkers, idle, controllers, errors, start, rd_unit, rd_reg):
+        all_done, running, protocol_error = Signal(), Signal(), Signal()
+        complete = sum(c.complete for c in checkers) == len(checkers)
+        m.d.comb += [all_done.eq(running & complete & (sum(idle) == len(idle))
+                                 & (sum(c.done for c in controllers) == len(controllers))),
+                     self.all_done.eq(all_done)]
+        with m.If(sum(errors) != 0):
+            m.d.sync += protocol_error.eq(1)
+        count_cycles(m, start, running, all_done, self.cycles)
+        with m.Switch(rd_unit):
+            for rank, (chk, i) in enumerate(zip(checkers, idle)):
+                with m.Case(rank):
+                    read_register(m, rd_reg, self.rd_data, [chk.received, chk.errors, chk.first_error,
+                                                            chk.complete, i])
+            for k, ctl in enumerate(controllers):
+                with m.Case(controller_unit(self.spec, k)):
+                    read_register(m, rd_reg, self.rd_data, [ctl.sent, ctl.done])
+            with m.Case(GLOBAL_UNIT):
+                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])

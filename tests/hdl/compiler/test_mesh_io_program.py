@@ -1,0 +1,65 @@
+"""Weight-streaming programs on the mesh (hdl/compiler/mesh_io_program.py): the trees and the
+stripes on the busiest link, by hand on 2 x 2 and against the paper's 5 x 4 figures."""
+
+import pytest
+
+from hdl.compiler.mesh_io_program import io_load_program, link_stripes, neighbour, tree_children, tree_flits
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import EAST, NORTH, SOUTH, WEST, MeshFabricSpec
+from hdl.contracts.mesh_io import MeshIoSpec
+
+SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, queue_depth=64)
+
+
+def test_x_y_tree_from_a_corner_goes_along_the_row_then_down_the_columns():
+    # controller 0 sits north of NPU 0: X-Y tree 0 -> 1 (east), 0 -> 2 and 1 -> 3 (south)
+    children = tree_children(SMALL)
+    assert [children[r][0] for r in range(4)] == [(EAST, SOUTH), (SOUTH,), (), ()]
+    # its Y-X tree (tree 1): 0 -> 2 (south), 0 -> 1 (east), 2 -> 3 (east)
+    assert [children[r][1] for r in range(4)] == [(EAST, SOUTH), (), (EAST,), ()]
+
+
+def test_2_x_2_stripes_on_the_busiest_link_by_hand():
+    # two controllers per corner; X-Y: each column link carries the trees of the 2 corners of
+    # its row's ends (4 stripes), each row link only its own corner's (2); Y-X the other way;
+    # half each: 3 everywhere
+    loads = {mode: link_stripes(SMALL, mode) for mode in ("tree-xy", "tree-yx", "tree-split")}
+    assert loads["tree-xy"][(0, SOUTH)] == 4 and loads["tree-xy"][(0, EAST)] == 2
+    assert loads["tree-yx"][(0, SOUTH)] == 2 and loads["tree-yx"][(0, EAST)] == 4
+    assert set(loads["tree-split"].values()) == {3}
+    assert len(loads["tree-split"]) == 8
+
+
+def test_the_papers_wafer_busiest_link_carries_12_11_or_8_5_stripes():
+    # the model's figures (sysmodel.collectives._mesh_io); the paper's rule is 2 N - 1 = 9
+    spec = MeshIoSpec()
+    assert [io_load_program(spec, 10, m).hottest for m in ("tree-xy", "tree-yx", "tree-split")] == [12, 11, 8.5]
+
+
+def test_every_npu_receives_every_stripe_and_forwards_at_most_three_ways():
+    spec = MeshIoSpec()
+    program = io_load_program(spec, 7, "tree-split")
+    assert program.expect == 18 * 7 and program.recv_total == 20 * 18 * 7
+    assert program.per_tree[:2] == [4, 3]           # odd stripe: the X-Y tree takes the extra flit
+    assert max(len(ports) for per in tree_children(spec) for ports in per) == 3
+    assert tree_flits(spec, 7, "tree-yx")[:2] == [0, 7]
+
+
+def test_bad_requests_fail_before_anything_is_built():
+    with pytest.raises(FredError, match="positive number of flits"):
+        io_load_program(SMALL, 0)
+    with pytest.raises(FredError, match="unknown I/O mode"):
+        io_load_program(SMALL, 4, "tree-zz")
+    with pytest.raises(FredError, match="holds 64 per direction"):
+        io_load_program(SMALL, 40, "tree-xy")
+    with pytest.raises(FredError, match="no neighbour"):
+        neighbour(SMALL, 0, NORTH)
+    assert neighbour(SMALL, 3, WEST) == 2
+
+
+@pytest.mark.parametrize("n", [4, 5, 6])
+def test_on_a_square_mesh_the_split_trees_give_the_papers_2n_minus_1(n):
+    # the paper's rule (a link of (2N - 1) P on an N x N mesh) is the split trees' busiest link
+    # with a controller on every boundary port; 5 x 4 lies between N = 4 (7) and N = 5 (9)
+    spec = MeshIoSpec(mesh=MeshFabricSpec(rows=n, cols=n), controllers=4 * n)
+    assert io_load_program(spec, 1, "tree-split").hottest == 2 * n - 1

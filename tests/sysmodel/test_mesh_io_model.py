@@ -1,0 +1,30 @@
+"""The model's weight streaming on the mesh (sysmodel.mesh_rtl_model.mesh_io_model_cycles)
+agrees with the RTL's program on where the controllers are and what the busiest link carries."""
+
+import pytest
+
+from hdl.compiler.mesh_io_program import io_load_program
+from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
+from sysmodel.collectives import build_network
+from sysmodel.mesh_rtl_model import mesh_io_model_cycles, mesh_io_platform
+
+
+def test_the_model_attaches_the_controllers_where_the_rtl_does():
+    spec = MeshIoSpec()
+    net = build_network(mesh_io_platform(spec), "mesh")
+    assert net.io_attach == [spec.attach_rank(k) for k in range(spec.controllers)]
+
+
+@pytest.mark.parametrize("mode", IO_MODES)
+def test_busiest_link_is_the_programs_stripes(mode):
+    spec = MeshIoSpec()
+    est = mesh_io_model_cycles(spec, 10, mode=mode)
+    program = io_load_program(spec, 10, mode)
+    assert est.algorithm == mode
+    assert est.busiest_link_flits == pytest.approx(program.hottest * 10)
+    # 1/4 flit per cycle on a mesh link
+    assert est.bandwidth_cycles == pytest.approx(4 * program.hottest * 10)
+
+
+def test_the_model_picks_the_split_trees():
+    assert mesh_io_model_cycles(MeshIoSpec(), 10).algorithm == "tree-split"
