@@ -173,7 +173,12 @@ def design_platform(platform: Platform, design: FabricDesign) -> Platform:
         made = replace(platform, npus_per_l1=design.npus_per_l1, io_controllers=design.io_controllers,
                        mesh_rows=0, mesh_cols=0, variants={DSE_FABRIC: variant},
                        switch=design_switch_timing(design, platform),
-                       l2_switch=None)  # the design's chiplet builds both levels
+                       # the design's chiplet builds both levels, and its timing above already
+                       # composes a logical switch larger than the chiplet (a Clos of chiplets):
+                       # the base platform's [fred.chiplets] (the paper's Fred_3(12)/(10)) must
+                       # not stay, or every in-switch design whose L1 has more than 12
+                       # neighbours is refused as not fitting the paper's chiplet
+                       l2_switch=None, chiplets={})
     except FredError as exc:
         raise FredError(f"design {design.name}: {exc}") from None
     return made_before.put(key, made)

@@ -176,3 +176,15 @@ def test_logic_is_one_port_share_of_the_switch_per_copy_of_the_ports_datapath():
     copies = port_gbps / (lanes * 2 * P.switch.clock_mhz / 1000)
     expected = copies * ge * COST.asic_per_generic_ge / 16 * COST.nand2_um2 * 1e-6 / COST.utilization
     assert fabric_cost(FRED_D, P, COST)["logic_mm2"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_an_in_switch_design_with_more_neighbours_than_the_papers_chiplet_is_feasible():
+    """A design's own chiplet builds its switches (a logical switch larger than the chiplet is
+    a Clos of chiplets, composed in its timing): the base platform's [fred.chiplets], the
+    paper's 12-port L1 chiplet, must not refuse a 20-NPU L1 (38 neighbours with the I/O)."""
+    one_l1 = replace(FRED_D, npus_per_l1=20, l1_l2_fraction=1.0, in_switch=True, chiplet_ports=16)
+    assert P.chiplets and not design_platform(P, one_l1).chiplets
+    spec = dse_specs("resnet-152", platform_ref(), [one_l1], samples_per_dp=16, overlap=True,
+                     strategies=["MP1-DP20-PP1"])[0]
+    row = dse_point(spec)
+    assert row["feasible"] and math.isfinite(row["time_s"]), row.get("notes")
