@@ -36,6 +36,9 @@ __all__ = ["DseGrid", "DSE_FABRIC", "design_platform", "dse_specs", "dse_point",
 
 #: Name of the switch-tree variant a design's platform defines.
 DSE_FABRIC = "dse"
+#: Areas (mm^2) are compared to this many decimals: closer ones are the same cost.
+AREA_DECIMALS = 3
+
 #: "Within 5 % of Fred-D": the time-per-sample margin of the cheapest-design finding.
 WITHIN = 0.05
 
@@ -270,7 +273,9 @@ def summarise(rows: list[dict], designs, platform: Platform, cost: CostModel) ->
     finding = None
     if ref is not None:
         close = [e for e in ok if e.time_per_sample_s <= ref.time_per_sample_s * (1 + WITHIN)]
-        cheapest = min(close, key=lambda e: (e.area_mm2, e.time_per_sample_s))
+        # areas equal but for rounding (designs that differ only in how their NPUs are grouped
+        # can cost the same silicon to 1e-12) are a tie, which the faster design wins
+        cheapest = min(close, key=lambda e: (round(e.area_mm2, AREA_DECIMALS), e.time_per_sample_s))
         finding = DseFinding(
             reference=ref.design, reference_time_per_sample_s=ref.time_per_sample_s,
             reference_area_mm2=ref.area_mm2, reference_strategy=ref.best_strategy, within=WITHIN,

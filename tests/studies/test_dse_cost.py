@@ -188,3 +188,15 @@ def test_an_in_switch_design_with_more_neighbours_than_the_papers_chiplet_is_fea
                      strategies=["MP1-DP20-PP1"])[0]
     row = dse_point(spec)
     assert row["feasible"] and math.isfinite(row["time_s"]), row.get("notes")
+
+
+def test_designs_of_the_same_area_but_for_rounding_tie_and_the_faster_is_the_cheapest():
+    thin = replace(FRED_D, l1_l2_fraction=0.125, middle=2)
+    two, five = replace(thin, npus_per_l1=2), replace(thin, npus_per_l1=5)
+    areas = [fabric_cost(d, P, COST)["area_mm2"] for d in (two, five)]
+    assert areas[0] == pytest.approx(areas[1], rel=1e-9)   # the same silicon, grouped otherwise
+    designs = [FRED_D, two, five]
+    times = {FRED_D.name: 1.00, two.name: 1.04, five.name: 1.01}
+    rows = [{"design": d.name, "strategy": "MP1-DP20-PP1", "feasible": True, "time_per_sample_s": times[d.name],
+             "time_s": times[d.name] * 800, "exposed_comm_s": 0.0} for d in designs]
+    assert summarise(rows, designs, P, COST).reference.cheapest_within == five.name
