@@ -11,7 +11,9 @@ own, in :mod:`cocotb_tests`):
 * ``exact_add`` -- exact rational IEEE-754 addition for any widths, the reference of the
   generic float adder on small formats;
 * ``program_and_start`` -- register writes through a fabric block's program port, then a
-  start pulse.
+  start pulse;
+* ``run_fabric_top`` -- a fabric top (mesh fabric, mesh I/O) programmed, started and read back
+  through its harness ports.
 
 Tests find their module's tests by path: ``tests/<package>/<sub-package>/test_*.py`` mirrors
 the package tree (``tests/hdl/contracts/`` tests :mod:`hdl.contracts`, ...); tests of the
@@ -330,6 +332,57 @@ async def program_and_start(ctx, dut, writes) -> None:
     ctx.set(dut.start, 0)
 
 
+def run_fabric_top(dut, writes, read_back, *, max_cycles: int) -> dict:
+    """Run a fabric top with the shared harness ports (``clk``, ``prog_we/unit/reg/data``,
+    ``start``, ``all_done``, the registered ``rd_unit/rd_reg`` -> ``rd_data``;
+    :mod:`cocotb_tests.fabric.harness` drives the same ports under Verilator) in the Amaranth
+    simulator: 8 cycles of the top's own reset, every ``(unit, register, value)`` of ``writes``
+    one a cycle, a ``start`` pulse, then cycles until ``all_done`` (not before the 5th) or
+    ``max_cycles``. Then ``read_back(read)`` is awaited, ``read(unit, reg)`` being an async
+    register read; what it returns is returned."""
+    out = {}
+
+    async def clock(ctx):   # the tops take their clock as a port: a free-running 10 ns clock
+        while True:
+            ctx.set(dut.clk, 0)
+            await ctx.delay(5e-9)
+            ctx.set(dut.clk, 1)
+            await ctx.delay(5e-9)
+
+    async def bench(ctx):
+        async def read(unit, reg):
+            ctx.set(dut.rd_unit, unit)
+            ctx.set(dut.rd_reg, reg)
+            await ctx.posedge(dut.clk)
+            await ctx.posedge(dut.clk)
+            return ctx.get(dut.rd_data)
+
+        for _ in range(8):
+            await ctx.posedge(dut.clk)
+        for unit, reg, value in writes:
+            ctx.set(dut.prog_we, 1)
+            ctx.set(dut.prog_unit, unit)
+            ctx.set(dut.prog_reg, reg)
+            ctx.set(dut.prog_data, value)
+            await ctx.posedge(dut.clk)
+        ctx.set(dut.prog_we, 0)
+        await ctx.posedge(dut.clk)
+        ctx.set(dut.start, 1)
+        await ctx.posedge(dut.clk)
+        ctx.set(dut.start, 0)
+        for cycle in range(max_cycles):
+            await ctx.posedge(dut.clk)
+            if cycle > 4 and ctx.get(dut.all_done):
+                break
+        out.update(await read_back(read))
+
+    sim = Simulator(dut)
+    sim.add_process(clock)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Fixtures
 # ----------------------------------------------------------------------------------------------
@@ -356,3 +409,9 @@ def _exact_add_fixture():
 def _program_and_start_fixture():
     """:func:`program_and_start`: load a fabric block's registers, then pulse ``start``."""
     return program_and_start
+
+
+@pytest.fixture(name="run_fabric_top")
+def _run_fabric_top_fixture():
+    """:func:`run_fabric_top`: program, start and read back a fabric top in the Amaranth simulator."""
+    return run_fabric_top

@@ -4,7 +4,6 @@ int32 flit checked by the engines; a program with a wrong expected sum is caught
 can fail). The 5 x 4 fabric runs under Verilator (tests/cocotb_tests/test_mesh_fabric_cocotb.py)."""
 
 import pytest
-from amaranth.sim import Simulator
 
 from hdl.compiler.mesh_program import mesh_program
 from hdl.contracts.errors import FredError
@@ -13,51 +12,14 @@ from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_UNIT
 from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ, PORT_REG_BASE, MeshFabricTop
 
 
-def run(spec, program, *, max_cycles=5000):
-    dut = MeshFabricTop(spec)
-    out = {}
+def run(run_fabric_top, spec, program, *, max_cycles=5000):
+    async def read_back(read):
+        return {"global": {name: await read(GLOBAL_UNIT, i) for i, name in enumerate(MESH_GLOBAL_READ)},
+                "engines": [{name: await read(u, i) for i, name in enumerate(ENGINE_READ)}
+                            for u in range(len(program.engines))]}
 
-    async def clock(ctx):
-        while True:
-            ctx.set(dut.clk, 0)
-            await ctx.delay(5e-9)
-            ctx.set(dut.clk, 1)
-            await ctx.delay(5e-9)
-
-    async def read(ctx, unit, reg):
-        ctx.set(dut.rd_unit, unit)
-        ctx.set(dut.rd_reg, reg)
-        await ctx.posedge(dut.clk)
-        await ctx.posedge(dut.clk)
-        return ctx.get(dut.rd_data)
-
-    async def bench(ctx):
-        for _ in range(8):
-            await ctx.posedge(dut.clk)
-        for unit, reg, value in program.writes(spec, PORT_REG_BASE):
-            ctx.set(dut.prog_we, 1)
-            ctx.set(dut.prog_unit, unit)
-            ctx.set(dut.prog_reg, reg)
-            ctx.set(dut.prog_data, value)
-            await ctx.posedge(dut.clk)
-        ctx.set(dut.prog_we, 0)
-        await ctx.posedge(dut.clk)
-        ctx.set(dut.start, 1)
-        await ctx.posedge(dut.clk)
-        ctx.set(dut.start, 0)
-        for cycle in range(max_cycles):
-            await ctx.posedge(dut.clk)
-            if cycle > 4 and ctx.get(dut.all_done):
-                break
-        out["global"] = {name: await read(ctx, GLOBAL_UNIT, i) for i, name in enumerate(MESH_GLOBAL_READ)}
-        out["engines"] = [{name: await read(ctx, u, i) for i, name in enumerate(ENGINE_READ)}
-                          for u in range(len(program.engines))]
-
-    sim = Simulator(dut)
-    sim.add_process(clock)
-    sim.add_testbench(bench)
-    sim.run()
-    return out
+    return run_fabric_top(MeshFabricTop(spec), program.writes(spec, PORT_REG_BASE), read_back,
+                          max_cycles=max_cycles)
 
 
 def _check_clean(out, program):
@@ -68,43 +30,43 @@ def _check_clean(out, program):
 
 
 @pytest.mark.parametrize("rows, cols, size, algorithm", [(2, 2, 8, "hierarchical-2d"), (3, 3, 18, "ring")])
-def test_all_reduce_is_exact_and_complete(rows, cols, size, algorithm):
+def test_all_reduce_is_exact_and_complete(rows, cols, size, algorithm, run_fabric_top):
     spec = MeshFabricSpec(rows=rows, cols=cols, eject_depth=32, engine_buffer=32)
     program = mesh_program(spec, [list(range(spec.npus))], size, algorithm=algorithm)
-    out = run(spec, program)
+    out = run(run_fabric_top, spec, program)
     _check_clean(out, program)
     assert out["global"]["cycles"] > 0
 
 
-def test_a_wrong_expected_sum_is_reported():
+def test_a_wrong_expected_sum_is_reported(run_fabric_top):
     spec = MeshFabricSpec(rows=2, cols=2, eject_depth=32, engine_buffer=32)
     program = mesh_program(spec, [list(range(4))], 8)
     program.engines[3]["stages"][-1]["wr"] ^= 2       # engine 3 expects another sum at the end
-    out = run(spec, program)
+    out = run(run_fabric_top, spec, program)
     assert out["engines"][3]["errors"] > 0
     assert all(e["errors"] == 0 for n, e in enumerate(out["engines"]) if n != 3)
 
 
-def test_multicast_chains_deliver_the_roots_data_to_every_destination():
+def test_multicast_chains_deliver_the_roots_data_to_every_destination(run_fabric_top):
     """Two chains at once (each group's first rank is the root): 0 -> 2 -> 5 (snake order)
     and 1 -> 3; each destination checks every flit against the root's data, forwarders pass
     it on."""
     spec = MeshFabricSpec(rows=2, cols=3, eject_depth=32, engine_buffer=32)
     program = mesh_program(spec, [[0, 2, 5], [1, 3]], 12, algorithm="chain")
     assert [program.engines[2 * r]["dest"][0] for r in (0, 2, 5, 1, 3)] == [2, 5, None, 3, None]
-    out = run(spec, program)
+    out = run(run_fabric_top, spec, program)
     _check_clean(out, program)
     assert [out["engines"][2 * r]["received"] for r in (2, 5, 3, 4)] == [12, 12, 12, 0]
 
 
-def test_fp16_two_way_ring_matches_the_golden_order_bit_for_bit():
+def test_fp16_two_way_ring_matches_the_golden_order_bit_for_bit(run_fabric_top):
     """fp16 (two lanes per word) on a 2 x 2 two-way ring: every engine's hash of what it
     received equals the golden model's (hdl.compiler.fabric_golden, in the ring's order of
     additions); other data (another seed) gives other hashes, so the comparison can fail."""
     from hdl.compiler.mesh_program import expected_hashes
     spec = MeshFabricSpec(rows=2, cols=2, eject_depth=32, engine_buffer=32, dtype="fp16")
     program = mesh_program(spec, [list(range(4))], 8, algorithm="ring")
-    out = run(spec, program)
+    out = run(run_fabric_top, spec, program)
     _check_clean(out, program)
     want = expected_hashes(spec, program)
     got = [e["hash"] for e in out["engines"]]

@@ -5,7 +5,6 @@ bounded below by the busiest link's stripes (hdl.compiler.mesh_io_program.link_s
 link rate. The 5 x 4 wafer runs under Verilator (tests/cocotb_tests/test_mesh_io_cocotb.py)."""
 
 import pytest
-from amaranth.sim import Simulator
 
 from hdl.compiler.mesh_io_program import io_load_program
 from hdl.contracts.mesh import MeshFabricSpec
@@ -15,62 +14,26 @@ from hdl.designs.mesh.mesh_io_top import (IO_CONTROLLER_READ, IO_GLOBAL_READ, IO
                                           MeshIoTop, controller_unit)
 
 
-def run(spec, program, *, max_cycles=4000, stall=0):
-    dut = MeshIoTop(spec)
-    out = {}
+def run(run_fabric_top, spec, program, *, max_cycles=4000, stall=0):
+    writes = [(0, IO_REGS.index("stripe"), program.stripe_flits), (0, IO_REGS.index("mode"), program.mode_index),
+              (0, IO_REGS.index("stall"), stall)]   # the top ignores the unit of these registers
 
-    async def clock(ctx):
-        while True:
-            ctx.set(dut.clk, 0)
-            await ctx.delay(5e-9)
-            ctx.set(dut.clk, 1)
-            await ctx.delay(5e-9)
+    async def read_back(read):
+        return {"global": {n: await read(GLOBAL_UNIT, i) for i, n in enumerate(IO_GLOBAL_READ)},
+                "npus": [{n: await read(r, i) for i, n in enumerate(IO_NPU_READ)} for r in range(spec.mesh.npus)],
+                "controllers": [{n: await read(controller_unit(spec, k), i) for i, n in enumerate(IO_CONTROLLER_READ)}
+                                for k in range(spec.controllers)]}
 
-    async def read(ctx, unit, reg):
-        ctx.set(dut.rd_unit, unit)
-        ctx.set(dut.rd_reg, reg)
-        await ctx.posedge(dut.clk)
-        await ctx.posedge(dut.clk)
-        return ctx.get(dut.rd_data)
-
-    async def bench(ctx):
-        for _ in range(8):
-            await ctx.posedge(dut.clk)
-        for reg, value in ((IO_REGS.index("stripe"), program.stripe_flits),
-                           (IO_REGS.index("mode"), program.mode_index), (IO_REGS.index("stall"), stall)):
-            ctx.set(dut.prog_we, 1)
-            ctx.set(dut.prog_reg, reg)
-            ctx.set(dut.prog_data, value)
-            await ctx.posedge(dut.clk)
-        ctx.set(dut.prog_we, 0)
-        await ctx.posedge(dut.clk)
-        ctx.set(dut.start, 1)
-        await ctx.posedge(dut.clk)
-        ctx.set(dut.start, 0)
-        for cycle in range(max_cycles):
-            await ctx.posedge(dut.clk)
-            if cycle > 4 and ctx.get(dut.all_done):
-                break
-        out["global"] = {n: await read(ctx, GLOBAL_UNIT, i) for i, n in enumerate(IO_GLOBAL_READ)}
-        out["npus"] = [{n: await read(ctx, r, i) for i, n in enumerate(IO_NPU_READ)}
-                       for r in range(spec.mesh.npus)]
-        out["controllers"] = [{n: await read(ctx, controller_unit(spec, k), i)
-                               for i, n in enumerate(IO_CONTROLLER_READ)} for k in range(spec.controllers)]
-
-    sim = Simulator(dut)
-    sim.add_process(clock)
-    sim.add_testbench(bench)
-    sim.run()
-    return out
+    return run_fabric_top(MeshIoTop(spec), writes, read_back, max_cycles=max_cycles)
 
 
 SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(1, 2), queue_depth=64)
 WIDER = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=3), controllers=10, io_rate=(1, 2), queue_depth=64)
 
 
-def _check(spec, mode, stripe, stall=0):
+def _check(run_fabric_top, spec, mode, stripe, stall=0):
     program = io_load_program(spec, stripe, mode)
-    out = run(spec, program, stall=stall)
+    out = run(run_fabric_top, spec, program, stall=stall)
     assert out["global"]["all_done"] and not out["global"]["protocol_error"]
     for npu in out["npus"]:
         assert (npu["received"], npu["errors"], npu["first_error"]) == (program.expect, 0, 0)
@@ -82,16 +45,16 @@ def _check(spec, mode, stripe, stall=0):
     return out
 
 
-def test_every_npu_gets_every_stripe_in_order_on_split_trees_also_under_random_idle():
-    out = _check(SMALL, "tree-split", 6)
+def test_every_npu_gets_every_stripe_in_order_on_split_trees_also_under_random_idle(run_fabric_top):
+    out = _check(run_fabric_top, SMALL, "tree-split", 6)
     # 3 stripes of 6 flits on every link at 1/4: 72 cycles and the trees' latency
     assert out["global"]["cycles"] < 72 + 60
     # half the cycles idle at every controller and forwarder: slower, still exact and complete
-    idle = _check(SMALL, "tree-split", 6, stall=32768)
+    idle = _check(run_fabric_top, SMALL, "tree-split", 6, stall=32768)
     assert idle["global"]["cycles"] > out["global"]["cycles"]
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("mode", IO_MODES)
-def test_every_mode_on_a_2_x_3_mesh(mode):
-    _check(WIDER, mode, 6)
+def test_every_mode_on_a_2_x_3_mesh(mode, run_fabric_top):
+    _check(run_fabric_top, WIDER, mode, 6)
