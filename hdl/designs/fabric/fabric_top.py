@@ -21,7 +21,7 @@ from .link import Link, LinkReceiver, LinkSender
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
 
-__all__ = ["FabricTop", "harness_inputs", "count_cycles", "read_register", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH", "PROG_REG_WIDTH"]
+__all__ = ["FabricTop", "harness_inputs", "harness_ports", "count_cycles", "read_register", "NPU_BUFFER", "POR_CYCLES", "ENGINE_READ", "SWITCH_READ", "GLOBAL_UNIT", "GLOBAL_READ", "TAG_WIDTH", "PROG_REG_WIDTH"]
 
 #: Read-bus registers of an engine unit (``rd_unit`` = rank), in register order.
 ENGINE_READ = ("sent", "received", "errors", "extra", "first_error", "done", "hash")
@@ -36,6 +36,17 @@ POR_CYCLES = 4
 TAG_WIDTH = 1
 #: Bits of the program port's register address (engines: ``len(ENGINE_REGS)`` registers).
 PROG_REG_WIDTH = 6
+
+
+def harness_ports() -> dict:
+    """The harness ports of a fabric top without a configuration stream (the mesh fabric, the
+    mesh with its I/O controllers), in this order: ``clk``, ``start``, the program port
+    (``prog_we/unit/reg/data``), the registered read port (``rd_unit/rd_reg`` -> ``rd_data``),
+    ``all_done`` and ``cycles``. :func:`harness_inputs` registers the inputs."""
+    return {"clk": In(1), "start": In(1),
+            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
+            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
+            "all_done": Out(1), "cycles": Out(32)}
 
 
 def harness_inputs(m: Module, top) -> tuple[Signal, ...]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.mesh import LOCAL, MESH_VCS, PORT_REGS, MeshFabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS
 from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WIDTH,
-                                           TAG_WIDTH, count_cycles, harness_inputs, read_register)
+                                           TAG_WIDTH, count_cycles, harness_inputs, harness_ports,
+                                           read_register)
 from hdl.designs.fabric.npu_engine import NpuEngine
 
 
@@ -62,12 +62,7 @@ class MeshFabricTop(wiring.Component):
             raise FredError(f"a {spec.rows} x {spec.cols} mesh has more engines than program units")
         self.spec = spec
         self.engine_flit = FlitFormat(dtype=spec.dtype, lanes=spec.engine_lanes, tag_width=TAG_WIDTH)
-        super().__init__({
-            "clk": In(1), "start": In(1),
-            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
-            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
-            "all_done": Out(1), "cycles": Out(32),
-        })
+        super().__init__(harness_ports())
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from hdl.compiler.mesh_io_program import neighbour, tree_children
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
-from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, PROG_REG_WIDTH, count_cycles, harness_inputs,
-                                           read_register)
+from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
+                                           harness_ports, read_register)
 
 from .io_checker import IoChecker
 from .io_controller import IoController
@@ -75,12 +74,7 @@ class MeshIoTop(wiring.Component):
             raise FredError(f"{spec.mesh.npus} NPUs and {spec.controllers} controllers exceed the "
                             f"{GLOBAL_UNIT} read units")
         self.spec = spec
-        super().__init__({
-            "clk": In(1), "start": In(1),
-            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
-            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
-            "all_done": Out(1), "cycles": Out(32),
-        })
+        super().__init__(harness_ports())
 
     def elaborate(self, platform) -> Module:
         m = Module()
