@@ -24,9 +24,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numba.np.linalg
 from numba import njit
 
 from hdl.contracts.errors import FredError
+
+
+def _import_numba_arraymath_without_scipy() -> None:
+    """Import numba's NumPy support (``numba.np.arraymath``, which loading or compiling any
+    function imports) without its BLAS probe: at import it calls ``ensure_blas()``, which
+    imports ``scipy.linalg`` (0.13 s unloaded, up to 0.45 s on a loaded machine, in every
+    process that runs an engine) only to decide whether ``np.dot`` of two vectors inside
+    compiled code may call BLAS. The loop below has no ``np.dot``; without the probe numba
+    takes its own loop for such products. The probe is restored at once, so anything in the
+    process that asks for linear algebra later still gets it (and scipy then)."""
+    import importlib
+    import sys
+    if "numba.np.arraymath" in sys.modules:
+        return
+    probe = numba.np.linalg.ensure_blas
+
+    def no_blas():
+        raise ImportError("BLAS probe skipped (sysmodel.engine_compiled)")
+    numba.np.linalg.ensure_blas = no_blas
+    try:
+        importlib.import_module("numba.np.arraymath")
+    finally:
+        numba.np.linalg.ensure_blas = probe
+
+
+_import_numba_arraymath_without_scipy()
 
 __all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS"]
 
