@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -270,7 +271,8 @@ class Engine:
         from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
         start, end, head, done = run_arrays(self.arrays(names))
-        self._times = (start.tolist(), end.tolist())
+        # tuples: an engine kept in a cache keeps its run's times too (see freeze)
+        self._times = (tuple(start.tolist()), tuple(end.tolist()))
         if self._tasks is not None:
             for task, s, e in zip(self._tasks, *self._times):
                 task.start, task.end = s, e
@@ -282,6 +284,20 @@ class Engine:
             raise FredError(f"task graph deadlocks: {n - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
         return Schedule(self._tasks, makespan=float(end.max()), engine=self)
+
+    def freeze(self) -> None:
+        """Keep the graph's columns as tuples and arrays, for an engine kept in a cache (a graph
+        template: read, run and copied, never added to again; adding a task then fails). Why:
+        the cyclic garbage collector visits every element of a list at each collection of the
+        list's generation, but examines a tuple of numbers and strings once and then stops
+        tracking it, and visits none of an array's elements. With the kept templates' columns as lists,
+        collections took about 3 s of `fred dse`'s 26 s of CPU (docs/sysmodel.md, Speed)."""
+        self._name, self._category, self._npu = tuple(self._name), tuple(self._category), tuple(self._npu)
+        self._duration = array("d", self._duration)
+        self._entry, self._dep_count, self._dep_flat = (array("q", self._entry), array("q", self._dep_count),
+                                                        array("q", self._dep_flat))
+        self.sources = tuple(self.sources)
+        self.queues = {r: tuple(q) for r, q in self.queues.items()}
 
     def retimed(self, duration: np.ndarray) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every

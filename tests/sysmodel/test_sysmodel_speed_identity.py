@@ -233,3 +233,30 @@ def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
     w = get_workload("transformer-1t")
     w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
     assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40)
+
+
+def test_a_frozen_engine_runs_the_same_and_keeps_nothing_the_collector_traverses():
+    """Engine.freeze (a graph template's engine): the same schedule, task objects and copies;
+    number columns become arrays (the garbage collector visits none of their elements), the
+    rest tuples (untracked once examined); adding a task afterwards fails."""
+    import gc
+    from sysmodel.comm_timing import CommTime
+
+    def build():
+        eng = Engine(priority={"mp": 1}, preempt_s=0.0)
+        a = eng.add("a", "s0.compute", 1.0, source=("optimizer", 1.0))
+        b = eng.add("b", "s0.mp", CommTime(0.5, np.array([2.0, 0.0]), np.array([4.0, 4.0])), [a], category="mp")
+        eng.add("c", "s0.compute", 0.25, [a, b], source=("optimizer", 2.0))
+        return eng
+    plain, frozen = build(), build()
+    frozen.freeze()
+    assert all(len(gc.get_referents(c)) <= 1 for c in (frozen._duration, frozen._dep_flat, frozen._entry))
+    assert type(frozen._name) is tuple and type(frozen.queues["s0.compute"]) is tuple
+    one, two = plain.run(), frozen.run()
+    assert one.makespan == two.makespan == 1.75
+    assert [(t.name, t.start, t.end, t.deps) for t in one.tasks] == \
+           [(t.name, t.start, t.end, t.deps) for t in two.tasks]
+    copy = frozen.retimed(np.array([2.0, 0.5, 0.25]))
+    assert copy.run().makespan == 2.75
+    with pytest.raises(AttributeError):
+        frozen.add("d", "s0.compute", 1.0)
