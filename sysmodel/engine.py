@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -286,16 +285,15 @@ class Engine:
         return Schedule(self._tasks, makespan=float(end.max()), engine=self)
 
     def freeze(self) -> None:
-        """Keep the graph's columns as tuples and arrays, for an engine kept in a cache (a graph
-        template: read, run and copied, never added to again; adding a task then fails). Why:
-        the cyclic garbage collector visits every element of a list at each collection of the
-        list's generation, but examines a tuple of numbers and strings once and then stops
-        tracking it, and visits none of an array's elements. With the kept templates' columns as lists,
-        collections took about 3 s of `fred dse`'s 26 s of CPU (docs/sysmodel.md, Speed)."""
+        """Keep the graph's columns as tuples, for an engine kept in a cache (a graph template:
+        read, run and copied, never added to again; adding a task then fails). Why: the cyclic
+        garbage collector visits every element of a list at each collection of the list's
+        generation, but examines a tuple of numbers and strings once and then stops tracking
+        it. With the kept templates' columns as lists, the older generations' collections took
+        about 1.2 s of `fred dse`'s 26 s of CPU, 0.6 s after (docs/sysmodel.md, Speed)."""
         self._name, self._category, self._npu = tuple(self._name), tuple(self._category), tuple(self._npu)
-        self._duration = array("d", self._duration)
-        self._entry, self._dep_count, self._dep_flat = (array("q", self._entry), array("q", self._dep_count),
-                                                        array("q", self._dep_flat))
+        self._duration, self._entry = tuple(self._duration), tuple(self._entry)
+        self._dep_count, self._dep_flat = tuple(self._dep_count), tuple(self._dep_flat)
         self.sources = tuple(self.sources)
         self.queues = {r: tuple(q) for r, q in self.queues.items()}
 

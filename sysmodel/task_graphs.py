@@ -350,11 +350,12 @@ class _StationaryPipeline:
         return "send", resource, d, npu, block
 
     def _fast(self, compute_s, d, with_mp) -> bool:
-        """Whether a layer's tasks may skip :meth:`StageEngine.add`: not the serialised mode,
-        an engine that keeps StageEngine's add(), and durations add() would accept."""
+        """Whether a layer's tasks may skip :meth:`StageEngine.add`: an engine that keeps
+        StageEngine's add(), and durations add() would accept. The serialised mode too: a
+        layer's compute and MP tasks depend on the same tasks in it (its MP blocks compute in
+        both modes), and :meth:`StageEngine.layer_block` makes the send block compute."""
         eng = self.eng
-        return not (eng.blocking or type(eng).add is not StageEngine.add or compute_s < 0
-                    or (with_mp and d.time_s < 0))
+        return not (type(eng).add is not StageEngine.add or compute_s < 0 or (with_mp and d.time_s < 0))
 
     def _add_layer(self, s, kind, i, layer, prev, tag="") -> tuple[int, int]:
         """``layer``'s compute task and its MP all-reduces (blocking the stage's compute);
@@ -516,11 +517,13 @@ class _StreamingPasses:
         rep, on_compute, on_mp = self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp")
         with_mp = d > 0
         source = ("layer", layer, backward)
-        fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
-            and not (with_mp and d.time_s < 0)
+        # the compute and MP tasks add() would add, in either mode (the MP task blocks compute
+        # in both); blocks only when communication does not block compute (their spill skips
+        # the serialised mode's bookkeeping)
+        fast = type(eng).add is StageEngine.add and compute_s >= 0 and not (with_mp and d.time_s < 0)
         # a block costs about what adding three or four tasks one by one does: it pays for
         # itself with two tasks or more per microbatch (MP or a hand-over) and a few microbatches
-        if fast and m >= 4 and (with_mp or hand_over):
+        if fast and not eng.blocking and m >= 4 and (with_mp or hand_over):
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
         else:

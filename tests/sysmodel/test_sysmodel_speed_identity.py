@@ -190,11 +190,12 @@ def _megatron_case(pp_overlap: bool):
     return cluster_platform().scaled(npus=case.gpus, pp_overlap=pp_overlap), FABRIC, wl
 
 
-def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
+def assert_same_graph(platform, fabric, workload, strategy=None, *, blocking=False, **plan_args):
     """The fast path's builders (blocks of tasks appended at once, communication timed once)
     add the graph the general path adds task by task through ``add()`` (which an engine that
     overrides ``add`` makes every builder take), with every communication task timed anew:
-    the same tasks, names, resources, dependencies, categories, NPUs and durations."""
+    the same tasks, names, resources, dependencies, categories, NPUs and durations.
+    ``blocking``: the serialised mode (every communication task blocks its stage's compute)."""
     from sysmodel.iteration_plan import plan_iteration
     from sysmodel.task_graphs import StageEngine
     from sysmodel.training import build_task_graph, link_priority
@@ -205,7 +206,7 @@ def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
 
     graphs = []
     for engine, memo in ((StageEngine, True), (GeneralPathEngine, False)):
-        eng = engine(blocking=False, **link_priority(platform, fabric))
+        eng = engine(blocking=blocking, **link_priority(platform, fabric))
         build_task_graph(eng, plan_iteration(platform, workload, strategy, **plan_args), fabric, memo=memo)
         graphs.append(eng.tasks)
     fields = ("name", "resource", "deps", "category", "npu")
@@ -217,9 +218,10 @@ def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
 @pytest.mark.parametrize("pp_overlap", [False, True])
 def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
     """A pass over a stage's layers and its send appended as one block: the reference path's
-    graph and iteration, with blocking and with overlapped sends."""
+    graph and iteration, with blocking and with overlapped sends, and in the serialised mode."""
     platform, fabric, wl = _megatron_case(pp_overlap)
     assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches)
+    assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches, blocking=True)
     fast = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches)
     ref = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches, reference=True)
     assert_same_iteration(fast, ref)
@@ -228,17 +230,19 @@ def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
 @pytest.mark.parametrize("pp_overlap", [False, True])
 def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
     """Weight streaming's microbatch blocks (a layer's compute, MP and hand-over appended at
-    once) with blocking and with overlapped hand-overs: the reference path's graph."""
+    once) with blocking and with overlapped hand-overs, and the serialised mode's layer by
+    layer tasks: the reference path's graph."""
     s = parse_strategy("MP2-DP2-PP5")
     w = get_workload("transformer-1t")
     w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
     assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40)
+    assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40, blocking=True)
 
 
 def test_a_frozen_engine_runs_the_same_and_keeps_nothing_the_collector_traverses():
     """Engine.freeze (a graph template's engine): the same schedule, task objects and copies;
-    number columns become arrays (the garbage collector visits none of their elements), the
-    rest tuples (untracked once examined); adding a task afterwards fails."""
+    the columns become tuples (the garbage collector stops tracking a tuple of numbers and
+    strings once it has examined it); adding a task afterwards fails."""
     import gc
     from sysmodel.comm_timing import CommTime
 
@@ -250,8 +254,9 @@ def test_a_frozen_engine_runs_the_same_and_keeps_nothing_the_collector_traverses
         return eng
     plain, frozen = build(), build()
     frozen.freeze()
-    assert all(len(gc.get_referents(c)) <= 1 for c in (frozen._duration, frozen._dep_flat, frozen._entry))
-    assert type(frozen._name) is tuple and type(frozen.queues["s0.compute"]) is tuple
+    gc.collect()
+    assert not any(gc.is_tracked(c) for c in (frozen._name, frozen._duration, frozen._dep_flat, frozen._entry,
+                                                frozen._npu, frozen.queues["s0.compute"]))
     one, two = plain.run(), frozen.run()
     assert one.makespan == two.makespan == 1.75
     assert [(t.name, t.start, t.end, t.deps) for t in one.tasks] == \
