@@ -527,6 +527,7 @@ class _StreamingPasses:
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
         else:
+            spill = self._spill(layer, backward, fast)
             for i in range(m):
                 name = f"{kind}{i} {layer.name}"
                 if fast:   # the two tasks add() would add (see StageEngine.add_layer)
@@ -536,7 +537,10 @@ class _StreamingPasses:
                     t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
                     prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
                                       category="mp", npu=rep, block=True) if with_mp else t
-                if self.plan.memory.offload and not backward:
+                if spill is not None:   # the task add() adds: on the wafer-wide channel, after t
+                    eng._append(f"spill {layer.name} {i}", "io.out", spill.time_s, (t,), "io", None,
+                                spill.loads, spill.bw, None)
+                elif self.plan.memory.offload and not backward:
                     eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                             [t], category="io", stage=s)
                 if hand_over:
@@ -563,15 +567,30 @@ class _StreamingPasses:
                 send = (f"send to s{dst}", stage_resource(s, "pp"), d, self.plan.representative(s),
                         not self.plan.platform.pp_overlap)
         block = eng.layer_block([run], send)
+        spill_time = self._spill(layer, backward, True) if spill else None
         for i in range(self.plan.microbatches):
             prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
-            if spill:   # the spill add() adds: on the wafer-wide channel, after the compute task
+            if spill_time is not None:   # the spill add() adds: on the wafer-wide channel, after the compute task
+                eng._append(f"spill {layer.name} {i}", "io.out", spill_time.time_s,
+                            (prev[i] - block.last + block.last_compute,), "io", None,
+                            spill_time.loads, spill_time.bw, None)
+            elif spill:
                 Engine.add(eng, f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                            (prev[i] - block.last + block.last_compute,), category="io")
             if send is not None:
                 prev[i] += 1   # the block's hand-over, after the layer's last task
             elif following is not None:
                 prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _spill(self, layer, backward: bool, fast: bool):
+        """The time of each microbatch's activation spill of ``layer`` (with offload, in the
+        forward), timed once for the layer's microbatches when the builder may append it
+        without :meth:`StageEngine.add` (``fast``, communication not blocking compute, the
+        timer memoising, a duration add() accepts); else None (add() adds each spill)."""
+        if backward or not self.plan.memory.offload or not fast or self.eng.blocking or not self.comm.memoised:
+            return None
+        spill = self.comm.spill(layer, "io-write")
+        return spill if hasattr(spill, "time_s") and spill.time_s >= 0 else None
 
     def _hand_over(self, layer, following: int, backward: bool) -> tuple[int, float]:
         """(destination stage, bytes) of a microbatch's hand-over from ``layer`` to ``following``."""

@@ -265,3 +265,13 @@ def test_a_frozen_engine_runs_the_same_and_keeps_nothing_the_collector_traverses
     assert copy.run().makespan == 2.75
     with pytest.raises(AttributeError):
         frozen.add("d", "s0.compute", 1.0)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_streaming_spills_equal_the_reference_graph(blocking):
+    """Transformer-1T's default run (MP1-DP20-PP1, offload: a compute task and its spill per
+    microbatch, no block) appends each spill timed once per layer: the general path's graph."""
+    from sysmodel.iteration_plan import plan_iteration
+    w = get_workload("transformer-1t")
+    assert plan_iteration(P, w, None).memory.offload
+    assert_same_graph(P, "fred-d", w, blocking=blocking)
