@@ -120,9 +120,9 @@ def build_parser(command: str | None = None, *, every: bool = True) -> argparse.
 
 #: Container allocations between two young-generation garbage collections (Python's default:
 #: 700). The system model keeps ~10^5 long-lived cache entries and allocates ~10^5 short-lived
-#: objects per evaluation; at 700, `fred dse` on one workload ran ~1,100 collections taking
-#: 2.6 s of its 26 s of CPU, at 10,000 1.6 s (docs/sysmodel.md, Speed). When collections run
-#: changes, never what is computed; worker processes inherit it (fork).
+#: objects per evaluation; at 700, `fred dse` on one workload ran ~1,200 collections taking
+#: 4.4 s of its 26 s of CPU, at 10,000 about 160 taking 1.9 s (docs/sysmodel.md, Speed). When
+#: collections run changes, never what is computed; worker processes inherit it (fork).
 YOUNG_COLLECTION_THRESHOLD = 10_000
 
 

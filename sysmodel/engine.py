@@ -270,8 +270,7 @@ class Engine:
         from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
         start, end, head, done = run_arrays(self.arrays(names))
-        # tuples: an engine kept in a cache keeps its run's times too (see freeze)
-        self._times = (tuple(start.tolist()), tuple(end.tolist()))
+        self._times = (start.tolist(), end.tolist())
         if self._tasks is not None:
             for task, s, e in zip(self._tasks, *self._times):
                 task.start, task.end = s, e
@@ -283,19 +282,6 @@ class Engine:
             raise FredError(f"task graph deadlocks: {n - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
         return Schedule(self._tasks, makespan=float(end.max()), engine=self)
-
-    def freeze(self) -> None:
-        """Keep the graph's columns as tuples, for an engine kept in a cache (a graph template:
-        read, run and copied, never added to again; adding a task then fails). Why: the cyclic
-        garbage collector visits every element of a list at each collection of the list's
-        generation, but examines a tuple of numbers and strings once and then stops tracking
-        it. With the kept templates' columns as lists, the older generations' collections took
-        about 1.2 s of `fred dse`'s 26 s of CPU, 0.6 s after (docs/sysmodel.md, Speed)."""
-        self._name, self._category, self._npu = tuple(self._name), tuple(self._category), tuple(self._npu)
-        self._duration, self._entry = tuple(self._duration), tuple(self._entry)
-        self._dep_count, self._dep_flat = tuple(self._dep_count), tuple(self._dep_flat)
-        self.sources = tuple(self.sources)
-        self.queues = {r: tuple(q) for r, q in self.queues.items()}
 
     def retimed(self, duration: np.ndarray) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every

@@ -38,7 +38,6 @@ class GraphTemplate:
     numbered, and the one-time configuration load of its communication."""
 
     def __init__(self, eng: Engine, config_load_s: float):
-        eng.freeze()   # kept for the rest of the command: cheap for the garbage collector
         self.engine = eng
         self.config_load_s = config_load_s
         self._code = None   # per task, its source's number (-1: none); made when first re-timed

@@ -239,34 +239,6 @@ def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
     assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40, blocking=True)
 
 
-def test_a_frozen_engine_runs_the_same_and_keeps_nothing_the_collector_traverses():
-    """Engine.freeze (a graph template's engine): the same schedule, task objects and copies;
-    the columns become tuples (the garbage collector stops tracking a tuple of numbers and
-    strings once it has examined it); adding a task afterwards fails."""
-    import gc
-    from sysmodel.comm_timing import CommTime
-
-    def build():
-        eng = Engine(priority={"mp": 1}, preempt_s=0.0)
-        a = eng.add("a", "s0.compute", 1.0, source=("optimizer", 1.0))
-        b = eng.add("b", "s0.mp", CommTime(0.5, np.array([2.0, 0.0]), np.array([4.0, 4.0])), [a], category="mp")
-        eng.add("c", "s0.compute", 0.25, [a, b], source=("optimizer", 2.0))
-        return eng
-    plain, frozen = build(), build()
-    frozen.freeze()
-    gc.collect()
-    assert not any(gc.is_tracked(c) for c in (frozen._name, frozen._duration, frozen._dep_flat, frozen._entry,
-                                                frozen._npu, frozen.queues["s0.compute"]))
-    one, two = plain.run(), frozen.run()
-    assert one.makespan == two.makespan == 1.75
-    assert [(t.name, t.start, t.end, t.deps) for t in one.tasks] == \
-           [(t.name, t.start, t.end, t.deps) for t in two.tasks]
-    copy = frozen.retimed(np.array([2.0, 0.5, 0.25]))
-    assert copy.run().makespan == 2.75
-    with pytest.raises(AttributeError):
-        frozen.add("d", "s0.compute", 1.0)
-
-
 @pytest.mark.parametrize("blocking", [False, True])
 def test_streaming_spills_equal_the_reference_graph(blocking):
     """Transformer-1T's default run (MP1-DP20-PP1, offload: a compute task and its spill per
