@@ -39,12 +39,14 @@ def tree_children(spec: MeshIoSpec) -> list[list[tuple[int, ...]]]:
 
 def tree_flits(spec: MeshIoSpec, stripe_flits: int, mode: str) -> list[int]:
     """Flits of each tree when every controller streams ``stripe_flits`` in ``mode``
-    (``tree-split``: flits alternate X-Y, Y-X, the X-Y tree taking the odd one)."""
+    (``tree-split``: flits alternate between the two trees, the odd one on the X-Y tree of an
+    even controller and on the Y-X tree of an odd one: ``hdl.designs.mesh.io_controller``)."""
     if mode not in IO_MODES:
         raise FredError(f"unknown I/O mode {mode!r}; expected one of {', '.join(IO_MODES)}")
     share = {"tree-xy": (stripe_flits, 0), "tree-yx": (0, stripe_flits),
              "tree-split": ((stripe_flits + 1) // 2, stripe_flits // 2)}[mode]
-    return [share[t % 2] for t in range(spec.trees)]
+    # tree t = 2 k + vc; an odd controller k starts its split on the Y-X tree
+    return [share[(t + t // 2 * (mode == "tree-split")) % 2] for t in range(spec.trees)]
 
 
 def link_stripes(spec: MeshIoSpec, mode: str) -> dict[tuple[int, int], float]:
