@@ -45,8 +45,9 @@ def tree_flits(spec: MeshIoSpec, stripe_flits: int, mode: str) -> list[int]:
         raise FredError(f"unknown I/O mode {mode!r}; expected one of {', '.join(IO_MODES)}")
     share = {"tree-xy": (stripe_flits, 0), "tree-yx": (0, stripe_flits),
              "tree-split": ((stripe_flits + 1) // 2, stripe_flits // 2)}[mode]
-    # tree t = 2 k + vc; an odd controller k starts its split on the Y-X tree
-    return [share[(t + t // 2 * (mode == "tree-split")) % 2] for t in range(spec.trees)]
+    # tree t = 2 k + vc; on the split trees an odd controller k starts on the Y-X tree
+    first = [k % 2 if mode == "tree-split" else 0 for k in range(spec.controllers)]
+    return [share[(vc + first[k]) % 2] for k in range(spec.controllers) for vc in (0, 1)]
 
 
 def link_stripes(spec: MeshIoSpec, mode: str) -> dict[tuple[int, int], float]:
