@@ -40,9 +40,9 @@ def _import_numba_arraymath_without_scipy() -> None:
     process that asks for linear algebra later still gets it (and scipy then)."""
     import importlib
     import sys
-    if "numba.np.arraymath" in sys.modules:
+    probe = getattr(numba.np.linalg, "ensure_blas", None)
+    if "numba.np.arraymath" in sys.modules or probe is None:   # imported already, or another numba
         return
-    probe = numba.np.linalg.ensure_blas
 
     def no_blas():
         raise ImportError("BLAS probe skipped (sysmodel.engine_compiled)")
