@@ -5,7 +5,7 @@ controllers on the mesh"; the Verilog top ``fred_mesh_io_store``)."""
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import fifo, wiring
 
 from hdl.compiler.mesh_io_program import tree_children, tree_parents
 from hdl.contracts.errors import FredError
@@ -17,6 +17,7 @@ from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_in
 from .mesh_io_top import IO_GLOBAL_READ, IO_REGS, _link, _random_hold, controller_unit
 from .mesh_network import add_mesh
 from .mesh_wire import MeshWire
+from .rate_token import RateToken
 from .reduce_forwarder import ReduceForwarder
 from .store_checker import StoreChecker
 
@@ -43,7 +44,9 @@ class MeshIoStoreTop(wiring.Component):
     :class:`ReduceForwarder` on the router's local port (partial-sum memory of ``max_stripe``
     flits per tree); at each controller a :class:`StoreChecker` fed through a
     :class:`MeshWire` from the outward port of its NPU's router (the root sends there by
-    addressing the I/O position next to it).
+    addressing the I/O position next to it) and a ``spec.mesh.depth``-flit receive queue the
+    controller drains at its link's rate ``spec.io_rate`` (a credit returns per flit drained:
+    the controller's link, not the router's edge port, sets the rate).
 
     Harness ports as ``fred_mesh_io``'s; ``all_done``: every controller received its trees'
     flits and no NPU has anything left to send; ``protocol_error``: a router's credit error or
@@ -85,15 +88,25 @@ class MeshIoStoreTop(wiring.Component):
             ]
             errors.append(fwd.overflow)
             idle.append(fwd.idle)
-        sinks = []
+        sinks, overflow = [], Signal()
+        errors.append(overflow)
         for k, (row, col, side) in enumerate(spec.ports()):
             router = routers[(col + 1, row + 1)]
             sink = m.submodules[f"store_{k}"] = StoreChecker(spec=spec, index=k)
             wire = m.submodules[f"store_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+            width = len(wire.o.payload.as_value())
+            queue = m.submodules[f"store_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
+            rate = m.submodules[f"store_rate_{k}"] = RateToken(spec.io_rate)
+            drain = queue.r_rdy & rate.token
             m.d.comb += [sink.start.eq(start), sink.expect.eq(shares[2 * k] + shares[2 * k + 1]),
-                         *_link(wire.i, router.o[side]), *_link(sink.i, wire.o),
-                         wire.credit_in.eq(wire.o.valid << wire.o.payload.vc),
+                         *_link(wire.i, router.o[side]),
+                         queue.w_en.eq(wire.o.valid), queue.w_data.eq(wire.o.payload.as_value()),
+                         queue.r_en.eq(drain), rate.spend.eq(drain),
+                         sink.i.valid.eq(drain), sink.i.payload.eq(queue.r_data),
+                         wire.credit_in.eq(drain << sink.i.payload.vc),
                          router.o_credit[side].eq(wire.credit_out)]
+            with m.If(queue.w_en & ~queue.w_rdy):
+                m.d.sync += overflow.eq(1)
             sinks.append(sink)
         self._counters(m, sinks, idle, errors, start, rd_unit, rd_reg)
         return m
