@@ -26,3 +26,13 @@ def test_weight_streaming_under_random_idle_loses_nothing():
     case = run_mesh_case(build_mesh_case(op="io-load", size=18 * 40, group="wafer"), sink_backpressure=0.3)
     print(f"io-load under 30 % idle: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}")
     assert case.rtl.cycles >= case.estimate.bandwidth_cycles
+
+
+@pytest.mark.parametrize("size", [18 * 3, 18 * 100])
+def test_gradient_reduce_out_is_exact_and_within_5_percent_of_the_model(size):
+    """io-store on the wafer: each controller receives each of its trees' flits once, in order,
+    each the sum of all 20 NPUs' contributions; the time within 5 % of the model's."""
+    case = run_mesh_case(build_mesh_case(op="io-store", size=size, group="wafer"))
+    print(f"io-store {size}: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}")
+    assert case.rtl.cycles >= case.estimate.bandwidth_cycles
+    assert case.rtl.cycles == pytest.approx(case.estimate.cycles, rel=0.05)
