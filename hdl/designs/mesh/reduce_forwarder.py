@@ -134,7 +134,7 @@ class ReduceForwarder(wiring.Component):
         started = Signal()
         leaves = Array(Const(t, TREE_BITS) for t in self.leaves)
         m.d.comb += [tree.eq(leaves[index]), more.eq(started & (seq < Array(self.per_tree)[tree])),
-                     pending.eq(started & (seq < self._max_per_leaf()))]
+                     pending.eq(started & Cat(*(seq < self.per_tree[t] for t in self.leaves)).any())]
         with m.If(self.start):
             m.d.sync += [seq.eq(0), index.eq(0), started.eq(1)]
         with m.Elif(self._gen_advance | (pending & ~more)):
@@ -145,9 +145,3 @@ class ReduceForwarder(wiring.Component):
             with m.Else():
                 m.d.sync += index.eq(index + 1)
         return seq, tree, more, pending
-
-    def _max_per_leaf(self):
-        out = self.per_tree[self.leaves[0]]
-        for t in self.leaves[1:]:
-            out = Mux(self.per_tree[t] > out, self.per_tree[t], out)
-        return out
