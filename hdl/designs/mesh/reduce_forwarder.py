@@ -10,10 +10,12 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import MESH_VCS
+from hdl.contracts.mesh import MESH_VCS, PORT_NAMES
 from hdl.contracts.mesh_io import STORE_SEQ_BITS, STORE_VALUE_BITS, TREE_BITS, MeshIoSpec
 from hdl.designs.layouts import struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
+
+from .rate_token import RateToken
 
 __all__ = ["ReduceForwarder"]
 
@@ -89,59 +91,90 @@ class ReduceForwarder(wiring.Component):
             wr.data.eq(Mux(done, 0, Cat(total, entry_count + 1))),
         ]
         width = sb + tb + vb
-        queue = m.submodules.queue = fifo.SyncFIFOBuffered(width=width, depth=self.spec.queue_depth)
-        m.d.comb += [queue.w_data.eq(Cat(seq, tree, total + self._own(tree, seq))),
-                     queue.w_en.eq(self.eject.valid & done)]
-        with m.If(queue.w_en & ~queue.w_rdy):
-            m.d.sync += self.overflow.eq(1)
-        gen_seq, gen_tree, gen_more, gen_pending = self._leaf_generator(m)
-        # the head of the send queue first (it frees memory upstream), else a leaf's own value
-        use_queue = queue.r_rdy
-        out_seq, out_tree = Signal(sb), Signal(tb)
-        m.d.comb += [out_seq.eq(Mux(use_queue, queue.r_data[:sb], gen_seq)),
-                     out_tree.eq(Mux(use_queue, queue.r_data[sb:sb + tb], gen_tree))]
-        out_value = Mux(use_queue, queue.r_data[sb + tb:], self._own(out_tree, out_seq))
-        credits = [Signal(range(self.spec.mesh.depth + 2), init=self.spec.mesh.depth, name=f"credits{v}")
-                   for v in range(MESH_VCS)]
-        vc = out_tree[0]
-        go = Signal()
-        m.d.comb += go.eq((use_queue | gen_more) & ~self.hold & Cat(*(c != 0 for c in credits)).bit_select(vc, 1))
-        dests = Array(Cat(Const(x, self.flit.coord_bits), Const(y, self.flit.coord_bits))
-                      for x, y in (self._dest(t) for t in range(self.spec.trees)))
-        m.d.comb += [self.o.valid.eq(go), self.o.payload.data.eq(Cat(out_seq, out_tree, out_value)),
-                     self.o.payload.vc.eq(vc), self.o.payload.last.eq(1),
-                     Cat(self.o.payload.dest_x, self.o.payload.dest_y).eq(dests[out_tree]),
-                     queue.r_en.eq(go & use_queue)]
-        self._gen_step = go & ~use_queue
-        m.d.comb += self._gen_advance.eq(self._gen_step)
-        for v, count in enumerate(credits):
-            m.d.sync += count.eq(count - (go & (vc == v)) + self.credit[v])
-        m.d.comb += self.idle.eq(~queue.r_rdy & ~gen_pending)
+        parent = Array(Const(p, 3) for p in self.parents)
+        sources = []      # per direction: its queue of completed sums, then its leaf values
+        idle = []
+        for port in sorted(set(self.parents)):
+            name = PORT_NAMES[port]
+            queue = m.submodules[f"queue_{name}"] = fifo.SyncFIFOBuffered(width=width, depth=self.spec.queue_depth)
+            rate = m.submodules[f"rate_{name}"] = RateToken(self.spec.mesh.link_rate)
+            m.d.comb += [queue.w_data.eq(Cat(seq, tree, total + self._own(tree, seq))),
+                         queue.w_en.eq(self.eject.valid & done & (parent[tree] == port))]
+            with m.If(queue.w_en & ~queue.w_rdy):
+                m.d.sync += self.overflow.eq(1)
+            sources.append((queue.r_rdy, queue.r_data, queue.r_en, rate))
+            leaves = [t for t in self.leaves if self.parents[t] == port]
+            gen_seq, gen_tree, gen_more, gen_pending, advance = self._leaf_generator(m, leaves, name)
+            sources.append((gen_more, Cat(gen_seq, gen_tree, self._own(gen_tree, gen_seq)), advance, rate))
+            idle += [~queue.r_rdy, ~gen_pending]
+        self._send(m, sources)
+        m.d.comb += self.idle.eq(Cat(*idle).all())
         return m
 
-    def _leaf_generator(self, m):
+    def _send(self, m, sources):
+        """Round robin over the sources that can send (data, their direction's rate token, a
+        credit of their VC): each direction paced at its link's rate, so the router's shared
+        local input never holds one direction's flit behind another's (as ``TreeForwarder``)."""
+        sb, tb = STORE_SEQ_BITS, TREE_BITS
+        credits = [Signal(range(self.spec.mesh.depth + 2), init=self.spec.mesh.depth, name=f"credits{v}")
+                   for v in range(MESH_VCS)]
+        has = Cat(*(c != 0 for c in credits))
+        ready = [Signal(name=f"ready{j}") for j in range(len(sources))]
+        for r, (valid, data, _, rate) in zip(ready, sources):
+            m.d.comb += r.eq(valid & rate.token & has.bit_select(data[sb], 1))
+        n = len(sources)
+        last, pick = Signal(range(max(n, 2))), Signal(range(max(n, 2)))
+        go = Signal()
+        m.d.comb += go.eq(Cat(*ready).any() & ~self.hold)
+        for after in range(n):
+            with m.If(last == after):
+                for j in reversed([(after + 1 + i) % n for i in range(n)]):
+                    with m.If(ready[j]):
+                        m.d.comb += pick.eq(j)
+        with m.If(go):
+            m.d.sync += last.eq(pick)
+        dests = Array(Cat(Const(x, self.flit.coord_bits), Const(y, self.flit.coord_bits))
+                      for x, y in (self._dest(t) for t in range(self.spec.trees)))
+        out = Signal(len(sources[0][1]))
+        spend = {}
+        for j, (_, data, pop, rate) in enumerate(sources):
+            chosen = go & (pick == j)
+            m.d.comb += pop.eq(chosen)
+            spend.setdefault(id(rate), (rate, []))[1].append(chosen)
+            with m.If(chosen):
+                m.d.comb += out.eq(data)
+        for rate, chosen in spend.values():
+            m.d.comb += rate.spend.eq(Cat(*chosen).any())
+        vc = out[sb]
+        m.d.comb += [self.o.valid.eq(go), self.o.payload.data.eq(out), self.o.payload.vc.eq(vc),
+                     self.o.payload.last.eq(1),
+                     Cat(self.o.payload.dest_x, self.o.payload.dest_y).eq(dests[out[sb:sb + tb]])]
+        for v, count in enumerate(credits):
+            m.d.sync += count.eq(count - (go & (vc == v)) + self.credit[v])
+
+    def _leaf_generator(self, m, leaf_trees, name):
         """The leaf trees' own values, flit ``i`` of every leaf tree that has one, then ``i + 1``:
         ``(seq, tree, more, pending)`` (``more``: this one is due; ``pending``: some still are);
-        advances on ``self._gen_advance``."""
+        ``leaf_trees``: the trees it serves; advances on the returned ``advance``."""
         sb = STORE_SEQ_BITS
-        self._gen_advance = Signal()
-        seq, tree = Signal(sb), Signal(TREE_BITS)
-        more, pending = Signal(), Signal()
-        if not self.leaves:
-            return seq, tree, more, pending
-        n = len(self.leaves)
-        index = Signal(range(max(n, 2)))
-        started = Signal()
-        leaves = Array(Const(t, TREE_BITS) for t in self.leaves)
+        advance = Signal(name=f"leaf_advance_{name}")
+        seq, tree = Signal(sb, name=f"leaf_seq_{name}"), Signal(TREE_BITS, name=f"leaf_tree_{name}")
+        more, pending = Signal(name=f"leaf_more_{name}"), Signal(name=f"leaf_pending_{name}")
+        if not leaf_trees:
+            return seq, tree, more, pending, advance
+        n = len(leaf_trees)
+        index = Signal(range(max(n, 2)), name=f"leaf_index_{name}")
+        started = Signal(name=f"leaf_started_{name}")
+        leaves = Array(Const(t, TREE_BITS) for t in leaf_trees)
         m.d.comb += [tree.eq(leaves[index]), more.eq(started & (seq < Array(self.per_tree)[tree])),
                      pending.eq(started & Cat(*(seq < self.per_tree[t] for t in self.leaves)).any())]
         with m.If(self.start):
             m.d.sync += [seq.eq(0), index.eq(0), started.eq(1)]
-        with m.Elif(self._gen_advance | (pending & ~more)):
+        with m.Elif(advance | (pending & ~more)):
             # next leaf tree at this index; after the last one, the next index (a leaf tree
             # with fewer flits is skipped)
             with m.If(index == n - 1):
                 m.d.sync += [index.eq(0), seq.eq(seq + 1)]
             with m.Else():
                 m.d.sync += index.eq(index + 1)
-        return seq, tree, more, pending
+        return seq, tree, more, pending, advance
