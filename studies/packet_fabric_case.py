@@ -14,14 +14,13 @@ __all__ = ["run_packet_case"]
 def run_packet_case(case, *, seed: int = 0, sink_backpressure: float = 0.0,
                     watchdog_cycles: int | None = None):
     """``case`` (:class:`studies.fabric_case.FabricCase`) with its RTL side run on the packet
-    fabric; errors in the received data, or a request the packet fabric does not run yet,
-    are a :class:`FredError`."""
+    fabric, with the algorithm the model timed; errors in the received data, or a request the
+    packet fabric does not run yet (the hierarchical all-reduce), are a :class:`FredError`."""
     from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric
-    if case.estimate.algorithm != "in-switch":
-        raise FredError(f"the packet fabric runs in-switch collectives so far; the model chose "
-                        f"{case.estimate.algorithm} for {case.spec.name} {case.request.label}")
+    # the algorithm the model timed: in-switch (stored phases selected by the headers) or an
+    # endpoint algorithm (online-routed unicasts; one-stage programs: ring and chain)
     rtl = run_packet_fabric(case.spec, case.request, seed=seed, sink_backpressure=sink_backpressure,
-                            watchdog_cycles=watchdog_cycles)
+                            watchdog_cycles=watchdog_cycles, algorithm=case.estimate.algorithm)
     case = replace(case, rtl=rtl, options={**case.options, "seed": seed, "switch": "packet",
                                            "sink_backpressure": sink_backpressure,
                                            "simulator": rtl.simulator})
