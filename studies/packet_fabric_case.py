@@ -8,7 +8,25 @@ from dataclasses import replace
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["run_packet_case"]
+__all__ = ["run_packet_case", "build_packet_case", "PACKET_SUBSTITUTES"]
+
+#: Algorithms the model may choose that the packet fabric does not run, and the one both sides
+#: run instead: the hierarchical all-reduce's three stages send to three different endpoints,
+#: the engines' header registers name one per run (hdl/compiler/packet_fabric_program.py).
+PACKET_SUBSTITUTES = {"hierarchical": "ring"}
+
+
+def build_packet_case(**request):
+    """:func:`studies.fabric_case.build_case` on packet switches (``request``: its keywords but
+    ``switch``), with the model's own algorithm unless the packet fabric does not run it
+    (:data:`PACKET_SUBSTITUTES`): then both sides run the substitute, so the comparison stays
+    one algorithm against itself."""
+    from studies.fabric_case import build_case
+    case = build_case(switch="packet", **request)
+    substitute = PACKET_SUBSTITUTES.get(case.estimate.algorithm)
+    if substitute and request.get("algorithm") is None:
+        case = build_case(switch="packet", **{**request, "algorithm": substitute})
+    return case
 
 
 def run_packet_case(case, *, seed: int = 0, sink_backpressure: float = 0.0,

@@ -3,7 +3,9 @@ the system model, at a latency-bound and a bandwidth-bound size; writes the tabl
 into docs/fabric_validation.md (docs/fabric_rtl.md; ``make fabric-validate``). ``mesh`` among
 the fabrics adds the all-reduce cases on the RTL 2D mesh (docs/mesh_rtl.md) and the speedups
 measured in RTL, in a block of their own (``studies.mesh_validation``); the FRED-only options
-(--npu-latency, --uplink-latency, --simulator) do not apply to it."""
+(--npu-latency, --uplink-latency, --simulator) do not apply to it. ``--switch packet`` runs
+the FRED fabrics built of packet switches instead (``studies.packet_fabric_case``) into a block
+and plot of their own beside the circuit one."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D and the mesh vs th
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
-    parser.add_argument("--fabrics", default=",".join((*FABRICS, "mesh")),
+    parser.add_argument("--fabrics", default=parser_default_fabrics(),
                         help=f"comma-separated fabrics (default {','.join((*FABRICS, 'mesh'))}; mesh: "
                              "the 2D-mesh baseline's all-reduce cases, docs/mesh_rtl.md)")
     parser.add_argument("--sizes", type=RANGES["flit_list"], default=(40, 4000), metavar="FLITS,...",
@@ -32,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None,
                         help="PNG of RTL vs model (default: next to --output, same stem)")
     parser.add_argument("--no-write", action="store_true", help="print only; write no files")
+    parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
+                        help="the FRED fabrics' switches: circuit (default; fred_switch with phase "
+                             "sequencers) or packet (fred_packet_switch: phases selected by the "
+                             "headers, rings and chains routed online; its own table and plot "
+                             "beside the circuit one; --simulator does not apply, mesh neither)")
     add_fabric_arguments(parser)
 
 
@@ -50,18 +57,28 @@ def run(args) -> int:
     if unknown or not fabrics:
         raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
                         f"{', '.join((*FABRICS, 'mesh'))}")
+    if args.switch == "packet" and "mesh" in fabrics:
+        if args.fabrics != parser_default_fabrics():
+            raise FredError("--switch packet runs the FRED fabrics; the mesh has no packet "
+                            "switches of this kind: drop mesh from --fabrics")
+        fabrics = [f for f in fabrics if f != "mesh"]
     if args.output is None:               # --json prints; it writes files only when asked
         args.no_write = args.no_write or (args.json and args.plot is None)
         args.output = "docs/fabric_validation.md"
     output = Path(args.output)
-    plot = Path(args.plot) if args.plot else output.with_suffix(".png")
+    plot = Path(args.plot) if args.plot else (
+        output.with_suffix(".png") if args.switch == "circuit"
+        else output.with_name(f"{output.stem}_packet.png"))
     if not args.no_write:   # an unwritable document or plot fails before any build
         check_writable(output)
         check_writable(plot)
     cache: dict = {}
     # every case is validated and modelled before the first build
-    cases = [(label, build_case(fabric=f, size=size, characterization=args.characterization,
-                                platform_cache=cache, **request, **spec_overrides(args)), None)
+    build = build_case
+    if args.switch == "packet":
+        from studies.packet_fabric_case import build_packet_case as build
+    cases = [(label, build(fabric=f, size=size, characterization=args.characterization,
+                           platform_cache=cache, **request, **spec_overrides(args)), None)
              for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
     if "mesh" in fabrics:
         cases += _mesh_cases(args)
@@ -74,7 +91,8 @@ def run(args) -> int:
     if not args.no_write:
         fred_rows = [r for r in rows if r.fabric != "mesh"]
         if fred_rows:
-            write_fabric_validation(summarise(fred_rows, summary.command), output, plot)
+            write_fabric_validation(summarise(fred_rows, summary.command), output, plot,
+                                    switch=args.switch)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
             write_mesh_validation(summary, output)
@@ -93,6 +111,12 @@ def run(args) -> int:
     if not args.no_write:
         print(f"wrote {args.output}" + (f" and {summary.plot}" if summary.plot else ""))
     return 0
+
+
+def parser_default_fabrics() -> str:
+    """``--fabrics``' default: every FRED fabric and the mesh."""
+    from hdl.contracts.fabric import FABRICS
+    return ",".join((*FABRICS, "mesh"))
 
 
 def _mesh_cases(args) -> list:
@@ -118,6 +142,11 @@ def _run(label: str, case, row_of, args):
                                            watchdog_cycles=args.watchdog))
     from studies.fabric_case import run_case
     from studies.fabric_validation import validation_row
+    if args.switch == "packet":
+        from studies.packet_fabric_case import run_packet_case
+        return validation_row(label, run_packet_case(case, seed=args.seed,
+                                                     sink_backpressure=args.backpressure,
+                                                     watchdog_cycles=args.watchdog))
     return validation_row(label, run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
                                           watchdog_cycles=args.watchdog, simulator=args.simulator))
 
@@ -131,5 +160,7 @@ def _command(args) -> str:
             parts.append(f"--{option.replace('_', '-')} {value}")
     if args.backpressure:
         parts.append(f"--backpressure {args.backpressure}")
+    if args.switch != "circuit":
+        parts.append(f"--switch {args.switch}")
     parts.append(f"--seed {args.seed}")
     return " ".join(parts)
