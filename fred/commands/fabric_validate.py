@@ -45,23 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from dataclasses import replace
 
-    from hdl.contracts.errors import FredError
-    from hdl.contracts.fabric import FABRICS
-    from studies.fabric_case import build_case
-    from studies.fabric_validation import CASES, TOLERANCE, summarise, write_fabric_validation
+    from studies.fabric_validation import TOLERANCE, summarise, write_fabric_validation
     from studies.report import check_writable, to_json_dict
     from fred.progress import progress_bar
     from fred.table import format_table
-    fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]
-    unknown = [f for f in fabrics if f not in (*FABRICS, "mesh")]
-    if unknown or not fabrics:
-        raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
-                        f"{', '.join((*FABRICS, 'mesh'))}")
-    if args.switch == "packet" and "mesh" in fabrics:
-        if args.fabrics != parser_default_fabrics():
-            raise FredError("--switch packet runs the FRED fabrics; the mesh has no packet "
-                            "switches of this kind: drop mesh from --fabrics")
-        fabrics = [f for f in fabrics if f != "mesh"]
+    fabrics = _fabrics(args)
     if args.output is None:               # --json prints; it writes files only when asked
         args.no_write = args.no_write or (args.json and args.plot is None)
         args.output = "docs/fabric_validation.md"
@@ -72,14 +60,8 @@ def run(args) -> int:
     if not args.no_write:   # an unwritable document or plot fails before any build
         check_writable(output)
         check_writable(plot)
-    cache: dict = {}
     # every case is validated and modelled before the first build
-    build = build_case
-    if args.switch == "packet":
-        from studies.packet_fabric_case import build_packet_case as build
-    cases = [(label, build(fabric=f, size=size, characterization=args.characterization,
-                           platform_cache=cache, **request, **spec_overrides(args)), None)
-             for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
+    cases = _fred_cases(args, fabrics)
     if "mesh" in fabrics:
         cases += _mesh_cases(args)
     rows = []
@@ -111,6 +93,39 @@ def run(args) -> int:
     if not args.no_write:
         print(f"wrote {args.output}" + (f" and {summary.plot}" if summary.plot else ""))
     return 0
+
+
+def _fabrics(args) -> list[str]:
+    """The fabrics of ``--fabrics``; FredError for an unknown one, or the mesh on packet
+    switches (dropped silently when it came from the default list)."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import FABRICS
+    fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]
+    unknown = [f for f in fabrics if f not in (*FABRICS, "mesh")]
+    if unknown or not fabrics:
+        raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
+                        f"{', '.join((*FABRICS, 'mesh'))}")
+    if args.switch == "packet" and "mesh" in fabrics:
+        if args.fabrics != parser_default_fabrics():
+            raise FredError("--switch packet runs the FRED fabrics; the mesh has no packet "
+                            "switches of this kind: drop mesh from --fabrics")
+        fabrics = [f for f in fabrics if f != "mesh"]
+    return fabrics
+
+
+def _fred_cases(args, fabrics) -> list:
+    """The Fig. 9 cases (``studies.fabric_validation.CASES`` x ``--sizes``) on the FRED fabrics
+    among ``fabrics``, validated and modelled, on ``--switch``'s switches."""
+    from hdl.contracts.fabric import FABRICS
+    from studies.fabric_case import build_case
+    from studies.fabric_validation import CASES
+    build = build_case
+    if args.switch == "packet":
+        from studies.packet_fabric_case import build_packet_case as build
+    cache: dict = {}
+    return [(label, build(fabric=f, size=size, characterization=args.characterization,
+                          platform_cache=cache, **request, **spec_overrides(args)), None)
+            for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
 
 
 def parser_default_fabrics() -> str:
