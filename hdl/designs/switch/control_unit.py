@@ -223,12 +223,15 @@ class ControlUnit(wiring.Component):
                                  | (state == CUState.DRAIN) & drain_ok[n]))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
             running = (state == CUState.RUN) | (state == CUState.DRAIN)
-            with m.If(by_header & online_mode):
+            online_enable = 0          # (online_mode is never set without ``online``)
+            if self.online:
                 # an input on a path forwards the rest of its packet, and the next packet for
                 # the same output on the same path (in RUN; a granted first packet also in
                 # DRAIN): a stream of packets to one output keeps its path
-                m.d.comb += self.enable[n].eq(running & in_path[n] & (
-                    part | mt & (h.dest == dst_of[n]) & (pending[n] | (state == CUState.RUN))))
+                online_enable = running & in_path[n] & (
+                    part | mt & (h.dest == dst_of[n]) & (pending[n] | (state == CUState.RUN)))
+            with m.If(by_header & online_mode):
+                m.d.comb += self.enable[n].eq(online_enable)
             with m.Elif(by_header):
                 m.d.comb += self.enable[n].eq(part & running | ok)
             with m.Else():
