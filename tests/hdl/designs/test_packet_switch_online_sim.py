@@ -156,3 +156,16 @@ def test_a_stream_of_packets_to_one_output_keeps_its_path():
     assert [r[1] for r in run.received[2]] == [100, 101, 102, 103]
     assert run.received[2][0][0] > cycles[-1]                # after the stream's release
     assert run.flags["overflow"] == 0 and run.credit_errors == []
+
+
+def test_a_packet_for_another_output_waits_for_the_previous_path_to_empty():
+    """What the kept path does not cover (docs/fabric_rtl.md, "Endpoint algorithms as online
+    unicasts"): an input's packets to alternating outputs, all queued, leave one every
+    packet_flits + latency cycles -- the next path is set up only once the previous one's last
+    flit has crossed the datapath (a stream to one output: one every packet_flits)."""
+    dut = switch(4)
+    inj = [Injection(0, 0, packetize(PKT, [n] * 4, phase=ONLINE, vc=VC.DP, flow=0, first_seq=n // 2,
+                                      dest=1 + n % 2)[0]) for n in range(8)]
+    run = run_packet_switch(dut, configs=[], injections=inj, rng=random.Random(0))
+    starts = sorted(r[0] for d in (1, 2) for r in run.received[d][::PKT.packet_flits])
+    assert [b - a for a, b in zip(starts, starts[1:])] == [PKT.packet_flits + dut.latency] * 7
