@@ -114,7 +114,7 @@ _COLUMNS = (
 
 
 def markdown_block(result: FabricValidation, plot: Path, output: Path,
-                   switch: str = "circuit") -> str:
+                   switch: str = "circuit", refused=()) -> str:
     """The block between ``switch``'s markers (:data:`MARKERS`): the run, the agreement, the
     table and the plot (linked relative to ``output``'s folder when it is below it)."""
     begin, end = MARKERS[switch]
@@ -128,17 +128,21 @@ def markdown_block(result: FabricValidation, plot: Path, output: Path,
         f"**{result.within_tolerance}/{len(result.cases)} cases** agree within "
         f"{result.tolerance:.0%}; the worst is {w.fabric} {w.case} at {w.size_flits} flits "
         f"(RTL/model {w.ratio:.3f}).")
-    doc.table(_COLUMNS, result.cases).image("RTL vs model cycles", rel.as_posix()).blank().raw(end)
+    doc.table(_COLUMNS, result.cases)
+    if refused:   # (fabric, case, flits, why): cases this fabric cannot run, with the reason
+        doc.paragraph("Not run (refused before any build): " + "; ".join(
+            f"{f} {label} at {size} flits ({why})" for f, label, size, why in refused) + ".")
+    doc.image("RTL vs model cycles", rel.as_posix()).blank().raw(end)
     return "\n".join(doc.lines)
 
 
 def write_fabric_validation(result: FabricValidation, output: Path, plot: Path,
-                            switch: str = "circuit") -> None:
+                            switch: str = "circuit", refused=()) -> None:
     """The plot at ``plot`` and the block in ``output`` (between ``switch``'s markers, keeping
     the text around them; the document is created if missing)."""
     _plot(result.cases, plot, switch)
     begin, end = MARKERS[switch]
-    replace_marked_block(output, begin, end, markdown_block(result, plot, output, switch),
+    replace_marked_block(output, begin, end, markdown_block(result, plot, output, switch, refused),
                          new_document_head="# The fabric RTL against the system model\n\n")
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["run_packet_case", "build_packet_case", "PACKET_SUBSTITUTES"]
+__all__ = ["run_packet_case", "build_packet_case", "check_packet_program", "PACKET_SUBSTITUTES"]
 
 #: Algorithms the model may choose that the packet fabric does not run, and the one both sides
 #: run instead: the hierarchical all-reduce's three stages send to three different endpoints,
@@ -26,7 +26,23 @@ def build_packet_case(**request):
     substitute = PACKET_SUBSTITUTES.get(case.estimate.algorithm)
     if substitute and request.get("algorithm") is None:
         case = build_case(switch="packet", **{**request, "algorithm": substitute})
+    check_packet_program(case)
     return case
+
+
+def check_packet_program(case) -> None:
+    """FredError, before anything is built, if the packet fabric cannot run ``case``'s program
+    (the header registers: one slot per switch and VC for in-switch collectives, one-stage
+    programs for endpoint algorithms; hdl/compiler/packet_fabric_program.py)."""
+    from hdl.compiler.fabric_program import default_phases, fabric_program
+    from hdl.compiler.packet_fabric_program import online_headers, packet_headers, runs_online
+    from hdl.designs.fabric.packet_fabric_top import packet_format
+    program = fabric_program(case.spec, case.request, algorithm=case.estimate.algorithm)
+    if runs_online(program):
+        fmt = packet_format(default_phases(), dest_ports=max(case.spec.switch_ports))
+        online_headers(program, case.request, fmt)
+    else:
+        packet_headers(program, case.request, packet_format(default_phases()))
 
 
 def run_packet_case(case, *, seed: int = 0, sink_backpressure: float = 0.0,

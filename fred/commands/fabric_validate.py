@@ -61,6 +61,7 @@ def run(args) -> int:
         check_writable(output)
         check_writable(plot)
     # every case is validated and modelled before the first build
+    args.refused = []
     cases = _fred_cases(args, fabrics)
     if "mesh" in fabrics:
         cases += _mesh_cases(args)
@@ -74,7 +75,7 @@ def run(args) -> int:
         fred_rows = [r for r in rows if r.fabric != "mesh"]
         if fred_rows:
             write_fabric_validation(summarise(fred_rows, summary.command), output, plot,
-                                    switch=args.switch)
+                                    switch=args.switch, refused=args.refused)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
             write_mesh_validation(summary, output)
@@ -87,6 +88,8 @@ def run(args) -> int:
         [[r.fabric, r.case, r.size_flits, r.algorithm, f"{r.model_cycles:.1f}",
           r.rtl_cycles, f"{r.ratio:.3f}", r.flits_checked] for r in rows],
         align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
+    for fabric, label, size, why in args.refused:
+        print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
     worst = summary.worst
     print(f"{summary.within_tolerance}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
           f"{worst.fabric} {worst.case} at {worst.size_flits} flits: {worst.ratio:.3f}")
@@ -119,13 +122,32 @@ def _fred_cases(args, fabrics) -> list:
     from hdl.contracts.fabric import FABRICS
     from studies.fabric_case import build_case
     from studies.fabric_validation import CASES
-    build = build_case
-    if args.switch == "packet":
-        from studies.packet_fabric_case import build_packet_case as build
-    cache: dict = {}
-    return [(label, build(fabric=f, size=size, characterization=args.characterization,
-                          platform_cache=cache, **request, **spec_overrides(args)), None)
-            for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
+    if args.switch == "circuit":
+        cache: dict = {}
+        return [(label, build_case(fabric=f, size=size, characterization=args.characterization,
+                                   platform_cache=cache, **request, **spec_overrides(args)), None)
+                for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
+    return _packet_cases(args, fabrics)
+
+
+def _packet_cases(args, fabrics) -> list:
+    """As :func:`_fred_cases` on packet switches; a case the packet fabric cannot run is
+    listed in ``args.refused`` (fabric, case, flits, why) instead of failing the run."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import FABRICS
+    from studies.fabric_validation import CASES
+    from studies.packet_fabric_case import build_packet_case
+    cases, cache = [], {}
+    for f in (f for f in fabrics if f in FABRICS):
+        for label, request in CASES:
+            for size in args.sizes:
+                try:
+                    cases.append((label, build_packet_case(
+                        fabric=f, size=size, characterization=args.characterization,
+                        platform_cache=cache, **request, **spec_overrides(args)), None))
+                except FredError as exc:
+                    args.refused.append((f, label, size, str(exc)))
+    return cases
 
 
 def parser_default_fabrics() -> str:
