@@ -5,6 +5,7 @@ drives the top's ports, as the Verilator benches of the circuit fabric do."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from amaranth.sim import Simulator
@@ -220,21 +221,19 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     import re
 
     from eda.fabric.build import build_top_public_only
-    from hdl.emit.verilog import to_verilog
     from cocotb_tests.fabric.run import PORTS
     from cocotb_tests.runner import run_bench
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
                              sink_backpressure=sink_backpressure)
     online = runs_online(program)
     load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online))
-    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
     if watchdog_cycles is None:
         # a cycle budget: an I/O op moves its flits at the controller's rate
         slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1
         watchdog_cycles = int(8 * request.size_flits / slowest) + 20_000
     import time
     started = time.perf_counter()
-    verilog = to_verilog(dut, name=PACKET_TOP)
+    verilog = _packet_verilog(spec, packet_flits, depth, online)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags)
     build_s = time.perf_counter() - started
     poll = int(min(20_000, max(64, program.flits_sent // 8)))
@@ -251,6 +250,15 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
                 watchdog_cycles=watchdog_cycles)
     run.simulator, run.build_s, run.sim_s = "cocotb", build_s, metrics["sim_s"]
     return run
+
+
+@functools.lru_cache(maxsize=4)
+def _packet_verilog(spec, packet_flits, depth, online) -> str:
+    """The Verilog of the packet fabric top (the same for every request on one fabric: a
+    validation run's cases share it; generating it takes tens of seconds on Fred-A..D)."""
+    from hdl.emit.verilog import to_verilog
+    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
+    return to_verilog(dut, name=PACKET_TOP)
 
 
 def _packet(spec, packet_flits, online):
