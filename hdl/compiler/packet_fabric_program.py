@@ -18,8 +18,8 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
-__all__ = ["packet_headers", "flow_port_entries", "online_output", "online_headers",
-           "runs_online"]
+__all__ = ["packet_headers", "flow_port_entries", "online_output", "online_table",
+           "online_headers", "runs_online"]
 
 
 def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
@@ -132,6 +132,20 @@ def online_output(spec, switch: int, endpoint: int) -> int:
         raise FredError(f"endpoint {endpoint} is reached over L2 plane {plane}, not switch "
                         f"{switch}")
     return l2_port
+
+
+def online_table(spec, switch: int) -> dict[int, int]:
+    """``{endpoint: output}`` of switch ``switch`` (:func:`online_output`) for every endpoint
+    whose packets can cross it: all of them at an L1, at an L2 plane those reached over its
+    uplink ports (a plane never sees the others)."""
+    planes = spec.l2_planes
+    if switch < spec.l1_count or planes == 1:
+        return {e: online_output(spec, switch, e) for e in range(spec.endpoints)}
+    plane = switch - spec.l1_count
+    mine = {e for e in range(spec.endpoints)
+            if spec.l2_plane_of(spec.l1_of(e) * spec.uplink_ports
+                                + spec.port_of(e)[1] % spec.uplink_ports)[0] == plane}
+    return {e: online_output(spec, switch, e) for e in sorted(mine)}
 
 
 def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -> list[dict]:

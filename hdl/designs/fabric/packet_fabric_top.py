@@ -15,7 +15,7 @@ from hdl.contracts.npu_engine import NPU_BUFFER
 from hdl.contracts.packet import VC, PacketFormat
 from hdl.contracts.timing import switch_latency
 from hdl.compiler.fabric_program import default_phases
-from hdl.compiler.packet_fabric_program import online_output
+from hdl.compiler.packet_fabric_program import online_table
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
 
@@ -99,7 +99,7 @@ class PacketFabricTop(wiring.Component):
     ``online`` (default False): the switches also route unicasts online (the default phase
     index; endpoint algorithms, Fred-A/C): the header gains ``dest``, and every switch input
     rewrites it from the header's ``flow`` (the destination endpoint) to the output towards
-    that endpoint (:func:`~hdl.compiler.packet_fabric_program.online_output`: a table of
+    that endpoint (:func:`~hdl.compiler.packet_fabric_program.online_table`: a table of
     constants per switch, a combinational lookup on the link's output, no cycle).
 
     Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
@@ -214,7 +214,7 @@ class PacketFabricTop(wiring.Component):
         if not self.online:
             return None
         fields = {f.name: f for f in self.packet.header}
-        table = {e: online_output(self.spec, switch, e) for e in range(self.spec.endpoints)}
+        table = online_table(self.spec, switch)
         return fields["flow"], fields["dest"], table
 
     @staticmethod

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hdl.compiler.fabric_program import fabric_program
-from hdl.compiler.packet_fabric_program import online_headers, online_output, runs_online
+from hdl.compiler.packet_fabric_program import online_headers, online_output, online_table, runs_online
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 from hdl.contracts.packet import VC, PacketFormat
@@ -32,6 +32,9 @@ def test_online_output_on_fred_c_uses_the_uplink_of_the_destinations_local_index
     assert online_output(spec, 2, 9) == 1
     with pytest.raises(FredError, match="plane 1, not switch 5"):
         online_output(spec, 5, 9)
+    # each plane's table: the endpoints of its uplink (local index u), 5 per plane
+    assert online_table(spec, 5 + 1) == {r: r // 4 for r in range(20) if r % 4 == 1}
+    assert online_table(spec, 0) == {r: r if r < 4 else 4 + r % 4 for r in range(20)}
 
 
 def test_ring_headers_name_each_members_successor():

@@ -12,9 +12,10 @@ from hdl.contracts.fabric import fabric_spec, make_request
 
 from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
 
-#: Fred-A's half-rate uplink / Fred-C's full-rate one, 2 NPUs per L1
+#: Fred-A's half-rate uplink / Fred-C's full-rate ones (two uplink ports per L1, so two L2
+#: planes, each switch's route table holding only the endpoints of its plane), 2 NPUs per L1
 SMALL_A = fabric_spec("fred-a", npus=4, npus_per_l1=2)
-SMALL_C = fabric_spec("fred-c", npus=4, npus_per_l1=2, uplink_ports=1)
+SMALL_C = fabric_spec("fred-c", npus=4, npus_per_l1=2, uplink_ports=2)
 
 
 def test_ring_all_reduce_over_half_rate_uplinks_with_sink_backpressure():
@@ -32,7 +33,7 @@ def test_ring_all_reduce_over_half_rate_uplinks_with_sink_backpressure():
 
 def test_chain_reduce_streams_one_flit_per_cycle():
     """Chain reduce to NPU 0 of 40 flits on full-rate links: 3 -> 2 -> 1 -> 0, each member
-    adding its own; the stream is 40 flits (5 packets back to back on every online path,
+    adding its own (2 -> 1 crosses L2 plane 1: NPU 1's local index); the stream is 40 flits (5 packets back to back on every online path,
     which the kept path lets run at one flit per cycle), plus three hops' latency."""
     request = make_request(SMALL_C, op="reduce", size_flits=40, group="wafer")
     run = run_packet_fabric_amaranth(SMALL_C, request, algorithm="chain", watchdog_cycles=4000)
