@@ -6,7 +6,7 @@ overflow or header error; each switch selects the default index once (docs/fabri
 
 from __future__ import annotations
 
-import pytest
+from fractions import Fraction
 
 from hdl.contracts.fabric import fabric_spec, make_request
 
@@ -40,3 +40,17 @@ def test_chain_reduce_streams_one_flit_per_cycle():
     assert run.errors == []
     assert [e["received"] for e in run.engines] == [40, 40, 40, 0]
     assert 40 <= run.cycles <= 40 + 60      # 89 measured; a path set up per packet: 113
+
+
+def test_io_reduce_chains_into_the_controller():
+    """Fred-A I/O (the model's I/O chain): NPUs 3 -> 2 -> 1 -> 0 -> controller (endpoint 4, on
+    L1 0) at 1/4 flit per cycle; the controller checks the sum of all four NPUs' 20 flits. At
+    least 80 cycles (its rate), at most that plus the chain's latency and the first flit's
+    interval."""
+    spec = fabric_spec("fred-a", npus=4, npus_per_l1=2, io_controllers=1, io_rate=Fraction(1, 4))
+    request = make_request(spec, op="io-reduce", size_flits=20, group="wafer")
+    run = run_packet_fabric_amaranth(spec, request, algorithm="chain", watchdog_cycles=4000)
+    assert run.errors == []
+    assert [e["received"] for e in run.engines] == [20, 20, 20, 0, 20]
+    assert run.program.contributors[4] == (0, 1, 2, 3)
+    assert 80 <= run.cycles <= 80 + 80
