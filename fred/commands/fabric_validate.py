@@ -78,7 +78,7 @@ def run(args) -> int:
                                     switch=args.switch, refused=args.refused)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
-            write_mesh_validation(summary, output)
+            write_mesh_validation(summary, output, characterization=args.characterization)
         summary = replace(summary, output=args.output, plot=str(plot) if fred_rows else None)
     if args.json:
         print_json(to_json_dict(summary))
