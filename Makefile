@@ -75,9 +75,11 @@ bench-sysmodel: $(STAMP)
 	$(FRED) bench sysmodel $(BENCH_SYSMODEL_ARGS)
 
 # The paper's Fig. 9 collectives on the RTL fabrics Fred-A..D (Verilator) against the system model
-# at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes).
+# at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes),
+# then the same cases on the packet fabric (its own block, docs/fabric_validation_packet.png).
 fabric-validate: $(STAMP)
 	$(FRED) fabric-validate $(FABRIC_VALIDATE_ARGS)
+	$(FRED) fabric-validate --switch packet --fabrics fred-a,fred-b,fred-c,fred-d $(FABRIC_VALIDATE_ARGS)
 
 # Latency against offered load on the packet switch's RTL (Amaranth simulator): results/load_curve/
 load-curve: $(STAMP)
