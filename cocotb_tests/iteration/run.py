@@ -1,5 +1,5 @@
 """``run_iteration``: the NPUs' iteration traces run on the circuit FRED fabric RTL under Verilator
-(docs/fabric_iteration.md).
+(docs/fabric_iteration.md); ``run_mesh_iteration``: the same on the 2D-mesh fabric RTL.
 
 Steps: the fabric's Verilog with a :class:`hdl.designs.iteration.TraceNpu` at every NPU port
 (memoised per hardware and node-memory depth), built once per distinct Verilog (cached by
@@ -27,7 +27,8 @@ from hdl.contracts.trace_program import NpuTrace, trace_writes
 from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
                                      default_cflags, load_sequence)
 
-__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth"]
+__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "run_mesh_iteration",
+           "mesh_iteration_verilog"]
 
 _VERILOG: dict = {}
 
@@ -108,7 +109,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
               "engine_read": names}
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}")
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
-                       bench_params=params, run_name=name, prebuilt=built)
+                       bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = result.metrics
     after = metrics["after"]
     errors = _load_errors(program, metrics["before"]) if program is not None else []
@@ -121,10 +122,72 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         raise FredError(f"fabric {spec.name}: the iteration stalled (watchdog after "
                         f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
                         + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    return _iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
+
+
+def mesh_iteration_verilog(spec, depth: int) -> str:
+    """Verilog of the mesh fabric of ``spec`` with trace sequencers of ``depth`` nodes (memoised)."""
+    key = ("mesh", depth, spec)
+    if key not in _VERILOG:
+        from hdl.designs.iteration import iteration_mesh_top
+        from hdl.emit.verilog import to_verilog
+        from cocotb_tests.fabric.mesh_run import TOP as MESH_TOP
+        _VERILOG[key] = to_verilog(iteration_mesh_top(spec, depth=depth), name=MESH_TOP)
+    return _VERILOG[key]
+
+
+def run_mesh_iteration(spec, traces: dict[int, NpuTrace], program, *, watchdog_cycles: int,
+                       cflags: str | None = None, build_dir=None) -> IterationRun:
+    """:func:`run_iteration` on the 2D-mesh fabric of ``spec`` (a
+    :class:`hdl.contracts.mesh.MeshFabricSpec`): ``program`` is the
+    :class:`hdl.compiler.mesh_program.MeshProgram` of the traces' collective (or None), every
+    engine judged as ``cocotb_tests.fabric.mesh_run`` judges a collective's run; ``cflags``
+    default: the mesh fabric's (``mesh_run.CFLAGS``)."""
+    from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, _judge
+    from cocotb_tests.runner import run_bench
+    from eda.fabric.build import build_top_public_only
+    from hdl.designs.iteration import TraceSequencer
+    from hdl.designs.mesh.mesh_fabric_top import PORT_REG_BASE, engine_unit, sequencer_unit
+    depth = node_depth(traces)
+    start = time.perf_counter()
+    verilog = mesh_iteration_verilog(spec, depth)
+    built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS,
+                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    build_s = time.perf_counter() - start
+    writes = [list(w) for w in program.writes(spec, PORT_REG_BASE)] if program is not None else []
+    for rank, trace in sorted(traces.items()):
+        writes += [[sequencer_unit(spec, rank), reg, value] for reg, value in trace_writes(trace, depth)]
+    units = engine_unit(spec.npus, 0)
+    params = {"writes": writes, "units": units, "watchdog_cycles": watchdog_cycles,
+              "poll": int(min(20_000, max(256, watchdog_cycles // 64))),
+              "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
+              "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
+              "trace_read": list(TraceSequencer.read_names)}
+    name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}"
+    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
+                       bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
+    metrics = result.metrics
+    if not metrics:
+        raise FredError(f"the mesh iteration bench recorded nothing; log: {result.test_dir / 'sim.log'}")
+    after = metrics["after"]
+    stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
+             for r, s in enumerate(after["sequencers"]) if r in traces and s["nodes_done"] != len(traces[r].words)]
+    errors = _judge(program, after, False) if program is not None else []
+    if metrics["stalled"] or stuck:
+        raise FredError(f"mesh {spec.rows} x {spec.cols}: the iteration stalled (watchdog after "
+                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
+                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    return _iteration_run("mesh", traces, metrics, errors, build_s, depth, built)
+
+
+def _iteration_run(fabric: str, traces: dict, metrics: dict, errors: list, build_s: float, depth: int,
+                   built) -> IterationRun:
+    """The :class:`IterationRun` of a judged bench run (its recorded ``metrics``)."""
+    after = metrics["after"]
     cycles = after["global"]["cycles"]
     sim_s = metrics["sim_s"]
     return IterationRun(
-        fabric=spec.name, cycles=cycles,
+        fabric=fabric, cycles=cycles,
         node_times={r: metrics["node_times"][r] for r in sorted(traces)}, errors=errors,
         flits_sent=sum(e["sent"] for e in after["engines"]),
         flits_received=sum(e["received"] for e in after["engines"]),

@@ -1,4 +1,4 @@
-"""``fred fabric-iteration``: one training iteration on the circuit FRED fabric RTL (the NPUs run
+"""``fred fabric-iteration``: one training iteration on the circuit FRED fabric RTL or the mesh RTL (the NPUs run
 the model's exported trace) and on the system model of the same fabric, side by side
 (docs/fabric_iteration.md)."""
 
@@ -11,14 +11,15 @@ from fred.commands._model_options import add_platform_arguments, model_platform
 from fred.commands._option_types import RANGES
 from fred.table import format_table
 
-HELP = "run a serialised training iteration on the circuit FRED fabric RTL and on the model"
+HELP = "run a serialised training iteration on the FRED or mesh fabric RTL and on the model"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
     from sysmodel.workloads import WORKLOADS
-    parser.add_argument("--fabric", required=True, type=str.lower, choices=FABRICS,
-                        help="a FRED variant of the circuit fabric (docs/fabric_rtl.md)")
+    parser.add_argument("--fabric", required=True, type=str.lower, choices=(*FABRICS, "mesh"),
+                        help="a FRED variant of the circuit fabric (docs/fabric_rtl.md) or the "
+                             "5 x 4 mesh fabric (docs/mesh_rtl.md)")
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--strategy", default=None,
@@ -65,7 +66,7 @@ def run(args) -> int:
         rows.append(row(f"{cls} exposed", model["comm_exposed_cycles"].get(cls, 0),
                         rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
-                       title=f"{case.spec.name}: {case.description} (serialised)"))
+                       title=f"{case.fabric}: {case.description} (serialised)"))
     if case.collective_model:
         c = case.collective_model
         print(f"collective: {c['label']}, {c['size_flits']} flits per NPU, {c['algorithm']}")

@@ -7,7 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Component, In, Out
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, TRACE_NODES, TRACE_READ_ADDR,
+from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, TRACE_NODES, TRACE_READ, TRACE_READ_ADDR,
                                          TRACE_TABLE_ADDR, TRACE_TABLE_DATA)
 
 __all__ = ["TraceSequencer"]
@@ -32,7 +32,12 @@ class TraceSequencer(Component):
     after the one in which ``done`` is seen. The engine's ``done`` is low before its first
     start, so the first collective cannot see a stale one; the contract allows one collective
     per run (a second would restart the same program).
+
+    ``read_names``: its read registers (:data:`TRACE_READ`), for a fabric top that gives the
+    sequencer a read unit of its own (the mesh's, ``MeshFabricTop(..., sequencer=...)``).
     """
+
+    read_names = TRACE_READ
 
     def __init__(self, *, depth: int):
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1 << 16:
