@@ -49,7 +49,12 @@ class TraceSequencer(Component):
             "we": In(1), "waddr": In(6), "wdata": In(32),
             "engine_start": Out(1), "engine_done": In(1),
             "done": Out(1), "nodes_done": Out(32), "node_start": Out(32), "node_end": Out(32),
+            **self._extra_members(),
         })
+
+    def _extra_members(self) -> dict:
+        """Members a subclass adds to the signature."""
+        return {}
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -86,10 +91,10 @@ class TraceSequencer(Component):
         delay = word & DELAY_MASK
         # a compute node's last cycle (a 0-cycle node still takes one), or the engine seen done
         finish = Signal()
+        collective_done = self._collective(m, running & collective, count, word)
         m.d.comb += [node.addr.eq(pc),
-                     finish.eq(running & (collective & (count != 0) & self.engine_done
+                     finish.eq(running & (collective & collective_done
                                           | ~collective & (count + 1 >= delay))),
-                     self.engine_start.eq(running & collective & (count == 0)),
                      self.done.eq(~running & (pc == nodes)),
                      self.nodes_done.eq(pc),
                      write_start.addr.eq(pc), write_start.data.eq(begin), write_start.en.eq(finish),
@@ -104,3 +109,10 @@ class TraceSequencer(Component):
             with m.Else():
                 m.d.sync += count.eq(count + 1)
         return m
+
+    def _collective(self, m, active, count, word):
+        """A collective node (``active`` while it is the current node; ``count`` its cycles so
+        far): ``engine_start`` in its first cycle, done in the cycle ``engine_done`` is seen
+        (returned: the node's last cycle)."""
+        m.d.comb += self.engine_start.eq(active & (count == 0))
+        return (count != 0) & self.engine_done

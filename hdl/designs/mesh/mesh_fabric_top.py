@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 
 from hdl.contracts.errors import FredError
@@ -57,8 +57,10 @@ class MeshFabricTop(wiring.Component):
     every engine done). ``sequencer`` (optional): a factory of a component that starts an
     NPU's two engines instead of ``start`` (:class:`hdl.designs.iteration.TraceSequencer`'s
     members ``start``, ``we/waddr/wdata``, ``engine_start``, ``engine_done`` -- both engines
-    done --, ``done`` and ``read_names``), one per NPU at unit :func:`sequencer_unit`; ``cycles``
-    then runs until every sequencer is done. ``protocol_error``: some router's ``overflow`` or ``credit_error``,
+    done --, ``done`` and ``read_names``; with ``lane_we/lane_waddr/lane_wdata`` it also writes
+    the engines' programs, lane = chunk, and with ``engine_errors`` it sees both engines' bad
+    and extra flits), one per NPU at unit :func:`sequencer_unit`; ``cycles`` then runs until
+    every sequencer is done. ``protocol_error``: some router's ``overflow`` or ``credit_error``,
     or some engine port's ``overflow`` (must stay 0).
 
     Edge routers' outward ports are unconnected: no flit enters there and no credit returns
@@ -83,7 +85,7 @@ class MeshFabricTop(wiring.Component):
         engines, sequencers = {}, {}
         for rank in range(spec.npus):
             router = routers[spec.position(rank)]
-            engine_start = start
+            engine_start, seq = start, None
             if self.sequencer is not None:
                 seq = sequencers[sequencer_unit(spec, rank)] = m.submodules[f"seq_{rank}"] = self.sequencer()
                 m.d.comb += [seq.start.eq(start), seq.we.eq(prog_we & (prog_unit == sequencer_unit(spec, rank))),
@@ -98,13 +100,18 @@ class MeshFabricTop(wiring.Component):
                 port = m.submodules[f"port_{rank}_{chunk}"] = EnginePort(spec=spec, vc=chunk,
                                                                         flit=self.engine_flit)
                 engines[unit] = engine
-                write = prog_we & (prog_unit == unit)
+                write, reg, data = prog_we & (prog_unit == unit), prog_reg, prog_data
+                if hasattr(seq, "lane_we"):     # the sequencer loads programs (lane = chunk)
+                    mine = seq.lane_we[chunk]
+                    write = write | mine
+                    reg = Mux(mine, seq.lane_waddr[6 * chunk:6 * (chunk + 1)], prog_reg)
+                    data = Mux(mine, seq.lane_wdata[32 * chunk:32 * (chunk + 1)], prog_data)
                 m.d.comb += [
                     engine.start.eq(engine_start), port.start.eq(engine_start),
-                    engine.we.eq(write & (prog_reg < PORT_REG_BASE)),
-                    engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
-                    port.we.eq(write & (prog_reg >= PORT_REG_BASE)),
-                    port.waddr.eq(prog_reg - PORT_REG_BASE), port.wdata.eq(prog_data),
+                    engine.we.eq(write & (reg < PORT_REG_BASE)),
+                    engine.waddr.eq(reg), engine.wdata.eq(data),
+                    port.we.eq(write & (reg >= PORT_REG_BASE)),
+                    port.waddr.eq(reg - PORT_REG_BASE), port.wdata.eq(data),
                     port.eject.valid.eq(router.o[LOCAL].valid & (router.o[LOCAL].payload.vc == chunk)),
                     port.eject.payload.eq(router.o[LOCAL].payload),
                     router.o_credit[LOCAL][chunk].eq(port.credit),
@@ -114,7 +121,10 @@ class MeshFabricTop(wiring.Component):
                 wiring.connect(m, port.o, mux.i[chunk])
                 errors.append(port.overflow)
             if self.sequencer is not None:
-                m.d.comb += seq.engine_done.eq(engines[engine_unit(rank, 0)].done & engines[engine_unit(rank, 1)].done)
+                pair = [engines[engine_unit(rank, c)] for c in range(MESH_VCS)]
+                m.d.comb += seq.engine_done.eq(pair[0].done & pair[1].done)
+                if hasattr(seq, "engine_errors"):
+                    m.d.comb += seq.engine_errors.eq(sum(e.errors + e.extra for e in pair))
         self._counters(m, engines, sequencers, errors, start, rd_unit, rd_reg)
         return m
 

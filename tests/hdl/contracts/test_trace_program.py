@@ -45,7 +45,7 @@ def test_overlap_pipeline_receives_and_second_collectives_are_refused():
     twice = nodes + [TraceNode(5, "dp2", "comm", op="all-reduce", size=1.0, deps=(4,), group=(0, 1))]
     with pytest.raises(FredError, match="rank 0 has 2 collective nodes"):
         npu_trace(0, twice, cycle_s=NS)
-    with pytest.raises(FredError, match="repeats its collective 2 times"):
+    with pytest.raises(FredError, match="repeats its collective 2 times; this fabric.s trace sequencer runs 1..1 "):
         npu_trace(0, [TraceNode(0, "mp", "comm", op="all-reduce", size=1.0, repeat=2.0, group=(0, 1))],
                   cycle_s=NS)
     with pytest.raises(FredError, match="is a all-to-all; the fabric's engines run"):
