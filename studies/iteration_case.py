@@ -30,7 +30,8 @@ __all__ = ["IterationCase", "build_iteration_case", "run_iteration_case"]
 @dataclass
 class IterationCase:
     """The model's side (``model``: cycles of the iteration, of compute, per class busy and
-    exposed), the RTL's inputs (``traces`` per rank, ``request``, ``program``) and, once run,
+    exposed), the RTL's inputs (``traces`` per rank, ``request``, ``program``: on the mesh the
+    lists of every collective's, in order) and, once run,
     ``rtl`` (an ``IterationRun``) and its figures (``rtl_figures``, the model's keys)."""
 
     spec: object          # FabricSpec, or MeshFabricSpec for the mesh
@@ -59,7 +60,8 @@ class IterationCase:
         spec = self.spec.to_dict() if hasattr(self.spec, "to_dict") else {"name": self.fabric, **asdict(self.spec)}
         out = {"fabric": spec, "description": self.description, "scale": self.scale,
                "model": self.model, "collective": self.collective_model,
-               "request": self.request.to_dict() if self.request is not None else None,
+               "request": ([r.to_dict() for r in self.request] if isinstance(self.request, list)
+                           else self.request.to_dict() if self.request is not None else None),
                "nodes_per_rank": {r: len(t.words) for r, t in self.traces.items()}}
         if self.rtl is not None:
             rtl = self.rtl.to_dict()
@@ -86,7 +88,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     name, what the RTL cannot run: overlap, pipeline stages, weight streaming, several
     collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
     from hdl.contracts.placement import parse_strategy
-    from hdl.contracts.trace_program import collective_request, npu_trace
+    from hdl.contracts.trace_program import collective_request, collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
     _refuse_overlap(overlap)
     spec, network, text = _fabric(fabric, characterization, spec_overrides)
@@ -96,12 +98,17 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     if parse_strategy(export.strategy).pp != 1:
         raise FredError(f"strategy {export.strategy} has pipeline stages; the fabrics' trace "
                         f"run takes one stage (PP1)")
-    traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}
-    request = collective_request(export.ranks, traces, flit_bytes=timing.flit_bytes)
-    program, collective = None, {}
-    if request is not None:
-        make = _mesh_program if fabric == "mesh" else _fred_program
-        program, collective = make(spec, request, network, text)
+    if fabric == "mesh":     # the mesh's sequencers load a program per collective
+        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16)
+                  for r, nodes in export.ranks.items()}
+        request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes)
+        program, collective = _mesh_programs(spec, request, network)
+    else:
+        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}
+        request = collective_request(export.ranks, traces, flit_bytes=timing.flit_bytes)
+        program, collective = None, {}
+        if request is not None:
+            program, collective = _fred_program(spec, request, network, text)
     cycle = timing.cycle_s
     model = {"iteration_cycles": export.time_s / cycle,
              "compute_cycles": export.breakdown["compute"] / cycle,
@@ -136,25 +143,40 @@ def _fred_program(spec, request, network, text):
                      "algorithm": estimate.algorithm, "model_cycles": estimate.cycles}
 
 
-def _mesh_program(spec, request, network, _text):
-    """The mesh's engine programs of ``request`` with the model's algorithm (and, for the
-    hierarchical 2D all-reduce, the model's split), as ``studies.mesh_case`` runs a collective."""
+def _mesh_programs(spec, requests, network):
+    """The mesh's engine programs of each request (in order) with the model's algorithm (and,
+    for the hierarchical 2D all-reduce, the model's split), as ``studies.mesh_case`` runs a
+    collective; the summary: how many, the distinct (label, flits, algorithm), the model's
+    cycles of them all."""
     from hdl.compiler.mesh_program import mesh_program
     from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_split
-    op = request.op
-    if op not in ("all-reduce", "multicast"):
-        raise FredError(f"the trace's collective is a {op}; the RTL mesh runs all-reduce and multicast")
-    # a multicast group is its root then its destinations (mesh_program's chain)
-    groups = [list(c.members) if op == "all-reduce" else [c.root, *c.members] for c in request.collectives]
-    size = request.size_flits
-    estimate = mesh_model_cycles(spec, groups, size, platform=network, op=op)
-    if estimate.algorithm not in ("hierarchical-2d", "ring", "chain"):
-        raise FredError(f"the model runs {request.label} with {estimate.algorithm}; the RTL mesh runs "
-                        f"hierarchical-2d, ring or chain, one per request")
-    split = mesh_split(spec, groups[0], size, platform=network) if estimate.algorithm == "hierarchical-2d" else 0.5
-    program = mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split)
-    return program, {"label": request.label, "size_flits": size, "algorithm": estimate.algorithm,
-                     "split": split, "model_cycles": estimate.cycles}
+    made: dict = {}
+    programs = []
+    for request in requests:
+        op = request.op
+        if op not in ("all-reduce", "multicast"):
+            raise FredError(f"the trace's collective is a {op}; the RTL mesh runs all-reduce and multicast")
+        # a multicast group is its root then its destinations (mesh_program's chain)
+        groups = [list(c.members) if op == "all-reduce" else [c.root, *c.members] for c in request.collectives]
+        key = (op, tuple(map(tuple, groups)), request.size_flits)
+        if key not in made:
+            size = request.size_flits
+            estimate = mesh_model_cycles(spec, groups, size, platform=network, op=op)
+            if estimate.algorithm not in ("hierarchical-2d", "ring", "chain"):
+                raise FredError(f"the model runs {request.label} with {estimate.algorithm}; the RTL mesh "
+                                f"runs hierarchical-2d, ring or chain, one per request")
+            split = (mesh_split(spec, groups[0], size, platform=network)
+                     if estimate.algorithm == "hierarchical-2d" else 0.5)
+            made[key] = (mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split), estimate)
+        programs.append(made[key])
+    kinds = sorted({(f"{r.op} of {len(r.collectives)} group(s)", r.size_flits, e.algorithm)
+                    for r, (_, e) in zip(requests, programs)})
+    return [p for p, _ in programs], {
+        "collectives": len(requests), "distinct": [list(k) for k in kinds],
+        "label": f"{len(requests)} collective(s), {len(kinds)} distinct",
+        "size_flits": sum(r.size_flits for r in requests),
+        "algorithm": ",".join(sorted({e.algorithm for _, e in programs})),
+        "model_cycles": sum(e.cycles for _, e in programs)}
 
 
 def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:

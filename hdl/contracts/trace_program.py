@@ -286,10 +286,12 @@ def loader_entries(programs: list[dict[int, list[tuple[int, int]]]], lanes: int,
     return entries
 
 
-def loader_writes(entries, lanes: int) -> list[tuple[int, int]]:
+def loader_writes(entries, lanes: int, depth: int) -> list[tuple[int, int]]:
     """(register, value) writes that load ``entries`` (:func:`loader_entries`) into a program
-    loader of ``lanes`` lanes: :data:`PROG_ADDR` 0, then per entry :data:`PROG_HEAD` and one
-    :data:`PROG_VALUE` per lane."""
+    loader of ``lanes`` lanes and ``depth`` entries: :data:`PROG_ADDR` 0, then per entry
+    :data:`PROG_HEAD` and one :data:`PROG_VALUE` per lane."""
+    if len(entries) > depth:
+        raise FredError(f"{len(entries)} program entries do not fit the loader's memory of {depth}")
     out = [(PROG_ADDR, 0)]
     for flags, writes in entries:
         head = flags

@@ -6,12 +6,12 @@ from __future__ import annotations
 from functools import partial
 
 from hdl.contracts.fabric import FabricSpec
-from hdl.contracts.mesh import MeshFabricSpec
+from hdl.contracts.mesh import MESH_VCS, MeshFabricSpec
 from hdl.designs.fabric.fabric_top import FabricTop
 from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
+from .loading_sequencer import LoadingTraceSequencer
 from .trace_npu import TraceNpu
-from .trace_sequencer import TraceSequencer
 
 __all__ = ["iteration_fabric_top", "iteration_mesh_top"]
 
@@ -23,10 +23,12 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int) -> FabricTop:
     return FabricTop(spec, npu=partial(TraceNpu, depth=depth))
 
 
-def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int) -> MeshFabricTop:
-    """:class:`MeshFabricTop` of ``spec`` with a :class:`TraceSequencer` of ``depth`` trace nodes
-    per NPU starting its two engines (chunk 0 on VC 0, chunk 1 on VC 1; a collective node ends
-    when both are done); its registers and node times at unit
+def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshFabricTop:
+    """:class:`MeshFabricTop` of ``spec`` with a :class:`LoadingTraceSequencer` of ``depth`` trace
+    nodes and ``programs`` program entries per NPU, starting its two engines (chunk 0 on VC 0,
+    chunk 1 on VC 1; a collective node ends when both are done) and writing their programs
+    (lane = chunk); its registers and node times at unit
     :func:`hdl.designs.mesh.mesh_fabric_top.sequencer_unit`. Routers, wires, engine ports and
     the cycle counter are the mesh fabric's."""
-    return MeshFabricTop(spec, sequencer=partial(TraceSequencer, depth=depth))
+    return MeshFabricTop(spec, sequencer=partial(LoadingTraceSequencer, depth=depth, programs=programs,
+                                                 lanes=MESH_VCS))

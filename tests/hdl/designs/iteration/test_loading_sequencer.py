@@ -23,7 +23,7 @@ def _run(program_and_start, words, programs, engine_cycles, cycles=80):
     async def bench(ctx):
         entries = loader_entries(programs, 2, deferred=frozenset({STAGES}))
         writes = [(TRACE_TABLE_ADDR, 0), *[(TRACE_TABLE_DATA, w) for w in words], (TRACE_NODES, len(words)),
-                  *loader_writes(entries, 2)]
+                  *loader_writes(entries, 2, 16)]
         await program_and_start(ctx, dut, writes)
         started, lane_writes, due, done_at = [], [], None, None
         for cycle in range(cycles):
