@@ -16,7 +16,10 @@ Timed window (``IterationRun.cycles``): the fabric's cycle counter, from the cyc
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +34,9 @@ __all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "
            "mesh_iteration_verilog", "mesh_loader_entries"]
 
 _VERILOG: dict = {}
+#: The mesh's trace and program memories per NPU (at least): the iteration table's cases
+#: (studies.iteration_table) have at most 321 nodes and 387 loader entries per NPU.
+MESH_NODES, MESH_ENTRIES = 512, 512
 
 
 @dataclass
@@ -176,9 +182,11 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     from hdl.contracts.trace_program import loader_writes
     from hdl.designs.iteration import LoadingTraceSequencer
     from hdl.designs.mesh.mesh_fabric_top import engine_unit, sequencer_unit
-    depth = node_depth(traces)
+    # one build for every case of the iteration table (studies.iteration_table): at least
+    # MESH_NODES nodes and MESH_ENTRIES program entries per NPU
+    depth = max(MESH_NODES, node_depth(traces))
     entries = mesh_loader_entries(spec, programs)
-    room = max(64, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
+    room = max(MESH_ENTRIES, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
     start = time.perf_counter()
     verilog = mesh_iteration_verilog(spec, depth, room)
     built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS,
@@ -197,8 +205,16 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
               "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
               "trace_read": list(LoadingTraceSequencer.read_names)}
     name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}"
-    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
-                       bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
+    # the writes go through a file: an environment variable (the bench's parameters) holds 128 kB
+    handle, path = tempfile.mkstemp(prefix="writes-", suffix=".json", dir=built)
+    with os.fdopen(handle, "w") as f:
+        json.dump(params.pop("writes"), f)
+    params["writes_file"] = path
+    try:
+        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
+                           bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
+    finally:
+        os.unlink(path)
     metrics = result.metrics
     if not metrics:
         raise FredError(f"the mesh iteration bench recorded nothing; log: {result.test_dir / 'sim.log'}")
