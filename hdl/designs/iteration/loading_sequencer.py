@@ -49,7 +49,8 @@ class LoadingTraceSequencer(TraceSequencer):
         return {"lane_we": Out(lanes), "lane_waddr": Out(6 * lanes), "lane_wdata": Out(32 * lanes),
                 "engine_errors": In(32), "load_stall": Out(32), "run_errors": Out(32)}
 
-    def _collective(self, m, active, count, word):
+    def _collective(self, m, running, collective, count, word):
+        active = running & collective
         loader = m.submodules.loader = ProgramLoader(depth=self.programs, lanes=self.lanes)
         m.d.comb += [loader.we.eq(self.we), loader.waddr.eq(self.waddr), loader.wdata.eq(self.wdata),
                      loader.start.eq(self.start), self.lane_we.eq(loader.lane_we),
@@ -71,4 +72,4 @@ class LoadingTraceSequencer(TraceSequencer):
                              self.run_errors.eq(self.run_errors + self.engine_errors)]
             with m.If(waiting & ~loader.loaded):
                 m.d.sync += self.load_stall.eq(self.load_stall + 1)
-        return seen & last
+        return collective & seen & last

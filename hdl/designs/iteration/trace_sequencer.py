@@ -91,9 +91,9 @@ class TraceSequencer(Component):
         delay = word & DELAY_MASK
         # a compute node's last cycle (a 0-cycle node still takes one), or the engine seen done
         finish = Signal()
-        collective_done = self._collective(m, running & collective, count, word)
+        collective_done = self._collective(m, running, collective, count, word)
         m.d.comb += [node.addr.eq(pc),
-                     finish.eq(running & (collective & collective_done
+                     finish.eq(running & (collective_done
                                           | ~collective & (count + 1 >= delay))),
                      self.done.eq(~running & (pc == nodes)),
                      self.nodes_done.eq(pc),
@@ -110,9 +110,9 @@ class TraceSequencer(Component):
                 m.d.sync += count.eq(count + 1)
         return m
 
-    def _collective(self, m, active, count, word):
-        """A collective node (``active`` while it is the current node; ``count`` its cycles so
-        far): ``engine_start`` in its first cycle, done in the cycle ``engine_done`` is seen
-        (returned: the node's last cycle)."""
-        m.d.comb += self.engine_start.eq(active & (count == 0))
-        return (count != 0) & self.engine_done
+    def _collective(self, m, running, collective, count, word):
+        """A collective node (the current node while ``running & collective``; ``count`` its
+        cycles so far): ``engine_start`` in its first cycle, done in the cycle ``engine_done``
+        is seen. Returns "the current node is a collective in its last cycle"."""
+        m.d.comb += self.engine_start.eq(running & collective & (count == 0))
+        return collective & (count != 0) & self.engine_done
