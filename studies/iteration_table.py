@@ -20,13 +20,17 @@ from studies.report import Column, Markdown, replace_marked_block
 __all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
            "speedups", "iteration_markdown_block", "write_iteration_table"]
 
-#: (workload, strategy, fabrics) the RTL runs: one DP all-reduce per NPU on every fabric (the
-#: circuit FRED fabric runs one collective per NPU); the wafer-wide MP all-reduces of each
-#: layer, many per NPU, on the mesh (its NPUs load a program per collective).
+#: (workload, strategy, fabrics, scale K or None for the command's) the RTL runs: one DP
+#: all-reduce per NPU on every fabric (the circuit FRED fabric runs one collective per NPU);
+#: the wafer-wide MP all-reduces of each layer, many per NPU, on the mesh (its NPUs load a
+#: program per collective). resnet-152 MP20 twice: at K = 1000 its 104 all-reduces are 1-51
+#: flits, where the RTL's whole-flit pieces cost more than the model's bytes (found here;
+#: docs/fabric_iteration.md), at K = 100 63-502 flits.
 ITERATION_CASES = (
-    ("resnet-152", "MP1-DP20-PP1", ("mesh", "fred-a", "fred-b", "fred-c", "fred-d")),
-    ("resnet-152", "MP20-DP1-PP1", ("mesh",)),
-    ("transformer-17b", "MP20-DP1-PP1", ("mesh",)),
+    ("resnet-152", "MP1-DP20-PP1", ("mesh", "fred-a", "fred-b", "fred-c", "fred-d"), None),
+    ("resnet-152", "MP20-DP1-PP1", ("mesh",), None),
+    ("resnet-152", "MP20-DP1-PP1", ("mesh",), 100.0),
+    ("transformer-17b", "MP20-DP1-PP1", ("mesh",), None),
 )
 #: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
 #: reproduce": full size, overlapped, the paper's strategies).
@@ -41,7 +45,7 @@ def iteration_row(case) -> dict:
     exposed_model = sum(model["comm_exposed_cycles"].values())
     exposed_rtl = sum(rtl["comm_exposed_cycles"].values())
     stall = max(case.rtl.load_stall.values()) if case.rtl.load_stall else 0
-    return {"workload": case.description.split(" 1f1b")[0], "fabric": case.fabric,
+    return {"workload": f"{case.description.split(' 1f1b')[0]}, K = {case.scale:g}", "fabric": case.fabric,
             "collectives": len(case.request) if isinstance(case.request, list) else int(case.request is not None),
             "model_iteration": model["iteration_cycles"], "rtl_iteration": rtl["iteration_cycles"],
             "iteration_ratio": rtl["iteration_cycles"] / model["iteration_cycles"],
@@ -74,7 +78,7 @@ def _ratio(value) -> str:
 
 
 _COLUMNS = (
-    Column("iteration (serialised, K)", "workload"), Column("fabric", "fabric"),
+    Column("iteration (serialised, scale K)", "workload"), Column("fabric", "fabric"),
     Column("collectives / NPU", "collectives", rule="---:"),
     Column("model cycles", "model_iteration", ".1f", rule="---:"),
     Column("RTL cycles", "rtl_iteration", rule="---:"), Column("RTL/model", "iteration_ratio", _ratio, rule="---:"),

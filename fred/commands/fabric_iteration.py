@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
                         help="instead of one case: every case of the iteration table "
-                             "(studies.iteration_table.ITERATION_CASES) at --scale, written into "
-                             "--output (make fabric-iteration)")
+                             "(studies.iteration_table.ITERATION_CASES; at --scale unless the case "
+                             "names its own), written into --output (make fabric-iteration)")
     parser.add_argument("--output", default="docs/fabric_validation.md",
                         help="with --table: the Markdown file whose fabric-iteration block is "
                              "replaced (default docs/fabric_validation.md)")
@@ -114,8 +114,8 @@ def _table(args) -> int:
     # every case is validated and modelled before the first build
     cases = [build_iteration_case(fabric=fabric, workload=get_workload(workload), platform=model_platform(args),
                                   strategy=parse_strategy(strategy), samples_per_dp=args.samples_per_dp,
-                                  scale=args.scale, characterization=args.characterization)
-             for workload, strategy, fabrics in ITERATION_CASES for fabric in fabrics]
+                                  scale=scale or args.scale, characterization=args.characterization)
+             for workload, strategy, fabrics, scale in ITERATION_CASES for fabric in fabrics]
     rows = []
     for case in cases:
         run_iteration_case(case)
