@@ -209,7 +209,8 @@ def collective_requests(ranks: dict, traces: dict, *, flit_bytes: int) -> list[F
 def collective_request(ranks: dict, traces: dict, *, flit_bytes: int) -> FabricRequest | None:
     """The fabric request of the traces' collective (None if no NPU has one): for each rank
     holding it, its group (and root) from the node in ``ranks`` (rank -> nodes); the groups
-    must be disjoint or equal (concurrent collectives of one op) and the bytes the same. Size:
+    must be disjoint or equal (concurrent collectives of one op) and the bytes of one run (a
+    repeated node holds bytes x repeat) the same. Size:
     whole flits, ``ceil(bytes / flit_bytes)`` (the model moves whole flits too)."""
     ids = {t.collective for t in traces.values() if t.collective is not None}
     if not ids:
@@ -231,7 +232,7 @@ def _request(ranks: dict, traces: dict, node_id: int, flit_bytes: int) -> Fabric
             raise FredError(f"rank {rank}: collective node {node_id} ({node.name}) names no group "
                             f"holding the rank")
         ops.add(node.fred_op or node.op)
-        sizes.add(node.size)
+        sizes.add(node.size / node.repeat)       # the export writes a repeated collective's bytes x repeat
         groups[members] = node.root
     if len(ops) > 1 or len(sizes) > 1:
         raise FredError(f"collective node {node_id}: the NPUs disagree on its op or size "
