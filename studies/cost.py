@@ -44,6 +44,7 @@ from hdl.contracts.characterization import read_characterization
 from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import (InputModel, NonNegativeInt, NonNegativeNumber, PositiveInt, PositiveNumber,
                                         UnitFraction, validate_input)
+from sysmodel.model_cache import current
 from sysmodel.platform import GB, Platform
 from sysmodel.switch_timing import SwitchTiming
 from sysmodel.toml_file import read_config_toml
@@ -232,7 +233,12 @@ def _characterization(platform: Platform):
         raise FredError(f"the design-space sweep reads switch timing and cells per chiplet size "
                         f"from the platform's characterization file, but its switch timing came "
                         f"from {source!r}, which is not a file")
-    return read_characterization(source)
+    # a design-space sweep asks for it once per design and cost (hundreds of times per
+    # command): the 0.3 MB file is read and validated once while it is unchanged on disk
+    path = Path(source).resolve()
+    stat = path.stat()
+    return current().characterizations.get_or_make((source, str(path), stat.st_mtime_ns, stat.st_size),
+                                                   lambda: read_characterization(source))
 
 
 def _summary(document: dict, ports: int, middle: int, source: str) -> dict:

@@ -16,8 +16,8 @@ from pathlib import Path
 from studies.fabric_validation import FabricValidation, FabricValidationRow
 from studies.report import Column, Markdown, replace_marked_block
 
-__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "mesh_validation_row",
-           "speedup_rows", "mesh_markdown_block", "write_mesh_validation"]
+__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "IO_CASE", "mesh_validation_row",
+           "fred_io_model_cycles", "speedup_rows", "mesh_markdown_block", "write_mesh_validation"]
 
 #: (label, request arguments of ``studies.mesh_case.build_mesh_case``): the labels are the
 #: FRED cases' (``studies.fabric_validation.CASES``), so the speedup table pairs them
@@ -40,7 +40,13 @@ PAPER_SPEEDUP = {
     "MP2-DP5-PP2 MP all-reduce": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
     "MP2-DP5-PP2 DP all-reduce": {"fred-a": 0.5, "fred-b": 1.6, "fred-c": 4.0, "fred-d": 6.4},
     "MP2-DP5-PP2 PP multicast": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
+    # I/O (FRED.md sec. 1 and Table "GPT-3"): the mesh's hottest link needs (2 x 5 - 1) x 128 =
+    # 1,152 GBps and has 750, so its controllers stream at 750 / 1,152 = 0.65 of FRED's 128 GBps
+    "wafer io-load": {f: 1152 / 750 for f in ("fred-a", "fred-b", "fred-c", "fred-d")},
 }
+#: The I/O case: its FRED side is modelled only (:func:`fred_io_model_cycles`): the FRED RTL's I/O
+#: ops give each group one controller, the mesh's io-load streams from all 18 at once
+IO_CASE = "wafer io-load"
 
 
 def mesh_validation_row(label: str, case) -> FabricValidationRow:
@@ -56,19 +62,49 @@ def mesh_validation_row(label: str, case) -> FabricValidationRow:
         flits_checked=int(rtl.program.recv_total), cycles_per_s=float(rtl.cycles_per_s))
 
 
-def speedup_rows(rows) -> list[dict]:
+def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
+                         characterization=None) -> float | None:
+    """The model's cycles for weight streaming ``size_flits`` to every NPU from ``controllers``
+    I/O controllers (each a stripe) on the platform of the ``fabric`` RTL with that many
+    controllers (``sysmodel.fabric_model``: controller k on L1 k mod 5, at 128 GBps); None when
+    the characterization lacks the L1 switch that platform needs (Fred-C/D's Fred_3(12) int32:
+    4 NPUs, 4 uplinks and 4 controllers)."""
+    from dataclasses import replace
+
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import fabric_spec, make_request
+    from sysmodel.fabric_model import model_cycles
+    spec = replace(fabric_spec(fabric), io_controllers=controllers)
+    # the model stripes an io-broadcast's group over every controller of the platform
+    request = make_request(spec, op="io-broadcast", size_flits=size_flits, group="wafer")
+    try:
+        return model_cycles(spec, request, characterization=characterization).cycles
+    except FredError as error:
+        if "has no measured" not in str(error):
+            raise
+        return None
+
+
+def speedup_rows(rows, *, characterization=None) -> list[dict]:
     """For every mesh row with Fred-X rows of the same case and size among ``rows``: the mesh
     cycles over each Fred-X's, in RTL and in the model, beside the paper's
-    (:data:`PAPER_SPEEDUP`; None where the paper has no figure)."""
+    (:data:`PAPER_SPEEDUP`; None where the paper has no figure). The I/O case (:data:`IO_CASE`)
+    has no Fred-X RTL: its cells are (None, the model's ratio or None, the paper's) for every
+    Fred-X of ``rows`` (all four when ``rows`` has none)."""
     fred = {(r.fabric, r.case, r.size_flits): r for r in rows if r.fabric != "mesh"}
+    fabrics = sorted({f for f, _, _ in fred}) or sorted(PAPER_SPEEDUP[IO_CASE])
     out = []
     for mesh in (r for r in rows if r.fabric == "mesh"):
         cells = {}
-        for fabric in sorted({f for f, _, _ in fred}):
+        for fabric in fabrics:
             other = fred.get((fabric, mesh.case, mesh.size_flits))
             if other is not None:
                 cells[fabric] = (mesh.rtl_cycles / other.rtl_cycles, mesh.model_cycles / other.model_cycles,
                                  PAPER_SPEEDUP.get(mesh.case, {}).get(fabric))
+            elif mesh.case == IO_CASE:
+                model = fred_io_model_cycles(fabric, mesh.size_flits, characterization=characterization)
+                cells[fabric] = (None, None if model is None else mesh.model_cycles / model,
+                                 PAPER_SPEEDUP[IO_CASE][fabric])
         if cells:
             out.append({"case": mesh.case, "size_flits": mesh.size_flits, "mesh_rtl": mesh.rtl_cycles,
                         "speedups": cells})
@@ -89,13 +125,13 @@ _COLUMNS = (
 
 
 def _speedup_cell(cell) -> str:
-    rtl, model, paper = cell
-    return f"{rtl:.2f} / {model:.2f} / " + ("-" if paper is None else f"{paper:g}")
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in cell)
 
 
-def mesh_markdown_block(result: FabricValidation) -> str:
-    """The block between the mesh markers: the run, the agreement, the mesh table and, when the
-    run had Fred-X rows too, the speedup table (RTL / model / paper per Fred-X)."""
+def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> str:
+    """The block between the mesh markers: the run, the agreement, the mesh table and the
+    speedup table (RTL / model / paper per Fred-X: the Fig. 9 cases when the run had Fred-X
+    rows too, the I/O case's model and paper ratios always)."""
     mesh = [r for r in result.cases if r.fabric == "mesh"]
     within = sum(r.within for r in mesh)
     worst = max(mesh, key=lambda r: abs(r.ratio - 1))
@@ -105,27 +141,37 @@ def mesh_markdown_block(result: FabricValidation) -> str:
         f"{result.tolerance:.0%}; the worst is {worst.case} at {worst.size_flits} flits "
         f"(RTL/model {worst.ratio:.3f}).")
     doc.table(_COLUMNS, mesh)
-    speedups = speedup_rows(result.cases)
+    if not any(r.fabric != "mesh" for r in result.cases):
+        doc.paragraph("No Fred-X rows in this run: `fred fabric-validate` with the FRED fabrics "
+                      "as well writes the speedups measured in RTL here.")
+    speedups = speedup_rows(result.cases, characterization=characterization)
     fabrics = sorted({f for s in speedups for f in s["speedups"]})
     if speedups:
         doc.paragraph("Speedups over the mesh, mesh cycles / Fred-X cycles: **RTL** (both sides "
                       "measured in this run) / **model** (each on the platform of its RTL) / "
-                      "**paper** (Fig. 9).")
+                      "**paper** (Fig. 9; I/O: 1,152 / 750, the paper's hotspot).")
         columns = (Column("case", "case"), Column("flits", "size_flits", rule="---:"),
                    Column("mesh RTL cycles", "mesh_rtl", rule="---:"),
                    *(Column(f"{f} RTL / model / paper",
                             (lambda s, f=f: _speedup_cell(s["speedups"][f]) if f in s["speedups"] else "-"))
                      for f in fabrics))
         doc.table(columns, speedups)
-    else:
-        doc.paragraph("No Fred-X rows in this run: `fred fabric-validate` with the FRED fabrics "
-                      "as well writes the speedups measured in RTL here.")
+    if any(s["case"] == IO_CASE for s in speedups):
+        doc.paragraph(f"{IO_CASE}: no Fred-X RTL figure. The FRED RTL's I/O ops (packet fabric, "
+                      "`io-broadcast` / `io-reduce`) give each group one controller; the mesh's "
+                      "weight streaming is 18 controllers at once, each a stripe to every NPU. "
+                      "The model's ratio is the mesh model over the model of the Fred-X RTL's "
+                      "platform with 18 controllers (controller k on L1 k mod 5); '-' where the "
+                      "characterization has no L1 switch for that platform (Fred-C/D: Fred_3(12) "
+                      "int32).")
     doc.blank().raw(MESH_END)
     return "\n".join(doc.lines)
 
 
-def write_mesh_validation(result: FabricValidation, output: Path) -> None:
+def write_mesh_validation(result: FabricValidation, output: Path, *, characterization=None) -> None:
     """The mesh block in ``output`` (between its markers, keeping the text around them; the
-    document is created if missing)."""
-    replace_marked_block(output, MESH_BEGIN, MESH_END, mesh_markdown_block(result),
+    document is created if missing); ``characterization``: the switch timings the run's model
+    used (the I/O case's Fred-X model ratios)."""
+    replace_marked_block(output, MESH_BEGIN, MESH_END,
+                         mesh_markdown_block(result, characterization=characterization),
                          new_document_head="# The fabric RTL against the system model\n\n")

@@ -24,9 +24,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numba.np.linalg
 from numba import njit
 
 from hdl.contracts.errors import FredError
+
+
+def _import_numba_arraymath_without_scipy() -> None:
+    """Import numba's NumPy support (``numba.np.arraymath``, which loading or compiling any
+    function imports) without its BLAS probe: at import it calls ``ensure_blas()``, which
+    imports ``scipy.linalg`` (0.13 s unloaded, up to 0.45 s on a loaded machine, in every
+    process that runs an engine) only to decide whether ``np.dot`` of two vectors inside
+    compiled code may call BLAS. The loop below has no ``np.dot``; without the probe numba
+    takes its own loop for such products. The probe is restored at once, so anything in the
+    process that asks for linear algebra later still gets it (and scipy then)."""
+    import importlib
+    import sys
+    probe = getattr(numba.np.linalg, "ensure_blas", None)
+    if "numba.np.arraymath" in sys.modules or probe is None:   # imported already, or another numba
+        return
+
+    def no_blas():
+        raise ImportError("BLAS probe skipped (sysmodel.engine_compiled)")
+    numba.np.linalg.ensure_blas = no_blas
+    try:
+        importlib.import_module("numba.np.arraymath")
+    finally:
+        numba.np.linalg.ensure_blas = probe
+
+
+_import_numba_arraymath_without_scipy()
 
 __all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS"]
 
@@ -74,7 +101,27 @@ def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np
         raise FredError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
-                g.links, g.share, g.n_links, g.priority, g.preempt_s, memo_rows)
+                g.links, g.share, g.n_links, g.priority, g.preempt_s, *_memo_tables(memo_rows))
+
+
+#: memo_rows -> the rate memo's arrays, allocated once per process and emptied by each run.
+#: Why kept: the stores (1 MB at 4,096 rows) are above glibc's threshold for serving an
+#: allocation from fresh mapped pages, so allocating them per run cost a page fault per page
+#: touched -- 0.25 ms of a 0.65 ms Transformer-17B run -- unless some earlier large free had
+#: raised that threshold (importing scipy did).
+_MEMO_TABLES: dict[int, tuple] = {}
+
+
+def _memo_tables(rows: int) -> tuple:
+    """The rate memo of :func:`_memo_rates` for ``rows`` table rows (a power of two; up to half
+    as many sets kept): the (hash, start, length) table, the stores of codes and rates (16 per
+    row, read only where this run wrote them) and (codes used, sets kept); :func:`_run` empties
+    the table and the counts."""
+    tables = _MEMO_TABLES.get(rows)
+    if tables is None:
+        tables = _MEMO_TABLES[rows] = (np.zeros((rows, 3), dtype=np.int64), np.zeros(16 * rows, dtype=np.int64),
+                                       np.zeros(16 * rows), np.zeros(2, dtype=np.int64))
+    return tables
 
 
 def warm_up() -> tuple[float, bool]:
@@ -232,7 +279,7 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
 def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column):
     """:func:`_rates`, memoised over repeated sets of active transfers: transfers with the same
     code (entry and level) have the same rate, so a set is named by its sorted codes, and its
-    rates are kept in that order. ``memo`` (:func:`_new_memo`): an open-addressing table of
+    rates are kept in that order. ``memo`` (:func:`_memo_tables`): an open-addressing table of
     (hash, start, length) rows into flat stores of codes and rates; a full table or store
     stops keeping new sets (they are computed every time)."""
     index, codes_kept, rates_kept, fill = memo
@@ -272,14 +319,6 @@ def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, lin
 
 
 @njit(cache=True)
-def _new_memo(rows):
-    """An empty rate memo for :func:`_memo_rates`: ``rows`` table rows (a power of two; up to
-    half as many sets kept), 16 codes and rates per row, (codes used, sets kept)."""
-    return (np.zeros((rows, 3), dtype=np.int64), np.zeros(16 * rows, dtype=np.int64),
-            np.zeros(16 * rows), np.zeros(2, dtype=np.int64))
-
-
-@njit(cache=True)
 def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp):
     """Whether a transfer of a lower level than ``tid``'s is active on a link ``tid`` uses
     (``mark``: per link, scratch stamps; ``stamp`` is new for this call)."""
@@ -298,7 +337,8 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp):
 
 @njit(cache=True)
 def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, queue, first_tries,
-         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, memo_rows):
+         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s,
+         memo_index, memo_codes, memo_rates, memo_fill):
     """The event loop (module docstring); returns (start, end, head, done). The per-task path
     (a task ends, its resources start their next tasks) is written out in this one function:
     numba reference-counts the arrays passed to a function it calls, which costs more than the
@@ -321,7 +361,9 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     ready = np.empty(max(n_res, first_tries.shape[0]) + 1, dtype=np.int64)
     # rates memoised per set of active transfers, named by their sorted codes (entry, level)
     code = entry * (level.max() - level.min() + 1) + (level - level.min())
-    memo = _new_memo(memo_rows)
+    memo_index[:, :] = 0      # the memo (see _memo_tables): emptied, its stores overwritten
+    memo_fill[:] = 0
+    memo = (memo_index, memo_codes, memo_rates, memo_fill)
     n_heap, n_act, done = 0, 0, 0
     now, t_rates, t_flow, first, limit = 0.0, 0.0, np.inf, -1, -1.0
     changed = False

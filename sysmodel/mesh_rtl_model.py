@@ -5,7 +5,10 @@ fabric's platform (``sysmodel.fabric_model.fabric_platform``: its clock and flit
 links of one flit per cycle each way) with the mesh of the spec: ``rows`` x ``cols``, links of
 ``link_rate`` flits per cycle (750 GBps beside the NPU's 3 TBps is 1/4), and a hop latency of
 what a flit spends per hop in the RTL: the wire's ``link_latency`` plus the router's
-(``hdl.contracts.mesh.router_latency``), no I/O controllers. :func:`mesh_model_cycles` gives
+(``hdl.contracts.mesh.router_latency``), a forwarding member's latency of its own router, its
+engine port's ejection and its engine (``npu_receive_cycles`` + ``engine_forward_cycles``: a
+link's latency counts the router a flit enters, not the destination's ejection through its
+router and engine port), no I/O controllers. :func:`mesh_model_cycles` gives
 the model's cycles for the all-reduce the RTL runs, with the model's own algorithm choice.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hdl.contracts.fabric import engine_forward_cycles, fabric_spec
-from hdl.contracts.mesh import MeshFabricSpec, router_latency
+from hdl.contracts.mesh import MeshFabricSpec, npu_receive_cycles, router_latency
 from hdl.contracts.mesh_io import MeshIoSpec
 from sysmodel.collectives import Collective, build_network, evaluate, mesh_2d_split, rectangle
 from sysmodel.fabric_model import fabric_platform
@@ -35,7 +38,8 @@ def mesh_platform(spec: MeshFabricSpec, *, characterization=None) -> Platform:
     return replace(base, name="rtl-mesh", mesh_rows=spec.rows, mesh_cols=spec.cols,
                    mesh_link_gbps=npu_gbps * a / b,
                    link_latency_ns=(spec.link_latency + router_latency()) * cycle_ns,
-                   forward_latency_ns=engine_forward_cycles(spec.dtype) * cycle_ns,
+                   # a member's receive and send on: its own router and engine port, then the engine
+                   forward_latency_ns=(npu_receive_cycles() + engine_forward_cycles(spec.dtype)) * cycle_ns,
                    io_controllers=0)
 
 

@@ -83,6 +83,9 @@ class ModelCache:
         "workloads": (None, "preset name -> Workload (files given by path are read every time)"),
         "platforms": (64, "(platform file, characterization file, compute scale) -> Platform"),
         "design_platforms": (4096, "(platform, FabricDesign) -> the design's Platform (studies.dse)"),
+        "characterizations": (64, "(characterization file as named, its resolved path, mtime in ns, size) "
+                                  "-> the validated Characterization (studies.cost; a file changed on "
+                                  "disk is read again)"),
     }
 
     networks: Memo
@@ -95,6 +98,7 @@ class ModelCache:
     workloads: Memo
     platforms: Memo
     design_platforms: Memo
+    characterizations: Memo
 
     def __init__(self):
         for name, (bound, _) in self.CACHES.items():

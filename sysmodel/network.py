@@ -48,6 +48,7 @@ class Network:
         # model's cache keeps: sysmodel/model_cache.py); keyed by node ids of this network only
         self.path = lru_cache(maxsize=None)(self._path)
         self._ports: dict[int, dict[int, int]] = {}
+        self._route_latency: dict[tuple[int, ...], float] = {}   # route (link ids) -> latency
 
     # -- construction ------------------------------------------------------------------------
     def add_node(self, name: str, kind: str, latency_s: float = 0.0) -> int:
@@ -109,9 +110,20 @@ class Network:
             raise AssertionError(f"route {nodes} uses a missing link {exc}") from None
 
     def path_latency(self, links) -> float:
-        """Wire latency of the links plus the latency of every node passed through."""
+        """Wire latency of the links plus the latency of every node passed through. A route
+        as :meth:`path` gives it (a tuple) is summed once per network: collectives ask for the
+        same routes' latencies thousands of times (the same value each time: the sum is a
+        function of the tuple)."""
         if not links:
             return 0.0
+        if type(links) is tuple:
+            latency = self._route_latency.get(links)
+            if latency is None:
+                latency = self._route_latency[links] = self._links_latency(links)
+            return latency
+        return self._links_latency(links)
+
+    def _links_latency(self, links) -> float:
         links = list(links)
         through = self.link_dst[links[:-1]]
         return float(self.link_latency[links].sum() + self.node_latency[through].sum())

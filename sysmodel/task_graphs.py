@@ -350,11 +350,12 @@ class _StationaryPipeline:
         return "send", resource, d, npu, block
 
     def _fast(self, compute_s, d, with_mp) -> bool:
-        """Whether a layer's tasks may skip :meth:`StageEngine.add`: not the serialised mode,
-        an engine that keeps StageEngine's add(), and durations add() would accept."""
+        """Whether a layer's tasks may skip :meth:`StageEngine.add`: an engine that keeps
+        StageEngine's add(), and durations add() would accept. The serialised mode too: a
+        layer's compute and MP tasks depend on the same tasks in it (its MP blocks compute in
+        both modes), and :meth:`StageEngine.layer_block` makes the send block compute."""
         eng = self.eng
-        return not (eng.blocking or type(eng).add is not StageEngine.add or compute_s < 0
-                    or (with_mp and d.time_s < 0))
+        return not (type(eng).add is not StageEngine.add or compute_s < 0 or (with_mp and d.time_s < 0))
 
     def _add_layer(self, s, kind, i, layer, prev, tag="") -> tuple[int, int]:
         """``layer``'s compute task and its MP all-reduces (blocking the stage's compute);
@@ -516,14 +517,17 @@ class _StreamingPasses:
         rep, on_compute, on_mp = self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp")
         with_mp = d > 0
         source = ("layer", layer, backward)
-        fast = not eng.blocking and type(eng).add is StageEngine.add and compute_s >= 0 \
-            and not (with_mp and d.time_s < 0)
+        # the compute and MP tasks add() would add, in either mode (the MP task blocks compute
+        # in both); blocks only when communication does not block compute (their spill skips
+        # the serialised mode's bookkeeping)
+        fast = type(eng).add is StageEngine.add and compute_s >= 0 and not (with_mp and d.time_s < 0)
         # a block costs about what adding three or four tasks one by one does: it pays for
         # itself with two tasks or more per microbatch (MP or a hand-over) and a few microbatches
-        if fast and m >= 4 and (with_mp or hand_over):
+        if fast and not eng.blocking and m >= 4 and (with_mp or hand_over):
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
         else:
+            spill = self._spill(layer, backward, fast)
             for i in range(m):
                 name = f"{kind}{i} {layer.name}"
                 if fast:   # the two tasks add() would add (see StageEngine.add_layer)
@@ -533,7 +537,10 @@ class _StreamingPasses:
                     t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
                     prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
                                       category="mp", npu=rep, block=True) if with_mp else t
-                if self.plan.memory.offload and not backward:
+                if spill is not None:   # the task add() adds: on the wafer-wide channel, after t
+                    eng._append(f"spill {layer.name} {i}", "io.out", spill.time_s, (t,), "io", None,
+                                spill.loads, spill.bw, None)
+                elif self.plan.memory.offload and not backward:
                     eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                             [t], category="io", stage=s)
                 if hand_over:
@@ -560,15 +567,30 @@ class _StreamingPasses:
                 send = (f"send to s{dst}", stage_resource(s, "pp"), d, self.plan.representative(s),
                         not self.plan.platform.pp_overlap)
         block = eng.layer_block([run], send)
+        spill_time = self._spill(layer, backward, True) if spill else None
         for i in range(self.plan.microbatches):
             prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
-            if spill:   # the spill add() adds: on the wafer-wide channel, after the compute task
+            if spill_time is not None:   # the spill add() adds: on the wafer-wide channel, after the compute task
+                eng._append(f"spill {layer.name} {i}", "io.out", spill_time.time_s,
+                            (prev[i] - block.last + block.last_compute,), "io", None,
+                            spill_time.loads, spill_time.bw, None)
+            elif spill:
                 Engine.add(eng, f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                            (prev[i] - block.last + block.last_compute,), category="io")
             if send is not None:
                 prev[i] += 1   # the block's hand-over, after the layer's last task
             elif following is not None:
                 prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _spill(self, layer, backward: bool, fast: bool):
+        """The time of each microbatch's activation spill of ``layer`` (with offload, in the
+        forward), timed once for the layer's microbatches when the builder may append it
+        without :meth:`StageEngine.add` (``fast``, communication not blocking compute, the
+        timer memoising, a duration add() accepts); else None (add() adds each spill)."""
+        if backward or not self.plan.memory.offload or not fast or self.eng.blocking or not self.comm.memoised:
+            return None
+        spill = self.comm.spill(layer, "io-write")
+        return spill if hasattr(spill, "time_s") and spill.time_s >= 0 else None
 
     def _hand_over(self, layer, following: int, backward: bool) -> tuple[int, float]:
         """(destination stage, bytes) of a microbatch's hand-over from ``layer`` to ``following``."""

@@ -77,7 +77,7 @@ def run(args) -> int:
             write_fabric_validation(summarise(fred_rows, summary.command), output, plot)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
-            write_mesh_validation(summary, output)
+            write_mesh_validation(summary, output, characterization=args.characterization)
         summary = replace(summary, output=args.output, plot=str(plot) if fred_rows else None)
     if args.json:
         print_json(to_json_dict(summary))

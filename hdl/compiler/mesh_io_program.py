@@ -39,12 +39,15 @@ def tree_children(spec: MeshIoSpec) -> list[list[tuple[int, ...]]]:
 
 def tree_flits(spec: MeshIoSpec, stripe_flits: int, mode: str) -> list[int]:
     """Flits of each tree when every controller streams ``stripe_flits`` in ``mode``
-    (``tree-split``: flits alternate X-Y, Y-X, the X-Y tree taking the odd one)."""
+    (``tree-split``: flits alternate between the two trees, the odd one on the X-Y tree of an
+    even controller and on the Y-X tree of an odd one: ``hdl.designs.mesh.io_controller``)."""
     if mode not in IO_MODES:
         raise FredError(f"unknown I/O mode {mode!r}; expected one of {', '.join(IO_MODES)}")
     share = {"tree-xy": (stripe_flits, 0), "tree-yx": (0, stripe_flits),
              "tree-split": ((stripe_flits + 1) // 2, stripe_flits // 2)}[mode]
-    return [share[t % 2] for t in range(spec.trees)]
+    # tree t = 2 k + vc; on the split trees an odd controller k starts on the Y-X tree
+    first = [k % 2 if mode == "tree-split" else 0 for k in range(spec.controllers)]
+    return [share[(vc + first[k]) % 2] for k in range(spec.controllers) for vc in (0, 1)]
 
 
 def link_stripes(spec: MeshIoSpec, mode: str) -> dict[tuple[int, int], float]:

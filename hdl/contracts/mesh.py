@@ -25,7 +25,8 @@ from hdl.contracts.npu_engine import ENGINE_STAGES
 
 __all__ = ["LOCAL", "NORTH", "EAST", "SOUTH", "WEST", "PORT_NAMES", "MESH_PORTS", "XY", "YX",
            "VC_ORDERS", "MESH_VCS", "MeshFlitFormat", "route_port", "route_hops",
-           "check_router_parameters", "check_link_rate", "router_latency", "PORT_REGS",
+           "check_router_parameters", "check_link_rate", "router_latency", "EJECTION_LATENCY",
+           "npu_receive_cycles", "PORT_REGS",
            "ENGINE_WORD_BITS", "STAGE_BITS", "MESH_DTYPES", "MeshFabricSpec"]
 
 #: Port numbers of a router: the local NPU and the four neighbours.
@@ -42,6 +43,9 @@ OPPOSITE = {NORTH: SOUTH, SOUTH: NORTH, EAST: WEST, WEST: EAST}
 #: Cycles from a flit on a router's input link to it on the output link, uncontended and with
 #: credits: one to write the input FIFO, one through the allocator into the output register.
 ROUTER_LATENCY = 2
+#: Cycles from a flit on the router's local output to it at the engine
+#: (``hdl.designs.mesh.engine_port.EnginePort``: its per-stage ``fifo.SyncFIFOBuffered``).
+EJECTION_LATENCY = 2
 
 
 def _check_int(name: str, value, low: int, high: int | None = None) -> None:
@@ -149,6 +153,15 @@ def check_link_rate(rate) -> tuple[int, int]:
             and not isinstance(b, bool) and 0 < a <= b):
         raise FredError(f"a link rate (a, b) needs integers 0 < a <= b, got {rate!r}")
     return a, b
+
+
+def npu_receive_cycles() -> int:
+    """Cycles a flit spends arriving at an NPU engine beyond its links: the NPU's own router,
+    which a link's latency (wire + the router it enters) does not count at the destination, and
+    the engine port's ejection (:data:`EJECTION_LATENCY`). With the wire (1) and the routers
+    passed (2 each) a neighbour hop is 1 + 2 + 4 = 7 cycles, 8 with the engine's forward
+    (measured: tests/hdl/designs/test_mesh_fabric_sim.py)."""
+    return ROUTER_LATENCY + EJECTION_LATENCY
 
 
 def router_latency() -> int:

@@ -152,3 +152,16 @@ def test_help_lines_read_without_import_match_the_modules():
     from fred.cli import _help_text, _load
     for name in COMMANDS:
         assert _help_text(name) == _load(name).HELP
+
+
+def test_main_collects_young_garbage_less_often(capsys):
+    """The command line raises the young generation's collection threshold (fred.cli,
+    YOUNG_COLLECTION_THRESHOLD) and keeps the older generations' settings."""
+    import gc
+    from fred.cli import YOUNG_COLLECTION_THRESHOLD
+    before = gc.get_threshold()
+    try:
+        assert main(["verilog", "--list", "--json"]) == 0
+        assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *before[1:])
+    finally:
+        gc.set_threshold(*before)

@@ -200,3 +200,21 @@ def test_designs_of_the_same_area_but_for_rounding_tie_and_the_faster_is_the_che
     rows = [{"design": d.name, "strategy": "MP1-DP20-PP1", "feasible": True, "time_per_sample_s": times[d.name],
              "time_s": times[d.name] * 800, "exposed_comm_s": 0.0} for d in designs]
     assert summarise(rows, designs, P, COST).reference.cheapest_within == five.name
+
+
+def test_the_characterization_is_read_once_while_unchanged_on_disk(tmp_path):
+    """A sweep asks for the characterization once per design: it is read once, and read again
+    when the file changes (its cost figures with it)."""
+    from studies.cost import _characterization
+    from sysmodel.model_cache import ModelCache, using
+    path = tmp_path / "characterization.json"
+    path.write_text(open(P.switch.source).read())
+    platform = replace(P, switch=replace(P.switch, source=str(path)))
+    with using(ModelCache()):
+        first = _characterization(platform)
+        assert _characterization(platform) is first
+        doc = json.loads(path.read_text())
+        doc["summaries"] = doc["summaries"][:1]
+        path.write_text(json.dumps(doc))
+        again = _characterization(platform)
+        assert again is not first and len(again.document["summaries"]) == 1

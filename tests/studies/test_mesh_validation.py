@@ -69,3 +69,24 @@ def test_block_goes_between_its_markers_only(tmp_path):
     assert "**1/2 cases** agree within 5%; the worst is wafer all-reduce at 4000 flits" in text
     assert "| 18870 | 1.179 **!** |" in text
     assert "| wafer all-reduce | 4000 | 18870 | 1.24 / 1.05 / 1.25 |" in text
+
+
+def test_fred_io_model_is_the_uplink_bound_by_hand():
+    """Fred-B with 18 controllers (4, 4, 4, 3, 3 on the five L1s), 4014 flits per NPU = 223-flit
+    stripes: L1 3's one uplink (1/2 flit per cycle) carries down the stripes of the 15
+    controllers on the other L1s, 15 x 223 = 3,345 flits = 6,690 cycles, plus the hops."""
+    from studies.mesh_validation import fred_io_model_cycles
+    cycles = fred_io_model_cycles("fred-b", 4014)
+    assert 2 * 15 * 223 <= cycles < 2 * 15 * 223 + 100
+
+
+def test_the_io_case_gets_model_and_paper_speedups_without_fred_rtl():
+    from studies.mesh_validation import IO_CASE, fred_io_model_cycles
+    rows = [row("mesh", IO_CASE, 4014, 7606.0, 7700), row("fred-b", "wafer all-reduce", 4014, 8033.0, 8032)]
+    (io,) = speedup_rows(rows)
+    rtl, model, paper = io["speedups"]["fred-b"]
+    assert rtl is None and paper == pytest.approx(1152 / 750)
+    assert model == pytest.approx(7606.0 / fred_io_model_cycles("fred-b", 4014))
+    # no Fred-X rows at all: the four variants' model and paper ratios
+    (io,) = speedup_rows(rows[:1])
+    assert sorted(io["speedups"]) == ["fred-a", "fred-b", "fred-c", "fred-d"]

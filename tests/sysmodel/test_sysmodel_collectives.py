@@ -400,3 +400,16 @@ def test_io_on_a_platform_without_controllers_is_an_error_naming_it(fabric, op):
     no_io = dataclasses.replace(default_platform(), io_controllers=0)
     with pytest.raises(FredError, match="needs I/O controllers; the platform has none"):
         evaluate(no_io, fabric, [Collective(op, tuple(range(no_io.npus)), 1e6)])
+
+
+@pytest.mark.parametrize("fabric", ["mesh", "fred-d"])
+def test_a_routes_latency_is_summed_once_and_equals_the_sum_of_its_links(fabric):
+    """path_latency keeps a route's (a tuple's) latency per network; a list or set of links is
+    summed each time; both equal the wire latencies plus the nodes passed through."""
+    net = build_network(P, fabric)
+    route = net.path(0, P.npus - 1)
+    by_hand = float(sum(net.link_latency[l] for l in route) +
+                    sum(net.node_latency[net.link_dst[l]] for l in route[:-1]))
+    assert net.path_latency(route) == pytest.approx(by_hand, rel=1e-12)
+    assert net._route_latency[route] == net.path_latency(route) == net.path_latency(list(route))
+    assert net.path_latency(()) == 0.0

@@ -190,11 +190,12 @@ def _megatron_case(pp_overlap: bool):
     return cluster_platform().scaled(npus=case.gpus, pp_overlap=pp_overlap), FABRIC, wl
 
 
-def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
+def assert_same_graph(platform, fabric, workload, strategy=None, *, blocking=False, **plan_args):
     """The fast path's builders (blocks of tasks appended at once, communication timed once)
     add the graph the general path adds task by task through ``add()`` (which an engine that
     overrides ``add`` makes every builder take), with every communication task timed anew:
-    the same tasks, names, resources, dependencies, categories, NPUs and durations."""
+    the same tasks, names, resources, dependencies, categories, NPUs and durations.
+    ``blocking``: the serialised mode (every communication task blocks its stage's compute)."""
     from sysmodel.iteration_plan import plan_iteration
     from sysmodel.task_graphs import StageEngine
     from sysmodel.training import build_task_graph, link_priority
@@ -205,7 +206,7 @@ def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
 
     graphs = []
     for engine, memo in ((StageEngine, True), (GeneralPathEngine, False)):
-        eng = engine(blocking=False, **link_priority(platform, fabric))
+        eng = engine(blocking=blocking, **link_priority(platform, fabric))
         build_task_graph(eng, plan_iteration(platform, workload, strategy, **plan_args), fabric, memo=memo)
         graphs.append(eng.tasks)
     fields = ("name", "resource", "deps", "category", "npu")
@@ -217,9 +218,10 @@ def assert_same_graph(platform, fabric, workload, strategy=None, **plan_args):
 @pytest.mark.parametrize("pp_overlap", [False, True])
 def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
     """A pass over a stage's layers and its send appended as one block: the reference path's
-    graph and iteration, with blocking and with overlapped sends."""
+    graph and iteration, with blocking and with overlapped sends, and in the serialised mode."""
     platform, fabric, wl = _megatron_case(pp_overlap)
     assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches)
+    assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches, blocking=True)
     fast = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches)
     ref = simulate_iteration(platform, fabric, wl, microbatches=wl.microbatches, reference=True)
     assert_same_iteration(fast, ref)
@@ -228,8 +230,20 @@ def test_interleaved_megatron_pipeline_equals_the_reference_path(pp_overlap):
 @pytest.mark.parametrize("pp_overlap", [False, True])
 def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
     """Weight streaming's microbatch blocks (a layer's compute, MP and hand-over appended at
-    once) with blocking and with overlapped hand-overs: the reference path's graph."""
+    once) with blocking and with overlapped hand-overs, and the serialised mode's layer by
+    layer tasks: the reference path's graph."""
     s = parse_strategy("MP2-DP2-PP5")
     w = get_workload("transformer-1t")
     w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
     assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40)
+    assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40, blocking=True)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_streaming_spills_equal_the_reference_graph(blocking):
+    """Transformer-1T's default run (MP1-DP20-PP1, offload: a compute task and its spill per
+    microbatch, no block) appends each spill timed once per layer: the general path's graph."""
+    from sysmodel.iteration_plan import plan_iteration
+    w = get_workload("transformer-1t")
+    assert plan_iteration(P, w, None).memory.offload
+    assert_same_graph(P, "fred-d", w, blocking=blocking)

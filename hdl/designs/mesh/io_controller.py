@@ -22,7 +22,9 @@ class IoController(wiring.Component):
     """Controller ``index`` of ``spec``: after ``start``, sends ``stripe`` flits into the
     router input it is wired to, addressed to ``dest`` (its NPU's router coordinates), on the
     VC of the tree ``mode`` picks (0 ``tree-xy``: VC 0; 1 ``tree-yx``: VC 1; 2 ``tree-split``:
-    alternating, VC 0 first). Flit ``i`` of tree ``t = 2 index + vc`` carries the word
+    alternating, VC 0 first on an even ``index``, VC 1 first on an odd one, so an odd stripe's
+    extra flits are spread over both trees' links, not all on the X-Y trees': docs/mesh_rtl.md).
+    Flit ``i`` of tree ``t = 2 index + vc`` carries the word
     ``hdl.contracts.mesh_io.io_word(i, t)`` and ``io_check(i, t)`` (the rest of the data field).
 
     Parameters: spec (:class:`MeshIoSpec`), index (controller k), dest ``(x, y)``.
@@ -58,8 +60,8 @@ class IoController(wiring.Component):
         fire = Signal()
         m.d.comb += [
             split.eq(self.mode == SPLIT),
-            # split: flit i goes to tree i % 2 as its (i // 2)-th flit
-            vc.eq(Mux(split, self.sent[0], self.mode == 1)),
+            # split: flit i goes to tree (i + index) % 2 as its (i // 2)-th flit
+            vc.eq(Mux(split, self.sent[0] ^ (self.index % 2), self.mode == 1)),
             seq.eq(Mux(split, self.sent[1:], self.sent)),
             tree.eq(2 * self.index + vc),
             self.done.eq(running & (self.sent == self.stripe)),

@@ -78,3 +78,27 @@ def test_fp16_refuses_the_three_stage_2d_all_reduce():
     spec = MeshFabricSpec(rows=2, cols=2, dtype="fp16")
     with pytest.raises(FredError, match="int32 only"):
         mesh_program(spec, [list(range(4))], 8, algorithm="hierarchical-2d")
+
+
+def test_a_neighbour_hop_takes_eight_cycles_and_the_models_platform_says_so(run_fabric_top):
+    """One flit down a chain 0 -> 1 -> 3 (east, then south on a 2 x 2 mesh): each hop is the source's
+    router (2), the wire (1), the destination's router (2), its engine port's ejection (2) and
+    the engine's forward (1) = 8 cycles, 16 for the two. The model's platform of the RTL mesh
+    (sysmodel.mesh_rtl_model.mesh_platform) charges a link the wire and one router (3) and a
+    forwarding member the rest (hdl.contracts.mesh.npu_receive_cycles + the engine's 1 = 5):
+    its chain is the flit at 1/4 flit per cycle (4), the first link (3) and one more hop of
+    max(3 + 5, 4) = 8: 15, one cycle under (the last member's own ejection is not charged)."""
+    from dataclasses import replace
+
+    from hdl.contracts.mesh import npu_receive_cycles
+    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform
+    spec = MeshFabricSpec(rows=2, cols=2, eject_depth=32, engine_buffer=32)
+    program = mesh_program(spec, [[0, 1, 3]], 1, algorithm="chain")
+    out = run(run_fabric_top, spec, program)
+    _check_clean(out, program)
+    assert out["global"]["cycles"] == 16
+    assert npu_receive_cycles() == 4
+    # the paper-sized platform, resized to this mesh (its NPU count with it)
+    platform = replace(mesh_platform(MeshFabricSpec()), npus=4, mesh_rows=2, mesh_cols=2)
+    est = mesh_model_cycles(spec, [[0, 1, 3]], 1, op="multicast", algorithm="chain", platform=platform)
+    assert est.cycles == pytest.approx(15)
