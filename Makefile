@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 XDIST  := $(if $(filter 0,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS) --dist loadfile)
 
-.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate coverage mutation formal examples load-curve asic asic-install
+.PHONY: all venv test test-quick test-full verilog lint synth clean help eval bench-sysmodel bench-router bench-verilog bench-fabric characterize fabric-validate fabric-iteration coverage mutation formal examples load-curve asic asic-install
 
 all: test
 
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-router  print the router's P=64 routing time per flow set (BENCH_ROUTER_ARGS)"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D and the mesh vs the model (docs/fabric_validation.md)"
+	@echo "make fabric-iteration  whole serialised training iterations on the RTL mesh and Fred-A..D vs the model (docs/fabric_validation.md)"
 	@echo "make load-curve latency vs offered load on the packet switch RTL, Fred_3(8), uniform/transpose/hotspot (~5 min; LOAD_CURVE_ARGS; docs/load_curve.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
@@ -75,9 +76,17 @@ bench-sysmodel: $(STAMP)
 	$(FRED) bench sysmodel $(BENCH_SYSMODEL_ARGS)
 
 # The paper's Fig. 9 collectives on the RTL fabrics Fred-A..D (Verilator) against the system model
-# at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes).
+# at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes),
+# then the same cases on the packet fabric (its own block, docs/fabric_validation_packet.png).
 fabric-validate: $(STAMP)
 	$(FRED) fabric-validate $(FABRIC_VALIDATE_ARGS)
+	$(FRED) fabric-validate --switch packet --fabrics fred-a,fred-b,fred-c,fred-d $(FABRIC_VALIDATE_ARGS)
+
+# Whole training iterations (serialised, K = 1000) on the RTL mesh and Fred-A..D (Verilator): every
+# NPU runs the model's exported trace; writes the iteration table into docs/fabric_validation.md
+# (docs/fabric_iteration.md; FABRIC_ITERATION_ARGS: e.g. --scale).
+fabric-iteration: $(STAMP)
+	$(FRED) fabric-iteration --table --no-overlap $(FABRIC_ITERATION_ARGS)
 
 # Latency against offered load on the packet switch's RTL (Amaranth simulator): results/load_curve/
 load-curve: $(STAMP)

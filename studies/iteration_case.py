@@ -19,10 +19,10 @@ serialised iteration all of it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import FabricSpec, fabric_spec
+from hdl.contracts.fabric import fabric_spec
 
 __all__ = ["IterationCase", "build_iteration_case", "run_iteration_case"]
 
@@ -30,10 +30,11 @@ __all__ = ["IterationCase", "build_iteration_case", "run_iteration_case"]
 @dataclass
 class IterationCase:
     """The model's side (``model``: cycles of the iteration, of compute, per class busy and
-    exposed), the RTL's inputs (``traces`` per rank, ``request``, ``program``) and, once run,
+    exposed), the RTL's inputs (``traces`` per rank, ``request``, ``program``: on the mesh the
+    lists of every collective's, in order) and, once run,
     ``rtl`` (an ``IterationRun``) and its figures (``rtl_figures``, the model's keys)."""
 
-    spec: FabricSpec
+    spec: object          # FabricSpec, or MeshFabricSpec for the mesh
     description: str
     scale: float
     model: dict
@@ -41,6 +42,7 @@ class IterationCase:
     request: object
     program: object
     collective_model: dict = field(default_factory=dict)
+    fabric: str = ""
     rtl: object | None = None
     rtl_figures: dict = field(default_factory=dict)
 
@@ -55,9 +57,11 @@ class IterationCase:
         return out
 
     def to_dict(self) -> dict:
-        out = {"fabric": self.spec.to_dict(), "description": self.description, "scale": self.scale,
+        spec = self.spec.to_dict() if hasattr(self.spec, "to_dict") else {"name": self.fabric, **asdict(self.spec)}
+        out = {"fabric": spec, "description": self.description, "scale": self.scale,
                "model": self.model, "collective": self.collective_model,
-               "request": self.request.to_dict() if self.request is not None else None,
+               "request": ([r.to_dict() for r in self.request] if isinstance(self.request, list)
+                           else self.request.to_dict() if self.request is not None else None),
                "nodes_per_rank": {r: len(t.words) for r, t in self.traces.items()}}
         if self.rtl is not None:
             rtl = self.rtl.to_dict()
@@ -68,40 +72,43 @@ class IterationCase:
 
 def _refuse_overlap(overlap: bool) -> None:
     if overlap:
-        raise FredError("the circuit FRED fabric runs the serialised iteration only (--no-overlap): "
-                        "its switches hold one configuration at a time, and overlapping collectives "
-                        "(or collectives under compute) would need the run-time overlap compiled "
-                        "into the configurations (docs/fabric_iteration.md)")
+        raise FredError("the fabrics' trace sequencers run the serialised iteration only (--no-overlap): "
+                        "they run one node at a time; on the circuit FRED fabric, whose switches hold "
+                        "one configuration at a time, overlapping collectives (or collectives under "
+                        "compute) would also need the run-time overlap compiled into the "
+                        "configurations (docs/fabric_iteration.md)")
 
 
 def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samples_per_dp=None,
                          scale: float = 1000.0, overlap: bool = False, characterization=None,
                          **spec_overrides) -> IterationCase:
-    """Validate and compute the model's side and the RTL's inputs; nothing is built. Refuses,
-    by name, what the circuit fabric cannot run: overlap, pipeline stages, weight streaming,
-    several collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
-    from hdl.compiler.fabric_program import fabric_program
+    """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
+    a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
+    :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
+    name, what the RTL cannot run: overlap, pipeline stages, weight streaming, several
+    collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
     from hdl.contracts.placement import parse_strategy
-    from hdl.contracts.trace_program import collective_request, npu_trace
-    from sysmodel.fabric_model import fabric_platform, model_cycles
+    from hdl.contracts.trace_program import collective_request, collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
     _refuse_overlap(overlap)
-    spec = fabric_spec(fabric, **spec_overrides)
-    network, text = fabric_platform(spec, characterization=characterization)
+    spec, network, text = _fabric(fabric, characterization, spec_overrides)
     timing = network.switch_at("l1")
-    export = export_iteration(platform, spec.name, workload, strategy, samples_per_dp=samples_per_dp,
-                              overlap=False, scale=scale, network=network)
+    export = export_iteration(platform, "mesh" if fabric == "mesh" else spec.name, workload, strategy,
+                              samples_per_dp=samples_per_dp, overlap=False, scale=scale, network=network)
     if parse_strategy(export.strategy).pp != 1:
-        raise FredError(f"strategy {export.strategy} has pipeline stages; the circuit fabric's trace "
+        raise FredError(f"strategy {export.strategy} has pipeline stages; the fabrics' trace "
                         f"run takes one stage (PP1)")
-    traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}
-    request = collective_request(export.ranks, traces, flit_bytes=timing.flit_bytes)
-    program, collective = None, {}
-    if request is not None:
-        estimate = model_cycles(spec, request, platform=(network, text))
-        program = fabric_program(spec, request, algorithm=estimate.algorithm)
-        collective = {"label": request.label, "size_flits": request.size_flits,
-                      "algorithm": estimate.algorithm, "model_cycles": estimate.cycles}
+    if fabric == "mesh":     # the mesh's sequencers load a program per collective
+        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16)
+                  for r, nodes in export.ranks.items()}
+        request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes)
+        program, collective = _mesh_programs(spec, request, network)
+    else:
+        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}
+        request = collective_request(export.ranks, traces, flit_bytes=timing.flit_bytes)
+        program, collective = None, {}
+        if request is not None:
+            program, collective = _fred_program(spec, request, network, text)
     cycle = timing.cycle_s
     model = {"iteration_cycles": export.time_s / cycle,
              "compute_cycles": export.breakdown["compute"] / cycle,
@@ -109,7 +116,67 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
              "comm_exposed_cycles": {c: export.breakdown[c] / cycle for c in export.comm_busy
                                      if export.breakdown.get(c)},
              "tasks": export.tasks, "clock_mhz": timing.clock_mhz, "flit_bytes": timing.flit_bytes}
-    return IterationCase(spec, export.description, scale, model, traces, request, program, collective)
+    return IterationCase(spec, export.description, scale, model, traces, request, program, collective,
+                         fabric="mesh" if fabric == "mesh" else spec.name)
+
+
+def _fabric(fabric: str, characterization, spec_overrides):
+    """(spec, the model's platform of that RTL fabric, the characterization text or None)."""
+    if fabric == "mesh":
+        from hdl.contracts.mesh import MeshFabricSpec
+        from sysmodel.mesh_rtl_model import mesh_platform
+        spec = MeshFabricSpec(**spec_overrides)
+        return spec, mesh_platform(spec, characterization=characterization), None
+    from sysmodel.fabric_model import fabric_platform
+    spec = fabric_spec(fabric, **spec_overrides)
+    network, text = fabric_platform(spec, characterization=characterization)
+    return spec, network, text
+
+
+def _fred_program(spec, request, network, text):
+    """The circuit fabric's program of ``request`` with the model's algorithm for it."""
+    from hdl.compiler.fabric_program import fabric_program
+    from sysmodel.fabric_model import model_cycles
+    estimate = model_cycles(spec, request, platform=(network, text))
+    program = fabric_program(spec, request, algorithm=estimate.algorithm)
+    return program, {"label": request.label, "size_flits": request.size_flits,
+                     "algorithm": estimate.algorithm, "model_cycles": estimate.cycles}
+
+
+def _mesh_programs(spec, requests, network):
+    """The mesh's engine programs of each request (in order) with the model's algorithm (and,
+    for the hierarchical 2D all-reduce, the model's split), as ``studies.mesh_case`` runs a
+    collective; the summary: how many, the distinct (label, flits, algorithm), the model's
+    cycles of them all."""
+    from hdl.compiler.mesh_program import mesh_program
+    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_split
+    made: dict = {}
+    programs = []
+    for request in requests:
+        op = request.op
+        if op not in ("all-reduce", "multicast"):
+            raise FredError(f"the trace's collective is a {op}; the RTL mesh runs all-reduce and multicast")
+        # a multicast group is its root then its destinations (mesh_program's chain)
+        groups = [list(c.members) if op == "all-reduce" else [c.root, *c.members] for c in request.collectives]
+        key = (op, tuple(map(tuple, groups)), request.size_flits)
+        if key not in made:
+            size = request.size_flits
+            estimate = mesh_model_cycles(spec, groups, size, platform=network, op=op)
+            if estimate.algorithm not in ("hierarchical-2d", "ring", "chain"):
+                raise FredError(f"the model runs {request.label} with {estimate.algorithm}; the RTL mesh "
+                                f"runs hierarchical-2d, ring or chain, one per request")
+            split = (mesh_split(spec, groups[0], size, platform=network)
+                     if estimate.algorithm == "hierarchical-2d" else 0.5)
+            made[key] = (mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split), estimate)
+        programs.append(made[key])
+    kinds = sorted({(f"{r.op} of {len(r.collectives)} group(s)", r.size_flits, e.algorithm)
+                    for r, (_, e) in zip(requests, programs)})
+    return [p for p, _ in programs], {
+        "collectives": len(requests), "distinct": [list(k) for k in kinds],
+        "label": f"{len(requests)} collective(s), {len(kinds)} distinct",
+        "size_flits": sum(r.size_flits for r in requests),
+        "algorithm": ",".join(sorted({e.algorithm for _, e in programs})),
+        "model_cycles": sum(e.cycles for _, e in programs)}
 
 
 def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:
@@ -140,10 +207,12 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         raise FredError(f"the fabric RTL harness (cocotb_tests.iteration) is not available: {exc}") from None
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
+    if case.fabric == "mesh":
+        from cocotb_tests.iteration.run import run_mesh_iteration as run_iteration
     run = run_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
                         cflags=cflags, build_dir=build_dir)
     if run.errors:
-        raise FredError(f"{case.spec.name} iteration: the RTL delivered wrong data "
+        raise FredError(f"{case.fabric} iteration: the RTL delivered wrong data "
                         f"({len(run.errors)} error(s)): {'; '.join(run.errors[:5])}")
     case.rtl = run
     case.rtl_figures = rtl_figures(case, run.node_times, run.cycles)

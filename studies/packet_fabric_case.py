@@ -8,20 +8,53 @@ from dataclasses import replace
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["run_packet_case"]
+__all__ = ["run_packet_case", "build_packet_case", "check_packet_program", "PACKET_SUBSTITUTES"]
+
+#: Algorithms the model may choose that the packet fabric does not run, and the one both sides
+#: run instead: the hierarchical all-reduce's three stages send to three different endpoints,
+#: the engines' header registers name one per run (hdl/compiler/packet_fabric_program.py).
+PACKET_SUBSTITUTES = {"hierarchical": "ring"}
+
+
+def build_packet_case(**request):
+    """:func:`studies.fabric_case.build_case` on packet switches (``request``: its keywords but
+    ``switch``), with the model's own algorithm unless the packet fabric does not run it
+    (:data:`PACKET_SUBSTITUTES`): then both sides run the substitute, so the comparison stays
+    one algorithm against itself."""
+    from studies.fabric_case import build_case
+    case = build_case(switch="packet", **request)
+    substitute = PACKET_SUBSTITUTES.get(case.estimate.algorithm)
+    if substitute and request.get("algorithm") is None:
+        case = build_case(switch="packet", **{**request, "algorithm": substitute})
+    check_packet_program(case)
+    return case
+
+
+def check_packet_program(case) -> None:
+    """FredError, before anything is built, if the packet fabric cannot run ``case``'s program
+    (the header registers: one slot per switch and VC for in-switch collectives, one-stage
+    programs for endpoint algorithms; hdl/compiler/packet_fabric_program.py)."""
+    from hdl.compiler.fabric_program import default_phases, fabric_program
+    from hdl.compiler.packet_fabric_program import online_headers, packet_headers, runs_online
+    from hdl.designs.fabric.packet_fabric_top import packet_format
+    program = fabric_program(case.spec, case.request, algorithm=case.estimate.algorithm)
+    if runs_online(program):
+        fmt = packet_format(default_phases(), dest_ports=max(case.spec.switch_ports))
+        online_headers(program, case.request, fmt)
+    else:
+        packet_headers(program, case.request, packet_format(default_phases()))
 
 
 def run_packet_case(case, *, seed: int = 0, sink_backpressure: float = 0.0,
                     watchdog_cycles: int | None = None):
     """``case`` (:class:`studies.fabric_case.FabricCase`) with its RTL side run on the packet
-    fabric; errors in the received data, or a request the packet fabric does not run yet,
-    are a :class:`FredError`."""
+    fabric, with the algorithm the model timed; errors in the received data, or a request the
+    packet fabric does not run yet (the hierarchical all-reduce), are a :class:`FredError`."""
     from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric
-    if case.estimate.algorithm != "in-switch":
-        raise FredError(f"the packet fabric runs in-switch collectives so far; the model chose "
-                        f"{case.estimate.algorithm} for {case.spec.name} {case.request.label}")
+    # the algorithm the model timed: in-switch (stored phases selected by the headers) or an
+    # endpoint algorithm (online-routed unicasts; one-stage programs: ring and chain)
     rtl = run_packet_fabric(case.spec, case.request, seed=seed, sink_backpressure=sink_backpressure,
-                            watchdog_cycles=watchdog_cycles)
+                            watchdog_cycles=watchdog_cycles, algorithm=case.estimate.algorithm)
     case = replace(case, rtl=rtl, options={**case.options, "seed": seed, "switch": "packet",
                                            "sink_backpressure": sink_backpressure,
                                            "simulator": rtl.simulator})

@@ -704,10 +704,8 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     stripe = c.size / len(net.io_nodes)
     lat = 0.0
     for k, io in enumerate(net.io_nodes):
-        near = [r for r in g if net.l1_of(r) == net.io_l1[k]]
-        entry = near[k % len(near)] if near else g[k % len(g)]
-        i = g.index(entry)
-        order = g[i:] + g[:i]
+        order = list(algorithms.io_chain_order(g, net.l1_of, net.io_l1[k], k))
+        entry = order[0]
         if c.op == "io-load":
             links = t.add_transfer(io, entry, stripe)
             chain = _chain(net, Chain(tuple(order)), stripe)

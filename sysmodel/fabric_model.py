@@ -31,7 +31,7 @@ from sysmodel.switch_timing import load_chiplet_timings
 from sysmodel.toml_file import parse_toml
 
 __all__ = ["FabricEstimate", "IO_COLLECTIVE", "fabric_platform_toml", "fabric_platform", "model_cycles",
-           "PHASE_SELECT_OF_SWITCH"]
+           "PHASE_SELECT_OF_SWITCH", "UNICAST_ROUTING_OF_SWITCH"]
 
 
 def _chiplets(spec: FabricSpec) -> dict:
@@ -43,6 +43,10 @@ def _chiplets(spec: FabricSpec) -> dict:
 
 #: The RTL fabric's switches (``fred fabric-sim --switch``) and the model's phase select for each.
 PHASE_SELECT_OF_SWITCH = {"circuit": "start", "packet": "header"}
+#: ... and how each routes an endpoint algorithm's unicasts: ``fred_switch`` has no online
+#: routing (configured flows, their phase selected when the collective starts); the packet
+#: fabric routes them online (the default phase index, docs/fabric_rtl.md, "Packet fabric").
+UNICAST_ROUTING_OF_SWITCH = {"circuit": "configured", "packet": "online"}
 
 
 def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int,
@@ -82,9 +86,12 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int,
         "",
         "[fred]",
         f"npus_per_l1 = {spec.npus_per_l1}",
-        "# the RTL's switches route an endpoint algorithm's unicasts as configured flows (no",
-        "# online routing in fred_switch): their phase is selected when the collective starts",
-        'unicast_routing = "configured"',
+        ("# the RTL's switches route an endpoint algorithm's unicasts as configured flows (no"
+         if switch == "circuit" else
+         "# the packet switches route an endpoint algorithm's unicasts online (default index)"),
+        ("# online routing in fred_switch): their phase is selected when the collective starts"
+         if switch == "circuit" else "# from the destination in each header: nothing to set up"),
+        f'unicast_routing = "{UNICAST_ROUTING_OF_SWITCH[switch]}"',
         f'phase_select = "{PHASE_SELECT_OF_SWITCH[switch]}"   # {switch} switches',
         "",
         "[fred.chiplets]",

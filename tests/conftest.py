@@ -332,14 +332,15 @@ async def program_and_start(ctx, dut, writes) -> None:
     ctx.set(dut.start, 0)
 
 
-def run_fabric_top(dut, writes, read_back, *, max_cycles: int) -> dict:
+def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool = False) -> dict:
     """Run a fabric top with the shared harness ports (``clk``, ``prog_we/unit/reg/data``,
     ``start``, ``all_done``, the registered ``rd_unit/rd_reg`` -> ``rd_data``;
     :mod:`cocotb_tests.fabric.harness` drives the same ports under Verilator) in the Amaranth
     simulator: 8 cycles of the top's own reset, every ``(unit, register, value)`` of ``writes``
     one a cycle, a ``start`` pulse, then cycles until ``all_done`` (not before the 5th) or
     ``max_cycles``. Then ``read_back(read)`` is awaited, ``read(unit, reg)`` being an async
-    register read; what it returns is returned."""
+    register read (``with_write``: ``read_back(read, write)``, ``write(unit, reg, value)`` an
+    async program-port write, e.g. of a read-address register); what it returns is returned."""
     out = {}
 
     async def clock(ctx):   # the tops take their clock as a port: a free-running 10 ns clock
@@ -374,7 +375,16 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int) -> dict:
             await ctx.posedge(dut.clk)
             if cycle > 4 and ctx.get(dut.all_done):
                 break
-        out.update(await read_back(read))
+        async def write(unit, reg, value):
+            ctx.set(dut.prog_we, 1)
+            ctx.set(dut.prog_unit, unit)
+            ctx.set(dut.prog_reg, reg)
+            ctx.set(dut.prog_data, value)
+            await ctx.posedge(dut.clk)
+            ctx.set(dut.prog_we, 0)
+            await ctx.posedge(dut.clk)
+
+        out.update(await (read_back(read, write) if with_write else read_back(read)))
 
     sim = Simulator(dut)
     sim.add_process(clock)

@@ -5,12 +5,14 @@ drives the top's ports, as the Verilator benches of the circuit fabric do."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from amaranth.sim import Simulator
 
 from hdl.compiler.fabric_program import fabric_program
-from hdl.compiler.packet_fabric_program import flow_port_entries, packet_headers
+from hdl.compiler.packet_fabric_program import (flow_port_entries, online_headers,
+                                                packet_headers, runs_online)
 from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import engine_writes
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT, POR_CYCLES
@@ -55,7 +57,19 @@ class PacketFabricRun:
 def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) -> dict:
     """``config``: ``[switch, slot, last, word]`` for every stored phase; ``writes``: ``[unit,
     register, value]``, every engine's program and its packet header registers, then every
-    switch's flow-port table (``FLOW_PORT_REGS``)."""
+    switch's flow-port table (``FLOW_PORT_REGS``). An endpoint algorithm
+    (:func:`~hdl.compiler.packet_fabric_program.runs_online`) stores nothing in the switches:
+    the engines' programs and their online headers only."""
+    if runs_online(program):
+        if vcs or delays:
+            raise FredError("vcs and delays apply to in-switch collectives; an endpoint "
+                            "algorithm's unicasts run on the DP VC from the start")
+        writes = []
+        for rank, (engine, header) in enumerate(zip(program.engines,
+                                                    online_headers(program, request, packet))):
+            writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
+            writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
+        return {"config": [], "writes": writes}
     config = []
     for s, phases in enumerate(program.switches):
         for k, phase in enumerate(phases):
@@ -78,16 +92,22 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
                                watchdog_cycles=20_000, packet_flits=8, depth=None,
-                               edit_load=None, vcs=None, delays=None) -> PacketFabricRun:
+                               edit_load=None, vcs=None, delays=None,
+                               algorithm=None) -> PacketFabricRun:
     """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
     ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
     ``edit_load``: tests only, a function applied to the load sequence (a wrong program must
     be caught). ``vcs``: {collective index: VC} (concurrent traffic classes; default all DP);
-    ``delays``: {collective index: cycles before its NPUs send}."""
-    program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
+    ``delays``: {collective index: cycles before its NPUs send}. ``algorithm``: as
+    :func:`~hdl.compiler.fabric_program.fabric_program` (None: the fabric's default; endpoint
+    algorithms run as online unicasts)."""
+    program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
+                             sink_backpressure=sink_backpressure)
     # the load first: a request the packet fabric does not run fails before the top exists
-    load = packet_load_sequence(spec, request, program, _packet(packet_flits), vcs, delays)
-    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
+    online = runs_online(program)
+    load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
+                                vcs, delays)
+    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
     if edit_load is not None:
         load = edit_load(load)
     out = {}
@@ -193,7 +213,7 @@ PACKET_TOP = "fred_packet_fabric"
 
 
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
-                      packet_flits=8, depth=None, cflags="-O1") -> PacketFabricRun:
+                      packet_flits=8, depth=None, cflags="-O1", algorithm=None) -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).
@@ -201,19 +221,19 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     import re
 
     from eda.fabric.build import build_top_public_only
-    from hdl.emit.verilog import to_verilog
     from cocotb_tests.fabric.run import PORTS
     from cocotb_tests.runner import run_bench
-    program = fabric_program(spec, request, seed=seed, sink_backpressure=sink_backpressure)
-    load = packet_load_sequence(spec, request, program, _packet(packet_flits))
-    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth)
+    program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
+                             sink_backpressure=sink_backpressure)
+    online = runs_online(program)
+    load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online))
     if watchdog_cycles is None:
         # a cycle budget: an I/O op moves its flits at the controller's rate
         slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1
         watchdog_cycles = int(8 * request.size_flits / slowest) + 20_000
     import time
     started = time.perf_counter()
-    verilog = to_verilog(dut, name=PACKET_TOP)
+    verilog = _packet_verilog(spec, packet_flits, depth, online)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags)
     build_s = time.perf_counter() - started
     poll = int(min(20_000, max(64, program.flits_sent // 8)))
@@ -232,8 +252,18 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     return run
 
 
-def _packet(packet_flits):
-    """The packet format of a :class:`PacketFabricTop` with the default slots."""
+@functools.lru_cache(maxsize=4)
+def _packet_verilog(spec, packet_flits, depth, online) -> str:
+    """The Verilog of the packet fabric top (the same for every request on one fabric: a
+    validation run's cases share it; generating it takes tens of seconds on Fred-A..D)."""
+    from hdl.emit.verilog import to_verilog
+    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
+    return to_verilog(dut, name=PACKET_TOP)
+
+
+def _packet(spec, packet_flits, online):
+    """The packet format of a :class:`PacketFabricTop` of ``spec`` with the default slots."""
     from hdl.compiler.fabric_program import default_phases
     from hdl.designs.fabric.packet_fabric_top import packet_format
-    return packet_format(default_phases(), packet_flits)
+    return packet_format(default_phases(), packet_flits,
+                         dest_ports=max(spec.switch_ports) if online else 0)

@@ -1,5 +1,6 @@
-"""cocotb bench of the fabric whose NPUs run iteration traces (``hdl.designs.iteration``;
-Verilog top ``fred_fabric``).
+"""cocotb benches of the fabrics whose NPUs run iteration traces (``hdl.designs.iteration``;
+Verilog tops ``fred_fabric``, test ``run_iteration``, and ``fred_mesh_fabric``, test
+``run_mesh_iteration``).
 
 The harness only loads (switch configurations, phase-sequencer programs, engine programs and
 each NPU's trace: the ``writes`` of ``cocotb_tests.iteration.run.iteration_load``), pulses
@@ -10,35 +11,54 @@ run, through its read-address register. Like ``bench_fabric.py`` it records and 
 
 Bench parameters (``FRED_BENCH_PARAMS``): ``config``, ``writes``, ``npus``, ``switch_count``,
 ``watchdog_cycles``, ``poll``, ``nodes`` (per rank, the node count to read back),
-``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``).
+``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``). The mesh's:
+``writes``, ``units`` (engine units), ``watchdog_cycles``, ``poll``, ``nodes``,
+``trace_units`` (per rank, its sequencer's read unit), ``trace_read`` (the sequencer's read
+registers).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import cocotb
 from cocotb.triggers import RisingEdge
 
 from cocotb_tests.fabric.bench_fabric import CONTROL_INPUTS, read_all
+from cocotb_tests.fabric.bench_mesh_fabric import _read_all as read_mesh
 from cocotb_tests.fabric.harness import (load_configurations, power_on, read_register, run_to_completion,
                                          settle, write_programs, write_register)
-from cocotb_tests.lib import bench_params, metrics
+from cocotb_tests.lib import bench_params as _bench_params, metrics
 from hdl.contracts.trace_program import TRACE_READ_ADDR
 
 
-async def _node_times(dut, npus_nodes: list[int], engine_read: list[str]) -> list[list[list[int]]]:
+async def _node_times(dut, npus_nodes: list[int], read_names: list[str],
+                     units: list[int] | None = None) -> list[list[list[int]]]:
     """Per rank, per node, [start, end] cycles (the read-address register, then two reads;
-    the program and read ports are registered once, so a read follows its write by a cycle)."""
-    start_reg, end_reg = engine_read.index("node_start"), engine_read.index("node_end")
+    the program and read ports are registered once, so a read follows its write by a cycle);
+    ``units``: per rank, the unit of its sequencer (default: the rank)."""
+    start_reg, end_reg = read_names.index("node_start"), read_names.index("node_end")
     out = []
     for rank, count in enumerate(npus_nodes):
+        unit = rank if units is None else units[rank]
         times = []
         for i in range(count):
-            await write_register(dut, rank, TRACE_READ_ADDR, i)
+            await write_register(dut, unit, TRACE_READ_ADDR, i)
             dut.prog_we.value = 0
             await RisingEdge(dut.clk)
-            times.append([await read_register(dut, rank, start_reg), await read_register(dut, rank, end_reg)])
+            times.append([await read_register(dut, unit, start_reg), await read_register(dut, unit, end_reg)])
         out.append(times)
     return out
+
+
+def bench_params() -> dict:
+    """The bench parameters, with ``writes`` read from ``writes_file`` when the run put them in
+    a file (an environment variable holds at most 128 kB: a mesh iteration's programs do not fit)."""
+    params = _bench_params()
+    if "writes_file" in params:
+        params["writes"] = json.loads(Path(params.pop("writes_file")).read_text())
+    return params
 
 
 @cocotb.test()
@@ -57,3 +77,20 @@ async def run_iteration(dut):
     times = await _node_times(dut, params["nodes"], engine_read)
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, before=before,
                    after=after, node_times=times)
+
+
+@cocotb.test()
+async def run_mesh_iteration(dut):
+    """The mesh's: load the engine programs and traces, start once, run, read every counter."""
+    params = bench_params()
+    await power_on(dut, ("start", "prog_we", "rd_unit", "rd_reg"))
+    await write_programs(dut, params["writes"])
+    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
+                                                      poll=params["poll"])
+    await settle(dut, params.get("settle", 64))
+    after = await read_mesh(dut, params["units"])
+    trace_units, trace_read = params["trace_units"], params["trace_read"]
+    after["sequencers"] = [{n: await read_register(dut, u, i) for i, n in enumerate(trace_read)}
+                           for u in trace_units]
+    times = await _node_times(dut, params["nodes"], trace_read, trace_units)
+    metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, after=after, node_times=times)

@@ -1,5 +1,5 @@
 """``run_iteration``: the NPUs' iteration traces run on the circuit FRED fabric RTL under Verilator
-(docs/fabric_iteration.md).
+(docs/fabric_iteration.md); ``run_mesh_iteration``: the same on the 2D-mesh fabric RTL.
 
 Steps: the fabric's Verilog with a :class:`hdl.designs.iteration.TraceNpu` at every NPU port
 (memoised per hardware and node-memory depth), built once per distinct Verilog (cached by
@@ -16,7 +16,10 @@ Timed window (``IterationRun.cycles``): the fabric's cycle counter, from the cyc
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,9 +30,13 @@ from hdl.contracts.trace_program import NpuTrace, trace_writes
 from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
                                      default_cflags, load_sequence)
 
-__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth"]
+__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "run_mesh_iteration",
+           "mesh_iteration_verilog", "mesh_loader_entries"]
 
 _VERILOG: dict = {}
+#: The mesh's trace and program memories per NPU (at least): the iteration table's cases
+#: (studies.iteration_table) have at most 321 nodes and 387 loader entries per NPU.
+MESH_NODES, MESH_ENTRIES = 512, 512
 
 
 @dataclass
@@ -38,7 +45,8 @@ class IterationRun:
     ``node_times`` ([start, end] cycles per node, file order), ``errors`` (empty: every flit
     of the collective arrived once, in order, bit-exact, and every trace finished), the
     engines' ``flits_sent`` / ``flits_received``, ``build_s``, ``sim_s`` (wall-clock of the
-    timed window), ``cycles_per_s``, ``depth`` (node memory per NPU), ``build_dir``."""
+    timed window), ``cycles_per_s``, ``depth`` (node memory per NPU), ``build_dir``, ``load_stall`` (the mesh:
+    per rank, cycles its collective nodes waited for their program)."""
 
     fabric: str
     cycles: int
@@ -51,6 +59,7 @@ class IterationRun:
     cycles_per_s: float
     depth: int
     build_dir: str = ""
+    load_stall: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -108,7 +117,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
               "engine_read": names}
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}")
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
-                       bench_params=params, run_name=name, prebuilt=built)
+                       bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = result.metrics
     after = metrics["after"]
     errors = _load_errors(program, metrics["before"]) if program is not None else []
@@ -121,10 +130,117 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         raise FredError(f"fabric {spec.name}: the iteration stalled (watchdog after "
                         f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
                         + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    return _iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
+
+
+def mesh_iteration_verilog(spec, depth: int, programs: int) -> str:
+    """Verilog of the mesh fabric of ``spec`` with loading trace sequencers of ``depth`` nodes and
+    ``programs`` program entries (memoised)."""
+    key = ("mesh", depth, programs, spec)
+    if key not in _VERILOG:
+        from hdl.designs.iteration import iteration_mesh_top
+        from hdl.emit.verilog import to_verilog
+        from cocotb_tests.fabric.mesh_run import TOP as MESH_TOP
+        _VERILOG[key] = to_verilog(iteration_mesh_top(spec, depth=depth, programs=programs), name=MESH_TOP)
+    return _VERILOG[key]
+
+
+def mesh_loader_entries(spec, programs: list) -> dict[int, list]:
+    """Per rank, its program loader's entries (:func:`hdl.contracts.trace_program.loader_entries`)
+    for ``programs`` (the :class:`hdl.compiler.mesh_program.MeshProgram` of each collective, in
+    order): lane c gets the writes of the rank's chunk-c engine and engine port; the engine's
+    ``stages`` register is deferred."""
+    from hdl.contracts.mesh import MESH_VCS
+    from hdl.contracts.npu_engine import ENGINE_REGS
+    from hdl.contracts.trace_program import loader_entries
+    from hdl.designs.mesh.mesh_fabric_top import PORT_REG_BASE
+    per_unit = []
+    for program in programs:
+        writes: dict = {}
+        for unit, reg, value in program.writes(spec, PORT_REG_BASE):
+            writes.setdefault(unit, []).append((reg, value))
+        per_unit.append(writes)
+    stages = frozenset({ENGINE_REGS.index("stages")})
+    return {rank: loader_entries([{c: w.get(rank * MESH_VCS + c, []) for c in range(MESH_VCS)} for w in per_unit],
+                                 MESH_VCS, deferred=stages)
+            for rank in range(spec.npus)}
+
+
+def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, watchdog_cycles: int,
+                       cflags: str | None = None, build_dir=None) -> IterationRun:
+    """:func:`run_iteration` on the 2D-mesh fabric of ``spec`` (a
+    :class:`hdl.contracts.mesh.MeshFabricSpec`): ``programs``, the
+    :class:`hdl.compiler.mesh_program.MeshProgram` of each of the traces' collectives in order,
+    go into every NPU's program loader (:func:`mesh_loader_entries`); judged: no engine saw a
+    bad or extra flit in any run (the sequencers' ``run_errors``), the last collective's
+    counters as ``cocotb_tests.fabric.mesh_run`` judges a collective's run, no protocol error.
+    ``cflags`` default: the mesh fabric's (``mesh_run.CFLAGS``)."""
+    from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, _judge
+    from cocotb_tests.runner import run_bench
+    from eda.fabric.build import build_top_public_only
+    from hdl.contracts.mesh import MESH_VCS
+    from hdl.contracts.trace_program import loader_writes
+    from hdl.designs.iteration import LoadingTraceSequencer
+    from hdl.designs.mesh.mesh_fabric_top import engine_unit, sequencer_unit
+    # one build for every case of the iteration table (studies.iteration_table): at least
+    # MESH_NODES nodes and MESH_ENTRIES program entries per NPU
+    depth = max(MESH_NODES, node_depth(traces))
+    entries = mesh_loader_entries(spec, programs)
+    room = max(MESH_ENTRIES, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
+    start = time.perf_counter()
+    verilog = mesh_iteration_verilog(spec, depth, room)
+    built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS,
+                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    build_s = time.perf_counter() - start
+    writes = []
+    for rank in range(spec.npus):
+        unit = sequencer_unit(spec, rank)
+        trace = traces.get(rank)
+        writes += [[unit, reg, value] for reg, value in loader_writes(entries[rank], MESH_VCS, room)]
+        if trace is not None:
+            writes += [[unit, reg, value] for reg, value in trace_writes(trace, depth)]
+    params = {"writes": writes, "units": engine_unit(spec.npus, 0), "watchdog_cycles": watchdog_cycles,
+              "poll": int(min(20_000, max(256, watchdog_cycles // 64))),
+              "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
+              "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
+              "trace_read": list(LoadingTraceSequencer.read_names)}
+    name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}"
+    # the writes go through a file: an environment variable (the bench's parameters) holds 128 kB
+    handle, path = tempfile.mkstemp(prefix="writes-", suffix=".json", dir=built)
+    with os.fdopen(handle, "w") as f:
+        json.dump(params.pop("writes"), f)
+    params["writes_file"] = path
+    try:
+        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
+                           bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
+    finally:
+        os.unlink(path)
+    metrics = result.metrics
+    if not metrics:
+        raise FredError(f"the mesh iteration bench recorded nothing; log: {result.test_dir / 'sim.log'}")
+    after = metrics["after"]
+    stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
+             for r, s in enumerate(after["sequencers"]) if r in traces and s["nodes_done"] != len(traces[r].words)]
+    errors = _judge(programs[-1], after, False) if programs else []
+    errors += [f"NPU {r}: {s['run_errors']} bad or extra flit(s) over its collectives' runs"
+               for r, s in enumerate(after["sequencers"]) if s["run_errors"]]
+    if metrics["stalled"] or stuck:
+        raise FredError(f"mesh {spec.rows} x {spec.cols}: the iteration stalled (watchdog after "
+                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
+                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    run = _iteration_run("mesh", traces, metrics, errors, build_s, depth, built)
+    run.load_stall = {r: s["load_stall"] for r, s in enumerate(after["sequencers"]) if r in traces}
+    return run
+
+
+def _iteration_run(fabric: str, traces: dict, metrics: dict, errors: list, build_s: float, depth: int,
+                   built) -> IterationRun:
+    """The :class:`IterationRun` of a judged bench run (its recorded ``metrics``)."""
+    after = metrics["after"]
     cycles = after["global"]["cycles"]
     sim_s = metrics["sim_s"]
     return IterationRun(
-        fabric=spec.name, cycles=cycles,
+        fabric=fabric, cycles=cycles,
         node_times={r: metrics["node_times"][r] for r in sorted(traces)}, errors=errors,
         flits_sent=sum(e["sent"] for e in after["engines"]),
         flits_received=sum(e["received"] for e in after["engines"]),

@@ -1,4 +1,4 @@
-"""``fred fabric-iteration``: one training iteration on the circuit FRED fabric RTL (the NPUs run
+"""``fred fabric-iteration``: one training iteration on the circuit FRED fabric RTL or the mesh RTL (the NPUs run
 the model's exported trace) and on the system model of the same fabric, side by side
 (docs/fabric_iteration.md)."""
 
@@ -11,34 +11,48 @@ from fred.commands._model_options import add_platform_arguments, model_platform
 from fred.commands._option_types import RANGES
 from fred.table import format_table
 
-HELP = "run a serialised training iteration on the circuit FRED fabric RTL and on the model"
+HELP = "run a serialised training iteration on the FRED or mesh fabric RTL and on the model"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
     from sysmodel.workloads import WORKLOADS
-    parser.add_argument("--fabric", required=True, type=str.lower, choices=FABRICS,
-                        help="a FRED variant of the circuit fabric (docs/fabric_rtl.md)")
-    parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
+    parser.add_argument("--fabric", type=str.lower, choices=(*FABRICS, "mesh"),
+                        help="a FRED variant of the circuit fabric (docs/fabric_rtl.md) or the "
+                             "5 x 4 mesh fabric (docs/mesh_rtl.md)")
+    parser.add_argument("--workload", metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--strategy", default=None,
-                        help="MP<a>-DP<b>-PP1 (default: the workload's); one pipeline stage")
+                        help="MP<a>-DP<b>-PP1 (default: the workload's); one pipeline stage; on the "
+                             "FRED fabrics one collective per NPU")
     parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=None,
                         help="minibatch per DP replica (default: the workload's)")
     parser.add_argument("--scale", type=RANGES["trace_scale"], default=1000.0, metavar="K",
                         help="divide every compute time and every collective's bytes by K "
                              "(default 1000)")
     parser.add_argument("--no-overlap", action="store_true",
-                        help="the serialised iteration (required: the circuit fabric runs only it)")
+                        help="the serialised iteration (required: the fabrics' trace sequencers run only it)")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
+    parser.add_argument("--table", action="store_true",
+                        help="instead of one case: every case of the iteration table "
+                             "(studies.iteration_table.ITERATION_CASES; at --scale unless the case "
+                             "names its own), written into --output (make fabric-iteration)")
+    parser.add_argument("--output", default="docs/fabric_validation.md",
+                        help="with --table: the Markdown file whose fabric-iteration block is "
+                             "replaced (default docs/fabric_validation.md)")
     add_platform_arguments(parser)
 
 
 def run(args) -> int:
+    from hdl.contracts.errors import FredError
     from hdl.contracts.placement import parse_strategy
     from studies.iteration_case import build_iteration_case, run_iteration_case
     from sysmodel.workload_file import get_workload
+    if args.table:
+        return _table(args)
+    if args.fabric is None or args.workload is None:
+        raise FredError("give --fabric and --workload (or --table for the iteration table)")
     case = build_iteration_case(
         fabric=args.fabric, workload=get_workload(args.workload), platform=model_platform(args),
         strategy=parse_strategy(args.strategy) if args.strategy else None,
@@ -65,12 +79,55 @@ def run(args) -> int:
         rows.append(row(f"{cls} exposed", model["comm_exposed_cycles"].get(cls, 0),
                         rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
-                       title=f"{case.spec.name}: {case.description} (serialised)"))
+                       title=f"{case.fabric}: {case.description} (serialised)"))
     if case.collective_model:
         c = case.collective_model
-        print(f"collective: {c['label']}, {c['size_flits']} flits per NPU, {c['algorithm']}")
+        if "collectives" in c:
+            print(f"collectives: {c['label']} ({c['size_flits']} flits per NPU in all), {c['algorithm']}")
+        else:
+            print(f"collective: {c['label']}, {c['size_flits']} flits per NPU, {c['algorithm']}")
     if case.rtl is not None:
         print(f"RTL: {case.rtl.cycles} cycles in {case.rtl.sim_s:.2f} s ({case.rtl.cycles_per_s:,.0f} "
               f"cycles/s), build {case.rtl.build_s:.1f} s; every flit checked")
+        if case.rtl.load_stall:
+            print(f"program loads: collective nodes waited {max(case.rtl.load_stall.values())} cycles "
+                  f"in all for their programs (the most of any NPU)")
     return 0
 
+
+
+def _table(args) -> int:
+    """Every case of the iteration table, model and RTL, and the block in ``args.output``."""
+    from pathlib import Path
+
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.placement import parse_strategy
+    from studies.iteration_case import build_iteration_case, run_iteration_case
+    from studies.iteration_table import ITERATION_CASES, iteration_row, write_iteration_table
+    from studies.report import check_writable
+    from sysmodel.workload_file import get_workload
+    if not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy:
+        raise FredError("--table runs the table's own cases: give --no-overlap, and no --fabric, "
+                        "--workload, --strategy or --model-only")
+    output = Path(args.output)
+    check_writable(output)
+    # every case is validated and modelled before the first build
+    cases = [build_iteration_case(fabric=fabric, workload=get_workload(workload), platform=model_platform(args),
+                                  strategy=parse_strategy(strategy), samples_per_dp=args.samples_per_dp,
+                                  scale=scale or args.scale, characterization=args.characterization)
+             for workload, strategy, fabrics, scale in ITERATION_CASES for fabric in fabrics]
+    rows = []
+    for case in cases:
+        run_iteration_case(case)
+        rows.append(iteration_row(case))
+        if not args.json:
+            r = rows[-1]
+            print(f"{r['workload']} on {r['fabric']}: model {r['model_iteration']:.1f}, RTL "
+                  f"{r['rtl_iteration']} cycles ({r['iteration_ratio']:.4f})", flush=True)
+    command = f"fred fabric-iteration --table --no-overlap --scale {args.scale:g}"
+    write_iteration_table(rows, output, command)
+    if args.json:
+        print_json({"rows": rows, "output": str(output)})
+    else:
+        print(f"wrote {output}")
+    return 0

@@ -72,8 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--switch", choices=("circuit", "packet"), default=None,
                         help="the RTL fabric's switches: circuit (default, packet for I/O ops: fred_switch with phase "
                              "sequencers) or packet (fred_packet_switch selecting phases from "
-                             "packet headers; in-switch collectives on full-rate uplinks so far, "
-                             "one Verilated model)")
+                             "packet headers; in-switch collectives, and rings and chains as "
+                             "online-routed unicasts; one Verilated model)")
     parser.add_argument("--model-only", action="store_true",
                         help="print the model's side without building the RTL")
     add_fabric_arguments(parser)
@@ -87,9 +87,15 @@ def run(args) -> int:
     from studies.fabric_case import build_case, run_case
     if args.switch is None:
         args.switch = "packet" if args.op in IO_OPS else "circuit"
-    case = build_case(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
-                      strategy=args.strategy, dim=args.dim, characterization=args.characterization,
-                      algorithm=args.algorithm, switch=args.switch, **spec_overrides(args))
+    request = dict(fabric=args.fabric, op=args.op, size=args.size, group=args.group,
+                   strategy=args.strategy, dim=args.dim, characterization=args.characterization,
+                   algorithm=args.algorithm, **spec_overrides(args))
+    if args.switch == "packet":
+        # the model's algorithm, or the ring where it chose one the packet fabric does not run
+        from studies.packet_fabric_case import build_packet_case
+        case = build_packet_case(**request)
+    else:
+        case = build_case(switch=args.switch, **request)
     if not args.model_only and args.switch == "packet":
         from studies.packet_fabric_case import run_packet_case
         case = run_packet_case(case, seed=args.seed, sink_backpressure=args.backpressure,

@@ -3,7 +3,9 @@ the system model, at a latency-bound and a bandwidth-bound size; writes the tabl
 into docs/fabric_validation.md (docs/fabric_rtl.md; ``make fabric-validate``). ``mesh`` among
 the fabrics adds the all-reduce cases on the RTL 2D mesh (docs/mesh_rtl.md) and the speedups
 measured in RTL, in a block of their own (``studies.mesh_validation``); the FRED-only options
-(--npu-latency, --uplink-latency, --simulator) do not apply to it."""
+(--npu-latency, --uplink-latency, --simulator) do not apply to it. ``--switch packet`` runs
+the FRED fabrics built of packet switches instead (``studies.packet_fabric_case``) into a block
+and plot of their own beside the circuit one."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D and the mesh vs th
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hdl.contracts.fabric import FABRICS
-    parser.add_argument("--fabrics", default=",".join((*FABRICS, "mesh")),
+    parser.add_argument("--fabrics", default=parser_default_fabrics(),
                         help=f"comma-separated fabrics (default {','.join((*FABRICS, 'mesh'))}; mesh: "
                              "the 2D-mesh baseline's all-reduce cases, docs/mesh_rtl.md)")
     parser.add_argument("--sizes", type=RANGES["flit_list"], default=(40, 4000), metavar="FLITS,...",
@@ -32,37 +34,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None,
                         help="PNG of RTL vs model (default: next to --output, same stem)")
     parser.add_argument("--no-write", action="store_true", help="print only; write no files")
+    parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
+                        help="the FRED fabrics' switches: circuit (default; fred_switch with phase "
+                             "sequencers) or packet (fred_packet_switch: phases selected by the "
+                             "headers, rings and chains routed online; its own table and plot "
+                             "beside the circuit one; --simulator does not apply, mesh neither)")
     add_fabric_arguments(parser)
 
 
 def run(args) -> int:
     from dataclasses import replace
 
-    from hdl.contracts.errors import FredError
-    from hdl.contracts.fabric import FABRICS
-    from studies.fabric_case import build_case
-    from studies.fabric_validation import CASES, TOLERANCE, summarise, write_fabric_validation
+    from studies.fabric_validation import TOLERANCE, summarise, write_fabric_validation
     from studies.report import check_writable, to_json_dict
     from fred.progress import progress_bar
     from fred.table import format_table
-    fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]
-    unknown = [f for f in fabrics if f not in (*FABRICS, "mesh")]
-    if unknown or not fabrics:
-        raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
-                        f"{', '.join((*FABRICS, 'mesh'))}")
+    fabrics = _fabrics(args)
+    if not fabrics:
+        print("fred fabric-validate --switch packet: no FRED fabric in --fabrics; nothing to run")
+        return 0
     if args.output is None:               # --json prints; it writes files only when asked
         args.no_write = args.no_write or (args.json and args.plot is None)
         args.output = "docs/fabric_validation.md"
     output = Path(args.output)
-    plot = Path(args.plot) if args.plot else output.with_suffix(".png")
+    plot = Path(args.plot) if args.plot else (
+        output.with_suffix(".png") if args.switch == "circuit"
+        else output.with_name(f"{output.stem}_packet.png"))
     if not args.no_write:   # an unwritable document or plot fails before any build
         check_writable(output)
         check_writable(plot)
-    cache: dict = {}
     # every case is validated and modelled before the first build
-    cases = [(label, build_case(fabric=f, size=size, characterization=args.characterization,
-                                platform_cache=cache, **request, **spec_overrides(args)), None)
-             for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
+    args.refused = []
+    cases = _fred_cases(args, fabrics)
     if "mesh" in fabrics:
         cases += _mesh_cases(args)
     rows = []
@@ -74,7 +77,8 @@ def run(args) -> int:
     if not args.no_write:
         fred_rows = [r for r in rows if r.fabric != "mesh"]
         if fred_rows:
-            write_fabric_validation(summarise(fred_rows, summary.command), output, plot)
+            write_fabric_validation(summarise(fred_rows, summary.command), output, plot,
+                                    switch=args.switch, refused=args.refused)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
             write_mesh_validation(summary, output, characterization=args.characterization)
@@ -87,12 +91,71 @@ def run(args) -> int:
         [[r.fabric, r.case, r.size_flits, r.algorithm, f"{r.model_cycles:.1f}",
           r.rtl_cycles, f"{r.ratio:.3f}", r.flits_checked] for r in rows],
         align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
+    for fabric, label, size, why in args.refused:
+        print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
     worst = summary.worst
     print(f"{summary.within_tolerance}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
           f"{worst.fabric} {worst.case} at {worst.size_flits} flits: {worst.ratio:.3f}")
     if not args.no_write:
         print(f"wrote {args.output}" + (f" and {summary.plot}" if summary.plot else ""))
     return 0
+
+
+def _fabrics(args) -> list[str]:
+    """The fabrics of ``--fabrics``; FredError for an unknown one; on packet switches without
+    the mesh."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import FABRICS
+    fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]
+    unknown = [f for f in fabrics if f not in (*FABRICS, "mesh")]
+    if unknown or not fabrics:
+        raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
+                        f"{', '.join((*FABRICS, 'mesh'))}")
+    if args.switch == "packet" and "mesh" in fabrics:
+        # the mesh has no FRED packet switches (its own rows come from the circuit run), so a
+        # shared --fabrics list (make fabric-validate's FABRIC_VALIDATE_ARGS) drops it here
+        fabrics = [f for f in fabrics if f != "mesh"]
+    return fabrics
+
+
+def _fred_cases(args, fabrics) -> list:
+    """The Fig. 9 cases (``studies.fabric_validation.CASES`` x ``--sizes``) on the FRED fabrics
+    among ``fabrics``, validated and modelled, on ``--switch``'s switches."""
+    from hdl.contracts.fabric import FABRICS
+    from studies.fabric_case import build_case
+    from studies.fabric_validation import CASES
+    if args.switch == "circuit":
+        cache: dict = {}
+        return [(label, build_case(fabric=f, size=size, characterization=args.characterization,
+                                   platform_cache=cache, **request, **spec_overrides(args)), None)
+                for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
+    return _packet_cases(args, fabrics)
+
+
+def _packet_cases(args, fabrics) -> list:
+    """As :func:`_fred_cases` on packet switches; a case the packet fabric cannot run is
+    listed in ``args.refused`` (fabric, case, flits, why) instead of failing the run."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import FABRICS
+    from studies.fabric_validation import CASES
+    from studies.packet_fabric_case import build_packet_case
+    cases, cache = [], {}
+    for f in (f for f in fabrics if f in FABRICS):
+        for label, request in CASES:
+            for size in args.sizes:
+                try:
+                    cases.append((label, build_packet_case(
+                        fabric=f, size=size, characterization=args.characterization,
+                        platform_cache=cache, **request, **spec_overrides(args)), None))
+                except FredError as exc:
+                    args.refused.append((f, label, size, str(exc)))
+    return cases
+
+
+def parser_default_fabrics() -> str:
+    """``--fabrics``' default: every FRED fabric and the mesh."""
+    from hdl.contracts.fabric import FABRICS
+    return ",".join((*FABRICS, "mesh"))
 
 
 def _mesh_cases(args) -> list:
@@ -118,6 +181,11 @@ def _run(label: str, case, row_of, args):
                                            watchdog_cycles=args.watchdog))
     from studies.fabric_case import run_case
     from studies.fabric_validation import validation_row
+    if args.switch == "packet":
+        from studies.packet_fabric_case import run_packet_case
+        return validation_row(label, run_packet_case(case, seed=args.seed,
+                                                     sink_backpressure=args.backpressure,
+                                                     watchdog_cycles=args.watchdog))
     return validation_row(label, run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
                                           watchdog_cycles=args.watchdog, simulator=args.simulator))
 
@@ -131,5 +199,7 @@ def _command(args) -> str:
             parts.append(f"--{option.replace('_', '-')} {value}")
     if args.backpressure:
         parts.append(f"--backpressure {args.backpressure}")
+    if args.switch != "circuit":
+        parts.append(f"--switch {args.switch}")
     parts.append(f"--seed {args.seed}")
     return " ".join(parts)

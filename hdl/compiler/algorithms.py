@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["RING_OPS", "Ring", "RingStage", "Chain", "InSwitch", "Plan", "ring_steps",
+__all__ = ["RING_OPS", "io_chain_order", "Ring", "RingStage", "Chain", "InSwitch", "Plan", "ring_steps",
            "ring_fraction", "TWO_LEVEL", "ring", "two_level", "hierarchical", "l1_groups",
            "hierarchical_groups", "mesh_2d", "chain", "in_switch"]
 
@@ -256,6 +256,18 @@ def chain(op: str, root: int, others) -> Plan:
     if op not in ("broadcast", "multicast", "reduce"):
         raise FredError(f"no chain {op!r}; a chain runs broadcast, multicast and reduce")
     return Plan("chain", op, (Chain((root, *others), reverse=(op == "reduce")),))
+
+
+def io_chain_order(group, l1_of, controller_l1: int, k: int) -> tuple[int, ...]:
+    """The members in the order I/O controller ``k`` (on L1 ``controller_l1``) chains through
+    them where the switches cannot multicast or reduce (Fred-A/C): its stripe enters (leaves)
+    the group at a member on its own L1 (the ``k mod n``-th of them; any member ``k mod n`` if
+    none), then runs along the members in rank order from there, wrapping round."""
+    g = sorted(group)
+    near = [r for r in g if l1_of(r) == controller_l1]
+    entry = near[k % len(near)] if near else g[k % len(g)]
+    i = g.index(entry)
+    return tuple(g[i:] + g[:i])
 
 
 def in_switch(op: str, group, root: int | None, l1_of) -> Plan:

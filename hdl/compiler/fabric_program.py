@@ -183,10 +183,6 @@ def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str |
         kind = "in-switch" if spec.in_switch else "endpoint"
         raise FredError(f"algorithm {algorithm!r} does not apply to {request.op} on {spec.name} "
                         f"({kind} collectives: {', '.join(allowed)})")
-    if request.op in IO_OPS and algorithm != "in-switch":
-        raise FredError(f"the RTL fabric runs {request.op} in the switches (Fred-B/D) so far; "
-                        f"{spec.name}'s endpoint algorithm ({algorithm}: the controller's stripe "
-                        f"into the group at a member near it, then a chain) is not built")
     if algorithm not in IMPLEMENTED:
         raise FredError(f"the RTL fabric does not implement the endpoint algorithm {algorithm!r} "
                         f"yet; it runs {', '.join(IMPLEMENTED)}")
@@ -283,13 +279,13 @@ def _hop_flows(spec: FabricSpec, hops, u: int) -> dict[int, list[Flow]]:
     k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
     flows: dict[int, list[Flow]] = {}
     for src, dst in hops:
-        a, b = spec.l1_of(src), spec.l1_of(dst)
+        (a, p), (b, q) = spec.port_of(src), spec.port_of(dst)   # NPUs or I/O controllers
         if a == b:
-            flows.setdefault(a, []).append(Flow([src % k], [dst % k]))
+            flows.setdefault(a, []).append(Flow([p], [q]))
         else:
-            flows.setdefault(a, []).append(Flow([src % k], [k + u]))
+            flows.setdefault(a, []).append(Flow([p], [k + u]))
             flows.setdefault(l2, []).append(Flow([a * up + u], [b * up + u]))
-            flows.setdefault(b, []).append(Flow([k + u], [dst % k]))
+            flows.setdefault(b, []).append(Flow([k + u], [q]))
     return flows
 
 
@@ -383,6 +379,13 @@ def _plan(spec: FabricSpec, coll, algorithm: str) -> Plan:
                             f"each of at least two L1 switches; group {list(coll.members)} has "
                             f"{ {j: len(v) for j, v in sorted(by_l1.items())} } per L1 (use the ring)")
         return plan
+    if coll.op in IO_OPS:
+        # the model's I/O chain (algorithms.io_chain_order): the group's controller (k = its
+        # index) enters the group at a member on its L1, then the members in rank order
+        k = coll.root - spec.npus
+        order = algorithms.io_chain_order(coll.members, spec.l1_of, spec.l1_of(coll.root), k)
+        return algorithms.chain("multicast" if coll.op == "io-broadcast" else "reduce",
+                                coll.root, order)
     return algorithms.chain(coll.op, coll.root, [r for r in coll.members if r != coll.root])
 
 

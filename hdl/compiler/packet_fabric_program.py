@@ -5,7 +5,12 @@ The switches' stored phases and the engines' stages are the circuit fabric's pro
 (:func:`hdl.compiler.fabric_program.fabric_program`): a packet switch stores the same
 configurations in the same slots and selects them from the headers. A header's phase index
 must then name the right slot at every switch the packet crosses, so a collective must sit in
-the same slot index at each of its switches. Pure Python.
+the same slot index at each of its switches.
+
+Endpoint algorithms (rings, chains: Fred-A/C) store nothing: every packet is a unicast of
+the default phase index, routed online at each switch (docs/switch.md, "Online unicast
+routing") to the output :func:`online_output` gives for its destination endpoint, which the
+header carries in its ``flow`` field (:func:`online_headers`). Pure Python.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
-__all__ = ["packet_headers", "flow_port_entries"]
+__all__ = ["packet_headers", "flow_port_entries", "online_output", "online_table",
+           "online_headers", "runs_online"]
 
 
 def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
@@ -101,3 +107,73 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
                         "delay": int((delays or {}).get(c, 0))})
     return headers
 
+
+
+def runs_online(program) -> bool:
+    """Whether ``program`` runs as online-routed unicasts on the packet fabric (every
+    algorithm but the in-switch collectives)."""
+    return program.algorithm != "in-switch"
+
+
+def online_output(spec, switch: int, endpoint: int) -> int:
+    """The output port of switch ``switch`` (L1s ``0 .. l1_count - 1``, then the L2 planes)
+    towards ``endpoint`` (an NPU or I/O controller): its own port on its L1; from another L1,
+    uplink port ``u``; from the L2 plane, L1 ``l1_of(endpoint)``'s uplink ``u`` -- ``u`` = the
+    endpoint's port on its L1 modulo the uplink ports, the circuit program's choice for
+    groups of one local index (the DP groups: group ``i`` on uplink ``i mod uplink_ports``,
+    so concurrent rings use different ports on Fred-C/D). FredError if the endpoint is not
+    reachable from that switch along this route (an L2 plane that does not hold ``u``)."""
+    j, port = spec.port_of(endpoint)
+    u = port % spec.uplink_ports
+    if switch < spec.l1_count:
+        return port if j == switch else spec.npus_per_l1 + u
+    plane, l2_port = spec.l2_plane_of(j * spec.uplink_ports + u)
+    if spec.l1_count + plane != switch:
+        raise FredError(f"endpoint {endpoint} is reached over L2 plane {plane}, not switch "
+                        f"{switch}")
+    return l2_port
+
+
+def online_table(spec, switch: int) -> dict[int, int]:
+    """``{endpoint: output}`` of switch ``switch`` (:func:`online_output`) for every endpoint
+    whose packets can cross it: all of them at an L1, at an L2 plane those reached over its
+    uplink ports (a plane never sees the others)."""
+    planes = spec.l2_planes
+    if switch < spec.l1_count or planes == 1:
+        return {e: online_output(spec, switch, e) for e in range(spec.endpoints)}
+    plane = switch - spec.l1_count
+    mine = {e for e in range(spec.endpoints)
+            if spec.l2_plane_of(spec.l1_of(e) * spec.uplink_ports
+                                + spec.port_of(e)[1] % spec.uplink_ports)[0] == plane}
+    return {e: online_output(spec, switch, e) for e in sorted(mine)}
+
+
+def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -> list[dict]:
+    """Per endpoint, the header registers (as :func:`packet_headers`) of an endpoint algorithm
+    run as online unicasts: ``phase`` = the default index, ``flow`` = the endpoint its stage
+    sends to (the switches route on it, :func:`online_output`; every endpoint receives from
+    one sender per run, so the receiver's sequence check holds), ``last_seq`` as
+    :func:`packet_headers`. Raises :class:`FredError` for an engine of more than one stage
+    (the hierarchical all-reduce: its stages send to different endpoints and the header
+    registers hold one destination per run) and for more endpoints than ``flow`` ids."""
+    if len(program.engines) > 1 << packet.flow_bits:
+        raise FredError(f"{len(program.engines)} endpoints need flow_bits >= "
+                        f"{(len(program.engines) - 1).bit_length()}, got {packet.flow_bits}")
+    dest = {}
+    for rank, engine in enumerate(program.engines):
+        if len(engine["stages"]) > 1:
+            raise FredError(f"the packet fabric runs one-stage endpoint programs so far (one "
+                            f"destination per endpoint and run); endpoint {rank} runs "
+                            f"{len(engine['stages'])} stages ({program.algorithm}: use the ring)")
+        stage = engine["stages"][0]
+        if stage["recv_count"]:
+            dest[stage["sender"]] = rank
+    headers = []
+    for rank, engine in enumerate(program.engines):
+        if engine["stages"][0]["send_count"] and rank not in dest:
+            raise FredError(f"endpoint {rank} sends but no endpoint names it as its sender")
+        received = engine["stages"][0]["recv_count"]
+        packets = -(-received // packet.packet_flits)
+        headers.append({"phase": packet.online_phase, "vc": int(vc), "flow": dest.get(rank, 0),
+                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits), "delay": 0})
+    return headers

@@ -22,15 +22,21 @@ What the circuit fabric runs (everything else is refused, by name, before anythi
 * node kinds ``compute`` (a delay), ``marker`` (a delay of 0) and ``comm`` of an op in
   :data:`hdl.contracts.fabric.FABRIC_OPS` with ``repeat`` 1; no receives (pipeline stages), no
   point-to-point or memory nodes (no I/O controllers in the RTL);
-* at most one collective node per NPU, and the same node (id) at every NPU that has one: the
-  engine is loaded with one program and the switches with the phases of one request. (Several
-  serialised collectives would need program reloads and the phases of each concatenated.)
+* on the circuit FRED fabric at most one collective node per NPU, and the same node (id) at
+  every NPU that has one: the engine is loaded with one program and the switches with the
+  phases of one request (several would need the switches' phases of each concatenated). On
+  the mesh (no switch configuration) any number (``max_collectives``): the k-th collective
+  node of every NPU is the same node; each NPU's :class:`~hdl.designs.iteration.ProgramLoader`
+  holds the engine programs of all of them and loads the next one while the NPU computes
+  (:func:`loader_entries`). A collective node that repeats (``repeat`` k, e.g. an all-reduce
+  recomputed) runs its engines k times.
 
 Timing (what the sequencer adds, counted in the RTL's cycles): compute node k takes
 ``round(D_k / cycle) - round(D_{k-1} / cycle)`` cycles, ``D_k`` the sum of the first k
 compute durations (rounded on the running sum: the total is the rounded total), at least 1 (a 0-cycle node, e.g. a marker,
 still takes the cycle in which the sequencer moves past it); a collective node takes one cycle
-to start the engine, the engine's run, and one cycle to see it done.
+to start the engine, the engine's run, and one cycle to see it done (per repeat), plus the
+cycles it waits for its program to be loaded (none when the compute before it is long enough).
 """
 
 from __future__ import annotations
@@ -41,14 +47,17 @@ from dataclasses import dataclass
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
-__all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA", "TRACE_NODES",
-           "TRACE_READ_ADDR", "TRACE_READ", "NpuTrace", "npu_trace", "trace_writes",
-           "collective_request"]
+__all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
+           "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
+           "PROG_VALUE", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
+           "collective_requests", "loader_entries", "loader_writes"]
 
 #: Node word: bit 31 set for a collective node (start the engine, wait for it), else a delay.
 COLLECTIVE_BIT = 1 << 31
 #: Node word: a compute node's cycles (bits 0..30).
 DELAY_MASK = COLLECTIVE_BIT - 1
+#: Node word of a collective: how many times its engines run (bits 0..7; 0 means once).
+REPEAT_MASK = 0xFF
 #: Program registers of the trace sequencer, above the NPU engine's (``ENGINE_REGS``, 0..51) in
 #: the same 6-bit register space of the fabric's program port: the node memory's write
 #: address, a node word (written at the address, which then steps by one), the node count,
@@ -57,6 +66,15 @@ TRACE_TABLE_ADDR, TRACE_TABLE_DATA, TRACE_NODES, TRACE_READ_ADDR = 56, 57, 58, 5
 #: Read registers a trace NPU adds after the engine's (``ENGINE_READ``): the start and end cycle
 #: of node ``TRACE_READ_ADDR``, the nodes finished so far.
 TRACE_READ = ("node_start", "node_end", "nodes_done")
+#: Program registers of a sequencer's program loader (after the trace's): the entry memory's
+#: write address; an entry's head (bit 0: last entry of its program, bit 1: deferred -- written
+#: only once the collective node is reached --, then per lane 7 bits: write valid, register);
+#: each lane's value in lane order (the last one stores the entry, the address steps by one).
+PROG_ADDR, PROG_HEAD, PROG_VALUE = 60, 61, 62
+#: Read registers a sequencer with a program loader adds after :data:`TRACE_READ`: cycles its
+#: collective nodes waited for their program, the engines' bad and extra flits summed over
+#: every run (an engine clears its own counters at each start).
+LOADER_READ = ("load_stall", "run_errors")
 _MAX_DELAY = DELAY_MASK
 _RUNS = ("compute", "marker", "comm")
 
@@ -65,7 +83,8 @@ _RUNS = ("compute", "marker", "comm")
 class NpuTrace:
     """One NPU's trace as the sequencer runs it: ``words`` (one per node, file order),
     ``node_ids`` and ``names`` (the trace's), ``categories`` (the traffic class of a collective
-    node, else ``compute``), ``collective`` (the id of its collective node, or None)."""
+    node, else ``compute``), ``collective`` (the id of its first collective node, or None),
+    ``collectives`` (the ids of all of them, file order)."""
 
     rank: int
     words: tuple[int, ...]
@@ -73,6 +92,7 @@ class NpuTrace:
     names: tuple[str, ...]
     categories: tuple[str, ...]
     collective: int | None
+    collectives: tuple[int, ...] = ()
 
     @property
     def compute_cycles(self) -> int:
@@ -109,7 +129,7 @@ def _check_serial(rank: int, nodes) -> None:
         ancestors.append(bits)
 
 
-def _word(rank: int, node, cycles: int) -> int:
+def _word(rank: int, node, cycles: int, repeats: bool) -> int:
     if node.kind not in _RUNS:
         what = ("a pipeline stage's receive" if node.kind == "recv" else f"a {node.kind} node")
         raise FredError(f"rank {rank}: node {node.id} ({node.name}) is {what}; the circuit "
@@ -120,19 +140,23 @@ def _word(rank: int, node, cycles: int) -> int:
         if op not in FABRIC_OPS:
             raise FredError(f"rank {rank}: node {node.id} ({node.name}) is a {op}; the fabric's "
                             f"engines run {', '.join(FABRIC_OPS)}")
-        if node.repeat != 1:
+        most = REPEAT_MASK if repeats else 1
+        if node.repeat != int(node.repeat) or not 1 <= node.repeat <= most:
             raise FredError(f"rank {rank}: node {node.id} ({node.name}) repeats its collective "
-                            f"{node.repeat:g} times; the trace sequencer runs each once")
-        return COLLECTIVE_BIT
+                            f"{node.repeat:g} times; this fabric's trace sequencer runs 1..{most} "
+                            f"whole runs of a collective")
+        # a single run is the one-program sequencer's word (no repeat field)
+        return COLLECTIVE_BIT | (int(node.repeat) if node.repeat > 1 else 0)
     if not 0 <= cycles <= _MAX_DELAY:
         raise FredError(f"rank {rank}: node {node.id} ({node.name}) lasts {cycles} cycles; the "
                         f"sequencer counts 0..{_MAX_DELAY} (use a larger --scale)")
     return cycles
 
 
-def npu_trace(rank: int, nodes, *, cycle_s: float) -> NpuTrace:
+def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1) -> NpuTrace:
     """The sequencer's trace of ``rank``'s ``nodes`` (file order) at a clock of ``cycle_s``
-    seconds per cycle; refuses what the circuit fabric cannot run (module docstring)."""
+    seconds per cycle; refuses what the fabric cannot run (module docstring), among it more
+    than ``max_collectives`` collective nodes (1: the circuit FRED fabric)."""
     if not cycle_s > 0:
         raise FredError(f"cycle time must be positive, got {cycle_s!r}")
     nodes = list(nodes)
@@ -145,9 +169,9 @@ def npu_trace(rank: int, nodes, *, cycle_s: float) -> NpuTrace:
         if n.kind == "compute":
             elapsed += n.duration_s
         delays.append(round(elapsed / cycle_s) - before)
-    words = tuple(_word(rank, n, d) for n, d in zip(nodes, delays))
+    words = tuple(_word(rank, n, d, max_collectives > 1) for n, d in zip(nodes, delays))
     collectives = [n.id for n, w in zip(nodes, words) if w & COLLECTIVE_BIT]
-    if len(collectives) > 1:
+    if len(collectives) > max_collectives:
         raise FredError(f"rank {rank} has {len(collectives)} collective nodes "
                         f"({', '.join(map(str, collectives[:5]))}); the circuit fabric's trace "
                         f"run loads one engine program and one request's switch phases, so it "
@@ -156,7 +180,7 @@ def npu_trace(rank: int, nodes, *, cycle_s: float) -> NpuTrace:
                     names=tuple(n.name for n in nodes),
                     categories=tuple((n.category or "comm") if w & COLLECTIVE_BIT else "compute"
                                      for n, w in zip(nodes, words)),
-                    collective=collectives[0] if collectives else None)
+                    collective=collectives[0] if collectives else None, collectives=tuple(collectives))
 
 
 def trace_writes(trace: NpuTrace, depth: int) -> list[tuple[int, int]]:
@@ -168,10 +192,25 @@ def trace_writes(trace: NpuTrace, depth: int) -> list[tuple[int, int]]:
             + [(TRACE_NODES, len(trace.words))])
 
 
+def collective_requests(ranks: dict, traces: dict, *, flit_bytes: int) -> list[FabricRequest]:
+    """The fabric request of every collective of the traces, in file order: the k-th collective
+    node must be the same node (id) at every NPU that has k or more (:func:`collective_request`
+    of each)."""
+    out = []
+    for k in range(max((len(t.collectives) for t in traces.values()), default=0)):
+        ids = {t.collectives[k] for t in traces.values() if len(t.collectives) > k}
+        if len(ids) > 1:
+            raise FredError(f"the NPUs' collective nodes number {k} differ "
+                            f"({', '.join(map(str, sorted(ids)))}); the RTL runs one request at a time")
+        out.append(_request(ranks, traces, ids.pop(), flit_bytes))
+    return out
+
+
 def collective_request(ranks: dict, traces: dict, *, flit_bytes: int) -> FabricRequest | None:
     """The fabric request of the traces' collective (None if no NPU has one): for each rank
     holding it, its group (and root) from the node in ``ranks`` (rank -> nodes); the groups
-    must be disjoint or equal (concurrent collectives of one op) and the bytes the same. Size:
+    must be disjoint or equal (concurrent collectives of one op) and the bytes of one run (a
+    repeated node holds bytes x repeat) the same. Size:
     whole flits, ``ceil(bytes / flit_bytes)`` (the model moves whole flits too)."""
     ids = {t.collective for t in traces.values() if t.collective is not None}
     if not ids:
@@ -179,10 +218,13 @@ def collective_request(ranks: dict, traces: dict, *, flit_bytes: int) -> FabricR
     if len(ids) > 1:
         raise FredError(f"the NPUs' collective nodes differ ({', '.join(map(str, sorted(ids)))}); "
                         f"the circuit fabric runs one request at a time")
-    (node_id,) = ids
+    return _request(ranks, traces, ids.pop(), flit_bytes)
+
+
+def _request(ranks: dict, traces: dict, node_id: int, flit_bytes: int) -> FabricRequest:
     groups, ops, sizes = {}, set(), set()
     for rank, trace in traces.items():
-        if trace.collective is None:
+        if node_id not in (trace.collectives or (trace.collective,)):
             continue
         node = next(n for n in ranks[rank] if n.id == node_id)
         members = tuple(sorted(node.group)) if node.group else None
@@ -190,7 +232,7 @@ def collective_request(ranks: dict, traces: dict, *, flit_bytes: int) -> FabricR
             raise FredError(f"rank {rank}: collective node {node_id} ({node.name}) names no group "
                             f"holding the rank")
         ops.add(node.fred_op or node.op)
-        sizes.add(node.size)
+        sizes.add(node.size / node.repeat)       # the export writes a repeated collective's bytes x repeat
         groups[members] = node.root
     if len(ops) > 1 or len(sizes) > 1:
         raise FredError(f"collective node {node_id}: the NPUs disagree on its op or size "
@@ -208,3 +250,55 @@ def collective_request(ranks: dict, traces: dict, *, flit_bytes: int) -> FabricR
                                          root if op != "all-reduce" else None)
                         for members, root in sorted(groups.items(), key=lambda g: g[0]))
     return FabricRequest(op, collectives, flits, f"trace node {node_id} {op} of {len(collectives)} group(s)")
+
+
+def loader_entries(programs: list[dict[int, list[tuple[int, int]]]], lanes: int, *,
+                   deferred: frozenset = frozenset()) -> list[tuple[int, tuple]]:
+    """One NPU's program-loader entries for its collectives in order: ``programs[k]`` maps a
+    lane (the NPU's engine, e.g. the mesh's chunk) to the (register, value) writes of
+    collective k. Only the writes that change a register are kept (every register starts at
+    0; a collective that repeats the one before it loads nothing), two lanes written in the
+    same entry. Writes to a register in ``deferred`` (an engine register that must not change
+    while the engine, done, still runs its last program: the mesh engine's ``stages``) come
+    last and are marked deferred. Returns ``(flags, lanes' (register, value) or None)``
+    entries; bit 0 of ``flags``: the program's last entry (an empty program is one entry
+    without writes), bit 1: deferred."""
+    state: dict = {}
+    entries = []
+    for k, program in enumerate(programs):
+        bad = [lane for lane in program if not 0 <= lane < lanes]
+        if bad:
+            raise FredError(f"collective {k}: lanes {bad} outside 0..{lanes - 1}")
+        now, later = [], []
+        for lane in range(lanes):
+            for reg, value in program.get(lane, []):
+                if state.get((lane, reg), 0) != value:
+                    state[lane, reg] = value
+                    (later if reg in deferred else now).append((lane, reg, value))
+        program_entries = []
+        for group, flag in ((now, 0), (later, 2)):
+            per_lane = [[(r, v) for ln, r, v in group if ln == lane] for lane in range(lanes)]
+            for i in range(max((len(x) for x in per_lane), default=0)):
+                program_entries.append([flag, tuple(x[i] if i < len(x) else None for x in per_lane)])
+        if not program_entries:
+            program_entries.append([0, (None,) * lanes])
+        program_entries[-1][0] |= 1
+        entries += [(flags, writes) for flags, writes in program_entries]
+    return entries
+
+
+def loader_writes(entries, lanes: int, depth: int) -> list[tuple[int, int]]:
+    """(register, value) writes that load ``entries`` (:func:`loader_entries`) into a program
+    loader of ``lanes`` lanes and ``depth`` entries: :data:`PROG_ADDR` 0, then per entry
+    :data:`PROG_HEAD` and one :data:`PROG_VALUE` per lane."""
+    if len(entries) > depth:
+        raise FredError(f"{len(entries)} program entries do not fit the loader's memory of {depth}")
+    out = [(PROG_ADDR, 0)]
+    for flags, writes in entries:
+        head = flags
+        for lane, write in enumerate(writes):
+            if write is not None:
+                head |= (1 | write[0] << 1) << (2 + 7 * lane)
+        out.append((PROG_HEAD, head))
+        out += [(PROG_VALUE, 0 if write is None else write[1] & 0xFFFFFFFF) for write in writes]
+    return out

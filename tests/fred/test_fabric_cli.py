@@ -57,13 +57,28 @@ def test_validate_rejects_unknown_fabrics_before_building(capsys):
         main(["fabric-validate", "--sizes", "0,40"])
 
 
-def test_the_packet_fabric_refuses_an_endpoint_algorithm_before_building(capsys):
-    """`--switch packet` runs in-switch collectives so far (docs/fabric_rtl.md, "Packet
-    fabric"): Fred-C's wafer all-reduce (the model picks an endpoint algorithm) is refused by
-    name, with nothing built."""
+def test_the_packet_fabric_refuses_the_hierarchical_all_reduce_before_building(capsys):
+    """`--switch packet` runs rings and chains as online unicasts (docs/fabric_rtl.md, "Packet
+    fabric"); the hierarchical all-reduce, asked for, is refused by name with nothing built;
+    left to the model, both sides run the ring instead."""
     assert main(["fabric-sim", "--fabric", "fred-c", "--switch", "packet", "--op", "all-reduce",
-                 "--group", "wafer", "--size", "400"]) == 1
-    assert "packet fabric runs in-switch collectives so far" in capsys.readouterr().err
+                 "--group", "wafer", "--size", "40", "--algorithm", "hierarchical"]) == 1
+    assert "one-stage endpoint programs" in capsys.readouterr().err
+    assert main(["fabric-sim", "--fabric", "fred-a", "--switch", "packet", "--op", "all-reduce",
+                 "--group", "wafer", "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"]["algorithm"] == "ring" and out["algorithm_chosen_by"] == "request"
+    assert 'unicast_routing = "online"' in out["model_platform_toml"]
+    # on circuit switches the model picks the hierarchical all-reduce at 40 flits
+    assert main(["fabric-sim", "--fabric", "fred-a", "--op", "all-reduce", "--group", "wafer",
+                 "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"]["algorithm"] == "hierarchical"
+    assert 'unicast_routing = "configured"' in out["model_platform_toml"]
+    # the packet table has no mesh: a list of only the mesh runs nothing (make fabric-validate
+    # passes one FABRIC_VALIDATE_ARGS to both of its commands)
+    assert main(["fabric-validate", "--switch", "packet", "--fabrics", "mesh", "--no-write"]) == 0
+    assert "nothing to run" in capsys.readouterr().out
 
 
 def test_model_only_times_the_switch_the_rtl_side_would_run(capsys):
@@ -100,10 +115,12 @@ def test_io_ops_put_a_controller_per_group_on_the_model_platform(capsys):
     assert out["model"]["bandwidth_cycles"] == pytest.approx(40 * 375 / 16)
 
 
-def test_io_ops_are_refused_on_the_circuit_fabric_and_on_endpoint_fabrics(capsys):
+def test_io_ops_are_refused_on_the_circuit_fabric_and_chain_on_endpoint_fabrics(capsys):
     assert main(["fabric-sim", "--fabric", "fred-b", "--switch", "circuit", "--op", "io-reduce",
                  "--group", "wafer", "--size", "40"]) == 1
     assert "runs on the packet fabric's I/O controllers" in capsys.readouterr().err
+    # Fred-A: the model's I/O chain, which the packet fabric runs as online unicasts
     assert main(["fabric-sim", "--fabric", "fred-a", "--op", "io-broadcast", "--group", "wafer",
-                 "--size", "40", "--model-only"]) == 1
-    assert "in the switches (Fred-B/D) so far" in capsys.readouterr().err
+                 "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"]["algorithm"] == "chain" and out["fabric"]["io_controllers"] == 1

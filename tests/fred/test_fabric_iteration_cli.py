@@ -27,7 +27,7 @@ def test_model_only_gives_the_serialised_iteration_and_the_collective_it_would_r
 
 def test_what_the_circuit_fabric_cannot_run_is_refused_by_name():
     proc = _fred("--fabric", "fred-b", "--workload", "resnet-152", "--model-only")
-    assert proc.returncode == 1 and "runs the serialised iteration only (--no-overlap)" in proc.stderr
+    assert proc.returncode == 1 and "serialised iteration only (--no-overlap)" in proc.stderr
     proc = _fred("--fabric", "fred-d", "--workload", "resnet-152", "--strategy", "MP1-DP10-PP2",
                  "--no-overlap", "--model-only")
     assert proc.returncode == 1 and "has pipeline stages" in proc.stderr
@@ -38,3 +38,22 @@ def test_what_the_circuit_fabric_cannot_run_is_refused_by_name():
                  "--no-overlap", "--model-only")
     assert proc.returncode == 1 and "(dp s0 fc..stem) does not wait for node" in proc.stderr
     assert "the two may overlap" in proc.stderr
+
+
+def test_the_mesh_runs_a_program_per_collective_the_fred_fabric_one(capsys):
+    """In process (no subprocess start): resnet-152 MP20-DP1-PP1 is 104 wafer-wide MP
+    all-reduces per NPU, serial; the mesh's NPUs load a program for each, the circuit FRED
+    fabric refuses the second; --table takes no case of its own."""
+    from fred.cli import main
+    args = ["fabric-iteration", "--workload", "resnet-152", "--strategy", "MP20-DP1-PP1", "--no-overlap",
+            "--model-only"]
+    assert main(args + ["--fabric", "mesh", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["collective"]["collectives"] == len(out["request"]) == 104
+    assert {r["op"] for r in out["request"]} == {"all-reduce"}
+    model = out["model"]
+    assert abs(model["iteration_cycles"] - model["compute_cycles"] - model["comm_busy_cycles"]["mp"]) < 1e-6
+    assert main(args + ["--fabric", "fred-c"]) == 1
+    assert "rank 0 has 104 collective nodes" in capsys.readouterr().err
+    assert main(["fabric-iteration", "--table", "--no-overlap", "--fabric", "mesh"]) == 1
+    assert "--table runs the table's own cases" in capsys.readouterr().err

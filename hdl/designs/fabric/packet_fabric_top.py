@@ -15,6 +15,7 @@ from hdl.contracts.npu_engine import NPU_BUFFER
 from hdl.contracts.packet import VC, PacketFormat
 from hdl.contracts.timing import switch_latency
 from hdl.compiler.fabric_program import default_phases
+from hdl.compiler.packet_fabric_program import online_table
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
 
@@ -48,11 +49,16 @@ PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
 FLOW_PORT_REGS = {"partners": 0, "outputs": 1, "entry": 2}
 
 
-def packet_format(phases: int, packet_flits: int = 8) -> PacketFormat:
+def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0) -> PacketFormat:
     """The packet fabric's header: the phase field names ``phases`` slots, 16-bit sequence
-    numbers, 6-bit flow ids (a collective's index, or an NPU's rank for endpoint algorithms)."""
-    return PacketFormat(phase_bits=max(1, phase_index_width(phases)), seq_bits=16, flow_bits=6,
-                        packet_flits=packet_flits)
+    numbers, 6-bit flow ids (a collective's index, or the destination endpoint of an online
+    unicast). ``dest_ports`` > 0 (online routing): a ``dest`` field for that many switch
+    ports, and a phase field with room for the default index above the ``phases`` slots."""
+    if not dest_ports:
+        return PacketFormat(phase_bits=max(1, phase_index_width(phases)), seq_bits=16,
+                            flow_bits=6, packet_flits=packet_flits)
+    return PacketFormat(phase_bits=max(1, phases.bit_length()), seq_bits=16, flow_bits=6,
+                        packet_flits=packet_flits, dest_bits=max(1, (dest_ports - 1).bit_length()))
 
 
 def default_depth(spec: FabricSpec, packet_flits: int = 8) -> int:
@@ -90,15 +96,23 @@ class PacketFabricTop(wiring.Component):
     program and read ports: endpoint ``e`` (NPU, then I/O controller) is unit ``e``, switch
     ``s`` unit ``spec.endpoints + s``.
 
+    ``online`` (default False): the switches also route unicasts online (the default phase
+    index; endpoint algorithms, Fred-A/C): the header gains ``dest``, and every switch input
+    rewrites it from the header's ``flow`` (the destination endpoint) to the output towards
+    that endpoint (:func:`~hdl.compiler.packet_fabric_program.online_table`: a table of
+    constants per switch, a combinational lookup on the link's output, no cycle).
+
     Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
     Not yet: the cut into two parts for the lock-step simulator.
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
-                 depth: int | None = None):
+                 depth: int | None = None, online: bool = False):
         self.spec = spec
+        self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
-        self.packet = packet_format(self.phases, packet_flits)
+        self.packet = packet_format(self.phases, packet_flits,
+                                    dest_ports=max(spec.switch_ports) if online else 0)
         self.depth = default_depth(spec, packet_flits) if depth is None else depth
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
@@ -124,7 +138,8 @@ class PacketFabricTop(wiring.Component):
                     "l2" if spec.l2_planes == 1 else f"l2_{s - spec.l1_count}")
             sw = m.submodules[f"switch_{name}"] = PacketSwitch(
                 ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
-                phases=self.phases, packet=fmt, depth=self.depth, word_width=32)
+                phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
+                online=self.online)
             switches.append(sw)
             m.d.comb += [
                 sw.header_select.eq(1), sw.host_vc.eq(VC.DP),
@@ -173,7 +188,7 @@ class PacketFabricTop(wiring.Component):
             l1 = switches[j]
             up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
             down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
-            _join(m, ends[0], ends[1], up, l1.i[port], l1.i_credit[port])
+            _join(m, ends[0], ends[1], up, l1.i[port], l1.i_credit[port], self._route(j))
             _join(m, l1.o[port], l1.o_credit[port], down, ends[2], ends[3])
             npus.append((engine, tx, rx))
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
@@ -183,7 +198,7 @@ class PacketFabricTop(wiring.Component):
             link = m.submodules[ends.name] = PacketLink(link_shape, latency=spec.uplink_latency,
                                                         rate=rate, depth=self.depth)
             _join(m, source.o[ends.source_port], source.o_credit[ends.source_port], link,
-                  sink.i[ends.sink_port], sink.i_credit[ends.sink_port])
+                  sink.i[ends.sink_port], sink.i_credit[ends.sink_port], self._route(ends.sink))
             link_overflow[ends.sink] = link_overflow[ends.sink] | link.overflow
         # -- cycle counter (as FabricTop) ----------------------------------------------------
         all_done, running = Signal(), Signal()
@@ -192,6 +207,15 @@ class PacketFabricTop(wiring.Component):
         count_cycles(m, start, running, all_done, self.cycles)
         self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
         return m
+
+    def _route(self, switch: int):
+        """The online ``dest`` rewrite of an input of ``switch`` (None without ``online``):
+        ``(flow offset, flow bits, dest offset, dest bits, {endpoint: output})``."""
+        if not self.online:
+            return None
+        fields = {f.name: f for f in self.packet.header}
+        table = online_table(self.spec, switch)
+        return fields["flow"], fields["dest"], table
 
     @staticmethod
     def _flow_ports(m, sw, unit, prog_we, prog_unit, prog_reg, prog_data):
@@ -229,11 +253,19 @@ class PacketFabricTop(wiring.Component):
         assert len(GLOBAL_READ) == 3
 
 
-def _join(m, out, out_credit, link, inp, inp_credit):
+def _join(m, out, out_credit, link, inp, inp_credit, route=None):
     """Sender port (``out``, its credit input) -> ``link`` -> receiver port (``inp``, its
-    credit output)."""
+    credit output); ``route`` (:meth:`PacketFabricTop._route`): the header's ``dest`` set from
+    its ``flow`` by the receiving switch's table on the way in."""
     m.d.comb += [link.i.valid.eq(out.valid), link.i.payload.eq(out.payload),
                  inp.valid.eq(link.o.valid), inp.payload.eq(link.o.payload)]
+    if route is not None:
+        flow, dest, table = route
+        tag = link.o.payload.tag
+        with m.Switch(tag[flow.offset:flow.offset + flow.width]):
+            for endpoint, output in table.items():
+                with m.Case(endpoint):
+                    m.d.comb += inp.payload.tag[dest.offset:dest.offset + dest.width].eq(output)
     for v in range(len(out_credit)):
         m.d.comb += [link.credit_in[v].eq(inp_credit[v]), out_credit[v].eq(link.credit_out[v])]
 

@@ -1,8 +1,10 @@
 """A training iteration's trace run by the fabric's NPUs (``docs/fabric_iteration.md``): the trace
 sequencer, the NPU that pairs it with the fabric's engine, and the fabric top built with them."""
 
-from .iteration_top import iteration_fabric_top
+from .iteration_top import iteration_fabric_top, iteration_mesh_top
+from .loading_sequencer import LoadingTraceSequencer
+from .program_loader import ProgramLoader
 from .trace_npu import TraceNpu
 from .trace_sequencer import TraceSequencer
 
-__all__ = ["TraceNpu", "TraceSequencer", "iteration_fabric_top"]
+__all__ = ["LoadingTraceSequencer", "ProgramLoader", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top"]

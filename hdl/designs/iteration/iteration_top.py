@@ -1,15 +1,19 @@
-"""The circuit FRED fabric whose NPUs run iteration traces (docs/fabric_iteration.md)."""
+"""The fabric tops whose NPUs run iteration traces (docs/fabric_iteration.md): the circuit FRED
+fabric and the 2D mesh."""
 
 from __future__ import annotations
 
 from functools import partial
 
 from hdl.contracts.fabric import FabricSpec
+from hdl.contracts.mesh import MESH_VCS, MeshFabricSpec
 from hdl.designs.fabric.fabric_top import FabricTop
+from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
+from .loading_sequencer import LoadingTraceSequencer
 from .trace_npu import TraceNpu
 
-__all__ = ["iteration_fabric_top"]
+__all__ = ["iteration_fabric_top", "iteration_mesh_top"]
 
 
 def iteration_fabric_top(spec: FabricSpec, *, depth: int) -> FabricTop:
@@ -17,3 +21,14 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int) -> FabricTop:
     NPU port: the same switches, links, phase sequencers, harness ports and cycle counter
     (``cycles`` ends when every NPU's trace is done)."""
     return FabricTop(spec, npu=partial(TraceNpu, depth=depth))
+
+
+def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshFabricTop:
+    """:class:`MeshFabricTop` of ``spec`` with a :class:`LoadingTraceSequencer` of ``depth`` trace
+    nodes and ``programs`` program entries per NPU, starting its two engines (chunk 0 on VC 0,
+    chunk 1 on VC 1; a collective node ends when both are done) and writing their programs
+    (lane = chunk); its registers and node times at unit
+    :func:`hdl.designs.mesh.mesh_fabric_top.sequencer_unit`. Routers, wires, engine ports and
+    the cycle counter are the mesh fabric's."""
+    return MeshFabricTop(spec, sequencer=partial(LoadingTraceSequencer, depth=depth, programs=programs,
+                                                 lanes=MESH_VCS))

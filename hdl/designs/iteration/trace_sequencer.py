@@ -7,7 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Component, In, Out
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, TRACE_NODES, TRACE_READ_ADDR,
+from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, TRACE_NODES, TRACE_READ, TRACE_READ_ADDR,
                                          TRACE_TABLE_ADDR, TRACE_TABLE_DATA)
 
 __all__ = ["TraceSequencer"]
@@ -32,7 +32,12 @@ class TraceSequencer(Component):
     after the one in which ``done`` is seen. The engine's ``done`` is low before its first
     start, so the first collective cannot see a stale one; the contract allows one collective
     per run (a second would restart the same program).
+
+    ``read_names``: its read registers (:data:`TRACE_READ`), for a fabric top that gives the
+    sequencer a read unit of its own (the mesh's, ``MeshFabricTop(..., sequencer=...)``).
     """
+
+    read_names = TRACE_READ
 
     def __init__(self, *, depth: int):
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1 << 16:
@@ -44,7 +49,12 @@ class TraceSequencer(Component):
             "we": In(1), "waddr": In(6), "wdata": In(32),
             "engine_start": Out(1), "engine_done": In(1),
             "done": Out(1), "nodes_done": Out(32), "node_start": Out(32), "node_end": Out(32),
+            **self._extra_members(),
         })
+
+    def _extra_members(self) -> dict:
+        """Members a subclass adds to the signature."""
+        return {}
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -81,10 +91,10 @@ class TraceSequencer(Component):
         delay = word & DELAY_MASK
         # a compute node's last cycle (a 0-cycle node still takes one), or the engine seen done
         finish = Signal()
+        collective_done = self._collective(m, running, collective, count, word)
         m.d.comb += [node.addr.eq(pc),
-                     finish.eq(running & (collective & (count != 0) & self.engine_done
+                     finish.eq(running & (collective_done
                                           | ~collective & (count + 1 >= delay))),
-                     self.engine_start.eq(running & collective & (count == 0)),
                      self.done.eq(~running & (pc == nodes)),
                      self.nodes_done.eq(pc),
                      write_start.addr.eq(pc), write_start.data.eq(begin), write_start.en.eq(finish),
@@ -99,3 +109,10 @@ class TraceSequencer(Component):
             with m.Else():
                 m.d.sync += count.eq(count + 1)
         return m
+
+    def _collective(self, m, running, collective, count, word):
+        """A collective node (the current node while ``running & collective``; ``count`` its
+        cycles so far): ``engine_start`` in its first cycle, done in the cycle ``engine_done``
+        is seen. Returns "the current node is a collective in its last cycle"."""
+        m.d.comb += self.engine_start.eq(running & collective & (count == 0))
+        return collective & (count != 0) & self.engine_done

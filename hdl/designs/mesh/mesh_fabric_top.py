@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 
 from hdl.contracts.errors import FredError
@@ -21,7 +21,7 @@ from .engine_port import EnginePort
 from .injection_mux import InjectionMux
 from .mesh_network import add_mesh
 
-__all__ = ["MeshFabricTop", "MESH_GLOBAL_READ", "engine_unit", "PORT_REG_BASE"]
+__all__ = ["MeshFabricTop", "MESH_GLOBAL_READ", "engine_unit", "sequencer_unit", "PORT_REG_BASE"]
 
 #: Fabric-wide read registers (unit :data:`GLOBAL_UNIT`).
 MESH_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error")
@@ -33,6 +33,12 @@ assert PORT_REG_BASE + len(PORT_REGS) <= 1 << PROG_REG_WIDTH
 def engine_unit(rank: int, chunk: int) -> int:
     """Program / read unit of NPU ``rank``'s engine for ``chunk`` (0: VC 0, 1: VC 1)."""
     return rank * MESH_VCS + chunk
+
+
+def sequencer_unit(spec: MeshFabricSpec, rank: int) -> int:
+    """Program / read unit of NPU ``rank``'s sequencer (``MeshFabricTop(..., sequencer=...)``):
+    after every engine's unit (an engine's registers fill its unit's 6-bit space)."""
+    return engine_unit(spec.npus, 0) + rank
 
 
 class MeshFabricTop(wiring.Component):
@@ -48,19 +54,26 @@ class MeshFabricTop(wiring.Component):
     ``ENGINE_REGS`` then :data:`PORT_REGS` from :data:`PORT_REG_BASE`), ``rd_unit/rd_reg`` ->
     ``rd_data`` (``ENGINE_READ`` per engine unit; :data:`MESH_GLOBAL_READ` at
     :data:`GLOBAL_UNIT`), ``all_done``, ``cycles`` (from the cycle after ``start`` is seen to
-    every engine done). ``protocol_error``: some router's ``overflow`` or ``credit_error``,
+    every engine done). ``sequencer`` (optional): a factory of a component that starts an
+    NPU's two engines instead of ``start`` (:class:`hdl.designs.iteration.TraceSequencer`'s
+    members ``start``, ``we/waddr/wdata``, ``engine_start``, ``engine_done`` -- both engines
+    done --, ``done`` and ``read_names``; with ``lane_we/lane_waddr/lane_wdata`` it also writes
+    the engines' programs, lane = chunk, and with ``engine_errors`` it sees both engines' bad
+    and extra flits), one per NPU at unit :func:`sequencer_unit`; ``cycles`` then runs until
+    every sequencer is done. ``protocol_error``: some router's ``overflow`` or ``credit_error``,
     or some engine port's ``overflow`` (must stay 0).
 
     Edge routers' outward ports are unconnected: no flit enters there and no credit returns
     (dimension-order routes between NPUs never leave the mesh).
     """
 
-    def __init__(self, spec: MeshFabricSpec):
+    def __init__(self, spec: MeshFabricSpec, *, sequencer=None):
         if not isinstance(spec, MeshFabricSpec):
             raise FredError(f"MeshFabricTop needs a MeshFabricSpec, got {spec!r}")
-        if engine_unit(spec.npus, 0) > GLOBAL_UNIT:
+        last_unit = sequencer_unit(spec, spec.npus - 1) if sequencer is not None else engine_unit(spec.npus, 0)
+        if last_unit >= GLOBAL_UNIT + (sequencer is None):
             raise FredError(f"a {spec.rows} x {spec.cols} mesh has more engines than program units")
-        self.spec = spec
+        self.spec, self.sequencer = spec, sequencer
         self.engine_flit = FlitFormat(dtype=spec.dtype, lanes=spec.engine_lanes, tag_width=TAG_WIDTH)
         super().__init__(harness_ports())
 
@@ -69,9 +82,15 @@ class MeshFabricTop(wiring.Component):
         start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec = self.spec
         routers, errors = add_mesh(m, spec)
-        engines = {}
+        engines, sequencers = {}, {}
         for rank in range(spec.npus):
             router = routers[spec.position(rank)]
+            engine_start, seq = start, None
+            if self.sequencer is not None:
+                seq = sequencers[sequencer_unit(spec, rank)] = m.submodules[f"seq_{rank}"] = self.sequencer()
+                m.d.comb += [seq.start.eq(start), seq.we.eq(prog_we & (prog_unit == sequencer_unit(spec, rank))),
+                             seq.waddr.eq(prog_reg), seq.wdata.eq(prog_data)]
+                engine_start = seq.engine_start
             mux = m.submodules[f"inject_{rank}"] = InjectionMux(flit=spec.flit, depth=spec.depth)
             m.d.comb += [router.i[LOCAL].valid.eq(mux.o.valid), router.i[LOCAL].payload.eq(mux.o.payload),
                          mux.credit.eq(router.i_credit[LOCAL])]
@@ -81,13 +100,18 @@ class MeshFabricTop(wiring.Component):
                 port = m.submodules[f"port_{rank}_{chunk}"] = EnginePort(spec=spec, vc=chunk,
                                                                         flit=self.engine_flit)
                 engines[unit] = engine
-                write = prog_we & (prog_unit == unit)
+                write, reg, data = prog_we & (prog_unit == unit), prog_reg, prog_data
+                if hasattr(seq, "lane_we"):     # the sequencer loads programs (lane = chunk)
+                    mine = seq.lane_we[chunk]
+                    write = write | mine
+                    reg = Mux(mine, seq.lane_waddr[6 * chunk:6 * (chunk + 1)], prog_reg)
+                    data = Mux(mine, seq.lane_wdata[32 * chunk:32 * (chunk + 1)], prog_data)
                 m.d.comb += [
-                    engine.start.eq(start), port.start.eq(start),
-                    engine.we.eq(write & (prog_reg < PORT_REG_BASE)),
-                    engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
-                    port.we.eq(write & (prog_reg >= PORT_REG_BASE)),
-                    port.waddr.eq(prog_reg - PORT_REG_BASE), port.wdata.eq(prog_data),
+                    engine.start.eq(engine_start), port.start.eq(engine_start),
+                    engine.we.eq(write & (reg < PORT_REG_BASE)),
+                    engine.waddr.eq(reg), engine.wdata.eq(data),
+                    port.we.eq(write & (reg >= PORT_REG_BASE)),
+                    port.waddr.eq(reg - PORT_REG_BASE), port.wdata.eq(data),
                     port.eject.valid.eq(router.o[LOCAL].valid & (router.o[LOCAL].payload.vc == chunk)),
                     port.eject.payload.eq(router.o[LOCAL].payload),
                     router.o_credit[LOCAL][chunk].eq(port.credit),
@@ -96,12 +120,18 @@ class MeshFabricTop(wiring.Component):
                 wiring.connect(m, port.rx, engine.rx)
                 wiring.connect(m, port.o, mux.i[chunk])
                 errors.append(port.overflow)
-        self._counters(m, engines, errors, start, rd_unit, rd_reg)
+            if self.sequencer is not None:
+                pair = [engines[engine_unit(rank, c)] for c in range(MESH_VCS)]
+                m.d.comb += seq.engine_done.eq(pair[0].done & pair[1].done)
+                if hasattr(seq, "engine_errors"):
+                    m.d.comb += seq.engine_errors.eq(sum(e.errors + e.extra for e in pair))
+        self._counters(m, engines, sequencers, errors, start, rd_unit, rd_reg)
         return m
 
-    def _counters(self, m, engines, errors, start, rd_unit, rd_reg):
+    def _counters(self, m, engines, sequencers, errors, start, rd_unit, rd_reg):
         all_done, running, protocol_error = Signal(), Signal(), Signal()
-        m.d.comb += [all_done.eq(running & (sum(e.done for e in engines.values()) == len(engines))),
+        finishers = sequencers or engines
+        m.d.comb += [all_done.eq(running & (sum(e.done for e in finishers.values()) == len(finishers))),
                      self.all_done.eq(all_done)]
         with m.If(sum(errors) != 0):
             m.d.sync += protocol_error.eq(1)
@@ -110,5 +140,8 @@ class MeshFabricTop(wiring.Component):
             for unit, engine in engines.items():
                 with m.Case(unit):
                     read_register(m, rd_reg, self.rd_data, [getattr(engine, n) for n in ENGINE_READ])
+            for unit, seq in sequencers.items():
+                with m.Case(unit):
+                    read_register(m, rd_reg, self.rd_data, [getattr(seq, n) for n in seq.read_names])
             with m.Case(GLOBAL_UNIT):
                 read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])

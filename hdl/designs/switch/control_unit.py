@@ -79,8 +79,12 @@ class ControlUnit(wiring.Component):
         route_ok: ``In(1)``: the router can (always at m >= 3); release: ``Out(P)``: release
         the path ending at output n (its last flit left).
         In RUN, the lowest input whose head packet (current VC, default index) names a free
-        output and which is on no path gets a path; it then forwards that one packet; DRAIN
-        lets only inputs with a path finish and waits until every path is released.
+        output and which is on no path gets a path; it then forwards that packet and, in RUN,
+        every next packet at its head for the same output (the path is kept: a stream of
+        packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
+        for the release and a new set-up); the path is released when the last packet started
+        on it leaves the output and no other has started. DRAIN lets only inputs inside a
+        packet (or granted a path) finish and waits until every path is released.
 
     A rewrite of the active slot (the slot unloaded from its first word on) makes the active
     copy stale: no packet starts in RUN until the unit has drained and selected the slot again,
@@ -198,9 +202,10 @@ class ControlUnit(wiring.Component):
                              | stale & ~select_done)
         m.d.comb += stale_now.eq(stale & ~online_mode)
         in_path = Signal(P)      # input n is on a path (set up, not yet released)
-        sending = Signal(P)      # ... and its packet's last flit has not entered the datapath
+        pending = Signal(P)      # ... granted, its first packet not started yet
         out_busy = Signal(P)     # output o is on a path
         src_of = [Signal(range(P), name=f"src_of{o}") for o in range(P)]
+        dst_of = [Signal(range(P), name=f"dst_of{n}") for n in range(P)]
         partial, match, start_ok, heads = [], [], [], []
         for n in range(P):
             hv, hf = Signal(name=f"hv{n}"), Signal(name=f"hf{n}")
@@ -218,13 +223,20 @@ class ControlUnit(wiring.Component):
                                  | (state == CUState.DRAIN) & drain_ok[n]))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
             running = (state == CUState.RUN) | (state == CUState.DRAIN)
+            online_enable = 0          # (online_mode is never set without ``online``)
+            if self.online:
+                # an input on a path forwards the rest of its packet, and the next packet for
+                # the same output on the same path (in RUN; a granted first packet also in
+                # DRAIN): a stream of packets to one output keeps its path
+                online_enable = running & in_path[n] & (
+                    part | mt & (h.dest == dst_of[n]) & (pending[n] | (state == CUState.RUN)))
             with m.If(by_header & online_mode):
-                m.d.comb += self.enable[n].eq(sending[n] & running)
+                m.d.comb += self.enable[n].eq(online_enable)
             with m.Elif(by_header):
                 m.d.comb += self.enable[n].eq(part & running | ok)
             with m.Else():
                 m.d.comb += self.enable[n].eq(manual_ok)
-            partial.append(part | sending[n])
+            partial.append(part | pending[n])
             heads.append(h)
             match.append(mt)
             start_ok.append(ok)
@@ -265,16 +277,25 @@ class ControlUnit(wiring.Component):
                                  self.route_dst.eq(heads[n].dest)]
             grant = self.route_req & self.route_ok
             for o in range(P):
-                m.d.comb += self.release[o].eq(self.out_last[o] & out_busy[o])
+                # packets on the path that have started and whose last flit has not left: the
+                # path is released when the last of them leaves and no other starts meanwhile
+                # (at most a flit per pipeline stage of the datapath: 8 bits cover any Fred_m(P))
+                in_flight = Signal(8, name=f"in_flight{o}")
+                inc = Signal(name=f"path_inc{o}")
+                dec = Signal(name=f"path_dec{o}")
+                m.d.comb += [inc.eq(out_busy[o] & self.started.bit_select(src_of[o], 1)),
+                             dec.eq(out_busy[o] & self.out_last[o]),
+                             self.release[o].eq(dec & ~inc & (in_flight == 1))]
+                m.d.sync += in_flight.eq(in_flight + inc - dec)
                 with m.If(grant & (self.route_dst == o)):
                     m.d.sync += [out_busy[o].eq(1), src_of[o].eq(self.route_src)]
                 with m.If(self.release[o]):
                     m.d.sync += out_busy[o].eq(0)
             for n in range(P):
                 with m.If(grant & (self.route_src == n)):
-                    m.d.sync += [in_path[n].eq(1), sending[n].eq(1)]
-                with m.If(self.ended[n] & sending[n]):
-                    m.d.sync += sending[n].eq(0)
+                    m.d.sync += [in_path[n].eq(1), pending[n].eq(1), dst_of[n].eq(self.route_dst)]
+                with m.If(self.started[n] & pending[n]):
+                    m.d.sync += pending[n].eq(0)
                 for o in range(P):
                     with m.If(self.release[o] & (src_of[o] == n)):
                         m.d.sync += in_path[n].eq(0)

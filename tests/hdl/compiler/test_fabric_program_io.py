@@ -47,10 +47,17 @@ def test_a_group_away_from_its_controllers_l1_reduces_up_and_down():
     assert "2,6>8" in l1_1        # controller 1 (port 8 of L1.1) gets its L1's member + the L2's sum
 
 
-def test_endpoint_fabrics_and_fp16_are_refused_by_name():
+def test_endpoint_fabrics_chain_from_the_controller_and_fp16_is_refused_by_name():
+    """Fred-A: the model's I/O chain (algorithms.io_chain_order): controller 0 (endpoint 20,
+    L1 0) into NPU 0, then NPUs 1 .. 19; its reduce is the same chain reversed, into the
+    controller, which checks the sum of all 20."""
     spec = fabric_spec("fred-a", io_controllers=1)
-    with pytest.raises(FredError, match="io-broadcast in the switches .* chain"):
-        fabric_program(spec, make_request(spec, op="io-broadcast", size_flits=8, group="wafer"))
+    program = fabric_program(spec, make_request(spec, op="io-broadcast", size_flits=8, group="wafer"))
+    assert program.algorithm == "chain"
+    assert [e["stages"][0].get("sender") for e in program.engines] == [20] + list(range(19)) + [None]
+    program = fabric_program(spec, make_request(spec, op="io-reduce", size_flits=8, group="wafer"))
+    assert program.engines[20]["stages"][0]["sender"] == 0
+    assert program.engines[20]["stages"][0]["recv_count"] == 8 and program.contributors[20] == tuple(range(20))
     spec = fabric_spec("fred-b", io_controllers=1, dtype="fp16")
     with pytest.raises(FredError, match="int32 data only"):
         fabric_program(spec, make_request(spec, op="io-reduce", size_flits=8, group="wafer"))

@@ -45,7 +45,7 @@ def test_overlap_pipeline_receives_and_second_collectives_are_refused():
     twice = nodes + [TraceNode(5, "dp2", "comm", op="all-reduce", size=1.0, deps=(4,), group=(0, 1))]
     with pytest.raises(FredError, match="rank 0 has 2 collective nodes"):
         npu_trace(0, twice, cycle_s=NS)
-    with pytest.raises(FredError, match="repeats its collective 2 times"):
+    with pytest.raises(FredError, match="repeats its collective 2 times; this fabric.s trace sequencer runs 1..1 "):
         npu_trace(0, [TraceNode(0, "mp", "comm", op="all-reduce", size=1.0, repeat=2.0, group=(0, 1))],
                   cycle_s=NS)
     with pytest.raises(FredError, match="is a all-to-all; the fabric's engines run"):
@@ -68,3 +68,31 @@ def test_collective_request_unites_the_ranks_groups_in_whole_flits():
         collective_request(bad, traces, flit_bytes=512)
     assert collective_request({0: _chain()[:3]}, {0: npu_trace(0, _chain()[:3], cycle_s=NS)},
                               flit_bytes=512) is None
+
+
+def test_several_collectives_repeats_and_their_requests_in_order():
+    from hdl.contracts.trace_program import collective_requests
+    nodes = _chain()
+    mp = TraceNode(5, "mp", "comm", op="all-reduce", fred_op="all-reduce", size=1024.0, deps=(4,),
+                   group=(0, 1, 2, 3), category="mp", queue="mp", repeat=2)
+    traces = {r: npu_trace(r, nodes + [mp], cycle_s=NS, max_collectives=8) for r in range(4)}
+    assert traces[0].collectives == (3, 5) and traces[0].words[-1] == COLLECTIVE_BIT | 2
+    requests = collective_requests({r: nodes + [mp] for r in range(4)}, traces, flit_bytes=512)
+    # a repeated node's size is its bytes x repeat (sysmodel.iteration_export): one run is half
+    assert [(r.op, r.size_flits) for r in requests] == [("all-reduce", 4), ("all-reduce", 1)]
+
+
+def test_loader_entries_keep_only_changed_registers_and_defer_the_named_ones():
+    from hdl.contracts.trace_program import PROG_ADDR, PROG_HEAD, PROG_VALUE, loader_entries, loader_writes
+    first = {0: [(1, 5), (2, 0), (9, 3)], 1: [(1, 6)]}     # reg 2 = 0 is already 0 (reset)
+    entries = loader_entries([first, first, {0: [(1, 7)], 1: [(9, 4)]}], 2, deferred=frozenset({9}))
+    assert entries == [(0, ((1, 5), (1, 6))), (3, ((9, 3), None)),   # lanes paired; deferred last
+                       (1, (None, None)),                           # a repeat loads nothing
+                       (0, ((1, 7), None)), (3, (None, (9, 4)))]
+    writes = loader_writes(entries[:1], 2, 4)
+    assert writes == [(PROG_ADDR, 0), (PROG_HEAD, (1 | 1 << 1) << 2 | (1 | 1 << 1) << 9),
+                      (PROG_VALUE, 5), (PROG_VALUE, 6)]
+    with pytest.raises(FredError, match="5 program entries do not fit the loader's memory of 4"):
+        loader_writes(entries, 2, 4)
+    with pytest.raises(FredError, match="lanes \\[2\\] outside 0..1"):
+        loader_entries([{2: [(1, 1)]}], 2)

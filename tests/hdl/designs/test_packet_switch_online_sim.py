@@ -136,3 +136,36 @@ def test_idle_online_packet_takes_latency_plus_one(ports, dest):
     assert run.received[dest][0][0] - run.sent[2][0][0] == dut.latency + 1
     assert run.received[1][0][0] - run.sent[0][0][0] > dut.latency + 1
     assert [r[1] for r in run.received[dest]] == [5, 6, 7, 8]
+
+
+def test_a_stream_of_packets_to_one_output_keeps_its_path():
+    """Back-to-back packets of one input for one output leave one flit per cycle (the path is
+    kept; released and set up again per packet they waited latency + 1 cycles each); a
+    packet for another output then waits for the release, and a second input for the same
+    output gets it after the stream, every flit in order."""
+    dut = switch(4)
+    stream = packetize(PKT, list(range(40)), phase=ONLINE, vc=VC.DP, flow=0, dest=1)
+    other = packetize(PKT, [100, 101, 102, 103], phase=ONLINE, vc=VC.DP, flow=0, dest=2)
+    rival = packetize(PKT, [200, 201, 202, 203], phase=ONLINE, vc=VC.DP, flow=1, dest=1)
+    run = run_packet_switch(dut, configs=[],
+                            injections=[Injection(0, 0, p) for p in stream + other]
+                            + [Injection(3, 20, p) for p in rival], rng=random.Random(0))
+    cycles = [r[0] for r in run.received[1][:40]]
+    assert cycles[-1] - cycles[0] == 39                      # 40 flits in 40 cycles
+    assert [r[1] for r in run.received[1]] == list(range(40)) + [200, 201, 202, 203]
+    assert [r[1] for r in run.received[2]] == [100, 101, 102, 103]
+    assert run.received[2][0][0] > cycles[-1]                # after the stream's release
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+
+
+def test_a_packet_for_another_output_waits_for_the_previous_path_to_empty():
+    """What the kept path does not cover (docs/fabric_rtl.md, "Endpoint algorithms as online
+    unicasts"): an input's packets to alternating outputs, all queued, leave one every
+    packet_flits + latency cycles -- the next path is set up only once the previous one's last
+    flit has crossed the datapath (a stream to one output: one every packet_flits)."""
+    dut = switch(4)
+    inj = [Injection(0, 0, packetize(PKT, [n] * 4, phase=ONLINE, vc=VC.DP, flow=0, first_seq=n // 2,
+                                      dest=1 + n % 2)[0]) for n in range(8)]
+    run = run_packet_switch(dut, configs=[], injections=inj, rng=random.Random(0))
+    starts = sorted(r[0] for d in (1, 2) for r in run.received[d][::PKT.packet_flits])
+    assert [b - a for a, b in zip(starts, starts[1:])] == [PKT.packet_flits + dut.latency] * 7

@@ -1,0 +1,127 @@
+"""The training-iteration table of ``fred fabric-iteration --table`` (``make fabric-iteration``):
+the cases the fabric RTL runs as whole iterations (docs/fabric_iteration.md), RTL against the
+model of the same fabric, and the FRED/mesh speedup measured in RTL beside the model's and the
+paper's, written into ``docs/fabric_validation.md`` between the fabric-iteration markers.
+
+Scale: every case is the model's serialised iteration (``--no-overlap``) at ``scale`` (bytes
+and compute divided by it) on the RTL fabrics' own platforms; the paper's speedups are of the
+full-size, overlapped iteration, so they are quoted for reference, not as a target.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform as host
+from pathlib import Path
+
+from studies.report import Column, Markdown, replace_marked_block
+
+__all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
+           "speedups", "iteration_markdown_block", "write_iteration_table"]
+
+#: (workload, strategy, fabrics, scale K or None for the command's) the RTL runs: one DP
+#: all-reduce per NPU on every fabric (the circuit FRED fabric runs one collective per NPU);
+#: the wafer-wide MP all-reduces of each layer, many per NPU, on the mesh (its NPUs load a
+#: program per collective). resnet-152 MP20 twice: at K = 1000 its 104 all-reduces are 1-51
+#: flits, where the RTL's whole-flit pieces cost more than the model's bytes (found here;
+#: docs/fabric_iteration.md), at K = 100 63-502 flits.
+ITERATION_CASES = (
+    ("resnet-152", "MP1-DP20-PP1", ("mesh", "fred-a", "fred-b", "fred-c", "fred-d"), None),
+    ("resnet-152", "MP20-DP1-PP1", ("mesh",), None),
+    ("resnet-152", "MP20-DP1-PP1", ("mesh",), 100.0),
+    ("transformer-17b", "MP20-DP1-PP1", ("mesh",), None),
+)
+#: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
+#: reproduce": full size, overlapped, the paper's strategies).
+PAPER_SPEEDUP = {"resnet-152": {"fred-c": 1.41, "fred-d": 1.76},
+                 "transformer-17b": {"fred-c": 1.75, "fred-d": 1.87}}
+ITERATION_BEGIN, ITERATION_END = "<!-- fabric-iteration:begin -->", "<!-- fabric-iteration:end -->"
+
+
+def iteration_row(case) -> dict:
+    """One table row of a run :class:`studies.iteration_case.IterationCase`."""
+    model, rtl = case.model, case.rtl_figures
+    exposed_model = sum(model["comm_exposed_cycles"].values())
+    exposed_rtl = sum(rtl["comm_exposed_cycles"].values())
+    stall = max(case.rtl.load_stall.values()) if case.rtl.load_stall else 0
+    return {"workload": f"{case.description.split(' 1f1b')[0]}, K = {case.scale:g}", "fabric": case.fabric,
+            "collectives": len(case.request) if isinstance(case.request, list) else int(case.request is not None),
+            "model_iteration": model["iteration_cycles"], "rtl_iteration": rtl["iteration_cycles"],
+            "iteration_ratio": rtl["iteration_cycles"] / model["iteration_cycles"],
+            "model_exposed": exposed_model, "rtl_exposed": exposed_rtl,
+            "exposed_ratio": exposed_rtl / exposed_model if exposed_model else None,
+            "load_stall": stall, "cycles_per_s": case.rtl.cycles_per_s, "sim_s": case.rtl.sim_s,
+            "flits": case.rtl.flits_received}
+
+
+def speedups(rows) -> list[dict]:
+    """Per workload with a mesh row and Fred-X rows: mesh / Fred-X iteration, RTL and model."""
+    out = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        mine = {r["fabric"]: r for r in rows if r["workload"] == workload}
+        mesh = mine.get("mesh")
+        if mesh is None or len(mine) < 2:
+            continue
+        name = workload.split()[0]
+        for fabric, r in mine.items():
+            if fabric != "mesh":
+                rtl = mesh["rtl_iteration"] / r["rtl_iteration"]
+                model = mesh["model_iteration"] / r["model_iteration"]
+                out.append({"workload": workload, "fabric": fabric, "rtl": rtl, "model": model,
+                            "ratio": rtl / model, "paper": PAPER_SPEEDUP.get(name, {}).get(fabric)})
+    return out
+
+
+def _ratio(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+_COLUMNS = (
+    Column("iteration (serialised, scale K)", "workload"), Column("fabric", "fabric"),
+    Column("collectives / NPU", "collectives", rule="---:"),
+    Column("model cycles", "model_iteration", ".1f", rule="---:"),
+    Column("RTL cycles", "rtl_iteration", rule="---:"), Column("RTL/model", "iteration_ratio", _ratio, rule="---:"),
+    Column("exposed comm model", "model_exposed", ".1f", rule="---:"),
+    Column("exposed comm RTL", "rtl_exposed", rule="---:"), Column("RTL/model", "exposed_ratio", _ratio, rule="---:"),
+    Column("program-load wait", "load_stall", rule="---:"),
+    Column("RTL cycles/s", "cycles_per_s", lambda v: f"{v:,.0f}", rule="---:"),
+)
+_SPEEDUP_COLUMNS = (
+    Column("iteration", "workload"), Column("Fred-X", "fabric"),
+    Column("mesh/Fred-X RTL", "rtl", ".4f", rule="---:"), Column("model", "model", ".4f", rule="---:"),
+    Column("RTL/model", "ratio", ".4f", rule="---:"),
+    Column("paper (full size, overlapped)", "paper", lambda v: "-" if v is None else f"{v:g}", rule="---:"),
+)
+
+
+def iteration_markdown_block(rows, command: str) -> str:
+    """The block between the fabric-iteration markers: the run, the table, the speedups."""
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    where = f"{host.machine()}, {os.cpu_count()} CPUs, Python {host.python_version()}"
+    worst = max(rows, key=lambda r: abs(r["iteration_ratio"] - 1))
+    exposed = [r for r in rows if r["exposed_ratio"] is not None]
+    worst_exposed = max(exposed, key=lambda r: abs(r["exposed_ratio"] - 1)) if exposed else None
+    doc = Markdown().raw(ITERATION_BEGIN).paragraph(
+        f"Generated by `{command}` on {date} ({where}). Whole training iterations on the fabric RTL "
+        f"(every NPU runs the model's exported trace; docs/fabric_iteration.md) against the model of "
+        f"the same fabric: iteration worst RTL/model {worst['iteration_ratio']:.4f} ({worst['workload']}, "
+        f"{worst['fabric']})" + (f"; exposed communication worst {worst_exposed['exposed_ratio']:.4f} "
+                                 f"({worst_exposed['workload']}, {worst_exposed['fabric']})" if worst_exposed else "")
+        + ". Serialised iterations: all communication is exposed. Every flit of every collective "
+          "checked.")
+    doc.table(_COLUMNS, rows)
+    table = speedups(rows)
+    if table:
+        doc.paragraph("Speedup over the mesh, mesh iteration / Fred-X iteration, both measured in RTL "
+                      "in this run, beside the model's at the same scale; the paper's figure is the "
+                      "full-size, overlapped iteration (a different scale: quoted, not a target).")
+        doc.table(_SPEEDUP_COLUMNS, table)
+    doc.blank().raw(ITERATION_END)
+    return "\n".join(doc.lines)
+
+
+def write_iteration_table(rows, output: Path, command: str) -> None:
+    """The block in ``output`` (between its markers, keeping the text around them)."""
+    replace_marked_block(output, ITERATION_BEGIN, ITERATION_END, iteration_markdown_block(rows, command),
+                         new_document_head="# The fabric RTL against the system model\n\n")

@@ -1,0 +1,74 @@
+"""Endpoint algorithms on the packet fabric as online-routed unicasts
+(hdl/compiler/packet_fabric_program.py, docs/fabric_rtl.md "Packet fabric"): the output each
+switch sends a destination endpoint to, and the engines' header registers (hand cases)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.compiler.fabric_program import fabric_program
+from hdl.compiler.packet_fabric_program import online_headers, online_output, online_table, runs_online
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec, make_request
+from hdl.contracts.packet import VC, PacketFormat
+from hdl.designs.fabric.packet_fabric_top import packet_format
+
+
+def test_online_output_on_fred_a_one_uplink_one_l2():
+    """Fred-A: 5 L1s of 4 NPUs (ports 0-3) + uplink port 4; one L2 Fred_3(5), port j = L1 j."""
+    spec = fabric_spec("fred-a")
+    assert online_output(spec, 0, 2) == 2            # own L1: the NPU's port
+    assert online_output(spec, 0, 6) == 4            # another L1's NPU: up
+    assert online_output(spec, 5, 6) == 1            # L2: down to L1 1
+    assert online_output(spec, 1, 6) == 2            # L1 1: NPU 6 is its port 2
+
+
+def test_online_output_on_fred_c_uses_the_uplink_of_the_destinations_local_index():
+    """Fred-C: 4 uplink ports (4-7), one L2 plane per port (5 ports each, port j = L1 j): NPU
+    9 (L1 2, local 1) is reached over uplink 1, i.e. plane 1 (switch 5 + 1)."""
+    spec = fabric_spec("fred-c")
+    assert online_output(spec, 0, 9) == 4 + 1
+    assert online_output(spec, 5 + 1, 9) == 2
+    assert online_output(spec, 2, 9) == 1
+    with pytest.raises(FredError, match="plane 1, not switch 5"):
+        online_output(spec, 5, 9)
+    # each plane's table: the endpoints of its uplink (local index u), 5 per plane
+    assert online_table(spec, 5 + 1) == {r: r // 4 for r in range(20) if r % 4 == 1}
+    assert online_table(spec, 0) == {r: r if r < 4 else 4 + r % 4 for r in range(20)}
+
+
+def test_ring_headers_name_each_members_successor():
+    """A ring all-reduce over the wafer: every NPU's packets carry its successor as flow, the
+    default phase index, the DP VC; each receives 2(n - 1) = 38 chunks of S/n = 2 flits: 76
+    flits = 10 packets of 8 -> last_seq 9."""
+    spec = fabric_spec("fred-a")
+    request = make_request(spec, op="all-reduce", size_flits=40, group="wafer")
+    program = fabric_program(spec, request, algorithm="ring")
+    assert runs_online(program)
+    fmt = packet_format(8, dest_ports=max(spec.switch_ports))
+    assert fmt.online_phase == 15 and fmt.dest_bits == 3
+    headers = online_headers(program, request, fmt)
+    assert [h["flow"] for h in headers] == [(r + 1) % 20 for r in range(20)]
+    assert all(h["phase"] == 15 and h["vc"] == VC.DP and h["last_seq"] == 9 for h in headers)
+
+
+def test_chain_headers_and_what_is_refused():
+    """A chain multicast from the root (NPU 0) of a PP group: each member names the next, the
+    last names nobody (flow 0, it sends nothing); the hierarchical all-reduce (three stages,
+    three destinations) is refused by name, as is a flow field too small."""
+    spec = fabric_spec("fred-c")
+    request = make_request(spec, op="multicast", size_flits=16, strategy="MP2-DP5-PP2", dim="pp")
+    program = fabric_program(spec, request, algorithm="chain")
+    fmt = packet_format(8, dest_ports=max(spec.switch_ports))
+    headers = online_headers(program, request, fmt)
+    for coll in request.collectives:
+        order = [coll.root] + sorted(r for r in coll.members if r != coll.root)
+        assert [headers[r]["flow"] for r in order[:-1]] == order[1:]
+        assert headers[order[-1]]["flow"] == 0 and headers[coll.root]["last_seq"] == 0
+    request = make_request(spec, op="all-reduce", size_flits=400, group="wafer")
+    with pytest.raises(FredError, match="one-stage endpoint programs.*hierarchical"):
+        online_headers(fabric_program(spec, request, algorithm="hierarchical"), request, fmt)
+    narrow = PacketFormat(phase_bits=4, seq_bits=16, flow_bits=4, packet_flits=8, dest_bits=5)
+    request = make_request(spec, op="all-reduce", size_flits=40, group="wafer")
+    with pytest.raises(FredError, match="20 endpoints need flow_bits >= 5"):
+        online_headers(fabric_program(spec, request, algorithm="ring"), request, narrow)

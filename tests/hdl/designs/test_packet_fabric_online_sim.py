@@ -1,0 +1,56 @@
+"""Endpoint algorithms (rings, chains) on the packet fabric as online-routed unicasts, in
+Amaranth's simulator on small Fred-A / Fred-C fabrics (4 NPUs, two L1s of 2 NPUs, one uplink
+port): every flit checked by the engines, every packet's sequence number in order, no credit,
+overflow or header error; each switch selects the default index once (docs/fabric_rtl.md,
+"Packet fabric")."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from hdl.contracts.fabric import fabric_spec, make_request
+
+from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
+
+#: Fred-A's half-rate uplink / Fred-C's full-rate ones (two uplink ports per L1, so two L2
+#: planes, each switch's route table holding only the endpoints of its plane), 2 NPUs per L1
+SMALL_A = fabric_spec("fred-a", npus=4, npus_per_l1=2)
+SMALL_C = fabric_spec("fred-c", npus=4, npus_per_l1=2, uplink_ports=2)
+
+
+def test_ring_all_reduce_over_half_rate_uplinks_with_sink_backpressure():
+    """Ring 0 -> 1 -> 2 -> 3 -> 0 of 24 flits: each NPU sends 2(n - 1) = 6 chunks of 6 flits;
+    hops 1 -> 2 and 3 -> 0 cross the uplinks at 1/2 flit per cycle, so >= 72 cycles; sinks
+    refuse 30 % of cycles. Upper bound: 72 + the ring's latency and the backpressure's slack."""
+    request = make_request(SMALL_A, op="all-reduce", size_flits=24, group="wafer")
+    run = run_packet_fabric_amaranth(SMALL_A, request, algorithm="ring", sink_backpressure=0.3,
+                                     watchdog_cycles=4000)
+    assert run.errors == []
+    assert [e["received"] for e in run.engines] == [36] * 4
+    assert [s["selects"] for s in run.switches] == [1, 1, 1]     # the default index, once
+    assert 72 <= run.cycles <= 72 + 80
+
+
+def test_chain_reduce_streams_one_flit_per_cycle():
+    """Chain reduce to NPU 0 of 40 flits on full-rate links: 3 -> 2 -> 1 -> 0, each member
+    adding its own (2 -> 1 crosses L2 plane 1: NPU 1's local index); the stream is 40 flits (5 packets back to back on every online path,
+    which the kept path lets run at one flit per cycle), plus three hops' latency."""
+    request = make_request(SMALL_C, op="reduce", size_flits=40, group="wafer")
+    run = run_packet_fabric_amaranth(SMALL_C, request, algorithm="chain", watchdog_cycles=4000)
+    assert run.errors == []
+    assert [e["received"] for e in run.engines] == [40, 40, 40, 0]
+    assert 40 <= run.cycles <= 40 + 60      # 89 measured; a path set up per packet: 113
+
+
+def test_io_reduce_chains_into_the_controller():
+    """Fred-A I/O (the model's I/O chain): NPUs 3 -> 2 -> 1 -> 0 -> controller (endpoint 4, on
+    L1 0) at 1/4 flit per cycle; the controller checks the sum of all four NPUs' 20 flits. At
+    least 80 cycles (its rate), at most that plus the chain's latency and the first flit's
+    interval."""
+    spec = fabric_spec("fred-a", npus=4, npus_per_l1=2, io_controllers=1, io_rate=Fraction(1, 4))
+    request = make_request(spec, op="io-reduce", size_flits=20, group="wafer")
+    run = run_packet_fabric_amaranth(spec, request, algorithm="chain", watchdog_cycles=4000)
+    assert run.errors == []
+    assert [e["received"] for e in run.engines] == [20, 20, 20, 0, 20]
+    assert run.program.contributors[4] == (0, 1, 2, 3)
+    assert 80 <= run.cycles <= 80 + 80

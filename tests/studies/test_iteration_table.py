@@ -1,0 +1,29 @@
+"""The iteration table (studies/iteration_table.py): speedups from hand-made rows, the block
+between its markers replaced in place. Pure Python (the RTL runs are ``make fabric-iteration``)."""
+
+from __future__ import annotations
+
+from studies.iteration_table import ITERATION_BEGIN, ITERATION_END, speedups, write_iteration_table
+
+
+def _row(workload, fabric, model, rtl):
+    return {"workload": workload, "fabric": fabric, "collectives": 1, "model_iteration": model,
+            "rtl_iteration": rtl, "iteration_ratio": rtl / model, "model_exposed": 100.0,
+            "rtl_exposed": 110, "exposed_ratio": 1.1, "load_stall": 0, "cycles_per_s": 5e4,
+            "sim_s": 0.2, "flits": 10}
+
+
+def test_speedups_pair_each_fred_row_with_the_mesh_row_of_its_iteration(tmp_path):
+    rows = [_row("resnet-152 MP1-DP20-PP1, K = 1000", "mesh", 1000.0, 1100),
+            _row("resnet-152 MP1-DP20-PP1, K = 1000", "fred-d", 800.0, 1000),
+            _row("resnet-152 MP20-DP1-PP1, K = 1000", "mesh", 500.0, 600)]      # no FRED row: none
+    (only,) = speedups(rows)
+    assert only["fabric"] == "fred-d" and only["rtl"] == 1.1 and only["model"] == 1.25
+    assert abs(only["ratio"] - 0.88) < 1e-12 and only["paper"] == 1.76
+    doc = tmp_path / "v.md"
+    doc.write_text(f"head\n{ITERATION_BEGIN}\nold\n{ITERATION_END}\ntail\n")
+    write_iteration_table(rows, doc, "fred fabric-iteration --table --no-overlap")
+    text = doc.read_text()
+    assert text.startswith("head\n") and text.endswith("tail\n") and "old" not in text
+    assert "| resnet-152 MP1-DP20-PP1, K = 1000 | fred-d | 1.1000 | 1.2500 | 0.8800 | 1.76 |" in text
+    assert "worst RTL/model 1.2500 (resnet-152 MP1-DP20-PP1, K = 1000, fred-d)" in text
