@@ -18,8 +18,12 @@ from hdl.contracts.placement import parse_strategy
 __all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "run_mesh_case", "MESH_OPS"]
 
 #: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing). ``io-load``: the
-#: model's weight streaming from the edge I/O controllers (``fred_mesh_io``).
-MESH_OPS = ("all-reduce", "multicast", "io-load")
+#: model's weight streaming from the edge I/O controllers (``fred_mesh_io``); ``io-store``: its
+#: gradient reduce-out into them (``fred_mesh_io_store``).
+MESH_OPS = ("all-reduce", "multicast", "io-load", "io-store")
+#: Flits per tree an NPU's partial-sum memory holds in the io-store top (a build parameter: the
+#: wafer's 4014-flit case puts 223 on a tree).
+STORE_MAX_STRIPE = 256
 
 
 @dataclass
@@ -33,6 +37,7 @@ class MeshCase:
     rtl: object | None = None         # cocotb_tests.fabric.mesh_run.MeshRun (mesh_io_run.MeshIoRun)
     io: MeshIoSpec | None = None      # the I/O controllers of an io-load
     mode: str | None = None           # an io-load's trees (hdl.contracts.mesh_io.IO_MODES)
+    io_op: str = "io-load"            # or io-store (the same trees, reversed and reducing)
 
     @property
     def ratio(self) -> float | None:
@@ -44,7 +49,7 @@ class MeshCase:
                "request": self.label, "size_flits": self.size_flits, "groups": self.groups,
                "model": dict(self.estimate.__dict__), "split": self.split}
         if self.io is not None:
-            out.update(op="io-load", controllers=self.io.controllers, io_rate=list(self.io.io_rate),
+            out.update(op=self.io_op, controllers=self.io.controllers, io_rate=list(self.io.io_rate),
                        stripe_flits=self.size_flits // self.io.controllers, trees=self.mode)
         if self.rtl is not None:
             out["rtl"] = {"cycles": self.rtl.cycles, "sim_s": self.rtl.sim_s,
@@ -95,11 +100,12 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
         raise FredError(f"the RTL mesh fabric runs {', '.join(MESH_OPS)}; {op} is not built yet "
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
-    if op == "io-load":
+    if op in ("io-load", "io-store"):
         if dtype != "int32":
-            raise FredError("io-load streams words unchanged (nothing is added): drop --dtype")
+            raise FredError(f"{op} on the mesh runs int32 words only (io-store's sums are "
+                            f"wrap-around integers): drop --dtype")
         return _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(
-            mesh=spec or MeshFabricSpec()), characterization=characterization, mode=algorithm)
+            mesh=spec or MeshFabricSpec()), characterization=characterization, mode=algorithm, op=op)
     if algorithm is not None:
         raise FredError(f"the RTL mesh runs the model's own algorithm for {op}: drop --algorithm")
     spec = spec or MeshFabricSpec(dtype=dtype)
@@ -114,21 +120,27 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     return MeshCase(spec, groups, size, label, estimate, split)
 
 
-def _build_io_case(*, size: int, group, strategy, io: MeshIoSpec, characterization, mode) -> MeshCase:
-    """Weight streaming to every NPU: ``size`` flits per NPU, in whole stripes (``ceil(size /
-    controllers)`` flits per controller; the case's size is what every NPU then receives)."""
+def _build_io_case(*, size: int, group, strategy, io: MeshIoSpec, characterization, mode,
+                   op: str = "io-load") -> MeshCase:
+    """Weight streaming to every NPU (``io-load``), or every NPU's gradients reduced out to the
+    controllers (``io-store``): ``size`` flits per NPU, in whole stripes (``ceil(size /
+    controllers)`` flits per controller; the case's size is what every NPU then receives or
+    sends)."""
     from sysmodel.mesh_rtl_model import mesh_io_model_cycles, mesh_io_platform
-    from hdl.compiler.mesh_io_program import io_load_program
+    from hdl.compiler.mesh_io_program import io_load_program, io_store_program
     if strategy is not None or group != "wafer":
-        raise FredError("io-load streams to every NPU: use --group wafer")
+        raise FredError(f"{op} on the mesh involves every NPU: use --group wafer")
     if mode is not None and mode not in IO_MODES:
-        raise FredError(f"io-load on the mesh runs the trees {', '.join(IO_MODES)}; got {mode!r}")
+        raise FredError(f"{op} on the mesh runs the trees {', '.join(IO_MODES)}; got {mode!r}")
     stripe = -(-size // io.controllers)
     platform = mesh_io_platform(io, characterization=characterization)
-    estimate = mesh_io_model_cycles(io, stripe, mode=mode, platform=platform)
-    io_load_program(io, stripe, estimate.algorithm)                               # fails early
+    estimate = mesh_io_model_cycles(io, stripe, mode=mode, platform=platform, op=op)
+    if op == "io-store":                                                          # fails early
+        io_store_program(io, stripe, estimate.algorithm, max_stripe=STORE_MAX_STRIPE)
+    else:
+        io_load_program(io, stripe, estimate.algorithm)
     return MeshCase(io.mesh, [list(range(io.mesh.npus))], stripe * io.controllers, "wafer", estimate,
-                    0.5, io=io, mode=estimate.algorithm)
+                    0.5, io=io, mode=estimate.algorithm, io_op=op)
 
 
 def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0.0,
@@ -138,11 +150,16 @@ def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0
     if case.io is not None:
         # the NPUs take every I/O flit at once (their memory): the backpressure is random idle
         # of every controller and NPU forwarder instead
-        from cocotb_tests.fabric.mesh_io_run import run_mesh_io
-        run = run_mesh_io(case.io, case.size_flits // case.io.controllers, case.mode,
-                          stall=sink_backpressure, watchdog_cycles=watchdog_cycles)
+        from cocotb_tests.fabric.mesh_io_run import run_mesh_io, run_mesh_io_store
+        stripe = case.size_flits // case.io.controllers
+        if case.io_op == "io-store":
+            run = run_mesh_io_store(case.io, stripe, case.mode, max_stripe=STORE_MAX_STRIPE,
+                                    stall=sink_backpressure, watchdog_cycles=watchdog_cycles)
+        else:
+            run = run_mesh_io(case.io, stripe, case.mode, stall=sink_backpressure,
+                              watchdog_cycles=watchdog_cycles)
         if run.errors:
-            raise FredError(f"the RTL mesh failed io-load {case.label}: " + "; ".join(run.errors[:8]))
+            raise FredError(f"the RTL mesh failed {case.io_op} {case.label}: " + "; ".join(run.errors[:8]))
         case.rtl = run
         return case
     from cocotb_tests.fabric.mesh_run import run_mesh_fabric

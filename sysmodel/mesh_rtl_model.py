@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from hdl.contracts.fabric import engine_forward_cycles, fabric_spec
 from hdl.contracts.mesh import MeshFabricSpec, npu_receive_cycles, router_latency
 from hdl.contracts.mesh_io import MeshIoSpec
+from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, build_network, evaluate, mesh_2d_split, rectangle
 from sysmodel.fabric_model import fabric_platform
 from sysmodel.platform import Platform
@@ -94,14 +95,17 @@ def mesh_io_platform(spec: MeshIoSpec, *, characterization=None) -> Platform:
 
 
 def mesh_io_model_cycles(spec: MeshIoSpec, stripe_flits: int, *, mode: str | None = None,
-                         platform: Platform | None = None) -> MeshEstimate:
+                         platform: Platform | None = None, op: str = "io-load") -> MeshEstimate:
     """The model's cycles for weight streaming (``io-load``) of ``stripe_flits`` per controller
     to every NPU of the mesh, with the model's fastest trees or those ``mode`` names
-    (``tree-xy``, ``tree-yx``, ``tree-split``)."""
+    (``tree-xy``, ``tree-yx``, ``tree-split``). ``op="io-store"``: the gradient reduce-out
+    instead (the same trees reversed, every NPU's stripe reduced into the controllers)."""
+    if op not in ("io-load", "io-store"):
+        raise FredError(f"the mesh's I/O ops are io-load and io-store, got {op!r}")
     platform = platform or mesh_io_platform(spec)
     timing = platform.switch_at("l1")
     size = stripe_flits * spec.controllers * timing.flit_bytes
-    result = evaluate(platform, "mesh", [Collective("io-load", group=tuple(range(spec.mesh.npus)), size=size)],
+    result = evaluate(platform, "mesh", [Collective(op, group=tuple(range(spec.mesh.npus)), size=size)],
                       algorithm=mode)
     return MeshEstimate(cycles=result.time_s / timing.cycle_s,
                         bandwidth_cycles=result.bandwidth_time_s / timing.cycle_s,

@@ -4,7 +4,9 @@ random idle, pulse ``start``, poll ``all_done`` every ``poll`` cycles until done
 ``watchdog_cycles``, read every NPU's and controller's counters and the fabric's. Never fails by
 itself: ``cocotb_tests.fabric.mesh_io_run`` judges the metrics. Parameters
 (``FRED_BENCH_PARAMS``): ``stripe``, ``mode`` (index), ``stall`` (``IO_REGS``), ``npus``,
-``controllers``, ``watchdog_cycles``, ``poll``."""
+``controllers``, ``watchdog_cycles``, ``poll``; ``npu_read`` and ``controller_read``: the
+register names of an NPU and a controller unit (default the io-load top's; the io-store top
+``fred_mesh_io_store`` reads others)."""
 
 from __future__ import annotations
 
@@ -26,9 +28,11 @@ async def run_io_load(dut):
     elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
                                                       poll=params["poll"])
     await settle(dut)   # late (duplicated) flits surface as errors
-    npus = [{n: await read_register(dut, r, i) for i, n in enumerate(IO_NPU_READ)}
+    npu_read = params.get("npu_read", IO_NPU_READ)
+    controller_read = params.get("controller_read", IO_CONTROLLER_READ)
+    npus = [{n: await read_register(dut, r, i) for i, n in enumerate(npu_read)}
             for r in range(params["npus"])]
-    controllers = [{n: await read_register(dut, params["npus"] + k, i) for i, n in enumerate(IO_CONTROLLER_READ)}
+    controllers = [{n: await read_register(dut, params["npus"] + k, i) for i, n in enumerate(controller_read)}
                    for k in range(params["controllers"])]
     fabric = {n: await read_register(dut, GLOBAL_UNIT, i) for i, n in enumerate(IO_GLOBAL_READ)}
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s,

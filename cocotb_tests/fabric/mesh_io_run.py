@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
 from cocotb_tests.runner import run_bench
-from hdl.compiler.mesh_io_program import IoLoadProgram, io_load_program
+from hdl.compiler.mesh_io_program import IoLoadProgram, IoStoreProgram, io_load_program, io_store_program
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh_io import MeshIoSpec
 
-__all__ = ["MeshIoRun", "run_mesh_io", "mesh_io_verilog"]
+__all__ = ["MeshIoRun", "run_mesh_io", "mesh_io_verilog", "run_mesh_io_store", "judge_store"]
 
 TOP = "fred_mesh_io"
+STORE_TOP = "fred_mesh_io_store"
 
 
 @dataclass
@@ -28,7 +29,7 @@ class MeshIoRun:
     cycles: int
     errors: list[str]
     sim_s: float
-    program: IoLoadProgram
+    program: IoLoadProgram | IoStoreProgram
 
     @property
     def cycles_per_s(self) -> float:
@@ -38,13 +39,19 @@ class MeshIoRun:
 _VERILOG: dict = {}
 
 
-def mesh_io_verilog(spec: MeshIoSpec) -> str:
-    """The top's Verilog (generated once per spec and process)."""
-    if spec not in _VERILOG:
-        from hdl.designs.mesh.mesh_io_top import MeshIoTop
+def mesh_io_verilog(spec: MeshIoSpec, *, store_max_stripe: int | None = None) -> str:
+    """The top's Verilog (generated once per spec and process): ``fred_mesh_io``, or with
+    ``store_max_stripe`` the io-store top ``fred_mesh_io_store`` of that partial-sum memory."""
+    key = (spec, store_max_stripe)
+    if key not in _VERILOG:
         from hdl.emit.verilog import to_verilog
-        _VERILOG[spec] = to_verilog(MeshIoTop(spec), name=TOP)
-    return _VERILOG[spec]
+        if store_max_stripe is None:
+            from hdl.designs.mesh.mesh_io_top import MeshIoTop
+            _VERILOG[key] = to_verilog(MeshIoTop(spec), name=TOP)
+        else:
+            from hdl.designs.mesh.mesh_io_store_top import MeshIoStoreTop
+            _VERILOG[key] = to_verilog(MeshIoStoreTop(spec, max_stripe=store_max_stripe), name=STORE_TOP)
+    return _VERILOG[key]
 
 
 def judge_io(program: IoLoadProgram, after: dict, stalled: bool) -> list[str]:
@@ -66,11 +73,50 @@ def judge_io(program: IoLoadProgram, after: dict, stalled: bool) -> list[str]:
     return errors
 
 
+def judge_store(program: IoStoreProgram, after: dict, stalled: bool) -> list[str]:
+    """What went wrong in an io-store run's counters (empty: every controller received each of
+    its trees' flits once, in order, each the sum of every NPU's contribution)."""
+    errors = []
+    if stalled:
+        short = [k for k, c in enumerate(after["controllers"]) if c["received"] != program.expect[k]]
+        errors.append(f"the fabric did not finish before the watchdog (stall): controllers {short} short of their flits")
+    if after["global"]["protocol_error"]:
+        errors.append("a router or a forwarder's send queue broke the credit protocol (overflow)")
+    for k, c in enumerate(after["controllers"]):
+        if c["received"] != program.expect[k] or c["errors"]:
+            errors.append(f"controller {k}: received {c['received']} of {program.expect[k]}, {c['errors']} bad "
+                          f"flit(s), first bad arrival #{c['first_error']}")
+    busy = [r for r, n in enumerate(after["npus"]) if not n["idle"]]
+    if busy:
+        errors.append(f"NPUs {busy} still hold partial sums to send")
+    return errors
+
+
+def run_mesh_io_store(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *, max_stripe: int,
+                      stall: float = 0.0, watchdog_cycles: int | None = None, poll: int = 256) -> MeshIoRun:
+    """Check, build (cached), run and judge a gradient reduce-out of ``stripe_flits`` per
+    controller (``max_stripe``: the NPUs' partial-sum memory per tree, a build parameter);
+    ``stall``: the probability every NPU's reducer idles in a cycle."""
+    from hdl.designs.mesh.mesh_io_store_top import STORE_CONTROLLER_READ, STORE_NPU_READ
+    program = io_store_program(spec, stripe_flits, mode, max_stripe=max_stripe)
+    after, stalled, sim_s = _run(spec, program, stall, watchdog_cycles, poll,
+                                 mesh_io_verilog(spec, store_max_stripe=max_stripe), STORE_TOP,
+                                 npu_read=list(STORE_NPU_READ), controller_read=list(STORE_CONTROLLER_READ))
+    return MeshIoRun(after["global"]["cycles"], judge_store(program, after, stalled), sim_s, program)
+
+
 def run_mesh_io(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *, stall: float = 0.0,
                 watchdog_cycles: int | None = None, poll: int = 256) -> MeshIoRun:
     """Check, build (cached), run and judge weight streaming of ``stripe_flits`` per controller;
     ``stall``: the probability every controller and NPU forwarder idles in a cycle."""
     program = io_load_program(spec, stripe_flits, mode)
+    after, stalled, sim_s = _run(spec, program, stall, watchdog_cycles, poll, mesh_io_verilog(spec), TOP)
+    return MeshIoRun(after["global"]["cycles"], judge_io(program, after, stalled), sim_s, program)
+
+
+def _run(spec, program, stall, watchdog_cycles, poll, verilog, top, **reads):
+    """Build ``top`` (cached) and run ``bench_mesh_io`` on ``program``: ``(after, stalled, sim_s)``."""
+    stripe_flits, mode = program.stripe_flits, program.mode
     if not 0 <= stall < 1:
         raise FredError(f"stall must be a probability in [0, 1), got {stall!r}")
     if watchdog_cycles is None:
@@ -78,14 +124,12 @@ def run_mesh_io(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *
         watchdog_cycles = int(4 * program.hottest * stripe_flits * b / a / (1 - stall)) + 20_000
     params = {"stripe": stripe_flits, "mode": program.mode_index, "stall": round(stall * 65536),
               "npus": spec.mesh.npus,
-              "controllers": spec.controllers, "watchdog_cycles": watchdog_cycles, "poll": poll}
+              "controllers": spec.controllers, "watchdog_cycles": watchdog_cycles, "poll": poll, **reads}
     from eda.fabric.build import build_top_public_only
-    verilog = mesh_io_verilog(spec)
-    build_dir = build_top_public_only(verilog, TOP, PORTS, cflags=CFLAGS)
-    result = run_bench(verilog=(verilog, TOP), test_module="cocotb_tests.fabric.bench_mesh_io",
-                       bench_params=params, prebuilt=build_dir, run_name=f"mesh-io-{mode}-{stripe_flits}")
+    build_dir = build_top_public_only(verilog, top, PORTS, cflags=CFLAGS)
+    result = run_bench(verilog=(verilog, top), test_module="cocotb_tests.fabric.bench_mesh_io",
+                       bench_params=params, prebuilt=build_dir, run_name=f"{top}-{mode}-{stripe_flits}")
     m = result.metrics
     if not m:
         raise FredError(f"the mesh I/O bench recorded nothing; log: {result.test_dir / 'sim.log'}")
-    after = m["after"]
-    return MeshIoRun(after["global"]["cycles"], judge_io(program, after, m["stalled"]), m["sim_s"], program)
+    return m["after"], m["stalled"], m["sim_s"]

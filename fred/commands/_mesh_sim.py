@@ -50,7 +50,8 @@ def _print_io(case) -> None:
     io, est = case.io, case.estimate
     stripe = case.size_flits // io.controllers
     a, b = io.io_rate
-    print(f"request: io-load wafer, {case.size_flits} flits to every NPU = {io.controllers} controllers x "
+    print(f"request: {case.io_op} wafer, {case.size_flits} flits {'from' if case.io_op == 'io-store' else 'to'} "
+          f"every NPU = {io.controllers} controllers x "
           f"{stripe}-flit stripes, controller links {a}/{b} flit/cycle, trees {est.algorithm}")
     rates = [("model", est.cycles)] + ([("RTL", case.rtl.cycles)] if case.rtl is not None else [])
     print("per-controller rate: " + ", ".join(f"{name} {stripe / cycles:.4f} flit/cycle" for name, cycles in rates)

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL, VC_ORDERS, route_hops
-from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, MeshIoSpec
+from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, STORE_SEQ_BITS, MeshIoSpec
 
-__all__ = ["tree_children", "tree_flits", "link_stripes", "IoLoadProgram", "io_load_program", "neighbour"]
+__all__ = ["tree_children", "tree_flits", "link_stripes", "IoLoadProgram", "io_load_program", "neighbour",
+           "tree_parents", "IoStoreProgram", "io_store_program"]
 
 _STEP = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}   # NORTH, EAST, SOUTH, WEST
 
@@ -120,3 +121,57 @@ def neighbour(spec: MeshIoSpec, rank: int, port: int) -> int:
         raise FredError(f"NPU {rank} has no neighbour by port {port}")
     return row * spec.mesh.cols + col
 
+
+
+_BACK = {1: 3, 3: 1, 2: 4, 4: 2}   # the port a neighbour's link enters by: NORTH <-> SOUTH, EAST <-> WEST
+
+
+def tree_parents(spec: MeshIoSpec) -> list[list[int]]:
+    """``parents[rank][tree]``: the router port by which NPU ``rank`` sends its partial sums of
+    ``tree`` in a gradient reduce-out (``io-store``): towards the neighbour it receives the
+    tree's flits from in weight streaming, or, at the tree's root, out of the mesh by the side
+    the controller is attached to (:func:`hdl.contracts.mesh_io.edge_io_ports`)."""
+    mesh = spec.mesh
+    parents = [[0] * spec.trees for _ in range(mesh.npus)]
+    for k, (_, _, side) in enumerate(spec.ports()):
+        for vc in (0, 1):
+            parents[spec.attach_rank(k)][2 * k + vc] = side
+    for rank, per_tree in enumerate(tree_children(spec)):
+        for tree, ports in enumerate(per_tree):
+            for port in ports:
+                parents[neighbour(spec, rank, port)][tree] = _BACK[port]
+    return parents
+
+
+@dataclass
+class IoStoreProgram:
+    """A gradient reduce-out: ``per_tree`` flits of each tree (``tree_flits``, the same split as
+    weight streaming), ``expect[k]`` flits controller ``k`` receives (its two trees' flits, each
+    the sum over every NPU), ``hottest`` stripes on the busiest link (the broadcast trees'
+    links reversed carry the same loads)."""
+
+    stripe_flits: int
+    mode: str
+    per_tree: list[int]
+    expect: list[int]
+    hottest: float
+
+    @property
+    def mode_index(self) -> int:
+        return IO_MODES.index(self.mode)
+
+
+def io_store_program(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *,
+                     max_stripe: int) -> IoStoreProgram:
+    """Check a gradient reduce-out of ``stripe_flits`` per controller; raises :class:`FredError`
+    for a stripe < 1, a tree's flits beyond the NPUs' partial-sum memory (``max_stripe`` flits
+    per tree, a build parameter of the store top) or the in-band index, or an unknown mode."""
+    if isinstance(stripe_flits, bool) or not isinstance(stripe_flits, int) or stripe_flits < 1:
+        raise FredError(f"stripe must be a positive number of flits per controller, got {stripe_flits!r}")
+    per_tree = tree_flits(spec, stripe_flits, mode)
+    if max(per_tree) > min(max_stripe, 1 << STORE_SEQ_BITS):
+        raise FredError(f"a stripe of {stripe_flits} flits puts {max(per_tree)} flits on a tree; the NPUs "
+                        f"hold partial sums of {min(max_stripe, 1 << STORE_SEQ_BITS)} per tree (max_stripe "
+                        f"{max_stripe}, {STORE_SEQ_BITS}-bit index): use a shorter stripe or a larger build")
+    expect = [per_tree[2 * k] + per_tree[2 * k + 1] for k in range(spec.controllers)]
+    return IoStoreProgram(stripe_flits, mode, per_tree, expect, max(link_stripes(spec, mode).values()))

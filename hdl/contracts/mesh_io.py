@@ -21,6 +21,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import EAST, NORTH, SOUTH, WEST, MeshFabricSpec, check_link_rate
 
 __all__ = ["edge_io_ports", "IO_MODES", "MeshIoSpec", "SEQ_BITS", "TREE_BITS", "CHECK_BITS",
+           "STORE_SEQ_BITS", "STORE_VALUE_BITS", "store_value", "store_sum", "store_sum_factors", "store_word",
            "io_word", "io_check"]
 
 #: How a controller's stripe is split between its two trees: all X-Y, all Y-X, or half each
@@ -104,3 +105,38 @@ class MeshIoSpec:
         """The NPU controller ``k`` is attached to."""
         row, col, _ = self.ports()[k]
         return row * self.mesh.cols + col
+
+
+# Gradient reduce-out (the model's ``io-store``): every NPU holds a contribution to every
+# controller's stripe; each tree is reversed (children send to their parent, the root to the
+# controller) and every NPU adds its children's flits to its own before sending. The mesh flit
+# has no header beyond its 35-bit data field, so a store flit carries its tag in-band: the
+# index in its tree (low STORE_SEQ_BITS), the tree (TREE_BITS), and a STORE_VALUE_BITS partial
+# sum (the timing is the flit's; the sum is wrap-around, wide enough to catch a lost,
+# duplicated or wrong contribution).
+STORE_SEQ_BITS = 13
+STORE_VALUE_BITS = 16
+
+
+def store_value(rank: int, tree: int, seq: int) -> int:
+    """NPU ``rank``'s contribution to flit ``seq`` of ``tree``: linear in the index and the
+    tree with odd per-rank factors, so the sum over the NPUs (:func:`store_sum`) is cheap in
+    logic and a missing or duplicated NPU, or a wrong index, changes it."""
+    return (seq * (2 * rank + 1) + tree * (4 * rank + 3) + 7 * rank + 1) & ((1 << STORE_VALUE_BITS) - 1)
+
+
+def store_sum(npus: int, tree: int, seq: int) -> int:
+    """What the controller of ``tree`` must receive as flit ``seq``: every NPU's
+    :func:`store_value` added, wrapped to STORE_VALUE_BITS."""
+    return sum(store_value(r, tree, seq) for r in range(npus)) & ((1 << STORE_VALUE_BITS) - 1)
+
+
+def store_sum_factors(npus: int) -> tuple[int, int, int]:
+    """``(a, b, c)`` with ``store_sum(npus, t, i) == (a i + b t + c) mod 2^STORE_VALUE_BITS``."""
+    return (sum(2 * r + 1 for r in range(npus)), sum(4 * r + 3 for r in range(npus)),
+            sum(7 * r + 1 for r in range(npus)))
+
+
+def store_word(seq: int, tree: int, value: int) -> int:
+    """The data field of a store flit."""
+    return seq | tree << STORE_SEQ_BITS | value << (STORE_SEQ_BITS + TREE_BITS)

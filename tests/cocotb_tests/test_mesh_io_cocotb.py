@@ -26,3 +26,21 @@ def test_weight_streaming_under_random_idle_loses_nothing():
     case = run_mesh_case(build_mesh_case(op="io-load", size=18 * 40, group="wafer"), sink_backpressure=0.3)
     print(f"io-load under 30 % idle: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}")
     assert case.rtl.cycles >= case.estimate.bandwidth_cycles
+
+
+
+@pytest.mark.parametrize("size", [18 * 3, 18 * 100])
+def test_gradient_reduce_out_is_exact(size):
+    """io-store on the wafer: each controller receives each of its trees' flits once, in order,
+    each the sum of all 20 NPUs' contributions (run_mesh_case raises otherwise); never faster
+    than the busiest link."""
+    case = run_mesh_case(build_mesh_case(op="io-store", size=size, group="wafer"))
+    print(f"io-store {size}: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}")
+    assert case.rtl.cycles >= case.estimate.bandwidth_cycles
+
+
+def test_gradient_reduce_out_within_5_percent_of_the_model():
+    """100-flit stripes: the reduction's per-hop time (about 35 cycles in all, which the model's
+    latency does not count) is ~1 % of the time (docs/mesh_rtl.md, io-store)."""
+    case = run_mesh_case(build_mesh_case(op="io-store", size=18 * 100, group="wafer"))
+    assert case.rtl.cycles == pytest.approx(case.estimate.cycles, rel=0.05)

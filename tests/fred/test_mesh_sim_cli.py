@@ -52,6 +52,19 @@ def test_model_only_io_load_text_gives_the_per_controller_rate(capsys):
     assert "busiest link alone: 0.0294" in out and "18 controllers x 100-flit stripes" in out
 
 
+def test_model_only_io_store_reduces_over_the_same_links_and_refuses_a_stripe_beyond_its_memory(capsys):
+    """The reduce-out's reversed trees carry the streaming's loads: 8.5 stripes of 3 flits on
+    the busiest link; a tree of 300 flits does not fit the NPUs' 256-entry partial sums."""
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-store", "--group", "wafer",
+                 "--size", "40", "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["op"], out["stripe_flits"], out["trees"]) == ("io-store", 3, "tree-split")
+    assert out["model"]["bandwidth_cycles"] == pytest.approx(8.5 * 3 * 4)
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-store", "--group", "wafer",
+                 "--size", str(18 * 300), "--algorithm", "tree-xy", "--model-only"]) == 1
+    assert "partial sums of 256 per tree" in capsys.readouterr().err
+
+
 def test_model_only_fp16_chain_adds_the_adders_forwarding_latency(capsys):
     """fp16 engines forward through the project's adder: the model's PP chain (0 -> 2 -> 3, one
     forwarding member) gains the adder's cycles (hdl.contracts.fabric.engine_forward_cycles),

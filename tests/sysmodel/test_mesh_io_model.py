@@ -28,3 +28,18 @@ def test_busiest_link_is_the_programs_stripes(mode):
 
 def test_the_model_picks_the_split_trees():
     assert mesh_io_model_cycles(MeshIoSpec(), 10).algorithm == "tree-split"
+
+
+@pytest.mark.parametrize("mode", IO_MODES)
+def test_reduce_out_loads_the_reversed_trees_as_much_as_streaming(mode):
+    from hdl.compiler.mesh_io_program import io_store_program
+    spec = MeshIoSpec()
+    est = mesh_io_model_cycles(spec, 10, mode=mode, op="io-store")
+    assert est.algorithm == mode
+    assert est.busiest_link_flits == pytest.approx(io_store_program(spec, 10, mode, max_stripe=256).hottest * 10)
+
+
+def test_an_unknown_io_op_is_refused():
+    from hdl.contracts.errors import FredError
+    with pytest.raises(FredError, match="io-load and io-store"):
+        mesh_io_model_cycles(MeshIoSpec(), 10, op="io-write")

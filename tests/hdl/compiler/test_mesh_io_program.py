@@ -74,3 +74,29 @@ def test_on_a_square_mesh_the_split_trees_give_the_papers_2n_minus_1(n):
     # with a controller on every boundary port; 5 x 4 lies between N = 4 (7) and N = 5 (9)
     spec = MeshIoSpec(mesh=MeshFabricSpec(rows=n, cols=n), controllers=4 * n)
     assert io_load_program(spec, 1, "tree-split").hottest == 2 * n - 1
+
+
+def test_reduce_out_parents_reverse_the_broadcast_trees_by_hand():
+    from hdl.compiler.mesh_io_program import io_store_program, tree_parents
+    parents = tree_parents(SMALL)
+    # controller 0 north of NPU 0: X-Y tree 0 is 0 -> 1, 0 -> 2, 1 -> 3; reversed: 1 and 2 send
+    # to 0 (west, north), 3 to 1 (north), 0 out by its north side to the controller
+    assert [parents[r][0] for r in range(4)] == [NORTH, WEST, NORTH, NORTH]
+    # its Y-X tree (tree 1): 0 -> 2, 0 -> 1, 2 -> 3; reversed: 3 sends west to 2
+    assert [parents[r][1] for r in range(4)] == [NORTH, WEST, NORTH, WEST]
+    program = io_store_program(SMALL, 5, "tree-split", max_stripe=8)
+    # every controller receives its stripe (its two trees' flits): 3 + 2
+    assert program.expect == [5] * 8 and program.per_tree[:4] == [3, 2, 2, 3]
+    with pytest.raises(FredError, match="partial sums of 2 per tree"):
+        io_store_program(SMALL, 5, "tree-split", max_stripe=2)
+    with pytest.raises(FredError, match="positive"):
+        io_store_program(SMALL, 0, max_stripe=8)
+
+
+def test_reduce_out_sums_are_linear_and_catch_a_missing_or_doubled_npu():
+    from hdl.contracts.mesh_io import store_sum, store_sum_factors, store_value
+    a, b, c = store_sum_factors(20)
+    assert all(store_sum(20, t, i) == (a * i + b * t + c) % 65536 for t in range(36) for i in range(300))
+    for r in range(20):
+        assert (store_sum(20, 3, 7) - store_value(r, 3, 7)) % 65536 != store_sum(20, 3, 7)
+        assert (store_sum(20, 3, 7) + store_value(r, 3, 7)) % 65536 != store_sum(20, 3, 7)

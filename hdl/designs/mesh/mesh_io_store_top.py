@@ -1,0 +1,131 @@
+"""``MeshIoStoreTop``: the 2D mesh reducing every NPU's gradients out to the I/O controllers on
+its edge over reversed broadcast trees (the model's ``io-store``; docs/mesh_rtl.md, "I/O
+controllers on the mesh"; the Verilog top ``fred_mesh_io_store``)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import fifo, wiring
+
+from hdl.compiler.mesh_io_program import tree_children, tree_parents
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import LOCAL
+from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, STORE_SEQ_BITS, MeshIoSpec
+from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
+                                           harness_ports, read_register)
+
+from .mesh_io_top import IO_GLOBAL_READ, IO_REGS, _link, _random_hold, controller_unit
+from .mesh_network import add_mesh
+from .mesh_wire import MeshWire
+from .rate_token import RateToken
+from .reduce_forwarder import ReduceForwarder
+from .store_checker import StoreChecker
+
+__all__ = ["MeshIoStoreTop", "STORE_NPU_READ", "STORE_CONTROLLER_READ"]
+
+#: Read registers of an NPU unit (``rd_unit`` = rank) and a controller unit
+#: (``controller_unit``); the fabric's are ``IO_GLOBAL_READ``, the program registers ``IO_REGS``.
+STORE_NPU_READ = ("idle",)
+STORE_CONTROLLER_READ = ("received", "errors", "first_error", "complete")
+
+
+def tree_share(m: Module, stripe, mode, k: int, vc: int) -> Signal:
+    """Flits of tree ``2 k + vc`` in logic: ``hdl.compiler.mesh_io_program.tree_flits``."""
+    out = Signal(STORE_SEQ_BITS, name=f"tree_flits_{2 * k + vc}")
+    half_up, half_down = (stripe + 1) >> 1, stripe >> 1
+    first = (vc + k) % 2          # on the split trees an odd controller starts on the Y-X tree
+    m.d.comb += out.eq(Mux(mode == IO_MODES.index("tree-split"), half_down if first else half_up,
+                           Mux(mode == vc, stripe, 0)))
+    return out
+
+
+class MeshIoStoreTop(wiring.Component):
+    """The routers and wires of ``spec.mesh`` (:func:`add_mesh`); at every NPU a
+    :class:`ReduceForwarder` on the router's local port (partial-sum memory of ``max_stripe``
+    flits per tree); at each controller a :class:`StoreChecker` fed through a
+    :class:`MeshWire` from the outward port of its NPU's router (the root sends there by
+    addressing the I/O position next to it) and a ``spec.mesh.depth``-flit receive queue the
+    controller drains at its link's rate ``spec.io_rate`` (a credit returns per flit drained:
+    the controller's link, not the router's edge port, sets the rate).
+
+    Harness ports as ``fred_mesh_io``'s; ``all_done``: every controller received its trees'
+    flits and no NPU has anything left to send; ``protocol_error``: a router's credit error or
+    overflow, or a forwarder's send-queue overflow.
+    """
+
+    def __init__(self, spec: MeshIoSpec, *, max_stripe: int = 256):
+        if not isinstance(spec, MeshIoSpec):
+            raise FredError(f"MeshIoStoreTop needs a MeshIoSpec, got {spec!r}")
+        if controller_unit(spec, spec.controllers) > GLOBAL_UNIT:
+            raise FredError(f"{spec.mesh.npus} NPUs and {spec.controllers} controllers exceed the "
+                            f"{GLOBAL_UNIT} read units")
+        self.spec, self.max_stripe = spec, max_stripe
+        super().__init__(harness_ports())
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
+        spec, mesh = self.spec, self.spec.mesh
+        stripe, mode, stall = Signal(SEQ_BITS), Signal(2), Signal(16)
+        for name, reg in (("stripe", stripe), ("mode", mode), ("stall", stall)):
+            with m.If(prog_we & (prog_reg == IO_REGS.index(name))):
+                m.d.sync += reg.eq(prog_data)
+        routers, errors = add_mesh(m, mesh)
+        shares = [tree_share(m, stripe, mode, k, vc) for k in range(spec.controllers) for vc in (0, 1)]
+        children, parents = tree_children(spec), tree_parents(spec)
+        idle = []
+        for rank in range(mesh.npus):
+            router = routers[mesh.position(rank)]
+            fwd = m.submodules[f"reduce_{rank}"] = ReduceForwarder(
+                spec=spec, rank=rank, children=children[rank], parents=parents[rank], max_stripe=self.max_stripe)
+            m.d.comb += [
+                fwd.start.eq(start), *(fwd.per_tree[t].eq(s) for t, s in enumerate(shares)),
+                fwd.hold.eq(_random_hold(m, f"npu{rank}", rank + 1, stall)),
+                *_link(fwd.eject, router.o[LOCAL]),
+                # every arrival is added at once: the credit returns on arrival
+                router.o_credit[LOCAL].eq(router.o[LOCAL].valid << router.o[LOCAL].payload.vc),
+                *_link(router.i[LOCAL], fwd.o), fwd.credit.eq(router.i_credit[LOCAL]),
+            ]
+            errors.append(fwd.overflow)
+            idle.append(fwd.idle)
+        sinks, overflow = [], Signal()
+        errors.append(overflow)
+        for k, (row, col, side) in enumerate(spec.ports()):
+            router = routers[(col + 1, row + 1)]
+            sink = m.submodules[f"store_{k}"] = StoreChecker(spec=spec, index=k)
+            wire = m.submodules[f"store_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+            width = len(wire.o.payload.as_value())
+            queue = m.submodules[f"store_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
+            rate = m.submodules[f"store_rate_{k}"] = RateToken(spec.io_rate)
+            drain = queue.r_rdy & rate.token
+            m.d.comb += [sink.start.eq(start), sink.expect.eq(shares[2 * k] + shares[2 * k + 1]),
+                         *_link(wire.i, router.o[side]),
+                         queue.w_en.eq(wire.o.valid), queue.w_data.eq(wire.o.payload.as_value()),
+                         queue.r_en.eq(drain), rate.spend.eq(drain),
+                         sink.i.valid.eq(drain), sink.i.payload.eq(queue.r_data),
+                         wire.credit_in.eq(drain << sink.i.payload.vc),
+                         router.o_credit[side].eq(wire.credit_out)]
+            with m.If(queue.w_en & ~queue.w_rdy):
+                m.d.sync += overflow.eq(1)
+            sinks.append(sink)
+        self._counters(m, sinks, idle, errors, start, rd_unit, rd_reg)
+        return m
+
+    def _counters(self, m, sinks, idle, errors, start, rd_unit, rd_reg):
+        all_done, running, protocol_error = Signal(), Signal(), Signal()
+        m.d.comb += [all_done.eq(running & (sum(s.complete for s in sinks) == len(sinks))
+                                 & (sum(idle) == len(idle))),
+                     self.all_done.eq(all_done)]
+        with m.If(sum(errors) != 0):
+            m.d.sync += protocol_error.eq(1)
+        count_cycles(m, start, running, all_done, self.cycles)
+        with m.Switch(rd_unit):
+            for rank, i in enumerate(idle):
+                with m.Case(rank):
+                    read_register(m, rd_reg, self.rd_data, [i])
+            for k, sink in enumerate(sinks):
+                with m.Case(controller_unit(self.spec, k)):
+                    read_register(m, rd_reg, self.rd_data, [sink.received, sink.errors, sink.first_error,
+                                                            sink.complete])
+            with m.Case(GLOBAL_UNIT):
+                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])

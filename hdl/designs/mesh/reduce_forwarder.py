@@ -1,0 +1,180 @@
+"""An NPU's side of a gradient reduce-out (``io-store``): its children's partial sums of each
+reduce tree added to its own, sent on to the parent (docs/mesh_rtl.md, "I/O controllers on the
+mesh")."""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.mesh import MESH_VCS, PORT_NAMES
+from hdl.contracts.mesh_io import STORE_SEQ_BITS, STORE_VALUE_BITS, TREE_BITS, MeshIoSpec
+from hdl.designs.layouts import struct_layout
+from hdl.designs.switch.vc_input_buffer import link_signature
+
+from .rate_token import RateToken
+
+__all__ = ["ReduceForwarder"]
+
+_STEP = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}   # NORTH, EAST, SOUTH, WEST
+
+
+class ReduceForwarder(wiring.Component):
+    """NPU ``rank``'s reduce: for tree ``t`` it waits for flit ``i`` from each of its
+    ``len(children[t])`` children, adds them and its own ``store_value(rank, t, i)``, and sends
+    the sum one hop to ``parents[t]`` (a neighbour, or out of the mesh to the controller at the
+    root), on VC ``t % 2``. A leaf of ``t`` sends its own values, ``i`` = 0, 1, ... (leaf trees
+    interleaved flit by flit).
+
+    Parameters: spec (:class:`MeshIoSpec`), rank, children (per tree, the ports of
+    ``hdl.compiler.mesh_io_program.tree_children``), parents (per tree,
+    ``tree_parents``), max_stripe (flits per tree the partial-sum memory holds; a power of two).
+
+    Members: ``start`` (restarts the leaf generator), ``per_tree`` (In(STORE_SEQ_BITS).array:
+    flits of each tree), ``eject`` (In link: the router's local output; never backpressured:
+    every arrival is added in the cycle it comes), ``o`` (Out link into the router's local
+    input), ``credit`` (In(2): its credit pulses), ``hold`` (In(1): send nothing this cycle),
+    ``overflow`` (a completed sum found the send queue full), ``idle`` (nothing left to send).
+
+    Memory: ``trees x max_stripe`` partial sums with an arrival count each, read
+    combinationally and written the cycle after an arrival (back to zero when complete, so the
+    memory is clean for the next run). Arrivals of one tree come from each child in index
+    order, so a tree's sums complete, and are sent, in index order. Latency: a completed sum is
+    in the send queue the cycle after its last child's flit, and leaves it the cycle after at
+    the earliest (``SyncFIFOBuffered``).
+    """
+
+    def __init__(self, *, spec: MeshIoSpec, rank: int, children, parents, max_stripe: int):
+        if len(children) != spec.trees or len(parents) != spec.trees:
+            raise FredError(f"ReduceForwarder needs children and parents for {spec.trees} trees")
+        if max_stripe < 1 or max_stripe & (max_stripe - 1) or max_stripe > 1 << STORE_SEQ_BITS:
+            raise FredError(f"max_stripe must be a power of two <= {1 << STORE_SEQ_BITS}, got {max_stripe!r}")
+        self.spec, self.rank, self.max_stripe = spec, rank, max_stripe
+        self.children, self.parents = [len(c) for c in children], list(parents)
+        self.leaves = [t for t, n in enumerate(self.children) if n == 0]
+        self.flit = spec.mesh.flit
+        shape = struct_layout(self.flit.fields)
+        super().__init__({"start": In(1), "per_tree": In(STORE_SEQ_BITS).array(spec.trees),
+                          "eject": In(link_signature(shape)), "o": Out(link_signature(shape)),
+                          "credit": In(MESH_VCS), "hold": In(1), "overflow": Out(1), "idle": Out(1)})
+
+    def _dest(self, tree: int) -> tuple[int, int]:
+        x, y = self.spec.mesh.position(self.rank)
+        dx, dy = _STEP[self.parents[tree]]
+        return x + dx, y + dy
+
+    def _own(self, tree, seq):
+        """``store_value(rank, tree, seq)`` in logic (constant factors)."""
+        r = self.rank
+        return (seq * (2 * r + 1) + tree * (4 * r + 3) + 7 * r + 1)[:STORE_VALUE_BITS]
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        sb, tb, vb = STORE_SEQ_BITS, TREE_BITS, STORE_VALUE_BITS
+        data = self.eject.payload.data
+        seq, tree, value = data[:sb], data[sb:sb + tb], data[sb + tb:sb + tb + vb]
+        abits = (self.max_stripe - 1).bit_length()
+        mem = m.submodules.sums = Memory(shape=vb + 2, depth=self.spec.trees * self.max_stripe, init=[])
+        rd, wr = mem.read_port(domain="comb"), mem.write_port()
+        need = Array(Const(n, 2) for n in self.children)
+        entry_sum, entry_count = rd.data[:vb], rd.data[vb:]
+        total = Signal(vb)
+        done = Signal()
+        m.d.comb += [
+            rd.addr.eq(Cat(seq[:abits], tree) if abits else tree),
+            wr.addr.eq(rd.addr), wr.en.eq(self.eject.valid),
+            total.eq(entry_sum + value),
+            done.eq(entry_count + 1 == need[tree]),
+            wr.data.eq(Mux(done, 0, Cat(total, entry_count + 1))),
+        ]
+        width = sb + tb + vb
+        parent = Array(Const(p, 3) for p in self.parents)
+        sources = []      # per direction: its queue of completed sums, then its leaf values
+        idle = []
+        for port in sorted(set(self.parents)):
+            name = PORT_NAMES[port]
+            queue = m.submodules[f"queue_{name}"] = fifo.SyncFIFOBuffered(width=width, depth=self.spec.queue_depth)
+            rate = m.submodules[f"rate_{name}"] = RateToken(self.spec.mesh.link_rate)
+            m.d.comb += [queue.w_data.eq(Cat(seq, tree, total + self._own(tree, seq))),
+                         queue.w_en.eq(self.eject.valid & done & (parent[tree] == port))]
+            with m.If(queue.w_en & ~queue.w_rdy):
+                m.d.sync += self.overflow.eq(1)
+            sources.append((queue.r_rdy, queue.r_data, queue.r_en, rate))
+            leaves = [t for t in self.leaves if self.parents[t] == port]
+            gen_seq, gen_tree, gen_more, gen_pending, advance = self._leaf_generator(m, leaves, name)
+            sources.append((gen_more, Cat(gen_seq, gen_tree, self._own(gen_tree, gen_seq)), advance, rate))
+            idle += [~queue.r_rdy, ~gen_pending]
+        self._send(m, sources)
+        m.d.comb += self.idle.eq(Cat(*idle).all())
+        return m
+
+    def _send(self, m, sources):
+        """Round robin over the sources that can send (data, their direction's rate token, a
+        credit of their VC): each direction paced at its link's rate, so the router's shared
+        local input never holds one direction's flit behind another's (as ``TreeForwarder``)."""
+        sb, tb = STORE_SEQ_BITS, TREE_BITS
+        credits = [Signal(range(self.spec.mesh.depth + 2), init=self.spec.mesh.depth, name=f"credits{v}")
+                   for v in range(MESH_VCS)]
+        has = Cat(*(c != 0 for c in credits))
+        ready = [Signal(name=f"ready{j}") for j in range(len(sources))]
+        for r, (valid, data, _, rate) in zip(ready, sources):
+            m.d.comb += r.eq(valid & rate.token & has.bit_select(data[sb], 1))
+        n = len(sources)
+        last, pick = Signal(range(max(n, 2))), Signal(range(max(n, 2)))
+        go = Signal()
+        m.d.comb += go.eq(Cat(*ready).any() & ~self.hold)
+        for after in range(n):
+            with m.If(last == after):
+                for j in reversed([(after + 1 + i) % n for i in range(n)]):
+                    with m.If(ready[j]):
+                        m.d.comb += pick.eq(j)
+        with m.If(go):
+            m.d.sync += last.eq(pick)
+        dests = Array(Cat(Const(x, self.flit.coord_bits), Const(y, self.flit.coord_bits))
+                      for x, y in (self._dest(t) for t in range(self.spec.trees)))
+        out = Signal(len(sources[0][1]))
+        spend = {}
+        for j, (_, data, pop, rate) in enumerate(sources):
+            chosen = go & (pick == j)
+            m.d.comb += pop.eq(chosen)
+            spend.setdefault(id(rate), (rate, []))[1].append(chosen)
+            with m.If(chosen):
+                m.d.comb += out.eq(data)
+        for rate, chosen in spend.values():
+            m.d.comb += rate.spend.eq(Cat(*chosen).any())
+        vc = out[sb]
+        m.d.comb += [self.o.valid.eq(go), self.o.payload.data.eq(out), self.o.payload.vc.eq(vc),
+                     self.o.payload.last.eq(1),
+                     Cat(self.o.payload.dest_x, self.o.payload.dest_y).eq(dests[out[sb:sb + tb]])]
+        for v, count in enumerate(credits):
+            m.d.sync += count.eq(count - (go & (vc == v)) + self.credit[v])
+
+    def _leaf_generator(self, m, leaf_trees, name):
+        """The leaf trees' own values, flit ``i`` of every leaf tree that has one, then ``i + 1``:
+        ``(seq, tree, more, pending)`` (``more``: this one is due; ``pending``: some still are);
+        ``leaf_trees``: the trees it serves; advances on the returned ``advance``."""
+        sb = STORE_SEQ_BITS
+        advance = Signal(name=f"leaf_advance_{name}")
+        seq, tree = Signal(sb, name=f"leaf_seq_{name}"), Signal(TREE_BITS, name=f"leaf_tree_{name}")
+        more, pending = Signal(name=f"leaf_more_{name}"), Signal(name=f"leaf_pending_{name}")
+        if not leaf_trees:
+            return seq, tree, more, pending, advance
+        n = len(leaf_trees)
+        index = Signal(range(max(n, 2)), name=f"leaf_index_{name}")
+        started = Signal(name=f"leaf_started_{name}")
+        leaves = Array(Const(t, TREE_BITS) for t in leaf_trees)
+        m.d.comb += [tree.eq(leaves[index]), more.eq(started & (seq < Array(self.per_tree)[tree])),
+                     pending.eq(started & Cat(*(seq < self.per_tree[t] for t in self.leaves)).any())]
+        with m.If(self.start):
+            m.d.sync += [seq.eq(0), index.eq(0), started.eq(1)]
+        with m.Elif(advance | (pending & ~more)):
+            # next leaf tree at this index; after the last one, the next index (a leaf tree
+            # with fewer flits is skipped)
+            with m.If(index == n - 1):
+                m.d.sync += [index.eq(0), seq.eq(seq + 1)]
+            with m.Else():
+                m.d.sync += index.eq(index + 1)
+        return seq, tree, more, pending, advance
