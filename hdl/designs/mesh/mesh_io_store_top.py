@@ -8,13 +8,13 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 
 from hdl.compiler.mesh_io_program import tree_children, tree_parents
-from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL
-from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, STORE_SEQ_BITS, MeshIoSpec
+from hdl.contracts.mesh_io import IO_MODES, STORE_SEQ_BITS, MeshIoSpec
 from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
                                            harness_ports, read_register)
 
-from .mesh_io_top import IO_GLOBAL_READ, IO_REGS, _link, _random_hold, controller_unit
+from .mesh_io_top import (IO_GLOBAL_READ, _link, _random_hold, check_io_top_spec, controller_unit,
+                          io_program_registers)
 from .mesh_network import add_mesh
 from .mesh_wire import MeshWire
 from .rate_token import RateToken
@@ -54,11 +54,7 @@ class MeshIoStoreTop(wiring.Component):
     """
 
     def __init__(self, spec: MeshIoSpec, *, max_stripe: int = 256):
-        if not isinstance(spec, MeshIoSpec):
-            raise FredError(f"MeshIoStoreTop needs a MeshIoSpec, got {spec!r}")
-        if controller_unit(spec, spec.controllers) > GLOBAL_UNIT:
-            raise FredError(f"{spec.mesh.npus} NPUs and {spec.controllers} controllers exceed the "
-                            f"{GLOBAL_UNIT} read units")
+        check_io_top_spec("MeshIoStoreTop", spec)
         self.spec, self.max_stripe = spec, max_stripe
         super().__init__(harness_ports())
 
@@ -66,10 +62,7 @@ class MeshIoStoreTop(wiring.Component):
         m = Module()
         start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, mesh = self.spec, self.spec.mesh
-        stripe, mode, stall = Signal(SEQ_BITS), Signal(2), Signal(16)
-        for name, reg in (("stripe", stripe), ("mode", mode), ("stall", stall)):
-            with m.If(prog_we & (prog_reg == IO_REGS.index(name))):
-                m.d.sync += reg.eq(prog_data)
+        stripe, mode, stall = io_program_registers(m, prog_we, prog_reg, prog_data)
         routers, errors = add_mesh(m, mesh)
         shares = [tree_share(m, stripe, mode, k, vc) for k in range(spec.controllers) for vc in (0, 1)]
         children, parents = tree_children(spec), tree_parents(spec)

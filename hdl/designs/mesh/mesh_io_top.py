@@ -20,7 +20,8 @@ from .mesh_network import add_mesh
 from .mesh_wire import MeshWire
 from .tree_forwarder import TreeForwarder
 
-__all__ = ["MeshIoTop", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit"]
+__all__ = ["MeshIoTop", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit",
+           "check_io_top_spec", "io_program_registers"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank), a controller unit
 #: (:func:`controller_unit`) and the fabric (``GLOBAL_UNIT``).
@@ -53,6 +54,29 @@ def controller_unit(spec: MeshIoSpec, k: int) -> int:
     return spec.mesh.npus + k
 
 
+def check_io_top_spec(top: str, spec) -> None:
+    """What the I/O tops (``top`` names the one asking) refuse: anything but a
+    :class:`MeshIoSpec`, and more NPU and controller read units than the read port has below
+    ``GLOBAL_UNIT``."""
+    if not isinstance(spec, MeshIoSpec):
+        raise FredError(f"{top} needs a MeshIoSpec, got {spec!r}")
+    if controller_unit(spec, spec.controllers) > GLOBAL_UNIT:
+        raise FredError(f"{spec.mesh.npus} NPUs and {spec.controllers} controllers exceed the "
+                        f"{GLOBAL_UNIT} read units")
+
+
+def io_program_registers(m: Module, prog_we, prog_reg, prog_data) -> tuple[Signal, Signal, Signal]:
+    """The I/O tops' program registers :data:`IO_REGS` (written from any unit): ``(stripe,
+    mode, stall)``."""
+    stripe = Signal(SEQ_BITS, name="stripe")
+    mode = Signal(2, name="mode")
+    stall = Signal(16, name="stall")
+    for name, reg in zip(IO_REGS, (stripe, mode, stall)):
+        with m.If(prog_we & (prog_reg == IO_REGS.index(name))):
+            m.d.sync += reg.eq(prog_data)
+    return stripe, mode, stall
+
+
 class MeshIoTop(wiring.Component):
     """The routers and wires of ``spec.mesh`` (:func:`add_mesh`); ``spec.controllers``
     :class:`IoController` s, each through a :class:`MeshWire` into the outward port of its
@@ -68,11 +92,7 @@ class MeshIoTop(wiring.Component):
     """
 
     def __init__(self, spec: MeshIoSpec):
-        if not isinstance(spec, MeshIoSpec):
-            raise FredError(f"MeshIoTop needs a MeshIoSpec, got {spec!r}")
-        if controller_unit(spec, spec.controllers) > GLOBAL_UNIT:
-            raise FredError(f"{spec.mesh.npus} NPUs and {spec.controllers} controllers exceed the "
-                            f"{GLOBAL_UNIT} read units")
+        check_io_top_spec("MeshIoTop", spec)
         self.spec = spec
         super().__init__(harness_ports())
 
@@ -80,13 +100,7 @@ class MeshIoTop(wiring.Component):
         m = Module()
         start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, mesh = self.spec, self.spec.mesh
-        stripe, mode, stall = Signal(SEQ_BITS), Signal(2), Signal(16)
-        with m.If(prog_we & (prog_reg == IO_REGS.index("stripe"))):
-            m.d.sync += stripe.eq(prog_data)
-        with m.If(prog_we & (prog_reg == IO_REGS.index("mode"))):
-            m.d.sync += mode.eq(prog_data)
-        with m.If(prog_we & (prog_reg == IO_REGS.index("stall"))):
-            m.d.sync += stall.eq(prog_data)
+        stripe, mode, stall = io_program_registers(m, prog_we, prog_reg, prog_data)
         routers, errors = add_mesh(m, mesh)
         controllers = self._controllers(m, routers, errors, start, stripe, mode, stall)
         children = tree_children(spec)
