@@ -83,12 +83,16 @@ class StageEngine(Engine):
             self._last_compute[stage] = tid
         else:
             tid = Engine.add(self, name, resource, duration, [*deps, self._last_compute.get(stage)], **kwargs)
-            pending = self._pending.get(stage)
-            if pending is None:
-                self._pending[stage] = [tid]
-            else:
-                pending.append(tid)
+            self._hold_next_compute(stage, tid)
         return tid
+
+    def _hold_next_compute(self, stage: int, tid: int) -> None:
+        """The stage's next compute task waits for communication task ``tid``."""
+        pending = self._pending.get(stage)
+        if pending is None:
+            self._pending[stage] = [tid]
+        else:
+            pending.append(tid)
 
 
     def add_layer(self, stage: int, name: str, resource: str, duration: float, deps, npu, source,
@@ -128,11 +132,7 @@ class StageEngine(Engine):
         last = self._last_compute.get(stage)
         deps = tuple([x for x in (prev, last) if x is not None])
         tid = self._append(name, resource, duration, deps, category, npu, loads, bw, None)
-        pending = self._pending.get(stage)
-        if pending is None:
-            self._pending[stage] = [tid]
-        else:
-            pending.append(tid)
+        self._hold_next_compute(stage, tid)
         return tid
 
     def layer_block(self, run: list, send: tuple | None = None) -> LayerBlock:
@@ -203,7 +203,7 @@ class StageEngine(Engine):
         if run.ends_with_mp:
             self._pending[stage] = [t0 + run.last]
         if run.send_blocks:
-            self._pending.setdefault(stage, []).append(t0 + run.last + 1)
+            self._hold_next_compute(stage, t0 + run.last + 1)
         return t0 + run.last
 
 
