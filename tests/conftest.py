@@ -13,7 +13,8 @@ own, in :mod:`cocotb_tests`):
 * ``program_and_start`` -- register writes through a fabric block's program port, then a
   start pulse;
 * ``run_fabric_top`` -- a fabric top (mesh fabric, mesh I/O) programmed, started and read back
-  through its harness ports.
+  through its harness ports; ``run_mesh_io_top`` -- the same for a mesh I/O top, its program
+  registers and read-back layout written once.
 
 Tests find their module's tests by path: ``tests/<package>/<sub-package>/test_*.py`` mirrors
 the package tree (``tests/hdl/contracts/`` tests :mod:`hdl.contracts`, ...); tests of the
@@ -358,14 +359,22 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
             await ctx.posedge(dut.clk)
             return ctx.get(dut.rd_data)
 
-        for _ in range(8):
-            await ctx.posedge(dut.clk)
-        for unit, reg, value in writes:
+        async def put(unit, reg, value):    # one program-port write, prog_we left high
             ctx.set(dut.prog_we, 1)
             ctx.set(dut.prog_unit, unit)
             ctx.set(dut.prog_reg, reg)
             ctx.set(dut.prog_data, value)
             await ctx.posedge(dut.clk)
+
+        async def write(unit, reg, value):
+            await put(unit, reg, value)
+            ctx.set(dut.prog_we, 0)
+            await ctx.posedge(dut.clk)
+
+        for _ in range(8):
+            await ctx.posedge(dut.clk)
+        for unit, reg, value in writes:     # back to back, one a cycle
+            await put(unit, reg, value)
         ctx.set(dut.prog_we, 0)
         await ctx.posedge(dut.clk)
         ctx.set(dut.start, 1)
@@ -375,15 +384,6 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
             await ctx.posedge(dut.clk)
             if cycle > 4 and ctx.get(dut.all_done):
                 break
-        async def write(unit, reg, value):
-            ctx.set(dut.prog_we, 1)
-            ctx.set(dut.prog_unit, unit)
-            ctx.set(dut.prog_reg, reg)
-            ctx.set(dut.prog_data, value)
-            await ctx.posedge(dut.clk)
-            ctx.set(dut.prog_we, 0)
-            await ctx.posedge(dut.clk)
-
         out.update(await (read_back(read, write) if with_write else read_back(read)))
 
     sim = Simulator(dut)
@@ -421,7 +421,34 @@ def _program_and_start_fixture():
     return program_and_start
 
 
+def run_mesh_io_top(dut, *, stripe: int, mode_index: int, stall: int, npu_read, controller_read,
+                    max_cycles: int = 4000) -> dict:
+    """Run a mesh I/O top (``MeshIoTop``, ``MeshIoStoreTop``) with :func:`run_fabric_top`: its
+    program registers ``IO_REGS`` written (at unit 0: the tops ignore the unit), then
+    ``{"global": ..., "npus": [...], "controllers": [...]}`` read back, the NPUs' registers
+    ``npu_read`` and the controllers' ``controller_read`` by name."""
+    from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
+    from hdl.designs.mesh.mesh_io_top import IO_GLOBAL_READ, IO_REGS, controller_unit
+    spec = dut.spec
+    values = {"stripe": stripe, "mode": mode_index, "stall": stall}
+    writes = [(0, IO_REGS.index(name), values[name]) for name in IO_REGS]
+
+    async def read_back(read):
+        return {"global": {n: await read(GLOBAL_UNIT, i) for i, n in enumerate(IO_GLOBAL_READ)},
+                "npus": [{n: await read(r, i) for i, n in enumerate(npu_read)} for r in range(spec.mesh.npus)],
+                "controllers": [{n: await read(controller_unit(spec, k), i) for i, n in enumerate(controller_read)}
+                                for k in range(spec.controllers)]}
+
+    return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles)
+
+
 @pytest.fixture(name="run_fabric_top")
 def _run_fabric_top_fixture():
     """:func:`run_fabric_top`: program, start and read back a fabric top in the Amaranth simulator."""
     return run_fabric_top
+
+
+@pytest.fixture(name="run_mesh_io_top")
+def _run_mesh_io_top_fixture():
+    """:func:`run_mesh_io_top`: program, start and read back a mesh I/O top in the Amaranth simulator."""
+    return run_mesh_io_top

@@ -15,7 +15,8 @@ from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_UNIT
 from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ
 
 
-async def _read_all(dut, units: int) -> dict:
+async def read_mesh(dut, units: int) -> dict:
+    """The first ``units`` engines' ``ENGINE_READ`` registers and the mesh's ``MESH_GLOBAL_READ``."""
     engines = [{name: await read_register(dut, u, i) for i, name in enumerate(ENGINE_READ)}
                for u in range(units)]
     fabric = {name: await read_register(dut, GLOBAL_UNIT, i) for i, name in enumerate(MESH_GLOBAL_READ)}
@@ -31,5 +32,5 @@ async def run_program(dut):
     elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
                                                       poll=params["poll"])
     await settle(dut)
-    after = await _read_all(dut, params["units"])
+    after = await read_mesh(dut, params["units"])
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, after=after)

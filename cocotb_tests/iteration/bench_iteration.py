@@ -26,7 +26,7 @@ import cocotb
 from cocotb.triggers import RisingEdge
 
 from cocotb_tests.fabric.bench_fabric import CONTROL_INPUTS, read_all
-from cocotb_tests.fabric.bench_mesh_fabric import _read_all as read_mesh
+from cocotb_tests.fabric.bench_mesh_fabric import read_mesh
 from cocotb_tests.fabric.harness import (load_configurations, power_on, read_register, run_to_completion,
                                          settle, write_programs, write_register)
 from cocotb_tests.lib import bench_params as _bench_params, metrics

@@ -9,31 +9,17 @@ import pytest
 from hdl.compiler.mesh_io_program import io_load_program
 from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
-from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
-from hdl.designs.mesh.mesh_io_top import (IO_CONTROLLER_READ, IO_GLOBAL_READ, IO_NPU_READ, IO_REGS,
-                                          MeshIoTop, controller_unit)
-
-
-def run(run_fabric_top, spec, program, *, max_cycles=4000, stall=0):
-    writes = [(0, IO_REGS.index("stripe"), program.stripe_flits), (0, IO_REGS.index("mode"), program.mode_index),
-              (0, IO_REGS.index("stall"), stall)]   # the top ignores the unit of these registers
-
-    async def read_back(read):
-        return {"global": {n: await read(GLOBAL_UNIT, i) for i, n in enumerate(IO_GLOBAL_READ)},
-                "npus": [{n: await read(r, i) for i, n in enumerate(IO_NPU_READ)} for r in range(spec.mesh.npus)],
-                "controllers": [{n: await read(controller_unit(spec, k), i) for i, n in enumerate(IO_CONTROLLER_READ)}
-                                for k in range(spec.controllers)]}
-
-    return run_fabric_top(MeshIoTop(spec), writes, read_back, max_cycles=max_cycles)
+from hdl.designs.mesh.mesh_io_top import IO_CONTROLLER_READ, IO_NPU_READ, MeshIoTop
 
 
 SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(1, 2), queue_depth=64)
 WIDER = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=3), controllers=10, io_rate=(1, 2), queue_depth=64)
 
 
-def _check(run_fabric_top, spec, mode, stripe, stall=0):
+def _check(run_mesh_io_top, spec, mode, stripe, stall=0):
     program = io_load_program(spec, stripe, mode)
-    out = run(run_fabric_top, spec, program, stall=stall)
+    out = run_mesh_io_top(MeshIoTop(spec), stripe=program.stripe_flits, mode_index=program.mode_index,
+                          stall=stall, npu_read=IO_NPU_READ, controller_read=IO_CONTROLLER_READ)
     assert out["global"]["all_done"] and not out["global"]["protocol_error"]
     for npu in out["npus"]:
         assert (npu["received"], npu["errors"], npu["first_error"]) == (program.expect, 0, 0)
@@ -45,16 +31,16 @@ def _check(run_fabric_top, spec, mode, stripe, stall=0):
     return out
 
 
-def test_every_npu_gets_every_stripe_in_order_on_split_trees_also_under_random_idle(run_fabric_top):
-    out = _check(run_fabric_top, SMALL, "tree-split", 6)
+def test_every_npu_gets_every_stripe_in_order_on_split_trees_also_under_random_idle(run_mesh_io_top):
+    out = _check(run_mesh_io_top, SMALL, "tree-split", 6)
     # 3 stripes of 6 flits on every link at 1/4: 72 cycles and the trees' latency
     assert out["global"]["cycles"] < 72 + 60
     # half the cycles idle at every controller and forwarder: slower, still exact and complete
-    idle = _check(run_fabric_top, SMALL, "tree-split", 6, stall=32768)
+    idle = _check(run_mesh_io_top, SMALL, "tree-split", 6, stall=32768)
     assert idle["global"]["cycles"] > out["global"]["cycles"]
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("mode", IO_MODES)
-def test_every_mode_on_a_2_x_3_mesh(mode, run_fabric_top):
-    _check(run_fabric_top, WIDER, mode, 6)
+def test_every_mode_on_a_2_x_3_mesh(mode, run_mesh_io_top):
+    _check(run_mesh_io_top, WIDER, mode, 6)

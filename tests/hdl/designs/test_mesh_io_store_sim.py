@@ -9,25 +9,15 @@ import pytest
 from hdl.compiler.mesh_io_program import io_store_program
 from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
-from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
 from hdl.designs.mesh.mesh_io_store_top import STORE_CONTROLLER_READ, STORE_NPU_READ, MeshIoStoreTop
-from hdl.designs.mesh.mesh_io_top import IO_GLOBAL_READ, IO_REGS, controller_unit
 
 SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(1, 2), queue_depth=64)
 
 
-def _check(run_fabric_top, spec, mode, stripe, stall=0):
+def _check(run_mesh_io_top, spec, mode, stripe, stall=0):
     program = io_store_program(spec, stripe, mode, max_stripe=8)
-    writes = [(0, IO_REGS.index("stripe"), stripe), (0, IO_REGS.index("mode"), program.mode_index),
-              (0, IO_REGS.index("stall"), stall)]
-
-    async def read_back(read):
-        return {"global": {n: await read(GLOBAL_UNIT, i) for i, n in enumerate(IO_GLOBAL_READ)},
-                "npus": [{n: await read(r, i) for i, n in enumerate(STORE_NPU_READ)} for r in range(spec.mesh.npus)],
-                "controllers": [{n: await read(controller_unit(spec, k), i) for i, n in enumerate(STORE_CONTROLLER_READ)}
-                                for k in range(spec.controllers)]}
-
-    out = run_fabric_top(MeshIoStoreTop(spec, max_stripe=8), writes, read_back, max_cycles=4000)
+    out = run_mesh_io_top(MeshIoStoreTop(spec, max_stripe=8), stripe=stripe, mode_index=program.mode_index,
+                          stall=stall, npu_read=STORE_NPU_READ, controller_read=STORE_CONTROLLER_READ)
     assert out["global"]["all_done"] and not out["global"]["protocol_error"]
     assert all(n["idle"] for n in out["npus"])
     for k, c in enumerate(out["controllers"]):
@@ -37,15 +27,15 @@ def _check(run_fabric_top, spec, mode, stripe, stall=0):
     return out
 
 
-def test_every_controller_gets_every_npus_sum_in_order_also_under_random_idle(run_fabric_top):
-    out = _check(run_fabric_top, SMALL, "tree-split", 6)
+def test_every_controller_gets_every_npus_sum_in_order_also_under_random_idle(run_mesh_io_top):
+    out = _check(run_mesh_io_top, SMALL, "tree-split", 6)
     # 3 stripes of 6 flits on the busiest link at 1/4: 72 cycles and the trees' latency
     assert out["global"]["cycles"] < 72 + 60
-    idle = _check(run_fabric_top, SMALL, "tree-split", 6, stall=32768)
+    idle = _check(run_mesh_io_top, SMALL, "tree-split", 6, stall=32768)
     assert idle["global"]["cycles"] > out["global"]["cycles"]
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("mode", IO_MODES)
-def test_every_mode_and_an_odd_stripe(mode, run_fabric_top):
-    _check(run_fabric_top, SMALL, mode, 5)
+def test_every_mode_and_an_odd_stripe(mode, run_mesh_io_top):
+    _check(run_mesh_io_top, SMALL, mode, 5)
