@@ -20,9 +20,8 @@ HELP = "the paper's Fig. 9 cases on the RTL fabrics Fred-A..D and the mesh vs th
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hdl.contracts.fabric import FABRICS
     parser.add_argument("--fabrics", default=parser_default_fabrics(),
-                        help=f"comma-separated fabrics (default {','.join((*FABRICS, 'mesh'))}; mesh: "
+                        help=f"comma-separated fabrics (default {parser_default_fabrics()}; mesh: "
                              "the 2D-mesh baseline's all-reduce cases, docs/mesh_rtl.md)")
     parser.add_argument("--sizes", type=RANGES["flit_list"], default=(40, 4000), metavar="FLITS,...",
                         help="sizes in flits (default 40,4000: latency-bound and bandwidth-bound; "
@@ -64,8 +63,7 @@ def run(args) -> int:
         check_writable(output)
         check_writable(plot)
     # every case is validated and modelled before the first build
-    args.refused = []
-    cases = _fred_cases(args, fabrics)
+    cases, refused = _fred_cases(args, fabrics)
     if "mesh" in fabrics:
         cases += _mesh_cases(args)
     rows = []
@@ -78,7 +76,7 @@ def run(args) -> int:
         fred_rows = [r for r in rows if r.fabric != "mesh"]
         if fred_rows:
             write_fabric_validation(summarise(fred_rows, summary.command), output, plot,
-                                    switch=args.switch, refused=args.refused)
+                                    switch=args.switch, refused=refused)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
             write_mesh_validation(summary, output, characterization=args.characterization)
@@ -91,7 +89,7 @@ def run(args) -> int:
         [[r.fabric, r.case, r.size_flits, r.algorithm, f"{r.model_cycles:.1f}",
           r.rtl_cycles, f"{r.ratio:.3f}", r.flits_checked] for r in rows],
         align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
-    for fabric, label, size, why in args.refused:
+    for fabric, label, size, why in refused:
         print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
     worst = summary.worst
     print(f"{summary.within_tolerance}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
@@ -105,12 +103,12 @@ def _fabrics(args) -> list[str]:
     """The fabrics of ``--fabrics``; FredError for an unknown one; on packet switches without
     the mesh."""
     from hdl.contracts.errors import FredError
-    from hdl.contracts.fabric import FABRICS
     fabrics = [f.strip().lower() for f in args.fabrics.split(",") if f.strip()]
-    unknown = [f for f in fabrics if f not in (*FABRICS, "mesh")]
+    known = parser_default_fabrics().split(",")
+    unknown = [f for f in fabrics if f not in known]
     if unknown or not fabrics:
         raise FredError(f"unknown fabric(s) {', '.join(unknown) or '(none)'}; expected some of "
-                        f"{', '.join((*FABRICS, 'mesh'))}")
+                        f"{', '.join(known)}")
     if args.switch == "packet" and "mesh" in fabrics:
         # the mesh has no FRED packet switches (its own rows come from the circuit run), so a
         # shared --fabrics list (make fabric-validate's FABRIC_VALIDATE_ARGS) drops it here
@@ -118,38 +116,30 @@ def _fabrics(args) -> list[str]:
     return fabrics
 
 
-def _fred_cases(args, fabrics) -> list:
+def _fred_cases(args, fabrics) -> tuple[list, list]:
     """The Fig. 9 cases (``studies.fabric_validation.CASES`` x ``--sizes``) on the FRED fabrics
-    among ``fabrics``, validated and modelled, on ``--switch``'s switches."""
+    among ``fabrics``, validated and modelled, on ``--switch``'s switches: ``(cases,
+    refused)``. On packet switches a case the packet fabric cannot run is listed in
+    ``refused`` (fabric, case, flits, why) instead of failing the run; on circuit switches
+    every refusal fails it."""
+    from hdl.contracts.errors import FredError
     from hdl.contracts.fabric import FABRICS
     from studies.fabric_case import build_case
     from studies.fabric_validation import CASES
-    if args.switch == "circuit":
-        cache: dict = {}
-        return [(label, build_case(fabric=f, size=size, characterization=args.characterization,
-                                   platform_cache=cache, **request, **spec_overrides(args)), None)
-                for f in fabrics if f in FABRICS for label, request in CASES for size in args.sizes]
-    return _packet_cases(args, fabrics)
-
-
-def _packet_cases(args, fabrics) -> list:
-    """As :func:`_fred_cases` on packet switches; a case the packet fabric cannot run is
-    listed in ``args.refused`` (fabric, case, flits, why) instead of failing the run."""
-    from hdl.contracts.errors import FredError
-    from hdl.contracts.fabric import FABRICS
-    from studies.fabric_validation import CASES
     from studies.packet_fabric_case import build_packet_case
-    cases, cache = [], {}
+    build = build_case if args.switch == "circuit" else build_packet_case
+    cases, refused, cache = [], [], {}
     for f in (f for f in fabrics if f in FABRICS):
         for label, request in CASES:
             for size in args.sizes:
                 try:
-                    cases.append((label, build_packet_case(
-                        fabric=f, size=size, characterization=args.characterization,
-                        platform_cache=cache, **request, **spec_overrides(args)), None))
+                    cases.append((label, build(fabric=f, size=size, characterization=args.characterization,
+                                               platform_cache=cache, **request, **spec_overrides(args)), None))
                 except FredError as exc:
-                    args.refused.append((f, label, size, str(exc)))
-    return cases
+                    if args.switch == "circuit":
+                        raise
+                    refused.append((f, label, size, str(exc)))
+    return cases, refused
 
 
 def parser_default_fabrics() -> str:
