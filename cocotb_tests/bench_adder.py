@@ -1,6 +1,6 @@
 """cocotb bench for the reduction unit ``fred_adder`` (hdl.designs.reduction.ReductionUnit).
 
-Bench parameters (``FRED_BENCH_PARAMS``): ``dtype``, ``lanes`` (as built); ``count`` random
+Bench parameters (``bench_params()``): ``dtype``, ``lanes`` (as built); ``count`` random
 operand pairs (cocotb_tests.adder_vectors.random_pairs); ``specials`` (bool: also every
 special-class pair); ``idle`` (probability, per input stream independently, of an idle
 cycle) and ``backpressure`` (probability of o.ready low); ``latency`` (the unit's

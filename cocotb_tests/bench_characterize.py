@@ -19,7 +19,7 @@ slot while the previous phase's flits still flow, wait until the last old flit h
 accepted at the inputs, raise the select at once (so the measured phase switch is drain +
 select copy), then send this phase's packets of ``length`` flits on every flow input.
 
-Bench parameters (``FRED_BENCH_PARAMS``): the design's ``ports middle dtype lanes phases
+Bench parameters (``bench_params()``): the design's ``ports middle dtype lanes phases
 tag_width``, ``length`` (flits per packet, default 128), ``backpressure`` (default 0.3).
 """
 

@@ -1,6 +1,6 @@
 """cocotb bench for :class:`hdl.designs.stream_buffer.StreamBuffer` (and the test-only FaultInjector).
 
-Bench parameters (``FRED_BENCH_PARAMS``): ``width``; ``items``; ``idle`` and ``backpressure``
+Bench parameters (``bench_params()``): ``width``; ``items``; ``idle`` and ``backpressure``
 probabilities; ``expect_fault`` (a scoreboard error kind the DUT is known to cause, for the
 fault-injection runs; the test then passes only if exactly that kind is reported) and ``fault``
 (the FaultInjector's fault to select).

@@ -11,7 +11,7 @@ corruption and misrouting are all caught; the watchdog fails the test on a deadl
 Flit tag = ``input_port << seq_bits | seq``: ``seq`` numbers the flits of a round (the same for
 all inputs of a flow), so the tag arriving at an output also says which input's framing it got.
 
-Bench parameters (``FRED_BENCH_PARAMS``): ``ports middle dtype lanes phases tag_width`` (the
+Bench parameters (``bench_params()``): ``ports middle dtype lanes phases tag_width`` (the
 design), ``latency`` (the design's property), ``config_words``, ``idle``, ``backpressure``,
 ``rounds``, ``max_length``, ``sizes`` (group sizes for the directed collective test).
 """

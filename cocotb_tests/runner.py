@@ -6,8 +6,10 @@ the top module name, the Verilator version and the build options are hashed: the
 opt-in: ``WAVES=1`` in the environment (or ``waves=True``) builds with ``--trace`` and the run
 writes ``sim_build/<hash>/<run>/dump.vcd``.
 
-Parameters reach the cocotb module as JSON in ``FRED_BENCH_PARAMS``
-(:func:`cocotb_tests.lib.bench_params`); the run's base seed travels as ``FRED_SEED``.
+Parameters reach the cocotb module as JSON in the run folder's ``bench_params.json``, named by
+``FRED_BENCH_PARAMS_FILE`` (:func:`cocotb_tests.lib.bench_params`; a file, because one
+environment variable holds at most 128 kB and a mesh iteration's programs are more); the run's
+base seed travels as ``FRED_SEED``.
 
 Hierarchical Verilog (``hdl.emit.verilog.to_verilog``) is built with Verilator's *hierarchical
 verilation* (:func:`hierarchical_blocks`): Verilator otherwise generates code per instance (a
@@ -179,8 +181,10 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
     (test_dir / "coverage.dat").unlink(missing_ok=True)   # a run's own points, not a sum of runs
     metrics_file = (test_dir / "metrics.json").resolve()
     metrics_file.unlink(missing_ok=True)
+    params_file = (test_dir / "bench_params.json").resolve()
+    params_file.write_text(json.dumps(bench_params if bench_params is not None else params))
     extra_env = {
-        "FRED_BENCH_PARAMS": json.dumps(bench_params if bench_params is not None else params),
+        "FRED_BENCH_PARAMS_FILE": str(params_file),
         "FRED_SEED": os.environ["FRED_SEED"],
         "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
         "FRED_METRICS_FILE": str(metrics_file),

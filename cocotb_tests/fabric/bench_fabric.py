@@ -7,7 +7,7 @@ the RTL, so the polling does not affect it. At the end (or when the watchdog's c
 spent) every engine's and switch's counters are read and recorded as metrics; the bench never
 fails by itself: ``cocotb_tests.fabric.run`` judges the metrics.
 
-Bench parameters (``FRED_BENCH_PARAMS``): ``config`` and ``writes`` (the load sequence,
+Bench parameters (``bench_params()``): ``config`` and ``writes`` (the load sequence,
 ``cocotb_tests.fabric.run.load_sequence``), ``npus``, ``switch_count``, ``watchdog_cycles``,
 ``poll``; optionally ``engine_read`` / ``switch_read``, the read registers' names of another
 top with the same ports (the packet fabric's ``fred_packet_fabric``).

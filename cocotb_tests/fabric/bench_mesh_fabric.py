@@ -2,7 +2,7 @@
 (:class:`hdl.designs.mesh.mesh_fabric_top.MeshFabricTop`): load the engine programs, pulse
 ``start``, poll ``all_done`` every ``poll`` cycles (no Python per cycle), read every engine's
 counters and the fabric's. Never fails by itself: ``cocotb_tests.fabric.mesh_run`` judges the
-metrics. Parameters (``FRED_BENCH_PARAMS``): ``writes`` ((unit, register, value) triples),
+metrics. Parameters (``bench_params()``): ``writes`` ((unit, register, value) triples),
 ``units``, ``watchdog_cycles``, ``poll``."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 random idle, pulse ``start``, poll ``all_done`` every ``poll`` cycles until done or
 ``watchdog_cycles``, read every NPU's and controller's counters and the fabric's. Never fails by
 itself: ``cocotb_tests.fabric.mesh_io_run`` judges the metrics. Parameters
-(``FRED_BENCH_PARAMS``): ``stripe``, ``mode`` (index), ``stall`` (``IO_REGS``), ``npus``,
+(``bench_params()``): ``stripe``, ``mode`` (index), ``stall`` (``IO_REGS``), ``npus``,
 ``controllers``, ``watchdog_cycles``, ``poll``; ``npu_read`` and ``controller_read``: the
 register names of an NPU and a controller unit (default the io-load top's; the io-store top
 ``fred_mesh_io_store`` reads others)."""

@@ -9,7 +9,7 @@ node's start and end cycle is counted by the NPU's trace sequencer and read back
 run, through its read-address register. Like ``bench_fabric.py`` it records and never fails:
 ``cocotb_tests.iteration.run`` judges the counters.
 
-Bench parameters (``FRED_BENCH_PARAMS``): ``config``, ``writes``, ``npus``, ``switch_count``,
+Bench parameters (``bench_params()``): ``config``, ``writes``, ``npus``, ``switch_count``,
 ``watchdog_cycles``, ``poll``, ``nodes`` (per rank, the node count to read back),
 ``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``). The mesh's:
 ``writes``, ``units`` (engine units), ``watchdog_cycles``, ``poll``, ``nodes``,
@@ -19,9 +19,6 @@ registers).
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import cocotb
 from cocotb.triggers import RisingEdge
 
@@ -29,7 +26,7 @@ from cocotb_tests.fabric.bench_fabric import CONTROL_INPUTS, read_all
 from cocotb_tests.fabric.bench_mesh_fabric import read_mesh
 from cocotb_tests.fabric.harness import (load_configurations, power_on, read_register, run_to_completion,
                                          settle, write_programs, write_register)
-from cocotb_tests.lib import bench_params as _bench_params, metrics
+from cocotb_tests.lib import bench_params, metrics
 from hdl.contracts.trace_program import TRACE_READ_ADDR
 
 
@@ -50,15 +47,6 @@ async def _node_times(dut, npus_nodes: list[int], read_names: list[str],
             times.append([await read_register(dut, unit, start_reg), await read_register(dut, unit, end_reg)])
         out.append(times)
     return out
-
-
-def bench_params() -> dict:
-    """The bench parameters, with ``writes`` read from ``writes_file`` when the run put them in
-    a file (an environment variable holds at most 128 kB: a mesh iteration's programs do not fit)."""
-    params = _bench_params()
-    if "writes_file" in params:
-        params["writes"] = json.loads(Path(params.pop("writes_file")).read_text())
-    return params
 
 
 @cocotb.test()

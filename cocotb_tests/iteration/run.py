@@ -16,10 +16,7 @@ Timed window (``IterationRun.cycles``): the fabric's cycle counter, from the cyc
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -205,16 +202,8 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
               "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
               "trace_read": list(LoadingTraceSequencer.read_names)}
     name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}"
-    # the writes go through a file: an environment variable (the bench's parameters) holds 128 kB
-    handle, path = tempfile.mkstemp(prefix="writes-", suffix=".json", dir=built)
-    with os.fdopen(handle, "w") as f:
-        json.dump(params.pop("writes"), f)
-    params["writes_file"] = path
-    try:
-        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
-                           bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
-    finally:
-        os.unlink(path)
+    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
+                       bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
     metrics = result.metrics
     if not metrics:
         raise FredError(f"the mesh iteration bench recorded nothing; log: {result.test_dir / 'sim.log'}")

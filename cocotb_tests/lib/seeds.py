@@ -50,5 +50,11 @@ def seeded_rng(name: str) -> random.Random:
 
 
 def bench_params() -> dict:
-    """Parameters the pytest side passed to this cocotb module (``FRED_BENCH_PARAMS`` JSON)."""
+    """Parameters the pytest side passed to this cocotb module: the JSON file named by
+    ``FRED_BENCH_PARAMS_FILE`` (:func:`cocotb_tests.runner.run_bench` writes it), else the JSON
+    in ``FRED_BENCH_PARAMS`` (a module run by hand), else none."""
+    path = os.environ.get("FRED_BENCH_PARAMS_FILE")
+    if path:
+        with open(path) as f:
+            return json.load(f)
     return json.loads(os.environ.get("FRED_BENCH_PARAMS", "{}"))
