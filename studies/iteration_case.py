@@ -148,8 +148,7 @@ def _mesh_programs(spec, requests, network):
     for the hierarchical 2D all-reduce, the model's split), as ``studies.mesh_case`` runs a
     collective; the summary: how many, the distinct (label, flits, algorithm), the model's
     cycles of them all."""
-    from hdl.compiler.mesh_program import mesh_program
-    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_split
+    from studies.mesh_case import model_algorithm_program
     made: dict = {}
     programs = []
     for request in requests:
@@ -160,14 +159,9 @@ def _mesh_programs(spec, requests, network):
         groups = [list(c.members) if op == "all-reduce" else [c.root, *c.members] for c in request.collectives]
         key = (op, tuple(map(tuple, groups)), request.size_flits)
         if key not in made:
-            size = request.size_flits
-            estimate = mesh_model_cycles(spec, groups, size, platform=network, op=op)
-            if estimate.algorithm not in ("hierarchical-2d", "ring", "chain"):
-                raise FredError(f"the model runs {request.label} with {estimate.algorithm}; the RTL mesh "
-                                f"runs hierarchical-2d, ring or chain, one per request")
-            split = (mesh_split(spec, groups[0], size, platform=network)
-                     if estimate.algorithm == "hierarchical-2d" else 0.5)
-            made[key] = (mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split), estimate)
+            program, estimate, _ = model_algorithm_program(spec, groups, request.size_flits, platform=network,
+                                                           op=op, label=request.label)
+            made[key] = (program, estimate)
         programs.append(made[key])
     kinds = sorted({(f"{r.op} of {len(r.collectives)} group(s)", r.size_flits, e.algorithm)
                     for r, (_, e) in zip(requests, programs)})

@@ -15,7 +15,7 @@ from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.placement import parse_strategy
 
-__all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "run_mesh_case", "MESH_OPS"]
+__all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "model_algorithm_program", "run_mesh_case", "MESH_OPS"]
 
 #: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing). ``io-load``: the
 #: model's weight streaming from the edge I/O controllers (``fred_mesh_io``); ``io-store``: its
@@ -94,8 +94,8 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     trees (default the model's fastest); the other ops run the model's own algorithm.
     ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings and
     chains, bit-exact against the golden model's order)."""
-    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform, mesh_split
-    from hdl.compiler.mesh_program import check_size_flits, mesh_program
+    from sysmodel.mesh_rtl_model import mesh_platform
+    from hdl.compiler.mesh_program import check_size_flits
     if op not in MESH_OPS:
         raise FredError(f"the RTL mesh fabric runs {', '.join(MESH_OPS)}; {op} is not built yet "
                         f"(docs/mesh_rtl.md, 'What is missing')")
@@ -111,13 +111,25 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     spec = spec or MeshFabricSpec(dtype=dtype)
     groups, label = mesh_groups(spec, group=group, strategy=strategy, dim=dim, op=op)
     platform = mesh_platform(spec, characterization=characterization)
+    _, estimate, split = model_algorithm_program(spec, groups, size, platform=platform, op=op,
+                                                 label=label)   # the program: fails early
+    return MeshCase(spec, groups, size, label, estimate, split)
+
+
+def model_algorithm_program(spec: MeshFabricSpec, groups, size: int, *, platform, op: str, label: str):
+    """``(program, estimate, split)``: the model's estimate of ``op`` of ``size`` flits per NPU
+    on ``groups`` (on ``platform``, the model's platform of the RTL mesh) and the RTL mesh's
+    program running the model's algorithm, with the model's split for the hierarchical 2D
+    all-reduce (0.5 otherwise); refuses, naming ``label``, an algorithm the RTL mesh does not
+    run."""
+    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_split
+    from hdl.compiler.mesh_program import mesh_program
     estimate = mesh_model_cycles(spec, groups, size, platform=platform, op=op)
     if estimate.algorithm not in ("hierarchical-2d", "ring", "chain"):
         raise FredError(f"the model runs {label} with {estimate.algorithm}; the RTL mesh runs "
                         f"hierarchical-2d, ring or chain, one per request")
     split = mesh_split(spec, groups[0], size, platform=platform) if estimate.algorithm == "hierarchical-2d" else 0.5
-    mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split)   # fails early
-    return MeshCase(spec, groups, size, label, estimate, split)
+    return mesh_program(spec, groups, size, algorithm=estimate.algorithm, split=split), estimate, split
 
 
 def _build_io_case(*, size: int, group, strategy, io: MeshIoSpec, characterization, mode,
