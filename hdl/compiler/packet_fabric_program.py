@@ -124,10 +124,9 @@ def online_output(spec, switch: int, endpoint: int) -> int:
     so concurrent rings use different ports on Fred-C/D). FredError if the endpoint is not
     reachable from that switch along this route (an L2 plane that does not hold ``u``)."""
     j, port = spec.port_of(endpoint)
-    u = port % spec.uplink_ports
     if switch < spec.l1_count:
-        return port if j == switch else spec.npus_per_l1 + u
-    plane, l2_port = spec.l2_plane_of(j * spec.uplink_ports + u)
+        return port if j == switch else spec.npus_per_l1 + port % spec.uplink_ports
+    plane, l2_port = _l2_hop(spec, endpoint)
     if spec.l1_count + plane != switch:
         raise FredError(f"endpoint {endpoint} is reached over L2 plane {plane}, not switch "
                         f"{switch}")
@@ -142,10 +141,15 @@ def online_table(spec, switch: int) -> dict[int, int]:
     if switch < spec.l1_count or planes == 1:
         return {e: online_output(spec, switch, e) for e in range(spec.endpoints)}
     plane = switch - spec.l1_count
-    mine = {e for e in range(spec.endpoints)
-            if spec.l2_plane_of(spec.l1_of(e) * spec.uplink_ports
-                                + spec.port_of(e)[1] % spec.uplink_ports)[0] == plane}
-    return {e: online_output(spec, switch, e) for e in sorted(mine)}
+    return {e: online_output(spec, switch, e) for e in range(spec.endpoints) if _l2_hop(spec, e)[0] == plane}
+
+
+def _l2_hop(spec, endpoint: int) -> tuple[int, int]:
+    """(L2 plane, its port) a packet for ``endpoint`` goes down from: the plane of the
+    endpoint's L1 uplink ``u`` = its port on the L1 modulo the uplink ports
+    (:func:`online_output`)."""
+    j, port = spec.port_of(endpoint)
+    return spec.l2_plane_of(j * spec.uplink_ports + port % spec.uplink_ports)
 
 
 def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -> list[dict]:
