@@ -8,14 +8,16 @@ no data error, no extra flit, no protocol error, done before the watchdog.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from cocotb_tests.runner import run_bench
-from hdl.compiler.mesh_program import MeshProgram, expected_hashes, mesh_program
+from hdl.compiler.mesh_program import MESH_ALGORITHMS, MeshProgram, expected_hashes, mesh_program
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MeshFabricSpec
 
-__all__ = ["MeshRun", "mesh_verilog", "run_mesh_fabric"]
+__all__ = ["MeshRun", "mesh_verilog", "mesh_training", "run_mesh_fabric"]
 
 TOP = "fred_mesh_fabric"
 #: The top's ports the bench touches (the only public signals of the build, as the FRED
@@ -32,6 +34,7 @@ class MeshRun:
     errors: list[str]
     sim_s: float
     program: MeshProgram
+    build_dir: str = ""
 
     @property
     def cycles_per_s(self) -> float:
@@ -77,9 +80,13 @@ def _judge(program: MeshProgram, after: dict, stalled: bool, hashes=None) -> lis
 
 def run_mesh_fabric(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: str = "hierarchical-2d",
                     split: float = 0.5, seed: int = 0, sink_backpressure: float = 0.0,
-                    watchdog_cycles: int | None = None, poll: int = 256) -> MeshRun:
+                    watchdog_cycles: int | None = None, poll: int = 256, cflags: str | None = None,
+                    pgo: bool = False, prebuilt=None) -> MeshRun:
     """Program, build (cached), run and judge; raises :class:`FredError` for a request the
-    fabric cannot run before building anything."""
+    fabric cannot run before building anything. ``cflags``: the model's C++ optimisation
+    (None: :data:`CFLAGS`, or -O2 with ``pgo``); ``pgo``: a profile-guided build trained by
+    :func:`mesh_training` (the same cycles, machine code only; docs/fabric_rtl.md, "Simulation
+    speed"); ``prebuilt``: run on this build folder (the training runs)."""
     from hdl.designs.mesh.mesh_fabric_top import PORT_REG_BASE
     program = mesh_program(spec, groups, size_flits, algorithm=algorithm, split=split, seed=seed,
                            sink_backpressure=sink_backpressure)
@@ -87,9 +94,13 @@ def run_mesh_fabric(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm:
         watchdog_cycles = 200 * size_flits + 20_000
     params = {"writes": program.writes(spec, PORT_REG_BASE), "units": len(program.engines),
               "watchdog_cycles": watchdog_cycles, "poll": poll}
-    from eda.fabric.build import build_top_public_only
+    from eda.fabric.build import build_trained, fast_cflags
     verilog = mesh_verilog(spec)
-    build_dir = build_top_public_only(verilog, TOP, PORTS, cflags=CFLAGS)
+    if prebuilt is None:
+        build_dir = build_trained(verilog, TOP, PORTS, cflags=fast_cflags(cflags, pgo, CFLAGS), pgo=pgo,
+                                  workload=mesh_training(spec) if pgo else None)
+    else:
+        build_dir = Path(prebuilt)
     result = run_bench(verilog=(verilog, TOP), test_module="cocotb_tests.fabric.bench_mesh_fabric",
                        bench_params=params, prebuilt=build_dir,
                        run_name=f"mesh-{algorithm}-{size_flits}-{seed}")
@@ -98,4 +109,36 @@ def run_mesh_fabric(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm:
         raise FredError(f"the mesh fabric bench recorded nothing; log: {result.test_dir / 'sim.log'}")
     after = m["after"]
     hashes = expected_hashes(spec, program) if spec.dtype != "int32" else None
-    return MeshRun(after["global"]["cycles"], _judge(program, after, m["stalled"], hashes), m["sim_s"], program)
+    return MeshRun(after["global"]["cycles"], _judge(program, after, m["stalled"], hashes), m["sim_s"], program,
+                   build_dir=str(build_dir))
+
+
+#: The mesh's training workload of a profile-guided build (:func:`mesh_training`): each
+#: algorithm of the mesh (``MESH_ALGORITHMS``: the 2D all-reduce, the ring all-reduce, the
+#: chain multicast) across the whole mesh, of this many flits per NPU.
+TRAINING_FLITS = 2000
+
+
+def mesh_training(spec: MeshFabricSpec) -> dict:
+    """``{name: run(build_dir)}`` (:func:`eda.fabric.build.build_trained`): every algorithm the
+    mesh of ``spec`` runs (an fp16 mesh has no 2D all-reduce) over every NPU, of
+    :data:`TRAINING_FLITS` flits, every flit checked (a run with errors raises and fails the
+    build)."""
+    wafer = [list(range(spec.npus))]
+    workload = {}
+    for algorithm in MESH_ALGORITHMS:
+        try:
+            mesh_program(spec, wafer, TRAINING_FLITS, algorithm=algorithm)
+        except FredError:
+            continue     # an algorithm this mesh does not run: not trained
+        workload[f"{algorithm} x {TRAINING_FLITS}"] = functools.partial(_training_run, spec, algorithm)
+    if not workload:
+        raise FredError(f"mesh {spec.rows} x {spec.cols}: no training collective runs on it")
+    return workload
+
+
+def _training_run(spec: MeshFabricSpec, algorithm: str, build_dir) -> None:
+    run = run_mesh_fabric(spec, [list(range(spec.npus))], TRAINING_FLITS, algorithm=algorithm,
+                          prebuilt=build_dir)
+    if run.errors:
+        raise FredError(f"mesh: the training run ({algorithm}) failed: {'; '.join(run.errors[:3])}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from amaranth.sim import Simulator
 
@@ -21,7 +22,7 @@ from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, PACKET_ENGINE_
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
 __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
-           "packet_load_sequence", "PACKET_TOP"]
+           "packet_load_sequence", "packet_training", "PACKET_TOP", "PLAIN_CFLAGS"]
 
 
 @dataclass
@@ -37,6 +38,7 @@ class PacketFabricRun:
     simulator: str = "amaranth"
     build_s: float = 0.0
     sim_s: float = 0.0
+    build_dir: str = ""
 
     @property
     def flits_checked(self) -> int:
@@ -212,15 +214,25 @@ def _endpoint_name(spec, rank: int) -> str:
 PACKET_TOP = "fred_packet_fabric"
 
 
+#: C++ optimisation of a packet fabric build without profile-guided optimization.
+PLAIN_CFLAGS = "-O1"
+
+
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
-                      packet_flits=8, depth=None, cflags="-O1", algorithm=None) -> PacketFabricRun:
+                      packet_flits=8, depth=None, cflags=None, algorithm=None, pgo=False,
+                      prebuilt=None) -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).
-    ``watchdog_cycles`` None: generous, from the request."""
+    ``watchdog_cycles`` None: generous, from the request. ``cflags``: the model's C++
+    optimisation (None: :data:`PLAIN_CFLAGS`, or -O2 with ``pgo``); ``pgo``: a profile-guided
+    build, trained by :func:`packet_training` (the same cycles, machine code only;
+    docs/fabric_rtl.md, "Simulation speed"); ``prebuilt``: run on this build folder (the
+    training runs)."""
     import re
+    import time
 
-    from eda.fabric.build import build_top_public_only
+    from eda.fabric.build import build_trained, fast_cflags
     from cocotb_tests.fabric.run import PORTS
     from cocotb_tests.runner import run_bench
     program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
@@ -231,10 +243,15 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
         # a cycle budget: an I/O op moves its flits at the controller's rate
         slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1
         watchdog_cycles = int(8 * request.size_flits / slowest) + 20_000
-    import time
     started = time.perf_counter()
     verilog = _packet_verilog(spec, packet_flits, depth, online)
-    built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags)
+    if prebuilt is None:
+        workload = packet_training(spec, algorithm=algorithm, online=online, packet_flits=packet_flits,
+                                   depth=depth) if pgo else None
+        built = build_trained(verilog, PACKET_TOP, PORTS, cflags=fast_cflags(cflags, pgo, PLAIN_CFLAGS),
+                              pgo=pgo, workload=workload)
+    else:
+        built = Path(prebuilt)
     build_s = time.perf_counter() - started
     poll = int(min(20_000, max(64, program.flits_sent // 8)))
     params = {"npus": spec.endpoints, "switch_count": len(spec.switch_ports), **load,
@@ -248,8 +265,41 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     run = judge(spec, request, program, after["global"]["cycles"], after["engines"],
                 after["switches"], done=not metrics["stalled"] and after["global"]["all_done"],
                 watchdog_cycles=watchdog_cycles)
-    run.simulator, run.build_s, run.sim_s = "cocotb", build_s, metrics["sim_s"]
+    run.simulator, run.build_s, run.sim_s, run.build_dir = "cocotb", build_s, metrics["sim_s"], str(built)
     return run
+
+
+def packet_training(spec, *, algorithm=None, online=False, packet_flits=8, depth=None) -> dict:
+    """The profile-guided build's training workload on the packet fabric of ``spec``
+    (``{name: run(build_dir)}``, for :func:`eda.fabric.build.build_trained`): the circuit
+    fabric's (:func:`cocotb_tests.fabric.run.training_requests`: all-reduce, reduce and
+    multicast across the wafer) with ``algorithm``, each request this fabric runs with the
+    build's routing (``online`` or stored phases), every flit checked (a run with errors
+    raises and fails the build)."""
+    from cocotb_tests.fabric.run import training_requests
+    workload = {}
+    for request in training_requests(spec):
+        try:
+            program = fabric_program(spec, request, algorithm=algorithm)
+            if runs_online(program) != online:
+                continue
+            packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online))
+        except FredError:
+            continue    # a request this fabric (or its routing) does not run: not trained
+        workload[f"{request.label} x {request.size_flits}"] = functools.partial(
+            _training_run, spec, request, algorithm=algorithm, packet_flits=packet_flits, depth=depth)
+    if not workload:
+        raise FredError(f"packet fabric {spec.name}: no training collective runs with algorithm "
+                        f"{algorithm or 'default'}")
+    return workload
+
+
+def _training_run(spec, request, build_dir, *, algorithm, packet_flits, depth) -> None:
+    run = run_packet_fabric(spec, request, algorithm=algorithm, packet_flits=packet_flits, depth=depth,
+                            prebuilt=build_dir)
+    if run.errors:
+        raise FredError(f"packet fabric {spec.name}: the training run ({request.label}) failed: "
+                        f"{'; '.join(run.errors[:3])}")
 
 
 @functools.lru_cache(maxsize=4)

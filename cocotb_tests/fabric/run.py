@@ -31,7 +31,7 @@ from hdl.compiler.fabric_program import FabricProgram, default_phases, fabric_pr
 from hdl.contracts.npu_engine import engine_writes
 
 __all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
-           "default_cflags",
+           "default_cflags", "training_requests",
            "TRAINING_FLITS"]
 
 TOP = "fred_fabric"
@@ -208,13 +208,19 @@ TRAINING_OPS = ("all-reduce", "reduce", "multicast")
 TRAINING_FLITS = 2000
 
 
+def training_requests(spec: FabricSpec) -> list[FabricRequest]:
+    """The training workload's requests on ``spec``: each of :data:`TRAINING_OPS` across the
+    whole wafer, :data:`TRAINING_FLITS` flits (the circuit and the packet fabric's builds)."""
+    from hdl.contracts.fabric import make_request
+    return [make_request(spec, op=op, size_flits=TRAINING_FLITS, group="wafer") for op in TRAINING_OPS]
+
+
 def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = DEFAULT_SIMULATOR) -> None:
     """Run the training workload on the instrumented model in ``build_dir`` (every flit
     checked, as in any run: a training run that goes wrong fails the build)."""
-    from hdl.contracts.fabric import make_request
     ran = []
-    for op in TRAINING_OPS:
-        request = make_request(spec, op=op, size_flits=TRAINING_FLITS, group="wafer")
+    for request in training_requests(spec):
+        op = request.op
         try:
             program = fabric_program(spec, request)
         except FredError:

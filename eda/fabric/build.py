@@ -34,7 +34,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, build_step, make_environment, setup_verilator
 
-__all__ = ["build_top_public_only", "PGO_GENERATE", "PGO_USE"]
+__all__ = ["build_top_public_only", "build_trained", "fast_cflags", "PGO_CFLAGS", "PGO_GENERATE", "PGO_USE"]
 
 #: Extra C++ flags of the instrumented compile (the profile counters are updated by one
 #: thread: the model is single-threaded, and atomic updates would slow the training run).
@@ -43,6 +43,9 @@ PGO_GENERATE = ("-fprofile-generate", "-fprofile-update=single")
 #: normally (``-fprofile-partial-training``), not for size; counters that do not add up exactly
 #: are tolerated, and an object without a profile is not an error.
 PGO_USE = ("-fprofile-use", "-fprofile-partial-training", "-fprofile-correction", "-Wno-missing-profile")
+#: C++ optimisation of a profile-guided build: measured best on the circuit fabrics (-O2 against
+#: -O1, -Os and -O3; docs/fabric_rtl.md, "Profile-guided optimization").
+PGO_CFLAGS = "-O2"
 
 
 def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
@@ -120,6 +123,33 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
         (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
         (build_dir / "build.ok").write_text(key_source[:200] + "\n")
         return build_dir
+
+
+def fast_cflags(cflags: str | None, pgo: bool, plain: str) -> str:
+    """The C++ flags of a fabric build: ``cflags`` if given, else :data:`PGO_CFLAGS` with
+    ``pgo`` and the runner's ``plain`` flags without."""
+    if cflags is not None:
+        return cflags
+    return PGO_CFLAGS if pgo else plain
+
+
+def build_trained(verilog: str, top: str, ports, *, cflags: str, pgo: bool, workload=None,
+                  sim_build: Path | None = None) -> Path:
+    """:func:`build_top_public_only` for a fabric runner: with ``pgo`` the build is
+    profile-guided, trained by ``workload`` (``{name: run}``, each ``run(build_dir)`` runs one
+    checked case of the runner on the instrumented model and raises if it goes wrong, which
+    fails the build); the workload's names key the cache. Without ``pgo``, a plain build at
+    ``cflags`` (``workload`` unused)."""
+    workload = dict(workload or {})
+    if pgo and not workload:
+        raise FredError(f"{top}: a profile-guided build needs a training workload")
+
+    def train(build_dir: Path) -> None:
+        for run in workload.values():
+            run(build_dir)
+    return build_top_public_only(verilog, top, ports, cflags=cflags, sim_build=sim_build,
+                                 train=train if pgo else None,
+                                 training=", ".join(workload) if pgo else "")
 
 
 def user_cflags_of(verilator_args) -> list[str]:

@@ -80,8 +80,19 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         from cocotb_tests.fabric.run import DEFAULT_SIMULATOR, SIMULATORS
         parser.description = ("fabric RTL simulation speed under Verilator: wafer all-reduce, "
                               "cycles per wall-clock second, and the build time")
-        parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"])
-        parser.add_argument("--size", type=RANGES["flits"], default=20000, help="flits per NPU (default 20000)")
+        from studies.benchmarks.fabric_speed import MESH_SIZE
+        parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"],
+                            help="circuit-switch FRED fabrics (default fred-b fred-d)")
+        parser.add_argument("--packet", nargs="*", default=["fred-d"], metavar="FABRIC",
+                            help="packet-switch FRED fabrics, one Verilated model under cocotb "
+                                 "(default fred-d; none: --packet with no name)")
+        parser.add_argument("--no-mesh", action="store_true",
+                            help="skip the 5x4 mesh fabric (one Verilated model under cocotb)")
+        parser.add_argument("--mesh-size", type=RANGES["flits"], default=MESH_SIZE,
+                            help=f"flits per NPU of the mesh's wafer all-reduce (default {MESH_SIZE}, "
+                                 f"its largest)")
+        parser.add_argument("--size", type=RANGES["flits"], default=20000,
+                            help="flits per NPU of the FRED fabrics (default 20000)")
         parser.add_argument("--cflags", default=None,
                             help="C++ optimisation of the model (default: the fabric's, "
                                  "cocotb_tests.fabric.run.default_cflags: -O2 with PGO, else -O1 "
@@ -130,19 +141,24 @@ def run(args) -> int:
 
 
 def _fabric(options, command: str, as_json: bool) -> int:
-    from studies.benchmarks.fabric_speed import measure
+    from studies.benchmarks.fabric_speed import measure, measure_mesh, measure_packet
     extra = None if options.verilator_args is None else tuple(options.verilator_args.split())
     figures = measure(options.fabric, options.size, cflags=options.cflags, verilator_args=extra,
                       pgo=False if options.no_pgo else None, simulator=options.simulator,
                       command=command)
+    # the one-model fabrics beside the circuit ones (the same options but the simulator's)
+    figures["rows"] += [measure_packet(name, options.size, pgo=not options.no_pgo, cflags=options.cflags)
+                        for name in options.packet]
+    if not options.no_mesh:
+        figures["rows"].append(measure_mesh(options.mesh_size, pgo=not options.no_pgo, cflags=options.cflags))
     if as_json:
         print_json(figures)
         return 0
-    print(f"{'fabric':8} {'simulator':>9} {'C++':>4} {'PGO':>3} {'size':>7} {'cycles':>9} "
+    print(f"{'fabric':12} {'simulator':>9} {'C++':>4} {'PGO':>3} {'size':>7} {'cycles':>9} "
           f"{'sim s':>8} {'cycles/s':>10} {'build s':>8}  parts waited s")
     for r in figures["rows"]:
         waits = " / ".join(f"{w:.2f}" for w in r["part_wait_s"]) or "-"
-        print(f"{r['fabric']:8} {r['simulator']:>9} {r['cflags']:>4} {'yes' if r['pgo'] else 'no':>3} "
+        print(f"{r['fabric']:12} {r['simulator']:>9} {r['cflags']:>4} {'yes' if r['pgo'] else 'no':>3} "
               f"{r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
               f"{r['cycles_per_s']:>10.0f} {r['build_s']:>8.1f}  {waits}")
     print(f"({figures['meta']['date']}, {figures['meta']['command']})")

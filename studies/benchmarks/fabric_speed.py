@@ -19,7 +19,11 @@ from cocotb_tests.fabric.run import DEFAULT_SIMULATOR, build_fabric, build_optio
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 
-__all__ = ["measure"]
+__all__ = ["measure", "measure_mesh", "measure_packet", "MESH_SIZE"]
+
+#: Flits per NPU of the mesh's benchmark: its largest wafer all-reduce (the 2D all-reduce's
+#: chunks fill the engines' 1,024-flit buffers at 4,000).
+MESH_SIZE = 4000
 
 
 def measure(fabrics=("fred-b", "fred-d"), size: int = 20000, *, cflags: str | None = None,
@@ -49,7 +53,7 @@ def measure(fabrics=("fred-b", "fred-d"), size: int = 20000, *, cflags: str | No
                          simulator=simulator)
         if run.errors:
             raise FredError(f"{name}: errors: {run.errors}")
-        rows.append(dict(fabric=name, simulator=simulator, cflags=flags, pgo=use_pgo,
+        rows.append(dict(fabric=name, switch="circuit", simulator=simulator, cflags=flags, pgo=use_pgo,
                          size_flits=size, cycles=run.cycles, sim_s=run.sim_s,
                          cycles_per_s=run.cycles_per_s, build_s=round(build_s, 1),
                          verilog_and_cache_check_s=round(elapsed, 1), flits_checked=run.flits_checked,
@@ -57,3 +61,54 @@ def measure(fabrics=("fred-b", "fred-d"), size: int = 20000, *, cflags: str | No
     meta = dict(date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 machine=platform.machine(), python=platform.python_version(), command=command)
     return {"meta": meta, "rows": rows}
+
+
+def _recorded_build_s(build_dir, elapsed: float) -> float:
+    """The build's seconds as recorded when it was built (``build_seconds``), else ``elapsed``."""
+    from pathlib import Path
+    recorded = Path(build_dir) / "build_seconds"
+    return round(float(recorded.read_text()) if recorded.exists() else elapsed, 1)
+
+
+def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None = None) -> dict:
+    """The 5 x 4 mesh fabric (``cocotb_tests.fabric.mesh_run``, one model under cocotb): the
+    wafer all-reduce of ``size`` flits per NPU in the model's algorithm and split
+    (:func:`studies.mesh_case.build_mesh_case`), every flit checked; one row as :func:`measure`'s.
+    ``pgo``: the profile-guided build (the mesh's own training workload)."""
+    from cocotb_tests.fabric.mesh_run import CFLAGS, run_mesh_fabric
+    from eda.fabric.build import fast_cflags
+    from studies.mesh_case import build_mesh_case
+    case = build_mesh_case(op="all-reduce", size=size, group="wafer")
+    start = time.perf_counter()
+    run = run_mesh_fabric(case.spec, case.groups, case.size_flits, algorithm=case.estimate.algorithm,
+                          split=case.split, cflags=cflags, pgo=pgo)
+    elapsed = time.perf_counter() - start - run.sim_s
+    if run.errors:
+        raise FredError(f"mesh: errors: {run.errors}")
+    return dict(fabric=f"mesh {case.spec.rows}x{case.spec.cols}", switch="mesh", simulator="cocotb",
+                cflags=fast_cflags(cflags, pgo, CFLAGS), pgo=pgo, size_flits=size, cycles=run.cycles,
+                sim_s=round(run.sim_s, 4), cycles_per_s=round(run.cycles_per_s, 1),
+                build_s=_recorded_build_s(run.build_dir, elapsed),
+                flits_checked=run.program.recv_total, part_wait_s=[])
+
+
+def measure_packet(name: str, size: int, *, pgo: bool = True, cflags: str | None = None) -> dict:
+    """The packet fabric of FRED variant ``name`` (``cocotb_tests.fabric.packet_fabric_sim``,
+    one model under cocotb): the wafer all-reduce of ``size`` flits per NPU in the model's
+    algorithm (:func:`studies.packet_fabric_case.build_packet_case`), every flit checked; one
+    row as :func:`measure`'s."""
+    from cocotb_tests.fabric.packet_fabric_sim import PLAIN_CFLAGS, run_packet_fabric
+    from eda.fabric.build import fast_cflags
+    from studies.packet_fabric_case import build_packet_case
+    case = build_packet_case(fabric=name, op="all-reduce", size=size, group="wafer")
+    start = time.perf_counter()
+    run = run_packet_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, cflags=cflags,
+                            pgo=pgo)
+    elapsed = time.perf_counter() - start - run.sim_s
+    if run.errors:
+        raise FredError(f"{name} packet fabric: errors: {run.errors}")
+    return dict(fabric=f"{name} packet", switch="packet", simulator="cocotb",
+                cflags=fast_cflags(cflags, pgo, PLAIN_CFLAGS), pgo=pgo, size_flits=size,
+                cycles=run.cycles, sim_s=round(run.sim_s, 4), cycles_per_s=round(run.cycles_per_s, 1),
+                build_s=_recorded_build_s(run.build_dir, elapsed), flits_checked=run.flits_checked,
+                part_wait_s=[])
