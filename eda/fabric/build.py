@@ -34,7 +34,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, build_step, make_environment, setup_verilator
 
-__all__ = ["build_top_public_only", "build_trained", "fast_cflags", "PGO_CFLAGS", "PGO_GENERATE", "PGO_USE"]
+__all__ = ["build_top_public_only", "build_trained", "training_options", "fast_cflags", "PGO_CFLAGS", "PGO_GENERATE", "PGO_USE"]
 
 #: Extra C++ flags of the instrumented compile (the profile counters are updated by one
 #: thread: the model is single-threaded, and atomic updates would slow the training run).
@@ -140,16 +140,25 @@ def build_trained(verilog: str, top: str, ports, *, cflags: str, pgo: bool, work
     checked case of the runner on the instrumented model and raises if it goes wrong, which
     fails the build); the workload's names key the cache. Without ``pgo``, a plain build at
     ``cflags`` (``workload`` unused)."""
+    return build_top_public_only(verilog, top, ports, cflags=cflags, sim_build=sim_build,
+                                 **training_options(top, workload, pgo))
+
+
+def training_options(what: str, workload, pgo: bool) -> dict:
+    """``train`` and ``training`` of a build (:func:`build_top_public_only`,
+    ``eda.fabric.lockstep.build_lockstep``) trained by ``workload`` (``{name: run(build_dir)}``,
+    run in order) with ``pgo``; none without. ``what`` names the build in the error of a
+    profile-guided build without a workload."""
     workload = dict(workload or {})
-    if pgo and not workload:
-        raise FredError(f"{top}: a profile-guided build needs a training workload")
+    if not pgo:
+        return {"train": None, "training": ""}
+    if not workload:
+        raise FredError(f"{what}: a profile-guided build needs a training workload")
 
     def train(build_dir: Path) -> None:
         for run in workload.values():
             run(build_dir)
-    return build_top_public_only(verilog, top, ports, cflags=cflags, sim_build=sim_build,
-                                 train=train if pgo else None,
-                                 training=", ".join(workload) if pgo else "")
+    return {"train": train, "training": ", ".join(workload)}
 
 
 def user_cflags_of(verilator_args) -> list[str]:

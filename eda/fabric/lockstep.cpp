@@ -1,8 +1,9 @@
 // Lock-step simulator of a fabric cut into two parts (docs/fabric_rtl.md; eda/fabric/lockstep.py
 // builds it, docs/fabric_rtl.md explains it).
 //
-// Vpart0 and Vpart1 are the Verilated models of FabricTop(spec, partition, part=0/1): the same
-// top ports as the whole fabric (start, prog_*, cfg_*, rd_*, all_done, cycles) plus cut_out /
+// Vpart0 and Vpart1 are the Verilated models of FabricTop(spec, partition, part=0/1) or
+// MeshFabricTop(spec, partition, part=0/1): the same top ports as the whole fabric (start,
+// prog_*, cfg_* -- the mesh has no configuration port --, rd_*, all_done, cycles) plus cut_out /
 // cut_in, the signals of the links cut between the parts (part 0's cut_out is part 1's cut_in,
 // bit for bit, and the reverse). Every cut signal depends only on its own part's registers and
 // inputs other than cut_in, so each cycle the two parts can evaluate at the same time, each on
@@ -29,6 +30,8 @@
 #include "verilated.h"
 
 #include <atomic>
+#include <type_traits>
+#include <utility>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +46,12 @@ static_assert(sizeof(Vpart0::cut_out) == sizeof(Vpart1::cut_in), "part 0's cut_o
 static_assert(sizeof(Vpart1::cut_out) == sizeof(Vpart0::cut_in), "part 1's cut_out is part 0's cut_in");
 
 namespace {
+
+// Whether a part's top has the switches' configuration port (FabricTop) or not (the mesh).
+template <class M, class = void> struct HasConfigPort : std::false_type {};
+template <class M> struct HasConfigPort<M, std::void_t<decltype(std::declval<M&>().cfg_valid)>> : std::true_type {};
+static_assert(HasConfigPort<Vpart0>::value == HasConfigPort<Vpart1>::value, "both parts have the same ports");
+constexpr bool kConfigPort = HasConfigPort<Vpart0>::value;
 
 constexpr size_t kWords0 = (sizeof(Vpart0::cut_out) + 3) / 4;   // part 0 -> part 1
 constexpr size_t kWords1 = (sizeof(Vpart1::cut_out) + 3) / 4;   // part 1 -> part 0
@@ -83,7 +92,20 @@ struct Fabric {
         part0.clk = 1; part0.eval();   // evaluates cut_in's combinational logic, then the edge
         part1.clk = 1; part1.eval();
     }
-    uint32_t cfg_ready() { settle(); return part0.cfg_ready | part1.cfg_ready; }
+    template <class M> static void idle_config(M& m) {
+        if constexpr (HasConfigPort<M>::value) { m.cfg_valid = 0; m.cfg_last = 0; }
+    }
+    // one configuration word on the port, held (a part without the switch ignores it)
+    template <class M> static void put_config(M& m, uint32_t sw, uint32_t phase, uint32_t last, uint32_t data) {
+        if constexpr (HasConfigPort<M>::value) {
+            m.cfg_valid = 1; m.cfg_switch = sw; m.cfg_data = data; m.cfg_last = last; m.cfg_phase = phase;
+        }
+    }
+    uint32_t cfg_ready() {
+        settle();
+        if constexpr (kConfigPort) return part0.cfg_ready | part1.cfg_ready;
+        return 1;
+    }
 };
 
 struct Config {
@@ -123,7 +145,8 @@ bool parse(const char* path, Config& c, std::string& error) {
         else { error = "line " + std::to_string(number) + ": unknown command '" + key + "'"; return false; }
         if (!ok) { error = "line " + std::to_string(number) + ": bad values: " + line; return false; }
     }
-    if (!c.npus || !c.switches || !c.watchdog) { error = "npus, switches and watchdog are required"; return false; }
+    if (!c.npus || !c.watchdog) { error = "npus and watchdog are required"; return false; }
+    if (!kConfigPort && !c.words.empty()) { error = "configuration words for a fabric without a configuration port"; return false; }
     return true;
 }
 
@@ -224,17 +247,17 @@ int main(int argc, char** argv) {
     }
     auto* fabric = new Fabric;
     Fabric& f = *fabric;
-    f.both([](auto& m) { m.start = 0; m.prog_we = 0; m.cfg_valid = 0; m.cfg_last = 0; m.rd_unit = 0; m.rd_reg = 0; });
+    f.both([](auto& m) { m.start = 0; m.prog_we = 0; Fabric::idle_config(m); m.rd_unit = 0; m.rd_reg = 0; });
     for (uint32_t i = 0; i < c.por + 2; ++i) f.tick();   // the fabric's own power-on reset
     auto load_start = std::chrono::steady_clock::now();
     // configurations, one word per cycle (a word moves on a cycle whose cfg_ready is high)
     uint64_t cfg_stalls = 0;
     for (const auto& w : c.words) {
-        f.both([&](auto& m) { m.cfg_valid = 1; m.cfg_switch = w.sw; m.cfg_data = w.data; m.cfg_last = w.last; m.cfg_phase = w.phase; });
+        f.both([&](auto& m) { Fabric::put_config(m, w.sw, w.phase, w.last, w.data); });
         while (!f.cfg_ready()) { f.tick(); ++cfg_stalls; }
         f.tick();
     }
-    f.both([](auto& m) { m.cfg_valid = 0; });
+    f.both([](auto& m) { Fabric::idle_config(m); });
     for (const auto& w : c.writes) {
         f.both([&](auto& m) { m.prog_we = 1; m.prog_unit = w.unit; m.prog_reg = w.reg; m.prog_data = w.value; });
         f.tick();

@@ -1,7 +1,9 @@
 """The lock-step simulator of the fabric: two Verilated parts on two cores (docs/fabric_rtl.md).
 
 :class:`hdl.contracts.fabric_partition.FabricPartition` cuts the fabric at uplinks into two parts;
-each part is ``FabricTop(spec, partition=..., part=p)``, Verilated as its own model
+each part is ``FabricTop(spec, partition=..., part=p)``, Verilated as its own model (the mesh:
+:class:`hdl.contracts.mesh_partition.MeshPartition` between two columns,
+``MeshFabricTop(spec, partition=..., part=p)``)
 (``--prefix Vpart<p>``); ``lockstep.cpp`` runs both in lock step, one thread each, swapping the
 cut links' signals between cycles (its header explains why that is exact). It does what the
 cocotb bench ``bench_fabric.py`` does -- power-on, load the configurations and programs through
@@ -131,16 +133,22 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
 
 
 def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) -> dict:
-    """Run the bench parameters ``params`` (those of ``bench_fabric.py``) on the lock-step
-    simulator in ``build_dir``; returns the bench's metrics (``before`` / ``after`` with named
-    registers)."""
+    """Run the bench parameters ``params`` (those of ``bench_fabric.py``: ``npus`` units with
+    engine registers, ``switch_count`` switch units after them, ``config``, ``writes``,
+    ``watchdog_cycles``, ``poll``, ``settle``; optionally the register names ``engine_read``,
+    ``switch_read`` and ``global_read`` of another top with the same harness, default
+    ``FabricTop``'s) on the lock-step simulator in ``build_dir``; returns the bench's metrics
+    (``before`` / ``after`` with named registers)."""
     from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
+    engine_read = params.get("engine_read", ENGINE_READ)
+    switch_read = params.get("switch_read", SWITCH_READ)
+    global_read = params.get("global_read", GLOBAL_READ)
     lines = [f"npus {params['npus']}", f"switches {params['switch_count']}",
              f"watchdog {params['watchdog_cycles']}",
              f"poll {params['poll']}", f"settle {params.get('settle', 64)}", f"por {POR_CYCLES}",
-             f"engine_regs {len(ENGINE_READ)}", f"switch_regs {len(SWITCH_READ)}",
-             f"global_unit {GLOBAL_UNIT}", f"global_regs {len(GLOBAL_READ)}"]
-    lines += [f"cfg {s} {k} {last} {word}" for s, k, last, word in params["config"]]
+             f"engine_regs {len(engine_read)}", f"switch_regs {len(switch_read)}",
+             f"global_unit {GLOBAL_UNIT}", f"global_regs {len(global_read)}"]
+    lines += [f"cfg {s} {k} {last} {word}" for s, k, last, word in params.get("config", [])]
     lines += [f"prog {unit} {reg} {value}" for unit, reg, value in params["writes"]]
     run_dir = Path(run_dir) if run_dir is not None else Path(build_dir) / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -155,8 +163,8 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
     metrics = json.loads(result.read_text())
 
     def named(state):
-        return {"engines": [dict(zip(ENGINE_READ, regs)) for regs in state["engines"]],
-                "switches": [dict(zip(SWITCH_READ, regs)) for regs in state["switches"]],
-                "global": dict(zip(GLOBAL_READ, state["global"]))}
+        return {"engines": [dict(zip(engine_read, regs)) for regs in state["engines"]],
+                "switches": [dict(zip(switch_read, regs)) for regs in state["switches"]],
+                "global": dict(zip(global_read, state["global"]))}
     metrics["before"], metrics["after"] = named(metrics["before"]), named(metrics["after"])
     return metrics

@@ -87,7 +87,7 @@ def _parser(bench: str) -> argparse.ArgumentParser:
                             help="packet-switch FRED fabrics, one Verilated model under cocotb "
                                  "(default fred-d; none: --packet with no name)")
         parser.add_argument("--no-mesh", action="store_true",
-                            help="skip the 5x4 mesh fabric (one Verilated model under cocotb)")
+                            help="skip the 5x4 mesh fabric (on --simulator's simulator)")
         parser.add_argument("--mesh-size", type=RANGES["flits"], default=MESH_SIZE,
                             help=f"flits per NPU of the mesh's wafer all-reduce (default {MESH_SIZE}, "
                                  f"its largest)")
@@ -105,7 +105,8 @@ def _parser(bench: str) -> argparse.ArgumentParser:
                             help="compile without profile-guided optimization")
         parser.add_argument("--simulator", choices=SIMULATORS, default=DEFAULT_SIMULATOR,
                             help="lockstep: the fabric in two parts on two cores (the default); "
-                                 "cocotb: one model under the cocotb bench")
+                                 "cocotb: one model under the cocotb bench (circuit fabrics and "
+                                 "the mesh; the packet fabric runs as one model under cocotb)")
         parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     return parser
 
@@ -150,7 +151,8 @@ def _fabric(options, command: str, as_json: bool) -> int:
     figures["rows"] += [measure_packet(name, options.size, pgo=not options.no_pgo, cflags=options.cflags)
                         for name in options.packet]
     if not options.no_mesh:
-        figures["rows"].append(measure_mesh(options.mesh_size, pgo=not options.no_pgo, cflags=options.cflags))
+        figures["rows"].append(measure_mesh(options.mesh_size, pgo=not options.no_pgo, cflags=options.cflags,
+                                            simulator=options.simulator))
     if as_json:
         print_json(figures)
         return 0

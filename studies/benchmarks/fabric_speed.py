@@ -70,22 +70,24 @@ def _recorded_build_s(build_dir, elapsed: float) -> float:
     return round(float(recorded.read_text()) if recorded.exists() else elapsed, 1)
 
 
-def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None = None) -> dict:
-    """The 5 x 4 mesh fabric (``cocotb_tests.fabric.mesh_run``, one model under cocotb): the
-    wafer all-reduce of ``size`` flits per NPU in the model's algorithm and split
+def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None = None,
+                 simulator: str = DEFAULT_SIMULATOR) -> dict:
+    """The 5 x 4 mesh fabric (``cocotb_tests.fabric.mesh_run``): the wafer all-reduce of
+    ``size`` flits per NPU in the model's algorithm and split
     (:func:`studies.mesh_case.build_mesh_case`), every flit checked; one row as :func:`measure`'s.
-    ``pgo``: the profile-guided build (the mesh's own training workload)."""
+    ``pgo``: the profile-guided build (the mesh's own training workload); ``simulator``:
+    ``lockstep`` (two halves of the mesh on two cores) or ``cocotb`` (one model)."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, run_mesh_fabric
     from eda.fabric.build import fast_cflags
     from studies.mesh_case import build_mesh_case
     case = build_mesh_case(op="all-reduce", size=size, group="wafer")
     start = time.perf_counter()
     run = run_mesh_fabric(case.spec, case.groups, case.size_flits, algorithm=case.estimate.algorithm,
-                          split=case.split, cflags=cflags, pgo=pgo)
+                          split=case.split, cflags=cflags, pgo=pgo, simulator=simulator)
     elapsed = time.perf_counter() - start - run.sim_s
     if run.errors:
         raise FredError(f"mesh: errors: {run.errors}")
-    return dict(fabric=f"mesh {case.spec.rows}x{case.spec.cols}", switch="mesh", simulator="cocotb",
+    return dict(fabric=f"mesh {case.spec.rows}x{case.spec.cols}", switch="mesh", simulator=simulator,
                 cflags=fast_cflags(cflags, pgo, CFLAGS), pgo=pgo, size_flits=size, cycles=run.cycles,
                 sim_s=round(run.sim_s, 4), cycles_per_s=round(run.cycles_per_s, 1),
                 build_s=_recorded_build_s(run.build_dir, elapsed),

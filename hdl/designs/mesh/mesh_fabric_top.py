@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.mesh import LOCAL, MESH_VCS, PORT_REGS, MeshFabricSpec
+from hdl.contracts.mesh_partition import MeshPartition
 from hdl.contracts.npu_engine import ENGINE_REGS
 from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WIDTH,
                                            TAG_WIDTH, count_cycles, harness_inputs, harness_ports,
                                            read_register)
 from hdl.designs.fabric.npu_engine import NpuEngine
-
-
 
 from .engine_port import EnginePort
 from .injection_mux import InjectionMux
@@ -65,25 +65,77 @@ class MeshFabricTop(wiring.Component):
 
     Edge routers' outward ports are unconnected: no flit enters there and no credit returns
     (dimension-order routes between NPUs never leave the mesh).
+
+    One part of a cut mesh (``partition``, a :class:`~hdl.contracts.mesh_partition.MeshPartition`
+    of ``spec``, and ``part``; the lock-step simulator, ``eda/fabric/lockstep.py``): only the
+    part's routers and the NPUs at them; a wire to or from the other part keeps its flit or
+    credit registers here and the rest goes through the ports ``cut_out`` / ``cut_in``
+    (:meth:`cut_fields`). The harness ports are the same; a unit of the other part ignores
+    writes and reads 0, and ``all_done`` / ``cycles`` / ``protocol_error`` cover the part's own
+    routers and engines.
     """
 
-    def __init__(self, spec: MeshFabricSpec, *, sequencer=None):
+    def __init__(self, spec: MeshFabricSpec, *, sequencer=None, partition: MeshPartition | None = None,
+                 part: int | None = None):
         if not isinstance(spec, MeshFabricSpec):
             raise FredError(f"MeshFabricTop needs a MeshFabricSpec, got {spec!r}")
         last_unit = sequencer_unit(spec, spec.npus - 1) if sequencer is not None else engine_unit(spec.npus, 0)
         if last_unit >= GLOBAL_UNIT + (sequencer is None):
             raise FredError(f"a {spec.rows} x {spec.cols} mesh has more engines than program units")
+        if (partition is None) != (part is None):
+            raise FredError("MeshFabricTop: give both partition and part (one part of a cut mesh) or neither")
+        if partition is not None and (partition.spec != spec or part not in range(partition.count)
+                                      or isinstance(part, bool)):
+            raise FredError(f"MeshFabricTop: part {part!r} of a partition of "
+                            f"{partition.spec.rows} x {partition.spec.cols}: not a part of this "
+                            f"{spec.rows} x {spec.cols} mesh's partition")
         self.spec, self.sequencer = spec, sequencer
+        self.partition, self.part = partition, part
         self.engine_flit = FlitFormat(dtype=spec.dtype, lanes=spec.engine_lanes, tag_width=TAG_WIDTH)
-        super().__init__(harness_ports())
+        cut_ports = {}
+        if partition is not None:
+            for bus, direction in (("cut_out", Out), ("cut_in", In)):
+                width = sum(w for b, _, w in self.cut_fields() if b == bus)
+                if width:
+                    cut_ports[bus] = direction(width)
+        super().__init__({**cut_ports, **harness_ports()})
+
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """This part's cut signals, LSB first: ``(bus, name, width)``, bus ``cut_out`` or
+        ``cut_in``; for every cut wire (``MeshPartition.cut_wires`` order) the sending part
+        drives ``<wire>_valid`` and ``<wire>_data`` and reads ``<wire>_credit``, the receiving
+        part the reverse: part 0's ``cut_out`` is, field for field, part 1's ``cut_in``."""
+        fields = []
+        for wire in self.partition.cut_wires():
+            out, back = ("cut_out", "cut_in") if wire.source_part == self.part else ("cut_in", "cut_out")
+            fields += [(out, f"{wire.name}_valid", 1), (out, f"{wire.name}_data", self.spec.flit.width),
+                       (back, f"{wire.name}_credit", MESH_VCS)]
+        return fields
+
+    def _cut_slices(self) -> dict:
+        """``{field: slice of cut_out / cut_in}`` (:meth:`cut_fields`)."""
+        at, out = {"cut_out": 0, "cut_in": 0}, {}
+        for bus, name, width in self.cut_fields():
+            out[name] = getattr(self, bus)[at[bus]:at[bus] + width]
+            at[bus] += width
+        return out
+
+    def _mine(self, rank: int) -> bool:
+        return self.partition is None or self.partition.npu_part(rank) == self.part
 
     def elaborate(self, platform) -> Module:
         m = Module()
         start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec = self.spec
-        routers, errors = add_mesh(m, spec)
+        if self.partition is None:
+            routers, errors = add_mesh(m, spec)
+        else:
+            routers, errors = add_mesh(m, spec, partition=self.partition, part=self.part,
+                                       cut=self._cut_slices())
         engines, sequencers = {}, {}
         for rank in range(spec.npus):
+            if not self._mine(rank):
+                continue
             router = routers[spec.position(rank)]
             engine_start, seq = start, None
             if self.sequencer is not None:

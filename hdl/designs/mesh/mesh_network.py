@@ -19,16 +19,30 @@ from .mesh_wire import MeshWire
 __all__ = ["add_mesh", "MeshNetwork"]
 
 
-def add_mesh(m: Module, spec: MeshFabricSpec) -> tuple[dict, list]:
+def add_mesh(m: Module, spec: MeshFabricSpec, *, partition=None, part: int | None = None,
+             cut: dict | None = None) -> tuple[dict, list]:
     """Add ``spec.rows`` x ``spec.cols`` :class:`MeshRouter` s (``router_X_Y``, at the router
     coordinates of ``spec.position``) to ``m``, and a :class:`MeshWire` each way between every
     pair of neighbours (``spec.link_latency`` cycles; the routers' neighbour outputs at
     ``spec.link_rate``). Returns ``({(x, y): router}, [error signals])``: each router's
     ``overflow`` and ``credit_error``. Local ports are left to the caller; edge routers'
-    outward ports are unconnected (dimension-order routes between NPUs never leave the mesh)."""
+    outward ports are unconnected (dimension-order routes between NPUs never leave the mesh).
+
+    One part of a cut mesh (``partition``, a :class:`~hdl.contracts.mesh_partition.MeshPartition`,
+    and ``part``): only the part's routers; a wire to another part's router keeps its flit
+    registers (the sending side) or its credit registers (the receiving side), and ``cut``
+    (``{field: signal}``, the fields of ``MeshFabricTop.cut_fields``) carries the rest:
+    ``<wire>_valid`` / ``<wire>_data`` (the flit registers' outputs, or what drives this
+    router's input) and ``<wire>_credit`` (the credit registers' output, or what drives this
+    router's credit input)."""
+    def mine(position) -> bool:
+        return partition is None or partition.part_of(position) == part
+
     routers, errors = {}, []
     for rank in range(spec.npus):
         x, y = spec.position(rank)
+        if not mine((x, y)):
+            continue
         router = m.submodules[f"router_{x}_{y}"] = MeshRouter(
             flit=spec.flit, depth=spec.depth, link_rate=spec.link_rate)
         routers[(x, y)] = router
@@ -36,21 +50,34 @@ def add_mesh(m: Module, spec: MeshFabricSpec) -> tuple[dict, list]:
         errors += [router.overflow, router.credit_error]
     step = {EAST: (1, 0), SOUTH: (0, 1)}
     back = {EAST: WEST, SOUTH: NORTH}
-    for (x, y), router in routers.items():
+    positions = [spec.position(rank) for rank in range(spec.npus)]
+    for x, y in positions:
         for out, (dx, dy) in step.items():
-            other = routers.get((x + dx, y + dy))
-            if other is None:
+            if (x + dx, y + dy) not in positions:
                 continue
             # named by the sending router's coordinates and port, so the Verilog is the same
             # on every run
             for (ax, ay), pa, (bx, by), pb in (((x, y), out, (x + dx, y + dy), back[out]),
                                                ((x + dx, y + dy), back[out], (x, y), out)):
-                a, b = routers[(ax, ay)], routers[(bx, by)]
-                wire = m.submodules[f"wire_{ax}_{ay}_{pa}"] = MeshWire(
-                    flit=spec.flit, latency=spec.link_latency)
-                m.d.comb += [wire.i.valid.eq(a.o[pa].valid), wire.i.payload.eq(a.o[pa].payload),
-                             b.i[pb].valid.eq(wire.o.valid), b.i[pb].payload.eq(wire.o.payload),
-                             wire.credit_in.eq(b.i_credit[pb]), a.o_credit[pa].eq(wire.credit_out)]
+                sends, receives = mine((ax, ay)), mine((bx, by))
+                if not (sends or receives):
+                    continue
+                name = f"wire_{ax}_{ay}_{pa}"
+                wire = m.submodules[name] = MeshWire(flit=spec.flit, latency=spec.link_latency)
+                if sends and receives:
+                    a, b = routers[(ax, ay)], routers[(bx, by)]
+                    m.d.comb += [wire.i.valid.eq(a.o[pa].valid), wire.i.payload.eq(a.o[pa].payload),
+                                 b.i[pb].valid.eq(wire.o.valid), b.i[pb].payload.eq(wire.o.payload),
+                                 wire.credit_in.eq(b.i_credit[pb]), a.o_credit[pa].eq(wire.credit_out)]
+                elif sends:     # the flit registers here, the credit registers in the other part
+                    a = routers[(ax, ay)]
+                    m.d.comb += [wire.i.valid.eq(a.o[pa].valid), wire.i.payload.eq(a.o[pa].payload),
+                                 a.o_credit[pa].eq(cut[f"{name}_credit"]),
+                                 cut[f"{name}_valid"].eq(wire.o.valid), cut[f"{name}_data"].eq(wire.o.payload)]
+                else:           # the credit registers here, the flit registers in the other part
+                    b = routers[(bx, by)]
+                    m.d.comb += [b.i[pb].valid.eq(cut[f"{name}_valid"]), b.i[pb].payload.eq(cut[f"{name}_data"]),
+                                 wire.credit_in.eq(b.i_credit[pb]), cut[f"{name}_credit"].eq(wire.credit_out)]
     return routers, errors
 
 
