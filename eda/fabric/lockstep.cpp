@@ -101,11 +101,11 @@ struct Fabric {
             m.cfg_valid = 1; m.cfg_switch = sw; m.cfg_data = data; m.cfg_last = last; m.cfg_phase = phase;
         }
     }
-    uint32_t cfg_ready() {
-        settle();
-        if constexpr (kConfigPort) return part0.cfg_ready | part1.cfg_ready;
-        return 1;
+    template <class A, class B> static uint32_t ready_of(A& a, B& b) {
+        if constexpr (HasConfigPort<A>::value) return a.cfg_ready | b.cfg_ready;
+        else return 1;
     }
+    uint32_t cfg_ready() { settle(); return ready_of(part0, part1); }
 };
 
 struct Config {
