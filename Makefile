@@ -95,7 +95,8 @@ load-curve: $(STAMP)
 bench-router: $(STAMP)
 	$(FRED) bench router $(BENCH_ROUTER_ARGS)
 
-# Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (docs/fabric_rtl.md)
+# Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (circuit switches),
+# the packet Fred-D and the 5x4 mesh (docs/fabric_rtl.md)
 bench-fabric: $(STAMP)
 	$(FRED) bench fabric $(BENCH_FABRIC_ARGS)
 
