@@ -80,6 +80,8 @@ class ModelCache:
                                  "overlap) -> GraphTemplate"),
         "iterations": (4096, "(platform, fabric, Ref(workload), strategy, options) -> IterationResult"),
         "resource_names": (None, "(stage, kind) -> the stage resource's name"),
+        "pipeline_orders": (256, "(schedule, PP, microbatches, chunks) -> every stage's passes in the "
+                                 "order the task graph adds them (sysmodel.pipeline_schedules)"),
         "workloads": (None, "preset name -> Workload (files given by path are read every time)"),
         "platforms": (64, "(platform file, characterization file, compute scale) -> Platform"),
         "design_platforms": (4096, "(platform, FabricDesign) -> the design's Platform (studies.dse)"),
@@ -95,6 +97,7 @@ class ModelCache:
     graph_templates: Memo
     iterations: Memo
     resource_names: Memo
+    pipeline_orders: Memo
     workloads: Memo
     platforms: Memo
     design_platforms: Memo

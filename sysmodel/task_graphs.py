@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
-from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
+from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops, schedule_order
+from sysmodel.schedule_append import append_passes
 
 __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
            "weight_streaming_graph", "TASK_GRAPHS"]
@@ -244,37 +247,57 @@ class _StationaryPipeline:
         self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
         self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
         self._sends: dict = {}           # (virtual stage, kind) -> its sends' fields, or None
+        self.order = None                # the schedule order (add_schedule)
 
     def add_schedule(self) -> None:
-        """Every stage's ops, round-robin over the stages one op at a time, each added once the
-        send it waits for exists: resource order is then a valid interleaving across stages."""
-        ops = {s: self._ops(s) for s in range(self.pp)}
-        pos = {s: 0 for s in range(self.pp)}
-        progress = True
-        while progress:
-            progress = False
-            for s in range(self.pp):
-                while pos[s] < len(ops[s]) and self._ready(s, *ops[s][pos[s]]):
-                    self._add_op(s, *ops[s][pos[s]])
-                    pos[s] += 1
-                    progress = True
-        if any(pos[s] < len(ops[s]) for s in ops):
-            raise FredError("internal: pipeline schedule could not be ordered")
+        """Every stage's passes in :func:`~sysmodel.pipeline_schedules.schedule_order`'s order
+        (round-robin over the stages, each once the send it waits for exists: resource order
+        is then a valid interleaving across stages); as arrays (:func:`append_passes`) when
+        every pass but the last backwards is one block with its send, else pass by pass."""
+        order = self.order = schedule_order(self.plan.schedule, self.pp, self.plan.microbatches, self.chunks)
+        if self._passes_as_blocks(order):
+            send = append_passes(self.eng, order, self.pp * self.chunks, self._block_of, self._general_pass)
+            with_send = np.flatnonzero(send >= 0)
+            for s, tid in zip(order.stage[with_send].tolist(), send[with_send].tolist()):
+                self.last_send[s] = tid   # in pass order: each stage's last send stays
+            return
+        for s, backward, i, c in zip(order.stage.tolist(), order.backward.tolist(),
+                                     order.microbatch.tolist(), order.chunk.tolist()):
+            self._add_op(s, "B" if backward else "F", i, c)
 
-    def _ops(self, s: int) -> list[tuple[str, int, int]]:
-        """Stage ``s``'s (kind, microbatch, chunk) passes in order."""
-        m = self.plan.microbatches
-        if self.chunks > 1:
-            if self.plan.schedule != "1f1b":
-                raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
-            return interleaved_ops(s, self.pp, m, self.chunks)
-        return [(kind, i, 0) for kind, i in pipeline_ops(self.plan.schedule, s, self.pp, m)]
+    def _passes_as_blocks(self, order) -> bool:
+        """Whether every pass but the virtual stages' last backwards is one layer block ending
+        with its send (:meth:`_layer_run`; the send may be timed once: the communication timer
+        memoises), as :func:`append_passes` needs; checked without touching the engine."""
+        if not self.comm.memoised or type(self.eng).add is not StageEngine.add:
+            return False
+        virtual_stages = self.pp * self.chunks
+        blocks = ~order.last_backward
+        for key in np.unique(order.backward[blocks] * virtual_stages + order.virtual[blocks]).tolist():
+            backward, v = divmod(key, virtual_stages)
+            kind, s = "B" if backward else "F", v % self.pp
+            if self._run_fields(s, kind, v) is None:
+                return False
+            if self._block_send(s, v, kind) is None and self._sends[(v, kind)] is not None:
+                return False
+        return True
 
-    def _ready(self, s: int, kind: str, i: int, c: int) -> bool:
+    def _block_of(self, key: int) -> LayerBlock:
+        """The layer block of pass kind and virtual stage ``key`` (see :func:`append_passes`)."""
+        backward, v = divmod(key, self.pp * self.chunks)
+        return self._layer_run(v % self.pp, "B" if backward else "F", v, self._layer_ids(v, backward))
+
+    def _general_pass(self, j: int, prev: int) -> int:
+        """Pass ``j`` of the schedule order (a virtual stage's last backward) through
+        :meth:`_add_op`, after the send ``prev`` (-1: none); returns its send (-1: none)."""
+        order = self.order
+        s, i, c = int(order.stage[j]), int(order.microbatch[j]), int(order.chunk[j])
         v = c * self.pp + s
-        if kind == "F":
-            return v == 0 or (v - 1, i) in self.sends_forward
-        return v == self.last_virtual or (v + 1, i) in self.sends_backward
+        if prev >= 0:
+            self.sends_backward[(v + 1, i)] = prev
+        self.backwards_done[v] = self.plan.microbatches - 1
+        self._add_op(s, "B", i, c)
+        return self.sends_backward.get((v, i), -1)
 
     def _add_op(self, s: int, kind: str, i: int, c: int) -> None:
         """One forward or backward pass of microbatch ``i`` through chunk ``c`` of stage ``s``
@@ -321,17 +344,25 @@ class _StationaryPipeline:
         run = self._runs.get(key, False)
         if run is not False:
             return run
+        fields = self._run_fields(s, kind, v, layer_ids)
+        run = self.eng.layer_block(fields, self._block_send(s, v, kind)) if fields else None
+        self._runs[key] = run
+        return run
+
+    def _run_fields(self, s: int, kind: str, v: int, layer_ids=None) -> list | None:
+        """Per layer of virtual stage ``v``'s pass ``kind`` (``layer_ids``: its layers in pass
+        order, None: :meth:`_layer_ids`) what :meth:`StageEngine.layer_block` takes, or None
+        where a layer must take the general path (:meth:`_fast`); no task is added."""
+        if layer_ids is None:
+            layer_ids = self._layer_ids(v, kind == "B")
         run = []
         for li in layer_ids:
             layer = self.plan.workload.layers[li]
             self._add_layer_timing(s, kind, layer)
             rep, on_compute, on_mp, compute_s, d, with_mp, source = self._timings[(s, kind, id(layer))]
             if not self._fast(compute_s, d, with_mp):
-                run = None
-                break
+                return None
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
-        run = self.eng.layer_block(run, self._block_send(s, v, kind)) if run else None
-        self._runs[key] = run
         return run
 
     def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
