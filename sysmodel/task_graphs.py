@@ -23,6 +23,7 @@ builder.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +117,59 @@ class StageEngine(Engine):
         self._pending[stage] = [m]
         return t, m
 
+
+    def add_computes(self, stage: int, names: list, resource: str, duration: float, deps, prevs: list,
+                     npu, source, spill: tuple | None = None) -> list[int]:
+        """For each microbatch ``i`` the compute task :meth:`add_layer` adds for a layer
+        without MP (named ``names[i]``, after ``deps`` and ``prevs[i]``: task ids or None), each
+        followed, with ``spill`` = ``(names, resource, communication time, blocks)``, by its
+        spill after it: the task :meth:`add` adds on the stage's own channel when ``blocks``
+        (the serialised mode: the next compute waits for it), else on the wafer-wide
+        ``resource``, as the streaming builder's loop adds them one by one; for its hottest
+        loop, without re-checking what the builder guarantees (``duration`` and the spill's
+        time >= 0, earlier dependencies). Returns the compute tasks."""
+        n, m = len(self._duration), len(names)
+        step = 1 if spill is None else 2
+        computes = list(range(n, n + step * m, step))
+        base = tuple([d for d in deps if d is not None])
+        first = [base if p is None else (*base, p) for p in prevs]
+        pending = self._pending.pop(stage, None)
+        if pending:
+            first[0] = (*first[0], *pending)
+        duration = float(duration)
+        if spill is None:
+            self._name.extend(names)
+            self._duration.extend([duration] * m)
+            self._category.extend(["compute"] * m)
+            self._npu.extend([npu] * m)
+            self._entry.extend([-1] * m)
+            self.sources.extend([source] * m)
+            self._dep_count.extend(map(len, first))
+            self._dep_flat.extend(itertools.chain.from_iterable(first))
+        else:
+            spill_names, spill_resource, d, blocks = spill
+            if blocks:   # StageEngine.add: the stage's own channel, after the compute; holds the next
+                spill_resource = f"s{stage}.{spill_resource}"
+                first = [f if i == 0 else (*f, computes[i - 1] + 1) for i, f in enumerate(first)]
+                spill_deps = [(t, t) for t in computes]
+            else:
+                spill_deps = [(t,) for t in computes]
+            entry = -1 if d.loads is None else self.entry(d.loads, d.bw)
+            self._name.extend(itertools.chain.from_iterable(zip(names, spill_names)))
+            self._duration.extend([duration, float(d.time_s)] * m)
+            self._category.extend(["compute", "io"] * m)
+            self._npu.extend([npu, None] * m)
+            self._entry.extend([-1, entry] * m)
+            self.sources.extend([source, None] * m)
+            self._dep_count.extend(itertools.chain.from_iterable(zip(map(len, first), map(len, spill_deps))))
+            self._dep_flat.extend(itertools.chain.from_iterable(itertools.chain.from_iterable(zip(first, spill_deps))))
+            self.queues.setdefault(spill_resource, []).extend([t + 1 for t in computes])
+            if blocks:
+                self._pending[stage] = [computes[-1] + 1]
+        self.queues.setdefault(resource, []).extend(computes)
+        self._last_compute[stage] = computes[-1]
+        self._arrays = None
+        return computes
 
     def add_transfer(self, stage: int, name: str, resource: str, d, prev, category: str, npu,
                      block: bool) -> int:
@@ -554,9 +608,17 @@ class _StreamingPasses:
         fast = type(eng).add is StageEngine.add and compute_s >= 0 and not (with_mp and d.time_s < 0)
         # a block costs about what adding three or four tasks one by one does: it pays for
         # itself with two tasks or more per microbatch (MP or a hand-over) and a few microbatches
+        spill = False if with_mp or hand_over or not fast else self._compute_spill(layer, backward)
         if fast and not eng.blocking and m >= 4 and (with_mp or hand_over):
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
+        elif spill is not False:   # one compute task per microbatch (and its spill): columns at once
+            names = [f"{kind}{i} {layer.name}" for i in range(m)]
+            if spill is not None:
+                spill = ([f"spill {layer.name} {i}" for i in range(m)], "io.out", spill, eng.blocking)
+            computes = eng.add_computes(s, names, on_compute, compute_s, deps, [prev[i] for i in range(m)],
+                                        rep, source, spill)
+            prev.update(enumerate(computes))
         else:
             spill = self._spill(layer, backward, fast)
             for i in range(m):
@@ -612,6 +674,18 @@ class _StreamingPasses:
                 prev[i] += 1   # the block's hand-over, after the layer's last task
             elif following is not None:
                 prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _compute_spill(self, layer, backward: bool):
+        """For a layer with one compute task per microbatch, added by
+        :meth:`StageEngine.add_computes`: the time of each microbatch's spill (with offload, in
+        the forward) when it may be timed once for all (the timer memoises) and add() would
+        accept it, None with no spill, False where the builder's loop must add the tasks."""
+        if backward or not self.plan.memory.offload:
+            return None
+        if not self.comm.memoised:
+            return False
+        spill = self.comm.spill(layer, "io-write")
+        return spill if hasattr(spill, "time_s") and spill.time_s >= 0 else False
 
     def _spill(self, layer, backward: bool, fast: bool):
         """The time of each microbatch's activation spill of ``layer`` (with offload, in the
