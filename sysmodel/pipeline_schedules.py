@@ -62,7 +62,8 @@ class ScheduleOrder:
     for: the previous virtual stage's forward, the next one's backward; -1: none),
     ``previous`` (the stage's pass before it; -1: none), ``last_backward`` (the virtual stage's
     last backward, which fills the gradient buckets) and ``prefix`` (its tasks' name prefix,
-    ``"F3 s1 "``, with ``"c2 "`` after it when there are several chunks)."""
+    ``"F3 s1 "``, with ``"c2 "`` after it when there are several chunks); ``longest_stretch``:
+    the most passes in a row between last backwards."""
 
     stage: np.ndarray
     backward: np.ndarray
@@ -73,6 +74,7 @@ class ScheduleOrder:
     previous: np.ndarray
     last_backward: np.ndarray
     prefix: list
+    longest_stretch: int
 
     def __len__(self) -> int:
         return len(self.stage)
@@ -141,6 +143,7 @@ def _schedule_order(schedule: str, pp: int, m: int, chunks: int) -> ScheduleOrde
             last_backward[j] = backwards[v] == m
         previous[j], latest[s] = latest[s], j
     tag = chunks > 1
+    ends = [-1, *[j for j in range(n) if last_backward[j]], n]
     return ScheduleOrder(
         stage=np.array([o[0] for o in order], dtype=np.int64),
         backward=np.array([o[1] == "B" for o in order], dtype=bool),
@@ -149,4 +152,5 @@ def _schedule_order(schedule: str, pp: int, m: int, chunks: int) -> ScheduleOrde
         virtual=np.array([o[3] * pp + o[0] for o in order], dtype=np.int64),
         producer=np.array(producer, dtype=np.int64), previous=np.array(previous, dtype=np.int64),
         last_backward=np.array(last_backward, dtype=bool),
-        prefix=[f"{kind}{i} s{s} c{c} " if tag else f"{kind}{i} s{s} " for s, kind, i, c in order])
+        prefix=[f"{kind}{i} s{s} c{c} " if tag else f"{kind}{i} s{s} " for s, kind, i, c in order],
+        longest_stretch=max(b - a - 1 for a, b in zip(ends, ends[1:])))

@@ -32,7 +32,7 @@ from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops, schedule_order
-from sysmodel.schedule_append import append_passes
+from sysmodel import schedule_append
 
 __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
            "weight_streaming_graph", "TASK_GRAPHS"]
@@ -302,6 +302,7 @@ class _StationaryPipeline:
         self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
         self._sends: dict = {}           # (virtual stage, kind) -> its sends' fields, or None
         self.order = None                # the schedule order (add_schedule)
+        self._fields: dict = {}          # (stage, kind, virtual stage) -> its layer run's fields, once checked
 
     def add_schedule(self) -> None:
         """Every stage's passes in :func:`~sysmodel.pipeline_schedules.schedule_order`'s order
@@ -309,8 +310,9 @@ class _StationaryPipeline:
         is then a valid interleaving across stages); as arrays (:func:`append_passes`) when
         every pass but the last backwards is one block with its send, else pass by pass."""
         order = self.order = schedule_order(self.plan.schedule, self.pp, self.plan.microbatches, self.chunks)
-        if self._passes_as_blocks(order):
-            send = append_passes(self.eng, order, self.pp * self.chunks, self._block_of, self._general_pass)
+        if order.longest_stretch >= schedule_append.STRETCH_AS_ARRAYS and self._passes_as_blocks(order):
+            send = schedule_append.append_passes(self.eng, order, self.pp * self.chunks, self._block_of,
+                                                 self._general_pass)
             with_send = np.flatnonzero(send >= 0)
             for s, tid in zip(order.stage[with_send].tolist(), send[with_send].tolist()):
                 self.last_send[s] = tid   # in pass order: each stage's last send stays
@@ -330,7 +332,8 @@ class _StationaryPipeline:
         for key in np.unique(order.backward[blocks] * virtual_stages + order.virtual[blocks]).tolist():
             backward, v = divmod(key, virtual_stages)
             kind, s = "B" if backward else "F", v % self.pp
-            if self._run_fields(s, kind, v) is None:
+            fields = self._fields[(s, kind, v)] = self._run_fields(s, kind, v)
+            if fields is None:
                 return False
             if self._block_send(s, v, kind) is None and self._sends[(v, kind)] is not None:
                 return False
@@ -398,7 +401,9 @@ class _StationaryPipeline:
         run = self._runs.get(key, False)
         if run is not False:
             return run
-        fields = self._run_fields(s, kind, v, layer_ids)
+        fields = self._fields.pop(key, False)   # kept by _passes_as_blocks
+        if fields is False:
+            fields = self._run_fields(s, kind, v, layer_ids)
         run = self.eng.layer_block(fields, self._block_send(s, v, kind)) if fields else None
         self._runs[key] = run
         return run
