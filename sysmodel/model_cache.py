@@ -73,6 +73,9 @@ class ModelCache:
         "networks": (None, "(platform.network_spec, fabric) -> Network"),
         "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
+        "switch_phases": (65_536, "(network spec with link and in-switch efficiency 1, fabric, up paths, "
+                                  "down paths, top) -> an in-switch collective's phases, selects and "
+                                  "configurations (sysmodel.collectives._switch_phases)"),
         "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
@@ -93,6 +96,7 @@ class ModelCache:
     networks: Memo
     collectives: Memo
     routing_phases: Memo
+    switch_phases: Memo
     layer_times: Memo
     graph_templates: Memo
     iterations: Memo
