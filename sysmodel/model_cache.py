@@ -73,6 +73,9 @@ class ModelCache:
         "networks": (None, "(platform.network_spec, fabric) -> Network"),
         "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
+        "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
+                                "routes, route latencies and switch ports its networks share "
+                                "(sysmodel.collectives.build_network)"),
         "switch_phases": (65_536, "(network spec with link and in-switch efficiency 1, fabric, up paths, "
                                   "down paths, top) -> an in-switch collective's phases, selects and "
                                   "configurations (sysmodel.collectives._switch_phases)"),
@@ -97,6 +100,7 @@ class ModelCache:
     collectives: Memo
     routing_phases: Memo
     switch_phases: Memo
+    network_routes: Memo
     layer_times: Memo
     graph_templates: Memo
     iterations: Memo
