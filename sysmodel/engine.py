@@ -253,7 +253,7 @@ class Engine:
         self._arrays = None
         return t0
 
-    def _extend_blocks(self, table: BlockTable, which: np.ndarray, prefixes: list, first: np.ndarray) -> np.ndarray:
+    def _extend_blocks(self, table: BlockTable, which: np.ndarray, prefixes, first: np.ndarray) -> np.ndarray:
         """What :meth:`_extend` does for each row ``j`` in turn, in one go: append block
         ``which[j]`` of ``table`` named ``prefixes[j]`` + its names, its first task after the
         task ids in row ``j`` of ``first`` (checked earlier tasks, left-aligned, -1 padding).

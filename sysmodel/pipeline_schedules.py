@@ -73,8 +73,13 @@ class ScheduleOrder:
     producer: np.ndarray
     previous: np.ndarray
     last_backward: np.ndarray
-    prefix: list
+    prefix: tuple
     longest_stretch: int
+
+    def __post_init__(self):   # shared through the model's cache: nobody may change it
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self.stage)
@@ -152,5 +157,5 @@ def _schedule_order(schedule: str, pp: int, m: int, chunks: int) -> ScheduleOrde
         virtual=np.array([o[3] * pp + o[0] for o in order], dtype=np.int64),
         producer=np.array(producer, dtype=np.int64), previous=np.array(previous, dtype=np.int64),
         last_backward=np.array(last_backward, dtype=bool),
-        prefix=[f"{kind}{i} s{s} c{c} " if tag else f"{kind}{i} s{s} " for s, kind, i, c in order],
+        prefix=tuple(f"{kind}{i} s{s} c{c} " if tag else f"{kind}{i} s{s} " for s, kind, i, c in order),
         longest_stretch=max(b - a - 1 for a, b in zip(ends, ends[1:])))

@@ -26,7 +26,7 @@ def test_a_two_stage_1f1b_order_by_hand():
         assert o.previous.tolist() == [-1, 0, -1, 2, 3, 4, 1, 6]
         assert o.last_backward.tolist() == [False] * 5 + [True, False, True]
         assert o.longest_stretch == 5           # passes 0-4 before the first last backward
-        assert o.prefix[:3] == ["F0 s0 ", "F1 s0 ", "F0 s1 "]
+        assert o.prefix[:3] == ("F0 s0 ", "F1 s0 ", "F0 s1 ")
         assert schedule_order("1f1b", 2, 2, 1) is o   # kept in the model's cache
 
 
