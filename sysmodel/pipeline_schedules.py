@@ -110,52 +110,69 @@ def _stage_ops(schedule: str, s: int, pp: int, m: int, chunks: int) -> list[tupl
 
 
 def _schedule_order(schedule: str, pp: int, m: int, chunks: int) -> ScheduleOrder:
-    ops = [_stage_ops(schedule, s, pp, m, chunks) for s in range(pp)]
-    last_virtual = pp * chunks - 1
-    index: dict = {}    # (kind, virtual stage, microbatch) -> its pass's number
-    order: list = []    # (stage, kind, microbatch, chunk) per pass
+    # a pass is numbered (backward * virtual stages + virtual stage) * m + microbatch; the
+    # round-robin runs over those numbers (one list lookup per pass), the rest in numpy
+    virtual_stages = pp * chunks
+    last_virtual = virtual_stages - 1
+    ops, waits = [], []
+    for s in range(pp):
+        codes, needs = [], []
+        for kind, i, c in _stage_ops(schedule, s, pp, m, chunks):
+            v = c * pp + s
+            if kind == "F":
+                codes.append(v * m + i)
+                needs.append((v - 1) * m + i if v > 0 else -1)
+            else:
+                codes.append((virtual_stages + v) * m + i)
+                needs.append((virtual_stages + v + 1) * m + i if v < last_virtual else -1)
+        ops.append(codes)
+        waits.append(needs)
+    number = [-1] * (2 * virtual_stages * m)   # pass code -> its place in the order
+    order: list = []
     pos = [0] * pp
     progress = True
     while progress:
         progress = False
         for s in range(pp):
-            stage_ops = ops[s]
-            while pos[s] < len(stage_ops):
-                kind, i, c = stage_ops[pos[s]]
-                v = c * pp + s
-                if kind == "F" and not (v == 0 or ("F", v - 1, i) in index):
-                    break
-                if kind == "B" and not (v == last_virtual or ("B", v + 1, i) in index):
-                    break
-                index[(kind, v, i)] = len(order)
-                order.append((s, kind, i, c))
-                pos[s] += 1
-                progress = True
+            codes, needs, p = ops[s], waits[s], pos[s]
+            while p < len(codes) and (needs[p] < 0 or number[needs[p]] >= 0):
+                number[codes[p]] = len(order)
+                order.append(codes[p])
+                p += 1
+            if p > pos[s]:
+                pos[s], progress = p, True
     if any(pos[s] < len(ops[s]) for s in range(pp)):
         raise FredError("internal: pipeline schedule could not be ordered")
-    n = len(order)
-    producer, previous, last_backward = [-1] * n, [-1] * n, [False] * n
-    latest = [-1] * pp
-    backwards: dict = {}
-    for j, (s, kind, i, c) in enumerate(order):
-        v = c * pp + s
-        if kind == "F" and v > 0:
-            producer[j] = index[("F", v - 1, i)]
-        elif kind == "B" and v < last_virtual:
-            producer[j] = index[("B", v + 1, i)]
-        if kind == "B":
-            backwards[v] = backwards.get(v, 0) + 1
-            last_backward[j] = backwards[v] == m
-        previous[j], latest[s] = latest[s], j
-    tag = chunks > 1
-    ends = [-1, *[j for j in range(n) if last_backward[j]], n]
-    return ScheduleOrder(
-        stage=np.array([o[0] for o in order], dtype=np.int64),
-        backward=np.array([o[1] == "B" for o in order], dtype=bool),
-        microbatch=np.array([o[2] for o in order], dtype=np.int64),
-        chunk=np.array([o[3] for o in order], dtype=np.int64),
-        virtual=np.array([o[3] * pp + o[0] for o in order], dtype=np.int64),
-        producer=np.array(producer, dtype=np.int64), previous=np.array(previous, dtype=np.int64),
-        last_backward=np.array(last_backward, dtype=bool),
-        prefix=tuple(f"{kind}{i} s{s} c{c} " if tag else f"{kind}{i} s{s} " for s, kind, i, c in order),
-        longest_stretch=max(b - a - 1 for a, b in zip(ends, ends[1:])))
+    return _order_arrays(np.array(order, dtype=np.int64), np.array(number, dtype=np.int64), pp, m, chunks)
+
+
+def _order_arrays(code: np.ndarray, number: np.ndarray, pp: int, m: int, chunks: int) -> ScheduleOrder:
+    """The :class:`ScheduleOrder` of the passes ``code`` (in order; ``number``: code -> place)."""
+    virtual_stages = pp * chunks
+    n = len(code)
+    microbatch = code % m
+    backward = code // m >= virtual_stages
+    virtual = code // m % virtual_stages
+    stage, chunk = virtual % pp, virtual // pp
+    waits_for = np.where(backward, (virtual_stages + virtual + 1) * m + microbatch, (virtual - 1) * m + microbatch)
+    has_producer = np.where(backward, virtual < virtual_stages - 1, virtual > 0)
+    producer = np.where(has_producer, number[np.where(has_producer, waits_for, 0)], -1)
+    # the stage's previous pass: passes sorted by stage, in order within each (stable)
+    by_stage = np.argsort(stage, kind="stable")
+    previous = np.full(n, -1, dtype=np.int64)
+    same = stage[by_stage[1:]] == stage[by_stage[:-1]]
+    previous[by_stage[1:][same]] = by_stage[:-1][same]
+    # each virtual stage's last backward: its backward of the largest place
+    last_backward = np.zeros(n, dtype=bool)
+    places = np.flatnonzero(backward)
+    latest = np.full(virtual_stages, -1, dtype=np.int64)
+    np.maximum.at(latest, virtual[places], places)
+    last_backward[latest[latest >= 0]] = True
+    bounds = [-1, *np.flatnonzero(last_backward).tolist(), n]
+    kinds = np.where(backward, "B", "F").tolist()
+    columns = zip(kinds, microbatch.tolist(), stage.tolist(), chunk.tolist())
+    prefix = (tuple(f"{k}{i} s{s} c{c} " for k, i, s, c in columns) if chunks > 1
+              else tuple(f"{k}{i} s{s} " for k, i, s, _ in columns))
+    return ScheduleOrder(stage=stage, backward=backward, microbatch=microbatch, chunk=chunk, virtual=virtual,
+                         producer=producer, previous=previous, last_backward=last_backward, prefix=prefix,
+                         longest_stretch=max(b - a - 1 for a, b in zip(bounds, bounds[1:])))
