@@ -39,3 +39,29 @@ def test_interleaved_order_names_the_chunk_and_needs_1f1b():
         assert o.last_backward.sum() == 4        # one per virtual stage
         with pytest.raises(FredError, match="interleaved pipeline schedule is a 1F1B"):
             schedule_order("gpipe", 2, 2, 2)
+
+
+@pytest.mark.parametrize("schedule, pp, m, chunks", [("1f1b", 4, 8, 1), ("gpipe", 3, 5, 1), ("1f1b", 4, 8, 2),
+                                                     ("1f1b", 2, 1, 1)])
+def test_the_order_keeps_each_stage_s_passes_and_puts_producers_first(schedule, pp, m, chunks):
+    """Each stage's passes in its own schedule's order; every pass after the one whose send
+    it waits for; each virtual stage's last backward marked once; ``previous`` the stage's
+    pass before."""
+    from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
+    with using(ModelCache()):
+        o = schedule_order(schedule, pp, m, chunks)
+    kinds = ["B" if b else "F" for b in o.backward.tolist()]
+    for s in range(pp):
+        mine = [j for j in range(len(o)) if o.stage[j] == s]
+        got = [(kinds[j], int(o.microbatch[j]), int(o.chunk[j])) for j in mine]
+        want = (interleaved_ops(s, pp, m, chunks) if chunks > 1
+                else [(k, i, 0) for k, i in pipeline_ops(schedule, s, pp, m)])
+        assert got == want
+        assert o.previous[mine].tolist() == [-1, *mine[:-1]]
+    for j in range(len(o)):
+        p, v = int(o.producer[j]), int(o.virtual[j])
+        assert (p >= 0) == (v < pp * chunks - 1 if o.backward[j] else v > 0)
+        if p >= 0:
+            assert p < j and o.microbatch[p] == o.microbatch[j] and o.backward[p] == o.backward[j]
+            assert o.virtual[p] == o.virtual[j] + (1 if o.backward[j] else -1)
+    assert sorted(o.virtual[o.last_backward].tolist()) == list(range(pp * chunks))
