@@ -13,7 +13,8 @@ the builders would add, task for task, so the iteration is the same, not an appr
 :func:`structure_key` names what the graph depends on: the platform but its compute speed (its
 ``network_spec`` and ``training_spec`` sections, :mod:`sysmodel.platform`), the fabric, the
 workload (by identity), the strategy, schedule, minibatch, microbatches and the overlap policy.
-Templates are kept in the model's cache (:mod:`sysmodel.model_cache`, ``graph_templates``).
+Templates are kept in the model's cache (:mod:`sysmodel.model_cache`, ``graph_templates``;
+under :func:`network_free_key`, ``network_free_templates``).
 
 **On another network.** The network (``network_spec``: link rates and latencies, efficiencies,
 switch timing, topology) enters the graph only through its communication tasks' times and link
@@ -37,7 +38,10 @@ import numpy as np
 from sysmodel.engine import Engine
 from sysmodel.model_cache import Ref, current
 
-__all__ = ["GraphTemplate", "structure_key", "network_free_key", "lookup", "store"]
+__all__ = ["GraphTemplate", "structure_key", "network_free_key", "lookup", "store", "clear"]
+
+#: the marker that starts a :func:`network_free_key`
+ANY_NETWORK = "any network"
 
 
 def structure_key(platform, fabric: str, workload, strategy, schedule: str, samples_per_dp,
@@ -52,7 +56,7 @@ def network_free_key(platform, fabric: str, workload, strategy, schedule: str, s
     """What an iteration's task graph depends on besides compute speed and the network's
     figures (module docstring, "On another network"): :func:`structure_key` without
     ``network_spec``, marked apart from it."""
-    return ("any network", *structure_key(platform, fabric, workload, strategy, schedule,
+    return (ANY_NETWORK, *structure_key(platform, fabric, workload, strategy, schedule,
                                           samples_per_dp, microbatches, overlap)[1:])
 
 
@@ -171,10 +175,25 @@ class GraphTemplate:
         return self.engine.relinked(duration, entries, preempt_s)
 
 
+def _memo(key):
+    """Where templates under ``key`` are kept: those for other networks apart (a sweep over
+    networks fills ``graph_templates`` with one per network, which must not evict them)."""
+    cache = current()
+    return cache.network_free_templates if key[0] == ANY_NETWORK else cache.graph_templates
+
+
 def lookup(key) -> GraphTemplate | None:
-    """The template stored under ``key`` (a :func:`structure_key`), else None."""
-    return current().graph_templates.get(key)
+    """The template stored under ``key`` (a :func:`structure_key` or :func:`network_free_key`),
+    else None."""
+    return _memo(key).get(key)
 
 
 def store(key, template: GraphTemplate) -> None:
-    current().graph_templates.put(key, template)
+    _memo(key).put(key, template)
+
+
+def clear() -> None:
+    """Forget every template (both memos): the next iterations build their graphs."""
+    cache = current()
+    cache.graph_templates.clear()
+    cache.network_free_templates.clear()
