@@ -181,3 +181,12 @@ class CommTimer:
         size = self.microbatch_samples * layer.in_bytes
         return self._memoised(("spill", op, size), lambda: self.concurrent(
             [Collective(op, tuple(range(self.strategy.npus)), size)]), ("spill", (layer, op)))
+
+    def unspill(self, layer: Layer, microbatches: int) -> CommTime:
+        """Every microbatch's activation checkpoint of ``layer`` read back from external memory:
+        the ``io-read`` :meth:`spill`, ``microbatches`` times back to back (one task, timed
+        once, so a graph template can trace it; :mod:`sysmodel.graph_template`)."""
+        size = self.microbatch_samples * layer.in_bytes
+        return self._memoised(("unspill", size, microbatches),
+                              lambda: self.spill(layer, "io-read") * microbatches,
+                              ("unspill", (layer, microbatches)))

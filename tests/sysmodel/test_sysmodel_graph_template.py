@@ -75,15 +75,11 @@ def assert_same_graph(copied, fresh):
             assert (u is None) == (v is None) and (u is None or np.array_equal(u, v))
 
 
-#: presets whose template cannot be used on another network (see the test below)
-BUILT_ON_EVERY_NETWORK = {"transformer-1t"}
-
-
-@pytest.mark.parametrize("workload", [w for w in WORKLOADS if w not in BUILT_ON_EVERY_NETWORK])
+@pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("fabric, overlap", [("fred-d", True), ("fred-d", False), ("mesh", True)])
 def test_a_template_on_random_networks_equals_a_fresh_build(workload, fabric, overlap):
-    """Each preset but Transformer-1T: the template built on the paper's network, copied onto
-    three random networks, is the graph built there, with the same configuration load."""
+    """Each preset: the template built on the paper's network, copied onto three random
+    networks, is the graph built there, with the same configuration load."""
     w = get_workload(workload)
     eng, comm, _ = build(P, fabric, w, overlap=overlap)
     template = GraphTemplate(eng, comm.config_load_s(), comm)
@@ -98,13 +94,14 @@ def test_a_template_on_random_networks_equals_a_fresh_build(workload, fabric, ov
         assert copied.arrays().preempt_s == (q.switch.preemption_s if fabric != "mesh" else 0.0)
 
 
-def test_offloaded_weight_streaming_is_built_on_every_network():
-    """Transformer-1T's unspill (activations offloaded) is a timed spill scaled by the
-    microbatches: a transfer no memo key gave, so its template is not used on another network
-    (None: the caller builds)."""
-    assert BUILT_ON_EVERY_NETWORK == {"transformer-1t"}
-    w = get_workload("transformer-1t")
+def test_a_transfer_no_timer_key_gave_makes_the_template_unusable_elsewhere():
+    """A communication task whose link loads the timer did not give (here a timed task scaled
+    by a builder) cannot be re-timed on another network: None (the caller builds)."""
+    w = get_workload("transformer-17b")
     eng, comm, _ = build(P, "fred-d", w)
+    assert GraphTemplate(eng, comm.config_load_s(), comm)._comm_trace() is not None
+    timed = next(t for t in comm.timed().values() if t.loads is not None)
+    eng.add("scaled", "io.in", timed * 2, category="io")
     copied, _ = on_network(GraphTemplate(eng, comm.config_load_s(), comm), random_network(random.Random(1)),
                            "fred-d", w)
     assert copied is None
