@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sysmodel.compute_timing import timer_key
 from sysmodel.engine import Engine
 from sysmodel.model_cache import Ref, current
 
@@ -42,6 +43,9 @@ __all__ = ["GraphTemplate", "structure_key", "network_free_key", "lookup", "stor
 
 #: the marker that starts a :func:`network_free_key`
 ANY_NETWORK = "any network"
+
+#: compute timers whose times a template keeps (a sensitivity curve's speeds; emptied when full)
+TIMERS_KEPT = 64
 
 
 def structure_key(platform, fabric: str, workload, strategy, schedule: str, samples_per_dp,
@@ -79,6 +83,7 @@ class GraphTemplate:
         self.comm = comm if comm is not None and comm.memoised else None
         self._code = None   # per task, its source's number (-1: none); made when first re-timed
         self._trace = None  # see _comm_trace; made when first used on another network
+        self._values: dict = {}   # timer_key -> the distinct sources' times (see _durations)
 
     def _sources(self) -> tuple[np.ndarray, list]:
         """(per task its source's number or -1, the distinct sources): a graph is re-timed for
@@ -108,13 +113,21 @@ class GraphTemplate:
             sources[i] is not None for r, q in eng.queues.items() if r.endswith(".compute") for i in q)
 
     def _durations(self, compute) -> np.ndarray:
-        """Every task's duration, compute tasks timed by ``compute`` (a compute timer)."""
+        """Every task's duration, compute tasks timed by ``compute`` (a compute timer). The
+        distinct sources' times are kept per :func:`~sysmodel.compute_timing.timer_key` (at most
+        :data:`TIMERS_KEPT`): copies onto other networks at one compute speed time them once."""
         base = self.engine.arrays().duration
         code, distinct = self._sources()
         if not distinct:
             return base.copy()
-        values = np.array([float(compute.layer_s(src[1], backward=src[2]) if src[0] == "layer"
-                                 else compute.optimizer_step_s(src[1])) for src in distinct])
+        key = timer_key(compute)
+        values = self._values.get(key)
+        if values is None:
+            if len(self._values) >= TIMERS_KEPT:
+                self._values.clear()
+            values = self._values[key] = np.array([
+                float(compute.layer_s(src[1], backward=src[2]) if src[0] == "layer"
+                      else compute.optimizer_step_s(src[1])) for src in distinct])
         return np.where(code >= 0, values[np.maximum(code, 0)], base)
 
     def instantiate(self, compute) -> Engine:
