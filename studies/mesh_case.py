@@ -156,11 +156,12 @@ def _build_io_case(*, size: int, group, strategy, io: MeshIoSpec, characterizati
 
 
 def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0.0,
-                  watchdog_cycles: int | None = None, pgo: bool = False) -> MeshCase:
+                  watchdog_cycles: int | None = None, pgo: bool = False,
+                  simulator: str = "cocotb") -> MeshCase:
     """Build and run the RTL; raise :class:`FredError` naming what went wrong if any engine
     (an io-load: any NPU or controller) did not receive or send exactly what it should.
-    ``pgo``: the collectives' profile-guided build (``cocotb_tests.fabric.mesh_run``; the I/O
-    tops have none yet)."""
+    ``pgo`` and ``simulator``: the collectives' build and simulator
+    (``cocotb_tests.fabric.mesh_run.build_mesh``; the I/O tops have neither yet)."""
     if case.io is not None:
         # the NPUs take every I/O flit at once (their memory): the backpressure is random idle
         # of every controller and NPU forwarder instead
@@ -179,7 +180,7 @@ def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0
     from cocotb_tests.fabric.mesh_run import run_mesh_fabric
     run = run_mesh_fabric(case.spec, case.groups, case.size_flits, algorithm=case.estimate.algorithm,
                           split=case.split, seed=seed, sink_backpressure=sink_backpressure,
-                          watchdog_cycles=watchdog_cycles, pgo=pgo)
+                          watchdog_cycles=watchdog_cycles, pgo=pgo, simulator=simulator)
     if run.errors:
         raise FredError(f"the RTL mesh failed {case.label}: " + "; ".join(run.errors[:8]))
     case.rtl = run
