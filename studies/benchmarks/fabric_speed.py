@@ -63,11 +63,18 @@ def measure(fabrics=("fred-b", "fred-d"), size: int = 20000, *, cflags: str | No
     return {"meta": meta, "rows": rows}
 
 
-def _recorded_build_s(build_dir, elapsed: float) -> float:
-    """The build's seconds as recorded when it was built (``build_seconds``), else ``elapsed``."""
+def _one_model_row(fabric: str, switch: str, simulator: str, cflags: str, pgo: bool, size: int, run,
+                   elapsed: float, flits_checked: int) -> dict:
+    """A row as :func:`measure`'s of a mesh or packet fabric ``run`` (its ``cycles``, ``sim_s``,
+    ``cycles_per_s``, ``build_dir``); the build's seconds as recorded when it was built
+    (``build_seconds``), else ``elapsed``."""
     from pathlib import Path
-    recorded = Path(build_dir) / "build_seconds"
-    return round(float(recorded.read_text()) if recorded.exists() else elapsed, 1)
+    recorded = Path(run.build_dir) / "build_seconds"
+    build_s = float(recorded.read_text()) if recorded.exists() else elapsed
+    return dict(fabric=fabric, switch=switch, simulator=simulator, cflags=cflags, pgo=pgo,
+                size_flits=size, cycles=run.cycles, sim_s=round(run.sim_s, 4),
+                cycles_per_s=round(run.cycles_per_s, 1), build_s=round(build_s, 1),
+                flits_checked=flits_checked, part_wait_s=[])
 
 
 def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None = None,
@@ -87,11 +94,8 @@ def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None 
     elapsed = time.perf_counter() - start - run.sim_s
     if run.errors:
         raise FredError(f"mesh: errors: {run.errors}")
-    return dict(fabric=f"mesh {case.spec.rows}x{case.spec.cols}", switch="mesh", simulator=simulator,
-                cflags=fast_cflags(cflags, pgo, CFLAGS), pgo=pgo, size_flits=size, cycles=run.cycles,
-                sim_s=round(run.sim_s, 4), cycles_per_s=round(run.cycles_per_s, 1),
-                build_s=_recorded_build_s(run.build_dir, elapsed),
-                flits_checked=run.program.recv_total, part_wait_s=[])
+    return _one_model_row(f"mesh {case.spec.rows}x{case.spec.cols}", "mesh", simulator,
+                          fast_cflags(cflags, pgo, CFLAGS), pgo, size, run, elapsed, run.program.recv_total)
 
 
 def measure_packet(name: str, size: int, *, pgo: bool = True, cflags: str | None = None) -> dict:
@@ -109,8 +113,5 @@ def measure_packet(name: str, size: int, *, pgo: bool = True, cflags: str | None
     elapsed = time.perf_counter() - start - run.sim_s
     if run.errors:
         raise FredError(f"{name} packet fabric: errors: {run.errors}")
-    return dict(fabric=f"{name} packet", switch="packet", simulator="cocotb",
-                cflags=fast_cflags(cflags, pgo, PLAIN_CFLAGS), pgo=pgo, size_flits=size,
-                cycles=run.cycles, sim_s=round(run.sim_s, 4), cycles_per_s=round(run.cycles_per_s, 1),
-                build_s=_recorded_build_s(run.build_dir, elapsed), flits_checked=run.flits_checked,
-                part_wait_s=[])
+    return _one_model_row(f"{name} packet", "packet", "cocotb", fast_cflags(cflags, pgo, PLAIN_CFLAGS),
+                          pgo, size, run, elapsed, run.flits_checked)
