@@ -10,8 +10,8 @@ from hdl.contracts.errors import FredError
 __all__ = ["run_concurrent"]
 
 
-def run_concurrent(args) -> int:
-    from fred.commands.fabric_sim import spec_overrides
+def run_concurrent(args, spec_overrides: dict) -> int:
+    """``args``: fabric-sim's; ``spec_overrides``: its fabric options as spec fields."""
     from studies.concurrent_case import build_concurrent_case, run_concurrent_case
     if args.op is not None or args.dim is not None or args.algorithm is not None:
         raise FredError("--concurrent names its classes' ops, groups and algorithms; drop --op, "
@@ -21,7 +21,7 @@ def run_concurrent(args) -> int:
                         "--switch circuit / --simulator")
     case = build_concurrent_case(fabric=args.fabric, scenario=args.concurrent, size=args.size,
                                  load_size=args.load_size, delay=args.delay,
-                                 characterization=args.characterization, **spec_overrides(args))
+                                 characterization=args.characterization, **spec_overrides)
     if not args.model_only:
         case = run_concurrent_case(case, seed=args.seed, sink_backpressure=args.backpressure,
                                    watchdog_cycles=args.watchdog)

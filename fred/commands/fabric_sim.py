@@ -98,7 +98,7 @@ def run(args) -> int:
         return run_mesh(args)
     if args.concurrent:
         from fred.commands._concurrent_sim import run_concurrent
-        return run_concurrent(args)
+        return run_concurrent(args, spec_overrides(args))
     from hdl.contracts.errors import FredError
     if args.op is None:
         raise FredError("--op is required (or --concurrent SCENARIO)")

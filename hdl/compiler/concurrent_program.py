@@ -64,20 +64,9 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     if len(classes) < 2:
         raise FredError(f"a concurrent run needs two or more traffic classes, got {len(classes)}")
     vc_of_class = [CLASS_VC[c.kind] for c in classes]
-    for vc in set(vc_of_class):
-        named = [c.name for c, v in zip(classes, vc_of_class) if v == vc]
-        if len(named) > 1:
-            raise FredError(f"classes {', '.join(named)} would share VC {vc}: a switch serves one "
-                            f"phase per VC (hdl/compiler/packet_fabric_program.py)")
-    owner: dict[int, int] = {}
+    owner = _owners(classes, vc_of_class)
     programs = []
-    for c, cls in enumerate(classes):
-        for coll in cls.request.collectives:
-            for rank in coll.ranks:
-                if rank in owner:
-                    raise FredError(f"endpoint {rank} is in classes {classes[owner[rank]].name} and "
-                                    f"{cls.name}: an endpoint has one engine and one header per run")
-                owner[rank] = c
+    for cls in classes:
         program = fabric_program(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure)
         if program.algorithm != "in-switch":
             raise FredError(f"class {cls.name} runs {program.algorithm}: concurrent classes run "
@@ -114,6 +103,25 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     request = FabricRequest("concurrent", tuple(collectives),
                             max(cls.request.size_flits for cls in classes), label)
     return program, request, vcs, delays, collective_class
+
+
+def _owners(classes, vc_of_class) -> dict[int, int]:
+    """``{endpoint: its class's index}``; FredError for two classes on one VC or sharing an
+    endpoint."""
+    for vc in set(vc_of_class):
+        named = [c.name for c, v in zip(classes, vc_of_class) if v == vc]
+        if len(named) > 1:
+            raise FredError(f"classes {', '.join(named)} would share VC {vc}: a switch serves one "
+                            f"phase per VC (hdl/compiler/packet_fabric_program.py)")
+    owner: dict[int, int] = {}
+    for c, cls in enumerate(classes):
+        for coll in cls.request.collectives:
+            for rank in coll.ranks:
+                if rank in owner:
+                    raise FredError(f"endpoint {rank} is in classes {classes[owner[rank]].name} and "
+                                    f"{cls.name}: an endpoint has one engine and one header per run")
+                owner[rank] = c
+    return owner
 
 
 def _empty_phase(router):
