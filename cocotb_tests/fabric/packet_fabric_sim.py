@@ -192,6 +192,12 @@ def judge(spec, request, program, cycles, engines, switches, *, done, watchdog_c
         if e["received"] != want_recv or e["sent"] != prog["send_count"]:
             run.errors.append(f"{_endpoint_name(spec, rank)}: sent {e['sent']} of {prog['send_count']}, received "
                               f"{e['received']} of {want_recv}")
+        # fp16 engines hash what they receive instead of checking it: bit-exact against the
+        # golden model in the configured tree order (hdl/compiler/fabric_golden.py)
+        if program.expected_hashes is not None and e["hash"] != program.expected_hashes[rank]:
+            run.errors.append(f"{_endpoint_name(spec, rank)}: the hash of its {e['received']} received "
+                              f"{spec.dtype} flits is {e['hash']:#010x}, the golden model's (in the "
+                              f"configured addition order) {program.expected_hashes[rank]:#010x}")
     for s, sw in enumerate(run.switches):
         if sw["flags"]:
             run.errors.append(f"{program.switch_name(s)}: flags {sw['flags']:#x} "
