@@ -58,7 +58,7 @@ configurations are loaded once, before the first use).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -70,7 +70,7 @@ from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
 from sysmodel.stage_schedule import chains_time, link_classes
-from sysmodel.model_cache import current
+from sysmodel.model_cache import FrozenDict, current
 from sysmodel.switch_routing import phases_for
 
 __all__ = ["OPS", "mesh_2d_split", "rectangle", "Collective", "CollectiveResult", "build_network", "collective_traffic",
@@ -183,7 +183,16 @@ def build_network(platform: Platform, fabric: str) -> Network:
     key = (platform.network_spec, fabric)
     net = networks.get(key)
     if net is None:
-        net = networks.put(key, MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric))
+        net = MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric)
+        # routes, their latencies and the switches' ports depend on neither efficiency: a
+        # network built again at another one (the uncertainty block's points) shares them
+        routes = current().network_routes
+        shared = routes.get(_efficiency_free_key(net))
+        if shared is None:
+            routes.put(_efficiency_free_key(net), (net.path, net._route_latency, net._ports))
+        else:
+            net.path, net._route_latency, net._ports = shared
+        networks.put(key, net)
     return net
 
 
@@ -416,6 +425,34 @@ def mesh_2d_split(net: MeshNetwork, op: str, rows, cols, size: float) -> tuple[f
 # -- FRED in-switch flows --------------------------------------------------------------------
 def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
                    top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
+    """:func:`_phases_of_paths`, kept in the model's cache (``switch_phases``) under the
+    network's :func:`_efficiency_free_key`: what the switches store and how long their selects take
+    depends on the topology, the routes, the latencies and the switches' timing, none of which
+    the link or in-switch efficiency changes (the uncertainty block and the in-switch
+    sensitivity vary those two and time the same flows again)."""
+    key = (_efficiency_free_key(net), tuple(up_paths), tuple(down_paths), top)
+    memo = current().switch_phases
+    found = memo.get(key)
+    if found is None:
+        found = memo.put(key, _phases_of_paths(net, up_paths, down_paths, top))
+    return found
+
+
+def _efficiency_free_key(net: Network) -> tuple:
+    """The network's spec and fabric with its link efficiency and in-switch efficiencies set
+    to 1: they scale only its bandwidths and an in-switch flow's wire bytes (sysmodel.fred_tree,
+    sysmodel.mesh), which neither :func:`_phases_of_paths` nor the routes read. Made once per
+    network."""
+    key = getattr(net, "_efficiency_free_key", None)
+    if key is None:
+        spec = net.platform.network_spec
+        variants = FrozenDict({name: replace(v, in_switch_efficiency=1.0) for name, v in spec.variants.items()})
+        key = net._efficiency_free_key = (replace(spec, link_efficiency=1.0, variants=variants), net.name)
+    return key
+
+
+def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
+                     top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
     """(the most phases any switch needs, (the slowest select, the slowest phase switch = drain +
     select) among the switches that need one, what the first phase's selects delay the flits,
     the configurations stored) for the flows these paths ask of each switch, as the compiler

@@ -73,6 +73,12 @@ class ModelCache:
         "networks": (None, "(platform.network_spec, fabric) -> Network"),
         "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
+        "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
+                                "routes, route latencies and switch ports its networks share "
+                                "(sysmodel.collectives.build_network)"),
+        "switch_phases": (65_536, "(network spec with link and in-switch efficiency 1, fabric, up paths, "
+                                  "down paths, top) -> an in-switch collective's phases, selects and "
+                                  "configurations (sysmodel.collectives._switch_phases)"),
         "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
@@ -80,6 +86,8 @@ class ModelCache:
                                  "overlap) -> GraphTemplate"),
         "iterations": (4096, "(platform, fabric, Ref(workload), strategy, options) -> IterationResult"),
         "resource_names": (None, "(stage, kind) -> the stage resource's name"),
+        "pipeline_orders": (256, "(schedule, PP, microbatches, chunks) -> every stage's passes in the "
+                                 "order the task graph adds them (sysmodel.pipeline_schedules)"),
         "workloads": (None, "preset name -> Workload (files given by path are read every time)"),
         "platforms": (64, "(platform file, characterization file, compute scale) -> Platform"),
         "design_platforms": (4096, "(platform, FabricDesign) -> the design's Platform (studies.dse)"),
@@ -91,10 +99,13 @@ class ModelCache:
     networks: Memo
     collectives: Memo
     routing_phases: Memo
+    switch_phases: Memo
+    network_routes: Memo
     layer_times: Memo
     graph_templates: Memo
     iterations: Memo
     resource_names: Memo
+    pipeline_orders: Memo
     workloads: Memo
     platforms: Memo
     design_platforms: Memo
