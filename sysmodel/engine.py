@@ -371,7 +371,6 @@ class Engine:
         queue = np.fromiter(itertools.chain.from_iterable(queues), dtype=np.int64, count=n)
         resource = np.empty(n, dtype=np.int64)   # every task is in one queue
         resource[queue] = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
-        found = [_array_entry(loads, bw) for loads, bw in self.entries]
         priority = self.priority
         if priority is None:
             level = np.zeros(n, dtype=np.int64)
@@ -384,13 +383,18 @@ class Engine:
             queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
-            alone=np.array([f[0] for f in found], dtype=np.float64),
-            link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
-            links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
-            share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
-            n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0),
-            priority=priority is not None, preempt_s=self.preempt_s)
+            priority=priority is not None, preempt_s=self.preempt_s, **_entry_arrays(self.entries))
         return self._arrays
+
+    def relinked(self, duration: np.ndarray, entries: list, preempt_s: float) -> Engine:
+        """A new engine with this graph, task ``i`` taking ``duration[i]``, transfer entry ``e``
+        the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded) and preemptions
+        costing ``preempt_s``: the same graph on another network (:mod:`sysmodel.graph_template`)."""
+        eng = self.retimed(duration)
+        eng.preempt_s = float(preempt_s)
+        eng._entry_of, eng.entries = {}, list(entries)
+        eng._arrays = dataclasses.replace(eng._arrays, preempt_s=eng.preempt_s, **_entry_arrays(eng.entries))
+        return eng
 
 
 @dataclass
@@ -484,6 +488,18 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     flat[np.repeat(at + first_count, own) + within] = \
         table.deps[np.repeat(table.dep_start[which], own) + within] + np.repeat(t0, own)
     return flat
+
+
+def _entry_arrays(entries: list) -> dict:
+    """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
+    bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares."""
+    found = [_array_entry(loads, bw) for loads, bw in entries]
+    return dict(
+        alone=np.array([f[0] for f in found], dtype=np.float64),
+        link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
+        links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
+        share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
+        n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0))
 
 
 def _array_entry(loads, bw) -> tuple:

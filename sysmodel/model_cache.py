@@ -84,6 +84,12 @@ class ModelCache:
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
                                  "overlap) -> GraphTemplate"),
+        "network_free_templates": (256, "(\"any network\", platform.training_spec, fabric, Ref(workload), "
+                                        "strategy, schedule, samples per DP, microbatches, overlap) -> "
+                                        "GraphTemplate copied onto other networks (sysmodel.graph_template)"),
+        "derived_workloads": (256, "(Ref(workload), microbatches) -> the workload with that many "
+                                   "microbatches (Workload.with_microbatches: one object, so graph "
+                                   "templates keyed on it are found again)"),
         "iterations": (4096, "(platform, fabric, Ref(workload), strategy, options) -> IterationResult"),
         "resource_names": (None, "(stage, kind) -> the stage resource's name"),
         "pipeline_orders": (256, "(schedule, PP, microbatches, chunks) -> every stage's passes in the "
@@ -103,6 +109,8 @@ class ModelCache:
     network_routes: Memo
     layer_times: Memo
     graph_templates: Memo
+    network_free_templates: Memo
+    derived_workloads: Memo
     iterations: Memo
     resource_names: Memo
     pipeline_orders: Memo

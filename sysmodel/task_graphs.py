@@ -717,7 +717,7 @@ class _StreamingPasses:
                              [gate], category="io", stage=s)]
         if backward and self.plan.memory.offload:
             deps.append(self.eng.add(f"unspill {layer.name}", "io.in",
-                                     self.comm.spill(layer, "io-read") * self.plan.microbatches,
+                                     self.comm.unspill(layer, self.plan.microbatches),
                                      [gate], category="io", stage=s))
         return deps
 
