@@ -270,13 +270,49 @@ def _configured_unicasts(net: Network, t: Traffic, paths) -> None:
     "configured"``), the transfers of an endpoint algorithm are one phase selected when the
     collective starts: like an in-switch collective's first phase, each switch's select delays
     the flits by what is left of it when the first flit can reach the switch
-    (``first_select_s``). With online routing (the paper's switches) there is nothing to set up."""
-    if not isinstance(net, FredTreeNetwork) or net.platform.unicast_routing != "configured" or not paths:
+    (``first_select_s``). With online routing (the paper's switches) nothing is set up ahead;
+    on header-selected packet switches the first packets select the default index and set up
+    their paths on the way (:func:`_online_selects`)."""
+    if not isinstance(net, FredTreeNetwork) or not paths:
+        return
+    if net.platform.unicast_routing == "online":
+        _online_selects(net, t, paths)
+        return
+    if net.platform.unicast_routing != "configured":
         return
     arrival = _first_arrivals(net, paths, [], None)
     first = max((_select_left(net, node, arrival) for node in arrival), default=0.0)
     t.phases = max(t.phases, 1)
     t.first_select_s = max(t.first_select_s, first, 0.0)
+
+
+def _online_selects(net: FredTreeNetwork, t: Traffic, paths) -> None:
+    """Online unicasts on header-selected packet switches (``[fred] phase_select = "header"``):
+    each switch selects the default index when the first packet's header reaches it (the
+    measured ``online_select_cycles``), in series along a path as the stored phases' header
+    selects (:func:`_header_selects`), and sets up one path per cycle: the busiest switch's
+    ``n`` paths add ``n - 1`` set-ups (``online_path_setup_cycles``) once, not at every switch
+    of a path (a path's set-up overlaps the other switches' selects). Docs/fabric_rtl.md,
+    "Endpoint algorithms as online unicasts". Nothing with selects at the start (the paper's
+    platform) or when the characterization does not measure them."""
+    if net.platform.phase_select != "header":
+        return
+    users: dict[int, int] = {}
+    for links in paths:
+        for node in {int(net.link_dst[link]) for link in links}:
+            if net.node_kind[node] == "switch":
+                users[node] = users.get(node, 0) + 1
+
+    def select_s(node) -> float:
+        timing = net.switch_timing(node)
+        return (timing.online_select_cycles or 0.0) * timing.cycle_s
+
+    setups = max(((n - 1) * (net.switch_timing(node).online_path_setup_cycles or 0.0)
+                  * net.switch_timing(node).cycle_s for node, n in users.items()), default=0.0)
+    first = _header_selects(net, paths, [], None, select_of=select_s) + setups
+    if first > 0:
+        t.phases = max(t.phases, 1)
+        t.first_select_s = max(t.first_select_s, first)
 
 
 def _order(net: Network, members) -> list[int]:
@@ -472,14 +508,15 @@ def _select_left(net: FredTreeNetwork, switch: int, arrival: dict[int, float]) -
     return net.switch_timing(switch).phase_select_s - arrival.get(switch, 0.0)
 
 
-def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top) -> float:
+def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top, *, select_of=None) -> float:
     """What header-driven selects (``[fred] phase_select = "header"``, the packet switch) add to
     the first flit's arrival at the end of these paths: each switch selects the phase when the
     first header reaches it (its measured ``header_select_s``), and a flit leaves a switch only
     once it is selected, so the selects add up along a path; a switch the collective reached
     earlier on another path (an L1 whose own NPUs' packets went up before the reduction comes
     back down) is selected already. Up paths start at 0; down paths leave the top once every
-    up path has arrived there and the top is selected (an all-reduce), or from their root."""
+    up path has arrived there and the top is selected (an all-reduce), or from their root.
+    ``select_of(switch)``: seconds of a switch's select (default its ``header_select_s``)."""
     def ends(select_s) -> float:
         selected: dict[int, float] = {}
         for _ in range(4):      # a switch's select starts at its earliest arrival: relax
@@ -494,7 +531,7 @@ def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top) -> float:
                 break
         return end
 
-    with_selects = ends(lambda node: net.switch_timing(node).header_select_s)
+    with_selects = ends(select_of or (lambda node: net.switch_timing(node).header_select_s))
     return max(with_selects - ends(lambda node: 0.0), 0.0)
 
 
@@ -709,12 +746,20 @@ def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> t
     fastest, or the one ``algorithm`` names)."""
     stripe = c.size / len(net.io_nodes)
 
+    # a reducing member sends its sum of flit i on only when every child's flit i has arrived:
+    # each NPU on the deepest leaf's path receives, adds and sends on (``npu.forward_latency_ns``,
+    # as a chain's member); a broadcast's members forward what arrives, which the busiest link's
+    # time hides (docs/mesh_rtl.md, "Gradient reduce-out")
+    forward = net.platform.forward_latency_ns * 1e-9 if c.op == "io-store" else 0.0
+
     def trees(order: str) -> Traffic:
         t = net.traffic()
         lat = 0.0
         for io in net.io_nodes:
             links = t.tree_links(io, c.group, order)
-            lat = max(lat, max(net.path_latency(net.path(io, r, order)) for r in c.group))
+            paths = [net.path(io, r, order) for r in c.group]
+            # every link of a path but the controller's ends at an NPU that sends on
+            lat = max(lat, max(net.path_latency(p) + (len(p) - 1) * forward for p in paths))
             if c.op == "io-store":  # the reduce tree is the broadcast tree reversed
                 links = {net.link_id[(int(net.link_dst[l]), int(net.link_src[l]))] for l in links}
                 for l in links:

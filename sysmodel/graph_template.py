@@ -77,10 +77,13 @@ class GraphTemplate:
     numbered, the one-time configuration load of its communication and, when given, the
     (memoising) communication timer that timed its communication tasks (``comm``)."""
 
-    def __init__(self, eng: Engine, config_load_s: float, comm=None):
+    def __init__(self, eng: Engine, config_load_s: float, comm=None, plan=None):
         self.engine = eng
         self.config_load_s = config_load_s
         self.comm = comm if comm is not None and comm.memoised else None
+        # The plan's shape the graph was built for: the plan is made from the whole platform,
+        # so a copy on another network checks it is still the same plan (on_network).
+        self.plan_shape = None if plan is None else plan_shape(plan)
         self._code = None   # per task, its source's number (-1: none); made when first re-timed
         self._trace = None  # see _comm_trace; made when first used on another network
         self._values: dict = {}   # timer_key -> the distinct sources' times (see _durations)
@@ -168,11 +171,14 @@ class GraphTemplate:
             return None       # a transfer's time is not its key's (changed by a builder)
         return task_key, keys, entry_key, [_kind(timed[key]) for key in keys]
 
-    def on_network(self, compute, comm, preempt_s: float) -> Engine | None:
+    def on_network(self, compute, comm, preempt_s: float, plan) -> Engine | None:
         """A fresh engine with this graph on ``comm``'s network (``comm``: a new memoising
-        :class:`~sysmodel.comm_timing.CommTimer` of the same plan; it times every communication
+        :class:`~sysmodel.comm_timing.CommTimer` of ``plan``; it times every communication
         task again), compute tasks timed by ``compute``, preemptions costing ``preempt_s``;
-        None where the graph on that network is not this one (module docstring)."""
+        None where the graph on that network is not this one (module docstring), or where
+        ``plan`` is not the plan the graph was built for (its stages, microbatches, memory)."""
+        if self.plan_shape is None or plan_shape(plan) != self.plan_shape:
+            return None
         trace = self._comm_trace()
         if trace is None:
             return None
@@ -186,6 +192,16 @@ class GraphTemplate:
         times = np.array([new[key].time_s for key in keys] + [0.0])
         duration = np.where(task_key >= 0, times[task_key], self._durations(compute))
         return self.engine.relinked(duration, entries, preempt_s)
+
+
+def plan_shape(plan) -> tuple:
+    """What of an :class:`~sysmodel.iteration_plan.IterationPlan` shapes its task graph beyond
+    the keys: the stages and virtual stages (layer indices), microbatches, chunks and the memory
+    plan (recomputation and offload choose tasks)."""
+    memory = plan.memory
+    return (plan.microbatches, plan.chunks, tuple(map(tuple, plan.stages)),
+            tuple(map(tuple, plan.virtual_stages)),
+            tuple(sorted(memory.__dict__.items())))
 
 
 def _memo(key):

@@ -194,7 +194,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
         if template is not None:
             comm = comm_timer(plan, fabric)
             eng = template.on_network(compute_timer(plan), comm,
-                                      link_priority(platform, fabric).get("preempt_s", 0.0))
+                                      link_priority(platform, fabric).get("preempt_s", 0.0), plan)
             if eng is not None:   # kept for this network too (another compute speed re-times it)
                 config_load = comm.config_load_s()
                 graph_template.store(key, GraphTemplate(eng, config_load, comm))
@@ -203,7 +203,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
         comm = build_task_graph(eng, plan, fabric, memo=not reference)
         config_load = comm.config_load_s()
         if key is not None and GraphTemplate.usable(eng):
-            built = GraphTemplate(eng, config_load, comm)
+            built = GraphTemplate(eng, config_load, comm, plan)
             graph_template.store(key, built)
             graph_template.store(network_free_key(platform, fabric, workload, strategy, schedule,
                                                   samples_per_dp, microbatches, overlap), built)

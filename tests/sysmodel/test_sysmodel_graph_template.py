@@ -54,7 +54,7 @@ def build(platform, fabric, workload, strategy=None, overlap=True):
 def on_network(template: GraphTemplate, platform, fabric, workload, strategy=None):
     plan = plan_iteration(platform, workload, strategy)
     comm = comm_timer(plan, fabric)
-    eng = template.on_network(compute_timer(plan), comm, link_priority(platform, fabric).get("preempt_s", 0.0))
+    eng = template.on_network(compute_timer(plan), comm, link_priority(platform, fabric).get("preempt_s", 0.0), plan)
     return eng, comm
 
 
@@ -81,8 +81,8 @@ def test_a_template_on_random_networks_equals_a_fresh_build(workload, fabric, ov
     """Each preset: the template built on the paper's network, copied onto three random
     networks, is the graph built there, with the same configuration load."""
     w = get_workload(workload)
-    eng, comm, _ = build(P, fabric, w, overlap=overlap)
-    template = GraphTemplate(eng, comm.config_load_s(), comm)
+    eng, comm, plan = build(P, fabric, w, overlap=overlap)
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
     rng = random.Random(f"{workload} {fabric} {overlap}")
     for _ in range(3):
         q = random_network(rng)
@@ -98,11 +98,11 @@ def test_a_transfer_no_timer_key_gave_makes_the_template_unusable_elsewhere():
     """A communication task whose link loads the timer did not give (here a timed task scaled
     by a builder) cannot be re-timed on another network: None (the caller builds)."""
     w = get_workload("transformer-17b")
-    eng, comm, _ = build(P, "fred-d", w)
-    assert GraphTemplate(eng, comm.config_load_s(), comm)._comm_trace() is not None
+    eng, comm, plan = build(P, "fred-d", w)
+    assert GraphTemplate(eng, comm.config_load_s(), comm, plan)._comm_trace() is not None
     timed = next(t for t in comm.timed().values() if t.loads is not None)
     eng.add("scaled", "io.in", timed * 2, category="io")
-    copied, _ = on_network(GraphTemplate(eng, comm.config_load_s(), comm), random_network(random.Random(1)),
+    copied, _ = on_network(GraphTemplate(eng, comm.config_load_s(), comm, plan), random_network(random.Random(1)),
                            "fred-d", w)
     assert copied is None
 
@@ -112,22 +112,36 @@ def test_a_template_is_refused_where_a_time_changes_sign():
     would not add its MP task), the template is stale for it: None."""
     w = get_workload("transformer-17b")
     eng, comm, plan = build(P, "fred-d", w)
-    template = GraphTemplate(eng, comm.config_load_s(), comm)
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
     new = comm_timer(plan, "fred-d")
     new.mp = lambda layer, stage, backward=False: new._memoised(
         ("mp", stage, plan.microbatch_samples * (layer.out_bytes or layer.in_bytes),
          layer.mp_allreduces * (new.mp_backward_factor if backward else 1.0)),
         lambda: CommTime(0.0, np.zeros(4), np.ones(4)), ("mp", (layer, stage, backward)))
-    assert template.on_network(compute_timer(plan), new, 0.0) is None
-    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0) is not None
+    assert template.on_network(compute_timer(plan), new, 0.0, plan) is None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is not None
+
+
+def test_a_template_is_refused_for_another_plan():
+    """The plan is made from the whole platform: where another network's plan has other stages
+    or microbatches, the template built for the first plan is not used (None), even though
+    every communication time would keep its sign."""
+    w = get_workload("transformer-17b")
+    eng, comm, plan = build(P, "fred-d", w, parse_strategy("MP4-DP2-PP2"))
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
+    other = dataclasses.replace(plan, microbatches=plan.microbatches + 1)
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, other) is None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is not None
+    assert GraphTemplate(eng, comm.config_load_s(), comm).on_network(
+        compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is None   # no plan recorded
 
 
 def test_the_comparison_fails_on_a_stale_template():
     """The identity check above can fail: a template of another strategy (another structure)
     forced onto a plan is not the plan's fresh graph."""
     w = get_workload("transformer-17b")
-    eng, comm, _ = build(P, "fred-d", w, parse_strategy("MP4-DP4-PP1"))
-    template = GraphTemplate(eng, comm.config_load_s(), comm)
+    eng, comm, plan = build(P, "fred-d", w, parse_strategy("MP4-DP4-PP1"))
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
     q = random_network(random.Random(2))
     stale, _ = on_network(template, q, "fred-d", w, parse_strategy("MP4-DP4-PP1"))
     fresh, _, _ = build(q, "fred-d", w, parse_strategy("MP2-DP8-PP1"))
