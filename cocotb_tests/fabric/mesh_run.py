@@ -166,7 +166,7 @@ TRAINING_FLITS = 2000
 
 def mesh_training(spec: MeshFabricSpec, *, simulator: str = "cocotb") -> dict:
     """``{name: run(build_dir)}`` (:func:`eda.fabric.build.build_trained`): every algorithm the
-    mesh of ``spec`` runs (an fp16 mesh has no 2D all-reduce) over every NPU, of
+    mesh of ``spec`` runs (one ``mesh_program`` refuses is left out) over every NPU, of
     :data:`TRAINING_FLITS` flits, every flit checked (a run with errors raises and fails the
     build)."""
     wafer = [list(range(spec.npus))]
