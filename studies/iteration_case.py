@@ -146,9 +146,10 @@ def _fred_program(spec, request, network, text):
 
 def _fred_programs(spec, requests, network, text):
     """The circuit fabric's program of each request (in order) with the model's algorithm for
-    it; refused, naming the switch, unless every one configures the switches' phases as the
-    first (``cocotb_tests.iteration.fred_loading``); the summary as :func:`_mesh_programs`'."""
-    from cocotb_tests.iteration.fred_loading import check_shared_switch_phases
+    it; refused, naming the switch, unless the switches hold the phases of every distinct
+    algorithm side by side (``cocotb_tests.iteration.fred_loading.switch_slots``); the summary
+    as :func:`_mesh_programs`'."""
+    from cocotb_tests.iteration.fred_loading import switch_slots
     made: dict = {}
     programs = []
     for request in requests:
@@ -157,7 +158,7 @@ def _fred_programs(spec, requests, network, text):
             program, summary = _fred_program(spec, request, network, text)
             made[key] = (program, summary)
         programs.append(made[key])
-    check_shared_switch_phases(spec, [p for p, _ in programs])
+    switch_slots(spec, [p for p, _ in programs])
     return [p for p, _ in programs], _programs_summary(requests, [s["algorithm"] for _, s in programs],
                                                       [s["model_cycles"] for _, s in programs])
 

@@ -87,12 +87,12 @@ def iteration_load(spec: FabricSpec, program, traces: dict, depth: int, room: in
     """The load sequence: the request's (configurations, sequencer and engine programs; an
     NPU outside the request gets an empty engine program), then every NPU's trace. Several
     collectives (``program`` a list of each one's program, ``room`` loader entries): the
-    switches' configurations (collective 0's, shared by all), then every switch's and NPU's
-    loader entries (:func:`cocotb_tests.iteration.fred_loading.fred_loader_entries`)."""
+    switches' configurations (every algorithm's phases side by side in their slots, loaded
+    once), then every switch's and NPU's loader entries (:mod:`cocotb_tests.iteration.fred_loading`)."""
     if isinstance(program, list):
-        from cocotb_tests.iteration.fred_loading import fred_loader_entries
+        from cocotb_tests.iteration.fred_loading import fred_configuration, fred_loader_entries
         ranks, switches = fred_loader_entries(spec, program)
-        load = {"config": load_sequence(spec, program[0])["config"], "writes": []}
+        load = {"config": fred_configuration(spec, program), "writes": []}
         for unit, entries in [(spec.npus + s, e) for s, e in switches.items()] + list(ranks.items()):
             load["writes"] += [[unit, reg, value] for reg, value in loader_writes(entries, 1, room)]
     else:

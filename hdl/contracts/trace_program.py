@@ -71,6 +71,10 @@ TRACE_READ = ("node_start", "node_end", "nodes_done")
 #: only once the collective node is reached --, then per lane 7 bits: write valid, register);
 #: each lane's value in lane order (the last one stores the entry, the address steps by one).
 PROG_ADDR, PROG_HEAD, PROG_VALUE = 60, 61, 62
+#: Program register of a switch's rerun phase sequencer (above the sequencer's, below the
+#: loader's): the configuration slot of the collective's phase 0 (its phase k is slot base + k),
+#: so that collectives of different algorithms each select their own phases.
+SLOT_BASE = 59
 #: Read registers a sequencer with a program loader adds after :data:`TRACE_READ`: cycles its
 #: collective nodes waited for their program, the engines' bad and extra flits summed over
 #: every run (an engine clears its own counters at each start).
