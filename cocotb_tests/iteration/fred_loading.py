@@ -58,17 +58,24 @@ def fred_configuration(spec: FabricSpec, programs: list) -> list[list[int]]:
     return config
 
 
-def fred_loader_entries(spec: FabricSpec, programs: list) -> tuple[dict[int, list], dict[int, list]]:
+def fred_loader_entries(spec: FabricSpec, programs: list, repeats=None) -> tuple[dict[int, list], dict[int, list]]:
     """(per rank, its engine's program-loader entries; per switch, its rerun phase sequencer's)
     for ``programs`` in order (:func:`hdl.contracts.trace_program.loader_entries`: only the
     writes that change a register; the engine's ``stages`` deferred to the collective's node,
-    as on the mesh; a switch's collective: its phases' counts and :data:`SLOT_BASE`)."""
+    as on the mesh; a switch's collective: its phases' counts and :data:`SLOT_BASE`).
+    ``repeats[k]``: the runs of collective k (its trace node's repeat; default 1): an NPU
+    reruns its engine without a new program, a switch takes one program per run (the repeats'
+    write nothing)."""
     from hdl.designs.fabric.phase_sequencer import sequencer_registers
+    repeats = list(repeats) if repeats is not None else [1] * len(programs)
+    if len(repeats) != len(programs) or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in repeats):
+        raise FredError(f"repeats must be one positive integer per collective ({len(programs)}), got {repeats!r}")
     slots = switch_slots(spec, programs)
     stages = frozenset({ENGINE_REGS.index("stages")})
     ranks = {rank: loader_entries([{0: engine_writes(p.engines[rank])} for p in programs], 1, deferred=stages)
              for rank in range(spec.npus)}
     switches = {s: loader_entries([{0: [(SLOT_BASE, base), *sequencer_registers(default_phases(), [
         (ph.input_flits, ph.port_flits, ph.port_mask) for ph in p.switches[s]])]}
-        for p, base in zip(programs, slots[s][1])], 1) for s in range(len(spec.switch_ports))}
+        for p, base, runs in zip(programs, slots[s][1], repeats) for _ in range(runs)], 1)
+        for s in range(len(spec.switch_ports))}
     return ranks, switches

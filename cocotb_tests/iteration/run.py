@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
-from hdl.contracts.trace_program import LOADER_READ, NpuTrace, loader_writes, trace_writes
+from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, loader_writes, trace_writes
 from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
                                      default_cflags, load_sequence)
 
@@ -83,6 +83,16 @@ def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None)
     return _VERILOG[key]
 
 
+def collective_repeats(traces: dict, count: int) -> list[int]:
+    """The runs of each of the traces' ``count`` collectives (the node word's repeat bits; the
+    k-th collective node is the same node at every NPU that has it)."""
+    runs = [1] * count
+    for trace in traces.values():
+        for k, node_id in enumerate(trace.collectives[:count]):
+            runs[k] = (trace.words[trace.node_ids.index(node_id)] & REPEAT_MASK) or 1
+    return runs
+
+
 def iteration_load(spec: FabricSpec, program, traces: dict, depth: int, room: int | None = None) -> dict:
     """The load sequence: the request's (configurations, sequencer and engine programs; an
     NPU outside the request gets an empty engine program), then every NPU's trace. Several
@@ -91,7 +101,7 @@ def iteration_load(spec: FabricSpec, program, traces: dict, depth: int, room: in
     once), then every switch's and NPU's loader entries (:mod:`cocotb_tests.iteration.fred_loading`)."""
     if isinstance(program, list):
         from cocotb_tests.iteration.fred_loading import fred_configuration, fred_loader_entries
-        ranks, switches = fred_loader_entries(spec, program)
+        ranks, switches = fred_loader_entries(spec, program, collective_repeats(traces, len(program)))
         load = {"config": fred_configuration(spec, program), "writes": []}
         for unit, entries in [(spec.npus + s, e) for s, e in switches.items()] + list(ranks.items()):
             load["writes"] += [[unit, reg, value] for reg, value in loader_writes(entries, 1, room)]
@@ -120,7 +130,8 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     if several:     # one build for the table's cases (FRED_NODES, FRED_ENTRIES: at least)
         from cocotb_tests.iteration.fred_loading import fred_loader_entries
         depth = max(FRED_NODES, depth)
-        longest = max(len(e) for entries in fred_loader_entries(spec, program) for e in entries.values())
+        longest = max(len(e) for entries in fred_loader_entries(spec, program, collective_repeats(traces, len(program)))
+                      for e in entries.values())
         room = max(FRED_ENTRIES, 1 << (longest - 1).bit_length())
         names += list(LOADER_READ)
     start = time.perf_counter()

@@ -66,3 +66,15 @@ def _split(entries):
             out.append(current)
             current = []
     return out
+
+
+def test_a_repeated_collective_reruns_the_switches_not_the_npus_programs():
+    programs = [_program(8, "in-switch"), _program(5, "in-switch")]
+    ranks, switches = fred_loader_entries(SPEC, programs, repeats=[3, 1])
+    once_ranks, once_switches = fred_loader_entries(SPEC, programs)
+    assert ranks == once_ranks                           # an NPU reruns its engine itself
+    runs = _split(switches[0])
+    assert len(runs) == 4 and runs[1] == runs[2] == [(1, (None,))]   # two reruns, nothing to write
+    assert runs[3] == _split(once_switches[0])[1]
+    with pytest.raises(FredError, match="one positive integer per collective"):
+        fred_loader_entries(SPEC, programs, repeats=[1])
