@@ -276,7 +276,7 @@ def strategy_row(platform: Platform, fabric: str, base, strategy, samples_per_dp
     start = time.perf_counter()
     try:
         m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
-        r = simulate_iteration(platform, fabric, base.with_(microbatches=m), strategy,
+        r = simulate_iteration(platform, fabric, base.with_microbatches(m), strategy,
                                samples_per_dp=samples_per_dp, overlap=overlap)
         row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
                "time_per_sample_s": r.time_s / (samples_per_dp * strategy.dp),

@@ -17,7 +17,7 @@ from pathlib import Path
 from studies.report import OMIT_NONE, Column, Markdown, figure, replace_marked_block, save_png
 
 __all__ = ["CASES", "TOLERANCE", "BEGIN", "END", "MARKERS", "FabricValidationRow", "FabricValidation",
-           "validation_row", "summarise", "markdown_block", "write_fabric_validation"]
+           "validation_row", "summarise", "run_stamp", "markdown_block", "write_fabric_validation"]
 
 #: (label, request arguments) of the paper's Fig. 9 microbenchmarks (shared spec FRED.md sec. 4)
 CASES = (
@@ -88,14 +88,19 @@ def validation_row(label: str, case) -> FabricValidationRow:
         flits_checked=rtl.flits_checked, cycles_per_s=rtl.cycles_per_s)
 
 
+def run_stamp() -> tuple[str, str]:
+    """(today's date and time, UTC; this host) for a generated block."""
+    return (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            f"{host.machine()}, {os.cpu_count()} CPUs, Python {host.python_version()}")
+
+
 def summarise(rows, command: str) -> FabricValidation:
     """The summary of ``rows``, stamped with ``command``, today's date (UTC) and this host."""
     rows = tuple(rows)
+    date, machine = run_stamp()
     return FabricValidation(
         cases=rows, tolerance=TOLERANCE, within_tolerance=sum(r.within for r in rows),
-        worst=max(rows, key=lambda r: abs(r.ratio - 1)), command=command,
-        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        host=f"{host.machine()}, {os.cpu_count()} CPUs, Python {host.python_version()}")
+        worst=max(rows, key=lambda r: abs(r.ratio - 1)), command=command, date=date, host=machine)
 
 
 def _model_cell(r: FabricValidationRow) -> str:

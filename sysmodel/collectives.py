@@ -61,7 +61,7 @@ configurations are loaded once, before the first use).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -73,7 +73,7 @@ from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
 from sysmodel.stage_schedule import chains_time, link_classes
-from sysmodel.model_cache import current
+from sysmodel.model_cache import FrozenDict, current
 from sysmodel.switch_routing import phases_for
 
 __all__ = ["OPS", "mesh_2d_split", "rectangle", "Collective", "CollectiveResult", "build_network", "collective_traffic",
@@ -186,7 +186,16 @@ def build_network(platform: Platform, fabric: str) -> Network:
     key = (platform.network_spec, fabric)
     net = networks.get(key)
     if net is None:
-        net = networks.put(key, MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric))
+        net = MeshNetwork(platform) if fabric == "mesh" else FredTreeNetwork(platform, fabric)
+        # routes, their latencies and the switches' ports depend on neither efficiency: a
+        # network built again at another one (the uncertainty block's points) shares them
+        routes = current().network_routes
+        shared = routes.get(_efficiency_free_key(net))
+        if shared is None:
+            routes.put(_efficiency_free_key(net), (net.path, net._route_latency, net._ports))
+        else:
+            net.path, net._route_latency, net._ports = shared
+        networks.put(key, net)
     return net
 
 
@@ -264,13 +273,49 @@ def _configured_unicasts(net: Network, t: Traffic, paths) -> None:
     "configured"``), the transfers of an endpoint algorithm are one phase selected when the
     collective starts: like an in-switch collective's first phase, each switch's select delays
     the flits by what is left of it when the first flit can reach the switch
-    (``first_select_s``). With online routing (the paper's switches) there is nothing to set up."""
-    if not isinstance(net, FredTreeNetwork) or net.platform.unicast_routing != "configured" or not paths:
+    (``first_select_s``). With online routing (the paper's switches) nothing is set up ahead;
+    on header-selected packet switches the first packets select the default index and set up
+    their paths on the way (:func:`_online_selects`)."""
+    if not isinstance(net, FredTreeNetwork) or not paths:
+        return
+    if net.platform.unicast_routing == "online":
+        _online_selects(net, t, paths)
+        return
+    if net.platform.unicast_routing != "configured":
         return
     arrival = _first_arrivals(net, paths, [], None)
     first = max((_select_left(net, node, arrival) for node in arrival), default=0.0)
     t.phases = max(t.phases, 1)
     t.first_select_s = max(t.first_select_s, first, 0.0)
+
+
+def _online_selects(net: FredTreeNetwork, t: Traffic, paths) -> None:
+    """Online unicasts on header-selected packet switches (``[fred] phase_select = "header"``):
+    each switch selects the default index when the first packet's header reaches it (the
+    measured ``online_select_cycles``), in series along a path as the stored phases' header
+    selects (:func:`_header_selects`), and sets up one path per cycle: the busiest switch's
+    ``n`` paths add ``n - 1`` set-ups (``online_path_setup_cycles``) once, not at every switch
+    of a path (a path's set-up overlaps the other switches' selects). Docs/fabric_rtl.md,
+    "Endpoint algorithms as online unicasts". Nothing with selects at the start (the paper's
+    platform) or when the characterization does not measure them."""
+    if net.platform.phase_select != "header":
+        return
+    users: dict[int, int] = {}
+    for links in paths:
+        for node in {int(net.link_dst[link]) for link in links}:
+            if net.node_kind[node] == "switch":
+                users[node] = users.get(node, 0) + 1
+
+    def select_s(node) -> float:
+        timing = net.switch_timing(node)
+        return (timing.online_select_cycles or 0.0) * timing.cycle_s
+
+    setups = max(((n - 1) * (net.switch_timing(node).online_path_setup_cycles or 0.0)
+                  * net.switch_timing(node).cycle_s for node, n in users.items()), default=0.0)
+    first = _header_selects(net, paths, [], None, select_of=select_s) + setups
+    if first > 0:
+        t.phases = max(t.phases, 1)
+        t.first_select_s = max(t.first_select_s, first)
 
 
 def _order(net: Network, members) -> list[int]:
@@ -411,6 +456,34 @@ def mesh_2d_split(net: MeshNetwork, op: str, rows, cols, size: float) -> tuple[f
 # -- FRED in-switch flows --------------------------------------------------------------------
 def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
                    top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
+    """:func:`_phases_of_paths`, kept in the model's cache (``switch_phases``) under the
+    network's :func:`_efficiency_free_key`: what the switches store and how long their selects take
+    depends on the topology, the routes, the latencies and the switches' timing, none of which
+    the link or in-switch efficiency changes (the uncertainty block and the in-switch
+    sensitivity vary those two and time the same flows again)."""
+    key = (_efficiency_free_key(net), tuple(up_paths), tuple(down_paths), top)
+    memo = current().switch_phases
+    found = memo.get(key)
+    if found is None:
+        found = memo.put(key, _phases_of_paths(net, up_paths, down_paths, top))
+    return found
+
+
+def _efficiency_free_key(net: Network) -> tuple:
+    """The network's spec and fabric with its link efficiency and in-switch efficiencies set
+    to 1: they scale only its bandwidths and an in-switch flow's wire bytes (sysmodel.fred_tree,
+    sysmodel.mesh), which neither :func:`_phases_of_paths` nor the routes read. Made once per
+    network."""
+    key = getattr(net, "_efficiency_free_key", None)
+    if key is None:
+        spec = net.platform.network_spec
+        variants = FrozenDict({name: replace(v, in_switch_efficiency=1.0) for name, v in spec.variants.items()})
+        key = net._efficiency_free_key = (replace(spec, link_efficiency=1.0, variants=variants), net.name)
+    return key
+
+
+def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
+                     top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
     """(the most phases any switch needs, (the slowest select, the slowest phase switch = drain +
     select) among the switches that need one, what the first phase's selects delay the flits,
     the configurations stored) for the flows these paths ask of each switch, as the compiler
@@ -466,14 +539,15 @@ def _select_left(net: FredTreeNetwork, switch: int, arrival: dict[int, float]) -
     return net.switch_timing(switch).phase_select_s - arrival.get(switch, 0.0)
 
 
-def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top) -> float:
+def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top, *, select_of=None) -> float:
     """What header-driven selects (``[fred] phase_select = "header"``, the packet switch) add to
     the first flit's arrival at the end of these paths: each switch selects the phase when the
     first header reaches it (its measured ``header_select_s``), and a flit leaves a switch only
     once it is selected, so the selects add up along a path; a switch the collective reached
     earlier on another path (an L1 whose own NPUs' packets went up before the reduction comes
     back down) is selected already. Up paths start at 0; down paths leave the top once every
-    up path has arrived there and the top is selected (an all-reduce), or from their root."""
+    up path has arrived there and the top is selected (an all-reduce), or from their root.
+    ``select_of(switch)``: seconds of a switch's select (default its ``header_select_s``)."""
     def ends(select_s) -> float:
         selected: dict[int, float] = {}
         for _ in range(4):      # a switch's select starts at its earliest arrival: relax
@@ -488,7 +562,7 @@ def _header_selects(net: FredTreeNetwork, up_paths, down_paths, top) -> float:
                 break
         return end
 
-    with_selects = ends(lambda node: net.switch_timing(node).header_select_s)
+    with_selects = ends(select_of or (lambda node: net.switch_timing(node).header_select_s))
     return max(with_selects - ends(lambda node: 0.0), 0.0)
 
 

@@ -66,19 +66,37 @@ class CommTimer:
         # a task's time depends only on its key, and the configurations it stores were added
         # when it was first timed. ``memo=False`` (the reference path) recomputes every time.
         self._memo: dict | None = {} if memo else None
+        # per memo key, the call that timed it (method name, arguments): replayed on another
+        # network's timer by a graph template (sysmodel.graph_template, comm_retimed)
+        self._calls: dict = {}
 
     @property
     def memoised(self) -> bool:
         """Whether each distinct task is timed once (else every time it is asked for)."""
         return self._memo is not None
 
-    def _memoised(self, key, compute) -> "CommTime":
+    def _memoised(self, key, compute, call: tuple) -> "CommTime":
+        """The time of the task ``key`` (``compute()`` the first time); ``call``: the public
+        method and arguments that ask for it, kept for :meth:`replay`."""
         if self._memo is None:
             return compute()
         hit = self._memo.get(key)
         if hit is None:
             hit = self._memo[key] = compute()
+            self._calls[key] = call
         return hit
+
+    def timed(self) -> dict:
+        """Every distinct task timed so far: memo key -> :class:`CommTime` (memoising timers)."""
+        return dict(self._memo or {})
+
+    def replay(self, other: "CommTimer") -> dict:
+        """Ask ``other`` (a memoising timer of the same strategy and microbatch on another
+        network) for every task this timer timed, in the same order; returns memo key -> its
+        :class:`CommTime` on ``other`` (whose ``configurations`` then hold theirs)."""
+        for name, args in self._calls.values():
+            getattr(other, name)(*args)
+        return {key: other._memo[key] for key in self._calls}
 
     def config_load_s(self) -> float:
         """One-time load of every switch configuration the timed tasks use (each stored
@@ -116,14 +134,15 @@ class CommTimer:
         def compute():
             one = self.concurrent([Collective("all-reduce", g, size) for g in self.mp_groups[stage]])
             return one.times(repeat)
-        return self._memoised(("mp", stage, size, repeat), compute)
+        return self._memoised(("mp", stage, size, repeat), compute, ("mp", (layer, stage, backward)))
 
     def pp(self, src: int, dst: int, nbytes: float) -> CommTime:
         """Stage ``src`` -> stage ``dst`` hand-over of ``nbytes`` for every DP replica: a
         multicast from MP rank 0 of ``src`` to the MP group of ``dst``; with
         ``platform.pp_scatter_gather`` (and MP > 1) each MP rank sends 1/MP to its peer, then
         ``dst``'s MP groups all-gather (Megatron-LM), back to back."""
-        return self._memoised(("pp", src, dst, nbytes), lambda: self._pp(src, dst, nbytes))
+        return self._memoised(("pp", src, dst, nbytes), lambda: self._pp(src, dst, nbytes),
+                              ("pp", (src, dst, nbytes)))
 
     def _pp(self, src: int, dst: int, nbytes: float) -> CommTime:
         s = self.strategy
@@ -144,7 +163,8 @@ class CommTimer:
         if self.strategy.dp == 1 or elements == 0:
             return CommTime(0.0)
         return self._memoised(("dp", stage, elements), lambda: self.concurrent(
-            [Collective("all-reduce", g, BYTES * elements) for g in self.dp_groups[stage]]))
+            [Collective("all-reduce", g, BYTES * elements) for g in self.dp_groups[stage]]),
+            ("dp", (elements, stage)))
 
     def io(self, layer: Layer, stage: int, op: str) -> CommTime:
         """``op`` (``io-load``: weights in; ``io-store``: gradients out, reduced) of ``layer``'s
@@ -153,11 +173,20 @@ class CommTimer:
             return CommTime(0.0)
         size = BYTES * layer.params / layer.shards(self.strategy.mp)
         return self._memoised(("io", stage, op, size), lambda: self.concurrent(
-            [Collective(op, g, size) for g in self.dp_groups[stage]]))
+            [Collective(op, g, size) for g in self.dp_groups[stage]]), ("io", (layer, stage, op)))
 
     def spill(self, layer: Layer, op: str) -> CommTime:
         """``op`` (``io-write`` / ``io-read``) of one microbatch's activation checkpoint of
         ``layer`` by every NPU the strategy uses to / from external memory."""
         size = self.microbatch_samples * layer.in_bytes
         return self._memoised(("spill", op, size), lambda: self.concurrent(
-            [Collective(op, tuple(range(self.strategy.npus)), size)]))
+            [Collective(op, tuple(range(self.strategy.npus)), size)]), ("spill", (layer, op)))
+
+    def unspill(self, layer: Layer, microbatches: int) -> CommTime:
+        """Every microbatch's activation checkpoint of ``layer`` read back from external memory:
+        the ``io-read`` :meth:`spill`, ``microbatches`` times back to back (one task, timed
+        once, so a graph template can trace it; :mod:`sysmodel.graph_template`)."""
+        size = self.microbatch_samples * layer.in_bytes
+        return self._memoised(("unspill", size, microbatches),
+                              lambda: self.spill(layer, "io-read") * microbatches,
+                              ("unspill", (layer, microbatches)))

@@ -17,7 +17,7 @@ Layers without GEMM shapes or element-wise work fall back to the roofline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from hdl.contracts.placement import Strategy
 from sysmodel.model_cache import current
@@ -140,6 +140,14 @@ class ShapeCompute:
         """The sharded optimizer step as element-wise (HBM-bound) work (see
         :meth:`RooflineCompute.optimizer_step_s` for the bytes)."""
         return self.platform.compute.vector_time(optimizer_step_bytes(self.platform, self.strategy, params))
+
+
+def timer_key(timer) -> tuple:
+    """What a compute timer's times depend on besides the layer (a value, for memos): its kind,
+    its platform's compute and training sections (the optimizer step reads the latter) and its
+    other members."""
+    return (type(timer), timer.platform.npu_compute, timer.platform.training_spec,
+            *(getattr(timer, f.name) for f in fields(timer) if f.name != "platform"))
 
 
 def compute_timer(plan):

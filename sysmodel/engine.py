@@ -41,7 +41,7 @@ from sysmodel.engine_reference import run_reference
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
-__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock"]
+__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable"]
 
 
 @dataclass(slots=True)
@@ -253,6 +253,49 @@ class Engine:
         self._arrays = None
         return t0
 
+    def _extend_blocks(self, table: BlockTable, which: np.ndarray, prefixes, first: np.ndarray) -> np.ndarray:
+        """What :meth:`_extend` does for each row ``j`` in turn, in one go: append block
+        ``which[j]`` of ``table`` named ``prefixes[j]`` + its names, its first task after the
+        task ids in row ``j`` of ``first`` (checked earlier tasks, left-aligned, -1 padding).
+        Returns the number of each appended block's first task. The columns are gathered
+        with numpy (no Python frame per task or per block: a pipeline schedule's passes,
+        docs/sysmodel.md, Speed)."""
+        n = len(self._duration)
+        sizes = table.size[which]
+        ends = np.cumsum(sizes)
+        begins = ends - sizes
+        t0 = n + begins
+        total = int(ends[-1])
+        # the table row of every appended task
+        src = np.repeat(table.start[which] - begins, sizes) + np.arange(total)
+        prefix = np.repeat(np.array(prefixes, dtype=object), sizes).tolist()
+        self._name.extend(map(str.__add__, prefix, table.names[src].tolist()))
+        self._duration.extend(table.duration[src].tolist())
+        self._category.extend(table.category[src].tolist())
+        self._npu.extend(table.npu[src].tolist())
+        self._entry.extend(table.entry[src].tolist())
+        self.sources.extend(table.sources[src].tolist())
+        given = first >= 0
+        first_count = given.sum(axis=1)
+        dep_count = table.dep_count[src]
+        dep_count[begins] = first_count
+        self._dep_count.extend(dep_count.tolist())
+        self._dep_flat.extend(_block_deps(table, which, t0, first[given], first_count).tolist())
+        rid = table.resource[src]
+        order = np.argsort(rid, kind="stable")
+        bounds = np.cumsum(np.bincount(rid, minlength=len(table.resources))).tolist()
+        tasks = (order + n).tolist()
+        queues, lo = self.queues, 0
+        for resource, hi in zip(table.resources, bounds):
+            if hi > lo:
+                queue = queues.get(resource)
+                if queue is None:
+                    queue = queues[resource] = []
+                queue.extend(tasks[lo:hi])
+            lo = hi
+        self._arrays = None
+        return t0
+
     def run(self, *, reference: bool = False) -> Schedule:
         """Execute the tasks; sets every task's ``start`` / ``end``. The loop runs compiled
         over the graph's arrays (:mod:`sysmodel.engine_compiled`); ``reference``: run the
@@ -328,7 +371,6 @@ class Engine:
         queue = np.fromiter(itertools.chain.from_iterable(queues), dtype=np.int64, count=n)
         resource = np.empty(n, dtype=np.int64)   # every task is in one queue
         resource[queue] = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
-        found = [_array_entry(loads, bw) for loads, bw in self.entries]
         priority = self.priority
         if priority is None:
             level = np.zeros(n, dtype=np.int64)
@@ -341,13 +383,18 @@ class Engine:
             queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
-            alone=np.array([f[0] for f in found], dtype=np.float64),
-            link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
-            links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
-            share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
-            n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0),
-            priority=priority is not None, preempt_s=self.preempt_s)
+            priority=priority is not None, preempt_s=self.preempt_s, **_entry_arrays(self.entries))
         return self._arrays
+
+    def relinked(self, duration: np.ndarray, entries: list, preempt_s: float) -> Engine:
+        """A new engine with this graph, task ``i`` taking ``duration[i]``, transfer entry ``e``
+        the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded) and preemptions
+        costing ``preempt_s``: the same graph on another network (:mod:`sysmodel.graph_template`)."""
+        eng = self.retimed(duration)
+        eng.preempt_s = float(preempt_s)
+        eng._entry_of, eng.entries = {}, list(entries)
+        eng._arrays = dataclasses.replace(eng._arrays, preempt_s=eng.preempt_s, **_entry_arrays(eng.entries))
+        return eng
 
 
 @dataclass
@@ -368,6 +415,91 @@ class TaskBlock:
     dep_count: list
     deps: list
     queues: list
+
+
+@dataclass
+class BlockTable:
+    """Several :class:`TaskBlock` s of one engine as one table of rows (one per task of each
+    block in turn), for :meth:`Engine._extend_blocks`: per block its first row (``start``),
+    task count (``size``), first dependency (``dep_start``) and dependency count
+    (``dep_total``) in ``deps``; per row ``names``, ``category``, ``npu``, ``sources`` (object
+    arrays), ``duration``, ``entry``, ``dep_count`` (0 for a block's first task: each append
+    gives it) and ``resource`` (a number into ``resources``)."""
+
+    start: np.ndarray
+    size: np.ndarray
+    dep_start: np.ndarray
+    dep_total: np.ndarray
+    deps: np.ndarray
+    names: np.ndarray
+    duration: np.ndarray
+    category: np.ndarray
+    npu: np.ndarray
+    entry: np.ndarray
+    sources: np.ndarray
+    dep_count: np.ndarray
+    resource: np.ndarray
+    resources: list
+
+    @staticmethod
+    def of(blocks: list[TaskBlock]) -> BlockTable:
+        resources: dict[str, int] = {}
+        rows = []
+        for b in blocks:
+            rid = [0] * len(b.names)
+            for r, offsets in b.queues:
+                k = resources.setdefault(r, len(resources))
+                for o in offsets:
+                    rid[o] = k
+            rows.append(rid)
+        size = np.array([len(b.names) for b in blocks], dtype=np.int64)
+        dep_total = np.array([len(b.deps) for b in blocks], dtype=np.int64)
+
+        def column(field: str, dtype) -> np.ndarray:
+            flat = list(itertools.chain.from_iterable(getattr(b, field) for b in blocks))
+            if dtype is object:   # element by element: a tuple stays one element
+                return np.fromiter(flat, dtype=object, count=len(flat))
+            return np.array(flat, dtype=dtype)
+        return BlockTable(
+            start=np.cumsum(size) - size, size=size, dep_start=np.cumsum(dep_total) - dep_total,
+            dep_total=dep_total, deps=column("deps", np.int64), names=column("names", object),
+            duration=column("duration", np.float64), category=column("category", object),
+            npu=column("npu", object), entry=column("entry", np.int64),
+            sources=column("sources", object),
+            dep_count=np.array(list(itertools.chain.from_iterable([0, *b.dep_count] for b in blocks)),
+                               dtype=np.int64),
+            resource=np.array(list(itertools.chain.from_iterable(rows)), dtype=np.int64),
+            resources=list(resources))
+
+
+def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.ndarray,
+                first_count: np.ndarray) -> np.ndarray:
+    """The dependencies :meth:`Engine._extend_blocks` appends, in a row: per appended block its
+    first task's (``first``: all of them in a row, ``first_count`` per block), then its own
+    (the table's offsets + the block's first task ``t0``)."""
+    own = table.dep_total[which]
+    per_block = first_count + own
+    at = np.cumsum(per_block) - per_block
+    flat = np.empty(int(per_block.sum()), dtype=np.int64)
+    k = len(first)
+    flat[np.repeat(at - (np.cumsum(first_count) - first_count), first_count) + np.arange(k)] = first
+    total = int(own.sum())
+    within = np.arange(total) - np.repeat(np.cumsum(own) - own, own)
+    flat[np.repeat(at + first_count, own) + within] = \
+        table.deps[np.repeat(table.dep_start[which], own) + within] + np.repeat(t0, own)
+    return flat
+
+
+def _entry_arrays(entries: list) -> dict:
+    """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
+    bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares."""
+    found = [_array_entry(loads, bw) for loads, bw in entries]
+    return dict(
+        alone=np.array([f[0] for f in found], dtype=np.float64),
+        link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
+        links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
+        share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
+        n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0))
 
 
 def _array_entry(loads, bw) -> tuple:

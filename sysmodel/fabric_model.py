@@ -31,6 +31,7 @@ from sysmodel.switch_timing import load_chiplet_timings
 from sysmodel.toml_file import parse_toml
 
 __all__ = ["FabricEstimate", "IO_COLLECTIVE", "fabric_platform_toml", "fabric_platform", "model_cycles",
+           "request_collectives",
            "PHASE_SELECT_OF_SWITCH", "UNICAST_ROUTING_OF_SWITCH"]
 
 
@@ -174,6 +175,11 @@ def _collective(c, op: str, size_bytes: float) -> Collective:
     return Collective("all-reduce", group=c.members, size=size_bytes)
 
 
+def request_collectives(request: FabricRequest, flit_bytes: int) -> list[Collective]:
+    """The model's collectives of ``request`` (its ``size_flits`` flits of ``flit_bytes``)."""
+    return [_collective(c, request.op, request.size_flits * flit_bytes) for c in request.collectives]
+
+
 def model_cycles(spec: FabricSpec, request: FabricRequest, *,
                  characterization: str | Path | None = None,
                  platform: tuple[Platform, str] | None = None,
@@ -184,8 +190,7 @@ def model_cycles(spec: FabricSpec, request: FabricRequest, *,
     platform, text = platform or fabric_platform(spec, characterization=characterization)
     timing = platform.switch_at("l1")
     cycle_s = timing.cycle_s
-    size_bytes = request.size_flits * timing.flit_bytes
-    collectives = [_collective(c, request.op, size_bytes) for c in request.collectives]
+    collectives = request_collectives(request, timing.flit_bytes)
     result = evaluate(platform, spec.name, collectives, algorithm=algorithm)
     if len(result.algorithms) != 1:
         raise FredError(f"the model runs {request.label} with several algorithms "

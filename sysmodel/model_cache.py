@@ -73,13 +73,27 @@ class ModelCache:
         "networks": (None, "(platform.network_spec, fabric) -> Network"),
         "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
+        "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
+                                "routes, route latencies and switch ports its networks share "
+                                "(sysmodel.collectives.build_network)"),
+        "switch_phases": (65_536, "(network spec with link and in-switch efficiency 1, fabric, up paths, "
+                                  "down paths, top) -> an in-switch collective's phases, selects and "
+                                  "configurations (sysmodel.collectives._switch_phases)"),
         "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
                                  "overlap) -> GraphTemplate"),
+        "network_free_templates": (256, "(\"any network\", platform.training_spec, fabric, Ref(workload), "
+                                        "strategy, schedule, samples per DP, microbatches, overlap) -> "
+                                        "GraphTemplate copied onto other networks (sysmodel.graph_template)"),
+        "derived_workloads": (256, "(Ref(workload), microbatches) -> the workload with that many "
+                                   "microbatches (Workload.with_microbatches: one object, so graph "
+                                   "templates keyed on it are found again)"),
         "iterations": (4096, "(platform, fabric, Ref(workload), strategy, options) -> IterationResult"),
         "resource_names": (None, "(stage, kind) -> the stage resource's name"),
+        "pipeline_orders": (256, "(schedule, PP, microbatches, chunks) -> every stage's passes in the "
+                                 "order the task graph adds them (sysmodel.pipeline_schedules)"),
         "workloads": (None, "preset name -> Workload (files given by path are read every time)"),
         "platforms": (64, "(platform file, characterization file, compute scale) -> Platform"),
         "design_platforms": (4096, "(platform, FabricDesign) -> the design's Platform (studies.dse)"),
@@ -91,10 +105,15 @@ class ModelCache:
     networks: Memo
     collectives: Memo
     routing_phases: Memo
+    switch_phases: Memo
+    network_routes: Memo
     layer_times: Memo
     graph_templates: Memo
+    network_free_templates: Memo
+    derived_workloads: Memo
     iterations: Memo
     resource_names: Memo
+    pipeline_orders: Memo
     workloads: Memo
     platforms: Memo
     design_platforms: Memo

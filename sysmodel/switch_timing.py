@@ -82,6 +82,12 @@ class SwitchTiming:
     #: ``latency_cycles`` minus the circuit switch's at the same point). None: not measured.
     header_select_extra_cycles: float | None = None
     input_buffer_cycles: float | None = None
+    #: packet switch with online routing: cycles the first packet of the default index waits
+    #: at an idle switch for its select, and each further path set up at once (one per cycle);
+    #: measured by ``fred characterize --packet-switch`` (``online_select_cycles``,
+    #: ``online_path_setup_cycles``). None: not measured (online routing then costs nothing).
+    online_select_cycles: float | None = None
+    online_path_setup_cycles: float | None = None
 
     @property
     def cycle_s(self) -> float:
@@ -226,4 +232,7 @@ def _packet_switch_figures(characterization, packet: dict) -> dict:
     circuit = characterization.switch_at(**point) if point else None
     if circuit is not None:
         out["input_buffer_cycles"] = packet["latency_cycles"] - circuit["first_flit_latency_cycles"]
+    for name in ("online_select_cycles", "online_path_setup_cycles"):
+        if name in packet:
+            out[name] = float(packet[name])
     return out

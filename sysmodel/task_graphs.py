@@ -23,12 +23,16 @@ builder.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+
+import numpy as np
 
 from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
-from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops
+from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops, schedule_order
+from sysmodel import schedule_append
 
 __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
            "weight_streaming_graph", "TASK_GRAPHS"]
@@ -113,6 +117,59 @@ class StageEngine(Engine):
         self._pending[stage] = [m]
         return t, m
 
+
+    def add_computes(self, stage: int, names: list, resource: str, duration: float, deps, prevs: list,
+                     npu, source, spill: tuple | None = None) -> list[int]:
+        """For each microbatch ``i`` the compute task :meth:`add_layer` adds for a layer
+        without MP (named ``names[i]``, after ``deps`` and ``prevs[i]``: task ids or None), each
+        followed, with ``spill`` = ``(names, resource, communication time, blocks)``, by its
+        spill after it: the task :meth:`add` adds on the stage's own channel when ``blocks``
+        (the serialised mode: the next compute waits for it), else on the wafer-wide
+        ``resource``, as the streaming builder's loop adds them one by one; for its hottest
+        loop, without re-checking what the builder guarantees (``duration`` and the spill's
+        time >= 0, earlier dependencies). Returns the compute tasks."""
+        n, m = len(self._duration), len(names)
+        step = 1 if spill is None else 2
+        computes = list(range(n, n + step * m, step))
+        base = tuple([d for d in deps if d is not None])
+        first = [base if p is None else (*base, p) for p in prevs]
+        pending = self._pending.pop(stage, None)
+        if pending:
+            first[0] = (*first[0], *pending)
+        duration = float(duration)
+        if spill is None:
+            self._name.extend(names)
+            self._duration.extend([duration] * m)
+            self._category.extend(["compute"] * m)
+            self._npu.extend([npu] * m)
+            self._entry.extend([-1] * m)
+            self.sources.extend([source] * m)
+            self._dep_count.extend(map(len, first))
+            self._dep_flat.extend(itertools.chain.from_iterable(first))
+        else:
+            spill_names, spill_resource, d, blocks = spill
+            if blocks:   # StageEngine.add: the stage's own channel, after the compute; holds the next
+                spill_resource = f"s{stage}.{spill_resource}"
+                first = [f if i == 0 else (*f, computes[i - 1] + 1) for i, f in enumerate(first)]
+                spill_deps = [(t, t) for t in computes]
+            else:
+                spill_deps = [(t,) for t in computes]
+            entry = -1 if d.loads is None else self.entry(d.loads, d.bw)
+            self._name.extend(itertools.chain.from_iterable(zip(names, spill_names)))
+            self._duration.extend([duration, float(d.time_s)] * m)
+            self._category.extend(["compute", "io"] * m)
+            self._npu.extend([npu, None] * m)
+            self._entry.extend([-1, entry] * m)
+            self.sources.extend([source, None] * m)
+            self._dep_count.extend(itertools.chain.from_iterable(zip(map(len, first), map(len, spill_deps))))
+            self._dep_flat.extend(itertools.chain.from_iterable(itertools.chain.from_iterable(zip(first, spill_deps))))
+            self.queues.setdefault(spill_resource, []).extend([t + 1 for t in computes])
+            if blocks:
+                self._pending[stage] = [computes[-1] + 1]
+        self.queues.setdefault(resource, []).extend(computes)
+        self._last_compute[stage] = computes[-1]
+        self._arrays = None
+        return computes
 
     def add_transfer(self, stage: int, name: str, resource: str, d, prev, category: str, npu,
                      block: bool) -> int:
@@ -244,37 +301,60 @@ class _StationaryPipeline:
         self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
         self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
         self._sends: dict = {}           # (virtual stage, kind) -> its sends' fields, or None
+        self.order = None                # the schedule order (add_schedule)
+        self._fields: dict = {}          # (stage, kind, virtual stage) -> its layer run's fields, once checked
 
     def add_schedule(self) -> None:
-        """Every stage's ops, round-robin over the stages one op at a time, each added once the
-        send it waits for exists: resource order is then a valid interleaving across stages."""
-        ops = {s: self._ops(s) for s in range(self.pp)}
-        pos = {s: 0 for s in range(self.pp)}
-        progress = True
-        while progress:
-            progress = False
-            for s in range(self.pp):
-                while pos[s] < len(ops[s]) and self._ready(s, *ops[s][pos[s]]):
-                    self._add_op(s, *ops[s][pos[s]])
-                    pos[s] += 1
-                    progress = True
-        if any(pos[s] < len(ops[s]) for s in ops):
-            raise FredError("internal: pipeline schedule could not be ordered")
+        """Every stage's passes in :func:`~sysmodel.pipeline_schedules.schedule_order`'s order
+        (round-robin over the stages, each once the send it waits for exists: resource order
+        is then a valid interleaving across stages); as arrays (:func:`append_passes`) when
+        every pass but the last backwards is one block with its send, else pass by pass."""
+        order = self.order = schedule_order(self.plan.schedule, self.pp, self.plan.microbatches, self.chunks)
+        if order.longest_stretch >= schedule_append.STRETCH_AS_ARRAYS and self._passes_as_blocks(order):
+            send = schedule_append.append_passes(self.eng, order, self.pp * self.chunks, self._block_of,
+                                                 self._general_pass)
+            with_send = np.flatnonzero(send >= 0)
+            for s, tid in zip(order.stage[with_send].tolist(), send[with_send].tolist()):
+                self.last_send[s] = tid   # in pass order: each stage's last send stays
+            return
+        for s, backward, i, c in zip(order.stage.tolist(), order.backward.tolist(),
+                                     order.microbatch.tolist(), order.chunk.tolist()):
+            self._add_op(s, "B" if backward else "F", i, c)
 
-    def _ops(self, s: int) -> list[tuple[str, int, int]]:
-        """Stage ``s``'s (kind, microbatch, chunk) passes in order."""
-        m = self.plan.microbatches
-        if self.chunks > 1:
-            if self.plan.schedule != "1f1b":
-                raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
-            return interleaved_ops(s, self.pp, m, self.chunks)
-        return [(kind, i, 0) for kind, i in pipeline_ops(self.plan.schedule, s, self.pp, m)]
+    def _passes_as_blocks(self, order) -> bool:
+        """Whether every pass but the virtual stages' last backwards is one layer block ending
+        with its send (:meth:`_layer_run`; the send may be timed once: the communication timer
+        memoises), as :func:`append_passes` needs; checked without touching the engine."""
+        if not self.comm.memoised or type(self.eng).add is not StageEngine.add:
+            return False
+        virtual_stages = self.pp * self.chunks
+        blocks = ~order.last_backward
+        for key in np.unique(order.backward[blocks] * virtual_stages + order.virtual[blocks]).tolist():
+            backward, v = divmod(key, virtual_stages)
+            kind, s = "B" if backward else "F", v % self.pp
+            fields = self._fields[(s, kind, v)] = self._run_fields(s, kind, v)
+            if fields is None:
+                return False
+            if self._block_send(s, v, kind) is None and self._sends[(v, kind)] is not None:
+                return False
+        return True
 
-    def _ready(self, s: int, kind: str, i: int, c: int) -> bool:
+    def _block_of(self, key: int) -> LayerBlock:
+        """The layer block of pass kind and virtual stage ``key`` (see :func:`append_passes`)."""
+        backward, v = divmod(key, self.pp * self.chunks)
+        return self._layer_run(v % self.pp, "B" if backward else "F", v, self._layer_ids(v, backward))
+
+    def _general_pass(self, j: int, prev: int) -> int:
+        """Pass ``j`` of the schedule order (a virtual stage's last backward) through
+        :meth:`_add_op`, after the send ``prev`` (-1: none); returns its send (-1: none)."""
+        order = self.order
+        s, i, c = int(order.stage[j]), int(order.microbatch[j]), int(order.chunk[j])
         v = c * self.pp + s
-        if kind == "F":
-            return v == 0 or (v - 1, i) in self.sends_forward
-        return v == self.last_virtual or (v + 1, i) in self.sends_backward
+        if prev >= 0:
+            self.sends_backward[(v + 1, i)] = prev
+        self.backwards_done[v] = self.plan.microbatches - 1
+        self._add_op(s, "B", i, c)
+        return self.sends_backward.get((v, i), -1)
 
     def _add_op(self, s: int, kind: str, i: int, c: int) -> None:
         """One forward or backward pass of microbatch ``i`` through chunk ``c`` of stage ``s``
@@ -321,17 +401,27 @@ class _StationaryPipeline:
         run = self._runs.get(key, False)
         if run is not False:
             return run
+        fields = self._fields.pop(key, False)   # kept by _passes_as_blocks
+        if fields is False:
+            fields = self._run_fields(s, kind, v, layer_ids)
+        run = self.eng.layer_block(fields, self._block_send(s, v, kind)) if fields else None
+        self._runs[key] = run
+        return run
+
+    def _run_fields(self, s: int, kind: str, v: int, layer_ids=None) -> list | None:
+        """Per layer of virtual stage ``v``'s pass ``kind`` (``layer_ids``: its layers in pass
+        order, None: :meth:`_layer_ids`) what :meth:`StageEngine.layer_block` takes, or None
+        where a layer must take the general path (:meth:`_fast`); no task is added."""
+        if layer_ids is None:
+            layer_ids = self._layer_ids(v, kind == "B")
         run = []
         for li in layer_ids:
             layer = self.plan.workload.layers[li]
             self._add_layer_timing(s, kind, layer)
             rep, on_compute, on_mp, compute_s, d, with_mp, source = self._timings[(s, kind, id(layer))]
             if not self._fast(compute_s, d, with_mp):
-                run = None
-                break
+                return None
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
-        run = self.eng.layer_block(run, self._block_send(s, v, kind)) if run else None
-        self._runs[key] = run
         return run
 
     def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
@@ -523,9 +613,17 @@ class _StreamingPasses:
         fast = type(eng).add is StageEngine.add and compute_s >= 0 and not (with_mp and d.time_s < 0)
         # a block costs about what adding three or four tasks one by one does: it pays for
         # itself with two tasks or more per microbatch (MP or a hand-over) and a few microbatches
+        spill = False if with_mp or hand_over or not fast else self._compute_spill(layer, backward)
         if fast and not eng.blocking and m >= 4 and (with_mp or hand_over):
             self._add_layer_runs(layer, s, following if hand_over else None, prev, deps, backward,
                                  (layer.name, on_compute, compute_s, source, rep, on_mp, d if with_mp else None))
+        elif spill is not False:   # one compute task per microbatch (and its spill): columns at once
+            names = [f"{kind}{i} {layer.name}" for i in range(m)]
+            if spill is not None:
+                spill = ([f"spill {layer.name} {i}" for i in range(m)], "io.out", spill, eng.blocking)
+            computes = eng.add_computes(s, names, on_compute, compute_s, deps, [prev[i] for i in range(m)],
+                                        rep, source, spill)
+            prev.update(enumerate(computes))
         else:
             spill = self._spill(layer, backward, fast)
             for i in range(m):
@@ -582,6 +680,18 @@ class _StreamingPasses:
             elif following is not None:
                 prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
 
+    def _compute_spill(self, layer, backward: bool):
+        """For a layer with one compute task per microbatch, added by
+        :meth:`StageEngine.add_computes`: the time of each microbatch's spill (with offload, in
+        the forward) when it may be timed once for all (the timer memoises) and add() would
+        accept it, None with no spill, False where the builder's loop must add the tasks."""
+        if backward or not self.plan.memory.offload:
+            return None
+        if not self.comm.memoised:
+            return False
+        spill = self.comm.spill(layer, "io-write")
+        return spill if hasattr(spill, "time_s") and spill.time_s >= 0 else False
+
     def _spill(self, layer, backward: bool, fast: bool):
         """The time of each microbatch's activation spill of ``layer`` (with offload, in the
         forward), timed once for the layer's microbatches when the builder may append it
@@ -607,7 +717,7 @@ class _StreamingPasses:
                              [gate], category="io", stage=s)]
         if backward and self.plan.memory.offload:
             deps.append(self.eng.add(f"unspill {layer.name}", "io.in",
-                                     self.comm.spill(layer, "io-read") * self.plan.microbatches,
+                                     self.comm.unspill(layer, self.plan.microbatches),
                                      [gate], category="io", stage=s))
         return deps
 

@@ -79,7 +79,7 @@ from sysmodel.compute_timing import compute_timer
 from sysmodel.iteration_plan import SCHEDULES, IterationPlan, plan_iteration
 from sysmodel.memory import MemoryPlan
 from sysmodel.platform import Platform
-from sysmodel.graph_template import GraphTemplate, structure_key
+from sysmodel.graph_template import GraphTemplate, network_free_key, structure_key
 from sysmodel.task_graphs import TASK_GRAPHS, StageEngine
 from sysmodel.workloads import Workload
 
@@ -183,15 +183,30 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
     key = None if reference else structure_key(platform, fabric, workload, strategy, schedule,
                                                 samples_per_dp, microbatches, overlap)
     template = None if key is None else graph_template.lookup(key)
+    eng = None
     if template is not None:   # the same graph at another compute speed: re-timed, not rebuilt
         eng = template.instantiate(compute_timer(plan))
         config_load = template.config_load_s
-    else:
+    elif key is not None:      # the same graph on another network, if its times keep their signs
+        free_key = network_free_key(platform, fabric, workload, strategy, schedule, samples_per_dp,
+                                    microbatches, overlap)
+        template = graph_template.lookup(free_key)
+        if template is not None:
+            comm = comm_timer(plan, fabric)
+            eng = template.on_network(compute_timer(plan), comm,
+                                      link_priority(platform, fabric).get("preempt_s", 0.0), plan)
+            if eng is not None:   # kept for this network too (another compute speed re-times it)
+                config_load = comm.config_load_s()
+                graph_template.store(key, GraphTemplate(eng, config_load, comm))
+    if eng is None:
         eng = StageEngine(blocking=not overlap, **link_priority(platform, fabric))
         comm = build_task_graph(eng, plan, fabric, memo=not reference)
         config_load = comm.config_load_s()
         if key is not None and GraphTemplate.usable(eng):
-            graph_template.store(key, GraphTemplate(eng, config_load))
+            built = GraphTemplate(eng, config_load, comm, plan)
+            graph_template.store(key, built)
+            graph_template.store(network_free_key(platform, fabric, workload, strategy, schedule,
+                                                  samples_per_dp, microbatches, overlap), built)
     executed = eng.run(reference=reference)
     breakdown, busy, _ = attribute_time(executed, plan.strategy.pp, plan.representative)
     iterations = platform.iterations
@@ -231,9 +246,13 @@ def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str, *,
                      memo: bool = True) -> CommTimer:
     """Add ``plan``'s iteration on ``fabric`` to ``eng``; returns the communication timer used
     (``memo``: it times each distinct communication task once; see :class:`CommTimer`)."""
-    compute = compute_timer(plan)
-    comm = CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples,
+    comm = comm_timer(plan, fabric, memo=memo)
+    TASK_GRAPHS[plan.workload.mode](eng, plan, compute_timer(plan), comm)
+    return comm
+
+
+def comm_timer(plan: IterationPlan, fabric: str, *, memo: bool = True) -> CommTimer:
+    """The communication timer of ``plan``'s iteration on ``fabric`` (see :class:`CommTimer`)."""
+    return CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples,
                      recompute_mode=plan.memory.recompute_mode,
                      sequence_parallel=plan.workload.sequence_parallel, memo=memo)
-    TASK_GRAPHS[plan.workload.mode](eng, plan, compute, comm)
-    return comm

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import Strategy, parse_strategy
 from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
-from sysmodel.model_cache import hash_once
+from sysmodel.model_cache import Ref, current, hash_once
 
 __all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS",
            "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
@@ -136,6 +136,14 @@ class Workload:
 
     def with_(self, **changes) -> "Workload":
         return replace(self, **changes)
+
+    def with_microbatches(self, microbatches: int) -> "Workload":
+        """This workload with ``microbatches`` microbatches per iteration: one object per
+        (workload, count) while the model's cache keeps it (``derived_workloads``), since the
+        graph templates key on a workload's identity (:mod:`sysmodel.graph_template`) and a
+        sweep asks for the same count for every design or network."""
+        return current().derived_workloads.get_or_make(
+            (Ref(self), microbatches), lambda: replace(self, microbatches=microbatches))
 
 
 def transformer(*, name: str, layers: int, hidden: int, heads: int, seq: int, vocab: int,

@@ -93,16 +93,18 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
                                watchdog_cycles=20_000, packet_flits=8, depth=None,
                                edit_load=None, vcs=None, delays=None,
-                               algorithm=None) -> PacketFabricRun:
+                               algorithm=None, program=None) -> PacketFabricRun:
     """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
     ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
     ``edit_load``: tests only, a function applied to the load sequence (a wrong program must
     be caught). ``vcs``: {collective index: VC} (concurrent traffic classes; default all DP);
     ``delays``: {collective index: cycles before its NPUs send}. ``algorithm``: as
     :func:`~hdl.compiler.fabric_program.fabric_program` (None: the fabric's default; endpoint
-    algorithms run as online unicasts)."""
-    program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
-                             sink_backpressure=sink_backpressure)
+    algorithms run as online unicasts). ``program``: a program of ``request`` already built
+    (concurrent traffic classes, :func:`hdl.compiler.concurrent_program.concurrent_program`;
+    default: :func:`~hdl.compiler.fabric_program.fabric_program` of ``request``)."""
+    program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
+                                        sink_backpressure=sink_backpressure)
     # the load first: a request the packet fabric does not run fails before the top exists
     online = runs_online(program)
     load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
@@ -190,6 +192,12 @@ def judge(spec, request, program, cycles, engines, switches, *, done, watchdog_c
         if e["received"] != want_recv or e["sent"] != prog["send_count"]:
             run.errors.append(f"{_endpoint_name(spec, rank)}: sent {e['sent']} of {prog['send_count']}, received "
                               f"{e['received']} of {want_recv}")
+        # fp16 engines hash what they receive instead of checking it: bit-exact against the
+        # golden model in the configured tree order (hdl/compiler/fabric_golden.py)
+        if program.expected_hashes is not None and e["hash"] != program.expected_hashes[rank]:
+            run.errors.append(f"{_endpoint_name(spec, rank)}: the hash of its {e['received']} received "
+                              f"{spec.dtype} flits is {e['hash']:#010x}, the golden model's (in the "
+                              f"configured addition order) {program.expected_hashes[rank]:#010x}")
     for s, sw in enumerate(run.switches):
         if sw["flags"]:
             run.errors.append(f"{program.switch_name(s)}: flags {sw['flags']:#x} "
@@ -213,20 +221,23 @@ PACKET_TOP = "fred_packet_fabric"
 
 
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
-                      packet_flits=8, depth=None, cflags="-O1", algorithm=None) -> PacketFabricRun:
+                      packet_flits=8, depth=None, cflags="-O1", algorithm=None,
+                      program=None, vcs=None, delays=None) -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).
-    ``watchdog_cycles`` None: generous, from the request."""
+    ``watchdog_cycles`` None: generous, from the request. ``program``, ``vcs``, ``delays``: as
+    :func:`run_packet_fabric_amaranth` (concurrent traffic classes)."""
     import re
 
     from eda.fabric.build import build_top_public_only
     from cocotb_tests.fabric.run import PORTS
     from cocotb_tests.runner import run_bench
-    program = fabric_program(spec, request, algorithm=algorithm, seed=seed,
-                             sink_backpressure=sink_backpressure)
+    program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
+                                        sink_backpressure=sink_backpressure)
     online = runs_online(program)
-    load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online))
+    load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
+                                vcs, delays)
     if watchdog_cycles is None:
         # a cycle budget: an I/O op moves its flits at the controller's rate
         slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1

@@ -49,17 +49,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a FRED variant, or mesh: the 2D-mesh baseline (docs/mesh_rtl.md)")
     # io-load: the mesh's weight streaming from its edge I/O controllers (docs/mesh_rtl.md);
     # io-broadcast / io-reduce: the FRED packet fabric's I/O controllers (docs/fabric_rtl.md)
-    parser.add_argument("--op", required=True,
+    parser.add_argument("--op", default=None,
                         choices=(*FABRIC_OPS, *IO_OPS,
                                  *(op for op in ("io-load", "io-store") if op not in FABRIC_OPS + IO_OPS)),
                         help="a collective, or an I/O op: on FRED io-broadcast (weight streaming: "
                              "a controller multicasts to its group) and io-reduce (gradient "
                              "reduce-out: the group reduced into its controller), one controller "
                              "per group on the L1s, on the packet fabric; on the mesh io-load and "
-                             "io-store (gradient reduce-out to the edge controllers)")
+                             "io-store (gradient reduce-out to the edge controllers); required "
+                             "unless --concurrent")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")
     where.add_argument("--strategy", help="e.g. MP2-DP5-PP2: every group of --dim at once")
+    from studies.concurrent_case import SCENARIOS
+    where.add_argument("--concurrent", choices=tuple(SCENARIOS), type=str.lower,
+                       help="concurrent traffic classes on the packet fabric, each on its VC "
+                            "(Fred-B/D: in-switch collectives): "
+                            + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items())
+                            + "; each class's completion and latency, together and alone, RTL "
+                              "and model (MP > PP > DP priority)")
+    parser.add_argument("--load-size", type=RANGES["flits"], default=None, metavar="FLITS",
+                        help="--concurrent: the DP load's flits per NPU (default: --size)")
+    parser.add_argument("--delay", type=RANGES["cycles"], default=0, metavar="CYCLES",
+                        help="--concurrent mp-under-dp: cycles after the start before the MP "
+                             "class sends (default 0)")
     parser.add_argument("--dim", choices=("mp", "dp", "pp"), type=str.lower,
                         help="the dimension of --strategy whose groups communicate")
     parser.add_argument("--size", required=True, type=RANGES["flits"], metavar="FLITS",
@@ -83,6 +96,12 @@ def run(args) -> int:
     if args.fabric == "mesh":
         from fred.commands._mesh_sim import run_mesh
         return run_mesh(args)
+    if args.concurrent:
+        from fred.commands._concurrent_sim import run_concurrent
+        return run_concurrent(args, spec_overrides(args))
+    from hdl.contracts.errors import FredError
+    if args.op is None:
+        raise FredError("--op is required (or --concurrent SCENARIO)")
     from hdl.contracts.fabric import IO_OPS
     from studies.fabric_case import build_case, run_case
     if args.switch is None:

@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "sequencers) or packet (fred_packet_switch: phases selected by the "
                              "headers, rings and chains routed online; its own table and plot "
                              "beside the circuit one; --simulator does not apply, mesh neither)")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="with --switch packet: the concurrent traffic-class scenarios "
+                             "(fred fabric-sim --concurrent) on the in-switch fabrics among "
+                             "--fabrics instead of the Fig. 9 cases, MP/PP at the smallest "
+                             "size under the DP load at the largest, then all at the largest; "
+                             "their own block of the document")
     add_fabric_arguments(parser)
 
 
@@ -52,6 +58,9 @@ def run(args) -> int:
     if not fabrics:
         print("fred fabric-validate --switch packet: no FRED fabric in --fabrics; nothing to run")
         return 0
+    if args.concurrent:
+        from fred.commands._concurrent_validate import run_concurrent_validate
+        return run_concurrent_validate(args, fabrics, _command(args))
     if args.output is None:               # --json prints; it writes files only when asked
         args.no_write = args.no_write or (args.json and args.plot is None)
         args.output = "docs/fabric_validation.md"
@@ -191,5 +200,7 @@ def _command(args) -> str:
         parts.append(f"--backpressure {args.backpressure}")
     if args.switch != "circuit":
         parts.append(f"--switch {args.switch}")
+    if getattr(args, "concurrent", False):
+        parts.append("--concurrent")
     parts.append(f"--seed {args.seed}")
     return " ".join(parts)

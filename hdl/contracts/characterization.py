@@ -46,6 +46,9 @@ OPTIONAL_SWITCH_FIELDS = {"select_copy_cycles": float}
 PACKET_SWITCH_FIELDS = ("latency_cycles", "select_cycles", "preemption_latency_cycles",
                         "reconfiguration_cycles_busy", "reconfiguration_cycles_idle",
                         "preempted_delay_cycles", "resume_cycles")
+#: ... and its online-routing figures (``studies/characterization/online_select.py``), absent
+#: from files written before they were measured.
+OPTIONAL_PACKET_SWITCH_FIELDS = ("online_select_cycles", "online_path_setup_cycles")
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ class _PacketSwitch(InputModel):
     reconfiguration_cycles_idle: NonNegativeNumber
     preempted_delay_cycles: NonNegativeNumber
     resume_cycles: NonNegativeNumber
+    online_select_cycles: NonNegativeNumber | None = None
+    online_path_setup_cycles: NonNegativeNumber | None = None
 
 
 class _Document(InputModel):
@@ -180,6 +185,8 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
     packet, packet_point = None, None
     if doc.packet_switch is not None:
         packet = {name: getattr(doc.packet_switch, name) for name in PACKET_SWITCH_FIELDS}
+        packet.update({name: getattr(doc.packet_switch, name) for name in OPTIONAL_PACKET_SWITCH_FIELDS
+                       if getattr(doc.packet_switch, name) is not None})
         point = data["packet_switch"].get("point")
         if isinstance(point, dict) and all(k in point for k in ("ports", "middle", "dtype")):
             packet_point = {k: point[k] for k in ("ports", "middle", "dtype")}

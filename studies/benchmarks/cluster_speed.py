@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 
+from sysmodel import graph_template
 from sysmodel.model_cache import ModelCache, current, using
 
 __all__ = ["cluster_cases", "bench_cluster_iterations"]
@@ -59,7 +60,7 @@ def bench_cluster_iterations(min_seconds: float = 1.0) -> None:
             calls, spent = 0, 0.0
             while spent < min_seconds or calls == 0:
                 current().iterations.clear()
-                current().graph_templates.clear()
+                graph_template.clear()
                 spent += _cpu(run)
                 calls += 1
         worst = max(worst, cold)

@@ -8,6 +8,12 @@ batch 1,536) and 10,240 GPUs as MP8-DP80-PP16 (global batch 2,560). Each evaluat
 runs the iteration's graph anew (the graph templates are cleared; networks and collective
 results stay cached, as in a sweep, which evaluates many strategies on one platform). Rates are
 per process, one core: CPU time is the steadier figure on a shared machine.
+
+:func:`bench_networks` times what a design search or a bandwidth optimizer does: the same
+iteration on another network at every evaluation (the NPU link rate changed each time, so no
+network, collective result or graph of an earlier evaluation is the same), once with the graph
+templates cleared each time (built anew) and once with them kept (the graph of the first
+network copied onto the new one, :mod:`sysmodel.graph_template`), alternating, in one run.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ import sys
 import tempfile
 import time
 
-from sysmodel.model_cache import current
+from sysmodel import graph_template
 from sysmodel.training import simulate_iteration
 
-__all__ = ["iteration_cases", "bench_iterations", "bench_commands", "COMMANDS"]
+__all__ = ["iteration_cases", "bench_iterations", "bench_networks", "bench_commands", "COMMANDS"]
 
 PRESETS = ("resnet-152", "transformer-17b", "gpt-3", "transformer-1t")
 
@@ -75,7 +81,7 @@ def bench_iterations(min_seconds: float = 1.0, *, reference: bool = True) -> Non
           f" {'ref ms/eval':>12s} {'ref eval/s':>10s} {'speed-up':>8s}")
     for label, platform, fabric, workload, kwargs in iteration_cases():
         def fast():
-            current().graph_templates.clear()
+            graph_template.clear()
             return simulate_iteration(platform, fabric, workload, **kwargs)
         start = time.perf_counter()
         result = fast()
@@ -87,6 +93,37 @@ def bench_iterations(min_seconds: float = 1.0, *, reference: bool = True) -> Non
                                                              reference=True, **kwargs), min_seconds)
             line += f" {ref_cpu * 1e3:12.2f} {1 / ref_cpu:10.2f} {ref_cpu / cpu:7.1f}x"
         print(line, flush=True)
+
+
+def bench_networks(min_seconds: float = 1.0, rounds: int = 2) -> None:
+    """Per preset of :data:`PRESETS` on Fred-D, CPU time per evaluation when every evaluation is
+    on another network (the NPU send rate scaled by 1 + 1e-6 x its count: new link rates, so
+    new networks and collective results each time), graph templates cleared each time against
+    kept; ``rounds`` alternating rounds, the best of each."""
+    from sysmodel.platform import default_platform
+    from sysmodel.workload_file import get_workload
+    paper = default_platform()
+    count = [0]
+
+    def on_new_network(workload, keep: bool):
+        count[0] += 1
+        platform = dataclasses.replace(paper, npu_send_gbps=paper.npu_send_gbps * (1 + 1e-6 * count[0]))
+        if not keep:
+            graph_template.clear()
+        return simulate_iteration(platform, "fred-d", workload)
+
+    print("iterations on another network each evaluation (NPU link rate changed every time; no "
+          "network, collective result or graph reused from an earlier one but through the templates)")
+    print(f"{'iteration':34s} {'built ms':>9s} {'templated ms':>13s} {'speed-up':>8s}")
+    for name in PRESETS:
+        workload = get_workload(name)
+        best = {False: float("inf"), True: float("inf")}
+        for _ in range(rounds):
+            for keep in (False, True):
+                on_new_network(workload, keep)   # the template of this round's first network
+                best[keep] = min(best[keep], _rate(lambda: on_new_network(workload, keep), min_seconds)[0])
+        print(f"{name + ' fred-d':34s} {best[False] * 1e3:9.2f} {best[True] * 1e3:13.2f}"
+              f" {best[False] / best[True]:7.2f}x", flush=True)
 
 
 #: The whole commands timed (``make eval`` runs the first with ``--output results``).

@@ -102,7 +102,8 @@ def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False,
         clusters: bool = True) -> None:
     """Print the figures: with ``iterations`` the iteration evaluations per second of the
     presets and the Megatron-style runs beside the reference path's
-    (:mod:`studies.benchmarks.iteration_speed`, each timed for ``min_seconds`` of CPU); with
+    (:mod:`studies.benchmarks.iteration_speed`, each timed for ``min_seconds`` of CPU), and the
+    presets evaluated on another network each time, graphs built against templated; with
     ``commands`` the whole commands' wall times; collective evaluations timed ``repeat`` times
     each; with ``clusters`` the cluster iterations' CPU time, cold and warm
     (:mod:`studies.benchmarks.cluster_speed`); with ``end_to_end`` the whole evaluation and the sweep's rate in this process; with
@@ -110,9 +111,10 @@ def run(repeat: int = 50, *, end_to_end: bool = True, reference: bool = False,
     import os
     print(f"system-model speed; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
           f"(figures from a shared machine vary with the other jobs)")
-    from studies.benchmarks.iteration_speed import bench_commands, bench_iterations
+    from studies.benchmarks.iteration_speed import bench_commands, bench_iterations, bench_networks
     if iterations:
         bench_iterations(min_seconds)
+        bench_networks(min_seconds)
     if clusters:
         from studies.benchmarks.cluster_speed import bench_cluster_iterations
         bench_cluster_iterations(min_seconds)

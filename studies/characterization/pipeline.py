@@ -373,6 +373,11 @@ def add_packet_switch(output: Path, command: str) -> dict:
     document = json.loads(output.read_text())
     started = time.time()
     block = measure_preemption()
+    # the online routing's select and path set-up, at the same switch point
+    from studies.characterization.online_select import measure_online_select
+    point = block["point"]
+    block.update(measure_online_select(ports=point["ports"], middle=point["middle"],
+                                       dtype=point["dtype"]))
     block["generated_by"] = dict(run_record(command, tools={"amaranth": amaranth.__version__},
                                             seed=block["point"]["seed"], jobs=1),
                                  seconds=round(time.time() - started, 1),

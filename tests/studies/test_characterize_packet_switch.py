@@ -9,7 +9,8 @@ import json
 import pytest
 
 from studies.characterization.preemption import measure_preemption
-from hdl.contracts.characterization import PACKET_SWITCH_FIELDS, parse_characterization
+from hdl.contracts.characterization import (OPTIONAL_PACKET_SWITCH_FIELDS, PACKET_SWITCH_FIELDS,
+                                            parse_characterization)
 from hdl.contracts.errors import FredError
 from sysmodel.switch_timing import shipped_characterization_path
 
@@ -37,11 +38,26 @@ def _document():
 
 def test_the_shipped_file_carries_the_block_and_the_reader_types_it():
     c = parse_characterization(_document())
-    assert set(c.packet_switch) == set(PACKET_SWITCH_FIELDS)
+    assert set(c.packet_switch) == set(PACKET_SWITCH_FIELDS) | set(OPTIONAL_PACKET_SWITCH_FIELDS)
     assert all(isinstance(v, float) and v >= 0 for v in c.packet_switch.values())
     doc = _document()
+    for name in OPTIONAL_PACKET_SWITCH_FIELDS:     # files written before they were measured
+        del doc["packet_switch"][name]
+    assert set(parse_characterization(doc).packet_switch) == set(PACKET_SWITCH_FIELDS)
     del doc["packet_switch"]
     assert parse_characterization(doc).packet_switch is None
+
+
+def test_online_select_figures_follow_the_control_unit():
+    """The default index's select at an idle switch (4 cycles beyond the latency) and one path
+    set up per cycle, on a small int32 switch as on the characterized Fred_3(8) fp16 (the
+    shipped file's figures: the same mechanism, latency aside)."""
+    from studies.characterization.online_select import measure_online_select
+    f = measure_online_select(ports=4, middle=3, dtype="int32")
+    shipped = parse_characterization(_document()).packet_switch
+    assert f["online_select_cycles"] == shipped["online_select_cycles"] == 4.0
+    assert f["online_path_setup_cycles"] == shipped["online_path_setup_cycles"] == 1.0
+    assert f["online_first_cycles"] == f["online_selected_latency_cycles"] + 4
 
 
 @pytest.mark.parametrize("value", [-1, "3", None, float("nan")])
@@ -50,3 +66,8 @@ def test_a_bad_packet_switch_field_is_named(value):
     doc["packet_switch"]["preemption_latency_cycles"] = value
     with pytest.raises(FredError, match="packet_switch.preemption_latency_cycles"):
         parse_characterization(doc)
+    if value is not None:    # an optional figure may be absent, not wrong
+        doc = copy.deepcopy(_document())
+        doc["packet_switch"]["online_select_cycles"] = value
+        with pytest.raises(FredError, match="packet_switch.online_select_cycles"):
+            parse_characterization(doc)

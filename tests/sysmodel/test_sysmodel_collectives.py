@@ -413,3 +413,79 @@ def test_a_routes_latency_is_summed_once_and_equals_the_sum_of_its_links(fabric)
     assert net.path_latency(route) == pytest.approx(by_hand, rel=1e-12)
     assert net._route_latency[route] == net.path_latency(route) == net.path_latency(list(route))
     assert net.path_latency(()) == 0.0
+
+
+def _efficiencies(platform, link: float, in_switch: float):
+    """``platform`` at link efficiency ``link`` and in-switch efficiency ``in_switch``."""
+    from dataclasses import replace
+    return replace(platform.scaled(link_efficiency=link), variants={
+        name: replace(v, in_switch_efficiency=in_switch) if v.in_switch else v
+        for name, v in platform.variants.items()})
+
+
+@pytest.mark.parametrize("fabric", ["fred-b", "fred-d"])
+def test_switch_phases_are_shared_across_link_and_in_switch_efficiency(fabric):
+    """The in-switch phases memo (collectives._switch_phases) keys a network by its spec with
+    both efficiencies set to 1. Exact because the efficiencies change only bandwidths: every
+    array and switch property the phases read is equal on networks built at other
+    efficiencies, the bandwidths are not, the phases computed afresh there equal the shared
+    ones, and whole evaluations with the shared memo equal those with a fresh cache."""
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    with using(ModelCache()):
+        base = build_network(P, fabric)
+        other = build_network(_efficiencies(P, 0.7, 0.83), fabric)
+        assert other is not base and not (other.link_bw == base.link_bw).any()
+        for array in ("link_src", "link_dst", "link_latency", "node_latency", "node_kind"):
+            assert list(getattr(other, array)) == list(getattr(base, array)), array
+        for switch in base.l1_nodes + [base.l2_node]:
+            assert other.ports(switch) == base.ports(switch)
+            assert other.switch_timing(switch) == base.switch_timing(switch)
+            assert other.routing_switch(switch, 8) == base.routing_switch(switch, 8)
+        assert C._efficiency_free_key(other) == C._efficiency_free_key(base)
+        # one all-reduce over two L1s and an I/O load, phases by hand: all-reduce flows up to
+        # the L2 and back; every path's switches on the two networks
+        group = tuple(range(0, P.npus, P.npus_per_l1 // 2))[:4]
+        top = base.l2_node
+        up = [base.path(r, top) for r in group]
+        down = [base.path(top, r) for r in group]
+        # the routes are shared (built once), and equal to the other network's own
+        assert other.path is base.path
+        assert [other._path(r, top) for r in group] == up and [other._path(top, r) for r in group] == down
+        fresh = C._phases_of_paths(other, up, down, top)
+        assert fresh == C._phases_of_paths(base, up, down, top)
+        assert fresh[0] >= 1 and fresh[3]   # it needs phases and stores configurations
+        shared = [evaluate(_efficiencies(P, 0.7, 0.83), fabric, [Collective(op, group, 3e6)])
+                  for op in ("all-reduce", "io-load", "multicast")]
+        assert len(C.current().switch_phases) > 0
+    for op, result in zip(("all-reduce", "io-load", "multicast"), shared):
+        with using(ModelCache()):
+            again = evaluate(_efficiencies(P, 0.7, 0.83), fabric, [Collective(op, group, 3e6)])
+        assert again.time_s == result.time_s and again.configurations == result.configurations
+        assert again.phase_overhead_s == result.phase_overhead_s
+
+
+def test_a_network_change_the_phases_read_changes_their_key():
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    with using(ModelCache()):
+        base = build_network(P, "fred-d")
+        slower = build_network(P.scaled(link_latency_ns=P.link_latency_ns * 2), "fred-d")
+        assert C._efficiency_free_key(slower) != C._efficiency_free_key(base)
+        assert C._efficiency_free_key(build_network(P, "fred-b")) != C._efficiency_free_key(base)
+
+
+def test_mesh_routes_are_shared_across_link_efficiency():
+    """A mesh built again at another link efficiency shares the routes (pure topology) and
+    their latencies; its bandwidths are its own, and its collectives equal a fresh cache's."""
+    from sysmodel.model_cache import ModelCache, using
+    group, slower = tuple(range(0, P.npus, 3)), _efficiencies(P, 0.6, 1.0)
+    with using(ModelCache()):
+        base, other = build_network(P, "mesh"), build_network(slower, "mesh")
+        assert other.path is base.path and not (other.link_bw == base.link_bw).any()
+        assert [other._path(0, r, "xy") for r in group] == [base.path(0, r, "xy") for r in group]
+        evaluate(P, "mesh", [Collective("all-reduce", group, 5e6)])
+        shared = evaluate(slower, "mesh", [Collective("all-reduce", group, 5e6)])
+    with using(ModelCache()):
+        fresh = evaluate(slower, "mesh", [Collective("all-reduce", group, 5e6)])
+    assert fresh.time_s == shared.time_s and (fresh.link_loads == shared.link_loads).all()

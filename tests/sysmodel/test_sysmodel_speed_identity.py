@@ -247,3 +247,18 @@ def test_streaming_spills_equal_the_reference_graph(blocking):
     w = get_workload("transformer-1t")
     assert plan_iteration(P, w, None).memory.offload
     assert_same_graph(P, "fred-d", w, blocking=blocking)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_schedule_passes_appended_as_arrays_equal_the_reference_graph(blocking, monkeypatch):
+    """Every stretch of passes between the last backwards appended as arrays (the threshold
+    at one pass; the default leaves short stretches to the pass-by-pass loop, which the test
+    above covers): the general path's graph, in both modes."""
+    from sysmodel import engine, schedule_append
+    calls = []
+    extend = engine.Engine._extend_blocks
+    monkeypatch.setattr(schedule_append, "STRETCH_AS_ARRAYS", 1)
+    monkeypatch.setattr(engine.Engine, "_extend_blocks", lambda self, *a: calls.append(a) or extend(self, *a))
+    platform, fabric, wl = _megatron_case(pp_overlap=False)
+    assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches, blocking=blocking)
+    assert len(calls) > 1   # the 24 virtual stages' last backwards split the schedule into stretches

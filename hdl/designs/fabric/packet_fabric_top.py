@@ -31,8 +31,11 @@ __all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKE
            "FLOW_PORT_REGS", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
-#: depacketizer's sequence errors and both ends' sticky flags (credit error | overflow).
-PACKET_ENGINE_READ = ENGINE_READ + ("seq_errors", "link_errors")
+#: depacketizer's sequence errors, both ends' sticky flags (credit error | overflow), and
+#: ``done_cycle``: the value of ``cycles`` when the engine's ``done`` first rose (0 while not
+#: done), so concurrent traffic classes each have a completion time (docs/fabric_rtl.md,
+#: "Concurrent traffic classes").
+PACKET_ENGINE_READ = ENGINE_READ + ("seq_errors", "link_errors", "done_cycle")
 #: Read-bus registers of a packet switch unit.
 PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "active_phase",
                       "busy", "flags")
@@ -205,7 +208,10 @@ class PacketFabricTop(wiring.Component):
         m.d.comb += [all_done.eq(running & (sum(e.done for e, _, _ in npus) == len(npus))),
                      self.all_done.eq(all_done)]
         count_cycles(m, start, running, all_done, self.cycles)
-        self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running)
+        done_cycles = [self._done_cycle(m, rank, engine, start, running)
+                       for rank, (engine, _, _) in enumerate(npus)]
+        self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running,
+                        done_cycles)
         return m
 
     def _route(self, switch: int):
@@ -232,12 +238,25 @@ class PacketFabricTop(wiring.Component):
                      sw.flow_slot.eq(prog_data[8:]), sw.flow_input.eq(prog_data[:8]),
                      sw.flow_partners.eq(partners), sw.flow_outputs.eq(outputs)]
 
-    def _read_port(self, m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running):
+    def _done_cycle(self, m, rank, engine, start, running):
+        """``cycles`` when endpoint ``rank``'s engine was first done in this run (0 before):
+        one register, cleared by ``start``, written once."""
+        done_cycle = Signal(32, name=f"npu{rank}_done_cycle")
+        seen = Signal(name=f"npu{rank}_done_seen")
+        with m.If(start):
+            m.d.sync += [done_cycle.eq(0), seen.eq(0)]
+        with m.Elif(running & engine.done & ~seen):
+            m.d.sync += [done_cycle.eq(self.cycles), seen.eq(1)]
+        return done_cycle
+
+    def _read_port(self, m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running,
+                   done_cycles):
         spec = self.spec
         with m.Switch(rd_unit):
             for rank, (engine, tx, rx) in enumerate(npus):
                 values = {name: getattr(engine, name) for name in ENGINE_READ}
-                values.update(seq_errors=rx.seq_errors, link_errors=tx.credit_error | rx.overflow)
+                values.update(seq_errors=rx.seq_errors, link_errors=tx.credit_error | rx.overflow,
+                              done_cycle=done_cycles[rank])
                 with m.Case(rank):
                     read_register(m, rd_reg, self.rd_data, [values[n] for n in PACKET_ENGINE_READ])
             for s, sw in enumerate(switches):

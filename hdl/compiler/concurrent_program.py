@@ -1,0 +1,133 @@
+"""Concurrent traffic classes on the packet fabric (docs/fabric_rtl.md, "Concurrent traffic
+classes"): several requests -- e.g. an MP all-reduce, a DP all-reduce and a PP multicast, each
+with its own op, groups and size -- as one program, each class on its own VC.
+
+Each class is compiled alone (:func:`~hdl.compiler.fabric_program.fabric_program`, in-switch
+collectives), then the programs are laid side by side: class ``c``'s phases take the slots
+after those of the classes before it at every switch (so a collective sits in one slot index
+at every switch it crosses, as its header names one slot), a switch a class does not cross
+gets an empty phase in its slots, and every endpoint keeps the engine of the class it
+belongs to. The classes must use disjoint endpoints: an NPU has one engine and one set of
+header registers (``PACKET_REGS``), so it sends one class per run. Pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricRequest, FabricSpec
+
+__all__ = ["TrafficClass", "concurrent_program"]
+
+#: The VC of each traffic class (hdl.contracts.packet.VC names); I/O streams share DP's
+#: (docs/sysmodel.md: "I/O streams share DP's level").
+CLASS_VC = {"mp": "MP", "pp": "PP", "dp": "DP", "io": "DP"}
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """One class of a concurrent run: ``name`` (for reports), ``kind`` (``mp``, ``pp``, ``dp``
+    or ``io``: its VC and the model's priority level), ``request`` (its
+    :class:`~hdl.contracts.fabric.FabricRequest`), ``delay`` (cycles after the start before
+    its NPUs send)."""
+
+    name: str
+    kind: str
+    request: FabricRequest
+    delay: int = 0
+
+    def __post_init__(self):
+        if self.kind not in CLASS_VC:
+            raise FredError(f"traffic class {self.name}: kind must be one of "
+                            f"{', '.join(CLASS_VC)}, got {self.kind!r}")
+        if not isinstance(self.delay, int) or self.delay < 0:
+            raise FredError(f"traffic class {self.name}: delay must be a whole number of cycles "
+                            f">= 0, got {self.delay!r}")
+
+
+def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
+                       sink_backpressure: float = 0.0):
+    """``(program, request, vcs, delays, collective_class)`` of ``classes`` (a sequence of
+    :class:`TrafficClass`) run at once on ``spec``'s packet fabric: the merged
+    :class:`~hdl.compiler.fabric_program.FabricProgram`, one :class:`FabricRequest` holding
+    every class's collectives (class order), and per collective index its VC, its delay and
+    its class's index. FredError for classes sharing an endpoint, two classes on one VC, an
+    endpoint algorithm (the online unicasts run on the DP VC, one destination per endpoint)
+    or more slots than a switch stores."""
+    from hdl.compiler.fabric_program import FabricProgram, SwitchPhase, default_phases, fabric_program
+    from hdl.compiler.router import Router
+    from hdl.contracts.packet import VC
+    classes = list(classes)
+    if spec.dtype != "int32":
+        raise FredError(f"concurrent classes run on int32 data so far; got {spec.dtype}")
+    if len(classes) < 2:
+        raise FredError(f"a concurrent run needs two or more traffic classes, got {len(classes)}")
+    vc_of_class = [CLASS_VC[c.kind] for c in classes]
+    owner = _owners(classes, vc_of_class)
+    programs = []
+    for cls in classes:
+        program = fabric_program(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure)
+        if program.algorithm != "in-switch":
+            raise FredError(f"class {cls.name} runs {program.algorithm}: concurrent classes run "
+                            f"in-switch collectives (Fred-B/D) so far; online unicasts use the "
+                            f"DP VC only")
+        programs.append(program)
+    switches = [[] for _ in spec.switch_ports]
+    collectives, vcs, delays, collective_class = [], {}, {}, []
+    for c, (cls, program) in enumerate(zip(classes, programs)):
+        first = len(collectives)
+        base = max(len(p) for p in switches)
+        for s, phases in enumerate(program.switches):
+            while len(switches[s]) < base:     # a slot this switch has no phase in: empty
+                switches[s].append(_empty_phase(Router(ports=spec.switch_ports[s], middle=spec.middle)))
+            switches[s] += [SwitchPhase(p.flows, p.config, p.input_flits,
+                                        tuple(first + i for i in p.collectives), p.port_flits)
+                            for p in phases]
+        for i, coll in enumerate(cls.request.collectives):
+            collectives.append(coll)
+            vcs[first + i] = int(VC[vc_of_class[c]])
+            delays[first + i] = cls.delay
+            collective_class.append(c)
+    if max(len(p) for p in switches) > default_phases():
+        raise FredError(f"the classes need {max(len(p) for p in switches)} slots on a switch; "
+                        f"the RTL stores {default_phases()}")
+    engines = [programs[owner.get(rank, 0)].engines[rank] for rank in range(spec.endpoints)]
+    contributors = [programs[owner.get(rank, 0)].contributors[rank] for rank in range(spec.endpoints)]
+    program = FabricProgram("in-switch", spec.switch_ports, switches, engines,
+                            sum(e["send_count"] for e in engines),
+                            sum(e["recv_count"] for e in engines), contributors,
+                            planes=spec.l2_planes)
+    label = " + ".join(f"{cls.name} ({cls.request.label}, {cls.request.size_flits} flits"
+                       + (f", from cycle {cls.delay})" if cls.delay else ")") for cls in classes)
+    request = FabricRequest("concurrent", tuple(collectives),
+                            max(cls.request.size_flits for cls in classes), label)
+    return program, request, vcs, delays, collective_class
+
+
+def _owners(classes, vc_of_class) -> dict[int, int]:
+    """``{endpoint: its class's index}``; FredError for two classes on one VC or sharing an
+    endpoint."""
+    for vc in set(vc_of_class):
+        named = [c.name for c, v in zip(classes, vc_of_class) if v == vc]
+        if len(named) > 1:
+            raise FredError(f"classes {', '.join(named)} would share VC {vc}: a switch serves one "
+                            f"phase per VC (hdl/compiler/packet_fabric_program.py)")
+    owner: dict[int, int] = {}
+    for c, cls in enumerate(classes):
+        for coll in cls.request.collectives:
+            for rank in coll.ranks:
+                if rank in owner:
+                    raise FredError(f"endpoint {rank} is in classes {classes[owner[rank]].name} and "
+                                    f"{cls.name}: an endpoint has one engine and one header per run")
+                owner[rank] = c
+    return owner
+
+
+def _empty_phase(router):
+    """A slot holding no flow (a class's slot at a switch it does not cross)."""
+    from hdl.compiler.fabric_program import SwitchPhase
+    config, status = router.try_one_phase(())
+    if config is None:       # cannot happen: nothing to route
+        raise FredError(f"an empty phase does not route ({status})")
+    return SwitchPhase((), config, 0, (), 0)

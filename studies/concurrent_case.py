@@ -1,0 +1,217 @@
+"""Concurrent traffic classes on the packet fabric (``fred fabric-sim --concurrent``;
+docs/fabric_rtl.md, "Concurrent traffic classes"): several requests at once, each on its VC,
+on the RTL packet fabric and on the system model, side by side.
+
+The model's side is the model's own mechanism for overlapping communication
+(:class:`sysmodel.engine.Engine` with :func:`sysmodel.training.link_priority`: MP > PP > DP
+strict priority on shared links, each preemption costing the measured
+``reconfiguration_cycles_busy``; docs/sysmodel.md, "Simplifications"), each class one transfer
+task with its link loads from :func:`sysmodel.collectives.evaluate`, started after its delay.
+The RTL side runs every class in one packet-fabric run
+(:func:`hdl.compiler.concurrent_program.concurrent_program`) and reads each engine's
+``done_cycle``; a class completes when its last endpoint is done. Each class also runs alone
+on both sides, so its latency with and without the others is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hdl.contracts.errors import FredError
+
+__all__ = ["SCENARIOS", "scenario_classes", "ConcurrentCase", "build_concurrent_case",
+           "model_concurrent", "run_concurrent_case"]
+
+#: The scenarios ``fred fabric-sim --concurrent`` runs, and what each is.
+SCENARIOS = {
+    "mp-under-dp": "a DP all-reduce (load size) from cycle 0 and an MP all-reduce (size) from "
+                   "cycle DELAY, sharing the DP group's uplinks and L2 plane",
+    "mp-dp-pp": "an MP all-reduce (size), a DP all-reduce (load size) and a PP multicast (size) "
+                "started together",
+}
+
+
+def _groups(spec):
+    """(DP all-reduce group, MP all-reduce group, (PP root, PP destinations)) on disjoint NPUs:
+    DP = NPU 1 of L1 0 and NPU 0 of every other L1; MP = NPU 1 of L1 1 and L1 2; PP = NPU 2 of
+    L1 0 to NPU 2 of L1 1 and L1 2 (only with 3 or more NPUs per L1). The DP and MP groups' lowest NPUs have local index 1, so
+    both use the same uplink port of each L1 and the same L2 plane
+    (:func:`hdl.compiler.fabric_program._uplink_of`): the classes share links."""
+    k = spec.npus_per_l1
+    if spec.l1_count < 3 or k < 2:
+        raise FredError(f"the concurrent scenarios need >= 3 L1s of >= 2 NPUs; {spec.name} has "
+                        f"{spec.l1_count} of {k}")
+    dp = (1, *(j * k for j in range(1, spec.l1_count)))
+    mp = (k + 1, 2 * k + 1)
+    pp = (2, (k + 2, 2 * k + 2)) if k >= 3 else None
+    return dp, mp, pp
+
+
+def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: int = 0):
+    """The :class:`~hdl.compiler.concurrent_program.TrafficClass` es of ``scenario``
+    (:data:`SCENARIOS`) on ``spec``: ``size`` flits for the MP (and PP) class, ``load_size``
+    for the DP load, ``delay`` cycles before the MP class starts (``mp-under-dp``)."""
+    from hdl.compiler.concurrent_program import TrafficClass
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    if scenario not in SCENARIOS:
+        raise FredError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    for name, value in (("size", size), ("load size", load_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FredError(f"{name} must be a positive whole number of flits, got {value!r}")
+    dp, mp, pp = _groups(spec)
+
+    def request(op, coll, flits, label):
+        return FabricRequest(op, (coll,), flits, label)
+    dp_class = TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
+                                                load_size, f"DP all-reduce of {list(dp)}"))
+    if scenario == "mp-under-dp":
+        return [dp_class, TrafficClass("mp", "mp", request(
+            "all-reduce", FabricCollective("all-reduce", mp), size, f"MP all-reduce of {list(mp)}"),
+            delay=delay)]
+    if delay:
+        raise FredError(f"scenario {scenario} starts every class together; --delay applies to "
+                        f"mp-under-dp")
+    if spec.npus_per_l1 < 3:
+        raise FredError(f"scenario {scenario} needs >= 3 NPUs per L1 (its PP multicast uses NPU 2 "
+                        f"of three L1s); {spec.name} has {spec.npus_per_l1}")
+    root, dsts = pp
+    return [TrafficClass("mp", "mp", request("all-reduce", FabricCollective("all-reduce", mp),
+                                             size, f"MP all-reduce of {list(mp)}")),
+            dp_class,
+            TrafficClass("pp", "pp", request("multicast", FabricCollective("multicast", dsts, root),
+                                             size, f"PP multicast {root} -> {list(dsts)}"))]
+
+
+@dataclass
+class ConcurrentCase:
+    """A concurrent run: ``spec``, ``scenario``, ``classes``; ``model`` (per class: ``cycles``
+    = completion from the run's start, ``latency`` = completion - delay, ``alone`` = its
+    latency alone, ``fair`` = its latency with every class at one level, links shared max-min
+    fairly), ``rtl`` (per class the same from the RTL runs, once run), ``rtl_runs``."""
+
+    spec: object
+    scenario: str
+    classes: list
+    model: list
+    platform_toml: str = ""
+    rtl: list | None = None
+    rtl_runs: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = {"fabric": self.spec.to_dict(), "scenario": self.scenario,
+               "scenario_text": SCENARIOS[self.scenario], "options": self.options,
+               "requests": []}
+        for c, cls in enumerate(self.classes):
+            row = {"class": cls.name, "kind": cls.kind, "delay_cycles": cls.delay,
+                   "request": cls.request.to_dict(), "model": self.model[c]}
+            if self.rtl is not None:
+                row["rtl"] = self.rtl[c]
+                row["ratio_rtl_over_model"] = {k: self.rtl[c][k] / self.model[c][k]
+                                               for k in ("cycles", "latency", "alone")}
+            out["requests"].append(row)
+        if self.rtl_runs:
+            out["rtl_runs"] = self.rtl_runs
+        out["model_platform_toml"] = self.platform_toml
+        return out
+
+
+def model_concurrent(spec, classes, platform) -> list[dict]:
+    """Per class the model's ``cycles``, ``latency``, ``alone``, ``fair`` (see
+    :class:`ConcurrentCase`) on ``platform`` (a :func:`sysmodel.fabric_model.fabric_platform`
+    result of ``spec`` with packet switches)."""
+    from sysmodel.collectives import evaluate
+    from sysmodel.comm_timing import CommTime
+    from sysmodel.engine import Engine
+    from sysmodel.fabric_model import request_collectives
+    from sysmodel.training import link_priority
+    plat, _ = platform
+    timing = plat.switch_at("l1")
+    cycle_s = timing.cycle_s
+    times = [evaluate(plat, spec.name, request_collectives(cls.request, timing.flit_bytes))
+             for cls in classes]
+
+    def run(engine_args):
+        eng = Engine(**engine_args)
+        ids = []
+        for cls, r in zip(classes, times):
+            deps = ()
+            if cls.delay:
+                deps = (eng.add(f"{cls.name} wait", f"{cls.name}/wait", cls.delay * cycle_s),)
+            ids.append(eng.add(cls.name, f"{cls.name}/comm", CommTime(r.time_s, r.link_loads, r.link_bw),
+                               deps=deps, category=cls.kind))
+        tasks = eng.run().tasks
+        return [tasks[i].end / cycle_s for i in ids]
+    priority = run(link_priority(plat, spec.name))
+    fair = run({})
+    return [{"cycles": end, "latency": end - cls.delay, "alone": r.time_s / cycle_s,
+             "fair": f - cls.delay, "algorithm": r.algorithms[0]}
+            for cls, r, end, f in zip(classes, times, priority, fair)]
+
+
+def build_concurrent_case(*, fabric: str, scenario: str, size: int, load_size: int | None = None,
+                          delay: int = 0, characterization=None, **spec_overrides) -> ConcurrentCase:
+    """Validate the scenario on ``fabric`` and compute the model's side; nothing is built.
+    ``load_size`` None: ``size``. Errors (a fabric the classes do not fit, an endpoint
+    algorithm, an unmeasured switch) are :class:`FredError` s raised before anything is
+    built."""
+    from hdl.compiler.concurrent_program import concurrent_program
+    from hdl.contracts.fabric import fabric_spec
+    from sysmodel.fabric_model import fabric_platform
+    spec = fabric_spec(fabric, **spec_overrides)
+    classes = scenario_classes(spec, scenario, size=size,
+                               load_size=size if load_size is None else load_size, delay=delay)
+    concurrent_program(spec, classes)     # refusals before the model or any build
+    platform = fabric_platform(spec, characterization=characterization, switch="packet")
+    return ConcurrentCase(spec, scenario, classes, model_concurrent(spec, classes, platform),
+                          platform_toml=platform[1])
+
+
+def _class_ends(run, collective_class, request, n_classes) -> list[int]:
+    """Per class, the cycle its last endpoint was done (``done_cycle``) in ``run``."""
+    ends = [0] * n_classes
+    for index, coll in enumerate(request.collectives):
+        c = collective_class[index]
+        ends[c] = max([ends[c]] + [run.engines[r]["done_cycle"] for r in coll.ranks])
+    return ends
+
+
+def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressure: float = 0.0,
+                        watchdog_cycles: int | None = None, runner=None) -> ConcurrentCase:
+    """``case`` with its RTL side: the classes together, then each alone, on the packet
+    fabric (``runner``: :func:`cocotb_tests.fabric.packet_fabric_sim.run_packet_fabric`, i.e.
+    Verilator, by default; the Amaranth runner for small fabrics in tests). Wrong data
+    anywhere is a :class:`FredError`."""
+    from hdl.compiler.concurrent_program import concurrent_program
+    if runner is None:
+        from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric as runner
+    spec, classes = case.spec, case.classes
+    total = sum(cls.request.size_flits + cls.delay for cls in classes)
+    watchdog = watchdog_cycles or 8 * total + 20_000
+    program, request, vcs, delays, collective_class = concurrent_program(
+        spec, classes, seed=seed, sink_backpressure=sink_backpressure)
+    together = runner(spec, request, program=program, vcs=vcs, delays=delays, seed=seed,
+                      sink_backpressure=sink_backpressure, watchdog_cycles=watchdog)
+    _check(spec, request, together)
+    ends = _class_ends(together, collective_class, request, len(classes))
+    alone = []
+    for cls in classes:
+        run = runner(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure,
+                     watchdog_cycles=watchdog)
+        _check(spec, cls.request, run)
+        alone.append(run)
+    case.rtl = [{"cycles": end, "latency": end - cls.delay, "alone": run.cycles,
+                 "flits_checked": sum(together.engines[r]["received"]
+                                      for coll in cls.request.collectives for r in coll.ranks)}
+                for cls, end, run in zip(classes, ends, alone)]
+    case.rtl_runs = {"together": together.to_dict(),
+                     "alone": {cls.name: run.to_dict() for cls, run in zip(classes, alone)}}
+    case.options = {"seed": seed, "sink_backpressure": sink_backpressure, "switch": "packet",
+                    "simulator": together.simulator}
+    return case
+
+
+def _check(spec, request, run) -> None:
+    if run.errors:
+        raise FredError(f"{spec.name} {request.label} on the packet fabric: {len(run.errors)} "
+                        f"error(s): {'; '.join(run.errors[:5])}")

@@ -1,0 +1,68 @@
+"""Concurrent traffic classes as one packet-fabric program (hdl/compiler/concurrent_program.py):
+each class compiled alone, its phases in the slots after the previous classes' at every
+switch, its collectives on its VC with its delay; refusals name what is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.compiler.concurrent_program import TrafficClass, concurrent_program
+from hdl.compiler.fabric_program import fabric_program
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
+from hdl.contracts.packet import VC
+
+THREE_L1 = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+
+
+def _all_reduce(ranks, size, label):
+    return FabricRequest("all-reduce", (FabricCollective("all-reduce", ranks),), size, label)
+
+
+def test_classes_take_consecutive_slots_with_their_vc_and_delay():
+    dp = TrafficClass("dp", "dp", _all_reduce((0, 2, 4), 40, "DP"))
+    mp = TrafficClass("mp", "mp", _all_reduce((1, 3), 16, "MP"), delay=30)
+    program, request, vcs, delays, owner = concurrent_program(THREE_L1, [dp, mp])
+    # DP crosses every switch (slot 0); MP only L1.0, L1.1 and the L2 (slot 1); L1.2 has
+    # nothing of MP, so it keeps one phase
+    assert program.phases == [2, 2, 1, 2]
+    assert [p.collectives for p in program.switches[0]] == [(0,), (1,)]
+    assert [c.ranks for c in request.collectives] == [(0, 2, 4), (1, 3)]
+    assert vcs == {0: int(VC.DP), 1: int(VC.MP)} and delays == {0: 0, 1: 30} and owner == [0, 1]
+    # every NPU keeps the engine of its own class, with that class's size
+    assert [e["send_count"] for e in program.engines] == [40, 16, 40, 16, 40, 0]
+    alone = fabric_program(THREE_L1, mp.request)
+    assert program.engines[1] == alone.engines[1]
+    assert program.flits_sent == 3 * 40 + 2 * 16
+
+
+def test_a_class_missing_from_a_switch_leaves_an_empty_slot_there():
+    mp = TrafficClass("mp", "mp", _all_reduce((1, 3), 16, "MP"))
+    dp = TrafficClass("dp", "dp", _all_reduce((0, 2, 4), 40, "DP"))
+    program, *_ = concurrent_program(THREE_L1, [mp, dp])
+    # MP first (slot 0 where it runs); L1.2 gets an empty slot 0 so DP is slot 1 everywhere
+    assert program.phases == [2, 2, 2, 2]
+    assert program.switches[2][0].flows == () and program.switches[2][1].collectives == (1,)
+
+
+@pytest.mark.parametrize("classes, words", [
+    ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A")),
+      TrafficClass("b", "mp", _all_reduce((2, 4), 8, "B"))], "endpoint 2 is in classes a and b"),
+    ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A")),
+      TrafficClass("b", "io", _all_reduce((1, 3), 8, "B"))], "would share VC DP"),
+    ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A"))], "two or more traffic classes"),
+])
+def test_refusals_name_the_problem(classes, words):
+    with pytest.raises(FredError, match=words):
+        concurrent_program(THREE_L1, classes)
+
+
+def test_bad_class_fields_and_endpoint_fabrics_are_refused():
+    with pytest.raises(FredError, match="kind must be one of"):
+        TrafficClass("x", "bulk", _all_reduce((0, 2), 8, "X"))
+    with pytest.raises(FredError, match="delay must be"):
+        TrafficClass("x", "mp", _all_reduce((0, 2), 8, "X"), delay=-1)
+    ring = fabric_spec("fred-a", npus=6, npus_per_l1=2)
+    with pytest.raises(FredError, match="runs ring: concurrent classes run in-switch"):
+        concurrent_program(ring, [TrafficClass("dp", "dp", _all_reduce((0, 2, 4), 8, "DP")),
+                                  TrafficClass("mp", "mp", _all_reduce((1, 3), 8, "MP"))])

@@ -1,0 +1,56 @@
+"""Concurrent traffic classes on the packet fabric (docs/fabric_rtl.md, "Concurrent traffic
+classes") in Amaranth's simulator, on the 6-NPU fabric of three L1s: a DP all-reduce of NPUs 1,
+2, 4 and, from cycle 40, an MP all-reduce of NPUs 3, 5 sharing L1.1's and L1.2's uplink and
+the L2 (studies/concurrent_case.py's mp-under-dp), each on its VC, every flit checked; each
+class's completion from the engines' ``done_cycle``."""
+
+from __future__ import annotations
+
+import pytest
+
+from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
+from hdl.contracts.fabric import fabric_spec
+from hdl.compiler.concurrent_program import concurrent_program
+from studies.concurrent_case import ConcurrentCase, run_concurrent_case, scenario_classes
+
+THREE_L1 = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+PACKET_FLITS = 8
+
+
+def test_each_class_completes_at_its_last_engines_done_cycle():
+    """One run of both classes (default suite): every flit checked, the DP load ends the run,
+    the MP class ends long before it although it started later, and each engine's
+    ``done_cycle`` is at most the run's cycles."""
+    dp_size, mp_size, delay = 96, 16, 40
+    classes = scenario_classes(THREE_L1, "mp-under-dp", size=mp_size, load_size=dp_size, delay=delay)
+    program, request, vcs, delays, owner = concurrent_program(THREE_L1, classes)
+    run = run_packet_fabric_amaranth(THREE_L1, request, program=program, vcs=vcs, delays=delays,
+                                     watchdog_cycles=3000)
+    assert run.errors == []
+    assert run.flits_checked == 3 * dp_size + 2 * mp_size
+    done = [e["done_cycle"] for e in run.engines]
+    assert max(done[r] for r in (1, 2, 4)) == run.cycles
+    mp_end = max(done[r] for r in (3, 5))
+    assert delay + mp_size < mp_end < run.cycles - dp_size // 2
+    assert [s["preemptions"] for s in run.switches] == [0, 1, 1, 1]
+
+
+@pytest.mark.full
+def test_mp_under_dp_load_preempts_at_packet_boundaries_and_dp_resumes():
+    dp_size, mp_size, delay = 160, 24, 40
+    classes = scenario_classes(THREE_L1, "mp-under-dp", size=mp_size, load_size=dp_size, delay=delay)
+    case = run_concurrent_case(ConcurrentCase(THREE_L1, "mp-under-dp", classes, []),
+                               runner=run_packet_fabric_amaranth, watchdog_cycles=3000)
+    dp, mp = case.rtl
+    together = case.rtl_runs["together"]
+    assert together["errors"] == []
+    assert dp["flits_checked"] == 3 * dp_size and mp["flits_checked"] == 2 * mp_size
+    # the run ends with its last class: the DP load
+    assert dp["cycles"] == together["cycles"] > mp["cycles"]
+    # MP waits only for the DP packets in flight to drain and its phase to be selected: a
+    # little above its time alone, far below the DP load still running
+    assert mp["alone"] < mp["latency"] <= mp["alone"] + 3 * PACKET_FLITS
+    # DP pauses while MP's flits cross the shared uplink (both directions at once)
+    assert dp["cycles"] >= dp["alone"] + mp_size
+    # every switch MP crosses preempted DP once (L1.0 carries DP only)
+    assert together["preemptions"] == [0, 1, 1, 1]

@@ -1,0 +1,40 @@
+"""The model's side of concurrent traffic classes (studies/concurrent_case.py): the model's
+own priority engine (MP > PP > DP on shared links, each preemption the measured
+``reconfiguration_cycles_busy``) on the packet fabric's platform, hand-computed on Fred-B
+where every class shares the one half-rate uplink; ``fred fabric-sim --concurrent``."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec
+from studies.concurrent_case import build_concurrent_case, scenario_classes
+from sysmodel.fabric_model import fabric_platform
+
+
+def test_mp_under_dp_on_fred_b_pays_one_preemption_and_delays_dp_by_its_link_time():
+    case = build_concurrent_case(fabric="fred-b", scenario="mp-under-dp", size=40,
+                                 load_size=400, delay=100)
+    dp, mp = case.model
+    preempt = fabric_platform(case.spec, switch="packet")[0].switch.preemption_cycles
+    assert preempt > 0
+    # MP starts while DP holds the uplinks it needs: its time alone plus one preemption
+    assert mp["latency"] == pytest.approx(mp["alone"] + preempt)
+    # DP is stopped while MP's 40 flits cross the half-rate uplink (80 cycles)
+    assert dp["cycles"] == pytest.approx(dp["alone"] + 2 * 40)
+    # sharing the uplink fairly instead: MP slower than with priority
+    assert mp["fair"] > mp["latency"]
+
+
+def test_scenarios_place_the_classes_on_disjoint_npus_sharing_the_dp_uplink():
+    spec = fabric_spec("fred-d")
+    mp, dp, pp = scenario_classes(spec, "mp-dp-pp", size=8, load_size=16)
+    assert dp.request.collectives[0].members == (1, 4, 8, 12, 16)
+    assert mp.request.collectives[0].members == (5, 9)
+    assert (pp.request.collectives[0].root, pp.request.collectives[0].members) == (2, (6, 10))
+    assert [c.kind for c in (mp, dp, pp)] == ["mp", "dp", "pp"]
+    with pytest.raises(FredError, match="--delay applies to mp-under-dp"):
+        scenario_classes(spec, "mp-dp-pp", size=8, load_size=16, delay=5)
+    with pytest.raises(FredError, match="unknown scenario"):
+        scenario_classes(spec, "all-at-once", size=8, load_size=16)

@@ -1,0 +1,29 @@
+"""The concurrent block of ``make fabric-validate`` (studies/concurrent_validation.py): which
+cases run where, and how a class outside the 10 % is counted and marked."""
+
+from __future__ import annotations
+
+from studies.concurrent_validation import (CONCURRENT_MARKERS, MP_DELAY, ConcurrentRow,
+                                           concurrent_block, concurrent_cases)
+
+
+def test_cases_run_on_in_switch_fabrics_at_both_sizes_and_endpoint_fabrics_are_listed():
+    cases, refused = concurrent_cases(["fred-a", "fred-d"], (40, 4000))
+    assert [f for f, _ in refused] == ["fred-a"]
+    got = [(c.scenario, [(k.name, k.request.size_flits, k.delay) for k in c.classes]) for c in cases]
+    assert got == [
+        ("mp-under-dp", [("dp", 4000, 0), ("mp", 40, MP_DELAY)]),
+        ("mp-under-dp", [("dp", 4000, 0), ("mp", 4000, MP_DELAY)]),
+        ("mp-dp-pp", [("mp", 40, 0), ("dp", 4000, 0), ("pp", 40, 0)]),
+        ("mp-dp-pp", [("mp", 4000, 0), ("dp", 4000, 0), ("pp", 4000, 0)]),
+    ]
+
+
+def test_a_class_counts_only_with_completion_and_latency_within_ten_percent():
+    good = ConcurrentRow("fred-d", "mp-under-dp", "mp", 40, 200, 327.0, 325, 127.0, 125, 89.0, 88, 80)
+    # completion within 10 % (200 cycles of delay hide it), latency 1.3 x: not within
+    late = ConcurrentRow("fred-d", "mp-under-dp", "mp", 40, 200, 327.0, 365, 127.0, 165, 89.0, 88, 80)
+    assert good.within and not late.within
+    block = concurrent_block([good, late], "cmd", "today", "here")
+    assert block.startswith(CONCURRENT_MARKERS[0]) and block.endswith(CONCURRENT_MARKERS[1])
+    assert "**1/2 classes**" in block and "0.994" in block and "1.116 **!**" in block

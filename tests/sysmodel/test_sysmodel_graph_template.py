@@ -1,0 +1,181 @@
+"""A graph template used on another network (sysmodel/graph_template.py, "On another network")
+is the graph a fresh build adds on that network, and is refused where it would not be.
+
+Both sides are computed in the test: a template built on the paper's platform, copied onto a
+platform with other link rates, latencies, efficiencies and switch timing, against the graph
+built from scratch on that platform. The comparison covers everything the compiled loop reads
+(:class:`sysmodel.engine_compiled.GraphArrays`) and every task's fields, exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from hdl.contracts.placement import parse_strategy
+from sysmodel import graph_template
+from sysmodel.comm_timing import CommTime
+from sysmodel.compute_timing import compute_timer
+from sysmodel.graph_template import GraphTemplate, network_free_key, structure_key
+from sysmodel.iteration_plan import plan_iteration
+from sysmodel.model_cache import current
+from sysmodel.platform import default_platform
+from sysmodel.task_graphs import StageEngine
+from sysmodel.training import build_task_graph, comm_timer, link_priority, simulate_iteration
+from sysmodel.workloads import WORKLOADS
+from sysmodel.workload_file import get_workload
+
+P = default_platform()
+
+
+def random_network(rng: random.Random):
+    """The paper's platform with other link rates, latencies, efficiencies and switch timing
+    (its network_spec), the rest unchanged."""
+    sw = P.switch
+    return dataclasses.replace(
+        P, npu_send_gbps=P.npu_send_gbps * rng.uniform(0.2, 5),
+        npu_recv_gbps=P.npu_recv_gbps * rng.uniform(0.2, 5), io_gbps=P.io_gbps * rng.uniform(0.2, 5),
+        mesh_link_gbps=P.mesh_link_gbps * rng.uniform(0.2, 5),
+        link_latency_ns=P.link_latency_ns * rng.uniform(0.2, 5), link_efficiency=rng.uniform(0.4, 1.0),
+        switch=dataclasses.replace(sw, preemption_cycles=sw.preemption_cycles * rng.uniform(0, 4) + rng.uniform(0, 50),
+                                  first_flit_latency_cycles=sw.first_flit_latency_cycles * rng.uniform(0.5, 3)))
+
+
+def build(platform, fabric, workload, strategy=None, overlap=True):
+    """(the engine a fresh build gives, its communication timer) for ``platform``."""
+    eng = StageEngine(blocking=not overlap, **link_priority(platform, fabric))
+    plan = plan_iteration(platform, workload, strategy)
+    return eng, build_task_graph(eng, plan, fabric), plan
+
+
+def on_network(template: GraphTemplate, platform, fabric, workload, strategy=None):
+    plan = plan_iteration(platform, workload, strategy)
+    comm = comm_timer(plan, fabric)
+    eng = template.on_network(compute_timer(plan), comm, link_priority(platform, fabric).get("preempt_s", 0.0), plan)
+    return eng, comm
+
+
+def assert_same_graph(copied, fresh):
+    """Every array the compiled loop reads and every task's fields, exactly equal."""
+    a, b = copied.arrays(), fresh.arrays()
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+    for s, t in zip(copied.tasks, fresh.tasks, strict=True):
+        assert (s.name, s.resource, s.duration, s.deps, s.category, s.npu) == \
+            (t.name, t.resource, t.duration, t.deps, t.category, t.npu)
+        for field in ("loads", "bw"):
+            u, v = getattr(s, field), getattr(t, field)
+            assert (u is None) == (v is None) and (u is None or np.array_equal(u, v))
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("fabric, overlap", [("fred-d", True), ("fred-d", False), ("mesh", True)])
+def test_a_template_on_random_networks_equals_a_fresh_build(workload, fabric, overlap):
+    """Each preset: the template built on the paper's network, copied onto three random
+    networks, is the graph built there, with the same configuration load."""
+    w = get_workload(workload)
+    eng, comm, plan = build(P, fabric, w, overlap=overlap)
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
+    rng = random.Random(f"{workload} {fabric} {overlap}")
+    for _ in range(3):
+        q = random_network(rng)
+        copied, new_comm = on_network(template, q, fabric, w)
+        assert copied is not None
+        fresh, fresh_comm, _ = build(q, fabric, w, overlap=overlap)
+        assert_same_graph(copied, fresh)
+        assert new_comm.config_load_s() == fresh_comm.config_load_s()
+        assert copied.arrays().preempt_s == (q.switch.preemption_s if fabric != "mesh" else 0.0)
+
+
+def test_a_transfer_no_timer_key_gave_makes_the_template_unusable_elsewhere():
+    """A communication task whose link loads the timer did not give (here a timed task scaled
+    by a builder) cannot be re-timed on another network: None (the caller builds)."""
+    w = get_workload("transformer-17b")
+    eng, comm, plan = build(P, "fred-d", w)
+    assert GraphTemplate(eng, comm.config_load_s(), comm, plan)._comm_trace() is not None
+    timed = next(t for t in comm.timed().values() if t.loads is not None)
+    eng.add("scaled", "io.in", timed * 2, category="io")
+    copied, _ = on_network(GraphTemplate(eng, comm.config_load_s(), comm, plan), random_network(random.Random(1)),
+                           "fred-d", w)
+    assert copied is None
+
+
+def test_a_template_is_refused_where_a_time_changes_sign():
+    """Where a communication task that took time takes none on the new network (so the builder
+    would not add its MP task), the template is stale for it: None."""
+    w = get_workload("transformer-17b")
+    eng, comm, plan = build(P, "fred-d", w)
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
+    new = comm_timer(plan, "fred-d")
+    new.mp = lambda layer, stage, backward=False: new._memoised(
+        ("mp", stage, plan.microbatch_samples * (layer.out_bytes or layer.in_bytes),
+         layer.mp_allreduces * (new.mp_backward_factor if backward else 1.0)),
+        lambda: CommTime(0.0, np.zeros(4), np.ones(4)), ("mp", (layer, stage, backward)))
+    assert template.on_network(compute_timer(plan), new, 0.0, plan) is None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is not None
+
+
+def test_a_template_is_refused_for_another_plan():
+    """The plan is made from the whole platform: where another network's plan has other stages
+    or microbatches, the template built for the first plan is not used (None), even though
+    every communication time would keep its sign."""
+    w = get_workload("transformer-17b")
+    eng, comm, plan = build(P, "fred-d", w, parse_strategy("MP4-DP2-PP2"))
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
+    other = dataclasses.replace(plan, microbatches=plan.microbatches + 1)
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, other) is None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is not None
+    assert GraphTemplate(eng, comm.config_load_s(), comm).on_network(
+        compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is None   # no plan recorded
+
+
+def test_the_comparison_fails_on_a_stale_template():
+    """The identity check above can fail: a template of another strategy (another structure)
+    forced onto a plan is not the plan's fresh graph."""
+    w = get_workload("transformer-17b")
+    eng, comm, plan = build(P, "fred-d", w, parse_strategy("MP4-DP4-PP1"))
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
+    q = random_network(random.Random(2))
+    stale, _ = on_network(template, q, "fred-d", w, parse_strategy("MP4-DP4-PP1"))
+    fresh, _, _ = build(q, "fred-d", w, parse_strategy("MP2-DP8-PP1"))
+    with pytest.raises(AssertionError):
+        assert_same_graph(stale, fresh)
+
+
+def test_the_network_free_key_drops_only_the_network():
+    """Platforms that differ in their network share the key; another training policy, fabric or
+    overlap policy does not; it never equals a structure key."""
+    w = get_workload("transformer-17b")
+    q = random_network(random.Random(3))
+    args = (w, None, "1f1b", None, None, True)
+    assert network_free_key(q, "fred-d", *args) == network_free_key(P, "fred-d", *args)
+    assert structure_key(q, "fred-d", *args) != structure_key(P, "fred-d", *args)
+    assert network_free_key(dataclasses.replace(P, dp_bucket_elements=1e6), "fred-d", *args) != \
+        network_free_key(P, "fred-d", *args)
+    assert network_free_key(P, "fred-b", *args) != network_free_key(P, "fred-d", *args)
+    assert network_free_key(P, "fred-d", *args) != structure_key(P, "fred-d", *args)
+
+
+def test_simulate_iteration_uses_the_template_on_another_network_and_equals_a_fresh_one():
+    """Through simulate_iteration: after the paper's platform, another network's iteration
+    comes from the template (kept then under its own structure key) and equals the result
+    with no template at all, bit for bit."""
+    w = get_workload("gpt-3")
+    current().graph_templates.clear()
+    simulate_iteration(P, "fred-d", w)
+    q = random_network(random.Random(4))
+    key = structure_key(q, "fred-d", w, None, "1f1b", None, None, True)
+    assert graph_template.lookup(key) is None
+    copied = simulate_iteration(q, "fred-d", w)
+    assert graph_template.lookup(key) is not None
+    current().graph_templates.clear()
+    fresh = simulate_iteration(q, "fred-d", w)
+    assert (copied.time_s, copied.breakdown, copied.comm_busy, copied.config_load_s, copied.tasks) == \
+        (fresh.time_s, fresh.breakdown, fresh.comm_busy, fresh.config_load_s, fresh.tasks)
