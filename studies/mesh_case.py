@@ -92,8 +92,8 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
                     dtype: str = "int32") -> MeshCase:
     """Validate and compute the model's side; nothing is built. ``algorithm``: an io-load's
     trees (default the model's fastest); the other ops run the model's own algorithm.
-    ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings and
-    chains, bit-exact against the golden model's order)."""
+    ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings, chains
+    and the 2D all-reduce, bit-exact against the golden model's order; the I/O ops int32)."""
     from sysmodel.mesh_rtl_model import mesh_platform
     from hdl.compiler.mesh_program import check_size_flits
     if op not in MESH_OPS:

@@ -5,8 +5,9 @@ in RTL (mesh RTL cycles / Fred-X RTL cycles) beside the model's and the paper's,
 
 The rows are :class:`~studies.fabric_validation.FabricValidationRow` (fabric ``mesh``), so the
 summary and its tolerance are the FRED fabrics' (:func:`studies.fabric_validation.summarise`).
-The I/O case is weight streaming (``io-load``) from the 18 edge controllers to every NPU
-(``fred_mesh_io``, docs/mesh_rtl.md "I/O controllers on the mesh"), with the model's trees.
+The I/O cases are weight streaming (``io-load``) from the 18 edge controllers to every NPU
+(``fred_mesh_io``, docs/mesh_rtl.md "I/O controllers on the mesh") and the gradient reduce-out
+(``io-store``) from every NPU into them (``fred_mesh_io_store``), with the model's trees.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from studies.fabric_validation import FabricValidation, FabricValidationRow
 from studies.report import Column, Markdown, replace_marked_block
 
-__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "IO_CASE", "mesh_validation_row",
+__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "IO_CASES", "mesh_validation_row",
            "fred_io_model_cycles", "speedup_rows", "mesh_markdown_block", "write_mesh_validation"]
 
 #: (label, request arguments of ``studies.mesh_case.build_mesh_case``): the labels are the
@@ -27,6 +28,7 @@ MESH_CASES = (
     ("MP2-DP5-PP2 DP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="dp")),
     ("MP2-DP5-PP2 PP multicast", dict(op="multicast", strategy="MP2-DP5-PP2", dim="pp")),
     ("wafer io-load", dict(op="io-load", group="wafer")),
+    ("wafer io-store", dict(op="io-store", group="wafer")),
 )
 MESH_BEGIN, MESH_END = "<!-- fabric-validate-mesh:begin -->", "<!-- fabric-validate-mesh:end -->"
 
@@ -41,12 +43,15 @@ PAPER_SPEEDUP = {
     "MP2-DP5-PP2 DP all-reduce": {"fred-a": 0.5, "fred-b": 1.6, "fred-c": 4.0, "fred-d": 6.4},
     "MP2-DP5-PP2 PP multicast": {"fred-a": 4.0, "fred-b": 4.0, "fred-c": 4.0, "fred-d": 4.0},
     # I/O (FRED.md sec. 1 and Table "GPT-3"): the mesh's hottest link needs (2 x 5 - 1) x 128 =
-    # 1,152 GBps and has 750, so its controllers stream at 750 / 1,152 = 0.65 of FRED's 128 GBps
+    # 1,152 GBps and has 750, so its controllers stream at 750 / 1,152 = 0.65 of FRED's 128 GBps;
+    # the reduce-out loads the same links the other way
     "wafer io-load": {f: 1152 / 750 for f in ("fred-a", "fred-b", "fred-c", "fred-d")},
+    "wafer io-store": {f: 1152 / 750 for f in ("fred-a", "fred-b", "fred-c", "fred-d")},
 }
-#: The I/O case: its FRED side is modelled only (:func:`fred_io_model_cycles`): the FRED RTL's I/O
-#: ops give each group one controller, the mesh's io-load streams from all 18 at once
-IO_CASE = "wafer io-load"
+#: The I/O cases and the FRED RTL's op of each: their FRED side is modelled only
+#: (:func:`fred_io_model_cycles`): the FRED RTL's I/O ops give each group one controller, the
+#: mesh's io-load and io-store run all 18 at once
+IO_CASES = {"wafer io-load": "io-broadcast", "wafer io-store": "io-reduce"}
 
 
 def mesh_validation_row(label: str, case) -> FabricValidationRow:
@@ -62,10 +67,11 @@ def mesh_validation_row(label: str, case) -> FabricValidationRow:
         flits_checked=int(rtl.program.recv_total), cycles_per_s=float(rtl.cycles_per_s))
 
 
-def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
+def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18, op: str = "io-broadcast",
                          characterization=None) -> float | None:
-    """The model's cycles for weight streaming ``size_flits`` to every NPU from ``controllers``
-    I/O controllers (each a stripe) on the platform of the ``fabric`` RTL with that many
+    """The model's cycles for weight streaming (``op`` io-broadcast; io-reduce: the gradient
+    reduce-out) of ``size_flits`` per NPU from (into) ``controllers`` I/O controllers (each a
+    stripe) on the platform of the ``fabric`` RTL with that many
     controllers (``sysmodel.fabric_model``: controller k on L1 k mod 5, at 128 GBps); None when
     the characterization lacks the L1 switch that platform needs (Fred-C/D's Fred_3(12) int32:
     4 NPUs, 4 uplinks and 4 controllers)."""
@@ -75,8 +81,8 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
     from hdl.contracts.fabric import fabric_spec, make_request
     from sysmodel.fabric_model import model_cycles
     spec = replace(fabric_spec(fabric), io_controllers=controllers)
-    # the model stripes an io-broadcast's group over every controller of the platform
-    request = make_request(spec, op="io-broadcast", size_flits=size_flits, group="wafer")
+    # the model stripes an I/O op's group over every controller of the platform
+    request = make_request(spec, op=op, size_flits=size_flits, group="wafer")
     try:
         return model_cycles(spec, request, characterization=characterization).cycles
     except FredError as error:
@@ -88,11 +94,11 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 def speedup_rows(rows, *, characterization=None) -> list[dict]:
     """For every mesh row with Fred-X rows of the same case and size among ``rows``: the mesh
     cycles over each Fred-X's, in RTL and in the model, beside the paper's
-    (:data:`PAPER_SPEEDUP`; None where the paper has no figure). The I/O case (:data:`IO_CASE`)
-    has no Fred-X RTL: its cells are (None, the model's ratio or None, the paper's) for every
+    (:data:`PAPER_SPEEDUP`; None where the paper has no figure). The I/O cases (:data:`IO_CASES`)
+    have no Fred-X RTL: its cells are (None, the model's ratio or None, the paper's) for every
     Fred-X of ``rows`` (all four when ``rows`` has none)."""
     fred = {(r.fabric, r.case, r.size_flits): r for r in rows if r.fabric != "mesh"}
-    fabrics = sorted({f for f, _, _ in fred}) or sorted(PAPER_SPEEDUP[IO_CASE])
+    fabrics = sorted({f for f, _, _ in fred}) or sorted(PAPER_SPEEDUP["wafer io-load"])
     out = []
     for mesh in (r for r in rows if r.fabric == "mesh"):
         cells = {}
@@ -101,10 +107,11 @@ def speedup_rows(rows, *, characterization=None) -> list[dict]:
             if other is not None:
                 cells[fabric] = (mesh.rtl_cycles / other.rtl_cycles, mesh.model_cycles / other.model_cycles,
                                  PAPER_SPEEDUP.get(mesh.case, {}).get(fabric))
-            elif mesh.case == IO_CASE:
-                model = fred_io_model_cycles(fabric, mesh.size_flits, characterization=characterization)
+            elif mesh.case in IO_CASES:
+                model = fred_io_model_cycles(fabric, mesh.size_flits, op=IO_CASES[mesh.case],
+                                             characterization=characterization)
                 cells[fabric] = (None, None if model is None else mesh.model_cycles / model,
-                                 PAPER_SPEEDUP[IO_CASE][fabric])
+                                 PAPER_SPEEDUP[mesh.case][fabric])
         if cells:
             out.append({"case": mesh.case, "size_flits": mesh.size_flits, "mesh_rtl": mesh.rtl_cycles,
                         "speedups": cells})
@@ -156,10 +163,11 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
                             (lambda s, f=f: _speedup_cell(s["speedups"][f]) if f in s["speedups"] else "-"))
                      for f in fabrics))
         doc.table(columns, speedups)
-    if any(s["case"] == IO_CASE for s in speedups):
-        doc.paragraph(f"{IO_CASE}: no Fred-X RTL figure. The FRED RTL's I/O ops (packet fabric, "
+    if any(s["case"] in IO_CASES for s in speedups):
+        doc.paragraph(f"{' and '.join(IO_CASES)}: no Fred-X RTL figure. The FRED RTL's I/O ops (packet fabric, "
                       "`io-broadcast` / `io-reduce`) give each group one controller; the mesh's "
-                      "weight streaming is 18 controllers at once, each a stripe to every NPU. "
+                      "weight streaming (reduce-out) is 18 controllers at once, each a stripe to "
+                      "(from) every NPU. "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
                       "platform with 18 controllers (controller k on L1 k mod 5); '-' where the "
                       "characterization has no L1 switch for that platform (Fred-C/D: Fred_3(12) "

@@ -779,12 +779,20 @@ def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> t
     fastest, or the one ``algorithm`` names)."""
     stripe = c.size / len(net.io_nodes)
 
+    # a reducing member sends its sum of flit i on only when every child's flit i has arrived:
+    # each NPU on the deepest leaf's path receives, adds and sends on (``npu.forward_latency_ns``,
+    # as a chain's member); a broadcast's members forward what arrives, which the busiest link's
+    # time hides (docs/mesh_rtl.md, "Gradient reduce-out")
+    forward = net.platform.forward_latency_ns * 1e-9 if c.op == "io-store" else 0.0
+
     def trees(order: str) -> Traffic:
         t = net.traffic()
         lat = 0.0
         for io in net.io_nodes:
             links = t.tree_links(io, c.group, order)
-            lat = max(lat, max(net.path_latency(net.path(io, r, order)) for r in c.group))
+            paths = [net.path(io, r, order) for r in c.group]
+            # every link of a path but the controller's ends at an NPU that sends on
+            lat = max(lat, max(net.path_latency(p) + (len(p) - 1) * forward for p in paths))
             if c.op == "io-store":  # the reduce tree is the broadcast tree reversed
                 links = {net.link_id[(int(net.link_dst[l]), int(net.link_src[l]))] for l in links}
                 for l in links:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from hdl.contracts.fabric import engine_forward_cycles, fabric_spec
 from hdl.contracts.mesh import MeshFabricSpec, npu_receive_cycles, router_latency
-from hdl.contracts.mesh_io import MeshIoSpec
+from hdl.contracts.mesh_io import MeshIoSpec, reduce_member_cycles
 from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, build_network, evaluate, mesh_2d_split, rectangle
 from sysmodel.fabric_model import fabric_platform
@@ -90,11 +90,18 @@ def mesh_split(spec: MeshFabricSpec, group, size_flits: int, *, platform: Platfo
 def mesh_io_platform(spec: MeshIoSpec, *, characterization=None) -> Platform:
     """:func:`mesh_platform` of ``spec.mesh`` with ``spec.controllers`` I/O controllers on the
     edge (the model places them as the RTL: ``hdl.contracts.mesh_io.edge_io_ports``), each link
-    ``io_rate`` of the NPU's port (the RTL's cycle moves one flit through that port)."""
+    ``io_rate`` of the NPU's port (the RTL's cycle moves one flit through that port), and a
+    reducing member's latency (``hdl.contracts.mesh_io.reduce_member_cycles``) as the NPU's
+    forwarding latency: the io-store's reduce trees charge it per member on the deepest leaf's
+    path (``sysmodel.collectives._mesh_io``)."""
     base = mesh_platform(spec.mesh, characterization=characterization)
+    cycle_ns = base.switch_at("l1").cycle_s * 1e9
     a, b = spec.io_rate
+    # the only endpoint algorithm this platform runs through NPUs is the io-store's reduce
+    # trees: a member's forwarding latency is its reducer's, not the fabric engines'
     return replace(base, name="rtl-mesh-io", io_controllers=spec.controllers,
-                   io_gbps=base.npu_send_gbps * a / b)
+                   io_gbps=base.npu_send_gbps * a / b,
+                   forward_latency_ns=reduce_member_cycles() * cycle_ns)
 
 
 def mesh_io_model_cycles(spec: MeshIoSpec, stripe_flits: int, *, mode: str | None = None,

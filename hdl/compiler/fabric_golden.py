@@ -131,16 +131,38 @@ def received_streams(spec: FabricSpec, request: FabricRequest, program) -> list[
 
 
 def endpoint_streams(dtype: str, lanes: int, engines) -> list[np.ndarray]:
-    """Per engine of a one-stage endpoint program (ring, chain; each stage's ``sender`` an index
-    into ``engines``), the fp16 bit patterns (uint16, ``(flits, lanes)``) it must receive: each
-    engine's output stream as it computes it, a receiver getting its sender's."""
+    """Per engine of an endpoint program (ring, chain, the mesh's hierarchical 2D all-reduce;
+    each stage's ``sender`` an index into ``engines``), the fp16 bit patterns (uint16,
+    ``(flits, lanes)``) it must receive, stage after stage: in each stage every engine's output
+    stream as it computes it, a receiver getting its sender's.
+
+    A stage's own data is its ``(ws, hs)`` data (:func:`own_data`), which is how the engine
+    makes it (``hdl.designs.fabric.npu_engine.NpuEngine``): in a later stage the engine
+    regenerates what it holds from the weights of the earlier stages' sum instead of keeping
+    the sums it computed. In int32 that is the same number; in fp16 it is not the fp16 sum the
+    earlier stage delivered, so a several-stage fp16 run checks every flit, every addition and
+    its order, not the numerical all-reduce of the NPUs' data. So each stage is computed on its
+    own, and an engine's received stream is its stages' streams in stage order (its receive
+    side finishes a stage before the next, :class:`NpuEngine`)."""
     dt = get_dtype(dtype)
     streams = [np.zeros((0, lanes), dtype=np.uint16)] * len(engines)
-    if any(len(e["stages"]) != 1 for e in engines):
-        raise FredError("the fp16 golden model covers one-stage endpoint programs (ring, chain)")
-    stages = [e["stages"][0] for e in engines]
+    for s in range(max(len(e["stages"]) for e in engines)):
+        stages = [e["stages"][s] if s < len(e["stages"]) else _NO_STAGE for e in engines]
+        for r, got in enumerate(_stage_streams(dt, lanes, stages)):
+            streams[r] = np.concatenate([streams[r], got])
+    return streams
+
+
+#: What an engine with fewer stages does in a later one: nothing.
+_NO_STAGE = dict(send_count=0, recv_count=0)
+
+
+def _stage_streams(dt, lanes: int, stages) -> list[np.ndarray]:
+    """Per engine, what it receives in one stage (``stages[r]``: its registers)."""
+    empty = np.zeros((0, lanes), dtype=np.uint16)
+    streams = [empty] * len(stages)
     sent = [np.zeros((st["send_count"], lanes), dtype=np.uint16) for st in stages]
-    done = [0] * len(engines)
+    done = [0] * len(stages)
     while any(done[r] < st["send_count"] for r, st in enumerate(stages)):
         progress = False
         for r, st in enumerate(stages):

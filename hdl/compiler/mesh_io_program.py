@@ -160,6 +160,11 @@ class IoStoreProgram:
     def mode_index(self) -> int:
         return IO_MODES.index(self.mode)
 
+    @property
+    def recv_total(self) -> int:
+        """Flits the controllers check (each a sum over every NPU), summed over the controllers."""
+        return sum(self.expect)
+
 
 def io_store_program(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *,
                      max_stripe: int) -> IoStoreProgram:

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import EAST, NORTH, SOUTH, WEST, MeshFabricSpec, check_link_rate
+from hdl.contracts.mesh import EAST, NORTH, ROUTER_LATENCY, SOUTH, WEST, MeshFabricSpec, check_link_rate
 
 __all__ = ["edge_io_ports", "IO_MODES", "MeshIoSpec", "SEQ_BITS", "TREE_BITS", "CHECK_BITS",
            "STORE_SEQ_BITS", "STORE_VALUE_BITS", "store_value", "store_sum", "store_sum_factors", "store_word",
+           "REDUCE_LATENCY", "reduce_member_cycles",
            "io_word", "io_check"]
 
 #: How a controller's stripe is split between its two trees: all X-Y, all Y-X, or half each
@@ -116,6 +117,19 @@ class MeshIoSpec:
 # duplicated or wrong contribution).
 STORE_SEQ_BITS = 13
 STORE_VALUE_BITS = 16
+#: Cycles from a child's flit on the reducer's ``eject`` to the sum at its output
+#: (``hdl.designs.mesh.reduce_forwarder.ReduceForwarder``: the sum enters the send queue the
+#: cycle after the last child's flit, and leaves the buffered queue the cycle after).
+REDUCE_LATENCY = 2
+
+
+def reduce_member_cycles() -> int:
+    """Cycles a reducing NPU adds to a store flit's path beyond the link into it (a wire and
+    the sending router, ``hdl.contracts.mesh.router_latency`` + ``link_latency``): its own
+    router to the local output and its reducer (:data:`REDUCE_LATENCY`): 4. The model's
+    platform of the RTL mesh charges it per member on the deepest leaf's path
+    (``sysmodel.mesh_rtl_model.mesh_io_platform``)."""
+    return ROUTER_LATENCY + REDUCE_LATENCY
 
 
 def store_value(rank: int, tree: int, seq: int) -> int:

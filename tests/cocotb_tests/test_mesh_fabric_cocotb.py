@@ -22,10 +22,13 @@ def test_mesh_collective_completes_exactly_and_is_bounded_by_the_busiest_link(op
     assert case.rtl.cycles <= case.estimate.cycles * 1.5
 
 
-@pytest.mark.parametrize("op, dim", [("all-reduce", "dp"), ("multicast", "pp")])
-def test_fp16_rings_and_chains_are_bit_exact_in_the_configured_order(op, dim):
+@pytest.mark.parametrize("op, where", [("all-reduce", dict(strategy="MP2-DP5-PP2", dim="dp")),
+                                       ("multicast", dict(strategy="MP2-DP5-PP2", dim="pp")),
+                                       ("all-reduce", dict(group="wafer"))])
+def test_fp16_rings_chains_and_the_2d_all_reduce_are_bit_exact_in_the_configured_order(op, where):
     """fp16 on the 5 x 4 mesh: every engine's hash of what it received equals the golden
-    model's (run_mesh_case raises otherwise); the time beside the model's."""
-    case = run_mesh_case(build_mesh_case(op=op, size=400, strategy="MP2-DP5-PP2", dim=dim, dtype="fp16"))
+    model's (run_mesh_case raises otherwise; the wafer's 2D all-reduce stage by stage); the
+    time beside the model's."""
+    case = run_mesh_case(build_mesh_case(op=op, size=400, dtype="fp16", **where))
     print(f"fp16 {case.label}: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}")
     assert case.rtl.cycles == pytest.approx(case.estimate.cycles, rel=0.05)

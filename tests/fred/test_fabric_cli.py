@@ -50,9 +50,6 @@ def test_bad_requests_fail_with_one_line(argv, words, capsys):
 def test_validate_rejects_unknown_fabrics_before_building(capsys):
     assert main(["fabric-validate", "--fabrics", "fred-d,torus", "--no-write"]) == 1
     assert "unknown fabric(s) torus" in capsys.readouterr().err
-    # the mesh runs int32 only: refused before anything is built
-    assert main(["fabric-validate", "--fabrics", "mesh", "--dtype", "fp16", "--no-write"]) == 1
-    assert "int32 only" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["fabric-validate", "--sizes", "0,40"])
 
@@ -124,3 +121,19 @@ def test_io_ops_are_refused_on_the_circuit_fabric_and_chain_on_endpoint_fabrics(
                  "--size", "40", "--model-only", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model"]["algorithm"] == "chain" and out["fabric"]["io_controllers"] == 1
+
+
+def test_validate_runs_the_meshs_fig9_cases_in_fp16_and_leaves_its_io_cases_out():
+    """``--dtype fp16`` with the mesh: the four Fig. 9 cases at each size, built (modelled and
+    programmed, nothing simulated) with fp16 engines; io-load and io-store (int32 words) named
+    as left out."""
+    import argparse
+
+    from fred.commands.fabric_validate import _mesh_cases
+    args = argparse.Namespace(dtype="fp16", characterization=None, sizes=(40,))
+    cases, left_out = _mesh_cases(args)
+    assert left_out == ["wafer io-load", "wafer io-store"]
+    assert [label for label, _, _ in cases] == ["wafer all-reduce", "MP2-DP5-PP2 MP all-reduce",
+                                                "MP2-DP5-PP2 DP all-reduce", "MP2-DP5-PP2 PP multicast"]
+    assert {case.spec.dtype for _, case, _ in cases} == {"fp16"}
+    assert cases[0][1].estimate.algorithm == "hierarchical-2d"

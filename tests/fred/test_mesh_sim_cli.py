@@ -80,6 +80,14 @@ def test_model_only_fp16_chain_adds_the_adders_forwarding_latency(capsys):
         engine_forward_cycles("fp16") - engine_forward_cycles("int32"))
 
 
+def test_model_only_fp16_wafer_all_reduce_is_the_three_stage_2d(capsys):
+    """The hierarchical 2D all-reduce runs fp16 too (its golden model is computed stage by
+    stage): the wafer request is accepted with the model's algorithm."""
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--group", "wafer", "--size", "40",
+                 "--dtype", "fp16", "--model-only", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["algorithm"] == "hierarchical-2d"
+
+
 def test_model_only_json_for_a_strategy(capsys):
     assert main(["fabric-sim", "--fabric", "mesh", "--op", "all-reduce", "--strategy", "MP2-DP5-PP2",
                  "--dim", "dp", "--size", "100", "--model-only", "--json"]) == 0
@@ -94,7 +102,7 @@ def test_model_only_json_for_a_strategy(capsys):
     (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
     (["--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp", "--size", "8"], "use --group wafer"),
     (["--op", "io-load", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "drop --dtype"),
-    (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "runs int32 only"),
+    (["--op", "io-store", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "drop --dtype"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "bf16"], "int32 or fp16"),
     (["--op", "io-load", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "runs the trees"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),

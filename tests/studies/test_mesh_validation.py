@@ -38,7 +38,7 @@ def test_io_load_row_reads_a_real_case_and_program():
     from hdl.compiler.mesh_io_program import io_load_program
     from studies.mesh_case import build_mesh_case
     from studies.mesh_validation import MESH_CASES
-    label, request = MESH_CASES[-1]
+    label, request = next((label, r) for label, r in MESH_CASES if r["op"] == "io-load")
     case = build_mesh_case(size=40, **request)
     case.rtl = SimpleNamespace(cycles=120, cycles_per_s=2e4, program=io_load_program(case.io, 3, case.mode))
     r = mesh_validation_row(label, case)
@@ -81,8 +81,8 @@ def test_fred_io_model_is_the_uplink_bound_by_hand():
 
 
 def test_the_io_case_gets_model_and_paper_speedups_without_fred_rtl():
-    from studies.mesh_validation import IO_CASE, fred_io_model_cycles
-    rows = [row("mesh", IO_CASE, 4014, 7606.0, 7700), row("fred-b", "wafer all-reduce", 4014, 8033.0, 8032)]
+    from studies.mesh_validation import fred_io_model_cycles
+    rows = [row("mesh", "wafer io-load", 4014, 7606.0, 7700), row("fred-b", "wafer all-reduce", 4014, 8033.0, 8032)]
     (io,) = speedup_rows(rows)
     rtl, model, paper = io["speedups"]["fred-b"]
     assert rtl is None and paper == pytest.approx(1152 / 750)
@@ -90,3 +90,24 @@ def test_the_io_case_gets_model_and_paper_speedups_without_fred_rtl():
     # no Fred-X rows at all: the four variants' model and paper ratios
     (io,) = speedup_rows(rows[:1])
     assert sorted(io["speedups"]) == ["fred-a", "fred-b", "fred-c", "fred-d"]
+
+
+def test_io_store_row_pairs_with_the_fred_models_io_reduce():
+    """fabric-validate's 40-flit io-store: the same 3-flit stripes and split trees as io-load,
+    its model latency the reducing members' (tests/sysmodel/test_mesh_io_model.py: 154 =
+    102 + 52); its Fred-X model ratio is against the FRED model's io-reduce with 18 controllers."""
+    from hdl.compiler.mesh_io_program import io_store_program
+    from studies.mesh_case import STORE_MAX_STRIPE, build_mesh_case
+    from studies.mesh_validation import MESH_CASES, fred_io_model_cycles
+    label, request = next((label, r) for label, r in MESH_CASES if r["op"] == "io-store")
+    case = build_mesh_case(size=40, **request)
+    case.rtl = SimpleNamespace(cycles=150, cycles_per_s=2e4,
+                               program=io_store_program(case.io, 3, case.mode, max_stripe=STORE_MAX_STRIPE))
+    r = mesh_validation_row(label, case)
+    assert (r.case, r.algorithm, r.size_flits) == ("wafer io-store", "tree-split", 54)
+    assert (r.model_bandwidth_cycles, r.model_cycles) == pytest.approx((102, 154))
+    assert r.flits_checked == 18 * 3    # each controller's stripe, every flit a sum of 20 NPUs
+    (store,) = speedup_rows([r])
+    rtl, model, paper = store["speedups"]["fred-b"]
+    assert rtl is None and paper == pytest.approx(1152 / 750)
+    assert model == pytest.approx(154 / fred_io_model_cycles("fred-b", 54, op="io-reduce"))

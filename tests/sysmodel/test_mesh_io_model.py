@@ -43,3 +43,31 @@ def test_an_unknown_io_op_is_refused():
     from hdl.contracts.errors import FredError
     with pytest.raises(FredError, match="io-load and io-store"):
         mesh_io_model_cycles(MeshIoSpec(), 10, op="io-write")
+
+
+def test_reduce_out_charges_every_reducing_member_on_the_deepest_path():
+    """5 x 4, 3-flit stripes, split trees: the busiest link carries 8.5 stripes (25.5 flits at
+    1/4 flit per cycle: 102 cycles). The deepest leaf of a corner controller's tree is 7 mesh
+    links away; with the controller's link that is 8 links of wire + router (3 cycles each): 24,
+    io-load's latency. io-store adds each of the 7 NPUs that receive, add and send on
+    (``reduce_member_cycles``: 4): 24 + 28 = 52, 154 in all."""
+    from hdl.contracts.mesh_io import reduce_member_cycles
+    load = mesh_io_model_cycles(MeshIoSpec(), 3, mode="tree-split")
+    store = mesh_io_model_cycles(MeshIoSpec(), 3, mode="tree-split", op="io-store")
+    assert reduce_member_cycles() == 4
+    assert store.bandwidth_cycles == pytest.approx(load.bandwidth_cycles) == pytest.approx(102)
+    assert load.cycles - load.bandwidth_cycles == pytest.approx(24)
+    assert store.cycles - store.bandwidth_cycles == pytest.approx(24 + 7 * 4)
+
+
+def test_the_papers_mesh_reduces_out_with_no_forwarding_latency():
+    """The paper gives no NPU forwarding latency (``npu.forward_latency_ns`` 0): on its platform
+    io-store's latency stays io-load's, so the evaluation's mesh figures do not move."""
+    from sysmodel.collectives import Collective, evaluate
+    from sysmodel.platform import default_platform
+    platform = default_platform()
+    assert platform.forward_latency_ns == 0
+    group = tuple(range(platform.npus))
+    load, store = (evaluate(platform, "mesh", [Collective(op, group=group, size=1 << 20)])
+                   for op in ("io-load", "io-store"))
+    assert store.latency_s == pytest.approx(load.latency_s)

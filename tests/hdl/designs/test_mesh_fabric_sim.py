@@ -74,10 +74,19 @@ def test_fp16_two_way_ring_matches_the_golden_order_bit_for_bit(run_fabric_top):
     assert expected_hashes(spec, mesh_program(spec, [list(range(4))], 8, algorithm="ring", seed=1)) != want
 
 
-def test_fp16_refuses_the_three_stage_2d_all_reduce():
-    spec = MeshFabricSpec(rows=2, cols=2, dtype="fp16")
-    with pytest.raises(FredError, match="int32 only"):
-        mesh_program(spec, [list(range(4))], 8, algorithm="hierarchical-2d")
+def test_fp16_three_stage_2d_all_reduce_matches_the_golden_order_bit_for_bit(run_fabric_top):
+    """fp16 hierarchical 2D all-reduce on 2 x 2 (rows, columns, rows for chunk 0; columns first
+    for chunk 1): three stages per engine, every engine's hash equal to the golden model's
+    (hdl.compiler.fabric_golden.endpoint_streams, stage by stage); another seed gives other hashes."""
+    from hdl.compiler.mesh_program import expected_hashes
+    spec = MeshFabricSpec(rows=2, cols=2, eject_depth=32, engine_buffer=32, dtype="fp16")
+    program = mesh_program(spec, [list(range(4))], 8, algorithm="hierarchical-2d")
+    assert {len(e["stages"]) for e in program.engines} == {3}
+    out = run(run_fabric_top, spec, program)
+    _check_clean(out, program)
+    want = expected_hashes(spec, program)
+    assert [e["hash"] for e in out["engines"]] == want and len(set(want)) > 2
+    assert expected_hashes(spec, mesh_program(spec, [list(range(4))], 8, algorithm="hierarchical-2d", seed=1)) != want
 
 
 def test_a_neighbour_hop_takes_eight_cycles_and_the_models_platform_says_so(run_fabric_top):
