@@ -88,7 +88,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     name, what the RTL cannot run: overlap, pipeline stages, weight streaming, several
     collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
     from hdl.contracts.placement import parse_strategy
-    from hdl.contracts.trace_program import collective_request, collective_requests, npu_trace
+    from hdl.contracts.trace_program import collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
     _refuse_overlap(overlap)
     spec, network, text = _fabric(fabric, characterization, spec_overrides)
@@ -103,12 +103,13 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
                   for r, nodes in export.ranks.items()}
         request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes)
         program, collective = _mesh_programs(spec, request, network)
-    else:
-        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s) for r, nodes in export.ranks.items()}
-        request = collective_request(export.ranks, traces, flit_bytes=timing.flit_bytes)
+    else:   # several collectives: the NPUs' and switches' loaders (the switches' phases shared)
+        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16)
+                  for r, nodes in export.ranks.items()}
+        request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes)
         program, collective = None, {}
-        if request is not None:
-            program, collective = _fred_program(spec, request, network, text)
+        if request:
+            program, collective = _fred_programs(spec, request, network, text)
     cycle = timing.cycle_s
     model = {"iteration_cycles": export.time_s / cycle,
              "compute_cycles": export.breakdown["compute"] / cycle,
@@ -143,6 +144,35 @@ def _fred_program(spec, request, network, text):
                      "algorithm": estimate.algorithm, "model_cycles": estimate.cycles}
 
 
+def _fred_programs(spec, requests, network, text):
+    """The circuit fabric's program of each request (in order) with the model's algorithm for
+    it; refused, naming the switch, unless the switches hold the phases of every distinct
+    algorithm side by side (``cocotb_tests.iteration.fred_loading.switch_slots``); the summary
+    as :func:`_mesh_programs`'."""
+    from cocotb_tests.iteration.fred_loading import switch_slots
+    made: dict = {}
+    programs = []
+    for request in requests:
+        key = (request.op, tuple((c.members, c.root) for c in request.collectives), request.size_flits)
+        if key not in made:
+            program, summary = _fred_program(spec, request, network, text)
+            made[key] = (program, summary)
+        programs.append(made[key])
+    switch_slots(spec, [p for p, _ in programs])
+    return [p for p, _ in programs], _programs_summary(requests, [s["algorithm"] for _, s in programs],
+                                                      [s["model_cycles"] for _, s in programs])
+
+
+def _programs_summary(requests, algorithms, cycles) -> dict:
+    """How many collectives, the distinct (groups, flits, algorithm), the model's cycles of them all."""
+    kinds = sorted({(f"{r.op} of {len(r.collectives)} group(s)", r.size_flits, a)
+                    for r, a in zip(requests, algorithms)})
+    return {"collectives": len(requests), "distinct": [list(k) for k in kinds],
+            "label": f"{len(requests)} collective(s), {len(kinds)} distinct",
+            "size_flits": sum(r.size_flits for r in requests),
+            "algorithm": ",".join(sorted(set(algorithms))), "model_cycles": sum(cycles)}
+
+
 def _mesh_programs(spec, requests, network):
     """The mesh's engine programs of each request (in order) with the model's algorithm (and,
     for the hierarchical 2D all-reduce, the model's split), as ``studies.mesh_case`` runs a
@@ -163,14 +193,8 @@ def _mesh_programs(spec, requests, network):
                                                            op=op, label=request.label)
             made[key] = (program, estimate)
         programs.append(made[key])
-    kinds = sorted({(f"{r.op} of {len(r.collectives)} group(s)", r.size_flits, e.algorithm)
-                    for r, (_, e) in zip(requests, programs)})
-    return [p for p, _ in programs], {
-        "collectives": len(requests), "distinct": [list(k) for k in kinds],
-        "label": f"{len(requests)} collective(s), {len(kinds)} distinct",
-        "size_flits": sum(r.size_flits for r in requests),
-        "algorithm": ",".join(sorted({e.algorithm for _, e in programs})),
-        "model_cycles": sum(e.cycles for _, e in programs)}
+    return [p for p, _ in programs], _programs_summary(requests, [e.algorithm for _, e in programs],
+                                                      [e.cycles for _, e in programs])
 
 
 def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:

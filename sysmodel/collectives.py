@@ -49,7 +49,9 @@ Time of concurrent collectives (:func:`evaluate`): bytes of every collective are
 directed link; the busiest link (bytes / bandwidth) sets the time, plus the longest
 latency chain and phase-switch overheads. On FRED, link bytes are whole flits: every chunk a
 transfer sends (a ring step's chunk, a message, an I/O stripe) is rounded up to the switch's
-``flit_bytes``; the mesh is byte-granular (its link format is not specified). Effective
+``flit_bytes``; the mesh is byte-granular (its link format is not specified) unless the
+platform gives it a flit (``mesh_flit_bytes``, the model of the RTL mesh): then a ring or 2D
+all-reduce's chunks are whole flits per piece, padded as the RTL's engines pad them. Effective
 bandwidth per NPU = payload bytes sent per sending NPU / time (GBps = 1e9 B/s, as in the
 paper). The result also lists the switch configurations the in-switch collectives need stored
 and the one-time time to load them (:func:`configuration_load_s`; not part of ``time_s``:
@@ -58,6 +60,7 @@ configurations are loaded once, before the first use).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -358,9 +361,13 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
     other chunk). What the schedule takes beyond the summed loads' time is latency the link
     time cannot hide, as the FRED hierarchical algorithm's stages (checked against the RTL
     mesh fabric, docs/fabric_validation.md)."""
+    plans = _mesh_2d_plans(net, op, rows, cols)
+    flit = net.platform.mesh_flit_bytes
+    if flit:   # the split of the whole flits the engines get, and what they send of each chunk
+        size = _whole_flits(size, flit) * flit
     a = mesh_2d_split(net, op, rows, cols, size)[0]
-    chunks = [_mesh_2d_stages(net, plan, share * size)
-              for plan, share in zip(_mesh_2d_plans(net, op, rows, cols), (a, 1 - a))]
+    sizes = _whole_flit_chunks(net, plans, size, a) if flit else (a * size, (1 - a) * size)
+    chunks = [_mesh_2d_stages(net, plan, chunk) for plan, chunk in zip(plans, sizes)]
     out = net.traffic()
     for stages in chunks:
         chunk = net.traffic()
@@ -370,6 +377,30 @@ def _mesh_2d(net: MeshNetwork, op: str, rows, cols, size: float) -> Traffic:
     scheduled = chains_time([[(s.time(), s.link_times()) for s in stages] for stages in chunks])
     out.latency_s += max(0.0, scheduled - out.time())
     return out
+
+
+def _whole_flits(size: float, flit: int) -> int:
+    """A buffer of ``size`` bytes in whole flits (at least one)."""
+    return max(1, math.ceil(size / flit - 1e-9))
+
+
+def _whole_flit_chunks(net: MeshNetwork, plans, size: float, split: float) -> tuple[float, float]:
+    """Bytes each of the two chunks of a mesh algorithm (``plans``: the 2D all-reduce's rows
+    first and columns first, or a ring's two directions) sends on a mesh of whole flits
+    (``mesh_flit_bytes``): ``split`` of ``size`` in whole flits per piece, as the RTL mesh's
+    engines cut and pad it (:func:`hdl.compiler.algorithms.two_chunk_flits`)."""
+    flit = net.platform.mesh_flit_bytes
+    chunks = algorithms.two_chunk_flits(_whole_flits(size, flit), split, plans[0].pieces)
+    return tuple(float(algorithms.padded_to_pieces(c, plan.pieces) * flit) for c, plan in zip(chunks, plans))
+
+
+def _mesh_ring_bytes(net: MeshNetwork, plan: Plan, size: float) -> float:
+    """The buffer a mesh ring all-reduce runs on: ``size``, or on a mesh of whole flits both
+    directions' padded chunks (the model's ring halves its buffer between the directions, so
+    twice the larger)."""
+    if not net.platform.mesh_flit_bytes:
+        return size
+    return 2 * max(_whole_flit_chunks(net, (plan, plan), size, 0.5))
 
 
 def _mesh_2d_plans(net: MeshNetwork, op: str, rows, cols) -> tuple[Plan, Plan]:
@@ -674,7 +705,9 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
     if c.op in RING_OPS:
         if n == 1:
             return "local", net.traffic()
-        candidates = [("ring", _ring_stage(net, algorithms.ring(c.op, _order(net, g)).stages[0], c.size))]
+        ring = algorithms.ring(c.op, _order(net, g))
+        size = _mesh_ring_bytes(net, ring, c.size) if isinstance(net, MeshNetwork) else c.size
+        candidates = [("ring", _ring_stage(net, ring.stages[0], size))]
         if isinstance(net, MeshNetwork):
             rect = rectangle(net, g)
             if rect:

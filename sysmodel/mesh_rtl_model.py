@@ -8,7 +8,8 @@ what a flit spends per hop in the RTL: the wire's ``link_latency`` plus the rout
 (``hdl.contracts.mesh.router_latency``), a forwarding member's latency of its own router, its
 engine port's ejection and its engine (``npu_receive_cycles`` + ``engine_forward_cycles``: a
 link's latency counts the router a flit enters, not the destination's ejection through its
-router and engine port), no I/O controllers. :func:`mesh_model_cycles` gives
+router and engine port), whole flits per piece of an all-reduce's chunks (``mesh_flit_bytes``:
+the engines cut a chunk into whole-flit pieces, padding it), no I/O controllers. :func:`mesh_model_cycles` gives
 the model's cycles for the all-reduce the RTL runs, with the model's own algorithm choice.
 """
 
@@ -38,6 +39,8 @@ def mesh_platform(spec: MeshFabricSpec, *, characterization=None) -> Platform:
     a, b = spec.link_rate
     return replace(base, name="rtl-mesh", mesh_rows=spec.rows, mesh_cols=spec.cols,
                    mesh_link_gbps=npu_gbps * a / b,
+                   # the engines send whole flits per piece of a chunk (hdl.compiler.algorithms.two_chunk_flits)
+                   mesh_flit_bytes=timing.flit_bytes,
                    link_latency_ns=(spec.link_latency + router_latency()) * cycle_ns,
                    # a member's receive and send on: its own router and engine port, then the engine
                    forward_latency_ns=(npu_receive_cycles() + engine_forward_cycles(spec.dtype)) * cycle_ns,

@@ -70,6 +70,7 @@ class NetworkSpec:
     mesh_rows: int
     mesh_cols: int
     mesh_link_gbps: float
+    mesh_flit_bytes: int
     npus_per_l1: int
     switch: SwitchTiming
     variants: FrozenDict
@@ -133,7 +134,7 @@ class Platform:
     ``memory_bandwidth_gbps``, ``memory_capacity_gb``, ``compute_efficiency``,
     ``io_controllers``, ``io_gbps``, ``link_latency_ns`` (``l1_l2_latency_ns``: the L1-L2 links'
     own, optional), ``mesh_rows``, ``mesh_cols``,
-    ``mesh_link_gbps``, ``npus_per_l1``, ``switch`` (:class:`SwitchTiming`, required: the
+    ``mesh_link_gbps``, ``mesh_flit_bytes`` (0: byte-granular), ``npus_per_l1``, ``switch`` (:class:`SwitchTiming`, required: the
     model never assumes switch timings), ``variants`` (name -> :class:`FredVariant`),
     ``optimizer_bytes_per_param``, ``iterations`` (iterations the reported time per iteration
     is the mean over; the first also pays the one-time loads), ``dp_bucket_elements`` and
@@ -202,6 +203,11 @@ class Platform:
     #: header reaches it, so the selects add up along the path; a packet switch's input VC
     #: buffer adds its latency per switch): the packet switch (docs/sysmodel.md)
     phase_select: str = "start"
+    #: the flit a mesh's endpoint engines move (``[mesh] flit_bytes``): each chunk of a mesh
+    #: ring or hierarchical 2D all-reduce is then sent as whole flits per piece, padded as the
+    #: RTL mesh's engines pad it (:func:`hdl.compiler.algorithms.two_chunk_flits`); 0: the
+    #: mesh is byte-granular (the paper's: its link format is not specified)
+    mesh_flit_bytes: int = 0
 
     def __post_init__(self):
         # read-only tables: the platform is a value (hashable, safe to share between caches)
@@ -338,7 +344,8 @@ _LAYOUT = {
     "io": {"controllers": "io_controllers", "controller_gbps": "io_gbps"},
     "link": {"latency_ns": "link_latency_ns", "efficiency": "link_efficiency",
              "l1_l2_latency_ns": "l1_l2_latency_ns"},
-    "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps"},
+    "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps",
+             "flit_bytes": "mesh_flit_bytes"},
     "fred": {"npus_per_l1": "npus_per_l1", "unicast_routing": "unicast_routing",
              "phase_select": "phase_select"},
     "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
@@ -382,6 +389,7 @@ class _Mesh(InputModel):
     rows: NonNegativeInt
     cols: NonNegativeInt
     link_gbps: NonNegativeNumber
+    flit_bytes: NonNegativeInt = 0
 
     @model_validator(mode="after")
     def _a_mesh_has_size_and_links(self):

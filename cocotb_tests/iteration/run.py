@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
-from hdl.contracts.trace_program import NpuTrace, trace_writes
+from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, loader_writes, trace_writes
 from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
                                      default_cflags, load_sequence)
 
@@ -34,6 +34,8 @@ _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
 #: (studies.iteration_table) have at most 321 nodes and 387 loader entries per NPU.
 MESH_NODES, MESH_ENTRIES = 512, 512
+#: The same on the circuit FRED fabric with several collectives per NPU (engine and switch loaders).
+FRED_NODES, FRED_ENTRIES = 512, 512
 
 
 @dataclass
@@ -69,20 +71,42 @@ def node_depth(traces: dict) -> int:
     return max(16, 1 << (longest - 1).bit_length())
 
 
-def iteration_verilog(spec: FabricSpec, depth: int) -> str:
-    """Verilog of the fabric of ``spec`` with trace NPUs of ``depth`` nodes (memoised)."""
-    key = (depth,) + _hardware_key(spec)
+def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None) -> str:
+    """Verilog of the fabric of ``spec`` with trace NPUs of ``depth`` nodes (memoised); with
+    ``programs``, loaders of that many entries at every NPU and switch (several collectives)."""
+    key = (depth, programs) + _hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_fabric_top
         from hdl.emit.verilog import to_verilog
-        _VERILOG[key] = to_verilog(iteration_fabric_top(spec, depth=depth), name=TOP)
+        _VERILOG[key] = to_verilog(iteration_fabric_top(spec, depth=depth, programs=programs,
+                                                        switch_programs=programs), name=TOP)
     return _VERILOG[key]
 
 
-def iteration_load(spec: FabricSpec, program, traces: dict, depth: int) -> dict:
+def collective_repeats(traces: dict, count: int) -> list[int]:
+    """The runs of each of the traces' ``count`` collectives (the node word's repeat bits; the
+    k-th collective node is the same node at every NPU that has it)."""
+    runs = [1] * count
+    for trace in traces.values():
+        for k, node_id in enumerate(trace.collectives[:count]):
+            runs[k] = (trace.words[trace.node_ids.index(node_id)] & REPEAT_MASK) or 1
+    return runs
+
+
+def iteration_load(spec: FabricSpec, program, traces: dict, depth: int, room: int | None = None) -> dict:
     """The load sequence: the request's (configurations, sequencer and engine programs; an
-    NPU outside the request gets an empty engine program), then every NPU's trace."""
-    load = load_sequence(spec, program) if program is not None else {"config": [], "writes": []}
+    NPU outside the request gets an empty engine program), then every NPU's trace. Several
+    collectives (``program`` a list of each one's program, ``room`` loader entries): the
+    switches' configurations (every algorithm's phases side by side in their slots, loaded
+    once), then every switch's and NPU's loader entries (:mod:`cocotb_tests.iteration.fred_loading`)."""
+    if isinstance(program, list):
+        from cocotb_tests.iteration.fred_loading import fred_configuration, fred_loader_entries
+        ranks, switches = fred_loader_entries(spec, program, collective_repeats(traces, len(program)))
+        load = {"config": fred_configuration(spec, program), "writes": []}
+        for unit, entries in [(spec.npus + s, e) for s, e in switches.items()] + list(ranks.items()):
+            load["writes"] += [[unit, reg, value] for reg, value in loader_writes(entries, 1, room)]
+    else:
+        load = load_sequence(spec, program) if program is not None else {"config": [], "writes": []}
     for rank in range(spec.npus):
         trace = traces.get(rank)
         if trace is not None:
@@ -100,34 +124,49 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     from cocotb_tests.runner import run_bench
     from eda.fabric.build import build_top_public_only
     from hdl.designs.iteration import TraceNpu
-    depth = node_depth(traces)
+    several = isinstance(program, list)
+    depth, room = node_depth(traces), None
+    names = list(TraceNpu.read_names)
+    if several:     # one build for the table's cases (FRED_NODES, FRED_ENTRIES: at least)
+        from cocotb_tests.iteration.fred_loading import fred_loader_entries
+        depth = max(FRED_NODES, depth)
+        longest = max(len(e) for entries in fred_loader_entries(spec, program, collective_repeats(traces, len(program)))
+                      for e in entries.values())
+        room = max(FRED_ENTRIES, 1 << (longest - 1).bit_length())
+        names += list(LOADER_READ)
     start = time.perf_counter()
-    verilog = iteration_verilog(spec, depth)
+    verilog = iteration_verilog(spec, depth, room)
     built = build_top_public_only(verilog, TOP, PORTS, cflags=cflags or default_cflags(spec, pgo=False),
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
-    names = list(TraceNpu.read_names)
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports),
-              **iteration_load(spec, program, traces, depth), "watchdog_cycles": watchdog_cycles,
+              **iteration_load(spec, program, traces, depth, room), "watchdog_cycles": watchdog_cycles,
               "poll": int(min(20_000, max(256, watchdog_cycles // 64))),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": names}
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else ""))
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = result.metrics
     after = metrics["after"]
-    errors = _load_errors(program, metrics["before"]) if program is not None else []
+    last = program[-1] if several else program
+    errors = _load_errors(program[0] if several else program, metrics["before"]) if program is not None else []
     stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
              for r, e in enumerate(after["engines"]) if r in traces and not e["done"]]
-    if program is not None:
-        engine_errors, _, _ = _engine_errors(spec, program, after["engines"])
+    if program is not None:   # the last collective's counters; every run's bad and extra flits
+        engine_errors, _, _ = _engine_errors(spec, last, after["engines"])
         errors += engine_errors
+    if several:
+        errors += [f"NPU {r}: {e['run_errors']} bad or extra flit(s) over its collectives' runs"
+                   for r, e in enumerate(after["engines"]) if e["run_errors"]]
     if metrics["stalled"] or stuck:
         raise FredError(f"fabric {spec.name}: the iteration stalled (watchdog after "
                         f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
                         + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
-    return _iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
+    run = _iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
+    if several:
+        run.load_stall = {r: e["load_stall"] for r, e in enumerate(after["engines"]) if r in traces}
+    return run
 
 
 def mesh_iteration_verilog(spec, depth: int, programs: int) -> str:
@@ -176,7 +215,6 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     from cocotb_tests.runner import run_bench
     from eda.fabric.build import build_top_public_only
     from hdl.contracts.mesh import MESH_VCS
-    from hdl.contracts.trace_program import loader_writes
     from hdl.designs.iteration import LoadingTraceSequencer
     from hdl.designs.mesh.mesh_fabric_top import engine_unit, sequencer_unit
     # one build for every case of the iteration table (studies.iteration_table): at least

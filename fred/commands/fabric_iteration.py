@@ -23,8 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload", metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--strategy", default=None,
-                        help="MP<a>-DP<b>-PP1 (default: the workload's); one pipeline stage; on the "
-                             "FRED fabrics one collective per NPU")
+                        help="MP<a>-DP<b>-PP1 (default: the workload's); one pipeline stage")
     parser.add_argument("--samples-per-dp", type=RANGES["samples_per_dp"], default=None,
                         help="minibatch per DP replica (default: the workload's)")
     parser.add_argument("--scale", type=RANGES["trace_scale"], default=1000.0, metavar="K",

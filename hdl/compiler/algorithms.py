@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["RING_OPS", "io_chain_order", "Ring", "RingStage", "Chain", "InSwitch", "Plan", "ring_steps",
+__all__ = ["RING_OPS", "two_chunk_flits", "padded_to_pieces", "io_chain_order", "Ring", "RingStage", "Chain", "InSwitch", "Plan", "ring_steps",
            "ring_fraction", "TWO_LEVEL", "ring", "two_level", "hierarchical", "l1_groups",
            "hierarchical_groups", "mesh_2d", "chain", "in_switch"]
 
@@ -159,6 +159,18 @@ class Plan:
     stages: tuple
 
     @property
+    def pieces(self) -> int:
+        """The finest chunk count of the plan's data: the product of its reduce-scatter and
+        all-reduce rings' sizes (S / (k x l1s) for the hierarchical all-reduce). An engine
+        moves whole flits, so its ring stages pad a buffer to a whole number of flits per
+        piece (:func:`hdl.compiler.fabric_program.ring_engine_stages`)."""
+        pieces = 1
+        for stage in self.stages:
+            if isinstance(stage, RingStage) and stage.op != "all-gather":
+                pieces *= stage.rings[0].n
+        return pieces
+
+    @property
     def dependencies(self) -> list[tuple[int, ...]]:
         """Per stage, the stages it waits for."""
         return [(s - 1,) if s else () for s in range(len(self.stages))]
@@ -248,6 +260,26 @@ def mesh_2d(op: str, row_lines) -> tuple[Plan, Plan]:
     row_lines = [tuple(line) for line in row_lines]
     col_lines = [tuple(line[i] for line in row_lines) for i in range(len(row_lines[0]))]
     return two_level("hierarchical-2d", op, row_lines), two_level("hierarchical-2d", op, col_lines)
+
+
+def padded_to_pieces(flits: int, pieces: int) -> int:
+    """``flits`` rounded up to a whole number of flits per piece (what an engine's ring stages
+    send for a chunk of ``flits`` cut into ``pieces``: :attr:`Plan.pieces`)."""
+    return -(-flits // pieces) * pieces
+
+
+def two_chunk_flits(size_flits: int, split: float, pieces: int) -> tuple[int, int]:
+    """Flits per NPU of the two chunks of a two-chunk algorithm on a whole-flit fabric (the RTL
+    mesh's hierarchical 2D all-reduce, chunk 0 rows first and chunk 1 columns first, or its ring
+    run both ways): chunk 0 ``split`` of ``size_flits`` in whole multiples of its ``pieces`` (at
+    least one piece, leaving chunk 1 at least one flit), chunk 1 the rest; each chunk is sent
+    padded (:func:`padded_to_pieces`). Written once for the RTL program
+    (:func:`hdl.compiler.mesh_program.mesh_program`) and the model of the RTL mesh
+    (``sysmodel.collectives``), which time the same flits."""
+    if size_flits <= 1:
+        return 1, 1
+    first = min(max(pieces, round(size_flits * split / pieces) * pieces), size_flits - 1)
+    return first, max(1, size_flits - first)
 
 
 def chain(op: str, root: int, others) -> Plan:

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 from hdl.compiler import Flow, Router
 from hdl.compiler import algorithms
-from hdl.compiler.algorithms import Plan
+from hdl.compiler.algorithms import Plan, padded_to_pieces
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricRequest, FabricSpec
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
@@ -410,12 +410,8 @@ def ring_engine_stages(plan: Plan, size: int, members, engines, contributors) ->
     if len(plan.stages) > ENGINE_STAGES:
         raise FredError(f"the {plan.name} {plan.op} has {len(plan.stages)} stages; the RTL engines "
                         f"run {ENGINE_STAGES}")
-    pieces = 1
-    for stage in plan.stages:
-        if stage.op != "all-gather":
-            pieces *= stage.rings[0].n
-    unit = -(-size // pieces)            # ceil: the last chunks may carry padding flits
-    held = {r: (0, unit * pieces, (engines[r]["ws"], engines[r]["hs"])) for r in members}
+    # the last chunks may carry padding flits
+    held = {r: (0, padded_to_pieces(size, plan.pieces), (engines[r]["ws"], engines[r]["hs"])) for r in members}
     for stage in plan.stages:
         what = f"{plan.name} {plan.op}" + (f"'s {stage.op}" if len(plan.stages) > 1 else "")
         for ring in stage.rings:

@@ -100,15 +100,6 @@ def _plans(spec: MeshFabricSpec, group, algorithm: str):
     return algorithms.ring("all-reduce", order), algorithms.ring("all-reduce", order[::-1])
 
 
-def _pieces(plan) -> int:
-    """The finest chunk count of a plan's data (``ring_engine_stages`` pads to a multiple)."""
-    pieces = 1
-    for stage in plan.stages:
-        if stage.op != "all-gather":
-            pieces *= stage.rings[0].n
-    return pieces
-
-
 def _successors(plan) -> list[dict[int, int]]:
     """Per stage, each member's successor (whom its engine port addresses)."""
     out = []
@@ -179,14 +170,10 @@ def mesh_program(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm: st
     ``eject_depth``."""
     _check_request(spec, groups, size_flits, algorithm, split, sink_backpressure)
     plans = [_plans(spec, group, algorithm) for group in groups]
-    # chunk 0 in whole multiples of its finest piece (the int32 rings pad to it; the model is
-    # byte-granular and pads nothing), chunk 1 the rest
-    if algorithm == "chain":
-        sizes = (size_flits, 0)
-    else:
-        piece = _pieces(plans[0][0])
-        first = min(max(piece, round(size_flits * split / piece) * piece), size_flits - 1) if size_flits > 1 else 1
-        sizes = (first, max(1, size_flits - first))
+    # chunk 0 in whole multiples of its finest piece (the rings pad to it; the model of the RTL
+    # mesh pads the same way: its platform's mesh_flit_bytes), chunk 1 the rest
+    sizes = (size_flits, 0) if algorithm == "chain" else \
+        algorithms.two_chunk_flits(size_flits, split, plans[0][0].pieces)
     threshold = round(sink_backpressure * 65536)
     engines = []
     for unit in range(spec.npus * MESH_VCS):

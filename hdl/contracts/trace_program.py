@@ -22,13 +22,13 @@ What the circuit fabric runs (everything else is refused, by name, before anythi
 * node kinds ``compute`` (a delay), ``marker`` (a delay of 0) and ``comm`` of an op in
   :data:`hdl.contracts.fabric.FABRIC_OPS` with ``repeat`` 1; no receives (pipeline stages), no
   point-to-point or memory nodes (no I/O controllers in the RTL);
-* on the circuit FRED fabric at most one collective node per NPU, and the same node (id) at
-  every NPU that has one: the engine is loaded with one program and the switches with the
-  phases of one request (several would need the switches' phases of each concatenated). On
-  the mesh (no switch configuration) any number (``max_collectives``): the k-th collective
-  node of every NPU is the same node; each NPU's :class:`~hdl.designs.iteration.ProgramLoader`
-  holds the engine programs of all of them and loads the next one while the NPU computes
-  (:func:`loader_entries`). A collective node that repeats (``repeat`` k, e.g. an all-reduce
+* any number of collective nodes per NPU (``max_collectives``; 1: one program loaded by the
+  harness): the k-th collective node of every NPU is the same node; each NPU's
+  :class:`~hdl.designs.iteration.ProgramLoader` holds the engine programs of all of them and
+  loads the next one while the NPU computes (:func:`loader_entries`). On the circuit FRED
+  fabric each switch's :class:`~hdl.designs.iteration.RerunPhaseSequencer` also loads each
+  collective's phase counts and first slot (the phases of every algorithm side by side in
+  its slots, loaded once). A collective node that repeats (``repeat`` k, e.g. an all-reduce
   recomputed) runs its engines k times.
 
 Timing (what the sequencer adds, counted in the RTL's cycles): compute node k takes
@@ -71,6 +71,10 @@ TRACE_READ = ("node_start", "node_end", "nodes_done")
 #: only once the collective node is reached --, then per lane 7 bits: write valid, register);
 #: each lane's value in lane order (the last one stores the entry, the address steps by one).
 PROG_ADDR, PROG_HEAD, PROG_VALUE = 60, 61, 62
+#: Program register of a switch's rerun phase sequencer (above the sequencer's, below the
+#: loader's): the configuration slot of the collective's phase 0 (its phase k is slot base + k),
+#: so that collectives of different algorithms each select their own phases.
+SLOT_BASE = 59
 #: Read registers a sequencer with a program loader adds after :data:`TRACE_READ`: cycles its
 #: collective nodes waited for their program, the engines' bad and extra flits summed over
 #: every run (an engine clears its own counters at each start).
@@ -173,9 +177,8 @@ def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1) -> 
     collectives = [n.id for n, w in zip(nodes, words) if w & COLLECTIVE_BIT]
     if len(collectives) > max_collectives:
         raise FredError(f"rank {rank} has {len(collectives)} collective nodes "
-                        f"({', '.join(map(str, collectives[:5]))}); the circuit fabric's trace "
-                        f"run loads one engine program and one request's switch phases, so it "
-                        f"runs traces with one collective per NPU")
+                        f"({', '.join(map(str, collectives[:5]))}); this trace run holds "
+                        f"{max_collectives} collective program(s) per NPU")
     return NpuTrace(rank=rank, words=words, node_ids=tuple(n.id for n in nodes),
                     names=tuple(n.name for n in nodes),
                     categories=tuple((n.category or "comm") if w & COLLECTIVE_BIT else "compute"

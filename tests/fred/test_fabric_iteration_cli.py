@@ -21,7 +21,7 @@ def test_model_only_gives_the_serialised_iteration_and_the_collective_it_would_r
     # serialised: the iteration is compute plus the one DP all-reduce, all of it exposed
     assert model["iteration_cycles"] == model["compute_cycles"] + model["comm_busy_cycles"]["dp"]
     assert out["collective"]["size_flits"] == 236          # ceil(120,385.6 B / 512 B)
-    assert out["request"]["collectives"][0]["members"] == list(range(20))
+    assert out["request"][0]["collectives"][0]["members"] == list(range(20))
     assert set(out["nodes_per_rank"].values()) == {106} and "rtl" not in out
 
 
@@ -40,10 +40,11 @@ def test_what_the_circuit_fabric_cannot_run_is_refused_by_name():
     assert "the two may overlap" in proc.stderr
 
 
-def test_the_mesh_runs_a_program_per_collective_the_fred_fabric_one(capsys):
+def test_the_mesh_and_the_fred_fabric_run_a_program_per_collective(capsys):
     """In process (no subprocess start): resnet-152 MP20-DP1-PP1 is 104 wafer-wide MP
-    all-reduces per NPU, serial; the mesh's NPUs load a program for each, the circuit FRED
-    fabric refuses the second; --table takes no case of its own."""
+    all-reduces per NPU, serial; the mesh's NPUs load a program for each, so do the circuit
+    FRED fabric's, whose switches keep one set of phases (one algorithm for all 104); --table
+    takes no case of its own."""
     from fred.cli import main
     args = ["fabric-iteration", "--workload", "resnet-152", "--strategy", "MP20-DP1-PP1", "--no-overlap",
             "--model-only"]
@@ -53,7 +54,9 @@ def test_the_mesh_runs_a_program_per_collective_the_fred_fabric_one(capsys):
     assert {r["op"] for r in out["request"]} == {"all-reduce"}
     model = out["model"]
     assert abs(model["iteration_cycles"] - model["compute_cycles"] - model["comm_busy_cycles"]["mp"]) < 1e-6
-    assert main(args + ["--fabric", "fred-c"]) == 1
-    assert "rank 0 has 104 collective nodes" in capsys.readouterr().err
+    assert main(args + ["--fabric", "fred-c", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["collective"]["collectives"] == len(out["request"]) == 104
+    assert out["collective"]["algorithm"] == "hierarchical"
     assert main(["fabric-iteration", "--table", "--no-overlap", "--fabric", "mesh"]) == 1
     assert "--table runs the table's own cases" in capsys.readouterr().err

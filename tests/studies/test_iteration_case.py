@@ -6,6 +6,8 @@ collectives per NPU, against the model in the ``full`` tests."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
@@ -99,3 +101,40 @@ def test_iterations_on_the_mesh_against_the_model(workload, strategy):
     assert abs(ratios["iteration"] - 1) <= 0.10
     for cls in model["comm_busy_cycles"]:
         assert abs(ratios[f"comm_{cls}"] - 1) <= 0.15
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("fabric, algorithms", [("fred-b", ("in-switch", "in-switch")),
+                                                 ("fred-a", ("ring", "hierarchical"))])
+def test_small_fabric_runs_several_collectives_its_switches_rerunning_their_phases(fabric, algorithms):
+    """Two all-reduces per NPU on the circuit fabric, the first run twice (a repeat), the second
+    of another size on the same group (on Fred-A with another algorithm, whose phases sit in
+    other slots): the NPUs' loaders write each engine program and the switches' loaders each
+    collective's phase counts and first slot (docs/fabric_iteration.md); every flit of every
+    run checked, compute to the cycle, each collective waits for its slowest member."""
+    from cocotb_tests.iteration.run import run_iteration
+    from hdl.compiler.fabric_program import fabric_program
+    spec = fabric_spec(fabric, **SMALL)
+    group = (FabricCollective("all-reduce", (0, 1, 2, 3)),)
+    programs = [fabric_program(spec, FabricRequest("all-reduce", group, flits, "wafer"), algorithm=algorithm)
+                for flits, algorithm in zip((8, 5), algorithms)]
+    words = [None, COLLECTIVE_BIT | 2, 30, COLLECTIVE_BIT, 7]
+    traces = {}
+    for r in range(4):
+        traces[r] = replace(_trace(r, [40 + 25 * r] + words[1:]), collective=1, collectives=(1, 3))
+    run = run_iteration(spec, traces, programs, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == []
+    assert run.flits_sent == sum(e["send_count"] for e in programs[1].engines[:4])   # the last run's
+    first_ends, second_ends = [], []
+    for r, times in run.node_times.items():
+        assert times[0] == [0, 40 + 25 * r]
+        assert times[1][0] == 40 + 25 * r
+        first_ends.append(times[1][1])
+        assert times[2] == [times[1][1], times[1][1] + 30]
+        assert times[3][0] == times[2][1]
+        second_ends.append(times[3][1])
+        assert times[4] == [times[3][1], times[3][1] + 7]
+    # both runs of the first collective wait for rank 3 (computing until 115), the second
+    # collective for the last member's compute after the first
+    assert min(first_ends) >= 115 + 2 * 8 and min(second_ends) >= max(first_ends) + 30 + 5
+    assert run.cycles == max(second_ends) + 7

@@ -8,6 +8,8 @@ busiest link 0.95 S. But a chunk's stages depend on each other (tests/sysmodel/t
 at 13/24 they take 4.75 S cycles, at a = 1/2 4.0 S, where the summed loads' busiest link is
 1.0 S flits (1.5/2 + 0.3/2 = 0.9 S horizontal, 0.4/2 + 1.6/2 = 1.0 S vertical)."""
 
+from dataclasses import replace
+
 import pytest
 
 from hdl.contracts.mesh import MeshFabricSpec, router_latency
@@ -43,3 +45,29 @@ def test_pairs_ring_sends_the_whole_buffer_each_way(platform):
     # MP2 groups of MP2-DP5-PP2 are neighbour pairs: a ring of 2 sends S each way on its link
     est = mesh_model_cycles(SPEC, [[0, 1], [2, 3]], 100, platform=platform)
     assert est.algorithm == "ring" and est.busiest_link_flits == pytest.approx(100)
+
+
+def test_pieces_are_whole_flits_as_the_rtl_engines_pad_them(platform):
+    # the RTL's wafer all-reduce cuts each chunk into 20 pieces (rows of 4 x columns of 5) of
+    # whole flits: 1, 7 and 40 flits all send two chunks of 20 (1 -> (1, 1), 7 -> (6, 1),
+    # 40 -> (20, 20)); 63 flits two of 40 ((40, 23) padded), as 80 flits do
+    wafer = [list(range(20))]
+    timed = {s: mesh_model_cycles(SPEC, wafer, s, platform=platform) for s in (1, 7, 40, 63, 80)}
+    assert timed[1].cycles == pytest.approx(timed[40].cycles) == pytest.approx(timed[7].cycles)
+    assert timed[1].busiest_link_flits == pytest.approx(timed[40].busiest_link_flits)
+    assert timed[63].cycles == pytest.approx(timed[80].cycles)
+    assert timed[40].cycles < timed[63].cycles
+    # a byte-granular mesh (the paper's: mesh_flit_bytes 0) pays a 1-flit all-reduce's bytes only
+    granular = replace(platform, mesh_flit_bytes=0)
+    one = mesh_model_cycles(SPEC, wafer, 1, platform=granular)
+    assert one.busiest_link_flits == pytest.approx(1, rel=1e-2) and timed[1].busiest_link_flits == pytest.approx(40)
+    assert one.cycles < timed[1].cycles - 60
+
+
+def test_ring_directions_are_padded_to_whole_flits_per_member(platform):
+    # a ring of 5 (snake order over a 2 x 3 corner minus one) both ways: 6 flits -> (5, 1),
+    # each direction padded to 5 flits, as 10 flits ((5, 5)) are
+    group = [[0, 1, 2, 5, 6]]
+    six, ten = (mesh_model_cycles(SPEC, group, s, platform=platform) for s in (6, 10))
+    assert six.algorithm == ten.algorithm == "ring"
+    assert six.cycles == pytest.approx(ten.cycles)

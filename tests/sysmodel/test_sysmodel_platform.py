@@ -30,7 +30,7 @@ def _write(tmp_path, text):
 def test_platform_errors_name_the_key(tmp_path):
     from importlib import resources
     base = resources.files("sysmodel").joinpath("configs", "paper.toml").read_text()
-    with pytest.raises(FredError, match=r"p\.toml: \[mesh\] colums: unknown key \(expected one of: cols, link_gbps, rows\)"):
+    with pytest.raises(FredError, match=r"p\.toml: \[mesh\] colums: unknown key \(expected one of: cols, flit_bytes, link_gbps, rows\)"):
         load_platform(_write(tmp_path, base.replace("cols = 4", "colums = 4")))
     with pytest.raises(FredError, match="mesh 5x3 has 15 NPUs but npu.count is 20"):
         load_platform(_write(tmp_path, base.replace("cols = 4", "cols = 3")))

@@ -135,11 +135,14 @@ class FabricTop(wiring.Component):
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None,
                  partition: FabricPartition | None = None, part: int | None = None,
-                 npu=None):
+                 npu=None, sequencer=None):
         self.spec = spec
         # the component at each NPU port: ``npu(flit, buffer=...)`` with the NpuEngine's members
         # and its read registers in ``read_names`` (default: the NpuEngine itself)
         self.npu = NpuEngine if npu is None else npu
+        # each switch's phase sequencer: ``sequencer(ports=, phases=)`` with the PhaseSequencer's
+        # members (default: the PhaseSequencer; the iteration top's reruns it per collective)
+        self.sequencer = PhaseSequencer if sequencer is None else sequencer
         self.phases = default_phases() if phases is None else phases
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
@@ -225,7 +228,7 @@ class FabricTop(wiring.Component):
                     "l2" if spec.l2_planes == 1 else f"l2_{s - spec.l1_count}")
             sw = FredSwitchTop(ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                                phases=self.phases, tag_width=TAG_WIDTH, word_width=32)
-            seq = PhaseSequencer(ports=ports, phases=self.phases)
+            seq = self.sequencer(ports=ports, phases=self.phases)
             m.submodules[f"switch_{name}"] = sw
             m.submodules[f"seq_{name}"] = seq
             switches.append(sw)

@@ -4,7 +4,8 @@ sequencer, the NPU that pairs it with the fabric's engine, and the fabric top bu
 from .iteration_top import iteration_fabric_top, iteration_mesh_top
 from .loading_sequencer import LoadingTraceSequencer
 from .program_loader import ProgramLoader
+from .rerun_phase_sequencer import RerunPhaseSequencer
 from .trace_npu import TraceNpu
 from .trace_sequencer import TraceSequencer
 
-__all__ = ["LoadingTraceSequencer", "ProgramLoader", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top"]
+__all__ = ["LoadingTraceSequencer", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top"]

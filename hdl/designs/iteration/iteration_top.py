@@ -5,22 +5,32 @@ from __future__ import annotations
 
 from functools import partial
 
+from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.mesh import MESH_VCS, MeshFabricSpec
 from hdl.designs.fabric.fabric_top import FabricTop
 from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
 from .loading_sequencer import LoadingTraceSequencer
+from .rerun_phase_sequencer import RerunPhaseSequencer
 from .trace_npu import TraceNpu
 
 __all__ = ["iteration_fabric_top", "iteration_mesh_top"]
 
 
-def iteration_fabric_top(spec: FabricSpec, *, depth: int) -> FabricTop:
+def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None = None,
+                         switch_programs: int | None = None) -> FabricTop:
     """:class:`FabricTop` of ``spec`` with a :class:`TraceNpu` of ``depth`` trace nodes at every
     NPU port: the same switches, links, phase sequencers, harness ports and cycle counter
-    (``cycles`` ends when every NPU's trace is done)."""
-    return FabricTop(spec, npu=partial(TraceNpu, depth=depth))
+    (``cycles`` ends when every NPU's trace is done). Several collectives per NPU:
+    ``programs`` engine-program entries per NPU and a :class:`RerunPhaseSequencer` of
+    ``switch_programs`` entries per switch (both or neither)."""
+    if (programs is None) != (switch_programs is None):
+        raise FredError("give both programs and switch_programs (several collectives) or neither")
+    if programs is None:
+        return FabricTop(spec, npu=partial(TraceNpu, depth=depth))
+    return FabricTop(spec, npu=partial(TraceNpu, depth=depth, programs=programs),
+                     sequencer=partial(RerunPhaseSequencer, programs=switch_programs))
 
 
 def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshFabricTop:

@@ -25,7 +25,8 @@ class ProgramLoader(Component):
     to the first program, and load it), ``go`` (In, pulse: load the next program; ignored after
     the last), ``release`` (In: the collective node of the program is reached, its deferred
     entries may be written), ``loaded`` (Out: the current program is written, or the memory
-    holds none -- then the loader never writes), ``lane_we``/``lane_waddr``/``lane_wdata``
+    holds none -- then the loader never writes), ``pending`` (Out: a program is left that
+    ``go`` would load), ``lane_we``/``lane_waddr``/``lane_wdata``
     (Out, one per lane: the write into that engine's program port).
 
     Why deferred entries: an engine that finished its program still runs (its ``done`` is
@@ -43,7 +44,7 @@ class ProgramLoader(Component):
         self.depth, self.lanes = depth, lanes
         super().__init__({
             "we": In(1), "waddr": In(6), "wdata": In(32),
-            "start": In(1), "go": In(1), "release": In(1), "loaded": Out(1),
+            "start": In(1), "go": In(1), "release": In(1), "loaded": Out(1), "pending": Out(1),
             "lane_we": Out(lanes), "lane_waddr": Out(6 * lanes), "lane_wdata": Out(32 * lanes),
         })
 
@@ -78,7 +79,7 @@ class ProgramLoader(Component):
         word = entry.data
         final, deferred = word[0], word[1]
         write = writing & (~deferred | self.release)
-        m.d.comb += [entry.addr.eq(pointer), self.loaded.eq(~writing)]
+        m.d.comb += [entry.addr.eq(pointer), self.loaded.eq(~writing), self.pending.eq(~writing & (pointer < fill))]
         for i in range(lanes):
             lane_head = word[2 + _LANE_BITS * i:2 + _LANE_BITS * (i + 1)]
             m.d.comb += [self.lane_we[i].eq(write & lane_head[0]),

@@ -3,6 +3,7 @@ the two chunks, destinations per stage, and bad requests failing before anything
 
 import pytest
 
+from hdl.compiler.algorithms import padded_to_pieces, two_chunk_flits
 from hdl.compiler.mesh_program import mesh_program, rectangle_rows, snake_order
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MeshFabricSpec
@@ -48,3 +49,14 @@ def test_ring_runs_both_directions_in_snake_order():
 def test_bad_requests_fail_before_building(kwargs, message):
     with pytest.raises(FredError, match=message):
         mesh_program(SPEC, **kwargs)
+
+
+@pytest.mark.parametrize("size, sizes", [(1, (1, 1)), (7, (6, 1)), (26, (20, 6)), (63, (40, 23)), (200, (100, 100))])
+def test_chunks_are_whole_pieces_written_once_for_program_and_model(size, sizes):
+    # chunk 0 whole multiples of the 20 pieces (at least one, leaving chunk 1 a flit), chunk 1
+    # the rest; each sent padded to 20 pieces (the model of the RTL mesh times the same)
+    assert two_chunk_flits(size, 0.5, 20) == sizes
+    program = mesh_program(SPEC, WAFER, size, split=0.5)
+    assert program.sizes == sizes
+    sent = sum(st["send_count"] for st in program.engines[0]["stages"])
+    assert sent == 2 * 3 / 4 * padded_to_pieces(sizes[0], 20) + 2 * 4 / 5 * padded_to_pieces(sizes[0], 20) / 4

@@ -1,0 +1,55 @@
+"""The switch's phase sequencer rerun per collective (hdl/designs/iteration/rerun_phase_sequencer.py)
+in the Amaranth simulator: each collective's phase counts loaded after the one before finished,
+phase 0 selected again, no flit let in between, nothing after the last."""
+
+from __future__ import annotations
+
+from hdl.contracts.trace_program import loader_entries, loader_writes
+
+PHASES = 2
+
+
+def _registers(total: int, share: int, mask: int) -> list[tuple[int, int]]:
+    from hdl.designs.fabric.phase_sequencer import sequencer_registers
+    return sequencer_registers(PHASES, [(total, share, mask)])
+
+
+def test_each_collective_runs_its_counts_once_then_the_switch_holds_its_inputs(program_and_start):
+    from amaranth.sim import Simulator
+
+    from hdl.designs.iteration import RerunPhaseSequencer
+    dut = RerunPhaseSequencer(ports=2, phases=PHASES, programs=8)
+    # three collectives on the same flows: 2 flits per port, then 3, then 3 again (a repeat:
+    # nothing to write, one empty entry)
+    programs = [{0: _registers(4, 2, 0b11)}, {0: _registers(6, 3, 0b11)}, {0: _registers(6, 3, 0b11)}]
+    entries = loader_entries(programs, 1)
+    assert [e[0] for e in entries] == [0, 0, 0, 1, 0, 1, 1]     # 4 writes, 2 writes, none
+    out = {}
+
+    async def bench(ctx):
+        await program_and_start(ctx, dut, loader_writes(entries, 1, 8))
+        ctx.set(dut.select_ready, 1)
+        runs, selects = [], []
+        for cycle in range(60):
+            allow = ctx.get(dut.allow)
+            ctx.set(dut.accepted, allow)           # every allowed port has a flit waiting
+            if ctx.get(dut.select_valid):
+                selects.append(cycle)
+                runs.append([0, 0])
+            for p in range(2):
+                if allow >> p & 1:
+                    runs[-1][p] += 1
+            await ctx.tick()
+        out.update(runs=runs, selects=selects, finished=ctx.get(dut.finished), allow=ctx.get(dut.allow))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert out["runs"] == [[2, 2], [3, 3], [3, 3]]
+    # the loader writes collective 0's 4 registers after start, then starts the sequencer
+    # (one select cycle, counting from the next); a later collective: go, its writes, start
+    first, second, third = out["selects"]
+    assert first == 5
+    assert second - first == 1 + 2 + 1 + 2 + 1 and third - second == 1 + 3 + 1 + 1 + 1
+    assert out["finished"] == 1 and out["allow"] == 0       # no collective left: inputs held
