@@ -103,6 +103,11 @@ def _parser(bench: str) -> argparse.ArgumentParser:
                                  "'=' since it starts with '-', e.g. --verilator-args=\"--threads 2\"")
         parser.add_argument("--no-pgo", action="store_true",
                             help="compile without profile-guided optimization")
+        parser.add_argument("--mesh-pgo", action="store_true",
+                            help="the mesh's profile-guided build too (off by default: its "
+                                 "instrumented lock-step halves take over 9 minutes each to "
+                                 "compile, and its plain lock-step build already runs above "
+                                 "100,000 cycles/s on an idle machine, docs/fabric_rtl.md)")
         parser.add_argument("--simulator", choices=SIMULATORS, default=DEFAULT_SIMULATOR,
                             help="lockstep: the fabric in two parts on two cores (the default); "
                                  "cocotb: one model under the cocotb bench (circuit fabrics and "
@@ -151,7 +156,8 @@ def _fabric(options, command: str, as_json: bool) -> int:
     figures["rows"] += [measure_packet(name, options.size, pgo=not options.no_pgo, cflags=options.cflags)
                         for name in options.packet]
     if not options.no_mesh:
-        figures["rows"].append(measure_mesh(options.mesh_size, pgo=not options.no_pgo, cflags=options.cflags,
+        figures["rows"].append(measure_mesh(options.mesh_size, pgo=options.mesh_pgo and not options.no_pgo,
+                                            cflags=options.cflags,
                                             simulator=options.simulator))
     if as_json:
         print_json(figures)

@@ -28,7 +28,7 @@ from hdl.contracts.flit import FlitFormat
 from hdl.designs.layouts import flit_layout
 from hdl.designs.reduction.reduction_unit import ReductionUnit
 
-__all__ = ["NpuEngine"]
+__all__ = ["NpuEngine", "connect_rx_between_collectives"]
 
 
 def _mix(index, lane: int):
@@ -279,3 +279,19 @@ class NpuEngine(wiring.Component):
                                  & (self.sent == regs["send_total"])
                                  & (rs == last_stage) & recv_stage_done)
         return m
+
+
+def connect_rx_between_collectives(m, source, engine: NpuEngine, trace_done) -> None:
+    """Connect the stream ``source`` to ``engine.rx`` for an NPU that runs several collectives
+    in turn (an iteration trace; ``trace_done``: high once its last collective is over).
+
+    Between two collectives the engine is done with one and not yet started on the next, but
+    it still takes flits (counted as extras, so that a one-collective run sees any flit too
+    many). A ring neighbour that finished early may already send the next collective's flits:
+    here they wait at ``source`` (not ready) until the engine starts again. Once the trace is
+    done the engine takes flits again, so a flit too many is still counted as an extra, never
+    left waiting unseen. ``valid`` is gated by the engine's state only, never by ``ready``."""
+    hold = engine.done & ~trace_done
+    m.d.comb += [engine.rx.payload.eq(source.payload),
+                 engine.rx.valid.eq(source.valid & ~hold),
+                 source.ready.eq(engine.rx.ready & ~hold)]

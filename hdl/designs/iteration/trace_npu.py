@@ -10,7 +10,7 @@ from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import ENGINE_REGS, NPU_BUFFER
 from hdl.contracts.trace_program import LOADER_READ, TRACE_READ
 from hdl.designs.fabric.fabric_top import ENGINE_READ
-from hdl.designs.fabric.npu_engine import NpuEngine
+from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
 from hdl.designs.layouts import flit_layout
 
 from .loading_sequencer import LoadingTraceSequencer
@@ -33,7 +33,9 @@ class TraceNpu(wiring.Component):
     ``received``, ``errors``, ``extra``, ``first_error``, ``hash``) and the sequencer's
     (``nodes_done``, ``node_start``, ``node_end``); ``start`` starts the sequencer; a program
     write below ``len(ENGINE_REGS)`` goes to the engine, any other to the sequencer; ``done``
-    is the sequencer's (every node of the trace finished). ``read_names``: the read registers
+    is the sequencer's (every node of the trace finished). ``rx`` is held (not ready) while the
+    engine is done with one collective and the trace is not finished, so flits of the next
+    collective wait for it. ``read_names``: the read registers
     the fabric top exposes (the engine's, then :data:`TRACE_READ`)."""
 
     read_names = ENGINE_READ + TRACE_READ
@@ -68,7 +70,7 @@ class TraceNpu(wiring.Component):
             m.d.comb += [seq.engine_errors.eq(engine.errors + engine.extra),
                          *(getattr(self, n).eq(getattr(seq, n)) for n in LOADER_READ)]
         wiring.connect(m, engine.tx, wiring.flipped(self.tx))
-        wiring.connect(m, wiring.flipped(self.rx), engine.rx)
+        connect_rx_between_collectives(m, wiring.flipped(self.rx), engine, seq.done)
         to_engine = self.waddr < len(ENGINE_REGS)
         m.d.comb += [
             engine.we.eq(loads | (self.we & to_engine)), engine.waddr.eq(reg), engine.wdata.eq(value),

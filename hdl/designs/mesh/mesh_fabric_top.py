@@ -15,7 +15,7 @@ from hdl.contracts.npu_engine import ENGINE_REGS
 from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WIDTH,
                                            TAG_WIDTH, count_cycles, harness_inputs, harness_ports,
                                            read_register)
-from hdl.designs.fabric.npu_engine import NpuEngine
+from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
 
 from .engine_port import EnginePort
 from .injection_mux import InjectionMux
@@ -169,7 +169,10 @@ class MeshFabricTop(wiring.Component):
                     router.o_credit[LOCAL][chunk].eq(port.credit),
                 ]
                 wiring.connect(m, engine.tx, port.tx)
-                wiring.connect(m, port.rx, engine.rx)
+                if seq is None:
+                    wiring.connect(m, port.rx, engine.rx)
+                else:       # several collectives in turn: the next one's flits wait for it
+                    connect_rx_between_collectives(m, port.rx, engine, seq.done)
                 wiring.connect(m, port.o, mux.i[chunk])
                 errors.append(port.overflow)
             if self.sequencer is not None:
