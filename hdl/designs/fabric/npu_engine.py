@@ -281,17 +281,24 @@ class NpuEngine(wiring.Component):
         return m
 
 
-def connect_rx_between_collectives(m, source, engine: NpuEngine, trace_done) -> None:
+def connect_rx_between_collectives(m, source, engine: NpuEngine, running, trace_done) -> None:
     """Connect the stream ``source`` to ``engine.rx`` for an NPU that runs several collectives
-    in turn (an iteration trace; ``trace_done``: high once its last collective is over).
+    in turn (an iteration trace). ``running``: the trace sequencer has started the engine on a
+    collective and not yet seen it done (:attr:`TraceSequencer.engine_running`);
+    ``trace_done``: high once the trace's last collective is over.
 
-    Between two collectives the engine is done with one and not yet started on the next, but
-    it still takes flits (counted as extras, so that a one-collective run sees any flit too
-    many). A ring neighbour that finished early may already send the next collective's flits:
-    here they wait at ``source`` (not ready) until the engine starts again. Once the trace is
-    done the engine takes flits again, so a flit too many is still counted as an extra, never
-    left waiting unseen. ``valid`` is gated by the engine's state only, never by ``ready``."""
-    hold = engine.done & ~trace_done
+    The engine takes flits only while it runs a collective and is not done with it. Between
+    two collectives it would still take them (as extras, so that a one-collective run sees any
+    flit too many), and a ring neighbour that finished early may already send the next
+    collective's flits: they wait at ``source`` (not ready) until the engine has started on
+    it. Why the sequencer's state and not the engine's ``done`` alone: the program loader
+    rewrites the engine's ``send_total`` for the next collective while the engine is idle,
+    and ``done`` compares ``sent`` with it, so ``done`` drops between collectives whenever the
+    next one has another size; and in the engine's ``start`` cycle a taken flit is counted
+    nowhere. Once the trace is done the engine takes flits again, so a flit too many is still
+    counted as an extra, never left waiting unseen. ``valid`` is gated by state only, never by
+    ``ready``."""
+    hold = ~(running & ~engine.done) & ~trace_done
     m.d.comb += [engine.rx.payload.eq(source.payload),
                  engine.rx.valid.eq(source.valid & ~hold),
                  source.ready.eq(engine.rx.ready & ~hold)]

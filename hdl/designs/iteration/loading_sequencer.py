@@ -61,7 +61,7 @@ class LoadingTraceSequencer(TraceSequencer):
         seen = active & started & self.engine_done
         last = runs + 1 >= repeat
         m.d.comb += [loader.release.eq(waiting), self.engine_start.eq(waiting & loader.loaded),
-                     loader.go.eq(seen & last)]
+                     self.engine_running.eq(active & started), loader.go.eq(seen & last)]
         with m.If(self.start):
             m.d.sync += [runs.eq(0), started.eq(0), self.load_stall.eq(0), self.run_errors.eq(0)]
         with m.Else():

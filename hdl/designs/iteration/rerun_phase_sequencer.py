@@ -33,7 +33,8 @@ class RerunPhaseSequencer(Component):
     sequencer lets no flit in (``allow`` is low), so a flit of the
     next collective that reaches the switch early waits at its input; the sequencer's
     registers are read only when a phase is selected, so they can be rewritten once the last
-    phase is selected. Selecting phase 0 again waits, as any phase change, until the switch's
+    phase is selected -- all but the number of phases, which the sequencer compares with its
+    phase index while it waits in the last phase: it is written in the cycle of the start. Selecting phase 0 again waits, as any phase change, until the switch's
     datapath has drained.
 
     Parameters: ``ports``, ``phases`` (the sequencer's), ``programs`` (loader entries).
@@ -66,13 +67,26 @@ class RerunPhaseSequencer(Component):
             m.d.sync += base.eq(loader.lane_wdata)
         with m.Elif(self.we & (self.waddr == SLOT_BASE)):
             m.d.sync += base.eq(self.wdata)
+        # the number of phases (register 0) reaches the sequencer only with its start: written
+        # while it waits in the last phase of the collective before (its count complete), a
+        # larger n would make it select that collective's phase n - 1 + 1 at once (a phase the
+        # run does not have, in the next collective's slots), and a start seen while it waits
+        # for that select is lost
+        ran, phases = Signal(), Signal(32)
+        reg = Mux(mine, loader.lane_waddr, self.waddr)
+        value = Mux(mine, loader.lane_wdata, self.wdata)
+        write = mine | (self.we & (self.waddr < PROG_ADDR))
+        with m.If(write & (reg == 0)):
+            m.d.sync += phases.eq(value)
+        with m.If(seq.start):
+            m.d.sync += ran.eq(1)
         m.d.comb += [
             loader.we.eq(self.we), loader.waddr.eq(self.waddr), loader.wdata.eq(self.wdata),
             loader.start.eq(self.start), loader.release.eq(1),
-            seq.we.eq((mine & (loader.lane_waddr != SLOT_BASE)) |
-                      (self.we & (self.waddr < PROG_ADDR) & (self.waddr != SLOT_BASE))),
-            seq.waddr.eq(Mux(mine, loader.lane_waddr, self.waddr)),
-            seq.wdata.eq(Mux(mine, loader.lane_wdata, self.wdata)),
+            # before the first start (the sequencer idle) n goes straight in: its start needs it
+            seq.we.eq(seq.start | (write & (reg != SLOT_BASE) & ((reg != 0) | ~ran))),
+            seq.waddr.eq(Mux(seq.start, 0, reg)),
+            seq.wdata.eq(Mux(seq.start, Mux(write & (reg == 0), value, phases), value)),
             seq.accepted.eq(self.accepted), self.allow.eq(seq.allow),
             self.select_valid.eq(seq.select_valid), self.select_slot.eq(seq.select_slot + base),
             seq.select_ready.eq(self.select_ready),

@@ -33,9 +33,9 @@ class TraceNpu(wiring.Component):
     ``received``, ``errors``, ``extra``, ``first_error``, ``hash``) and the sequencer's
     (``nodes_done``, ``node_start``, ``node_end``); ``start`` starts the sequencer; a program
     write below ``len(ENGINE_REGS)`` goes to the engine, any other to the sequencer; ``done``
-    is the sequencer's (every node of the trace finished). ``rx`` is held (not ready) while the
-    engine is done with one collective and the trace is not finished, so flits of the next
-    collective wait for it. ``read_names``: the read registers
+    is the sequencer's (every node of the trace finished). ``rx`` is held (not ready) unless the
+    sequencer runs the engine on a collective it is not done with (or the trace is finished),
+    so flits of the next collective wait for its start. ``read_names``: the read registers
     the fabric top exposes (the engine's, then :data:`TRACE_READ`)."""
 
     read_names = ENGINE_READ + TRACE_READ
@@ -70,7 +70,7 @@ class TraceNpu(wiring.Component):
             m.d.comb += [seq.engine_errors.eq(engine.errors + engine.extra),
                          *(getattr(self, n).eq(getattr(seq, n)) for n in LOADER_READ)]
         wiring.connect(m, engine.tx, wiring.flipped(self.tx))
-        connect_rx_between_collectives(m, wiring.flipped(self.rx), engine, seq.done)
+        connect_rx_between_collectives(m, wiring.flipped(self.rx), engine, seq.engine_running, seq.done)
         to_engine = self.waddr < len(ENGINE_REGS)
         m.d.comb += [
             engine.we.eq(loads | (self.we & to_engine)), engine.waddr.eq(reg), engine.wdata.eq(value),

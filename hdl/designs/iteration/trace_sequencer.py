@@ -21,7 +21,9 @@ class TraceSequencer(Component):
     cycle), ``we``/``waddr``/``wdata`` (In: the program port; registers
     ``TRACE_TABLE_ADDR``, ``TRACE_TABLE_DATA``, ``TRACE_NODES``, ``TRACE_READ_ADDR``; other
     addresses are ignored), ``engine_start`` (Out, one-cycle pulse to the NPU engine),
-    ``engine_done`` (In, the engine's ``done``), ``done`` (Out: every node finished, or no
+    ``engine_done`` (In, the engine's ``done``), ``engine_running`` (Out: the engine was
+    started on the current collective node and its done not yet seen -- from the cycle after
+    ``engine_start`` to the cycle ``engine_done`` is seen, both included), ``done`` (Out: every node finished, or no
     nodes), ``nodes_done``, ``node_start``/``node_end`` (Out: the cycles of node
     ``TRACE_READ_ADDR``, combinational from the time memories).
 
@@ -47,7 +49,7 @@ class TraceSequencer(Component):
         super().__init__({
             "start": In(1),
             "we": In(1), "waddr": In(6), "wdata": In(32),
-            "engine_start": Out(1), "engine_done": In(1),
+            "engine_start": Out(1), "engine_done": In(1), "engine_running": Out(1),
             "done": Out(1), "nodes_done": Out(32), "node_start": Out(32), "node_end": Out(32),
             **self._extra_members(),
         })
@@ -114,5 +116,6 @@ class TraceSequencer(Component):
         """A collective node (the current node while ``running & collective``; ``count`` its
         cycles so far): ``engine_start`` in its first cycle, done in the cycle ``engine_done``
         is seen. Returns "the current node is a collective in its last cycle"."""
-        m.d.comb += self.engine_start.eq(running & collective & (count == 0))
+        m.d.comb += [self.engine_start.eq(running & collective & (count == 0)),
+                     self.engine_running.eq(running & collective & (count != 0))]
         return collective & (count != 0) & self.engine_done

@@ -172,7 +172,7 @@ class MeshFabricTop(wiring.Component):
                 if seq is None:
                     wiring.connect(m, port.rx, engine.rx)
                 else:       # several collectives in turn: the next one's flits wait for it
-                    connect_rx_between_collectives(m, port.rx, engine, seq.done)
+                    connect_rx_between_collectives(m, port.rx, engine, seq.engine_running, seq.done)
                 wiring.connect(m, port.o, mux.i[chunk])
                 errors.append(port.overflow)
             if self.sequencer is not None:

@@ -53,3 +53,46 @@ def test_each_collective_runs_its_counts_once_then_the_switch_holds_its_inputs(p
     assert first == 5
     assert second - first == 1 + 2 + 1 + 2 + 1 and third - second == 1 + 3 + 1 + 1 + 1
     assert out["finished"] == 1 and out["allow"] == 0       # no collective left: inputs held
+
+
+def test_a_collective_of_more_phases_starts_at_its_phase_0_whatever_the_drain_time(program_and_start):
+    """A one-phase collective (a ring's) followed by a two-phase one in other slots (a
+    hierarchical all-reduce's): its number of phases reaches the sequencer with its start, so
+    the sequencer waiting in the ring's phase does not select a phase 1 of it, and the start is
+    not lost however long the switch takes to drain for a select (here 10 cycles)."""
+    from amaranth.sim import Simulator
+
+    from hdl.contracts.trace_program import SLOT_BASE
+    from hdl.designs.fabric.phase_sequencer import sequencer_registers
+    from hdl.designs.iteration import RerunPhaseSequencer
+    phases, drain = 4, 10
+    dut = RerunPhaseSequencer(ports=2, phases=phases, programs=16)
+    programs = [{0: [(SLOT_BASE, 0), *sequencer_registers(phases, [(4, 2, 0b11)])]},
+                {0: [(SLOT_BASE, 1), *sequencer_registers(phases, [(2, 2, 0b01), (2, 2, 0b10)])]}]
+    entries = loader_entries(programs, 1)
+    out = {"selects": [], "allowed": []}
+
+    async def bench(ctx):
+        await program_and_start(ctx, dut, loader_writes(entries, 1, 16))
+        waited = 0
+        for _ in range(80):
+            allow = ctx.get(dut.allow)
+            ctx.set(dut.accepted, allow)           # every allowed port has a flit waiting
+            ready = bool(ctx.get(dut.select_valid)) and waited + 1 >= drain
+            waited = waited + 1 if ctx.get(dut.select_valid) and not ready else 0
+            ctx.set(dut.select_ready, ready)
+            if ready:
+                out["selects"].append(ctx.get(dut.select_slot))
+                out["allowed"].append(0)
+            if allow:
+                out["allowed"][-1] += bin(allow).count("1")
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # the ring's slot 0 (4 flits), then the next collective's slots 1 and 2 (its base is 1) with
+    # their own counts: 2 flits at port 0, then 2 at port 1
+    assert out["selects"] == [0, 1, 2]
+    assert out["allowed"] == [4, 2, 2]
