@@ -25,18 +25,14 @@ __all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END
 #: load a program per collective; on the circuit FRED fabric the switches rerun their phases
 #: with each collective's counts). resnet-152 MP20 twice: at K = 1000 its 104 all-reduces are
 #: 1-51 flits, where whole-flit pieces cost more than the bytes (docs/fabric_iteration.md), at
-#: K = 100 63-502 flits. Not on Fred-A/C: iterations of ring all-reduces (transformer-17b,
-#: resnet-152 at K = 100): Fred-A at K = 100 stalled with bad flits in its first ring
-#: collectives; the likely mechanism (not yet traced): a one-stage ring's next flits reach a
-#: neighbour whose engine is done with the last collective and not yet started on the next,
-#: which takes them as extras (docs/fabric_iteration.md, "What is not done").
+#: K = 100 63-502 flits (rings on Fred-A/C for the larger ones: the case that found the NPUs
+#: taking a next collective's early flits between collectives, docs/fabric_iteration.md).
 _FABRICS = ("mesh", "fred-a", "fred-b", "fred-c", "fred-d")
-_IN_SWITCH = ("mesh", "fred-b", "fred-d")
 ITERATION_CASES = (
     ("resnet-152", "MP1-DP20-PP1", _FABRICS, None),
     ("resnet-152", "MP20-DP1-PP1", _FABRICS, None),
-    ("resnet-152", "MP20-DP1-PP1", _IN_SWITCH, 100.0),
-    ("transformer-17b", "MP20-DP1-PP1", _IN_SWITCH, None),
+    ("resnet-152", "MP20-DP1-PP1", _FABRICS, 100.0),
+    ("transformer-17b", "MP20-DP1-PP1", _FABRICS, None),
 )
 #: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
 #: reproduce": full size, overlapped, the paper's strategies).
