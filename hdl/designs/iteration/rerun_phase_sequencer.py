@@ -23,7 +23,9 @@ class RerunPhaseSequencer(Component):
     sequencer's own registers) writes collective 0's phase counts after ``start``, then starts
     the sequencer; once the sequencer's last phase has all its inputs (``finished``) and a
     collective is left, the loader writes that collective's counts (only those that change;
-    ``cocotb_tests.iteration.fred_loading``) and the sequencer starts again at phase 0.
+    ``cocotb_tests.iteration.fred_loading``) and the sequencer starts again at phase 0. A
+    collective with no phase on this switch (0 phases) is skipped at once: the sequencer is
+    not started (it would wait for flits that never come) and the next collective is loaded.
 
     Why this is enough: the switches hold the configured phases of every algorithm the
     iteration's collectives use, side by side in their slots (checked to fit when the loads
@@ -99,10 +101,20 @@ class RerunPhaseSequencer(Component):
             with m.State("LOAD"):          # the loader writes this collective's counts
                 with m.If(self.start):
                     m.next = "LOAD"
+                with m.Elif(loader.loaded & (phases == 0)):
+                    # the switch has no phase in this collective (e.g. Fred-C's L2 planes but
+                    # the ring's): nothing to run, no flit of it to wait for -- on to the next
+                    m.next = "SKIP"
                 with m.Elif(loader.loaded):
                     m.d.comb += seq.start.eq(1)
                     m.d.sync += armed.eq(0)
                     m.next = "RUN"
+            with m.State("SKIP"):
+                with m.If(self.start):
+                    m.next = "LOAD"
+                with m.Elif(loader.pending):
+                    m.d.comb += loader.go.eq(1)
+                    m.next = "LOAD"
             with m.State("RUN"):
                 # finished counts once the run's first phase is selected (before that it may
                 # still show the last run's, or a power-on count of 0)

@@ -96,3 +96,39 @@ def test_a_collective_of_more_phases_starts_at_its_phase_0_whatever_the_drain_ti
     # their own counts: 2 flits at port 0, then 2 at port 1
     assert out["selects"] == [0, 1, 2]
     assert out["allowed"] == [4, 2, 2]
+
+
+def test_a_collective_without_phases_on_the_switch_is_skipped(program_and_start):
+    """A switch that a collective does not use (0 phases: Fred-C's L2 planes 1-3 in a ring
+    across the L1s) moves on to the next collective at once instead of waiting for flits that
+    never come (it was stuck there, and every later collective through it stalled)."""
+    from amaranth.sim import Simulator
+
+    from hdl.designs.fabric.phase_sequencer import sequencer_registers
+    from hdl.designs.iteration import RerunPhaseSequencer
+    dut = RerunPhaseSequencer(ports=2, phases=PHASES, programs=16)
+    unused = {0: sequencer_registers(PHASES, [])}
+    programs = [{0: _registers(4, 2, 0b11)}, unused, unused, {0: _registers(6, 3, 0b11)}]
+    entries = loader_entries(programs, 1)
+    out = {"runs": []}
+
+    async def bench(ctx):
+        await program_and_start(ctx, dut, loader_writes(entries, 1, 16))
+        ctx.set(dut.select_ready, 1)
+        for _ in range(60):
+            allow = ctx.get(dut.allow)
+            ctx.set(dut.accepted, allow)           # every allowed port has a flit waiting
+            if ctx.get(dut.select_valid):
+                out["runs"].append(0)
+            if out["runs"]:
+                out["runs"][-1] += bin(allow).count("1")
+            await ctx.tick()
+        out.update(finished=ctx.get(dut.finished), allow=ctx.get(dut.allow))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert out["runs"] == [4, 6]            # the two collectives that use it, in order
+    assert out["finished"] == 1 and out["allow"] == 0
+
