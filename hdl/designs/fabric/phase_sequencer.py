@@ -7,7 +7,7 @@ from amaranth.lib.wiring import Component, In, Out
 
 from hdl.contracts.config_port import phase_index_width
 
-__all__ = ["PhaseSequencer", "sequencer_registers"]
+__all__ = ["PhaseSequencer", "sequencer_members", "sequencer_registers"]
 
 
 def sequencer_registers(phases: int, plist) -> list[tuple[int, int]]:
@@ -17,6 +17,20 @@ def sequencer_registers(phases: int, plist) -> list[tuple[int, int]]:
     for k, (total, share, mask) in enumerate(plist):
         writes += [(1 + k, total), (1 + phases + k, share), (1 + 2 * phases + k, mask)]
     return writes
+
+
+def sequencer_members(*, ports: int, phases: int, waddr) -> dict:
+    """The members of a phase sequencer of ``ports`` ports and ``phases`` phases with program
+    addresses of shape ``waddr`` (:class:`PhaseSequencer`'s, and those of sequencers that stand
+    in for it in :class:`hdl.designs.fabric.FabricTop`)."""
+    return {
+        "start": In(1),
+        "we": In(1), "waddr": In(waddr), "wdata": In(32),
+        "accepted": In(ports), "allow": Out(ports),
+        "select_valid": Out(1), "select_slot": Out(phase_index_width(phases)),
+        "select_ready": In(1),
+        "index": Out(range(phases + 1)), "count": Out(32), "finished": Out(1),
+    }
 
 
 class PhaseSequencer(Component):
@@ -47,14 +61,7 @@ class PhaseSequencer(Component):
 
     def __init__(self, *, ports: int, phases: int):
         self.ports, self.phases = ports, phases
-        super().__init__({
-            "start": In(1),
-            "we": In(1), "waddr": In(range(3 * phases + 1)), "wdata": In(32),
-            "accepted": In(ports), "allow": Out(ports),
-            "select_valid": Out(1), "select_slot": Out(phase_index_width(phases)),
-            "select_ready": In(1),
-            "index": Out(range(phases + 1)), "count": Out(32), "finished": Out(1),
-        })
+        super().__init__(sequencer_members(ports=ports, phases=phases, waddr=range(3 * phases + 1)))
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -5,11 +5,10 @@ NPU on the circuit FRED fabric")."""
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib.wiring import Component, In, Out
+from amaranth.lib.wiring import Component
 
-from hdl.contracts.config_port import phase_index_width
 from hdl.contracts.trace_program import PROG_ADDR, SLOT_BASE
-from hdl.designs.fabric.phase_sequencer import PhaseSequencer
+from hdl.designs.fabric.phase_sequencer import PhaseSequencer, sequencer_members
 
 from .program_loader import ProgramLoader
 
@@ -49,14 +48,7 @@ class RerunPhaseSequencer(Component):
 
     def __init__(self, *, ports: int, phases: int, programs: int):
         self.ports, self.phases, self.programs = ports, phases, programs
-        super().__init__({
-            "start": In(1),
-            "we": In(1), "waddr": In(6), "wdata": In(32),
-            "accepted": In(ports), "allow": Out(ports),
-            "select_valid": Out(1), "select_slot": Out(phase_index_width(phases)),
-            "select_ready": In(1),
-            "index": Out(range(phases + 1)), "count": Out(32), "finished": Out(1),
-        })
+        super().__init__(sequencer_members(ports=ports, phases=phases, waddr=6))
 
     def elaborate(self, platform) -> Module:
         m = Module()
