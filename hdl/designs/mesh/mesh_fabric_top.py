@@ -77,18 +77,10 @@ class MeshFabricTop(wiring.Component):
 
     def __init__(self, spec: MeshFabricSpec, *, sequencer=None, partition: MeshPartition | None = None,
                  part: int | None = None):
-        if not isinstance(spec, MeshFabricSpec):
-            raise FredError(f"MeshFabricTop needs a MeshFabricSpec, got {spec!r}")
-        last_unit = sequencer_unit(spec, spec.npus - 1) if sequencer is not None else engine_unit(spec.npus, 0)
-        if last_unit >= GLOBAL_UNIT + (sequencer is None):
-            raise FredError(f"a {spec.rows} x {spec.cols} mesh has more engines than program units")
-        if (partition is None) != (part is None):
-            raise FredError("MeshFabricTop: give both partition and part (one part of a cut mesh) or neither")
-        if partition is not None and (partition.spec != spec or part not in range(partition.count)
-                                      or isinstance(part, bool)):
-            raise FredError(f"MeshFabricTop: part {part!r} of a partition of "
-                            f"{partition.spec.rows} x {partition.spec.cols}: not a part of this "
-                            f"{spec.rows} x {spec.cols} mesh's partition")
+        problem = self._check(spec, sequencer, partition, part)
+        if problem:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(problem)
         self.spec, self.sequencer = spec, sequencer
         self.partition, self.part = partition, part
         self.engine_flit = FlitFormat(dtype=spec.dtype, lanes=spec.engine_lanes, tag_width=TAG_WIDTH)
@@ -99,6 +91,23 @@ class MeshFabricTop(wiring.Component):
                 if width:
                     cut_ports[bus] = direction(width)
         super().__init__({**cut_ports, **harness_ports()})
+
+    @staticmethod
+    def _check(spec, sequencer, partition, part) -> str:
+        """What is wrong with these parameters ("" if nothing)."""
+        if not isinstance(spec, MeshFabricSpec):
+            return f"MeshFabricTop needs a MeshFabricSpec, got {spec!r}"
+        last_unit = sequencer_unit(spec, spec.npus - 1) if sequencer is not None else engine_unit(spec.npus, 0)
+        if last_unit >= GLOBAL_UNIT + (sequencer is None):
+            return f"a {spec.rows} x {spec.cols} mesh has more engines than program units"
+        if (partition is None) != (part is None):
+            return "MeshFabricTop: give both partition and part (one part of a cut mesh) or neither"
+        if partition is not None and (partition.spec != spec or part not in range(partition.count)
+                                      or isinstance(part, bool)):
+            return (f"MeshFabricTop: part {part!r} of a partition of "
+                    f"{partition.spec.rows} x {partition.spec.cols}: not a part of this "
+                    f"{spec.rows} x {spec.cols} mesh's partition")
+        return ""
 
     def cut_fields(self) -> list[tuple[str, str, int]]:
         """This part's cut signals, LSB first: ``(bus, name, width)``, bus ``cut_out`` or
