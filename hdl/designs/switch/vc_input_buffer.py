@@ -43,9 +43,12 @@ class VCInputBuffer(wiring.Component):
         i: ``In(link_signature(flit))``: the link (``valid``, ``payload``). No ``ready``: the sender
             holds one credit counter per data VC, initialised to ``depth``, spends one per flit
             and gets one back per pulse on ``credit``; it never sends a flit without a credit.
-        credit: ``Out(2).array(3)``: ``credit[v]`` is the number of VC v slots freed this cycle
-            (0..2: a flit leaves on ``o``, and a flit of a dropped packet that was charged to VC
-            v arrives; both can happen in one cycle, so it is a count, not a pulse).
+        credit: ``Out(2).array(3)``: ``credit[v]`` is the number of VC v slots freed (0..2: a
+            flit leaves on ``o`` this cycle, and a flit of a dropped packet that was charged to
+            VC v arrived in the cycle before; both can happen in one cycle, so it is a count,
+            not a pulse). Latency: a read's credit in the cycle of the read, a dropped flit's
+            one cycle after it arrived (registered), so ``credit`` depends combinationally on
+            no input but ``o.ready`` and ``sel``; never on ``i``.
         loaded: ``In(K)``: the configuration memory's loaded slots.
         head_valid, head_first: ``Out(3)``: VC v holds a flit; that flit starts a packet.
         head: ``Out(struct of the header).array(3)``: the header of VC v's head flit (every
@@ -59,7 +62,8 @@ class VCInputBuffer(wiring.Component):
             protocol; the flit is lost). A simulation assertion: benches require it stays 0.
 
         ctrl: ``Out(stream.Signature(flit))``: the control VC's head flit (``ctrl_depth`` > 0);
-        ctrl_credit: ``Out(2)``: control VC slots freed this cycle.
+        ctrl_credit: ``Out(2)``: control VC slots freed (as ``credit``: a dropped control
+            flit's one cycle after it arrived).
 
     Control VC (``ctrl_depth`` > 0, docs/switch.md, Packet switch): a packet with ``vc`` = 3 is a one-flit control
     packet (ACK / NACK: ``phase`` holds its kind, ``seq`` and ``flow`` what it acknowledges);
@@ -147,6 +151,9 @@ class VCInputBuffer(wiring.Component):
         packet_vc = Signal(2)
         packet_tag = Signal(self.flit.tag_width)
         charged = Signal()            # the dropped packet's vc is a data VC (the sender paid)
+        # a dropped flit's credit leaves one cycle after the flit arrived (a register): the
+        # credit outputs then depend on no input of the same cycle, so a fabric can be cut at
+        # a link into parts simulated in lock step (docs/switch.md, "Links and credits")
         drop_credit = Signal(nvc)
 
         first = ~in_packet
@@ -181,6 +188,7 @@ class VCInputBuffer(wiring.Component):
         m.d.comb += stored.eq(word.as_value())
         m.d.comb += stored[width - self.flit.tag_width:].eq(cur_tag)
 
+        m.d.sync += [drop_credit.eq(0), ctrl_drop_credit.eq(0)]
         with m.If(self.i.valid):
             m.d.sync += [in_packet.eq(~word.last), packet_vc.eq(cur_vc), packet_tag.eq(cur_tag),
                          dropping.eq(cur_drop), charged.eq(cur_charged)]
@@ -191,7 +199,7 @@ class VCInputBuffer(wiring.Component):
             for v, f in enumerate(fifos):
                 with m.If(cur_vc == v):
                     with m.If(cur_drop):
-                        m.d.comb += drop_credit[v].eq(cur_charged)
+                        m.d.sync += drop_credit[v].eq(cur_charged)
                     with m.Elif(f.w_rdy):
                         m.d.comb += f.w_en.eq(1)
                     with m.Else():
@@ -199,7 +207,7 @@ class VCInputBuffer(wiring.Component):
             if ctrl_fifo is not None:
                 with m.If(cur_vc == 3):
                     with m.If(cur_drop):
-                        m.d.comb += ctrl_drop_credit.eq(cur_charged)
+                        m.d.sync += ctrl_drop_credit.eq(cur_charged)
                     with m.Elif(ctrl_fifo.w_rdy):
                         m.d.comb += ctrl_fifo.w_en.eq(1)
                     with m.Else():

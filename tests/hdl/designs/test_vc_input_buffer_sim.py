@@ -139,3 +139,36 @@ def test_bad_parameters_are_refused():
                       phases=PHASES, depth=4)
     with pytest.raises(FredError, match="phases"):
         VCInputBuffer(flit=FLIT, packet=PKT, phases=5, depth=4)
+
+
+def test_a_dropped_flits_credit_leaves_one_cycle_after_it_arrives_and_a_reads_at_once():
+    """The credit outputs depend on no input of the same cycle (a fabric is cut at its links
+    for the lock-step simulator, docs/switch.md "Links and credits"): a dropped flit's credit
+    is registered, one cycle after the flit; a read's comes in the cycle of the read."""
+    dut = VCInputBuffer(flit=FLIT, packet=PKT, phases=PHASES, depth=4)
+    bad = PKT.pack_header(phase=2, vc=VC.DP, seq=0, flow=0)     # phase 2 is not loaded
+    good = PKT.pack_header(phase=0, vc=VC.MP, seq=1, flow=0)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.loaded, 0b001)
+        ctx.set(dut.sel, VC.MP)
+        # cycle 0: a one-flit malformed packet on DP; cycle 1: a good one on MP; then idle
+        for header, data in ((bad, 7), (good, 8), (None, 0), (None, 0), (None, 0)):
+            ctx.set(dut.i.valid, header is not None)
+            ctx.set(dut.i.payload.as_value(),
+                    FLIT.fields.pack(data=data, last=1, tag=header) if header is not None else 0)
+            ctx.set(dut.o.ready, 1)
+            _, _, valid, *credit = await ctx.tick().sample(dut.o.valid, *dut.credit)
+            seen.append((valid, tuple(credit)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    mp, dp = VC.MP, VC.DP
+    # cycle 0: the bad flit arrives, no credit yet; cycle 1: its DP credit; the good flit is at
+    # the head in cycle 2 and read then, its MP credit in that same cycle
+    assert [c[dp] for _, c in seen] == [0, 1, 0, 0, 0]
+    assert [c[mp] for _, c in seen] == [0, 0, 1, 0, 0]
+    assert [v for v, _ in seen] == [0, 0, 1, 0, 0]
