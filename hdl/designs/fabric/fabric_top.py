@@ -17,6 +17,7 @@ from hdl.contracts.flit import FlitFormat
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.switch_top import FredSwitchTop
 
+from .cut import cut_ports as cut_ports_of, cut_slices, link_cut_fields
 from .link import Link, LinkReceiver, LinkSender
 from .npu_engine import NpuEngine
 from .phase_sequencer import PhaseSequencer
@@ -159,13 +160,7 @@ class FabricTop(wiring.Component):
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(problem)
         self.partition, self.part = partition, part
-        cut_ports = {}
-        if partition is not None:
-            out_width, in_width = self.cut_widths()
-            if out_width:
-                cut_ports["cut_out"] = Out(out_width)
-            if in_width:
-                cut_ports["cut_in"] = In(in_width)
+        cut_ports = cut_ports_of(self.cut_fields()) if partition is not None else {}
         super().__init__({**cut_ports, 
             "clk": In(1),
             "start": In(1),
@@ -185,31 +180,15 @@ class FabricTop(wiring.Component):
         part drives ``<link>_valid`` and ``<link>_data`` and reads ``<link>_credit``, the
         receiver's the reverse. Part p's ``cut_out`` is, field for field, part q's ``cut_in``
         when the fabric has two parts."""
-        fields = []
         width = Shape.cast(flit_layout(self.flit)).width
-        for cut in self.partition.cut_links():
-            name = cut.ends.name
-            if cut.source_part == self.part:
-                fields += [("cut_out", f"{name}_valid", 1), ("cut_out", f"{name}_data", width),
-                           ("cut_in", f"{name}_credit", 1)]
-            elif cut.sink_part == self.part:
-                fields += [("cut_in", f"{name}_valid", 1), ("cut_in", f"{name}_data", width),
-                           ("cut_out", f"{name}_credit", 1)]
-        return fields
+        cuts = [(c.ends.name, c.source_part, c.sink_part) for c in self.partition.cut_links()]
+        return link_cut_fields(cuts, self.part, [("valid", 1), ("data", width)], [("credit", 1)])
 
     def cut_widths(self) -> tuple[int, int]:
         """Bits of (``cut_out``, ``cut_in``)."""
         fields = self.cut_fields()
         return (sum(w for bus, _, w in fields if bus == "cut_out"),
                 sum(w for bus, _, w in fields if bus == "cut_in"))
-
-    def _cut_slices(self) -> dict[str, object]:
-        at = {"cut_out": 0, "cut_in": 0}
-        out = {}
-        for bus, name, width in self.cut_fields():
-            out[name] = getattr(self, bus)[at[bus]:at[bus] + width]
-            at[bus] += width
-        return out
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -269,7 +248,7 @@ class FabricTop(wiring.Component):
             _gated(m, to_l1.o, l1.i[port], gates[rank // k][port])
             wiring.connect(m, l1.o[port], to_npu.i)
             wiring.connect(m, to_npu.o, engine.rx)
-        cut = self._cut_slices() if self.partition is not None else {}
+        cut = cut_slices(self, self.cut_fields()) if self.partition is not None else {}
         for ends in uplinks(spec):
             source, sink = switches[ends.source], switches[ends.sink]
             if source is not None and sink is not None:

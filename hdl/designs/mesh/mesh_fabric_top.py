@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
@@ -16,6 +15,7 @@ from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WI
                                            TAG_WIDTH, count_cycles, harness_inputs, harness_ports,
                                            read_register)
 from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
+from hdl.designs.fabric.cut import cut_ports as cut_ports_of, cut_slices, link_cut_fields
 
 from .engine_port import EnginePort
 from .injection_mux import InjectionMux
@@ -84,12 +84,7 @@ class MeshFabricTop(wiring.Component):
         self.spec, self.sequencer = spec, sequencer
         self.partition, self.part = partition, part
         self.engine_flit = FlitFormat(dtype=spec.dtype, lanes=spec.engine_lanes, tag_width=TAG_WIDTH)
-        cut_ports = {}
-        if partition is not None:
-            for bus, direction in (("cut_out", Out), ("cut_in", In)):
-                width = sum(w for b, _, w in self.cut_fields() if b == bus)
-                if width:
-                    cut_ports[bus] = direction(width)
+        cut_ports = cut_ports_of(self.cut_fields()) if partition is not None else {}
         super().__init__({**cut_ports, **harness_ports()})
 
     @staticmethod
@@ -114,20 +109,9 @@ class MeshFabricTop(wiring.Component):
         ``cut_in``; for every cut wire (``MeshPartition.cut_wires`` order) the sending part
         drives ``<wire>_valid`` and ``<wire>_data`` and reads ``<wire>_credit``, the receiving
         part the reverse: part 0's ``cut_out`` is, field for field, part 1's ``cut_in``."""
-        fields = []
-        for wire in self.partition.cut_wires():
-            out, back = ("cut_out", "cut_in") if wire.source_part == self.part else ("cut_in", "cut_out")
-            fields += [(out, f"{wire.name}_valid", 1), (out, f"{wire.name}_data", self.spec.flit.width),
-                       (back, f"{wire.name}_credit", MESH_VCS)]
-        return fields
-
-    def _cut_slices(self) -> dict:
-        """``{field: slice of cut_out / cut_in}`` (:meth:`cut_fields`)."""
-        at, out = {"cut_out": 0, "cut_in": 0}, {}
-        for bus, name, width in self.cut_fields():
-            out[name] = getattr(self, bus)[at[bus]:at[bus] + width]
-            at[bus] += width
-        return out
+        cuts = [(w.name, w.source_part, w.sink_part) for w in self.partition.cut_wires()]
+        return link_cut_fields(cuts, self.part, [("valid", 1), ("data", self.spec.flit.width)],
+                               [("credit", MESH_VCS)])
 
     def _mine(self, rank: int) -> bool:
         return self.partition is None or self.partition.npu_part(rank) == self.part
@@ -140,7 +124,7 @@ class MeshFabricTop(wiring.Component):
             routers, errors = add_mesh(m, spec)
         else:
             routers, errors = add_mesh(m, spec, partition=self.partition, part=self.part,
-                                       cut=self._cut_slices())
+                                       cut=cut_slices(self, self.cut_fields()))
         engines, sequencers = {}, {}
         for rank in range(spec.npus):
             if not self._mine(rank):
