@@ -95,7 +95,8 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
                                watchdog_cycles=20_000, packet_flits=8, depth=None,
                                edit_load=None, vcs=None, delays=None,
-                               algorithm=None, program=None) -> PacketFabricRun:
+                               algorithm=None, program=None, top=None,
+                               each_cycle=None) -> PacketFabricRun:
     """Run ``request`` on the packet fabric of ``spec``; a run that is not done after
     ``watchdog_cycles`` raises :class:`FredError` naming the engines that did not finish.
     ``edit_load``: tests only, a function applied to the load sequence (a wrong program must
@@ -104,14 +105,17 @@ def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
     :func:`~hdl.compiler.fabric_program.fabric_program` (None: the fabric's default; endpoint
     algorithms run as online unicasts). ``program``: a program of ``request`` already built
     (concurrent traffic classes, :func:`hdl.compiler.concurrent_program.concurrent_program`;
-    default: :func:`~hdl.compiler.fabric_program.fabric_program` of ``request``)."""
+    default: :func:`~hdl.compiler.fabric_program.fabric_program` of ``request``). Tests only:
+    ``top(spec, packet_flits=, depth=, online=)`` makes the component run instead of
+    :class:`PacketFabricTop` (the same ports; e.g. the two parts of a cut fabric joined), and
+    ``each_cycle(ctx, dut)`` is awaited in every cycle of the run, before its clock edge."""
     program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
                                         sink_backpressure=sink_backpressure)
     # the load first: a request the packet fabric does not run fails before the top exists
     online = runs_online(program)
     load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
                                 vcs, delays)
-    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
+    dut = (top or PacketFabricTop)(spec, packet_flits=packet_flits, depth=depth, online=online)
     if edit_load is not None:
         load = edit_load(load)
     out = {}
@@ -153,7 +157,10 @@ def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
         await ticks(ctx)
         ctx.set(dut.start, 0)
         for _ in range(watchdog_cycles // 16):
-            await ticks(ctx, 16)
+            for _ in range(16):
+                if each_cycle is not None:
+                    await each_cycle(ctx, dut)
+                await ticks(ctx)
             if ctx.get(dut.all_done):
                 break
         await ticks(ctx, 64)    # late (extra) flits surface before the counters are read

@@ -3,22 +3,24 @@ fabric"; the Verilog top ``fred_packet_fabric``)."""
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.config_port import phase_index_width
 from hdl.contracts.fabric import FabricSpec
-from hdl.contracts.fabric_partition import uplinks
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric_partition import FabricPartition, uplinks
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import NPU_BUFFER
-from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.packet import DATA_VCS, VC, PacketFormat
 from hdl.contracts.timing import switch_latency
 from hdl.compiler.fabric_program import default_phases
 from hdl.compiler.packet_fabric_program import online_table
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
 
+from .cut import cut_ports, cut_slices, link_cut_fields
 from .depacketizer import Depacketizer
 from .io_controller import IoController
 from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, PROG_REG_WIDTH, TAG_WIDTH,
@@ -106,11 +108,32 @@ class PacketFabricTop(wiring.Component):
     constants per switch, a combinational lookup on the link's output, no cycle).
 
     Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
-    Not yet: the cut into two parts for the lock-step simulator.
+
+    One part of a cut fabric (``partition``, a
+    :class:`~hdl.contracts.fabric_partition.FabricPartition` of ``spec`` -- the circuit
+    fabric's, the same switches and uplinks --, and ``part``; the lock-step simulator,
+    ``eda/fabric/lockstep.py``): only the part's switches and the endpoints at its L1s. A cut
+    uplink's :class:`PacketLink` (its queue and registers) is in the sender's part: its output
+    (``<link>_valid``, ``<link>_data`` and its sticky ``<link>_overflow``) leaves on ``cut_out``,
+    and the receiving switch's credits (``<link>_credit``, 2 bits per VC) come back on
+    ``cut_in``; the receiver's part applies the online ``dest`` rewrite. Every cut signal is a
+    function of its own part's registers only (the link's output: the sending switch's output
+    and the link's queue and registers; the credits: the input buffer's read, from its own
+    state, and its registered drop credit, docs/switch.md "Links and credits"), so two parts
+    evaluate a cycle at the same time and swap them between cycles with the one model's result.
+    The harness ports are the same; a unit of another part ignores writes and reads 0,
+    ``cfg_ready`` is 0 for another part's switch, and ``all_done`` / ``cycles`` cover the part's
+    own endpoints (done at once without any).
     """
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
-                 depth: int | None = None, online: bool = False):
+                 depth: int | None = None, online: bool = False,
+                 partition: FabricPartition | None = None, part: int | None = None):
+        problem = _partition_problem(spec, partition, part)
+        if problem:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(problem)
+        self.partition, self.part = partition, part
         self.spec = spec
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
@@ -119,7 +142,11 @@ class PacketFabricTop(wiring.Component):
         self.depth = default_depth(spec, packet_flits) if depth is None else depth
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
+        self.link_shape = flit_layout(FlitFormat(dtype=spec.dtype, lanes=spec.lanes,
+                                                 tag_width=self.packet.header_width))
+        cut = cut_ports(self.cut_fields()) if partition is not None else {}
         super().__init__({
+            **cut,
             "clk": In(1),
             "start": In(1),
             "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
@@ -129,14 +156,30 @@ class PacketFabricTop(wiring.Component):
             "all_done": Out(1), "cycles": Out(32),
         })
 
+    def _owns(self, switch: int) -> bool:
+        return self.partition is None or self.partition.parts[switch] == self.part
+
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """This part's cut signals, LSB first: ``(bus, name, width)``, bus ``cut_out`` or
+        ``cut_in``; for every cut uplink (``FabricPartition.cut_links`` order) the sender's part
+        drives ``<link>_valid``, ``<link>_data``, ``<link>_overflow`` and reads
+        ``<link>_credit`` (3 VCs x 2 bits), the receiver's part the reverse: part 0's
+        ``cut_out`` is, field for field, part 1's ``cut_in``."""
+        width = Shape.cast(self.link_shape).width
+        cuts = [(c.ends.name, c.source_part, c.sink_part) for c in self.partition.cut_links()]
+        return link_cut_fields(cuts, self.part, [("valid", 1), ("data", width), ("overflow", 1)],
+                               [("credit", 2 * len(DATA_VCS))])
+
     def elaborate(self, platform) -> Module:
         m = Module()
         start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, fmt = self.spec, self.packet
-        link_shape = flit_layout(FlitFormat(dtype=spec.dtype, lanes=spec.lanes,
-                                            tag_width=fmt.header_width))
+        link_shape = self.link_shape
         switches = []
         for s, ports in enumerate(self.switch_ports):
+            if not self._owns(s):     # another part's switch
+                switches.append(None)
+                continue
             name = (f"l1_{s}" if s < spec.l1_count else
                     "l2" if spec.l2_planes == 1 else f"l2_{s - spec.l1_count}")
             sw = m.submodules[f"switch_{name}"] = PacketSwitch(
@@ -154,10 +197,15 @@ class PacketFabricTop(wiring.Component):
             self._flow_ports(m, sw, spec.endpoints + s, prog_we, prog_unit, prog_reg, prog_data)
         with m.Switch(self.cfg_switch):
             for s, sw in enumerate(switches):
+                if sw is None:
+                    continue
                 with m.Case(s):
                     m.d.comb += self.cfg_ready.eq(sw.config.ready)
-        npus = []
+        npus = {}   # rank -> (engine, tx, rx): this part's endpoints
         for rank in range(spec.endpoints):
+            j, port = spec.port_of(rank)
+            if switches[j] is None:     # at another part's L1
+                continue
             if rank < spec.npus:
                 engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
                 tx = m.submodules[f"packetizer_{rank}"] = Packetizer(flit=self.flit, packet=fmt,
@@ -187,29 +235,51 @@ class PacketFabricTop(wiring.Component):
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
                          tx.phase.eq(regs["phase"]), tx.vc.eq(regs["vc"]),
                          tx.flow.eq(regs["flow"]), rx.last_seq.eq(regs["last_seq"])]
-            j, port = spec.port_of(rank)
             l1 = switches[j]
             up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
             down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
             _join(m, ends[0], ends[1], up, l1.i[port], l1.i_credit[port], self._route(j))
             _join(m, l1.o[port], l1.o_credit[port], down, ends[2], ends[3])
-            npus.append((engine, tx, rx))
+            npus[rank] = (engine, tx, rx)
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
         link_overflow = [Signal(name=f"link_overflow_{s}") for s in range(len(switches))]
+        cut = cut_slices(self, self.cut_fields()) if self.partition is not None else {}
         for ends in uplinks(spec):
             source, sink = switches[ends.source], switches[ends.sink]
-            link = m.submodules[ends.name] = PacketLink(link_shape, latency=spec.uplink_latency,
-                                                        rate=rate, depth=self.depth)
-            _join(m, source.o[ends.source_port], source.o_credit[ends.source_port], link,
-                  sink.i[ends.sink_port], sink.i_credit[ends.sink_port], self._route(ends.sink))
-            link_overflow[ends.sink] = link_overflow[ends.sink] | link.overflow
+            name = ends.name
+            if source is not None:
+                link = m.submodules[name] = PacketLink(link_shape, latency=spec.uplink_latency,
+                                                       rate=rate, depth=self.depth)
+                _send(m, source.o[ends.source_port], source.o_credit[ends.source_port], link)
+                if sink is None:        # the receiver is in the other part
+                    credit = cut[f"{name}_credit"]
+                    m.d.comb += [cut[f"{name}_valid"].eq(link.o.valid),
+                                 cut[f"{name}_data"].eq(link.o.payload.as_value()),
+                                 cut[f"{name}_overflow"].eq(link.overflow),
+                                 *(link.credit_in[v].eq(credit[2 * v:2 * v + 2])
+                                   for v in range(len(DATA_VCS)))]
+                    continue
+                valid, payload, credit_back, overflow = (link.o.valid, link.o.payload,
+                                                         list(link.credit_in), link.overflow)
+            elif sink is not None:      # the sender is in the other part
+                payload = Signal(link_shape, name=f"{name}_payload")
+                credit = cut[f"{name}_credit"]
+                m.d.comb += payload.as_value().eq(cut[f"{name}_data"])
+                valid, overflow = cut[f"{name}_valid"], cut[f"{name}_overflow"]
+                credit_back = [credit[2 * v:2 * v + 2] for v in range(len(DATA_VCS))]
+            else:
+                continue
+            _receive(m, valid, payload, credit_back, sink.i[ends.sink_port],
+                     sink.i_credit[ends.sink_port], self._route(ends.sink))
+            link_overflow[ends.sink] = link_overflow[ends.sink] | overflow
         # -- cycle counter (as FabricTop) ----------------------------------------------------
         all_done, running = Signal(), Signal()
-        m.d.comb += [all_done.eq(running & (sum(e.done for e, _, _ in npus) == len(npus))),
-                     self.all_done.eq(all_done)]
+        # a part without endpoints is done as soon as it runs (the lock-step simulator ANDs the parts')
+        everyone_done = (sum(e.done for e, _, _ in npus.values()) == len(npus)) if npus else 1
+        m.d.comb += [all_done.eq(running & everyone_done), self.all_done.eq(all_done)]
         count_cycles(m, start, running, all_done, self.cycles)
-        done_cycles = [self._done_cycle(m, rank, engine, start, running)
-                       for rank, (engine, _, _) in enumerate(npus)]
+        done_cycles = {rank: self._done_cycle(m, rank, engine, start, running)
+                       for rank, (engine, _, _) in npus.items()}
         self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running,
                         done_cycles)
         return m
@@ -253,13 +323,15 @@ class PacketFabricTop(wiring.Component):
                    done_cycles):
         spec = self.spec
         with m.Switch(rd_unit):
-            for rank, (engine, tx, rx) in enumerate(npus):
+            for rank, (engine, tx, rx) in npus.items():
                 values = {name: getattr(engine, name) for name in ENGINE_READ}
                 values.update(seq_errors=rx.seq_errors, link_errors=tx.credit_error | rx.overflow,
                               done_cycle=done_cycles[rank])
                 with m.Case(rank):
                     read_register(m, rd_reg, self.rd_data, [values[n] for n in PACKET_ENGINE_READ])
             for s, sw in enumerate(switches):
+                if sw is None:
+                    continue
                 values = dict(selects=sw.selects, preemptions=sw.preemptions, state=sw.state,
                               loaded=sw.loaded, error=sw.error, active_phase=sw.active_phase,
                               busy=sw.busy,
@@ -276,15 +348,42 @@ def _join(m, out, out_credit, link, inp, inp_credit, route=None):
     """Sender port (``out``, its credit input) -> ``link`` -> receiver port (``inp``, its
     credit output); ``route`` (:meth:`PacketFabricTop._route`): the header's ``dest`` set from
     its ``flow`` by the receiving switch's table on the way in."""
-    m.d.comb += [link.i.valid.eq(out.valid), link.i.payload.eq(out.payload),
-                 inp.valid.eq(link.o.valid), inp.payload.eq(link.o.payload)]
+    _send(m, out, out_credit, link)
+    _receive(m, link.o.valid, link.o.payload, list(link.credit_in), inp, inp_credit, route)
+
+
+def _send(m, out, out_credit, link):
+    """Sender port (``out``, its credit input) -> ``link``'s input (and its credits back)."""
+    m.d.comb += [link.i.valid.eq(out.valid), link.i.payload.eq(out.payload)]
+    for v in range(len(out_credit)):
+        m.d.comb += out_credit[v].eq(link.credit_out[v])
+
+
+def _receive(m, valid, payload, credit_back, inp, inp_credit, route):
+    """A link's output (``valid``, ``payload``; ``credit_back[v]`` the link's credit inputs)
+    -> receiver port (``inp``, its credit output), with the online ``dest`` rewrite
+    (``route``, :meth:`PacketFabricTop._route`) on the way in."""
+    m.d.comb += [inp.valid.eq(valid), inp.payload.eq(payload)]
     if route is not None:
         flow, dest, table = route
-        tag = link.o.payload.tag
+        tag = payload.tag
         with m.Switch(tag[flow.offset:flow.offset + flow.width]):
             for endpoint, output in table.items():
                 with m.Case(endpoint):
                     m.d.comb += inp.payload.tag[dest.offset:dest.offset + dest.width].eq(output)
-    for v in range(len(out_credit)):
-        m.d.comb += [link.credit_in[v].eq(inp_credit[v]), out_credit[v].eq(link.credit_out[v])]
+    for v in range(len(credit_back)):
+        m.d.comb += credit_back[v].eq(inp_credit[v])
 
+
+def _partition_problem(spec, partition, part) -> str:
+    """What is wrong with a part of a cut packet fabric ("" if nothing)."""
+    if (partition is None) != (part is None):
+        return ("PacketFabricTop: give both partition and part (one part of a cut fabric) or "
+                "neither (the whole fabric)")
+    if partition is None:
+        return ""
+    if not isinstance(partition, FabricPartition) or partition.spec != spec:
+        return f"PacketFabricTop: the partition must be a FabricPartition of fabric {spec.name}, got {partition!r}"
+    if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < partition.count:
+        return f"PacketFabricTop: part must be in 0..{partition.count - 1}, got {part!r}"
+    return ""

@@ -5,40 +5,18 @@ is a wire register's output, so wiring the parts together is what the lock-step 
 between cycles (``eda/fabric/lockstep.cpp``; tests/eda/test_mesh_lockstep.py compares that
 simulator with the one-model bench under Verilator, ``-m full``)."""
 
-from amaranth import DomainRenamer, Module, Mux
-from amaranth.lib import wiring
-
 from hdl.compiler.mesh_program import mesh_program
 from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_partition import mesh_partition
-from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_UNIT, harness_ports
+from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_UNIT
+from hdl.designs.fabric.joined_parts import JoinedParts
 from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ, PORT_REG_BASE, MeshFabricTop
 
 
-class JoinedParts(wiring.Component):
-    """Both parts of the cut mesh of ``spec`` with the harness ports of one: inputs to both,
-    ``all_done`` of both, ``rd_data`` the larger part's (a part reads 0 for a unit it lacks;
-    the cycle counter is the later part's, as the lock-step driver reads it)."""
-
-    def __init__(self, spec):
-        partition = mesh_partition(spec)
-        self.parts = [MeshFabricTop(spec, partition=partition, part=p) for p in range(2)]
-        super().__init__(harness_ports())
-
-    def elaborate(self, platform):
-        m = Module()
-        a, b = self.parts
-        # each part makes its own clock domains from clk: renamed apart
-        m.submodules.part0 = DomainRenamer({"sync": "sync0", "por": "por0"})(a)
-        m.submodules.part1 = DomainRenamer({"sync": "sync1", "por": "por1"})(b)
-        for part in self.parts:
-            m.d.comb += [getattr(part, name).eq(getattr(self, name))
-                         for name in ("clk", "start", "prog_we", "prog_unit", "prog_reg", "prog_data",
-                                      "rd_unit", "rd_reg")]
-        m.d.comb += [b.cut_in.eq(a.cut_out), a.cut_in.eq(b.cut_out),
-                     self.all_done.eq(a.all_done & b.all_done),
-                     self.rd_data.eq(Mux(a.rd_data > b.rd_data, a.rd_data, b.rd_data))]
-        return m
+def joined_parts(spec):
+    """Both parts of the cut mesh of ``spec`` with the harness ports of one."""
+    partition = mesh_partition(spec)
+    return JoinedParts([MeshFabricTop(spec, partition=partition, part=p) for p in range(2)])
 
 
 def test_the_parts_wired_together_run_cycle_for_cycle_as_the_whole_mesh(run_fabric_top):
@@ -52,7 +30,7 @@ def test_the_parts_wired_together_run_cycle_for_cycle_as_the_whole_mesh(run_fabr
                 "cycles": await read(GLOBAL_UNIT, MESH_GLOBAL_READ.index("cycles"))}
 
     whole, joined = (run_fabric_top(dut, program.writes(spec, PORT_REG_BASE), read_back, max_cycles=5000)
-                     for dut in (MeshFabricTop(spec), JoinedParts(spec)))
+                     for dut in (MeshFabricTop(spec), joined_parts(spec)))
     assert whole == joined
     assert whole["cycles"] > 0
     assert all(e["received"] == 12 and e["sent"] == 12 and e["errors"] == 0 for e in whole["engines"])
