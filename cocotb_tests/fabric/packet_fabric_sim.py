@@ -22,7 +22,8 @@ from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, PACKET_ENGINE_
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
 __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
-           "packet_load_sequence", "packet_training", "PACKET_TOP", "PLAIN_CFLAGS"]
+           "packet_load_sequence", "packet_training", "packet_part_verilogs", "PACKET_TOP",
+           "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
 
 
 @dataclass
@@ -233,10 +234,18 @@ PACKET_TOP = "fred_packet_fabric"
 PLAIN_CFLAGS = "-O1"
 
 
+#: The packet fabric's Verilator simulators (as the circuit fabric's,
+#: ``cocotb_tests.fabric.run.SIMULATORS``): ``cocotb``, one model under the cocotb bench;
+#: ``lockstep``, the fabric cut in two at its uplinks (``PacketFabricTop(partition=, part=)``,
+#: ``hdl.contracts.fabric_partition``), each part Verilated, run one per core in lock step
+#: (``eda.fabric.lockstep``; the same cycles and counters).
+PACKET_SIMULATORS = ("cocotb", "lockstep")
+
+
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
                       packet_flits=8, depth=None, cflags=None, algorithm=None,
                       program=None, vcs=None, delays=None, pgo=False,
-                      prebuilt=None) -> PacketFabricRun:
+                      prebuilt=None, simulator="cocotb") -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).
@@ -244,14 +253,18 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     :func:`run_packet_fabric_amaranth` (concurrent traffic classes). ``cflags``: the model's C++
     optimisation (None: :data:`PLAIN_CFLAGS`, or -O2 with ``pgo``); ``pgo``: a profile-guided
     build, trained by :func:`packet_training` (the same cycles, machine code only;
-    docs/fabric_rtl.md, "Simulation speed"); ``prebuilt``: run on this build folder (the
-    training runs)."""
+    docs/fabric_rtl.md, "Simulation speed"); ``prebuilt``: run on this build folder of
+    ``simulator`` (the training runs); ``simulator``: one of :data:`PACKET_SIMULATORS` (both
+    load, run and read the same registers, so :func:`judge` checks every flit either way)."""
     import re
     import time
 
-    from eda.fabric.build import build_trained, fast_cflags
+    from eda.fabric.build import build_trained, fast_cflags, training_options
     from cocotb_tests.fabric.run import PORTS
-    from cocotb_tests.runner import run_bench
+    from cocotb_tests.runner import run_bench, run_folder
+    if simulator not in PACKET_SIMULATORS:
+        raise FredError(f"unknown packet fabric simulator {simulator!r}; expected one of "
+                        f"{', '.join(PACKET_SIMULATORS)}")
     program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
                                         sink_backpressure=sink_backpressure)
     online = runs_online(program)
@@ -262,12 +275,17 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
         slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1
         watchdog_cycles = int(8 * request.size_flits / slowest) + 20_000
     started = time.perf_counter()
-    verilog = _packet_verilog(spec, packet_flits, depth, online)
     if prebuilt is None:
         workload = packet_training(spec, algorithm=algorithm, online=online, packet_flits=packet_flits,
-                                   depth=depth) if pgo else None
-        built = build_trained(verilog, PACKET_TOP, PORTS, cflags=fast_cflags(cflags, pgo, PLAIN_CFLAGS),
-                              pgo=pgo, workload=workload)
+                                   depth=depth, simulator=simulator) if pgo else None
+        flags = fast_cflags(cflags, pgo, PLAIN_CFLAGS)
+        if simulator == "lockstep":
+            from eda.fabric.lockstep import build_lockstep
+            built = build_lockstep(packet_part_verilogs(spec, packet_flits, depth, online), cflags=flags,
+                                   **training_options("packet lock-step", workload, pgo))
+        else:
+            built = build_trained(_packet_verilog(spec, packet_flits, depth, online), PACKET_TOP, PORTS,
+                                  cflags=flags, pgo=pgo, workload=workload)
     else:
         built = Path(prebuilt)
     build_s = time.perf_counter() - started
@@ -277,23 +295,29 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
               "engine_read": list(PACKET_ENGINE_READ), "switch_read": list(PACKET_SWITCH_READ)}
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_",
                   f"packet-{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
-    metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
-                        bench_params=params, run_name=name, prebuilt=built).metrics
+    if simulator == "lockstep":
+        from eda.fabric.lockstep import run_lockstep
+        metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
+    else:
+        metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
+                            verilog=(_packet_verilog(spec, packet_flits, depth, online), PACKET_TOP),
+                            bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]
     run = judge(spec, request, program, after["global"]["cycles"], after["engines"],
                 after["switches"], done=not metrics["stalled"] and after["global"]["all_done"],
                 watchdog_cycles=watchdog_cycles)
-    run.simulator, run.build_s, run.sim_s, run.build_dir = "cocotb", build_s, metrics["sim_s"], str(built)
+    run.simulator, run.build_s, run.sim_s, run.build_dir = simulator, build_s, metrics["sim_s"], str(built)
     return run
 
 
-def packet_training(spec, *, algorithm=None, online=False, packet_flits=8, depth=None) -> dict:
+def packet_training(spec, *, algorithm=None, online=False, packet_flits=8, depth=None,
+                    simulator="cocotb") -> dict:
     """The profile-guided build's training workload on the packet fabric of ``spec``
     (``{name: run(build_dir)}``, for :func:`eda.fabric.build.build_trained`): the circuit
     fabric's (:func:`cocotb_tests.fabric.run.training_requests`: all-reduce, reduce and
     multicast across the wafer) with ``algorithm``, each request this fabric runs with the
     build's routing (``online`` or stored phases), every flit checked (a run with errors
-    raises and fails the build)."""
+    raises and fails the build), on ``simulator``'s build."""
     from cocotb_tests.fabric.run import training_requests
     workload = {}
     for request in training_requests(spec):
@@ -305,16 +329,17 @@ def packet_training(spec, *, algorithm=None, online=False, packet_flits=8, depth
         except FredError:
             continue    # a request this fabric (or its routing) does not run: not trained
         workload[f"{request.label} x {request.size_flits}"] = functools.partial(
-            _training_run, spec, request, algorithm=algorithm, packet_flits=packet_flits, depth=depth)
+            _training_run, spec, request, algorithm=algorithm, packet_flits=packet_flits, depth=depth,
+            simulator=simulator)
     if not workload:
         raise FredError(f"packet fabric {spec.name}: no training collective runs with algorithm "
                         f"{algorithm or 'default'}")
     return workload
 
 
-def _training_run(spec, request, build_dir, *, algorithm, packet_flits, depth) -> None:
+def _training_run(spec, request, build_dir, *, algorithm, packet_flits, depth, simulator) -> None:
     run = run_packet_fabric(spec, request, algorithm=algorithm, packet_flits=packet_flits, depth=depth,
-                            prebuilt=build_dir)
+                            prebuilt=build_dir, simulator=simulator)
     if run.errors:
         raise FredError(f"packet fabric {spec.name}: the training run ({request.label}) failed: "
                         f"{'; '.join(run.errors[:3])}")
@@ -327,6 +352,20 @@ def _packet_verilog(spec, packet_flits, depth, online) -> str:
     from hdl.emit.verilog import to_verilog
     dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
     return to_verilog(dut, name=PACKET_TOP)
+
+
+@functools.lru_cache(maxsize=4)
+def packet_part_verilogs(spec, packet_flits=8, depth=None, online=False) -> tuple[str, str]:
+    """The Verilog of the lock-step simulator's two parts of the packet fabric of ``spec`` (tops
+    ``eda.fabric.lockstep.PART_TOPS``; the circuit fabric's partition,
+    ``hdl.contracts.fabric_partition.fabric_partition``)."""
+    from eda.fabric.lockstep import PART_TOPS
+    from hdl.contracts.fabric_partition import fabric_partition
+    from hdl.emit.verilog import to_verilog
+    partition = fabric_partition(spec)
+    return tuple(to_verilog(PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online,
+                                            partition=partition, part=p), name=PART_TOPS[p])
+                 for p in range(2))
 
 
 def _packet(spec, packet_flits, online):

@@ -85,7 +85,8 @@ def _parser(bench: str) -> argparse.ArgumentParser:
                             help="circuit-switch FRED fabrics (default fred-b fred-d)")
         parser.add_argument("--packet", nargs="*", default=["fred-d"], metavar="FABRIC",
                             help="packet-switch FRED fabrics, one Verilated model under cocotb "
-                                 "(default fred-d; none: --packet with no name)")
+                                 "and, with --simulator lockstep, also cut in two on the lock-step "
+                                 "simulator (default fred-d; none: --packet with no name)")
         parser.add_argument("--no-mesh", action="store_true",
                             help="skip the 5x4 mesh fabric (on --simulator's simulator)")
         parser.add_argument("--mesh-size", type=RANGES["flits"], default=MESH_SIZE,
@@ -111,7 +112,8 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         parser.add_argument("--simulator", choices=SIMULATORS, default=DEFAULT_SIMULATOR,
                             help="lockstep: the fabric in two parts on two cores (the default); "
                                  "cocotb: one model under the cocotb bench (circuit fabrics and "
-                                 "the mesh; the packet fabric runs as one model under cocotb)")
+                                 "the mesh; the packet fabric runs as one model under cocotb "
+                                 "either way, and with lockstep on the lock-step simulator too)")
         parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     return parser
 
@@ -147,14 +149,18 @@ def run(args) -> int:
 
 
 def _fabric(options, command: str, as_json: bool) -> int:
-    from studies.benchmarks.fabric_speed import measure, measure_mesh, measure_packet
+    from studies.benchmarks.fabric_speed import machine_load, measure, measure_mesh, measure_packet
     extra = None if options.verilator_args is None else tuple(options.verilator_args.split())
     figures = measure(options.fabric, options.size, cflags=options.cflags, verilator_args=extra,
                       pgo=False if options.no_pgo else None, simulator=options.simulator,
                       command=command)
     # the one-model fabrics beside the circuit ones (the same options but the simulator's)
-    figures["rows"] += [measure_packet(name, options.size, pgo=not options.no_pgo, cflags=options.cflags)
-                        for name in options.packet]
+    # the packet fabrics as one model and, with the lock-step simulator, cut in two: both rows
+    # in one run, under the same load
+    packet_simulators = ["cocotb"] + (["lockstep"] if options.simulator == "lockstep" else [])
+    figures["rows"] += [measure_packet(name, options.size, pgo=not options.no_pgo, cflags=options.cflags,
+                                       simulator=simulator)
+                        for name in options.packet for simulator in packet_simulators]
     if not options.no_mesh:
         figures["rows"].append(measure_mesh(options.mesh_size, pgo=options.mesh_pgo and not options.no_pgo,
                                             cflags=options.cflags,
@@ -169,5 +175,8 @@ def _fabric(options, command: str, as_json: bool) -> int:
         print(f"{r['fabric']:12} {r['simulator']:>9} {r['cflags']:>4} {'yes' if r['pgo'] else 'no':>3} "
               f"{r['size_flits']:>7} {r['cycles']:>9} {r['sim_s']:>8.2f} "
               f"{r['cycles_per_s']:>10.0f} {r['build_s']:>8.1f}  {waits}")
-    print(f"({figures['meta']['date']}, {figures['meta']['command']})")
+    load = " / ".join(f"{x:.2f}" for x in figures["meta"]["load_average"])
+    print(f"({figures['meta']['date']}, {figures['meta']['command']}; load average before the runs "
+          f"{load}, after {' / '.join(f'{x:.2f}' for x in machine_load())} (1 / 5 / 15 min; the "
+          f"lock-step rows need both cores free))")
     return 0

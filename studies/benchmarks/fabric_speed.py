@@ -19,7 +19,7 @@ from cocotb_tests.fabric.run import DEFAULT_SIMULATOR, build_fabric, build_optio
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 
-__all__ = ["measure", "measure_mesh", "measure_packet", "MESH_SIZE"]
+__all__ = ["measure", "measure_mesh", "measure_packet", "machine_load", "MESH_SIZE"]
 
 #: Flits per NPU of the mesh's benchmark: its largest wafer all-reduce (the 2D all-reduce's
 #: chunks fill the engines' 1,024-flit buffers at 4,000).
@@ -59,8 +59,17 @@ def measure(fabrics=("fred-b", "fred-d"), size: int = 20000, *, cflags: str | No
                          verilog_and_cache_check_s=round(elapsed, 1), flits_checked=run.flits_checked,
                          part_wait_s=run.part_wait_s))
     meta = dict(date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                machine=platform.machine(), python=platform.python_version(), command=command)
+                machine=platform.machine(), python=platform.python_version(), command=command,
+                load_average=machine_load())
     return {"meta": meta, "rows": rows}
+
+
+def machine_load() -> list[float]:
+    """The machine's load averages over 1, 5 and 15 minutes (``os.getloadavg``): the lock-step
+    simulator's two threads wait for each other every cycle, so its speed depends on both cores
+    being free (docs/fabric_rtl.md, "Simulation speed"); a figure is quoted with its load."""
+    import os
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _one_model_row(fabric: str, switch: str, simulator: str, cflags: str, pgo: bool, size: int, run,
@@ -98,20 +107,22 @@ def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None 
                           fast_cflags(cflags, pgo, CFLAGS), pgo, size, run, elapsed, run.program.recv_total)
 
 
-def measure_packet(name: str, size: int, *, pgo: bool = True, cflags: str | None = None) -> dict:
-    """The packet fabric of FRED variant ``name`` (``cocotb_tests.fabric.packet_fabric_sim``,
-    one model under cocotb): the wafer all-reduce of ``size`` flits per NPU in the model's
-    algorithm (:func:`studies.packet_fabric_case.build_packet_case`), every flit checked; one
-    row as :func:`measure`'s."""
+def measure_packet(name: str, size: int, *, pgo: bool = True, cflags: str | None = None,
+                   simulator: str = "cocotb") -> dict:
+    """The packet fabric of FRED variant ``name`` (``cocotb_tests.fabric.packet_fabric_sim``):
+    the wafer all-reduce of ``size`` flits per NPU in the model's algorithm
+    (:func:`studies.packet_fabric_case.build_packet_case`), every flit checked; one row as
+    :func:`measure`'s. ``simulator``: ``cocotb`` (one model) or ``lockstep`` (the fabric cut at
+    its uplinks, two parts on two cores)."""
     from cocotb_tests.fabric.packet_fabric_sim import PLAIN_CFLAGS, run_packet_fabric
     from eda.fabric.build import fast_cflags
     from studies.packet_fabric_case import build_packet_case
     case = build_packet_case(fabric=name, op="all-reduce", size=size, group="wafer")
     start = time.perf_counter()
     run = run_packet_fabric(case.spec, case.request, algorithm=case.estimate.algorithm, cflags=cflags,
-                            pgo=pgo)
+                            pgo=pgo, simulator=simulator)
     elapsed = time.perf_counter() - start - run.sim_s
     if run.errors:
         raise FredError(f"{name} packet fabric: errors: {run.errors}")
-    return _one_model_row(f"{name} packet", "packet", "cocotb", fast_cflags(cflags, pgo, PLAIN_CFLAGS),
+    return _one_model_row(f"{name} packet", "packet", simulator, fast_cflags(cflags, pgo, PLAIN_CFLAGS),
                           pgo, size, run, elapsed, run.flits_checked)
