@@ -46,17 +46,18 @@ def check_packet_program(case) -> None:
 
 
 def run_packet_case(case, *, seed: int = 0, sink_backpressure: float = 0.0,
-                    watchdog_cycles: int | None = None, pgo: bool = False):
+                    watchdog_cycles: int | None = None, pgo: bool = False, simulator: str = "cocotb"):
     """``case`` (:class:`studies.fabric_case.FabricCase`) with its RTL side run on the packet
     fabric, with the algorithm the model timed; errors in the received data, or a request the
     packet fabric does not run yet (the hierarchical all-reduce), are a :class:`FredError`.
-    ``pgo``: the profile-guided build (``cocotb_tests.fabric.packet_fabric_sim``)."""
+    ``pgo``: the profile-guided build; ``simulator``: one model (``cocotb``) or the lock-step
+    simulator's two parts (``lockstep``) (``cocotb_tests.fabric.packet_fabric_sim``)."""
     from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric
     # the algorithm the model timed: in-switch (stored phases selected by the headers) or an
     # endpoint algorithm (online-routed unicasts; one-stage programs: ring and chain)
     rtl = run_packet_fabric(case.spec, case.request, seed=seed, sink_backpressure=sink_backpressure,
                             watchdog_cycles=watchdog_cycles, algorithm=case.estimate.algorithm,
-                            pgo=pgo)
+                            pgo=pgo, simulator=simulator)
     case = replace(case, rtl=rtl, options={**case.options, "seed": seed, "switch": "packet",
                                            "sink_backpressure": sink_backpressure,
                                            "simulator": rtl.simulator})

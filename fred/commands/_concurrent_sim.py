@@ -16,7 +16,7 @@ def run_concurrent(args, spec_overrides: dict) -> int:
     if args.op is not None or args.dim is not None or args.algorithm is not None:
         raise FredError("--concurrent names its classes' ops, groups and algorithms; drop --op, "
                         "--dim and --algorithm")
-    if args.switch == "circuit" or args.simulator != "lockstep":
+    if args.switch == "circuit" or args.simulator is not None:
         raise FredError("--concurrent runs on the packet fabric (one Verilated model); drop "
                         "--switch circuit / --simulator")
     case = build_concurrent_case(fabric=args.fabric, scenario=args.concurrent, size=args.size,

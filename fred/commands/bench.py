@@ -81,8 +81,9 @@ def _parser(bench: str) -> argparse.ArgumentParser:
         parser.description = ("fabric RTL simulation speed under Verilator: wafer all-reduce, "
                               "cycles per wall-clock second, and the build time")
         from studies.benchmarks.fabric_speed import MESH_SIZE
-        parser.add_argument("--fabric", nargs="+", default=["fred-b", "fred-d"],
-                            help="circuit-switch FRED fabrics (default fred-b fred-d)")
+        parser.add_argument("--fabric", nargs="*", default=["fred-b", "fred-d"],
+                            help="circuit-switch FRED fabrics (default fred-b fred-d; none: "
+                                 "--fabric with no name)")
         parser.add_argument("--packet", nargs="*", default=["fred-d"], metavar="FABRIC",
                             help="packet-switch FRED fabrics, one Verilated model under cocotb "
                                  "and, with --simulator lockstep, also cut in two on the lock-step "

@@ -27,10 +27,11 @@ def add_fabric_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--characterization", default=None, metavar="PATH",
                         help="measured switch timings the model uses (default: the shipped "
                              "data/characterization.json)")
-    parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default="lockstep",
-                        help="lockstep (default): the fabric in two Verilated parts, one per "
-                             "core, in lock step; cocotb: one Verilated model under the cocotb "
-                             "bench (the same cycles, slower)")
+    parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default=None,
+                        help="lockstep: the fabric in two Verilated parts, one per core, in lock "
+                             "step (the circuit fabric's default); cocotb: one Verilated model "
+                             "under the cocotb bench (the packet fabric's default; the same "
+                             "cycles, slower with both cores free)")
 
 
 def spec_overrides(args) -> dict:
@@ -118,10 +119,10 @@ def run(args) -> int:
     if not args.model_only and args.switch == "packet":
         from studies.packet_fabric_case import run_packet_case
         case = run_packet_case(case, seed=args.seed, sink_backpressure=args.backpressure,
-                               watchdog_cycles=args.watchdog)
+                               watchdog_cycles=args.watchdog, simulator=args.simulator or "cocotb")
     elif not args.model_only:
         case = run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
-                        watchdog_cycles=args.watchdog, simulator=args.simulator)
+                        watchdog_cycles=args.watchdog, simulator=args.simulator or "lockstep")
     if args.json:
         print_json(case.to_dict())
         return 0
