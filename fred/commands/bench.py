@@ -110,6 +110,11 @@ def _parser(bench: str) -> argparse.ArgumentParser:
                                  "instrumented lock-step halves take over 9 minutes each to "
                                  "compile, and its plain lock-step build already runs above "
                                  "100,000 cycles/s on an idle machine, docs/fabric_rtl.md)")
+        parser.add_argument("--packet-lockstep-pgo", action="store_true",
+                            help="the packet fabrics' lock-step build profile-guided too (off by "
+                                 "default: not measured yet, and its training runs on the "
+                                 "instrumented two-part build; the one-model row has PGO unless "
+                                 "--no-pgo)")
         parser.add_argument("--simulator", choices=SIMULATORS, default=DEFAULT_SIMULATOR,
                             help="lockstep: the fabric in two parts on two cores (the default); "
                                  "cocotb: one model under the cocotb bench (circuit fabrics and "
@@ -159,8 +164,9 @@ def _fabric(options, command: str, as_json: bool) -> int:
     # the packet fabrics as one model and, with the lock-step simulator, cut in two: both rows
     # in one run, under the same load
     packet_simulators = ["cocotb"] + (["lockstep"] if options.simulator == "lockstep" else [])
-    figures["rows"] += [measure_packet(name, options.size, pgo=not options.no_pgo, cflags=options.cflags,
-                                       simulator=simulator)
+    figures["rows"] += [measure_packet(name, options.size, cflags=options.cflags, simulator=simulator,
+                                       pgo=not options.no_pgo and (simulator == "cocotb"
+                                                                   or options.packet_lockstep_pgo))
                         for name in options.packet for simulator in packet_simulators]
     if not options.no_mesh:
         figures["rows"].append(measure_mesh(options.mesh_size, pgo=options.mesh_pgo and not options.no_pgo,

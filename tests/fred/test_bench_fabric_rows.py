@@ -24,16 +24,21 @@ def asked(monkeypatch):
                                                   "load_average": fabric_speed.machine_load()},
                                          "rows": []})
     monkeypatch.setattr(fabric_speed, "measure_packet", lambda name, size, **k: (
-        calls.append((name, k["simulator"])) or _row(f"{name} packet", k["simulator"])))
+        calls.append((name, k["simulator"], k["pgo"])) or _row(f"{name} packet", k["simulator"])))
     return calls
 
 
-@pytest.mark.parametrize("simulator, expected", [("lockstep", ["cocotb", "lockstep"]),
-                                                 ("cocotb", ["cocotb"])])
-def test_the_packet_fabric_runs_as_one_model_and_on_the_lockstep_simulator(asked, capsys, simulator,
+@pytest.mark.parametrize("options, expected", [
+    (["--simulator", "lockstep"], [("cocotb", True), ("lockstep", False)]),
+    (["--packet-lockstep-pgo"], [("cocotb", True), ("lockstep", True)]),
+    (["--no-pgo", "--packet-lockstep-pgo"], [("cocotb", False), ("lockstep", False)]),
+    (["--simulator", "cocotb"], [("cocotb", True)])])
+def test_the_packet_fabric_runs_as_one_model_and_on_the_lockstep_simulator(asked, capsys, options,
                                                                            expected):
-    assert main(["bench", "fabric", "--no-mesh", "--fabric", "fred-b", "--simulator", simulator]) == 0
-    assert asked == [("fred-d", s) for s in expected]
+    # the lock-step row's build is plain unless asked for (--packet-lockstep-pgo)
+    assert main(["bench", "fabric", "--no-mesh", "--fabric", *options]) == 0
+    assert asked == [("fred-d", s, pgo) for s, pgo in expected]
     out = capsys.readouterr().out
-    assert [line.split()[2] for line in out.splitlines() if line.startswith("fred-d packet")] == expected
+    assert [line.split()[2] for line in out.splitlines()
+            if line.startswith("fred-d packet")] == [s for s, _ in expected]
     assert "load average before the runs" in out
