@@ -17,7 +17,14 @@ from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .rate_token import RateToken
 
-__all__ = ["ReduceForwarder"]
+__all__ = ["ReduceForwarder", "LEAF_ORDERS"]
+
+#: The order in which an NPU interleaves its leaf trees' own values, flit ``i`` of each in
+#: turn: ``tree`` (tree index, the build's default), ``farthest-first`` (the trees whose
+#: controller is farthest from this NPU first), ``nearest-first`` (nearest first). Only the
+#: latency-bound reduce-out depends on it (docs/mesh_rtl.md, "Gradient reduce-out": which
+#: flit crosses the busiest link last).
+LEAF_ORDERS = ("tree", "farthest-first", "nearest-first")
 
 _STEP = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}   # NORTH, EAST, SOUTH, WEST
 
@@ -31,7 +38,9 @@ class ReduceForwarder(wiring.Component):
 
     Parameters: spec (:class:`MeshIoSpec`), rank, children (per tree, the ports of
     ``hdl.compiler.mesh_io_program.tree_children``), parents (per tree,
-    ``tree_parents``), max_stripe (flits per tree the partial-sum memory holds; a power of two).
+    ``tree_parents``), max_stripe (flits per tree the partial-sum memory holds; a power of two),
+    leaf_order (:data:`LEAF_ORDERS`: the order of the leaf trees at each index; ties keep the
+    tree order).
 
     Members: ``start`` (restarts the leaf generator), ``per_tree`` (In(STORE_SEQ_BITS).array:
     flits of each tree), ``eject`` (In link: the router's local output; never backpressured:
@@ -47,19 +56,31 @@ class ReduceForwarder(wiring.Component):
     the earliest (``SyncFIFOBuffered``).
     """
 
-    def __init__(self, *, spec: MeshIoSpec, rank: int, children, parents, max_stripe: int):
+    def __init__(self, *, spec: MeshIoSpec, rank: int, children, parents, max_stripe: int,
+                 leaf_order: str = "tree"):
         if len(children) != spec.trees or len(parents) != spec.trees:
             raise FredError(f"ReduceForwarder needs children and parents for {spec.trees} trees")
+        if leaf_order not in LEAF_ORDERS:
+            raise FredError(f"leaf_order must be one of {', '.join(LEAF_ORDERS)}, got {leaf_order!r}")
         if max_stripe < 1 or max_stripe & (max_stripe - 1) or max_stripe > 1 << STORE_SEQ_BITS:
             raise FredError(f"max_stripe must be a power of two <= {1 << STORE_SEQ_BITS}, got {max_stripe!r}")
         self.spec, self.rank, self.max_stripe = spec, rank, max_stripe
         self.children, self.parents = [len(c) for c in children], list(parents)
         self.leaves = [t for t, n in enumerate(self.children) if n == 0]
+        if leaf_order != "tree":
+            self.leaves.sort(key=self._hops_to_controller, reverse=leaf_order == "farthest-first")
         self.flit = spec.mesh.flit
         shape = struct_layout(self.flit.fields)
         super().__init__({"start": In(1), "per_tree": In(STORE_SEQ_BITS).array(spec.trees),
                           "eject": In(link_signature(shape)), "o": Out(link_signature(shape)),
                           "credit": In(MESH_VCS), "hold": In(1), "overflow": Out(1), "idle": Out(1)})
+
+    def _hops_to_controller(self, tree: int) -> int:
+        """Mesh hops from this NPU to the NPU tree ``tree``'s controller is attached to (the
+        dimension-order routes are shortest)."""
+        (x, y) = self.spec.mesh.position(self.rank)
+        ax, ay = self.spec.mesh.position(self.spec.attach_rank(tree // 2))
+        return abs(ax - x) + abs(ay - y)
 
     def _dest(self, tree: int) -> tuple[int, int]:
         x, y = self.spec.mesh.position(self.rank)

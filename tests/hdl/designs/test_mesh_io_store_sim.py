@@ -9,14 +9,16 @@ import pytest
 from hdl.compiler.mesh_io_program import io_store_program
 from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
+from hdl.contracts.errors import FredError
 from hdl.designs.mesh.mesh_io_store_top import STORE_CONTROLLER_READ, STORE_NPU_READ, MeshIoStoreTop
+from hdl.designs.mesh.reduce_forwarder import LEAF_ORDERS
 
 SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(1, 2), queue_depth=64)
 
 
-def _check(run_mesh_io_top, spec, mode, stripe, stall=0):
+def _check(run_mesh_io_top, spec, mode, stripe, stall=0, leaf_order="tree"):
     program = io_store_program(spec, stripe, mode, max_stripe=8)
-    out = run_mesh_io_top(MeshIoStoreTop(spec, max_stripe=8), stripe=stripe, mode_index=program.mode_index,
+    out = run_mesh_io_top(MeshIoStoreTop(spec, max_stripe=8, leaf_order=leaf_order), stripe=stripe, mode_index=program.mode_index,
                           stall=stall, npu_read=STORE_NPU_READ, controller_read=STORE_CONTROLLER_READ)
     assert out["global"]["all_done"] and not out["global"]["protocol_error"]
     assert all(n["idle"] for n in out["npus"])
@@ -54,3 +56,28 @@ def test_each_reducing_member_adds_its_router_and_reducer_as_the_models_platform
         spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=cols), controllers=1, queue_depth=8)
         cycles.append(_check(run_mesh_io_top, spec, "tree-xy", 1)["global"]["cycles"])
     assert cycles[1] - cycles[0] == SMALL.mesh.link_latency + router_latency() + reduce_member_cycles() == 7
+
+
+def test_an_unknown_leaf_order_is_refused_before_anything_is_built():
+    with pytest.raises(FredError, match="leaf_order must be one of tree, farthest-first, nearest-first"):
+        MeshIoStoreTop(SMALL, leaf_order="random")
+
+
+@pytest.mark.full
+def test_at_a_latency_bound_size_the_leaf_order_decides_which_flit_crosses_the_busiest_link_last(run_mesh_io_top):
+    """The wafer's io-store at 3-flit stripes on the split trees (fabric-validate's 54-flit
+    row; Amaranth sim, 15-40 s per order): the busiest links (the corner NPUs' vertical
+    links, 26 flits) start with the corners' own leaf values and stay busy; what follows their
+    last flit is that flit's way to its controller, which depends on the tree it belongs to.
+    Each NPU sending the trees of its nearest controllers last (``farthest-first``) finishes
+    well before the build's tree order; the trees of its farthest controllers last
+    (``nearest-first``: the deepest path after the busiest link) reaches the model's busiest
+    link + deepest path, which is therefore the order-independent figure, not the RTL's
+    (docs/mesh_rtl.md, "Gradient reduce-out")."""
+    from sysmodel.mesh_rtl_model import mesh_io_model_cycles
+    spec = MeshIoSpec()
+    cycles = {order: _check(run_mesh_io_top, spec, "tree-split", 3, leaf_order=order)["global"]["cycles"]
+              for order in LEAF_ORDERS}
+    model = mesh_io_model_cycles(spec, 3, mode="tree-split", op="io-store").cycles
+    assert cycles["farthest-first"] < cycles["tree"] < cycles["nearest-first"]
+    assert abs(cycles["nearest-first"] / model - 1) < 0.02, (cycles, model)
