@@ -22,12 +22,20 @@ from .rate_token import RateToken
 from .reduce_forwarder import LEAF_ORDERS, ReduceForwarder
 from .store_checker import StoreChecker
 
-__all__ = ["MeshIoStoreTop", "STORE_NPU_READ", "STORE_CONTROLLER_READ"]
+__all__ = ["MeshIoStoreTop", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
+           "store_controller_read"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank) and a controller unit
 #: (``controller_unit``); the fabric's are ``IO_GLOBAL_READ``, the program registers ``IO_REGS``.
 STORE_NPU_READ = ("idle",)
 STORE_CONTROLLER_READ = ("received", "errors", "first_error", "complete")
+#: fp16: a controller's read registers also hold its two trees' hashes (``StoreChecker.hash``).
+STORE_FP16_CONTROLLER_READ = (*STORE_CONTROLLER_READ, "hash0", "hash1")
+
+
+def store_controller_read(spec: MeshIoSpec) -> tuple[str, ...]:
+    """A controller unit's read registers for ``spec.mesh.dtype``."""
+    return STORE_FP16_CONTROLLER_READ if spec.mesh.dtype == "fp16" else STORE_CONTROLLER_READ
 
 
 def tree_share(m: Module, stripe, mode, k: int, vc: int) -> Signal:
@@ -128,6 +136,6 @@ class MeshIoStoreTop(wiring.Component):
             for k, sink in enumerate(sinks):
                 with m.Case(controller_unit(self.spec, k)):
                     read_register(m, rd_reg, self.rd_data, [sink.received, sink.errors, sink.first_error,
-                                                            sink.complete])
+                                                            sink.complete, *getattr(sink, "hash", ())])
             with m.Case(GLOBAL_UNIT):
                 read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])

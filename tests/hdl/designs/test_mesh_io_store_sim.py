@@ -10,7 +10,7 @@ from hdl.compiler.mesh_io_program import io_store_program
 from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.errors import FredError
-from hdl.designs.mesh.mesh_io_store_top import STORE_CONTROLLER_READ, STORE_NPU_READ, MeshIoStoreTop
+from hdl.designs.mesh.mesh_io_store_top import STORE_NPU_READ, MeshIoStoreTop, store_controller_read
 from hdl.designs.mesh.reduce_forwarder import LEAF_ORDERS
 
 SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(1, 2), queue_depth=64)
@@ -19,13 +19,15 @@ SMALL = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(
 def _check(run_mesh_io_top, spec, mode, stripe, stall=0, leaf_order="tree"):
     program = io_store_program(spec, stripe, mode, max_stripe=8)
     out = run_mesh_io_top(MeshIoStoreTop(spec, max_stripe=8, leaf_order=leaf_order), stripe=stripe, mode_index=program.mode_index,
-                          stall=stall, npu_read=STORE_NPU_READ, controller_read=STORE_CONTROLLER_READ)
+                          stall=stall, npu_read=STORE_NPU_READ, controller_read=store_controller_read(spec))
     assert out["global"]["all_done"] and not out["global"]["protocol_error"]
     assert all(n["idle"] for n in out["npus"])
     for k, c in enumerate(out["controllers"]):
         assert (c["received"], c["errors"], c["first_error"], c["complete"]) == (program.expect[k], 0, 0, 1)
     a, b = spec.mesh.link_rate
     assert out["global"]["cycles"] >= program.hottest * stripe * b / a
+    if spec.mesh.dtype == "fp16":
+        assert [(c["hash0"], c["hash1"]) for c in out["controllers"]] == program.expected_hashes
     return out
 
 
@@ -81,3 +83,23 @@ def test_at_a_latency_bound_size_the_leaf_order_decides_which_flit_crosses_the_b
     model = mesh_io_model_cycles(spec, 3, mode="tree-split", op="io-store").cycles
     assert cycles["farthest-first"] < cycles["tree"] < cycles["nearest-first"]
     assert abs(cycles["nearest-first"] / model - 1) < 0.02, (cycles, model)
+
+
+def test_fp16_sums_are_the_golden_fixed_order_bit_for_bit_under_random_idle(run_mesh_io_top):
+    """fp16 on 2 x 3 (10 controllers; the root NPUs of the row trees have three children, so
+    the arrival order of their flits varies, more so under random idle): every controller's
+    two hashes equal the golden model's fixed order ((N + E) + (S + W)) + own
+    (``store_fp16_sums``). Adding the pairs as (N + S) + (E + W) in ``Fp16ReduceSum`` fails it."""
+    from hdl.compiler.mesh_io_program import tree_children
+    spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=3, dtype="fp16"), controllers=10, io_rate=(1, 2),
+                      queue_depth=64)
+    assert max(len(c) for per_tree in tree_children(spec) for c in per_tree) == 3
+    _check(run_mesh_io_top, spec, "tree-split", 4, stall=32768)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("mode", IO_MODES)
+def test_fp16_every_mode_without_idle(mode, run_mesh_io_top):
+    spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=3, dtype="fp16"), controllers=10, io_rate=(1, 2),
+                      queue_depth=64)
+    _check(run_mesh_io_top, spec, mode, 5)
