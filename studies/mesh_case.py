@@ -95,7 +95,8 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings, chains
     and the 2D all-reduce, bit-exact against the golden model's order; io-load, a broadcast,
     moves and checks its 32-bit words bit for bit whatever they encode and adds nothing, so
-    its fp16 case runs the one I/O top; io-store int32 only)."""
+    its fp16 case runs the one I/O top; io-store in fp16 builds its fp16 reducers, each sum in
+    the golden model's fixed order)."""
     from sysmodel.mesh_rtl_model import mesh_platform
     from hdl.compiler.mesh_program import check_size_flits
     if op not in MESH_OPS:
@@ -103,15 +104,11 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
     if op in ("io-load", "io-store"):
-        MeshFabricSpec(dtype=dtype)                       # an unknown dtype: the mesh's error
-        if op == "io-store" and dtype != "int32":
-            raise FredError("io-store on the mesh reduces 16-bit wrap-around integer sums: its "
-                            "reducers have no fp16 adder, and an fp16 sum would depend on the "
-                            "order its children's flits arrive (docs/mesh_rtl.md, 'What is "
-                            "missing'): drop --dtype")
-        case = _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(
-            mesh=spec or MeshFabricSpec()), characterization=characterization, mode=algorithm, op=op)
-        # a broadcast's words are the same bits in int32 and fp16: the same top and run
+        mesh = spec or MeshFabricSpec(dtype=dtype)      # an unknown dtype: the mesh's error
+        if op == "io-load":     # a broadcast's words are the same bits in int32 and fp16: one top
+            mesh = replace(mesh, dtype="int32")
+        case = _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(mesh=mesh),
+                              characterization=characterization, mode=algorithm, op=op)
         case.spec = replace(case.spec, dtype=dtype)
         return case
     if algorithm is not None:

@@ -45,19 +45,21 @@ def test_every_mode_and_an_odd_stripe(mode, run_mesh_io_top):
     _check(run_mesh_io_top, SMALL, mode, 5)
 
 
-def test_each_reducing_member_adds_its_router_and_reducer_as_the_models_platform_says(run_mesh_io_top):
+@pytest.mark.parametrize("dtype", ["int32", pytest.param("fp16", marks=pytest.mark.full)])
+def test_each_reducing_member_adds_its_router_and_reducer_as_the_models_platform_says(dtype, run_mesh_io_top):
     """One controller (north of NPU 0), one flit per NPU, X-Y trees on 2 x 2 and 2 x 3: the
     deepest leaf is one mesh link further on 2 x 3, and the flit takes that link (wire +
-    router) and one more reducing member (its router to the local output, its reducer:
-    ``reduce_member_cycles``) longer: what the model's platform of the RTL mesh charges per
+    router) and one more reducing member (its router to the local output, its reducer, in
+    fp16 its three adder levels: ``reduce_member_cycles``) longer: what the model's platform of the RTL mesh charges per
     member (sysmodel.mesh_rtl_model.mesh_io_platform)."""
     from hdl.contracts.mesh import router_latency
     from hdl.contracts.mesh_io import reduce_member_cycles
     cycles = []
     for cols in (2, 3):
-        spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=cols), controllers=1, queue_depth=8)
+        spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=cols, dtype=dtype), controllers=1, queue_depth=8)
         cycles.append(_check(run_mesh_io_top, spec, "tree-xy", 1)["global"]["cycles"])
-    assert cycles[1] - cycles[0] == SMALL.mesh.link_latency + router_latency() + reduce_member_cycles() == 7
+    assert cycles[1] - cycles[0] == SMALL.mesh.link_latency + router_latency() + reduce_member_cycles(dtype) == \
+        {"int32": 7, "fp16": 25}[dtype]
 
 
 def test_an_unknown_leaf_order_is_refused_before_anything_is_built():
