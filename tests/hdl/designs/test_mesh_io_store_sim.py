@@ -71,7 +71,7 @@ def test_an_unknown_leaf_order_is_refused_before_anything_is_built():
 def test_at_a_latency_bound_size_the_leaf_order_decides_which_flit_crosses_the_busiest_link_last(run_mesh_io_top):
     """The wafer's io-store at 3-flit stripes on the split trees (fabric-validate's 54-flit
     row; Amaranth sim, 15-40 s per order): the busiest links (the corner NPUs' vertical
-    links, 26 flits) start with the corners' own leaf values and stay busy; what follows their
+    links, 25-26 flits) start with the corners' own leaf values and stay busy; what follows their
     last flit is that flit's way to its controller, which depends on the tree it belongs to.
     Each NPU sending the trees of its nearest controllers last (``farthest-first``) finishes
     well before the build's tree order; the trees of its farthest controllers last
