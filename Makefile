@@ -98,7 +98,8 @@ bench-router: $(STAMP)
 	$(FRED) bench router $(BENCH_ROUTER_ARGS)
 
 # Fabric cycles per second under Verilator, wafer all-reduce on Fred-B and Fred-D (circuit switches),
-# the packet Fred-D and the 5x4 mesh (docs/fabric_rtl.md)
+# the packet Fred-D (one model and lock-step, in one run) and the 5x4 mesh, with the load average
+# (the lock-step rows need both cores free; docs/fabric_rtl.md)
 bench-fabric: $(STAMP)
 	$(FRED) bench fabric $(BENCH_FABRIC_ARGS)
 
