@@ -40,6 +40,7 @@ class PacketFabricRun:
     build_s: float = 0.0
     sim_s: float = 0.0
     build_dir: str = ""
+    part_wait_s: list = field(default_factory=list)  # lock-step: seconds each part waited for the other
 
     @property
     def flits_checked(self) -> int:
@@ -307,6 +308,7 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
                 after["switches"], done=not metrics["stalled"] and after["global"]["all_done"],
                 watchdog_cycles=watchdog_cycles)
     run.simulator, run.build_s, run.sim_s, run.build_dir = simulator, build_s, metrics["sim_s"], str(built)
+    run.part_wait_s = list(metrics.get("waited_s", []))
     return run
 
 

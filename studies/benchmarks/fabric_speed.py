@@ -83,7 +83,7 @@ def _one_model_row(fabric: str, switch: str, simulator: str, cflags: str, pgo: b
     return dict(fabric=fabric, switch=switch, simulator=simulator, cflags=cflags, pgo=pgo,
                 size_flits=size, cycles=run.cycles, sim_s=round(run.sim_s, 4),
                 cycles_per_s=round(run.cycles_per_s, 1), build_s=round(build_s, 1),
-                flits_checked=flits_checked, part_wait_s=[])
+                flits_checked=flits_checked, part_wait_s=list(getattr(run, "part_wait_s", [])))
 
 
 def measure_mesh(size: int = MESH_SIZE, *, pgo: bool = True, cflags: str | None = None,
