@@ -120,8 +120,9 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     """Per class the model's ``cycles``, ``latency``, ``alone``, ``fair`` (see
     :class:`ConcurrentCase`) on ``platform`` (a :func:`sysmodel.fabric_model.fabric_platform`
     result of ``spec`` with packet switches)."""
-    from sysmodel.collectives import evaluate
+    from sysmodel.collectives import build_network, evaluate
     from sysmodel.comm_timing import CommTime
+    from sysmodel.switch_phases import transfer_links
     from sysmodel.engine import Engine
     from sysmodel.fabric_model import request_collectives
     from sysmodel.training import link_priority
@@ -130,15 +131,18 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     cycle_s = timing.cycle_s
     times = [evaluate(plat, spec.name, request_collectives(cls.request, timing.flit_bytes))
              for cls in classes]
+    net = build_network(plat, spec.name)
+    # each class's transfer holds the switches it crosses (one phase active at a time)
+    links = [transfer_links(plat, net, r.link_loads, r.link_bw) for r in times]
 
     def run(engine_args):
         eng = Engine(**engine_args)
         ids = []
-        for cls, r in zip(classes, times):
+        for cls, r, (loads, bw) in zip(classes, times, links):
             deps = ()
             if cls.delay:
                 deps = (eng.add(f"{cls.name} wait", f"{cls.name}/wait", cls.delay * cycle_s),)
-            ids.append(eng.add(cls.name, f"{cls.name}/comm", CommTime(r.time_s, r.link_loads, r.link_bw),
+            ids.append(eng.add(cls.name, f"{cls.name}/comm", CommTime(r.time_s, loads, bw),
                                deps=deps, category=cls.kind))
         tasks = eng.run().tasks
         return [tasks[i].end / cycle_s for i in ids]
