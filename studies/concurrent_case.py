@@ -4,9 +4,11 @@ on the RTL packet fabric and on the system model, side by side.
 
 The model's side is the model's own mechanism for overlapping communication
 (:class:`sysmodel.engine.Engine` with :func:`sysmodel.training.link_priority`: MP > PP > DP
-strict priority on shared links, each preemption costing the measured
+strict priority on shared links and switches -- a switch serves one phase at a time
+(:mod:`sysmodel.switch_phases`) -- each preemption costing the measured
 ``reconfiguration_cycles_busy``; docs/sysmodel.md, "Simplifications"), each class one transfer
-task with its link loads from :func:`sysmodel.collectives.evaluate`, started after its delay.
+task with its link loads from :func:`sysmodel.collectives.evaluate` and the switches it
+crosses, started after its delay.
 The RTL side runs every class in one packet-fabric run
 (:func:`hdl.compiler.concurrent_program.concurrent_program`) and reads each engine's
 ``done_cycle``; a class completes when its last endpoint is done. Each class also runs alone
@@ -86,8 +88,8 @@ def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: i
 class ConcurrentCase:
     """A concurrent run: ``spec``, ``scenario``, ``classes``; ``model`` (per class: ``cycles``
     = completion from the run's start, ``latency`` = completion - delay, ``alone`` = its
-    latency alone, ``fair`` = its latency with every class at one level, links shared max-min
-    fairly), ``rtl`` (per class the same from the RTL runs, once run), ``rtl_runs``."""
+    latency alone, ``fair`` = its latency with every class at one level, links and switches
+    shared max-min fairly), ``rtl`` (per class the same from the RTL runs, once run), ``rtl_runs``."""
 
     spec: object
     scenario: str
