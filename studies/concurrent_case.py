@@ -7,8 +7,8 @@ The model's side is the model's own mechanism for overlapping communication
 strict priority on shared links and switches -- a switch serves one phase at a time
 (:mod:`sysmodel.switch_phases`) -- each preemption costing the measured
 ``reconfiguration_cycles_busy``; docs/sysmodel.md, "Simplifications"), each class one transfer
-task with its link loads from :func:`sysmodel.collectives.evaluate` and the switches it
-crosses, started after its delay.
+task with its link loads from :func:`sysmodel.collectives.evaluate` and the switches where
+it stores a phase, started after its delay.
 The RTL side runs every class in one packet-fabric run
 (:func:`hdl.compiler.concurrent_program.concurrent_program`) and reads each engine's
 ``done_cycle``; a class completes when its last endpoint is done. Each class also runs alone
@@ -124,7 +124,7 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     result of ``spec`` with packet switches)."""
     from sysmodel.collectives import build_network, evaluate
     from sysmodel.comm_timing import CommTime
-    from sysmodel.switch_phases import transfer_links
+    from sysmodel.switch_phases import collective_links
     from sysmodel.engine import Engine
     from sysmodel.fabric_model import request_collectives
     from sysmodel.training import link_priority
@@ -134,8 +134,8 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     times = [evaluate(plat, spec.name, request_collectives(cls.request, timing.flit_bytes))
              for cls in classes]
     net = build_network(plat, spec.name)
-    # each class's transfer holds the switches it crosses (one phase active at a time)
-    links = [transfer_links(plat, net, r.link_loads, r.link_bw) for r in times]
+    # each class's transfer holds the switches where it stores a phase (one phase at a time)
+    links = [collective_links(plat, net, r) for r in times]
 
     def run(engine_args):
         eng = Engine(**engine_args)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from hdl.contracts.placement import Strategy
 from sysmodel.collectives import Collective, build_network, configuration_load_s, evaluate
 from sysmodel.platform import Platform
-from sysmodel.switch_phases import transfer_links
+from sysmodel.switch_phases import collective_links
 from sysmodel.workloads import BYTES, Layer
 
 __all__ = ["CommTime", "CommTimer"]
@@ -108,13 +108,13 @@ class CommTimer:
 
     def concurrent(self, collectives) -> CommTime:
         """``collectives`` running at once (none: zero time); its link data holds the switches
-        it crosses on a FRED fabric (:func:`sysmodel.switch_phases.transfer_links`)."""
+        where it stores a phase on a FRED fabric (:func:`sysmodel.switch_phases.collective_links`)."""
         if not collectives:
             return CommTime(0.0)
         r = evaluate(self.platform, self.fabric, collectives)
         self.configurations |= r.configurations
         net = build_network(self.platform, self.fabric)
-        return CommTime(r.time_s, *transfer_links(self.platform, net, r.link_loads, r.link_bw))
+        return CommTime(r.time_s, *collective_links(self.platform, net, r))
 
     @property
     def mp_backward_factor(self) -> float:

@@ -23,7 +23,7 @@ from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.engine import Engine
 from sysmodel.platform import Platform
-from sysmodel.switch_phases import transfer_links
+from sysmodel.switch_phases import collective_links
 from sysmodel.breakdown import _gaps, _overlap, _union
 
 __all__ = ["TraceNode", "Trace", "TraceResult", "replay", "KINDS", "DIMS"]
@@ -198,8 +198,7 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
                 cache[key] = 0.0
             else:
                 r = evaluate(platform, fabric, colls)
-                cache[key] = (r.time_s, *transfer_links(platform, build_network(platform, fabric),
-                                                        r.link_loads, r.link_bw))
+                cache[key] = (r.time_s, *collective_links(platform, build_network(platform, fabric), r))
         return cache[key]
 
     for node in trace.ordered():

@@ -13,12 +13,13 @@ from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.engine import Engine
 from sysmodel.network import Network
 from sysmodel.platform import default_platform
-from sysmodel.switch_phases import switch_links, transfer_links
+from sysmodel.switch_phases import collective_links, switch_links, transfer_links
 from sysmodel.training import FRED_PRIORITY
 
 ON = SimpleNamespace(one_phase_per_switch=True)
 OFF = SimpleNamespace(one_phase_per_switch=False)
 PREEMPT = 0.1
+SWITCHES = frozenset({4, 5})      # the star's switch nodes: every transfer stores a phase there
 
 
 class _Star(Network):
@@ -52,7 +53,7 @@ def _run(net, platform, transfers, *, reference):
     eng = Engine(priority=FRED_PRIORITY, preempt_s=PREEMPT)
     for name, category, loads, delay in transfers:
         deps = [eng.add(f"{name} wait", f"{name}.compute", delay)] if delay else []
-        held, bw = transfer_links(platform, net, loads, net.link_bw)
+        held, bw = transfer_links(platform, net, loads, net.link_bw, SWITCHES)
         eng.add(name, f"{name}.comm", 1.0, deps, category=category, loads=held, bw=bw)
     return {t.name: t.end for t in eng.run(reference=reference).tasks if "wait" not in t.name}
 
@@ -60,7 +61,7 @@ def _run(net, platform, transfers, *, reference):
 @pytest.mark.parametrize("reference", [False, True])
 def test_a_transfer_alone_is_unchanged(reference):
     net = _Star()
-    held, bw = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw)
+    held, bw = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, SWITCHES)
     assert len(held) == net.n_links + 1 and held[-1] == pytest.approx(1.0) and bw[-1] == 1.0
     assert _run(net, ON, [("mp", "mp", _loads(net, (0, 1)), 0.0)], reference=reference) == \
         pytest.approx({"mp": 1.0})
@@ -111,19 +112,28 @@ def test_no_preemption_of_a_lower_class_waiting_behind_a_higher_one(reference):
         pytest.approx({"mp": 1.0, "pp": 2.0, "dp": 3.0})
 
 
-def test_pseudo_links_mark_the_switches_a_collective_crosses_on_fred_only():
+def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
     platform = default_platform()
     net = build_network(platform, "fred-d")
-    incident, bw = switch_links(net)
-    assert len(incident) == len(net.l1_nodes) + 1 and len(bw) == net.n_links + len(incident)
-    # an all-reduce inside L1 0 crosses L1 0 only; one over NPUs of L1 0 and L1 1 crosses
-    # L1 0, L1 1 and the L2
+    nodes, incident, bw = switch_links(net)
+    assert nodes == [*net.l1_nodes, net.l2_node] and len(bw) == net.n_links + len(nodes)
+    # an in-switch all-reduce inside L1 0 stores a phase on L1 0 only; one over NPUs of L1 0
+    # and L1 1 on L1 0, L1 1 and the L2
     for members, held_switches in (((0, 1), [0]), ((0, 4), [0, 1, len(net.l1_nodes)])):
         r = evaluate(platform, "fred-d", [Collective("all-reduce", members, 1e6)])
-        loads, _ = transfer_links(platform, net, r.link_loads, r.link_bw)
+        assert r.algorithms == ["in-switch"]
+        loads, _ = collective_links(platform, net, r)
         held = loads[net.n_links:]
         assert list(np.flatnonzero(held)) == held_switches
         assert held[held > 0] == pytest.approx((r.link_loads / r.link_bw).max())
+    # an endpoint algorithm's online unicasts (Fred-C: no in-switch collectives) hold none
+    fred_c = build_network(platform, "fred-c")
+    r = evaluate(platform, "fred-c", [Collective("all-reduce", (0, 4), 1e6)])
+    assert not r.configurations
+    assert not np.any(collective_links(platform, fred_c, r)[0][fred_c.n_links:])
+    # the mesh has no phases; the what-if switches the mechanism off
     mesh = build_network(platform, "mesh")
     r = evaluate(platform, "mesh", [Collective("all-reduce", (0, 1), 1e6)])
-    assert transfer_links(platform, mesh, r.link_loads, r.link_bw)[0] is r.link_loads
+    assert collective_links(platform, mesh, r)[0] is r.link_loads
+    r = evaluate(platform, "fred-d", [Collective("all-reduce", (0, 4), 1e6)])
+    assert collective_links(platform.scaled(one_phase_per_switch=False), net, r)[0] is r.link_loads
