@@ -3,7 +3,8 @@
 
 Model side: the model's iteration of the workload, serialised (``overlap=False``) with one
 collective at a time (``one_collective``: the schedule the RTL's sequencers run, e.g. MP
-and DP together with the DP all-reduce after the last MP all-reduce), divided by ``scale``, with its communication timed on the RTL fabric's own platform
+and DP together with the DP all-reduce after the last MP all-reduce), divided by ``scale``,
+with its communication timed on the RTL fabric's own platform
 (:func:`sysmodel.fabric_model.fabric_platform`) and its compute from the workload platform
 (:func:`sysmodel.iteration_export.export_iteration` with ``network=``), in cycles of that
 platform's clock. RTL side: the same export's per-rank node lists, unchanged, as the NPUs'
@@ -86,8 +87,9 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
-    name, what the RTL cannot run: overlap, pipeline stages, weight streaming, several
-    collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
+    name, what the RTL cannot run: overlap, pipeline stages, weight streaming
+    (:mod:`hdl.contracts.trace_program`); the model's side is the iteration with one
+    collective at a time (module docstring)."""
     from hdl.contracts.placement import parse_strategy
     from hdl.contracts.trace_program import collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration

@@ -111,7 +111,7 @@ class _RecordingEngine(StageEngine):
         if self.one_collective and not resource.endswith(".compute"):
             # StageEngine keeps the stage's communication tasks since its last compute task
             # (the next compute task waits for them); this one waits for them too
-            mine = stage if stage is not None else int(resource[1:].split(".")[0])
+            mine = stage if stage is not None or not resource.startswith("s") else int(resource[1:].split(".")[0])
             deps = (*deps, *self._pending.get(mine, ()))
         tid = super().add(name, resource, duration, deps, stage=stage, block=block, **kwargs)
         if stage is None:

@@ -78,7 +78,7 @@ def run(args) -> int:
         rows.append(row(f"{cls} exposed", model["comm_exposed_cycles"].get(cls, 0),
                         rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
-                       title=f"{case.fabric}: {case.description} (serialised)"))
+                       title=f"{case.fabric}: {case.description} (serialised, one collective at a time)"))
     if case.collective_model:
         c = case.collective_model
         if "collectives" in c:
