@@ -290,7 +290,10 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     else:
         built = Path(prebuilt)
     build_s = time.perf_counter() - started
-    poll = int(min(20_000, max(64, program.flits_sent // 8)))
+    # polled every 1/16 of the size (64 to 1,024 cycles): the timed window (sim_s, start to the
+    # poll that sees all_done) overshoots the run by at most a poll; a poll costs the cocotb
+    # bench one wake-up and the lock-step driver nothing (it checks every cycle)
+    poll = int(min(1024, max(64, request.size_flits // 16)))
     params = {"npus": spec.endpoints, "switch_count": len(spec.switch_ports), **load,
               "watchdog_cycles": watchdog_cycles, "poll": poll,
               "engine_read": list(PACKET_ENGINE_READ), "switch_read": list(PACKET_SWITCH_READ)}
