@@ -870,12 +870,7 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     if cached is not None:
         return cached
     net = build_network(platform, fabric)
-    total = net.traffic()
-    algorithms = []
-    for c in collectives:
-        name, t = collective_traffic(net, c, algorithm)
-        algorithms.append(name)
-        total.merge(t)
+    total, algorithms = _merged_traffic(net, collectives, algorithm)
     time = total.time()
     senders = total.sent > 0
     per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
@@ -890,3 +885,63 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
         config_load_s=configuration_load_s(net, total.configurations),
         phase_overhead_s=total.overhead_s)
     return results.put(key, result)
+
+
+# -- traffic that reads no link rate, shared across networks ------------------------------------
+def _merged_traffic(net: Network, collectives: tuple, algorithm: str | None) -> tuple[Traffic, list[str]]:
+    """(the traffic of ``collectives`` run at once on ``net``, each one's algorithm name).
+
+    When no collective's traffic reads a link rate (:func:`_reads_link_rates`), the traffic is
+    kept in the model's cache (``rate_free_traffic``) under the network's
+    :func:`_link_rate_free_key` and copied onto every network that differs only in link rates
+    (the design-space sweep's L1-L2 fractions, the uncertainty block's link efficiencies, a
+    changed NPU link rate): its bytes per link, senders, latencies, phases and configurations
+    are what a fresh construction there gives. What does read the rates -- the time, the
+    busiest link, the effective bandwidth, the uplinks' port turns -- is computed from the copy
+    on this network by :func:`evaluate`, as for a traffic built here."""
+    shared = all(not _reads_link_rates(net, c) for c in collectives)
+    if shared:
+        key = (_link_rate_free_key(net), collectives, algorithm)
+        memo = current().rate_free_traffic
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[0].onto(net), list(hit[1])
+    total = net.traffic()
+    names = []
+    for c in collectives:
+        name, t = collective_traffic(net, c, algorithm)
+        names.append(name)
+        total.merge(t)
+    if shared:
+        memo.put(key, (total.onto(net), tuple(names)))
+    return total, names
+
+
+def _reads_link_rates(net: Network, c: Collective) -> bool:
+    """Whether building ``c``'s traffic on ``net`` reads a link's bandwidth: on the mesh always
+    (its algorithms pick the fastest split and trees); on a FRED tree only the endpoint ring
+    algorithms (ring and hierarchical all-reduce, reduce-scatter, all-gather of two members or
+    more: their pipelined chunk times and the fastest-of choice). In-switch flows, chains,
+    unicasts and all-to-all read routes, latencies, flits and switch timing only."""
+    if not isinstance(net, FredTreeNetwork):
+        return True
+    if net.in_switch and c.op in (*_ROOTED, "all-reduce", "io-load", "io-store"):
+        return False
+    return c.op in RING_OPS and len(c.group) > 1
+
+
+def _link_rate_free_key(net: Network) -> tuple:
+    """The network's spec and fabric with every link rate set to 0: the NPU links' send and
+    receive rates, the I/O links', the mesh's, the variants' L1-L2 rates and the link
+    efficiency. They set only the network's bandwidths (``link_bw``) and an uplink's port
+    count (``uplink_ports``, read when a traffic's time is computed, not when it is built);
+    everything else a traffic's construction reads -- topology, routes, latencies, flits,
+    switch timing, in-switch efficiency -- stays in the key. Made once per network."""
+    key = getattr(net, "_link_rate_free_key", None)
+    if key is None:
+        spec = net.platform.network_spec
+        variants = FrozenDict({name: replace(v, l1_l2_gbps=0.0) for name, v in spec.variants.items()})
+        key = net._link_rate_free_key = (
+            replace(spec, npu_send_gbps=0.0, npu_recv_gbps=0.0, io_gbps=0.0, mesh_link_gbps=0.0,
+                    link_efficiency=0.0, variants=variants), net.name)
+    return key

@@ -212,6 +212,18 @@ class Traffic:
         out.uplink_users = dict(self.uplink_users)
         return out
 
+    def onto(self, net: Network) -> "Traffic":
+        """A copy of this traffic on ``net`` (a network of the same topology, routes, latencies
+        and switches; its link rates may differ): its own arrays, the same values."""
+        out = Traffic.__new__(Traffic)
+        out.net = net
+        out.loads = self.loads.copy()
+        out.sent = self.sent.copy()
+        out.latency_s, out.pipelined_s, out.phase_turn_s = self.latency_s, self.pipelined_s, self.phase_turn_s
+        out.first_select_s, out.phases, out.configurations = self.first_select_s, self.phases, self.configurations
+        out.uplink_users = dict(self.uplink_users)
+        return out
+
     def merge(self, other: "Traffic") -> "Traffic":
         """Add ``other`` as running concurrently with this traffic (in place)."""
         self.loads += other.loads
