@@ -225,6 +225,7 @@ def _ring(net: Network, ring: Ring, buffer: float, t: Traffic | None = None,
     directions, split = ring.directions(2)
     share = per_hop / split  # a two-member ring is the single pair, both ways
     forward = net.platform.forward_latency_ns * 1e-9
+    per_step = net.wire_bytes(share, steps) / steps
     chain, tail, paths = 0.0, 0.0, []
     for direction in directions:
         step_s = []
@@ -232,16 +233,27 @@ def _ring(net: Network, ring: Ring, buffer: float, t: Traffic | None = None,
             links = t.add_transfer(s, d, share, dim_order, chunks=steps)
             paths.append(links)
             hop = net.path_latency(links)
-            chunk = (net.wire_bytes(share, steps) / steps / float(net.link_bw[list(links)].min())
-                     if links else 0.0)
+            chunk = per_step / net.path_min_bw(links) if links else 0.0
             step_s.append(max(hop + forward, chunk))
             tail = max(tail, min(hop, chunk))
-        walk = np.concatenate(([0.0], np.cumsum(np.resize(step_s, len(step_s) + steps))))
-        chain = max(chain, float((walk[steps:steps + len(step_s)] - walk[:len(step_s)]).max()))
+        chain = max(chain, _longest_run(step_s, steps))
     t.pipelined_s += chain
     t.latency_s += tail
     _configured_unicasts(net, t, paths)
     return t
+
+
+def _longest_run(step_s: list[float], steps: int) -> float:
+    """The largest sum of ``steps`` consecutive entries of ``step_s`` read cyclically (any
+    start), each sum taken as the difference of running sums from 0, in order (the walk a
+    ring's chunk makes; a Python loop, as ``numpy.cumsum`` adds, for a few dozen hops)."""
+    n = len(step_s)
+    walk = [0.0]
+    total = 0.0
+    for k in range(n + steps):
+        total += step_s[k % n]
+        walk.append(total)
+    return max(walk[steps + j] - walk[j] for j in range(n))
 
 
 def _ring_stage(net: Network, stage: RingStage, size: float) -> Traffic:

@@ -49,6 +49,9 @@ class Network:
         self.path = lru_cache(maxsize=None)(self._path)
         self._ports: dict[int, dict[int, int]] = {}
         self._route_latency: dict[tuple[int, ...], float] = {}   # route (link ids) -> latency
+        # route -> its slowest link's bandwidth; this network's own (networks that share
+        # routes and latencies may differ in bandwidth: sysmodel.collectives.build_network)
+        self._route_min_bw: dict[tuple[int, ...], float] = {}
 
     # -- construction ------------------------------------------------------------------------
     def add_node(self, name: str, kind: str, latency_s: float = 0.0) -> int:
@@ -122,6 +125,14 @@ class Network:
                 latency = self._route_latency[links] = self._links_latency(links)
             return latency
         return self._links_latency(links)
+
+    def path_min_bw(self, links: tuple[int, ...]) -> float:
+        """Bandwidth of the slowest link of the route ``links`` (a non-empty tuple, as
+        :meth:`path` gives it), bytes/s; kept per route."""
+        bw = self._route_min_bw.get(links)
+        if bw is None:
+            bw = self._route_min_bw[links] = float(self.link_bw[list(links)].min())
+        return bw
 
     def _links_latency(self, links) -> float:
         links = list(links)

@@ -565,3 +565,23 @@ def test_a_network_change_a_traffic_reads_changes_its_rate_free_key():
         assert not C._reads_link_rates(build_network(P, "fred-d"), Collective("all-reduce", _ACROSS, 1e6))
         assert C._reads_link_rates(build_network(P, "fred-c"), Collective("all-reduce", _ACROSS, 1e6))
         assert C._reads_link_rates(build_network(P, "mesh"), Collective("multicast", _ACROSS, 1e6))
+
+
+def test_a_rings_longest_run_equals_the_running_sums_numpy_gave():
+    """collectives._longest_run (a ring's chunk walk, in Python) equals bit for bit what the
+    numpy form it replaced gives (cumsum of the steps repeated cyclically, differences of the
+    running sums, their max), on random steps of mixed magnitudes; and a route's slowest
+    link is the minimum of its links' bandwidths."""
+    import random
+    import numpy as np
+    from sysmodel.collectives import _longest_run
+    rng = random.Random(7)
+    for _ in range(3000):
+        n, steps = rng.randint(1, 40), rng.randint(1, 90)
+        step_s = [rng.random() * 10.0 ** rng.randint(-12, 2) for _ in range(n)]
+        walk = np.concatenate(([0.0], np.cumsum(np.resize(step_s, n + steps))))
+        assert _longest_run(step_s, steps) == float((walk[steps:steps + n] - walk[:n]).max())
+    assert _longest_run([1.0, 5.0, 2.0], 2) == 7.0 and _longest_run([1.0, 5.0, 2.0], 4) == 13.0
+    net = build_network(P, "fred-a")
+    route = net.path(0, P.npus - 1)
+    assert net.path_min_bw(route) == min(float(net.link_bw[l]) for l in route)
