@@ -748,12 +748,8 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
     if c.op in ("io-write", "io-read"):
         t = net.traffic()
         stripe = c.size / len(net.io_nodes)
-        lat = 0.0
-        for r in g:
-            for io in net.io_nodes:
-                src, dst = (r, io) if c.op == "io-write" else (io, r)
-                lat = max(lat, net.path_latency(t.add_transfer(src, dst, stripe)))
-        t.latency_s = lat
+        pairs = [(r, io) if c.op == "io-write" else (io, r) for r in g for io in net.io_nodes]
+        t.latency_s = max(net.path_latency(route) for route in t.add_transfers(pairs, stripe))
         return "unicast", t
     if c.op in _ROOTED:
         plan = algorithms.chain(c.op, c.root, _order(net, [r for r in g if r != c.root]))

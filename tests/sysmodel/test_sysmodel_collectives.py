@@ -585,3 +585,20 @@ def test_a_rings_longest_run_equals_the_running_sums_numpy_gave():
     net = build_network(P, "fred-a")
     route = net.path(0, P.npus - 1)
     assert net.path_min_bw(route) == min(float(net.link_bw[l]) for l in route)
+
+
+@pytest.mark.parametrize("fabric", ["mesh", "fred-d"])
+def test_transfers_added_at_once_equal_transfers_added_one_by_one(fabric):
+    """Traffic.add_transfers (every pair's bytes in one numpy.add.at) gives bit for bit the
+    loads and senders of add_transfer called pair by pair, repeated pairs and I/O controllers
+    included, and the same routes."""
+    import random
+    net = build_network(P, fabric)
+    rng = random.Random(5)
+    nodes = list(range(P.npus)) + list(net.io_nodes)
+    pairs = [tuple(rng.sample(nodes, 2)) for _ in range(300)] + [(3, 7)] * 5
+    one_by_one, at_once = net.traffic(), net.traffic()
+    routes = [one_by_one.add_transfer(a, b, 1234.5) for a, b in pairs]
+    assert at_once.add_transfers(pairs, 1234.5) == routes
+    assert (at_once.loads == one_by_one.loads).all() and (at_once.sent == one_by_one.sent).all()
+    assert at_once.loads.max() > 0 and at_once.sent[3] == one_by_one.sent[3] > 0
