@@ -879,13 +879,15 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
         return cached
     net = build_network(platform, fabric)
     total, algorithms = _merged_traffic(net, collectives, algorithm)
-    time = total.time()
+    times = total.link_times()   # the busiest link's time and name from one division
+    bandwidth_s = total.bandwidth_time(times)
+    time = total.time(bandwidth_s)
     senders = total.sent > 0
     per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
-    link, nbytes = total.busiest_link()
+    link, nbytes = total.busiest_link(times)
     result = CollectiveResult(
-        fabric=fabric, time_s=time, bandwidth_time_s=total.bandwidth_time(),
-        latency_s=time - total.bandwidth_time(), bytes_sent_per_npu=per_npu,
+        fabric=fabric, time_s=time, bandwidth_time_s=bandwidth_s,
+        latency_s=time - bandwidth_s, bytes_sent_per_npu=per_npu,
         effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.sequential_phases,
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,

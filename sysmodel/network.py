@@ -275,8 +275,12 @@ class Traffic:
     def link_times(self) -> np.ndarray:
         return self.loads / self.net.link_bw
 
-    def bandwidth_time(self) -> float:
-        return float(self.link_times().max()) if self.net.n_links else 0.0
+    def bandwidth_time(self, times: np.ndarray | None = None) -> float:
+        """The busiest link's bytes / bandwidth; ``times``: :meth:`link_times` when the caller
+        has them."""
+        if not self.net.n_links:
+            return 0.0
+        return float((self.link_times() if times is None else times).max())
 
     @property
     def sequential_phases(self) -> int:
@@ -298,13 +302,19 @@ class Traffic:
             return 0.0
         return self.first_select_s + (n - 1) * self.phase_turn_s
 
-    def time(self) -> float:
+    def time(self, bandwidth_s: float | None = None) -> float:
         """The longer of the busiest link's bytes / bandwidth and the pipelined dependent chain
         (:attr:`pipelined_s`), plus the latency that adds to both (one pass of the hop chain,
-        a ring's last hop), plus the phases' selects and further passes (:attr:`overhead_s`)."""
-        return max(self.bandwidth_time(), self.pipelined_s) + self.latency_s + self.overhead_s
+        a ring's last hop), plus the phases' selects and further passes (:attr:`overhead_s`).
+        ``bandwidth_s``: :meth:`bandwidth_time` when the caller has it."""
+        if bandwidth_s is None:
+            bandwidth_s = self.bandwidth_time()
+        return max(bandwidth_s, self.pipelined_s) + self.latency_s + self.overhead_s
 
-    def busiest_link(self) -> tuple[str, float]:
-        times = self.link_times()
+    def busiest_link(self, times: np.ndarray | None = None) -> tuple[str, float]:
+        """(name, bytes) of the link with the longest time; ``times``: :meth:`link_times` when
+        the caller has them."""
+        if times is None:
+            times = self.link_times()
         link = int(times.argmax())
         return self.net.link_name(link), float(self.loads[link])
