@@ -229,9 +229,9 @@ def _ring(net: Network, ring: Ring, buffer: float, t: Traffic | None = None,
     chain, tail, paths = 0.0, 0.0, []
     for direction in directions:
         step_s = []
-        for s, d in direction:
-            links = t.add_transfer(s, d, share, dim_order, chunks=steps)
-            paths.append(links)
+        routes = t.add_transfers(direction, share, dim_order, chunks=steps)
+        paths += routes
+        for links in routes:
             hop = net.path_latency(links)
             chunk = per_step / net.path_min_bw(links) if links else 0.0
             step_s.append(max(hop + forward, chunk))
@@ -269,11 +269,11 @@ def _chain(net: Network, chain: Chain, nbytes: float, t: Traffic | None = None) 
     """A pipelined chain (:class:`~hdl.compiler.algorithms.Chain`: order[0] -> order[1] ->
     ..., reversed for a reduce), ``nbytes`` on every hop."""
     t = t or net.traffic()
-    latency, paths = 0.0, []
+    latency = 0.0
     hops = chain.hops()
-    for s, d in hops:
-        paths.append(t.add_transfer(s, d, nbytes))
-        latency += net.path_latency(paths[-1])
+    paths = t.add_transfers(hops, nbytes)
+    for links in paths:
+        latency += net.path_latency(links)
     # every member between the ends receives and sends on (``npu.forward_latency_ns``)
     t.latency_s += latency + max(len(hops) - 1, 0) * net.platform.forward_latency_ns * 1e-9
     _configured_unicasts(net, t, paths)
@@ -731,19 +731,12 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         return _minimum(candidates)
     if c.op == "all-to-all":
         t = net.traffic()
-        lat = 0.0
-        for a in g:
-            for b in g:
-                if a != b:
-                    lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size / n)))
-        t.latency_s = lat
+        routes = t.add_transfers([(a, b) for a in g for b in g if a != b], c.size / n)
+        t.latency_s = max(map(net.path_latency, routes), default=0.0)
         return "direct", t
     if c.op == "point-to-point":
         t = net.traffic()
-        lat = 0.0
-        for a, b in c.pairs:
-            lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size)))
-        t.latency_s = lat
+        t.latency_s = max(map(net.path_latency, t.add_transfers(c.pairs, c.size)), default=0.0)
         return "direct", t
     if c.op in ("io-write", "io-read"):
         t = net.traffic()

@@ -205,15 +205,16 @@ class Traffic:
             self.sent[src] += nbytes
         return links
 
-    def add_transfers(self, pairs, nbytes: float, order: str = "xy") -> list[tuple[int, ...]]:
-        """:meth:`add_transfer` of ``nbytes`` for every (src, dst) of ``pairs``, in order, with
-        the bytes added in one ``numpy.add.at`` (which adds in index order: every link and
-        sender gets the same sums, in the same order, as one transfer at a time); returns the
-        routes."""
+    def add_transfers(self, pairs, nbytes: float, order: str = "xy",
+                      chunks: int = 1) -> list[tuple[int, ...]]:
+        """:meth:`add_transfer` of ``nbytes`` (sent as ``chunks`` equal chunks) for every
+        (src, dst) of ``pairs``, in order, with the bytes added in one ``numpy.add.at`` (which
+        adds in index order: every link and sender gets the same sums, in the same order, as
+        one transfer at a time); returns the routes."""
         routes = [self.net.path(src, dst, order) for src, dst in pairs]
         links = [link for route in routes for link in route]
         if links:
-            np.add.at(self.loads, links, self.net.wire_bytes(nbytes))
+            np.add.at(self.loads, links, self.net.wire_bytes(nbytes, chunks))
         senders = [src for src, dst in pairs if src < self.net.npus and src != dst]
         if senders:
             np.add.at(self.sent, senders, nbytes)
