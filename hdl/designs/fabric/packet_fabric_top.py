@@ -105,7 +105,8 @@ class PacketFabricTop(wiring.Component):
     that endpoint (:func:`~hdl.compiler.packet_fabric_program.online_table`: a table of
     constants per switch, a combinational lookup on the link's output, no cycle).
 
-    Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
+    Uplinks below full rate (Fred-A/B) queue at the link's entry, a queue per VC served MP > PP >
+    DP at packet boundaries (:class:`PacketLink`).
     Not yet: the cut into two parts for the lock-step simulator.
     """
 
@@ -199,7 +200,7 @@ class PacketFabricTop(wiring.Component):
         for ends in uplinks(spec):
             source, sink = switches[ends.source], switches[ends.sink]
             link = m.submodules[ends.name] = PacketLink(link_shape, latency=spec.uplink_latency,
-                                                        rate=rate, depth=self.depth)
+                                                        rate=rate, depth=self.depth, packet=fmt)
             _join(m, source.o[ends.source_port], source.o_credit[ends.source_port], link,
                   sink.i[ends.sink_port], sink.i_credit[ends.sink_port], self._route(ends.sink))
             link_overflow[ends.sink] = link_overflow[ends.sink] | link.overflow
