@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-from amaranth import Module, Signal
+from amaranth import Const, Module, Signal
 from amaranth.hdl import Mux, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -123,7 +123,13 @@ class ControlUnit(wiring.Component):
         self.ordered = bool(ordered)
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
+        order = {}
+        if self.ordered:
+            # the phase order (:class:`~hdl.designs.switch.phase_order.PhaseOrder`)
+            order = {"order_active": In(1), "order_slot": In(pw), "order_last": In(packet.seq_bits),
+                     "order_vc": In(2), "order_restart": In(1), "order_advance": Out(1)}
         super().__init__({
+            **order,
             "head_valid": In(nvc).array(ports),
             "head_first": In(nvc).array(ports),
             "head": In(struct_layout(packet.header)).array(nvc).array(ports),
@@ -156,9 +162,6 @@ class ControlUnit(wiring.Component):
             "outputs": In(ports).array(ports),
             "room": In(ports),
             "reserve": Out(ports),
-            # the phase order (``ordered``; :class:`~hdl.designs.switch.phase_order.PhaseOrder`)
-            "order_active": In(1), "order_slot": In(pw), "order_last": In(packet.seq_bits),
-            "order_vc": In(2), "order_restart": In(1), "order_advance": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -268,17 +271,11 @@ class ControlUnit(wiring.Component):
             with m.If(self.started[n]):
                 m.d.sync += [last_flow[n].eq(heads[n].flow), last_seq[n].eq(heads[n].seq),
                              last_valid[n].eq(1)]
-        for n in range(P):
-            # DRAIN: input n may start its head packet when some input already started a packet
-            # of the same flow with a sequence number at least as high (its reduction partner
-            # is ahead); its own previous packet has a lower number, so a lone flow stops.
-            m.d.comb += drain_ok[n].eq(_any(
-                last_valid[j] & (last_flow[j] == heads[n].flow) & seq_le(heads[n].seq, last_seq[j])
-                for j in range(P)))
+        self._drain_rule(m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok)
 
         self._start_gate(m, heads, match, last_valid, last_seq, seq_le, gate)
         # the phase a select takes, and whether RUN holds the active phase for the order
-        want_phase, want_vc, order_hold = best_phase, best_vc, 0
+        want_phase, want_vc, order_hold = best_phase, best_vc, Const(0, 1)
         if self.ordered:
             want_phase, want_vc, order_hold = self._phase_order(m, heads, cur_phase, cur_vc,
                                                                 active_ok, best_phase, best_vc,
@@ -354,6 +351,26 @@ class ControlUnit(wiring.Component):
         with m.Else():
             m.d.sync += state.eq(CUState.RUN)
         return m
+
+    def _drain_rule(self, m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok):
+        """``drain_ok[n]``: input n's head packet may start while DRAINing (docs/switch.md,
+        "Control unit")."""
+        P = self.ports
+        for n in range(P):
+            # DRAIN: input n may start its head packet when some input already started a packet
+            # of the same flow with a sequence number at least as high (its reduction partner
+            # is ahead); its own previous packet has a lower number, so a lone flow stops.
+            # With a flow-port table entry the partners are known: only they count. Why: an
+            # all-reduce's up and down flows at an L1 carry one flow id, and by id alone the
+            # down flow (numbered behind the up flow by the round trip) kept starting packets
+            # until it caught up, a drain of several packets at the downlink's rate
+            # (docs/switch.md, "Control unit").
+            entry = self.outputs[n] != 0
+            by_partner = _any(self.partners[n][j] & last_valid[j] & seq_le(heads[n].seq, last_seq[j])
+                              for j in range(P) if j != n)
+            by_flow = _any(last_valid[j] & (last_flow[j] == heads[n].flow)
+                           & seq_le(heads[n].seq, last_seq[j]) for j in range(P))
+            m.d.comb += drain_ok[n].eq(Mux(entry, by_partner, by_flow))
 
     def _phase_order(self, m, heads, cur_phase, cur_vc, active_ok, best_phase, best_vc, state):
         """The phase order (docs/switch.md, "Phase order"): returns (want_phase, want_vc,

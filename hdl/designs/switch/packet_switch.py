@@ -156,11 +156,17 @@ class PacketSwitch(wiring.Component):
             "ctrl_unknown": Out(16),
             "flow_we": In(1), "flow_slot": In(pw), "flow_input": In(range(ports)),
             "flow_partners": In(ports), "flow_outputs": In(ports),
-            # the phase order (``ordered``; unused otherwise)
-            "order_we": In(1), "order_index": In(range(phases)), "order_slot": In(pw),
-            "order_last": In(packet.seq_bits), "order_set": In(1),
-            "order_length": In(range(phases + 1)), "order_vc": In(2),
+            **self._order_ports(ordered, phases, pw, packet),
         })
+
+    @staticmethod
+    def _order_ports(ordered, phases, pw, packet) -> dict:
+        """The phase order's write ports (only with ``ordered``: no unused Verilog inputs)."""
+        if not ordered:
+            return {}
+        return {"order_we": In(1), "order_index": In(range(phases)), "order_slot": In(pw),
+                "order_last": In(packet.seq_bits), "order_set": In(1),
+                "order_length": In(range(phases + 1)), "order_vc": In(2)}
 
     def _phase_order(self, m, cu):
         """The phase order's table (:class:`~hdl.designs.switch.phase_order.PhaseOrder`),
