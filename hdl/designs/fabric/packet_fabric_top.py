@@ -236,7 +236,8 @@ class PacketFabricTop(wiring.Component):
     @staticmethod
     def _flow_ports(m, sw, unit, prog_we, prog_unit, prog_reg, prog_data):
         """The program port's writes of switch unit ``unit``'s flow-port table
-        (:data:`FLOW_PORT_REGS`)."""
+        (:data:`FLOW_PORT_REGS`) and, on an ordered switch, its phase order
+        (:data:`ORDER_REGS`)."""
         partners = Signal(sw.ports, name=f"unit{unit}_partners")
         outputs = Signal(sw.ports, name=f"unit{unit}_outputs")
         mine = prog_we & (prog_unit == unit)
@@ -247,6 +248,8 @@ class PacketFabricTop(wiring.Component):
         m.d.comb += [sw.flow_we.eq(mine & (prog_reg == FLOW_PORT_REGS["entry"])),
                      sw.flow_slot.eq(prog_data[8:]), sw.flow_input.eq(prog_data[:8]),
                      sw.flow_partners.eq(partners), sw.flow_outputs.eq(outputs)]
+        if not sw.ordered:
+            return
         last = Signal(sw.packet.seq_bits, name=f"unit{unit}_order_last")
         with m.If(mine & (prog_reg == ORDER_REGS["last"])):
             m.d.sync += last.eq(prog_data)
