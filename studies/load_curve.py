@@ -122,13 +122,18 @@ class LoadCurve:
                 f"online unicast, {self.packet_flits}-flit packets")
 
 
-def _switch(ports: int, middle: int, packet_flits: int, depth: int):
+def packet_format(ports: int, packet_flits: int):
+    """The header layout of the load curve's switch: one stored phase, online unicasts to any of
+    ``ports`` outputs, ``packet_flits`` flits per packet."""
     from hdl.contracts.packet import PacketFormat
+    return PacketFormat(phase_bits=1, seq_bits=2, flow_bits=max(1, (ports - 1).bit_length()),
+                        packet_flits=packet_flits, dest_bits=max(1, (ports - 1).bit_length()))
+
+
+def _switch(ports: int, middle: int, packet_flits: int, depth: int):
     from hdl.designs.switch.packet_switch import PacketSwitch
-    fmt = PacketFormat(phase_bits=1, seq_bits=2, flow_bits=max(1, (ports - 1).bit_length()),
-                       packet_flits=packet_flits, dest_bits=max(1, (ports - 1).bit_length()))
-    return PacketSwitch(ports=ports, middle=middle, dtype="int32", lanes=1, phases=1, packet=fmt,
-                        depth=depth, online=True)
+    return PacketSwitch(ports=ports, middle=middle, dtype="int32", lanes=1, phases=1,
+                        packet=packet_format(ports, packet_flits), depth=depth, online=True)
 
 
 #: Cycles without a flit moving, once every packet was sent, after which a run stops (longer

@@ -11,7 +11,7 @@ import pytest
 from hdl.contracts.errors import FredError
 from hdl.contracts.timing import switch_latency
 from studies.load_curve import (PATTERNS, destination, generate_traffic, measure_point, run_load_curve,
-                                write_load_curve, zero_load_latency, _switch)
+                                packet_format, write_load_curve, zero_load_latency)
 
 
 def test_transpose_is_a_permutation_and_swaps_rows_and_columns():
@@ -32,7 +32,7 @@ def test_hotspot_sends_its_fraction_to_output_0_and_uniform_covers_every_output(
 
 
 def test_generated_traffic_offers_the_requested_flits_per_cycle():
-    fmt = _switch(4, 3, 8, 16).packet
+    fmt = packet_format(4, 8)
     traffic = generate_traffic("uniform", 4, 0.5, 4000, 8, random.Random(1), fmt)
     flits = sum(len(i.packet.flits) for i in traffic)
     assert 0.45 < flits / (4000 * 4) < 0.55
