@@ -4,9 +4,11 @@ on the RTL packet fabric and on the system model, side by side.
 
 The model's side is the model's own mechanism for overlapping communication
 (:class:`sysmodel.engine.Engine` with :func:`sysmodel.training.link_priority`: MP > PP > DP
-strict priority on shared links, each preemption costing the measured
+strict priority on shared links and switches -- a switch serves one phase at a time
+(:mod:`sysmodel.switch_phases`) -- each preemption costing the measured
 ``reconfiguration_cycles_busy``; docs/sysmodel.md, "Simplifications"), each class one transfer
-task with its link loads from :func:`sysmodel.collectives.evaluate`, started after its delay.
+task with its link loads from :func:`sysmodel.collectives.evaluate` and the switches where
+it stores a phase, started after its delay.
 The RTL side runs every class in one packet-fabric run
 (:func:`hdl.compiler.concurrent_program.concurrent_program`) and reads each engine's
 ``done_cycle``; a class completes when its last endpoint is done. Each class also runs alone
@@ -86,8 +88,8 @@ def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: i
 class ConcurrentCase:
     """A concurrent run: ``spec``, ``scenario``, ``classes``; ``model`` (per class: ``cycles``
     = completion from the run's start, ``latency`` = completion - delay, ``alone`` = its
-    latency alone, ``fair`` = its latency with every class at one level, links shared max-min
-    fairly), ``rtl`` (per class the same from the RTL runs, once run), ``rtl_runs``."""
+    latency alone, ``fair`` = its latency with every class at one level, links and switches
+    shared max-min fairly), ``rtl`` (per class the same from the RTL runs, once run), ``rtl_runs``."""
 
     spec: object
     scenario: str
@@ -120,8 +122,9 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     """Per class the model's ``cycles``, ``latency``, ``alone``, ``fair`` (see
     :class:`ConcurrentCase`) on ``platform`` (a :func:`sysmodel.fabric_model.fabric_platform`
     result of ``spec`` with packet switches)."""
-    from sysmodel.collectives import evaluate
+    from sysmodel.collectives import build_network, evaluate
     from sysmodel.comm_timing import CommTime
+    from sysmodel.switch_phases import collective_links
     from sysmodel.engine import Engine
     from sysmodel.fabric_model import request_collectives
     from sysmodel.training import link_priority
@@ -130,15 +133,18 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     cycle_s = timing.cycle_s
     times = [evaluate(plat, spec.name, request_collectives(cls.request, timing.flit_bytes))
              for cls in classes]
+    net = build_network(plat, spec.name)
+    # each class's transfer holds the switches where it stores a phase (one phase at a time)
+    links = [collective_links(plat, net, r) for r in times]
 
     def run(engine_args):
         eng = Engine(**engine_args)
         ids = []
-        for cls, r in zip(classes, times):
+        for cls, r, (loads, bw) in zip(classes, times, links):
             deps = ()
             if cls.delay:
                 deps = (eng.add(f"{cls.name} wait", f"{cls.name}/wait", cls.delay * cycle_s),)
-            ids.append(eng.add(cls.name, f"{cls.name}/comm", CommTime(r.time_s, r.link_loads, r.link_bw),
+            ids.append(eng.add(cls.name, f"{cls.name}/comm", CommTime(r.time_s, loads, bw),
                                deps=deps, category=cls.kind))
         tasks = eng.run().tasks
         return [tasks[i].end / cycle_s for i in ids]

@@ -1,8 +1,10 @@
 """One training iteration on the circuit FRED fabric RTL and on the system model of the same fabric
 (docs/fabric_iteration.md; ``fred fabric-iteration``).
 
-Model side: the model's iteration of the workload, serialised (``overlap=False``), divided by
-``scale``, with its communication timed on the RTL fabric's own platform
+Model side: the model's iteration of the workload, serialised (``overlap=False``) with one
+collective at a time (``one_collective``: the schedule the RTL's sequencers run, e.g. MP
+and DP together with the DP all-reduce after the last MP all-reduce), divided by ``scale``,
+with its communication timed on the RTL fabric's own platform
 (:func:`sysmodel.fabric_model.fabric_platform`) and its compute from the workload platform
 (:func:`sysmodel.iteration_export.export_iteration` with ``network=``), in cycles of that
 platform's clock. RTL side: the same export's per-rank node lists, unchanged, as the NPUs'
@@ -85,8 +87,9 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
-    name, what the RTL cannot run: overlap, pipeline stages, weight streaming, several
-    collectives per NPU (:mod:`hdl.contracts.trace_program`)."""
+    name, what the RTL cannot run: overlap, pipeline stages, weight streaming
+    (:mod:`hdl.contracts.trace_program`); the model's side is the iteration with one
+    collective at a time (module docstring)."""
     from hdl.contracts.placement import parse_strategy
     from hdl.contracts.trace_program import collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
@@ -94,7 +97,8 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     spec, network, text = _fabric(fabric, characterization, spec_overrides)
     timing = network.switch_at("l1")
     export = export_iteration(platform, "mesh" if fabric == "mesh" else spec.name, workload, strategy,
-                              samples_per_dp=samples_per_dp, overlap=False, scale=scale, network=network)
+                              samples_per_dp=samples_per_dp, overlap=False, scale=scale, network=network,
+                              one_collective=True)
     if parse_strategy(export.strategy).pp != 1:
         raise FredError(f"strategy {export.strategy} has pipeline stages; the fabrics' trace "
                         f"run takes one stage (PP1)")
@@ -199,9 +203,16 @@ def _mesh_programs(spec, requests, network):
 
 def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:
     """The RTL's figures from the nodes' start/end cycles: compute and per-class busy of the
-    lowest rank (every rank of a one-stage iteration runs the same nodes), the spread of the
-    collective's end over the ranks, and the iteration (the fabric's counter)."""
-    rank = min(node_times)
+    rank that finishes last (the lowest such rank; every rank of a one-stage iteration runs
+    the same nodes), the spread of the trace's end over the ranks, and the iteration (the
+    fabric's counter). The last rank, not rank 0: the model times a collective of several
+    groups as one task ending when its last group ends; in the RTL a rank's collective node
+    ends when its own group's does, and groups that take turns through a switch (e.g. DP
+    groups of one NPU per L1 through one uplink) end apart -- the rank that ends last waited
+    for every turn, as the model's task does, and its compute plus communication is the
+    iteration."""
+    ends = {r: (t[-1][1] if t else 0) for r, t in node_times.items()}
+    rank = min(node_times, key=lambda r: (-ends[r], r))
     trace = case.traces[rank]
     compute, busy = 0, {}
     for (start, end), category in zip(node_times[rank], trace.categories):

@@ -8,7 +8,7 @@ the split of the buffer between its two chunks; the RTL runs the same algorithm 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MeshFabricSpec
@@ -47,7 +47,7 @@ class MeshCase:
         out = {"fabric": "mesh", "rows": self.spec.rows, "cols": self.spec.cols,
                "link_rate": list(self.spec.link_rate), "link_latency": self.spec.link_latency,
                "request": self.label, "size_flits": self.size_flits, "groups": self.groups,
-               "model": dict(self.estimate.__dict__), "split": self.split}
+               "model": dict(self.estimate.__dict__), "split": self.split, "dtype": self.spec.dtype}
         if self.io is not None:
             out.update(op=self.io_op, controllers=self.io.controllers, io_rate=list(self.io.io_rate),
                        stripe_flits=self.size_flits // self.io.controllers, trees=self.mode)
@@ -93,7 +93,10 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
     """Validate and compute the model's side; nothing is built. ``algorithm``: an io-load's
     trees (default the model's fastest); the other ops run the model's own algorithm.
     ``dtype``: the engines' elements (``hdl.contracts.mesh.MESH_DTYPES``; fp16: rings, chains
-    and the 2D all-reduce, bit-exact against the golden model's order; the I/O ops int32)."""
+    and the 2D all-reduce, bit-exact against the golden model's order; io-load, a broadcast,
+    moves and checks its 32-bit words bit for bit whatever they encode and adds nothing, so
+    its fp16 case runs the one I/O top; io-store in fp16 builds its fp16 reducers, each sum in
+    the golden model's fixed order)."""
     from sysmodel.mesh_rtl_model import mesh_platform
     from hdl.compiler.mesh_program import check_size_flits
     if op not in MESH_OPS:
@@ -101,11 +104,13 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
     if op in ("io-load", "io-store"):
-        if dtype != "int32":
-            raise FredError(f"{op} on the mesh runs int32 words only (io-store's sums are "
-                            f"wrap-around integers): drop --dtype")
-        return _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(
-            mesh=spec or MeshFabricSpec()), characterization=characterization, mode=algorithm, op=op)
+        mesh = spec or MeshFabricSpec(dtype=dtype)      # an unknown dtype: the mesh's error
+        if op == "io-load":     # a broadcast's words are the same bits in int32 and fp16: one top
+            mesh = replace(mesh, dtype="int32")
+        case = _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(mesh=mesh),
+                              characterization=characterization, mode=algorithm, op=op)
+        case.spec = replace(case.spec, dtype=dtype)
+        return case
     if algorithm is not None:
         raise FredError(f"the RTL mesh runs the model's own algorithm for {op}: drop --algorithm")
     spec = spec or MeshFabricSpec(dtype=dtype)

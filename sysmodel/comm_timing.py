@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from hdl.contracts.placement import Strategy
 from sysmodel.collectives import Collective, build_network, configuration_load_s, evaluate
 from sysmodel.platform import Platform
+from sysmodel.switch_phases import collective_links
 from sysmodel.workloads import BYTES, Layer
 
 __all__ = ["CommTime", "CommTimer"]
@@ -106,12 +107,14 @@ class CommTimer:
         return configuration_load_s(build_network(self.platform, self.fabric), self.configurations)
 
     def concurrent(self, collectives) -> CommTime:
-        """``collectives`` running at once (none: zero time)."""
+        """``collectives`` running at once (none: zero time); its link data holds the switches
+        where it stores a phase on a FRED fabric (:func:`sysmodel.switch_phases.collective_links`)."""
         if not collectives:
             return CommTime(0.0)
         r = evaluate(self.platform, self.fabric, collectives)
         self.configurations |= r.configurations
-        return CommTime(r.time_s, r.link_loads, r.link_bw)
+        net = build_network(self.platform, self.fabric)
+        return CommTime(r.time_s, *collective_links(self.platform, net, r))
 
     @property
     def mp_backward_factor(self) -> float:

@@ -120,8 +120,10 @@ class Engine:
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
         ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
-        is active on a link it uses (a FRED switch drains the packets in flight and selects
-        the higher phase); only with ``priority``."""
+        is being served on a link it uses (a FRED switch drains the packets in flight and
+        selects the higher phase; a lower transfer that starts at the same instant, or waits
+        behind a higher level, has none in flight); only with ``priority``. On FRED fabrics
+        each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`)."""
         if preempt_s < 0:
             raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
         self.priority = dict(priority) if priority else None

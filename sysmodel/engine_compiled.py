@@ -55,7 +55,7 @@ def _import_numba_arraymath_without_scipy() -> None:
 
 _import_numba_arraymath_without_scipy()
 
-__all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS"]
+__all__ = ["GraphArrays", "run_arrays", "warm_up", "EPS", "SERVED"]
 
 #: a transfer whose remaining fraction is below this is done; events within it coincide
 EPS = 1e-12
@@ -318,16 +318,24 @@ def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, lin
         fill[1] += 1
 
 
+#: a transfer runs at more than this fraction of its speed alone: it is being served (a
+#: transfer waiting behind a higher level runs at the floor, 1e-9)
+SERVED = 1e-6
+
+
 @njit(cache=True)
-def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp):
-    """Whether a transfer of a lower level than ``tid``'s is active on a link ``tid`` uses
-    (``mark``: per link, scratch stamps; ``stamp`` is new for this call)."""
+def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone):
+    """Whether a transfer of a lower level than ``tid``'s is being served on a link ``tid``
+    uses: one with a current rate above :data:`SERVED` of its speed alone (one that started
+    at this instant has no packet in flight yet, one that waits behind a higher level has
+    none either: nothing to drain). ``mark``: per link, scratch stamps; ``stamp`` is new for
+    this call."""
     e = entry[tid]
     for p in range(link_ptr[e], link_ptr[e + 1]):
         mark[links[p]] = stamp
     for a in range(n_act):
         other = act[a]
-        if level[other] < level[tid]:
+        if level[other] < level[tid] and rated[other] and rate[other] * alone[entry[other]] > SERVED:
             o = entry[other]
             for p in range(link_ptr[o], link_ptr[o + 1]):
                 if mark[links[p]] == stamp:
@@ -381,8 +389,8 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             if entry[tid] < 0:
                 n_heap = _heap_push(ht, hi, n_heap, now + duration[tid], tid)
             else:
-                n_act = _start_transfer(tid, act, n_act, frac, rated, latency, duration, entry, level,
-                                        alone, link_ptr, links, priority, preempt_s, mark)
+                n_act = _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry,
+                                        level, alone, link_ptr, links, priority, preempt_s, mark)
                 changed = True
         n_ready = 0
         if n_heap > 0 and ht[0] <= limit:
@@ -480,15 +488,16 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
 
 
 @njit(cache=True)
-def _start_transfer(tid, act, n_act, frac, rated, latency, duration, entry, level, alone, link_ptr,
-                    links, priority, preempt_s, mark):
+def _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry, level, alone,
+                    link_ptr, links, priority, preempt_s, mark):
     """Transfer ``tid`` starts: its latency beyond its links' time (plus the preemption latency
-    when it preempts a lower level on a link it uses), appended to the active transfers;
-    returns their new count."""
+    when it preempts a lower level being served on a link it uses, :func:`_preempted`),
+    appended to the active transfers; returns their new count."""
     e = entry[tid]
     latency[tid] = max(0.0, duration[tid] - alone[e])
     if priority and preempt_s > 0.0 and n_act > 0:
-        if _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, tid + 1):   # a fresh stamp
+        if _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, tid + 1,   # a fresh stamp
+                      rate, rated, alone):
             latency[tid] += preempt_s
     act[n_act] = tid
     frac[tid] = 1.0

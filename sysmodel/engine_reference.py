@@ -19,6 +19,9 @@ from hdl.contracts.errors import FredError
 __all__ = ["run_reference"]
 
 _EPS = 1e-12
+#: a transfer above this fraction of its speed alone is being served (one waiting behind a
+#: higher level runs at the floor, 1e-9)
+SERVED = 1e-6
 
 
 def run_reference(engine):
@@ -41,6 +44,7 @@ def run_reference(engine):
     levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
     now = 0.0
     done = 0
+    current: dict[int, float] = {}           # the rates the active transfers run at now
 
     def try_start(resource: str) -> None:
         i = head[resource]
@@ -58,9 +62,10 @@ def run_reference(engine):
             alone[tid] = t_alone
             latency[tid] = max(0.0, task.duration - t_alone)
             if levels is not None and preempt_s > 0.0:
-                # a lower-level transfer active on a link this one uses is preempted
-                if any(levels[other] < levels[tid] and np.any((task.loads > 0) & (tasks[other].loads > 0))
-                       for other in flows):
+                # a lower-level transfer being served on a link this one uses is preempted (one
+                # started at this instant, or waiting behind a higher level, has nothing in flight)
+                if any(levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED
+                       and np.any((task.loads > 0) & (tasks[other].loads > 0)) for other in flows):
                     latency[tid] += preempt_s
             flows[tid] = 1.0
 
@@ -83,6 +88,7 @@ def run_reference(engine):
         try_start(resource)
     while fixed or flows:
         rates = _rates(tasks, flows, alone, levels) if flows else {}
+        current = rates
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
             t = now + frac / rates[tid]

@@ -97,13 +97,22 @@ class _RecordingEngine(StageEngine):
     """A :class:`StageEngine` that keeps each task's duration object (a compute time or a
     :class:`CommTime`) and pipeline stage. Overriding ``add`` makes the builders take their
     general path (``StageEngine.add`` for every task), which adds the same tasks as their
-    fast path."""
+    fast path. ``one_collective``: a communication task also waits for its stage's
+    communication tasks added since the stage's last compute task (with ``blocking``: the
+    stage runs one task at a time, e.g. the last backward layer's MP all-reduce and the DP
+    all-reduce after each other instead of at once)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, one_collective: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.recorded: list = []
+        self.one_collective = one_collective
 
     def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
+        if self.one_collective and not resource.endswith(".compute"):
+            # StageEngine keeps the stage's communication tasks since its last compute task
+            # (the next compute task waits for them); this one waits for them too
+            mine = stage if stage is not None or not resource.startswith("s") else int(resource[1:].split(".")[0])
+            deps = (*deps, *self._pending.get(mine, ()))
         tid = super().add(name, resource, duration, deps, stage=stage, block=block, **kwargs)
         if stage is None:
             stage = int(resource[1:].split(".")[0])
@@ -135,13 +144,21 @@ class IterationExport:
 
 def export_iteration(platform, fabric: str, workload, strategy=None, *, schedule: str = "1f1b",
                      samples_per_dp: int | None = None, microbatches: int | None = None,
-                     overlap: bool = True, scale: float = 1.0, network=None) -> IterationExport:
+                     overlap: bool = True, scale: float = 1.0, network=None,
+                     one_collective: bool = False) -> IterationExport:
     """One iteration of ``workload`` on ``fabric`` of ``platform``, divided by ``scale``, as
     per-rank node lists (module docstring). The arguments are those of
     :func:`sysmodel.training.simulate_iteration`; ``network``: another platform whose fabric
     times the communication (e.g. an RTL fabric's, :mod:`sysmodel.fabric_model`), while
     ``platform`` still gives the plan (memory, microbatches) and the compute times; default
-    ``platform`` itself."""
+    ``platform`` itself. ``one_collective`` (with ``overlap=False``): a stage's communication
+    tasks also run one at a time, in the order the graph adds them -- the schedule of a
+    sequencer that runs one node at a time (the fabric RTL's, docs/fabric_iteration.md); the
+    model's ``overlap=False`` alone lets two collectives of a stage run at once (MP and DP
+    after the last backward layer). The model times that schedule: ``time_s`` is its makespan."""
+    if one_collective and overlap:
+        raise FredError("one collective at a time (one_collective) is a serialised iteration: "
+                        "it needs overlap=False")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1 <= scale <= 1e9:
         raise FredError(f"scale must be a number in [1, 1e9], got {scale!r}")
     network = platform if network is None else network
@@ -155,7 +172,7 @@ def export_iteration(platform, fabric: str, workload, strategy=None, *, schedule
         what = "streams its weights" if plan.streaming else "spills activation checkpoints"
         raise FredError(f"{workload.name} {what} through the I/O controllers, but platform "
                         f"{network.name!r} has none")
-    eng = _RecordingEngine(blocking=not overlap, **link_priority(network, fabric))
+    eng = _RecordingEngine(blocking=not overlap, one_collective=one_collective, **link_priority(network, fabric))
     comm = _ScaledCommTimer(network, fabric, plan.strategy, plan.microbatch_samples,
                             recompute_mode=plan.memory.recompute_mode,
                             sequence_parallel=plan.workload.sequence_parallel, scale=float(scale))

@@ -91,7 +91,8 @@ def mesh_io_platform(spec: MeshIoSpec, *, characterization=None) -> Platform:
     """:func:`mesh_platform` of ``spec.mesh`` with ``spec.controllers`` I/O controllers on the
     edge (the model places them as the RTL: ``hdl.contracts.mesh_io.edge_io_ports``), each link
     ``io_rate`` of the NPU's port (the RTL's cycle moves one flit through that port), and a
-    reducing member's latency (``hdl.contracts.mesh_io.reduce_member_cycles``) as the NPU's
+    reducing member's latency (``hdl.contracts.mesh_io.reduce_member_cycles`` of the mesh's
+    dtype: fp16 adds its three adder levels) as the NPU's
     forwarding latency: the io-store's reduce trees charge it per member on the deepest leaf's
     path (``sysmodel.collectives._mesh_io``)."""
     base = mesh_platform(spec.mesh, characterization=characterization)
@@ -101,7 +102,7 @@ def mesh_io_platform(spec: MeshIoSpec, *, characterization=None) -> Platform:
     # trees: a member's forwarding latency is its reducer's, not the fabric engines'
     return replace(base, name="rtl-mesh-io", io_controllers=spec.controllers,
                    io_gbps=base.npu_send_gbps * a / b,
-                   forward_latency_ns=reduce_member_cycles() * cycle_ns)
+                   forward_latency_ns=reduce_member_cycles(spec.mesh.dtype) * cycle_ns)
 
 
 def mesh_io_model_cycles(spec: MeshIoSpec, stripe_flits: int, *, mode: str | None = None,

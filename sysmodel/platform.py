@@ -81,6 +81,7 @@ class NetworkSpec:
     forward_latency_ns: float
     unicast_routing: str
     phase_select: str
+    one_phase_per_switch: bool
 
 
 @hash_once
@@ -203,6 +204,11 @@ class Platform:
     #: header reaches it, so the selects add up along the path; a packet switch's input VC
     #: buffer adds its latency per switch): the packet switch (docs/sysmodel.md)
     phase_select: str = "start"
+    #: whether a FRED switch serves one phase at a time (``[fred] one_phase_per_switch``; the
+    #: shared spec's switch: true): transfers crossing a common switch take turns there, by
+    #: priority, even on disjoint links (:mod:`sysmodel.switch_phases`); false is a what-if
+    #: (links shared only)
+    one_phase_per_switch: bool = True
     #: the flit a mesh's endpoint engines move (``[mesh] flit_bytes``): each chunk of a mesh
     #: ring or hierarchical 2D all-reduce is then sent as whole flits per piece, padded as the
     #: RTL mesh's engines pad it (:func:`hdl.compiler.algorithms.two_chunk_flits`); 0: the
@@ -347,7 +353,7 @@ _LAYOUT = {
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps",
              "flit_bytes": "mesh_flit_bytes"},
     "fred": {"npus_per_l1": "npus_per_l1", "unicast_routing": "unicast_routing",
-             "phase_select": "phase_select"},
+             "phase_select": "phase_select", "one_phase_per_switch": "one_phase_per_switch"},
     "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
                  "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
                  "dp_overlap": "dp_overlap",
@@ -420,6 +426,7 @@ class _Fred(InputModel):
     npus_per_l1: PositiveInt
     unicast_routing: Literal[UNICAST_ROUTING] = "online"
     phase_select: Literal[PHASE_SELECT] = "start"
+    one_phase_per_switch: bool = True
     variants: dict[str, _Variant] = {}
     chiplets: _Chiplets | None = None
 

@@ -89,6 +89,11 @@ def judge_store(program: IoStoreProgram, after: dict, stalled: bool) -> list[str
     busy = [r for r, n in enumerate(after["npus"]) if not n["idle"]]
     if busy:
         errors.append(f"NPUs {busy} still hold partial sums to send")
+    for k, want in enumerate(program.expected_hashes):    # fp16: the golden fixed-order sums
+        got = (after["controllers"][k]["hash0"], after["controllers"][k]["hash1"])
+        if got != tuple(want):
+            errors.append(f"controller {k}: fp16 sums hash {got[0]:#010x}/{got[1]:#010x}, the golden "
+                          f"order's {want[0]:#010x}/{want[1]:#010x}")
     return errors
 
 
@@ -96,12 +101,13 @@ def run_mesh_io_store(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-spl
                       stall: float = 0.0, watchdog_cycles: int | None = None, poll: int = 256) -> MeshIoRun:
     """Check, build (cached), run and judge a gradient reduce-out of ``stripe_flits`` per
     controller (``max_stripe``: the NPUs' partial-sum memory per tree, a build parameter);
-    ``stall``: the probability every NPU's reducer idles in a cycle."""
-    from hdl.designs.mesh.mesh_io_store_top import STORE_CONTROLLER_READ, STORE_NPU_READ
+    ``stall``: the probability every NPU's reducer idles in a cycle. fp16 (``spec.mesh.dtype``):
+    each controller's tree hashes against the golden model's (``program.expected_hashes``)."""
+    from hdl.designs.mesh.mesh_io_store_top import STORE_NPU_READ, store_controller_read
     program = io_store_program(spec, stripe_flits, mode, max_stripe=max_stripe)
     after, stalled, sim_s = _run(spec, program, stall, watchdog_cycles, poll,
                                  mesh_io_verilog(spec, store_max_stripe=max_stripe), STORE_TOP,
-                                 npu_read=list(STORE_NPU_READ), controller_read=list(STORE_CONTROLLER_READ))
+                                 npu_read=list(STORE_NPU_READ), controller_read=list(store_controller_read(spec)))
     return MeshIoRun(after["global"]["cycles"], judge_store(program, after, stalled), sim_s, program)
 
 

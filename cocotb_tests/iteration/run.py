@@ -32,10 +32,13 @@ __all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "
 
 _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
-#: (studies.iteration_table) have at most 321 nodes and 387 loader entries per NPU.
+#: (studies.iteration_table) have at most 329 nodes and 414 loader entries per NPU
+#: (transformer-17b MP4-DP5).
 MESH_NODES, MESH_ENTRIES = 512, 512
-#: The same on the circuit FRED fabric with several collectives per NPU (engine and switch loaders).
-FRED_NODES, FRED_ENTRIES = 512, 512
+#: The same on the circuit FRED fabric with several collectives per NPU (engine and switch
+#: loaders): at most 329 nodes, 560 loader entries (a switch of transformer-17b MP4-DP5 takes
+#: one program per run of its 168 collectives' runs).
+FRED_NODES, FRED_ENTRIES = 512, 1024
 
 
 @dataclass

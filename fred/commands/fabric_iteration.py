@@ -78,7 +78,7 @@ def run(args) -> int:
         rows.append(row(f"{cls} exposed", model["comm_exposed_cycles"].get(cls, 0),
                         rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
-                       title=f"{case.fabric}: {case.description} (serialised)"))
+                       title=f"{case.fabric}: {case.description} (serialised, one collective at a time)"))
     if case.collective_model:
         c = case.collective_model
         if "collectives" in c:
@@ -115,18 +115,25 @@ def _table(args) -> int:
                                   strategy=parse_strategy(strategy), samples_per_dp=args.samples_per_dp,
                                   scale=scale or args.scale, characterization=args.characterization)
              for workload, strategy, fabrics, scale in ITERATION_CASES for fabric in fabrics]
-    rows = []
+    rows, failed = [], []
     for case in cases:
-        run_iteration_case(case)
+        try:
+            run_iteration_case(case)
+        except FredError as exc:     # a stalled or wrong run is a row of the block, not the end
+            failed.append({"workload": f"{case.description.split(' 1f1b')[0]}, K = {case.scale:g}",
+                           "fabric": case.fabric, "error": str(exc)})
+            if not args.json:
+                print(f"{failed[-1]['workload']} on {case.fabric}: FAILED: {exc}", flush=True)
+            continue
         rows.append(iteration_row(case))
         if not args.json:
             r = rows[-1]
             print(f"{r['workload']} on {r['fabric']}: model {r['model_iteration']:.1f}, RTL "
                   f"{r['rtl_iteration']} cycles ({r['iteration_ratio']:.4f})", flush=True)
     command = f"fred fabric-iteration --table --no-overlap --scale {args.scale:g}"
-    write_iteration_table(rows, output, command)
+    write_iteration_table(rows, output, command, failed=failed)
     if args.json:
-        print_json({"rows": rows, "output": str(output)})
+        print_json({"rows": rows, "failed": failed, "output": str(output)})
     else:
-        print(f"wrote {output}")
-    return 0
+        print(f"wrote {output}" + (f"; {len(failed)} case(s) failed" if failed else ""))
+    return 1 if failed else 0

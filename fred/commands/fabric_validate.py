@@ -73,10 +73,8 @@ def run(args) -> int:
         check_writable(plot)
     # every case is validated and modelled before the first build
     cases, refused = _fred_cases(args, fabrics)
-    not_in_dtype = []
     if "mesh" in fabrics:
-        mesh_cases, not_in_dtype = _mesh_cases(args)
-        cases += mesh_cases
+        cases += _mesh_cases(args)
     rows = []
     with progress_bar(len(cases), "fabric-validate", json_output=args.json, unit="case") as bar:
         for label, case, row_of in cases:
@@ -102,9 +100,6 @@ def run(args) -> int:
         align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
     for fabric, label, size, why in refused:
         print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
-    for label in not_in_dtype:
-        print(f"not run on the mesh in {args.dtype}: {label} (its flits carry int32 words: the "
-              f"reduce-out's sums are wrap-around integers, the streamed weights are not added)")
     worst = summary.worst
     print(f"{summary.within_tolerance}/{len(rows)} cases within {TOLERANCE:.0%}; worst "
           f"{worst.fabric} {worst.case} at {worst.size_flits} flits: {worst.ratio:.3f}")
@@ -162,17 +157,17 @@ def parser_default_fabrics() -> str:
     return ",".join((*FABRICS, "mesh"))
 
 
-def _mesh_cases(args) -> tuple[list, list[str]]:
-    """The mesh's cases (``studies.mesh_validation.MESH_CASES`` x ``--sizes``), validated and
-    modelled, each with the function that turns it into a row once run; and the labels of the
-    cases left out in ``--dtype`` (the I/O cases run int32 only; the Fig. 9 cases run fp16 too)."""
+def _mesh_cases(args) -> list:
+    """The mesh's cases (``studies.mesh_validation.MESH_CASES`` x ``--sizes``) in ``--dtype``
+    (every case runs int32 and fp16; io-load, a broadcast of the same words, runs the one I/O
+    top in both), validated and modelled, each with the function that turns it into a row once
+    run."""
     from studies.mesh_case import build_mesh_case
-    from studies.mesh_validation import IO_CASES, MESH_CASES, mesh_validation_row
+    from studies.mesh_validation import MESH_CASES, mesh_validation_row
     dtype = args.dtype or "int32"
-    left_out = [label for label in IO_CASES if dtype != "int32"]
     return [(label, build_mesh_case(size=size, characterization=args.characterization, dtype=dtype, **request),
              mesh_validation_row)
-            for label, request in MESH_CASES if label not in left_out for size in args.sizes], left_out
+            for label, request in MESH_CASES for size in args.sizes]
 
 
 def _run(label: str, case, row_of, args):

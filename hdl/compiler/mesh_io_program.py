@@ -11,14 +11,18 @@ child (one hop each). Pure Python; the RTL is ``hdl/designs/mesh/mesh_io_top.py`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
+
+from hdl.contracts.dtypes import get_dtype
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL, VC_ORDERS, route_hops
-from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, STORE_SEQ_BITS, MeshIoSpec
+from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, MeshIoSpec, store_seq_bits
+from hdl.contracts.npu_engine import fold_hash
 
 __all__ = ["tree_children", "tree_flits", "link_stripes", "IoLoadProgram", "io_load_program", "neighbour",
-           "tree_parents", "IoStoreProgram", "io_store_program"]
+           "tree_parents", "IoStoreProgram", "io_store_program", "store_fp16_sums"]
 
 _STEP = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}   # NORTH, EAST, SOUTH, WEST
 
@@ -155,6 +159,9 @@ class IoStoreProgram:
     per_tree: list[int]
     expect: list[int]
     hottest: float
+    #: fp16: per controller, the hashes (``fold_hash`` from 0 over the sums in index order) of
+    #: its VC 0 and VC 1 trees' sums (:func:`store_fp16_sums`); empty in int32
+    expected_hashes: list = field(default_factory=list)
 
     @property
     def mode_index(self) -> int:
@@ -174,9 +181,56 @@ def io_store_program(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-spli
     if isinstance(stripe_flits, bool) or not isinstance(stripe_flits, int) or stripe_flits < 1:
         raise FredError(f"stripe must be a positive number of flits per controller, got {stripe_flits!r}")
     per_tree = tree_flits(spec, stripe_flits, mode)
-    if max(per_tree) > min(max_stripe, 1 << STORE_SEQ_BITS):
+    seq_bits = store_seq_bits(spec.mesh.dtype)
+    if max(per_tree) > min(max_stripe, 1 << seq_bits):
         raise FredError(f"a stripe of {stripe_flits} flits puts {max(per_tree)} flits on a tree; the NPUs "
-                        f"hold partial sums of {min(max_stripe, 1 << STORE_SEQ_BITS)} per tree (max_stripe "
-                        f"{max_stripe}, {STORE_SEQ_BITS}-bit index): use a shorter stripe or a larger build")
+                        f"hold partial sums of {min(max_stripe, 1 << seq_bits)} per tree (max_stripe "
+                        f"{max_stripe}, {seq_bits}-bit index): use a shorter stripe or a larger build")
     expect = [per_tree[2 * k] + per_tree[2 * k + 1] for k in range(spec.controllers)]
-    return IoStoreProgram(stripe_flits, mode, per_tree, expect, max(link_stripes(spec, mode).values()))
+    program = IoStoreProgram(stripe_flits, mode, per_tree, expect, max(link_stripes(spec, mode).values()))
+    if spec.mesh.dtype == "fp16":
+        sums = store_fp16_sums(spec, per_tree)
+        program.expected_hashes = [tuple(_hash(sums[2 * k + vc]) for vc in (0, 1))
+                                   for k in range(spec.controllers)]
+    return program
+
+
+def _hash(values) -> int:
+    h = 0
+    for v in values:
+        h = fold_hash(h, int(v))
+    return h
+
+
+def _own_fp16(rank: int, tree: int, seqs: np.ndarray) -> np.ndarray:
+    """:func:`hdl.contracts.mesh_io.store_value_fp16` of every index in ``seqs`` at once."""
+    value = (seqs * (2 * rank + 1) + tree * (4 * rank + 3) + 7 * rank + 1) & 0x3FF
+    mix = seqs ^ tree ^ rank
+    return ((mix & 1) << 15 | (14 + (mix >> 1 & 1)) << 10 | value).astype(np.uint16)
+
+
+def store_fp16_sums(spec: MeshIoSpec, per_tree) -> list[np.ndarray]:
+    """The golden model of an fp16 reduce-out: per tree, the fp16 sums (uint16 bit patterns, in
+    index order) its controller receives. Every NPU sends, for flit ``i`` of tree ``t``, its
+    children's sums in the slots of the directions they arrive from (N, E, S, W; +0 where it
+    has no child) and its own ``store_value_fp16`` added as
+    ``((N + E) + (S + W)) + own`` with the bit-exact fp16 addition of
+    :mod:`hdl.contracts.dtypes` (``hdl.designs.mesh.fp16_reduce_sum``); a leaf sends its own
+    value."""
+    fp16 = get_dtype("fp16")
+    children = tree_children(spec)
+    out = []
+    for tree, flits in enumerate(per_tree):
+        seqs = np.arange(flits, dtype=np.int64)
+
+        def value(rank: int) -> np.ndarray:
+            own = _own_fp16(rank, tree, seqs)
+            ports = children[rank][tree]
+            if not ports:
+                return own
+            slots = [value(neighbour(spec, rank, p)) if p in ports else np.zeros(flits, np.uint16)
+                     for p in (1, 2, 3, 4)]
+            return fp16.add(fp16.add(fp16.add(slots[0], slots[1]), fp16.add(slots[2], slots[3])), own)
+
+        out.append(value(spec.attach_rank(tree // 2)))
+    return out

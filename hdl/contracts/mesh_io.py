@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import EAST, NORTH, ROUTER_LATENCY, SOUTH, WEST, MeshFabricSpec, check_link_rate
+from hdl.contracts.timing import FLOAT_ADDER_STAGES
 
 __all__ = ["edge_io_ports", "IO_MODES", "MeshIoSpec", "SEQ_BITS", "TREE_BITS", "CHECK_BITS",
            "STORE_SEQ_BITS", "STORE_VALUE_BITS", "store_value", "store_sum", "store_sum_factors", "store_word",
-           "REDUCE_LATENCY", "reduce_member_cycles",
+           "REDUCE_LATENCY", "reduce_member_cycles", "STORE_DIR_BITS", "FP16_REDUCE_LEVELS", "store_seq_bits",
+           "store_value_fp16",
            "io_word", "io_check"]
 
 #: How a controller's stripe is split between its two trees: all X-Y, all Y-X, or half each
@@ -123,13 +125,30 @@ STORE_VALUE_BITS = 16
 REDUCE_LATENCY = 2
 
 
-def reduce_member_cycles() -> int:
+#: fp16 reduce-out: a member adds its children's slots and its own value in a fixed order,
+#: ((N + E) + (S + W)) + own, three levels of the project's pipelined adder
+#: (``hdl.designs.mesh.fp16_reduce_sum.Fp16ReduceSum``).
+FP16_REDUCE_LEVELS = 3
+#: fp16 reduce-out: the low STORE_SEQ_BITS of a store flit are its index (low) and the slot
+#: (the direction it arrives from at the receiver, N/E/S/W = 0..3) it fills there (high
+#: STORE_DIR_BITS): the order of an fp16 sum cannot be the children's arrival order.
+STORE_DIR_BITS = 2
+
+
+def store_seq_bits(dtype: str = "int32") -> int:
+    """Bits of a store flit's index: :data:`STORE_SEQ_BITS`, less :data:`STORE_DIR_BITS` in fp16."""
+    return STORE_SEQ_BITS - (STORE_DIR_BITS if dtype == "fp16" else 0)
+
+
+def reduce_member_cycles(dtype: str = "int32") -> int:
     """Cycles a reducing NPU adds to a store flit's path beyond the link into it (a wire and
     the sending router, ``hdl.contracts.mesh.router_latency`` + ``link_latency``): its own
-    router to the local output and its reducer (:data:`REDUCE_LATENCY`): 4. The model's
-    platform of the RTL mesh charges it per member on the deepest leaf's path
+    router to the local output and its reducer (:data:`REDUCE_LATENCY`): 4; in fp16 also its
+    :data:`FP16_REDUCE_LEVELS` adder levels (6 cycles each): 22. The model's platform of the
+    RTL mesh charges it per member on the deepest leaf's path
     (``sysmodel.mesh_rtl_model.mesh_io_platform``)."""
-    return ROUTER_LATENCY + REDUCE_LATENCY
+    adders = FP16_REDUCE_LEVELS * FLOAT_ADDER_STAGES if dtype == "fp16" else 0
+    return ROUTER_LATENCY + REDUCE_LATENCY + adders
 
 
 def store_value(rank: int, tree: int, seq: int) -> int:
@@ -137,6 +156,15 @@ def store_value(rank: int, tree: int, seq: int) -> int:
     tree with odd per-rank factors, so the sum over the NPUs (:func:`store_sum`) is cheap in
     logic and a missing or duplicated NPU, or a wrong index, changes it."""
     return (seq * (2 * rank + 1) + tree * (4 * rank + 3) + 7 * rank + 1) & ((1 << STORE_VALUE_BITS) - 1)
+
+
+def store_value_fp16(rank: int, tree: int, seq: int) -> int:
+    """NPU ``rank``'s fp16 contribution (bit pattern) to flit ``seq`` of ``tree``: sign
+    ``seq ^ tree ^ rank`` (bit 0), exponent 14 + bit 1 of the same, fraction the low 10 bits
+    of :func:`store_value` -- magnitudes 1/2 .. 2, never zero, so sums of 20 stay finite and no
+    -0 arises (an exact cancellation gives +0)."""
+    mix = seq ^ tree ^ rank
+    return (mix & 1) << 15 | (14 + (mix >> 1 & 1)) << 10 | store_value(rank, tree, seq) & 0x3FF
 
 
 def store_sum(npus: int, tree: int, seq: int) -> int:

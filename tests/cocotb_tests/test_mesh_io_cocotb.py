@@ -44,3 +44,13 @@ def test_gradient_reduce_out_within_5_percent_of_the_model():
     latency does not count) is ~1 % of the time (docs/mesh_rtl.md, io-store)."""
     case = run_mesh_case(build_mesh_case(op="io-store", size=18 * 100, group="wafer"))
     assert case.rtl.cycles == pytest.approx(case.estimate.cycles, rel=0.05)
+
+
+@pytest.mark.parametrize("size", [18 * 3, 18 * 223])
+def test_gradient_reduce_out_in_fp16_is_bit_exact_and_within_5_percent_of_the_model(size):
+    """fp16 io-store on the wafer: every controller's tree hashes equal the golden model's fixed
+    order (run_mesh_case raises otherwise), within 5 % of the model (which charges each
+    reducing member its three adder levels)."""
+    case = run_mesh_case(build_mesh_case(op="io-store", size=size, group="wafer", dtype="fp16"))
+    print(f"io-store fp16 {size}: model {case.estimate.cycles:.0f}, RTL {case.rtl.cycles}")
+    assert case.rtl.cycles == pytest.approx(case.estimate.cycles, rel=0.05)

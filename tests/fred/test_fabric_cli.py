@@ -123,17 +123,18 @@ def test_io_ops_are_refused_on_the_circuit_fabric_and_chain_on_endpoint_fabrics(
     assert out["model"]["algorithm"] == "chain" and out["fabric"]["io_controllers"] == 1
 
 
-def test_validate_runs_the_meshs_fig9_cases_in_fp16_and_leaves_its_io_cases_out():
-    """``--dtype fp16`` with the mesh: the four Fig. 9 cases at each size, built (modelled and
-    programmed, nothing simulated) with fp16 engines; io-load and io-store (int32 words) named
-    as left out."""
+def test_validate_runs_every_mesh_case_in_fp16():
+    """``--dtype fp16`` with the mesh: the four Fig. 9 cases, io-load (a broadcast of the same
+    words, the int32 I/O top) and io-store (fp16 reducers) at each size, built (modelled and
+    programmed, nothing simulated) as fp16 cases."""
     import argparse
 
     from fred.commands.fabric_validate import _mesh_cases
     args = argparse.Namespace(dtype="fp16", characterization=None, sizes=(40,))
-    cases, left_out = _mesh_cases(args)
-    assert left_out == ["wafer io-load", "wafer io-store"]
+    cases = _mesh_cases(args)
     assert [label for label, _, _ in cases] == ["wafer all-reduce", "MP2-DP5-PP2 MP all-reduce",
-                                                "MP2-DP5-PP2 DP all-reduce", "MP2-DP5-PP2 PP multicast"]
+                                                "MP2-DP5-PP2 DP all-reduce", "MP2-DP5-PP2 PP multicast",
+                                                "wafer io-load", "wafer io-store"]
+    assert cases[4][1].io.mesh.dtype == "int32" and cases[5][1].io.mesh.dtype == "fp16"
     assert {case.spec.dtype for _, case, _ in cases} == {"fp16"}
     assert cases[0][1].estimate.algorithm == "hierarchical-2d"

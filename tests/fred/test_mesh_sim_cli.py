@@ -96,13 +96,40 @@ def test_model_only_json_for_a_strategy(capsys):
     assert out["groups"][0] == [0, 4, 8, 12, 16]
 
 
+def test_model_only_fp16_io_load_is_the_int32_broadcast(capsys):
+    """io-load moves and checks 32-bit words and adds nothing: in fp16 the same trees, stripes
+    and model cycles as in int32, the case marked fp16."""
+    runs = {}
+    for dtype in ("int32", "fp16"):
+        assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-load", "--group", "wafer",
+                     "--size", "54", "--dtype", dtype, "--model-only", "--json"]) == 0
+        runs[dtype] = json.loads(capsys.readouterr().out)
+    assert runs["fp16"]["dtype"] == "fp16" and runs["int32"]["dtype"] == "int32"
+    assert runs["fp16"]["model"] == runs["int32"]["model"]
+    assert runs["fp16"]["stripe_flits"] == 3 and runs["fp16"]["trees"] == "tree-split"
+
+
+def test_model_only_fp16_io_store_charges_each_reducing_member_its_adders(capsys):
+    """fp16 io-store: the same trees and busiest link as int32; each of the 7 reducing NPUs
+    on the wafer's deepest path adds its three fp16 adder levels (18 cycles) to the latency."""
+    from hdl.contracts.mesh_io import reduce_member_cycles
+    runs = {}
+    for dtype in ("int32", "fp16"):
+        assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-store", "--group", "wafer",
+                     "--size", "54", "--dtype", dtype, "--model-only", "--json"]) == 0
+        runs[dtype] = json.loads(capsys.readouterr().out)
+    assert runs["fp16"]["model"]["bandwidth_cycles"] == runs["int32"]["model"]["bandwidth_cycles"]
+    assert runs["fp16"]["model"]["cycles"] - runs["int32"]["model"]["cycles"] == pytest.approx(
+        7 * (reduce_member_cycles("fp16") - reduce_member_cycles("int32"))) == 7 * 18
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--op", "reduce", "--group", "wafer", "--size", "8"], "reduce is not built yet"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP2", "--dim", "pp", "--size", "8"], "all-reduce along pp"),
     (["--op", "all-reduce", "--group", "half", "--size", "8"], "--group takes 'wafer'"),
     (["--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp", "--size", "8"], "use --group wafer"),
-    (["--op", "io-load", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "drop --dtype"),
-    (["--op", "io-store", "--group", "wafer", "--size", "8", "--dtype", "fp16"], "drop --dtype"),
+    (["--op", "io-load", "--group", "wafer", "--size", "8", "--dtype", "bf16"], "int32 or fp16"),
+    (["--op", "io-store", "--group", "wafer", "--size", "8", "--dtype", "bf16"], "int32 or fp16"),
     (["--op", "all-reduce", "--group", "wafer", "--size", "8", "--dtype", "bf16"], "int32 or fp16"),
     (["--op", "io-load", "--group", "wafer", "--size", "8", "--algorithm", "ring"], "runs the trees"),
     (["--op", "all-reduce", "--strategy", "MP2-DP5-PP1", "--dim", "mp", "--size", "8"], "places 10 NPUs"),

@@ -38,3 +38,15 @@ def test_scenarios_place_the_classes_on_disjoint_npus_sharing_the_dp_uplink():
         scenario_classes(spec, "mp-dp-pp", size=8, load_size=16, delay=5)
     with pytest.raises(FredError, match="unknown scenario"):
         scenario_classes(spec, "all-at-once", size=8, load_size=16)
+
+
+def test_on_fred_d_dp_waits_at_the_switches_mp_crosses_although_their_links_have_room():
+    # Fred-D's L1-L2 connection carries both classes at once, but a switch serves one phase
+    # at a time (sysmodel/switch_phases.py): DP stops while MP's 400 flits cross (1 flit per
+    # cycle on an NPU link), and MP pays one preemption over its time alone
+    case = build_concurrent_case(fabric="fred-d", scenario="mp-under-dp", size=400,
+                                 load_size=400, delay=100)
+    dp, mp = case.model
+    preempt = fabric_platform(case.spec, switch="packet")[0].switch.preemption_cycles
+    assert mp["latency"] == pytest.approx(mp["alone"] + preempt)
+    assert dp["cycles"] == pytest.approx(dp["alone"] + 400)

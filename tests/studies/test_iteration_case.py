@@ -138,3 +138,19 @@ def test_small_fabric_runs_several_collectives_its_switches_rerunning_their_phas
     # collective for the last member's compute after the first
     assert min(first_ends) >= 115 + 2 * 8 and min(second_ends) >= max(first_ends) + 30 + 5
     assert run.cycles == max(second_ends) + 7
+
+
+def test_rtl_figures_are_the_rank_that_finishes_last():
+    """Pure: groups that take turns through a switch end apart; the rank that waited for every
+    turn (here rank 1) is the one the model's task of all groups stands for, and its compute
+    plus communication is the iteration."""
+    from studies.iteration_case import IterationCase, rtl_figures
+    words = [10, COLLECTIVE_BIT, 5]
+    case = IterationCase(None, "", 1.0, {}, {r: _trace(r, words) for r in range(3)}, None, None)
+    times = {0: [[0, 10], [10, 20], [20, 25]], 1: [[0, 10], [10, 40], [40, 45]],
+             2: [[0, 10], [10, 40], [40, 45]]}
+    fig = rtl_figures(case, times, 45)
+    assert fig["representative_rank"] == 1
+    assert fig["comm_busy_cycles"] == {"dp": 30} and fig["compute_cycles"] == 15
+    assert fig["iteration_cycles"] == fig["compute_cycles"] + 30
+    assert (fig["last_node_end_min"], fig["last_node_end_max"]) == (25, 45)

@@ -27,3 +27,17 @@ def test_speedups_pair_each_fred_row_with_the_mesh_row_of_its_iteration(tmp_path
     assert text.startswith("head\n") and text.endswith("tail\n") and "old" not in text
     assert "| resnet-152 MP1-DP20-PP1, K = 1000 | fred-d | 1.1000 | 1.2500 | 0.8800 | 1.76 |" in text
     assert "worst RTL/model 1.2500 (resnet-152 MP1-DP20-PP1, K = 1000, fred-d)" in text
+
+
+def test_a_case_that_did_not_finish_is_named_in_the_block(tmp_path):
+    doc = tmp_path / "v.md"
+    rows = [_row("resnet-152 MP4-DP5-PP1, K = 1000", "mesh", 1000.0, 1010)]
+    failed = [{"workload": "resnet-152 MP4-DP5-PP1, K = 1000", "fabric": "fred-a",
+               "error": "fabric fred-a: the iteration stalled"}]
+    write_iteration_table(rows, doc, "fred fabric-iteration --table --no-overlap", failed=failed)
+    text = doc.read_text()
+    assert "| resnet-152 MP4-DP5-PP1, K = 1000 | mesh |" in text
+    assert ("**1 case(s) did not finish** (no row above): resnet-152 MP4-DP5-PP1, K = 1000 on "
+            "fred-a: fabric fred-a: the iteration stalled.") in text
+    write_iteration_table([], doc, "fred fabric-iteration --table --no-overlap", failed=failed)
+    assert "no case finished" in doc.read_text()

@@ -191,3 +191,36 @@ def test_a_foreign_trace_process_group_is_not_taken_for_a_traffic_class(tmp_path
     write_chakra_ranks(tmp_path, "ok", {0: [node]})     # no group, no queue: a plain collective
     with pytest.raises(FredError, match=r"node 1 \(x\): process group 'pp' is not one of mp, tp, dp, all"):
         load_chakra(tmp_path / "ok.0.et", npus=4)
+
+
+# MP and DP together, one stage: after the last backward layer its MP all-reduce and the DP
+# all-reduce both wait only for that layer's compute
+R152 = dict(workload="resnet-152", strategy=Strategy(mp=4, dp=5, pp=1), samples_per_dp=None)
+
+
+def test_one_collective_chains_a_stages_collectives_and_the_model_times_that_schedule():
+    free = _export(R152, "fred-d", overlap=False, scale=1000)
+    one = _export(R152, "fred-d", overlap=False, scale=1000, one_collective=True)
+    assert [n.id for n in one.ranks[0]] == [n.id for n in free.ranks[0]]    # the same tasks
+    for ex, chained in ((free, False), (one, True)):
+        nodes = ex.ranks[0]
+        k = next(i for i, n in enumerate(nodes) if n.category == "dp")
+        assert nodes[k - 1].category == "mp" and nodes[k - 2].kind == "compute"
+        assert nodes[k - 2].id in nodes[k].deps and nodes[k - 2].id in nodes[k - 1].deps
+        assert (nodes[k - 1].id in nodes[k].deps) is chained
+    # the two collectives ran at once; now one after the other, each as long as before (their
+    # groups share no link on Fred-D: an MP group is one L1's NPUs, a DP group one NPU per L1)
+    replayed = replay_ranks(P, "fred-d", _traces(one.ranks))
+    assert replayed.time_s == pytest.approx(one.time_s, rel=1e-9)     # the files hold the schedule
+    assert one.comm_busy["dp"] == pytest.approx(free.comm_busy["dp"], rel=1e-9)
+    assert one.comm_busy["mp"] == pytest.approx(free.comm_busy["mp"], rel=1e-9)
+    # one task at a time: the iteration is its compute plus all of its communication; before,
+    # the DP all-reduce hid under the last MP all-reduce (or the other way round)
+    parts = one.breakdown["compute"] + one.comm_busy["mp"] + one.comm_busy["dp"]
+    assert one.time_s == pytest.approx(parts, rel=1e-9)
+    assert free.time_s < parts - 0.25 * one.comm_busy["dp"]     # here 75 of the DP's 195 ns hid
+
+
+def test_one_collective_is_a_serialised_schedule():
+    with pytest.raises(FredError, match="needs overlap=False"):
+        _export(R152, "fred-d", scale=1000, one_collective=True)

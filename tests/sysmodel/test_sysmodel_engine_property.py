@@ -2,8 +2,9 @@
 gives every task the start and end the reference loop (sysmodel/engine_reference.py) gives it,
 to 1e-9 relative, on random task graphs -- fixed tasks, link-sharing transfers on many links of
 which each uses a few (the sparse case of a large fabric), repeated loads arrays (as the
-communication timer hands them out), with and without strict priority and a preemption latency
-(docs/sysmodel.md, Speed)."""
+communication timer hands them out), switches held by the active phase (pseudo-links of
+capacity 1, sysmodel/switch_phases.py), with and without strict priority and a preemption
+latency (docs/sysmodel.md, Speed)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,15 @@ def graphs(draw):
         for link in used:
             loads[link] = draw(st.sampled_from([1.0, 3.0, 8.0]))
         arrays.append(loads)
+    # switches held by the active phase (sysmodel/switch_phases.py): pseudo-links of bandwidth
+    # 1 that a transfer loads with its busiest-link time, so its share there is exactly 1
+    switches = draw(st.integers(0, 2))
+    if switches:
+        bw = np.concatenate([bw, np.ones(switches)])
+        for k, loads in enumerate(arrays):
+            held = draw(st.lists(st.booleans(), min_size=switches, max_size=switches))
+            t_alone = float((loads / bw[:n_links]).max())
+            arrays[k] = np.concatenate([loads, [t_alone if h else 0.0 for h in held]])
     tasks = draw(st.lists(_task, min_size=1, max_size=40))
     priority = draw(st.sampled_from([None, FRED_PRIORITY]))
     preempt_s = draw(st.sampled_from([0.0, 0.05])) if priority else 0.0

@@ -8,6 +8,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 
 from hdl.compiler.mesh_io_program import tree_children, tree_parents
+from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import IO_MODES, STORE_SEQ_BITS, MeshIoSpec
 from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
@@ -18,15 +19,23 @@ from .mesh_io_top import (IO_GLOBAL_READ, _link, _random_hold, check_io_top_spec
 from .mesh_network import add_mesh
 from .mesh_wire import MeshWire
 from .rate_token import RateToken
-from .reduce_forwarder import ReduceForwarder
+from .reduce_forwarder import LEAF_ORDERS, ReduceForwarder
 from .store_checker import StoreChecker
 
-__all__ = ["MeshIoStoreTop", "STORE_NPU_READ", "STORE_CONTROLLER_READ"]
+__all__ = ["MeshIoStoreTop", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
+           "store_controller_read"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank) and a controller unit
 #: (``controller_unit``); the fabric's are ``IO_GLOBAL_READ``, the program registers ``IO_REGS``.
 STORE_NPU_READ = ("idle",)
 STORE_CONTROLLER_READ = ("received", "errors", "first_error", "complete")
+#: fp16: a controller's read registers also hold its two trees' hashes (``StoreChecker.hash``).
+STORE_FP16_CONTROLLER_READ = (*STORE_CONTROLLER_READ, "hash0", "hash1")
+
+
+def store_controller_read(spec: MeshIoSpec) -> tuple[str, ...]:
+    """A controller unit's read registers for ``spec.mesh.dtype``."""
+    return STORE_FP16_CONTROLLER_READ if spec.mesh.dtype == "fp16" else STORE_CONTROLLER_READ
 
 
 def tree_share(m: Module, stripe, mode, k: int, vc: int) -> Signal:
@@ -48,14 +57,21 @@ class MeshIoStoreTop(wiring.Component):
     controller drains at its link's rate ``spec.io_rate`` (a credit returns per flit drained:
     the controller's link, not the router's edge port, sets the rate).
 
+    ``leaf_order`` (:data:`~.reduce_forwarder.LEAF_ORDERS`): the order in which every NPU
+    interleaves its leaf trees (the default ``tree``; the others measure what the order costs
+    at latency-bound sizes, docs/mesh_rtl.md, "Gradient reduce-out").
+
     Harness ports as ``fred_mesh_io``'s; ``all_done``: every controller received its trees'
     flits and no NPU has anything left to send; ``protocol_error``: a router's credit error or
     overflow, or a forwarder's send-queue overflow.
     """
 
-    def __init__(self, spec: MeshIoSpec, *, max_stripe: int = 256):
+    def __init__(self, spec: MeshIoSpec, *, max_stripe: int = 256, leaf_order: str = "tree"):
         check_io_top_spec("MeshIoStoreTop", spec)
-        self.spec, self.max_stripe = spec, max_stripe
+        if leaf_order not in LEAF_ORDERS:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(f"leaf_order must be one of {', '.join(LEAF_ORDERS)}, got {leaf_order!r}")
+        self.spec, self.max_stripe, self.leaf_order = spec, max_stripe, leaf_order
         super().__init__(harness_ports())
 
     def elaborate(self, platform) -> Module:
@@ -70,7 +86,8 @@ class MeshIoStoreTop(wiring.Component):
         for rank in range(mesh.npus):
             router = routers[mesh.position(rank)]
             fwd = m.submodules[f"reduce_{rank}"] = ReduceForwarder(
-                spec=spec, rank=rank, children=children[rank], parents=parents[rank], max_stripe=self.max_stripe)
+                spec=spec, rank=rank, children=children[rank], parents=parents[rank], max_stripe=self.max_stripe,
+                leaf_order=self.leaf_order)
             m.d.comb += [
                 fwd.start.eq(start), *(fwd.per_tree[t].eq(s) for t, s in enumerate(shares)),
                 fwd.hold.eq(_random_hold(m, f"npu{rank}", rank + 1, stall)),
@@ -119,6 +136,6 @@ class MeshIoStoreTop(wiring.Component):
             for k, sink in enumerate(sinks):
                 with m.Case(controller_unit(self.spec, k)):
                     read_register(m, rd_reg, self.rd_data, [sink.received, sink.errors, sink.first_error,
-                                                            sink.complete])
+                                                            sink.complete, *getattr(sink, "hash", ())])
             with m.Case(GLOBAL_UNIT):
                 read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])

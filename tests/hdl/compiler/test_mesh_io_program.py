@@ -1,6 +1,7 @@
 """Weight-streaming programs on the mesh (hdl/compiler/mesh_io_program.py): the trees and the
 stripes on the busiest link, by hand on 2 x 2 and against the paper's 5 x 4 figures."""
 
+import numpy as np
 import pytest
 
 from hdl.compiler.mesh_io_program import io_load_program, link_stripes, neighbour, tree_children, tree_flits
@@ -100,3 +101,20 @@ def test_reduce_out_sums_are_linear_and_catch_a_missing_or_doubled_npu():
     for r in range(20):
         assert (store_sum(20, 3, 7) - store_value(r, 3, 7)) % 65536 != store_sum(20, 3, 7)
         assert (store_sum(20, 3, 7) + store_value(r, 3, 7)) % 65536 != store_sum(20, 3, 7)
+
+
+def test_the_fp16_golden_reduce_out_adds_each_members_slots_in_the_fixed_order_by_hand():
+    """2 x 2, one controller north of NPU 0, X-Y tree (0 -> 1 -> 3, 0 -> 2): NPU 1 adds its
+    south child 3, NPU 0 its east child 1 and south child 2, each as ((N + E) + (S + W)) + own
+    with +0 in the empty slots (hdl.designs.mesh.fp16_reduce_sum)."""
+    from hdl.compiler.mesh_io_program import store_fp16_sums
+    from hdl.contracts.dtypes import get_dtype
+    from hdl.contracts.mesh_io import store_value_fp16
+    add = lambda a, b: int(get_dtype("fp16").add(np.uint16(a), np.uint16(b)))
+    spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2, dtype="fp16"), controllers=1)
+    for seq in range(2):
+        own = [store_value_fp16(r, 0, seq) for r in range(4)]
+        npu1 = add(add(add(0, 0), add(own[3], 0)), own[1])
+        npu0 = add(add(add(0, npu1), add(own[2], 0)), own[0])
+        assert int(store_fp16_sums(spec, [2, 0])[0][seq]) == npu0
+    assert all(0x3800 <= store_value_fp16(r, t, i) & 0x7FFF < 0x4000 for r in range(20) for t in range(36) for i in range(64))
