@@ -32,7 +32,7 @@ def build_packet_case(**request):
 
 def check_packet_program(case) -> None:
     """FredError, before anything is built, if the packet fabric cannot run ``case``'s program
-    (the header registers: one slot per switch and VC for in-switch collectives, one-stage
+    (the header registers: phases a switch can order for in-switch collectives, one-stage
     programs for endpoint algorithms; hdl/compiler/packet_fabric_program.py)."""
     from hdl.compiler.fabric_program import default_phases, fabric_program
     from hdl.compiler.packet_fabric_program import online_headers, packet_headers, runs_online

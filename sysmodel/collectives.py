@@ -225,23 +225,35 @@ def _ring(net: Network, ring: Ring, buffer: float, t: Traffic | None = None,
     directions, split = ring.directions(2)
     share = per_hop / split  # a two-member ring is the single pair, both ways
     forward = net.platform.forward_latency_ns * 1e-9
+    per_step = net.wire_bytes(share, steps) / steps
     chain, tail, paths = 0.0, 0.0, []
     for direction in directions:
         step_s = []
-        for s, d in direction:
-            links = t.add_transfer(s, d, share, dim_order, chunks=steps)
-            paths.append(links)
+        routes = t.add_transfers(direction, share, dim_order, chunks=steps)
+        paths += routes
+        for links in routes:
             hop = net.path_latency(links)
-            chunk = (net.wire_bytes(share, steps) / steps / float(net.link_bw[list(links)].min())
-                     if links else 0.0)
+            chunk = per_step / net.path_min_bw(links) if links else 0.0
             step_s.append(max(hop + forward, chunk))
             tail = max(tail, min(hop, chunk))
-        walk = np.concatenate(([0.0], np.cumsum(np.resize(step_s, len(step_s) + steps))))
-        chain = max(chain, float((walk[steps:steps + len(step_s)] - walk[:len(step_s)]).max()))
+        chain = max(chain, _longest_run(step_s, steps))
     t.pipelined_s += chain
     t.latency_s += tail
     _configured_unicasts(net, t, paths)
     return t
+
+
+def _longest_run(step_s: list[float], steps: int) -> float:
+    """The largest sum of ``steps`` consecutive entries of ``step_s`` read cyclically (any
+    start), each sum taken as the difference of running sums from 0, in order (the walk a
+    ring's chunk makes; a Python loop, as ``numpy.cumsum`` adds, for a few dozen hops)."""
+    n = len(step_s)
+    walk = [0.0]
+    total = 0.0
+    for k in range(n + steps):
+        total += step_s[k % n]
+        walk.append(total)
+    return max(walk[steps + j] - walk[j] for j in range(n))
 
 
 def _ring_stage(net: Network, stage: RingStage, size: float) -> Traffic:
@@ -257,11 +269,11 @@ def _chain(net: Network, chain: Chain, nbytes: float, t: Traffic | None = None) 
     """A pipelined chain (:class:`~hdl.compiler.algorithms.Chain`: order[0] -> order[1] ->
     ..., reversed for a reduce), ``nbytes`` on every hop."""
     t = t or net.traffic()
-    latency, paths = 0.0, []
+    latency = 0.0
     hops = chain.hops()
-    for s, d in hops:
-        paths.append(t.add_transfer(s, d, nbytes))
-        latency += net.path_latency(paths[-1])
+    paths = t.add_transfers(hops, nbytes)
+    for links in paths:
+        latency += net.path_latency(links)
     # every member between the ends receives and sends on (``npu.forward_latency_ns``)
     t.latency_s += latency + max(len(hops) - 1, 0) * net.platform.forward_latency_ns * 1e-9
     _configured_unicasts(net, t, paths)
@@ -719,29 +731,18 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         return _minimum(candidates)
     if c.op == "all-to-all":
         t = net.traffic()
-        lat = 0.0
-        for a in g:
-            for b in g:
-                if a != b:
-                    lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size / n)))
-        t.latency_s = lat
+        routes = t.add_transfers([(a, b) for a in g for b in g if a != b], c.size / n)
+        t.latency_s = max(map(net.path_latency, routes), default=0.0)
         return "direct", t
     if c.op == "point-to-point":
         t = net.traffic()
-        lat = 0.0
-        for a, b in c.pairs:
-            lat = max(lat, net.path_latency(t.add_transfer(a, b, c.size)))
-        t.latency_s = lat
+        t.latency_s = max(map(net.path_latency, t.add_transfers(c.pairs, c.size)), default=0.0)
         return "direct", t
     if c.op in ("io-write", "io-read"):
         t = net.traffic()
         stripe = c.size / len(net.io_nodes)
-        lat = 0.0
-        for r in g:
-            for io in net.io_nodes:
-                src, dst = (r, io) if c.op == "io-write" else (io, r)
-                lat = max(lat, net.path_latency(t.add_transfer(src, dst, stripe)))
-        t.latency_s = lat
+        pairs = [(r, io) if c.op == "io-write" else (io, r) for r in g for io in net.io_nodes]
+        t.latency_s = max(net.path_latency(route) for route in t.add_transfers(pairs, stripe))
         return "unicast", t
     if c.op in _ROOTED:
         plan = algorithms.chain(c.op, c.root, _order(net, [r for r in g if r != c.root]))
@@ -870,19 +871,16 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     if cached is not None:
         return cached
     net = build_network(platform, fabric)
-    total = net.traffic()
-    algorithms = []
-    for c in collectives:
-        name, t = collective_traffic(net, c, algorithm)
-        algorithms.append(name)
-        total.merge(t)
-    time = total.time()
+    total, algorithms = _merged_traffic(net, collectives, algorithm)
+    times = total.link_times()   # the busiest link's time and name from one division
+    bandwidth_s = total.bandwidth_time(times)
+    time = total.time(bandwidth_s)
     senders = total.sent > 0
     per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
-    link, nbytes = total.busiest_link()
+    link, nbytes = total.busiest_link(times)
     result = CollectiveResult(
-        fabric=fabric, time_s=time, bandwidth_time_s=total.bandwidth_time(),
-        latency_s=time - total.bandwidth_time(), bytes_sent_per_npu=per_npu,
+        fabric=fabric, time_s=time, bandwidth_time_s=bandwidth_s,
+        latency_s=time - bandwidth_s, bytes_sent_per_npu=per_npu,
         effective_bandwidth_per_npu_gbps=(per_npu / time / 1e9) if time > 0 else 0.0,
         busiest_link=link, busiest_link_bytes=nbytes, phases=total.sequential_phases,
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,
@@ -890,3 +888,63 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
         config_load_s=configuration_load_s(net, total.configurations),
         phase_overhead_s=total.overhead_s)
     return results.put(key, result)
+
+
+# -- traffic that reads no link rate, shared across networks ------------------------------------
+def _merged_traffic(net: Network, collectives: tuple, algorithm: str | None) -> tuple[Traffic, list[str]]:
+    """(the traffic of ``collectives`` run at once on ``net``, each one's algorithm name).
+
+    When no collective's traffic reads a link rate (:func:`_reads_link_rates`), the traffic is
+    kept in the model's cache (``rate_free_traffic``) under the network's
+    :func:`_link_rate_free_key` and copied onto every network that differs only in link rates
+    (the design-space sweep's L1-L2 fractions, the uncertainty block's link efficiencies, a
+    changed NPU link rate): its bytes per link, senders, latencies, phases and configurations
+    are what a fresh construction there gives. What does read the rates -- the time, the
+    busiest link, the effective bandwidth, the uplinks' port turns -- is computed from the copy
+    on this network by :func:`evaluate`, as for a traffic built here."""
+    shared = all(not _reads_link_rates(net, c) for c in collectives)
+    if shared:
+        key = (_link_rate_free_key(net), collectives, algorithm)
+        memo = current().rate_free_traffic
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[0].onto(net), list(hit[1])
+    total = net.traffic()
+    names = []
+    for c in collectives:
+        name, t = collective_traffic(net, c, algorithm)
+        names.append(name)
+        total.merge(t)
+    if shared:
+        memo.put(key, (total.onto(net), tuple(names)))
+    return total, names
+
+
+def _reads_link_rates(net: Network, c: Collective) -> bool:
+    """Whether building ``c``'s traffic on ``net`` reads a link's bandwidth: on the mesh always
+    (its algorithms pick the fastest split and trees); on a FRED tree only the endpoint ring
+    algorithms (ring and hierarchical all-reduce, reduce-scatter, all-gather of two members or
+    more: their pipelined chunk times and the fastest-of choice). In-switch flows, chains,
+    unicasts and all-to-all read routes, latencies, flits and switch timing only."""
+    if not isinstance(net, FredTreeNetwork):
+        return True
+    if net.in_switch and c.op in (*_ROOTED, "all-reduce", "io-load", "io-store"):
+        return False
+    return c.op in RING_OPS and len(c.group) > 1
+
+
+def _link_rate_free_key(net: Network) -> tuple:
+    """The network's spec and fabric with every link rate set to 0: the NPU links' send and
+    receive rates, the I/O links', the mesh's, the variants' L1-L2 rates and the link
+    efficiency. They set only the network's bandwidths (``link_bw``) and an uplink's port
+    count (``uplink_ports``, read when a traffic's time is computed, not when it is built);
+    everything else a traffic's construction reads -- topology, routes, latencies, flits,
+    switch timing, in-switch efficiency -- stays in the key. Made once per network."""
+    key = getattr(net, "_link_rate_free_key", None)
+    if key is None:
+        spec = net.platform.network_spec
+        variants = FrozenDict({name: replace(v, l1_l2_gbps=0.0) for name, v in spec.variants.items()})
+        key = net._link_rate_free_key = (
+            replace(spec, npu_send_gbps=0.0, npu_recv_gbps=0.0, io_gbps=0.0, mesh_link_gbps=0.0,
+                    link_efficiency=0.0, variants=variants), net.name)
+    return key

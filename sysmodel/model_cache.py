@@ -79,6 +79,9 @@ class ModelCache:
         "switch_phases": (65_536, "(network spec with link and in-switch efficiency 1, fabric, up paths, "
                                   "down paths, top) -> an in-switch collective's phases, selects and "
                                   "configurations (sysmodel.collectives._switch_phases)"),
+        "rate_free_traffic": (100_000, "(network spec with every link rate 0, fabric, collectives, algorithm) "
+                                       "-> the merged traffic of collectives none of which reads a link rate, "
+                                       "and their algorithms (sysmodel.collectives._merged_traffic)"),
         "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
@@ -107,6 +110,7 @@ class ModelCache:
     routing_phases: Memo
     switch_phases: Memo
     network_routes: Memo
+    rate_free_traffic: Memo
     layer_times: Memo
     graph_templates: Memo
     network_free_templates: Memo

@@ -49,6 +49,9 @@ class Network:
         self.path = lru_cache(maxsize=None)(self._path)
         self._ports: dict[int, dict[int, int]] = {}
         self._route_latency: dict[tuple[int, ...], float] = {}   # route (link ids) -> latency
+        # route -> its slowest link's bandwidth; this network's own (networks that share
+        # routes and latencies may differ in bandwidth: sysmodel.collectives.build_network)
+        self._route_min_bw: dict[tuple[int, ...], float] = {}
 
     # -- construction ------------------------------------------------------------------------
     def add_node(self, name: str, kind: str, latency_s: float = 0.0) -> int:
@@ -123,6 +126,14 @@ class Network:
             return latency
         return self._links_latency(links)
 
+    def path_min_bw(self, links: tuple[int, ...]) -> float:
+        """Bandwidth of the slowest link of the route ``links`` (a non-empty tuple, as
+        :meth:`path` gives it), bytes/s; kept per route."""
+        bw = self._route_min_bw.get(links)
+        if bw is None:
+            bw = self._route_min_bw[links] = float(self.link_bw[list(links)].min())
+        return bw
+
     def _links_latency(self, links) -> float:
         links = list(links)
         through = self.link_dst[links[:-1]]
@@ -194,6 +205,21 @@ class Traffic:
             self.sent[src] += nbytes
         return links
 
+    def add_transfers(self, pairs, nbytes: float, order: str = "xy",
+                      chunks: int = 1) -> list[tuple[int, ...]]:
+        """:meth:`add_transfer` of ``nbytes`` (sent as ``chunks`` equal chunks) for every
+        (src, dst) of ``pairs``, in order, with the bytes added in one ``numpy.add.at`` (which
+        adds in index order: every link and sender gets the same sums, in the same order, as
+        one transfer at a time); returns the routes."""
+        routes = [self.net.path(src, dst, order) for src, dst in pairs]
+        links = [link for route in routes for link in route]
+        if links:
+            np.add.at(self.loads, links, self.net.wire_bytes(nbytes, chunks))
+        senders = [src for src, dst in pairs if src < self.net.npus and src != dst]
+        if senders:
+            np.add.at(self.sent, senders, nbytes)
+        return routes
+
     def tree_links(self, src: int, dsts, order: str = "xy") -> set[int]:
         """Links of the multicast tree that is the union of the routes from ``src``."""
         links: set[int] = set()
@@ -209,6 +235,18 @@ class Traffic:
         out.pipelined_s = self.pipelined_s
         out.first_select_s = self.first_select_s
         out.configurations = self.configurations
+        out.uplink_users = dict(self.uplink_users)
+        return out
+
+    def onto(self, net: Network) -> "Traffic":
+        """A copy of this traffic on ``net`` (a network of the same topology, routes, latencies
+        and switches; its link rates may differ): its own arrays, the same values."""
+        out = Traffic.__new__(Traffic)
+        out.net = net
+        out.loads = self.loads.copy()
+        out.sent = self.sent.copy()
+        out.latency_s, out.pipelined_s, out.phase_turn_s = self.latency_s, self.pipelined_s, self.phase_turn_s
+        out.first_select_s, out.phases, out.configurations = self.first_select_s, self.phases, self.configurations
         out.uplink_users = dict(self.uplink_users)
         return out
 
@@ -238,8 +276,12 @@ class Traffic:
     def link_times(self) -> np.ndarray:
         return self.loads / self.net.link_bw
 
-    def bandwidth_time(self) -> float:
-        return float(self.link_times().max()) if self.net.n_links else 0.0
+    def bandwidth_time(self, times: np.ndarray | None = None) -> float:
+        """The busiest link's bytes / bandwidth; ``times``: :meth:`link_times` when the caller
+        has them."""
+        if not self.net.n_links:
+            return 0.0
+        return float((self.link_times() if times is None else times).max())
 
     @property
     def sequential_phases(self) -> int:
@@ -261,13 +303,19 @@ class Traffic:
             return 0.0
         return self.first_select_s + (n - 1) * self.phase_turn_s
 
-    def time(self) -> float:
+    def time(self, bandwidth_s: float | None = None) -> float:
         """The longer of the busiest link's bytes / bandwidth and the pipelined dependent chain
         (:attr:`pipelined_s`), plus the latency that adds to both (one pass of the hop chain,
-        a ring's last hop), plus the phases' selects and further passes (:attr:`overhead_s`)."""
-        return max(self.bandwidth_time(), self.pipelined_s) + self.latency_s + self.overhead_s
+        a ring's last hop), plus the phases' selects and further passes (:attr:`overhead_s`).
+        ``bandwidth_s``: :meth:`bandwidth_time` when the caller has it."""
+        if bandwidth_s is None:
+            bandwidth_s = self.bandwidth_time()
+        return max(bandwidth_s, self.pipelined_s) + self.latency_s + self.overhead_s
 
-    def busiest_link(self) -> tuple[str, float]:
-        times = self.link_times()
+    def busiest_link(self, times: np.ndarray | None = None) -> tuple[str, float]:
+        """(name, bytes) of the link with the longest time; ``times``: :meth:`link_times` when
+        the caller has them."""
+        if times is None:
+            times = self.link_times()
         link = int(times.argmax())
         return self.net.link_name(link), float(self.loads[link])

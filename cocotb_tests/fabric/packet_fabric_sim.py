@@ -13,12 +13,12 @@ from amaranth.sim import Simulator
 
 from hdl.compiler.fabric_program import fabric_program
 from hdl.compiler.packet_fabric_program import (flow_port_entries, online_headers,
-                                                packet_headers, runs_online)
+                                                packet_headers, phase_orders, runs_online)
 from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import engine_writes
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT, POR_CYCLES
 from hdl.designs.switch.control_unit import CUState
-from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, PACKET_ENGINE_READ, PACKET_REGS,
+from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
 __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
@@ -61,7 +61,8 @@ class PacketFabricRun:
 def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) -> dict:
     """``config``: ``[switch, slot, last, word]`` for every stored phase; ``writes``: ``[unit,
     register, value]``, every engine's program and its packet header registers, then every
-    switch's flow-port table (``FLOW_PORT_REGS``). An endpoint algorithm
+    switch's flow-port table (``FLOW_PORT_REGS``) and phase order (``ORDER_REGS``, length 0
+    where a switch has at most one phase per VC). An endpoint algorithm
     (:func:`~hdl.compiler.packet_fabric_program.runs_online`) stores nothing in the switches:
     the engines' programs and their online headers only."""
     if runs_online(program):
@@ -91,6 +92,13 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
             writes += [[unit, FLOW_PORT_REGS["partners"], partners],
                        [unit, FLOW_PORT_REGS["outputs"], outputs],
                        [unit, FLOW_PORT_REGS["entry"], k << 8 | n]]
+    orders = phase_orders(program, request, packet, vcs=vcs)
+    for s, (vc, entries) in enumerate(orders):
+        unit = spec.endpoints + s
+        for index, (k, last) in enumerate(entries):
+            writes += [[unit, ORDER_REGS["last"], last],
+                       [unit, ORDER_REGS["entry"], index << 8 | k]]
+        writes.append([unit, ORDER_REGS["set"], vc << 8 | len(entries)])
     return {"config": config, "writes": writes}
 
 

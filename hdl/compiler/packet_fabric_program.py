@@ -18,8 +18,8 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
-__all__ = ["packet_headers", "flow_port_entries", "online_output", "online_table",
-           "online_headers", "runs_online"]
+__all__ = ["packet_headers", "flow_port_entries", "phase_orders", "online_output",
+           "online_table", "online_headers", "runs_online"]
 
 
 def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
@@ -63,24 +63,16 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
       into ``packet.packet_flits``-flit packets by the sender), 0 when it receives nothing.
 
     Raises :class:`FredError` for what the packet fabric does not run yet: an engine of more
-    than one stage (the hierarchical all-reduce), a switch with more than one phase on one VC
-    (switches that pick the order of two reductions' phases by arrival can serve them in
-    different orders and hang the next switch: the host rule of reductions between switches,
-    docs/fabric_rtl.md, "Packet fabric"), or a collective in different slots at two
-    switches."""
+    than one stage (the hierarchical all-reduce), a switch whose phases :func:`phase_orders`
+    cannot order, or a collective in different slots at two switches."""
+    for rank, engine in enumerate(program.engines):
+        if len(engine["stages"]) > 1:
+            raise FredError(f"the packet fabric runs one-stage engine programs so far; NPU "
+                            f"{rank} runs {len(engine['stages'])} stages ({program.algorithm})")
     slot_of = {}
-    vc_of = {c: int((vcs or {}).get(c, vc)) for c in range(len(request.collectives))}
+    vc_of = _vc_of(request, vc, vcs)
+    phase_orders(program, request, packet, vc=vc, vcs=vcs)      # refuses what it cannot order
     for s, phases in enumerate(program.switches):
-        slots_on = {}
-        for k, phase in enumerate(phases):
-            for c in phase.collectives:
-                slots_on.setdefault(vc_of[c], set()).add(k)
-        crowded = {v: sorted(k) for v, k in slots_on.items() if len(k) > 1}
-        if crowded:
-            v, slots = next(iter(crowded.items()))
-            raise FredError(f"the packet fabric runs one phase per switch and VC so far; "
-                            f"{program.switch_name(s)} has slots {slots} on VC {VC(v).name} for "
-                            f"this request")
         for k, phase in enumerate(phases):
             for c in phase.collectives:
                 if slot_of.setdefault(c, k) != k:
@@ -95,9 +87,6 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
                      for r in coll.ranks}
     headers = []
     for rank, engine in enumerate(program.engines):
-        if len(engine["stages"]) > 1:
-            raise FredError(f"the packet fabric runs one-stage engine programs so far; NPU "
-                            f"{rank} runs {len(engine['stages'])} stages ({program.algorithm})")
         c = collective_of.get(rank)
         received = sum(st["recv_count"] for st in engine["stages"])
         packets = -(-received // packet.packet_flits)
@@ -107,6 +96,72 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
                         "delay": int((delays or {}).get(c, 0))})
     return headers
 
+
+
+def _vc_of(request, vc, vcs) -> dict:
+    return {c: int((vcs or {}).get(c, vc)) for c in range(len(request.collectives))}
+
+
+def phase_orders(program, request, packet: PacketFormat, *, vc: int = VC.DP,
+                 vcs: dict | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Per switch, the phase order its control unit follows (docs/switch.md, "Phase order"):
+    ``(vc, [(slot, last_seq), ...])`` for a switch with more than one stored phase on VC
+    ``vc``, the slots in increasing order (the same at every switch, as a collective has one
+    slot everywhere), ``last_seq`` the number of the last packet each flow of the slot
+    carries; ``(0, [])`` for a switch with at most one phase per VC (no order: phases picked
+    by arrival).
+
+    Why: switches that pick the order of two reductions' phases on one VC by arrival can serve
+    them in different orders, and the next switch's input buffers (one FIFO per VC) then hold
+    one reduction's operands behind the other's packets: nothing moves (the host rule of
+    reductions between switches; docs/fabric_rtl.md, "Packet fabric"). Served in one order,
+    each phase until its last packets have started, every switch sends them alike.
+
+    Raises :class:`FredError` naming the switch when two VCs each have several phases there
+    (a switch follows one order), or when the flows of an ordered slot carry different
+    numbers of packets (an entry has one last sequence number)."""
+    vc_of = _vc_of(request, vc, vcs)
+    packets = _collective_packets(program, request, packet)
+    orders = []
+    for s, phases in enumerate(program.switches):
+        slots_on = {}
+        for k, phase in enumerate(phases):
+            for c in phase.collectives:
+                slots_on.setdefault(vc_of[c], set()).add(k)
+        crowded = {v: sorted(k) for v, k in slots_on.items() if len(k) > 1}
+        if len(crowded) > 1:
+            raise FredError(f"{program.switch_name(s)} has several phases on VCs "
+                            f"{[VC(v).name for v in crowded]}; a switch follows one phase order")
+        if not crowded:
+            orders.append((0, []))
+            continue
+        (v, slots), = crowded.items()
+        entries = []
+        for k in slots:
+            counts = {packets[c] for c in phases[k].collectives}
+            if len(counts) > 1:
+                raise FredError(f"{program.switch_name(s)} slot {k}: its collectives carry "
+                                f"{sorted(counts)} packets; an ordered phase has one last "
+                                f"sequence number")
+            entries.append((k, (counts.pop() - 1) % (1 << packet.seq_bits)))
+        orders.append((v, entries))
+    return orders
+
+
+def _collective_packets(program, request, packet: PacketFormat) -> dict[int, int]:
+    """{collective index: packets of each of its streams}: every stream of an in-switch
+    collective is its size cut into ``packet_flits``-flit packets (each NPU sends and receives
+    ``size`` flits or nothing). FredError if a collective's NPUs send or receive different
+    amounts."""
+    counts = {}
+    for c, coll in enumerate(request.collectives):
+        sizes = {st[key] for r in coll.ranks for st in program.engines[r]["stages"]
+                 for key in ("send_count", "recv_count") if st[key]}
+        if len(sizes) > 1:
+            raise FredError(f"collective {c} sends or receives {sorted(sizes)} flits at its "
+                            f"NPUs; an ordered phase needs one stream size")
+        counts[c] = max(1, -(-(sizes.pop() if sizes else 0) // packet.packet_flits))
+    return counts
 
 
 def runs_online(program) -> bool:

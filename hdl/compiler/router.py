@@ -50,6 +50,7 @@ check proven, raises the lower bound to h, making the result provably optimal.
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
@@ -126,7 +127,11 @@ class RouteResult:
                 "phases": [p.to_dict() for p in self.phases]}
 
 
+@lru_cache(maxsize=None)
 def _idle_modes(ports: int, middle: int) -> tuple:
+    """Every microswitch of Fred_middle(ports) idle (immutable modes), made once per size: a
+    router is made per :func:`route` call, and validating the idle configuration cost more
+    than routing a small flow set (the system model routes thousands)."""
     return SwitchConfig.idle(ports, middle).modes
 
 

@@ -31,5 +31,9 @@ def test_packet_cases_substitute_the_ring_and_refuse_what_the_headers_cannot_nam
     from studies.packet_fabric_case import build_packet_case
     case = build_packet_case(fabric="fred-a", op="all-reduce", size=40, group="wafer")
     assert case.estimate.algorithm == "ring" and case.algorithm == "ring"
-    with pytest.raises(FredError, match="one phase per switch and VC"):
-        build_packet_case(fabric="fred-b", op="all-reduce", size=40, strategy="MP2-DP5-PP2", dim="dp")
+    # Fred-B's DP groups (four phases per switch on VC DP) run in a phase order now
+    case = build_packet_case(fabric="fred-b", op="all-reduce", size=40, strategy="MP2-DP5-PP2", dim="dp")
+    assert case.estimate.algorithm == "in-switch" and case.estimate.phases == 4
+    with pytest.raises(FredError, match="one-stage"):
+        build_packet_case(fabric="fred-c", op="all-reduce", size=40, group="wafer",
+                          algorithm="hierarchical")

@@ -489,3 +489,116 @@ def test_mesh_routes_are_shared_across_link_efficiency():
     with using(ModelCache()):
         fresh = evaluate(slower, "mesh", [Collective("all-reduce", group, 5e6)])
     assert fresh.time_s == shared.time_s and (fresh.link_loads == shared.link_loads).all()
+
+
+def _other_link_rates(platform):
+    """``platform`` with every link rate changed (NPU links, I/O links, each variant's L1-L2
+    rate, the link efficiency), nothing else."""
+    from dataclasses import replace
+    return replace(platform, npu_send_gbps=platform.npu_send_gbps * 0.75,
+                   npu_recv_gbps=platform.npu_recv_gbps * 0.8, io_gbps=platform.io_gbps * 1.5,
+                   link_efficiency=0.9,
+                   variants={name: replace(v, l1_l2_gbps=v.l1_l2_gbps / 3) for name, v in platform.variants.items()})
+
+
+#: Collective sets on the default wafer (20 NPUs, 4 per L1): across L1s, so their traffic
+#: crosses the uplinks, and inside one L1.
+_ACROSS, _INSIDE = (0, 5, 10, 15), (4, 5, 6, 7)
+_RATE_CASES = [
+    ("fred-d", [Collective("all-reduce", _ACROSS, 3e6)]),
+    ("fred-d", [Collective("all-reduce", _INSIDE, 3e6), Collective("all-reduce", (8, 9, 10, 11), 3e6)]),
+    ("fred-b", [Collective("multicast", (8, 9, 12, 13), 2e6, root=1)]),
+    ("fred-b", [Collective("reduce", _ACROSS, 2e6), Collective("io-load", _INSIDE, 1e6)]),
+    ("fred-c", [Collective("multicast", _ACROSS, 2e6, root=19)]),
+    ("fred-a", [Collective("point-to-point", size=1e6, pairs=((0, 17), (3, 9))),
+                Collective("all-to-all", _INSIDE, 1e6), Collective("io-store", _ACROSS, 1e6)]),
+    # endpoint rings read link rates: built on each network, never shared
+    ("fred-c", [Collective("all-reduce", _ACROSS, 3e6)]),
+    ("fred-d", [Collective("all-gather", _ACROSS, 3e6)]),
+]
+
+
+@pytest.mark.parametrize("fabric,collectives", _RATE_CASES,
+                         ids=[f"{f}-{'+'.join(c.op for c in cs)}" for f, cs in _RATE_CASES])
+def test_traffic_that_reads_no_link_rate_is_shared_across_link_rates(fabric, collectives):
+    """A collective set whose traffic reads no link rate (in-switch flows, chains, unicasts,
+    all-to-all; collectives._reads_link_rates) is built once per network spec without link
+    rates (collectives._merged_traffic) and copied onto a network that differs only in them.
+    Its evaluation there equals a fresh cache's in every field; the rings are built anew."""
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    other = _other_link_rates(P)
+    readers = [C._reads_link_rates(build_network(P, fabric), c) for c in collectives]
+    with using(ModelCache()) as cache:
+        base = evaluate(P, fabric, collectives)
+        assert len(cache.rate_free_traffic) == (0 if any(readers) else 1)
+        assert C._link_rate_free_key(build_network(other, fabric)) == \
+            C._link_rate_free_key(build_network(P, fabric))
+        shared = evaluate(other, fabric, collectives)
+        assert len(cache.rate_free_traffic) == (0 if any(readers) else 1)
+    with using(ModelCache()):
+        fresh = evaluate(other, fabric, collectives)
+    assert shared.link_loads is not base.link_loads        # a copy: its own arrays
+    assert (shared.link_bw == fresh.link_bw).all() and not (shared.link_bw == base.link_bw).all()
+    assert (shared.link_loads == fresh.link_loads).all()
+    for name in ("time_s", "bandwidth_time_s", "latency_s", "bytes_sent_per_npu",
+                 "effective_bandwidth_per_npu_gbps", "busiest_link", "busiest_link_bytes", "phases",
+                 "algorithms", "configurations", "config_load_s", "phase_overhead_s"):
+        assert getattr(shared, name) == getattr(fresh, name), name
+    assert shared.time_s != base.time_s    # the rates do change the time
+
+
+def test_a_network_change_a_traffic_reads_changes_its_rate_free_key():
+    """Everything but the link rates stays in the key: a link latency, the switch timing, the
+    in-switch efficiency, the NPUs per L1 or another fabric give another key."""
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    with using(ModelCache()):
+        base = C._link_rate_free_key(build_network(P, "fred-d"))
+        changed = [replace(P, link_latency_ns=P.link_latency_ns + 1),
+                   replace(P, switch=replace(P.switch, first_flit_latency_cycles=P.switch.first_flit_latency_cycles + 1)),
+                   _efficiencies(P, 1.0, 0.9), replace(P, npus_per_l1=5, io_controllers=15)]
+        for platform in changed:
+            assert C._link_rate_free_key(build_network(platform, "fred-d")) != base
+        assert C._link_rate_free_key(build_network(P, "fred-b")) != base
+        assert not C._reads_link_rates(build_network(P, "fred-d"), Collective("all-reduce", _ACROSS, 1e6))
+        assert C._reads_link_rates(build_network(P, "fred-c"), Collective("all-reduce", _ACROSS, 1e6))
+        assert C._reads_link_rates(build_network(P, "mesh"), Collective("multicast", _ACROSS, 1e6))
+
+
+def test_a_rings_longest_run_equals_the_running_sums_numpy_gave():
+    """collectives._longest_run (a ring's chunk walk, in Python) equals bit for bit what the
+    numpy form it replaced gives (cumsum of the steps repeated cyclically, differences of the
+    running sums, their max), on random steps of mixed magnitudes; and a route's slowest
+    link is the minimum of its links' bandwidths."""
+    import random
+    import numpy as np
+    from sysmodel.collectives import _longest_run
+    rng = random.Random(7)
+    for _ in range(3000):
+        n, steps = rng.randint(1, 40), rng.randint(1, 90)
+        step_s = [rng.random() * 10.0 ** rng.randint(-12, 2) for _ in range(n)]
+        walk = np.concatenate(([0.0], np.cumsum(np.resize(step_s, n + steps))))
+        assert _longest_run(step_s, steps) == float((walk[steps:steps + n] - walk[:n]).max())
+    assert _longest_run([1.0, 5.0, 2.0], 2) == 7.0 and _longest_run([1.0, 5.0, 2.0], 4) == 13.0
+    net = build_network(P, "fred-a")
+    route = net.path(0, P.npus - 1)
+    assert net.path_min_bw(route) == min(float(net.link_bw[l]) for l in route)
+
+
+@pytest.mark.parametrize("fabric", ["mesh", "fred-d"])
+def test_transfers_added_at_once_equal_transfers_added_one_by_one(fabric):
+    """Traffic.add_transfers (every pair's bytes in one numpy.add.at) gives bit for bit the
+    loads and senders of add_transfer called pair by pair, repeated pairs and I/O controllers
+    included, and the same routes."""
+    import random
+    net = build_network(P, fabric)
+    rng = random.Random(5)
+    nodes = list(range(P.npus)) + list(net.io_nodes)
+    pairs = [tuple(rng.sample(nodes, 2)) for _ in range(300)] + [(3, 7)] * 5
+    one_by_one, at_once = net.traffic(), net.traffic()
+    routes = [one_by_one.add_transfer(a, b, 1234.5) for a, b in pairs]
+    assert at_once.add_transfers(pairs, 1234.5) == routes
+    assert (at_once.loads == one_by_one.loads).all() and (at_once.sent == one_by_one.sent).all()
+    assert at_once.loads.max() > 0 and at_once.sent[3] == one_by_one.sent[3] > 0

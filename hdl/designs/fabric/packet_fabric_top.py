@@ -30,7 +30,7 @@ from .packet_link import PacketLink
 from .packetizer import Packetizer
 
 __all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
-           "FLOW_PORT_REGS", "packet_format", "default_depth"]
+           "FLOW_PORT_REGS", "ORDER_REGS", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
 #: depacketizer's sequence errors, both ends' sticky flags (credit error | overflow), and
@@ -52,6 +52,11 @@ PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
 #: flow-port table (:class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): the partner
 #: and output masks, then ``slot << 8 | input``, whose write stores the entry.
 FLOW_PORT_REGS = {"partners": 0, "outputs": 1, "entry": 2}
+#: Program registers of a packet switch unit's phase order
+#: (:class:`~hdl.designs.switch.phase_order.PhaseOrder`): an entry's last sequence number,
+#: then ``index << 8 | slot``, whose write stores the entry; ``vc << 8 | length`` sets the
+#: order and restarts it (length 0: none).
+ORDER_REGS = {"last": 3, "entry": 4, "set": 5}
 
 
 def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0) -> PacketFormat:
@@ -107,7 +112,12 @@ class PacketFabricTop(wiring.Component):
     that endpoint (:func:`~hdl.compiler.packet_fabric_program.online_table`: a table of
     constants per switch, a combinational lookup on the link's output, no cycle).
 
-    Uplinks below full rate (Fred-A/B) queue at the link's entry (:class:`PacketLink`).
+    Switches of in-switch programs (not ``online``) follow a programmed phase order
+    (``ORDER_REGS``; docs/switch.md, "Phase order"): several stored phases of one VC at a
+    switch (Fred-B's DP groups) are served in the same order at every switch.
+
+    Uplinks below full rate (Fred-A/B) queue at the link's entry, a queue per VC served MP > PP >
+    DP at packet boundaries (:class:`PacketLink`).
 
     One part of a cut fabric (``partition``, a
     :class:`~hdl.contracts.fabric_partition.FabricPartition` of ``spec`` -- the circuit
@@ -185,7 +195,7 @@ class PacketFabricTop(wiring.Component):
             sw = m.submodules[f"switch_{name}"] = PacketSwitch(
                 ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                 phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
-                online=self.online)
+                online=self.online, ordered=not self.online)
             switches.append(sw)
             m.d.comb += [
                 sw.header_select.eq(1), sw.host_vc.eq(VC.DP),
@@ -249,7 +259,7 @@ class PacketFabricTop(wiring.Component):
             name = ends.name
             if source is not None:
                 link = m.submodules[name] = PacketLink(link_shape, latency=spec.uplink_latency,
-                                                       rate=rate, depth=self.depth)
+                                                       rate=rate, depth=self.depth, packet=fmt)
                 _send(m, source.o[ends.source_port], source.o_credit[ends.source_port], link)
                 if sink is None:        # the receiver is in the other part
                     credit = cut[f"{name}_credit"]
@@ -296,7 +306,8 @@ class PacketFabricTop(wiring.Component):
     @staticmethod
     def _flow_ports(m, sw, unit, prog_we, prog_unit, prog_reg, prog_data):
         """The program port's writes of switch unit ``unit``'s flow-port table
-        (:data:`FLOW_PORT_REGS`)."""
+        (:data:`FLOW_PORT_REGS`) and, on an ordered switch, its phase order
+        (:data:`ORDER_REGS`)."""
         partners = Signal(sw.ports, name=f"unit{unit}_partners")
         outputs = Signal(sw.ports, name=f"unit{unit}_outputs")
         mine = prog_we & (prog_unit == unit)
@@ -307,6 +318,16 @@ class PacketFabricTop(wiring.Component):
         m.d.comb += [sw.flow_we.eq(mine & (prog_reg == FLOW_PORT_REGS["entry"])),
                      sw.flow_slot.eq(prog_data[8:]), sw.flow_input.eq(prog_data[:8]),
                      sw.flow_partners.eq(partners), sw.flow_outputs.eq(outputs)]
+        if not sw.ordered:
+            return
+        last = Signal(sw.packet.seq_bits, name=f"unit{unit}_order_last")
+        with m.If(mine & (prog_reg == ORDER_REGS["last"])):
+            m.d.sync += last.eq(prog_data)
+        m.d.comb += [sw.order_we.eq(mine & (prog_reg == ORDER_REGS["entry"])),
+                     sw.order_index.eq(prog_data[8:16]), sw.order_slot.eq(prog_data[:8]),
+                     sw.order_last.eq(last),
+                     sw.order_set.eq(mine & (prog_reg == ORDER_REGS["set"])),
+                     sw.order_length.eq(prog_data[:8]), sw.order_vc.eq(prog_data[8:10])]
 
     def _done_cycle(self, m, rank, engine, start, running):
         """``cycles`` when endpoint ``rank``'s engine was first done in this run (0 before):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-from amaranth import Module, Signal
+from amaranth import Const, Module, Signal
 from amaranth.hdl import Mux, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -86,6 +86,16 @@ class ControlUnit(wiring.Component):
         on it leaves the output and no other has started. DRAIN lets only inputs inside a
         packet (or granted a path) finish and waits until every path is released.
 
+    Phase order (``ordered``; ``order_*`` from a
+    :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while
+    ``order_active``, a select on VC ``order_vc`` takes ``order_slot`` instead of the first
+    waiting packet's phase, and RUN stays on it (no drain for other phases of that VC; a
+    higher-priority VC still preempts) until every input with a flow-port table entry in it
+    has started its packet numbered ``order_last``; then ``order_advance`` (one cycle) and the
+    unit drains to the next entry (``order_restart``: the order was rewritten, forget the
+    inputs done). So every switch with the same order sends those phases'
+    packets in one order, whatever the arrival order of its inputs.
+
     A rewrite of the active slot (the slot unloaded from its first word on) makes the active
     copy stale: no packet starts in RUN until the unit has drained and selected the slot again,
     so the rewrite takes effect at the slot's next packet. A packet of a phase whose slot is
@@ -95,7 +105,8 @@ class ControlUnit(wiring.Component):
     rest of the packets in flight; SELECT takes the memory's N + 2 cycles; SETTLE one cycle.
     """
 
-    def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False):
+    def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
+                ordered: bool = False):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -106,11 +117,19 @@ class ControlUnit(wiring.Component):
                             f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
         return super().__new__(cls)
 
-    def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False):
+    def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
+                 ordered: bool = False):
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
+        self.ordered = bool(ordered)
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
+        order = {}
+        if self.ordered:
+            # the phase order (:class:`~hdl.designs.switch.phase_order.PhaseOrder`)
+            order = {"order_active": In(1), "order_slot": In(pw), "order_last": In(packet.seq_bits),
+                     "order_vc": In(2), "order_restart": In(1), "order_advance": Out(1)}
         super().__init__({
+            **order,
             "head_valid": In(nvc).array(ports),
             "head_first": In(nvc).array(ports),
             "head": In(struct_layout(packet.header)).array(nvc).array(ports),
@@ -252,15 +271,15 @@ class ControlUnit(wiring.Component):
             with m.If(self.started[n]):
                 m.d.sync += [last_flow[n].eq(heads[n].flow), last_seq[n].eq(heads[n].seq),
                              last_valid[n].eq(1)]
-        for n in range(P):
-            # DRAIN: input n may start its head packet when some input already started a packet
-            # of the same flow with a sequence number at least as high (its reduction partner
-            # is ahead); its own previous packet has a lower number, so a lone flow stops.
-            m.d.comb += drain_ok[n].eq(_any(
-                last_valid[j] & (last_flow[j] == heads[n].flow) & seq_le(heads[n].seq, last_seq[j])
-                for j in range(P)))
+        self._drain_rule(m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok)
 
         self._start_gate(m, heads, match, last_valid, last_seq, seq_le, gate)
+        # the phase a select takes, and whether RUN holds the active phase for the order
+        want_phase, want_vc, order_hold = best_phase, best_vc, Const(0, 1)
+        if self.ordered:
+            want_phase, want_vc, order_hold = self._phase_order(m, heads, cur_phase, cur_vc,
+                                                                active_ok, best_phase, best_vc,
+                                                                state)
 
         # ---- online routing: one path set up per cycle, released at its last flit out ------
         if self.online:
@@ -311,15 +330,15 @@ class ControlUnit(wiring.Component):
                     m.d.sync += state.eq(CUState.DRAIN)
             with m.Elif(higher):
                 m.d.sync += [state.eq(CUState.DRAIN), self.preemptions.eq(_inc(self.preemptions))]
-            with m.Elif(~any_match & ~any_partial & any_wait):
+            with m.Elif(~any_match & ~any_partial & any_wait & ~order_hold):
                 m.d.sync += state.eq(CUState.DRAIN)
         with m.Elif(state == CUState.DRAIN):
             with m.If(~any_partial & ~any_start & ~self.busy & ~in_path.any()):
-                with m.If(~any_wait | active_ok & ~stale_now & (best_phase == cur_phase)
-                          & (best_vc == cur_vc)):
+                with m.If(~any_wait | active_ok & ~stale_now & (want_phase == cur_phase)
+                          & (want_vc == cur_vc)):
                     m.d.sync += state.eq(CUState.RUN)
                 with m.Else():
-                    m.d.sync += [state.eq(CUState.SELECT), target.eq(best_phase), target_vc.eq(best_vc)]
+                    m.d.sync += [state.eq(CUState.SELECT), target.eq(want_phase), target_vc.eq(want_vc)]
         with m.Elif(state == CUState.SELECT):
             # the online phase has no stored configuration to copy
             to_online = Signal()
@@ -332,6 +351,55 @@ class ControlUnit(wiring.Component):
         with m.Else():
             m.d.sync += state.eq(CUState.RUN)
         return m
+
+    def _drain_rule(self, m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok):
+        """``drain_ok[n]``: input n's head packet may start while DRAINing (docs/switch.md,
+        "Control unit")."""
+        P = self.ports
+        for n in range(P):
+            # DRAIN: input n may start its head packet when some input already started a packet
+            # of the same flow with a sequence number at least as high (its reduction partner
+            # is ahead); its own previous packet has a lower number, so a lone flow stops.
+            # With a flow-port table entry the partners are known: only they count. Why: an
+            # all-reduce's up and down flows at an L1 carry one flow id, and by id alone the
+            # down flow (numbered behind the up flow by the round trip) kept starting packets
+            # until it caught up, a drain of several packets at the downlink's rate
+            # (docs/switch.md, "Control unit").
+            entry = self.outputs[n] != 0
+            by_partner = _any(self.partners[n][j] & last_valid[j] & seq_le(heads[n].seq, last_seq[j])
+                              for j in range(P) if j != n)
+            by_flow = _any(last_valid[j] & (last_flow[j] == heads[n].flow)
+                           & seq_le(heads[n].seq, last_seq[j]) for j in range(P))
+            m.d.comb += drain_ok[n].eq(Mux(entry, by_partner, by_flow))
+
+    def _phase_order(self, m, heads, cur_phase, cur_vc, active_ok, best_phase, best_vc, state):
+        """The phase order (docs/switch.md, "Phase order"): returns (want_phase, want_vc,
+        hold). ``want_*``: the order's current slot when the best waiting packet is on the
+        order's VC, else the best waiting packet's phase; ``hold``: RUN keeps the active
+        phase (it is the order's current entry, not complete). An input is done with the entry
+        when it starts its packet numbered ``order_last``; the entry is complete when every
+        input with a flow-port table entry in it (``outputs`` not zero) is done."""
+        P = self.ports
+        on_entry = Signal(name="on_order_entry")
+        m.d.comb += on_entry.eq(self.order_active & active_ok & (cur_phase == self.order_slot)
+                                & (cur_vc == self.order_vc))
+        done = Signal(P, name="order_done")
+        complete = Signal(name="order_complete")
+        m.d.comb += complete.eq(on_entry & _all(done[n] | (self.outputs[n] == 0) for n in range(P)))
+        for n in range(P):
+            with m.If(on_entry & self.started[n] & (heads[n].seq == self.order_last)):
+                m.d.sync += done[n].eq(1)
+        with m.If(complete | self.order_restart):      # the next entry, or a new order
+            m.d.sync += done.eq(0)
+        m.d.comb += self.order_advance.eq(complete)
+        want_phase = Signal.like(best_phase, name="want_phase")
+        want_vc = Signal.like(best_vc, name="want_vc")
+        ordered = self.order_active & (best_vc == self.order_vc)
+        m.d.comb += [want_phase.eq(Mux(ordered, self.order_slot, best_phase)),
+                     want_vc.eq(best_vc)]
+        hold = Signal(name="order_hold")
+        m.d.comb += hold.eq(on_entry & ~complete & (state == CUState.RUN))
+        return want_phase, want_vc, hold
 
     def _start_gate(self, m, heads, match, last_valid, last_seq, seq_le, gate):
         """``gate[n]``: input n's head packet (sequence number s) may start as far as its

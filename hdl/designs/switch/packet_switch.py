@@ -24,6 +24,7 @@ from .fred_switch import FredSwitch
 from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .flow_port_table import FlowPortTable
+from .phase_order import PhaseOrder
 from .vc_input_buffer import VCInputBuffer, link_signature
 
 __all__ = ["PacketSwitch"]
@@ -86,18 +87,27 @@ class PacketSwitch(wiring.Component):
     reduction (``docs/switch.md``, "Starting a packet"). Without entries (all zero after
     reset) packets start as before.
 
+    Phase order (``ordered``; ``order_we``, ``order_index``, ``order_slot``, ``order_last``
+    write an entry, ``order_set``, ``order_length``, ``order_vc`` set the order and restart it:
+    :class:`~hdl.designs.switch.phase_order.PhaseOrder`): the stored phases of one VC served
+    in a programmed order, each until its inputs have started their last packet, so switches
+    that feed one reduction send several phases of a VC in the same order (docs/switch.md,
+    "Phase order"). Without it (or with length 0) phases are picked by arrival as before.
+
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
     counters. The datapath and configuration memory are those of ``fred_switch``.
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0, online=False):
+                ctrl_depth=0, online=False, ordered=False):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
         if online not in (False, True):
             raise FredError(f"online must be a bool, got {online!r}")
+        if ordered not in (False, True):
+            raise FredError(f"ordered must be a bool, got {ordered!r}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
@@ -109,9 +119,9 @@ class PacketSwitch(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
-                 online: bool = False):
+                 online: bool = False, ordered: bool = False):
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
-        self.online = online
+        self.online, self.ordered = online, ordered
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
         self.packet, self.depth, self.ctrl_depth = packet, depth, ctrl_depth
         shape = flit_layout(self.flit)
@@ -146,7 +156,30 @@ class PacketSwitch(wiring.Component):
             "ctrl_unknown": Out(16),
             "flow_we": In(1), "flow_slot": In(pw), "flow_input": In(range(ports)),
             "flow_partners": In(ports), "flow_outputs": In(ports),
+            **self._order_ports(ordered, phases, pw, packet),
         })
+
+    @staticmethod
+    def _order_ports(ordered, phases, pw, packet) -> dict:
+        """The phase order's write ports (only with ``ordered``: no unused Verilog inputs)."""
+        if not ordered:
+            return {}
+        return {"order_we": In(1), "order_index": In(range(phases)), "order_slot": In(pw),
+                "order_last": In(packet.seq_bits), "order_set": In(1),
+                "order_length": In(range(phases + 1)), "order_vc": In(2)}
+
+    def _phase_order(self, m, cu):
+        """The phase order's table (:class:`~hdl.designs.switch.phase_order.PhaseOrder`),
+        written through the ``order_*`` ports, read by the control unit."""
+        order = m.submodules.phase_order = PhaseOrder(phases=self.phases,
+                                                      seq_bits=self.packet.seq_bits)
+        m.d.comb += [order.we.eq(self.order_we), order.index.eq(self.order_index),
+                     order.slot.eq(self.order_slot), order.last.eq(self.order_last),
+                     order.set_we.eq(self.order_set), order.length.eq(self.order_length),
+                     order.vc.eq(self.order_vc), order.advance.eq(cu.order_advance),
+                     cu.order_active.eq(order.active), cu.order_slot.eq(order.current_slot),
+                     cu.order_last.eq(order.current_last), cu.order_vc.eq(order.current_vc),
+                     cu.order_restart.eq(self.order_set)]
 
     @property
     def latency(self) -> int:
@@ -169,7 +202,9 @@ class PacketSwitch(wiring.Component):
             ports=P, middle=self.middle, phases=self.phases, word_width=self.word_width)
         core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
-                                                online=self.online)
+                                                online=self.online, ordered=self.ordered)
+        if self.ordered:
+            self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
         table = m.submodules.flow_ports = FlowPortTable(ports=P, phases=self.phases)
         m.d.comb += [table.we.eq(self.flow_we), table.slot.eq(self.flow_slot),

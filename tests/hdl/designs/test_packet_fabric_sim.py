@@ -108,12 +108,19 @@ def test_what_the_packet_fabric_does_not_run_yet_is_refused_by_name():
     spec = fabric_spec("fred-c")
     request = make_request(spec, op="all-reduce", size_flits=400, group="wafer")
     program = fabric_program(spec, request, algorithm="hierarchical")
-    with pytest.raises(FredError, match="one phase per switch|one-stage"):
+    with pytest.raises(FredError, match="one-stage"):
         packet_headers(program, request, packet_format(8))
-    # two reductions sharing the uplink on one VC: two slots at every switch
-    request = _dp_and_mp(SMALL, (0, 2), (1, 3), 40)
-    with pytest.raises(FredError, match=r"L1\.0 has slots \[0, 1\] on VC DP"):
-        packet_headers(fabric_program(SMALL, request), request, packet_format(8))
+    # two reductions sharing the uplink on one VC and two on another: a switch follows one
+    # phase order
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    four = FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 4)),
+                                        FabricCollective("all-reduce", (1, 5)),
+                                        FabricCollective("all-reduce", (2, 6)),
+                                        FabricCollective("all-reduce", (3, 7))), 40, "four")
+    eight = fabric_spec("fred-b", npus=8, npus_per_l1=4)
+    with pytest.raises(FredError, match=r"L1\.0 has several phases on VCs \['DP', 'MP'\]"):
+        packet_headers(fabric_program(eight, four), four, packet_format(8),
+                       vcs={0: VC.DP, 1: VC.DP, 2: VC.MP, 3: VC.MP})
 
 
 def test_the_packetizer_cuts_packets_numbers_them_and_waits_for_credits():
@@ -211,3 +218,42 @@ def test_without_the_flow_port_tables_mp_preempting_dp_on_some_switches_hangs():
         run_packet_fabric_amaranth(THREE_L1, request, watchdog_cycles=3000,
                                    vcs={0: VC.DP, 1: VC.MP}, delays={1: 30},
                                    edit_load=without_tables)
+
+
+def _without_phase_orders(spec):
+    """edit_load: the switches' phase orders left out (length 0: phases picked by arrival)."""
+    from hdl.designs.fabric.packet_fabric_top import ORDER_REGS
+
+    def edit(load):
+        return {**load, "writes": [w for w in load["writes"]
+                                   if w[0] < spec.npus or w[1] not in ORDER_REGS.values()]}
+    return edit
+
+
+def test_two_dp_all_reduces_sharing_the_half_rate_uplink_complete_in_one_phase_order():
+    """Fred-B's DP groups in miniature: the all-reduces of NPUs 0, 2 and of NPUs 1, 3 both on
+    VC DP, two stored phases at every switch, the L1s' one half-rate uplink shared, random
+    NPU-sink backpressure. Every switch follows the programmed phase order (docs/switch.md,
+    "Phase order"): slot 0 until its last packets, then slot 1, so the L2's input buffers
+    get the two reductions' packets in one order; every flit checked. Without the order
+    (next test) the same run hangs."""
+    size = 120
+    request = _dp_and_mp(SMALL_HALF, (0, 2), (1, 3), size)
+    run = run_packet_fabric_amaranth(SMALL_HALF, request, watchdog_cycles=4000,
+                                     sink_backpressure=0.5, seed=0)
+    assert run.errors == []
+    assert [s["selects"] for s in run.switches] == [2, 2, 2]
+    # the uplink carries both reductions at half rate: at least 2 x 2 x size cycles
+    assert 4 * size <= run.cycles
+
+
+@pytest.mark.full
+def test_without_the_phase_order_two_dp_all_reduces_hang_under_backpressure():
+    """The mechanism: the same run with no phase order written. L1.0 selects slot 1 (NPU 1's
+    packets wait) while slot 0's last reduced packets for NPU 0 are still behind in its
+    uplink input's DP buffer, which slot 1's reduced packets need: nothing moves."""
+    request = _dp_and_mp(SMALL_HALF, (0, 2), (1, 3), 120)
+    with pytest.raises(FredError, match=r"not done after.*L1\.0 RUN slot 1"):
+        run_packet_fabric_amaranth(SMALL_HALF, request, watchdog_cycles=600,
+                                   sink_backpressure=0.5, seed=0,
+                                   edit_load=_without_phase_orders(SMALL_HALF))

@@ -89,3 +89,39 @@ def test_a_packet_without_room_downstream_waits_outside_the_datapath():
         outs[table] = flits(r, 7, VC.MP)[0][0] - (START + 150)
     assert outs[True] <= dut.select_cycles + 2 + dut.latency + 4
     assert outs[False] > 400 - 150
+
+
+#: an all-reduce's two flows at an L1 (docs/switch.md, "Control unit"), on a Fred_3(4): up
+#: (input 0 -> output 1) and down (input 2 -> output 3), one flow id, neither a partner of the
+#: other; slot 1 an MP unicast 1 -> 2
+SMALL_P = 4
+UP_DOWN = route(ports=SMALL_P, middle=M, flows=[Flow(inputs=(0,), outputs=(1,)),
+                                                 Flow(inputs=(2,), outputs=(3,))]).phases[0].config
+MP_1_TO_2 = route(ports=SMALL_P, middle=M, flows=[Flow(inputs=(1,), outputs=(2,))]).phases[0].config
+UP_DOWN_TABLE = [(0, 0, 0, 1 << 1), (0, 2, 0, 1 << 3), (1, 1, 0, 1 << 2)]
+
+
+def test_draining_stops_a_flow_that_shares_its_id_but_is_no_partner():
+    """The down flow (input 2, from 60 cycles after the up flow) is numbered behind the up
+    flow (input 0), both flow 0; senders send a flit with probability 1/2 per cycle, as a
+    half-rate link delivers. An MP packet arrives 90 cycles after the start: with the table
+    the drain lets only a partner's lagging packet start, so input 2 stops at its packet
+    boundary and MP leaves within the rest of one packet at half rate, the datapath (twice)
+    and a select (29 cycles); by flow id alone (no table: the rule before) input 2 kept
+    starting its packets up to the up flow's number, several more at its pace (91 cycles)."""
+    start = len(UP_DOWN_TABLE) + 10
+    inj = [Injection(0, start + s, packet(0, VC.DP, REDUCE, s)) for s in range(7)]
+    inj += [Injection(2, start + 60, packet(0, VC.DP, REDUCE, s)) for s in range(7)]
+    inj += [Injection(1, start + 90, packet(1, VC.MP, MP_FLOW, 0))]
+    waits = {}
+    for table in (True, False):
+        dut = PacketSwitch(ports=SMALL_P, middle=M, dtype="int32", lanes=1, phases=3, packet=PKT,
+                           depth=16)
+        host = flow_port_writer(dut, UP_DOWN_TABLE if table else [])
+        r = run_packet_switch(dut, configs=[UP_DOWN, MP_1_TO_2], injections=inj, host=host,
+                              max_cycles=1000, quiet=20, send_rate=0.5)
+        assert [d for _, d in flits(r, 3, VC.DP)] == list(range(56))
+        assert len(flits(r, 2, VC.MP)) == 8 and r.flags["busy"] == 0 and r.credit_errors == []
+        waits[table] = flits(r, 2, VC.MP)[0][0] - (start + 90)
+    bound = 2 * PKT.packet_flits + 2 * dut.latency + dut.select_cycles + 2
+    assert waits[True] <= bound < waits[False]
