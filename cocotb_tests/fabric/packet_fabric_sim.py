@@ -298,6 +298,7 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     else:
         built = Path(prebuilt)
     build_s = time.perf_counter() - started
+    from cocotb_tests.fabric.run import poll_cycles
     poll = poll_cycles(request.size_flits)
     params = {"npus": spec.endpoints, "switch_count": len(spec.switch_ports), **load,
               "watchdog_cycles": watchdog_cycles, "poll": poll,
@@ -318,16 +319,6 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     run.simulator, run.build_s, run.sim_s, run.build_dir = simulator, build_s, metrics["sim_s"], str(built)
     run.part_wait_s = list(metrics.get("waited_s", []))
     return run
-
-
-def poll_cycles(size_flits: int) -> int:
-    """Cycles between two polls of ``all_done`` for a request of ``size_flits`` flits per NPU:
-    1/16 of the size, 64 to 1,024. The timed window (``sim_s``: from start to the poll that
-    sees ``all_done``) overshoots the run by less than a poll, so cycles / ``sim_s`` is the
-    simulator's rate to within about 6 % (a poll of 20,000 timed a 20,048-cycle run to cycle
-    40,000 and halved it); a poll costs the cocotb bench one wake-up and the lock-step driver
-    nothing (it checks every cycle)."""
-    return int(min(1024, max(64, size_flits // 16)))
 
 
 def packet_training(spec, *, algorithm=None, online=False, packet_flits=8, depth=None,

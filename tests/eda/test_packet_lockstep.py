@@ -42,6 +42,6 @@ def test_the_timed_window_overshoots_a_run_by_at_most_a_small_poll():
     """The bench's cycles/s is the run's cycles over the window from start to the poll that
     sees all_done: the poll is a small fraction of the size, never the 20,000 cycles that timed
     a 20,048-cycle run to cycle 40,000."""
-    from cocotb_tests.fabric.packet_fabric_sim import poll_cycles
+    from cocotb_tests.fabric.run import poll_cycles
     assert [poll_cycles(n) for n in (8, 1000, 4000, 20000, 60000)] == [64, 64, 250, 1024, 1024]
     assert all(poll_cycles(n) <= max(64, n / 16) for n in range(1, 70000, 997))
