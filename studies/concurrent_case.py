@@ -122,7 +122,7 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     """Per class the model's ``cycles``, ``latency``, ``alone``, ``fair`` (see
     :class:`ConcurrentCase`) on ``platform`` (a :func:`sysmodel.fabric_model.fabric_platform`
     result of ``spec`` with packet switches)."""
-    from sysmodel.collectives import build_network, evaluate
+    from sysmodel.collectives import evaluate
     from sysmodel.comm_timing import CommTime
     from sysmodel.switch_phases import collective_links
     from sysmodel.engine import Engine
@@ -133,9 +133,8 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     cycle_s = timing.cycle_s
     times = [evaluate(plat, spec.name, request_collectives(cls.request, timing.flit_bytes))
              for cls in classes]
-    net = build_network(plat, spec.name)
     # each class's transfer holds the switches where it stores a phase (one phase at a time)
-    links = [collective_links(plat, net, r) for r in times]
+    links = [collective_links(plat, spec.name, r) for r in times]
 
     def run(engine_args):
         eng = Engine(**engine_args)

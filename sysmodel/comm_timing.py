@@ -113,8 +113,7 @@ class CommTimer:
             return CommTime(0.0)
         r = evaluate(self.platform, self.fabric, collectives)
         self.configurations |= r.configurations
-        net = build_network(self.platform, self.fabric)
-        return CommTime(r.time_s, *collective_links(self.platform, net, r))
+        return CommTime(r.time_s, *collective_links(self.platform, self.fabric, r))
 
     @property
     def mp_backward_factor(self) -> float:

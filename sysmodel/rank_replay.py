@@ -31,7 +31,7 @@ import heapq
 
 from hdl.contracts.errors import FredError
 from sysmodel.breakdown import attribute_time
-from sysmodel.collectives import Collective, build_network, evaluate
+from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from sysmodel.switch_phases import collective_links
 from sysmodel.trace import TraceResult
@@ -199,7 +199,7 @@ def _add(eng, platform, fabric, traces, ranks, rep, c, node, deps, cache) -> int
     if key not in cache:
         r = evaluate(platform, fabric, list(colls))
         k = node.repeat
-        loads, bw = collective_links(platform, build_network(platform, fabric), r)
+        loads, bw = collective_links(platform, fabric, r)
         cache[key] = (r.time_s * k, loads * k, bw)
     time_s, loads, bw = cache[key]
     return eng.add(node.name, queue, time_s, deps, category=category, npu=npu, loads=loads, bw=bw)

@@ -48,6 +48,8 @@ import weakref
 
 import numpy as np
 
+from sysmodel.collectives import build_network
+
 __all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links"]
 
 #: network -> its :func:`switch_links`, built once per network
@@ -79,10 +81,12 @@ def stored_switches(result) -> frozenset:
     return frozenset(node for node, _, _ in result.configurations)
 
 
-def collective_links(platform, net, result) -> tuple:
-    """:func:`transfer_links` of a :class:`~sysmodel.collectives.CollectiveResult` on ``net``:
-    its link loads and bandwidths, holding the switches where it stores a phase."""
-    return transfer_links(platform, net, result.link_loads, result.link_bw, stored_switches(result))
+def collective_links(platform, fabric: str, result) -> tuple:
+    """:func:`transfer_links` of a :class:`~sysmodel.collectives.CollectiveResult` of
+    ``fabric`` on ``platform`` (its network from the model's cache): its link loads and
+    bandwidths, holding the switches where it stores a phase."""
+    return transfer_links(platform, build_network(platform, fabric), result.link_loads,
+                          result.link_bw, stored_switches(result))
 
 
 def transfer_links(platform, net, loads, bw, switches) -> tuple:

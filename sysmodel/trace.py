@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hdl.contracts.errors import FredError
-from sysmodel.collectives import Collective, build_network, evaluate
+from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from sysmodel.platform import Platform
 from sysmodel.switch_phases import collective_links
@@ -198,7 +198,7 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
                 cache[key] = 0.0
             else:
                 r = evaluate(platform, fabric, colls)
-                cache[key] = (r.time_s, *collective_links(platform, build_network(platform, fabric), r))
+                cache[key] = (r.time_s, *collective_links(platform, fabric, r))
         return cache[key]
 
     for node in trace.ordered():

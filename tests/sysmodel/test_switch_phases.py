@@ -122,7 +122,7 @@ def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
     for members, held_switches in (((0, 1), [0]), ((0, 4), [0, 1, len(net.l1_nodes)])):
         r = evaluate(platform, "fred-d", [Collective("all-reduce", members, 1e6)])
         assert r.algorithms == ["in-switch"]
-        loads, _ = collective_links(platform, net, r)
+        loads, _ = collective_links(platform, "fred-d", r)
         held = loads[net.n_links:]
         assert list(np.flatnonzero(held)) == held_switches
         assert held[held > 0] == pytest.approx((r.link_loads / r.link_bw).max())
@@ -130,10 +130,9 @@ def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
     fred_c = build_network(platform, "fred-c")
     r = evaluate(platform, "fred-c", [Collective("all-reduce", (0, 4), 1e6)])
     assert not r.configurations
-    assert not np.any(collective_links(platform, fred_c, r)[0][fred_c.n_links:])
+    assert not np.any(collective_links(platform, "fred-c", r)[0][fred_c.n_links:])
     # the mesh has no phases; the what-if switches the mechanism off
-    mesh = build_network(platform, "mesh")
     r = evaluate(platform, "mesh", [Collective("all-reduce", (0, 1), 1e6)])
-    assert collective_links(platform, mesh, r)[0] is r.link_loads
+    assert collective_links(platform, "mesh", r)[0] is r.link_loads
     r = evaluate(platform, "fred-d", [Collective("all-reduce", (0, 4), 1e6)])
-    assert collective_links(platform.scaled(one_phase_per_switch=False), net, r)[0] is r.link_loads
+    assert collective_links(platform.scaled(one_phase_per_switch=False), "fred-d", r)[0] is r.link_loads
