@@ -183,8 +183,10 @@ def _run(label: str, case, row_of, args):
         return validation_row(label, run_packet_case(case, seed=args.seed,
                                                      sink_backpressure=args.backpressure,
                                                      watchdog_cycles=args.watchdog))
+    # no --simulator: run_case's default (fred fabric-sim's too), not None
+    chosen = {"simulator": args.simulator} if args.simulator is not None else {}
     return validation_row(label, run_case(case, seed=args.seed, sink_backpressure=args.backpressure,
-                                          watchdog_cycles=args.watchdog, simulator=args.simulator))
+                                          watchdog_cycles=args.watchdog, **chosen))
 
 
 def _command(args) -> str:

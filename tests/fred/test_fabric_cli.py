@@ -138,3 +138,30 @@ def test_validate_runs_every_mesh_case_in_fp16():
     assert cases[4][1].io.mesh.dtype == "int32" and cases[5][1].io.mesh.dtype == "fp16"
     assert {case.spec.dtype for _, case, _ in cases} == {"fp16"}
     assert cases[0][1].estimate.algorithm == "hierarchical-2d"
+
+
+@pytest.mark.parametrize("given, expected", [(None, "lockstep"), ("cocotb", "cocotb")])
+def test_validate_runs_a_circuit_case_on_fabric_sims_default_simulator_without_simulator(given, expected,
+                                                                                        monkeypatch):
+    """``fred fabric-validate`` with no ``--simulator`` (``make fabric-validate``'s first
+    command): the circuit fabric's cases run on ``run_case``'s default simulator, the one
+    ``fred fabric-sim`` picks (lockstep), not on ``None`` (refused: "unknown fabric simulator
+    None")."""
+    import argparse
+
+    import studies.fabric_case
+    import studies.fabric_validation
+    from fred.commands.fabric_validate import _run
+    import inspect
+    default = inspect.signature(studies.fabric_case.run_case).parameters["simulator"].default
+    seen = {}
+
+    def fake_run_case(case, **kwargs):
+        seen["simulator"] = kwargs.get("simulator", default)
+        return case
+
+    monkeypatch.setattr(studies.fabric_case, "run_case", fake_run_case)
+    monkeypatch.setattr(studies.fabric_validation, "validation_row", lambda label, case: (label, case))
+    args = argparse.Namespace(switch="circuit", seed=0, backpressure=0.0, watchdog=None, simulator=given)
+    assert _run("wafer all-reduce", "the case", None, args) == ("wafer all-reduce", "the case")
+    assert seen["simulator"] == expected
