@@ -1,6 +1,7 @@
 """Concurrent traffic classes in ``make fabric-validate`` (``fred fabric-validate --switch
 packet --concurrent``; docs/fabric_validation.md, "Concurrent traffic classes"): the
-scenarios of :mod:`studies.concurrent_case` on the in-switch packet fabrics, at a
+scenarios of :mod:`studies.concurrent_case` on the packet fabrics (in-switch collectives on
+Fred-B/D, endpoint algorithms as online unicasts on Fred-A/C, each class on its VC), at a
 latency-bound size (MP and PP classes at the smallest size under the DP load at the largest)
 and a bandwidth-bound one (every class at the largest), RTL against the model's priority
 engine, into a block of their own."""
@@ -19,9 +20,12 @@ __all__ = ["CONCURRENT_TOLERANCE", "CONCURRENT_MARKERS", "MP_DELAY", "Concurrent
 CONCURRENT_TOLERANCE = 0.10
 CONCURRENT_MARKERS = ("<!-- fabric-validate-concurrent:begin -->",
                       "<!-- fabric-validate-concurrent:end -->")
-#: Cycles after the start before the MP class of ``mp-under-dp`` sends: the DP load is then
-#: streaming through every switch (its first packets cross the fabric in under 100 cycles).
+#: Cycles after the start before the MP class of ``mp-under-dp`` (the DP class of
+#: ``dp-under-io``) sends: the load is then streaming through every switch (its first packets
+#: cross the fabric in under 100 cycles).
 MP_DELAY = 200
+#: The scenarios whose second class starts ``MP_DELAY`` cycles after the load.
+DELAYED = ("mp-under-dp", "dp-under-io")
 
 
 @dataclass(frozen=True)
@@ -57,21 +61,16 @@ class ConcurrentRow:
 
 
 def concurrent_cases(fabrics, sizes, *, characterization=None, **spec_overrides):
-    """``(cases, refused)``: every scenario on every in-switch fabric among ``fabrics`` at the
-    two sizes (``sizes``' smallest and largest), modelled (nothing built); a fabric the
-    scenarios do not run on is listed in ``refused`` as (fabric, why)."""
-    from hdl.contracts.fabric import fabric_spec
+    """``(cases, refused)``: every scenario on every fabric among ``fabrics`` at the two sizes
+    (``sizes``' smallest and largest), modelled (nothing built); ``refused`` lists (fabric,
+    why) for a fabric the scenarios do not run on (none of Fred-A..D so far)."""
     from studies.concurrent_case import SCENARIOS, build_concurrent_case
     small, large = min(sizes), max(sizes)
     cases, refused = [], []
     for fabric in fabrics:
-        if not fabric_spec(fabric).in_switch:
-            refused.append((fabric, "endpoint algorithms: the online unicasts run on the DP VC "
-                                    "only (hdl/compiler/concurrent_program.py)"))
-            continue
         for scenario in SCENARIOS:
             for size in dict.fromkeys((small, large)):
-                delay = MP_DELAY if scenario == "mp-under-dp" else 0
+                delay = MP_DELAY if scenario in DELAYED else 0
                 cases.append(build_concurrent_case(
                     fabric=fabric, scenario=scenario, size=size, load_size=large, delay=delay,
                     characterization=characterization, **spec_overrides))

@@ -32,7 +32,7 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
     cases, refused = concurrent_cases(fabrics, args.sizes, characterization=args.characterization,
                                       **spec_overrides(args))
     if not cases:
-        print("fred fabric-validate --concurrent: no in-switch fabric (fred-b, fred-d) in "
+        print("fred fabric-validate --concurrent: no fabric in "
               "--fabrics; nothing to run")
         return 0
     rows = []

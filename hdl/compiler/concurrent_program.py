@@ -28,8 +28,9 @@ from hdl.contracts.fabric import FabricRequest, FabricSpec
 
 __all__ = ["TrafficClass", "concurrent_program"]
 
-#: The VC of each traffic class (hdl.contracts.packet.VC names); I/O streams share DP's
-#: (docs/sysmodel.md: "I/O streams share DP's level").
+#: The VC of each traffic class (hdl.contracts.packet.VC names). I/O streams share DP's: FRED
+#: has four VCs, MP, DP, PP and control (shared spec FRED.md section 2), none for I/O, and the
+#: model puts I/O on DP's level (docs/sysmodel.md: "I/O streams share DP's level").
 CLASS_VC = {"mp": "MP", "pp": "PP", "dp": "DP", "io": "DP"}
 
 
@@ -128,13 +129,15 @@ def _side_by_side(spec, programs, firsts):
 
 
 def _owners(classes, vc_of_class) -> dict[int, int]:
-    """``{endpoint: its class's index}``; FredError for two classes on one VC or sharing an
-    endpoint."""
+    """``{endpoint: its class's index}``; FredError for two classes on one VC (but an I/O
+    stream on DP's: the switches serve their phases in the programmed order, docs/switch.md
+    "Phase order", or, online, in their one default phase) or sharing an endpoint."""
     for vc in set(vc_of_class):
         named = [c.name for c, v in zip(classes, vc_of_class) if v == vc]
-        if len(named) > 1:
+        kinds = sorted(c.kind for c, v in zip(classes, vc_of_class) if v == vc)
+        if len(named) > 1 and kinds != ["dp", "io"]:
             raise FredError(f"classes {', '.join(named)} would share VC {vc}: a switch serves one "
-                            f"phase per VC (hdl/compiler/packet_fabric_program.py)")
+                            f"phase per VC at a time (only an I/O stream shares DP's)")
     owner: dict[int, int] = {}
     for c, cls in enumerate(classes):
         for coll in cls.request.collectives:

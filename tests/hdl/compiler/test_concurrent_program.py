@@ -49,7 +49,8 @@ def test_a_class_missing_from_a_switch_leaves_an_empty_slot_there():
     ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A")),
       TrafficClass("b", "mp", _all_reduce((2, 4), 8, "B"))], "endpoint 2 is in classes a and b"),
     ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A")),
-      TrafficClass("b", "io", _all_reduce((1, 3), 8, "B"))], "would share VC DP"),
+      TrafficClass("b", "pp", _all_reduce((1, 3), 8, "B")),
+      TrafficClass("c", "pp", _all_reduce((4, 5), 8, "C"))], "would share VC PP"),
     ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A"))], "two or more traffic classes"),
 ])
 def test_refusals_name_the_problem(classes, words):
