@@ -227,8 +227,10 @@ def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressur
     if runner is None:
         from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric as runner
     spec, classes = case.spec, case.classes
-    total = sum(cls.request.size_flits + cls.delay for cls in classes)
-    watchdog = watchdog_cycles or 8 * total + 20_000
+    # a cycle budget: an I/O stream moves its flits at the controller's rate
+    total = sum(cls.request.size_flits / (min(spec.io_rate, 1) if cls.kind == "io" else 1)
+                + cls.delay for cls in classes)
+    watchdog = watchdog_cycles or int(8 * total) + 20_000
     program, request, vcs, delays, collective_class = concurrent_program(
         spec, classes, seed=seed, sink_backpressure=sink_backpressure)
     together = runner(spec, request, program=program, vcs=vcs, delays=delays, seed=seed,

@@ -34,3 +34,11 @@ def test_a_class_counts_only_with_completion_and_latency_within_ten_percent():
     block = concurrent_block([good, late], "cmd", "today", "here")
     assert block.startswith(CONCURRENT_MARKERS[0]) and block.endswith(CONCURRENT_MARKERS[1])
     assert "**1/2 classes**" in block and "0.994" in block and "1.116 **!**" in block
+
+
+def test_a_case_that_did_not_complete_is_listed_and_its_classes_count_as_not_within():
+    good = ConcurrentRow("fred-d", "mp-under-dp", "mp", 40, 200, 327.0, 325, 127.0, 125, 89.0, 88, 80)
+    block = concurrent_block([good], "cmd", "today", "here",
+                             failed=[("fred-a mp-under-dp (dp 4000, mp 40 flits)", 2, "not done")])
+    assert "**1/3 classes**" in block
+    assert "Did not complete on the RTL" in block and "fred-a mp-under-dp (dp 4000, mp 40 flits): not done" in block
