@@ -94,3 +94,22 @@ def test_online_mp_on_the_dp_vc_waits_behind_the_dp_ring():
     run, _, mp_dp_vc = _online_mp_under_dp(lambda vcs: {c: int(VC.DP) for c in vcs})
     assert mp_dp_vc > mp_own_vc
     assert [s["preemptions"] for s in run.switches] == [0, 0, 0, 0]
+
+
+@pytest.mark.full
+@pytest.mark.xfail(strict=True, reason="online packets start without room for a whole packet "
+                   "downstream (no flow-port table entry): with two VCs of online unicasts the "
+                   "fabric hangs (docs/fabric_validation.md, 'Concurrent traffic classes on the "
+                   "packet fabric'); the fix belongs in the packet switch's start rule")
+def test_online_mp_under_a_long_dp_ring_completes_at_the_default_buffer_depth():
+    """mp-under-dp on the 6-NPU Fred-A fabric with a 400-flit DP ring and a 40-flit MP ring
+    from cycle 200. Today it hangs: L1.1 and L1.2 serve MP, whose packets up wait for the L2's
+    MP credits; the L2 DRAINs for MP, waiting for its DP paths to empty, whose packets wait
+    for room in L1.1's / L1.2's DP input buffers, full since those L1s stopped serving DP.
+    With input buffers deeper than the whole DP load (``depth=1024``) it completes (1,199
+    cycles), which is what shows the buffers' part in the circular wait."""
+    classes = scenario_classes(RING_THREE_L1, "mp-under-dp", size=40, load_size=400, delay=200)
+    program, request, vcs, delays, _ = concurrent_program(RING_THREE_L1, classes)
+    run = run_packet_fabric_amaranth(RING_THREE_L1, request, program=program, vcs=vcs,
+                                     delays=delays, watchdog_cycles=6000)
+    assert run.errors == []
