@@ -41,7 +41,7 @@ from sysmodel.engine_reference import run_reference
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
-__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable"]
+__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link"]
 
 
 @dataclass(slots=True)
@@ -116,18 +116,19 @@ class Engine:
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
     is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
 
-    def __init__(self, *, priority: dict | None = None, preempt_s: float = 0.0):
+    def __init__(self, *, priority: dict | None = None, preempt_s=0.0):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
         ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
         is being served on a link it uses (a FRED switch drains the packets in flight and
         selects the higher phase; a lower transfer that starts at the same instant, or waits
         behind a higher level, has none in flight); only with ``priority``. On FRED fabrics
-        each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`)."""
-        if preempt_s < 0:
-            raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
+        each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
+        A number (every link alike) or an array with one cost per link of the transfers' loads
+        (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer
+        then pays the largest cost among the links where it preempts."""
         self.priority = dict(priority) if priority else None
-        self.preempt_s = float(preempt_s)
+        self.preempt_s = _checked_preempt(preempt_s)
         self.queues: dict[str, list[int]] = {}
         #: per task, where its duration came from when a compute timer gave it (see
         #: :mod:`sysmodel.graph_template`), else None
@@ -385,7 +386,7 @@ class Engine:
             queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
-            priority=priority is not None, preempt_s=self.preempt_s, **_entry_arrays(self.entries))
+            priority=priority is not None, **_entry_arrays(self.entries, self.preempt_s))
         return self._arrays
 
     def relinked(self, duration: np.ndarray, entries: list, preempt_s: float) -> Engine:
@@ -393,9 +394,9 @@ class Engine:
         the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded) and preemptions
         costing ``preempt_s``: the same graph on another network (:mod:`sysmodel.graph_template`)."""
         eng = self.retimed(duration)
-        eng.preempt_s = float(preempt_s)
+        eng.preempt_s = _checked_preempt(preempt_s)
         eng._entry_of, eng.entries = {}, list(entries)
-        eng._arrays = dataclasses.replace(eng._arrays, preempt_s=eng.preempt_s, **_entry_arrays(eng.entries))
+        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s))
         return eng
 
 
@@ -492,16 +493,44 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     return flat
 
 
-def _entry_arrays(entries: list) -> dict:
+def _entry_arrays(entries: list, preempt_s) -> dict:
     """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
-    bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares."""
+    bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares;
+    and the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`)."""
     found = [_array_entry(loads, bw) for loads, bw in entries]
+    n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     return dict(
         alone=np.array([f[0] for f in found], dtype=np.float64),
         link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
-        n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0))
+        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links))
+
+
+def _checked_preempt(preempt_s):
+    """``preempt_s`` (a number or one cost per link) as a float or a float array, each >= 0."""
+    if np.ndim(preempt_s) == 0:
+        value = float(preempt_s)
+        if not value >= 0:
+            raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
+        return value
+    costs = np.asarray(preempt_s, dtype=np.float64)
+    if costs.ndim != 1 or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
+        raise FredError(f"preempt_s must be a number >= 0 or one finite cost >= 0 per link, got {preempt_s!r}")
+    return costs
+
+
+def preempt_per_link(preempt_s, n_links: int) -> np.ndarray:
+    """The cost of a preemption on each of ``n_links`` links (s): ``preempt_s`` on every link
+    when it is a number, else its first ``n_links`` entries; an empty array when no link's
+    preemption costs anything (the loops then skip the check). A per-link array shorter than
+    the links the transfers load is an error naming both lengths."""
+    if np.ndim(preempt_s) == 0:
+        return np.full(n_links, float(preempt_s)) if preempt_s > 0 else np.zeros(0)
+    costs = np.asarray(preempt_s, dtype=np.float64)
+    if len(costs) < n_links:
+        raise FredError(f"preempt_s has a cost for {len(costs)} links; the transfers load {n_links}")
+    return costs[:n_links].copy() if np.any(costs[:n_links] > 0) else np.zeros(0)
 
 
 def _array_entry(loads, bw) -> tuple:

@@ -56,7 +56,7 @@ class StageEngine(Engine):
     waits for every communication task added since: communication never overlaps compute
     (although one stage's communication may overlap another stage's compute)."""
 
-    def __init__(self, *, blocking: bool, priority: dict | None = None, preempt_s: float = 0.0):
+    def __init__(self, *, blocking: bool, priority: dict | None = None, preempt_s=0.0):
         super().__init__(priority=priority, preempt_s=preempt_s)
         self.blocking = blocking
         self._last_compute: dict[int, int] = {}
