@@ -156,9 +156,13 @@ class _GeneratedBy(InputModel):
     date: Annotated[str, Field(min_length=1)]
 
 
+class _MeasuredPoint(_Point):
+    model_config = ConfigDict(extra="allow")     # the traffic it was measured with: not checked
+
+
 class _PreemptionPoint(InputModel):
     model_config = ConfigDict(extra="allow")     # the other figures of measure_preemption
-    point: _Point
+    point: _MeasuredPoint
     latency_cycles: NonNegativeNumber
     select_cycles: NonNegativeNumber
     reconfiguration_cycles_busy: NonNegativeNumber
@@ -241,7 +245,8 @@ def _preemption_points(block, source: str) -> dict:
             raise FredError(f"{source}: 'packet_switch.preemption_points.{name}': "
                             f"reconfiguration_cycles_busy ({entry.reconfiguration_cycles_busy}) is "
                             f"below reconfiguration_cycles_idle ({entry.reconfiguration_cycles_idle})")
-        out[name] = {"point": point.model_dump(), **{k: float(getattr(entry, k)) for k in PREEMPTION_POINT_FIELDS}}
+        out[name] = {"point": {"ports": point.ports, "middle": point.middle, "dtype": point.dtype},
+                     **{k: float(getattr(entry, k)) for k in PREEMPTION_POINT_FIELDS}}
     return out
 
 
