@@ -134,7 +134,11 @@ class Engine:
         #: :mod:`sysmodel.graph_template`), else None
         self.sources: list = []
         # the columns, one entry per task (dependencies: their count, and all of them in a row)
+        # names: made only when read (traces, task objects, errors; no figure reads them):
+        # ``_name`` holds the names made so far, ``_name_parts`` those of the tasks after them,
+        # a name or a function giving a block's names per appended task or block (:meth:`names`)
         self._name: list[str] = []
+        self._name_parts: list = []
         self._duration: list[float] = []
         self._category: list[str] = []
         self._npu: list = []
@@ -151,6 +155,18 @@ class Engine:
 
     def __len__(self) -> int:
         return len(self._duration)
+
+    def names(self) -> list[str]:
+        """Every task's name, in task order (made on first read from the parts appended since)."""
+        if self._name_parts:
+            made = self._name
+            for part in self._name_parts:
+                if type(part) is str:
+                    made.append(part)
+                else:
+                    made.extend(part())
+            self._name_parts = []
+        return self._name
 
     @property
     def tasks(self) -> list[Task]:
@@ -170,7 +186,7 @@ class Engine:
         ptr = [0, *itertools.accumulate(self._dep_count)]
         flat = self._dep_flat
         deps = [tuple(flat[ptr[i]:ptr[i + 1]]) for i in range(n)]
-        tasks = [Task(*fields) for fields in zip(self._name, resource, self._duration, deps,
+        tasks = [Task(*fields) for fields in zip(self.names(), resource, self._duration, deps,
                                                  self._category, self._npu, loads, bw)]
         if self._times is not None:
             for task, s, e in zip(tasks, *self._times):
@@ -218,7 +234,7 @@ class Engine:
         """Append a task whose duration (a number) and dependencies (a tuple of earlier task
         ids) are already checked: :meth:`add` after its checks, or a builder's fast path."""
         n = len(self._duration)
-        self._name.append(name)
+        self._name_parts.append(name)
         self._duration.append(float(duration))
         self._category.append(category)
         self._npu.append(npu)
@@ -237,7 +253,8 @@ class Engine:
         """Append ``block``'s tasks (named ``prefix`` + its names), its first task after
         ``first_deps`` (checked task ids); returns the number of its first task."""
         t0 = len(self._duration)
-        self._name.extend(map(prefix.__add__, block.names))   # map: no Python frame per task
+        names = block.names
+        self._name_parts.append(lambda: map(prefix.__add__, names))
         self._duration.extend(block.duration)
         self._category.extend(block.category)
         self._npu.extend(block.npu)
@@ -271,8 +288,8 @@ class Engine:
         total = int(ends[-1])
         # the table row of every appended task
         src = np.repeat(table.start[which] - begins, sizes) + np.arange(total)
-        prefix = np.repeat(np.array(prefixes, dtype=object), sizes).tolist()
-        self._name.extend(map(str.__add__, prefix, table.names[src].tolist()))
+        self._name_parts.append(lambda: map(str.__add__, np.repeat(np.array(prefixes, dtype=object), sizes).tolist(),
+                                            table.names[src].tolist()))
         self._duration.extend(table.duration[src].tolist())
         self._category.extend(table.category[src].tolist())
         self._npu.extend(table.npu[src].tolist())
@@ -323,7 +340,7 @@ class Engine:
         if done != n:
             queue = [self.queues[r] for r in names]
             offset = [0, *itertools.accumulate(len(q) for q in queue)]
-            blocked = [self._name[queue[r][head[r] - offset[r]]] for r in range(len(names))
+            blocked = [self.names()[queue[r][head[r] - offset[r]]] for r in range(len(names))
                        if head[r] - offset[r] < len(queue[r])]
             raise FredError(f"task graph deadlocks: {n - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
@@ -335,7 +352,8 @@ class Engine:
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
         eng.queues = {r: list(q) for r, q in self.queues.items()}
         eng.sources = list(self.sources)
-        eng._name, eng._category, eng._npu = list(self._name), list(self._category), list(self._npu)
+        eng._name, eng._name_parts = list(self._name), list(self._name_parts)
+        eng._category, eng._npu = list(self._category), list(self._npu)
         eng._entry, eng._dep_count, eng._dep_flat = list(self._entry), list(self._dep_count), list(self._dep_flat)
         eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         duration = np.asarray(duration, dtype=np.float64)
