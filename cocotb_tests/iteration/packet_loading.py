@@ -14,10 +14,10 @@ from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
 from hdl.contracts.trace_program import PACKET_HEADER_REGS, loader_entries
 
-from .fred_loading import fred_configuration, switch_slots
+from .fred_loading import _phases_key
 
 __all__ = ["packet_iteration_format", "packet_online", "packet_header_writes", "packet_loader_entries",
-           "packet_switch_writes"]
+           "packet_slots", "packet_switch_writes"]
 
 
 def packet_online(programs: list) -> bool:
@@ -66,26 +66,33 @@ def packet_header_writes(program, request, packet, base: int) -> dict[int, list]
     return out
 
 
-def _header_bases(spec: FabricSpec, programs: list) -> list[int]:
-    """Per collective, the slot of its phase 0 at every switch that holds phases of it
-    (:func:`~cocotb_tests.iteration.fred_loading.switch_slots`: the distinct phase lists side by
-    side); FredError if two switches put it in different slots (a header names one)."""
-    slots = switch_slots(spec, programs)
-    bases = []
+def packet_slots(spec: FabricSpec, programs: list) -> tuple[dict, list[int]]:
+    """(the iteration's distinct stored programs -> (first slot, the first collective with it);
+    per collective, the slot of its phase 0). A header names one slot for every switch its
+    packets cross, so a collective's phases sit at the same slots at every switch: each
+    distinct program (its phases at all switches) takes the slots after the ones before it
+    (as many as its most phases at one switch) at every switch. FredError if they do not fit
+    ``default_phases()``."""
+    slots: dict = {}
+    bases, used = [], 0
     for k, program in enumerate(programs):
-        used = {slots[s][1][k] for s, phases in enumerate(program.switches) if phases}
-        if len(used) > 1:
-            raise FredError(f"collective {k} ({program.algorithm}) sits in slots {sorted(used)} at different "
-                            f"switches; a packet header names one slot")
-        bases.append(used.pop() if used else 0)
-    return bases
+        key = tuple(_phases_key(phases) for phases in program.switches)
+        if key not in slots:
+            slots[key] = (used, k)
+            used += max(len(phases) for phases in program.switches)
+            if used > default_phases():
+                raise FredError(f"the iteration's {len(slots)} distinct in-switch programs need {used} stored "
+                                f"phases at every switch (collective {k}: {program.algorithm}); a switch has "
+                                f"{default_phases()} slots")
+        bases.append(slots[key][0])
+    return slots, bases
 
 
 def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, packet) -> dict[int, list]:
     """Per rank, its program loader's entries for ``programs`` (of ``requests``) in order: the
     engine's writes (``stages`` deferred, as on the circuit fabric) and the header registers
     (:func:`packet_header_writes`), only those that change."""
-    bases = [0] * len(programs) if packet_online(programs) else _header_bases(spec, programs)
+    bases = [0] * len(programs) if packet_online(programs) else packet_slots(spec, programs)[1]
     headers = [packet_header_writes(p, r, packet, b) for p, r, b in zip(programs, requests, bases)]
     stages = frozenset({ENGINE_REGS.index("stages")})
     return {rank: loader_entries([{0: engine_writes(p.engines[rank]) + h[rank]} for p, h in zip(programs, headers)],
@@ -95,21 +102,23 @@ def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, pack
 
 def packet_switch_writes(spec: FabricSpec, programs: list) -> tuple[list, list]:
     """(configuration words ``[switch, slot, last, word]``, program writes ``[unit, register,
-    value]``) of the switches: every distinct phase list of the iteration at its slots
-    (:func:`~cocotb_tests.iteration.fred_loading.fred_configuration`) and its flow-port table
-    entries at the same slots; none for online unicasts."""
+    value]``) of the switches: every distinct stored program of the iteration at its slots
+    (:func:`packet_slots`) and its flow-port table entries at the same slots; none for online
+    unicasts."""
     from hdl.designs.fabric.packet_fabric_top import FLOW_PORT_REGS
     if packet_online(programs):
         return [], []
-    writes, done = [], set()
-    for s, (_, bases) in enumerate(switch_slots(spec, programs)):
-        unit = spec.endpoints + s
-        for program, base in zip(programs, bases):
-            if (s, base) in done:      # a phase list shared by several collectives: once
-                continue
-            done.add((s, base))
-            for k, n, partners, outputs in flow_port_entries(program)[s]:
+    config, writes = [], []
+    for base, first in packet_slots(spec, programs)[0].values():
+        program = programs[first]
+        for s, phases in enumerate(program.switches):
+            for k, phase in enumerate(phases):
+                words = phase.config.encode(32)
+                config += [[s, base + k, int(i == len(words) - 1), w] for i, w in enumerate(words)]
+        for s, entries in enumerate(flow_port_entries(program)):
+            unit = spec.endpoints + s
+            for k, n, partners, outputs in entries:
                 writes += [[unit, FLOW_PORT_REGS["partners"], partners], [unit, FLOW_PORT_REGS["outputs"], outputs],
                            [unit, FLOW_PORT_REGS["entry"], (base + k) << 8 | n]]
-    return fred_configuration(spec, programs), writes
+    return config, writes
 
