@@ -108,6 +108,8 @@ class PacketSwitch(wiring.Component):
             raise FredError(f"online must be a bool, got {online!r}")
         if ordered not in (False, True):
             raise FredError(f"ordered must be a bool, got {ordered!r}")
+        if online and ports < 3:
+            raise FredError(f"online routing needs ports >= 3, got {ports}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
@@ -200,9 +202,11 @@ class PacketSwitch(wiring.Component):
         P, nvc = self.ports, len(DATA_VCS)
         memory = m.submodules.config_memory = ConfigMemory(
             ports=P, middle=self.middle, phases=self.phases, word_width=self.word_width)
-        core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit)
+        core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit,
+                                                routed=self.online)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
-                                                online=self.online, ordered=self.ordered)
+                                                online=self.online, ordered=self.ordered,
+                                                middle=self.middle)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
@@ -224,12 +228,19 @@ class PacketSwitch(wiring.Component):
                          self.phase.ready.eq(memory.select.ready)]
         if self.online:
             # the default phase index: modes of the paths set up online
-            router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle)
+            router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle,
+                                                               held=True)
             m.d.comb += [
                 router.req.eq(cu.route_req), router.src.eq(cu.route_src),
                 router.dst.eq(cu.route_dst), cu.route_ok.eq(router.ok), router.rel.eq(cu.release),
+                router.in_block.eq(cu.in_block), router.out_block.eq(cu.out_block),
+                router.keep_out.eq(cu.route_keep), router.swap.eq(cu.swap),
+                cu.route_wire.eq(router.wire),
                 core.modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
+                core.use_route.eq(cu.online_mode),
             ]
+            for n in range(P):
+                m.d.comb += [router.swap_wire[n].eq(cu.swap_wire[n]), core.route[n].eq(cu.route[n])]
             for n in range(P):
                 m.d.comb += cu.out_last[n].eq(core.o[n].valid & core.o[n].ready
                                               & core.o[n].payload.last)
