@@ -116,9 +116,6 @@ class ControlUnit(wiring.Component):
                        or ports > 1 << packet.dest_bits):
             raise FredError(f"online routing needs phases <= {packet.online_phase} (got {phases}) "
                             f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
-        if online and ports < 3:
-            raise FredError(f"online routing needs ports >= 3 (input microswitches at the top "
-                            f"level), got {ports}")
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
@@ -133,7 +130,10 @@ class ControlUnit(wiring.Component):
             order = {"order_active": In(1), "order_slot": In(pw), "order_last": In(packet.seq_bits),
                      "order_vc": In(2), "order_restart": In(1), "order_advance": Out(1)}
         paths = {}
-        if self.online:
+        # several paths per input and paths behind others: P >= 3 (FredSwitch(routed)); a
+        # Fred_m(2) is one RD microswitch, where two paths of one input would be a broadcast
+        self.behind = self.online and ports >= 3
+        if self.behind:
             # held links and routes of the online paths (OnlineRouter(held=True), FredSwitch(routed))
             w = wire_bits(middle)
             paths = {"route": Out(w).array(ports), "route_keep": Out(1), "route_wire": In(w),
@@ -355,18 +355,40 @@ class ControlUnit(wiring.Component):
         cand, keep = Signal(P, name="route_cand"), Signal(P, name="route_cand_keep")
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
+            # without paths behind others, an input asks only when it owns none (P = 2)
+            alone = 1 if self.behind else ~_any([busy[o] & (src[o] == n) for o in range(P)])
             for o in range(P):
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
                                  path_ok[n].eq(live | mine),
-                                 cand[n].eq(run & match[n] & ~busy[o]),
-                                 keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
-                                            & ~self.release[o])]
+                                 cand[n].eq(run & match[n] & ~busy[o] & alone)]
+                    if self.behind:
+                        m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
+                                     keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
+                                                & ~self.release[o])]
         for n in reversed(range(P)):    # the lowest input index first
             with m.If(cand[n] | keep[n]):
                 m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
-                             self.route_dst.eq(heads[n].dest), self.route_keep.eq(keep[n])]
+                             self.route_dst.eq(heads[n].dest)]
+                if self.behind:
+                    m.d.comb += self.route_keep.eq(keep[n])
+        grant = self.route_req & self.route_ok
+        for n in range(P):
+            with m.If(grant & (self.route_src == n)):
+                m.d.sync += awaiting[n].eq(1)
+            with m.If(self.started[n] & awaiting[n]):
+                m.d.sync += awaiting[n].eq(0)
+        lanes = (self.route_keep, self.route_wire) if self.behind else (Const(0, 1), Const(0, w))
+        for o in range(P):
+            self._output_path(m, o, heads, grant, lanes, (busy, src, wire, flight),
+                              (pend, p_src, p_wire, p_flight))
+        if self.behind:
+            self._held_links(m, busy, src, wire, pend, p_src, p_wire)
+        return busy
+
+    def _held_links(self, m, busy, src, wire, pend, p_src, p_wire):
+        """``in_block`` / ``out_block`` for the request: the top-level links held by paths."""
+        P = self.ports
         # top-level links held by paths: from the requester's input microswitch (ports 2u, 2u+1;
         # the demux alone) and into the destination's output microswitch
         def link(cond, k):
@@ -378,22 +400,14 @@ class ControlUnit(wiring.Component):
             near = (self.route_dst >> 1) == (o >> 1)
             out_terms += [link(busy[o] & near, wire[o]), link(pend[o] & near, p_wire[o])]
         m.d.comb += [self.in_block.eq(_any(in_terms)), self.out_block.eq(_any(out_terms))]
-        grant = self.route_req & self.route_ok
-        for n in range(P):
-            with m.If(grant & (self.route_src == n)):
-                m.d.sync += awaiting[n].eq(1)
-            with m.If(self.started[n] & awaiting[n]):
-                m.d.sync += awaiting[n].eq(0)
-        for o in range(P):
-            self._output_path(m, o, heads, grant, (busy, src, wire, flight), (pend, p_src, p_wire, p_flight))
-        return busy
 
-    def _output_path(self, m, o, heads, grant, live, waiting):
+    def _output_path(self, m, o, heads, grant, request, live, waiting):
         """Output o's path and the one waiting behind it: count packets started on each, hand
         o over when the last of the current path's leaves, record a grant."""
         P = self.ports
         busy, src, wire, flight = live
         pend, p_src, p_wire, p_flight = waiting
+        keep, chosen = request
         inc, p_inc = Signal(name=f"path_inc{o}"), Signal(name=f"pend_inc{o}")
         for n in range(P):
             starts = self.started[n] & (heads[n].dest == o)
@@ -403,8 +417,9 @@ class ControlUnit(wiring.Component):
                 m.d.comb += p_inc.eq(pend[o] & starts)
         dec = Signal(name=f"path_dec{o}")
         m.d.comb += [dec.eq(busy[o] & self.out_last[o]),
-                     self.release[o].eq(dec & ~inc & (flight[o] == 1)),
-                     self.swap[o].eq(self.release[o] & pend[o]), self.swap_wire[o].eq(p_wire[o])]
+                     self.release[o].eq(dec & ~inc & (flight[o] == 1))]
+        if self.behind:
+            m.d.comb += [self.swap[o].eq(self.release[o] & pend[o]), self.swap_wire[o].eq(p_wire[o])]
         m.d.sync += [flight[o].eq(flight[o] + inc - dec), p_flight[o].eq(p_flight[o] + p_inc)]
         with m.If(self.release[o] & pend[o]):      # the waiting path takes the output
             m.d.sync += [src[o].eq(p_src[o]), wire[o].eq(p_wire[o]),
@@ -412,11 +427,11 @@ class ControlUnit(wiring.Component):
         with m.Elif(self.release[o]):
             m.d.sync += busy[o].eq(0)
         with m.If(grant & (self.route_dst == o)):
-            with m.If(self.route_keep):
-                m.d.sync += [pend[o].eq(1), p_src[o].eq(self.route_src), p_wire[o].eq(self.route_wire),
+            with m.If(keep):
+                m.d.sync += [pend[o].eq(1), p_src[o].eq(self.route_src), p_wire[o].eq(chosen),
                              p_flight[o].eq(0)]
             with m.Else():
-                m.d.sync += [busy[o].eq(1), src[o].eq(self.route_src), wire[o].eq(self.route_wire)]
+                m.d.sync += [busy[o].eq(1), src[o].eq(self.route_src), wire[o].eq(chosen)]
 
     def _drain_rule(self, m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok):
         """``drain_ok[n]``: input n's head packet may start while DRAINing (docs/switch.md,

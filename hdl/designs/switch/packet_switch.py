@@ -108,8 +108,6 @@ class PacketSwitch(wiring.Component):
             raise FredError(f"online must be a bool, got {online!r}")
         if ordered not in (False, True):
             raise FredError(f"ordered must be a bool, got {ordered!r}")
-        if online and ports < 3:
-            raise FredError(f"online routing needs ports >= 3, got {ports}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
@@ -202,8 +200,10 @@ class PacketSwitch(wiring.Component):
         P, nvc = self.ports, len(DATA_VCS)
         memory = m.submodules.config_memory = ConfigMemory(
             ports=P, middle=self.middle, phases=self.phases, word_width=self.word_width)
+        # paths behind others need input microswitches at the top level (P >= 3)
+        routed = self.online and P >= 3
         core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit,
-                                                routed=self.online)
+                                                routed=routed)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online, ordered=self.ordered,
                                                 middle=self.middle)
@@ -229,18 +229,19 @@ class PacketSwitch(wiring.Component):
         if self.online:
             # the default phase index: modes of the paths set up online
             router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle,
-                                                               held=True)
+                                                               held=routed)
             m.d.comb += [
                 router.req.eq(cu.route_req), router.src.eq(cu.route_src),
                 router.dst.eq(cu.route_dst), cu.route_ok.eq(router.ok), router.rel.eq(cu.release),
-                router.in_block.eq(cu.in_block), router.out_block.eq(cu.out_block),
-                router.keep_out.eq(cu.route_keep), router.swap.eq(cu.swap),
-                cu.route_wire.eq(router.wire),
                 core.modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
-                core.use_route.eq(cu.online_mode),
             ]
-            for n in range(P):
-                m.d.comb += [router.swap_wire[n].eq(cu.swap_wire[n]), core.route[n].eq(cu.route[n])]
+            if routed:
+                m.d.comb += [router.in_block.eq(cu.in_block), router.out_block.eq(cu.out_block),
+                             router.keep_out.eq(cu.route_keep), router.swap.eq(cu.swap),
+                             cu.route_wire.eq(router.wire), core.use_route.eq(cu.online_mode)]
+                for n in range(P):
+                    m.d.comb += [router.swap_wire[n].eq(cu.swap_wire[n]),
+                                 core.route[n].eq(cu.route[n])]
             for n in range(P):
                 m.d.comb += cu.out_last[n].eq(core.o[n].valid & core.o[n].ready
                                               & core.o[n].payload.last)
