@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["SCENARIOS", "scenario_classes", "ConcurrentCase", "build_concurrent_case",
+__all__ = ["SCENARIOS", "IO_SCENARIOS", "scenario_classes", "ConcurrentCase", "build_concurrent_case",
            "model_concurrent", "run_concurrent_case"]
 
 #: The scenarios ``fred fabric-sim --concurrent`` runs, and what each is.
@@ -30,7 +30,32 @@ SCENARIOS = {
                    "cycle DELAY, sharing the DP group's uplinks and L2 plane",
     "mp-dp-pp": "an MP all-reduce (size), a DP all-reduce (load size) and a PP multicast (size) "
                 "started together",
+    "dp-under-io": "an I/O controller's weight stream (io-broadcast of the load size, at the "
+                   "controller's rate, to NPU 1 of every L1 but the first) from cycle 0 and a DP "
+                   "all-reduce (size) from cycle DELAY, on the DP VC both, sharing every L1",
 }
+
+#: Scenarios with an I/O class: their fabric gets one I/O controller (endpoint ``npus``, on
+#: L1 0; docs/fabric_rtl.md, "I/O controllers") unless the spec names its own.
+IO_SCENARIOS = ("dp-under-io",)
+
+
+def _io_class(spec, load_size: int):
+    """The weight stream of ``dp-under-io``: controller 0 (endpoint ``npus``) broadcasts
+    ``load_size`` flits to NPU 1 of L1 1 .. L1 ``l1_count - 1`` (disjoint from the DP group of
+    :func:`_groups`, crossing the same L1s). Its VC is DP's (``TrafficClass`` kind ``io``):
+    FRED has four VCs, MP, DP, PP and control (shared spec FRED.md section 2), none for I/O,
+    and the model puts I/O streams on DP's level (docs/sysmodel.md, "Simplifications")."""
+    from hdl.compiler.concurrent_program import TrafficClass
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    if spec.io_controllers < 1:
+        raise FredError(f"scenario dp-under-io needs an I/O controller; {spec.name} has none "
+                        f"(io_controllers)")
+    k = spec.npus_per_l1
+    members = tuple(j * k + 1 for j in range(1, spec.l1_count))
+    return TrafficClass("io", "io", FabricRequest(
+        "io-broadcast", (FabricCollective("io-broadcast", members, spec.npus),), load_size,
+        f"I/O weight stream {spec.npus} -> {list(members)}"))
 
 
 def _groups(spec):
@@ -52,7 +77,9 @@ def _groups(spec):
 def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: int = 0):
     """The :class:`~hdl.compiler.concurrent_program.TrafficClass` es of ``scenario``
     (:data:`SCENARIOS`) on ``spec``: ``size`` flits for the MP (and PP) class, ``load_size``
-    for the DP load, ``delay`` cycles before the MP class starts (``mp-under-dp``)."""
+    for the DP load, ``delay`` cycles before the MP class starts (``mp-under-dp``); in
+    ``dp-under-io`` ``size`` flits for the DP all-reduce (from ``delay``) and ``load_size``
+    for the I/O stream (from cycle 0)."""
     from hdl.compiler.concurrent_program import TrafficClass
     from hdl.contracts.fabric import FabricCollective, FabricRequest
     if scenario not in SCENARIOS:
@@ -66,13 +93,20 @@ def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: i
         return FabricRequest(op, (coll,), flits, label)
     dp_class = TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
                                                 load_size, f"DP all-reduce of {list(dp)}"))
+    if scenario == "dp-under-io":
+        # the DP all-reduce first: its phase comes first in the switches' phase order on the
+        # DP VC (hdl/compiler/packet_fabric_program.py, phase_orders), so the continuous
+        # stream does not hold it back for its whole length
+        return [TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
+                                                 size, f"DP all-reduce of {list(dp)}"), delay=delay),
+                _io_class(spec, load_size)]
     if scenario == "mp-under-dp":
         return [dp_class, TrafficClass("mp", "mp", request(
             "all-reduce", FabricCollective("all-reduce", mp), size, f"MP all-reduce of {list(mp)}"),
             delay=delay)]
     if delay:
         raise FredError(f"scenario {scenario} starts every class together; --delay applies to "
-                        f"mp-under-dp")
+                        f"mp-under-dp and dp-under-io")
     if spec.npus_per_l1 < 3:
         raise FredError(f"scenario {scenario} needs >= 3 NPUs per L1 (its PP multicast uses NPU 2 "
                         f"of three L1s); {spec.name} has {spec.npus_per_l1}")
@@ -163,6 +197,8 @@ def build_concurrent_case(*, fabric: str, scenario: str, size: int, load_size: i
     from hdl.compiler.concurrent_program import concurrent_program
     from hdl.contracts.fabric import fabric_spec
     from sysmodel.fabric_model import fabric_platform
+    if scenario in IO_SCENARIOS:
+        spec_overrides.setdefault("io_controllers", 1)
     spec = fabric_spec(fabric, **spec_overrides)
     classes = scenario_classes(spec, scenario, size=size,
                                load_size=size if load_size is None else load_size, delay=delay)
@@ -191,8 +227,10 @@ def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressur
     if runner is None:
         from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric as runner
     spec, classes = case.spec, case.classes
-    total = sum(cls.request.size_flits + cls.delay for cls in classes)
-    watchdog = watchdog_cycles or 8 * total + 20_000
+    # a cycle budget: an I/O stream moves its flits at the controller's rate
+    total = sum(cls.request.size_flits / (min(spec.io_rate, 1) if cls.kind == "io" else 1)
+                + cls.delay for cls in classes)
+    watchdog = watchdog_cycles or int(8 * total) + 20_000
     program, request, vcs, delays, collective_class = concurrent_program(
         spec, classes, seed=seed, sink_backpressure=sink_backpressure)
     together = runner(spec, request, program=program, vcs=vcs, delays=delays, seed=seed,

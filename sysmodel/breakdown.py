@@ -9,6 +9,12 @@ I/O, DP, each taking only what the earlier ones left -- and what no communicatio
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
+
+import numpy as np
+
 from sysmodel.engine import Schedule, Timeline
 from sysmodel.task_graphs import stage_resource
 
@@ -25,24 +31,38 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     of it are ignored; tasks with no NPU, such as wafer-wide I/O streams, count for every stage).
     ``breakdown``: seconds of compute, of each of :data:`COMM_CATEGORIES` and of ``bubble``;
     ``comm_busy``: seconds each category's tasks of the stage run, exposed or not; ``stage``:
-    the stage chosen."""
+    the stage chosen. The interval sweeps run over numpy arrays; every sum is taken in the
+    order the plain sweep (one interval at a time) took it, so the figures are its own to the
+    last bit (tests/sysmodel/test_breakdown.py)."""
     timeline = schedule.timeline()
     s, busy, compute = _busiest_stage(timeline, stages)
     npu = representative(s)
-    idle = _gaps([(timeline.start[i], timeline.end[i]) for i in compute], schedule.makespan)
+    start, end = timeline.start, timeline.end
+    idle = _gaps(_floats(start, compute), _floats(end, compute), schedule.makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
-    by_category: dict[str, list] = {c: [] for c in COMM_CATEGORIES}   # one pass over the tasks
-    for i, (category, on) in enumerate(zip(timeline.category, timeline.npu)):
-        if category in by_category and on in (None, npu):
-            by_category[category].append(i)
-    start, end, duration = timeline.start, timeline.end, timeline.duration
+    # the stage's tasks (its NPU's, and those of no NPU), then each category's among them:
+    # filters run by map/compress, without a Python frame per task
+    mine = list(itertools.compress(range(len(start)), map({None, npu}.__contains__, timeline.npu)))
+    kinds = list(map(timeline.category.__getitem__, mine))
+    duration = timeline.duration
     for category in COMM_CATEGORIES:
-        mine = by_category[category]
-        comm_busy[category] = sum([duration[i] for i in mine])
-        breakdown[category], idle = _overlap(idle, _union([(start[i], end[i]) for i in mine]))
-    breakdown["bubble"] = sum(b - a for a, b in idle)
+        tasks = list(itertools.compress(mine, map(operator.eq, kinds, itertools.repeat(category))))
+        comm_busy[category] = sum([duration[i] for i in tasks])
+        if tasks and len(idle[0]):
+            breakdown[category], idle = _overlap(idle, _union(_floats(start, tasks), _floats(end, tasks)))
+        else:
+            breakdown[category] = 0.0   # what the sweep gives: nothing covered, idle unchanged
+    breakdown["bubble"] = sum((idle[1] - idle[0]).tolist())
     return breakdown, comm_busy, s
+
+
+def _floats(column: list, tasks: list) -> np.ndarray:
+    """``column``'s values of ``tasks`` (task numbers) as an array."""
+    if not tasks:
+        return np.zeros(0)
+    return np.array(operator.itemgetter(*tasks)(column) if len(tasks) > 1 else [column[tasks[0]]],
+                    dtype=np.float64)
 
 
 def _busiest_stage(timeline: Timeline, stages: int):
@@ -58,54 +78,70 @@ def _busiest_stage(timeline: Timeline, stages: int):
     return best
 
 
-def _union(intervals) -> list[list[float]]:
-    """Sorted, disjoint union of (start, end) intervals (empty ones dropped)."""
-    out = []
-    for a, b in sorted(intervals):
-        if b <= a:
-            continue
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, disjoint union of the intervals [``start[i]``, ``end[i]``] (empty ones dropped),
+    as (starts, ends). Sorted by start, an interval opens a new piece exactly when it starts
+    after every earlier one has ended, and a piece ends at the running maximum of the ends
+    (comparisons and maxima only: exact)."""
+    kept = end > start
+    a, b = start[kept], end[kept]
+    order = a.argsort(kind="stable")
+    a, b = a[order], b[order]
+    if not len(a):
+        return a, b
+    reach = np.maximum.accumulate(b)
+    opens = np.empty(len(a), dtype=bool)
+    opens[0] = True
+    np.greater(a[1:], reach[:-1], out=opens[1:])
+    first = opens.nonzero()[0]
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = len(a) - 1
+    return a[first], reach[last]
 
 
-def _overlap(segments, intervals) -> tuple[float, list]:
-    """Portions of ``segments`` covered by ``intervals`` (both sorted, disjoint unions); returns
-    (covered, rest). One sweep over both: intervals that end before a segment starts are
-    passed for good, and none after one that starts past a segment's end is looked at."""
-    covered, rest = 0.0, []
-    j, n = 0, len(intervals)
-    for a, b in segments:
-        while j < n and intervals[j][1] <= a:
-            j += 1
-        cur = a
-        for k in range(j, n):
-            x, y = intervals[k]
-            if x >= b:
-                break   # sorted: every later interval starts past the segment too
-            if y <= cur:
-                continue
-            if x > cur:
-                rest.append([cur, x])
-            lo, hi = max(cur, x), min(b, y)
-            covered += hi - lo
-            cur = hi
-            if cur >= b:
-                break
-        if cur < b:
-            rest.append([cur, b])
-    return covered, rest
+def _overlap(segments: tuple[np.ndarray, np.ndarray], intervals: tuple[np.ndarray, np.ndarray]) -> tuple[float, tuple]:
+    """Portions of ``segments`` covered by ``intervals`` (both sorted, disjoint unions, as
+    (starts, ends)); returns (covered, rest). Segment ``i`` meets the intervals from the first
+    that ends after it starts to the last that starts before it ends; each meeting covers
+    [max of the starts, min of the ends], and what lies between the covered pieces of a
+    segment is its rest. ``covered`` adds the pieces segment by segment, left to right, one
+    at a time (the order of a sweep over both lists)."""
+    seg_lo, seg_hi = segments
+    iv_lo, iv_hi = intervals
+    first = iv_hi.searchsorted(seg_lo, side="right")
+    count = np.maximum(iv_lo.searchsorted(seg_hi, side="left") - first, 0)
+    before = count.cumsum() - count                   # pieces of the earlier segments
+    total = int(before[-1] + count[-1]) if len(count) else 0
+    seg = np.repeat(np.arange(len(seg_lo)), count)   # the segment of each piece
+    within = np.arange(total) - before[seg]           # its number within the segment
+    k = first[seg] + within                           # the interval it comes from
+    lo = np.maximum(seg_lo[seg], iv_lo[k])
+    hi = np.minimum(seg_hi[seg], iv_hi[k])
+    covered = functools.reduce(operator.add, (hi - lo).tolist(), 0.0)
+    # per segment: its start, then each piece's end; each piece's start, then its end
+    at = np.arange(len(seg_lo)) + before
+    rest_lo = np.empty(len(seg_lo) + total)
+    rest_hi = np.empty(len(seg_lo) + total)
+    rest_lo[at] = seg_lo
+    rest_lo[at[seg] + 1 + within] = hi
+    rest_hi[at[seg] + within] = lo
+    rest_hi[at + count] = seg_hi
+    open_ = rest_lo < rest_hi
+    return covered, (rest_lo[open_], rest_hi[open_])
 
 
-def _gaps(intervals, makespan: float) -> list[list[float]]:
-    """Intervals in [0, makespan] covered by none of ``intervals`` ((start, end) pairs)."""
-    gaps, cur = [], 0.0
-    for start, end in sorted(intervals, key=lambda se: se[0]):
-        if start > cur:
-            gaps.append([cur, start])
-        cur = max(cur, end)
-    if cur < makespan:
-        gaps.append([cur, makespan])
-    return gaps
+def _gaps(start: np.ndarray, end: np.ndarray, makespan: float) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals in [0, ``makespan``] covered by none of [``start[i]``, ``end[i]``], as
+    (starts, ends): taken by start, an interval leaves a gap before it when it starts after
+    every earlier one (and 0) has ended."""
+    order = start.argsort(kind="stable")
+    a, b = start[order], end[order]
+    reach = np.empty(len(a) + 1)
+    reach[0] = 0.0
+    np.maximum.accumulate(np.maximum(b, 0.0), out=reach[1:])
+    gap = a > reach[:-1]
+    lo, hi = reach[:-1][gap], a[gap]
+    if reach[-1] < makespan:
+        lo, hi = np.concatenate((lo, reach[-1:])), np.concatenate((hi, [makespan]))
+    return lo, hi

@@ -41,7 +41,7 @@ from sysmodel.engine_reference import run_reference
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
-__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable"]
+__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link"]
 
 
 @dataclass(slots=True)
@@ -116,24 +116,29 @@ class Engine:
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
     is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
 
-    def __init__(self, *, priority: dict | None = None, preempt_s: float = 0.0):
+    def __init__(self, *, priority: dict | None = None, preempt_s=0.0):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
         ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
         is being served on a link it uses (a FRED switch drains the packets in flight and
         selects the higher phase; a lower transfer that starts at the same instant, or waits
         behind a higher level, has none in flight); only with ``priority``. On FRED fabrics
-        each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`)."""
-        if preempt_s < 0:
-            raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
+        each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
+        A number (every link alike) or an array with one cost per link of the transfers' loads
+        (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer
+        then pays the largest cost among the links where it preempts."""
         self.priority = dict(priority) if priority else None
-        self.preempt_s = float(preempt_s)
+        self.preempt_s = _checked_preempt(preempt_s)
         self.queues: dict[str, list[int]] = {}
         #: per task, where its duration came from when a compute timer gave it (see
         #: :mod:`sysmodel.graph_template`), else None
         self.sources: list = []
         # the columns, one entry per task (dependencies: their count, and all of them in a row)
+        # names: made only when read (traces, task objects, errors; no figure reads them):
+        # ``_name`` holds the names made so far, ``_name_parts`` those of the tasks after them,
+        # a name or a function giving a block's names per appended task or block (:meth:`names`)
         self._name: list[str] = []
+        self._name_parts: list = []
         self._duration: list[float] = []
         self._category: list[str] = []
         self._npu: list = []
@@ -150,6 +155,18 @@ class Engine:
 
     def __len__(self) -> int:
         return len(self._duration)
+
+    def names(self) -> list[str]:
+        """Every task's name, in task order (made on first read from the parts appended since)."""
+        if self._name_parts:
+            made = self._name
+            for part in self._name_parts:
+                if type(part) is str:
+                    made.append(part)
+                else:
+                    made.extend(part())
+            self._name_parts = []
+        return self._name
 
     @property
     def tasks(self) -> list[Task]:
@@ -169,7 +186,7 @@ class Engine:
         ptr = [0, *itertools.accumulate(self._dep_count)]
         flat = self._dep_flat
         deps = [tuple(flat[ptr[i]:ptr[i + 1]]) for i in range(n)]
-        tasks = [Task(*fields) for fields in zip(self._name, resource, self._duration, deps,
+        tasks = [Task(*fields) for fields in zip(self.names(), resource, self._duration, deps,
                                                  self._category, self._npu, loads, bw)]
         if self._times is not None:
             for task, s, e in zip(tasks, *self._times):
@@ -217,7 +234,7 @@ class Engine:
         """Append a task whose duration (a number) and dependencies (a tuple of earlier task
         ids) are already checked: :meth:`add` after its checks, or a builder's fast path."""
         n = len(self._duration)
-        self._name.append(name)
+        self._name_parts.append(name)
         self._duration.append(float(duration))
         self._category.append(category)
         self._npu.append(npu)
@@ -236,7 +253,8 @@ class Engine:
         """Append ``block``'s tasks (named ``prefix`` + its names), its first task after
         ``first_deps`` (checked task ids); returns the number of its first task."""
         t0 = len(self._duration)
-        self._name.extend(map(prefix.__add__, block.names))   # map: no Python frame per task
+        names = block.names
+        self._name_parts.append(lambda: map(prefix.__add__, names))
         self._duration.extend(block.duration)
         self._category.extend(block.category)
         self._npu.extend(block.npu)
@@ -270,8 +288,8 @@ class Engine:
         total = int(ends[-1])
         # the table row of every appended task
         src = np.repeat(table.start[which] - begins, sizes) + np.arange(total)
-        prefix = np.repeat(np.array(prefixes, dtype=object), sizes).tolist()
-        self._name.extend(map(str.__add__, prefix, table.names[src].tolist()))
+        self._name_parts.append(lambda: map(str.__add__, np.repeat(np.array(prefixes, dtype=object), sizes).tolist(),
+                                            table.names[src].tolist()))
         self._duration.extend(table.duration[src].tolist())
         self._category.extend(table.category[src].tolist())
         self._npu.extend(table.npu[src].tolist())
@@ -322,7 +340,7 @@ class Engine:
         if done != n:
             queue = [self.queues[r] for r in names]
             offset = [0, *itertools.accumulate(len(q) for q in queue)]
-            blocked = [self._name[queue[r][head[r] - offset[r]]] for r in range(len(names))
+            blocked = [self.names()[queue[r][head[r] - offset[r]]] for r in range(len(names))
                        if head[r] - offset[r] < len(queue[r])]
             raise FredError(f"task graph deadlocks: {n - done} tasks never ran; "
                             f"blocked at {', '.join(blocked[:6])}")
@@ -334,7 +352,8 @@ class Engine:
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
         eng.queues = {r: list(q) for r, q in self.queues.items()}
         eng.sources = list(self.sources)
-        eng._name, eng._category, eng._npu = list(self._name), list(self._category), list(self._npu)
+        eng._name, eng._name_parts = list(self._name), list(self._name_parts)
+        eng._category, eng._npu = list(self._category), list(self._npu)
         eng._entry, eng._dep_count, eng._dep_flat = list(self._entry), list(self._dep_count), list(self._dep_flat)
         eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         duration = np.asarray(duration, dtype=np.float64)
@@ -385,7 +404,7 @@ class Engine:
             queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
-            priority=priority is not None, preempt_s=self.preempt_s, **_entry_arrays(self.entries))
+            priority=priority is not None, **_entry_arrays(self.entries, self.preempt_s))
         return self._arrays
 
     def relinked(self, duration: np.ndarray, entries: list, preempt_s: float) -> Engine:
@@ -393,9 +412,9 @@ class Engine:
         the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded) and preemptions
         costing ``preempt_s``: the same graph on another network (:mod:`sysmodel.graph_template`)."""
         eng = self.retimed(duration)
-        eng.preempt_s = float(preempt_s)
+        eng.preempt_s = _checked_preempt(preempt_s)
         eng._entry_of, eng.entries = {}, list(entries)
-        eng._arrays = dataclasses.replace(eng._arrays, preempt_s=eng.preempt_s, **_entry_arrays(eng.entries))
+        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s))
         return eng
 
 
@@ -492,16 +511,44 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     return flat
 
 
-def _entry_arrays(entries: list) -> dict:
+def _entry_arrays(entries: list, preempt_s) -> dict:
     """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
-    bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares."""
+    bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares;
+    and the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`)."""
     found = [_array_entry(loads, bw) for loads, bw in entries]
+    n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     return dict(
         alone=np.array([f[0] for f in found], dtype=np.float64),
         link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
-        n_links=max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0))
+        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links))
+
+
+def _checked_preempt(preempt_s):
+    """``preempt_s`` (a number or one cost per link) as a float or a float array, each >= 0."""
+    if np.ndim(preempt_s) == 0:
+        value = float(preempt_s)
+        if not value >= 0:
+            raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
+        return value
+    costs = np.asarray(preempt_s, dtype=np.float64)
+    if costs.ndim != 1 or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
+        raise FredError(f"preempt_s must be a number >= 0 or one finite cost >= 0 per link, got {preempt_s!r}")
+    return costs
+
+
+def preempt_per_link(preempt_s, n_links: int) -> np.ndarray:
+    """The cost of a preemption on each of ``n_links`` links (s): ``preempt_s`` on every link
+    when it is a number, else its first ``n_links`` entries; an empty array when no link's
+    preemption costs anything (the loops then skip the check). A per-link array shorter than
+    the links the transfers load is an error naming both lengths."""
+    if np.ndim(preempt_s) == 0:
+        return np.full(n_links, float(preempt_s)) if preempt_s > 0 else np.zeros(0)
+    costs = np.asarray(preempt_s, dtype=np.float64)
+    if len(costs) < n_links:
+        raise FredError(f"preempt_s has a cost for {len(costs)} links; the transfers load {n_links}")
+    return costs[:n_links].copy() if np.any(costs[:n_links] > 0) else np.zeros(0)
 
 
 def _array_entry(loads, bw) -> tuple:

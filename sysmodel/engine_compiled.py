@@ -72,7 +72,9 @@ class GraphArrays:
     or -1 for a fixed duration), ``level`` (priority level per task), ``alone`` (per entry, its
     busiest-link time alone), ``link_ptr``/``links``/``share`` (CSR per entry: the links it
     loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
-    apply), ``preempt_s``."""
+    apply), ``preempt_s`` (per link, what a preemption on it costs, s: a transfer that starts
+    while a lower level is served on links it uses pays the largest of those links' costs; an
+    empty array when no preemption costs anything)."""
 
     duration: np.ndarray
     resource: np.ndarray
@@ -90,7 +92,7 @@ class GraphArrays:
     share: np.ndarray
     n_links: int
     priority: bool
-    preempt_s: float
+    preempt_s: np.ndarray
 
 
 def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -136,7 +138,7 @@ def warm_up() -> tuple[float, bool]:
         dependents_ptr=np.zeros(3, dtype=np.int64), dependents=np.zeros(0, dtype=np.int64),
         queue_ptr=np.array([0, 1, 2]), queue=np.array([0, 1]), first_tries=np.array([0, 1]),
         entry=np.array([-1, 0]), level=np.array([0, 1]), alone=one, link_ptr=np.array([0, 1]),
-        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=0.0))
+        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=np.zeros(0)))
     return time.perf_counter() - start, sum(_run.stats.cache_misses.values()) > misses
 
 
@@ -324,23 +326,25 @@ SERVED = 1e-6
 
 
 @njit(cache=True)
-def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone):
-    """Whether a transfer of a lower level than ``tid``'s is being served on a link ``tid``
-    uses: one with a current rate above :data:`SERVED` of its speed alone (one that started
-    at this instant has no packet in flight yet, one that waits behind a higher level has
-    none either: nothing to drain). ``mark``: per link, scratch stamps; ``stamp`` is new for
-    this call."""
+def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone,
+               preempt_s):
+    """What ``tid`` pays for preempting: the largest ``preempt_s`` of the links it uses on
+    which a transfer of a lower level is being served -- one with a current rate above
+    :data:`SERVED` of its speed alone (one that started at this instant has no packet in
+    flight yet, one that waits behind a higher level has none either: nothing to drain); 0
+    when there is none. ``mark``: per link, scratch stamps; ``stamp`` is new for this call."""
     e = entry[tid]
     for p in range(link_ptr[e], link_ptr[e + 1]):
         mark[links[p]] = stamp
+    cost = 0.0
     for a in range(n_act):
         other = act[a]
         if level[other] < level[tid] and rated[other] and rate[other] * alone[entry[other]] > SERVED:
             o = entry[other]
             for p in range(link_ptr[o], link_ptr[o + 1]):
-                if mark[links[p]] == stamp:
-                    return True
-    return False
+                if mark[links[p]] == stamp and preempt_s[links[p]] > cost:
+                    cost = preempt_s[links[p]]
+    return cost
 
 
 @njit(cache=True)
@@ -495,10 +499,9 @@ def _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry
     appended to the active transfers; returns their new count."""
     e = entry[tid]
     latency[tid] = max(0.0, duration[tid] - alone[e])
-    if priority and preempt_s > 0.0 and n_act > 0:
-        if _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, tid + 1,   # a fresh stamp
-                      rate, rated, alone):
-            latency[tid] += preempt_s
+    if priority and preempt_s.shape[0] > 0 and n_act > 0:
+        latency[tid] += _preempted(tid, act, n_act, entry, level, link_ptr, links, mark,
+                                   tid + 1, rate, rated, alone, preempt_s)   # tid + 1: a fresh stamp
     act[n_act] = tid
     frac[tid] = 1.0
     rated[tid] = False

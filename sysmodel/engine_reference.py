@@ -61,12 +61,15 @@ def run_reference(engine):
             t_alone = float((task.loads / task.bw).max())
             alone[tid] = t_alone
             latency[tid] = max(0.0, task.duration - t_alone)
-            if levels is not None and preempt_s > 0.0:
+            if levels is not None:
                 # a lower-level transfer being served on a link this one uses is preempted (one
-                # started at this instant, or waiting behind a higher level, has nothing in flight)
-                if any(levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED
-                       and np.any((task.loads > 0) & (tasks[other].loads > 0)) for other in flows):
-                    latency[tid] += preempt_s
+                # started at this instant, or waiting behind a higher level, has nothing in
+                # flight): the largest cost of the links where that happens
+                latency[tid] += max((_link_cost(preempt_s, link)
+                                     for other in flows
+                                     if levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED
+                                     for link in np.flatnonzero((task.loads > 0) & (tasks[other].loads > 0))),
+                                    default=0.0)
             flows[tid] = 1.0
 
     def finish(tid: int) -> None:
@@ -158,3 +161,9 @@ def _fill(demand, capacity, factor, active):
             active.discard(i)
         capacity = np.maximum(capacity, 0.0)
     return capacity
+
+
+def _link_cost(preempt_s, link: int) -> float:
+    """What a preemption on ``link`` costs: ``preempt_s`` itself when it is a number, else its
+    entry for that link (:class:`sysmodel.engine.Engine`)."""
+    return float(preempt_s) if np.ndim(preempt_s) == 0 else float(preempt_s[link])

@@ -171,10 +171,11 @@ class GraphTemplate:
             return None       # a transfer's time is not its key's (changed by a builder)
         return task_key, keys, entry_key, [_kind(timed[key]) for key in keys]
 
-    def on_network(self, compute, comm, preempt_s: float, plan) -> Engine | None:
+    def on_network(self, compute, comm, preempt_s, plan) -> Engine | None:
         """A fresh engine with this graph on ``comm``'s network (``comm``: a new memoising
         :class:`~sysmodel.comm_timing.CommTimer` of ``plan``; it times every communication
-        task again), compute tasks timed by ``compute``, preemptions costing ``preempt_s``;
+        task again), compute tasks timed by ``compute``, preemptions costing ``preempt_s`` (a
+        number, or one cost per link of that network: :class:`~sysmodel.engine.Engine`);
         None where the graph on that network is not this one (module docstring), or where
         ``plan`` is not the plan the graph was built for (its stages, microbatches, memory)."""
         if self.plan_shape is None or plan_shape(plan) != self.plan_shape:

@@ -19,9 +19,12 @@ expected but missing is an error, and so is a malformed one. The model uses
   training iteration (``training.iterations`` in the platform);
 * ``flit_bytes``: transfers through FRED switches move whole flits (each chunk is rounded up);
 * ``clock_mhz`` converts cycles to seconds;
-* the optional ``packet_switch`` block's ``reconfiguration_cycles_busy``: what a preemption costs
-  the preempting transfer (``preemption_cycles``; the engine's MP > PP > DP priority on FRED);
-  its ``reconfiguration_cycles_idle - select_cycles`` and ``latency_cycles`` (beyond the
+* the optional ``packet_switch`` block's ``reconfiguration_cycles_busy -
+  reconfiguration_cycles_idle`` at this switch's design (its ``preemption_points``; the block's
+  reference point when the design was not measured): what a preemption costs the preempting
+  transfer beyond the select it pays at an idle switch too, i.e. the drain of the lower
+  phase's packets in flight (``preemption_cycles``; the engine's MP > PP > DP priority on FRED,
+  :mod:`sysmodel.preemption`); its ``reconfiguration_cycles_idle - select_cycles`` and ``latency_cycles`` (beyond the
   circuit switch's at the same point): the header-driven select's control cycles and the input
   VC buffer's latency, used when phases are selected by headers (``[fred] phase_select``).
 
@@ -71,10 +74,19 @@ class SwitchTiming:
     #: cycles of a phase select on an idle switch (the configuration copy); None when the
     #: characterization does not say (then a select costs ``phase_switch_cycles``)
     select_copy_cycles: float | None = None
-    #: cycles a preemption costs the preempting (higher-priority) transfer beyond the switch
-    #: latency: draining the packets in flight, the select and its settle cycle (the packet
-    #: switch's ``reconfiguration_cycles_busy``; 0 when the file has no ``packet_switch`` block)
+    #: cycles a preemption at this switch costs the preempting (higher-priority) transfer beyond
+    #: what it pays at an idle switch (whose select its time alone already counts): the drain
+    #: of the lower phase's packets in flight, measured as the packet switch's
+    #: ``reconfiguration_cycles_busy - reconfiguration_cycles_idle`` on this design (0 when the
+    #: file has no ``packet_switch`` block)
     preemption_cycles: float = 0.0
+    #: the design ``preemption_cycles`` was measured on (``Fred_3(8) int32``; "" without a
+    #: ``packet_switch`` block); another design than ``design`` when this one's preemption was
+    #: not measured (the block's reference point stands in for it)
+    preemption_design: str = ""
+    #: flits per data packet of that measurement (a packet in flight on a slower link drains
+    #: at that link's rate, :func:`sysmodel.preemption.preemption_costs`)
+    preemption_packet_flits: int = 0
     #: packet switch (header-selected phases): cycles its control unit adds to a select on an
     #: idle switch beyond the configuration copy (the DRAIN check and SETTLE cycle), and the
     #: cycles its input VC buffer adds to the first-flit latency; both measured by ``fred
@@ -195,7 +207,7 @@ def load_chiplet_timings(chiplets: dict, path: str | Path | None = None, *,
                 f"{platform}; measured points: {have}). Measure it with `fred characterize --ports "
                 f"{point['ports']} --middle {point['middle']} --dtypes {point['dtype']} --chiplets '' "
                 f"--cost none --merge`, or name a characterization that has it (--characterization)")
-        out[level] = _timing(characterization, shipped=shipped, values=values, design=design)
+        out[level] = _timing(characterization, shipped=shipped, values=values, design=design, point=point)
     return out
 
 
@@ -209,15 +221,34 @@ def parse_characterization(data, *, source: str = "<json>") -> SwitchTiming:
     return _timing(hdl_parse_characterization(data, source=source), shipped=False)
 
 
-def _timing(characterization, *, shipped: bool, values: dict | None = None, design: str = "") -> SwitchTiming:
+def _timing(characterization, *, shipped: bool, values: dict | None = None, design: str = "",
+            point: dict | None = None) -> SwitchTiming:
     made = characterization.generated_by or {}
     generated_by = f"{made['command']} ({made['date']})" if made else ""
     packet = characterization.packet_switch or {}
     return SwitchTiming(**(characterization.switch if values is None else values),
                         source=characterization.source, shipped=shipped,
                         generated_by=generated_by, design=design,
-                        preemption_cycles=packet.get("reconfiguration_cycles_busy", 0.0),
+                        **_preemption(characterization, point if values is not None else characterization.point),
                         **_packet_switch_figures(characterization, packet))
+
+
+def _preemption(characterization, point: dict | None) -> dict:
+    """``preemption_cycles`` (the drain: busy minus idle reconfiguration), ``preemption_design``
+    and ``preemption_packet_flits`` of the design at ``point`` ({ports, middle, dtype}) from
+    the ``packet_switch`` block: its own measurement when the block has one, else the block's
+    reference point's; nothing without a block."""
+    if characterization.packet_switch is None:
+        return {}
+    figures, measured = None, point
+    if point is not None:
+        figures = characterization.preemption_at(**{k: point[k] for k in ("ports", "middle", "dtype")})
+    if figures is None:
+        figures, measured = characterization.packet_switch, characterization.packet_switch_point
+    packet_point = (characterization.document.get("packet_switch") or {}).get("point") or {}
+    return {"preemption_cycles": figures["reconfiguration_cycles_busy"] - figures["reconfiguration_cycles_idle"],
+            "preemption_design": chiplet_name(measured) if measured else "the packet_switch block's point",
+            "preemption_packet_flits": int(packet_point.get("packet_flits", 0))}
 
 
 def _packet_switch_figures(characterization, packet: dict) -> dict:

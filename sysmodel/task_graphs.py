@@ -56,7 +56,7 @@ class StageEngine(Engine):
     waits for every communication task added since: communication never overlaps compute
     (although one stage's communication may overlap another stage's compute)."""
 
-    def __init__(self, *, blocking: bool, priority: dict | None = None, preempt_s: float = 0.0):
+    def __init__(self, *, blocking: bool, priority: dict | None = None, preempt_s=0.0):
         super().__init__(priority=priority, preempt_s=preempt_s)
         self.blocking = blocking
         self._last_compute: dict[int, int] = {}
@@ -138,7 +138,7 @@ class StageEngine(Engine):
             first[0] = (*first[0], *pending)
         duration = float(duration)
         if spill is None:
-            self._name.extend(names)
+            self._name_parts.extend(names)
             self._duration.extend([duration] * m)
             self._category.extend(["compute"] * m)
             self._npu.extend([npu] * m)
@@ -155,7 +155,7 @@ class StageEngine(Engine):
             else:
                 spill_deps = [(t,) for t in computes]
             entry = -1 if d.loads is None else self.entry(d.loads, d.bw)
-            self._name.extend(itertools.chain.from_iterable(zip(names, spill_names)))
+            self._name_parts.extend(itertools.chain.from_iterable(zip(names, spill_names)))
             self._duration.extend([duration, float(d.time_s)] * m)
             self._category.extend(["compute", "io"] * m)
             self._npu.extend([npu, None] * m)

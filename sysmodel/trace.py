@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hdl.contracts.errors import FredError
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
@@ -222,18 +224,24 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
     makespan = sched.makespan
     compute = [t for t in sched.tasks if t.resource == "npu.compute"]
     busy = sum(t.duration for t in compute)
-    idle = _gaps([(t.start, t.end) for t in compute], makespan)
+    idle = _gaps(*_intervals(compute), makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
     for cat in ("mp", "dp", "all", "p2p", "io"):
         mine = [t for t in sched.tasks if t.category == cat]
         comm_busy[cat] = sum(t.end - t.start for t in mine)
-        covered, idle = _overlap(idle, _union([(t.start, t.end) for t in mine]))
+        covered, idle = _overlap(idle, _union(*_intervals(mine)))
         breakdown[cat] = covered
-    breakdown["idle"] = sum(b - a for a, b in idle)
+    breakdown["idle"] = sum((idle[1] - idle[0]).tolist())
     notes = list(trace.notes)
     if trace.npus < platform.npus:
         notes.append(f"{platform.npus - trace.npus} of {platform.npus} NPUs idle")
     return TraceResult(trace=trace.name, fabric=fabric, time_s=makespan, breakdown=breakdown,
                        comm_busy=comm_busy, nodes=len(trace.nodes), npus=trace.npus,
                        idle_npus=platform.npus - trace.npus, notes=notes)
+
+
+def _intervals(tasks) -> tuple[np.ndarray, np.ndarray]:
+    """The (start, end) of ``tasks`` as two arrays, as the breakdown's interval sweeps take them."""
+    return (np.array([t.start for t in tasks], dtype=np.float64),
+            np.array([t.end for t in tasks], dtype=np.float64))

@@ -228,12 +228,15 @@ FRED_PRIORITY = {"mp": 2, "pp": 1, "dp": 0}
 
 def link_priority(platform, fabric: str) -> dict:
     """Engine arguments for ``fabric``: on FRED fabrics MP > PP > DP strict priority where
-    transfers share links, each preemption costing the measured
-    ``SwitchTiming.preemption_s`` (0 without a ``packet_switch`` block); the mesh shares
-    links max-min fairly (no priority)."""
+    transfers share links, a preemption costing the measured drain of the switches where it
+    happens (:func:`sysmodel.preemption.preemption_costs`: one cost per link; 0 without a
+    ``packet_switch`` block); the mesh shares links max-min fairly (no priority)."""
     if fabric == "mesh":
         return {}
-    return {"priority": FRED_PRIORITY, "preempt_s": platform.switch.preemption_s}
+    from sysmodel.collectives import build_network
+    from sysmodel.preemption import preemption_costs
+    return {"priority": FRED_PRIORITY,
+            "preempt_s": preemption_costs(platform, build_network(platform, fabric))}
 
 
 def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> float:

@@ -64,14 +64,12 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
     switch's flow-port table (``FLOW_PORT_REGS``) and phase order (``ORDER_REGS``, length 0
     where a switch has at most one phase per VC). An endpoint algorithm
     (:func:`~hdl.compiler.packet_fabric_program.runs_online`) stores nothing in the switches:
-    the engines' programs and their online headers only."""
+    the engines' programs and their online headers only (``vcs``, ``delays`` per collective as
+    for stored phases: each endpoint's unicasts on its class's VC)."""
     if runs_online(program):
-        if vcs or delays:
-            raise FredError("vcs and delays apply to in-switch collectives; an endpoint "
-                            "algorithm's unicasts run on the DP VC from the start")
         writes = []
-        for rank, (engine, header) in enumerate(zip(program.engines,
-                                                    online_headers(program, request, packet))):
+        headers = online_headers(program, request, packet, vcs=vcs, delays=delays)
+        for rank, (engine, header) in enumerate(zip(program.engines, headers)):
             writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
             writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
         return {"config": [], "writes": writes}

@@ -18,7 +18,7 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
     from fred.progress import progress_bar
     from fred.table import format_table
     from studies.concurrent_case import run_concurrent_case
-    from studies.concurrent_validation import (CONCURRENT_TOLERANCE, concurrent_cases,
+    from studies.concurrent_validation import (CONCURRENT_TOLERANCE, case_label, concurrent_cases,
                                                concurrent_rows, write_concurrent_validation)
     from studies.fabric_validation import run_stamp
     if args.switch != "packet":
@@ -32,25 +32,29 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
     cases, refused = concurrent_cases(fabrics, args.sizes, characterization=args.characterization,
                                       **spec_overrides(args))
     if not cases:
-        print("fred fabric-validate --concurrent: no in-switch fabric (fred-b, fred-d) in "
+        print("fred fabric-validate --concurrent: no fabric in "
               "--fabrics; nothing to run")
         return 0
-    rows = []
+    rows, failed = [], []
     with progress_bar(len(cases), "fabric-validate --concurrent", json_output=args.json,
                       unit="case") as bar:
         for case in cases:
-            rows += concurrent_rows(run_concurrent_case(case, seed=args.seed,
-                                                        sink_backpressure=args.backpressure,
-                                                        watchdog_cycles=args.watchdog))
+            try:
+                rows += concurrent_rows(run_concurrent_case(case, seed=args.seed,
+                                                            sink_backpressure=args.backpressure,
+                                                            watchdog_cycles=args.watchdog))
+            except FredError as err:     # a hang or wrong data: reported, the others still run
+                failed.append((case_label(case), len(case.classes), _first_line(str(err))))
             bar.update()
     date, machine = run_stamp()
     if not args.no_write:
-        write_concurrent_validation(rows, output, command, date, machine, refused)
+        write_concurrent_validation(rows, output, command, date, machine, refused, failed)
     within = sum(r.within for r in rows)
     if args.json:
         print_json({"command": command, "tolerance": CONCURRENT_TOLERANCE, "within": within,
                     "rows": [dict(r.__dict__, ratio=r.ratio, latency_ratio=r.latency_ratio)
-                             for r in rows], "refused": [list(r) for r in refused]})
+                             for r in rows], "refused": [list(r) for r in refused],
+                    "failed": [list(f) for f in failed]})
         return 0
     print(format_table(
         ["fabric", "scenario", "class", "flits", "from", "model", "RTL", "RTL/model",
@@ -61,7 +65,16 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
         align="lllrrrrrrrrr", title="concurrent traffic classes, packet fabric vs model (cycles)"))
     for fabric, why in refused:
         print(f"not run: {fabric}: {why}")
-    print(f"{within}/{len(rows)} classes within {CONCURRENT_TOLERANCE:.0%}")
+    for label, _, why in failed:
+        print(f"did not complete: {label}: {why}")
+    total = len(rows) + sum(n for _, n, _ in failed)
+    print(f"{within}/{total} classes within {CONCURRENT_TOLERANCE:.0%}")
     if not args.no_write:
         print(f"wrote {output}")
     return 0
+
+
+def _first_line(text: str, limit: int = 600) -> str:
+    """An error for the report: its first line, cut at ``limit`` characters."""
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[:limit] + " ..."

@@ -60,9 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "names the run that measured it (docs/characterization.md)")
     parser.add_argument("--packet-switch", action="store_true",
                         help="measure only the packet switch's preemption figures (Amaranth simulator, "
-                             "studies/characterization/preemption.py) and write them as the "
-                             "'packet_switch' block of the file at --output, which must exist; the "
-                             "rest of the file is kept")
+                             "studies/characterization/preemption.py) on its reference point and "
+                             "on every switch the RTL fabrics and the paper platform build "
+                             "('preemption_points'), and write them as the 'packet_switch' block "
+                             "of the file at --output, which must exist; the rest of the file is kept")
     parser.add_argument("--pnr-max-ports", type=RANGES["route_ports"], default=4,
                         help="place and route Fred_m(P) only up to this P (default 4: nextpnr on "
                              "Fred_m(8) takes hours on a 2-core machine, and Fred_m(16) fp16 x 4 "

@@ -65,15 +65,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from studies.concurrent_case import SCENARIOS
     where.add_argument("--concurrent", choices=tuple(SCENARIOS), type=str.lower,
                        help="concurrent traffic classes on the packet fabric, each on its VC "
-                            "(Fred-B/D: in-switch collectives): "
+                            "(Fred-B/D: in-switch collectives; Fred-A/C: rings and chains as online unicasts, "
+                            "each NPU's packets on its class's VC; I/O on DP's VC): "
                             + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items())
                             + "; each class's completion and latency, together and alone, RTL "
                               "and model (MP > PP > DP priority)")
     parser.add_argument("--load-size", type=RANGES["flits"], default=None, metavar="FLITS",
-                        help="--concurrent: the DP load's flits per NPU (default: --size)")
+                        help="--concurrent: the load's flits per NPU (the DP all-reduce; in "
+                             "dp-under-io the I/O stream) (default: --size)")
     parser.add_argument("--delay", type=RANGES["cycles"], default=0, metavar="CYCLES",
-                        help="--concurrent mp-under-dp: cycles after the start before the MP "
-                             "class sends (default 0)")
+                        help="--concurrent mp-under-dp / dp-under-io: cycles after the start "
+                             "before the MP / DP class sends (default 0)")
     parser.add_argument("--dim", choices=("mp", "dp", "pp"), type=str.lower,
                         help="the dimension of --strategy whose groups communicate")
     parser.add_argument("--size", required=True, type=RANGES["flits"], metavar="FLITS",

@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "beside the circuit one; --simulator does not apply, mesh neither)")
     parser.add_argument("--concurrent", action="store_true",
                         help="with --switch packet: the concurrent traffic-class scenarios "
-                             "(fred fabric-sim --concurrent) on the in-switch fabrics among "
-                             "--fabrics instead of the Fig. 9 cases, MP/PP at the smallest "
+                             "(fred fabric-sim --concurrent) on the packet fabrics among "
+                             "--fabrics (Fred-A/C: online unicasts, each class on its VC) instead of the Fig. 9 cases, MP/PP at the smallest "
                              "size under the DP load at the largest, then all at the largest; "
                              "their own block of the document")
     add_fabric_arguments(parser)

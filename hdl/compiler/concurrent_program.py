@@ -8,7 +8,15 @@ after those of the classes before it at every switch (so a collective sits in on
 at every switch it crosses, as its header names one slot), a switch a class does not cross
 gets an empty phase in its slots, and every endpoint keeps the engine of the class it
 belongs to. The classes must use disjoint endpoints: an NPU has one engine and one set of
-header registers (``PACKET_REGS``), so it sends one class per run. Pure Python.
+header registers (``PACKET_REGS``), so it sends one class per run.
+
+Endpoint algorithms (rings and chains: Fred-A/C) store no phase: every class's packets are
+online unicasts of the default index (docs/switch.md, "Online unicast routing"), and each
+NPU's header names its class's VC, so a switch serves the default index of the highest waiting
+VC and a higher class preempts a lower one at packet boundaries (the default index is "a
+phase like the others"). Their program is every NPU's engine from its class's program and
+no stored phase. Classes of one run are all in-switch or all endpoint algorithms (a fabric
+is built with or without online routing). Pure Python.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from hdl.contracts.fabric import FabricRequest, FabricSpec
 
 __all__ = ["TrafficClass", "concurrent_program"]
 
-#: The VC of each traffic class (hdl.contracts.packet.VC names); I/O streams share DP's
-#: (docs/sysmodel.md: "I/O streams share DP's level").
+#: The VC of each traffic class (hdl.contracts.packet.VC names). I/O streams share DP's: FRED
+#: has four VCs, MP, DP, PP and control (shared spec FRED.md section 2), none for I/O, and the
+#: model puts I/O on DP's level (docs/sysmodel.md: "I/O streams share DP's level").
 CLASS_VC = {"mp": "MP", "pp": "PP", "dp": "DP", "io": "DP"}
 
 
@@ -52,11 +61,11 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     :class:`TrafficClass`) run at once on ``spec``'s packet fabric: the merged
     :class:`~hdl.compiler.fabric_program.FabricProgram`, one :class:`FabricRequest` holding
     every class's collectives (class order), and per collective index its VC, its delay and
-    its class's index. FredError for classes sharing an endpoint, two classes on one VC, an
-    endpoint algorithm (the online unicasts run on the DP VC, one destination per endpoint)
-    or more slots than a switch stores."""
-    from hdl.compiler.fabric_program import FabricProgram, SwitchPhase, default_phases, fabric_program
-    from hdl.compiler.router import Router
+    its class's index. The program's ``algorithm`` is ``in-switch``, or the classes' endpoint
+    algorithms joined by `` + `` (online unicasts; no stored phase). FredError for classes
+    sharing an endpoint, two classes on one VC, in-switch classes mixed with endpoint
+    algorithms, or more slots than a switch stores."""
+    from hdl.compiler.fabric_program import FabricProgram, fabric_program
     from hdl.contracts.packet import VC
     classes = list(classes)
     if spec.dtype != "int32":
@@ -65,36 +74,28 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
         raise FredError(f"a concurrent run needs two or more traffic classes, got {len(classes)}")
     vc_of_class = [CLASS_VC[c.kind] for c in classes]
     owner = _owners(classes, vc_of_class)
-    programs = []
-    for cls in classes:
-        program = fabric_program(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure)
-        if program.algorithm != "in-switch":
-            raise FredError(f"class {cls.name} runs {program.algorithm}: concurrent classes run "
-                            f"in-switch collectives (Fred-B/D) so far; online unicasts use the "
-                            f"DP VC only")
-        programs.append(program)
-    switches = [[] for _ in spec.switch_ports]
-    collectives, vcs, delays, collective_class = [], {}, {}, []
-    for c, (cls, program) in enumerate(zip(classes, programs)):
-        first = len(collectives)
-        base = max(len(p) for p in switches)
-        for s, phases in enumerate(program.switches):
-            while len(switches[s]) < base:     # a slot this switch has no phase in: empty
-                switches[s].append(_empty_phase(Router(ports=spec.switch_ports[s], middle=spec.middle)))
-            switches[s] += [SwitchPhase(p.flows, p.config, p.input_flits,
-                                        tuple(first + i for i in p.collectives), p.port_flits)
-                            for p in phases]
+    programs = [fabric_program(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure)
+                for cls in classes]
+    online = [p.algorithm != "in-switch" for p in programs]
+    if any(online) and not all(online):
+        named = ", ".join(f"{cls.name} ({p.algorithm})" for cls, p in zip(classes, programs))
+        raise FredError(f"classes {named} mix in-switch collectives and endpoint algorithms: a "
+                        f"packet fabric runs one or the other (built with or without online routing)")
+    collectives, vcs, delays, collective_class, firsts = [], {}, {}, [], []
+    for c, cls in enumerate(classes):
+        firsts.append(len(collectives))
         for i, coll in enumerate(cls.request.collectives):
             collectives.append(coll)
-            vcs[first + i] = int(VC[vc_of_class[c]])
-            delays[first + i] = cls.delay
+            vcs[firsts[c] + i] = int(VC[vc_of_class[c]])
+            delays[firsts[c] + i] = cls.delay
             collective_class.append(c)
-    if max(len(p) for p in switches) > default_phases():
-        raise FredError(f"the classes need {max(len(p) for p in switches)} slots on a switch; "
-                        f"the RTL stores {default_phases()}")
+    # online unicasts store no phase anywhere; in-switch classes take consecutive slots
+    switches = ([[] for _ in spec.switch_ports] if all(online)
+                else _side_by_side(spec, programs, firsts))
     engines = [programs[owner.get(rank, 0)].engines[rank] for rank in range(spec.endpoints)]
     contributors = [programs[owner.get(rank, 0)].contributors[rank] for rank in range(spec.endpoints)]
-    program = FabricProgram("in-switch", spec.switch_ports, switches, engines,
+    algorithm = " + ".join(dict.fromkeys(p.algorithm for p in programs))
+    program = FabricProgram(algorithm, spec.switch_ports, switches, engines,
                             sum(e["send_count"] for e in engines),
                             sum(e["recv_count"] for e in engines), contributors,
                             planes=spec.l2_planes)
@@ -105,14 +106,38 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     return program, request, vcs, delays, collective_class
 
 
+def _side_by_side(spec, programs, firsts):
+    """Per switch the slots of the in-switch ``programs`` laid side by side: program ``c``'s
+    phases after the earlier programs' at every switch (its collectives renumbered from
+    ``firsts[c]``), an empty phase where a switch has fewer; FredError for more slots than a
+    switch stores."""
+    from hdl.compiler.fabric_program import SwitchPhase, default_phases
+    from hdl.compiler.router import Router
+    switches = [[] for _ in spec.switch_ports]
+    for program, first in zip(programs, firsts):
+        base = max(len(p) for p in switches)
+        for s, phases in enumerate(program.switches):
+            while len(switches[s]) < base:     # a slot this switch has no phase in: empty
+                switches[s].append(_empty_phase(Router(ports=spec.switch_ports[s], middle=spec.middle)))
+            switches[s] += [SwitchPhase(p.flows, p.config, p.input_flits,
+                                        tuple(first + i for i in p.collectives), p.port_flits)
+                            for p in phases]
+    if max(len(p) for p in switches) > default_phases():
+        raise FredError(f"the classes need {max(len(p) for p in switches)} slots on a switch; "
+                        f"the RTL stores {default_phases()}")
+    return switches
+
+
 def _owners(classes, vc_of_class) -> dict[int, int]:
-    """``{endpoint: its class's index}``; FredError for two classes on one VC or sharing an
-    endpoint."""
+    """``{endpoint: its class's index}``; FredError for two classes on one VC (but an I/O
+    stream on DP's: the switches serve their phases in the programmed order, docs/switch.md
+    "Phase order", or, online, in their one default phase) or sharing an endpoint."""
     for vc in set(vc_of_class):
         named = [c.name for c, v in zip(classes, vc_of_class) if v == vc]
-        if len(named) > 1:
+        kinds = sorted(c.kind for c, v in zip(classes, vc_of_class) if v == vc)
+        if len(named) > 1 and kinds != ["dp", "io"]:
             raise FredError(f"classes {', '.join(named)} would share VC {vc}: a switch serves one "
-                            f"phase per VC (hdl/compiler/packet_fabric_program.py)")
+                            f"phase per VC at a time (only an I/O stream shares DP's)")
     owner: dict[int, int] = {}
     for c, cls in enumerate(classes):
         for coll in cls.request.collectives:

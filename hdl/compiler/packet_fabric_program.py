@@ -207,12 +207,16 @@ def _l2_hop(spec, endpoint: int) -> tuple[int, int]:
     return spec.l2_plane_of(j * spec.uplink_ports + port % spec.uplink_ports)
 
 
-def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -> list[dict]:
+def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
+                   vcs: dict | None = None, delays: dict | None = None) -> list[dict]:
     """Per endpoint, the header registers (as :func:`packet_headers`) of an endpoint algorithm
     run as online unicasts: ``phase`` = the default index, ``flow`` = the endpoint its stage
     sends to (the switches route on it, :func:`online_output`; every endpoint receives from
     one sender per run, so the receiver's sequence check holds), ``last_seq`` as
-    :func:`packet_headers`. Raises :class:`FredError` for an engine of more than one stage
+    :func:`packet_headers`; ``vc`` and ``delay`` of the endpoint's collective as
+    :func:`packet_headers` (``vcs``, ``delays`` by collective index: concurrent traffic
+    classes, each class's unicasts on its VC, so the switches serve the default index of the
+    highest waiting VC first). Raises :class:`FredError` for an engine of more than one stage
     (the hierarchical all-reduce: its stages send to different endpoints and the header
     registers hold one destination per run) and for more endpoints than ``flow`` ids."""
     if len(program.engines) > 1 << packet.flow_bits:
@@ -227,12 +231,18 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP) -
         stage = engine["stages"][0]
         if stage["recv_count"]:
             dest[stage["sender"]] = rank
+    vc_of = _vc_of(request, vc, vcs)
+    collective_of = {r: index for index, coll in enumerate(request.collectives)
+                     for r in coll.ranks}
     headers = []
     for rank, engine in enumerate(program.engines):
+        c = collective_of.get(rank)
         if engine["stages"][0]["send_count"] and rank not in dest:
             raise FredError(f"endpoint {rank} sends but no endpoint names it as its sender")
         received = engine["stages"][0]["recv_count"]
         packets = -(-received // packet.packet_flits)
-        headers.append({"phase": packet.online_phase, "vc": int(vc), "flow": dest.get(rank, 0),
-                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits), "delay": 0})
+        headers.append({"phase": packet.online_phase, "vc": vc_of.get(c, int(vc)),
+                        "flow": dest.get(rank, 0),
+                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
+                        "delay": int((delays or {}).get(c, 0))})
     return headers

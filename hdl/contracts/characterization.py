@@ -21,7 +21,8 @@ from hdl.contracts.input_schema import (InputModel, NonNegativeNumber, PositiveI
                                    validate_input)
 from hdl.contracts.text_file import read_text_file
 
-__all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "OPTIONAL_SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "Characterization", "parse_characterization",
+__all__ = ["SCHEMA_ID", "SWITCH_FIELDS", "OPTIONAL_SWITCH_FIELDS", "PACKET_SWITCH_FIELDS", "PREEMPTION_POINT_FIELDS",
+           "Characterization", "parse_characterization",
            "read_characterization", "point_name"]
 
 SCHEMA_ID = "fred-characterization/1"
@@ -49,6 +50,11 @@ PACKET_SWITCH_FIELDS = ("latency_cycles", "select_cycles", "preemption_latency_c
 #: ... and its online-routing figures (``studies/characterization/online_select.py``), absent
 #: from files written before they were measured.
 OPTIONAL_PACKET_SWITCH_FIELDS = ("online_select_cycles", "online_path_setup_cycles")
+#: ... and the preemption figures measured on further designs (``preemption_points``, keyed by
+#: :func:`point_name`; the switch sizes and dtypes the fabrics and the paper's platform build):
+#: the fields of each point's figures the model reads (``docs/characterization-schema.md``).
+PREEMPTION_POINT_FIELDS = ("latency_cycles", "select_cycles", "reconfiguration_cycles_busy",
+                           "reconfiguration_cycles_idle")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,9 @@ class Characterization:
     #: ``{ports, middle, dtype}`` of the design the ``packet_switch`` block measured (its
     #: ``point``), or None: figures relative to the circuit switch's at that point need it.
     packet_switch_point: dict | None = field(default=None, repr=False)
+    #: ``{point name: {"point": {ports, middle, dtype}, **PREEMPTION_POINT_FIELDS}}``: the
+    #: ``packet_switch`` block's ``preemption_points`` (empty when it has none).
+    preemption_points: dict = field(default_factory=dict, repr=False)
 
     @property
     def point(self) -> dict | None:
@@ -89,6 +98,20 @@ class Characterization:
         None if the file has no such point."""
         entry = self.switches.get(point_name(ports, middle, dtype))
         return None if entry is None else entry["switch"]
+
+    def preemption_at(self, *, ports: int, middle: int, dtype: str) -> dict | None:
+        """The :data:`PREEMPTION_POINT_FIELDS` measured on Fred_``middle``(``ports``) ``dtype``
+        (the ``packet_switch`` block's reference point or one of its ``preemption_points``), or
+        None if neither is that design."""
+        name = point_name(ports, middle, dtype)
+        entry = self.preemption_points.get(name)
+        if entry is not None:
+            return {k: entry[k] for k in PREEMPTION_POINT_FIELDS}
+        point = self.packet_switch_point
+        if self.packet_switch is not None and point is not None and \
+                point_name(point["ports"], point["middle"], point["dtype"]) == name:
+            return {k: self.packet_switch[k] for k in PREEMPTION_POINT_FIELDS}
+        return None
 
 
 def point_name(ports: int, middle: int, dtype: str) -> str:
@@ -133,6 +156,19 @@ class _GeneratedBy(InputModel):
     date: Annotated[str, Field(min_length=1)]
 
 
+class _MeasuredPoint(_Point):
+    model_config = ConfigDict(extra="allow")     # the traffic it was measured with: not checked
+
+
+class _PreemptionPoint(InputModel):
+    model_config = ConfigDict(extra="allow")     # the other figures of measure_preemption
+    point: _MeasuredPoint
+    latency_cycles: NonNegativeNumber
+    select_cycles: NonNegativeNumber
+    reconfiguration_cycles_busy: NonNegativeNumber
+    reconfiguration_cycles_idle: NonNegativeNumber
+
+
 class _PacketSwitch(InputModel):
     model_config = ConfigDict(extra="allow")     # point, mp_output_cycles, ...: not checked
     latency_cycles: NonNegativeNumber
@@ -144,6 +180,7 @@ class _PacketSwitch(InputModel):
     resume_cycles: NonNegativeNumber
     online_select_cycles: NonNegativeNumber | None = None
     online_path_setup_cycles: NonNegativeNumber | None = None
+    preemption_points: dict[str, _PreemptionPoint] = {}
 
 
 class _Document(InputModel):
@@ -191,7 +228,26 @@ def parse_characterization(data, *, source: str = "<json>") -> Characterization:
         if isinstance(point, dict) and all(k in point for k in ("ports", "middle", "dtype")):
             packet_point = {k: point[k] for k in ("ports", "middle", "dtype")}
     return Characterization(switch=values, source=source, document=data, switches=points,
-                            packet_switch=packet, packet_switch_point=packet_point)
+                            packet_switch=packet, packet_switch_point=packet_point,
+                            preemption_points=_preemption_points(doc.packet_switch, source))
+
+
+def _preemption_points(block, source: str) -> dict:
+    """The ``packet_switch`` block's ``preemption_points`` as plain dicts: each key must name
+    its point, and a busy switch's reconfiguration cannot be shorter than an idle one's."""
+    out = {}
+    for name, entry in ({} if block is None else block.preemption_points).items():
+        point = entry.point
+        if name != point_name(point.ports, point.middle, point.dtype):
+            raise FredError(f"{source}: 'packet_switch.preemption_points.{name}' holds point "
+                            f"{point_name(point.ports, point.middle, point.dtype)}; the key must be that name")
+        if entry.reconfiguration_cycles_busy < entry.reconfiguration_cycles_idle:
+            raise FredError(f"{source}: 'packet_switch.preemption_points.{name}': "
+                            f"reconfiguration_cycles_busy ({entry.reconfiguration_cycles_busy}) is "
+                            f"below reconfiguration_cycles_idle ({entry.reconfiguration_cycles_idle})")
+        out[name] = {"point": {"ports": point.ports, "middle": point.middle, "dtype": point.dtype},
+                     **{k: float(getattr(entry, k)) for k in PREEMPTION_POINT_FIELDS}}
+    return out
 
 
 def _summary_select_copy(data: dict, point: dict, source: str) -> dict:

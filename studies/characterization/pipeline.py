@@ -359,9 +359,22 @@ def _tool_versions(with_synthesis: bool) -> dict:
     return tools
 
 
-def add_packet_switch(output: Path, command: str) -> dict:
+#: The designs ``fred characterize --packet-switch`` also measures the preemption on
+#: (``packet_switch.preemption_points``): every switch the RTL fabrics build (Fred_3(5) and
+#: Fred_3(8) int32 and fp16 at L1 and in the L2 planes, Fred_3(6) and Fred_3(9) int32 at the L1s
+#: with an I/O controller) and the paper platform's chiplets (Fred_3(12), Fred_3(10) fp16), so
+#: the model charges each switch on a path its own drain (docs/sysmodel.md, "Preemption").
+PREEMPTION_POINTS = tuple({"ports": p, "middle": 3, "dtype": d}
+                          for p, d in ((5, "int32"), (6, "int32"), (8, "int32"), (9, "int32"),
+                                       (5, "fp16"), (8, "fp16"), (10, "fp16"), (12, "fp16")))
+
+
+def add_packet_switch(output: Path, command: str, points=PREEMPTION_POINTS) -> dict:
     """Measure the packet switch's preemption figures and write them as the ``packet_switch``
-    block of the characterization at ``output`` (which must exist; the rest is kept)."""
+    block of the characterization at ``output`` (which must exist; the rest is kept): the
+    reference point's figures (:func:`measure_preemption`'s default design) with its online
+    routing figures, and the preemption figures of every design in ``points``
+    (``preemption_points``, keyed by :func:`~hdl.contracts.characterization.point_name`)."""
     import amaranth
 
     from hdl.contracts.characterization import parse_characterization
@@ -378,6 +391,11 @@ def add_packet_switch(output: Path, command: str) -> dict:
     point = block["point"]
     block.update(measure_online_select(ports=point["ports"], middle=point["middle"],
                                        dtype=point["dtype"]))
+    from hdl.contracts.characterization import point_name
+    block["preemption_points"] = {}
+    for design in points:
+        figures = measure_preemption(**design)
+        block["preemption_points"][point_name(**design)] = dict(figures, point=dict(figures["point"]))
     block["generated_by"] = dict(run_record(command, tools={"amaranth": amaranth.__version__},
                                             seed=block["point"]["seed"], jobs=1),
                                  seconds=round(time.time() - started, 1),

@@ -1,6 +1,6 @@
 """The model's side of concurrent traffic classes (studies/concurrent_case.py): the model's
-own priority engine (MP > PP > DP on shared links, each preemption the measured
-``reconfiguration_cycles_busy``) on the packet fabric's platform, hand-computed on Fred-B
+own priority engine (MP > PP > DP on shared links, each preemption the measured drain of the
+switches where it happens, sysmodel/preemption.py) on the packet fabric's platform, hand-computed on Fred-B
 where every class shares the one half-rate uplink; ``fred fabric-sim --concurrent``."""
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ def test_mp_under_dp_on_fred_b_pays_one_preemption_and_delays_dp_by_its_link_tim
     case = build_concurrent_case(fabric="fred-b", scenario="mp-under-dp", size=40,
                                  load_size=400, delay=100)
     dp, mp = case.model
-    preempt = fabric_platform(case.spec, switch="packet")[0].switch.preemption_cycles
-    assert preempt > 0
-    # MP starts while DP holds the uplinks it needs: its time alone plus one preemption
+    plat = fabric_platform(case.spec, switch="packet")[0]
+    l1, l2 = plat.switch_at("l1"), plat.switch_at("l2")       # both Fred_3(5) int32 on Fred-B
+    # MP starts while DP holds the uplinks it needs: its time alone plus one preemption, the
+    # switches' drain (sysmodel/preemption.py) plus what DP's packet in flight on the half-rate
+    # uplink adds to it: 8 flits in 16 cycles instead of 8
+    preempt = max(l1.preemption_cycles, l2.preemption_cycles) + l1.preemption_packet_flits * (2 - 1)
+    assert l1.preemption_cycles > 0 and l1.preemption_packet_flits == 8
     assert mp["latency"] == pytest.approx(mp["alone"] + preempt)
     # DP is stopped while MP's 40 flits cross the half-rate uplink (80 cycles)
     assert dp["cycles"] == pytest.approx(dp["alone"] + 2 * 40)
@@ -47,6 +51,9 @@ def test_on_fred_d_dp_waits_at_the_switches_mp_crosses_although_their_links_have
     case = build_concurrent_case(fabric="fred-d", scenario="mp-under-dp", size=400,
                                  load_size=400, delay=100)
     dp, mp = case.model
-    preempt = fabric_platform(case.spec, switch="packet")[0].switch.preemption_cycles
+    plat = fabric_platform(case.spec, switch="packet")[0]
+    # the larger drain of the switches where MP meets DP: the L1s' Fred_3(8) int32 and the L2
+    # plane's Fred_3(5) int32 (the L1-L2 links carry 4 flits per cycle: no slow link)
+    preempt = max(plat.switch_at("l1").preemption_cycles, plat.switch_at("l2").preemption_cycles)
     assert mp["latency"] == pytest.approx(mp["alone"] + preempt)
     assert dp["cycles"] == pytest.approx(dp["alone"] + 400)

@@ -4,7 +4,7 @@ to 1e-9 relative, on random task graphs -- fixed tasks, link-sharing transfers o
 which each uses a few (the sparse case of a large fabric), repeated loads arrays (as the
 communication timer hands them out), switches held by the active phase (pseudo-links of
 capacity 1, sysmodel/switch_phases.py), with and without strict priority and a preemption
-latency (docs/sysmodel.md, Speed)."""
+latency, the same on every link or one per link (docs/sysmodel.md, Speed)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,10 @@ def graphs(draw):
             arrays[k] = np.concatenate([loads, [t_alone if h else 0.0 for h in held]])
     tasks = draw(st.lists(_task, min_size=1, max_size=40))
     priority = draw(st.sampled_from([None, FRED_PRIORITY]))
-    preempt_s = draw(st.sampled_from([0.0, 0.05])) if priority else 0.0
+    preempt_s = draw(st.sampled_from([0.0, 0.05, "per link"])) if priority else 0.0
+    if preempt_s == "per link":   # each link's own cost (sysmodel/preemption.py): the largest where it preempts
+        preempt_s = np.array(draw(st.lists(st.sampled_from([0.0, 0.02, 0.05, 0.1]), min_size=len(bw),
+                                           max_size=len(bw))))
     return bw, arrays, tasks, priority, preempt_s
 
 

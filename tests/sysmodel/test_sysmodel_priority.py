@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sysmodel.collectives import build_network
 from sysmodel.engine import Engine
 from sysmodel.platform import default_platform
+from sysmodel.switch_phases import switch_links
 from sysmodel.training import FRED_PRIORITY, link_priority
 
 ONE_LINK = np.array([1.0, 0.0])
@@ -66,6 +68,12 @@ def test_fred_fabrics_use_priority_with_the_measured_preemption_cost():
     assert link_priority(platform, "mesh") == {}
     args = link_priority(platform, "fred-d")
     assert args["priority"] == {"mp": 2, "pp": 1, "dp": 0}
-    # the shipped characterization carries the packet switch's measured figures
+    # the shipped characterization carries the packet switch's measured figures: one cost per
+    # link and per switch (sysmodel/preemption.py), each switch's pseudo-link its own drain
     assert platform.switch.preemption_cycles > 0
-    assert args["preempt_s"] == pytest.approx(platform.switch.preemption_cycles / (platform.switch.clock_mhz * 1e6))
+    net = build_network(platform, "fred-d")
+    nodes, _, _ = switch_links(net)
+    costs = args["preempt_s"]
+    assert len(costs) == len(net.link_bw) + len(nodes)
+    assert list(costs[len(net.link_bw):]) == pytest.approx(
+        [net.switch_timing(n).preemption_cycles / (net.switch_timing(n).clock_mhz * 1e6) for n in nodes])

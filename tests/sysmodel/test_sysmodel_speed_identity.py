@@ -262,3 +262,22 @@ def test_schedule_passes_appended_as_arrays_equal_the_reference_graph(blocking, 
     platform, fabric, wl = _megatron_case(pp_overlap=False)
     assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches, blocking=blocking)
     assert len(calls) > 1   # the 24 virtual stages' last backwards split the schedule into stretches
+
+
+def test_task_names_made_when_read_follow_the_task_order():
+    """Names are made on first read (Engine.names): single tasks and appended blocks in task
+    order, read in the middle of a build and again after it, and on a re-timed copy."""
+    from sysmodel.engine import TaskBlock
+    eng = Engine()
+    block = TaskBlock(names=["a", "b"], duration=[1.0, 2.0], category=["compute", "compute"],
+                      npu=[0, 0], entry=[-1, -1], sources=[None, None], dep_count=[1], deps=[0],
+                      queues=[("r", [0, 1])])
+    eng.add("first", "r", 1.0)
+    eng._extend(block, "x ", (0,))
+    assert eng.names() == ["first", "x a", "x b"]
+    eng.add("middle", "r", 1.0, [2])
+    copy = eng.retimed(np.ones(len(eng)))
+    eng._extend(block, "y ", (3,))
+    assert eng.names() == ["first", "x a", "x b", "middle", "y a", "y b"]
+    assert [t.name for t in eng.tasks] == eng.names()
+    assert copy.names() == ["first", "x a", "x b", "middle"]

@@ -49,7 +49,8 @@ def test_a_class_missing_from_a_switch_leaves_an_empty_slot_there():
     ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A")),
       TrafficClass("b", "mp", _all_reduce((2, 4), 8, "B"))], "endpoint 2 is in classes a and b"),
     ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A")),
-      TrafficClass("b", "io", _all_reduce((1, 3), 8, "B"))], "would share VC DP"),
+      TrafficClass("b", "pp", _all_reduce((1, 3), 8, "B")),
+      TrafficClass("c", "pp", _all_reduce((4, 5), 8, "C"))], "would share VC PP"),
     ([TrafficClass("a", "dp", _all_reduce((0, 2), 8, "A"))], "two or more traffic classes"),
 ])
 def test_refusals_name_the_problem(classes, words):
@@ -57,12 +58,30 @@ def test_refusals_name_the_problem(classes, words):
         concurrent_program(THREE_L1, classes)
 
 
-def test_bad_class_fields_and_endpoint_fabrics_are_refused():
+def test_bad_class_fields_are_refused():
     with pytest.raises(FredError, match="kind must be one of"):
         TrafficClass("x", "bulk", _all_reduce((0, 2), 8, "X"))
     with pytest.raises(FredError, match="delay must be"):
         TrafficClass("x", "mp", _all_reduce((0, 2), 8, "X"), delay=-1)
+
+
+def test_endpoint_algorithms_store_no_phase_and_send_each_class_on_its_vc():
+    """Fred-A: rings as online unicasts; every NPU's header carries its class's VC and delay,
+    its destination the next NPU of its own ring (docs/switch.md, "Online unicast routing")."""
+    from hdl.compiler.packet_fabric_program import online_headers, runs_online
+    from hdl.designs.fabric.packet_fabric_top import packet_format
+    from hdl.compiler.fabric_program import default_phases
     ring = fabric_spec("fred-a", npus=6, npus_per_l1=2)
-    with pytest.raises(FredError, match="runs ring: concurrent classes run in-switch"):
-        concurrent_program(ring, [TrafficClass("dp", "dp", _all_reduce((0, 2, 4), 8, "DP")),
-                                  TrafficClass("mp", "mp", _all_reduce((1, 3), 8, "MP"))])
+    dp = TrafficClass("dp", "dp", _all_reduce((0, 2, 4), 24, "DP"))
+    mp = TrafficClass("mp", "mp", _all_reduce((1, 3), 8, "MP"), delay=30)
+    program, request, vcs, delays, owner = concurrent_program(ring, [dp, mp])
+    assert runs_online(program) and program.algorithm == "ring"
+    assert program.phases == [0] * len(ring.switch_ports)
+    fmt = packet_format(default_phases(), 8, dest_ports=max(ring.switch_ports))
+    headers = online_headers(program, request, fmt, vcs=vcs, delays=delays)
+    # NPU 5 is in no class: it sends nothing, its header keeps the default (DP, no delay)
+    assert [h["vc"] for h in headers] == [int(VC.DP), int(VC.MP)] * 2 + [int(VC.DP)] * 2
+    assert [h["delay"] for h in headers] == [0, 30, 0, 30, 0, 0]
+    assert [h["flow"] for h in headers] == [2, 3, 4, 1, 0, 0]      # ring successors; 5 idle
+    assert {h["phase"] for h in headers} == {fmt.online_phase}
+

@@ -10,6 +10,7 @@ import pytest
 
 from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
 from hdl.contracts.fabric import fabric_spec
+from hdl.contracts.packet import VC
 from hdl.compiler.concurrent_program import concurrent_program
 from studies.concurrent_case import ConcurrentCase, run_concurrent_case, scenario_classes
 
@@ -54,3 +55,61 @@ def test_mp_under_dp_load_preempts_at_packet_boundaries_and_dp_resumes():
     assert dp["cycles"] >= dp["alone"] + mp_size
     # every switch MP crosses preempted DP once (L1.0 carries DP only)
     assert together["preemptions"] == [0, 1, 1, 1]
+
+
+#: Fred-A's 6-NPU fabric (three L1s of 2 NPUs, one half-rate uplink each): rings and chains
+#: as online unicasts (docs/switch.md, "Online unicast routing")
+RING_THREE_L1 = fabric_spec("fred-a", npus=6, npus_per_l1=2)
+
+
+def _online_mp_under_dp(vcs_of=None):
+    """mp-under-dp on :data:`RING_THREE_L1`: DP ring of NPUs 1, 2, 4 (48 flits), MP ring of
+    NPUs 3, 5 (8 flits) from cycle 24, sharing L1.1's and L1.2's uplink and the L2."""
+    classes = scenario_classes(RING_THREE_L1, "mp-under-dp", size=8, load_size=48, delay=24)
+    program, request, vcs, delays, _ = concurrent_program(RING_THREE_L1, classes)
+    run = run_packet_fabric_amaranth(RING_THREE_L1, request, program=program,
+                                     vcs=vcs if vcs_of is None else vcs_of(vcs), delays=delays,
+                                     watchdog_cycles=3000)
+    assert run.errors == []
+    done = [e["done_cycle"] for e in run.engines]
+    return run, max(done[r] for r in (1, 2, 4)), max(done[r] for r in (3, 5))
+
+
+def test_online_mp_ring_preempts_the_dp_ring_at_the_switches_it_crosses():
+    """Each NPU's online packets carry its class's VC: the switches MP crosses select the
+    default index on MP's VC once and preempt DP's for it (L1.0 carries DP only); every flit
+    checked; MP, started later, ends long before the DP load (108 cycles against 226
+    measured)."""
+    run, dp_end, mp_end = _online_mp_under_dp()
+    assert run.flits_checked == 3 * 2 * 2 * 16 + 2 * 8      # DP ring: 2(n-1) chunks of 16
+    assert dp_end == run.cycles and mp_end < dp_end - 48
+    assert [s["preemptions"] for s in run.switches] == [0, 1, 1, 1]
+
+
+@pytest.mark.full
+def test_online_mp_on_the_dp_vc_waits_behind_the_dp_ring():
+    """The same run with MP's packets on DP's VC (the one default phase, no priority): MP ends
+    later than on its own VC, no switch preempts."""
+    _, _, mp_own_vc = _online_mp_under_dp()
+    run, _, mp_dp_vc = _online_mp_under_dp(lambda vcs: {c: int(VC.DP) for c in vcs})
+    assert mp_dp_vc > mp_own_vc
+    assert [s["preemptions"] for s in run.switches] == [0, 0, 0, 0]
+
+
+@pytest.mark.full
+@pytest.mark.xfail(strict=True, reason="online packets start without room for a whole packet "
+                   "downstream (no flow-port table entry): with two VCs of online unicasts the "
+                   "fabric hangs (docs/fabric_validation.md, 'Concurrent traffic classes on the "
+                   "packet fabric'); the fix belongs in the packet switch's start rule")
+def test_online_mp_under_a_long_dp_ring_completes_at_the_default_buffer_depth():
+    """mp-under-dp on the 6-NPU Fred-A fabric with a 400-flit DP ring and a 40-flit MP ring
+    from cycle 200. Today it hangs: L1.1 and L1.2 serve MP, whose packets up wait for the L2's
+    MP credits; the L2 DRAINs for MP, waiting for its DP paths to empty, whose packets wait
+    for room in L1.1's / L1.2's DP input buffers, full since those L1s stopped serving DP.
+    With input buffers deeper than the whole DP load (``depth=1024``) it completes (1,199
+    cycles), which is what shows the buffers' part in the circular wait."""
+    classes = scenario_classes(RING_THREE_L1, "mp-under-dp", size=40, load_size=400, delay=200)
+    program, request, vcs, delays, _ = concurrent_program(RING_THREE_L1, classes)
+    run = run_packet_fabric_amaranth(RING_THREE_L1, request, program=program, vcs=vcs,
+                                     delays=delays, watchdog_cycles=6000)
+    assert run.errors == []

@@ -1,0 +1,179 @@
+"""The breakdown's interval sweeps over numpy arrays (sysmodel/breakdown.py) give what the plain
+sweep they replaced gave, to the last bit (docs/sysmodel.md, Speed).
+
+The plain sweep, one interval at a time in Python, is kept here as the specification
+(``_plain_*``: the code of sysmodel/breakdown.py before the arrays). Both sides are computed in
+the test: random interval sets (with ties, touching and empty intervals) and the schedules of
+real iterations; plus one timeline whose breakdown is worked out by hand.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from hdl.contracts.placement import parse_strategy
+from sysmodel import breakdown
+from sysmodel.breakdown import COMM_CATEGORIES, attribute_time
+from sysmodel.engine import Schedule, Task
+from sysmodel.platform import default_platform
+from sysmodel.task_graphs import stage_resource
+from sysmodel.training import simulate_iteration
+from sysmodel.workload_file import get_workload
+
+
+def _plain_union(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def _plain_overlap(segments, intervals):
+    covered, rest = 0.0, []
+    j, n = 0, len(intervals)
+    for a, b in segments:
+        while j < n and intervals[j][1] <= a:
+            j += 1
+        cur = a
+        for k in range(j, n):
+            x, y = intervals[k]
+            if x >= b:
+                break
+            if y <= cur:
+                continue
+            if x > cur:
+                rest.append([cur, x])
+            lo, hi = max(cur, x), min(b, y)
+            covered += hi - lo
+            cur = hi
+            if cur >= b:
+                break
+        if cur < b:
+            rest.append([cur, b])
+    return covered, rest
+
+
+def _plain_gaps(intervals, makespan):
+    gaps, cur = [], 0.0
+    for start, end in sorted(intervals, key=lambda se: se[0]):
+        if start > cur:
+            gaps.append([cur, start])
+        cur = max(cur, end)
+    if cur < makespan:
+        gaps.append([cur, makespan])
+    return gaps
+
+
+def _plain_attribute_time(schedule, stages, representative):
+    timeline = schedule.timeline()
+    s, busy, compute = breakdown._busiest_stage(timeline, stages)
+    npu = representative(s)
+    idle = _plain_gaps([(timeline.start[i], timeline.end[i]) for i in compute], schedule.makespan)
+    parts, comm_busy = {"compute": busy}, {}
+    by_category = {c: [] for c in COMM_CATEGORIES}
+    for i, (category, on) in enumerate(zip(timeline.category, timeline.npu)):
+        if category in by_category and on in (None, npu):
+            by_category[category].append(i)
+    start, end, duration = timeline.start, timeline.end, timeline.duration
+    for category in COMM_CATEGORIES:
+        mine = by_category[category]
+        comm_busy[category] = sum([duration[i] for i in mine])
+        parts[category], idle = _plain_overlap(idle, _plain_union([(start[i], end[i]) for i in mine]))
+    parts["bubble"] = sum(b - a for a, b in idle)
+    return parts, comm_busy, s
+
+
+def _pairs(lo_hi):
+    return [[a, b] for a, b in zip(lo_hi[0].tolist(), lo_hi[1].tolist())]
+
+
+def _arrays(intervals):
+    return (np.array([a for a, _ in intervals], dtype=np.float64),
+            np.array([b for _, b in intervals], dtype=np.float64))
+
+
+def _random_intervals(rng, n, grid):
+    """``n`` intervals; on a coarse ``grid`` (ties, touching and empty ones are common) or
+    with arbitrary float ends (``grid`` None)."""
+    out = []
+    for _ in range(n):
+        if grid:
+            a = rng.randrange(grid) * 0.25
+            out.append((a, a + rng.randrange(-1, 4) * 0.25))
+        else:
+            a = rng.uniform(0, 10)
+            out.append((a, a + rng.expovariate(1.0) * rng.choice([0, 1, 1, 1])))
+    return out
+
+
+@pytest.mark.parametrize("grid", [12, 40, None])
+def test_interval_sweeps_equal_the_plain_sweep(grid):
+    rng = random.Random(7 + (grid or 0))
+    for _ in range(600):
+        compute = [(a, b) for a, b in _random_intervals(rng, rng.randrange(0, 12), grid) if b >= a]
+        makespan = max([b for _, b in compute] + [0.0]) + rng.choice([0.0, 0.5, 1.3])
+        gaps = _plain_gaps(compute, makespan)
+        got = breakdown._gaps(*_arrays(compute), makespan)
+        assert _pairs(got) == gaps
+        for _ in range(3):
+            comm = _random_intervals(rng, rng.randrange(0, 15), grid)
+            union = _plain_union(comm)
+            got_union = breakdown._union(*_arrays(comm))
+            assert _pairs(got_union) == union
+            covered, rest = _plain_overlap(gaps, union)
+            got_covered, got = breakdown._overlap(_arrays(gaps) if gaps else (np.zeros(0), np.zeros(0)),
+                                                  got_union)
+            assert repr(got_covered) == repr(covered)   # bit for bit, and a float
+            assert _pairs(got) == rest
+            gaps = rest
+
+
+def test_a_timeline_worked_out_by_hand():
+    """Stage 0's compute runs [0, 2] and [5, 6]; makespan 10. Its idle time: [2, 5] and [6, 10].
+    MP [1, 3] and [2.5, 4] (union [1, 4]) covers 2 of it ([2, 4]); PP [3.5, 7] covers what MP
+    left of it: [4, 5] and [6, 7], 2; an NPU-less I/O stream [8, 8.5] 0.5; DP of NPU 1 (not
+    the representative) nothing; the bubble is the rest: [7, 8] and [8.5, 10], 2.5."""
+    c = stage_resource(0, "compute")
+
+    def task(resource, category, start, end, npu=0):
+        return Task("t", resource, end - start, category=category, npu=npu, start=start, end=end)
+    tasks = [task(c, "compute", 0, 2), task("s0.mp", "mp", 1, 3), task("s0.mp", "mp", 2.5, 4),
+             task(c, "compute", 5, 6), task("s0.pp", "pp", 3.5, 7), task("io", "io", 8, 8.5, None),
+             task("s0.dp", "dp", 0, 10, npu=1)]
+    parts, busy, stage = attribute_time(Schedule(tasks, makespan=10.0), 1, lambda s: 0)
+    assert stage == 0
+    assert parts == {"compute": 3.0, "mp": 2.0, "pp": 2.0, "io": 0.5, "dp": 0.0, "bubble": 2.5}
+    assert busy == {"mp": 3.5, "pp": 3.5, "io": 0.5, "dp": 0}
+    assert sum(parts.values()) == 10.0
+
+
+CASES = [("resnet-152", "fred-d", None, {}), ("transformer-17b", "fred-d", None, {}),
+         ("transformer-17b", "mesh", "MP2-DP4-PP2", {"dp_overlap": True}),
+         ("gpt-3", "fred-c", "MP2-DP2-PP5", {"pp_overlap": True}),
+         ("transformer-1t", "fred-b", None, {"dp_overlap": True, "pp_overlap": True})]
+
+
+@pytest.mark.parametrize("name,fabric,strategy,changes", CASES)
+def test_attribute_time_equals_the_plain_sweep_on_real_schedules(name, fabric, strategy, changes, monkeypatch):
+    captured = []
+
+    def keep(*args):
+        captured.append(args)
+        return attribute_time(*args)
+    import sysmodel.training as training
+    monkeypatch.setattr(training, "attribute_time", keep)
+    platform = default_platform().scaled(**changes) if changes else default_platform()
+    simulate_iteration(platform, fabric, get_workload(name),
+                       parse_strategy(strategy) if strategy else None)
+    assert captured
+    for args in captured:
+        # repr: every float to its last bit, and int 0 where the sweep gave int 0
+        assert repr(attribute_time(*args)) == repr(_plain_attribute_time(*args))

@@ -1,0 +1,160 @@
+"""A preemption costs the drain of the switches where it happens (sysmodel/preemption.py,
+docs/sysmodel.md "Preemption"): hand-computed cases on both engine loops, the per-link costs of
+the RTL fabrics' platforms from the measured figures, and the characterization's
+``preemption_points`` (hdl/contracts/characterization.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from hdl.contracts.characterization import parse_characterization
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec
+from sysmodel.collectives import build_network
+from sysmodel.engine import Engine
+from sysmodel.fabric_model import fabric_platform
+from sysmodel.preemption import preemption_costs
+from sysmodel.switch_phases import switch_links
+from sysmodel.switch_timing import load_chiplet_timings, parse_characterization as timing_of
+from sysmodel.switch_timing import shipped_characterization_path
+from sysmodel.training import FRED_PRIORITY
+
+BW = np.ones(3)
+
+
+def _mp_after_dp(costs, *, dp_loads, mp_loads, reference):
+    """DP from 0 on ``dp_loads`` (1 s alone), MP from 0.5 on ``mp_loads`` (1 s alone):
+    (MP's end, DP's end)."""
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=costs)
+    dp = eng.add("dp", "a.dp", 1.0, category="dp", loads=dp_loads, bw=BW)
+    wait = eng.add("wait", "b.compute", 0.5)
+    mp = eng.add("mp", "b.mp", 1.0, [wait], category="mp", loads=mp_loads, bw=BW)
+    tasks = eng.run(reference=reference).tasks
+    return tasks[mp].end, tasks[dp].end
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_transfer_preempted_on_a_path_of_two_switches_pays_the_larger_drain_where_it_meets_the_lower(reference):
+    # links 0, 1, 2 cost 0.1, 0.3 and 0.7; MP uses 1 and 2, DP uses 0 and 1: they meet on link 1
+    # only, so MP pays link 1's 0.3 -- not link 2's 0.7 (nothing to drain there)
+    costs = np.array([0.1, 0.3, 0.7])
+    mp_end, dp_end = _mp_after_dp(costs, dp_loads=np.array([1.0, 1.0, 0.0]),
+                                  mp_loads=np.array([0.0, 1.0, 1.0]), reference=reference)
+    assert mp_end == pytest.approx(0.5 + 1.0 + 0.3)
+    assert dp_end == pytest.approx(2.0)          # stopped while MP crosses link 1 (1 s)
+    # meeting on both links 0 and 1: the larger of the two, once (not their sum)
+    mp_end, _ = _mp_after_dp(costs, dp_loads=np.array([1.0, 1.0, 0.0]),
+                             mp_loads=np.array([1.0, 1.0, 0.0]), reference=reference)
+    assert mp_end == pytest.approx(0.5 + 1.0 + 0.3)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_transfer_alone_or_on_other_links_pays_nothing(reference):
+    costs = np.array([0.1, 0.3, 0.7])
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=costs)
+    mp = eng.add("mp", "b.mp", 1.0, category="mp", loads=np.array([0.0, 1.0, 1.0]), bw=BW)
+    assert eng.run(reference=reference).tasks[mp].end == pytest.approx(1.0)
+    mp_end, dp_end = _mp_after_dp(costs, dp_loads=np.array([1.0, 0.0, 0.0]),
+                                  mp_loads=np.array([0.0, 1.0, 1.0]), reference=reference)
+    assert (mp_end, dp_end) == pytest.approx((1.5, 1.0))
+
+
+def test_per_link_costs_must_cover_the_links_and_be_non_negative():
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=np.array([0.1, 0.2]))
+    eng.add("mp", "b.mp", 1.0, category="mp", loads=np.array([0.0, 1.0, 1.0]), bw=BW)
+    with pytest.raises(FredError, match="a cost for 2 links; the transfers load 3"):
+        eng.run()
+    with pytest.raises(FredError, match="preempt_s must be"):
+        Engine(priority=FRED_PRIORITY, preempt_s=np.array([0.1, -0.2]))
+
+
+def _document():
+    return json.loads(shipped_characterization_path().read_text())
+
+
+def test_the_shipped_file_measures_the_preemption_on_every_switch_the_fabrics_build():
+    doc = parse_characterization(_document())
+    for name in ("fred-a", "fred-b", "fred-c", "fred-d"):
+        spec = fabric_spec(name)
+        for ports in (spec.l1_ports, spec.l2_plane_ports):
+            figures = doc.preemption_at(ports=ports, middle=spec.middle, dtype=spec.dtype)
+            assert figures is not None, (name, ports)
+            # the busy reconfiguration is the idle one plus a drain of at least the datapath
+            assert figures["reconfiguration_cycles_busy"] - figures["reconfiguration_cycles_idle"] \
+                >= figures["latency_cycles"] - 1
+
+
+def test_each_level_of_fred_d_times_a_preemption_with_its_own_switch():
+    """Fred-D: L1 Fred_3(8) int32, L2 planes Fred_3(5) int32, each timed by its own measured
+    drain (busy - idle reconfiguration), not by the reference point's Fred_3(8) fp16."""
+    doc = parse_characterization(_document())
+    plat = fabric_platform(fabric_spec("fred-d"), switch="packet")[0]
+    net = build_network(plat, "fred-d")
+    nodes, _, _ = switch_links(net)
+    costs = preemption_costs(plat, net)
+    cycle_s = plat.switch_at("l1").cycle_s
+    for level, ports in (("l1", 8), ("l2", 5)):
+        f = doc.preemption_at(ports=ports, middle=3, dtype="int32")
+        timing = plat.switch_at(level)
+        assert timing.preemption_design == f"Fred_3({ports}) int32"
+        assert timing.preemption_cycles == f["reconfiguration_cycles_busy"] - f["reconfiguration_cycles_idle"]
+    drains = {n: net.switch_timing(n).preemption_cycles for n in nodes}
+    assert costs[len(net.link_bw):] / cycle_s == pytest.approx([drains[n] for n in nodes])
+    # every L1-L2 link (4 flits per cycle) costs the larger drain of its two switches
+    for link, (src, dst) in enumerate(zip(net.link_src, net.link_dst)):
+        if src in drains and dst in drains:
+            assert costs[link] / cycle_s == pytest.approx(max(drains[src], drains[dst]))
+
+
+def test_a_half_rate_link_adds_a_packet_in_flight_at_half_rate():
+    """Fred-B's one uplink port runs at half the rate: DP's packet in flight there crosses it in
+    2 x 8 cycles instead of 8, so a preemption on it costs the drain plus 8 cycles."""
+    plat = fabric_platform(fabric_spec("fred-b"), switch="packet")[0]
+    net = build_network(plat, "fred-b")
+    costs = preemption_costs(plat, net)
+    l1 = plat.switch_at("l1")
+    kinds = net.node_kind
+    uplinks = [k for k, (s, d) in enumerate(zip(net.link_src, net.link_dst))
+               if kinds[s] == "switch" and kinds[d] == "switch"]
+    assert uplinks
+    for link in uplinks:
+        assert net.link_bw[link] == pytest.approx(l1.flit_bytes * l1.clock_mhz * 1e6 / 2)
+        assert costs[link] / l1.cycle_s == pytest.approx(l1.preemption_cycles + 8)
+
+
+def test_a_design_without_its_own_preemption_takes_the_reference_points_and_says_so():
+    doc = _document()
+    doc["packet_switch"]["preemption_points"] = {}
+    path_free = timing_of(doc)
+    ref = doc["packet_switch"]
+    assert path_free.preemption_cycles == ref["reconfiguration_cycles_busy"] - ref["reconfiguration_cycles_idle"]
+    assert path_free.preemption_design == "Fred_3(8) fp16"
+
+
+def test_preemption_points_are_checked(tmp_path):
+    doc = _document()
+    points = doc["packet_switch"]["preemption_points"]
+    name = next(iter(points))
+    bad = copy.deepcopy(doc)
+    bad["packet_switch"]["preemption_points"]["P99m3int32"] = points[name]
+    with pytest.raises(FredError, match="the key must be that name"):
+        parse_characterization(bad)
+    bad = copy.deepcopy(doc)
+    entry = bad["packet_switch"]["preemption_points"][name]
+    entry["reconfiguration_cycles_busy"] = entry["reconfiguration_cycles_idle"] - 1
+    with pytest.raises(FredError, match="below reconfiguration_cycles_idle"):
+        parse_characterization(bad)
+    bad = copy.deepcopy(doc)
+    del bad["packet_switch"]["preemption_points"][name]["reconfiguration_cycles_idle"]
+    with pytest.raises(FredError, match="reconfiguration_cycles_idle"):
+        parse_characterization(bad)
+    # a chiplet timing whose design has no preemption point of its own: the reference's
+    path = tmp_path / "c.json"
+    del doc["packet_switch"]["preemption_points"]["P8m3int32"]
+    path.write_text(json.dumps(doc))
+    timing = load_chiplet_timings({"l1": {"ports": 8, "middle": 3, "dtype": "int32"}}, path)["l1"]
+    assert timing.preemption_design == "Fred_3(8) fp16"
