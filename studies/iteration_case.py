@@ -45,6 +45,7 @@ class IterationCase:
     program: object
     collective_model: dict = field(default_factory=dict)
     fabric: str = ""
+    switch: str = "circuit"
     rtl: object | None = None
     rtl_figures: dict = field(default_factory=dict)
 
@@ -60,7 +61,7 @@ class IterationCase:
 
     def to_dict(self) -> dict:
         spec = self.spec.to_dict() if hasattr(self.spec, "to_dict") else {"name": self.fabric, **asdict(self.spec)}
-        out = {"fabric": spec, "description": self.description, "scale": self.scale,
+        out = {"fabric": spec, "switch": self.switch, "description": self.description, "scale": self.scale,
                "model": self.model, "collective": self.collective_model,
                "request": ([r.to_dict() for r in self.request] if isinstance(self.request, list)
                            else self.request.to_dict() if self.request is not None else None),
@@ -83,18 +84,24 @@ def _refuse_overlap(overlap: bool) -> None:
 
 def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samples_per_dp=None,
                          scale: float = 1000.0, overlap: bool = False, characterization=None,
-                         **spec_overrides) -> IterationCase:
+                         switch: str = "circuit", **spec_overrides) -> IterationCase:
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
     name, what the RTL cannot run: overlap, pipeline stages, weight streaming
     (:mod:`hdl.contracts.trace_program`); the model's side is the iteration with one
-    collective at a time (module docstring)."""
+    collective at a time (module docstring). ``switch``: the FRED fabric's switches, ``circuit``
+    (phase sequencers) or ``packet`` (``PacketFabricTop``: phases selected by the headers,
+    endpoint algorithms routed online; the model's packet platform, as ``fred fabric-sim
+    --switch packet``); refused for what the packet fabric's iteration does not run yet
+    (hierarchical all-reduces, phase orders, in-switch and endpoint algorithms mixed)."""
     from hdl.contracts.placement import parse_strategy
     from hdl.contracts.trace_program import collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
     _refuse_overlap(overlap)
-    spec, network, text = _fabric(fabric, characterization, spec_overrides)
+    if switch not in ("circuit", "packet") or (switch == "packet" and fabric == "mesh"):
+        raise FredError(f"switch must be circuit or packet (a FRED fabric's), got {switch!r} on {fabric}")
+    spec, network, text = _fabric(fabric, characterization, spec_overrides, switch)
     timing = network.switch_at("l1")
     export = export_iteration(platform, "mesh" if fabric == "mesh" else spec.name, workload, strategy,
                               samples_per_dp=samples_per_dp, overlap=False, scale=scale, network=network,
@@ -114,6 +121,8 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
         program, collective = None, {}
         if request:
             program, collective = _fred_programs(spec, request, network, text)
+        if switch == "packet":
+            _check_packet(spec, program, request)
     cycle = timing.cycle_s
     model = {"iteration_cycles": export.time_s / cycle,
              "compute_cycles": export.breakdown["compute"] / cycle,
@@ -122,10 +131,20 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
                                      if export.breakdown.get(c)},
              "tasks": export.tasks, "clock_mhz": timing.clock_mhz, "flit_bytes": timing.flit_bytes}
     return IterationCase(spec, export.description, scale, model, traces, request, program, collective,
-                         fabric="mesh" if fabric == "mesh" else spec.name)
+                         fabric="mesh" if fabric == "mesh" else spec.name, switch=switch)
 
 
-def _fabric(fabric: str, characterization, spec_overrides):
+def _check_packet(spec, programs, requests) -> None:
+    """FredError, before anything is built, naming what the packet fabric's iteration does not
+    run (``cocotb_tests.iteration.packet_loading``)."""
+    if not programs:
+        raise FredError("the iteration has no collective; the packet fabric's iteration runs its collectives")
+    from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_loader_entries,
+                                                       packet_online)
+    packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, packet_online(programs)))
+
+
+def _fabric(fabric: str, characterization, spec_overrides, switch: str = "circuit"):
     """(spec, the model's platform of that RTL fabric, the characterization text or None)."""
     if fabric == "mesh":
         from hdl.contracts.mesh import MeshFabricSpec
@@ -134,7 +153,7 @@ def _fabric(fabric: str, characterization, spec_overrides):
         return spec, mesh_platform(spec, characterization=characterization), None
     from sysmodel.fabric_model import fabric_platform
     spec = fabric_spec(fabric, **spec_overrides)
-    network, text = fabric_platform(spec, characterization=characterization)
+    network, text = fabric_platform(spec, characterization=characterization, switch=switch)
     return spec, network, text
 
 
@@ -236,10 +255,15 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         raise FredError(f"the fabric RTL harness (cocotb_tests.iteration) is not available: {exc}") from None
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
-    if case.fabric == "mesh":
-        from cocotb_tests.iteration.run import run_mesh_iteration as run_iteration
-    run = run_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
-                        cflags=cflags, build_dir=build_dir)
+    if case.switch == "packet":
+        from cocotb_tests.iteration.packet_run import run_packet_iteration
+        run = run_packet_iteration(case.spec, case.traces, case.program, case.request,
+                                   watchdog_cycles=watchdog_cycles, cflags=cflags, build_dir=build_dir)
+    else:
+        if case.fabric == "mesh":
+            from cocotb_tests.iteration.run import run_mesh_iteration as run_iteration
+        run = run_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
+                            cflags=cflags, build_dir=build_dir)
     if run.errors:
         raise FredError(f"{case.fabric} iteration: the RTL delivered wrong data "
                         f"({len(run.errors)} error(s)): {'; '.join(run.errors[:5])}")

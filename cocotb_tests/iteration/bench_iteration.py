@@ -1,5 +1,5 @@
 """cocotb benches of the fabrics whose NPUs run iteration traces (``hdl.designs.iteration``;
-Verilog tops ``fred_fabric``, test ``run_iteration``, and ``fred_mesh_fabric``, test
+Verilog tops ``fred_fabric`` and ``fred_packet_fabric``, test ``run_iteration``, and ``fred_mesh_fabric``, test
 ``run_mesh_iteration``).
 
 The harness only loads (switch configurations, phase-sequencer programs, engine programs and
@@ -11,7 +11,8 @@ run, through its read-address register. Like ``bench_fabric.py`` it records and 
 
 Bench parameters (``bench_params()``): ``config``, ``writes``, ``npus``, ``switch_count``,
 ``watchdog_cycles``, ``poll``, ``nodes`` (per rank, the node count to read back),
-``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``). The mesh's:
+``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``), optionally ``switch_read``
+(the packet fabric's switch registers, ``PACKET_SWITCH_READ``). The mesh's:
 ``writes``, ``units`` (engine units), ``watchdog_cycles``, ``poll``, ``nodes``,
 ``trace_units`` (per rank, its sequencer's read unit), ``trace_read`` (the sequencer's read
 registers).
@@ -53,16 +54,17 @@ async def _node_times(dut, npus_nodes: list[int], read_names: list[str],
 async def run_iteration(dut):
     """Load, start once, run to completion or to the watchdog, read every counter."""
     params = bench_params()
-    npus, switches, engine_read = params["npus"], params["switch_count"], params["engine_read"]
+    npus, switches = params["npus"], params["switch_count"]
+    names = {key: params[key] for key in ("engine_read", "switch_read") if key in params}
     await power_on(dut, CONTROL_INPUTS)
     await load_configurations(dut, params["config"])
     await write_programs(dut, params["writes"])
-    before = await read_all(dut, npus, switches, engine_read=engine_read)
+    before = await read_all(dut, npus, switches, **names)
     elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
                                                       poll=params["poll"])
     await settle(dut, params.get("settle", 64))
-    after = await read_all(dut, npus, switches, engine_read=engine_read)
-    times = await _node_times(dut, params["nodes"], engine_read)
+    after = await read_all(dut, npus, switches, **names)
+    times = await _node_times(dut, params["nodes"], params["engine_read"])
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, before=before,
                    after=after, node_times=times)
 

@@ -12,6 +12,10 @@ order, bit-exact).
 
 Timed window (``IterationRun.cycles``): the fabric's cycle counter, from the cycle after
 ``start`` to the cycle every NPU's trace is done; the node times count from the same cycle.
+``all_done`` is polled by the fabric runners' rule (``cocotb_tests.fabric.run.poll_cycles``)
+applied to the run's watchdog budget: every 1,024 cycles for any budget above 16,384 (every
+case the studies run), so the wall-clock window (``sim_s``) overshoots the run by less than
+1,024 cycles (was up to 20,000: a 1/64 of the watchdog).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, loader_writes, trace_writes
 from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
-                                     default_cflags, load_sequence)
+                                     default_cflags, load_sequence, poll_cycles)
 
 __all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "run_mesh_iteration",
            "mesh_iteration_verilog", "mesh_loader_entries"]
@@ -144,7 +148,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports),
               **iteration_load(spec, program, traces, depth, room), "watchdog_cycles": watchdog_cycles,
-              "poll": int(min(20_000, max(256, watchdog_cycles // 64))),
+              "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": names}
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else ""))
@@ -238,7 +242,7 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
         if trace is not None:
             writes += [[unit, reg, value] for reg, value in trace_writes(trace, depth)]
     params = {"writes": writes, "units": engine_unit(spec.npus, 0), "watchdog_cycles": watchdog_cycles,
-              "poll": int(min(20_000, max(256, watchdog_cycles // 64))),
+              "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
               "trace_read": list(LoadingTraceSequencer.read_names)}

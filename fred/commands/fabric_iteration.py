@@ -1,4 +1,4 @@
-"""``fred fabric-iteration``: one training iteration on the circuit FRED fabric RTL or the mesh RTL (the NPUs run
+"""``fred fabric-iteration``: one training iteration on the FRED fabric RTL (circuit or packet switches) or the mesh RTL (the NPUs run
 the model's exported trace) and on the system model of the same fabric, side by side
 (docs/fabric_iteration.md)."""
 
@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fabric", type=str.lower, choices=(*FABRICS, "mesh"),
                         help="a FRED variant of the circuit fabric (docs/fabric_rtl.md) or the "
                              "5 x 4 mesh fabric (docs/mesh_rtl.md)")
+    parser.add_argument("--switch", choices=("circuit", "packet"), default="circuit",
+                        help="the FRED fabric's switches: circuit (phase sequencers; the default, "
+                             "as in fred fabric-sim: every iteration case runs on it) or packet "
+                             "(the paper's switch, PacketFabricTop: phases selected by the packet "
+                             "headers, endpoint algorithms routed online; runs one-stage "
+                             "algorithms without phase orders so far)")
     parser.add_argument("--workload", metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--strategy", default=None,
@@ -56,7 +62,7 @@ def run(args) -> int:
         fabric=args.fabric, workload=get_workload(args.workload), platform=model_platform(args),
         strategy=parse_strategy(args.strategy) if args.strategy else None,
         samples_per_dp=args.samples_per_dp, scale=args.scale, overlap=not args.no_overlap,
-        characterization=args.characterization)
+        characterization=args.characterization, switch=args.switch)
     if not args.model_only:
         run_iteration_case(case)
     if args.json:
@@ -78,7 +84,8 @@ def run(args) -> int:
         rows.append(row(f"{cls} exposed", model["comm_exposed_cycles"].get(cls, 0),
                         rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
-                       title=f"{case.fabric}: {case.description} (serialised, one collective at a time)"))
+                       title=f"{case.fabric}{' (packet switches)' if case.switch == 'packet' else ''}: "
+                             f"{case.description} (serialised, one collective at a time)"))
     if case.collective_model:
         c = case.collective_model
         if "collectives" in c:
@@ -105,9 +112,10 @@ def _table(args) -> int:
     from studies.iteration_table import ITERATION_CASES, iteration_row, write_iteration_table
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
-    if not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy:
+    if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
+            or args.switch != "circuit"):
         raise FredError("--table runs the table's own cases: give --no-overlap, and no --fabric, "
-                        "--workload, --strategy or --model-only")
+                        "--workload, --strategy, --switch or --model-only")
     output = Path(args.output)
     check_writable(output)
     # every case is validated and modelled before the first build

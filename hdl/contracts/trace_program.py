@@ -49,7 +49,7 @@ from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
 __all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
            "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
-           "PROG_VALUE", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
+           "PROG_VALUE", "PACKET_HEADER_REGS", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
            "collective_requests", "loader_entries", "loader_writes"]
 
 #: Node word: bit 31 set for a collective node (start the engine, wait for it), else a delay.
@@ -75,6 +75,12 @@ PROG_ADDR, PROG_HEAD, PROG_VALUE = 60, 61, 62
 #: loader's): the configuration slot of the collective's phase 0 (its phase k is slot base + k),
 #: so that collectives of different algorithms each select their own phases.
 SLOT_BASE = 59
+#: Program registers of an NPU of the packet fabric that runs a trace
+#: (``hdl.designs.iteration.PacketTraceNpu``), between the engine's and the sequencer's, written
+#: by the harness or by its program loader per collective: the header's phase slot, VC and flow
+#: id, and the packets the NPU receives in one run of the collective (its depacketizer marks
+#: the stream's end on the last of them; packets are numbered on from collective to collective).
+PACKET_HEADER_REGS = {"phase": 52, "vc": 53, "flow": 54, "packets": 55}
 #: Read registers a sequencer with a program loader adds after :data:`TRACE_READ`: cycles its
 #: collective nodes waited for their program, the engines' bad and extra flits summed over
 #: every run (an engine clears its own counters at each start).

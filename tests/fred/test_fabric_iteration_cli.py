@@ -74,3 +74,29 @@ def test_the_mesh_and_the_fred_fabric_run_a_program_per_collective(capsys):
     assert out["collective"]["algorithm"] == "hierarchical"
     assert main(["fabric-iteration", "--table", "--no-overlap", "--fabric", "mesh"]) == 1
     assert "--table runs the table's own cases" in capsys.readouterr().err
+
+
+def test_the_packet_fabric_takes_the_models_packet_platform_and_refuses_what_it_cannot_run(capsys):
+    """In process: --switch packet times the iteration on the model's packet platform (the
+    packet switches' header selects, as ``fred fabric-sim --switch packet``), one in-switch DP
+    all-reduce on Fred-D; what the packet fabric's iteration does not run is refused by name
+    before anything is built: the hierarchical all-reduce (Fred-A resnet-152 MP20), the
+    phase order of Fred-B's four DP groups (MP4-DP5)."""
+    from fred.cli import main
+    args = ["fabric-iteration", "--workload", "resnet-152", "--no-overlap", "--model-only", "--switch", "packet"]
+    assert main(args + ["--fabric", "fred-d", "--strategy", "MP1-DP20-PP1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["switch"] == "packet" and out["collective"]["algorithm"] == "in-switch"
+    model = out["model"]
+    assert abs(model["iteration_cycles"] - model["compute_cycles"] - model["comm_busy_cycles"]["dp"]) < 1e-6
+    assert main(args + ["--fabric", "fred-d", "--strategy", "MP1-DP20-PP1", "--switch", "circuit",
+                        "--json"]) == 0
+    circuit = json.loads(capsys.readouterr().out)["model"]
+    assert circuit["compute_cycles"] == model["compute_cycles"]
+    assert circuit["comm_busy_cycles"]["dp"] != model["comm_busy_cycles"]["dp"]    # another platform
+    assert main(args + ["--fabric", "fred-a", "--strategy", "MP20-DP1-PP1"]) == 1
+    assert "one-stage" in capsys.readouterr().err
+    assert main(args + ["--fabric", "fred-b", "--strategy", "MP4-DP5-PP1"]) == 1
+    assert "phase order" in capsys.readouterr().err
+    assert main(["fabric-iteration", "--table", "--no-overlap", "--switch", "packet"]) == 1
+    assert "--switch" in capsys.readouterr().err

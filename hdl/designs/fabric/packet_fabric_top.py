@@ -116,6 +116,13 @@ class PacketFabricTop(wiring.Component):
     (``ORDER_REGS``; docs/switch.md, "Phase order"): several stored phases of one VC at a
     switch (Fred-B's DP groups) are served in the same order at every switch.
 
+    ``npu`` (default None): the component at each NPU port instead of the engine with its
+    packetizer, depacketizer and header registers, ``npu(flit=, packet=, depth=)`` (e.g. an
+    NPU that runs an iteration trace, ``hdl.designs.iteration.PacketTraceNpu``), with members
+    ``o`` / ``credit_in`` / ``i`` / ``credit_out`` (as :class:`IoController`'s), ``start``,
+    ``we`` / ``waddr`` / ``wdata`` (every program write to its unit), ``done`` (the fabric's
+    ``all_done`` ANDs it) and ``read_names`` (its read registers, read by name).
+
     Uplinks below full rate (Fred-A/B) queue at the link's entry, a queue per VC served MP > PP >
     DP at packet boundaries (:class:`PacketLink`).
 
@@ -138,12 +145,13 @@ class PacketFabricTop(wiring.Component):
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
                  depth: int | None = None, online: bool = False,
-                 partition: FabricPartition | None = None, part: int | None = None):
+                 partition: FabricPartition | None = None, part: int | None = None, npu=None):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(problem)
         self.partition, self.part = partition, part
+        self.npu = npu
         self.spec = spec
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
@@ -215,6 +223,17 @@ class PacketFabricTop(wiring.Component):
         for rank in range(spec.endpoints):
             j, port = spec.port_of(rank)
             if switches[j] is None:     # at another part's L1
+                continue
+            if rank < spec.npus and self.npu is not None:     # e.g. an iteration's trace NPU
+                engine = m.submodules[f"npu_{rank}"] = self.npu(flit=self.flit, packet=fmt, depth=self.depth)
+                m.d.comb += [engine.start.eq(start), engine.we.eq(prog_we & (prog_unit == rank)),
+                             engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
+                l1 = switches[j]
+                up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
+                down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
+                _join(m, engine.o, engine.credit_in, up, l1.i[port], l1.i_credit[port], self._route(j))
+                _join(m, l1.o[port], l1.o_credit[port], down, engine.i, engine.credit_out)
+                npus[rank] = (engine, None, None)
                 continue
             if rank < spec.npus:
                 engine = m.submodules[f"npu_{rank}"] = NpuEngine(self.flit, buffer=NPU_BUFFER)
@@ -345,6 +364,10 @@ class PacketFabricTop(wiring.Component):
         spec = self.spec
         with m.Switch(rd_unit):
             for rank, (engine, tx, rx) in npus.items():
+                if tx is None:      # an ``npu`` component: its own read registers
+                    with m.Case(rank):
+                        read_register(m, rd_reg, self.rd_data, [getattr(engine, n) for n in engine.read_names])
+                    continue
                 values = {name: getattr(engine, name) for name in ENGINE_READ}
                 values.update(seq_errors=rx.seq_errors, link_errors=tx.credit_error | rx.overflow,
                               done_cycle=done_cycles[rank])

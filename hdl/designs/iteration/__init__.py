@@ -1,11 +1,13 @@
 """A training iteration's trace run by the fabric's NPUs (``docs/fabric_iteration.md``): the trace
 sequencer, the NPU that pairs it with the fabric's engine, and the fabric top built with them."""
 
-from .iteration_top import iteration_fabric_top, iteration_mesh_top
+from .iteration_top import iteration_fabric_top, iteration_mesh_top, iteration_packet_top
 from .loading_sequencer import LoadingTraceSequencer
+from .packet_trace_npu import PacketTraceNpu
 from .program_loader import ProgramLoader
 from .rerun_phase_sequencer import RerunPhaseSequencer
 from .trace_npu import TraceNpu
 from .trace_sequencer import TraceSequencer
 
-__all__ = ["LoadingTraceSequencer", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top"]
+__all__ = ["LoadingTraceSequencer", "PacketTraceNpu", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
+           "iteration_packet_top"]

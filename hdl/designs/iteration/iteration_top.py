@@ -1,5 +1,5 @@
 """The fabric tops whose NPUs run iteration traces (docs/fabric_iteration.md): the circuit FRED
-fabric and the 2D mesh."""
+fabric, the packet FRED fabric and the 2D mesh."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.mesh import MESH_VCS, MeshFabricSpec
 from hdl.designs.fabric.fabric_top import FabricTop
+from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
 from .loading_sequencer import LoadingTraceSequencer
+from .packet_trace_npu import PacketTraceNpu
 from .rerun_phase_sequencer import RerunPhaseSequencer
 from .trace_npu import TraceNpu
 
-__all__ = ["iteration_fabric_top", "iteration_mesh_top"]
+__all__ = ["iteration_fabric_top", "iteration_packet_top", "iteration_mesh_top"]
 
 
 def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None = None,
@@ -31,6 +33,16 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None =
         return FabricTop(spec, npu=partial(TraceNpu, depth=depth))
     return FabricTop(spec, npu=partial(TraceNpu, depth=depth, programs=programs),
                      sequencer=partial(RerunPhaseSequencer, programs=switch_programs))
+
+
+def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False) -> PacketFabricTop:
+    """:class:`PacketFabricTop` of ``spec`` with a :class:`PacketTraceNpu` of ``depth`` trace nodes
+    and ``programs`` program-loader entries at every NPU port: the same packet switches (header
+    mode; ``online``: endpoint algorithms' unicasts routed online), links, harness ports and
+    cycle counter (``cycles`` ends when every NPU's trace is done). The switches need nothing
+    per collective: the phases of every collective sit side by side in their slots, loaded
+    once, and each NPU's headers select them."""
+    return PacketFabricTop(spec, online=online, npu=partial(PacketTraceNpu, nodes=depth, programs=programs))
 
 
 def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshFabricTop:

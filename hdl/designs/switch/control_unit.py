@@ -11,6 +11,7 @@ from amaranth.hdl import Mux, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.contracts.encoding import wire_bits
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import DATA_VCS, PRIORITY, PacketFormat
 from hdl.designs.layouts import struct_layout
@@ -106,7 +107,7 @@ class ControlUnit(wiring.Component):
     """
 
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                ordered: bool = False):
+                ordered: bool = False, middle: int = 3):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -118,9 +119,9 @@ class ControlUnit(wiring.Component):
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                 ordered: bool = False):
+                 ordered: bool = False, middle: int = 3):
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
-        self.ordered = bool(ordered)
+        self.ordered, self.middle = bool(ordered), middle
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
         order = {}
@@ -128,8 +129,19 @@ class ControlUnit(wiring.Component):
             # the phase order (:class:`~hdl.designs.switch.phase_order.PhaseOrder`)
             order = {"order_active": In(1), "order_slot": In(pw), "order_last": In(packet.seq_bits),
                      "order_vc": In(2), "order_restart": In(1), "order_advance": Out(1)}
+        paths = {}
+        # several paths per input and paths behind others: P >= 3 (FredSwitch(routed)); a
+        # Fred_m(2) is one RD microswitch, where two paths of one input would be a broadcast
+        self.behind = self.online and ports >= 3
+        if self.behind:
+            # held links and routes of the online paths (OnlineRouter(held=True), FredSwitch(routed))
+            w = wire_bits(middle)
+            paths = {"route": Out(w).array(ports), "route_keep": Out(1), "route_wire": In(w),
+                     "in_block": Out(middle), "out_block": Out(middle), "swap": Out(ports),
+                     "swap_wire": Out(w).array(ports)}
         super().__init__({
             **order,
+            **paths,
             "head_valid": In(nvc).array(ports),
             "head_first": In(nvc).array(ports),
             "head": In(struct_layout(packet.header)).array(nvc).array(ports),
@@ -220,11 +232,8 @@ class ControlUnit(wiring.Component):
         m.d.sync += stale.eq(self.active_valid & ~self.loaded.bit_select(self.active_phase, 1)
                              | stale & ~select_done)
         m.d.comb += stale_now.eq(stale & ~online_mode)
-        in_path = Signal(P)      # input n is on a path (set up, not yet released)
-        pending = Signal(P)      # ... granted, its first packet not started yet
-        out_busy = Signal(P)     # output o is on a path
-        src_of = [Signal(range(P), name=f"src_of{o}") for o in range(P)]
-        dst_of = [Signal(range(P), name=f"dst_of{n}") for n in range(P)]
+        path_ok = Signal(P)      # input n's head packet (online) may start: its path is set up
+        awaiting = Signal(P)     # ... a path was granted to it, its first packet not started yet
         partial, match, start_ok, heads = [], [], [], []
         for n in range(P):
             hv, hf = Signal(name=f"hv{n}"), Signal(name=f"hf{n}")
@@ -244,18 +253,19 @@ class ControlUnit(wiring.Component):
             running = (state == CUState.RUN) | (state == CUState.DRAIN)
             online_enable = 0          # (online_mode is never set without ``online``)
             if self.online:
-                # an input on a path forwards the rest of its packet, and the next packet for
-                # the same output on the same path (in RUN; a granted first packet also in
-                # DRAIN): a stream of packets to one output keeps its path
-                online_enable = running & in_path[n] & (
-                    part | mt & (h.dest == dst_of[n]) & (pending[n] | (state == CUState.RUN)))
+                # an input forwards the rest of its packet, and a packet whose path is set up
+                # (in RUN; a granted first packet also in DRAIN): a stream of packets to one
+                # output keeps its path, and a packet to another output whose path is set up
+                # follows at once
+                online_enable = running & (
+                    part | mt & path_ok[n] & (awaiting[n] | (state == CUState.RUN)))
             with m.If(by_header & online_mode):
                 m.d.comb += self.enable[n].eq(online_enable)
             with m.Elif(by_header):
                 m.d.comb += self.enable[n].eq(part & running | ok)
             with m.Else():
                 m.d.comb += self.enable[n].eq(manual_ok)
-            partial.append(part | pending[n])
+            partial.append(part | awaiting[n])
             heads.append(h)
             match.append(mt)
             start_ok.append(ok)
@@ -281,43 +291,10 @@ class ControlUnit(wiring.Component):
                                                                 active_ok, best_phase, best_vc,
                                                                 state)
 
-        # ---- online routing: one path set up per cycle, released at its last flit out ------
+        # ---- online routing: paths set up behind others, released at their last flit out ---
+        paths = Const(0, P)
         if self.online:
-            cands = []
-            for n in range(P):
-                dest = heads[n].dest
-                c = Signal(name=f"route_cand{n}")
-                m.d.comb += c.eq(online_mode & (state == CUState.RUN) & match[n] & ~in_path[n]
-                                 & ~out_busy.bit_select(dest, 1))
-                cands.append(c)
-            for n in reversed(range(P)):    # the lowest input index first
-                with m.If(cands[n]):
-                    m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
-                                 self.route_dst.eq(heads[n].dest)]
-            grant = self.route_req & self.route_ok
-            for o in range(P):
-                # packets on the path that have started and whose last flit has not left: the
-                # path is released when the last of them leaves and no other starts meanwhile
-                # (at most a flit per pipeline stage of the datapath: 8 bits cover any Fred_m(P))
-                in_flight = Signal(8, name=f"in_flight{o}")
-                inc = Signal(name=f"path_inc{o}")
-                dec = Signal(name=f"path_dec{o}")
-                m.d.comb += [inc.eq(out_busy[o] & self.started.bit_select(src_of[o], 1)),
-                             dec.eq(out_busy[o] & self.out_last[o]),
-                             self.release[o].eq(dec & ~inc & (in_flight == 1))]
-                m.d.sync += in_flight.eq(in_flight + inc - dec)
-                with m.If(grant & (self.route_dst == o)):
-                    m.d.sync += [out_busy[o].eq(1), src_of[o].eq(self.route_src)]
-                with m.If(self.release[o]):
-                    m.d.sync += out_busy[o].eq(0)
-            for n in range(P):
-                with m.If(grant & (self.route_src == n)):
-                    m.d.sync += [in_path[n].eq(1), pending[n].eq(1), dst_of[n].eq(self.route_dst)]
-                with m.If(self.started[n] & pending[n]):
-                    m.d.sync += pending[n].eq(0)
-                for o in range(P):
-                    with m.If(self.release[o] & (src_of[o] == n)):
-                        m.d.sync += in_path[n].eq(0)
+            paths = self._online_paths(m, heads, match, state, online_mode, path_ok, awaiting)
 
         # ---- state machine (header mode) --------------------------------------------------------
         m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
@@ -333,7 +310,7 @@ class ControlUnit(wiring.Component):
             with m.Elif(~any_match & ~any_partial & any_wait & ~order_hold):
                 m.d.sync += state.eq(CUState.DRAIN)
         with m.Elif(state == CUState.DRAIN):
-            with m.If(~any_partial & ~any_start & ~self.busy & ~in_path.any()):
+            with m.If(~any_partial & ~any_start & ~self.busy & ~paths.any()):
                 with m.If(~any_wait | active_ok & ~stale_now & (want_phase == cur_phase)
                           & (want_vc == cur_vc)):
                     m.d.sync += state.eq(CUState.RUN)
@@ -351,6 +328,110 @@ class ControlUnit(wiring.Component):
         with m.Else():
             m.d.sync += state.eq(CUState.RUN)
         return m
+
+    def _online_paths(self, m, heads, match, state, online_mode, path_ok, awaiting):
+        """The online paths (docs/switch.md, "Online unicast routing"); returns the outputs
+        with a path. Per output o: the path on it (source, first wire, packets started whose
+        last flit has not left o) and at most one path waiting behind it (another input's,
+        set up but for o's top-level lane, ``route_keep``). An input may own several paths
+        (one per output, each on its own first wire: a packet takes its path's wire, carried
+        with the flit, ``route``), so its next packet to another output starts as soon as
+        that path is set up, while the previous one is still inside. One request per cycle,
+        the lowest input first: to a free output (a path), or to an output whose path is
+        another input's and has nobody waiting (a path behind it; its first packet enters and
+        waits inside, at o's top-level output microswitch). When the last packet started on
+        o's path leaves o (its owner may keep streaming packets to o on it until then, as
+        before), the path is released and the waiting one, if any, takes o's lane
+        (``swap``) the next cycle."""
+        P, run = self.ports, online_mode & (state == CUState.RUN)
+        w = wire_bits(self.middle)
+        busy, pend = Signal(P, name="path_busy"), Signal(P, name="path_pend")
+        src = [Signal(range(P), name=f"path_src{o}") for o in range(P)]
+        wire = [Signal(w, name=f"path_wire{o}") for o in range(P)]
+        flight = [Signal(8, name=f"path_flight{o}") for o in range(P)]   # < pipeline depth
+        p_src = [Signal(range(P), name=f"pend_src{o}") for o in range(P)]
+        p_wire = [Signal(w, name=f"pend_wire{o}") for o in range(P)]
+        p_flight = [Signal(8, name=f"pend_flight{o}") for o in range(P)]
+        cand, keep = Signal(P, name="route_cand"), Signal(P, name="route_cand_keep")
+        for n in range(P):
+            live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
+            # without paths behind others, an input asks only when it owns none (P = 2)
+            alone = 1 if self.behind else ~_any([busy[o] & (src[o] == n) for o in range(P)])
+            for o in range(P):
+                with m.If(heads[n].dest == o):
+                    m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
+                                 path_ok[n].eq(live | mine),
+                                 cand[n].eq(run & match[n] & ~busy[o] & alone)]
+                    if self.behind:
+                        m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
+                                     keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
+                                                & ~self.release[o])]
+        for n in reversed(range(P)):    # the lowest input index first
+            with m.If(cand[n] | keep[n]):
+                m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
+                             self.route_dst.eq(heads[n].dest)]
+                if self.behind:
+                    m.d.comb += self.route_keep.eq(keep[n])
+        grant = self.route_req & self.route_ok
+        for n in range(P):
+            with m.If(grant & (self.route_src == n)):
+                m.d.sync += awaiting[n].eq(1)
+            with m.If(self.started[n] & awaiting[n]):
+                m.d.sync += awaiting[n].eq(0)
+        lanes = (self.route_keep, self.route_wire) if self.behind else (Const(0, 1), Const(0, w))
+        for o in range(P):
+            self._output_path(m, o, heads, grant, lanes, (busy, src, wire, flight),
+                              (pend, p_src, p_wire, p_flight))
+        if self.behind:
+            self._held_links(m, busy, src, wire, pend, p_src, p_wire)
+        return busy
+
+    def _held_links(self, m, busy, src, wire, pend, p_src, p_wire):
+        """``in_block`` / ``out_block`` for the request: the top-level links held by paths."""
+        P = self.ports
+        # top-level links held by paths: from the requester's input microswitch (ports 2u, 2u+1;
+        # the demux alone) and into the destination's output microswitch
+        def link(cond, k):
+            return Mux(cond, (Const(1, self.middle) << k)[:self.middle], 0)
+        in_terms, out_terms = [], []
+        for o in range(P):
+            in_terms += [link(busy[o] & (src[o] >> 1 == self.route_src >> 1), wire[o]),
+                         link(pend[o] & (p_src[o] >> 1 == self.route_src >> 1), p_wire[o])]
+            near = (self.route_dst >> 1) == (o >> 1)
+            out_terms += [link(busy[o] & near, wire[o]), link(pend[o] & near, p_wire[o])]
+        m.d.comb += [self.in_block.eq(_any(in_terms)), self.out_block.eq(_any(out_terms))]
+
+    def _output_path(self, m, o, heads, grant, request, live, waiting):
+        """Output o's path and the one waiting behind it: count packets started on each, hand
+        o over when the last of the current path's leaves, record a grant."""
+        P = self.ports
+        busy, src, wire, flight = live
+        pend, p_src, p_wire, p_flight = waiting
+        keep, chosen = request
+        inc, p_inc = Signal(name=f"path_inc{o}"), Signal(name=f"pend_inc{o}")
+        for n in range(P):
+            starts = self.started[n] & (heads[n].dest == o)
+            with m.If(src[o] == n):
+                m.d.comb += inc.eq(busy[o] & starts)
+            with m.If(p_src[o] == n):
+                m.d.comb += p_inc.eq(pend[o] & starts)
+        dec = Signal(name=f"path_dec{o}")
+        m.d.comb += [dec.eq(busy[o] & self.out_last[o]),
+                     self.release[o].eq(dec & ~inc & (flight[o] == 1))]
+        if self.behind:
+            m.d.comb += [self.swap[o].eq(self.release[o] & pend[o]), self.swap_wire[o].eq(p_wire[o])]
+        m.d.sync += [flight[o].eq(flight[o] + inc - dec), p_flight[o].eq(p_flight[o] + p_inc)]
+        with m.If(self.release[o] & pend[o]):      # the waiting path takes the output
+            m.d.sync += [src[o].eq(p_src[o]), wire[o].eq(p_wire[o]),
+                         flight[o].eq(p_flight[o] + p_inc), pend[o].eq(0), p_flight[o].eq(0)]
+        with m.Elif(self.release[o]):
+            m.d.sync += busy[o].eq(0)
+        with m.If(grant & (self.route_dst == o)):
+            with m.If(keep):
+                m.d.sync += [pend[o].eq(1), p_src[o].eq(self.route_src), p_wire[o].eq(chosen),
+                             p_flight[o].eq(0)]
+            with m.Else():
+                m.d.sync += [busy[o].eq(1), src[o].eq(self.route_src), wire[o].eq(chosen)]
 
     def _drain_rule(self, m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok):
         """``drain_ok[n]``: input n's head packet may start while DRAINing (docs/switch.md,

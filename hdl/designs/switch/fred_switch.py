@@ -7,7 +7,8 @@ from amaranth.hdl import Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.contracts.encoding import check_size, config_bits, layout
+from hdl.contracts.encoding import check_size, config_bits, layout, wire_bits
+from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.timing import switch_latency, switch_stages
 from hdl.emit.hierarchy import SeparateModule, flit_suffix
@@ -36,6 +37,14 @@ class FredSwitch(SeparateModule, wiring.Component):
             (``hdl.contracts.encoding.SwitchConfig.to_int()``); it must be legal and change
             only while ``busy`` is low.
         busy: ``Out(1)``: some flit is inside (the switch is not drained).
+        route: ``In(wire_bits(m)).array(P)``, use_route: ``In(1)`` (only ``routed``, P >= 3):
+            while ``use_route``, the top level's input microswitches and demux take every
+            input and send each passed flit to the wire ``route[n]`` named when it entered
+            (carried through their delay lines), whatever the modes' input fields say; the
+            modes still drive everything else. So an input may change its first wire between
+            two packets while the previous one is still inside (the packet switch's online
+            paths, ``docs/switch.md``, "Online unicast routing"). Without ``use_route`` the
+            switch behaves as one built without ``routed``.
 
     Structure (the compiler's, ``hdl.contracts.encoding.layout``): r = floor(P/2) input
     microswitches ``in[u]``, m middle subnetworks ``mid[k]`` (each a Fred_m(ceil(P/2))), r output
@@ -51,15 +60,23 @@ class FredSwitch(SeparateModule, wiring.Component):
     are delay-matched to the microswitches beside them). One flit per cycle per port.
     """
 
-    def __init__(self, *, ports: int, middle: int, flit: FlitFormat):
+    def __init__(self, *, ports: int, middle: int, flit: FlitFormat, routed: bool = False):
         check_size(ports, middle)
         if not isinstance(flit, FlitFormat):
             raise TypeError(f"flit must be a FlitFormat, got {type(flit).__name__}")
+        if routed and ports < 3:
+            raise FredError(f"a routed Fred_m(P) needs P >= 3 (input microswitches at its top "
+                            f"level), got P = {ports}")
         self.ports = ports
         self.middle = middle
         self.flit = flit
+        self.routed = bool(routed)
         shape = flit_layout(flit)
+        routes = {}
+        if self.routed:
+            routes = {"route": In(wire_bits(middle)).array(ports), "use_route": In(1)}
         super().__init__({
+            **routes,
             "i": In(stream.Signature(shape)).array(ports),
             "o": Out(stream.Signature(shape)).array(ports),
             # not `config`: a Verilog keyword, which Verilator's hierarchical blocks cannot
@@ -88,7 +105,8 @@ class FredSwitch(SeparateModule, wiring.Component):
     def module_name(self) -> str:
         """Verilog module of hierarchical generation: ``fred_m3_p16_fp16x4_t8`` is a Fred_3(16)
         level for fp16 x 4 lanes and 8-bit tags."""
-        return f"fred_m{self.middle}_p{self.ports}_{flit_suffix(self.flit)}"
+        routed = "_routed" if self.routed else ""
+        return f"fred_m{self.middle}_p{self.ports}_{flit_suffix(self.flit)}{routed}"
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -104,7 +122,8 @@ class FredSwitch(SeparateModule, wiring.Component):
 
         r, odd = self.ports // 2, self.ports % 2
         sub_ports = r + odd   # middles are Fred_m(ceil(P/2)); odd P's last sub-port is the demux's
-        inputs = [InputMicroswitch(flit=flit, middle=middle) for _ in range(r)]
+        routed = self.routed
+        inputs = [InputMicroswitch(flit=flit, middle=middle, routed=routed) for _ in range(r)]
         mids = [FredSwitch(ports=sub_ports, middle=middle, flit=flit) for _ in range(middle)]
         outputs = [OutputMicroswitch(flit=flit, middle=middle) for _ in range(r)]
         assert (inputs[0].latency + mids[0].latency + outputs[0].latency) == self.latency
@@ -119,13 +138,17 @@ class FredSwitch(SeparateModule, wiring.Component):
         for u, ms in enumerate(inputs):
             m.submodules[f"in{u}"] = ms
             m.d.comb += ms.mode.eq(mode_bits(f"in[{u}]"))
+            if routed:
+                self._route_lanes(m, ms.mode, [(ms.route0, 2 * u, "in0_"), (ms.route1, 2 * u + 1, "in1_")])
             wiring.connect(m, wiring.flipped(self.i[2 * u]), ms.in0)
             wiring.connect(m, wiring.flipped(self.i[2 * u + 1]), ms.in1)
             busy.append(ms.busy)
         if odd:
-            demux = m.submodules.demux = Demux(flit=flit, middle=middle)
+            demux = m.submodules.demux = Demux(flit=flit, middle=middle, routed=routed)
             assert demux.latency == inputs[0].latency
             m.d.comb += demux.mode.eq(mode_bits("demux"))
+            if routed:
+                self._route_lanes(m, demux.mode, [(demux.route, 2 * r, "")])
             wiring.connect(m, wiring.flipped(self.i[2 * r]), demux.port)
             busy.append(demux.busy)
         for k, sub in enumerate(mids):
@@ -155,3 +178,14 @@ class FredSwitch(SeparateModule, wiring.Component):
             busy.append(mux.busy)
         m.d.comb += self.busy.eq(Cat(*busy).any())
         return m
+
+    def _route_lanes(self, m, mode, lanes):
+        """A routed top-level microswitch's lanes: (its route input, port, mode field prefix).
+        With ``use_route`` every lane is enabled (the packet switch lets a flit in only on a
+        path) and takes ``route[port]``; else the modes' enable and wire, as unrouted."""
+        for route, port, prefix in lanes:
+            en, wire = getattr(mode, prefix + "en"), getattr(mode, prefix + "wire")
+            with m.If(self.use_route):
+                m.d.comb += [route.eq(self.route[port]), en.eq(1)]
+            with m.Else():
+                m.d.comb += route.eq(wire)

@@ -9,7 +9,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, RDMode,
-                                        check_size, config_bits, layout)
+                                        check_size, config_bits, layout, wire_bits)
 from hdl.contracts.errors import FredError
 
 __all__ = ["OnlineRouter"]
@@ -35,6 +35,21 @@ class OnlineRouter(wiring.Component):
         modes: ``Out(config_bits(P, m))``: the registered configuration vector (reset: idle),
             for ``FredSwitch.modes``.
 
+    Held links (``held``, P >= 3; the packet switch with paths set up behind others,
+    ``docs/switch.md``, "Online unicast routing"): an input may own several paths at once
+    (each packet takes its path's first wire, carried with the flit through the top-level
+    input microswitch), and an output a path whose flits wait behind the current one's. The
+    top level's lanes then no longer show every link in use, so the caller names them:
+        in_block, out_block: ``In(m)``: the top-level links from ``src``'s input microswitch
+            and into ``dst``'s output microswitch held by any path; the chosen middle avoids
+            them (instead of the lanes' fields; the levels below are as without ``held``).
+        keep_out: ``In(1)``: set up every field but ``dst``'s top-level output lane (the path
+            waits behind the one on it).
+        swap: ``In(P)``, swap_wire: ``In(wire_bits(m)).array(P)``: with ``rel[n]``, output
+            n's top-level lane takes wire ``swap_wire[n]`` (the waiting path) instead of
+            being cleared.
+        wire: ``Out(wire_bits(m))``: the top-level middle the request takes.
+
     A set-up and releases may happen in the same cycle (they write disjoint fields: the
     set-up uses only links free before the releases). Latency: a path exists the cycle after
     ``req``; its modes change only lanes no flit is on (each input microswitch lane, wire and
@@ -42,13 +57,21 @@ class OnlineRouter(wiring.Component):
     flits (``docs/switch.md``, "Online unicast routing").
     """
 
-    def __new__(cls, *, ports: int, middle: int):
+    def __new__(cls, *, ports: int, middle: int, held: bool = False):
         check_size(ports, middle)
+        if held and ports < 3:
+            raise FredError(f"held links need P >= 3, got P = {ports}")
         return super().__new__(cls)
 
-    def __init__(self, *, ports: int, middle: int):
-        self.ports, self.middle = ports, middle
+    def __init__(self, *, ports: int, middle: int, held: bool = False):
+        self.ports, self.middle, self.held = ports, middle, bool(held)
+        extra = {}
+        if self.held:
+            w = wire_bits(middle)
+            extra = {"in_block": In(middle), "out_block": In(middle), "keep_out": In(1),
+                     "swap": In(ports), "swap_wire": In(w).array(ports), "wire": Out(w)}
         super().__init__({
+            **extra,
             "req": In(1),
             "src": In(range(ports)),
             "dst": In(range(ports)),
@@ -64,14 +87,15 @@ class OnlineRouter(wiring.Component):
         nxt = Signal(width)
         m.d.comb += [nxt.eq(state), self.modes.eq(state)]
         m.d.sync += state.eq(nxt)
-        builder = _Builder(m, self.middle, state, nxt)
-        ok = builder.route(self.ports, 0, self.req, self.src, self.dst, "r")
+        builder = _Builder(m, self.middle, state, nxt, self if self.held else None)
+        ok = builder.route(self.ports, 0, self.req, self.src, self.dst, "r", top=True)
         m.d.comb += self.ok.eq(ok)
         commit = Signal()
         m.d.comb += commit.eq(self.req & ok)
         builder.commit_route(commit)
         for n in range(self.ports):
-            builder.release(self.ports, 0, self.rel[n], Const(n, range(self.ports)), f"x{n}_")
+            builder.release(self.ports, 0, self.rel[n], Const(n, range(self.ports)), f"x{n}_",
+                            swap=(self.swap[n], self.swap_wire[n]) if self.held else None)
         return m
 
 
@@ -79,8 +103,9 @@ class _Builder:
     """Generates one level's logic and recurses into the middles (offsets of the compiler's
     configuration layout)."""
 
-    def __init__(self, m, middle, state, nxt):
+    def __init__(self, m, middle, state, nxt, held=None):
         self.m, self.middle, self.state, self.nxt = m, middle, state, nxt
+        self.held = held        # the router's held-link ports, used at the top level only
         self.writes = []   # (ask signal, list of (slice, value)) committed when the top commits
 
     def _field(self, vec, slot_offset, mode_cls, name):
@@ -104,7 +129,7 @@ class _Builder:
             outs.append((2 * r, slots["mux"], MuxMode, "en", "wire"))
         return ins, outs
 
-    def route(self, P, base, ask, src, dst, name):
+    def route(self, P, base, ask, src, dst, name, top=False):
         """Returns ``ok`` (this level and the chosen middle's subtree route); records the writes
         to make when the top-level request commits."""
         m = self.m
@@ -136,7 +161,8 @@ class _Builder:
                     e, w = self._field(self.state, slot2, cls2, en2), self._field(self.state, slot2, cls2, wire2)
                     for k in range(mid):
                         m.d.comb += out_used[k].eq(e & (w == k))
-        used = in_used | out_used
+        top = top and self.held is not None
+        used = (self.held.in_block | self.held.out_block) if top else (in_used | out_used)
         chosen = Signal(range(mid), name=f"{name}_k")
         found = Signal(name=f"{name}_found")
         for k in reversed(range(mid)):      # the lowest free middle wins
@@ -153,10 +179,13 @@ class _Builder:
             self.writes.append((ask & found & (src == port),
                                 [(self._field(self.nxt, slot, cls, en), 1),
                                  (self._field(self.nxt, slot, cls, wire), chosen)]))
+        out_ask = ask & found & ~self.held.keep_out if top else ask & found
         for port, slot, cls, en, wire in outs:
-            self.writes.append((ask & found & (dst == port),
+            self.writes.append((out_ask & (dst == port),
                                 [(self._field(self.nxt, slot, cls, en), 1),
                                  (self._field(self.nxt, slot, cls, wire), chosen)]))
+        if top:
+            self.m.d.comb += self.held.wire.eq(chosen)
         ok = Signal(name=f"{name}_ok")
         m.d.comb += ok.eq(found & Cat(*sub_ok).any())
         return ok
@@ -167,8 +196,9 @@ class _Builder:
                 for target, value in assigns:
                     self.m.d.comb += target.eq(value)
 
-    def release(self, P, base, rel, dst, name):
-        """Clears the path ending at ``dst`` (when ``rel``); returns its source port."""
+    def release(self, P, base, rel, dst, name, swap=None):
+        """Clears the path ending at ``dst`` (when ``rel``); returns its source port. ``swap``
+        (top level, held links): (bit, wire): the output lane takes that wire instead."""
         m = self.m
         src = Signal(range(P), name=f"{name}_src")
         if P == 2:
@@ -189,6 +219,10 @@ class _Builder:
                 with m.If(rel):
                     m.d.comb += [self._field(self.nxt, slot, cls, en).eq(0),
                                  self._field(self.nxt, slot, cls, wire).eq(0)]
+                    if swap is not None:
+                        with m.If(swap[0]):
+                            m.d.comb += [self._field(self.nxt, slot, cls, en).eq(1),
+                                         self._field(self.nxt, slot, cls, wire).eq(swap[1])]
         sub_src = Signal(range(r + odd), name=f"{name}_u")
         for k in range(mid):
             sub_rel = Signal(name=f"{name}{k}_rel")

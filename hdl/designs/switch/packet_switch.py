@@ -200,9 +200,13 @@ class PacketSwitch(wiring.Component):
         P, nvc = self.ports, len(DATA_VCS)
         memory = m.submodules.config_memory = ConfigMemory(
             ports=P, middle=self.middle, phases=self.phases, word_width=self.word_width)
-        core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit)
+        # paths behind others need input microswitches at the top level (P >= 3)
+        routed = self.online and P >= 3
+        core = m.submodules.switch = FredSwitch(ports=P, middle=self.middle, flit=self.flit,
+                                                routed=routed)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
-                                                online=self.online, ordered=self.ordered)
+                                                online=self.online, ordered=self.ordered,
+                                                middle=self.middle)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
@@ -224,12 +228,20 @@ class PacketSwitch(wiring.Component):
                          self.phase.ready.eq(memory.select.ready)]
         if self.online:
             # the default phase index: modes of the paths set up online
-            router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle)
+            router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle,
+                                                               held=routed)
             m.d.comb += [
                 router.req.eq(cu.route_req), router.src.eq(cu.route_src),
                 router.dst.eq(cu.route_dst), cu.route_ok.eq(router.ok), router.rel.eq(cu.release),
                 core.modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
             ]
+            if routed:
+                m.d.comb += [router.in_block.eq(cu.in_block), router.out_block.eq(cu.out_block),
+                             router.keep_out.eq(cu.route_keep), router.swap.eq(cu.swap),
+                             cu.route_wire.eq(router.wire), core.use_route.eq(cu.online_mode)]
+                for n in range(P):
+                    m.d.comb += [router.swap_wire[n].eq(cu.swap_wire[n]),
+                                 core.route[n].eq(cu.route[n])]
             for n in range(P):
                 m.d.comb += cu.out_last[n].eq(core.o[n].valid & core.o[n].ready
                                               & core.o[n].payload.last)

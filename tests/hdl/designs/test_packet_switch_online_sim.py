@@ -141,7 +141,7 @@ def test_idle_online_packet_takes_latency_plus_one(ports, dest):
 def test_a_stream_of_packets_to_one_output_keeps_its_path():
     """Back-to-back packets of one input for one output leave one flit per cycle (the path is
     kept; released and set up again per packet they waited latency + 1 cycles each); a
-    packet for another output then waits for the release, and a second input for the same
+    packet for another output then follows on its own path, and a second input for the same
     output gets it after the stream, every flit in order."""
     dut = switch(4)
     stream = packetize(PKT, list(range(40)), phase=ONLINE, vc=VC.DP, flow=0, dest=1)
@@ -158,14 +158,57 @@ def test_a_stream_of_packets_to_one_output_keeps_its_path():
     assert run.flags["overflow"] == 0 and run.credit_errors == []
 
 
-def test_a_packet_for_another_output_waits_for_the_previous_path_to_empty():
-    """What the kept path does not cover (docs/fabric_rtl.md, "Endpoint algorithms as online
-    unicasts"): an input's packets to alternating outputs, all queued, leave one every
-    packet_flits + latency cycles -- the next path is set up only once the previous one's last
-    flit has crossed the datapath (a stream to one output: one every packet_flits)."""
+def test_packets_to_alternating_outputs_leave_at_line_rate():
+    """An input's packets to alternating outputs, all queued, leave one every packet_flits
+    cycles once both paths are up (docs/switch.md, "Online unicast routing"): the second
+    path is set up (one cycle) behind the first packet, which is still inside, and later
+    packets take the path still set up to their output, each flit on its path's first wire.
+    Fred_3(8), latency 9: a path outlives the next packet to the other output. (Before, a
+    packet for another output waited until the previous path's last flit had left the
+    switch: one every packet_flits + latency cycles, 13 here.) Every flit arrives once, in
+    order, at its output."""
+    pkt = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=2, packet_flits=4, dest_bits=3)
+    dut = PacketSwitch(ports=8, middle=3, dtype="int32", lanes=1, phases=2, packet=pkt, depth=8,
+                       online=True)
+    inj = [Injection(0, 0, packetize(pkt, [10 * n + k for k in range(4)], phase=pkt.online_phase,
+                                      vc=VC.DP, flow=0, first_seq=n // 2, dest=1 + n % 2)[0])
+           for n in range(8)]
+    run = run_packet_switch(dut, configs=[], injections=inj, rng=random.Random(0))
+    starts = sorted(r[0] for d in (1, 2) for r in run.received[d][::pkt.packet_flits])
+    assert [b - a for a, b in zip(starts, starts[1:])] == [pkt.packet_flits + 1] + [pkt.packet_flits] * 6
+    for d in (1, 2):
+        assert [r[1] for r in run.received[d]] == [10 * n + k for n in range(d - 1, 8, 2)
+                                                   for k in range(4)]
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+
+
+def test_a_packet_for_another_output_takes_a_new_path_in_one_cycle():
+    """The same on Fred_3(4) (latency 6): each path is released before the input's next
+    packet to its output comes, so each packet sets one up: one packet every packet_flits +
+    1 cycles (5; before, packet_flits + latency = 10)."""
     dut = switch(4)
     inj = [Injection(0, 0, packetize(PKT, [n] * 4, phase=ONLINE, vc=VC.DP, flow=0, first_seq=n // 2,
                                       dest=1 + n % 2)[0]) for n in range(8)]
     run = run_packet_switch(dut, configs=[], injections=inj, rng=random.Random(0))
     starts = sorted(r[0] for d in (1, 2) for r in run.received[d][::PKT.packet_flits])
-    assert [b - a for a, b in zip(starts, starts[1:])] == [PKT.packet_flits + dut.latency] * 7
+    assert [b - a for a, b in zip(starts, starts[1:])] == [PKT.packet_flits + 1] * 7
+
+
+def test_a_packet_for_a_busy_output_waits_behind_its_path_and_follows_at_line_rate():
+    """Two inputs stream to one output, one after the other: the second input's path is set
+    up behind the first's while the first's last packets are inside, and its first packet
+    waits inside the switch, so the output carries the second stream one idle cycle after
+    the first (the hand-over: the first path's last flit out, then the output lane switches;
+    before, the gap was the latency + 2 cycles while the first path emptied and the second
+    was set up and crossed the switch)."""
+    dut = switch(4)
+    first = [packetize(PKT, [n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=0,
+                       first_seq=n, dest=2)[0] for n in range(3)]
+    second = [packetize(PKT, [100 + n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP,
+                        flow=1, first_seq=n, dest=2)[0] for n in range(3)]
+    run = run_packet_switch(dut, configs=[], injections=[Injection(0, 0, p) for p in first]
+                            + [Injection(1, 4, p) for p in second], rng=random.Random(0))
+    cycles = [r[0] for r in run.received[2]]
+    assert [r[1] for r in run.received[2]] == list(range(12)) + list(range(100, 112))
+    assert [b - a for a, b in zip(cycles, cycles[1:])] == [1] * 11 + [2] + [1] * 11
+    assert run.flags["overflow"] == 0 and run.credit_errors == []

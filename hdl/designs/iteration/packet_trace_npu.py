@@ -1,0 +1,112 @@
+"""``PacketTraceNpu``: an NPU of the packet fabric that runs its iteration trace
+(docs/fabric_iteration.md, "The packet fabric")."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.npu_engine import ENGINE_REGS, NPU_BUFFER
+from hdl.contracts.packet import DATA_VCS, PacketFormat
+from hdl.contracts.trace_program import PACKET_HEADER_REGS
+from hdl.designs.fabric.depacketizer import Depacketizer
+from hdl.designs.fabric.fabric_top import ENGINE_READ
+from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
+from hdl.designs.fabric.packetizer import Packetizer
+from hdl.designs.layouts import flit_layout
+from hdl.designs.switch.vc_input_buffer import link_signature
+
+from .loading_sequencer import LoadingTraceSequencer
+
+__all__ = ["PacketTraceNpu"]
+
+
+class PacketTraceNpu(wiring.Component):
+    """The packet fabric's NPU (an :class:`NpuEngine` behind a :class:`Packetizer` and a
+    :class:`Depacketizer`) started by a :class:`LoadingTraceSequencer`: a drop-in for the NPU
+    of :class:`hdl.designs.fabric.packet_fabric_top.PacketFabricTop` (its ``npu`` parameter).
+
+    Parameters: ``flit``, ``packet``, ``depth`` (the top's: flit format, packet format, flits
+    per data VC of the buffers), ``nodes`` (trace nodes it holds), ``programs`` (program-loader
+    entries: per collective, the engine's registers and the header registers
+    :data:`~hdl.contracts.trace_program.PACKET_HEADER_REGS` that change).
+
+    Members: ``o`` / ``credit_in`` (to the L1 input, its credits back), ``i`` /
+    ``credit_out`` (from the L1 output, credits to it), ``start`` (starts the trace and numbers
+    the next packet sent and expected 0), ``we`` / ``waddr`` / ``wdata`` (the program port:
+    below ``len(ENGINE_REGS)`` the engine, then the header registers, else the sequencer and
+    its loader), ``done`` (every node of the trace finished) and the read registers
+    :attr:`read_names`: the engine's (``done`` the trace's), the depacketizer's
+    ``seq_errors`` (packets out of sequence over the whole trace), ``link_errors`` (sticky:
+    a credit error or a receive overflow), the sequencer's and its loader's.
+
+    Packet numbers run on across collectives (the packetizer and depacketizer start with the
+    trace only): every NPU of these iterations takes part in every collective with the same
+    packet count, so a reduction's operands carry equal numbers at every switch and the
+    switches' drain rule and start gate (which compare numbers of one flow) see a rising
+    sequence, as in one long run; the depacketizer marks a run's end on packet ``base +
+    packets - 1``, ``base`` the packets of the runs before. Flits of the next collective wait
+    in the receive buffer until the engine starts on it (``connect_rx_between_collectives``).
+    Latency: the packetizer's 0 and the depacketizer's 1 cycle, as on the fabric's NPU; the
+    sequencer's start and done cycles per run (:class:`LoadingTraceSequencer`).
+    """
+
+    read_names = ENGINE_READ + ("seq_errors", "link_errors") + LoadingTraceSequencer.read_names
+
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, nodes: int, programs: int,
+                 buffer: int = NPU_BUFFER):
+        self.flit, self.packet, self.depth, self.nodes, self.programs = flit, packet, depth, nodes, programs
+        self.buffer = buffer
+        link = flit_layout(FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width))
+        nvc = len(DATA_VCS)
+        super().__init__({
+            "o": Out(link_signature(link)), "credit_in": In(2).array(nvc),
+            "i": In(link_signature(link)), "credit_out": Out(2).array(nvc),
+            "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32), "done": Out(1),
+            **{name: Out(32) for name in ("sent", "received", "errors", "extra", "first_error", "hash")},
+            "seq_errors": Out(16), "link_errors": Out(1),
+            **{name: Out(32) for name in LoadingTraceSequencer.read_names},
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        engine = m.submodules.engine = NpuEngine(self.flit, buffer=self.buffer)
+        tx = m.submodules.tx = Packetizer(flit=self.flit, packet=self.packet, depth=self.depth)
+        rx = m.submodules.rx = Depacketizer(flit=self.flit, packet=self.packet, depth=self.depth)
+        seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1)
+        wiring.connect(m, engine.tx, tx.i)
+        connect_rx_between_collectives(m, rx.o, engine, seq.engine_running, seq.done)
+        m.d.comb += [self.o.valid.eq(tx.o.valid), self.o.payload.eq(tx.o.payload),
+                     rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload)]
+        for v in range(len(DATA_VCS)):
+            m.d.comb += [tx.credit[v].eq(self.credit_in[v]), self.credit_out[v].eq(rx.credit[v])]
+        # the program port: the harness's writes before the start, the loader's after it
+        loads = seq.lane_we[0]
+        write = loads | self.we
+        reg, value = Mux(loads, seq.lane_waddr, self.waddr), Mux(loads, seq.lane_wdata, self.wdata)
+        header = {name: Signal(32, name=f"header_{name}") for name in PACKET_HEADER_REGS}
+        for name, address in PACKET_HEADER_REGS.items():
+            with m.If(write & (reg == address)):
+                m.d.sync += header[name].eq(value)
+        to_engine = self.waddr < len(ENGINE_REGS)
+        m.d.comb += [engine.we.eq(write & (reg < len(ENGINE_REGS))), engine.waddr.eq(reg), engine.wdata.eq(value),
+                     seq.we.eq(self.we & ~to_engine), seq.waddr.eq(self.waddr), seq.wdata.eq(self.wdata),
+                     seq.start.eq(self.start), engine.start.eq(seq.engine_start),
+                     seq.engine_done.eq(engine.done), seq.engine_errors.eq(engine.errors + engine.extra),
+                     tx.start.eq(self.start), rx.start.eq(self.start), tx.hold.eq(0),
+                     tx.phase.eq(header["phase"]), tx.vc.eq(header["vc"]), tx.flow.eq(header["flow"])]
+        # the run's last packet: the packets of the runs before (``base``) plus this run's
+        base = Signal(self.packet.seq_bits)
+        with m.If(self.start):
+            m.d.sync += base.eq(0)
+        with m.Elif(seq.engine_running & engine.done):     # the cycle a run's done is seen
+            m.d.sync += base.eq(base + header["packets"])
+        m.d.comb += [rx.last_seq.eq(base + header["packets"] - 1),
+                     self.done.eq(seq.done), self.seq_errors.eq(rx.seq_errors),
+                     self.link_errors.eq(tx.credit_error | rx.overflow),
+                     *(getattr(self, n).eq(getattr(engine, n))
+                       for n in ("sent", "received", "errors", "extra", "first_error", "hash")),
+                     *(getattr(self, n).eq(getattr(seq, n)) for n in LoadingTraceSequencer.read_names)]
+        return m

@@ -1,0 +1,91 @@
+"""Iteration traces run by the NPUs of the packet FRED fabric RTL (docs/fabric_iteration.md, "The
+packet fabric"): pure checks of what is loaded and refused in the default suite; hand-made
+traces on small fabrics under Verilator (``full``: each a new build)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
+from hdl.contracts.trace_program import COLLECTIVE_BIT, PACKET_HEADER_REGS
+
+from tests.studies.test_iteration_case import SMALL, _trace
+
+WAFER = (FabricCollective("all-reduce", (0, 1, 2, 3)),)
+
+
+def _programs(spec, sizes, algorithm):
+    from hdl.compiler.fabric_program import fabric_program
+    requests = [FabricRequest("all-reduce", WAFER, flits, "wafer") for flits in sizes]
+    return [fabric_program(spec, r, algorithm=algorithm) for r in requests], requests
+
+
+def _two_collective_traces():
+    """Per rank: compute 40 + 25 r, collective 1 run twice, compute 30, collective 2, compute 7."""
+    words = [None, COLLECTIVE_BIT | 2, 30, COLLECTIVE_BIT, 7]
+    return {r: replace(_trace(r, [40 + 25 * r] + words[1:]), collective=1, collectives=(1, 3)) for r in range(4)}
+
+
+def test_loader_entries_hold_each_collectives_packets_and_only_what_changes():
+    """Pure: an in-switch all-reduce of 8 then 5 flits: the header's packets register is
+    ceil(size / 8) per run, 1 then 1; the phase slot and flow (0, 0) equal the registers'
+    reset value, so only the VC and packets are written for collective 0 and nothing of the
+    header for collective 1 (its packets count is the same)."""
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_loader_entries
+    spec = fabric_spec("fred-b", **SMALL)
+    programs, requests = _programs(spec, (8, 20), "in-switch")
+    entries = packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, False))
+    header = {v: k for k, v in PACKET_HEADER_REGS.items()}
+    per_collective, current = [[]], 0
+    for flags, (write,) in entries[0]:
+        if write is not None and write[0] in header:
+            per_collective[current].append((header[write[0]], write[1]))
+        if flags & 1:
+            current += 1
+            per_collective.append([])
+    assert per_collective[0] == [("vc", 1), ("packets", 1)]
+    assert per_collective[1] == [("packets", 3)]         # 20 flits: 8 + 8 + 4
+
+
+def test_hierarchical_and_mixed_algorithms_are_refused_by_name():
+    """Pure: the packet fabric runs one-stage programs; one build routes one way."""
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_loader_entries, packet_online
+    spec = fabric_spec("fred-a", **SMALL)
+    programs, requests = _programs(spec, (8,), "hierarchical")
+    with pytest.raises(FredError, match="one-stage"):
+        packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, True))
+    ring, _ = _programs(spec, (8,), "ring")
+    switch, _ = _programs(fabric_spec("fred-b", **SMALL), (8,), "in-switch")
+    with pytest.raises(FredError, match="mixes in-switch collectives and endpoint algorithms"):
+        packet_online(ring + switch)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("fabric, algorithm", [("fred-b", "in-switch"), ("fred-d", "in-switch"),
+                                                ("fred-a", "ring")])
+def test_small_packet_fabric_runs_several_collectives_from_the_headers(fabric, algorithm):
+    """Two all-reduces per NPU on the packet fabric, the first run twice (a repeat), the second
+    larger (3 packets): every NPU's loader writes each engine program and header, the packets
+    numbered on across the runs; every flit of every run checked, no packet out of sequence,
+    compute to the cycle, each collective waits for its slowest member."""
+    from cocotb_tests.iteration.packet_run import run_packet_iteration
+    spec = fabric_spec(fabric, **SMALL)
+    programs, requests = _programs(spec, (8, 20), algorithm)
+    run = run_packet_iteration(spec, _two_collective_traces(), programs, requests, watchdog_cycles=20_000,
+                               cflags="-O0")
+    assert run.errors == []
+    assert run.flits_sent == sum(e["send_count"] for e in programs[1].engines[:4])   # the last run's
+    first_ends, second_ends = [], []
+    for r, times in run.node_times.items():
+        assert times[0] == [0, 40 + 25 * r]
+        first_ends.append(times[1][1])
+        assert times[2] == [times[1][1], times[1][1] + 30]
+        assert times[3][0] == times[2][1]
+        second_ends.append(times[3][1])
+        assert times[4] == [times[3][1], times[3][1] + 7]
+    # every NPU sends at least the 20 flits of the second collective (in-switch: exactly)
+    assert min(first_ends) >= 115 + 2 * 8 and min(second_ends) >= max(first_ends) + 30 + 20
+    assert run.cycles == max(second_ends) + 7
