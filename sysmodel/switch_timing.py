@@ -115,10 +115,6 @@ class SwitchTiming:
         return self.phase_switch_cycles * self.cycle_s
 
     @property
-    def preemption_s(self) -> float:
-        return self.preemption_cycles * self.cycle_s
-
-    @property
     def phase_select_s(self) -> float:
         """Seconds one phase of an in-switch collective pays for its select: the copy on an idle
         switch (the previous phase's drain is that phase's own latency, counted with it), or
