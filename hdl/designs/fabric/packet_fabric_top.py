@@ -177,6 +177,16 @@ class PacketFabricTop(wiring.Component):
     def _owns(self, switch: int) -> bool:
         return self.partition is None or self.partition.parts[switch] == self.part
 
+    def _endpoint_links(self, m, rank: int, l1, j: int, port: int, ends) -> None:
+        """Endpoint ``rank``'s two links to port ``port`` of its L1 switch ``l1`` (switch ``j``):
+        ``ends`` = (its output, that output's credit input, its input, that input's credit
+        output); the uplink's headers get their ``dest`` from ``l1``'s table (:meth:`_route`)."""
+        latency = self.spec.npu_link_latency
+        up = m.submodules[f"link_npu{rank}_up"] = PacketLink(self.link_shape, latency=latency)
+        down = m.submodules[f"link_npu{rank}_down"] = PacketLink(self.link_shape, latency=latency)
+        _join(m, ends[0], ends[1], up, l1.i[port], l1.i_credit[port], self._route(j))
+        _join(m, l1.o[port], l1.o_credit[port], down, ends[2], ends[3])
+
     def cut_fields(self) -> list[tuple[str, str, int]]:
         """This part's cut signals, LSB first: ``(bus, name, width)``, bus ``cut_out`` or
         ``cut_in``; for every cut uplink (``FabricPartition.cut_links`` order) the sender's part
@@ -228,11 +238,8 @@ class PacketFabricTop(wiring.Component):
                 engine = m.submodules[f"npu_{rank}"] = self.npu(flit=self.flit, packet=fmt, depth=self.depth)
                 m.d.comb += [engine.start.eq(start), engine.we.eq(prog_we & (prog_unit == rank)),
                              engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
-                l1 = switches[j]
-                up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
-                down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
-                _join(m, engine.o, engine.credit_in, up, l1.i[port], l1.i_credit[port], self._route(j))
-                _join(m, l1.o[port], l1.o_credit[port], down, engine.i, engine.credit_out)
+                self._endpoint_links(m, rank, switches[j], j, port,
+                                     (engine.o, engine.credit_in, engine.i, engine.credit_out))
                 npus[rank] = (engine, None, None)
                 continue
             if rank < spec.npus:
@@ -264,11 +271,7 @@ class PacketFabricTop(wiring.Component):
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
                          tx.phase.eq(regs["phase"]), tx.vc.eq(regs["vc"]),
                          tx.flow.eq(regs["flow"]), rx.last_seq.eq(regs["last_seq"])]
-            l1 = switches[j]
-            up = m.submodules[f"link_npu{rank}_up"] = PacketLink(link_shape, latency=spec.npu_link_latency)
-            down = m.submodules[f"link_npu{rank}_down"] = PacketLink(link_shape, latency=spec.npu_link_latency)
-            _join(m, ends[0], ends[1], up, l1.i[port], l1.i_credit[port], self._route(j))
-            _join(m, l1.o[port], l1.o_credit[port], down, ends[2], ends[3])
+            self._endpoint_links(m, rank, switches[j], j, port, ends)
             npus[rank] = (engine, tx, rx)
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
         link_overflow = [Signal(name=f"link_overflow_{s}") for s in range(len(switches))]
