@@ -11,6 +11,7 @@ from pathlib import Path
 
 from amaranth.sim import Simulator
 
+from cocotb_tests.fabric.run import configuration_words
 from hdl.compiler.fabric_program import fabric_program
 from hdl.compiler.packet_fabric_program import (flow_port_entries, online_headers,
                                                 packet_headers, phase_orders, runs_online)
@@ -22,7 +23,7 @@ from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PA
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
 __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
-           "packet_load_sequence", "packet_training", "packet_part_verilogs", "PACKET_TOP",
+           "packet_load_sequence", "flow_port_writes", "packet_training", "packet_part_verilogs", "PACKET_TOP",
            "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
 
 
@@ -73,23 +74,14 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
             writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
             writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
         return {"config": [], "writes": writes}
-    config = []
-    for s, phases in enumerate(program.switches):
-        for k, phase in enumerate(phases):
-            words = phase.config.encode(32)
-            config += [[s, k, int(i == len(words) - 1), w] for i, w in enumerate(words)]
+    config = configuration_words(program)
     writes = []
     for rank, (engine, header) in enumerate(zip(program.engines,
                                                 packet_headers(program, request, packet, vcs=vcs,
                                                                delays=delays))):
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
-    for s, entries in enumerate(flow_port_entries(program)):
-        unit = spec.endpoints + s
-        for k, n, partners, outputs in entries:
-            writes += [[unit, FLOW_PORT_REGS["partners"], partners],
-                       [unit, FLOW_PORT_REGS["outputs"], outputs],
-                       [unit, FLOW_PORT_REGS["entry"], k << 8 | n]]
+    writes += flow_port_writes(spec, program)
     orders = phase_orders(program, request, packet, vcs=vcs)
     for s, (vc, entries) in enumerate(orders):
         unit = spec.endpoints + s
@@ -98,6 +90,20 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
                        [unit, ORDER_REGS["entry"], index << 8 | k]]
         writes.append([unit, ORDER_REGS["set"], vc << 8 | len(entries)])
     return {"config": config, "writes": writes}
+
+
+def flow_port_writes(spec, program, base: int = 0) -> list[list[int]]:
+    """``[unit, register, value]`` writes of every switch's flow-port table
+    (``FLOW_PORT_REGS``) for ``program``'s stored phases, phase k of a switch in slot ``base +
+    k`` (:func:`~hdl.compiler.packet_fabric_program.flow_port_entries`)."""
+    writes = []
+    for s, entries in enumerate(flow_port_entries(program)):
+        unit = spec.endpoints + s
+        for k, n, partners, outputs in entries:
+            writes += [[unit, FLOW_PORT_REGS["partners"], partners],
+                       [unit, FLOW_PORT_REGS["outputs"], outputs],
+                       [unit, FLOW_PORT_REGS["entry"], (base + k) << 8 | n]]
+    return writes
 
 
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,

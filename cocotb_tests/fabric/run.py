@@ -30,7 +30,7 @@ from hdl.contracts.fabric import FabricRequest, FabricSpec
 from hdl.compiler.fabric_program import FabricProgram, default_phases, fabric_program
 from hdl.contracts.npu_engine import engine_writes
 
-__all__ = ["FabricRun", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
+__all__ = ["FabricRun", "configuration_words", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
            "default_cflags", "training_requests",
            "TRAINING_FLITS"]
 
@@ -234,17 +234,25 @@ def train_fabric(spec: FabricSpec, build_dir: Path, *, simulator: str = DEFAULT_
         raise FredError(f"fabric {spec.name}: no training collective runs on this fabric")
 
 
+def configuration_words(program: FabricProgram, base: int = 0) -> list[list[int]]:
+    """Every stored phase of ``program`` as the configuration port loads it: ``[switch, slot,
+    last, word]`` per 32-bit word, phase k of a switch in slot ``base + k`` (``last`` marks
+    a phase's final word)."""
+    config = []
+    for s, phases in enumerate(program.switches):
+        for k, phase in enumerate(phases):
+            words = phase.config.encode(32)
+            config += [[s, base + k, int(i == len(words) - 1), word] for i, word in enumerate(words)]
+    return config
+
+
 def load_sequence(spec: FabricSpec, program: FabricProgram) -> dict:
     """What a simulator loads through the top's ports before ``start``, in order (the same for
     both simulators): ``config``, every configuration word as ``[switch, phase, last, word]``
     (every phase of every switch); ``writes``, every program write as ``[unit, register,
     value]`` (the sequencers, unit ``npus + s``, then the engines, unit = rank)."""
     from hdl.designs.fabric.phase_sequencer import sequencer_registers
-    config = []
-    for s, phases in enumerate(program.switches):
-        for k, phase in enumerate(phases):
-            words = phase.config.encode(32)
-            config += [[s, k, int(i == len(words) - 1), word] for i, word in enumerate(words)]
+    config = configuration_words(program)
     writes = []
     for s, phases in enumerate(program.switches):
         writes += [[spec.npus + s, reg, value] for reg, value in sequencer_registers(

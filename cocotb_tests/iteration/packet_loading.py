@@ -7,8 +7,7 @@ the phases), and per NPU, per collective, its engine program and its header regi
 from __future__ import annotations
 
 from hdl.compiler.fabric_program import default_phases
-from hdl.compiler.packet_fabric_program import (flow_port_entries, online_headers, packet_headers,
-                                                phase_orders, runs_online)
+from hdl.compiler.packet_fabric_program import online_headers, packet_headers, phase_orders, runs_online
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
@@ -105,20 +104,13 @@ def packet_switch_writes(spec: FabricSpec, programs: list) -> tuple[list, list]:
     value]``) of the switches: every distinct stored program of the iteration at its slots
     (:func:`packet_slots`) and its flow-port table entries at the same slots; none for online
     unicasts."""
-    from hdl.designs.fabric.packet_fabric_top import FLOW_PORT_REGS
+    from cocotb_tests.fabric.packet_fabric_sim import flow_port_writes
+    from cocotb_tests.fabric.run import configuration_words
     if packet_online(programs):
         return [], []
     config, writes = [], []
     for base, first in packet_slots(spec, programs)[0].values():
-        program = programs[first]
-        for s, phases in enumerate(program.switches):
-            for k, phase in enumerate(phases):
-                words = phase.config.encode(32)
-                config += [[s, base + k, int(i == len(words) - 1), w] for i, w in enumerate(words)]
-        for s, entries in enumerate(flow_port_entries(program)):
-            unit = spec.endpoints + s
-            for k, n, partners, outputs in entries:
-                writes += [[unit, FLOW_PORT_REGS["partners"], partners], [unit, FLOW_PORT_REGS["outputs"], outputs],
-                           [unit, FLOW_PORT_REGS["entry"], (base + k) << 8 | n]]
+        config += configuration_words(programs[first], base)
+        writes += flow_port_writes(spec, programs[first], base)
     return config, writes
 
