@@ -23,7 +23,8 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import NpuTrace, loader_writes, trace_writes
 
-from .run import FRED_ENTRIES, FRED_NODES, IterationRun, _iteration_run, node_depth
+from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, _iteration_run, bench_metrics, check_finished,
+                  node_depth, run_error_lines)
 
 __all__ = ["run_packet_iteration", "packet_iteration_verilog"]
 
@@ -97,24 +98,18 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}")
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
-    metrics = result.metrics
-    if not metrics:
-        raise FredError(f"the packet iteration bench recorded nothing; log: {result.test_dir / 'sim.log'}")
+    metrics = bench_metrics(result, "packet iteration")
     after = metrics["after"]
     engines = after["engines"]
     stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
              for r, e in enumerate(engines) if r in traces and not e["done"]]
     errors, _, _ = _engine_errors(spec, programs[-1], engines)
-    errors += [f"NPU {r}: {e['run_errors']} bad or extra flit(s) over its collectives' runs"
-               for r, e in enumerate(engines) if e["run_errors"]]
+    errors += run_error_lines(engines)
     errors += [f"NPU {r}: {e['seq_errors']} packet(s) out of sequence" for r, e in enumerate(engines) if e["seq_errors"]]
     errors += [f"NPU {r}: a credit error or a receive overflow" for r, e in enumerate(engines) if e["link_errors"]]
     errors += [f"{programs[-1].switch_name(s)}: flags {sw['flags']:#x} (bad_header, overflow, credit_error, "
                f"uplink overflow)" for s, sw in enumerate(after["switches"]) if sw["flags"]]
-    if metrics["stalled"] or stuck:
-        raise FredError(f"packet fabric {spec.name}: the iteration stalled (watchdog after "
-                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
-                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    check_finished(f"packet fabric {spec.name}", metrics, stuck, errors)
     run = _iteration_run(f"{spec.name}-packet", traces, metrics, errors, build_s, depth, built)
     run.load_stall = {r: e["load_stall"] for r, e in enumerate(engines) if r in traces}
     return run

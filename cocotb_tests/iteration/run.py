@@ -32,7 +32,7 @@ from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, 
                                      default_cflags, load_sequence, poll_cycles)
 
 __all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "run_mesh_iteration",
-           "mesh_iteration_verilog", "mesh_loader_entries"]
+           "mesh_iteration_verilog", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished"]
 
 _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
@@ -164,12 +164,8 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         engine_errors, _, _ = _engine_errors(spec, last, after["engines"])
         errors += engine_errors
     if several:
-        errors += [f"NPU {r}: {e['run_errors']} bad or extra flit(s) over its collectives' runs"
-                   for r, e in enumerate(after["engines"]) if e["run_errors"]]
-    if metrics["stalled"] or stuck:
-        raise FredError(f"fabric {spec.name}: the iteration stalled (watchdog after "
-                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
-                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+        errors += run_error_lines(after["engines"])
+    check_finished(f"fabric {spec.name}", metrics, stuck, errors)
     run = _iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
     if several:
         run.load_stall = {r: e["load_stall"] for r, e in enumerate(after["engines"]) if r in traces}
@@ -249,22 +245,40 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}"
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
-    metrics = result.metrics
-    if not metrics:
-        raise FredError(f"the mesh iteration bench recorded nothing; log: {result.test_dir / 'sim.log'}")
+    metrics = bench_metrics(result, "mesh iteration")
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if r in traces and s["nodes_done"] != len(traces[r].words)]
     errors = _judge(programs[-1], after, False) if programs else []
-    errors += [f"NPU {r}: {s['run_errors']} bad or extra flit(s) over its collectives' runs"
-               for r, s in enumerate(after["sequencers"]) if s["run_errors"]]
-    if metrics["stalled"] or stuck:
-        raise FredError(f"mesh {spec.rows} x {spec.cols}: the iteration stalled (watchdog after "
-                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
-                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+    errors += run_error_lines(after["sequencers"])
+    check_finished(f"mesh {spec.rows} x {spec.cols}", metrics, stuck, errors)
     run = _iteration_run("mesh", traces, metrics, errors, build_s, depth, built)
     run.load_stall = {r: s["load_stall"] for r, s in enumerate(after["sequencers"]) if r in traces}
     return run
+
+
+def bench_metrics(result, what: str) -> dict:
+    """The metrics an iteration bench run (``result``, ``cocotb_tests.runner.run_bench``'s)
+    recorded; FredError naming ``what`` and the run's log when it recorded nothing."""
+    if not result.metrics:
+        raise FredError(f"the {what} bench recorded nothing; log: {result.test_dir / 'sim.log'}")
+    return result.metrics
+
+
+def run_error_lines(units) -> list[str]:
+    """One error per NPU whose engine (or sequencer: ``units``, per rank, its read registers)
+    counted bad or extra flits over its collectives' runs (``run_errors``)."""
+    return [f"NPU {r}: {u['run_errors']} bad or extra flit(s) over its collectives' runs"
+            for r, u in enumerate(units) if u["run_errors"]]
+
+
+def check_finished(label: str, metrics: dict, stuck: list[str], errors: list[str]) -> None:
+    """FredError, naming ``label``, the watchdog's cycle, what did not finish (``stuck``) and
+    the first ``errors``, when the run stalled or a trace did not finish."""
+    if metrics["stalled"] or stuck:
+        raise FredError(f"{label}: the iteration stalled (watchdog after "
+                        f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
+                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
 
 
 def _iteration_run(fabric: str, traces: dict, metrics: dict, errors: list, build_s: float, depth: int,
