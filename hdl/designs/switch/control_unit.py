@@ -283,7 +283,9 @@ class ControlUnit(wiring.Component):
                              last_valid[n].eq(1)]
         self._drain_rule(m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok)
 
-        self._start_gate(m, heads, match, last_valid, last_seq, seq_le, gate)
+        # online, the reservations come from the paths while the default index is served
+        table_reserve = Signal(P, name="table_reserve") if self.online else self.reserve
+        self._start_gate(m, heads, match, last_valid, last_seq, seq_le, gate, table_reserve)
         # the phase a select takes, and whether RUN holds the active phase for the order
         want_phase, want_vc, order_hold = best_phase, best_vc, Const(0, 1)
         if self.ordered:
@@ -294,7 +296,12 @@ class ControlUnit(wiring.Component):
         # ---- online routing: paths set up behind others, released at their last flit out ---
         paths = Const(0, P)
         if self.online:
-            paths = self._online_paths(m, heads, match, state, online_mode, path_ok, awaiting)
+            online_reserve = Signal(P)
+            paths = self._online_paths(m, heads, match, state, online_mode, path_ok, awaiting,
+                                       online_reserve)
+            # an online packet reserves its output's room by its path (the flow-port table,
+            # read at the last stored slot, says nothing about it)
+            m.d.comb += self.reserve.eq(Mux(online_mode, online_reserve, table_reserve))
 
         # ---- state machine (header mode) --------------------------------------------------------
         m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
@@ -329,7 +336,8 @@ class ControlUnit(wiring.Component):
             m.d.sync += state.eq(CUState.RUN)
         return m
 
-    def _online_paths(self, m, heads, match, state, online_mode, path_ok, awaiting):
+    def _online_paths(self, m, heads, match, state, online_mode, path_ok, awaiting,
+                      online_reserve):
         """The online paths (docs/switch.md, "Online unicast routing"); returns the outputs
         with a path. Per output o: the path on it (source, first wire, packets started whose
         last flit has not left o) and at most one path waiting behind it (another input's,
@@ -353,6 +361,19 @@ class ControlUnit(wiring.Component):
         p_wire = [Signal(w, name=f"pend_wire{o}") for o in range(P)]
         p_flight = [Signal(8, name=f"pend_flight{o}") for o in range(P)]
         cand, keep = Signal(P, name="route_cand"), Signal(P, name="route_cand_keep")
+        # Room (docs/switch.md, "Online unicast routing", "Room for every online packet"): a
+        # path is granted only when its output has room for a whole packet, reserved at the
+        # grant, so the granted first packet starts unconditionally (also in DRAIN); every
+        # later packet on a path starts only with room, reserved as it starts, and only once
+        # its path owns the output (a waiting path holds one packet inside, so it takes one
+        # packet's room from the stream ahead). At most one reservation per output and cycle:
+        # no path is granted behind an owner starting a packet to that output.
+        owner_wants = Signal(P, name="path_owner_wants")
+        for o in range(P):
+            for n in range(P):
+                with m.If(src[o] == n):
+                    m.d.comb += owner_wants[o].eq(busy[o] & run & match[n] & ~awaiting[n]
+                                                  & (heads[n].dest == o))
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
             # without paths behind others, an input asks only when it owns none (P = 2)
@@ -360,12 +381,13 @@ class ControlUnit(wiring.Component):
             for o in range(P):
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(live | mine),
-                                 cand[n].eq(run & match[n] & ~busy[o] & alone)]
+                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live),
+                                 cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
-                                                & ~self.release[o])]
+                                                & ~self.release[o] & self.room[o]
+                                                & ~owner_wants[o])]
         for n in reversed(range(P)):    # the lowest input index first
             with m.If(cand[n] | keep[n]):
                 m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
@@ -378,6 +400,11 @@ class ControlUnit(wiring.Component):
                 m.d.sync += awaiting[n].eq(1)
             with m.If(self.started[n] & awaiting[n]):
                 m.d.sync += awaiting[n].eq(0)
+        # the reservations: a grant's (for its first packet), a later packet's as it starts
+        for o in range(P):
+            m.d.comb += online_reserve[o].eq(
+                grant & (self.route_dst == o)
+                | _any([self.started[n] & ~awaiting[n] & (heads[n].dest == o) for n in range(P)]))
         lanes = (self.route_keep, self.route_wire) if self.behind else (Const(0, 1), Const(0, w))
         for o in range(P):
             self._output_path(m, o, heads, grant, lanes, (busy, src, wire, flight),
@@ -482,7 +509,7 @@ class ControlUnit(wiring.Component):
         m.d.comb += hold.eq(on_entry & ~complete & (state == CUState.RUN))
         return want_phase, want_vc, hold
 
-    def _start_gate(self, m, heads, match, last_valid, last_seq, seq_le, gate):
+    def _start_gate(self, m, heads, match, last_valid, last_seq, seq_le, gate, reserve):
         """``gate[n]``: input n's head packet (sequence number s) may start as far as its
         partners and outputs go (``docs/switch.md``, "Starting a packet"): every partner input
         (``partners[n]``, the other operands of its reduction) has its packet s at the head or
@@ -491,7 +518,7 @@ class ControlUnit(wiring.Component):
         packet that starts with an operand missing, or without the room to leave, holds the
         datapath until another switch moves; if that switch waits for this one in another
         phase (a preemption that reached only some of a reduction's switches), nothing moves.
-        ``reserve[o]``: a packet to output o starts (once per packet: the lowest partner
+        ``reserve`` (bit o): a packet to output o starts (once per packet: the lowest partner
         starting it, unless one started it before)."""
         P = self.ports
         for n in range(P):
@@ -515,7 +542,7 @@ class ControlUnit(wiring.Component):
             m.d.comb += lead.eq(first)
             for o in range(P):
                 with m.If(lead & self.outputs[n][o]):
-                    m.d.comb += self.reserve[o].eq(1)
+                    m.d.comb += reserve[o].eq(1)
 
 
 def _all(signals):

@@ -22,6 +22,14 @@ PKT = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=2, packet_flits=4, dest_b
 ONLINE = PKT.online_phase   # 3
 
 
+#: an online packet starts only with room for it downstream (docs/switch.md, "Online unicast
+#: routing", "Room for every online packet"), so a stream to one output runs at one flit per
+#: cycle when an output's credits cover the loop: latency (6) + the harness's credit return +
+#: a packet (4), rounded up to whole packets (as ``default_depth`` sizes the packet fabric);
+#: at 8 flits it leaves 2 packets every 10 cycles
+LINE_RATE_DEPTH = 16
+
+
 def switch(ports, middle=3, phases=2, depth=8):
     return PacketSwitch(ports=ports, middle=middle, dtype="int32", lanes=1, phases=phases,
                         packet=PKT, depth=depth, online=True)
@@ -143,7 +151,7 @@ def test_a_stream_of_packets_to_one_output_keeps_its_path():
     kept; released and set up again per packet they waited latency + 1 cycles each); a
     packet for another output then follows on its own path, and a second input for the same
     output gets it after the stream, every flit in order."""
-    dut = switch(4)
+    dut = switch(4, depth=LINE_RATE_DEPTH)
     stream = packetize(PKT, list(range(40)), phase=ONLINE, vc=VC.DP, flow=0, dest=1)
     other = packetize(PKT, [100, 101, 102, 103], phase=ONLINE, vc=VC.DP, flow=0, dest=2)
     rival = packetize(PKT, [200, 201, 202, 203], phase=ONLINE, vc=VC.DP, flow=1, dest=1)
@@ -201,7 +209,7 @@ def test_a_packet_for_a_busy_output_waits_behind_its_path_and_follows_at_line_ra
     the first (the hand-over: the first path's last flit out, then the output lane switches;
     before, the gap was the latency + 2 cycles while the first path emptied and the second
     was set up and crossed the switch)."""
-    dut = switch(4)
+    dut = switch(4, depth=LINE_RATE_DEPTH)
     first = [packetize(PKT, [n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=0,
                        first_seq=n, dest=2)[0] for n in range(3)]
     second = [packetize(PKT, [100 + n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP,
