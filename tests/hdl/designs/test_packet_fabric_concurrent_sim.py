@@ -62,10 +62,18 @@ def test_mp_under_dp_load_preempts_at_packet_boundaries_and_dp_resumes():
 RING_THREE_L1 = fabric_spec("fred-a", npus=6, npus_per_l1=2)
 
 
+#: the DP ring's size: 72 flits (chunks of 24) is the smallest of 48, 72, 96 that hung the
+#: fabric before online packets started only with room downstream (docs/switch.md, "Room for
+#: every online packet"); 48 completed either way
+RING_DP_FLITS = 72
+
+
 def _online_mp_under_dp(vcs_of=None):
-    """mp-under-dp on :data:`RING_THREE_L1`: DP ring of NPUs 1, 2, 4 (48 flits), MP ring of
-    NPUs 3, 5 (8 flits) from cycle 24, sharing L1.1's and L1.2's uplink and the L2."""
-    classes = scenario_classes(RING_THREE_L1, "mp-under-dp", size=8, load_size=48, delay=24)
+    """mp-under-dp on :data:`RING_THREE_L1`: DP ring of NPUs 1, 2, 4 (:data:`RING_DP_FLITS`),
+    MP ring of NPUs 3, 5 (8 flits) from cycle 24, sharing L1.1's and L1.2's uplink and the
+    L2."""
+    classes = scenario_classes(RING_THREE_L1, "mp-under-dp", size=8, load_size=RING_DP_FLITS,
+                               delay=24)
     program, request, vcs, delays, _ = concurrent_program(RING_THREE_L1, classes)
     run = run_packet_fabric_amaranth(RING_THREE_L1, request, program=program,
                                      vcs=vcs if vcs_of is None else vcs_of(vcs), delays=delays,
@@ -78,11 +86,13 @@ def _online_mp_under_dp(vcs_of=None):
 def test_online_mp_ring_preempts_the_dp_ring_at_the_switches_it_crosses():
     """Each NPU's online packets carry its class's VC: the switches MP crosses select the
     default index on MP's VC once and preempt DP's for it (L1.0 carries DP only); every flit
-    checked; MP, started later, ends long before the DP load (108 cycles against 226
-    measured)."""
+    checked; MP, started later, ends long before the DP load (109 cycles against 290
+    measured). Before online packets started only with room downstream, this run hung (the
+    two-VC circular wait of docs/switch.md, "Room for every online packet")."""
     run, dp_end, mp_end = _online_mp_under_dp()
-    assert run.flits_checked == 3 * 2 * 2 * 16 + 2 * 8      # DP ring: 2(n-1) chunks of 16
-    assert dp_end == run.cycles and mp_end < dp_end - 48
+    chunk = RING_DP_FLITS // 3
+    assert run.flits_checked == 3 * 2 * 2 * chunk + 2 * 8    # DP ring: 2(n-1) chunks
+    assert dp_end == run.cycles and mp_end < dp_end - RING_DP_FLITS
     assert [s["preemptions"] for s in run.switches] == [0, 1, 1, 1]
 
 
@@ -97,19 +107,23 @@ def test_online_mp_on_the_dp_vc_waits_behind_the_dp_ring():
 
 
 @pytest.mark.full
-@pytest.mark.xfail(strict=True, reason="online packets start without room for a whole packet "
-                   "downstream (no flow-port table entry): with two VCs of online unicasts the "
-                   "fabric hangs (docs/fabric_validation.md, 'Concurrent traffic classes on the "
-                   "packet fabric'); the fix belongs in the packet switch's start rule")
 def test_online_mp_under_a_long_dp_ring_completes_at_the_default_buffer_depth():
     """mp-under-dp on the 6-NPU Fred-A fabric with a 400-flit DP ring and a 40-flit MP ring
-    from cycle 200. Today it hangs: L1.1 and L1.2 serve MP, whose packets up wait for the L2's
-    MP credits; the L2 DRAINs for MP, waiting for its DP paths to empty, whose packets wait
-    for room in L1.1's / L1.2's DP input buffers, full since those L1s stopped serving DP.
-    With input buffers deeper than the whole DP load (``depth=1024``) it completes (1,199
-    cycles), which is what shows the buffers' part in the circular wait."""
+    from cycle 200 (the case of the Fred-A hang at paper size, docs/fabric_validation.md).
+    It hung when online packets started without room downstream: L1.1 and L1.2 served MP,
+    whose packets up waited for the L2's MP credits; the L2 DRAINed for MP, waiting for its
+    DP paths to empty, whose packets waited for room in L1.1's / L1.2's DP input buffers,
+    full since those L1s stopped serving DP (with ``depth=1024`` it completed, 1,199 cycles).
+    Now a DP packet enters the L2 only with room reserved in the L1's buffer, so the L2's
+    drain ends: it completes at the default depth (1,221 cycles measured), MP long before DP,
+    each switch MP crosses preempting DP once."""
     classes = scenario_classes(RING_THREE_L1, "mp-under-dp", size=40, load_size=400, delay=200)
     program, request, vcs, delays, _ = concurrent_program(RING_THREE_L1, classes)
     run = run_packet_fabric_amaranth(RING_THREE_L1, request, program=program, vcs=vcs,
                                      delays=delays, watchdog_cycles=6000)
     assert run.errors == []
+    assert run.flits_checked == 3 * 2 * 2 * -(-400 // 3) + 2 * 40   # DP: 2(n-1) chunks of 134
+    done = [e["done_cycle"] for e in run.engines]
+    dp_end, mp_end = max(done[r] for r in (1, 2, 4)), max(done[r] for r in (3, 5))
+    assert dp_end == run.cycles and 200 + 40 < mp_end < dp_end - 400
+    assert [s["preemptions"] for s in run.switches] == [0, 1, 1, 1]
