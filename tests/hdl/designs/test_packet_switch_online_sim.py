@@ -25,8 +25,9 @@ ONLINE = PKT.online_phase   # 3
 #: an online packet starts only with room for it downstream (docs/switch.md, "Online unicast
 #: routing", "Room for every online packet"), so a stream to one output runs at one flit per
 #: cycle when an output's credits cover the loop: latency (6) + the harness's credit return +
-#: a packet (4), rounded up to whole packets (as ``default_depth`` sizes the packet fabric);
-#: at 8 flits it leaves 2 packets every 10 cycles
+#: a packet (4), rounded up to whole packets (12; as ``default_depth`` sizes the packet
+#: fabric), and one packet more while another input's path waits behind it (its first packet
+#: holds its room): 16. At 8 flits a lone stream leaves 2 packets every 10 cycles.
 LINE_RATE_DEPTH = 16
 
 
@@ -222,38 +223,32 @@ def test_a_packet_for_a_busy_output_waits_behind_its_path_and_follows_at_line_ra
     assert run.flags["overflow"] == 0 and run.credit_errors == []
 
 
-def _room_case():
-    """Fred_3(4), 8-flit VC buffers (two packets of credits): input 0 streams 3 online DP
-    packets to output 1, whose receiver frees nothing for 400 cycles; input 3 sends one
-    online DP packet to output 1 from cycle 2; an online MP packet
-    2 -> 3 arrives at cycle 150. Returns the run and the MP packet's wait (first flit out -
-    arrival)."""
+def test_an_online_packet_without_room_downstream_waits_outside_the_datapath():
+    """The rule that breaks the two-VC online deadlock (docs/switch.md, "Room for every
+    online packet"), on a Fred_3(4) with 8-flit VC buffers (two packets of credits): input 0
+    streams 3 online DP packets to output 1, whose receiver frees nothing for 400 cycles;
+    input 3 sends one to output 1 from cycle 2. The stream's first packet and input 3's (its
+    path granted behind the stream's with the room it reserves) take output 1's credits, so
+    the stream's two other packets do not start: the datapath holds no flit that cannot
+    leave, and an online MP packet 2 -> 3 at cycle 150 is served after a drain of nothing,
+    the select of the default index on MP's VC and its path's set-up (11 cycles). On the rule
+    before (an online packet started with any credit) the stream's packets filled the
+    datapath and MP waited for output 1's receiver (281 cycles)."""
+    dut = switch(4)
     stream = [packetize(PKT, [n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=0,
                         first_seq=n, dest=1)[0] for n in range(3)]
-    rival = packetize(PKT, [200, 201, 202, 203], phase=ONLINE, vc=VC.DP, flow=3,
-                      dest=1)[0]
+    rival = packetize(PKT, [200, 201, 202, 203], phase=ONLINE, vc=VC.DP, flow=3, dest=1)[0]
     mp = packetize(PKT, [300, 301, 302, 303], phase=ONLINE, vc=VC.MP, flow=2, dest=3)[0]
-    run = run_packet_switch(switch(4), configs=[], rng=random.Random(0), drain_delay=400,
-                            quiet=500, injections=[Injection(0, 0, p) for p in stream]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(0), drain_delay=400, quiet=500,
+                            injections=[Injection(0, 0, p) for p in stream]
                             + [Injection(3, 2, rival), Injection(2, 150, mp)])
     assert run.flags["overflow"] == 0 and run.credit_errors == []
     assert [r[1] for r in run.received[3]] == [300, 301, 302, 303]
-    return run, run.received[3][0][0] - run.sent[2][0][0]
-
-
-def test_an_online_packet_without_room_downstream_waits_outside_the_datapath():
-    """The rule that breaks the two-VC online deadlock (docs/switch.md, "Room for every
-    online packet"): output 1 has credits for two packets, so the stream's third packet (and
-    the packet of input 3 that would wait behind the stream's path) does not start: the
-    datapath holds no flit that cannot leave, and the MP packet at cycle 150 is served after
-    a drain of nothing, the select of the default index on MP's VC and one path set-up. On
-    the rule before (an online packet started with any credit), the third packet's flits
-    filled the datapath and MP waited for output 1's receiver (cycle 400)."""
-    dut = switch(4)
-    run, wait = _room_case()
+    wait = run.received[3][0][0] - run.sent[2][0][0]
     assert wait <= dut.latency + 1 + 6                   # drain + select + settle: 6 cycles
     got = [r[1] for r in run.received[1]]
-    assert [d for d in got if d < 200] == list(range(12)) and [d for d in got if d >= 200] == [200, 201, 202, 203]
+    assert [d for d in got if d < 200] == list(range(12))
+    assert [d for d in got if d >= 200] == [200, 201, 202, 203]
     # two packets' credits: 8 flits before the receiver frees any, the rest after; the MP
     # packet left in between
     cycles = [r[0] for r in run.received[1]]
