@@ -85,7 +85,11 @@ class ControlUnit(wiring.Component):
         packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
         for the release and a new set-up); the path is released when the last packet started
         on it leaves the output and no other has started. DRAIN lets only inputs inside a
-        packet (or granted a path) finish and waits until every path is released.
+        packet (or granted a path) finish and waits until every path is released. A path is
+        granted only with ``room`` for a whole packet on its output, reserved at the grant;
+        every later packet on it starts only with ``room``, reserved as it starts
+        (``reserve``), so no online packet waits inside the datapath for another switch
+        (docs/switch.md, "Room for every online packet").
 
     Phase order (``ordered``; ``order_*`` from a
     :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while

@@ -75,7 +75,8 @@ class PacketSwitch(wiring.Component):
     (:class:`~hdl.designs.switch.online_router.OnlineRouter`, one per cycle, lowest input first) when
     the input and the output are both free, the input forwards the packet, and the path is
     released when its last flit leaves the datapath (``docs/switch.md``, "Online unicast
-    routing"). A second packet to a busy output waits at its input's head.
+    routing"). An online packet starts only with room for it on its output, reserved as a
+    flow-port table entry's packet reserves it ("Room for every online packet").
 
     Flow-port table (``flow_we``, ``flow_slot``, ``flow_input``, ``flow_partners``,
     ``flow_outputs``: :class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): per slot and
