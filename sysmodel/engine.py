@@ -41,7 +41,8 @@ from sysmodel.engine_reference import run_reference
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
-__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link"]
+__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link",
+           "shared_per_link"]
 
 
 @dataclass(slots=True)
@@ -116,7 +117,7 @@ class Engine:
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
     is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
 
-    def __init__(self, *, priority: dict | None = None, preempt_s=0.0):
+    def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
         ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
@@ -126,9 +127,16 @@ class Engine:
         each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
         A number (every link alike) or an array with one cost per link of the transfers' loads
         (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer
-        then pays the largest cost among the links where it preempts."""
+        then pays the largest cost among the links where it preempts.
+        ``shared_phase``: None, or per link the link whose time it shares as a phase several
+        transfers hold together, -1 where none (:func:`sysmodel.switch_phases.shared_phase_links`:
+        a switch's default-phase pseudo-link names its stored-phase one). Link ``j`` sharing
+        link ``k`` adds to ``k``'s use, per priority level, the *largest* use among that level's
+        transfers on ``j`` (they hold one phase together), not their sum; preemptions are
+        looked up on ``k``."""
         self.priority = dict(priority) if priority else None
         self.preempt_s = _checked_preempt(preempt_s)
+        self.shared_phase = _checked_shared(shared_phase)
         self.queues: dict[str, list[int]] = {}
         #: per task, where its duration came from when a compute timer gave it (see
         #: :mod:`sysmodel.graph_template`), else None
@@ -349,7 +357,7 @@ class Engine:
     def retimed(self, duration: np.ndarray) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
         task's duration, each >= 0); its arrays are this graph's with the durations replaced."""
-        eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
+        eng = Engine(priority=self.priority, preempt_s=self.preempt_s, shared_phase=self.shared_phase)
         eng.queues = {r: list(q) for r, q in self.queues.items()}
         eng.sources = list(self.sources)
         eng._name, eng._name_parts = list(self._name), list(self._name_parts)
@@ -404,17 +412,21 @@ class Engine:
             queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
-            priority=priority is not None, **_entry_arrays(self.entries, self.preempt_s))
+            priority=priority is not None,
+            **_entry_arrays(self.entries, self.preempt_s, self.shared_phase))
         return self._arrays
 
-    def relinked(self, duration: np.ndarray, entries: list, preempt_s: float) -> Engine:
+    def relinked(self, duration: np.ndarray, entries: list, preempt_s, shared_phase=None) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]``, transfer entry ``e``
-        the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded) and preemptions
-        costing ``preempt_s``: the same graph on another network (:mod:`sysmodel.graph_template`)."""
+        the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded), preemptions
+        costing ``preempt_s`` and phases shared as ``shared_phase`` says (:meth:`__init__`):
+        the same graph on another network (:mod:`sysmodel.graph_template`)."""
         eng = self.retimed(duration)
         eng.preempt_s = _checked_preempt(preempt_s)
+        eng.shared_phase = _checked_shared(shared_phase)
         eng._entry_of, eng.entries = {}, list(entries)
-        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s))
+        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s,
+                                                                       eng.shared_phase))
         return eng
 
 
@@ -511,10 +523,11 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     return flat
 
 
-def _entry_arrays(entries: list, preempt_s) -> dict:
+def _entry_arrays(entries: list, preempt_s, shared_phase=None) -> dict:
     """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
     bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares;
-    and the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`)."""
+    the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`) and the shared
+    phases of ``shared_phase`` (:func:`shared_per_link`)."""
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     return dict(
@@ -522,7 +535,8 @@ def _entry_arrays(entries: list, preempt_s) -> dict:
         link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
-        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links))
+        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
+        shared_phase=shared_per_link(shared_phase, n_links))
 
 
 def _checked_preempt(preempt_s):
@@ -536,6 +550,34 @@ def _checked_preempt(preempt_s):
     if costs.ndim != 1 or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
         raise FredError(f"preempt_s must be a number >= 0 or one finite cost >= 0 per link, got {preempt_s!r}")
     return costs
+
+
+def _checked_shared(shared_phase):
+    """``shared_phase`` (None or per link -1 or the link it shares, :class:`Engine`) as None
+    or an int64 array; a link sharing one that is itself shared, or itself, is an error."""
+    if shared_phase is None or len(shared_phase) == 0:
+        return None
+    shared = np.asarray(shared_phase, dtype=np.int64)
+    named = np.flatnonzero(shared >= 0)
+    if shared.ndim != 1 or np.any(shared < -1) or np.any(shared >= len(shared)) \
+            or np.any(shared[shared[named]] >= 0) or np.any(shared[named] == named):
+        raise FredError("shared_phase must give per link -1 or another link that shares none, "
+                        f"got {shared_phase!r}")
+    return shared
+
+
+def shared_per_link(shared_phase, n_links: int) -> np.ndarray:
+    """The shared phases of the first ``n_links`` links (:class:`Engine`): an empty array when
+    none of them shares another's (the loops then map nothing). A link the transfers load
+    beyond the given ones is an error naming both lengths."""
+    if shared_phase is None:
+        return np.zeros(0, dtype=np.int64)
+    if len(shared_phase) < n_links:
+        raise FredError(f"shared_phase names {len(shared_phase)} links; the transfers load {n_links}")
+    shared = shared_phase[:n_links]
+    if np.any(shared >= n_links):
+        raise FredError(f"shared_phase maps a link onto link {int(shared.max())}; the transfers load {n_links}")
+    return shared.copy() if np.any(shared >= 0) else np.zeros(0, dtype=np.int64)
 
 
 def preempt_per_link(preempt_s, n_links: int) -> np.ndarray:

@@ -24,22 +24,26 @@ gives, without any change to its loops:
   as long as one after the other;
 * transfers that share no switch: unchanged.
 
-Which transfers hold a switch: a transfer holds the switches where its collectives store a
-phase (``CollectiveResult.configurations``): in-switch collectives, the I/O controllers'
-in-switch multicast and reduce, and endpoint algorithms' routes where the platform configures
-them (``[fred] unicast_routing = "configured"``). Endpoint algorithms' unicasts routed online
-(the paper's default index, ``unicast_routing = "online"``) hold none: the default index is
-one phase per VC that every online packet of that VC shares (docs/switch.md, "Online unicast
-routing"), so two online transfers of one class run together in the RTL, while the model
-would count them as two phases taking turns (the engine's time share is additive); they share
-links only, by priority, as before. The mesh has routers, no phases: nothing is held there.
+Which phase a transfer holds at a switch (docs/sysmodel.md, "One phase active at a time per
+switch"): a transfer holds every switch it crosses (has bytes on a link into or out of it). Where
+its collectives store a phase (``CollectiveResult.configurations``: in-switch collectives, the
+I/O controllers' in-switch multicast and reduce, endpoint algorithms' routes where the platform
+configures them, ``[fred] unicast_routing = "configured"``) it holds that phase, its own; a
+switch it crosses without storing a phase there routes it online (the paper's default,
+``unicast_routing = "online"``), in the default phase of its VC, which every online packet of
+that VC shares (docs/switch.md, "Online unicast routing"). So each switch has two pseudo-links:
+the first loaded by the transfers holding a stored phase there (additive: each its own phase,
+they take turns), the second by those holding the default phase. The engine adds the second to
+the first's time as the sum over priority levels (the VCs) of the *largest* use among that
+level's online holders (:func:`shared_phase_links`; :class:`sysmodel.engine.Engine`): online
+transfers of one class run together through a switch, classes take turns. The mesh has routers,
+no phases: nothing is held there.
 
 What the fluid share leaves out (docs/sysmodel.md, "One phase active at a time"): within one
 level the packet switch keeps the active phase while it has packets waiting (turns, not an
-even split; the last to finish ends at the same time either way); an online transfer and a
-stored phase (or online transfers of two VCs) on disjoint links of one switch run together in
-the model, in turns in the RTL; the L2 is one logical switch in the model (one resource),
-whereas the RTL's L2 is built from planes, one per uplink port, each with its own phase.
+even split; the last to finish ends at the same time either way); the L2 is one logical switch
+in the model (one resource), whereas the RTL's L2 is built from planes, one per uplink port,
+each with its own phase.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ import numpy as np
 
 from sysmodel.collectives import build_network
 
-__all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links"]
+__all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links",
+           "shared_phase_links"]
 
 #: network -> its :func:`switch_links`, built once per network
 _SWITCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -64,13 +69,14 @@ def holds_switches(platform, net) -> bool:
 
 def switch_links(net) -> tuple[list[int], list[np.ndarray], np.ndarray]:
     """The switch nodes of ``net`` (in node order), the ids of each one's links (either
-    direction), and the bandwidth array of ``net``'s links extended by one pseudo-link
-    (bandwidth 1) per switch."""
+    direction), and the bandwidth array of ``net``'s links extended by two pseudo-links
+    (bandwidth 1) per switch: first every switch's stored-phase pseudo-link, then every
+    switch's default-phase (online) one (module docstring)."""
     found = _SWITCHES.get(net)
     if found is None:
         nodes = [n for n, kind in enumerate(net.node_kind) if kind == "switch"]
         incident = [np.flatnonzero((net.link_src == s) | (net.link_dst == s)) for s in nodes]
-        bw = np.concatenate([np.asarray(net.link_bw, dtype=float), np.ones(len(nodes))])
+        bw = np.concatenate([np.asarray(net.link_bw, dtype=float), np.ones(2 * len(nodes))])
         found = _SWITCHES[net] = (nodes, incident, bw)
     return found
 
@@ -91,10 +97,12 @@ def collective_links(platform, fabric: str, result) -> tuple:
 
 def transfer_links(platform, net, loads, bw, switches) -> tuple:
     """The (loads, bandwidths) a transfer with link ``loads`` (bytes per link of ``net``) and
-    bandwidths ``bw`` carries into the engine when it holds the switch nodes ``switches``:
-    unchanged where :func:`holds_switches` is false or nothing is loaded; else with one
-    pseudo-link per switch of ``net``, loaded with the transfer's busiest-link time alone (s)
-    at the switches in ``switches`` it crosses, 0 elsewhere (module docstring)."""
+    bandwidths ``bw`` carries into the engine when it stores a phase at the switch nodes
+    ``switches``: unchanged where :func:`holds_switches` is false or nothing is loaded; else
+    with two pseudo-links per switch of ``net`` (:func:`switch_links`): at each switch it
+    crosses, the stored-phase one (a switch in ``switches``) or the default-phase one (any
+    other) loaded with the transfer's busiest-link time alone (s), 0 elsewhere (module
+    docstring)."""
     if loads is None or bw is None or not holds_switches(platform, net):
         return loads, bw
     loads = np.asarray(loads, dtype=float)
@@ -102,8 +110,22 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
         return loads, bw
     nodes, incident, held_bw = switch_links(net)
     t_alone = float((loads / np.asarray(bw, dtype=float)).max())
-    held = np.array([t_alone if node in switches and np.any(loads[links] > 0) else 0.0
-                     for node, links in zip(nodes, incident)])
+    crossed = np.array([np.any(loads[links] > 0) for links in incident], dtype=bool)
+    stored = np.array([node in switches for node in nodes], dtype=bool)
+    held = np.concatenate([np.where(crossed & stored, t_alone, 0.0),
+                           np.where(crossed & ~stored, t_alone, 0.0)])
     if bw is not net.link_bw:
-        held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(len(incident))])
+        held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(2 * len(incident))])
     return np.concatenate([loads, held]), held_bw
+
+
+def shared_phase_links(platform, net) -> np.ndarray:
+    """Per link of ``net`` and pseudo-link (:func:`switch_links`), the link whose time it
+    shares as a phase several transfers hold together: a switch's default-phase pseudo-link
+    names that switch's stored-phase pseudo-link, every other link -1 (the engine's
+    ``shared_phase``, :class:`sysmodel.engine.Engine`). Empty where transfers hold no switch."""
+    if not holds_switches(platform, net):
+        return np.zeros(0, dtype=np.int64)
+    nodes, _, _ = switch_links(net)
+    n, s = len(net.link_bw), len(nodes)
+    return np.concatenate([np.full(n + s, -1, dtype=np.int64), np.arange(n, n + s, dtype=np.int64)])

@@ -13,13 +13,14 @@ from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.engine import Engine
 from sysmodel.network import Network
 from sysmodel.platform import default_platform
-from sysmodel.switch_phases import collective_links, switch_links, transfer_links
+from sysmodel.switch_phases import collective_links, shared_phase_links, switch_links, transfer_links
 from sysmodel.training import FRED_PRIORITY
 
 ON = SimpleNamespace(one_phase_per_switch=True)
 OFF = SimpleNamespace(one_phase_per_switch=False)
 PREEMPT = 0.1
 SWITCHES = frozenset({4, 5})      # the star's switch nodes: every transfer stores a phase there
+ONLINE = frozenset()              # a transfer that stores none: routed online, the default phase
 
 
 class _Star(Network):
@@ -48,12 +49,12 @@ def _loads(net, *pairs) -> np.ndarray:
 
 
 def _run(net, platform, transfers, *, reference):
-    """``transfers``: (name, category, loads, start delay) each 1 s of bytes alone; returns
-    each one's end."""
-    eng = Engine(priority=FRED_PRIORITY, preempt_s=PREEMPT)
-    for name, category, loads, delay in transfers:
+    """``transfers``: (name, category, loads, start delay[, switches where it stores a phase:
+    all by default]) each 1 s of bytes alone; returns each one's end."""
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=PREEMPT, shared_phase=shared_phase_links(platform, net))
+    for name, category, loads, delay, *stored in transfers:
         deps = [eng.add(f"{name} wait", f"{name}.compute", delay)] if delay else []
-        held, bw = transfer_links(platform, net, loads, net.link_bw, SWITCHES)
+        held, bw = transfer_links(platform, net, loads, net.link_bw, stored[0] if stored else SWITCHES)
         eng.add(name, f"{name}.comm", 1.0, deps, category=category, loads=held, bw=bw)
     return {t.name: t.end for t in eng.run(reference=reference).tasks if "wait" not in t.name}
 
@@ -62,7 +63,9 @@ def _run(net, platform, transfers, *, reference):
 def test_a_transfer_alone_is_unchanged(reference):
     net = _Star()
     held, bw = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, SWITCHES)
-    assert len(held) == net.n_links + 1 and held[-1] == pytest.approx(1.0) and bw[-1] == 1.0
+    # the star's one switch: its stored-phase pseudo-link, then its default-phase one
+    assert len(held) == net.n_links + 2 and held[-2] == pytest.approx(1.0) and held[-1] == 0.0
+    assert bw[-1] == bw[-2] == 1.0
     assert _run(net, ON, [("mp", "mp", _loads(net, (0, 1)), 0.0)], reference=reference) == \
         pytest.approx({"mp": 1.0})
 
@@ -112,11 +115,51 @@ def test_no_preemption_of_a_lower_class_waiting_behind_a_higher_one(reference):
         pytest.approx({"mp": 1.0, "pp": 2.0, "dp": 3.0})
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_online_transfers_of_one_class_share_the_default_phase(reference):
+    # two online DP transfers on disjoint links of one switch hold its default phase together:
+    # both at full speed (two stored phases take turns: 2.0 each, above)
+    net = _Star()
+    transfers = [("a", "dp", _loads(net, (0, 1)), 0.0, ONLINE), ("b", "dp", _loads(net, (2, 3)), 0.0, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 1.0, "b": 1.0})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_online_transfers_of_two_classes_take_turns_with_a_preemption(reference):
+    # DP 0 -> 1 online from 0, MP 2 -> 3 online from 0.5: the default phases of two VCs; as two
+    # stored phases, MP 0.5 -> 1.5 + the switch's preemption 0.1, DP stops and ends at 2.0
+    net = _Star()
+    transfers = [("dp", "dp", _loads(net, (0, 1)), 0.0, ONLINE), ("mp", "mp", _loads(net, (2, 3)), 0.5, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"dp": 2.0, "mp": 1.6})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_class_of_online_transfers_runs_together_after_a_higher_one(reference):
+    # MP online (0 -> 1) and two online DP transfers (2 -> 3, 3 -> 2) from 0: MP has the
+    # switch, then both DP transfers share DP's default phase: 2.0 each (not 2.0 and 3.0)
+    net = _Star()
+    transfers = [("mp", "mp", _loads(net, (0, 1)), 0.0, ONLINE), ("a", "dp", _loads(net, (2, 3)), 0.0, ONLINE),
+                 ("b", "dp", _loads(net, (3, 2)), 0.0, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"mp": 1.0, "a": 2.0, "b": 2.0})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_default_phase_counts_its_busiest_member_next_to_a_stored_phase(reference):
+    # online DP a (0 -> 1) and b (0 -> 2) share NPU 0's uplink: 0.5 each there; a stored DP
+    # phase c (2 -> 3) at the same switch: switch use = c + max(a, b). Filling: the uplink and
+    # the switch saturate together at 0.5 (2 x 0.5 = 1; 0.5 + max(0.5, 0.5) = 1): all three at
+    # half speed, 2.0 each; summed, the switch would have given 1/3 each (3.0)
+    net = _Star()
+    transfers = [("a", "dp", _loads(net, (0, 1)), 0.0, ONLINE), ("b", "dp", _loads(net, (0, 2)), 0.0, ONLINE),
+                 ("c", "dp", _loads(net, (2, 3)), 0.0)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 2.0, "b": 2.0, "c": 2.0})
+
+
 def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
     platform = default_platform()
     net = build_network(platform, "fred-d")
     nodes, incident, bw = switch_links(net)
-    assert nodes == [*net.l1_nodes, net.l2_node] and len(bw) == net.n_links + len(nodes)
+    assert nodes == [*net.l1_nodes, net.l2_node] and len(bw) == net.n_links + 2 * len(nodes)
     # an in-switch all-reduce inside L1 0 stores a phase on L1 0 only; one over NPUs of L1 0
     # and L1 1 on L1 0, L1 1 and the L2
     for members, held_switches in (((0, 1), [0]), ((0, 4), [0, 1, len(net.l1_nodes)])):
@@ -124,13 +167,20 @@ def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
         assert r.algorithms == ["in-switch"]
         loads, _ = collective_links(platform, "fred-d", r)
         held = loads[net.n_links:]
-        assert list(np.flatnonzero(held)) == held_switches
+        assert list(np.flatnonzero(held)) == held_switches      # stored phases only
         assert held[held > 0] == pytest.approx((r.link_loads / r.link_bw).max())
-    # an endpoint algorithm's online unicasts (Fred-C: no in-switch collectives) hold none
+    # an endpoint algorithm's online unicasts (Fred-C: no in-switch collectives) hold the
+    # default phase of every switch they cross: L1 0, L1 1 and the L2, no stored phase
     fred_c = build_network(platform, "fred-c")
     r = evaluate(platform, "fred-c", [Collective("all-reduce", (0, 4), 1e6)])
     assert not r.configurations
-    assert not np.any(collective_links(platform, "fred-c", r)[0][fred_c.n_links:])
+    c_nodes, _, _ = switch_links(fred_c)
+    held = collective_links(platform, "fred-c", r)[0][fred_c.n_links:]
+    assert not np.any(held[:len(c_nodes)])
+    assert list(np.flatnonzero(held[len(c_nodes):])) == [0, 1, len(fred_c.l1_nodes)]
+    shared = shared_phase_links(platform, fred_c)
+    assert list(shared[fred_c.n_links + len(c_nodes):]) == list(range(fred_c.n_links, fred_c.n_links + len(c_nodes)))
+    assert np.all(shared[:fred_c.n_links + len(c_nodes)] == -1)
     # the mesh has no phases; the what-if switches the mechanism off
     r = evaluate(platform, "mesh", [Collective("all-reduce", (0, 1), 1e6)])
     assert collective_links(platform, "mesh", r)[0] is r.link_loads
