@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
 __all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link",
-           "shared_per_link"]
+           "shared_per_link", "entry_tiers"]
 
 
 @dataclass(slots=True)
@@ -133,7 +133,9 @@ class Engine:
         a switch's default-phase pseudo-link names its stored-phase one). Link ``j`` sharing
         link ``k`` adds to ``k``'s use, per priority level, the *largest* use among that level's
         transfers on ``j`` (they hold one phase together), not their sum; preemptions are
-        looked up on ``k``."""
+        looked up on ``k``. The links it names (the switches' stored-phase pseudo-links) are
+        served in turns within a level: a transfer that loads one of them fills after the
+        level's transfers of lower entry number (:meth:`tiers`)."""
         self.priority = dict(priority) if priority else None
         self.preempt_s = _checked_preempt(preempt_s)
         self.shared_phase = _checked_shared(shared_phase)
@@ -375,6 +377,12 @@ class Engine:
             raise FredError("internal: the engine has not run")
         return Timeline(*self._times, self._duration, self._category, self._npu, self.queues)
 
+    def tiers(self) -> list[int]:
+        """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer
+        entry; 0 for a fixed duration): the reference loop's view of ``GraphArrays.tier``."""
+        tier = entry_tiers(self.entries, self.shared_phase)
+        return [int(tier[e]) if e >= 0 else 0 for e in self._entry]
+
     def arrays(self, names: list[str] | None = None) -> GraphArrays:
         """The graph as arrays for the compiled loop (:class:`~sysmodel.engine_compiled.GraphArrays`);
         ``names``: the resources in name order (``sorted(self.queues)``), when the caller has them.
@@ -536,7 +544,7 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None) -> dict:
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
         n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
-        shared_phase=shared_per_link(shared_phase, n_links))
+        shared_phase=shared_per_link(shared_phase, n_links), tier=entry_tiers(entries, shared_phase))
 
 
 def _checked_preempt(preempt_s):
@@ -550,6 +558,26 @@ def _checked_preempt(preempt_s):
     if costs.ndim != 1 or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
         raise FredError(f"preempt_s must be a number >= 0 or one finite cost >= 0 per link, got {preempt_s!r}")
     return costs
+
+
+def entry_tiers(entries: list, shared_phase) -> np.ndarray:
+    """Per transfer entry, its turn among the transfers of its priority level: 1 + its entry
+    number where it loads a link another shares a phase with (a switch's stored-phase
+    pseudo-link, :func:`sysmodel.switch_phases.shared_phase_links`), else 0. A switch serves
+    the stored phases of one VC one after another, in the order the packet fabric's program
+    gives them (docs/switch.md, "Phase order": slots in increasing order), not a split of its
+    time; the engine fills a level tier by tier, lowest first, so a transfer holding a stored
+    phase gets what the level's earlier entries leave (transfers of one entry, and those
+    holding no stored phase, share max-min as before). Entries are numbered in the order the
+    graph first timed them: the program's order."""
+    tier = np.zeros(len(entries), dtype=np.int64)
+    if shared_phase is None:
+        return tier
+    stored = np.unique(shared_phase[shared_phase >= 0])
+    for e, (loads, _) in enumerate(entries):
+        if np.any(loads[stored[stored < len(loads)]] > 0):
+            tier[e] = e + 1
+    return tier
 
 
 def _checked_shared(shared_phase):

@@ -76,7 +76,8 @@ class GraphArrays:
     while a lower level is served on links it uses pays the largest of those links' costs; an
     empty array when no preemption costs anything), ``shared_phase`` (per link, the link whose
     time it shares as one phase of several transfers, -1 where none; an empty array when no
-    link does: :class:`sysmodel.engine.Engine`)."""
+    link does: :class:`sysmodel.engine.Engine`), ``tier`` (per entry, its turn within its
+    level: :func:`sysmodel.engine.entry_tiers`)."""
 
     duration: np.ndarray
     resource: np.ndarray
@@ -96,6 +97,7 @@ class GraphArrays:
     priority: bool
     preempt_s: np.ndarray
     shared_phase: np.ndarray
+    tier: np.ndarray
 
 
 def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -106,7 +108,8 @@ def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np
         raise FredError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
-                g.links, g.share, g.n_links, g.priority, g.preempt_s, g.shared_phase, *_memo_tables(memo_rows))
+                g.links, g.share, g.n_links, g.priority, g.preempt_s, g.shared_phase, g.tier,
+                *_memo_tables(memo_rows))
 
 
 #: memo_rows -> the rate memo's arrays, allocated once per process and emptied by each run.
@@ -142,7 +145,7 @@ def warm_up() -> tuple[float, bool]:
         queue_ptr=np.array([0, 1, 2]), queue=np.array([0, 1]), first_tries=np.array([0, 1]),
         entry=np.array([-1, 0]), level=np.array([0, 1]), alone=one, link_ptr=np.array([0, 1]),
         links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=np.zeros(0),
-        shared_phase=np.zeros(0, dtype=np.int64)))
+        shared_phase=np.zeros(0, dtype=np.int64), tier=np.zeros(1, dtype=np.int64)))
     return time.perf_counter() - start, sum(_run.stats.cache_misses.values()) > misses
 
 
@@ -205,17 +208,17 @@ def _limit(capacity, use, moving, held):
 
 
 @njit(cache=True)
-def _fill(demand, grouped, capacity, factor, active):
+def _fill(demand, grouped, capacity, factor, active, held):
     """Progressive filling of the ``active`` rows of ``demand`` (transfers x links, each row its
     share of each link at full speed) into ``capacity``: all slow down by a common factor until
     a link saturates; transfers on it are fixed at that factor (``factor``, in place), the
     others continue. ``grouped`` (same shape): shares of a phase the transfers (one priority
-    level) hold together, which count on a link as their largest, not their sum. ``capacity``
+    level) hold together, which count on a link as their largest, not their sum; ``held``
+    (in place): their largest use so far, fixed members' (``capacity`` includes it). ``capacity``
     is reduced in place to what is left."""
     k, n = demand.shape
     use = np.empty(n)
     moving = np.empty(n)
-    held = np.zeros(n)                              # the frozen grouped members' largest use
     limits = np.empty(n)
     while active.any():
         use[:] = 0.0
@@ -265,13 +268,14 @@ def _column_of(link, shared):
 
 
 @njit(cache=True)
-def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column, shared):
+def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column, shared, tier):
     """Max-min fair rates (fraction of its bytes per second, into ``rate`` per task) of the
     ``n_act`` active transfers ``act``; with ``priority``, strict priority by level (the
     highest fills the links first, the next what is left; a level left with nothing waits:
     factor 0 -> 1e-9). ``column``: per link -1 (scratch, restored). ``shared``
     (``GraphArrays.shared_phase``): a share of a link sharing another's phase is a grouped
-    demand on that one (:func:`_fill`)."""
+    demand on that one (:func:`_fill`). Within a level, tier by tier (``tier`` per entry),
+    lowest first."""
     if n_act == 1:
         rate[act[0]] = 1.0 / alone[entry[act[0]]]
         return
@@ -300,29 +304,35 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
     capacity = np.ones(n_cols)
     factor = np.ones(n_act)
     lv = np.empty(n_act, dtype=np.int64)
-    for a in range(n_act):
-        lv[a] = level[act[a]] if priority else 0
+    span = tier.max() + 1 if tier.shape[0] > 0 else 1
+    for a in range(n_act):    # filled in decreasing order: level first, then the lower tier
+        lv[a] = (level[act[a]] if priority else 0) * span + (span - 1 - tier[entry[act[a]]])
+    held = np.zeros(n_cols)   # a level's grouped phases' largest use so far (kept over its tiers)
     top, bottom = lv.max(), lv.min()
     if top == bottom:
-        _fill(demand, grouped, capacity, factor, np.ones(n_act, dtype=np.bool_))
+        _fill(demand, grouped, capacity, factor, np.ones(n_act, dtype=np.bool_), held)
     else:
         current = top + 1
-        while True:       # each level present, highest first
+        while True:       # each level (and tier) present, highest first
             nxt = bottom - 1
             for a in range(n_act):
                 if lv[a] < current and lv[a] > nxt:
                     nxt = lv[a]
             if nxt < bottom:
                 break
+            if nxt // span != current // span:
+                held[:] = 0.0     # a new level: its own phases
+            else:
+                capacity += held  # the level's next tier: its phases' use counted once more below
             current = nxt
-            _fill(demand, grouped, capacity, factor, lv == current)
+            _fill(demand, grouped, capacity, factor, lv == current, held)
     for a in range(n_act):
         rate[act[a]] = max(factor[a], 1e-9) / alone[entry[act[a]]]
 
 
 @njit(cache=True, inline="always")
 def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column,
-                shared):
+                shared, tier):
     """:func:`_rates`, memoised over repeated sets of active transfers: transfers with the same
     code (entry and level) have the same rate, so a set is named by its sorted codes, and its
     rates are kept in that order. ``memo`` (:func:`_memo_tables`): an open-addressing table of
@@ -353,7 +363,7 @@ def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, lin
                     rate[act[order[a]]] = rates_kept[at + a]
                 return
         slot = (slot + 1) & mask
-    _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column, shared)
+    _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column, shared, tier)
     at = fill[0]
     if 2 * fill[1] < index.shape[0] and at + n_act <= codes_kept.shape[0]:
         index[slot, 0], index[slot, 1], index[slot, 2] = key, at, n_act
@@ -395,7 +405,7 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate
 
 @njit(cache=True)
 def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, queue, first_tries,
-         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, shared,
+         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, shared, tier,
          memo_index, memo_codes, memo_rates, memo_fill):
     """The event loop (module docstring); returns (start, end, head, done). The per-task path
     (a task ends, its resources start their next tasks) is written out in this one function:
@@ -469,7 +479,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 # then every transfer's finish time is fixed until the next change
                 changed = False
                 first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
-                                priority, alone, link_ptr, links, share, column, shared)
+                                priority, alone, link_ptr, links, share, column, shared, tier)
                 t_rates = now
                 t_flow = now + frac[first] / rate[first]
             if n_heap > 0 and ht[0] <= t_flow:
@@ -516,7 +526,7 @@ def _insert_sorted(ready, n_ready, r):
 
 @njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
-            link_ptr, links, share, column, shared):
+            link_ptr, links, share, column, shared, tier):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
     the transfer that finishes first at them (the first started among equals)."""
@@ -526,7 +536,7 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
             if rated[act[a]]:
                 frac[act[a]] -= rate[act[a]] * elapsed
     _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
-                column, shared)
+                column, shared, tier)
     t_flow, first = np.inf, -1
     for a in range(n_act):
         tid = act[a]

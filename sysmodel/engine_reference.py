@@ -42,6 +42,7 @@ def run_reference(engine):
     latency: dict[int, float] = {}
     priority, preempt_s, shared = engine.priority, engine.preempt_s, engine.shared_phase
     levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
+    tiers = engine.tiers()          # within a level, the turn of a transfer holding a stored phase
     now = 0.0
     done = 0
     current: dict[int, float] = {}           # the rates the active transfers run at now
@@ -91,7 +92,7 @@ def run_reference(engine):
     for resource in engine.queues:
         try_start(resource)
     while fixed or flows:
-        rates = _rates(tasks, flows, alone, levels, shared) if flows else {}
+        rates = _rates(tasks, flows, alone, levels, shared, tiers) if flows else {}
         current = rates
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
@@ -123,11 +124,12 @@ def run_reference(engine):
     return makespan
 
 
-def _rates(tasks, flows: dict, alone: dict, levels=None, shared=None) -> dict:
+def _rates(tasks, flows: dict, alone: dict, levels=None, shared=None, tiers=None) -> dict:
     """Max-min fair slow-down factors by progressive filling; returns fraction/second. With
     ``levels`` (per task), strict priority: each level, highest first, fills what the levels
     above left. ``shared`` (:class:`sysmodel.engine.Engine`): a link's demand on a link sharing
-    another's phase is moved onto that one as a grouped demand (:func:`_fill`)."""
+    another's phase is moved onto that one as a grouped demand (:func:`_fill`). ``tiers`` (per
+    task): within a level, the transfers of each tier fill in turn, lowest first."""
     ids = list(flows)
     if len(ids) == 1:
         return {ids[0]: 1.0 / alone[ids[0]]}
@@ -142,19 +144,26 @@ def _rates(tasks, flows: dict, alone: dict, levels=None, shared=None) -> dict:
             demand[i][on] = 0.0
     capacity = np.ones_like(bw)
     factor: dict[int, float] = {}
-    groups = [ids] if levels is None else [
-        [i for i in ids if levels[i] == level] for level in sorted({levels[i] for i in ids}, reverse=True)]
-    for group in groups:
-        capacity = _fill(demand, grouped, capacity, factor, set(group))
+    level_of = (lambda i: 0) if levels is None else levels.__getitem__
+    tier_of = (lambda i: 0) if tiers is None else tiers.__getitem__
+    order = sorted({(-level_of(i), tier_of(i)) for i in ids})
+    held = np.zeros_like(bw)      # a level's grouped phases' largest use so far (kept over its tiers)
+    for k, key in enumerate(order):
+        if k and key[0] == order[k - 1][0]:
+            capacity = capacity + held    # the level's next tier: its phases' use counted once more
+        else:
+            held = np.zeros_like(bw)
+        capacity, held = _fill(demand, grouped, capacity, factor,
+                               {i for i in ids if (-level_of(i), tier_of(i)) == key}, held)
     return {i: max(factor[i], 1e-9) / alone[i] for i in ids}
 
 
-def _fill(demand, grouped, capacity, factor, active):
-    """Progressive filling of ``active`` (one priority level) into ``capacity``; sets
-    ``factor``, returns what is left. On a link, ``demand`` adds up over the transfers;
-    ``grouped`` demands (one phase the level's transfers hold together) count as their
-    largest, fixed members (``held``) and moving ones alike."""
-    held = np.zeros_like(capacity)                  # the frozen grouped members' largest use
+def _fill(demand, grouped, capacity, factor, active, held):
+    """Progressive filling of ``active`` (one priority level, or one tier of it) into
+    ``capacity``; sets ``factor``, returns what is left and the new ``held``. On a link,
+    ``demand`` adds up over the transfers; ``grouped`` demands (one phase the level's
+    transfers hold together) count as their largest, fixed members' (``held``, included in
+    ``capacity``) and moving ones' alike."""
     while active:
         use = sum(demand[i] for i in active)
         moving = np.max([grouped[i] for i in active], axis=0)
@@ -175,7 +184,7 @@ def _fill(demand, grouped, capacity, factor, active):
             held = np.maximum(held, lam * grouped[i])
             active.discard(i)
         capacity = np.maximum(capacity, 0.0)
-    return np.maximum(capacity - held, 0.0)
+    return np.maximum(capacity - held, 0.0), held
 
 
 def _limit(capacity: float, use: float, moving: float, held: float) -> float:

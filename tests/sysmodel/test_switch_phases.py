@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from sysmodel.collectives import Collective, build_network, evaluate
-from sysmodel.engine import Engine
+from hdl.contracts.errors import FredError
+from sysmodel.engine import Engine, entry_tiers
 from sysmodel.network import Network
 from sysmodel.platform import default_platform
 from sysmodel.switch_phases import collective_links, shared_phase_links, switch_links, transfer_links
@@ -83,10 +84,23 @@ def test_two_classes_on_disjoint_links_of_one_switch_take_turns(reference):
 
 
 @pytest.mark.parametrize("reference", [False, True])
-def test_two_transfers_of_one_class_share_the_switch_time(reference):
+def test_two_stored_phases_of_one_class_take_turns_in_program_order(reference):
+    # two DP phases stored at the switch, from 0: served one after the other (not half each),
+    # the one added first first: 1.0 and 2.0 (a split would end both at 2.0)
     net = _Star()
     transfers = [("a", "dp", _loads(net, (0, 1)), 0.0), ("b", "dp", _loads(net, (2, 3)), 0.0)]
-    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 2.0, "b": 2.0})
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 1.0, "b": 2.0})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_program_order_not_the_start_decides_and_costs_no_preemption(reference):
+    # DP (added first) from 0.5, an I/O stream on DP's level (added second) from 0: the stream
+    # has the switch until 0.5, then DP's phase, first in the order, runs 0.5 -> 1.5 as if
+    # alone (no drain: one VC) and the stream finishes its last half 1.5 -> 2.0 (the packet
+    # fabric's phase order, docs/switch.md, "Phase order")
+    net = _Star()
+    transfers = [("dp", "dp", _loads(net, (0, 1)), 0.5), ("io", "io", _loads(net, (2, 3)), 0.0)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"dp": 1.5, "io": 2.0})
 
 
 @pytest.mark.parametrize("reference", [False, True])
@@ -186,3 +200,40 @@ def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
     assert collective_links(platform, "mesh", r)[0] is r.link_loads
     r = evaluate(platform, "fred-d", [Collective("all-reduce", (0, 4), 1e6)])
     assert collective_links(platform.scaled(one_phase_per_switch=False), "fred-d", r)[0] is r.link_loads
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_stored_phase_waits_for_the_default_phase_of_its_class(reference):
+    # online DP and a stored DP phase at one switch, from 0: two phases of one VC take turns;
+    # the default phase (tier 0) first, then the stored one: 1.0 and 2.0
+    net = _Star()
+    transfers = [("stored", "dp", _loads(net, (0, 1)), 0.0), ("online", "dp", _loads(net, (2, 3)), 0.0, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"online": 1.0, "stored": 2.0})
+
+
+def test_entry_tiers_number_only_the_transfers_holding_a_stored_phase():
+    net = _Star()
+    shared = shared_phase_links(ON, net)
+    online = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, ONLINE)[0]
+    stored = transfer_links(ON, net, _loads(net, (2, 3)), net.link_bw, SWITCHES)[0]
+    bw = np.ones(len(online))
+    assert list(entry_tiers([(online, bw), (stored, bw), (stored, bw)], shared)) == [0, 2, 3]
+    assert list(entry_tiers([(online, bw), (stored, bw)], None)) == [0, 0]
+
+
+@pytest.mark.parametrize("shared, message", [
+    ([-1, 0], None), ([-1, 2], "shared_phase must give"), ([1, -1], None), ([0, -1], "shared_phase must give"),
+    ([-1, 0, 1], "shared_phase must give"), ([-2, -1], "shared_phase must give")])
+def test_a_shared_phase_names_another_link_that_shares_none(shared, message):
+    if message is None:
+        assert list(Engine(shared_phase=shared).shared_phase) == shared
+    else:
+        with pytest.raises(FredError, match=message):
+            Engine(shared_phase=shared)
+
+
+def test_a_shared_phase_table_shorter_than_the_links_loaded_is_refused():
+    eng = Engine(priority=FRED_PRIORITY, shared_phase=[-1, 0])
+    eng.add("a", "a.comm", 1.0, category="dp", loads=np.ones(3), bw=np.ones(3))
+    with pytest.raises(FredError, match="shared_phase names 2 links; the transfers load 3"):
+        eng.run()
