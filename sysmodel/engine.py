@@ -380,7 +380,7 @@ class Engine:
     def tiers(self) -> list[int]:
         """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer
         entry; 0 for a fixed duration): the reference loop's view of ``GraphArrays.tier``."""
-        tier = entry_tiers(self.entries, self.shared_phase)
+        tier = entry_tiers(self.entries, self.shared_phase, self._entry)
         return [int(tier[e]) if e >= 0 else 0 for e in self._entry]
 
     def arrays(self, names: list[str] | None = None) -> GraphArrays:
@@ -421,7 +421,7 @@ class Engine:
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
             priority=priority is not None,
-            **_entry_arrays(self.entries, self.preempt_s, self.shared_phase))
+            **_entry_arrays(self.entries, self.preempt_s, self.shared_phase, self._entry))
         return self._arrays
 
     def relinked(self, duration: np.ndarray, entries: list, preempt_s, shared_phase=None) -> Engine:
@@ -434,7 +434,7 @@ class Engine:
         eng.shared_phase = _checked_shared(shared_phase)
         eng._entry_of, eng.entries = {}, list(entries)
         eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s,
-                                                                       eng.shared_phase))
+                                                                       eng.shared_phase, eng._entry))
         return eng
 
 
@@ -531,11 +531,12 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     return flat
 
 
-def _entry_arrays(entries: list, preempt_s, shared_phase=None) -> dict:
+def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=()) -> dict:
     """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
     bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares;
     the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`) and the shared
-    phases of ``shared_phase`` (:func:`shared_per_link`)."""
+    phases of ``shared_phase`` (:func:`shared_per_link`) and each entry's tier (:func:`entry_tiers`
+    of the tasks' entries ``task_entry``)."""
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     return dict(
@@ -544,7 +545,7 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None) -> dict:
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
         n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
-        shared_phase=shared_per_link(shared_phase, n_links), tier=entry_tiers(entries, shared_phase))
+        shared_phase=shared_per_link(shared_phase, n_links), tier=entry_tiers(entries, shared_phase, task_entry))
 
 
 def _checked_preempt(preempt_s):
@@ -560,23 +561,31 @@ def _checked_preempt(preempt_s):
     return costs
 
 
-def entry_tiers(entries: list, shared_phase) -> np.ndarray:
-    """Per transfer entry, its turn among the transfers of its priority level: 1 + its entry
-    number where it loads a link another shares a phase with (a switch's stored-phase
-    pseudo-link, :func:`sysmodel.switch_phases.shared_phase_links`), else 0. A switch serves
-    the stored phases of one VC one after another, in the order the packet fabric's program
-    gives them (docs/switch.md, "Phase order": slots in increasing order), not a split of its
-    time; the engine fills a level tier by tier, lowest first, so a transfer holding a stored
-    phase gets what the level's earlier entries leave (transfers of one entry, and those
-    holding no stored phase, share max-min as before). Entries are numbered in the order the
-    graph first timed them: the program's order."""
+def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
+    """Per transfer entry, its turn among the transfers of its priority level: where it loads a
+    link another shares a phase with (a switch's stored-phase pseudo-link,
+    :func:`sysmodel.switch_phases.shared_phase_links`), 1 + the number of the first task
+    (``task_entry``: each task's entry, -1 for none) whose transfer loads the same bytes on the
+    same links (the same collective, whichever arrays carry it: the graph's order, not the
+    timer's memo); else 0. A switch serves the stored phases of one VC one after another, in
+    the order the packet fabric's program gives them (docs/switch.md, "Phase order"), not a
+    split of its time; the engine fills a level tier by tier, lowest first, so a transfer
+    holding a stored phase gets what the level's earlier transfers leave (transfers of one
+    collective, and those holding no stored phase, share max-min as before)."""
     tier = np.zeros(len(entries), dtype=np.int64)
-    if shared_phase is None:
+    if shared_phase is None or not entries:
         return tier
     stored = np.unique(shared_phase[shared_phase >= 0])
-    for e, (loads, _) in enumerate(entries):
+    task_entry = np.asarray(task_entry, dtype=np.int64)
+    used = task_entry >= 0
+    first = np.full(len(entries), len(task_entry), dtype=np.int64)
+    np.minimum.at(first, task_entry[used], np.flatnonzero(used))
+    first_of_content: dict = {}
+    for e in np.argsort(first, kind="stable"):
+        loads, bw = entries[e]
         if np.any(loads[stored[stored < len(loads)]] > 0):
-            tier[e] = e + 1
+            key = (np.asarray(loads).tobytes(), np.asarray(bw).tobytes())
+            tier[e] = first_of_content.setdefault(key, first[e] + 1)
     return tier
 
 

@@ -217,8 +217,12 @@ def test_entry_tiers_number_only_the_transfers_holding_a_stored_phase():
     online = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, ONLINE)[0]
     stored = transfer_links(ON, net, _loads(net, (2, 3)), net.link_bw, SWITCHES)[0]
     bw = np.ones(len(online))
-    assert list(entry_tiers([(online, bw), (stored, bw), (stored, bw)], shared)) == [0, 2, 3]
-    assert list(entry_tiers([(online, bw), (stored, bw)], None)) == [0, 0]
+    # tasks 0..3 use entries 2, 0, 1, 2: entry 1 first at task 2; entry 2 (the same bytes as
+    # entry 1, other arrays) first at task 0: one collective, one turn, the earlier
+    entries = [(online, bw), (stored, bw), (stored.copy(), bw)]
+    assert list(entry_tiers(entries, shared, [2, 0, 1, 2])) == [0, 1, 1]
+    assert list(entry_tiers(entries, shared, [-1, 1, 0, 2])) == [0, 2, 2]
+    assert list(entry_tiers(entries, None, [0, 1, 2])) == [0, 0, 0]
 
 
 @pytest.mark.parametrize("shared, message", [
