@@ -25,13 +25,14 @@ gives, without any change to its loops:
 * transfers that share no switch: unchanged.
 
 Which phase a transfer holds at a switch (docs/sysmodel.md, "One phase active at a time per
-switch"): a transfer holds every switch it crosses (has bytes on a link into or out of it). Where
-its collectives store a phase (``CollectiveResult.configurations``: in-switch collectives, the
-I/O controllers' in-switch multicast and reduce, endpoint algorithms' routes where the platform
-configures them, ``[fred] unicast_routing = "configured"``) it holds that phase, its own; a
-switch it crosses without storing a phase there routes it online (the paper's default,
-``unicast_routing = "online"``), in the default phase of its VC, which every online packet of
-that VC shares (docs/switch.md, "Online unicast routing"). So each switch has two pseudo-links:
+switch"): a transfer whose collectives store phases (``CollectiveResult.configurations``:
+in-switch collectives, the I/O controllers' in-switch multicast and reduce, endpoint
+algorithms' routes where the platform configures them, ``[fred] unicast_routing =
+"configured"``) holds those, each its own, at the switches where they are stored (as before:
+a switch it only passes through is not counted). A transfer storing none is routed online (the
+paper's default, ``unicast_routing = "online"``): it holds every switch it crosses (has bytes
+on a link into or out of) in the default phase of its VC, which every online packet of that VC
+shares (docs/switch.md, "Online unicast routing"). So each switch has two pseudo-links:
 the first loaded by the transfers holding a stored phase there (additive: each its own phase,
 they take turns), the second by those holding the default phase. The engine adds the second to
 the first's time as the sum over priority levels (the VCs) of the *largest* use among that
@@ -99,9 +100,14 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     """The (loads, bandwidths) a transfer with link ``loads`` (bytes per link of ``net``) and
     bandwidths ``bw`` carries into the engine when it stores a phase at the switch nodes
     ``switches``: unchanged where :func:`holds_switches` is false or nothing is loaded; else
-    with two pseudo-links per switch of ``net`` (:func:`switch_links`): at each switch it
-    crosses, the stored-phase one (a switch in ``switches``) or the default-phase one (any
-    other) loaded with the transfer's busiest-link time alone (s), 0 elsewhere (module
+    with two pseudo-links per switch of ``net`` (:func:`switch_links`): the stored-phase one of
+    each switch in ``switches`` it crosses, or, for a transfer storing no phase (routed online),
+    the default-phase one of every switch it crosses, loaded with the time the transfer holds
+    the switch (s), 0 elsewhere: its
+    busiest-link time alone (its packets wait at the switch while it runs), or, for a transfer
+    paced at its source (its busiest link leaves an endpoint into a switch and is slower than
+    its links on from there: an I/O controller's stream), its busiest time on the switch's
+    other links (its packets arrive with gaps in which the switch serves other phases; module
     docstring)."""
     if loads is None or bw is None or not holds_switches(platform, net):
         return loads, bw
@@ -109,14 +115,38 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     if not np.any(loads > 0):
         return loads, bw
     nodes, incident, held_bw = switch_links(net)
-    t_alone = float((loads / np.asarray(bw, dtype=float)).max())
+    time = loads / np.asarray(bw, dtype=float)
+    t_alone = float(time.max())
     crossed = np.array([np.any(loads[links] > 0) for links in incident], dtype=bool)
     stored = np.array([node in switches for node in nodes], dtype=bool)
-    held = np.concatenate([np.where(crossed & stored, t_alone, 0.0),
-                           np.where(crossed & ~stored, t_alone, 0.0)])
+    paced = _source_links(net, time)
+    busy = _busy_times(time, incident, set(paced.tolist())) if len(paced) else t_alone
+    online = not stored.any()     # a transfer storing phases is routed by them (module docstring)
+    held = np.concatenate([np.where(crossed & stored, busy, 0.0), np.where(crossed & online, busy, 0.0)])
     if bw is not net.link_bw:
         held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(2 * len(incident))])
     return np.concatenate([loads, held]), held_bw
+
+
+def _source_links(net, time) -> np.ndarray:
+    """The links that pace a transfer at its sources (``time``: per link, its bytes' time):
+    its busiest links, where each leaves an endpoint (an I/O controller, an NPU) into a switch
+    and some link it loads beyond them is faster; empty where another kind of link is among
+    its busiest (its packets then wait at the switches: it is not paced)."""
+    n = len(net.link_bw)
+    busiest = np.flatnonzero(time[:n] >= time.max() * (1 - 1e-12))
+    kind = net.node_kind
+    if not all(kind[int(net.link_src[link])] != "switch" and kind[int(net.link_dst[link])] == "switch"
+               for link in busiest):
+        return np.zeros(0, dtype=np.int64)
+    return busiest if np.count_nonzero(time[:n] > 0) > len(busiest) else np.zeros(0, dtype=np.int64)
+
+
+def _busy_times(time, incident, paced: set) -> np.ndarray:
+    """Per switch, how long a transfer paced at its sources by the links ``paced`` keeps it busy:
+    its busiest time on the switch's other links (the time its bytes take through it)."""
+    return np.array([max((time[link] for link in links if link not in paced), default=0.0)
+                     for links in incident])
 
 
 def shared_phase_links(platform, net) -> np.ndarray:

@@ -241,3 +241,39 @@ def test_a_shared_phase_table_shorter_than_the_links_loaded_is_refused():
     eng.add("a", "a.comm", 1.0, category="dp", loads=np.ones(3), bw=np.ones(3))
     with pytest.raises(FredError, match="shared_phase names 2 links; the transfers load 3"):
         eng.run()
+
+
+class _SlowSourceStar(_Star):
+    """:class:`_Star` whose NPU 0 sends into the switch at 0.25 byte/s (an I/O controller's
+    slow link): a transfer from it is paced at its source."""
+
+    def __init__(self):
+        Network.__init__(self, "slow-source star", 4)
+        s0 = self.add_node("s0", "switch")
+        for npu in range(4):
+            self.add_duplex(npu, s0, 0.25 if npu == 0 else 1.0, 1.0, 0.0, "npu")
+        self.finalize()
+
+
+def test_a_transfer_paced_at_its_source_holds_a_switch_for_its_time_through_it():
+    # 1 byte 0 -> 1: 4 s on NPU 0's slow link, 1 s on the switch's link to NPU 1: it holds the
+    # switch 1 s of its 4 (its packets arrive with gaps); a transfer with its busiest link
+    # between switch and NPU holds it for its whole time
+    net = _SlowSourceStar()
+    held, _ = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, SWITCHES)
+    assert held[net.n_links:] == pytest.approx([1.0, 0.0])
+    held, _ = transfer_links(ON, net, _loads(net, (1, 0)), net.link_bw, SWITCHES)
+    assert held[net.n_links:] == pytest.approx([1.0, 0.0])
+
+
+@pytest.mark.parametrize("reference", [False, True])
+@pytest.mark.parametrize("dp_first, ends", [(True, {"dp": 1.0, "io": 5.0}), (False, {"dp": 4 / 3, "io": 4.0})])
+def test_a_paced_stream_and_a_phase_of_its_class_take_the_switch_in_program_order(reference, dp_first, ends):
+    # a stream from NPU 0 (4 s alone, holding the switch a quarter of its time) and a DP phase
+    # 2 -> 3 (1 s), both from 0, stored at the switch. DP first in the program: it runs as
+    # alone, the stream waits 1 s (5.0); the stream first: it keeps its quarter, DP runs on
+    # the other three quarters (4/3) -- the packet fabric's dp-under-io (DP's slot first)
+    net = _SlowSourceStar()
+    dp = ("dp", "dp", _loads(net, (2, 3)), 0.0)
+    io = ("io", "io", _loads(net, (0, 1)), 0.0)
+    assert _run(net, ON, [dp, io] if dp_first else [io, dp], reference=reference) == pytest.approx(ends)
