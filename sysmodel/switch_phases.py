@@ -1,4 +1,4 @@
-"""One phase active at a time per FRED switch, as link data the engine already shares.
+"""One phase active at a time per FRED switch, as link data the engine shares.
 
 The shared spec (FRED.md section 2, "Datapath and control") says a FRED switch serves one
 communication phase at a time and that a higher-priority phase preempts (MP > PP > DP); the
@@ -7,21 +7,27 @@ VC and serves one phase; another waiting phase is selected only after a drain). 
 transfers that cross a common switch take turns there even where their links are disjoint,
 e.g. an MP and a DP all-reduce on different ports of Fred-D's 4-port L1-L2 connection.
 
-The engine (:mod:`sysmodel.engine`) shares links only. This module expresses the switch as one
-more *pseudo-link* per switch node, with capacity 1 (a time share: bandwidth 1, its load in
-seconds), appended to a transfer's link loads: a transfer that holds switch ``s`` (stores a
-phase there and has bytes on a link into or out of it) loads ``s``'s pseudo-link with its busiest-link time alone, so at
-full speed it uses the whole switch (share 1) and its time alone is unchanged; at a fraction
-``f`` of its speed it holds the switch ``f`` of the time. The engine's max-min filling then
-gives, without any change to its loops:
+The engine (:mod:`sysmodel.engine`) shares links. This module expresses each switch as two
+more *pseudo-links* (capacity 1: a time share, bandwidth 1, loads in seconds), appended to a
+transfer's link loads (:func:`switch_links`): the switch's stored phases' and its default
+phase's. A transfer that holds switch ``s`` loads one of them with the time it holds ``s``:
+its busiest-link time alone, so at full speed it uses the whole switch (share 1) and alone it
+runs as before -- its packets wait at the switch for as long as it runs -- or, where it is
+paced at its sources (its busiest links leave endpoints into switches and it moves on faster:
+an I/O controller's 128 GBps stream), its bytes' time through the switch (share below 1: its
+packets arrive with gaps, in which the switch selects another waiting phase, docs/switch.md,
+"Control unit"). The engine's strict-priority max-min filling then gives:
 
-* one transfer alone: unchanged (the pseudo-link's time equals its busiest link's);
+* one transfer alone: unchanged;
 * two classes at one switch: strict priority gives the higher level the whole switch, the lower
   one waits (rate ~0) until it ends -- they take turns, MP first -- and the higher one's start
-  while the lower is served on the switch costs the measured preemption (``preempt_s``; the
-  engine charges it for any shared link, now including the switch);
-* two transfers of one level: they share the switch's time (each half), so together they take
-  as long as one after the other;
+  while the lower is served on the switch costs that switch's drain (``preempt_s``,
+  :mod:`sysmodel.preemption`);
+* two stored phases of one level: they take turns in program order (the engine's tiers,
+  :func:`sysmodel.engine.entry_tiers`; the packet fabric's phase order, docs/switch.md, "Phase
+  order"), the first as if alone, the other on what is left (a paced stream's gaps);
+* online transfers of one level: one phase, run together (the engine counts their largest use
+  on the switch, not the sum); of two levels: turns, as two stored phases;
 * transfers that share no switch: unchanged.
 
 Which phase a transfer holds at a switch (docs/sysmodel.md, "One phase active at a time per
@@ -40,11 +46,11 @@ level's online holders (:func:`shared_phase_links`; :class:`sysmodel.engine.Engi
 transfers of one class run together through a switch, classes take turns. The mesh has routers,
 no phases: nothing is held there.
 
-What the fluid share leaves out (docs/sysmodel.md, "One phase active at a time"): within one
-level the packet switch keeps the active phase while it has packets waiting (turns, not an
-even split; the last to finish ends at the same time either way); the L2 is one logical switch
-in the model (one resource), whereas the RTL's L2 is built from planes, one per uplink port,
-each with its own phase.
+What the fluid share leaves out (docs/sysmodel.md, "One phase active at a time"): the selects
+a switch pays each time a paced stream's gap lets another phase in; the order between the
+default phase and stored phases of one VC (the model serves the default phase first); the L2
+is one logical switch in the model (one resource), whereas the RTL's L2 is built from planes,
+one per uplink port, each with its own phase.
 """
 
 from __future__ import annotations
