@@ -359,7 +359,8 @@ class Engine:
     def retimed(self, duration: np.ndarray) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
         task's duration, each >= 0); its arrays are this graph's with the durations replaced."""
-        eng = Engine(priority=self.priority, preempt_s=self.preempt_s, shared_phase=self.shared_phase)
+        eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
+        eng.shared_phase = self.shared_phase      # checked already
         eng.queues = {r: list(q) for r, q in self.queues.items()}
         eng.sources = list(self.sources)
         eng._name, eng._name_parts = list(self._name), list(self._name_parts)
