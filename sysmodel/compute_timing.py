@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from hdl.contracts.placement import Strategy
 from sysmodel.model_cache import current
 from sysmodel.platform import Platform
-from sysmodel.workloads import BYTES, Layer
+from sysmodel.workloads import BYTES, Layer, layer_shape
 
 __all__ = ["RooflineCompute", "ShapeCompute", "compute_timer"]
 
@@ -101,11 +101,18 @@ class ShapeCompute:
             self.platform, self.strategy, self.microbatch_samples, recompute=self.recompute_mode == "full"))
 
     def layer_s(self, layer: Layer, *, backward: bool) -> float:
-        """Seconds of ``layer``'s forward (or backward) for one microbatch on one NPU."""
+        """Seconds of ``layer``'s forward (or backward) for one microbatch on one NPU. Layers
+        of one shape (equal but for their names: a transformer's blocks) are timed once per
+        timer: the time reads no name (:func:`~sysmodel.workloads.layer_shape`)."""
         key = (id(layer), backward)
-        if key not in self._times:
-            self._times[key] = self._shared_layer_s(layer, backward)
-        return self._times[key]
+        t = self._times.get(key)
+        if t is None:
+            shape_key = (layer_shape(layer), backward)   # the key holds the shape: its id stays its own
+            t = self._times.get(shape_key)
+            if t is None:
+                t = self._times[shape_key] = self._shared_layer_s(shape_key[0], backward)
+            self._times[key] = t
+        return t
 
     def _shared_layer_s(self, layer: Layer, backward: bool) -> float:
         # A layer's time depends only on the values below, which repeat across the

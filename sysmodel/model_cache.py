@@ -82,8 +82,10 @@ class ModelCache:
         "rate_free_traffic": (100_000, "(network spec with every link rate 0, fabric, collectives, algorithm) "
                                        "-> the merged traffic of collectives none of which reads a link rate, "
                                        "and their algorithms (sysmodel.collectives._merged_traffic)"),
-        "layer_times": (200_000, "(layer, backward, platform.npu_compute, shards, microbatch "
+        "layer_times": (200_000, "(layer_shape(layer), backward, platform.npu_compute, shards, microbatch "
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
+        "layer_shapes": (100_000, "layer -> the equal layer named \"\" (sysmodel.workloads.layer_shape), "
+                                  "and that layer -> itself: one object per shape"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
                                  "overlap) -> GraphTemplate"),
@@ -112,6 +114,7 @@ class ModelCache:
     network_routes: Memo
     rate_free_traffic: Memo
     layer_times: Memo
+    layer_shapes: Memo
     graph_templates: Memo
     network_free_templates: Memo
     derived_workloads: Memo

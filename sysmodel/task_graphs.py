@@ -32,6 +32,7 @@ from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops, schedule_order
+from sysmodel.workloads import layer_shape
 from sysmodel import schedule_append
 
 __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
@@ -298,7 +299,8 @@ class _StationaryPipeline:
         self.defer_dp = self.pp > 1 and (eng.blocking or not plan.platform.dp_overlap)
         self.deferred_dp: dict = {}      # stage -> [(name, time, compute task)] to reduce after it
         self.last_send: dict = {}        # stage -> its latest send task
-        self._timings: dict = {}         # (stage, kind, layer) -> what every microbatch's task needs
+        # (stage, kind, id(layer)) -> what every microbatch's task needs; and layer_timing's entries
+        self._timings: dict = {}
         self._runs: dict = {}            # (stage, kind, virtual stage) -> its layer run, or None
         self._sends: dict = {}           # (virtual stage, kind) -> its sends' fields, or None
         self.order = None                # the schedule order (add_schedule)
@@ -471,10 +473,7 @@ class _StationaryPipeline:
         timing = self._timings.get(key)
         if timing is None:
             backward = kind == "B"
-            d = self.comm.mp(layer, s, backward)
-            timing = self._timings[key] = (
-                self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
-                self.compute.layer_s(layer, backward=backward), d, d > 0, ("layer", layer, backward))
+            timing = self._timings[key] = (*layer_timing(self, s, layer, backward), ("layer", layer, backward))
         return timing
 
     def _add_send(self, s, v, kind, i, prev, tag="") -> None:
@@ -566,6 +565,25 @@ class _GradientBuckets:
         self.layers, self.elements = [], 0.0
 
 
+def layer_timing(builder, s: int, layer, backward: bool) -> tuple:
+    """What every microbatch's tasks of ``layer``'s pass on stage ``s`` need, for a builder
+    with ``plan``, ``compute``, ``comm`` and a ``_timings`` dict: (NPU, compute resource, MP
+    resource, compute s, MP time, whether MP runs). Computed once per layer *shape*
+    (:func:`~sysmodel.workloads.layer_shape`: a transformer's blocks share it) when the
+    communication timer memoises: neither timer reads a name, and a memoising timer returns
+    the same time object for equal layers, so each layer gets what asking for it would give
+    (the reference path asks for every layer: its transfers stay one link entry each)."""
+    shared_key = (s, backward, layer_shape(layer)) if builder.comm.memoised else None
+    timing = builder._timings.get(shared_key)
+    if timing is None:
+        d = builder.comm.mp(layer, s, backward)
+        timing = (builder.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
+                  builder.compute.layer_s(layer, backward=backward), d, d > 0)
+        if shared_key is not None:
+            builder._timings[shared_key] = timing
+    return timing
+
+
 def weight_stationary_graph(eng: StageEngine, plan, compute, comm) -> None:
     """Add a weight-stationary iteration of ``plan`` to ``eng`` (see the module docstring);
     ``compute``: a compute timer (:func:`~sysmodel.compute_timing.compute_timer`); ``comm``: a
@@ -583,6 +601,7 @@ class _StreamingPasses:
         self.pp = plan.strategy.pp
         self.resident = plan.workload.layers_on_wafer
         self.done = {s: [] for s in range(self.pp)}   # per stage: task ending each of its layers
+        self._timings: dict = {}   # (stage, backward, layer shape) -> layer_timing's (memoising timers)
 
     def stage_of(self, li: int) -> int:
         return li % self.pp
@@ -602,10 +621,8 @@ class _StreamingPasses:
         kind, m = ("B" if backward else "F"), self.plan.microbatches
         deps = self._add_loads(layer, s, kind, backward)
         hand_over = following is not None and self.stage_of(following) != s
-        # the same for every microbatch: computed once per layer
-        compute_s, d = self.compute.layer_s(layer, backward=backward), self.comm.mp(layer, s, backward)
-        rep, on_compute, on_mp = self.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp")
-        with_mp = d > 0
+        # the same for every microbatch: computed once per layer (once per shape)
+        rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layer, backward)
         source = ("layer", layer, backward)
         # the compute and MP tasks add() would add, in either mode (the MP task blocks compute
         # in both); blocks only when communication does not block compute (their spill skips
@@ -726,9 +743,12 @@ class _StreamingPasses:
         program order, so that the serialised mode blocks the sender's next microbatch rather
         than its next layer)."""
         dst, nbytes = self._hand_over(layer, following, backward)
-        return self.eng.add(f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp"),
-                            self.comm.pp(s, dst, nbytes), [prev], category="pp",
-                            npu=self.plan.representative(s), block=not self.plan.platform.pp_overlap)
+        name, resource = f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp")
+        d = self.comm.pp(s, dst, nbytes)
+        rep, block = self.plan.representative(s), not self.plan.platform.pp_overlap
+        if type(self.eng).add is StageEngine.add:   # what add() would do, without its checks
+            return self.eng.add_transfer(s, name, resource, d, prev, "pp", rep, block)
+        return self.eng.add(name, resource, d, [prev], category="pp", npu=rep, block=block)
 
 
 def weight_streaming_graph(eng: StageEngine, plan, compute, comm) -> None:

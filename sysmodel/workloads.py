@@ -27,7 +27,7 @@ from hdl.contracts.placement import Strategy, parse_strategy
 from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
 from sysmodel.model_cache import Ref, current, hash_once
 
-__all__ = ["Layer", "Workload", "transformer", "resnet152", "WORKLOADS",
+__all__ = ["Layer", "layer_shape", "Workload", "transformer", "resnet152", "WORKLOADS",
            "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
 
 #: Activation recomputation policies: ``auto`` (full recomputation only when the activations
@@ -74,6 +74,22 @@ class Layer:
         """How many ways MP(``mp``) divides this layer's FLOPs and weights (1 when it is not
         MP-shardable)."""
         return mp if self.mp_shardable else 1
+
+
+def layer_shape(layer: Layer) -> Layer:
+    """``layer`` without its name: the value its compute time depends on (no compute timer
+    reads a name), so that layers of one shape -- a transformer's blocks -- are timed
+    once. One object per distinct shape while the model's cache holds it
+    (:mod:`sysmodel.model_cache`, ``layer_shapes``), so memos keyed on it hit by identity."""
+    shapes = current().layer_shapes
+    shape = shapes.get(layer)
+    if shape is None:
+        unnamed = replace(layer, name="")
+        shape = shapes.get(unnamed)
+        if shape is None:
+            shape = shapes.put(unnamed, unnamed)
+        shapes.put(layer, shape)
+    return shape
 
 
 @dataclass(frozen=True)
