@@ -80,6 +80,23 @@ def test_fred_io_model_is_the_uplink_bound_by_hand():
     assert 2 * 15 * 223 <= cycles < 2 * 15 * 223 + 100
 
 
+@pytest.mark.parametrize("fabric", ["fred-c", "fred-d"])
+def test_fred_c_and_d_io_models_are_the_controller_bound_by_hand(fabric):
+    """Fred-C/D with 18 controllers need the Fred_3(12) int32 L1 (4 NPUs, 4 uplinks, 4
+    controller ports; measured 2026-11-26 19:30): their uplinks keep up (4 ports per L1), so
+    every controller's link is the busiest, its 223-flit stripe at 16/375 flit per cycle =
+    5,226.6 cycles, plus the hops (Fred-C's chain through 20 members: more)."""
+    from dataclasses import replace
+
+    from hdl.contracts.fabric import fabric_spec, make_request
+    from sysmodel.fabric_model import model_cycles
+    spec = replace(fabric_spec(fabric), io_controllers=18)
+    for op in ("io-broadcast", "io-reduce"):
+        est = model_cycles(spec, make_request(spec, op=op, size_flits=4014, group="wafer"))
+        assert est.bandwidth_cycles == pytest.approx(223 * 375 / 16)
+        assert 223 * 375 / 16 < est.cycles < 223 * 375 / 16 + 500
+
+
 def test_the_io_case_gets_model_and_paper_speedups_without_fred_rtl():
     from studies.mesh_validation import fred_io_model_cycles
     rows = [row("mesh", "wafer io-load", 4014, 7606.0, 7700), row("fred-b", "wafer all-reduce", 4014, 8033.0, 8032)]
