@@ -50,7 +50,9 @@ PAPER_SPEEDUP = {
 }
 #: The I/O cases and the FRED RTL's op of each: their FRED side is modelled only
 #: (:func:`fred_io_model_cycles`): the FRED RTL's I/O ops give each group one controller, the
-#: mesh's io-load and io-store run all 18 at once
+#: mesh's io-load and io-store run all 18 at once (the programs of that request are built,
+#: ``hdl.compiler.io_stripe_program`` and ``io_stripe_trees``; the engines and, on Fred-B/D,
+#: the switch are not: docs/fabric_rtl.md, "Striped I/O: every controller at once")
 IO_CASES = {"wafer io-load": "io-broadcast", "wafer io-store": "io-reduce"}
 
 
@@ -167,9 +169,11 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
         doc.paragraph(f"{' and '.join(IO_CASES)}: no Fred-X RTL figure. The FRED RTL's I/O ops (packet fabric, "
                       "`io-broadcast` / `io-reduce`) give each group one controller; the mesh's "
                       "weight streaming (reduce-out) is 18 controllers at once, each a stripe to "
-                      "(from) every NPU. "
+                      "(from) every NPU: its programs are built, not the NPU engines that carry "
+                      "18 stripes at once nor (Fred-B/D) the switch that interleaves 18 trees per "
+                      "packet (docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
-                      "platform with 18 controllers (controller k on L1 k mod 5); '-' where the "
+                      "platform with 18 controllers (controller k on L1 k mod 5); '-' where the run's "
                       "characterization has no L1 switch for that platform (Fred-C/D: Fred_3(12) "
                       "int32).")
     doc.blank().raw(MESH_END)
