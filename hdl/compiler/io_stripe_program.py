@@ -39,7 +39,8 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import IO_OPS, FabricSpec
 from hdl.contracts.npu_engine import rank_weights
 
-__all__ = ["StripeStep", "IoStripeProgram", "io_stripe_program", "endpoint_pair_flits", "endpoint_totals"]
+__all__ = ["StripeStep", "IoStripeProgram", "io_stripe_program", "endpoint_pair_flits", "endpoint_totals",
+           "receiver_entries"]
 
 _MASK = 0xFFFFFFFF
 
@@ -183,3 +184,10 @@ def endpoint_totals(program: IoStripeProgram) -> list[dict]:
                     "dests": sorted({s.dest for s in steps if s.dest is not None}),
                     "starts": sorted(s.stripe for s in steps if s.source is None and s.dest is not None)})
     return out
+
+
+def receiver_entries(program: IoStripeProgram, endpoint: int) -> list[dict]:
+    """The stripes endpoint ``endpoint`` receives, as :func:`hdl.contracts.io_stripes.stripe_receiver_writes`
+    entries (``stripe``, ``org``, ``flits``, ``wr``, ``hr``)."""
+    return [{"stripe": s.stripe, "org": s.org, "flits": s.flits, "wr": s.wr, "hr": s.hr}
+            for s in program.steps[endpoint].values() if s.source is not None]
