@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["STRIPE_REGS", "stripe_reg", "stripe_receiver_writes"]
+__all__ = ["STRIPE_REGS", "stripe_reg", "stripe_receiver_writes", "NPU_PAGE_REG", "NPU_PAGE_SIZE", "NPU_ROUTE_BASE",
+           "NPU_HEADER_REGS", "stripe_npu_writes"]
 
 #: Registers per stripe, at address ``len(STRIPE_REGS) * k + index``.
 STRIPE_REGS = ("org", "flits", "wr", "hr")
@@ -37,3 +38,34 @@ def stripe_receiver_writes(entries, stripes: int) -> list[tuple[int, int]]:
         seen.add(k)
         values[k] = {name: entry[name] for name in STRIPE_REGS}
     return [(stripe_reg(k, name), values[k][name] & _MASK) for k in range(stripes) for name in STRIPE_REGS]
+
+
+#: The striped I/O NPU's program port (:class:`hdl.designs.fabric.stripe_npu.StripeNpu`): the
+#: fabric's program port has 6-bit register numbers, fewer than the receiver's 4 per stripe
+#: and a route per stripe, so register :data:`NPU_PAGE_REG` selects a page and register
+#: ``r`` < 63 of page ``p`` is address ``63 p + r``.
+NPU_PAGE_REG = 63
+NPU_PAGE_SIZE = 63
+#: Address of stripe k's route (its destination endpoint, bit 8: forward it), after the
+#: receiver's registers (addresses 0 ..).
+NPU_ROUTE_BASE = 256
+#: Addresses of the header fields the NPU's forwarded packets carry: their phase index, VC.
+NPU_HEADER_REGS = {"phase": 512, "vc": 513}
+
+
+def stripe_npu_writes(entries, routes: dict, stripes: int, *, phase: int, vc: int) -> list[tuple[int, int]]:
+    """(register, value) writes of the fabric's program port that load an NPU of the striped
+    I/O request: the receiver's ``entries`` (:func:`stripe_receiver_writes`), ``routes`` =
+    ``{stripe: destination endpoint}`` of the stripes it forwards, and its header fields;
+    page-register writes go before the writes of each new page."""
+    words = stripe_receiver_writes(entries, stripes)
+    words += [(NPU_ROUTE_BASE + k, (routes[k] | 1 << 8) if k in routes else 0) for k in range(stripes)]
+    words += [(NPU_HEADER_REGS["phase"], phase), (NPU_HEADER_REGS["vc"], vc)]
+    out, page = [], None
+    for address, value in words:
+        p, reg = divmod(address, NPU_PAGE_SIZE)
+        if p != page:
+            out.append((NPU_PAGE_REG, p))
+            page = p
+        out.append((reg, value))
+    return out

@@ -48,7 +48,8 @@ class StripeReceiver(wiring.Component):
         self.stripe_bits = max(1, (stripes - 1).bit_length())
         data = unsigned(32 * lanes)
         self.in_layout = StructLayout({"data": data, "last": 1, "stripe": self.stripe_bits, "seq": seq_bits})
-        self.out_layout = StructLayout({"data": data, "last": 1, "stripe": self.stripe_bits, "index": 32})
+        self.out_layout = StructLayout({"data": data, "last": 1, "stripe": self.stripe_bits, "seq": seq_bits,
+                                        "index": 32})
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -83,7 +84,7 @@ class StripeReceiver(wiring.Component):
             self.o.valid.eq(self.i.valid & running),
             self.i.ready.eq(self.o.ready & running),
             self.o.payload.data.eq(flit.data), self.o.payload.last.eq(flit.last),
-            self.o.payload.stripe.eq(k), self.o.payload.index.eq(index),
+            self.o.payload.stripe.eq(k), self.o.payload.seq.eq(flit.seq), self.o.payload.index.eq(index),
             self.done.eq(running & Cat(*[count[j] == regs["flits"][j] for j in range(n)]).all()),
         ]
         fire = self.i.valid & self.i.ready

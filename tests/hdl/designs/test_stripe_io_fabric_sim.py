@@ -1,0 +1,48 @@
+"""The striped I/O request's weight streaming on a small Fred-A packet fabric in Amaranth
+(cocotb_tests/fabric/stripe_io_run.py, hdl/designs/fabric/stripe_npu.py): every controller's
+stripe on its own chain at once, every NPU hearing two senders interleaved per packet, every
+flit checked at every NPU."""
+
+import pytest
+
+from cocotb_tests.fabric.stripe_io_run import (ENDPOINT_READS, judge_stripe_io, stripe_io_top,
+                                               stripe_io_writes)
+from hdl.compiler.io_stripe_program import io_stripe_program
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec
+from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
+
+SMALL = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3)
+
+
+def _run(run_fabric_top, spec, program, max_cycles):
+    dut = stripe_io_top(spec, program)
+    writes = stripe_io_writes(spec, program, dut.packet)
+
+    async def read_back(read):
+        out = {"cycles": await read(GLOBAL_UNIT, 0)}
+        for e in range(spec.endpoints):
+            names = ENDPOINT_READS["npu" if e < spec.npus else "controller"]
+            out[e] = {name: await read(e, i) for i, name in enumerate(names)}
+        return out
+
+    return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles)
+
+
+@pytest.mark.full
+def test_three_stripes_stream_to_six_npus_at_once(run_fabric_top):
+    """3 controllers (one per L1), 60 flits per NPU = 3 stripes of 20 (3 packets each): NPUs 0,
+    3 and 4 are the entries (they hear their controller and the NPU before them). Measured
+    2026-11-26: 547 cycles, the controllers done at 469 (20 x 375/16 = 468.75), then the last
+    packet's walk along the chain. About 13 s in Amaranth, so -m full."""
+    program = io_stripe_program(SMALL, "io-broadcast", 60)
+    assert [c[0] for c in program.chains] == [0, 3, 4]
+    out = _run(run_fabric_top, SMALL, program, 3000)
+    assert judge_stripe_io(SMALL, program, out) == []
+    # the controllers are the bound: 20 flits at 16/375 flit per cycle each
+    assert 20 * 375 / 16 < out["cycles"] < 2 * 20 * 375 / 16
+
+
+def test_io_reduce_is_refused_until_the_forwarder_adds_its_own_data():
+    with pytest.raises(FredError, match="runs io-broadcast so far"):
+        stripe_io_top(SMALL, io_stripe_program(SMALL, "io-reduce", 60))
