@@ -46,3 +46,18 @@ def test_three_stripes_stream_to_six_npus_at_once(run_fabric_top):
 def test_io_reduce_is_refused_until_the_forwarder_adds_its_own_data():
     with pytest.raises(FredError, match="runs io-broadcast so far"):
         stripe_io_top(SMALL, io_stripe_program(SMALL, "io-reduce", 60))
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("size", [54, 4014])
+def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_of_the_model(size):
+    """The mesh's io-load request (18 controllers, a stripe of size / 18 flits each to every
+    NPU) on the packet Fred-A under Verilator (a new build of the 18-controller fabric): every
+    NPU receives and checks every flit, and the cycles are within 5 % of the model of the same
+    platform (docs/fabric_validation.md, "The mesh in RTL")."""
+    from cocotb_tests.fabric.stripe_io_run import run_stripe_io
+    from studies.mesh_validation import fred_io_model_cycles
+    spec = fabric_spec("fred-a", io_controllers=18)
+    run = run_stripe_io(spec, io_stripe_program(spec, "io-broadcast", size))
+    assert run["done"] and run["problems"] == []
+    assert run["cycles"] == pytest.approx(fred_io_model_cycles("fred-a", size), rel=0.05)
