@@ -128,3 +128,25 @@ def test_io_store_row_pairs_with_the_fred_models_io_reduce():
     rtl, model, paper = store["speedups"]["fred-b"]
     assert rtl is None and paper == pytest.approx(1152 / 750)
     assert model == pytest.approx(154 / fred_io_model_cycles("fred-b", 54, op="io-reduce"))
+
+
+def test_a_striped_io_run_gives_the_io_row_its_fred_rtl_cell():
+    """Fred-A's striped weight streaming (a made-up run: the cycles of the 2026-11-26 Verilator
+    run at 54 flits) pairs with the mesh's io-load row: RTL cell = mesh RTL / Fred-A RTL, model
+    cell = mesh model / Fred-A model (485 cycles, its 18-controller platform)."""
+    from studies.mesh_validation import fred_io_model_cycles, stripe_io_row
+    fred = stripe_io_row("fred-a", "wafer io-load", 54, {"done": True, "problems": [], "cycles": 468,
+                                                         "cycles_per_s": 3e3})
+    assert (fred.rtl_cycles, fred.flits_checked) == (468, 20 * 54)
+    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-a", 54)) and fred.within
+    (io,) = speedup_rows([row("mesh", "wafer io-load", 54, 126.0, 130), fred])
+    rtl, model, paper = io["speedups"]["fred-a"]
+    assert rtl == pytest.approx(130 / 468) and model == pytest.approx(126.0 / fred.model_cycles)
+
+
+def test_a_striped_io_run_with_a_problem_makes_no_row():
+    from hdl.contracts.errors import FredError
+    from studies.mesh_validation import stripe_io_row
+    with pytest.raises(FredError, match="NPU 3: lost"):
+        stripe_io_row("fred-a", "wafer io-load", 54, {"done": True, "problems": ["NPU 3: lost"],
+                                                      "cycles": 468, "cycles_per_s": 3e3})
