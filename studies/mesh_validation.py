@@ -95,9 +95,9 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 
 
 #: The Fred-X whose RTL runs the mesh's I/O request (every controller's stripe at once,
-#: docs/fabric_rtl.md "Striped I/O"), and the cases it runs: Fred-A's chains, weight streaming
-#: so far (Fred-C's chains run on the same RTL but have not been run on the wafer yet)
-STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load",)}
+#: docs/fabric_rtl.md "Striped I/O"), and the cases it runs: Fred-A/C's chains, weight
+#: streaming so far
+STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load",), "fred-c": ("wafer io-load",)}
 
 
 @dataclass

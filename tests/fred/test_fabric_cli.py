@@ -178,5 +178,6 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     cases = _stripe_io_cases(args, ["fred-a", "fred-b", "mesh"])
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
         ("wafer io-load", "fred-a", 54), ("wafer io-load", "fred-a", 4014)]
+    assert [c.fabric for _, c, _ in _stripe_io_cases(args, ["fred-c", "fred-d", "mesh"])] == ["fred-c"] * 2
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "switch": "packet"}), ["fred-a"]) == []
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "dtype": "fp16"}), ["fred-a"]) == []
