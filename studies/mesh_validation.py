@@ -12,13 +12,14 @@ The I/O cases are weight streaming (``io-load``) from the 18 edge controllers to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from studies.fabric_validation import FabricValidation, FabricValidationRow
 from studies.report import Column, Markdown, replace_marked_block
 
-__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "IO_CASES", "mesh_validation_row",
-           "fred_io_model_cycles", "speedup_rows", "mesh_markdown_block", "write_mesh_validation"]
+__all__ = ["MESH_CASES", "MESH_BEGIN", "MESH_END", "PAPER_SPEEDUP", "IO_CASES", "STRIPE_IO_FABRICS", "mesh_validation_row",
+           "fred_io_model_cycles", "stripe_io_row", "speedup_rows", "mesh_markdown_block", "write_mesh_validation"]
 
 #: (label, request arguments of ``studies.mesh_case.build_mesh_case``): the labels are the
 #: FRED cases' (``studies.fabric_validation.CASES``), so the speedup table pairs them
@@ -50,7 +51,9 @@ PAPER_SPEEDUP = {
 }
 #: The I/O cases and the FRED RTL's op of each: their FRED side is modelled only
 #: (:func:`fred_io_model_cycles`): the FRED RTL's I/O ops give each group one controller, the
-#: mesh's io-load and io-store run all 18 at once
+#: mesh's io-load and io-store run all 18 at once (the programs of that request are built,
+#: ``hdl.compiler.io_stripe_program`` and ``io_stripe_trees``; the engines and, on Fred-B/D,
+#: the switch are not: docs/fabric_rtl.md, "Striped I/O: every controller at once")
 IO_CASES = {"wafer io-load": "io-broadcast", "wafer io-store": "io-reduce"}
 
 
@@ -89,6 +92,52 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
         if "has no measured" not in str(error):
             raise
         return None
+
+
+#: The Fred-X whose RTL runs the mesh's I/O request (every controller's stripe at once,
+#: docs/fabric_rtl.md "Striped I/O"), and the cases it runs: Fred-A/C's chains, weight
+#: streaming so far
+STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load",), "fred-c": ("wafer io-load",)}
+
+
+@dataclass
+class StripeIoCase:
+    """A Fred-X I/O case run as the striped request at the mesh case's size (``fred
+    fabric-validate`` with the mesh: the RTL side of the speedup table's I/O rows)."""
+
+    fabric: str
+    label: str
+    size_flits: int
+    characterization: object = None
+
+    def run_row(self) -> FabricValidationRow:
+        """Run it under Verilator (a build of the fabric with its controllers) and make its row."""
+        from cocotb_tests.fabric.stripe_io_run import run_stripe_io
+        from hdl.compiler.io_stripe_program import io_stripe_program
+        from hdl.contracts.fabric import fabric_spec
+        spec = fabric_spec(self.fabric, io_controllers=18)
+        run = run_stripe_io(spec, io_stripe_program(spec, IO_CASES[self.label], self.size_flits))
+        return stripe_io_row(self.fabric, self.label, self.size_flits, run,
+                             characterization=self.characterization)
+
+
+def stripe_io_row(fabric: str, label: str, size_flits: int, run: dict, *, characterization=None) -> FabricValidationRow:
+    """The Fred-X row of an I/O case run as the striped request (``run``:
+    :func:`cocotb_tests.fabric.stripe_io_run.run_stripe_io`'s result, every NPU checked) at the
+    mesh case's ``size_flits``, against :func:`fred_io_model_cycles`; it pairs with the mesh row
+    of the same case and size in :func:`speedup_rows`. A run with problems is an error naming
+    them (no row is made of a run that lost or corrupted a flit)."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import fabric_spec
+    if not run["done"] or run["problems"]:
+        raise FredError(f"{fabric} {label} at {size_flits} flits: the striped I/O run failed: "
+                        f"{'; '.join(run['problems'][:5]) or 'not done'}")
+    model = fred_io_model_cycles(fabric, size_flits, op=IO_CASES[label], characterization=characterization)
+    return FabricValidationRow(
+        fabric=fabric, case=label, size_flits=size_flits, algorithm="chain", model_cycles=float(model),
+        model_bandwidth_cycles=float("nan"), model_latency_cycles=float("nan"), model_phase_cycles=0.0,
+        model_phases=0, busiest_link="", rtl_cycles=int(run["cycles"]), ratio=run["cycles"] / model,
+        flits_checked=fabric_spec(fabric).npus * size_flits, cycles_per_s=float(run["cycles_per_s"]))
 
 
 def speedup_rows(rows, *, characterization=None) -> list[dict]:
@@ -164,12 +213,16 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
                      for f in fabrics))
         doc.table(columns, speedups)
     if any(s["case"] in IO_CASES for s in speedups):
-        doc.paragraph(f"{' and '.join(IO_CASES)}: no Fred-X RTL figure. The FRED RTL's I/O ops (packet fabric, "
-                      "`io-broadcast` / `io-reduce`) give each group one controller; the mesh's "
-                      "weight streaming (reduce-out) is 18 controllers at once, each a stripe to "
-                      "(from) every NPU. "
+        measured = sorted({f"{f} {s['case']}" for s in speedups if s["case"] in IO_CASES
+                           for f, cell in s["speedups"].items() if cell[0] is not None})
+        doc.paragraph(f"{' and '.join(IO_CASES)}: the mesh's request is 18 controllers at once, each a "
+                      "stripe to (from) every NPU. Fred-X RTL figures: "
+                      f"{', '.join(measured) if measured else 'none'} (the striped request on the packet "
+                      "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming; "
+                      "the reduce-out and Fred-B/D's 18 trees sharing every switch output are not built: "
+                      "docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
-                      "platform with 18 controllers (controller k on L1 k mod 5); '-' where the "
+                      "platform with 18 controllers (controller k on L1 k mod 5); '-' where the run's "
                       "characterization has no L1 switch for that platform (Fred-C/D: Fred_3(12) "
                       "int32).")
     doc.blank().raw(MESH_END)

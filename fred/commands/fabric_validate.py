@@ -74,7 +74,7 @@ def run(args) -> int:
     # every case is validated and modelled before the first build
     cases, refused = _fred_cases(args, fabrics)
     if "mesh" in fabrics:
-        cases += _mesh_cases(args)
+        cases += _mesh_cases(args) + _stripe_io_cases(args, fabrics)
     rows = []
     with progress_bar(len(cases), "fabric-validate", json_output=args.json, unit="case") as bar:
         for label, case, row_of in cases:
@@ -82,7 +82,9 @@ def run(args) -> int:
             bar.update()
     summary = summarise(rows, _command(args))
     if not args.no_write:
-        fred_rows = [r for r in rows if r.fabric != "mesh"]
+        from studies.mesh_validation import IO_CASES
+        # the striped I/O rows belong to the mesh block's speedup table, not the Fig. 9 block
+        fred_rows = [r for r in rows if r.fabric != "mesh" and r.case not in IO_CASES]
         if fred_rows:
             write_fabric_validation(summarise(fred_rows, summary.command), output, plot,
                                     switch=args.switch, refused=refused)
@@ -170,8 +172,28 @@ def _mesh_cases(args) -> list:
             for label, request in MESH_CASES for size in args.sizes]
 
 
+def _stripe_io_cases(args, fabrics) -> list:
+    """The I/O cases on the Fred-X whose RTL runs the mesh's request (every controller at once,
+    ``studies.mesh_validation.STRIPE_IO_FABRICS``), at the mesh cases' sizes (whole stripes)."""
+    from studies.mesh_case import build_mesh_case
+    from studies.mesh_validation import MESH_CASES, STRIPE_IO_FABRICS, StripeIoCase
+    if args.switch != "circuit" or (args.dtype or "int32") != "int32":
+        return []
+    requests = dict(MESH_CASES)
+    out = []
+    for fabric in (f for f in fabrics if f in STRIPE_IO_FABRICS):
+        for label in STRIPE_IO_FABRICS[fabric]:
+            for size in args.sizes:
+                flits = build_mesh_case(size=size, characterization=args.characterization, **requests[label]).size_flits
+                out.append((label, StripeIoCase(fabric, label, flits, args.characterization), None))
+    return out
+
+
 def _run(label: str, case, row_of, args):
-    """Run one case's RTL and return its row (``row_of`` for a mesh case, else a FRED one)."""
+    """Run one case's RTL and return its row (``row_of`` for a mesh case, a striped I/O case's
+    own, else a FRED one)."""
+    if hasattr(case, "run_row"):
+        return case.run_row()
     if row_of is not None:
         from studies.mesh_case import run_mesh_case
         return row_of(label, run_mesh_case(case, seed=args.seed, sink_backpressure=args.backpressure,

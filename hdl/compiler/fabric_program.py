@@ -67,7 +67,7 @@ from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricRequest, FabricSpe
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
-__all__ = ["ALGORITHMS", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
+__all__ = ["ALGORITHMS", "in_switch_flows", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
            "default_phases", "plane_flows", "switch_label"]
 
 _MASK = 0xFFFFFFFF
@@ -189,16 +189,18 @@ def resolve_algorithm(spec: FabricSpec, request: FabricRequest, algorithm: str |
     return algorithm
 
 
-def _in_switch_flows(spec: FabricSpec, coll, top: int | None) -> dict[int, list[Flow]]:
+def in_switch_flows(spec: FabricSpec, coll, top: int | None, *, uplink: int | None = None) -> dict[int, list[Flow]]:
     """Flows per switch index (L2 = l1_count) of one in-switch collective (``top``: the L1 an
-    all-reduce turns round in, None for the L2: :class:`~hdl.compiler.algorithms.InSwitch`)."""
+    all-reduce turns round in, None for the L2: :class:`~hdl.compiler.algorithms.InSwitch`) on
+    uplink port ``uplink`` of each L1 (default: the local index of the group's lowest rank,
+    modulo the uplink ports: the module docstring)."""
     per_l1: dict[int, list[int]] = {}
     for rank in coll.members:
         j, local = spec.port_of(rank)
         per_l1.setdefault(j, []).append(local)
     k, up, l2 = spec.npus_per_l1, spec.uplink_ports, spec.l1_count
     lowest = min(coll.members)       # an NPU (an I/O op's root, a controller, is not a member)
-    u = (lowest % k) % up
+    u = (lowest % k) % up if uplink is None else uplink
     port = k + u                                  # the uplink port used on each L1
     flows: dict[int, list[Flow]] = {}
     if coll.op == "all-reduce":
@@ -516,7 +518,7 @@ def _in_switch_engines(spec, index, coll, plan, size, engines, items, contributo
     for r in coll.ranks:
         engines[r]["stages"].append(stage[r])
     items[0].append(_Item(index, {sw: [(f, size) for f in fl]
-                                  for sw, fl in _in_switch_flows(spec, coll, flow.top).items()}))
+                                  for sw, fl in in_switch_flows(spec, coll, flow.top).items()}))
 
 
 def finish_engines(dtype: str, engines: list[dict]) -> None:

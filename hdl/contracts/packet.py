@@ -106,6 +106,11 @@ class PacketFormat:
         dest_bits: bits of the destination port (0..8; default 0 = no ``dest`` field). Only
             packets of the default phase index :attr:`online_phase` read it: they are unicast,
             routed online to output ``dest`` (``docs/switch.md``, "Online unicast routing").
+        stripe_bits: bits of the I/O stripe a packet belongs to (0..8; default 0 = no
+            ``stripe`` field): the striped I/O request, where an endpoint hears several
+            stripes interleaved per packet and numbers each stripe's packets on its own
+            (``docs/fabric_rtl.md``, "Striped I/O: every controller at once"); the switch
+            carries it unread.
     """
 
     phase_bits: int
@@ -113,14 +118,16 @@ class PacketFormat:
     flow_bits: int
     packet_flits: int
     dest_bits: int
+    stripe_bits: int
 
     def __init__(self, *, phase_bits: int, seq_bits: int, flow_bits: int, packet_flits: int,
-                 dest_bits: int = 0):
+                 dest_bits: int = 0, stripe_bits: int = 0):
         object.__setattr__(self, "phase_bits", _int_in(phase_bits, "phase_bits", 1, 8))
         object.__setattr__(self, "seq_bits", _int_in(seq_bits, "seq_bits", 2, 32))
         object.__setattr__(self, "flow_bits", _int_in(flow_bits, "flow_bits", 1, 16))
         object.__setattr__(self, "packet_flits", _int_in(packet_flits, "packet_flits", 1, 1 << 16))
         object.__setattr__(self, "dest_bits", _int_in(dest_bits, "dest_bits", 0, 8))
+        object.__setattr__(self, "stripe_bits", _int_in(stripe_bits, "stripe_bits", 0, 8))
 
     @property
     def online_phase(self) -> int:
@@ -130,24 +137,27 @@ class PacketFormat:
 
     @property
     def header(self) -> BitLayout:
-        """``phase vc seq flow [dest]``, LSB first (the flit's ``tag`` in the RTL; ``dest``
-        only when ``dest_bits`` > 0)."""
+        """``phase vc seq flow [dest] [stripe]``, LSB first (the flit's ``tag`` in the RTL;
+        ``dest`` only when ``dest_bits`` > 0, ``stripe`` only when ``stripe_bits`` > 0)."""
         fields = [("phase", self.phase_bits), ("vc", VC_BITS), ("seq", self.seq_bits),
                   ("flow", self.flow_bits)]
         if self.dest_bits:
             fields.append(("dest", self.dest_bits))
+        if self.stripe_bits:
+            fields.append(("stripe", self.stripe_bits))
         return BitLayout("packet header", fields)
 
     @property
     def header_width(self) -> int:
         return self.header.width
 
-    def pack_header(self, *, phase: int, vc: int, seq: int, flow: int, dest: int = 0) -> int:
+    def pack_header(self, *, phase: int, vc: int, seq: int, flow: int, dest: int = 0, stripe: int = 0) -> int:
         fields = dict(phase=phase, vc=int(vc), seq=seq % (1 << self.seq_bits), flow=flow)
-        if self.dest_bits:
-            fields["dest"] = dest
-        elif dest:
-            raise FredError(f"dest={dest!r} needs a PacketFormat with dest_bits > 0")
+        for name, value, bits in (("dest", dest, self.dest_bits), ("stripe", stripe, self.stripe_bits)):
+            if bits:
+                fields[name] = value
+            elif value:
+                raise FredError(f"{name}={value!r} needs a PacketFormat with {name}_bits > 0")
         return self.header.pack(**fields)
 
     def unpack_header(self, word: int) -> dict:

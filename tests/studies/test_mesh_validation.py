@@ -80,6 +80,23 @@ def test_fred_io_model_is_the_uplink_bound_by_hand():
     assert 2 * 15 * 223 <= cycles < 2 * 15 * 223 + 100
 
 
+@pytest.mark.parametrize("fabric", ["fred-c", "fred-d"])
+def test_fred_c_and_d_io_models_are_the_controller_bound_by_hand(fabric):
+    """Fred-C/D with 18 controllers need the Fred_3(12) int32 L1 (4 NPUs, 4 uplinks, 4
+    controller ports; measured 2026-11-26 19:30): their uplinks keep up (4 ports per L1), so
+    every controller's link is the busiest, its 223-flit stripe at 16/375 flit per cycle =
+    5,226.6 cycles, plus the hops (Fred-C's chain through 20 members: more)."""
+    from dataclasses import replace
+
+    from hdl.contracts.fabric import fabric_spec, make_request
+    from sysmodel.fabric_model import model_cycles
+    spec = replace(fabric_spec(fabric), io_controllers=18)
+    for op in ("io-broadcast", "io-reduce"):
+        est = model_cycles(spec, make_request(spec, op=op, size_flits=4014, group="wafer"))
+        assert est.bandwidth_cycles == pytest.approx(223 * 375 / 16)
+        assert 223 * 375 / 16 < est.cycles < 223 * 375 / 16 + 500
+
+
 def test_the_io_case_gets_model_and_paper_speedups_without_fred_rtl():
     from studies.mesh_validation import fred_io_model_cycles
     rows = [row("mesh", "wafer io-load", 4014, 7606.0, 7700), row("fred-b", "wafer all-reduce", 4014, 8033.0, 8032)]
@@ -111,3 +128,25 @@ def test_io_store_row_pairs_with_the_fred_models_io_reduce():
     rtl, model, paper = store["speedups"]["fred-b"]
     assert rtl is None and paper == pytest.approx(1152 / 750)
     assert model == pytest.approx(154 / fred_io_model_cycles("fred-b", 54, op="io-reduce"))
+
+
+def test_a_striped_io_run_gives_the_io_row_its_fred_rtl_cell():
+    """Fred-A's striped weight streaming (a made-up run: the cycles of the 2026-11-26 Verilator
+    run at 54 flits) pairs with the mesh's io-load row: RTL cell = mesh RTL / Fred-A RTL, model
+    cell = mesh model / Fred-A model (485 cycles, its 18-controller platform)."""
+    from studies.mesh_validation import fred_io_model_cycles, stripe_io_row
+    fred = stripe_io_row("fred-a", "wafer io-load", 54, {"done": True, "problems": [], "cycles": 468,
+                                                         "cycles_per_s": 3e3})
+    assert (fred.rtl_cycles, fred.flits_checked) == (468, 20 * 54)
+    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-a", 54)) and fred.within
+    (io,) = speedup_rows([row("mesh", "wafer io-load", 54, 126.0, 130), fred])
+    rtl, model, paper = io["speedups"]["fred-a"]
+    assert rtl == pytest.approx(130 / 468) and model == pytest.approx(126.0 / fred.model_cycles)
+
+
+def test_a_striped_io_run_with_a_problem_makes_no_row():
+    from hdl.contracts.errors import FredError
+    from studies.mesh_validation import stripe_io_row
+    with pytest.raises(FredError, match="NPU 3: lost"):
+        stripe_io_row("fred-a", "wafer io-load", 54, {"done": True, "problems": ["NPU 3: lost"],
+                                                      "cycles": 468, "cycles_per_s": 3e3})

@@ -10,6 +10,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.designs.layouts import flit_layout
@@ -32,10 +33,19 @@ class Depacketizer(wiring.Component):
 
     Buffer: one FIFO of 3 x ``depth`` flits (every VC's credits fit; the engine reads in
     arrival order). Latency: one cycle (the FIFO).
+
+    ``headers`` (default False): for a receiver that checks sequences itself (the striped I/O
+    request's :class:`~hdl.designs.fabric.stripe_receiver.StripeReceiver`, several senders, one
+    count per stripe): ``o``'s ``tag`` (``flit.tag_width`` >= ``seq_bits`` + ``stripe_bits``)
+    carries each flit's packet ``seq`` and ``stripe`` (LSB first), ``last`` marks every
+    packet's end, and ``seq_errors`` stays 0.
     """
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int):
-        self.flit, self.packet, self.depth = flit, packet, depth
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, headers: bool = False):
+        self.flit, self.packet, self.depth, self.headers = flit, packet, depth, bool(headers)
+        if self.headers and flit.tag_width < packet.seq_bits + packet.stripe_bits:
+            raise FredError(f"a depacketizer with headers needs a tag of {packet.seq_bits + packet.stripe_bits} "
+                            f"bits (seq and stripe), got {flit.tag_width}")
         self.link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
         super().__init__({
             "i": In(link_signature(flit_layout(self.link_flit))),
@@ -56,33 +66,38 @@ class Depacketizer(wiring.Component):
         tag = word.tag
         vc = tag[header["vc"].offset:header["vc"].offset + 2]
         seq = tag[header["seq"].offset:header["seq"].offset + fmt.seq_bits]
-        fifo = m.submodules.fifo = SyncFIFO(width=data_width + 3 + fmt.seq_bits,
+        stripe_bits = fmt.stripe_bits if self.headers else 0
+        stripe = tag[header["stripe"].offset:header["stripe"].offset + stripe_bits] if stripe_bits else None
+        fifo = m.submodules.fifo = SyncFIFO(width=data_width + 3 + fmt.seq_bits + stripe_bits,
                                             depth=3 * self.depth)
         inside = Signal()
         expected = Signal(fmt.seq_bits)
         m.d.comb += [fifo.w_en.eq(self.i.valid),
-                     fifo.w_data.eq(Cat(word.data, word.last, vc, seq))]
+                     fifo.w_data.eq(Cat(word.data, word.last, vc, seq, *([stripe] if stripe_bits else [])))]
         with m.If(self.i.valid):
             with m.If(~fifo.w_rdy):
                 m.d.sync += self.overflow.eq(1)
             m.d.sync += inside.eq(~word.last)
-            with m.If(~inside):
-                m.d.sync += expected.eq(seq + 1)
-                with m.If((seq != expected) & (self.seq_errors != 0xFFFF)):
-                    m.d.sync += self.seq_errors.eq(self.seq_errors + 1)
+            if not self.headers:        # with headers the receiver checks per stripe
+                with m.If(~inside):
+                    m.d.sync += expected.eq(seq + 1)
+                    with m.If((seq != expected) & (self.seq_errors != 0xFFFF)):
+                        m.d.sync += self.seq_errors.eq(self.seq_errors + 1)
         with m.If(self.start):
             m.d.sync += [expected.eq(0), inside.eq(0), self.seq_errors.eq(0)]
         r = fifo.r_data
         r_last, r_vc, r_seq = (r[data_width], r[data_width + 1:data_width + 3],
-                               r[data_width + 3:])
+                               r[data_width + 3:data_width + 3 + fmt.seq_bits])
         pop = Signal()
         m.d.comb += [
             self.o.valid.eq(fifo.r_rdy),
             self.o.payload.data.eq(r[:data_width]),
-            self.o.payload.last.eq(r_last & (r_seq == self.last_seq)),
+            self.o.payload.last.eq(r_last if self.headers else r_last & (r_seq == self.last_seq)),
             pop.eq(fifo.r_rdy & self.o.ready),
             fifo.r_en.eq(pop),
         ]
+        if self.headers:
+            m.d.comb += self.o.payload.tag.eq(r[data_width + 3:])
         for v in range(len(DATA_VCS)):
             m.d.comb += self.credit[v].eq(pop & (r_vc == v))
         return m

@@ -28,10 +28,10 @@ from hdl.contracts.flit import FlitFormat
 from hdl.designs.layouts import flit_layout
 from hdl.designs.reduction.reduction_unit import ReductionUnit
 
-__all__ = ["NpuEngine", "connect_rx_between_collectives"]
+__all__ = ["NpuEngine", "connect_rx_between_collectives", "mix_expr"]
 
 
-def _mix(index, lane: int):
+def mix_expr(index, lane: int):
     """Amaranth expression of :func:`hdl.contracts.npu_engine.mix` (32 bits)."""
     c1, c2, c3 = MIX_CONSTANTS
     x = (index * c1 + ((lane + 1) * c2 & 0xFFFFFFFF))[:32]
@@ -187,7 +187,7 @@ class NpuEngine(wiring.Component):
         forwarded = s_recv < rx_["fwd_count"]               # this received flit leaves again
         kout = (tx_["org"] + out_base + out_off)[:32]
         kin = (rx_["org"] + in_base + in_off)[:32]
-        words = [(tx_["ws"] * _mix(kout, lane) + tx_["hs"])[:32] for lane in range(lanes)]
+        words = [(tx_["ws"] * mix_expr(kout, lane) + tx_["hs"])[:32] for lane in range(lanes)]
         own = words if width == 32 else [_fp16(x) for x in words]
         adding = s_sent < tx_["add_until"]
         in_stage = ~recv_stage_done | (rs == last_stage)    # beyond the last stage: extras
@@ -254,7 +254,7 @@ class NpuEngine(wiring.Component):
                 m.d.sync += [rs.eq(rs + 1), s_recv.eq(0), in_off.eq(0),
                              in_base.eq(field(rx_row, "in_base")), *load_rx]
         # -- check ------------------------------------------------------------------------------
-        expected = Cat(*[(rx_["wr"] * _mix(kin, lane) + rx_["hr"])[:32] for lane in range(lanes)])
+        expected = Cat(*[(rx_["wr"] * mix_expr(kin, lane) + rx_["hr"])[:32] for lane in range(lanes)])
         beyond = recv_stage_done              # only when in the last stage (rx.ready)
         checked = s_recv >= rx_["check_from"]
         final = (rs == last_stage) & (s_recv == rx_["recv_count"] - 1)

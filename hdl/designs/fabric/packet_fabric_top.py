@@ -48,6 +48,9 @@ PACKET_SWITCH_READ = ("selects", "preemptions", "state", "loaded", "error", "act
 #: of the last packet it receives, and the cycles after ``start`` before it sends its first
 #: packet (a traffic class that starts later, to measure preemption).
 PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
+#: Program register of an I/O controller's stripe (the header's ``stripe``), in a fabric built
+#: for the striped I/O request (``stripes`` > 0; docs/fabric_rtl.md, "Striped I/O").
+STRIPE_REG = 61
 #: Program registers of a packet switch unit (unit = NPUs + switch index): an entry of its
 #: flow-port table (:class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): the partner
 #: and output masks, then ``slot << 8 | input``, whose write stores the entry.
@@ -59,16 +62,18 @@ FLOW_PORT_REGS = {"partners": 0, "outputs": 1, "entry": 2}
 ORDER_REGS = {"last": 3, "entry": 4, "set": 5}
 
 
-def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0) -> PacketFormat:
+def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0, stripes: int = 0) -> PacketFormat:
     """The packet fabric's header: the phase field names ``phases`` slots, 16-bit sequence
     numbers, 6-bit flow ids (a collective's index, or the destination endpoint of an online
     unicast). ``dest_ports`` > 0 (online routing): a ``dest`` field for that many switch
-    ports, and a phase field with room for the default index above the ``phases`` slots."""
+    ports, and a phase field with room for the default index above the ``phases`` slots.
+    ``stripes`` > 0: a ``stripe`` field for that many I/O stripes (online routing only)."""
     if not dest_ports:
         return PacketFormat(phase_bits=max(1, phase_index_width(phases)), seq_bits=16,
                             flow_bits=6, packet_flits=packet_flits)
     return PacketFormat(phase_bits=max(1, phases.bit_length()), seq_bits=16, flow_bits=6,
-                        packet_flits=packet_flits, dest_bits=max(1, (dest_ports - 1).bit_length()))
+                        packet_flits=packet_flits, dest_bits=max(1, (dest_ports - 1).bit_length()),
+                        stripe_bits=max(1, (stripes - 1).bit_length()) if stripes else 0)
 
 
 def default_depth(spec: FabricSpec, packet_flits: int = 8) -> int:
@@ -145,7 +150,8 @@ class PacketFabricTop(wiring.Component):
 
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
                  depth: int | None = None, online: bool = False,
-                 partition: FabricPartition | None = None, part: int | None = None, npu=None):
+                 partition: FabricPartition | None = None, part: int | None = None, npu=None,
+                 stripes: int = 0):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
@@ -156,7 +162,8 @@ class PacketFabricTop(wiring.Component):
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits,
-                                    dest_ports=max(spec.switch_ports) if online else 0)
+                                    dest_ports=max(spec.switch_ports) if online else 0,
+                                    stripes=stripes if online else 0)
         self.depth = default_depth(spec, packet_flits) if depth is None else depth
         self.flit = FlitFormat(dtype=spec.dtype, lanes=spec.lanes, tag_width=TAG_WIDTH)
         self.switch_ports = spec.switch_ports
@@ -271,6 +278,11 @@ class PacketFabricTop(wiring.Component):
                          engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data),
                          tx.phase.eq(regs["phase"]), tx.vc.eq(regs["vc"]),
                          tx.flow.eq(regs["flow"]), rx.last_seq.eq(regs["last_seq"])]
+            if fmt.stripe_bits:         # the striped I/O request: the controller's stripe
+                stripe = Signal(fmt.stripe_bits, name=f"npu{rank}_stripe")
+                with m.If(prog_we & (prog_unit == rank) & (prog_reg == STRIPE_REG)):
+                    m.d.sync += stripe.eq(prog_data)
+                m.d.comb += tx.stripe.eq(stripe)
             self._endpoint_links(m, rank, switches[j], j, port, ends)
             npus[rank] = (engine, tx, rx)
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)

@@ -32,17 +32,22 @@ class Packetizer(wiring.Component):
     buffer holds).
 
     Packets: ``packet.packet_flits`` flits, the last one shorter when the engine's stream ends
-    (its ``last``); numbered from 0 (``seq``, per NPU: the NPU sends one flow per run). A
+    (its ``last``); numbered from 0 (``seq``, per NPU: the NPU sends one flow per run).
+    ``forward`` (default False): the packets are ones received and sent on whole (the striped
+    I/O request's NPUs, :class:`~hdl.designs.fabric.stripe_npu.StripeNpu`): a packet ends at
+    ``i``'s ``last`` (the received packet's end) and takes its number from ``seq_in`` (each
+    stripe numbers its own). With ``packet.stripe_bits`` > 0 the header's ``stripe`` is the
+    ``stripe`` input. A
     packet starts only when its VC holds credits for a whole packet (virtual cut-through);
     every flit spends one. ``i.ready`` depends on registers only; ``o.valid`` = ``i.valid &
     i.ready`` (the engine's valid never waits for ready). Latency 0 (combinational).
     """
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, forward: bool = False):
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < packet.packet_flits:
             raise FredError(f"depth must be an integer >= packet_flits ({packet.packet_flits}), "
                             f"got {depth!r}")
-        self.flit, self.packet, self.depth = flit, packet, depth
+        self.flit, self.packet, self.depth, self.forward = flit, packet, depth, bool(forward)
         self.link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
         header = packet.header
         super().__init__({
@@ -53,6 +58,8 @@ class Packetizer(wiring.Component):
             "phase": In(header["phase"].width), "vc": In(2), "flow": In(header["flow"].width),
             "credit_error": Out(1),
             "hold": In(1),
+            **({"stripe": In(packet.stripe_bits)} if packet.stripe_bits else {}),
+            **({"seq_in": In(packet.seq_bits)} if self.forward else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -68,8 +75,10 @@ class Packetizer(wiring.Component):
             with m.If(self.vc == v):
                 m.d.comb += room.eq(c >= size)
         header = Signal(struct_layout(fmt.header))
-        m.d.comb += [header.phase.eq(self.phase), header.vc.eq(self.vc), header.seq.eq(seq),
-                     header.flow.eq(self.flow)]
+        m.d.comb += [header.phase.eq(self.phase), header.vc.eq(self.vc),
+                     header.seq.eq(self.seq_in if self.forward else seq), header.flow.eq(self.flow)]
+        if fmt.stripe_bits:
+            m.d.comb += header.stripe.eq(self.stripe)
         send = Signal()
         end = Signal()
         m.d.comb += [

@@ -1,0 +1,120 @@
+"""Loading the striped I/O request's weight streaming into a packet fabric built for it
+(``PacketFabricTop(online=True, stripes=C, npu=StripeNpu)``, docs/fabric_rtl.md, "Striped I/O:
+every controller at once"): the program-port writes of every NPU and controller, and the
+judgement of a run from the read registers."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from hdl.compiler.io_stripe_program import IoStripeProgram, receiver_entries
+from hdl.contracts.errors import FredError
+from hdl.contracts.io_stripes import stripe_npu_writes
+from hdl.contracts.npu_engine import STAGE_REGS, engine_writes, mix
+from hdl.contracts.packet import VC, PacketFormat
+from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop
+from hdl.designs.fabric.stripe_npu import StripeNpu
+
+__all__ = ["stripe_io_top", "stripe_io_writes", "judge_stripe_io", "run_stripe_io"]
+
+_MASK = 0xFFFFFFFF
+
+
+def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
+    """The packet fabric of ``spec`` with online routing, a stripe field for ``program``'s
+    stripes and a :class:`StripeNpu` at every NPU port."""
+    if program.op != "io-broadcast":
+        raise FredError(f"the striped I/O fabric runs io-broadcast so far; {program.op} needs the "
+                        f"forwarder's own-data packets (docs/fabric_rtl.md, \"Striped I/O\")")
+    return PacketFabricTop(spec, online=True, packet_flits=packet_flits, depth=depth,
+                           stripes=program.controllers, npu=partial(StripeNpu, stripes=program.controllers))
+
+
+def _controller_engine(step, seed: int) -> dict:
+    """The controller's engine: one stage sending its stripe (indices org ..) of its memory."""
+    stage = {name: 0 for name in STAGE_REGS}
+    stage.update(send_count=step.flits, own_only=step.flits, ws=step.ws, hs=step.hs, org=step.org,
+                 chunk=_MASK)
+    return {"backpressure": 0, "seed": (mix(step.endpoint, seed + 3) & 0xFFFF) or 1, "stages": [stage]}
+
+
+def stripe_io_writes(spec, program: IoStripeProgram, packet: PacketFormat, *, seed: int = 0) -> list[list[int]]:
+    """``[unit, register, value]`` program-port writes: every NPU's receiver table, routes and
+    header (:func:`~hdl.contracts.io_stripes.stripe_npu_writes`), every controller's engine,
+    header registers (default phase index, DP's VC, flow = its entry NPU) and stripe."""
+    writes = []
+    for r in range(spec.npus):
+        routes = {k: s.dest for k, s in program.steps[r].items() if s.dest is not None}
+        writes += [[r, reg, value] for reg, value in
+                   stripe_npu_writes(receiver_entries(program, r), routes, program.controllers,
+                                     phase=packet.online_phase, vc=int(VC.DP))]
+    for k in range(program.controllers):
+        io = spec.npus + k
+        step = program.steps[io][k]
+        writes += [[io, reg, value] for reg, value in engine_writes(_controller_engine(step, seed))]
+        header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest, "last_seq": 0, "delay": 0}
+        writes += [[io, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
+        writes.append([io, STRIPE_REG, k])
+    return writes
+
+
+def judge_stripe_io(spec, program: IoStripeProgram, reads: dict) -> list[str]:
+    """Problems of a run, from ``reads`` = ``{endpoint: {read register: value}}`` (the NPUs'
+    :attr:`StripeNpu.read_names`, the controllers' ``PACKET_ENGINE_READ``): an NPU not done,
+    with errors, sequence or link errors, or that did not receive the whole size; a controller
+    not done or with link errors. Empty: every flit checked at every NPU, nothing lost."""
+    problems = []
+    for r in range(spec.npus):
+        v = reads[r]
+        if not v["done"] or v["errors"] or v["seq_errors"] or v["link_errors"] or v["received"] != program.size_flits:
+            problems.append(f"NPU {r}: {v}")
+    for k in range(program.controllers):
+        v = reads.get(spec.npus + k)     # the Verilator bench reads the NPUs (all_done: all)
+        if v is not None and (not v["done"] or v["link_errors"] or v["errors"]):
+            problems.append(f"controller {k}: {v}")
+    for s, v in enumerate(reads.get("switches", [])):
+        if v["flags"]:
+            problems.append(f"switch {s}: flags {v['flags']:#x} (bad_header, overflow, credit_error, uplink overflow)")
+    return problems
+
+
+def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None = None) -> dict:
+    """``program`` (io-broadcast) on the packet fabric of ``spec`` under Verilator: one model
+    (only the top's ports public, -O1), the packet fabric's cocotb bench
+    (``cocotb_tests.fabric.bench_fabric``: load, start, poll ``all_done``, read the NPUs' and
+    switches' registers). Returns ``{"cycles", "problems", "done", "sim_s", "build_s",
+    "cycles_per_s"}``; ``problems`` empty when every NPU received and checked every flit."""
+    import re
+    import time
+
+    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
+    from cocotb_tests.fabric.run import PORTS, poll_cycles
+    from cocotb_tests.runner import run_bench
+    from eda.fabric.build import build_top_public_only
+    from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
+    from hdl.emit.verilog import to_verilog
+    top = stripe_io_top(spec, program)
+    writes = stripe_io_writes(spec, program, top.packet)
+    started = time.perf_counter()
+    verilog = to_verilog(top, name=PACKET_TOP)
+    built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=PLAIN_CFLAGS)
+    build_s = time.perf_counter() - started
+    if watchdog_cycles is None:     # the controllers' rate bounds the stream
+        watchdog_cycles = int(8 * program.size_flits / min(spec.io_rate, 1)) + 20_000
+    params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": [], "writes": writes,
+              "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(program.size_flits),
+              "engine_read": list(StripeNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stripe-io-{spec.name}-c{program.controllers}-{program.size_flits}")
+    metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
+                        bench_params=params, run_name=name, prebuilt=built).metrics
+    after = metrics["after"]
+    reads = dict(enumerate(after["engines"]), switches=after["switches"])
+    cycles = after["global"]["cycles"]
+    done = not metrics["stalled"] and bool(after["global"]["all_done"])
+    return {"cycles": cycles, "done": done, "problems": judge_stripe_io(spec, program, reads),
+            "sim_s": metrics["sim_s"], "build_s": build_s,
+            "cycles_per_s": cycles / metrics["sim_s"] if metrics["sim_s"] else 0.0}
+
+
+#: Read registers of each kind of endpoint, in read-register order.
+ENDPOINT_READS = {"npu": StripeNpu.read_names, "controller": PACKET_ENGINE_READ}

@@ -1,0 +1,71 @@
+"""The stripe receiver's contract (:class:`hdl.designs.fabric.stripe_receiver.StripeReceiver`):
+its register map and the writes that load one endpoint's stripes. Pure Python.
+
+An endpoint of the striped I/O request (docs/fabric_rtl.md, "Striped I/O: every controller at
+once") receives up to ``stripes`` stripes interleaved per packet; per stripe ``k`` it is told
+``org`` (the stripe's first data index), ``flits`` (0: the endpoint receives nothing of it) and
+the weights ``(wr, hr)`` its data must carry: flit ``t`` of stripe ``k``, lane ``l`` is
+``wr * mix(org + t, l) + hr`` (:func:`hdl.contracts.npu_engine.mix`).
+"""
+
+from __future__ import annotations
+
+from hdl.contracts.errors import FredError
+
+__all__ = ["STRIPE_REGS", "stripe_reg", "stripe_receiver_writes", "NPU_PAGE_REG", "NPU_PAGE_SIZE", "NPU_ROUTE_BASE",
+           "NPU_HEADER_REGS", "stripe_npu_writes"]
+
+#: Registers per stripe, at address ``len(STRIPE_REGS) * k + index``.
+STRIPE_REGS = ("org", "flits", "wr", "hr")
+_MASK = 0xFFFFFFFF
+
+
+def stripe_reg(stripe: int, name: str) -> int:
+    """Register address of field ``name`` of stripe ``stripe``."""
+    return len(STRIPE_REGS) * stripe + STRIPE_REGS.index(name)
+
+
+def stripe_receiver_writes(entries, stripes: int) -> list[tuple[int, int]]:
+    """(address, value) writes that load ``entries`` (dicts with ``stripe`` and the
+    :data:`STRIPE_REGS`) into a receiver of ``stripes`` stripes; every other stripe is loaded
+    with 0 flits. FredError for a stripe outside ``0 .. stripes - 1`` or named twice."""
+    values = {k: {"org": 0, "flits": 0, "wr": 0, "hr": 0} for k in range(stripes)}
+    seen = set()
+    for entry in entries:
+        k = entry["stripe"]
+        if not 0 <= k < stripes or k in seen:
+            raise FredError(f"stripe {k} is outside 0..{stripes - 1} or named twice")
+        seen.add(k)
+        values[k] = {name: entry[name] for name in STRIPE_REGS}
+    return [(stripe_reg(k, name), values[k][name] & _MASK) for k in range(stripes) for name in STRIPE_REGS]
+
+
+#: The striped I/O NPU's program port (:class:`hdl.designs.fabric.stripe_npu.StripeNpu`): the
+#: fabric's program port has 6-bit register numbers, fewer than the receiver's 4 per stripe
+#: and a route per stripe, so register :data:`NPU_PAGE_REG` selects a page and register
+#: ``r`` < 63 of page ``p`` is address ``63 p + r``.
+NPU_PAGE_REG = 63
+NPU_PAGE_SIZE = 63
+#: Address of stripe k's route (its destination endpoint, bit 8: forward it), after the
+#: receiver's registers (addresses 0 ..).
+NPU_ROUTE_BASE = 256
+#: Addresses of the header fields the NPU's forwarded packets carry: their phase index, VC.
+NPU_HEADER_REGS = {"phase": 512, "vc": 513}
+
+
+def stripe_npu_writes(entries, routes: dict, stripes: int, *, phase: int, vc: int) -> list[tuple[int, int]]:
+    """(register, value) writes of the fabric's program port that load an NPU of the striped
+    I/O request: the receiver's ``entries`` (:func:`stripe_receiver_writes`), ``routes`` =
+    ``{stripe: destination endpoint}`` of the stripes it forwards, and its header fields;
+    page-register writes go before the writes of each new page."""
+    words = stripe_receiver_writes(entries, stripes)
+    words += [(NPU_ROUTE_BASE + k, (routes[k] | 1 << 8) if k in routes else 0) for k in range(stripes)]
+    words += [(NPU_HEADER_REGS["phase"], phase), (NPU_HEADER_REGS["vc"], vc)]
+    out, page = [], None
+    for address, value in words:
+        p, reg = divmod(address, NPU_PAGE_SIZE)
+        if p != page:
+            out.append((NPU_PAGE_REG, p))
+            page = p
+        out.append((reg, value))
+    return out

@@ -1,0 +1,109 @@
+"""``StripeNpu``: an NPU of the striped I/O request's weight streaming on Fred-A/C
+(docs/fabric_rtl.md, "Striped I/O: every controller at once"): it receives every stripe, from
+the NPU before it on each stripe's chain or from the stripe's controller, interleaved per
+packet, checks every flit against its stripe, and sends each received packet on, whole, to
+the next member of that stripe's chain (a stripe whose chain ends here is kept).
+
+A :class:`~hdl.designs.fabric.packet_fabric_top.PacketFabricTop` ``npu`` component (the
+same members as :class:`~hdl.designs.fabric.io_controller.IoController` at the link, plus
+``start``, the program port, ``done`` and :attr:`read_names`).
+"""
+
+from __future__ import annotations
+
+from amaranth import Array, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.flit import FlitFormat
+from hdl.contracts.io_stripes import NPU_HEADER_REGS, NPU_PAGE_REG, NPU_PAGE_SIZE, NPU_ROUTE_BASE, STRIPE_REGS
+from hdl.contracts.packet import DATA_VCS, PacketFormat
+from hdl.designs.layouts import flit_layout
+from hdl.designs.switch.vc_input_buffer import link_signature
+
+from .depacketizer import Depacketizer
+from .packetizer import Packetizer
+from .stripe_receiver import StripeReceiver
+
+__all__ = ["StripeNpu"]
+
+
+class StripeNpu(wiring.Component):
+    """Parameters: ``flit`` (int32 :class:`FlitFormat`), ``packet`` (:class:`PacketFormat` with
+    ``stripe_bits`` for ``stripes``), ``depth`` (flits per data VC of the L1's input buffer and
+    of this NPU's receive buffer), ``stripes``.
+
+    Members: ``o`` / ``credit_in`` (to the L1's input, its credits back), ``i`` / ``credit_out``
+    (from the L1's output, credits to it), ``start``, ``we`` / ``waddr`` / ``wdata`` (the
+    program: :func:`hdl.contracts.io_stripes.stripe_npu_writes`), ``done`` (every stripe
+    received; what it forwards has left with it), and the read registers :attr:`read_names`.
+
+    Path: :class:`Depacketizer` (``headers``: each flit's packet ``seq`` and ``stripe``) ->
+    :class:`StripeReceiver` (checks) -> :class:`Packetizer` (``forward``: a received packet
+    leaves whole, with its own ``seq`` and ``stripe``, ``flow`` = the stripe's route, when it
+    holds credits for a whole packet). Latency: the receive FIFO's cycle; the rest is
+    combinational. A received flit of a stripe that is not forwarded is taken at once.
+    """
+
+    read_names = ("done", "received", "errors", "first_error", "seq_errors", "link_errors")
+
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int):
+        self.flit, self.packet, self.depth, self.stripes = flit, packet, depth, stripes
+        link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
+        nvc = len(DATA_VCS)
+        super().__init__({
+            "o": Out(link_signature(flit_layout(link_flit))), "credit_in": In(2).array(nvc),
+            "i": In(link_signature(flit_layout(link_flit))), "credit_out": Out(2).array(nvc),
+            "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32),
+            "done": Out(1), "received": Out(32), "errors": Out(32), "first_error": Out(32),
+            "seq_errors": Out(32), "link_errors": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        fmt, n = self.packet, self.stripes
+        tagged = FlitFormat(dtype=self.flit.dtype, lanes=self.flit.lanes, tag_width=fmt.seq_bits + fmt.stripe_bits)
+        rx = m.submodules.rx = Depacketizer(flit=tagged, packet=fmt, depth=self.depth, headers=True)
+        recv = m.submodules.recv = StripeReceiver(stripes=n, lanes=self.flit.lanes, seq_bits=fmt.seq_bits)
+        tx = m.submodules.tx = Packetizer(flit=self.flit, packet=fmt, depth=self.depth, forward=True)
+        # the program port: a page register, then 63 registers a page
+        page = Signal(8)
+        address = Signal(16)
+        m.d.comb += address.eq(page * NPU_PAGE_SIZE + self.waddr)
+        write = self.we & (self.waddr != NPU_PAGE_REG)
+        with m.If(self.we & (self.waddr == NPU_PAGE_REG)):
+            m.d.sync += page.eq(self.wdata)
+        routes = [Signal(9, name=f"route{k}") for k in range(n)]
+        phase, vc = Signal(fmt.phase_bits), Signal(2)
+        m.d.comb += [recv.we.eq(write & (address < len(STRIPE_REGS) * n)),
+                     recv.waddr.eq(address), recv.wdata.eq(self.wdata)]
+        with m.If(write):
+            for k in range(n):
+                with m.If(address == NPU_ROUTE_BASE + k):
+                    m.d.sync += routes[k].eq(self.wdata)
+            with m.If(address == NPU_HEADER_REGS["phase"]):
+                m.d.sync += phase.eq(self.wdata)
+            with m.If(address == NPU_HEADER_REGS["vc"]):
+                m.d.sync += vc.eq(self.wdata)
+        # receive -> check -> forward (or keep)
+        tag = rx.o.payload.tag
+        m.d.comb += [recv.i.valid.eq(rx.o.valid), rx.o.ready.eq(recv.i.ready),
+                     recv.i.payload.data.eq(rx.o.payload.data), recv.i.payload.last.eq(rx.o.payload.last),
+                     recv.i.payload.seq.eq(tag[:fmt.seq_bits]), recv.i.payload.stripe.eq(tag[fmt.seq_bits:])]
+        route = Array(routes)[recv.o.payload.stripe]
+        forward = route[8]
+        m.d.comb += [tx.i.valid.eq(recv.o.valid & forward),
+                     tx.i.payload.data.eq(recv.o.payload.data), tx.i.payload.last.eq(recv.o.payload.last),
+                     recv.o.ready.eq(~forward | tx.i.ready),
+                     tx.flow.eq(route[:8]), tx.stripe.eq(recv.o.payload.stripe), tx.seq_in.eq(recv.o.payload.seq),
+                     tx.phase.eq(phase), tx.vc.eq(vc), tx.hold.eq(0)]
+        # the link
+        m.d.comb += [self.o.valid.eq(tx.o.valid), self.o.payload.eq(tx.o.payload),
+                     rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload)]
+        for v in range(len(DATA_VCS)):
+            m.d.comb += [tx.credit[v].eq(self.credit_in[v]), self.credit_out[v].eq(rx.credit[v])]
+        m.d.comb += [rx.start.eq(self.start), recv.start.eq(self.start), tx.start.eq(self.start),
+                     self.done.eq(recv.done), self.received.eq(recv.received), self.errors.eq(recv.errors),
+                     self.first_error.eq(recv.first_error), self.seq_errors.eq(recv.seq_errors),
+                     self.link_errors.eq(tx.credit_error | rx.overflow)]
+        return m
