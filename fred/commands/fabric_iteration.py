@@ -92,6 +92,8 @@ def run(args) -> int:
             print(f"collectives: {c['label']} ({c['size_flits']} flits per NPU in all), {c['algorithm']}")
         else:
             print(f"collective: {c['label']}, {c['size_flits']} flits per NPU, {c['algorithm']}")
+    if case.rtl_missing:
+        print(f"RTL: not runnable yet: {case.rtl_missing}")
     if case.rtl is not None:
         print(f"RTL: {case.rtl.cycles} cycles in {case.rtl.sim_s:.2f} s ({case.rtl.cycles_per_s:,.0f} "
               f"cycles/s), build {case.rtl.build_s:.1f} s; every flit checked")

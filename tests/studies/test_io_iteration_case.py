@@ -1,0 +1,52 @@
+"""Weight streaming in the serialised iteration (docs/fabric_iteration.md, "Weight streaming"):
+the model's side on the mesh with its 18 edge controllers, the I/O nodes of the exported trace
+as collective nodes and requests, and the refusal of the RTL run that is not built yet. Pure
+Python (no Verilator)."""
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import parse_strategy
+from hdl.contracts.trace_program import COLLECTIVE_BIT, IoRequest
+from studies.iteration_case import build_iteration_case, run_iteration_case
+from sysmodel.platform import default_platform
+from sysmodel.workload_file import get_workload
+
+
+@pytest.fixture(scope="module")
+def gpt3_mesh():
+    return build_iteration_case(fabric="mesh", workload=get_workload("gpt-3"), platform=default_platform(),
+                                strategy=parse_strategy("MP1-DP20-PP1"), scale=1000.0)
+
+
+def test_gpt3_streams_its_weights_from_the_mesh_edge_in_whole_stripes(gpt3_mesh):
+    """MP1-DP20: every collective is I/O (the DP gradients go out by io-store); each I/O node is
+    a collective word, its request the node's bytes per NPU in whole flits rounded up to whole
+    stripes of the 18 controllers; the iteration is compute plus the I/O busy time (one
+    collective at a time, nothing else communicates)."""
+    case = gpt3_mesh
+    flit = case.model["flit_bytes"]
+    assert case.spec.controllers == 18 and case.fabric == "mesh"
+    trace = case.traces[0]
+    assert {c for c in trace.categories if c != "compute"} == {"io"}
+    assert len(case.request) == len(trace.collectives) == case.collective_model["collectives"]
+    assert all(isinstance(r, IoRequest) and r.groups == (tuple(range(20)),) for r in case.request)
+    first = case.request[0]
+    node = next(i for i, w in enumerate(trace.words) if w & COLLECTIVE_BIT)
+    assert trace.names[node] == "load F embedding" and first.op == "io-load"
+    # the embedding's weights, 50,257 x 12,288 FP16 parameters (MP1: no shard), at K = 1000:
+    # 1,235,116.032 B per NPU = 2,413 flits of 512 B -> 135 flits per controller (2,430 per NPU)
+    assert flit == 512 and 2 * 50_257 * 12_288 / 1000 == pytest.approx(1_235_116.032)
+    assert (first.stripe_flits, first.size_flits) == (135, 2430)
+    # the requests' own model cycles move whole stripes, the iteration's the exact bytes: never
+    # less, and (stripes of >= 1 flit on 2,430-flit-scale loads) under 1 % more here
+    busy = case.model["comm_busy_cycles"]["io"]
+    assert busy <= case.collective_model["model_cycles"] <= 1.01 * busy
+    assert case.model["iteration_cycles"] == pytest.approx(
+        case.model["compute_cycles"] + case.model["comm_busy_cycles"]["io"])
+
+
+def test_the_rtl_run_is_refused_by_name_until_the_iteration_top_has_controllers(gpt3_mesh):
+    assert "io-write" in gpt3_mesh.rtl_missing and "I/O controllers beside the trace sequencers" in gpt3_mesh.rtl_missing
+    with pytest.raises(FredError, match="--model-only gives the model's side"):
+        run_iteration_case(gpt3_mesh)
