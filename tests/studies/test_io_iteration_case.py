@@ -50,3 +50,16 @@ def test_the_rtl_run_is_refused_by_name_until_the_iteration_top_has_controllers(
     assert "io-write" in gpt3_mesh.rtl_missing and "I/O controllers beside the trace sequencers" in gpt3_mesh.rtl_missing
     with pytest.raises(FredError, match="--model-only gives the model's side"):
         run_iteration_case(gpt3_mesh)
+
+
+def test_the_packet_fred_fabric_streams_through_its_18_controllers_and_the_circuit_one_refuses():
+    """The packet Fred-B with the paper's 18 controllers (controller k on L1 k mod 5: its L1s
+    grow by 4 ports); the circuit fabric has none and says so."""
+    workload, strategy = get_workload("gpt-3"), parse_strategy("MP1-DP20-PP1")
+    case = build_iteration_case(fabric="fred-b", switch="packet", workload=workload,
+                                platform=default_platform(), strategy=strategy, scale=1000.0)
+    assert case.spec.io_controllers == 18 and case.spec.io_ports_per_l1 == 4
+    assert all(isinstance(r, IoRequest) and r.controllers == 18 for r in case.request)
+    assert "the packet fred-b fabric has no iteration top" in case.rtl_missing
+    with pytest.raises(FredError, match="the circuit FRED fabric has none"):
+        build_iteration_case(fabric="fred-b", workload=workload, platform=default_platform(), strategy=strategy)
