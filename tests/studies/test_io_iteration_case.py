@@ -63,3 +63,23 @@ def test_the_packet_fred_fabric_streams_through_its_18_controllers_and_the_circu
     assert "the packet fred-b fabric has no iteration top" in case.rtl_missing
     with pytest.raises(FredError, match="the circuit FRED fabric has none"):
         build_iteration_case(fabric="fred-b", workload=workload, platform=default_platform(), strategy=strategy)
+
+
+def test_without_checkpoint_spills_every_io_node_has_its_mesh_controller_program():
+    """gpt-3 MP1-DP20-PP1 with 8 samples per replica keeps its activations (no io-write /
+    io-read): only weights in (io-load) and gradients out (io-store), the two ops the mesh's
+    I/O tops run; at K = 10,000 every stripe fits the NPUs' queues and partial-sum memories, so
+    each I/O node has its controller program. The embedding's io-load: 1,235,116.032 B / 10
+    = 123,511.6 B = 242 flits -> 14 flits per controller; tree-split puts 7 on each tree."""
+    from hdl.compiler.mesh_io_program import IoLoadProgram, IoStoreProgram
+    case = build_iteration_case(fabric="mesh", workload=get_workload("gpt-3"), platform=default_platform(),
+                                strategy=parse_strategy("MP1-DP20-PP1"), samples_per_dp=8, scale=10_000.0)
+    assert {r.op for r in case.request} == {"io-load", "io-store"}
+    assert all(isinstance(p, IoLoadProgram if r.op == "io-load" else IoStoreProgram)
+               for r, p in zip(case.request, case.program))
+    first, program = case.request[0], case.program[0]
+    assert (first.op, first.stripe_flits, program.mode) == ("io-load", 14, "tree-split")
+    assert program.per_tree == [7] * 36 and program.expect == 14 * 18
+    # what is still missing is the top, nothing about the requests
+    assert case.rtl_missing.endswith('(docs/fabric_iteration.md, "Weight streaming")')
+    assert "io-write" not in case.rtl_missing
