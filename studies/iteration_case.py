@@ -95,8 +95,11 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
-    name, what the RTL cannot run: overlap, pipeline stages, weight streaming
-    (:mod:`hdl.contracts.trace_program`); the model's side is the iteration with one
+    name, what the RTL cannot run: overlap, pipeline stages
+    (:mod:`hdl.contracts.trace_program`); an iteration that streams weights or spills
+    checkpoints gets the fabric with the paper's 18 I/O controllers (:func:`_fabric`; the
+    circuit FRED fabric has none: refused) and its I/O nodes as requests
+    (:func:`_io_programs`), with ``rtl_missing`` saying why the RTL cannot run it yet; the model's side is the iteration with one
     collective at a time (module docstring). ``switch``: the FRED fabric's switches, ``circuit``
     (phase sequencers) or ``packet`` (``PacketFabricTop``: phases selected by the headers,
     endpoint algorithms routed online; the model's packet platform, as ``fred fabric-sim

@@ -21,7 +21,9 @@ What the circuit fabric runs (everything else is refused, by name, before anythi
   run-time overlap compiled into the configurations;
 * node kinds ``compute`` (a delay), ``marker`` (a delay of 0) and ``comm`` of an op in
   :data:`hdl.contracts.fabric.FABRIC_OPS` with ``repeat`` 1; no receives (pipeline stages), no
-  point-to-point or memory nodes (no I/O controllers in the RTL);
+  point-to-point nodes; memory nodes only where the fabric has I/O controllers (``npu_trace(...,
+  io=True)``: an I/O node of :data:`TRACE_IO_OPS` is a collective node whose request is an
+  :class:`IoRequest`, whole stripes per controller; no iteration top runs them yet);
 * any number of collective nodes per NPU (``max_collectives``; 1: one program loaded by the
   harness): the k-th collective node of every NPU is the same node; each NPU's
   :class:`~hdl.designs.iteration.ProgramLoader` holds the engine programs of all of them and
