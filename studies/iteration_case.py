@@ -232,9 +232,16 @@ def _io_programs(spec, requests, network, text, fabric: str):
         algorithms.append(algorithm)
         cycles.append(model_cycles)
     ops = sorted({r.op for r in requests if isinstance(r, IoRequest)})
-    where = "the mesh" if fabric == "mesh" else f"the packet {spec.name} fabric"
-    missing = (f"the iteration streams I/O collectives ({', '.join(ops)}); {where} has no iteration "
-               f"top with the I/O controllers beside the trace sequencers yet"
+    runs = (fabric == "mesh" and not refused and set(ops) <= {"io-load", "io-store"}
+            and all(isinstance(r, IoRequest) for r in requests))
+    if runs:      # hdl.designs.iteration.mesh_io_iteration_top runs it
+        return programs, _programs_summary(requests, algorithms, cycles), None
+    if fabric == "mesh":
+        what = ("the mesh's I/O iteration top runs io-load and io-store nodes only (no all-reduce, "
+                "io-write or io-read beside them)")
+    else:
+        what = f"the packet {spec.name} fabric has no iteration top with the I/O controllers beside the trace sequencers yet"
+    missing = (f"the iteration streams I/O collectives ({', '.join(ops)}); {what}"
                + ("; and no RTL runs io-write / io-read (activation checkpoints)"
                   if {"io-write", "io-read"} & set(ops) else "")
                + " (docs/fabric_iteration.md, \"Weight streaming\")"
@@ -349,6 +356,14 @@ def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:
             "last_node_end_max": max(ends, default=0), "representative_rank": rank}
 
 
+def _store_memory(programs) -> int:
+    """The reducers' partial-sum memory per tree for ``programs``' io-stores: the most flits
+    of a tree, rounded up to a power of two (at least 8), so that iterations with similar
+    stripes share a build."""
+    most = max((max(p.per_tree) for p in programs if hasattr(p, "expected_hashes")), default=1)
+    return max(8, 1 << (most - 1).bit_length())
+
+
 def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
                        watchdog_cycles: int | None = None) -> IterationCase:
     """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`."""
@@ -360,7 +375,12 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         raise FredError(f"{case.fabric} iteration: {case.rtl_missing}; --model-only gives the model's side")
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
-    if case.switch == "packet":
+    if case.fabric == "mesh" and any(type(r).__name__ == "IoRequest" for r in case.request):
+        from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
+        run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,
+                                    watchdog_cycles=watchdog_cycles, max_stripe=_store_memory(case.program),
+                                    cflags=cflags, build_dir=build_dir)
+    elif case.switch == "packet":
         from cocotb_tests.iteration.packet_run import run_packet_iteration
         run = run_packet_iteration(case.spec, case.traces, case.program, case.request,
                                    watchdog_cycles=watchdog_cycles, cflags=cflags, build_dir=build_dir)
