@@ -41,7 +41,8 @@ from sysmodel.engine_reference import run_reference
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
 
-__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link"]
+__all__ = ["Task", "Engine", "Schedule", "Timeline", "TaskBlock", "BlockTable", "preempt_per_link",
+           "shared_per_link", "entry_tiers"]
 
 
 @dataclass(slots=True)
@@ -116,7 +117,7 @@ class Engine:
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
     is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
 
-    def __init__(self, *, priority: dict | None = None, preempt_s=0.0):
+    def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
         ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
@@ -126,9 +127,18 @@ class Engine:
         each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
         A number (every link alike) or an array with one cost per link of the transfers' loads
         (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer
-        then pays the largest cost among the links where it preempts."""
+        then pays the largest cost among the links where it preempts.
+        ``shared_phase``: None, or per link the link whose time it shares as a phase several
+        transfers hold together, -1 where none (:func:`sysmodel.switch_phases.shared_phase_links`:
+        a switch's default-phase pseudo-link names its stored-phase one). Link ``j`` sharing
+        link ``k`` adds to ``k``'s use, per priority level, the *largest* use among that level's
+        transfers on ``j`` (they hold one phase together), not their sum; preemptions are
+        looked up on ``k``. The links it names (the switches' stored-phase pseudo-links) are
+        served in turns within a level: a transfer that loads one of them fills after the
+        level's transfers of lower entry number (:meth:`tiers`)."""
         self.priority = dict(priority) if priority else None
         self.preempt_s = _checked_preempt(preempt_s)
+        self.shared_phase = _checked_shared(shared_phase)
         self.queues: dict[str, list[int]] = {}
         #: per task, where its duration came from when a compute timer gave it (see
         #: :mod:`sysmodel.graph_template`), else None
@@ -350,6 +360,7 @@ class Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
         task's duration, each >= 0); its arrays are this graph's with the durations replaced."""
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
+        eng.shared_phase = self.shared_phase      # checked already
         eng.queues = {r: list(q) for r, q in self.queues.items()}
         eng.sources = list(self.sources)
         eng._name, eng._name_parts = list(self._name), list(self._name_parts)
@@ -366,6 +377,12 @@ class Engine:
         if self._times is None:
             raise FredError("internal: the engine has not run")
         return Timeline(*self._times, self._duration, self._category, self._npu, self.queues)
+
+    def tiers(self) -> list[int]:
+        """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer
+        entry; 0 for a fixed duration): the reference loop's view of ``GraphArrays.tier``."""
+        tier = entry_tiers(self.entries, self.shared_phase, self._entry)
+        return [int(tier[e]) if e >= 0 else 0 for e in self._entry]
 
     def arrays(self, names: list[str] | None = None) -> GraphArrays:
         """The graph as arrays for the compiled loop (:class:`~sysmodel.engine_compiled.GraphArrays`);
@@ -404,17 +421,21 @@ class Engine:
             queue_ptr=queue_ptr, queue=queue,
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
-            priority=priority is not None, **_entry_arrays(self.entries, self.preempt_s))
+            priority=priority is not None,
+            **_entry_arrays(self.entries, self.preempt_s, self.shared_phase, self._entry))
         return self._arrays
 
-    def relinked(self, duration: np.ndarray, entries: list, preempt_s: float) -> Engine:
+    def relinked(self, duration: np.ndarray, entries: list, preempt_s, shared_phase=None) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]``, transfer entry ``e``
-        the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded) and preemptions
-        costing ``preempt_s``: the same graph on another network (:mod:`sysmodel.graph_template`)."""
+        the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded), preemptions
+        costing ``preempt_s`` and phases shared as ``shared_phase`` says (:meth:`__init__`):
+        the same graph on another network (:mod:`sysmodel.graph_template`)."""
         eng = self.retimed(duration)
         eng.preempt_s = _checked_preempt(preempt_s)
+        eng.shared_phase = _checked_shared(shared_phase)
         eng._entry_of, eng.entries = {}, list(entries)
-        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s))
+        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s,
+                                                                       eng.shared_phase, eng._entry))
         return eng
 
 
@@ -511,10 +532,12 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     return flat
 
 
-def _entry_arrays(entries: list, preempt_s) -> dict:
+def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=()) -> dict:
     """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
     bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares;
-    and the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`)."""
+    the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`) and the shared
+    phases of ``shared_phase`` (:func:`shared_per_link`) and each entry's tier (:func:`entry_tiers`
+    of the tasks' entries ``task_entry``)."""
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     return dict(
@@ -522,7 +545,8 @@ def _entry_arrays(entries: list, preempt_s) -> dict:
         link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
-        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links))
+        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
+        shared_phase=shared_per_link(shared_phase, n_links), tier=entry_tiers(entries, shared_phase, task_entry))
 
 
 def _checked_preempt(preempt_s):
@@ -536,6 +560,62 @@ def _checked_preempt(preempt_s):
     if costs.ndim != 1 or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
         raise FredError(f"preempt_s must be a number >= 0 or one finite cost >= 0 per link, got {preempt_s!r}")
     return costs
+
+
+def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
+    """Per transfer entry, its turn among the transfers of its priority level: where it loads a
+    link another shares a phase with (a switch's stored-phase pseudo-link,
+    :func:`sysmodel.switch_phases.shared_phase_links`), 1 + the number of the first task
+    (``task_entry``: each task's entry, -1 for none) whose transfer loads the same bytes on the
+    same links (the same collective, whichever arrays carry it: the graph's order, not the
+    timer's memo); else 0. A switch serves the stored phases of one VC one after another, in
+    the order the packet fabric's program gives them (docs/switch.md, "Phase order"), not a
+    split of its time; the engine fills a level tier by tier, lowest first, so a transfer
+    holding a stored phase gets what the level's earlier transfers leave (transfers of one
+    collective, and those holding no stored phase, share max-min as before)."""
+    tier = np.zeros(len(entries), dtype=np.int64)
+    if shared_phase is None or not entries:
+        return tier
+    stored = np.unique(shared_phase[shared_phase >= 0])
+    task_entry = np.asarray(task_entry, dtype=np.int64)
+    used = task_entry >= 0
+    first = np.full(len(entries), len(task_entry), dtype=np.int64)
+    np.minimum.at(first, task_entry[used], np.flatnonzero(used))
+    first_of_content: dict = {}
+    for e in np.argsort(first, kind="stable"):
+        loads, bw = entries[e]
+        if np.any(loads[stored[stored < len(loads)]] > 0):
+            key = (np.asarray(loads).tobytes(), np.asarray(bw).tobytes())
+            tier[e] = first_of_content.setdefault(key, first[e] + 1)
+    return tier
+
+
+def _checked_shared(shared_phase):
+    """``shared_phase`` (None or per link -1 or the link it shares, :class:`Engine`) as None
+    or an int64 array; a link sharing one that is itself shared, or itself, is an error."""
+    if shared_phase is None or len(shared_phase) == 0:
+        return None
+    shared = np.asarray(shared_phase, dtype=np.int64)
+    named = np.flatnonzero(shared >= 0)
+    if shared.ndim != 1 or np.any(shared < -1) or np.any(shared >= len(shared)) \
+            or np.any(shared[shared[named]] >= 0) or np.any(shared[named] == named):
+        raise FredError("shared_phase must give per link -1 or another link that shares none, "
+                        f"got {shared_phase!r}")
+    return shared
+
+
+def shared_per_link(shared_phase, n_links: int) -> np.ndarray:
+    """The shared phases of the first ``n_links`` links (:class:`Engine`): an empty array when
+    none of them shares another's (the loops then map nothing). A link the transfers load
+    beyond the given ones is an error naming both lengths."""
+    if shared_phase is None:
+        return np.zeros(0, dtype=np.int64)
+    if len(shared_phase) < n_links:
+        raise FredError(f"shared_phase names {len(shared_phase)} links; the transfers load {n_links}")
+    shared = shared_phase[:n_links]
+    if np.any(shared >= n_links):
+        raise FredError(f"shared_phase maps a link onto link {int(shared.max())}; the transfers load {n_links}")
+    return shared.copy() if np.any(shared >= 0) else np.zeros(0, dtype=np.int64)
 
 
 def preempt_per_link(preempt_s, n_links: int) -> np.ndarray:

@@ -74,7 +74,10 @@ class GraphArrays:
     loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
     apply), ``preempt_s`` (per link, what a preemption on it costs, s: a transfer that starts
     while a lower level is served on links it uses pays the largest of those links' costs; an
-    empty array when no preemption costs anything)."""
+    empty array when no preemption costs anything), ``shared_phase`` (per link, the link whose
+    time it shares as one phase of several transfers, -1 where none; an empty array when no
+    link does: :class:`sysmodel.engine.Engine`), ``tier`` (per entry, its turn within its
+    level: :func:`sysmodel.engine.entry_tiers`)."""
 
     duration: np.ndarray
     resource: np.ndarray
@@ -93,6 +96,8 @@ class GraphArrays:
     n_links: int
     priority: bool
     preempt_s: np.ndarray
+    shared_phase: np.ndarray
+    tier: np.ndarray
 
 
 def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -103,7 +108,8 @@ def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np
         raise FredError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
-                g.links, g.share, g.n_links, g.priority, g.preempt_s, *_memo_tables(memo_rows))
+                g.links, g.share, g.n_links, g.priority, g.preempt_s, g.shared_phase, g.tier,
+                *_memo_tables(memo_rows))
 
 
 #: memo_rows -> the rate memo's arrays, allocated once per process and emptied by each run.
@@ -138,7 +144,8 @@ def warm_up() -> tuple[float, bool]:
         dependents_ptr=np.zeros(3, dtype=np.int64), dependents=np.zeros(0, dtype=np.int64),
         queue_ptr=np.array([0, 1, 2]), queue=np.array([0, 1]), first_tries=np.array([0, 1]),
         entry=np.array([-1, 0]), level=np.array([0, 1]), alone=one, link_ptr=np.array([0, 1]),
-        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=np.zeros(0)))
+        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=np.zeros(0),
+        shared_phase=np.zeros(0, dtype=np.int64), tier=np.zeros(1, dtype=np.int64)))
     return time.perf_counter() - start, sum(_run.stats.cache_misses.values()) > misses
 
 
@@ -187,23 +194,43 @@ def _heap_pop(ht, hi, size):
     return size
 
 
+@njit(cache=True, inline="always")
+def _limit(capacity, use, moving, held):
+    """The largest common factor the moving transfers on a link can run at (the reference
+    loop's ``_limit``): ``use`` x lam + max(``held``, ``moving`` x lam) fits ``capacity``."""
+    if use <= EPS and moving <= EPS:
+        return np.inf
+    if moving > EPS and (use <= EPS or capacity >= use * held / moving + held):
+        return capacity / (use + moving)
+    if use > EPS:
+        return max(capacity - held, 0.0) / use
+    return np.inf
+
+
 @njit(cache=True)
-def _fill(demand, capacity, factor, active):
+def _fill(demand, grouped, capacity, factor, active, held):
     """Progressive filling of the ``active`` rows of ``demand`` (transfers x links, each row its
     share of each link at full speed) into ``capacity``: all slow down by a common factor until
     a link saturates; transfers on it are fixed at that factor (``factor``, in place), the
-    others continue. ``capacity`` is reduced in place to what is left."""
+    others continue. ``grouped`` (same shape): shares of a phase the transfers (one priority
+    level) hold together, which count on a link as their largest, not their sum; ``held``
+    (in place): their largest use so far, fixed members' (``capacity`` includes it). ``capacity``
+    is reduced in place to what is left."""
     k, n = demand.shape
     use = np.empty(n)
+    moving = np.empty(n)
+    limits = np.empty(n)
     while active.any():
         use[:] = 0.0
+        moving[:] = 0.0
         for i in range(k):
             if active[i]:
                 use += demand[i]
+                np.maximum(moving, grouped[i], moving)
         lam = 1.0
         for j in range(n):
-            if use[j] > EPS:
-                lam = min(lam, capacity[j] / use[j])
+            limits[j] = _limit(capacity[j], use[j], moving[j], held[j])
+            lam = min(lam, limits[j])
         if lam >= 1.0 - 1e-12:
             break                                   # the rest run at full speed
         bound = lam * (1 + 1e-9)
@@ -211,7 +238,7 @@ def _fill(demand, capacity, factor, active):
         for i in range(k):
             if active[i]:
                 for j in range(n):
-                    if use[j] > EPS and capacity[j] / use[j] <= bound and demand[i, j] > EPS:
+                    if limits[j] <= bound and (demand[i, j] > EPS or grouped[i, j] > EPS):
                         frozen[i] = True
                         break
         if not frozen.any():                        # only tiny demands left on it
@@ -220,21 +247,35 @@ def _fill(demand, capacity, factor, active):
             if frozen[i]:
                 factor[i] = lam
                 capacity -= lam * demand[i]
+                np.maximum(held, lam * grouped[i], held)
                 active[i] = False
         np.maximum(capacity, 0.0, capacity)
     if active.any():     # the rest ran at full speed: they use their whole demand
         for i in range(k):
             if active[i]:
                 capacity -= demand[i]
-        np.maximum(capacity, 0.0, capacity)
+                np.maximum(held, grouped[i], held)
+    capacity -= held
+    np.maximum(capacity, 0.0, capacity)
+
+
+@njit(cache=True, inline="always")
+def _column_of(link, shared):
+    """The link whose column ``link``'s demand goes to: the one it shares a phase with, else itself."""
+    if shared.shape[0] > 0 and shared[link] >= 0:
+        return shared[link]
+    return link
 
 
 @njit(cache=True)
-def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column):
+def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column, shared, tier):
     """Max-min fair rates (fraction of its bytes per second, into ``rate`` per task) of the
     ``n_act`` active transfers ``act``; with ``priority``, strict priority by level (the
     highest fills the links first, the next what is left; a level left with nothing waits:
-    factor 0 -> 1e-9). ``column``: per link -1 (scratch, restored)."""
+    factor 0 -> 1e-9). ``column``: per link -1 (scratch, restored). ``shared``
+    (``GraphArrays.shared_phase``): a share of a link sharing another's phase is a grouped
+    demand on that one (:func:`_fill`). Within a level, tier by tier (``tier`` per entry),
+    lowest first."""
     if n_act == 1:
         rate[act[0]] = 1.0 / alone[entry[act[0]]]
         return
@@ -242,43 +283,56 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
     for a in range(n_act):
         e = entry[act[a]]
         for p in range(link_ptr[e], link_ptr[e + 1]):
-            if column[links[p]] < 0:
-                column[links[p]] = n_cols
+            c = _column_of(links[p], shared)
+            if column[c] < 0:
+                column[c] = n_cols
                 n_cols += 1
     demand = np.zeros((n_act, n_cols))
+    grouped = np.zeros((n_act, n_cols))
     for a in range(n_act):
         e = entry[act[a]]
         for p in range(link_ptr[e], link_ptr[e + 1]):
-            demand[a, column[links[p]]] = share[p]
+            c = _column_of(links[p], shared)
+            if c == links[p]:
+                demand[a, column[c]] += share[p]
+            else:
+                grouped[a, column[c]] += share[p]
     for a in range(n_act):
         e = entry[act[a]]
         for p in range(link_ptr[e], link_ptr[e + 1]):
-            column[links[p]] = -1
+            column[_column_of(links[p], shared)] = -1
     capacity = np.ones(n_cols)
     factor = np.ones(n_act)
     lv = np.empty(n_act, dtype=np.int64)
-    for a in range(n_act):
-        lv[a] = level[act[a]] if priority else 0
+    span = tier.max() + 1 if tier.shape[0] > 0 else 1
+    for a in range(n_act):    # filled in decreasing order: level first, then the lower tier
+        lv[a] = (level[act[a]] if priority else 0) * span + (span - 1 - tier[entry[act[a]]])
+    held = np.zeros(n_cols)   # a level's grouped phases' largest use so far (kept over its tiers)
     top, bottom = lv.max(), lv.min()
     if top == bottom:
-        _fill(demand, capacity, factor, np.ones(n_act, dtype=np.bool_))
+        _fill(demand, grouped, capacity, factor, np.ones(n_act, dtype=np.bool_), held)
     else:
         current = top + 1
-        while True:       # each level present, highest first
+        while True:       # each level (and tier) present, highest first
             nxt = bottom - 1
             for a in range(n_act):
                 if lv[a] < current and lv[a] > nxt:
                     nxt = lv[a]
             if nxt < bottom:
                 break
+            if nxt // span != current // span:
+                held[:] = 0.0     # a new level: its own phases
+            else:
+                capacity += held  # the level's next tier: its phases' use counted once more below
             current = nxt
-            _fill(demand, capacity, factor, lv == current)
+            _fill(demand, grouped, capacity, factor, lv == current, held)
     for a in range(n_act):
         rate[act[a]] = max(factor[a], 1e-9) / alone[entry[act[a]]]
 
 
 @njit(cache=True, inline="always")
-def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column):
+def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share, column,
+                shared, tier):
     """:func:`_rates`, memoised over repeated sets of active transfers: transfers with the same
     code (entry and level) have the same rate, so a set is named by its sorted codes, and its
     rates are kept in that order. ``memo`` (:func:`_memo_tables`): an open-addressing table of
@@ -309,7 +363,7 @@ def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, lin
                     rate[act[order[a]]] = rates_kept[at + a]
                 return
         slot = (slot + 1) & mask
-    _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column)
+    _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, share, column, shared, tier)
     at = fill[0]
     if 2 * fill[1] < index.shape[0] and at + n_act <= codes_kept.shape[0]:
         index[slot, 0], index[slot, 1], index[slot, 2] = key, at, n_act
@@ -327,29 +381,31 @@ SERVED = 1e-6
 
 @njit(cache=True)
 def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone,
-               preempt_s):
+               preempt_s, shared):
     """What ``tid`` pays for preempting: the largest ``preempt_s`` of the links it uses on
     which a transfer of a lower level is being served -- one with a current rate above
     :data:`SERVED` of its speed alone (one that started at this instant has no packet in
     flight yet, one that waits behind a higher level has none either: nothing to drain); 0
-    when there is none. ``mark``: per link, scratch stamps; ``stamp`` is new for this call."""
+    when there is none; a link sharing another's phase counts as that one (``shared``).
+    ``mark``: per link, scratch stamps; ``stamp`` is new for this call."""
     e = entry[tid]
     for p in range(link_ptr[e], link_ptr[e + 1]):
-        mark[links[p]] = stamp
+        mark[_column_of(links[p], shared)] = stamp
     cost = 0.0
     for a in range(n_act):
         other = act[a]
         if level[other] < level[tid] and rated[other] and rate[other] * alone[entry[other]] > SERVED:
             o = entry[other]
             for p in range(link_ptr[o], link_ptr[o + 1]):
-                if mark[links[p]] == stamp and preempt_s[links[p]] > cost:
-                    cost = preempt_s[links[p]]
+                c = _column_of(links[p], shared)
+                if mark[c] == stamp and preempt_s[c] > cost:
+                    cost = preempt_s[c]
     return cost
 
 
 @njit(cache=True)
 def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, queue, first_tries,
-         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s,
+         entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, shared, tier,
          memo_index, memo_codes, memo_rates, memo_fill):
     """The event loop (module docstring); returns (start, end, head, done). The per-task path
     (a task ends, its resources start their next tasks) is written out in this one function:
@@ -394,7 +450,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 n_heap = _heap_push(ht, hi, n_heap, now + duration[tid], tid)
             else:
                 n_act = _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry,
-                                        level, alone, link_ptr, links, priority, preempt_s, mark)
+                                        level, alone, link_ptr, links, priority, preempt_s, shared, mark)
                 changed = True
         n_ready = 0
         if n_heap > 0 and ht[0] <= limit:
@@ -423,7 +479,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 # then every transfer's finish time is fixed until the next change
                 changed = False
                 first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
-                                priority, alone, link_ptr, links, share, column)
+                                priority, alone, link_ptr, links, share, column, shared, tier)
                 t_rates = now
                 t_flow = now + frac[first] / rate[first]
             if n_heap > 0 and ht[0] <= t_flow:
@@ -470,7 +526,7 @@ def _insert_sorted(ready, n_ready, r):
 
 @njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
-            link_ptr, links, share, column):
+            link_ptr, links, share, column, shared, tier):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
     the transfer that finishes first at them (the first started among equals)."""
@@ -480,7 +536,7 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
             if rated[act[a]]:
                 frac[act[a]] -= rate[act[a]] * elapsed
     _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
-                column)
+                column, shared, tier)
     t_flow, first = np.inf, -1
     for a in range(n_act):
         tid = act[a]
@@ -493,7 +549,7 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
 
 @njit(cache=True)
 def _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry, level, alone,
-                    link_ptr, links, priority, preempt_s, mark):
+                    link_ptr, links, priority, preempt_s, shared, mark):
     """Transfer ``tid`` starts: its latency beyond its links' time (plus the preemption latency
     when it preempts a lower level being served on a link it uses, :func:`_preempted`),
     appended to the active transfers; returns their new count."""
@@ -501,7 +557,7 @@ def _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry
     latency[tid] = max(0.0, duration[tid] - alone[e])
     if priority and preempt_s.shape[0] > 0 and n_act > 0:
         latency[tid] += _preempted(tid, act, n_act, entry, level, link_ptr, links, mark,
-                                   tid + 1, rate, rated, alone, preempt_s)   # tid + 1: a fresh stamp
+                                   tid + 1, rate, rated, alone, preempt_s, shared)   # tid + 1: a fresh stamp
     act[n_act] = tid
     frac[tid] = 1.0
     rated[tid] = False

@@ -40,8 +40,9 @@ def run_reference(engine):
     flows: dict[int, float] = {}             # task -> remaining fraction of its bytes
     alone: dict[int, float] = {}             # task -> busiest-link time when alone
     latency: dict[int, float] = {}
-    priority, preempt_s = engine.priority, engine.preempt_s
+    priority, preempt_s, shared = engine.priority, engine.preempt_s, engine.shared_phase
     levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
+    tiers = engine.tiers()          # within a level, the turn of a transfer holding a stored phase
     now = 0.0
     done = 0
     current: dict[int, float] = {}           # the rates the active transfers run at now
@@ -65,10 +66,11 @@ def run_reference(engine):
                 # a lower-level transfer being served on a link this one uses is preempted (one
                 # started at this instant, or waiting behind a higher level, has nothing in
                 # flight): the largest cost of the links where that happens
+                # (a link sharing another's phase counts as that one)
                 latency[tid] += max((_link_cost(preempt_s, link)
                                      for other in flows
                                      if levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED
-                                     for link in np.flatnonzero((task.loads > 0) & (tasks[other].loads > 0))),
+                                     for link in _columns(task.loads, shared) & _columns(tasks[other].loads, shared)),
                                     default=0.0)
             flows[tid] = 1.0
 
@@ -90,7 +92,7 @@ def run_reference(engine):
     for resource in engine.queues:
         try_start(resource)
     while fixed or flows:
-        rates = _rates(tasks, flows, alone, levels) if flows else {}
+        rates = _rates(tasks, flows, alone, levels, shared, tiers) if flows else {}
         current = rates
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
@@ -122,45 +124,87 @@ def run_reference(engine):
     return makespan
 
 
-def _rates(tasks, flows: dict, alone: dict, levels=None) -> dict:
+def _rates(tasks, flows: dict, alone: dict, levels=None, shared=None, tiers=None) -> dict:
     """Max-min fair slow-down factors by progressive filling; returns fraction/second. With
     ``levels`` (per task), strict priority: each level, highest first, fills what the levels
-    above left."""
+    above left. ``shared`` (:class:`sysmodel.engine.Engine`): a link's demand on a link sharing
+    another's phase is moved onto that one as a grouped demand (:func:`_fill`). ``tiers`` (per
+    task): within a level, the transfers of each tier fill in turn, lowest first."""
     ids = list(flows)
     if len(ids) == 1:
         return {ids[0]: 1.0 / alone[ids[0]]}
     bw = tasks[ids[0]].bw
     demand = {i: tasks[i].loads / tasks[i].bw / alone[i] for i in ids}  # share of each link at full speed
+    grouped = {i: np.zeros_like(bw) for i in ids}
+    if shared is not None:
+        on = np.flatnonzero(shared[:len(bw)] >= 0)
+        for i in ids:
+            np.add.at(grouped[i], shared[on], demand[i][on])
+            demand[i] = demand[i].copy()
+            demand[i][on] = 0.0
     capacity = np.ones_like(bw)
     factor: dict[int, float] = {}
-    groups = [ids] if levels is None else [
-        [i for i in ids if levels[i] == level] for level in sorted({levels[i] for i in ids}, reverse=True)]
-    for group in groups:
-        capacity = _fill(demand, capacity, factor, set(group))
+    level_of = (lambda i: 0) if levels is None else levels.__getitem__
+    tier_of = (lambda i: 0) if tiers is None else tiers.__getitem__
+    order = sorted({(-level_of(i), tier_of(i)) for i in ids})
+    held = np.zeros_like(bw)      # a level's grouped phases' largest use so far (kept over its tiers)
+    for k, key in enumerate(order):
+        if k and key[0] == order[k - 1][0]:
+            capacity = capacity + held    # the level's next tier: its phases' use counted once more
+        else:
+            held = np.zeros_like(bw)
+        capacity, held = _fill(demand, grouped, capacity, factor,
+                               {i for i in ids if (-level_of(i), tier_of(i)) == key}, held)
     return {i: max(factor[i], 1e-9) / alone[i] for i in ids}
 
 
-def _fill(demand, capacity, factor, active):
-    """Progressive filling of ``active`` into ``capacity``; sets ``factor``, returns what is left."""
+def _fill(demand, grouped, capacity, factor, active, held):
+    """Progressive filling of ``active`` (one priority level, or one tier of it) into
+    ``capacity``; sets ``factor``, returns what is left and the new ``held``. On a link,
+    ``demand`` adds up over the transfers; ``grouped`` demands (one phase the level's
+    transfers hold together) count as their largest, fixed members' (``held``, included in
+    ``capacity``) and moving ones' alike."""
     while active:
         use = sum(demand[i] for i in active)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            limits = np.where(use > _EPS, capacity / use, np.inf)
+        moving = np.max([grouped[i] for i in active], axis=0)
+        limits = np.array([_limit(c, u, g, h) for c, u, g, h in zip(capacity, use, moving, held)])
         lam = min(1.0, float(limits.min()))
         if lam >= 1.0 - 1e-12:
             for i in active:
                 factor[i] = 1.0
                 capacity = capacity - demand[i]
-            capacity = np.maximum(capacity, 0.0)
+                held = np.maximum(held, grouped[i])
             break
         saturated = limits <= lam * (1 + 1e-9)
-        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS)] or list(active)
+        frozen = [i for i in active if np.any(demand[i][saturated] > _EPS) or np.any(grouped[i][saturated] > _EPS)] \
+            or list(active)
         for i in frozen:
             factor[i] = lam
             capacity = capacity - lam * demand[i]
+            held = np.maximum(held, lam * grouped[i])
             active.discard(i)
         capacity = np.maximum(capacity, 0.0)
-    return capacity
+    return np.maximum(capacity - held, 0.0), held
+
+
+def _limit(capacity: float, use: float, moving: float, held: float) -> float:
+    """The largest common factor ``lam`` the moving transfers on a link can run at: ``use``
+    (their summed demand) x lam plus max(``held``, ``moving`` x lam) (a grouped phase: its
+    fixed members' largest use, its moving members' largest demand) fits ``capacity``;
+    infinite where nothing moving uses the link."""
+    if use <= _EPS and moving <= _EPS:
+        return np.inf
+    if moving > _EPS and (use <= _EPS or capacity >= use * held / moving + held):
+        return capacity / (use + moving)          # past the fixed members: the group moves
+    return max(capacity - held, 0.0) / use if use > _EPS else np.inf
+
+
+def _columns(loads, shared) -> set:
+    """The links ``loads`` uses, a link sharing another's phase counted as that one."""
+    used = np.flatnonzero(loads > 0)
+    if shared is None:
+        return set(used.tolist())
+    return set(np.where(shared[used] >= 0, shared[used], used).tolist())
 
 
 def _link_cost(preempt_s, link: int) -> float:

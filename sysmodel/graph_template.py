@@ -171,11 +171,12 @@ class GraphTemplate:
             return None       # a transfer's time is not its key's (changed by a builder)
         return task_key, keys, entry_key, [_kind(timed[key]) for key in keys]
 
-    def on_network(self, compute, comm, preempt_s, plan) -> Engine | None:
+    def on_network(self, compute, comm, link_args: dict, plan) -> Engine | None:
         """A fresh engine with this graph on ``comm``'s network (``comm``: a new memoising
         :class:`~sysmodel.comm_timing.CommTimer` of ``plan``; it times every communication
-        task again), compute tasks timed by ``compute``, preemptions costing ``preempt_s`` (a
-        number, or one cost per link of that network: :class:`~sysmodel.engine.Engine`);
+        task again), compute tasks timed by ``compute``, that network's per-link engine
+        arguments ``link_args`` (:func:`sysmodel.training.link_priority`: ``preempt_s``, a
+        number or one cost per link, and ``shared_phase``; :class:`~sysmodel.engine.Engine`);
         None where the graph on that network is not this one (module docstring), or where
         ``plan`` is not the plan the graph was built for (its stages, microbatches, memory)."""
         if self.plan_shape is None or plan_shape(plan) != self.plan_shape:
@@ -192,7 +193,8 @@ class GraphTemplate:
             return None       # two transfers merged into one entry: not the entries a build numbers
         times = np.array([new[key].time_s for key in keys] + [0.0])
         duration = np.where(task_key >= 0, times[task_key], self._durations(compute))
-        return self.engine.relinked(duration, entries, preempt_s)
+        return self.engine.relinked(duration, entries, link_args.get("preempt_s", 0.0),
+                                    link_args.get("shared_phase"))
 
 
 def plan_shape(plan) -> tuple:

@@ -12,7 +12,8 @@ it per design: ``reconfiguration_cycles_busy - reconfiguration_cycles_idle``
 
 :func:`preemption_costs` gives the engine one cost per link (docs/sysmodel.md, "Preemption"):
 
-* a switch's pseudo-link (:mod:`sysmodel.switch_phases`): that switch's drain;
+* a switch's pseudo-links (:mod:`sysmodel.switch_phases`: its stored phases' and its default
+  phase's): that switch's drain;
 * a link: the larger drain of the switches at its ends, plus, when the link is slower than a
   switch port (one flit per cycle), the extra time a packet in flight takes to cross it
   (``packet_flits`` flits at the link's rate instead of one per cycle): the drain waits for
@@ -68,8 +69,9 @@ def preemption_costs(platform, net) -> np.ndarray:
             ends = [int(n) for n in (src, dst) if kind[n] == "switch"]
             if ends:
                 costs[link] = max(switch_drain_s(net, n) + _slow_link_s(net, link, n) for n in ends)
-        if held:
+        if held:   # both pseudo-links of a switch (stored and default phase): its drain
             nodes, _, _ = switch_links(net)
-            costs = np.concatenate([costs, [switch_drain_s(net, n) for n in nodes]])
+            drains = [switch_drain_s(net, n) for n in nodes]
+            costs = np.concatenate([costs, drains, drains])
         found[held] = costs
     return found[held]

@@ -105,7 +105,7 @@ def replay_ranks(platform, fabric: str, traces: dict, *, name: str = "trace") ->
         members.setdefault(c, []).append(rank)
     priority = link_priority(platform, fabric)
     if priority:
-        priority = {"priority": _levels(traces), "preempt_s": priority["preempt_s"]}
+        priority = {**priority, "priority": _levels(traces)}
     eng = Engine(**priority)
     order = _merged_order(traces, reps, class_of)
     task_of: dict = {}

@@ -1,4 +1,4 @@
-"""One phase active at a time per FRED switch, as link data the engine already shares.
+"""One phase active at a time per FRED switch, as link data the engine shares.
 
 The shared spec (FRED.md section 2, "Datapath and control") says a FRED switch serves one
 communication phase at a time and that a higher-priority phase preempts (MP > PP > DP); the
@@ -7,39 +7,50 @@ VC and serves one phase; another waiting phase is selected only after a drain). 
 transfers that cross a common switch take turns there even where their links are disjoint,
 e.g. an MP and a DP all-reduce on different ports of Fred-D's 4-port L1-L2 connection.
 
-The engine (:mod:`sysmodel.engine`) shares links only. This module expresses the switch as one
-more *pseudo-link* per switch node, with capacity 1 (a time share: bandwidth 1, its load in
-seconds), appended to a transfer's link loads: a transfer that holds switch ``s`` (stores a
-phase there and has bytes on a link into or out of it) loads ``s``'s pseudo-link with its busiest-link time alone, so at
-full speed it uses the whole switch (share 1) and its time alone is unchanged; at a fraction
-``f`` of its speed it holds the switch ``f`` of the time. The engine's max-min filling then
-gives, without any change to its loops:
+The engine (:mod:`sysmodel.engine`) shares links. This module expresses each switch as two
+more *pseudo-links* (capacity 1: a time share, bandwidth 1, loads in seconds), appended to a
+transfer's link loads (:func:`switch_links`): the switch's stored phases' and its default
+phase's. A transfer that holds switch ``s`` loads one of them with the time it holds ``s``:
+its busiest-link time alone, so at full speed it uses the whole switch (share 1) and alone it
+runs as before -- its packets wait at the switch for as long as it runs -- or, where it is
+paced at its sources (its busiest links leave endpoints into switches and it moves on faster:
+an I/O controller's 128 GBps stream), its bytes' time through the switch (share below 1: its
+packets arrive with gaps, in which the switch selects another waiting phase, docs/switch.md,
+"Control unit"). The engine's strict-priority max-min filling then gives:
 
-* one transfer alone: unchanged (the pseudo-link's time equals its busiest link's);
+* one transfer alone: unchanged;
 * two classes at one switch: strict priority gives the higher level the whole switch, the lower
   one waits (rate ~0) until it ends -- they take turns, MP first -- and the higher one's start
-  while the lower is served on the switch costs the measured preemption (``preempt_s``; the
-  engine charges it for any shared link, now including the switch);
-* two transfers of one level: they share the switch's time (each half), so together they take
-  as long as one after the other;
+  while the lower is served on the switch costs that switch's drain (``preempt_s``,
+  :mod:`sysmodel.preemption`);
+* two stored phases of one level: they take turns in program order (the engine's tiers,
+  :func:`sysmodel.engine.entry_tiers`; the packet fabric's phase order, docs/switch.md, "Phase
+  order"), the first as if alone, the other on what is left (a paced stream's gaps);
+* online transfers of one level: one phase, run together (the engine counts their largest use
+  on the switch, not the sum); of two levels: turns, as two stored phases;
 * transfers that share no switch: unchanged.
 
-Which transfers hold a switch: a transfer holds the switches where its collectives store a
-phase (``CollectiveResult.configurations``): in-switch collectives, the I/O controllers'
-in-switch multicast and reduce, and endpoint algorithms' routes where the platform configures
-them (``[fred] unicast_routing = "configured"``). Endpoint algorithms' unicasts routed online
-(the paper's default index, ``unicast_routing = "online"``) hold none: the default index is
-one phase per VC that every online packet of that VC shares (docs/switch.md, "Online unicast
-routing"), so two online transfers of one class run together in the RTL, while the model
-would count them as two phases taking turns (the engine's time share is additive); they share
-links only, by priority, as before. The mesh has routers, no phases: nothing is held there.
+Which phase a transfer holds at a switch (docs/sysmodel.md, "One phase active at a time per
+switch"): a transfer whose collectives store phases (``CollectiveResult.configurations``:
+in-switch collectives, the I/O controllers' in-switch multicast and reduce, endpoint
+algorithms' routes where the platform configures them, ``[fred] unicast_routing =
+"configured"``) holds those, each its own, at the switches where they are stored (as before:
+a switch it only passes through is not counted). A transfer storing none is routed online (the
+paper's default, ``unicast_routing = "online"``): it holds every switch it crosses (has bytes
+on a link into or out of) in the default phase of its VC, which every online packet of that VC
+shares (docs/switch.md, "Online unicast routing"). So each switch has two pseudo-links:
+the first loaded by the transfers holding a stored phase there (additive: each its own phase,
+they take turns), the second by those holding the default phase. The engine adds the second to
+the first's time as the sum over priority levels (the VCs) of the *largest* use among that
+level's online holders (:func:`shared_phase_links`; :class:`sysmodel.engine.Engine`): online
+transfers of one class run together through a switch, classes take turns. The mesh has routers,
+no phases: nothing is held there.
 
-What the fluid share leaves out (docs/sysmodel.md, "One phase active at a time"): within one
-level the packet switch keeps the active phase while it has packets waiting (turns, not an
-even split; the last to finish ends at the same time either way); an online transfer and a
-stored phase (or online transfers of two VCs) on disjoint links of one switch run together in
-the model, in turns in the RTL; the L2 is one logical switch in the model (one resource),
-whereas the RTL's L2 is built from planes, one per uplink port, each with its own phase.
+What the fluid share leaves out (docs/sysmodel.md, "One phase active at a time"): the selects
+a switch pays each time a paced stream's gap lets another phase in; the order between the
+default phase and stored phases of one VC (the model serves the default phase first); the L2
+is one logical switch in the model (one resource), whereas the RTL's L2 is built from planes,
+one per uplink port, each with its own phase.
 """
 
 from __future__ import annotations
@@ -50,7 +61,8 @@ import numpy as np
 
 from sysmodel.collectives import build_network
 
-__all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links"]
+__all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links",
+           "shared_phase_links"]
 
 #: network -> its :func:`switch_links`, built once per network
 _SWITCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -64,13 +76,14 @@ def holds_switches(platform, net) -> bool:
 
 def switch_links(net) -> tuple[list[int], list[np.ndarray], np.ndarray]:
     """The switch nodes of ``net`` (in node order), the ids of each one's links (either
-    direction), and the bandwidth array of ``net``'s links extended by one pseudo-link
-    (bandwidth 1) per switch."""
+    direction), and the bandwidth array of ``net``'s links extended by two pseudo-links
+    (bandwidth 1) per switch: first every switch's stored-phase pseudo-link, then every
+    switch's default-phase (online) one (module docstring)."""
     found = _SWITCHES.get(net)
     if found is None:
         nodes = [n for n, kind in enumerate(net.node_kind) if kind == "switch"]
         incident = [np.flatnonzero((net.link_src == s) | (net.link_dst == s)) for s in nodes]
-        bw = np.concatenate([np.asarray(net.link_bw, dtype=float), np.ones(len(nodes))])
+        bw = np.concatenate([np.asarray(net.link_bw, dtype=float), np.ones(2 * len(nodes))])
         found = _SWITCHES[net] = (nodes, incident, bw)
     return found
 
@@ -91,19 +104,64 @@ def collective_links(platform, fabric: str, result) -> tuple:
 
 def transfer_links(platform, net, loads, bw, switches) -> tuple:
     """The (loads, bandwidths) a transfer with link ``loads`` (bytes per link of ``net``) and
-    bandwidths ``bw`` carries into the engine when it holds the switch nodes ``switches``:
-    unchanged where :func:`holds_switches` is false or nothing is loaded; else with one
-    pseudo-link per switch of ``net``, loaded with the transfer's busiest-link time alone (s)
-    at the switches in ``switches`` it crosses, 0 elsewhere (module docstring)."""
+    bandwidths ``bw`` carries into the engine when it stores a phase at the switch nodes
+    ``switches``: unchanged where :func:`holds_switches` is false or nothing is loaded; else
+    with two pseudo-links per switch of ``net`` (:func:`switch_links`): the stored-phase one of
+    each switch in ``switches`` it crosses, or, for a transfer storing no phase (routed online),
+    the default-phase one of every switch it crosses, loaded with the time the transfer holds
+    the switch (s), 0 elsewhere: its
+    busiest-link time alone (its packets wait at the switch while it runs), or, for a transfer
+    paced at its source (its busiest link leaves an endpoint into a switch and is slower than
+    its links on from there: an I/O controller's stream), its busiest time on the switch's
+    other links (its packets arrive with gaps in which the switch serves other phases; module
+    docstring)."""
     if loads is None or bw is None or not holds_switches(platform, net):
         return loads, bw
     loads = np.asarray(loads, dtype=float)
     if not np.any(loads > 0):
         return loads, bw
     nodes, incident, held_bw = switch_links(net)
-    t_alone = float((loads / np.asarray(bw, dtype=float)).max())
-    held = np.array([t_alone if node in switches and np.any(loads[links] > 0) else 0.0
-                     for node, links in zip(nodes, incident)])
+    time = loads / np.asarray(bw, dtype=float)
+    t_alone = float(time.max())
+    crossed = np.array([np.any(loads[links] > 0) for links in incident], dtype=bool)
+    stored = np.array([node in switches for node in nodes], dtype=bool)
+    paced = _source_links(net, time)
+    busy = _busy_times(time, incident, set(paced.tolist())) if len(paced) else t_alone
+    online = not stored.any()     # a transfer storing phases is routed by them (module docstring)
+    held = np.concatenate([np.where(crossed & stored, busy, 0.0), np.where(crossed & online, busy, 0.0)])
     if bw is not net.link_bw:
-        held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(len(incident))])
+        held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(2 * len(incident))])
     return np.concatenate([loads, held]), held_bw
+
+
+def _source_links(net, time) -> np.ndarray:
+    """The links that pace a transfer at its sources (``time``: per link, its bytes' time):
+    its busiest links, where each leaves an endpoint (an I/O controller, an NPU) into a switch
+    and some link it loads beyond them is faster; empty where another kind of link is among
+    its busiest (its packets then wait at the switches: it is not paced)."""
+    n = len(net.link_bw)
+    busiest = np.flatnonzero(time[:n] >= time.max() * (1 - 1e-12))
+    kind = net.node_kind
+    if not all(kind[int(net.link_src[link])] != "switch" and kind[int(net.link_dst[link])] == "switch"
+               for link in busiest):
+        return np.zeros(0, dtype=np.int64)
+    return busiest if np.count_nonzero(time[:n] > 0) > len(busiest) else np.zeros(0, dtype=np.int64)
+
+
+def _busy_times(time, incident, paced: set) -> np.ndarray:
+    """Per switch, how long a transfer paced at its sources by the links ``paced`` keeps it busy:
+    its busiest time on the switch's other links (the time its bytes take through it)."""
+    return np.array([max((time[link] for link in links if link not in paced), default=0.0)
+                     for links in incident])
+
+
+def shared_phase_links(platform, net) -> np.ndarray:
+    """Per link of ``net`` and pseudo-link (:func:`switch_links`), the link whose time it
+    shares as a phase several transfers hold together: a switch's default-phase pseudo-link
+    names that switch's stored-phase pseudo-link, every other link -1 (the engine's
+    ``shared_phase``, :class:`sysmodel.engine.Engine`). Empty where transfers hold no switch."""
+    if not holds_switches(platform, net):
+        return np.zeros(0, dtype=np.int64)
+    nodes, _, _ = switch_links(net)
+    n, s = len(net.link_bw), len(nodes)
+    return np.concatenate([np.full(n + s, -1, dtype=np.int64), np.arange(n, n + s, dtype=np.int64)])

@@ -193,8 +193,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
         template = graph_template.lookup(free_key)
         if template is not None:
             comm = comm_timer(plan, fabric)
-            eng = template.on_network(compute_timer(plan), comm,
-                                      link_priority(platform, fabric).get("preempt_s", 0.0), plan)
+            eng = template.on_network(compute_timer(plan), comm, link_priority(platform, fabric), plan)
             if eng is not None:   # kept for this network too (another compute speed re-times it)
                 config_load = comm.config_load_s()
                 graph_template.store(key, GraphTemplate(eng, config_load, comm))
@@ -230,13 +229,17 @@ def link_priority(platform, fabric: str) -> dict:
     """Engine arguments for ``fabric``: on FRED fabrics MP > PP > DP strict priority where
     transfers share links, a preemption costing the measured drain of the switches where it
     happens (:func:`sysmodel.preemption.preemption_costs`: one cost per link; 0 without a
-    ``packet_switch`` block); the mesh shares links max-min fairly (no priority)."""
+    ``packet_switch`` block), and each switch's default phase shared by the online transfers
+    of one class (:func:`sysmodel.switch_phases.shared_phase_links`); the mesh shares links
+    max-min fairly (no priority)."""
     if fabric == "mesh":
         return {}
     from sysmodel.collectives import build_network
     from sysmodel.preemption import preemption_costs
-    return {"priority": FRED_PRIORITY,
-            "preempt_s": preemption_costs(platform, build_network(platform, fabric))}
+    from sysmodel.switch_phases import shared_phase_links
+    net = build_network(platform, fabric)
+    return {"priority": FRED_PRIORITY, "preempt_s": preemption_costs(platform, net),
+            "shared_phase": shared_phase_links(platform, net)}
 
 
 def mean_iteration_s(steady_s: float, one_time_s: float, iterations: int) -> float:

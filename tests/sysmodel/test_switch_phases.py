@@ -10,16 +10,18 @@ import numpy as np
 import pytest
 
 from sysmodel.collectives import Collective, build_network, evaluate
-from sysmodel.engine import Engine
+from hdl.contracts.errors import FredError
+from sysmodel.engine import Engine, entry_tiers
 from sysmodel.network import Network
 from sysmodel.platform import default_platform
-from sysmodel.switch_phases import collective_links, switch_links, transfer_links
+from sysmodel.switch_phases import collective_links, shared_phase_links, switch_links, transfer_links
 from sysmodel.training import FRED_PRIORITY
 
 ON = SimpleNamespace(one_phase_per_switch=True)
 OFF = SimpleNamespace(one_phase_per_switch=False)
 PREEMPT = 0.1
 SWITCHES = frozenset({4, 5})      # the star's switch nodes: every transfer stores a phase there
+ONLINE = frozenset()              # a transfer that stores none: routed online, the default phase
 
 
 class _Star(Network):
@@ -48,12 +50,12 @@ def _loads(net, *pairs) -> np.ndarray:
 
 
 def _run(net, platform, transfers, *, reference):
-    """``transfers``: (name, category, loads, start delay) each 1 s of bytes alone; returns
-    each one's end."""
-    eng = Engine(priority=FRED_PRIORITY, preempt_s=PREEMPT)
-    for name, category, loads, delay in transfers:
+    """``transfers``: (name, category, loads, start delay[, switches where it stores a phase:
+    all by default]) each 1 s of bytes alone; returns each one's end."""
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=PREEMPT, shared_phase=shared_phase_links(platform, net))
+    for name, category, loads, delay, *stored in transfers:
         deps = [eng.add(f"{name} wait", f"{name}.compute", delay)] if delay else []
-        held, bw = transfer_links(platform, net, loads, net.link_bw, SWITCHES)
+        held, bw = transfer_links(platform, net, loads, net.link_bw, stored[0] if stored else SWITCHES)
         eng.add(name, f"{name}.comm", 1.0, deps, category=category, loads=held, bw=bw)
     return {t.name: t.end for t in eng.run(reference=reference).tasks if "wait" not in t.name}
 
@@ -62,7 +64,9 @@ def _run(net, platform, transfers, *, reference):
 def test_a_transfer_alone_is_unchanged(reference):
     net = _Star()
     held, bw = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, SWITCHES)
-    assert len(held) == net.n_links + 1 and held[-1] == pytest.approx(1.0) and bw[-1] == 1.0
+    # the star's one switch: its stored-phase pseudo-link, then its default-phase one
+    assert len(held) == net.n_links + 2 and held[-2] == pytest.approx(1.0) and held[-1] == 0.0
+    assert bw[-1] == bw[-2] == 1.0
     assert _run(net, ON, [("mp", "mp", _loads(net, (0, 1)), 0.0)], reference=reference) == \
         pytest.approx({"mp": 1.0})
 
@@ -80,10 +84,23 @@ def test_two_classes_on_disjoint_links_of_one_switch_take_turns(reference):
 
 
 @pytest.mark.parametrize("reference", [False, True])
-def test_two_transfers_of_one_class_share_the_switch_time(reference):
+def test_two_stored_phases_of_one_class_take_turns_in_program_order(reference):
+    # two DP phases stored at the switch, from 0: served one after the other (not half each),
+    # the one added first first: 1.0 and 2.0 (a split would end both at 2.0)
     net = _Star()
     transfers = [("a", "dp", _loads(net, (0, 1)), 0.0), ("b", "dp", _loads(net, (2, 3)), 0.0)]
-    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 2.0, "b": 2.0})
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 1.0, "b": 2.0})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_program_order_not_the_start_decides_and_costs_no_preemption(reference):
+    # DP (added first) from 0.5, an I/O stream on DP's level (added second) from 0: the stream
+    # has the switch until 0.5, then DP's phase, first in the order, runs 0.5 -> 1.5 as if
+    # alone (no drain: one VC) and the stream finishes its last half 1.5 -> 2.0 (the packet
+    # fabric's phase order, docs/switch.md, "Phase order")
+    net = _Star()
+    transfers = [("dp", "dp", _loads(net, (0, 1)), 0.5), ("io", "io", _loads(net, (2, 3)), 0.0)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"dp": 1.5, "io": 2.0})
 
 
 @pytest.mark.parametrize("reference", [False, True])
@@ -112,11 +129,51 @@ def test_no_preemption_of_a_lower_class_waiting_behind_a_higher_one(reference):
         pytest.approx({"mp": 1.0, "pp": 2.0, "dp": 3.0})
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_online_transfers_of_one_class_share_the_default_phase(reference):
+    # two online DP transfers on disjoint links of one switch hold its default phase together:
+    # both at full speed (two stored phases take turns: 2.0 each, above)
+    net = _Star()
+    transfers = [("a", "dp", _loads(net, (0, 1)), 0.0, ONLINE), ("b", "dp", _loads(net, (2, 3)), 0.0, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 1.0, "b": 1.0})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_online_transfers_of_two_classes_take_turns_with_a_preemption(reference):
+    # DP 0 -> 1 online from 0, MP 2 -> 3 online from 0.5: the default phases of two VCs; as two
+    # stored phases, MP 0.5 -> 1.5 + the switch's preemption 0.1, DP stops and ends at 2.0
+    net = _Star()
+    transfers = [("dp", "dp", _loads(net, (0, 1)), 0.0, ONLINE), ("mp", "mp", _loads(net, (2, 3)), 0.5, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"dp": 2.0, "mp": 1.6})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_class_of_online_transfers_runs_together_after_a_higher_one(reference):
+    # MP online (0 -> 1) and two online DP transfers (2 -> 3, 3 -> 2) from 0: MP has the
+    # switch, then both DP transfers share DP's default phase: 2.0 each (not 2.0 and 3.0)
+    net = _Star()
+    transfers = [("mp", "mp", _loads(net, (0, 1)), 0.0, ONLINE), ("a", "dp", _loads(net, (2, 3)), 0.0, ONLINE),
+                 ("b", "dp", _loads(net, (3, 2)), 0.0, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"mp": 1.0, "a": 2.0, "b": 2.0})
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_default_phase_counts_its_busiest_member_next_to_a_stored_phase(reference):
+    # online DP a (0 -> 1) and b (0 -> 2) share NPU 0's uplink: 0.5 each there; a stored DP
+    # phase c (2 -> 3) at the same switch: switch use = c + max(a, b). Filling: the uplink and
+    # the switch saturate together at 0.5 (2 x 0.5 = 1; 0.5 + max(0.5, 0.5) = 1): all three at
+    # half speed, 2.0 each; summed, the switch would have given 1/3 each (3.0)
+    net = _Star()
+    transfers = [("a", "dp", _loads(net, (0, 1)), 0.0, ONLINE), ("b", "dp", _loads(net, (0, 2)), 0.0, ONLINE),
+                 ("c", "dp", _loads(net, (2, 3)), 0.0)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"a": 2.0, "b": 2.0, "c": 2.0})
+
+
 def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
     platform = default_platform()
     net = build_network(platform, "fred-d")
     nodes, incident, bw = switch_links(net)
-    assert nodes == [*net.l1_nodes, net.l2_node] and len(bw) == net.n_links + len(nodes)
+    assert nodes == [*net.l1_nodes, net.l2_node] and len(bw) == net.n_links + 2 * len(nodes)
     # an in-switch all-reduce inside L1 0 stores a phase on L1 0 only; one over NPUs of L1 0
     # and L1 1 on L1 0, L1 1 and the L2
     for members, held_switches in (((0, 1), [0]), ((0, 4), [0, 1, len(net.l1_nodes)])):
@@ -124,15 +181,99 @@ def test_a_transfer_holds_the_switches_where_it_stores_a_phase_and_fred_only():
         assert r.algorithms == ["in-switch"]
         loads, _ = collective_links(platform, "fred-d", r)
         held = loads[net.n_links:]
-        assert list(np.flatnonzero(held)) == held_switches
+        assert list(np.flatnonzero(held)) == held_switches      # stored phases only
         assert held[held > 0] == pytest.approx((r.link_loads / r.link_bw).max())
-    # an endpoint algorithm's online unicasts (Fred-C: no in-switch collectives) hold none
+    # an endpoint algorithm's online unicasts (Fred-C: no in-switch collectives) hold the
+    # default phase of every switch they cross: L1 0, L1 1 and the L2, no stored phase
     fred_c = build_network(platform, "fred-c")
     r = evaluate(platform, "fred-c", [Collective("all-reduce", (0, 4), 1e6)])
     assert not r.configurations
-    assert not np.any(collective_links(platform, "fred-c", r)[0][fred_c.n_links:])
+    c_nodes, _, _ = switch_links(fred_c)
+    held = collective_links(platform, "fred-c", r)[0][fred_c.n_links:]
+    assert not np.any(held[:len(c_nodes)])
+    assert list(np.flatnonzero(held[len(c_nodes):])) == [0, 1, len(fred_c.l1_nodes)]
+    shared = shared_phase_links(platform, fred_c)
+    assert list(shared[fred_c.n_links + len(c_nodes):]) == list(range(fred_c.n_links, fred_c.n_links + len(c_nodes)))
+    assert np.all(shared[:fred_c.n_links + len(c_nodes)] == -1)
     # the mesh has no phases; the what-if switches the mechanism off
     r = evaluate(platform, "mesh", [Collective("all-reduce", (0, 1), 1e6)])
     assert collective_links(platform, "mesh", r)[0] is r.link_loads
     r = evaluate(platform, "fred-d", [Collective("all-reduce", (0, 4), 1e6)])
     assert collective_links(platform.scaled(one_phase_per_switch=False), "fred-d", r)[0] is r.link_loads
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_stored_phase_waits_for_the_default_phase_of_its_class(reference):
+    # online DP and a stored DP phase at one switch, from 0: two phases of one VC take turns;
+    # the default phase (tier 0) first, then the stored one: 1.0 and 2.0
+    net = _Star()
+    transfers = [("stored", "dp", _loads(net, (0, 1)), 0.0), ("online", "dp", _loads(net, (2, 3)), 0.0, ONLINE)]
+    assert _run(net, ON, transfers, reference=reference) == pytest.approx({"online": 1.0, "stored": 2.0})
+
+
+def test_entry_tiers_number_only_the_transfers_holding_a_stored_phase():
+    net = _Star()
+    shared = shared_phase_links(ON, net)
+    online = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, ONLINE)[0]
+    stored = transfer_links(ON, net, _loads(net, (2, 3)), net.link_bw, SWITCHES)[0]
+    bw = np.ones(len(online))
+    # tasks 0..3 use entries 2, 0, 1, 2: entry 1 first at task 2; entry 2 (the same bytes as
+    # entry 1, other arrays) first at task 0: one collective, one turn, the earlier
+    entries = [(online, bw), (stored, bw), (stored.copy(), bw)]
+    assert list(entry_tiers(entries, shared, [2, 0, 1, 2])) == [0, 1, 1]
+    assert list(entry_tiers(entries, shared, [-1, 1, 0, 2])) == [0, 2, 2]
+    assert list(entry_tiers(entries, None, [0, 1, 2])) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("shared, message", [
+    ([-1, 0], None), ([-1, 2], "shared_phase must give"), ([1, -1], None), ([0, -1], "shared_phase must give"),
+    ([-1, 0, 1], "shared_phase must give"), ([-2, -1], "shared_phase must give")])
+def test_a_shared_phase_names_another_link_that_shares_none(shared, message):
+    if message is None:
+        assert list(Engine(shared_phase=shared).shared_phase) == shared
+    else:
+        with pytest.raises(FredError, match=message):
+            Engine(shared_phase=shared)
+
+
+def test_a_shared_phase_table_shorter_than_the_links_loaded_is_refused():
+    eng = Engine(priority=FRED_PRIORITY, shared_phase=[-1, 0])
+    eng.add("a", "a.comm", 1.0, category="dp", loads=np.ones(3), bw=np.ones(3))
+    with pytest.raises(FredError, match="shared_phase names 2 links; the transfers load 3"):
+        eng.run()
+
+
+class _SlowSourceStar(_Star):
+    """:class:`_Star` whose NPU 0 sends into the switch at 0.25 byte/s (an I/O controller's
+    slow link): a transfer from it is paced at its source."""
+
+    def __init__(self):
+        Network.__init__(self, "slow-source star", 4)
+        s0 = self.add_node("s0", "switch")
+        for npu in range(4):
+            self.add_duplex(npu, s0, 0.25 if npu == 0 else 1.0, 1.0, 0.0, "npu")
+        self.finalize()
+
+
+def test_a_transfer_paced_at_its_source_holds_a_switch_for_its_time_through_it():
+    # 1 byte 0 -> 1: 4 s on NPU 0's slow link, 1 s on the switch's link to NPU 1: it holds the
+    # switch 1 s of its 4 (its packets arrive with gaps); a transfer with its busiest link
+    # between switch and NPU holds it for its whole time
+    net = _SlowSourceStar()
+    held, _ = transfer_links(ON, net, _loads(net, (0, 1)), net.link_bw, SWITCHES)
+    assert held[net.n_links:] == pytest.approx([1.0, 0.0])
+    held, _ = transfer_links(ON, net, _loads(net, (1, 0)), net.link_bw, SWITCHES)
+    assert held[net.n_links:] == pytest.approx([1.0, 0.0])
+
+
+@pytest.mark.parametrize("reference", [False, True])
+@pytest.mark.parametrize("dp_first, ends", [(True, {"dp": 1.0, "io": 5.0}), (False, {"dp": 4 / 3, "io": 4.0})])
+def test_a_paced_stream_and_a_phase_of_its_class_take_the_switch_in_program_order(reference, dp_first, ends):
+    # a stream from NPU 0 (4 s alone, holding the switch a quarter of its time) and a DP phase
+    # 2 -> 3 (1 s), both from 0, stored at the switch. DP first in the program: it runs as
+    # alone, the stream waits 1 s (5.0); the stream first: it keeps its quarter, DP runs on
+    # the other three quarters (4/3) -- the packet fabric's dp-under-io (DP's slot first)
+    net = _SlowSourceStar()
+    dp = ("dp", "dp", _loads(net, (2, 3)), 0.0)
+    io = ("io", "io", _loads(net, (0, 1)), 0.0)
+    assert _run(net, ON, [dp, io] if dp_first else [io, dp], reference=reference) == pytest.approx(ends)

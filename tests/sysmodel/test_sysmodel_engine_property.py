@@ -3,7 +3,8 @@ gives every task the start and end the reference loop (sysmodel/engine_reference
 to 1e-9 relative, on random task graphs -- fixed tasks, link-sharing transfers on many links of
 which each uses a few (the sparse case of a large fabric), repeated loads arrays (as the
 communication timer hands them out), switches held by the active phase (pseudo-links of
-capacity 1, sysmodel/switch_phases.py), with and without strict priority and a preemption
+capacity 1, sysmodel/switch_phases.py: a stored phase each, or a switch's default phase held
+together by the transfers of one level), with and without strict priority and a preemption
 latency, the same on every link or one per link (docs/sysmodel.md, Speed)."""
 
 from __future__ import annotations
@@ -48,26 +49,31 @@ def graphs(draw):
         for link in used:
             loads[link] = draw(st.sampled_from([1.0, 3.0, 8.0]))
         arrays.append(loads)
-    # switches held by the active phase (sysmodel/switch_phases.py): pseudo-links of bandwidth
-    # 1 that a transfer loads with its busiest-link time, so its share there is exactly 1
+    # switches held by the active phase (sysmodel/switch_phases.py): two pseudo-links of
+    # bandwidth 1 per switch, its stored phases' and its default phase's (the second sharing
+    # the first's time); a transfer loads one of them with its busiest-link time (share 1)
     switches = draw(st.integers(0, 2))
+    shared = None
     if switches:
-        bw = np.concatenate([bw, np.ones(switches)])
+        bw = np.concatenate([bw, np.ones(2 * switches)])
         for k, loads in enumerate(arrays):
-            held = draw(st.lists(st.booleans(), min_size=switches, max_size=switches))
+            held = draw(st.lists(st.sampled_from(["none", "stored", "online"]), min_size=switches,
+                                 max_size=switches))
             t_alone = float((loads / bw[:n_links]).max())
-            arrays[k] = np.concatenate([loads, [t_alone if h else 0.0 for h in held]])
+            arrays[k] = np.concatenate([loads, [t_alone if h == "stored" else 0.0 for h in held],
+                                        [t_alone if h == "online" else 0.0 for h in held]])
+        shared = np.concatenate([np.full(n_links + switches, -1), np.arange(n_links, n_links + switches)])
     tasks = draw(st.lists(_task, min_size=1, max_size=40))
     priority = draw(st.sampled_from([None, FRED_PRIORITY]))
     preempt_s = draw(st.sampled_from([0.0, 0.05, "per link"])) if priority else 0.0
     if preempt_s == "per link":   # each link's own cost (sysmodel/preemption.py): the largest where it preempts
         preempt_s = np.array(draw(st.lists(st.sampled_from([0.0, 0.02, 0.05, 0.1]), min_size=len(bw),
                                            max_size=len(bw))))
-    return bw, arrays, tasks, priority, preempt_s
+    return bw, arrays, tasks, priority, preempt_s, shared
 
 
-def _build(bw, arrays, tasks, priority, preempt_s) -> Engine:
-    eng = Engine(priority=priority, preempt_s=preempt_s)
+def _build(bw, arrays, tasks, priority, preempt_s, shared) -> Engine:
+    eng = Engine(priority=priority, preempt_s=preempt_s, shared_phase=shared)
     for i, (resource, category, which, extra, back) in enumerate(tasks):
         deps = sorted({i - b for b in back if i - b >= 0})
         if category == "compute":

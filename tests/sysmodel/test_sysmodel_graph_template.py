@@ -55,7 +55,7 @@ def build(platform, fabric, workload, strategy=None, overlap=True):
 def on_network(template: GraphTemplate, platform, fabric, workload, strategy=None):
     plan = plan_iteration(platform, workload, strategy)
     comm = comm_timer(plan, fabric)
-    eng = template.on_network(compute_timer(plan), comm, link_priority(platform, fabric).get("preempt_s", 0.0), plan)
+    eng = template.on_network(compute_timer(plan), comm, link_priority(platform, fabric), plan)
     return eng, comm
 
 
@@ -121,8 +121,8 @@ def test_a_template_is_refused_where_a_time_changes_sign():
         ("mp", stage, plan.microbatch_samples * (layer.out_bytes or layer.in_bytes),
          layer.mp_allreduces * (new.mp_backward_factor if backward else 1.0)),
         lambda: CommTime(0.0, np.zeros(4), np.ones(4)), ("mp", (layer, stage, backward)))
-    assert template.on_network(compute_timer(plan), new, 0.0, plan) is None
-    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is not None
+    assert template.on_network(compute_timer(plan), new, {}, plan) is None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), {}, plan) is not None
 
 
 def test_a_template_is_refused_for_another_plan():
@@ -133,10 +133,10 @@ def test_a_template_is_refused_for_another_plan():
     eng, comm, plan = build(P, "fred-d", w, parse_strategy("MP4-DP2-PP2"))
     template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
     other = dataclasses.replace(plan, microbatches=plan.microbatches + 1)
-    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, other) is None
-    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is not None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), {}, other) is None
+    assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), {}, plan) is not None
     assert GraphTemplate(eng, comm.config_load_s(), comm).on_network(
-        compute_timer(plan), comm_timer(plan, "fred-d"), 0.0, plan) is None   # no plan recorded
+        compute_timer(plan), comm_timer(plan, "fred-d"), {}, plan) is None   # no plan recorded
 
 
 def test_the_comparison_fails_on_a_stale_template():

@@ -74,6 +74,8 @@ def test_fred_fabrics_use_priority_with_the_measured_preemption_cost():
     net = build_network(platform, "fred-d")
     nodes, _, _ = switch_links(net)
     costs = args["preempt_s"]
-    assert len(costs) == len(net.link_bw) + len(nodes)
+    assert len(costs) == len(net.link_bw) + 2 * len(nodes)     # stored and default phase per switch
     assert list(costs[len(net.link_bw):]) == pytest.approx(
-        [net.switch_timing(n).preemption_cycles / (net.switch_timing(n).clock_mhz * 1e6) for n in nodes])
+        [net.switch_timing(n).preemption_cycles / (net.switch_timing(n).clock_mhz * 1e6) for n in nodes] * 2)
+    # each switch's default phase shares the time of its stored phases
+    assert len(args["shared_phase"]) == len(costs)
