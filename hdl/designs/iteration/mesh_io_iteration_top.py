@@ -66,8 +66,10 @@ class MeshIoIterationTop(wiring.Component):
     ``GLOBAL_UNIT`` :data:`IO_ITERATION_GLOBAL_READ`. ``all_done``: every sequencer done;
     ``cycles`` from the cycle after ``start`` to it.
 
-    Latency beyond the units': 1 cycle from the last NPU's engine start to the units' start, 2
-    from the units' last done to the NPUs' engine done (seen by the sequencers a cycle later).
+    Latency beyond the units': 1 cycle from the last NPU's engine start to the units' start, 1
+    from the units' last done to the NPUs' engine done (the sequencers' nodes end the cycle
+    after); the end is looked for from the second cycle after the units' start (their outputs
+    are then those of the new run).
     """
 
     def __init__(self, spec: MeshIoSpec, *, depth: int, programs: int, max_stripe: int = 256):
