@@ -26,7 +26,11 @@ from dataclasses import asdict, dataclass, field
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec
 
-__all__ = ["IterationCase", "build_iteration_case", "run_iteration_case"]
+__all__ = ["IO_CONTROLLERS", "IterationCase", "build_iteration_case", "run_iteration_case"]
+
+#: I/O controllers of a fabric whose iteration streams weights or spills checkpoints: the
+#: paper's 18 (the mesh's free edge ports on 5 x 4; FRED's 18 over the L1s, 4, 4, 4, 3, 3).
+IO_CONTROLLERS = 18
 
 
 @dataclass
@@ -46,6 +50,9 @@ class IterationCase:
     collective_model: dict = field(default_factory=dict)
     fabric: str = ""
     switch: str = "circuit"
+    #: why the RTL cannot run this case yet (None: it can): e.g. I/O collectives without an
+    #: iteration top that has the controllers; ``run_iteration_case`` refuses with it
+    rtl_missing: str | None = None
     rtl: object | None = None
     rtl_figures: dict = field(default_factory=dict)
 
@@ -62,7 +69,7 @@ class IterationCase:
     def to_dict(self) -> dict:
         spec = self.spec.to_dict() if hasattr(self.spec, "to_dict") else {"name": self.fabric, **asdict(self.spec)}
         out = {"fabric": spec, "switch": self.switch, "description": self.description, "scale": self.scale,
-               "model": self.model, "collective": self.collective_model,
+               "model": self.model, "collective": self.collective_model, "rtl_missing": self.rtl_missing,
                "request": ([r.to_dict() for r in self.request] if isinstance(self.request, list)
                            else self.request.to_dict() if self.request is not None else None),
                "nodes_per_rank": {r: len(t.words) for r, t in self.traces.items()}}
@@ -88,20 +95,32 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
-    name, what the RTL cannot run: overlap, pipeline stages, weight streaming
-    (:mod:`hdl.contracts.trace_program`); the model's side is the iteration with one
+    name, what the RTL cannot run: overlap, pipeline stages
+    (:mod:`hdl.contracts.trace_program`); an iteration that streams weights or spills
+    checkpoints gets the fabric with the paper's 18 I/O controllers (:func:`_fabric`; the
+    circuit FRED fabric has none: refused) and its I/O nodes as requests
+    (:func:`_io_programs`), with ``rtl_missing`` saying why the RTL cannot run it yet; the model's side is the iteration with one
     collective at a time (module docstring). ``switch``: the FRED fabric's switches, ``circuit``
     (phase sequencers) or ``packet`` (``PacketFabricTop``: phases selected by the headers,
     endpoint algorithms routed online; the model's packet platform, as ``fred fabric-sim
     --switch packet``); refused for what the packet fabric's iteration does not run yet
     (hierarchical all-reduces, phase orders, in-switch and endpoint algorithms mixed)."""
     from hdl.contracts.placement import parse_strategy
-    from hdl.contracts.trace_program import collective_requests, npu_trace
+    from hdl.contracts.trace_program import IoRequest, collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
+    from sysmodel.iteration_plan import plan_iteration
     _refuse_overlap(overlap)
     if switch not in ("circuit", "packet") or (switch == "packet" and fabric == "mesh"):
         raise FredError(f"switch must be circuit or packet (a FRED fabric's), got {switch!r} on {fabric}")
-    spec, network, text = _fabric(fabric, characterization, spec_overrides, switch)
+    plan = plan_iteration(platform, workload, strategy, samples_per_dp=samples_per_dp)
+    if plan.strategy.pp != 1:
+        raise FredError(f"strategy {plan.strategy} has pipeline stages; the fabrics' trace "
+                        f"run takes one stage (PP1): give --strategy MP<a>-DP<b>-PP1")
+    io = plan.streaming or plan.memory.offload
+    if io and fabric != "mesh" and switch != "packet":
+        raise FredError(f"{workload.name} {'streams its weights' if plan.streaming else 'spills activation checkpoints'} "
+                        f"through the I/O controllers; the circuit FRED fabric has none (use --switch packet)")
+    spec, network, text = _fabric(fabric, characterization, spec_overrides, switch, io=io)
     timing = network.switch_at("l1")
     export = export_iteration(platform, "mesh" if fabric == "mesh" else spec.name, workload, strategy,
                               samples_per_dp=samples_per_dp, overlap=False, scale=scale, network=network,
@@ -109,15 +128,18 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     if parse_strategy(export.strategy).pp != 1:
         raise FredError(f"strategy {export.strategy} has pipeline stages; the fabrics' trace "
                         f"run takes one stage (PP1)")
-    if fabric == "mesh":     # the mesh's sequencers load a program per collective
-        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16)
-                  for r, nodes in export.ranks.items()}
-        request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes)
+    # the mesh's sequencers load a program per collective; on FRED the NPUs' and switches'
+    # loaders (the switches' phases shared)
+    traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16, io=io)
+              for r, nodes in export.ranks.items()}
+    request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes,
+                                  io_controllers=network.io_controllers)
+    missing = None
+    if any(isinstance(r, IoRequest) for r in request):
+        program, collective, missing = _io_programs(spec, request, network, text, fabric)
+    elif fabric == "mesh":
         program, collective = _mesh_programs(spec, request, network)
-    else:   # several collectives: the NPUs' and switches' loaders (the switches' phases shared)
-        traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16)
-                  for r, nodes in export.ranks.items()}
-        request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes)
+    else:
         program, collective = None, {}
         if request:
             program, collective = _fred_programs(spec, request, network, text)
@@ -131,7 +153,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
                                      if export.breakdown.get(c)},
              "tasks": export.tasks, "clock_mhz": timing.clock_mhz, "flit_bytes": timing.flit_bytes}
     return IterationCase(spec, export.description, scale, model, traces, request, program, collective,
-                         fabric="mesh" if fabric == "mesh" else spec.name, switch=switch)
+                         fabric="mesh" if fabric == "mesh" else spec.name, switch=switch, rtl_missing=missing)
 
 
 def _check_packet(spec, programs, requests) -> None:
@@ -144,17 +166,105 @@ def _check_packet(spec, programs, requests) -> None:
     packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, packet_online(programs)))
 
 
-def _fabric(fabric: str, characterization, spec_overrides, switch: str = "circuit"):
-    """(spec, the model's platform of that RTL fabric, the characterization text or None)."""
+def _fabric(fabric: str, characterization, spec_overrides, switch: str = "circuit", *, io: bool = False):
+    """(spec, the model's platform of that RTL fabric, the characterization text or None).
+    ``io``: the fabric with the paper's I/O controllers (:data:`IO_CONTROLLERS`): the mesh's on
+    its edge (:class:`hdl.contracts.mesh_io.MeshIoSpec`, ``mesh_io_platform``; the spec is then
+    the ``MeshIoSpec``), the packet FRED fabric's controller k on L1 k mod L1s
+    (``FabricSpec.io_controllers``: its L1 switches grow by ``io_ports_per_l1`` ports)."""
     if fabric == "mesh":
         from hdl.contracts.mesh import MeshFabricSpec
-        from sysmodel.mesh_rtl_model import mesh_platform
+        from sysmodel.mesh_rtl_model import mesh_io_platform, mesh_platform
         spec = MeshFabricSpec(**spec_overrides)
+        if io:
+            from hdl.contracts.mesh_io import MeshIoSpec
+            spec = MeshIoSpec(mesh=spec, controllers=IO_CONTROLLERS)
+            return spec, mesh_io_platform(spec, characterization=characterization), None
         return spec, mesh_platform(spec, characterization=characterization), None
     from sysmodel.fabric_model import fabric_platform
+    if io:
+        spec_overrides = {**spec_overrides, "io_controllers": IO_CONTROLLERS}
     spec = fabric_spec(fabric, **spec_overrides)
     network, text = fabric_platform(spec, characterization=characterization, switch=switch)
     return spec, network, text
+
+
+def _io_programs(spec, requests, network, text, fabric: str):
+    """An iteration with I/O collectives: (programs, summary, why the RTL cannot run it). The
+    mesh: each all-reduce / multicast's engine program (:func:`_mesh_programs`), each io-load's
+    and io-store's controller program (``hdl.compiler.mesh_io_program``, the trees the model
+    picks), checked as the mesh's I/O cases check them; the model's cycles of each request.
+    No iteration top carries the I/O controllers beside the trace sequencers yet, and neither
+    fabric's RTL has io-write / io-read (every member's own stripes to and from the
+    controllers): the third item says so."""
+    from hdl.contracts.trace_program import IoRequest
+    from sysmodel.collectives import Collective, evaluate
+    cycle, flit = network.switch_at("l1").cycle_s, network.switch_at("l1").flit_bytes
+    made: dict = {}
+    refused: dict = {}     # the RTL's refusal -> the first request it refused
+    programs, algorithms, cycles = [], [], []
+    for request in requests:
+        if not isinstance(request, IoRequest):
+            if fabric == "mesh":
+                (program,), summary = _mesh_programs(spec.mesh, [request], network)
+                made_cycles, algorithm = summary["model_cycles"], summary["algorithm"]
+            else:
+                program, summary = _fred_program(spec, request, network, text)
+                made_cycles, algorithm = summary["model_cycles"], summary["algorithm"]
+            programs.append(program)
+            algorithms.append(algorithm)
+            cycles.append(made_cycles)
+            continue
+        key = (request.op, request.groups, request.stripe_flits)
+        if key not in made:
+            result = evaluate(network, "mesh" if fabric == "mesh" else spec.name,
+                              [Collective(request.op, g, request.size_flits * flit) for g in request.groups])
+            algorithm, program = ",".join(result.algorithms), None
+            if fabric == "mesh":
+                try:
+                    program = _mesh_io_program(spec, request, algorithm)
+                except FredError as exc:      # what the RTL refuses; the model's side stands
+                    refused.setdefault(str(exc).split(": ", 1)[-1] if "trace node" in str(exc) else str(exc),
+                                       request.label)
+            made[key] = (program, algorithm, result.time_s / cycle)
+        program, algorithm, model_cycles = made[key]
+        programs.append(program)
+        algorithms.append(algorithm)
+        cycles.append(model_cycles)
+    ops = sorted({r.op for r in requests if isinstance(r, IoRequest)})
+    runs = (fabric == "mesh" and not refused and set(ops) <= {"io-load", "io-store"}
+            and all(isinstance(r, IoRequest) for r in requests))
+    if runs:      # hdl.designs.iteration.mesh_io_iteration_top runs it
+        return programs, _programs_summary(requests, algorithms, cycles), None
+    if fabric == "mesh":
+        what = ("the mesh's I/O iteration top runs io-load and io-store nodes only (no all-reduce, "
+                "io-write or io-read beside them)")
+    else:
+        what = f"the packet {spec.name} fabric has no iteration top with the I/O controllers beside the trace sequencers yet"
+    missing = (f"the iteration streams I/O collectives ({', '.join(ops)}); {what}"
+               + ("; and no RTL runs io-write / io-read (activation checkpoints)"
+                  if {"io-write", "io-read"} & set(ops) else "")
+               + " (docs/fabric_iteration.md, \"Weight streaming\")"
+               + "".join(f"; {label}: {why}" for why, label in list(refused.items())[:3])
+               + (f" (and {len(refused) - 3} more refusals)" if len(refused) > 3 else ""))
+    return programs, _programs_summary(requests, algorithms, cycles), missing
+
+
+def _mesh_io_program(spec, request, algorithm: str):
+    """The mesh's controller program of an io-load or io-store ``request`` on the model's trees
+    (``algorithm``; None for io-write / io-read, which the mesh RTL does not run). Refused, by
+    name, for a group other than the wafer (the mesh's controllers stream over trees of every
+    NPU) or a stripe the NPUs' queues or partial-sum memories cannot hold."""
+    from hdl.compiler.mesh_io_program import io_load_program, io_store_program
+    from studies.mesh_case import STORE_MAX_STRIPE
+    if request.op not in ("io-load", "io-store"):
+        return None
+    if request.groups != (tuple(range(spec.mesh.npus)),):
+        raise FredError(f"{request.label}: the mesh's I/O trees reach every NPU; the trace's groups "
+                        f"{[len(g) for g in request.groups]} are not the wafer (use MP1)")
+    if request.op == "io-load":
+        return io_load_program(spec, request.stripe_flits, algorithm)
+    return io_store_program(spec, request.stripe_flits, algorithm, max_stripe=STORE_MAX_STRIPE)
 
 
 def _fred_program(spec, request, network, text):
@@ -188,7 +298,7 @@ def _fred_programs(spec, requests, network, text):
 
 def _programs_summary(requests, algorithms, cycles) -> dict:
     """How many collectives, the distinct (groups, flits, algorithm), the model's cycles of them all."""
-    kinds = sorted({(f"{r.op} of {len(r.collectives)} group(s)", r.size_flits, a)
+    kinds = sorted({(f"{r.op} of {len(getattr(r, 'collectives', None) or r.groups)} group(s)", r.size_flits, a)
                     for r, a in zip(requests, algorithms)})
     return {"collectives": len(requests), "distinct": [list(k) for k in kinds],
             "label": f"{len(requests)} collective(s), {len(kinds)} distinct",
@@ -246,6 +356,14 @@ def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:
             "last_node_end_max": max(ends, default=0), "representative_rank": rank}
 
 
+def _store_memory(programs) -> int:
+    """The reducers' partial-sum memory per tree for ``programs``' io-stores: the most flits
+    of a tree, rounded up to a power of two (at least 8), so that iterations with similar
+    stripes share a build."""
+    most = max((max(p.per_tree) for p in programs if hasattr(p, "expected_hashes")), default=1)
+    return max(8, 1 << (most - 1).bit_length())
+
+
 def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
                        watchdog_cycles: int | None = None) -> IterationCase:
     """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`."""
@@ -253,9 +371,16 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         from cocotb_tests.iteration.run import run_iteration
     except ModuleNotFoundError as exc:
         raise FredError(f"the fabric RTL harness (cocotb_tests.iteration) is not available: {exc}") from None
+    if case.rtl_missing:
+        raise FredError(f"{case.fabric} iteration: {case.rtl_missing}; --model-only gives the model's side")
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
-    if case.switch == "packet":
+    if case.fabric == "mesh" and any(type(r).__name__ == "IoRequest" for r in case.request):
+        from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
+        run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,
+                                    watchdog_cycles=watchdog_cycles, max_stripe=_store_memory(case.program),
+                                    cflags=cflags, build_dir=build_dir)
+    elif case.switch == "packet":
         from cocotb_tests.iteration.packet_run import run_packet_iteration
         run = run_packet_iteration(case.spec, case.traces, case.program, case.request,
                                    watchdog_cycles=watchdog_cycles, cflags=cflags, build_dir=build_dir)

@@ -20,7 +20,8 @@ from studies.report import Column, Markdown, replace_marked_block
 __all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
            "speedups", "iteration_markdown_block", "write_iteration_table"]
 
-#: (workload, strategy, fabrics, scale K or None for the command's) the RTL runs: one DP
+#: (workload, strategy, fabrics, scale K or None for the command's, samples per DP replica or
+#: None for the command's) the RTL runs: one DP
 #: all-reduce per NPU; the wafer-wide MP all-reduces of each layer, many per NPU (the NPUs
 #: load a program per collective; on the circuit FRED fabric the switches rerun their phases
 #: with each collective's counts). resnet-152 MP20 twice: at K = 1000 its 104 all-reduces are
@@ -29,14 +30,20 @@ __all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END
 #: taking a next collective's early flits between collectives, docs/fabric_iteration.md).
 #: MP4-DP5: MP and DP together, MP groups of 4 consecutive ports (one L1 switch each on
 #: FRED), DP groups of 5 (one NPU per L1), one collective at a time (``one_collective``).
+#: gpt-3 MP1-DP20 with 8 samples per replica: weight streaming (io-load) and gradient
+#: reduce-out (io-store) from the mesh's 18 edge controllers, the only fabric whose iteration
+#: top has them; 8 samples keep the activations (no checkpoint spills), K = 10,000 keeps the
+#: stripes within the NPUs' forwarding queues and the run within minutes (docs/fabric_iteration.md,
+#: "Weight streaming").
 _FABRICS = ("mesh", "fred-a", "fred-b", "fred-c", "fred-d")
 ITERATION_CASES = (
-    ("resnet-152", "MP1-DP20-PP1", _FABRICS, None),
-    ("resnet-152", "MP20-DP1-PP1", _FABRICS, None),
-    ("resnet-152", "MP20-DP1-PP1", _FABRICS, 100.0),
-    ("transformer-17b", "MP20-DP1-PP1", _FABRICS, None),
-    ("resnet-152", "MP4-DP5-PP1", _FABRICS, None),
-    ("transformer-17b", "MP4-DP5-PP1", _FABRICS, None),
+    ("resnet-152", "MP1-DP20-PP1", _FABRICS, None, None),
+    ("resnet-152", "MP20-DP1-PP1", _FABRICS, None, None),
+    ("resnet-152", "MP20-DP1-PP1", _FABRICS, 100.0, None),
+    ("transformer-17b", "MP20-DP1-PP1", _FABRICS, None, None),
+    ("resnet-152", "MP4-DP5-PP1", _FABRICS, None, None),
+    ("transformer-17b", "MP4-DP5-PP1", _FABRICS, None, None),
+    ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8),
 )
 #: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
 #: reproduce": full size, overlapped, the paper's strategies).

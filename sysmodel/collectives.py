@@ -782,9 +782,11 @@ def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> t
 
     # a reducing member sends its sum of flit i on only when every child's flit i has arrived:
     # each NPU on the deepest leaf's path receives, adds and sends on (``npu.forward_latency_ns``,
-    # as a chain's member); a broadcast's members forward what arrives, which the busiest link's
-    # time hides (docs/mesh_rtl.md, "Gradient reduce-out")
-    forward = net.platform.forward_latency_ns * 1e-9 if c.op == "io-store" else 0.0
+    # as a chain's member, or the platform's own reducer latency, ``reduce_forward_latency_ns``);
+    # a broadcast's members forward what arrives, which the busiest link's time hides
+    # (docs/mesh_rtl.md, "Gradient reduce-out")
+    reducer = net.platform.reduce_forward_latency_ns
+    forward = (net.platform.forward_latency_ns if reducer is None else reducer) * 1e-9 if c.op == "io-store" else 0.0
 
     def trees(order: str) -> Traffic:
         t = net.traffic()

@@ -92,17 +92,18 @@ def mesh_io_platform(spec: MeshIoSpec, *, characterization=None) -> Platform:
     edge (the model places them as the RTL: ``hdl.contracts.mesh_io.edge_io_ports``), each link
     ``io_rate`` of the NPU's port (the RTL's cycle moves one flit through that port), and a
     reducing member's latency (``hdl.contracts.mesh_io.reduce_member_cycles`` of the mesh's
-    dtype: fp16 adds its three adder levels) as the NPU's
-    forwarding latency: the io-store's reduce trees charge it per member on the deepest leaf's
-    path (``sysmodel.collectives._mesh_io``)."""
+    dtype: fp16 adds its three adder levels) as the platform's reducer latency
+    (``reduce_forward_latency_ns``): the io-store's reduce trees charge it per member on the
+    deepest leaf's path (``sysmodel.collectives._mesh_io``). The NPUs' forwarding latency stays
+    the mesh engines' (:func:`mesh_platform`), so an all-reduce or multicast on this platform
+    (an iteration's, docs/fabric_iteration.md) is timed as on the mesh without controllers."""
     base = mesh_platform(spec.mesh, characterization=characterization)
     cycle_ns = base.switch_at("l1").cycle_s * 1e9
     a, b = spec.io_rate
-    # the only endpoint algorithm this platform runs through NPUs is the io-store's reduce
-    # trees: a member's forwarding latency is its reducer's, not the fabric engines'
+    # an io-store member's latency is its reducer's (ReduceForwarder), not the fabric engines'
     return replace(base, name="rtl-mesh-io", io_controllers=spec.controllers,
                    io_gbps=base.npu_send_gbps * a / b,
-                   forward_latency_ns=reduce_member_cycles(spec.mesh.dtype) * cycle_ns)
+                   reduce_forward_latency_ns=reduce_member_cycles(spec.mesh.dtype) * cycle_ns)
 
 
 def mesh_io_model_cycles(spec: MeshIoSpec, stripe_flits: int, *, mode: str | None = None,

@@ -79,6 +79,7 @@ class NetworkSpec:
     chiplets: FrozenDict
     l1_l2_latency_ns: float | None
     forward_latency_ns: float
+    reduce_forward_latency_ns: float | None
     unicast_routing: str
     phase_select: str
     one_phase_per_switch: bool
@@ -193,6 +194,11 @@ class Platform:
     #: (a ring's step, a chain's forwarding hop), ns (``[npu] forward_latency_ns``; the paper
     #: does not say: 0)
     forward_latency_ns: float = 0.0
+    #: latency a member of an I/O reduce tree (``io-store`` on the mesh) adds between its
+    #: children's flits and its sum, ns, when it differs from ``forward_latency_ns`` (None: it
+    #: does not; a platform built in code for an RTL whose reducers are not its collective
+    #: engines, ``sysmodel.mesh_rtl_model.mesh_io_platform``)
+    reduce_forward_latency_ns: float | None = None
     #: how the switches route an endpoint algorithm's unicasts (``[fred] unicast_routing``):
     #: ``online`` (as packets arrive, no setup: the paper's switches) or ``configured`` (as
     #: configured flows whose phase is selected when the collective starts, like an in-switch
@@ -227,6 +233,9 @@ class Platform:
         document = {section: {key: getattr(self, attr) for key, attr in keys.items()}
                     for section, keys in _LAYOUT.items()}
         validate_input(_PlatformValues, document, f"platform {self.name}")
+        if self.reduce_forward_latency_ns is not None and not self.reduce_forward_latency_ns >= 0:
+            raise FredError(f"reduce_forward_latency_ns must be >= 0 or None, got "
+                            f"{self.reduce_forward_latency_ns!r}")
         if self.l2_switch is not None and self.l2_switch.flit_bytes != self.switch.flit_bytes:
             # a flit crosses both levels whole: the two switches must agree on its size
             raise FredError(f"the L1 and L2 switch timings disagree on flit_bytes "

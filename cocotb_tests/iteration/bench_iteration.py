@@ -79,8 +79,33 @@ async def run_mesh_iteration(dut):
                                                       poll=params["poll"])
     await settle(dut, params.get("settle", 64))
     after = await read_mesh(dut, params["units"])
+    await _record_sequencers(dut, params, after, elapsed, stalled, sim_s)
+
+
+async def _record_sequencers(dut, params, after: dict, elapsed: int, stalled: bool, sim_s: float) -> None:
+    """Read every NPU's sequencer registers (``trace_units`` / ``trace_read``) into ``after``
+    and every node's times, and record the run."""
     trace_units, trace_read = params["trace_units"], params["trace_read"]
     after["sequencers"] = [{n: await read_register(dut, u, i) for i, n in enumerate(trace_read)}
                            for u in trace_units]
     times = await _node_times(dut, params["nodes"], trace_read, trace_units)
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, after=after, node_times=times)
+
+
+@cocotb.test()
+async def run_mesh_io_iteration(dut):
+    """The mesh with I/O controllers (``fred_mesh_io_iteration``): load the traces and the I/O
+    registers' loader entries, start once, run, read the fabric's, the controllers' and the
+    sequencers' registers (``global_read``, ``controller_units`` / ``controller_read``,
+    ``trace_units`` / ``trace_read``) and every node's times."""
+    params = bench_params()
+    await power_on(dut, ("start", "prog_we", "rd_unit", "rd_reg"))
+    await write_programs(dut, params["writes"])
+    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
+                                                      poll=params["poll"])
+    await settle(dut, params.get("settle", 64))
+    after = {"global": {n: await read_register(dut, params["global_unit"], i)
+                        for i, n in enumerate(params["global_read"])}}
+    after["controllers"] = [{n: await read_register(dut, u, i) for i, n in enumerate(params["controller_read"])}
+                            for u in params["controller_units"]]
+    await _record_sequencers(dut, params, after, elapsed, stalled, sim_s)

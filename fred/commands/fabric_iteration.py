@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
                         help="instead of one case: every case of the iteration table "
-                             "(studies.iteration_table.ITERATION_CASES; at --scale unless the case "
+                             "(studies.iteration_table.ITERATION_CASES; at --scale and --samples-per-dp unless the case "
                              "names its own), written into --output (make fabric-iteration)")
     parser.add_argument("--output", default="docs/fabric_validation.md",
                         help="with --table: the Markdown file whose fabric-iteration block is "
@@ -92,6 +92,8 @@ def run(args) -> int:
             print(f"collectives: {c['label']} ({c['size_flits']} flits per NPU in all), {c['algorithm']}")
         else:
             print(f"collective: {c['label']}, {c['size_flits']} flits per NPU, {c['algorithm']}")
+    if case.rtl_missing:
+        print(f"RTL: not runnable yet: {case.rtl_missing}")
     if case.rtl is not None:
         print(f"RTL: {case.rtl.cycles} cycles in {case.rtl.sim_s:.2f} s ({case.rtl.cycles_per_s:,.0f} "
               f"cycles/s), build {case.rtl.build_s:.1f} s; every flit checked")
@@ -120,9 +122,9 @@ def _table(args) -> int:
     check_writable(output)
     # every case is validated and modelled before the first build
     cases = [build_iteration_case(fabric=fabric, workload=get_workload(workload), platform=model_platform(args),
-                                  strategy=parse_strategy(strategy), samples_per_dp=args.samples_per_dp,
+                                  strategy=parse_strategy(strategy), samples_per_dp=samples or args.samples_per_dp,
                                   scale=scale or args.scale, characterization=args.characterization)
-             for workload, strategy, fabrics, scale in ITERATION_CASES for fabric in fabrics]
+             for workload, strategy, fabrics, scale, samples in ITERATION_CASES for fabric in fabrics]
     rows, failed = [], []
     for case in cases:
         try:

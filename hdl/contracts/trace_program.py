@@ -21,7 +21,9 @@ What the circuit fabric runs (everything else is refused, by name, before anythi
   run-time overlap compiled into the configurations;
 * node kinds ``compute`` (a delay), ``marker`` (a delay of 0) and ``comm`` of an op in
   :data:`hdl.contracts.fabric.FABRIC_OPS` with ``repeat`` 1; no receives (pipeline stages), no
-  point-to-point or memory nodes (no I/O controllers in the RTL);
+  point-to-point nodes; memory nodes only where the fabric has I/O controllers (``npu_trace(...,
+  io=True)``: an I/O node of :data:`TRACE_IO_OPS` is a collective node whose request is an
+  :class:`IoRequest`, whole stripes per controller; no iteration top runs them yet);
 * any number of collective nodes per NPU (``max_collectives``; 1: one program loaded by the
   harness): the k-th collective node of every NPU is the same node; each NPU's
   :class:`~hdl.designs.iteration.ProgramLoader` holds the engine programs of all of them and
@@ -49,7 +51,7 @@ from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
 __all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
            "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
-           "PROG_VALUE", "PACKET_HEADER_REGS", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
+           "PROG_VALUE", "PACKET_HEADER_REGS", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
            "collective_requests", "loader_entries", "loader_writes"]
 
 #: Node word: bit 31 set for a collective node (start the engine, wait for it), else a delay.
@@ -87,6 +89,39 @@ PACKET_HEADER_REGS = {"phase": 52, "vc": 53, "flow": 54, "packets": 55}
 LOADER_READ = ("load_stall", "run_errors")
 _MAX_DELAY = DELAY_MASK
 _RUNS = ("compute", "marker", "comm")
+#: The I/O collectives of an exported trace, memory nodes (``mem-read`` / ``mem-write``) the
+#: sequencer runs as collective nodes where the fabric has I/O controllers (``npu_trace(...,
+#: io=True)``): ``io-load`` weights streamed in (every member receives the same bytes, striped
+#: over the controllers), ``io-store`` gradients reduced out (every member's bytes summed into
+#: the controllers' stripes), ``io-write`` / ``io-read`` an activation checkpoint written /
+#: read back (every member its own bytes, striped over the controllers). The model's ops
+#: (``sysmodel.collectives``).
+TRACE_IO_OPS = ("io-load", "io-store", "io-write", "io-read")
+_IO_KINDS = ("mem-read", "mem-write")
+
+
+@dataclass(frozen=True)
+class IoRequest:
+    """One I/O collective of the trace as the controllers run it: ``op``
+    (:data:`TRACE_IO_OPS`), ``groups`` (sorted ranks of each group at once, disjoint: the
+    model's DP groups of the stage), ``controllers`` (the fabric's), ``stripe_flits`` per
+    controller per group (the bytes per NPU of one run, in whole flits, rounded up to whole
+    stripes: ``ceil(ceil(bytes / flit_bytes) / controllers)``, at least 1), ``label``.
+    ``size_flits`` = ``stripe_flits x controllers``: what every NPU then receives or sends."""
+
+    op: str
+    groups: tuple[tuple[int, ...], ...]
+    controllers: int
+    stripe_flits: int
+    label: str
+
+    @property
+    def size_flits(self) -> int:
+        return self.stripe_flits * self.controllers
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "groups": [list(g) for g in self.groups], "controllers": self.controllers,
+                "stripe_flits": self.stripe_flits, "size_flits": self.size_flits, "label": self.label}
 
 
 @dataclass(frozen=True)
@@ -139,15 +174,18 @@ def _check_serial(rank: int, nodes) -> None:
         ancestors.append(bits)
 
 
-def _word(rank: int, node, cycles: int, repeats: bool) -> int:
-    if node.kind not in _RUNS:
+def _word(rank: int, node, cycles: int, repeats: bool, io: bool = False) -> int:
+    if node.kind not in _RUNS and not (io and node.kind in _IO_KINDS):
         what = ("a pipeline stage's receive" if node.kind == "recv" else f"a {node.kind} node")
-        raise FredError(f"rank {rank}: node {node.id} ({node.name}) is {what}; the circuit "
-                        f"fabric's trace sequencer runs compute, marker and collective nodes "
-                        f"(one pipeline stage, no I/O controllers)")
-    if node.kind == "comm":
-        op = node.fred_op or node.op
-        if op not in FABRIC_OPS:
+        raise FredError(f"rank {rank}: node {node.id} ({node.name}) is {what}; the trace "
+                        f"sequencer runs compute, marker and collective nodes (one pipeline "
+                        f"stage{', I/O nodes' if io else ', no I/O controllers'})")
+    if node.kind in _IO_KINDS and node.op not in TRACE_IO_OPS:
+        raise FredError(f"rank {rank}: node {node.id} ({node.name}) is a memory node of op "
+                        f"{node.op!r}; the I/O controllers run {', '.join(TRACE_IO_OPS)}")
+    if node.kind == "comm" or node.kind in _IO_KINDS:
+        op = node.op if node.kind in _IO_KINDS else node.fred_op or node.op
+        if node.kind == "comm" and op not in FABRIC_OPS:
             raise FredError(f"rank {rank}: node {node.id} ({node.name}) is a {op}; the fabric's "
                             f"engines run {', '.join(FABRIC_OPS)}")
         most = REPEAT_MASK if repeats else 1
@@ -163,10 +201,12 @@ def _word(rank: int, node, cycles: int, repeats: bool) -> int:
     return cycles
 
 
-def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1) -> NpuTrace:
+def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io: bool = False) -> NpuTrace:
     """The sequencer's trace of ``rank``'s ``nodes`` (file order) at a clock of ``cycle_s``
     seconds per cycle; refuses what the fabric cannot run (module docstring), among it more
-    than ``max_collectives`` collective nodes (1: the circuit FRED fabric)."""
+    than ``max_collectives`` collective nodes (1: the circuit FRED fabric). ``io``: the fabric
+    has I/O controllers; the trace's I/O memory nodes (:data:`TRACE_IO_OPS`) are collective
+    nodes (category ``io``), run as the others: start, wait for the end, per repeat."""
     if not cycle_s > 0:
         raise FredError(f"cycle time must be positive, got {cycle_s!r}")
     nodes = list(nodes)
@@ -179,7 +219,7 @@ def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1) -> 
         if n.kind == "compute":
             elapsed += n.duration_s
         delays.append(round(elapsed / cycle_s) - before)
-    words = tuple(_word(rank, n, d, max_collectives > 1) for n, d in zip(nodes, delays))
+    words = tuple(_word(rank, n, d, max_collectives > 1, io) for n, d in zip(nodes, delays))
     collectives = [n.id for n, w in zip(nodes, words) if w & COLLECTIVE_BIT]
     if len(collectives) > max_collectives:
         raise FredError(f"rank {rank} has {len(collectives)} collective nodes "
@@ -201,18 +241,52 @@ def trace_writes(trace: NpuTrace, depth: int) -> list[tuple[int, int]]:
             + [(TRACE_NODES, len(trace.words))])
 
 
-def collective_requests(ranks: dict, traces: dict, *, flit_bytes: int) -> list[FabricRequest]:
+def collective_requests(ranks: dict, traces: dict, *, flit_bytes: int,
+                        io_controllers: int = 0) -> list:
     """The fabric request of every collective of the traces, in file order: the k-th collective
     node must be the same node (id) at every NPU that has k or more (:func:`collective_request`
-    of each)."""
+    of each; an I/O node's is an :class:`IoRequest` for ``io_controllers`` controllers)."""
     out = []
     for k in range(max((len(t.collectives) for t in traces.values()), default=0)):
         ids = {t.collectives[k] for t in traces.values() if len(t.collectives) > k}
         if len(ids) > 1:
             raise FredError(f"the NPUs' collective nodes number {k} differ "
                             f"({', '.join(map(str, sorted(ids)))}); the RTL runs one request at a time")
-        out.append(_request(ranks, traces, ids.pop(), flit_bytes))
+        node_id = ids.pop()
+        if any(t.categories[t.node_ids.index(node_id)] == "io" for t in traces.values()
+               if node_id in t.collectives):
+            out.append(_io_request(ranks, traces, node_id, flit_bytes, io_controllers))
+        else:
+            out.append(_request(ranks, traces, node_id, flit_bytes))
     return out
+
+
+def _io_request(ranks: dict, traces: dict, node_id: int, flit_bytes: int, controllers: int) -> IoRequest:
+    """The :class:`IoRequest` of I/O node ``node_id`` (:func:`collective_requests`)."""
+    if controllers < 1:
+        raise FredError(f"trace node {node_id} is an I/O collective; the fabric has no I/O controllers")
+    groups, ops, sizes = set(), set(), set()
+    for rank, trace in traces.items():
+        if node_id not in trace.collectives:
+            continue
+        node = next(n for n in ranks[rank] if n.id == node_id)
+        if not node.group or rank not in node.group:
+            raise FredError(f"rank {rank}: I/O node {node_id} ({node.name}) names no group holding the rank")
+        groups.add(tuple(sorted(node.group)))
+        ops.add(node.op)
+        sizes.add(node.size / node.repeat)       # bytes x repeat in the export, as a collective's
+    if len(ops) > 1 or len(sizes) > 1:
+        raise FredError(f"I/O node {node_id}: the NPUs disagree on its op or size ({sorted(ops)}, {sorted(sizes)})")
+    seen: set[int] = set()
+    for g in groups:
+        if seen & set(g):
+            raise FredError(f"I/O node {node_id}: groups overlap ({sorted(groups)})")
+        seen |= set(g)
+    (op,), (size,) = ops, sizes
+    flits = max(math.ceil(size / flit_bytes - 1e-9), 1)
+    stripe = -(-flits // controllers)
+    return IoRequest(op, tuple(sorted(groups)), controllers, stripe,
+                     f"trace node {node_id} {op} of {len(groups)} group(s)")
 
 
 def collective_request(ranks: dict, traces: dict, *, flit_bytes: int) -> FabricRequest | None:

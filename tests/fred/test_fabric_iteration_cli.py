@@ -31,8 +31,10 @@ def test_what_the_circuit_fabric_cannot_run_is_refused_by_name():
     proc = _fred("--fabric", "fred-d", "--workload", "resnet-152", "--strategy", "MP1-DP10-PP2",
                  "--no-overlap", "--model-only")
     assert proc.returncode == 1 and "has pipeline stages" in proc.stderr
-    proc = _fred("--fabric", "fred-d", "--workload", "gpt-3", "--no-overlap", "--model-only")
-    assert proc.returncode == 1 and "streams its weights through the I/O controllers" in proc.stderr
+    proc = _fred("--fabric", "fred-d", "--workload", "gpt-3", "--strategy", "MP1-DP20-PP1", "--no-overlap",
+                 "--model-only")
+    assert proc.returncode == 1 and "streams its weights through the I/O controllers; the circuit FRED " \
+        "fabric has none (use --switch packet)" in proc.stderr
 
 
 def test_mp_and_dp_together_run_one_collective_at_a_time(capsys):

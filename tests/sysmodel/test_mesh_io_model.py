@@ -71,3 +71,28 @@ def test_the_papers_mesh_reduces_out_with_no_forwarding_latency():
     load, store = (evaluate(platform, "mesh", [Collective(op, group=group, size=1 << 20)])
                    for op in ("io-load", "io-store"))
     assert store.latency_s == pytest.approx(load.latency_s)
+
+
+def test_the_mesh_with_controllers_times_all_reduces_with_the_engines_and_reduce_out_with_the_reducers():
+    """An iteration on the mesh with controllers (weight streaming) runs all-reduces on the
+    NPUs' engines and io-store on their reducers: one platform, two latencies. An NPU forwards
+    an all-reduce's flit in ``npu_receive_cycles() + engine_forward_cycles()`` = 5 cycles and
+    reduces a store flit in ``reduce_member_cycles()`` = 4 (the test above pins the 52 cycles
+    io-store's latency makes of it); a ring all-reduce is timed as on the mesh without
+    controllers, to the cycle."""
+    from hdl.contracts.fabric import engine_forward_cycles
+    from hdl.contracts.mesh import npu_receive_cycles
+    from hdl.contracts.mesh_io import reduce_member_cycles
+    from sysmodel.mesh_rtl_model import mesh_model_cycles, mesh_platform
+    spec = MeshIoSpec()
+    with_io, without = mesh_io_platform(spec), mesh_platform(spec.mesh)
+    cycle_ns = without.switch_at("l1").cycle_s * 1e9
+    assert with_io.forward_latency_ns == without.forward_latency_ns == pytest.approx(5 * cycle_ns)
+    assert npu_receive_cycles() + engine_forward_cycles("int32") == 5 and reduce_member_cycles() == 4
+    assert with_io.reduce_forward_latency_ns == pytest.approx(4 * cycle_ns)
+    assert without.reduce_forward_latency_ns is None
+    groups = [list(range(4 * j, 4 * j + 4)) for j in range(5)]
+    for algorithm in ("ring", None):
+        a = mesh_model_cycles(spec.mesh, groups, 40, platform=with_io, algorithm=algorithm)
+        b = mesh_model_cycles(spec.mesh, groups, 40, platform=without, algorithm=algorithm)
+        assert (a.cycles, a.algorithm) == (pytest.approx(b.cycles), b.algorithm)

@@ -22,7 +22,7 @@ from .rate_token import RateToken
 from .reduce_forwarder import LEAF_ORDERS, ReduceForwarder
 from .store_checker import StoreChecker
 
-__all__ = ["MeshIoStoreTop", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
+__all__ = ["MeshIoStoreTop", "add_store_sinks", "tree_share", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
            "store_controller_read"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank) and a controller unit
@@ -46,6 +46,36 @@ def tree_share(m: Module, stripe, mode, k: int, vc: int) -> Signal:
     m.d.comb += out.eq(Mux(mode == IO_MODES.index("tree-split"), half_down if first else half_up,
                            Mux(mode == vc, stripe, 0)))
     return out
+
+
+def add_store_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, start, shares) -> list[StoreChecker]:
+    """At each controller k a :class:`StoreChecker` (started by ``start``, expecting
+    ``shares[2k] + shares[2k + 1]`` flits: :func:`tree_share`) fed through a :class:`MeshWire`
+    from the outward port of its NPU's router and a receive queue of ``2 x depth`` flits
+    drained at the controller link's rate (``spec.io_rate``), a credit returned per flit
+    drained; a queue overflow is appended to ``errors``."""
+    mesh = spec.mesh
+    sinks, overflow = [], Signal()
+    errors.append(overflow)
+    for k, (row, col, side) in enumerate(spec.ports()):
+        router = routers[(col + 1, row + 1)]
+        sink = m.submodules[f"store_{k}"] = StoreChecker(spec=spec, index=k)
+        wire = m.submodules[f"store_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+        width = len(wire.o.payload.as_value())
+        queue = m.submodules[f"store_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
+        rate = m.submodules[f"store_rate_{k}"] = RateToken(spec.io_rate)
+        drain = queue.r_rdy & rate.token
+        m.d.comb += [sink.start.eq(start), sink.expect.eq(shares[2 * k] + shares[2 * k + 1]),
+                     *_link(wire.i, router.o[side]),
+                     queue.w_en.eq(wire.o.valid), queue.w_data.eq(wire.o.payload.as_value()),
+                     queue.r_en.eq(drain), rate.spend.eq(drain),
+                     sink.i.valid.eq(drain), sink.i.payload.eq(queue.r_data),
+                     wire.credit_in.eq(drain << sink.i.payload.vc),
+                     router.o_credit[side].eq(wire.credit_out)]
+        with m.If(queue.w_en & ~queue.w_rdy):
+            m.d.sync += overflow.eq(1)
+        sinks.append(sink)
+    return sinks
 
 
 class MeshIoStoreTop(wiring.Component):
@@ -98,26 +128,7 @@ class MeshIoStoreTop(wiring.Component):
             ]
             errors.append(fwd.overflow)
             idle.append(fwd.idle)
-        sinks, overflow = [], Signal()
-        errors.append(overflow)
-        for k, (row, col, side) in enumerate(spec.ports()):
-            router = routers[(col + 1, row + 1)]
-            sink = m.submodules[f"store_{k}"] = StoreChecker(spec=spec, index=k)
-            wire = m.submodules[f"store_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-            width = len(wire.o.payload.as_value())
-            queue = m.submodules[f"store_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
-            rate = m.submodules[f"store_rate_{k}"] = RateToken(spec.io_rate)
-            drain = queue.r_rdy & rate.token
-            m.d.comb += [sink.start.eq(start), sink.expect.eq(shares[2 * k] + shares[2 * k + 1]),
-                         *_link(wire.i, router.o[side]),
-                         queue.w_en.eq(wire.o.valid), queue.w_data.eq(wire.o.payload.as_value()),
-                         queue.r_en.eq(drain), rate.spend.eq(drain),
-                         sink.i.valid.eq(drain), sink.i.payload.eq(queue.r_data),
-                         wire.credit_in.eq(drain << sink.i.payload.vc),
-                         router.o_credit[side].eq(wire.credit_out)]
-            with m.If(queue.w_en & ~queue.w_rdy):
-                m.d.sync += overflow.eq(1)
-            sinks.append(sink)
+        sinks = add_store_sinks(m, spec, routers, errors, start, shares)
         self._counters(m, sinks, idle, errors, start, rd_unit, rd_reg)
         return m
 

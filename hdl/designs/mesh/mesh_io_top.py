@@ -20,7 +20,7 @@ from .mesh_network import add_mesh
 from .mesh_wire import MeshWire
 from .tree_forwarder import TreeForwarder
 
-__all__ = ["MeshIoTop", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit",
+__all__ = ["MeshIoTop", "add_io_controllers", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit",
            "check_io_top_spec", "io_program_registers"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank), a controller unit
@@ -77,6 +77,26 @@ def io_program_registers(m: Module, prog_we, prog_reg, prog_data) -> tuple[Signa
     return stripe, mode, stall
 
 
+def add_io_controllers(m: Module, spec: MeshIoSpec, routers, errors: list, start, stripe, mode,
+                       hold_of) -> list[IoController]:
+    """``spec.controllers`` :class:`IoController` s, controller k through a :class:`MeshWire`
+    into the outward port of its NPU's router (``spec.ports()``), started by ``start`` with
+    ``stripe`` and ``mode``, held in a cycle by ``hold_of(k)`` (called once per controller, in
+    order); their credit errors appended to ``errors``."""
+    mesh = spec.mesh
+    out = []
+    for k, (row, col, side) in enumerate(spec.ports()):
+        router = routers[(col + 1, row + 1)]
+        ctl = m.submodules[f"io_{k}"] = IoController(spec=spec, index=k, dest=(col + 1, row + 1))
+        wire = m.submodules[f"io_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+        m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode), ctl.hold.eq(hold_of(k)),
+                     *_link(wire.i, ctl.o), *_link(router.i[side], wire.o),
+                     wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
+        errors.append(ctl.error)
+        out.append(ctl)
+    return out
+
+
 class MeshIoTop(wiring.Component):
     """The routers and wires of ``spec.mesh`` (:func:`add_mesh`); ``spec.controllers``
     :class:`IoController` s, each through a :class:`MeshWire` into the outward port of its
@@ -125,19 +145,8 @@ class MeshIoTop(wiring.Component):
         return m
 
     def _controllers(self, m, routers, errors, start, stripe, mode, stall) -> list[IoController]:
-        spec, mesh = self.spec, self.spec.mesh
-        out = []
-        for k, (row, col, side) in enumerate(spec.ports()):
-            router = routers[(col + 1, row + 1)]
-            ctl = m.submodules[f"io_{k}"] = IoController(spec=spec, index=k, dest=(col + 1, row + 1))
-            wire = m.submodules[f"io_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-            m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode),
-                         ctl.hold.eq(_random_hold(m, f"io{k}", 101 + k, stall)),
-                         *_link(wire.i, ctl.o), *_link(router.i[side], wire.o),
-                         wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
-            errors.append(ctl.error)
-            out.append(ctl)
-        return out
+        return add_io_controllers(m, self.spec, routers, errors, start, stripe, mode,
+                                  lambda k: _random_hold(m, f"io{k}", 101 + k, stall))
 
     def _counters(self, m, checkers, idle, controllers, errors, start, rd_unit, rd_reg):
         all_done, running, protocol_error = Signal(), Signal(), Signal()

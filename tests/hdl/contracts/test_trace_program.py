@@ -7,7 +7,7 @@ import pytest
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.trace_program import (COLLECTIVE_BIT, TRACE_NODES, TRACE_TABLE_ADDR, TRACE_TABLE_DATA,
-                                         collective_request, npu_trace, trace_writes)
+                                         collective_request, collective_requests, npu_trace, trace_writes)
 from sysmodel.trace import TraceNode
 
 NS = 1e-9
@@ -96,3 +96,32 @@ def test_loader_entries_keep_only_changed_registers_and_defer_the_named_ones():
         loader_writes(entries, 2, 4)
     with pytest.raises(FredError, match="lanes \\[2\\] outside 0..1"):
         loader_entries([{2: [(1, 1)]}], 2)
+
+
+def test_io_nodes_are_collective_nodes_with_whole_stripes_per_controller():
+    """An exported trace's I/O memory nodes run as collective nodes where the fabric has I/O
+    controllers: an io-load of 145 flits per NPU over 18 controllers is ceil(145 / 18) = 9
+    flits per controller (162 per NPU, whole stripes); an io-read repeated 8 times (every
+    microbatch's checkpoint) is one request of its bytes / 8 and a word of 8 runs; without
+    controllers the same trace is refused by name."""
+    flit = 64
+    wafer = tuple(range(20))
+    nodes = [TraceNode(id=0, name="load F block1", kind="mem-read", op="io-load", size=144 * flit + 1,
+                       group=wafer, category="io", queue="s0.io.in"),
+             TraceNode(id=1, name="F0 block1", kind="compute", duration_s=3e-9, deps=(0,), queue="s0.compute"),
+             TraceNode(id=2, name="unspill block1", kind="mem-read", op="io-read", size=8 * 18 * 2 * flit,
+                       group=wafer, repeat=8, category="io", deps=(1,), queue="s0.io.in"),
+             TraceNode(id=3, name="store block1", kind="mem-write", op="io-store", size=flit,
+                       group=wafer, category="io", deps=(2,), queue="s0.io.out")]
+    ranks = {r: nodes for r in wafer}
+    traces = {r: npu_trace(r, nodes, cycle_s=1e-9, max_collectives=8, io=True) for r in wafer}
+    assert traces[0].words == (COLLECTIVE_BIT, 3, COLLECTIVE_BIT | 8, COLLECTIVE_BIT)
+    assert traces[0].categories == ("io", "compute", "io", "io") and traces[0].collectives == (0, 2, 3)
+    load, read, store = collective_requests(ranks, traces, flit_bytes=flit, io_controllers=18)
+    assert (load.op, load.groups, load.stripe_flits, load.size_flits) == ("io-load", (wafer,), 9, 162)
+    assert (read.op, read.stripe_flits, read.size_flits) == ("io-read", 2, 36)
+    assert (store.op, store.stripe_flits, store.size_flits) == ("io-store", 1, 18)   # 1 flit -> a whole stripe
+    with pytest.raises(FredError, match="is a mem-read node; the trace sequencer runs .* no I/O controllers"):
+        npu_trace(0, nodes, cycle_s=1e-9, max_collectives=8)
+    with pytest.raises(FredError, match="I/O collective; the fabric has no I/O controllers"):
+        collective_requests(ranks, traces, flit_bytes=flit)

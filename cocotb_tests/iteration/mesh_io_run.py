@@ -1,0 +1,122 @@
+"""``run_mesh_io_iteration``: an iteration whose collectives are weight streaming (io-load) and
+gradient reduce-out (io-store) on the mesh with its edge I/O controllers under Verilator
+(``hdl.designs.iteration.mesh_io_iteration_top``; docs/fabric_iteration.md, "Weight
+streaming").
+
+Every NPU's program loader holds each I/O collective's registers (op, stripe, trees); the
+bench (``cocotb_tests.iteration.bench_iteration.run_mesh_io_iteration``) loads them and the
+traces, starts once and reads back. Judged: every trace finished, no protocol error, the
+NPUs' registers agreed at every start, no bad flit at any NPU's load checker over every
+io-load, none at any controller's store checker over every io-store (each flit the sum of
+every NPU's contribution), every controller received exactly its io-stores' flits, and as
+many I/O collectives ran as the traces hold. Timed window and polling as
+``cocotb_tests.iteration.run``'s.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, node_depth,
+                                        poll_cycles)
+from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
+from hdl.contracts.trace_program import loader_entries, loader_writes, trace_writes
+
+__all__ = ["run_mesh_io_iteration", "io_loader_entries", "IO_ITERATION_TOP"]
+
+IO_ITERATION_TOP = "fred_mesh_io_iteration"
+_VERILOG: dict = {}
+
+
+def io_loader_entries(requests, programs) -> list:
+    """Every NPU's loader entries (the same for all): per I/O collective in order, its op,
+    stripe and trees (``IO_NODE_REGS``) from its ``IoRequest`` and program."""
+    from hdl.designs.iteration.mesh_io_iteration_top import IO_NODE_REGS, IO_OPS_OF_NODE
+    return loader_entries([{0: [(IO_NODE_REGS["op"], IO_OPS_OF_NODE.index(r.op)),
+                                (IO_NODE_REGS["stripe"], p.stripe_flits),
+                                (IO_NODE_REGS["mode"], IO_MODES.index(p.mode))]}
+                           for r, p in zip(requests, programs)], 1)
+
+
+def _verilog(spec: MeshIoSpec, depth: int, programs: int, max_stripe: int) -> str:
+    key = (spec, depth, programs, max_stripe)
+    if key not in _VERILOG:
+        from hdl.designs.iteration.mesh_io_iteration_top import MeshIoIterationTop
+        from hdl.emit.verilog import to_verilog
+        _VERILOG[key] = to_verilog(MeshIoIterationTop(spec, depth=depth, programs=programs, max_stripe=max_stripe),
+                                   name=IO_ITERATION_TOP)
+    return _VERILOG[key]
+
+
+def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, programs: list, *,
+                          watchdog_cycles: int, max_stripe: int, cflags: str | None = None,
+                          build_dir=None) -> IterationRun:
+    """Run every rank's trace on the mesh of ``spec`` with its controllers: ``requests`` (the
+    traces' ``IoRequest`` s in order) and ``programs`` (each one's ``IoLoadProgram`` /
+    ``IoStoreProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
+    parameter, >= every io-store's flits per tree). A stalled or wrong run raises
+    :class:`FredError` naming what failed."""
+    from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
+    from cocotb_tests.runner import run_bench
+    from eda.fabric.build import build_top_public_only
+    from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
+    from hdl.designs.iteration import LoadingTraceSequencer
+    from hdl.designs.iteration.mesh_io_iteration_top import (IO_ITERATION_CONTROLLER_READ,
+                                                             IO_ITERATION_GLOBAL_READ)
+    from hdl.designs.mesh.mesh_io_top import controller_unit
+    depth = node_depth(traces)
+    entries = io_loader_entries(requests, programs)
+    room = max(16, 1 << (len(entries) - 1).bit_length())
+    start = time.perf_counter()
+    verilog = _verilog(spec, depth, room, max_stripe)
+    built = build_top_public_only(verilog, IO_ITERATION_TOP, PORTS, cflags=cflags or CFLAGS,
+                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    build_s = time.perf_counter() - start
+    writes = []
+    for rank in range(spec.mesh.npus):
+        writes += [[rank, reg, value] for reg, value in loader_writes(entries, 1, room)]
+        writes += [[rank, reg, value] for reg, value in trace_writes(traces[rank], depth)]
+    params = {"writes": writes, "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
+              "nodes": [len(traces[r].words) for r in range(spec.mesh.npus)],
+              "global_unit": GLOBAL_UNIT, "global_read": list(IO_ITERATION_GLOBAL_READ),
+              "controller_units": [controller_unit(spec, k) for k in range(spec.controllers)],
+              "controller_read": list(IO_ITERATION_CONTROLLER_READ),
+              "trace_units": list(range(spec.mesh.npus)), "trace_read": list(LoadingTraceSequencer.read_names)}
+    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, IO_ITERATION_TOP),
+                       bench_params=params, run_name=f"mesh-io-iteration-d{depth}-p{room}-s{max_stripe}",
+                       prebuilt=built, testcase="run_mesh_io_iteration")
+    metrics = bench_metrics(result, "mesh I/O iteration")
+    after = metrics["after"]
+    stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
+             for r, s in enumerate(after["sequencers"]) if s["nodes_done"] != len(traces[r].words)]
+    errors = _judge(spec, requests, programs, after)
+    check_finished(f"mesh {spec.mesh.rows} x {spec.mesh.cols} with {spec.controllers} I/O controllers",
+                   metrics, stuck, errors)
+    cycles, sim_s = after["global"]["cycles"], metrics["sim_s"]
+    return IterationRun(fabric="mesh", cycles=cycles, node_times={r: metrics["node_times"][r] for r in sorted(traces)},
+                        errors=errors, flits_sent=sum(r.size_flits * spec.mesh.npus for r in requests),
+                        flits_received=sum(c["store_received"] for c in after["controllers"]),
+                        build_s=round(build_s, 3), sim_s=round(sim_s, 4),
+                        cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=depth,
+                        build_dir=str(built),
+                        load_stall={r: s["load_stall"] for r, s in enumerate(after["sequencers"])})
+
+
+def _judge(spec: MeshIoSpec, requests, programs, after) -> list[str]:
+    """What the run's registers say went wrong (module docstring); empty: nothing."""
+    g = after["global"]
+    errors = [f"{name} set" for name in ("protocol_error", "mismatch") if g[name]]
+    if g["load_errors"]:
+        errors.append(f"{g['load_errors']} bad flit(s) at the NPUs' load checkers over every io-load")
+    if g["collectives"] != len(requests):
+        errors.append(f"{g['collectives']} I/O collective(s) ran, the traces hold {len(requests)}")
+    expect = [0] * spec.controllers
+    for r, p in zip(requests, programs):
+        if r.op == "io-store":
+            expect = [a + b for a, b in zip(expect, p.expect)]
+    for k, (c, e) in enumerate(zip(after["controllers"], expect)):
+        if c["store_errors"] or c["store_received"] != e:
+            errors.append(f"controller {k}: {c['store_received']} store flit(s) of {e}, "
+                          f"{c['store_errors']} wrong")
+    return errors

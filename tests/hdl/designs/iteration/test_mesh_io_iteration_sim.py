@@ -1,0 +1,103 @@
+"""Weight streaming in an iteration on the RTL mesh (hdl/designs/iteration/mesh_io_iteration_top.py)
+in Amaranth's simulator, 2 x 2 with its 8 boundary controllers: every NPU's trace runs
+compute, io-load, compute, io-store and io-load nodes (different stripes and trees), each I/O
+collective starts when every NPU reached it and ends for all when its last unit is done,
+every flit is checked (the load checkers, the controllers' store sums), and the program
+loaders write each collective's registers while the NPUs compute
+(docs/fabric_iteration.md, "Weight streaming")."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdl.compiler.mesh_io_program import io_load_program, io_store_program
+from hdl.contracts.mesh import MeshFabricSpec
+from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
+from hdl.contracts.trace_program import (LOADER_READ, TRACE_READ, TRACE_READ_ADDR, collective_requests,
+                                         loader_entries, loader_writes, npu_trace, trace_writes)
+from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
+from sysmodel.trace import TraceNode
+
+SPEC = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=8, io_rate=(1, 2), queue_depth=64)
+READ = TRACE_READ + LOADER_READ
+PROGRAMS, DEPTH, MAX_STRIPE = 64, 8, 8
+#: (op, stripe, trees) of the I/O nodes, after compute nodes of 30 + 7 r, 20 and 3 cycles: a
+#: load then a store then a longer load (the order that caught a finished controller sending
+#: again when the stripe changed), and a store first then a longer store
+LOAD_STORE_LOAD = [("io-load", 4, "tree-split"), ("io-store", 3, "tree-split"), ("io-load", 5, "tree-xy")]
+STORE_LOAD_STORE = [("io-store", 3, "tree-split"), ("io-load", 6, "tree-yx"), ("io-store", 5, "tree-xy")]
+
+
+def _nodes(rank: int, io_nodes):
+    wafer = tuple(range(SPEC.mesh.npus))
+    nodes, compute = [], [30 + 7 * rank, 20, 3]
+    for k, ((op, stripe, _), cycles) in enumerate(zip(io_nodes, compute)):
+        nodes.append(TraceNode(id=2 * k, name=f"c{k}", kind="compute", duration_s=float(cycles),
+                               deps=(2 * k - 1,) if k else ()))
+        nodes.append(TraceNode(id=2 * k + 1, name=f"{op}{k}", kind="mem-read" if op == "io-load" else "mem-write",
+                               op=op, size=float(stripe * SPEC.controllers), group=wafer, category="io",
+                               deps=(2 * k,)))
+    return nodes
+
+
+def _run(run_fabric_top, io_nodes):
+    from hdl.designs.iteration.mesh_io_iteration_top import IO_NODE_REGS, IO_OPS_OF_NODE, MeshIoIterationTop
+    from hdl.designs.iteration.mesh_io_iteration_top import IO_ITERATION_CONTROLLER_READ, IO_ITERATION_GLOBAL_READ
+    from hdl.designs.mesh.mesh_io_top import controller_unit
+    ranks = {r: _nodes(r, io_nodes) for r in range(SPEC.mesh.npus)}
+    traces = {r: npu_trace(r, n, cycle_s=1.0, max_collectives=8, io=True) for r, n in ranks.items()}
+    requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=SPEC.controllers)
+    assert [(q.op, q.stripe_flits) for q in requests] == [(op, s) for op, s, _ in io_nodes]
+    programs = [{0: [(IO_NODE_REGS["op"], IO_OPS_OF_NODE.index(op)), (IO_NODE_REGS["stripe"], stripe),
+                     (IO_NODE_REGS["mode"], IO_MODES.index(mode))]} for op, stripe, mode in io_nodes]
+    entries = loader_entries(programs, 1)
+    writes = []
+    for rank, trace in traces.items():
+        writes += [(rank, reg, value) for reg, value in loader_writes(entries, 1, PROGRAMS)]
+        writes += [(rank, reg, value) for reg, value in trace_writes(trace, DEPTH)]
+
+    async def read_back(read, write):
+        out = {"global": {n: await read(GLOBAL_UNIT, i) for i, n in enumerate(IO_ITERATION_GLOBAL_READ)},
+               "controllers": [{n: await read(controller_unit(SPEC, k), i)
+                                for i, n in enumerate(IO_ITERATION_CONTROLLER_READ)} for k in range(SPEC.controllers)],
+               "npus": []}
+        for rank, trace in traces.items():
+            npu = {n: await read(rank, i) for i, n in enumerate(READ)}
+            npu["times"] = []
+            for node in range(len(trace.words)):
+                await write(rank, TRACE_READ_ADDR, node)
+                npu["times"].append((await read(rank, READ.index("node_start")),
+                                     await read(rank, READ.index("node_end"))))
+            out["npus"].append(npu)
+        return out
+
+    dut = MeshIoIterationTop(SPEC, depth=DEPTH, programs=PROGRAMS, max_stripe=MAX_STRIPE)
+    return run_fabric_top(dut, writes, read_back, max_cycles=4000, with_write=True), traces
+
+
+@pytest.mark.parametrize("io_nodes", [LOAD_STORE_LOAD, pytest.param(STORE_LOAD_STORE, marks=pytest.mark.full)],
+                         ids=["load-store-load", "store-load-store"])
+def test_io_collectives_start_together_end_together_and_every_flit_is_checked(run_fabric_top, io_nodes):
+    out, traces = _run(run_fabric_top, io_nodes)
+    g = out["global"]
+    assert g["all_done"] and not g["protocol_error"] and not g["mismatch"]
+    assert (g["load_errors"], g["collectives"]) == (0, 3)
+    # every controller received each io-store's flits, each the sum of every NPU's (checked)
+    expect = [0] * SPEC.controllers
+    for op, stripe, mode in io_nodes:
+        if op == "io-store":
+            expect = [a + b for a, b in zip(expect, io_store_program(SPEC, stripe, mode, max_stripe=MAX_STRIPE).expect)]
+    assert [c["store_errors"] for c in out["controllers"]] == [0] * SPEC.controllers
+    assert [c["store_received"] for c in out["controllers"]] == expect
+    npus = out["npus"]
+    assert all(n["nodes_done"] == 6 and n["run_errors"] == 0 for n in npus)
+    for node in (1, 3, 5):      # an I/O node: every NPU's ends in the same cycle
+        assert len({n["times"][node][1] for n in npus}) == 1
+    # the first I/O node starts for all when the last NPU (rank 3: 30 + 21 cycles of compute)
+    # reaches it: the others wait in it
+    assert [n["times"][1][0] for n in npus] == [30, 37, 44, 51]
+    # each I/O node lasts at least its busiest link's stripes at 1/4 flit per cycle
+    for node, (op, stripe, mode) in zip((1, 3, 5), io_nodes):
+        hottest = io_load_program(SPEC, stripe, mode).hottest
+        start, end = npus[3]["times"][node]
+        assert end - start >= hottest * stripe * 4

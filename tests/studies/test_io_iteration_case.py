@@ -1,0 +1,99 @@
+"""Weight streaming in the serialised iteration (docs/fabric_iteration.md, "Weight streaming"):
+the model's side on the mesh with its 18 edge controllers, the I/O nodes of the exported trace
+as collective nodes and requests with their controller programs, and the refusal of what the
+RTL does not run (checkpoint spills, the packet fabric's I/O iteration). Pure Python (no
+Verilator)."""
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.placement import parse_strategy
+from hdl.contracts.trace_program import COLLECTIVE_BIT, IoRequest
+from studies.iteration_case import build_iteration_case, run_iteration_case
+from sysmodel.platform import default_platform
+from sysmodel.workload_file import get_workload
+
+
+@pytest.fixture(scope="module")
+def gpt3_mesh():
+    return build_iteration_case(fabric="mesh", workload=get_workload("gpt-3"), platform=default_platform(),
+                                strategy=parse_strategy("MP1-DP20-PP1"), scale=1000.0)
+
+
+def test_gpt3_streams_its_weights_from_the_mesh_edge_in_whole_stripes(gpt3_mesh):
+    """MP1-DP20: every collective is I/O (the DP gradients go out by io-store); each I/O node is
+    a collective word, its request the node's bytes per NPU in whole flits rounded up to whole
+    stripes of the 18 controllers; the iteration is compute plus the I/O busy time (one
+    collective at a time, nothing else communicates)."""
+    case = gpt3_mesh
+    flit = case.model["flit_bytes"]
+    assert case.spec.controllers == 18 and case.fabric == "mesh"
+    trace = case.traces[0]
+    assert {c for c in trace.categories if c != "compute"} == {"io"}
+    assert len(case.request) == len(trace.collectives) == case.collective_model["collectives"]
+    assert all(isinstance(r, IoRequest) and r.groups == (tuple(range(20)),) for r in case.request)
+    first = case.request[0]
+    node = next(i for i, w in enumerate(trace.words) if w & COLLECTIVE_BIT)
+    assert trace.names[node] == "load F embedding" and first.op == "io-load"
+    # the embedding's weights, 50,257 x 12,288 FP16 parameters (MP1: no shard), at K = 1000:
+    # 1,235,116.032 B per NPU = 2,413 flits of 512 B -> 135 flits per controller (2,430 per NPU)
+    assert flit == 512 and 2 * 50_257 * 12_288 / 1000 == pytest.approx(1_235_116.032)
+    assert (first.stripe_flits, first.size_flits) == (135, 2430)
+    # the requests' own model cycles move whole stripes, the iteration's the exact bytes: never
+    # less, and (stripes of >= 1 flit on 2,430-flit-scale loads) under 1 % more here
+    busy = case.model["comm_busy_cycles"]["io"]
+    assert busy <= case.collective_model["model_cycles"] <= 1.01 * busy
+    assert case.model["iteration_cycles"] == pytest.approx(
+        case.model["compute_cycles"] + case.model["comm_busy_cycles"]["io"])
+
+
+def test_checkpoint_spills_are_refused_by_name_before_anything_is_built(gpt3_mesh):
+    assert "no RTL runs io-write / io-read" in gpt3_mesh.rtl_missing
+    assert "runs io-load and io-store nodes only" in gpt3_mesh.rtl_missing
+    with pytest.raises(FredError, match="--model-only gives the model's side"):
+        run_iteration_case(gpt3_mesh)
+
+
+def test_the_packet_fred_fabric_streams_through_its_18_controllers_and_the_circuit_one_refuses():
+    """The packet Fred-B with the paper's 18 controllers (controller k on L1 k mod 5: its L1s
+    grow by 4 ports); the circuit fabric has none and says so."""
+    workload, strategy = get_workload("gpt-3"), parse_strategy("MP1-DP20-PP1")
+    case = build_iteration_case(fabric="fred-b", switch="packet", workload=workload,
+                                platform=default_platform(), strategy=strategy, scale=1000.0)
+    assert case.spec.io_controllers == 18 and case.spec.io_ports_per_l1 == 4
+    assert all(isinstance(r, IoRequest) and r.controllers == 18 for r in case.request)
+    assert "the packet fred-b fabric has no iteration top" in case.rtl_missing
+    with pytest.raises(FredError, match="the circuit FRED fabric has none"):
+        build_iteration_case(fabric="fred-b", workload=workload, platform=default_platform(), strategy=strategy)
+
+
+def test_without_checkpoint_spills_every_io_node_has_its_mesh_controller_program():
+    """gpt-3 MP1-DP20-PP1 with 8 samples per replica keeps its activations (no io-write /
+    io-read): only weights in (io-load) and gradients out (io-store), the two ops the mesh's
+    I/O tops run; at K = 10,000 every stripe fits the NPUs' queues and partial-sum memories, so
+    each I/O node has its controller program. The embedding's io-load: 1,235,116.032 B / 10
+    = 123,511.6 B = 242 flits -> 14 flits per controller; tree-split puts 7 on each tree."""
+    from hdl.compiler.mesh_io_program import IoLoadProgram, IoStoreProgram
+    case = build_iteration_case(fabric="mesh", workload=get_workload("gpt-3"), platform=default_platform(),
+                                strategy=parse_strategy("MP1-DP20-PP1"), samples_per_dp=8, scale=10_000.0)
+    assert {r.op for r in case.request} == {"io-load", "io-store"}
+    assert all(isinstance(p, IoLoadProgram if r.op == "io-load" else IoStoreProgram)
+               for r, p in zip(case.request, case.program))
+    first, program = case.request[0], case.program[0]
+    assert (first.op, first.stripe_flits, program.mode) == ("io-load", 14, "tree-split")
+    assert program.per_tree == [7] * 36 and program.expect == 14 * 18
+    # the mesh's I/O iteration top runs it (tests/hdl/designs/iteration/test_mesh_io_iteration_sim.py)
+    assert case.rtl_missing is None
+
+
+@pytest.mark.full
+def test_gpt3_weight_streaming_runs_on_the_mesh_rtl_within_the_targets():
+    """Verilator, the 5 x 4 mesh with its 18 controllers (a build of a few minutes): gpt-3
+    MP1-DP20-PP1, 8 samples, K = 100,000 -- 194 io-loads and 97 io-stores of 1..4-flit stripes
+    between the compute nodes, every flit checked; the iteration within 10 % and the I/O time
+    within 15 % of the model's."""
+    case = build_iteration_case(fabric="mesh", workload=get_workload("gpt-3"), platform=default_platform(),
+                                strategy=parse_strategy("MP1-DP20-PP1"), samples_per_dp=8, scale=100_000.0)
+    run_iteration_case(case)
+    ratios = case.ratios()
+    assert abs(ratios["iteration"] - 1) < 0.10 and abs(ratios["comm_io"] - 1) < 0.15
