@@ -30,6 +30,9 @@ from cocotb_tests.fabric.harness import (load_configurations, power_on, read_reg
 from cocotb_tests.lib import bench_params, metrics
 from hdl.contracts.trace_program import TRACE_READ_ADDR
 
+#: The mesh tops' control inputs, driven low at power-on.
+MESH_CONTROL_INPUTS = ("start", "prog_we", "rd_unit", "rd_reg")
+
 
 async def _node_times(dut, npus_nodes: list[int], read_names: list[str],
                      units: list[int] | None = None) -> list[list[list[int]]]:
@@ -50,6 +53,23 @@ async def _node_times(dut, npus_nodes: list[int], read_names: list[str],
     return out
 
 
+async def _run_and_settle(dut, params: dict) -> tuple[int, bool, float]:
+    """Pulse ``start``, poll ``all_done`` every ``poll`` cycles up to the watchdog, then let the
+    fabric settle; returns (elapsed cycles, stalled, simulated seconds)."""
+    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
+                                                      poll=params["poll"])
+    await settle(dut, params.get("settle", 64))
+    return elapsed, stalled, sim_s
+
+
+async def _load_mesh_and_run(dut, params: dict) -> tuple[int, bool, float]:
+    """The mesh tops' load (no switch configurations: the programs and traces only), then
+    :func:`_run_and_settle`."""
+    await power_on(dut, MESH_CONTROL_INPUTS)
+    await write_programs(dut, params["writes"])
+    return await _run_and_settle(dut, params)
+
+
 @cocotb.test()
 async def run_iteration(dut):
     """Load, start once, run to completion or to the watchdog, read every counter."""
@@ -60,9 +80,7 @@ async def run_iteration(dut):
     await load_configurations(dut, params["config"])
     await write_programs(dut, params["writes"])
     before = await read_all(dut, npus, switches, **names)
-    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
-                                                      poll=params["poll"])
-    await settle(dut, params.get("settle", 64))
+    elapsed, stalled, sim_s = await _run_and_settle(dut, params)
     after = await read_all(dut, npus, switches, **names)
     times = await _node_times(dut, params["nodes"], params["engine_read"])
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, before=before,
@@ -73,11 +91,7 @@ async def run_iteration(dut):
 async def run_mesh_iteration(dut):
     """The mesh's: load the engine programs and traces, start once, run, read every counter."""
     params = bench_params()
-    await power_on(dut, ("start", "prog_we", "rd_unit", "rd_reg"))
-    await write_programs(dut, params["writes"])
-    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
-                                                      poll=params["poll"])
-    await settle(dut, params.get("settle", 64))
+    elapsed, stalled, sim_s = await _load_mesh_and_run(dut, params)
     after = await read_mesh(dut, params["units"])
     await _record_sequencers(dut, params, after, elapsed, stalled, sim_s)
 
@@ -99,11 +113,7 @@ async def run_mesh_io_iteration(dut):
     sequencers' registers (``global_read``, ``controller_units`` / ``controller_read``,
     ``trace_units`` / ``trace_read``) and every node's times."""
     params = bench_params()
-    await power_on(dut, ("start", "prog_we", "rd_unit", "rd_reg"))
-    await write_programs(dut, params["writes"])
-    elapsed, stalled, sim_s = await run_to_completion(dut, watchdog=params["watchdog_cycles"],
-                                                      poll=params["poll"])
-    await settle(dut, params.get("settle", 64))
+    elapsed, stalled, sim_s = await _load_mesh_and_run(dut, params)
     after = {"global": {n: await read_register(dut, params["global_unit"], i)
                         for i, n in enumerate(params["global_read"])}}
     after["controllers"] = [{n: await read_register(dut, u, i) for i, n in enumerate(params["controller_read"])}

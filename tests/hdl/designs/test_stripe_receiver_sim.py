@@ -42,24 +42,17 @@ def _interleave(per_stripe, rng):
     return order
 
 
-def _run(stripes, writes, packets, *, seed=1, idle=0.3, backpressure=0.3):
-    """Drive ``packets`` [(stripe, seq, words)] into a receiver loaded with ``writes``; returns
-    its counters and the (stripe, index) of every flit it passed on."""
+def _run(program_and_start, stripes, writes, packets, *, seed=1, idle=0.3, backpressure=0.3):
+    """Drive ``packets`` [(stripe, seq, words)] into a receiver loaded with ``writes`` (through
+    the shared ``program_and_start``); returns its counters and the (stripe, index) of every
+    flit it passed on."""
     dut = StripeReceiver(stripes=stripes)
     rng = random.Random(seed)
     flits = [(k, seq, w, i == len(words) - 1) for k, seq, words in packets for i, w in enumerate(words)]
     out = {"passed": []}
 
     async def bench(ctx):
-        for addr, value in writes:
-            ctx.set(dut.we, 1)
-            ctx.set(dut.waddr, addr)
-            ctx.set(dut.wdata, value)
-            await ctx.tick()
-        ctx.set(dut.we, 0)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await program_and_start(ctx, dut, writes)
         pos = 0
         for _ in range(4 * len(flits) + 50):
             offer = pos < len(flits) and rng.random() >= idle
@@ -82,7 +75,7 @@ def _run(stripes, writes, packets, *, seed=1, idle=0.3, backpressure=0.3):
     return out
 
 
-def test_an_npu_checks_its_18_stripes_from_two_senders_interleaved_per_packet():
+def test_an_npu_checks_its_18_stripes_from_two_senders_interleaved_per_packet(program_and_start):
     """Fred-A, 18 controllers, weight streaming of 360 flits (20-flit stripes, 3 packets each):
     NPU 4 hears NPU 3 (17 stripes) and controller 16 (stripe 16, its entry)."""
     spec = fabric_spec("fred-a", io_controllers=18)
@@ -91,7 +84,7 @@ def test_an_npu_checks_its_18_stripes_from_two_senders_interleaved_per_packet():
     assert sorted(program.steps[4][k].source for k in range(18))[-2:] == [3, 36]
     per_stripe = _packets(program, 4)
     order = _interleave(per_stripe, random.Random(7))
-    out = _run(18, stripe_receiver_writes(entries, 18), order)
+    out = _run(program_and_start, 18, stripe_receiver_writes(entries, 18), order)
     assert (out["done"], out["received"], out["errors"], out["seq_errors"]) == (1, 360, 0, 0)
     # every flit passed on with its stripe's data index, in its stripe's order
     for k in range(18):
@@ -109,25 +102,25 @@ def small():
     return stripe_receiver_writes(receiver_entries(program, 0), 2), order
 
 
-def test_a_corrupted_flit_is_counted_where_it_arrived(small):
+def test_a_corrupted_flit_is_counted_where_it_arrived(small, program_and_start):
     writes, order = small
     k, seq, words = order[2]
     order = order[:2] + [(k, seq, [words[0] ^ 0x100] + words[1:])] + order[3:]
-    out = _run(2, writes, order)
+    out = _run(program_and_start, 2, writes, order)
     before = sum(len(w) for _, _, w in order[:2])
     assert (out["errors"], out["first_error"], out["seq_errors"], out["done"]) == (1, before + 1, 0, 1)
 
 
-def test_a_lost_packet_shows_as_a_sequence_error_and_the_run_never_completes(small):
+def test_a_lost_packet_shows_as_a_sequence_error_and_the_run_never_completes(small, program_and_start):
     writes, order = small
     lost = next(i for i, (_, seq, _) in enumerate(order) if seq == 1)
-    out = _run(2, writes, order[:lost] + order[lost + 1:])
+    out = _run(program_and_start, 2, writes, order[:lost] + order[lost + 1:])
     assert out["seq_errors"] == 1 and out["errors"] > 0 and out["done"] == 0
 
 
-def test_a_duplicated_packet_shows_as_a_sequence_error_and_extra_flits(small):
+def test_a_duplicated_packet_shows_as_a_sequence_error_and_extra_flits(small, program_and_start):
     writes, order = small
-    out = _run(2, writes, order[:1] + order[:1] + order[1:])
+    out = _run(program_and_start, 2, writes, order[:1] + order[:1] + order[1:])
     assert out["seq_errors"] == 1 and out["errors"] > 0
 
 
