@@ -261,6 +261,21 @@ def collective_requests(ranks: dict, traces: dict, *, flit_bytes: int,
     return out
 
 
+def _agreed_op_and_flits(what: str, groups, ops: set, sizes: set, flit_bytes: int) -> tuple[str, int]:
+    """The one op and size every NPU holding node ``what`` gives it, its groups (iterable of
+    member tuples) disjoint; the size in whole flits, ``ceil(bytes / flit_bytes)`` (the model
+    moves whole flits too)."""
+    if len(ops) > 1 or len(sizes) > 1:
+        raise FredError(f"{what}: the NPUs disagree on its op or size ({sorted(ops)}, {sorted(sizes)})")
+    seen: set[int] = set()
+    for members in groups:
+        if seen & set(members):
+            raise FredError(f"{what}: groups overlap ({sorted(groups)})")
+        seen |= set(members)
+    (op,), (size,) = ops, sizes
+    return op, max(math.ceil(size / flit_bytes - 1e-9), 1)
+
+
 def _io_request(ranks: dict, traces: dict, node_id: int, flit_bytes: int, controllers: int) -> IoRequest:
     """The :class:`IoRequest` of I/O node ``node_id`` (:func:`collective_requests`)."""
     if controllers < 1:
@@ -275,15 +290,7 @@ def _io_request(ranks: dict, traces: dict, node_id: int, flit_bytes: int, contro
         groups.add(tuple(sorted(node.group)))
         ops.add(node.op)
         sizes.add(node.size / node.repeat)       # bytes x repeat in the export, as a collective's
-    if len(ops) > 1 or len(sizes) > 1:
-        raise FredError(f"I/O node {node_id}: the NPUs disagree on its op or size ({sorted(ops)}, {sorted(sizes)})")
-    seen: set[int] = set()
-    for g in groups:
-        if seen & set(g):
-            raise FredError(f"I/O node {node_id}: groups overlap ({sorted(groups)})")
-        seen |= set(g)
-    (op,), (size,) = ops, sizes
-    flits = max(math.ceil(size / flit_bytes - 1e-9), 1)
+    op, flits = _agreed_op_and_flits(f"I/O node {node_id}", groups, ops, sizes, flit_bytes)
     stripe = -(-flits // controllers)
     return IoRequest(op, tuple(sorted(groups)), controllers, stripe,
                      f"trace node {node_id} {op} of {len(groups)} group(s)")
@@ -317,16 +324,7 @@ def _request(ranks: dict, traces: dict, node_id: int, flit_bytes: int) -> Fabric
         ops.add(node.fred_op or node.op)
         sizes.add(node.size / node.repeat)       # the export writes a repeated collective's bytes x repeat
         groups[members] = node.root
-    if len(ops) > 1 or len(sizes) > 1:
-        raise FredError(f"collective node {node_id}: the NPUs disagree on its op or size "
-                        f"({sorted(ops)}, {sorted(sizes)})")
-    seen: set[int] = set()
-    for members in groups:
-        if seen & set(members):
-            raise FredError(f"collective node {node_id}: groups overlap ({sorted(groups)})")
-        seen |= set(members)
-    (op,), (size,) = ops, sizes
-    flits = max(math.ceil(size / flit_bytes - 1e-9), 1)
+    op, flits = _agreed_op_and_flits(f"collective node {node_id}", groups, ops, sizes, flit_bytes)
     # FabricCollective's members: a multicast's destinations without its root, a reduce's
     # group with it, an all-reduce's group (no root)
     collectives = tuple(FabricCollective(op, tuple(m for m in members if m != root or op != "multicast"),
