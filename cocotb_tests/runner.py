@@ -136,7 +136,10 @@ def run_folder(build_dir: Path, name: str) -> Path:
     """The folder of the run ``name`` on the build ``build_dir``: ``runs/<name>``, and
     ``runs/<name>-<worker>`` under a parallel test session (pytest-xdist names each worker in
     ``PYTEST_XDIST_WORKER``), so two workers running the same bench on one build never share
-    a results file."""
+    a results file. Every run of characters other than letters, digits, ``_``, ``.`` and
+    ``-`` in ``name`` becomes one ``_`` (a request label such as ``MP2-DP5-PP2 dp`` names a
+    folder)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     return Path(build_dir) / "runs" / (f"{name}-{worker}" if worker else name)
 
@@ -173,8 +176,8 @@ def run_bench(*, test_module: str, unit: str | None = None, params: dict | None 
 
     from cocotb_tests.lib.seeds import base_seed
     base_seed()  # fixes FRED_SEED in os.environ so the simulator inherits it
-    name = run_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(
-        [test_module.rsplit(".", 1)[-1]] + ([testcase] if isinstance(testcase, str) else list(testcase or []))))
+    name = run_name or "-".join(
+        [test_module.rsplit(".", 1)[-1]] + ([testcase] if isinstance(testcase, str) else list(testcase or [])))
     test_dir = run_folder(build_dir, name)
     test_dir.mkdir(parents=True, exist_ok=True)
     results_xml = (test_dir / "results.xml").resolve()

@@ -269,7 +269,6 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     docs/fabric_rtl.md, "Simulation speed"); ``prebuilt``: run on this build folder of
     ``simulator`` (the training runs); ``simulator``: one of :data:`PACKET_SIMULATORS` (both
     load, run and read the same registers, so :func:`judge` checks every flit either way)."""
-    import re
     import time
 
     from eda.fabric.build import build_trained, fast_cflags, training_options
@@ -307,8 +306,7 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     params = {"npus": spec.endpoints, "switch_count": len(spec.switch_ports), **load,
               "watchdog_cycles": watchdog_cycles, "poll": poll,
               "engine_read": list(PACKET_ENGINE_READ), "switch_read": list(PACKET_SWITCH_READ)}
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_",
-                  f"packet-{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
+    name = f"packet-{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}"
     if simulator == "lockstep":
         from eda.fabric.lockstep import run_lockstep
         metrics = run_lockstep(built, params, run_dir=run_folder(built, name))

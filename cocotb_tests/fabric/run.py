@@ -20,7 +20,6 @@ hardware).
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -357,7 +356,7 @@ def _simulate(spec: FabricSpec, request: FabricRequest, program: FabricProgram, 
     poll = poll_cycles(request.size_flits)
     params = {"npus": spec.npus, "switch_count": len(program.switches),
               **load_sequence(spec, program), "watchdog_cycles": watchdog_cycles, "poll": poll}
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}")
+    name = f"{spec.name}-n{spec.npus}-{request.label}-{request.size_flits}-s{seed}"
     if simulator == "lockstep":
         from cocotb_tests.runner import run_folder
         from eda.fabric.lockstep import run_lockstep

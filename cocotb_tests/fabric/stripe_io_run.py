@@ -84,7 +84,6 @@ def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     (``cocotb_tests.fabric.bench_fabric``: load, start, poll ``all_done``, read the NPUs' and
     switches' registers). Returns ``{"cycles", "problems", "done", "sim_s", "build_s",
     "cycles_per_s"}``; ``problems`` empty when every NPU received and checked every flit."""
-    import re
     import time
 
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
@@ -104,7 +103,7 @@ def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": [], "writes": writes,
               "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(program.size_flits),
               "engine_read": list(StripeNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stripe-io-{spec.name}-c{program.controllers}-{program.size_flits}")
+    name = f"stripe-io-{spec.name}-c{program.controllers}-{program.size_flits}"
     metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
                         bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]

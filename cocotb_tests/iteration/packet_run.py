@@ -15,7 +15,6 @@ at an NPU or a switch, and the last collective's counters as a fabric run's.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -95,7 +94,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
               "writes": load["writes"], "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": list(PacketTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}")
+    name = f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}"
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = bench_metrics(result, "packet iteration")

@@ -20,7 +20,6 @@ case the studies run), so the wall-clock window (``sim_s``) overshoots the run b
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -151,7 +150,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
               "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": names}
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else ""))
+    name = f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else "")
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = result.metrics
