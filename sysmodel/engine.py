@@ -127,7 +127,12 @@ class Engine:
         each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
         A number (every link alike) or an array with one cost per link of the transfers' loads
         (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer
-        then pays the largest cost among the links where it preempts.
+        then pays the largest cost among the links where it preempts. Or two such rows,
+        ``[first, further]``: the largest ``first`` cost among the links (columns) where it
+        preempts, or, if larger, the largest ``further`` cost of a *lower transfer's own* link
+        (before ``shared_phase`` maps it) whose column it preempts on: the drains along the
+        path to a switch further on, which starts its own drain only when the preempting
+        packet arrives, where the lower class keeps flowing (:mod:`sysmodel.preemption`).
         ``shared_phase``: None, or per link the link whose time it shares as a phase several
         transfers hold together, -1 where none (:func:`sysmodel.switch_phases.shared_phase_links`:
         a switch's default-phase pseudo-link names its stored-phase one). Link ``j`` sharing
@@ -550,15 +555,18 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=()) ->
 
 
 def _checked_preempt(preempt_s):
-    """``preempt_s`` (a number or one cost per link) as a float or a float array, each >= 0."""
+    """``preempt_s`` (a number, one cost per link, or two rows of them: :class:`Engine`) as a
+    float or a float array, each >= 0."""
     if np.ndim(preempt_s) == 0:
         value = float(preempt_s)
         if not value >= 0:
             raise FredError(f"preempt_s must be >= 0, got {preempt_s}")
         return value
     costs = np.asarray(preempt_s, dtype=np.float64)
-    if costs.ndim != 1 or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
-        raise FredError(f"preempt_s must be a number >= 0 or one finite cost >= 0 per link, got {preempt_s!r}")
+    if not (costs.ndim == 1 or (costs.ndim == 2 and costs.shape[0] == 2)) \
+            or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
+        raise FredError(f"preempt_s must be a number >= 0, one finite cost >= 0 per link, or two "
+                        f"rows of them (first, further), got {preempt_s!r}")
     return costs
 
 
@@ -619,16 +627,25 @@ def shared_per_link(shared_phase, n_links: int) -> np.ndarray:
 
 
 def preempt_per_link(preempt_s, n_links: int) -> np.ndarray:
-    """The cost of a preemption on each of ``n_links`` links (s): ``preempt_s`` on every link
-    when it is a number, else its first ``n_links`` entries; an empty array when no link's
-    preemption costs anything (the loops then skip the check). A per-link array shorter than
-    the links the transfers load is an error naming both lengths."""
+    """The costs of a preemption on each of ``n_links`` links (s) as two rows, ``[first,
+    further]`` (:class:`Engine`): ``preempt_s`` on every link of the first row when it is a
+    number, a one-row array as the first row (the second 0), else its first ``n_links``
+    columns; an empty (0, 0) array when no link's preemption costs anything (the loops then
+    skip the check). An array shorter than the links the transfers load is an error naming
+    both lengths."""
     if np.ndim(preempt_s) == 0:
-        return np.full(n_links, float(preempt_s)) if preempt_s > 0 else np.zeros(0)
-    costs = np.asarray(preempt_s, dtype=np.float64)
-    if len(costs) < n_links:
-        raise FredError(f"preempt_s has a cost for {len(costs)} links; the transfers load {n_links}")
-    return costs[:n_links].copy() if np.any(costs[:n_links] > 0) else np.zeros(0)
+        if not preempt_s > 0:
+            return np.zeros((0, 0))
+        return np.vstack([np.full(n_links, float(preempt_s)), np.zeros(n_links)])
+    costs = np.atleast_2d(np.asarray(preempt_s, dtype=np.float64))
+    if costs.shape[1] < n_links:
+        raise FredError(f"preempt_s has a cost for {costs.shape[1]} links; the transfers load {n_links}")
+    costs = costs[:, :n_links]
+    if not np.any(costs > 0):
+        return np.zeros((0, 0))
+    if costs.shape[0] == 1:
+        costs = np.vstack([costs, np.zeros(n_links)])
+    return np.ascontiguousarray(costs)
 
 
 def _array_entry(loads, bw) -> tuple:

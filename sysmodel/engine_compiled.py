@@ -72,9 +72,10 @@ class GraphArrays:
     or -1 for a fixed duration), ``level`` (priority level per task), ``alone`` (per entry, its
     busiest-link time alone), ``link_ptr``/``links``/``share`` (CSR per entry: the links it
     loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
-    apply), ``preempt_s`` (per link, what a preemption on it costs, s: a transfer that starts
-    while a lower level is served on links it uses pays the largest of those links' costs; an
-    empty array when no preemption costs anything), ``shared_phase`` (per link, the link whose
+    apply), ``preempt_s`` (two rows of per-link costs, s, ``[first, further]``: a transfer
+    that starts while a lower level is served on links it uses pays the largest ``first`` cost
+    of those links or, if larger, the largest ``further`` cost of the lower transfers' own links there,
+    :class:`sysmodel.engine.Engine`; a (0, 0) array when no preemption costs anything), ``shared_phase`` (per link, the link whose
     time it shares as one phase of several transfers, -1 where none; an empty array when no
     link does: :class:`sysmodel.engine.Engine`), ``tier`` (per entry, its turn within its
     level: :func:`sysmodel.engine.entry_tiers`)."""
@@ -144,7 +145,7 @@ def warm_up() -> tuple[float, bool]:
         dependents_ptr=np.zeros(3, dtype=np.int64), dependents=np.zeros(0, dtype=np.int64),
         queue_ptr=np.array([0, 1, 2]), queue=np.array([0, 1]), first_tries=np.array([0, 1]),
         entry=np.array([-1, 0]), level=np.array([0, 1]), alone=one, link_ptr=np.array([0, 1]),
-        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=np.zeros(0),
+        links=np.array([0]), share=one, n_links=1, priority=True, preempt_s=np.zeros((0, 0)),
         shared_phase=np.zeros(0, dtype=np.int64), tier=np.zeros(1, dtype=np.int64)))
     return time.perf_counter() - start, sum(_run.stats.cache_misses.values()) > misses
 
@@ -382,12 +383,15 @@ SERVED = 1e-6
 @njit(cache=True)
 def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone,
                preempt_s, shared):
-    """What ``tid`` pays for preempting: the largest ``preempt_s`` of the links it uses on
-    which a transfer of a lower level is being served -- one with a current rate above
+    """What ``tid`` pays for preempting: the largest first-row ``preempt_s`` of the links it
+    uses on which a transfer of a lower level is being served -- one with a current rate above
     :data:`SERVED` of its speed alone (one that started at this instant has no packet in
-    flight yet, one that waits behind a higher level has none either: nothing to drain); 0
-    when there is none; a link sharing another's phase counts as that one (``shared``).
-    ``mark``: per link, scratch stamps; ``stamp`` is new for this call."""
+    flight yet, one that waits behind a higher level has none either: nothing to drain) --
+    or, if larger, the largest second-row (further on) cost of such a lower transfer's own
+    links there (before ``shared`` maps them: the lower class keeps flowing where it holds
+    that link; :class:`sysmodel.engine.Engine`); 0 when there is none; a link sharing another's phase
+    counts as that one (``shared``). ``mark``: per link, scratch stamps; ``stamp`` is new for
+    this call."""
     e = entry[tid]
     for p in range(link_ptr[e], link_ptr[e + 1]):
         mark[_column_of(links[p], shared)] = stamp
@@ -398,8 +402,11 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate
             o = entry[other]
             for p in range(link_ptr[o], link_ptr[o + 1]):
                 c = _column_of(links[p], shared)
-                if mark[c] == stamp and preempt_s[c] > cost:
-                    cost = preempt_s[c]
+                if mark[c] == stamp:
+                    if preempt_s[0, c] > cost:
+                        cost = preempt_s[0, c]
+                    if preempt_s[1, links[p]] > cost:
+                        cost = preempt_s[1, links[p]]
     return cost
 
 

@@ -67,11 +67,21 @@ def run_reference(engine):
                 # started at this instant, or waiting behind a higher level, has nothing in
                 # flight): the largest cost of the links where that happens
                 # (a link sharing another's phase counts as that one)
-                latency[tid] += max((_link_cost(preempt_s, link)
-                                     for other in flows
-                                     if levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED
-                                     for link in _columns(task.loads, shared) & _columns(tasks[other].loads, shared)),
-                                    default=0.0)
+                # or, if larger, the largest further-on cost of a served lower transfer's own
+                # link whose column this one uses (Engine: the lower class keeps flowing there)
+                mine = _columns(task.loads, shared)
+                served = [other for other in flows
+                          if levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED]
+                first = max((_link_cost(preempt_s, link)
+                             for other in served
+                             for link in mine & _columns(tasks[other].loads, shared)),
+                            default=0.0)
+                further = max((_further_cost(preempt_s, link)
+                               for other in served
+                               for link in np.flatnonzero(tasks[other].loads > 0).tolist()
+                               if _column(link, shared) in mine),
+                              default=0.0)
+                latency[tid] += max(first, further)
             flows[tid] = 1.0
 
     def finish(tid: int) -> None:
@@ -208,6 +218,20 @@ def _columns(loads, shared) -> set:
 
 
 def _link_cost(preempt_s, link: int) -> float:
-    """What a preemption on ``link`` costs: ``preempt_s`` itself when it is a number, else its
-    entry for that link (:class:`sysmodel.engine.Engine`)."""
-    return float(preempt_s) if np.ndim(preempt_s) == 0 else float(preempt_s[link])
+    """What a preemption on ``link`` costs where the preempting transfer first meets the lower
+    class: ``preempt_s`` itself when it is a number, else its entry (first row) for that link
+    (:class:`sysmodel.engine.Engine`)."""
+    if np.ndim(preempt_s) == 0:
+        return float(preempt_s)
+    return float(preempt_s[link] if np.ndim(preempt_s) == 1 else preempt_s[0][link])
+
+
+def _further_cost(preempt_s, link: int) -> float:
+    """What a switch further on adds where the lower class keeps flowing on its own ``link``
+    (the second row of two; 0 for a number or one row: :class:`sysmodel.engine.Engine`)."""
+    return float(preempt_s[1][link]) if np.ndim(preempt_s) == 2 else 0.0
+
+
+def _column(link: int, shared) -> int:
+    """The link whose column ``link`` counts as (the one it shares a phase with, else itself)."""
+    return int(shared[link]) if shared is not None and shared[link] >= 0 else link

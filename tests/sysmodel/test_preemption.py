@@ -63,6 +63,88 @@ def test_a_transfer_alone_or_on_other_links_pays_nothing(reference):
     assert (mp_end, dp_end) == pytest.approx((1.5, 1.0))
 
 
+#: A chain of two switches as the engine sees them: link 0 into switch A (an L1), then per
+#: switch its stored-phase and its default-phase pseudo-link (the default one sharing the
+#: stored one's time): A = links 1, 2; B (further on, an L2) = links 3, 4
+CHAIN_SHARED = np.array([-1, -1, 1, -1, 3])
+A_DRAIN, B_DRAIN = 0.2, 0.3
+#: first row: each switch's drain on its pseudo-links; further row: B's default phase costs
+#: the drains along the path to it (sysmodel/preemption.py)
+CHAIN_COSTS = np.array([[A_DRAIN, A_DRAIN, A_DRAIN, B_DRAIN, B_DRAIN],
+                        [0.0, 0.0, 0.0, 0.0, A_DRAIN + B_DRAIN]])
+ONLINE = np.array([1.0, 0.0, 1.0, 0.0, 1.0])     # holds each switch's default phase
+STORED = np.array([1.0, 1.0, 0.0, 1.0, 0.0])     # holds each switch's stored phase
+
+
+def _chain(dp_loads, mp_loads, *, reference, costs=CHAIN_COSTS):
+    """DP from 0 (1 s alone), MP from 0.5 (1 s alone) on the chain: MP's end."""
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=costs, shared_phase=CHAIN_SHARED)
+    bw = np.ones(5)
+    eng.add("dp", "a.dp", 1.0, category="dp", loads=dp_loads, bw=bw)
+    wait = eng.add("wait", "b.compute", 0.5)
+    mp = eng.add("mp", "b.mp", 1.0, [wait], category="mp", loads=mp_loads, bw=bw)
+    return eng.run(reference=reference).tasks[mp].end
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_drains_along_a_chain_add_where_the_lower_class_still_flows_further_on(reference):
+    """Hand-computed: the lower class routed online keeps flowing at B (packets from inputs
+    the preempting one does not cross), so B drains after A: 0.2 + 0.3; whichever phase the
+    preempting transfer holds there."""
+    for mp_loads in (ONLINE, STORED):
+        assert _chain(ONLINE, mp_loads, reference=reference) == pytest.approx(0.5 + 1.0 + A_DRAIN + B_DRAIN)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_lower_class_stalled_further_on_costs_the_largest_drain_once(reference):
+    """Hand-computed: the lower class in a stored phase at B (an in-switch reduction fed by the
+    switches that already drained) has stalled there: the largest drain, 0.3, once; and the
+    further-on row alone (the first row zero) charges nothing for it."""
+    for mp_loads in (ONLINE, STORED):
+        assert _chain(STORED, mp_loads, reference=reference) == pytest.approx(0.5 + 1.0 + B_DRAIN)
+    only_further = CHAIN_COSTS * np.array([[0.0], [1.0]])
+    assert _chain(STORED, ONLINE, reference=reference, costs=only_further) == pytest.approx(1.5)
+    assert _chain(ONLINE, ONLINE, reference=reference, costs=only_further) == pytest.approx(
+        1.5 + A_DRAIN + B_DRAIN)
+
+
+def test_preemption_rows_are_checked():
+    with pytest.raises(FredError, match="two rows"):
+        Engine(priority=FRED_PRIORITY, preempt_s=np.zeros((3, 5)))
+    with pytest.raises(FredError, match="preempt_s must be"):
+        Engine(priority=FRED_PRIORITY, preempt_s=-CHAIN_COSTS)
+
+
+def test_fred_a_l2_default_phase_costs_both_drains_with_their_half_rate_tails():
+    """Fred-A (Fred_3(5) int32 at both levels, drain 8; one half-rate uplink port): the L2's
+    default phase costs the L1's 8 + 8 (a packet's tail on the half-rate uplink) plus the
+    L2's 8 + 8 (the same on its half-rate down links): 32 cycles; its first-row costs stay."""
+    plat = fabric_platform(fabric_spec("fred-a"), switch="packet")[0]
+    net = build_network(plat, "fred-a")
+    nodes, _, _ = switch_links(net)
+    first, further = preemption_costs(plat, net)
+    cycle_s = plat.switch_at("l1").cycle_s
+    assert {net.switch_timing(n).preemption_cycles for n in nodes} == {8}
+    l2 = len(net.link_bw) + len(nodes) + nodes.index(net.l2_node)
+    assert np.flatnonzero(further).tolist() == [l2]
+    assert further[l2] / cycle_s == pytest.approx(8 + 8 + 8 + 8)
+    assert first[l2] / cycle_s == pytest.approx(8)
+
+
+@pytest.mark.parametrize("fabric, over", [("fred-a", 8 + 8 + 8 + 8), ("fred-c", 10 + 8), ("fred-d", 10)])
+def test_mp_under_dp_pays_the_drains_where_dp_still_flows(fabric, over):
+    """The model's side of the concurrent case (MP 40 flits from cycle 200 under the DP
+    all-reduce): MP's latency is its time alone plus the preemption, hand-computed from the
+    measured drains. Fred-A/C route DP online (it keeps flowing at the L2: the L1's drain, then
+    the L2's, with the half-rate tails on Fred-A); Fred-D's DP is an in-switch all-reduce,
+    stalled at the L2 once the L1s drained: the largest drain once (the L1's 10)."""
+    from studies.concurrent_case import build_concurrent_case
+    case = build_concurrent_case(fabric=fabric, scenario="mp-under-dp", size=40, load_size=4000,
+                                 delay=200)
+    mp = case.model[[c.name for c in case.classes].index("mp")]
+    assert mp["latency"] - mp["alone"] == pytest.approx(over)
+
+
 def test_per_link_costs_must_cover_the_links_and_be_non_negative():
     eng = Engine(priority=FRED_PRIORITY, preempt_s=np.array([0.1, 0.2]))
     eng.add("mp", "b.mp", 1.0, category="mp", loads=np.array([0.0, 1.0, 1.0]), bw=BW)
@@ -103,12 +185,18 @@ def test_each_level_of_fred_d_times_a_preemption_with_its_own_switch():
         assert timing.preemption_design == f"Fred_3({ports}) int32"
         assert timing.preemption_cycles == f["reconfiguration_cycles_busy"] - f["reconfiguration_cycles_idle"]
     drains = {n: net.switch_timing(n).preemption_cycles for n in nodes}
+    first, further = costs
     # each switch's two pseudo-links (stored phases, default phase) cost its drain
-    assert costs[len(net.link_bw):] / cycle_s == pytest.approx([drains[n] for n in nodes] * 2)
+    assert first[len(net.link_bw):] / cycle_s == pytest.approx([drains[n] for n in nodes] * 2)
     # every L1-L2 link (4 flits per cycle) costs the larger drain of its two switches
     for link, (src, dst) in enumerate(zip(net.link_src, net.link_dst)):
         if src in drains and dst in drains:
-            assert costs[link] / cycle_s == pytest.approx(max(drains[src], drains[dst]))
+            assert first[link] / cycle_s == pytest.approx(max(drains[src], drains[dst]))
+    # further on: the L2's default phase costs the drains along the path to it, an L1's 10
+    # then the L2's 8 (full-rate links: no packet tail); nothing else
+    l2 = len(net.link_bw) + len(nodes) + nodes.index(net.l2_node)
+    assert np.flatnonzero(further).tolist() == [l2]
+    assert further[l2] / cycle_s == pytest.approx(10 + 8)
 
 
 def test_a_half_rate_link_adds_a_packet_in_flight_at_half_rate():
@@ -124,7 +212,7 @@ def test_a_half_rate_link_adds_a_packet_in_flight_at_half_rate():
     assert uplinks
     for link in uplinks:
         assert net.link_bw[link] == pytest.approx(l1.flit_bytes * l1.clock_mhz * 1e6 / 2)
-        assert costs[link] / l1.cycle_s == pytest.approx(l1.preemption_cycles + 8)
+        assert costs[0][link] / l1.cycle_s == pytest.approx(l1.preemption_cycles + 8)
 
 
 def test_a_design_without_its_own_preemption_takes_the_reference_points_and_says_so():

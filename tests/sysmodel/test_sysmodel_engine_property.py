@@ -65,10 +65,13 @@ def graphs(draw):
         shared = np.concatenate([np.full(n_links + switches, -1), np.arange(n_links, n_links + switches)])
     tasks = draw(st.lists(_task, min_size=1, max_size=40))
     priority = draw(st.sampled_from([None, FRED_PRIORITY]))
-    preempt_s = draw(st.sampled_from([0.0, 0.05, "per link"])) if priority else 0.0
-    if preempt_s == "per link":   # each link's own cost (sysmodel/preemption.py): the largest where it preempts
-        preempt_s = np.array(draw(st.lists(st.sampled_from([0.0, 0.02, 0.05, 0.1]), min_size=len(bw),
-                                           max_size=len(bw))))
+    preempt_s = draw(st.sampled_from([0.0, 0.05, "per link", "two rows"])) if priority else 0.0
+    if preempt_s in ("per link", "two rows"):   # each link's own cost (sysmodel/preemption.py)
+        rows = 1 if preempt_s == "per link" else 2   # two: first, and further on (a lower
+        # transfer's own link; on any link here, not only a default-phase pseudo-link)
+        preempt_s = np.array([draw(st.lists(st.sampled_from([0.0, 0.02, 0.05, 0.1]), min_size=len(bw),
+                                            max_size=len(bw))) for _ in range(rows)])
+        preempt_s = preempt_s[0] if rows == 1 else preempt_s
     return bw, arrays, tasks, priority, preempt_s, shared
 
 

@@ -68,14 +68,17 @@ def test_fred_fabrics_use_priority_with_the_measured_preemption_cost():
     assert link_priority(platform, "mesh") == {}
     args = link_priority(platform, "fred-d")
     assert args["priority"] == {"mp": 2, "pp": 1, "dp": 0}
-    # the shipped characterization carries the packet switch's measured figures: one cost per
-    # link and per switch (sysmodel/preemption.py), each switch's pseudo-link its own drain
+    # the shipped characterization carries the packet switch's measured figures: a first cost
+    # per link and per switch (sysmodel/preemption.py), each switch's pseudo-link its own
+    # drain, and a further-on row (the L2's default phase: the drains along the path to it)
     assert platform.switch.preemption_cycles > 0
     net = build_network(platform, "fred-d")
     nodes, _, _ = switch_links(net)
-    costs = args["preempt_s"]
-    assert len(costs) == len(net.link_bw) + 2 * len(nodes)     # stored and default phase per switch
-    assert list(costs[len(net.link_bw):]) == pytest.approx(
-        [net.switch_timing(n).preemption_cycles / (net.switch_timing(n).clock_mhz * 1e6) for n in nodes] * 2)
+    first, further = args["preempt_s"]
+    assert len(first) == len(further) == len(net.link_bw) + 2 * len(nodes)   # stored and default phase per switch
+    drain = [net.switch_timing(n).preemption_cycles / (net.switch_timing(n).clock_mhz * 1e6) for n in nodes]
+    assert list(first[len(net.link_bw):]) == pytest.approx(drain * 2)
+    l2 = nodes.index(net.l2_node)
+    assert np.flatnonzero(further).tolist() == [len(net.link_bw) + len(nodes) + l2]
     # each switch's default phase shares the time of its stored phases
-    assert len(args["shared_phase"]) == len(costs)
+    assert len(args["shared_phase"]) == len(first)
