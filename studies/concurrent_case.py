@@ -5,8 +5,8 @@ on the RTL packet fabric and on the system model, side by side.
 The model's side is the model's own mechanism for overlapping communication
 (:class:`sysmodel.engine.Engine` with :func:`sysmodel.training.link_priority`: MP > PP > DP
 strict priority on shared links and switches -- a switch serves one phase at a time
-(:mod:`sysmodel.switch_phases`) -- each preemption costing the measured
-``reconfiguration_cycles_busy``; docs/sysmodel.md, "Simplifications"), each class one transfer
+(:mod:`sysmodel.switch_phases`) -- each preemption costing the measured drains of the
+switches where it happens (:mod:`sysmodel.preemption`); docs/sysmodel.md, "Simplifications"), each class one transfer
 task with its link loads from :func:`sysmodel.collectives.evaluate` and the switches where
 it stores a phase, started after its delay.
 The RTL side runs every class in one packet-fabric run

@@ -228,8 +228,9 @@ FRED_PRIORITY = {"mp": 2, "pp": 1, "dp": 0}
 def link_priority(platform, fabric: str) -> dict:
     """Engine arguments for ``fabric``: on FRED fabrics MP > PP > DP strict priority where
     transfers share links, a preemption costing the measured drain of the switches where it
-    happens (:func:`sysmodel.preemption.preemption_costs`: one cost per link; 0 without a
-    ``packet_switch`` block), and each switch's default phase shared by the online transfers
+    happens, added along the path where the lower class keeps flowing online
+    (:func:`sysmodel.preemption.preemption_costs`: one cost per link, and a further-on row;
+    0 without a ``packet_switch`` block), and each switch's default phase shared by the online transfers
     of one class (:func:`sysmodel.switch_phases.shared_phase_links`); the mesh shares links
     max-min fairly (no priority)."""
     if fabric == "mesh":
