@@ -1,5 +1,6 @@
-"""``run_mesh_io_iteration``: an iteration whose collectives are weight streaming (io-load) and
-gradient reduce-out (io-store) on the mesh with its edge I/O controllers under Verilator
+"""``run_mesh_io_iteration``: an iteration whose collectives are weight streaming (io-load),
+gradient reduce-out (io-store) and checkpoint spills (io-write / io-read) on the mesh with its
+edge I/O controllers under Verilator
 (``hdl.designs.iteration.mesh_io_iteration_top``; docs/fabric_iteration.md, "Weight
 streaming").
 
@@ -8,8 +9,10 @@ bench (``cocotb_tests.iteration.bench_iteration.run_mesh_io_iteration``) loads t
 traces, starts once and reads back. Judged: every trace finished, no protocol error, the
 NPUs' registers agreed at every start, no bad flit at any NPU's load checker over every
 io-load, none at any controller's store checker over every io-store (each flit the sum of
-every NPU's contribution), every controller received exactly its io-stores' flits, and as
-many I/O collectives ran as the traces hold. Timed window and polling as
+every NPU's contribution), every controller received exactly its io-stores' flits, no bad
+flit at any controller's spill checker over every io-write or any NPU's over every io-read
+(which NPU, which controller, which flit), every controller received exactly its io-writes'
+flits, and as many I/O collectives ran as the traces hold. Timed window and polling as
 ``cocotb_tests.iteration.run``'s.
 """
 
@@ -31,11 +34,12 @@ _VERILOG: dict = {}
 
 def io_loader_entries(requests, programs) -> list:
     """Every NPU's loader entries (the same for all): per I/O collective in order, its op,
-    stripe and trees (``IO_NODE_REGS``) from its ``IoRequest`` and program."""
+    stripe and trees (``IO_NODE_REGS``; a spill has no trees: 0) from its ``IoRequest`` and
+    program."""
     from hdl.designs.iteration.mesh_io_iteration_top import IO_NODE_REGS, IO_OPS_OF_NODE
     return loader_entries([{0: [(IO_NODE_REGS["op"], IO_OPS_OF_NODE.index(r.op)),
                                 (IO_NODE_REGS["stripe"], p.stripe_flits),
-                                (IO_NODE_REGS["mode"], IO_MODES.index(p.mode))]}
+                                (IO_NODE_REGS["mode"], IO_MODES.index(p.mode) if p.mode in IO_MODES else 0)]}
                            for r, p in zip(requests, programs)], 1)
 
 
@@ -54,7 +58,7 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
                           build_dir=None) -> IterationRun:
     """Run every rank's trace on the mesh of ``spec`` with its controllers: ``requests`` (the
     traces' ``IoRequest`` s in order) and ``programs`` (each one's ``IoLoadProgram`` /
-    ``IoStoreProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
+    ``IoStoreProgram`` / ``IoSpillProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
     parameter, >= every io-store's flits per tree). A stalled or wrong run raises
     :class:`FredError` naming what failed."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
@@ -109,6 +113,12 @@ def _judge(spec: MeshIoSpec, requests, programs, after) -> list[str]:
     errors = [f"{name} set" for name in ("protocol_error", "mismatch") if g[name]]
     if g["load_errors"]:
         errors.append(f"{g['load_errors']} bad flit(s) at the NPUs' load checkers over every io-load")
+    if g["spill_errors"]:
+        errors.append(f"{g['spill_errors']} bad flit(s) at the spill checkers over every io-write and io-read")
+    written = sum(p.stripe_flits * spec.mesh.npus for r, p in zip(requests, programs) if r.op == "io-write")
+    for k, c in enumerate(after["controllers"]):
+        if c["spill_received"] != written:
+            errors.append(f"controller {k}: {c['spill_received']} io-write flit(s) of {written}")
     if g["collectives"] != len(requests):
         errors.append(f"{g['collectives']} I/O collective(s) ran, the traces hold {len(requests)}")
     expect = [0] * spec.controllers

@@ -47,11 +47,27 @@ def test_gpt3_streams_its_weights_from_the_mesh_edge_in_whole_stripes(gpt3_mesh)
         case.model["compute_cycles"] + case.model["comm_busy_cycles"]["io"])
 
 
-def test_checkpoint_spills_are_refused_by_name_before_anything_is_built(gpt3_mesh):
-    assert "no RTL runs io-write / io-read" in gpt3_mesh.rtl_missing
-    assert "runs io-load and io-store nodes only" in gpt3_mesh.rtl_missing
+def test_a_stripe_beyond_the_queues_is_refused_by_name_before_anything_is_built(gpt3_mesh):
+    """At K = 1000 GPT-3's spills have their programs, but its io-loads' 394-flit stripes put
+    more on one forwarding direction than the NPUs' 2,048-flit queues hold: refused by name."""
+    assert "holds 2048 per direction" in gpt3_mesh.rtl_missing
+    assert "runs io-load, io-store, io-write and io-read nodes only" in gpt3_mesh.rtl_missing
     with pytest.raises(FredError, match="--model-only gives the model's side"):
         run_iteration_case(gpt3_mesh)
+
+
+def test_checkpoint_spills_have_their_spill_programs():
+    """GPT-3 MP1-DP20-PP1 with the default samples spills every microbatch's checkpoint: at
+    K = 10,000 every I/O node has its program, the spills' unicasts included, and the mesh's
+    I/O iteration top runs it (nothing missing)."""
+    from hdl.compiler.mesh_io_program import IoSpillProgram
+    case = build_iteration_case(fabric="mesh", workload=get_workload("gpt-3"), platform=default_platform(),
+                                strategy=parse_strategy("MP1-DP20-PP1"), scale=10_000.0)
+    assert {r.op for r in case.request} == {"io-load", "io-store", "io-write", "io-read"}
+    spills = [(r, p) for r, p in zip(case.request, case.program) if r.op in ("io-write", "io-read")]
+    assert spills and all(isinstance(p, IoSpillProgram) and p.op == r.op and p.stripe_flits == r.stripe_flits
+                          for r, p in spills)
+    assert case.rtl_missing is None
 
 
 def test_the_packet_fred_fabric_streams_through_its_18_controllers_and_the_circuit_one_refuses():
