@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, node_depth,
-                                        poll_cycles)
+from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, collective_repeats,
+                                        node_depth, poll_cycles)
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.trace_program import loader_entries, loader_writes, trace_writes
 
@@ -94,12 +94,13 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if s["nodes_done"] != len(traces[r].words)]
-    errors = _judge(spec, requests, programs, after)
+    repeats = collective_repeats(traces, len(requests))
+    errors = _judge(spec, requests, programs, repeats, after)
     check_finished(f"mesh {spec.mesh.rows} x {spec.mesh.cols} with {spec.controllers} I/O controllers",
                    metrics, stuck, errors)
     cycles, sim_s = after["global"]["cycles"], metrics["sim_s"]
     return IterationRun(fabric="mesh", cycles=cycles, node_times={r: metrics["node_times"][r] for r in sorted(traces)},
-                        errors=errors, flits_sent=sum(r.size_flits * spec.mesh.npus for r in requests),
+                        errors=errors, flits_sent=sum(r.size_flits * spec.mesh.npus * n for r, n in zip(requests, repeats)),
                         flits_received=sum(c["store_received"] for c in after["controllers"]),
                         build_s=round(build_s, 3), sim_s=round(sim_s, 4),
                         cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=depth,
@@ -107,24 +108,27 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
                         load_stall={r: s["load_stall"] for r, s in enumerate(after["sequencers"])})
 
 
-def _judge(spec: MeshIoSpec, requests, programs, after) -> list[str]:
-    """What the run's registers say went wrong (module docstring); empty: nothing."""
+def _judge(spec: MeshIoSpec, requests, programs, repeats, after) -> list[str]:
+    """What the run's registers say went wrong (module docstring); empty: nothing. ``repeats``:
+    the runs of each request (an io-read node runs once per microbatch)."""
     g = after["global"]
     errors = [f"{name} set" for name in ("protocol_error", "mismatch") if g[name]]
     if g["load_errors"]:
         errors.append(f"{g['load_errors']} bad flit(s) at the NPUs' load checkers over every io-load")
     if g["spill_errors"]:
         errors.append(f"{g['spill_errors']} bad flit(s) at the spill checkers over every io-write and io-read")
-    written = sum(p.stripe_flits * spec.mesh.npus for r, p in zip(requests, programs) if r.op == "io-write")
+    written = sum(p.stripe_flits * spec.mesh.npus * n for r, p, n in zip(requests, programs, repeats)
+                  if r.op == "io-write")
     for k, c in enumerate(after["controllers"]):
         if c["spill_received"] != written:
             errors.append(f"controller {k}: {c['spill_received']} io-write flit(s) of {written}")
-    if g["collectives"] != len(requests):
-        errors.append(f"{g['collectives']} I/O collective(s) ran, the traces hold {len(requests)}")
+    if g["collectives"] != sum(repeats):
+        errors.append(f"{g['collectives']} I/O collective(s) ran, the traces hold {sum(repeats)} "
+                      f"({len(requests)} nodes with their repeats)")
     expect = [0] * spec.controllers
-    for r, p in zip(requests, programs):
+    for r, p, n in zip(requests, programs, repeats):
         if r.op == "io-store":
-            expect = [a + b for a, b in zip(expect, p.expect)]
+            expect = [a + n * b for a, b in zip(expect, p.expect)]
     for k, (c, e) in enumerate(zip(after["controllers"], expect)):
         if c["store_errors"] or c["store_received"] != e:
             errors.append(f"controller {k}: {c['store_received']} store flit(s) of {e}, "
