@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 
 from hdl.compiler.mesh_io_program import neighbour, spill_dests, tree_children, tree_parents
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import LOCAL, MESH_VCS
+from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
 from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
                                            harness_ports, read_register)

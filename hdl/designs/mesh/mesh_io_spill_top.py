@@ -15,14 +15,13 @@ from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_in
                                            harness_ports, read_register)
 
 from .mesh_io_store_top import add_controller_sinks
-from .mesh_io_top import (IO_GLOBAL_READ, _link, _random_hold, add_controller_sources, check_io_top_spec,
+from .mesh_io_top import (_link, _random_hold, add_controller_sources, check_io_top_spec,
                           controller_unit, io_program_registers)
 from .mesh_network import add_mesh
 from .spill_checker import SpillChecker
 from .spill_sender import SpillSender
 
-__all__ = ["MeshIoSpillTop", "SPILL_READ", "add_spill_units", "npu_spill_sender", "controller_spill_sender",
-           "IO_GLOBAL_READ"]
+__all__ = ["MeshIoSpillTop", "SPILL_READ", "add_spill_units", "npu_spill_sender", "controller_spill_sender"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank) and of a controller unit
 #: (``controller_unit``): the unit's checker (what it received, io-read at an NPU, io-write at
