@@ -193,10 +193,10 @@ def _io_programs(spec, requests, network, text, fabric: str):
     """An iteration with I/O collectives: (programs, summary, why the RTL cannot run it). The
     mesh: each all-reduce / multicast's engine program (:func:`_mesh_programs`), each io-load's
     and io-store's controller program (``hdl.compiler.mesh_io_program``, the trees the model
-    picks), checked as the mesh's I/O cases check them; the model's cycles of each request.
-    No iteration top carries the I/O controllers beside the trace sequencers yet, and neither
-    fabric's RTL has io-write / io-read (every member's own stripes to and from the
-    controllers): the third item says so."""
+    picks; io-write's and io-read's spill program, unicasts), checked as the mesh's I/O cases
+    check them; the model's cycles of each request. The mesh's I/O iteration top runs
+    iterations of I/O nodes only (no all-reduce beside them); the packet fabric has no
+    iteration top with its controllers: the third item says so."""
     from hdl.contracts.trace_program import IoRequest
     from sysmodel.collectives import Collective, evaluate
     cycle, flit = network.switch_at("l1").cycle_s, network.switch_at("l1").flit_bytes
@@ -232,18 +232,16 @@ def _io_programs(spec, requests, network, text, fabric: str):
         algorithms.append(algorithm)
         cycles.append(model_cycles)
     ops = sorted({r.op for r in requests if isinstance(r, IoRequest)})
-    runs = (fabric == "mesh" and not refused and set(ops) <= {"io-load", "io-store"}
+    runs = (fabric == "mesh" and not refused and set(ops) <= {"io-load", "io-store", "io-write", "io-read"}
             and all(isinstance(r, IoRequest) for r in requests))
     if runs:      # hdl.designs.iteration.mesh_io_iteration_top runs it
         return programs, _programs_summary(requests, algorithms, cycles), None
     if fabric == "mesh":
-        what = ("the mesh's I/O iteration top runs io-load and io-store nodes only (no all-reduce, "
-                "io-write or io-read beside them)")
+        what = ("the mesh's I/O iteration top runs io-load, io-store, io-write and io-read nodes only "
+                "(no all-reduce beside them)")
     else:
         what = f"the packet {spec.name} fabric has no iteration top with the I/O controllers beside the trace sequencers yet"
     missing = (f"the iteration streams I/O collectives ({', '.join(ops)}); {what}"
-               + ("; and no RTL runs io-write / io-read (activation checkpoints)"
-                  if {"io-write", "io-read"} & set(ops) else "")
                + " (docs/fabric_iteration.md, \"Weight streaming\")"
                + "".join(f"; {label}: {why}" for why, label in list(refused.items())[:3])
                + (f" (and {len(refused) - 3} more refusals)" if len(refused) > 3 else ""))
@@ -252,16 +250,17 @@ def _io_programs(spec, requests, network, text, fabric: str):
 
 def _mesh_io_program(spec, request, algorithm: str):
     """The mesh's controller program of an io-load or io-store ``request`` on the model's trees
-    (``algorithm``; None for io-write / io-read, which the mesh RTL does not run). Refused, by
-    name, for a group other than the wafer (the mesh's controllers stream over trees of every
-    NPU) or a stripe the NPUs' queues or partial-sum memories cannot hold."""
-    from hdl.compiler.mesh_io_program import io_load_program, io_store_program
+    (``algorithm``), or of an io-write / io-read (a checkpoint spill: every NPU's own stripe to
+    or from each controller, ``io_spill_program``). Refused, by name, for a group other than the
+    wafer (the mesh's I/O programs involve every NPU) or a stripe the NPUs' queues,
+    partial-sum memories or the spill flit's index cannot hold."""
+    from hdl.compiler.mesh_io_program import io_load_program, io_spill_program, io_store_program
     from studies.mesh_case import STORE_MAX_STRIPE
-    if request.op not in ("io-load", "io-store"):
-        return None
     if request.groups != (tuple(range(spec.mesh.npus)),):
-        raise FredError(f"{request.label}: the mesh's I/O trees reach every NPU; the trace's groups "
+        raise FredError(f"{request.label}: the mesh's I/O programs involve every NPU; the trace's groups "
                         f"{[len(g) for g in request.groups]} are not the wafer (use MP1)")
+    if request.op in ("io-write", "io-read"):
+        return io_spill_program(spec, request.stripe_flits, request.op)
     if request.op == "io-load":
         return io_load_program(spec, request.stripe_flits, algorithm)
     return io_store_program(spec, request.stripe_flits, algorithm, max_stripe=STORE_MAX_STRIPE)

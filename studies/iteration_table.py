@@ -34,7 +34,11 @@ __all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END
 #: reduce-out (io-store) from the mesh's 18 edge controllers, the only fabric whose iteration
 #: top has them; 8 samples keep the activations (no checkpoint spills), K = 10,000 keeps the
 #: stripes within the NPUs' forwarding queues and the run within minutes (docs/fabric_iteration.md,
-#: "Weight streaming").
+#: "Weight streaming"). transformer-1t MP1-DP20 at K = 100,000 (96 s at 55,000 cycles/s):
+#: weight streaming and checkpoint spills; its spills are under a flit per controller, moved
+#: as whole 1-flit stripes, so its row shows what that rounding costs against the model's
+#: exact bytes (2026-11-26: iteration 1.181, I/O 2.590; the RTL 1.030 of the model of the
+#: whole stripes it moves). gpt-3 with spills at K = 10,000 (1.005 / 1.038) takes 151 s: not listed.
 _FABRICS = ("mesh", "fred-a", "fred-b", "fred-c", "fred-d")
 ITERATION_CASES = (
     ("resnet-152", "MP1-DP20-PP1", _FABRICS, None, None),
@@ -44,6 +48,7 @@ ITERATION_CASES = (
     ("resnet-152", "MP4-DP5-PP1", _FABRICS, None, None),
     ("transformer-17b", "MP4-DP5-PP1", _FABRICS, None, None),
     ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8),
+    ("transformer-1t", "MP1-DP20-PP1", ("mesh",), 100_000.0, None),
 )
 #: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
 #: reproduce": full size, overlapped, the paper's strategies).

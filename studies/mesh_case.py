@@ -15,12 +15,17 @@ from hdl.contracts.mesh import MeshFabricSpec
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.placement import parse_strategy
 
-__all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "model_algorithm_program", "run_mesh_case", "MESH_OPS"]
+__all__ = ["MeshCase", "mesh_groups", "build_mesh_case", "model_algorithm_program", "run_mesh_case", "MESH_OPS",
+           "MESH_IO_OPS"]
 
 #: What the mesh fabric runs so far (docs/mesh_rtl.md says what is missing). ``io-load``: the
 #: model's weight streaming from the edge I/O controllers (``fred_mesh_io``); ``io-store``: its
-#: gradient reduce-out into them (``fred_mesh_io_store``).
-MESH_OPS = ("all-reduce", "multicast", "io-load", "io-store")
+#: gradient reduce-out into them (``fred_mesh_io_store``); ``io-write`` / ``io-read``: an
+#: activation checkpoint spilled out to them and read back, every NPU's own stripe to and from
+#: each controller as unicasts (``fred_mesh_io_spill``).
+MESH_OPS = ("all-reduce", "multicast", "io-load", "io-store", "io-write", "io-read")
+#: The mesh's I/O ops (``studies.mesh_case._build_io_case``).
+MESH_IO_OPS = ("io-load", "io-store", "io-write", "io-read")
 #: Flits per tree an NPU's partial-sum memory holds in the io-store top (a build parameter: the
 #: wafer's 4014-flit case puts 223 on a tree).
 STORE_MAX_STRIPE = 256
@@ -37,7 +42,7 @@ class MeshCase:
     rtl: object | None = None         # cocotb_tests.fabric.mesh_run.MeshRun (mesh_io_run.MeshIoRun)
     io: MeshIoSpec | None = None      # the I/O controllers of an io-load
     mode: str | None = None           # an io-load's trees (hdl.contracts.mesh_io.IO_MODES)
-    io_op: str = "io-load"            # or io-store (the same trees, reversed and reducing)
+    io_op: str = "io-load"            # or io-store (the same trees, reversed and reducing), io-write, io-read
 
     @property
     def ratio(self) -> float | None:
@@ -103,9 +108,9 @@ def build_mesh_case(*, op: str, size: int, group=None, strategy=None, dim=None,
         raise FredError(f"the RTL mesh fabric runs {', '.join(MESH_OPS)}; {op} is not built yet "
                         f"(docs/mesh_rtl.md, 'What is missing')")
     check_size_flits(size)
-    if op in ("io-load", "io-store"):
+    if op in MESH_IO_OPS:
         mesh = spec or MeshFabricSpec(dtype=dtype)      # an unknown dtype: the mesh's error
-        if op == "io-load":     # a broadcast's words are the same bits in int32 and fp16: one top
+        if op != "io-store":    # a broadcast's or a spill's words are the same bits in int32 and fp16: one top
             mesh = replace(mesh, dtype="int32")
         case = _build_io_case(size=size, group=group, strategy=strategy, io=io or MeshIoSpec(mesh=mesh),
                               characterization=characterization, mode=algorithm, op=op)
@@ -140,13 +145,24 @@ def model_algorithm_program(spec: MeshFabricSpec, groups, size: int, *, platform
 def _build_io_case(*, size: int, group, strategy, io: MeshIoSpec, characterization, mode,
                    op: str = "io-load") -> MeshCase:
     """Weight streaming to every NPU (``io-load``), or every NPU's gradients reduced out to the
-    controllers (``io-store``): ``size`` flits per NPU, in whole stripes (``ceil(size /
+    controllers (``io-store``), or every NPU's checkpoint written out to them (``io-write``) or
+    read back (``io-read``): ``size`` flits per NPU, in whole stripes (``ceil(size /
     controllers)`` flits per controller; the case's size is what every NPU then receives or
     sends)."""
     from sysmodel.mesh_rtl_model import mesh_io_model_cycles, mesh_io_platform
-    from hdl.compiler.mesh_io_program import io_load_program, io_store_program
+    from hdl.compiler.mesh_io_program import io_load_program, io_spill_program, io_store_program
     if strategy is not None or group != "wafer":
         raise FredError(f"{op} on the mesh involves every NPU: use --group wafer")
+    if op in ("io-write", "io-read"):
+        if mode is not None:
+            raise FredError(f"{op} on the mesh runs unicasts (every NPU's own stripe to or from each "
+                            f"controller), not trees: drop --algorithm {mode}")
+        stripe = -(-size // io.controllers)
+        io_spill_program(io, stripe, op)                                          # fails early
+        estimate = mesh_io_model_cycles(io, stripe, op=op,
+                                        platform=mesh_io_platform(io, characterization=characterization))
+        return MeshCase(io.mesh, [list(range(io.mesh.npus))], stripe * io.controllers, "wafer", estimate,
+                        0.5, io=io, mode=None, io_op=op)
     if mode is not None and mode not in IO_MODES:
         raise FredError(f"{op} on the mesh runs the trees {', '.join(IO_MODES)}; got {mode!r}")
     stripe = -(-size // io.controllers)
@@ -169,10 +185,13 @@ def run_mesh_case(case: MeshCase, *, seed: int = 0, sink_backpressure: float = 0
     (``cocotb_tests.fabric.mesh_run.build_mesh``; the I/O tops have neither yet)."""
     if case.io is not None:
         # the NPUs take every I/O flit at once (their memory): the backpressure is random idle
-        # of every controller and NPU forwarder instead
-        from cocotb_tests.fabric.mesh_io_run import run_mesh_io, run_mesh_io_store
+        # of every controller and NPU forwarder (a spill's: every sender and controller sink) instead
+        from cocotb_tests.fabric.mesh_io_run import run_mesh_io, run_mesh_io_spill, run_mesh_io_store
         stripe = case.size_flits // case.io.controllers
-        if case.io_op == "io-store":
+        if case.io_op in ("io-write", "io-read"):
+            run = run_mesh_io_spill(case.io, stripe, case.io_op, stall=sink_backpressure,
+                                    watchdog_cycles=watchdog_cycles)
+        elif case.io_op == "io-store":
             run = run_mesh_io_store(case.io, stripe, case.mode, max_stripe=STORE_MAX_STRIPE,
                                     stall=sink_backpressure, watchdog_cycles=watchdog_cycles)
         else:

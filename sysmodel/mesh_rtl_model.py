@@ -111,9 +111,13 @@ def mesh_io_model_cycles(spec: MeshIoSpec, stripe_flits: int, *, mode: str | Non
     """The model's cycles for weight streaming (``io-load``) of ``stripe_flits`` per controller
     to every NPU of the mesh, with the model's fastest trees or those ``mode`` names
     (``tree-xy``, ``tree-yx``, ``tree-split``). ``op="io-store"``: the gradient reduce-out
-    instead (the same trees reversed, every NPU's stripe reduced into the controllers)."""
-    if op not in ("io-load", "io-store"):
-        raise FredError(f"the mesh's I/O ops are io-load and io-store, got {op!r}")
+    instead (the same trees reversed, every NPU's stripe reduced into the controllers);
+    ``io-write`` / ``io-read``: a checkpoint spill, every NPU's own ``stripe_flits`` to / from
+    every controller as unicasts (the model's ``unicast``; ``mode`` must be None)."""
+    if op not in ("io-load", "io-store", "io-write", "io-read"):
+        raise FredError(f"the mesh's I/O ops are io-load, io-store, io-write and io-read, got {op!r}")
+    if op in ("io-write", "io-read") and mode is not None:
+        raise FredError(f"{op} runs unicasts, not trees: got mode {mode!r}")
     platform = platform or mesh_io_platform(spec)
     timing = platform.switch_at("l1")
     size = stripe_flits * spec.controllers * timing.flit_bytes

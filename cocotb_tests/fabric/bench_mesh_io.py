@@ -6,7 +6,8 @@ itself: ``cocotb_tests.fabric.mesh_io_run`` judges the metrics. Parameters
 (``bench_params()``): ``stripe``, ``mode`` (index), ``stall`` (``IO_REGS``), ``npus``,
 ``controllers``, ``watchdog_cycles``, ``poll``; ``npu_read`` and ``controller_read``: the
 register names of an NPU and a controller unit (default the io-load top's; the io-store top
-``fred_mesh_io_store`` reads others)."""
+``fred_mesh_io_store`` and the spill top ``fred_mesh_io_spill``, whose ``mode`` is the op, read
+others)."""
 
 from __future__ import annotations
 

@@ -14,14 +14,17 @@ from dataclasses import dataclass
 
 from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
 from cocotb_tests.runner import run_bench
-from hdl.compiler.mesh_io_program import IoLoadProgram, IoStoreProgram, io_load_program, io_store_program
+from hdl.compiler.mesh_io_program import (IoLoadProgram, IoSpillProgram, IoStoreProgram, io_load_program,
+                                          io_spill_program, io_store_program)
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh_io import MeshIoSpec
 
-__all__ = ["MeshIoRun", "run_mesh_io", "mesh_io_verilog", "run_mesh_io_store", "judge_store"]
+__all__ = ["MeshIoRun", "run_mesh_io", "mesh_io_verilog", "run_mesh_io_store", "judge_store", "run_mesh_io_spill",
+           "judge_spill"]
 
 TOP = "fred_mesh_io"
 STORE_TOP = "fred_mesh_io_store"
+SPILL_TOP = "fred_mesh_io_spill"
 
 
 @dataclass
@@ -29,7 +32,7 @@ class MeshIoRun:
     cycles: int
     errors: list[str]
     sim_s: float
-    program: IoLoadProgram | IoStoreProgram
+    program: IoLoadProgram | IoStoreProgram | IoSpillProgram
 
     @property
     def cycles_per_s(self) -> float:
@@ -39,13 +42,17 @@ class MeshIoRun:
 _VERILOG: dict = {}
 
 
-def mesh_io_verilog(spec: MeshIoSpec, *, store_max_stripe: int | None = None) -> str:
+def mesh_io_verilog(spec: MeshIoSpec, *, store_max_stripe: int | None = None, spill: bool = False) -> str:
     """The top's Verilog (generated once per spec and process): ``fred_mesh_io``, or with
-    ``store_max_stripe`` the io-store top ``fred_mesh_io_store`` of that partial-sum memory."""
-    key = (spec, store_max_stripe)
+    ``store_max_stripe`` the io-store top ``fred_mesh_io_store`` of that partial-sum memory, or
+    with ``spill`` the checkpoint-spill top ``fred_mesh_io_spill`` (io-write and io-read)."""
+    key = (spec, store_max_stripe, spill)
     if key not in _VERILOG:
         from hdl.emit.verilog import to_verilog
-        if store_max_stripe is None:
+        if spill:
+            from hdl.designs.mesh.mesh_io_spill_top import MeshIoSpillTop
+            _VERILOG[key] = to_verilog(MeshIoSpillTop(spec), name=SPILL_TOP)
+        elif store_max_stripe is None:
             from hdl.designs.mesh.mesh_io_top import MeshIoTop
             _VERILOG[key] = to_verilog(MeshIoTop(spec), name=TOP)
         else:
@@ -95,6 +102,45 @@ def judge_store(program: IoStoreProgram, after: dict, stalled: bool) -> list[str
             errors.append(f"controller {k}: fp16 sums hash {got[0]:#010x}/{got[1]:#010x}, the golden "
                           f"order's {want[0]:#010x}/{want[1]:#010x}")
     return errors
+
+
+def judge_spill(program: IoSpillProgram, after: dict, stalled: bool) -> list[str]:
+    """What went wrong in a checkpoint spill's counters (empty: every receiver got each
+    sender's stripe once, in order, intact: which NPU, which controller, which flit)."""
+    senders, receivers = ("npus", "controllers") if program.op == "io-write" else ("controllers", "npus")
+    errors = []
+    if stalled:
+        short = [i for i, u in enumerate(after[receivers]) if u["received"] != program.expect]
+        errors.append(f"the fabric did not finish {program.op} before the watchdog (stall): {receivers} {short} "
+                      f"short of their {program.expect} flits")
+    if after["global"]["protocol_error"]:
+        errors.append("a router, sender or controller sink queue broke the credit protocol (overflow)")
+    for i, u in enumerate(after[senders]):
+        if u["sent"] != program.sends:
+            errors.append(f"{senders[:-1]} {i}: sent {u['sent']} of {program.sends}")
+    for i, u in enumerate(after[receivers]):
+        if u["received"] != program.expect or u["errors"]:
+            errors.append(f"{receivers[:-1]} {i}: received {u['received']} of {program.expect}, {u['errors']} bad "
+                          f"flit(s), first bad arrival #{u['first_error']}")
+    return errors
+
+
+def run_mesh_io_spill(spec: MeshIoSpec, stripe_flits: int, op: str, *, stall: float = 0.0,
+                      watchdog_cycles: int | None = None, poll: int = 256) -> MeshIoRun:
+    """Check, build (cached), run and judge a checkpoint spill (``op`` io-write or io-read) of
+    ``stripe_flits`` per NPU and controller; ``stall``: the probability every sender and
+    controller sink idles in a cycle. The watchdog defaults to 4 x the controllers' bound (each
+    moves one stripe per NPU at ``spec.io_rate``) + 20,000 cycles."""
+    from hdl.designs.mesh.mesh_io_spill_top import SPILL_READ
+    program = io_spill_program(spec, stripe_flits, op)
+    if not 0 <= stall < 1:
+        raise FredError(f"stall must be a probability in [0, 1), got {stall!r}")
+    if watchdog_cycles is None:
+        a, b = spec.io_rate
+        watchdog_cycles = int(4 * stripe_flits * spec.mesh.npus * b / a / (1 - stall)) + 20_000
+    after, stalled, sim_s = _run(spec, program, stall, watchdog_cycles, poll, mesh_io_verilog(spec, spill=True),
+                                 SPILL_TOP, npu_read=list(SPILL_READ), controller_read=list(SPILL_READ))
+    return MeshIoRun(after["global"]["cycles"], judge_spill(program, after, stalled), sim_s, program)
 
 
 def run_mesh_io_store(spec: MeshIoSpec, stripe_flits: int, mode: str = "tree-split", *, max_stripe: int,

@@ -1,5 +1,6 @@
-"""``run_mesh_io_iteration``: an iteration whose collectives are weight streaming (io-load) and
-gradient reduce-out (io-store) on the mesh with its edge I/O controllers under Verilator
+"""``run_mesh_io_iteration``: an iteration whose collectives are weight streaming (io-load),
+gradient reduce-out (io-store) and checkpoint spills (io-write / io-read) on the mesh with its
+edge I/O controllers under Verilator
 (``hdl.designs.iteration.mesh_io_iteration_top``; docs/fabric_iteration.md, "Weight
 streaming").
 
@@ -8,8 +9,10 @@ bench (``cocotb_tests.iteration.bench_iteration.run_mesh_io_iteration``) loads t
 traces, starts once and reads back. Judged: every trace finished, no protocol error, the
 NPUs' registers agreed at every start, no bad flit at any NPU's load checker over every
 io-load, none at any controller's store checker over every io-store (each flit the sum of
-every NPU's contribution), every controller received exactly its io-stores' flits, and as
-many I/O collectives ran as the traces hold. Timed window and polling as
+every NPU's contribution), every controller received exactly its io-stores' flits, no bad
+flit at any controller's spill checker over every io-write or any NPU's over every io-read
+(which NPU, which controller, which flit), every controller received exactly its io-writes'
+flits, and as many I/O collectives ran as the traces hold. Timed window and polling as
 ``cocotb_tests.iteration.run``'s.
 """
 
@@ -18,8 +21,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, node_depth,
-                                        poll_cycles)
+from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, collective_repeats,
+                                        node_depth, poll_cycles)
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.trace_program import loader_entries, loader_writes, trace_writes
 
@@ -31,11 +34,12 @@ _VERILOG: dict = {}
 
 def io_loader_entries(requests, programs) -> list:
     """Every NPU's loader entries (the same for all): per I/O collective in order, its op,
-    stripe and trees (``IO_NODE_REGS``) from its ``IoRequest`` and program."""
+    stripe and trees (``IO_NODE_REGS``; a spill has no trees: 0) from its ``IoRequest`` and
+    program."""
     from hdl.designs.iteration.mesh_io_iteration_top import IO_NODE_REGS, IO_OPS_OF_NODE
     return loader_entries([{0: [(IO_NODE_REGS["op"], IO_OPS_OF_NODE.index(r.op)),
                                 (IO_NODE_REGS["stripe"], p.stripe_flits),
-                                (IO_NODE_REGS["mode"], IO_MODES.index(p.mode))]}
+                                (IO_NODE_REGS["mode"], IO_MODES.index(p.mode) if p.mode in IO_MODES else 0)]}
                            for r, p in zip(requests, programs)], 1)
 
 
@@ -54,7 +58,7 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
                           build_dir=None) -> IterationRun:
     """Run every rank's trace on the mesh of ``spec`` with its controllers: ``requests`` (the
     traces' ``IoRequest`` s in order) and ``programs`` (each one's ``IoLoadProgram`` /
-    ``IoStoreProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
+    ``IoStoreProgram`` / ``IoSpillProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
     parameter, >= every io-store's flits per tree). A stalled or wrong run raises
     :class:`FredError` naming what failed."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
@@ -90,12 +94,13 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if s["nodes_done"] != len(traces[r].words)]
-    errors = _judge(spec, requests, programs, after)
+    repeats = collective_repeats(traces, len(requests))
+    errors = _judge(spec, requests, programs, repeats, after)
     check_finished(f"mesh {spec.mesh.rows} x {spec.mesh.cols} with {spec.controllers} I/O controllers",
                    metrics, stuck, errors)
     cycles, sim_s = after["global"]["cycles"], metrics["sim_s"]
     return IterationRun(fabric="mesh", cycles=cycles, node_times={r: metrics["node_times"][r] for r in sorted(traces)},
-                        errors=errors, flits_sent=sum(r.size_flits * spec.mesh.npus for r in requests),
+                        errors=errors, flits_sent=sum(r.size_flits * spec.mesh.npus * n for r, n in zip(requests, repeats)),
                         flits_received=sum(c["store_received"] for c in after["controllers"]),
                         build_s=round(build_s, 3), sim_s=round(sim_s, 4),
                         cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=depth,
@@ -103,18 +108,27 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
                         load_stall={r: s["load_stall"] for r, s in enumerate(after["sequencers"])})
 
 
-def _judge(spec: MeshIoSpec, requests, programs, after) -> list[str]:
-    """What the run's registers say went wrong (module docstring); empty: nothing."""
+def _judge(spec: MeshIoSpec, requests, programs, repeats, after) -> list[str]:
+    """What the run's registers say went wrong (module docstring); empty: nothing. ``repeats``:
+    the runs of each request (an io-read node runs once per microbatch)."""
     g = after["global"]
     errors = [f"{name} set" for name in ("protocol_error", "mismatch") if g[name]]
     if g["load_errors"]:
         errors.append(f"{g['load_errors']} bad flit(s) at the NPUs' load checkers over every io-load")
-    if g["collectives"] != len(requests):
-        errors.append(f"{g['collectives']} I/O collective(s) ran, the traces hold {len(requests)}")
+    if g["spill_errors"]:
+        errors.append(f"{g['spill_errors']} bad flit(s) at the spill checkers over every io-write and io-read")
+    written = sum(p.stripe_flits * spec.mesh.npus * n for r, p, n in zip(requests, programs, repeats)
+                  if r.op == "io-write")
+    for k, c in enumerate(after["controllers"]):
+        if c["spill_received"] != written:
+            errors.append(f"controller {k}: {c['spill_received']} io-write flit(s) of {written}")
+    if g["collectives"] != sum(repeats):
+        errors.append(f"{g['collectives']} I/O collective(s) ran, the traces hold {sum(repeats)} "
+                      f"({len(requests)} nodes with their repeats)")
     expect = [0] * spec.controllers
-    for r, p in zip(requests, programs):
+    for r, p, n in zip(requests, programs, repeats):
         if r.op == "io-store":
-            expect = [a + b for a, b in zip(expect, p.expect)]
+            expect = [a + n * b for a, b in zip(expect, p.expect)]
     for k, (c, e) in enumerate(zip(after["controllers"], expect)):
         if c["store_errors"] or c["store_received"] != e:
             errors.append(f"controller {k}: {c['store_received']} store flit(s) of {e}, "

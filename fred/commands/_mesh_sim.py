@@ -50,10 +50,14 @@ def _print_io(case) -> None:
     io, est = case.io, case.estimate
     stripe = case.size_flits // io.controllers
     a, b = io.io_rate
-    print(f"request: {case.io_op} wafer, {case.size_flits} flits {'from' if case.io_op == 'io-store' else 'to'} "
+    sending = case.io_op in ("io-store", "io-write")
+    route = "unicasts" if case.io_op in ("io-write", "io-read") else f"trees {est.algorithm}"
+    print(f"request: {case.io_op} wafer, {case.size_flits} flits {'from' if sending else 'to'} "
           f"every NPU = {io.controllers} controllers x "
-          f"{stripe}-flit stripes, controller links {a}/{b} flit/cycle, trees {est.algorithm}")
+          f"{stripe}-flit stripes, controller links {a}/{b} flit/cycle, {route}")
     rates = [("model", est.cycles)] + ([("RTL", case.rtl.cycles)] if case.rtl is not None else [])
-    print("per-controller rate: " + ", ".join(f"{name} {stripe / cycles:.4f} flit/cycle" for name, cycles in rates)
-          + f" (busiest link alone: {stripe / est.bandwidth_cycles:.4f}); x 3000 GBps, the paper's NPU port: "
-          + ", ".join(f"{name} {3000 * stripe / cycles:.1f} GBps" for name, cycles in rates))
+    # a spill's controller moves one stripe per NPU; a tree's controller its one stripe
+    moved = stripe * (io.mesh.npus if case.io_op in ("io-write", "io-read") else 1)
+    print("per-controller rate: " + ", ".join(f"{name} {moved / cycles:.4f} flit/cycle" for name, cycles in rates)
+          + f" (busiest link alone: {moved / est.bandwidth_cycles:.4f}); x 3000 GBps, the paper's NPU port: "
+          + ", ".join(f"{name} {3000 * moved / cycles:.1f} GBps" for name, cycles in rates))

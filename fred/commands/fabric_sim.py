@@ -52,12 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # io-broadcast / io-reduce: the FRED packet fabric's I/O controllers (docs/fabric_rtl.md)
     parser.add_argument("--op", default=None,
                         choices=(*FABRIC_OPS, *IO_OPS,
-                                 *(op for op in ("io-load", "io-store") if op not in FABRIC_OPS + IO_OPS)),
+                                 *(op for op in ("io-load", "io-store", "io-write", "io-read")
+                                   if op not in FABRIC_OPS + IO_OPS)),
                         help="a collective, or an I/O op: on FRED io-broadcast (weight streaming: "
                              "a controller multicasts to its group) and io-reduce (gradient "
                              "reduce-out: the group reduced into its controller), one controller "
-                             "per group on the L1s, on the packet fabric; on the mesh io-load and "
-                             "io-store (gradient reduce-out to the edge controllers); required "
+                             "per group on the L1s, on the packet fabric; on the mesh io-load, "
+                             "io-store (gradient reduce-out to the edge controllers), io-write "
+                             "and io-read (a checkpoint spill: every NPU's own stripe to / from "
+                             "each controller, unicasts); required "
                              "unless --concurrent")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--group", help="'wafer': one collective over every NPU")

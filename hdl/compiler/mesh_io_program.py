@@ -18,11 +18,13 @@ import numpy as np
 from hdl.contracts.dtypes import get_dtype
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL, VC_ORDERS, route_hops
-from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, MeshIoSpec, store_seq_bits
+from hdl.contracts.mesh import EAST, WEST
+from hdl.contracts.mesh_io import IO_MODES, SEQ_BITS, SPILL_OPS, SPILL_SEQ_BITS, MeshIoSpec, store_seq_bits
 from hdl.contracts.npu_engine import fold_hash
 
 __all__ = ["tree_children", "tree_flits", "link_stripes", "IoLoadProgram", "io_load_program", "neighbour",
-           "tree_parents", "IoStoreProgram", "io_store_program", "store_fp16_sums"]
+           "tree_parents", "IoStoreProgram", "io_store_program", "store_fp16_sums", "spill_dests",
+           "IoSpillProgram", "io_spill_program"]
 
 _STEP = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}   # NORTH, EAST, SOUTH, WEST
 
@@ -234,3 +236,75 @@ def store_fp16_sums(spec: MeshIoSpec, per_tree) -> list[np.ndarray]:
 
         out.append(value(spec.attach_rank(tree // 2)))
     return out
+
+
+# -- checkpoint spills (io-write / io-read) -------------------------------------------------------
+def spill_dests(spec: MeshIoSpec) -> list[tuple[int, int, int]]:
+    """``(x, y, vc)`` per controller: the I/O position an NPU's io-write flit for controller
+    ``k`` is addressed to (the coordinates next to its NPU's router on the controller's side,
+    outside the mesh: the router there sends it out by that side) and the VC whose dimension
+    order reaches it. A controller on the north or south side is reached X first (VC 0, X-Y:
+    the last hops run along the column, out by that side), one on the east or west side Y
+    first (VC 1, Y-X): the other order would leave the mesh by the same side in the source's
+    row or column, at another controller or none. The model routes every spill X-Y
+    (``sysmodel.mesh.MeshNetwork``); the controllers' links bound the spills, not the mesh's."""
+    out = []
+    for k, (_, _, side) in enumerate(spec.ports()):
+        x, y = spec.mesh.position(spec.attach_rank(k))
+        dx, dy = _STEP[side]
+        out.append((x + dx, y + dy, int(side in (EAST, WEST))))
+    return out
+
+
+@dataclass
+class IoSpillProgram:
+    """A checkpoint spill: ``op`` (``io-write``: every NPU sends its own ``stripe_flits`` to
+    every controller; ``io-read``: every controller sends every NPU its stripe), the flits each
+    receiver checks (``expect``: a controller gets one stripe from every NPU, an NPU one from
+    every controller) and each sender sends (``sends``)."""
+
+    op: str
+    stripe_flits: int
+    npus: int
+    controllers: int
+
+    @property
+    def mode(self) -> str:
+        """The spill top's ``mode``: the op (as an io-load's trees name its run)."""
+        return self.op
+
+    @property
+    def mode_index(self) -> int:
+        """The spill top's ``mode`` register: the op's index in ``SPILL_OPS``."""
+        return SPILL_OPS.index(self.op)
+
+    @property
+    def expect(self) -> int:
+        """Flits each receiver checks: a controller's (io-write) or an NPU's (io-read)."""
+        return self.stripe_flits * (self.npus if self.op == "io-write" else self.controllers)
+
+    @property
+    def sends(self) -> int:
+        """Flits each sender sends: an NPU's (io-write) or a controller's (io-read)."""
+        return self.stripe_flits * (self.controllers if self.op == "io-write" else self.npus)
+
+    @property
+    def recv_total(self) -> int:
+        """Flits checked, summed over the receivers (every NPU's stripes, once each)."""
+        return self.stripe_flits * self.npus * self.controllers
+
+
+def io_spill_program(spec: MeshIoSpec, stripe_flits: int, op: str) -> IoSpillProgram:
+    """Check a checkpoint spill of ``stripe_flits`` per NPU and controller; raises
+    :class:`FredError` for an op other than ``io-write`` / ``io-read``, a stripe < 1, one too
+    long for the spill flit's index, or a mesh with more NPUs than the flit's NPU field names."""
+    from hdl.contracts.mesh_io import SPILL_NPU_BITS
+    if op not in SPILL_OPS:
+        raise FredError(f"a checkpoint spill is {' or '.join(SPILL_OPS)}, got {op!r}")
+    if isinstance(stripe_flits, bool) or not isinstance(stripe_flits, int) or stripe_flits < 1:
+        raise FredError(f"stripe must be a positive number of flits per NPU and controller, got {stripe_flits!r}")
+    if stripe_flits >= 1 << SPILL_SEQ_BITS:
+        raise FredError(f"a spill stripe of {stripe_flits} flits does not fit the {SPILL_SEQ_BITS}-bit flit index")
+    if spec.mesh.npus > 1 << SPILL_NPU_BITS:
+        raise FredError(f"{spec.mesh.npus} NPUs do not fit the spill flit's {SPILL_NPU_BITS}-bit NPU field")
+    return IoSpillProgram(op, stripe_flits, spec.mesh.npus, spec.controllers)

@@ -25,7 +25,7 @@ __all__ = ["edge_io_ports", "IO_MODES", "MeshIoSpec", "SEQ_BITS", "TREE_BITS", "
            "STORE_SEQ_BITS", "STORE_VALUE_BITS", "store_value", "store_sum", "store_sum_factors", "store_word",
            "REDUCE_LATENCY", "reduce_member_cycles", "STORE_DIR_BITS", "FP16_REDUCE_LEVELS", "store_seq_bits",
            "store_value_fp16",
-           "io_word", "io_check"]
+           "io_word", "io_check", "SPILL_OPS", "SPILL_SEQ_BITS", "SPILL_NPU_BITS", "spill_word", "spill_check"]
 
 #: How a controller's stripe is split between its two trees: all X-Y, all Y-X, or half each
 #: (alternate flits). The model's names (``sysmodel.collectives._mesh_io``).
@@ -182,3 +182,26 @@ def store_sum_factors(npus: int) -> tuple[int, int, int]:
 def store_word(seq: int, tree: int, value: int) -> int:
     """The data field of a store flit."""
     return seq | tree << STORE_SEQ_BITS | value << (STORE_SEQ_BITS + TREE_BITS)
+
+
+# Checkpoint spills (the model's ``io-write`` / ``io-read``): every NPU writes its own stripe to
+# each controller, or reads it back, as unicasts (no tree, nothing added). A spill flit names
+# its flit index in the stripe (low SPILL_SEQ_BITS), the NPU whose stripe it is
+# (SPILL_NPU_BITS) and the controller (TREE_BITS - 1 bits above), so the receiver checks which
+# NPU, which controller and which flit; check bits (:func:`spill_check`) in the rest of the data
+# field, where io-load keeps its :func:`io_check`.
+#: The spill ops, in the order of the spill top's ``mode`` register.
+SPILL_OPS = ("io-write", "io-read")
+SPILL_SEQ_BITS = 16
+SPILL_NPU_BITS = 8
+
+
+def spill_word(seq: int, npu: int, controller: int) -> int:
+    """The 32-bit word of flit ``seq`` of NPU ``npu``'s stripe at ``controller``."""
+    return seq | npu << SPILL_SEQ_BITS | controller << (SPILL_SEQ_BITS + SPILL_NPU_BITS)
+
+
+def spill_check(seq: int, npu: int, controller: int) -> int:
+    """The :data:`CHECK_BITS` check bits of a spill flit (a corrupted index, NPU or controller
+    bit shows as a wrong check, a wrong index as a gap)."""
+    return (seq ^ (seq >> 3) ^ npu ^ controller) & ((1 << CHECK_BITS) - 1)

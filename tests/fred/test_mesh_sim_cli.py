@@ -65,6 +65,25 @@ def test_model_only_io_store_reduces_over_the_same_links_and_refuses_a_stripe_be
     assert "partial sums of 256 per tree" in capsys.readouterr().err
 
 
+def test_model_only_spills_are_bound_by_the_controllers_and_refuse_trees(capsys):
+    """A checkpoint spill of 40 flits per NPU: 3-flit stripes to (from) each of the 18
+    controllers, 20 NPUs' stripes on each controller's 16/375 link: 60 flits, 1,406.25 cycles;
+    the controller moves 0.0427 flit/cycle (128 GBps of 3 TBps). Trees are refused by name."""
+    for op in ("io-write", "io-read"):
+        assert main(["fabric-sim", "--fabric", "mesh", "--op", op, "--group", "wafer",
+                     "--size", "40", "--model-only", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert (out["op"], out["stripe_flits"], out["trees"]) == (op, 3, None)
+        assert out["model"]["algorithm"] == "unicast"
+        assert out["model"]["bandwidth_cycles"] == pytest.approx(60 * 375 / 16)
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-write", "--group", "wafer",
+                 "--size", "40", "--model-only"]) == 0
+    assert "busiest link alone: 0.0427" in capsys.readouterr().out
+    assert main(["fabric-sim", "--fabric", "mesh", "--op", "io-read", "--group", "wafer",
+                 "--size", "40", "--algorithm", "tree-xy", "--model-only"]) == 1
+    assert "runs unicasts" in capsys.readouterr().err
+
+
 def test_model_only_fp16_chain_adds_the_adders_forwarding_latency(capsys):
     """fp16 engines forward through the project's adder: the model's PP chain (0 -> 2 -> 3, one
     forwarding member) gains the adder's cycles (hdl.contracts.fabric.engine_forward_cycles),

@@ -41,8 +41,23 @@ def test_reduce_out_loads_the_reversed_trees_as_much_as_streaming(mode):
 
 def test_an_unknown_io_op_is_refused():
     from hdl.contracts.errors import FredError
-    with pytest.raises(FredError, match="io-load and io-store"):
-        mesh_io_model_cycles(MeshIoSpec(), 10, op="io-write")
+    with pytest.raises(FredError, match="io-load, io-store, io-write and io-read"):
+        mesh_io_model_cycles(MeshIoSpec(), 10, op="io-broadcast")
+    with pytest.raises(FredError, match="runs unicasts, not trees"):
+        mesh_io_model_cycles(MeshIoSpec(), 10, op="io-write", mode="tree-xy")
+
+
+@pytest.mark.parametrize("op", ["io-write", "io-read"])
+def test_a_spill_is_bound_by_the_controllers_links(op):
+    """Every NPU's own stripe to (from) every controller: each controller's link carries 20
+    stripes at 16/375 flit per cycle, 10-flit stripes 200 flits: 4,687.5 cycles; the latency
+    is the longest unicast's, 8 links of wire + router (3 cycles each): 24 (a corner NPU to
+    the controller beside the opposite corner: 3 + 4 mesh links and the controller's link)."""
+    est = mesh_io_model_cycles(MeshIoSpec(), 10, op=op)
+    assert est.algorithm == "unicast"
+    assert est.busiest_link_flits == pytest.approx(200)
+    assert est.bandwidth_cycles == pytest.approx(200 * 375 / 16)
+    assert est.cycles - est.bandwidth_cycles == pytest.approx(24)
 
 
 def test_reduce_out_charges_every_reducing_member_on_the_deepest_path():

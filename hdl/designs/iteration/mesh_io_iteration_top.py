@@ -1,21 +1,27 @@
 """``MeshIoIterationTop``: the mesh with its edge I/O controllers and a trace sequencer per NPU
-whose collective nodes are weight streaming (``io-load``) and gradient reduce-out
-(``io-store``) (docs/fabric_iteration.md, "Weight streaming")."""
+whose collective nodes are weight streaming (``io-load``), gradient reduce-out (``io-store``)
+and checkpoint spills (``io-write`` / ``io-read``) (docs/fabric_iteration.md, "Weight
+streaming")."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 
-from hdl.compiler.mesh_io_program import neighbour, tree_children, tree_parents
+from hdl.compiler.mesh_io_program import neighbour, spill_dests, tree_children, tree_parents
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import LOCAL, MESH_VCS
+from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
 from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
                                            harness_ports, read_register)
 from hdl.designs.mesh.io_checker import IoChecker
-from hdl.designs.mesh.mesh_io_store_top import add_store_sinks, tree_share
-from hdl.designs.mesh.mesh_io_top import _link, add_io_controllers, check_io_top_spec, controller_unit
+from hdl.designs.mesh.io_controller import IoController
+from hdl.designs.mesh.mesh_io_spill_top import controller_spill_sender, npu_spill_sender
+from hdl.designs.mesh.mesh_io_store_top import add_controller_sinks, tree_share
+from hdl.designs.mesh.mesh_io_top import add_controller_sources, check_io_top_spec, controller_unit
+from hdl.designs.mesh.shared_input import share_input
+from hdl.designs.mesh.spill_checker import SpillChecker
+from hdl.designs.mesh.store_checker import StoreChecker
 from hdl.designs.mesh.mesh_network import add_mesh
 from hdl.designs.mesh.reduce_forwarder import ReduceForwarder
 from hdl.designs.mesh.tree_forwarder import TreeForwarder
@@ -30,15 +36,17 @@ __all__ = ["MeshIoIterationTop", "IO_NODE_REGS", "IO_OPS_OF_NODE", "IO_ITERATION
 #: controller, the trees (``hdl.contracts.mesh_io.IO_MODES`` index).
 IO_NODE_REGS = {"op": 0, "stripe": 1, "mode": 2}
 #: The I/O ops this top runs, in the order of the ``op`` register.
-IO_OPS_OF_NODE = ("io-load", "io-store")
+IO_OPS_OF_NODE = ("io-load", "io-store", "io-write", "io-read")
+LOAD, STORE, WRITE, READ = range(4)
 #: Fabric-wide read registers (``GLOBAL_UNIT``): ``protocol_error`` as the I/O tops', plus
 #: ``mismatch`` (the NPUs' I/O registers differed at a collective's start), the load checkers'
-#: bad flits summed over every collective, and the I/O collectives run.
+#: bad flits summed over every collective, the I/O collectives run, and the spill checkers'
+#: bad flits (every controller's over every io-write, every NPU's over every io-read).
 IO_ITERATION_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error", "mismatch",
-                            "load_errors", "collectives")
+                            "load_errors", "collectives", "spill_errors")
 #: A controller unit's read registers: its store checker's bad flits summed over every
-#: io-store, and the flits it received in all.
-IO_ITERATION_CONTROLLER_READ = ("store_errors", "store_received")
+#: io-store, the flits it received in all, and the io-write flits it received in all.
+IO_ITERATION_CONTROLLER_READ = ("store_errors", "store_received", "spill_received")
 
 
 class MeshIoIterationTop(wiring.Component):
@@ -46,19 +54,23 @@ class MeshIoIterationTop(wiring.Component):
     :class:`IoController` into, and a store checker out of, each one's router port), and at
     every NPU a :class:`LoadingTraceSequencer` (``depth`` nodes, ``programs`` loader entries,
     one lane: the I/O registers :data:`IO_NODE_REGS`), a :class:`TreeForwarder` and an
-    :class:`IoChecker` (io-load) and a :class:`ReduceForwarder` (io-store, ``max_stripe`` flits
-    per tree) on the router's local port.
+    :class:`IoChecker` (io-load), a :class:`ReduceForwarder` (io-store, ``max_stripe`` flits
+    per tree), a spill sender (io-write) and a :class:`SpillChecker` (io-read) on the router's
+    local port; at each controller also an io-read sender and an io-write sink
+    (``hdl.designs.mesh.mesh_io_spill_top.add_spill_units``).
 
     One I/O collective at a time, started as the model starts its task: when every NPU's
     sequencer has reached it (raised its engine start), every NPU's unit of the op and every
     controller start together (the op, stripe and mode latched from NPU 0's registers; the
     others must hold the same, else ``mismatch``); it ends for every NPU when every unit and
     controller of the op is done (io-load: every checker complete, every forwarder and
-    controller done; io-store: every controller's checker complete, every reducer idle), and
+    controller done; io-store: every controller's checker complete, every reducer idle;
+    io-write: every NPU's sender done, every controller's spill checker complete; io-read:
+    every controller's sender done, every NPU's spill checker complete), and
     each NPU's node sees its engine done from then until its own next start. Between the two,
     no flit of another collective is in flight, so the local port is muxed by the op; the local
     input's credits, which return a few cycles after a flit left, go to the unit that spent
-    them (a count per VC of the load forwarder's credits still owed).
+    them (per VC a count of each sending unit's credits still owed).
 
     Harness ports as ``fred_mesh_io``'s: program unit r < npus is NPU r (registers
     :data:`IO_NODE_REGS`, the sequencer's and its loader's); read unit r the sequencer's
@@ -87,15 +99,43 @@ class MeshIoIterationTop(wiring.Component):
         routers, errors = add_mesh(m, mesh)
         seqs, regs = self._sequencers(m, start, prog_we, prog_unit, prog_reg, prog_data)
         c = _Collective(m, seqs, regs)
-        shares = [tree_share(m, c.store_stripe, c.store_mode, k, vc) for k in range(spec.controllers) for vc in (0, 1)]
-        load_start, store_start = c.unit_start & (c.op == 0), c.unit_start & (c.op == 1)
-        controllers = add_io_controllers(m, spec, routers, errors, load_start, c.stripe, c.mode, lambda k: 0)
-        sinks = add_store_sinks(m, spec, routers, errors, store_start, shares)
-        load_done, store_done, load_errors = self._npus(m, routers, errors, c, shares, load_start, store_start)
-        m.d.comb += c.units_done.eq(Mux(c.op == 0, load_done & _all(x.done for x in controllers),
-                                        store_done & _all(s.complete for s in sinks)))
-        self._counters(m, seqs, sinks, c, errors, load_errors, start, rd_unit, rd_reg)
+        shares = [tree_share(m, c.stripes[STORE], c.modes[STORE], k, vc)
+                  for k in range(spec.controllers) for vc in (0, 1)]
+        starts = [c.unit_start & (c.op == op) for op in range(len(IO_OPS_OF_NODE))]
+        controllers, sinks = self._controllers(m, routers, errors, c, shares, starts)
+        npus = self._npus(m, routers, errors, c, shares, starts)
+        done = [npus["load"] & _all(x[LOAD].done for x in controllers),
+                npus["store"] & _all(s[STORE].complete for s in sinks),
+                npus["write"] & _all(s[WRITE].complete for s in sinks),
+                npus["read"] & _all(x[READ].done for x in controllers)]
+        m.d.comb += c.units_done.eq(Array(done)[c.op])
+        self._counters(m, seqs, sinks, c, errors, npus, start, rd_unit, rd_reg)
         return m
+
+    def _controllers(self, m, routers, errors, c, shares, starts):
+        """Each controller's senders (io-load's :class:`IoController`, io-read's spill sender)
+        on one link into its router, and its receivers (io-store's :class:`StoreChecker`,
+        io-write's :class:`SpillChecker`) behind one receive queue, each op's unit selected by
+        the collective's op. Returns ``(senders, sinks)``: per controller ``{op: unit}``."""
+        spec = self.spec
+
+        def senders(k, dest):
+            load, read = IoController(spec=spec, index=k, dest=dest), controller_spill_sender(spec, k)
+            m.d.comb += [load.start.eq(starts[LOAD]), load.stripe.eq(c.stripes[LOAD]), load.mode.eq(c.modes[LOAD]),
+                         load.hold.eq(0), read.start.eq(starts[READ]), read.stripe.eq(c.stripes[READ]),
+                         read.hold.eq(0)]
+            return {LOAD: load, READ: read}
+
+        def receivers(k):
+            store = StoreChecker(spec=spec, index=k)
+            write = SpillChecker(spec=spec, at="controller", index=k, vc=spill_dests(spec)[k][2])
+            m.d.comb += [store.start.eq(starts[STORE]), store.expect.eq(shares[2 * k] + shares[2 * k + 1]),
+                         write.start.eq(starts[WRITE]), write.expect.eq(c.stripes[WRITE] * spec.mesh.npus)]
+            return {STORE: store, WRITE: write}
+
+        out = add_controller_sources(m, spec, routers, errors, senders, select=c.op)
+        sinks = add_controller_sinks(m, spec, routers, errors, None, receivers, None, select=c.op)
+        return out, sinks
 
     def _sequencers(self, m, start, prog_we, prog_unit, prog_reg, prog_data):
         """Each NPU's sequencer and its I/O registers (written by its loader or the harness)."""
@@ -110,7 +150,7 @@ class MeshIoIterationTop(wiring.Component):
             reg = Mux(seq.lane_we[0], seq.lane_waddr[:6], prog_reg)
             data = Mux(seq.lane_we[0], seq.lane_wdata[:32], prog_data)
             values = {name: Signal(width, name=f"{name}_{rank}")
-                      for name, width in (("op", 1), ("stripe", SEQ_BITS), ("mode", 2))}
+                      for name, width in (("op", 2), ("stripe", SEQ_BITS), ("mode", 2))}
             for name, address in IO_NODE_REGS.items():
                 with m.If(write & (reg == address)):
                     m.d.sync += values[name].eq(data)
@@ -118,13 +158,15 @@ class MeshIoIterationTop(wiring.Component):
             regs.append(values)
         return seqs, regs
 
-    def _npus(self, m, routers, errors, c, shares, load_start, store_start):
-        """Each NPU's io-load unit (forwarder, checker) and io-store unit (reducer) on its
-        router's local port, muxed by the collective's op; (every load unit done, every reducer
-        idle, the load checkers' bad flits summed over collectives)."""
+    def _npus(self, m, routers, errors, c, shares, starts) -> dict:
+        """Each NPU's io-load unit (forwarder, checker), io-store unit (reducer), io-write sender
+        and io-read checker on its router's local port, muxed by the collective's op;
+        ``{"load": every load unit done, "store": every reducer idle, "write": every spill
+        sender done, "read": every spill checker complete, "load_errors": the load checkers'
+        bad flits summed over collectives, "read_bad": the spill checkers' bad flits now}``."""
         spec, mesh = self.spec, self.spec.mesh
         children, parents = tree_children(spec), tree_parents(spec)
-        load_done, store_idle, bad = [], [], []
+        load_done, store_idle, write_done, read_done, bad, read_bad = [], [], [], [], [], []
         for rank in range(mesh.npus):
             router = routers[mesh.position(rank)]
             dests = {p: mesh.position(neighbour(spec, rank, p)) for per in children[rank] for p in per}
@@ -132,73 +174,78 @@ class MeshIoIterationTop(wiring.Component):
             chk = m.submodules[f"check_{rank}"] = IoChecker(spec=spec)
             red = m.submodules[f"reduce_{rank}"] = ReduceForwarder(
                 spec=spec, rank=rank, children=children[rank], parents=parents[rank], max_stripe=self.max_stripe)
+            send = m.submodules[f"spill_send_{rank}"] = npu_spill_sender(spec, rank)
+            spill = m.submodules[f"spill_check_{rank}"] = SpillChecker(spec=spec, at="npu", index=rank, vc=0)
             eject = router.o[LOCAL]
-            to_fwd = Signal(MESH_VCS, name=f"credit_fwd_{rank}")
+            # the sending unit of each op (io-read: the NPU sends nothing) and the receiving ones
+            outs = {LOAD: fwd.o, STORE: red.o, WRITE: send.o}
             m.d.comb += [
-                fwd.start.eq(load_start), chk.start.eq(load_start), red.start.eq(store_start),
-                chk.expect.eq(c.stripe * spec.controllers),
+                fwd.start.eq(starts[LOAD]), chk.start.eq(starts[LOAD]), red.start.eq(starts[STORE]),
+                send.start.eq(starts[WRITE]), send.stripe.eq(c.stripes[WRITE]), send.hold.eq(0),
+                spill.start.eq(starts[READ]), spill.expect.eq(c.stripes[READ] * spec.controllers),
+                chk.expect.eq(c.stripes[LOAD] * spec.controllers),
                 *(red.per_tree[t].eq(s) for t, s in enumerate(shares)),
-                fwd.eject.valid.eq(eject.valid & (c.op == 0)), fwd.eject.payload.eq(eject.payload),
-                chk.eject.valid.eq(eject.valid & (c.op == 0)), chk.eject.payload.eq(eject.payload),
-                red.eject.valid.eq(eject.valid & (c.op == 1)), red.eject.payload.eq(eject.payload),
-                # both units take every flit at once (the NPU's memory): the credit returns on arrival
+                fwd.eject.valid.eq(eject.valid & (c.op == LOAD)), fwd.eject.payload.eq(eject.payload),
+                chk.eject.valid.eq(eject.valid & (c.op == LOAD)), chk.eject.payload.eq(eject.payload),
+                red.eject.valid.eq(eject.valid & (c.op == STORE)), red.eject.payload.eq(eject.payload),
+                spill.i.valid.eq(eject.valid & (c.op == READ)), spill.i.payload.eq(eject.payload),
+                # every unit takes every flit at once (the NPU's memory): the credit returns on arrival
                 router.o_credit[LOCAL].eq(eject.valid << eject.payload.vc),
-                router.i[LOCAL].valid.eq(Mux(c.op == 0, fwd.o.valid, red.o.valid)),
-                router.i[LOCAL].payload.eq(Mux(c.op == 0, fwd.o.payload.as_value(), red.o.payload.as_value())),
-                fwd.credit.eq(router.i_credit[LOCAL] & to_fwd),
-                red.credit.eq(router.i_credit[LOCAL] & ~to_fwd),
             ]
-            self._owed_credits(m, rank, to_fwd, fwd.o, red.o, c.op == 0, router.i_credit[LOCAL])
-            # a flit at a unit of the other op, or with no collective running: the schedule is broken
+            valid, payload, owner = share_input(m, f"local_{rank}", c.op, outs, router.i_credit[LOCAL])
+            m.d.comb += [router.i[LOCAL].valid.eq(valid), router.i[LOCAL].payload.eq(payload),
+                         fwd.credit.eq(owner[LOAD]), red.credit.eq(owner[STORE]), send.credit.eq(owner[WRITE])]
+            # a flit at a unit of another op (io-write: the NPU receives nothing), or with no
+            # collective running, or a unit of another op sending: the schedule is broken
             stray = Signal(name=f"stray_{rank}")
-            m.d.comb += stray.eq((eject.valid & ~c.active) | Mux(c.op == 0, red.o.valid, fwd.o.valid))
-            errors += [fwd.overflow, red.overflow, stray]
+            m.d.comb += stray.eq((eject.valid & (~c.active | (c.op == WRITE)))
+                                 | _any(o.valid & (c.op != op) for op, o in outs.items()))
+            errors += [fwd.overflow, red.overflow, send.error, stray]
             load_done.append(chk.complete & fwd.idle)
             store_idle.append(red.idle)
+            write_done.append(send.done)
+            read_done.append(spill.complete)
             bad.append(chk.errors)
+            read_bad.append(spill.errors)
         load_errors = Signal(32)
-        with m.If(c.over & (c.op == 0)):
+        with m.If(c.over & (c.op == LOAD)):
             m.d.sync += load_errors.eq(load_errors + sum(bad))
-        return _all(load_done), _all(store_idle), load_errors
+        return {"load": _all(load_done), "store": _all(store_idle), "write": _all(write_done),
+                "read": _all(read_done), "load_errors": load_errors, "read_bad": sum(read_bad)}
 
-    @staticmethod
-    def _owed_credits(m, rank, to_fwd, fwd_o, red_o, loading, credit) -> None:
-        """``to_fwd[vc]``: the local input's credit pulse on ``vc`` belongs to the load
-        forwarder. Credits return in the order the flits were sent and the two units never
-        send at once, so a credit belongs to the unit of the previous op while that one still
-        has flits on the VC whose credit has not returned, then to the current op's."""
-        for vc in range(MESH_VCS):
-            owed_fwd = Signal(16, name=f"owed_fwd_{rank}_{vc}")
-            owed_red = Signal(16, name=f"owed_red_{rank}_{vc}")
-            m.d.comb += to_fwd[vc].eq(Mux(loading, owed_red == 0, owed_fwd != 0))
-            back = credit[vc]
-            m.d.sync += [
-                owed_fwd.eq(owed_fwd + (loading & fwd_o.valid & (fwd_o.payload.vc == vc)) - (back & to_fwd[vc])),
-                owed_red.eq(owed_red + (~loading & red_o.valid & (red_o.payload.vc == vc)) - (back & ~to_fwd[vc])),
-            ]
-
-    def _counters(self, m, seqs, sinks, c, errors, load_errors, start, rd_unit, rd_reg):
+    def _counters(self, m, seqs, sinks, c, errors, npus, start, rd_unit, rd_reg):
         all_done, running, protocol_error = Signal(), Signal(), Signal()
         m.d.comb += [all_done.eq(running & _all(s.done for s in seqs)), self.all_done.eq(all_done)]
         with m.If(sum(errors) != 0):
             m.d.sync += protocol_error.eq(1)
         count_cycles(m, start, running, all_done, self.cycles)
         totals = []
-        for k, sink in enumerate(sinks):     # every io-store's checks, summed
+        write_bad = []
+        for k, units in enumerate(sinks):     # every io-store's and io-write's checks, summed
+            sink, spill = units[STORE], units[WRITE]
             bad, received = Signal(32, name=f"store_errors_{k}"), Signal(32, name=f"store_received_{k}")
-            with m.If(c.over & (c.op == 1)):
+            spilled = Signal(32, name=f"spill_received_{k}")
+            with m.If(c.over & (c.op == STORE)):
                 m.d.sync += [bad.eq(bad + sink.errors), received.eq(received + sink.received)]
-            totals.append((bad, received))
+            with m.If(c.over & (c.op == WRITE)):
+                m.d.sync += spilled.eq(spilled + spill.received)
+            totals.append((bad, received, spilled))
+            write_bad.append(spill.errors)
+        spill_errors = Signal(32)
+        with m.If(c.over & (c.op == WRITE)):
+            m.d.sync += spill_errors.eq(spill_errors + sum(write_bad))
+        with m.Elif(c.over & (c.op == READ)):
+            m.d.sync += spill_errors.eq(spill_errors + npus["read_bad"])
         with m.Switch(rd_unit):
             for rank, seq in enumerate(seqs):
                 with m.Case(rank):
                     read_register(m, rd_reg, self.rd_data, [getattr(seq, n) for n in seq.read_names])
-            for k, (bad, received) in enumerate(totals):
+            for k, registers in enumerate(totals):
                 with m.Case(controller_unit(self.spec, k)):
-                    read_register(m, rd_reg, self.rd_data, [bad, received])
+                    read_register(m, rd_reg, self.rd_data, list(registers))
             with m.Case(GLOBAL_UNIT):
                 read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error,
-                                                        c.mismatch, load_errors, c.count])
+                                                        c.mismatch, npus["load_errors"], c.count, spill_errors])
 
 
 def _all(signals) -> Signal:
@@ -206,19 +253,25 @@ def _all(signals) -> Signal:
     return sum(signals) == len(signals) if signals else 1
 
 
+def _any(signals):
+    signals = list(signals)
+    return sum(signals) != 0 if signals else 0
+
+
 class _Collective:
     """The wafer-wide start and end of one I/O collective (:class:`MeshIoIterationTop`):
     ``arrived[r]`` from NPU r's engine start to the collective's start; ``go`` when every NPU
     has arrived; ``op`` latched from NPU 0's registers at ``go``, ``unit_start`` the cycle
-    after, and at it the op's own ``stripe``/``mode`` (io-load) or
-    ``store_stripe``/``store_mode`` (io-store), so each op's units see theirs change only at
-    their restart; ``active`` until ``over`` (``units_done``, driven by the
-    top, seen from the second cycle after ``unit_start``: the units' outputs are fresh); each
-    NPU's ``engine_done`` from ``over`` until its next engine start."""
+    after, and at it the op's own ``stripes[op]`` and ``modes[op]``, so each op's units see
+    theirs change only at their restart; ``active`` until ``over`` (``units_done``, driven by
+    the top, seen from the second cycle after ``unit_start``: the units' outputs are fresh);
+    each NPU's ``engine_done`` from ``over`` until its next engine start."""
 
     def __init__(self, m: Module, seqs, regs):
-        self.op, self.stripe, self.mode = Signal(1), Signal(SEQ_BITS), Signal(2)
-        self.store_stripe, self.store_mode = Signal(SEQ_BITS), Signal(2)
+        ops = len(IO_OPS_OF_NODE)
+        self.op = Signal(2)
+        self.stripes = [Signal(SEQ_BITS, name=f"stripe_{o.replace('-', '_')}") for o in IO_OPS_OF_NODE]
+        self.modes = [Signal(2, name=f"mode_{o.replace('-', '_')}") for o in IO_OPS_OF_NODE]
         self.unit_start, self.active, self.over = Signal(), Signal(), Signal()
         self.units_done, self.mismatch, self.count = Signal(), Signal(), Signal(32)
         arrived = [Signal(name=f"arrived_{r}") for r in range(len(seqs))]
@@ -227,11 +280,12 @@ class _Collective:
                      self.over.eq(self.active & (settle == 0) & ~self.unit_start & self.units_done)]
         m.d.sync += self.unit_start.eq(go)
         # each op's units see their stripe and trees change only at their own start: a
-        # finished controller or leaf generator compares what it sent with them and would take
-        # a longer stripe (the other op's, or the next before its start) as more to send
-        for op, (stripe, mode) in enumerate(((self.stripe, self.mode), (self.store_stripe, self.store_mode))):
+        # finished controller, leaf generator or spill sender compares what it sent with them
+        # and would take a longer stripe (another op's, or the next before its start) as more
+        # to send
+        for op in range(ops):
             with m.If(self.unit_start & (self.op == op)):
-                m.d.sync += [stripe.eq(regs[0]["stripe"]), mode.eq(regs[0]["mode"])]
+                m.d.sync += [self.stripes[op].eq(regs[0]["stripe"]), self.modes[op].eq(regs[0]["mode"])]
         with m.If(go):
             m.d.sync += [self.active.eq(1), settle.eq(2), finished.eq(0), self.count.eq(self.count + 1),
                          self.op.eq(regs[0]["op"])]

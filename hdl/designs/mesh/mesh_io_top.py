@@ -20,7 +20,7 @@ from .mesh_network import add_mesh
 from .mesh_wire import MeshWire
 from .tree_forwarder import TreeForwarder
 
-__all__ = ["MeshIoTop", "add_io_controllers", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit",
+__all__ = ["MeshIoTop", "add_io_controllers", "add_controller_sources", "IO_NPU_READ", "IO_CONTROLLER_READ", "IO_GLOBAL_READ", "IO_REGS", "controller_unit",
            "check_io_top_spec", "io_program_registers"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank), a controller unit
@@ -80,19 +80,48 @@ def io_program_registers(m: Module, prog_we, prog_reg, prog_data) -> tuple[Signa
 def add_io_controllers(m: Module, spec: MeshIoSpec, routers, errors: list, start, stripe, mode,
                        hold_of) -> list[IoController]:
     """``spec.controllers`` :class:`IoController` s, controller k through a :class:`MeshWire`
-    into the outward port of its NPU's router (``spec.ports()``), started by ``start`` with
-    ``stripe`` and ``mode``, held in a cycle by ``hold_of(k)`` (called once per controller, in
-    order); their credit errors appended to ``errors``."""
+    into the outward port of its NPU's router (``spec.ports()``, :func:`add_controller_sources`),
+    started by ``start`` with ``stripe`` and ``mode``, held in a cycle by ``hold_of(k)`` (called
+    once per controller, in order); their credit errors appended to ``errors``."""
+    def make(k, dest):
+        ctl = IoController(spec=spec, index=k, dest=dest)
+        m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode), ctl.hold.eq(hold_of(k))]
+        return ctl
+    return add_controller_sources(m, spec, routers, errors, make)
+
+
+def add_controller_sources(m: Module, spec: MeshIoSpec, routers, errors: list, make_sender, *,
+                           prefix: str = "io", select=None) -> list:
+    """At each controller k the sender ``make_sender(k, dest)`` (``dest``: its NPU's router
+    coordinates; members ``o``, ``credit``, ``error``) as submodule ``{prefix}_{k}``, through a
+    :class:`MeshWire` (``{prefix}_wire_{k}``) into the outward port of its NPU's router
+    (``spec.ports()``), the router input's credits back to it; its credit error appended to
+    ``errors``. With ``select`` (the running op), ``make_sender`` returns ``{op: sender}``
+    (submodules ``{prefix}_{k}_{op}``), the controller's units of the ops whose controller sends,
+    one link shared by op (``hdl.designs.mesh.shared_input.share_input``); the list holds those
+    dicts."""
+    from .shared_input import share_input
     mesh = spec.mesh
     out = []
     for k, (row, col, side) in enumerate(spec.ports()):
         router = routers[(col + 1, row + 1)]
-        ctl = m.submodules[f"io_{k}"] = IoController(spec=spec, index=k, dest=(col + 1, row + 1))
-        wire = m.submodules[f"io_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-        m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode), ctl.hold.eq(hold_of(k)),
-                     *_link(wire.i, ctl.o), *_link(router.i[side], wire.o),
-                     wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
-        errors.append(ctl.error)
+        if select is None:
+            ctl = m.submodules[f"{prefix}_{k}"] = make_sender(k, (col + 1, row + 1))
+            wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+            m.d.comb += [*_link(wire.i, ctl.o), *_link(router.i[side], wire.o),
+                         wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
+            errors.append(ctl.error)
+        else:
+            ctl = make_sender(k, (col + 1, row + 1))
+            for op, unit in ctl.items():
+                m.submodules[f"{prefix}_{k}_{op}"] = unit
+                errors.append(unit.error)
+            wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
+            valid, payload, owners = share_input(m, f"{prefix}_{k}", select, {op: u.o for op, u in ctl.items()},
+                                                 wire.credit_out)
+            m.d.comb += [wire.i.valid.eq(valid), wire.i.payload.eq(payload), *_link(router.i[side], wire.o),
+                         wire.credit_in.eq(router.i_credit[side]),
+                         *(u.credit.eq(owners[op]) for op, u in ctl.items())]
         out.append(ctl)
     return out
 

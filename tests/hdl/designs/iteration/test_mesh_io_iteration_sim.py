@@ -1,6 +1,7 @@
 """Weight streaming in an iteration on the RTL mesh (hdl/designs/iteration/mesh_io_iteration_top.py)
 in Amaranth's simulator, 2 x 2 with its 8 boundary controllers: every NPU's trace runs
-compute, io-load, compute, io-store and io-load nodes (different stripes and trees), each I/O
+compute, io-load, compute, io-store and io-load nodes (different stripes and trees), or with
+checkpoint spills load, write, read and store, each I/O
 collective starts when every NPU reached it and ends for all when its last unit is done,
 every flit is checked (the load checkers, the controllers' store sums), and the program
 loaders write each collective's registers while the NPUs compute
@@ -26,15 +27,21 @@ PROGRAMS, DEPTH, MAX_STRIPE = 64, 8, 8
 #: again when the stripe changed), and a store first then a longer store
 LOAD_STORE_LOAD = [("io-load", 4, "tree-split"), ("io-store", 3, "tree-split"), ("io-load", 5, "tree-xy")]
 STORE_LOAD_STORE = [("io-store", 3, "tree-split"), ("io-load", 6, "tree-yx"), ("io-store", 5, "tree-xy")]
+#: an iteration that spills: weights in, a checkpoint out and back (unicasts, no trees), the
+#: gradients out; and one whose read is longer than its write and follows a load (each op's
+#: stripe latched at its own start: a finished writer must not send again)
+LOAD_WRITE_READ_STORE = [("io-load", 4, "tree-split"), ("io-write", 3, None), ("io-read", 3, None),
+                         ("io-store", 3, "tree-split")]
+WRITE_LOAD_READ_WRITE = [("io-write", 2, None), ("io-load", 3, "tree-xy"), ("io-read", 4, None), ("io-write", 3, None)]
 
 
 def _nodes(rank: int, io_nodes):
     wafer = tuple(range(SPEC.mesh.npus))
-    nodes, compute = [], [30 + 7 * rank, 20, 3]
+    nodes, compute = [], [30 + 7 * rank, 20, 3, 11]
     for k, ((op, stripe, _), cycles) in enumerate(zip(io_nodes, compute)):
         nodes.append(TraceNode(id=2 * k, name=f"c{k}", kind="compute", duration_s=float(cycles),
                                deps=(2 * k - 1,) if k else ()))
-        nodes.append(TraceNode(id=2 * k + 1, name=f"{op}{k}", kind="mem-read" if op == "io-load" else "mem-write",
+        nodes.append(TraceNode(id=2 * k + 1, name=f"{op}{k}", kind="mem-read" if op in ("io-load", "io-read") else "mem-write",
                                op=op, size=float(stripe * SPEC.controllers), group=wafer, category="io",
                                deps=(2 * k,)))
     return nodes
@@ -49,7 +56,8 @@ def _run(run_fabric_top, io_nodes):
     requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=SPEC.controllers)
     assert [(q.op, q.stripe_flits) for q in requests] == [(op, s) for op, s, _ in io_nodes]
     programs = [{0: [(IO_NODE_REGS["op"], IO_OPS_OF_NODE.index(op)), (IO_NODE_REGS["stripe"], stripe),
-                     (IO_NODE_REGS["mode"], IO_MODES.index(mode))]} for op, stripe, mode in io_nodes]
+                     (IO_NODE_REGS["mode"], 0 if mode is None else IO_MODES.index(mode))]}
+                for op, stripe, mode in io_nodes]
     entries = loader_entries(programs, 1)
     writes = []
     for rank, trace in traces.items():
@@ -75,13 +83,15 @@ def _run(run_fabric_top, io_nodes):
     return run_fabric_top(dut, writes, read_back, max_cycles=4000, with_write=True), traces
 
 
-@pytest.mark.parametrize("io_nodes", [LOAD_STORE_LOAD, pytest.param(STORE_LOAD_STORE, marks=pytest.mark.full)],
-                         ids=["load-store-load", "store-load-store"])
+@pytest.mark.parametrize("io_nodes", [LOAD_STORE_LOAD, pytest.param(STORE_LOAD_STORE, marks=pytest.mark.full),
+                                      LOAD_WRITE_READ_STORE, pytest.param(WRITE_LOAD_READ_WRITE, marks=pytest.mark.full)],
+                         ids=["load-store-load", "store-load-store", "load-write-read-store", "write-load-read-write"])
 def test_io_collectives_start_together_end_together_and_every_flit_is_checked(run_fabric_top, io_nodes):
     out, traces = _run(run_fabric_top, io_nodes)
     g = out["global"]
+    n = len(io_nodes)
     assert g["all_done"] and not g["protocol_error"] and not g["mismatch"]
-    assert (g["load_errors"], g["collectives"]) == (0, 3)
+    assert (g["load_errors"], g["spill_errors"], g["collectives"]) == (0, 0, n)
     # every controller received each io-store's flits, each the sum of every NPU's (checked)
     expect = [0] * SPEC.controllers
     for op, stripe, mode in io_nodes:
@@ -89,15 +99,22 @@ def test_io_collectives_start_together_end_together_and_every_flit_is_checked(ru
             expect = [a + b for a, b in zip(expect, io_store_program(SPEC, stripe, mode, max_stripe=MAX_STRIPE).expect)]
     assert [c["store_errors"] for c in out["controllers"]] == [0] * SPEC.controllers
     assert [c["store_received"] for c in out["controllers"]] == expect
+    # every controller received one stripe of every NPU per io-write (each flit checked)
+    written = sum(stripe * SPEC.mesh.npus for op, stripe, _ in io_nodes if op == "io-write")
+    assert [c["spill_received"] for c in out["controllers"]] == [written] * SPEC.controllers
     npus = out["npus"]
-    assert all(n["nodes_done"] == 6 and n["run_errors"] == 0 for n in npus)
-    for node in (1, 3, 5):      # an I/O node: every NPU's ends in the same cycle
-        assert len({n["times"][node][1] for n in npus}) == 1
+    assert all(x["nodes_done"] == 2 * n and x["run_errors"] == 0 for x in npus)
+    io_nodes_at = range(1, 2 * n, 2)
+    for node in io_nodes_at:      # an I/O node: every NPU's ends in the same cycle
+        assert len({x["times"][node][1] for x in npus}) == 1
     # the first I/O node starts for all when the last NPU (rank 3: 30 + 21 cycles of compute)
     # reaches it: the others wait in it
     assert [n["times"][1][0] for n in npus] == [30, 37, 44, 51]
-    # each I/O node lasts at least its busiest link's stripes at 1/4 flit per cycle
-    for node, (op, stripe, mode) in zip((1, 3, 5), io_nodes):
-        hottest = io_load_program(SPEC, stripe, mode).hottest
+    # each I/O node lasts at least its busiest link's stripes at 1/4 flit per cycle (a tree's),
+    # or a controller link's stripe per NPU at 1/2 flit per cycle (a spill's)
+    for node, (op, stripe, mode) in zip(io_nodes_at, io_nodes):
         start, end = npus[3]["times"][node]
-        assert end - start >= hottest * stripe * 4
+        if mode is None:
+            assert end - start >= SPEC.mesh.npus * stripe * 2
+        else:
+            assert end - start >= io_load_program(SPEC, stripe, mode).hottest * stripe * 4
