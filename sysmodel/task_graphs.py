@@ -643,6 +643,10 @@ class _StreamingPasses:
             prev.update(enumerate(computes))
         else:
             spill = self._spill(layer, backward, fast)
+            # the hand-over's resource, time, NPU and blocking are the same for every
+            # microbatch: asked for once (the timer's memo would return the same time object)
+            send = self._hand_over_task(layer, s, following, backward) if hand_over and \
+                self.comm.memoised and type(eng).add is StageEngine.add else None
             for i in range(m):
                 name = f"{kind}{i} {layer.name}"
                 if fast:   # the two tasks add() would add (see StageEngine.add_layer)
@@ -658,7 +662,10 @@ class _StreamingPasses:
                 elif self.plan.memory.offload and not backward:
                     eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                             [t], category="io", stage=s)
-                if hand_over:
+                if send is not None:   # what _add_hand_over adds
+                    prev[i] = eng.add_transfer(s, f"{kind}{i} {send[0]}", send[1], send[2], prev[i], "pp",
+                                               send[3], send[4])
+                elif hand_over:
                     prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
         self.done[s].append(prev[m - 1])
         if backward:
@@ -738,14 +745,19 @@ class _StreamingPasses:
                                      [gate], category="io", stage=s))
         return deps
 
+    def _hand_over_task(self, layer, s: int, following: int, backward: bool) -> tuple:
+        """(name after the microbatch's tag, resource, time, NPU, whether it blocks compute) of
+        every microbatch's hand-over from ``layer`` to ``following`` (:meth:`_add_hand_over`)."""
+        dst, nbytes = self._hand_over(layer, following, backward)
+        return (f"send to s{dst}", stage_resource(s, "pp"), self.comm.pp(s, dst, nbytes),
+                self.plan.representative(s), not self.plan.platform.pp_overlap)
+
     def _add_hand_over(self, layer, s: int, following: int, i: int, prev: int, backward: bool) -> int:
         """Microbatch ``i`` crosses to ``following``'s stage as soon as it is done (added in
         program order, so that the serialised mode blocks the sender's next microbatch rather
         than its next layer)."""
-        dst, nbytes = self._hand_over(layer, following, backward)
-        name, resource = f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp")
-        d = self.comm.pp(s, dst, nbytes)
-        rep, block = self.plan.representative(s), not self.plan.platform.pp_overlap
+        suffix, resource, d, rep, block = self._hand_over_task(layer, s, following, backward)
+        name = f"{'B' if backward else 'F'}{i} {suffix}"
         if type(self.eng).add is StageEngine.add:   # what add() would do, without its checks
             return self.eng.add_transfer(s, name, resource, d, prev, "pp", rep, block)
         return self.eng.add(name, resource, d, [prev], category="pp", npu=rep, block=block)
