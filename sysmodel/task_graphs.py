@@ -602,6 +602,7 @@ class _StreamingPasses:
         self.resident = plan.workload.layers_on_wafer
         self.done = {s: [] for s in range(self.pp)}   # per stage: task ending each of its layers
         self._timings: dict = {}   # (stage, backward, layer shape) -> layer_timing's (memoising timers)
+        self._blocks: dict = {}    # (stage, backward, layer shape, hand-over) -> _shape_block's block
 
     def stage_of(self, li: int) -> int:
         return li % self.pp
@@ -682,13 +683,14 @@ class _StreamingPasses:
         eng, kind = self.eng, "B" if backward else "F"
         spill = self.plan.memory.offload and not backward
         send = None
+        dst = nbytes = None
         if following is not None and self.comm.memoised and not spill:
             dst, nbytes = self._hand_over(layer, following, backward)
             d = self.comm.pp(s, dst, nbytes)
             if hasattr(d, "time_s") and d.time_s >= 0:
                 send = (f"send to s{dst}", stage_resource(s, "pp"), d, self.plan.representative(s),
                         not self.plan.platform.pp_overlap)
-        block = eng.layer_block([run], send)
+        block = self._shape_block(layer, s, backward, run, send, dst, nbytes)
         spill_time = self._spill(layer, backward, True) if spill else None
         for i in range(self.plan.microbatches):
             prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
@@ -703,6 +705,26 @@ class _StreamingPasses:
                 prev[i] += 1   # the block's hand-over, after the layer's last task
             elif following is not None:
                 prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _shape_block(self, layer, s: int, backward: bool, run: tuple, send, dst, nbytes) -> LayerBlock:
+        """:meth:`StageEngine.layer_block` of ``[run]`` (``layer``'s tasks) and ``send``, built
+        once per (stage, pass, layer shape, hand-over) when the communication timer memoises:
+        every layer of one shape then has the same timings, the same time objects
+        (:func:`layer_timing`; the hand-over's by its destination and bytes) and so the same
+        transfer entries, and its block is the shape's but for the task names and the compute
+        task's source, which are the layer's own (a graph template re-times by the source)."""
+        if not self.comm.memoised:
+            return self.eng.layer_block([run], send)
+        key = (s, backward, layer_shape(layer), send is not None, dst, nbytes)
+        shared = self._blocks.get(key)
+        if shared is None:
+            shared = self._blocks[key] = self.eng.layer_block([run], send)
+        b = shared.block
+        name = layer.name
+        names = [name, f"{name} mp", *b.names[2:]] if run[6] is not None else [name, *b.names[1:]]
+        return LayerBlock(TaskBlock(names, b.duration, b.category, b.npu, b.entry, [run[3], *b.sources[1:]],
+                                    b.dep_count, b.deps, b.queues),
+                          shared.last_compute, shared.last, shared.ends_with_mp, shared.send_blocks)
 
     def _compute_spill(self, layer, backward: bool):
         """For a layer with one compute task per microbatch, added by

@@ -224,7 +224,8 @@ def assert_same_graph(platform, fabric, workload, strategy=None, *, blocking=Fal
     """The fast path's builders (blocks of tasks appended at once, communication timed once)
     add the graph the general path adds task by task through ``add()`` (which an engine that
     overrides ``add`` makes every builder take), with every communication task timed anew:
-    the same tasks, names, resources, dependencies, categories, NPUs and durations.
+    the same tasks, names, resources, dependencies, categories, NPUs and durations, and the
+    same compute sources (the layer object itself: a graph template re-times by it).
     ``blocking``: the serialised mode (every communication task blocks its stage's compute)."""
     from sysmodel.iteration_plan import plan_iteration
     from sysmodel.task_graphs import StageEngine
@@ -234,11 +235,14 @@ def assert_same_graph(platform, fabric, workload, strategy=None, *, blocking=Fal
         def add(self, *args, **kwargs):
             return super().add(*args, **kwargs)
 
-    graphs = []
+    graphs, sources = [], []
     for engine, memo in ((StageEngine, True), (GeneralPathEngine, False)):
         eng = engine(blocking=blocking, **link_priority(platform, fabric))
         build_task_graph(eng, plan_iteration(platform, workload, strategy, **plan_args), fabric, memo=memo)
         graphs.append(eng.tasks)
+        sources.append([src if src is None or src[0] != "layer" else (src[0], id(src[1]), src[2:])
+                        for src in eng.sources])
+    assert sources[0] == sources[1]
     fields = ("name", "resource", "deps", "category", "npu")
     assert [[getattr(t, f) for f in fields] for t in graphs[0]] == \
         [[getattr(t, f) for f in fields] for t in graphs[1]]
