@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hdl.contracts.placement import Strategy
 from sysmodel.collectives import Collective, build_network, configuration_load_s, evaluate
+from sysmodel.model_cache import current
 from sysmodel.platform import Platform
 from sysmodel.switch_phases import collective_links
 from sysmodel.workloads import BYTES, Layer
@@ -111,9 +112,27 @@ class CommTimer:
         where it stores a phase on a FRED fabric (:func:`sysmodel.switch_phases.collective_links`)."""
         if not collectives:
             return CommTime(0.0)
-        r = evaluate(self.platform, self.fabric, collectives)
-        self.configurations |= r.configurations
-        return CommTime(r.time_s, *collective_links(self.platform, self.fabric, r))
+        if self._memo is None:   # the reference path: every task timed anew
+            r = evaluate(self.platform, self.fabric, collectives)
+            self.configurations |= r.configurations
+            return CommTime(r.time_s, *collective_links(self.platform, self.fabric, r))
+        # A memoising timer shares the result across timers (iterations) of one network: it is
+        # a function of the network (evaluate and the switch links read the platform's
+        # network_spec alone) and the collectives. Within a timer two memo keys ask for the same
+        # collectives only where the task keeps their time alone (a scatter-gather hand-over's
+        # all-gather) or scales it (an MP task: new arrays): the MP, PP, DP, I/O and spill keys
+        # differ in op, groups or size. So every task gets link arrays shared with exactly the
+        # tasks it shared them with before (the engine numbers transfers by these arrays).
+        collectives = tuple(collectives)
+        key = (self.platform.network_spec, self.fabric, collectives)
+        memo = current().comm_times
+        hit = memo.get(key)
+        if hit is None:
+            r = evaluate(self.platform, self.fabric, collectives)
+            hit = memo.put(key, (CommTime(r.time_s, *collective_links(self.platform, self.fabric, r)),
+                                 r.configurations))
+        self.configurations |= hit[1]
+        return hit[0]
 
     @property
     def mp_backward_factor(self) -> float:

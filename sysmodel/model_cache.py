@@ -72,6 +72,9 @@ class ModelCache:
     CACHES = {
         "networks": (None, "(platform.network_spec, fabric) -> Network"),
         "collectives": (100_000, "(platform.network_spec, fabric, collectives, algorithm) -> CollectiveResult"),
+        "comm_times": (100_000, "(platform.network_spec, fabric, collectives) -> a memoising "
+                                "CommTimer's time of the collectives run at once, with their link "
+                                "data, and the configurations they store (sysmodel.comm_timing)"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
         "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
                                 "routes, route latencies and switch ports its networks share "
@@ -109,6 +112,7 @@ class ModelCache:
 
     networks: Memo
     collectives: Memo
+    comm_times: Memo
     routing_phases: Memo
     switch_phases: Memo
     network_routes: Memo

@@ -602,6 +602,7 @@ class _StreamingPasses:
         self.resident = plan.workload.layers_on_wafer
         self.done = {s: [] for s in range(self.pp)}   # per stage: task ending each of its layers
         self._timings: dict = {}   # (stage, backward, layer shape) -> layer_timing's (memoising timers)
+        self._blocks: dict = {}    # (stage, backward, layer shape, hand-over) -> _shape_block's block
 
     def stage_of(self, li: int) -> int:
         return li % self.pp
@@ -643,6 +644,10 @@ class _StreamingPasses:
             prev.update(enumerate(computes))
         else:
             spill = self._spill(layer, backward, fast)
+            # the hand-over's resource, time, NPU and blocking are the same for every
+            # microbatch: asked for once (the timer's memo would return the same time object)
+            send = self._hand_over_task(layer, s, following, backward) if hand_over and \
+                self.comm.memoised and type(eng).add is StageEngine.add else None
             for i in range(m):
                 name = f"{kind}{i} {layer.name}"
                 if fast:   # the two tasks add() would add (see StageEngine.add_layer)
@@ -658,7 +663,10 @@ class _StreamingPasses:
                 elif self.plan.memory.offload and not backward:
                     eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
                             [t], category="io", stage=s)
-                if hand_over:
+                if send is not None:   # what _add_hand_over adds
+                    prev[i] = eng.add_transfer(s, f"{kind}{i} {send[0]}", send[1], send[2], prev[i], "pp",
+                                               send[3], send[4])
+                elif hand_over:
                     prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
         self.done[s].append(prev[m - 1])
         if backward:
@@ -675,13 +683,14 @@ class _StreamingPasses:
         eng, kind = self.eng, "B" if backward else "F"
         spill = self.plan.memory.offload and not backward
         send = None
+        dst = nbytes = None
         if following is not None and self.comm.memoised and not spill:
             dst, nbytes = self._hand_over(layer, following, backward)
             d = self.comm.pp(s, dst, nbytes)
             if hasattr(d, "time_s") and d.time_s >= 0:
                 send = (f"send to s{dst}", stage_resource(s, "pp"), d, self.plan.representative(s),
                         not self.plan.platform.pp_overlap)
-        block = eng.layer_block([run], send)
+        block = self._shape_block(layer, s, backward, run, send, dst, nbytes)
         spill_time = self._spill(layer, backward, True) if spill else None
         for i in range(self.plan.microbatches):
             prev[i] = eng.add_layer_run(s, f"{kind}{i} ", block, prev[i], deps)
@@ -696,6 +705,26 @@ class _StreamingPasses:
                 prev[i] += 1   # the block's hand-over, after the layer's last task
             elif following is not None:
                 prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+
+    def _shape_block(self, layer, s: int, backward: bool, run: tuple, send, dst, nbytes) -> LayerBlock:
+        """:meth:`StageEngine.layer_block` of ``[run]`` (``layer``'s tasks) and ``send``, built
+        once per (stage, pass, layer shape, hand-over) when the communication timer memoises:
+        every layer of one shape then has the same timings, the same time objects
+        (:func:`layer_timing`; the hand-over's by its destination and bytes) and so the same
+        transfer entries, and its block is the shape's but for the task names and the compute
+        task's source, which are the layer's own (a graph template re-times by the source)."""
+        if not self.comm.memoised:
+            return self.eng.layer_block([run], send)
+        key = (s, backward, layer_shape(layer), send is not None, dst, nbytes)
+        shared = self._blocks.get(key)
+        if shared is None:
+            shared = self._blocks[key] = self.eng.layer_block([run], send)
+        b = shared.block
+        name = layer.name
+        names = [name, f"{name} mp", *b.names[2:]] if run[6] is not None else [name, *b.names[1:]]
+        return LayerBlock(TaskBlock(names, b.duration, b.category, b.npu, b.entry, [run[3], *b.sources[1:]],
+                                    b.dep_count, b.deps, b.queues),
+                          shared.last_compute, shared.last, shared.ends_with_mp, shared.send_blocks)
 
     def _compute_spill(self, layer, backward: bool):
         """For a layer with one compute task per microbatch, added by
@@ -738,14 +767,19 @@ class _StreamingPasses:
                                      [gate], category="io", stage=s))
         return deps
 
+    def _hand_over_task(self, layer, s: int, following: int, backward: bool) -> tuple:
+        """(name after the microbatch's tag, resource, time, NPU, whether it blocks compute) of
+        every microbatch's hand-over from ``layer`` to ``following`` (:meth:`_add_hand_over`)."""
+        dst, nbytes = self._hand_over(layer, following, backward)
+        return (f"send to s{dst}", stage_resource(s, "pp"), self.comm.pp(s, dst, nbytes),
+                self.plan.representative(s), not self.plan.platform.pp_overlap)
+
     def _add_hand_over(self, layer, s: int, following: int, i: int, prev: int, backward: bool) -> int:
         """Microbatch ``i`` crosses to ``following``'s stage as soon as it is done (added in
         program order, so that the serialised mode blocks the sender's next microbatch rather
         than its next layer)."""
-        dst, nbytes = self._hand_over(layer, following, backward)
-        name, resource = f"{'B' if backward else 'F'}{i} send to s{dst}", stage_resource(s, "pp")
-        d = self.comm.pp(s, dst, nbytes)
-        rep, block = self.plan.representative(s), not self.plan.platform.pp_overlap
+        suffix, resource, d, rep, block = self._hand_over_task(layer, s, following, backward)
+        name = f"{'B' if backward else 'F'}{i} {suffix}"
         if type(self.eng).add is StageEngine.add:   # what add() would do, without its checks
             return self.eng.add_transfer(s, name, resource, d, prev, "pp", rep, block)
         return self.eng.add(name, resource, d, [prev], category="pp", npu=rep, block=block)

@@ -135,6 +135,36 @@ def test_collective_cache_equals_a_fresh_computation():
         assert fresh.time_s == cached.time_s and np.array_equal(fresh.link_loads, cached.link_loads)
 
 
+@pytest.mark.parametrize("fabric", ["fred-d", "mesh"])
+def test_comm_times_shared_across_timers_equal_a_fresh_timing(fabric):
+    """A memoising timer's concurrent collectives are shared with the next timer on the same
+    network (model cache ``comm_times``): the same object, its configurations still added to
+    the second timer; equal, field by field, to the reference timer's fresh timing."""
+    from sysmodel.comm_timing import CommTimer
+    from dataclasses import replace
+    from sysmodel.model_cache import ModelCache, using
+    strategy = parse_strategy("MP4-DP5-PP1")
+    groups = [tuple(strategy.rank(mp=k, dp=d, pp=0) for k in range(strategy.mp)) for d in range(strategy.dp)]
+    colls = [Collective("all-reduce", g, 3e6) for g in groups]
+    with using(ModelCache()):
+        first, second = (CommTimer(P, fabric, strategy, 1.0) for _ in range(2))
+        a = first.concurrent(colls)
+        b = second.concurrent(list(colls))
+        assert b is a
+        assert second.configurations == first.configurations
+        if fabric != "mesh":
+            assert first.configurations   # an in-switch all-reduce stores phases
+        # another compute speed is the same network; another NPU link rate is another network
+        assert CommTimer(P.with_compute_scale(2), fabric, strategy, 1.0).concurrent(colls) is a
+        faster = replace(P, npu_send_gbps=P.npu_send_gbps * 2)
+        c = CommTimer(faster, fabric, strategy, 1.0).concurrent(colls)
+        assert c is not a   # its network_spec differs: timed on its own network
+    with using(ModelCache()):
+        fresh = CommTimer(P, fabric, strategy, 1.0, memo=False).concurrent(colls)
+    assert fresh is not a and fresh.time_s == a.time_s
+    assert np.array_equal(fresh.loads, a.loads) and np.array_equal(fresh.bw, a.bw)
+
+
 def test_network_spec_separates_what_changes_the_network():
     """Network fields change the network key; compute and training fields do not."""
     from dataclasses import replace
@@ -194,7 +224,8 @@ def assert_same_graph(platform, fabric, workload, strategy=None, *, blocking=Fal
     """The fast path's builders (blocks of tasks appended at once, communication timed once)
     add the graph the general path adds task by task through ``add()`` (which an engine that
     overrides ``add`` makes every builder take), with every communication task timed anew:
-    the same tasks, names, resources, dependencies, categories, NPUs and durations.
+    the same tasks, names, resources, dependencies, categories, NPUs and durations, and the
+    same compute sources (the layer object itself: a graph template re-times by it).
     ``blocking``: the serialised mode (every communication task blocks its stage's compute)."""
     from sysmodel.iteration_plan import plan_iteration
     from sysmodel.task_graphs import StageEngine
@@ -204,11 +235,14 @@ def assert_same_graph(platform, fabric, workload, strategy=None, *, blocking=Fal
         def add(self, *args, **kwargs):
             return super().add(*args, **kwargs)
 
-    graphs = []
+    graphs, sources = [], []
     for engine, memo in ((StageEngine, True), (GeneralPathEngine, False)):
         eng = engine(blocking=blocking, **link_priority(platform, fabric))
         build_task_graph(eng, plan_iteration(platform, workload, strategy, **plan_args), fabric, memo=memo)
         graphs.append(eng.tasks)
+        sources.append([src if src is None or src[0] != "layer" else (src[0], id(src[1]), src[2:])
+                        for src in eng.sources])
+    assert sources[0] == sources[1]
     fields = ("name", "resource", "deps", "category", "npu")
     assert [[getattr(t, f) for f in fields] for t in graphs[0]] == \
         [[getattr(t, f) for f in fields] for t in graphs[1]]
