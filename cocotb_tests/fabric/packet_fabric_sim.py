@@ -67,7 +67,7 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
     (:func:`~hdl.compiler.packet_fabric_program.runs_online`) stores nothing in the switches:
     the engines' programs and their online headers only (``vcs``, ``delays`` per collective as
     for stored phases: each endpoint's unicasts on its class's VC)."""
-    if runs_online(program):
+    if runs_online(program) and not program.online_collectives:
         writes = []
         headers = online_headers(program, request, packet, vcs=vcs, delays=delays)
         for rank, (engine, header) in enumerate(zip(program.engines, headers)):
@@ -76,9 +76,19 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
         return {"config": [], "writes": writes}
     config = configuration_words(program)
     writes = []
-    for rank, (engine, header) in enumerate(zip(program.engines,
-                                                packet_headers(program, request, packet, vcs=vcs,
-                                                               delays=delays))):
+    headers = packet_headers(program, request, packet, vcs=vcs, delays=delays)
+    if program.online_collectives:
+        # stored phases and online unicasts (concurrent classes): the online collectives'
+        # endpoints name the default index; the fabric (built online) follows no phase order
+        ranks = {r for c in program.online_collectives for r in request.collectives[c].ranks}
+        online = online_headers(program, request, packet, vcs=vcs, delays=delays, ranks=ranks)
+        headers = [online[r] if r in ranks else h for r, h in enumerate(headers)]
+        ordered = [program.switch_name(s) for s, (_, entries) in
+                   enumerate(phase_orders(program, request, packet, vcs=vcs)) if entries]
+        if ordered:
+            raise FredError(f"{', '.join(ordered)} would need a phase order (several stored "
+                            f"phases of one VC); a fabric with online routing follows none")
+    for rank, (engine, header) in enumerate(zip(program.engines, headers)):
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
     writes += flow_port_writes(spec, program)
