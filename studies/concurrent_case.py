@@ -33,16 +33,19 @@ SCENARIOS = {
     "dp-under-io": "an I/O controller's weight stream (io-broadcast of the load size, at the "
                    "controller's rate, to NPU 1 of every L1 but the first) from cycle 0 and a DP "
                    "all-reduce (size) from cycle DELAY, on the DP VC both, sharing every L1",
-    "dp-under-write": "an NPU's write into an I/O controller (the load size, NPU 1 of L1 1 -> "
-                      "controller 0 on L1 0, an online unicast sunk at the controller's rate: an "
-                      "activation-checkpoint offload) from cycle 0 and a DP all-reduce (size, in "
-                      "the switches) from cycle DELAY, on the DP VC both, sharing L1 0, L1 1 and "
-                      "the L2 plane of uplink 1",
+    "dp-under-write": "an NPU's write into an I/O controller (the load size, NPU 0 -> "
+                      "controller 0, both on L1 0: an online unicast sunk at the controller's "
+                      "rate, an activation-checkpoint offload) from cycle 0 and a DP all-reduce "
+                      "(size, in the switches) from cycle DELAY, on the DP VC both, sharing L1 0 "
+                      "(the switch, no link)",
+    "dp-under-far-write": "as dp-under-write, the writer NPU 1 of L1 1: its write crosses L1 1, "
+                          "the L2 (plane) and L1 0 on the DP all-reduce's uplink, so the two also "
+                          "share links (one FIFO per VC at each switch input)",
 }
 
 #: Scenarios with an I/O class: their fabric gets one I/O controller (endpoint ``npus``, on
 #: L1 0; docs/fabric_rtl.md, "I/O controllers") unless the spec names its own.
-IO_SCENARIOS = ("dp-under-io", "dp-under-write")
+IO_SCENARIOS = ("dp-under-io", "dp-under-write", "dp-under-far-write")
 
 
 def _io_class(spec, load_size: int):
@@ -63,10 +66,11 @@ def _io_class(spec, load_size: int):
         f"I/O weight stream {spec.npus} -> {list(members)}"))
 
 
-def _write_class(spec, load_size: int):
-    """The write of ``dp-under-write``: NPU 1 of L1 1 (rank ``npus_per_l1 + 1``, outside the DP
-    group of :func:`_groups`) writes ``load_size`` flits into controller 0 (endpoint ``npus``,
-    on L1 0): a one-member ``io-reduce`` run as the chain, i.e. that NPU's unicast, routed
+def _write_class(spec, load_size: int, far: bool):
+    """The write of ``dp-under-write`` (``far``: ``dp-under-far-write``): NPU 0 (``far``: NPU 1
+    of L1 1, rank ``npus_per_l1 + 1``; either outside the DP group of :func:`_groups`) writes
+    ``load_size`` flits into controller 0 (endpoint ``npus``, on L1 0): a one-member
+    ``io-reduce`` run as the chain, i.e. that NPU's unicast, routed
     online (``hdl.compiler.fabric_program.ALGORITHMS``), the model's ``io-write`` (every member
     writes its own bytes, :func:`model_collectives`). The controller sinks it at its rate
     (``spec.io_rate``), so its packets wait for room at every switch on the way: the
@@ -77,7 +81,7 @@ def _write_class(spec, load_size: int):
     if spec.io_controllers < 1:
         raise FredError(f"scenario dp-under-write needs an I/O controller; {spec.name} has none "
                         f"(io_controllers)")
-    writer = spec.npus_per_l1 + 1
+    writer = spec.npus_per_l1 + 1 if far else 0
     return TrafficClass("write", "io", FabricRequest(
         "io-reduce", (FabricCollective("io-reduce", (writer,), spec.npus),), load_size,
         f"write {writer} -> I/O controller {spec.npus}"), algorithm="chain")
@@ -125,17 +129,17 @@ def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: i
         return [TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
                                                  size, f"DP all-reduce of {list(dp)}"), delay=delay),
                 _io_class(spec, load_size)]
-    if scenario == "dp-under-write":
+    if scenario in ("dp-under-write", "dp-under-far-write"):
         return [TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
                                                  size, f"DP all-reduce of {list(dp)}"), delay=delay),
-                _write_class(spec, load_size)]
+                _write_class(spec, load_size, far=scenario == "dp-under-far-write")]
     if scenario == "mp-under-dp":
         return [dp_class, TrafficClass("mp", "mp", request(
             "all-reduce", FabricCollective("all-reduce", mp), size, f"MP all-reduce of {list(mp)}"),
             delay=delay)]
     if delay:
         raise FredError(f"scenario {scenario} starts every class together; --delay applies to "
-                        f"mp-under-dp, dp-under-io and dp-under-write")
+                        f"mp-under-dp, dp-under-io and the dp-under-*write scenarios")
     if spec.npus_per_l1 < 3:
         raise FredError(f"scenario {scenario} needs >= 3 NPUs per L1 (its PP multicast uses NPU 2 "
                         f"of three L1s); {spec.name} has {spec.npus_per_l1}")
