@@ -39,8 +39,9 @@ SCENARIOS = {
                       "(size, in the switches) from cycle DELAY, on the DP VC both, sharing L1 0 "
                       "(the switch, no link)",
     "dp-under-far-write": "as dp-under-write, the writer NPU 1 of L1 1: its write crosses L1 1, "
-                          "the L2 (plane) and L1 0 on the DP all-reduce's uplink, so the two also "
-                          "share links (one FIFO per VC at each switch input)",
+                          "the L2 and L1 0; with one uplink per L1 (Fred-A/B) on the DP "
+                          "all-reduce's links too (one FIFO per VC at each switch input), on "
+                          "Fred-C/D on the controller's uplink and plane (0; DP's is 1)",
 }
 
 #: Scenarios with an I/O class: their fabric gets one I/O controller (endpoint ``npus``, on
@@ -68,7 +69,9 @@ def _io_class(spec, load_size: int):
 
 def _write_class(spec, load_size: int, far: bool):
     """The write of ``dp-under-write`` (``far``: ``dp-under-far-write``): NPU 0 (``far``: NPU 1
-    of L1 1, rank ``npus_per_l1 + 1``; either outside the DP group of :func:`_groups`) writes
+    of L1 1, rank ``npus_per_l1 + 1``, whose packets take the controller's uplink,
+    :func:`~hdl.compiler.packet_fabric_program.online_output`; either outside the DP group of
+    :func:`_groups`) writes
     ``load_size`` flits into controller 0 (endpoint ``npus``, on L1 0): a one-member
     ``io-reduce`` run as the chain, i.e. that NPU's unicast, routed
     online (``hdl.compiler.fabric_program.ALGORITHMS``), the model's ``io-write`` (every member
