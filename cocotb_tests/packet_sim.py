@@ -52,7 +52,7 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
 
     ``send_rate``: probability a sender that may send does so in a cycle; ``drain_rate``: the
     probability a receiver frees its oldest flit in a cycle (after at least ``drain_delay``
-    cycles). Stops ``quiet`` cycles after the last transfer once every packet was sent, or at
+    cycles), or ``{port: probability}`` (ports not named: 1). Stops ``quiet`` cycles after the last transfer once every packet was sent, or at
     ``max_cycles``. ``host(ctx, cycle)``: optional coroutine called every cycle (host mode).
     Cycle 0 is the first cycle after the configurations are loaded. ``check_order``: the
     senders check the host ordering rule of reductions as they start packets
@@ -172,7 +172,8 @@ class _Links:
         for p in range(dut.ports):
             freed = None
             pending = self.pending[p]
-            if pending and pending[0][0] <= cycle and self.rng.random() < self.drain_rate:
+            rate = self.drain_rate.get(p, 1.0) if isinstance(self.drain_rate, dict) else self.drain_rate
+            if pending and pending[0][0] <= cycle and self.rng.random() < rate:
                 freed = pending.pop(0)[1]
             for v in range(3):
                 ctx.set(dut.o_credit[p][v], int(freed == v))

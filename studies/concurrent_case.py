@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from hdl.contracts.errors import FredError
 
 __all__ = ["SCENARIOS", "IO_SCENARIOS", "scenario_classes", "ConcurrentCase", "build_concurrent_case",
-           "model_concurrent", "run_concurrent_case"]
+           "model_collectives", "model_concurrent", "run_concurrent_case"]
 
 #: The scenarios ``fred fabric-sim --concurrent`` runs, and what each is.
 SCENARIOS = {
@@ -33,11 +33,20 @@ SCENARIOS = {
     "dp-under-io": "an I/O controller's weight stream (io-broadcast of the load size, at the "
                    "controller's rate, to NPU 1 of every L1 but the first) from cycle 0 and a DP "
                    "all-reduce (size) from cycle DELAY, on the DP VC both, sharing every L1",
+    "dp-under-write": "an NPU's write into an I/O controller (the load size, NPU 0 -> "
+                      "controller 0, both on L1 0: an online unicast sunk at the controller's "
+                      "rate, an activation-checkpoint offload) from cycle 0 and a DP all-reduce "
+                      "(size, in the switches) from cycle DELAY, on the DP VC both, sharing L1 0 "
+                      "(the switch, no link)",
+    "dp-under-far-write": "as dp-under-write, the writer NPU 1 of L1 1: its write crosses L1 1, "
+                          "the L2 and L1 0; with one uplink per L1 (Fred-A/B) on the DP "
+                          "all-reduce's links too (one FIFO per VC at each switch input), on "
+                          "Fred-C/D on the controller's uplink and plane (0; DP's is 1)",
 }
 
 #: Scenarios with an I/O class: their fabric gets one I/O controller (endpoint ``npus``, on
 #: L1 0; docs/fabric_rtl.md, "I/O controllers") unless the spec names its own.
-IO_SCENARIOS = ("dp-under-io",)
+IO_SCENARIOS = ("dp-under-io", "dp-under-write", "dp-under-far-write")
 
 
 def _io_class(spec, load_size: int):
@@ -56,6 +65,29 @@ def _io_class(spec, load_size: int):
     return TrafficClass("io", "io", FabricRequest(
         "io-broadcast", (FabricCollective("io-broadcast", members, spec.npus),), load_size,
         f"I/O weight stream {spec.npus} -> {list(members)}"))
+
+
+def _write_class(spec, load_size: int, far: bool):
+    """The write of ``dp-under-write`` (``far``: ``dp-under-far-write``): NPU 0 (``far``: NPU 1
+    of L1 1, rank ``npus_per_l1 + 1``, whose packets take the controller's uplink,
+    :func:`~hdl.compiler.packet_fabric_program.online_output`; either outside the DP group of
+    :func:`_groups`) writes
+    ``load_size`` flits into controller 0 (endpoint ``npus``, on L1 0): a one-member
+    ``io-reduce`` run as the chain, i.e. that NPU's unicast, routed
+    online (``hdl.compiler.fabric_program.ALGORITHMS``), the model's ``io-write`` (every member
+    writes its own bytes, :func:`model_collectives`). The controller sinks it at its rate
+    (``spec.io_rate``), so its packets wait for room at every switch on the way: the
+    Transformer-1T checkpoint offload of docs/sysmodel.md ("One phase active at a time per
+    switch"). On DP's VC (kind ``io``), as every I/O stream."""
+    from hdl.compiler.concurrent_program import TrafficClass
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    if spec.io_controllers < 1:
+        raise FredError(f"scenario dp-under-write needs an I/O controller; {spec.name} has none "
+                        f"(io_controllers)")
+    writer = spec.npus_per_l1 + 1 if far else 0
+    return TrafficClass("write", "io", FabricRequest(
+        "io-reduce", (FabricCollective("io-reduce", (writer,), spec.npus),), load_size,
+        f"write {writer} -> I/O controller {spec.npus}"), algorithm="chain")
 
 
 def _groups(spec):
@@ -100,13 +132,17 @@ def scenario_classes(spec, scenario: str, *, size: int, load_size: int, delay: i
         return [TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
                                                  size, f"DP all-reduce of {list(dp)}"), delay=delay),
                 _io_class(spec, load_size)]
+    if scenario in ("dp-under-write", "dp-under-far-write"):
+        return [TrafficClass("dp", "dp", request("all-reduce", FabricCollective("all-reduce", dp),
+                                                 size, f"DP all-reduce of {list(dp)}"), delay=delay),
+                _write_class(spec, load_size, far=scenario == "dp-under-far-write")]
     if scenario == "mp-under-dp":
         return [dp_class, TrafficClass("mp", "mp", request(
             "all-reduce", FabricCollective("all-reduce", mp), size, f"MP all-reduce of {list(mp)}"),
             delay=delay)]
     if delay:
         raise FredError(f"scenario {scenario} starts every class together; --delay applies to "
-                        f"mp-under-dp and dp-under-io")
+                        f"mp-under-dp, dp-under-io and the dp-under-*write scenarios")
     if spec.npus_per_l1 < 3:
         raise FredError(f"scenario {scenario} needs >= 3 NPUs per L1 (its PP multicast uses NPU 2 "
                         f"of three L1s); {spec.name} has {spec.npus_per_l1}")
@@ -160,12 +196,11 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     from sysmodel.comm_timing import CommTime
     from sysmodel.switch_phases import collective_links
     from sysmodel.engine import Engine
-    from sysmodel.fabric_model import request_collectives
     from sysmodel.training import link_priority
     plat, _ = platform
     timing = plat.switch_at("l1")
     cycle_s = timing.cycle_s
-    times = [evaluate(plat, spec.name, request_collectives(cls.request, timing.flit_bytes))
+    times = [evaluate(plat, spec.name, model_collectives(cls, timing.flit_bytes))
              for cls in classes]
     # each class's transfer holds the switches where it stores a phase (one phase at a time)
     links = [collective_links(plat, spec.name, r) for r in times]
@@ -186,6 +221,27 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     return [{"cycles": end, "latency": end - cls.delay, "alone": r.time_s / cycle_s,
              "fair": f - cls.delay, "algorithm": r.algorithms[0]}
             for cls, r, end, f in zip(classes, times, priority, fair)]
+
+
+def model_collectives(cls, flit_bytes: int) -> list:
+    """The model's collectives of traffic class ``cls``
+    (:func:`sysmodel.fabric_model.request_collectives`), but an ``io-reduce`` the class runs as
+    an endpoint algorithm (a one-member chain on Fred-B/D: the NPU's unicast into its
+    controller) is the model's ``io-write`` (every member writes its own bytes, online unicasts
+    storing no phase); a several-member chain has no model counterpart here (FredError)."""
+    from sysmodel.collectives import Collective
+    from sysmodel.fabric_model import request_collectives
+    if cls.request.op != "io-reduce" or cls.algorithm in (None, "in-switch"):
+        return request_collectives(cls.request, flit_bytes)
+    out = []
+    for coll in cls.request.collectives:
+        if len(coll.members) != 1:
+            raise FredError(f"traffic class {cls.name}: an io-reduce run as the {cls.algorithm} "
+                            f"is modelled as one NPU's write (io-write); {list(coll.members)} "
+                            f"has {len(coll.members)} members")
+        out.append(Collective("io-write", group=coll.members,
+                              size=cls.request.size_flits * flit_bytes))
+    return out
 
 
 def build_concurrent_case(*, fabric: str, scenario: str, size: int, load_size: int | None = None,
@@ -240,7 +296,7 @@ def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressur
     alone = []
     for cls in classes:
         run = runner(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure,
-                     watchdog_cycles=watchdog)
+                     watchdog_cycles=watchdog, algorithm=cls.algorithm)
         _check(spec, cls.request, run)
         alone.append(run)
     case.rtl = [{"cycles": end, "latency": end - cls.delay, "alone": run.cycles,

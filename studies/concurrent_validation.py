@@ -25,7 +25,7 @@ CONCURRENT_MARKERS = ("<!-- fabric-validate-concurrent:begin -->",
 #: cross the fabric in under 100 cycles).
 MP_DELAY = 200
 #: The scenarios whose second class starts ``MP_DELAY`` cycles after the load.
-DELAYED = ("mp-under-dp", "dp-under-io")
+DELAYED = ("mp-under-dp", "dp-under-io", "dp-under-write", "dp-under-far-write")
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@ transfer's link loads (:func:`switch_links`): the switch's stored phases' and it
 phase's. A transfer that holds switch ``s`` loads one of them with the time it holds ``s``:
 its busiest-link time alone, so at full speed it uses the whole switch (share 1) and alone it
 runs as before -- its packets wait at the switch for as long as it runs -- or, where it is
-paced at its sources (its busiest links leave endpoints into switches and it moves on faster:
-an I/O controller's 128 GBps stream), its bytes' time through the switch (share below 1: its
-packets arrive with gaps, in which the switch selects another waiting phase, docs/switch.md,
-"Control unit"). The engine's strict-priority max-min filling then gives:
+paced at its sources or its sinks (its busiest links join endpoints and switches and its
+other links are faster: an I/O controller's 128 GBps stream, an NPU's write into a
+controller), its bytes' time through the switch (share below 1: its packets arrive with gaps,
+or wait for room, while the switch selects another waiting phase, docs/switch.md, "Control
+unit": a phase that cannot move yields). The engine's strict-priority max-min filling then
+gives:
 
 * one transfer alone: unchanged;
 * two classes at one switch: strict priority gives the higher level the whole switch, the lower
@@ -47,7 +49,10 @@ transfers of one class run together through a switch, classes take turns. The me
 no phases: nothing is held there.
 
 What the fluid share leaves out (docs/sysmodel.md, "One phase active at a time"): the selects
-a switch pays each time a paced stream's gap lets another phase in; the order between the
+a switch pays each time a paced stream's gap lets another phase in; a sink-paced transfer's
+packets filling the one FIFO per VC at every switch input on its way, so a transfer of its VC
+sharing a *link* with it waits behind it (measured: docs/fabric_validation.md,
+dp-under-far-write; the model shares the link's bandwidth); the order between the
 default phase and stored phases of one VC (the model serves the default phase first); the L2
 is one logical switch in the model (one resource), whereas the RTL's L2 is built from planes,
 one per uplink port, each with its own phase.
@@ -111,10 +116,10 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     the default-phase one of every switch it crosses, loaded with the time the transfer holds
     the switch (s), 0 elsewhere: its
     busiest-link time alone (its packets wait at the switch while it runs), or, for a transfer
-    paced at its source (its busiest link leaves an endpoint into a switch and is slower than
-    its links on from there: an I/O controller's stream), its busiest time on the switch's
-    other links (its packets arrive with gaps in which the switch serves other phases; module
-    docstring)."""
+    paced at its source or its sink (its busiest link joins an endpoint and a switch and is
+    slower than its other links: an I/O controller's stream, an NPU's write into a controller),
+    its busiest time on the switch's other links (its packets arrive with gaps, or wait for
+    room, while the switch serves other phases; module docstring)."""
     if loads is None or bw is None or not holds_switches(platform, net):
         return loads, bw
     loads = np.asarray(loads, dtype=float)
@@ -125,7 +130,7 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     t_alone = float(time.max())
     crossed = np.array([np.any(loads[links] > 0) for links in incident], dtype=bool)
     stored = np.array([node in switches for node in nodes], dtype=bool)
-    paced = _source_links(net, time)
+    paced = _paced_links(net, time)
     busy = _busy_times(time, incident, set(paced.tolist())) if len(paced) else t_alone
     online = not stored.any()     # a transfer storing phases is routed by them (module docstring)
     held = np.concatenate([np.where(crossed & stored, busy, 0.0), np.where(crossed & online, busy, 0.0)])
@@ -134,22 +139,32 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     return np.concatenate([loads, held]), held_bw
 
 
-def _source_links(net, time) -> np.ndarray:
-    """The links that pace a transfer at its sources (``time``: per link, its bytes' time):
-    its busiest links, where each leaves an endpoint (an I/O controller, an NPU) into a switch
-    and some link it loads beyond them is faster; empty where another kind of link is among
-    its busiest (its packets then wait at the switches: it is not paced)."""
+def _paced_links(net, time) -> np.ndarray:
+    """The links that pace a transfer at its sources or its sinks (``time``: per link, its
+    bytes' time): its busiest links, where every one leaves an endpoint (an I/O controller's
+    stream, an NPU) into a switch, or every one leaves a switch into an endpoint (an NPU's
+    write into a 128 GBps I/O controller), and some link it loads beyond them is faster; empty where a link between switches is among its busiest (its packets then
+    wait at the switches: it is not paced). A sink-paced transfer's packets wait for room at
+    every switch on its way, and the control unit yields the switch to a phase that can move
+    (docs/switch.md, "Control unit": the work-conserving yield, measured in the RTL:
+    docs/fabric_validation.md, dp-under-write), so it leaves the switches the gaps a
+    source-paced stream leaves."""
     n = len(net.link_bw)
     busiest = np.flatnonzero(time[:n] >= time.max() * (1 - 1e-12))
     kind = net.node_kind
-    if not all(kind[int(net.link_src[link])] != "switch" and kind[int(net.link_dst[link])] == "switch"
-               for link in busiest):
+    into = {kind[int(net.link_src[link])] != "switch" and kind[int(net.link_dst[link])] == "switch"
+            for link in busiest}
+    out_of = {kind[int(net.link_src[link])] == "switch" and kind[int(net.link_dst[link])] != "switch"
+              for link in busiest}
+    # all into switches (paced at the sources) or all out of them (at the sinks); a transfer
+    # whose busiest links are both, an all-reduce at full speed, moves at its links' rate
+    if into != {True} and out_of != {True}:
         return np.zeros(0, dtype=np.int64)
     return busiest if np.count_nonzero(time[:n] > 0) > len(busiest) else np.zeros(0, dtype=np.int64)
 
 
 def _busy_times(time, incident, paced: set) -> np.ndarray:
-    """Per switch, how long a transfer paced at its sources by the links ``paced`` keeps it busy:
+    """Per switch, how long a transfer paced by the links ``paced`` keeps it busy:
     its busiest time on the switch's other links (the time its bytes take through it)."""
     return np.array([max((time[link] for link in links if link not in paced), default=0.0)
                      for links in incident])

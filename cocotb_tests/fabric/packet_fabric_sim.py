@@ -67,7 +67,7 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
     (:func:`~hdl.compiler.packet_fabric_program.runs_online`) stores nothing in the switches:
     the engines' programs and their online headers only (``vcs``, ``delays`` per collective as
     for stored phases: each endpoint's unicasts on its class's VC)."""
-    if runs_online(program):
+    if runs_online(program) and not program.online_collectives:
         writes = []
         headers = online_headers(program, request, packet, vcs=vcs, delays=delays)
         for rank, (engine, header) in enumerate(zip(program.engines, headers)):
@@ -76,9 +76,19 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
         return {"config": [], "writes": writes}
     config = configuration_words(program)
     writes = []
-    for rank, (engine, header) in enumerate(zip(program.engines,
-                                                packet_headers(program, request, packet, vcs=vcs,
-                                                               delays=delays))):
+    headers = packet_headers(program, request, packet, vcs=vcs, delays=delays)
+    if program.online_collectives:
+        # stored phases and online unicasts (concurrent classes): the online collectives'
+        # endpoints name the default index; the fabric (built online) follows no phase order
+        ranks = {r for c in program.online_collectives for r in request.collectives[c].ranks}
+        online = online_headers(program, request, packet, vcs=vcs, delays=delays, ranks=ranks)
+        headers = [online[r] if r in ranks else h for r, h in enumerate(headers)]
+        ordered = [program.switch_name(s) for s, (_, entries) in
+                   enumerate(phase_orders(program, request, packet, vcs=vcs)) if entries]
+        if ordered:
+            raise FredError(f"{', '.join(ordered)} would need a phase order (several stored "
+                            f"phases of one VC); a fabric with online routing follows none")
+    for rank, (engine, header) in enumerate(zip(program.engines, headers)):
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
     writes += flow_port_writes(spec, program)
@@ -258,7 +268,7 @@ PACKET_SIMULATORS = ("cocotb", "lockstep")
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
                       packet_flits=8, depth=None, cflags=None, algorithm=None,
                       program=None, vcs=None, delays=None, pgo=False,
-                      prebuilt=None, simulator="cocotb") -> PacketFabricRun:
+                      prebuilt=None, simulator="cocotb", yield_after=None) -> PacketFabricRun:
     """:func:`run_packet_fabric_amaranth` under Verilator: one model of the whole packet fabric
     (only the top's ports public, ``eda.fabric.build``) run by the circuit fabric's cocotb
     bench (``cocotb_tests.fabric.bench_fabric``, with the packet fabric's read registers).
@@ -268,7 +278,9 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     build, trained by :func:`packet_training` (the same cycles, machine code only;
     docs/fabric_rtl.md, "Simulation speed"); ``prebuilt``: run on this build folder of
     ``simulator`` (the training runs); ``simulator``: one of :data:`PACKET_SIMULATORS` (both
-    load, run and read the same registers, so :func:`judge` checks every flit either way)."""
+    load, run and read the same registers, so :func:`judge` checks every flit either way).
+    ``yield_after``: the switches' yield guard (:class:`PacketFabricTop`; None: the default;
+    0: the hold rule, to compare; the one-model simulator only)."""
     import time
 
     from eda.fabric.build import build_trained, fast_cflags, training_options
@@ -277,6 +289,8 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     if simulator not in PACKET_SIMULATORS:
         raise FredError(f"unknown packet fabric simulator {simulator!r}; expected one of "
                         f"{', '.join(PACKET_SIMULATORS)}")
+    if yield_after is not None and (simulator != "cocotb" or pgo):
+        raise FredError("yield_after is given to the plain one-model simulator only")
     program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
                                         sink_backpressure=sink_backpressure)
     online = runs_online(program)
@@ -296,8 +310,8 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
             built = build_lockstep(packet_part_verilogs(spec, packet_flits, depth, online), cflags=flags,
                                    **training_options("packet lock-step", workload, pgo))
         else:
-            built = build_trained(_packet_verilog(spec, packet_flits, depth, online), PACKET_TOP, PORTS,
-                                  cflags=flags, pgo=pgo, workload=workload)
+            built = build_trained(_packet_verilog(spec, packet_flits, depth, online, yield_after),
+                                  PACKET_TOP, PORTS, cflags=flags, pgo=pgo, workload=workload)
     else:
         built = Path(prebuilt)
     build_s = time.perf_counter() - started
@@ -312,7 +326,8 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
         metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
     else:
         metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
-                            verilog=(_packet_verilog(spec, packet_flits, depth, online), PACKET_TOP),
+                            verilog=(_packet_verilog(spec, packet_flits, depth, online, yield_after),
+                                     PACKET_TOP),
                             bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]
     run = judge(spec, request, program, after["global"]["cycles"], after["engines"],
@@ -359,11 +374,12 @@ def _training_run(spec, request, build_dir, *, algorithm, packet_flits, depth, s
 
 
 @functools.lru_cache(maxsize=4)
-def _packet_verilog(spec, packet_flits, depth, online) -> str:
+def _packet_verilog(spec, packet_flits, depth, online, yield_after=None) -> str:
     """The Verilog of the packet fabric top (the same for every request on one fabric: a
     validation run's cases share it; generating it takes tens of seconds on Fred-A..D)."""
     from hdl.emit.verilog import to_verilog
-    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online)
+    dut = PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, online=online,
+                          yield_after=yield_after)
     return to_verilog(dut, name=PACKET_TOP)
 
 

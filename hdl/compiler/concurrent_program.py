@@ -15,8 +15,14 @@ online unicasts of the default index (docs/switch.md, "Online unicast routing"),
 NPU's header names its class's VC, so a switch serves the default index of the highest waiting
 VC and a higher class preempts a lower one at packet boundaries (the default index is "a
 phase like the others"). Their program is every NPU's engine from its class's program and
-no stored phase. Classes of one run are all in-switch or all endpoint algorithms (a fabric
-is built with or without online routing). Pure Python.
+no stored phase. Classes of both kinds in one run (an NPU's write into an I/O controller under
+an in-switch all-reduce: the scenario dp-under-write) make a fabric built with online routing
+*and* stored phases: the in-switch classes take their slots as above, the endpoint classes'
+collectives are the program's ``online_collectives`` (their NPUs' headers name the default
+index, :func:`hdl.compiler.packet_fabric_program.online_headers`). Such a fabric follows no
+phase order (docs/switch.md, "Phase order": ordered switches are built without online
+routing), so its in-switch classes may store at most one phase per VC at a switch
+(:func:`hdl.compiler.packet_fabric_program.phase_orders` finds none to follow). Pure Python.
 """
 
 from __future__ import annotations
@@ -39,12 +45,14 @@ class TrafficClass:
     """One class of a concurrent run: ``name`` (for reports), ``kind`` (``mp``, ``pp``, ``dp``
     or ``io``: its VC and the model's priority level), ``request`` (its
     :class:`~hdl.contracts.fabric.FabricRequest`), ``delay`` (cycles after the start before
-    its NPUs send)."""
+    its NPUs send), ``algorithm`` (as :func:`~hdl.compiler.fabric_program.fabric_program`;
+    None: the fabric's default)."""
 
     name: str
     kind: str
     request: FabricRequest
     delay: int = 0
+    algorithm: str | None = None
 
     def __post_init__(self):
         if self.kind not in CLASS_VC:
@@ -61,10 +69,10 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     :class:`TrafficClass`) run at once on ``spec``'s packet fabric: the merged
     :class:`~hdl.compiler.fabric_program.FabricProgram`, one :class:`FabricRequest` holding
     every class's collectives (class order), and per collective index its VC, its delay and
-    its class's index. The program's ``algorithm`` is ``in-switch``, or the classes' endpoint
-    algorithms joined by `` + `` (online unicasts; no stored phase). FredError for classes
-    sharing an endpoint, two classes on one VC, in-switch classes mixed with endpoint
-    algorithms, or more slots than a switch stores."""
+    its class's index. The program's ``algorithm`` is the classes' algorithms joined by `` + ``
+    (``in-switch``; endpoint algorithms alone: online unicasts, no stored phase; both: stored
+    phases and ``online_collectives``, module docstring). FredError for classes sharing an
+    endpoint, two classes on one VC, or more slots than a switch stores."""
     from hdl.compiler.fabric_program import FabricProgram, fabric_program
     from hdl.contracts.packet import VC
     classes = list(classes)
@@ -74,13 +82,10 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
         raise FredError(f"a concurrent run needs two or more traffic classes, got {len(classes)}")
     vc_of_class = [CLASS_VC[c.kind] for c in classes]
     owner = _owners(classes, vc_of_class)
-    programs = [fabric_program(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure)
+    programs = [fabric_program(spec, cls.request, algorithm=cls.algorithm, seed=seed,
+                               sink_backpressure=sink_backpressure)
                 for cls in classes]
     online = [p.algorithm != "in-switch" for p in programs]
-    if any(online) and not all(online):
-        named = ", ".join(f"{cls.name} ({p.algorithm})" for cls, p in zip(classes, programs))
-        raise FredError(f"classes {named} mix in-switch collectives and endpoint algorithms: a "
-                        f"packet fabric runs one or the other (built with or without online routing)")
     collectives, vcs, delays, collective_class, firsts = [], {}, {}, [], []
     for c, cls in enumerate(classes):
         firsts.append(len(collectives))
@@ -90,15 +95,19 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
             delays[firsts[c] + i] = cls.delay
             collective_class.append(c)
     # online unicasts store no phase anywhere; in-switch classes take consecutive slots
-    switches = ([[] for _ in spec.switch_ports] if all(online)
-                else _side_by_side(spec, programs, firsts))
+    stored = [c for c, o in enumerate(online) if not o]
+    switches = ([[] for _ in spec.switch_ports] if not stored
+                else _side_by_side(spec, [programs[c] for c in stored], [firsts[c] for c in stored]))
+    # with stored phases, the endpoint classes' collectives are online unicasts among them
+    online_collectives = (frozenset(i for i, c in enumerate(collective_class) if online[c])
+                          if stored else frozenset())
     engines = [programs[owner.get(rank, 0)].engines[rank] for rank in range(spec.endpoints)]
     contributors = [programs[owner.get(rank, 0)].contributors[rank] for rank in range(spec.endpoints)]
     algorithm = " + ".join(dict.fromkeys(p.algorithm for p in programs))
     program = FabricProgram(algorithm, spec.switch_ports, switches, engines,
                             sum(e["send_count"] for e in engines),
                             sum(e["recv_count"] for e in engines), contributors,
-                            planes=spec.l2_planes)
+                            planes=spec.l2_planes, online_collectives=online_collectives)
     label = " + ".join(f"{cls.name} ({cls.request.label}, {cls.request.size_flits} flits"
                        + (f", from cycle {cls.delay})" if cls.delay else ")") for cls in classes)
     request = FabricRequest("concurrent", tuple(collectives),

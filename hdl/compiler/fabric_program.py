@@ -72,10 +72,13 @@ __all__ = ["ALGORITHMS", "in_switch_flows", "ring_engine_stages", "chain_engine_
 
 _MASK = 0xFFFFFFFF
 
-#: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op.
+#: Algorithms per kind of fabric: in-switch (B/D) and endpoint (A/C), per op. On B/D an
+#: io-reduce may also run as the chain: with one member, that NPU's unicast write into its
+#: controller (an activation-checkpoint offload, online on the packet fabric; the concurrent
+#: scenario dp-under-write, studies/concurrent_case.py).
 ALGORITHMS = {
     True: {"all-reduce": ("in-switch",), "reduce": ("in-switch",), "multicast": ("in-switch",),
-           "io-broadcast": ("in-switch",), "io-reduce": ("in-switch",)},
+           "io-broadcast": ("in-switch",), "io-reduce": ("in-switch", "chain")},
     False: {"all-reduce": ("ring", "hierarchical"), "reduce": ("chain",), "multicast": ("chain",),
             "io-broadcast": ("chain",), "io-reduce": ("chain",)},
 }
@@ -141,6 +144,11 @@ class FabricProgram:
         return [len(p) for p in self.switches]
 
     planes: int = 1
+    #: a concurrent run's program that also stores phases (``algorithm`` "in-switch + ..."):
+    #: the collectives (request indices) whose packets are online unicasts of the default
+    #: index (endpoint algorithms among in-switch classes,
+    #: :func:`hdl.compiler.concurrent_program.concurrent_program`); empty otherwise
+    online_collectives: frozenset = frozenset()
 
     def switch_name(self, index: int) -> str:
         return switch_label(len(self.switches) - self.planes, self.planes, index)

@@ -78,7 +78,9 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
                 if slot_of.setdefault(c, k) != k:
                     raise FredError(f"collective {c} is in slot {slot_of[c]} at one switch and "
                                     f"{k} at {program.switch_name(s)}: a header names one slot")
-    in_switch = program.algorithm == "in-switch"
+    # a program with stored phases and online collectives (concurrent classes): the stored
+    # collectives' flows are their indices; the online ones' headers come from online_headers
+    in_switch = program.algorithm == "in-switch" or bool(program.online_collectives)
     flows = len(request.collectives) if in_switch else len(program.engines)
     if flows > 1 << packet.flow_bits:
         raise FredError(f"{flows} flows need flow_bits >= {(flows - 1).bit_length()}, "
@@ -208,7 +210,8 @@ def _l2_hop(spec, endpoint: int) -> tuple[int, int]:
 
 
 def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
-                   vcs: dict | None = None, delays: dict | None = None) -> list[dict]:
+                   vcs: dict | None = None, delays: dict | None = None,
+                   ranks=None) -> list[dict]:
     """Per endpoint, the header registers (as :func:`packet_headers`) of an endpoint algorithm
     run as online unicasts: ``phase`` = the default index, ``flow`` = the endpoint its stage
     sends to (the switches route on it, :func:`online_output`; every endpoint receives from
@@ -218,12 +221,18 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
     classes, each class's unicasts on its VC, so the switches serve the default index of the
     highest waiting VC first). Raises :class:`FredError` for an engine of more than one stage
     (the hierarchical all-reduce: its stages send to different endpoints and the header
-    registers hold one destination per run) and for more endpoints than ``flow`` ids."""
+    registers hold one destination per run) and for more endpoints than ``flow`` ids.
+    ``ranks`` (default all): the endpoints that send and receive online unicasts (a program
+    that also stores phases, ``program.online_collectives``); the headers of the others are
+    returned as for no traffic and must come from :func:`packet_headers`."""
     if len(program.engines) > 1 << packet.flow_bits:
         raise FredError(f"{len(program.engines)} endpoints need flow_bits >= "
                         f"{(len(program.engines) - 1).bit_length()}, got {packet.flow_bits}")
     dest = {}
+    ranks = set(range(len(program.engines)) if ranks is None else ranks)
     for rank, engine in enumerate(program.engines):
+        if rank not in ranks:
+            continue
         if len(engine["stages"]) > 1:
             raise FredError(f"the packet fabric runs one-stage endpoint programs so far (one "
                             f"destination per endpoint and run); endpoint {rank} runs "
@@ -237,6 +246,8 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
     headers = []
     for rank, engine in enumerate(program.engines):
         c = collective_of.get(rank)
+        if rank not in ranks:
+            c, engine = None, {"stages": [{"send_count": 0, "recv_count": 0}]}
         if engine["stages"][0]["send_count"] and rank not in dest:
             raise FredError(f"endpoint {rank} sends but no endpoint names it as its sender")
         received = engine["stages"][0]["recv_count"]

@@ -19,11 +19,21 @@ def test_cases_run_on_every_fabric_at_both_sizes():
         ("mp-dp-pp", [("mp", 4000, 0), ("dp", 4000, 0), ("pp", 4000, 0)]),
         ("dp-under-io", [("dp", 40, MP_DELAY), ("io", 4000, 0)]),
         ("dp-under-io", [("dp", 4000, MP_DELAY), ("io", 4000, 0)]),
+        ("dp-under-write", [("dp", 40, MP_DELAY), ("write", 4000, 0)]),
+        ("dp-under-write", [("dp", 4000, MP_DELAY), ("write", 4000, 0)]),
+        ("dp-under-far-write", [("dp", 40, MP_DELAY), ("write", 4000, 0)]),
+        ("dp-under-far-write", [("dp", 4000, MP_DELAY), ("write", 4000, 0)]),
     ]
     assert got == [(f, *row) for f in ("fred-a", "fred-d") for row in per_fabric]
-    # the I/O scenario's fabric has one controller (endpoint 20, on L1 0); the others none
-    assert [c.spec.io_controllers for c in cases[:6]] == [0, 0, 0, 0, 1, 1]
-    assert [c.model[0]["algorithm"] for c in cases] == ["ring"] * 6 + ["in-switch"] * 6
+    # the I/O scenarios' fabric has one controller (endpoint 20, on L1 0); the others none
+    assert [c.spec.io_controllers for c in cases[:10]] == [0] * 4 + [1] * 6
+    assert [c.model[0]["algorithm"] for c in cases] == ["ring"] * 10 + ["in-switch"] * 10
+    # the write is the model's io-write (an online unicast) on every fabric: NPU 0 (on the
+    # controller's L1) or, far, NPU 1 of L1 1
+    writes = [c for c in cases if c.scenario.endswith("write")]
+    assert {c.model[1]["algorithm"] for c in writes} == {"unicast"}
+    assert {c.scenario: c.classes[1].request.collectives[0].members for c in writes} == {
+        "dp-under-write": (0,), "dp-under-far-write": (5,)}
 
 
 def test_a_class_counts_only_with_completion_and_latency_within_ten_percent():

@@ -266,6 +266,33 @@ def test_a_transfer_paced_at_its_source_holds_a_switch_for_its_time_through_it()
     assert held[net.n_links:] == pytest.approx([1.0, 0.0])
 
 
+class _SlowSinkStar(_Star):
+    """:class:`_Star` whose switch sends to NPU 0 at 0.25 byte/s (an I/O controller taking a
+    write at its rate): a transfer into it is paced at its sink."""
+
+    def __init__(self):
+        Network.__init__(self, "slow-sink star", 4)
+        s0 = self.add_node("s0", "switch")
+        for npu in range(4):
+            self.add_duplex(npu, s0, 1.0, 0.25 if npu == 0 else 1.0, 0.0, "npu")
+        self.finalize()
+
+
+def test_a_transfer_paced_at_its_sink_holds_a_switch_for_its_time_through_it():
+    # 1 byte 1 -> 0: 1 s on NPU 1's link into the switch, 4 s on the switch's slow link to
+    # NPU 0: its packets wait for room, and the control unit yields the switch to a phase that
+    # can move (docs/switch.md, "Control unit"), so it holds the switch 1 s of its 4, as a
+    # source-paced stream does
+    net = _SlowSinkStar()
+    held, _ = transfer_links(ON, net, _loads(net, (1, 0)), net.link_bw, SWITCHES)
+    assert held[net.n_links:] == pytest.approx([1.0, 0.0])
+    # a stream 0 -> 1 and a phase 2 -> 3 (1 s) at the switch, the write first in the program:
+    # the phase runs on the three quarters the write leaves (4/3), as under a source-paced one
+    dp = ("dp", "dp", _loads(net, (2, 3)), 0.0)
+    io = ("io", "io", _loads(net, (1, 0)), 0.0)
+    assert _run(net, ON, [io, dp], reference=False) == pytest.approx({"dp": 4 / 3, "io": 4.0})
+
+
 @pytest.mark.parametrize("reference", [False, True])
 @pytest.mark.parametrize("dp_first, ends", [(True, {"dp": 1.0, "io": 5.0}), (False, {"dp": 4 / 3, "io": 4.0})])
 def test_a_paced_stream_and_a_phase_of_its_class_take_the_switch_in_program_order(reference, dp_first, ends):

@@ -121,6 +121,10 @@ class PacketFabricTop(wiring.Component):
     (``ORDER_REGS``; docs/switch.md, "Phase order"): several stored phases of one VC at a
     switch (Fred-B's DP groups) are served in the same order at every switch.
 
+    ``yield_after`` (default None: the switches' default, a select's cost): every switch's
+    work-conserving yield guard, :class:`~hdl.designs.switch.packet_switch.PacketSwitch`; 0
+    keeps the active phase while any of its packets waits (tests compare the two rules).
+
     ``npu`` (default None): the component at each NPU port instead of the engine with its
     packetizer, depacketizer and header registers, ``npu(flit=, packet=, depth=)`` (e.g. an
     NPU that runs an iteration trace, ``hdl.designs.iteration.PacketTraceNpu``), with members
@@ -151,13 +155,14 @@ class PacketFabricTop(wiring.Component):
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
                  depth: int | None = None, online: bool = False,
                  partition: FabricPartition | None = None, part: int | None = None, npu=None,
-                 stripes: int = 0):
+                 stripes: int = 0, yield_after: int | None = None):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(problem)
         self.partition, self.part = partition, part
         self.npu = npu
+        self.yield_after = yield_after
         self.spec = spec
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
@@ -220,7 +225,7 @@ class PacketFabricTop(wiring.Component):
             sw = m.submodules[f"switch_{name}"] = PacketSwitch(
                 ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                 phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
-                online=self.online, ordered=not self.online)
+                online=self.online, ordered=not self.online, yield_after=self.yield_after)
             switches.append(sw)
             m.d.comb += [
                 sw.header_select.eq(1), sw.host_vc.eq(VC.DP),

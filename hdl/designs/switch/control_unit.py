@@ -34,7 +34,8 @@ class ControlUnit(wiring.Component):
     """Header-driven phase control of a P-port packet switch.
 
     Parameters (keyword-only, validated): ports P >= 2; phases K (1..2**phase_bits); packet
-    (:class:`PacketFormat`).
+    (:class:`PacketFormat`); online, ordered, middle (below); yield_after (0..4095 cycles, 0 =
+    hold the active phase while its packets wait; the switch passes a select's cost).
 
     Members (from the P :class:`~hdl.designs.switch.vc_input_buffer.VCInputBuffer` s, the datapath and
     the :class:`~hdl.designs.switch.config_memory.ConfigMemory`):
@@ -70,6 +71,12 @@ class ControlUnit(wiring.Component):
         * The preempted phase's packets stay in their VC buffers; when no higher-priority packet
           waits, it is selected again and resumes where it stopped (nothing lost or reordered:
           each input's VC buffer is a FIFO and a packet is never split across a switch).
+        * Yield (``yield_after`` > 0 cycles; 0 = hold): when RUN has been stuck for
+          ``yield_after`` cycles in a row -- packets of the active phase wait, none is inside a
+          packet, none can start (no room downstream, or a reduction's operand missing) -- and
+          a packet of another phase of the served VC waits at a head with room (``room``;
+          stored: its entry's outputs, read through ``peek_*`` from the flow-port table), the
+          unit DRAINs and selects that phase (:meth:`_yield`; docs/switch.md, "Control unit").
 
     Online routing (``online``; the default phase index ``packet.online_phase`` needs no
     stored configuration: selecting it is a drain and no copy, and ``online_mode`` then tells
@@ -111,7 +118,7 @@ class ControlUnit(wiring.Component):
     """
 
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                ordered: bool = False, middle: int = 3):
+                ordered: bool = False, middle: int = 3, yield_after: int = 0):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -120,12 +127,14 @@ class ControlUnit(wiring.Component):
                        or ports > 1 << packet.dest_bits):
             raise FredError(f"online routing needs phases <= {packet.online_phase} (got {phases}) "
                             f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
+        if isinstance(yield_after, bool) or not isinstance(yield_after, int) or not 0 <= yield_after < 1 << 12:
+            raise FredError(f"yield_after must be a whole number of cycles in 0..4095, got {yield_after!r}")
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                 ordered: bool = False, middle: int = 3):
+                 ordered: bool = False, middle: int = 3, yield_after: int = 0):
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
-        self.ordered, self.middle = bool(ordered), middle
+        self.ordered, self.middle, self.yield_after = bool(ordered), middle, yield_after
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
         order = {}
@@ -178,6 +187,10 @@ class ControlUnit(wiring.Component):
             "outputs": In(ports).array(ports),
             "room": In(ports),
             "reserve": Out(ports),
+            # the yield candidate's flow-port table entry (``yield_after``)
+            "peek_slot": Out(pw),
+            "peek_input": Out(range(ports)),
+            "peek_outputs": In(ports),
         })
 
     def elaborate(self, platform) -> Module:
@@ -238,7 +251,7 @@ class ControlUnit(wiring.Component):
         m.d.comb += stale_now.eq(stale & ~online_mode)
         path_ok = Signal(P)      # input n's head packet (online) may start: its path is set up
         awaiting = Signal(P)     # ... a path was granted to it, its first packet not started yet
-        partial, match, start_ok, heads = [], [], [], []
+        partial, match, start_ok, heads, firsts = [], [], [], [], []
         for n in range(P):
             hv, hf = Signal(name=f"hv{n}"), Signal(name=f"hf{n}")
             h = Signal(struct_layout(self.packet.header), name=f"h{n}")
@@ -271,6 +284,7 @@ class ControlUnit(wiring.Component):
                 m.d.comb += self.enable[n].eq(manual_ok)
             partial.append(part | awaiting[n])
             heads.append(h)
+            firsts.append(hv & hf)
             match.append(mt)
             start_ok.append(ok)
         any_partial, any_match, any_start = _any(partial), _any(match), _any(start_ok)
@@ -307,11 +321,20 @@ class ControlUnit(wiring.Component):
             # read at the last stored slot, says nothing about it)
             m.d.comb += self.reserve.eq(Mux(online_mode, online_reserve, table_reserve))
 
+        # ---- the work-conserving yield (``yield_after`` > 0) ----------------------------------
+        yield_fire, yield_phase = Const(0, 1), Signal(pw, name="yield_phase")
+        yielding = Signal()        # the DRAIN under way is a yield: select ``yield_target``
+        yield_target = Signal(pw)
+        if self.yield_after:
+            run_ok = (state == CUState.RUN) & active_ok & ~stale_now & by_header
+            yield_fire = self._yield(m, heads, firsts, match, gate, run_ok, online_mode,
+                                     any_match, any_partial, cur_phase, yield_phase)
+
         # ---- state machine (header mode) --------------------------------------------------------
         m.d.comb += [self.state.eq(state), self.select.payload.eq(target)]
         with m.If(~by_header):
             m.d.sync += [state.eq(CUState.RUN), cur_phase.eq(self.active_phase), cur_vc.eq(self.host_vc),
-                         last_valid.eq(0)]
+                         last_valid.eq(0), yielding.eq(0)]
         with m.Elif(state == CUState.RUN):
             with m.If(~active_ok | stale_now):
                 with m.If(any_wait):
@@ -320,13 +343,19 @@ class ControlUnit(wiring.Component):
                 m.d.sync += [state.eq(CUState.DRAIN), self.preemptions.eq(_inc(self.preemptions))]
             with m.Elif(~any_match & ~any_partial & any_wait & ~order_hold):
                 m.d.sync += state.eq(CUState.DRAIN)
+            with m.Elif(yield_fire & ~order_hold):
+                m.d.sync += [state.eq(CUState.DRAIN), yielding.eq(1), yield_target.eq(yield_phase)]
         with m.Elif(state == CUState.DRAIN):
             with m.If(~any_partial & ~any_start & ~self.busy & ~paths.any()):
-                with m.If(~any_wait | active_ok & ~stale_now & (want_phase == cur_phase)
+                # a yield selects its candidate unless a higher VC waits now (it preempts)
+                to_yield = yielding & (want_vc == cur_vc)
+                with m.If(~any_wait | ~to_yield & active_ok & ~stale_now & (want_phase == cur_phase)
                           & (want_vc == cur_vc)):
-                    m.d.sync += state.eq(CUState.RUN)
+                    m.d.sync += [state.eq(CUState.RUN), yielding.eq(0)]
                 with m.Else():
-                    m.d.sync += [state.eq(CUState.SELECT), target.eq(want_phase), target_vc.eq(want_vc)]
+                    m.d.sync += [state.eq(CUState.SELECT), yielding.eq(0),
+                                 target.eq(Mux(to_yield, yield_target, want_phase)),
+                                 target_vc.eq(want_vc)]
         with m.Elif(state == CUState.SELECT):
             # the online phase has no stored configuration to copy
             to_online = Signal()
@@ -463,6 +492,63 @@ class ControlUnit(wiring.Component):
                              p_flight[o].eq(0)]
             with m.Else():
                 m.d.sync += [busy[o].eq(1), src[o].eq(self.route_src), wire[o].eq(chosen)]
+
+    def _yield(self, m, heads, firsts, match, gate, run_ok, online_mode, any_match, any_partial,
+               cur_phase, yield_phase):
+        """The work-conserving yield (docs/switch.md, "Control unit"): returns the condition
+        to DRAIN for another phase of the served VC, and sets ``yield_phase`` to it.
+
+        *Stuck*: in RUN, packets of the active phase wait at some input's head, no input is
+        inside a packet (or granted a path), and none of the waiting ones can start: each lacks
+        room downstream (online: its output's ``room``; stored: its flow's outputs') or, in a
+        reduction, an operand at a partner's head (the gate). The *candidate*: the lowest input
+        whose head packet on the served VC belongs to another phase, if it has room (online:
+        its output's ``room``; stored: the outputs of its flow-port table entry in its slot,
+        ``peek_*``, and the slot is loaded). The unit yields when it has been stuck for
+        ``yield_after`` cycles in a row (the guard against thrashing: a phase blocked for
+        less than a select's cost keeps the switch, so the select a yield costs is paid only
+        where the wait is longer than it) and the candidate has room: a sink-paced stream (an
+        NPU's write into a 128 GBps I/O controller) no longer keeps the switch from a phase
+        that can move. Another VC's packet is not a candidate (its room is counted on its own
+        VC's credits, which the unit does not read); a higher VC preempts as before."""
+        P, pw = self.ports, self.packet.phase_bits
+        go = []
+        for n in range(P):
+            can = match[n] & gate[n]
+            if self.online:
+                dest_room = Signal(name=f"dest_room{n}")
+                for o in range(P):
+                    with m.If(heads[n].dest == o):
+                        m.d.comb += dest_room.eq(self.room[o])
+                can = Mux(online_mode, match[n] & dest_room, can)
+            go.append(can)
+        stuck = Signal(name="yield_stuck")
+        m.d.comb += stuck.eq(run_ok & any_match & ~any_partial & ~_any(go))
+        # the candidate: the lowest input whose head packet is of another phase
+        found = Signal(name="yield_found")
+        cand = Signal(range(P), name="yield_input")
+        for n in reversed(range(P)):
+            with m.If(firsts[n] & (heads[n].phase != cur_phase)):
+                m.d.comb += [found.eq(1), cand.eq(n), yield_phase.eq(heads[n].phase)]
+        m.d.comb += [self.peek_slot.eq(yield_phase), self.peek_input.eq(cand)]
+        stored_room = self.loaded.bit_select(yield_phase, 1) & _all(
+            ~self.peek_outputs[o] | self.room[o] for o in range(P))
+        room = Signal(name="yield_room")
+        m.d.comb += room.eq(stored_room)
+        if self.online:
+            with m.If(yield_phase == self.packet.online_phase):
+                for n in range(P):
+                    with m.If(cand == n):
+                        for o in range(P):
+                            with m.If(heads[n].dest == o):
+                                m.d.comb += room.eq(self.room[o])
+        # cycles stuck in a row before this one (saturating at yield_after)
+        stuck_for = Signal(range(self.yield_after + 1), name="yield_stuck_for")
+        m.d.sync += stuck_for.eq(Mux(stuck, Mux(stuck_for == self.yield_after, stuck_for,
+                                                stuck_for + 1), 0))
+        fire = Signal(name="yield_fire")
+        m.d.comb += fire.eq(stuck & (stuck_for == self.yield_after) & found & room)
+        return fire
 
     def _drain_rule(self, m, heads, last_valid, last_flow, last_seq, seq_le, drain_ok):
         """``drain_ok[n]``: input n's head packet may start while DRAINing (docs/switch.md,

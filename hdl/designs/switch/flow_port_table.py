@@ -31,6 +31,9 @@ class FlowPortTable(wiring.Component):
             per cycle; takes effect the next cycle). ``partners`` must not hold ``input``.
         read_slot: ``In(phase index)``; read_partners, read_outputs: ``Out(P).array(P)``: the
             entries of ``read_slot``, per input (combinational).
+        peek_slot, peek_input: ``In``; peek_outputs: ``Out(P)``: the outputs of one more entry
+            (combinational): the control unit's yield candidate, a packet of another phase
+            whose room it checks (docs/switch.md, "Control unit").
 
     Storage: K x P x 2P flip-flops (small: the slots are few and the masks P bits).
     """
@@ -48,6 +51,7 @@ class FlowPortTable(wiring.Component):
             "read_slot": In(pw),
             "read_partners": Out(ports).array(ports),
             "read_outputs": Out(ports).array(ports),
+            "peek_slot": In(pw), "peek_input": In(range(ports)), "peek_outputs": Out(ports),
         })
 
     def elaborate(self, platform) -> Module:
@@ -67,4 +71,7 @@ class FlowPortTable(wiring.Component):
                 self.read_partners[n].eq(Array([partners[k][n] for k in range(K)] + pad)[self.read_slot]),
                 self.read_outputs[n].eq(Array([outputs[k][n] for k in range(K)] + pad)[self.read_slot]),
             ]
+        by_input = [Array([outputs[k][n] for k in range(K)] + pad)[self.peek_slot] for n in range(P)]
+        pad_in = [Const(0, P)] * ((1 << len(self.peek_input)) - P)
+        m.d.comb += self.peek_outputs.eq(Array(by_input + pad_in)[self.peek_input])
         return m

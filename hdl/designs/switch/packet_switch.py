@@ -95,13 +95,20 @@ class PacketSwitch(wiring.Component):
     that feed one reduction send several phases of a VC in the same order (docs/switch.md,
     "Phase order"). Without it (or with length 0) phases are picked by arrival as before.
 
+    Work-conserving phases (``yield_after``, cycles; default None: :attr:`select_cycles`, a
+    select's cost; 0: hold the active phase while any of its packets waits, the rule before
+    2026-11-27): when every waiting packet of the active phase has been unable to start for
+    ``yield_after`` cycles (no room downstream, or a reduction's operand missing) and a packet
+    of another phase of the served VC waits with room, the control unit drains and selects
+    that phase (docs/switch.md, "Control unit").
+
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
     counters. The datapath and configuration memory are those of ``fred_switch``.
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0, online=False, ordered=False):
+                ctrl_depth=0, online=False, ordered=False, yield_after=None):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -109,6 +116,10 @@ class PacketSwitch(wiring.Component):
             raise FredError(f"online must be a bool, got {online!r}")
         if ordered not in (False, True):
             raise FredError(f"ordered must be a bool, got {ordered!r}")
+        if yield_after is not None and (isinstance(yield_after, bool) or not isinstance(yield_after, int)
+                                        or not 0 <= yield_after < 1 << 12):
+            raise FredError(f"yield_after must be None or a whole number of cycles in 0..4095, "
+                            f"got {yield_after!r}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
@@ -120,10 +131,12 @@ class PacketSwitch(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
-                 online: bool = False, ordered: bool = False):
+                 online: bool = False, ordered: bool = False, yield_after: int | None = None):
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
+        # the control unit's yield guard: a select's cost by default (docs/switch.md, "Control unit")
+        self.yield_after = self.select_cycles if yield_after is None else yield_after
         self.packet, self.depth, self.ctrl_depth = packet, depth, ctrl_depth
         shape = flit_layout(self.flit)
         nvc = len(DATA_VCS)
@@ -207,7 +220,7 @@ class PacketSwitch(wiring.Component):
                                                 routed=routed)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online, ordered=self.ordered,
-                                                middle=self.middle)
+                                                middle=self.middle, yield_after=self.yield_after)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
@@ -218,6 +231,8 @@ class PacketSwitch(wiring.Component):
         for n in range(P):
             m.d.comb += [cu.partners[n].eq(table.read_partners[n]),
                          cu.outputs[n].eq(table.read_outputs[n])]
+        m.d.comb += [table.peek_slot.eq(cu.peek_slot), table.peek_input.eq(cu.peek_input),
+                     cu.peek_outputs.eq(table.peek_outputs)]
         # The configuration memory's select: the control unit's in header mode, the host's else.
         with m.If(self.header_select):
             m.d.comb += [memory.select.valid.eq(cu.select.valid),

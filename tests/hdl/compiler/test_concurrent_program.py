@@ -85,3 +85,33 @@ def test_endpoint_algorithms_store_no_phase_and_send_each_class_on_its_vc():
     assert [h["flow"] for h in headers] == [2, 3, 4, 1, 0, 0]      # ring successors; 5 idle
     assert {h["phase"] for h in headers} == {fmt.online_phase}
 
+
+
+def test_an_online_write_among_in_switch_classes_keeps_their_slots_and_is_online():
+    """dp-under-write on the 6-NPU Fred-D: the DP all-reduce stores slot 0 at every switch, the
+    NPU's write into the controller (a one-member io-reduce run as the chain) stores nothing
+    and is the program's online collective; the load's headers name slot 0 and the collective
+    for DP, the default index and the controller for the writer (docs/switch.md, "Online
+    unicast routing")."""
+    from cocotb_tests.fabric.packet_fabric_sim import packet_load_sequence
+    from hdl.compiler.packet_fabric_program import runs_online
+    from hdl.designs.fabric.packet_fabric_top import PACKET_REGS, packet_format
+    from hdl.compiler.fabric_program import default_phases
+    spec = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1, io_controllers=1)
+    dp = TrafficClass("dp", "dp", _all_reduce((1, 2, 4), 16, "DP"), delay=40)
+    write = TrafficClass("write", "io", FabricRequest(
+        "io-reduce", (FabricCollective("io-reduce", (3,), 6),), 32, "write"), algorithm="chain")
+    program, request, vcs, delays, owner = concurrent_program(spec, [dp, write])
+    assert program.algorithm == "in-switch + chain" and runs_online(program)
+    assert program.online_collectives == frozenset({1})
+    assert program.phases == [1, 1, 1, 1]
+    assert all(p[0].collectives == (0,) for p in program.switches)
+    assert vcs == {0: int(VC.DP), 1: int(VC.DP)}
+    fmt = packet_format(default_phases(), 8, dest_ports=max(spec.switch_ports))
+    writes = packet_load_sequence(spec, request, program, fmt, vcs, delays)["writes"]
+    reg = {v: k for k, v in PACKET_REGS.items()}
+    header = {(u, reg[r]): v for u, r, v in writes if u < spec.endpoints and r in reg}
+    assert [header[(r, "phase")] for r in (1, 2, 4)] == [0, 0, 0]
+    assert [header[(r, "flow")] for r in (1, 2, 4)] == [0, 0, 0]
+    assert header[(3, "phase")] == fmt.online_phase and header[(3, "flow")] == 6
+    assert header[(6, "last_seq")] == 32 // 8 - 1 and header[(1, "delay")] == 40

@@ -127,3 +127,45 @@ def test_online_mp_under_a_long_dp_ring_completes_at_the_default_buffer_depth():
     dp_end, mp_end = max(done[r] for r in (1, 2, 4)), max(done[r] for r in (3, 5))
     assert dp_end == run.cycles and 200 + 40 < mp_end < dp_end - 400
     assert [s["preemptions"] for s in run.switches] == [0, 1, 1, 1]
+
+
+#: dp-under-write on the 6-NPU Fred-D with an I/O controller (endpoint 6, on L1 0): NPU 0
+#: writes into the controller (an online unicast sunk at the controller's rate, 128 / 3000 of a
+#: link) and the in-switch DP all-reduce of NPUs 1, 2, 4 starts at cycle 40 on the same VC;
+#: they share L1 0 only (the switch, no link)
+WRITE_THREE_L1 = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1, io_controllers=1)
+
+
+def _write_run(load, yield_after=None):
+    import functools
+    from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
+    classes = scenario_classes(WRITE_THREE_L1, "dp-under-write", size=16, load_size=load, delay=40)
+    program, request, vcs, delays, _ = concurrent_program(WRITE_THREE_L1, classes)
+    run = run_packet_fabric_amaranth(WRITE_THREE_L1, request, program=program, vcs=vcs,
+                                     delays=delays, watchdog_cycles=40 * load + 3000,
+                                     top=functools.partial(PacketFabricTop, yield_after=yield_after))
+    assert run.errors == []
+    assert run.flits_checked == 3 * 16 + load        # the DP group's results and the write
+    done = [e["done_cycle"] for e in run.engines]
+    return run, max(done[r] for r in (1, 2, 4)) - 40, done[6]
+
+
+def test_a_write_into_a_controller_does_not_hold_the_switch_from_an_in_switch_all_reduce():
+    """The switch yields (docs/switch.md, "Control unit"): the DP all-reduce ends long before
+    the write, which runs at the controller's rate (64 flits: about 64 x 3000 / 128 = 1,500
+    cycles); alone it takes 48 cycles here, under the write at most a select's cost and a
+    drain more per turn at L1 0 (measured 2026-11-27: 65)."""
+    run, dp_latency, write_end = _write_run(64)
+    assert write_end > 64 * 3000 // 128
+    assert dp_latency < 120 < write_end // 10
+    assert run.switches[0]["selects"] >= 3        # online, DP, online again at L1 0
+
+
+@pytest.mark.full
+def test_holding_the_blocked_phase_makes_the_all_reduce_wait_for_the_write():
+    """The same run with the hold rule (``yield_after`` 0: a phase keeps the switch while its
+    packets wait, credit-blocked or not): the DP all-reduce waits at L1 0 until the write's last
+    packets have started there."""
+    _, held, write_end = _write_run(64, yield_after=0)
+    _, yielded, _ = _write_run(64)
+    assert held > write_end - 8 * 3000 // 128 * 3 > 10 * yielded
