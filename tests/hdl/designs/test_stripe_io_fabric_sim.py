@@ -33,8 +33,9 @@ def _run(run_fabric_top, spec, program, max_cycles):
 def test_three_stripes_stream_to_six_npus_at_once(run_fabric_top):
     """3 controllers (one per L1), 60 flits per NPU = 3 stripes of 20 (3 packets each): NPUs 0,
     3 and 4 are the entries (they hear their controller and the NPU before them). Measured
-    2026-11-26: 547 cycles, the controllers done at 469 (20 x 375/16 = 468.75), then the last
-    packet's walk along the chain. About 13 s in Amaranth, so -m full."""
+    2026-11-26 23:40 UTC: 565 cycles, the controllers done at 469 (20 x 375/16 = 468.75), then
+    the last packet (4 flits, sent whole since the controller buffers a packet; 547 when its
+    flits left one by one as read) walks along the chain. About 13 s in Amaranth, so -m full."""
     program = io_stripe_program(SMALL, "io-broadcast", 60)
     assert [c[0] for c in program.chains] == [0, 3, 4]
     out = _run(run_fabric_top, SMALL, program, 3000)
