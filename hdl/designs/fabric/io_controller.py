@@ -17,6 +17,7 @@ from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .depacketizer import Depacketizer
 from .npu_engine import NpuEngine
+from .packet_assembler import PacketAssembler
 from .packetizer import Packetizer
 from .rate_limiter import RateLimiter
 
@@ -38,13 +39,24 @@ class IoController(wiring.Component):
     (to the L1's input, its credits back), ``i`` / ``credit_out`` (from the L1's output,
     credits to it).
 
-    Rate: a paced :class:`RateLimiter` (restarted by ``engine.start``) between the engine and
-    the packetizer (the memory reads flit k by the end of its interval, (k + 1) / ``rate``
-    cycles after the start: a packet's flits leave at the controller's rate, so the L1's input buffer holds them until the packet has arrived) and one between
-    the depacketizer and the engine (the memory writes a flit in 1 / ``rate`` cycles: the
-    receive buffer drains, and returns credits to the L1, at that rate, so the switch sending
-    into the controller is paced by credits, never loses a flit). Latency: the packetizer's 0
-    and the depacketizer's 1 cycle; the limiters add none.
+    Rate: a paced :class:`RateLimiter` (restarted by ``engine.start``) after the engine, the
+    memory: it reads flit k at the end of its interval, (k + 1) / ``rate`` cycles after the
+    start, into a :class:`PacketAssembler` of one packet (``packet.packet_flits`` flits), which
+    offers a packet to the packetizer only once the whole packet (or the stream's shorter last
+    one) is in it: the packetizer starts it with credits for all of it and sends it in
+    consecutive cycles, at the link's rate, as a controller that fills a packet buffer from its
+    memory and then sends the packet. So a controller packet holds the L1's output it crosses
+    for its length, not for its memory time (the model's fluid link sharing: its stream uses
+    ``rate`` of a link). Latency: packet p's first flit leaves ceil((p + 1) k / ``rate``)
+    cycles after the start (k = ``packet_flits``; 188 for the first at 8 flits and 16/375),
+    its last k - 1 cycles later; the stream's last flit leaves at most k - 1 cycles after the
+    memory read it (the model's fluid source has it leave at once). Buffer: ``packet_flits``
+    flits on the sending side (the memory waits when it is full, i.e. when the L1 has no
+    credits for the packet in it). The receiving side is the sink-limited one: a paced limiter
+    between the depacketizer and the engine (the memory writes a flit in 1 / ``rate`` cycles:
+    the receive buffer drains, and returns credits to the L1, at that rate, so the switch
+    sending into the controller is paced by credits, never loses a flit); the depacketizer's
+    1 cycle of latency, the limiters add none.
     """
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, rate):
@@ -67,9 +79,14 @@ class IoController(wiring.Component):
         # cycles after the start, as a 128 GBps device does; from the run's start
         read = m.submodules.read_rate = RateLimiter(layout, rate=self.rate, paced=True)
         write = m.submodules.write_rate = RateLimiter(layout, rate=self.rate, paced=True)
-        m.d.comb += [read.restart.eq(self.engine.start), write.restart.eq(self.engine.start)]
+        # a packet leaves whole, at link rate: paced flits sent as they are read would hold
+        # every output on the packet's path for its memory time (k / rate cycles)
+        fill = m.submodules.assembler = PacketAssembler(layout, packet_flits=self.packet.packet_flits)
+        m.d.comb += [read.restart.eq(self.engine.start), write.restart.eq(self.engine.start),
+                     fill.restart.eq(self.engine.start)]
         wiring.connect(m, self.engine.tx, read.i)
-        wiring.connect(m, read.o, self.tx.i)
+        wiring.connect(m, read.o, fill.i)
+        wiring.connect(m, fill.o, self.tx.i)
         wiring.connect(m, self.rx.o, write.i)
         wiring.connect(m, write.o, self.engine.rx)
         m.d.comb += [self.o.valid.eq(self.tx.o.valid), self.o.payload.eq(self.tx.o.payload),
