@@ -643,35 +643,48 @@ class _StreamingPasses:
                                         rep, source, spill)
             prev.update(enumerate(computes))
         else:
-            spill = self._spill(layer, backward, fast)
-            # the hand-over's resource, time, NPU and blocking are the same for every
-            # microbatch: asked for once (the timer's memo would return the same time object)
-            send = self._hand_over_task(layer, s, following, backward) if hand_over and \
-                self.comm.memoised and type(eng).add is StageEngine.add else None
-            for i in range(m):
-                name = f"{kind}{i} {layer.name}"
-                if fast:   # the two tasks add() would add (see StageEngine.add_layer)
-                    t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
-                                               f"{name} mp", on_mp, d if with_mp else None)
-                else:
-                    t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
-                    prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
-                                      category="mp", npu=rep, block=True) if with_mp else t
-                if spill is not None:   # the task add() adds: on the wafer-wide channel, after t
-                    eng._append(f"spill {layer.name} {i}", "io.out", spill.time_s, (t,), "io", None,
-                                spill.loads, spill.bw, None)
-                elif self.plan.memory.offload and not backward:
-                    eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
-                            [t], category="io", stage=s)
-                if send is not None:   # what _add_hand_over adds
-                    prev[i] = eng.add_transfer(s, f"{kind}{i} {send[0]}", send[1], send[2], prev[i], "pp",
-                                               send[3], send[4])
-                elif hand_over:
-                    prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
+            self._add_layer_tasks(layer, s, following if hand_over else None, prev, deps, backward, fast,
+                                  (on_compute, compute_s, source, rep, on_mp, d, with_mp))
         self.done[s].append(prev[m - 1])
         if backward:
             eng.add(f"store {layer.name}", "io.out", self.comm.io(layer, s, "io-store"),
                     [prev[m - 1]], category="io", stage=s)
+
+    def _add_layer_tasks(self, layer, s: int, following, prev: dict, deps: list, backward: bool, fast: bool,
+                         timing: tuple) -> None:
+        """Every microbatch's tasks of ``layer`` added one by one (what :meth:`_add_layer` adds when
+        no block applies): its compute and MP tasks (``timing``: :func:`layer_timing`'s on
+        compute, compute time, source, NPU, on MP, MP time, with MP), its spill and its hand-over
+        to ``following``'s stage (None: none). ``fast``: add them as :meth:`StageEngine.add_layer`
+        does."""
+        eng, kind, m = self.eng, "B" if backward else "F", self.plan.microbatches
+        on_compute, compute_s, source, rep, on_mp, d, with_mp = timing
+        hand_over = following is not None
+        spill = self._spill(layer, backward, fast)
+        # the hand-over's resource, time, NPU and blocking are the same for every
+        # microbatch: asked for once (the timer's memo would return the same time object)
+        send = self._hand_over_task(layer, s, following, backward) if hand_over and \
+            self.comm.memoised and type(eng).add is StageEngine.add else None
+        for i in range(m):
+            name = f"{kind}{i} {layer.name}"
+            if fast:   # the two tasks add() would add (see StageEngine.add_layer)
+                t, prev[i] = eng.add_layer(s, name, on_compute, compute_s, (*deps, prev[i]), rep, source,
+                                           f"{name} mp", on_mp, d if with_mp else None)
+            else:
+                t = eng.add(name, on_compute, compute_s, [*deps, prev[i]], npu=rep, source=source)
+                prev[i] = eng.add(f"{name} mp", on_mp, d, [t],
+                                  category="mp", npu=rep, block=True) if with_mp else t
+            if spill is not None:   # the task add() adds: on the wafer-wide channel, after t
+                eng._append(f"spill {layer.name} {i}", "io.out", spill.time_s, (t,), "io", None,
+                            spill.loads, spill.bw, None)
+            elif self.plan.memory.offload and not backward:
+                eng.add(f"spill {layer.name} {i}", "io.out", self.comm.spill(layer, "io-write"),
+                        [t], category="io", stage=s)
+            if send is not None:   # what _add_hand_over adds
+                prev[i] = eng.add_transfer(s, f"{kind}{i} {send[0]}", send[1], send[2], prev[i], "pp",
+                                           send[3], send[4])
+            elif hand_over:
+                prev[i] = self._add_hand_over(layer, s, following, i, prev[i], backward)
 
     def _add_layer_runs(self, layer, s: int, following, prev: dict, deps: list, backward: bool,
                         run: tuple) -> None:
