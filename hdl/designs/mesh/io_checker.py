@@ -10,7 +10,24 @@ from hdl.contracts.mesh_io import CHECK_BITS, SEQ_BITS, TREE_BITS, MeshIoSpec
 from hdl.designs.layouts import struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
-__all__ = ["IoChecker"]
+__all__ = ["IoChecker", "count_checked_flits"]
+
+
+def count_checked_flits(m: Module, checker, *, valid, good) -> None:
+    """The counters every mesh I/O checker keeps (:class:`IoChecker`, the store and spill
+    checkers): ``checker.start`` clears ``received``, ``errors`` and ``first_error``; a flit
+    (``valid``) counts in ``received`` and, when not ``good``, in ``errors``, the first bad one's
+    arrival number (from 1) in ``first_error``; ``complete`` is ``received == expect``. The
+    checker's own per-flit state (its sequence counters) is its own."""
+    m.d.comb += checker.complete.eq(checker.received == checker.expect)
+    with m.If(checker.start):
+        m.d.sync += [checker.received.eq(0), checker.errors.eq(0), checker.first_error.eq(0)]
+    with m.Elif(valid):
+        m.d.sync += checker.received.eq(checker.received + 1)
+        with m.If(~good):
+            m.d.sync += checker.errors.eq(checker.errors + 1)
+            with m.If(checker.first_error == 0):
+                m.d.sync += checker.first_error.eq(checker.received + 1)
 
 
 class IoChecker(wiring.Component):
@@ -50,17 +67,10 @@ class IoChecker(wiring.Component):
                     & (seq == next_seq[tree])
                     & (check == seq[:CHECK_BITS] ^ seq[3:3 + CHECK_BITS] ^ tree[:CHECK_BITS])
                     & (self.received != self.expect)),
-            self.complete.eq(self.received == self.expect),
         ]
+        count_checked_flits(m, self, valid=self.eject.valid, good=good)
         with m.If(self.start):
-            m.d.sync += [self.received.eq(0), self.errors.eq(0), self.first_error.eq(0)]
             m.d.sync += [n.eq(0) for n in next_seq]
-        with m.Elif(self.eject.valid):
-            m.d.sync += self.received.eq(self.received + 1)
-            with m.If(tree < self.spec.trees):
-                m.d.sync += next_seq[tree].eq(seq + 1)   # resynchronise: one gap, one error
-            with m.If(~good):
-                m.d.sync += self.errors.eq(self.errors + 1)
-                with m.If(self.first_error == 0):
-                    m.d.sync += self.first_error.eq(self.received + 1)
+        with m.Elif(self.eject.valid & (tree < self.spec.trees)):
+            m.d.sync += next_seq[tree].eq(seq + 1)   # resynchronise: one gap, one error
         return m

@@ -12,6 +12,8 @@ from hdl.contracts.mesh_io import CHECK_BITS, SPILL_NPU_BITS, SPILL_SEQ_BITS, Me
 from hdl.designs.layouts import struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
+from .io_checker import count_checked_flits
+
 __all__ = ["SpillChecker"]
 
 
@@ -60,17 +62,10 @@ class SpillChecker(wiring.Component):
                     & (seq == next_seq[sender])
                     & (check == (seq ^ (seq >> 3) ^ npu ^ ctl)[:CHECK_BITS])
                     & (self.received != self.expect)),
-            self.complete.eq(self.received == self.expect),
         ]
+        count_checked_flits(m, self, valid=self.i.valid, good=good)
         with m.If(self.start):
-            m.d.sync += [self.received.eq(0), self.errors.eq(0), self.first_error.eq(0)]
             m.d.sync += [n.eq(0) for n in next_seq]
-        with m.Elif(self.i.valid):
-            m.d.sync += self.received.eq(self.received + 1)
-            with m.If(sender < self.senders):
-                m.d.sync += next_seq[sender].eq(seq + 1)   # resynchronise: one gap, one error
-            with m.If(~good):
-                m.d.sync += self.errors.eq(self.errors + 1)
-                with m.If(self.first_error == 0):
-                    m.d.sync += self.first_error.eq(self.received + 1)
+        with m.Elif(self.i.valid & (sender < self.senders)):
+            m.d.sync += next_seq[sender].eq(seq + 1)   # resynchronise: one gap, one error
         return m

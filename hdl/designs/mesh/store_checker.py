@@ -13,6 +13,8 @@ from hdl.contracts.npu_engine import HASH_MULTIPLIER
 from hdl.designs.layouts import struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
+from .io_checker import count_checked_flits
+
 __all__ = ["StoreChecker"]
 
 
@@ -61,20 +63,15 @@ class StoreChecker(wiring.Component):
         m.d.comb += [
             good.eq((tree[1:] == self.index) & (self.i.payload.vc == tree[0]) & (seq == next_seq[tree[0]])
                     & right & (self.received != self.expect)),
-            self.complete.eq(self.received == self.expect),
         ]
+        count_checked_flits(m, self, valid=self.i.valid, good=good)
         with m.If(self.start):
-            m.d.sync += [self.received.eq(0), self.errors.eq(0), self.first_error.eq(0)]
             m.d.sync += [n.eq(0) for n in next_seq]
             if self.fp16:
                 m.d.sync += [h.eq(0) for h in self.hash]
         with m.Elif(self.i.valid):
-            m.d.sync += [self.received.eq(self.received + 1), next_seq[tree[0]].eq(seq + 1)]
+            m.d.sync += next_seq[tree[0]].eq(seq + 1)
             if self.fp16:
                 hashes = Array(self.hash)
                 m.d.sync += hashes[tree[0]].eq(((hashes[tree[0]] ^ value) * HASH_MULTIPLIER)[:32])
-            with m.If(~good):
-                m.d.sync += self.errors.eq(self.errors + 1)
-                with m.If(self.first_error == 0):
-                    m.d.sync += self.first_error.eq(self.received + 1)
         return m
