@@ -484,8 +484,8 @@ class Engine:
 class TaskBlock:
     """A run of tasks a builder appends many times (:meth:`Engine._extend`), as columns:
     ``names`` (suffixes of the tasks' names; a tuple of strings, which the cyclic garbage
-    collector stops tracking: a kept graph refers to it per appended block), ``duration``, ``category``, ``npu``, ``entry``
-    (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
+    collector stops tracking: a kept graph refers to it per appended block), ``duration``,
+    ``category``, ``npu``, ``entry`` (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
     ``dep_count`` (of every task but the first, whose dependencies each append gives),
     ``deps`` (those dependencies in a row, as offsets from the block's first task) and
     ``queues`` ((resource, offsets of its tasks in order) per resource)."""
