@@ -91,7 +91,8 @@ class Schedule:
 @dataclass
 class Timeline:
     """An executed graph as columns, indexed by task number: ``start``, ``end``, ``duration``,
-    ``category``, ``npu`` (lists) and ``queues`` (resource -> its tasks in task order)."""
+    ``category``, ``npu`` (lists or tuples: read only) and ``queues`` (resource -> its tasks in
+    task order)."""
 
     start: list
     end: list
@@ -174,13 +175,17 @@ class Engine:
     def names(self) -> list[str]:
         """Every task's name, in task order (made on first read from the parts appended since)."""
         if self._name_parts:
-            made = self._name
+            sealed = type(self._name) is tuple
+            made = list(self._name) if sealed else self._name
             for part in self._name_parts:
-                if type(part) is str:
+                kind = type(part)
+                if kind is str:
                     made.append(part)
+                elif kind is tuple:   # (prefix, a block's names): :meth:`_extend`
+                    made.extend(map(part[0].__add__, part[1]))
                 else:
                     made.extend(part())
-            self._name_parts = []
+            self._name, self._name_parts = (tuple(made), ()) if sealed else (made, [])
         return self._name
 
     @property
@@ -219,6 +224,9 @@ class Engine:
             loads, bw, duration = duration.loads, duration.bw, duration.time_s
         if duration < 0:
             raise FredError(f"task {name}: negative duration {duration}")
+        if type(self._duration) is tuple:
+            raise FredError(f"task {name}: the graph is sealed (kept as a graph template); "
+                            "add tasks to a new engine")
         n = len(self._duration)
         if deps:
             deps = tuple([d for d in deps if d is not None])
@@ -269,7 +277,9 @@ class Engine:
         ``first_deps`` (checked task ids); returns the number of its first task."""
         t0 = len(self._duration)
         names = block.names
-        self._name_parts.append(lambda: map(prefix.__add__, names))
+        # a (prefix, names) pair, not a closure: a kept graph holds one per appended block, and a
+        # tuple costs the cyclic garbage collector less to traverse than a function and its cells
+        self._name_parts.append((prefix, names))
         self._duration.extend(block.duration)
         self._category.extend(block.category)
         self._npu.extend(block.npu)
@@ -348,7 +358,9 @@ class Engine:
         from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
         start, end, head, done = run_arrays(self.arrays(names))
-        self._times = (start.tolist(), end.tolist())
+        # tuples: an engine kept as a graph template keeps its first run's times, and a tuple of
+        # floats is not traversed by the cyclic garbage collector (see :meth:`seal`)
+        self._times = (tuple(start.tolist()), tuple(end.tolist()))
         if self._tasks is not None:
             for task, s, e in zip(self._tasks, *self._times):
                 task.start, task.end = s, e
@@ -361,19 +373,43 @@ class Engine:
                             f"blocked at {', '.join(blocked[:6])}")
         return Schedule(self._tasks, makespan=float(end.max()), engine=self)
 
+    def seal(self) -> None:
+        """Mark the graph complete: its columns become tuples (so :meth:`add` refuses new tasks
+        with an error, and the builders' fast paths fail). Why: a graph kept as a template
+        (:mod:`sysmodel.graph_template`) lives as long as the model's cache, and every full
+        pass of Python's cyclic garbage collector traversed each of its lists element by
+        element (some 5 million elements in ``make eval``); a tuple of numbers and strings is
+        untracked after one pass. Copies (:meth:`retimed`) share the tuples instead of copying
+        lists. The values are unchanged."""
+        if type(self._duration) is tuple:
+            return
+        self._duration, self._category, self._npu = tuple(self._duration), tuple(self._category), tuple(self._npu)
+        self._entry, self._dep_count, self._dep_flat = tuple(self._entry), tuple(self._dep_count), tuple(self._dep_flat)
+        self.sources = tuple(self.sources)
+        self._name, self._name_parts = tuple(self._name), tuple(self._name_parts)
+        self.queues = {r: tuple(q) for r, q in self.queues.items()}
+
     def retimed(self, duration: np.ndarray) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
-        task's duration, each >= 0); its arrays are this graph's with the durations replaced."""
+        task's duration, each >= 0); its arrays are this graph's with the durations replaced.
+        A sealed graph's copy shares its columns (tuples) and is sealed too."""
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
         eng.shared_phase = self.shared_phase      # checked already
-        eng.queues = {r: list(q) for r, q in self.queues.items()}
-        eng.sources = list(self.sources)
-        eng._name, eng._name_parts = list(self._name), list(self._name_parts)
-        eng._category, eng._npu = list(self._category), list(self._npu)
-        eng._entry, eng._dep_count, eng._dep_flat = list(self._entry), list(self._dep_count), list(self._dep_flat)
-        eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         duration = np.asarray(duration, dtype=np.float64)
-        eng._duration = duration.tolist()
+        if type(self._duration) is tuple:        # sealed: the columns are shared, not copied
+            eng.queues = dict(self.queues)
+            eng.sources, eng._name, eng._name_parts = self.sources, self._name, self._name_parts
+            eng._category, eng._npu = self._category, self._npu
+            eng._entry, eng._dep_count, eng._dep_flat = self._entry, self._dep_count, self._dep_flat
+            eng._duration = tuple(duration.tolist())
+        else:
+            eng.queues = {r: list(q) for r, q in self.queues.items()}
+            eng.sources = list(self.sources)
+            eng._name, eng._name_parts = list(self._name), list(self._name_parts)
+            eng._category, eng._npu = list(self._category), list(self._npu)
+            eng._entry, eng._dep_count, eng._dep_flat = list(self._entry), list(self._dep_count), list(self._dep_flat)
+            eng._duration = duration.tolist()
+        eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         eng._arrays = dataclasses.replace(self.arrays(), duration=duration)
         return eng
 
@@ -447,13 +483,14 @@ class Engine:
 @dataclass
 class TaskBlock:
     """A run of tasks a builder appends many times (:meth:`Engine._extend`), as columns:
-    ``names`` (suffixes of the tasks' names), ``duration``, ``category``, ``npu``, ``entry``
-    (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
+    ``names`` (suffixes of the tasks' names; a tuple of strings, which the cyclic garbage
+    collector stops tracking: a kept graph refers to it per appended block), ``duration``,
+    ``category``, ``npu``, ``entry`` (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
     ``dep_count`` (of every task but the first, whose dependencies each append gives),
     ``deps`` (those dependencies in a row, as offsets from the block's first task) and
     ``queues`` ((resource, offsets of its tasks in order) per resource)."""
 
-    names: list
+    names: tuple
     duration: list
     category: list
     npu: list

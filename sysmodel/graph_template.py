@@ -78,6 +78,7 @@ class GraphTemplate:
     (memoising) communication timer that timed its communication tasks (``comm``)."""
 
     def __init__(self, eng: Engine, config_load_s: float, comm=None, plan=None):
+        eng.seal()     # kept as long as the cache: no further tasks, columns the collector skips
         self.engine = eng
         self.config_load_s = config_load_s
         self.comm = comm if comm is not None and comm.memoised else None

@@ -242,7 +242,9 @@ class StageEngine(Engine):
             dep_count.append(2 if blocks else 1)
             deps.extend((last, last_compute) if blocks else (last,))
             queues.setdefault(on_pp, []).append(last + 1)
-        block = TaskBlock(names, duration, category, npu, entry, sources, dep_count, deps,
+        # the names as a tuple (of strings): the cyclic garbage collector stops tracking it and
+        # the (prefix, names) parts a kept graph holds per appended block (Engine._extend)
+        block = TaskBlock(tuple(names), duration, category, npu, entry, sources, dep_count, deps,
                           list(queues.items()))
         return LayerBlock(block, last_compute, last, after_mp, blocks)
 
@@ -734,7 +736,7 @@ class _StreamingPasses:
             shared = self._blocks[key] = self.eng.layer_block([run], send)
         b = shared.block
         name = layer.name
-        names = [name, f"{name} mp", *b.names[2:]] if run[6] is not None else [name, *b.names[1:]]
+        names = (name, f"{name} mp", *b.names[2:]) if run[6] is not None else (name, *b.names[1:])
         return LayerBlock(TaskBlock(names, b.duration, b.category, b.npu, b.entry, [run[3], *b.sources[1:]],
                                     b.dep_count, b.deps, b.queues),
                           shared.last_compute, shared.last, shared.ends_with_mp, shared.send_blocks)

@@ -103,6 +103,7 @@ def test_a_transfer_no_timer_key_gave_makes_the_template_unusable_elsewhere():
     w = get_workload("transformer-17b")
     eng, comm, plan = build(P, "fred-d", w)
     assert GraphTemplate(eng, comm.config_load_s(), comm, plan)._comm_trace() is not None
+    eng, comm, plan = build(P, "fred-d", w)     # a template seals its graph: the task goes on a new one
     timed = next(t for t in comm.timed().values() if t.loads is not None)
     eng.add("scaled", "io.in", timed * 2, category="io")
     copied, _ = on_network(GraphTemplate(eng, comm.config_load_s(), comm, plan), random_network(random.Random(1)),
@@ -182,3 +183,16 @@ def test_simulate_iteration_uses_the_template_on_another_network_and_equals_a_fr
     fresh = simulate_iteration(q, "fred-d", w)
     assert (copied.time_s, copied.breakdown, copied.comm_busy, copied.config_load_s, copied.tasks) == \
         (fresh.time_s, fresh.breakdown, fresh.comm_busy, fresh.config_load_s, fresh.tasks)
+
+
+def test_usable_needs_a_source_on_every_compute_task():
+    """GraphTemplate.usable: a graph can be re-timed only if every task on a compute resource
+    records its compute source; tasks elsewhere need none."""
+    from sysmodel.engine import Engine
+    layer = get_workload("transformer-17b").layers[0]
+    eng = Engine()
+    eng.add("f", "s0.compute", 1.0, source=("layer", layer, False))
+    eng.add("send", "s0.pp", 1.0, [0], category="pp")
+    assert GraphTemplate.usable(eng)
+    eng.add("opt", "s1.compute", 1.0, [1])
+    assert not GraphTemplate.usable(eng)

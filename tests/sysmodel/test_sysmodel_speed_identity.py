@@ -10,6 +10,7 @@ are computed in the test.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -315,3 +316,37 @@ def test_task_names_made_when_read_follow_the_task_order():
     assert eng.names() == ["first", "x a", "x b", "middle", "y a", "y b"]
     assert [t.name for t in eng.tasks] == eng.names()
     assert copy.names() == ["first", "x a", "x b", "middle"]
+
+
+def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
+    """Engine.seal (a graph kept as a template): the columns become tuples the copies share;
+    names, task fields and the compiled loop's arrays are those of the same graph unsealed
+    (and of its copy), and adding a task is refused with an error naming it."""
+    from sysmodel.engine import TaskBlock
+    from hdl.contracts.errors import FredError
+
+    def graph():
+        eng = Engine()
+        block = TaskBlock(names=["a", "b"], duration=[1.0, 2.0], category=["compute", "compute"],
+                          npu=[0, 0], entry=[-1, -1], sources=[None, None], dep_count=[1], deps=[0],
+                          queues=[("r", [0, 1])])
+        eng.add("first", "r", 1.0)
+        eng._extend(block, "x ", (0,))
+        eng.add("io", "q", 0.5, [1], category="io")
+        return eng
+
+    plain, sealed = graph(), graph()
+    sealed.seal()
+    with pytest.raises(FredError, match="late.*sealed"):
+        sealed.add("late", "r", 1.0)
+    duration = np.array([3.0, 1.0, 2.0, 0.25])
+    copies = plain.retimed(duration), sealed.retimed(duration)
+    assert type(copies[1]._duration) is tuple and copies[1]._category is sealed._category
+    for a, b in [(plain, sealed), copies]:
+        assert a.names() == list(b.names())
+        assert [dataclasses.astuple(t) for t in a.tasks] == [dataclasses.astuple(t) for t in b.tasks]
+        x, y = a.arrays(), b.arrays()
+        for f in dataclasses.fields(x):
+            assert np.array_equal(getattr(x, f.name), getattr(y, f.name)), f.name
+        assert a.run().makespan == b.run().makespan
+    assert copies[1].run().makespan == 3.0 + 1.0 + 2.0
