@@ -253,3 +253,46 @@ def test_an_online_packet_without_room_downstream_waits_outside_the_datapath():
     # packet left in between
     cycles = [r[0] for r in run.received[1]]
     assert cycles[7] < run.received[3][0][0] < 400 <= cycles[8]
+
+
+@pytest.mark.parametrize("fair", [False, True])
+def test_a_stream_that_never_pauses_keeps_its_output_unless_paths_are_fair(fair):
+    """The mechanism behind Fred-A's I/O stream held back by the DP ring (docs/fabric_validation.md,
+    "The two misses that are not head-of-line blocking"): input 0 streams 20 online DP packets
+    to output 1, whose receiver frees a flit every cycle (the stream never pauses); input 3
+    sends one packet to output 1 at cycle 10. Kept paths (the default): the owner takes output
+    1's room every time it frees, no path is granted behind it, and input 3's packet leaves
+    after all 20 of the stream's. ``fair_paths``: the owner stops at its packet in progress
+    (input 3's head is visible from about cycle 11, when the stream's third packet at most has
+    started), input 3's path is granted behind and takes the output at the hand-over; the
+    stream loses one packet's time (4 cycles) and the hand-over cycles (at most 2 per hand-over,
+    two hand-overs)."""
+    dut = PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT,
+                       depth=LINE_RATE_DEPTH, online=True, fair_paths=fair)
+    stream = [packetize(PKT, [n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=0,
+                        first_seq=n, dest=1)[0] for n in range(20)]
+    rival = packetize(PKT, [1000, 1001, 1002, 1003], phase=ONLINE, vc=VC.DP, flow=3, dest=1)[0]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(0),
+                            injections=[Injection(0, 0, p) for p in stream] + [Injection(3, 10, rival)])
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+    got = [r[1] for r in run.received[1]]
+    assert [d for d in got if d < 1000] == list(range(80))           # the stream in order
+    at = got.index(1000)
+    assert got[at:at + 4] == [1000, 1001, 1002, 1003]                # the packet whole
+    stream_end = max(r[0] for r in run.received[1] if r[1] < 1000)
+    if not fair:
+        assert at == 80                                              # after the whole stream
+    else:
+        assert at // 4 <= 3                                          # after 3 packets at most
+        alone = run_packet_switch(
+            PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT,
+                         depth=LINE_RATE_DEPTH, online=True, fair_paths=True),
+            configs=[], rng=random.Random(0), injections=[Injection(0, 0, p) for p in stream])
+        alone_end = max(r[0] for r in alone.received[1])
+        assert alone_end + 4 <= stream_end <= alone_end + 4 + 2 * 2
+
+
+def test_fair_paths_must_be_a_bool():
+    with pytest.raises(FredError, match="fair_paths must be a bool"):
+        PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
+                     online=True, fair_paths=1)
