@@ -35,8 +35,7 @@ class ControlUnit(wiring.Component):
 
     Parameters (keyword-only, validated): ports P >= 2; phases K (1..2**phase_bits); packet
     (:class:`PacketFormat`); online, ordered, middle (below); yield_after (0..4095 cycles, 0 =
-    hold the active phase while its packets wait; the switch passes a select's cost);
-    fair_paths (bool, default False: a stream keeps its output; below, "Online routing").
+    hold the active phase while its packets wait; the switch passes a select's cost).
 
     Members (from the P :class:`~hdl.designs.switch.vc_input_buffer.VCInputBuffer` s, the datapath and
     the :class:`~hdl.designs.switch.config_memory.ConfigMemory`):
@@ -98,12 +97,6 @@ class ControlUnit(wiring.Component):
         every later packet on it starts only with ``room``, reserved as it starts
         (``reserve``), so no online packet waits inside the datapath for another switch
         (docs/switch.md, "Room for every online packet").
-        With ``fair_paths`` (P >= 3) a kept path yields: while another input's head packet
-        (current VC, default index, no path granted yet) names the path's output, the owner
-        starts no further packet on it, so the other input's path is granted behind it and
-        takes the output at the hand-over; a stream then shares an output per packet instead of
-        keeping it until it pauses (docs/switch.md, "Online unicast routing"). Without it (the
-        default) a stream that never pauses keeps its output for its whole length.
 
     Phase order (``ordered``; ``order_*`` from a
     :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while
@@ -125,10 +118,7 @@ class ControlUnit(wiring.Component):
     """
 
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                ordered: bool = False, middle: int = 3, yield_after: int = 0,
-                fair_paths: bool = False):
-        if not isinstance(fair_paths, bool):
-            raise FredError(f"fair_paths must be a bool, got {fair_paths!r}")
+                ordered: bool = False, middle: int = 3, yield_after: int = 0):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -142,8 +132,7 @@ class ControlUnit(wiring.Component):
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                 ordered: bool = False, middle: int = 3, yield_after: int = 0,
-                 fair_paths: bool = False):
+                 ordered: bool = False, middle: int = 3, yield_after: int = 0):
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
         self.ordered, self.middle, self.yield_after = bool(ordered), middle, yield_after
         nvc = len(DATA_VCS)
@@ -157,8 +146,6 @@ class ControlUnit(wiring.Component):
         # several paths per input and paths behind others: P >= 3 (FredSwitch(routed)); a
         # Fred_m(2) is one RD microswitch, where two paths of one input would be a broadcast
         self.behind = self.online and ports >= 3
-        # a kept path yields its output to another input's waiting packet (needs paths behind)
-        self.fair_paths = bool(fair_paths) and self.behind
         if self.behind:
             # held links and routes of the online paths (OnlineRouter(held=True), FredSwitch(routed))
             w = wire_bits(middle)
@@ -415,30 +402,19 @@ class ControlUnit(wiring.Component):
         # packet's room from the stream ahead). At most one reservation per output and cycle:
         # no path is granted behind an owner starting a packet to that output.
         owner_wants = Signal(P, name="path_owner_wants")
-        # ``fair_paths``: another input's head packet waits for output o (no path granted to it
-        # yet), or a path waits behind o's: the owner starts no further packet on o's path. On
-        # an output that never pauses (credits returned at line rate) the owner would otherwise
-        # take the room every time it frees, and the other input would wait for the whole stream
-        # (without it no term is added: the default switch's netlist is unchanged)
-        yields = Signal(P, name="path_yields") if self.fair_paths else None
         for o in range(P):
-            if self.fair_paths:
-                m.d.comb += yields[o].eq(pend[o] | _any([busy[o] & (src[o] != n) & run & match[n]
-                                                         & ~awaiting[n] & (heads[n].dest == o)
-                                                         for n in range(P)]))
             for n in range(P):
                 with m.If(src[o] == n):
-                    wants = busy[o] & run & match[n] & ~awaiting[n] & (heads[n].dest == o)
-                    m.d.comb += owner_wants[o].eq(wants & ~yields[o] if self.fair_paths else wants)
+                    m.d.comb += owner_wants[o].eq(busy[o] & run & match[n] & ~awaiting[n]
+                                                  & (heads[n].dest == o))
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
             # without paths behind others, an input asks only when it owns none (P = 2)
             alone = 1 if self.behind else ~_any([busy[o] & (src[o] == n) for o in range(P)])
             for o in range(P):
                 with m.If(heads[n].dest == o):
-                    later = self.room[o] & live & ~yields[o] if self.fair_paths else self.room[o] & live
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(awaiting[n] & (live | mine) | later),
+                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live),
                                  cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),

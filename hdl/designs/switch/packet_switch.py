@@ -102,20 +102,14 @@ class PacketSwitch(wiring.Component):
     of another phase of the served VC waits with room, the control unit drains and selects
     that phase (docs/switch.md, "Control unit").
 
-    Fair online paths (``fair_paths``, default False; online, P >= 3): a kept path yields its
-    output to another input's waiting packet after the packet in progress (docs/switch.md,
-    "Online unicast routing"; :class:`ControlUnit`).
-
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
     counters. The datapath and configuration memory are those of ``fred_switch``.
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0, online=False, ordered=False, yield_after=None, fair_paths=False):
+                ctrl_depth=0, online=False, ordered=False, yield_after=None):
         check_size(ports, middle)
-        if not isinstance(fair_paths, bool):
-            raise FredError(f"fair_paths must be a bool, got {fair_paths!r}")
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
         if online not in (False, True):
@@ -137,9 +131,7 @@ class PacketSwitch(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
-                 online: bool = False, ordered: bool = False, yield_after: int | None = None,
-                 fair_paths: bool = False):
-        self.fair_paths = fair_paths
+                 online: bool = False, ordered: bool = False, yield_after: int | None = None):
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
@@ -228,8 +220,7 @@ class PacketSwitch(wiring.Component):
                                                 routed=routed)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online, ordered=self.ordered,
-                                                middle=self.middle, yield_after=self.yield_after,
-                                                fair_paths=self.fair_paths)
+                                                middle=self.middle, yield_after=self.yield_after)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
