@@ -11,12 +11,12 @@ from hdl.compiler.mesh_io_program import neighbour, spill_dests, tree_children, 
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
+from hdl.designs.mesh.controller_links import add_controller_sinks, add_controller_sources
 from hdl.designs.mesh.io_checker import IoChecker
 from hdl.designs.mesh.io_controller import IoController
 from hdl.designs.mesh.mesh_io_spill_top import controller_spill_sender, npu_spill_sender
-from hdl.designs.mesh.mesh_io_store_top import add_controller_sinks, tree_share
+from hdl.designs.mesh.mesh_io_store_top import tree_share
 from hdl.designs.mesh.mesh_io_harness import MeshIoHarnessTop
-from hdl.designs.mesh.mesh_io_top import add_controller_sources
 from hdl.designs.mesh.shared_input import share_input
 from hdl.designs.mesh.spill_checker import SpillChecker
 from hdl.designs.mesh.store_checker import StoreChecker

@@ -10,9 +10,8 @@ from amaranth import Module, Mux, Signal
 from hdl.compiler.mesh_io_program import spill_dests
 from hdl.contracts.mesh_io import SPILL_OPS, MeshIoSpec
 
+from .controller_links import add_controller_sinks, add_controller_sources
 from .mesh_io_harness import MeshIoHarnessTop, npu_local_port, random_hold
-from .mesh_io_store_top import add_controller_sinks
-from .mesh_io_top import add_controller_sources
 from .spill_checker import SpillChecker
 from .spill_sender import SpillSender
 

@@ -5,19 +5,17 @@ controllers on the mesh"; the Verilog top ``fred_mesh_io_store``)."""
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import fifo
 
 from hdl.compiler.mesh_io_program import tree_children, tree_parents
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh_io import IO_MODES, STORE_SEQ_BITS, MeshIoSpec
 
-from .mesh_io_harness import MeshIoHarnessTop, link, npu_local_port, random_hold
-from .mesh_wire import MeshWire
-from .rate_token import RateToken
+from .controller_links import add_controller_sinks
+from .mesh_io_harness import MeshIoHarnessTop, npu_local_port, random_hold
 from .reduce_forwarder import LEAF_ORDERS, ReduceForwarder
 from .store_checker import StoreChecker
 
-__all__ = ["MeshIoStoreTop", "add_store_sinks", "add_controller_sinks", "tree_share", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
+__all__ = ["MeshIoStoreTop", "add_store_sinks", "tree_share", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
            "store_controller_read"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank) and a controller unit
@@ -51,52 +49,6 @@ def add_store_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, start, s
     return add_controller_sinks(m, spec, routers, errors, start,
                                 lambda k: StoreChecker(spec=spec, index=k),
                                 lambda k: shares[2 * k] + shares[2 * k + 1])
-
-
-def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, start, make_checker, expect_of, *,
-                         prefix: str = "store", hold_of=None, select=None) -> list:
-    """At each controller k the checker ``make_checker(k)`` (members ``start``, ``expect``,
-    ``i``; started by ``start``, expecting ``expect_of(k)`` flits), fed through a
-    :class:`MeshWire` from the outward port of its NPU's router and a receive queue of
-    ``2 x depth`` flits drained at the controller link's rate (``spec.io_rate``), a credit
-    returned per flit drained; ``hold_of(k)`` (default none) holds controller k's drain in a
-    cycle (the bench's random backpressure). A queue overflow is appended to ``errors``.
-    Submodules ``{prefix}_{k}``, ``{prefix}_wire_{k}``, ``{prefix}_queue_{k}``, ``{prefix}_rate_{k}``.
-    With ``select`` (the running op), ``make_checker(k)`` returns ``{op: checker}`` (submodules
-    ``{prefix}_{k}_{op}``), the controller's receivers of the ops whose controller receives:
-    each drained flit goes to the running op's, and ``start`` / ``expect_of`` are unused (the
-    caller starts each checker with its op); the list holds those dicts."""
-    mesh = spec.mesh
-    sinks, overflow = [], Signal()
-    errors.append(overflow)
-    for k, (row, col, side) in enumerate(spec.ports()):
-        router = routers[(col + 1, row + 1)]
-        if select is None:
-            sink = m.submodules[f"{prefix}_{k}"] = make_checker(k)
-            units = {None: sink}
-        else:
-            sink = units = make_checker(k)
-            for op, unit in units.items():
-                m.submodules[f"{prefix}_{k}_{op}"] = unit
-        wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-        width = len(wire.o.payload.as_value())
-        queue = m.submodules[f"{prefix}_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
-        rate = m.submodules[f"{prefix}_rate_{k}"] = RateToken(spec.io_rate)
-        drain = queue.r_rdy & rate.token if hold_of is None else queue.r_rdy & rate.token & ~hold_of(k)
-        if select is None:
-            m.d.comb += [sink.start.eq(start), sink.expect.eq(expect_of(k))]
-        first = next(iter(units.values()))
-        m.d.comb += [*link(wire.i, router.o[side]),
-                     queue.w_en.eq(wire.o.valid), queue.w_data.eq(wire.o.payload.as_value()),
-                     queue.r_en.eq(drain), rate.spend.eq(drain),
-                     *(u.i.valid.eq(drain if op is None else drain & (select == op)) for op, u in units.items()),
-                     *(u.i.payload.eq(queue.r_data) for u in units.values()),
-                     wire.credit_in.eq(drain << first.i.payload.vc),
-                     router.o_credit[side].eq(wire.credit_out)]
-        with m.If(queue.w_en & ~queue.w_rdy):
-            m.d.sync += overflow.eq(1)
-        sinks.append(sink)
-    return sinks
 
 
 class MeshIoStoreTop(MeshIoHarnessTop):

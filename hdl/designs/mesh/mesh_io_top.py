@@ -10,12 +10,12 @@ from hdl.compiler.mesh_io_program import neighbour, tree_children
 from hdl.contracts.mesh_io import MeshIoSpec
 
 from .io_checker import IoChecker
+from .controller_links import add_controller_sources
 from .io_controller import IoController
-from .mesh_io_harness import MeshIoHarnessTop, link, npu_local_port, random_hold
-from .mesh_wire import MeshWire
+from .mesh_io_harness import MeshIoHarnessTop, npu_local_port, random_hold
 from .tree_forwarder import TreeForwarder
 
-__all__ = ["MeshIoTop", "add_io_controllers", "add_controller_sources", "IO_NPU_READ", "IO_CONTROLLER_READ"]
+__all__ = ["MeshIoTop", "add_io_controllers", "IO_NPU_READ", "IO_CONTROLLER_READ"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank), a controller unit
 #: (:func:`~.mesh_io_harness.controller_unit`); the fabric's are
@@ -36,42 +36,6 @@ def add_io_controllers(m: Module, spec: MeshIoSpec, routers, errors: list, start
         m.d.comb += [ctl.start.eq(start), ctl.stripe.eq(stripe), ctl.mode.eq(mode), ctl.hold.eq(hold_of(k))]
         return ctl
     return add_controller_sources(m, spec, routers, errors, make)
-
-
-def add_controller_sources(m: Module, spec: MeshIoSpec, routers, errors: list, make_sender, *,
-                           prefix: str = "io", select=None) -> list:
-    """At each controller k the sender ``make_sender(k, dest)`` (``dest``: its NPU's router
-    coordinates; members ``o``, ``credit``, ``error``) as submodule ``{prefix}_{k}``, through a
-    :class:`MeshWire` (``{prefix}_wire_{k}``) into the outward port of its NPU's router
-    (``spec.ports()``), the router input's credits back to it; its credit error appended to
-    ``errors``. With ``select`` (the running op), ``make_sender`` returns ``{op: sender}``
-    (submodules ``{prefix}_{k}_{op}``), the controller's units of the ops whose controller sends,
-    one link shared by op (``hdl.designs.mesh.shared_input.share_input``); the list holds those
-    dicts."""
-    from .shared_input import share_input
-    mesh = spec.mesh
-    out = []
-    for k, (row, col, side) in enumerate(spec.ports()):
-        router = routers[(col + 1, row + 1)]
-        if select is None:
-            ctl = m.submodules[f"{prefix}_{k}"] = make_sender(k, (col + 1, row + 1))
-            wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-            m.d.comb += [*link(wire.i, ctl.o), *link(router.i[side], wire.o),
-                         wire.credit_in.eq(router.i_credit[side]), ctl.credit.eq(wire.credit_out)]
-            errors.append(ctl.error)
-        else:
-            ctl = make_sender(k, (col + 1, row + 1))
-            for op, unit in ctl.items():
-                m.submodules[f"{prefix}_{k}_{op}"] = unit
-                errors.append(unit.error)
-            wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-            valid, payload, owners = share_input(m, f"{prefix}_{k}", select, {op: u.o for op, u in ctl.items()},
-                                                 wire.credit_out)
-            m.d.comb += [wire.i.valid.eq(valid), wire.i.payload.eq(payload), *link(router.i[side], wire.o),
-                         wire.credit_in.eq(router.i_credit[side]),
-                         *(u.credit.eq(owners[op]) for op, u in ctl.items())]
-        out.append(ctl)
-    return out
 
 
 class MeshIoTop(MeshIoHarnessTop):
