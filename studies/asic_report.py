@@ -36,7 +36,7 @@ from eda.asic import (NAND2_CELL, AsicTools, find_asic_tools, fo4_delay, static_
                       synthesize)
 from eda.fanout_buffers import buffer_fanout, liberty_cells, netlist_cells
 from hdl.contracts.errors import FredError
-from studies.report import Column, table_lines, write_json
+from studies.report import Column, table_text, write_json
 
 __all__ = ["asic_designs", "asic_point", "asic_report", "area_by_component", "generic_ge_of", "markdown",
            "register_output", "COLUMNS", "DEFAULT_PORTS", "EXTRAS", "FORMATS", "SYNTHESIS_MODES"]
@@ -236,5 +236,5 @@ COLUMNS = [Column("design", "name"), Column("cells", "cells"), Column("flip-flop
 
 def markdown(results: list[dict]) -> str:
     """The Markdown table of ``results`` (:func:`asic_point` records), without a final newline."""
-    return "\n".join(table_lines(COLUMNS, results))
+    return table_text(COLUMNS, results)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from studies.evaluation import FRED_FABRICS, _sweep_microbatches
+from studies.evaluation import FRED_FABRICS, sweep_microbatches
 from sysmodel.cluster_training import resolve_mapping, simulate_cluster_iteration
 from sysmodel.dimensions import Cluster, load_cluster, resolve_cluster_path, with_wafer
 from sysmodel.multidim_collectives import SCHEDULES
@@ -59,14 +59,14 @@ def cluster_strategy_row(cluster: Cluster, base: Workload, strategy, samples_per
                          overlap: bool = True, schedule: str = "themis", chunks: int = 64,
                          mapping: dict | None = None) -> dict:
     """One strategy of ``base`` on ``cluster`` as a sweep row (module docstring). Microbatches:
-    as the wafer sweep's (``studies.evaluation._sweep_microbatches``), with the pipeline
+    as the wafer sweep's (``studies.evaluation.sweep_microbatches``), with the pipeline
     counted across wafers too (in-wafer PP x the PP dimensions' sizes); a strategy that does
     not fit is a row with ``feasible`` false and the reason in ``notes``."""
     start = time.perf_counter()
     try:
         pp_dims, _ = resolve_mapping(cluster, mapping)
         across = math.prod(d.size for d in pp_dims)
-        m = _sweep_microbatches(base.microbatches, strategy.pp * across, samples_per_dp)
+        m = sweep_microbatches(base.microbatches, strategy.pp * across, samples_per_dp)
         r = simulate_cluster_iteration(cluster, base.with_(microbatches=m), strategy, schedule=schedule,
                                        chunks=chunks, samples_per_dp=samples_per_dp, overlap=overlap,
                                        mapping=mapping)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from studies.report import table_text
 from sysmodel.cluster_training import simulate_cluster_iteration
 from sysmodel.dimensions import Cluster, Dimension, load_cluster
 from sysmodel.multidim_collectives import run_collective
@@ -154,12 +155,6 @@ def scaling_table(workloads=WORKLOADS, wafers=(50, 500), bandwidths=(50.0, 400.0
     return rows
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def _exposed(d: dict) -> str:
     return ", ".join(f"{k} {v * 1e3:.2f}" for k, v in d.items())
 
@@ -168,25 +163,25 @@ def render() -> str:
     """The four tables as Markdown (what docs/cluster.md quotes)."""
     themis = themis_table()
     gains = [r.gain for r in themis]
-    parts = ["### All-reduce of 1 GB per NPU, 64 chunks: fixed order vs Themis", _table(
+    parts = ["### All-reduce of 1 GB per NPU, 64 chunks: fixed order vs Themis", table_text(
         ["topology", "fixed (ms)", "Themis (ms)", "BW util fixed", "BW util Themis", "gain"],
         [[r.topology, f"{r.fixed_s * 1e3:.3f}", f"{r.themis_s * 1e3:.3f}", f"{r.fixed_utilization:.3f}",
           f"{r.themis_utilization:.3f}", f"{r.gain:.2f}x"] for r in themis]),
         f"\nmean gain {sum(gains) / len(gains):.2f}x, max {max(gains):.2f}x\n",
-        "### All-reduce of 1 GB per NPU on 50 wafers, scale-out bandwidth per NPU swept", _table(
+        "### All-reduce of 1 GB per NPU on 50 wafers, scale-out bandwidth per NPU swept", table_text(
         ["scale-out GBps/NPU", "FRED wafers, Themis (ms)", "mesh wafers, Themis (ms)", "FRED speedup, Themis",
          "FRED wafers, fixed (ms)", "mesh wafers, fixed (ms)", "FRED speedup, fixed"],
         [[f"{t.scale_out_gbps:g}", f"{t.fred_s * 1e3:.3f}", f"{t.mesh_s * 1e3:.3f}", f"{t.speedup:.3f}x",
           f"{f.fred_s * 1e3:.3f}", f"{f.mesh_s * 1e3:.3f}", f"{f.speedup:.3f}x"]
          for t, f in zip(scale_out_table(), scale_out_table(schedule="fixed"))]),
         "\n### Training iteration on 1,000 NPUs (50 wafers), the workloads' in-wafer strategy, DP across wafers",
-        _table(["workload", "cluster", "schedule", "strategy", "FRED (ms)", "mesh (ms)", "FRED speedup",
+        table_text(["workload", "cluster", "schedule", "strategy", "FRED (ms)", "mesh (ms)", "FRED speedup",
                 "FRED exposed comm per dim (ms)", "mesh exposed comm per dim (ms)"],
                [[r.workload, r.cluster, r.schedule, r.strategy, f"{r.fred_s * 1e3:.2f}", f"{r.mesh_s * 1e3:.2f}",
                  f"{r.speedup:.3f}x", _exposed(r.fred_exposed), _exposed(r.mesh_exposed)]
                 for r in training_table()]),
         "\n### Training at 1,000 and 10,000 NPUs (50 and 500 wafers), scale-out bandwidth per NPU swept (Themis)",
-        _table(["workload", "NPUs used", "scale-out GBps/NPU", "FRED (ms)", "mesh (ms)", "FRED speedup",
+        table_text(["workload", "NPUs used", "scale-out GBps/NPU", "FRED (ms)", "mesh (ms)", "FRED speedup",
                 "cross-wafer all-reduce on FRED (ms)"],
                [[r.workload, str(r.npus), f"{r.scale_out_gbps:g}", f"{r.fred_s * 1e3:.2f}", f"{r.mesh_s * 1e3:.2f}",
                  f"{r.speedup:.3f}x", f"{r.fred_cross_s * 1e3:.2f}"] for r in scaling_table()])]

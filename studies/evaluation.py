@@ -33,7 +33,7 @@ from studies.report import OMIT_NONE, check_writable, figure, save_png, write_cs
 __all__ = ["PAPER_SPEEDUP", "run_evaluation", "evaluation_steps", "sweep", "strategy_row", "rank_rows", "speedup_table", "implied_compute_scale", "calibrate",
            "microbenchmarks", "FRED_FABRICS", "SweepRow", "Microbenchmark", "Explanation",
            "SweepSummary", "SweepComparison", "Spread", "ImpliedComputeScale", "Calibration",
-           "EvaluationResult", "write_evaluation"]
+           "EvaluationResult", "write_evaluation", "sweep_microbatches"]
 
 FRED_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: The paper's end-to-end speedups over the mesh (Fred-A/B are not reported end to end).
@@ -275,7 +275,7 @@ def strategy_row(platform: Platform, fabric: str, base, strategy, samples_per_dp
     pools, clusters and the point cache carry (:mod:`studies.points`)."""
     start = time.perf_counter()
     try:
-        m = _sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
+        m = sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
         r = simulate_iteration(platform, fabric, base.with_microbatches(m), strategy,
                                samples_per_dp=samples_per_dp, overlap=overlap)
         row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
@@ -301,7 +301,7 @@ def rank_rows(rows) -> list[SweepRow]:
     return [replace(r, rank=rank) for rank, r in enumerate(typed, 1)]
 
 
-def _sweep_microbatches(workload_microbatches: int, pp: int, samples_per_dp: int) -> int:
+def sweep_microbatches(workload_microbatches: int, pp: int, samples_per_dp: int) -> int:
     """Microbatches of a sweep strategy: max(the workload's, PP) with a pipeline (1 without),
     raised to the next divisor of ``samples_per_dp``; an error when there is none."""
     least = max(workload_microbatches, pp) if pp > 1 else 1

@@ -112,11 +112,11 @@ def _exposed(d: dict) -> str:
 
 def render() -> str:
     """The table as Markdown (what docs/cluster.md quotes)."""
-    from studies.cluster_study import _table
+    from studies.report import table_text
     rows = megatron_table()
     return "\n".join([
         f"### {MEGATRON_WORKLOAD}: MP20 on each wafer, rack=pp, other outer dimensions dp, "
-        f"global batch ~{GLOBAL_BATCH}", _table(
+        f"global batch ~{GLOBAL_BATCH}", table_text(
             ["NPUs", "schedule", "global batch", "FRED (ms)", "mesh (ms)", "FRED speedup",
              "FRED ms/sample", "per-NPU memory (GB)", "FRED exposed comm per dim (ms)",
              "mesh exposed comm per dim (ms)"],

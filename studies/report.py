@@ -31,7 +31,7 @@ from hdl.contracts.errors import FredError
 
 __all__ = ["OMIT_NONE", "to_json_dict", "Markdown", "Column", "write_text", "write_bytes",
            "write_json", "write_csv", "csv_text", "save_png", "check_writable",
-           "replace_marked_block", "figure"]
+           "replace_marked_block", "figure", "table_lines", "table_text"]
 
 #: ``dataclasses.field(metadata=OMIT_NONE)``: the key is left out of the JSON (and of the CSV
 #: row) when the field is None -- for results whose key exists only in some cases (a strategy
@@ -291,6 +291,11 @@ def table_lines(columns: Sequence[Column | str], rows: Iterable) -> list[str]:
     for row in rows:
         out.append("| " + " | ".join(c.cell(row, i) for i, c in enumerate(columns)) + " |")
     return out
+
+
+def table_text(columns: Sequence[Column | str], rows: Iterable) -> str:
+    """:func:`table_lines` joined by newlines (no newline at the end)."""
+    return "\n".join(table_lines(columns, rows))
 
 
 def fmt_number(x, digits: int = 3) -> str:

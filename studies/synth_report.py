@@ -31,7 +31,7 @@ from eda.synth import DEVICE, cell_counts, find_tool, run_tool, tool_versions
 from hdl.designs.reduction import ReductionUnit
 from hdl.designs.reduction.synth_harness import SynthHarness
 from hdl.emit.verilog import to_verilog
-from studies.report import Column, check_writable, table_lines, write_json
+from studies.report import Column, check_writable, table_text, write_json
 
 __all__ = ["synth_point", "synth_report", "markdown"]
 
@@ -115,7 +115,7 @@ COLUMNS = [Column("dtype", "dtype"), Column("lanes", "lanes"), Column("latency",
 def markdown(results: list[dict]) -> str:
     """The Markdown table of ``results`` (one dict per point, as :func:`synth_point` returns),
     without a final newline (it is printed)."""
-    return "\n".join(table_lines(COLUMNS, results))
+    return table_text(COLUMNS, results)
 
 
 def synth_report(points: list[tuple[str, int]], *, out: Path | str = "results/synth",

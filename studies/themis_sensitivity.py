@@ -151,7 +151,7 @@ def _summary(rows, varied: str) -> tuple[float, float]:
 def render() -> str:
     """The table (topologies as columns) and the mean / max gain over the topologies per
     variant, as Markdown."""
-    from studies.cluster_study import _table
+    from studies.report import table_text
     rows = sensitivity_table()
     topologies = list(dict.fromkeys(r.topology for r in rows))
     variants = list(dict.fromkeys(r.varied for r in rows))
@@ -160,15 +160,15 @@ def render() -> str:
     for v in variants:
         mean, top = _summary(rows, v)
         body.append([v] + [f"{gain[t, v]:.2f}x" for t in topologies] + [f"{mean:.2f}x", f"{top:.2f}x"])
-    counts = _table(["1,024 NPUs as", "fixed (ms)", "Themis (ms)", "gain", "balance estimate"],
+    counts = table_text(["1,024 NPUs as", "fixed (ms)", "Themis (ms)", "gain", "balance estimate"],
                     [[r.topology, f"{r.fixed_s * 1e3:.3f}", f"{r.themis_s * 1e3:.3f}", f"{r.gain:.2f}x",
                       f"{est:.2f}x"] for r, est in dimension_count_table()])
-    e2e = _table(["workload", "compute", "fixed (ms)", "Themis (ms)", "end-to-end gain",
+    e2e = table_text(["workload", "compute", "fixed (ms)", "Themis (ms)", "end-to-end gain",
                   "cross-wafer reduction / iteration (fixed)"],
                  [[r.workload, f"{r.compute_scale:g}x", f"{r.fixed_s * 1e3:.2f}", f"{r.themis_s * 1e3:.2f}",
                    f"{r.gain:.3f}x", f"{r.reduction_share:.3f}"] for r in end_to_end_table()])
     return ("### Themis gain (fixed time / Themis time) with one unknown input changed at a time\n"
-            + _table(["input changed (base: file bandwidths, 64 chunks, 500 ns, 1 GB)"] + topologies
+            + table_text(["input changed (base: file bandwidths, 64 chunks, 500 ns, 1 GB)"] + topologies
                      + ["mean", "max"], body) + "\n\npaper (arXiv v1 abstract, as the issue quotes): mean 1.88x, max 2.92x; "
             "later abstract (ISCA'22): mean 1.72x, max 2.70x\n\n"
             "### Dimension count alone: equal-bandwidth switch dimensions, 1 GB, 64 chunks\n" + counts + "\n\n"

@@ -18,7 +18,7 @@ import numpy as np
 from sysmodel.engine import Schedule, Timeline
 from sysmodel.task_graphs import stage_resource
 
-__all__ = ["COMM_CATEGORIES", "attribute_time"]
+__all__ = ["COMM_CATEGORIES", "attribute_time", "interval_union", "interval_gaps", "interval_overlap"]
 
 #: Communication categories in the order they claim idle compute time.
 COMM_CATEGORIES = ("mp", "pp", "io", "dp")
@@ -38,7 +38,7 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     s, busy, compute = _busiest_stage(timeline, stages)
     npu = representative(s)
     start, end = timeline.start, timeline.end
-    idle = _gaps(_floats(start, compute), _floats(end, compute), schedule.makespan)
+    idle = interval_gaps(_floats(start, compute), _floats(end, compute), schedule.makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
     # the stage's tasks (its NPU's, and those of no NPU), then each category's among them:
@@ -50,7 +50,7 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
         tasks = list(itertools.compress(mine, map(operator.eq, kinds, itertools.repeat(category))))
         comm_busy[category] = sum([duration[i] for i in tasks])
         if tasks and len(idle[0]):
-            breakdown[category], idle = _overlap(idle, _union(_floats(start, tasks), _floats(end, tasks)))
+            breakdown[category], idle = interval_overlap(idle, interval_union(_floats(start, tasks), _floats(end, tasks)))
         else:
             breakdown[category] = 0.0   # what the sweep gives: nothing covered, idle unchanged
     breakdown["bubble"] = sum((idle[1] - idle[0]).tolist())
@@ -78,7 +78,7 @@ def _busiest_stage(timeline: Timeline, stages: int):
     return best
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def interval_union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted, disjoint union of the intervals [``start[i]``, ``end[i]``] (empty ones dropped),
     as (starts, ends). Sorted by start, an interval opens a new piece exactly when it starts
     after every earlier one has ended, and a piece ends at the running maximum of the ends
@@ -100,7 +100,7 @@ def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a[first], reach[last]
 
 
-def _overlap(segments: tuple[np.ndarray, np.ndarray], intervals: tuple[np.ndarray, np.ndarray]) -> tuple[float, tuple]:
+def interval_overlap(segments: tuple[np.ndarray, np.ndarray], intervals: tuple[np.ndarray, np.ndarray]) -> tuple[float, tuple]:
     """Portions of ``segments`` covered by ``intervals`` (both sorted, disjoint unions, as
     (starts, ends)); returns (covered, rest). Segment ``i`` meets the intervals from the first
     that ends after it starts to the last that starts before it ends; each meeting covers
@@ -131,7 +131,7 @@ def _overlap(segments: tuple[np.ndarray, np.ndarray], intervals: tuple[np.ndarra
     return covered, (rest_lo[open_], rest_hi[open_])
 
 
-def _gaps(start: np.ndarray, end: np.ndarray, makespan: float) -> tuple[np.ndarray, np.ndarray]:
+def interval_gaps(start: np.ndarray, end: np.ndarray, makespan: float) -> tuple[np.ndarray, np.ndarray]:
     """Intervals in [0, ``makespan``] covered by none of [``start[i]``, ``end[i]``], as
     (starts, ends): taken by start, an interval leaves a gap before it when it starts after
     every earlier one (and 0) has ended."""

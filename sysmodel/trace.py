@@ -26,7 +26,7 @@ from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
 from sysmodel.platform import Platform
 from sysmodel.switch_phases import collective_links
-from sysmodel.breakdown import _gaps, _overlap, _union
+from sysmodel.breakdown import interval_gaps, interval_overlap, interval_union
 
 __all__ = ["TraceNode", "Trace", "TraceResult", "replay", "KINDS", "DIMS"]
 
@@ -224,13 +224,13 @@ def replay(platform: Platform, fabric: str, trace: Trace) -> TraceResult:
     makespan = sched.makespan
     compute = [t for t in sched.tasks if t.resource == "npu.compute"]
     busy = sum(t.duration for t in compute)
-    idle = _gaps(*_intervals(compute), makespan)
+    idle = interval_gaps(*_intervals(compute), makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
     for cat in ("mp", "dp", "all", "p2p", "io"):
         mine = [t for t in sched.tasks if t.category == cat]
         comm_busy[cat] = sum(t.end - t.start for t in mine)
-        covered, idle = _overlap(idle, _union(*_intervals(mine)))
+        covered, idle = interval_overlap(idle, interval_union(*_intervals(mine)))
         breakdown[cat] = covered
     breakdown["idle"] = sum((idle[1] - idle[0]).tolist())
     notes = list(trace.notes)

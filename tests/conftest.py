@@ -428,7 +428,7 @@ def run_mesh_io_top(dut, *, stripe: int, mode_index: int, stall: int, npu_read, 
     ``{"global": ..., "npus": [...], "controllers": [...]}`` read back, the NPUs' registers
     ``npu_read`` and the controllers' ``controller_read`` by name."""
     from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
-    from hdl.designs.mesh.mesh_io_top import IO_GLOBAL_READ, IO_REGS, controller_unit
+    from hdl.designs.mesh.mesh_io_harness import IO_GLOBAL_READ, IO_REGS, controller_unit
     spec = dut.spec
     values = {"stripe": stripe, "mode": mode_index, "stall": stall}
     writes = [(0, IO_REGS.index(name), values[name]) for name in IO_REGS]

@@ -16,7 +16,8 @@ import cocotb
 from cocotb_tests.fabric.harness import power_on, read_register, run_to_completion, settle, write_programs
 from cocotb_tests.lib import bench_params, metrics
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
-from hdl.designs.mesh.mesh_io_top import IO_CONTROLLER_READ, IO_GLOBAL_READ, IO_NPU_READ, IO_REGS
+from hdl.designs.mesh.mesh_io_harness import IO_GLOBAL_READ, IO_REGS
+from hdl.designs.mesh.mesh_io_top import IO_CONTROLLER_READ, IO_NPU_READ
 
 
 @cocotb.test()

@@ -17,7 +17,7 @@ from hdl.compiler.mesh_program import MESH_ALGORITHMS, MeshProgram, expected_has
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import MeshFabricSpec
 
-__all__ = ["MeshRun", "MESH_SIMULATORS", "build_mesh", "mesh_part_verilogs", "mesh_verilog", "mesh_training", "run_mesh_fabric"]
+__all__ = ["MeshRun", "MESH_SIMULATORS", "build_mesh", "mesh_part_verilogs", "mesh_verilog", "mesh_training", "run_mesh_fabric", "judge_mesh"]
 
 TOP = "fred_mesh_fabric"
 #: The top's ports the bench touches (the only public signals of the build, as the FRED
@@ -53,7 +53,7 @@ def mesh_verilog(spec: MeshFabricSpec) -> str:
     return _VERILOG[spec]
 
 
-def _judge(program: MeshProgram, after: dict, stalled: bool, hashes=None) -> list[str]:
+def judge_mesh(program: MeshProgram, after: dict, stalled: bool, hashes=None) -> list[str]:
     """What went wrong; ``hashes``: an fp16 run's golden hash per engine (the engines hash what
     they receive instead of checking each flit)."""
     errors = []
@@ -115,7 +115,7 @@ def run_mesh_fabric(spec: MeshFabricSpec, groups, size_flits: int, *, algorithm:
             raise FredError(f"the mesh fabric bench recorded nothing; log: {result.test_dir / 'sim.log'}")
     after = m["after"]
     hashes = expected_hashes(spec, program) if spec.dtype != "int32" else None
-    return MeshRun(after["global"]["cycles"], _judge(program, after, m["stalled"], hashes), m["sim_s"], program,
+    return MeshRun(after["global"]["cycles"], judge_mesh(program, after, m["stalled"], hashes), m["sim_s"], program,
                    build_dir=str(build_dir))
 
 

@@ -30,7 +30,7 @@ from hdl.compiler.fabric_program import FabricProgram, default_phases, fabric_pr
 from hdl.contracts.npu_engine import engine_writes
 
 __all__ = ["FabricRun", "configuration_words", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
-           "default_cflags", "training_requests",
+           "default_cflags", "training_requests", "hardware_key", "judge_engines", "judge_loads",
            "TRAINING_FLITS"]
 
 TOP = "fred_fabric"
@@ -125,16 +125,16 @@ class FabricRun:
         return asdict(self)
 
 
-def _hardware_key(spec: FabricSpec) -> tuple:
-    # the fields the RTL depends on: not the name, nor in_switch (a property of the programs:
-    # Fred-A/B and Fred-C/D are the same hardware)
+def hardware_key(spec: FabricSpec) -> tuple:
+    """The fields of ``spec`` the RTL depends on, as a hashable key: not the name, nor
+    ``in_switch`` (a property of the programs: Fred-A/B and Fred-C/D are the same hardware)."""
     return tuple(sorted((k, v) for k, v in spec.to_dict().items() if k not in ("name", "in_switch")))
 
 
 def fabric_verilog(spec: FabricSpec) -> str:
     """Hierarchical Verilog of the fabric of ``spec`` (memoised per hardware in this process:
     Fred-C shares Fred-D's)."""
-    key = _hardware_key(spec)
+    key = hardware_key(spec)
     if key not in _VERILOG:
         from eda.toolchain import build_step
         from hdl.designs.fabric import FabricTop
@@ -159,7 +159,7 @@ def part_verilogs(spec: FabricSpec) -> tuple[str, str]:
     the default partition of ``spec``), memoised per hardware in this process."""
     from hdl.contracts.fabric_partition import fabric_partition
     from eda.fabric.lockstep import PART_TOPS
-    key = ("parts",) + _hardware_key(spec)
+    key = ("parts",) + hardware_key(spec)
     if key not in _VERILOG:
         from eda.toolchain import build_step
         from hdl.designs.fabric import FabricTop
@@ -311,7 +311,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     folder instead of building (the profile-guided build's training runs).
 
     Steps: build (:func:`build_fabric`, unless ``prebuilt``), simulate (:func:`_simulate`),
-    judge the counters (:func:`_load_errors`, :func:`_engine_errors`; a stalled run raises
+    judge the counters (:func:`judge_loads`, :func:`judge_engines`; a stalled run raises
     :func:`_stalled`'s error), then sum them up (:func:`_fabric_run`)."""
     if watchdog_cycles is None:
         watchdog_cycles = _default_watchdog(spec, request, program)
@@ -326,8 +326,8 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
     build_s = time.perf_counter() - start
     metrics = _simulate(spec, request, program, built, seed=seed, watchdog_cycles=watchdog_cycles,
                         simulator=simulator)
-    errors = _load_errors(program, metrics["before"])
-    engine_errors, stuck, hash_bad = _engine_errors(spec, program, metrics["after"]["engines"])
+    errors = judge_loads(program, metrics["before"])
+    engine_errors, stuck, hash_bad = judge_engines(spec, program, metrics["after"]["engines"])
     errors += engine_errors
     if metrics["stalled"] or stuck:
         raise _stalled(spec, request, program, metrics, stuck, errors)
@@ -368,7 +368,7 @@ def _simulate(spec: FabricSpec, request: FabricRequest, program: FabricProgram, 
     return result.metrics
 
 
-def _load_errors(program: FabricProgram, before: dict) -> list[str]:
+def judge_loads(program: FabricProgram, before: dict) -> list[str]:
     """One error per switch whose configurations were not all loaded before ``start``
     (``before``: the registers read then)."""
     errors = []
@@ -380,7 +380,7 @@ def _load_errors(program: FabricProgram, before: dict) -> list[str]:
     return errors
 
 
-def _engine_errors(spec: FabricSpec, program: FabricProgram,
+def judge_engines(spec: FabricSpec, program: FabricProgram,
                    engines: list[dict]) -> tuple[list[str], list[str], set[int]]:
     """(errors, engines not finished, ranks whose received hash is wrong) from the engines'
     registers after the run (``engines``, per rank) against what they were programmed to do:

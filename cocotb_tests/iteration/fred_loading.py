@@ -12,10 +12,12 @@ from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
 from hdl.contracts.trace_program import SLOT_BASE, loader_entries
 
-__all__ = ["switch_slots", "fred_configuration", "fred_loader_entries"]
+__all__ = ["switch_slots", "fred_configuration", "fred_loader_entries", "phases_key"]
 
 
-def _phases_key(phases) -> tuple:
+def phases_key(phases) -> tuple:
+    """A hashable key of one switch's ``phases``: each phase's flows and its encoded
+    configuration words (equal keys load the same configuration words)."""
     return tuple((p.flows, tuple(p.config.encode(32))) for p in phases)
 
 
@@ -31,7 +33,7 @@ def switch_slots(spec: FabricSpec, programs: list) -> list[tuple[dict, list[int]
         bases = []
         used = 0
         for k, program in enumerate(programs):
-            key = _phases_key(program.switches[s])
+            key = phases_key(program.switches[s])
             if key not in slots:
                 slots[key] = used
                 used += len(key)

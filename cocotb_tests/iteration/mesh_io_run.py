@@ -68,7 +68,7 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
     from hdl.designs.iteration import LoadingTraceSequencer
     from hdl.designs.iteration.mesh_io_iteration_top import (IO_ITERATION_CONTROLLER_READ,
                                                              IO_ITERATION_GLOBAL_READ)
-    from hdl.designs.mesh.mesh_io_top import controller_unit
+    from hdl.designs.mesh.mesh_io_harness import controller_unit
     depth = node_depth(traces)
     entries = io_loader_entries(requests, programs)
     room = max(16, 1 << (len(entries) - 1).bit_length())

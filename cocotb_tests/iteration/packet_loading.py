@@ -13,7 +13,7 @@ from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
 from hdl.contracts.trace_program import PACKET_HEADER_REGS, loader_entries
 
-from .fred_loading import _phases_key
+from .fred_loading import phases_key
 
 __all__ = ["packet_iteration_format", "packet_online", "packet_header_writes", "packet_loader_entries",
            "packet_slots", "packet_switch_writes"]
@@ -75,7 +75,7 @@ def packet_slots(spec: FabricSpec, programs: list) -> tuple[dict, list[int]]:
     slots: dict = {}
     bases, used = [], 0
     for k, program in enumerate(programs):
-        key = tuple(_phases_key(phases) for phases in program.switches)
+        key = tuple(phases_key(phases) for phases in program.switches)
         if key not in slots:
             slots[key] = (used, k)
             used += max(len(phases) for phases in program.switches)

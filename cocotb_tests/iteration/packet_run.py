@@ -22,7 +22,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import NpuTrace, loader_writes, trace_writes
 
-from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, _iteration_run, bench_metrics, check_finished,
+from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished,
                   node_depth, run_error_lines)
 
 __all__ = ["run_packet_iteration", "packet_iteration_verilog"]
@@ -34,8 +34,8 @@ def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online
     """Verilog of the packet fabric of ``spec`` with trace NPUs of ``depth`` nodes and ``programs``
     loader entries, ``online`` routing or stored phases (memoised)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
-    from cocotb_tests.fabric.run import _hardware_key
-    key = (depth, programs, online) + _hardware_key(spec)
+    from cocotb_tests.fabric.run import hardware_key
+    key = (depth, programs, online) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_packet_top
         from hdl.emit.verilog import to_verilog
@@ -70,7 +70,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     ``PLAIN_CFLAGS`` (-O1). Repeated collectives (the node's repeat) rerun the engine with the
     same program and headers."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
-    from cocotb_tests.fabric.run import PORTS, _engine_errors, poll_cycles
+    from cocotb_tests.fabric.run import PORTS, judge_engines, poll_cycles
     from cocotb_tests.runner import run_bench
     from eda.fabric.build import build_top_public_only
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
@@ -102,13 +102,13 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     engines = after["engines"]
     stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
              for r, e in enumerate(engines) if r in traces and not e["done"]]
-    errors, _, _ = _engine_errors(spec, programs[-1], engines)
+    errors, _, _ = judge_engines(spec, programs[-1], engines)
     errors += run_error_lines(engines)
     errors += [f"NPU {r}: {e['seq_errors']} packet(s) out of sequence" for r, e in enumerate(engines) if e["seq_errors"]]
     errors += [f"NPU {r}: a credit error or a receive overflow" for r, e in enumerate(engines) if e["link_errors"]]
     errors += [f"{programs[-1].switch_name(s)}: flags {sw['flags']:#x} (bad_header, overflow, credit_error, "
                f"uplink overflow)" for s, sw in enumerate(after["switches"]) if sw["flags"]]
     check_finished(f"packet fabric {spec.name}", metrics, stuck, errors)
-    run = _iteration_run(f"{spec.name}-packet", traces, metrics, errors, build_s, depth, built)
+    run = iteration_run(f"{spec.name}-packet", traces, metrics, errors, build_s, depth, built)
     run.load_stall = {r: e["load_stall"] for r, e in enumerate(engines) if r in traces}
     return run

@@ -27,11 +27,11 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, loader_writes, trace_writes
-from cocotb_tests.fabric.run import (PORTS, TOP, _engine_errors, _hardware_key, _load_errors,
+from cocotb_tests.fabric.run import (PORTS, TOP, judge_engines, hardware_key, judge_loads,
                                      default_cflags, load_sequence, poll_cycles)
 
 __all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "run_mesh_iteration",
-           "mesh_iteration_verilog", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished"]
+           "mesh_iteration_verilog", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
 
 _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
@@ -80,7 +80,7 @@ def node_depth(traces: dict) -> int:
 def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None) -> str:
     """Verilog of the fabric of ``spec`` with trace NPUs of ``depth`` nodes (memoised); with
     ``programs``, loaders of that many entries at every NPU and switch (several collectives)."""
-    key = (depth, programs) + _hardware_key(spec)
+    key = (depth, programs) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_fabric_top
         from hdl.emit.verilog import to_verilog
@@ -156,16 +156,16 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     metrics = result.metrics
     after = metrics["after"]
     last = program[-1] if several else program
-    errors = _load_errors(program[0] if several else program, metrics["before"]) if program is not None else []
+    errors = judge_loads(program[0] if several else program, metrics["before"]) if program is not None else []
     stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
              for r, e in enumerate(after["engines"]) if r in traces and not e["done"]]
     if program is not None:   # the last collective's counters; every run's bad and extra flits
-        engine_errors, _, _ = _engine_errors(spec, last, after["engines"])
+        engine_errors, _, _ = judge_engines(spec, last, after["engines"])
         errors += engine_errors
     if several:
         errors += run_error_lines(after["engines"])
     check_finished(f"fabric {spec.name}", metrics, stuck, errors)
-    run = _iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
+    run = iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
     if several:
         run.load_stall = {r: e["load_stall"] for r, e in enumerate(after["engines"]) if r in traces}
     return run
@@ -213,7 +213,7 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     bad or extra flit in any run (the sequencers' ``run_errors``), the last collective's
     counters as ``cocotb_tests.fabric.mesh_run`` judges a collective's run, no protocol error.
     ``cflags`` default: the mesh fabric's (``mesh_run.CFLAGS``)."""
-    from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, _judge
+    from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, judge_mesh
     from cocotb_tests.runner import run_bench
     from eda.fabric.build import build_top_public_only
     from hdl.contracts.mesh import MESH_VCS
@@ -248,10 +248,10 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if r in traces and s["nodes_done"] != len(traces[r].words)]
-    errors = _judge(programs[-1], after, False) if programs else []
+    errors = judge_mesh(programs[-1], after, False) if programs else []
     errors += run_error_lines(after["sequencers"])
     check_finished(f"mesh {spec.rows} x {spec.cols}", metrics, stuck, errors)
-    run = _iteration_run("mesh", traces, metrics, errors, build_s, depth, built)
+    run = iteration_run("mesh", traces, metrics, errors, build_s, depth, built)
     run.load_stall = {r: s["load_stall"] for r, s in enumerate(after["sequencers"]) if r in traces}
     return run
 
@@ -280,7 +280,7 @@ def check_finished(label: str, metrics: dict, stuck: list[str], errors: list[str
                         + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
 
 
-def _iteration_run(fabric: str, traces: dict, metrics: dict, errors: list, build_s: float, depth: int,
+def iteration_run(fabric: str, traces: dict, metrics: dict, errors: list, build_s: float, depth: int,
                    built) -> IterationRun:
     """The :class:`IterationRun` of a judged bench run (its recorded ``metrics``)."""
     after = metrics["after"]

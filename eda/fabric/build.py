@@ -34,7 +34,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, build_step, make_environment, setup_verilator
 
-__all__ = ["build_top_public_only", "build_trained", "training_options", "fast_cflags", "PGO_CFLAGS", "PGO_GENERATE", "PGO_USE"]
+__all__ = ["build_top_public_only", "build_trained", "training_options", "fast_cflags", "PGO_CFLAGS", "PGO_GENERATE", "PGO_USE", "clean_objects"]
 
 #: Extra C++ flags of the instrumented compile (the profile counters are updated by one
 #: thread: the model is single-threaded, and atomic updates would slow the training run).
@@ -105,7 +105,7 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
             if train is None:
                 run(compile_(), "compiling the C++ model")
             else:
-                _clean_objects(build_dir, top, profiles=True)
+                clean_objects(build_dir, top, profiles=True)
                 run(compile_(*PGO_GENERATE, extra_ldflags=" ".join(PGO_GENERATE)),
                     "compiling the instrumented C++ model (profile-guided optimization)")
                 log.write(f"\n# profile-guided optimization: training run ({training})\n")
@@ -118,7 +118,7 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
                                     f"(*.gcda) in {build_dir}")
                 log.write(f"# training {time.perf_counter() - train_start:.1f} s, "
                           f"{len(profiles)} profiles\n")
-                _clean_objects(build_dir, top, profiles=False)
+                clean_objects(build_dir, top, profiles=False)
                 run(compile_(*PGO_USE), "compiling the C++ model with the profile")
         (build_dir / "build_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
         (build_dir / "build.ok").write_text(key_source[:200] + "\n")
@@ -169,7 +169,7 @@ def user_cflags_of(verilator_args) -> list[str]:
     return [args[i + 1] for i, arg in enumerate(args) if arg == "-CFLAGS"]
 
 
-def _clean_objects(build_dir: Path, top: str, *, profiles: bool) -> None:
+def clean_objects(build_dir: Path, top: str, *, profiles: bool) -> None:
     """Remove the compiled objects, archives, precompiled headers and the simulator (so that
     make compiles everything again with new flags); with ``profiles`` the ``.gcda`` too."""
     patterns = ["*.o", "*.a", "*.gch"] + (["*.gcda"] if profiles else [])

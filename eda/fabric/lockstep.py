@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from eda.fabric.build import PGO_GENERATE, PGO_USE, _clean_objects, user_cflags_of
+from eda.fabric.build import PGO_GENERATE, PGO_USE, clean_objects, user_cflags_of
 from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, build_step, make_environment, setup_verilator
 
 __all__ = ["DRIVER", "EXECUTABLE", "build_lockstep", "run_lockstep", "PART_TOPS"]
@@ -105,7 +105,7 @@ def build_lockstep(verilogs, *, cflags: str = "-O2", verilator_args=(), sim_buil
                 # objects and the simulator (and with ``profiles`` every .gcda), so that make and
                 # g++ compile everything again with the new flags
                 for p, part_dir in enumerate(part_dirs):
-                    _clean_objects(part_dir, f"Vpart{p}", profiles=profiles)
+                    clean_objects(part_dir, f"Vpart{p}", profiles=profiles)
                 if profiles:
                     for path in build_dir.glob("*.gcda"):   # the driver's
                         path.unlink()

@@ -58,7 +58,7 @@ def bench_eval(reference: bool) -> None:
     from sysmodel.training import simulate_iteration
     from sysmodel.workload_file import get_workload
     from hdl.contracts.placement import factorisations
-    from studies.evaluation import _sweep_microbatches
+    from studies.evaluation import sweep_microbatches
     _, wall, cpu = _timed(lambda: run_evaluation(output=None, progress=False))
     print(f"fred eval   whole run (no files)              {wall:8.3f} s wall, {cpu:.3f} s CPU")
     platform = default_platform()
@@ -88,7 +88,7 @@ def bench_eval(reference: bool) -> None:
 
         def slow():
             for s in factorisations(platform.npus):
-                m = _sweep_microbatches(base.microbatches, s.pp, 40)
+                m = sweep_microbatches(base.microbatches, s.pp, 40)
                 try:
                     simulate_iteration(platform, "fred-d", base.with_(microbatches=m), s,
                                        samples_per_dp=40, reference=True)

@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from studies.report import Column, check_writable, table_lines, write_json
+from studies.report import Column, check_writable, table_text, write_json
 
 __all__ = ["DESIGN", "OPERATORS", "Mutant", "sites", "choose", "design_verilog", "campaign", "main"]
 
@@ -525,7 +525,7 @@ def markdown_table(mutants: list[Mutant], results: dict[int, dict]) -> str:
     """One Markdown row per mutant: index, operator, module, the change, the outcome and what
     killed it (the failing bench tests, a crash, or the timeout); no final newline (printed)."""
     rows = [(i, m, results.get(i)) for i, m in enumerate(mutants)]
-    return "\n".join(table_lines(TABLE_COLUMNS, rows))
+    return table_text(TABLE_COLUMNS, rows)
 
 
 def _summarize(mutants, results, out: Path, design, args, *, write: bool = True) -> int:

@@ -121,15 +121,15 @@ def test_interval_sweeps_equal_the_plain_sweep(grid):
         compute = [(a, b) for a, b in _random_intervals(rng, rng.randrange(0, 12), grid) if b >= a]
         makespan = max([b for _, b in compute] + [0.0]) + rng.choice([0.0, 0.5, 1.3])
         gaps = _plain_gaps(compute, makespan)
-        got = breakdown._gaps(*_arrays(compute), makespan)
+        got = breakdown.interval_gaps(*_arrays(compute), makespan)
         assert _pairs(got) == gaps
         for _ in range(3):
             comm = _random_intervals(rng, rng.randrange(0, 15), grid)
             union = _plain_union(comm)
-            got_union = breakdown._union(*_arrays(comm))
+            got_union = breakdown.interval_union(*_arrays(comm))
             assert _pairs(got_union) == union
             covered, rest = _plain_overlap(gaps, union)
-            got_covered, got = breakdown._overlap(_arrays(gaps) if gaps else (np.zeros(0), np.zeros(0)),
+            got_covered, got = breakdown.interval_overlap(_arrays(gaps) if gaps else (np.zeros(0), np.zeros(0)),
                                                   got_union)
             assert repr(got_covered) == repr(covered)   # bit for bit, and a float
             assert _pairs(got) == rest

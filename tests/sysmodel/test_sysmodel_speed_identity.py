@@ -19,7 +19,7 @@ import pytest
 from hdl.contracts.placement import factorisations, parse_strategy
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.engine import Engine
-from studies.evaluation import _sweep_microbatches
+from studies.evaluation import sweep_microbatches
 from sysmodel.platform import FABRICS, default_platform
 from sysmodel.training import simulate_iteration
 from sysmodel.workloads import WORKLOADS
@@ -59,7 +59,7 @@ def test_sweep_strategies_equal_the_reference_path(workload, fabric):
     base = get_workload(workload)
     checked = 0
     for strategy in factorisations(P.npus):
-        m = _sweep_microbatches(base.microbatches, strategy.pp, 40)
+        m = sweep_microbatches(base.microbatches, strategy.pp, 40)
         kwargs = dict(samples_per_dp=40)
         try:
             fast = simulate_iteration(P, fabric, base.with_(microbatches=m), strategy, **kwargs)
@@ -80,7 +80,7 @@ def test_streaming_pipelines_equal_the_reference_path(strategy):
     p = P.with_compute_scale(64)
     s = parse_strategy(strategy)
     w = get_workload("transformer-1t")
-    w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
+    w = w.with_(microbatches=sweep_microbatches(w.microbatches, s.pp, 40))
     for fabric in ("mesh", "fred-b", "fred-d"):
         fast = simulate_iteration(p, fabric, w, s, samples_per_dp=40)
         ref = simulate_iteration(p, fabric, w, s, samples_per_dp=40, reference=True)
@@ -269,7 +269,7 @@ def test_streaming_blocks_equal_the_reference_graph(pp_overlap):
     layer tasks: the reference path's graph."""
     s = parse_strategy("MP2-DP2-PP5")
     w = get_workload("transformer-1t")
-    w = w.with_(microbatches=_sweep_microbatches(w.microbatches, s.pp, 40))
+    w = w.with_(microbatches=sweep_microbatches(w.microbatches, s.pp, 40))
     assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40)
     assert_same_graph(P.scaled(pp_overlap=pp_overlap), "fred-d", w, s, samples_per_dp=40, blocking=True)
 

@@ -39,15 +39,19 @@ TAG_WIDTH = 1
 PROG_REG_WIDTH = 6
 
 
-def harness_ports() -> dict:
-    """The harness ports of a fabric top without a configuration stream (the mesh fabric, the
-    mesh with its I/O controllers), in this order: ``clk``, ``start``, the program port
-    (``prog_we/unit/reg/data``), the registered read port (``rd_unit/rd_reg`` -> ``rd_data``),
-    ``all_done`` and ``cycles``. :func:`harness_inputs` registers the inputs."""
-    return {"clk": In(1), "start": In(1),
-            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
-            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
-            "all_done": Out(1), "cycles": Out(32)}
+def harness_ports(*, switches: int | None = None, phases: int | None = None) -> dict:
+    """The harness ports of a fabric top, in this order: ``clk``, ``start``, the program port
+    (``prog_we/unit/reg/data``), with ``switches`` the configuration stream of that many
+    switches of ``phases`` phases (``cfg_valid/switch/data/last/phase`` -> ``cfg_ready``: the
+    circuit and packet fabrics; without, the mesh fabric and the mesh I/O tops), the
+    registered read port (``rd_unit/rd_reg`` -> ``rd_data``), ``all_done`` and ``cycles``.
+    :func:`harness_inputs` registers the inputs."""
+    ports = {"clk": In(1), "start": In(1),
+             "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32)}
+    if switches is not None:
+        ports.update({"cfg_valid": In(1), "cfg_switch": In(range(switches)), "cfg_data": In(32),
+                      "cfg_last": In(1), "cfg_phase": In(phase_index_width(phases)), "cfg_ready": Out(1)})
+    return {**ports, "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32), "all_done": Out(1), "cycles": Out(32)}
 
 
 def harness_inputs(m: Module, top) -> tuple[Signal, ...]:
@@ -161,15 +165,7 @@ class FabricTop(wiring.Component):
             raise FredError(problem)
         self.partition, self.part = partition, part
         cut_ports = cut_ports_of(self.cut_fields()) if partition is not None else {}
-        super().__init__({**cut_ports, 
-            "clk": In(1),
-            "start": In(1),
-            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
-            "cfg_valid": In(1), "cfg_switch": In(range(len(self.switch_ports))), "cfg_data": In(32),
-            "cfg_last": In(1), "cfg_phase": In(phase_index_width(self.phases)), "cfg_ready": Out(1),
-            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
-            "all_done": Out(1), "cycles": Out(32),
-        })
+        super().__init__({**cut_ports, **harness_ports(switches=len(self.switch_ports), phases=self.phases)})
 
     def _owns(self, switch: int) -> bool:
         return self.partition is None or self.partition.parts[switch] == self.part

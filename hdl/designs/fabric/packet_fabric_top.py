@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from amaranth import Module, Shape, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.config_port import phase_index_width
 from hdl.contracts.fabric import FabricSpec
@@ -23,8 +22,8 @@ from hdl.designs.switch.packet_switch import PacketSwitch
 from .cut import cut_ports, cut_slices, link_cut_fields
 from .depacketizer import Depacketizer
 from .io_controller import IoController
-from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, PROG_REG_WIDTH, TAG_WIDTH,
-                         count_cycles, harness_inputs, read_register)
+from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, TAG_WIDTH, count_cycles, harness_inputs,
+                         harness_ports, read_register)
 from .npu_engine import NpuEngine
 from .packet_link import PacketLink
 from .packetizer import Packetizer
@@ -175,16 +174,7 @@ class PacketFabricTop(wiring.Component):
         self.link_shape = flit_layout(FlitFormat(dtype=spec.dtype, lanes=spec.lanes,
                                                  tag_width=self.packet.header_width))
         cut = cut_ports(self.cut_fields()) if partition is not None else {}
-        super().__init__({
-            **cut,
-            "clk": In(1),
-            "start": In(1),
-            "prog_we": In(1), "prog_unit": In(6), "prog_reg": In(PROG_REG_WIDTH), "prog_data": In(32),
-            "cfg_valid": In(1), "cfg_switch": In(range(len(self.switch_ports))), "cfg_data": In(32),
-            "cfg_last": In(1), "cfg_phase": In(phase_index_width(self.phases)), "cfg_ready": Out(1),
-            "rd_unit": In(6), "rd_reg": In(5), "rd_data": Out(32),
-            "all_done": Out(1), "cycles": Out(32),
-        })
+        super().__init__({**cut, **harness_ports(switches=len(self.switch_ports), phases=self.phases)})
 
     def _owns(self, switch: int) -> bool:
         return self.partition is None or self.partition.parts[switch] == self.part

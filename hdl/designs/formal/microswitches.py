@@ -37,7 +37,8 @@ from .checks import (ShadowQueue, assert_progress, assert_stream_rules, assert_v
                      fire, free_stream_input)
 from .proof import Mutation, Proof, build, harness_module
 
-__all__ = ["PROOFS", "FLIT", "input_harness", "output_harness", "rd_harness"]
+__all__ = ["PROOFS", "FLIT", "input_harness", "output_harness", "rd_harness", "adder_without_carry",
+           "fork_without_pending_mask"]
 
 #: int32 so that the golden sum is plain addition; one lane, one tag bit (framing is carried
 #: whole, so wider flits add width, not cases)
@@ -231,14 +232,17 @@ def _busy_low(ms, m):
     m.d.comb += ms.busy.eq(0)
 
 
-def _fork_without_pending_mask(fork, m):
-    # an output that already took the current flit is offered it again
+def fork_without_pending_mask(fork, m):
+    """Mutation of a ``SelectFork`` (``fork``, in its module ``m``): an output that already took
+    the current flit is offered it again (a duplicate the proofs must catch)."""
     for j in range(len(fork.o)):
         m.d.comb += fork.o[j].valid.eq(Cat(*(fork.enable[j] & (fork.select[j] == k) & fork.i[k].valid
                                               for k in range(len(fork.i)))).any())
 
 
-def _adder_without_carry(adder, m):
+def adder_without_carry(adder, m):
+    """Mutation of an ``IntAdder`` (``adder``, in its module ``m``): it drops its carries
+    (``a ^ b``)."""
     m.d.comb += adder.o.eq(adder.a ^ adder.b)
 
 
@@ -249,7 +253,7 @@ def _reduction_unjoined(unit, m):
 def _sum_mutants():
     return {
         "adder_without_carry": Mutation("the int32 adder drops its carries (a ^ b)",
-                                        submodule=(reduction_unit, "IntAdder", _adder_without_carry)),
+                                        submodule=(reduction_unit, "IntAdder", adder_without_carry)),
         "reduction_unjoined": Mutation("the reduction unit takes a without waiting for b",
                                        submodule=(reduce_path, "ReductionUnit", _reduction_unjoined)),
     }
@@ -274,7 +278,7 @@ INPUT_MUTANTS = {
 RD_MUTANTS = {
     "gate_ignores_enable": Mutation("in1.ready ignores whether a route uses in1", design=_gate_ignores_enable),
     "fork_without_pending_mask": Mutation("broadcast forgets which output took a flit (duplicates)",
-                                          submodule=(rd_microswitch, "SelectFork", _fork_without_pending_mask)),
+                                          submodule=(rd_microswitch, "SelectFork", fork_without_pending_mask)),
     "valid_waits_for_ready": Mutation("out1.valid is gated by out1.ready",
                                       design=_valid_waits_for_ready("out1", "out1_buffer")),
     "busy_low": Mutation("busy stuck low", design=_busy_low),
@@ -289,7 +293,7 @@ def _takes_unselected_wire(ms, m):
 OUTPUT_MUTANTS = {
     "takes_unselected_wire": Mutation("wire1.ready stuck high: a wire no output selects is consumed", design=_takes_unselected_wire),
     "fork_without_pending_mask": Mutation("broadcast forgets which output took a flit (duplicates)",
-                                          submodule=(output_microswitch, "SelectFork", _fork_without_pending_mask)),
+                                          submodule=(output_microswitch, "SelectFork", fork_without_pending_mask)),
     "valid_waits_for_ready": Mutation("out0.valid is gated by out0.ready",
                                       design=_valid_waits_for_ready("out0", "out0_buffer")),
 }

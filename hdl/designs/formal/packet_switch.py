@@ -36,7 +36,7 @@ from hdl.designs.switch.packet_switch import PacketSwitch
 from .checks import free_stream_input
 from .microswitches import assume_small_data
 from .proof import Mutation, Proof, build, harness_module
-from .vc_input_buffer import _credit_early
+from .vc_input_buffer import credit_early
 
 __all__ = ["PROOFS", "packet_switch_harness", "PACKET"]
 
@@ -113,7 +113,7 @@ def _send_without_credit(switch, m):
 MUTANTS = {
     "send_without_credit": Mutation("output 0 sends without a credit", design=_send_without_credit),
     "input_credit_on_write": Mutation("the input buffers return a credit per flit written, not read",
-                                      submodule=(packet_switch_module, "VCInputBuffer", _credit_early)),
+                                      submodule=(packet_switch_module, "VCInputBuffer", credit_early)),
 }
 
 PROOFS = [

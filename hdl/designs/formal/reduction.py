@@ -23,7 +23,7 @@ from hdl.designs.reduction.reduction_unit import ReductionUnit
 
 from .checks import (ShadowQueue, assert_progress, assert_stream_rules, assert_valid_without_ready,
                      fire, free_stream_input)
-from .microswitches import _adder_without_carry, assume_small_data
+from .microswitches import adder_without_carry, assume_small_data
 from .proof import Mutation, Proof, build, harness_module, internal_signal
 
 __all__ = ["PROOFS", "reduction_harness"]
@@ -45,7 +45,7 @@ MUTANTS = {
     "framing_of_b": Mutation("the sum carries b's framing instead of a's", design=_sideband_skips_stage),
     "unjoined": Mutation("a transfers without b", design=_unjoined),
     "adder_without_carry": Mutation("the int32 adder drops its carries (a ^ b)",
-                                    submodule=(reduction_unit, "IntAdder", _adder_without_carry)),
+                                    submodule=(reduction_unit, "IntAdder", adder_without_carry)),
 }
 
 

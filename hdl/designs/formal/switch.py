@@ -40,7 +40,7 @@ from hdl.designs.switch import output_microswitch, rd_microswitch
 from hdl.designs.switch.fred_switch import FredSwitch
 
 from .checks import ShadowQueue, assert_progress, assert_stream_rules, fire, free_stream_input
-from .microswitches import FLIT, _adder_without_carry, _fork_without_pending_mask, assume_small_data
+from .microswitches import FLIT, adder_without_carry, fork_without_pending_mask, assume_small_data
 from .proof import Mutation, Proof, build, harness_module
 
 __all__ = ["CASES", "PROOFS", "switch_harness", "compiled_modes", "SWITCH_FREE_DATA_BITS"]
@@ -178,11 +178,11 @@ SWITCH_MUTANTS = {
     "mode_bit_flipped": Mutation("one mode bit of the first input microswitch inverted",
                                  design=_mode_bit_flipped),
     "adder_without_carry": Mutation("the int32 adder drops its carries (a ^ b)",
-                                    submodule=(reduction_unit, "IntAdder", _adder_without_carry)),
+                                    submodule=(reduction_unit, "IntAdder", adder_without_carry)),
     "fork_without_pending_mask": Mutation("output microswitch broadcast forgets which output took a flit",
-                                          submodule=(output_microswitch, "SelectFork", _fork_without_pending_mask)),
+                                          submodule=(output_microswitch, "SelectFork", fork_without_pending_mask)),
     "rd_fork_without_pending_mask": Mutation("RD microswitch broadcast forgets which output took a flit",
-                                             submodule=(rd_microswitch, "SelectFork", _fork_without_pending_mask)),
+                                             submodule=(rd_microswitch, "SelectFork", fork_without_pending_mask)),
 }
 
 #: which mutants each case must kill within its depth (a unicast case has no sum to corrupt; a

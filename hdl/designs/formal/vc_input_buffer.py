@@ -30,15 +30,16 @@ from .checks import ShadowQueue, fire
 from .microswitches import assume_small_data
 from .proof import Mutation, Proof, build, harness_module
 
-__all__ = ["PROOFS", "vc_input_buffer_harness"]
+__all__ = ["PROOFS", "vc_input_buffer_harness", "credit_early"]
 
 PACKET = PacketFormat(phase_bits=1, seq_bits=2, flow_bits=1, packet_flits=2)
 FLIT = FlitFormat(dtype="int32", lanes=1, tag_width=PACKET.header_width)
 PHASES, DEPTH = 2, 2
 
 
-def _credit_early(buffer, m):
-    # returns a credit when a flit is written instead of when it is read
+def credit_early(buffer, m):
+    """Mutation of a VC input buffer (``buffer``, in its module ``m``): it returns a credit when
+    a flit is written instead of when it is read (a mutant the proofs must kill)."""
     m.d.comb += buffer.credit[0].eq(buffer.i.valid)
 
 
@@ -58,7 +59,7 @@ MUTANTS = {
     "stores_by_own_tag": Mutation("VC 0 stores flits by their own tag: malformed packets and later "
                                   "flits are misfiled", design=_stores_by_own_tag),
     "raw_tag": Mutation("VC 1 stores each flit's own tag instead of its packet's header", design=_raw_tag),
-    "credit_on_write": Mutation("VC 0 returns a credit per flit written, not per flit read", design=_credit_early),
+    "credit_on_write": Mutation("VC 0 returns a credit per flit written, not per flit read", design=credit_early),
 }
 
 

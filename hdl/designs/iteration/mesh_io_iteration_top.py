@@ -6,23 +6,20 @@ streaming")."""
 from __future__ import annotations
 
 from amaranth import Array, Module, Mux, Signal
-from amaranth.lib import wiring
 
 from hdl.compiler.mesh_io_program import neighbour, spill_dests, tree_children, tree_parents
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
-from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
-                                           harness_ports, read_register)
+from hdl.designs.mesh.controller_links import add_controller_sinks, add_controller_sources
 from hdl.designs.mesh.io_checker import IoChecker
 from hdl.designs.mesh.io_controller import IoController
 from hdl.designs.mesh.mesh_io_spill_top import controller_spill_sender, npu_spill_sender
-from hdl.designs.mesh.mesh_io_store_top import add_controller_sinks, tree_share
-from hdl.designs.mesh.mesh_io_top import add_controller_sources, check_io_top_spec, controller_unit
+from hdl.designs.mesh.mesh_io_store_top import tree_share
+from hdl.designs.mesh.mesh_io_harness import MeshIoHarnessTop
 from hdl.designs.mesh.shared_input import share_input
 from hdl.designs.mesh.spill_checker import SpillChecker
 from hdl.designs.mesh.store_checker import StoreChecker
-from hdl.designs.mesh.mesh_network import add_mesh
 from hdl.designs.mesh.reduce_forwarder import ReduceForwarder
 from hdl.designs.mesh.tree_forwarder import TreeForwarder
 
@@ -49,7 +46,7 @@ IO_ITERATION_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error", "
 IO_ITERATION_CONTROLLER_READ = ("store_errors", "store_received", "spill_received")
 
 
-class MeshIoIterationTop(wiring.Component):
+class MeshIoIterationTop(MeshIoHarnessTop):
     """The routers of ``spec.mesh`` with ``spec.controllers`` controllers on the edge (an
     :class:`IoController` into, and a store checker out of, each one's router port), and at
     every NPU a :class:`LoadingTraceSequencer` (``depth`` nodes, ``programs`` loader entries,
@@ -85,19 +82,24 @@ class MeshIoIterationTop(wiring.Component):
     """
 
     def __init__(self, spec: MeshIoSpec, *, depth: int, programs: int, max_stripe: int = 256):
-        check_io_top_spec("MeshIoIterationTop", spec)
+        self.depth, self.programs, self.max_stripe = depth, programs, max_stripe
+        super().__init__(spec)
+
+    def check(self, spec: MeshIoSpec) -> None:
         if spec.mesh.dtype != "int32":
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"MeshIoIterationTop runs int32 meshes, got {spec.mesh.dtype}")
-        self.spec, self.depth, self.programs, self.max_stripe = spec, depth, programs, max_stripe
-        super().__init__(harness_ports())
+
+    def program_registers(self, m: Module, prog_we, prog_reg, prog_data) -> None:
+        """None: each NPU's I/O registers are its own (:meth:`_sequencers`)."""
+        return None
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
-        spec, mesh = self.spec, self.spec.mesh
-        routers, errors = add_mesh(m, mesh)
-        seqs, regs = self._sequencers(m, start, prog_we, prog_unit, prog_reg, prog_data)
+        spec = self.spec
+        h = self.harness(m)
+        routers, errors = h.routers, h.errors
+        seqs, regs = self._sequencers(m, h.start, h.prog_we, h.prog_unit, h.prog_reg, h.prog_data)
         c = _Collective(m, seqs, regs)
         shares = [tree_share(m, c.stripes[STORE], c.modes[STORE], k, vc)
                   for k in range(spec.controllers) for vc in (0, 1)]
@@ -109,7 +111,7 @@ class MeshIoIterationTop(wiring.Component):
                 npus["write"] & _all(s[WRITE].complete for s in sinks),
                 npus["read"] & _all(x[READ].done for x in controllers)]
         m.d.comb += c.units_done.eq(Array(done)[c.op])
-        self._counters(m, seqs, sinks, c, errors, npus, start, rd_unit, rd_reg)
+        self._counters(m, h, seqs, sinks, c, npus)
         return m
 
     def _controllers(self, m, routers, errors, c, shares, starts):
@@ -213,12 +215,10 @@ class MeshIoIterationTop(wiring.Component):
         return {"load": _all(load_done), "store": _all(store_idle), "write": _all(write_done),
                 "read": _all(read_done), "load_errors": load_errors, "read_bad": sum(read_bad)}
 
-    def _counters(self, m, seqs, sinks, c, errors, npus, start, rd_unit, rd_reg):
-        all_done, running, protocol_error = Signal(), Signal(), Signal()
-        m.d.comb += [all_done.eq(running & _all(s.done for s in seqs)), self.all_done.eq(all_done)]
-        with m.If(sum(errors) != 0):
-            m.d.sync += protocol_error.eq(1)
-        count_cycles(m, start, running, all_done, self.cycles)
+    def _counters(self, m, h, seqs, sinks, c, npus):
+        """The harness's ``all_done`` (every sequencer done), every io-store's and io-write's
+        checks summed per controller, the spill checkers' bad flits, and the read port."""
+        status = self.finish(m, h, [_all(s.done for s in seqs)])
         totals = []
         write_bad = []
         for k, units in enumerate(sinks):     # every io-store's and io-write's checks, summed
@@ -236,16 +236,8 @@ class MeshIoIterationTop(wiring.Component):
             m.d.sync += spill_errors.eq(spill_errors + sum(write_bad))
         with m.Elif(c.over & (c.op == READ)):
             m.d.sync += spill_errors.eq(spill_errors + npus["read_bad"])
-        with m.Switch(rd_unit):
-            for rank, seq in enumerate(seqs):
-                with m.Case(rank):
-                    read_register(m, rd_reg, self.rd_data, [getattr(seq, n) for n in seq.read_names])
-            for k, registers in enumerate(totals):
-                with m.Case(controller_unit(self.spec, k)):
-                    read_register(m, rd_reg, self.rd_data, list(registers))
-            with m.Case(GLOBAL_UNIT):
-                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error,
-                                                        c.mismatch, npus["load_errors"], c.count, spill_errors])
+        self.read_port(m, h, status, [[getattr(seq, n) for n in seq.read_names] for seq in seqs],
+                       [list(registers) for registers in totals], (c.mismatch, npus["load_errors"], c.count, spill_errors))
 
 
 def _all(signals) -> Signal:

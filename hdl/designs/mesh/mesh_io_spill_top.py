@@ -6,18 +6,12 @@ spills"; the Verilog top ``fred_mesh_io_spill``)."""
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
 
 from hdl.compiler.mesh_io_program import spill_dests
-from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SPILL_OPS, MeshIoSpec
-from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
-                                           harness_ports, read_register)
 
-from .mesh_io_store_top import add_controller_sinks
-from .mesh_io_top import (_link, _random_hold, add_controller_sources, check_io_top_spec,
-                          controller_unit, io_program_registers)
-from .mesh_network import add_mesh
+from .controller_links import add_controller_sinks, add_controller_sources
+from .mesh_io_harness import MeshIoHarnessTop, npu_local_port, random_hold
 from .spill_checker import SpillChecker
 from .spill_sender import SpillSender
 
@@ -66,7 +60,7 @@ def add_spill_units(m: Module, spec: MeshIoSpec, routers, errors: list, write_st
     return senders, sinks
 
 
-class MeshIoSpillTop(wiring.Component):
+class MeshIoSpillTop(MeshIoHarnessTop):
     """The routers and wires of ``spec.mesh`` (:func:`add_mesh`); at each controller an io-read
     sender into, and an io-write sink out of, its NPU's router port (:func:`add_spill_units`);
     at every NPU an io-write sender (:func:`npu_spill_sender`) into its router's local port and
@@ -83,63 +77,43 @@ class MeshIoSpillTop(wiring.Component):
     a sender's credit error, or a sink queue overflow.
     """
 
-    def __init__(self, spec: MeshIoSpec):
-        check_io_top_spec("MeshIoSpillTop", spec)
-        self.spec = spec
-        super().__init__(harness_ports())
+    def program_registers(self, m: Module, prog_we, prog_reg, prog_data) -> tuple:
+        """``(stripe, stall, reading)``: ``reading`` the ``mode`` register naming io-read."""
+        stripe, mode, stall = super().program_registers(m, prog_we, prog_reg, prog_data)
+        reading = Signal()
+        m.d.comb += reading.eq(mode == SPILL_OPS.index("io-read"))
+        return stripe, stall, reading
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, mesh = self.spec, self.spec.mesh
-        stripe, mode, stall = io_program_registers(m, prog_we, prog_reg, prog_data)
-        reading = Signal()
-        m.d.comb += reading.eq(mode == SPILL_OPS.index("io-read"))
-        routers, errors = add_mesh(m, mesh)
-        write_start, read_start = start & ~reading, start & reading
+        h = self.harness(m)
+        stripe, stall, reading = h.program
+        write_start, read_start = h.start & ~reading, h.start & reading
         senders, sinks = add_spill_units(
-            m, spec, routers, errors, write_start, read_start, stripe,
-            controller_hold=lambda k: _random_hold(m, f"io{k}", 101 + k, stall),
-            sink_hold=lambda k: _random_hold(m, f"sink{k}", 201 + k, stall))
+            m, spec, h.routers, h.errors, write_start, read_start, stripe,
+            controller_hold=lambda k: random_hold(m, f"io{k}", 101 + k, stall),
+            sink_hold=lambda k: random_hold(m, f"sink{k}", 201 + k, stall))
         npu_senders, checkers = [], []
         for rank in range(mesh.npus):
-            router = routers[mesh.position(rank)]
+            router = h.routers[mesh.position(rank)]
             send = m.submodules[f"spill_send_{rank}"] = npu_spill_sender(spec, rank)
             chk = m.submodules[f"spill_check_{rank}"] = SpillChecker(spec=spec, at="npu", index=rank, vc=0)
             m.d.comb += [
                 send.start.eq(write_start), send.stripe.eq(stripe),
-                send.hold.eq(_random_hold(m, f"npu{rank}", rank + 1, stall)),
+                send.hold.eq(random_hold(m, f"npu{rank}", rank + 1, stall)),
                 chk.start.eq(read_start), chk.expect.eq(stripe * spec.controllers),
-                *_link(chk.i, router.o[LOCAL]),
-                router.o_credit[LOCAL].eq(router.o[LOCAL].valid << router.o[LOCAL].payload.vc),
-                *_link(router.i[LOCAL], send.o), send.credit.eq(router.i_credit[LOCAL]),
+                *npu_local_port(router, [chk.i], send),
             ]
-            errors.append(send.error)
+            h.errors.append(send.error)
             npu_senders.append(send)
             checkers.append(chk)
-        self._counters(m, reading, npu_senders, checkers, senders, sinks, errors, start, rd_unit, rd_reg)
-        return m
-
-    def _counters(self, m, reading, npu_senders, checkers, senders, sinks, errors, start, rd_unit, rd_reg):
-        all_done, running, protocol_error = Signal(), Signal(), Signal()
         write_done = _all([s.done for s in npu_senders] + [c.complete for c in sinks])
         read_done = _all([s.done for s in senders] + [c.complete for c in checkers])
-        m.d.comb += [all_done.eq(running & Mux(reading, read_done, write_done)),
-                     self.all_done.eq(all_done)]
-        with m.If(sum(errors) != 0):
-            m.d.sync += protocol_error.eq(1)
-        count_cycles(m, start, running, all_done, self.cycles)
-        with m.Switch(rd_unit):
-            for rank, (chk, send) in enumerate(zip(checkers, npu_senders)):
-                with m.Case(rank):
-                    read_register(m, rd_reg, self.rd_data, [chk.received, chk.errors, chk.first_error,
-                                                            chk.complete, send.sent])
-            for k, (sink, send) in enumerate(zip(sinks, senders)):
-                with m.Case(controller_unit(self.spec, k)):
-                    read_register(m, rd_reg, self.rd_data, [sink.received, sink.errors, sink.first_error,
-                                                            sink.complete, send.sent])
-            with m.Case(GLOBAL_UNIT):
-                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])
+        self.counters(m, h, [Mux(reading, read_done, write_done)],
+                      [[c.received, c.errors, c.first_error, c.complete, s.sent] for c, s in zip(checkers, npu_senders)],
+                      [[c.received, c.errors, c.first_error, c.complete, s.sent] for c, s in zip(sinks, senders)])
+        return m
 
 
 def _all(signals):

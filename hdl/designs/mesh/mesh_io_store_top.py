@@ -5,28 +5,22 @@ controllers on the mesh"; the Verilog top ``fred_mesh_io_store``)."""
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import fifo, wiring
 
 from hdl.compiler.mesh_io_program import tree_children, tree_parents
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import IO_MODES, STORE_SEQ_BITS, MeshIoSpec
-from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
-                                           harness_ports, read_register)
 
-from .mesh_io_top import (IO_GLOBAL_READ, _link, _random_hold, check_io_top_spec, controller_unit,
-                          io_program_registers)
-from .mesh_network import add_mesh
-from .mesh_wire import MeshWire
-from .rate_token import RateToken
+from .controller_links import add_controller_sinks
+from .mesh_io_harness import MeshIoHarnessTop, npu_local_port, random_hold
 from .reduce_forwarder import LEAF_ORDERS, ReduceForwarder
 from .store_checker import StoreChecker
 
-__all__ = ["MeshIoStoreTop", "add_store_sinks", "add_controller_sinks", "tree_share", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
+__all__ = ["MeshIoStoreTop", "add_store_sinks", "tree_share", "STORE_NPU_READ", "STORE_CONTROLLER_READ", "STORE_FP16_CONTROLLER_READ",
            "store_controller_read"]
 
 #: Read registers of an NPU unit (``rd_unit`` = rank) and a controller unit
-#: (``controller_unit``); the fabric's are ``IO_GLOBAL_READ``, the program registers ``IO_REGS``.
+#: (``controller_unit``); the fabric's are ``IO_GLOBAL_READ``, the program registers ``IO_REGS``
+#: (``hdl.designs.mesh.mesh_io_harness``).
 STORE_NPU_READ = ("idle",)
 STORE_CONTROLLER_READ = ("received", "errors", "first_error", "complete")
 #: fp16: a controller's read registers also hold its two trees' hashes (``StoreChecker.hash``).
@@ -57,53 +51,7 @@ def add_store_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, start, s
                                 lambda k: shares[2 * k] + shares[2 * k + 1])
 
 
-def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, start, make_checker, expect_of, *,
-                         prefix: str = "store", hold_of=None, select=None) -> list:
-    """At each controller k the checker ``make_checker(k)`` (members ``start``, ``expect``,
-    ``i``; started by ``start``, expecting ``expect_of(k)`` flits), fed through a
-    :class:`MeshWire` from the outward port of its NPU's router and a receive queue of
-    ``2 x depth`` flits drained at the controller link's rate (``spec.io_rate``), a credit
-    returned per flit drained; ``hold_of(k)`` (default none) holds controller k's drain in a
-    cycle (the bench's random backpressure). A queue overflow is appended to ``errors``.
-    Submodules ``{prefix}_{k}``, ``{prefix}_wire_{k}``, ``{prefix}_queue_{k}``, ``{prefix}_rate_{k}``.
-    With ``select`` (the running op), ``make_checker(k)`` returns ``{op: checker}`` (submodules
-    ``{prefix}_{k}_{op}``), the controller's receivers of the ops whose controller receives:
-    each drained flit goes to the running op's, and ``start`` / ``expect_of`` are unused (the
-    caller starts each checker with its op); the list holds those dicts."""
-    mesh = spec.mesh
-    sinks, overflow = [], Signal()
-    errors.append(overflow)
-    for k, (row, col, side) in enumerate(spec.ports()):
-        router = routers[(col + 1, row + 1)]
-        if select is None:
-            sink = m.submodules[f"{prefix}_{k}"] = make_checker(k)
-            units = {None: sink}
-        else:
-            sink = units = make_checker(k)
-            for op, unit in units.items():
-                m.submodules[f"{prefix}_{k}_{op}"] = unit
-        wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
-        width = len(wire.o.payload.as_value())
-        queue = m.submodules[f"{prefix}_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
-        rate = m.submodules[f"{prefix}_rate_{k}"] = RateToken(spec.io_rate)
-        drain = queue.r_rdy & rate.token if hold_of is None else queue.r_rdy & rate.token & ~hold_of(k)
-        if select is None:
-            m.d.comb += [sink.start.eq(start), sink.expect.eq(expect_of(k))]
-        first = next(iter(units.values()))
-        m.d.comb += [*_link(wire.i, router.o[side]),
-                     queue.w_en.eq(wire.o.valid), queue.w_data.eq(wire.o.payload.as_value()),
-                     queue.r_en.eq(drain), rate.spend.eq(drain),
-                     *(u.i.valid.eq(drain if op is None else drain & (select == op)) for op, u in units.items()),
-                     *(u.i.payload.eq(queue.r_data) for u in units.values()),
-                     wire.credit_in.eq(drain << first.i.payload.vc),
-                     router.o_credit[side].eq(wire.credit_out)]
-        with m.If(queue.w_en & ~queue.w_rdy):
-            m.d.sync += overflow.eq(1)
-        sinks.append(sink)
-    return sinks
-
-
-class MeshIoStoreTop(wiring.Component):
+class MeshIoStoreTop(MeshIoHarnessTop):
     """The routers and wires of ``spec.mesh`` (:func:`add_mesh`); at every NPU a
     :class:`ReduceForwarder` on the router's local port (partial-sum memory of ``max_stripe``
     flits per tree); at each controller a :class:`StoreChecker` fed through a
@@ -122,56 +70,37 @@ class MeshIoStoreTop(wiring.Component):
     """
 
     def __init__(self, spec: MeshIoSpec, *, max_stripe: int = 256, leaf_order: str = "tree"):
-        check_io_top_spec("MeshIoStoreTop", spec)
-        if leaf_order not in LEAF_ORDERS:
+        self.max_stripe, self.leaf_order = max_stripe, leaf_order
+        super().__init__(spec)
+
+    def check(self, spec: MeshIoSpec) -> None:
+        if self.leaf_order not in LEAF_ORDERS:
             self._MustUse__silence = True   # never built: no "created but never used" warning
-            raise FredError(f"leaf_order must be one of {', '.join(LEAF_ORDERS)}, got {leaf_order!r}")
-        self.spec, self.max_stripe, self.leaf_order = spec, max_stripe, leaf_order
-        super().__init__(harness_ports())
+            raise FredError(f"leaf_order must be one of {', '.join(LEAF_ORDERS)}, got {self.leaf_order!r}")
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        start, prog_we, _, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         spec, mesh = self.spec, self.spec.mesh
-        stripe, mode, stall = io_program_registers(m, prog_we, prog_reg, prog_data)
-        routers, errors = add_mesh(m, mesh)
+        h = self.harness(m)
+        stripe, mode, stall = h.program
         shares = [tree_share(m, stripe, mode, k, vc) for k in range(spec.controllers) for vc in (0, 1)]
         children, parents = tree_children(spec), tree_parents(spec)
         idle = []
         for rank in range(mesh.npus):
-            router = routers[mesh.position(rank)]
+            router = h.routers[mesh.position(rank)]
             fwd = m.submodules[f"reduce_{rank}"] = ReduceForwarder(
                 spec=spec, rank=rank, children=children[rank], parents=parents[rank], max_stripe=self.max_stripe,
                 leaf_order=self.leaf_order)
             m.d.comb += [
-                fwd.start.eq(start), *(fwd.per_tree[t].eq(s) for t, s in enumerate(shares)),
-                fwd.hold.eq(_random_hold(m, f"npu{rank}", rank + 1, stall)),
-                *_link(fwd.eject, router.o[LOCAL]),
+                fwd.start.eq(h.start), *(fwd.per_tree[t].eq(s) for t, s in enumerate(shares)),
+                fwd.hold.eq(random_hold(m, f"npu{rank}", rank + 1, stall)),
                 # every arrival is added at once: the credit returns on arrival
-                router.o_credit[LOCAL].eq(router.o[LOCAL].valid << router.o[LOCAL].payload.vc),
-                *_link(router.i[LOCAL], fwd.o), fwd.credit.eq(router.i_credit[LOCAL]),
+                *npu_local_port(router, [fwd.eject], fwd),
             ]
-            errors.append(fwd.overflow)
+            h.errors.append(fwd.overflow)
             idle.append(fwd.idle)
-        sinks = add_store_sinks(m, spec, routers, errors, start, shares)
-        self._counters(m, sinks, idle, errors, start, rd_unit, rd_reg)
+        sinks = add_store_sinks(m, spec, h.routers, h.errors, h.start, shares)
+        self.counters(m, h, [sum(s.complete for s in sinks) == len(sinks), sum(idle) == len(idle)],
+                      [[i] for i in idle],
+                      [[s.received, s.errors, s.first_error, s.complete, *getattr(s, "hash", ())] for s in sinks])
         return m
-
-    def _counters(self, m, sinks, idle, errors, start, rd_unit, rd_reg):
-        all_done, running, protocol_error = Signal(), Signal(), Signal()
-        m.d.comb += [all_done.eq(running & (sum(s.complete for s in sinks) == len(sinks))
-                                 & (sum(idle) == len(idle))),
-                     self.all_done.eq(all_done)]
-        with m.If(sum(errors) != 0):
-            m.d.sync += protocol_error.eq(1)
-        count_cycles(m, start, running, all_done, self.cycles)
-        with m.Switch(rd_unit):
-            for rank, i in enumerate(idle):
-                with m.Case(rank):
-                    read_register(m, rd_reg, self.rd_data, [i])
-            for k, sink in enumerate(sinks):
-                with m.Case(controller_unit(self.spec, k)):
-                    read_register(m, rd_reg, self.rd_data, [sink.received, sink.errors, sink.first_error,
-                                                            sink.complete, *getattr(sink, "hash", ())])
-            with m.Case(GLOBAL_UNIT):
-                read_register(m, rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error])

@@ -50,7 +50,7 @@ def _nodes(rank: int, io_nodes):
 def _run(run_fabric_top, io_nodes):
     from hdl.designs.iteration.mesh_io_iteration_top import IO_NODE_REGS, IO_OPS_OF_NODE, MeshIoIterationTop
     from hdl.designs.iteration.mesh_io_iteration_top import IO_ITERATION_CONTROLLER_READ, IO_ITERATION_GLOBAL_READ
-    from hdl.designs.mesh.mesh_io_top import controller_unit
+    from hdl.designs.mesh.mesh_io_harness import controller_unit
     ranks = {r: _nodes(r, io_nodes) for r in range(SPEC.mesh.npus)}
     traces = {r: npu_trace(r, n, cycle_s=1.0, max_collectives=8, io=True) for r, n in ranks.items()}
     requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=SPEC.controllers)
