@@ -400,7 +400,12 @@ class ControlUnit(wiring.Component):
         # later packet on a path starts only with room, reserved as it starts, and only once
         # its path owns the output (a waiting path holds one packet inside, so it takes one
         # packet's room from the stream ahead). At most one reservation per output and cycle:
-        # no path is granted behind an owner starting a packet to that output.
+        # no path is granted behind an owner starting a packet to that output. Fair hand-over:
+        # an owner starts no new packet on o while another input's path waits behind it (its
+        # packets in flight leave, then o passes to the waiting path), so two inputs streaming
+        # to one output alternate per packet; before, the owner kept o for as long as its
+        # packets kept coming and the waiting input (e.g. an I/O controller entering a chain
+        # behind the chain's through-stream) starved (docs/switch.md, "Online unicast routing").
         owner_wants = Signal(P, name="path_owner_wants")
         for o in range(P):
             for n in range(P):
@@ -414,7 +419,7 @@ class ControlUnit(wiring.Component):
             for o in range(P):
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live),
+                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live & ~pend[o]),
                                  cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
