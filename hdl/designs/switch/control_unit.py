@@ -90,8 +90,9 @@ class ControlUnit(wiring.Component):
         output and which is on no path gets a path; it then forwards that packet and, in RUN,
         every next packet at its head for the same output (the path is kept: a stream of
         packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
-        for the release and a new set-up); the path is released when the last packet started
-        on it leaves the output and no other has started. DRAIN lets only inputs inside a
+        for the release and a new set-up), unless another input's path waits behind it (fair
+        hand-over: the owner then starts no new packet there); the path is released when the
+        last packet started on it leaves the output and no other has started. DRAIN lets only inputs inside a
         packet (or granted a path) finish and waits until every path is released. A path is
         granted only with ``room`` for a whole packet on its output, reserved at the grant;
         every later packet on it starts only with ``room``, reserved as it starts
@@ -380,10 +381,10 @@ class ControlUnit(wiring.Component):
         that path is set up, while the previous one is still inside. One request per cycle,
         the lowest input first: to a free output (a path), or to an output whose path is
         another input's and has nobody waiting (a path behind it; its first packet enters and
-        waits inside, at o's top-level output microswitch). When the last packet started on
-        o's path leaves o (its owner may keep streaming packets to o on it until then, as
-        before), the path is released and the waiting one, if any, takes o's lane
-        (``swap``) the next cycle."""
+        waits inside, at o's top-level output microswitch). While a path waits behind
+        o's, o's owner starts no new packet on it (fair hand-over: two streams to one output
+        take turns); when the last packet started on o's path leaves o, the path is released
+        and the waiting one, if any, takes o's lane (``swap``) the next cycle."""
         P, run = self.ports, online_mode & (state == CUState.RUN)
         w = wire_bits(self.middle)
         busy, pend = Signal(P, name="path_busy"), Signal(P, name="path_pend")
