@@ -90,8 +90,9 @@ class ControlUnit(wiring.Component):
         output and which is on no path gets a path; it then forwards that packet and, in RUN,
         every next packet at its head for the same output (the path is kept: a stream of
         packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
-        for the release and a new set-up); the path is released when the last packet started
-        on it leaves the output and no other has started. DRAIN lets only inputs inside a
+        for the release and a new set-up), unless another input's path waits behind it (fair
+        hand-over: the owner then starts no new packet there); the path is released when the
+        last packet started on it leaves the output and no other has started. DRAIN lets only inputs inside a
         packet (or granted a path) finish and waits until every path is released. A path is
         granted only with ``room`` for a whole packet on its output, reserved at the grant;
         every later packet on it starts only with ``room``, reserved as it starts
@@ -380,10 +381,10 @@ class ControlUnit(wiring.Component):
         that path is set up, while the previous one is still inside. One request per cycle,
         the lowest input first: to a free output (a path), or to an output whose path is
         another input's and has nobody waiting (a path behind it; its first packet enters and
-        waits inside, at o's top-level output microswitch). When the last packet started on
-        o's path leaves o (its owner may keep streaming packets to o on it until then, as
-        before), the path is released and the waiting one, if any, takes o's lane
-        (``swap``) the next cycle."""
+        waits inside, at o's top-level output microswitch). While a path waits behind
+        o's, o's owner starts no new packet on it (fair hand-over: two streams to one output
+        take turns); when the last packet started on o's path leaves o, the path is released
+        and the waiting one, if any, takes o's lane (``swap``) the next cycle."""
         P, run = self.ports, online_mode & (state == CUState.RUN)
         w = wire_bits(self.middle)
         busy, pend = Signal(P, name="path_busy"), Signal(P, name="path_pend")
@@ -400,7 +401,12 @@ class ControlUnit(wiring.Component):
         # later packet on a path starts only with room, reserved as it starts, and only once
         # its path owns the output (a waiting path holds one packet inside, so it takes one
         # packet's room from the stream ahead). At most one reservation per output and cycle:
-        # no path is granted behind an owner starting a packet to that output.
+        # no path is granted behind an owner starting a packet to that output. Fair hand-over:
+        # an owner starts no new packet on o while another input's path waits behind it (its
+        # packets in flight leave, then o passes to the waiting path), so two inputs streaming
+        # to one output alternate per packet; before, the owner kept o for as long as its
+        # packets kept coming and the waiting input (e.g. an I/O controller entering a chain
+        # behind the chain's through-stream) starved (docs/switch.md, "Online unicast routing").
         owner_wants = Signal(P, name="path_owner_wants")
         for o in range(P):
             for n in range(P):
@@ -414,7 +420,7 @@ class ControlUnit(wiring.Component):
             for o in range(P):
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live),
+                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live & ~pend[o]),
                                  cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),

@@ -51,9 +51,10 @@ def test_io_reduce_is_refused_until_the_forwarder_adds_its_own_data():
 
 @pytest.mark.full
 @pytest.mark.parametrize("size", [54, pytest.param(4014, marks=pytest.mark.xfail(
-    strict=True, reason="known RTL miss, 11,108 vs 7,965 (1.395) on 2026-11-27 00:1x UTC with the controllers "
-                        "sending whole packets (11,162 before, with paced packets): not the controllers' pacing; "
-                        "cause not found (docs/fabric_validation.md, 'The mesh in RTL')"))])
+    strict=True, reason="known RTL miss, 10,144 vs 7,965 (1.274) on 2026-11-27 02:50 UTC with the switches' "
+                        "fair hand-over of a kept online path (11,108, 1.395, while a switch kept a path for as "
+                        "long as its input's packets kept coming): the rest of the gap not found "
+                        "(docs/fabric_validation.md, 'The FRED side of the I/O rows', session 10)"))])
 def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_of_the_model(size):
     """The mesh's io-load request (18 controllers, a stripe of size / 18 flits each to every
     NPU) on the packet Fred-A under Verilator (a new build of the 18-controller fabric): every
@@ -69,8 +70,9 @@ def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_o
 
 @pytest.mark.full
 @pytest.mark.xfail(strict=True, reason="known miss since the controllers send whole packets: 480 vs 453.3 "
-                                       "(1.059) on 2026-11-27 00:19 UTC (468, 1.032, with paced packets); the "
-                                       "last 3-flit packet's walk along the 20-member chain, not analysed")
+                                       "(1.059) on 2026-11-27 00:19 UTC (468, 1.032, with paced packets), the "
+                                       "same 480 with the switches' fair hand-over (02:39 UTC); the last 3-flit "
+                                       "packet's walk along the 20-member chain, not analysed")
 def test_fred_c_wafer_weight_streaming_at_54_flits_is_within_5_percent_of_the_model(run_fabric_top):
     """The same request on the packet Fred-C (4 uplinks, 4 L2 planes; online routing to uplink
     = the destination's port mod 4), Amaranth: 2026-11-27 00:19 UTC 480 cycles against the
