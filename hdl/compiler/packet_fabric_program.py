@@ -268,7 +268,7 @@ def write_paces(spec, program, headers, ranks=None) -> dict[int, int]:
     faster than the controller drains (docs/fabric_rtl.md, "Host rules"). ``ranks`` (default
     all): the endpoints whose headers are online ones. Every other NPU: 0 (not paced).
     FredError for more writers into one controller than the pacer's divisor counts."""
-    from hdl.designs.fabric.write_pacer import PACE_BITS
+    from hdl.contracts.fabric import PACE_BITS
     ranks = set(range(spec.npus) if ranks is None else ranks)
     writers: dict[int, list[int]] = {}
     for rank in range(spec.npus):

@@ -8,15 +8,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import PACE_BITS
 
 from .packet_assembler import PacketAssembler
 from .rate_limiter import RateLimiter
 
 __all__ = ["WritePacer", "PACE_BITS"]
-
-#: Bits of the writers count (``divisor``): up to 255 writers share one sink.
-PACE_BITS = 8
-
 
 class WritePacer(wiring.Component):
     """Between an NPU engine and its packetizer: passes the engine's stream at ``rate`` /
