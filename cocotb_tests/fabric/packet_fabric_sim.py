@@ -14,12 +14,13 @@ from amaranth.sim import Simulator
 from cocotb_tests.fabric.run import configuration_words
 from hdl.compiler.fabric_program import fabric_program
 from hdl.compiler.packet_fabric_program import (flow_port_entries, online_headers,
-                                                packet_headers, phase_orders, runs_online)
+                                                packet_headers, phase_orders, runs_online,
+                                                write_paces)
 from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import engine_writes
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT, POR_CYCLES
 from hdl.designs.switch.control_unit import CUState
-from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PACKET_ENGINE_READ, PACKET_REGS,
+from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PACE_REG, PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
 __all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
@@ -73,7 +74,7 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
         for rank, (engine, header) in enumerate(zip(program.engines, headers)):
             writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
             writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
-        return {"config": [], "writes": writes}
+        return {"config": [], "writes": writes + _pace_writes(spec, program, headers)}
     config = configuration_words(program)
     writes = []
     headers = packet_headers(program, request, packet, vcs=vcs, delays=delays)
@@ -91,6 +92,8 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
     for rank, (engine, header) in enumerate(zip(program.engines, headers)):
         writes += [[rank, reg, value] for reg, value in engine_writes(engine)]
         writes += [[rank, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
+    if program.online_collectives:
+        writes += _pace_writes(spec, program, headers, ranks)
     writes += flow_port_writes(spec, program)
     orders = phase_orders(program, request, packet, vcs=vcs)
     for s, (vc, entries) in enumerate(orders):
@@ -100,6 +103,16 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
                        [unit, ORDER_REGS["entry"], index << 8 | k]]
         writes.append([unit, ORDER_REGS["set"], vc << 8 | len(entries)])
     return {"config": config, "writes": writes}
+
+
+def _pace_writes(spec, program, headers, ranks=None) -> list[list[int]]:
+    """``[npu, PACE_REG, writers]`` for every NPU of a fabric with I/O controllers (its write
+    pacer, :func:`~hdl.compiler.packet_fabric_program.write_paces`; 0: not paced), none on a
+    fabric without controllers (no pacer)."""
+    if not spec.io_controllers:
+        return []
+    paces = write_paces(spec, program, headers, ranks)
+    return [[rank, PACE_REG, pace] for rank, pace in sorted(paces.items())]
 
 
 def flow_port_writes(spec, program, base: int = 0) -> list[list[int]]:

@@ -19,7 +19,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
 __all__ = ["packet_headers", "flow_port_entries", "phase_orders", "online_output",
-           "online_table", "online_headers", "runs_online"]
+           "online_table", "online_headers", "runs_online", "write_paces"]
 
 
 def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
@@ -257,3 +257,28 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
                         "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
                         "delay": int((delays or {}).get(c, 0))})
     return headers
+
+
+def write_paces(spec, program, headers, ranks=None) -> dict[int, int]:
+    """``{npu: writers}`` for every NPU of ``spec`` whose online unicasts go into an I/O
+    controller (``headers`` from :func:`online_headers`, ``flow`` >= ``spec.npus``): the
+    number of NPUs writing into that controller in this run. The NPU's
+    :class:`~hdl.designs.fabric.write_pacer.WritePacer` sends at the controller's rate
+    (``spec.io_rate``, the fabric's) divided by it, so the writers together never inject
+    faster than the controller drains (docs/fabric_rtl.md, "Host rules"). ``ranks`` (default
+    all): the endpoints whose headers are online ones. Every other NPU: 0 (not paced).
+    FredError for more writers into one controller than the pacer's divisor counts."""
+    from hdl.contracts.fabric import PACE_BITS
+    ranks = set(range(spec.npus) if ranks is None else ranks)
+    writers: dict[int, list[int]] = {}
+    for rank in range(spec.npus):
+        stages = program.engines[rank]["stages"]
+        if rank in ranks and stages[0]["send_count"] and headers[rank]["flow"] >= spec.npus:
+            writers.setdefault(headers[rank]["flow"], []).append(rank)
+    paces = {rank: 0 for rank in range(spec.npus)}
+    for controller, group in writers.items():
+        if len(group) >= 1 << PACE_BITS:
+            raise FredError(f"{len(group)} NPUs write into I/O controller {controller}; the "
+                            f"write pacer counts at most {(1 << PACE_BITS) - 1} writers")
+        paces.update({rank: len(group) for rank in group})
+    return paces

@@ -64,7 +64,7 @@ from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import DIMS, parse_strategy
 
-__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "request_groups", "io_controllers_needed", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
+__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "PACE_BITS", "request_groups", "io_controllers_needed", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
            "fabric_spec", "make_request"]
 
 #: The paper's four FRED variants, as RTL fabrics.
@@ -80,6 +80,12 @@ FABRIC_OPS = ("all-reduce", "reduce", "multicast")
 IO_OPS = ("io-broadcast", "io-reduce")
 #: The paper's controller rate as a ratio of the NPU link: 128 GBps / 3 TBps.
 IO_RATE = Fraction(128, 3000)
+#: Bits of an NPU's write-pacing divisor (the writers sharing one I/O controller, at most 255;
+#: ``hdl.designs.fabric.write_pacer.WritePacer``, docs/fabric_rtl.md "Writers paced to their
+#: controller").
+PACE_BITS = 8
+
+
 def engine_forward_cycles(dtype: str) -> int:
     """Cycles an NPU engine of the RTL fabric takes from receiving a flit to sending it on (a
     ring step, a chain's forwarding hop): its receive FIFO's cycle, plus, for fp16, the

@@ -3,7 +3,7 @@ and its two ends ``LinkSender`` / ``LinkReceiver`` (a link cut between two simul
 
 from __future__ import annotations
 
-from amaranth import Module, Shape, Signal, Value
+from amaranth import Module, Mux, Shape, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -23,7 +23,7 @@ def _check(latency, rate) -> tuple[int, tuple[int, int]]:
 
 
 def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bool = False,
-              waiting=None) -> Signal:
+              waiting=None, divisor=None) -> Signal:
     """The rate limiter of a link of ``rate`` = (a, b) flits per cycle: a token accumulator,
     ``a`` tokens per cycle, a flit (``fire``) costs ``b``, saved tokens capped at ``b - 1`` so an
     idle link builds up no burst above the rate (in any n cycles at most n a / b + 1 flits).
@@ -40,23 +40,36 @@ def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bo
     cycles per flit, e.g. an I/O controller's memory); ``waiting`` (a signal, with ``paced``):
     tokens accumulate only while it is high (a flit to move): such a device saves nothing
     while idle, so a flit that arrives after a pause also takes its whole interval;
-    ``restart`` (a signal): tokens back to the start value in that cycle (the run's start)."""
+    ``restart`` (a signal): tokens back to the start value in that cycle (the run's start).
+
+    ``divisor`` (an unsigned signal, with ``paced``): the rate is a / (b ``divisor``) -- a
+    flit costs b ``divisor`` tokens -- set at run time (a writer's share of a sink that
+    ``divisor`` writers share, docs/fabric_rtl.md "Host rules"); exact like the constant rate
+    (``a`` flits in every b ``divisor`` cycles); 0: every flit may go (no limit)."""
     a, b = rate
     ok = Signal(init=1, name="rate_ok")
-    if (a, b) == (1, 1):
+    if (a, b) == (1, 1) and divisor is None:
         m.d.comb += ok.eq(1)
         return ok
-    # tokens in [0, b - 1]; a flit may go when tokens + a >= b
+    if divisor is not None and not paced:
+        raise FredError("a rate_gate with a run-time divisor starts paced (paced=True): its "
+                        "unpaced start value b * divisor - 1 is not a constant")
+    # tokens in [0, cost - 1]; a flit may go when tokens + a >= cost
+    cost = b if divisor is None else b * divisor
+    top = b if divisor is None else b * ((1 << len(divisor)) - 1)
     initial = 0 if paced else b - 1
-    tokens = Signal(range(b + 1), init=initial, name="rate_tokens")
-    m.d.comb += ok.eq(tokens + a >= b)
+    tokens = Signal(range(top + 1), init=initial, name="rate_tokens")
+    m.d.comb += ok.eq(tokens + a >= cost)
     with m.If(fire):
-        m.d.sync += tokens.eq(tokens + a - b)
+        m.d.sync += tokens.eq(tokens + a - cost)
     if paced and waiting is not None:
         with m.Elif(~waiting):
             pass                 # a paced device with nothing to move saves nothing
-    with m.Elif(tokens + a > b - 1):
-        m.d.sync += tokens.eq(b - 1)
+    with m.Elif(tokens + a > cost - 1):
+        if divisor is None:
+            m.d.sync += tokens.eq(cost - 1)
+        else:                    # divisor 0 (no limit): nothing to save
+            m.d.sync += tokens.eq(Mux(divisor == 0, 0, cost - 1))
     with m.Else():
         m.d.sync += tokens.eq(tokens + a)
     if restart is not None:

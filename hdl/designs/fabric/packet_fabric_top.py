@@ -27,9 +27,10 @@ from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, TAG_WIDTH, count
 from .npu_engine import NpuEngine
 from .packet_link import PacketLink
 from .packetizer import Packetizer
+from .write_pacer import PACE_BITS, WritePacer
 
 __all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
-           "FLOW_PORT_REGS", "ORDER_REGS", "packet_format", "default_depth"]
+           "FLOW_PORT_REGS", "ORDER_REGS", "PACE_REG", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
 #: depacketizer's sequence errors, both ends' sticky flags (credit error | overflow), and
@@ -50,6 +51,10 @@ PACKET_REGS = {"phase": 56, "vc": 57, "flow": 58, "last_seq": 59, "delay": 60}
 #: Program register of an I/O controller's stripe (the header's ``stripe``), in a fabric built
 #: for the striped I/O request (``stripes`` > 0; docs/fabric_rtl.md, "Striped I/O").
 STRIPE_REG = 61
+#: Program register of an NPU's write pacing (a fabric with I/O controllers): the number of
+#: writers sharing the I/O controller its online unicasts go to, 0 for none
+#: (:class:`~hdl.designs.fabric.write_pacer.WritePacer`; docs/fabric_rtl.md, "Host rules").
+PACE_REG = 62
 #: Program registers of a packet switch unit (unit = NPUs + switch index): an entry of its
 #: flow-port table (:class:`~hdl.designs.switch.flow_port_table.FlowPortTable`): the partner
 #: and output masks, then ``slot << 8 | input``, whose write stores the entry.
@@ -250,7 +255,20 @@ class PacketFabricTop(wiring.Component):
                                                                       depth=self.depth)
                 rx = m.submodules[f"depacketizer_{rank}"] = Depacketizer(flit=self.flit, packet=fmt,
                                                                           depth=self.depth)
-                wiring.connect(m, engine.tx, tx.i)
+                if spec.io_controllers:
+                    # a write into a controller leaves at the controller's rate over its
+                    # writers (PACE_REG), whole packets: the host rule of docs/fabric_rtl.md
+                    pacer = m.submodules[f"pacer_{rank}"] = WritePacer(
+                        flit_layout(self.flit), packet_flits=fmt.packet_flits,
+                        rate=(spec.io_rate.numerator, spec.io_rate.denominator))
+                    pace = Signal(PACE_BITS, name=f"npu{rank}_pace")
+                    with m.If(prog_we & (prog_unit == rank) & (prog_reg == PACE_REG)):
+                        m.d.sync += pace.eq(prog_data)
+                    m.d.comb += [pacer.divisor.eq(pace), pacer.restart.eq(start)]
+                    wiring.connect(m, engine.tx, pacer.i)
+                    wiring.connect(m, pacer.o, tx.i)
+                else:
+                    wiring.connect(m, engine.tx, tx.i)
                 wiring.connect(m, rx.o, engine.rx)
                 ends = (tx.o, tx.credit, rx.i, rx.credit)
             else:

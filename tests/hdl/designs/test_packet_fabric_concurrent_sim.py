@@ -136,13 +136,24 @@ def test_online_mp_under_a_long_dp_ring_completes_at_the_default_buffer_depth():
 WRITE_THREE_L1 = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1, io_controllers=1)
 
 
-def _write_run(load, yield_after=None):
+def _unpaced(load):
+    """The load sequence without its write-pacing writes: every NPU injects at link rate (the
+    fabric before the host rule of docs/fabric_rtl.md, "Host rules")."""
+    from hdl.designs.fabric.packet_fabric_top import PACE_REG
+    load["writes"] = [w for w in load["writes"] if w[1] != PACE_REG]
+    return load
+
+
+def _write_run(load, yield_after=None, scenario="dp-under-write", paced=False):
+    """dp-under-write (or ``scenario``) with a ``load``-flit write; ``paced`` False: the writer
+    injects at link rate (the switches' yield rule is what these tests pin)."""
     import functools
     from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
-    classes = scenario_classes(WRITE_THREE_L1, "dp-under-write", size=16, load_size=load, delay=40)
+    classes = scenario_classes(WRITE_THREE_L1, scenario, size=16, load_size=load, delay=40)
     program, request, vcs, delays, _ = concurrent_program(WRITE_THREE_L1, classes)
     run = run_packet_fabric_amaranth(WRITE_THREE_L1, request, program=program, vcs=vcs,
                                      delays=delays, watchdog_cycles=40 * load + 3000,
+                                     edit_load=None if paced else _unpaced,
                                      top=functools.partial(PacketFabricTop, yield_after=yield_after))
     assert run.errors == []
     assert run.flits_checked == 3 * 16 + load        # the DP group's results and the write
@@ -169,3 +180,28 @@ def test_holding_the_blocked_phase_makes_the_all_reduce_wait_for_the_write():
     _, held, write_end = _write_run(64, yield_after=0)
     _, yielded, _ = _write_run(64)
     assert held > write_end - 8 * 3000 // 128 * 3 > 10 * yielded
+
+
+def test_a_paced_far_write_leaves_the_all_reduce_on_its_links_as_if_alone():
+    """dp-under-far-write: NPU 3 (L1 1) writes 64 flits into the controller on L1 0 across L1
+    1's uplink, the L2 and the L2's link down to L1 0, the DP all-reduce's links too, on DP's
+    VC. Injected at link rate the write's packets fill those links' DP FIFOs waiting for the
+    controller and the all-reduce queues behind them (measured 2026-11-27: 2,661 cycles at a
+    128-flit write). Paced (the host rule, :class:`WritePacer`: the controller's 16/375 over
+    its one writer, whole packets) nothing of the write waits in the fabric: the all-reduce
+    (48 cycles alone) meets at most one write packet (8 flits) and one select (4 cycles) at
+    each of the 3 switches it shares, <= 48 + 3 x 12 = 84 cycles; and the write still ends as
+    the controller drains it: 64 x 375 / 16 = 1,500 cycles from the first packet's arrival,
+    at most a packet's pacing time (188 cycles) later than that."""
+    run, dp_latency, write_end = _write_run(64, scenario="dp-under-far-write", paced=True)
+    assert dp_latency <= 48 + 3 * (8 + 4)
+    assert 64 * 375 // 16 <= write_end <= 64 * 375 // 16 + 188
+
+
+@pytest.mark.full
+def test_an_unpaced_far_write_blocks_the_all_reduce_behind_its_packets():
+    """The same run with the write at link rate (no pacing writes): the all-reduce waits for
+    write packets that leave the shared FIFOs at the controller's rate, several packets'
+    pacing time (> 3 x 188 cycles)."""
+    _, dp_latency, _ = _write_run(64, scenario="dp-under-far-write", paced=False)
+    assert dp_latency > 3 * 188
