@@ -299,14 +299,19 @@ def test_schedule_passes_appended_as_arrays_equal_the_reference_graph(blocking, 
     assert len(calls) > 1   # the 24 virtual stages' last backwards split the schedule into stretches
 
 
+def _two_compute_tasks():
+    """A block of two compute tasks on queue "r", the second after the first."""
+    from sysmodel.engine import TaskBlock
+    return TaskBlock(names=["a", "b"], duration=[1.0, 2.0], category=["compute", "compute"],
+                     npu=[0, 0], entry=[-1, -1], sources=[None, None], dep_count=[1], deps=[0],
+                     queues=[("r", [0, 1])])
+
+
 def test_task_names_made_when_read_follow_the_task_order():
     """Names are made on first read (Engine.names): single tasks and appended blocks in task
     order, read in the middle of a build and again after it, and on a re-timed copy."""
-    from sysmodel.engine import TaskBlock
     eng = Engine()
-    block = TaskBlock(names=["a", "b"], duration=[1.0, 2.0], category=["compute", "compute"],
-                      npu=[0, 0], entry=[-1, -1], sources=[None, None], dep_count=[1], deps=[0],
-                      queues=[("r", [0, 1])])
+    block = _two_compute_tasks()
     eng.add("first", "r", 1.0)
     eng._extend(block, "x ", (0,))
     assert eng.names() == ["first", "x a", "x b"]
@@ -322,14 +327,11 @@ def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
     """Engine.seal (a graph kept as a template): the columns become tuples the copies share;
     names, task fields and the compiled loop's arrays are those of the same graph unsealed
     (and of its copy), and adding a task is refused with an error naming it."""
-    from sysmodel.engine import TaskBlock
     from hdl.contracts.errors import FredError
 
     def graph():
         eng = Engine()
-        block = TaskBlock(names=["a", "b"], duration=[1.0, 2.0], category=["compute", "compute"],
-                          npu=[0, 0], entry=[-1, -1], sources=[None, None], dep_count=[1], deps=[0],
-                          queues=[("r", [0, 1])])
+        block = _two_compute_tasks()
         eng.add("first", "r", 1.0)
         eng._extend(block, "x ", (0,))
         eng.add("io", "q", 0.5, [1], category="io")
