@@ -269,15 +269,20 @@ def _chain(net: Network, chain: Chain, nbytes: float, t: Traffic | None = None) 
     """A pipelined chain (:class:`~hdl.compiler.algorithms.Chain`: order[0] -> order[1] ->
     ..., reversed for a reduce), ``nbytes`` on every hop."""
     t = t or net.traffic()
-    latency = 0.0
     hops = chain.hops()
     paths = t.add_transfers(hops, nbytes)
-    for links in paths:
-        latency += net.path_latency(links)
-    # every member between the ends receives and sends on (``npu.forward_latency_ns``)
-    t.latency_s += latency + max(len(hops) - 1, 0) * net.platform.forward_latency_ns * 1e-9
+    t.latency_s += _chain_latency(net, paths)
     _configured_unicasts(net, t, paths)
     return t
+
+
+def _chain_latency(net: Network, paths) -> float:
+    """A chain's dependent latency: its hops' routes ``paths`` one after another, every member
+    between the ends receiving and sending on (``npu.forward_latency_ns``)."""
+    latency = 0.0
+    for links in paths:
+        latency += net.path_latency(links)
+    return latency + max(len(paths) - 1, 0) * net.platform.forward_latency_ns * 1e-9
 
 
 def _configured_unicasts(net: Network, t: Traffic, paths) -> None:
@@ -636,7 +641,42 @@ def configuration_load_s(net: Network, configurations) -> float:
 
 
 def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
+    """An in-switch collective's traffic: its size-free plan (:func:`_in_switch_plan`, kept in
+    the model's cache ``in_switch_plans``) with ``c.size``'s bytes added as a fresh
+    construction adds them: the same additions, in the same order, on fresh arrays."""
+    key = (_link_rate_free_key(net), c.op, c.group, c.root)
+    memo = current().in_switch_plans
+    plan = memo.get(key)
+    if plan is None:
+        plan = memo.put(key, _in_switch_plan(net, c))
+    senders, link_sets, lat, phases, turn, first, configurations, uplink_users, io_stripes = plan
     t = net.traffic()
+    # io-load / io-store: one flow per controller stripe (io_stripes: the controllers' count)
+    nbytes = c.size / io_stripes if io_stripes else c.size
+    for send, links in zip(senders, link_sets):
+        for r in send:
+            t.sent[r] += nbytes
+        t.add_links(links, nbytes / net.in_switch_efficiency)
+    t.latency_s = lat
+    t.phases = phases
+    t.phase_turn_s = turn
+    t.first_select_s = max(first, 0.0)
+    t.configurations = configurations
+    t.uplink_users = dict(uplink_users)
+    return t
+
+
+def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
+    """What an in-switch collective's traffic is made of besides its bytes: (per flow group,
+    the NPUs that send the payload; per flow group, the set of links it loads; latency; phases;
+    phase turn; first select; configurations; uplink users; the number of controller stripes,
+    0 for a collective that is not striped). It reads ``c``'s op, group and root and, of the
+    network, its topology, routes, latencies and switches' timing and routing (the flows,
+    :func:`_switch_phases`): never ``c.size``, a link rate or an efficiency, so the model's
+    cache keys it on (:func:`_link_rate_free_key`, op, group, root) and the design-space
+    sweep's strategies (the same groups with other bytes) and L1-L2 fractions share it. The
+    traffic adds ``c.size`` (``/ stripes``) to each group's senders, then its links, group by
+    group, as the construction did before the plan was kept (``_in_switch``)."""
     g = c.group
     lat = 0.0
     flow = (algorithms.in_switch(c.op, g, c.root, net.l1_of).stages[0]
@@ -645,14 +685,13 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
         top = net.l1_nodes[flow.top] if flow.top is not None else net.l2_node
         up = [net.path(r, top) for r in flow.senders]
         down = [net.path(top, r) for r in flow.receivers]
-        for r in flow.senders:
-            t.sent[r] += c.size
+        senders = (tuple(flow.senders),)
         lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
             + float(net.node_latency[top])
         phases, select, first, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
         up, down = [], [net.path(flow.root, d) for d in flow.receivers]
-        t.sent[flow.root] += c.size
+        senders = ((flow.root,),)
         lat = max((net.path_latency(d) for d in down), default=0.0)
         phases, select, first, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
@@ -660,54 +699,42 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
         # as the sum arrives (the RTL's root engine sends it into its L1 switch)
         srcs = [r for r in flow.senders if r != flow.root]
         up, down = [net.path(s, flow.root) for s in srcs], []
-        for s in srcs:
-            t.sent[s] += c.size
+        senders = (tuple(srcs),)
         lat = max((net.path_latency(u) for u in up), default=0.0)
         phases, select, first, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
-        stripe = c.size / len(net.io_nodes)
         up, down, phases, select, first, configurations = [], [], 0, (0.0, 0.0), 0.0, frozenset()
+        senders, link_sets = [], []
         for io in net.io_nodes:
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
                 down += paths
+                senders.append(())
                 needed, needed_s, first_s, stored = _switch_phases(net, [], paths)
             else:
                 paths = [net.path(r, io) for r in g]
                 up += paths
-                for r in g:
-                    t.sent[r] += stripe
+                senders.append(tuple(g))
                 needed, needed_s, first_s, stored = _switch_phases(net, paths, [])
             phases, configurations = max(phases, needed), configurations | stored
             select = (max(select[0], needed_s[0]), max(select[1], needed_s[1]))
             first = max(first, first_s)
-            links = set().union(*paths)
-            t.add_links(links, stripe / net.in_switch_efficiency)
+            link_sets.append(set().union(*paths))
             lat = max(lat, max(net.path_latency(p) for p in paths))
-        return _with_phases(net, t, lat, phases, select[1], first, configurations, up + down)
+        return (tuple(senders), tuple(link_sets), lat, phases, select[1], first, configurations,
+                _uplink_users(net, up + down), len(net.io_nodes))
     links = set().union(*up, *down) if (up or down) else set()
-    t.add_links(links, c.size / net.in_switch_efficiency)
     # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
     # flows coming back down), one-way flows for their own drain (the measured phase switch)
     turn = select[0] + lat if c.op == "all-reduce" else select[1]
-    return _with_phases(net, t, lat, phases, turn, first, configurations, up + down)
+    return (senders, (links,), lat, phases, turn, first, configurations, _uplink_users(net, up + down), 0)
 
 
-def _with_phases(net: FredTreeNetwork, t: Traffic, latency_s: float, phases: int, turn_s: float,
-                 first_select_s: float, configurations: frozenset, paths) -> Traffic:
-    """``t`` with its latency (one pass), its phases (``turn_s``: what each phase after the
-    first adds, :attr:`Traffic.phase_turn_s`; ``first_select_s``: what is left of the first
-    phase's selects when the flits arrive), the configurations its switches store, and the L1
-    uplinks its flows cross (one user each: :attr:`Traffic.sequential_phases`)."""
-    t.latency_s = latency_s
-    t.phases = phases
-    t.phase_turn_s = turn_s
-    t.first_select_s = max(first_select_s, 0.0)
-    t.configurations = configurations
+def _uplink_users(net: FredTreeNetwork, paths) -> dict[int, int]:
+    """The L1 uplinks ``paths`` cross, one user each (:attr:`Traffic.sequential_phases`)."""
     crossed = {int(net.link_dst[l]) if net.link_src[l] == net.l2_node else int(net.link_src[l])
                for path in paths for l in path if net.link_kind[l] == "l1-l2"}
-    t.uplink_users = {node: 1 for node in crossed}
-    return t
+    return {node: 1 for node in crossed}
 
 
 # -- endpoint algorithms on either fabric ----------------------------------------------------
@@ -816,25 +843,64 @@ def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> t
 
 def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     """No in-switch multicast/reduce: each controller's stripe enters (leaves) the group at
-    one member near it and is forwarded (reduced) along a chain of the members."""
+    one member near it and is forwarded (reduced) along a chain of the members.
+
+    The routes and latency come from the size-free plan (:func:`_io_chain_plan`, kept in the
+    model's cache ``io_chain_plans``); the stripe's bytes are added here exactly as
+    :meth:`Traffic.add_transfer` and :func:`_chain` add them (controller by controller: the
+    entry route's links and sender, then the chain's hops into a fresh traffic with
+    ``numpy.add.at`` in hop order, which is then added whole)."""
+    key = (_link_rate_free_key(net), c.op, c.group)
+    memo = current().io_chain_plans
+    plan = memo.get(key)
+    if plan is None:
+        plan = memo.put(key, _io_chain_plan(net, c))
+    per_controller, lat = plan
     t = net.traffic()
-    g = sorted(c.group)
     stripe = c.size / len(net.io_nodes)
+    wire = net.wire_bytes(stripe)
+    for entry_links, entry_sender, hop_links, hop_senders in per_controller:
+        if entry_links:
+            t.loads[list(entry_links)] += wire
+        if entry_sender is not None:
+            t.sent[entry_sender] += stripe
+        chain = net.traffic()
+        if hop_links:
+            np.add.at(chain.loads, hop_links, wire)
+        if hop_senders:
+            np.add.at(chain.sent, hop_senders, stripe)
+        t.loads += chain.loads
+        t.sent += chain.sent
+    t.latency_s = lat
+    return t
+
+
+def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
+    """(per controller: (the route between it and the chain's entry member, the NPU that sends
+    on it or None, the chain's hop links in hop order, the chain's senders in hop order),
+    the latency) of :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
+    its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
+    or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
+    g = sorted(c.group)
     lat = 0.0
+    per_controller = []
     for k, io in enumerate(net.io_nodes):
         order = list(algorithms.io_chain_order(g, net.l1_of, net.io_l1[k], k))
         entry = order[0]
         if c.op == "io-load":
-            links = t.add_transfer(io, entry, stripe)
-            chain = _chain(net, Chain(tuple(order)), stripe)
+            src, dst, chain = io, entry, Chain(tuple(order))
         else:
-            links = t.add_transfer(entry, io, stripe)
-            chain = _chain(net, Chain(tuple(order), reverse=True), stripe)
-        t.loads += chain.loads
-        t.sent += chain.sent
-        lat = max(lat, net.path_latency(links) + chain.latency_s)
-    t.latency_s = lat
-    return t
+            src, dst, chain = entry, io, Chain(tuple(order), reverse=True)
+        links = net.path(src, dst)
+        sender = src if src < net.npus and src != dst else None
+        hops = chain.hops()
+        routes = [net.path(a, b) for a, b in hops]
+        hop_links = [link for route in routes for link in route]
+        hop_senders = [a for a, b in hops if a < net.npus and a != b]
+        chain_s = _chain_latency(net, routes)
+        per_controller.append((links, sender, hop_links, hop_senders))
+        lat = max(lat, net.path_latency(links) + chain_s)
+    return tuple(per_controller), lat
 
 
 # -------------------------------------------------------------------------------------------

@@ -82,6 +82,13 @@ class ModelCache:
         "switch_phases": (65_536, "(network spec with link and in-switch efficiency 1, fabric, up paths, "
                                   "down paths, top) -> an in-switch collective's phases, selects and "
                                   "configurations (sysmodel.collectives._switch_phases)"),
+        "in_switch_plans": (100_000, "(network spec with every link rate 0, fabric, op, group, root) -> an "
+                                     "in-switch collective's senders, link sets, latency, phases, selects, "
+                                     "configurations and uplink users: everything but its bytes "
+                                     "(sysmodel.collectives._in_switch_plan)"),
+        "io_chain_plans": (100_000, "(network spec with every link rate 0, fabric, op, group) -> an I/O "
+                                    "chain's routes, senders and latency: everything but its bytes "
+                                    "(sysmodel.collectives._io_chain_plan)"),
         "rate_free_traffic": (100_000, "(network spec with every link rate 0, fabric, collectives, algorithm) "
                                        "-> the merged traffic of collectives none of which reads a link rate, "
                                        "and their algorithms (sysmodel.collectives._merged_traffic)"),
@@ -116,6 +123,8 @@ class ModelCache:
     routing_phases: Memo
     switch_phases: Memo
     network_routes: Memo
+    in_switch_plans: Memo
+    io_chain_plans: Memo
     rate_free_traffic: Memo
     layer_times: Memo
     layer_shapes: Memo

@@ -7,7 +7,7 @@ the compiler needs to route them on a Fred_3 switch of the size the fabric says 
 
 from __future__ import annotations
 
-from hdl.compiler import Flow, route
+from hdl.compiler import Flow, phase_count
 from sysmodel.model_cache import current
 
 __all__ = ["phases_for", "MIDDLE_SUBNETWORKS", "ROUTER"]
@@ -55,6 +55,7 @@ def phases_for(ports: int, middle: int, flows: tuple[tuple[tuple[int, ...], tupl
 
 
 def _route_phases(ports: int, middle: int, flows) -> int:
-    return sum(len(route(ports=ports, middle=middle,
-                         flows=[Flow(inputs=i, outputs=o) for i, o in group]).phases)
+    # the number of phases only: hdl.compiler.phase_count is len(route(...).phases) without
+    # making each phase's SwitchConfig (the search and its result are route's)
+    return sum(phase_count(ports=ports, middle=middle, flows=[Flow(inputs=i, outputs=o) for i, o in group])
                for group in _disjoint_groups(flows))

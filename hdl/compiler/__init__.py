@@ -18,10 +18,10 @@ __all__ = [
     "microswitch_count", "wire_bits", "RD_NONE", "RD_IN0", "RD_IN1", "RD_SUM", "DEFAULT_WORD_WIDTH",
 ]
 
-from hdl.compiler.router import Phase, RouteResult, Router, route, route_one_phase  # noqa: E402
+from hdl.compiler.router import Phase, RouteResult, Router, phase_count, route, route_one_phase  # noqa: E402
 from hdl.compiler.functional import check_config, check_numeric, simulate, symbolic, verify_config  # noqa: E402
 
-__all__ += ["Phase", "RouteResult", "Router", "route", "route_one_phase",
+__all__ += ["Phase", "RouteResult", "Router", "route", "phase_count", "route_one_phase",
             "check_config", "check_numeric", "simulate", "symbolic", "verify_config"]
 from hdl.compiler.collectives import (COLLECTIVES, Schedule, Transfer, lower_collective,  # noqa: E402
                                       schedule_collective)

@@ -58,8 +58,13 @@ from hdl.contracts.encoding import (DemuxMode, InputMode, MuxMode, OutputMode, R
                                    check_any_size)
 from hdl.compiler.flows import Flow, validate_flows
 
-__all__ = ["Phase", "RouteResult", "Router", "route", "route_one_phase",
+__all__ = ["Phase", "RouteResult", "Router", "route", "phase_count", "route_one_phase",
            "DEFAULT_BUDGET", "DEFAULT_SPLIT_BUDGET"]
+
+#: The modes the search assembles, one validated object per distinct value: modes are frozen
+#: values, and a sub-problem's assembly makes the same few (at most a few hundred per m) again
+#: and again, each construction re-running the mode's checks (hdl.contracts.encoding).
+_MODES = {kind: lru_cache(maxsize=None)(kind) for kind in (InputMode, OutputMode, DemuxMode, MuxMode, RDMode)}
 
 DEFAULT_BUDGET = 200_000
 DEFAULT_SPLIT_BUDGET = 20_000
@@ -212,6 +217,17 @@ class Router:
         return RouteResult(self.ports, self.middle, flows, phases, status, lower,
                            self.total_nodes - start, method)
 
+    def phase_count(self, flows) -> int:
+        """``len(self.route(flows).phases)``: the same search, the same checks, but without
+        making (and validating) each phase's :class:`SwitchConfig` -- what a caller that only
+        needs the number of phases (the system model, ``sysmodel.switch_routing``) would
+        otherwise pay for on every new set of flows."""
+        flows = tuple(validate_flows(flows, self.ports))
+        modes, status = self._try_modes(flows)
+        if modes is not None:
+            return 1
+        return len(self._split_groups(flows, 2 if status == "impossible" else 1)[0])
+
     # -- phase splitting --------------------------------------------------------------------
     def _fits(self, flows) -> bool:
         return self._try_modes(flows, self.split_budget)[0] is not None
@@ -280,7 +296,9 @@ class Router:
             return None, False
         return None, state["proven"]
 
-    def _split(self, flows, lower: int) -> tuple[list[Phase], str, int]:
+    def _split_groups(self, flows, lower: int) -> tuple[list[tuple], str, int]:
+        """(the phases as (flows, modes) groups, the method, the lower bound) of splitting
+        ``flows``; :meth:`_split` makes them :class:`Phase` objects."""
         order = sorted(flows, key=lambda f: -(len(f.inputs) + len(f.outputs)))
         best = self._improve(self._first_fit(order))
         rng = random.Random(self.seed)
@@ -301,17 +319,23 @@ class Router:
                 if proven and lower >= 2:
                     lower, exact = len(best), " + exact search (proved optimal)"
                 break
-        phases = []
+        routed = []
         for group in best:
             # Re-route each group with the full budget (the fit check found a routing already).
-            config, _ = self.try_one_phase(group, self.split_budget)
-            if config is None:  # pragma: no cover - a fit check already routed this group
+            modes, _ = self._try_modes(group, self.split_budget)
+            if modes is None:  # pragma: no cover - a fit check already routed this group
                 raise FredError(f"internal error: phase {group} no longer routes")
-            position = {f: i for i, f in enumerate(flows)}
-            phases.append(Phase(tuple(sorted(group, key=position.__getitem__)), config))
-        phases.sort(key=lambda p: min(flows.index(f) for f in p.flows))
+            routed.append((group, modes))
         method = (f"split: first-fit decreasing + phase elimination"
                   f"{f' + {tries} random restarts' if tries else ''}{exact}")
+        return routed, method, lower
+
+    def _split(self, flows, lower: int) -> tuple[list[Phase], str, int]:
+        routed, method, lower = self._split_groups(flows, lower)
+        position = {f: i for i, f in enumerate(flows)}
+        phases = [Phase(tuple(sorted(group, key=position.__getitem__)), SwitchConfig(self.ports, self.middle, modes))
+                  for group, modes in routed]
+        phases.sort(key=lambda p: min(flows.index(f) for f in p.flows))
         return phases, method, lower
 
     # -- one-phase search ---------------------------------------------------------------------
@@ -335,7 +359,7 @@ class Router:
             value = 3 if len(inputs) == 2 else (1 if inputs[0] == 0 else 2)
             for port in outputs:
                 out[port] = value
-        return (RDMode(out[0], out[1]),)
+        return (_MODES[RDMode](out[0], out[1]),)
 
     def _level(self, ports: int, flows: tuple) -> tuple | None:
         m = self.middle
@@ -475,22 +499,22 @@ class Router:
         for u in range(r):
             a, b = in_owner[2 * u], in_owner[2 * u + 1]
             if a is not None and a == b:
-                modes.append(InputMode(1, colour[a], 1, colour[a], 1))
+                modes.append(_MODES[InputMode](1, colour[a], 1, colour[a], 1))
             else:
-                modes.append(InputMode(a is not None, colour[a] if a is not None else 0,
-                                       b is not None, colour[b] if b is not None else 0, 0))
+                modes.append(_MODES[InputMode](a is not None, colour[a] if a is not None else 0,
+                                               b is not None, colour[b] if b is not None else 0, 0))
         if ports % 2:
             last = in_owner[ports - 1]
-            modes.append(DemuxMode(last is not None, colour[last] if last is not None else 0))
+            modes.append(_MODES[DemuxMode](last is not None, colour[last] if last is not None else 0))
         for sub in subs:
             modes.extend(sub)
         for v in range(r):
             a, b = out_owner[2 * v], out_owner[2 * v + 1]
-            modes.append(OutputMode(a is not None, colour[a] if a is not None else 0,
-                                    b is not None, colour[b] if b is not None else 0))
+            modes.append(_MODES[OutputMode](a is not None, colour[a] if a is not None else 0,
+                                            b is not None, colour[b] if b is not None else 0))
         if ports % 2:
             last = out_owner[ports - 1]
-            modes.append(MuxMode(last is not None, colour[last] if last is not None else 0))
+            modes.append(_MODES[MuxMode](last is not None, colour[last] if last is not None else 0))
         return tuple(modes)
 
 
@@ -508,6 +532,12 @@ def route(*, ports: int, middle: int, flows, split: bool = True, budget: int = D
     router = Router(ports=ports, middle=middle, budget=budget, split_budget=split_budget,
                     restarts=restarts, seed=seed, exact_checks=exact_checks)
     return router.route(flows, split=split)
+
+
+def phase_count(*, ports: int, middle: int, flows) -> int:
+    """``len(route(ports=ports, middle=middle, flows=flows).phases)`` with the default search
+    bounds (:meth:`Router.phase_count`: no :class:`SwitchConfig` is made)."""
+    return Router(ports=ports, middle=middle).phase_count(flows)
 
 
 def route_one_phase(*, ports: int, middle: int, flows, budget: int = DEFAULT_BUDGET):

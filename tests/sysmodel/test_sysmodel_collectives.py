@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -546,6 +547,100 @@ def test_traffic_that_reads_no_link_rate_is_shared_across_link_rates(fabric, col
                  "algorithms", "configurations", "config_load_s", "phase_overhead_s"):
         assert getattr(shared, name) == getattr(fresh, name), name
     assert shared.time_s != base.time_s    # the rates do change the time
+
+
+_PLAN_CASES = [(fabric, Collective(op, group, 1.0, root))
+               for fabric in ("fred-b", "fred-d")
+               for op, group, root in (("all-reduce", _ACROSS, None), ("all-reduce", _INSIDE, None),
+                                       ("reduce", _ACROSS, 10), ("broadcast", _INSIDE, 6),
+                                       ("multicast", _ACROSS, 4), ("io-load", _ACROSS, None),
+                                       ("io-store", _INSIDE, None))] + \
+              [(fabric, Collective(op, group, 1.0))
+               for fabric in ("fred-a", "fred-c") for op in ("io-load", "io-store") for group in (_ACROSS, _INSIDE)]
+
+
+def _same_traffic(a, b) -> None:
+    assert np.array_equal(a.loads, b.loads) and np.array_equal(a.sent, b.sent)
+    for name in ("latency_s", "pipelined_s", "phase_turn_s", "first_select_s", "phases",
+                 "configurations", "uplink_users"):
+        assert getattr(a, name) == getattr(b, name), name
+
+
+@pytest.mark.parametrize("fabric,c", _PLAN_CASES, ids=[f"{f}-{c.op}-{c.group[1]}" for f, c in _PLAN_CASES])
+def test_size_free_plans_reused_at_other_bytes_and_rates_equal_a_fresh_construction(fabric, c):
+    """An in-switch collective's and an I/O chain's routes, latency, phases and configurations
+    are made once per (network spec without link rates, op, group, root)
+    (collectives._in_switch_plan, _io_chain_plan) and reused at another size and on a network
+    with other link rates (the design-space sweep's strategies and L1-L2 fractions): the
+    traffic equals, field by field and bit for bit, one built with empty caches there. The
+    sizes are not whole flits, so a plan that kept its first size's rounded bytes would fail."""
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    other = _other_link_rates(P)
+    first, second = replace(c, size=3e6 + 5), replace(c, size=7.123e5)
+    memo = "io_chain_plans" if not build_network(P, fabric).in_switch else "in_switch_plans"
+    with using(ModelCache()) as cache:
+        C.collective_traffic(build_network(P, fabric), first)
+        assert len(getattr(cache, memo)) == 1
+        kept = C.collective_traffic(build_network(other, fabric), second)[1]
+        assert len(getattr(cache, memo)) == 1       # the plan was reused, not made again
+        again = C.collective_traffic(build_network(other, fabric), second)[1]
+    with using(ModelCache()):
+        fresh = C.collective_traffic(build_network(other, fabric), second)[1]
+    _same_traffic(kept, fresh)
+    _same_traffic(again, fresh)
+    assert fresh.loads.sum() > 0
+
+
+def test_plans_of_other_ops_groups_and_roots_are_kept_apart():
+    """Every case's plan made in one cache (so a key that left out the op, the group, the root
+    or the fabric would hand one case another's plan), then each case timed again at another
+    size: equal to a fresh cache's."""
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    cases = _PLAN_CASES + [("fred-d", Collective("reduce", _ACROSS, 1.0, 15)),
+                           ("fred-d", Collective("broadcast", _INSIDE, 1.0, 4))]
+    with using(ModelCache()) as cache:
+        for fabric, c in cases:
+            C.collective_traffic(build_network(P, fabric), replace(c, size=2e6 + 1))
+        assert len(cache.in_switch_plans) + len(cache.io_chain_plans) == len(cases)
+        kept = [C.collective_traffic(build_network(P, f), replace(c, size=5e5 + 7))[1] for f, c in cases]
+    for (fabric, c), t in zip(cases, kept):
+        with using(ModelCache()):
+            _same_traffic(t, C.collective_traffic(build_network(P, fabric), replace(c, size=5e5 + 7))[1])
+
+
+def test_plans_bytes_by_hand():
+    """Fred-D (in-switch efficiency 0.9) in-switch all-reduce of S bytes on one L1's four NPUs
+    (platform: 4 NPUs per L1): each member sends S once and every NPU link up and down carries
+    S / 0.9 rounded up to whole flits, nothing else. Fred-C's I/O chain io-store of S from
+    them: every member sends S / 18 controllers per controller (the entry to its controller,
+    the others to the member before them) and every link carries whole flits. Both a second
+    time from the kept plan."""
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    size = 1e6 + 3
+    platform = _efficiencies(P, 1.0, 0.9)
+    with using(ModelCache()):
+        net = build_network(platform, "fred-d")
+        chained = build_network(platform, "fred-c")
+        assert net.in_switch_efficiency == 0.9 and not chained.in_switch
+        stripe = size / len(net.io_nodes)
+        per_member = 0.0
+        for _ in net.io_nodes:
+            per_member += stripe
+        for _ in range(2):   # the second time from the kept plans
+            t = C.collective_traffic(net, Collective("all-reduce", _INSIDE, size))[1]
+            assert list(t.sent) == [size if r in _INSIDE else 0.0 for r in range(P.npus)]
+            links = {link for r in _INSIDE for link in (net.path(r, net.l1_nodes[1]) + net.path(net.l1_nodes[1], r))}
+            wire = net.wire_bytes(size / 0.9)
+            assert wire > size / 0.9 and wire % net.flit_bytes == 0    # not whole flits: rounded up
+            assert list(t.loads) == [wire if link in links else 0.0 for link in range(net.n_links)]
+            store = C.collective_traffic(chained, Collective("io-store", _INSIDE, size))[1]
+            assert list(store.sent) == [per_member if r in _INSIDE else 0.0 for r in range(P.npus)]
+            assert store.loads.sum() > 0 and all(load % net.flit_bytes == 0 for load in store.loads)
 
 
 def test_a_network_change_a_traffic_reads_changes_its_rate_free_key():

@@ -430,3 +430,27 @@ def test_paper_sizes_route_every_placement_at_m3(ports):
     """The paper's chiplets Fred_3(12), Fred_3(10) and a 20-port switch for its 20 NPUs."""
     from hdl.compiler.routability import placement_report
     assert all(entry["all_one_phase"] for entry in placement_report(ports=ports, middle=3))
+
+
+def test_phase_count_equals_the_routed_phases():
+    """``phase_count`` (what the system model asks: no SwitchConfig made) is ``len(route(...).phases)``
+    on random general flow sets and partitions that need one to several phases, on the odd
+    cycle (2 at m = 2) and K5 (3) cases, and under a search bound small enough to split."""
+    from hdl.compiler import phase_count
+    counts = Counter()
+    for ports, middle in ((8, 2), (16, 2), (16, 3), (32, 2)):
+        rng = random.Random(11 * ports + middle)
+        for i in range(12):
+            flows = partition_flows(random_partition(ports, rng)) if i % 3 == 0 else random_flow_set(ports, rng)
+            expected = len(route(ports=ports, middle=middle, flows=flows).phases)
+            assert phase_count(ports=ports, middle=middle, flows=flows) == expected, flows
+            counts[expected] += 1
+    assert counts[1] and sum(n for k, n in counts.items() if k > 1)   # both kinds were seen
+    assert phase_count(ports=8, middle=2, flows=parse_flows("0,3>0,3; 1,4>1,4; 2,5>2,5")) == 2
+    assert phase_count(ports=16, middle=2,
+                       flows=parse_flows("0,2,4>0; 6,8,10>1; 1,7,12>2; 3,9,14>3; 5,11,13,15>4")) == 3
+    flows = partition_flows(random_partition(64, random.Random(5)))
+    bounded = [Router(ports=64, middle=3, budget=3, split_budget=3) for _ in range(2)]
+    assert bounded[0].phase_count(flows) == len(bounded[1].route(flows).phases) > 1
+    with pytest.raises(FredError):
+        phase_count(ports=8, middle=2, flows=parse_flows("0>0; 0>1"))   # bad input: port 0 twice
