@@ -205,15 +205,11 @@ class Router:
     def route(self, flows, *, split: bool = True) -> RouteResult:
         flows = tuple(validate_flows(flows, self.ports))
         start = self.total_nodes
-        config, status = self.try_one_phase(flows)
-        if config is not None:
-            return RouteResult(self.ports, self.middle, flows, [Phase(flows, config)], status, 1,
-                               self.total_nodes - start, "one phase")
-        lower = 2 if status == "impossible" else 1
-        if not split:
-            raise FredError(f"flows {'; '.join(map(str, flows))} cannot be routed in one phase on "
-                            f"Fred_{self.middle}({self.ports}) ({status}); allow splitting into phases")
-        phases, method, lower = self._split(flows, lower)
+        routed, status, lower, method = self._plan(flows, split)
+        position = {f: i for i, f in enumerate(flows)}
+        phases = [Phase(tuple(sorted(group, key=position.__getitem__)),
+                        SwitchConfig(self.ports, self.middle, modes)) for group, modes in routed]
+        phases.sort(key=lambda p: min(flows.index(f) for f in p.flows))
         return RouteResult(self.ports, self.middle, flows, phases, status, lower,
                            self.total_nodes - start, method)
 
@@ -222,11 +218,21 @@ class Router:
         making (and validating) each phase's :class:`SwitchConfig` -- what a caller that only
         needs the number of phases (the system model, ``sysmodel.switch_routing``) would
         otherwise pay for on every new set of flows."""
-        flows = tuple(validate_flows(flows, self.ports))
+        return len(self._plan(tuple(validate_flows(flows, self.ports)), True)[0])
+
+    def _plan(self, flows: tuple, split: bool) -> tuple[list[tuple], str, int, str]:
+        """The search :meth:`route` and :meth:`phase_count` share, on validated ``flows``: (the
+        phases as (flows, modes) groups, the one-phase status, the lower bound on the phases,
+        the method). One phase if the flows fit; else, with ``split``, the phase splitting,
+        without it a :class:`FredError`."""
         modes, status = self._try_modes(flows)
         if modes is not None:
-            return 1
-        return len(self._split_groups(flows, 2 if status == "impossible" else 1)[0])
+            return [(flows, modes)], status, 1, "one phase"
+        if not split:
+            raise FredError(f"flows {'; '.join(map(str, flows))} cannot be routed in one phase on "
+                            f"Fred_{self.middle}({self.ports}) ({status}); allow splitting into phases")
+        routed, method, lower = self._split_groups(flows, 2 if status == "impossible" else 1)
+        return routed, status, lower, method
 
     # -- phase splitting --------------------------------------------------------------------
     def _fits(self, flows) -> bool:
@@ -298,7 +304,7 @@ class Router:
 
     def _split_groups(self, flows, lower: int) -> tuple[list[tuple], str, int]:
         """(the phases as (flows, modes) groups, the method, the lower bound) of splitting
-        ``flows``; :meth:`_split` makes them :class:`Phase` objects."""
+        ``flows``; :meth:`route` makes them :class:`Phase` objects."""
         order = sorted(flows, key=lambda f: -(len(f.inputs) + len(f.outputs)))
         best = self._improve(self._first_fit(order))
         rng = random.Random(self.seed)
@@ -329,14 +335,6 @@ class Router:
         method = (f"split: first-fit decreasing + phase elimination"
                   f"{f' + {tries} random restarts' if tries else ''}{exact}")
         return routed, method, lower
-
-    def _split(self, flows, lower: int) -> tuple[list[Phase], str, int]:
-        routed, method, lower = self._split_groups(flows, lower)
-        position = {f: i for i, f in enumerate(flows)}
-        phases = [Phase(tuple(sorted(group, key=position.__getitem__)), SwitchConfig(self.ports, self.middle, modes))
-                  for group, modes in routed]
-        phases.sort(key=lambda p: min(flows.index(f) for f in p.flows))
-        return phases, method, lower
 
     # -- one-phase search ---------------------------------------------------------------------
     def _route(self, ports: int, flows: tuple) -> tuple | None:
