@@ -86,8 +86,9 @@ class ControlUnit(wiring.Component):
         route_req / route_src / route_dst: ``Out``: set up a path (to the router);
         route_ok: ``In(1)``: the router can (always at m >= 3); release: ``Out(P)``: release
         the path ending at output n (its last flit left).
-        In RUN, the lowest input whose head packet (current VC, default index) names a free
-        output and which is on no path gets a path; it then forwards that packet and, in RUN,
+        In RUN, an input whose head packet (current VC, default index) names a free
+        output and which is on no path gets a path (one per cycle, round-robin: the input
+        after the last one granted first); it then forwards that packet and, in RUN,
         every next packet at its head for the same output (the path is kept: a stream of
         packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
         for the release and a new set-up), unless another input's path waits behind it (fair
@@ -379,7 +380,8 @@ class ControlUnit(wiring.Component):
         (one per output, each on its own first wire: a packet takes its path's wire, carried
         with the flit, ``route``), so its next packet to another output starts as soon as
         that path is set up, while the previous one is still inside. One request per cycle,
-        the lowest input first: to a free output (a path), or to an output whose path is
+        in round-robin order (the input after the last one granted first; input 0 first
+        after reset): to a free output (a path), or to an output whose path is
         another input's and has nobody waiting (a path behind it; its first packet enters and
         waits inside, at o's top-level output microswitch). While a path waits behind
         o's, o's owner starts no new packet on it (fair hand-over: two streams to one output
@@ -427,13 +429,25 @@ class ControlUnit(wiring.Component):
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
                                                 & ~self.release[o] & self.room[o]
                                                 & ~owner_wants[o])]
-        for n in reversed(range(P)):    # the lowest input index first
-            with m.If(cand[n] | keep[n]):
-                m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
-                             self.route_dst.eq(heads[n].dest)]
-                if self.behind:
-                    m.d.comb += self.route_keep.eq(keep[n])
+        # Round-robin request order: the input after the last one granted asks first. A fixed
+        # order (the lowest input first) starved a higher-numbered input whenever a lower one
+        # re-requested the same output at every opening: at a half-rate uplink each packet's
+        # path is released before the next can start, so a saturating stream asked again at
+        # every packet and won every time (docs/fabric_validation.md, "The two misses that are
+        # not head-of-line blocking"). The register starts at P - 1: input 0 first after reset.
+        last = Signal(range(P), name="route_last", init=P - 1)
+        for r in range(P):
+            with m.If(last == r):
+                order = [(r + 1 + k) % P for k in range(P)]
+                for n in reversed(order):    # assigned last wins: the first in order
+                    with m.If(cand[n] | keep[n]):
+                        m.d.comb += [self.route_req.eq(1), self.route_src.eq(n),
+                                     self.route_dst.eq(heads[n].dest)]
+                        if self.behind:
+                            m.d.comb += self.route_keep.eq(keep[n])
         grant = self.route_req & self.route_ok
+        with m.If(grant):
+            m.d.sync += last.eq(self.route_src)
         for n in range(P):
             with m.If(grant & (self.route_src == n)):
                 m.d.sync += awaiting[n].eq(1)

@@ -72,7 +72,7 @@ class PacketSwitch(wiring.Component):
     Online unicast routing (``online``; ``packet.dest_bits`` must cover P and K <
     ``2**phase_bits``): a packet whose ``phase`` is the default index ``packet.online_phase``
     goes to output ``dest``; the control unit sets up a path through free middle subnetworks
-    (:class:`~hdl.designs.switch.online_router.OnlineRouter`, one per cycle, lowest input first) when
+    (:class:`~hdl.designs.switch.online_router.OnlineRouter`, one per cycle, round-robin from the input after the last one granted) when
     the input and the output are both free, the input forwards the packet, and the path is
     released when its last flit leaves the datapath (``docs/switch.md``, "Online unicast
     routing"). An online packet starts only with room for it on its output, reserved as a

@@ -245,6 +245,40 @@ def test_two_inputs_streaming_to_one_output_take_turns():
     assert run.flags["overflow"] == 0 and run.credit_errors == []
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_two_inputs_re_requesting_a_slow_output_every_packet_take_turns(seed):
+    """The online router's round-robin request order (docs/switch.md, "Online unicast
+    routing"): inputs 0 and 1 stream 6 packets each to output 2, whose receiver frees a flit
+    with probability 1/4 per cycle, so the output has room for a whole packet only after the
+    previous one has left: no path is kept, and both inputs ask for a new path at every
+    opening. The input after the last one granted asks first, so while both have packets
+    left neither gets more than 2 in a row, and input 1 gets at least 2 of the first 6. (With
+    the lowest input first, input 0 won every opening after the first two: a b a a a a a b b
+    b b b, the starvation docs/fabric_validation.md traced on Fred-A's half-rate uplinks.)"""
+    dut = switch(4)
+    streams = [[packetize(PKT, [base + n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP,
+                          flow=port, first_seq=n, dest=2)[0] for n in range(6)]
+               for port, base in ((0, 0), (1, 100))]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(seed), drain_rate={2: 0.25},
+                            injections=[Injection(port, 0, p) for port, packets in enumerate(streams)
+                                        for p in packets])
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+    got = [r[1] for r in run.received[2]]
+    assert sorted(got) == list(range(24)) + list(range(100, 124))
+    sources = [int(word >= 100) for word in got[::4]]
+    assert all(got[4 * n:4 * n + 4] == list(range(got[4 * n], got[4 * n] + 4)) for n in range(12))
+    assert sources[:6].count(1) >= 2
+    left = [6, 6]
+    run_length, previous = 0, None
+    for source in sources:
+        both_left = min(left) > 0
+        run_length = run_length + 1 if source == previous else 1
+        if both_left:
+            assert run_length <= 2, sources
+        left[source] -= 1
+        previous = source
+
+
 def test_an_online_packet_without_room_downstream_waits_outside_the_datapath():
     """The rule that breaks the two-VC online deadlock (docs/switch.md, "Room for every
     online packet"), on a Fred_3(4) with 8-flit VC buffers (two packets of credits): input 0
