@@ -846,10 +846,9 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     one member near it and is forwarded (reduced) along a chain of the members.
 
     The routes and latency come from the size-free plan (:func:`_io_chain_plan`, kept in the
-    model's cache ``io_chain_plans``); the stripe's bytes are added here exactly as
-    :meth:`Traffic.add_transfer` and :func:`_chain` add them (controller by controller: the
-    entry route's links and sender, then the chain's hops into a fresh traffic with
-    ``numpy.add.at`` in hop order, which is then added whole)."""
+    model's cache ``io_chain_plans``); the stripe's bytes are added here with
+    :meth:`Traffic.add_routes`, as :func:`_chain` adds a chain's (controller by controller:
+    the entry route, then the chain's hops into a fresh traffic, which is then added whole)."""
     key = (_link_rate_free_key(net), c.op, c.group)
     memo = current().io_chain_plans
     plan = memo.get(key)
@@ -858,17 +857,10 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     per_controller, lat = plan
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
-    wire = net.wire_bytes(stripe)
-    for entry_links, entry_sender, hop_links, hop_senders in per_controller:
-        if entry_links:
-            t.loads[list(entry_links)] += wire
-        if entry_sender is not None:
-            t.sent[entry_sender] += stripe
+    for entry, hops in per_controller:
+        t.add_routes((entry,), stripe)
         chain = net.traffic()
-        if hop_links:
-            np.add.at(chain.loads, hop_links, wire)
-        if hop_senders:
-            np.add.at(chain.sent, hop_senders, stripe)
+        chain.add_routes(hops, stripe)
         t.loads += chain.loads
         t.sent += chain.sent
     t.latency_s = lat
@@ -876,8 +868,8 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
 
 
 def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
-    """(per controller: (the route between it and the chain's entry member, the NPU that sends
-    on it or None, the chain's hop links in hop order, the chain's senders in hop order),
+    """(per controller: (the ``(links, sender)`` route between it and the chain's entry
+    member, the chain's hops' ``(links, sender)`` in hop order: :meth:`Network.route`'s),
     the latency) of :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
     its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
     or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
@@ -891,15 +883,10 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
             src, dst, chain = io, entry, Chain(tuple(order))
         else:
             src, dst, chain = entry, io, Chain(tuple(order), reverse=True)
-        links = net.path(src, dst)
-        sender = src if src < net.npus and src != dst else None
-        hops = chain.hops()
-        routes = [net.path(a, b) for a, b in hops]
-        hop_links = [link for route in routes for link in route]
-        hop_senders = [a for a, b in hops if a < net.npus and a != b]
-        chain_s = _chain_latency(net, routes)
-        per_controller.append((links, sender, hop_links, hop_senders))
-        lat = max(lat, net.path_latency(links) + chain_s)
+        route = net.route(src, dst)
+        hops = tuple(net.route(a, b) for a, b in chain.hops())
+        per_controller.append((route, hops))
+        lat = max(lat, net.path_latency(route[0]) + _chain_latency(net, [links for links, _ in hops]))
     return tuple(per_controller), lat
 
 

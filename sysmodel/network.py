@@ -112,6 +112,14 @@ class Network:
         except KeyError as exc:  # a routing bug, not bad input
             raise AssertionError(f"route {nodes} uses a missing link {exc}") from None
 
+    def route(self, src: int, dst: int, order: str = "xy") -> tuple[tuple[int, ...], int | None]:
+        """(links, sender) of a transfer from node ``src`` to ``dst``: the route's link ids
+        (:meth:`path`) and the NPU that counts as sending its bytes, ``src`` when it is an NPU
+        other than ``dst``, else None (an I/O controller's or a switch's bytes are no NPU's
+        injection; a transfer to itself moves nothing). The one sender rule of every
+        transfer the model adds (:meth:`Traffic.add_transfers`, the I/O chain's plan)."""
+        return self.path(src, dst, order), (src if src < self.npus and src != dst else None)
+
     def path_latency(self, links) -> float:
         """Wire latency of the links plus the latency of every node passed through. A route
         as :meth:`path` gives it (a tuple) is summed once per network: collectives ask for the
@@ -198,27 +206,33 @@ class Traffic:
     def add_transfer(self, src: int, dst: int, nbytes: float, order: str = "xy",
                      chunks: int = 1) -> tuple[int, ...]:
         """Route ``nbytes`` (sent as ``chunks`` equal chunks) from node ``src`` to ``dst``; an
-        NPU source counts as sending them."""
-        links = self.net.path(src, dst, order)
+        NPU source counts as sending them (:meth:`Network.route`'s sender)."""
+        links, sender = self.net.route(src, dst, order)
         self.add_links(links, nbytes, chunks)
-        if src < self.net.npus and src != dst:
-            self.sent[src] += nbytes
+        if sender is not None:
+            self.sent[sender] += nbytes
         return links
 
     def add_transfers(self, pairs, nbytes: float, order: str = "xy",
                       chunks: int = 1) -> list[tuple[int, ...]]:
         """:meth:`add_transfer` of ``nbytes`` (sent as ``chunks`` equal chunks) for every
-        (src, dst) of ``pairs``, in order, with the bytes added in one ``numpy.add.at`` (which
-        adds in index order: every link and sender gets the same sums, in the same order, as
-        one transfer at a time); returns the routes."""
-        routes = [self.net.path(src, dst, order) for src, dst in pairs]
-        links = [link for route in routes for link in route]
+        (src, dst) of ``pairs``, in order (:meth:`add_routes` of their
+        :meth:`Network.route`); returns the routes."""
+        routes = [self.net.route(src, dst, order) for src, dst in pairs]
+        self.add_routes(routes, nbytes, chunks)
+        return [links for links, _ in routes]
+
+    def add_routes(self, routes, nbytes: float, chunks: int = 1) -> None:
+        """``nbytes`` (sent as ``chunks`` equal chunks) on every ``(links, sender)`` of
+        ``routes`` (:meth:`Network.route`'s), in order, in one ``numpy.add.at`` for the links
+        and one for the senders (which adds in index order: every link and sender gets the same
+        sums, in the same order, as one transfer at a time)."""
+        links = [link for route, _ in routes for link in route]
         if links:
             np.add.at(self.loads, links, self.net.wire_bytes(nbytes, chunks))
-        senders = [src for src, dst in pairs if src < self.net.npus and src != dst]
+        senders = [sender for _, sender in routes if sender is not None]
         if senders:
             np.add.at(self.sent, senders, nbytes)
-        return routes
 
     def tree_links(self, src: int, dsts, order: str = "xy") -> set[int]:
         """Links of the multicast tree that is the union of the routes from ``src``."""

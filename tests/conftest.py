@@ -47,7 +47,7 @@ def _value(x):
     return x.as_value() if hasattr(x, "as_value") else x
 
 
-def run_streams(dut, *, inputs: dict, outputs: dict, settings=(),
+def run_streams(dut, *, inputs: dict, outputs: dict, settings=(), pulses=(),
                 idle: float = 0.0, backpressure: float = 0.0, rng: random.Random | None = None,
                 until=None, max_cycles: int = 20_000, probes: dict | None = None):
     """Run ``dut`` until every queued input item was sent and ``until(received)`` holds.
@@ -55,6 +55,9 @@ def run_streams(dut, *, inputs: dict, outputs: dict, settings=(),
     Parameters:
         inputs: ``{name: (stream, [payload ints])}``; outputs: ``{name: stream}``.
         settings: ``[(signal, int)]`` set before the first cycle (modes, configuration).
+        pulses: ``[(signal, int)]`` held for one cycle after ``settings`` and before the
+            streams' first cycle, then set to 0 (a start or ``restart`` strobe); that cycle
+            is not counted: the streams' cycle 0 is the one after it.
         until: ``callable(received) -> bool``; default: stop once inputs are empty and nothing
             arrived for 64 cycles.
         probes: ``{name: signal}`` sampled every cycle (returned under ``"probes"``).
@@ -72,6 +75,12 @@ def run_streams(dut, *, inputs: dict, outputs: dict, settings=(),
     async def bench(ctx):
         for signal, value in settings:
             ctx.set(_value(signal), value)
+        if pulses:
+            for signal, value in pulses:
+                ctx.set(_value(signal), value)
+            await ctx.tick()
+            for signal, _ in pulses:
+                ctx.set(_value(signal), 0)
         queues = {name: list(items) for name, (_, items) in inputs.items()}
         current = {name: None for name in inputs}
         quiet = 0

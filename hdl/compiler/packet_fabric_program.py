@@ -266,16 +266,17 @@ def write_paces(spec, program, headers, ranks=None) -> dict[int, int]:
     :class:`~hdl.designs.fabric.write_pacer.WritePacer` sends at the controller's rate
     (``spec.io_rate``, the fabric's) divided by it, so the writers together never inject
     faster than the controller drains (docs/fabric_rtl.md, "Host rules"). ``ranks`` (default
-    all): the endpoints whose headers are online ones. Every other NPU: 0 (not paced).
+    all): the endpoints whose headers are online ones. Every other NPU:
+    :data:`~hdl.contracts.fabric.UNPACED` (0, not paced).
     FredError for more writers into one controller than the pacer's divisor counts."""
-    from hdl.contracts.fabric import PACE_BITS
+    from hdl.contracts.fabric import PACE_BITS, UNPACED
     ranks = set(range(spec.npus) if ranks is None else ranks)
     writers: dict[int, list[int]] = {}
     for rank in range(spec.npus):
         stages = program.engines[rank]["stages"]
         if rank in ranks and stages[0]["send_count"] and headers[rank]["flow"] >= spec.npus:
             writers.setdefault(headers[rank]["flow"], []).append(rank)
-    paces = {rank: 0 for rank in range(spec.npus)}
+    paces = {rank: UNPACED for rank in range(spec.npus)}
     for controller, group in writers.items():
         if len(group) >= 1 << PACE_BITS:
             raise FredError(f"{len(group)} NPUs write into I/O controller {controller}; the "

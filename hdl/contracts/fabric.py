@@ -64,7 +64,7 @@ from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import DIMS, parse_strategy
 
-__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "PACE_BITS", "request_groups", "io_controllers_needed", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
+__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "PACE_BITS", "UNPACED", "request_groups", "io_controllers_needed", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
            "fabric_spec", "make_request"]
 
 #: The paper's four FRED variants, as RTL fabrics.
@@ -84,6 +84,13 @@ IO_RATE = Fraction(128, 3000)
 #: ``hdl.designs.fabric.write_pacer.WritePacer``, docs/fabric_rtl.md "Writers paced to their
 #: controller").
 PACE_BITS = 8
+#: The pacing divisor of an NPU that does not pace its writes (``PACE_REG``): its
+#: ``WritePacer`` is then a wire (no limiter, no packet assembly, latency 0). The one place
+#: of the "0 means unpaced" rule: the compiler writes it
+#: (``hdl.compiler.packet_fabric_program.write_paces``) and the pacer tests for it; the
+#: links' ``rate_gate`` in the pacer's limiter never gates a flit under it (the pacer
+#: bypasses the limiter then).
+UNPACED = 0
 
 
 def engine_forward_cycles(dtype: str) -> int:

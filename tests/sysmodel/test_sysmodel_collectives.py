@@ -682,6 +682,21 @@ def test_a_rings_longest_run_equals_the_running_sums_numpy_gave():
     assert net.path_min_bw(route) == min(float(net.link_bw[l]) for l in route)
 
 
+def test_route_names_the_npu_that_sends_a_transfers_bytes():
+    """Network.route, the one sender rule of the model's transfers (Traffic.add_transfers and
+    the I/O chain's plan): an NPU sending to another node sends the bytes; an I/O controller
+    sends nothing an NPU pays for; a transfer to itself has no links and no sender."""
+    net = build_network(P, "fred-c")
+    io = net.io_nodes[0]
+    assert net.route(3, 7) == (net.path(3, 7), 3) and net.path(3, 7)
+    assert net.route(3, io) == (net.path(3, io), 3)
+    assert net.route(io, 3) == (net.path(io, 3), None) and net.path(io, 3)
+    assert net.route(5, 5) == ((), None)
+    t = net.traffic()
+    t.add_routes([net.route(io, 3), net.route(3, 7), net.route(3, 7)], 1000.0)
+    assert t.sent[3] == 2000.0 and t.sent.sum() == 2000.0
+
+
 @pytest.mark.parametrize("fabric", ["mesh", "fred-d"])
 def test_transfers_added_at_once_equal_transfers_added_one_by_one(fabric):
     """Traffic.add_transfers (every pair's bytes in one numpy.add.at) gives bit for bit the

@@ -3,7 +3,7 @@ and its two ends ``LinkSender`` / ``LinkReceiver`` (a link cut between two simul
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Shape, Signal, Value
+from amaranth import Module, Shape, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -45,7 +45,11 @@ def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bo
     ``divisor`` (an unsigned signal, with ``paced``): the rate is a / (b ``divisor``) -- a
     flit costs b ``divisor`` tokens -- set at run time (a writer's share of a sink that
     ``divisor`` writers share, docs/fabric_rtl.md "Host rules"); exact like the constant rate
-    (``a`` flits in every b ``divisor`` cycles); 0: every flit may go (no limit)."""
+    (``a`` flits in every b ``divisor`` cycles). A divisor is a rate, >= 1: "0 means
+    unpaced" is the caller's rule, not the gate's (:data:`hdl.contracts.fabric.UNPACED`: the
+    :class:`~hdl.designs.fabric.write_pacer.WritePacer` bypasses its limiter then, which so
+    never has a flit to gate). A gate left at 0 would let every flit go (a cost of 0) with
+    tokens that mean nothing until its next ``restart``."""
     a, b = rate
     ok = Signal(init=1, name="rate_ok")
     if (a, b) == (1, 1) and divisor is None:
@@ -66,10 +70,7 @@ def rate_gate(m: Module, rate: tuple[int, int], fire, *, restart=None, paced: bo
         with m.Elif(~waiting):
             pass                 # a paced device with nothing to move saves nothing
     with m.Elif(tokens + a > cost - 1):
-        if divisor is None:
-            m.d.sync += tokens.eq(cost - 1)
-        else:                    # divisor 0 (no limit): nothing to save
-            m.d.sync += tokens.eq(Mux(divisor == 0, 0, cost - 1))
+        m.d.sync += tokens.eq(cost - 1)
     with m.Else():
         m.d.sync += tokens.eq(tokens + a)
     if restart is not None:

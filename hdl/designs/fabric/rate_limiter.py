@@ -25,9 +25,10 @@ class RateLimiter(wiring.Component):
     when it is there, as a device that moves one flit in that time.
 
     ``divisor_bits`` (default 0: none; needs ``paced``): a member ``divisor`` (In, that many
-    bits) divides the rate at run time, a / (b ``divisor``) flits per cycle, 0 = no limit
+    bits) divides the rate at run time, a / (b ``divisor``) flits per cycle, ``divisor`` >= 1
     (``rate_gate``'s ``divisor``: a writer's share of a sink, :class:`~hdl.designs.fabric.
-    write_pacer.WritePacer`).
+    write_pacer.WritePacer`, which bypasses its limiter for an unpaced NPU instead of passing
+    it a 0).
 
     Members: ``i`` (``In(stream)``), ``o`` (``Out(stream)``), ``restart`` (In: the tokens
     go back to their start value, e.g. at the run's start). Latency 0 (combinational, no

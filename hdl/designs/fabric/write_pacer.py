@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import PACE_BITS
+from hdl.contracts.fabric import PACE_BITS, UNPACED
 
 from .packet_assembler import PacketAssembler
 from .rate_limiter import RateLimiter
@@ -32,7 +32,9 @@ class WritePacer(wiring.Component):
 
     Members: ``i`` (``In(stream)``, from the engine), ``o`` (``Out(stream)``, to the
     packetizer), ``divisor`` (In, :data:`PACE_BITS` bits: the writers sharing the sink, from
-    the NPU's program; 0: not paced), ``restart`` (In: the run's start).
+    the NPU's program; :data:`~hdl.contracts.fabric.UNPACED` (0): not paced, the pacer is a
+    wire -- the rule is the pacer's alone: its limiter is bypassed then, so the limiter's
+    ``rate_gate`` never gates a flit under a 0), ``restart`` (In: the run's start).
 
     Mechanism (the I/O controller's own sending side, one concept): a paced
     :class:`RateLimiter` of a / (b ``divisor``) -- flit k leaves it in cycle ceil((k + 1) b
@@ -71,7 +73,9 @@ class WritePacer(wiring.Component):
         m.d.comb += [limit.divisor.eq(self.divisor), limit.restart.eq(self.restart),
                      fill.restart.eq(self.restart),
                      limit.i.payload.eq(self.i.payload), fill.i.payload.eq(limit.o.payload)]
-        with m.If(self.divisor == 0):
+        # unpaced: o is i; the limiter and the assembler get no flit (the limiter idles, so
+        # its tokens stay at their restart value and its gate's divisor 0 never matters)
+        with m.If(self.divisor == UNPACED):
             m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
                          self.i.ready.eq(self.o.ready)]
         with m.Else():

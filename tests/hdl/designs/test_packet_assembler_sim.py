@@ -3,7 +3,10 @@ that uses it (hdl/designs/fabric/io_controller.py) in Amaranth's simulator: a pa
 only when all of it is in the buffer, so it leaves in consecutive cycles; the controller's
 packet p leaves ceil((p + 1) k 375/16) cycles after its memory's first offer (the paced
 limiter's rounding, then the buffer's one cycle); no flit is lost, duplicated, reordered or
-corrupted under random producer gaps, consumer stalls and credit gaps."""
+corrupted under random producer gaps, consumer stalls and credit gaps. The assembler's
+producer and consumer are ``run_streams``'s (tests/conftest.py: valid held until the
+transfer); the controller's bench is its own, since its output is a credit link (no
+``ready``: the L1's credits come back after random gaps)."""
 
 import random
 from fractions import Fraction
@@ -22,42 +25,30 @@ from hdl.designs.layouts import flit_layout
 FLIT = FlitFormat(dtype="int32", lanes=1, tag_width=1)
 
 
-def _assemble(flits, size, *, seed, produce=0.5, consume=0.7):
+def _assemble(run_streams, flits, size, *, seed, idle=0.5, backpressure=0.3):
     """Push ``flits`` data words (the last one with ``last``) through a PacketAssembler of
-    ``size``-flit packets with random producer gaps and consumer stalls; returns (the words
-    taken, in order, with their ``last`` and cycle; per taken flit, how many flits the
-    producer had pushed by then)."""
-    rng = random.Random(seed)
+    ``size``-flit packets with ``run_streams`` (valid held until the transfer), random
+    producer gaps (``idle``) and consumer stalls (``backpressure``); returns (the words taken,
+    in order, with their ``last`` and cycle; per taken flit, how many flits the producer had
+    pushed before that cycle)."""
     dut = PacketAssembler(flit_layout(FLIT), packet_flits=size)
-    taken, pushed = [], {"n": 0}
-
-    async def bench(ctx):
-        cycle = 0
-        while len(taken) < flits and cycle < 50 * flits + 100:
-            n = pushed["n"]
-            offer = n < flits and rng.random() < produce
-            ctx.set(dut.i.valid, int(offer))
-            ctx.set(dut.i.payload.data, n)
-            ctx.set(dut.i.payload.last, int(n == flits - 1))
-            ctx.set(dut.o.ready, int(rng.random() < consume))
-            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                taken.append((ctx.get(dut.o.payload.data), ctx.get(dut.o.payload.last), cycle,
-                              pushed["n"]))
-            if offer and ctx.get(dut.i.ready):
-                pushed["n"] += 1
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    words = [FLIT.pack([n], last=int(n == flits - 1)) for n in range(flits)]
+    result = run_streams(dut, inputs={"i": (dut.i, words)}, outputs={"o": dut.o},
+                         idle=idle, backpressure=backpressure, rng=random.Random(seed),
+                         until=lambda received: len(received["o"]) == flits,
+                         max_cycles=50 * flits + 100)
+    pushed = result["sent"]["i"]
+    taken = []
+    for cycle, word in result["received"]["o"]:
+        lanes, last, _ = FLIT.unpack(word)
+        taken.append((lanes[0], last, cycle, sum(1 for c in pushed if c < cycle)))
     return taken
 
 
 @pytest.mark.parametrize("flits,size,seed", [(8 * 7 + 5, 8, 1), (64, 8, 2), (30, 4, 3), (9, 1, 4)])
-def test_no_flit_is_lost_and_a_packet_is_offered_only_once_all_of_it_is_in(flits, size, seed):
-    taken = _assemble(flits, size, seed=seed)
+def test_no_flit_is_lost_and_a_packet_is_offered_only_once_all_of_it_is_in(flits, size, seed,
+                                                                           run_streams):
+    taken = _assemble(run_streams, flits, size, seed=seed)
     assert [word for word, *_ in taken] == list(range(flits))       # none lost, duplicated, reordered
     assert [last for _, last, *_ in taken] == [int(w == flits - 1) for w in range(flits)]
     for word, _, _, pushed in taken:
@@ -65,8 +56,8 @@ def test_no_flit_is_lost_and_a_packet_is_offered_only_once_all_of_it_is_in(flits
         assert pushed >= packet_end, (word, pushed)    # the whole packet was in the buffer
 
 
-def test_a_whole_packet_leaves_in_consecutive_cycles_when_the_consumer_takes_it():
-    taken = _assemble(8 * 5 + 3, 8, seed=5, produce=0.3, consume=1.0)
+def test_a_whole_packet_leaves_in_consecutive_cycles_when_the_consumer_takes_it(run_streams):
+    taken = _assemble(run_streams, 8 * 5 + 3, 8, seed=5, idle=0.7, backpressure=0.0)
     cycles = [cycle for _, _, cycle, _ in taken]
     for p in range(6):
         packet = cycles[8 * p:8 * (p + 1)]

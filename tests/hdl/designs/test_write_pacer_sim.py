@@ -1,14 +1,34 @@
 """The write pacer (hdl/designs/fabric/write_pacer.py; docs/fabric_rtl.md, "Host rules") in
-Amaranth's simulator: a writer of ``divisor`` sharing a sink of a / b flits per cycle sends
-whole packets at a / (b ``divisor``) after an unpaced first packet; ``divisor`` 0 passes the
-stream untouched; no flit is lost, duplicated, reordered or corrupted under random producer
-gaps and consumer stalls. And the compiler's side (:func:`write_paces`): which NPUs are paced,
-by how many writers."""
+Amaranth's simulator, driven by ``run_streams`` (tests/conftest.py: valid held until the
+transfer, as the stream rules require): a writer of ``divisor`` sharing a sink of a / b flits
+per cycle sends whole packets at a / (b ``divisor``) after an unpaced first packet;
+``divisor`` 0 passes the stream untouched; no flit is lost, duplicated, reordered or corrupted
+under random producer gaps and consumer stalls. And the compiler's side (:func:`write_paces`):
+which NPUs are paced, by how many writers.
+
+The packet starts these tests expect, from the pacer's rule (its docstring) with ``k`` =
+``packet_flits``, ``c`` = b ``divisor`` / a the cycles a paced flit costs, and cycle 0 the
+streams' first cycle after the one-cycle ``restart`` pulse:
+
+* packet 0 bypasses the limiter: a producer that never pauses has its k flits accepted by the
+  assembler in cycles 0 .. k - 1 (its buffer holds one packet, empty after the restart), and
+  the assembler offers a packet the cycle after its last flit entered: it starts in cycle k;
+* from cycle k (the first packet is in: ``first_flits`` = k) the flits go through the paced
+  limiter, whose tokens are still at their restart value 0 (a paced gate saves no token while
+  no flit waits, and none waited in cycles 0 .. k - 1): limiter flit j (j = 0, 1, ...) leaves
+  it in cycle k + ceil((j + 1) c) - 1 (``rate_gate``'s paced rule, started in cycle k). The
+  assembler's one-packet buffer never holds it back when c >= 2 (every case here has c >=
+  4): flit i of packet p (i = 0 .. k - 1) leaves the limiter at least floor((i + 1) c) - 1 >=
+  i + 1 cycles after packet p - 1 started, by when a consumer that is always ready has taken
+  i + 1 flits of packet p - 1 and so freed i + 1 slots;
+* packet p >= 1 is limiter flits (p - 1) k .. p k - 1; its last enters in cycle
+  k + ceil(p k c) - 1, so it starts in cycle k + ceil(p k c). With p = 0 this is packet 0's
+  k too: **start(p) = k + ceil(p k c)** for every p.
+"""
 
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
@@ -19,41 +39,24 @@ from hdl.designs.layouts import flit_layout
 FLIT = FlitFormat(dtype="int32", lanes=1, tag_width=1)
 
 
-def _pace(flits, *, rate, divisor, size, seed=0, produce=1.0, consume=1.0):
-    """``flits`` words through a WritePacer; returns [(word, last, cycle)] as taken at ``o``
-    and the cycle of each flit's acceptance at ``i``."""
-    rng = random.Random(seed)
+def _pace(run_streams, flits, *, rate, divisor, size, seed=0, idle=0.0, backpressure=0.0,
+          probes=None):
+    """``flits`` words 0, 1, ... (``last`` on the last) through a WritePacer of ``rate``,
+    ``divisor`` and ``size``-flit packets (``restart`` pulsed first); returns ([(word, last,
+    cycle)] as taken at ``o``, the cycle of each flit's acceptance at ``i``, the probes)."""
     dut = WritePacer(flit_layout(FLIT), rate=rate, packet_flits=size)
-    taken, accepted = [], []
-
-    async def bench(ctx):
-        ctx.set(dut.divisor, divisor)
-        ctx.set(dut.restart, 1)
-        await ctx.tick()
-        ctx.set(dut.restart, 0)
-        cycle, n = 0, 0
-        limit = 4 * flits * rate[1] * max(divisor, 1) // rate[0] + 200
-        while len(taken) < flits and cycle < limit:
-            offer = n < flits and rng.random() < produce
-            ctx.set(dut.i.valid, int(offer))
-            ctx.set(dut.i.payload.data, n)
-            ctx.set(dut.i.payload.last, int(n == flits - 1))
-            ctx.set(dut.o.ready, int(rng.random() < consume))
-            if divisor == 0:      # untouched: o is i, combinationally
-                assert ctx.get(dut.o.valid) == int(offer)
-            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                taken.append((ctx.get(dut.o.payload.data), ctx.get(dut.o.payload.last), cycle))
-            if offer and ctx.get(dut.i.ready):
-                accepted.append(cycle)
-                n += 1
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return taken, accepted
+    words = [FLIT.pack([n], last=int(n == flits - 1)) for n in range(flits)]
+    limit = 4 * flits * rate[1] * max(divisor, 1) // rate[0] + 200
+    result = run_streams(dut, inputs={"i": (dut.i, words)}, outputs={"o": dut.o},
+                         settings=[(dut.divisor, divisor)], pulses=[(dut.restart, 1)],
+                         idle=idle, backpressure=backpressure, rng=random.Random(seed),
+                         until=lambda received: len(received["o"]) == flits, max_cycles=limit,
+                         probes={name: probe(dut) for name, probe in (probes or {}).items()})
+    taken = []
+    for cycle, word in result["received"]["o"]:
+        lanes, last, _ = FLIT.unpack(word)
+        taken.append((lanes[0], last, cycle))
+    return taken, result["sent"]["i"], result["probes"]
 
 
 def _starts(taken, size):
@@ -61,48 +64,65 @@ def _starts(taken, size):
 
 
 @pytest.mark.parametrize("divisor", [1, 2, 3])
-def test_whole_packets_leave_at_the_sinks_rate_over_its_writers(divisor):
-    """rate 1/4, 4-flit packets: a flit costs 4 x divisor cycles, a packet 16 x divisor. The
-    first packet goes unpaced (offered the cycle after its 4 flits entered, cycles 0-3); every
-    later packet starts exactly 16 x divisor cycles after the one before (the limiter is
-    exact: no drift), and each leaves in consecutive cycles."""
+def test_whole_packets_leave_at_the_sinks_rate_over_its_writers(divisor, run_streams):
+    """rate 1/4, k = 4-flit packets: a flit costs c = 4 x divisor cycles, so start(p) = 4 +
+    ceil(p x 4 x 4 divisor) = 4 + 16 divisor p (the module docstring): packet 0 in cycle 4
+    (its flits entered in cycles 0-3), then one every 16 x divisor cycles exactly (the
+    limiter is exact: no drift); each packet leaves in 4 consecutive cycles."""
     size, flits = 4, 24
-    taken, _ = _pace(flits, rate=(1, 4), divisor=divisor, size=size)
+    taken, _, _ = _pace(run_streams, flits, rate=(1, 4), divisor=divisor, size=size)
     assert [word for word, _, _ in taken] == list(range(flits))
     assert [last for _, last, _ in taken] == [0] * (flits - 1) + [1]
     starts = _starts(taken, size)
-    assert starts[0] == size
-    assert [b - a for a, b in zip(starts[1:], starts[2:])] == [size * 4 * divisor] * (len(starts) - 2)
+    assert starts == [4 + 16 * divisor * p for p in range(flits // size)]
     for p, start in enumerate(starts):
         assert [c for _, _, c in taken[p * size:(p + 1) * size]] == list(range(start, start + size))
 
 
-def test_the_paper_controller_rate_is_exact_over_a_long_write():
-    """16/375 (128 GBps of a 3 TBps link), one writer, 8-flit packets: after the first packet,
-    96 flits take exactly 96 x 375 / 16 = 2,250 cycles (12 packets of 187.5 cycles), the
-    rate's rounding never accumulates."""
-    taken, _ = _pace(8 + 96 + 8, rate=(16, 375), divisor=1, size=8)
+def test_the_paper_controller_rate_is_exact_over_a_long_write(run_streams):
+    """16/375 (128 GBps of a 3 TBps link), one writer, k = 8-flit packets: c = 375/16, so
+    start(p) = 8 + ceil(p x 8 x 375/16) = 8 + ceil(187.5 p): 8, 196, 383, 571, ...; after
+    the first packet, 96 flits (12 packets) take exactly start(13) - start(1) = 2,438 - 188
+    = 2,250 = 96 x 375/16 cycles: the rate's rounding never accumulates."""
+    taken, _, _ = _pace(run_streams, 8 + 96 + 8, rate=(16, 375), divisor=1, size=8)
     starts = _starts(taken, 8)
-    assert starts[13] - starts[1] == 96 * 375 // 16
-    assert all(187 <= b - a <= 188 for a, b in zip(starts[1:], starts[2:]))
+    assert starts == [8 + -(-p * 8 * 375 // 16) for p in range(14)]
+    assert starts[:4] == [8, 196, 383, 571]
+    assert starts[13] - starts[1] == 96 * 375 // 16 == 2250
 
 
-def test_divisor_zero_passes_the_stream_untouched():
-    taken, accepted = _pace(20, rate=(16, 375), divisor=0, size=8)
+def test_divisor_zero_passes_the_stream_untouched(run_streams):
+    """Divisor 0 (unpaced): ``o`` is ``i`` in the same cycle (no limiter, no packet
+    assembly): each of 20 flits from a producer that never pauses is accepted and taken in
+    the same cycle, cycles 0-19, and ``o.valid`` equals ``i.valid`` in every cycle."""
+    taken, accepted, probes = _pace(run_streams, 20, rate=(16, 375), divisor=0, size=8,
+                                    probes={"i": lambda dut: dut.i.valid,
+                                            "o": lambda dut: dut.o.valid})
     assert [word for word, _, _ in taken] == list(range(20))
     assert [c for _, _, c in taken] == accepted == list(range(20))
+    assert probes["o"] == probes["i"] and sum(probes["i"]) == 20
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_no_flit_is_lost_duplicated_or_reordered_under_gaps_and_stalls(seed):
-    """Random producer gaps and consumer stalls (the packetizer's credits): every word once,
-    in order, ``last`` on the last only; no packet starts less than its pacing time (8 x 2 x 4
-    cycles at 1/4 over 2 writers) after the one before, past the unpaced first."""
-    taken, _ = _pace(45, rate=(1, 4), divisor=2, size=8, seed=seed, produce=0.6, consume=0.5)
+def test_no_flit_is_lost_duplicated_or_reordered_under_gaps_and_stalls(seed, run_streams):
+    """Random producer gaps (40 %) and consumer stalls (50 %, the packetizer's credits): every
+    word once, in order, ``last`` on the last only. Bound on the packet starts, rate 1/4 over
+    2 writers (c = 8 cycles a flit), k = 8: a packet's flits enter the assembler's one-packet
+    buffer only once the packet before has begun to leave (its first slot frees the cycle
+    after that packet's start); the limiter saves at most one flit's tokens, so the first of
+    them may go at once and each of the n - 1 others at least c = 8 cycles after the one
+    before (n: the packet's flits, 8, or 5 for the stream's last of 45 = 5 x 8 + 5); the
+    packet then starts the cycle after its last flit entered: start(p + 1) - start(p) >= 1 +
+    (n - 1) x 8 + 1 (58 for a whole packet), whatever the gaps and stalls (64 when nothing
+    waits)."""
+    taken, _, _ = _pace(run_streams, 45, rate=(1, 4), divisor=2, size=8, seed=seed, idle=0.4,
+                        backpressure=0.5)
     assert [word for word, _, _ in taken] == list(range(45))
     assert [last for _, last, _ in taken] == [0] * 44 + [1]
     starts = _starts(taken, 8)
-    assert all(b - a >= 8 * 2 * 4 - 8 for a, b in zip(starts[1:], starts[2:]))
+    lengths = [8, 8, 8, 8, 8, 5]
+    assert len(starts) == len(lengths)
+    assert all(b - a >= 1 + (n - 1) * 8 + 1 for a, b, n in zip(starts, starts[1:], lengths[1:]))
 
 
 def test_a_run_time_divisor_needs_a_paced_limiter():
