@@ -240,12 +240,57 @@ def _io_programs(spec, requests, network, text, fabric: str):
         what = ("the mesh's I/O iteration top runs io-load, io-store, io-write and io-read nodes only "
                 "(no all-reduce beside them)")
     else:
-        what = f"the packet {spec.name} fabric has no iteration top with the I/O controllers beside the trace sequencers yet"
+        what = _packet_io_missing(spec, ops)
     missing = (f"the iteration streams I/O collectives ({', '.join(ops)}); {what}"
                + " (docs/fabric_iteration.md, \"Weight streaming\")"
                + "".join(f"; {label}: {why}" for why, label in list(refused.items())[:3])
                + (f" (and {len(refused) - 3} more refusals)" if len(refused) > 3 else ""))
     return programs, _programs_summary(requests, algorithms, cycles), missing
+
+
+#: The packet FRED fabric's I/O ops as ``fred fabric-sim`` runs them (``hdl.contracts.fabric.IO_OPS``):
+#: the trace's io-load is a broadcast from the controllers, io-store a reduce into them.
+_PACKET_IO_OPS = {"io-load": "io-broadcast", "io-store": "io-reduce"}
+
+
+def _packet_io_missing(spec, ops) -> str:
+    """Why the packet FRED fabric ``spec`` (with its I/O controllers) cannot run an iteration
+    with the I/O collectives ``ops`` yet: per op, the piece that is not built, named from what
+    the compiler has (docs/fabric_rtl.md, "Striped I/O: every controller at once"). Every
+    controller streams its stripe at once (the model's platform: ``spec.io_controllers``)."""
+    from hdl.compiler.io_stripe_trees import output_sharing, stripe_tree_flows
+    parts = []
+    for op in ops:
+        if op in _PACKET_IO_OPS and spec.in_switch:
+            try:
+                switches = stripe_tree_flows(spec, _PACKET_IO_OPS[op])
+            except FredError as exc:
+                parts.append(f"{op}: {exc}")
+                continue
+            flows = max(len(shared) for shared in switches)
+            if op == "io-load":
+                most = max(max(output_sharing(shared).values()) for shared in switches)
+                share = f"up to {most} of them sending to one switch output"
+            else:
+                inputs: dict = {}
+                for s, shared in enumerate(switches):
+                    for flow in shared:
+                        for port in flow.flow.inputs:
+                            inputs[s, port] = inputs.get((s, port), 0) + 1
+                share = f"up to {max(inputs.values())} of them reducing from one switch input"
+            parts.append(f"{op}: the {spec.io_controllers} controllers' stripe trees take up to {flows} "
+                         f"distinct stored flows at a switch, {share}; the packet switch serves one "
+                         f"stored phase per VC at a time (several stored flows interleaved per packet: "
+                         f"not built)")
+        elif op == "io-load":
+            parts.append("io-load: the striped chains run in fred fabric-sim (StripeNpu), not as trace NPUs")
+        elif op == "io-store":
+            parts.append("io-store: the striped chains' reduce-out (io-reduce on the endpoint NPUs) is not built")
+        else:
+            parts.append(f"{op}: the spills (every NPU's own stripe to or from each controller, online "
+                         f"unicasts) are not built on the packet fabric")
+    return (f"the packet {spec.name} fabric has no iteration top with its {spec.io_controllers} I/O controllers "
+            f"run by the trace (their programs per I/O collective); " + "; ".join(parts))
 
 
 def _mesh_io_program(spec, request, algorithm: str):

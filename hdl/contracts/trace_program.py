@@ -51,7 +51,7 @@ from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
 __all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
            "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
-           "PROG_VALUE", "PACKET_HEADER_REGS", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
+           "PROG_VALUE", "PACKET_HEADER_REGS", "PACKET_PACE_REG", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
            "collective_requests", "loader_entries", "loader_writes"]
 
 #: Node word: bit 31 set for a collective node (start the engine, wait for it), else a delay.
@@ -83,6 +83,12 @@ SLOT_BASE = 59
 #: id, and the packets the NPU receives in one run of the collective (its depacketizer marks
 #: the stream's end on the last of them; packets are numbered on from collective to collective).
 PACKET_HEADER_REGS = {"phase": 52, "vc": 53, "flow": 54, "packets": 55}
+#: Program register of a packet trace NPU on a fabric with I/O controllers (its
+#: ``WritePacer``'s divisor, after the loader's registers): the NPUs writing into the
+#: controller this NPU's collective writes into, 0 not paced
+#: (:func:`hdl.compiler.packet_fabric_program.write_paces`; docs/fabric_rtl.md, "Writers paced
+#: to their controller"). Written by the harness or by the NPU's program loader per collective.
+PACKET_PACE_REG = 63
 #: Read registers a sequencer with a program loader adds after :data:`TRACE_READ`: cycles its
 #: collective nodes waited for their program, the engines' bad and extra flits summed over
 #: every run (an engine clears its own counters at each start).

@@ -140,3 +140,41 @@ def test_gpt3_with_checkpoint_spills_runs_on_the_mesh_rtl_at_the_model_cycles_of
     run_iteration_case(case)
     io = case.rtl_figures["comm_busy_cycles"]["io"]
     assert bound <= io <= 1.05 * moved, (io, moved, bound)
+
+
+@pytest.mark.parametrize("fabric, flows", [("fred-b", 5), ("fred-d", 8)])
+def test_the_packet_in_switch_fabrics_io_iteration_is_refused_naming_the_switch_feature_it_lacks(fabric, flows):
+    """GPT-3 MP1-DP20-PP1, 8 samples, K = 10,000 on the packet Fred-B/D with the 18 controllers:
+    the model's side runs; the RTL is refused before anything is built, naming per op what is
+    missing. By hand: L1 0 holds controllers 0, 5, 10, 15; each one's stripe tree is one stored
+    flow there (controller -> the L1's 4 NPUs and the uplink), and the other 14 stripes come
+    down the uplinks to the same 4 NPUs: one downlink flow per uplink port (stripe k on uplink
+    k mod ports; Fred-B 1 port, Fred-D 4), so 4 + 1 = 5 (Fred-B) and 4 + 4 = 8 (Fred-D)
+    distinct flows, every one of them sending to each NPU output (io-load) or reducing each NPU
+    input (io-store)."""
+    case = build_iteration_case(fabric=fabric, switch="packet", workload=get_workload("gpt-3"),
+                                platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
+                                samples_per_dp=8, scale=10_000.0)
+    assert case.model["iteration_cycles"] > case.model["compute_cycles"] > 0
+    missing = case.rtl_missing
+    assert "no iteration top with its 18 I/O controllers run by the trace" in missing
+    assert (f"io-load: the 18 controllers' stripe trees take up to {flows} distinct stored flows at a switch, "
+            f"up to {flows} of them sending to one switch output") in missing
+    assert f"up to {flows} of them reducing from one switch input" in missing
+    assert missing.count("several stored flows interleaved per packet: not built") == 2
+    with pytest.raises(FredError, match="interleaved per packet"):
+        run_iteration_case(case)
+
+
+def test_the_packet_endpoint_fabrics_io_iteration_names_the_chains_it_lacks():
+    """Fred-A (endpoint chains, routed online): io-load's striped chains exist only as the
+    standalone request's NPUs, io-store's reduce-out along the chains not at all; with the
+    default samples the spills (io-write / io-read) are named too."""
+    case = build_iteration_case(fabric="fred-a", switch="packet", workload=get_workload("gpt-3"),
+                                platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
+                                scale=10_000.0)
+    missing = case.rtl_missing
+    assert "io-load: the striped chains run in fred fabric-sim (StripeNpu), not as trace NPUs" in missing
+    assert "io-store: the striped chains' reduce-out (io-reduce on the endpoint NPUs) is not built" in missing
+    for op in ("io-write", "io-read"):
+        assert f"{op}: the spills" in missing

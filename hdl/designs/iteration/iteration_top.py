@@ -41,8 +41,12 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
     mode; ``online``: endpoint algorithms' unicasts routed online), links, harness ports and
     cycle counter (``cycles`` ends when every NPU's trace is done). The switches need nothing
     per collective: the phases of every collective sit side by side in their slots, loaded
-    once, and each NPU's headers select them."""
-    return PacketFabricTop(spec, online=online, npu=partial(PacketTraceNpu, nodes=depth, programs=programs))
+    once, and each NPU's headers select them. On a fabric with I/O controllers every NPU
+    paces its writes into a controller (:class:`PacketTraceNpu`'s ``io_rate``, the fabric's
+    controllers' rate; as :class:`PacketFabricTop`'s own NPUs)."""
+    io_rate = spec.io_rate if spec.io_controllers else None
+    return PacketFabricTop(spec, online=online, npu=partial(PacketTraceNpu, nodes=depth, programs=programs,
+                                                            io_rate=io_rate))
 
 
 def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshFabricTop:

@@ -10,11 +10,14 @@ from amaranth.lib.wiring import In, Out
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import ENGINE_REGS, NPU_BUFFER
 from hdl.contracts.packet import DATA_VCS, PacketFormat
-from hdl.contracts.trace_program import PACKET_HEADER_REGS
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import PACE_BITS
+from hdl.contracts.trace_program import PACKET_HEADER_REGS, PACKET_PACE_REG
 from hdl.designs.fabric.depacketizer import Depacketizer
 from hdl.designs.fabric.fabric_top import ENGINE_READ
 from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
 from hdl.designs.fabric.packetizer import Packetizer
+from hdl.designs.fabric.write_pacer import WritePacer
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
@@ -31,7 +34,20 @@ class PacketTraceNpu(wiring.Component):
     Parameters: ``flit``, ``packet``, ``depth`` (the top's: flit format, packet format, flits
     per data VC of the buffers), ``nodes`` (trace nodes it holds), ``programs`` (program-loader
     entries: per collective, the engine's registers and the header registers
-    :data:`~hdl.contracts.trace_program.PACKET_HEADER_REGS` that change).
+    :data:`~hdl.contracts.trace_program.PACKET_HEADER_REGS` that change), ``io_rate``
+    (default None: no pacer, the engine feeds the packetizer directly; else the fabric's I/O
+    controllers' rate, a :class:`~fractions.Fraction` of a flit per cycle: a
+    :class:`~hdl.designs.fabric.write_pacer.WritePacer` between the engine and the packetizer,
+    its divisor the program register :data:`~hdl.contracts.trace_program.PACKET_PACE_REG`).
+
+    Pacing (host rule 4, docs/fabric_rtl.md "Writers paced to their controller"): a collective
+    whose sends go into an I/O controller leaves at the controller's rate over its writers
+    (the pace register, loaded per collective; 0: link rate, the pacer a wire). The pacer
+    restarts at each run's start (its first packet unpaced, so the controller drains from the
+    run's first packet on) and a run ends only once the pacer holds none of its flits: the
+    restart empties the pacer's packet buffer, so it must never come while a flit is in it
+    (the engine is ``done`` when its last flit has entered the pacer, up to a packet before it
+    left). Unpaced, the pacer holds nothing, so nodes end as without it.
 
     Members: ``o`` / ``credit_in`` (to the L1 input, its credits back), ``i`` /
     ``credit_out`` (from the L1 output, credits to it), ``start`` (starts the trace and numbers
@@ -56,9 +72,13 @@ class PacketTraceNpu(wiring.Component):
     read_names = ENGINE_READ + ("seq_errors", "link_errors") + LoadingTraceSequencer.read_names
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, nodes: int, programs: int,
-                 buffer: int = NPU_BUFFER):
+                 buffer: int = NPU_BUFFER, io_rate=None):
         self.flit, self.packet, self.depth, self.nodes, self.programs = flit, packet, depth, nodes, programs
         self.buffer = buffer
+        if io_rate is not None and not 0 < io_rate <= 1:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(f"io_rate must be a fraction of a flit per cycle in (0, 1], got {io_rate!r}")
+        self.io_rate = io_rate
         link = flit_layout(FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width))
         nvc = len(DATA_VCS)
         super().__init__({
@@ -76,7 +96,8 @@ class PacketTraceNpu(wiring.Component):
         tx = m.submodules.tx = Packetizer(flit=self.flit, packet=self.packet, depth=self.depth)
         rx = m.submodules.rx = Depacketizer(flit=self.flit, packet=self.packet, depth=self.depth)
         seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1)
-        wiring.connect(m, engine.tx, tx.i)
+        pacer_idle, pace = self._pacer(m, engine, tx, seq)
+        run_done = engine.done if pacer_idle is None else engine.done & pacer_idle
         connect_rx_between_collectives(m, rx.o, engine, seq.engine_running, seq.done)
         m.d.comb += [self.o.valid.eq(tx.o.valid), self.o.payload.eq(tx.o.payload),
                      rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload)]
@@ -90,18 +111,22 @@ class PacketTraceNpu(wiring.Component):
         for name, address in PACKET_HEADER_REGS.items():
             with m.If(write & (reg == address)):
                 m.d.sync += header[name].eq(value)
+        if pace is not None:
+            with m.If(write & (reg == PACKET_PACE_REG)):
+                m.d.sync += pace.eq(value)
         to_engine = self.waddr < len(ENGINE_REGS)
         m.d.comb += [engine.we.eq(write & (reg < len(ENGINE_REGS))), engine.waddr.eq(reg), engine.wdata.eq(value),
                      seq.we.eq(self.we & ~to_engine), seq.waddr.eq(self.waddr), seq.wdata.eq(self.wdata),
                      seq.start.eq(self.start), engine.start.eq(seq.engine_start),
-                     seq.engine_done.eq(engine.done), seq.engine_errors.eq(engine.errors + engine.extra),
+                     seq.engine_done.eq(run_done),
+                     seq.engine_errors.eq(engine.errors + engine.extra),
                      tx.start.eq(self.start), rx.start.eq(self.start), tx.hold.eq(0),
                      tx.phase.eq(header["phase"]), tx.vc.eq(header["vc"]), tx.flow.eq(header["flow"])]
         # the run's last packet: the packets of the runs before (``base``) plus this run's
         base = Signal(self.packet.seq_bits)
         with m.If(self.start):
             m.d.sync += base.eq(0)
-        with m.Elif(seq.engine_running & engine.done):     # the cycle a run's done is seen
+        with m.Elif(seq.engine_running & run_done):     # the cycle a run's done is seen
             m.d.sync += base.eq(base + header["packets"])
         m.d.comb += [rx.last_seq.eq(base + header["packets"] - 1),
                      self.done.eq(seq.done), self.seq_errors.eq(rx.seq_errors),
@@ -110,3 +135,22 @@ class PacketTraceNpu(wiring.Component):
                        for n in ("sent", "received", "errors", "extra", "first_error", "hash")),
                      *(getattr(self, n).eq(getattr(seq, n)) for n in LoadingTraceSequencer.read_names)]
         return m
+
+    def _pacer(self, m, engine, tx, seq):
+        """Connect the engine's sending side to the packetizer, through a :class:`WritePacer`
+        if the NPU has one; returns (a signal high while the pacer holds none of the run's
+        flits, the pacer's divisor register), (None, None) without a pacer."""
+        if self.io_rate is None:
+            wiring.connect(m, engine.tx, tx.i)
+            return None, None
+        rate = self.io_rate
+        pacer = m.submodules.pacer = WritePacer(flit_layout(self.flit), packet_flits=self.packet.packet_flits,
+                                                rate=(rate.numerator, rate.denominator))
+        wiring.connect(m, engine.tx, pacer.i)
+        wiring.connect(m, pacer.o, tx.i)
+        pace = Signal(PACE_BITS, name="pace")
+        held = Signal(range(self.packet.packet_flits + 2), name="pacer_held")    # at most a packet, +1 entering
+        entered, left = pacer.i.valid & pacer.i.ready, pacer.o.valid & pacer.o.ready
+        m.d.sync += held.eq(held + entered - left)
+        m.d.comb += [pacer.divisor.eq(pace), pacer.restart.eq(self.start | seq.engine_start)]
+        return held == 0, pace
