@@ -351,8 +351,8 @@ def _simulate(spec: FabricSpec, request: FabricRequest, program: FabricProgram, 
     """Run ``program`` on the build in ``built`` under ``simulator``; returns the bench's
     metrics (``before`` / ``after`` with named registers, ``stalled``, ``elapsed_cycles``,
     ``sim_s``; lock-step also ``waited_s``). The run's folder is named after the fabric, the
-    request and the seed; ``all_done`` is polled every :func:`poll_cycles` of the request's
-    size."""
+    request and the seed; the cocotb bench polls ``all_done`` every :func:`poll_cycles` of the
+    request's size (the lock-step driver checks it every cycle and ignores the poll)."""
     poll = poll_cycles(request.size_flits)
     params = {"npus": spec.npus, "switch_count": len(program.switches),
               **load_sequence(spec, program), "watchdog_cycles": watchdog_cycles, "poll": poll}

@@ -201,6 +201,28 @@ def test_lockstep_simulator_refuses_a_bad_command_file(tmp_path):
     assert done.returncode == 2 and "npus and watchdog are required" in done.stderr
 
 
+@pytest.mark.cocotb
+def test_lockstep_stops_on_the_first_cycle_both_parts_are_done_whatever_the_poll(tmp_path):
+    """The driver reads both parts' all_done after every cycle (it publishes them anyway), so the
+    run stops one cycle after the fabric's counter does, not at the next multiple of ``poll``
+    (the old rule timed up to poll - 1 cycles more than the run), and a cycle of the
+    free-running loop is one eval() with the installed Verilator (lockstep.cpp, rising_edge)."""
+    from cocotb_tests.fabric.run import build_fabric, load_sequence
+    from hdl.compiler.fabric_program import fabric_program
+    from eda.fabric.lockstep import run_lockstep
+    spec = fabric_spec("fred-b", **SMALL)
+    program = fabric_program(spec, make_request(spec, op="all-reduce", size_flits=40, group="wafer"))
+    built, _ = build_fabric(spec, "-O0", simulator="lockstep")
+    poll = 1000
+    metrics = run_lockstep(built, {"npus": spec.npus, "switch_count": len(program.switches),
+                                   **load_sequence(spec, program), "watchdog_cycles": 5000, "poll": poll},
+                           run_dir=tmp_path)
+    cycles = metrics["after"]["global"]["cycles"]
+    assert not metrics["stalled"] and 40 < cycles < poll
+    assert metrics["elapsed_cycles"] == cycles + 1   # all_done is the register after the count's last cycle
+    assert metrics["evals_per_cycle"] == 1
+
+
 def test_unknown_simulator_is_refused_before_building():
     from cocotb_tests.fabric.run import run_fabric
     spec = fabric_spec("fred-b", **SMALL)
