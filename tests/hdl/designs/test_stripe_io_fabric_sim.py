@@ -49,12 +49,51 @@ def test_io_reduce_is_refused_until_the_forwarder_adds_its_own_data():
         stripe_io_top(SMALL, io_stripe_program(SMALL, "io-reduce", 60))
 
 
+#: The smallest fabric found where the half-rate uplinks, not the controllers, bind and every
+#: uplink carries many stripes at the paper's controller rate, as on the wafer: 20 NPUs, 4 per
+#: L1, 15 controllers (3 per L1, so the L1 is a Fred_3(8) int32, measured), 16/375 each;
+#: L1.0's uplink carries 15 stripes, offered 15 x 16/375 = 0.64 of its 1/2 flit per cycle
+#: (the wafer: 17 x 16/375 on 1/2).
+OVERLOADED = fabric_spec("fred-a", npus=20, npus_per_l1=4, io_controllers=15)
+
+
+@pytest.mark.full
+def test_striped_weight_streaming_keeps_every_controller_streaming_on_overloaded_uplinks(run_fabric_top):
+    """1800 flits per NPU (15 stripes of 120) on :data:`OVERLOADED`, Amaranth (about 4-6
+    minutes). Each entry NPU's L1 output serves two inputs re-requesting it at every packet:
+    the through-stream from the NPU before it (input 0-4) and its controller (input 5-7).
+    With the online router's round-robin request order they take turns, every controller
+    reads its stripe at its memory's rate without ever waiting for credits (last read at
+    120 x 375/16 = 2,812.5 cycles, + one packet's memory time at most), and the busiest
+    uplink stays busy to the end: within 5 % of the model. Measured 2026-11-27 05:05 UTC
+    (a scratch trace around this file's :func:`_run`, main 7a3690f): 3,901 cycles against
+    3,908.0 (0.998), every controller's last flit into its L1 at cycle 2,821, L1.0's uplink
+    idle 46 cycles between its first and last flit (3,600 busy); this test passed in 349 s
+    (05:42-05:48 UTC, under the heavy lock). With the lowest-input-first order (before
+    7a3690f; session 10, the same script): 4,275 (1.094), so the run bound fails there
+    (docs/fabric_validation.md, "The FRED side of the I/O rows", session 11)."""
+    from hdl.contracts.fabric import make_request
+    from sysmodel.fabric_model import model_cycles
+    program = io_stripe_program(OVERLOADED, "io-broadcast", 1800)
+    out = _run(run_fabric_top, OVERLOADED, program, 20000)
+    assert judge_stripe_io(OVERLOADED, program, out) == []
+    memory = program.stripe_flits * OVERLOADED.io_rate.denominator / OVERLOADED.io_rate.numerator
+    packet = 8 * OVERLOADED.io_rate.denominator / OVERLOADED.io_rate.numerator
+    done = [out[OVERLOADED.npus + k]["done_cycle"] for k in range(program.controllers)]
+    # none waited for credits longer than one packet's memory time (a stalled memory never catches up)
+    assert all(0 < cycle <= memory + packet for cycle in done), done
+    model = model_cycles(OVERLOADED, make_request(OVERLOADED, op="io-broadcast", size_flits=1800,
+                                                  group="wafer")).cycles
+    assert out["cycles"] == pytest.approx(model, rel=0.05)
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("size", [54, pytest.param(4014, marks=pytest.mark.xfail(
-    strict=True, reason="known RTL miss, 10,144 vs 7,965 (1.274) on 2026-11-27 02:50 UTC with the switches' "
-                        "fair hand-over of a kept online path (11,108, 1.395, while a switch kept a path for as "
-                        "long as its input's packets kept coming): the rest of the gap not found "
-                        "(docs/fabric_validation.md, 'The FRED side of the I/O rows', session 10)"))])
+    strict=True, reason="known RTL miss, 10,235 vs 7,965 (1.285) on 2026-11-27 05:30 UTC with the online "
+                        "router's round-robin request order (10,144, 1.274, with the fair hand-over alone; 11,108, "
+                        "1.395, while a switch kept a path for as long as its input's packets kept coming): the "
+                        "round-robin order closes the 20-NPU reproducer's gap but not the wafer's; the rest not "
+                        "found (docs/fabric_validation.md, 'The FRED side of the I/O rows', session 11)"))])
 def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_of_the_model(size):
     """The mesh's io-load request (18 controllers, a stripe of size / 18 flits each to every
     NPU) on the packet Fred-A under Verilator (a new build of the 18-controller fabric): every
