@@ -517,17 +517,18 @@ def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
     inputs and outputs are the member-side neighbours. A configuration is a (switch node,
     flows as port tuples, phases) triple: the switch stores that many phases for those flows."""
     per_switch: dict[int, list] = {}
+    src, dst = net.link_src_ids, net.link_dst_ids
     for slot, paths in ((0, up_paths), (1, down_paths)):
         for links in paths:
             for l_in, l_out in zip(links, links[1:]):
-                switch = int(net.link_dst[l_in])
-                entry = per_switch.setdefault(switch, [[set(), set()], [set(), set()], None])
-                entry[slot][0].add(int(net.link_src[l_in]))
-                entry[slot][1].add(int(net.link_dst[l_out]))
+                entry = per_switch.get(dst[l_in])
+                if entry is None:
+                    entry = per_switch[dst[l_in]] = [[set(), set()], [set(), set()], None]
+                entry[slot][0].add(src[l_in])
+                entry[slot][1].add(dst[l_out])
     if top is not None:
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
-        entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
-                    {int(net.link_dst[p[0]]) for p in down_paths if p})
+        entry[2] = ({src[p[-1]] for p in up_paths if p}, {dst[p[0]] for p in down_paths if p})
     arrival = _first_arrivals(net, up_paths, down_paths, top)
     phases, select, switch_s, first, configurations = 0, 0.0, 0.0, 0.0, set()
     for switch, entry in per_switch.items():
@@ -588,18 +589,19 @@ def _walk_with_selects(net, paths, start: float, selected: dict, select_s, top) 
     each switch passes flits from ``selected[switch]`` on (set, or lowered, to its earliest
     arrival plus ``select_s(switch)``)."""
     end = at_top = start
+    link_latency, dst, node_latency, kind = net.link_latency_s, net.link_dst_ids, net.node_latency_s, net.node_kind
     for links in paths:
         t = start
         for link in links:
-            t += float(net.link_latency[link])
-            node = int(net.link_dst[link])
-            if net.node_kind[node] != "switch":
+            t += link_latency[link]
+            node = dst[link]
+            if kind[node] != "switch":
                 continue
             selected[node] = min(selected.get(node, float("inf")), t + select_s(node))
             if node == top:
                 at_top = max(at_top, t)
                 break
-            t = max(t, selected[node]) + float(net.node_latency[node])
+            t = max(t, selected[node]) + node_latency[node]
         end = max(end, t)
     return end, at_top
 
@@ -609,16 +611,17 @@ def _first_arrivals(net: FredTreeNetwork, up_paths, down_paths, top) -> dict[int
     latency only): up paths from their sources; down paths from the top once the slowest up
     path has reached it and crossed it (an all-reduce), or from their root (a multicast)."""
     arrival: dict[int, float] = {}
+    link_latency, dst, node_latency, kind = net.link_latency_s, net.link_dst_ids, net.node_latency_s, net.node_kind
 
     def walk(paths, start: float) -> None:
         for links in paths:
             t = start
             for link in links:
-                t += float(net.link_latency[link])
-                node = int(net.link_dst[link])
-                if net.node_kind[node] == "switch":
+                t += link_latency[link]
+                node = dst[link]
+                if kind[node] == "switch":
                     arrival[node] = min(arrival.get(node, t), t)
-                    t += float(net.node_latency[node])
+                    t += node_latency[node]
 
     walk(up_paths, 0.0)
     down_start = 0.0
@@ -846,39 +849,50 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     one member near it and is forwarded (reduced) along a chain of the members.
 
     The routes and latency come from the size-free plan (:func:`_io_chain_plan`, kept in the
-    model's cache ``io_chain_plans``); the stripe's bytes are added here exactly as
-    :meth:`Traffic.add_transfer` and :func:`_chain` add them (controller by controller: the
-    entry route's links and sender, then the chain's hops into a fresh traffic with
-    ``numpy.add.at`` in hop order, which is then added whole)."""
+    model's cache ``io_chain_plans``). The stripe's bytes are added with the sums
+    :meth:`Traffic.add_transfer` and :func:`_chain` make, controller by controller (the entry
+    route's links and sender, then the chain's hops: into a fresh traffic with ``numpy.add.at``
+    in hop order, so ``n`` hops over a link give ``n`` additions of the bytes onto 0.0, which
+    is then added whole), as one array operation: each controller's two rows (its entry's
+    bytes, its chain's repeated sums) added in row order by ``numpy.add.accumulate``, whose
+    running sum adds one row at a time (the same additions in the same order;
+    ``tests/sysmodel/test_sysmodel_collectives.py`` checks it bit for bit against the loop)."""
     key = (_link_rate_free_key(net), c.op, c.group)
     memo = current().io_chain_plans
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _io_chain_plan(net, c))
-    per_controller, lat = plan
+    _, lat, (entry_links, hop_links, entry_sent, hop_sent) = plan
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
-    for entry_links, entry_sender, hop_links, hop_senders in per_controller:
-        if entry_links:
-            t.loads[list(entry_links)] += wire
-        if entry_sender is not None:
-            t.sent[entry_sender] += stripe
-        chain = net.traffic()
-        if hop_links:
-            np.add.at(chain.loads, hop_links, wire)
-        if hop_senders:
-            np.add.at(chain.sent, hop_senders, stripe)
-        t.loads += chain.loads
-        t.sent += chain.sent
+    t.loads = _controller_rows_added(entry_links, hop_links, wire)
+    t.sent = _controller_rows_added(entry_sent, hop_sent, stripe)
     t.latency_s = lat
     return t
+
+
+def _controller_rows_added(entry: np.ndarray, hops: np.ndarray, nbytes: float) -> np.ndarray:
+    """Per column, ``((entry_0 + chain_0) + entry_1) + chain_1 ...``: controller ``k`` adds
+    ``nbytes`` where ``entry[k]`` is set, then ``nbytes`` added ``hops[k]`` times onto 0.0 (a
+    fresh ``numpy.add.at``'s sum); controllers in order (:func:`_fred_io_chain`)."""
+    most = int(hops.max()) if hops.size else 0
+    sums, total = [0.0], 0.0
+    for _ in range(most):   # n additions of nbytes onto 0.0, in order, for every n up to the most
+        total += nbytes
+        sums.append(total)
+    rows = np.empty((2 * len(entry), entry.shape[1]))
+    rows[0::2] = np.where(entry, nbytes, 0.0)
+    rows[1::2] = np.array(sums)[hops]
+    return np.add.accumulate(rows, axis=0)[-1].copy()
 
 
 def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     """(per controller: (the route between it and the chain's entry member, the NPU that sends
     on it or None, the chain's hop links in hop order, the chain's senders in hop order),
-    the latency) of :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
+    the latency, the same as per-controller rows: (entry links, hop counts per link, entry
+    sender, hops sent per NPU), boolean and integer arrays of controllers x links or NPUs) of
+    :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
     its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
     or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
     g = sorted(c.group)
@@ -900,7 +914,23 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
         chain_s = _chain_latency(net, routes)
         per_controller.append((links, sender, hop_links, hop_senders))
         lat = max(lat, net.path_latency(links) + chain_s)
-    return tuple(per_controller), lat
+    # the same as rows for _controller_rows_added: per controller, its entry route's links and
+    # sender, and how many of its chain's hops cross each link / are sent by each NPU
+    entry_links = np.zeros((len(per_controller), net.n_links), dtype=bool)
+    hop_links = np.zeros((len(per_controller), net.n_links), dtype=np.int64)
+    entry_sent = np.zeros((len(per_controller), net.npus), dtype=bool)
+    hop_sent = np.zeros((len(per_controller), net.npus), dtype=np.int64)
+    for k, (links, sender, hops, senders) in enumerate(per_controller):
+        entry_links[k, list(links)] = True
+        if sender is not None:
+            entry_sent[k, sender] = True
+        if hops:
+            np.add.at(hop_links[k], hops, 1)
+        if senders:
+            np.add.at(hop_sent[k], senders, 1)
+    for rows in (entry_links, hop_links, entry_sent, hop_sent):
+        rows.flags.writeable = False   # kept in the model's cache, read by every traffic
+    return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent)
 
 
 # -------------------------------------------------------------------------------------------
