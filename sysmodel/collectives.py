@@ -652,14 +652,20 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _in_switch_plan(net, c))
-    senders, link_sets, lat, phases, turn, first, configurations, uplink_users, io_stripes = plan
+    senders, link_sets, lat, phases, turn, first, configurations, uplink_users, io_stripes, rows = plan
     t = net.traffic()
     # io-load / io-store: one flow per controller stripe (io_stripes: the controllers' count)
     nbytes = c.size / io_stripes if io_stripes else c.size
-    for send, links in zip(senders, link_sets):
-        for r in send:
-            t.sent[r] += nbytes
-        t.add_links(links, nbytes / net.in_switch_efficiency)
+    # per flow group its senders' payload and its links' wire bytes (Traffic.add_links), the
+    # groups' rows added in group order: numpy.add.accumulate's running sum adds one row at a
+    # time, the additions the group-by-group loop made (0.0 where a group has no entry)
+    (send_group, send_node), (link_group, link_id) = rows
+    sent = np.zeros((len(senders), net.npus))
+    sent[send_group, send_node] = nbytes
+    t.sent = np.add.accumulate(sent, axis=0)[-1].copy()
+    loads = np.zeros((len(link_sets), net.n_links))
+    loads[link_group, link_id] = net.wire_bytes(nbytes / net.in_switch_efficiency)
+    t.loads = np.add.accumulate(loads, axis=0)[-1].copy()
     t.latency_s = lat
     t.phases = phases
     t.phase_turn_s = turn
@@ -673,7 +679,8 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     """What an in-switch collective's traffic is made of besides its bytes: (per flow group,
     the NPUs that send the payload; per flow group, the set of links it loads; latency; phases;
     phase turn; first select; configurations; uplink users; the number of controller stripes,
-    0 for a collective that is not striped). It reads ``c``'s op, group and root and, of the
+    0 for a collective that is not striped; the groups' senders and links as index arrays,
+    :func:`_group_rows`). It reads ``c``'s op, group and root and, of the
     network, its topology, routes, latencies and switches' timing and routing (the flows,
     :func:`_switch_phases`): never ``c.size``, a link rate or an efficiency, so the model's
     cache keys it on (:func:`_link_rate_free_key`, op, group, root) and the design-space
@@ -725,12 +732,27 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
             link_sets.append(set().union(*paths))
             lat = max(lat, max(net.path_latency(p) for p in paths))
         return (tuple(senders), tuple(link_sets), lat, phases, select[1], first, configurations,
-                _uplink_users(net, up + down), len(net.io_nodes))
+                _uplink_users(net, up + down), len(net.io_nodes), _group_rows(senders, link_sets))
     links = set().union(*up, *down) if (up or down) else set()
     # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
     # flows coming back down), one-way flows for their own drain (the measured phase switch)
     turn = select[0] + lat if c.op == "all-reduce" else select[1]
-    return (senders, (links,), lat, phases, turn, first, configurations, _uplink_users(net, up + down), 0)
+    return (senders, (links,), lat, phases, turn, first, configurations, _uplink_users(net, up + down), 0,
+            _group_rows(senders, (links,)))
+
+
+def _group_rows(senders, link_sets) -> tuple:
+    """((group, NPU) of every sender, (group, link) of every loaded link) of an in-switch plan's
+    flow groups, as index arrays (read-only: kept in the model's cache), for ``_in_switch``'s
+    per-group rows."""
+    def pairs(per_group) -> tuple:
+        if any(len(set(members)) != len(members) for members in per_group):   # a row sets each once
+            raise AssertionError(f"internal: a flow group lists a member twice: {per_group}")
+        group = np.array([g for g, members in enumerate(per_group) for _ in members], dtype=np.int64)
+        member = np.array([m for members in per_group for m in sorted(members)], dtype=np.int64)
+        group.flags.writeable = member.flags.writeable = False
+        return group, member
+    return pairs(senders), pairs(link_sets)
 
 
 def _uplink_users(net: FredTreeNetwork, paths) -> dict[int, int]:

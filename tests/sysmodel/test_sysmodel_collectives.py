@@ -668,6 +668,39 @@ def test_io_chain_sums_as_arrays_equal_the_loop_over_controllers():
         assert C._controller_rows_added(entry, hops, nbytes).tobytes() == want.tobytes()
 
 
+def test_in_switch_group_sums_as_arrays_equal_the_loop_over_groups():
+    """collectives._in_switch adds each flow group's senders' payload and links' wire bytes as
+    rows summed by numpy.add.accumulate: bit for bit what the group-by-group loop it replaced
+    gives (kept here: per group, each sender's payload, then Traffic.add_links), on Fred-B/D,
+    every plan case's op (io-load / io-store: 18 groups, one per controller stripe) at sizes
+    that are not whole flits, and at an in-switch efficiency below 1."""
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    compared = 0
+    for platform in (P, _efficiencies(P, 1.0, 0.83)):
+        with using(ModelCache()):
+            for fabric, c in _PLAN_CASES:
+                net = build_network(platform, fabric)
+                if not net.in_switch:
+                    continue
+                for size in (1.0, 3e6 + 5, 7.123e5, 1.7e13 / 3):
+                    c = replace(c, size=size)
+                    got = C._in_switch(net, c)
+                    senders, link_sets, *_, io_stripes, _ = C._in_switch_plan(net, c)
+                    want = net.traffic()
+                    nbytes = c.size / io_stripes if io_stripes else c.size
+                    for send, links in zip(senders, link_sets):
+                        for r in send:
+                            want.sent[r] += nbytes
+                        want.add_links(links, nbytes / net.in_switch_efficiency)
+                    assert got.loads.tobytes() == want.loads.tobytes(), (fabric, c)
+                    assert got.sent.tobytes() == want.sent.tobytes(), (fabric, c)
+                    assert len(link_sets) == (len(net.io_nodes) if c.op.startswith("io-") else 1)
+                    compared += 1
+    assert compared == 2 * 14 * 4
+
+
 def test_plans_of_other_ops_groups_and_roots_are_kept_apart():
     """Every case's plan made in one cache (so a key that left out the op, the group, the root
     or the fabric would hand one case another's plan), then each case timed again at another
