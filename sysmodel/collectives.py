@@ -61,6 +61,7 @@ configurations are loaded once, before the first use).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -884,36 +885,40 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _io_chain_plan(net, c))
-    _, lat, (entry_links, hop_links, entry_sent, hop_sent) = plan
+    per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent) = plan
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
-    t.loads = _controller_rows_added(entry_links, hop_links, wire)
-    t.sent = _controller_rows_added(entry_sent, hop_sent, stripe)
+    t.loads = _controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire)
+    t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
     t.latency_s = lat
     return t
 
 
-def _controller_rows_added(entry: np.ndarray, hops: np.ndarray, nbytes: float) -> np.ndarray:
-    """Per column, ``((entry_0 + chain_0) + entry_1) + chain_1 ...``: controller ``k`` adds
-    ``nbytes`` where ``entry[k]`` is set, then ``nbytes`` added ``hops[k]`` times onto 0.0 (a
-    fresh ``numpy.add.at``'s sum); controllers in order (:func:`_fred_io_chain`)."""
-    most = int(hops.max()) if hops.size else 0
+def _controller_rows_added(shape: tuple[int, int], entry: tuple, hops: tuple, nbytes: float) -> np.ndarray:
+    """Per column of ``shape`` (controllers, columns), ``((entry_0 + chain_0) + entry_1) +
+    chain_1 ...``: controller ``k`` adds ``nbytes`` at its entry's columns (``entry``: (controller,
+    column) index arrays), then its chain's, ``nbytes`` added ``n`` times onto 0.0 (a fresh
+    ``numpy.add.at``'s sum) at each column its hops cross ``n`` times (``hops``: (controller,
+    column, n) index arrays); controllers in order (:func:`_fred_io_chain`). The indices are
+    kept sparse: a plan holds a few links per controller, not a row of every link."""
+    hop_rows, hop_cols, counts = hops
+    most = int(counts.max()) if counts.size else 0
     sums, total = [0.0], 0.0
     for _ in range(most):   # n additions of nbytes onto 0.0, in order, for every n up to the most
         total += nbytes
         sums.append(total)
-    rows = np.empty((2 * len(entry), entry.shape[1]))
-    rows[0::2] = np.where(entry, nbytes, 0.0)
-    rows[1::2] = np.array(sums)[hops]
+    rows = np.zeros((2 * shape[0], shape[1]))
+    rows[2 * entry[0], entry[1]] = nbytes
+    rows[2 * hop_rows + 1, hop_cols] = np.array(sums)[counts]
     return np.add.accumulate(rows, axis=0)[-1].copy()
 
 
 def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     """(per controller: (the route between it and the chain's entry member, the NPU that sends
     on it or None, the chain's hop links in hop order, the chain's senders in hop order),
-    the latency, the same as per-controller rows: (entry links, hop counts per link, entry
-    sender, hops sent per NPU), boolean and integer arrays of controllers x links or NPUs) of
+    the latency, the same as sparse per-controller rows for :func:`_controller_rows_added`:
+    (entry links, hop counts per link, entry sender, hops sent per NPU) as index arrays) of
     :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
     its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
     or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
@@ -936,23 +941,25 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
         chain_s = _chain_latency(net, routes)
         per_controller.append((links, sender, hop_links, hop_senders))
         lat = max(lat, net.path_latency(links) + chain_s)
-    # the same as rows for _controller_rows_added: per controller, its entry route's links and
-    # sender, and how many of its chain's hops cross each link / are sent by each NPU
-    entry_links = np.zeros((len(per_controller), net.n_links), dtype=bool)
-    hop_links = np.zeros((len(per_controller), net.n_links), dtype=np.int64)
-    entry_sent = np.zeros((len(per_controller), net.npus), dtype=bool)
-    hop_sent = np.zeros((len(per_controller), net.npus), dtype=np.int64)
-    for k, (links, sender, hops, senders) in enumerate(per_controller):
-        entry_links[k, list(links)] = True
-        if sender is not None:
-            entry_sent[k, sender] = True
-        if hops:
-            np.add.at(hop_links[k], hops, 1)
-        if senders:
-            np.add.at(hop_sent[k], senders, 1)
-    for rows in (entry_links, hop_links, entry_sent, hop_sent):
-        rows.flags.writeable = False   # kept in the model's cache, read by every traffic
+    # the same as sparse rows for _controller_rows_added
+    entry_links = _sparse_rows([links for links, _, _, _ in per_controller], counted=False)
+    hop_links = _sparse_rows([hops for _, _, hops, _ in per_controller], counted=True)
+    entry_sent = _sparse_rows([() if sender is None else (sender,) for _, sender, _, _ in per_controller],
+                              counted=False)
+    hop_sent = _sparse_rows([senders for _, _, _, senders in per_controller], counted=True)
     return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent)
+
+
+def _sparse_rows(per_row, *, counted: bool) -> tuple:
+    """(row, column[, count]) index arrays of the columns each row lists (``per_row``: per row an
+    iterable of columns): each distinct column once per row, with ``counted`` how many times the
+    row lists it; rows in order, columns ascending. Read-only: kept in the model's cache."""
+    found = [(k, col, n) for k, items in enumerate(per_row)
+             for col, n in sorted(Counter(items).items())]
+    arrays = tuple(np.array([f[i] for f in found], dtype=np.int64) for i in range(3 if counted else 2))
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
 
 
 # -------------------------------------------------------------------------------------------

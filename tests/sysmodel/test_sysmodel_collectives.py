@@ -665,7 +665,10 @@ def test_io_chain_sums_as_arrays_equal_the_loop_over_controllers():
             chain = np.zeros(width)
             np.add.at(chain, np.repeat(np.arange(width), h), nbytes)
             want += chain
-        assert C._controller_rows_added(entry, hops, nbytes).tobytes() == want.tobytes()
+        entry_at = np.nonzero(entry)
+        hops_at = np.nonzero(hops)
+        got = C._controller_rows_added((k, width), entry_at, (*hops_at, hops[hops_at]), nbytes)
+        assert got.tobytes() == want.tobytes()
 
 
 def test_in_switch_group_sums_as_arrays_equal_the_loop_over_groups():
