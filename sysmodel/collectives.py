@@ -61,6 +61,7 @@ configurations are loaded once, before the first use).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -517,17 +518,18 @@ def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
     inputs and outputs are the member-side neighbours. A configuration is a (switch node,
     flows as port tuples, phases) triple: the switch stores that many phases for those flows."""
     per_switch: dict[int, list] = {}
+    src, dst = net.link_src_ids, net.link_dst_ids
     for slot, paths in ((0, up_paths), (1, down_paths)):
         for links in paths:
             for l_in, l_out in zip(links, links[1:]):
-                switch = int(net.link_dst[l_in])
-                entry = per_switch.setdefault(switch, [[set(), set()], [set(), set()], None])
-                entry[slot][0].add(int(net.link_src[l_in]))
-                entry[slot][1].add(int(net.link_dst[l_out]))
+                entry = per_switch.get(dst[l_in])
+                if entry is None:
+                    entry = per_switch[dst[l_in]] = [[set(), set()], [set(), set()], None]
+                entry[slot][0].add(src[l_in])
+                entry[slot][1].add(dst[l_out])
     if top is not None:
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
-        entry[2] = ({int(net.link_src[p[-1]]) for p in up_paths if p},
-                    {int(net.link_dst[p[0]]) for p in down_paths if p})
+        entry[2] = ({src[p[-1]] for p in up_paths if p}, {dst[p[0]] for p in down_paths if p})
     arrival = _first_arrivals(net, up_paths, down_paths, top)
     phases, select, switch_s, first, configurations = 0, 0.0, 0.0, 0.0, set()
     for switch, entry in per_switch.items():
@@ -588,18 +590,19 @@ def _walk_with_selects(net, paths, start: float, selected: dict, select_s, top) 
     each switch passes flits from ``selected[switch]`` on (set, or lowered, to its earliest
     arrival plus ``select_s(switch)``)."""
     end = at_top = start
+    link_latency, dst, node_latency, kind = net.link_latency_s, net.link_dst_ids, net.node_latency_s, net.node_kind
     for links in paths:
         t = start
         for link in links:
-            t += float(net.link_latency[link])
-            node = int(net.link_dst[link])
-            if net.node_kind[node] != "switch":
+            t += link_latency[link]
+            node = dst[link]
+            if kind[node] != "switch":
                 continue
             selected[node] = min(selected.get(node, float("inf")), t + select_s(node))
             if node == top:
                 at_top = max(at_top, t)
                 break
-            t = max(t, selected[node]) + float(net.node_latency[node])
+            t = max(t, selected[node]) + node_latency[node]
         end = max(end, t)
     return end, at_top
 
@@ -609,16 +612,17 @@ def _first_arrivals(net: FredTreeNetwork, up_paths, down_paths, top) -> dict[int
     latency only): up paths from their sources; down paths from the top once the slowest up
     path has reached it and crossed it (an all-reduce), or from their root (a multicast)."""
     arrival: dict[int, float] = {}
+    link_latency, dst, node_latency, kind = net.link_latency_s, net.link_dst_ids, net.node_latency_s, net.node_kind
 
     def walk(paths, start: float) -> None:
         for links in paths:
             t = start
             for link in links:
-                t += float(net.link_latency[link])
-                node = int(net.link_dst[link])
-                if net.node_kind[node] == "switch":
+                t += link_latency[link]
+                node = dst[link]
+                if kind[node] == "switch":
                     arrival[node] = min(arrival.get(node, t), t)
-                    t += float(net.node_latency[node])
+                    t += node_latency[node]
 
     walk(up_paths, 0.0)
     down_start = 0.0
@@ -649,14 +653,20 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _in_switch_plan(net, c))
-    senders, link_sets, lat, phases, turn, first, configurations, uplink_users, io_stripes = plan
+    senders, link_sets, lat, phases, turn, first, configurations, uplink_users, io_stripes, rows = plan
     t = net.traffic()
     # io-load / io-store: one flow per controller stripe (io_stripes: the controllers' count)
     nbytes = c.size / io_stripes if io_stripes else c.size
-    for send, links in zip(senders, link_sets):
-        for r in send:
-            t.sent[r] += nbytes
-        t.add_links(links, nbytes / net.in_switch_efficiency)
+    # per flow group its senders' payload and its links' wire bytes (Traffic.add_links), the
+    # groups' rows added in group order: numpy.add.accumulate's running sum adds one row at a
+    # time, the additions the group-by-group loop made (0.0 where a group has no entry)
+    (send_group, send_node), (link_group, link_id) = rows
+    sent = np.zeros((len(senders), net.npus))
+    sent[send_group, send_node] = nbytes
+    t.sent = np.add.accumulate(sent, axis=0)[-1].copy()
+    loads = np.zeros((len(link_sets), net.n_links))
+    loads[link_group, link_id] = net.wire_bytes(nbytes / net.in_switch_efficiency)
+    t.loads = np.add.accumulate(loads, axis=0)[-1].copy()
     t.latency_s = lat
     t.phases = phases
     t.phase_turn_s = turn
@@ -670,7 +680,8 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     """What an in-switch collective's traffic is made of besides its bytes: (per flow group,
     the NPUs that send the payload; per flow group, the set of links it loads; latency; phases;
     phase turn; first select; configurations; uplink users; the number of controller stripes,
-    0 for a collective that is not striped). It reads ``c``'s op, group and root and, of the
+    0 for a collective that is not striped; the groups' senders and links as index arrays,
+    :func:`_group_rows`). It reads ``c``'s op, group and root and, of the
     network, its topology, routes, latencies and switches' timing and routing (the flows,
     :func:`_switch_phases`): never ``c.size``, a link rate or an efficiency, so the model's
     cache keys it on (:func:`_link_rate_free_key`, op, group, root) and the design-space
@@ -722,12 +733,27 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
             link_sets.append(set().union(*paths))
             lat = max(lat, max(net.path_latency(p) for p in paths))
         return (tuple(senders), tuple(link_sets), lat, phases, select[1], first, configurations,
-                _uplink_users(net, up + down), len(net.io_nodes))
+                _uplink_users(net, up + down), len(net.io_nodes), _group_rows(senders, link_sets))
     links = set().union(*up, *down) if (up or down) else set()
     # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
     # flows coming back down), one-way flows for their own drain (the measured phase switch)
     turn = select[0] + lat if c.op == "all-reduce" else select[1]
-    return (senders, (links,), lat, phases, turn, first, configurations, _uplink_users(net, up + down), 0)
+    return (senders, (links,), lat, phases, turn, first, configurations, _uplink_users(net, up + down), 0,
+            _group_rows(senders, (links,)))
+
+
+def _group_rows(senders, link_sets) -> tuple:
+    """((group, NPU) of every sender, (group, link) of every loaded link) of an in-switch plan's
+    flow groups, as index arrays (read-only: kept in the model's cache), for ``_in_switch``'s
+    per-group rows."""
+    def pairs(per_group) -> tuple:
+        if any(len(set(members)) != len(members) for members in per_group):   # a row sets each once
+            raise AssertionError(f"internal: a flow group lists a member twice: {per_group}")
+        group = np.array([g for g, members in enumerate(per_group) for _ in members], dtype=np.int64)
+        member = np.array([m for members in per_group for m in sorted(members)], dtype=np.int64)
+        group.flags.writeable = member.flags.writeable = False
+        return group, member
+    return pairs(senders), pairs(link_sets)
 
 
 def _uplink_users(net: FredTreeNetwork, paths) -> dict[int, int]:
@@ -846,31 +872,55 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     one member near it and is forwarded (reduced) along a chain of the members.
 
     The routes and latency come from the size-free plan (:func:`_io_chain_plan`, kept in the
-    model's cache ``io_chain_plans``); the stripe's bytes are added here with
-    :meth:`Traffic.add_routes`, as :func:`_chain` adds a chain's (controller by controller:
-    the entry route, then the chain's hops into a fresh traffic, which is then added whole)."""
+    model's cache ``io_chain_plans``). The stripe's bytes are added with the sums
+    :meth:`Traffic.add_routes` and :func:`_chain` make (senders by :meth:`Network.route`'s rule), controller by controller (the entry
+    route's links and sender, then the chain's hops: into a fresh traffic with ``numpy.add.at``
+    in hop order, so ``n`` hops over a link give ``n`` additions of the bytes onto 0.0, which
+    is then added whole), as one array operation: each controller's two rows (its entry's
+    bytes, its chain's repeated sums) added in row order by ``numpy.add.accumulate``, whose
+    running sum adds one row at a time (the same additions in the same order;
+    ``tests/sysmodel/test_sysmodel_collectives.py`` checks it bit for bit against the loop)."""
     key = (_link_rate_free_key(net), c.op, c.group)
     memo = current().io_chain_plans
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _io_chain_plan(net, c))
-    per_controller, lat = plan
+    per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent) = plan
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
-    for entry, hops in per_controller:
-        t.add_routes((entry,), stripe)
-        chain = net.traffic()
-        chain.add_routes(hops, stripe)
-        t.loads += chain.loads
-        t.sent += chain.sent
+    wire = net.wire_bytes(stripe)
+    t.loads = _controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire)
+    t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
     t.latency_s = lat
     return t
 
 
+def _controller_rows_added(shape: tuple[int, int], entry: tuple, hops: tuple, nbytes: float) -> np.ndarray:
+    """Per column of ``shape`` (controllers, columns), ``((entry_0 + chain_0) + entry_1) +
+    chain_1 ...``: controller ``k`` adds ``nbytes`` at its entry's columns (``entry``: (controller,
+    column) index arrays), then its chain's, ``nbytes`` added ``n`` times onto 0.0 (a fresh
+    ``numpy.add.at``'s sum) at each column its hops cross ``n`` times (``hops``: (controller,
+    column, n) index arrays); controllers in order (:func:`_fred_io_chain`). The indices are
+    kept sparse: a plan holds a few links per controller, not a row of every link."""
+    hop_rows, hop_cols, counts = hops
+    most = int(counts.max()) if counts.size else 0
+    sums, total = [0.0], 0.0
+    for _ in range(most):   # n additions of nbytes onto 0.0, in order, for every n up to the most
+        total += nbytes
+        sums.append(total)
+    rows = np.zeros((2 * shape[0], shape[1]))
+    rows[2 * entry[0], entry[1]] = nbytes
+    rows[2 * hop_rows + 1, hop_cols] = np.array(sums)[counts]
+    return np.add.accumulate(rows, axis=0)[-1].copy()
+
+
 def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
-    """(per controller: (the ``(links, sender)`` route between it and the chain's entry
-    member, the chain's hops' ``(links, sender)`` in hop order: :meth:`Network.route`'s),
-    the latency) of :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
+    """(per controller: (the route between it and the chain's entry member, the NPU that sends
+    on it or None, the chain's hop links in hop order, the chain's senders in hop order; routes
+    and senders by :meth:`Network.route`, one sender rule for every transfer),
+    the latency, the same as sparse per-controller rows for :func:`_controller_rows_added`:
+    (entry links, hop counts per link, entry sender, hops sent per NPU) as index arrays) of
+    :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
     its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
     or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
     g = sorted(c.group)
@@ -883,11 +933,33 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
             src, dst, chain = io, entry, Chain(tuple(order))
         else:
             src, dst, chain = entry, io, Chain(tuple(order), reverse=True)
-        route = net.route(src, dst)
-        hops = tuple(net.route(a, b) for a, b in chain.hops())
-        per_controller.append((route, hops))
-        lat = max(lat, net.path_latency(route[0]) + _chain_latency(net, [links for links, _ in hops]))
-    return tuple(per_controller), lat
+        links, sender = net.route(src, dst)
+        hop_routes = [net.route(a, b) for a, b in chain.hops()]
+        routes = [route for route, _ in hop_routes]
+        hop_links = [link for route in routes for link in route]
+        hop_senders = [by for _, by in hop_routes if by is not None]
+        chain_s = _chain_latency(net, routes)
+        per_controller.append((links, sender, hop_links, hop_senders))
+        lat = max(lat, net.path_latency(links) + chain_s)
+    # the same as sparse rows for _controller_rows_added
+    entry_links = _sparse_rows([links for links, _, _, _ in per_controller], counted=False)
+    hop_links = _sparse_rows([hops for _, _, hops, _ in per_controller], counted=True)
+    entry_sent = _sparse_rows([() if sender is None else (sender,) for _, sender, _, _ in per_controller],
+                              counted=False)
+    hop_sent = _sparse_rows([senders for _, _, _, senders in per_controller], counted=True)
+    return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent)
+
+
+def _sparse_rows(per_row, *, counted: bool) -> tuple:
+    """(row, column[, count]) index arrays of the columns each row lists (``per_row``: per row an
+    iterable of columns): each distinct column once per row, with ``counted`` how many times the
+    row lists it; rows in order, columns ascending. Read-only: kept in the model's cache."""
+    found = [(k, col, n) for k, items in enumerate(per_row)
+             for col, n in sorted(Counter(items).items())]
+    arrays = tuple(np.array([f[i] for f in found], dtype=np.int64) for i in range(3 if counted else 2))
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
 
 
 # -------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import numpy as np
 from sysmodel.compute_timing import timer_key
 from sysmodel.engine import Engine
 from sysmodel.model_cache import Ref, current
+from sysmodel.workloads import layer_shape
 
 __all__ = ["GraphTemplate", "structure_key", "network_free_key", "lookup", "store", "clear"]
 
@@ -91,16 +92,27 @@ class GraphTemplate:
 
     def _sources(self) -> tuple[np.ndarray, list]:
         """(per task its source's number or -1, the distinct sources): a graph is re-timed for
-        each distinct source once, however many tasks it times."""
+        each distinct source once, however many tasks it times. Layers of one shape (equal
+        but for their names, :func:`~sysmodel.workloads.layer_shape`: a transformer's blocks)
+        are one source, timed by the first of them: no compute timer reads a layer's name, so
+        each of them would be given the same time (``compute_timing``: the roofline and the
+        shape timer read only the layer's other fields)."""
         if self._code is None:
             number: dict = {}
             distinct: list = []   # kept: their ids key ``number``
+            shapes: dict = {}     # id(layer) -> its shape, kept while ``number`` is made
             code = []
             for src in self.engine.sources:
                 if src is None:
                     code.append(-1)
                     continue
-                key = (src[0], id(src[1]), src[2] if len(src) > 2 else None)
+                if src[0] == "layer":
+                    shape = shapes.get(id(src[1]))
+                    if shape is None:
+                        shape = shapes[id(src[1])] = layer_shape(src[1])
+                    key = ("layer", id(shape), src[2])
+                else:
+                    key = (src[0], id(src[1]), src[2] if len(src) > 2 else None)
                 c = number.get(key)
                 if c is None:
                     c = number[key] = len(distinct)

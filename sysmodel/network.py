@@ -27,7 +27,9 @@ class Network:
     ``node_kind`` (``"npu" | "switch" | "io"``), ``io_nodes`` (I/O controller node ids),
     arrays ``link_src``, ``link_dst``, ``link_bw`` (bytes/s), ``link_latency`` (s),
     ``node_latency`` (s added when a path passes *through* the node, e.g. a switch),
-    ``flit_bytes`` (transfers move whole flits of this size; None: byte-granular).
+    ``flit_bytes`` (transfers move whole flits of this size; None: byte-granular); after
+    :meth:`finalize`, ``link_src_ids``, ``link_dst_ids``, ``link_latency_s`` and
+    ``node_latency_s``: the same ends and latencies as Python lists (ints, floats).
     """
 
     #: Flit size of the fabric's transfers; None where the model does not packetize.
@@ -89,6 +91,12 @@ class Network:
         self.link_latency = np.array([l[3] for l in self._links], dtype=float)
         self.link_kind = [l[4] for l in self._links]
         self.node_latency = np.array(self._node_latency, dtype=float)
+        # the same values as Python lists, for code that walks routes link by link (a list
+        # index is a fraction of a numpy scalar read: sysmodel.collectives' switch phases)
+        self.link_dst_ids = [l[1] for l in self._links]
+        self.link_src_ids = [l[0] for l in self._links]
+        self.link_latency_s = [float(l[3]) for l in self._links]
+        self.node_latency_s = [float(x) for x in self._node_latency]
 
     @property
     def n_links(self) -> int:

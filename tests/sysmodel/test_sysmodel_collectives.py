@@ -593,6 +593,117 @@ def test_size_free_plans_reused_at_other_bytes_and_rates_equal_a_fresh_construct
     assert fresh.loads.sum() > 0
 
 
+def _io_chain_one_controller_at_a_time(net, c):
+    """The specification of collectives._fred_io_chain's sums: the loop it replaced, controller
+    by controller (the entry route's bytes and sender, then the chain's hops into a fresh
+    traffic with numpy.add.at, added whole), on the plan's routes."""
+    per_controller, lat, _ = C_io_chain_plan(net, c)
+    t = net.traffic()
+    stripe = c.size / len(net.io_nodes)
+    wire = net.wire_bytes(stripe)
+    for entry_links, entry_sender, hop_links, hop_senders in per_controller:
+        if entry_links:
+            t.loads[list(entry_links)] += wire
+        if entry_sender is not None:
+            t.sent[entry_sender] += stripe
+        chain = net.traffic()
+        if hop_links:
+            np.add.at(chain.loads, hop_links, wire)
+        if hop_senders:
+            np.add.at(chain.sent, hop_senders, stripe)
+        t.loads += chain.loads
+        t.sent += chain.sent
+    t.latency_s = lat
+    return t
+
+
+def C_io_chain_plan(net, c):
+    from sysmodel.collectives import _io_chain_plan
+    return _io_chain_plan(net, c)
+
+
+def test_io_chain_sums_as_arrays_equal_the_loop_over_controllers():
+    """collectives._fred_io_chain adds every controller's entry and chain bytes in one
+    numpy.add.accumulate over per-controller rows: bit for bit the loads, senders and latency
+    of the per-controller loop (above), on Fred-A/C (no in-switch collectives), io-load and
+    io-store, groups inside one L1, across L1s, of one member and of every NPU, and sizes that
+    are not whole flits, whole flits, tiny and huge (so the repeated additions round)."""
+    import random
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    rng = random.Random(31)
+    groups = [_ACROSS, _INSIDE, (9,), tuple(range(P.npus)), tuple(sorted(rng.sample(range(P.npus), 11)))]
+    sizes = [1.0, 3e6 + 5, 18 * 64 * 1000.0, 1e-3, 1.7e13 / 3]
+    compared = 0
+    for platform in (P, replace(P, npus_per_l1=5, io_controllers=15)):
+        for fabric in ("fred-a", "fred-c"):
+            with using(ModelCache()):
+                net = build_network(platform, fabric)
+                assert not net.in_switch
+                for op in ("io-load", "io-store"):
+                    for group in groups:
+                        for size in sizes:
+                            c = Collective(op, tuple(r for r in group if r < platform.npus), size)
+                            got = C._fred_io_chain(net, c)
+                            want = _io_chain_one_controller_at_a_time(net, c)
+                            assert got.loads.tobytes() == want.loads.tobytes(), (fabric, op, group, size)
+                            assert got.sent.tobytes() == want.sent.tobytes(), (fabric, op, group, size)
+                            assert got.latency_s == want.latency_s
+                            compared += 1
+    assert compared == 2 * 2 * 2 * len(groups) * len(sizes)
+    # a chain crosses each link once on these fabrics; a link crossed n times gets n additions
+    # onto 0.0, as numpy.add.at made them (random rows with counts up to 6)
+    for _ in range(200):
+        k, width = rng.randint(1, 20), rng.randint(1, 40)
+        entry = np.array([[rng.random() < 0.3 for _ in range(width)] for _ in range(k)])
+        hops = np.array([[rng.choice((0, 0, 1, 2, 6)) for _ in range(width)] for _ in range(k)])
+        nbytes = rng.random() * 10.0 ** rng.randint(-3, 12)
+        want = np.zeros(width)
+        for e, h in zip(entry, hops):
+            want[np.flatnonzero(e)] += nbytes
+            chain = np.zeros(width)
+            np.add.at(chain, np.repeat(np.arange(width), h), nbytes)
+            want += chain
+        entry_at = np.nonzero(entry)
+        hops_at = np.nonzero(hops)
+        got = C._controller_rows_added((k, width), entry_at, (*hops_at, hops[hops_at]), nbytes)
+        assert got.tobytes() == want.tobytes()
+
+
+def test_in_switch_group_sums_as_arrays_equal_the_loop_over_groups():
+    """collectives._in_switch adds each flow group's senders' payload and links' wire bytes as
+    rows summed by numpy.add.accumulate: bit for bit what the group-by-group loop it replaced
+    gives (kept here: per group, each sender's payload, then Traffic.add_links), on Fred-B/D,
+    every plan case's op (io-load / io-store: 18 groups, one per controller stripe) at sizes
+    that are not whole flits, and at an in-switch efficiency below 1."""
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    compared = 0
+    for platform in (P, _efficiencies(P, 1.0, 0.83)):
+        with using(ModelCache()):
+            for fabric, c in _PLAN_CASES:
+                net = build_network(platform, fabric)
+                if not net.in_switch:
+                    continue
+                for size in (1.0, 3e6 + 5, 7.123e5, 1.7e13 / 3):
+                    c = replace(c, size=size)
+                    got = C._in_switch(net, c)
+                    senders, link_sets, *_, io_stripes, _ = C._in_switch_plan(net, c)
+                    want = net.traffic()
+                    nbytes = c.size / io_stripes if io_stripes else c.size
+                    for send, links in zip(senders, link_sets):
+                        for r in send:
+                            want.sent[r] += nbytes
+                        want.add_links(links, nbytes / net.in_switch_efficiency)
+                    assert got.loads.tobytes() == want.loads.tobytes(), (fabric, c)
+                    assert got.sent.tobytes() == want.sent.tobytes(), (fabric, c)
+                    assert len(link_sets) == (len(net.io_nodes) if c.op.startswith("io-") else 1)
+                    compared += 1
+    assert compared == 2 * 14 * 4
+
+
 def test_plans_of_other_ops_groups_and_roots_are_kept_apart():
     """Every case's plan made in one cache (so a key that left out the op, the group, the root
     or the fabric would hand one case another's plan), then each case timed again at another

@@ -196,3 +196,38 @@ def test_usable_needs_a_source_on_every_compute_task():
     assert GraphTemplate.usable(eng)
     eng.add("opt", "s1.compute", 1.0, [1])
     assert not GraphTemplate.usable(eng)
+
+
+@pytest.mark.parametrize("workload", ["transformer-17b", "gpt-3"])
+def test_layers_of_one_shape_are_one_source_and_the_retimed_graph_equals_a_fresh_build(workload, monkeypatch):
+    """GraphTemplate._sources numbers layers of one shape (equal but for their names) as one
+    source, timed by the first of them: a transformer's blocks give one source per (shape,
+    pass), not one per layer, and layers of other shapes stay apart (the count is that of the
+    distinct shapes by value). Re-timed at another compute speed (GraphTemplate._durations,
+    which asks the timer once per source), every task's duration equals a fresh build's at
+    that speed, bit for bit."""
+    from sysmodel.workloads import layer_shape
+    wl = get_workload(workload)
+    eng, _, plan = build(P, "fred-d", wl)
+    template = GraphTemplate(eng, plan)
+    code, distinct = template._sources()
+    layers = [src for src in eng.sources if src is not None and src[0] == "layer"]
+    by_layer = {(id(src[1]), src[2]) for src in layers}
+    by_shape = {(layer_shape(src[1]), src[2]) for src in layers}
+    assert len(by_shape) < len(by_layer)                      # blocks of one shape exist
+    assert sum(src[0] == "layer" for src in distinct) == len(by_shape)
+    for task, c in enumerate(code.tolist()):                  # each task's source is its shape and pass
+        if c >= 0 and distinct[c][0] == "layer":
+            src = eng.sources[task]
+            assert layer_shape(src[1]) is layer_shape(distinct[c][1]) and src[2] == distinct[c][2]
+    faster = P.with_compute_scale(1.7)
+    fresh, _, fresh_plan = build(faster, "fred-d", wl)
+    timer = compute_timer(fresh_plan)
+    asked = []
+    layer_s = type(timer).layer_s
+    monkeypatch.setattr(type(timer), "layer_s", lambda self, layer, *, backward: (
+        asked.append(layer), layer_s(self, layer, backward=backward))[1])
+    retimed = template._durations(timer)
+    assert len(asked) == len(by_shape)
+    assert retimed.tobytes() == fresh.arrays().duration.tobytes()
+    assert not np.array_equal(retimed, eng.arrays().duration)          # the speed changed them
