@@ -404,25 +404,17 @@ class ControlUnit(wiring.Component):
         # its path owns the output (a waiting path holds one packet inside, so it takes one
         # packet's room from the stream ahead). At most one reservation per output and cycle:
         # no path is granted behind an owner starting a packet to that output. Fair hand-over:
-        # an owner starts no new packet on o while another input's packet asks for o
-        # (``contested``) or another input's path waits behind it: its packets in flight leave,
-        # the room they free lets the asking input's path be set up behind, and o passes to it,
-        # so two inputs streaming to one output alternate per packet. Before, the owner kept o
-        # for as long as its packets kept coming: an input asking for o while the owner's next
-        # packet was already waiting could not get a path behind it and starved, and its packet
-        # blocked the packets behind it in its input's FIFO (e.g. an I/O write at the L2 of
-        # Fred-A, waiting behind a DP stream down to the controller's L1 while the DP ring's
-        # packets queued behind it: docs/fabric_validation.md, "Round-robin requests and the
-        # contested output"; docs/switch.md, "Online unicast routing").
-        contested = Signal(P, name="path_contested")
-        owner_starts = Signal(P, name="path_owner_starts")
+        # an owner starts no new packet on o while another input's path waits behind it (its
+        # packets in flight leave, then o passes to the waiting path), so two inputs streaming
+        # to one output alternate per packet; before, the owner kept o for as long as its
+        # packets kept coming and the waiting input (e.g. an I/O controller entering a chain
+        # behind the chain's through-stream) starved (docs/switch.md, "Online unicast routing").
+        owner_wants = Signal(P, name="path_owner_wants")
         for o in range(P):
-            m.d.comb += contested[o].eq(_any([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
-                                              & (src[o] != n) for n in range(P)]))
             for n in range(P):
                 with m.If(src[o] == n):
-                    m.d.comb += owner_starts[o].eq(busy[o] & self.started[n] & ~awaiting[n]
-                                                   & (heads[n].dest == o))
+                    m.d.comb += owner_wants[o].eq(busy[o] & run & match[n] & ~awaiting[n]
+                                                  & (heads[n].dest == o))
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
             # without paths behind others, an input asks only when it owns none (P = 2)
@@ -430,14 +422,13 @@ class ControlUnit(wiring.Component):
             for o in range(P):
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(awaiting[n] & (live | mine)
-                                                 | self.room[o] & live & ~pend[o] & ~contested[o]),
+                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live & ~pend[o]),
                                  cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
                                                 & ~self.release[o] & self.room[o]
-                                                & ~owner_starts[o])]
+                                                & ~owner_wants[o])]
         # Round-robin request order: the input after the last one granted asks first. A fixed
         # order (the lowest input first) starved a higher-numbered input whenever a lower one
         # re-requested the same output at every opening: at a half-rate uplink each packet's
