@@ -749,10 +749,7 @@ def _group_rows(senders, link_sets) -> tuple:
     def pairs(per_group) -> tuple:
         if any(len(set(members)) != len(members) for members in per_group):   # a row sets each once
             raise AssertionError(f"internal: a flow group lists a member twice: {per_group}")
-        group = np.array([g for g, members in enumerate(per_group) for _ in members], dtype=np.int64)
-        member = np.array([m for members in per_group for m in sorted(members)], dtype=np.int64)
-        group.flags.writeable = member.flags.writeable = False
-        return group, member
+        return _sparse_rows(per_group, counted=False)
     return pairs(senders), pairs(link_sets)
 
 
