@@ -132,7 +132,8 @@ class _LinkEnds:
     """A network's per-link and per-switch facts that :func:`transfer_links` reads for every
     transfer, as arrays made once per network (built with :func:`switch_links`): ``into``
     (per link: it leaves an endpoint into a switch), ``out_of`` (it leaves a switch into an
-    endpoint) and ``nodes`` (the switch nodes, in node order). Why: reading them per link and
+    endpoint), ``nodes`` (the switch nodes, in node order) and ``position`` (per node, its index
+    among them, -1 for no switch). Why: reading them per link and
     per switch in Python was most of ``transfer_links`` on networks of thousands of links
     (docs/sysmodel.md, Speed, thirteenth increment)."""
 
@@ -142,12 +143,18 @@ class _LinkEnds:
         self.into = ~src & dst
         self.out_of = src & ~dst
         self.nodes = np.array(nodes, dtype=np.int64)
+        #: per node of the network, its position among the switch nodes (-1: not a switch)
+        self.position = np.full(len(net.node_kind), -1, dtype=np.int64)
+        self.position[self.nodes] = np.arange(len(self.nodes))
 
     def stored(self, switches) -> np.ndarray:
-        """Per switch node, whether it is in ``switches`` (a set of nodes)."""
-        if not switches:
-            return np.zeros(len(self.nodes), dtype=bool)
-        return np.isin(self.nodes, np.fromiter(switches, dtype=np.int64, count=len(switches)))
+        """Per switch node, whether it is in ``switches`` (a set of the network's nodes)."""
+        out = np.zeros(len(self.nodes), dtype=bool)
+        if switches:
+            given = np.fromiter(switches, dtype=np.int64, count=len(switches))
+            at = self.position[given[(given >= 0) & (given < len(self.position))]]
+            out[at[at >= 0]] = True           # a node that is no switch of the network: none
+        return out
 
 
 #: network -> the :class:`_LinkEnds` of its :func:`switch_links`
