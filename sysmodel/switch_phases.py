@@ -193,7 +193,7 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     loads = np.asarray(loads, dtype=float)
     if not np.any(loads > 0):
         return loads, bw
-    nodes, incident, held_bw = switch_links(net)
+    _, incident, held_bw = switch_links(net)
     time = loads / np.asarray(bw, dtype=float)
     t_alone = float(time.max())
     incidence = _INCIDENCE[net]
