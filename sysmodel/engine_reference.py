@@ -177,7 +177,7 @@ def _fill(demand, grouped, capacity, factor, active, held):
     while active:
         use = sum(demand[i] for i in active)
         moving = np.max([grouped[i] for i in active], axis=0)
-        limits = np.array([_limit(c, u, g, h) for c, u, g, h in zip(capacity, use, moving, held)])
+        limits = _limits(capacity, use, moving, held)
         lam = min(1.0, float(limits.min()))
         if lam >= 1.0 - 1e-12:
             for i in active:
@@ -207,6 +207,23 @@ def _limit(capacity: float, use: float, moving: float, held: float) -> float:
     if moving > _EPS and (use <= _EPS or capacity >= use * held / moving + held):
         return capacity / (use + moving)          # past the fixed members: the group moves
     return max(capacity - held, 0.0) / use if use > _EPS else np.inf
+
+
+def _limits(capacity, use, moving, held) -> np.ndarray:
+    """:func:`_limit` of every link at once (arrays of one length): the same IEEE operations on
+    each element, chosen by the same conditions, so each entry equals ``_limit``'s bit for bit
+    (``tests/sysmodel/test_sysmodel_engine_reference.py``). Why arrays: a Python call per link
+    and per filling step made the reference loop about 10x slower on the GPU clusters' thousands
+    of links (docs/sysmodel.md, Speed, thirteenth increment). The branches not taken may divide
+    by zero; their results are discarded, so those warnings are silenced."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        idle = (use <= _EPS) & (moving <= _EPS)
+        group_moves = (moving > _EPS) & ((use <= _EPS) | (capacity >= use * held / moving + held))
+        past = capacity / (use + moving)
+        left = capacity - held
+        left = np.where(0.0 > left, 0.0, left)          # max(left, 0.0) as Python takes it
+        fixed = np.where(use > _EPS, left / use, np.inf)
+        return np.where(idle, np.inf, np.where(group_moves, past, fixed))
 
 
 def _columns(loads, shared) -> set:

@@ -91,6 +91,7 @@ def switch_links(net) -> tuple[list[int], list[np.ndarray], np.ndarray]:
         bw = np.concatenate([np.asarray(net.link_bw, dtype=float), np.ones(2 * len(nodes))])
         found = _SWITCHES[net] = (nodes, incident, bw)
         _INCIDENCE[net] = _Incidence(incident)
+        _ENDS[net] = _LinkEnds(net, nodes)
     return found
 
 
@@ -127,6 +128,39 @@ class _Incidence:
 _INCIDENCE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+class _LinkEnds:
+    """A network's per-link and per-switch facts that :func:`transfer_links` reads for every
+    transfer, as arrays made once per network (built with :func:`switch_links`): ``into``
+    (per link: it leaves an endpoint into a switch), ``out_of`` (it leaves a switch into an
+    endpoint), ``nodes`` (the switch nodes, in node order) and ``position`` (per node, its index
+    among them, -1 for no switch). Why: reading them per link and
+    per switch in Python was most of ``transfer_links`` on networks of thousands of links
+    (docs/sysmodel.md, Speed, thirteenth increment)."""
+
+    def __init__(self, net, nodes):
+        is_switch = np.array([kind == "switch" for kind in net.node_kind], dtype=bool)
+        src, dst = is_switch[np.asarray(net.link_src)], is_switch[np.asarray(net.link_dst)]
+        self.into = ~src & dst
+        self.out_of = src & ~dst
+        self.nodes = np.array(nodes, dtype=np.int64)
+        #: per node of the network, its position among the switch nodes (-1: not a switch)
+        self.position = np.full(len(net.node_kind), -1, dtype=np.int64)
+        self.position[self.nodes] = np.arange(len(self.nodes))
+
+    def stored(self, switches) -> np.ndarray:
+        """Per switch node, whether it is in ``switches`` (a set of the network's nodes)."""
+        out = np.zeros(len(self.nodes), dtype=bool)
+        if switches:
+            given = np.fromiter(switches, dtype=np.int64, count=len(switches))
+            at = self.position[given[(given >= 0) & (given < len(self.position))]]
+            out[at[at >= 0]] = True           # a node that is no switch of the network: none
+        return out
+
+
+#: network -> the :class:`_LinkEnds` of its :func:`switch_links`
+_ENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def stored_switches(result) -> frozenset:
     """The switch nodes where a :class:`~sysmodel.collectives.CollectiveResult`'s collectives
     store a phase (the first of each ``configurations`` triple)."""
@@ -159,12 +193,12 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
     loads = np.asarray(loads, dtype=float)
     if not np.any(loads > 0):
         return loads, bw
-    nodes, incident, held_bw = switch_links(net)
+    _, incident, held_bw = switch_links(net)
     time = loads / np.asarray(bw, dtype=float)
     t_alone = float(time.max())
     incidence = _INCIDENCE[net]
     crossed = incidence.any_positive(loads)
-    stored = np.array([node in switches for node in nodes], dtype=bool)
+    stored = _ENDS[net].stored(switches)
     paced = _paced_links(net, time)
     busy = _busy_times(time, incidence, paced) if len(paced) else t_alone
     online = not stored.any()     # a transfer storing phases is routed by them (module docstring)
@@ -186,14 +220,11 @@ def _paced_links(net, time) -> np.ndarray:
     source-paced stream leaves."""
     n = len(net.link_bw)
     busiest = np.flatnonzero(time[:n] >= time.max() * (1 - 1e-12))
-    kind = net.node_kind
-    into = {kind[int(net.link_src[link])] != "switch" and kind[int(net.link_dst[link])] == "switch"
-            for link in busiest}
-    out_of = {kind[int(net.link_src[link])] == "switch" and kind[int(net.link_dst[link])] != "switch"
-              for link in busiest}
+    switch_links(net)
+    ends = _ENDS[net]
     # all into switches (paced at the sources) or all out of them (at the sinks); a transfer
     # whose busiest links are both, an all-reduce at full speed, moves at its links' rate
-    if into != {True} and out_of != {True}:
+    if not len(busiest) or not (ends.into[busiest].all() or ends.out_of[busiest].all()):
         return np.zeros(0, dtype=np.int64)
     return busiest if np.count_nonzero(time[:n] > 0) > len(busiest) else np.zeros(0, dtype=np.int64)
 
