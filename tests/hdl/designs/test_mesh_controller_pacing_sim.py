@@ -121,3 +121,35 @@ def test_the_weight_streaming_controller_sends_flit_k_at_the_end_of_its_interval
 
     _sim(dut, bench)
     assert times == [1 + _paced_departure(k) for k in range(5)] == [24, 47, 71, 94, 118]
+
+
+def _cycles(run_mesh_io_top, op: str, io_rate) -> int:
+    """One controller (north of NPU 0) on a 2 x 2 mesh, X-Y trees, a 1-flit stripe: weight
+    streaming (``io-load``) or the reduce-out (``io-store``), the run's cycles."""
+    from hdl.compiler.mesh_io_program import io_load_program, io_store_program
+    from hdl.designs.mesh.mesh_io_store_top import STORE_NPU_READ, MeshIoStoreTop, store_controller_read
+    from hdl.designs.mesh.mesh_io_top import IO_CONTROLLER_READ, IO_NPU_READ, MeshIoTop
+    spec = MeshIoSpec(mesh=MeshFabricSpec(rows=2, cols=2), controllers=1, io_rate=io_rate, queue_depth=8)
+    if op == "io-load":
+        program = io_load_program(spec, 1, "tree-xy")
+        out = run_mesh_io_top(MeshIoTop(spec), stripe=1, mode_index=program.mode_index, stall=0,
+                              npu_read=IO_NPU_READ, controller_read=IO_CONTROLLER_READ)
+        assert all(n["received"] == program.expect and n["errors"] == 0 for n in out["npus"])
+    else:
+        program = io_store_program(spec, 1, "tree-xy", max_stripe=8)
+        out = run_mesh_io_top(MeshIoStoreTop(spec, max_stripe=8), stripe=1, mode_index=program.mode_index,
+                              stall=0, npu_read=STORE_NPU_READ, controller_read=store_controller_read(spec))
+        (c,) = out["controllers"]
+        assert (c["received"], c["errors"], c["complete"]) == (program.expect[0], 0, 1)
+    assert out["global"]["all_done"] and not out["global"]["protocol_error"]
+    return out["global"]["cycles"]
+
+
+@pytest.mark.parametrize("op", ["io-load", "io-store"])
+def test_one_flit_through_a_paced_controller_takes_its_whole_interval_longer(op, run_mesh_io_top):
+    """The mechanism on a 2 x 2 mesh: with the controller's link at 16/375 a load's only flit
+    leaves the controller 23 cycles after the start and a store's is written 23 cycles after it
+    arrived (ceil(375/16) - 1: the flit moves in the last cycle of its interval), against the
+    same run with a full-rate controller (1, 1: no counter); the model's term is 375/16 =
+    23.4375 (``sysmodel.network.Traffic.controller_lead_s``)."""
+    assert _cycles(run_mesh_io_top, op, (A, B)) - _cycles(run_mesh_io_top, op, (1, 1)) == _paced_departure(0) == 23
