@@ -673,6 +673,8 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     t.first_select_s = max(first, 0.0)
     t.configurations = configurations
     t.uplink_users = dict(uplink_users)
+    if io_stripes:   # io-load / io-store: streams from (into) the controllers' paced links
+        t.controller_flit_bytes = net.controller_flit_bytes()
     return t
 
 
@@ -793,6 +795,7 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         stripe = c.size / len(net.io_nodes)
         pairs = [(r, io) if c.op == "io-write" else (io, r) for r in g for io in net.io_nodes]
         t.latency_s = max(net.path_latency(route) for route in t.add_transfers(pairs, stripe))
+        t.controller_flit_bytes = net.controller_flit_bytes()
         return "unicast", t
     if c.op in _ROOTED:
         plan = algorithms.chain(c.op, c.root, _order(net, [r for r in g if r != c.root]))
@@ -853,6 +856,7 @@ def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> t
                         t.sent[net.link_src[l]] += stripe
             t.add_links(links, stripe)
         t.latency_s = lat
+        t.controller_flit_bytes = net.controller_flit_bytes()
         return t
 
     xy, yx = trees("xy"), trees("yx")
@@ -889,6 +893,7 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     t.loads = _controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire)
     t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
     t.latency_s = lat
+    t.controller_flit_bytes = net.controller_flit_bytes()
     return t
 
 
@@ -1008,7 +1013,7 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     total, algorithms = _merged_traffic(net, collectives, algorithm)
     times = total.link_times()   # the busiest link's time and name from one division
     bandwidth_s = total.bandwidth_time(times)
-    time = total.time(bandwidth_s)
+    time = total.time(bandwidth_s, times)
     senders = total.sent > 0
     per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
     link, nbytes = total.busiest_link(times)
