@@ -5,7 +5,7 @@
 task's start and end back. The loop is the one :mod:`sysmodel.engine_reference` specifies --
 resources run their queues in order, a finished task releases its dependents and the freed
 resources start in name order, transfers share links max-min fairly (by strict priority level
-with a preemption latency when the engine has priorities) and continue with their fixed latency
+with a preemption latency, at a start or a resumption, when the engine has priorities) and continue with their fixed latency
 once their bytes are through -- written with integer task and resource numbers so that numba
 compiles it (``@njit(cache=True)``: the machine code is kept in ``__pycache__`` and loaded by
 later processes, 0.3-0.5 s; the first call on a fresh clone compiles, about 10 s of CPU, stated
@@ -73,7 +73,7 @@ class GraphArrays:
     busiest-link time alone), ``link_ptr``/``links``/``share`` (CSR per entry: the links it
     loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
     apply), ``preempt_s`` (two rows of per-link costs, s, ``[first, further]``: a transfer
-    that starts while a lower level is served on links it uses pays the largest ``first`` cost
+    that starts (or resumes after waiting) while a lower level is served on links it uses pays the largest ``first`` cost
     of those links or, if larger, the largest ``further`` cost of the lower transfers' own links there,
     :class:`sysmodel.engine.Engine`; a (0, 0) array when no preemption costs anything), ``shared_phase`` (per link, the link whose
     time it shares as one phase of several transfers, -1 where none; an empty array when no

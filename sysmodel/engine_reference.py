@@ -107,10 +107,10 @@ def run_reference(engine):
     while fixed or flows:
         rates = _rates(tasks, flows, alone, levels, shared, tiers) if flows else {}
         if levels is not None:
-            # a transfer that waited behind a higher level (rated, at the floor) and is served
-            # at the new rates resumes: it preempts a lower level served until now on a link
-            # it uses, as a starting transfer does (its packets arrive at switches serving
-            # that level: docs/sysmodel.md, "Preemption at a resumption")
+            # a transfer that waited (rated, at the floor: behind a higher level or an earlier
+            # tier) and is served at the new rates resumes: it preempts a lower level served
+            # until now on a link it uses, as a starting transfer does (its packets arrive at
+            # switches serving that level: docs/sysmodel.md, "Preemption at a resumption")
             for tid in flows:
                 if tid in current and current[tid] * alone[tid] <= SERVED < rates[tid] * alone[tid]:
                     latency[tid] += preempted(tid, current)
