@@ -381,12 +381,14 @@ SERVED = 1e-6
 
 
 @njit(cache=True)
-def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, served, preempt_s, shared):
+def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone,
+               preempt_s, shared):
     """What ``tid`` pays for preempting: the largest first-row ``preempt_s`` of the links it
-    uses on which a transfer of a lower level is being served -- ``served`` per task (set by
-    :func:`_mark_served`: a rate above :data:`SERVED` of its speed alone; one that started at
-    this instant has no packet in flight yet, one that waits behind a higher level has none
-    either: nothing to drain) -- or, if larger, the largest second-row (further on) cost of such a lower transfer's own
+    uses on which a transfer of a lower level is being served -- one with a rate (``rate``:
+    the current ones, or at a resumption those until then) above :data:`SERVED` of its speed
+    alone (one that started at this instant has no packet in
+    flight yet, one that waits behind a higher level has none either: nothing to drain) --
+    or, if larger, the largest second-row (further on) cost of such a lower transfer's own
     links there (before ``shared`` maps them: the lower class keeps flowing where it holds
     that link; :class:`sysmodel.engine.Engine`); 0 when there is none; a link sharing another's phase
     counts as that one (``shared``). ``mark``: per link, scratch stamps; ``stamp`` is new for
@@ -397,7 +399,7 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, serv
     cost = 0.0
     for a in range(n_act):
         other = act[a]
-        if level[other] < level[tid] and served[other]:
+        if level[other] < level[tid] and rated[other] and rate[other] * alone[entry[other]] > SERVED:
             o = entry[other]
             for p in range(link_ptr[o], link_ptr[o + 1]):
                 c = _column_of(links[p], shared)
@@ -407,15 +409,6 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, serv
                     if preempt_s[1, links[p]] > cost:
                         cost = preempt_s[1, links[p]]
     return cost
-
-
-@njit(cache=True, inline="always")
-def _mark_served(act, n_act, rate, rated, alone, entry, served):
-    """``served[tid]`` for each active transfer: it has a rate (it ran since the last change)
-    above :data:`SERVED` of its speed alone."""
-    for a in range(n_act):
-        tid = act[a]
-        served[tid] = rated[tid] and rate[tid] * alone[entry[tid]] > SERVED
 
 
 @njit(cache=True)
@@ -439,7 +432,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     rate = np.zeros(n)
     rated = np.zeros(n, dtype=np.bool_)           # its rate is the current one
     latency = np.zeros(n)
-    served = np.zeros(n, dtype=np.bool_)          # per transfer, scratch: served at the last rates
+    before = np.zeros(n)                          # per transfer, scratch: its rate until a change
     column = np.full(max(n_links, 1), -1, dtype=np.int64)
     mark = np.zeros(max(n_links, 1), dtype=np.int64)
     ready = np.empty(max(n_res, first_tries.shape[0]) + 1, dtype=np.int64)
@@ -466,8 +459,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 n_heap = _heap_push(ht, hi, n_heap, now + duration[tid], tid)
             else:
                 n_act = _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry,
-                                        level, alone, link_ptr, links, priority, preempt_s, shared, mark,
-                                        served)
+                                        level, alone, link_ptr, links, priority, preempt_s, shared, mark)
                 changed = True
         n_ready = 0
         if n_heap > 0 and ht[0] <= limit:
@@ -497,7 +489,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 changed = False
                 first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
                                 priority, alone, link_ptr, links, share, column, shared, tier,
-                                preempt_s, latency, mark, served)
+                                preempt_s, latency, mark, before)
                 t_rates = now
                 t_flow = now + frac[first] / rate[first]
             if n_heap > 0 and ht[0] <= t_flow:
@@ -544,30 +536,40 @@ def _insert_sorted(ready, n_ready, r):
 
 @njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
-            link_ptr, links, share, column, shared, tier, preempt_s, latency, mark, served):
+            link_ptr, links, share, column, shared, tier, preempt_s, latency, mark, before):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
     the transfer that finishes first at them (the first started among equals). A rated
-    transfer that waited (at most :data:`SERVED` of its speed) and is served at the new rates
-    resumes: it pays :func:`_preempted` against the lower levels served until now, as a
-    starting transfer does (``served``, ``mark``: scratch)."""
+    transfer that waited (at most :data:`SERVED` of its speed alone) and is served at the new
+    rates resumes: it pays :func:`_preempted` against the lower levels served at the rates
+    until now (kept in ``before`` only when some transfer waited; ``mark``: scratch)."""
     elapsed = now - t_rates
-    if elapsed != 0.0:
-        for a in range(n_act):
-            if rated[act[a]]:
-                frac[act[a]] -= rate[act[a]] * elapsed
-    resumes = priority and preempt_s.shape[0] > 0 and n_act > 1
-    if resumes:
-        _mark_served(act, n_act, rate, rated, alone, entry, served)   # at the rates until now
-    _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
-                column, shared, tier)
-    if resumes:
+    check = priority and preempt_s.shape[0] > 0
+    # whether a transfer waited above the lowest level served (only such a one can preempt)
+    waited, low, high = False, np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    if elapsed != 0.0 or check:
         for a in range(n_act):
             tid = act[a]
-            # waited until now (rated: it had a rate, not served) and served at the new rates
-            if rated[tid] and not served[tid] and rate[tid] * alone[entry[tid]] > SERVED:
+            if rated[tid]:
+                frac[tid] -= rate[tid] * elapsed
+                if check:
+                    if rate[tid] * alone[entry[tid]] <= SERVED:
+                        high = max(high, level[tid])
+                    else:
+                        low = min(low, level[tid])
+        waited = high > low
+    if waited:
+        for a in range(n_act):
+            before[act[a]] = rate[act[a]]
+    _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
+                column, shared, tier)
+    if waited:    # before ``rated`` is set below: a transfer started since has no rate until now
+        for a in range(n_act):
+            tid = act[a]
+            if rated[tid] and level[tid] > low and \
+                    before[tid] * alone[entry[tid]] <= SERVED < rate[tid] * alone[entry[tid]]:
                 latency[tid] += _preempted(tid, act, n_act, entry, level, link_ptr, links, mark,
-                                           tid + 1, served, preempt_s, shared)
+                                           tid + 1, before, rated, alone, preempt_s, shared)
     t_flow, first = np.inf, -1
     for a in range(n_act):
         tid = act[a]
@@ -580,17 +582,15 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
 
 @njit(cache=True)
 def _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry, level, alone,
-                    link_ptr, links, priority, preempt_s, shared, mark, served):
+                    link_ptr, links, priority, preempt_s, shared, mark):
     """Transfer ``tid`` starts: its latency beyond its links' time (plus the preemption latency
     when it preempts a lower level being served on a link it uses, :func:`_preempted`),
-    appended to the active transfers; returns their new count. ``served``: scratch."""
+    appended to the active transfers; returns their new count."""
     e = entry[tid]
     latency[tid] = max(0.0, duration[tid] - alone[e])
     if priority and preempt_s.shape[0] > 0 and n_act > 0:
-        _mark_served(act, n_act, rate, rated, alone, entry, served)
-        # tid + 1: its own stamp (a stale mark of the same stamp is on its own links: the same set)
         latency[tid] += _preempted(tid, act, n_act, entry, level, link_ptr, links, mark,
-                                   tid + 1, served, preempt_s, shared)
+                                   tid + 1, rate, rated, alone, preempt_s, shared)   # tid + 1: a fresh stamp
     act[n_act] = tid
     frac[tid] = 1.0
     rated[tid] = False
