@@ -121,10 +121,12 @@ class Engine:
     def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
-        ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
-        is being served on a link it uses (a FRED switch drains the packets in flight and
-        selects the higher phase; a lower transfer that starts at the same instant, or waits
-        behind a higher level, has none in flight); only with ``priority``. On FRED fabrics
+        ``preempt_s``: latency a transfer pays when it starts, or resumes after waiting (its
+        rate at the floor, behind a higher level or an earlier tier of its own, then above
+        1e-6 of its speed alone), while a transfer of a lower level is being served on a link
+        it uses (a FRED switch drains the packets in flight and selects the higher phase; a
+        lower transfer that starts at the same instant, or waits, has none in flight); only
+        with ``priority``. On FRED fabrics
         each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
         A number (every link alike) or an array with one cost per link of the transfers' loads
         (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer

@@ -5,7 +5,7 @@
 task's start and end back. The loop is the one :mod:`sysmodel.engine_reference` specifies --
 resources run their queues in order, a finished task releases its dependents and the freed
 resources start in name order, transfers share links max-min fairly (by strict priority level
-with a preemption latency when the engine has priorities) and continue with their fixed latency
+with a preemption latency, at a start or a resumption, when the engine has priorities) and continue with their fixed latency
 once their bytes are through -- written with integer task and resource numbers so that numba
 compiles it (``@njit(cache=True)``: the machine code is kept in ``__pycache__`` and loaded by
 later processes, 0.3-0.5 s; the first call on a fresh clone compiles, about 10 s of CPU, stated
@@ -73,7 +73,7 @@ class GraphArrays:
     busiest-link time alone), ``link_ptr``/``links``/``share`` (CSR per entry: the links it
     loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
     apply), ``preempt_s`` (two rows of per-link costs, s, ``[first, further]``: a transfer
-    that starts while a lower level is served on links it uses pays the largest ``first`` cost
+    that starts (or resumes after waiting) while a lower level is served on links it uses pays the largest ``first`` cost
     of those links or, if larger, the largest ``further`` cost of the lower transfers' own links there,
     :class:`sysmodel.engine.Engine`; a (0, 0) array when no preemption costs anything), ``shared_phase`` (per link, the link whose
     time it shares as one phase of several transfers, -1 where none; an empty array when no
@@ -384,8 +384,9 @@ SERVED = 1e-6
 def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone,
                preempt_s, shared):
     """What ``tid`` pays for preempting: the largest first-row ``preempt_s`` of the links it
-    uses on which a transfer of a lower level is being served -- one with a current rate above
-    :data:`SERVED` of its speed alone (one that started at this instant has no packet in
+    uses on which a transfer of a lower level is being served -- one with a rate (``rate``:
+    the current ones, or at a resumption those until then) above :data:`SERVED` of its speed
+    alone (one that started at this instant has no packet in
     flight yet, one that waits behind a higher level has none either: nothing to drain) --
     or, if larger, the largest second-row (further on) cost of such a lower transfer's own
     links there (before ``shared`` maps them: the lower class keeps flowing where it holds
@@ -431,6 +432,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     rate = np.zeros(n)
     rated = np.zeros(n, dtype=np.bool_)           # its rate is the current one
     latency = np.zeros(n)
+    before = np.zeros(n)                          # per transfer, scratch: its rate until a change
     column = np.full(max(n_links, 1), -1, dtype=np.int64)
     mark = np.zeros(max(n_links, 1), dtype=np.int64)
     ready = np.empty(max(n_res, first_tries.shape[0]) + 1, dtype=np.int64)
@@ -486,7 +488,8 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 # then every transfer's finish time is fixed until the next change
                 changed = False
                 first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
-                                priority, alone, link_ptr, links, share, column, shared, tier)
+                                priority, alone, link_ptr, links, share, column, shared, tier,
+                                preempt_s, latency, mark, before)
                 t_rates = now
                 t_flow = now + frac[first] / rate[first]
             if n_heap > 0 and ht[0] <= t_flow:
@@ -533,17 +536,40 @@ def _insert_sorted(ready, n_ready, r):
 
 @njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
-            link_ptr, links, share, column, shared, tier):
+            link_ptr, links, share, column, shared, tier, preempt_s, latency, mark, before):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
-    the transfer that finishes first at them (the first started among equals)."""
+    the transfer that finishes first at them (the first started among equals). A rated
+    transfer that waited (at most :data:`SERVED` of its speed alone) and is served at the new
+    rates resumes: it pays :func:`_preempted` against the lower levels served at the rates
+    until now (kept in ``before`` only when some transfer waited; ``mark``: scratch)."""
     elapsed = now - t_rates
-    if elapsed != 0.0:
+    check = priority and preempt_s.shape[0] > 0
+    # whether a transfer waited above the lowest level served (only such a one can preempt)
+    waited, low, high = False, np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    if elapsed != 0.0 or check:
         for a in range(n_act):
-            if rated[act[a]]:
-                frac[act[a]] -= rate[act[a]] * elapsed
+            tid = act[a]
+            if rated[tid]:
+                frac[tid] -= rate[tid] * elapsed
+                if check:
+                    if rate[tid] * alone[entry[tid]] <= SERVED:
+                        high = max(high, level[tid])
+                    else:
+                        low = min(low, level[tid])
+        waited = high > low
+    if waited:
+        for a in range(n_act):
+            before[act[a]] = rate[act[a]]
     _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
                 column, shared, tier)
+    if waited:    # before ``rated`` is set below: a transfer started since has no rate until now
+        for a in range(n_act):
+            tid = act[a]
+            if rated[tid] and level[tid] > low and \
+                    before[tid] * alone[entry[tid]] <= SERVED < rate[tid] * alone[entry[tid]]:
+                latency[tid] += _preempted(tid, act, n_act, entry, level, link_ptr, links, mark,
+                                           tid + 1, before, rated, alone, preempt_s, shared)
     t_flow, first = np.inf, -1
     for a in range(n_act):
         tid = act[a]

@@ -63,26 +63,29 @@ def run_reference(engine):
             alone[tid] = t_alone
             latency[tid] = max(0.0, task.duration - t_alone)
             if levels is not None:
-                # a lower-level transfer being served on a link this one uses is preempted (one
-                # started at this instant, or waiting behind a higher level, has nothing in
-                # flight): the largest cost of the links where that happens
-                # (a link sharing another's phase counts as that one)
-                # or, if larger, the largest further-on cost of a served lower transfer's own
-                # link whose column this one uses (Engine: the lower class keeps flowing there)
-                mine = _columns(task.loads, shared)
-                served = [other for other in flows
-                          if levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED]
-                first = max((_link_cost(preempt_s, link)
-                             for other in served
-                             for link in mine & _columns(tasks[other].loads, shared)),
-                            default=0.0)
-                further = max((_further_cost(preempt_s, link)
-                               for other in served
-                               for link in np.flatnonzero(tasks[other].loads > 0).tolist()
-                               if _column(link, shared) in mine),
-                              default=0.0)
-                latency[tid] += max(first, further)
+                latency[tid] += preempted(tid, current)
             flows[tid] = 1.0
+
+    def preempted(tid: int, rates: dict) -> float:
+        # a lower-level transfer being served (at ``rates``) on a link ``tid`` uses is
+        # preempted (one started at this instant, or waiting behind a higher level, has nothing
+        # in flight): the largest cost of the links where that happens (a link sharing
+        # another's phase counts as that one) or, if larger, the largest further-on cost of a
+        # served lower transfer's own link whose column this one uses (Engine: the lower class
+        # keeps flowing there)
+        mine = _columns(tasks[tid].loads, shared)
+        served = [other for other in flows
+                  if levels[other] < levels[tid] and rates.get(other, 0.0) * alone[other] > SERVED]
+        first = max((_link_cost(preempt_s, link)
+                     for other in served
+                     for link in mine & _columns(tasks[other].loads, shared)),
+                    default=0.0)
+        further = max((_further_cost(preempt_s, link)
+                       for other in served
+                       for link in np.flatnonzero(tasks[other].loads > 0).tolist()
+                       if _column(link, shared) in mine),
+                      default=0.0)
+        return max(first, further)
 
     def finish(tid: int) -> None:
         nonlocal done
@@ -103,6 +106,14 @@ def run_reference(engine):
         try_start(resource)
     while fixed or flows:
         rates = _rates(tasks, flows, alone, levels, shared, tiers) if flows else {}
+        if levels is not None:
+            # a transfer that waited (rated, at the floor: behind a higher level or an earlier
+            # tier) and is served at the new rates resumes: it preempts a lower level served
+            # until now on a link it uses, as a starting transfer does (its packets arrive at
+            # switches serving that level: docs/sysmodel.md, "Preemption at a resumption")
+            for tid in flows:
+                if tid in current and current[tid] * alone[tid] <= SERVED < rates[tid] * alone[tid]:
+                    latency[tid] += preempted(tid, current)
         current = rates
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
