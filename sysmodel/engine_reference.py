@@ -54,6 +54,15 @@ def run_reference(engine):
     done = 0
     current: dict[int, float] = {}           # the rates the active transfers run at now
 
+    # the hold of a transfer's links is asked with the latency of the first task carrying its
+    # (loads, bandwidths) arrays, as the compiled loop's entries do (sysmodel.engine._hold_arrays)
+    first_latency: dict = {}
+    if hold is not None:
+        for t in tasks:
+            if t.loads is not None and t.bw is not None:
+                first_latency.setdefault((id(t.loads), id(t.bw)),
+                                         max(0.0, t.duration - float((t.loads / t.bw).max())))
+
     def loads_of(tid: int):
         # what a transfer loads: all its links while its bytes run; past them, the switches it
         # still holds (after <= its cut: their last packets have not left yet)
@@ -86,8 +95,8 @@ def run_reference(engine):
                 latency[tid] += preempted(tid, current)
             flows[tid] = 1.0
             if hold is not None:
-                offsets[tid] = tuple(np.asarray(x, dtype=float)
-                                     for x in hold(task.loads, task.bw, max(0.0, task.duration - t_alone)))
+                offsets[tid] = tuple(np.asarray(x, dtype=float) for x in hold(
+                    task.loads, task.bw, first_latency[(id(task.loads), id(task.bw))]))
                 fresh.add(tid)
 
     def preempted(tid: int, rates: dict) -> float:

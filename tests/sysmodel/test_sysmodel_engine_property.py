@@ -171,3 +171,41 @@ def test_resumptions_run_as_the_reference_loop_runs_them(graph):
     for a, b in zip(fast.tasks, ref.tasks, strict=True):
         assert a.start == pytest.approx(b.start, rel=REL, abs=1e-12), a.name
         assert a.end == pytest.approx(b.end, rel=REL, abs=1e-12), a.name
+
+
+@st.composite
+def held(draw):
+    """:func:`resumptions`' graphs with a switch held per switch (``Engine(hold=)``): per class
+    the links that are switches (finite ``after``, a drawn fraction of the transfer's latency)
+    and each link's head (a drawn fraction of the latency), so that transfers hold switches
+    past their bytes, wait behind holders and are credited their head's way."""
+    bw, costs, classes = draw(resumptions())
+    offsets = []
+    for _, loads, _ in classes:
+        n_links = len(loads)
+        switch = draw(st.lists(st.booleans(), min_size=n_links, max_size=n_links))
+        head = draw(st.lists(st.sampled_from([0.0, 0.1, 0.3, 0.8]), min_size=n_links, max_size=n_links))
+        after = draw(st.lists(st.sampled_from([0.0, 0.2, 0.5, 1.0]), min_size=n_links, max_size=n_links))
+        offsets.append((np.array(switch), np.array(head), np.array(after)))
+    return bw, costs, classes, offsets
+
+
+def _build_held(bw, costs, classes, offsets) -> Engine:
+    table = {id(loads): o for (_, loads, _), o in zip(classes, offsets)}
+
+    def hold(loads, bw_, latency_s):
+        switch, head, after = table[id(loads)]
+        return head * latency_s, np.where(switch, after * latency_s, np.inf)
+    eng = _build_resumptions(bw, costs, classes)
+    eng.hold = hold
+    return eng
+
+
+@settings(max_examples=150, **EXAMPLES)
+@given(held())
+def test_held_switches_run_as_the_reference_loop_runs_them(graph):
+    fast = _build_held(*graph).run()
+    ref = _build_held(*graph).run(reference=True)
+    for a, b in zip(fast.tasks, ref.tasks, strict=True):
+        assert a.start == pytest.approx(b.start, rel=REL, abs=1e-12), a.name
+        assert a.end == pytest.approx(b.end, rel=REL, abs=1e-12), a.name
