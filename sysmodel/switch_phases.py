@@ -247,16 +247,29 @@ def hold_offsets(platform, net):
     walked over the links the transfer loads: shortest arrival from the endpoints it sends from
     (the first packet), shortest way on to an endpoint it delivers to (the last packet's
     remaining latency, so the hold is the longest the loads allow). Switches it does not reach
-    get ``head`` 0 and ``after`` inf. Kept per network: one walk per distinct loads array."""
+    get ``head`` 0 and ``after`` inf. Kept per network (the function, and per set of links
+    loaded and latency its arrays, read only: every collective of one shape is one walk)."""
     if not holds_switches(platform, net):
         return None
+    forward = platform.forward_latency_ns * 1e-9
+    found = _HOLDS.get(net)
+    if found is None or found[0] != forward:
+        found = _HOLDS[net] = (forward, _hold_function(net, forward))
+    return found[1]
+
+
+#: network -> (forwarding latency, its :func:`hold_offsets` function)
+_HOLDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _hold_function(net, forward: float):
+    """:func:`hold_offsets`' function for ``net`` and an NPU forwarding latency ``forward`` (s)."""
     nodes, _, _ = switch_links(net)
     n, s = len(net.link_bw), len(nodes)
     index = {node: k for k, node in enumerate(nodes)}
     src, dst = net.link_src.tolist(), net.link_dst.tolist()
     link_lat, node_lat = net.link_latency_s, net.node_latency_s
     switch = [kind == "switch" for kind in net.node_kind]
-    forward = platform.forward_latency_ns * 1e-9
     # per node, its hops from the nearest endpoint (a tree's levels: up is away from them)
     height = [0 if not sw else len(switch) for sw in switch]
     for _ in range(len(switch)):
@@ -265,12 +278,12 @@ def hold_offsets(platform, net):
     memo: dict = {}
 
     def offsets(loads, bw, latency_s):
-        key = (id(loads), id(bw), latency_s)
-        found = memo.get(key)
-        if found is not None and found[0] is loads and found[1] is bw:
-            return found[2]
-        given = loads
         loads = np.asarray(loads, dtype=float)
+        # the offsets depend on which links are loaded and the latency, not on the bytes
+        key = (len(loads), np.packbits(loads > 0).tobytes(), latency_s)
+        found = memo.get(key)
+        if found is not None:
+            return found
         used = [int(l) for l in np.flatnonzero(loads[:n] > 0)]
         head = np.zeros(len(loads))
         after = np.full(len(loads), np.inf)
@@ -332,7 +345,7 @@ def hold_offsets(platform, net):
         # a stored phase's collective passes each switch once per direction (a tree: up, then
         # down): its last packet leaves a switch its bytes' time after the head's last
         # departure there, the longest way from the senders (the switches' latencies on it)
-        last = _last_departures(used, src, dst, link_lat, node_lat, switch, arrive, height)
+        last = _last_departures(used, out, src, dst, link_lat, node_lat, switch, arrive, height)
         for node, k in index.items():
             for column in (n + k, n + s + k):
                 if column < len(loads) and loads[column] > 0:
@@ -341,15 +354,17 @@ def hold_offsets(platform, net):
                         after[column] = rest[node]
                         if column < n + s and node in last:
                             after[column] = max(rest[node], latency_s - last[node])
-        memo[key] = (given, bw, (head, after))
-        return head, after
+        head.setflags(write=False)
+        after.setflags(write=False)
+        found = memo[key] = (head, after)
+        return found
     return offsets
 
 
-def _last_departures(used, src, dst, link_lat, node_lat, switch, arrive, height) -> dict:
+def _last_departures(used, out, src, dst, link_lat, node_lat, switch, arrive, height) -> dict:
     """Per switch reached (``arrive``: first arrivals), the head's last departure from it: the
     longest way from the senders over the ``used`` links through switches (their latencies
-    on it) plus its own latency, where a way goes up the tree and then down (``height``: per
+    on it) plus its own latency (``out``: per node, its used links leaving it), where a way goes up the tree and then down (``height``: per
     node, its hops from the nearest endpoint), as a tree's packets do: the up pass and the
     down pass of an in-switch all-reduce meet at a switch twice, the down one later."""
     latest = {(node, False): 0.0 for node in arrive if not switch[node] and arrive[node] == 0.0}
@@ -359,8 +374,8 @@ def _last_departures(used, src, dst, link_lat, node_lat, switch, arrive, height)
             leave = t + (node_lat[u] if switch[u] else 0.0)
             if not switch[u] and t != 0.0:
                 continue           # endpoints send (at 0) and receive; they pass nothing on
-            for l in used:
-                if src[l] != u or not switch[dst[l]]:
+            for l in out.get(u, ()):
+                if not switch[dst[l]]:
                     continue
                 up = height[dst[l]] > height[u]
                 if up and down:
