@@ -272,9 +272,18 @@ def _hold_function(net, forward: float):
     switch = [kind == "switch" for kind in net.node_kind]
     # per node, its hops from the nearest endpoint (a tree's levels: up is away from them)
     height = [0 if not sw else len(switch) for sw in switch]
-    for _ in range(len(switch)):
-        for u, v in zip(src, dst):
-            height[v] = min(height[v], height[u] + 1)
+    neighbours: dict[int, list[int]] = {}
+    for u, v in zip(src, dst):
+        neighbours.setdefault(u, []).append(v)
+    frontier = [node for node, sw in enumerate(switch) if not sw]
+    while frontier:                     # breadth first from the endpoints
+        nxt = []
+        for u in frontier:
+            for v in neighbours.get(u, ()):
+                if height[v] > height[u] + 1:
+                    height[v] = height[u] + 1
+                    nxt.append(v)
+        frontier = nxt
     memo: dict = {}
 
     def offsets(loads, bw, latency_s):
