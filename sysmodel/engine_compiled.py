@@ -464,6 +464,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     hmark = np.zeros(max(n_links, 1), dtype=np.int64)   # scratch of _head_block
     hcol = np.zeros(max(n_links, 1))
     wait_head = np.zeros(n)                       # per transfer, where it waited last (s)
+    held = (holding, fresh, start, head_s, after, hmark, hcol, wait_head)
     # rates memoised per set of active transfers, named by their sorted codes (entry, level)
     span = level.max() - level.min() + 1
     code = entry * span + (level - level.min())
@@ -539,8 +540,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 changed = False
                 first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, cur, level,
                                 priority, alone, link_ptr, links, share, column, shared, tier,
-                                preempt_s, latency, mark, before, has_hold, holding, fresh, start,
-                                head_s, after, hmark, hcol, wait_head)
+                                preempt_s, latency, mark, before, has_hold, held)
                 t_rates = now
                 t_flow = now + frac[first] / rate[first] if first >= 0 else np.inf
             if n_heap > 0 and ht[0] <= t_flow:
@@ -604,22 +604,25 @@ def _insert_sorted(ready, n_ready, r):
     return n_ready + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
             link_ptr, links, share, column, shared, tier, preempt_s, latency, mark, before,
-            has_hold, holding, fresh, start, head_s, after, hmark, hcol, wait_head):
+            has_hold, held):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
     the transfer that finishes first at them (the first started among equals). A rated
     transfer that waited (at most :data:`SERVED` of its speed alone) and is served at the new
     rates resumes: it pays :func:`_preempted` against the lower levels served at the rates
     until now (kept in ``before`` only when some transfer waited; ``mark``: scratch).
-    With ``has_hold`` (``Engine(hold=)``): ``entry`` is each transfer's entry now (a held entry
+    With ``has_hold`` (``Engine(hold=)``; ``held``: the loop's arrays of it, ``holding``,
+    ``fresh``, ``start``, ``head_s``, ``after``, ``hmark``, ``hcol``, ``wait_head``):
+    ``entry`` is each transfer's entry now (a held entry
     past its bytes: ``holding``, no fraction left to settle, never the first to finish), and
     a transfer ``fresh`` (not served since it started) that resumes has its latency reduced by
     the smaller of its wait and ``wait_head`` (per transfer, :func:`_head_block` where it
     waited last, recorded at every change while it waits: its head travelled meanwhile;
     ``hmark``, ``hcol``: scratch). Returns -1 when only holders are active."""
+    holding, fresh, start, head_s, after, hmark, hcol, wait_head = held
     elapsed = now - t_rates
     check = priority and preempt_s.shape[0] > 0
     # whether a transfer waited above the lowest level served (only such a one can preempt),
