@@ -43,9 +43,38 @@ def run_reference(engine):
     priority, preempt_s, shared = engine.priority, engine.preempt_s, engine.shared_phase
     levels = None if priority is None else [priority.get(t.category, 0) for t in tasks]
     tiers = engine.tiers()          # within a level, the turn of a transfer holding a stored phase
+    hold = getattr(engine, "hold", None) if levels is not None else None
+    n = len(tasks)
+    offsets: dict[int, tuple] = {}           # task -> (head, after) per link, with ``hold``
+    holders: dict[int, float] = {}           # task past its bytes -> the cut of the links it holds
+    bytes_end: dict[int, float] = {}         # ... and when its bytes were through
+    fresh: set[int] = set()                  # transfers not served since they started
+    wait_head: dict[int, float] = {}         # ... and the head of the switch where each waits
     now = 0.0
     done = 0
     current: dict[int, float] = {}           # the rates the active transfers run at now
+
+    # the hold of a transfer's links is asked with the latency of the first task carrying its
+    # (loads, bandwidths) arrays, as the compiled loop's entries do (sysmodel.engine._hold_arrays)
+    first_latency: dict = {}
+    if hold is not None:
+        for t in tasks:
+            if t.loads is not None and t.bw is not None:
+                first_latency.setdefault((id(t.loads), id(t.bw)),
+                                         max(0.0, t.duration - float((t.loads / t.bw).max())))
+
+    def loads_of(tid: int):
+        # what a transfer loads: all its links while its bytes run; past them, the switches it
+        # still holds (after <= its cut: their last packets have not left yet)
+        loads = tasks[tid].loads
+        if tid in holders:
+            return np.where(offsets[tid][1] <= holders[tid], loads, 0.0)
+        return loads
+
+    def cuts(tid: int) -> list[float]:
+        # the transfer's distinct finite afters on the links it loads, largest first
+        after = offsets[tid][1][tasks[tid].loads > 0]
+        return sorted(set(after[np.isfinite(after)].tolist()), reverse=True)
 
     def try_start(resource: str) -> None:
         i = head[resource]
@@ -63,26 +92,46 @@ def run_reference(engine):
             alone[tid] = t_alone
             latency[tid] = max(0.0, task.duration - t_alone)
             if levels is not None:
-                # a lower-level transfer being served on a link this one uses is preempted (one
-                # started at this instant, or waiting behind a higher level, has nothing in
-                # flight): the largest cost of the links where that happens
-                # (a link sharing another's phase counts as that one)
-                # or, if larger, the largest further-on cost of a served lower transfer's own
-                # link whose column this one uses (Engine: the lower class keeps flowing there)
-                mine = _columns(task.loads, shared)
-                served = [other for other in flows
-                          if levels[other] < levels[tid] and current.get(other, 0.0) * alone[other] > SERVED]
-                first = max((_link_cost(preempt_s, link)
-                             for other in served
-                             for link in mine & _columns(tasks[other].loads, shared)),
-                            default=0.0)
-                further = max((_further_cost(preempt_s, link)
-                               for other in served
-                               for link in np.flatnonzero(tasks[other].loads > 0).tolist()
-                               if _column(link, shared) in mine),
-                              default=0.0)
-                latency[tid] += max(first, further)
+                latency[tid] += preempted(tid, current)
             flows[tid] = 1.0
+            if hold is not None:
+                offsets[tid] = tuple(np.asarray(x, dtype=float) for x in hold(
+                    task.loads, task.bw, first_latency[(id(task.loads), id(task.bw))]))
+                fresh.add(tid)
+
+    def preempted(tid: int, rates: dict) -> float:
+        # a lower-level transfer being served (at ``rates``) on a link ``tid`` uses is
+        # preempted (one started at this instant, or waiting behind a higher level, has nothing
+        # in flight): the largest cost of the links where that happens (a link sharing
+        # another's phase counts as that one) or, if larger, the largest further-on cost of a
+        # served lower transfer's own link whose column this one uses (Engine: the lower class
+        # keeps flowing there)
+        mine = _columns(tasks[tid].loads, shared)
+        served = [other for other in [*flows, *holders]
+                  if levels[other] < levels[tid] and rates.get(other, 0.0) * alone[other] > SERVED]
+        first = max((_link_cost(preempt_s, link)
+                     for other in served
+                     for link in mine & _columns(loads_of(other), shared)),
+                    default=0.0)
+        further = max((_further_cost(preempt_s, link)
+                       for other in served
+                       for link in np.flatnonzero(loads_of(other) > 0).tolist()
+                       if _column(link, shared) in mine),
+                      default=0.0)
+        return max(first, further)
+
+    def head_block(tid: int, rates: dict) -> float:
+        # where a transfer waited from its start: the first switch on its way (the smallest
+        # head among its held links, finite after) whose column a higher transfer active at
+        # ``rates`` loads; 0 where there is none
+        higher = set()
+        for other in [*flows, *holders]:
+            if other in rates and levels[other] > levels[tid]:
+                higher |= _columns(loads_of(other), shared)
+        head, after = offsets[tid]
+        found = [float(head[link]) for link in np.flatnonzero(tasks[tid].loads > 0).tolist()
+                 if np.isfinite(after[link]) and _column(link, shared) in higher]
+        return min(found, default=0.0)
 
     def finish(tid: int) -> None:
         nonlocal done
@@ -101,8 +150,30 @@ def run_reference(engine):
 
     for resource in engine.queues:
         try_start(resource)
-    while fixed or flows:
-        rates = _rates(tasks, flows, alone, levels, shared, tiers) if flows else {}
+    while fixed or flows or holders:
+        members = [*flows, *holders]
+        rates = _rates(tasks, members, alone, levels, shared, tiers, loads_of) if members else {}
+        if levels is not None:
+            # a transfer that waited (rated, at the floor: behind a higher level or an earlier
+            # tier) and is served at the new rates resumes: it preempts a lower level served
+            # until now on a link it uses, as a starting transfer does (its packets arrive at
+            # switches serving that level: docs/sysmodel.md, "Preemption at a resumption");
+            # one that waited since its start had its head travel meanwhile to the switch where
+            # it waited ("A switch held per switch")
+            for tid in flows:
+                if tid in current and current[tid] * alone[tid] <= SERVED < rates[tid] * alone[tid]:
+                    latency[tid] += preempted(tid, current)
+                    if tid in fresh:
+                        credit = min(now - tasks[tid].start, wait_head.get(tid, 0.0))
+                        latency[tid] = max(0.0, latency[tid] - credit)
+            for tid in flows:
+                if rates[tid] * alone[tid] > SERVED:
+                    fresh.discard(tid)
+            # where each transfer waiting since its start waits now (kept for its resumption,
+            # when the transfer it waited behind may have gone)
+            for tid in flows:
+                if tid in fresh and rates[tid] * alone[tid] <= SERVED:
+                    wait_head[tid] = head_block(tid, rates)
         current = rates
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
@@ -118,12 +189,27 @@ def run_reference(engine):
         for tid in list(flows):
             flows[tid] -= rates[tid] * dt
         now = step_to
-        # bandwidth parts that completed continue with their fixed latency tail
+        # bandwidth parts that completed continue with their fixed latency tail (holding, with
+        # ``hold``, the switches whose last packets have not left: until end - after)
         for tid in [t for t, f in flows.items() if f <= _EPS or t == first and t_flow <= t_fixed]:
             del flows[tid]
             heapq.heappush(fixed, (now + latency[tid], tid))
+            if tid in offsets:
+                below = [c for c in cuts(tid) if c < latency[tid]]
+                if below:
+                    holders[tid], bytes_end[tid] = below[0], now
+                    heapq.heappush(fixed, (now + latency[tid] - below[0], n + tid))
         while fixed and fixed[0][0] <= now + _EPS:
             _, tid = heapq.heappop(fixed)
+            if tid >= n:     # a held switch's last packet has left: hold the next cut's, or none
+                tid -= n
+                later = [c for c in cuts(tid) if c < holders[tid]]
+                if later:
+                    holders[tid] = later[0]
+                    heapq.heappush(fixed, (bytes_end[tid] + latency[tid] - later[0], n + tid))
+                else:
+                    del holders[tid]
+                continue
             finish(tid)
     if done != len(tasks):
         blocked = [tasks[engine.queues[r][head[r]]].name for r in engine.queues
@@ -134,17 +220,22 @@ def run_reference(engine):
     return makespan
 
 
-def _rates(tasks, flows: dict, alone: dict, levels=None, shared=None, tiers=None) -> dict:
+def _rates(tasks, flows, alone: dict, levels=None, shared=None, tiers=None, loads_of=None) -> dict:
     """Max-min fair slow-down factors by progressive filling; returns fraction/second. With
     ``levels`` (per task), strict priority: each level, highest first, fills what the levels
     above left. ``shared`` (:class:`sysmodel.engine.Engine`): a link's demand on a link sharing
     another's phase is moved onto that one as a grouped demand (:func:`_fill`). ``tiers`` (per
-    task): within a level, the transfers of each tier fill in turn, lowest first."""
+    task): within a level, the transfers of each tier fill in turn, lowest first. ``loads_of``
+    (task -> its loads; default its ``loads``): a transfer past its bytes holding switches
+    loads only those."""
     ids = list(flows)
     if len(ids) == 1:
         return {ids[0]: 1.0 / alone[ids[0]]}
     bw = tasks[ids[0]].bw
-    demand = {i: tasks[i].loads / tasks[i].bw / alone[i] for i in ids}  # share of each link at full speed
+    if loads_of is None:
+        def loads_of(i):
+            return tasks[i].loads
+    demand = {i: loads_of(i) / tasks[i].bw / alone[i] for i in ids}  # share of each link at full speed
     grouped = {i: np.zeros_like(bw) for i in ids}
     if shared is not None:
         on = np.flatnonzero(shared[:len(bw)] >= 0)

@@ -60,6 +60,7 @@ one per uplink port, each with its own phase.
 
 from __future__ import annotations
 
+import heapq
 import weakref
 
 import numpy as np
@@ -67,7 +68,7 @@ import numpy as np
 from sysmodel.collectives import build_network
 
 __all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links",
-           "shared_phase_links"]
+           "shared_phase_links", "hold_offsets"]
 
 #: network -> its :func:`switch_links`, built once per network
 _SWITCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -248,3 +249,186 @@ def shared_phase_links(platform, net) -> np.ndarray:
     nodes, _, _ = switch_links(net)
     n, s = len(net.link_bw), len(nodes)
     return np.concatenate([np.full(n + s, -1, dtype=np.int64), np.arange(n, n + s, dtype=np.int64)])
+
+
+def hold_offsets(platform, net):
+    """The engine's per-switch hold (``Engine(hold=)``, docs/sysmodel.md, "A switch held per
+    switch") for transfers on ``net``: None where transfers hold no switch
+    (:func:`holds_switches`), else a function of a transfer's (loads, bandwidths) as
+    :func:`transfer_links` gives them, and its latency beyond its bytes (``latency_s``),
+    returning two arrays over those links, ``(head, after)`` (s):
+
+    * ``head``: when the transfer's first packet reaches the link after the transfer starts --
+      for a network link, its first packet's arrival at the link's source node plus that
+      node's latency if it is a switch (0 leaving an endpoint); for a switch's pseudo-link, the
+      arrival at the switch;
+    * ``after``: for a switch's pseudo-link, how long before the transfer's end its last
+      packet leaves the switch (so the switch is held until the end minus it); ``inf`` for
+      network links (a link is not held beyond the transfer's bytes). Held in the default
+      phase (an online transfer: an endpoint algorithm, whose steps all cross the switch
+      until the last one's packets), the latency from leaving the switch (arrival + its
+      latency) to the nearest sink. Held in a stored phase (an in-switch tree, which its
+      packets pass once each way), the larger of that and ``latency_s`` (the transfer's
+      latency beyond its bytes) minus the head's last departure from the switch (the longest
+      way there from the senders): the last packet leaves its bytes' time after the head, and
+      in between the phase has nothing to move (the control unit yields it, docs/switch.md,
+      "Control unit").
+
+    Both are the path latencies the collectives sum (``net.link_latency``, ``net.node_latency``),
+    walked over the links the transfer loads: shortest arrival from the endpoints it sends from
+    (the first packet), shortest way on to an endpoint it delivers to (the last packet's
+    remaining latency, so the hold is the longest the loads allow). Switches it does not reach
+    get ``head`` 0 and ``after`` inf. Kept per network (the function, and per set of links
+    loaded and latency its arrays, read only: every collective of one shape is one walk)."""
+    if not holds_switches(platform, net):
+        return None
+    forward = platform.forward_latency_ns * 1e-9
+    found = _HOLDS.get(net)
+    if found is None or found[0] != forward:
+        found = _HOLDS[net] = (forward, _hold_function(net, forward))
+    return found[1]
+
+
+#: network -> (forwarding latency, its :func:`hold_offsets` function)
+_HOLDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _hold_function(net, forward: float):
+    """:func:`hold_offsets`' function for ``net`` and an NPU forwarding latency ``forward`` (s)."""
+    nodes, _, _ = switch_links(net)
+    n, s = len(net.link_bw), len(nodes)
+    index = {node: k for k, node in enumerate(nodes)}
+    src, dst = net.link_src.tolist(), net.link_dst.tolist()
+    link_lat, node_lat = net.link_latency_s, net.node_latency_s
+    switch = [kind == "switch" for kind in net.node_kind]
+    # per node, its hops from the nearest endpoint (a tree's levels: up is away from them)
+    height = [0 if not sw else len(switch) for sw in switch]
+    neighbours: dict[int, list[int]] = {}
+    for u, v in zip(src, dst):
+        neighbours.setdefault(u, []).append(v)
+    frontier = [node for node, sw in enumerate(switch) if not sw]
+    while frontier:                     # breadth first from the endpoints
+        nxt = []
+        for u in frontier:
+            for v in neighbours.get(u, ()):
+                if height[v] > height[u] + 1:
+                    height[v] = height[u] + 1
+                    nxt.append(v)
+        frontier = nxt
+    memo: dict = {}
+
+    def offsets(loads, bw, latency_s):
+        loads = np.asarray(loads, dtype=float)
+        # the offsets depend on which links are loaded and the latency, not on the bytes
+        key = (len(loads), np.packbits(loads > 0).tobytes(), latency_s)
+        found = memo.get(key)
+        if found is not None:
+            return found
+        used = [int(l) for l in np.flatnonzero(loads[:n] > 0)]
+        head = np.zeros(len(loads))
+        after = np.full(len(loads), np.inf)
+        # first arrivals: Dijkstra from the endpoints the transfer sends from. Where some
+        # endpoint sends without receiving (a chain's or a multicast's root, a reduce's leaves,
+        # a controller's stream), those start at 0 and an endpoint that receives forwards what
+        # it got (a chain's member: after the platform's forwarding latency); where every
+        # sender also receives (a ring, an in-switch all-reduce), all of them send at 0
+        out: dict[int, list[int]] = {}
+        into: dict[int, list[int]] = {}
+        for l in used:
+            out.setdefault(src[l], []).append(l)
+            into.setdefault(dst[l], []).append(l)
+        senders = {src[l] for l in used if not switch[src[l]]}
+        pure = {node for node in senders if node not in into}
+        arrive = {node: 0.0 for node in (pure or senders)}
+        heap = [(0.0, node) for node in arrive]
+        heapq.heapify(heap)
+        done = set()
+        while heap:
+            t, node = heapq.heappop(heap)
+            if node in done:
+                continue
+            done.add(node)
+            if switch[node]:
+                leave = t + node_lat[node]
+            elif t == 0.0 and node in arrive and (node in pure or not pure):
+                leave = 0.0
+            else:
+                leave = t + forward
+            for l in out.get(node, ()):
+                a = leave + link_lat[l]
+                if a < arrive.get(dst[l], np.inf):
+                    arrive[dst[l]] = a
+                    heapq.heappush(heap, (a, dst[l]))
+        # the last packet's remaining latency: from leaving a switch to the nearest sink
+        rest = {node: 0.0 for l in used for node in (dst[l],) if not switch[node]}
+        heap = [(0.0, node) for node in rest]
+        heapq.heapify(heap)
+        done = set()
+        while heap:
+            t, node = heapq.heappop(heap)
+            if node in done:
+                continue
+            done.add(node)
+            for l in into.get(node, ()):
+                u = src[l]
+                if not switch[u]:
+                    continue
+                # leaving u, then the link, then (through a switch) its latency and what follows
+                r = link_lat[l] + (t + node_lat[node] if switch[node] else 0.0)
+                if r < rest.get(u, np.inf):
+                    rest[u] = r
+                    heapq.heappush(heap, (r, u))
+        for l in used:
+            h = arrive.get(src[l])
+            if h is not None:
+                head[l] = h + (node_lat[src[l]] if switch[src[l]] else 0.0)
+        # a stored phase's collective passes each switch once per direction (a tree: up, then
+        # down): its last packet leaves a switch its bytes' time after the head's last
+        # departure there, the longest way from the senders (the switches' latencies on it)
+        last = _last_departures(used, out, src, dst, link_lat, node_lat, switch, arrive, height)
+        for node, k in index.items():
+            for column in (n + k, n + s + k):
+                if column < len(loads) and loads[column] > 0:
+                    head[column] = arrive.get(node, 0.0)
+                    if node in rest and node in arrive:
+                        after[column] = rest[node]
+                        if column < n + s and node in last:
+                            after[column] = max(rest[node], latency_s - last[node])
+        head.setflags(write=False)
+        after.setflags(write=False)
+        found = memo[key] = (head, after)
+        return found
+    return offsets
+
+
+def _last_departures(used, out, src, dst, link_lat, node_lat, switch, arrive, height) -> dict:
+    """Per switch reached (``arrive``: first arrivals), the head's last departure from it: the
+    longest way from the senders over the ``used`` links through switches (their latencies
+    on it) plus its own latency (``out``: per node, its used links leaving it), where a way goes up the tree and then down (``height``: per
+    node, its hops from the nearest endpoint), as a tree's packets do: the up pass and the
+    down pass of an in-switch all-reduce meet at a switch twice, the down one later."""
+    latest = {(node, False): 0.0 for node in arrive if not switch[node] and arrive[node] == 0.0}
+    for _ in range(2 * len(used) + 2):
+        moved = False
+        for (u, down), t in list(latest.items()):
+            leave = t + (node_lat[u] if switch[u] else 0.0)
+            if not switch[u] and t != 0.0:
+                continue           # endpoints send (at 0) and receive; they pass nothing on
+            for l in out.get(u, ()):
+                if not switch[dst[l]]:
+                    continue
+                up = height[dst[l]] > height[u]
+                if up and down:
+                    continue
+                state = (dst[l], down or not up)
+                a = leave + link_lat[l]
+                if a > latest.get(state, -1.0):
+                    latest[state] = a
+                    moved = True
+        if not moved:
+            break
+    out: dict = {}
+    for (node, _), t in latest.items():
+        if switch[node]:
+            out[node] = max(out.get(node, 0.0), t + node_lat[node])
+    return out
