@@ -16,6 +16,7 @@ from hdl.contracts.trace_program import PACKET_HEADER_REGS, PACKET_PACE_REG
 from hdl.designs.fabric.depacketizer import Depacketizer
 from hdl.designs.fabric.fabric_top import ENGINE_READ
 from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
+from hdl.designs.fabric.packet_assembler import none_held
 from hdl.designs.fabric.packetizer import Packetizer
 from hdl.designs.fabric.write_pacer import WritePacer
 from hdl.designs.layouts import flit_layout
@@ -149,8 +150,7 @@ class PacketTraceNpu(wiring.Component):
         wiring.connect(m, engine.tx, pacer.i)
         wiring.connect(m, pacer.o, tx.i)
         pace = Signal(PACE_BITS, name="pace")
-        held = Signal(range(self.packet.packet_flits + 2), name="pacer_held")    # at most a packet, +1 entering
-        entered, left = pacer.i.valid & pacer.i.ready, pacer.o.valid & pacer.o.ready
-        m.d.sync += held.eq(held + entered - left)
+        # at most a packet, +1 entering
+        idle = none_held(m, pacer.i, pacer.o, most=self.packet.packet_flits + 1, name="pacer_held")
         m.d.comb += [pacer.divisor.eq(pace), pacer.restart.eq(self.start | seq.engine_start)]
-        return held == 0, pace
+        return idle, pace
