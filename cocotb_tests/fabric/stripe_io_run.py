@@ -15,7 +15,7 @@ from hdl.contracts.packet import VC, PacketFormat
 from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
-__all__ = ["stripe_io_top", "stripe_io_writes", "judge_stripe_io", "run_stripe_io"]
+__all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "judge_stripe_io", "run_stripe_io"]
 
 _MASK = 0xFFFFFFFF
 
@@ -30,7 +30,7 @@ def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, dept
                            stripes=program.controllers, npu=partial(StripeNpu, stripes=program.controllers))
 
 
-def _controller_engine(step, seed: int) -> dict:
+def stripe_controller_engine(step, seed: int) -> dict:
     """The controller's engine: one stage sending its stripe (indices org ..) of its memory."""
     stage = {name: 0 for name in STAGE_REGS}
     stage.update(send_count=step.flits, own_only=step.flits, ws=step.ws, hs=step.hs, org=step.org,
@@ -51,7 +51,7 @@ def stripe_io_writes(spec, program: IoStripeProgram, packet: PacketFormat, *, se
     for k in range(program.controllers):
         io = spec.npus + k
         step = program.steps[io][k]
-        writes += [[io, reg, value] for reg, value in engine_writes(_controller_engine(step, seed))]
+        writes += [[io, reg, value] for reg, value in engine_writes(stripe_controller_engine(step, seed))]
         header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest, "last_seq": 0, "delay": 0}
         writes += [[io, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
         writes.append([io, STRIPE_REG, k])

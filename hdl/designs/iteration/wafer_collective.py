@@ -28,8 +28,11 @@ class WaferCollective:
     and ``engine_done``, In, as :class:`~.trace_sequencer.TraceSequencer`'s):
 
     * ``arrived[r]`` from NPU r's engine start to the collective's start;
-    * ``go`` (comb) when no collective is active, ``ready`` (e.g. every controller's program
-      loaded; default 1) and every NPU has arrived (its engine start this cycle counts);
+    * ``reached`` (comb) when no collective is active and every NPU has arrived (its engine
+      start this cycle counts): e.g. a controller's loader may then write the entries it
+      defers to the node (as an NPU's sequencer releases them at its node);
+    * ``go`` (comb): ``reached`` and ``ready`` (e.g. every controller's program loaded;
+      default 1);
     * ``unit_start`` the cycle after ``go``: the units' start pulse;
     * ``active`` from the cycle after ``go`` until ``over``; ``count``: collectives started;
     * ``over`` (comb): ``units_done`` (driven by the top), seen from the second cycle after
@@ -45,9 +48,11 @@ class WaferCollective:
         self.unit_start, self.active, self.over = Signal(), Signal(), Signal()
         self.units_done, self.count = Signal(), Signal(32)
         arrived = [Signal(name=f"arrived_{r}") for r in range(len(seqs))]
-        self.go = go = Signal()
+        self.reached, self.go = Signal(), Signal()
+        go = self.go
         settle, finished = Signal(2), Signal()
-        m.d.comb += [go.eq(~self.active & ready & all_of(a | s.engine_start for a, s in zip(arrived, seqs))),
+        m.d.comb += [self.reached.eq(~self.active & all_of(a | s.engine_start for a, s in zip(arrived, seqs))),
+                     go.eq(self.reached & ready),
                      self.over.eq(self.active & (settle == 0) & ~self.unit_start & self.units_done)]
         m.d.sync += self.unit_start.eq(go)
         with m.If(go):
