@@ -8,7 +8,7 @@ from __future__ import annotations
 from hdl.compiler.io_stripe_program import IoStripeProgram, io_stripe_program, receiver_entries
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
-from hdl.contracts.io_stripes import stripe_npu_writes
+from hdl.contracts.io_stripes import paged_writes, stripe_npu_words
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
 from hdl.contracts.packet import VC, PacketFormat
 from hdl.contracts.trace_program import (CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS, IoRequest, loader_entries,
@@ -53,8 +53,10 @@ def packet_io_entries(spec: FabricSpec, programs: list[IoStripeProgram], packet:
     (:func:`~hdl.contracts.trace_program.loader_entries`) for ``programs`` in order.
 
     An NPU's collective: its StripeNpu's receiver table, routes and header
-    (:func:`~hdl.contracts.io_stripes.stripe_npu_writes`, online phase, DP's VC), every write
-    kept (the port is paged: ``changes_only=False``). A controller's: its engine's program
+    (:func:`~hdl.contracts.io_stripes.stripe_npu_words`, online phase, DP's VC), only the
+    writes that change a register, with their page writes
+    (:func:`~hdl.contracts.io_stripes.paged_writes`; the loader itself cannot tell pages apart:
+    ``changes_only=False``). A controller's: its engine's program
     (one stage sending its stripe of its memory, ``stripe_controller_engine``; ``stages``
     deferred to the collective, as on the other fabrics: a done engine whose stage count
     grows would move on into the new stages), its header (phase, VC, flow = its chain's entry
@@ -62,11 +64,12 @@ def packet_io_entries(spec: FabricSpec, programs: list[IoStripeProgram], packet:
     from cocotb_tests.fabric.stripe_io_run import stripe_controller_engine
     npus = {}
     for r in range(spec.npus):
-        writes = []
+        writes, state = [], {}
         for p in programs:
             routes = {k: s.dest for k, s in p.steps[r].items() if s.dest is not None}
-            writes.append({0: stripe_npu_writes(receiver_entries(p, r), routes, p.controllers,
-                                                phase=packet.online_phase, vc=int(VC.DP))})
+            words = stripe_npu_words(receiver_entries(p, r), routes, p.controllers, phase=packet.online_phase,
+                                     vc=int(VC.DP))
+            writes.append({0: paged_writes(words, state)})
         npus[r] = loader_entries(writes, 1, changes_only=False)
     stages = frozenset({ENGINE_REGS.index("stages")})
     controllers = {}

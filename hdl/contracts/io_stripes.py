@@ -58,11 +58,30 @@ def stripe_npu_writes(entries, routes: dict, stripes: int, *, phase: int, vc: in
     I/O request: the receiver's ``entries`` (:func:`stripe_receiver_writes`), ``routes`` =
     ``{stripe: destination endpoint}`` of the stripes it forwards, and its header fields;
     page-register writes go before the writes of each new page."""
+    return paged_writes(stripe_npu_words(entries, routes, stripes, phase=phase, vc=vc))
+
+
+def stripe_npu_words(entries, routes: dict, stripes: int, *, phase: int, vc: int) -> list[tuple[int, int]]:
+    """(address, value) of :func:`stripe_npu_writes` before paging: the StripeNpu's whole
+    address space (receiver, routes, header)."""
     words = stripe_receiver_writes(entries, stripes)
     words += [(NPU_ROUTE_BASE + k, (routes[k] | 1 << 8) if k in routes else 0) for k in range(stripes)]
-    words += [(NPU_HEADER_REGS["phase"], phase), (NPU_HEADER_REGS["vc"], vc)]
+    return words + [(NPU_HEADER_REGS["phase"], phase), (NPU_HEADER_REGS["vc"], vc)]
+
+
+def paged_writes(words, state: dict | None = None) -> list[tuple[int, int]]:
+    """(register, value) writes of the paged program port for (address, value) ``words``: a
+    page-register write before the first write and before each write on another page.
+    ``state`` (address -> value, every register's current value; updated): writes that would
+    not change a register are left out (a register not in it is 0), as the program loader's
+    ``loader_entries`` does for an unpaged port (an iteration's collectives rewrite only what
+    differs)."""
     out, page = [], None
     for address, value in words:
+        if state is not None:
+            if state.get(address, 0) == value:
+                continue
+            state[address] = value
         p, reg = divmod(address, NPU_PAGE_SIZE)
         if p != page:
             out.append((NPU_PAGE_REG, p))

@@ -71,10 +71,19 @@ def test_each_controller_loads_its_engine_header_and_stripe_per_collective():
         assert all(flags & 2 == 0 for flags, _ in second)
         changed = {w[0] for _, (w,) in second if w is not None}
         assert CONTROLLER_STRIPE_REG not in changed and PACKET_HEADER_REGS["flow"] not in changed
-    # every NPU's two programs are written whole (same length: only values differ)
+    # an NPU's second program rewrites only what differs, each after its page: per stripe its
+    # flits and origin (the receiver's ``flits`` and ``org``), never a route or the header
+    from hdl.contracts.io_stripes import NPU_PAGE_REG, NPU_PAGE_SIZE, NPU_ROUTE_BASE, stripe_reg
     for r, entries in npus.items():
         last = [i for i, (flags, _) in enumerate(entries) if flags & 1]
-        assert last[1] - last[0] == last[0] + 1
+        page, changed = None, set()
+        for _, ((reg, value),) in entries[last[0] + 1:]:
+            if reg == NPU_PAGE_REG:
+                page = value
+            else:
+                changed.add(page * NPU_PAGE_SIZE + reg)
+        assert changed and all(a < NPU_ROUTE_BASE for a in changed), (r, changed)
+        assert changed <= {stripe_reg(k, n) for k in range(3) for n in ("flits", "org")}, (r, changed)
 
 
 @pytest.mark.parametrize("op,match", [("io-store", "io-store is not built"), ("io-write", "io-write is not built")])
@@ -142,3 +151,18 @@ def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabr
         assert ends.pop() - start >= stripe * 4 + 2
     # the second io-load starts 20 compute cycles (and the node's end cycle) after the first ends
     assert npus[0]["times"][3][0] == npus[0]["times"][1][1] + 20
+
+
+@pytest.mark.full
+def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top):
+    """The same iteration under Verilator (cocotb_tests/iteration/packet_io_run.py: the
+    Verilog top, the cocotb bench's load, start and reads) takes the same cycles, node for
+    node, as in Amaranth's simulator, every flit checked."""
+    from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
+    out, programs = _run(run_fabric_top)
+    traces, _ = _case()
+    run = run_packet_io_iteration(SPEC, traces, programs, watchdog_cycles=20_000)
+    assert run.errors == []
+    assert run.cycles == out["cycles"]
+    assert [[tuple(t) for t in run.node_times[r]] for r in range(SPEC.npus)] == [x["times"] for x in out["npus"]]
+    assert run.flits_received == SPEC.npus * 3 * STRIPES[-1] and run.flits_sent == SPEC.io_controllers * STRIPES[-1]
