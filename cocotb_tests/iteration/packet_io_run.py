@@ -19,6 +19,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 
 from .packet_io_loading import packet_io_entries, packet_io_writes
+from .packet_loading import packet_iteration_format
 from .run import IterationRun, bench_metrics, check_finished, node_depth, run_error_lines
 
 __all__ = ["run_packet_io_iteration", "packet_io_verilog"]
@@ -55,14 +56,13 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     from cocotb_tests.fabric.run import PORTS, poll_cycles
     from cocotb_tests.runner import run_bench
     from eda.fabric.build import build_top_public_only
-    from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ, packet_format
+    from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.designs.iteration import StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
     if not programs:
         raise FredError("the traces hold no I/O collective; the packet fabric's I/O iteration runs them")
     nodes = node_depth(traces)
-    from hdl.compiler.fabric_program import default_phases
-    packet = packet_format(default_phases(), dest_ports=max(spec.switch_ports), stripes=spec.io_controllers)
+    packet = packet_iteration_format(spec, True, spec.io_controllers)
     npu_entries, controller_entries = packet_io_entries(spec, programs, packet)
     room, controller_room = _room(npu_entries), _room(controller_entries)
     start = time.perf_counter()

@@ -50,11 +50,11 @@ def test_each_controller_loads_its_engine_header_and_stripe_per_collective():
     """Hand-checked: controller k's first program sets its stripe k, flow = its chain's entry
     NPU, and its engine's stage count last (deferred); the second changes only what differs
     (the stripe's flits and origin), nothing deferred. The NPUs' paged port keeps every write."""
-    from hdl.designs.iteration import PacketIoIterationTop
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format
     traces, requests = _case()
     programs = packet_io_programs(SPEC, requests)
     assert [p.stripe_flits for p in programs] == list(STRIPES)
-    packet = PacketIoIterationTop(SPEC, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS).packet
+    packet = packet_iteration_format(SPEC, True, SPEC.io_controllers)
     npus, controllers = packet_io_entries(SPEC, programs, packet)
     from hdl.contracts.npu_engine import ENGINE_REGS
     from hdl.contracts.trace_program import CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS
@@ -105,11 +105,13 @@ def test_in_switch_fabrics_are_refused_by_name():
 
 
 def _run(run_fabric_top, stripes=STRIPES):
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
     traces, requests = _case(stripes)
     programs = packet_io_programs(SPEC, requests)
     dut = PacketIoIterationTop(SPEC, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS)
+    assert dut.packet == packet_iteration_format(SPEC, True, SPEC.io_controllers)   # the loader's format
     writes = packet_io_writes(SPEC, traces, programs, dut.packet, nodes=NODES, npu_programs=PROGRAMS,
                               controller_programs=CONTROLLER_PROGRAMS)
     names = StripeTraceNpu.read_names
