@@ -18,10 +18,9 @@ from amaranth.lib.wiring import In, Out
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.io_stripes import NPU_HEADER_REGS, NPU_PAGE_REG, NPU_PAGE_SIZE, NPU_ROUTE_BASE, STRIPE_REGS
 from hdl.contracts.packet import DATA_VCS, PacketFormat
-from hdl.designs.layouts import flit_layout
-from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .depacketizer import Depacketizer
+from .io_controller import endpoint_link_members
 from .packetizer import Packetizer
 from .stripe_receiver import StripeReceiver
 
@@ -49,11 +48,8 @@ class StripeNpu(wiring.Component):
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int):
         self.flit, self.packet, self.depth, self.stripes = flit, packet, depth, stripes
-        link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
-        nvc = len(DATA_VCS)
         super().__init__({
-            "o": Out(link_signature(flit_layout(link_flit))), "credit_in": In(2).array(nvc),
-            "i": In(link_signature(flit_layout(link_flit))), "credit_out": Out(2).array(nvc),
+            **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32),
             "done": Out(1), "received": Out(32), "errors": Out(32), "first_error": Out(32),
             "seq_errors": Out(32), "link_errors": Out(32),

@@ -19,8 +19,8 @@ from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collecti
 from hdl.designs.fabric.packet_assembler import none_held
 from hdl.designs.fabric.packetizer import Packetizer
 from hdl.designs.fabric.write_pacer import WritePacer
+from hdl.designs.fabric.io_controller import endpoint_link_members
 from hdl.designs.layouts import flit_layout
-from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .loading_sequencer import LoadingTraceSequencer
 
@@ -80,11 +80,8 @@ class PacketTraceNpu(wiring.Component):
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"io_rate must be a fraction of a flit per cycle in (0, 1], got {io_rate!r}")
         self.io_rate = io_rate
-        link = flit_layout(FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width))
-        nvc = len(DATA_VCS)
         super().__init__({
-            "o": Out(link_signature(link)), "credit_in": In(2).array(nvc),
-            "i": In(link_signature(link)), "credit_out": Out(2).array(nvc),
+            **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32), "done": Out(1),
             **{name: Out(32) for name in ("sent", "received", "errors", "extra", "first_error", "hash")},
             "seq_errors": Out(16), "link_errors": Out(1),

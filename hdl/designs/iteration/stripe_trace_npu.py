@@ -13,8 +13,7 @@ from hdl.contracts.flit import FlitFormat
 from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.contracts.trace_program import LOADER_READ, TRACE_READ
 from hdl.designs.fabric.stripe_npu import StripeNpu
-from hdl.designs.layouts import flit_layout
-from hdl.designs.switch.vc_input_buffer import link_signature
+from hdl.designs.fabric.io_controller import endpoint_link_members
 
 from .loading_sequencer import LoadingTraceSequencer
 
@@ -50,11 +49,8 @@ class StripeTraceNpu(wiring.Component):
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, nodes: int, programs: int):
         self.flit, self.packet, self.depth, self.stripes = flit, packet, depth, stripes
         self.nodes, self.programs = nodes, programs
-        link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
-        nvc = len(DATA_VCS)
         super().__init__({
-            "o": Out(link_signature(flit_layout(link_flit))), "credit_in": In(2).array(nvc),
-            "i": In(link_signature(flit_layout(link_flit))), "credit_out": Out(2).array(nvc),
+            **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32), "done": Out(1),
             "engine_start": Out(1), "engine_done": In(1), "run": In(1), "run_done": Out(1),
             **{name: Out(32) for name in ("received", "errors", "first_error", "seq_errors", "link_errors")},

@@ -14,10 +14,8 @@ from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import ENGINE_REGS
 from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.contracts.trace_program import CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS
-from hdl.designs.fabric.io_controller import IoController
+from hdl.designs.fabric.io_controller import IoController, endpoint_link_members
 from hdl.designs.fabric.packet_assembler import none_held
-from hdl.designs.layouts import flit_layout
-from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .program_loader import ProgramLoader
 
@@ -66,11 +64,8 @@ class TracedIoController(wiring.Component):
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"controller program memory must be an integer in 1..65536 entries, got {programs!r}")
         self.flit, self.packet, self.depth, self.rate, self.programs = flit, packet, depth, rate, programs
-        link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
-        nvc = len(DATA_VCS)
         super().__init__({
-            "o": Out(link_signature(flit_layout(link_flit))), "credit_in": In(2).array(nvc),
-            "i": In(link_signature(flit_layout(link_flit))), "credit_out": Out(2).array(nvc),
+            **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32),
             "release": In(1), "ready": Out(1), "run": In(1), "run_done": Out(1), "next": In(1),
             "done": Out(1), "runs": Out(32), "sent": Out(32), "run_errors": Out(32), "link_errors": Out(1),

@@ -31,7 +31,7 @@ def _program(flits, weights, stripe, flow):
                                         (CONTROLLER_STRIPE_REG, stripe)]}
 
 
-def _run(seed, gaps):
+def _run(program_and_start, seed, gaps):
     rng = random.Random(seed)
     fmt = packet_format(1, dest_ports=4, stripes=3)
     dut = TracedIoController(flit=FLIT, packet=fmt, depth=8, rate=RATE, programs=64)
@@ -40,15 +40,7 @@ def _run(seed, gaps):
     runs = []
 
     async def bench(ctx):
-        for reg, value in loader_writes(entries, 1, 64):
-            ctx.set(dut.we, 1)
-            ctx.set(dut.waddr, reg)
-            ctx.set(dut.wdata, value)
-            await ctx.tick()
-        ctx.set(dut.we, 0)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await program_and_start(ctx, dut, loader_writes(entries, 1, 64))
         returns = []
         for flits, *_ in RUNS:
             ctx.set(dut.release, 1)      # the NPUs are all there: the deferred stage count
@@ -100,8 +92,8 @@ def _run(seed, gaps):
 
 
 @pytest.mark.parametrize("seed,gaps", [(0, [0]), (1, [0, 0, 3, 40, 400]), (2, [0, 90])])
-def test_each_run_sends_its_program_and_ends_after_its_last_flit(seed, gaps):
-    *runs, reads = _run(seed, gaps)
+def test_each_run_sends_its_program_and_ends_after_its_last_flit(program_and_start, seed, gaps):
+    *runs, reads = _run(program_and_start, seed, gaps)
     for run, (flits, weights, stripe, flow) in zip(runs, RUNS):
         sent = run["sent"]
         assert [data for _, data, *_ in sent] == [flit_value(weights, i, 0) for i in range(flits)]
