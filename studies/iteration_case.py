@@ -196,8 +196,8 @@ def _io_programs(spec, requests, network, text, fabric: str):
     picks; io-write's and io-read's spill program, unicasts), checked as the mesh's I/O cases
     check them; the model's cycles of each request. The mesh's I/O iteration top runs
     iterations of I/O nodes only (no all-reduce beside them); the packet Fred-A/C's
-    (:class:`hdl.designs.iteration.PacketIoIterationTop`) iterations of io-load nodes on the
-    wafer only, with each one's striped program
+    (:class:`hdl.designs.iteration.PacketIoIterationTop`) iterations of io-load and io-store
+    nodes on the wafer only, with each one's striped program
     (:func:`cocotb_tests.iteration.packet_io_loading.packet_io_programs`); otherwise the
     third item says what is not built (:func:`_packet_io_missing`)."""
     from hdl.contracts.trace_program import IoRequest
@@ -293,10 +293,8 @@ def _packet_io_missing(spec, ops) -> str:
                          f"distinct stored flows at a switch, {share}; the packet switch serves one "
                          f"stored phase per VC at a time (several stored flows interleaved per packet: "
                          f"not built)")
-        elif op == "io-load":
+        elif op in _PACKET_IO_OPS:
             continue      # the striped chains behind the trace (PacketIoIterationTop)
-        elif op == "io-store":
-            parts.append("io-store: the striped chains' reduce-out (io-reduce on the endpoint NPUs) is not built")
         else:
             parts.append(f"{op}: the spills (every NPU's own stripe to or from each controller, online "
                          f"unicasts) are not built on the packet fabric")
@@ -304,8 +302,8 @@ def _packet_io_missing(spec, ops) -> str:
         top = (f"the packet {spec.name} fabric's I/O iteration top (its {spec.io_controllers} controllers run by "
                f"the trace, hdl.designs.iteration.PacketIoIterationTop) runs Fred-A/C")
     else:
-        top = (f"the packet {spec.name} fabric's I/O iteration top runs io-load nodes only "
-               f"(the striped chains; no other collective beside them)")
+        top = (f"the packet {spec.name} fabric's I/O iteration top runs io-load and io-store nodes on the "
+               f"wafer only (the striped chains; no other collective beside them)")
     return top + "; " + "; ".join(parts) if parts else top
 
 

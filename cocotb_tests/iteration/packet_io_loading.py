@@ -5,7 +5,7 @@ chain), and from it each NPU's and each controller's program-loader entries. Pur
 
 from __future__ import annotations
 
-from hdl.compiler.io_stripe_program import IoStripeProgram, io_stripe_program, receiver_entries
+from hdl.compiler.io_stripe_program import IoStripeProgram, io_stripe_program, npu_own, receiver_entries
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.io_stripes import paged_writes, stripe_npu_words
@@ -16,16 +16,18 @@ from hdl.contracts.trace_program import (CONTROLLER_STRIPE_REG, PACKET_HEADER_RE
 
 __all__ = ["PACKET_IO_BUILT", "packet_io_programs", "packet_io_entries", "packet_io_writes"]
 
-#: The trace's I/O ops the packet fabric's I/O iteration runs, as the striped request's op.
-PACKET_IO_BUILT = {"io-load": "io-broadcast"}
+#: The trace's I/O ops the packet fabric's I/O iteration runs, as the striped request's op
+#: (weights in along the chains, gradients reduced out along them).
+PACKET_IO_BUILT = {"io-load": "io-broadcast", "io-store": "io-reduce"}
 
 
 def packet_io_programs(spec: FabricSpec, requests: list, *, seed: int = 0) -> list[IoStripeProgram]:
     """The striped I/O program of each request (the trace's collectives in order): io-load on
-    the wafer is ``io_stripe_program(spec, "io-broadcast", size_flits)``. FredError, naming
-    the first request the iteration top cannot run: a collective that is not an I/O node, an
-    op not built (io-store's reduce-out, the spills), a group other than the wafer, an
-    in-switch fabric (``io_stripe_program``'s refusal)."""
+    the wafer is ``io_stripe_program(spec, "io-broadcast", size_flits)``, io-store
+    ``io_stripe_program(spec, "io-reduce", size_flits)``. FredError, naming the first request
+    the iteration top cannot run: a collective that is not an I/O node, an op not built (the
+    spills), a group other than the wafer, an in-switch fabric (``io_stripe_program``'s
+    refusal)."""
     wafer = (tuple(range(spec.npus)),)
     out, made = [], {}
     for request in requests:
@@ -57,10 +59,13 @@ def packet_io_entries(spec: FabricSpec, programs: list[IoStripeProgram], packet:
     writes that change a register, with their page writes
     (:func:`~hdl.contracts.io_stripes.paged_writes`; the loader itself cannot tell pages apart:
     ``changes_only=False``). A controller's: its engine's program
-    (one stage sending its stripe of its memory, ``stripe_controller_engine``; ``stages``
+    (one stage sending its stripe of its memory, or in io-store receiving and checking the
+    stripe's sum, ``stripe_controller_engine``; ``stages``
     deferred to the collective, as on the other fabrics: a done engine whose stage count
     grows would move on into the new stages), its header (phase, VC, flow = its chain's entry
-    NPU, 0 packets received) and its stripe, only the writes that change a register."""
+    NPU, the packets it receives: its stripe's in io-store) and its stripe, only the writes
+    that change a register. An NPU's own part (its data weights, ``add``, the stripe it
+    starts) in io-store: ``npu_own``."""
     from cocotb_tests.fabric.stripe_io_run import stripe_controller_engine
     npus = {}
     for r in range(spec.npus):
@@ -68,7 +73,7 @@ def packet_io_entries(spec: FabricSpec, programs: list[IoStripeProgram], packet:
         for p in programs:
             routes = {k: s.dest for k, s in p.steps[r].items() if s.dest is not None}
             words = stripe_npu_words(receiver_entries(p, r), routes, p.controllers, phase=packet.online_phase,
-                                     vc=int(VC.DP))
+                                     vc=int(VC.DP), own=npu_own(p, r))
             writes.append({0: paged_writes(words, state)})
         npus[r] = loader_entries(writes, 1, changes_only=False)
     stages = frozenset({ENGINE_REGS.index("stages")})
@@ -78,7 +83,8 @@ def packet_io_entries(spec: FabricSpec, programs: list[IoStripeProgram], packet:
         writes = []
         for p in programs:
             step = p.steps[io][k]
-            header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest, "packets": 0}
+            packets = -(-step.flits // packet.packet_flits) if step.source is not None else 0
+            header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest or 0, "packets": packets}
             writes.append({0: engine_writes(stripe_controller_engine(step, seed))
                            + [(PACKET_HEADER_REGS[n], v) for n, v in header.items()] + [(CONTROLLER_STRIPE_REG, k)]})
         controllers[k] = loader_entries(writes, 1, deferred=stages)

@@ -168,16 +168,24 @@ def test_the_packet_in_switch_fabrics_io_iteration_is_refused_naming_the_switch_
 
 
 @pytest.mark.parametrize("fabric", ["fred-a", "fred-c"])
-def test_the_packet_endpoint_fabrics_io_iteration_names_the_ops_it_lacks(fabric):
-    """Fred-A/C (endpoint chains, routed online): io-load's striped chains run behind the trace
-    (PacketIoIterationTop), so io-load is not named; io-store's reduce-out along the chains is
-    not built; with the default samples the spills (io-write / io-read) are named too."""
+def test_the_packet_endpoint_fabrics_io_iteration_names_only_the_spills(fabric):
+    """Fred-A/C (endpoint chains, routed online): io-load's and io-store's striped chains run
+    behind the trace (PacketIoIterationTop), so neither is named; with the default samples the
+    spills (io-write / io-read) are; with 8 samples (no spills) nothing is missing and every
+    I/O node has its striped program (the embedding's io-load: 14 flits per controller)."""
+    from hdl.compiler.io_stripe_program import IoStripeProgram
     case = build_iteration_case(fabric=fabric, switch="packet", workload=get_workload("gpt-3"),
                                 platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
                                 scale=10_000.0)
     missing = case.rtl_missing
-    assert f"the packet {fabric} fabric's I/O iteration top runs io-load nodes only" in missing
-    assert "io-load:" not in missing
-    assert "io-store: the striped chains' reduce-out (io-reduce on the endpoint NPUs) is not built" in missing
+    assert f"the packet {fabric} fabric's I/O iteration top runs io-load and io-store nodes" in missing
+    assert "io-load:" not in missing and "io-store:" not in missing
+    case = build_iteration_case(fabric=fabric, switch="packet", workload=get_workload("gpt-3"),
+                                platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
+                                samples_per_dp=8, scale=10_000.0)
+    assert case.rtl_missing is None
+    assert all(isinstance(p, IoStripeProgram) and p.op == {"io-load": "io-broadcast", "io-store": "io-reduce"}[r.op]
+               and p.stripe_flits == r.stripe_flits for r, p in zip(case.request, case.program))
+    assert case.program[0].stripe_flits == 14
     for op in ("io-write", "io-read"):
         assert f"{op}: the spills" in missing

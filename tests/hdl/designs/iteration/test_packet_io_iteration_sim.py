@@ -21,20 +21,26 @@ from sysmodel.trace import TraceNode
 
 #: a quarter flit per cycle per controller (the paper's 16/375 would only make the run longer)
 SPEC = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
-NODES, PROGRAMS, CONTROLLER_PROGRAMS = 8, 128, 64
+NODES, PROGRAMS, CONTROLLER_PROGRAMS = 16, 128, 64
 #: stripe flits of the two io-loads (every NPU receives 3 stripes of each)
 STRIPES = (8, 12)
+#: weights in, gradients out, weights in again (longer), gradients out (longer)
+LOAD_STORE = (("io-load", 8), ("io-store", 8), ("io-load", 12), ("io-store", 12))
 
 
 def _nodes(rank: int, stripes=STRIPES):
+    """Compute of 30 + 7 rank cycles, then per I/O node (an op and its stripe flits, or an
+    io-load's stripe flits) the node and a compute of 20 cycles (5 after the last)."""
     wafer = tuple(range(SPEC.npus))
-    nodes, compute = [], [30 + 7 * rank, 20, 5]
-    for k, stripe in enumerate(stripes):
+    io = [s if isinstance(s, tuple) else ("io-load", s) for s in stripes]
+    nodes, compute = [], [30 + 7 * rank] + [20] * (len(io) - 1) + [5]
+    for k, (op, stripe) in enumerate(io):
         nodes.append(TraceNode(id=2 * k, name=f"c{k}", kind="compute", duration_s=float(compute[k]),
                                deps=(2 * k - 1,) if k else ()))
-        nodes.append(TraceNode(id=2 * k + 1, name=f"load{k}", kind="mem-read", op="io-load",
-                               size=float(stripe * SPEC.io_controllers), group=wafer, category="io", deps=(2 * k,)))
-    n = 2 * len(stripes)
+        nodes.append(TraceNode(id=2 * k + 1, name=f"{op}{k}", kind="mem-read" if op == "io-load" else "mem-write",
+                               op=op, size=float(stripe * SPEC.io_controllers), group=wafer, category="io",
+                               deps=(2 * k,)))
+    n = 2 * len(io)
     nodes.append(TraceNode(id=n, name="end", kind="compute", duration_s=float(compute[-1]), deps=(n - 1,)))
     return nodes
 
@@ -86,7 +92,7 @@ def test_each_controller_loads_its_engine_header_and_stripe_per_collective():
         assert changed <= {stripe_reg(k, n) for k in range(3) for n in ("flits", "org")}, (r, changed)
 
 
-@pytest.mark.parametrize("op,match", [("io-store", "io-store is not built"), ("io-write", "io-write is not built")])
+@pytest.mark.parametrize("op,match", [("io-write", "io-write is not built"), ("io-read", "io-read is not built")])
 def test_ops_not_built_are_refused_by_name(op, match):
     traces, requests = _case()
     bad = [requests[0], type(requests[1])(op=op, groups=requests[1].groups, controllers=requests[1].controllers,
@@ -104,7 +110,7 @@ def test_in_switch_fabrics_are_refused_by_name():
         PacketIoIterationTop(fabric_spec("fred-a", npus=6, npus_per_l1=2), nodes=4, programs=8, controller_programs=8)
 
 
-def _run(run_fabric_top, stripes=STRIPES):
+def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
@@ -130,7 +136,7 @@ def _run(run_fabric_top, stripes=STRIPES):
             out["npus"].append(npu)
         return out
 
-    return run_fabric_top(dut, writes, read_back, max_cycles=3000, with_write=True), programs
+    return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles, with_write=True), programs
 
 
 def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabric_top):
@@ -168,3 +174,28 @@ def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top):
     assert run.cycles == out["cycles"]
     assert [[tuple(t) for t in run.node_times[r]] for r in range(SPEC.npus)] == [x["times"] for x in out["npus"]]
     assert run.flits_received == SPEC.npus * 3 * STRIPES[-1] and run.flits_sent == SPEC.io_controllers * STRIPES[-1]
+
+
+def test_weights_in_and_gradients_out_alternate_each_flit_checked(run_fabric_top):
+    """io-load, io-store, longer io-load, longer io-store: in each io-store every NPU adds its
+    own data to each stripe it forwards along the chains (reversed) and the entry NPU sends
+    the sum to its controller, whose engine checks the sum of all 6 NPUs' data; each NPU's
+    receiver checks the partial sums. In an io-store NPU r receives every stripe but the one
+    it starts (the last of a chain in the load's order: NPUs 5, 2, 3 start one each), so the
+    last run's count is 2 or 3 stripes of 12."""
+    out, programs = _run(run_fabric_top, LOAD_STORE, max_cycles=6000)
+    assert out["all_done"]
+    starts = {c[-1] for c in programs[1].chains}
+    assert starts == {5, 2, 3}
+    for r, x in enumerate(out["npus"]):
+        assert (x["nodes_done"], x["run_errors"]) == (9, 0), (r, x)
+        assert x["received"] == 12 * (2 if r in starts else 3), (r, x)
+    for k, c in enumerate(out["controllers"]):
+        # the last run received its 12-flit stripe (sent nothing), every run's check clean
+        assert (c["done"], c["runs"], c["run_errors"], c["link_errors"], c["sent"]) == (1, 4, 0, 0, 0), (k, c)
+    for node in (1, 3, 5, 7):
+        assert len({x["times"][node][1] for x in out["npus"]}) == 1
+    # an io-store lasts at least its stripe's time into the controller (1/4 flit per cycle)
+    for node, (_, stripe) in zip((3, 7), LOAD_STORE[1::2]):
+        start, end = out["npus"][-1]["times"][node]
+        assert end - start >= stripe * 4
