@@ -1,8 +1,12 @@
-"""``StripeNpu``: an NPU of the striped I/O request's weight streaming on Fred-A/C
-(docs/fabric_rtl.md, "Striped I/O: every controller at once"): it receives every stripe, from
-the NPU before it on each stripe's chain or from the stripe's controller, interleaved per
+"""``StripeNpu``: an NPU of the striped I/O request on Fred-A/C (docs/fabric_rtl.md, "Striped
+I/O: every controller at once"). Weight streaming (io-broadcast): it receives every stripe,
+from the NPU before it on each stripe's chain or from the stripe's controller, interleaved per
 packet, checks every flit against its stripe, and sends each received packet on, whole, to
-the next member of that stripe's chain (a stripe whose chain ends here is kept).
+the next member of that stripe's chain (a stripe whose chain ends here is kept). Gradient
+reduce-out (io-reduce, :data:`~hdl.contracts.io_stripes.NPU_OWN_REGS` set): it adds its own
+data to every flit it forwards (the partial sum it received is checked first) and sends the
+stripe it starts (at most one) from its own data, its packets taking turns with the forwarded
+ones at packet boundaries; the entry NPU's next member is the stripe's controller.
 
 A :class:`~hdl.designs.fabric.packet_fabric_top.PacketFabricTop` ``npu`` component (the
 same members as :class:`~hdl.designs.fabric.io_controller.IoController` at the link, plus
@@ -37,7 +41,8 @@ class StripeNpu(wiring.Component):
     Members: ``o`` / ``credit_in`` (to the L1's input, its credits back), ``i`` / ``credit_out``
     (from the L1's output, credits to it), ``start``, ``we`` / ``waddr`` / ``wdata`` (the
     program: :func:`hdl.contracts.io_stripes.stripe_npu_writes`), ``done`` (every stripe
-    received; what it forwards has left with it), and the read registers :attr:`read_names`.
+    received, and the stripe it starts sent; what it forwards has left with it), and the read
+    registers :attr:`read_names`.
 
     Path: :class:`Depacketizer` (``headers``: each flit's packet ``seq`` and ``stripe``) ->
     :class:`StripeReceiver` (checks) -> :class:`Packetizer` (``forward``: a received packet

@@ -1,6 +1,6 @@
 """``PacketIoIterationTop``: the packet FRED fabric with its I/O controllers, every NPU and every
 controller run by the iteration's trace (docs/fabric_iteration.md, "The packet FRED fabric's I/O
-iteration"). Fred-A/C, io-load (the striped chains) so far."""
+iteration"). Fred-A/C: io-load and io-store (the striped chains) so far."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ class PacketIoIterationTop(PacketFabricTop):
     load their next program. Between two collectives no flit of either is in flight, so
     every unit restarts (packets numbered from 0) with each.
 
-    What it runs: iterations whose collective nodes are all io-load on Fred-A/C (the
-    striped chains, :func:`hdl.compiler.io_stripe_program.io_stripe_program`); refused by
-    name: in-switch fabrics (Fred-B/D: the switch serves one stored flow per VC at a time),
+    What it runs: iterations whose collective nodes are all io-load or io-store on the wafer
+    on Fred-A/C (the striped chains, :func:`hdl.compiler.io_stripe_program.io_stripe_program`,
+    io-broadcast and io-reduce); refused by name: in-switch fabrics (Fred-B/D: the switch serves one stored flow per VC at a time),
     a fabric without controllers, a cut fabric.
 
     Harness ports as :class:`PacketFabricTop`'s: unit r < npus is NPU r (its sequencer's and
