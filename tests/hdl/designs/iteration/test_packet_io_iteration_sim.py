@@ -21,6 +21,8 @@ from sysmodel.trace import TraceNode
 
 #: a quarter flit per cycle per controller (the paper's 16/375 would only make the run longer)
 SPEC = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
+#: the same on Fred-C (full-rate uplinks: 3 per L1, so its L1s are Fred_3(7) and the L2 three planes)
+FRED_C = fabric_spec("fred-c", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
 NODES, PROGRAMS, CONTROLLER_PROGRAMS = 16, 128, 64
 #: stripe flits of the two io-loads (every NPU receives 3 stripes of each)
 STRIPES = (8, 12)
@@ -28,27 +30,27 @@ STRIPES = (8, 12)
 LOAD_STORE = (("io-load", 8), ("io-store", 8), ("io-load", 12), ("io-store", 12))
 
 
-def _nodes(rank: int, stripes=STRIPES):
+def _nodes(rank: int, stripes=STRIPES, spec=SPEC):
     """Compute of 30 + 7 rank cycles, then per I/O node (an op and its stripe flits, or an
     io-load's stripe flits) the node and a compute of 20 cycles (5 after the last)."""
-    wafer = tuple(range(SPEC.npus))
+    wafer = tuple(range(spec.npus))
     io = [s if isinstance(s, tuple) else ("io-load", s) for s in stripes]
     nodes, compute = [], [30 + 7 * rank] + [20] * (len(io) - 1) + [5]
     for k, (op, stripe) in enumerate(io):
         nodes.append(TraceNode(id=2 * k, name=f"c{k}", kind="compute", duration_s=float(compute[k]),
                                deps=(2 * k - 1,) if k else ()))
         nodes.append(TraceNode(id=2 * k + 1, name=f"{op}{k}", kind="mem-read" if op == "io-load" else "mem-write",
-                               op=op, size=float(stripe * SPEC.io_controllers), group=wafer, category="io",
+                               op=op, size=float(stripe * spec.io_controllers), group=wafer, category="io",
                                deps=(2 * k,)))
     n = 2 * len(io)
     nodes.append(TraceNode(id=n, name="end", kind="compute", duration_s=float(compute[-1]), deps=(n - 1,)))
     return nodes
 
 
-def _case(stripes=STRIPES):
-    ranks = {r: _nodes(r, stripes) for r in range(SPEC.npus)}
+def _case(stripes=STRIPES, spec=SPEC):
+    ranks = {r: _nodes(r, stripes, spec) for r in range(spec.npus)}
     traces = {r: npu_trace(r, n, cycle_s=1.0, max_collectives=8, io=True) for r, n in ranks.items()}
-    requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=SPEC.io_controllers)
+    requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=spec.io_controllers)
     return traces, requests
 
 
@@ -110,22 +112,22 @@ def test_in_switch_fabrics_are_refused_by_name():
         PacketIoIterationTop(fabric_spec("fred-a", npus=6, npus_per_l1=2), nodes=4, programs=8, controller_programs=8)
 
 
-def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000):
+def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000, spec=SPEC):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
-    traces, requests = _case(stripes)
-    programs = packet_io_programs(SPEC, requests)
-    dut = PacketIoIterationTop(SPEC, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS)
-    assert dut.packet == packet_iteration_format(SPEC, True, SPEC.io_controllers)   # the loader's format
-    writes = packet_io_writes(SPEC, traces, programs, dut.packet, nodes=NODES, npu_programs=PROGRAMS,
+    traces, requests = _case(stripes, spec)
+    programs = packet_io_programs(spec, requests)
+    dut = PacketIoIterationTop(spec, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS)
+    assert dut.packet == packet_iteration_format(spec, True, spec.io_controllers)   # the loader's format
+    writes = packet_io_writes(spec, traces, programs, dut.packet, nodes=NODES, npu_programs=PROGRAMS,
                               controller_programs=CONTROLLER_PROGRAMS)
     names = StripeTraceNpu.read_names
 
     async def read_back(read, write):
         out = {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1), "npus": [],
-               "controllers": [{n: await read(SPEC.npus + k, i) for i, n in enumerate(CONTROLLER_READ)}
-                               for k in range(SPEC.io_controllers)]}
+               "controllers": [{n: await read(spec.npus + k, i) for i, n in enumerate(CONTROLLER_READ)}
+                               for k in range(spec.io_controllers)]}
         for rank, trace in traces.items():
             npu = {n: await read(rank, i) for i, n in enumerate(names)}
             npu["times"] = []
@@ -139,8 +141,10 @@ def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000):
     return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles, with_write=True), programs
 
 
-def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabric_top):
-    out, programs = _run(run_fabric_top)
+@pytest.mark.parametrize("spec", [SPEC, pytest.param(FRED_C, marks=pytest.mark.full)], ids=["fred-a", "fred-c"])
+def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabric_top, spec):
+    """(Fred-C measured 2026-11-27 08:08 UTC: 426 cycles, the io-loads 65-236 and 256-421.)"""
+    out, programs = _run(run_fabric_top, spec=spec)
     assert out["all_done"]
     npus, ctrls = out["npus"], out["controllers"]
     for x in npus:
@@ -149,7 +153,7 @@ def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabr
     for k, c in enumerate(ctrls):
         assert (c["done"], c["runs"], c["run_errors"], c["link_errors"], c["sent"]) == (1, 2, 0, 0, STRIPES[-1]), (k, c)
     # the first io-load starts for all when the last NPU (rank 5: 30 + 35 cycles) reaches it
-    assert [x["times"][1][0] for x in npus] == [30 + 7 * r for r in range(SPEC.npus)]
+    assert [x["times"][1][0] for x in npus] == [30 + 7 * r for r in range(spec.npus)]
     for node, stripe in zip((1, 3), STRIPES):
         ends = {x["times"][node][1] for x in npus}
         assert len(ends) == 1            # ends for every NPU in the same cycle
