@@ -25,8 +25,8 @@ from hdl.contracts.io_stripes import (NPU_HEADER_REGS, NPU_OWN_REGS, NPU_PAGE_RE
 from hdl.contracts.packet import DATA_VCS, PacketFormat
 
 from .depacketizer import Depacketizer
-from .npu_engine import mix_expr
 from .io_controller import endpoint_link_members
+from .npu_engine import mix_expr
 from .packetizer import Packetizer
 from .stripe_receiver import StripeReceiver
 
