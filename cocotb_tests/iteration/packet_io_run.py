@@ -6,7 +6,7 @@ per distinct Verilog (only the top's ports public, -O1: ``PLAIN_CFLAGS``), the b
 loader entries and every NPU's trace, start once, poll ``all_done``, read the counters and every
 node's times). Judged: every trace finished, every controller ran every collective, no NPU saw
 a bad flit, a packet out of sequence or a link error in any run (``run_errors``), the last
-run's flits complete at every NPU, no switch flag. ``flits_sent`` / ``flits_received`` of the
+run's flits complete at every NPU (what its program has it receive), no switch flag. ``flits_sent`` / ``flits_received`` of the
 returned run: the controllers' and the NPUs' counts of the last collective (the units restart
 their counters with each)."""
 
@@ -89,9 +89,10 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
              for r, e in enumerate(npus) if e["nodes_done"] != len(traces[r].words)]
     stuck += [f"controller {k} ({c['runs']}/{len(programs)} runs)" for k, c in enumerate(controllers) if not c["done"]]
     errors = run_error_lines(npus)
-    last = programs[-1].size_flits
-    errors += [f"NPU {r}: {e['received']} flit(s) of the last collective's {last}" for r, e in enumerate(npus)
-               if e["received"] != last]
+    last = programs[-1]      # what each NPU receives in it (io-store: every stripe but the one it starts)
+    expect = [sum(st.flits for st in last.steps[r].values() if st.source is not None) for r in range(spec.npus)]
+    errors += [f"NPU {r}: {e['received']} flit(s) of the last collective's {x}"
+               for r, (e, x) in enumerate(zip(npus, expect)) if e["received"] != x]
     errors += [f"controller {k}: {c['runs']} run(s) of {len(programs)}, {c['run_errors']} bad flit(s), "
                f"link errors {c['link_errors']}" for k, c in enumerate(controllers)
                if c["runs"] != len(programs) or c["run_errors"] or c["link_errors"]]
