@@ -500,22 +500,9 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             n_heap = _heap_pop(ht, hi, n_heap)
             if tid >= n:
                 # a held switch's last packet has left: hold the next cut's switches, or none
-                h = tid - n
-                d = cur[h] + 1
-                if d < hold_first[entry[h]] + hold_count[entry[h]]:
-                    cur[h] = d
-                    code[h] = d * span + (level[h] - level.min())
-                    n_heap = _heap_push(ht, hi, n_heap, bytes_end[h] + latency[h] - hold_cut[d], n + h)
-                else:
-                    holding[h] = False
-                    cur[h] = entry[h]
-                    code[h] = entry[h] * span + (level[h] - level.min())
-                    kept = 0
-                    for a in range(n_act):
-                        if act[a] != h:
-                            act[kept] = act[a]
-                            kept += 1
-                    n_act = kept
+                n_heap, n_act = _release_held(tid - n, n, cur, code, span, entry, level, hold_first,
+                                              hold_count, hold_cut, bytes_end, latency, holding,
+                                              act, n_act, ht, hi, n_heap)
                 changed = True
                 continue
             end[tid] = now
@@ -560,21 +547,13 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                     frac[tid] -= rate[tid] * elapsed
                     if frac[tid] <= EPS or tid == first:
                         n_heap = _heap_push(ht, hi, n_heap, now + latency[tid], tid)
-                        e = entry[tid]
-                        if has_hold and hold_first[e] >= 0:
-                            # past its bytes it holds the switches whose last packets have
-                            # not left (after below its latency), until end - after
-                            for d in range(hold_first[e], hold_first[e] + hold_count[e]):
-                                if hold_cut[d] < latency[tid]:
-                                    holding[tid] = True
-                                    cur[tid] = d
-                                    code[tid] = d * span + (level[tid] - level.min())
-                                    bytes_end[tid] = now
-                                    n_heap = _heap_push(ht, hi, n_heap, now + latency[tid] - hold_cut[d],
-                                                        n + tid)
-                                    act[kept] = tid
-                                    kept += 1
-                                    break
+                        if has_hold:
+                            n_heap = _start_holding(tid, now, n, cur, code, span, entry, level,
+                                                    hold_first, hold_count, hold_cut, bytes_end,
+                                                    latency, holding, ht, hi, n_heap)
+                            if holding[tid]:      # past its bytes, it stays active as a holder
+                                act[kept] = tid
+                                kept += 1
                     else:
                         act[kept] = tid
                         kept += 1
@@ -585,6 +564,50 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             now = ht[0]
         limit = now + EPS
     return start, end, head, done
+
+
+@njit(cache=True, inline="always")
+def _start_holding(tid, now, n, cur, code, span, entry, level, hold_first, hold_count, hold_cut,
+                   bytes_end, latency, holding, ht, hi, n_heap):
+    """Transfer ``tid``'s bytes are through at ``now``: past its bytes it holds the switches
+    whose last packets have not left (its first held entry whose cut is below its latency),
+    until its end minus that cut (a release event ``n + tid`` on the heap); ``holding[tid]``
+    says whether it holds any. Returns the heap's new size. Inlined into :func:`_run` (the
+    per-task path; a call would reference-count the arrays)."""
+    e = entry[tid]
+    if hold_first[e] < 0:
+        return n_heap
+    for d in range(hold_first[e], hold_first[e] + hold_count[e]):
+        if hold_cut[d] < latency[tid]:
+            holding[tid] = True
+            cur[tid] = d
+            code[tid] = d * span + (level[tid] - level.min())
+            bytes_end[tid] = now
+            return _heap_push(ht, hi, n_heap, now + latency[tid] - hold_cut[d], n + tid)
+    return n_heap
+
+
+@njit(cache=True, inline="always")
+def _release_held(h, n, cur, code, span, entry, level, hold_first, hold_count, hold_cut, bytes_end,
+                  latency, holding, act, n_act, ht, hi, n_heap):
+    """Holder ``h``'s switches of its current held entry are released (its release event):
+    it holds the next entry's switches until their cut, or none and leaves the active
+    transfers. Returns the heap's and the active transfers' new sizes. Inlined into
+    :func:`_run`, as :func:`_start_holding`."""
+    d = cur[h] + 1
+    if d < hold_first[entry[h]] + hold_count[entry[h]]:
+        cur[h] = d
+        code[h] = d * span + (level[h] - level.min())
+        return _heap_push(ht, hi, n_heap, bytes_end[h] + latency[h] - hold_cut[d], n + h), n_act
+    holding[h] = False
+    cur[h] = entry[h]
+    code[h] = entry[h] * span + (level[h] - level.min())
+    kept = 0
+    for a in range(n_act):
+        if act[a] != h:
+            act[kept] = act[a]
+            kept += 1
+    return n_heap, kept
 
 
 @njit(cache=True, inline="always")
@@ -622,26 +645,15 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
     the smaller of its wait and ``wait_head`` (per transfer, :func:`_head_block` where it
     waited last, recorded at every change while it waits: its head travelled meanwhile;
     ``hmark``, ``hcol``: scratch). Returns -1 when only holders are active."""
-    holding, fresh, start, head_s, after, hmark, hcol, wait_head = held
+    holding, fresh, start, _, _, _, _, wait_head = held
     elapsed = now - t_rates
     check = priority and preempt_s.shape[0] > 0
     # whether a transfer waited above the lowest level served (only such a one can preempt),
     # and whether one waited since its start (only such a one is credited its head's way)
-    waited, low, high = False, np.iinfo(np.int64).max, np.iinfo(np.int64).min
-    fresh_wait = False
+    waited, fresh_wait = False, False
     if elapsed != 0.0 or check or has_hold:
-        for a in range(n_act):
-            tid = act[a]
-            if rated[tid]:
-                if not holding[tid]:
-                    frac[tid] -= rate[tid] * elapsed
-                if check or has_hold:
-                    if rate[tid] * alone[entry[tid]] <= SERVED:
-                        high = max(high, level[tid])
-                        if fresh[tid]:
-                            fresh_wait = True
-                    else:
-                        low = min(low, level[tid])
+        high, low, fresh_wait = _settle(elapsed, check or has_hold, act, n_act, frac, rate, rated,
+                                        entry, level, alone, holding, fresh)
         waited = check and high > low
     if waited or fresh_wait:
         for a in range(n_act):
@@ -670,14 +682,47 @@ def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, leve
         if t < t_flow:
             t_flow, first = t, tid
     if has_hold:
-        # where each transfer waiting since its start waits now (kept for its resumption,
-        # when the transfer it waited behind may have gone)
-        for a in range(n_act):
-            tid = act[a]
-            if fresh[tid] and not holding[tid] and rate[tid] * alone[entry[tid]] <= SERVED:
-                wait_head[tid] = _head_block(tid, act, n_act, entry, level, link_ptr, links, hmark,
-                                             hcol, tid + 1, rated, head_s, after, shared)
+        _record_waits(act, n_act, entry, level, link_ptr, links, rate, rated, alone, shared, held)
     return first
+
+
+@njit(cache=True, inline="always")
+def _settle(elapsed, classify, act, n_act, frac, rate, rated, entry, level, alone, holding, fresh):
+    """:func:`_rerate`'s first step: every rated transfer that is not a holder progressed
+    ``elapsed`` at its rate (its fraction settled); with ``classify``, the highest level among
+    the rated transfers that waited (at most :data:`SERVED` of their speed alone), the lowest
+    among those served, and whether one that waited has not been served since its start
+    (``fresh``). Returns (highest waiting, lowest served, a fresh one waited)."""
+    low, high = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    fresh_wait = False
+    for a in range(n_act):
+        tid = act[a]
+        if not rated[tid]:
+            continue
+        if not holding[tid]:
+            frac[tid] -= rate[tid] * elapsed
+        if not classify:
+            continue
+        if rate[tid] * alone[entry[tid]] <= SERVED:
+            high = max(high, level[tid])
+            if fresh[tid]:
+                fresh_wait = True
+        else:
+            low = min(low, level[tid])
+    return high, low, fresh_wait
+
+
+@njit(cache=True)
+def _record_waits(act, n_act, entry, level, link_ptr, links, rate, rated, alone, shared, held):
+    """:func:`_rerate`'s last step with a hold: where each transfer waiting since its start
+    waits now (:func:`_head_block`), kept in ``wait_head`` for its resumption, when the
+    transfer it waited behind may have gone. Once per change of the active transfers."""
+    holding, fresh, _, head_s, after, hmark, hcol, wait_head = held
+    for a in range(n_act):
+        tid = act[a]
+        if fresh[tid] and not holding[tid] and rate[tid] * alone[entry[tid]] <= SERVED:
+            wait_head[tid] = _head_block(tid, act, n_act, entry, level, link_ptr, links, hmark,
+                                         hcol, tid + 1, rated, head_s, after, shared)
 
 
 @njit(cache=True)
