@@ -27,7 +27,14 @@ SERVED = 1e-6
 def run_reference(engine):
     """Execute ``engine``'s tasks (a :class:`sysmodel.engine.Engine`, read through its ``tasks``
     and ``queues`` only, so this module needs nothing of the engine's); sets every task's
-    ``start`` / ``end`` and returns the makespan."""
+    ``start`` / ``end`` and returns the makespan.
+
+    Per event: the active transfers' rates (:func:`_rates`); with priorities, the waiting
+    transfers that resume at them (``resume``); the next instant something ends
+    (``next_event``); the transfers whose bytes are through then (``bytes_through``) and the
+    fixed parts that end (``fixed_ends``, which starts what the ended tasks release). The steps
+    are closures over the loop's state (the queues, the transfers in flight, ``now``), as
+    written first; the error of a graph that stops short is :func:`_deadlock`'s."""
     tasks = engine.tasks
     dependents: dict[int, list[int]] = {}
     remaining = [len(t.deps) for t in tasks]
@@ -54,14 +61,8 @@ def run_reference(engine):
     done = 0
     current: dict[int, float] = {}           # the rates the active transfers run at now
 
-    # the hold of a transfer's links is asked with the latency of the first task carrying its
-    # (loads, bandwidths) arrays, as the compiled loop's entries do (sysmodel.engine._hold_arrays)
-    first_latency: dict = {}
-    if hold is not None:
-        for t in tasks:
-            if t.loads is not None and t.bw is not None:
-                first_latency.setdefault((id(t.loads), id(t.bw)),
-                                         max(0.0, t.duration - float((t.loads / t.bw).max())))
+    # per (loads, bandwidths) arrays, the latency their hold is asked with
+    first_latency = _first_latencies(tasks) if hold is not None else {}
 
     def loads_of(tid: int):
         # what a transfer loads: all its links while its bytes run; past them, the switches it
@@ -148,33 +149,32 @@ def run_reference(engine):
         for resource in sorted(touched):
             try_start(resource)
 
-    for resource in engine.queues:
-        try_start(resource)
-    while fixed or flows or holders:
-        members = [*flows, *holders]
-        rates = _rates(tasks, members, alone, levels, shared, tiers, loads_of) if members else {}
-        if levels is not None:
-            # a transfer that waited (rated, at the floor: behind a higher level or an earlier
-            # tier) and is served at the new rates resumes: it preempts a lower level served
-            # until now on a link it uses, as a starting transfer does (its packets arrive at
-            # switches serving that level: docs/sysmodel.md, "Preemption at a resumption");
-            # one that waited since its start had its head travel meanwhile to the switch where
-            # it waited ("A switch held per switch")
-            for tid in flows:
-                if tid in current and current[tid] * alone[tid] <= SERVED < rates[tid] * alone[tid]:
-                    latency[tid] += preempted(tid, current)
-                    if tid in fresh:
-                        credit = min(now - tasks[tid].start, wait_head.get(tid, 0.0))
-                        latency[tid] = max(0.0, latency[tid] - credit)
-            for tid in flows:
-                if rates[tid] * alone[tid] > SERVED:
-                    fresh.discard(tid)
-            # where each transfer waiting since its start waits now (kept for its resumption,
-            # when the transfer it waited behind may have gone)
-            for tid in flows:
-                if tid in fresh and rates[tid] * alone[tid] <= SERVED:
-                    wait_head[tid] = head_block(tid, rates)
-        current = rates
+    def resume(rates: dict) -> None:
+        # a transfer that waited (rated, at the floor: behind a higher level or an earlier
+        # tier) and is served at the new ``rates`` resumes: it preempts a lower level served
+        # until now (``current``) on a link it uses, as a starting transfer does (its packets
+        # arrive at switches serving that level: docs/sysmodel.md, "Preemption at a
+        # resumption"); one that waited since its start had its head travel meanwhile to the
+        # switch where it waited ("A switch held per switch")
+        for tid in flows:
+            if tid in current and current[tid] * alone[tid] <= SERVED < rates[tid] * alone[tid]:
+                latency[tid] += preempted(tid, current)
+                if tid in fresh:
+                    credit = min(now - tasks[tid].start, wait_head.get(tid, 0.0))
+                    latency[tid] = max(0.0, latency[tid] - credit)
+        for tid in flows:
+            if rates[tid] * alone[tid] > SERVED:
+                fresh.discard(tid)
+        # where each transfer waiting since its start waits now (kept for its resumption,
+        # when the transfer it waited behind may have gone)
+        for tid in flows:
+            if tid in fresh and rates[tid] * alone[tid] <= SERVED:
+                wait_head[tid] = head_block(tid, rates)
+
+    def next_event(rates: dict) -> tuple[float, int | None]:
+        # the next instant something ends: the earliest of the transfers' bytes at ``rates``
+        # and the fixed parts' ends; and the transfer whose bytes end then (None if a fixed
+        # part ends first: on a tie, both)
         t_flow, first = float("inf"), None
         for tid, frac in flows.items():
             t = now + frac / rates[tid]
@@ -182,16 +182,14 @@ def run_reference(engine):
                 t_flow, first = t, tid
         t_fixed = fixed[0][0] if fixed else float("inf")
         if t_fixed <= t_flow:
-            step_to, _ = t_fixed, None
-        else:
-            step_to = t_flow
-        dt = step_to - now
-        for tid in list(flows):
-            flows[tid] -= rates[tid] * dt
-        now = step_to
-        # bandwidth parts that completed continue with their fixed latency tail (holding, with
-        # ``hold``, the switches whose last packets have not left: until end - after)
-        for tid in [t for t, f in flows.items() if f <= _EPS or t == first and t_flow <= t_fixed]:
+            return t_fixed, first if t_flow <= t_fixed else None
+        return t_flow, first
+
+    def bytes_through(first: int | None) -> None:
+        # bandwidth parts that completed (``first``, and any with nothing left) continue with
+        # their fixed latency tail (holding, with ``hold``, the switches whose last packets
+        # have not left: until end - after)
+        for tid in [t for t, f in flows.items() if f <= _EPS or t == first]:
             del flows[tid]
             heapq.heappush(fixed, (now + latency[tid], tid))
             if tid in offsets:
@@ -199,9 +197,13 @@ def run_reference(engine):
                 if below:
                     holders[tid], bytes_end[tid] = below[0], now
                     heapq.heappush(fixed, (now + latency[tid] - below[0], n + tid))
+
+    def fixed_ends() -> None:
+        # the fixed parts ending now: a task's end, or (an entry n + task) a held switch's
+        # last packet leaving: the transfer holds the next cut's switches, or none
         while fixed and fixed[0][0] <= now + _EPS:
             _, tid = heapq.heappop(fixed)
-            if tid >= n:     # a held switch's last packet has left: hold the next cut's, or none
+            if tid >= n:
                 tid -= n
                 later = [c for c in cuts(tid) if c < holders[tid]]
                 if later:
@@ -211,13 +213,50 @@ def run_reference(engine):
                     del holders[tid]
                 continue
             finish(tid)
+
+    for resource in engine.queues:
+        try_start(resource)
+    while fixed or flows or holders:
+        members = [*flows, *holders]
+        rates = _rates(tasks, members, alone, levels, shared, tiers, loads_of) if members else {}
+        if levels is not None:
+            resume(rates)
+        current = rates
+        step_to, first = next_event(rates)
+        dt = step_to - now
+        for tid in list(flows):
+            flows[tid] -= rates[tid] * dt
+        now = step_to
+        bytes_through(first)
+        fixed_ends()
     if done != len(tasks):
-        blocked = [tasks[engine.queues[r][head[r]]].name for r in engine.queues
-                   if head[r] < len(engine.queues[r])]
-        raise FredError(f"task graph deadlocks: {len(tasks) - done} tasks never ran; "
-                        f"blocked at {', '.join(blocked[:6])}")
+        raise _deadlock(engine, head, len(tasks) - done)
     makespan = max((t.end for t in tasks), default=0.0)
     return makespan
+
+
+def _first_latencies(tasks) -> dict:
+    """``{(id(loads), id(bw)): latency}``: the latency beyond its bytes (s, >= 0) of the first
+    of ``tasks`` carrying each (loads, bandwidths) pair of arrays. The hold of a transfer's
+    links is asked with it, as the compiled loop's entries do (sysmodel.engine._hold_arrays):
+    the hold's offsets are kept per set of links and latency, so every task sharing the arrays
+    gets the same ones."""
+    first_latency: dict = {}
+    for t in tasks:
+        if t.loads is not None and t.bw is not None:
+            first_latency.setdefault((id(t.loads), id(t.bw)),
+                                     max(0.0, t.duration - float((t.loads / t.bw).max())))
+    return first_latency
+
+
+def _deadlock(engine, head: dict, never_ran: int) -> FredError:
+    """The error of a task graph that stopped with ``never_ran`` tasks not run, naming the
+    first few tasks its resources' queues wait at (``head``: per resource, its next task's
+    position in ``engine.queues``)."""
+    blocked = [engine.tasks[engine.queues[r][head[r]]].name for r in engine.queues
+               if head[r] < len(engine.queues[r])]
+    return FredError(f"task graph deadlocks: {never_ran} tasks never ran; "
+                     f"blocked at {', '.join(blocked[:6])}")
 
 
 def _rates(tasks, flows, alone: dict, levels=None, shared=None, tiers=None, loads_of=None) -> dict:

@@ -327,57 +327,14 @@ def _hold_function(net, forward: float):
         used = [int(l) for l in np.flatnonzero(loads[:n] > 0)]
         head = np.zeros(len(loads))
         after = np.full(len(loads), np.inf)
-        # first arrivals: Dijkstra from the endpoints the transfer sends from. Where some
-        # endpoint sends without receiving (a chain's or a multicast's root, a reduce's leaves,
-        # a controller's stream), those start at 0 and an endpoint that receives forwards what
-        # it got (a chain's member: after the platform's forwarding latency); where every
-        # sender also receives (a ring, an in-switch all-reduce), all of them send at 0
         out: dict[int, list[int]] = {}
         into: dict[int, list[int]] = {}
         for l in used:
             out.setdefault(src[l], []).append(l)
             into.setdefault(dst[l], []).append(l)
-        senders = {src[l] for l in used if not switch[src[l]]}
-        pure = {node for node in senders if node not in into}
-        arrive = {node: 0.0 for node in (pure or senders)}
-        heap = [(0.0, node) for node in arrive]
-        heapq.heapify(heap)
-        done = set()
-        while heap:
-            t, node = heapq.heappop(heap)
-            if node in done:
-                continue
-            done.add(node)
-            if switch[node]:
-                leave = t + node_lat[node]
-            elif t == 0.0 and node in arrive and (node in pure or not pure):
-                leave = 0.0
-            else:
-                leave = t + forward
-            for l in out.get(node, ()):
-                a = leave + link_lat[l]
-                if a < arrive.get(dst[l], np.inf):
-                    arrive[dst[l]] = a
-                    heapq.heappush(heap, (a, dst[l]))
-        # the last packet's remaining latency: from leaving a switch to the nearest sink
-        rest = {node: 0.0 for l in used for node in (dst[l],) if not switch[node]}
-        heap = [(0.0, node) for node in rest]
-        heapq.heapify(heap)
-        done = set()
-        while heap:
-            t, node = heapq.heappop(heap)
-            if node in done:
-                continue
-            done.add(node)
-            for l in into.get(node, ()):
-                u = src[l]
-                if not switch[u]:
-                    continue
-                # leaving u, then the link, then (through a switch) its latency and what follows
-                r = link_lat[l] + (t + node_lat[node] if switch[node] else 0.0)
-                if r < rest.get(u, np.inf):
-                    rest[u] = r
-                    heapq.heappush(heap, (r, u))
+        # the first packet's arrivals from the senders; the last one's latency on to a sink
+        arrive = _first_arrivals(used, out, into, src, dst, link_lat, node_lat, switch, forward)
+        rest = _remaining_latencies(used, into, src, dst, link_lat, node_lat, switch)
         for l in used:
             h = arrive.get(src[l])
             if h is not None:
@@ -399,6 +356,68 @@ def _hold_function(net, forward: float):
         found = memo[key] = (head, after)
         return found
     return offsets
+
+
+def _shortest(start: dict, steps) -> dict:
+    """Dijkstra's walk: per node reached, its smallest value, from ``start`` (node -> value)
+    along ``steps(node, value)`` (an iterable of (next node, its value through ``node``),
+    never below ``value``: latencies are >= 0). A node is expanded once, at its smallest
+    value; a reached node keeps its first value on ties."""
+    best = dict(start)
+    heap = [(t, node) for node, t in best.items()]
+    heapq.heapify(heap)
+    done = set()
+    while heap:
+        t, node = heapq.heappop(heap)
+        if node in done:
+            continue
+        done.add(node)
+        for nxt, value in steps(node, t):
+            if value < best.get(nxt, np.inf):
+                best[nxt] = value
+                heapq.heappush(heap, (value, nxt))
+    return best
+
+
+def _first_arrivals(used, out, into, src, dst, link_lat, node_lat, switch, forward) -> dict:
+    """Per node the transfer reaches, its first packet's arrival (s after the start) over the
+    ``used`` links (``out`` / ``into``: per node, its used links leaving / entering it;
+    ``src``, ``dst``, ``link_lat``: per link; ``node_lat``, ``switch``: per node).
+
+    Dijkstra from the endpoints the transfer sends from. Where some endpoint sends without
+    receiving (a chain's or a multicast's root, a reduce's leaves, a controller's stream),
+    those start at 0 and an endpoint that receives forwards what it got (a chain's member:
+    after the platform's forwarding latency ``forward``, s); where every sender also receives
+    (a ring, an in-switch all-reduce), all of them send at 0. A switch passes a packet on
+    after its own latency."""
+    senders = {src[l] for l in used if not switch[src[l]]}
+    pure = {node for node in senders if node not in into}
+
+    def steps(node, t):
+        if switch[node]:
+            leave = t + node_lat[node]
+        elif t == 0.0 and (node in pure or not pure):
+            leave = 0.0            # a sender: it sends from the start
+        else:
+            leave = t + forward
+        return ((dst[l], leave + link_lat[l]) for l in out.get(node, ()))
+
+    return _shortest({node: 0.0 for node in (pure or senders)}, steps)
+
+
+def _remaining_latencies(used, into, src, dst, link_lat, node_lat, switch) -> dict:
+    """Per switch on the ``used`` links, the last packet's remaining latency (s): from leaving
+    the switch, over the links and the switches' latencies, to the nearest endpoint the
+    transfer delivers to (0 at those endpoints; arguments as :func:`_first_arrivals`'). A
+    Dijkstra walk backwards from the sinks, through switches only (an endpoint on the way is
+    a sink or a sender, not a place a packet passes)."""
+    def steps(node, t):
+        # leaving the switch src[l], then the link, then (through a switch) its latency and
+        # what follows
+        return ((src[l], link_lat[l] + (t + node_lat[node] if switch[node] else 0.0))
+                for l in into.get(node, ()) if switch[src[l]])
+
+    return _shortest({dst[l]: 0.0 for l in used if not switch[dst[l]]}, steps)
 
 
 def _last_departures(used, out, src, dst, link_lat, node_lat, switch, arrive, height) -> dict:
