@@ -467,7 +467,8 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     held = (holding, fresh, start, head_s, after, hmark, hcol, wait_head)
     # rates memoised per set of active transfers, named by their sorted codes (entry, level)
     span = level.max() - level.min() + 1
-    code = entry * span + (level - level.min())
+    level_code = level - level.min()              # a transfer's code is entry * span + this
+    code = entry * span + level_code
     memo_index[:, :] = 0      # the memo (see _memo_tables): emptied, its stores overwritten
     memo_fill[:] = 0
     memo = (memo_index, memo_codes, memo_rates, memo_fill)
@@ -500,7 +501,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             n_heap = _heap_pop(ht, hi, n_heap)
             if tid >= n:
                 # a held switch's last packet has left: hold the next cut's switches, or none
-                n_heap, n_act = _release_held(tid - n, n, cur, code, span, entry, level, hold_first,
+                n_heap, n_act = _release_held(tid - n, n, cur, code, span, entry, level_code, hold_first,
                                               hold_count, hold_cut, bytes_end, latency, holding,
                                               act, n_act, ht, hi, n_heap)
                 changed = True
@@ -548,7 +549,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                     if frac[tid] <= EPS or tid == first:
                         n_heap = _heap_push(ht, hi, n_heap, now + latency[tid], tid)
                         if has_hold:
-                            n_heap = _start_holding(tid, now, n, cur, code, span, entry, level,
+                            n_heap = _start_holding(tid, now, n, cur, code, span, entry, level_code,
                                                     hold_first, hold_count, hold_cut, bytes_end,
                                                     latency, holding, ht, hi, n_heap)
                             if holding[tid]:      # past its bytes, it stays active as a holder
@@ -567,7 +568,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
 
 
 @njit(cache=True, inline="always")
-def _start_holding(tid, now, n, cur, code, span, entry, level, hold_first, hold_count, hold_cut,
+def _start_holding(tid, now, n, cur, code, span, entry, level_code, hold_first, hold_count, hold_cut,
                    bytes_end, latency, holding, ht, hi, n_heap):
     """Transfer ``tid``'s bytes are through at ``now``: past its bytes it holds the switches
     whose last packets have not left (its first held entry whose cut is below its latency),
@@ -581,14 +582,14 @@ def _start_holding(tid, now, n, cur, code, span, entry, level, hold_first, hold_
         if hold_cut[d] < latency[tid]:
             holding[tid] = True
             cur[tid] = d
-            code[tid] = d * span + (level[tid] - level.min())
+            code[tid] = d * span + level_code[tid]
             bytes_end[tid] = now
             return _heap_push(ht, hi, n_heap, now + latency[tid] - hold_cut[d], n + tid)
     return n_heap
 
 
 @njit(cache=True, inline="always")
-def _release_held(h, n, cur, code, span, entry, level, hold_first, hold_count, hold_cut, bytes_end,
+def _release_held(h, n, cur, code, span, entry, level_code, hold_first, hold_count, hold_cut, bytes_end,
                   latency, holding, act, n_act, ht, hi, n_heap):
     """Holder ``h``'s switches of its current held entry are released (its release event):
     it holds the next entry's switches until their cut, or none and leaves the active
@@ -597,11 +598,11 @@ def _release_held(h, n, cur, code, span, entry, level, hold_first, hold_count, h
     d = cur[h] + 1
     if d < hold_first[entry[h]] + hold_count[entry[h]]:
         cur[h] = d
-        code[h] = d * span + (level[h] - level.min())
+        code[h] = d * span + level_code[h]
         return _heap_push(ht, hi, n_heap, bytes_end[h] + latency[h] - hold_cut[d], n + h), n_act
     holding[h] = False
     cur[h] = entry[h]
-    code[h] = entry[h] * span + (level[h] - level.min())
+    code[h] = entry[h] * span + level_code[h]
     kept = 0
     for a in range(n_act):
         if act[a] != h:
