@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from array import array
 import operator
 
 import numpy as np
@@ -57,10 +58,14 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     return breakdown, comm_busy, s
 
 
-def _floats(column: list, tasks: list) -> np.ndarray:
-    """``column``'s values of ``tasks`` (task numbers) as an array."""
+def _floats(column, tasks: list) -> np.ndarray:
+    """``column``'s values of ``tasks`` (task numbers) as an array; ``column``: a sequence of
+    floats, or a typed float64 array (an engine's run, :class:`~sysmodel.engine.Timeline`),
+    gathered by numpy without a Python float per value."""
     if not tasks:
         return np.zeros(0)
+    if type(column) is array:
+        return np.frombuffer(column, dtype=np.float64).take(tasks)   # tasks: a list or a tuple
     return np.array(operator.itemgetter(*tasks)(column) if len(tasks) > 1 else [column[tasks[0]]],
                     dtype=np.float64)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,7 +92,7 @@ class Schedule:
 @dataclass
 class Timeline:
     """An executed graph as columns, indexed by task number: ``start``, ``end``, ``duration``,
-    ``category``, ``npu`` (lists or tuples: read only) and ``queues`` (resource -> its tasks in
+    ``category``, ``npu`` (sequences: lists, tuples or typed arrays, read only) and ``queues`` (resource -> its tasks in
     task order)."""
 
     start: list
@@ -113,10 +114,15 @@ class Timeline:
 class Engine:
     """Collects tasks (:meth:`add`) and runs them (:meth:`run`).
 
-    The graph is kept as columns (one list per task field, dependencies flattened), not as one
+    The graph is kept as columns (one per task field, dependencies flattened), not as one
     object per task: builders append whole blocks of tasks (:meth:`_extend`), the compiled loop
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
-    is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
+    is read (traces, exports, the reference loop; docs/sysmodel.md, Speed). The numeric
+    columns (durations, transfer entries, dependency counts and the flat dependencies) are
+    typed arrays (:class:`array.array` of float64 / int64, :func:`_floats` and :func:`_ints`):
+    a block's columns are appended, and turned into the loop's numpy arrays, as one copy of
+    memory, not one Python number per task each way; the others (names, categories, NPUs,
+    sources) are lists of objects."""
 
     def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None, hold=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
@@ -170,12 +176,12 @@ class Engine:
         # a name or a function giving a block's names per appended task or block (:meth:`names`)
         self._name: list[str] = []
         self._name_parts: list = []
-        self._duration: list[float] = []
+        self._duration = _floats()
         self._category: list[str] = []
         self._npu: list = []
-        self._entry: list[int] = []           # its (loads, bw) pair's number, or -1
-        self._dep_count: list[int] = []
-        self._dep_flat: list[int] = []
+        self._entry = _ints()                 # its (loads, bw) pair's number, or -1
+        self._dep_count = _ints()
+        self._dep_flat = _ints()
         # (loads, bw) pairs of the transfers, by the arrays' identities (repeated communication
         # tasks share one pair: the communication timer memoises): number and pair
         self._entry_of: dict[tuple[int, int], tuple] = {}
@@ -186,6 +192,11 @@ class Engine:
 
     def __len__(self) -> int:
         return len(self._duration)
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the graph is complete and read only (:meth:`seal`)."""
+        return type(self._name_parts) is tuple
 
     def names(self) -> list[str]:
         """Every task's name, in task order (made on first read from the parts appended since)."""
@@ -239,7 +250,7 @@ class Engine:
             loads, bw, duration = duration.loads, duration.bw, duration.time_s
         if duration < 0:
             raise FredError(f"task {name}: negative duration {duration}")
-        if type(self._duration) is tuple:
+        if self.sealed:
             raise FredError(f"task {name}: the graph is sealed (kept as a graph template); "
                             "add tasks to a new engine")
         n = len(self._duration)
@@ -295,14 +306,18 @@ class Engine:
         # a (prefix, names) pair, not a closure: a kept graph holds one per appended block, and a
         # tuple costs the cyclic garbage collector less to traverse than a function and its cells
         self._name_parts.append((prefix, names))
-        self._duration.extend(block.duration)
+        self._duration.extend(block.duration)    # a typed array into a typed array: one copy
         self._category.extend(block.category)
         self._npu.extend(block.npu)
         self._entry.extend(block.entry)
         self._dep_count.append(len(first_deps))
         self._dep_count.extend(block.dep_count)
         self._dep_flat.extend(first_deps)
-        self._dep_flat.extend(map(t0.__add__, block.deps))
+        deps = block.deps
+        if type(deps) is np.ndarray:   # int64 offsets (StageEngine.layer_block): shifted in numpy
+            _put(self._dep_flat, deps + t0)
+        else:
+            self._dep_flat.extend(map(t0.__add__, deps))
         self.sources.extend(block.sources)
         queues = self.queues
         for resource, offsets in block.queues:
@@ -330,17 +345,17 @@ class Engine:
         src = np.repeat(table.start[which] - begins, sizes) + np.arange(total)
         self._name_parts.append(lambda: map(str.__add__, np.repeat(np.array(prefixes, dtype=object), sizes).tolist(),
                                             table.names[src].tolist()))
-        self._duration.extend(table.duration[src].tolist())
+        _put(self._duration, table.duration[src])
         self._category.extend(table.category[src].tolist())
         self._npu.extend(table.npu[src].tolist())
-        self._entry.extend(table.entry[src].tolist())
+        _put(self._entry, table.entry[src])
         self.sources.extend(table.sources[src].tolist())
         given = first >= 0
         first_count = given.sum(axis=1)
         dep_count = table.dep_count[src]
         dep_count[begins] = first_count
-        self._dep_count.extend(dep_count.tolist())
-        self._dep_flat.extend(_block_deps(table, which, t0, first[given], first_count).tolist())
+        _put(self._dep_count, dep_count)
+        _put(self._dep_flat, _block_deps(table, which, t0, first[given], first_count))
         rid = table.resource[src]
         order = np.argsort(rid, kind="stable")
         bounds = np.cumsum(np.bincount(rid, minlength=len(table.resources))).tolist()
@@ -373,9 +388,10 @@ class Engine:
         from sysmodel.engine_compiled import run_arrays
         names = sorted(self.queues)
         start, end, head, done = run_arrays(self.arrays(names))
-        # tuples: an engine kept as a graph template keeps its first run's times, and a tuple of
-        # floats is not traversed by the cyclic garbage collector (see :meth:`seal`)
-        self._times = (tuple(start.tolist()), tuple(end.tolist()))
+        # typed arrays (one copy of memory each): an engine kept as a graph template keeps its
+        # first run's times, and a typed array is never traversed by the cyclic garbage
+        # collector (see :meth:`seal`)
+        self._times = (_floats(start), _floats(end))
         if self._tasks is not None:
             for task, s, e in zip(self._tasks, *self._times):
                 task.start, task.end = s, e
@@ -389,17 +405,17 @@ class Engine:
         return Schedule(self._tasks, makespan=float(end.max()), engine=self)
 
     def seal(self) -> None:
-        """Mark the graph complete: its columns become tuples (so :meth:`add` refuses new tasks
-        with an error, and the builders' fast paths fail). Why: a graph kept as a template
-        (:mod:`sysmodel.graph_template`) lives as long as the model's cache, and every full
-        pass of Python's cyclic garbage collector traversed each of its lists element by
-        element (some 5 million elements in ``make eval``); a tuple of numbers and strings is
-        untracked after one pass. Copies (:meth:`retimed`) share the tuples instead of copying
-        lists. The values are unchanged."""
-        if type(self._duration) is tuple:
+        """Mark the graph complete: its object columns become tuples (so :meth:`add` refuses new
+        tasks with an error, and the builders' fast paths fail at the names' tuple). Why: a
+        graph kept as a template (:mod:`sysmodel.graph_template`) lives as long as the model's
+        cache, and every full pass of Python's cyclic garbage collector traversed each of its
+        lists element by element (some 5 million elements in ``make eval``); a tuple of numbers
+        and strings is untracked after one pass, and the numeric columns (typed arrays) hold no
+        Python object, so the collector never tracks them. Copies (:meth:`retimed`) share the
+        columns instead of copying them. The values are unchanged."""
+        if self.sealed:
             return
-        self._duration, self._category, self._npu = tuple(self._duration), tuple(self._category), tuple(self._npu)
-        self._entry, self._dep_count, self._dep_flat = tuple(self._entry), tuple(self._dep_count), tuple(self._dep_flat)
+        self._category, self._npu = tuple(self._category), tuple(self._npu)
         self.sources = tuple(self.sources)
         self._name, self._name_parts = tuple(self._name), tuple(self._name_parts)
         self.queues = {r: tuple(q) for r, q in self.queues.items()}
@@ -411,19 +427,18 @@ class Engine:
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s, hold=self.hold)
         eng.shared_phase = self.shared_phase      # checked already
         duration = np.asarray(duration, dtype=np.float64)
-        if type(self._duration) is tuple:        # sealed: the columns are shared, not copied
+        eng._duration = _floats(duration)
+        if self.sealed:        # the columns are shared, not copied
             eng.queues = dict(self.queues)
             eng.sources, eng._name, eng._name_parts = self.sources, self._name, self._name_parts
             eng._category, eng._npu = self._category, self._npu
             eng._entry, eng._dep_count, eng._dep_flat = self._entry, self._dep_count, self._dep_flat
-            eng._duration = tuple(duration.tolist())
         else:
             eng.queues = {r: list(q) for r, q in self.queues.items()}
             eng.sources = list(self.sources)
             eng._name, eng._name_parts = list(self._name), list(self._name_parts)
             eng._category, eng._npu = list(self._category), list(self._npu)
-            eng._entry, eng._dep_count, eng._dep_flat = list(self._entry), list(self._dep_count), list(self._dep_flat)
-            eng._duration = duration.tolist()
+            eng._entry, eng._dep_count, eng._dep_flat = self._entry[:], self._dep_count[:], self._dep_flat[:]
         eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         eng._arrays = dataclasses.replace(self.arrays(), duration=duration)
         return eng
@@ -452,6 +467,7 @@ class Engine:
         names = sorted(self.queues) if names is None else names
         rid = {r: i for i, r in enumerate(names)}
         queues = [self.queues[r] for r in names]
+        # the typed columns copied as memory (a view, np.asarray, would lock their size)
         counts = np.array(self._dep_count, dtype=np.int64)
         flat = np.array(self._dep_flat, dtype=np.int64)
         # dependents in task order: a stable sort of the flattened dependencies by what they name
@@ -522,6 +538,23 @@ class TaskBlock:
     deps: list
     queues: list
 
+    @staticmethod
+    def typed(names: tuple, duration: list, category: list, npu: list, entry: list, sources: list,
+              dep_count: list, deps: list, queues: list) -> TaskBlock:
+        """The block of these columns (lists), its numeric ones typed as the engine's
+        (:class:`Engine`): ``duration`` float64, ``entry`` and ``dep_count`` int64 typed arrays,
+        so that each append copies them as memory; ``deps`` an int64 numpy array from
+        :data:`NUMPY_DEPS` dependencies on (each append shifts them in numpy), else a tuple
+        (a numpy call costs about 2 us, shifting one number in Python about 0.1 us)."""
+        deps = np.array(deps, dtype=np.int64) if len(deps) >= NUMPY_DEPS else tuple(deps)
+        return TaskBlock(names, array("d", duration), category, npu, array("q", entry), sources,
+                         array("q", dep_count), deps, queues)
+
+
+#: a :class:`TaskBlock` with this many dependencies or more keeps them as a numpy array (timeit:
+#: shifting 8 in Python 1.1 us, 32 4.3 us; in numpy 1.9-2.4 us for 2-160)
+NUMPY_DEPS = 16
+
 
 @dataclass
 class BlockTable:
@@ -576,6 +609,32 @@ class BlockTable:
                                dtype=np.int64),
             resource=np.array(list(itertools.chain.from_iterable(rows)), dtype=np.int64),
             resources=list(resources))
+
+
+def _floats(values=None) -> array:
+    """A typed float64 column (:class:`Engine`): empty, or a copy of the numpy array ``values``."""
+    column = array("d")
+    if values is not None:
+        _put(column, values)
+    return column
+
+
+def _ints() -> array:
+    """An empty typed int64 column (:class:`Engine`)."""
+    return array("q")
+
+
+def _put(column: array, values: np.ndarray) -> None:
+    """Append the numpy array ``values`` to the typed ``column`` as one copy of memory; their
+    types must match (float64 for ``"d"``, int64 for ``"q"``: no silent conversion)."""
+    dtype = np.float64 if column.typecode == "d" else np.int64
+    if values.dtype != dtype:
+        raise FredError(f"internal: a {values.dtype} array appended to a {np.dtype(dtype)} task column")
+    column.frombytes(np.ascontiguousarray(values).view(np.uint8))
+
+
+# int64 columns: the typed array's "q" must be numpy's int64 (so a block's bytes are its values)
+assert array("q").itemsize == 8 and array("d").itemsize == 8
 
 
 def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.ndarray,

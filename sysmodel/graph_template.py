@@ -125,8 +125,9 @@ class GraphTemplate:
     def usable(eng: Engine) -> bool:
         """Whether every compute task records its source (else it cannot be re-timed)."""
         sources = eng.sources
-        return len(sources) == len(eng) and all(
-            sources[i] is not None for r, q in eng.queues.items() if r.endswith(".compute") for i in q)
+        # ``None in`` runs in C (a source is a tuple, which equals None only by being it)
+        return len(sources) == len(eng) and not any(
+            None in map(sources.__getitem__, q) for r, q in eng.queues.items() if r.endswith(".compute"))
 
     def _durations(self, compute) -> np.ndarray:
         """Every task's duration, compute tasks timed by ``compute`` (a compute timer). The

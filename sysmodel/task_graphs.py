@@ -245,8 +245,8 @@ class StageEngine(Engine):
             queues.setdefault(on_pp, []).append(last + 1)
         # the names as a tuple (of strings): the cyclic garbage collector stops tracking it and
         # the (prefix, names) parts a kept graph holds per appended block (Engine._extend)
-        block = TaskBlock(tuple(names), duration, category, npu, entry, sources, dep_count, deps,
-                          list(queues.items()))
+        block = TaskBlock.typed(tuple(names), duration, category, npu, entry, sources, dep_count, deps,
+                                list(queues.items()))
         return LayerBlock(block, last_compute, last, after_mp, blocks)
 
     def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev, after=()) -> int:

@@ -324,9 +324,10 @@ def test_task_names_made_when_read_follow_the_task_order():
 
 
 def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
-    """Engine.seal (a graph kept as a template): the columns become tuples the copies share;
-    names, task fields and the compiled loop's arrays are those of the same graph unsealed
-    (and of its copy), and adding a task is refused with an error naming it."""
+    """Engine.seal (a graph kept as a template): the object columns become tuples, and the
+    copies share every column but the durations (typed arrays for the numeric ones); names,
+    task fields and the compiled loop's arrays are those of the same graph unsealed (and of
+    its copy), and adding a task is refused with an error naming it, as is appending a block."""
     from hdl.contracts.errors import FredError
 
     def graph():
@@ -343,7 +344,14 @@ def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
         sealed.add("late", "r", 1.0)
     duration = np.array([3.0, 1.0, 2.0, 0.25])
     copies = plain.retimed(duration), sealed.retimed(duration)
-    assert type(copies[1]._duration) is tuple and copies[1]._category is sealed._category
+    assert sealed.sealed and copies[1].sealed and not plain.sealed and not copies[0].sealed
+    assert type(sealed._category) is tuple and copies[1]._category is sealed._category
+    assert copies[1]._dep_flat is sealed._dep_flat and copies[1]._entry is sealed._entry
+    assert copies[0]._dep_flat is not plain._dep_flat   # an unsealed copy has its own columns
+    assert list(copies[1]._duration) == duration.tolist()
+    with pytest.raises(AttributeError):   # a builder's fast path fails at the names' tuple
+        sealed._extend(_two_compute_tasks(), "late ", (0,))
+    assert len(sealed) == 4 and len(sealed._dep_flat) == len(plain._dep_flat)
     for a, b in [(plain, sealed), copies]:
         assert a.names() == list(b.names())
         assert [dataclasses.astuple(t) for t in a.tasks] == [dataclasses.astuple(t) for t in b.tasks]
@@ -352,3 +360,41 @@ def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
             assert np.array_equal(getattr(x, f.name), getattr(y, f.name)), f.name
         assert a.run().makespan == b.run().makespan
     assert copies[1].run().makespan == 3.0 + 1.0 + 2.0
+
+
+def test_typed_blocks_append_the_columns_a_list_block_appends():
+    """TaskBlock.typed (the builders' blocks: numeric columns as typed arrays, the dependencies
+    as a numpy array from NUMPY_DEPS of them on, else a tuple) appends, at any first task, the
+    columns, tasks and compiled-loop arrays the same block of plain lists appends; a numpy
+    array of another type than a column's is refused, not converted."""
+    from hdl.contracts.errors import FredError
+    from sysmodel.engine import NUMPY_DEPS, TaskBlock, _ints, _put
+    rng = random.Random(31)
+    for tasks in (1, 2, NUMPY_DEPS - 1, NUMPY_DEPS, NUMPY_DEPS + 1, 3 * NUMPY_DEPS):
+        dep_count = [rng.randint(1, 3) for _ in range(tasks - 1)]
+        # task k > 0 depends on earlier tasks of the block (offsets), some twice
+        deps = [rng.randrange(k) for k, c in zip(range(1, tasks), dep_count) for _ in range(c)]
+        fields = dict(names=tuple(f"t{k}" for k in range(tasks)),
+                      duration=[rng.choice([0.0, 1e-9, 0.1 + rng.random(), 3.0]) for _ in range(tasks)],
+                      category=["compute"] * tasks, npu=[0] * tasks, entry=[-1] * tasks,
+                      sources=[None] * tasks, dep_count=dep_count, deps=deps,
+                      queues=[("r", list(range(tasks)))])
+        plain, typed = TaskBlock(**fields), TaskBlock.typed(**fields)
+        assert type(typed.deps) is (np.ndarray if len(deps) >= NUMPY_DEPS else tuple)
+        a, b = Engine(), Engine()
+        for eng, block in ((a, plain), (b, typed)):
+            eng.add("first", "r", 1.0)
+            eng._extend(block, "x ", (0,))
+            eng.add("middle", "r", 0.5, [len(eng) - 1])
+            eng._extend(block, "y ", (len(eng) - 1, 0))
+        for column in ("_duration", "_entry", "_dep_count", "_dep_flat"):
+            assert list(getattr(a, column)) == list(getattr(b, column)), (tasks, column)
+        assert [dataclasses.astuple(t) for t in a.tasks] == [dataclasses.astuple(t) for t in b.tasks]
+        x, y = a.arrays(), b.arrays()
+        for f in dataclasses.fields(x):
+            assert np.array_equal(getattr(x, f.name), getattr(y, f.name)), f.name
+        # one resource runs every task in turn: the makespan is the durations' sum (to rounding)
+        assert a.run().makespan == b.run().makespan
+        assert a.run().makespan == pytest.approx(1.5 + 2 * sum(fields["duration"]), rel=1e-12)
+    with pytest.raises(FredError, match="int32.*int64"):
+        _put(_ints(), np.arange(3, dtype=np.int32))
