@@ -42,15 +42,13 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     idle = interval_gaps(_floats(start, compute), _floats(end, compute), schedule.makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
-    # the stage's tasks (its NPU's, and those of no NPU), then each category's among them:
-    # filters run by map/compress, without a Python frame per task
-    mine = list(itertools.compress(range(len(start)), map({None, npu}.__contains__, timeline.npu)))
-    kinds = list(map(timeline.category.__getitem__, mine))
+    # the stage's tasks (its NPU's, and those of no NPU), then each category's among them, in
+    # task order: filters in numpy over the engine's codes, else by map/compress (no Python
+    # frame per task either way); each sum adds the same floats in the same order
     duration = timeline.duration
-    for category in COMM_CATEGORIES:
-        tasks = list(itertools.compress(mine, map(operator.eq, kinds, itertools.repeat(category))))
-        comm_busy[category] = sum([duration[i] for i in tasks])
-        if tasks and len(idle[0]):
+    for category, tasks, durations in _category_tasks(timeline, npu):
+        comm_busy[category] = sum(durations)
+        if len(tasks) and len(idle[0]):
             breakdown[category], idle = interval_overlap(idle, interval_union(_floats(start, tasks), _floats(end, tasks)))
         else:
             breakdown[category] = 0.0   # what the sweep gives: nothing covered, idle unchanged
@@ -58,11 +56,35 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     return breakdown, comm_busy, s
 
 
+def _category_tasks(timeline: Timeline, npu):
+    """Per category of :data:`COMM_CATEGORIES`, (the category, its tasks of NPU ``npu`` or of
+    none, in task order, their durations as a list of floats)."""
+    duration = timeline.duration
+    if timeline.kinds is not None:
+        code, names, npus = timeline.kinds
+        mine = np.flatnonzero((npus == -1) | (npus == (-1 if npu is None else npu)))
+        kinds = code[mine]
+        durations = np.frombuffer(duration, dtype=np.float64) if type(duration) is array else \
+            np.array(duration, dtype=np.float64)
+        for category in COMM_CATEGORIES:
+            if category in names:
+                tasks = mine[kinds == names.index(category)]
+                yield category, tasks, durations[tasks].tolist()
+            else:
+                yield category, mine[:0], []
+        return
+    mine = list(itertools.compress(range(len(duration)), map({None, npu}.__contains__, timeline.npu)))
+    kinds = list(map(timeline.category.__getitem__, mine))
+    for category in COMM_CATEGORIES:
+        tasks = list(itertools.compress(mine, map(operator.eq, kinds, itertools.repeat(category))))
+        yield category, tasks, [duration[i] for i in tasks]
+
+
 def _floats(column, tasks: list) -> np.ndarray:
     """``column``'s values of ``tasks`` (task numbers) as an array; ``column``: a sequence of
     floats, or a typed float64 array (an engine's run, :class:`~sysmodel.engine.Timeline`),
     gathered by numpy without a Python float per value."""
-    if not tasks:
+    if not len(tasks):
         return np.zeros(0)
     if type(column) is array:
         return np.frombuffer(column, dtype=np.float64).take(tasks)   # tasks: a list or a tuple

@@ -101,6 +101,8 @@ class Timeline:
     category: list
     npu: list
     queues: dict
+    #: None, or the category and NPU columns as codes (:meth:`Engine.task_kinds`)
+    kinds: tuple | None = None
 
     @staticmethod
     def of_tasks(tasks: list[Task]) -> Timeline:
@@ -189,6 +191,7 @@ class Engine:
         self._tasks: list[Task] | None = None     # the task objects, once made
         self._times: tuple | None = None          # (start, end) arrays of the last compiled run
         self._arrays: GraphArrays | None = None   # the arrays of the graph, once made
+        self._kinds: tuple | None = None          # task_kinds(), once made
 
     def __len__(self) -> int:
         return len(self._duration)
@@ -433,6 +436,7 @@ class Engine:
             eng.sources, eng._name, eng._name_parts = self.sources, self._name, self._name_parts
             eng._category, eng._npu = self._category, self._npu
             eng._entry, eng._dep_count, eng._dep_flat = self._entry, self._dep_count, self._dep_flat
+            eng._kinds = self._kinds
         else:
             eng.queues = {r: list(q) for r, q in self.queues.items()}
             eng.sources = list(self.sources)
@@ -447,7 +451,30 @@ class Engine:
         """The last compiled run's :class:`Timeline` (without making task objects)."""
         if self._times is None:
             raise FredError("internal: the engine has not run")
-        return Timeline(*self._times, self._duration, self._category, self._npu, self.queues)
+        return Timeline(*self._times, self._duration, self._category, self._npu, self.queues,
+                        self.task_kinds())
+
+    def task_kinds(self) -> tuple | None:
+        """The category and NPU columns as codes, for the breakdown's filters in numpy:
+        (per task its category's number (int64), the categories by number, per task its NPU
+        (int64; -1 for none)); None where an NPU is not an int >= 0 (the breakdown then filters
+        the columns themselves). Made once per graph; a sealed graph's copies share it (they
+        share its category and NPU columns)."""
+        kinds = self._kinds
+        n = len(self._duration)
+        if kinds is not None and len(kinds[0]) == n:
+            return kinds
+        names = sorted(set(self._category))
+        number = {c: k for k, c in enumerate(names)}
+        npus = set(self._npu)
+        npus.discard(None)
+        if any(type(x) is not int or x < 0 for x in npus):
+            return None
+        npu_code = {x: x for x in npus}
+        npu_code[None] = -1
+        kinds = self._kinds = (np.fromiter(map(number.__getitem__, self._category), dtype=np.int64, count=n),
+                               names, np.fromiter(map(npu_code.__getitem__, self._npu), dtype=np.int64, count=n))
+        return kinds
 
     def tiers(self) -> list[int]:
         """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer

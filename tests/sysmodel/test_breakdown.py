@@ -177,3 +177,42 @@ def test_attribute_time_equals_the_plain_sweep_on_real_schedules(name, fabric, s
     for args in captured:
         # repr: every float to its last bit, and int 0 where the sweep gave int 0
         assert repr(attribute_time(*args)) == repr(_plain_attribute_time(*args))
+
+
+@pytest.mark.parametrize("name,fabric,strategy,changes", CASES)
+def test_the_engines_task_codes_give_what_the_task_columns_give(name, fabric, strategy, changes, monkeypatch):
+    """attribute_time over an engine's timeline (categories and NPUs as codes,
+    Engine.task_kinds, filtered in numpy) equals it over the same run's task objects (the
+    columns filtered by map/compress), to the last bit; the codes are the columns' own."""
+    captured = []
+
+    def keep(*args):
+        captured.append(args)
+        return attribute_time(*args)
+    import sysmodel.training as training
+    monkeypatch.setattr(training, "attribute_time", keep)
+    platform = default_platform().scaled(**changes) if changes else default_platform()
+    simulate_iteration(platform, fabric, get_workload(name),
+                       parse_strategy(strategy) if strategy else None)
+    for schedule, stages, representative in captured:
+        timeline = schedule.timeline()
+        assert timeline.kinds is not None
+        code, names, npus = timeline.kinds
+        assert [names[k] for k in code] == list(timeline.category)
+        assert [None if x < 0 else x for x in npus.tolist()] == list(timeline.npu)
+        plain = Schedule(schedule.tasks, makespan=schedule.makespan)
+        assert plain.timeline().kinds is None
+        assert repr(attribute_time(schedule, stages, representative)) == \
+            repr(attribute_time(plain, stages, representative))
+
+
+def test_task_codes_are_refused_for_an_npu_that_is_no_number():
+    """Engine.task_kinds gives None (the breakdown then filters the columns) where an NPU is not
+    an int >= 0: -1 would read as no NPU."""
+    from sysmodel.engine import Engine
+    eng = Engine()
+    eng.add("a", "s0.compute", 1.0, npu=0)
+    eng.add("b", "s0.mp", 1.0, npu=None, category="mp")
+    assert eng.task_kinds() is not None
+    eng.add("c", "s0.compute", 1.0, npu=-1)
+    assert eng.task_kinds() is None
