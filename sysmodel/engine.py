@@ -120,11 +120,13 @@ class Engine:
     object per task: builders append whole blocks of tasks (:meth:`_extend`), the compiled loop
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
     is read (traces, exports, the reference loop; docs/sysmodel.md, Speed). The numeric
-    columns (durations, transfer entries, dependency counts and the flat dependencies) are
-    typed arrays (:class:`array.array` of float64 / int64, :func:`_floats` and :func:`_ints`):
-    a block's columns are appended, and turned into the loop's numpy arrays, as one copy of
-    memory, not one Python number per task each way; the others (names, categories, NPUs,
-    sources) are lists of objects."""
+    columns (durations, transfer entries, dependency counts and the flat dependencies) become
+    typed arrays (:class:`array.array` of float64 / int64, :meth:`_typed`) when the first block
+    is appended: a block's columns are then appended, and turned into the loop's numpy arrays,
+    as one copy of memory, not one Python number per task each way. A graph added task by task
+    keeps them as lists, which CPython appends to fastest (a typed array's ``append`` costs
+    about 50 ns more), until it is sealed. The others (names, categories, NPUs, sources) are
+    lists of objects."""
 
     def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None, hold=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
@@ -178,12 +180,13 @@ class Engine:
         # a name or a function giving a block's names per appended task or block (:meth:`names`)
         self._name: list[str] = []
         self._name_parts: list = []
-        self._duration = _floats()
+        # the numeric columns: lists, typed arrays once a block is appended (:meth:`_typed`)
+        self._duration: list | array = []
         self._category: list[str] = []
         self._npu: list = []
-        self._entry = _ints()                 # its (loads, bw) pair's number, or -1
-        self._dep_count = _ints()
-        self._dep_flat = _ints()
+        self._entry: list | array = []        # its (loads, bw) pair's number, or -1
+        self._dep_count: list | array = []
+        self._dep_flat: list | array = []
         # (loads, bw) pairs of the transfers, by the arrays' identities (repeated communication
         # tasks share one pair: the communication timer memoises): number and pair
         self._entry_of: dict[tuple[int, int], tuple] = {}
@@ -195,6 +198,16 @@ class Engine:
 
     def __len__(self) -> int:
         return len(self._duration)
+
+    def _typed(self) -> None:
+        """Make the numeric columns typed arrays (those that are lists; each value once), so that
+        blocks are appended to them as memory (:meth:`_extend`, :meth:`_extend_blocks`)."""
+        if type(self._duration) is list:
+            self._duration = array("d", self._duration)
+        for name in ("_entry", "_dep_count", "_dep_flat"):
+            column = getattr(self, name)
+            if type(column) is list:
+                setattr(self, name, array("q", column))
 
     @property
     def sealed(self) -> bool:
@@ -304,6 +317,8 @@ class Engine:
     def _extend(self, block: TaskBlock, prefix: str, first_deps: tuple) -> int:
         """Append ``block``'s tasks (named ``prefix`` + its names), its first task after
         ``first_deps`` (checked task ids); returns the number of its first task."""
+        if type(self._dep_flat) is list:
+            self._typed()
         t0 = len(self._duration)
         names = block.names
         # a (prefix, names) pair, not a closure: a kept graph holds one per appended block, and a
@@ -338,6 +353,8 @@ class Engine:
         Returns the number of each appended block's first task. The columns are gathered
         with numpy (no Python frame per task or per block: a pipeline schedule's passes,
         docs/sysmodel.md, Speed)."""
+        if type(self._dep_flat) is list:
+            self._typed()
         n = len(self._duration)
         sizes = table.size[which]
         ends = np.cumsum(sizes)
@@ -414,10 +431,15 @@ class Engine:
         cache, and every full pass of Python's cyclic garbage collector traversed each of its
         lists element by element (some 5 million elements in ``make eval``); a tuple of numbers
         and strings is untracked after one pass, and the numeric columns (typed arrays) hold no
-        Python object, so the collector never tracks them. Copies (:meth:`retimed`) share the
-        columns instead of copying them. The values are unchanged."""
+        Python object, so the collector never tracks them; numeric columns still lists (a graph
+        added task by task) become tuples too. Copies (:meth:`retimed`) share the columns
+        instead of copying them. The values are unchanged."""
         if self.sealed:
             return
+        for name in ("_duration", "_entry", "_dep_count", "_dep_flat"):
+            column = getattr(self, name)
+            if type(column) is list:
+                setattr(self, name, tuple(column))
         self._category, self._npu = tuple(self._category), tuple(self._npu)
         self.sources = tuple(self.sources)
         self._name, self._name_parts = tuple(self._name), tuple(self._name_parts)
@@ -644,11 +666,6 @@ def _floats(values=None) -> array:
     if values is not None:
         _put(column, values)
     return column
-
-
-def _ints() -> array:
-    """An empty typed int64 column (:class:`Engine`)."""
-    return array("q")
 
 
 def _put(column: array, values: np.ndarray) -> None:

@@ -365,10 +365,12 @@ def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
 def test_typed_blocks_append_the_columns_a_list_block_appends():
     """TaskBlock.typed (the builders' blocks: numeric columns as typed arrays, the dependencies
     as a numpy array from NUMPY_DEPS of them on, else a tuple) appends, at any first task, the
-    columns, tasks and compiled-loop arrays the same block of plain lists appends; a numpy
-    array of another type than a column's is refused, not converted."""
+    columns, tasks and compiled-loop arrays the same block of plain lists appends (the engine's
+    list columns becoming typed arrays at the first block); a numpy array of another type than
+    a column's is refused, not converted."""
     from hdl.contracts.errors import FredError
-    from sysmodel.engine import NUMPY_DEPS, TaskBlock, _ints, _put
+    from array import array
+    from sysmodel.engine import NUMPY_DEPS, TaskBlock, _put
     rng = random.Random(31)
     for tasks in (1, 2, NUMPY_DEPS - 1, NUMPY_DEPS, NUMPY_DEPS + 1, 3 * NUMPY_DEPS):
         dep_count = [rng.randint(1, 3) for _ in range(tasks - 1)]
@@ -384,7 +386,9 @@ def test_typed_blocks_append_the_columns_a_list_block_appends():
         a, b = Engine(), Engine()
         for eng, block in ((a, plain), (b, typed)):
             eng.add("first", "r", 1.0)
+            assert type(eng._dep_flat) is list     # task by task: lists until a block comes
             eng._extend(block, "x ", (0,))
+            assert type(eng._dep_flat) is array and type(eng._duration) is array
             eng.add("middle", "r", 0.5, [len(eng) - 1])
             eng._extend(block, "y ", (len(eng) - 1, 0))
         for column in ("_duration", "_entry", "_dep_count", "_dep_flat"):
@@ -397,4 +401,26 @@ def test_typed_blocks_append_the_columns_a_list_block_appends():
         assert a.run().makespan == b.run().makespan
         assert a.run().makespan == pytest.approx(1.5 + 2 * sum(fields["duration"]), rel=1e-12)
     with pytest.raises(FredError, match="int32.*int64"):
-        _put(_ints(), np.arange(3, dtype=np.int32))
+        _put(array("q"), np.arange(3, dtype=np.int32))
+
+
+def test_a_graph_added_task_by_task_keeps_lists_and_seals_them_as_tuples():
+    """Engine's numeric columns stay lists while tasks are added one by one (CPython appends to
+    a list fastest) and become tuples when sealed; the arrays and the run are those of the
+    same graph with a block appended, whose columns are typed arrays."""
+    from array import array
+    listed, typed = Engine(), Engine()
+    for eng in (listed, typed):
+        eng.add("first", "r", 1.0)
+        eng.add("io", "q", 0.5, [0], category="io")
+    typed._extend(_two_compute_tasks(), "x ", (1,))
+    listed.add("x a", "r", 1.0, [1])
+    listed.add("x b", "r", 2.0, [2])
+    assert type(listed._duration) is list and type(typed._duration) is array
+    x, y = listed.arrays(), typed.arrays()
+    for f in dataclasses.fields(x):
+        assert np.array_equal(getattr(x, f.name), getattr(y, f.name)), f.name
+    listed.seal()
+    assert listed.sealed and all(type(getattr(listed, c)) is tuple
+                                 for c in ("_duration", "_entry", "_dep_count", "_dep_flat"))
+    assert listed.run().makespan == typed.run().makespan == 4.5
