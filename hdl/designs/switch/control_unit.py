@@ -16,7 +16,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.packet import DATA_VCS, PRIORITY, PacketFormat
 from hdl.designs.layouts import struct_layout
 
-__all__ = ["ControlUnit", "CUState", "COUNTER_BITS"]
+__all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries"]
 
 COUNTER_BITS = 16
 
@@ -120,7 +120,8 @@ class ControlUnit(wiring.Component):
     """
 
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                ordered: bool = False, middle: int = 3, yield_after: int = 0):
+                ordered: bool = False, middle: int = 3, yield_after: int = 0,
+                entries: frozenset = frozenset()):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -131,11 +132,14 @@ class ControlUnit(wiring.Component):
                             f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
         if isinstance(yield_after, bool) or not isinstance(yield_after, int) or not 0 <= yield_after < 1 << 12:
             raise FredError(f"yield_after must be a whole number of cycles in 0..4095, got {yield_after!r}")
+        check_entries(entries, ports, online)
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                 ordered: bool = False, middle: int = 3, yield_after: int = 0):
+                 ordered: bool = False, middle: int = 3, yield_after: int = 0,
+                 entries: frozenset = frozenset()):
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
+        self.entries = frozenset(entries)
         self.ordered, self.middle, self.yield_after = bool(ordered), middle, yield_after
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
@@ -188,6 +192,7 @@ class ControlUnit(wiring.Component):
             "partners": In(ports).array(ports),
             "outputs": In(ports).array(ports),
             "room": In(ports),
+            "room2": In(ports),
             "reserve": Out(ports),
             # the yield candidate's flow-port table entry (``yield_after``)
             "peek_slot": Out(pw),
@@ -404,31 +409,44 @@ class ControlUnit(wiring.Component):
         # its path owns the output (a waiting path holds one packet inside, so it takes one
         # packet's room from the stream ahead). At most one reservation per output and cycle:
         # no path is granted behind an owner starting a packet to that output. Fair hand-over:
-        # an owner starts no new packet on o while another input's path waits behind it (its
-        # packets in flight leave, then o passes to the waiting path), so two inputs streaming
-        # to one output alternate per packet; before, the owner kept o for as long as its
-        # packets kept coming and the waiting input (e.g. an I/O controller entering a chain
-        # behind the chain's through-stream) starved (docs/switch.md, "Online unicast routing").
-        owner_wants = Signal(P, name="path_owner_wants")
+        # an owner starts no new packet on o while another input's packet asks for o
+        # (``contested``) or another input's path waits behind it: its packets in flight leave,
+        # the room they free lets the asking input's path be set up behind, and o passes to it,
+        # so two inputs streaming to one output alternate per packet. Before, the owner kept o
+        # for as long as its packets kept coming: an input asking for o while the owner's next
+        # packet was already waiting could not get a path behind it and starved, and its packet
+        # blocked the packets behind it in its input's FIFO (e.g. an I/O write at the L2 of
+        # Fred-A, waiting behind a DP stream down to the controller's L1 while the DP ring's
+        # packets queued behind it: docs/fabric_validation.md, "Round-robin requests and the
+        # contested output"; docs/switch.md, "Online unicast routing").
+        contested = Signal(P, name="path_contested")
+        owner_starts = Signal(P, name="path_owner_starts")
         for o in range(P):
+            m.d.comb += contested[o].eq(_any([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
+                                              & (src[o] != n) & (self.room2[o] if n in self.entries else 1)
+                                              for n in range(P)]))
             for n in range(P):
                 with m.If(src[o] == n):
-                    m.d.comb += owner_wants[o].eq(busy[o] & run & match[n] & ~awaiting[n]
-                                                  & (heads[n].dest == o))
+                    m.d.comb += owner_starts[o].eq(busy[o] & self.started[n] & ~awaiting[n]
+                                                   & (heads[n].dest == o))
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
             # without paths behind others, an input asks only when it owns none (P = 2)
             alone = 1 if self.behind else ~_any([busy[o] & (src[o] == n) for o in range(P)])
+            # an entry input's packet needs room for two (the bubble it leaves: docs/switch.md,
+            # "Entries leave a bubble")
+            room = self.room2 if n in self.entries else self.room
             for o in range(P):
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live & ~pend[o]),
-                                 cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
+                                 path_ok[n].eq(awaiting[n] & (live | mine)
+                                                 | room[o] & live & ~pend[o] & ~contested[o]),
+                                 cand[n].eq(run & match[n] & ~busy[o] & alone & room[o])]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
-                                                & ~self.release[o] & self.room[o]
-                                                & ~owner_wants[o])]
+                                                & ~self.release[o] & room[o]
+                                                & ~owner_starts[o])]
         # Round-robin request order: the input after the last one granted asks first. A fixed
         # order (the lowest input first) starved a higher-numbered input whenever a lower one
         # re-requested the same output at every opening: at a half-rate uplink each packet's
@@ -661,6 +679,19 @@ def _all(signals):
     for s in signals[1:]:
         result = result & s
     return result
+
+
+def check_entries(entries, ports, online):
+    """``entries``: a set of input ports, each < ``ports``; only with ``online``."""
+    try:
+        items = sorted(entries)
+    except TypeError:
+        raise FredError(f"entries must be a set of input ports, got {entries!r}") from None
+    for n in items:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < ports:
+            raise FredError(f"entries: input port {n!r} is not in 0..{ports - 1}")
+    if items and not online:
+        raise FredError(f"entries {items} need online routing (they change its room rule)")
 
 
 def _any(signals):

@@ -19,7 +19,7 @@ from hdl.contracts.timing import switch_latency
 from hdl.designs.layouts import flit_layout, struct_layout
 
 from .config_memory import ConfigMemory
-from .control_unit import COUNTER_BITS, ControlUnit
+from .control_unit import COUNTER_BITS, ControlUnit, check_entries
 from .fred_switch import FredSwitch
 from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
@@ -108,7 +108,7 @@ class PacketSwitch(wiring.Component):
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0, online=False, ordered=False, yield_after=None):
+                ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset()):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -124,6 +124,10 @@ class PacketSwitch(wiring.Component):
         check_port_parameters(phases=phases, word_width=word_width)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
                             ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
+        check_entries(entries, ports, online)
+        if entries and depth < 2 * packet.packet_flits:
+            raise FredError(f"entries need room for two packets: depth >= {2 * packet.packet_flits} "
+                            f"flits, got {depth}")
         if ctrl_depth and packet.flow_bits > MAX_FLOW_BITS:
             raise FredError(f"the control VC's flow table takes flow_bits <= {MAX_FLOW_BITS}, "
                             f"got {packet.flow_bits}")
@@ -131,7 +135,9 @@ class PacketSwitch(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
-                 online: bool = False, ordered: bool = False, yield_after: int | None = None):
+                 online: bool = False, ordered: bool = False, yield_after: int | None = None,
+                 entries=frozenset()):
+        self.entries = frozenset(entries)
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
@@ -220,7 +226,8 @@ class PacketSwitch(wiring.Component):
                                                 routed=routed)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online, ordered=self.ordered,
-                                                middle=self.middle, yield_after=self.yield_after)
+                                                middle=self.middle, yield_after=self.yield_after,
+                                                entries=self.entries)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
@@ -394,7 +401,7 @@ class PacketSwitch(wiring.Component):
         for v, counter in enumerate(counters):
             with m.If(cu.vc == v):
                 m.d.comb += credits.eq(counter)
-        m.d.comb += cu.room[n].eq(credits >= owed + pf)
+        m.d.comb += [cu.room[n].eq(credits >= owed + pf), cu.room2[n].eq(credits >= owed + 2 * pf)]
 
 
 def _any(signals):
