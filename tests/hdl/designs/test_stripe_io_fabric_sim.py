@@ -87,6 +87,28 @@ def test_striped_weight_streaming_keeps_every_controller_streaming_on_overloaded
     assert out["cycles"] == pytest.approx(model, rel=0.05)
 
 
+#: The Fred-A wafer's shape (20 NPUs, 4 per L1, the paper's 18 controllers).
+WAFER = fabric_spec("fred-a", io_controllers=18)
+
+
+@pytest.mark.full
+def test_striped_weight_streaming_from_18_controllers_does_not_fill_the_npu_ring(run_fabric_top):
+    """1800 flits per NPU (18 stripes of 100) on :data:`WAFER`, Amaranth (about 5-6 minutes):
+    every stripe's chain runs the NPUs in one ring, fed by the controllers at their entry
+    NPUs' L1 outputs. With the contested hand-over alone (c9da41e) a controller took every
+    other packet of its entry output even with the ring backed up, and the run stopped at
+    cycle 2,850 with every NPU at 984-1,136 flits, no switch holding a path and every input's
+    head waiting for an output without room: the ring full (docs/fabric_validation.md, "The
+    contested output's ring deadlock"). The controller ports are entries (docs/switch.md,
+    "Entries leave a bubble"): measured 2026-11-27 08:33-08:41 UTC, 4,150 cycles, every flit
+    checked (model 3,783.0; 3,912 with the round-robin requests alone)."""
+    program = io_stripe_program(WAFER, "io-broadcast", 1800)
+    out = _run(run_fabric_top, WAFER, program, 12000)
+    assert judge_stripe_io(WAFER, program, out) == []
+    # the controllers' memories bound it from below: a stripe at 16/375 flit per cycle
+    assert out["cycles"] > program.stripe_flits * WAFER.io_rate.denominator / WAFER.io_rate.numerator
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("size", [54, pytest.param(4014, marks=pytest.mark.xfail(
     strict=True, reason="known RTL miss, 10,235 vs 7,965 (1.285) on 2026-11-27 05:30 UTC with the online "
