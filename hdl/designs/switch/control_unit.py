@@ -35,7 +35,8 @@ class ControlUnit(wiring.Component):
 
     Parameters (keyword-only, validated): ports P >= 2; phases K (1..2**phase_bits); packet
     (:class:`PacketFormat`); online, ordered, middle (below); yield_after (0..4095 cycles, 0 =
-    hold the active phase while its packets wait; the switch passes a select's cost).
+    hold the active phase while its packets wait; the switch passes a select's cost);
+    entries (a set of input ports, online only: their online packets need ``room2``, below).
 
     Members (from the P :class:`~hdl.designs.switch.vc_input_buffer.VCInputBuffer` s, the datapath and
     the :class:`~hdl.designs.switch.config_memory.ConfigMemory`):
@@ -91,14 +92,18 @@ class ControlUnit(wiring.Component):
         after the last one granted first); it then forwards that packet and, in RUN,
         every next packet at its head for the same output (the path is kept: a stream of
         packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
-        for the release and a new set-up), unless another input's path waits behind it (fair
-        hand-over: the owner then starts no new packet there); the path is released when the
+        for the release and a new set-up), unless another input's packet asks for that output
+        or its path waits behind (fair hand-over, the contested rule: the owner then starts no
+        new packet there); the path is released when the
         last packet started on it leaves the output and no other has started. DRAIN lets only inputs inside a
         packet (or granted a path) finish and waits until every path is released. A path is
         granted only with ``room`` for a whole packet on its output, reserved at the grant;
         every later packet on it starts only with ``room``, reserved as it starts
         (``reserve``), so no online packet waits inside the datapath for another switch
-        (docs/switch.md, "Room for every online packet").
+        (docs/switch.md, "Room for every online packet"). An entry input (``entries``) needs
+        ``room2`` instead (``In(P)``: room for two whole packets) for each of these, and to
+        make an output contested: it leaves a bubble (docs/switch.md, "Entries leave a
+        bubble").
 
     Phase order (``ordered``; ``order_*`` from a
     :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while

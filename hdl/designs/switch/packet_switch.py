@@ -38,7 +38,11 @@ class PacketSwitch(wiring.Component):
     :class:`~hdl.designs.switch.switch_top.FredSwitchTop`); phases K (1..2**packet.phase_bits);
     packet (:class:`PacketFormat`; the flit's tag is its header); depth: flits per data VC of
     each input buffer, and the credits each output starts with (the downstream buffer has the
-    same depth); word_width: configuration word bits.
+    same depth); word_width: configuration word bits; entries (online only, a set of input
+    ports, depth >= 2 packets): inputs whose online packets start only with room for two
+    packets on their output, leaving a bubble for the packets already in a ring or chain
+    (docs/switch.md, "Entries leave a bubble"; the packet fabric names the L1s' controller
+    ports).
 
     Members (Verilog names joined with ``__``):
         i: ``In(link_signature(flit)).array(P)``: input links (no ready).
