@@ -194,7 +194,8 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     result of ``spec`` with packet switches)."""
     from sysmodel.collectives import evaluate
     from sysmodel.comm_timing import CommTime
-    from sysmodel.switch_phases import collective_links
+    from sysmodel.collectives import build_network
+    from sysmodel.switch_phases import collective_links, hold_offsets
     from sysmodel.engine import Engine
     from sysmodel.training import link_priority
     plat, _ = platform
@@ -216,7 +217,10 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
                                deps=deps, category=cls.kind))
         tasks = eng.run().tasks
         return [tasks[i].end / cycle_s for i in ids]
-    priority = run(link_priority(plat, spec.name))
+    # each switch held from its head's arrival until its last packet has left (docs/sysmodel.md,
+    # "A switch held per switch")
+    priority = run({**link_priority(plat, spec.name),
+                    "hold": hold_offsets(plat, build_network(plat, spec.name))})
     fair = run({})
     return [{"cycles": end, "latency": end - cls.delay, "alone": r.time_s / cycle_s,
              "fair": f - cls.delay, "algorithm": r.algorithms[0]}

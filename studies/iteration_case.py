@@ -195,8 +195,11 @@ def _io_programs(spec, requests, network, text, fabric: str):
     and io-store's controller program (``hdl.compiler.mesh_io_program``, the trees the model
     picks; io-write's and io-read's spill program, unicasts), checked as the mesh's I/O cases
     check them; the model's cycles of each request. The mesh's I/O iteration top runs
-    iterations of I/O nodes only (no all-reduce beside them); the packet fabric has no
-    iteration top with its controllers: the third item says so."""
+    iterations of I/O nodes only (no all-reduce beside them); the packet Fred-A/C's
+    (:class:`hdl.designs.iteration.PacketIoIterationTop`) iterations of io-load and io-store
+    nodes on the wafer only, with each one's striped program
+    (:func:`cocotb_tests.iteration.packet_io_loading.packet_io_programs`); otherwise the
+    third item says what is not built (:func:`_packet_io_missing`)."""
     from hdl.contracts.trace_program import IoRequest
     from sysmodel.collectives import Collective, evaluate
     cycle, flit = network.switch_at("l1").cycle_s, network.switch_at("l1").flit_bytes
@@ -236,6 +239,14 @@ def _io_programs(spec, requests, network, text, fabric: str):
             and all(isinstance(r, IoRequest) for r in requests))
     if runs:      # hdl.designs.iteration.mesh_io_iteration_top runs it
         return programs, _programs_summary(requests, algorithms, cycles), None
+    if fabric != "mesh":
+        from cocotb_tests.iteration.packet_io_loading import packet_io_programs
+        try:      # hdl.designs.iteration.PacketIoIterationTop runs it: the striped programs
+            stripes = packet_io_programs(spec, requests)
+        except FredError:
+            pass
+        else:
+            return stripes, _programs_summary(requests, algorithms, cycles), None
     if fabric == "mesh":
         what = ("the mesh's I/O iteration top runs io-load, io-store, io-write and io-read nodes only "
                 "(no all-reduce beside them)")
@@ -282,15 +293,18 @@ def _packet_io_missing(spec, ops) -> str:
                          f"distinct stored flows at a switch, {share}; the packet switch serves one "
                          f"stored phase per VC at a time (several stored flows interleaved per packet: "
                          f"not built)")
-        elif op == "io-load":
-            parts.append("io-load: the striped chains run in fred fabric-sim (StripeNpu), not as trace NPUs")
-        elif op == "io-store":
-            parts.append("io-store: the striped chains' reduce-out (io-reduce on the endpoint NPUs) is not built")
+        elif op in _PACKET_IO_OPS:
+            continue      # the striped chains behind the trace (PacketIoIterationTop)
         else:
             parts.append(f"{op}: the spills (every NPU's own stripe to or from each controller, online "
                          f"unicasts) are not built on the packet fabric")
-    return (f"the packet {spec.name} fabric has no iteration top with its {spec.io_controllers} I/O controllers "
-            f"run by the trace (their programs per I/O collective); " + "; ".join(parts))
+    if spec.in_switch:
+        top = (f"the packet {spec.name} fabric's I/O iteration top (its {spec.io_controllers} controllers run by "
+               f"the trace, hdl.designs.iteration.PacketIoIterationTop) runs Fred-A/C")
+    else:
+        top = (f"the packet {spec.name} fabric's I/O iteration top runs io-load and io-store nodes on the "
+               f"wafer only (the striped chains; no other collective beside them)")
+    return top + "; " + "; ".join(parts) if parts else top
 
 
 def _mesh_io_program(spec, request, algorithm: str):
@@ -424,6 +438,10 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,
                                     watchdog_cycles=watchdog_cycles, max_stripe=_store_memory(case.program),
                                     cflags=cflags, build_dir=build_dir)
+    elif case.switch == "packet" and any(type(r).__name__ == "IoRequest" for r in case.request):
+        from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
+        run = run_packet_io_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
+                                      cflags=cflags, build_dir=build_dir)
     elif case.switch == "packet":
         from cocotb_tests.iteration.packet_run import run_packet_iteration
         run = run_packet_iteration(case.spec, case.traces, case.program, case.request,

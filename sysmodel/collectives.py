@@ -60,8 +60,8 @@ configurations are loaded once, before the first use).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -673,6 +673,8 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     t.first_select_s = max(first, 0.0)
     t.configurations = configurations
     t.uplink_users = dict(uplink_users)
+    if io_stripes:   # io-load / io-store: streams from (into) the controllers' paced links
+        t.controller_flit_bytes = net.controller_flit_bytes()
     return t
 
 
@@ -793,6 +795,7 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         stripe = c.size / len(net.io_nodes)
         pairs = [(r, io) if c.op == "io-write" else (io, r) for r in g for io in net.io_nodes]
         t.latency_s = max(net.path_latency(route) for route in t.add_transfers(pairs, stripe))
+        t.controller_flit_bytes = net.controller_flit_bytes()
         return "unicast", t
     if c.op in _ROOTED:
         plan = algorithms.chain(c.op, c.root, _order(net, [r for r in g if r != c.root]))
@@ -853,6 +856,7 @@ def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> t
                         t.sent[net.link_src[l]] += stripe
             t.add_links(links, stripe)
         t.latency_s = lat
+        t.controller_flit_bytes = net.controller_flit_bytes()
         return t
 
     xy, yx = trees("xy"), trees("yx")
@@ -889,6 +893,7 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     t.loads = _controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire)
     t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
     t.latency_s = lat
+    t.controller_flit_bytes = net.controller_flit_bytes()
     return t
 
 
@@ -948,12 +953,22 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
 
 
 def _sparse_rows(per_row, *, counted: bool) -> tuple:
-    """(row, column[, count]) index arrays of the columns each row lists (``per_row``: per row an
-    iterable of columns): each distinct column once per row, with ``counted`` how many times the
-    row lists it; rows in order, columns ascending. Read-only: kept in the model's cache."""
-    found = [(k, col, n) for k, items in enumerate(per_row)
-             for col, n in sorted(Counter(items).items())]
-    arrays = tuple(np.array([f[i] for f in found], dtype=np.int64) for i in range(3 if counted else 2))
+    """(row, column[, count]) index arrays of the columns each row lists (``per_row``: per row a
+    collection of columns, integers >= 0): each distinct column once per row, with ``counted``
+    how many times the row lists it; rows in order, columns ascending. Read-only: kept in the
+    model's cache. Made with one lexicographic sort of the (row, column) pairs rather than a
+    ``Counter`` per row (a plan is made for every new group of the design-space grids:
+    docs/sysmodel.md, Speed, thirteenth increment); ``tests/sysmodel/test_sysmodel_collectives.py``
+    checks it against the ``Counter`` form."""
+    lengths = np.fromiter(map(len, per_row), dtype=np.int64, count=len(per_row))
+    cols = np.fromiter(itertools.chain.from_iterable(per_row), dtype=np.int64, count=int(lengths.sum()))
+    rows = np.repeat(np.arange(len(per_row), dtype=np.int64), lengths)
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    new = np.ones(len(cols), dtype=bool)     # the first of each run of one (row, column)
+    new[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    starts = np.flatnonzero(new)
+    arrays = (rows[starts], cols[starts], np.diff(np.append(starts, len(cols))))[:3 if counted else 2]
     for a in arrays:
         a.flags.writeable = False
     return arrays
@@ -998,7 +1013,7 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     total, algorithms = _merged_traffic(net, collectives, algorithm)
     times = total.link_times()   # the busiest link's time and name from one division
     bandwidth_s = total.bandwidth_time(times)
-    time = total.time(bandwidth_s)
+    time = total.time(bandwidth_s, times)
     senders = total.sent > 0
     per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
     link, nbytes = total.busiest_link(times)

@@ -118,13 +118,15 @@ class Engine:
     reads arrays made from the columns, and :class:`Task` objects are made only when ``tasks``
     is read (traces, exports, the reference loop; docs/sysmodel.md, Speed)."""
 
-    def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None):
+    def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None, hold=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
         level 0), or None: every transfer shares links max-min fairly, whatever its category.
-        ``preempt_s``: latency a transfer pays when it starts while a transfer of a lower level
-        is being served on a link it uses (a FRED switch drains the packets in flight and
-        selects the higher phase; a lower transfer that starts at the same instant, or waits
-        behind a higher level, has none in flight); only with ``priority``. On FRED fabrics
+        ``preempt_s``: latency a transfer pays when it starts, or resumes after waiting (its
+        rate at the floor, behind a higher level or an earlier tier of its own, then above
+        1e-6 of its speed alone), while a transfer of a lower level is being served on a link
+        it uses (a FRED switch drains the packets in flight and selects the higher phase; a
+        lower transfer that starts at the same instant, or waits, has none in flight); only
+        with ``priority``. On FRED fabrics
         each switch a transfer crosses is one of its links (:mod:`sysmodel.switch_phases`).
         A number (every link alike) or an array with one cost per link of the transfers' loads
         (:func:`sysmodel.preemption.preemption_costs`: each switch's own drain); a transfer
@@ -141,8 +143,21 @@ class Engine:
         transfers on ``j`` (they hold one phase together), not their sum; preemptions are
         looked up on ``k``. The links it names (the switches' stored-phase pseudo-links) are
         served in turns within a level: a transfer that loads one of them fills after the
-        level's transfers of lower entry number (:meth:`tiers`)."""
+        level's transfers of lower entry number (:meth:`tiers`).
+        ``hold``: None, or a function of a transfer's (loads, bandwidths, latency beyond its
+        bytes) giving two arrays over its links, ``(head, after)`` (s; :func:`sysmodel.switch_phases.hold_offsets`): a switch
+        held per switch (docs/sysmodel.md, "A switch held per switch"). A link with a finite
+        ``after`` (a switch's pseudo-link) stays held by the transfer after its bytes are
+        through, at its level and with its share, until the transfer's end minus ``after``
+        (its last packet has left the switch); and a transfer that waited from its start
+        behind a higher level has its latency reduced, when it is first served, by the
+        smaller of its wait and the ``head`` of the first switch where it waited (the
+        smallest ``head`` among its held links on which a higher transfer was active): its
+        head travelled there during the wait. Only with ``priority``; None: neither."""
         self.priority = dict(priority) if priority else None
+        if hold is not None and not callable(hold):
+            raise FredError(f"hold must be None or a function of (loads, bw), got {hold!r}")
+        self.hold = hold
         self.preempt_s = _checked_preempt(preempt_s)
         self.shared_phase = _checked_shared(shared_phase)
         self.queues: dict[str, list[int]] = {}
@@ -393,7 +408,7 @@ class Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
         task's duration, each >= 0); its arrays are this graph's with the durations replaced.
         A sealed graph's copy shares its columns (tuples) and is sealed too."""
-        eng = Engine(priority=self.priority, preempt_s=self.preempt_s)
+        eng = Engine(priority=self.priority, preempt_s=self.preempt_s, hold=self.hold)
         eng.shared_phase = self.shared_phase      # checked already
         duration = np.asarray(duration, dtype=np.float64)
         if type(self._duration) is tuple:        # sealed: the columns are shared, not copied
@@ -463,20 +478,27 @@ class Engine:
             first_tries=np.array([rid[r] for r in self.queues], dtype=np.int64),
             entry=np.array(self._entry, dtype=np.int64), level=level,
             priority=priority is not None,
-            **_entry_arrays(self.entries, self.preempt_s, self.shared_phase, self._entry))
+            **_entry_arrays(self.entries, self.preempt_s, self.shared_phase, self._entry,
+                            self.hold if priority is not None else None, self._duration))
         return self._arrays
 
-    def relinked(self, duration: np.ndarray, entries: list, preempt_s, shared_phase=None) -> Engine:
+    def relinked(self, duration: np.ndarray, entries: list, preempt_s, shared_phase=None,
+                 hold=None) -> Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]``, transfer entry ``e``
         the (loads, bandwidths) pair ``entries[e]`` (each with a link loaded), preemptions
-        costing ``preempt_s`` and phases shared as ``shared_phase`` says (:meth:`__init__`):
-        the same graph on another network (:mod:`sysmodel.graph_template`)."""
+        costing ``preempt_s``, phases shared as ``shared_phase`` says and switches held as
+        ``hold`` says (:meth:`__init__`): the same graph on another network
+        (:mod:`sysmodel.graph_template`)."""
         eng = self.retimed(duration)
         eng.preempt_s = _checked_preempt(preempt_s)
         eng.shared_phase = _checked_shared(shared_phase)
+        if hold is not None and not callable(hold):
+            raise FredError(f"hold must be None or a function of (loads, bw), got {hold!r}")
+        eng.hold = hold
         eng._entry_of, eng.entries = {}, list(entries)
-        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(eng.entries, eng.preempt_s,
-                                                                       eng.shared_phase, eng._entry))
+        eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(
+            eng.entries, eng.preempt_s, eng.shared_phase, eng._entry,
+            hold if eng.priority is not None else None, eng._duration))
         return eng
 
 
@@ -574,21 +596,79 @@ def _block_deps(table: BlockTable, which: np.ndarray, t0: np.ndarray, first: np.
     return flat
 
 
-def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=()) -> dict:
+def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), hold=None,
+                  duration=()) -> dict:
     """The :class:`~sysmodel.engine_compiled.GraphArrays` fields of the transfers' (loads,
     bandwidths) pairs ``entries``: each one's time alone, the links it loads and its shares;
     the per-link preemption costs of ``preempt_s`` (:func:`preempt_per_link`) and the shared
     phases of ``shared_phase`` (:func:`shared_per_link`) and each entry's tier (:func:`entry_tiers`
-    of the tasks' entries ``task_entry``)."""
+    of the tasks' entries ``task_entry``); with ``hold`` (:class:`Engine`), the hold arrays of
+    :func:`_hold_arrays` (entries it adds follow the given ones; each entry's latency beyond its
+    bytes is its first task's, of ``duration``)."""
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
+    tier = entry_tiers(entries, shared_phase, task_entry)
+    held = _hold_arrays(entries, found, tier, hold, task_entry, duration)
+    found = found + held["derived"]
     return dict(
         alone=np.array([f[0] for f in found], dtype=np.float64),
         link_ptr=np.cumsum([0] + [len(f[1]) for f in found], dtype=np.int64),
         links=np.concatenate([f[1] for f in found]).astype(np.int64) if found else np.zeros(0, np.int64),
         share=np.concatenate([f[2] for f in found]) if found else np.zeros(0),
         n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
-        shared_phase=shared_per_link(shared_phase, n_links), tier=entry_tiers(entries, shared_phase, task_entry))
+        shared_phase=shared_per_link(shared_phase, n_links), tier=held["tier"],
+        head=held["head"], after=held["after"], hold_first=held["hold_first"],
+        hold_count=held["hold_count"], hold_cut=held["hold_cut"])
+
+
+def _hold_arrays(entries: list, found: list, tier: np.ndarray, hold, task_entry=(), duration=()) -> dict:
+    """The hold of each transfer entry (``hold``, :class:`Engine`; ``found``: each entry's
+    :func:`_array_entry`; its latency beyond its bytes: its first task's (``task_entry``,
+    ``duration``), as the reference loop asks per task) as arrays for the compiled loop: per link of each entry (CSR as
+    ``links``) its ``head`` and ``after`` (s); per entry ``hold_first`` (its first *held
+    entry*, -1 for none) and ``hold_count``; the held entries follow the given ones
+    (``derived``: their :func:`_array_entry` triples; ``tier``: every entry's, a held one its
+    transfer's), one per distinct finite ``after`` of the entry, largest first: held entry
+    ``j`` holds the entry's links whose ``after`` is at most its cut (``hold_cut``, per entry,
+    inf for the given ones), with the same shares and time alone. The loop moves a transfer
+    whose bytes are through to the first held entry whose cut is below its latency, and on to
+    the next as each cut is passed (docs/sysmodel.md, "A switch held per switch")."""
+    n = len(entries)
+    total = sum(len(f[1]) for f in found)
+    if hold is None or not n:
+        return dict(derived=[], tier=tier, head=np.zeros(total), after=np.full(total, np.inf),
+                    hold_first=np.full(n, -1, dtype=np.int64), hold_count=np.zeros(n, dtype=np.int64),
+                    hold_cut=np.full(n, np.inf))
+    head, after, derived, tiers, cuts = [], [], [], list(tier), [np.inf] * n
+    first = np.full(n, -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    task_of = {}
+    for t, e in enumerate(task_entry):
+        if e >= 0 and e not in task_of:
+            task_of[e] = t
+    for e, ((loads, bw), (t_alone, used, share)) in enumerate(zip(entries, found)):
+        h, a = hold(loads, bw, max(0.0, float(duration[task_of[e]]) - t_alone) if e in task_of else 0.0)
+        h = np.asarray(h, dtype=np.float64)
+        a = np.asarray(a, dtype=np.float64)
+        if h.shape != np.shape(loads) or a.shape != np.shape(loads) or np.any(h < 0) \
+                or not np.all(np.isfinite(h)) or np.any(a < 0):
+            raise FredError(f"hold must give (head, after) over the {len(loads)} links of a "
+                            f"transfer, each >= 0 (head finite), got shapes {h.shape}, {a.shape}")
+        head.append(h[used])
+        after.append(a[used])
+        distinct = np.unique(a[used][np.isfinite(a[used])])[::-1]
+        if len(distinct):
+            first[e], count[e] = n + len(derived), len(distinct)
+            for cut in distinct:
+                keep = a[used] <= cut
+                derived.append((t_alone, used[keep], share[keep]))
+                tiers.append(int(tier[e]))
+                cuts.append(float(cut))
+    dtotal = sum(len(d[1]) for d in derived)
+    return dict(derived=derived, tier=np.array(tiers, dtype=np.int64),
+                head=np.concatenate(head + [np.zeros(dtotal)]),
+                after=np.concatenate(after + [np.full(dtotal, np.inf)]),
+                hold_first=first, hold_count=count, hold_cut=np.array(cuts, dtype=np.float64))
 
 
 def _checked_preempt(preempt_s):

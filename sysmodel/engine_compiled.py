@@ -5,7 +5,7 @@
 task's start and end back. The loop is the one :mod:`sysmodel.engine_reference` specifies --
 resources run their queues in order, a finished task releases its dependents and the freed
 resources start in name order, transfers share links max-min fairly (by strict priority level
-with a preemption latency when the engine has priorities) and continue with their fixed latency
+with a preemption latency, at a start or a resumption, when the engine has priorities) and continue with their fixed latency
 once their bytes are through -- written with integer task and resource numbers so that numba
 compiles it (``@njit(cache=True)``: the machine code is kept in ``__pycache__`` and loaded by
 later processes, 0.3-0.5 s; the first call on a fresh clone compiles, about 10 s of CPU, stated
@@ -73,12 +73,16 @@ class GraphArrays:
     busiest-link time alone), ``link_ptr``/``links``/``share`` (CSR per entry: the links it
     loads and its share of each at full speed), ``n_links``, ``priority`` (whether levels
     apply), ``preempt_s`` (two rows of per-link costs, s, ``[first, further]``: a transfer
-    that starts while a lower level is served on links it uses pays the largest ``first`` cost
+    that starts (or resumes after waiting) while a lower level is served on links it uses pays the largest ``first`` cost
     of those links or, if larger, the largest ``further`` cost of the lower transfers' own links there,
     :class:`sysmodel.engine.Engine`; a (0, 0) array when no preemption costs anything), ``shared_phase`` (per link, the link whose
     time it shares as one phase of several transfers, -1 where none; an empty array when no
     link does: :class:`sysmodel.engine.Engine`), ``tier`` (per entry, its turn within its
-    level: :func:`sysmodel.engine.entry_tiers`)."""
+    level: :func:`sysmodel.engine.entry_tiers`); the switches held per switch
+    (:func:`sysmodel.engine._hold_arrays`, ``Engine(hold=)``): ``head`` and ``after`` (per
+    link of each entry, as ``links``, s), ``hold_first`` / ``hold_count`` (per given entry,
+    its held entries: -1 / 0 for none) and ``hold_cut`` (per entry, a held entry's cut; the
+    held entries follow the given ones in ``alone``, ``link_ptr`` and ``tier``)."""
 
     duration: np.ndarray
     resource: np.ndarray
@@ -99,6 +103,11 @@ class GraphArrays:
     preempt_s: np.ndarray
     shared_phase: np.ndarray
     tier: np.ndarray
+    head: np.ndarray = None
+    after: np.ndarray = None
+    hold_first: np.ndarray = None
+    hold_count: np.ndarray = None
+    hold_cut: np.ndarray = None
 
 
 def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -107,10 +116,16 @@ def run_arrays(g: GraphArrays, *, memo_rows: int = 4096) -> tuple[np.ndarray, np
     rate memo's table (a power of two; it keeps up to half as many sets of transfers)."""
     if memo_rows < 2 or memo_rows & (memo_rows - 1):
         raise FredError(f"memo_rows must be a power of two >= 2, got {memo_rows}")
+    n_entries = g.alone.shape[0]
+    head = np.zeros(g.links.shape[0]) if g.head is None else g.head
+    after = np.full(g.links.shape[0], np.inf) if g.after is None else g.after
+    hold_first = np.full(n_entries, -1, dtype=np.int64) if g.hold_first is None else g.hold_first
+    hold_count = np.zeros(n_entries, dtype=np.int64) if g.hold_count is None else g.hold_count
+    hold_cut = np.full(n_entries, np.inf) if g.hold_cut is None else g.hold_cut
     return _run(g.duration, g.resource, g.remaining.copy(), g.dependents_ptr, g.dependents,
                 g.queue_ptr, g.queue, g.first_tries, g.entry, g.level, g.alone, g.link_ptr,
                 g.links, g.share, g.n_links, g.priority, g.preempt_s, g.shared_phase, g.tier,
-                *_memo_tables(memo_rows))
+                head, after, hold_first, hold_count, hold_cut, *_memo_tables(memo_rows))
 
 
 #: memo_rows -> the rate memo's arrays, allocated once per process and emptied by each run.
@@ -384,8 +399,9 @@ SERVED = 1e-6
 def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate, rated, alone,
                preempt_s, shared):
     """What ``tid`` pays for preempting: the largest first-row ``preempt_s`` of the links it
-    uses on which a transfer of a lower level is being served -- one with a current rate above
-    :data:`SERVED` of its speed alone (one that started at this instant has no packet in
+    uses on which a transfer of a lower level is being served -- one with a rate (``rate``:
+    the current ones, or at a resumption those until then) above :data:`SERVED` of its speed
+    alone (one that started at this instant has no packet in
     flight yet, one that waits behind a higher level has none either: nothing to drain) --
     or, if larger, the largest second-row (further on) cost of such a lower transfer's own
     links there (before ``shared`` maps them: the lower class keeps flowing where it holds
@@ -413,6 +429,7 @@ def _preempted(tid, act, n_act, entry, level, link_ptr, links, mark, stamp, rate
 @njit(cache=True)
 def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, queue, first_tries,
          entry, level, alone, link_ptr, links, share, n_links, priority, preempt_s, shared, tier,
+         head_s, after, hold_first, hold_count, hold_cut,
          memo_index, memo_codes, memo_rates, memo_fill):
     """The event loop (module docstring); returns (start, end, head, done). The per-task path
     (a task ends, its resources start their next tasks) is written out in this one function:
@@ -424,18 +441,34 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     end = np.full(n, -1.0)
     head = queue_ptr[:-1].copy()
     busy = np.zeros(n_res, dtype=np.bool_)
-    ht = np.empty(n + 1)                          # the fixed-duration heap: (end time, task)
-    hi = np.empty(n + 1, dtype=np.int64)
+    # the fixed-duration heap: (end time, task), and (release time, n + task) of held switches
+    ht = np.empty(2 * n + 1)
+    hi = np.empty(2 * n + 1, dtype=np.int64)
     act = np.empty(n + 1, dtype=np.int64)         # active transfers, in the order they started
     frac = np.zeros(n)                            # per transfer, the remaining fraction of its bytes
     rate = np.zeros(n)
     rated = np.zeros(n, dtype=np.bool_)           # its rate is the current one
     latency = np.zeros(n)
+    before = np.zeros(n)                          # per transfer, scratch: its rate until a change
     column = np.full(max(n_links, 1), -1, dtype=np.int64)
     mark = np.zeros(max(n_links, 1), dtype=np.int64)
     ready = np.empty(max(n_res, first_tries.shape[0]) + 1, dtype=np.int64)
+    # switches held per switch (``Engine(hold=)``): per transfer its entry now (a held entry
+    # past its bytes), whether it is past its bytes holding switches, when its bytes were
+    # through, and whether it has not been served since it started
+    has_hold = priority and hold_first.shape[0] > 0 and hold_first.max() >= 0
+    cur = entry.copy()
+    holding = np.zeros(n, dtype=np.bool_)
+    bytes_end = np.zeros(n)
+    fresh = np.zeros(n, dtype=np.bool_)
+    hmark = np.zeros(max(n_links, 1), dtype=np.int64)   # scratch of _head_block
+    hcol = np.zeros(max(n_links, 1))
+    wait_head = np.zeros(n)                       # per transfer, where it waited last (s)
+    held = (holding, fresh, start, head_s, after, hmark, hcol, wait_head)
     # rates memoised per set of active transfers, named by their sorted codes (entry, level)
-    code = entry * (level.max() - level.min() + 1) + (level - level.min())
+    span = level.max() - level.min() + 1
+    level_code = level - level.min()              # a transfer's code is entry * span + this
+    code = entry * span + level_code
     memo_index[:, :] = 0      # the memo (see _memo_tables): emptied, its stores overwritten
     memo_fill[:] = 0
     memo = (memo_index, memo_codes, memo_rates, memo_fill)
@@ -456,8 +489,9 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             if entry[tid] < 0:
                 n_heap = _heap_push(ht, hi, n_heap, now + duration[tid], tid)
             else:
-                n_act = _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, entry,
+                n_act = _start_transfer(tid, act, n_act, frac, rate, rated, latency, duration, cur,
                                         level, alone, link_ptr, links, priority, preempt_s, shared, mark)
+                fresh[tid] = has_hold
                 changed = True
         n_ready = 0
         if n_heap > 0 and ht[0] <= limit:
@@ -465,6 +499,13 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             # loop starts the resources touched, in number order (name order)
             tid = hi[0]
             n_heap = _heap_pop(ht, hi, n_heap)
+            if tid >= n:
+                # a held switch's last packet has left: hold the next cut's switches, or none
+                n_heap, n_act = _release_held(tid - n, n, cur, code, span, entry, level_code, hold_first,
+                                              hold_count, hold_cut, bytes_end, latency, holding,
+                                              act, n_act, ht, hi, n_heap)
+                changed = True
+                continue
             end[tid] = now
             done += 1
             r = resource[tid]
@@ -485,10 +526,11 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 # rates change only when the set of transfers does: settle the fractions once,
                 # then every transfer's finish time is fixed until the next change
                 changed = False
-                first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level,
-                                priority, alone, link_ptr, links, share, column, shared, tier)
+                first = _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, cur, level,
+                                priority, alone, link_ptr, links, share, column, shared, tier,
+                                preempt_s, latency, mark, before, has_hold, held)
                 t_rates = now
-                t_flow = now + frac[first] / rate[first]
+                t_flow = now + frac[first] / rate[first] if first >= 0 else np.inf
             if n_heap > 0 and ht[0] <= t_flow:
                 now = ht[0]
             else:
@@ -499,9 +541,20 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
                 kept = 0
                 for a in range(n_act):
                     tid = act[a]
+                    if holding[tid]:
+                        act[kept] = tid
+                        kept += 1
+                        continue
                     frac[tid] -= rate[tid] * elapsed
                     if frac[tid] <= EPS or tid == first:
                         n_heap = _heap_push(ht, hi, n_heap, now + latency[tid], tid)
+                        if has_hold:
+                            n_heap = _start_holding(tid, now, n, cur, code, span, entry, level_code,
+                                                    hold_first, hold_count, hold_cut, bytes_end,
+                                                    latency, holding, ht, hi, n_heap)
+                            if holding[tid]:      # past its bytes, it stays active as a holder
+                                act[kept] = tid
+                                kept += 1
                     else:
                         act[kept] = tid
                         kept += 1
@@ -512,6 +565,50 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
             now = ht[0]
         limit = now + EPS
     return start, end, head, done
+
+
+@njit(cache=True, inline="always")
+def _start_holding(tid, now, n, cur, code, span, entry, level_code, hold_first, hold_count, hold_cut,
+                   bytes_end, latency, holding, ht, hi, n_heap):
+    """Transfer ``tid``'s bytes are through at ``now``: past its bytes it holds the switches
+    whose last packets have not left (its first held entry whose cut is below its latency),
+    until its end minus that cut (a release event ``n + tid`` on the heap); ``holding[tid]``
+    says whether it holds any. Returns the heap's new size. Inlined into :func:`_run` (the
+    per-task path; a call would reference-count the arrays)."""
+    e = entry[tid]
+    if hold_first[e] < 0:
+        return n_heap
+    for d in range(hold_first[e], hold_first[e] + hold_count[e]):
+        if hold_cut[d] < latency[tid]:
+            holding[tid] = True
+            cur[tid] = d
+            code[tid] = d * span + level_code[tid]
+            bytes_end[tid] = now
+            return _heap_push(ht, hi, n_heap, now + latency[tid] - hold_cut[d], n + tid)
+    return n_heap
+
+
+@njit(cache=True, inline="always")
+def _release_held(h, n, cur, code, span, entry, level_code, hold_first, hold_count, hold_cut, bytes_end,
+                  latency, holding, act, n_act, ht, hi, n_heap):
+    """Holder ``h``'s switches of its current held entry are released (its release event):
+    it holds the next entry's switches until their cut, or none and leaves the active
+    transfers. Returns the heap's and the active transfers' new sizes. Inlined into
+    :func:`_run`, as :func:`_start_holding`."""
+    d = cur[h] + 1
+    if d < hold_first[entry[h]] + hold_count[entry[h]]:
+        cur[h] = d
+        code[h] = d * span + level_code[h]
+        return _heap_push(ht, hi, n_heap, bytes_end[h] + latency[h] - hold_cut[d], n + h), n_act
+    holding[h] = False
+    cur[h] = entry[h]
+    code[h] = entry[h] * span + level_code[h]
+    kept = 0
+    for a in range(n_act):
+        if act[a] != h:
+            act[kept] = act[a]
+            kept += 1
+    return n_heap, kept
 
 
 @njit(cache=True, inline="always")
@@ -533,25 +630,128 @@ def _insert_sorted(ready, n_ready, r):
 
 @njit(cache=True, inline="always")
 def _rerate(now, t_rates, act, n_act, frac, rate, rated, code, memo, entry, level, priority, alone,
-            link_ptr, links, share, column, shared, tier):
+            link_ptr, links, share, column, shared, tier, preempt_s, latency, mark, before,
+            has_hold, held):
     """The set of active transfers changed at ``now``: settle each rated transfer's remaining
     fraction (it progressed at its rate since ``t_rates``), compute the new rates, and return
-    the transfer that finishes first at them (the first started among equals)."""
+    the transfer that finishes first at them (the first started among equals). A rated
+    transfer that waited (at most :data:`SERVED` of its speed alone) and is served at the new
+    rates resumes: it pays :func:`_preempted` against the lower levels served at the rates
+    until now (kept in ``before`` only when some transfer waited; ``mark``: scratch).
+    With ``has_hold`` (``Engine(hold=)``; ``held``: the loop's arrays of it, ``holding``,
+    ``fresh``, ``start``, ``head_s``, ``after``, ``hmark``, ``hcol``, ``wait_head``):
+    ``entry`` is each transfer's entry now (a held entry
+    past its bytes: ``holding``, no fraction left to settle, never the first to finish), and
+    a transfer ``fresh`` (not served since it started) that resumes has its latency reduced by
+    the smaller of its wait and ``wait_head`` (per transfer, :func:`_head_block` where it
+    waited last, recorded at every change while it waits: its head travelled meanwhile;
+    ``hmark``, ``hcol``: scratch). Returns -1 when only holders are active."""
+    holding, fresh, start, _, _, _, _, wait_head = held
     elapsed = now - t_rates
-    if elapsed != 0.0:
+    check = priority and preempt_s.shape[0] > 0
+    # whether a transfer waited above the lowest level served (only such a one can preempt),
+    # and whether one waited since its start (only such a one is credited its head's way)
+    waited, fresh_wait = False, False
+    if elapsed != 0.0 or check or has_hold:
+        high, low, fresh_wait = _settle(elapsed, check or has_hold, act, n_act, frac, rate, rated,
+                                        entry, level, alone, holding, fresh)
+        waited = check and high > low
+    if waited or fresh_wait:
         for a in range(n_act):
-            if rated[act[a]]:
-                frac[act[a]] -= rate[act[a]] * elapsed
+            before[act[a]] = rate[act[a]]
     _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, link_ptr, links, share,
                 column, shared, tier)
+    if waited or fresh_wait:    # before ``rated`` is set below: a transfer started since has no rate until now
+        for a in range(n_act):
+            tid = act[a]
+            if rated[tid] and not holding[tid] and \
+                    before[tid] * alone[entry[tid]] <= SERVED < rate[tid] * alone[entry[tid]]:
+                if waited and level[tid] > low:
+                    latency[tid] += _preempted(tid, act, n_act, entry, level, link_ptr, links, mark,
+                                               tid + 1, before, rated, alone, preempt_s, shared)
+                if fresh[tid]:
+                    latency[tid] = max(0.0, latency[tid] - min(now - start[tid], wait_head[tid]))
     t_flow, first = np.inf, -1
     for a in range(n_act):
         tid = act[a]
         rated[tid] = True
+        if holding[tid]:
+            continue
+        if fresh[tid] and rate[tid] * alone[entry[tid]] > SERVED:
+            fresh[tid] = False
         t = now + frac[tid] / rate[tid]
         if t < t_flow:
             t_flow, first = t, tid
+    if has_hold:
+        _record_waits(act, n_act, entry, level, link_ptr, links, rate, rated, alone, shared, held)
     return first
+
+
+@njit(cache=True, inline="always")
+def _settle(elapsed, classify, act, n_act, frac, rate, rated, entry, level, alone, holding, fresh):
+    """:func:`_rerate`'s first step: every rated transfer that is not a holder progressed
+    ``elapsed`` at its rate (its fraction settled); with ``classify``, the highest level among
+    the rated transfers that waited (at most :data:`SERVED` of their speed alone), the lowest
+    among those served, and whether one that waited has not been served since its start
+    (``fresh``). Returns (highest waiting, lowest served, a fresh one waited)."""
+    low, high = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    fresh_wait = False
+    for a in range(n_act):
+        tid = act[a]
+        if not rated[tid]:
+            continue
+        if not holding[tid]:
+            frac[tid] -= rate[tid] * elapsed
+        if not classify:
+            continue
+        if rate[tid] * alone[entry[tid]] <= SERVED:
+            high = max(high, level[tid])
+            if fresh[tid]:
+                fresh_wait = True
+        else:
+            low = min(low, level[tid])
+    return high, low, fresh_wait
+
+
+@njit(cache=True)
+def _record_waits(act, n_act, entry, level, link_ptr, links, rate, rated, alone, shared, held):
+    """:func:`_rerate`'s last step with a hold: where each transfer waiting since its start
+    waits now (:func:`_head_block`), kept in ``wait_head`` for its resumption, when the
+    transfer it waited behind may have gone. Once per change of the active transfers."""
+    holding, fresh, _, head_s, after, hmark, hcol, wait_head = held
+    for a in range(n_act):
+        tid = act[a]
+        if fresh[tid] and not holding[tid] and rate[tid] * alone[entry[tid]] <= SERVED:
+            wait_head[tid] = _head_block(tid, act, n_act, entry, level, link_ptr, links, hmark,
+                                         hcol, tid + 1, rated, head_s, after, shared)
+
+
+@njit(cache=True)
+def _head_block(tid, act, n_act, entry, level, link_ptr, links, hmark, hcol, stamp, rated, head_s,
+                after, shared):
+    """Where transfer ``tid`` waited from its start: the smallest ``head_s`` among its held links
+    (finite ``after``: a switch's pseudo-links) whose column a higher-level transfer active
+    until now (``rated``, its links as its entry now gives them) loads; 0 where there is none.
+    ``hmark``/``hcol``: per column, scratch (``stamp`` is ``tid``'s own: its columns' smallest
+    heads are the same at every call)."""
+    e = entry[tid]
+    for p in range(link_ptr[e], link_ptr[e + 1]):
+        c = _column_of(links[p], shared)
+        if hmark[c] != stamp:
+            hmark[c] = stamp
+            hcol[c] = np.inf
+        if after[p] < np.inf and head_s[p] < hcol[c]:
+            hcol[c] = head_s[p]
+    block = np.inf
+    for a in range(n_act):
+        other = act[a]
+        if level[other] > level[tid] and rated[other]:
+            o = entry[other]
+            for p in range(link_ptr[o], link_ptr[o + 1]):
+                c = _column_of(links[p], shared)
+                if hmark[c] == stamp and hcol[c] < block:
+                    block = hcol[c]
+    return block if block < np.inf else 0.0
 
 
 @njit(cache=True)

@@ -207,7 +207,7 @@ class GraphTemplate:
         times = np.array([new[key].time_s for key in keys] + [0.0])
         duration = np.where(task_key >= 0, times[task_key], self._durations(compute))
         return self.engine.relinked(duration, entries, link_args.get("preempt_s", 0.0),
-                                    link_args.get("shared_phase"))
+                                    link_args.get("shared_phase"), link_args.get("hold"))
 
 
 def plan_shape(plan) -> tuple:

@@ -48,6 +48,11 @@ class MeshNetwork(Network):
             self.add_duplex(node, self.rank(r, c), io_bw, io_bw, lat, "io")
         self.finalize()
 
+    def controller_flit_bytes(self) -> float:
+        """The mesh's flit where the platform gives it one (``mesh_flit_bytes``, the model of
+        the RTL mesh); 0 on a byte-granular mesh (the paper's: its link format is not given)."""
+        return float(self.platform.mesh_flit_bytes)
+
     def rank(self, row: int, col: int) -> int:
         return row * self.cols + col
 

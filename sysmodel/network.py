@@ -90,6 +90,9 @@ class Network:
         self.link_bw = np.array([l[2] for l in self._links], dtype=float)
         self.link_latency = np.array([l[3] for l in self._links], dtype=float)
         self.link_kind = [l[4] for l in self._links]
+        # the I/O controllers' links: paced, a flit crosses one in its whole serialisation time
+        # (Traffic.controller_lead_s)
+        self.io_link_mask = np.array([l[4] == "io" for l in self._links], dtype=bool)
         self.node_latency = np.array(self._node_latency, dtype=float)
         # the same values as Python lists, for code that walks routes link by link (a list
         # index is a fraction of a numpy scalar read: sysmodel.collectives' switch phases)
@@ -155,6 +158,12 @@ class Network:
         through = self.link_dst[links[:-1]]
         return float(self.link_latency[links].sum() + self.node_latency[through].sum())
 
+    def controller_flit_bytes(self) -> float:
+        """The unit an I/O controller's link serialises whole before a flit moves on (a load)
+        or is stored (a store): the fabric's flit; 0 where the model is byte-granular (no
+        flit, no such term: :meth:`Traffic.controller_lead_s`)."""
+        return float(self.flit_bytes or 0)
+
     def wire_bytes(self, nbytes: float, chunks: int = 1) -> float:
         """Bytes a transfer of ``nbytes``, sent as ``chunks`` equal chunks, puts on each link:
         with flits, every chunk rounded up to whole flits; else ``nbytes``."""
@@ -188,11 +197,16 @@ class Traffic:
     collectives whose flows cross that L1's uplink: they share its ``net.uplink_ports``
     physical ports, a port carries one flow per phase, so more collectives than ports
     take turns (:attr:`sequential_phases`); ``configurations`` are the switch configurations the
-    traffic needs stored, as (switch node, flows, phases) triples.
+    traffic needs stored, as (switch node, flows, phases) triples; ``controller_flit_bytes``
+    (0: none) is the flit an I/O collective's streams serialise on their controllers' links
+    (:meth:`Network.controller_flit_bytes`): a controller's link is paced, a 128 GBps device
+    needs a flit's whole time on it before the flit moves on (a load) or is stored (a store),
+    so one flit's controller time adds to a busiest link elsewhere on the path
+    (:meth:`controller_lead_s`).
     """
 
     __slots__ = ("net", "loads", "sent", "latency_s", "pipelined_s", "phase_turn_s", "first_select_s", "phases",
-                 "configurations", "uplink_users")
+                 "configurations", "uplink_users", "controller_flit_bytes")
 
     def __init__(self, net: Network):
         self.net = net
@@ -205,6 +219,7 @@ class Traffic:
         self.phases = 0
         self.configurations: frozenset = frozenset()
         self.uplink_users: dict[int, int] = {}
+        self.controller_flit_bytes = 0.0
 
     def add_links(self, links, nbytes: float, chunks: int = 1) -> None:
         """``nbytes`` (sent as ``chunks`` equal chunks) on every link of ``links``."""
@@ -258,6 +273,7 @@ class Traffic:
         out.first_select_s = self.first_select_s
         out.configurations = self.configurations
         out.uplink_users = dict(self.uplink_users)
+        out.controller_flit_bytes = self.controller_flit_bytes
         return out
 
     def onto(self, net: Network) -> "Traffic":
@@ -270,6 +286,7 @@ class Traffic:
         out.latency_s, out.pipelined_s, out.phase_turn_s = self.latency_s, self.pipelined_s, self.phase_turn_s
         out.first_select_s, out.phases, out.configurations = self.first_select_s, self.phases, self.configurations
         out.uplink_users = dict(self.uplink_users)
+        out.controller_flit_bytes = self.controller_flit_bytes
         return out
 
     def merge(self, other: "Traffic") -> "Traffic":
@@ -284,6 +301,7 @@ class Traffic:
         self.configurations = self.configurations | other.configurations
         for node, users in other.uplink_users.items():
             self.uplink_users[node] = self.uplink_users.get(node, 0) + users
+        self.controller_flit_bytes = max(self.controller_flit_bytes, other.controller_flit_bytes)
         return self
 
     def then(self, stage: "Traffic") -> "Traffic":
@@ -293,6 +311,7 @@ class Traffic:
         self.sent += stage.sent
         self.latency_s += stage.latency_s
         self.pipelined_s += stage.pipelined_s
+        self.controller_flit_bytes = max(self.controller_flit_bytes, stage.controller_flit_bytes)
         return self
 
     def link_times(self) -> np.ndarray:
@@ -325,14 +344,41 @@ class Traffic:
             return 0.0
         return self.first_select_s + (n - 1) * self.phase_turn_s
 
-    def time(self, bandwidth_s: float | None = None) -> float:
+    def controller_lead_s(self, times: np.ndarray | None = None) -> float:
+        """What the I/O controllers' paced links add to the busiest link's time: a flit leaves
+        a controller's link (a load) or is stored from it (a store) only after its whole time
+        on it, f = ``controller_flit_bytes`` / the slowest loaded controller link's bandwidth.
+        As a pipeline of links, the streams take max(C, O + f), C the busiest controller
+        link's time (every flit's f, the first or last included), O the busiest other link's:
+        this returns that minus max(C, O). So f where another link is the busiest (the mesh's
+        io-load and io-store: the busiest link's flits start f late, or its last flit is
+        stored f after it crossed), 0 where a controller's link is the busiest by f or more
+        (its time counts every flit's f already). 0 without controller flits; ``times``:
+        :meth:`link_times` when the caller has them. O is over every link of the traffic,
+        merged collectives' too (an upper bound for them: at most f)."""
+        if not self.controller_flit_bytes:
+            return 0.0
+        io = self.net.io_link_mask
+        loaded = io & (self.loads > 0)
+        if not loaded.any():
+            return 0.0
+        if times is None:
+            times = self.link_times()
+        flit_s = self.controller_flit_bytes / float(self.net.link_bw[loaded].min())
+        controller = float(times[io].max())
+        other = float(times[~io].max()) if (~io).any() else 0.0
+        return max(controller, other + flit_s) - max(controller, other)
+
+    def time(self, bandwidth_s: float | None = None, times: np.ndarray | None = None) -> float:
         """The longer of the busiest link's bytes / bandwidth and the pipelined dependent chain
         (:attr:`pipelined_s`), plus the latency that adds to both (one pass of the hop chain,
-        a ring's last hop), plus the phases' selects and further passes (:attr:`overhead_s`).
-        ``bandwidth_s``: :meth:`bandwidth_time` when the caller has it."""
+        a ring's last hop, the controllers' paced flit: :meth:`controller_lead_s`), plus the
+        phases' selects and further passes (:attr:`overhead_s`). ``bandwidth_s`` and
+        ``times``: :meth:`bandwidth_time` and :meth:`link_times` when the caller has them."""
         if bandwidth_s is None:
-            bandwidth_s = self.bandwidth_time()
-        return max(bandwidth_s, self.pipelined_s) + self.latency_s + self.overhead_s
+            bandwidth_s = self.bandwidth_time(times)
+        return (max(bandwidth_s, self.pipelined_s) + self.latency_s + self.controller_lead_s(times)
+                + self.overhead_s)
 
     def busiest_link(self, times: np.ndarray | None = None) -> tuple[str, float]:
         """(name, bytes) of the link with the longest time; ``times``: :meth:`link_times` when

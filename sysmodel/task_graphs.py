@@ -57,8 +57,9 @@ class StageEngine(Engine):
     waits for every communication task added since: communication never overlaps compute
     (although one stage's communication may overlap another stage's compute)."""
 
-    def __init__(self, *, blocking: bool, priority: dict | None = None, preempt_s=0.0, shared_phase=None):
-        super().__init__(priority=priority, preempt_s=preempt_s, shared_phase=shared_phase)
+    def __init__(self, *, blocking: bool, priority: dict | None = None, preempt_s=0.0, shared_phase=None,
+                 hold=None):
+        super().__init__(priority=priority, preempt_s=preempt_s, shared_phase=shared_phase, hold=hold)
         self.blocking = blocking
         self._last_compute: dict[int, int] = {}
         self._pending: dict[int, list[int]] = {}

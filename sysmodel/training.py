@@ -230,7 +230,7 @@ def link_priority(platform, fabric: str) -> dict:
     transfers share links, a preemption costing the measured drain of the switches where it
     happens, added along the path where the lower class keeps flowing online
     (:func:`sysmodel.preemption.preemption_costs`: one cost per link, and a further-on row;
-    0 without a ``packet_switch`` block), and each switch's default phase shared by the online transfers
+    0 without a ``packet_switch`` block), each switch's default phase shared by the online transfers
     of one class (:func:`sysmodel.switch_phases.shared_phase_links`); the mesh shares links
     max-min fairly (no priority)."""
     if fabric == "mesh":
@@ -239,6 +239,9 @@ def link_priority(platform, fabric: str) -> dict:
     from sysmodel.preemption import preemption_costs
     from sysmodel.switch_phases import shared_phase_links
     net = build_network(platform, fabric)
+    # a switch held per switch (``hold``, :func:`sysmodel.switch_phases.hold_offsets`) is not
+    # given here: it moves make eval's figures by <= 0.25 % but makes fred validate's cluster
+    # graphs 4-16 times slower to run (docs/sysmodel.md, "A switch held per switch")
     return {"priority": FRED_PRIORITY, "preempt_s": preemption_costs(platform, net),
             "shared_phase": shared_phase_links(platform, net)}
 

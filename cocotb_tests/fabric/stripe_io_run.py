@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from hdl.compiler.io_stripe_program import IoStripeProgram, receiver_entries
-from hdl.contracts.errors import FredError
+from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_entries
 from hdl.contracts.io_stripes import stripe_npu_writes
 from hdl.contracts.npu_engine import STAGE_REGS, engine_writes, mix
 from hdl.contracts.packet import VC, PacketFormat
 from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
-__all__ = ["stripe_io_top", "stripe_io_writes", "judge_stripe_io", "run_stripe_io"]
+__all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io", "run_stripe_io"]
 
 _MASK = 0xFFFFFFFF
 
@@ -23,19 +22,27 @@ _MASK = 0xFFFFFFFF
 def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
     """The packet fabric of ``spec`` with online routing, a stripe field for ``program``'s
     stripes and a :class:`StripeNpu` at every NPU port."""
-    if program.op != "io-broadcast":
-        raise FredError(f"the striped I/O fabric runs io-broadcast so far; {program.op} needs the "
-                        f"forwarder's own-data packets (docs/fabric_rtl.md, \"Striped I/O\")")
     return PacketFabricTop(spec, online=True, packet_flits=packet_flits, depth=depth,
                            stripes=program.controllers, npu=partial(StripeNpu, stripes=program.controllers))
 
 
-def _controller_engine(step, seed: int) -> dict:
-    """The controller's engine: one stage sending its stripe (indices org ..) of its memory."""
+def stripe_controller_engine(step, seed: int) -> dict:
+    """The controller's engine: one stage sending its stripe (indices org ..) of its memory
+    (io-broadcast), or receiving it and checking the sum of every member's data (io-reduce:
+    the step has a source)."""
     stage = {name: 0 for name in STAGE_REGS}
-    stage.update(send_count=step.flits, own_only=step.flits, ws=step.ws, hs=step.hs, org=step.org,
-                 chunk=_MASK)
+    if step.source is not None:
+        stage.update(recv_count=step.flits, wr=step.wr, hr=step.hr, org=step.org, chunk=_MASK)
+    else:
+        stage.update(send_count=step.flits, own_only=step.flits, ws=step.ws, hs=step.hs, org=step.org,
+                     chunk=_MASK)
     return {"backpressure": 0, "seed": (mix(step.endpoint, seed + 3) & 0xFFFF) or 1, "stages": [stage]}
+
+
+def controller_last_seq(step, packet: PacketFormat) -> int:
+    """The number of the last packet a controller receives (its stripe's, io-reduce; 0 when it
+    receives none)."""
+    return max(0, -(-step.flits // packet.packet_flits) - 1) if step.source is not None else 0
 
 
 def stripe_io_writes(spec, program: IoStripeProgram, packet: PacketFormat, *, seed: int = 0) -> list[list[int]]:
@@ -47,12 +54,13 @@ def stripe_io_writes(spec, program: IoStripeProgram, packet: PacketFormat, *, se
         routes = {k: s.dest for k, s in program.steps[r].items() if s.dest is not None}
         writes += [[r, reg, value] for reg, value in
                    stripe_npu_writes(receiver_entries(program, r), routes, program.controllers,
-                                     phase=packet.online_phase, vc=int(VC.DP))]
+                                     phase=packet.online_phase, vc=int(VC.DP), own=npu_own(program, r))]
     for k in range(program.controllers):
         io = spec.npus + k
         step = program.steps[io][k]
-        writes += [[io, reg, value] for reg, value in engine_writes(_controller_engine(step, seed))]
-        header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest, "last_seq": 0, "delay": 0}
+        writes += [[io, reg, value] for reg, value in engine_writes(stripe_controller_engine(step, seed))]
+        header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest or 0,
+                  "last_seq": controller_last_seq(step, packet), "delay": 0}
         writes += [[io, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
         writes.append([io, STRIPE_REG, k])
     return writes
@@ -66,7 +74,8 @@ def judge_stripe_io(spec, program: IoStripeProgram, reads: dict) -> list[str]:
     problems = []
     for r in range(spec.npus):
         v = reads[r]
-        if not v["done"] or v["errors"] or v["seq_errors"] or v["link_errors"] or v["received"] != program.size_flits:
+        receives = sum(st.flits for st in program.steps[r].values() if st.source is not None)
+        if not v["done"] or v["errors"] or v["seq_errors"] or v["link_errors"] or v["received"] != receives:
             problems.append(f"NPU {r}: {v}")
     for k in range(program.controllers):
         v = reads.get(spec.npus + k)     # the Verilator bench reads the NPUs (all_done: all)

@@ -12,7 +12,9 @@ run, through its read-address register. Like ``bench_fabric.py`` it records and 
 Bench parameters (``bench_params()``): ``config``, ``writes``, ``npus``, ``switch_count``,
 ``watchdog_cycles``, ``poll``, ``nodes`` (per rank, the node count to read back),
 ``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``), optionally ``switch_read``
-(the packet fabric's switch registers, ``PACKET_SWITCH_READ``). The mesh's:
+(the packet fabric's switch registers, ``PACKET_SWITCH_READ``), ``switch_units`` (the switches'
+units when they are not ``npus + s``: a fabric with controllers), ``controller_units`` /
+``controller_read`` (the packet fabric's traced controllers). The mesh's:
 ``writes``, ``units`` (engine units), ``watchdog_cycles``, ``poll``, ``nodes``,
 ``trace_units`` (per rank, its sequencer's read unit), ``trace_read`` (the sequencer's read
 registers).
@@ -82,6 +84,14 @@ async def run_iteration(dut):
     before = await read_all(dut, npus, switches, **names)
     elapsed, stalled, sim_s = await _run_and_settle(dut, params)
     after = await read_all(dut, npus, switches, **names)
+    # units read by name besides the NPUs: the controllers (``controller_units`` /
+    # ``controller_read``), switches not at unit npus + s (``switch_units``: with controllers
+    # the switches follow every endpoint)
+    for key, units, read in (("controllers", "controller_units", "controller_read"),
+                             ("switches", "switch_units", "switch_read")):
+        if units in params:
+            after[key] = [{n: await read_register(dut, u, i) for i, n in enumerate(params[read])}
+                          for u in params[units]]
     times = await _node_times(dut, params["nodes"], params["engine_read"])
     metrics.record(stalled=stalled, elapsed_cycles=elapsed, sim_s=sim_s, before=before,
                    after=after, node_times=times)

@@ -32,10 +32,12 @@ def packet_online(programs: list) -> bool:
     return kinds.pop() if kinds else False
 
 
-def packet_iteration_format(spec: FabricSpec, online: bool):
-    """The header format of the iteration's packet fabric (:class:`PacketFabricTop`'s)."""
+def packet_iteration_format(spec: FabricSpec, online: bool, stripes: int = 0):
+    """The header format of the iteration's packet fabric (:class:`PacketFabricTop`'s);
+    ``stripes``: the I/O iteration's stripe field (online only)."""
     from hdl.designs.fabric.packet_fabric_top import packet_format
-    return packet_format(default_phases(), dest_ports=max(spec.switch_ports) if online else 0)
+    return packet_format(default_phases(), dest_ports=max(spec.switch_ports) if online else 0,
+                         stripes=stripes if online else 0)
 
 
 def packet_header_writes(program, request, packet, base: int) -> dict[int, list]:

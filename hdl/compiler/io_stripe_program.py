@@ -39,7 +39,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import IO_OPS, FabricSpec
 from hdl.contracts.npu_engine import rank_weights
 
-__all__ = ["StripeStep", "IoStripeProgram", "io_stripe_program", "endpoint_pair_flits", "endpoint_totals",
+__all__ = ["StripeStep", "IoStripeProgram", "io_stripe_program", "endpoint_pair_flits", "endpoint_totals", "npu_own",
            "receiver_entries"]
 
 _MASK = 0xFFFFFFFF
@@ -191,3 +191,21 @@ def receiver_entries(program: IoStripeProgram, endpoint: int) -> list[dict]:
     entries (``stripe``, ``org``, ``flits``, ``wr``, ``hr``)."""
     return [{"stripe": s.stripe, "org": s.org, "flits": s.flits, "wr": s.wr, "hr": s.hr}
             for s in program.steps[endpoint].values() if s.source is not None]
+
+
+def npu_own(program: IoStripeProgram, endpoint: int) -> dict:
+    """NPU ``endpoint``'s own part (:data:`hdl.contracts.io_stripes.NPU_OWN_REGS`): in
+    ``io-reduce`` its data weights, ``add`` (it adds its data to every stripe it forwards) and
+    the stripe it starts from its own data (at most one: the last member of a chain in the
+    broadcast's order); in ``io-broadcast`` nothing (every register 0)."""
+    steps = program.steps[endpoint].values()
+    starts = [s for s in steps if s.source is None and s.dest is not None]
+    if program.op != "io-reduce" or not steps:
+        return {}
+    if len(starts) > 1:
+        raise FredError(f"endpoint {endpoint} starts {len(starts)} stripes; the stripe NPU starts at most one")
+    first = next(iter(steps))
+    own = {"ws": first.ws, "hs": first.hs, "add": int(any(s.adds for s in steps))}
+    if starts:
+        own.update(start=starts[0].stripe + 1, start_org=starts[0].org, start_flits=starts[0].flits)
+    return own

@@ -13,7 +13,7 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 
 __all__ = ["STRIPE_REGS", "stripe_reg", "stripe_receiver_writes", "NPU_PAGE_REG", "NPU_PAGE_SIZE", "NPU_ROUTE_BASE",
-           "NPU_HEADER_REGS", "stripe_npu_writes"]
+           "NPU_HEADER_REGS", "NPU_OWN_REGS", "stripe_npu_writes", "stripe_npu_words", "paged_writes"]
 
 #: Registers per stripe, at address ``len(STRIPE_REGS) * k + index``.
 STRIPE_REGS = ("org", "flits", "wr", "hr")
@@ -51,18 +51,50 @@ NPU_PAGE_SIZE = 63
 NPU_ROUTE_BASE = 256
 #: Addresses of the header fields the NPU's forwarded packets carry: their phase index, VC.
 NPU_HEADER_REGS = {"phase": 512, "vc": 513}
+#: Addresses of an NPU's own part in a reduce-out (``io-reduce``; all 0, the default, in a
+#: weight stream): its data weights ``ws`` / ``hs`` (flit index t, lane l: ``ws * mix(t, l) +
+#: hs``), ``add`` (1: every forwarded flit gets its own data added), ``start`` (the stripe it
+#: starts from its own data, plus 1; 0: none), that stripe's first index and flits.
+NPU_OWN_REGS = {"ws": 514, "hs": 515, "add": 516, "start": 517, "start_org": 518, "start_flits": 519}
 
 
-def stripe_npu_writes(entries, routes: dict, stripes: int, *, phase: int, vc: int) -> list[tuple[int, int]]:
+def stripe_npu_writes(entries, routes: dict, stripes: int, *, phase: int, vc: int,
+                      own: dict | None = None) -> list[tuple[int, int]]:
     """(register, value) writes of the fabric's program port that load an NPU of the striped
     I/O request: the receiver's ``entries`` (:func:`stripe_receiver_writes`), ``routes`` =
     ``{stripe: destination endpoint}`` of the stripes it forwards, and its header fields;
     page-register writes go before the writes of each new page."""
+    return paged_writes(stripe_npu_words(entries, routes, stripes, phase=phase, vc=vc, own=own))
+
+
+def stripe_npu_words(entries, routes: dict, stripes: int, *, phase: int, vc: int,
+                     own: dict | None = None) -> list[tuple[int, int]]:
+    """(address, value) of :func:`stripe_npu_writes` before paging: the StripeNpu's whole
+    address space (receiver, routes, header, and its own part :data:`NPU_OWN_REGS`: ``own``,
+    missing names 0)."""
     words = stripe_receiver_writes(entries, stripes)
     words += [(NPU_ROUTE_BASE + k, (routes[k] | 1 << 8) if k in routes else 0) for k in range(stripes)]
-    words += [(NPU_HEADER_REGS["phase"], phase), (NPU_HEADER_REGS["vc"], vc)]
+    own = own or {}
+    bad = sorted(set(own) - set(NPU_OWN_REGS))
+    if bad:
+        raise FredError(f"stripe NPU: no own registers {bad} (it has {list(NPU_OWN_REGS)})")
+    return (words + [(NPU_HEADER_REGS["phase"], phase), (NPU_HEADER_REGS["vc"], vc)]
+            + [(address, own.get(name, 0) & _MASK) for name, address in NPU_OWN_REGS.items()])
+
+
+def paged_writes(words, state: dict | None = None) -> list[tuple[int, int]]:
+    """(register, value) writes of the paged program port for (address, value) ``words``: a
+    page-register write before the first write and before each write on another page.
+    ``state`` (address -> value, every register's current value; updated): writes that would
+    not change a register are left out (a register not in it is 0), as the program loader's
+    ``loader_entries`` does for an unpaged port (an iteration's collectives rewrite only what
+    differs)."""
     out, page = [], None
     for address, value in words:
+        if state is not None:
+            if state.get(address, 0) == value:
+                continue
+            state[address] = value
         p, reg = divmod(address, NPU_PAGE_SIZE)
         if p != page:
             out.append((NPU_PAGE_REG, p))

@@ -51,7 +51,7 @@ from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
 __all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
            "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
-           "PROG_VALUE", "PACKET_HEADER_REGS", "PACKET_PACE_REG", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
+           "PROG_VALUE", "PACKET_HEADER_REGS", "PACKET_PACE_REG", "CONTROLLER_STRIPE_REG", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
            "collective_requests", "loader_entries", "loader_writes"]
 
 #: Node word: bit 31 set for a collective node (start the engine, wait for it), else a delay.
@@ -83,6 +83,10 @@ SLOT_BASE = 59
 #: id, and the packets the NPU receives in one run of the collective (its depacketizer marks
 #: the stream's end on the last of them; packets are numbered on from collective to collective).
 PACKET_HEADER_REGS = {"phase": 52, "vc": 53, "flow": 54, "packets": 55}
+#: Program register of a traced I/O controller (``hdl.designs.iteration.TracedIoController``),
+#: after its header's (:data:`PACKET_HEADER_REGS`), written by its program loader per I/O
+#: collective: the stripe its packets carry (the striped I/O request's header field).
+CONTROLLER_STRIPE_REG = 56
 #: Program register of a packet trace NPU on a fabric with I/O controllers (its
 #: ``WritePacer``'s divisor, after the loader's registers): the NPUs writing into the
 #: controller this NPU's collective writes into, 0 not paced
@@ -340,7 +344,7 @@ def _request(ranks: dict, traces: dict, node_id: int, flit_bytes: int) -> Fabric
 
 
 def loader_entries(programs: list[dict[int, list[tuple[int, int]]]], lanes: int, *,
-                   deferred: frozenset = frozenset()) -> list[tuple[int, tuple]]:
+                   deferred: frozenset = frozenset(), changes_only: bool = True) -> list[tuple[int, tuple]]:
     """One NPU's program-loader entries for its collectives in order: ``programs[k]`` maps a
     lane (the NPU's engine, e.g. the mesh's chunk) to the (register, value) writes of
     collective k. Only the writes that change a register are kept (every register starts at
@@ -349,7 +353,9 @@ def loader_entries(programs: list[dict[int, list[tuple[int, int]]]], lanes: int,
     while the engine, done, still runs its last program: the mesh engine's ``stages``) come
     last and are marked deferred. Returns ``(flags, lanes' (register, value) or None)``
     entries; bit 0 of ``flags``: the program's last entry (an empty program is one entry
-    without writes), bit 1: deferred."""
+    without writes), bit 1: deferred. ``changes_only=False`` keeps every write: a paged
+    program port (the striped I/O NPU's, :data:`hdl.contracts.io_stripes.NPU_PAGE_REG`)
+    reuses a register number on every page, so "unchanged" cannot be told from it."""
     state: dict = {}
     entries = []
     for k, program in enumerate(programs):
@@ -359,7 +365,7 @@ def loader_entries(programs: list[dict[int, list[tuple[int, int]]]], lanes: int,
         now, later = [], []
         for lane in range(lanes):
             for reg, value in program.get(lane, []):
-                if state.get((lane, reg), 0) != value:
+                if not changes_only or state.get((lane, reg), 0) != value:
                     state[lane, reg] = value
                     (later if reg in deferred else now).append((lane, reg, value))
         program_entries = []

@@ -25,8 +25,16 @@ def test_mp_under_dp_on_fred_b_pays_one_preemption_and_delays_dp_by_its_link_tim
     preempt = max(l1.preemption_cycles, l2.preemption_cycles) + l1.preemption_packet_flits * (2 - 1)
     assert l1.preemption_cycles > 0 and l1.preemption_packet_flits == 8
     assert mp["latency"] == pytest.approx(mp["alone"] + preempt)
-    # DP is stopped while MP's 40 flits cross the half-rate uplink (80 cycles)
-    assert dp["cycles"] == pytest.approx(dp["alone"] + 2 * 40)
+    # DP is stopped while MP's 40 flits cross the half-rate uplink (80 cycles), and after them
+    # until MP's last packet has left the switches (docs/sysmodel.md, "A switch held per
+    # switch"): MP's in-switch tree passes its L1s last on the way down, NPU link, L1, uplink,
+    # L2, down link, L1 (1 + 9 + 1 + 9 + 1 + 9 = 30 cycles) after its head, so its bytes'
+    # end plus 30; the model charges MP's drain at its end, so that moves by it too
+    cycle = l1.cycle_s
+    tree = (2 * l1.packet_latency_s + l2.packet_latency_s + plat.link_latency_s
+            + 2 * plat.l1_l2_latency_s) / cycle
+    assert tree == pytest.approx(30)
+    assert dp["cycles"] == pytest.approx(dp["alone"] + 2 * 40 + tree + preempt)
     # sharing the uplink fairly instead: MP slower than with priority
     assert mp["fair"] > mp["latency"]
 
@@ -56,4 +64,12 @@ def test_on_fred_d_dp_waits_at_the_switches_mp_crosses_although_their_links_have
     # plane's Fred_3(5) int32 (the L1-L2 links carry 4 flits per cycle: no slow link)
     preempt = max(plat.switch_at("l1").preemption_cycles, plat.switch_at("l2").preemption_cycles)
     assert mp["latency"] == pytest.approx(mp["alone"] + preempt)
-    assert dp["cycles"] == pytest.approx(dp["alone"] + 400)
+    # ... and after MP's bytes until its last packet has left the switches (its tree's down
+    # pass leaves the L1s last: NPU link, L1, uplink, L2, down link, L1 after its head; MP's
+    # drain, charged at its end, moves that by it too: docs/sysmodel.md, "A switch held per
+    # switch")
+    l1, l2 = plat.switch_at("l1"), plat.switch_at("l2")
+    tree = (2 * l1.packet_latency_s + l2.packet_latency_s + plat.link_latency_s
+            + 2 * plat.l1_l2_latency_s) / l1.cycle_s
+    assert tree == pytest.approx(30)
+    assert dp["cycles"] == pytest.approx(dp["alone"] + 400 + tree + preempt)

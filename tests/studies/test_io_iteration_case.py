@@ -78,7 +78,8 @@ def test_the_packet_fred_fabric_streams_through_its_18_controllers_and_the_circu
                                 platform=default_platform(), strategy=strategy, scale=1000.0)
     assert case.spec.io_controllers == 18 and case.spec.io_ports_per_l1 == 4
     assert all(isinstance(r, IoRequest) and r.controllers == 18 for r in case.request)
-    assert "the packet fred-b fabric has no iteration top" in case.rtl_missing
+    assert "the packet fred-b fabric's I/O iteration top (its 18 controllers run by the trace" in case.rtl_missing
+    assert "runs Fred-A/C" in case.rtl_missing
     with pytest.raises(FredError, match="the circuit FRED fabric has none"):
         build_iteration_case(fabric="fred-b", workload=workload, platform=default_platform(), strategy=strategy)
 
@@ -157,7 +158,7 @@ def test_the_packet_in_switch_fabrics_io_iteration_is_refused_naming_the_switch_
                                 samples_per_dp=8, scale=10_000.0)
     assert case.model["iteration_cycles"] > case.model["compute_cycles"] > 0
     missing = case.rtl_missing
-    assert "no iteration top with its 18 I/O controllers run by the trace" in missing
+    assert f"the packet {fabric} fabric's I/O iteration top (its 18 controllers run by the trace" in missing
     assert (f"io-load: the 18 controllers' stripe trees take up to {flows} distinct stored flows at a switch, "
             f"up to {flows} of them sending to one switch output") in missing
     assert f"up to {flows} of them reducing from one switch input" in missing
@@ -166,15 +167,25 @@ def test_the_packet_in_switch_fabrics_io_iteration_is_refused_naming_the_switch_
         run_iteration_case(case)
 
 
-def test_the_packet_endpoint_fabrics_io_iteration_names_the_chains_it_lacks():
-    """Fred-A (endpoint chains, routed online): io-load's striped chains exist only as the
-    standalone request's NPUs, io-store's reduce-out along the chains not at all; with the
-    default samples the spills (io-write / io-read) are named too."""
-    case = build_iteration_case(fabric="fred-a", switch="packet", workload=get_workload("gpt-3"),
+@pytest.mark.parametrize("fabric", ["fred-a", "fred-c"])
+def test_the_packet_endpoint_fabrics_io_iteration_names_only_the_spills(fabric):
+    """Fred-A/C (endpoint chains, routed online): io-load's and io-store's striped chains run
+    behind the trace (PacketIoIterationTop), so neither is named; with the default samples the
+    spills (io-write / io-read) are; with 8 samples (no spills) nothing is missing and every
+    I/O node has its striped program (the embedding's io-load: 14 flits per controller)."""
+    from hdl.compiler.io_stripe_program import IoStripeProgram
+    case = build_iteration_case(fabric=fabric, switch="packet", workload=get_workload("gpt-3"),
                                 platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
                                 scale=10_000.0)
     missing = case.rtl_missing
-    assert "io-load: the striped chains run in fred fabric-sim (StripeNpu), not as trace NPUs" in missing
-    assert "io-store: the striped chains' reduce-out (io-reduce on the endpoint NPUs) is not built" in missing
+    assert f"the packet {fabric} fabric's I/O iteration top runs io-load and io-store nodes" in missing
+    assert "io-load:" not in missing and "io-store:" not in missing
+    case = build_iteration_case(fabric=fabric, switch="packet", workload=get_workload("gpt-3"),
+                                platform=default_platform(), strategy=parse_strategy("MP1-DP20-PP1"),
+                                samples_per_dp=8, scale=10_000.0)
+    assert case.rtl_missing is None
+    assert all(isinstance(p, IoStripeProgram) and p.op == {"io-load": "io-broadcast", "io-store": "io-reduce"}[r.op]
+               and p.stripe_flits == r.stripe_flits for r, p in zip(case.request, case.program))
+    assert case.program[0].stripe_flits == 14
     for op in ("io-write", "io-read"):
         assert f"{op}: the spills" in missing

@@ -52,7 +52,9 @@ def test_a_spill_is_bound_by_the_controllers_links(op):
     """Every NPU's own stripe to (from) every controller: each controller's link carries 20
     stripes at 16/375 flit per cycle, 10-flit stripes 200 flits: 4,687.5 cycles; the latency
     is the longest unicast's, 8 links of wire + router (3 cycles each): 24 (a corner NPU to
-    the controller beside the opposite corner: 3 + 4 mesh links and the controller's link)."""
+    the controller beside the opposite corner: 3 + 4 mesh links and the controller's link).
+    The controllers' links are the busiest, so their time already counts every flit's whole
+    23.4 cycles: no paced-flit term (``Traffic.controller_lead_s`` 0)."""
     est = mesh_io_model_cycles(MeshIoSpec(), 10, op=op)
     assert est.algorithm == "unicast"
     assert est.busiest_link_flits == pytest.approx(200)
@@ -65,14 +67,18 @@ def test_reduce_out_charges_every_reducing_member_on_the_deepest_path():
     1/4 flit per cycle: 102 cycles). The deepest leaf of a corner controller's tree is 7 mesh
     links away; with the controller's link that is 8 links of wire + router (3 cycles each): 24,
     io-load's latency. io-store adds each of the 7 NPUs that receive, add and send on
-    (``reduce_member_cycles``: 4): 24 + 28 = 52, 154 in all."""
+    (``reduce_member_cycles``: 4): 24 + 28 = 52. Both add the controllers' paced flit, 375/16
+    cycles at 128 GBps (the busiest link is a mesh link, so a load's first flit reaches it that
+    late and a store's last flit is stored that much after it: ``Traffic.controller_lead_s``):
+    io-load 102 + 24 + 23.4375 = 149.4375, io-store 102 + 52 + 23.4375 = 177.4375."""
     from hdl.contracts.mesh_io import reduce_member_cycles
     load = mesh_io_model_cycles(MeshIoSpec(), 3, mode="tree-split")
     store = mesh_io_model_cycles(MeshIoSpec(), 3, mode="tree-split", op="io-store")
     assert reduce_member_cycles() == 4
     assert store.bandwidth_cycles == pytest.approx(load.bandwidth_cycles) == pytest.approx(102)
-    assert load.cycles - load.bandwidth_cycles == pytest.approx(24)
-    assert store.cycles - store.bandwidth_cycles == pytest.approx(24 + 7 * 4)
+    assert load.cycles - load.bandwidth_cycles == pytest.approx(24 + 375 / 16)
+    assert store.cycles - store.bandwidth_cycles == pytest.approx(24 + 7 * 4 + 375 / 16)
+    assert store.cycles == pytest.approx(177.4375)
 
 
 def test_the_papers_mesh_reduces_out_with_no_forwarding_latency():

@@ -63,6 +63,43 @@ def test_a_transfer_alone_or_on_other_links_pays_nothing(reference):
     assert (mp_end, dp_end) == pytest.approx((1.5, 1.0))
 
 
+def _resumed(dp_loads, *, reference, costs=np.array([0.1, 0.3, 0.7])):
+    """MP on link 0 (1 s alone), PP on links 0 and 1 (1 s alone) and DP on ``dp_loads`` (4 s
+    alone), all from 0: PP waits behind MP on link 0 until 1 s, then resumes. (PP's end,
+    DP's end)."""
+    eng = Engine(priority=FRED_PRIORITY, preempt_s=costs)
+    eng.add("mp", "a.mp", 1.0, category="mp", loads=np.array([1.0, 0.0, 0.0]), bw=BW)
+    pp = eng.add("pp", "b.pp", 1.0, category="pp", loads=np.array([1.0, 1.0, 0.0]), bw=BW)
+    dp = eng.add("dp", "c.dp", 4.0, category="dp", loads=dp_loads, bw=BW)
+    tasks = eng.run(reference=reference).tasks
+    return tasks[pp].end, tasks[dp].end
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_transfer_resuming_after_a_higher_class_preempts_the_lower_class_served_meanwhile(reference):
+    # DP on link 1 is served while PP waits behind MP on link 0 (PP has no packet in flight);
+    # at 1 s MP is done, PP resumes and preempts DP on link 1: link 1's 0.3 (0.7 of link 2,
+    # which PP does not use, is not charged), as a transfer starting then would pay. No start
+    # pays: the three start at one instant (nothing served yet)
+    pp_end, dp_end = _resumed(np.array([0.0, 4.0, 0.0]), reference=reference)
+    assert pp_end == pytest.approx(1.0 + 1.0 + 0.3)
+    assert dp_end == pytest.approx(1.0 + 1.0 + 3.0)      # 1 s done, stopped while PP's bytes cross link 1
+    # the lower class on a link PP does not use: nothing to preempt at the resumption
+    pp_end, dp_end = _resumed(np.array([0.0, 0.0, 4.0]), reference=reference)
+    assert (pp_end, dp_end) == pytest.approx((2.0, 4.0))
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_lower_class_waiting_behind_the_same_higher_one_is_not_drained_at_the_resumption(reference):
+    # DP on links 0 and 1 waits behind MP as PP does: at 1 s both resume at one instant, PP
+    # first; DP had nothing in flight, so PP pays nothing (the model's Fred-C mp-dp-pp at 40
+    # flits, where the RTL's drain at the next switch comes from per-switch timing the engine
+    # does not have: docs/sysmodel.md, "Preemption at a resumption")
+    pp_end, dp_end = _resumed(np.array([4.0, 4.0, 0.0]), reference=reference)
+    assert pp_end == pytest.approx(2.0)
+    assert dp_end == pytest.approx(2.0 + 4.0)
+
+
 #: A chain of two switches as the engine sees them: link 0 into switch A (an L1), then per
 #: switch its stored-phase and its default-phase pseudo-link (the default one sharing the
 #: stored one's time): A = links 1, 2; B (further on, an L2) = links 3, 4

@@ -319,3 +319,51 @@ def test_the_per_switch_reductions_equal_a_loop_over_each_switchs_links():
         assert list(incidence.any_positive(values)) == [bool(np.any(values[links] > 0)) for links in incident]
         assert list(incidence.largest(values)) == [max(values[links], default=0.0) for links in incident]
     assert list(_Incidence([]).largest(np.zeros(0))) == []
+
+
+def _paced_links_by_reading_each_link(net, time):
+    # the per-link reads _paced_links made before its link facts were arrays (the specification)
+    n = len(net.link_bw)
+    busiest = np.flatnonzero(time[:n] >= time.max() * (1 - 1e-12))
+    kind = net.node_kind
+    into = {kind[int(net.link_src[link])] != "switch" and kind[int(net.link_dst[link])] == "switch"
+            for link in busiest}
+    out_of = {kind[int(net.link_src[link])] == "switch" and kind[int(net.link_dst[link])] != "switch"
+              for link in busiest}
+    if into != {True} and out_of != {True}:
+        return np.zeros(0, dtype=np.int64)
+    return busiest if np.count_nonzero(time[:n] > 0) > len(busiest) else np.zeros(0, dtype=np.int64)
+
+
+@pytest.mark.parametrize("fabric", ["fred-a", "fred-b", "fred-c", "fred-d"])
+def test_the_link_ends_as_arrays_equal_reading_each_link_and_switch(fabric):
+    # _LinkEnds: the paced links and the stored switches from per-network arrays equal the
+    # per-link and per-switch Python reads, on random link times that make transfers paced at
+    # their sources, at their sinks and neither (ties of the busiest links included), and on
+    # random sets of stored switches (nodes that are no switch, or not in the network, ignored;
+    # the empty set)
+    from sysmodel.switch_phases import _ENDS, _paced_links
+    net = build_network(default_platform(), fabric)
+    nodes, _, _ = switch_links(net)
+    ends = _ENDS[net]
+    kinds = net.node_kind
+    assert list(ends.into) == [kinds[int(s)] != "switch" and kinds[int(d)] == "switch"
+                               for s, d in zip(net.link_src, net.link_dst)]
+    assert list(ends.out_of) == [kinds[int(s)] == "switch" and kinds[int(d)] != "switch"
+                                 for s, d in zip(net.link_src, net.link_dst)]
+    rng = np.random.default_rng(7)
+    into, out_of = np.flatnonzero(ends.into), np.flatnonzero(ends.out_of)
+    kinds_seen = set()
+    for draw in range(300):
+        time = np.where(rng.random(net.n_links) < 0.3, rng.random(net.n_links), 0.0)
+        pick = [into, out_of, np.arange(net.n_links)][draw % 3]
+        top = rng.choice(pick, size=min(len(pick), 1 + draw % 4), replace=False)
+        time[top] = 2.0                         # the busiest links: all into, all out of, or mixed
+        if draw % 7 == 0:
+            time[:] = np.where(time > 0, 2.0, 0.0)    # nothing slower than the busiest
+        got, want = _paced_links(net, time), _paced_links_by_reading_each_link(net, time)
+        assert got.tolist() == want.tolist()
+        kinds_seen.add(len(want) > 0)
+        switches = frozenset(rng.choice(len(net.node_kind) + 3, size=draw % 5, replace=False).tolist())
+        assert ends.stored(switches).tolist() == [node in switches for node in nodes]
+    assert kinds_seen == {True, False}

@@ -823,3 +823,28 @@ def test_transfers_added_at_once_equal_transfers_added_one_by_one(fabric):
     assert at_once.add_transfers(pairs, 1234.5) == routes
     assert (at_once.loads == one_by_one.loads).all() and (at_once.sent == one_by_one.sent).all()
     assert at_once.loads.max() > 0 and at_once.sent[3] == one_by_one.sent[3] > 0
+
+
+def _sparse_rows_by_counting(per_row, counted):
+    # the Counter-per-row form _sparse_rows replaced (the specification)
+    from collections import Counter
+    found = [(k, col, n) for k, items in enumerate(per_row) for col, n in sorted(Counter(items).items())]
+    return tuple([f[i] for f in found] for i in range(3 if counted else 2))
+
+
+def test_sparse_rows_equal_counting_each_row():
+    # hand case: row 0 lists link 5 twice and 2 once, row 1 nothing, row 2 link 7 (a set)
+    from sysmodel.collectives import _sparse_rows
+    rows, cols, counts = _sparse_rows([[5, 2, 5], (), {7}], counted=True)
+    assert (rows.tolist(), cols.tolist(), counts.tolist()) == ([0, 0, 2], [2, 5, 7], [1, 2, 1])
+    assert all(a.dtype == np.int64 and not a.flags.writeable for a in (rows, cols, counts))
+    assert [a.tolist() for a in _sparse_rows([], counted=False)] == [[], []]
+    rng = np.random.default_rng(11)
+    for draw in range(300):
+        per_row = [rng.integers(0, 1 + draw % 40, size=rng.integers(0, 12)).tolist()
+                   for _ in range(rng.integers(0, 20))]
+        if draw % 3 == 0:
+            per_row = [set(items) for items in per_row]
+        for counted in (False, True):
+            got = _sparse_rows(per_row, counted=counted)
+            assert [a.tolist() for a in got] == list(_sparse_rows_by_counting(per_row, counted))

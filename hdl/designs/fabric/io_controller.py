@@ -21,7 +21,18 @@ from .packet_assembler import PacketAssembler
 from .packetizer import Packetizer
 from .rate_limiter import RateLimiter
 
-__all__ = ["IoController"]
+__all__ = ["IoController", "endpoint_link_members"]
+
+
+def endpoint_link_members(flit: FlitFormat, packet: PacketFormat) -> dict:
+    """The signature members of a packet-fabric endpoint's two links to its L1 port: ``o`` /
+    ``credit_in`` (to the L1's input, its credits back, 2 bits per data VC), ``i`` /
+    ``credit_out`` (from the L1's output, credits to it); flits of ``flit``'s data with
+    ``packet``'s header as tag."""
+    link = flit_layout(FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width))
+    nvc = len(DATA_VCS)
+    return {"o": Out(link_signature(link)), "credit_in": In(2).array(nvc),
+            "i": In(link_signature(link)), "credit_out": Out(2).array(nvc)}
 
 
 class IoController(wiring.Component):
@@ -63,10 +74,7 @@ class IoController(wiring.Component):
         rate = Fraction(rate)
         self.rate = (rate.numerator, rate.denominator)
         self.flit, self.packet, self.depth = flit, packet, depth
-        link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
-        nvc = len(DATA_VCS)
-        super().__init__({"o": Out(link_signature(flit_layout(link_flit))), "credit_in": In(2).array(nvc),
-                          "i": In(link_signature(flit_layout(link_flit))), "credit_out": Out(2).array(nvc)})
+        super().__init__(endpoint_link_members(flit, packet))
         self.engine = NpuEngine(flit, buffer=NPU_BUFFER)
         self.tx = Packetizer(flit=flit, packet=packet, depth=depth)
         self.rx = Depacketizer(flit=flit, packet=packet, depth=depth)

@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["PacketAssembler"]
+__all__ = ["PacketAssembler", "none_held"]
 
 
 class PacketAssembler(wiring.Component):
@@ -81,3 +81,16 @@ class PacketAssembler(wiring.Component):
         with m.If(self.restart):   # last: it wins over the updates above
             m.d.sync += [filled.eq(0), whole.eq(0), sent.eq(0)]
         return m
+
+
+def none_held(m: Module, entering, leaving, *, most: int, name: str):
+    """High while no flit is between stream ``entering`` (its handshake counts a flit in) and
+    stream ``leaving`` (a flit out): an occupancy counter of up to ``most`` flits, registered
+    (a flit is held from the cycle after it entered). A paced sender's run (a
+    :class:`PacketAssembler` behind a paced limiter: a ``WritePacer``, an ``IoController``'s
+    memory side) ends only when this is high, because the sender's next restart empties
+    the assembler: a run that ended at its engine's ``done`` (its last flit *entered*) would
+    lose up to a packet."""
+    held = Signal(range(most + 1), name=name)
+    m.d.sync += held.eq(held + (entering.valid & entering.ready) - (leaving.valid & leaving.ready))
+    return held == 0

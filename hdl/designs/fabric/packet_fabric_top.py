@@ -135,6 +135,10 @@ class PacketFabricTop(wiring.Component):
     ``o`` / ``credit_in`` / ``i`` / ``credit_out`` (as :class:`IoController`'s), ``start``,
     ``we`` / ``waddr`` / ``wdata`` (every program write to its unit), ``done`` (the fabric's
     ``all_done`` ANDs it) and ``read_names`` (its read registers, read by name).
+    ``controller`` (default None): the same for each I/O controller port, instead of
+    :class:`IoController` and its header registers (e.g. a controller run by the trace,
+    ``hdl.designs.iteration.TracedIoController``); :meth:`coordinate` connects the
+    components to each other.
 
     Uplinks below full rate (Fred-A/B) queue at the link's entry, a queue per VC served MP > PP >
     DP at packet boundaries (:class:`PacketLink`).
@@ -159,13 +163,13 @@ class PacketFabricTop(wiring.Component):
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
                  depth: int | None = None, online: bool = False,
                  partition: FabricPartition | None = None, part: int | None = None, npu=None,
-                 stripes: int = 0, yield_after: int | None = None):
+                 stripes: int = 0, yield_after: int | None = None, controller=None):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(problem)
         self.partition, self.part = partition, part
-        self.npu = npu
+        self.npu, self.controller = npu, controller
         self.yield_after = yield_after
         self.spec = spec
         self.online = bool(online)
@@ -242,8 +246,10 @@ class PacketFabricTop(wiring.Component):
             j, port = spec.port_of(rank)
             if switches[j] is None:     # at another part's L1
                 continue
-            if rank < spec.npus and self.npu is not None:     # e.g. an iteration's trace NPU
-                engine = m.submodules[f"npu_{rank}"] = self.npu(flit=self.flit, packet=fmt, depth=self.depth)
+            component = self.npu if rank < spec.npus else self.controller
+            if component is not None:     # e.g. an iteration's trace NPU, a traced controller
+                name = f"npu_{rank}" if rank < spec.npus else f"io_{rank - spec.npus}"
+                engine = m.submodules[name] = component(flit=self.flit, packet=fmt, depth=self.depth)
                 m.d.comb += [engine.start.eq(start), engine.we.eq(prog_we & (prog_unit == rank)),
                              engine.waddr.eq(prog_reg), engine.wdata.eq(prog_data)]
                 self._endpoint_links(m, rank, switches[j], j, port,
@@ -299,6 +305,7 @@ class PacketFabricTop(wiring.Component):
                 m.d.comb += tx.stripe.eq(stripe)
             self._endpoint_links(m, rank, switches[j], j, port, ends)
             npus[rank] = (engine, tx, rx)
+        self.coordinate(m, {rank: engine for rank, (engine, tx, _) in npus.items() if tx is None})
         rate = (spec.uplink_rate.numerator, spec.uplink_rate.denominator)
         link_overflow = [Signal(name=f"link_overflow_{s}") for s in range(len(switches))]
         cut = cut_slices(self, self.cut_fields()) if self.partition is not None else {}
@@ -353,6 +360,12 @@ class PacketFabricTop(wiring.Component):
             return frozenset()
         first = spec.npus_per_l1 + spec.uplink_ports
         return frozenset(range(first, first + spec.io_ports_per_l1))
+
+    def coordinate(self, m: Module, components: dict) -> None:
+        """Logic between the endpoints' components (``{endpoint: component}`` of ``npu`` and
+        ``controller``), e.g. the wafer-wide start and end of an iteration's I/O collectives
+        (``hdl.designs.iteration.PacketIoIterationTop``); none here."""
+        return None
 
     def _route(self, switch: int):
         """The online ``dest`` rewrite of an input of ``switch`` (None without ``online``):

@@ -1,8 +1,12 @@
-"""``StripeNpu``: an NPU of the striped I/O request's weight streaming on Fred-A/C
-(docs/fabric_rtl.md, "Striped I/O: every controller at once"): it receives every stripe, from
-the NPU before it on each stripe's chain or from the stripe's controller, interleaved per
+"""``StripeNpu``: an NPU of the striped I/O request on Fred-A/C (docs/fabric_rtl.md, "Striped
+I/O: every controller at once"). Weight streaming (io-broadcast): it receives every stripe,
+from the NPU before it on each stripe's chain or from the stripe's controller, interleaved per
 packet, checks every flit against its stripe, and sends each received packet on, whole, to
-the next member of that stripe's chain (a stripe whose chain ends here is kept).
+the next member of that stripe's chain (a stripe whose chain ends here is kept). Gradient
+reduce-out (io-reduce, :data:`~hdl.contracts.io_stripes.NPU_OWN_REGS` set): it adds its own
+data to every flit it forwards (the partial sum it received is checked first) and sends the
+stripe it starts (at most one) from its own data, its packets taking turns with the forwarded
+ones at packet boundaries; the entry NPU's next member is the stripe's controller.
 
 A :class:`~hdl.designs.fabric.packet_fabric_top.PacketFabricTop` ``npu`` component (the
 same members as :class:`~hdl.designs.fabric.io_controller.IoController` at the link, plus
@@ -11,17 +15,18 @@ same members as :class:`~hdl.designs.fabric.io_controller.IoController` at the l
 
 from __future__ import annotations
 
-from amaranth import Array, Module, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.flit import FlitFormat
-from hdl.contracts.io_stripes import NPU_HEADER_REGS, NPU_PAGE_REG, NPU_PAGE_SIZE, NPU_ROUTE_BASE, STRIPE_REGS
+from hdl.contracts.io_stripes import (NPU_HEADER_REGS, NPU_OWN_REGS, NPU_PAGE_REG, NPU_PAGE_SIZE, NPU_ROUTE_BASE,
+                                      STRIPE_REGS)
 from hdl.contracts.packet import DATA_VCS, PacketFormat
-from hdl.designs.layouts import flit_layout
-from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .depacketizer import Depacketizer
+from .io_controller import endpoint_link_members
+from .npu_engine import mix_expr
 from .packetizer import Packetizer
 from .stripe_receiver import StripeReceiver
 
@@ -36,7 +41,8 @@ class StripeNpu(wiring.Component):
     Members: ``o`` / ``credit_in`` (to the L1's input, its credits back), ``i`` / ``credit_out``
     (from the L1's output, credits to it), ``start``, ``we`` / ``waddr`` / ``wdata`` (the
     program: :func:`hdl.contracts.io_stripes.stripe_npu_writes`), ``done`` (every stripe
-    received; what it forwards has left with it), and the read registers :attr:`read_names`.
+    received, and the stripe it starts sent; what it forwards has left with it), and the read
+    registers :attr:`read_names`.
 
     Path: :class:`Depacketizer` (``headers``: each flit's packet ``seq`` and ``stripe``) ->
     :class:`StripeReceiver` (checks) -> :class:`Packetizer` (``forward``: a received packet
@@ -49,11 +55,8 @@ class StripeNpu(wiring.Component):
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int):
         self.flit, self.packet, self.depth, self.stripes = flit, packet, depth, stripes
-        link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
-        nvc = len(DATA_VCS)
         super().__init__({
-            "o": Out(link_signature(flit_layout(link_flit))), "credit_in": In(2).array(nvc),
-            "i": In(link_signature(flit_layout(link_flit))), "credit_out": Out(2).array(nvc),
+            **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32),
             "done": Out(1), "received": Out(32), "errors": Out(32), "first_error": Out(32),
             "seq_errors": Out(32), "link_errors": Out(32),
@@ -85,25 +88,74 @@ class StripeNpu(wiring.Component):
                 m.d.sync += phase.eq(self.wdata)
             with m.If(address == NPU_HEADER_REGS["vc"]):
                 m.d.sync += vc.eq(self.wdata)
+        own = {name: Signal(32, name=f"own_{name}") for name in NPU_OWN_REGS}
+        with m.If(write):
+            for name, at in NPU_OWN_REGS.items():
+                with m.If(address == at):
+                    m.d.sync += own[name].eq(self.wdata)
         # receive -> check -> forward (or keep)
         tag = rx.o.payload.tag
         m.d.comb += [recv.i.valid.eq(rx.o.valid), rx.o.ready.eq(recv.i.ready),
                      recv.i.payload.data.eq(rx.o.payload.data), recv.i.payload.last.eq(rx.o.payload.last),
                      recv.i.payload.seq.eq(tag[:fmt.seq_bits]), recv.i.payload.stripe.eq(tag[fmt.seq_bits:])]
-        route = Array(routes)[recv.o.payload.stripe]
-        forward = route[8]
-        m.d.comb += [tx.i.valid.eq(recv.o.valid & forward),
-                     tx.i.payload.data.eq(recv.o.payload.data), tx.i.payload.last.eq(recv.o.payload.last),
-                     recv.o.ready.eq(~forward | tx.i.ready),
-                     tx.flow.eq(route[:8]), tx.stripe.eq(recv.o.payload.stripe), tx.seq_in.eq(recv.o.payload.seq),
+        forward = Array(routes)[recv.o.payload.stripe][8]
+        lanes = self.flit.lanes
+
+        def own_data(index):        # this NPU's data at ``index`` (io-reduce)
+            return [(own["ws"] * mix_expr(index, lane) + own["hs"])[:32] for lane in range(lanes)]
+
+        # a forwarded flit, with this NPU's data added in a reduce-out
+        added = own_data(recv.o.payload.index)
+        fwd_data = Cat(*[(recv.o.payload.data[32 * lane:32 * (lane + 1)] + Mux(own["add"] != 0, added[lane], 0))[:32]
+                         for lane in range(lanes)])
+        # the stripe this NPU starts from its own data (io-reduce), in packets as the
+        # packetizer cuts them (``last`` at each packet's end, its number t // packet_flits)
+        size = fmt.packet_flits
+        sent, in_packet = Signal(32, name="start_sent"), Signal(range(size), name="start_in_packet")
+        number = Signal(fmt.seq_bits, name="start_seq")
+        # from the run's start until the started stripe is sent: not after it, when a loader
+        # may already write the next collective's registers (a trace's next run)
+        starting = Signal(name="starting")
+        with m.If(self.start):
+            m.d.sync += starting.eq(1)
+        with m.Elif((own["start"] == 0) | (sent >= own["start_flits"])):
+            m.d.sync += starting.eq(0)
+        start_valid = (own["start"] != 0) & (sent < own["start_flits"]) & starting
+        start_last = (in_packet == size - 1) | (sent + 1 == own["start_flits"])
+        start_stripe = (own["start"] - 1)[:fmt.stripe_bits]
+        # the two sources take turns at packet boundaries (the packetizer sends a packet whole)
+        inside, mine, turn = Signal(), Signal(name="from_start"), Signal(name="start_turn")
+        fwd_valid = recv.o.valid & forward
+        pick = Mux(inside, mine, start_valid & (turn | ~fwd_valid))
+        stripe = Mux(pick, start_stripe, recv.o.payload.stripe)
+        route = Array(routes)[stripe]
+        m.d.comb += [tx.i.valid.eq(Mux(pick, start_valid, fwd_valid)),
+                     tx.i.payload.data.eq(Mux(pick, Cat(*own_data(own["start_org"] + sent)), fwd_data)),
+                     tx.i.payload.last.eq(Mux(pick, start_last, recv.o.payload.last)),
+                     recv.o.ready.eq(~forward | (tx.i.ready & ~pick)),
+                     tx.flow.eq(route[:8]), tx.stripe.eq(stripe),
+                     tx.seq_in.eq(Mux(pick, number, recv.o.payload.seq)),
                      tx.phase.eq(phase), tx.vc.eq(vc), tx.hold.eq(0)]
+        taken = tx.i.valid & tx.i.ready
+        with m.If(self.start):
+            m.d.sync += [sent.eq(0), in_packet.eq(0), number.eq(0), inside.eq(0), turn.eq(0)]
+        with m.Elif(taken):
+            m.d.sync += [inside.eq(~tx.i.payload.last), mine.eq(pick)]
+            with m.If(tx.i.payload.last):
+                m.d.sync += turn.eq(~pick)      # the other source first at the next boundary
+            with m.If(pick):
+                m.d.sync += [sent.eq(sent + 1), in_packet.eq(Mux(start_last, 0, in_packet + 1))]
+                with m.If(start_last):
+                    m.d.sync += number.eq(number + 1)
+        started_all = ~starting
         # the link
         m.d.comb += [self.o.valid.eq(tx.o.valid), self.o.payload.eq(tx.o.payload),
                      rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload)]
         for v in range(len(DATA_VCS)):
             m.d.comb += [tx.credit[v].eq(self.credit_in[v]), self.credit_out[v].eq(rx.credit[v])]
         m.d.comb += [rx.start.eq(self.start), recv.start.eq(self.start), tx.start.eq(self.start),
-                     self.done.eq(recv.done), self.received.eq(recv.received), self.errors.eq(recv.errors),
+                     self.done.eq(recv.done & started_all), self.received.eq(recv.received),
+                     self.errors.eq(recv.errors),
                      self.first_error.eq(recv.first_error), self.seq_errors.eq(recv.seq_errors),
                      self.link_errors.eq(tx.credit_error | rx.overflow)]
         return m

@@ -3,11 +3,15 @@ sequencer, the NPU that pairs it with the fabric's engine, and the fabric top bu
 
 from .iteration_top import iteration_fabric_top, iteration_mesh_top, iteration_packet_top
 from .loading_sequencer import LoadingTraceSequencer
+from .packet_io_iteration_top import PacketIoIterationTop
 from .packet_trace_npu import PacketTraceNpu
 from .program_loader import ProgramLoader
 from .rerun_phase_sequencer import RerunPhaseSequencer
+from .stripe_trace_npu import StripeTraceNpu
 from .trace_npu import TraceNpu
 from .trace_sequencer import TraceSequencer
+from .traced_io_controller import TracedIoController
+from .wafer_collective import WaferCollective
 
-__all__ = ["LoadingTraceSequencer", "PacketTraceNpu", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
+__all__ = ["LoadingTraceSequencer", "PacketIoIterationTop", "PacketTraceNpu", "StripeTraceNpu", "TracedIoController", "WaferCollective", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
            "iteration_packet_top"]

@@ -24,6 +24,7 @@ from hdl.designs.mesh.reduce_forwarder import ReduceForwarder
 from hdl.designs.mesh.tree_forwarder import TreeForwarder
 
 from .loading_sequencer import LoadingTraceSequencer
+from .wafer_collective import WaferCollective, all_of, any_of
 
 __all__ = ["MeshIoIterationTop", "IO_NODE_REGS", "IO_OPS_OF_NODE", "IO_ITERATION_GLOBAL_READ",
            "IO_ITERATION_CONTROLLER_READ"]
@@ -106,10 +107,10 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         starts = [c.unit_start & (c.op == op) for op in range(len(IO_OPS_OF_NODE))]
         controllers, sinks = self._controllers(m, routers, errors, c, shares, starts)
         npus = self._npus(m, routers, errors, c, shares, starts)
-        done = [npus["load"] & _all(x[LOAD].done for x in controllers),
-                npus["store"] & _all(s[STORE].complete for s in sinks),
-                npus["write"] & _all(s[WRITE].complete for s in sinks),
-                npus["read"] & _all(x[READ].done for x in controllers)]
+        done = [npus["load"] & all_of(x[LOAD].done for x in controllers),
+                npus["store"] & all_of(s[STORE].complete for s in sinks),
+                npus["write"] & all_of(s[WRITE].complete for s in sinks),
+                npus["read"] & all_of(x[READ].done for x in controllers)]
         m.d.comb += c.units_done.eq(Array(done)[c.op])
         self._counters(m, h, seqs, sinks, c, npus)
         return m
@@ -201,7 +202,7 @@ class MeshIoIterationTop(MeshIoHarnessTop):
             # collective running, or a unit of another op sending: the schedule is broken
             stray = Signal(name=f"stray_{rank}")
             m.d.comb += stray.eq((eject.valid & (~c.active | (c.op == WRITE)))
-                                 | _any(o.valid & (c.op != op) for op, o in outs.items()))
+                                 | any_of(o.valid & (c.op != op) for op, o in outs.items()))
             errors += [fwd.overflow, red.overflow, send.error, stray]
             load_done.append(chk.complete & fwd.idle)
             store_idle.append(red.idle)
@@ -212,13 +213,13 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         load_errors = Signal(32)
         with m.If(c.over & (c.op == LOAD)):
             m.d.sync += load_errors.eq(load_errors + sum(bad))
-        return {"load": _all(load_done), "store": _all(store_idle), "write": _all(write_done),
-                "read": _all(read_done), "load_errors": load_errors, "read_bad": sum(read_bad)}
+        return {"load": all_of(load_done), "store": all_of(store_idle), "write": all_of(write_done),
+                "read": all_of(read_done), "load_errors": load_errors, "read_bad": sum(read_bad)}
 
     def _counters(self, m, h, seqs, sinks, c, npus):
         """The harness's ``all_done`` (every sequencer done), every io-store's and io-write's
         checks summed per controller, the spill checkers' bad flits, and the read port."""
-        status = self.finish(m, h, [_all(s.done for s in seqs)])
+        status = self.finish(m, h, [all_of(s.done for s in seqs)])
         totals = []
         write_bad = []
         for k, units in enumerate(sinks):     # every io-store's and io-write's checks, summed
@@ -240,37 +241,20 @@ class MeshIoIterationTop(MeshIoHarnessTop):
                        [list(registers) for registers in totals], (c.mismatch, npus["load_errors"], c.count, spill_errors))
 
 
-def _all(signals) -> Signal:
-    signals = list(signals)
-    return sum(signals) == len(signals) if signals else 1
-
-
-def _any(signals):
-    signals = list(signals)
-    return sum(signals) != 0 if signals else 0
-
-
-class _Collective:
-    """The wafer-wide start and end of one I/O collective (:class:`MeshIoIterationTop`):
-    ``arrived[r]`` from NPU r's engine start to the collective's start; ``go`` when every NPU
-    has arrived; ``op`` latched from NPU 0's registers at ``go``, ``unit_start`` the cycle
-    after, and at it the op's own ``stripes[op]`` and ``modes[op]``, so each op's units see
-    theirs change only at their restart; ``active`` until ``over`` (``units_done``, driven by
-    the top, seen from the second cycle after ``unit_start``: the units' outputs are fresh);
-    each NPU's ``engine_done`` from ``over`` until its next engine start."""
+class _Collective(WaferCollective):
+    """The wafer-wide start and end of one I/O collective (:class:`MeshIoIterationTop`;
+    :class:`WaferCollective`), with the mesh's I/O registers: ``op`` latched from NPU 0's
+    registers at ``go``, and at ``unit_start`` the op's own ``stripes[op]`` and
+    ``modes[op]``, so each op's units see theirs change only at their restart; ``mismatch``
+    when another NPU's registers differ at ``go``."""
 
     def __init__(self, m: Module, seqs, regs):
+        super().__init__(m, seqs)
         ops = len(IO_OPS_OF_NODE)
         self.op = Signal(2)
         self.stripes = [Signal(SEQ_BITS, name=f"stripe_{o.replace('-', '_')}") for o in IO_OPS_OF_NODE]
         self.modes = [Signal(2, name=f"mode_{o.replace('-', '_')}") for o in IO_OPS_OF_NODE]
-        self.unit_start, self.active, self.over = Signal(), Signal(), Signal()
-        self.units_done, self.mismatch, self.count = Signal(), Signal(), Signal(32)
-        arrived = [Signal(name=f"arrived_{r}") for r in range(len(seqs))]
-        go, settle, finished = Signal(), Signal(2), Signal()
-        m.d.comb += [go.eq(~self.active & _all(a | s.engine_start for a, s in zip(arrived, seqs))),
-                     self.over.eq(self.active & (settle == 0) & ~self.unit_start & self.units_done)]
-        m.d.sync += self.unit_start.eq(go)
+        self.mismatch = Signal()
         # each op's units see their stripe and trees change only at their own start: a
         # finished controller, leaf generator or spill sender compares what it sent with them
         # and would take a longer stripe (another op's, or the next before its start) as more
@@ -278,18 +262,7 @@ class _Collective:
         for op in range(ops):
             with m.If(self.unit_start & (self.op == op)):
                 m.d.sync += [self.stripes[op].eq(regs[0]["stripe"]), self.modes[op].eq(regs[0]["mode"])]
-        with m.If(go):
-            m.d.sync += [self.active.eq(1), settle.eq(2), finished.eq(0), self.count.eq(self.count + 1),
-                         self.op.eq(regs[0]["op"])]
+        with m.If(self.go):
+            m.d.sync += self.op.eq(regs[0]["op"])
             with m.If(sum((r[k] != regs[0][k]) for r in regs for k in ("op", "stripe", "mode")) != 0):
                 m.d.sync += self.mismatch.eq(1)
-        with m.Elif(self.over):
-            m.d.sync += [self.active.eq(0), finished.eq(1)]
-        with m.If(settle != 0):
-            m.d.sync += settle.eq(settle - 1)
-        for a, seq in zip(arrived, seqs):
-            with m.If(go):
-                m.d.sync += a.eq(0)
-            with m.Elif(seq.engine_start):
-                m.d.sync += a.eq(1)
-            m.d.comb += seq.engine_done.eq(finished & ~a)

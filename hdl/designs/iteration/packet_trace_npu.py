@@ -16,10 +16,11 @@ from hdl.contracts.trace_program import PACKET_HEADER_REGS, PACKET_PACE_REG
 from hdl.designs.fabric.depacketizer import Depacketizer
 from hdl.designs.fabric.fabric_top import ENGINE_READ
 from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
+from hdl.designs.fabric.packet_assembler import none_held
 from hdl.designs.fabric.packetizer import Packetizer
 from hdl.designs.fabric.write_pacer import WritePacer
+from hdl.designs.fabric.io_controller import endpoint_link_members
 from hdl.designs.layouts import flit_layout
-from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .loading_sequencer import LoadingTraceSequencer
 
@@ -79,11 +80,8 @@ class PacketTraceNpu(wiring.Component):
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"io_rate must be a fraction of a flit per cycle in (0, 1], got {io_rate!r}")
         self.io_rate = io_rate
-        link = flit_layout(FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width))
-        nvc = len(DATA_VCS)
         super().__init__({
-            "o": Out(link_signature(link)), "credit_in": In(2).array(nvc),
-            "i": In(link_signature(link)), "credit_out": Out(2).array(nvc),
+            **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32), "done": Out(1),
             **{name: Out(32) for name in ("sent", "received", "errors", "extra", "first_error", "hash")},
             "seq_errors": Out(16), "link_errors": Out(1),
@@ -149,8 +147,7 @@ class PacketTraceNpu(wiring.Component):
         wiring.connect(m, engine.tx, pacer.i)
         wiring.connect(m, pacer.o, tx.i)
         pace = Signal(PACE_BITS, name="pace")
-        held = Signal(range(self.packet.packet_flits + 2), name="pacer_held")    # at most a packet, +1 entering
-        entered, left = pacer.i.valid & pacer.i.ready, pacer.o.valid & pacer.o.ready
-        m.d.sync += held.eq(held + entered - left)
+        # at most a packet, +1 entering
+        idle = none_held(m, pacer.i, pacer.o, most=self.packet.packet_flits + 1, name="pacer_held")
         m.d.comb += [pacer.divisor.eq(pace), pacer.restart.eq(self.start | seq.engine_start)]
-        return held == 0, pace
+        return idle, pace

@@ -59,8 +59,10 @@ def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, sta
     """At each controller k the checker ``make_checker(k)`` (members ``start``, ``expect``,
     ``i``; started by ``start``, expecting ``expect_of(k)`` flits), fed through a
     :class:`MeshWire` from the outward port of its NPU's router and a receive queue of
-    ``2 x depth`` flits drained at the controller link's rate (``spec.io_rate``), a credit
-    returned per flit drained; ``hold_of(k)`` (default none) holds controller k's drain in a
+    ``2 x depth`` flits drained at the controller link's rate (``spec.io_rate``, paced:
+    :class:`RateToken`'s paced counter, accumulating while the queue holds a flit, so every
+    flit takes its whole ``b / a`` cycles, the first included), a credit returned per flit
+    drained; ``hold_of(k)`` (default none) holds controller k's drain in a
     cycle (the bench's random backpressure). A queue overflow is appended to ``errors``.
     Submodules ``{prefix}_{k}``, ``{prefix}_wire_{k}``, ``{prefix}_queue_{k}``, ``{prefix}_rate_{k}``.
     With ``select`` (the running op), ``make_checker(k)`` returns ``{op: checker}`` (submodules
@@ -82,8 +84,12 @@ def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, sta
         wire = m.submodules[f"{prefix}_wire_{k}"] = MeshWire(flit=mesh.flit, latency=mesh.link_latency)
         width = len(wire.o.payload.as_value())
         queue = m.submodules[f"{prefix}_queue_{k}"] = fifo.SyncFIFOBuffered(width=width, depth=mesh.depth * 2)
-        rate = m.submodules[f"{prefix}_rate_{k}"] = RateToken(spec.io_rate)
+        # paced, as every controller: the memory writes a flit in b / a cycles from when it is
+        # there (nothing saved while the queue is empty), so the last flit is stored b / a
+        # cycles after it arrived at an idle controller, not at once
+        rate = m.submodules[f"{prefix}_rate_{k}"] = RateToken(spec.io_rate, paced=True)
         drain = queue.r_rdy & rate.token if hold_of is None else queue.r_rdy & rate.token & ~hold_of(k)
+        m.d.comb += [rate.waiting.eq(queue.r_rdy), rate.restart.eq(start if select is None else 0)]
         if select is None:
             m.d.comb += [sink.start.eq(start), sink.expect.eq(expect_of(k))]
         first = next(iter(units.values()))

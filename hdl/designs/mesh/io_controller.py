@@ -34,9 +34,13 @@ class IoController(wiring.Component):
     with), ``hold`` (In(1): send nothing this cycle, the bench's random idle), ``sent`` (Out(32)), ``done`` (Out(1): all sent), ``error`` (a credit returned that
     was never given).
 
-    Rate: one flit when the link's token counter (``spec.io_rate``) and a credit of the VC
-    allow, so at most ``a / b`` flits per cycle; ``o`` is combinational from registers
-    (a producer never waits for anything but credits and the rate).
+    Rate: one flit when the link's token counter (``spec.io_rate``, *paced*: restarted by
+    ``start``, accumulating while flits are left to send) and a credit of the VC allow: flit k
+    leaves in cycle s + ceil((k + 1) b / a) - 1, s the cycle after ``start``, without credit
+    stalls (16/375: s + 23, s + 46, s + 70, ...). A 128 GBps controller needs b / a cycles for
+    every flit, the first included, as the FRED fabric's controllers (docs/mesh_rtl.md, "I/O
+    controllers on the mesh"); ``o`` is combinational from registers (a producer never waits
+    for anything but credits and the rate).
     """
 
     def __init__(self, *, spec: MeshIoSpec, index: int, dest: tuple[int, int]):
@@ -51,7 +55,7 @@ class IoController(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         credits = m.submodules.credits = OutputCredits(flit=self.flit, depth=self.spec.mesh.depth,
-                                                       rate=self.spec.io_rate)
+                                                       rate=self.spec.io_rate, paced=True)
         running = Signal()
         split = Signal()
         vc = Signal()
@@ -68,6 +72,8 @@ class IoController(wiring.Component):
             fire.eq(running & ~self.hold & (self.sent != self.stripe) & credits.has.bit_select(vc, 1)),
             credits.spend.eq(Mux(fire, 1 << vc, 0)),
             credits.give.eq(self.credit),
+            credits.restart.eq(self.start),
+            credits.waiting.eq(running & (self.sent != self.stripe)),
             self.error.eq(credits.error),
             self.o.valid.eq(fire),
             self.o.payload.data.eq(Cat(seq, tree, Const(0, 32 - SEQ_BITS - TREE_BITS),

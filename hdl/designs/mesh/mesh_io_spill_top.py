@@ -32,8 +32,8 @@ def npu_spill_sender(spec: MeshIoSpec, rank: int) -> SpillSender:
 
 def controller_spill_sender(spec: MeshIoSpec, k: int) -> SpillSender:
     """Controller ``k``'s io-read sender: every NPU's stripe, on VC 0 (X-Y, the model's route),
-    at the controller link's rate."""
-    return SpillSender(spec=spec, rate=spec.io_rate,
+    at the controller link's rate, paced as every controller (docs/mesh_rtl.md)."""
+    return SpillSender(spec=spec, rate=spec.io_rate, paced=True,
                        dests=[(*spec.mesh.position(r), 0, r, k) for r in range(spec.mesh.npus)])
 
 

@@ -18,9 +18,14 @@ class OutputCredits(wiring.Component):
 
     Parameters (keyword-only): flit (:class:`MeshFlitFormat`), depth (the downstream FIFO per VC),
     rate: ``(a, b)``: the link carries ``a`` flits in every ``b`` cycles (default ``(1, 1)``,
-    one per cycle). A token counter in ``[0, b - a]`` (capped there, so an idle link saves no
-    burst) gains ``a`` per cycle and a flit costs ``b``; ``has`` and ``room`` are low while the
-    link has no token: a slower link is a router port that moves a flit every ``b / a`` cycles.
+    one per cycle). The links' token counter (:class:`RateToken`, the fabric links'
+    ``rate_gate``: ``a`` tokens per cycle, a flit costs ``b``, an idle link saves at most one
+    flit); ``has`` and ``room`` are low while the link has no token: a slower link is a router
+    port that moves a flit every ``b / a`` cycles. ``paced`` (default False): the counter is
+    :class:`RateToken`'s paced one -- every flit, the first included, waits its whole ``b / a``
+    cycles, as an I/O controller's 128 GBps link (docs/mesh_rtl.md, "I/O controllers on the
+    mesh") -- with two more members, ``restart`` (In(1): the run's start) and ``waiting``
+    (In(1): the sender has a flit to move; nothing is saved while it has none).
 
     Members:
         spend: ``In(2)``: bit v = a VC v flit enters the output register this cycle.
@@ -34,23 +39,27 @@ class OutputCredits(wiring.Component):
     Latency: a credit given in cycle t counts from cycle t + 1.
     """
 
-    def __new__(cls, *, flit: MeshFlitFormat, depth: int, rate=(1, 1)):
+    def __new__(cls, *, flit: MeshFlitFormat, depth: int, rate=(1, 1), paced: bool = False):
         check_router_parameters(flit=flit, depth=depth)
         check_link_rate(rate)
         return super().__new__(cls)
 
-    def __init__(self, *, flit: MeshFlitFormat, depth: int, rate=(1, 1)):
+    def __init__(self, *, flit: MeshFlitFormat, depth: int, rate=(1, 1), paced: bool = False):
         self.flit, self.depth, self.rate = flit, depth, check_link_rate(rate)
+        self.paced = bool(paced)
         super().__init__({
             "spend": In(MESH_VCS), "give": In(MESH_VCS),
             "has": Out(MESH_VCS), "room": Out(MESH_VCS), "error": Out(1),
+            **({"restart": In(1), "waiting": In(1)} if self.paced else {}),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        rate = m.submodules.rate = RateToken(self.rate)
+        rate = m.submodules.rate = RateToken(self.rate, paced=self.paced)
         token = rate.token
         m.d.comb += rate.spend.eq(self.spend != 0)
+        if self.paced:
+            m.d.comb += [rate.restart.eq(self.restart), rate.waiting.eq(self.waiting)]
         for v in range(MESH_VCS):
             count = Signal(range(self.depth + 2), init=self.depth, name=f"credits{v}")
             after = count - self.spend[v] + self.give[v]

@@ -27,7 +27,9 @@ class SpillSender(wiring.Component):
     destination (every controller's link, the bound of a spill) busy from the start.
 
     Parameters: spec (:class:`MeshIoSpec`), dests (at least one), rate ``(a, b)`` of the link
-    it sends into (a controller's ``spec.io_rate``; an NPU's port (1, 1)).
+    it sends into (a controller's ``spec.io_rate``; an NPU's port (1, 1)); ``paced`` (a
+    controller: :class:`OutputCredits`' paced counter, restarted by ``start``: every flit, the
+    first included, waits its whole ``b / a`` cycles, as a 128 GBps device).
 
     Members: ``start`` (restart; the count goes back to 0), ``stripe`` (In(SPILL_SEQ_BITS)),
     ``o`` (Out link), ``credit`` (In(2): the router input's credit pulses;
@@ -40,11 +42,11 @@ class SpillSender(wiring.Component):
     registers and the credits (a producer waits for nothing else).
     """
 
-    def __init__(self, *, spec: MeshIoSpec, dests, rate=(1, 1)):
+    def __init__(self, *, spec: MeshIoSpec, dests, rate=(1, 1), paced: bool = False):
         dests = [tuple(d) for d in dests]
         if not dests or any(len(d) != 5 for d in dests):
             raise FredError(f"SpillSender needs destinations (x, y, vc, npu, controller), got {dests!r}")
-        self.spec, self.dests, self.rate = spec, dests, rate
+        self.spec, self.dests, self.rate, self.paced = spec, dests, rate, bool(paced)
         self.flit = spec.mesh.flit
         super().__init__({
             "start": In(1), "stripe": In(SPILL_SEQ_BITS),
@@ -54,7 +56,8 @@ class SpillSender(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        credits = m.submodules.credits = OutputCredits(flit=self.flit, depth=self.spec.mesh.depth, rate=self.rate)
+        credits = m.submodules.credits = OutputCredits(flit=self.flit, depth=self.spec.mesh.depth, rate=self.rate,
+                                                       paced=self.paced)
         cb = self.flit.coord_bits
         table = Array(Const(x | y << cb | vc << 2 * cb | npu << (2 * cb + 1)
                             | ctl << (2 * cb + 1 + SPILL_NPU_BITS), 2 * cb + 1 + SPILL_NPU_BITS + 5)
@@ -73,6 +76,7 @@ class SpillSender(wiring.Component):
             fire.eq(running & ~self.hold & ~finished & credits.has.bit_select(vc, 1)),
             credits.spend.eq(fire << vc),
             credits.give.eq(self.credit),
+            *([credits.restart.eq(self.start), credits.waiting.eq(running & ~finished)] if self.paced else []),
             self.error.eq(credits.error),
             word.eq(seq | npu << SPILL_SEQ_BITS | ctl << (SPILL_SEQ_BITS + SPILL_NPU_BITS)),
             self.o.valid.eq(fire),

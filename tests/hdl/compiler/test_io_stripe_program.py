@@ -4,7 +4,7 @@ same sends as the system model's I/O chain, and what is refused."""
 
 import pytest
 
-from hdl.compiler.io_stripe_program import endpoint_pair_flits, endpoint_totals, io_stripe_program
+from hdl.compiler.io_stripe_program import endpoint_pair_flits, endpoint_totals, io_stripe_program, npu_own
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec
 from hdl.contracts.npu_engine import rank_weights
@@ -97,3 +97,19 @@ def test_every_npu_sends_what_the_models_io_chain_has_it_send(op):
 def test_bad_requests_are_refused_by_name(spec, op, size, message):
     with pytest.raises(FredError, match=message.replace("(", r"\(").replace(")", r"\)")):
         io_stripe_program(spec, op, size)
+
+
+def test_an_npus_own_part_in_the_reduce_out_by_hand():
+    """6-NPU Fred-A, 3 controllers, io-reduce of 60 flits (3 stripes of 20): chain k in the
+    load's order is (0..5), (3, 4, 5, 0, 1, 2), (4, 5, 0, 1, 2, 3); reversed, its last member
+    starts it from its own data: NPU 5 stripe 0 (indices 0..19), NPU 2 stripe 1 (20..39), NPU 3
+    stripe 2 (40..59); every NPU adds its own data (its rank's weights) to what it forwards. In
+    the weight stream nothing is its own."""
+    spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3)
+    program = io_stripe_program(spec, "io-reduce", 60)
+    own = {r: npu_own(program, r) for r in range(spec.npus)}
+    for r, o in own.items():
+        assert (o["ws"], o["hs"], o["add"]) == (*rank_weights(r, 0), 1)
+    assert {r: (o["start"] - 1, o["start_org"], o["start_flits"]) for r, o in own.items() if "start" in o} == {
+        5: (0, 0, 20), 2: (1, 20, 20), 3: (2, 40, 20)}
+    assert all(npu_own(io_stripe_program(spec, "io-broadcast", 60), r) == {} for r in range(spec.npus))

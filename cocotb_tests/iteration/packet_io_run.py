@@ -1,0 +1,109 @@
+"""``run_packet_io_iteration``: the NPUs' iteration traces with I/O collectives run on the packet
+FRED fabric RTL with its controllers run by the trace (``hdl.designs.iteration.PacketIoIterationTop``)
+under Verilator (docs/fabric_iteration.md, "The packet FRED fabric's I/O iteration"): one build
+per distinct Verilog (only the top's ports public, -O1: ``PLAIN_CFLAGS``), the bench
+``cocotb_tests.iteration.bench_iteration`` (``run_iteration``: load every NPU's and controller's
+loader entries and every NPU's trace, start once, poll ``all_done``, read the counters and every
+node's times). Judged: every trace finished, every controller ran every collective, no NPU saw
+a bad flit, a packet out of sequence or a link error in any run (``run_errors``), the last
+run's flits complete at every NPU (what its program has it receive), no switch flag. ``flits_sent`` / ``flits_received`` of the
+returned run: the controllers' and the NPUs' counts of the last collective (the units restart
+their counters with each)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricSpec
+
+from .packet_io_loading import packet_io_entries, packet_io_writes
+from .packet_loading import packet_iteration_format
+from .run import IterationRun, bench_metrics, check_finished, node_depth, run_error_lines
+
+__all__ = ["run_packet_io_iteration", "packet_io_verilog"]
+
+_VERILOG: dict = {}
+
+
+def _room(entries: dict) -> int:
+    """Loader entries per unit: the most any unit needs, rounded up to a power of two (at least
+    16), so that similar iterations share a build."""
+    return max(16, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
+
+
+def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_programs: int) -> str:
+    """Verilog of :class:`PacketIoIterationTop` (memoised), named as the packet fabric's top."""
+    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
+    from cocotb_tests.fabric.run import hardware_key
+    key = (nodes, programs, controller_programs) + hardware_key(spec)
+    if key not in _VERILOG:
+        from hdl.designs.iteration import PacketIoIterationTop
+        from hdl.emit.verilog import to_verilog
+        _VERILOG[key] = to_verilog(PacketIoIterationTop(spec, nodes=nodes, programs=programs,
+                                                        controller_programs=controller_programs), name=PACKET_TOP)
+    return _VERILOG[key]
+
+
+def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, watchdog_cycles: int,
+                            cflags: str | None = None, build_dir=None) -> IterationRun:
+    """Run every rank's trace on the packet fabric of ``spec`` with its controllers:
+    ``programs`` the striped I/O program of each of the traces' collectives in order
+    (:func:`~cocotb_tests.iteration.packet_io_loading.packet_io_programs`). A stalled or wrong
+    run raises :class:`FredError` naming what failed."""
+    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
+    from cocotb_tests.fabric.run import PORTS, poll_cycles
+    from cocotb_tests.runner import run_bench
+    from eda.fabric.build import build_top_public_only
+    from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
+    from hdl.designs.iteration import StripeTraceNpu
+    from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
+    if not programs:
+        raise FredError("the traces hold no I/O collective; the packet fabric's I/O iteration runs them")
+    nodes = node_depth(traces)
+    packet = packet_iteration_format(spec, True, spec.io_controllers)
+    npu_entries, controller_entries = packet_io_entries(spec, programs, packet)
+    room, controller_room = _room(npu_entries), _room(controller_entries)
+    start = time.perf_counter()
+    verilog = packet_io_verilog(spec, nodes, room, controller_room)
+    built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
+                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    build_s = time.perf_counter() - start
+    writes = [list(w) for w in packet_io_writes(spec, traces, programs, packet, nodes=nodes, npu_programs=room,
+                                                controller_programs=controller_room)]
+    params = {"npus": spec.npus, "switch_count": 0, "config": [], "writes": writes,
+              "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
+              "nodes": [len(traces[r].words) for r in range(spec.npus)],
+              "engine_read": list(StripeTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ),
+              "switch_units": [spec.endpoints + s for s in range(len(spec.switch_ports))],
+              "controller_units": [spec.npus + k for k in range(spec.io_controllers)],
+              "controller_read": list(CONTROLLER_READ)}
+    name = f"packet-io-iteration-{spec.name}-n{spec.npus}-c{spec.io_controllers}-d{nodes}-p{room}-q{controller_room}"
+    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
+                       bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
+    metrics = bench_metrics(result, "packet I/O iteration")
+    after = metrics["after"]
+    npus, controllers = after["engines"], after["controllers"]
+    stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
+             for r, e in enumerate(npus) if e["nodes_done"] != len(traces[r].words)]
+    stuck += [f"controller {k} ({c['runs']}/{len(programs)} runs)" for k, c in enumerate(controllers) if not c["done"]]
+    errors = run_error_lines(npus)
+    last = programs[-1]      # what each NPU receives in it (io-store: every stripe but the one it starts)
+    expect = [sum(st.flits for st in last.steps[r].values() if st.source is not None) for r in range(spec.npus)]
+    errors += [f"NPU {r}: {e['received']} flit(s) of the last collective's {x}"
+               for r, (e, x) in enumerate(zip(npus, expect)) if e["received"] != x]
+    errors += [f"controller {k}: {c['runs']} run(s) of {len(programs)}, {c['run_errors']} bad flit(s), "
+               f"link errors {c['link_errors']}" for k, c in enumerate(controllers)
+               if c["runs"] != len(programs) or c["run_errors"] or c["link_errors"]]
+    errors += [f"switch {s}: flags {sw['flags']:#x} (bad_header, overflow, credit_error, uplink overflow)"
+               for s, sw in enumerate(after["switches"]) if sw["flags"]]
+    check_finished(f"packet fabric {spec.name} with {spec.io_controllers} I/O controllers", metrics, stuck, errors)
+    cycles, sim_s = after["global"]["cycles"], metrics["sim_s"]
+    return IterationRun(fabric=f"{spec.name}-packet", cycles=cycles,
+                        node_times={r: metrics["node_times"][r] for r in sorted(traces)}, errors=errors,
+                        flits_sent=sum(c["sent"] for c in controllers),
+                        flits_received=sum(e["received"] for e in npus),
+                        build_s=round(build_s, 3), sim_s=round(sim_s, 4),
+                        cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=nodes,
+                        build_dir=str(built), load_stall={r: e["load_stall"] for r, e in enumerate(npus)})

@@ -1,0 +1,69 @@
+"""``WaferCollective``: the wafer-wide start and end of one I/O collective of an iteration
+(docs/fabric_iteration.md, "Weight streaming"): the NPUs' trace sequencers reach the I/O node
+one by one; the I/O units (the NPUs' and the controllers') start together once every NPU is
+there, and the node ends for every NPU once every unit is done. Used by the mesh's I/O
+iteration top and by the packet FRED fabric's (:mod:`.packet_io_iteration_top`)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+
+__all__ = ["WaferCollective", "all_of", "any_of"]
+
+
+def all_of(signals):
+    """1 when every one of ``signals`` is high (1 for none)."""
+    signals = list(signals)
+    return sum(signals) == len(signals) if signals else 1
+
+
+def any_of(signals):
+    """1 when any of ``signals`` is high (0 for none)."""
+    signals = list(signals)
+    return sum(signals) != 0 if signals else 0
+
+
+class WaferCollective:
+    """Logic built into ``m`` for the sequencers ``seqs`` (each with ``engine_start``, Out,
+    and ``engine_done``, In, as :class:`~.trace_sequencer.TraceSequencer`'s):
+
+    * ``arrived[r]`` from NPU r's engine start to the collective's start;
+    * ``reached`` (comb) when no collective is active and every NPU has arrived (its engine
+      start this cycle counts): e.g. a controller's loader may then write the entries it
+      defers to the node (as an NPU's sequencer releases them at its node);
+    * ``go`` (comb): ``reached`` and ``ready`` (e.g. every controller's program loaded;
+      default 1);
+    * ``unit_start`` the cycle after ``go``: the units' start pulse;
+    * ``active`` from the cycle after ``go`` until ``over``; ``count``: collectives started;
+    * ``over`` (comb): ``units_done`` (driven by the top), seen from the second cycle after
+      ``unit_start`` on, so a unit's ``done`` of the run before (cleared by its start) is
+      never taken for this run's;
+    * each NPU's ``engine_done`` from ``over`` on until its own next engine start.
+
+    Latency: 1 cycle from the last NPU's engine start to ``unit_start``; 1 cycle from the
+    units' done to the NPUs' ``engine_done`` (the sequencers' nodes end the cycle after).
+    """
+
+    def __init__(self, m: Module, seqs, *, ready=1):
+        self.unit_start, self.active, self.over = Signal(), Signal(), Signal()
+        self.units_done, self.count = Signal(), Signal(32)
+        arrived = [Signal(name=f"arrived_{r}") for r in range(len(seqs))]
+        self.reached, self.go = Signal(), Signal()
+        go = self.go
+        settle, finished = Signal(2), Signal()
+        m.d.comb += [self.reached.eq(~self.active & all_of(a | s.engine_start for a, s in zip(arrived, seqs))),
+                     go.eq(self.reached & ready),
+                     self.over.eq(self.active & (settle == 0) & ~self.unit_start & self.units_done)]
+        m.d.sync += self.unit_start.eq(go)
+        with m.If(go):
+            m.d.sync += [self.active.eq(1), settle.eq(2), finished.eq(0), self.count.eq(self.count + 1)]
+        with m.Elif(self.over):
+            m.d.sync += [self.active.eq(0), finished.eq(1)]
+        with m.If(settle != 0):
+            m.d.sync += settle.eq(settle - 1)
+        for a, seq in zip(arrived, seqs):
+            with m.If(go):
+                m.d.sync += a.eq(0)
+            with m.Elif(seq.engine_start):
+                m.d.sync += a.eq(1)
+            m.d.comb += seq.engine_done.eq(finished & ~a)

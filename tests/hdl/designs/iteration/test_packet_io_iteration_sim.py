@@ -1,0 +1,209 @@
+"""The packet FRED fabric's I/O iteration in Amaranth's simulator
+(hdl/designs/iteration/packet_io_iteration_top.py): a 6-NPU Fred-A with 3 controllers, every NPU's
+trace compute, io-load, compute, longer io-load, compute; every controller run by the trace
+(its engine program, header and stripe per collective from its loader); each io-load starts
+for every NPU and controller together once the last NPU reached it and ends for all once every
+NPU received every stripe (each flit checked) and every controller's memory side is empty
+(docs/fabric_iteration.md, "The packet FRED fabric's I/O iteration")."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from cocotb_tests.iteration.packet_io_loading import packet_io_entries, packet_io_programs, packet_io_writes
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import fabric_spec
+from hdl.contracts.trace_program import TRACE_READ_ADDR, collective_requests, npu_trace
+from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
+from sysmodel.trace import TraceNode
+
+#: a quarter flit per cycle per controller (the paper's 16/375 would only make the run longer)
+SPEC = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
+#: the same on Fred-C (full-rate uplinks: 3 per L1, so its L1s are Fred_3(7) and the L2 three planes)
+FRED_C = fabric_spec("fred-c", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
+NODES, PROGRAMS, CONTROLLER_PROGRAMS = 16, 128, 64
+#: stripe flits of the two io-loads (every NPU receives 3 stripes of each)
+STRIPES = (8, 12)
+#: weights in, gradients out, weights in again (longer), gradients out (longer)
+LOAD_STORE = (("io-load", 8), ("io-store", 8), ("io-load", 12), ("io-store", 12))
+
+
+def _nodes(rank: int, stripes=STRIPES, spec=SPEC):
+    """Compute of 30 + 7 rank cycles, then per I/O node (an op and its stripe flits, or an
+    io-load's stripe flits) the node and a compute of 20 cycles (5 after the last)."""
+    wafer = tuple(range(spec.npus))
+    io = [s if isinstance(s, tuple) else ("io-load", s) for s in stripes]
+    nodes, compute = [], [30 + 7 * rank] + [20] * (len(io) - 1) + [5]
+    for k, (op, stripe) in enumerate(io):
+        nodes.append(TraceNode(id=2 * k, name=f"c{k}", kind="compute", duration_s=float(compute[k]),
+                               deps=(2 * k - 1,) if k else ()))
+        nodes.append(TraceNode(id=2 * k + 1, name=f"{op}{k}", kind="mem-read" if op == "io-load" else "mem-write",
+                               op=op, size=float(stripe * spec.io_controllers), group=wafer, category="io",
+                               deps=(2 * k,)))
+    n = 2 * len(io)
+    nodes.append(TraceNode(id=n, name="end", kind="compute", duration_s=float(compute[-1]), deps=(n - 1,)))
+    return nodes
+
+
+def _case(stripes=STRIPES, spec=SPEC):
+    ranks = {r: _nodes(r, stripes, spec) for r in range(spec.npus)}
+    traces = {r: npu_trace(r, n, cycle_s=1.0, max_collectives=8, io=True) for r, n in ranks.items()}
+    requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=spec.io_controllers)
+    return traces, requests
+
+
+def test_each_controller_loads_its_engine_header_and_stripe_per_collective():
+    """Hand-checked: controller k's first program sets its stripe k, flow = its chain's entry
+    NPU, and its engine's stage count last (deferred); the second changes only what differs
+    (the stripe's flits and origin), nothing deferred. The NPUs' paged port keeps every write."""
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format
+    traces, requests = _case()
+    programs = packet_io_programs(SPEC, requests)
+    assert [p.stripe_flits for p in programs] == list(STRIPES)
+    packet = packet_iteration_format(SPEC, True, SPEC.io_controllers)
+    npus, controllers = packet_io_entries(SPEC, programs, packet)
+    from hdl.contracts.npu_engine import ENGINE_REGS
+    from hdl.contracts.trace_program import CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS
+    stages = ENGINE_REGS.index("stages")
+    for k, entries in controllers.items():
+        last = [i for i, (flags, _) in enumerate(entries) if flags & 1]
+        assert len(last) == 2
+        first, second = entries[:last[0] + 1], entries[last[0] + 1:]
+        writes = dict(w for _, (w,) in first if w is not None)
+        # (a register left at its reset value 0 is not written: controller 0's stripe, NPU 0)
+        assert writes.get(CONTROLLER_STRIPE_REG, 0) == k
+        assert writes.get(PACKET_HEADER_REGS["flow"], 0) == programs[0].chains[k][0]
+        assert first[-1] == (3, ((stages, 1),))       # last, deferred: the stage count
+        assert all(flags & 2 == 0 for flags, _ in second)
+        changed = {w[0] for _, (w,) in second if w is not None}
+        assert CONTROLLER_STRIPE_REG not in changed and PACKET_HEADER_REGS["flow"] not in changed
+    # an NPU's second program rewrites only what differs, each after its page: per stripe its
+    # flits and origin (the receiver's ``flits`` and ``org``), never a route or the header
+    from hdl.contracts.io_stripes import NPU_PAGE_REG, NPU_PAGE_SIZE, NPU_ROUTE_BASE, stripe_reg
+    for r, entries in npus.items():
+        last = [i for i, (flags, _) in enumerate(entries) if flags & 1]
+        page, changed = None, set()
+        for _, ((reg, value),) in entries[last[0] + 1:]:
+            if reg == NPU_PAGE_REG:
+                page = value
+            else:
+                changed.add(page * NPU_PAGE_SIZE + reg)
+        assert changed and all(a < NPU_ROUTE_BASE for a in changed), (r, changed)
+        assert changed <= {stripe_reg(k, n) for k in range(3) for n in ("flits", "org")}, (r, changed)
+
+
+@pytest.mark.parametrize("op,match", [("io-write", "io-write is not built"), ("io-read", "io-read is not built")])
+def test_ops_not_built_are_refused_by_name(op, match):
+    traces, requests = _case()
+    bad = [requests[0], type(requests[1])(op=op, groups=requests[1].groups, controllers=requests[1].controllers,
+                                          stripe_flits=requests[1].stripe_flits, label="trace node 3")]
+    with pytest.raises(FredError, match=match):
+        packet_io_programs(SPEC, bad)
+
+
+def test_in_switch_fabrics_are_refused_by_name():
+    from hdl.designs.iteration import PacketIoIterationTop
+    with pytest.raises(FredError, match="in-switch stripe trees"):
+        PacketIoIterationTop(fabric_spec("fred-b", npus=6, npus_per_l1=2, io_controllers=3), nodes=4, programs=8,
+                             controller_programs=8)
+    with pytest.raises(FredError, match="no I/O controllers"):
+        PacketIoIterationTop(fabric_spec("fred-a", npus=6, npus_per_l1=2), nodes=4, programs=8, controller_programs=8)
+
+
+def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000, spec=SPEC):
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format
+    from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
+    from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
+    traces, requests = _case(stripes, spec)
+    programs = packet_io_programs(spec, requests)
+    dut = PacketIoIterationTop(spec, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS)
+    assert dut.packet == packet_iteration_format(spec, True, spec.io_controllers)   # the loader's format
+    writes = packet_io_writes(spec, traces, programs, dut.packet, nodes=NODES, npu_programs=PROGRAMS,
+                              controller_programs=CONTROLLER_PROGRAMS)
+    names = StripeTraceNpu.read_names
+
+    async def read_back(read, write):
+        out = {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1), "npus": [],
+               "controllers": [{n: await read(spec.npus + k, i) for i, n in enumerate(CONTROLLER_READ)}
+                               for k in range(spec.io_controllers)]}
+        for rank, trace in traces.items():
+            npu = {n: await read(rank, i) for i, n in enumerate(names)}
+            npu["times"] = []
+            for node in range(len(trace.words)):
+                await write(rank, TRACE_READ_ADDR, node)
+                npu["times"].append((await read(rank, names.index("node_start")),
+                                     await read(rank, names.index("node_end"))))
+            out["npus"].append(npu)
+        return out
+
+    return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles, with_write=True), programs
+
+
+@pytest.mark.parametrize("spec", [SPEC, pytest.param(FRED_C, marks=pytest.mark.full)], ids=["fred-a", "fred-c"])
+def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabric_top, spec):
+    """(Fred-C measured 2026-11-27 08:08 UTC: 426 cycles, the io-loads 65-236 and 256-421.)"""
+    out, programs = _run(run_fabric_top, spec=spec)
+    assert out["all_done"]
+    npus, ctrls = out["npus"], out["controllers"]
+    for x in npus:
+        # 5 nodes, no bad flit, sequence or link error in either run; the last run's 36 flits
+        assert (x["nodes_done"], x["run_errors"], x["received"]) == (5, 0, 3 * STRIPES[-1]), x
+    for k, c in enumerate(ctrls):
+        assert (c["done"], c["runs"], c["run_errors"], c["link_errors"], c["sent"]) == (1, 2, 0, 0, STRIPES[-1]), (k, c)
+    # the first io-load starts for all when the last NPU (rank 5: 30 + 35 cycles) reaches it
+    assert [x["times"][1][0] for x in npus] == [30 + 7 * r for r in range(spec.npus)]
+    for node, stripe in zip((1, 3), STRIPES):
+        ends = {x["times"][node][1] for x in npus}
+        assert len(ends) == 1            # ends for every NPU in the same cycle
+        start = npus[-1]["times"][node][0]
+        # the controllers bound it: a stripe's flits at a quarter flit per cycle, whole
+        # packets, then down the chain of 6 NPUs; 1 + 1 cycles of the wafer's start and end
+        assert ends.pop() - start >= stripe * 4 + 2
+    # the second io-load starts 20 compute cycles (and the node's end cycle) after the first ends
+    assert npus[0]["times"][3][0] == npus[0]["times"][1][1] + 20
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("stripes", [STRIPES, LOAD_STORE], ids=["load-load", "load-store-load-store"])
+def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top, stripes):
+    """The same iterations under Verilator (cocotb_tests/iteration/packet_io_run.py: the
+    Verilog top, the cocotb bench's load, start and reads) take the same cycles, node for
+    node, as in Amaranth's simulator, every flit checked; the last run's flits: every NPU's
+    stripes of the last io-load (36 each), or of the last io-store (2 or 3 stripes of 12, the
+    controllers sending nothing)."""
+    from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
+    out, programs = _run(run_fabric_top, stripes, max_cycles=6000)
+    traces, _ = _case(stripes)
+    run = run_packet_io_iteration(SPEC, traces, programs, watchdog_cycles=20_000)
+    assert run.errors == []
+    assert run.cycles == out["cycles"]
+    assert [[tuple(t) for t in run.node_times[r]] for r in range(SPEC.npus)] == [x["times"] for x in out["npus"]]
+    assert run.flits_received == sum(x["received"] for x in out["npus"])
+    assert run.flits_sent == sum(c["sent"] for c in out["controllers"])
+
+
+def test_weights_in_and_gradients_out_alternate_each_flit_checked(run_fabric_top):
+    """io-load, io-store, longer io-load, longer io-store: in each io-store every NPU adds its
+    own data to each stripe it forwards along the chains (reversed) and the entry NPU sends
+    the sum to its controller, whose engine checks the sum of all 6 NPUs' data; each NPU's
+    receiver checks the partial sums. In an io-store NPU r receives every stripe but the one
+    it starts (the last of a chain in the load's order: NPUs 5, 2, 3 start one each), so the
+    last run's count is 2 or 3 stripes of 12."""
+    out, programs = _run(run_fabric_top, LOAD_STORE, max_cycles=6000)
+    assert out["all_done"]
+    starts = {c[-1] for c in programs[1].chains}
+    assert starts == {5, 2, 3}
+    for r, x in enumerate(out["npus"]):
+        assert (x["nodes_done"], x["run_errors"]) == (9, 0), (r, x)
+        assert x["received"] == 12 * (2 if r in starts else 3), (r, x)
+    for k, c in enumerate(out["controllers"]):
+        # the last run received its 12-flit stripe (sent nothing), every run's check clean
+        assert (c["done"], c["runs"], c["run_errors"], c["link_errors"], c["sent"]) == (1, 4, 0, 0, 0), (k, c)
+    for node in (1, 3, 5, 7):
+        assert len({x["times"][node][1] for x in out["npus"]}) == 1
+    # an io-store lasts at least its stripe's time into the controller (1/4 flit per cycle)
+    for node, (_, stripe) in zip((3, 7), LOAD_STORE[1::2]):
+        start, end = out["npus"][-1]["times"][node]
+        assert end - start >= stripe * 4
