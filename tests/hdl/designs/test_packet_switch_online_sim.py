@@ -314,22 +314,25 @@ def test_an_online_packet_without_room_downstream_waits_outside_the_datapath():
     assert cycles[7] < run.received[3][0][0] < 400 <= cycles[8]
 
 
-def entry_switch(entries):
+def entry_switch(entries, bubble_outputs=None):
     return PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
-                        online=True, entries=entries)
+                        online=True, entries=entries, bubble_outputs=bubble_outputs)
 
 
-@pytest.mark.parametrize("entries", [frozenset({3}), frozenset()])
-def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries):
+@pytest.mark.parametrize("entries, bubble_outputs, bubble", [
+    (frozenset({3}), None, True), (frozenset({3}), frozenset({1}), True),
+    (frozenset({3}), frozenset({0, 2}), False), (frozenset(), None, False)])
+def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries, bubble_outputs, bubble):
     """Entries leave a bubble (docs/switch.md, "Entries leave a bubble"): on a Fred_3(4) whose
     output 1 has two packets of credits (8 flits) and frees nothing for 400 cycles, entry input
     3 sends 2 packets to output 1 from cycle 0 and input 0 (a through input) one from cycle 20.
     The entry's first packet starts with room for two; its second would take the last packet
     of room, so it waits, and the through packet takes that room: 8 flits before cycle 400,
     the entry's first packet and then the through packet; the entry's second after 400.
-    Without the entry (``entries`` empty) input 3's two packets take both packets of room and
+    Without the bubble (``entries`` empty, or output 1 not among ``bubble_outputs``: the
+    entry leaves its bubble only there) input 3's two packets take both packets of room and
     the through packet waits for the receiver."""
-    dut = entry_switch(entries)
+    dut = entry_switch(entries, bubble_outputs)
     entry = [packetize(PKT, [100 + 4 * n + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=3,
                        first_seq=n, dest=1)[0] for n in range(2)]
     through = packetize(PKT, [0, 1, 2, 3], phase=ONLINE, vc=VC.DP, flow=0, dest=1)[0]
@@ -338,7 +341,7 @@ def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries):
     assert run.flags["overflow"] == 0 and run.credit_errors == []
     early = [r[1] for r in run.received[1] if r[0] < 400]
     late = [r[1] for r in run.received[1] if r[0] >= 400]
-    if entries:
+    if bubble:
         assert early == [100, 101, 102, 103, 0, 1, 2, 3] and late == [104, 105, 106, 107]
     else:
         assert early == list(range(100, 108)) and late == [0, 1, 2, 3]
@@ -347,6 +350,10 @@ def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries):
 def test_entries_are_validated():
     with pytest.raises(FredError, match="not in 0..3"):
         entry_switch(frozenset({4}))
+    with pytest.raises(FredError, match="bubble_outputs: output port 7 is not in 0..3"):
+        entry_switch(frozenset({3}), frozenset({1, 7}))
+    with pytest.raises(FredError, match="bubble_outputs must be a set of output ports"):
+        entry_switch(frozenset({3}), 1)
     with pytest.raises(FredError, match="need online routing"):
         PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
                      entries=frozenset({1}))
