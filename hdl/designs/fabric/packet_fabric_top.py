@@ -224,7 +224,8 @@ class PacketFabricTop(wiring.Component):
             sw = m.submodules[f"switch_{name}"] = PacketSwitch(
                 ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                 phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
-                online=self.online, ordered=not self.online, yield_after=self.yield_after)
+                online=self.online, ordered=not self.online, yield_after=self.yield_after,
+                entries=self._entries(s), bubble_outputs=self._bubble_outputs(s))
             switches.append(sw)
             m.d.comb += [
                 sw.header_select.eq(1), sw.host_vc.eq(VC.DP),
@@ -347,6 +348,27 @@ class PacketFabricTop(wiring.Component):
         self._read_port(m, rd_unit, rd_reg, npus, switches, link_overflow, all_done, running,
                         done_cycles)
         return m
+
+    def _entries(self, switch: int) -> frozenset:
+        """The switch's entry inputs (online only): an L1's I/O controller ports. A controller
+        only sends, so its packets enter the NPUs' chains and rings there; they start only with
+        room for two packets on their output (docs/switch.md, "Entries leave a bubble"), which
+        keeps the striped I/O's ring of NPU chains from filling up (docs/fabric_validation.md,
+        "The contested output's ring deadlock")."""
+        spec = self.spec
+        if not self.online or switch >= spec.l1_count:
+            return frozenset()
+        first = spec.npus_per_l1 + spec.uplink_ports
+        return frozenset(range(first, first + spec.io_ports_per_l1))
+
+    def _bubble_outputs(self, switch: int) -> frozenset:
+        """Where the entries of :meth:`_entries` leave their bubble: the L1's NPU ports, where
+        a controller's packets join the NPUs' chains (the striped request's controllers send
+        only to a member on their own L1). Not the uplinks: a bubble there made a controller's
+        stream wait behind a DP stream that kept the half-rate uplink nearly full
+        (``dp-under-io``: I/O 105,943 cycles against the model's 94,968.3; docs/switch.md,
+        "Entries leave a bubble", says what this leaves out)."""
+        return frozenset(range(self.spec.npus_per_l1)) if switch < self.spec.l1_count else frozenset()
 
     def coordinate(self, m: Module, components: dict) -> None:
         """Logic between the endpoints' components (``{endpoint: component}`` of ``npu`` and

@@ -16,7 +16,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.packet import DATA_VCS, PRIORITY, PacketFormat
 from hdl.designs.layouts import struct_layout
 
-__all__ = ["ControlUnit", "CUState", "COUNTER_BITS"]
+__all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries"]
 
 COUNTER_BITS = 16
 
@@ -35,7 +35,10 @@ class ControlUnit(wiring.Component):
 
     Parameters (keyword-only, validated): ports P >= 2; phases K (1..2**phase_bits); packet
     (:class:`PacketFormat`); online, ordered, middle (below); yield_after (0..4095 cycles, 0 =
-    hold the active phase while its packets wait; the switch passes a select's cost).
+    hold the active phase while its packets wait; the switch passes a select's cost);
+    entries (a set of input ports, online only: their online packets need ``room2``, below);
+    bubble_outputs (a set of output ports, or None = every output: the outputs on which an
+    entry's packets need ``room2``; elsewhere they need ``room`` as any input's).
 
     Members (from the P :class:`~hdl.designs.switch.vc_input_buffer.VCInputBuffer` s, the datapath and
     the :class:`~hdl.designs.switch.config_memory.ConfigMemory`):
@@ -91,14 +94,18 @@ class ControlUnit(wiring.Component):
         after the last one granted first); it then forwards that packet and, in RUN,
         every next packet at its head for the same output (the path is kept: a stream of
         packets runs at one flit per cycle instead of waiting latency + 1 cycles per packet
-        for the release and a new set-up), unless another input's path waits behind it (fair
-        hand-over: the owner then starts no new packet there); the path is released when the
+        for the release and a new set-up), unless another input's packet asks for that output
+        or its path waits behind (fair hand-over, the contested rule: the owner then starts no
+        new packet there); the path is released when the
         last packet started on it leaves the output and no other has started. DRAIN lets only inputs inside a
         packet (or granted a path) finish and waits until every path is released. A path is
         granted only with ``room`` for a whole packet on its output, reserved at the grant;
         every later packet on it starts only with ``room``, reserved as it starts
         (``reserve``), so no online packet waits inside the datapath for another switch
-        (docs/switch.md, "Room for every online packet").
+        (docs/switch.md, "Room for every online packet"). An entry input (``entries``) needs
+        ``room2`` instead (``In(P)``: room for two whole packets) for each of these on a
+        bubble output (``bubble_outputs``), and to make such an output contested: it leaves a
+        bubble there (docs/switch.md, "Entries leave a bubble").
 
     Phase order (``ordered``; ``order_*`` from a
     :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while
@@ -120,7 +127,8 @@ class ControlUnit(wiring.Component):
     """
 
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                ordered: bool = False, middle: int = 3, yield_after: int = 0):
+                ordered: bool = False, middle: int = 3, yield_after: int = 0,
+                entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -131,11 +139,15 @@ class ControlUnit(wiring.Component):
                             f"and dest_bits covering {ports} ports (got {packet.dest_bits})")
         if isinstance(yield_after, bool) or not isinstance(yield_after, int) or not 0 <= yield_after < 1 << 12:
             raise FredError(f"yield_after must be a whole number of cycles in 0..4095, got {yield_after!r}")
+        check_entries(entries, ports, online, bubble_outputs)
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
-                 ordered: bool = False, middle: int = 3, yield_after: int = 0):
+                 ordered: bool = False, middle: int = 3, yield_after: int = 0,
+                 entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None):
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
+        self.entries = frozenset(entries)
+        self.bubble_outputs = frozenset(range(ports) if bubble_outputs is None else bubble_outputs)
         self.ordered, self.middle, self.yield_after = bool(ordered), middle, yield_after
         nvc = len(DATA_VCS)
         pw = packet.phase_bits
@@ -188,12 +200,18 @@ class ControlUnit(wiring.Component):
             "partners": In(ports).array(ports),
             "outputs": In(ports).array(ports),
             "room": In(ports),
+            "room2": In(ports),
             "reserve": Out(ports),
             # the yield candidate's flow-port table entry (``yield_after``)
             "peek_slot": Out(pw),
             "peek_input": Out(range(ports)),
             "peek_outputs": In(ports),
         })
+
+    def bubble(self, n: int, o: int) -> bool:
+        """Input n's packets to output o need room for two packets (n an entry, o a bubble
+        output: docs/switch.md, "Entries leave a bubble")."""
+        return n in self.entries and o in self.bubble_outputs
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -404,31 +422,44 @@ class ControlUnit(wiring.Component):
         # its path owns the output (a waiting path holds one packet inside, so it takes one
         # packet's room from the stream ahead). At most one reservation per output and cycle:
         # no path is granted behind an owner starting a packet to that output. Fair hand-over:
-        # an owner starts no new packet on o while another input's path waits behind it (its
-        # packets in flight leave, then o passes to the waiting path), so two inputs streaming
-        # to one output alternate per packet; before, the owner kept o for as long as its
-        # packets kept coming and the waiting input (e.g. an I/O controller entering a chain
-        # behind the chain's through-stream) starved (docs/switch.md, "Online unicast routing").
-        owner_wants = Signal(P, name="path_owner_wants")
+        # an owner starts no new packet on o while another input's packet asks for o
+        # (``contested``) or another input's path waits behind it: its packets in flight leave,
+        # the room they free lets the asking input's path be set up behind, and o passes to it,
+        # so two inputs streaming to one output alternate per packet. Before, the owner kept o
+        # for as long as its packets kept coming: an input asking for o while the owner's next
+        # packet was already waiting could not get a path behind it and starved, and its packet
+        # blocked the packets behind it in its input's FIFO (e.g. an I/O write at the L2 of
+        # Fred-A, waiting behind a DP stream down to the controller's L1 while the DP ring's
+        # packets queued behind it: docs/fabric_validation.md, "Round-robin requests and the
+        # contested output"; docs/switch.md, "Online unicast routing").
+        contested = Signal(P, name="path_contested")
+        owner_starts = Signal(P, name="path_owner_starts")
         for o in range(P):
+            m.d.comb += contested[o].eq(_any([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
+                                              & (src[o] != n) & (self.room2[o] if self.bubble(n, o) else 1)
+                                              for n in range(P)]))
             for n in range(P):
                 with m.If(src[o] == n):
-                    m.d.comb += owner_wants[o].eq(busy[o] & run & match[n] & ~awaiting[n]
-                                                  & (heads[n].dest == o))
+                    m.d.comb += owner_starts[o].eq(busy[o] & self.started[n] & ~awaiting[n]
+                                                   & (heads[n].dest == o))
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
             # without paths behind others, an input asks only when it owns none (P = 2)
             alone = 1 if self.behind else ~_any([busy[o] & (src[o] == n) for o in range(P)])
             for o in range(P):
+                # an entry input's packet to a bubble output needs room for two (the bubble it
+                # leaves: docs/switch.md, "Entries leave a bubble")
+                room = self.room2[o] if self.bubble(n, o) else self.room[o]
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
-                                 path_ok[n].eq(awaiting[n] & (live | mine) | self.room[o] & live & ~pend[o]),
-                                 cand[n].eq(run & match[n] & ~busy[o] & alone & self.room[o])]
+                                 path_ok[n].eq(awaiting[n] & (live | mine)
+                                                 | room & live & ~pend[o] & ~contested[o]),
+                                 cand[n].eq(run & match[n] & ~busy[o] & alone & room)]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
-                                                & ~self.release[o] & self.room[o]
-                                                & ~owner_wants[o])]
+                                                & ~self.release[o] & room
+                                                & ~owner_starts[o])]
         # Round-robin request order: the input after the last one granted asks first. A fixed
         # order (the lowest input first) starved a higher-numbered input whenever a lower one
         # re-requested the same output at every opening: at a half-rate uplink each packet's
@@ -661,6 +692,31 @@ def _all(signals):
     for s in signals[1:]:
         result = result & s
     return result
+
+
+def check_entries(entries, ports, online, bubble_outputs=None):
+    """``entries``: a set of input ports, each < ``ports``; only with ``online``.
+    ``bubble_outputs``: None or a set of output ports, each < ``ports``."""
+    items = _ports("entries", entries, ports, "input")
+    if items and not online:
+        raise FredError(f"entries {items} need online routing (they change its room rule)")
+    if bubble_outputs is not None:
+        _ports("bubble_outputs", bubble_outputs, ports, "output")
+
+
+def _ports(what, ports_set, ports, kind):
+    """``ports_set`` sorted, or FredError naming ``what`` if it is not a set of ``kind`` ports
+    in 0..ports - 1."""
+    if isinstance(ports_set, (str, bytes)):
+        raise FredError(f"{what} must be a set of {kind} ports, got {ports_set!r}")
+    try:
+        items = sorted(ports_set)
+    except TypeError:
+        raise FredError(f"{what} must be a set of {kind} ports, got {ports_set!r}") from None
+    for n in items:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < ports:
+            raise FredError(f"{what}: {kind} port {n!r} is not in 0..{ports - 1}")
+    return items
 
 
 def _any(signals):

@@ -19,7 +19,7 @@ from hdl.contracts.timing import switch_latency
 from hdl.designs.layouts import flit_layout, struct_layout
 
 from .config_memory import ConfigMemory
-from .control_unit import COUNTER_BITS, ControlUnit
+from .control_unit import COUNTER_BITS, ControlUnit, check_entries
 from .fred_switch import FredSwitch
 from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
@@ -38,7 +38,13 @@ class PacketSwitch(wiring.Component):
     :class:`~hdl.designs.switch.switch_top.FredSwitchTop`); phases K (1..2**packet.phase_bits);
     packet (:class:`PacketFormat`; the flit's tag is its header); depth: flits per data VC of
     each input buffer, and the credits each output starts with (the downstream buffer has the
-    same depth); word_width: configuration word bits.
+    same depth); word_width: configuration word bits; entries (online only, a set of input
+    ports, depth >= 2 packets): inputs whose online packets start only with room for two
+    packets on their output, leaving a bubble for the packets already in a ring or chain
+    (docs/switch.md, "Entries leave a bubble"; the packet fabric names the L1s' controller
+    ports); bubble_outputs (a set of output ports, None = every output): the outputs where
+    entries leave that bubble (elsewhere their packets need room for one; the packet fabric
+    names an L1's NPU ports, where the striped chains' ring is entered).
 
     Members (Verilog names joined with ``__``):
         i: ``In(link_signature(flit)).array(P)``: input links (no ready).
@@ -108,7 +114,8 @@ class PacketSwitch(wiring.Component):
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0, online=False, ordered=False, yield_after=None):
+                ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset(),
+                bubble_outputs=None):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -124,6 +131,10 @@ class PacketSwitch(wiring.Component):
         check_port_parameters(phases=phases, word_width=word_width)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
                             ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
+        check_entries(entries, ports, online, bubble_outputs)
+        if entries and depth < 2 * packet.packet_flits:
+            raise FredError(f"entries need room for two packets: depth >= {2 * packet.packet_flits} "
+                            f"flits, got {depth}")
         if ctrl_depth and packet.flow_bits > MAX_FLOW_BITS:
             raise FredError(f"the control VC's flow table takes flow_bits <= {MAX_FLOW_BITS}, "
                             f"got {packet.flow_bits}")
@@ -131,7 +142,9 @@ class PacketSwitch(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
-                 online: bool = False, ordered: bool = False, yield_after: int | None = None):
+                 online: bool = False, ordered: bool = False, yield_after: int | None = None,
+                 entries=frozenset(), bubble_outputs=None):
+        self.entries, self.bubble_outputs = frozenset(entries), bubble_outputs
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
@@ -220,7 +233,9 @@ class PacketSwitch(wiring.Component):
                                                 routed=routed)
         cu = m.submodules.control = ControlUnit(ports=P, phases=self.phases, packet=self.packet,
                                                 online=self.online, ordered=self.ordered,
-                                                middle=self.middle, yield_after=self.yield_after)
+                                                middle=self.middle, yield_after=self.yield_after,
+                                                entries=self.entries,
+                                                bubble_outputs=self.bubble_outputs)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
@@ -394,7 +409,7 @@ class PacketSwitch(wiring.Component):
         for v, counter in enumerate(counters):
             with m.If(cu.vc == v):
                 m.d.comb += credits.eq(counter)
-        m.d.comb += cu.room[n].eq(credits >= owed + pf)
+        m.d.comb += [cu.room[n].eq(credits >= owed + pf), cu.room2[n].eq(credits >= owed + 2 * pf)]
 
 
 def _any(signals):

@@ -221,16 +221,17 @@ def test_a_packet_for_another_output_takes_a_new_path_in_one_cycle():
 
 
 def test_two_inputs_streaming_to_one_output_take_turns():
-    """Two inputs stream 3 packets each to one output, the second from cycle 4: the second
-    input's path is set up behind the first's while the first's packet is inside, its first
-    packet waits inside the switch, and the owner starts no new packet while a path waits
-    behind it, so the output passes between them (docs/switch.md, "Online unicast routing",
-    fair hand-over): 1 packet of the first, 2 of the second (its next packet starts in the
-    cycle it takes the output, before the first's request behind it can be granted: one
-    reservation per output and cycle), 2 of the first, the second's last; one idle cycle at
-    each of the 3 hand-overs (the last flit out, then the output lane switches): 24 flits in
-    27 cycles. (Kept for as long as its packets kept coming, the first path sent all 3
-    packets first: one hand-over, 25 cycles.)"""
+    """Two inputs stream 3 packets each to one output, the second from cycle 4 (docs/switch.md,
+    "Online unicast routing", fair hand-over): the second input's packet asks for the output
+    while the first's packet 0 is inside, so the owner starts no new packet (the output is
+    contested); packet 0's room lets the second's path be set up behind it, and the output
+    passes to it when packet 0's last flit has left. From then on each owner finds the other's
+    next packet asking, so the output alternates per packet: a b a b a b, one idle cycle at
+    each of the 5 hand-overs (the last flit out, then the output lane switches): 24 flits in
+    29 cycles. (Before the contested rule an owner whose next packet was already waiting kept
+    the output, and a path could be set up behind it only when it was not: 1 packet of the
+    first, 2 of the second, 2 of the first, the second's last, 27 cycles; kept for as long as
+    its packets kept coming, the first path sent all 3 packets first.)"""
     dut = switch(4, depth=LINE_RATE_DEPTH)
     first = [packetize(PKT, [n * 4 + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=0,
                        first_seq=n, dest=2)[0] for n in range(3)]
@@ -239,9 +240,11 @@ def test_two_inputs_streaming_to_one_output_take_turns():
     run = run_packet_switch(dut, configs=[], injections=[Injection(0, 0, p) for p in first]
                             + [Injection(1, 4, p) for p in second], rng=random.Random(0))
     cycles = [r[0] for r in run.received[2]]
-    assert [r[1] for r in run.received[2]] == (list(range(4)) + list(range(100, 108)) + list(range(4, 12))
-                                               + list(range(108, 112)))
-    assert [b - a for a, b in zip(cycles, cycles[1:])] == [1] * 3 + [2] + [1] * 7 + [2] + [1] * 7 + [2] + [1] * 3
+    expected = []
+    for n in range(3):
+        expected += list(range(4 * n, 4 * n + 4)) + list(range(100 + 4 * n, 104 + 4 * n))
+    assert [r[1] for r in run.received[2]] == expected
+    assert [b - a for a, b in zip(cycles, cycles[1:])] == ([1] * 3 + [2]) * 5 + [1] * 3
     assert run.flags["overflow"] == 0 and run.credit_errors == []
 
 
@@ -309,3 +312,51 @@ def test_an_online_packet_without_room_downstream_waits_outside_the_datapath():
     # packet left in between
     cycles = [r[0] for r in run.received[1]]
     assert cycles[7] < run.received[3][0][0] < 400 <= cycles[8]
+
+
+def entry_switch(entries, bubble_outputs=None):
+    return PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
+                        online=True, entries=entries, bubble_outputs=bubble_outputs)
+
+
+@pytest.mark.parametrize("entries, bubble_outputs, bubble", [
+    (frozenset({3}), None, True), (frozenset({3}), frozenset({1}), True),
+    (frozenset({3}), frozenset({0, 2}), False), (frozenset(), None, False)])
+def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries, bubble_outputs, bubble):
+    """Entries leave a bubble (docs/switch.md, "Entries leave a bubble"): on a Fred_3(4) whose
+    output 1 has two packets of credits (8 flits) and frees nothing for 400 cycles, entry input
+    3 sends 2 packets to output 1 from cycle 0 and input 0 (a through input) one from cycle 20.
+    The entry's first packet starts with room for two; its second would take the last packet
+    of room, so it waits, and the through packet takes that room: 8 flits before cycle 400,
+    the entry's first packet and then the through packet; the entry's second after 400.
+    Without the bubble (``entries`` empty, or output 1 not among ``bubble_outputs``: the
+    entry leaves its bubble only there) input 3's two packets take both packets of room and
+    the through packet waits for the receiver."""
+    dut = entry_switch(entries, bubble_outputs)
+    entry = [packetize(PKT, [100 + 4 * n + k for k in range(4)], phase=ONLINE, vc=VC.DP, flow=3,
+                       first_seq=n, dest=1)[0] for n in range(2)]
+    through = packetize(PKT, [0, 1, 2, 3], phase=ONLINE, vc=VC.DP, flow=0, dest=1)[0]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(0), drain_delay=400, quiet=500,
+                            injections=[Injection(3, 0, p) for p in entry] + [Injection(0, 20, through)])
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+    early = [r[1] for r in run.received[1] if r[0] < 400]
+    late = [r[1] for r in run.received[1] if r[0] >= 400]
+    if bubble:
+        assert early == [100, 101, 102, 103, 0, 1, 2, 3] and late == [104, 105, 106, 107]
+    else:
+        assert early == list(range(100, 108)) and late == [0, 1, 2, 3]
+
+
+def test_entries_are_validated():
+    with pytest.raises(FredError, match="not in 0..3"):
+        entry_switch(frozenset({4}))
+    with pytest.raises(FredError, match="bubble_outputs: output port 7 is not in 0..3"):
+        entry_switch(frozenset({3}), frozenset({1, 7}))
+    with pytest.raises(FredError, match="bubble_outputs must be a set of output ports"):
+        entry_switch(frozenset({3}), 1)
+    with pytest.raises(FredError, match="need online routing"):
+        PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
+                     entries=frozenset({1}))
+    with pytest.raises(FredError, match="room for two packets"):
+        PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=4,
+                     online=True, entries=frozenset({1}))

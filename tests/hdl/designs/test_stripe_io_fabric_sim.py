@@ -100,6 +100,31 @@ def test_striped_weight_streaming_keeps_every_controller_streaming_on_overloaded
     assert out["cycles"] == pytest.approx(model, rel=0.05)
 
 
+#: The Fred-A wafer's shape (20 NPUs, 4 per L1, the paper's 18 controllers).
+WAFER = fabric_spec("fred-a", io_controllers=18)
+
+
+@pytest.mark.full
+def test_striped_weight_streaming_from_18_controllers_does_not_fill_the_npu_ring(run_fabric_top):
+    """1800 flits per NPU (18 stripes of 100) on :data:`WAFER`, Amaranth (about 5-6 minutes):
+    every stripe's chain runs the NPUs in one ring, fed by the controllers at their entry
+    NPUs' L1 outputs. With the contested hand-over alone (c9da41e) a controller took every
+    other packet of its entry output even with the ring backed up, and the run stopped at
+    cycle 2,850 with every NPU at 984-1,136 flits, no switch holding a path and every input's
+    head waiting for an output without room: the ring full (docs/fabric_validation.md, "The
+    contested output's ring deadlock"). The controller ports are entries, with their bubble on
+    the L1s' NPU ports (docs/switch.md, "Entries leave a bubble"): measured 2026-11-27
+    08:33-08:41 UTC, 4,150 cycles, every flit checked (bubble on every output); the same
+    request under Verilator with the bubble on the NPU ports only (11:11-11:19 UTC, 48942e9's
+    RTL), 4,149 cycles, no problem (model 3,806.4 with the controllers' paced flit; 3,912 with
+    the round-robin requests alone, session 11)."""
+    program = io_stripe_program(WAFER, "io-broadcast", 1800)
+    out = _run(run_fabric_top, WAFER, program, 12000)
+    assert judge_stripe_io(WAFER, program, out) == []
+    # the controllers' memories bound it from below: a stripe at 16/375 flit per cycle
+    assert out["cycles"] > program.stripe_flits * WAFER.io_rate.denominator / WAFER.io_rate.numerator
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("size", [pytest.param(54, marks=pytest.mark.xfail(
     strict=True, reason="known model miss since the model counts the controllers' paced flit (session 12): 482 "
@@ -107,7 +132,10 @@ def test_striped_weight_streaming_keeps_every_controller_streaming_on_overloaded
                         "the middle of the chains and the model adds the chain's whole latency after its time "
                         "(docs/fabric_validation.md, 'The model of these rows', session 11)")),
     pytest.param(4014, marks=pytest.mark.xfail(
-    strict=True, reason="known RTL miss, 10,235 vs 7,988.4 (1.281; 7,965, 1.285, before the model's paced "
+    strict=True, reason="known RTL miss, 10,220 vs 7,988.4 (1.279) on 2026-11-27 11:20 UTC with the contested "
+                        "hand-over and the controllers' entry bubble on the L1s' NPU ports (session 13; the same "
+                        "10,220 at 08:56 UTC with the bubble on every output; it hung with the contested rule alone); "
+                        "10,235 vs 7,988.4 (1.281; 7,965, 1.285, before the model's paced "
                         "controller flit) on 2026-11-27 05:30 UTC with the online "
                         "router's round-robin request order (10,144, 1.274, with the fair hand-over alone; 11,108, "
                         "1.395, while a switch kept a path for as long as its input's packets kept coming): the "
