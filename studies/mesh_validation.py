@@ -71,23 +71,26 @@ def mesh_validation_row(label: str, case) -> FabricValidationRow:
 
 
 def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18, op: str = "io-broadcast",
-                         characterization=None) -> float | None:
+                         characterization=None, switch: str = "circuit") -> float | None:
     """The model's cycles for weight streaming (``op`` io-broadcast; io-reduce: the gradient
     reduce-out) of ``size_flits`` per NPU from (into) ``controllers`` I/O controllers (each a
     stripe) on the platform of the ``fabric`` RTL with that many
-    controllers (``sysmodel.fabric_model``: controller k on L1 k mod 5, at 128 GBps); None when
+    controllers (``sysmodel.fabric_model``: controller k on L1 k mod 5, at 128 GBps) and
+    ``switch``'s switches (``packet``: the packet fabric's, whose input VC buffer every
+    traversal adds, the platform of the striped RTL, :func:`stripe_io_row`); None when
     the characterization lacks the L1 switch that platform needs (Fred-C/D's Fred_3(12) int32:
     4 NPUs, 4 uplinks and 4 controllers)."""
     from dataclasses import replace
 
     from hdl.contracts.errors import FredError
     from hdl.contracts.fabric import fabric_spec, make_request
-    from sysmodel.fabric_model import model_cycles
+    from sysmodel.fabric_model import fabric_platform, model_cycles
     spec = replace(fabric_spec(fabric), io_controllers=controllers)
     # the model stripes an I/O op's group over every controller of the platform
     request = make_request(spec, op=op, size_flits=size_flits, group="wafer")
     try:
-        return model_cycles(spec, request, characterization=characterization).cycles
+        platform = fabric_platform(spec, characterization=characterization, switch=switch)
+        return model_cycles(spec, request, platform=platform).cycles
     except FredError as error:
         if "has no measured" not in str(error):
             raise
@@ -132,7 +135,9 @@ def stripe_io_row(fabric: str, label: str, size_flits: int, run: dict, *, charac
     if not run["done"] or run["problems"]:
         raise FredError(f"{fabric} {label} at {size_flits} flits: the striped I/O run failed: "
                         f"{'; '.join(run['problems'][:5]) or 'not done'}")
-    model = fred_io_model_cycles(fabric, size_flits, op=IO_CASES[label], characterization=characterization)
+    # the striped request runs on the packet fabric: its model is the packet platform's
+    model = fred_io_model_cycles(fabric, size_flits, op=IO_CASES[label], characterization=characterization,
+                                 switch="packet")
     return FabricValidationRow(
         fabric=fabric, case=label, size_flits=size_flits, algorithm="chain", model_cycles=float(model),
         model_bandwidth_cycles=float("nan"), model_latency_cycles=float("nan"), model_phase_cycles=0.0,
