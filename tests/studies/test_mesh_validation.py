@@ -151,6 +151,22 @@ def test_a_striped_io_run_gives_the_io_row_its_fred_rtl_cell():
     assert rtl == pytest.approx(130 / 468) and model == pytest.approx(126.0 / fred.model_cycles)
 
 
+def test_a_striped_reduce_out_gives_the_io_store_row_its_fred_rtl_cell():
+    """Fred-C's striped reduce-out (a made-up run of 480 cycles) pairs with the mesh's io-store
+    row: its model is the packet platform's io-reduce (the same chains reversed: 3 x 375/16 +
+    the chain's 413 = 483.3), the RTL cell mesh RTL / Fred-C RTL, the model cell mesh model /
+    that model."""
+    from studies.mesh_validation import fred_io_model_cycles, stripe_io_row
+    fred = stripe_io_row("fred-c", "wafer io-store", 54, {"done": True, "problems": [], "cycles": 480,
+                                                          "cycles_per_s": 3e3})
+    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-c", 54, op="io-reduce", switch="packet"))
+    assert fred.model_cycles == pytest.approx(3 * 375 / 16 + 413)
+    (store,) = speedup_rows([row("mesh", "wafer io-store", 54, 177.4, 168), fred])
+    rtl, model, paper = store["speedups"]["fred-c"]
+    assert rtl == pytest.approx(168 / 480) and model == pytest.approx(177.4 / fred.model_cycles)
+    assert paper == pytest.approx(1152 / 750)
+
+
 def test_a_striped_io_run_with_a_problem_makes_no_row():
     from hdl.contracts.errors import FredError
     from studies.mesh_validation import stripe_io_row
