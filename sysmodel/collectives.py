@@ -904,6 +904,11 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     return t
 
 
+#: How far the streams' summed demand on a link must exceed (fall short of) its rate before
+#: the model counts a backlog growing (draining): their sum of fractions rounds
+_RATE_EPS = 1e-9
+
+
 def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float) -> float:
     """The time of the striped chains (:func:`_fred_io_chain`): ``heads`` per controller
     ((link, head) in traversal order, the chain's latency: :func:`_io_chain_plan`), ``wire``
@@ -940,9 +945,9 @@ def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float) -> f
         members: set[int] = set()                            # chains with bytes in the backlog
         for when, step, i in events:
             dt = when - now
-            if inflow > 1.0:
+            if inflow > 1.0 + _RATE_EPS:
                 backlog += (inflow - 1.0) * dt
-            elif backlog > 0.0:
+            elif backlog > 0.0 and inflow < 1.0 - _RATE_EPS:
                 if backlog <= (1.0 - inflow) * dt:           # the backlog ends before this event
                     best = max(best, now + backlog / (1.0 - inflow) + flit_s
                                + max(chains[j][2] for j in members))
@@ -951,7 +956,7 @@ def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float) -> f
                     backlog -= (1.0 - inflow) * dt
             now = when
             inflow += step * work / chains[i][1]
-            if inflow > 1.0 + 1e-12 or backlog > 0.0:
+            if inflow > 1.0 + _RATE_EPS or backlog > 0.0:
                 members |= {j for j, (h, f, _) in enumerate(chains) if h <= now < h + f}
         if backlog > 0.0:                                    # the streams ended in a backlog
             best = max(best, now + backlog + flit_s + max(chains[j][2] for j in members))
