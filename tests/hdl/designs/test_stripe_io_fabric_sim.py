@@ -84,7 +84,11 @@ def test_striped_weight_streaming_keeps_every_controller_streaming_on_overloaded
     idle 46 cycles between its first and last flit (3,600 busy); this test passed in 349 s
     (05:42-05:48 UTC, under the heavy lock). With the lowest-input-first order (before
     7a3690f; session 10, the same script): 4,275 (1.094), so the run bound fails there
-    (docs/fabric_validation.md, "The FRED side of the I/O rows", session 11)."""
+    (docs/fabric_validation.md, "The FRED side of the I/O rows", session 11). Session 13's
+    chain rule makes the model 4,030.1 (0.968; 3,931.4, 0.992, with session 12's controller
+    flit before it): the uplink's backlog ends later than its
+    busy time from the first chain's head (the chains reach it one after another first), and
+    the order-free tail after it is the longest way on of the chains in it."""
     from hdl.contracts.fabric import make_request
     from sysmodel.fabric_model import model_cycles
     program = io_stripe_program(OVERLOADED, "io-broadcast", 1800)
