@@ -145,24 +145,27 @@ def test_fred_c_wafer_weight_streaming_at_54_flits_is_within_5_percent_of_the_mo
     assert out["cycles"] == pytest.approx(fred_io_model_cycles("fred-c", 54, switch="packet"), rel=0.05)
 
 
+_STALL = ("known RTL stall (session 13, 2026-11-27 11:04-11:31 UTC under Verilator): the striped reduce-out "
+          "of 100- and 223-flit stripes (13 and 28 packets) on the wafer stops for good, every NPU after the "
+          "same whole number of 8-flit packets on Fred-A and Fred-C and at both sizes (56, 40, 32, 16, ... "
+          "flits), no error, no switch flag; 54 and 360 flits (1 and 3 packets a stripe) and the 6-NPU fabric "
+          "with 9-packet stripes finish (docs/fabric_validation.md, 'The striped reduce-out on the wafer')")
+
+
 @pytest.mark.full
-@pytest.mark.parametrize("size", [54, pytest.param(4014, marks=pytest.mark.xfail(
-    strict=True, reason="known RTL stall (session 13, 2026-11-27 11:04-11:08 UTC under Verilator): the striped "
-                        "reduce-out of 223-flit stripes (28 packets each) on the Fred-A wafer stops after 2-11 "
-                        "packets per NPU (every NPU's received count a whole number of 8-flit packets, no error) "
-                        "and runs to the watchdog; 54 flits (one packet per stripe) and the 6-NPU fabric with 3 "
-                        "or 6 controllers and 3-packet stripes finish (docs/fabric_validation.md, 'The "
-                        "striped reduce-out on the wafer')"))])
-def test_fred_a_wafer_reduce_out_into_18_controllers_is_within_5_percent_of_the_model(size):
+@pytest.mark.parametrize("fabric,size", [("fred-a", 54), ("fred-c", 54), ("fred-a", 360),
+                                         pytest.param("fred-a", 4014, marks=pytest.mark.xfail(strict=True, reason=_STALL)),
+                                         pytest.param("fred-c", 4014, marks=pytest.mark.xfail(strict=True, reason=_STALL))])
+def test_wafer_reduce_out_into_18_controllers_is_within_5_percent_of_the_model(fabric, size):
     """The mesh's io-store request (every NPU's gradients reduced along 18 stripe chains into
-    the controllers at once) on the packet Fred-A under Verilator (the same build as the
+    the controllers at once) on the packet Fred-A/C under Verilator (the same builds as the
     weight streaming's): every NPU checks the partial sums it receives, and the cycles are
-    within 5 % of the model of the packet platform's io-reduce (54 flits: 479 against 483.3,
-    2026-11-27 11:05 UTC)."""
+    within 5 % of the model of the packet platform's io-reduce (2026-11-27: Fred-A and Fred-C
+    at 54 flits 479 against 483.3, Fred-A at 360 flits 1,180 against 1,237.3)."""
     from cocotb_tests.fabric.stripe_io_run import run_stripe_io
     from studies.mesh_validation import fred_io_model_cycles
-    spec = fabric_spec("fred-a", io_controllers=18)
+    spec = fabric_spec(fabric, io_controllers=18)
     run = run_stripe_io(spec, io_stripe_program(spec, "io-reduce", size), watchdog_cycles=60_000)
     assert run["done"] and run["problems"] == []
-    assert run["cycles"] == pytest.approx(fred_io_model_cycles("fred-a", size, op="io-reduce", switch="packet"),
+    assert run["cycles"] == pytest.approx(fred_io_model_cycles(fabric, size, op="io-reduce", switch="packet"),
                                           rel=0.05)
