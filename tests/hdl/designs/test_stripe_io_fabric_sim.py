@@ -148,8 +148,9 @@ def test_fred_c_wafer_weight_streaming_at_54_flits_is_within_5_percent_of_the_mo
 _STALL = ("known RTL stall (session 13, 2026-11-27 11:04-11:31 UTC under Verilator): the striped reduce-out "
           "of 100- and 223-flit stripes (13 and 28 packets) on the wafer stops for good, every NPU after the "
           "same whole number of 8-flit packets on Fred-A and Fred-C and at both sizes (56, 40, 32, 16, ... "
-          "flits), no error, no switch flag; 54 and 360 flits (1 and 3 packets a stripe) and the 6-NPU fabric "
-          "with 9-packet stripes finish (docs/fabric_validation.md, 'The striped reduce-out on the wafer')")
+          "flits), no error, no switch flag; 54 and 360 flits (1 and 3 packets a stripe) finish; the 6-NPU "
+          "fabric with 6 controllers and 15-packet stripes stalls too (docs/fabric_validation.md, 'The striped "
+          "reduce-out on the wafer')")
 
 
 @pytest.mark.full
