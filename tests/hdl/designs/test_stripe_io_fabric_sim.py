@@ -170,3 +170,22 @@ def test_wafer_reduce_out_into_18_controllers_is_within_5_percent_of_the_model(f
     assert run["done"] and run["problems"] == []
     assert run["cycles"] == pytest.approx(fred_io_model_cycles(fabric, size, op="io-reduce", switch="packet"),
                                           rel=0.05)
+
+
+@pytest.mark.full
+@pytest.mark.xfail(strict=True, reason="known RTL stall (session 13): with every NPU starting a stripe of 15 "
+                                       "packets the reduce-out stops, NPUs at 56, 32, 56, 32, 56, 32 flits and the "
+                                       "controllers at none after 5,000 cycles, no error: the small reproducer of the "
+                                       "wafer's stall (docs/fabric_validation.md, 'The striped reduce-out on the "
+                                       "wafer')")
+def test_every_npu_starting_a_long_stripe_reduces_out_without_stalling(run_fabric_top):
+    """io-reduce on the 6-NPU Fred-A with 6 controllers (paced, 16/375), 720 flits per NPU = 6
+    stripes of 120 (15 packets each): every NPU starts a stripe from its own data and forwards
+    the other five, every controller checks its stripe's sum of all 6 NPUs. The controllers
+    bound it: 120 x 375/16 = 2,812.5 cycles, + the chains; 8,000 is the budget. Amaranth,
+    about 35 s while it stalls."""
+    spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=6)
+    program = io_stripe_program(spec, "io-reduce", 720)
+    out = _run(run_fabric_top, spec, program, 8000)
+    assert judge_stripe_io(spec, program, out) == []
+    assert [out[spec.npus + k]["received"] for k in range(6)] == [120] * 6
