@@ -71,23 +71,26 @@ def mesh_validation_row(label: str, case) -> FabricValidationRow:
 
 
 def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18, op: str = "io-broadcast",
-                         characterization=None) -> float | None:
+                         characterization=None, switch: str = "circuit") -> float | None:
     """The model's cycles for weight streaming (``op`` io-broadcast; io-reduce: the gradient
     reduce-out) of ``size_flits`` per NPU from (into) ``controllers`` I/O controllers (each a
     stripe) on the platform of the ``fabric`` RTL with that many
-    controllers (``sysmodel.fabric_model``: controller k on L1 k mod 5, at 128 GBps); None when
+    controllers (``sysmodel.fabric_model``: controller k on L1 k mod 5, at 128 GBps) and
+    ``switch``'s switches (``packet``: the packet fabric's, whose input VC buffer every
+    traversal adds, the platform of the striped RTL, :func:`stripe_io_row`); None when
     the characterization lacks the L1 switch that platform needs (Fred-C/D's Fred_3(12) int32:
     4 NPUs, 4 uplinks and 4 controllers)."""
     from dataclasses import replace
 
     from hdl.contracts.errors import FredError
     from hdl.contracts.fabric import fabric_spec, make_request
-    from sysmodel.fabric_model import model_cycles
+    from sysmodel.fabric_model import fabric_platform, model_cycles
     spec = replace(fabric_spec(fabric), io_controllers=controllers)
     # the model stripes an I/O op's group over every controller of the platform
     request = make_request(spec, op=op, size_flits=size_flits, group="wafer")
     try:
-        return model_cycles(spec, request, characterization=characterization).cycles
+        platform = fabric_platform(spec, characterization=characterization, switch=switch)
+        return model_cycles(spec, request, platform=platform).cycles
     except FredError as error:
         if "has no measured" not in str(error):
             raise
@@ -96,7 +99,9 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 
 #: The Fred-X whose RTL runs the mesh's I/O request (every controller's stripe at once,
 #: docs/fabric_rtl.md "Striped I/O"), and the cases it runs: Fred-A/C's chains, weight
-#: streaming so far
+#: streaming. Their reduce-out (``StripeNpu`` adds its own data to every flit it forwards)
+#: runs at 54 flits but stalls on the wafer at 4014 (both fabrics; docs/fabric_validation.md,
+#: "The striped reduce-out on the wafer"), so fabric-validate does not run it
 STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load",), "fred-c": ("wafer io-load",)}
 
 
@@ -132,7 +137,9 @@ def stripe_io_row(fabric: str, label: str, size_flits: int, run: dict, *, charac
     if not run["done"] or run["problems"]:
         raise FredError(f"{fabric} {label} at {size_flits} flits: the striped I/O run failed: "
                         f"{'; '.join(run['problems'][:5]) or 'not done'}")
-    model = fred_io_model_cycles(fabric, size_flits, op=IO_CASES[label], characterization=characterization)
+    # the striped request runs on the packet fabric: its model is the packet platform's
+    model = fred_io_model_cycles(fabric, size_flits, op=IO_CASES[label], characterization=characterization,
+                                 switch="packet")
     return FabricValidationRow(
         fabric=fabric, case=label, size_flits=size_flits, algorithm="chain", model_cycles=float(model),
         model_bandwidth_cycles=float("nan"), model_latency_cycles=float("nan"), model_phase_cycles=0.0,
@@ -219,10 +226,12 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
                       "stripe to (from) every NPU. Fred-X RTL figures: "
                       f"{', '.join(measured) if measured else 'none'} (the striped request on the packet "
                       "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming; "
-                      "the reduce-out and Fred-B/D's 18 trees sharing every switch output are not built: "
+                      "their reduce-out stalls at 4014 flits, and Fred-B/D's 18 trees sharing every switch "
+                      "output are not built: "
                       "docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
-                      "platform with 18 controllers (controller k on L1 k mod 5); '-' where the run's "
+                      "platform with 18 controllers (controller k on L1 k mod 5; the packet fabric's "
+                      "where the Fred-X has an RTL row, the circuit fabric's elsewhere); '-' where the run's "
                       "characterization has no L1 switch for that platform (Fred-C/D: Fred_3(12) "
                       "int32).")
     doc.blank().raw(MESH_END)

@@ -886,7 +886,7 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _io_chain_plan(net, c))
-    per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent) = plan
+    per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent), heads = plan
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
@@ -894,8 +894,73 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
     t.latency_s = lat
     t.controller_flit_bytes = net.controller_flit_bytes()
+    # the chains cross a shared link at different points of their way: what a link's load adds
+    # to them is what the chains' streams overlapping on it cannot hide (_io_chain_time); the
+    # latency is what that time adds to the busiest link's and the controllers' flit
+    times = t.link_times()
+    flit_s = t.controller_flit_bytes / float(net.link_bw[net.io_link_mask].min()) if net.io_link_mask.any() else 0.0
+    chains_s = _io_chain_time(net, heads, wire, flit_s)
+    t.latency_s = max(chains_s - t.bandwidth_time(times) - t.controller_lead_s(times), 0.0)
     return t
 
+
+#: How far the streams' summed demand on a link must exceed (fall short of) its rate before
+#: the model counts a backlog growing (draining): their sum of fractions rounds
+_RATE_EPS = 1e-9
+
+
+def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float) -> float:
+    """The time of the striped chains (:func:`_fred_io_chain`): ``heads`` per controller
+    ((link, head) in traversal order, the chain's latency: :func:`_io_chain_plan`), ``wire``
+    bytes of every stripe on every link it crosses, ``flit_s`` a controller's paced flit.
+
+    A chain's stripe streams at its slowest link's rate (a controller's link: the controller
+    paces it), so it reaches a link ``L`` over ``F`` = wire / that rate from its head there,
+    ``h``, asking ``L`` for rate / ``L``'s rate of its time. ``L`` serves that fluid input and
+    is backlogged only while the streams arriving at once ask more than all of it. A chain whose
+    last byte reaches ``L`` outside a backlog leaves ``L`` with it and takes the rest of its way:
+    h + F + (its latency - h), the chain's own time. One whose last byte reaches ``L`` in a
+    backlog waits for the backlog's end ``E`` (the same for any service order); whichever
+    chain's flit ``L`` sends last then has its way on ahead: E + ``flit_s`` (the backlog's
+    first flits reached ``L`` a paced controller flit late: :meth:`Traffic.controller_lead_s`)
+    + the longest way on of the chains with bytes in the backlog (the order-free figure, as
+    the mesh's trees take the deepest path: docs/mesh_rtl.md). A link loaded from the start to
+    the end gives the busiest link + the longest chain, as before; a link the chains reach one
+    after another adds nothing to them. The time is the most of every chain's and every
+    backlog's figure (docs/fabric_validation.md, "The chain rule", session 13)."""
+    per_link: dict[int, list[tuple[float, float, float]]] = {}
+    best = 0.0
+    for route_heads, total in heads:
+        span = wire / min(float(net.link_bw[link]) for link, _ in route_heads)
+        best = max(best, span + total)                       # the chain on its own
+        for link, head in route_heads:
+            per_link.setdefault(link, []).append((head, span, total - head))
+    for link, chains in per_link.items():
+        if len(chains) < 2:
+            continue
+        work = wire / float(net.link_bw[link])               # a stripe's time on the link
+        events = sorted([(h, 1, i) for i, (h, _, _) in enumerate(chains)]
+                        + [(h + f, -1, i) for i, (h, f, _) in enumerate(chains)])
+        inflow, backlog, now = 0.0, 0.0, events[0][0]        # time asked per second; queued time
+        members: set[int] = set()                            # chains with bytes in the backlog
+        for when, step, i in events:
+            dt = when - now
+            if inflow > 1.0 + _RATE_EPS:
+                backlog += (inflow - 1.0) * dt
+            elif backlog > 0.0 and inflow < 1.0 - _RATE_EPS:
+                if backlog <= (1.0 - inflow) * dt:           # the backlog ends before this event
+                    best = max(best, now + backlog / (1.0 - inflow) + flit_s
+                               + max(chains[j][2] for j in members))
+                    backlog, members = 0.0, set()
+                else:
+                    backlog -= (1.0 - inflow) * dt
+            now = when
+            inflow += step * work / chains[i][1]
+            if inflow > 1.0 + _RATE_EPS or backlog > 0.0:
+                members |= {j for j, (h, f, _) in enumerate(chains) if h <= now < h + f}
+        if backlog > 0.0:                                    # the streams ended in a backlog
+            best = max(best, now + backlog + flit_s + max(chains[j][2] for j in members))
+    return best
 
 def _controller_rows_added(shape: tuple[int, int], entry: tuple, hops: tuple, nbytes: float) -> np.ndarray:
     """Per column of ``shape`` (controllers, columns), ``((entry_0 + chain_0) + entry_1) +
@@ -928,6 +993,7 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     g = sorted(c.group)
     lat = 0.0
     per_controller = []
+    heads = []
     for k, io in enumerate(net.io_nodes):
         order = list(algorithms.io_chain_order(g, net.l1_of, net.io_l1[k], k))
         entry = order[0]
@@ -942,14 +1008,37 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
         hop_senders = [by for _, by in hop_routes if by is not None]
         chain_s = _chain_latency(net, routes)
         per_controller.append((links, sender, hop_links, hop_senders))
-        lat = max(lat, net.path_latency(links) + chain_s)
+        total = net.path_latency(links) + chain_s
+        lat = max(lat, total)
+        # the stripe's way in traversal order: a load enters by the controller's route, then
+        # the hops; a store runs the hops, then leaves by the controller's route
+        # (_chain_latency's forwarding charge sits between two hops, none next to the controller's)
+        forward = net.platform.forward_latency_ns * 1e-9
+        gaps = [forward] * max(len(routes) - 1, 0)
+        order_routes, gaps = (([links, *routes], [0.0, *gaps]) if c.op == "io-load"
+                              else ([*routes, links], [*gaps, 0.0]))
+        heads.append((_route_heads(net, order_routes, gaps), total))
     # the same as sparse rows for _controller_rows_added
     entry_links = _sparse_rows([links for links, _, _, _ in per_controller], counted=False)
     hop_links = _sparse_rows([hops for _, _, hops, _ in per_controller], counted=True)
     entry_sent = _sparse_rows([() if sender is None else (sender,) for _, sender, _, _ in per_controller],
                               counted=False)
     hop_sent = _sparse_rows([senders for _, _, _, senders in per_controller], counted=True)
-    return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent)
+    return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent), tuple(heads)
+
+
+def _route_heads(net: Network, routes, gaps) -> tuple[tuple[int, float], ...]:
+    """``(link, head)`` for every link of ``routes`` (one stripe's routes in traversal order,
+    ``gaps[j]`` the latency between route ``j`` and ``j + 1``): head is the latency before a
+    flit enters the link, the routes before it and the part of its own route before it
+    (:meth:`Network.path_latency`), so a chain's latency is a link's head + what follows it."""
+    out = []
+    start = 0.0
+    for j, route in enumerate(routes):
+        for i, link in enumerate(route):
+            out.append((int(link), start + net.path_latency(route[:i])))
+        start += net.path_latency(route) + (gaps[j] if j < len(gaps) else 0.0)
+    return tuple(out)
 
 
 def _sparse_rows(per_row, *, counted: bool) -> tuple:
@@ -1063,13 +1152,15 @@ def _reads_link_rates(net: Network, c: Collective) -> bool:
     """Whether building ``c``'s traffic on ``net`` reads a link's bandwidth: on the mesh always
     (its algorithms pick the fastest split and trees); on a FRED tree only the endpoint ring
     algorithms (ring and hierarchical all-reduce, reduce-scatter, all-gather of two members or
-    more: their pipelined chunk times and the fastest-of choice). In-switch flows, chains,
-    unicasts and all-to-all read routes, latencies, flits and switch timing only."""
+    more: their pipelined chunk times and the fastest-of choice) and the striped I/O chains
+    (io-load, io-store without in-switch collectives: which shared link a stripe meets in a
+    backlog, :func:`_io_chain_time`). In-switch flows, rooted chains, unicasts and all-to-all
+    read routes, latencies, flits and switch timing only."""
     if not isinstance(net, FredTreeNetwork):
         return True
     if net.in_switch and c.op in (*_ROOTED, "all-reduce", "io-load", "io-store"):
         return False
-    return c.op in RING_OPS and len(c.group) > 1
+    return (c.op in RING_OPS and len(c.group) > 1) or c.op in ("io-load", "io-store")
 
 
 def _link_rate_free_key(net: Network) -> tuple:

@@ -88,7 +88,7 @@ def judge_stripe_io(spec, program: IoStripeProgram, reads: dict) -> list[str]:
 
 
 def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None = None) -> dict:
-    """``program`` (io-broadcast) on the packet fabric of ``spec`` under Verilator: one model
+    """``program`` (io-broadcast or io-reduce) on the packet fabric of ``spec`` under Verilator: one model
     (only the top's ports public, -O1), the packet fabric's cocotb bench
     (``cocotb_tests.fabric.bench_fabric``: load, start, poll ``all_done``, read the NPUs' and
     switches' registers). Returns ``{"cycles", "problems", "done", "sim_s", "build_s",

@@ -170,7 +170,8 @@ def test_validate_runs_a_circuit_case_on_fabric_sims_default_simulator_without_s
 def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     """``fred fabric-validate`` with the mesh and Fred-A: Fred-A's io-load runs as the striped
     request (every controller at once) at the mesh case's whole-stripe sizes, 54 and 4014 for
-    --sizes 40,4000; none on --switch packet or in fp16 (nothing built, nothing run)."""
+    --sizes 40,4000 (not the reduce-out: it stalls at 4014 flits, session 13); none on
+    --switch packet or in fp16 (nothing built, nothing run)."""
     import argparse
 
     from fred.commands.fabric_validate import _stripe_io_cases

@@ -134,19 +134,37 @@ def test_io_store_row_pairs_with_the_fred_models_io_reduce():
 def test_a_striped_io_run_gives_the_io_row_its_fred_rtl_cell():
     """Fred-A's striped weight streaming (a made-up run: the cycles of the 2026-11-26 Verilator
     run at 54 flits) pairs with the mesh's io-load row: RTL cell = mesh RTL / Fred-A RTL, model
-    cell = mesh model / Fred-A model (508.4 cycles on its 18-controller platform: 485 before the
-    controllers' paced flit, tests/sysmodel/test_controller_lead.py), the row within 5 % or not
-    by its own ratio."""
+    cell = mesh model / Fred-A model on the platform the striped RTL runs on, the packet
+    fabric's (483.3 cycles: the controllers' 3 paced flits, 70.3, + the chain's 413 with the
+    packet switches' input buffers; 453.3 on the circuit platform: session 13,
+    tests/sysmodel/test_controller_lead.py), the row within 5 % or not by its own ratio."""
     from studies.mesh_validation import fred_io_model_cycles, stripe_io_row
     fred = stripe_io_row("fred-a", "wafer io-load", 54, {"done": True, "problems": [], "cycles": 468,
                                                          "cycles_per_s": 3e3})
     assert (fred.rtl_cycles, fred.flits_checked) == (468, 20 * 54)
-    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-a", 54))
+    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-a", 54, switch="packet"))
+    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-a", 54) + 30)
     assert fred.ratio == pytest.approx(468 / fred.model_cycles)
     assert fred.within == (abs(fred.ratio - 1) <= 0.05)
     (io,) = speedup_rows([row("mesh", "wafer io-load", 54, 126.0, 130), fred])
     rtl, model, paper = io["speedups"]["fred-a"]
     assert rtl == pytest.approx(130 / 468) and model == pytest.approx(126.0 / fred.model_cycles)
+
+
+def test_a_striped_reduce_out_gives_the_io_store_row_its_fred_rtl_cell():
+    """Fred-C's striped reduce-out (a made-up run of 480 cycles) pairs with the mesh's io-store
+    row: its model is the packet platform's io-reduce (the same chains reversed: 3 x 375/16 +
+    the chain's 413 = 483.3), the RTL cell mesh RTL / Fred-C RTL, the model cell mesh model /
+    that model."""
+    from studies.mesh_validation import fred_io_model_cycles, stripe_io_row
+    fred = stripe_io_row("fred-c", "wafer io-store", 54, {"done": True, "problems": [], "cycles": 480,
+                                                          "cycles_per_s": 3e3})
+    assert fred.model_cycles == pytest.approx(fred_io_model_cycles("fred-c", 54, op="io-reduce", switch="packet"))
+    assert fred.model_cycles == pytest.approx(3 * 375 / 16 + 413)
+    (store,) = speedup_rows([row("mesh", "wafer io-store", 54, 177.4, 168), fred])
+    rtl, model, paper = store["speedups"]["fred-c"]
+    assert rtl == pytest.approx(168 / 480) and model == pytest.approx(177.4 / fred.model_cycles)
+    assert paper == pytest.approx(1152 / 750)
 
 
 def test_a_striped_io_run_with_a_problem_makes_no_row():

@@ -69,12 +69,38 @@ def test_one_controller_per_group_is_bound_by_its_link_so_nothing_is_added(fabri
     assert est.latency_cycles == pytest.approx(expected)
 
 
-def test_striped_streams_behind_a_busier_uplink_add_one_controller_flit():
-    """Fred-A with the mesh's 18 controllers, 3-flit stripes (54 flits per NPU): the busiest link
-    is L1.0's uplink (51 flits at 1/2 flit per cycle: 102 cycles), the controllers' links carry
-    3 flits (70.3 cycles): 102 + 23.4375 + the chain's 383 = 508.4375 (circuit platform, the
-    rows' own)."""
+def test_striped_streams_that_reach_the_busiest_uplink_one_after_another_take_their_chains_time():
+    """Fred-A with the mesh's 18 controllers, 3-flit stripes (54 flits per NPU): L1.0's uplink
+    carries the most, 51 flits at 1/2 flit per cycle (102 cycles), but the 17 chains reach it at
+    their own points of their way (a chain entering on L1.0 at once, one entering on L1.1 after
+    15 members), each at its controller's rate: 3 flits asking the uplink for 2 cycles each in
+    70.3, so at most a few at once and no backlog. The time is a chain's own, the controller's 3
+    paced flits (70.3) + the chain's 383 = 453.3 (before session 13: 102 + 23.4375 + 383 =
+    508.4375, the uplink's time before the whole chain; the RTL 482, docs/fabric_validation.md,
+    "The chain rule"); the busiest link is still reported with its 102 cycles."""
     spec = fabric_spec("fred-a", io_controllers=18)
     est = model_cycles(spec, make_request(spec, op="io-broadcast", size_flits=54, group="wafer"))
     assert est.bandwidth_cycles == pytest.approx(102)
-    assert est.cycles == pytest.approx(102 + 375 / 16 + 383)
+    assert est.cycles == pytest.approx(3 * 375 / 16 + 383)
+
+
+def test_a_stripe_stream_backlogged_on_an_uplink_waits_for_the_backlog_then_takes_the_longest_way_on():
+    """Two chains by hand (_io_chain_time): both cross one shared link of rate 1 (a stripe of
+    10 units takes it 10 s) at heads 0 and 1, each fed at rate 1/2 (its controller link: 20 s
+    for the stripe), the chains 30 and 25 s long. Alone each takes 20 + its latency (50, 45).
+    Together they ask 1/2 + 1/2 = 1 of the link: never more than all of it, no backlog: 50.
+    With a link of rate 1/2 instead (a stripe takes it 20 s, each chain asks all of it), the
+    two ask 2 from t = 1 to 20: backlog from 1 (after 0..1 alone, served at once), growing 1
+    per s to 19 at t = 20, then chain 1 alone asks 1 until 21 (backlog stays 19), then nothing:
+    it ends at 21 + 19 = 40. Then the controller flit (2 s) and the longest way on of the two
+    (30 - 0 = 30 and 25 - 1 = 24): 40 + 2 + 30 = 72."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sysmodel.collectives import _io_chain_time
+    # links: 0, 1 the controllers' (rate 1/2), 2 the shared one
+    for shared, expected in ((1.0, 50.0), (0.5, 72.0)):
+        net = SimpleNamespace(link_bw=np.array([0.5, 0.5, shared]))
+        heads = ((((0, 0.0), (2, 0.0)), 30.0), (((1, 0.0), (2, 1.0)), 25.0))
+        assert _io_chain_time(net, heads, 10.0, 2.0) == pytest.approx(expected)

@@ -512,8 +512,11 @@ _RATE_CASES = [
     ("fred-b", [Collective("reduce", _ACROSS, 2e6), Collective("io-load", _INSIDE, 1e6)]),
     ("fred-c", [Collective("multicast", _ACROSS, 2e6, root=19)]),
     ("fred-a", [Collective("point-to-point", size=1e6, pairs=((0, 17), (3, 9))),
+                Collective("all-to-all", _INSIDE, 1e6)]),
+    # endpoint rings and the striped I/O chains (which link a stripe meets in a backlog) read
+    # link rates: built on each network, never shared
+    ("fred-a", [Collective("point-to-point", size=1e6, pairs=((0, 17), (3, 9))),
                 Collective("all-to-all", _INSIDE, 1e6), Collective("io-store", _ACROSS, 1e6)]),
-    # endpoint rings read link rates: built on each network, never shared
     ("fred-c", [Collective("all-reduce", _ACROSS, 3e6)]),
     ("fred-d", [Collective("all-gather", _ACROSS, 3e6)]),
 ]
@@ -597,7 +600,7 @@ def _io_chain_one_controller_at_a_time(net, c):
     """The specification of collectives._fred_io_chain's sums: the loop it replaced, controller
     by controller (the entry route's bytes and sender, then the chain's hops into a fresh
     traffic with numpy.add.at, added whole), on the plan's routes."""
-    per_controller, lat, _ = C_io_chain_plan(net, c)
+    per_controller, lat, _, heads = C_io_chain_plan(net, c)
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
@@ -613,7 +616,12 @@ def _io_chain_one_controller_at_a_time(net, c):
             np.add.at(chain.sent, hop_senders, stripe)
         t.loads += chain.loads
         t.sent += chain.sent
-    t.latency_s = lat
+    # the latency: what the chain rule's time (collectives._io_chain_time, pinned by hand in
+    # tests/sysmodel/test_controller_lead.py) adds to the busiest link and the controllers' flit
+    from sysmodel.collectives import _io_chain_time
+    t.controller_flit_bytes = net.controller_flit_bytes()
+    flit_s = t.controller_flit_bytes / float(net.link_bw[net.io_link_mask].min())
+    t.latency_s = max(_io_chain_time(net, heads, wire, flit_s) - t.bandwidth_time() - t.controller_lead_s(), 0.0)
     return t
 
 
