@@ -34,7 +34,10 @@ def _room(entries: dict) -> int:
 
 
 def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_programs: int) -> str:
-    """Verilog of :class:`PacketIoIterationTop` (memoised), named as the packet fabric's top."""
+    """Verilog of :class:`PacketIoIterationTop` (memoised), named as the packet fabric's top,
+    without the all-zero contents of its memories (``to_verilog(..., zero_memory_init=False)``:
+    the program loaders', trace sequencers' and controllers' memories, 40 % of the Fred-C
+    wafer's Verilog; the builds' ``--x-initial fast`` zeroes them, as their reset state)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
     from cocotb_tests.fabric.run import hardware_key
     key = (nodes, programs, controller_programs) + hardware_key(spec)
@@ -42,7 +45,8 @@ def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_pr
         from hdl.designs.iteration import PacketIoIterationTop
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(PacketIoIterationTop(spec, nodes=nodes, programs=programs,
-                                                        controller_programs=controller_programs), name=PACKET_TOP)
+                                                        controller_programs=controller_programs), name=PACKET_TOP,
+                                     zero_memory_init=False)
     return _VERILOG[key]
 
 
