@@ -36,12 +36,19 @@ from amaranth.lib import wiring
 from hdl.contracts.errors import FredError
 
 __all__ = ["SeparateModule", "HierarchyPlatform", "Hierarchy", "drop_zero_memory_init", "flit_suffix",
-           "instance_ports", "module_ports"]
+           "instance_ports", "module_ports", "packet_suffix"]
 
 
 def flit_suffix(flit) -> str:
     """The part of a module name that a flit format sets: ``fp16x4_t8`` (dtype x lanes, tag bits)."""
     return f"{flit.dtype}x{flit.lanes}_t{flit.tag_width}"
+
+
+def packet_suffix(packet) -> str:
+    """The part of a module name that a packet format sets: ``k8_ph2_s16_f8_d4_st5`` (flits a
+    packet, then the header's phase, seq, flow, dest and stripe bits)."""
+    return (f"k{packet.packet_flits}_ph{packet.phase_bits}_s{packet.seq_bits}_f{packet.flow_bits}"
+            f"_d{packet.dest_bits}_st{packet.stripe_bits}")
 
 
 class SeparateModule:
