@@ -75,6 +75,24 @@ async def write_programs(dut, writes) -> None:
     await RisingEdge(dut.clk)
 
 
+async def deposit_memories(dut, memories) -> int:
+    """Write every word of ``memories`` (``(path, {index: word})``, the path below the top,
+    e.g. ``npu_3.sequencer.loader.entries``) straight into the model's memory (VPI, no clock
+    cycle: the build must make those memories public, ``build_top_public_only(public_vars=...)``),
+    then one clock edge so the writes land (none without memories); returns the words
+    written."""
+    count = 0
+    for path, words in memories:
+        handle = dut
+        for part in path.split("."):
+            handle = handle[part]
+        for index, word in words.items():
+            handle[int(index)].value = word
+        count += len(words)
+    await RisingEdge(dut.clk)
+    return count
+
+
 async def read_register(dut, unit: int, reg: int) -> int:
     """One read through the registered read port (a cycle of latency)."""
     dut.rd_unit.value = unit

@@ -14,7 +14,8 @@ Bench parameters (``bench_params()``): ``config``, ``writes``, ``npus``, ``switc
 ``engine_read`` (the NPU's read registers, ``TraceNpu.read_names``), optionally ``switch_read``
 (the packet fabric's switch registers, ``PACKET_SWITCH_READ``), ``switch_units`` (the switches'
 units when they are not ``npus + s``: a fabric with controllers), ``controller_units`` /
-``controller_read`` (the packet fabric's traced controllers). The mesh's:
+``controller_read`` (the packet fabric's traced controllers), ``memories`` (words written
+straight into public memories before ``writes``: ``harness.deposit_memories``). The mesh's:
 ``writes``, ``units`` (engine units), ``watchdog_cycles``, ``poll``, ``nodes``,
 ``trace_units`` (per rank, its sequencer's read unit), ``trace_read`` (the sequencer's read
 registers).
@@ -27,8 +28,8 @@ from cocotb.triggers import RisingEdge
 
 from cocotb_tests.fabric.bench_fabric import CONTROL_INPUTS, read_all
 from cocotb_tests.fabric.bench_mesh_fabric import read_mesh
-from cocotb_tests.fabric.harness import (load_configurations, power_on, read_register, run_to_completion,
-                                         settle, write_programs, write_register)
+from cocotb_tests.fabric.harness import (deposit_memories, load_configurations, power_on, read_register,
+                                         run_to_completion, settle, write_programs, write_register)
 from cocotb_tests.lib import bench_params, metrics
 from hdl.contracts.trace_program import TRACE_READ_ADDR
 
@@ -80,6 +81,7 @@ async def run_iteration(dut):
     names = {key: params[key] for key in ("engine_read", "switch_read") if key in params}
     await power_on(dut, CONTROL_INPUTS)
     await load_configurations(dut, params["config"])
+    await deposit_memories(dut, params.get("memories", []))
     await write_programs(dut, params["writes"])
     before = await read_all(dut, npus, switches, **names)
     elapsed, stalled, sim_s = await _run_and_settle(dut, params)

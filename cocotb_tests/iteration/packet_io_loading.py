@@ -11,10 +11,17 @@ from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.io_stripes import paged_writes, stripe_npu_words
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
 from hdl.contracts.packet import VC, PacketFormat
-from hdl.contracts.trace_program import (CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS, IoRequest, loader_entries,
+from hdl.contracts.trace_program import (CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS, PROG_ADDR, PROG_HEAD, PROG_VALUE,
+                                         TRACE_TABLE_ADDR, TRACE_TABLE_DATA, IoRequest, loader_entries,
                                          loader_writes, trace_writes)
 
-__all__ = ["PACKET_IO_BUILT", "packet_io_programs", "packet_io_entries", "packet_io_writes"]
+__all__ = ["PACKET_IO_BUILT", "PACKET_IO_MEMORY_VARS", "packet_io_programs", "packet_io_entries", "packet_io_writes",
+           "packet_io_bulk"]
+
+#: The memories :func:`packet_io_bulk` fills directly, by their Verilog names (a loader's
+#: ``entries``, a trace sequencer's ``table``; no other variable of the top has these names):
+#: the build makes them public (``build_top_public_only(public_vars=...)``).
+PACKET_IO_MEMORY_VARS = ("entries", "table")
 
 #: The trace's I/O ops the packet fabric's I/O iteration runs, as the striped request's op
 #: (weights in along the chains, gradients reduced out along them).
@@ -105,3 +112,50 @@ def packet_io_writes(spec: FabricSpec, traces: dict, programs: list[IoStripeProg
     for k in range(spec.io_controllers):
         writes += [(spec.npus + k, reg, v) for reg, v in loader_writes(controllers[k], 1, controller_programs)]
     return writes
+
+
+def packet_io_bulk(spec: FabricSpec, writes: list) -> tuple[list, list]:
+    """``writes`` (:func:`packet_io_writes`) split into the words they store in the units'
+    memories and the writes left: ``(memories, rest)``, ``memories`` a list of ``(path,
+    {index: word})`` (path relative to the top: an NPU's loader entries and trace table, a
+    controller's loader entries) and ``rest`` the register writes in order, each memory's fill
+    counter set once to its count (``PROG_ADDR`` / ``TRACE_TABLE_ADDR`` with the count, where the
+    port's writes set it to 0 and counted up).
+
+    Replays the program port as the hardware takes it (:class:`~hdl.designs.iteration.program_loader.ProgramLoader`:
+    ``PROG_ADDR`` sets the fill counter, ``PROG_HEAD`` the head, ``PROG_VALUE`` stores head |
+    value << 9 (one lane) at the counter and counts; :class:`~hdl.designs.iteration.trace_sequencer.TraceSequencer`:
+    ``TRACE_TABLE_ADDR`` sets its counter, ``TRACE_TABLE_DATA`` stores and counts), so loading the
+    words into the memories and ``rest`` through the port leaves every register the run reads as
+    the port alone would (the loader's head register keeps its reset value: it is read only while
+    storing). Why: the port takes one write a cycle, and each cycle is a whole-fabric model
+    evaluation -- GPT-3's 598,440 writes on the Fred-C wafer are 14 % of its run's cycles."""
+    head_bits = 2 + 7      # ProgramLoader's head of one lane: final, deferred, write valid, register
+    memories: dict = {}
+    fills: dict = {}
+    heads: dict = {}
+    rest = []
+    for unit, reg, value in writes:
+        name = f"npu_{unit}" if unit < spec.npus else f"io_{unit - spec.npus}"
+        npu = unit < spec.npus
+        if reg == PROG_ADDR:
+            fills[(unit, "loader")] = value
+        elif reg == PROG_HEAD:
+            heads[unit] = value & ((1 << head_bits) - 1)     # the head register's width
+        elif reg == PROG_VALUE:
+            path = f"{name}.sequencer.loader.entries" if npu else f"{name}.loader.entries"
+            at = fills.get((unit, "loader"), 0)
+            memories.setdefault((unit, "loader"), (path, {}))[1][at] = heads.get(unit, 0) | value << head_bits
+            fills[(unit, "loader")] = at + 1
+        elif reg == TRACE_TABLE_ADDR and npu:
+            fills[(unit, "table")] = value
+        elif reg == TRACE_TABLE_DATA and npu:
+            path = f"{name}.sequencer.table"
+            at = fills.get((unit, "table"), 0)
+            memories.setdefault((unit, "table"), (path, {}))[1][at] = value
+            fills[(unit, "table")] = at + 1
+        else:
+            rest.append((unit, reg, value))
+    counters = [(unit, PROG_ADDR if kind == "loader" else TRACE_TABLE_ADDR, count)
+                for (unit, kind), count in sorted(fills.items())]
+    return [memories[key] for key in sorted(memories)], counters + rest

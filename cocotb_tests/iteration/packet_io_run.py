@@ -3,8 +3,9 @@ FRED fabric RTL with its controllers run by the trace (``hdl.designs.iteration.P
 under Verilator (docs/fabric_iteration.md, "The packet FRED fabric's I/O iteration"): one build
 per distinct Verilog (only the top's ports public, -O1: ``PLAIN_CFLAGS``), the bench
 ``cocotb_tests.iteration.bench_iteration`` (``run_iteration``: load every NPU's and controller's
-loader entries and every NPU's trace, start once, poll ``all_done``, read the counters and every
-node's times). Judged: every trace finished, every controller ran every collective, no NPU saw
+loader entries and every NPU's trace -- their words written straight into the memories through
+VPI, ``packet_io_bulk``, the fill counters and other registers through the program port --,
+start once, poll ``all_done``, read the counters and every node's times). Judged: every trace finished, every controller ran every collective, no NPU saw
 a bad flit, a packet out of sequence or a link error in any run (``run_errors``), the last
 run's flits complete at every NPU (what its program has it receive), no switch flag. ``flits_sent`` / ``flits_received`` of the
 returned run: the controllers' and the NPUs' counts of the last collective (the units restart
@@ -18,7 +19,7 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 
-from .packet_io_loading import packet_io_entries, packet_io_writes
+from .packet_io_loading import PACKET_IO_MEMORY_VARS, packet_io_bulk, packet_io_entries, packet_io_writes
 from .packet_loading import packet_iteration_format
 from .run import IterationRun, bench_metrics, check_finished, node_depth, run_error_lines
 
@@ -34,7 +35,10 @@ def _room(entries: dict) -> int:
 
 
 def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_programs: int) -> str:
-    """Verilog of :class:`PacketIoIterationTop` (memoised), named as the packet fabric's top."""
+    """Verilog of :class:`PacketIoIterationTop` (memoised), named as the packet fabric's top,
+    without the all-zero contents of its memories (``to_verilog(..., zero_memory_init=False)``:
+    the program loaders', trace sequencers' and controllers' memories, 40 % of the Fred-C
+    wafer's Verilog; the builds' ``--x-initial fast`` zeroes them, as their reset state)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
     from cocotb_tests.fabric.run import hardware_key
     key = (nodes, programs, controller_programs) + hardware_key(spec)
@@ -42,7 +46,8 @@ def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_pr
         from hdl.designs.iteration import PacketIoIterationTop
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(PacketIoIterationTop(spec, nodes=nodes, programs=programs,
-                                                        controller_programs=controller_programs), name=PACKET_TOP)
+                                                        controller_programs=controller_programs), name=PACKET_TOP,
+                                     zero_memory_init=False)
     return _VERILOG[key]
 
 
@@ -68,11 +73,14 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     start = time.perf_counter()
     verilog = packet_io_verilog(spec, nodes, room, controller_room)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
-                                  sim_build=Path(build_dir) if build_dir is not None else None)
+                                  sim_build=Path(build_dir) if build_dir is not None else None,
+                                  public_vars=PACKET_IO_MEMORY_VARS)
     build_s = time.perf_counter() - start
-    writes = [list(w) for w in packet_io_writes(spec, traces, programs, packet, nodes=nodes, npu_programs=room,
-                                                controller_programs=controller_room)]
-    params = {"npus": spec.npus, "switch_count": 0, "config": [], "writes": writes,
+    # the memories' words straight into the model, the registers through the program port
+    memories, writes = packet_io_bulk(spec, packet_io_writes(spec, traces, programs, packet, nodes=nodes,
+                                                             npu_programs=room, controller_programs=controller_room))
+    params = {"npus": spec.npus, "switch_count": 0, "config": [], "memories": memories,
+              "writes": [list(w) for w in writes],
               "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) for r in range(spec.npus)],
               "engine_read": list(StripeTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ),

@@ -50,9 +50,11 @@ PGO_CFLAGS = "-O2"
 
 def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
                           verilator_args=(), sim_build: Path | None = None,
-                          train=None, training: str = "") -> Path:
+                          train=None, training: str = "", public_vars=()) -> Path:
     """Build ``verilog`` (top module ``top``) with only the signals of ``top`` named by
-    ``ports`` (names or Verilator wildcards) public; ``verilator_args`` are added after the
+    ``ports`` (names or Verilator wildcards) public, and the variables named ``public_vars`` in
+    any module (e.g. memories a harness fills through VPI, ``harness.deposit_memories``);
+    ``verilator_args`` are added after the
     runner's options; returns the build folder (cached). ``train``: None, or a callable
     ``train(build_dir)`` that runs the instrumented model for profile-guided optimization
     (module docstring); ``training`` names that workload in the cache key (a different
@@ -61,8 +63,10 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
     tool = setup_verilator()
     args = [*BUILD_ARGS, "-CFLAGS", cflags, *verilator_args]
     ports = list(ports)
+    public_vars = list(public_vars)
     key_source = json.dumps([verilog, top, tool.version, args, "public", ports]
-                            + (["pgo", list(PGO_GENERATE), list(PGO_USE), training] if train else []))
+                            + (["pgo", list(PGO_GENERATE), list(PGO_USE), training] if train else [])
+                            + (["public_vars", public_vars] if public_vars else []))
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = Path(sim_build or SIM_BUILD) / f"{top}-fast-{key}"
     with build_lock(build_dir):
@@ -74,7 +78,8 @@ def build_top_public_only(verilog: str, top: str, ports, *, cflags: str = "-Os",
         source.write_text(verilog)
         control = build_dir / "public_top.vlt"
         control.write_text("`verilator_config\n" + "".join(
-            f'public_flat_rw -module "{top}" -var "{port}"\n' for port in ports))
+            f'public_flat_rw -module "{top}" -var "{port}"\n' for port in ports) + "".join(
+            f'public_flat_rw -module "*" -var "{var}"\n' for var in public_vars))
         verilator_cpp = config.share_dir / "lib" / "verilator" / "verilator.cpp"
         libs = config.libs_dir
         ldflags = f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"

@@ -35,13 +35,20 @@ from amaranth.lib import wiring
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["SeparateModule", "HierarchyPlatform", "Hierarchy", "flit_suffix", "instance_ports",
-           "module_ports"]
+__all__ = ["SeparateModule", "HierarchyPlatform", "Hierarchy", "drop_zero_memory_init", "flit_suffix",
+           "instance_ports", "module_ports", "packet_suffix"]
 
 
 def flit_suffix(flit) -> str:
     """The part of a module name that a flit format sets: ``fp16x4_t8`` (dtype x lanes, tag bits)."""
     return f"{flit.dtype}x{flit.lanes}_t{flit.tag_width}"
+
+
+def packet_suffix(packet) -> str:
+    """The part of a module name that a packet format sets: ``k8_ph2_s16_f8_d4_st5`` (flits a
+    packet, then the header's phase, seq, flow, dest and stripe bits)."""
+    return (f"k{packet.packet_flits}_ph{packet.phase_bits}_s{packet.seq_bits}_f{packet.flow_bits}"
+            f"_d{packet.dest_bits}_st{packet.stripe_bits}")
 
 
 class SeparateModule:
@@ -75,6 +82,19 @@ class SeparateModule:
     @property
     def module_key(self):
         return (type(self).__module__, type(self).__qualname__, self.module_name)
+
+
+# Amaranth's RTLIL of a memory's initial contents (amaranth.back.rtlil, ``emit_memory``): one
+# ``$meminit_v2`` cell, every word in one constant, every bit enabled
+_ZERO_MEMINIT = re.compile(r"^  cell \$meminit_v2 \S+\n(?:    parameter [^\n]*\n)*"
+                           r"    connect \\ADDR \{  \}\n    connect \\DATA \d+'0+\n"
+                           r"    connect \\EN \d+'1+\n  end\n\n?", re.M)
+
+
+def drop_zero_memory_init(rtlil_text: str) -> str:
+    """``rtlil_text`` without the ``$meminit_v2`` cells whose contents are all zero (yosys then
+    writes those memories without an ``initial`` block); other cells untouched."""
+    return _ZERO_MEMINIT.sub("", rtlil_text)
 
 
 class HierarchyPlatform:
@@ -132,8 +152,10 @@ def instance_ports(component, ports: dict[str, tuple[str, int]]) -> list[tuple[s
 class Hierarchy:
     """Collects the modules of one hierarchical design (name -> RTLIL text), each once."""
 
-    def __init__(self, prefix: str = ""):
+    def __init__(self, prefix: str = "", *, zero_memory_init: bool = True):
         self.prefix = prefix                  # starts every submodule's name (fred verilog --name)
+        # False: all-zero memory contents left out (hdl.emit.verilog.to_verilog)
+        self.zero_memory_init = zero_memory_init
         self.texts: dict[str, str] = {}       # in completion order: children before parents
         self.ports: dict[str, dict] = {}
         self.keys: dict[str, object] = {}
@@ -171,4 +193,7 @@ class Hierarchy:
             raise FredError(f"top module name {name} is also the name of a submodule")
         # Amaranth's own RTLIL -> Verilog step (yosys proc, memory_collect, write_verilog), run
         # once on every module
-        return verilog._convert_rtlil_text("".join(self.texts.values()) + top)
+        text = "".join(self.texts.values()) + top
+        if not self.zero_memory_init:
+            text = drop_zero_memory_init(text)
+        return verilog._convert_rtlil_text(text)

@@ -14,13 +14,14 @@ from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.contracts.trace_program import LOADER_READ, TRACE_READ
 from hdl.designs.fabric.stripe_npu import StripeNpu
 from hdl.designs.fabric.io_controller import endpoint_link_members
+from hdl.emit.hierarchy import SeparateModule, flit_suffix, packet_suffix
 
 from .loading_sequencer import LoadingTraceSequencer
 
 __all__ = ["StripeTraceNpu"]
 
 
-class StripeTraceNpu(wiring.Component):
+class StripeTraceNpu(SeparateModule, wiring.Component):
     """A :class:`StripeNpu` (``stripes``) and a :class:`LoadingTraceSequencer` (``nodes`` trace
     nodes, ``programs`` loader entries, one lane: the StripeNpu's paged program port,
     :func:`hdl.contracts.io_stripes.stripe_npu_writes`, written only by the loader).
@@ -36,6 +37,9 @@ class StripeTraceNpu(wiring.Component):
     :attr:`read_names`: the StripeNpu's of its last run (``done`` replaced by the trace's),
     then :data:`TRACE_READ` and :data:`LOADER_READ` (``run_errors``: the receiver's bad flits,
     sequence errors and link errors summed over every run).
+
+    Hierarchical Verilog emits it as one module (:attr:`module_name`), instantiated at every
+    NPU port: the 20 NPUs of a wafer are one module's text, not 20 copies.
 
     Latency: the sequencer's (a collective node: one cycle to raise ``engine_start``, one to
     see ``engine_done``), the wafer's, the StripeNpu's. The receive side is not held between
@@ -56,6 +60,13 @@ class StripeTraceNpu(wiring.Component):
             **{name: Out(32) for name in ("received", "errors", "first_error", "seq_errors", "link_errors")},
             **{name: Out(32) for name in TRACE_READ + LOADER_READ},
         })
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation: every parameter, e.g.
+        ``fred_stripe_trace_npu_int32x1_t1_k8_ph1_s16_f8_d5_st5_b8_x18_n512_p16384``."""
+        return (f"fred_stripe_trace_npu_{flit_suffix(self.flit)}_{packet_suffix(self.packet)}_b{self.depth}"
+                f"_x{self.stripes}_n{self.nodes}_p{self.programs}")
 
     def elaborate(self, platform) -> Module:
         m = Module()

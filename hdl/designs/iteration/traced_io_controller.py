@@ -5,6 +5,8 @@ fabric's I/O iteration")."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -16,6 +18,7 @@ from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.contracts.trace_program import CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS
 from hdl.designs.fabric.io_controller import IoController, endpoint_link_members
 from hdl.designs.fabric.packet_assembler import none_held
+from hdl.emit.hierarchy import SeparateModule, flit_suffix, packet_suffix
 
 from .program_loader import ProgramLoader
 
@@ -27,7 +30,7 @@ __all__ = ["TracedIoController", "CONTROLLER_READ"]
 CONTROLLER_READ = ("done", "runs", "sent", "run_errors", "link_errors")
 
 
-class TracedIoController(wiring.Component):
+class TracedIoController(SeparateModule, wiring.Component):
     """An :class:`IoController` (the paced memory, its one-packet assembler, packetizer and
     depacketizer, unchanged) with a :class:`ProgramLoader` of ``programs`` entries writing,
     per I/O collective, its engine's program (registers below ``len(ENGINE_REGS)``), its
@@ -50,6 +53,9 @@ class TracedIoController(wiring.Component):
     next program); ``done`` (Out: every program ran, none is loaded and unrun) and the read
     registers :data:`CONTROLLER_READ`.
 
+    Hierarchical Verilog emits it as one module (:attr:`module_name`), instantiated at every
+    controller port.
+
     Timing: as :class:`IoController` from ``run`` (packet p's first flit ceil((p + 1) k /
     rate) cycles after it); the loader writes one entry per cycle from ``start`` / ``next``.
     Packets are numbered from 0 in every run: every unit of the collective restarts with it
@@ -70,6 +76,14 @@ class TracedIoController(wiring.Component):
             "release": In(1), "ready": Out(1), "run": In(1), "run_done": Out(1), "next": In(1),
             "done": Out(1), "runs": Out(32), "sent": Out(32), "run_errors": Out(32), "link_errors": Out(1),
         })
+
+    @property
+    def module_name(self) -> str:
+        """Verilog module of hierarchical generation: every parameter (the rate as numerator
+        and denominator), e.g. ``fred_traced_io_controller_int32x1_t1_k8_ph1_s16_f8_d5_st5_b8_r16_375_p2048``."""
+        rate = Fraction(self.rate)
+        return (f"fred_traced_io_controller_{flit_suffix(self.flit)}_{packet_suffix(self.packet)}_b{self.depth}"
+                f"_r{rate.numerator}_{rate.denominator}_p{self.programs}")
 
     def elaborate(self, platform) -> Module:
         m = Module()

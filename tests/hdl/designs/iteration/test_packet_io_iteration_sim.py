@@ -207,3 +207,23 @@ def test_weights_in_and_gradients_out_alternate_each_flit_checked(run_fabric_top
     for node, (_, stripe) in zip((3, 7), LOAD_STORE[1::2]):
         start, end = out["npus"][-1]["times"][node]
         assert end - start >= stripe * 4
+
+
+def test_the_bulk_load_stores_what_the_program_port_would():
+    """``packet_io_bulk`` (hand-made writes: NPU 0's loader of two entries and trace of two
+    nodes, controller 0's loader of one entry, on the 6-NPU fabric): the words a ProgramLoader
+    stores (head | value << 9 at its fill counter) and a TraceSequencer's table, and the
+    registers left: each fill counter set once to its count, then the other writes in order."""
+    from cocotb_tests.iteration.packet_io_loading import packet_io_bulk
+    from hdl.contracts.trace_program import (PROG_ADDR, PROG_HEAD, PROG_VALUE, TRACE_NODES, TRACE_TABLE_ADDR,
+                                             TRACE_TABLE_DATA)
+    io0 = SPEC.npus
+    writes = [(0, PROG_ADDR, 0), (0, PROG_HEAD, 0x1FF), (0, PROG_VALUE, 7), (0, PROG_HEAD, 0x3), (0, PROG_VALUE, 9),
+              (0, TRACE_TABLE_ADDR, 0), (0, TRACE_TABLE_DATA, 30), (0, TRACE_TABLE_DATA, 1 << 31),
+              (0, TRACE_NODES, 2), (io0, PROG_ADDR, 0), (io0, PROG_HEAD, 0x201), (io0, PROG_VALUE, 0xFFFFFFFF)]
+    memories, rest = packet_io_bulk(SPEC, writes)
+    assert memories == [("npu_0.sequencer.loader.entries", {0: 0x1FF | 7 << 9, 1: 0x3 | 9 << 9}),
+                        ("npu_0.sequencer.table", {0: 30, 1: 1 << 31}),
+                        # the head register is 9 bits wide: 0x201 keeps 0x001
+                        ("io_0.loader.entries", {0: 0x001 | 0xFFFFFFFF << 9})]
+    assert rest == [(0, PROG_ADDR, 2), (0, TRACE_TABLE_ADDR, 2), (io0, PROG_ADDR, 1), (0, TRACE_NODES, 2)]
