@@ -14,8 +14,8 @@ from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
 SMALL = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3)
 
 
-def _run(run_fabric_top, spec, program, max_cycles):
-    dut = stripe_io_top(spec, program)
+def _run(run_fabric_top, spec, program, max_cycles, depth=None):
+    dut = stripe_io_top(spec, program, depth=depth)
     writes = stripe_io_writes(spec, program, dut.packet)
 
     async def read_back(read):
@@ -198,20 +198,50 @@ def test_wafer_reduce_out_into_18_controllers_is_within_5_percent_of_the_model(f
                                           rel=0.05)
 
 
+def test_a_stripe_npu_needs_room_for_two_packets_for_its_started_stripe():
+    """The bubble rule needs an L1 input of two packets: a shallower depth is refused, naming it."""
+    from hdl.contracts.errors import FredError
+    from hdl.designs.fabric.stripe_npu import StripeNpu
+    top = stripe_io_top(SMALL, io_stripe_program(SMALL, "io-reduce", 60), depth=16)
+    with pytest.raises(FredError, match="room for two packets.*depth >= 16.*got 8"):
+        StripeNpu(flit=top.flit, packet=top.packet, depth=8, stripes=3)
+
+
+def test_started_stripes_leave_a_bubble_in_the_npu_ring(run_fabric_top):
+    """io-reduce on the 6-NPU Fred-A with 6 controllers (1/4 flit per cycle), 288 flits per NPU
+    = 6 stripes of 48 (6 packets each), every buffer 16 flits deep (two packets): every NPU
+    starts a stripe and forwards the other five around the one ring of the chains (NPU r + 1
+    -> r). The ring's buffers (a receive FIFO and an L1 input per NPU, an L2 input and an L1
+    input from the L2 per L1) hold 6 x 32 + 3 x 32 = 288 flits, 36 packets; before the bubble
+    rule the started stripes filled them by cycle 150 and the run stopped for good, no packet
+    at a controller (main aabf6ad, a scratch trace, 2026-11-27 11:55 UTC: every ring input at
+    16 of 16 flits, every head waiting for an output with no credits). A started packet now
+    starts only with room for two (:class:`~hdl.designs.fabric.stripe_npu.StripeNpu`):
+    measured 616 cycles (11:56 UTC), every partial sum checked at every NPU, every
+    controller's sum of all 6 NPUs. The controllers bound it from below: 48 x 4 = 192."""
+    from fractions import Fraction
+    spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=6, io_rate=Fraction(1, 4))
+    program = io_stripe_program(spec, "io-reduce", 288)
+    out = _run(run_fabric_top, spec, program, 3000, depth=16)
+    assert judge_stripe_io(spec, program, out) == []
+    assert [out[spec.npus + k]["received"] for k in range(6)] == [48] * 6
+    assert 48 * 4 < out["cycles"] < 3000
+
+
 @pytest.mark.full
-@pytest.mark.xfail(strict=True, reason="known RTL stall (session 13): with every NPU starting a stripe of 15 "
-                                       "packets the reduce-out stops, NPUs at 56, 32, 56, 32, 56, 32 flits and the "
-                                       "controllers at none after 5,000 cycles, no error: the small reproducer of the "
-                                       "wafer's stall (docs/fabric_validation.md, 'The striped reduce-out on the "
-                                       "wafer')")
 def test_every_npu_starting_a_long_stripe_reduces_out_without_stalling(run_fabric_top):
     """io-reduce on the 6-NPU Fred-A with 6 controllers (paced, 16/375), 720 flits per NPU = 6
     stripes of 120 (15 packets each): every NPU starts a stripe from its own data and forwards
-    the other five, every controller checks its stripe's sum of all 6 NPUs. The controllers
-    bound it: 120 x 375/16 = 2,812.5 cycles, + the chains; 8,000 is the budget. Amaranth,
-    about 35 s while it stalls."""
+    the other five, every controller checks its stripe's sum of all 6 NPUs. Until session 13's
+    bubble rule it stopped at cycle 200 with NPUs at 56, 32, 56, 32, 56, 32 flits, the
+    controllers at none, every buffer of the NPU ring full (24 of 24 flits; the small
+    reproducer of the wafer's stall, docs/fabric_validation.md, 'The striped reduce-out on the
+    wafer'). Measured with the rule (Amaranth, 2026-11-27 11:50 UTC): 4,889 cycles. The
+    controllers bound it: 120 x 375/16 = 2,812.5 cycles, + the chains; 8,000 is the budget.
+    Amaranth, about 1-2 minutes."""
     spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=6)
     program = io_stripe_program(spec, "io-reduce", 720)
     out = _run(run_fabric_top, spec, program, 8000)
     assert judge_stripe_io(spec, program, out) == []
     assert [out[spec.npus + k]["received"] for k in range(6)] == [120] * 6
+    assert 120 * 375 / 16 < out["cycles"] < 8000
