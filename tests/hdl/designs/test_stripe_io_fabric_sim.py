@@ -50,7 +50,8 @@ def test_gradients_reduce_out_along_the_chains_into_every_controller_at_once(run
     stripe it starts at packet boundaries, and the entry NPU sends the sum to its controller.
     Every NPU's receiver checks the partial sums (so NPUs 5, 2, 3 receive 2 stripes, the others
     3), every controller's engine the sum of all 6 NPUs' data. Measured 2026-11-27 08:05 UTC:
-    204 cycles (the controllers take 20 x 4 = 80 cycles for their stripe)."""
+    204 cycles (the controllers take 20 x 4 = 80 cycles for their stripe); 228 since the
+    started stripe leaves a bubble (session 13, 12:02 UTC)."""
     from fractions import Fraction
     spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
     program = io_stripe_program(spec, "io-reduce", 60)
