@@ -40,10 +40,11 @@ room while holding fewer packets than its depth (not shown to lock; the wafer's 
 
 **The started stripe is paced to its controller** (``rate``; host rule 4 of docs/switch.md,
 "Slow sinks"): the stripe's sink is its controller, which drains 16/375 flit per cycle on the
-wafer; started at link rate, its packets reached the entry NPU faster than the controller
-took them and waited at the head of the entry NPU's L1 input, the ring's packets behind them
-(the bubble alone: the 6-NPU reproducer 4,889 cycles against the controllers' 2,812.5; the
-Fred-A wafer at 4,014 flits 46,225 against the model's 8,141.4). A
+wafer; started at link rate, its packets reach the entry NPU faster than the controller
+takes them and wait in the ring's buffers before it, the ring's packets of other stripes
+behind them (inferred from the pacing's effect, not traced; with the bubble alone the 6-NPU
+reproducer took 4,889 cycles against the controllers' 2,812.5, the Fred-A wafer at 4,014
+flits 46,225 against the model's 8,141.4). A
 :class:`~hdl.designs.fabric.write_pacer.WritePacer` at ``rate`` (one writer: the chain),
 whole packets, between the stripe's data and the packetizer: 2,948 cycles. The pacing is
 not part of the deadlock-freedom argument (a packet into a controller leaves the ring

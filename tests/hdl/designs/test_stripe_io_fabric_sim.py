@@ -51,7 +51,8 @@ def test_gradients_reduce_out_along_the_chains_into_every_controller_at_once(run
     Every NPU's receiver checks the partial sums (so NPUs 5, 2, 3 receive 2 stripes, the others
     3), every controller's engine the sum of all 6 NPUs' data. Measured 2026-11-27 08:05 UTC:
     204 cycles (the controllers take 20 x 4 = 80 cycles for their stripe); 228 since the
-    started stripe leaves a bubble (session 13, 12:02 UTC)."""
+    started stripe leaves a bubble (session 13, 12:02 UTC), 232 with it also paced to the
+    controllers' rate (12:18 UTC)."""
     from fractions import Fraction
     spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
     program = io_stripe_program(spec, "io-reduce", 60)
@@ -239,9 +240,9 @@ def test_every_npu_starting_a_long_stripe_reduces_out_without_stalling(run_fabri
     controllers at none, every buffer of the NPU ring full (24 of 24 flits; the small
     reproducer of the wafer's stall, docs/fabric_validation.md, 'The striped reduce-out on the
     wafer'). Measured with the rule (Amaranth, 2026-11-27 11:50 UTC): 4,889 cycles, 1.74 x
-    the controllers' memory time (120 x 375/16 = 2,812.5), because each entry NPU sent its
-    stripe's packets into its controller at link rate and they waited at the head of its L1
-    input, with the ring's packets behind them (host rule 4, docs/switch.md); with the
+    the controllers' memory time (120 x 375/16 = 2,812.5): the started stripes outran their
+    controllers and their packets waited in the ring with other stripes' behind them
+    (inferred, host rule 4 of docs/switch.md); with the
     started stripe paced to its controller's rate, whole packets (``StripeNpu(rate=)``,
     12:16 UTC): 2,948 cycles. Asserted: within a quarter above the memory time. Amaranth,
     about 1 minute."""
