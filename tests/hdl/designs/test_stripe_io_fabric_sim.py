@@ -219,6 +219,7 @@ def test_a_stripe_npu_needs_room_for_two_packets_for_its_started_stripe():
     from hdl.contracts.errors import FredError
     from hdl.designs.fabric.stripe_npu import StripeNpu
     top = stripe_io_top(SMALL, io_stripe_program(SMALL, "io-reduce", 60), depth=16)
+    top._MustUse__silence = True        # only its flit and packet formats are used
     with pytest.raises(FredError, match="room for two packets.*depth >= 16.*got 8"):
         StripeNpu(flit=top.flit, packet=top.packet, depth=8, stripes=3)
 
