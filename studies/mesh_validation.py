@@ -99,10 +99,11 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 
 #: The Fred-X whose RTL runs the mesh's I/O request (every controller's stripe at once,
 #: docs/fabric_rtl.md "Striped I/O"), and the cases it runs: Fred-A/C's chains, weight
-#: streaming. Their reduce-out (``StripeNpu`` adds its own data to every flit it forwards)
-#: runs at 54 flits but stalls on the wafer at 4014 (both fabrics; docs/fabric_validation.md,
-#: "The striped reduce-out on the wafer"), so fabric-validate does not run it
-STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load",), "fred-c": ("wafer io-load",)}
+#: streaming and reduce-out (``StripeNpu`` adds its own data to every flit it forwards; its
+#: started stripe leaves a bubble in the NPU ring and is paced to its controller since session
+#: 13, when it stopped stalling on the wafer: docs/fabric_validation.md, "The striped
+#: reduce-out on the wafer")
+STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load", "wafer io-store"), "fred-c": ("wafer io-load", "wafer io-store")}
 
 
 @dataclass
@@ -225,9 +226,8 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
         doc.paragraph(f"{' and '.join(IO_CASES)}: the mesh's request is 18 controllers at once, each a "
                       "stripe to (from) every NPU. Fred-X RTL figures: "
                       f"{', '.join(measured) if measured else 'none'} (the striped request on the packet "
-                      "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming; "
-                      "their reduce-out stalls at 4014 flits, and Fred-B/D's 18 trees sharing every switch "
-                      "output are not built: "
+                      "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming and "
+                      "reduce-out; Fred-B/D's 18 trees sharing every switch output are not built: "
                       "docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
                       "platform with 18 controllers (controller k on L1 k mod 5; the packet fabric's "

@@ -21,9 +21,12 @@ _MASK = 0xFFFFFFFF
 
 def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
     """The packet fabric of ``spec`` with online routing, a stripe field for ``program``'s
-    stripes and a :class:`StripeNpu` at every NPU port."""
+    stripes and a :class:`StripeNpu` at every NPU port, its started stripe (io-reduce) paced to
+    the controllers' rate ``spec.io_rate``."""
     return PacketFabricTop(spec, online=True, packet_flits=packet_flits, depth=depth,
-                           stripes=program.controllers, npu=partial(StripeNpu, stripes=program.controllers))
+                           stripes=program.controllers,
+                           npu=partial(StripeNpu, stripes=program.controllers,
+                                       rate=(spec.io_rate.numerator, spec.io_rate.denominator)))
 
 
 def stripe_controller_engine(step, seed: int) -> dict:

@@ -170,15 +170,20 @@ def test_validate_runs_a_circuit_case_on_fabric_sims_default_simulator_without_s
 def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     """``fred fabric-validate`` with the mesh and Fred-A: Fred-A's io-load runs as the striped
     request (every controller at once) at the mesh case's whole-stripe sizes, 54 and 4014 for
-    --sizes 40,4000 (not the reduce-out: it stalls at 4014 flits, session 13); none on
-    --switch packet or in fp16 (nothing built, nothing run)."""
+    --sizes 40,4000, and so does its io-store (the reduce-out along the same chains, since
+    session 13's fix of its stall); the same on Fred-C; none on --switch packet or in fp16
+    (nothing built, nothing run)."""
     import argparse
 
     from fred.commands.fabric_validate import _stripe_io_cases
     args = argparse.Namespace(switch="circuit", dtype=None, sizes=[40, 4000], characterization=None)
     cases = _stripe_io_cases(args, ["fred-a", "fred-b", "mesh"])
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
-        ("wafer io-load", "fred-a", 54), ("wafer io-load", "fred-a", 4014)]
-    assert [c.fabric for _, c, _ in _stripe_io_cases(args, ["fred-c", "fred-d", "mesh"])] == ["fred-c"] * 2
+        ("wafer io-load", "fred-a", 54), ("wafer io-load", "fred-a", 4014),
+        ("wafer io-store", "fred-a", 54), ("wafer io-store", "fred-a", 4014)]
+    cases = _stripe_io_cases(args, ["fred-c", "fred-d", "mesh"])
+    assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
+        ("wafer io-load", "fred-c", 54), ("wafer io-load", "fred-c", 4014),
+        ("wafer io-store", "fred-c", 54), ("wafer io-store", "fred-c", 4014)]
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "switch": "packet"}), ["fred-a"]) == []
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "dtype": "fp16"}), ["fred-a"]) == []

@@ -37,7 +37,9 @@ class Packetizer(wiring.Component):
     I/O request's NPUs, :class:`~hdl.designs.fabric.stripe_npu.StripeNpu`): a packet ends at
     ``i``'s ``last`` (the received packet's end) and takes its number from ``seq_in`` (each
     stripe numbers its own). With ``packet.stripe_bits`` > 0 the header's ``stripe`` is the
-    ``stripe`` input. A
+    ``stripe`` input. With ``forward`` also ``room2`` (Out): the VC holds credits for **two**
+    whole packets (from registers only), for a sender that adds packets of its own to a ring of
+    forwarded ones (the bubble rule of :class:`~hdl.designs.fabric.stripe_npu.StripeNpu`). A
     packet starts only when its VC holds credits for a whole packet (virtual cut-through);
     every flit spends one. ``i.ready`` depends on registers only; ``o.valid`` = ``i.valid &
     i.ready`` (the engine's valid never waits for ready). Latency 0 (combinational).
@@ -59,7 +61,7 @@ class Packetizer(wiring.Component):
             "credit_error": Out(1),
             "hold": In(1),
             **({"stripe": In(packet.stripe_bits)} if packet.stripe_bits else {}),
-            **({"seq_in": In(packet.seq_bits)} if self.forward else {}),
+            **({"seq_in": In(packet.seq_bits), "room2": Out(1)} if self.forward else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -74,6 +76,8 @@ class Packetizer(wiring.Component):
         for v, c in enumerate(counters):
             with m.If(self.vc == v):
                 m.d.comb += room.eq(c >= size)
+                if self.forward:
+                    m.d.comb += self.room2.eq(c >= 2 * size)
         header = Signal(struct_layout(fmt.header))
         m.d.comb += [header.phase.eq(self.phase), header.vc.eq(self.vc),
                      header.seq.eq(self.seq_in if self.forward else seq), header.flow.eq(self.flow)]
