@@ -161,8 +161,8 @@ CASES = [("resnet-152", "fred-d", None, {}), ("transformer-17b", "fred-d", None,
          ("transformer-1t", "fred-b", None, {"dp_overlap": True, "pp_overlap": True})]
 
 
-@pytest.mark.parametrize("name,fabric,strategy,changes", CASES)
-def test_attribute_time_equals_the_plain_sweep_on_real_schedules(name, fabric, strategy, changes, monkeypatch):
+def _attribute_time_calls(name, fabric, strategy, changes, monkeypatch) -> list:
+    """The arguments of every ``attribute_time`` call one simulated iteration of the case makes."""
     captured = []
 
     def keep(*args):
@@ -173,6 +173,12 @@ def test_attribute_time_equals_the_plain_sweep_on_real_schedules(name, fabric, s
     platform = default_platform().scaled(**changes) if changes else default_platform()
     simulate_iteration(platform, fabric, get_workload(name),
                        parse_strategy(strategy) if strategy else None)
+    return captured
+
+
+@pytest.mark.parametrize("name,fabric,strategy,changes", CASES)
+def test_attribute_time_equals_the_plain_sweep_on_real_schedules(name, fabric, strategy, changes, monkeypatch):
+    captured = _attribute_time_calls(name, fabric, strategy, changes, monkeypatch)
     assert captured
     for args in captured:
         # repr: every float to its last bit, and int 0 where the sweep gave int 0
@@ -184,16 +190,7 @@ def test_the_engines_task_codes_give_what_the_task_columns_give(name, fabric, st
     """attribute_time over an engine's timeline (categories and NPUs as codes,
     Engine.task_kinds, filtered in numpy) equals it over the same run's task objects (the
     columns filtered by map/compress), to the last bit; the codes are the columns' own."""
-    captured = []
-
-    def keep(*args):
-        captured.append(args)
-        return attribute_time(*args)
-    import sysmodel.training as training
-    monkeypatch.setattr(training, "attribute_time", keep)
-    platform = default_platform().scaled(**changes) if changes else default_platform()
-    simulate_iteration(platform, fabric, get_workload(name),
-                       parse_strategy(strategy) if strategy else None)
+    captured = _attribute_time_calls(name, fabric, strategy, changes, monkeypatch)
     for schedule, stages, representative in captured:
         timeline = schedule.timeline()
         assert timeline.kinds is not None
