@@ -898,8 +898,7 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     # to them is what the chains' streams overlapping on it cannot hide (_io_chain_time); the
     # latency is what that time adds to the busiest link's and the controllers' flit
     times = t.link_times()
-    flit_s = t.controller_flit_bytes / float(net.link_bw[net.io_link_mask].min()) if net.io_link_mask.any() else 0.0
-    chains_s = _io_chain_time(net, heads, wire, flit_s)
+    chains_s = _io_chain_time(net, heads, wire, t.controller_flit_s())
     t.latency_s = max(chains_s - t.bandwidth_time(times) - t.controller_lead_s(times), 0.0)
     return t
 

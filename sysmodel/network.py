@@ -344,6 +344,16 @@ class Traffic:
             return 0.0
         return self.first_select_s + (n - 1) * self.phase_turn_s
 
+    def controller_flit_s(self) -> float:
+        """A controller's paced flit, f = ``controller_flit_bytes`` / the slowest loaded
+        controller link's bandwidth; 0 without controller flits or loaded controller links."""
+        if not self.controller_flit_bytes:
+            return 0.0
+        loaded = self.net.io_link_mask & (self.loads > 0)
+        if not loaded.any():
+            return 0.0
+        return self.controller_flit_bytes / float(self.net.link_bw[loaded].min())
+
     def controller_lead_s(self, times: np.ndarray | None = None) -> float:
         """What the I/O controllers' paced links add to the busiest link's time: a flit leaves
         a controller's link (a load) or is stored from it (a store) only after its whole time
@@ -356,15 +366,12 @@ class Traffic:
         (its time counts every flit's f already). 0 without controller flits; ``times``:
         :meth:`link_times` when the caller has them. O is over every link of the traffic,
         merged collectives' too (an upper bound for them: at most f)."""
-        if not self.controller_flit_bytes:
+        flit_s = self.controller_flit_s()
+        if not flit_s:
             return 0.0
         io = self.net.io_link_mask
-        loaded = io & (self.loads > 0)
-        if not loaded.any():
-            return 0.0
         if times is None:
             times = self.link_times()
-        flit_s = self.controller_flit_bytes / float(self.net.link_bw[loaded].min())
         controller = float(times[io].max())
         other = float(times[~io].max()) if (~io).any() else 0.0
         return max(controller, other + flit_s) - max(controller, other)
