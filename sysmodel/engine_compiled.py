@@ -359,6 +359,9 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
     for a in range(n_act):    # filled in decreasing order: level first, then the lower tier
         lv[a] = (level[act[a]] if priority else 0) * span + (span - 1 - tier[entry[act[a]]])
     held = np.zeros(n_cols)   # a level's grouped phases' largest use so far (kept over its tiers)
+    owned = (demand, grouped, capacity, factor, lv, held)   # seen through views below (_borrowed)
+    demand, grouped, capacity = _borrowed(demand), _borrowed(grouped), _borrowed(capacity)
+    factor, lv, held = _borrowed(factor), _borrowed(lv), _borrowed(held)
     top, bottom = lv.max(), lv.min()
     if top == bottom:
         _fill(demand, grouped, capacity, factor, np.ones(n_act, dtype=np.bool_), held)
@@ -379,6 +382,7 @@ def _rates(act, n_act, rate, entry, level, priority, alone, link_ptr, links, sha
             _fill(demand, grouped, capacity, factor, lv == current, held)
     for a in range(n_act):
         rate[act[a]] = max(factor[a], 1e-9) / alone[entry[act[a]]]
+    _keep_until_here(owned)
 
 
 @njit(cache=True, inline="always")
@@ -388,10 +392,9 @@ def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, lin
     code (entry and level) have the same rate, so a set is named by its sorted codes, and its
     rates are kept in that order. ``memo`` (:func:`_memo_tables`): an open-addressing table of
     (hash, start, length) rows into flat stores of codes and rates; a full table or store
-    stops keeping new sets (they are computed every time)."""
-    index, codes_kept, rates_kept, fill = memo
-    codes = np.empty(n_act, dtype=np.int64)
-    order = np.empty(n_act, dtype=np.int64)
+    stops keeping new sets (they are computed every time); then two scratch rows of
+    :func:`_run` (a set's sorted codes and their order: no allocation per call)."""
+    index, codes_kept, rates_kept, fill, codes, order = memo   # the last two: scratch rows
     for a in range(n_act):          # insertion sort by code: a handful of transfers
         c = code[act[a]]
         j = a
@@ -409,7 +412,12 @@ def _memo_rates(act, n_act, rate, code, memo, entry, level, priority, alone, lin
     while index[slot, 2] > 0:
         if index[slot, 0] == key and index[slot, 2] == n_act:
             at = index[slot, 1]
-            if (codes_kept[at:at + n_act] == codes).all():
+            same = True
+            for a in range(n_act):
+                if codes_kept[at + a] != codes[a]:
+                    same = False
+                    break
+            if same:
                 for a in range(n_act):
                     rate[act[order[a]]] = rates_kept[at + a]
                 return
@@ -502,8 +510,10 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     # every array of the loop seen without reference counts (_borrowed). The arguments live in
     # the caller; the arrays made here are kept alive by ``owned`` until the loop has ended (a
     # variable's last use drops its reference: the view alone would not keep its array)
+    sort_codes = np.empty(n + 1, dtype=np.int64)  # scratch of _memo_rates: a set's codes, sorted
+    sort_order = np.empty(n + 1, dtype=np.int64)
     owned = (busy, ht, hi, act, frac, rate, rated, latency, before, column, mark, ready, cur, holding,
-             bytes_end, fresh, hmark, hcol, wait_head)
+             bytes_end, fresh, hmark, hcol, wait_head, sort_codes, sort_order)
     start, end, head = _borrowed(start_kept), _borrowed(end_kept), _borrowed(head_kept)
     duration = _borrowed(duration)
     resource = _borrowed(resource)
@@ -550,6 +560,8 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     hmark = _borrowed(hmark)
     hcol = _borrowed(hcol)
     wait_head = _borrowed(wait_head)
+    sort_codes = _borrowed(sort_codes)
+    sort_order = _borrowed(sort_order)
     held = (holding, fresh, start, head_s, after, hmark, hcol, wait_head)
     # rates memoised per set of active transfers, named by their sorted codes (entry, level)
     span = level.max() - level.min() + 1
@@ -559,7 +571,7 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     level_code, code = _borrowed(level_code), _borrowed(code)
     memo_index[:, :] = 0      # the memo (see _memo_tables): emptied, its stores overwritten
     memo_fill[:] = 0
-    memo = (memo_index, memo_codes, memo_rates, memo_fill)
+    memo = (memo_index, memo_codes, memo_rates, memo_fill, sort_codes, sort_order)
     n_heap, n_act, done = 0, 0, 0
     now, t_rates, t_flow, first, limit = 0.0, 0.0, np.inf, -1, -1.0
     changed = False
