@@ -477,7 +477,9 @@ def _run(duration, resource, remaining, dependents_ptr, dependents, queue_ptr, q
     """The event loop (module docstring); returns (start, end, head, done). The per-task path
     (a task ends, its resources start their next tasks) is written out in this one function:
     numba reference-counts the arrays passed to a function it calls, which costs more than the
-    path itself; helpers run once per change of the active transfers."""
+    path itself; helpers run once per change of the active transfers. Every array is used
+    through a :func:`_borrowed` view (no counts at all); the arrays made here are kept alive by
+    ``owned`` and only those are returned."""
     n = duration.shape[0]
     n_res = queue_ptr.shape[0] - 1
     start_kept = np.full(n, -1.0)                 # returned; the loop writes through views
