@@ -124,6 +124,26 @@ def test_a_queue_ordered_against_its_dependencies_is_reported_as_a_deadlock():
         eng.run()
 
 
+def test_a_runs_results_outlive_the_next_run():
+    """The loop works through views without reference counts (engine_compiled._borrowed) and
+    returns the arrays it owns: a run's starts and ends stay as they were while later runs
+    allocate and free their own scratch (a returned view would read freed memory), and each
+    is held by numba's allocation (a view would have no base)."""
+    eng = Engine()
+    eng.add("a", "r.compute", 1.5)
+    eng.add("b", "s.compute", 2.0, [0])
+    start, end, _, done = run_arrays(eng.arrays())
+    assert done == 2 and start.base is not None and end.base is not None
+    kept = start.copy(), end.copy()
+    big = Engine()
+    for i in range(3000):
+        big.add(f"t{i}", f"r{i % 7}.compute", 0.25 + i % 3, [i - 1] if i % 5 else [])
+    for _ in range(3):
+        run_arrays(big.arrays())
+    assert list(start) == list(kept[0]) == [0.0, 1.5]
+    assert list(end) == list(kept[1]) == [1.5, 3.5]
+
+
 def test_the_rate_memo_size_must_be_a_power_of_two():
     with pytest.raises(FredError, match="memo_rows must be a power of two"):
         run_arrays(Engine().arrays(), memo_rows=3)
