@@ -14,6 +14,7 @@ import pytest
 
 from hdl.compiler.flows import Flow
 from hdl.compiler.router import route
+from hdl.contracts.encoding import SwitchConfig
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat, packetize
 from hdl.contracts.timing import switch_latency
@@ -231,3 +232,50 @@ def test_an_unknown_flow_waits_and_is_flagged():
                             check_order=False, max_cycles=400, quiet=40)
     assert [f for f, *_ in packets_at(run, 3)] == [0, 0]
     assert flags["unknown"] == 1
+
+
+def part_of(joint, names):
+    """The slot of one flow cut from a configuration routing several (``names``: its
+    microswitches; the others idle)."""
+    return SwitchConfig.from_modes(P, M, {s.name: mode for s, mode in zip(joint.slots, joint.modes)
+                                          if s.name in names})
+
+
+def test_flows_on_disjoint_lanes_run_at_once():
+    """0 -> 1 and 2 -> 3 routed together (on middles 0 and 1), cut into one slot each: no
+    microswitch in common, so both are set up at once and both outputs carry their 4 packets
+    at one flit per cycle in the same cycles (within the one cycle between the two grants)."""
+    joint = config([Flow(inputs=(0,), outputs=(1,)), Flow(inputs=(2,), outputs=(3,))])
+    slots = [part_of(joint, {"in[0]", "mid[0].rd", "out[0]"}),
+             part_of(joint, {"in[1]", "mid[1].rd", "out[1]"})]
+    assert slots[0].to_int() & slots[1].to_int() == 0 and slots[0].to_int() | slots[1].to_int() == joint.to_int()
+    dut = switch()
+    h = host(dut, ports=[(0, 0, 0, 1 << 1), (1, 2, 0, 1 << 3)], flows={0: 0, 1: 1})
+    inj = stream(0, 0, 4, h.start) + stream(2, 1, 4, h.start)
+    run = run_packet_switch(dut, configs=slots + [None, None], injections=inj, host=h,
+                            check_order=False, max_cycles=2000, quiet=40)
+    check_delivery(run, {1: {0: [data(0, s, k) for s in range(4) for k in range(PF)]},
+                         3: {1: [data(1, s, k) for s in range(4) for k in range(PF)]}})
+    cycles = {o: [c for c, *_ in run.received[o]] for o in (1, 3)}
+    for o in (1, 3):
+        assert cycles[o] == list(range(cycles[o][0], cycles[o][0] + 4 * PF))
+    assert abs(cycles[1][0] - cycles[3][0]) <= 1
+
+
+def test_mp_preempts_the_shared_phase_which_resumes():
+    """Flows 0 and 1 (inputs 0, 1 -> output 3, DP) run 4 packets each; an MP packet of the
+    stored slot 2 (3 -> 0) arrives at input 3 meanwhile: the control unit drains the shared
+    phase (packets granted still start), selects slot 2, serves MP, then selects the shared
+    phase again (no copy) and the flows finish: every flit once and in order, MP's packet
+    leaves before the last DP packet; one preemption and three selects (shared, 2, shared)."""
+    dut = switch()
+    mp = config([Flow(inputs=(3,), outputs=(0,))])
+    h = host(dut, ports=TO_3_PORTS[:2] + [(2, 3, 0, 1 << 0)], flows={0: 0, 1: 1})
+    inj = stream(0, 0, 4, h.start) + stream(1, 1, 4, h.start)
+    inj.append(Injection(3, h.start + 30, packetize(PKT, list(range(PF)), phase=2, vc=VC.MP, flow=7)[0]))
+    run = run_packet_switch(dut, configs=TO_3[:2] + [mp, None], injections=inj, host=h,
+                            check_order=False, max_cycles=2000, quiet=40)
+    check_delivery(run, {3: {f: [data(f, s, k) for s in range(4) for k in range(PF)] for f in (0, 1)},
+                         0: {7: list(range(PF))}})
+    assert run.counters["preemptions"] == 1 and run.counters["selects"] == 3
+    assert run.received[0][-1][0] < run.received[3][-1][0]
