@@ -82,7 +82,7 @@ class SharedFlows(wiring.Component):
           k has a flow-port entry for n, every partner of n's entry has (f, s) at its head, no
           packet of k is granted but not started, and every output of the entry has ``room``.
         * It may be granted when k is set up already (its lanes carry k's packets: no set-up)
-          and no other ready-but-blocked packet wants a lane of k (fair hand-over), or when
+          and no ready packet of another slot wants a lane of k (fair hand-over), or when
           k's lanes are disjoint from those of every slot set up and not releasable.
         * Round robin among the ready inputs: the input after the last one granted first.
         * A grant sets k up (its modes join the datapath's the next cycle: a set-up costs one
@@ -211,11 +211,12 @@ class SharedFlows(wiring.Component):
                 want[n].eq(known[n] & gang[n] & (pend_of[slot[n]] == 0)),
                 ready[n].eq(want[n] & _all([~self.in_outputs[n][o] | self.room[o] for o in range(P)])),
             ]
-        # fair hand-over: a slot set up keeps its lanes for its next packet only while no packet
-        # of another slot wants one of them
+        # fair hand-over: a slot set up keeps its lanes for its next packet only while no ready
+        # packet of another slot (gang present, room on its outputs) wants one of them. Room
+        # counts: a slot that cannot go anyway does not stop the holder (its lanes would idle)
         contested = Signal(K, name="slot_contested")
         for k in range(K):
-            m.d.comb += contested[k].eq(_any([want[n] & (slot[n] != k)
+            m.d.comb += contested[k].eq(_any([ready[n] & (slot[n] != k)
                                               & (lanes_of[slot[n]] & lanes[k]).any()
                                               for n in range(P)]))
         contested_of = Array([contested[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
