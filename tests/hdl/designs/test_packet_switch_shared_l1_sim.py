@@ -25,8 +25,9 @@ from cocotb_tests.lib.scoreboard import TaggedScoreboard
 from cocotb_tests.packet_sim import Injection, run_packet_switch
 
 SPEC = fabric_spec("fred-b", io_controllers=18)
+#: Fred-D: 8 trees at an L1 (Fred_3(12)), so 9 slots and a 4-bit phase
+SPEC_D = fabric_spec("fred-d", io_controllers=18)
 STRIPES, PACKETS, PF = 18, 2, 8
-PKT = PacketFormat(phase_bits=3, seq_bits=8, flow_bits=5, packet_flits=PF)
 
 
 def value(port, stripe, seq, k):
@@ -34,11 +35,14 @@ def value(port, stripe, seq, k):
     return port << 20 | stripe << 12 | seq << 8 | k
 
 
-def run_l1(op, *, drain_rate=1.0, rng=None):
-    t = shared_stripe_tables(SPEC, op, 0)
-    ports = SPEC.switch_ports[0]
-    dut = PacketSwitch(ports=ports, middle=SPEC.middle, dtype="int32", lanes=1, phases=t.phases,
-                       packet=PKT, depth=default_depth(SPEC), shared_phase=t.shared_phase, flows=STRIPES)
+def run_l1(op, *, drain_rate=1.0, rng=None, spec=SPEC):
+    t = shared_stripe_tables(spec, op, 0)
+    ports = spec.switch_ports[0]
+    PKT = PacketFormat(phase_bits=max(1, (t.phases - 1).bit_length()), seq_bits=8, flow_bits=5,
+                       packet_flits=PF)
+    dut = PacketSwitch(ports=ports, middle=spec.middle, dtype="int32", lanes=1, phases=t.phases,
+                       packet=PKT, depth=default_depth(spec), shared_phase=t.shared_phase,
+                       flows=STRIPES)
     writes = [("port", e) for e in t.flow_ports] + [("flow", e) for e in t.stripe_slots.items()]
 
     async def host(ctx, cycle):
@@ -65,7 +69,7 @@ def run_l1(op, *, drain_rate=1.0, rng=None):
                             check_order=False, max_cycles=6000, quiet=60, drain_rate=drain_rate,
                             rng=rng)
     # expected: per output, per stripe, the sum over the inputs of the stripe's flow there
-    board = TaggedScoreboard(f"Fred-B L1 0 {op}", ordered=True)
+    board = TaggedScoreboard(f"{spec.name} L1 0 {op}", ordered=True)
     slots = t.stripe_slots
     by_slot = {}
     for slot, n, partners, outputs in t.flow_ports:
@@ -86,7 +90,20 @@ def run_l1(op, *, drain_rate=1.0, rng=None):
     board.check()
     assert run.flags["overflow"] == 0 and run.flags["credit_error"] == 0 and run.credit_errors == []
     assert run.flags["busy"] == 0
-    return dut, run
+    return dut, run, PKT
+
+
+def check_gaps(spec, op, run, pkt):
+    """Each NPU output's span: its 36 packets plus latency + 1 per change of tree there."""
+    lat = switch_latency(ports=spec.switch_ports[0], middle=spec.middle, dtype="int32")
+    t = shared_stripe_tables(spec, op, 0)
+    for o in range(spec.npus_per_l1):
+        cycles = [c for c, *_ in run.received[o]]
+        stripes = [pkt.unpack_header(tag)["flow"] for *_, tag in run.received[o]][::PF]
+        changes = sum(t.stripe_slots[a] != t.stripe_slots[b] for a, b in zip(stripes, stripes[1:]))
+        span = cycles[-1] - cycles[0] + 1
+        assert span == STRIPES * PACKETS * PF + changes * (lat + 1)
+        assert changes >= 1
 
 
 def test_io_broadcast_at_fred_b_l1_interleaves_the_five_trees():
@@ -94,21 +111,26 @@ def test_io_broadcast_at_fred_b_l1_interleaves_the_five_trees():
     exactly the set-up cost (latency + 1 idle cycles, docs/switch.md), between two of one tree
     none (the downlink's 14 stripes share slot 1): so each output's span is 36 packets plus
     latency + 1 per change of tree seen there (measured: 288 + 10 x 12 = 408 cycles)."""
-    dut, run = run_l1("io-broadcast")
-    lat = switch_latency(ports=SPEC.switch_ports[0], middle=SPEC.middle, dtype="int32")
-    t = shared_stripe_tables(SPEC, "io-broadcast", 0)
-    for o in range(4):
-        cycles = [c for c, *_ in run.received[o]]
-        stripes = [PKT.unpack_header(tag)["flow"] for *_, tag in run.received[o]][::PF]
-        changes = sum(t.stripe_slots[a] != t.stripe_slots[b] for a, b in zip(stripes, stripes[1:]))
-        span = cycles[-1] - cycles[0] + 1
-        assert span == STRIPES * PACKETS * PF + changes * (lat + 1)
-        assert changes >= 1
+    _, run, pkt = run_l1("io-broadcast")
+    check_gaps(SPEC, "io-broadcast", run, pkt)
 
 
-@pytest.mark.parametrize("drain_rate", [1.0, 0.5])
-def test_io_reduce_at_fred_b_l1_reduces_every_stripe(drain_rate):
+def test_io_reduce_at_fred_b_l1_reduces_every_stripe():
     """Five-input reductions of five trees, each NPU input carrying all 18 stripes in the
     packet order: every packet is granted with its whole gang at its heads."""
+    run_l1("io-reduce")
+
+
+@pytest.mark.full
+def test_io_reduce_at_fred_b_l1_under_half_rate_receivers():
     import random
-    run_l1("io-reduce", drain_rate=drain_rate, rng=random.Random(3))
+    run_l1("io-reduce", drain_rate=0.5, rng=random.Random(3))
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("op", ["io-broadcast", "io-reduce"])
+def test_fred_d_l1_serves_its_eight_trees(op):
+    """Fred-D's L1 0 (Fred_3(12), 8 trees, 9 slots): the same checks."""
+    _, run, pkt = run_l1(op, spec=SPEC_D)
+    if op == "io-broadcast":
+        check_gaps(SPEC_D, op, run, pkt)
