@@ -280,3 +280,51 @@ def test_mp_preempts_the_shared_phase_which_resumes():
                          0: {7: list(range(PF))}})
     assert run.counters["preemptions"] == 1 and run.counters["selects"] == 3
     assert run.received[0][-1][0] < run.received[3][-1][0]
+
+
+#: Fred_3(5) (odd P: the last port's demux and mux): five trees, multicasts and reductions,
+#: sharing inputs and outputs
+P5_FLOWS = [Flow(inputs=(4,), outputs=(0, 1)), Flow(inputs=(0, 1), outputs=(4,)),
+            Flow(inputs=(2,), outputs=(3, 4)), Flow(inputs=(3,), outputs=(0,)),
+            Flow(inputs=(2, 3), outputs=(1,))]
+
+
+@pytest.mark.parametrize("seed", [0, 1, pytest.param(2, marks=pytest.mark.full),
+                                  pytest.param(3, marks=pytest.mark.full)])
+def test_random_trees_on_an_odd_switch_in_one_packet_order(seed):
+    """Five trees on Fred_3(5), 4 packets of 4 flits each, every sender following one random
+    packet order (round p of every tree in a random tree order, host rule 5), random arrival
+    times, sender idles (0.7) and receiver backpressure (0.6 after 2 cycles), 8-flit buffers
+    (two packets): every output gets each of its trees' sums once, in order, exact."""
+    rng = random.Random(seed)
+    pkt = PacketFormat(phase_bits=3, seq_bits=8, flow_bits=4, packet_flits=4)
+    ports, middle = 5, M
+    dut = PacketSwitch(ports=ports, middle=middle, dtype="int32", lanes=1, phases=6, packet=pkt,
+                       depth=8, shared_phase=5, flows=8)
+    entries = [(k, n, sum(1 << j for j in f.inputs if j != n), sum(1 << o for o in f.outputs))
+               for k, f in enumerate(P5_FLOWS) for n in sorted(f.inputs)]
+    h = host(dut, ports=entries, flows={k: k for k in range(len(P5_FLOWS))})
+    order = [(k, p) for p in range(4) for k in rng.sample(range(len(P5_FLOWS)), len(P5_FLOWS))]
+    sent, inj = {}, []
+    for k, p in order:
+        for n in P5_FLOWS[k].inputs:
+            sent[(k, p, n)] = [rng.randrange(1 << 20) for _ in range(4)]
+            inj.append(Injection(n, h.start + rng.randrange(30), packetize(
+                pkt, sent[(k, p, n)], phase=5, vc=VC.DP, flow=k, first_seq=p)[0]))
+    configs = [route(ports=ports, middle=middle, flows=[f]).phases[0].config for f in P5_FLOWS]
+    run = run_packet_switch(dut, configs=configs + [None], injections=inj, host=h, rng=rng,
+                            send_rate=0.7, drain_rate=0.6, drain_delay=2, check_order=False,
+                            max_cycles=5000, quiet=80)
+    board = TaggedScoreboard("Fred_3(5) trees", ordered=True)
+    for k, f in enumerate(P5_FLOWS):
+        for o in f.outputs:
+            for i in range(16):
+                board.expect((o, k), i, sum(sent[(k, i // 4, n)][i % 4] for n in f.inputs) & 0xFFFFFFFF)
+    seen = {}
+    for o in range(ports):
+        for _, v, _, tag in run.received[o]:
+            k = pkt.unpack_header(tag)["flow"]
+            seen[(o, k)] = seen.get((o, k), -1) + 1
+            board.observe((o, k), seen[(o, k)], v)
+    board.check()
+    assert run.flags["busy"] == 0 and run.flags["overflow"] == 0 and run.credit_errors == []
