@@ -18,7 +18,7 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
-__all__ = ["packet_headers", "flow_port_entries", "phase_orders", "online_output",
+__all__ = ["slot_entries", "packet_headers", "flow_port_entries", "phase_orders", "online_output",
            "online_table", "online_headers", "runs_online", "write_paces"]
 
 
@@ -32,18 +32,25 @@ def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
     for s, phases in enumerate(program.switches):
         entries = []
         for k, phase in enumerate(phases):
-            seen = set()
-            for flow in phase.flows:
-                inputs = sorted(set(flow.inputs))
-                outputs = sum(1 << o for o in set(flow.outputs))
-                for n in inputs:
-                    if n in seen:
-                        raise FredError(f"{program.switch_name(s)} slot {k}: input {n} is in "
-                                        f"two flows")
-                    seen.add(n)
-                    entries.append((k, n, sum(1 << j for j in inputs if j != n), outputs))
+            entries += slot_entries(k, phase.flows, f"{program.switch_name(s)} slot {k}")
         tables.append(entries)
     return tables
+
+
+def slot_entries(slot: int, flows, where: str) -> list[tuple[int, int, int, int]]:
+    """The flow-port table entries ``(slot, input, partners, outputs)`` of the ``flows`` stored
+    in one slot (see :func:`flow_port_entries`); FredError naming ``where`` if two flows share
+    an input."""
+    entries, seen = [], set()
+    for flow in flows:
+        inputs = sorted(set(flow.inputs))
+        outputs = sum(1 << o for o in set(flow.outputs))
+        for n in inputs:
+            if n in seen:
+                raise FredError(f"{where}: input {n} is in two flows")
+            seen.add(n)
+            entries.append((slot, n, sum(1 << j for j in inputs if j != n), outputs))
+    return entries
 
 
 def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,

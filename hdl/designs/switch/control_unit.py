@@ -128,7 +128,8 @@ class ControlUnit(wiring.Component):
 
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
                 ordered: bool = False, middle: int = 3, yield_after: int = 0,
-                entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None):
+                entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None,
+                shared_phase: int | None = None):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -140,11 +141,18 @@ class ControlUnit(wiring.Component):
         if isinstance(yield_after, bool) or not isinstance(yield_after, int) or not 0 <= yield_after < 1 << 12:
             raise FredError(f"yield_after must be a whole number of cycles in 0..4095, got {yield_after!r}")
         check_entries(entries, ports, online, bubble_outputs)
+        if shared_phase is not None and (isinstance(shared_phase, bool) or not isinstance(shared_phase, int)
+                                         or not 0 <= shared_phase < phases
+                                         or online and shared_phase == packet.online_phase):
+            raise FredError(f"shared_phase must be None or a slot index in 0..{phases - 1} (not the "
+                            f"online phase), got {shared_phase!r}")
         return super().__new__(cls)
 
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
                  ordered: bool = False, middle: int = 3, yield_after: int = 0,
-                 entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None):
+                 entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None,
+                 shared_phase: int | None = None):
+        self.shared_phase = shared_phase
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
         self.entries = frozenset(entries)
         self.bubble_outputs = frozenset(range(ports) if bubble_outputs is None else bubble_outputs)
@@ -166,9 +174,15 @@ class ControlUnit(wiring.Component):
             paths = {"route": Out(w).array(ports), "route_keep": Out(1), "route_wire": In(w),
                      "in_block": Out(middle), "out_block": Out(middle), "swap": Out(ports),
                      "swap_wire": Out(w).array(ports)}
+        shared = {}
+        if shared_phase is not None:
+            # the shared stored flows (:class:`~hdl.designs.switch.shared_flows.SharedFlows`)
+            shared = {"shared_mode": Out(1), "shared_run": Out(1), "shared_enable": In(ports),
+                      "shared_pending": In(ports)}
         super().__init__({
             **order,
             **paths,
+            **shared,
             "head_valid": In(nvc).array(ports),
             "head_first": In(nvc).array(ports),
             "head": In(struct_layout(packet.header)).array(nvc).array(ports),
@@ -258,8 +272,14 @@ class ControlUnit(wiring.Component):
         online_mode = self.online_mode
         if self.online:
             m.d.comb += online_mode.eq(by_header & (cur_phase == self.packet.online_phase))
+        # the shared phase's modes are its flows' (SharedFlows), not a stored copy
+        shared_mode = Const(0, 1)
+        if self.shared_phase is not None:
+            shared_mode = self.shared_mode
+            m.d.comb += [shared_mode.eq(by_header & (cur_phase == self.shared_phase)),
+                         self.shared_run.eq(shared_mode & (state == CUState.RUN))]
         # the online phase needs no stored configuration: it is active whenever selected
-        active_ok = online_mode | self.active_valid & (self.active_phase == cur_phase)
+        active_ok = online_mode | shared_mode | self.active_valid & (self.active_phase == cur_phase)
         # The active configuration is a copy: a rewrite of its slot (the slot unloaded from the
         # rewrite's first word on) makes it stale until a select copies a slot in again. A stale
         # phase starts no packet in RUN; the unit drains and selects the slot anew.
@@ -268,7 +288,7 @@ class ControlUnit(wiring.Component):
         select_done = self.select.valid & self.select.ready
         m.d.sync += stale.eq(self.active_valid & ~self.loaded.bit_select(self.active_phase, 1)
                              | stale & ~select_done)
-        m.d.comb += stale_now.eq(stale & ~online_mode)
+        m.d.comb += stale_now.eq(stale & ~online_mode & ~shared_mode)
         path_ok = Signal(P)      # input n's head packet (online) may start: its path is set up
         awaiting = Signal(P)     # ... a path was granted to it, its first packet not started yet
         partial, match, start_ok, heads, firsts = [], [], [], [], []
@@ -283,7 +303,7 @@ class ControlUnit(wiring.Component):
             mt = Signal(name=f"match{n}")
             ok = Signal(name=f"start_ok{n}")
             m.d.comb += mt.eq(hv & hf & (h.phase == cur_phase) & active_ok)
-            m.d.comb += ok.eq(mt & ~online_mode & gate[n]
+            m.d.comb += ok.eq(mt & ~online_mode & ~shared_mode & gate[n]
                               & ((state == CUState.RUN) & ~stale_now
                                  | (state == CUState.DRAIN) & drain_ok[n]))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
@@ -296,13 +316,20 @@ class ControlUnit(wiring.Component):
                 # follows at once
                 online_enable = running & (
                     part | mt & path_ok[n] & (awaiting[n] | (state == CUState.RUN)))
+            shared_pending, shared_enable = 0, 0
+            if self.shared_phase is not None:
+                # a granted packet starts also in DRAIN (its gang and room are committed)
+                shared_pending = self.shared_pending[n]
+                shared_enable = running & (part | self.shared_enable[n])
             with m.If(by_header & online_mode):
                 m.d.comb += self.enable[n].eq(online_enable)
+            with m.Elif(by_header & shared_mode):
+                m.d.comb += self.enable[n].eq(shared_enable)
             with m.Elif(by_header):
                 m.d.comb += self.enable[n].eq(part & running | ok)
             with m.Else():
                 m.d.comb += self.enable[n].eq(manual_ok)
-            partial.append(part | awaiting[n])
+            partial.append(part | awaiting[n] | shared_pending)
             heads.append(h)
             firsts.append(hv & hf)
             match.append(mt)
@@ -346,7 +373,7 @@ class ControlUnit(wiring.Component):
         yielding = Signal()        # the DRAIN under way is a yield: select ``yield_target``
         yield_target = Signal(pw)
         if self.yield_after:
-            run_ok = (state == CUState.RUN) & active_ok & ~stale_now & by_header
+            run_ok = (state == CUState.RUN) & active_ok & ~stale_now & by_header & ~shared_mode
             yield_fire = self._yield(m, heads, firsts, match, gate, run_ok, online_mode,
                                      any_match, any_partial, cur_phase, yield_phase)
 
@@ -381,6 +408,9 @@ class ControlUnit(wiring.Component):
             to_online = Signal()
             if self.online:
                 m.d.comb += to_online.eq(target == self.packet.online_phase)
+            if self.shared_phase is not None:     # nor the shared phase (its flows' slots are)
+                with m.If(target == self.shared_phase):
+                    m.d.comb += to_online.eq(1)
             m.d.comb += self.select.valid.eq(~to_online)
             with m.If(self.select.ready | to_online):
                 m.d.sync += [state.eq(CUState.SETTLE), cur_phase.eq(target), cur_vc.eq(target_vc),

@@ -35,17 +35,32 @@ class FlowPortTable(wiring.Component):
             (combinational): the control unit's yield candidate, a packet of another phase
             whose room it checks (docs/switch.md, "Control unit").
 
+    Shared flows (``shared``; the packet switch's :class:`~hdl.designs.switch.shared_flows.SharedFlows`,
+    docs/switch.md, "Shared stored flows"): several slots are served at once, so the entries
+    are also read per input and per slot:
+        in_slot: ``In(phase index).array(P)``; in_partners, in_outputs: ``Out(P).array(P)``:
+            input n's entry in slot ``in_slot[n]`` (the slot of the flow at its head).
+        slot_outputs: ``Out(P).array(K)``: the outputs of slot k, the union of its entries'.
+
     Storage: K x P x 2P flip-flops (small: the slots are few and the masks P bits).
     """
 
-    def __init__(self, *, ports: int, phases: int):
+    def __init__(self, *, ports: int, phases: int, shared: bool = False):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or phases < 1:
             raise FredError(f"phases must be an integer >= 1, got {phases!r}")
-        self.ports, self.phases = ports, phases
+        if shared not in (False, True):
+            raise FredError(f"shared must be a bool, got {shared!r}")
+        self.ports, self.phases, self.shared = ports, phases, shared
         pw = phase_index_width(phases)
+        extra = {}
+        if shared:
+            extra = {"in_slot": In(pw).array(ports), "in_partners": Out(ports).array(ports),
+                     "in_outputs": Out(ports).array(ports),
+                     "slot_outputs": Out(ports).array(phases)}
         super().__init__({
+            **extra,
             "we": In(1), "slot": In(pw), "input": In(range(ports)),
             "partners": In(ports), "outputs": In(ports),
             "read_slot": In(pw),
@@ -74,4 +89,15 @@ class FlowPortTable(wiring.Component):
         by_input = [Array([outputs[k][n] for k in range(K)] + pad)[self.peek_slot] for n in range(P)]
         pad_in = [Const(0, P)] * ((1 << len(self.peek_input)) - P)
         m.d.comb += self.peek_outputs.eq(Array(by_input + pad_in)[self.peek_input])
+        if self.shared:
+            for n in range(P):
+                m.d.comb += [
+                    self.in_partners[n].eq(Array([partners[k][n] for k in range(K)] + pad)[self.in_slot[n]]),
+                    self.in_outputs[n].eq(Array([outputs[k][n] for k in range(K)] + pad)[self.in_slot[n]]),
+                ]
+            for k in range(K):
+                union = outputs[k][0]
+                for n in range(1, P):
+                    union = union | outputs[k][n]
+                m.d.comb += self.slot_outputs[k].eq(union)
         return m

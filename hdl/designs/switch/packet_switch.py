@@ -25,6 +25,7 @@ from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .flow_port_table import FlowPortTable
 from .phase_order import PhaseOrder
+from .shared_flows import SharedFlows, check_shared
 from .vc_input_buffer import VCInputBuffer, link_signature
 
 __all__ = ["PacketSwitch"]
@@ -108,6 +109,16 @@ class PacketSwitch(wiring.Component):
     of another phase of the served VC waits with room, the control unit drains and selects
     that phase (docs/switch.md, "Control unit").
 
+    Shared stored flows (``shared_phase``: a slot index, default None = off; ``flows``: the
+    flow ids its table maps; ``shared_we``, ``shared_flow``, ``shared_slot``, ``shared_valid``
+    write the table, ``shared_unknown`` is sticky: a packet of the shared phase waited with no
+    usable entry): packets whose header names ``shared_phase`` are served per flow id, each
+    flow id naming the stored slot of its lanes and its flow-port table entries; slots whose
+    lanes are disjoint run at once, slots sharing a lane (an output) take turns per packet,
+    round robin, each packet granted with all its reduction partners at their heads and room on
+    all its outputs at once (:class:`~hdl.designs.switch.shared_flows.SharedFlows`,
+    docs/switch.md, "Shared stored flows"). The slot ``shared_phase`` itself is never selected.
+
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
     counters. The datapath and configuration memory are those of ``fred_switch``.
@@ -115,7 +126,7 @@ class PacketSwitch(wiring.Component):
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
                 ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset(),
-                bubble_outputs=None):
+                bubble_outputs=None, shared_phase=None, flows=0):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -129,6 +140,8 @@ class PacketSwitch(wiring.Component):
                             f"got {yield_after!r}")
         flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         check_port_parameters(phases=phases, word_width=word_width)
+        check_shared(shared_phase=shared_phase, flows=flows, phases=phases, packet=packet,
+                     online=online)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
                             ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
         check_entries(entries, ports, online, bubble_outputs)
@@ -143,8 +156,10 @@ class PacketSwitch(wiring.Component):
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
                  online: bool = False, ordered: bool = False, yield_after: int | None = None,
-                 entries=frozenset(), bubble_outputs=None):
+                 entries=frozenset(), bubble_outputs=None, shared_phase: int | None = None,
+                 flows: int = 0):
         self.entries, self.bubble_outputs = frozenset(entries), bubble_outputs
+        self.shared_phase, self.flows = shared_phase, flows
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
@@ -184,7 +199,16 @@ class PacketSwitch(wiring.Component):
             "flow_we": In(1), "flow_slot": In(pw), "flow_input": In(range(ports)),
             "flow_partners": In(ports), "flow_outputs": In(ports),
             **self._order_ports(ordered, phases, pw, packet),
+            **self._shared_ports(shared_phase, flows, pw),
         })
+
+    @staticmethod
+    def _shared_ports(shared_phase, flows, pw) -> dict:
+        """The shared flows' table ports (only with ``shared_phase``)."""
+        if shared_phase is None:
+            return {}
+        return {"shared_we": In(1), "shared_flow": In(range(flows)), "shared_slot": In(pw),
+                "shared_valid": In(1), "shared_unknown": Out(1)}
 
     @staticmethod
     def _order_ports(ordered, phases, pw, packet) -> dict:
@@ -235,11 +259,13 @@ class PacketSwitch(wiring.Component):
                                                 online=self.online, ordered=self.ordered,
                                                 middle=self.middle, yield_after=self.yield_after,
                                                 entries=self.entries,
-                                                bubble_outputs=self.bubble_outputs)
+                                                bubble_outputs=self.bubble_outputs,
+                                                shared_phase=self.shared_phase)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)
-        table = m.submodules.flow_ports = FlowPortTable(ports=P, phases=self.phases)
+        shared = self.shared_phase is not None
+        table = m.submodules.flow_ports = FlowPortTable(ports=P, phases=self.phases, shared=shared)
         m.d.comb += [table.we.eq(self.flow_we), table.slot.eq(self.flow_slot),
                      table.input.eq(self.flow_input), table.partners.eq(self.flow_partners),
                      table.outputs.eq(self.flow_outputs), table.read_slot.eq(memory.active_phase)]
@@ -257,6 +283,8 @@ class PacketSwitch(wiring.Component):
             m.d.comb += [memory.select.valid.eq(self.phase.valid),
                          memory.select.payload.eq(self.phase.payload),
                          self.phase.ready.eq(memory.select.ready)]
+        core_modes = Signal.like(memory.modes, name="core_modes")
+        out_last = [core.o[n].valid & core.o[n].ready & core.o[n].payload.last for n in range(P)]
         if self.online:
             # the default phase index: modes of the paths set up online
             router = m.submodules.online_router = OnlineRouter(ports=P, middle=self.middle,
@@ -264,7 +292,7 @@ class PacketSwitch(wiring.Component):
             m.d.comb += [
                 router.req.eq(cu.route_req), router.src.eq(cu.route_src),
                 router.dst.eq(cu.route_dst), cu.route_ok.eq(router.ok), router.rel.eq(cu.release),
-                core.modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
+                core_modes.eq(Mux(cu.online_mode, router.modes, memory.modes)),
             ]
             if routed:
                 m.d.comb += [router.in_block.eq(cu.in_block), router.out_block.eq(cu.out_block),
@@ -274,10 +302,9 @@ class PacketSwitch(wiring.Component):
                     m.d.comb += [router.swap_wire[n].eq(cu.swap_wire[n]),
                                  core.route[n].eq(cu.route[n])]
             for n in range(P):
-                m.d.comb += cu.out_last[n].eq(core.o[n].valid & core.o[n].ready
-                                              & core.o[n].payload.last)
+                m.d.comb += cu.out_last[n].eq(out_last[n])
         else:
-            m.d.comb += core.modes.eq(memory.modes)
+            m.d.comb += core_modes.eq(memory.modes)
         m.d.comb += [
             memory.drained.eq(~core.busy),
             cu.busy.eq(core.busy),
@@ -308,7 +335,8 @@ class PacketSwitch(wiring.Component):
             m.d.comb += [
                 buf.i.valid.eq(self.i[n].valid),
                 buf.i.payload.eq(self.i[n].payload),
-                buf.loaded.eq(memory.loaded),
+                # the shared phase's packets are well formed: their flows' slots are loaded
+                buf.loaded.eq(memory.loaded | (1 << self.shared_phase if shared else 0)),
                 buf.sel.eq(cu.vc),
                 cu.head_valid[n].eq(buf.head_valid),
                 cu.head_first[n].eq(buf.head_first),
@@ -327,6 +355,10 @@ class PacketSwitch(wiring.Component):
             ]
             bad.append(buf.bad_header)
             overflow.append(buf.overflow)
+
+        flows = self._shared_flows(m, table, cu, bufs, out_last) if shared else None
+        m.d.comb += core.modes.eq(Mux(cu.shared_mode, flows.modes, core_modes) if shared
+                                  else core_modes)
 
         # ---- control VC ---------------------------------------------------------------------
         router = None
@@ -385,15 +417,51 @@ class PacketSwitch(wiring.Component):
                 with m.If(ctrl_go):
                     m.d.comb += self.o[n].payload.eq(router.o[n].payload)
             credit_error.append(err)
-            self._room(m, n, counters, cu, send, flit.last)
+            reserve = Mux(cu.shared_mode, flows.reserve[n], cu.reserve[n]) if shared else cu.reserve[n]
+            self._room(m, n, counters, cu, send, flit.last, reserve)
         m.d.comb += [self.bad_header.eq(_any(bad)), self.overflow.eq(_any(overflow)),
                      self.credit_error.eq(_any(credit_error))]
         return m
 
-    def _room(self, m, n, counters, cu, send, last):
+    def _shared_flows(self, m, table, cu, bufs, out_last):
+        """The shared stored flows (:class:`~hdl.designs.switch.shared_flows.SharedFlows`):
+        their table written through the ``shared_*`` ports, every slot's modes snooped from the
+        configuration port, the heads of the served VC, the flow-port table read per input and
+        per slot, the room and the control unit's grants."""
+        P, nvc = self.ports, len(DATA_VCS)
+        flows = m.submodules.shared_flows = SharedFlows(
+            ports=P, middle=self.middle, phases=self.phases, packet=self.packet, flows=self.flows,
+            word_width=self.word_width)
+        m.d.comb += [
+            flows.cfg_we.eq(self.config.valid & self.config.ready),
+            flows.cfg_slot.eq(self.config.payload.phase), flows.cfg_data.eq(self.config.payload.data),
+            flows.cfg_last.eq(self.config.payload.last), flows.loaded.eq(self.loaded),
+            flows.map_we.eq(self.shared_we), flows.map_flow.eq(self.shared_flow),
+            flows.map_slot.eq(self.shared_slot), flows.map_valid.eq(self.shared_valid),
+            self.shared_unknown.eq(flows.unknown),
+            flows.room.eq(cu.room), flows.run.eq(cu.shared_run), flows.started.eq(cu.started),
+            cu.shared_enable.eq(flows.enable), cu.shared_pending.eq(flows.pending),
+        ]
+        for n, buf in enumerate(bufs):
+            for v in range(nvc):
+                with m.If(cu.vc == v):
+                    head = buf.head[v]
+                    m.d.comb += [flows.head_ok[n].eq(buf.head_valid[v] & buf.head_first[v]
+                                                     & (head.phase == self.shared_phase)),
+                                 flows.head_flow[n].eq(head.flow), flows.head_seq[n].eq(head.seq)]
+            m.d.comb += [table.in_slot[n].eq(flows.in_slot[n]),
+                         flows.in_partners[n].eq(table.in_partners[n]),
+                         flows.in_outputs[n].eq(table.in_outputs[n]),
+                         flows.out_last[n].eq(out_last[n])]
+        for k in range(self.phases):
+            m.d.comb += flows.slot_outputs[k].eq(table.slot_outputs[k])
+        return flows
+
+    def _room(self, m, n, counters, cu, send, last, reserve):
         """``cu.room[n]``: output n can take a whole packet on the served VC: its credits minus
         the flits it still owes to packets started towards it (``cu.reserve``: one packet of
-        ``packet_flits`` each; a short last packet returns the rest at its last flit). Owed
+        ``packet_flits`` each, ``reserve``: the control unit's, or the shared flows' in the
+        shared phase; a short last packet returns the rest at its last flit). Owed
         flits saturate at 0, so packets started without a table entry (never reserved) leave
         the count alone."""
         pf = self.packet.packet_flits
@@ -403,7 +471,7 @@ class PacketSwitch(wiring.Component):
         with m.If(send):
             m.d.comb += paid.eq(Mux(last, pf - in_packet, 1))
             m.d.sync += in_packet.eq(Mux(last, 0, in_packet + 1))
-        grown = owed + Mux(cu.reserve[n], pf, 0)
+        grown = owed + Mux(reserve, pf, 0)
         m.d.sync += owed.eq(Mux(grown > paid, grown - paid, 0))
         credits = Signal(range(self.depth + 3), name=f"vc_credits{n}")
         for v, counter in enumerate(counters):

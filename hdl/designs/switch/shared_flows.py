@@ -1,0 +1,294 @@
+"""The packet switch's shared stored flows: several stored flows of one VC served at once,
+interleaved per packet at the outputs they share (docs/switch.md, "Shared stored flows")."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.hdl import Array, Cat, Const, Mux
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.config_port import config_words, phase_index_width
+from hdl.contracts.encoding import check_size, config_bits, layout
+from hdl.contracts.errors import FredError
+from hdl.contracts.packet import PacketFormat
+
+__all__ = ["SharedFlows", "check_shared"]
+
+#: packets started towards one output whose last flit has not left it (< the pipeline depth
+#: in packets, plus one granted): 8 bits as the online paths' counters
+FLIGHT_BITS = 8
+
+
+def check_shared(*, shared_phase, flows, phases, packet, online):
+    """Validate the packet switch's shared-flow parameters (keyword-only): ``shared_phase``
+    None (the mode off) or a slot index in 0..phases-1 (the header phase of the shared flows;
+    its stored configuration is never selected), ``flows`` the flow ids the table maps
+    (1..2**flow_bits; only with ``shared_phase``)."""
+    if shared_phase is None:
+        if flows:
+            raise FredError(f"flows={flows!r} needs shared_phase (the shared flows' header phase)")
+        return
+    if isinstance(shared_phase, bool) or not isinstance(shared_phase, int) or not 0 <= shared_phase < phases:
+        raise FredError(f"shared_phase must be a slot index in 0..{phases - 1}, got {shared_phase!r}")
+    if phases < 2:
+        raise FredError(f"shared flows need at least one slot besides shared_phase: phases >= 2, "
+                        f"got {phases}")
+    limit = 1 << packet.flow_bits
+    if isinstance(flows, bool) or not isinstance(flows, int) or not 1 <= flows <= limit:
+        raise FredError(f"flows must be the number of flow ids the table maps, in 1..{limit} "
+                        f"(2**flow_bits), got {flows!r}")
+    if online and shared_phase == packet.online_phase:
+        raise FredError(f"shared_phase {shared_phase} is the online phase index")
+
+
+class SharedFlows(wiring.Component):
+    """Serves the packets of the shared phase: each flow id names a stored slot (its lanes),
+    and the packets of slots whose lanes are disjoint run at once; slots that share a lane
+    (an output, a middle link) take turns per packet.
+
+    Parameters (keyword-only): ports P, middle m (the datapath's), phases K, packet
+    (:class:`PacketFormat`), flows F (flow ids in the table), word_width (the configuration
+    port's).
+
+    Members:
+        cfg_we, cfg_slot, cfg_data, cfg_last: ``In``: a word taken by the configuration port
+            (snooped: every slot's lane modes are kept in registers here, so a flow's lanes can be
+            set in one cycle instead of a select's N + 2 copy).
+        loaded: ``In(K)``: the configuration memory's loaded slots (checked legal).
+        map_we, map_flow, map_slot, map_valid: ``In``: write the table entry of flow id
+            ``map_flow``: its slot (``map_valid`` 0 clears it).
+        head_ok, head_flow, head_seq: ``In``, per input: the input's head flit on the served VC
+            starts a packet of the shared phase, and its header's flow and seq.
+        in_slot: ``Out(phase index).array(P)``: the slot of each head's flow, read back as
+            in_partners / in_outputs (``In(P).array(P)``) and slot_outputs (``In(P).array(K)``)
+            from the :class:`~hdl.designs.switch.flow_port_table.FlowPortTable`.
+        room: ``In(P)``: an output can take a whole packet (the start gate's room).
+        run: ``In(1)``: new packets may be granted (the control unit serves the shared phase in
+            RUN).
+        started: ``In(P)``: input n passed its head packet's first flit; out_last: ``In(P)``:
+            output n passed a packet's last flit.
+        enable: ``Out(P)``: input n may start its head packet (granted, not started yet);
+        pending: ``Out(P)``: the same without this cycle's grant (registered).
+        reserve: ``Out(P)``: room reserved at a grant (one packet per output of the flow).
+        modes: ``Out(config_bits)``: the datapath's configuration, the OR of the slots set up.
+        active: ``Out(1)``: some slot is set up.
+        unknown: ``Out(1)``: sticky, a shared-phase packet waited whose flow id has no table
+            entry, or whose slot is not loaded or has no flow-port table entry for its input
+            (it waits: the host writes the table before sending).
+
+    Policy (per cycle, at most one grant; docs/switch.md, "Shared stored flows"):
+        * A head packet (flow f, seq s) at input n is *ready* when f maps to a loaded slot k,
+          k has a flow-port entry for n, every partner of n's entry has (f, s) at its head, no
+          packet of k is granted but not started, and every output of the entry has ``room``.
+        * It may be granted when k is set up already (its lanes carry k's packets: no set-up)
+          and no ready packet of another slot wants a lane of k (fair hand-over), or when
+          k's lanes are disjoint from those of every slot set up and not releasable.
+        * Round robin among the ready inputs: the input after the last one granted first.
+        * A grant sets k up (its modes join the datapath's the next cycle: a set-up costs one
+          cycle; a grant of a slot already set up enables at once), marks every input of the
+          gang (n and its partners) to start the packet, reserves one packet of room on each
+          output of the entry, and counts the packet in flight on those outputs.
+        * Slot k is released (its lanes free) when it is set up, nothing of it is granted but
+          not started, no packet of it is in flight on its outputs, and it is not granted now.
+
+    Lanes are the microswitches: slot k's lane mask holds a bit per microswitch whose mode in
+    k is not idle. Two slots with a common microswitch are never set up together, so the OR
+    of the set-up slots' modes is each one's modes on its own microswitches, and a slot's
+    microswitches change only when none of its flits is inside (it is released only when its
+    last flit has left every output of it).
+
+    Latency: a grant in cycle t enables the gang in t (slot already set up) or t + 1 (set-up);
+    from there the packet switch's latency. Backpressure: none inside (a packet is granted
+    only with room on every output, reserved); an input whose datapath port is not ready keeps
+    its grant until it starts.
+    """
+
+    def __init__(self, *, ports: int, middle: int, phases: int, packet: PacketFormat,
+                 flows: int, word_width: int = 32):
+        check_size(ports, middle)
+        if not isinstance(packet, PacketFormat):
+            raise FredError(f"packet must be a PacketFormat, got {packet!r}")
+        if isinstance(phases, bool) or not isinstance(phases, int) or phases < 1:
+            raise FredError(f"phases must be an integer >= 1, got {phases!r}")
+        limit = 1 << packet.flow_bits
+        if isinstance(flows, bool) or not isinstance(flows, int) or not 1 <= flows <= limit:
+            raise FredError(f"flows must be in 1..{limit} (2**flow_bits), got {flows!r}")
+        self.ports, self.middle, self.phases, self.packet = ports, middle, phases, packet
+        self.flows, self.word_width = flows, word_width
+        P, K = ports, phases
+        pw = phase_index_width(phases)
+        super().__init__({
+            "cfg_we": In(1), "cfg_slot": In(pw), "cfg_data": In(word_width), "cfg_last": In(1),
+            "loaded": In(K),
+            "map_we": In(1), "map_flow": In(range(flows)), "map_slot": In(pw), "map_valid": In(1),
+            "head_ok": In(P), "head_flow": In(packet.flow_bits).array(P),
+            "head_seq": In(packet.seq_bits).array(P),
+            "in_slot": Out(pw).array(P), "in_partners": In(P).array(P), "in_outputs": In(P).array(P),
+            "slot_outputs": In(P).array(K),
+            "room": In(P), "run": In(1), "started": In(P), "out_last": In(P),
+            "enable": Out(P), "pending": Out(P), "reserve": Out(P),
+            "modes": Out(config_bits(ports, middle)), "active": Out(1), "unknown": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        P, K, F = self.ports, self.phases, self.flows
+        bits = config_bits(self.ports, self.middle)
+        words = config_words(self.ports, self.middle, self.word_width)
+        fields = layout(self.ports, self.middle)
+        pw = len(self.map_slot)
+
+        # ---- every slot's modes, kept as the configuration port writes them ----------------
+        index = Signal(range(words + 1), name="cfg_index")
+        regs = [[Signal(self.word_width, name=f"slot{k}_word{w}") for w in range(words)]
+                for k in range(K)]
+        with m.If(self.cfg_we):
+            m.d.sync += index.eq(Mux(self.cfg_last, 0, Mux(index == words, index, index + 1)))
+            for k in range(K):
+                for w in range(words):
+                    with m.If((self.cfg_slot == k) & (index == w)):
+                        m.d.sync += regs[k][w].eq(self.cfg_data)
+        slot_modes, lanes = [], []
+        for k in range(K):
+            vec = Signal(bits, name=f"slot_modes{k}")
+            flat = regs[k][0]
+            for w in range(1, words):
+                flat = flat | (regs[k][w].as_unsigned() << (w * self.word_width))
+            m.d.comb += vec.eq(flat)
+            lane = Signal(len(fields), name=f"slot_lanes{k}")
+            m.d.comb += lane.eq(_cat(vec[f.offset:f.offset + f.width].any() for f in fields))
+            slot_modes.append(vec)
+            lanes.append(lane)
+
+        # ---- the flow table: flow id -> slot -------------------------------------------------
+        map_slot = [Signal(pw, name=f"flow_slot{f}") for f in range(F)]
+        map_valid = Signal(F, name="flow_valid")
+        for f in range(F):
+            with m.If(self.map_we & (self.map_flow == f)):
+                m.d.sync += [map_slot[f].eq(self.map_slot), map_valid[f].eq(self.map_valid)]
+        pad = 1 << len(self.head_flow[0])
+        slot_of = Array(map_slot + [Const(0, pw)] * (pad - F))
+        valid_of = Array([map_valid[f] for f in range(F)] + [Const(0, 1)] * (pad - F))
+
+        # ---- state ---------------------------------------------------------------------------
+        up = Signal(K, name="slot_up")
+        pend = [Signal(P, name=f"slot_pending{k}") for k in range(K)]
+        flight = [Signal(FLIGHT_BITS, name=f"out_flight{o}") for o in range(P)]
+        last = Signal(range(P), name="grant_last", init=P - 1)
+        lane_pad = [Const(0, len(fields))] * ((1 << pw) - K)
+        lanes_of = Array(lanes + lane_pad)
+        up_of = Array([up[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
+        pend_of = Array(pend + [Const(0, P)] * ((1 << pw) - K))
+        loaded_of = Array([self.loaded[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
+
+        grant = Signal(name="grant")
+        grant_in = Signal(range(P), name="grant_input")
+        grant_slot = Signal(pw, name="grant_slot")
+        # releasable: set up, nothing granted and unstarted, nothing in flight on its outputs
+        free = [Signal(name=f"slot_free{k}") for k in range(K)]
+        for k in range(K):
+            quiet = _all([(flight[o] == 0) | ~self.slot_outputs[k][o] for o in range(P)])
+            m.d.comb += free[k].eq(up[k] & (pend[k] == 0) & quiet)
+        held = Signal(len(fields), name="lanes_held")   # lanes of slots set up, not releasable
+        m.d.comb += held.eq(_or([Mux(up[k] & ~free[k], lanes[k], 0) for k in range(K)]))
+
+        slot = [Signal(pw, name=f"head_slot{n}") for n in range(P)]
+        known = Signal(P, name="head_known")
+        gang = Signal(P, name="head_gang")
+        ready = Signal(P, name="head_ready")
+        want = Signal(P, name="head_wants")      # known and its gang present (room aside)
+        can = Signal(P, name="head_can")
+        for n in range(P):
+            flow, seq = self.head_flow[n], self.head_seq[n]
+            m.d.comb += [slot[n].eq(slot_of[flow]), self.in_slot[n].eq(slot[n])]
+            entry = self.in_outputs[n] != 0
+            m.d.comb += [
+                known[n].eq(self.head_ok[n] & valid_of[flow] & loaded_of[slot[n]] & entry),
+                gang[n].eq(_all([~self.in_partners[n][j] | self.head_ok[j]
+                                 & (self.head_flow[j] == flow) & (self.head_seq[j] == seq)
+                                 for j in range(P) if j != n])),
+                want[n].eq(known[n] & gang[n] & (pend_of[slot[n]] == 0)),
+                ready[n].eq(want[n] & _all([~self.in_outputs[n][o] | self.room[o] for o in range(P)])),
+            ]
+        # fair hand-over: a slot set up keeps its lanes for its next packet only while no ready
+        # packet of another slot (gang present, room on its outputs) wants one of them. Room
+        # counts: a slot that cannot go anyway does not stop the holder (its lanes would idle)
+        contested = Signal(K, name="slot_contested")
+        for k in range(K):
+            m.d.comb += contested[k].eq(_any([ready[n] & (slot[n] != k)
+                                              & (lanes_of[slot[n]] & lanes[k]).any()
+                                              for n in range(P)]))
+        contested_of = Array([contested[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
+        for n in range(P):
+            k = slot[n]
+            # its slot set up: the next packet on the same lanes, unless another slot wants one
+            keep = up_of[k] & ~contested_of[k]
+            # not set up: its lanes must be free of every slot set up and not releasable (a
+            # releasable slot has no flit inside, so its lanes change hands this cycle)
+            new = ~up_of[k] & ~(lanes_of[k] & held).any()
+            m.d.comb += can[n].eq(self.run & ready[n] & (keep | new))
+        # round robin: the input after the last one granted first
+        for r in range(P):
+            with m.If(last == r):
+                for n in reversed([(r + 1 + i) % P for i in range(P)]):
+                    with m.If(can[n]):
+                        m.d.comb += [grant.eq(1), grant_in.eq(n), grant_slot.eq(slot[n])]
+        gang_mask = Signal(P, name="grant_gang")
+        outs = Signal(P, name="grant_outputs")
+        for n in range(P):
+            with m.If(grant_in == n):
+                m.d.comb += [gang_mask.eq(self.in_partners[n] | (1 << n)), outs.eq(self.in_outputs[n])]
+        with m.If(grant):
+            m.d.sync += last.eq(grant_in)
+        m.d.comb += self.reserve.eq(Mux(grant, outs, 0))
+        was_up = Signal(name="grant_was_up")
+        m.d.comb += was_up.eq(up_of[grant_slot])
+
+        # per slot: set up, granted inputs, released
+        for k in range(K):
+            g = grant & (grant_slot == k)
+            left = pend[k] & ~self.started
+            m.d.sync += pend[k].eq(Mux(g, gang_mask & ~Mux(was_up, self.started, 0), left))
+            with m.If(g):
+                m.d.sync += up[k].eq(1)
+            with m.Elif(free[k]):
+                m.d.sync += up[k].eq(0)
+        # enable: granted and not started; a slot already set up starts in the grant's cycle
+        pending = _or([pend[k] for k in range(K)])
+        m.d.comb += [self.pending.eq(pending),
+                     self.enable.eq(pending | Mux(grant & was_up, gang_mask, 0)),
+                     self.active.eq(up.any()),
+                     self.modes.eq(_or([Mux(up[k], slot_modes[k], 0) for k in range(K)]))]
+        for o in range(P):
+            inc = grant & outs[o]
+            dec = self.out_last[o] & (flight[o] != 0)
+            m.d.sync += flight[o].eq(flight[o] + inc - dec)
+        with m.If(_any([self.head_ok[n] & ~known[n] for n in range(P)])):
+            m.d.sync += self.unknown.eq(1)
+        return m
+
+
+def _cat(bits):
+    return Cat(*list(bits))
+
+
+def _or(values):
+    values = list(values)
+    result = values[0]
+    for v in values[1:]:
+        result = result | v
+    return result
+
+
+def _all(signals):
+    signals = list(signals)
+    if not signals:
+        return Const(1, 1)
+    result = signals[0]
+    for s in signals[1:]:
+        result = result & s
+    return result
+
+
+_any = _or
