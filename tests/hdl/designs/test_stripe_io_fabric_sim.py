@@ -3,6 +3,8 @@
 stripe on its own chain at once, every NPU hearing two senders interleaved per packet, every
 flit checked at every NPU."""
 
+from fractions import Fraction
+
 import pytest
 
 from cocotb_tests.fabric.stripe_io_run import (ENDPOINT_READS, judge_stripe_io, stripe_io_top,
@@ -106,6 +108,51 @@ def test_striped_weight_streaming_keeps_every_controller_streaming_on_overloaded
     assert out["cycles"] == pytest.approx(model, rel=0.05)
 
 
+class _EntryStarved(Exception):
+    """A run that finished with every flit checked in which a controller's memory waited for
+    credits longer than one packet's memory time (a stall or a bad flit is an AssertionError)."""
+
+
+#: The smallest fabric found where a controller enters its chain at the NPU that feeds its L1's
+#: half-rate uplink, as on the wafer (NPUs 3, 7, 11, 15): 12 NPUs, 4 per L1 (3 L1s, each a
+#: Fred_3(9) int32 with 4 controllers), 12 controllers at 1/10 flit per cycle, so that each
+#: uplink's 11 stripes offer 1.1 flits per cycle to its 1/2 (the wafer: 17 x 16/375 = 0.725) and
+#: the ring's buffers fill within a 64-flit stripe. Controllers 3, 7 and 11 enter at NPUs 3, 7, 11.
+UPLINK_ENTRY = fabric_spec("fred-a", npus=12, npus_per_l1=4, io_controllers=12, io_rate=Fraction(1, 10))
+
+
+@pytest.mark.full
+@pytest.mark.xfail(strict=True, raises=_EntryStarved, reason=(
+    "known RTL miss (session 14, s14-stripe, traced 2026-11-27 14:05-14:10 UTC): the entry bubble starves the "
+    "controllers entering at the NPU that feeds the uplink: that NPU's L1 output drains at the uplink's 1/2 flit "
+    "per cycle, room for one packet at a time, which the through-stream (room for one) takes before the controller "
+    "(room for two) ever sees two; controllers 3, 7, 11 done at 1,168, 1,165, 1,167 against 640 for the other nine "
+    "(docs/fabric_validation.md, 'Session 14: where the lagging controllers' packets wait')"))
+def test_a_controller_entering_at_the_npu_that_feeds_the_uplink_streams_at_its_memory_rate(run_fabric_top):
+    """768 flits per NPU (12 stripes of 64, 8 packets each) on :data:`UPLINK_ENTRY`, Amaranth
+    (about 2-3 minutes): every controller should read its stripe at its memory's rate, as those
+    entering elsewhere do (done at 64 x 10 = 640 cycles), within one packet's memory time (80).
+    Measured 2026-11-27 14:05-14:10 UTC (a scratch recording around this file's :func:`_run`,
+    main a7b86a8): 1,594 cycles, every flit checked, controllers 3, 7 and 11 done at 1,168,
+    1,165 and 1,167, the other nine at 640; controller 3's fourth packet reached L1.0 at cycle
+    320-327 and left for NPU 3 at 1,099 (772 cycles), while that output carried 426 flits of
+    the through-stream and stood idle 345 cycles (room for one packet, never two). Without the
+    entry bubble (the same script, ``PacketFabricTop._entries`` empty, 14:22-14:24 UTC) every
+    controller is done at 640, but the run takes 2,049 cycles: the bubble is the mechanism and
+    removing it is no fix (and deadlocks the wafer's ring, docs/switch.md)."""
+    program = io_stripe_program(UPLINK_ENTRY, "io-broadcast", 768)
+    assert [program.chains[k][0] for k in (3, 7, 11)] == [3, 7, 11]
+    out = _run(run_fabric_top, UPLINK_ENTRY, program, 4000)
+    assert judge_stripe_io(UPLINK_ENTRY, program, out) == []
+    rate = UPLINK_ENTRY.io_rate
+    memory = program.stripe_flits * rate.denominator / rate.numerator
+    packet = 8 * rate.denominator / rate.numerator
+    done = [out[UPLINK_ENTRY.npus + k]["done_cycle"] for k in range(program.controllers)]
+    assert all(cycle > 0 for cycle in done), done
+    if not all(cycle <= memory + packet for cycle in done):
+        raise _EntryStarved(f"controllers done at {done}, memory time {memory}")
+
+
 #: The Fred-A wafer's shape (20 NPUs, 4 per L1, the paper's 18 controllers).
 WAFER = fabric_spec("fred-a", io_controllers=18)
 
@@ -138,8 +185,11 @@ def test_striped_weight_streaming_from_18_controllers_does_not_fill_the_npu_ring
                         "bubble on the L1s' NPU ports (session 13; it hung with the contested rule alone); 10,235 "
                         "before it with the online router's round-robin request order (10,144 with the fair "
                         "hand-over alone; 11,108 while a switch kept a path for as long as its input's packets kept "
-                        "coming): the round-robin order closes the 20-NPU reproducer's gap but not the wafer's; the rest not "
-                        "found (docs/fabric_validation.md, 'The FRED side of the I/O rows', session 11)"))])
+                        "coming): the round-robin order closes the 20-NPU reproducer's gap but not the wafer's; the rest "
+                        "traced in session 14 on a 12-NPU Fred-A: the entry bubble starves the controllers entering at the "
+                        "NPU that feeds the half-rate uplink, whose stripes then finish alone at their memory's rate "
+                        "(test_a_controller_entering_at_the_npu_that_feeds_the_uplink_streams_at_its_memory_rate; "
+                        "docs/fabric_validation.md, 'The FRED side of the I/O rows', sessions 11 and 14; not fixed)"))])
 def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_of_the_model(size):
     """The mesh's io-load request (18 controllers, a stripe of size / 18 flits each to every
     NPU) on the packet Fred-A under Verilator (a new build of the 18-controller fabric): every
@@ -180,11 +230,16 @@ class _ModelMiss(Exception):
 
 _SLOW = ("known RTL miss (session 13, s13-store, Verilator, 2026-11-27 12:26 UTC, the started stripe with its "
          "bubble and paced): Fred-A 1,800 flits 4,893 against 3,959.4 (1.236), 4,014 flits 10,631 against 8,141.4 "
-         "(1.306), where the weight streaming on the same chains takes 10,220 (1.255): the same unfound uplink miss "
-         "(docs/fabric_validation.md, 'The FRED side of the I/O rows'); until session 13 it stalled")
+         "(1.306), where the weight streaming on the same chains takes 10,220 (1.255), both over even the model's "
+         "order-free figure; traced in session 14 on a 12-NPU Fred-A: the controllers entering at the NPU that feeds "
+         "the half-rate uplink starve behind the entry bubble and finish alone at their memory's rate "
+         "(test_a_controller_entering_at_the_npu_that_feeds_the_uplink_streams_at_its_memory_rate; not fixed); "
+         "until session 13 it stalled")
 _FAST = ("known miss on the model's side (session 13, s13-store, Verilator, 2026-11-27 12:26 UTC): Fred-A 360 "
-         "flits 1,065 against the model's 1,237.3 (0.861; 1,180, 0.954, before the started stripe was paced); "
-         "not analysed")
+         "flits 1,065 against the model's 1,237.3 (0.861; 1,180, 0.954, before the started stripe was paced): the "
+         "model's order-free tail, the uplink backlog's end (816.8) + a paced flit (23.4) + the longest way on of its "
+         "17 chains (397), where the shortest (50) gives 890.3; the RTL lies inside that span (session 14, "
+         "docs/fabric_validation.md)")
 
 
 @pytest.mark.full
