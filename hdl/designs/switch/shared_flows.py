@@ -3,6 +3,8 @@ interleaved per packet at the outputs they share (docs/switch.md, "Shared stored
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Module, Signal
 from amaranth.hdl import Array, Cat, Const, Mux
 from amaranth.lib import wiring
@@ -133,13 +135,21 @@ class SharedFlows(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        P, K, F = self.ports, self.phases, self.flows
+        slot_modes, lanes = self._slot_registers(m)
+        slot_of, valid_of = self._flow_table(m)
+        state = self._state(m, lanes)
+        heads = self._heads(m, state, slot_of, valid_of)
+        grant = self._grant(m, state, heads, lanes)
+        self._update(m, state, heads, grant, slot_modes)
+        return m
+
+    def _slot_registers(self, m):
+        """Every slot's modes, kept as the configuration port writes them, and the lanes
+        (microswitch fields) each slot's configuration uses."""
+        K = self.phases
         bits = config_bits(self.ports, self.middle)
         words = config_words(self.ports, self.middle, self.word_width)
         fields = layout(self.ports, self.middle)
-        pw = len(self.map_slot)
-
-        # ---- every slot's modes, kept as the configuration port writes them ----------------
         index = Signal(range(words + 1), name="cfg_index")
         regs = [[Signal(self.word_width, name=f"slot{k}_word{w}") for w in range(words)]
                 for k in range(K)]
@@ -160,8 +170,12 @@ class SharedFlows(wiring.Component):
             m.d.comb += lane.eq(_cat(vec[f.offset:f.offset + f.width].any() for f in fields))
             slot_modes.append(vec)
             lanes.append(lane)
+        return slot_modes, lanes
 
-        # ---- the flow table: flow id -> slot -------------------------------------------------
+    def _flow_table(self, m):
+        """The flow table: flow id -> slot, and whether the flow id is mapped (both indexed by
+        a header's flow field, the ids beyond ``flows`` unmapped)."""
+        F, pw = self.flows, len(self.map_slot)
         map_slot = [Signal(pw, name=f"flow_slot{f}") for f in range(F)]
         map_valid = Signal(F, name="flow_valid")
         for f in range(F):
@@ -170,103 +184,123 @@ class SharedFlows(wiring.Component):
         pad = 1 << len(self.head_flow[0])
         slot_of = Array(map_slot + [Const(0, pw)] * (pad - F))
         valid_of = Array([map_valid[f] for f in range(F)] + [Const(0, 1)] * (pad - F))
+        return slot_of, valid_of
 
-        # ---- state ---------------------------------------------------------------------------
-        up = Signal(K, name="slot_up")
-        pend = [Signal(P, name=f"slot_pending{k}") for k in range(K)]
-        flight = [Signal(FLIGHT_BITS, name=f"out_flight{o}") for o in range(P)]
-        last = Signal(range(P), name="grant_last", init=P - 1)
-        lane_pad = [Const(0, len(fields))] * ((1 << pw) - K)
-        lanes_of = Array(lanes + lane_pad)
-        up_of = Array([up[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
-        pend_of = Array(pend + [Const(0, P)] * ((1 << pw) - K))
-        loaded_of = Array([self.loaded[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
-
-        grant = Signal(name="grant")
-        grant_in = Signal(range(P), name="grant_input")
-        grant_slot = Signal(pw, name="grant_slot")
+    def _state(self, m, lanes):
+        """The slots' set-up and pending state, the outputs' packets in flight, the lanes held
+        by slots set up and not releasable, each indexable by a slot number."""
+        P, K, pw = self.ports, self.phases, len(self.map_slot)
+        fields = layout(self.ports, self.middle)
+        st = SimpleNamespace(lanes=lanes)
+        st.up = Signal(K, name="slot_up")
+        st.pend = [Signal(P, name=f"slot_pending{k}") for k in range(K)]
+        st.flight = [Signal(FLIGHT_BITS, name=f"out_flight{o}") for o in range(P)]
+        pad = (1 << pw) - K
+        st.lanes_of = Array(lanes + [Const(0, len(fields))] * pad)
+        st.up_of = Array([st.up[k] for k in range(K)] + [Const(0, 1)] * pad)
+        st.pend_of = Array(st.pend + [Const(0, P)] * pad)
+        st.loaded_of = Array([self.loaded[k] for k in range(K)] + [Const(0, 1)] * pad)
         # releasable: set up, nothing granted and unstarted, nothing in flight on its outputs
-        free = [Signal(name=f"slot_free{k}") for k in range(K)]
+        st.free = [Signal(name=f"slot_free{k}") for k in range(K)]
         for k in range(K):
-            quiet = _all([(flight[o] == 0) | ~self.slot_outputs[k][o] for o in range(P)])
-            m.d.comb += free[k].eq(up[k] & (pend[k] == 0) & quiet)
-        held = Signal(len(fields), name="lanes_held")   # lanes of slots set up, not releasable
-        m.d.comb += held.eq(_or([Mux(up[k] & ~free[k], lanes[k], 0) for k in range(K)]))
+            quiet = _all([(st.flight[o] == 0) | ~self.slot_outputs[k][o] for o in range(P)])
+            m.d.comb += st.free[k].eq(st.up[k] & (st.pend[k] == 0) & quiet)
+        st.held = Signal(len(fields), name="lanes_held")   # lanes of slots set up, not releasable
+        m.d.comb += st.held.eq(_or([Mux(st.up[k] & ~st.free[k], lanes[k], 0) for k in range(K)]))
+        return st
 
-        slot = [Signal(pw, name=f"head_slot{n}") for n in range(P)]
-        known = Signal(P, name="head_known")
-        gang = Signal(P, name="head_gang")
-        ready = Signal(P, name="head_ready")
-        want = Signal(P, name="head_wants")      # known and its gang present (room aside)
-        can = Signal(P, name="head_can")
+    def _heads(self, m, st, slot_of, valid_of):
+        """Per input, what its head packet asks: its slot, whether it is known (mapped, loaded,
+        an entry), its gang present (every reduction partner's head the same flow and seq),
+        wanted (known, gang present, its slot without pending inputs) and ready (room on every
+        output too)."""
+        P, pw = self.ports, len(self.map_slot)
+        h = SimpleNamespace(slot=[Signal(pw, name=f"head_slot{n}") for n in range(P)])
+        h.known = Signal(P, name="head_known")
+        h.gang = Signal(P, name="head_gang")
+        h.ready = Signal(P, name="head_ready")
+        h.want = Signal(P, name="head_wants")      # known and its gang present (room aside)
         for n in range(P):
             flow, seq = self.head_flow[n], self.head_seq[n]
-            m.d.comb += [slot[n].eq(slot_of[flow]), self.in_slot[n].eq(slot[n])]
+            m.d.comb += [h.slot[n].eq(slot_of[flow]), self.in_slot[n].eq(h.slot[n])]
             entry = self.in_outputs[n] != 0
             m.d.comb += [
-                known[n].eq(self.head_ok[n] & valid_of[flow] & loaded_of[slot[n]] & entry),
-                gang[n].eq(_all([~self.in_partners[n][j] | self.head_ok[j]
-                                 & (self.head_flow[j] == flow) & (self.head_seq[j] == seq)
-                                 for j in range(P) if j != n])),
-                want[n].eq(known[n] & gang[n] & (pend_of[slot[n]] == 0)),
-                ready[n].eq(want[n] & _all([~self.in_outputs[n][o] | self.room[o] for o in range(P)])),
+                h.known[n].eq(self.head_ok[n] & valid_of[flow] & st.loaded_of[h.slot[n]] & entry),
+                h.gang[n].eq(_all([~self.in_partners[n][j] | self.head_ok[j]
+                                   & (self.head_flow[j] == flow) & (self.head_seq[j] == seq)
+                                   for j in range(P) if j != n])),
+                h.want[n].eq(h.known[n] & h.gang[n] & (st.pend_of[h.slot[n]] == 0)),
+                h.ready[n].eq(h.want[n] & _all([~self.in_outputs[n][o] | self.room[o] for o in range(P)])),
             ]
+        return h
+
+    def _grant(self, m, st, h, lanes):
+        """The one packet granted this cycle (round robin over the inputs that can start), its
+        slot, gang and outputs; ``reserve`` its outputs."""
+        P, K, pw = self.ports, self.phases, len(self.map_slot)
+        can = Signal(P, name="head_can")
         # fair hand-over: a slot set up keeps its lanes for its next packet only while no ready
         # packet of another slot (gang present, room on its outputs) wants one of them. Room
         # counts: a slot that cannot go anyway does not stop the holder (its lanes would idle)
         contested = Signal(K, name="slot_contested")
         for k in range(K):
-            m.d.comb += contested[k].eq(_any([ready[n] & (slot[n] != k)
-                                              & (lanes_of[slot[n]] & lanes[k]).any()
+            m.d.comb += contested[k].eq(_any([h.ready[n] & (h.slot[n] != k)
+                                              & (st.lanes_of[h.slot[n]] & lanes[k]).any()
                                               for n in range(P)]))
         contested_of = Array([contested[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
         for n in range(P):
-            k = slot[n]
+            k = h.slot[n]
             # its slot set up: the next packet on the same lanes, unless another slot wants one
-            keep = up_of[k] & ~contested_of[k]
+            keep = st.up_of[k] & ~contested_of[k]
             # not set up: its lanes must be free of every slot set up and not releasable (a
             # releasable slot has no flit inside, so its lanes change hands this cycle)
-            new = ~up_of[k] & ~(lanes_of[k] & held).any()
-            m.d.comb += can[n].eq(self.run & ready[n] & (keep | new))
+            new = ~st.up_of[k] & ~(st.lanes_of[k] & st.held).any()
+            m.d.comb += can[n].eq(self.run & h.ready[n] & (keep | new))
+        g = SimpleNamespace(valid=Signal(name="grant"), input=Signal(range(P), name="grant_input"),
+                            slot=Signal(pw, name="grant_slot"))
+        last = Signal(range(P), name="grant_last", init=P - 1)
         # round robin: the input after the last one granted first
         for r in range(P):
             with m.If(last == r):
                 for n in reversed([(r + 1 + i) % P for i in range(P)]):
                     with m.If(can[n]):
-                        m.d.comb += [grant.eq(1), grant_in.eq(n), grant_slot.eq(slot[n])]
-        gang_mask = Signal(P, name="grant_gang")
-        outs = Signal(P, name="grant_outputs")
+                        m.d.comb += [g.valid.eq(1), g.input.eq(n), g.slot.eq(h.slot[n])]
+        g.gang = Signal(P, name="grant_gang")
+        g.outs = Signal(P, name="grant_outputs")
         for n in range(P):
-            with m.If(grant_in == n):
-                m.d.comb += [gang_mask.eq(self.in_partners[n] | (1 << n)), outs.eq(self.in_outputs[n])]
-        with m.If(grant):
-            m.d.sync += last.eq(grant_in)
-        m.d.comb += self.reserve.eq(Mux(grant, outs, 0))
-        was_up = Signal(name="grant_was_up")
-        m.d.comb += was_up.eq(up_of[grant_slot])
+            with m.If(g.input == n):
+                m.d.comb += [g.gang.eq(self.in_partners[n] | (1 << n)), g.outs.eq(self.in_outputs[n])]
+        with m.If(g.valid):
+            m.d.sync += last.eq(g.input)
+        m.d.comb += self.reserve.eq(Mux(g.valid, g.outs, 0))
+        g.was_up = Signal(name="grant_was_up")
+        m.d.comb += g.was_up.eq(st.up_of[g.slot])
+        return g
 
-        # per slot: set up, granted inputs, released
+    def _update(self, m, st, h, g, slot_modes):
+        """Per slot: set up by a grant, its granted inputs until they start, released when
+        free; the outputs' flight counts; the enables, modes and flags out."""
+        P, K = self.ports, self.phases
         for k in range(K):
-            g = grant & (grant_slot == k)
-            left = pend[k] & ~self.started
-            m.d.sync += pend[k].eq(Mux(g, gang_mask & ~Mux(was_up, self.started, 0), left))
-            with m.If(g):
-                m.d.sync += up[k].eq(1)
-            with m.Elif(free[k]):
-                m.d.sync += up[k].eq(0)
+            granted = g.valid & (g.slot == k)
+            left = st.pend[k] & ~self.started
+            m.d.sync += st.pend[k].eq(Mux(granted, g.gang & ~Mux(g.was_up, self.started, 0), left))
+            with m.If(granted):
+                m.d.sync += st.up[k].eq(1)
+            with m.Elif(st.free[k]):
+                m.d.sync += st.up[k].eq(0)
         # enable: granted and not started; a slot already set up starts in the grant's cycle
-        pending = _or([pend[k] for k in range(K)])
+        pending = _or([st.pend[k] for k in range(K)])
         m.d.comb += [self.pending.eq(pending),
-                     self.enable.eq(pending | Mux(grant & was_up, gang_mask, 0)),
-                     self.active.eq(up.any()),
-                     self.modes.eq(_or([Mux(up[k], slot_modes[k], 0) for k in range(K)]))]
+                     self.enable.eq(pending | Mux(g.valid & g.was_up, g.gang, 0)),
+                     self.active.eq(st.up.any()),
+                     self.modes.eq(_or([Mux(st.up[k], slot_modes[k], 0) for k in range(K)]))]
         for o in range(P):
-            inc = grant & outs[o]
-            dec = self.out_last[o] & (flight[o] != 0)
-            m.d.sync += flight[o].eq(flight[o] + inc - dec)
-        with m.If(_any([self.head_ok[n] & ~known[n] for n in range(P)])):
+            inc = g.valid & g.outs[o]
+            dec = self.out_last[o] & (st.flight[o] != 0)
+            m.d.sync += st.flight[o].eq(st.flight[o] + inc - dec)
+        with m.If(_any([self.head_ok[n] & ~h.known[n] for n in range(P)])):
             m.d.sync += self.unknown.eq(1)
-        return m
 
 
 def _cat(bits):
