@@ -83,7 +83,7 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     vc_of_class = [CLASS_VC[c.kind] for c in classes]
     owner = _owners(classes, vc_of_class)
     programs = [fabric_program(spec, cls.request, algorithm=cls.algorithm, seed=seed,
-                               sink_backpressure=sink_backpressure)
+                               sink_backpressure=sink_backpressure, aligned_slots=True)
                 for cls in classes]
     online = [p.algorithm != "in-switch" for p in programs]
     collectives, vcs, delays, collective_class, firsts = [], {}, {}, [], []
