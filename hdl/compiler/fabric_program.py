@@ -268,16 +268,15 @@ def _validate(spec: FabricSpec, request: FabricRequest) -> None:
 
 def _validate_io(spec: FabricSpec, coll) -> None:
     """An I/O op's root is an I/O controller and its members are NPUs; an NPU collective's
-    endpoints are NPUs. int32 only (an fp16 reduce-out would need the golden model's tree
-    order through a controller port, not written yet)."""
+    endpoints are NPUs. Any data format: fp16 is checked against the golden model's addition
+    order (:mod:`hdl.compiler.fabric_golden`), the controllers' engines hashing what they
+    receive as the NPUs' do."""
     if coll.op in IO_OPS:
         if coll.root is None or coll.root < spec.npus:
             raise FredError(f"an {coll.op} is rooted at an I/O controller (endpoint >= {spec.npus}); "
                             f"got root {coll.root!r}")
         if any(r >= spec.npus for r in coll.members):
             raise FredError(f"an {coll.op}'s members are NPUs (ranks < {spec.npus}); got {list(coll.members)}")
-        if spec.dtype != "int32":
-            raise FredError(f"the RTL fabric runs {coll.op} on int32 data only so far; got {spec.dtype}")
     elif any(r >= spec.npus for r in coll.ranks):
         raise FredError(f"a {coll.op} runs between NPUs (ranks < {spec.npus}); {list(coll.ranks)} "
                         f"names an I/O controller")
@@ -598,7 +597,10 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
     own greedy choice already agreed this is the same program; where they differed (Fred-B's
     MP2-DP5-PP2 I/O groups: two groups share a phase at the L1s where their ports are
     disjoint and not at the one where both cross the uplink) the item starts a new phase
-    where it could have joined. A slot a switch would have to leave empty is refused."""
+    where it could have joined. A slot a switch would have to leave empty is refused. A
+    collective of several items (the hierarchical all-reduce's stages) is packed as without
+    ``aligned``: its stages sit in several slots, which no header names, and the packet
+    fabric refuses it by what it is (``packet_headers``: one-stage programs)."""
     ports = spec.switch_ports
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
     switches: list[list[SwitchPhase]] = [[] for _ in ports]
@@ -624,8 +626,12 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
                            current.collectives + ((collective,) if collective
                                                   not in current.collectives else ()), share)
 
+    items_of = {}
+    for item in items:
+        items_of[item.collective] = items_of.get(item.collective, 0) + 1
     for item in items:
         coll = request.collectives[item.collective]
+        align = aligned and items_of[item.collective] == 1
         item_flows = dict(item.flows)
         for plane, counted in plane_flows(spec, item_flows.pop(spec.l1_count, [])).items():
             item_flows[spec.l1_count + plane] = counted
@@ -644,11 +650,11 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
         lowest = {s: len(switches[s]) - (merged is not None) for s, (_, _, _, merged) in placed.items()}
         slot = max(lowest.values(), default=0)
         for s, (flows, share, flits, merged) in placed.items():
-            if aligned and slot > len(switches[s]):
+            if align and slot > len(switches[s]):
                 raise FredError(f"collective {item.collective} ({coll}) takes slot {slot} at "
                                 f"every switch it crosses, but switch {name(s)} has "
                                 f"{len(switches[s])} phase(s): it would store an empty slot")
-            if merged is not None and (not aligned or slot == len(switches[s]) - 1):
+            if merged is not None and (not align or slot == len(switches[s]) - 1):
                 switches[s][-1] = merged
                 continue
             config, status = routers[s].try_one_phase(flows)

@@ -92,3 +92,49 @@ def test_the_groups_run_in_turn_on_the_packet_fabric_every_flit_checked():
         assert run.errors == []
         assert [s["selects"] for s in run.switches] == [2, 2, 2, 2]
         assert 2 * stream <= run.cycles <= 2 * stream + 120
+
+
+# fp16 on the I/O ops: a reduce-out is a real reduction, checked bit-exact in the configured order
+
+FP16 = fabric_spec("fred-b", npus=6, npus_per_l1=2, io_controllers=2, io_rate=Fraction(1, 4),
+                   dtype="fp16")
+
+
+def test_the_fp16_reduce_out_golden_sum_is_one_addition_order_of_the_members():
+    """The controller of group (0, 2, 4) must receive one of the orders of adding the three
+    members' fp16 data (the one its switches are configured with); the orders give different
+    hashes, so the check sees a wrong order, not only a wrong value."""
+    import itertools
+
+    import numpy as np
+
+    from hdl.compiler.fabric_golden import expected_hashes, own_data, stream_hash
+    from hdl.contracts.dtypes import get_dtype
+    request = make_request(FP16, op="io-reduce", size_flits=16, strategy="MP2-DP3-PP1", dim="dp")
+    program = fabric_program(FP16, request, aligned_slots=True)
+    dt = get_dtype("fp16")
+    data = {r: own_data((e["ws"], e["hs"]), np.arange(16), FP16.lanes)
+            for r, e in enumerate(program.engines)}
+    orders = {}
+    for a, b, c in itertools.permutations((0, 2, 4)):
+        for tree in ((lambda x, y, z: dt.add(dt.add(x, y), z)), (lambda x, y, z: dt.add(x, dt.add(y, z)))):
+            total = np.asarray(tree(data[a], data[b], data[c]), dtype=np.uint16)
+            orders[stream_hash(total)] = (a, b, c)
+    assert len(orders) > 1                       # the order matters in fp16
+    hashes = expected_hashes(FP16, request, program)
+    assert hashes[6] in orders                   # controller 0 (endpoint 6): group (0, 2, 4)
+    assert hashes[:6] == [stream_hash(np.zeros((0, FP16.lanes), dtype=np.uint16))] * 6
+
+
+@pytest.mark.parametrize("op", ["io-broadcast", "io-reduce"])
+def test_fp16_io_ops_run_bit_exact_under_sink_backpressure(op):
+    """Both groups at once on the Amaranth packet fabric, fp16, the sinks refusing 30 % of the
+    cycles: every endpoint's hash is the golden model's (the controllers' for io-reduce)."""
+    from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
+    request = make_request(FP16, op=op, size_flits=16, strategy="MP2-DP3-PP1", dim="dp")
+    run = run_packet_fabric_amaranth(FP16, request, watchdog_cycles=6000, sink_backpressure=0.3)
+    assert run.errors == []
+    receivers = [r for r, e in enumerate(run.program.engines) if e["stages"] and
+                 sum(st["recv_count"] for st in e["stages"])]
+    assert receivers == ([6, 7] if op == "io-reduce" else [0, 1, 2, 3, 4, 5])
+    assert [run.engines[r]["hash"] for r in receivers] == [run.program.expected_hashes[r] for r in receivers]
