@@ -67,7 +67,7 @@ from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricRequest, FabricSpe
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
-__all__ = ["ALGORITHMS", "in_switch_flows", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
+__all__ = ["ALGORITHMS", "empty_phase", "in_switch_flows", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
            "default_phases", "plane_flows", "switch_label"]
 
 _MASK = 0xFFFFFFFF
@@ -582,6 +582,16 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     return program
 
 
+def empty_phase(router) -> SwitchPhase:
+    """A slot holding no flow, routed on ``router``'s switch (a slot a switch stores only so
+    that the later slots keep their index at every switch: aligned packing, concurrent
+    classes)."""
+    config, status = router.try_one_phase(())
+    if config is None:       # cannot happen: nothing to route
+        raise FredError(f"an empty phase does not route ({status})")
+    return SwitchPhase((), config, 0, (), 0)
+
+
 def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: int, *,
           aligned: bool = False) -> list[list[SwitchPhase]]:
     """Each switch's phases: its items' flows in order, packed greedily (an item joins the
@@ -597,7 +607,9 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
     own greedy choice already agreed this is the same program; where they differed (Fred-B's
     MP2-DP5-PP2 I/O groups: two groups share a phase at the L1s where their ports are
     disjoint and not at the one where both cross the uplink) the item starts a new phase
-    where it could have joined. A slot a switch would have to leave empty is refused. A
+    where it could have joined. A switch with fewer phases than the slot gets empty ones
+    before it (:func:`empty_phase`, as concurrent classes' slots at a switch a class does not
+    cross: a header never names them). A
     collective of several items (the hierarchical all-reduce's stages) is packed as without
     ``aligned``: its stages sit in several slots, which no header names, and the packet
     fabric refuses it by what it is (``packet_headers``: one-stage programs)."""
@@ -650,10 +662,8 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
         lowest = {s: len(switches[s]) - (merged is not None) for s, (_, _, _, merged) in placed.items()}
         slot = max(lowest.values(), default=0)
         for s, (flows, share, flits, merged) in placed.items():
-            if align and slot > len(switches[s]):
-                raise FredError(f"collective {item.collective} ({coll}) takes slot {slot} at "
-                                f"every switch it crosses, but switch {name(s)} has "
-                                f"{len(switches[s])} phase(s): it would store an empty slot")
+            while align and len(switches[s]) < slot:     # slots this switch has nothing in
+                switches[s].append(empty_phase(routers[s]))
             if merged is not None and (not align or slot == len(switches[s]) - 1):
                 switches[s][-1] = merged
                 continue
