@@ -78,11 +78,13 @@ bench-sysmodel: $(STAMP)
 # The paper's Fig. 9 collectives on the RTL fabrics Fred-A..D (Verilator) against the system model
 # at two sizes; writes docs/fabric_validation.md and .png (FABRIC_VALIDATE_ARGS: e.g. --sizes),
 # then the same cases on the packet fabric (its own block, docs/fabric_validation_packet.png),
-# then concurrent traffic classes on the packet fabrics Fred-A..D (their own block).
+# then concurrent traffic classes on the packet fabrics Fred-A..D (their own block), then the I/O
+# cases (io-broadcast, io-reduce; int32 and fp16) on the packet fabrics (their own block and plot).
 fabric-validate: $(STAMP)
 	$(FRED) fabric-validate $(FABRIC_VALIDATE_ARGS)
 	$(FRED) fabric-validate --switch packet --fabrics fred-a,fred-b,fred-c,fred-d $(FABRIC_VALIDATE_ARGS)
 	$(FRED) fabric-validate --switch packet --concurrent --fabrics fred-a,fred-b,fred-c,fred-d $(FABRIC_VALIDATE_ARGS)
+	$(FRED) fabric-validate --switch packet --io --fabrics fred-a,fred-b,fred-c,fred-d $(FABRIC_VALIDATE_ARGS)
 
 # Whole training iterations (serialised, K = 1000) on the RTL mesh and Fred-A..D (Verilator): every
 # NPU runs the model's exported trace; writes the iteration table into docs/fabric_validation.md

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from studies.report import OMIT_NONE, Column, Markdown, figure, replace_marked_block, save_png
 
-__all__ = ["CASES", "TOLERANCE", "BEGIN", "END", "MARKERS", "FabricValidationRow", "FabricValidation",
-           "validation_row", "summarise", "run_stamp", "markdown_block", "write_fabric_validation"]
+__all__ = ["CASES", "IO_CASES", "IO_FP16_BACKPRESSURE", "io_variants", "TOLERANCE", "BEGIN", "END",
+           "MARKERS", "FabricValidationRow", "FabricValidation", "validation_row", "summarise",
+           "run_stamp", "markdown_block", "write_fabric_validation"]
 
 #: (label, request arguments) of the paper's Fig. 9 microbenchmarks (shared spec FRED.md sec. 4)
 CASES = (
@@ -26,13 +27,45 @@ CASES = (
     ("MP2-DP5-PP2 DP all-reduce", dict(op="all-reduce", strategy="MP2-DP5-PP2", dim="dp")),
     ("MP2-DP5-PP2 PP multicast", dict(op="multicast", strategy="MP2-DP5-PP2", dim="pp")),
 )
+#: (label, request arguments) of the I/O cases on the packet fabric (``fred fabric-validate
+#: --switch packet --io``; docs/fabric_validation.md, "I/O controllers (packet fabric)"): weight
+#: streaming and gradient reduce-out, one controller per group (the wafer's one, and one per
+#: MP2-DP5-PP2 DP group).
+IO_CASES = (
+    ("wafer io-broadcast", dict(op="io-broadcast", group="wafer")),
+    ("wafer io-reduce", dict(op="io-reduce", group="wafer")),
+    ("MP2-DP5-PP2 DP io-broadcast", dict(op="io-broadcast", strategy="MP2-DP5-PP2", dim="dp")),
+    ("MP2-DP5-PP2 DP io-reduce", dict(op="io-reduce", strategy="MP2-DP5-PP2", dim="dp")),
+)
+#: The NPU sinks' refusal probability of the I/O block's fp16 rows (each cycle, each NPU).
+IO_FP16_BACKPRESSURE = 0.3
 #: The agreement asked for, |RTL / model - 1| (docs/fabric_validation.md).
 TOLERANCE = 0.05
 BEGIN, END = "<!-- fabric-validate:begin -->", "<!-- fabric-validate:end -->"
 #: The markers of each switch's block (``fred fabric-validate --switch``): the circuit
 #: fabric's, and the packet fabric's beside it.
 MARKERS = {"circuit": (BEGIN, END),
-           "packet": ("<!-- fabric-validate-packet:begin -->", "<!-- fabric-validate-packet:end -->")}
+           "packet": ("<!-- fabric-validate-packet:begin -->", "<!-- fabric-validate-packet:end -->"),
+           "packet-io": ("<!-- fabric-validate-packet-io:begin -->",
+                         "<!-- fabric-validate-packet-io:end -->")}
+
+
+def io_variants(sizes, dtype: str | None = None, backpressure: float = 0.0) -> list[tuple[str, int, float]]:
+    """The I/O block's ``(dtype, flits, NPU sink backpressure)`` runs of every case: int32 at
+    every one of ``sizes`` with ``backpressure``, and fp16 at the smallest size with
+    :data:`IO_FP16_BACKPRESSURE` (or ``backpressure`` when it is not 0). Why the smallest: a
+    latency-bound run is where fp16's longer adders and forwarding show in the cycles (at
+    4000 flits the controller's 16/375 hides them), and it is the short run (about 1,000
+    cycles, against 94,000). ``dtype``: only that format's runs (None: both)."""
+    if dtype not in (None, "int32", "fp16"):
+        from hdl.contracts.errors import FredError
+        raise FredError(f"the I/O block runs int32 and fp16; got --dtype {dtype}")
+    out = []
+    if dtype in (None, "int32"):
+        out += [("int32", size, backpressure) for size in sizes]
+    if dtype in (None, "fp16"):
+        out.append(("fp16", min(sizes), backpressure or IO_FP16_BACKPRESSURE))
+    return out
 
 
 @dataclass(frozen=True)
@@ -54,6 +87,9 @@ class FabricValidationRow:
     ratio: float
     flits_checked: int
     cycles_per_s: float
+    #: the data format and the NPU sinks' refusal probability of the run (the I/O block's columns)
+    dtype: str = "int32"
+    sink_backpressure: float = 0.0
 
     @property
     def within(self) -> bool:
@@ -85,7 +121,8 @@ def validation_row(label: str, case) -> FabricValidationRow:
         model_bandwidth_cycles=est.bandwidth_cycles, model_latency_cycles=est.latency_cycles,
         model_phase_cycles=est.phase_cycles, model_phases=est.phases,
         busiest_link=est.busiest_link, rtl_cycles=rtl.cycles, ratio=case.ratio,
-        flits_checked=rtl.flits_checked, cycles_per_s=rtl.cycles_per_s)
+        flits_checked=rtl.flits_checked, cycles_per_s=rtl.cycles_per_s, dtype=case.spec.dtype,
+        sink_backpressure=float(case.options.get("sink_backpressure") or 0.0))
 
 
 def run_stamp() -> tuple[str, str]:
@@ -116,6 +153,10 @@ _COLUMNS = (
     Column("RTL/model", lambda r: f"{r.ratio:.3f}" + ("" if r.within else " **!**"), rule="---:"),
     Column("flits checked", "flits_checked", rule="---:"),
 )
+#: The I/O block's: the data format and the sinks' backpressure of each run beside the size.
+_IO_COLUMNS = (*_COLUMNS[:3], Column("data", "dtype"),
+               Column("NPU sink backpressure", lambda r: f"{r.sink_backpressure:g}", rule="---:"),
+               *_COLUMNS[3:])
 
 
 def markdown_block(result: FabricValidation, plot: Path, output: Path,
@@ -133,7 +174,7 @@ def markdown_block(result: FabricValidation, plot: Path, output: Path,
         f"**{result.within_tolerance}/{len(result.cases)} cases** agree within "
         f"{result.tolerance:.0%}; the worst is {w.fabric} {w.case} at {w.size_flits} flits "
         f"(RTL/model {w.ratio:.3f}).")
-    doc.table(_COLUMNS, result.cases)
+    doc.table(_IO_COLUMNS if switch == "packet-io" else _COLUMNS, result.cases)
     if refused:   # (fabric, case, flits, why): cases this fabric cannot run, with the reason
         doc.paragraph("Not run (refused before any build): " + "; ".join(
             f"{f} {label} at {size} flits ({why})" for f, label, size, why in refused) + ".")
@@ -167,6 +208,8 @@ def _plot(rows, path: Path, switch: str = "circuit") -> None:
     ax.set_yscale("log")
     ax.set_xlabel("system model (cycles)")
     ax.set_ylabel("RTL under Verilator (cycles)")
-    ax.set_title(f"Fig. 9 collectives on the RTL fabric, {switch} switches (dotted: +-{TOLERANCE:.0%})")
+    what = ("I/O ops on the RTL fabric, packet switches" if switch == "packet-io"
+            else f"Fig. 9 collectives on the RTL fabric, {switch} switches")
+    ax.set_title(f"{what} (dotted: +-{TOLERANCE:.0%})")
     ax.legend()
     save_png(fig, path, dpi=120)

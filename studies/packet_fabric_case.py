@@ -37,7 +37,8 @@ def check_packet_program(case) -> None:
     from hdl.compiler.fabric_program import default_phases, fabric_program
     from hdl.compiler.packet_fabric_program import online_headers, packet_headers, runs_online
     from hdl.designs.fabric.packet_fabric_top import packet_format
-    program = fabric_program(case.spec, case.request, algorithm=case.estimate.algorithm)
+    program = fabric_program(case.spec, case.request, algorithm=case.estimate.algorithm,
+                             aligned_slots=True)
     if runs_online(program):
         fmt = packet_format(default_phases(), dest_ports=max(case.spec.switch_ports))
         online_headers(program, case.request, fmt)

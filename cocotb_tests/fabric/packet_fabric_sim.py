@@ -147,7 +147,7 @@ def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
     :class:`PacketFabricTop` (the same ports; e.g. the two parts of a cut fabric joined), and
     ``each_cycle(ctx, dut)`` is awaited in every cycle of the run, before its clock edge."""
     program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
-                                        sink_backpressure=sink_backpressure)
+                                        sink_backpressure=sink_backpressure, aligned_slots=True)
     # the load first: a request the packet fabric does not run fails before the top exists
     online = runs_online(program)
     load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
@@ -305,7 +305,7 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     if yield_after is not None and (simulator != "cocotb" or pgo):
         raise FredError("yield_after is given to the plain one-model simulator only")
     program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
-                                        sink_backpressure=sink_backpressure)
+                                        sink_backpressure=sink_backpressure, aligned_slots=True)
     online = runs_online(program)
     load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
                                 vcs, delays)
@@ -363,7 +363,7 @@ def packet_training(spec, *, algorithm=None, online=False, packet_flits=8, depth
     workload = {}
     for request in training_requests(spec):
         try:
-            program = fabric_program(spec, request, algorithm=algorithm)
+            program = fabric_program(spec, request, algorithm=algorithm, aligned_slots=True)
             if runs_online(program) != online:
                 continue
             packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online))

@@ -5,7 +5,8 @@ the fabrics adds the all-reduce cases on the RTL 2D mesh (docs/mesh_rtl.md) and 
 measured in RTL, in a block of their own (``studies.mesh_validation``); the FRED-only options
 (--npu-latency, --uplink-latency, --simulator) do not apply to it. ``--switch packet`` runs
 the FRED fabrics built of packet switches instead (``studies.packet_fabric_case``) into a block
-and plot of their own beside the circuit one."""
+and plot of their own beside the circuit one; ``--io`` with it, the I/O cases
+(``studies.fabric_validation.IO_CASES``, int32 and fp16) into a third block."""
 
 from __future__ import annotations
 
@@ -44,12 +45,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--fabrics (Fred-A/C: online unicasts, each class on its VC) instead of the Fig. 9 cases, MP/PP at the smallest "
                              "size under the DP load at the largest, then all at the largest; "
                              "their own block of the document")
+    parser.add_argument("--io", action="store_true",
+                        help="with --switch packet: the I/O cases (io-broadcast and io-reduce, the "
+                             "wafer's controller and the MP2-DP5-PP2 DP groups' four) instead of "
+                             "the Fig. 9 cases: int32 at --sizes, fp16 at the smallest with random "
+                             "NPU-sink backpressure (--dtype: one format only); their own block "
+                             "(fabric-validate-packet-io) and plot")
     add_fabric_arguments(parser)
 
 
 def run(args) -> int:
     from dataclasses import replace
 
+    from hdl.contracts.errors import FredError
     from studies.fabric_validation import TOLERANCE, summarise, write_fabric_validation
     from studies.report import check_writable, to_json_dict
     from fred.progress import progress_bar
@@ -58,27 +66,36 @@ def run(args) -> int:
     if not fabrics:
         print("fred fabric-validate --switch packet: no FRED fabric in --fabrics; nothing to run")
         return 0
+    if args.concurrent and args.io:
+        raise FredError("--concurrent and --io are two blocks: run them one at a time")
+    if args.io and args.switch != "packet":
+        raise FredError("--io runs on the packet fabric (the I/O controllers'): add --switch packet")
     if args.concurrent:
         from fred.commands._concurrent_validate import run_concurrent_validate
         return run_concurrent_validate(args, fabrics, _command(args))
+    block = "packet-io" if args.io else args.switch
     if args.output is None:               # --json prints; it writes files only when asked
         args.no_write = args.no_write or (args.json and args.plot is None)
         args.output = "docs/fabric_validation.md"
     output = Path(args.output)
     plot = Path(args.plot) if args.plot else (
-        output.with_suffix(".png") if args.switch == "circuit"
-        else output.with_name(f"{output.stem}_packet.png"))
+        output.with_suffix(".png") if block == "circuit"
+        else output.with_name(f"{output.stem}_{block.replace('-', '_')}.png"))
     if not args.no_write:   # an unwritable document or plot fails before any build
         check_writable(output)
         check_writable(plot)
     # every case is validated and modelled before the first build
-    cases, refused = _fred_cases(args, fabrics)
+    cases, refused = _io_cases(args, fabrics) if args.io else _fred_cases(args, fabrics)
     if "mesh" in fabrics:
         cases += _mesh_cases(args) + _stripe_io_cases(args, fabrics)
+    if not cases:   # every case refused: say why, write nothing (no row to summarise)
+        for fabric, label, size, why in refused:
+            print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
+        raise FredError("fred fabric-validate: every case was refused; nothing to run")
     rows = []
     with progress_bar(len(cases), "fabric-validate", json_output=args.json, unit="case") as bar:
-        for label, case, row_of in cases:
-            rows.append(_run(label, case, row_of, args))
+        for label, case, row_of, *backpressure in cases:    # an I/O case: its own backpressure
+            rows.append(_run(label, case, row_of, args, *backpressure))
             bar.update()
     summary = summarise(rows, _command(args))
     if not args.no_write:
@@ -87,7 +104,7 @@ def run(args) -> int:
         fred_rows = [r for r in rows if r.fabric != "mesh" and r.case not in IO_CASES]
         if fred_rows:
             write_fabric_validation(summarise(fred_rows, summary.command), output, plot,
-                                    switch=args.switch, refused=refused)
+                                    switch=block, refused=refused)
         if len(fred_rows) < len(rows):
             from studies.mesh_validation import write_mesh_validation
             write_mesh_validation(summary, output, characterization=args.characterization)
@@ -96,10 +113,11 @@ def run(args) -> int:
         print_json(to_json_dict(summary))
         return 0
     print(format_table(
-        ["fabric", "case", "flits", "algorithm", "model cycles", "RTL cycles", "RTL/model", "flits checked"],
-        [[r.fabric, r.case, r.size_flits, r.algorithm, f"{r.model_cycles:.1f}",
-          r.rtl_cycles, f"{r.ratio:.3f}", r.flits_checked] for r in rows],
-        align="llrlrrrr", title="RTL fabric vs system model (cycles)"))
+        ["fabric", "case", "flits", "data", "sink bp", "algorithm", "model cycles", "RTL cycles",
+         "RTL/model", "flits checked"],
+        [[r.fabric, r.case, r.size_flits, r.dtype, f"{r.sink_backpressure:g}", r.algorithm,
+          f"{r.model_cycles:.1f}", r.rtl_cycles, f"{r.ratio:.3f}", r.flits_checked] for r in rows],
+        align="llrlrlrrrr", title="RTL fabric vs system model (cycles)"))
     for fabric, label, size, why in refused:
         print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
     worst = summary.worst
@@ -153,6 +171,36 @@ def _fred_cases(args, fabrics) -> tuple[list, list]:
     return cases, refused
 
 
+def _io_cases(args, fabrics) -> tuple[list, list]:
+    """The I/O cases (``studies.fabric_validation.IO_CASES``) on the packet fabrics among
+    ``fabrics``, each in every run of :func:`~studies.fabric_validation.io_variants` (int32 at
+    ``--sizes``, fp16 at the smallest with sink backpressure), validated and modelled before
+    any build: ``(cases, refused)``, a case ``(label, case, None, backpressure)``, a refusal
+    ``(fabric, case + data format, flits, why)`` (listed in the block, not dropped)."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.fabric import FABRICS
+    from studies.fabric_validation import IO_CASES, io_variants
+    from studies.packet_fabric_case import build_packet_case
+    overrides = {k: v for k, v in spec_overrides(args).items() if k != "dtype"}
+    cases, refused, cache = [], [], {}
+    for f in (f for f in fabrics if f in FABRICS):
+        for dtype, size, backpressure in io_variants(args.sizes, args.dtype, args.backpressure):
+            for label, request in IO_CASES:
+                try:
+                    cases.append((label, build_packet_case(
+                        fabric=f, size=size, dtype=dtype, characterization=args.characterization,
+                        platform_cache=cache, **request, **overrides), None, backpressure))
+                except FredError as exc:
+                    refused.append((f, f"{label} {dtype}", size, _first_line(str(exc))))
+    return cases, refused
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    """A refusal for the block: its first line, cut at ``limit`` characters."""
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[:limit] + " ..."
+
+
 def parser_default_fabrics() -> str:
     """``--fabrics``' default: every FRED fabric and the mesh."""
     from hdl.contracts.fabric import FABRICS
@@ -189,9 +237,10 @@ def _stripe_io_cases(args, fabrics) -> list:
     return out
 
 
-def _run(label: str, case, row_of, args):
+def _run(label: str, case, row_of, args, backpressure: float | None = None):
     """Run one case's RTL and return its row (``row_of`` for a mesh case, a striped I/O case's
-    own, else a FRED one)."""
+    own, else a FRED one); ``backpressure``: the NPU sinks' (default ``--backpressure``)."""
+    backpressure = args.backpressure if backpressure is None else backpressure
     if hasattr(case, "run_row"):
         return case.run_row()
     if row_of is not None:
@@ -203,7 +252,7 @@ def _run(label: str, case, row_of, args):
     if args.switch == "packet":
         from studies.packet_fabric_case import run_packet_case
         return validation_row(label, run_packet_case(case, seed=args.seed,
-                                                     sink_backpressure=args.backpressure,
+                                                     sink_backpressure=backpressure,
                                                      watchdog_cycles=args.watchdog))
     # no --simulator: run_case's default (fred fabric-sim's too), not None
     chosen = {"simulator": args.simulator} if args.simulator is not None else {}
@@ -224,5 +273,7 @@ def _command(args) -> str:
         parts.append(f"--switch {args.switch}")
     if getattr(args, "concurrent", False):
         parts.append("--concurrent")
+    if getattr(args, "io", False):
+        parts.append("--io")
     parts.append(f"--seed {args.seed}")
     return " ".join(parts)

@@ -83,7 +83,7 @@ def concurrent_program(spec: FabricSpec, classes, *, seed: int = 0,
     vc_of_class = [CLASS_VC[c.kind] for c in classes]
     owner = _owners(classes, vc_of_class)
     programs = [fabric_program(spec, cls.request, algorithm=cls.algorithm, seed=seed,
-                               sink_backpressure=sink_backpressure)
+                               sink_backpressure=sink_backpressure, aligned_slots=True)
                 for cls in classes]
     online = [p.algorithm != "in-switch" for p in programs]
     collectives, vcs, delays, collective_class, firsts = [], {}, {}, [], []
@@ -120,14 +120,14 @@ def _side_by_side(spec, programs, firsts):
     phases after the earlier programs' at every switch (its collectives renumbered from
     ``firsts[c]``), an empty phase where a switch has fewer; FredError for more slots than a
     switch stores."""
-    from hdl.compiler.fabric_program import SwitchPhase, default_phases
+    from hdl.compiler.fabric_program import SwitchPhase, default_phases, empty_phase
     from hdl.compiler.router import Router
     switches = [[] for _ in spec.switch_ports]
     for program, first in zip(programs, firsts):
         base = max(len(p) for p in switches)
         for s, phases in enumerate(program.switches):
             while len(switches[s]) < base:     # a slot this switch has no phase in: empty
-                switches[s].append(_empty_phase(Router(ports=spec.switch_ports[s], middle=spec.middle)))
+                switches[s].append(empty_phase(Router(ports=spec.switch_ports[s], middle=spec.middle)))
             switches[s] += [SwitchPhase(p.flows, p.config, p.input_flits,
                                         tuple(first + i for i in p.collectives), p.port_flits)
                             for p in phases]
@@ -158,10 +158,3 @@ def _owners(classes, vc_of_class) -> dict[int, int]:
     return owner
 
 
-def _empty_phase(router):
-    """A slot holding no flow (a class's slot at a switch it does not cross)."""
-    from hdl.compiler.fabric_program import SwitchPhase
-    config, status = router.try_one_phase(())
-    if config is None:       # cannot happen: nothing to route
-        raise FredError(f"an empty phase does not route ({status})")
-    return SwitchPhase((), config, 0, (), 0)

@@ -90,6 +90,10 @@ def _compose(spec: FabricSpec, program, switch: int, collective: int, port: int,
         if switch < l1s:
             if tree < k:
                 return ("npu", switch * k + tree)
+            if tree >= k + up:
+                # an I/O controller's port (io-broadcast's source): controller c sits on L1
+                # c mod l1s at port k + up + c // l1s (FabricSpec.port_of)
+                return ("npu", spec.npus + (tree - k - up) * l1s + switch)
             # an uplink input: what the L2 plane holding that uplink sends down it
             plane, local = spec.l2_plane_of(switch * up + (tree - k))
             return _compose(spec, program, l1s + plane, collective, local, memo)
@@ -111,20 +115,23 @@ def _evaluate(tree, data: dict, dtype) -> np.ndarray:
 
 
 def received_streams(spec: FabricSpec, request: FabricRequest, program) -> list[np.ndarray]:
-    """Per NPU, the fp16 bit patterns (uint16, ``(flits, lanes)``) it must receive, in order."""
+    """Per endpoint (NPUs, then I/O controllers: an io-reduce's root receives the group's sum
+    through its L1's controller port), the fp16 bit patterns (uint16, ``(flits, lanes)``) it
+    must receive, in order."""
     dt = get_dtype(spec.dtype)
     lanes = spec.lanes
     empty = np.zeros((0, lanes), dtype=np.uint16)
-    streams = [empty] * spec.npus
+    streams = [empty] * len(program.engines)
     if program.algorithm == "in-switch":
         memo: dict = {}
         size = request.size_flits
         data = {r: own_data((e["ws"], e["hs"]), np.arange(size), lanes)
                 for r, e in enumerate(program.engines)}
         for index, coll in enumerate(request.collectives):
-            receivers = coll.members if coll.op != "reduce" else (coll.root,)
+            receivers = coll.members if coll.op not in ("reduce", "io-reduce") else (coll.root,)
             for r in receivers:
-                tree = _compose(spec, program, spec.l1_of(r), index, r % spec.npus_per_l1, memo)
+                l1, port = spec.port_of(r)
+                tree = _compose(spec, program, l1, index, port, memo)
                 streams[r] = np.asarray(_evaluate(tree, data, dt), dtype=np.uint16).reshape(size, lanes)
         return streams
     return endpoint_streams(spec.dtype, lanes, program.engines)
@@ -208,6 +215,6 @@ def stream_hash(stream: np.ndarray) -> int:
 
 
 def expected_hashes(spec: FabricSpec, request: FabricRequest, program) -> list[int]:
-    """Per NPU, the hash its engine must end with (:func:`stream_hash` of
-    :func:`received_streams`)."""
+    """Per endpoint (NPUs, then I/O controllers), the hash its engine must end with
+    (:func:`stream_hash` of :func:`received_streams`)."""
     return [stream_hash(s) for s in received_streams(spec, request, program)]

@@ -67,7 +67,7 @@ from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricRequest, FabricSpe
 from hdl.contracts.npu_engine import DTYPES_RUN, ENGINE_STAGES, NPU_BUFFER, mix, rank_weights
 from hdl.compiler.fabric_golden import expected_hashes
 
-__all__ = ["ALGORITHMS", "in_switch_flows", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
+__all__ = ["ALGORITHMS", "empty_phase", "in_switch_flows", "ring_engine_stages", "chain_engine_stages", "finish_engines", "SwitchPhase", "FabricProgram", "fabric_program", "resolve_algorithm",
            "default_phases", "plane_flows", "switch_label"]
 
 _MASK = 0xFFFFFFFF
@@ -268,16 +268,15 @@ def _validate(spec: FabricSpec, request: FabricRequest) -> None:
 
 def _validate_io(spec: FabricSpec, coll) -> None:
     """An I/O op's root is an I/O controller and its members are NPUs; an NPU collective's
-    endpoints are NPUs. int32 only (an fp16 reduce-out would need the golden model's tree
-    order through a controller port, not written yet)."""
+    endpoints are NPUs. Any data format: fp16 is checked against the golden model's addition
+    order (:mod:`hdl.compiler.fabric_golden`), the controllers' engines hashing what they
+    receive as the NPUs' do."""
     if coll.op in IO_OPS:
         if coll.root is None or coll.root < spec.npus:
             raise FredError(f"an {coll.op} is rooted at an I/O controller (endpoint >= {spec.npus}); "
                             f"got root {coll.root!r}")
         if any(r >= spec.npus for r in coll.members):
             raise FredError(f"an {coll.op}'s members are NPUs (ranks < {spec.npus}); got {list(coll.members)}")
-        if spec.dtype != "int32":
-            raise FredError(f"the RTL fabric runs {coll.op} on int32 data only so far; got {spec.dtype}")
     elif any(r >= spec.npus for r in coll.ranks):
         raise FredError(f"a {coll.op} runs between NPUs (ranks < {spec.npus}); {list(coll.ranks)} "
                         f"names an I/O controller")
@@ -552,9 +551,11 @@ _ENGINE_BUILDERS = {"in-switch": _in_switch_engines, "chain": _chain_engines}
 
 def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str | None = None,
                    seed: int = 0, sink_backpressure: float = 0.0,
-                   phases: int | None = None) -> FabricProgram:
+                   phases: int | None = None, aligned_slots: bool = False) -> FabricProgram:
     """The switch phases and engine programs of ``request`` on ``spec`` (module docstring).
-    Raises FredError, before anything is built, for anything the fabric cannot run."""
+    ``aligned_slots``: every collective in one slot index at every switch it crosses (the
+    packet fabric, whose headers name one slot: :func:`_pack`). Raises FredError, before
+    anything is built, for anything the fabric cannot run."""
     phases = default_phases() if phases is None else phases
     _check_run_options(spec, seed, sink_backpressure)
     _validate(spec, request)
@@ -573,7 +574,7 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     for index, coll in enumerate(request.collectives):
         build(spec, index, coll, _plan(spec, coll, algorithm), request.size_flits, engines, items, contributors)
     finish_engines(spec.dtype, engines)
-    switches = _pack(spec, request, [it for stage in items for it in stage], phases)
+    switches = _pack(spec, request, [it for stage in items for it in stage], phases, aligned=aligned_slots)
     program = FabricProgram(algorithm, spec.switch_ports, switches, engines, sum(e["send_count"] for e in engines),
                             sum(e["recv_count"] for e in engines), contributors, planes=spec.l2_planes)
     if spec.dtype != "int32":
@@ -581,13 +582,37 @@ def fabric_program(spec: FabricSpec, request: FabricRequest, *, algorithm: str |
     return program
 
 
-def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: int) -> list[list[SwitchPhase]]:
+def empty_phase(router) -> SwitchPhase:
+    """A slot holding no flow, routed on ``router``'s switch (a slot a switch stores only so
+    that the later slots keep their index at every switch: aligned packing, concurrent
+    classes)."""
+    config, status = router.try_one_phase(())
+    if config is None:       # cannot happen: nothing to route
+        raise FredError(f"an empty phase does not route ({status})")
+    return SwitchPhase((), config, 0, (), 0)
+
+
+def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: int, *,
+          aligned: bool = False) -> list[list[SwitchPhase]]:
     """Each switch's phases: its items' flows in order, packed greedily (an item joins the
     switch's current phase if its ports are free there, its input ports take as many flits as
     the phase's, and the compiler routes the union in one phase). Every switch's phases are
     contiguous runs of one global order, so the lowest unfinished item is in the active phase
     of every switch it crosses: no deadlock. The logical L2's flows go to the plane holding
-    their ports (:func:`plane_flows`)."""
+    their ports (:func:`plane_flows`).
+
+    ``aligned`` (the packet fabric: a header names one slot for every switch a packet
+    crosses): an item takes one slot index at all its switches, the lowest every one of them
+    can give (the last phase where it joins there, else the next new one). Where each switch's
+    own greedy choice already agreed this is the same program; where they differed (Fred-B's
+    MP2-DP5-PP2 I/O groups: two groups share a phase at the L1s where their ports are
+    disjoint and not at the one where both cross the uplink) the item starts a new phase
+    where it could have joined. A switch with fewer phases than the slot gets empty ones
+    before it (:func:`empty_phase`, as concurrent classes' slots at a switch a class does not
+    cross: a header never names them). A
+    collective of several items (the hierarchical all-reduce's stages) is packed as without
+    ``aligned``: its stages sit in several slots, which no header names, and the packet
+    fabric refuses it by what it is (``packet_headers``: one-stage programs)."""
     ports = spec.switch_ports
     routers = [Router(ports=p, middle=spec.middle) for p in ports]
     switches: list[list[SwitchPhase]] = [[] for _ in ports]
@@ -595,11 +620,34 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
     def name(s):
         return switch_label(spec.l1_count, spec.l2_planes, s)
 
+    def joined(s, flows, share, flits, collective):
+        """The phase of switch ``s``'s last one with ``flows`` added, or None where they do
+        not join it (ports taken, another share, or the union does not route)."""
+        current = switches[s][-1] if switches[s] else None
+        if current is None or current.port_flits != share:
+            return None
+        used_in = {p for f in current.flows for p in f.inputs}
+        used_out = {p for f in current.flows for p in f.outputs}
+        if (used_in & {p for f in flows for p in f.inputs}
+                or used_out & {p for f in flows for p in f.outputs}):
+            return None
+        config, _ = routers[s].try_one_phase(current.flows + flows)
+        if config is None:
+            return None
+        return SwitchPhase(current.flows + flows, config, current.input_flits + flits,
+                           current.collectives + ((collective,) if collective
+                                                  not in current.collectives else ()), share)
+
+    items_of = {}
+    for item in items:
+        items_of[item.collective] = items_of.get(item.collective, 0) + 1
     for item in items:
         coll = request.collectives[item.collective]
+        align = aligned and items_of[item.collective] == 1
         item_flows = dict(item.flows)
         for plane, counted in plane_flows(spec, item_flows.pop(spec.l1_count, [])).items():
             item_flows[spec.l1_count + plane] = counted
+        placed = {}     # switch -> (flows, share, flits, the last phase with them joined, or None)
         for s, counted in sorted(item_flows.items()):
             flows = tuple(f for f, _ in counted)
             shares = {n for _, n in counted}
@@ -609,20 +657,16 @@ def _pack(spec: FabricSpec, request: FabricRequest, items: list[_Item], phases: 
                                 f"take the same number of flits")
             share = shares.pop()
             flits = sum(share * len(f.inputs) for f in flows)
-            current = switches[s][-1] if switches[s] else None
-            if current is not None and current.port_flits == share:
-                used_in = {p for f in current.flows for p in f.inputs}
-                used_out = {p for f in current.flows for p in f.outputs}
-                free = not (used_in & {p for f in flows for p in f.inputs}
-                            or used_out & {p for f in flows for p in f.outputs})
-                if free:
-                    config, _ = routers[s].try_one_phase(current.flows + flows)
-                    if config is not None:
-                        switches[s][-1] = SwitchPhase(
-                            current.flows + flows, config, current.input_flits + flits,
-                            current.collectives + ((item.collective,) if item.collective
-                                                   not in current.collectives else ()), share)
-                        continue
+            placed[s] = (flows, share, flits, joined(s, flows, share, flits, item.collective))
+        # the slot of each switch's own greedy choice; aligned: the highest of them everywhere
+        lowest = {s: len(switches[s]) - (merged is not None) for s, (_, _, _, merged) in placed.items()}
+        slot = max(lowest.values(), default=0)
+        for s, (flows, share, flits, merged) in placed.items():
+            while align and len(switches[s]) < slot:     # slots this switch has nothing in
+                switches[s].append(empty_phase(routers[s]))
+            if merged is not None and (not align or slot == len(switches[s]) - 1):
+                switches[s][-1] = merged
+                continue
             config, status = routers[s].try_one_phase(flows)
             if config is None:
                 raise FredError(f"collective {item.collective} ({coll}) needs flows "

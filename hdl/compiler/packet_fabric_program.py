@@ -2,10 +2,11 @@
 header each NPU's packets carry and the last sequence number each NPU receives.
 
 The switches' stored phases and the engines' stages are the circuit fabric's program
-(:func:`hdl.compiler.fabric_program.fabric_program`): a packet switch stores the same
-configurations in the same slots and selects them from the headers. A header's phase index
-must then name the right slot at every switch the packet crosses, so a collective must sit in
-the same slot index at each of its switches.
+(:func:`hdl.compiler.fabric_program.fabric_program`), packed with ``aligned_slots=True``: a
+packet switch stores the same configurations in the same slots and selects them from the
+headers. A header's phase index must then name the right slot at every switch the packet
+crosses, so a collective sits in the same slot index at each of its switches (the aligned
+packing puts it there; :func:`packet_headers` checks it).
 
 Endpoint algorithms (rings, chains: Fred-A/C) store nothing: every packet is a unicast of
 the default phase index, routed online at each switch (docs/switch.md, "Online unicast

@@ -1,10 +1,7 @@
 """The fabric program of the I/O ops (hdl/compiler/fabric_program.py): the in-switch flows from
 and to a controller's L1 port, the engines' counts and expected sums, and what is refused."""
 
-import pytest
-
 from hdl.compiler.fabric_program import fabric_program
-from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 from hdl.contracts.npu_engine import rank_weights
 
@@ -47,10 +44,12 @@ def test_a_group_away_from_its_controllers_l1_reduces_up_and_down():
     assert "2,6>8" in l1_1        # controller 1 (port 8 of L1.1) gets its L1's member + the L2's sum
 
 
-def test_endpoint_fabrics_chain_from_the_controller_and_fp16_is_refused_by_name():
+def test_endpoint_fabrics_chain_from_the_controller_and_fp16_is_checked_at_the_controller():
     """Fred-A: the model's I/O chain (algorithms.io_chain_order): controller 0 (endpoint 20,
     L1 0) into NPU 0, then NPUs 1 .. 19; its reduce is the same chain reversed, into the
-    controller, which checks the sum of all 20."""
+    controller, which checks the sum of all 20. In fp16 (Fred-B's in-switch reduce-out) the
+    golden model gives the controller the hash of its tree's sum, the NPUs (which receive
+    nothing) the empty stream's."""
     spec = fabric_spec("fred-a", io_controllers=1)
     program = fabric_program(spec, make_request(spec, op="io-broadcast", size_flits=8, group="wafer"))
     assert program.algorithm == "chain"
@@ -59,5 +58,6 @@ def test_endpoint_fabrics_chain_from_the_controller_and_fp16_is_refused_by_name(
     assert program.engines[20]["stages"][0]["sender"] == 0
     assert program.engines[20]["stages"][0]["recv_count"] == 8 and program.contributors[20] == tuple(range(20))
     spec = fabric_spec("fred-b", io_controllers=1, dtype="fp16")
-    with pytest.raises(FredError, match="int32 data only"):
-        fabric_program(spec, make_request(spec, op="io-reduce", size_flits=8, group="wafer"))
+    program = fabric_program(spec, make_request(spec, op="io-reduce", size_flits=8, group="wafer"))
+    hashes = program.expected_hashes
+    assert len(hashes) == 21 and len(set(hashes[:20])) == 1 and hashes[20] != hashes[0]
