@@ -74,13 +74,7 @@ def run(args) -> int:
         from fred.commands._concurrent_validate import run_concurrent_validate
         return run_concurrent_validate(args, fabrics, _command(args))
     block = "packet-io" if args.io else args.switch
-    if args.output is None:               # --json prints; it writes files only when asked
-        args.no_write = args.no_write or (args.json and args.plot is None)
-        args.output = "docs/fabric_validation.md"
-    output = Path(args.output)
-    plot = Path(args.plot) if args.plot else (
-        output.with_suffix(".png") if block == "circuit"
-        else output.with_name(f"{output.stem}_{block.replace('-', '_')}.png"))
+    output, plot = _output_paths(args, block)
     if not args.no_write:   # an unwritable document or plot fails before any build
         check_writable(output)
         check_writable(plot)
@@ -126,6 +120,21 @@ def run(args) -> int:
     if not args.no_write:
         print(f"wrote {args.output}" + (f" and {summary.plot}" if summary.plot else ""))
     return 0
+
+
+def _output_paths(args, block: str) -> tuple[Path, Path]:
+    """The document and plot ``block`` writes: ``--output`` (default docs/fabric_validation.md;
+    with ``--json`` and no ``--plot`` nothing is written unless asked) and ``--plot`` (default
+    beside the document: ``.png`` for the circuit block, ``_<block>.png`` for the others).
+    Sets ``args.output`` and ``args.no_write`` accordingly."""
+    if args.output is None:               # --json prints; it writes files only when asked
+        args.no_write = args.no_write or (args.json and args.plot is None)
+        args.output = "docs/fabric_validation.md"
+    output = Path(args.output)
+    plot = Path(args.plot) if args.plot else (
+        output.with_suffix(".png") if block == "circuit"
+        else output.with_name(f"{output.stem}_{block.replace('-', '_')}.png"))
+    return output, plot
 
 
 def _fabrics(args) -> list[str]:
