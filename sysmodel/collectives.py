@@ -890,8 +890,17 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
-    t.loads = _controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire)
-    t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
+    # the bytes read the plan (and, through ``key``, the network's links and NPUs) and the
+    # stripe, nothing else: kept per (key, stripe), copied (a traffic's arrays are its own)
+    rows_key = (key, stripe)
+    rows = current().io_chain_rows.get(rows_key)
+    if rows is None:
+        rows = (_controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire),
+                _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe))
+        for a in rows:
+            a.flags.writeable = False
+        current().io_chain_rows.put(rows_key, rows)
+    t.loads, t.sent = rows[0].copy(), rows[1].copy()
     t.latency_s = lat
     t.controller_flit_bytes = net.controller_flit_bytes()
     # the chains cross a shared link at different points of their way: what a link's load adds

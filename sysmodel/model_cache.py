@@ -93,6 +93,9 @@ class ModelCache:
                                       "pairs and latency) -> (one object of those heads, its layout for "
                                       "sysmodel.collectives._io_chain_time): equal heads of plans with "
                                       "different keys become one object"),
+        "io_chain_rows": (100_000, "(the io_chain_plans key, the stripe's bytes) -> an I/O chain's link loads "
+                                   "and bytes sent per NPU, read-only (sysmodel.collectives._fred_io_chain: "
+                                   "the plan's rows, the network's links and NPUs by the key, the stripe)"),
         "io_chain_times": (100_000, "(Ref(the layout from io_chain_layouts: its heads' value), wire bytes of "
                                     "a stripe, a controller's paced flit in s, the bytes of link_bw at the "
                                     "links the chains cross) -> the striped chains' time "
@@ -134,6 +137,7 @@ class ModelCache:
     in_switch_plans: Memo
     io_chain_plans: Memo
     io_chain_layouts: Memo
+    io_chain_rows: Memo
     io_chain_times: Memo
     rate_free_traffic: Memo
     layer_times: Memo

@@ -112,9 +112,10 @@ def test_the_reference_and_the_loop_agree_on_the_hand_case():
 
 
 def test_the_chain_times_memo_is_hit_only_with_equal_rates_sizes_and_groups():
-    """An I/O chain collective on Fred-A evaluated twice keeps one chain time; at another size
-    or on a network whose link rates differ it is computed again, and every traffic equals
-    one built with empty caches."""
+    """An I/O chain collective on Fred-A evaluated twice keeps one chain time and one pair of
+    byte rows (the traffic gets copies: changing one traffic's loads does not change the next);
+    at another size or on a network whose controller links' rate differs the time is computed
+    again, and the traffic equals one built with empty caches."""
     from dataclasses import replace
 
     from sysmodel.collectives import Collective, build_network, collective_traffic
@@ -125,15 +126,19 @@ def test_the_chain_times_memo_is_hit_only_with_equal_rates_sizes_and_groups():
     c = Collective("io-load", tuple(range(0, 20, 2)), 3e6 + 5)
     with using(ModelCache()) as cache:
         first = collective_traffic(build_network(P, "fred-a"), c)[1]
-        collective_traffic(build_network(P, "fred-a"), c)
-        assert len(cache.io_chain_times) == 1
+        kept = first.loads.copy()
+        first.loads += 1.0                      # a traffic's arrays are its own, not the memo's
+        second = collective_traffic(build_network(P, "fred-a"), c)[1]
+        assert len(cache.io_chain_times) == 1 and len(cache.io_chain_rows) == 1
+        assert np.array_equal(second.loads, kept) and second.loads is not first.loads
         collective_traffic(build_network(P, "fred-a"), replace(c, size=7.1e5))
         assert len(cache.io_chain_times) == 2
         collective_traffic(build_network(other, "fred-a"), c)
         assert len(cache.io_chain_times) == 3
     with using(ModelCache()):
         fresh = collective_traffic(build_network(P, "fred-a"), c)[1]
-    assert first.latency_s == fresh.latency_s
+    assert second.latency_s == fresh.latency_s and np.array_equal(second.loads, fresh.loads)
+    assert np.array_equal(second.sent, fresh.sent)
 
 
 def test_a_stream_whose_span_is_lost_to_rounding_is_never_in_a_backlog():
