@@ -950,9 +950,11 @@ def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float, layo
     The event loop per shared link is O(e log e) in its e stream starts and ends: the chains
     with bytes in a backlog are those streaming at some event of it, kept as the set streaming
     now (updated once per event time) and, of those, the ones not yet counted; only their
-    longest way on is kept. It computes the same floating-point operations, in the same order,
-    as the loop it replaced, which rebuilt that set by scanning every chain at each event
-    (``tests/sysmodel/test_io_chain_time.py`` keeps that loop and checks the two equal)."""
+    longest way on is kept. A link whose streams' rates sum to at most 1 + eps/2 is skipped
+    (no backlog can start on it). The figure is the loop's it replaced, to the last bit (the
+    same inflow, backlog and time operations in the same order), which rebuilt that set by
+    scanning every chain at each event (``tests/sysmodel/test_io_chain_time.py`` keeps that
+    loop and checks the two equal on random chains)."""
     if layout is None:
         layout = _io_chain_layout(heads)
     chain_links, starts, totals, shared = layout[:4]
@@ -966,10 +968,10 @@ def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float, layo
         rates = [work / f for f in fs]                      # time asked per second, per stream
         if math.fsum(rates) <= 1.0 + _RATE_EPS / 2:
             # never asked more than all of it: the loop's running inflow is a sum of some of
-            # these rates, off from its true value by far less than _RATE_EPS / 2 (a few ulps
-            # per term), so it never exceeds 1 + _RATE_EPS, no backlog starts and the loop
-            # would leave ``best`` as it is (most shared links of the grids: an uplink the
-            # paced stripes fill only in part)
+            # these rates, off from its true value by a few ulps per term (far less than
+            # _RATE_EPS / 2 below about a million streams), so it never exceeds 1 + _RATE_EPS,
+            # no backlog starts and the loop would leave ``best`` as it is (most shared links
+            # of the grids: an uplink the paced stripes fill only in part)
             continue
         ends = list(map(float.__add__, hs, fs))
         events = sorted([(h, 1, i) for i, h in enumerate(hs)] + [(e, -1, i) for i, e in enumerate(ends)])
