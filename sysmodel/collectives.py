@@ -74,7 +74,7 @@ from sysmodel.mesh import MeshNetwork
 from sysmodel.network import Network, Traffic
 from sysmodel.platform import FABRICS, Platform
 from sysmodel.stage_schedule import chains_time, link_classes
-from sysmodel.model_cache import FrozenDict, current
+from sysmodel.model_cache import FrozenDict, Ref, current
 from sysmodel.switch_routing import phases_for
 
 __all__ = ["OPS", "mesh_2d_split", "rectangle", "Collective", "CollectiveResult", "build_network", "collective_traffic",
@@ -886,19 +886,37 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _io_chain_plan(net, c))
-    per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent), heads = plan
+    per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent), heads, layout = plan
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
-    t.loads = _controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire)
-    t.sent = _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe)
+    # the bytes read the plan (and, through ``key``, the network's links and NPUs) and the
+    # stripe, nothing else: kept per (key, stripe), copied (a traffic's arrays are its own)
+    rows_key = (key, stripe)
+    rows = current().io_chain_rows.get(rows_key)
+    if rows is None:
+        rows = (_controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire),
+                _controller_rows_added((len(per_controller), net.npus), entry_sent, hop_sent, stripe))
+        for a in rows:
+            a.flags.writeable = False
+        current().io_chain_rows.put(rows_key, rows)
+    t.loads, t.sent = rows[0].copy(), rows[1].copy()
     t.latency_s = lat
     t.controller_flit_bytes = net.controller_flit_bytes()
     # the chains cross a shared link at different points of their way: what a link's load adds
     # to them is what the chains' streams overlapping on it cannot hide (_io_chain_time); the
     # latency is what that time adds to the busiest link's and the controllers' flit
     times = t.link_times()
-    chains_s = _io_chain_time(net, heads, wire, t.controller_flit_s())
+    flit_s = t.controller_flit_s()
+    # the chains' time reads the heads, ``wire``, ``flit_s`` and the rates of the links the
+    # chains cross, nothing else: with those it is the same number. The layout stands for the
+    # heads' value (one layout per equal heads: _io_chain_plan); the design-space grid's points
+    # repeat all four across designs that differ only in in-switch timing
+    times_key = (Ref(layout), wire, flit_s, net.link_bw[layout[4]].tobytes())
+    chain_times = current().io_chain_times
+    chains_s = chain_times.get(times_key)
+    if chains_s is None:
+        chains_s = chain_times.put(times_key, _io_chain_time(net, heads, wire, flit_s, layout))
     t.latency_s = max(chains_s - t.bandwidth_time(times) - t.controller_lead_s(times), 0.0)
     return t
 
@@ -908,10 +926,11 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
 _RATE_EPS = 1e-9
 
 
-def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float) -> float:
+def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float, layout=None) -> float:
     """The time of the striped chains (:func:`_fred_io_chain`): ``heads`` per controller
     ((link, head) in traversal order, the chain's latency: :func:`_io_chain_plan`), ``wire``
-    bytes of every stripe on every link it crosses, ``flit_s`` a controller's paced flit.
+    bytes of every stripe on every link it crosses, ``flit_s`` a controller's paced flit;
+    ``layout``: :func:`_io_chain_layout` of ``heads`` when the caller keeps it (the plan does).
 
     A chain's stripe streams at its slowest link's rate (a controller's link: the controller
     paces it), so it reaches a link ``L`` over ``F`` = wire / that rate from its head there,
@@ -926,40 +945,109 @@ def _io_chain_time(net: FredTreeNetwork, heads, wire: float, flit_s: float) -> f
     the mesh's trees take the deepest path: docs/mesh_rtl.md). A link loaded from the start to
     the end gives the busiest link + the longest chain, as before; a link the chains reach one
     after another adds nothing to them. The time is the most of every chain's and every
-    backlog's figure (docs/fabric_validation.md, "The chain rule", session 13)."""
-    per_link: dict[int, list[tuple[float, float, float]]] = {}
-    best = 0.0
-    for route_heads, total in heads:
-        span = wire / min(float(net.link_bw[link]) for link, _ in route_heads)
-        best = max(best, span + total)                       # the chain on its own
-        for link, head in route_heads:
-            per_link.setdefault(link, []).append((head, span, total - head))
-    for link, chains in per_link.items():
-        if len(chains) < 2:
+    backlog's figure (docs/fabric_validation.md, "The chain rule", session 13).
+
+    The event loop per shared link is O(e log e) in its e stream starts and ends: the chains
+    with bytes in a backlog are those streaming at some event of it, kept as the set streaming
+    now (updated once per event time) and, of those, the ones not yet counted; only their
+    longest way on is kept. A link whose streams' rates sum to at most 1 + eps/2 is skipped
+    (no backlog can start on it). The figure is the loop's it replaced, to the last bit (the
+    same inflow, backlog and time operations in the same order), which rebuilt that set by
+    scanning every chain at each event (``tests/sysmodel/test_io_chain_time.py`` keeps that
+    loop and checks the two equal on random chains)."""
+    if layout is None:
+        layout = _io_chain_layout(heads)
+    chain_links, starts, totals, shared = layout[:4]
+    bw = net.link_bw
+    # a chain's stripe streams at its slowest link's rate: the same min and division per chain
+    spans = (wire / np.minimum.reduceat(bw[chain_links], starts)).tolist()
+    best = max(0.0, max(map(float.__add__, spans, totals), default=0.0))  # each chain on its own
+    for link, entries, hs, tails in shared:
+        work = wire / float(bw[link])                       # a stripe's time on the link
+        fs = [spans[k] for k in entries]
+        rates = [work / f for f in fs]                      # time asked per second, per stream
+        if math.fsum(rates) <= 1.0 + _RATE_EPS / 2:
+            # never asked more than all of it: the loop's running inflow is a sum of some of
+            # these rates, off from its true value by a few ulps per term (far less than
+            # _RATE_EPS / 2 below about a million streams), so it never exceeds 1 + _RATE_EPS,
+            # no backlog starts and the loop would leave ``best`` as it is (most shared links
+            # of the grids: an uplink the paced stripes fill only in part)
             continue
-        work = wire / float(net.link_bw[link])               # a stripe's time on the link
-        events = sorted([(h, 1, i) for i, (h, _, _) in enumerate(chains)]
-                        + [(h + f, -1, i) for i, (h, f, _) in enumerate(chains)])
-        inflow, backlog, now = 0.0, 0.0, events[0][0]        # time asked per second; queued time
-        members: set[int] = set()                            # chains with bytes in the backlog
+        ends = list(map(float.__add__, hs, fs))
+        events = sorted([(h, 1, i) for i, h in enumerate(hs)] + [(e, -1, i) for i, e in enumerate(ends)])
+        n = len(events)
+        inflow, backlog, now = 0.0, 0.0, events[0][0]       # time asked per second; queued time
+        streaming: set[int] = set()     # streams with h <= now < h + F (none with F lost to rounding)
+        uncounted: set[int] = set()     # of those, the ones not yet in the backlog's members
+        way_on = None                   # the longest way on of the backlog's members (None: none)
+        g, at = 0, None                 # the next event whose start/end is not applied; its time
         for when, step, i in events:
+            if when != at:              # apply every start and end at this time at once
+                at = when
+                while g < n and events[g][0] == when:
+                    _, s, j = events[g]
+                    if s > 0:
+                        if hs[j] < ends[j]:
+                            streaming.add(j)
+                            uncounted.add(j)
+                    else:
+                        streaming.discard(j)
+                        uncounted.discard(j)
+                    g += 1
             dt = when - now
             if inflow > 1.0 + _RATE_EPS:
                 backlog += (inflow - 1.0) * dt
             elif backlog > 0.0 and inflow < 1.0 - _RATE_EPS:
-                if backlog <= (1.0 - inflow) * dt:           # the backlog ends before this event
-                    best = max(best, now + backlog / (1.0 - inflow) + flit_s
-                               + max(chains[j][2] for j in members))
-                    backlog, members = 0.0, set()
+                if backlog <= (1.0 - inflow) * dt:          # the backlog ends before this event
+                    best = max(best, now + backlog / (1.0 - inflow) + flit_s + _longest(way_on))
+                    backlog, way_on = 0.0, None
+                    uncounted = set(streaming)
                 else:
                     backlog -= (1.0 - inflow) * dt
             now = when
-            inflow += step * work / chains[i][1]
-            if inflow > 1.0 + _RATE_EPS or backlog > 0.0:
-                members |= {j for j, (h, f, _) in enumerate(chains) if h <= now < h + f}
-        if backlog > 0.0:                                    # the streams ended in a backlog
-            best = max(best, now + backlog + flit_s + max(chains[j][2] for j in members))
+            if step > 0:
+                inflow += rates[i]
+            else:
+                inflow -= rates[i]
+            if (inflow > 1.0 + _RATE_EPS or backlog > 0.0) and uncounted:
+                longest = max([tails[j] for j in uncounted])
+                way_on = longest if way_on is None else max(way_on, longest)
+                uncounted.clear()
+        if backlog > 0.0:                                   # the streams ended in a backlog
+            best = max(best, now + backlog + flit_s + _longest(way_on))
     return best
+
+
+def _longest(way_on: float | None) -> float:
+    """The backlog's members' longest way on; a backlog always has a member (an error if not)."""
+    if way_on is None:
+        raise ValueError("a backlog with no chain streaming into it (collectives._io_chain_time)")
+    return way_on
+
+
+def _io_chain_layout(heads) -> tuple:
+    """What :func:`_io_chain_time` reads of ``heads`` apart from the rates, made once per plan:
+    (every chain's links, concatenated, and where each chain's start (for one
+    ``numpy.minimum.reduceat``), the chains' latencies, per link that two or more (chain, head)
+    entries cross: (link, the entries' chains, heads, ways on = latency - head), entries in
+    chain order then traversal order, every link the chains cross, sorted). Read-only: kept
+    in the plan (:func:`_io_chain_plan`)."""
+    per_link: dict[int, list[tuple[int, float, float]]] = {}
+    chain_links, starts, totals = [], [], []
+    for k, (route_heads, total) in enumerate(heads):
+        starts.append(len(chain_links))
+        totals.append(float(total))
+        for link, head in route_heads:
+            chain_links.append(int(link))
+            per_link.setdefault(int(link), []).append((k, head, total - head))
+    shared = tuple((link, tuple(k for k, _, _ in entries), tuple(h for _, h, _ in entries),
+                    tuple(w for _, _, w in entries))
+                   for link, entries in per_link.items() if len(entries) >= 2)
+    arrays = (np.array(chain_links, dtype=np.int64), np.array(starts, dtype=np.int64),
+              np.array(sorted(per_link), dtype=np.int64))
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays[0], arrays[1], tuple(totals), shared, arrays[2]
 
 def _controller_rows_added(shape: tuple[int, int], entry: tuple, hops: tuple, nbytes: float) -> np.ndarray:
     """Per column of ``shape`` (controllers, columns), ``((entry_0 + chain_0) + entry_1) +
@@ -985,7 +1073,8 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     on it or None, the chain's hop links in hop order, the chain's senders in hop order; routes
     and senders by :meth:`Network.route`, one sender rule for every transfer),
     the latency, the same as sparse per-controller rows for :func:`_controller_rows_added`:
-    (entry links, hop counts per link, entry sender, hops sent per NPU) as index arrays) of
+    (entry links, hop counts per link, entry sender, hops sent per NPU) as index arrays,
+    the chains' heads and their :func:`_io_chain_layout` for :func:`_io_chain_time`) of
     :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
     its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
     or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
@@ -1023,7 +1112,12 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     entry_sent = _sparse_rows([() if sender is None else (sender,) for _, sender, _, _ in per_controller],
                               counted=False)
     hop_sent = _sparse_rows([senders for _, _, _, senders in per_controller], counted=True)
-    return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent), tuple(heads)
+    # equal heads (plans whose keys differ in what the chains do not read, e.g. the in-switch
+    # timing of two switch designs) share one heads object and layout, so the chains' times
+    # kept on the layout (_fred_io_chain) are found again across them
+    heads = tuple(heads)
+    heads, layout = current().io_chain_layouts.get_or_make(heads, lambda: (heads, _io_chain_layout(heads)))
+    return tuple(per_controller), lat, (entry_links, hop_links, entry_sent, hop_sent), heads, layout
 
 
 def _route_heads(net: Network, routes, gaps) -> tuple[tuple[int, float], ...]:

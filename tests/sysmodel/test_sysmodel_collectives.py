@@ -600,7 +600,7 @@ def _io_chain_one_controller_at_a_time(net, c):
     """The specification of collectives._fred_io_chain's sums: the loop it replaced, controller
     by controller (the entry route's bytes and sender, then the chain's hops into a fresh
     traffic with numpy.add.at, added whole), on the plan's routes."""
-    per_controller, lat, _, heads = C_io_chain_plan(net, c)
+    per_controller, lat, _, heads, _ = C_io_chain_plan(net, c)
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
