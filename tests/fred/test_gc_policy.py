@@ -77,11 +77,15 @@ def test_an_object_alive_at_a_checkpoint_is_frozen_until_the_context_ends():
     assert ref() is None               # ...until the context unfreezes them
 
 
-def test_keep_frozen_leaves_the_survivors_frozen():
+def test_keep_frozen_collects_and_freezes_once_more_and_unfreezes_nothing():
     try:
         with survivors_frozen(keep_frozen=True) as checkpoint:
             checkpoint()
+            garbage = _cycle()         # left by the last step: freed on exit, not frozen
+            node = _Node()             # alive on exit: frozen with the rest
+        assert garbage() is None
         assert gc.get_freeze_count() > 0
+        assert not any(o is node for o in gc.get_objects())   # the permanent generation is not listed
     finally:
         gc.unfreeze()
 
