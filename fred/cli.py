@@ -127,10 +127,17 @@ YOUNG_COLLECTION_THRESHOLD = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; its exit status. ``argv=None``: the process's own command line (the
+    ``fred`` script, ``python -m fred``), which exits with this status -- so a command may leave
+    the garbage collector's policy in place at its end (``args._process_exits``,
+    :mod:`fred.gc_policy`); a list: a call inside a longer-lived process (the tests), after which
+    every command leaves the collector as it found it."""
+    process_exits = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     parser = build_parser(_chosen(argv), every=False)
     args = parser.parse_args(argv)
+    args._process_exits = process_exits
     module = args._module
     if module is None:
         print(f"fred {args._name}: error: this subcommand is not implemented yet", file=sys.stderr)

@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from fred.gc_policy import survivors_frozen
     from fred.progress import progress_bar, wanted
     from sysmodel.chrome_trace import TraceRecorder
     from studies.evaluation import evaluation_steps, run_evaluation
@@ -56,12 +57,17 @@ def run(args) -> int:
     # a progress bar on a terminal; else the step-by-step log on stderr (none with --json)
     steps = evaluation_steps(with_diagnostic=not args.no_diagnostic, calibration_mode=args.calibration,
                              uncertainty_samples=args.uncertainty_samples)
-    with progress_bar(steps, "eval", json_output=args.json, unit="step") as bar:
+    # the collector skips what survived the set-up and each step (fred/gc_policy.py, Speed)
+    with progress_bar(steps, "eval", json_output=args.json, unit="step") as bar, \
+            survivors_frozen(keep_frozen=args._process_exits) as checkpoint:
+        def tick(n: int = 1) -> None:
+            bar.update(n)
+            checkpoint()
         summary = run_evaluation(None if args.no_files else args.output,
                                  progress=not args.json and not wanted(args.json),
                                  platform=platform, with_diagnostic=not args.no_diagnostic,
                                  overlap=not args.no_overlap, calibration_mode=args.calibration,
-                                 uncertainty_samples=args.uncertainty_samples, tick=bar.update)
+                                 uncertainty_samples=args.uncertainty_samples, tick=tick)
     if recorder:
         _trace(recorder, platform, overlap=not args.no_overlap)
     if args.json:

@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     if args.collectives:
         return _run_collectives(args)
+    from fred.gc_policy import survivors_frozen
     from fred.progress import progress_bar, wanted
     from sysmodel.chrome_trace import TraceRecorder
     from studies.validation import FABRIC, case_workload, cluster_platform, run_validation, select_cases
@@ -47,9 +48,14 @@ def run(args) -> int:
     platform = cluster_platform(args.platform, characterization=args.characterization)
     cases, _ = select_cases(args.cases, args.only)
     # a progress bar on a terminal; else the per-case log on stderr (none with --json)
-    with progress_bar(len(cases), "validate", json_output=args.json, unit="case") as bar:
+    # the collector skips what survived the set-up and each case (fred/gc_policy.py, Speed)
+    with progress_bar(len(cases), "validate", json_output=args.json, unit="case") as bar, \
+            survivors_frozen(keep_frozen=args._process_exits) as checkpoint:
+        def tick(n: int = 1) -> None:
+            bar.update(n)
+            checkpoint()
         result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
-                                progress=not args.json and not wanted(args.json), tick=bar.update)
+                                progress=not args.json and not wanted(args.json), tick=tick)
     if recorder:
         for case in cases:
             wl = case_workload(case)
