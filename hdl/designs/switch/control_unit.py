@@ -16,6 +16,8 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.packet import DATA_VCS, PRIORITY, PacketFormat
 from hdl.designs.layouts import struct_layout
 
+from .signal_folds import and_fold, or_fold
+
 __all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries"]
 
 COUNTER_BITS = 16
@@ -264,7 +266,7 @@ class ControlUnit(wiring.Component):
             outranked = [w for w in DATA_VCS if rank[w] > rank[v]]
             with m.If(cur_vc == v):
                 m.d.comb += higher.eq(0 if not outranked else
-                                      _any(self.waiting[w] for w in outranked))
+                                      or_fold(self.waiting[w] for w in outranked))
 
         # ---- per input ----------------------------------------------------------------------
         by_header = self.header_select
@@ -334,7 +336,7 @@ class ControlUnit(wiring.Component):
             firsts.append(hv & hf)
             match.append(mt)
             start_ok.append(ok)
-        any_partial, any_match, any_start = _any(partial), _any(match), _any(start_ok)
+        any_partial, any_match, any_start = or_fold(partial), or_fold(match), or_fold(start_ok)
 
         # The drain rule's record: per input, the flow and sequence number of the last packet it
         # started in this phase (an input carries one flow of a stored phase, so that is the
@@ -465,7 +467,7 @@ class ControlUnit(wiring.Component):
         contested = Signal(P, name="path_contested")
         owner_starts = Signal(P, name="path_owner_starts")
         for o in range(P):
-            m.d.comb += contested[o].eq(_any([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
+            m.d.comb += contested[o].eq(or_fold([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
                                               & (src[o] != n) & (self.room2[o] if self.bubble(n, o) else 1)
                                               for n in range(P)]))
             for n in range(P):
@@ -475,7 +477,7 @@ class ControlUnit(wiring.Component):
         for n in range(P):
             live, mine = Signal(name=f"path_live{n}"), Signal(name=f"path_mine_pend{n}")
             # without paths behind others, an input asks only when it owns none (P = 2)
-            alone = 1 if self.behind else ~_any([busy[o] & (src[o] == n) for o in range(P)])
+            alone = 1 if self.behind else ~or_fold([busy[o] & (src[o] == n) for o in range(P)])
             for o in range(P):
                 # an entry input's packet to a bubble output needs room for two (the bubble it
                 # leaves: docs/switch.md, "Entries leave a bubble")
@@ -518,7 +520,7 @@ class ControlUnit(wiring.Component):
         for o in range(P):
             m.d.comb += online_reserve[o].eq(
                 grant & (self.route_dst == o)
-                | _any([self.started[n] & ~awaiting[n] & (heads[n].dest == o) for n in range(P)]))
+                | or_fold([self.started[n] & ~awaiting[n] & (heads[n].dest == o) for n in range(P)]))
         lanes = (self.route_keep, self.route_wire) if self.behind else (Const(0, 1), Const(0, w))
         for o in range(P):
             self._output_path(m, o, heads, grant, lanes, (busy, src, wire, flight),
@@ -540,7 +542,7 @@ class ControlUnit(wiring.Component):
                          link(pend[o] & (p_src[o] >> 1 == self.route_src >> 1), p_wire[o])]
             near = (self.route_dst >> 1) == (o >> 1)
             out_terms += [link(busy[o] & near, wire[o]), link(pend[o] & near, p_wire[o])]
-        m.d.comb += [self.in_block.eq(_any(in_terms)), self.out_block.eq(_any(out_terms))]
+        m.d.comb += [self.in_block.eq(or_fold(in_terms)), self.out_block.eq(or_fold(out_terms))]
 
     def _output_path(self, m, o, heads, grant, request, live, waiting):
         """Output o's path and the one waiting behind it: count packets started on each, hand
@@ -604,7 +606,7 @@ class ControlUnit(wiring.Component):
                 can = Mux(online_mode, match[n] & dest_room, can)
             go.append(can)
         stuck = Signal(name="yield_stuck")
-        m.d.comb += stuck.eq(run_ok & any_match & ~any_partial & ~_any(go))
+        m.d.comb += stuck.eq(run_ok & any_match & ~any_partial & ~or_fold(go))
         # the candidate: the lowest input whose head packet is of another phase
         found = Signal(name="yield_found")
         cand = Signal(range(P), name="yield_input")
@@ -612,7 +614,7 @@ class ControlUnit(wiring.Component):
             with m.If(firsts[n] & (heads[n].phase != cur_phase)):
                 m.d.comb += [found.eq(1), cand.eq(n), yield_phase.eq(heads[n].phase)]
         m.d.comb += [self.peek_slot.eq(yield_phase), self.peek_input.eq(cand)]
-        stored_room = self.loaded.bit_select(yield_phase, 1) & _all(
+        stored_room = self.loaded.bit_select(yield_phase, 1) & and_fold(
             ~self.peek_outputs[o] | self.room[o] for o in range(P))
         room = Signal(name="yield_room")
         m.d.comb += room.eq(stored_room)
@@ -645,9 +647,9 @@ class ControlUnit(wiring.Component):
             # until it caught up, a drain of several packets at the downlink's rate
             # (docs/switch.md, "Control unit").
             entry = self.outputs[n] != 0
-            by_partner = _any(self.partners[n][j] & last_valid[j] & seq_le(heads[n].seq, last_seq[j])
+            by_partner = or_fold(self.partners[n][j] & last_valid[j] & seq_le(heads[n].seq, last_seq[j])
                               for j in range(P) if j != n)
-            by_flow = _any(last_valid[j] & (last_flow[j] == heads[n].flow)
+            by_flow = or_fold(last_valid[j] & (last_flow[j] == heads[n].flow)
                            & seq_le(heads[n].seq, last_seq[j]) for j in range(P))
             m.d.comb += drain_ok[n].eq(Mux(entry, by_partner, by_flow))
 
@@ -664,7 +666,7 @@ class ControlUnit(wiring.Component):
                                 & (cur_vc == self.order_vc))
         done = Signal(P, name="order_done")
         complete = Signal(name="order_complete")
-        m.d.comb += complete.eq(on_entry & _all(done[n] | (self.outputs[n] == 0) for n in range(P)))
+        m.d.comb += complete.eq(on_entry & and_fold(done[n] | (self.outputs[n] == 0) for n in range(P)))
         for n in range(P):
             with m.If(on_entry & self.started[n] & (heads[n].seq == self.order_last)):
                 m.d.sync += done[n].eq(1)
@@ -698,30 +700,23 @@ class ControlUnit(wiring.Component):
             ahead = Signal(name=f"ahead{n}")
             room_ok = Signal(name=f"room_ok{n}")
             m.d.comb += [
-                gang.eq(_all(~self.partners[n][j] | match[j] & (heads[j].seq == s)
+                gang.eq(and_fold(~self.partners[n][j] | match[j] & (heads[j].seq == s)
                              | last_valid[j] & seq_le(s, last_seq[j])
                              for j in range(P) if j != n)),
-                ahead.eq(_any(self.partners[n][j] & last_valid[j] & seq_le(s, last_seq[j])
+                ahead.eq(or_fold(self.partners[n][j] & last_valid[j] & seq_le(s, last_seq[j])
                               for j in range(P) if j != n)),
-                room_ok.eq(_all(~self.outputs[n][o] | self.room[o] for o in range(P))),
+                room_ok.eq(and_fold(~self.outputs[n][o] | self.room[o] for o in range(P))),
                 gate[n].eq(gang & (ahead | room_ok)),
             ]
             lead = Signal(name=f"lead{n}")
             first = self.started[n] & ~ahead
             if n:
-                first = first & ~_any(self.partners[n][j] & self.started[j] for j in range(n))
+                first = first & ~or_fold(self.partners[n][j] & self.started[j] for j in range(n))
             m.d.comb += lead.eq(first)
             for o in range(P):
                 with m.If(lead & self.outputs[n][o]):
                     m.d.comb += reserve[o].eq(1)
 
-
-def _all(signals):
-    signals = list(signals)
-    result = signals[0]
-    for s in signals[1:]:
-        result = result & s
-    return result
 
 
 def check_entries(entries, ports, online, bubble_outputs=None):
@@ -748,13 +743,6 @@ def _ports(what, ports_set, ports, kind):
             raise FredError(f"{what}: {kind} port {n!r} is not in 0..{ports - 1}")
     return items
 
-
-def _any(signals):
-    signals = list(signals)
-    result = signals[0]
-    for s in signals[1:]:
-        result = result | s
-    return result
 
 
 def _inc(counter):

@@ -26,6 +26,7 @@ from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .flow_port_table import FlowPortTable
 from .phase_order import PhaseOrder
 from .shared_flows import SharedFlows, check_shared
+from .signal_folds import or_fold
 from .vc_input_buffer import VCInputBuffer, link_signature
 
 __all__ = ["PacketSwitch"]
@@ -419,8 +420,8 @@ class PacketSwitch(wiring.Component):
             credit_error.append(err)
             reserve = Mux(cu.shared_mode, flows.reserve[n], cu.reserve[n]) if shared else cu.reserve[n]
             self._room(m, n, counters, cu, send, flit.last, reserve)
-        m.d.comb += [self.bad_header.eq(_any(bad)), self.overflow.eq(_any(overflow)),
-                     self.credit_error.eq(_any(credit_error))]
+        m.d.comb += [self.bad_header.eq(or_fold(bad)), self.overflow.eq(or_fold(overflow)),
+                     self.credit_error.eq(or_fold(credit_error))]
         return m
 
     def _shared_flows(self, m, table, cu, bufs, out_last):
@@ -478,10 +479,3 @@ class PacketSwitch(wiring.Component):
             with m.If(cu.vc == v):
                 m.d.comb += credits.eq(counter)
         m.d.comb += [cu.room[n].eq(credits >= owed + pf), cu.room2[n].eq(credits >= owed + 2 * pf)]
-
-
-def _any(signals):
-    result = signals[0]
-    for s in signals[1:]:
-        result = result | s
-    return result

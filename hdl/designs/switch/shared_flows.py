@@ -15,6 +15,8 @@ from hdl.contracts.encoding import check_size, config_bits, layout
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import PacketFormat
 
+from .signal_folds import and_fold, or_fold
+
 __all__ = ["SharedFlows", "check_shared"]
 
 #: packets started towards one output whose last flit has not left it (< the pipeline depth
@@ -203,10 +205,10 @@ class SharedFlows(wiring.Component):
         # releasable: set up, nothing granted and unstarted, nothing in flight on its outputs
         st.free = [Signal(name=f"slot_free{k}") for k in range(K)]
         for k in range(K):
-            quiet = _all([(st.flight[o] == 0) | ~self.slot_outputs[k][o] for o in range(P)])
+            quiet = and_fold([(st.flight[o] == 0) | ~self.slot_outputs[k][o] for o in range(P)])
             m.d.comb += st.free[k].eq(st.up[k] & (st.pend[k] == 0) & quiet)
         st.held = Signal(len(fields), name="lanes_held")   # lanes of slots set up, not releasable
-        m.d.comb += st.held.eq(_or([Mux(st.up[k] & ~st.free[k], lanes[k], 0) for k in range(K)]))
+        m.d.comb += st.held.eq(or_fold([Mux(st.up[k] & ~st.free[k], lanes[k], 0) for k in range(K)]))
         return st
 
     def _heads(self, m, st, slot_of, valid_of):
@@ -226,11 +228,11 @@ class SharedFlows(wiring.Component):
             entry = self.in_outputs[n] != 0
             m.d.comb += [
                 h.known[n].eq(self.head_ok[n] & valid_of[flow] & st.loaded_of[h.slot[n]] & entry),
-                h.gang[n].eq(_all([~self.in_partners[n][j] | self.head_ok[j]
+                h.gang[n].eq(and_fold([~self.in_partners[n][j] | self.head_ok[j]
                                    & (self.head_flow[j] == flow) & (self.head_seq[j] == seq)
                                    for j in range(P) if j != n])),
                 h.want[n].eq(h.known[n] & h.gang[n] & (st.pend_of[h.slot[n]] == 0)),
-                h.ready[n].eq(h.want[n] & _all([~self.in_outputs[n][o] | self.room[o] for o in range(P)])),
+                h.ready[n].eq(h.want[n] & and_fold([~self.in_outputs[n][o] | self.room[o] for o in range(P)])),
             ]
         return h
 
@@ -244,7 +246,7 @@ class SharedFlows(wiring.Component):
         # counts: a slot that cannot go anyway does not stop the holder (its lanes would idle)
         contested = Signal(K, name="slot_contested")
         for k in range(K):
-            m.d.comb += contested[k].eq(_any([h.ready[n] & (h.slot[n] != k)
+            m.d.comb += contested[k].eq(or_fold([h.ready[n] & (h.slot[n] != k)
                                               & (st.lanes_of[h.slot[n]] & lanes[k]).any()
                                               for n in range(P)]))
         contested_of = Array([contested[k] for k in range(K)] + [Const(0, 1)] * ((1 << pw) - K))
@@ -290,39 +292,18 @@ class SharedFlows(wiring.Component):
             with m.Elif(st.free[k]):
                 m.d.sync += st.up[k].eq(0)
         # enable: granted and not started; a slot already set up starts in the grant's cycle
-        pending = _or([st.pend[k] for k in range(K)])
+        pending = or_fold([st.pend[k] for k in range(K)])
         m.d.comb += [self.pending.eq(pending),
                      self.enable.eq(pending | Mux(g.valid & g.was_up, g.gang, 0)),
                      self.active.eq(st.up.any()),
-                     self.modes.eq(_or([Mux(st.up[k], slot_modes[k], 0) for k in range(K)]))]
+                     self.modes.eq(or_fold([Mux(st.up[k], slot_modes[k], 0) for k in range(K)]))]
         for o in range(P):
             inc = g.valid & g.outs[o]
             dec = self.out_last[o] & (st.flight[o] != 0)
             m.d.sync += st.flight[o].eq(st.flight[o] + inc - dec)
-        with m.If(_any([self.head_ok[n] & ~h.known[n] for n in range(P)])):
+        with m.If(or_fold([self.head_ok[n] & ~h.known[n] for n in range(P)])):
             m.d.sync += self.unknown.eq(1)
 
 
 def _cat(bits):
     return Cat(*list(bits))
-
-
-def _or(values):
-    values = list(values)
-    result = values[0]
-    for v in values[1:]:
-        result = result | v
-    return result
-
-
-def _all(signals):
-    signals = list(signals)
-    if not signals:
-        return Const(1, 1)
-    result = signals[0]
-    for s in signals[1:]:
-        result = result & s
-    return result
-
-
-_any = _or
