@@ -44,7 +44,7 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
                                                             sink_backpressure=args.backpressure,
                                                             watchdog_cycles=args.watchdog))
             except FredError as err:     # a hang or wrong data: reported, the others still run
-                failed.append((case_label(case), len(case.classes), _first_line(str(err))))
+                failed.append((case_label(case), len(case.classes), first_line(str(err))))
             bar.update()
     date, machine = run_stamp()
     if not args.no_write:
@@ -74,7 +74,8 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
     return 0
 
 
-def _first_line(text: str, limit: int = 600) -> str:
-    """An error for the report: its first line, cut at ``limit`` characters."""
+def first_line(text: str, limit: int = 600) -> str:
+    """An error or refusal for a report or block: its first line, cut at ``limit`` characters
+    (this command's failures, and ``fred fabric-validate --io``'s refusals at 300)."""
     line = text.splitlines()[0] if text else ""
     return line if len(line) <= limit else line[:limit] + " ..."

@@ -186,6 +186,7 @@ def _io_cases(args, fabrics) -> tuple[list, list]:
     ``--sizes``, fp16 at the smallest with sink backpressure), validated and modelled before
     any build: ``(cases, refused)``, a case ``(label, case, None, backpressure)``, a refusal
     ``(fabric, case + data format, flits, why)`` (listed in the block, not dropped)."""
+    from fred.commands._concurrent_validate import first_line
     from hdl.contracts.errors import FredError
     from hdl.contracts.fabric import FABRICS
     from studies.fabric_validation import IO_CASES, io_variants
@@ -200,14 +201,8 @@ def _io_cases(args, fabrics) -> tuple[list, list]:
                         fabric=f, size=size, dtype=dtype, characterization=args.characterization,
                         platform_cache=cache, **request, **overrides), None, backpressure))
                 except FredError as exc:
-                    refused.append((f, f"{label} {dtype}", size, _first_line(str(exc))))
+                    refused.append((f, f"{label} {dtype}", size, first_line(str(exc), limit=300)))
     return cases, refused
-
-
-def _first_line(text: str, limit: int = 300) -> str:
-    """A refusal for the block: its first line, cut at ``limit`` characters."""
-    line = text.splitlines()[0] if text else ""
-    return line if len(line) <= limit else line[:limit] + " ..."
 
 
 def parser_default_fabrics() -> str:
