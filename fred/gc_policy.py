@@ -51,7 +51,7 @@ def survivors_frozen(*, keep_frozen: bool = False):
     :func:`fred.cli.main` without ``argv``): on exit, one more collection and freeze (what the
     last step left), and nothing unfrozen, so the interpreter's shutdown collections skip every
     object instead of walking them all again (about 0.7 s of ``make eval``'s command;
-    docs/sysmodel.md, Speed, seventeenth increment). Everything frozen was reachable at a
+    docs/sysmodel.md, Speed, eighteenth increment). Everything frozen was reachable at a
     freeze, right after a collection.
     """
     enabled = gc.isenabled()
