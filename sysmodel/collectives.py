@@ -881,7 +881,7 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     bytes, its chain's repeated sums) added in row order by ``numpy.add.accumulate``, whose
     running sum adds one row at a time (the same additions in the same order;
     ``tests/sysmodel/test_sysmodel_collectives.py`` checks it bit for bit against the loop)."""
-    key = (_link_rate_free_key(net), c.op, c.group)
+    key = (_io_chain_plan_key(net), c.op, c.group)
     memo = current().io_chain_plans
     plan = memo.get(key)
     if plan is None:
@@ -890,9 +890,10 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     t = net.traffic()
     stripe = c.size / len(net.io_nodes)
     wire = net.wire_bytes(stripe)
-    # the bytes read the plan (and, through ``key``, the network's links and NPUs) and the
-    # stripe, nothing else: kept per (key, stripe), copied (a traffic's arrays are its own)
-    rows_key = (key, stripe)
+    # the bytes read the plan (and, through ``key``, the network's links and NPUs), the stripe
+    # and its wire bytes (the flit, which the plan's key does not hold), nothing else: kept
+    # per (key, stripe, wire), copied (a traffic's arrays are its own)
+    rows_key = (key, stripe, wire)
     rows = current().io_chain_rows.get(rows_key)
     if rows is None:
         rows = (_controller_rows_added((len(per_controller), net.n_links), entry_links, hop_links, wire),
@@ -1068,6 +1069,36 @@ def _controller_rows_added(shape: tuple[int, int], entry: tuple, hops: tuple, nb
     return np.add.accumulate(rows, axis=0)[-1].copy()
 
 
+def _io_chain_plan_key(net: FredTreeNetwork) -> tuple:
+    """What :func:`_io_chain_plan` reads of the network, as a value (the model's cache keys the
+    plan on it with the collective's op and group; made once per network):
+
+    * the topology: the network's class, its NPUs, NPUs per L1 (``l1_of``), the L1s', the L2's
+      and the controllers' nodes and each controller's L1 (``io_l1``), and every link's ends
+      (``link_src``, ``link_dst``: the link numbers a route gives); with these,
+      :meth:`FredTreeNetwork.route` (its nodes' ancestors, the link ids, the NPU sender rule)
+      and :func:`hdl.compiler.algorithms.io_chain_order` give the same routes, senders and
+      orders;
+    * the latencies :meth:`Network.path_latency` sums, every link's and every node's
+      (``link_latency``, ``node_latency``: the wire latencies and the switches' first-flit
+      latency, with a packet switch's input buffer), and the NPUs' forwarding latency
+      (:func:`_chain_latency`, the heads' gaps).
+
+    Nothing else: not a link rate, the flit, the in-switch efficiency, the switches' phase
+    select or configuration load timing, the fabric's name or the platform's labels. So two
+    switch designs that differ only in in-switch timing (the design-space grid's Fred_2(P) and
+    Fred_3(P)), or fabrics that differ only in their L1-L2 rate (Fred-A and Fred-C), share
+    their plans; ``tests/sysmodel/test_io_chain_plan_key.py`` checks that such networks'
+    plans, made apart, are equal, and that a change in what the key holds changes it."""
+    key = getattr(net, "_io_chain_plan_key", None)
+    if key is None:
+        key = net._io_chain_plan_key = (
+            type(net), net.npus, net.npus_per_l1, tuple(net.l1_nodes), net.l2_node, tuple(net.io_nodes),
+            tuple(net.io_l1), net.link_src.tobytes(), net.link_dst.tobytes(), net.link_latency.tobytes(),
+            net.node_latency.tobytes(), float(net.platform.forward_latency_ns))
+    return key
+
+
 def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     """(per controller: (the route between it and the chain's entry member, the NPU that sends
     on it or None, the chain's hop links in hop order, the chain's senders in hop order; routes
@@ -1077,7 +1108,7 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     the chains' heads and their :func:`_io_chain_layout` for :func:`_io_chain_time`) of
     :func:`_fred_io_chain`. It reads ``c``'s op and group and, of the network,
     its routes, latencies, controllers' L1s and the NPUs' forwarding latency: never ``c.size``
-    or a link rate, so the model's cache keys it on (:func:`_link_rate_free_key`, op, group)."""
+    or a link rate, so the model's cache keys it on (:func:`_io_chain_plan_key`, op, group)."""
     g = sorted(c.group)
     lat = 0.0
     per_controller = []

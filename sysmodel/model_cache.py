@@ -86,16 +86,18 @@ class ModelCache:
                                      "in-switch collective's senders, link sets, latency, phases, selects, "
                                      "configurations and uplink users: everything but its bytes "
                                      "(sysmodel.collectives._in_switch_plan)"),
-        "io_chain_plans": (100_000, "(network spec with every link rate 0, fabric, op, group) -> an I/O "
-                                    "chain's routes, senders and latency: everything but its bytes "
+        "io_chain_plans": (100_000, "(what the plan reads of the network: topology, link and node latencies, "
+                                    "forwarding latency (sysmodel.collectives._io_chain_plan_key), op, group) "
+                                    "-> an I/O chain's routes, senders and latency: everything but its bytes "
                                     "(sysmodel.collectives._io_chain_plan)"),
         "io_chain_layouts": (100_000, "an I/O chain plan's heads (a value: per controller its (link, head) "
                                       "pairs and latency) -> (one object of those heads, its layout for "
                                       "sysmodel.collectives._io_chain_time): equal heads of plans with "
                                       "different keys become one object"),
-        "io_chain_rows": (100_000, "(the io_chain_plans key, the stripe's bytes) -> an I/O chain's link loads "
-                                   "and bytes sent per NPU, read-only (sysmodel.collectives._fred_io_chain: "
-                                   "the plan's rows, the network's links and NPUs by the key, the stripe)"),
+        "io_chain_rows": (100_000, "(the io_chain_plans key, the stripe's bytes, its wire bytes) -> an I/O "
+                                   "chain's link loads and bytes sent per NPU, read-only "
+                                   "(sysmodel.collectives._fred_io_chain: the plan's rows, the network's links "
+                                   "and NPUs by the key, the stripe and its wire bytes)"),
         "io_chain_times": (100_000, "(Ref(the layout from io_chain_layouts: its heads' value), wire bytes of "
                                     "a stripe, a controller's paced flit in s, the bytes of link_bw at the "
                                     "links the chains cross) -> the striped chains' time "
