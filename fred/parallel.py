@@ -6,7 +6,12 @@ dicts; see :mod:`studies.points`) and returns one :class:`PointResult` per spec,
 * ``scheduler`` (``--scheduler ADDRESS``): the points run on the Dask distributed cluster at
   that address (``dask.distributed.Client``); the workers need this package installed and
   the files the specs name (platform, characterization, workload files) at the same paths;
-* ``jobs`` > 1 (``--jobs N``): a local pool of N processes;
+* ``jobs`` > 1 (``--jobs N``): a local pool of N processes; with ``group`` (a function of a
+  spec), the points whose specs give one value run in one worker, one after another, as one
+  task, so that what they share in the model's caches (e.g. one fabric design's network and
+  collective plans, :func:`studies.dse.dse_group`) is computed by one worker rather than by
+  every worker that happens to take one of them (the pool hands out tasks in order, so
+  consecutive points of one design went to both workers and both built its network);
 * otherwise one after another in this process.
 
 The same function computes every point wherever it runs, so the results do not depend on
@@ -32,7 +37,7 @@ from pathlib import Path
 
 from hdl.contracts.errors import FredError
 
-__all__ = ["PointResult", "run_points", "spec_key", "parse_jobs", "dask_calls"]
+__all__ = ["PointResult", "run_points", "spec_key", "parse_jobs", "dask_calls", "point_groups"]
 
 
 @dataclass
@@ -62,6 +67,22 @@ def parse_jobs(jobs) -> int:
     return jobs or (os.cpu_count() or 1)
 
 
+def guarded_group(fn, specs: list) -> list:
+    """:func:`guarded` of each spec in turn, in one worker (one task of a ``group``)."""
+    return [guarded(fn, spec) for spec in specs]
+
+
+def point_groups(todo: list[int], specs: list[dict], group) -> list[list[int]]:
+    """The indices ``todo`` of ``specs`` as tasks: one list per distinct ``group(spec)`` in the
+    order of their first point, each in ``todo``'s order; without ``group``, one point each."""
+    if group is None:
+        return [[i] for i in todo]
+    tasks: dict = {}
+    for i in todo:
+        tasks.setdefault(group(specs[i]), []).append(i)
+    return list(tasks.values())
+
+
 def guarded(fn, spec):
     """``fn(spec)`` as ("ok", value) or ("error", "Type: message"): runs in the worker, so that
     a failing point comes back as data instead of aborting the collection of the others."""
@@ -89,11 +110,14 @@ def _read_cache(path: Path, version: str | None) -> dict:
 
 def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = None,
                cache: str | Path | None = None, version: str | None = None, progress=None,
-               connect_timeout_s: float = 20.0) -> list[PointResult]:
+               connect_timeout_s: float = 20.0, group=None) -> list[PointResult]:
     """Compute ``fn(spec)`` for every spec (see the module docstring). ``version``: what the
     cached points must have been computed by (None: any point cached without a version);
     ``progress``: an object with ``update(n)`` (a :func:`fred.progress.progress_bar`), or None;
-    ``connect_timeout_s``: how long to try reaching the scheduler."""
+    ``connect_timeout_s``: how long to try reaching the scheduler; ``group``: a function of a
+    spec whose equal values run in one worker of a local pool (a top-level function, or None:
+    every point its own task). It changes where a point runs, never its value; a worker that
+    dies fails every point of its task."""
     results = [PointResult(spec) for spec in specs]
     keys = [spec_key(s) for s in specs]
     cache_path = Path(cache) if cache else None
@@ -127,13 +151,16 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
             _run_dask(fn, specs, todo, scheduler, record, connect_timeout_s)
         elif jobs > 1 and len(todo) > 1:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(guarded, fn, specs[i]): i for i in todo}
+                futures = {pool.submit(guarded_group, fn, [specs[i] for i in task]): task
+                           for task in point_groups(todo, specs, group)}
                 for future in as_completed(futures):
+                    task = futures[future]
                     try:
-                        outcome = future.result()
-                    except Exception as exc:  # noqa: BLE001 -- a worker died: the point failed
-                        outcome = ("error", f"{type(exc).__name__}: {exc}")
-                    record(futures[future], outcome)
+                        outcomes = future.result()
+                    except Exception as exc:  # noqa: BLE001 -- a worker died: its points failed
+                        outcomes = [("error", f"{type(exc).__name__}: {exc}")] * len(task)
+                    for i, outcome in zip(task, outcomes):
+                        record(i, outcome)
         else:
             for i in todo:
                 record(i, guarded(fn, specs[i]))

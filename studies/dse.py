@@ -32,7 +32,7 @@ from studies.points import platform_from_ref, workload_ref
 from studies.report import OMIT_NONE, figure, save_png, to_json_dict, write_csv, write_json
 
 __all__ = ["DseGrid", "DSE_FABRIC", "design_platform", "dse_specs", "dse_point", "summarise",
-           "pareto_front", "write_dse", "WITHIN", "DseDesign", "DseFinding", "DseSummary", "DseMeta"]
+           "pareto_front", "write_dse", "dse_group", "WITHIN", "DseDesign", "DseFinding", "DseSummary", "DseMeta"]
 
 #: Name of the switch-tree variant a design's platform defines.
 DSE_FABRIC = "dse"
@@ -205,6 +205,19 @@ def dse_specs(workload: str, ref: dict, designs, *, samples_per_dp: int, overlap
     return [{"kind": "dse", "workload": workload, "design": d.to_dict(), "strategy": s,
              "samples_per_dp": samples_per_dp, "overlap": overlap, "platform": ref}
             for d in designs for s in names]
+
+
+def dse_group(spec: dict) -> tuple:
+    """Which points of a grid one worker of a process pool runs together
+    (:func:`fred.parallel.run_points`' ``group``): those of one design and of the designs that
+    differ from it only in the chiplets' middle subnetworks ``m``. A design's points share its
+    network and the collectives timed on it, and Fred_2(P) and Fred_3(P) differ only in their
+    in-switch timing (phase select, configuration load), so the I/O chain plans, which do not
+    read it (:func:`sysmodel.collectives._io_chain_plan_key`), are shared too. Where a point
+    runs never changes its value."""
+    design = dict(spec["design"])
+    design.pop("middle", None)
+    return tuple(sorted(design.items())) + (spec["workload"], spec.get("cluster") is not None)
 
 
 def dse_point(spec: dict) -> dict:

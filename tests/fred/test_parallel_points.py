@@ -167,3 +167,36 @@ def test_off_a_terminal_eval_logs_its_steps_and_json_is_quiet():
     assert log.returncode == 0 and "[3/4] strategy sweeps" in log.stderr and "speedup over the 2D mesh" in log.stdout
     quiet = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env)
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_point_groups_keep_the_first_appearance_order():
+    from fred.parallel import point_groups
+    specs = [{"d": d} for d in "abacbd"]
+    assert point_groups([0, 1, 2, 3, 4, 5], specs, lambda s: s["d"]) == [[0, 2], [1, 4], [3], [5]]
+    assert point_groups([1, 2, 5], specs, lambda s: s["d"]) == [[1], [2], [5]]
+    assert point_groups([3, 0], specs, None) == [[3], [0]]
+
+
+def test_dse_points_grouped_by_design_in_a_pool_equal_the_local_run():
+    """``fred dse``'s points run as one task per design group (studies.dse.dse_group: a
+    design and its other-m twin) in a pool of two: every value equals the run in process,
+    in spec order, and the groups are what the docstring says."""
+    from fred.parallel import point_groups
+    from studies.cost import load_cost_model
+    from studies.dse import DseGrid, dse_group, dse_point, dse_specs
+    from studies.points import platform_from_ref
+    ref = platform_ref()
+    grid = DseGrid(npus_per_l1=(5, 10), l1_l2_fraction=(0.25,), in_switch=(False,), middle=(2, 3),
+                   chiplet_ports=(8,))
+    designs = grid.designs(platform_from_ref(ref), load_cost_model(None).reference)
+    specs = dse_specs("resnet-152", ref, designs, samples_per_dp=16, overlap=True,
+                      strategies=["MP1-DP20-PP1", "MP2-DP10-PP1", "MP1-DP10-PP2"])
+    groups = point_groups(list(range(len(specs))), specs, dse_group)
+    for task in groups:        # one group: the same design but for m
+        assert len({(specs[i]["design"]["npus_per_l1"], specs[i]["design"]["in_switch"],
+                     specs[i]["design"]["l1_l2_fraction"]) for i in task}) == 1
+    assert len(groups) < len(designs)
+    local = run_points(dse_point, specs)
+    pooled = run_points(dse_point, specs, jobs=2, group=dse_group)
+    assert [r.spec for r in pooled] == specs
+    assert all(r.ok for r in pooled) and _values(pooled) == _values(local)
