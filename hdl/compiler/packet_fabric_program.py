@@ -119,25 +119,33 @@ def phase_orders(program, request, packet: PacketFormat, *, vc: int = VC.DP,
     ``vc``, the slots in increasing order (the same at every switch, as a collective has one
     slot everywhere), ``last_seq`` the number of the last packet each flow of the slot
     carries; ``(0, [])`` for a switch with at most one phase per VC (no order: phases picked
-    by arrival).
+    by arrival), and for every switch when no phase carrying a collective of that VC reduces
+    anywhere (no flow with two inputs: multicasts, broadcasts, an io-broadcast's trees).
 
     Why: switches that pick the order of two reductions' phases on one VC by arrival can serve
     them in different orders, and the next switch's input buffers (one FIFO per VC) then hold
     one reduction's operands behind the other's packets: nothing moves (the host rule of
     reductions between switches; docs/fabric_rtl.md, "Packet fabric"). Served in one order,
-    each phase until its last packets have started, every switch sends them alike.
+    each phase until its last packets have started, every switch sends them alike. Without a
+    reduction a packet waits for no partner, only for room, so phases picked by arrival
+    cannot hold each other up; an order there would only serve the phases one after another
+    to their ends where the control unit's yield (docs/switch.md, "Control unit") serves
+    paced streams' packets in turn (Fred-B's four DP groups' io-broadcast, each paced by its
+    own controller: docs/fabric_validation.md, "Fred-B's DP-group I/O").
 
     Raises :class:`FredError` naming the switch when two VCs each have several phases there
     (a switch follows one order), or when the flows of an ordered slot carry different
     numbers of packets (an entry has one last sequence number)."""
     vc_of = _vc_of(request, vc, vcs)
     packets = _collective_packets(program, request, packet)
+    reducing = _reducing_vcs(program, vc_of)
     orders = []
     for s, phases in enumerate(program.switches):
         slots_on = {}
         for k, phase in enumerate(phases):
             for c in phase.collectives:
-                slots_on.setdefault(vc_of[c], set()).add(k)
+                if vc_of[c] in reducing:
+                    slots_on.setdefault(vc_of[c], set()).add(k)
         crowded = {v: sorted(k) for v, k in slots_on.items() if len(k) > 1}
         if len(crowded) > 1:
             raise FredError(f"{program.switch_name(s)} has several phases on VCs "
@@ -156,6 +164,14 @@ def phase_orders(program, request, packet: PacketFormat, *, vc: int = VC.DP,
             entries.append((k, (counts.pop() - 1) % (1 << packet.seq_bits)))
         orders.append((v, entries))
     return orders
+
+
+def _reducing_vcs(program, vc_of: dict) -> set[int]:
+    """The VCs of ``vc_of`` ({collective: VC}) that carry a reduction: a phase, at some
+    switch, with a flow of two inputs or more and a collective of that VC (a phase holding
+    several VCs' collectives counts for each of them)."""
+    return {vc_of[c] for phases in program.switches for phase in phases
+            if any(len(f.inputs) > 1 for f in phase.flows) for c in phase.collectives}
 
 
 def _collective_packets(program, request, packet: PacketFormat) -> dict[int, int]:

@@ -34,3 +34,39 @@ def test_one_phase_per_vc_needs_no_order():
     request = make_request(spec, op="all-reduce", size_flits=40, strategy="MP2-DP5-PP2", dim="dp")
     program = fabric_program(spec, request)
     assert phase_orders(program, request, packet_format(default_phases())) == [(0, [])] * len(program.switches)
+
+
+def test_fred_b_dp_groups_io_broadcast_needs_no_order_their_io_reduce_does():
+    """The same four groups fed from (reduced into) one controller each, aligned slots: four
+    slots on VC DP at every switch either way. The io-reduce's flows add two inputs or more
+    at the L2 and at each group's controller L1 (a partner's operand can sit behind another
+    group's packet in a FIFO: ordered, as the all-reduce); the io-broadcast's trees have one
+    input per flow everywhere, so no switch gets an order (phases by arrival, the control
+    unit's yield between the paced streams' packets)."""
+    spec = fabric_spec("fred-b", io_controllers=4)
+    packet = packet_format(default_phases())
+    for op, ordered in (("io-broadcast", False), ("io-reduce", True)):
+        request = make_request(spec, op=op, size_flits=40, strategy="MP2-DP5-PP2", dim="dp")
+        program = fabric_program(spec, request, aligned_slots=True)
+        assert [len(phases) for phases in program.switches] == [4] * 6
+        flows = [f for phases in program.switches for p in phases for f in p.flows]
+        assert any(len(f.inputs) > 1 for f in flows) is ordered
+        expected = [(VC.DP, [(k, 4) for k in range(4)])] * 6 if ordered else [(0, [])] * 6
+        assert phase_orders(program, request, packet) == expected
+
+
+def test_multicast_phases_on_two_vcs_need_no_order_reductions_on_two_vcs_are_refused():
+    """Two groups on DP and two on PP: each switch then holds two phases of each VC. A switch
+    follows one order, so two VCs that each need one are refused (the io-reduce); the
+    io-broadcast's VCs need none and pass."""
+    spec = fabric_spec("fred-b", io_controllers=4)
+    packet = packet_format(default_phases())
+    vcs = {0: VC.DP, 1: VC.DP, 2: VC.PP, 3: VC.PP}
+    for op in ("io-broadcast", "io-reduce"):
+        request = make_request(spec, op=op, size_flits=40, strategy="MP2-DP5-PP2", dim="dp")
+        program = fabric_program(spec, request, aligned_slots=True)
+        if op == "io-broadcast":
+            assert phase_orders(program, request, packet, vcs=vcs) == [(0, [])] * 6
+        else:
+            with pytest.raises(FredError, match="a switch follows one phase order"):
+                phase_orders(program, request, packet, vcs=vcs)

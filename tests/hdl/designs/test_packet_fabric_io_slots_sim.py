@@ -83,20 +83,38 @@ def test_a_slot_a_switch_has_nothing_in_is_stored_empty_and_the_run_completes():
     assert run.errors == []
 
 
-def test_the_groups_run_in_turn_on_the_packet_fabric_every_flit_checked():
-    """Both ops on the Amaranth packet fabric with the aligned slots: every flit checked, each
-    switch selects both slots. The groups share one VC, so each switch serves their slots in
-    its phase order, one after the other (docs/switch.md, "Phase order"): at least two 64-cycle
-    controller streams, where one group alone takes one (the run of the group alone is the
-    lower bound's other half)."""
+def test_the_groups_reduce_outs_run_in_turn_on_the_packet_fabric_every_flit_checked():
+    """io-reduce on the Amaranth packet fabric with the aligned slots: every flit checked, each
+    switch selects both slots. The reductions share one VC, so each switch serves their slots
+    in its phase order, one after the other (docs/switch.md, "Phase order"): at least two
+    64-cycle controller streams, where one group alone takes one."""
     from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
     stream = 16 / SPEC.io_rate
-    for op in ("io-broadcast", "io-reduce"):
-        request = _request(op)
-        run = run_packet_fabric_amaranth(SPEC, request, watchdog_cycles=6000)
-        assert run.errors == []
-        assert [s["selects"] for s in run.switches] == [2, 2, 2, 2]
-        assert 2 * stream <= run.cycles <= 2 * stream + 120
+    run = run_packet_fabric_amaranth(SPEC, _request("io-reduce"), watchdog_cycles=6000)
+    assert run.errors == []
+    assert [s["selects"] for s in run.switches] == [2, 2, 2, 2]
+    assert 2 * stream <= run.cycles <= 2 * stream + 120
+
+
+def test_the_groups_weight_streams_overlap_without_a_phase_order():
+    """io-broadcast: the two groups' trees reduce nothing, so no switch follows a phase order
+    (``phase_orders``) and the control unit's yield serves each paced stream's packets in the
+    other's gaps. Controllers at 1/8 (32 flits: a 256-cycle stream), input buffers of one
+    packet (8 flits). Served in turn, the second group could have put at most its L1 input
+    buffer and its controller's one-packet assembler (16 flits) into the fabric while the
+    first ran, and would still need 16 flits x 8 cycles after the first's 256: >= 384 cycles.
+    Overlapped: one stream plus the hop latency and the selects (measured 322, one group alone
+    290, 2026-11-27)."""
+    from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
+    spec = fabric_spec("fred-b", npus=6, npus_per_l1=2, io_controllers=2, io_rate=Fraction(1, 8))
+    request = make_request(spec, op="io-broadcast", size_flits=32, strategy="MP2-DP3-PP1", dim="dp")
+    run = run_packet_fabric_amaranth(spec, request, watchdog_cycles=6000, depth=8)
+    assert run.errors == []
+    stream = 32 / spec.io_rate
+    in_turn = stream + (32 - 8 - 8) / spec.io_rate
+    assert stream <= run.cycles < in_turn
+    # the switches both groups cross (L1.2, the L2) change phase more than once: per packet
+    assert min(s["selects"] for s in run.switches) > 2
 
 
 # fp16 on the I/O ops: a reduce-out is a real reduction, checked bit-exact in the configured order
