@@ -205,32 +205,53 @@ class StageEngine(Engine):
         names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
         queues: dict[str, list[int]] = {}
         computes = []
+        # the layers of one shape share their MP time object (layer_timing): its entry looked
+        # up once per object of the run, not per layer (the run keeps the objects alive)
+        mp_entry: dict[int, int] = {}
+        extend_names, extend_duration, extend_category = names.extend, duration.extend, category.extend
+        extend_npu, extend_entry, extend_sources = npu.extend, entry.extend, sources.extend
         after_mp = False
+        k = 0
         for name, on_compute, compute_s, source, rep, on_mp, mp in run:
-            k = len(names)
             computes.append(k)
             if k:   # after the previous layer's MP task (add_layer names it twice) or compute
-                dep_count.append(2 if after_mp else 1)
-                deps.extend((k - 1, k - 1) if after_mp else (k - 1,))
-            names.append(name)
-            duration.append(float(compute_s))
-            category.append("compute")
-            npu.append(rep)
-            entry.append(-1)
-            sources.append(source)
-            queues.setdefault(on_compute, []).append(k)
+                if after_mp:
+                    dep_count.append(2)
+                    deps.extend((k - 1, k - 1))
+                else:
+                    dep_count.append(1)
+                    deps.append(k - 1)
+            queue = queues.get(on_compute)
+            if queue is None:
+                queue = queues[on_compute] = []
+            queue.append(k)
             last_compute = k
             after_mp = mp is not None
             if after_mp:
-                names.append(name + " mp")
-                duration.append(float(mp.time_s))
-                category.append("mp")
-                npu.append(rep)
-                entry.append(self.entry(mp.loads, mp.bw))
-                sources.append(None)
+                e = mp_entry.get(id(mp))
+                if e is None:
+                    e = mp_entry[id(mp)] = self.entry(mp.loads, mp.bw)
+                extend_names((name, name + " mp"))
+                extend_duration((float(compute_s), float(mp.time_s)))
+                extend_category(("compute", "mp"))
+                extend_npu((rep, rep))
+                extend_entry((-1, e))
+                extend_sources((source, None))
                 dep_count.append(2)
                 deps.extend((k, k))
-                queues.setdefault(on_mp, []).append(k + 1)
+                queue = queues.get(on_mp)
+                if queue is None:
+                    queue = queues[on_mp] = []
+                queue.append(k + 1)
+                k += 2
+            else:
+                names.append(name)
+                duration.append(float(compute_s))
+                category.append("compute")
+                npu.append(rep)
+                entry.append(-1)
+                sources.append(source)
+                k += 1
         last = len(names) - 1
         blocks = None
         if send is not None:
