@@ -492,9 +492,13 @@ class Engine:
         npus.discard(None)
         if any(type(x) is not int or x < 0 for x in npus):
             return None
-        npu_code = {x: x for x in npus}
-        npu_code[None] = -1
-        kinds = self._kinds = (code, names, np.fromiter(map(npu_code.__getitem__, self._npu), dtype=np.int64, count=n))
+        if npus and max(npus) >= 2 ** 53:
+            return None
+        # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
+        # converted by numpy in C rather than looked up per task in Python
+        as_float = np.array(self._npu, dtype=np.float64)
+        npu = np.where(np.isnan(as_float), -1.0, as_float).astype(np.int64)
+        kinds = self._kinds = (code, names, npu)
         return kinds
 
     def _category_codes(self) -> tuple[np.ndarray, list]:

@@ -617,15 +617,18 @@ class _GradientBuckets:
         self.pipeline, self.stage = pipeline, stage
         self.layers: list = []
         self.elements = 0.0
+        # read once per stage: add() runs once per layer of the stage's last backward
+        self.mp = pipeline.plan.strategy.mp
+        self.bucket_elements = pipeline.plan.platform.dp_bucket_elements
 
     def add(self, layer, compute_task: int, *, last: bool) -> None:
         """``layer``'s gradient, ready when ``compute_task`` ends; ``last``: the backward ends."""
+        self.layers.append(layer)
+        self.elements += layer.params / layer.shards(self.mp)
+        if self.elements < self.bucket_elements and not last:
+            return
         p = self.pipeline
         platform = p.plan.platform
-        self.layers.append(layer)
-        self.elements += layer.params / layer.shards(p.plan.strategy.mp)
-        if self.elements < platform.dp_bucket_elements and not last:
-            return
         d = p.comm.dp(self.elements, self.stage)
         if d > 0:
             first, final = self.layers[0].name, self.layers[-1].name
