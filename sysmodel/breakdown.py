@@ -97,12 +97,21 @@ def _busiest_stage(timeline: Timeline, stages: int):
     (the first such stage on a tie); the tasks as numbers, in task order."""
     best = None
     duration = timeline.duration
+    typed = type(duration) is array
     for s in range(stages):
         tasks = timeline.queues.get(stage_resource(s, "compute"), [])
-        busy = sum([duration[i] for i in tasks])
+        busy = _running_sum(duration, tasks) if typed and len(tasks) else sum([duration[i] for i in tasks])
         if best is None or busy > best[1]:
             best = (s, busy, tasks)
     return best
+
+
+def _running_sum(column: array, tasks) -> float:
+    """``sum()`` of the typed float64 ``column``'s values of ``tasks`` (at least one), to the
+    last bit, gathered by numpy: a running sum (``cumsum``) adds left to right one float at a
+    time as ``sum()`` does; ``sum()`` starts from the integer 0, so a sum of negative zeros
+    is +0.0 (the only difference, which adding 0.0 at the end removes)."""
+    return 0.0 + float(np.frombuffer(column, dtype=np.float64).take(tasks).cumsum()[-1])
 
 
 def interval_union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

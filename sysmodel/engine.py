@@ -195,6 +195,7 @@ class Engine:
         self._times: tuple | None = None          # (start, end) arrays of the last compiled run
         self._arrays: GraphArrays | None = None   # the arrays of the graph, once made
         self._kinds: tuple | None = None          # task_kinds(), once made
+        self._codes: tuple | None = None          # _category_codes(), once made
 
     def __len__(self) -> int:
         return len(self._duration)
@@ -458,7 +459,7 @@ class Engine:
             eng.sources, eng._name, eng._name_parts = self.sources, self._name, self._name_parts
             eng._category, eng._npu = self._category, self._npu
             eng._entry, eng._dep_count, eng._dep_flat = self._entry, self._dep_count, self._dep_flat
-            eng._kinds = self._kinds
+            eng._kinds, eng._codes = self._kinds, self._codes
         else:
             eng.queues = {r: list(q) for r, q in self.queues.items()}
             eng.sources = list(self.sources)
@@ -486,17 +487,35 @@ class Engine:
         n = len(self._duration)
         if kinds is not None and len(kinds[0]) == n:
             return kinds
-        names = sorted(set(self._category))
-        number = {c: k for k, c in enumerate(names)}
+        code, names = self._category_codes()
         npus = set(self._npu)
         npus.discard(None)
         if any(type(x) is not int or x < 0 for x in npus):
             return None
-        npu_code = {x: x for x in npus}
-        npu_code[None] = -1
-        kinds = self._kinds = (np.fromiter(map(number.__getitem__, self._category), dtype=np.int64, count=n),
-                               names, np.fromiter(map(npu_code.__getitem__, self._npu), dtype=np.int64, count=n))
+        if npus and max(npus) >= 2 ** 53:
+            return None
+        # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
+        # converted by numpy in C rather than looked up per task in Python
+        as_float = np.array(self._npu, dtype=np.float64)
+        npu = np.where(np.isnan(as_float), -1.0, as_float).astype(np.int64)
+        kinds = self._kinds = (code, names, npu)
         return kinds
+
+    def _category_codes(self) -> tuple[np.ndarray, list]:
+        """(per task its category's number (int64, read only), the categories in name order):
+        made once per graph size, for :meth:`arrays` (each task's priority level) and
+        :meth:`task_kinds` (the breakdown's filters), which would otherwise each map every
+        task's category in Python."""
+        made = self._codes
+        n = len(self._duration)
+        if made is not None and len(made[0]) == n:
+            return made
+        names = sorted(set(self._category))
+        number = {c: k for k, c in enumerate(names)}
+        code = np.fromiter(map(number.__getitem__, self._category), dtype=np.int64, count=n)
+        code.flags.writeable = False
+        self._codes = (code, names)
+        return self._codes
 
     def tiers(self) -> list[int]:
         """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer
@@ -534,8 +553,8 @@ class Engine:
         if priority is None:
             level = np.zeros(n, dtype=np.int64)
         else:
-            level_of = {c: priority.get(c, 0) for c in set(self._category)}
-            level = np.fromiter(map(level_of.__getitem__, self._category), dtype=np.int64, count=n)
+            code, categories = self._category_codes()
+            level = np.array([priority.get(c, 0) for c in categories], dtype=np.int64)[code]
         self._arrays = GraphArrays(
             duration=np.array(self._duration, dtype=np.float64),
             resource=resource, remaining=counts, dependents_ptr=dependents_ptr, dependents=dependents,

@@ -109,6 +109,8 @@ class ModelCache:
                                  "samples, recompute mode, sequence parallel, dtype) -> seconds"),
         "layer_shapes": (100_000, "layer -> the equal layer named \"\" (sysmodel.workloads.layer_shape), "
                                   "and that layer -> itself: one object per shape"),
+        "workload_shapes": (256, "Ref(workload) -> layer_shape of each of its layers, in order "
+                                 "(sysmodel.workloads.layer_shapes)"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
                                  "overlap) -> GraphTemplate"),
@@ -144,6 +146,7 @@ class ModelCache:
     rate_free_traffic: Memo
     layer_times: Memo
     layer_shapes: Memo
+    workload_shapes: Memo
     graph_templates: Memo
     network_free_templates: Memo
     derived_workloads: Memo

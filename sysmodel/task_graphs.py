@@ -32,7 +32,7 @@ from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine, TaskBlock
 from sysmodel.model_cache import current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops, schedule_order
-from sysmodel.workloads import layer_shape
+from sysmodel.workloads import layer_shape, layer_shapes
 from sysmodel import schedule_append
 
 __all__ = ["StageEngine", "stage_resource", "pipeline_ops", "interleaved_ops", "weight_stationary_graph",
@@ -204,31 +204,54 @@ class StageEngine(Engine):
         last one (the pass's PP send), or None.""" 
         names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
         queues: dict[str, list[int]] = {}
+        computes = []
+        # the layers of one shape share their MP time object (layer_timing): its entry looked
+        # up once per object of the run, not per layer (the run keeps the objects alive)
+        mp_entry: dict[int, int] = {}
+        extend_names, extend_duration, extend_category = names.extend, duration.extend, category.extend
+        extend_npu, extend_entry, extend_sources = npu.extend, entry.extend, sources.extend
         after_mp = False
+        k = 0
         for name, on_compute, compute_s, source, rep, on_mp, mp in run:
-            k = len(names)
+            computes.append(k)
             if k:   # after the previous layer's MP task (add_layer names it twice) or compute
-                dep_count.append(2 if after_mp else 1)
-                deps.extend((k - 1, k - 1) if after_mp else (k - 1,))
-            names.append(name)
-            duration.append(float(compute_s))
-            category.append("compute")
-            npu.append(rep)
-            entry.append(-1)
-            sources.append(source)
-            queues.setdefault(on_compute, []).append(k)
+                if after_mp:
+                    dep_count.append(2)
+                    deps.extend((k - 1, k - 1))
+                else:
+                    dep_count.append(1)
+                    deps.append(k - 1)
+            queue = queues.get(on_compute)
+            if queue is None:
+                queue = queues[on_compute] = []
+            queue.append(k)
             last_compute = k
             after_mp = mp is not None
             if after_mp:
-                names.append(name + " mp")
-                duration.append(float(mp.time_s))
-                category.append("mp")
-                npu.append(rep)
-                entry.append(self.entry(mp.loads, mp.bw))
-                sources.append(None)
+                e = mp_entry.get(id(mp))
+                if e is None:
+                    e = mp_entry[id(mp)] = self.entry(mp.loads, mp.bw)
+                extend_names((name, name + " mp"))
+                extend_duration((float(compute_s), float(mp.time_s)))
+                extend_category(("compute", "mp"))
+                extend_npu((rep, rep))
+                extend_entry((-1, e))
+                extend_sources((source, None))
                 dep_count.append(2)
                 deps.extend((k, k))
-                queues.setdefault(on_mp, []).append(k + 1)
+                queue = queues.get(on_mp)
+                if queue is None:
+                    queue = queues[on_mp] = []
+                queue.append(k + 1)
+                k += 2
+            else:
+                names.append(name)
+                duration.append(float(compute_s))
+                category.append("compute")
+                npu.append(rep)
+                entry.append(-1)
+                sources.append(source)
+                k += 1
         last = len(names) - 1
         blocks = None
         if send is not None:
@@ -247,7 +270,7 @@ class StageEngine(Engine):
         # the (prefix, names) parts a kept graph holds per appended block (Engine._extend)
         block = TaskBlock.typed(tuple(names), duration, category, npu, entry, sources, dep_count, deps,
                                 list(queues.items()))
-        return LayerBlock(block, last_compute, last, after_mp, blocks)
+        return LayerBlock(block, last_compute, last, after_mp, blocks, tuple(computes))
 
     def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev, after=()) -> int:
         """The tasks of ``run`` (:meth:`layer_block`), the first after the tasks ``after``,
@@ -273,13 +296,15 @@ class LayerBlock:
     """A stage's pass over its layers as a :class:`~sysmodel.engine.TaskBlock`, with the offsets
     of its last compute task and of its last layer's last task, whether that one is an MP task,
     and whether the block ends with a send (at offset ``last`` + 1) that blocks compute (True),
-    one that does not (False), or has none (None)."""
+    one that does not (False), or has none (None); ``computes``: the offset of each layer's
+    compute task, in pass order (empty where the builder does not need them)."""
 
     block: TaskBlock
     last_compute: int
     last: int
     ends_with_mp: bool
     send_blocks: bool | None = None
+    computes: tuple = ()
 
 
 class _StationaryPipeline:
@@ -373,12 +398,20 @@ class _StationaryPipeline:
             last_backward = done == self.plan.microbatches
         tag = f"c{c} " if self.chunks > 1 else ""
         run = None
-        if not last_backward:   # the last backward fills the gradient buckets: the general path
+        if not last_backward:
             run = self._runs.get((s, kind, v), False)
             if run is False:
                 run = self._layer_run(s, kind, v, self._layer_ids(v, backward))
+        elif self.defer_dp:
+            # The last backward fills the gradient buckets. Deferred, they add no task during
+            # the pass, which then adds exactly the tasks of the virtual stage's backward block
+            # (when an earlier backward built it: the communication timer is asked in the
+            # general path's order); the buckets are filled from its compute tasks after it.
+            run = self._runs.get((s, kind, v))
         if run is not None:
             prev = self.eng.add_layer_run(s, f"{kind}{i} s{s} {tag}", run, prev)
+            if last_backward:
+                self._fill_buckets(s, v, prev - run.last, run.computes)
             if run.send_blocks is not None:   # its send is the block's last task
                 sends = self.sends_backward if backward else self.sends_forward
                 sends[(v, i)] = self.last_send[s] = prev + 1
@@ -392,6 +425,18 @@ class _StationaryPipeline:
                 if buckets is not None:
                     buckets.add(layer, compute_task, last=li == layer_ids[-1])
         self._add_send(s, v, kind, i, prev, tag)
+
+    def _fill_buckets(self, s: int, v: int, t0: int, computes: tuple) -> None:
+        """Stage ``s``'s gradient buckets of virtual stage ``v``'s last backward, added as one
+        block from task ``t0`` on (``computes``: the offsets of its layers' compute tasks in
+        pass order), as the general path fills them layer by layer; only where the buckets
+        are deferred (:attr:`defer_dp`: they add no task during the pass)."""
+        buckets = _GradientBuckets(self, s)
+        layer_ids = self._layer_ids(v, True)
+        layers = self.plan.workload.layers
+        final = len(layer_ids) - 1
+        for k, (li, offset) in enumerate(zip(layer_ids, computes)):
+            buckets.add(layers[li], t0 + offset, last=k == final)
 
     def _layer_ids(self, v: int, backward: bool) -> list:
         """Virtual stage ``v``'s layers in the order a pass runs them."""
@@ -419,6 +464,8 @@ class _StationaryPipeline:
         where a layer must take the general path (:meth:`_fast`); no task is added."""
         if layer_ids is None:
             layer_ids = self._layer_ids(v, kind == "B")
+        if self.comm.memoised:
+            return self._shared_run_fields(s, kind, layer_ids)
         run = []
         for li in layer_ids:
             layer = self.plan.workload.layers[li]
@@ -427,6 +474,31 @@ class _StationaryPipeline:
             if not self._fast(compute_s, d, with_mp):
                 return None
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
+        return run
+
+    def _shared_run_fields(self, s: int, kind: str, layer_ids) -> list | None:
+        """:meth:`_run_fields` with a memoising communication timer: :func:`layer_timing`
+        asked once per layer shape of the pass (in the order the layers first show each
+        shape, as asking per layer would), since it gives every layer of one shape the same
+        timing; each layer keeps its own name and source. The shapes come from
+        :func:`~sysmodel.workloads.layer_shapes` (one object per shape: told apart by
+        identity, alive while the workload's tuple holds them)."""
+        backward = kind == "B"
+        layers = self.plan.workload.layers
+        shapes = layer_shapes(self.plan.workload)
+        by_shape: dict = {}
+        run = []
+        for li in layer_ids:
+            shape = shapes[li]
+            timing = by_shape.get(id(shape))
+            if timing is None:
+                rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layers[li], backward)
+                if not self._fast(compute_s, d, with_mp):
+                    return None
+                timing = by_shape[id(shape)] = (on_compute, float(compute_s), rep, on_mp, d if with_mp else None)
+            layer = layers[li]
+            on_compute, compute_s, rep, on_mp, mp = timing
+            run.append((layer.name, on_compute, compute_s, ("layer", layer, backward), rep, on_mp, mp))
         return run
 
     def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
@@ -545,15 +617,18 @@ class _GradientBuckets:
         self.pipeline, self.stage = pipeline, stage
         self.layers: list = []
         self.elements = 0.0
+        # read once per stage: add() runs once per layer of the stage's last backward
+        self.mp = pipeline.plan.strategy.mp
+        self.bucket_elements = pipeline.plan.platform.dp_bucket_elements
 
     def add(self, layer, compute_task: int, *, last: bool) -> None:
         """``layer``'s gradient, ready when ``compute_task`` ends; ``last``: the backward ends."""
+        self.layers.append(layer)
+        self.elements += layer.params / layer.shards(self.mp)
+        if self.elements < self.bucket_elements and not last:
+            return
         p = self.pipeline
         platform = p.plan.platform
-        self.layers.append(layer)
-        self.elements += layer.params / layer.shards(p.plan.strategy.mp)
-        if self.elements < platform.dp_bucket_elements and not last:
-            return
         d = p.comm.dp(self.elements, self.stage)
         if d > 0:
             first, final = self.layers[0].name, self.layers[-1].name

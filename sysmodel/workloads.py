@@ -27,7 +27,7 @@ from hdl.contracts.placement import Strategy, parse_strategy
 from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
 from sysmodel.model_cache import Ref, current, hash_once
 
-__all__ = ["Layer", "layer_shape", "Workload", "transformer", "resnet152", "WORKLOADS",
+__all__ = ["Layer", "layer_shape", "layer_shapes", "Workload", "transformer", "resnet152", "WORKLOADS",
            "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
 
 #: Activation recomputation policies: ``auto`` (full recomputation only when the activations
@@ -90,6 +90,19 @@ def layer_shape(layer: Layer) -> Layer:
             shape = shapes.put(unnamed, unnamed)
         shapes.put(layer, shape)
     return shape
+
+
+def layer_shapes(workload) -> tuple:
+    """:func:`layer_shape` of each of ``workload``'s layers, in order: asked for once per
+    workload object while the model's cache holds it (:mod:`sysmodel.model_cache`,
+    ``workload_shapes``), so that a builder finds each layer's shape without hashing the
+    layer (a task graph asks for every layer of every stage's passes)."""
+    memo = current().workload_shapes
+    key = Ref(workload)
+    shapes = memo.get(key)
+    if shapes is None:
+        shapes = memo.put(key, tuple(map(layer_shape, workload.layers)))
+    return shapes
 
 
 @dataclass(frozen=True)

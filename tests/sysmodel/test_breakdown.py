@@ -213,3 +213,32 @@ def test_task_codes_are_refused_for_an_npu_that_is_no_number():
     assert eng.task_kinds() is not None
     eng.add("c", "s0.compute", 1.0, npu=-1)
     assert eng.task_kinds() is None
+
+
+def test_task_codes_keep_every_npu_number_and_refuse_what_a_float_would_round():
+    """The NPU codes go through float64 (None as NaN): an NPU up to 2**53 - 1 keeps its number,
+    None becomes -1, and from 2**53 on (where a float rounds) the codes are refused."""
+    from sysmodel.engine import Engine
+    eng = Engine()
+    for k, npu in enumerate((3, None, 2 ** 53 - 1, 0, None)):
+        eng.add(f"t{k}", "s0.compute", 1.0, npu=npu)
+    assert eng.task_kinds()[2].tolist() == [3, -1, 2 ** 53 - 1, 0, -1]
+    eng.add("big", "s0.compute", 1.0, npu=2 ** 53 + 1)
+    assert eng.task_kinds() is None
+
+
+def test_the_running_sum_is_sums_to_the_last_bit():
+    """breakdown._running_sum (numpy's cumsum over a typed column) gives sum()'s float, bit for
+    bit: random magnitudes over 30 orders (where the order of the additions shows), a sum of
+    negative zeros (+0.0 in sum()), and one value."""
+    from array import array
+    rng = random.Random(7)
+    for _ in range(200):
+        values = [rng.choice((1, -1)) * 10 ** rng.uniform(-15, 15) for _ in range(rng.randint(1, 60))]
+        column = array("d", values)
+        tasks = sorted(rng.sample(range(len(values)), rng.randint(1, len(values))))
+        assert breakdown._running_sum(column, tasks).hex() == sum([values[i] for i in tasks]).hex()
+    zeros = array("d", [-0.0, -0.0])
+    assert breakdown._running_sum(zeros, [0, 1]).hex() == sum([-0.0, -0.0]).hex() == (0.0).hex()
+    assert breakdown._running_sum(array("d", [-0.0, 2.5]), [1, 0]) == 2.5
+    assert breakdown._running_sum(array("d", [0.1, 0.2, 0.3]), [2]) == 0.3

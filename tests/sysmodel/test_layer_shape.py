@@ -51,3 +51,19 @@ def test_shared_timings_give_the_reference_graph_and_keep_reference_entries():
     assert abs(fast.time_s - ref.time_s) <= 1e-9 * ref.time_s
     for k, v in ref.breakdown.items():
         assert abs(fast.breakdown[k] - v) <= 1e-9 * max(abs(v), 1e-30)
+
+
+def test_a_workloads_shapes_are_its_layers_shapes_asked_once():
+    """layer_shapes: each layer's layer_shape in order, the same object for layers of one shape
+    (a builder tells them apart by identity), and one tuple per workload object."""
+    from sysmodel.workloads import layer_shapes
+    with using(ModelCache()):
+        wl = get_workload("transformer-17b")
+        shapes = layer_shapes(wl)
+        assert len(shapes) == len(wl.layers)
+        assert all(s is layer_shape(layer) for s, layer in zip(shapes, wl.layers))
+        blocks = [s for s, layer in zip(shapes, wl.layers) if layer.name.startswith("block")]
+        assert len(blocks) > 2 and all(s is blocks[0] for s in blocks)
+        assert layer_shapes(wl) is shapes
+        renamed = wl.with_(layers=tuple(replace(layer, name=layer.name + "'") for layer in wl.layers))
+        assert layer_shapes(renamed) is not shapes and layer_shapes(renamed) == shapes

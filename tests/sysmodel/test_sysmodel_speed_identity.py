@@ -424,3 +424,39 @@ def test_a_graph_added_task_by_task_keeps_lists_and_seals_them_as_tuples():
     assert listed.sealed and all(type(getattr(listed, c)) is tuple
                                  for c in ("_duration", "_entry", "_dep_count", "_dep_flat"))
     assert listed.run().makespan == typed.run().makespan == 4.5
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_last_backwards_appended_as_blocks_equal_the_reference_graph(blocking, monkeypatch):
+    """Each stage's last backward fills the gradient buckets. Where their reduction is deferred
+    after the schedule (PP > 1, blocking or ``dp_overlap`` false: Transformer-17B's default
+    MP3-DP3-PP2), the pass adds exactly its virtual stage's backward block, built by an
+    earlier backward, and the buckets are filled from the block's compute tasks: no layer
+    takes the general path, and the graph is the general path's. Where the precondition
+    fails -- the reduction overlapping the backward (its tasks come between the layers'), or
+    one microbatch (no earlier backward built the block) -- the general path adds the pass,
+    and the graph is again the general path's."""
+    from sysmodel import task_graphs
+    from sysmodel.iteration_plan import plan_iteration
+    calls = []
+    add_layer = task_graphs._StationaryPipeline._add_layer
+    monkeypatch.setattr(task_graphs._StationaryPipeline, "_add_layer",
+                        lambda self, *a, **k: calls.append(a[0]) or add_layer(self, *a, **k))
+    w = get_workload("transformer-17b")
+    assert plan_iteration(P, w, None).strategy.pp == 2 and not P.dp_overlap
+
+    def general_layers(platform, **plan_args):
+        calls.clear()
+        assert_same_graph(platform, "fred-d", w, blocking=blocking, **plan_args)
+        return len(calls)
+    plain = general_layers(P.scaled(dp_bucket_elements=2e8))   # several buckets per stage
+    overlapped = general_layers(P.scaled(dp_overlap=True, dp_bucket_elements=2e8))
+    single = general_layers(P, microbatches=1)
+    # the general-path engine of assert_same_graph adds every layer of every pass one by one;
+    # the fast engine adds the last backwards' layers one by one only where it must (with
+    # the serialised mode's engine, dp_overlap does not matter: the reduction is deferred)
+    layers = len(w.layers)
+    passes = 2 * plan_iteration(P, w, None).microbatches
+    assert plain == layers * passes
+    assert overlapped == layers * passes + (0 if blocking else layers)
+    assert single == 2 * layers + layers   # one forward and one (last) backward per stage
