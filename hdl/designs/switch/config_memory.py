@@ -56,7 +56,10 @@ class ConfigMemory(SeparateModule, wiring.Component):
             the next packet that loads or select that takes effect.
 
     Storage: a ``K * N`` x ``word_width`` memory plus two ``N * word_width`` registers (the
-    staging copy that is checked, and the active configuration).
+    staging copy that is checked, and the active configuration), and the checker's verdict on
+    the packet (one flip-flop, taken with its last word: the legality check is evaluated in
+    that word's cycle only, not every cycle; the verdict is that of the staging register the
+    check stage sees, so no cycle or value changes).
     """
 
     def __init__(self, *, ports: int, middle: int, phases: int, word_width: int = DEFAULT_WORD_WIDTH):
@@ -103,8 +106,16 @@ class ConfigMemory(SeparateModule, wiring.Component):
         active = Signal(N * wb)
         loaded = Signal(K)
         error = Signal(ERROR_WIDTH)
+        # The checker reads the staging register as it will be after the packet's last word
+        # (the shift below), and its verdict is registered with that word: the check stage
+        # one cycle later reads the same verdict it would compute from the shifted staging
+        # register, and the checker's logic has one reader, inside that word's branch, so a
+        # cycle-based simulator evaluates it only then (Verilator: one `if` instead of the
+        # whole legality check every cycle; docs/fabric_rtl.md, "Simulation speed").
+        shifted = Signal(N * wb)
+        legal = Signal()
         m.d.comb += [self.modes.eq(active[:self.bits]), self.loaded.eq(loaded),
-                     self.error.eq(error), checker.modes.eq(staging)]
+                     self.error.eq(error), checker.modes.eq(shifted)]
 
         # ---- write path ------------------------------------------------------------------
         in_packet = Signal()
@@ -118,7 +129,7 @@ class ConfigMemory(SeparateModule, wiring.Component):
         # Check stage first: a new packet starting in the same cycle must win on `loaded`.
         with m.If(check_pending):
             m.d.sync += check_pending.eq(0)
-            with m.If(checker.legal):
+            with m.If(legal):
                 m.d.sync += error.eq(ConfigError.NONE)
                 for k in range(K):  # a loop, not bit_select: K need not be a power of two
                     with m.If(check_phase == k):
@@ -134,6 +145,7 @@ class ConfigMemory(SeparateModule, wiring.Component):
         index = Mux(first, 0, words_seen)
         count = Signal(range(N + 2))
         m.d.comb += [
+            shifted.eq(Cat(staging[wb:], word.data) if N > 1 else word.data),
             count.eq(Mux(index == N + 1, N + 1, index + 1)),
             self.write.ready.eq(~copying),
             write_port.addr.eq(phase * N + index),
@@ -142,7 +154,7 @@ class ConfigMemory(SeparateModule, wiring.Component):
         with m.If(self.write.valid & self.write.ready):
             m.d.comb += write_port.en.eq(~bad & (index < N))
             with m.If(index < N):
-                m.d.sync += staging.eq(Cat(staging[wb:], word.data) if N > 1 else word.data)
+                m.d.sync += staging.eq(shifted)
             m.d.sync += [words_seen.eq(count), packet_bad.eq(bad)]
             with m.If(first):
                 m.d.sync += packet_phase.eq(word.phase)
@@ -156,7 +168,7 @@ class ConfigMemory(SeparateModule, wiring.Component):
                 with m.Elif(count != N):
                     m.d.sync += error.eq(ConfigError.WORD_COUNT)
                 with m.Else():
-                    m.d.sync += [check_pending.eq(1), check_phase.eq(phase)]
+                    m.d.sync += [check_pending.eq(1), check_phase.eq(phase), legal.eq(checker.legal)]
             with m.Else():
                 m.d.sync += in_packet.eq(1)
 
