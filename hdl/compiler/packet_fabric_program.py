@@ -20,7 +20,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat
 
 __all__ = ["slot_entries", "packet_headers", "flow_port_entries", "phase_orders", "online_output",
-           "online_table", "online_headers", "runs_online", "write_paces"]
+           "online_table", "online_headers", "runs_online", "write_paces", "stream_head"]
 
 
 def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
@@ -284,13 +284,24 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
 
 
 def write_paces(spec, program, headers, ranks=None) -> dict[int, int]:
-    """``{npu: writers}`` for every NPU of ``spec`` whose online unicasts go into an I/O
-    controller (``headers`` from :func:`online_headers`, ``flow`` >= ``spec.npus``): the
-    number of NPUs writing into that controller in this run. The NPU's
+    """``{npu: writers}``: the pace of every NPU of ``spec``, for the writes into I/O
+    controllers (``headers`` from :func:`online_headers`, ``flow`` >= ``spec.npus``). A
+    *writer* is an NPU whose online unicasts go into a controller; the NPU that is paced for
+    it is the **head of the stream it writes** (:func:`stream_head`): the writer itself when
+    it sends only its own data, else the first NPU of the chain that feeds it (an
+    ``io-reduce`` chain on Fred-A/C: the member that starts the partial sum), since the
+    chain's forwarders send what they receive, as fast as it comes. The head's
     :class:`~hdl.designs.fabric.write_pacer.WritePacer` sends at the controller's rate
-    (``spec.io_rate``, the fabric's) divided by it, so the writers together never inject
-    faster than the controller drains (docs/fabric_rtl.md, "Host rules"). ``ranks`` (default
-    all): the endpoints whose headers are online ones. Every other NPU:
+    (``spec.io_rate``, the fabric's) divided by the number of writers into that controller,
+    so the writers together never inject faster than the controller drains (docs/fabric_rtl.md,
+    "Host rules"). Why the head and not the writer: a paced writer at the end of a chain lets
+    the chain's unpaced head run ahead, and the chain's packets then wait for the writer in
+    the one FIFO per VC of every switch input on its way, where another chain's packets queue
+    behind them (head-of-line blocking: four DP groups' chains crossing Fred-A's one-port
+    uplinks, docs/fabric_validation.md, "Fred-A's DP-group io-reduce", session 15). Paced at
+    its head, the stream reaches the writer at the controller's rate and nothing of it waits
+    in the fabric beyond a packet or two. ``ranks`` (default all): the endpoints whose
+    headers are online ones. Every other NPU (the writers of a chain among them):
     :data:`~hdl.contracts.fabric.UNPACED` (0, not paced).
     FredError for more writers into one controller than the pacer's divisor counts."""
     from hdl.contracts.fabric import PACE_BITS, UNPACED
@@ -305,5 +316,24 @@ def write_paces(spec, program, headers, ranks=None) -> dict[int, int]:
         if len(group) >= 1 << PACE_BITS:
             raise FredError(f"{len(group)} NPUs write into I/O controller {controller}; the "
                             f"write pacer counts at most {(1 << PACE_BITS) - 1} writers")
-        paces.update({rank: len(group) for rank in group})
+        paces.update({stream_head(spec, program, rank): len(group) for rank in group})
     return paces
+
+
+def stream_head(spec, program, rank: int) -> int:
+    """The NPU whose own data starts the stream NPU ``rank`` sends in ``program``'s first
+    stage: ``rank`` itself if that stage receives nothing (it sends its own data), else, while
+    the stage receives and forwards from an NPU (``sender``: a chain's member adds what its
+    predecessor sends and forwards it, :func:`hdl.compiler.fabric_program.chain_engine_stages`),
+    that sender's head. FredError if the senders form a loop (a ring, not a chain)."""
+    seen = [rank]
+    while True:
+        stage = program.engines[rank]["stages"][0]
+        sender = stage.get("sender")
+        if not stage.get("recv_count") or not stage.get("fwd_count") or sender is None \
+                or sender >= spec.npus:
+            return rank
+        if sender in seen:
+            raise FredError(f"NPUs {seen} forward in a loop; a paced write needs a chain with a head")
+        seen.append(sender)
+        rank = sender
