@@ -90,13 +90,18 @@ class Collective:
     """One collective: ``op`` (one of :data:`OPS`), ``group`` (NPU ranks; stored sorted and
     de-duplicated, so the order given does not matter), ``size`` in bytes (see the module
     docstring), ``root`` for broadcast/reduce/multicast (default: lowest rank of the group),
-    ``pairs`` ((src, dst) ranks) for point-to-point."""
+    ``pairs`` ((src, dst) ranks) for point-to-point; ``controllers`` (io-load / io-store
+    only): the I/O controllers (indices into the platform's) that serve it, the bytes split
+    evenly over them (stored sorted); empty (the default, ``make eval``'s reading): striped over
+    every controller of the platform. The RTL fabric's I/O requests name one per group
+    (controller g serves group g: :func:`sysmodel.fabric_model.request_collectives`)."""
 
     op: str
     group: tuple[int, ...] = ()
     size: float = 0.0
     root: int | None = None
     pairs: tuple[tuple[int, int], ...] = ()
+    controllers: tuple[int, ...] = ()
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -128,6 +133,14 @@ class Collective:
             group.add(root)
         object.__setattr__(self, "group", tuple(sorted(group)))
         object.__setattr__(self, "size", float(size))
+        controllers = tuple(int(k) for k in self.controllers)
+        if controllers:
+            if self.op not in ("io-load", "io-store"):
+                raise FredError(f"{self.op}: only io-load and io-store name their I/O controllers, "
+                                f"got controllers {controllers}")
+            if len(set(controllers)) != len(controllers) or min(controllers) < 0:
+                raise FredError(f"{self.op}: controllers {controllers} must be distinct indices >= 0")
+        object.__setattr__(self, "controllers", tuple(sorted(controllers)))
 
     def check(self, npus: int) -> None:
         if len(self.group) > npus:
@@ -648,7 +661,7 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     """An in-switch collective's traffic: its size-free plan (:func:`_in_switch_plan`, kept in
     the model's cache ``in_switch_plans``) with ``c.size``'s bytes added as a fresh
     construction adds them: the same additions, in the same order, on fresh arrays."""
-    key = (_link_rate_free_key(net), c.op, c.group, c.root)
+    key = (_link_rate_free_key(net), c.op, c.group, c.root, c.controllers)
     memo = current().in_switch_plans
     plan = memo.get(key)
     if plan is None:
@@ -675,7 +688,22 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     t.uplink_users = dict(uplink_users)
     if io_stripes:   # io-load / io-store: streams from (into) the controllers' paced links
         t.controller_flit_bytes = net.controller_flit_bytes()
+    if c.op == "io-store" and c.controllers:
+        t.paced_turn_s = _paced_turn_s(net, c, net.wire_bytes(nbytes))
     return t
+
+
+def _paced_turn_s(net: FredTreeNetwork, c: Collective, wire: float) -> float:
+    """What one turn of ``c`` (an io-store whose controllers are named) adds when it waits for
+    other reduce-outs at a switch port they share (:attr:`Traffic.paced_turn_s`): its stream of
+    ``wire`` bytes into its slowest controller, less what its sources put past that switch into
+    the controller L1's input buffer while they waited (``[fred] vc_buffer_flits`` flits of the
+    network's flit: one VC's buffer; the RTL fabric's ``default_depth``), at that
+    controller's rate. 0 when the buffer holds the whole stream."""
+    rate = min(float(net.link_bw[net.path(r, net.io_nodes[k])[-1]])
+               for k in c.controllers for r in c.group[:1])
+    held = net.platform.vc_buffer_flits * (net.flit_bytes or 0)
+    return max(wire - held, 0.0) / rate
 
 
 def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
@@ -718,7 +746,8 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     else:  # io-load / io-store: one flow per controller stripe
         up, down, phases, select, first, configurations = [], [], 0, (0.0, 0.0), 0.0, frozenset()
         senders, link_sets = [], []
-        for io in net.io_nodes:
+        controllers = _io_controllers(net, c)
+        for io in (net.io_nodes[k] for k in controllers):
             if c.op == "io-load":
                 paths = [net.path(io, r) for r in g]
                 down += paths
@@ -735,7 +764,7 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
             link_sets.append(set().union(*paths))
             lat = max(lat, max(net.path_latency(p) for p in paths))
         return (tuple(senders), tuple(link_sets), lat, phases, select[1], first, configurations,
-                _uplink_users(net, up + down), len(net.io_nodes), _group_rows(senders, link_sets))
+                _uplink_users(net, up + down), len(controllers), _group_rows(senders, link_sets))
     links = set().union(*up, *down) if (up or down) else set()
     # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
     # flows coming back down), one-way flows for their own drain (the measured phase switch)
@@ -760,6 +789,18 @@ def _uplink_users(net: FredTreeNetwork, paths) -> dict[int, int]:
     crossed = {int(net.link_dst[l]) if net.link_src[l] == net.l2_node else int(net.link_src[l])
                for path in paths for l in path if net.link_kind[l] == "l1-l2"}
     return {node: 1 for node in crossed}
+
+
+def _io_controllers(net: Network, c: Collective) -> tuple[int, ...]:
+    """The I/O controllers (indices into ``net.io_nodes``) serving ``c``: the ones it names,
+    else every one (striped); an error names a controller the platform does not have."""
+    if not c.controllers:
+        return tuple(range(len(net.io_nodes)))
+    bad = [k for k in c.controllers if k >= len(net.io_nodes)]
+    if bad:
+        raise FredError(f"{c.op}: I/O controller(s) {bad} out of range: {net.name} has "
+                        f"{len(net.io_nodes)} (its [io] controllers)")
+    return c.controllers
 
 
 # -- endpoint algorithms on either fabric ----------------------------------------------------
@@ -831,6 +872,9 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
 def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> tuple[str, Traffic]:
     """Broadcast (io-load) or reduce (io-store) trees from every controller, X-Y/Y-X/split (the
     fastest, or the one ``algorithm`` names)."""
+    if c.controllers:
+        raise FredError(f"{c.op} on the mesh runs from every edge controller; naming controllers "
+                        f"({list(c.controllers)}) is a FRED fabric's reading (the RTL's I/O requests)")
     stripe = c.size / len(net.io_nodes)
 
     # a reducing member sends its sum of flit i on only when every child's flit i has arrived:
@@ -881,14 +925,14 @@ def _fred_io_chain(net: FredTreeNetwork, c: Collective) -> Traffic:
     bytes, its chain's repeated sums) added in row order by ``numpy.add.accumulate``, whose
     running sum adds one row at a time (the same additions in the same order;
     ``tests/sysmodel/test_sysmodel_collectives.py`` checks it bit for bit against the loop)."""
-    key = (_io_chain_plan_key(net), c.op, c.group)
+    key = (_io_chain_plan_key(net), c.op, c.group, c.controllers)
     memo = current().io_chain_plans
     plan = memo.get(key)
     if plan is None:
         plan = memo.put(key, _io_chain_plan(net, c))
     per_controller, lat, (entry_links, hop_links, entry_sent, hop_sent), heads, layout = plan
     t = net.traffic()
-    stripe = c.size / len(net.io_nodes)
+    stripe = c.size / len(per_controller)
     wire = net.wire_bytes(stripe)
     # the bytes read the plan (and, through ``key``, the network's links and NPUs), the stripe
     # and its wire bytes (the flit, which the plan's key does not hold), nothing else: kept
@@ -1113,7 +1157,8 @@ def _io_chain_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     lat = 0.0
     per_controller = []
     heads = []
-    for k, io in enumerate(net.io_nodes):
+    for k in _io_controllers(net, c):
+        io = net.io_nodes[k]
         order = list(algorithms.io_chain_order(g, net.l1_of, net.io_l1[k], k))
         entry = order[0]
         if c.op == "io-load":

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import FabricRequest, FabricSpec, engine_forward_cycles
+from hdl.contracts.fabric import FabricRequest, FabricSpec, default_depth, engine_forward_cycles
 from sysmodel.collectives import Collective, evaluate
 from sysmodel.platform import Platform, parse_platform
 from sysmodel.switch_timing import load_chiplet_timings
@@ -94,6 +94,8 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int,
          if switch == "circuit" else "# from the destination in each header: nothing to set up"),
         f'unicast_routing = "{UNICAST_ROUTING_OF_SWITCH[switch]}"',
         f'phase_select = "{PHASE_SELECT_OF_SWITCH[switch]}"   # {switch} switches',
+        *([f"vc_buffer_flits = {default_depth(spec)}   # the packet switches' input buffer per data VC "
+           "(default_depth)"] if switch == "packet" else []),
         "",
         "[fred.chiplets]",
         *(f'{level} = {{ ports = {p["ports"]}, middle = {p["middle"]}, dtype = "{p["dtype"]}" }}'
@@ -157,17 +159,19 @@ class FabricEstimate:
         return {k: v for k, v in self.__dict__.items() if k != "platform"}
 
 
-#: The model's collective for each I/O op of the fabric (``hdl.contracts.fabric.IO_OPS``): it
-#: stripes each group's bytes over every controller of the platform (G groups x size / G per
-#: controller), where the RTL gives group g controller g (size): with as many controllers as
-#: groups, both put ``size`` on every controller link and on every member's NPU link
-#: (docs/fabric_validation.md, "I/O controllers").
+#: The model's collective for each I/O op of the fabric (``hdl.contracts.fabric.IO_OPS``),
+#: served by the controller the RTL request roots it at (endpoint ``npus + g``: controller g
+#: serves group g, ``hdl.contracts.fabric.make_request``), as ``Collective.controllers``: a
+#: group's reduce-out then waits for its turn where the groups share an uplink port
+#: (``sysmodel.network.Traffic.paced_turn_s``; docs/fabric_validation.md, "Fred-B's DP-group
+#: I/O (session 15)"). ``make eval``'s I/O stripes every group over every controller instead.
 IO_COLLECTIVE = {"io-broadcast": "io-load", "io-reduce": "io-store"}
 
 
-def _collective(c, op: str, size_bytes: float) -> Collective:
+def _collective(c, op: str, size_bytes: float, npus: int) -> Collective:
     if op in IO_COLLECTIVE:
-        return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes)
+        return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes,
+                          controllers=(c.root - npus,))
     if op == "multicast":
         return Collective("multicast", group=c.members, size=size_bytes, root=c.root)
     if op == "reduce":
@@ -175,9 +179,10 @@ def _collective(c, op: str, size_bytes: float) -> Collective:
     return Collective("all-reduce", group=c.members, size=size_bytes)
 
 
-def request_collectives(request: FabricRequest, flit_bytes: int) -> list[Collective]:
-    """The model's collectives of ``request`` (its ``size_flits`` flits of ``flit_bytes``)."""
-    return [_collective(c, request.op, request.size_flits * flit_bytes) for c in request.collectives]
+def request_collectives(request: FabricRequest, flit_bytes: int, npus: int) -> list[Collective]:
+    """The model's collectives of ``request`` (its ``size_flits`` flits of ``flit_bytes``) on a
+    fabric of ``npus`` NPUs (an I/O collective's root is controller endpoint ``npus + k``)."""
+    return [_collective(c, request.op, request.size_flits * flit_bytes, npus) for c in request.collectives]
 
 
 def model_cycles(spec: FabricSpec, request: FabricRequest, *,
@@ -190,7 +195,7 @@ def model_cycles(spec: FabricSpec, request: FabricRequest, *,
     platform, text = platform or fabric_platform(spec, characterization=characterization)
     timing = platform.switch_at("l1")
     cycle_s = timing.cycle_s
-    collectives = request_collectives(request, timing.flit_bytes)
+    collectives = request_collectives(request, timing.flit_bytes, spec.npus)
     result = evaluate(platform, spec.name, collectives, algorithm=algorithm)
     if len(result.algorithms) != 1:
         raise FredError(f"the model runs {request.label} with several algorithms "

@@ -196,7 +196,13 @@ class Traffic:
     switch's phase ends when its own inputs are done; the measured phase switch, drain + copy); ``uplink_users`` counts, per L1 switch node, the in-switch
     collectives whose flows cross that L1's uplink: they share its ``net.uplink_ports``
     physical ports, a port carries one flow per phase, so more collectives than ports
-    take turns (:attr:`sequential_phases`); ``configurations`` are the switch configurations the
+    take turns (:attr:`sequential_phases`); ``paced_turn_s`` is what each later turn of the
+    busiest uplink adds beyond its phase turn when the collectives taking turns are reduce-outs
+    paced by their own controllers (an io-store whose controllers are named): the switch
+    serves one phase of a VC at a time, so a waiting group's stream into its controller starts
+    only when the previous group's has passed, less what its sources put into the
+    controller L1's input buffer (one VC's) while waiting (:func:`sysmodel.collectives._paced_turn_s`;
+    docs/fabric_validation.md, "Fred-B's DP-group I/O (session 15)"); ``configurations`` are the switch configurations the
     traffic needs stored, as (switch node, flows, phases) triples; ``controller_flit_bytes``
     (0: none) is the flit an I/O collective's streams serialise on their controllers' links
     (:meth:`Network.controller_flit_bytes`): a controller's link is paced, a 128 GBps device
@@ -206,7 +212,7 @@ class Traffic:
     """
 
     __slots__ = ("net", "loads", "sent", "latency_s", "pipelined_s", "phase_turn_s", "first_select_s", "phases",
-                 "configurations", "uplink_users", "controller_flit_bytes")
+                 "configurations", "uplink_users", "controller_flit_bytes", "paced_turn_s")
 
     def __init__(self, net: Network):
         self.net = net
@@ -220,6 +226,7 @@ class Traffic:
         self.configurations: frozenset = frozenset()
         self.uplink_users: dict[int, int] = {}
         self.controller_flit_bytes = 0.0
+        self.paced_turn_s = 0.0
 
     def add_links(self, links, nbytes: float, chunks: int = 1) -> None:
         """``nbytes`` (sent as ``chunks`` equal chunks) on every link of ``links``."""
@@ -274,6 +281,7 @@ class Traffic:
         out.configurations = self.configurations
         out.uplink_users = dict(self.uplink_users)
         out.controller_flit_bytes = self.controller_flit_bytes
+        out.paced_turn_s = self.paced_turn_s
         return out
 
     def onto(self, net: Network) -> "Traffic":
@@ -287,6 +295,7 @@ class Traffic:
         out.first_select_s, out.phases, out.configurations = self.first_select_s, self.phases, self.configurations
         out.uplink_users = dict(self.uplink_users)
         out.controller_flit_bytes = self.controller_flit_bytes
+        out.paced_turn_s = self.paced_turn_s
         return out
 
     def merge(self, other: "Traffic") -> "Traffic":
@@ -302,6 +311,7 @@ class Traffic:
         for node, users in other.uplink_users.items():
             self.uplink_users[node] = self.uplink_users.get(node, 0) + users
         self.controller_flit_bytes = max(self.controller_flit_bytes, other.controller_flit_bytes)
+        self.paced_turn_s = max(self.paced_turn_s, other.paced_turn_s)
         return self
 
     def then(self, stage: "Traffic") -> "Traffic":
@@ -330,19 +340,28 @@ class Traffic:
         uplink's ports take when more in-switch collectives cross it than it has ports."""
         if not self.phases:
             return 0
+        return self.phases * self.uplink_turns
+
+    @property
+    def uplink_turns(self) -> int:
+        """The turns the busiest uplink's ports take: its in-switch collectives over its ports,
+        rounded up (1 when none shares a port)."""
         ports = getattr(self.net, "uplink_ports", 1)
         turns = max((-(-users // ports) for users in self.uplink_users.values()), default=1)
-        return self.phases * max(turns, 1)
+        return max(turns, 1)
 
     @property
     def overhead_s(self) -> float:
         """What the phases add to one pass: the first phase what is left of its selects when
         the flits arrive (``first_select_s``), every later phase ``phase_turn_s`` (its select and
-        the wait for the previous phase to be done)."""
+        the wait for the previous phase to be done), and every later turn of the busiest uplink
+        ``paced_turn_s`` (paced reduce-outs served in turn; 0 otherwise)."""
         n = self.sequential_phases
         if not n:
             return 0.0
-        return self.first_select_s + (n - 1) * self.phase_turn_s
+        # paced reduce-outs taking turns: each later turn's stream too (0 for any other traffic)
+        streams = (self.uplink_turns - 1) * self.paced_turn_s if self.paced_turn_s else 0.0
+        return self.first_select_s + (n - 1) * self.phase_turn_s + streams
 
     def controller_flit_s(self) -> float:
         """A controller's paced flit, f = ``controller_flit_bytes`` / the slowest loaded

@@ -83,6 +83,7 @@ class NetworkSpec:
     unicast_routing: str
     phase_select: str
     one_phase_per_switch: bool
+    vc_buffer_flits: int
 
 
 @hash_once
@@ -215,6 +216,12 @@ class Platform:
     #: priority, even on disjoint links (:mod:`sysmodel.switch_phases`); false is a what-if
     #: (links shared only)
     one_phase_per_switch: bool = True
+    #: flits of a switch input's buffer per virtual channel (``[fred] vc_buffer_flits``; 0:
+    #: not modelled): what a reduce-out waiting for its turn at a switch has put past it
+    #: before its turn (:attr:`sysmodel.network.Traffic.paced_turn_s`). The RTL packet
+    #: fabric's is ``hdl.designs.fabric.packet_fabric_top.default_depth`` (written by
+    #: :func:`sysmodel.fabric_model.fabric_platform_toml`); the paper's platform does not set it
+    vc_buffer_flits: int = 0
     #: the flit a mesh's endpoint engines move (``[mesh] flit_bytes``): each chunk of a mesh
     #: ring or hierarchical 2D all-reduce is then sent as whole flits per piece, padded as the
     #: RTL mesh's engines pad it (:func:`hdl.compiler.algorithms.two_chunk_flits`); 0: the
@@ -362,7 +369,8 @@ _LAYOUT = {
     "mesh": {"rows": "mesh_rows", "cols": "mesh_cols", "link_gbps": "mesh_link_gbps",
              "flit_bytes": "mesh_flit_bytes"},
     "fred": {"npus_per_l1": "npus_per_l1", "unicast_routing": "unicast_routing",
-             "phase_select": "phase_select", "one_phase_per_switch": "one_phase_per_switch"},
+             "phase_select": "phase_select", "one_phase_per_switch": "one_phase_per_switch",
+             "vc_buffer_flits": "vc_buffer_flits"},
     "training": {"optimizer_bytes_per_param": "optimizer_bytes_per_param",
                  "iterations": "iterations", "dp_bucket_elements": "dp_bucket_elements",
                  "dp_overlap": "dp_overlap",
@@ -436,6 +444,7 @@ class _Fred(InputModel):
     unicast_routing: Literal[UNICAST_ROUTING] = "online"
     phase_select: Literal[PHASE_SELECT] = "start"
     one_phase_per_switch: bool = True
+    vc_buffer_flits: NonNegativeInt = 0
     variants: dict[str, _Variant] = {}
     chiplets: _Chiplets | None = None
 

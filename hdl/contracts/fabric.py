@@ -63,8 +63,9 @@ from fractions import Fraction
 from hdl.contracts.dtypes import DTYPES
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import DIMS, parse_strategy
+from hdl.contracts.timing import switch_latency
 
-__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "PACE_BITS", "UNPACED", "request_groups", "io_controllers_needed", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
+__all__ = ["FABRICS", "FABRIC_OPS", "IO_OPS", "IO_RATE", "PACE_BITS", "UNPACED", "request_groups", "io_controllers_needed", "default_depth", "SWITCH_PHASES", "engine_forward_cycles", "FabricSpec", "FabricCollective", "FabricRequest",
            "fabric_spec", "make_request"]
 
 #: The paper's four FRED variants, as RTL fabrics.
@@ -392,3 +393,19 @@ def make_request(spec: FabricSpec, *, op: str, size_flits: int, group: str | Non
         else:
             collectives.append(FabricCollective(op, members[1:], members[0]))
     return FabricRequest(op, tuple(collectives), size_flits, label)
+
+
+def default_depth(spec: FabricSpec, packet_flits: int = 8) -> int:
+    """Flits per data VC of the packet fabric's input buffers (``hdl.designs.fabric.packet_fabric_top``
+    builds them; the system model's platform of the fabric reads the same figure,
+    ``sysmodel.fabric_model``): a packet starts only with room
+    for it downstream (docs/switch.md, "Starting a packet"), so an output's credits are held
+    from its packet's start at the input until the downstream frees them: the switch's
+    latency (input buffer + datapath), a link each way, plus the packet itself. The smallest
+    multiple of ``packet_flits`` covering that for the slowest switch and link of ``spec``
+    keeps every link at full rate (a multiple, so a packet an upstream switch started always
+    fits behind whole packets). Fred-D int32: 24 flits; fp16 switches: 40 (the paper: 48)."""
+    latency = 1 + max(switch_latency(ports=p, middle=spec.middle, dtype=spec.dtype)
+                      for p in set(spec.switch_ports))
+    loop = latency + 2 * max(spec.npu_link_latency, spec.uplink_latency) + packet_flits
+    return packet_flits * -(-loop // packet_flits)

@@ -7,13 +7,12 @@ from amaranth import Module, Shape, Signal
 from amaranth.lib import wiring
 
 from hdl.contracts.config_port import phase_index_width
-from hdl.contracts.fabric import FabricSpec
+from hdl.contracts.fabric import FabricSpec, default_depth
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric_partition import FabricPartition, uplinks
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import NPU_BUFFER
 from hdl.contracts.packet import DATA_VCS, VC, PacketFormat
-from hdl.contracts.timing import switch_latency
 from hdl.compiler.fabric_program import default_phases
 from hdl.compiler.packet_fabric_program import online_table
 from hdl.designs.layouts import flit_layout
@@ -78,20 +77,6 @@ def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0, st
     return PacketFormat(phase_bits=max(1, phases.bit_length()), seq_bits=16, flow_bits=6,
                         packet_flits=packet_flits, dest_bits=max(1, (dest_ports - 1).bit_length()),
                         stripe_bits=max(1, (stripes - 1).bit_length()) if stripes else 0)
-
-
-def default_depth(spec: FabricSpec, packet_flits: int = 8) -> int:
-    """Flits per data VC of the packet fabric's input buffers: a packet starts only with room
-    for it downstream (docs/switch.md, "Starting a packet"), so an output's credits are held
-    from its packet's start at the input until the downstream frees them: the switch's
-    latency (input buffer + datapath), a link each way, plus the packet itself. The smallest
-    multiple of ``packet_flits`` covering that for the slowest switch and link of ``spec``
-    keeps every link at full rate (a multiple, so a packet an upstream switch started always
-    fits behind whole packets). Fred-D int32: 24 flits; fp16 switches: 40 (the paper: 48)."""
-    latency = 1 + max(switch_latency(ports=p, middle=spec.middle, dtype=spec.dtype)
-                      for p in set(spec.switch_ports))
-    loop = latency + 2 * max(spec.npu_link_latency, spec.uplink_latency) + packet_flits
-    return packet_flits * -(-loop // packet_flits)
 
 
 class PacketFabricTop(wiring.Component):
