@@ -106,8 +106,10 @@ class ControlUnit(wiring.Component):
         (``reserve``), so no online packet waits inside the datapath for another switch
         (docs/switch.md, "Room for every online packet"). An entry input (``entries``) needs
         ``room2`` instead (``In(P)``: room for two whole packets) for each of these on a
-        bubble output (``bubble_outputs``), and to make such an output contested: it leaves a
-        bubble there (docs/switch.md, "Entries leave a bubble").
+        bubble output (``bubble_outputs``), and to make such an output contested it needs
+        ``room2`` or ``room`` while ``draining`` (``In(P)``: credits came back on output n's
+        served VC within the last 2 x ``packet_flits`` cycles): it leaves a bubble there
+        (docs/switch.md, "Entries leave a bubble").
 
     Phase order (``ordered``; ``order_*`` from a
     :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while
@@ -217,6 +219,7 @@ class ControlUnit(wiring.Component):
             "outputs": In(ports).array(ports),
             "room": In(ports),
             "room2": In(ports),
+            "draining": In(ports),
             "reserve": Out(ports),
             # the yield candidate's flow-port table entry (``yield_after``)
             "peek_slot": Out(pw),
@@ -228,6 +231,18 @@ class ControlUnit(wiring.Component):
         """Input n's packets to output o need room for two packets (n an entry, o a bubble
         output: docs/switch.md, "Entries leave a bubble")."""
         return n in self.entries and o in self.bubble_outputs
+
+    def _contest_room(self, n: int, o: int):
+        """When input n's waiting packet makes output o contested (stops o's owner): any input
+        at once, but an entry on a bubble output only with room for two packets (``room2``) or
+        with room for one while o's credits keep returning (``draining``). Why the second term:
+        at an output that stays backlogged (the L1's output to the NPU feeding a half-rate
+        uplink) the room comes back one packet at a time and the owner's stream took each
+        packet of it, so the entry never saw two and starved (docs/switch.md, "Entries leave
+        a bubble": a stop lasts only while credits return; when they stop the owner moves)."""
+        if not self.bubble(n, o):
+            return 1
+        return self.room2[o] | self.room[o] & self.draining[o]
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -468,7 +483,7 @@ class ControlUnit(wiring.Component):
         owner_starts = Signal(P, name="path_owner_starts")
         for o in range(P):
             m.d.comb += contested[o].eq(or_fold([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
-                                              & (src[o] != n) & (self.room2[o] if self.bubble(n, o) else 1)
+                                              & (src[o] != n) & self._contest_room(n, o)
                                               for n in range(P)]))
             for n in range(P):
                 with m.If(src[o] == n):

@@ -420,6 +420,8 @@ class PacketSwitch(wiring.Component):
             credit_error.append(err)
             reserve = Mux(cu.shared_mode, flows.reserve[n], cu.reserve[n]) if shared else cu.reserve[n]
             self._room(m, n, counters, cu, send, flit.last, reserve)
+            if self.entries:
+                self._draining(m, n, cu)
         m.d.comb += [self.bad_header.eq(or_fold(bad)), self.overflow.eq(or_fold(overflow)),
                      self.credit_error.eq(or_fold(credit_error))]
         return m
@@ -457,6 +459,21 @@ class PacketSwitch(wiring.Component):
         for k in range(self.phases):
             m.d.comb += flows.slot_outputs[k].eq(table.slot_outputs[k])
         return flows
+
+    def _draining(self, m, n, cu):
+        """``cu.draining[n]``: a credit came back on output n's served VC within the last
+        2 x ``packet_flits`` cycles (a count of quiet cycles, saturating there). It lets an
+        entry contest a backlogged bubble output with room for one packet while the
+        downstream drains (docs/switch.md, "Entries leave a bubble"): the stop on the owner
+        then lapses by itself once the downstream stops freeing room."""
+        limit = 2 * self.packet.packet_flits
+        returned = Signal(name=f"credit_back{n}")
+        for v in range(len(DATA_VCS)):
+            with m.If(cu.vc == v):
+                m.d.comb += returned.eq(self.o_credit[n][v] != 0)
+        quiet = Signal(range(limit + 1), init=limit, name=f"credit_quiet{n}")
+        m.d.sync += quiet.eq(Mux(returned, 0, Mux(quiet == limit, limit, quiet + 1)))
+        m.d.comb += cu.draining[n].eq(quiet != limit)
 
     def _room(self, m, n, counters, cu, send, last, reserve):
         """``cu.room[n]``: output n can take a whole packet on the served VC: its credits minus

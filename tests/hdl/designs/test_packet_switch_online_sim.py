@@ -347,6 +347,45 @@ def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries, bub
         assert early == list(range(100, 108)) and late == [0, 1, 2, 3]
 
 
+#: Fred-A's L1 (a Fred_3(9)), its 8-flit packets and its 24-flit buffers (3 packets)
+PKT9 = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=4, packet_flits=8, dest_bits=4)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_entry_gets_turns_at_an_output_draining_at_half_rate(seed):
+    """An entry's contest with room for one packet while its output drains (docs/switch.md,
+    "Entries leave a bubble", since session 15): on a Fred_3(9) with 8-flit packets and 24-flit
+    buffers (Fred-A's L1), through input 0 streams 12 packets to output 1, whose receiver frees
+    a flit with probability 1/2 per cycle (the L1's output to the NPU that feeds the half-rate
+    uplink), and entry input 8 sends 3 from cycle 8. The stream keeps the output backlogged, its
+    room coming back a packet at a time. The entry's first packet finds room for two (place 1 of
+    15, counted from 0); for the others it contests with room for one while credits return, the
+    owner stops at its packet boundary, and the room reaches two before the stopped path is
+    released: its 3 packets leave among the first 12 (measured 2026-11-27 17:54 UTC: places 1, 5,
+    11; 1, 4, 7; 1, 6, 9 for seeds 0-2). With the contest needing room for two (main d9bad86)
+    the stream took every packet of room and the entry's last two left after all 12 of the
+    stream's (places 13, 14). Its limit: at 0.3 flit per cycle the stopped path is released
+    before the room reaches two, the stream's input takes a new path with room for one, and the
+    entry waits as before (docs/fabric_validation.md, "Session 15"). Every flit checked."""
+    dut = PacketSwitch(ports=9, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT9, depth=24,
+                       online=True, entries=frozenset({8}), bubble_outputs=frozenset({1}))
+    on = PKT9.online_phase
+    through = [packetize(PKT9, [8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=0,
+                         first_seq=n, dest=1)[0] for n in range(12)]
+    entry = [packetize(PKT9, [1000 + 8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=3,
+                       first_seq=n, dest=1)[0] for n in range(3)]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(seed), drain_rate={1: 0.5},
+                            injections=[Injection(0, 0, p) for p in through]
+                            + [Injection(8, 8, p) for p in entry])
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+    got = [r[1] for r in run.received[1]]
+    assert [w for w in got if w < 1000] == list(range(96))
+    assert [w for w in got if w >= 1000] == list(range(1000, 1024))
+    assert all(got[8 * n:8 * n + 8] == list(range(got[8 * n], got[8 * n] + 8)) for n in range(15))
+    entry_at = [n for n in range(15) if got[8 * n] >= 1000]
+    assert entry_at[-1] < 12, entry_at
+
+
 def test_entries_are_validated():
     with pytest.raises(FredError, match="not in 0..3"):
         entry_switch(frozenset({4}))
