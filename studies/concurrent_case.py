@@ -201,7 +201,7 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
     plat, _ = platform
     timing = plat.switch_at("l1")
     cycle_s = timing.cycle_s
-    times = [evaluate(plat, spec.name, model_collectives(cls, timing.flit_bytes, spec.npus))
+    times = [evaluate(plat, spec.name, model_collectives(cls, timing.flit_bytes, spec))
              for cls in classes]
     # each class's transfer holds the switches where it stores a phase (one phase at a time)
     links = [collective_links(plat, spec.name, r) for r in times]
@@ -227,16 +227,17 @@ def model_concurrent(spec, classes, platform) -> list[dict]:
             for cls, r, end, f in zip(classes, times, priority, fair)]
 
 
-def model_collectives(cls, flit_bytes: int, npus: int) -> list:
+def model_collectives(cls, flit_bytes: int, spec) -> list:
     """The model's collectives of traffic class ``cls``
-    (:func:`sysmodel.fabric_model.request_collectives`), but an ``io-reduce`` the class runs as
+    (:func:`sysmodel.fabric_model.request_collectives` on fabric ``spec``), but an ``io-reduce`` the class runs as
     an endpoint algorithm (a one-member chain on Fred-B/D: the NPU's unicast into its
     controller) is the model's ``io-write`` (every member writes its own bytes, online unicasts
     storing no phase); a several-member chain has no model counterpart here (FredError)."""
     from sysmodel.collectives import Collective
     from sysmodel.fabric_model import request_collectives
     if cls.request.op != "io-reduce" or cls.algorithm in (None, "in-switch"):
-        return request_collectives(cls.request, flit_bytes, npus)
+        return request_collectives(cls.request, flit_bytes, spec.npus,
+                                   io_controllers=spec.io_controllers)
     out = []
     for coll in cls.request.collectives:
         if len(coll.members) != 1:

@@ -159,17 +159,22 @@ class FabricEstimate:
         return {k: v for k, v in self.__dict__.items() if k != "platform"}
 
 
-#: The model's collective for each I/O op of the fabric (``hdl.contracts.fabric.IO_OPS``),
-#: served by the controller the RTL request roots it at (endpoint ``npus + g``: controller g
-#: serves group g, ``hdl.contracts.fabric.make_request``), as ``Collective.controllers``: a
-#: group's reduce-out then waits for its turn where the groups share an uplink port
+#: The model's collective for each I/O op of the fabric (``hdl.contracts.fabric.IO_OPS``).
+#: When the request has one group per controller of the fabric, each is served by the
+#: controller the RTL request roots it at (endpoint ``npus + g``: controller g serves group g,
+#: ``hdl.contracts.fabric.make_request``), as ``Collective.controllers``: a group's reduce-out
+#: then waits for its turn where the groups share an uplink port
 #: (``sysmodel.network.Traffic.paced_turn_s``; docs/fabric_validation.md, "Fred-B's DP-group
-#: I/O (session 15)"). ``make eval``'s I/O stripes every group over every controller instead.
+#: I/O (session 15)"). With fewer groups than controllers (the wafer's striped I/O over 18
+#: controllers, ``studies.mesh_validation``) the RTL stripes every group over every controller,
+#: and so does the model (no controller named), as ``make eval``'s I/O does.
 IO_COLLECTIVE = {"io-broadcast": "io-load", "io-reduce": "io-store"}
 
 
-def _collective(c, op: str, size_bytes: float, npus: int) -> Collective:
+def _collective(c, op: str, size_bytes: float, npus: int, named: bool) -> Collective:
     if op in IO_COLLECTIVE:
+        if not named:
+            return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes)
         return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes,
                           controllers=(c.root - npus,))
     if op == "multicast":
@@ -179,10 +184,15 @@ def _collective(c, op: str, size_bytes: float, npus: int) -> Collective:
     return Collective("all-reduce", group=c.members, size=size_bytes)
 
 
-def request_collectives(request: FabricRequest, flit_bytes: int, npus: int) -> list[Collective]:
+def request_collectives(request: FabricRequest, flit_bytes: int, npus: int, *,
+                        io_controllers: int) -> list[Collective]:
     """The model's collectives of ``request`` (its ``size_flits`` flits of ``flit_bytes``) on a
-    fabric of ``npus`` NPUs (an I/O collective's root is controller endpoint ``npus + k``)."""
-    return [_collective(c, request.op, request.size_flits * flit_bytes, npus) for c in request.collectives]
+    fabric of ``npus`` NPUs and ``io_controllers`` I/O controllers (an I/O collective's root is
+    controller endpoint ``npus + k``; it names its controller only when the request has one
+    group per controller: :data:`IO_COLLECTIVE`)."""
+    named = len(request.collectives) == io_controllers
+    return [_collective(c, request.op, request.size_flits * flit_bytes, npus, named)
+            for c in request.collectives]
 
 
 def model_cycles(spec: FabricSpec, request: FabricRequest, *,
@@ -195,7 +205,8 @@ def model_cycles(spec: FabricSpec, request: FabricRequest, *,
     platform, text = platform or fabric_platform(spec, characterization=characterization)
     timing = platform.switch_at("l1")
     cycle_s = timing.cycle_s
-    collectives = request_collectives(request, timing.flit_bytes, spec.npus)
+    collectives = request_collectives(request, timing.flit_bytes, spec.npus,
+                                      io_controllers=spec.io_controllers)
     result = evaluate(platform, spec.name, collectives, algorithm=algorithm)
     if len(result.algorithms) != 1:
         raise FredError(f"the model runs {request.label} with several algorithms "

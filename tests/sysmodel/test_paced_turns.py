@@ -43,9 +43,23 @@ def test_the_platform_reads_the_rtls_buffer_per_vc_on_packet_switches_only():
 def test_the_rtl_requests_io_collectives_name_the_controller_each_group_is_rooted_at():
     spec = fabric_spec("fred-b", io_controllers=4)
     request = make_request(spec, op="io-reduce", size_flits=40, **DP)
-    collectives = request_collectives(request, 512, spec.npus)
+    collectives = request_collectives(request, 512, spec.npus, io_controllers=spec.io_controllers)
     assert [c.controllers for c in collectives] == [(0,), (1,), (2,), (3,)]
     assert [c.group for c in collectives] == [coll.members for coll in request.collectives]
+
+
+def test_fewer_groups_than_controllers_are_striped_over_every_controller():
+    """The wafer's striped I/O (one group, 18 controllers: studies.mesh_validation) names no
+    controller: every group's bytes go over every controller, as the RTL's striped run sends
+    them, so the model is the controllers' shared bound, not one controller's whole stream."""
+    spec = fabric_spec("fred-b", io_controllers=18)
+    for op in ("io-broadcast", "io-reduce"):
+        request = make_request(spec, op=op, size_flits=4014, group="wafer")
+        (only,) = request_collectives(request, 512, spec.npus, io_controllers=spec.io_controllers)
+        assert not only.controllers
+    four = fabric_spec("fred-b", io_controllers=4)
+    request = make_request(four, op="io-reduce", size_flits=40, **DP)
+    assert all(not c.controllers for c in request_collectives(request, 512, four.npus, io_controllers=5))
 
 
 def test_four_dp_reduce_outs_on_one_port_uplinks_add_three_turns_of_their_unbuffered_stream():
@@ -58,7 +72,7 @@ def test_four_dp_reduce_outs_on_one_port_uplinks_add_three_turns_of_their_unbuff
     turn = max(p.switch_at("l1").phase_switch_cycles, p.switch_at("l2").phase_switch_cycles)
     four = _cycles(spec, platform, 40, **DP)
     request = make_request(spec, op="io-reduce", size_flits=40, **DP)
-    one = evaluate(p, spec.name, request_collectives(request, 512, spec.npus)[:1])
+    one = evaluate(p, spec.name, request_collectives(request, 512, spec.npus, io_controllers=spec.io_controllers)[:1])
     alone = one.time_s / p.switch_at("l1").cycle_s
     assert one.phases == 1
     assert four - alone == pytest.approx(3 * (turn + 375.0))
@@ -80,7 +94,7 @@ def test_groups_that_do_not_share_a_port_stay_overlapped():
     enter (B = 24 and B = 0 give the same time) and the four take one phase."""
     spec, platform = _packet("fred-d")
     request = make_request(spec, op="io-reduce", size_flits=40, **DP)
-    result = evaluate(platform[0], spec.name, request_collectives(request, 512, spec.npus))
+    result = evaluate(platform[0], spec.name, request_collectives(request, 512, spec.npus, io_controllers=spec.io_controllers))
     assert result.phases == 1
     assert _cycles(spec, platform, 40, **DP) == pytest.approx(
         _cycles(spec, (replace(platform[0], vc_buffer_flits=0), platform[1]), 40, **DP))

@@ -112,7 +112,7 @@ def _offsets(fabric: str, scenario_class: int):
     timing = plat.switch_at("l1")
     net = build_network(plat, case.spec.name)
     result = evaluate(plat, case.spec.name, model_collectives(case.classes[scenario_class], timing.flit_bytes,
-                                                                case.spec.npus))
+                                                                case.spec))
     loads, bw = collective_links(plat, case.spec.name, result)
     latency = result.time_s - float((loads / bw).max())
     head, after = hold_offsets(plat, net)(loads, bw, latency)
