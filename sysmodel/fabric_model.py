@@ -173,10 +173,8 @@ IO_COLLECTIVE = {"io-broadcast": "io-load", "io-reduce": "io-store"}
 
 def _collective(c, op: str, size_bytes: float, npus: int, named: bool) -> Collective:
     if op in IO_COLLECTIVE:
-        if not named:
-            return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes)
         return Collective(IO_COLLECTIVE[op], group=c.members, size=size_bytes,
-                          controllers=(c.root - npus,))
+                          controllers=(c.root - npus,) if named else ())
     if op == "multicast":
         return Collective("multicast", group=c.members, size=size_bytes, root=c.root)
     if op == "reduce":
