@@ -3,6 +3,9 @@ fabric"; the Verilog top ``fred_packet_fabric``)."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from amaranth import Module, Shape, Signal
 from amaranth.lib import wiring
 
@@ -210,7 +213,8 @@ class PacketFabricTop(wiring.Component):
                 ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                 phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
                 online=self.online, ordered=not self.online, yield_after=self.yield_after,
-                entries=self._entries(s), bubble_outputs=self._bubble_outputs(s))
+                entries=self._entries(s), bubble_outputs=self._bubble_outputs(s),
+                claim_after=self._claim_after(s))
             switches.append(sw)
             m.d.comb += [
                 sw.header_select.eq(1), sw.host_vc.eq(VC.DP),
@@ -354,6 +358,25 @@ class PacketFabricTop(wiring.Component):
         (``dp-under-io``: I/O 105,943 cycles against the model's 94,968.3; docs/switch.md,
         "Entries leave a bubble", says what this leaves out)."""
         return frozenset(range(self.spec.npus_per_l1)) if switch < self.spec.l1_count else frozenset()
+
+    def _claim_after(self, switch: int) -> int:
+        """How long an entry of :meth:`_entries` waits for a backlogged bubble output before
+        it claims it (``PacketSwitch(claim_after=)``; docs/switch.md, "Entries leave a bubble"):
+        one stripe's fair interval there, 0 (no claim) on an L2, without entries, or where the
+        L1's uplinks take a flit per cycle or more. The backlogged output is the one to the NPU
+        that forwards the striped chains' ring onto the L1's uplinks (Fred-A: NPU 3 of each L1,
+        at 1/2 flit per cycle); every controller's stripe but the one ending at that NPU crosses
+        it, so each of those ``io_controllers - 1`` stripes' fair share is one packet per
+        ``packet_flits x (io_controllers - 1) / uplink bandwidth`` cycles (rounded up: the
+        18-controller wafer 8 x 17 x 2 = 272; 12 controllers on 3 L1s 176). Where the uplinks
+        keep up with an NPU link (Fred-C/D: 4 flits per cycle) that output drains as fast as
+        the through-stream can come and holds no entry back: no claim, the switch as before."""
+        spec = self.spec
+        entries = self._entries(switch)
+        uplink = spec.uplink_ports * Fraction(spec.uplink_rate)
+        if not entries or spec.io_controllers < 2 or uplink >= 1:
+            return 0
+        return math.ceil(self.packet.packet_flits * (spec.io_controllers - 1) / uplink)
 
     def coordinate(self, m: Module, components: dict) -> None:
         """Logic between the endpoints' components (``{endpoint: component}`` of ``npu`` and

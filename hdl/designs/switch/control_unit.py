@@ -18,7 +18,7 @@ from hdl.designs.layouts import struct_layout
 
 from .signal_folds import and_fold, or_fold
 
-__all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries"]
+__all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries", "check_claim_after"]
 
 COUNTER_BITS = 16
 
@@ -40,7 +40,9 @@ class ControlUnit(wiring.Component):
     hold the active phase while its packets wait; the switch passes a select's cost);
     entries (a set of input ports, online only: their online packets need ``room2``, below);
     bubble_outputs (a set of output ports, or None = every output: the outputs on which an
-    entry's packets need ``room2``; elsewhere they need ``room`` as any input's).
+    entry's packets need ``room2``; elsewhere they need ``room`` as any input's);
+    claim_after (0 = never, else 1..4095 cycles, entries only): an entry whose packet has
+    waited that long for a bubble output *claims* it (below, ``draining``).
 
     Members (from the P :class:`~hdl.designs.switch.vc_input_buffer.VCInputBuffer` s, the datapath and
     the :class:`~hdl.designs.switch.config_memory.ConfigMemory`):
@@ -109,7 +111,11 @@ class ControlUnit(wiring.Component):
         bubble output (``bubble_outputs``), and to make such an output contested it needs
         ``room2`` or ``room`` while ``draining`` (``In(P)``: credits came back on output n's
         served VC within the last 2 x ``packet_flits`` cycles): it leaves a bubble there
-        (docs/switch.md, "Entries leave a bubble").
+        (docs/switch.md, "Entries leave a bubble"). With ``claim_after`` the contest with room
+        for one waits until the entry's packet has waited ``claim_after`` cycles (a stripe's
+        fair interval at the output), and then also keeps every other input from a new path to
+        that output (none granted, none set up behind) until the entry's room reaches two: the
+        claim, which lasts only while ``draining``.
 
     Phase order (``ordered``; ``order_*`` from a
     :class:`~hdl.designs.switch.phase_order.PhaseOrder`, docs/switch.md, "Phase order"): while
@@ -133,7 +139,7 @@ class ControlUnit(wiring.Component):
     def __new__(cls, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
                 ordered: bool = False, middle: int = 3, yield_after: int = 0,
                 entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None,
-                shared_phase: int | None = None):
+                shared_phase: int | None = None, claim_after: int = 0):
         if isinstance(ports, bool) or not isinstance(ports, int) or ports < 2:
             raise FredError(f"ports must be an integer >= 2, got {ports!r}")
         if isinstance(phases, bool) or not isinstance(phases, int) or not 1 <= phases <= 1 << packet.phase_bits:
@@ -145,6 +151,7 @@ class ControlUnit(wiring.Component):
         if isinstance(yield_after, bool) or not isinstance(yield_after, int) or not 0 <= yield_after < 1 << 12:
             raise FredError(f"yield_after must be a whole number of cycles in 0..4095, got {yield_after!r}")
         check_entries(entries, ports, online, bubble_outputs)
+        check_claim_after(claim_after, entries)
         if shared_phase is not None and (isinstance(shared_phase, bool) or not isinstance(shared_phase, int)
                                          or not 0 <= shared_phase < phases
                                          or online and shared_phase == packet.online_phase):
@@ -155,8 +162,8 @@ class ControlUnit(wiring.Component):
     def __init__(self, *, ports: int, phases: int, packet: PacketFormat, online: bool = False,
                  ordered: bool = False, middle: int = 3, yield_after: int = 0,
                  entries: frozenset = frozenset(), bubble_outputs: frozenset | None = None,
-                 shared_phase: int | None = None):
-        self.shared_phase = shared_phase
+                 shared_phase: int | None = None, claim_after: int = 0):
+        self.shared_phase, self.claim_after = shared_phase, claim_after
         self.ports, self.phases, self.packet, self.online = ports, phases, packet, bool(online)
         self.entries = frozenset(entries)
         self.bubble_outputs = frozenset(range(ports) if bubble_outputs is None else bubble_outputs)
@@ -242,7 +249,27 @@ class ControlUnit(wiring.Component):
         a bubble": a stop lasts only while credits return; when they stop the owner moves)."""
         if not self.bubble(n, o):
             return 1
-        return self.room2[o] | self.room[o] & self.draining[o]
+        return self.room2[o] | self.room[o] & self.draining[o] & self._aged[n]
+
+    def _entry_ages(self, m, match):
+        """``{entry: aged}``: the entry's head packet has waited ``claim_after`` cycles since it
+        last started a packet or since its head came (a count saturating there); always 1
+        without ``claim_after`` (the contest with room for one at once, session 15). Why wait:
+        an entry carries one stripe where the through-stream it shares a backlogged output with
+        carries the others, and that output's fair share per stripe is one packet per
+        ``claim_after`` cycles (the packet fabric derives it, ``PacketFabricTop._claim_after``);
+        a claim at once gave the entry one packet in two and backed the ring up
+        (docs/switch.md, "Entries leave a bubble")."""
+        limit = self.claim_after
+        if not limit:
+            return {n: 1 for n in self.entries}
+        aged = {}
+        for n in sorted(self.entries):
+            waited = Signal(range(limit + 1), name=f"entry_waited{n}")
+            m.d.sync += waited.eq(Mux(self.started[n] | ~match[n], 0,
+                                      Mux(waited == limit, limit, waited + 1)))
+            aged[n] = waited == limit
+        return aged
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -479,12 +506,17 @@ class ControlUnit(wiring.Component):
         # Fred-A, waiting behind a DP stream down to the controller's L1 while the DP ring's
         # packets queued behind it: docs/fabric_validation.md, "Round-robin requests and the
         # contested output"; docs/switch.md, "Online unicast routing").
+        self._aged = self._entry_ages(m, match)
         contested = Signal(P, name="path_contested")
+        # ... of those, by an entry that waited claim_after cycles: a claim (below)
+        claimed = Signal(P, name="path_claimed")
         owner_starts = Signal(P, name="path_owner_starts")
         for o in range(P):
-            m.d.comb += contested[o].eq(or_fold([run & match[n] & ~awaiting[n] & (heads[n].dest == o)
-                                              & (src[o] != n) & self._contest_room(n, o)
-                                              for n in range(P)]))
+            asks = [run & match[n] & ~awaiting[n] & (heads[n].dest == o) & (src[o] != n)
+                    & self._contest_room(n, o) for n in range(P)]
+            m.d.comb += contested[o].eq(or_fold(asks))
+            if self.claim_after:
+                m.d.comb += claimed[o].eq(or_fold([asks[n] for n in range(P) if self.bubble(n, o)]))
             for n in range(P):
                 with m.If(src[o] == n):
                     m.d.comb += owner_starts[o].eq(busy[o] & self.started[n] & ~awaiting[n]
@@ -497,16 +529,22 @@ class ControlUnit(wiring.Component):
                 # an entry input's packet to a bubble output needs room for two (the bubble it
                 # leaves: docs/switch.md, "Entries leave a bubble")
                 room = self.room2[o] if self.bubble(n, o) else self.room[o]
+                # an output an aged entry claims gets no new path for another input (granted or
+                # behind) while the entry's room grows to two packets: otherwise the released
+                # output went back to the through-stream, which needs room for one, at every
+                # turn where the downstream drains slower than about 1/2 flit per cycle
+                # (docs/switch.md, "Entries leave a bubble"); the claim lapses with ``draining``
+                free = 1 if self.bubble(n, o) else ~claimed[o]
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
                                  path_ok[n].eq(awaiting[n] & (live | mine)
                                                  | room & live & ~pend[o] & ~contested[o]),
-                                 cand[n].eq(run & match[n] & ~busy[o] & alone & room)]
+                                 cand[n].eq(run & match[n] & ~busy[o] & alone & room & free)]
                     if self.behind:
                         m.d.comb += [self.route[n].eq(Mux(mine, p_wire[o], wire[o])),
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
                                                 & ~self.release[o] & room
-                                                & ~owner_starts[o])]
+                                                & ~owner_starts[o] & free)]
         # Round-robin request order: the input after the last one granted asks first. A fixed
         # order (the lowest input first) starved a higher-numbered input whenever a lower one
         # re-requested the same output at every opening: at a half-rate uplink each packet's
@@ -742,6 +780,14 @@ def check_entries(entries, ports, online, bubble_outputs=None):
         raise FredError(f"entries {items} need online routing (they change its room rule)")
     if bubble_outputs is not None:
         _ports("bubble_outputs", bubble_outputs, ports, "output")
+
+
+def check_claim_after(claim_after, entries):
+    """``claim_after``: 0, or a whole number of cycles in 1..4095 with ``entries``."""
+    if isinstance(claim_after, bool) or not isinstance(claim_after, int) or not 0 <= claim_after < 1 << 12:
+        raise FredError(f"claim_after must be a whole number of cycles in 0..4095, got {claim_after!r}")
+    if claim_after and not entries:
+        raise FredError(f"claim_after={claim_after} needs entries (only an entry claims an output)")
 
 
 def _ports(what, ports_set, ports, kind):

@@ -19,7 +19,7 @@ from hdl.contracts.timing import switch_latency
 from hdl.designs.layouts import flit_layout, struct_layout
 
 from .config_memory import ConfigMemory
-from .control_unit import COUNTER_BITS, ControlUnit, check_entries
+from .control_unit import COUNTER_BITS, ControlUnit, check_claim_after, check_entries
 from .fred_switch import FredSwitch
 from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
@@ -46,7 +46,10 @@ class PacketSwitch(wiring.Component):
     (docs/switch.md, "Entries leave a bubble"; the packet fabric names the L1s' controller
     ports); bubble_outputs (a set of output ports, None = every output): the outputs where
     entries leave that bubble (elsewhere their packets need room for one; the packet fabric
-    names an L1's NPU ports, where the striped chains' ring is entered).
+    names an L1's NPU ports, where the striped chains' ring is entered); claim_after (0 =
+    never, else 1..4095 cycles, with entries): an entry's packet that waited that long for a
+    backlogged bubble output claims it (:class:`~hdl.designs.switch.control_unit.ControlUnit`;
+    docs/switch.md, "Entries leave a bubble").
 
     Members (Verilog names joined with ``__``):
         i: ``In(link_signature(flit)).array(P)``: input links (no ready).
@@ -127,7 +130,7 @@ class PacketSwitch(wiring.Component):
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
                 ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset(),
-                bubble_outputs=None, shared_phase=None, flows=0):
+                bubble_outputs=None, shared_phase=None, flows=0, claim_after=0):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -146,6 +149,7 @@ class PacketSwitch(wiring.Component):
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
                             ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
         check_entries(entries, ports, online, bubble_outputs)
+        check_claim_after(claim_after, entries)
         if entries and depth < 2 * packet.packet_flits:
             raise FredError(f"entries need room for two packets: depth >= {2 * packet.packet_flits} "
                             f"flits, got {depth}")
@@ -158,8 +162,9 @@ class PacketSwitch(wiring.Component):
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
                  online: bool = False, ordered: bool = False, yield_after: int | None = None,
                  entries=frozenset(), bubble_outputs=None, shared_phase: int | None = None,
-                 flows: int = 0):
+                 flows: int = 0, claim_after: int = 0):
         self.entries, self.bubble_outputs = frozenset(entries), bubble_outputs
+        self.claim_after = claim_after
         self.shared_phase, self.flows = shared_phase, flows
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
@@ -261,7 +266,8 @@ class PacketSwitch(wiring.Component):
                                                 middle=self.middle, yield_after=self.yield_after,
                                                 entries=self.entries,
                                                 bubble_outputs=self.bubble_outputs,
-                                                shared_phase=self.shared_phase)
+                                                shared_phase=self.shared_phase,
+                                                claim_after=self.claim_after)
         if self.ordered:
             self._phase_order(m, cu)
         wiring.connect(m, wiring.flipped(self.config), memory.write)

@@ -386,6 +386,40 @@ def test_an_entry_gets_turns_at_an_output_draining_at_half_rate(seed):
     assert entry_at[-1] < 12, entry_at
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_an_entry_claims_an_output_draining_slower_after_its_fair_interval(seed):
+    """The claim (docs/switch.md, "Entries leave a bubble", session 16): the case above's
+    limit, the output to the NPU draining at 0.3 flit per cycle, where the contest with room
+    for one alone gives the entry no turn (its last two packets at places 13 and 14 of 15,
+    after the stream's 12: measured with ``claim_after=0``, 2026-11-27 20:26 UTC). With
+    ``claim_after=64`` an entry whose packet waited 64 cycles keeps the through input from a
+    new path to that output until its room reaches two packets, so its three packets leave
+    among the first 12 (measured: places 1, 5, 10; 1, 5, 9; 1, 5, 9 for seeds 0-2), and not
+    one in two: while it waits its 64 cycles the output passes about 64 x 0.3 = 19 flits, two
+    of the stream's packets or more, so its packets are at least 3 places apart (the share
+    per stripe, not per input; the 1:1 claim of session 15 backed the ring up). Every flit
+    checked, in order."""
+    dut = PacketSwitch(ports=9, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT9, depth=24,
+                       online=True, entries=frozenset({8}), bubble_outputs=frozenset({1}),
+                       claim_after=64)
+    on = PKT9.online_phase
+    through = [packetize(PKT9, [8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=0,
+                         first_seq=n, dest=1)[0] for n in range(12)]
+    entry = [packetize(PKT9, [1000 + 8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=3,
+                       first_seq=n, dest=1)[0] for n in range(3)]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(seed), drain_rate={1: 0.3},
+                            injections=[Injection(0, 0, p) for p in through]
+                            + [Injection(8, 8, p) for p in entry])
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+    got = [r[1] for r in run.received[1]]
+    assert [w for w in got if w < 1000] == list(range(96))
+    assert [w for w in got if w >= 1000] == list(range(1000, 1024))
+    assert all(got[8 * n:8 * n + 8] == list(range(got[8 * n], got[8 * n] + 8)) for n in range(15))
+    entry_at = [n for n in range(15) if got[8 * n] >= 1000]
+    assert entry_at[-1] < 12, entry_at
+    assert all(b - a >= 3 for a, b in zip(entry_at, entry_at[1:])), entry_at
+
+
 def test_entries_are_validated():
     with pytest.raises(FredError, match="not in 0..3"):
         entry_switch(frozenset({4}))
@@ -399,3 +433,9 @@ def test_entries_are_validated():
     with pytest.raises(FredError, match="room for two packets"):
         PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=4,
                      online=True, entries=frozenset({1}))
+    with pytest.raises(FredError, match="claim_after=16 needs entries"):
+        PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
+                     online=True, claim_after=16)
+    with pytest.raises(FredError, match="claim_after must be a whole number of cycles"):
+        PacketSwitch(ports=4, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT, depth=8,
+                     online=True, entries=frozenset({1}), claim_after=-1)
