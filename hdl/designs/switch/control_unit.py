@@ -534,7 +534,7 @@ class ControlUnit(wiring.Component):
                 # output went back to the through-stream, which needs room for one, at every
                 # turn where the downstream drains slower than about 1/2 flit per cycle
                 # (docs/switch.md, "Entries leave a bubble"); the claim lapses with ``draining``
-                free = 1 if self.bubble(n, o) else ~claimed[o]
+                free = 1 if self.bubble(n, o) or not self.claim_after else ~claimed[o]
                 with m.If(heads[n].dest == o):
                     m.d.comb += [live.eq(busy[o] & (src[o] == n)), mine.eq(pend[o] & (p_src[o] == n)),
                                  path_ok[n].eq(awaiting[n] & (live | mine)
