@@ -11,7 +11,7 @@ from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_en
 from hdl.contracts.io_stripes import stripe_npu_writes
 from hdl.contracts.npu_engine import STAGE_REGS, engine_writes, mix
 from hdl.contracts.packet import VC, PacketFormat
-from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop
+from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop, claim_interval
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
 __all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io", "run_stripe_io"]
@@ -22,11 +22,13 @@ _MASK = 0xFFFFFFFF
 def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
     """The packet fabric of ``spec`` with online routing, a stripe field for ``program``'s
     stripes and a :class:`StripeNpu` at every NPU port, its started stripe (io-reduce) paced to
-    the controllers' rate ``spec.io_rate``."""
+    the controllers' rate ``spec.io_rate`` and claiming its L1 input after one stripe's fair
+    interval (:func:`claim_interval`)."""
     return PacketFabricTop(spec, online=True, packet_flits=packet_flits, depth=depth,
                            stripes=program.controllers,
                            npu=partial(StripeNpu, stripes=program.controllers,
-                                       rate=(spec.io_rate.numerator, spec.io_rate.denominator)))
+                                       rate=(spec.io_rate.numerator, spec.io_rate.denominator),
+                                       claim_after=claim_interval(spec, packet_flits)))
 
 
 def stripe_controller_engine(step, seed: int) -> dict:

@@ -31,7 +31,7 @@ from .packet_link import PacketLink
 from .packetizer import Packetizer
 from .write_pacer import PACE_BITS, WritePacer
 
-__all__ = ["PacketFabricTop", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
+__all__ = ["PacketFabricTop", "claim_interval", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
            "FLOW_PORT_REGS", "ORDER_REGS", "PACE_REG", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
@@ -80,6 +80,25 @@ def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0, st
     return PacketFormat(phase_bits=max(1, phases.bit_length()), seq_bits=16, flow_bits=6,
                         packet_flits=packet_flits, dest_bits=max(1, (dest_ports - 1).bit_length()),
                         stripe_bits=max(1, (stripes - 1).bit_length()) if stripes else 0)
+
+
+def claim_interval(spec: FabricSpec, packet_flits: int) -> int:
+    """One stripe's fair interval, in cycles, at the output a striped request's entries wait
+    for (0: no claim): the L1's output to the NPU that forwards the chains' ring onto the L1's
+    uplinks (Fred-A: NPU 3 of each L1, draining at 1/2 flit per cycle), and likewise that NPU's
+    own L1 input for the stripe it starts in a reduce-out. Every controller's stripe but the
+    one ending there crosses it, so each of those ``io_controllers - 1`` stripes' fair share is
+    one packet per ``packet_flits x (io_controllers - 1) / uplink bandwidth`` cycles (rounded
+    up: the 18-controller wafer 8 x 17 x 2 = 272; 12 controllers on 3 L1s 176). An entry (a
+    controller's port, ``PacketSwitch(claim_after=)``; a started stripe,
+    ``StripeNpu(claim_after=)``) whose packet has waited that long claims the output
+    (docs/switch.md, "Entries leave a bubble"). 0 with fewer than two controllers, or where the
+    L1's uplinks take a flit per cycle or more (Fred-C/D: 4): that output then drains as fast
+    as the through-stream can come and holds no entry back, and the switch is as before."""
+    uplink = spec.uplink_ports * Fraction(spec.uplink_rate)
+    if spec.io_controllers < 2 or uplink >= 1:
+        return 0
+    return math.ceil(packet_flits * (spec.io_controllers - 1) / uplink)
 
 
 class PacketFabricTop(wiring.Component):
@@ -360,23 +379,10 @@ class PacketFabricTop(wiring.Component):
         return frozenset(range(self.spec.npus_per_l1)) if switch < self.spec.l1_count else frozenset()
 
     def _claim_after(self, switch: int) -> int:
-        """How long an entry of :meth:`_entries` waits for a backlogged bubble output before
-        it claims it (``PacketSwitch(claim_after=)``; docs/switch.md, "Entries leave a bubble"):
-        one stripe's fair interval there, 0 (no claim) on an L2, without entries, or where the
-        L1's uplinks take a flit per cycle or more. The backlogged output is the one to the NPU
-        that forwards the striped chains' ring onto the L1's uplinks (Fred-A: NPU 3 of each L1,
-        at 1/2 flit per cycle); every controller's stripe but the one ending at that NPU crosses
-        it, so each of those ``io_controllers - 1`` stripes' fair share is one packet per
-        ``packet_flits x (io_controllers - 1) / uplink bandwidth`` cycles (rounded up: the
-        18-controller wafer 8 x 17 x 2 = 272; 12 controllers on 3 L1s 176). Where the uplinks
-        keep up with an NPU link (Fred-C/D: 4 flits per cycle) that output drains as fast as
-        the through-stream can come and holds no entry back: no claim, the switch as before."""
-        spec = self.spec
-        entries = self._entries(switch)
-        uplink = spec.uplink_ports * Fraction(spec.uplink_rate)
-        if not entries or spec.io_controllers < 2 or uplink >= 1:
-            return 0
-        return math.ceil(self.packet.packet_flits * (spec.io_controllers - 1) / uplink)
+        """How long an entry of :meth:`_entries` waits for a backlogged bubble output before it
+        claims it (``PacketSwitch(claim_after=)``; docs/switch.md, "Entries leave a bubble"):
+        :func:`claim_interval`, 0 (no claim) on an L2 or without entries."""
+        return claim_interval(self.spec, self.packet.packet_flits) if self._entries(switch) else 0
 
     def coordinate(self, m: Module, components: dict) -> None:
         """Logic between the endpoints' components (``{endpoint: component}`` of ``npu`` and

@@ -83,7 +83,12 @@ class StripeNpu(wiring.Component):
     ``stripe_bits`` for ``stripes``), ``depth`` (flits per data VC of the L1's input buffer and
     of this NPU's receive buffer; at least 2 x ``packet_flits``, the bubble rule), ``stripes``,
     ``rate`` (None: the started stripe at link rate; ``(a, b)``: paced to a / b flits per
-    cycle, whole packets, its first packet unpaced: the fabric's ``io_rate``).
+    cycle, whole packets, its first packet unpaced: the fabric's ``io_rate``), ``claim_after``
+    (0 = never, else 1..4095 cycles: a started packet that has waited that long for room for
+    two *claims* the L1 input: no forwarded packet starts until the room reaches two, and only
+    while credits keep coming back, a credit within the last 2 x ``packet_flits`` cycles; the
+    switch's entry claim, docs/switch.md, "Entries leave a bubble";
+    :func:`~hdl.designs.fabric.packet_fabric_top.claim_interval`).
 
     Members: ``o`` / ``credit_in`` (to the L1's input, its credits back), ``i`` / ``credit_out``
     (from the L1's output, credits to it), ``start``, ``we`` / ``waddr`` / ``wdata`` (the
@@ -100,7 +105,13 @@ class StripeNpu(wiring.Component):
 
     read_names = ("done", "received", "errors", "first_error", "seq_errors", "link_errors")
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, rate=None):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, rate=None,
+                 claim_after: int = 0):
+        if isinstance(claim_after, bool) or not isinstance(claim_after, int) or not 0 <= claim_after < 1 << 12:
+            self._MustUse__silence = True
+            raise FredError(f"a stripe NPU's claim_after must be a whole number of cycles in 0..4095, "
+                            f"got {claim_after!r}")
+        self.claim_after = claim_after
         if rate is not None and not (isinstance(rate, tuple) and len(rate) == 2):
             raise FredError(f"a stripe NPU's rate is None or (a, b), a / b flits per cycle; got {rate!r}")
         self.rate = rate
@@ -193,14 +204,15 @@ class StripeNpu(wiring.Component):
         # a started packet only with room for two (the bubble rule, module docstring), else the
         # forwarded one goes first
         inside, mine, turn = Signal(), Signal(name="from_start"), Signal(name="start_turn")
-        fwd_valid = recv.o.valid & forward
+        claim = self._claim(m, start_valid, inside, mine, tx, vc)
+        fwd_valid = recv.o.valid & forward & ~claim
         pick = Mux(inside, mine, start_valid & tx.room2 & (turn | ~fwd_valid))
         stripe = Mux(pick, start_stripe, recv.o.payload.stripe)
         route = Array(routes)[stripe]
         m.d.comb += [tx.i.valid.eq(Mux(pick, start_valid, fwd_valid)),
                      tx.i.payload.data.eq(Mux(pick, start_flit.data, fwd_data)),
                      tx.i.payload.last.eq(Mux(pick, start_flit.last, recv.o.payload.last)),
-                     recv.o.ready.eq(~forward | (tx.i.ready & ~pick)),
+                     recv.o.ready.eq(~forward | (tx.i.ready & ~pick & ~claim)),
                      tx.flow.eq(route[:8]), tx.stripe.eq(stripe),
                      tx.seq_in.eq(Mux(pick, number, recv.o.payload.seq)),
                      tx.phase.eq(phase), tx.vc.eq(vc), tx.hold.eq(0)]
@@ -235,3 +247,30 @@ class StripeNpu(wiring.Component):
                      self.first_error.eq(recv.first_error), self.seq_errors.eq(recv.seq_errors),
                      self.link_errors.eq(tx.credit_error | rx.overflow)]
         return m
+
+    def _claim(self, m, start_valid, inside, mine, tx, vc):
+        """1 while the started stripe claims the L1 input (``claim_after``; always 0 without):
+        at a packet boundary, its packet has waited ``claim_after`` cycles (since a started
+        flit was last taken or since it came), the input lacks room for two, and a credit came
+        back within the last 2 x ``packet_flits`` cycles. Then no forwarded packet starts, so
+        the returning credits make room for two and the started packet goes. Why: at the NPU
+        that feeds a half-rate uplink the L1 input's room comes back a packet at a time and the
+        forwarded stream, needing one, took each (the started stripe starved, as a controller's
+        at its entry output did); the wait keeps its share to one stripe's, and the claim lapses
+        when the credits stop, so the ring's argument holds (module docstring, step (3))."""
+        limit = self.claim_after
+        if not limit:
+            return 0
+        size = self.packet.packet_flits
+        returned = Signal(name="credit_back")
+        for v in range(len(DATA_VCS)):
+            with m.If(vc == v):
+                m.d.comb += returned.eq(self.credit_in[v] != 0)
+        quiet = Signal(range(2 * size + 1), init=2 * size, name="credit_quiet")
+        m.d.sync += quiet.eq(Mux(returned, 0, Mux(quiet == 2 * size, 2 * size, quiet + 1)))
+        waited = Signal(range(limit + 1), name="start_waited")
+        m.d.sync += waited.eq(Mux(~start_valid | (inside & mine), 0,
+                                  Mux(waited == limit, limit, waited + 1)))
+        claim = Signal(name="start_claim")
+        m.d.comb += claim.eq((waited == limit) & (quiet != 2 * size) & ~tx.room2 & ~inside)
+        return claim
