@@ -54,7 +54,9 @@ def test_gradients_reduce_out_along_the_chains_into_every_controller_at_once(run
     3), every controller's engine the sum of all 6 NPUs' data. Measured 2026-11-27 08:05 UTC:
     204 cycles (the controllers take 20 x 4 = 80 cycles for their stripe); 228 since the
     started stripe leaves a bubble (session 13, 12:02 UTC), 232 with it also paced to the
-    controllers' rate (12:18 UTC)."""
+    controllers' rate (12:18 UTC), 224 since it claims its L1 input after one stripe's fair
+    interval (8 x 2 x 2 = 32 cycles; session 16, 20:24 UTC, controller 1 done at 224 against
+    232)."""
     from fractions import Fraction
     spec = fabric_spec("fred-a", npus=6, npus_per_l1=2, io_controllers=3, io_rate=Fraction(1, 4))
     program = io_stripe_program(spec, "io-reduce", 60)
@@ -132,7 +134,11 @@ def test_a_controller_entering_at_the_npu_that_feeds_the_uplink_streams_at_its_m
     entry contests its output with room for one packet while the output's credits keep coming
     back (docs/switch.md, "Entries leave a bubble"): measured 2026-11-27 18:04-18:06 UTC (a
     scratch script doing this test's run, branch s15-stripe on d9bad86): 1,613 cycles, every
-    controller done at 640, every flit checked. Asserted besides:
+    controller done at 640, every flit checked. Since session 16 an entry whose packet waited
+    one stripe's fair interval (here 8 x 11 x 2 = 176 cycles) claims the output: 1,637 cycles,
+    every controller at 640 (2026-11-27 20:12-20:14 UTC, the same script on branch s16-stripe;
+    at 1/15 with 1,536 flits it takes 3,083 against 3,306 with the contest alone, L1.0's
+    uplink's work ending at 2,968). Asserted besides:
     the run within a fifth above L1.0's uplink's work (11 stripes of 64 flits at 1/2 flit per
     cycle: 1,408 cycles), which the claim tried in session 15 missed (1,955, every controller
     at 640: the entries took half of every backlogged output)."""
@@ -175,20 +181,7 @@ def test_striped_weight_streaming_from_18_controllers_does_not_fill_the_npu_ring
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("size", [54, 1800, pytest.param(4014, marks=pytest.mark.xfail(
-    strict=True, reason="known RTL miss, 9,164 vs 8,141.4 (1.126) on 2026-11-27 18:15 UTC (s15-stripe) since an entry "
-                        "contests its output with room for one packet while the output's credits return (session 15; "
-                        "the entries at outputs draining slower than 1/2 flit per cycle still lose their turns: "
-                        "docs/fabric_validation.md, 'Session 15'); before it 10,220 vs 8,141.4 on the packet platform "
-                        "with session 13's chain rule (1.255) on 2026-11-27 11:20 UTC with the contested hand-over and the controllers' entry "
-                        "bubble on the L1s' NPU ports (session 13; it hung with the contested rule alone); 10,235 "
-                        "before it with the online router's round-robin request order (10,144 with the fair "
-                        "hand-over alone; 11,108 while a switch kept a path for as long as its input's packets kept "
-                        "coming): the round-robin order closes the 20-NPU reproducer's gap but not the wafer's; the rest "
-                        "traced in session 14 on a 12-NPU Fred-A: the entry bubble starves the controllers entering at the "
-                        "NPU that feeds the half-rate uplink, whose stripes then finish alone at their memory's rate "
-                        "(test_a_controller_entering_at_the_npu_that_feeds_the_uplink_streams_at_its_memory_rate; "
-                        "docs/fabric_validation.md, 'The FRED side of the I/O rows', sessions 11 and 14; not fixed)"))])
+@pytest.mark.parametrize("size", [54, 1800, 4014])
 def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_of_the_model(size):
     """The mesh's io-load request (18 controllers, a stripe of size / 18 flits each to every
     NPU) on the packet Fred-A under Verilator (a new build of the 18-controller fabric): every
@@ -196,7 +189,10 @@ def test_fred_a_wafer_weight_streaming_from_18_controllers_is_within_5_percent_o
     platform, the packet fabric's (docs/fabric_validation.md, "The mesh in RTL"; at 54 flits
     482 against 483.3, session 13's chain rule: 508.4 before it, a strict xfail; at 1,800 flits
     3,900 against 3,959.4, 0.985, since session 15's contest with room for one, 2026-11-27
-    18:15 UTC: as built 4,149, 1.048, the same request in Verilator at 11:11 UTC)."""
+    18:15 UTC: as built 4,149, 1.048, the same request in Verilator at 11:11 UTC; at 4,014
+    flits 8,080 against 8,141.4, 0.992, since session 16's claim after a stripe's fair
+    interval, 2026-11-27 20:30 UTC: 9,164, 1.126, with the contest alone, a strict xfail;
+    docs/switch.md, "Entries leave a bubble")."""
     from cocotb_tests.fabric.stripe_io_run import run_stripe_io
     from studies.mesh_validation import fred_io_model_cycles
     spec = fabric_spec("fred-a", io_controllers=18)
