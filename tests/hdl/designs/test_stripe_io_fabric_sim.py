@@ -225,7 +225,10 @@ class _ModelMiss(Exception):
     flit is an AssertionError: it fails even where a miss is expected)."""
 
 
-_SLOW = ("known RTL miss (session 13, s13-store, Verilator, 2026-11-27 12:26 UTC, the started stripe with its "
+_SLOW = ("known RTL miss, smaller since session 16's claim (the started stripe claims its L1 input after one "
+         "stripe's fair interval, StripeNpu(claim_after=), Verilator 2026-11-27 20:42 UTC, s16-stripe): Fred-A 1,800 "
+         "flits 4,327 against 3,959.4 (1.093), 4,014 flits 8,992 against 8,141.4 (1.104), the rest not traced; "
+         "before it (session 13, s13-store, Verilator, 2026-11-27 12:26 UTC, the started stripe with its "
          "bubble and paced): Fred-A 1,800 flits 4,893 against 3,959.4 (1.236), 4,014 flits 10,631 against 8,141.4 "
          "(1.306), where the weight streaming on the same chains takes 10,220 (1.255), both over even the model's "
          "order-free figure; traced in session 14 on a 12-NPU Fred-A: the controllers entering at the NPU that feeds "
