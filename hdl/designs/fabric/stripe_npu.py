@@ -57,7 +57,7 @@ same members as :class:`~hdl.designs.fabric.io_controller.IoController` at the l
 
 from __future__ import annotations
 
-from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -260,7 +260,7 @@ class StripeNpu(wiring.Component):
         when the credits stop, so the ring's argument holds (module docstring, step (3))."""
         limit = self.claim_after
         if not limit:
-            return 0
+            return Const(0, 1)      # unsigned: ``~claim`` stays one bit
         size = self.packet.packet_flits
         returned = Signal(name="credit_back")
         for v in range(len(DATA_VCS)):
