@@ -31,7 +31,10 @@ its room at its start, so a buffer with a packet of room can take one more; (3) 
 along the ring from that buffer, the first non-empty buffer's head packet leaves the ring
 (into a controller, eventually) or needs only the room after it, and takes it (the switches'
 argument, docs/switch.md; at this NPU the forwarded packet is picked whenever the started one
-cannot go). So the ring never stops while it holds a packet, and once it is empty every
+cannot go, except during a claim (``claim_after``, session 16), which holds it only while the
+L1 input's credits come back and its room is below two packets: the room then only grows, so
+the claim ends with the started packet's start or lapses after 2 x ``packet_flits`` quiet
+cycles, and comes again only ``claim_after`` cycles later). So the ring never stops while it holds a packet, and once it is empty every
 started packet finds its room. What the argument counts in whole packets: a stripe's last
 packet may be shorter than ``packet_flits``; it reserves a whole packet's room at its start
 but frees only its own flits, so a buffer behind it can be left with less than a packet of
