@@ -279,6 +279,8 @@ def test_a_stripe_npu_needs_room_for_two_packets_for_its_started_stripe():
     top._MustUse__silence = True        # only its flit and packet formats are used
     with pytest.raises(FredError, match="room for two packets.*depth >= 16.*got 8"):
         StripeNpu(flit=top.flit, packet=top.packet, depth=8, stripes=3)
+    with pytest.raises(FredError, match="claim_after must be a whole number of cycles in 0..4095, got -1"):
+        StripeNpu(flit=top.flit, packet=top.packet, depth=16, stripes=3, claim_after=-1)
 
 
 def test_started_stripes_leave_a_bubble_in_the_npu_ring(run_fabric_top):
