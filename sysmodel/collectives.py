@@ -718,22 +718,26 @@ def _paced_turn_s(net: FredTreeNetwork, c: Collective, wire: float, phase_turn_s
       which the operand already waits) and its last (the controller's, which both streams
       cross).
 
-    r is the slowest named controller's link. 0 if the turn is no longer than the phase turn."""
-    paths = [net.path(m, net.io_nodes[k]) for k in c.controllers for m in c.group]
-    rate = min(float(net.link_bw[p[-1]]) for p in paths)
-    through = min(float(net.link_bw[list(p[:-1])].min()) for p in paths if len(p) > 1)
+    r is each named controller's link; with several controllers the slowest turn counts. 0 if
+    the turn is no longer than the phase turn."""
     flit = float(net.flit_bytes or 0)
     held = net.platform.vc_buffer_flits * flit
-    l1 = int(net.link_src[paths[0][-1]])          # the switch feeding the controller
-    timing = net.switch_timing(l1)
-    packet_tail = max(timing.preemption_packet_flits - 1, 0) * timing.cycle_s \
-        / min(timing.throughput_flits_per_cycle_per_port, 1.0)
-    stream = max(wire - held, 0.0) / rate + float(net.node_latency[l1]) + packet_tail
-    fabric = max(wire - flit, 0.0) / through
-    select = timing.header_select_s if net.platform.phase_select == "header" else timing.phase_select_s
-    chain = max(net.path_latency(p) - float(net.link_latency[p[0]]) - float(net.link_latency[p[-1]])
-                for p in paths)
-    return max(max(stream, fabric) + select + chain - phase_turn_s, 0.0)
+    turn = 0.0
+    for k in c.controllers:
+        paths = [net.path(m, net.io_nodes[k]) for m in c.group]   # each ends at the controller's link
+        rate = float(net.link_bw[paths[0][-1]])
+        through = min(float(net.link_bw[list(p[:-1])].min()) for p in paths)
+        l1 = int(net.link_src[paths[0][-1]])          # the switch feeding the controller
+        timing = net.switch_timing(l1)
+        packet_tail = max(timing.preemption_packet_flits - 1, 0) * timing.cycle_s \
+            / min(timing.throughput_flits_per_cycle_per_port, 1.0)
+        stream = max(wire - held, 0.0) / rate + float(net.node_latency[l1]) + packet_tail
+        fabric = max(wire - flit, 0.0) / through
+        select = timing.header_select_s if net.platform.phase_select == "header" else timing.phase_select_s
+        chain = max(net.path_latency(p) - float(net.link_latency[p[0]]) - float(net.link_latency[p[-1]])
+                    for p in paths)
+        turn = max(turn, max(stream, fabric) + select + chain)
+    return max(turn - phase_turn_s, 0.0)
 
 
 def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
