@@ -343,7 +343,10 @@ class Engine:
             queue = queues.get(resource)
             if queue is None:
                 queue = queues[resource] = []
-            queue.extend(map(t0.__add__, offsets))
+            if type(offsets) is range:   # evenly spaced (TaskBlock.typed): shifted as a range
+                queue.extend(range(t0 + offsets.start, t0 + offsets.stop, offsets.step))
+            else:
+                queue.extend(map(t0.__add__, offsets))
         self._arrays = None
         return t0
 
@@ -594,7 +597,8 @@ class TaskBlock:
     ``category``, ``npu``, ``entry`` (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
     ``dep_count`` (of every task but the first, whose dependencies each append gives),
     ``deps`` (those dependencies in a row, as offsets from the block's first task) and
-    ``queues`` ((resource, offsets of its tasks in order) per resource)."""
+    ``queues`` ((resource, offsets of its tasks in order: a list, or a range where evenly
+    spaced) per resource)."""
 
     names: tuple
     duration: list
@@ -616,7 +620,20 @@ class TaskBlock:
         (a numpy call costs about 2 us, shifting one number in Python about 0.1 us)."""
         deps = np.array(deps, dtype=np.int64) if len(deps) >= NUMPY_DEPS else tuple(deps)
         return TaskBlock(names, array("d", duration), category, npu, array("q", entry), sources,
-                         array("q", dep_count), deps, queues)
+                         array("q", dep_count), deps, [(r, _as_range(q)) for r, q in queues])
+
+
+def _as_range(offsets: list):
+    """``offsets`` (increasing) as a range where they are evenly spaced (a layer block's compute
+    and MP tasks alternate): :meth:`Engine._extend` then shifts them as a range, about half
+    the time of shifting each offset; else the list itself."""
+    if len(offsets) < 2:
+        return offsets
+    first, step = offsets[0], offsets[1] - offsets[0]
+    stop = offsets[-1] + step
+    if step <= 0 or list(range(first, stop, step)) != offsets:
+        return offsets
+    return range(first, stop, step)
 
 
 #: a :class:`TaskBlock` with this many dependencies or more keeps them as a numpy array (timeit:
@@ -727,6 +744,9 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), ho
     of the tasks' entries ``task_entry``); with ``hold`` (:class:`Engine`), the hold arrays of
     :func:`_hold_arrays` (entries it adds follow the given ones; each entry's latency beyond its
     bytes is its first task's, of ``duration``)."""
+    stacked = _stacked_entries(entries) if hold is None else None
+    if stacked is not None:   # the same arrays, computed over every entry at once
+        return _stacked_entry_arrays(entries, stacked, preempt_s, shared_phase, task_entry)
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     tier = entry_tiers(entries, shared_phase, task_entry)
@@ -741,6 +761,50 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), ho
         shared_phase=shared_per_link(shared_phase, n_links), tier=held["tier"],
         head=held["head"], after=held["after"], hold_first=held["hold_first"],
         hold_count=held["hold_count"], hold_cut=held["hold_cut"])
+
+
+def _stacked_entries(entries: list) -> tuple | None:
+    """The loads and the bandwidths of every transfer entry as two (entries, links) float64
+    arrays, when every entry's are one-dimensional float64 arrays of one length (a graph's
+    transfers on one network); else None (:func:`_entry_arrays` then takes them one by one)."""
+    if not entries:
+        return None
+    width = None
+    for loads, bw in entries:
+        if type(loads) is not np.ndarray or type(bw) is not np.ndarray or loads.dtype != np.float64 \
+                or bw.dtype != np.float64 or loads.ndim != 1 or loads.shape != bw.shape:
+            return None
+        if width is None:
+            width = loads.shape[0]
+        elif loads.shape[0] != width:
+            return None
+    return np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
+
+
+def _stacked_entry_arrays(entries: list, stacked: tuple, preempt_s, shared_phase, task_entry) -> dict:
+    """:func:`_entry_arrays` without a hold, over the entries' stacked loads and bandwidths
+    (:func:`_stacked_entries`): each row's time alone, loaded links and shares are
+    :func:`_array_entry`'s (the same divisions and maxima, element by element), and the tiers
+    :func:`entry_tiers`' (its test whether an entry loads a stored phase made for every row
+    at once). Why: numpy's fixed cost per call, paid about ten times per entry, was a tenth
+    of a small iteration's evaluation (docs/sysmodel.md, Speed, twentieth increment)."""
+    loads, bw = stacked
+    n = len(entries)
+    per_link = loads / bw
+    alone = per_link.max(axis=1)
+    rows, links = np.nonzero(loads > 0)   # row by row, each row's links in order (flatnonzero's)
+    share = per_link[rows, links] / alone[rows]
+    link_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=link_ptr[1:])
+    n_links = int(links.max()) + 1 if len(links) else 0
+    total = len(links)
+    return dict(
+        alone=alone, link_ptr=link_ptr, links=links.astype(np.int64), share=share,
+        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
+        shared_phase=shared_per_link(shared_phase, n_links),
+        tier=entry_tiers(entries, shared_phase, task_entry, loads),
+        head=np.zeros(total), after=np.full(total, np.inf), hold_first=np.full(n, -1, dtype=np.int64),
+        hold_count=np.zeros(n, dtype=np.int64), hold_cut=np.full(n, np.inf))
 
 
 def _hold_arrays(entries: list, found: list, tier: np.ndarray, hold, task_entry=(), duration=()) -> dict:
@@ -809,7 +873,7 @@ def _checked_preempt(preempt_s):
     return costs
 
 
-def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
+def entry_tiers(entries: list, shared_phase, task_entry, stacked_loads=None) -> np.ndarray:
     """Per transfer entry, its turn among the transfers of its priority level: where it loads a
     link another shares a phase with (a switch's stored-phase pseudo-link,
     :func:`sysmodel.switch_phases.shared_phase_links`), 1 + the number of the first task
@@ -819,7 +883,10 @@ def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
     the order the packet fabric's program gives them (docs/switch.md, "Phase order"), not a
     split of its time; the engine fills a level tier by tier, lowest first, so a transfer
     holding a stored phase gets what the level's earlier transfers leave (transfers of one
-    collective, and those holding no stored phase, share max-min as before)."""
+    collective, and those holding no stored phase, share max-min as before).
+    ``stacked_loads``: the entries' loads as one (entries, links) array
+    (:func:`_stacked_entries`), when the caller has it: which entries load a stored phase is
+    then found for all of them at once."""
     tier = np.zeros(len(entries), dtype=np.int64)
     if shared_phase is None or not entries:
         return tier
@@ -829,6 +896,14 @@ def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
     first = np.full(len(entries), len(task_entry), dtype=np.int64)
     np.minimum.at(first, task_entry[used], np.flatnonzero(used))
     first_of_content: dict = {}
+    if stacked_loads is not None:
+        in_order = np.argsort(first, kind="stable")
+        holding = (stacked_loads[:, stored[stored < stacked_loads.shape[1]]] > 0).any(axis=1)
+        for e in in_order[holding[in_order]].tolist():
+            loads, bw = entries[e]
+            key = (np.asarray(loads).tobytes(), np.asarray(bw).tobytes())
+            tier[e] = first_of_content.setdefault(key, first[e] + 1)
+        return tier
     for e in np.argsort(first, kind="stable"):
         loads, bw = entries[e]
         if np.any(loads[stored[stored < len(loads)]] > 0):

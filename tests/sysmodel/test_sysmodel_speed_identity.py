@@ -460,3 +460,48 @@ def test_last_backwards_appended_as_blocks_equal_the_reference_graph(blocking, m
     assert plain == layers * passes
     assert overlapped == layers * passes + (0 if blocking else layers)
     assert single == 2 * layers + layers   # one forward and one (last) backward per stage
+
+
+def test_stacked_transfer_entries_give_the_arrays_taken_one_by_one(monkeypatch):
+    """The transfer entries' arrays for the compiled loop computed over the stacked loads
+    (engine._stacked_entry_arrays) equal those taken entry by entry, bit for bit: times alone,
+    loaded links, shares and tiers (some entries loading the stored phase, some not, equal
+    contents in other arrays, unused entries, ties in the first task). A graph's entries of
+    several lengths take the entry-by-entry path."""
+    from sysmodel import engine
+    rng = np.random.default_rng(31)
+    checked = 0
+    for _ in range(60):
+        links = int(rng.integers(3, 12))
+        entries = []
+        for _ in range(int(rng.integers(1, 7))):
+            loads = rng.random(links) * (rng.random(links) < 0.5)
+            loads[int(rng.integers(links))] = 1.0 + rng.random()
+            entries.append((loads, 0.5 + rng.random(links)))
+        entries.append((entries[0][0].copy(), entries[0][1].copy()))   # same content, other arrays
+        shared = np.full(links, -1, dtype=np.int64)
+        shared[links - 1] = 0                                      # link 0's phase is stored
+        task_entry = rng.integers(-1, len(entries), size=int(rng.integers(1, 20)))
+        stacked = engine._entry_arrays(entries, 0.0, shared, task_entry)
+        with monkeypatch.context() as m:
+            m.setattr(engine, "_stacked_entries", lambda _entries: None)
+            each = engine._entry_arrays(entries, 0.0, shared, task_entry)
+        assert stacked.keys() == each.keys()
+        for key, value in each.items():
+            assert np.array_equal(stacked[key], value), key
+            assert np.asarray(stacked[key]).dtype == np.asarray(value).dtype, key
+        holding = [e for e in range(len(entries)) if entries[e][0][0] > 0]
+        checked += 0 < len(holding) < len(entries)
+    assert checked >= 10   # both kinds of entry in many cases
+    assert engine._stacked_entries([(np.ones(3), np.ones(3)), (np.ones(4), np.ones(4))]) is None
+
+
+def test_a_blocks_evenly_spaced_queue_offsets_become_a_range():
+    """TaskBlock.typed keeps a queue's offsets as a range only where they are exactly one."""
+    from sysmodel.engine import _as_range
+    assert _as_range([1, 3, 5, 7]) == range(1, 9, 2)
+    assert _as_range([0, 1]) == range(0, 2)
+    assert _as_range([0, 2, 5]) == [0, 2, 5]
+    assert _as_range([0, 2, 4, 5]) == [0, 2, 4, 5]
+    assert _as_range([4]) == [4]
+    assert _as_range([]) == []
