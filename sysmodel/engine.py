@@ -196,6 +196,10 @@ class Engine:
         self._arrays: GraphArrays | None = None   # the arrays of the graph, once made
         self._kinds: tuple | None = None          # task_kinds(), once made
         self._codes: tuple | None = None          # _category_codes(), once made
+        # (first task, category tuple, NPU tuple) of every block appended by _extend: the
+        # codes of task_kinds() and _category_codes() are made once per distinct block
+        # (:meth:`_pieces`), not once per task
+        self._segments: list = []
 
     def __len__(self) -> int:
         return len(self._duration)
@@ -325,6 +329,8 @@ class Engine:
         # a (prefix, names) pair, not a closure: a kept graph holds one per appended block, and a
         # tuple costs the cyclic garbage collector less to traverse than a function and its cells
         self._name_parts.append((prefix, names))
+        if type(block.category) is tuple and type(block.npu) is tuple:
+            self._segments.append((t0, block.category, block.npu))
         self._duration.extend(block.duration)    # a typed array into a typed array: one copy
         self._category.extend(block.category)
         self._npu.extend(block.npu)
@@ -445,6 +451,7 @@ class Engine:
             if type(column) is list:
                 setattr(self, name, tuple(column))
         self._category, self._npu = tuple(self._category), tuple(self._npu)
+        self._segments = tuple(self._segments)
         self.sources = tuple(self.sources)
         self._name, self._name_parts = tuple(self._name), tuple(self._name_parts)
         self.queues = {r: tuple(q) for r, q in self.queues.items()}
@@ -463,11 +470,13 @@ class Engine:
             eng._category, eng._npu = self._category, self._npu
             eng._entry, eng._dep_count, eng._dep_flat = self._entry, self._dep_count, self._dep_flat
             eng._kinds, eng._codes = self._kinds, self._codes
+            eng._segments = self._segments
         else:
             eng.queues = {r: list(q) for r, q in self.queues.items()}
             eng.sources = list(self.sources)
             eng._name, eng._name_parts = list(self._name), list(self._name_parts)
             eng._category, eng._npu = list(self._category), list(self._npu)
+            eng._segments = list(self._segments)
             eng._entry, eng._dep_count, eng._dep_flat = self._entry[:], self._dep_count[:], self._dep_flat[:]
         eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         eng._arrays = dataclasses.replace(self.arrays(), duration=duration)
@@ -491,18 +500,38 @@ class Engine:
         if kinds is not None and len(kinds[0]) == n:
             return kinds
         code, names = self._category_codes()
-        npus = set(self._npu)
-        npus.discard(None)
-        if any(type(x) is not int or x < 0 for x in npus):
-            return None
-        if npus and max(npus) >= 2 ** 53:
-            return None
-        # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
-        # converted by numpy in C rather than looked up per task in Python
-        as_float = np.array(self._npu, dtype=np.float64)
-        npu = np.where(np.isnan(as_float), -1.0, as_float).astype(np.int64)
+        made: dict = {}   # per distinct block's NPU tuple, its codes (None: not all codable)
+        parts = []
+        for block, values in self._pieces(2):
+            part = made.get(id(values)) if block else None
+            if part is None:
+                part = _npu_codes(values)
+                if part is None:
+                    return None
+                if block:
+                    made[id(values)] = part
+            parts.append(part)
+        npu = np.concatenate(parts) if len(parts) != 1 else parts[0]
         kinds = self._kinds = (code, names, npu)
         return kinds
+
+    def _pieces(self, which: int) -> list:
+        """The category (``which`` 1) or NPU (2) column in task order as pieces (whether the
+        piece is an appended block's own tuple, its values): the blocks :meth:`_extend`
+        appended (kept in ``_segments``) and the slices of the column between them (tasks
+        added otherwise), so that a block appended many times is coded once."""
+        column = self._category if which == 1 else self._npu
+        n = len(self._duration)
+        pieces, at = [], 0
+        for segment in self._segments:
+            t0, values = segment[0], segment[which]
+            if t0 > at:
+                pieces.append((False, column[at:t0]))
+            pieces.append((True, values))
+            at = t0 + len(values)
+        if at < n or not pieces:
+            pieces.append((False, column[at:n]))
+        return pieces
 
     def _category_codes(self) -> tuple[np.ndarray, list]:
         """(per task its category's number (int64, read only), the categories in name order):
@@ -513,9 +542,29 @@ class Engine:
         n = len(self._duration)
         if made is not None and len(made[0]) == n:
             return made
-        names = sorted(set(self._category))
+        pieces = self._pieces(1)
+        kinds: dict = {}   # per distinct block's category tuple, its categories
+        present = set()
+        for block, values in pieces:
+            if block:
+                found = kinds.get(id(values))
+                if found is None:
+                    found = kinds[id(values)] = set(values)
+                present |= found
+            else:
+                present.update(values)
+        names = sorted(present)
         number = {c: k for k, c in enumerate(names)}
-        code = np.fromiter(map(number.__getitem__, self._category), dtype=np.int64, count=n)
+        made: dict = {}   # per distinct block's category tuple, its codes
+        parts = []
+        for block, values in pieces:
+            part = made.get(id(values)) if block else None
+            if part is None:
+                part = np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values))
+                if block:
+                    made[id(values)] = part
+            parts.append(part)
+        code = np.concatenate(parts) if len(parts) != 1 else parts[0]
         code.flags.writeable = False
         self._codes = (code, names)
         return self._codes
@@ -617,9 +666,11 @@ class TaskBlock:
         (:class:`Engine`): ``duration`` float64, ``entry`` and ``dep_count`` int64 typed arrays,
         so that each append copies them as memory; ``deps`` an int64 numpy array from
         :data:`NUMPY_DEPS` dependencies on (each append shifts them in numpy), else a tuple
-        (a numpy call costs about 2 us, shifting one number in Python about 0.1 us)."""
+        (a numpy call costs about 2 us, shifting one number in Python about 0.1 us); the
+        category and NPU columns as tuples: an engine codes each distinct block's once
+        (:meth:`Engine.task_kinds`), and the collector stops tracking them."""
         deps = np.array(deps, dtype=np.int64) if len(deps) >= NUMPY_DEPS else tuple(deps)
-        return TaskBlock(names, array("d", duration), category, npu, array("q", entry), sources,
+        return TaskBlock(names, array("d", duration), tuple(category), tuple(npu), array("q", entry), sources,
                          array("q", dep_count), deps, [(r, _as_range(q)) for r, q in queues])
 
 
@@ -694,6 +745,21 @@ class BlockTable:
                                dtype=np.int64),
             resource=np.array(list(itertools.chain.from_iterable(rows)), dtype=np.int64),
             resources=list(resources))
+
+
+def _npu_codes(values) -> np.ndarray | None:
+    """The NPUs ``values`` (a sequence) as int64 codes, -1 for None; None where one is not an
+    int >= 0 or is 2**53 or more (a float would round it: :meth:`Engine.task_kinds`)."""
+    npus = set(values)
+    npus.discard(None)
+    if any(type(x) is not int or x < 0 for x in npus):
+        return None
+    if npus and max(npus) >= 2 ** 53:
+        return None
+    # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
+    # converted by numpy in C rather than looked up per task in Python
+    as_float = np.array(values, dtype=np.float64)
+    return np.where(np.isnan(as_float), -1.0, as_float).astype(np.int64)
 
 
 def _floats(values=None) -> array:

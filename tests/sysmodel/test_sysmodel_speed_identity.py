@@ -505,3 +505,51 @@ def test_a_blocks_evenly_spaced_queue_offsets_become_a_range():
     assert _as_range([0, 2, 4, 5]) == [0, 2, 4, 5]
     assert _as_range([4]) == [4]
     assert _as_range([]) == []
+
+
+def _codes_without_segments(eng):
+    """``eng``'s task_kinds() and _category_codes() made from its columns alone (no block
+    segments): what the engine made before blocks were coded once each."""
+    copy = eng.retimed(np.array(eng._duration, dtype=np.float64))
+    copy._segments, copy._kinds, copy._codes = [], None, None
+    return copy.task_kinds(), copy._category_codes()
+
+
+def test_task_codes_made_per_block_equal_those_made_per_task():
+    """The category and NPU codes made once per appended block (Engine._pieces) equal those
+    made task by task: on Transformer-17B's graph (blocks between tasks added one by one) and
+    on blocks whose NPUs a float would round or that are not ints, where the codes are None."""
+    from sysmodel.engine import TaskBlock
+    from sysmodel.iteration_plan import plan_iteration
+    from sysmodel.task_graphs import StageEngine
+    from sysmodel.training import build_task_graph, link_priority
+    plan = plan_iteration(P, get_workload("transformer-17b"), None)
+    eng = StageEngine(blocking=False, **link_priority(P, "fred-d"))
+    build_task_graph(eng, plan, "fred-d")
+    assert len(eng._segments) >= 8 and len(eng) > eng._segments[-1][0] + len(eng._segments[-1][1])
+    (code, names, npu), (code2, names2) = eng.task_kinds(), eng._category_codes()
+    (ref_code, ref_names, ref_npu), (ref_code2, ref_names2) = _codes_without_segments(eng)
+    assert names == names2 == ref_names == ref_names2 == ["compute", "dp", "mp", "pp"]
+    for a, b in ((code, ref_code), (code2, ref_code2), (npu, ref_npu)):
+        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    assert np.array_equal(code, [names.index(c) for c in eng._category])
+    assert np.array_equal(npu, [-1 if x is None else x for x in eng._npu])
+
+    def graph(block_npus, added_npu):
+        g = Engine()
+        block = TaskBlock.typed(("a", "b", "c"), [1.0, 1.0, 1.0], ["compute", "io", "mp"], block_npus,
+                                [-1, -1, -1], [None] * 3, [1, 1], [0, 1], [("r", [0, 1, 2])])
+        g.add("first", "r", 1.0, category="dp", npu=added_npu)
+        for k in range(3):
+            g._extend(block, f"{k} ", (len(g) - 1,))
+            g.add(f"between {k}", "q", 1.0, [len(g) - 1], category="pp", npu=added_npu)
+        return g
+    g = graph([3, None, 2 ** 53 - 1], 7)
+    kinds = g.task_kinds()
+    assert kinds[1] == ["compute", "dp", "io", "mp", "pp"]
+    assert list(kinds[0]) == [1] + [0, 2, 3, 4] * 3
+    assert list(kinds[2]) == [7] + [3, -1, 2 ** 53 - 1, 7] * 3
+    assert graph([3, None, 2 ** 53], 7).task_kinds() is None      # a float would round it
+    assert graph([3, None, True], 7).task_kinds() is None         # not an int
+    assert graph([3, None, 1], 2 ** 53 + 1).task_kinds() is None  # a task added one by one
+    assert graph([3, None, 1], -2).task_kinds() is None
