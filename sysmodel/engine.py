@@ -751,11 +751,14 @@ def _npu_codes(values) -> np.ndarray | None:
     """The NPUs ``values`` (a sequence) as int64 codes, -1 for None; None where one is not an
     int >= 0 or is 2**53 or more (a float would round it: :meth:`Engine.task_kinds`)."""
     npus = set(values)
+    none = None in npus
     npus.discard(None)
     if any(type(x) is not int or x < 0 for x in npus):
         return None
     if npus and max(npus) >= 2 ** 53:
         return None
+    if len(npus) == 1 and not none:   # one NPU (a stage's block): no conversion needed
+        return np.full(len(values), npus.pop(), dtype=np.int64)
     # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
     # converted by numpy in C rather than looked up per task in Python
     as_float = np.array(values, dtype=np.float64)

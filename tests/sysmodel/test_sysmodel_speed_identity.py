@@ -549,6 +549,7 @@ def test_task_codes_made_per_block_equal_those_made_per_task():
     assert kinds[1] == ["compute", "dp", "io", "mp", "pp"]
     assert list(kinds[0]) == [1] + [0, 2, 3, 4] * 3
     assert list(kinds[2]) == [7] + [3, -1, 2 ** 53 - 1, 7] * 3
+    assert list(graph([5, 5, 5], None).task_kinds()[2]) == [-1] + [5, 5, 5, -1] * 3   # one NPU per block
     assert graph([3, None, 2 ** 53], 7).task_kinds() is None      # a float would round it
     assert graph([3, None, True], 7).task_kinds() is None         # not an int
     assert graph([3, None, 1], 2 ** 53 + 1).task_kinds() is None  # a task added one by one
