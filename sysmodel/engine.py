@@ -519,10 +519,14 @@ class Engine:
         """The category (``which`` 1) or NPU (2) column in task order as pieces (whether the
         piece is an appended block's own tuple, its values): the blocks :meth:`_extend`
         appended (kept in ``_segments``) and the slices of the column between them (tasks
-        added otherwise), so that a block appended many times is coded once."""
+        added otherwise), so that a block appended many times is coded once. One piece, the
+        whole column, where the blocks are small (fewer than :data:`TASKS_PER_PIECE` tasks per
+        block on average): a piece costs about a microsecond, a task some 25 ns."""
         column = self._category if which == 1 else self._npu
         n = len(self._duration)
         pieces, at = [], 0
+        if len(self._segments) * TASKS_PER_PIECE > n:
+            return [(False, column)]
         for segment in self._segments:
             t0, values = segment[0], segment[which]
             if t0 > at:
@@ -555,14 +559,14 @@ class Engine:
                 present.update(values)
         names = sorted(present)
         number = {c: k for k, c in enumerate(names)}
-        made: dict = {}   # per distinct block's category tuple, its codes
+        coded: dict = {}   # per distinct block's category tuple, its codes
         parts = []
         for block, values in pieces:
-            part = made.get(id(values)) if block else None
+            part = coded.get(id(values)) if block else None
             if part is None:
                 part = np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values))
                 if block:
-                    made[id(values)] = part
+                    coded[id(values)] = part
             parts.append(part)
         code = np.concatenate(parts) if len(parts) != 1 else parts[0]
         code.flags.writeable = False
@@ -832,10 +836,26 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), ho
         hold_count=held["hold_count"], hold_cut=held["hold_cut"])
 
 
+#: Tasks per appended block from which a graph's category and NPU codes are made block by block
+#: (:meth:`Engine._pieces`): timed, Transformer-17B's 32 blocks of 79-83 tasks coded in about
+#: half the time task by task took; the 10,240-GPU Megatron graph's 738 blocks of about 21
+#: tasks (15,616 tasks) in 1.5 times it (docs/sysmodel.md, Speed).
+TASKS_PER_PIECE = 40
+
+
+#: Entries x links up to which the transfer entries' arrays are made stacked
+#: (:func:`_stacked_entries`): beyond it the passes over whole matrices cost more than the
+#: per-entry numpy calls they save (timed, ``/tmp/s16-t17/t_cross.py``: stacked faster at
+#: 10 x 2,000 and 50 x 400 cells, slower from 10 x 4,000 and 50 x 1,000 on; the cluster graphs'
+#: 51 x 25,602 took 8.5 ms stacked against 2.2 ms entry by entry; docs/sysmodel.md, Speed).
+STACKED_ENTRY_CELLS = 2 ** 14
+
+
 def _stacked_entries(entries: list) -> tuple | None:
     """The loads and the bandwidths of every transfer entry as two (entries, links) float64
     arrays, when every entry's are one-dimensional float64 arrays of one length (a graph's
-    transfers on one network); else None (:func:`_entry_arrays` then takes them one by one)."""
+    transfers on one network) and they are at most :data:`STACKED_ENTRY_CELLS` values; else
+    None (:func:`_entry_arrays` then takes them one by one)."""
     if not entries:
         return None
     width = None
@@ -847,6 +867,8 @@ def _stacked_entries(entries: list) -> tuple | None:
             width = loads.shape[0]
         elif loads.shape[0] != width:
             return None
+    if len(entries) * width > STACKED_ENTRY_CELLS:
+        return None
     return np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
 
 

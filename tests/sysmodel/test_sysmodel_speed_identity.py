@@ -494,6 +494,9 @@ def test_stacked_transfer_entries_give_the_arrays_taken_one_by_one(monkeypatch):
         checked += 0 < len(holding) < len(entries)
     assert checked >= 10   # both kinds of entry in many cases
     assert engine._stacked_entries([(np.ones(3), np.ones(3)), (np.ones(4), np.ones(4))]) is None
+    cells = engine.STACKED_ENTRY_CELLS   # large entry sets go entry by entry (faster there)
+    assert engine._stacked_entries([(np.ones(cells // 4), np.ones(cells // 4))] * 4) is not None
+    assert engine._stacked_entries([(np.ones(cells // 4 + 1), np.ones(cells // 4 + 1))] * 4) is None
 
 
 def test_a_blocks_evenly_spaced_queue_offsets_become_a_range():
@@ -515,10 +518,12 @@ def _codes_without_segments(eng):
     return copy.task_kinds(), copy._category_codes()
 
 
-def test_task_codes_made_per_block_equal_those_made_per_task():
+def test_task_codes_made_per_block_equal_those_made_per_task(monkeypatch):
     """The category and NPU codes made once per appended block (Engine._pieces) equal those
     made task by task: on Transformer-17B's graph (blocks between tasks added one by one) and
-    on blocks whose NPUs a float would round or that are not ints, where the codes are None."""
+    on blocks whose NPUs a float would round or that are not ints, where the codes are None;
+    small blocks (fewer than TASKS_PER_PIECE tasks each on average) are coded task by task."""
+    from sysmodel import engine
     from sysmodel.engine import TaskBlock
     from sysmodel.iteration_plan import plan_iteration
     from sysmodel.task_graphs import StageEngine
@@ -527,6 +532,7 @@ def test_task_codes_made_per_block_equal_those_made_per_task():
     eng = StageEngine(blocking=False, **link_priority(P, "fred-d"))
     build_task_graph(eng, plan, "fred-d")
     assert len(eng._segments) >= 8 and len(eng) > eng._segments[-1][0] + len(eng._segments[-1][1])
+    assert len(eng._pieces(1)) == len(eng._segments) + 1   # 32 blocks, then the tasks added one by one
     (code, names, npu), (code2, names2) = eng.task_kinds(), eng._category_codes()
     (ref_code, ref_names, ref_npu), (ref_code2, ref_names2) = _codes_without_segments(eng)
     assert names == names2 == ref_names == ref_names2 == ["compute", "dp", "mp", "pp"]
@@ -544,7 +550,10 @@ def test_task_codes_made_per_block_equal_those_made_per_task():
             g._extend(block, f"{k} ", (len(g) - 1,))
             g.add(f"between {k}", "q", 1.0, [len(g) - 1], category="pp", npu=added_npu)
         return g
+    assert graph([3, None, 1], 7)._pieces(2) == [(False, graph([3, None, 1], 7)._npu)]   # small blocks
+    monkeypatch.setattr(engine, "TASKS_PER_PIECE", 1)
     g = graph([3, None, 2 ** 53 - 1], 7)
+    assert len(g._pieces(1)) == 7
     kinds = g.task_kinds()
     assert kinds[1] == ["compute", "dp", "io", "mp", "pp"]
     assert list(kinds[0]) == [1] + [0, 2, 3, 4] * 3
