@@ -25,6 +25,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.input_schema import InputModel, PositiveInt, PositiveNumber, validate_input
 from sysmodel.platform import Platform, load_platform
 from sysmodel.toml_file import parse_toml
+from sysmodel.pipeline_collapse import collapsed_iteration
 from sysmodel.training import simulate_iteration
 from sysmodel.workloads import Workload, transformer
 from hdl.contracts.text_file import read_text_file
@@ -86,6 +87,9 @@ class ValidationRow:
     recompute: str
     notes: list
     eval_s: float
+    #: (m_a, m_b): the case's figures carried from two runs of m_a and m_b microbatches whose
+    #: steady periods repeat (:mod:`sysmodel.pipeline_collapse`); None: the whole iteration ran
+    collapsed: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -200,9 +204,12 @@ def select_cases(cases_path=None, only=None) -> tuple[list, dict]:
 
 
 def run_validation(*, cases_path=None, platform: Platform | None = None, only=None,
-                   progress: bool = False, tick=None) -> ValidationResult:
+                   progress: bool = False, tick=None, collapse: bool = True) -> ValidationResult:
     """Every case: model vs measured; the mean absolute and the worst relative error.
-    ``tick(1)`` after each case (a progress bar's ``update``)."""
+    ``tick(1)`` after each case (a progress bar's ``update``). ``collapse``: a long 1F1B
+    pipeline's figures are carried from two short runs where their steady periods are checked
+    to repeat (:func:`sysmodel.pipeline_collapse.collapsed_iteration`, equal to the whole run
+    to 1e-9 of the iteration); False: every case runs whole."""
     cases, header = select_cases(cases_path, only)
     base = platform or cluster_platform()
     if FABRIC not in base.variants:
@@ -216,7 +223,10 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
         start = time.perf_counter()
         p = base.scaled(npus=case.gpus)
         wl = case_workload(case)
-        r = simulate_iteration(p, FABRIC, wl, microbatches=wl.microbatches)
+        found = collapsed_iteration(p, FABRIC, wl, microbatches=wl.microbatches) if collapse else None
+        r, collapsed = found if found is not None else (None, None)
+        if r is None:
+            r = simulate_iteration(p, FABRIC, wl, microbatches=wl.microbatches)
         error = r.time_s / case.measured_s - 1
         rows.append(ValidationRow(case=case.name, model=case.model, mode=case.mode, gpus=case.gpus,
                                   strategy=str(wl.strategy), interleave=wl.interleave,
@@ -224,7 +234,7 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
                                   model_s=r.time_s, error=error,
                                   breakdown=r.breakdown, memory_gb=r.memory.total / 1e9,
                                   recompute=r.memory.recompute_mode, notes=r.notes,
-                                  eval_s=time.perf_counter() - start))
+                                  eval_s=time.perf_counter() - start, collapsed=collapsed))
         if progress:
             print(f"  {case.name:24s} model {r.time_s:8.3f} s  measured {case.measured_s:7.2f} s  "
                   f"{100 * error:+6.1f} %  ({time.perf_counter() - start:.1f} s)",
