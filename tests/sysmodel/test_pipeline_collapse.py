@@ -131,3 +131,29 @@ def test_what_is_not_a_long_pipeline_is_left_to_the_whole_run():
                       mode="weight-stationary", strategy="MP8-DP4-PP1", microbatches=64,
                       samples_per_dp=64, pipeline_split="layers")
     assert collapsed_iteration(p, "cluster", one, microbatches=64) is None
+
+
+def test_a_stage_that_would_become_the_busiest_stops_the_carry(monkeypatch):
+    # the breakdown is of the busiest stage; if another stage's compute grows faster per period
+    # it would be the busiest at m, and the carried breakdown (of the short runs' stage) wrong
+    import dataclasses
+    p = P.scaled(npus=32)
+    wl = pipeline(4, 32)
+    real = pipeline_collapse._short_run
+    assert collapsed_iteration(p, "cluster", wl, microbatches=32) is not None
+
+    def overtaken(platform, fabric, workload, plan, k):
+        run = real(platform, fabric, workload, plan, k)
+        compute = list(run.stage_compute)
+        other = 1 if run.stage != 1 else 0
+        # half the busiest stage's at m_a = 5, two thirds at m_b = 6: carried to 32 it passes it
+        compute[other] = compute[run.stage] * (1.5 * k - 2 * 5 * 0.5 - 0.01) / k
+        return dataclasses.replace(run, stage_compute=compute)
+
+    monkeypatch.setattr(pipeline_collapse, "_short_run", overtaken)
+    assert collapsed_iteration(p, "cluster", wl, microbatches=32) is None
+
+
+def test_the_busiest_stage_is_the_first_of_the_largest():
+    assert pipeline_collapse._busiest([1.0, 3.0, 3.0, 2.0]) == 1
+    assert pipeline_collapse._busiest([4.0, 3.0]) == 0
