@@ -157,3 +157,15 @@ def test_a_stage_that_would_become_the_busiest_stops_the_carry(monkeypatch):
 def test_the_busiest_stage_is_the_first_of_the_largest():
     assert pipeline_collapse._busiest([1.0, 3.0, 3.0, 2.0]) == 1
     assert pipeline_collapse._busiest([4.0, 3.0]) == 0
+
+
+@pytest.mark.parametrize("name", ["megatron-1t/full", "megatron-1t/seqsel"])
+def test_the_validation_cases_it_collapses_equal_their_whole_runs(name):
+    # fred validate's Megatron-1T cases (PP 64, 512 microbatches, 330,816 tasks) carried from
+    # runs of 65 and 66 microbatches: every figure within 1e-9 of the iteration of the whole run
+    from studies.validation import case_workload, load_cases
+    case = next(c for c in load_cases()[0] if c.name == name)
+    p, wl = P.scaled(npus=case.gpus), case_workload(case)
+    found = collapsed_iteration(p, "cluster", wl, microbatches=wl.microbatches)
+    assert found is not None and found[1] == (65, 66)
+    assert_same_iteration(found[0], simulate_iteration(p, "cluster", wl, microbatches=wl.microbatches))
