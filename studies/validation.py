@@ -3,11 +3,13 @@
 The cases are Megatron-LM iterations measured on DGX A100 80 GB nodes by Korthikanti et al.
 2022 (``data/validation/korthikanti2022.toml``: Table 5 times, Table 3 configurations, each
 value's source in the file). Each case runs through the same :func:`simulate_iteration` as the
-wafer evaluation (or, for a long 1F1B pipeline, :func:`~sysmodel.pipeline_collapse.collapsed_iteration`:
-its figures carried from two short runs whose steady periods are checked to repeat, equal to
-the whole run to 1e-9 of the iteration; ``--whole`` runs every case whole), on the GPU-cluster platform ``configs/a100-cluster.toml`` (GPUs under an
-NVSwitch L1, nodes under an InfiniBand L2: the two-level tree, no in-switch reduction) with
-``npu.count`` set to the case's GPUs. One platform file, one set of efficiency parameters,
+wafer evaluation -- or, for a long 1F1B pipeline,
+:func:`~sysmodel.pipeline_collapse.collapsed_iteration`: its figures carried from two short
+runs whose steady periods are checked to repeat, equal to the whole run to 1e-9 of the
+iteration (``--whole`` runs every case whole) -- on the GPU-cluster platform
+``configs/a100-cluster.toml`` (GPUs under an NVSwitch L1, nodes under an InfiniBand L2: the
+two-level tree, no in-switch reduction) with ``npu.count`` set to the case's GPUs. One
+platform file, one set of efficiency parameters,
 for every case; nothing is fitted per case.
 """
 
