@@ -38,11 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hdl.contracts.errors import FredError
 from sysmodel.breakdown import attribute_time
 from sysmodel.iteration_plan import plan_iteration
 from sysmodel.platform import Platform
 from sysmodel.task_graphs import StageEngine, stage_resource
-from sysmodel.training import (IterationResult, build_task_graph, link_priority, mean_iteration_s)
+from sysmodel.training import (IterationResult, _cyclic_gc_paused, build_task_graph, link_priority,
+                               mean_iteration_s)
 from sysmodel.workloads import Workload
 
 __all__ = ["collapsed_iteration", "inserted_period", "short_runs", "TOLERANCE"]
@@ -106,7 +108,8 @@ def collapsed_iteration(platform: Platform, fabric: str, workload: Workload, *,
     runs = short_runs(platform, workload, m, pp, plan.chunks)
     if runs is None:
         return None
-    a, b = (_short_run(platform, fabric, workload, plan, k) for k in runs)
+    with _cyclic_gc_paused():   # as simulate_iteration: the graphs' objects are acyclic
+        a, b = (_short_run(platform, fabric, workload, plan, k) for k in runs)
     if a is None or b is None:
         return None
     shift = b.makespan - a.makespan
@@ -140,8 +143,11 @@ def _short_run(platform, fabric, workload, plan, k: int) -> _Run | None:
     :func:`sysmodel.training.simulate_iteration` runs it (overlapped, the compiled engine)."""
     if plan.samples_per_dp % plan.microbatches:
         return None
-    short = plan_iteration(platform, workload, None, schedule="1f1b",
-                           samples_per_dp=k * (plan.samples_per_dp // plan.microbatches), microbatches=k)
+    try:   # a short run that does not plan as the whole one (memory, microbatches) is not used
+        short = plan_iteration(platform, workload, None, schedule="1f1b",
+                               samples_per_dp=k * (plan.samples_per_dp // plan.microbatches), microbatches=k)
+    except FredError:
+        return None
     if short.microbatches != k or short.microbatch_samples != plan.microbatch_samples \
             or short.chunks != plan.chunks or short.strategy != plan.strategy:
         return None
