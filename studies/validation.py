@@ -241,7 +241,8 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
                                   eval_s=time.perf_counter() - start, collapsed=collapsed))
         if progress:
             print(f"  {case.name:24s} model {r.time_s:8.3f} s  measured {case.measured_s:7.2f} s  "
-                  f"{100 * error:+6.1f} %  ({time.perf_counter() - start:.1f} s)",
+                  f"{100 * error:+6.1f} %  ({time.perf_counter() - start:.1f} s"
+                  + (f", carried from {collapsed[0]} and {collapsed[1]} microbatches)" if collapsed else ")"),
                   file=sys.stderr, flush=True)
         if tick is not None:
             tick(1)
