@@ -124,3 +124,13 @@ def test_reduce_out_on_the_trees_every_controller_checks_the_sum_of_all_npus():
 def test_bad_requests_are_refused_by_name(spec, op, size, match):
     with pytest.raises(FredError, match=match):
         shared_io_program(spec, op, size)
+
+
+def test_the_tree_npu_writes_load_every_register_once():
+    from hdl.contracts.io_stripes import TREE_NPU_REGS, tree_npu_writes
+    writes = tree_npu_writes(ws=5, hs=-1, stripes=18, stripe_flits=100, phase=7, vc=1)
+    assert dict(writes) == {TREE_NPU_REGS["ws"]: 5, TREE_NPU_REGS["hs"]: 0xFFFFFFFF, TREE_NPU_REGS["stripes"]: 18,
+                            TREE_NPU_REGS["stripe_flits"]: 100, TREE_NPU_REGS["phase"]: 7, TREE_NPU_REGS["vc"]: 1}
+    assert len(writes) == len(TREE_NPU_REGS)
+    with pytest.raises(FredError, match="stripe_flits must be a positive integer"):
+        tree_npu_writes(ws=1, hs=1, stripes=18, stripe_flits=0, phase=7, vc=1)

@@ -63,13 +63,15 @@ def test_four_controllers_stream_their_stripes_through_shared_trees_to_every_npu
     assert memory < out["cycles"] < 1.1 * model
 
 
+@pytest.mark.full
 def test_a_stripe_mapped_to_another_tree_at_one_switch_never_arrives(run_fabric_top):
     """The shared table is what routes: stripe 1 mapped at L1 0 to controller 0's tree (slot 0,
     whose only input is the controller's port) finds no flow-port entry for the downlink
     input it arrives on, waits at the head of that input's FIFO (the switch's
     ``shared_unknown``), and stripes 2 and 3 wait behind it on the same VC: NPUs 0 and 1 get
     only their local controller's stripe 0 and the run is judged failed (16 flits: 4 stripes
-    of 4); the other L1s' NPUs get all 16."""
+    of 4); the other L1s' NPUs get all 16. About 9 s: ``-m full`` (the file's default tests
+    take about 27 s)."""
     program = shared_io_program(SMALL, "io-broadcast", 16)
     l1 = fabric_shared_tables(SMALL, "io-broadcast", 8)[0]
     assert l1.stripe_slots[0] != l1.stripe_slots[1]
@@ -78,17 +80,52 @@ def test_a_stripe_mapped_to_another_tree_at_one_switch_never_arrives(run_fabric_
     def edit(writes):
         return [wrong if w[:2] == [SMALL.endpoints, SHARED_REG] and w[2] & 0xFF == 1 else w for w in writes]
 
-    out = _run(run_fabric_top, SMALL, program, 1200, edit=edit)
+    out = _run(run_fabric_top, SMALL, program, 600, edit=edit)
     problems = judge_stripe_io(SMALL, program, out)
     assert [p.split(":")[0] for p in problems] == ["NPU 0", "NPU 1"]
     assert [out[r]["received"] for r in range(SMALL.npus)] == [4, 4] + [16] * 6
 
 
-def test_io_reduce_and_a_top_without_shared_flows_are_refused_by_name():
+def test_every_npu_reduces_out_every_stripe_into_its_controller_through_the_trees(run_fabric_top):
+    """io-reduce, 48 flits per NPU = 4 stripes of 12: every NPU sends its own data of every
+    stripe in the one packet order (packet p of stripes 0..3, then p + 1), the switches add the
+    8 NPUs' packets of a stripe on its tree (2 at each L1, the other L1s' partial sums at the
+    L2, 4 inputs at the controller's L1: its NPUs and the downlink) and each controller checks
+    its stripe's sum of all 8 NPUs' data. Measured 2026-11-27 20:27 UTC (Amaranth, this
+    branch): 414 cycles, the controllers done at 312, 346, 380, 414 (their memory time 281.25
+    after their first packet, which comes later for each later stripe: each NPU input carries
+    the stripes in order and a packet of the stripe whose controller is on the NPU's own L1
+    waits at the head for the other L1s' partial sum); the model 315.25 (1.31: it starts every
+    controller at once). About 7 s."""
+    program = shared_io_program(SMALL, "io-reduce", 48)
+    out = _run(run_fabric_top, SMALL, program, 3000)
+    assert judge_stripe_io(SMALL, program, out) == []
+    assert [out[r]["received"] for r in range(SMALL.npus)] == [0] * SMALL.npus
+    assert [out[SMALL.npus + k]["received"] for k in range(4)] == [12] * 4
+    assert all(out[SMALL.npus + k]["errors"] == 0 for k in range(4))
+    rate = SMALL.io_rate
+    memory = program.stripe_flits * rate.denominator / rate.numerator
+    assert all(out[SMALL.npus + k]["done_cycle"] >= memory for k in range(4))
+
+
+def test_a_wrong_partner_in_the_reduce_out_shows_in_every_controllers_sum(run_fabric_top):
+    """NPU 0 loaded with another NPU's weights: its data enters every stripe's sum, and every
+    controller's check fails (16 flits: 4 stripes of 4, one packet each)."""
+    from hdl.contracts.io_stripes import TREE_NPU_REGS
+    program = shared_io_program(SMALL, "io-reduce", 16)
+
+    def edit(writes):
+        return [[0, reg, value ^ 1] if unit == 0 and reg == TREE_NPU_REGS["hs"] else [unit, reg, value]
+                for unit, reg, value in writes]
+
+    out = _run(run_fabric_top, SMALL, program, 1500, edit=edit)
+    problems = judge_stripe_io(SMALL, program, out)
+    assert [p.split(":")[0] for p in problems] == [f"controller {k}" for k in range(4)]
+    assert all(out[SMALL.npus + k]["errors"] == 4 for k in range(4))
+
+
+def test_a_top_without_shared_flows_is_refused_by_name():
     program = shared_io_program(SMALL, "io-broadcast", 16)
-    reduce = shared_io_program(SMALL, "io-reduce", 16)
-    with pytest.raises(FredError, match="io-reduce as shared stored flows: the NPUs that send"):
-        shared_io_load(SMALL, reduce, shared_io_top(SMALL, reduce))
     from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
     plain = PacketFabricTop(SMALL)
     plain._MustUse__silence = True      # never elaborated: the loader refuses it first
