@@ -299,9 +299,7 @@ def _packet_io_missing(spec, ops) -> str:
             else:
                 served = ("served as shared stored flows on the packet fabric "
                           "(cocotb_tests.fabric.shared_io_run), as one request only, not behind the "
-                          "iteration's trace" if op == "io-load" else
-                          "the NPUs sending their own data of every stripe in the one packet order "
-                          "into the shared stored flows are not built")
+                          "iteration's trace")
             parts.append(f"{op}: the {spec.io_controllers} controllers' stripe trees take up to {flows} "
                          f"distinct stored flows at a switch, {share}; {served}")
         elif op in _PACKET_IO_OPS:
