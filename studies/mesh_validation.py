@@ -102,10 +102,10 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 #: streaming and reduce-out (``StripeNpu`` adds its own data to every flit it forwards; its
 #: started stripe leaves a bubble in the NPU ring and is paced to its controller since session
 #: 13, when it stopped stalling on the wafer: docs/fabric_validation.md, "The striped
-#: reduce-out on the wafer"); Fred-B's weight streaming, its 18 trees served as shared stored
-#: flows (docs/fabric_rtl.md, "Fred-B/D, the shared stored flows"; its reduce-out's NPU senders
-#: are not built)
-STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load", "wafer io-store"), "fred-b": ("wafer io-load",),
+#: reduce-out on the wafer"); Fred-B's weight streaming and reduce-out, its 18 trees served as
+#: shared stored flows (docs/fabric_rtl.md, "Fred-B's weight streaming and reduce-out on the
+#: fabric"; Fred-D's need 9 slots)
+STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load", "wafer io-store"), "fred-b": ("wafer io-load", "wafer io-store"),
                      "fred-c": ("wafer io-load", "wafer io-store")}
 
 
@@ -237,9 +237,8 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
                       "stripe to (from) every NPU. Fred-X RTL figures: "
                       f"{', '.join(measured) if measured else 'none'} (the striped request on the packet "
                       "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming and "
-                      "reduce-out; Fred-B's weight streaming on 18 trees served as shared stored flows; "
-                      "Fred-B's reduce-out and Fred-D are not built: docs/fabric_rtl.md, \"Striped I/O: "
-                      "every controller at once\"). "
+                      "reduce-out; Fred-B's on 18 trees served as shared stored flows; Fred-D's are not "
+                      "built: docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
                       "platform with 18 controllers (controller k on L1 k mod 5; the packet fabric's "
                       "where the Fred-X has an RTL row, the circuit fabric's elsewhere); '-' where the run's "

@@ -59,8 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "reduce-out: the group reduced into its controller), one controller "
                              "per group on the L1s, on the packet fabric, and io-load / io-store "
                              "with --group wafer: the mesh's striped request, all 18 controllers at "
-                             "once on the packet fabric (Fred-A/C's chains, Fred-B's weight streaming "
-                             "on shared stored flows); on the mesh io-load, "
+                             "once on the packet fabric (Fred-A/C's chains, Fred-B's trees on shared "
+                             "stored flows); on the mesh io-load, "
                              "io-store (gradient reduce-out to the edge controllers), io-write "
                              "and io-read (a checkpoint spill: every NPU's own stripe to / from "
                              "each controller, unicasts); required "
@@ -168,9 +168,9 @@ def run_striped(args) -> int:
     """``--op io-load|io-store --group wafer`` on a FRED fabric: the striped request of
     ``--size`` flits per NPU (18 whole stripes) on the packet fabric with the 18 controllers under
     Verilator, against the model of the same platform (``fred_io_model_cycles``): Fred-A/C's
-    chains, Fred-B's trees as shared stored flows (io-load). FredError, before anything is
-    built, for another group, the circuit switch or a fabric option the striped request does
-    not take; the loaders refuse what is not built (Fred-B's io-store, Fred-D) by name."""
+    chains, Fred-B's trees as shared stored flows. FredError, before anything is built, for
+    another group, the circuit switch, a fabric option the striped request does not take, or a
+    fabric whose striped request is not built (Fred-D: ``STRIPE_IO_FABRICS``)."""
     from hdl.contracts.errors import FredError
     from studies.mesh_validation import IO_CASES, STRIPE_IO_FABRICS, StripeIoCase, fred_io_model_cycles
     label = f"wafer {args.op}"

@@ -171,9 +171,8 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     """``fred fabric-validate`` with the mesh and Fred-A: Fred-A's io-load runs as the striped
     request (every controller at once) at the mesh case's whole-stripe sizes, 54 and 4014 for
     --sizes 40,4000, and so does its io-store (the reduce-out along the same chains, since
-    session 13's fix of its stall); the same on Fred-C; Fred-B's io-load (its trees as shared
-    stored flows; its io-store is not built); none on --switch packet or in fp16 (nothing
-    built, nothing run)."""
+    session 13's fix of its stall); the same on Fred-C and Fred-B (its trees as shared stored
+    flows); none on Fred-D, on --switch packet or in fp16 (nothing built, nothing run)."""
     import argparse
 
     from fred.commands.fabric_validate import _stripe_io_cases
@@ -182,7 +181,8 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
         ("wafer io-load", "fred-a", 54), ("wafer io-load", "fred-a", 4014),
         ("wafer io-store", "fred-a", 54), ("wafer io-store", "fred-a", 4014),
-        ("wafer io-load", "fred-b", 54), ("wafer io-load", "fred-b", 4014)]
+        ("wafer io-load", "fred-b", 54), ("wafer io-load", "fred-b", 4014),
+        ("wafer io-store", "fred-b", 54), ("wafer io-store", "fred-b", 4014)]
     cases = _stripe_io_cases(args, ["fred-c", "fred-d", "mesh"])
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
         ("wafer io-load", "fred-c", 54), ("wafer io-load", "fred-c", 4014),
@@ -192,7 +192,7 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--fabric", "fred-b", "--op", "io-store", "--group", "wafer"], "io-store on fred-b as the striped request is not built"),
+    (["--fabric", "fred-d", "--op", "io-store", "--group", "wafer"], "io-store on fred-d as the striped request is not built"),
     (["--fabric", "fred-d", "--op", "io-load", "--group", "wafer"], "io-load on fred-d as the striped request is not built"),
     (["--fabric", "fred-b", "--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp"], "--group wafer"),
     (["--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--switch", "circuit"], "--switch packet"),
