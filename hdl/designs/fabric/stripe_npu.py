@@ -83,7 +83,10 @@ class StripeNpu(wiring.Component):
     ``stripe_bits`` for ``stripes``), ``depth`` (flits per data VC of the L1's input buffer and
     of this NPU's receive buffer; at least 2 x ``packet_flits``, the bubble rule), ``stripes``,
     ``rate`` (None: the started stripe at link rate; ``(a, b)``: paced to a / b flits per
-    cycle, whole packets, its first packet unpaced: the fabric's ``io_rate``).
+    cycle, whole packets, its first packet unpaced: the fabric's ``io_rate``), ``key`` (the
+    header field naming a packet's stripe: ``"stripe"``, the default, Fred-A/C's chains; or
+    ``"flow"``, Fred-B's trees served as shared stored flows, where the flow id is the stripe,
+    and the packets it sends carry their stripe as their flow).
 
     Members: ``o`` / ``credit_in`` (to the L1's input, its credits back), ``i`` / ``credit_out``
     (from the L1's output, credits to it), ``start``, ``we`` / ``waddr`` / ``wdata`` (the
@@ -100,7 +103,12 @@ class StripeNpu(wiring.Component):
 
     read_names = ("done", "received", "errors", "first_error", "seq_errors", "link_errors")
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, rate=None):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, rate=None,
+                 key: str = "stripe"):
+        if key not in ("stripe", "flow"):
+            raise FredError(f"a stripe NPU's key is 'stripe' or 'flow' (the header field naming a packet's "
+                            f"stripe), got {key!r}")
+        self.key = key
         if rate is not None and not (isinstance(rate, tuple) and len(rate) == 2):
             raise FredError(f"a stripe NPU's rate is None or (a, b), a / b flits per cycle; got {rate!r}")
         self.rate = rate
@@ -119,9 +127,11 @@ class StripeNpu(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         fmt, n = self.packet, self.stripes
-        tagged = FlitFormat(dtype=self.flit.dtype, lanes=self.flit.lanes, tag_width=fmt.seq_bits + fmt.stripe_bits)
-        rx = m.submodules.rx = Depacketizer(flit=tagged, packet=fmt, depth=self.depth, headers=True)
-        recv = m.submodules.recv = StripeReceiver(stripes=n, lanes=self.flit.lanes, seq_bits=fmt.seq_bits)
+        key_bits = fmt.flow_bits if self.key == "flow" else fmt.stripe_bits
+        tagged = FlitFormat(dtype=self.flit.dtype, lanes=self.flit.lanes, tag_width=fmt.seq_bits + key_bits)
+        rx = m.submodules.rx = Depacketizer(flit=tagged, packet=fmt, depth=self.depth, headers=self.key)
+        recv = m.submodules.recv = StripeReceiver(stripes=n, lanes=self.flit.lanes, seq_bits=fmt.seq_bits,
+                                                  stripe_bits=key_bits)
         tx = m.submodules.tx = Packetizer(flit=self.flit, packet=fmt, depth=self.depth, forward=True)
         # the program port: a page register, then 63 registers a page
         page = Signal(8)
@@ -188,7 +198,7 @@ class StripeNpu(wiring.Component):
             m.d.comb += [pacer.i.valid.eq(made_valid), pacer.i.payload.eq(made), pacer.divisor.eq(1),
                          pacer.restart.eq(self.start)]
             start_valid, start_flit, made_ready = pacer.o.valid, pacer.o.payload, pacer.i.ready
-        start_stripe = (own["start"] - 1)[:fmt.stripe_bits]
+        start_stripe = (own["start"] - 1)[:key_bits]
         # the two sources take turns at packet boundaries (the packetizer sends a packet whole);
         # a started packet only with room for two (the bubble rule, module docstring), else the
         # forwarded one goes first
@@ -201,7 +211,9 @@ class StripeNpu(wiring.Component):
                      tx.i.payload.data.eq(Mux(pick, start_flit.data, fwd_data)),
                      tx.i.payload.last.eq(Mux(pick, start_flit.last, recv.o.payload.last)),
                      recv.o.ready.eq(~forward | (tx.i.ready & ~pick)),
-                     tx.flow.eq(route[:8]), tx.stripe.eq(stripe),
+                     # key "flow": the flow id is the stripe (the shared stored flows)
+                     tx.flow.eq(stripe if self.key == "flow" else route[:8]),
+                     *([tx.stripe.eq(stripe)] if fmt.stripe_bits else []),
                      tx.seq_in.eq(Mux(pick, number, recv.o.payload.seq)),
                      tx.phase.eq(phase), tx.vc.eq(vc), tx.hold.eq(0)]
         taken = tx.i.valid & tx.i.ready
