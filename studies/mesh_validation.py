@@ -102,8 +102,11 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 #: streaming and reduce-out (``StripeNpu`` adds its own data to every flit it forwards; its
 #: started stripe leaves a bubble in the NPU ring and is paced to its controller since session
 #: 13, when it stopped stalling on the wafer: docs/fabric_validation.md, "The striped
-#: reduce-out on the wafer")
-STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load", "wafer io-store"), "fred-c": ("wafer io-load", "wafer io-store")}
+#: reduce-out on the wafer"); Fred-B's weight streaming and reduce-out, its 18 trees served as
+#: shared stored flows (docs/fabric_rtl.md, "Fred-B's weight streaming and reduce-out on the
+#: fabric"; Fred-D's need 9 slots)
+STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load", "wafer io-store"), "fred-b": ("wafer io-load", "wafer io-store"),
+                     "fred-c": ("wafer io-load", "wafer io-store")}
 
 
 @dataclass
@@ -117,12 +120,18 @@ class StripeIoCase:
     characterization: object = None
 
     def run_row(self) -> FabricValidationRow:
-        """Run it under Verilator (a build of the fabric with its controllers) and make its row."""
-        from cocotb_tests.fabric.stripe_io_run import run_stripe_io
-        from hdl.compiler.io_stripe_program import io_stripe_program
+        """Run it under Verilator (a build of the fabric with its controllers) and make its row:
+        Fred-A/C's chains, Fred-B/D's trees as shared stored flows."""
         from hdl.contracts.fabric import fabric_spec
         spec = fabric_spec(self.fabric, io_controllers=18)
-        run = run_stripe_io(spec, io_stripe_program(spec, IO_CASES[self.label], self.size_flits))
+        if spec.in_switch:
+            from cocotb_tests.fabric.shared_io_run import run_shared_io
+            from hdl.compiler.io_stripe_shared import shared_io_program
+            run = run_shared_io(spec, shared_io_program(spec, IO_CASES[self.label], self.size_flits))
+        else:
+            from cocotb_tests.fabric.stripe_io_run import run_stripe_io
+            from hdl.compiler.io_stripe_program import io_stripe_program
+            run = run_stripe_io(spec, io_stripe_program(spec, IO_CASES[self.label], self.size_flits))
         return stripe_io_row(self.fabric, self.label, self.size_flits, run,
                              characterization=self.characterization)
 
@@ -142,7 +151,8 @@ def stripe_io_row(fabric: str, label: str, size_flits: int, run: dict, *, charac
     model = fred_io_model_cycles(fabric, size_flits, op=IO_CASES[label], characterization=characterization,
                                  switch="packet")
     return FabricValidationRow(
-        fabric=fabric, case=label, size_flits=size_flits, algorithm="chain", model_cycles=float(model),
+        fabric=fabric, case=label, size_flits=size_flits,
+        algorithm="in-switch" if fabric_spec(fabric).in_switch else "chain", model_cycles=float(model),
         model_bandwidth_cycles=float("nan"), model_latency_cycles=float("nan"), model_phase_cycles=0.0,
         model_phases=0, busiest_link="", rtl_cycles=int(run["cycles"]), ratio=run["cycles"] / model,
         flits_checked=fabric_spec(fabric).npus * size_flits, cycles_per_s=float(run["cycles_per_s"]))
@@ -227,8 +237,8 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
                       "stripe to (from) every NPU. Fred-X RTL figures: "
                       f"{', '.join(measured) if measured else 'none'} (the striped request on the packet "
                       "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming and "
-                      "reduce-out; Fred-B/D's 18 trees sharing every switch output are not built: "
-                      "docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
+                      "reduce-out; Fred-B's on 18 trees served as shared stored flows; Fred-D's are not "
+                      "built: docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
                       "platform with 18 controllers (controller k on L1 k mod 5; the packet fabric's "
                       "where the Fred-X has an RTL row, the circuit fabric's elsewhere); '-' where the run's "

@@ -9,7 +9,6 @@ I/O, DP, each taking only what the earlier ones left -- and what no communicatio
 
 from __future__ import annotations
 
-import functools
 import itertools
 from array import array
 import operator
@@ -94,12 +93,15 @@ def _floats(column, tasks: list) -> np.ndarray:
 
 def _busiest_stage(timeline: Timeline, stages: int):
     """(stage, compute seconds, its compute tasks) of the stage whose compute unit is busiest
-    (the first such stage on a tie); the tasks as numbers, in task order."""
+    (the first such stage on a tie); the tasks as numbers, in task order (an intp array where
+    the durations are a typed column, else the queue itself)."""
     best = None
     duration = timeline.duration
     typed = type(duration) is array
     for s in range(stages):
         tasks = timeline.queues.get(stage_resource(s, "compute"), [])
+        if typed and len(tasks):   # as an array once: gathered again for the chosen stage's intervals
+            tasks = np.array(tasks, dtype=np.intp)
         busy = _running_sum(duration, tasks) if typed and len(tasks) else sum([duration[i] for i in tasks])
         if best is None or busy > best[1]:
             best = (s, busy, tasks)
@@ -111,7 +113,17 @@ def _running_sum(column: array, tasks) -> float:
     last bit, gathered by numpy: a running sum (``cumsum``) adds left to right one float at a
     time as ``sum()`` does; ``sum()`` starts from the integer 0, so a sum of negative zeros
     is +0.0 (the only difference, which adding 0.0 at the end removes)."""
-    return 0.0 + float(np.frombuffer(column, dtype=np.float64).take(tasks).cumsum()[-1])
+    return _ordered_sum(np.frombuffer(column, dtype=np.float64).take(tasks))
+
+
+def _ordered_sum(values: np.ndarray) -> float:
+    """The float64 ``values`` added left to right one at a time from 0.0, as ``sum()`` (or
+    ``functools.reduce(operator.add, values, 0.0)``) adds them, to the last bit: numpy's
+    running sum (``cumsum``) adds in that order; starting from 0.0 differs only for a sum of
+    negative zeros (+0.0, not -0.0), which adding 0.0 at the end gives. 0.0 for none."""
+    if not len(values):
+        return 0.0
+    return 0.0 + float(values.cumsum()[-1])
 
 
 def interval_union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +166,7 @@ def interval_overlap(segments: tuple[np.ndarray, np.ndarray], intervals: tuple[n
     k = first[seg] + within                           # the interval it comes from
     lo = np.maximum(seg_lo[seg], iv_lo[k])
     hi = np.minimum(seg_hi[seg], iv_hi[k])
-    covered = functools.reduce(operator.add, (hi - lo).tolist(), 0.0)
+    covered = _ordered_sum(hi - lo)
     # per segment: its start, then each piece's end; each piece's start, then its end
     at = np.arange(len(seg_lo)) + before
     rest_lo = np.empty(len(seg_lo) + total)

@@ -689,21 +689,55 @@ def _in_switch(net: FredTreeNetwork, c: Collective) -> Traffic:
     if io_stripes:   # io-load / io-store: streams from (into) the controllers' paced links
         t.controller_flit_bytes = net.controller_flit_bytes()
     if c.op == "io-store" and c.controllers:
-        t.paced_turn_s = _paced_turn_s(net, c, net.wire_bytes(nbytes))
+        t.paced_turn_s = _paced_turn_s(net, c, net.wire_bytes(nbytes), turn)
     return t
 
 
-def _paced_turn_s(net: FredTreeNetwork, c: Collective, wire: float) -> float:
-    """What one turn of ``c`` (an io-store whose controllers are named) adds when it waits for
-    other reduce-outs at a switch port they share (:attr:`Traffic.paced_turn_s`): its stream of
-    ``wire`` bytes into its slowest controller, less what its sources put past that switch into
-    the controller L1's input buffer while they waited (``[fred] vc_buffer_flits`` flits of the
-    network's flit: one VC's buffer; the RTL fabric's ``default_depth``), at that
-    controller's rate. 0 when the buffer holds the whole stream."""
-    rate = min(float(net.link_bw[net.path(r, net.io_nodes[k])[-1]])
-               for k in c.controllers for r in c.group[:1])
-    held = net.platform.vc_buffer_flits * (net.flit_bytes or 0)
-    return max(wire - held, 0.0) / rate
+def _paced_turn_s(net: FredTreeNetwork, c: Collective, wire: float, phase_turn_s: float) -> float:
+    """What one later turn of ``c`` (an io-store whose controllers are named) adds beyond its
+    phase turn ``phase_turn_s`` when it waits for other reduce-outs at a switch port they share
+    (:attr:`Traffic.paced_turn_s`). The turn, from one group's stream into its controller to the
+    next's, is the hand-over at the *controller's* L1 (docs/fabric_validation.md, "The turn's
+    hand-over"): that L1 serves the group's phase (one VC, in the phase order) until it has
+    started the group's last packet into the controller, and only then selects the next group's
+    phase and sends its own member's operand of it up, which the next reduction waits for.
+    Its cost, each piece a figure of the model's own network:
+
+    * the controller L1 starts the last packet only when the controller's receive buffer has
+      room for a whole packet (the start gate), i.e. with ``[fred] vc_buffer_flits`` (B: the
+      RTL controller's receive buffer, ``default_depth``) flits of the stream still to write:
+      (``wire`` - B flits) / r after the stream began, then the packet crosses the controller
+      L1 (its latency) and its P - 1 later flits leave one per switch cycle (P the packet's
+      flits, ``preemption_packet_flits``: the characterization's packet);
+    * unless the stream cannot reach the controller L1 that fast: its flits come at the slowest
+      rate u on the group's paths before the controller's link (Fred-B: the half-rate uplink),
+      the last (``wire`` - 1 flit) / u after the first (B >= S: the buffer holds the stream);
+    * then the controller L1's select (its header select on packet switches, else its phase
+      select) and the next group's first flit's pass from the controller L1's input to its
+      controller's input: the group's path latency less its first link (the NPU's, behind
+      which the operand already waits) and its last (the controller's, which both streams
+      cross).
+
+    r is each named controller's link; with several controllers the slowest turn counts. 0 if
+    the turn is no longer than the phase turn."""
+    flit = float(net.flit_bytes or 0)
+    held = net.platform.vc_buffer_flits * flit
+    turn = 0.0
+    for k in c.controllers:
+        paths = [net.path(m, net.io_nodes[k]) for m in c.group]   # each ends at the controller's link
+        rate = float(net.link_bw[paths[0][-1]])
+        through = min(float(net.link_bw[list(p[:-1])].min()) for p in paths)
+        l1 = int(net.link_src[paths[0][-1]])          # the switch feeding the controller
+        timing = net.switch_timing(l1)
+        packet_tail = max(timing.preemption_packet_flits - 1, 0) * timing.cycle_s \
+            / min(timing.throughput_flits_per_cycle_per_port, 1.0)
+        stream = max(wire - held, 0.0) / rate + float(net.node_latency[l1]) + packet_tail
+        fabric = max(wire - flit, 0.0) / through
+        select = timing.header_select_s if net.platform.phase_select == "header" else timing.phase_select_s
+        chain = max(net.path_latency(p) - float(net.link_latency[p[0]]) - float(net.link_latency[p[-1]])
+                    for p in paths)
+        turn = max(turn, max(stream, fabric) + select + chain)
+    return max(turn - phase_turn_s, 0.0)
 
 
 def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:

@@ -196,6 +196,10 @@ class Engine:
         self._arrays: GraphArrays | None = None   # the arrays of the graph, once made
         self._kinds: tuple | None = None          # task_kinds(), once made
         self._codes: tuple | None = None          # _category_codes(), once made
+        # (first task, category tuple, NPU tuple) of every block appended by _extend: the
+        # codes of task_kinds() and _category_codes() are made once per distinct block
+        # (:meth:`_pieces`), not once per task
+        self._segments: list = []
 
     def __len__(self) -> int:
         return len(self._duration)
@@ -325,6 +329,8 @@ class Engine:
         # a (prefix, names) pair, not a closure: a kept graph holds one per appended block, and a
         # tuple costs the cyclic garbage collector less to traverse than a function and its cells
         self._name_parts.append((prefix, names))
+        if type(block.category) is tuple and type(block.npu) is tuple:
+            self._segments.append((t0, block.category, block.npu))
         self._duration.extend(block.duration)    # a typed array into a typed array: one copy
         self._category.extend(block.category)
         self._npu.extend(block.npu)
@@ -343,7 +349,10 @@ class Engine:
             queue = queues.get(resource)
             if queue is None:
                 queue = queues[resource] = []
-            queue.extend(map(t0.__add__, offsets))
+            if type(offsets) is range:   # evenly spaced (TaskBlock.typed): shifted as a range
+                queue.extend(range(t0 + offsets.start, t0 + offsets.stop, offsets.step))
+            else:
+                queue.extend(map(t0.__add__, offsets))
         self._arrays = None
         return t0
 
@@ -442,6 +451,7 @@ class Engine:
             if type(column) is list:
                 setattr(self, name, tuple(column))
         self._category, self._npu = tuple(self._category), tuple(self._npu)
+        self._segments = tuple(self._segments)
         self.sources = tuple(self.sources)
         self._name, self._name_parts = tuple(self._name), tuple(self._name_parts)
         self.queues = {r: tuple(q) for r, q in self.queues.items()}
@@ -460,11 +470,13 @@ class Engine:
             eng._category, eng._npu = self._category, self._npu
             eng._entry, eng._dep_count, eng._dep_flat = self._entry, self._dep_count, self._dep_flat
             eng._kinds, eng._codes = self._kinds, self._codes
+            eng._segments = self._segments
         else:
             eng.queues = {r: list(q) for r, q in self.queues.items()}
             eng.sources = list(self.sources)
             eng._name, eng._name_parts = list(self._name), list(self._name_parts)
             eng._category, eng._npu = list(self._category), list(self._npu)
+            eng._segments = list(self._segments)
             eng._entry, eng._dep_count, eng._dep_flat = self._entry[:], self._dep_count[:], self._dep_flat[:]
         eng._entry_of, eng.entries = dict(self._entry_of), list(self.entries)
         eng._arrays = dataclasses.replace(self.arrays(), duration=duration)
@@ -488,18 +500,42 @@ class Engine:
         if kinds is not None and len(kinds[0]) == n:
             return kinds
         code, names = self._category_codes()
-        npus = set(self._npu)
-        npus.discard(None)
-        if any(type(x) is not int or x < 0 for x in npus):
-            return None
-        if npus and max(npus) >= 2 ** 53:
-            return None
-        # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
-        # converted by numpy in C rather than looked up per task in Python
-        as_float = np.array(self._npu, dtype=np.float64)
-        npu = np.where(np.isnan(as_float), -1.0, as_float).astype(np.int64)
+        made: dict = {}   # per distinct block's NPU tuple, its codes (None: not all codable)
+        parts = []
+        for block, values in self._pieces(2):
+            part = made.get(id(values)) if block else None
+            if part is None:
+                part = _npu_codes(values)
+                if part is None:
+                    return None
+                if block:
+                    made[id(values)] = part
+            parts.append(part)
+        npu = np.concatenate(parts) if len(parts) != 1 else parts[0]
         kinds = self._kinds = (code, names, npu)
         return kinds
+
+    def _pieces(self, which: int) -> list:
+        """The category (``which`` 1) or NPU (2) column in task order as pieces (whether the
+        piece is an appended block's own tuple, its values): the blocks :meth:`_extend`
+        appended (kept in ``_segments``) and the slices of the column between them (tasks
+        added otherwise), so that a block appended many times is coded once. One piece, the
+        whole column, where the blocks are small (fewer than :data:`TASKS_PER_PIECE` tasks per
+        block on average): a piece costs about a microsecond, a task some 25 ns."""
+        column = self._category if which == 1 else self._npu
+        n = len(self._duration)
+        pieces, at = [], 0
+        if len(self._segments) * TASKS_PER_PIECE > n:
+            return [(False, column)]
+        for segment in self._segments:
+            t0, values = segment[0], segment[which]
+            if t0 > at:
+                pieces.append((False, column[at:t0]))
+            pieces.append((True, values))
+            at = t0 + len(values)
+        if at < n or not pieces:
+            pieces.append((False, column[at:n]))
+        return pieces
 
     def _category_codes(self) -> tuple[np.ndarray, list]:
         """(per task its category's number (int64, read only), the categories in name order):
@@ -510,9 +546,29 @@ class Engine:
         n = len(self._duration)
         if made is not None and len(made[0]) == n:
             return made
-        names = sorted(set(self._category))
+        pieces = self._pieces(1)
+        kinds: dict = {}   # per distinct block's category tuple, its categories
+        present = set()
+        for block, values in pieces:
+            if block:
+                found = kinds.get(id(values))
+                if found is None:
+                    found = kinds[id(values)] = set(values)
+                present |= found
+            else:
+                present.update(values)
+        names = sorted(present)
         number = {c: k for k, c in enumerate(names)}
-        code = np.fromiter(map(number.__getitem__, self._category), dtype=np.int64, count=n)
+        coded: dict = {}   # per distinct block's category tuple, its codes
+        parts = []
+        for block, values in pieces:
+            part = coded.get(id(values)) if block else None
+            if part is None:
+                part = np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values))
+                if block:
+                    coded[id(values)] = part
+            parts.append(part)
+        code = np.concatenate(parts) if len(parts) != 1 else parts[0]
         code.flags.writeable = False
         self._codes = (code, names)
         return self._codes
@@ -594,7 +650,8 @@ class TaskBlock:
     ``category``, ``npu``, ``entry`` (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
     ``dep_count`` (of every task but the first, whose dependencies each append gives),
     ``deps`` (those dependencies in a row, as offsets from the block's first task) and
-    ``queues`` ((resource, offsets of its tasks in order) per resource)."""
+    ``queues`` ((resource, offsets of its tasks in order: a list, or a range where evenly
+    spaced) per resource)."""
 
     names: tuple
     duration: list
@@ -613,10 +670,25 @@ class TaskBlock:
         (:class:`Engine`): ``duration`` float64, ``entry`` and ``dep_count`` int64 typed arrays,
         so that each append copies them as memory; ``deps`` an int64 numpy array from
         :data:`NUMPY_DEPS` dependencies on (each append shifts them in numpy), else a tuple
-        (a numpy call costs about 2 us, shifting one number in Python about 0.1 us)."""
+        (a numpy call costs about 2 us, shifting one number in Python about 0.1 us); the
+        category and NPU columns as tuples: an engine codes each distinct block's once
+        (:meth:`Engine.task_kinds`), and the collector stops tracking them."""
         deps = np.array(deps, dtype=np.int64) if len(deps) >= NUMPY_DEPS else tuple(deps)
-        return TaskBlock(names, array("d", duration), category, npu, array("q", entry), sources,
-                         array("q", dep_count), deps, queues)
+        return TaskBlock(names, array("d", duration), tuple(category), tuple(npu), array("q", entry), sources,
+                         array("q", dep_count), deps, [(r, _as_range(q)) for r, q in queues])
+
+
+def _as_range(offsets: list):
+    """``offsets`` (increasing) as a range where they are evenly spaced (a layer block's compute
+    and MP tasks alternate): :meth:`Engine._extend` then shifts them as a range, about half
+    the time of shifting each offset; else the list itself."""
+    if len(offsets) < 2:
+        return offsets
+    first, step = offsets[0], offsets[1] - offsets[0]
+    stop = offsets[-1] + step
+    if step <= 0 or list(range(first, stop, step)) != offsets:
+        return offsets
+    return range(first, stop, step)
 
 
 #: a :class:`TaskBlock` with this many dependencies or more keeps them as a numpy array (timeit:
@@ -679,6 +751,24 @@ class BlockTable:
             resources=list(resources))
 
 
+def _npu_codes(values) -> np.ndarray | None:
+    """The NPUs ``values`` (a sequence) as int64 codes, -1 for None; None where one is not an
+    int >= 0 or is 2**53 or more (a float would round it: :meth:`Engine.task_kinds`)."""
+    npus = set(values)
+    none = None in npus
+    npus.discard(None)
+    if any(type(x) is not int or x < 0 for x in npus):
+        return None
+    if npus and max(npus) >= 2 ** 53:
+        return None
+    if len(npus) == 1 and not none:   # one NPU (a stage's block): no conversion needed
+        return np.full(len(values), npus.pop(), dtype=np.int64)
+    # every NPU an int in [0, 2**53): exact as a float64, and None becomes NaN (-1 here),
+    # converted by numpy in C rather than looked up per task in Python
+    as_float = np.array(values, dtype=np.float64)
+    return np.where(np.isnan(as_float), -1.0, as_float).astype(np.int64)
+
+
 def _floats(values=None) -> array:
     """A typed float64 column (:class:`Engine`): empty, or a copy of the numpy array ``values``."""
     column = array("d")
@@ -727,6 +817,9 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), ho
     of the tasks' entries ``task_entry``); with ``hold`` (:class:`Engine`), the hold arrays of
     :func:`_hold_arrays` (entries it adds follow the given ones; each entry's latency beyond its
     bytes is its first task's, of ``duration``)."""
+    stacked = _stacked_entries(entries) if hold is None else None
+    if stacked is not None:   # the same arrays, computed over every entry at once
+        return _stacked_entry_arrays(entries, stacked, preempt_s, shared_phase, task_entry)
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     tier = entry_tiers(entries, shared_phase, task_entry)
@@ -741,6 +834,68 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), ho
         shared_phase=shared_per_link(shared_phase, n_links), tier=held["tier"],
         head=held["head"], after=held["after"], hold_first=held["hold_first"],
         hold_count=held["hold_count"], hold_cut=held["hold_cut"])
+
+
+#: Tasks per appended block from which a graph's category and NPU codes are made block by block
+#: (:meth:`Engine._pieces`): timed, Transformer-17B's 32 blocks of 79-83 tasks coded in about
+#: half the time task by task took; the 10,240-GPU Megatron graph's 738 blocks of about 21
+#: tasks (15,616 tasks) in 1.5 times it (docs/sysmodel.md, Speed).
+TASKS_PER_PIECE = 40
+
+
+#: Entries x links up to which the transfer entries' arrays are made stacked
+#: (:func:`_stacked_entries`): beyond it the passes over whole matrices cost more than the
+#: per-entry numpy calls they save (timed, ``/tmp/s16-t17/t_cross.py``: stacked faster at
+#: 10 x 2,000 and 50 x 400 cells, slower from 10 x 4,000 and 50 x 1,000 on; the cluster graphs'
+#: 51 x 25,602 took 8.5 ms stacked against 2.2 ms entry by entry; docs/sysmodel.md, Speed).
+STACKED_ENTRY_CELLS = 2 ** 14
+
+
+def _stacked_entries(entries: list) -> tuple | None:
+    """The loads and the bandwidths of every transfer entry as two (entries, links) float64
+    arrays, when every entry's are one-dimensional float64 arrays of one length (a graph's
+    transfers on one network) and they are at most :data:`STACKED_ENTRY_CELLS` values; else
+    None (:func:`_entry_arrays` then takes them one by one)."""
+    if not entries:
+        return None
+    width = None
+    for loads, bw in entries:
+        if type(loads) is not np.ndarray or type(bw) is not np.ndarray or loads.dtype != np.float64 \
+                or bw.dtype != np.float64 or loads.ndim != 1 or loads.shape != bw.shape:
+            return None
+        if width is None:
+            width = loads.shape[0]
+        elif loads.shape[0] != width:
+            return None
+    if len(entries) * width > STACKED_ENTRY_CELLS:
+        return None
+    return np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
+
+
+def _stacked_entry_arrays(entries: list, stacked: tuple, preempt_s, shared_phase, task_entry) -> dict:
+    """:func:`_entry_arrays` without a hold, over the entries' stacked loads and bandwidths
+    (:func:`_stacked_entries`): each row's time alone, loaded links and shares are
+    :func:`_array_entry`'s (the same divisions and maxima, element by element), and the tiers
+    :func:`entry_tiers`' (its test whether an entry loads a stored phase made for every row
+    at once). Why: numpy's fixed cost per call, paid about ten times per entry, was a tenth
+    of a small iteration's evaluation (docs/sysmodel.md, Speed, twentieth increment)."""
+    loads, bw = stacked
+    n = len(entries)
+    per_link = loads / bw
+    alone = per_link.max(axis=1)
+    rows, links = np.nonzero(loads > 0)   # row by row, each row's links in order (flatnonzero's)
+    share = per_link[rows, links] / alone[rows]
+    link_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=link_ptr[1:])
+    n_links = int(links.max()) + 1 if len(links) else 0
+    total = len(links)
+    return dict(
+        alone=alone, link_ptr=link_ptr, links=links.astype(np.int64), share=share,
+        n_links=n_links, preempt_s=preempt_per_link(preempt_s, n_links),
+        shared_phase=shared_per_link(shared_phase, n_links),
+        tier=entry_tiers(entries, shared_phase, task_entry, loads),
+        head=np.zeros(total), after=np.full(total, np.inf), hold_first=np.full(n, -1, dtype=np.int64),
+        hold_count=np.zeros(n, dtype=np.int64), hold_cut=np.full(n, np.inf))
 
 
 def _hold_arrays(entries: list, found: list, tier: np.ndarray, hold, task_entry=(), duration=()) -> dict:
@@ -809,7 +964,7 @@ def _checked_preempt(preempt_s):
     return costs
 
 
-def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
+def entry_tiers(entries: list, shared_phase, task_entry, stacked_loads=None) -> np.ndarray:
     """Per transfer entry, its turn among the transfers of its priority level: where it loads a
     link another shares a phase with (a switch's stored-phase pseudo-link,
     :func:`sysmodel.switch_phases.shared_phase_links`), 1 + the number of the first task
@@ -819,7 +974,10 @@ def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
     the order the packet fabric's program gives them (docs/switch.md, "Phase order"), not a
     split of its time; the engine fills a level tier by tier, lowest first, so a transfer
     holding a stored phase gets what the level's earlier transfers leave (transfers of one
-    collective, and those holding no stored phase, share max-min as before)."""
+    collective, and those holding no stored phase, share max-min as before).
+    ``stacked_loads``: the entries' loads as one (entries, links) array
+    (:func:`_stacked_entries`), when the caller has it: which entries load a stored phase is
+    then found for all of them at once."""
     tier = np.zeros(len(entries), dtype=np.int64)
     if shared_phase is None or not entries:
         return tier
@@ -829,6 +987,14 @@ def entry_tiers(entries: list, shared_phase, task_entry) -> np.ndarray:
     first = np.full(len(entries), len(task_entry), dtype=np.int64)
     np.minimum.at(first, task_entry[used], np.flatnonzero(used))
     first_of_content: dict = {}
+    if stacked_loads is not None:
+        in_order = np.argsort(first, kind="stable")
+        holding = (stacked_loads[:, stored[stored < stacked_loads.shape[1]]] > 0).any(axis=1)
+        for e in in_order[holding[in_order]].tolist():
+            loads, bw = entries[e]
+            key = (np.asarray(loads).tobytes(), np.asarray(bw).tobytes())
+            tier[e] = first_of_content.setdefault(key, first[e] + 1)
+        return tier
     for e in np.argsort(first, kind="stable"):
         loads, bw = entries[e]
         if np.any(loads[stored[stored < len(loads)]] > 0):

@@ -94,7 +94,7 @@ def fabric_platform_toml(spec: FabricSpec, *, clock_mhz: float, flit_bytes: int,
          if switch == "circuit" else "# from the destination in each header: nothing to set up"),
         f'unicast_routing = "{UNICAST_ROUTING_OF_SWITCH[switch]}"',
         f'phase_select = "{PHASE_SELECT_OF_SWITCH[switch]}"   # {switch} switches',
-        *([f"vc_buffer_flits = {default_depth(spec)}   # the packet switches' input buffer per data VC "
+        *([f"vc_buffer_flits = {default_depth(spec)}   # the packet switches' input buffers and the controllers' receive buffers per data VC "
            "(default_depth)"] if switch == "packet" else []),
         "",
         "[fred.chiplets]",

@@ -198,11 +198,13 @@ class Traffic:
     physical ports, a port carries one flow per phase, so more collectives than ports
     take turns (:attr:`sequential_phases`); ``paced_turn_s`` is what each later turn of the
     busiest uplink adds beyond its phase turn when the collectives taking turns are reduce-outs
-    paced by their own controllers (an io-store whose controllers are named): the switch
-    serves one phase of a VC at a time, so a waiting group's stream into its controller starts
-    only when the previous group's has passed, less what its sources put into the
-    controller L1's input buffer (one VC's) while waiting (:func:`sysmodel.collectives._paced_turn_s`;
-    docs/fabric_validation.md, "Fred-B's DP-group I/O (session 15)"); ``configurations`` are the switch configurations the
+    into their own controllers (an io-store whose controllers are named): the switches serve
+    one phase of a VC at a time, and the previous group's controller L1 hands over only once it
+    has started that group's last packet (when its controller's receive buffer has room for it,
+    or when the uplink has brought it), then selects and sends its member's operand of the next
+    group, whose first flit then needs a pass to its controller
+    (:func:`sysmodel.collectives._paced_turn_s`; docs/fabric_validation.md, "Fred-B's DP-group
+    I/O (session 15)", "The turn's hand-over"); ``configurations`` are the switch configurations the
     traffic needs stored, as (switch node, flows, phases) triples; ``controller_flit_bytes``
     (0: none) is the flit an I/O collective's streams serialise on their controllers' links
     (:meth:`Network.controller_flit_bytes`): a controller's link is paced, a 128 GBps device

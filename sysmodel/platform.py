@@ -216,10 +216,12 @@ class Platform:
     #: priority, even on disjoint links (:mod:`sysmodel.switch_phases`); false is a what-if
     #: (links shared only)
     one_phase_per_switch: bool = True
-    #: flits of a switch input's buffer per virtual channel (``[fred] vc_buffer_flits``; 0:
-    #: not modelled): what a reduce-out waiting for its turn at a switch has put past it
-    #: before its turn (:attr:`sysmodel.network.Traffic.paced_turn_s`). The RTL packet
-    #: fabric's is ``hdl.designs.fabric.packet_fabric_top.default_depth`` (written by
+    #: flits of a buffer per virtual channel (``[fred] vc_buffer_flits``; 0: not modelled):
+    #: a switch input's and an I/O controller's receive buffer; what a reduce-out has left to
+    #: write into its controller when the controller's L1 may start its last packet, so what
+    #: it still writes after its turn has passed (:attr:`sysmodel.network.Traffic.paced_turn_s`).
+    #: The RTL packet fabric's is ``hdl.contracts.fabric.default_depth`` (its switches' input
+    #: buffers and its controllers' receive buffers; written by
     #: :func:`sysmodel.fabric_model.fabric_platform_toml`); the paper's platform does not set it
     vc_buffer_flits: int = 0
     #: the flit a mesh's endpoint engines move (``[mesh] flit_bytes``): each chunk of a mesh

@@ -435,8 +435,16 @@ class _StationaryPipeline:
         layer_ids = self._layer_ids(v, True)
         layers = self.plan.workload.layers
         final = len(layer_ids) - 1
-        for k, (li, offset) in enumerate(zip(layer_ids, computes)):
-            buckets.add(layers[li], t0 + offset, last=k == final)
+        # _GradientBuckets.add's sums and tests, layer by layer, without a call per layer
+        mp, limit = buckets.mp, buckets.bucket_elements
+        elements, start = 0.0, 0
+        for k, li in enumerate(layer_ids):
+            layer = layers[li]
+            elements += layer.params / layer.shards(mp)
+            if elements < limit and k != final:
+                continue
+            buckets.reduce(layers[layer_ids[start]], layer, k == start, elements, t0 + computes[k])
+            elements, start = 0.0, k + 1
 
     def _layer_ids(self, v: int, backward: bool) -> list:
         """Virtual stage ``v``'s layers in the order a pass runs them."""
@@ -627,12 +635,18 @@ class _GradientBuckets:
         self.elements += layer.params / layer.shards(self.mp)
         if self.elements < self.bucket_elements and not last:
             return
+        self.reduce(self.layers[0], self.layers[-1], len(self.layers) == 1, self.elements, compute_task)
+        self.layers, self.elements = [], 0.0
+
+    def reduce(self, first_layer, final_layer, alone: bool, elements: float, compute_task: int) -> None:
+        """The all-reduce of a bucket of ``elements`` from ``first_layer`` to ``final_layer``
+        (``alone``: one layer), its gradients ready when ``compute_task`` ends (see :meth:`add`)."""
         p = self.pipeline
         platform = p.plan.platform
-        d = p.comm.dp(self.elements, self.stage)
+        d = p.comm.dp(elements, self.stage)
         if d > 0:
-            first, final = self.layers[0].name, self.layers[-1].name
-            names = first if len(self.layers) == 1 else f"{first}..{final}"
+            first, final = first_layer.name, final_layer.name
+            names = first if alone else f"{first}..{final}"
             name = f"dp s{self.stage} {names}"
             if p.defer_dp:
                 p.deferred_dp.setdefault(self.stage, []).append((name, d, compute_task))
@@ -640,7 +654,6 @@ class _GradientBuckets:
                 p.eng.add(name, stage_resource(self.stage, "dp"), d, [compute_task],
                           category="dp", npu=p.plan.representative(self.stage),
                           block=not platform.dp_overlap)
-        self.layers, self.elements = [], 0.0
 
 
 def layer_timing(builder, s: int, layer, backward: bool) -> tuple:

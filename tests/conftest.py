@@ -342,7 +342,7 @@ async def program_and_start(ctx, dut, writes) -> None:
     ctx.set(dut.start, 0)
 
 
-def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool = False) -> dict:
+def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool = False, config=()) -> dict:
     """Run a fabric top with the shared harness ports (``clk``, ``prog_we/unit/reg/data``,
     ``start``, ``all_done``, the registered ``rd_unit/rd_reg`` -> ``rd_data``;
     :mod:`cocotb_tests.fabric.harness` drives the same ports under Verilator) in the Amaranth
@@ -350,7 +350,9 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
     one a cycle, a ``start`` pulse, then cycles until ``all_done`` (not before the 5th) or
     ``max_cycles``. Then ``read_back(read)`` is awaited, ``read(unit, reg)`` being an async
     register read (``with_write``: ``read_back(read, write)``, ``write(unit, reg, value)`` an
-    async program-port write, e.g. of a read-address register); what it returns is returned."""
+    async program-port write, e.g. of a read-address register); what it returns is returned.
+    ``config``: ``[switch, slot, last, word]`` configuration words streamed into the ``cfg_*``
+    port (each held until ``cfg_ready``) before the writes (a packet fabric's stored slots)."""
     out = {}
 
     async def clock(ctx):   # the tops take their clock as a port: a free-running 10 ns clock
@@ -382,6 +384,19 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
 
         for _ in range(8):
             await ctx.posedge(dut.clk)
+        for switch, slot, last, word in config:
+            ctx.set(dut.cfg_valid, 1)
+            ctx.set(dut.cfg_switch, switch)
+            ctx.set(dut.cfg_phase, slot)
+            ctx.set(dut.cfg_last, last)
+            ctx.set(dut.cfg_data, word)
+            ready = ctx.get(dut.cfg_ready)
+            await ctx.posedge(dut.clk)
+            while not ready:
+                ready = ctx.get(dut.cfg_ready)
+                await ctx.posedge(dut.clk)
+        if config:
+            ctx.set(dut.cfg_valid, 0)
         for unit, reg, value in writes:     # back to back, one a cycle
             await put(unit, reg, value)
         ctx.set(dut.prog_we, 0)

@@ -14,7 +14,8 @@ from hdl.contracts.packet import VC, PacketFormat
 from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop, claim_interval
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
-__all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io", "run_stripe_io"]
+__all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io",
+           "run_stripe_io", "run_striped_top"]
 
 _MASK = 0xFFFFFFFF
 
@@ -98,6 +99,16 @@ def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     (``cocotb_tests.fabric.bench_fabric``: load, start, poll ``all_done``, read the NPUs' and
     switches' registers). Returns ``{"cycles", "problems", "done", "sim_s", "build_s",
     "cycles_per_s"}``; ``problems`` empty when every NPU received and checked every flit."""
+    top = stripe_io_top(spec, program)
+    return run_striped_top(spec, program, top, [], stripe_io_writes(spec, program, top.packet),
+                           watchdog_cycles=watchdog_cycles)
+
+
+def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int | None = None,
+                    name: str = "stripe-io") -> dict:
+    """A striped I/O ``program`` on ``top`` (a :class:`PacketFabricTop` with a
+    :class:`StripeNpu` at every NPU port) under Verilator, loaded with ``config`` (``[switch,
+    slot, last, word]``) and ``writes``: :func:`run_stripe_io`'s bench and result."""
     import time
 
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
@@ -106,18 +117,16 @@ def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     from eda.fabric.build import build_top_public_only
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.emit.verilog import to_verilog
-    top = stripe_io_top(spec, program)
-    writes = stripe_io_writes(spec, program, top.packet)
     started = time.perf_counter()
     verilog = to_verilog(top, name=PACKET_TOP)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=PLAIN_CFLAGS)
     build_s = time.perf_counter() - started
     if watchdog_cycles is None:     # the controllers' rate bounds the stream
         watchdog_cycles = int(8 * program.size_flits / min(spec.io_rate, 1)) + 20_000
-    params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": [], "writes": writes,
+    params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": config, "writes": writes,
               "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(program.size_flits),
               "engine_read": list(StripeNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
-    name = f"stripe-io-{spec.name}-c{program.controllers}-{program.size_flits}"
+    name = f"{name}-{spec.name}-c{program.controllers}-{program.size_flits}"
     metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
                         bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]

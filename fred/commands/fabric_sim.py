@@ -57,7 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a collective, or an I/O op: on FRED io-broadcast (weight streaming: "
                              "a controller multicasts to its group) and io-reduce (gradient "
                              "reduce-out: the group reduced into its controller), one controller "
-                             "per group on the L1s, on the packet fabric; on the mesh io-load, "
+                             "per group on the L1s, on the packet fabric, and io-load / io-store "
+                             "with --group wafer: the mesh's striped request, all 18 controllers at "
+                             "once on the packet fabric (Fred-A/C's chains, Fred-B's trees on shared "
+                             "stored flows); on the mesh io-load, "
                              "io-store (gradient reduce-out to the edge controllers), io-write "
                              "and io-read (a checkpoint spill: every NPU's own stripe to / from "
                              "each controller, unicasts); required "
@@ -108,6 +111,8 @@ def run(args) -> int:
     from hdl.contracts.errors import FredError
     if args.op is None:
         raise FredError("--op is required (or --concurrent SCENARIO)")
+    if args.op in STRIPED_OPS:
+        return run_striped(args)
     from hdl.contracts.fabric import IO_OPS
     from studies.fabric_case import build_case, run_case
     if args.switch is None:
@@ -151,4 +156,50 @@ def run(args) -> int:
               f"0 errors; {rtl.cycles_per_s:,.0f} fabric cycles/s on the {rtl.simulator} simulator "
               f"(build {rtl.build_s:.1f} s, simulation {rtl.sim_s:.2f} s)")
         print(f"RTL / model = {case.ratio:.3f}")
+    return 0
+
+
+#: ``--op`` values run on a FRED fabric as the mesh's striped I/O request (every controller at
+#: once, each a stripe to / from every NPU: ``studies.mesh_validation.StripeIoCase``).
+STRIPED_OPS = ("io-load", "io-store")
+
+
+def run_striped(args) -> int:
+    """``--op io-load|io-store --group wafer`` on a FRED fabric: the striped request of
+    ``--size`` flits per NPU (18 whole stripes) on the packet fabric with the 18 controllers under
+    Verilator, against the model of the same platform (``fred_io_model_cycles``): Fred-A/C's
+    chains, Fred-B's trees as shared stored flows. FredError, before anything is built, for
+    another group, the circuit switch, a fabric option the striped request does not take, or a
+    fabric whose striped request is not built (Fred-D: ``STRIPE_IO_FABRICS``)."""
+    from hdl.contracts.errors import FredError
+    from studies.mesh_validation import IO_CASES, STRIPE_IO_FABRICS, StripeIoCase, fred_io_model_cycles
+    label = f"wafer {args.op}"
+    if args.group != "wafer":
+        raise FredError(f"{args.op} on {args.fabric} is the striped request over every NPU: --group wafer, "
+                        f"got {args.group or args.strategy!r}")
+    if args.switch == "circuit":
+        raise FredError(f"{args.op} on {args.fabric} runs on the packet fabric (--switch packet)")
+    if spec_overrides(args) or args.backpressure or args.algorithm:
+        raise FredError(f"{args.op} on {args.fabric}: the striped request runs the wafer as built "
+                        f"(no --npu-latency, --uplink-latency, --dtype, --backpressure or --algorithm)")
+    if label not in STRIPE_IO_FABRICS.get(args.fabric, ()):
+        raise FredError(f"{args.op} on {args.fabric} as the striped request is not built (built: "
+                        + ", ".join(f"{f} {', '.join(c.split()[1] for c in cs)}" for f, cs in STRIPE_IO_FABRICS.items())
+                        + "; docs/fabric_rtl.md, \"Striped I/O: every controller at once\")")
+    model = fred_io_model_cycles(args.fabric, args.size, op=IO_CASES[label],
+                                 characterization=args.characterization, switch="packet")
+    out = {"fabric": args.fabric, "op": args.op, "size_flits": args.size, "controllers": 18,
+           "model_cycles": model}
+    if not args.model_only:
+        row = StripeIoCase(args.fabric, label, args.size, args.characterization).run_row()
+        out.update(rtl_cycles=row.rtl_cycles, ratio=row.ratio, flits_checked=row.flits_checked,
+                   algorithm=row.algorithm, cycles_per_s=row.cycles_per_s)
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"{args.fabric} {args.op} striped over 18 controllers, {args.size} flits per NPU: model "
+          f"{model:.1f} cycles (the packet platform)")
+    if "rtl_cycles" in out:
+        print(f"RTL (packet switches, {out['algorithm']}): {out['rtl_cycles']} cycles; {out['flits_checked']} "
+              f"flits received and checked, 0 errors; RTL / model = {out['ratio']:.3f}")
     return 0

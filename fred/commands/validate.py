@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "shipped with the package)")
     parser.add_argument("--only", action="append", default=None, metavar="MODEL[/MODE]",
                         help="run only this case or model (repeatable), e.g. megatron-22b")
+    parser.add_argument("--whole", action="store_true",
+                        help="run every case's whole iteration (by default a long 1F1B pipeline's "
+                             "figures are carried from two short runs whose steady periods are "
+                             "checked to repeat: sysmodel/pipeline_collapse.py)")
     parser.add_argument("--trace", default=None, metavar="FILE",
                         help="write the executed schedule of every case run (one process per "
                              "case; each simulated once more) as Chrome trace-event JSON, for "
@@ -55,7 +59,8 @@ def run(args) -> int:
             bar.update(n)
             checkpoint()
         result = run_validation(cases_path=args.cases, platform=platform, only=args.only,
-                                progress=not args.json and not wanted(args.json), tick=tick)
+                                progress=not args.json and not wanted(args.json), tick=tick,
+                                collapse=not args.whole)
     if recorder:
         for case in cases:
             wl = case_workload(case)

@@ -90,15 +90,19 @@ def _sum_weights(pairs) -> tuple[int, int]:
     return w, h
 
 
-def _check(spec: FabricSpec, op: str, size_flits: int, group) -> tuple[int, ...]:
-    """The group's members, or FredError naming what the striped request cannot run."""
+def _check(spec: FabricSpec, op: str, size_flits: int, group, *, trees: bool = False) -> tuple[int, ...]:
+    """The group's members, or FredError naming what the striped request cannot run (``trees``:
+    as Fred-B/D's in-switch trees, :func:`hdl.compiler.io_stripe_shared.shared_io_program`,
+    else as Fred-A/C's chains)."""
     if op not in IO_OPS:
         raise FredError(f"the striped I/O request runs {' or '.join(IO_OPS)}; got op {op!r}")
-    if spec.in_switch:
+    if trees and not spec.in_switch:
+        raise FredError(f"{spec.name} neither multicasts nor reduces in its switches: its striped I/O "
+                        f"is the chains of hdl.compiler.io_stripe_program")
+    if spec.in_switch and not trees:
         raise FredError(f"{spec.name} multicasts (reduces) in its switches: its striped I/O request is "
-                        f"{spec.io_controllers} trees sharing every NPU output at once, which the packet "
-                        f"switch does not serve (one stored phase per VC, flows on disjoint outputs); "
-                        f"the striped chains are Fred-A/C's")
+                        f"{spec.io_controllers} trees sharing every NPU output at once "
+                        f"(hdl.compiler.io_stripe_shared.shared_io_program); the striped chains are Fred-A/C's")
     if spec.io_controllers < 1:
         raise FredError(f"{op} striped over the I/O controllers needs controllers; {spec.name} has none "
                         f"(io_controllers = 0)")

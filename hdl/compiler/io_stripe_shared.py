@@ -5,7 +5,9 @@ side of step 2 of docs/fabric_rtl.md's "Fred-B/D, the shared stored flows".
 Pure Python. From :func:`hdl.compiler.io_stripe_trees.stripe_tree_flows`: each distinct flow of
 the switch gets a slot (its configuration, routed alone), the flow-port table its entries, and
 each stripe (the header's flow id) the slot of the tree it takes there; the shared phase is the
-slot after them."""
+slot after them, or one named slot after them all, the same at every switch of a fabric
+(:func:`shared_io_program`, :func:`fabric_shared_tables`: the fabric side, every switch's
+tables and every endpoint's part, for ``PacketFabricTop(shared_flows=)``)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from dataclasses import dataclass
 
 from hdl.compiler import Router
 from hdl.compiler.fabric_program import switch_label
+from hdl.compiler.io_stripe_program import IoStripeProgram, StripeStep, _check
 from hdl.compiler.io_stripe_trees import stripe_tree_flows
 from hdl.compiler.packet_fabric_program import slot_entries
 from hdl.contracts.encoding import SwitchConfig
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import SWITCH_PHASES, FabricSpec
+from hdl.contracts.npu_engine import rank_weights
 
-__all__ = ["SharedTables", "shared_stripe_tables"]
+__all__ = ["SharedTables", "shared_stripe_tables", "fabric_shared_tables", "shared_io_program"]
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,14 @@ class SharedTables:
 
 
 def shared_stripe_tables(spec: FabricSpec, op: str, switch: int, *,
-                         phases: int = SWITCH_PHASES + 1) -> SharedTables:
+                         phases: int = SWITCH_PHASES + 1, shared_phase: int | None = None) -> SharedTables:
     """The tables of switch ``switch`` (index as :func:`stripe_tree_flows`) for ``op``
     (io-broadcast or io-reduce) striped over ``spec.io_controllers``. ``phases``: the slots the
-    switch stores, one more than the distinct flows (the shared phase's index); FredError naming
-    the switch when it has too few, or for anything :func:`stripe_tree_flows` refuses."""
+    switch stores, one more than the distinct flows (the shared phase's index); ``shared_phase``
+    (default: the slot after the flows'): the header phase of the shared flows, after every
+    flow's slot and below ``phases`` (a fabric's switches share one: the last slot). FredError
+    naming the switch when it has too few slots, or for anything :func:`stripe_tree_flows`
+    refuses."""
     if isinstance(switch, bool) or not isinstance(switch, int) or not 0 <= switch < len(spec.switch_ports):
         raise FredError(f"switch must be in 0..{len(spec.switch_ports) - 1}, got {switch!r}")
     shared = stripe_tree_flows(spec, op, phases=phases - 1)[switch]
@@ -54,6 +61,9 @@ def shared_stripe_tables(spec: FabricSpec, op: str, switch: int, *,
     if len(shared) + 1 > phases:
         raise FredError(f"switch {name} needs {len(shared)} slots for its striped flows and one "
                         f"for the shared phase; it stores {phases}")
+    if shared_phase is not None and not len(shared) <= shared_phase < phases:
+        raise FredError(f"switch {name}: the shared phase must be a slot after its {len(shared)} flows' "
+                        f"and below {phases}, got {shared_phase!r}")
     router = Router(ports=spec.switch_ports[switch], middle=spec.middle)
     configs, entries, slots, inputs = [], [], {}, {}
     for k, item in enumerate(shared):
@@ -64,7 +74,49 @@ def shared_stripe_tables(spec: FabricSpec, op: str, switch: int, *,
             slots[stripe] = k
         for n in set(item.flow.inputs):
             inputs.setdefault(n, []).extend(item.stripes)
+    shared_phase = len(configs) if shared_phase is None else shared_phase
     return SharedTables(configs=tuple(configs), flow_ports=tuple(entries),
-                        stripe_slots=dict(sorted(slots.items())), shared_phase=len(configs),
-                        phases=len(configs) + 1,
+                        stripe_slots=dict(sorted(slots.items())), shared_phase=shared_phase,
+                        phases=shared_phase + 1,
                         inputs={n: sorted(s) for n, s in sorted(inputs.items())})
+
+
+def fabric_shared_tables(spec: FabricSpec, op: str, phases: int) -> list[SharedTables]:
+    """Every switch's :class:`SharedTables` (the L1s, then the L2 planes) for ``op`` on a fabric
+    whose switches store ``phases`` slots and serve the shared flows in the last one
+    (``PacketFabricTop(shared_flows=)``): one header phase, ``phases - 1``, at every switch."""
+    return [shared_stripe_tables(spec, op, s, phases=phases, shared_phase=phases - 1)
+            for s in range(len(spec.switch_ports))]
+
+
+def shared_io_program(spec: FabricSpec, op: str, size_flits: int, *, seed: int = 0) -> IoStripeProgram:
+    """The endpoints' part in ``op`` striped over every controller as Fred-B/D's trees, in the
+    form of :func:`hdl.compiler.io_stripe_program.io_stripe_program` (the same data, weights
+    and checks; ``chains[k]``: the NPUs of stripe ``k``'s tree, every NPU): ``io-broadcast``,
+    controller ``k`` sends stripe ``k`` (its memory, indices ``k S ..``) into its tree and every
+    NPU receives it from the controller (the switches replicate it; ``source`` = the
+    controller) and checks it; ``io-reduce``, every NPU sends its own data of every stripe
+    (``dest`` = the stripe's controller) and controller ``k`` receives stripe ``k``'s sum over
+    every NPU (the switches add; ``source`` = the last NPU, standing for the tree). The packets
+    carry their stripe as the header's flow id (the shared stored flows, :func:`fabric_shared_tables`).
+    FredError, naming what is wrong, for a fabric that does not reduce in its switches, no
+    controllers or a size that is not a whole number of stripes."""
+    members = _check(spec, op, size_flits, None, trees=True)
+    stripe = size_flits // spec.io_controllers
+    weights = [rank_weights(e, seed) for e in range(spec.endpoints)]
+    steps: list[dict[int, StripeStep]] = [{} for _ in range(spec.endpoints)]
+    total = (0, 0)
+    for r in members:
+        total = tuple((a + b) & 0xFFFFFFFF for a, b in zip(total, weights[r]))
+    for k in range(spec.io_controllers):
+        io, org = spec.npus + k, k * stripe
+        if op == "io-broadcast":
+            w, h = weights[io]
+            steps[io][k] = StripeStep(io, k, None, members[0], False, 0, 0, w, h, org, stripe)
+            for r in members:
+                steps[r][k] = StripeStep(r, k, io, None, False, w, h, *weights[r], org, stripe)
+        else:
+            for r in members:
+                steps[r][k] = StripeStep(r, k, None, io, False, 0, 0, *weights[r], org, stripe)
+            steps[io][k] = StripeStep(io, k, members[-1], None, False, *total, 0, 0, org, stripe)
+    return IoStripeProgram(op, size_flits, stripe, tuple(members for _ in range(spec.io_controllers)), steps)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from hdl.contracts.errors import FredError
 
 __all__ = ["STRIPE_REGS", "stripe_reg", "stripe_receiver_writes", "NPU_PAGE_REG", "NPU_PAGE_SIZE", "NPU_ROUTE_BASE",
-           "NPU_HEADER_REGS", "NPU_OWN_REGS", "stripe_npu_writes", "stripe_npu_words", "paged_writes"]
+           "NPU_HEADER_REGS", "NPU_OWN_REGS", "stripe_npu_writes", "stripe_npu_words", "paged_writes",
+           "TREE_NPU_REGS", "tree_npu_writes"]
 
 #: Registers per stripe, at address ``len(STRIPE_REGS) * k + index``.
 STRIPE_REGS = ("org", "flits", "wr", "hr")
@@ -101,3 +102,21 @@ def paged_writes(words, state: dict | None = None) -> list[tuple[int, int]]:
             page = p
         out.append((reg, value))
     return out
+
+
+#: Program registers of an NPU of the striped reduce-out on Fred-B's trees
+#: (:class:`hdl.designs.fabric.tree_stripe_npu.TreeStripeNpu`; the fabric's program port, 6-bit
+#: register numbers, no paging): its data weights (flit index t, lane l: ``ws * mix(t, l) +
+#: hs``), the stripes (one per controller) and each stripe's flits, the header's phase (the
+#: shared phase) and VC.
+TREE_NPU_REGS = {"ws": 0, "hs": 1, "stripes": 2, "stripe_flits": 3, "phase": 4, "vc": 5}
+
+
+def tree_npu_writes(*, ws: int, hs: int, stripes: int, stripe_flits: int, phase: int, vc: int) -> list[tuple[int, int]]:
+    """(register, value) writes that load a :class:`~hdl.designs.fabric.tree_stripe_npu.TreeStripeNpu`:
+    every register of :data:`TREE_NPU_REGS`. FredError for no stripes or empty stripes."""
+    for name, value in (("stripes", stripes), ("stripe_flits", stripe_flits)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FredError(f"tree stripe NPU: {name} must be a positive integer, got {value!r}")
+    values = {"ws": ws, "hs": hs, "stripes": stripes, "stripe_flits": stripe_flits, "phase": phase, "vc": vc}
+    return [(reg, values[name] & _MASK) for name, reg in TREE_NPU_REGS.items()]

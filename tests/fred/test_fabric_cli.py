@@ -171,8 +171,8 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     """``fred fabric-validate`` with the mesh and Fred-A: Fred-A's io-load runs as the striped
     request (every controller at once) at the mesh case's whole-stripe sizes, 54 and 4014 for
     --sizes 40,4000, and so does its io-store (the reduce-out along the same chains, since
-    session 13's fix of its stall); the same on Fred-C; none on --switch packet or in fp16
-    (nothing built, nothing run)."""
+    session 13's fix of its stall); the same on Fred-C and Fred-B (its trees as shared stored
+    flows); none on Fred-D, on --switch packet or in fp16 (nothing built, nothing run)."""
     import argparse
 
     from fred.commands.fabric_validate import _stripe_io_cases
@@ -180,10 +180,37 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     cases = _stripe_io_cases(args, ["fred-a", "fred-b", "mesh"])
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
         ("wafer io-load", "fred-a", 54), ("wafer io-load", "fred-a", 4014),
-        ("wafer io-store", "fred-a", 54), ("wafer io-store", "fred-a", 4014)]
+        ("wafer io-store", "fred-a", 54), ("wafer io-store", "fred-a", 4014),
+        ("wafer io-load", "fred-b", 54), ("wafer io-load", "fred-b", 4014),
+        ("wafer io-store", "fred-b", 54), ("wafer io-store", "fred-b", 4014)]
     cases = _stripe_io_cases(args, ["fred-c", "fred-d", "mesh"])
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
         ("wafer io-load", "fred-c", 54), ("wafer io-load", "fred-c", 4014),
         ("wafer io-store", "fred-c", 54), ("wafer io-store", "fred-c", 4014)]
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "switch": "packet"}), ["fred-a"]) == []
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "dtype": "fp16"}), ["fred-a"]) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--fabric", "fred-d", "--op", "io-store", "--group", "wafer"], "io-store on fred-d as the striped request is not built"),
+    (["--fabric", "fred-d", "--op", "io-load", "--group", "wafer"], "io-load on fred-d as the striped request is not built"),
+    (["--fabric", "fred-b", "--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp"], "--group wafer"),
+    (["--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--switch", "circuit"], "--switch packet"),
+    (["--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--npu-latency", "3"], "runs the wafer as built"),
+])
+def test_the_striped_io_ops_are_refused_by_name_before_anything_is_built(argv, words, capsys):
+    """`fred fabric-sim --op io-load|io-store --group wafer` on a FRED fabric is the mesh's striped
+    request (every controller at once, studies.mesh_validation.StripeIoCase)."""
+    assert main(["fabric-sim", *argv, "--size", "54"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fred fabric-sim: error:") and words in err, err
+
+
+def test_the_striped_io_load_on_fred_b_model_only(capsys):
+    """The model's side of Fred-B's striped weight streaming (the packet platform, 18 controllers)."""
+    from studies.mesh_validation import fred_io_model_cycles
+    assert main(["fabric-sim", "--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--size", "54",
+                 "--model-only", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model_cycles"] == pytest.approx(fred_io_model_cycles("fred-b", 54, switch="packet"))
+    assert "rtl_cycles" not in out and out["controllers"] == 18

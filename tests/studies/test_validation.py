@@ -136,6 +136,9 @@ def test_cli_validate_json():
     out = json.loads(proc.stdout)
     assert {r["case"] for r in out["cases"]} == {"megatron-22b/full", "megatron-22b/seqsel"}
     assert "mean_abs_error" in out and "worst_abs_error" in out
+    proc = subprocess.run([sys.executable, "-m", "fred", "validate", "--only", "megatron-22b", "--whole", "--json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["cases"][0]["collapsed"] is None, proc.stderr
     proc = subprocess.run([sys.executable, "-m", "fred", "validate", "--only", "bert"],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "no validation case matches bert" in proc.stderr

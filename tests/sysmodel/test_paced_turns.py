@@ -1,9 +1,12 @@
-"""Sink-paced reduce-outs served in turn (``Traffic.paced_turn_s``): the RTL fabric's I/O
-requests name each group's controller (controller g serves group g), and where the groups'
-io-stores share an uplink's one port (Fred-B) each later turn adds its stream into its
-controller less what the controller L1's input buffer per VC (``[fred] vc_buffer_flits``, the
-RTL's ``default_depth``) took while it waited (docs/fabric_validation.md, "Fred-B's DP-group
-I/O (session 15)"). Pure Python: the model only."""
+"""Reduce-outs into their own controllers served in turn (``Traffic.paced_turn_s``): the RTL
+fabric's I/O requests name each group's controller (controller g serves group g), and where
+the groups' io-stores share an uplink's one port (Fred-B) each later turn adds the hand-over at
+the controller's L1: the group's stream until the controller L1 starts its last packet (the
+stream into the controller less what the controller's receive buffer, ``[fred]
+vc_buffer_flits`` = the RTL's ``default_depth``, holds; or the stream through the uplink when
+the buffer holds it all), that L1's select and the next group's first pass to its controller
+(docs/fabric_validation.md, "Fred-B's DP-group I/O (session 15)" and "The turn's hand-over").
+Pure Python: the model only."""
 
 from dataclasses import replace
 from fractions import Fraction
@@ -62,31 +65,72 @@ def test_fewer_groups_than_controllers_are_striped_over_every_controller():
     assert all(not c.controllers for c in request_collectives(request, 512, four.npus, io_controllers=5))
 
 
-def test_four_dp_reduce_outs_on_one_port_uplinks_add_three_turns_of_their_unbuffered_stream():
-    """Hand-computed: Fred-B, 4 DP groups (one NPU on every L1: every group crosses every L1's
-    one-port uplink), S = 40 flits each, r = 16/375 flit/cycle, B = 24 flits. One group alone
-    pays one phase; the four pay 3 later turns, each the phase turn (the slowest switch's
-    measured phase switch, as before) plus (S - B) / r = 16 x 375/16 = 375 cycles."""
-    spec, platform = _packet("fred-b")
+def _alone(spec, platform, size: int) -> float:
+    """One DP group's io-reduce alone (no turn to wait for), in cycles."""
     p = platform[0]
-    turn = max(p.switch_at("l1").phase_switch_cycles, p.switch_at("l2").phase_switch_cycles)
-    four = _cycles(spec, platform, 40, **DP)
-    request = make_request(spec, op="io-reduce", size_flits=40, **DP)
+    request = make_request(spec, op="io-reduce", size_flits=size, **DP)
     one = evaluate(p, spec.name, request_collectives(request, 512, spec.npus, io_controllers=spec.io_controllers)[:1])
-    alone = one.time_s / p.switch_at("l1").cycle_s
     assert one.phases == 1
-    assert four - alone == pytest.approx(3 * (turn + 375.0))
-    # the buffer credit: none (B = 0) charges the whole stream S / r = 937.5 per turn; a buffer
-    # holding the stream (B >= S) charges the phase turns only
-    none = (replace(p, vc_buffer_flits=0), platform[1])
+    return one.time_s / p.switch_at("l1").cycle_s
+
+
+def _figures(platform) -> tuple[float, float, float, float, int]:
+    """(first-flit latency, packet latency, header select, phase switch, packet flits) of the
+    controller L1 Fred_3(6), in cycles, as the platform reads them from the characterization."""
+    l1 = platform[0].switch_at("l1")
+    c = l1.cycle_s
+    return (l1.first_flit_latency_cycles, l1.packet_latency_s / c, l1.header_select_s / c,
+            l1.phase_switch_cycles, l1.preemption_packet_flits)
+
+
+def test_four_dp_reduce_outs_on_one_port_uplinks_add_three_hand_overs_at_the_controller_l1():
+    """Hand-computed: Fred-B int32, 4 DP groups (one NPU on every L1: every group crosses every
+    L1's one-port uplink), S = 40 flits each, r = 16/375 flit/cycle, B = 24 flits (the
+    controller's receive buffer), 8-flit packets, u = 1/2 (the uplinks). One group alone pays one
+    phase; the four pay 3 later turns, each (``_paced_turn_s``, docs/fabric_validation.md, "The
+    turn's hand-over"):
+
+    * the controller L1 starts group g's last packet when the controller has B flits left:
+      (S - B) / r = 16 x 375/16 = 375 after its stream began; the packet crosses the L1 (its
+      packet latency, 8 + 1 = 9) and its 7 later flits leave one a cycle: 391 (the fabric
+      would have brought the last flit after 39 x 2 = 78: not the bound);
+    * the L1's header select (copy 7 + control 2 = 9);
+    * group g+1's first flit from the controller L1's input to its controller: L1 (9) +
+      uplink (1) + L2 Fred_3(5) (9) + uplink (1) + L1 (9) = 29;
+
+    = 429 cycles (the RTL's, traced on the Amaranth fabric: 427)."""
+    spec, platform = _packet("fred-b")
+    assert _figures(platform) == (8, 9, 9, 15, 8)
+    four = _cycles(spec, platform, 40, **DP)
+    alone = _alone(spec, platform, 40)
+    assert four - alone == pytest.approx(3 * (391 + 9 + 29))
+    # the buffer credit: none (B = 0) charges the whole stream S / r per turn, 24 x 375/16 more
+    none = (replace(platform[0], vc_buffer_flits=0), platform[1])
     assert _cycles(spec, none, 40, **DP) - four == pytest.approx(3 * 24 * 375 / 16)
-    whole = (replace(p, vc_buffer_flits=40), platform[1])
-    assert _cycles(spec, whole, 40, **DP) - alone == pytest.approx(3 * turn)
+    # a buffer holding the stream (B >= S): the controller L1 passes the last flit when the
+    # half-rate uplink brings it, (S - 1) / u = 78 after the first; the hand-over as above
+    whole = (replace(platform[0], vc_buffer_flits=40), platform[1])
+    assert _cycles(spec, whole, 40, **DP) - alone == pytest.approx(3 * (78 + 9 + 29))
     # one group (the wafer's reduce-out) has no turn to wait for
     wafer = fabric_spec("fred-b", io_controllers=1)
     wafer_platform = fabric_platform(wafer, switch="packet")
     assert _cycles(wafer, wafer_platform, 40, group="wafer") == pytest.approx(
         _cycles(wafer, (replace(wafer_platform[0], vc_buffer_flits=0), wafer_platform[1]), 40, group="wafer"))
+
+
+def test_fp16_reduce_outs_fit_the_buffer_and_turn_at_the_uplinks_pace():
+    """Hand-computed: Fred-B fp16, B = 40 >= S = 40, so no controller paces the turn; each
+    later turn is the group's stream through the half-rate uplink, (S - 1) / u = 78, the
+    controller L1's header select (copy 7 + control 2 = 9) and the next group's first flit from
+    the controller L1's input to its controller: 3 switches of fp16's packet latency 27 and two
+    uplinks, 83: 170 cycles (the RTL's, traced on the Amaranth fabric: 167.3). fp16's longer
+    pipelines enter through the chain only; the NPUs' sink backpressure does not enter (an
+    io-reduce's NPUs only send)."""
+    spec, platform = _packet("fred-b", dtype="fp16")
+    assert platform[0].vc_buffer_flits == 40
+    assert _figures(platform) == (26, 27, 9, 33, 8)
+    four = _cycles(spec, platform, 40, **DP)
+    assert four - _alone(spec, platform, 40) == pytest.approx(3 * (78 + 9 + 3 * 27 + 2))
 
 
 def test_groups_that_do_not_share_a_port_stay_overlapped():

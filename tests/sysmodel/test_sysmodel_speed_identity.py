@@ -460,3 +460,106 @@ def test_last_backwards_appended_as_blocks_equal_the_reference_graph(blocking, m
     assert plain == layers * passes
     assert overlapped == layers * passes + (0 if blocking else layers)
     assert single == 2 * layers + layers   # one forward and one (last) backward per stage
+
+
+def test_stacked_transfer_entries_give_the_arrays_taken_one_by_one(monkeypatch):
+    """The transfer entries' arrays for the compiled loop computed over the stacked loads
+    (engine._stacked_entry_arrays) equal those taken entry by entry, bit for bit: times alone,
+    loaded links, shares and tiers (some entries loading the stored phase, some not, equal
+    contents in other arrays, unused entries, ties in the first task). A graph's entries of
+    several lengths take the entry-by-entry path."""
+    from sysmodel import engine
+    rng = np.random.default_rng(31)
+    checked = 0
+    for _ in range(60):
+        links = int(rng.integers(3, 12))
+        entries = []
+        for _ in range(int(rng.integers(1, 7))):
+            loads = rng.random(links) * (rng.random(links) < 0.5)
+            loads[int(rng.integers(links))] = 1.0 + rng.random()
+            entries.append((loads, 0.5 + rng.random(links)))
+        entries.append((entries[0][0].copy(), entries[0][1].copy()))   # same content, other arrays
+        shared = np.full(links, -1, dtype=np.int64)
+        shared[links - 1] = 0                                      # link 0's phase is stored
+        task_entry = rng.integers(-1, len(entries), size=int(rng.integers(1, 20)))
+        stacked = engine._entry_arrays(entries, 0.0, shared, task_entry)
+        with monkeypatch.context() as m:
+            m.setattr(engine, "_stacked_entries", lambda _entries: None)
+            each = engine._entry_arrays(entries, 0.0, shared, task_entry)
+        assert stacked.keys() == each.keys()
+        for key, value in each.items():
+            assert np.array_equal(stacked[key], value), key
+            assert np.asarray(stacked[key]).dtype == np.asarray(value).dtype, key
+        holding = [e for e in range(len(entries)) if entries[e][0][0] > 0]
+        checked += 0 < len(holding) < len(entries)
+    assert checked >= 10   # both kinds of entry in many cases
+    assert engine._stacked_entries([(np.ones(3), np.ones(3)), (np.ones(4), np.ones(4))]) is None
+    cells = engine.STACKED_ENTRY_CELLS   # large entry sets go entry by entry (faster there)
+    assert engine._stacked_entries([(np.ones(cells // 4), np.ones(cells // 4))] * 4) is not None
+    assert engine._stacked_entries([(np.ones(cells // 4 + 1), np.ones(cells // 4 + 1))] * 4) is None
+
+
+def test_a_blocks_evenly_spaced_queue_offsets_become_a_range():
+    """TaskBlock.typed keeps a queue's offsets as a range only where they are exactly one."""
+    from sysmodel.engine import _as_range
+    assert _as_range([1, 3, 5, 7]) == range(1, 9, 2)
+    assert _as_range([0, 1]) == range(0, 2)
+    assert _as_range([0, 2, 5]) == [0, 2, 5]
+    assert _as_range([0, 2, 4, 5]) == [0, 2, 4, 5]
+    assert _as_range([4]) == [4]
+    assert _as_range([]) == []
+
+
+def _codes_without_segments(eng):
+    """``eng``'s task_kinds() and _category_codes() made from its columns alone (no block
+    segments): what the engine made before blocks were coded once each."""
+    copy = eng.retimed(np.array(eng._duration, dtype=np.float64))
+    copy._segments, copy._kinds, copy._codes = [], None, None
+    return copy.task_kinds(), copy._category_codes()
+
+
+def test_task_codes_made_per_block_equal_those_made_per_task(monkeypatch):
+    """The category and NPU codes made once per appended block (Engine._pieces) equal those
+    made task by task: on Transformer-17B's graph (blocks between tasks added one by one) and
+    on blocks whose NPUs a float would round or that are not ints, where the codes are None;
+    small blocks (fewer than TASKS_PER_PIECE tasks each on average) are coded task by task."""
+    from sysmodel import engine
+    from sysmodel.engine import TaskBlock
+    from sysmodel.iteration_plan import plan_iteration
+    from sysmodel.task_graphs import StageEngine
+    from sysmodel.training import build_task_graph, link_priority
+    plan = plan_iteration(P, get_workload("transformer-17b"), None)
+    eng = StageEngine(blocking=False, **link_priority(P, "fred-d"))
+    build_task_graph(eng, plan, "fred-d")
+    assert len(eng._segments) >= 8 and len(eng) > eng._segments[-1][0] + len(eng._segments[-1][1])
+    assert len(eng._pieces(1)) == len(eng._segments) + 1   # 32 blocks, then the tasks added one by one
+    (code, names, npu), (code2, names2) = eng.task_kinds(), eng._category_codes()
+    (ref_code, ref_names, ref_npu), (ref_code2, ref_names2) = _codes_without_segments(eng)
+    assert names == names2 == ref_names == ref_names2 == ["compute", "dp", "mp", "pp"]
+    for a, b in ((code, ref_code), (code2, ref_code2), (npu, ref_npu)):
+        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    assert np.array_equal(code, [names.index(c) for c in eng._category])
+    assert np.array_equal(npu, [-1 if x is None else x for x in eng._npu])
+
+    def graph(block_npus, added_npu):
+        g = Engine()
+        block = TaskBlock.typed(("a", "b", "c"), [1.0, 1.0, 1.0], ["compute", "io", "mp"], block_npus,
+                                [-1, -1, -1], [None] * 3, [1, 1], [0, 1], [("r", [0, 1, 2])])
+        g.add("first", "r", 1.0, category="dp", npu=added_npu)
+        for k in range(3):
+            g._extend(block, f"{k} ", (len(g) - 1,))
+            g.add(f"between {k}", "q", 1.0, [len(g) - 1], category="pp", npu=added_npu)
+        return g
+    assert graph([3, None, 1], 7)._pieces(2) == [(False, graph([3, None, 1], 7)._npu)]   # small blocks
+    monkeypatch.setattr(engine, "TASKS_PER_PIECE", 1)
+    g = graph([3, None, 2 ** 53 - 1], 7)
+    assert len(g._pieces(1)) == 7
+    kinds = g.task_kinds()
+    assert kinds[1] == ["compute", "dp", "io", "mp", "pp"]
+    assert list(kinds[0]) == [1] + [0, 2, 3, 4] * 3
+    assert list(kinds[2]) == [7] + [3, -1, 2 ** 53 - 1, 7] * 3
+    assert list(graph([5, 5, 5], None).task_kinds()[2]) == [-1] + [5, 5, 5, -1] * 3   # one NPU per block
+    assert graph([3, None, 2 ** 53], 7).task_kinds() is None      # a float would round it
+    assert graph([3, None, True], 7).task_kinds() is None         # not an int
+    assert graph([3, None, 1], 2 ** 53 + 1).task_kinds() is None  # a task added one by one
+    assert graph([3, None, 1], -2).task_kinds() is None

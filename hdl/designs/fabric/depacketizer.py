@@ -38,14 +38,21 @@ class Depacketizer(wiring.Component):
     request's :class:`~hdl.designs.fabric.stripe_receiver.StripeReceiver`, several senders, one
     count per stripe): ``o``'s ``tag`` (``flit.tag_width`` >= ``seq_bits`` + ``stripe_bits``)
     carries each flit's packet ``seq`` and ``stripe`` (LSB first), ``last`` marks every
-    packet's end, and ``seq_errors`` stays 0.
+    packet's end, and ``seq_errors`` stays 0. ``headers="flow"``: the same with the header's
+    ``flow`` in place of ``stripe`` (Fred-B's shared stored flows, where a packet's flow id is
+    its stripe: docs/fabric_rtl.md, "Fred-B/D, the shared stored flows").
     """
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, headers: bool = False):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, headers: bool | str = False):
+        if headers not in (False, True, "stripe", "flow"):
+            raise FredError(f"a depacketizer's headers is False, True (the stripe field) or 'flow', got {headers!r}")
         self.flit, self.packet, self.depth, self.headers = flit, packet, depth, bool(headers)
-        if self.headers and flit.tag_width < packet.seq_bits + packet.stripe_bits:
-            raise FredError(f"a depacketizer with headers needs a tag of {packet.seq_bits + packet.stripe_bits} "
-                            f"bits (seq and stripe), got {flit.tag_width}")
+        #: the header field a receiver with headers keys its stripes by, and its width
+        self.key = "flow" if headers == "flow" else "stripe"
+        self.key_bits = (packet.flow_bits if self.key == "flow" else packet.stripe_bits) if self.headers else 0
+        if self.headers and flit.tag_width < packet.seq_bits + self.key_bits:
+            raise FredError(f"a depacketizer with headers needs a tag of {packet.seq_bits + self.key_bits} "
+                            f"bits (seq and {self.key}), got {flit.tag_width}")
         self.link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
         super().__init__({
             "i": In(link_signature(flit_layout(self.link_flit))),
@@ -66,8 +73,8 @@ class Depacketizer(wiring.Component):
         tag = word.tag
         vc = tag[header["vc"].offset:header["vc"].offset + 2]
         seq = tag[header["seq"].offset:header["seq"].offset + fmt.seq_bits]
-        stripe_bits = fmt.stripe_bits if self.headers else 0
-        stripe = tag[header["stripe"].offset:header["stripe"].offset + stripe_bits] if stripe_bits else None
+        stripe_bits = self.key_bits
+        stripe = tag[header[self.key].offset:header[self.key].offset + stripe_bits] if stripe_bits else None
         fifo = m.submodules.fifo = SyncFIFO(width=data_width + 3 + fmt.seq_bits + stripe_bits,
                                             depth=3 * self.depth)
         inside = Signal()

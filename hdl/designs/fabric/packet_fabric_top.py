@@ -32,7 +32,7 @@ from .packetizer import Packetizer
 from .write_pacer import PACE_BITS, WritePacer
 
 __all__ = ["PacketFabricTop", "claim_interval", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
-           "FLOW_PORT_REGS", "ORDER_REGS", "PACE_REG", "packet_format", "default_depth"]
+           "FLOW_PORT_REGS", "ORDER_REGS", "SHARED_REG", "PACE_REG", "packet_format", "default_depth"]
 
 #: Read-bus registers of an NPU unit on the packet fabric: the engine's, then its
 #: depacketizer's sequence errors, both ends' sticky flags (credit error | overflow), and
@@ -66,6 +66,10 @@ FLOW_PORT_REGS = {"partners": 0, "outputs": 1, "entry": 2}
 #: then ``index << 8 | slot``, whose write stores the entry; ``vc << 8 | length`` sets the
 #: order and restarts it (length 0: none).
 ORDER_REGS = {"last": 3, "entry": 4, "set": 5}
+#: Program register of a packet switch unit's shared table (a fabric built with
+#: ``shared_flows``; docs/switch.md, "Shared stored flows"): ``valid << 16 | slot << 8 | flow``
+#: writes the entry of flow id ``flow`` (``valid`` 0 clears it).
+SHARED_REG = 6
 
 
 def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0, stripes: int = 0) -> PacketFormat:
@@ -132,6 +136,13 @@ class PacketFabricTop(wiring.Component):
     (``ORDER_REGS``; docs/switch.md, "Phase order"): several stored phases of one VC at a
     switch (Fred-B's DP groups) are served in the same order at every switch.
 
+    ``shared_flows`` (default 0: off): every switch serves the shared stored flows
+    (``PacketSwitch(shared_phase=phases - 1, flows=shared_flows)``, docs/switch.md, "Shared
+    stored flows"): packets whose header names the last slot are served per flow id, each
+    naming through the switch's shared table (``SHARED_REG``) the slot holding its tree; Fred-B's
+    striped I/O, one flow id per stripe (docs/fabric_rtl.md, "Fred-B/D, the shared stored flows").
+    The last slot is then never loaded. Off, every switch is built as before.
+
     ``yield_after`` (default None: the switches' default, a select's cost): every switch's
     work-conserving yield guard, :class:`~hdl.designs.switch.packet_switch.PacketSwitch`; 0
     keeps the active phase while any of its packets waits (tests compare the two rules).
@@ -170,7 +181,8 @@ class PacketFabricTop(wiring.Component):
     def __init__(self, spec: FabricSpec, *, phases: int | None = None, packet_flits: int = 8,
                  depth: int | None = None, online: bool = False,
                  partition: FabricPartition | None = None, part: int | None = None, npu=None,
-                 stripes: int = 0, yield_after: int | None = None, controller=None):
+                 stripes: int = 0, yield_after: int | None = None, controller=None,
+                 shared_flows: int = 0):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
@@ -179,6 +191,14 @@ class PacketFabricTop(wiring.Component):
         self.npu, self.controller = npu, controller
         self.yield_after = yield_after
         self.spec = spec
+        if isinstance(shared_flows, bool) or not isinstance(shared_flows, int) or shared_flows < 0:
+            self._MustUse__silence = True
+            raise FredError(f"PacketFabricTop: shared_flows must be a whole number of flow ids, got {shared_flows!r}")
+        if shared_flows and online:
+            self._MustUse__silence = True
+            raise FredError("PacketFabricTop: the shared stored flows (shared_flows) are for the in-switch "
+                            "fabrics' trees; a fabric with online routing has none")
+        self.shared_flows = shared_flows
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits,
@@ -233,7 +253,7 @@ class PacketFabricTop(wiring.Component):
                 phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
                 online=self.online, ordered=not self.online, yield_after=self.yield_after,
                 entries=self._entries(s), bubble_outputs=self._bubble_outputs(s),
-                claim_after=self._claim_after(s))
+                claim_after=self._claim_after(s), **self._shared(s))
             switches.append(sw)
             m.d.comb += [
                 sw.header_select.eq(1), sw.host_vc.eq(VC.DP),
@@ -357,6 +377,18 @@ class PacketFabricTop(wiring.Component):
                         done_cycles)
         return m
 
+    @property
+    def shared_phase(self) -> int | None:
+        """The header phase of the shared stored flows (the last slot), None without them."""
+        return self.phases - 1 if self.shared_flows else None
+
+    def _shared(self, switch: int) -> dict:
+        """The switch's shared-flow parameters (none without ``shared_flows``: the switch as
+        before)."""
+        if not self.shared_flows:
+            return {}
+        return {"shared_phase": self.shared_phase, "flows": self.shared_flows}
+
     def _entries(self, switch: int) -> frozenset:
         """The switch's entry inputs (online only): an L1's I/O controller ports. A controller
         only sends, so its packets enter the NPUs' chains and rings there; they start only with
@@ -402,8 +434,8 @@ class PacketFabricTop(wiring.Component):
     @staticmethod
     def _flow_ports(m, sw, unit, prog_we, prog_unit, prog_reg, prog_data):
         """The program port's writes of switch unit ``unit``'s flow-port table
-        (:data:`FLOW_PORT_REGS`) and, on an ordered switch, its phase order
-        (:data:`ORDER_REGS`)."""
+        (:data:`FLOW_PORT_REGS`), on a switch with shared flows its shared table
+        (:data:`SHARED_REG`) and, on an ordered switch, its phase order (:data:`ORDER_REGS`)."""
         partners = Signal(sw.ports, name=f"unit{unit}_partners")
         outputs = Signal(sw.ports, name=f"unit{unit}_outputs")
         mine = prog_we & (prog_unit == unit)
@@ -414,6 +446,11 @@ class PacketFabricTop(wiring.Component):
         m.d.comb += [sw.flow_we.eq(mine & (prog_reg == FLOW_PORT_REGS["entry"])),
                      sw.flow_slot.eq(prog_data[8:]), sw.flow_input.eq(prog_data[:8]),
                      sw.flow_partners.eq(partners), sw.flow_outputs.eq(outputs)]
+        if sw.shared_phase is not None:
+            entry = prog_data
+            m.d.comb += [sw.shared_we.eq(mine & (prog_reg == SHARED_REG)),
+                         sw.shared_flow.eq(entry[:8]), sw.shared_slot.eq(entry[8:16]),
+                         sw.shared_valid.eq(entry[16])]
         if not sw.ordered:
             return
         last = Signal(sw.packet.seq_bits, name=f"unit{unit}_order_last")

@@ -86,7 +86,10 @@ class StripeNpu(wiring.Component):
     ``stripe_bits`` for ``stripes``), ``depth`` (flits per data VC of the L1's input buffer and
     of this NPU's receive buffer; at least 2 x ``packet_flits``, the bubble rule), ``stripes``,
     ``rate`` (None: the started stripe at link rate; ``(a, b)``: paced to a / b flits per
-    cycle, whole packets, its first packet unpaced: the fabric's ``io_rate``), ``claim_after``
+    cycle, whole packets, its first packet unpaced: the fabric's ``io_rate``), ``key`` (the
+    header field naming a packet's stripe: ``"stripe"``, the default, Fred-A/C's chains; or
+    ``"flow"``, Fred-B's trees served as shared stored flows, where the flow id is the stripe,
+    and the packets it sends carry their stripe as their flow), ``claim_after``
     (0 = never, else 1..4095 cycles: a started packet that has waited that long for room for
     two *claims* the L1 input: no forwarded packet starts until the room reaches two, and only
     while credits keep coming back, a credit within the last 2 x ``packet_flits`` cycles; the
@@ -109,7 +112,11 @@ class StripeNpu(wiring.Component):
     read_names = ("done", "received", "errors", "first_error", "seq_errors", "link_errors")
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, rate=None,
-                 claim_after: int = 0):
+                 key: str = "stripe", claim_after: int = 0):
+        if key not in ("stripe", "flow"):
+            raise FredError(f"a stripe NPU's key is 'stripe' or 'flow' (the header field naming a packet's "
+                            f"stripe), got {key!r}")
+        self.key = key
         if isinstance(claim_after, bool) or not isinstance(claim_after, int) or not 0 <= claim_after < 1 << 12:
             self._MustUse__silence = True
             raise FredError(f"a stripe NPU's claim_after must be a whole number of cycles in 0..4095, "
@@ -133,9 +140,11 @@ class StripeNpu(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         fmt, n = self.packet, self.stripes
-        tagged = FlitFormat(dtype=self.flit.dtype, lanes=self.flit.lanes, tag_width=fmt.seq_bits + fmt.stripe_bits)
-        rx = m.submodules.rx = Depacketizer(flit=tagged, packet=fmt, depth=self.depth, headers=True)
-        recv = m.submodules.recv = StripeReceiver(stripes=n, lanes=self.flit.lanes, seq_bits=fmt.seq_bits)
+        key_bits = fmt.flow_bits if self.key == "flow" else fmt.stripe_bits
+        tagged = FlitFormat(dtype=self.flit.dtype, lanes=self.flit.lanes, tag_width=fmt.seq_bits + key_bits)
+        rx = m.submodules.rx = Depacketizer(flit=tagged, packet=fmt, depth=self.depth, headers=self.key)
+        recv = m.submodules.recv = StripeReceiver(stripes=n, lanes=self.flit.lanes, seq_bits=fmt.seq_bits,
+                                                  stripe_bits=key_bits)
         tx = m.submodules.tx = Packetizer(flit=self.flit, packet=fmt, depth=self.depth, forward=True)
         # the program port: a page register, then 63 registers a page
         page = Signal(8)
@@ -202,7 +211,7 @@ class StripeNpu(wiring.Component):
             m.d.comb += [pacer.i.valid.eq(made_valid), pacer.i.payload.eq(made), pacer.divisor.eq(1),
                          pacer.restart.eq(self.start)]
             start_valid, start_flit, made_ready = pacer.o.valid, pacer.o.payload, pacer.i.ready
-        start_stripe = (own["start"] - 1)[:fmt.stripe_bits]
+        start_stripe = (own["start"] - 1)[:key_bits]
         # the two sources take turns at packet boundaries (the packetizer sends a packet whole);
         # a started packet only with room for two (the bubble rule, module docstring), else the
         # forwarded one goes first
@@ -216,7 +225,9 @@ class StripeNpu(wiring.Component):
                      tx.i.payload.data.eq(Mux(pick, start_flit.data, fwd_data)),
                      tx.i.payload.last.eq(Mux(pick, start_flit.last, recv.o.payload.last)),
                      recv.o.ready.eq(~forward | (tx.i.ready & ~pick & ~claim)),
-                     tx.flow.eq(route[:8]), tx.stripe.eq(stripe),
+                     # key "flow": the flow id is the stripe (the shared stored flows)
+                     tx.flow.eq(stripe if self.key == "flow" else route[:8]),
+                     *([tx.stripe.eq(stripe)] if fmt.stripe_bits else []),
                      tx.seq_in.eq(Mux(pick, number, recv.o.payload.seq)),
                      tx.phase.eq(phase), tx.vc.eq(vc), tx.hold.eq(0)]
         taken = tx.i.valid & tx.i.ready

@@ -25,7 +25,9 @@ __all__ = ["StripeReceiver"]
 
 class StripeReceiver(wiring.Component):
     """Parameters: ``stripes`` (1 .. 64), ``lanes`` (int32 lanes per flit), ``seq_bits`` (the
-    header's sequence number).
+    header's sequence number), ``stripe_bits`` (the width of the stripe id it is given; default
+    the narrowest for ``stripes``; wider, e.g. the header's 6-bit ``flow`` when the flow id is
+    the stripe, so an id outside the program is an error rather than another stripe's alias).
 
     Members: ``i`` (In stream: a flit as the receive buffer delivers it, ``data``, ``last`` (the
     packet's last flit) and its packet's header ``stripe`` and ``seq``); ``o`` (Out stream: the
@@ -40,12 +42,17 @@ class StripeReceiver(wiring.Component):
     ``seq_errors`` (packets whose ``seq`` is not their stripe's next; saturating).
     """
 
-    def __init__(self, *, stripes: int, lanes: int = 1, seq_bits: int = 16):
+    def __init__(self, *, stripes: int, lanes: int = 1, seq_bits: int = 16, stripe_bits: int | None = None):
         for name, value, high in (("stripes", stripes, 64), ("lanes", lanes, 16), ("seq_bits", seq_bits, 32)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
                 raise FredError(f"stripe receiver: {name} must be an integer in 1..{high}, got {value!r}")
+        least = max(1, (stripes - 1).bit_length())
+        if stripe_bits is not None and (isinstance(stripe_bits, bool) or not isinstance(stripe_bits, int)
+                                        or not least <= stripe_bits <= 8):
+            raise FredError(f"stripe receiver: stripe_bits must be an integer in {least}..8 for {stripes} "
+                            f"stripes, got {stripe_bits!r}")
         self.stripes, self.lanes, self.seq_bits = stripes, lanes, seq_bits
-        self.stripe_bits = max(1, (stripes - 1).bit_length())
+        self.stripe_bits = least if stripe_bits is None else stripe_bits
         data = unsigned(32 * lanes)
         self.in_layout = StructLayout({"data": data, "last": 1, "stripe": self.stripe_bits, "seq": seq_bits})
         self.out_layout = StructLayout({"data": data, "last": 1, "stripe": self.stripe_bits, "seq": seq_bits,

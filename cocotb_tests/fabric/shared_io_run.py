@@ -1,0 +1,88 @@
+"""Loading Fred-B's striped I/O request, served as shared stored flows, into a packet fabric
+built for it (``PacketFabricTop(shared_flows=C, npu=StripeNpu(key="flow"))``, docs/fabric_rtl.md,
+"Fred-B/D, the shared stored flows"): every switch's slots (one per distinct tree there),
+flow-port entries and shared table (stripe -> slot), every NPU's receiver per stripe and every
+controller's engine and header. The judgement of a run is the chains' (``judge_stripe_io``).
+
+``io-broadcast`` (weight streaming): the NPUs only receive (:class:`StripeNpu`, ``key="flow"``).
+``io-reduce`` (gradient reduce-out): the NPUs only send, their own data of every stripe in
+:func:`~hdl.compiler.io_stripe_trees.stripe_packet_order` (:class:`TreeStripeNpu`), the switches
+add, each controller checks its stripe's sum."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from cocotb_tests.fabric.stripe_io_run import controller_last_seq, run_striped_top, stripe_controller_engine
+from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_entries
+from hdl.compiler.io_stripe_shared import fabric_shared_tables
+from hdl.contracts.errors import FredError
+from hdl.contracts.io_stripes import stripe_npu_writes, tree_npu_writes
+from hdl.contracts.npu_engine import engine_writes
+from hdl.contracts.packet import VC
+from hdl.designs.fabric.packet_fabric_top import FLOW_PORT_REGS, PACKET_REGS, SHARED_REG, PacketFabricTop
+from hdl.designs.fabric.stripe_npu import StripeNpu
+from hdl.designs.fabric.tree_stripe_npu import TreeStripeNpu
+
+__all__ = ["shared_io_top", "shared_io_load", "run_shared_io"]
+
+
+def shared_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
+    """The packet fabric of ``spec`` whose switches serve ``program.controllers`` flow ids as
+    shared stored flows (in their last slot), at every NPU port a :class:`StripeNpu` keyed by
+    the header's flow (io-broadcast) or a :class:`TreeStripeNpu` (io-reduce)."""
+    npu = (partial(StripeNpu, stripes=program.controllers, key="flow") if program.op == "io-broadcast"
+           else partial(TreeStripeNpu, stripes=program.controllers))
+    return PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, shared_flows=program.controllers, npu=npu)
+
+
+def shared_io_load(spec, program: IoStripeProgram, top: PacketFabricTop, *, seed: int = 0) -> dict:
+    """``config``: ``[switch, slot, last, word]`` of every switch's trees (slot k: its k-th
+    distinct tree, :func:`~hdl.compiler.io_stripe_shared.fabric_shared_tables`); ``writes``:
+    ``[unit, register, value]``: every switch's flow-port entries (``FLOW_PORT_REGS``) and
+    shared table (``SHARED_REG``, stripe -> slot), every NPU's receiver (the stripes it
+    receives, keyed by flow id = stripe; it forwards nothing) or sender (io-reduce: its
+    weights, the stripes and their flits), every controller's engine and header (the shared
+    phase, DP, flow id = its stripe). FredError for a top without the shared flows."""
+    if top.shared_phase is None or top.shared_flows < program.controllers:
+        raise FredError(f"the fabric top serves {top.shared_flows} shared flow ids; the program's "
+                        f"{program.controllers} stripes need one each (PacketFabricTop(shared_flows=))")
+    phase = top.shared_phase
+    config, writes = [], []
+    for s, tables in enumerate(fabric_shared_tables(spec, program.op, top.phases)):
+        unit = spec.endpoints + s
+        for k, slot_config in enumerate(tables.configs):
+            words = slot_config.encode(32)
+            config += [[s, k, int(i == len(words) - 1), word] for i, word in enumerate(words)]
+        for k, n, partners, outputs in tables.flow_ports:
+            writes += [[unit, FLOW_PORT_REGS["partners"], partners], [unit, FLOW_PORT_REGS["outputs"], outputs],
+                       [unit, FLOW_PORT_REGS["entry"], k << 8 | n]]
+        writes += [[unit, SHARED_REG, 1 << 16 | slot << 8 | stripe]
+                   for stripe, slot in tables.stripe_slots.items()]
+    for r in range(spec.npus):
+        if program.op == "io-broadcast":
+            words = stripe_npu_writes(receiver_entries(program, r), {}, program.controllers,
+                                      phase=phase, vc=int(VC.DP), own=npu_own(program, r))
+        else:
+            own = program.steps[r][0]
+            words = tree_npu_writes(ws=own.ws, hs=own.hs, stripes=program.controllers,
+                                    stripe_flits=program.stripe_flits, phase=phase, vc=int(VC.DP))
+        writes += [[r, reg, value] for reg, value in words]
+    for k in range(program.controllers):
+        io = spec.npus + k
+        step = program.steps[io][k]
+        writes += [[io, reg, value] for reg, value in engine_writes(stripe_controller_engine(step, seed))]
+        header = {"phase": phase, "vc": int(VC.DP), "flow": k,
+                  "last_seq": controller_last_seq(step, top.packet), "delay": 0}
+        writes += [[io, PACKET_REGS[name], header[name]] for name in PACKET_REGS]
+    return {"config": config, "writes": writes}
+
+
+def run_shared_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None = None) -> dict:
+    """``program`` on the packet fabric of ``spec`` with shared stored flows under Verilator
+    (:func:`~cocotb_tests.fabric.stripe_io_run.run_striped_top`: one model, the cocotb bench);
+    the result of :func:`~cocotb_tests.fabric.stripe_io_run.run_stripe_io`."""
+    top = shared_io_top(spec, program)
+    load = shared_io_load(spec, program, top)
+    return run_striped_top(spec, program, top, load["config"], load["writes"],
+                           watchdog_cycles=watchdog_cycles, name="shared-io")
