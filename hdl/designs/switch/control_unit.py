@@ -545,6 +545,31 @@ class ControlUnit(wiring.Component):
                                      keep[n].eq(run & match[n] & busy[o] & (src[o] != n) & ~pend[o]
                                                 & ~self.release[o] & room
                                                 & ~owner_starts[o] & free)]
+        grant = self._request_in_turn(m, heads, cand, keep)
+        for n in range(P):
+            with m.If(grant & (self.route_src == n)):
+                m.d.sync += awaiting[n].eq(1)
+            with m.If(self.started[n] & awaiting[n]):
+                m.d.sync += awaiting[n].eq(0)
+        # the reservations: a grant's (for its first packet), a later packet's as it starts
+        for o in range(P):
+            m.d.comb += online_reserve[o].eq(
+                grant & (self.route_dst == o)
+                | or_fold([self.started[n] & ~awaiting[n] & (heads[n].dest == o) for n in range(P)]))
+        lanes = (self.route_keep, self.route_wire) if self.behind else (Const(0, 1), Const(0, w))
+        for o in range(P):
+            self._output_path(m, o, heads, grant, lanes, (busy, src, wire, flight),
+                              (pend, p_src, p_wire, p_flight))
+        if self.behind:
+            self._held_links(m, busy, src, wire, pend, p_src, p_wire)
+        return busy
+
+    def _request_in_turn(self, m, heads, cand, keep):
+        """Drive the one online route request of the cycle from the candidates ``cand`` (a
+        path to a free output) and ``keep`` (a path behind another input's), in round-robin
+        order, each to its head's destination (``heads``); returns the grant (request and
+        ``route_ok``)."""
+        P = self.ports
         # Round-robin request order: the input after the last one granted asks first. A fixed
         # order (the lowest input first) starved a higher-numbered input whenever a lower one
         # re-requested the same output at every opening: at a half-rate uplink each packet's
@@ -564,23 +589,7 @@ class ControlUnit(wiring.Component):
         grant = self.route_req & self.route_ok
         with m.If(grant):
             m.d.sync += last.eq(self.route_src)
-        for n in range(P):
-            with m.If(grant & (self.route_src == n)):
-                m.d.sync += awaiting[n].eq(1)
-            with m.If(self.started[n] & awaiting[n]):
-                m.d.sync += awaiting[n].eq(0)
-        # the reservations: a grant's (for its first packet), a later packet's as it starts
-        for o in range(P):
-            m.d.comb += online_reserve[o].eq(
-                grant & (self.route_dst == o)
-                | or_fold([self.started[n] & ~awaiting[n] & (heads[n].dest == o) for n in range(P)]))
-        lanes = (self.route_keep, self.route_wire) if self.behind else (Const(0, 1), Const(0, w))
-        for o in range(P):
-            self._output_path(m, o, heads, grant, lanes, (busy, src, wire, flight),
-                              (pend, p_src, p_wire, p_flight))
-        if self.behind:
-            self._held_links(m, busy, src, wire, pend, p_src, p_wire)
-        return busy
+        return grant
 
     def _held_links(self, m, busy, src, wire, pend, p_src, p_wire):
         """``in_block`` / ``out_block`` for the request: the top-level links held by paths."""
