@@ -3,6 +3,13 @@ the cases the fabric RTL runs as whole iterations (docs/fabric_iteration.md), RT
 model of the same fabric, and the FRED/mesh speedup measured in RTL beside the model's and the
 paper's, written into ``docs/fabric_validation.md`` between the fabric-iteration markers.
 
+Both FRED fabrics: every case runs on the circuit FRED fabric (the reference: it runs them
+all) and, in a section of its own, on the packet FRED fabric (``--switch packet``, the paper's
+switch) where its iteration runs the case; the cases the packet fabric's iteration refuses
+before any build are named there with the refusal. The speedup over the mesh takes the packet
+row of a FRED fabric where there is one (the paper's switch), else the circuit row, and says
+which.
+
 Scale: every case is the model's serialised iteration (``--no-overlap``) at ``scale`` (bytes
 and compute divided by it) on the RTL fabrics' own platforms; the paper's speedups are of the
 full-size, overlapped iteration, so they are quoted for reference, not as a target.
@@ -17,7 +24,7 @@ from pathlib import Path
 
 from studies.report import Column, Markdown, replace_marked_block
 
-__all__ = ["ITERATION_CASES", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
+__all__ = ["ITERATION_CASES", "PACKET_FABRICS", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
            "speedups", "iteration_markdown_block", "write_iteration_table"]
 
 #: (workload, strategy, fabrics, scale K or None for the command's, samples per DP replica or
@@ -50,6 +57,9 @@ ITERATION_CASES = (
     ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8),
     ("transformer-1t", "MP1-DP20-PP1", ("mesh",), 100_000.0, None),
 )
+#: The FRED fabrics each case also runs on with packet switches (``--switch packet``): all of
+#: the case's FRED fabrics (the mesh has no FRED switch).
+PACKET_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
 #: reproduce": full size, overlapped, the paper's strategies).
 PAPER_SPEEDUP = {"resnet-152": {"fred-c": 1.41, "fred-d": 1.76},
@@ -64,6 +74,7 @@ def iteration_row(case) -> dict:
     exposed_rtl = sum(rtl["comm_exposed_cycles"].values())
     stall = max(case.rtl.load_stall.values()) if case.rtl.load_stall else 0
     return {"workload": f"{case.description.split(' 1f1b')[0]}, K = {case.scale:g}", "fabric": case.fabric,
+            "switch": "-" if case.fabric == "mesh" else case.switch,
             "collectives": len(case.request) if isinstance(case.request, list) else int(case.request is not None),
             "model_iteration": model["iteration_cycles"], "rtl_iteration": rtl["iteration_cycles"],
             "iteration_ratio": rtl["iteration_cycles"] / model["iteration_cycles"],
@@ -74,10 +85,15 @@ def iteration_row(case) -> dict:
 
 
 def speedups(rows) -> list[dict]:
-    """Per workload with a mesh row and Fred-X rows: mesh / Fred-X iteration, RTL and model."""
+    """Per workload with a mesh row and Fred-X rows: mesh / Fred-X iteration, RTL and model;
+    a Fred-X's packet row (``switch`` ``packet``: the paper's switch) where it has one, else its
+    circuit row (a row without ``switch`` is a circuit one)."""
     out = []
     for workload in dict.fromkeys(r["workload"] for r in rows):
-        mine = {r["fabric"]: r for r in rows if r["workload"] == workload}
+        mine: dict = {}
+        for r in rows:
+            if r["workload"] == workload and (r["fabric"] not in mine or r.get("switch") == "packet"):
+                mine[r["fabric"]] = r
         mesh = mine.get("mesh")
         if mesh is None or len(mine) < 2:
             continue
@@ -86,8 +102,9 @@ def speedups(rows) -> list[dict]:
             if fabric != "mesh":
                 rtl = mesh["rtl_iteration"] / r["rtl_iteration"]
                 model = mesh["model_iteration"] / r["model_iteration"]
-                out.append({"workload": workload, "fabric": fabric, "rtl": rtl, "model": model,
-                            "ratio": rtl / model, "paper": PAPER_SPEEDUP.get(name, {}).get(fabric)})
+                out.append({"workload": workload, "fabric": fabric, "switch": r.get("switch", "circuit"),
+                            "rtl": rtl, "model": model, "ratio": rtl / model,
+                            "paper": PAPER_SPEEDUP.get(name, {}).get(fabric)})
     return out
 
 
@@ -106,48 +123,72 @@ _COLUMNS = (
     Column("RTL cycles/s", "cycles_per_s", lambda v: f"{v:,.0f}", rule="---:"),
 )
 _SPEEDUP_COLUMNS = (
-    Column("iteration", "workload"), Column("Fred-X", "fabric"),
+    Column("iteration", "workload"), Column("Fred-X", "fabric"), Column("switches", "switch"),
     Column("mesh/Fred-X RTL", "rtl", ".4f", rule="---:"), Column("model", "model", ".4f", rule="---:"),
     Column("RTL/model", "ratio", ".4f", rule="---:"),
     Column("paper (full size, overlapped)", "paper", lambda v: "-" if v is None else f"{v:g}", rule="---:"),
 )
 
 
-def iteration_markdown_block(rows, command: str, failed=()) -> str:
-    """The block between the fabric-iteration markers: the run, the table, the cases that did
-    not finish (``failed``: dicts of workload, fabric, error), the speedups."""
+def _worst(rows) -> str:
+    """The worst iteration and exposed-communication RTL/model of ``rows``, in words."""
+    if not rows:
+        return "no case finished"
+    worst = max(rows, key=lambda r: abs(r["iteration_ratio"] - 1))
+    text = f"iteration worst RTL/model {worst['iteration_ratio']:.4f} ({worst['workload']}, {worst['fabric']})"
+    exposed = [r for r in rows if r["exposed_ratio"] is not None]
+    if exposed:
+        w = max(exposed, key=lambda r: abs(r["exposed_ratio"] - 1))
+        text += f"; exposed communication worst {w['exposed_ratio']:.4f} ({w['workload']}, {w['fabric']})"
+    return text
+
+
+def _not_run(doc: Markdown, failed, what: str) -> None:
+    if failed:
+        doc.paragraph(f"**{len(failed)} case(s) {what}** (no row above): "
+                      + "; ".join(f"{f['workload']} on {f['fabric']}: {f['error']}" for f in failed) + ".")
+
+
+def iteration_markdown_block(rows, command: str, failed=(), refused=()) -> str:
+    """The block between the fabric-iteration markers: the run, the table of the mesh and
+    circuit FRED rows, the cases that did not finish (``failed``: dicts of workload, fabric,
+    error; ``switch`` ``packet`` for the packet fabric's), the packet fabric's rows (``switch``
+    ``packet``) and the cases its iteration refuses before any build (``refused``, as
+    ``failed``), the speedups (:func:`speedups`)."""
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     where = f"{host.machine()}, {os.cpu_count()} CPUs, Python {host.python_version()}"
-    summary = "no case finished"
-    if rows:
-        worst = max(rows, key=lambda r: abs(r["iteration_ratio"] - 1))
-        summary = f"iteration worst RTL/model {worst['iteration_ratio']:.4f} ({worst['workload']}, {worst['fabric']})"
-    exposed = [r for r in rows if r["exposed_ratio"] is not None]
-    worst_exposed = max(exposed, key=lambda r: abs(r["exposed_ratio"] - 1)) if exposed else None
+    circuit = [r for r in rows if r.get("switch") != "packet"]
+    packet = [r for r in rows if r.get("switch") == "packet"]
     doc = Markdown().raw(ITERATION_BEGIN).paragraph(
         f"Generated by `{command}` on {date} ({where}). Whole training iterations on the fabric RTL "
         f"(every NPU runs the model's exported trace, one node and one collective at a time; "
-        f"docs/fabric_iteration.md) against the model of the same fabric and schedule: {summary}"
-        + (f"; exposed communication worst {worst_exposed['exposed_ratio']:.4f} "
-           f"({worst_exposed['workload']}, {worst_exposed['fabric']})" if worst_exposed else "")
-        + ". Serialised iterations: all communication is exposed. Every flit of every collective "
-          "checked.")
-    if rows:
-        doc.table(_COLUMNS, rows)
-    if failed:
-        doc.paragraph(f"**{len(failed)} case(s) did not finish** (no row above): "
-                      + "; ".join(f"{f['workload']} on {f['fabric']}: {f['error']}" for f in failed) + ".")
+        f"docs/fabric_iteration.md) against the model of the same fabric and schedule: {_worst(circuit)}"
+        ". Serialised iterations: all communication is exposed. Every flit of every collective "
+        "checked. The mesh and the circuit FRED fabric (phase sequencers):")
+    if circuit:
+        doc.table(_COLUMNS, circuit)
+    _not_run(doc, [f for f in failed if f.get("switch") != "packet"], "did not finish")
+    if packet or refused:
+        doc.paragraph("The packet FRED fabric (`--switch packet`, the paper's switch: phases selected "
+                      "by the packet headers, endpoint algorithms routed online; docs/fabric_iteration.md, "
+                      f"\"The packet fabric\"), against the model's packet platform: {_worst(packet)}.")
+        if packet:
+            doc.table(_COLUMNS, packet)
+        _not_run(doc, [f for f in failed if f.get("switch") == "packet"], "did not finish on the packet fabric")
+        _not_run(doc, refused, "refused by the packet fabric's iteration before any build")
     table = speedups(rows)
     if table:
         doc.paragraph("Speedup over the mesh, mesh iteration / Fred-X iteration, both measured in RTL "
-                      "in this run, beside the model's at the same scale; the paper's figure is the "
+                      "in this run, beside the model's at the same scale; a Fred-X's packet row where "
+                      "it has one, else its circuit row (switches); the paper's figure is the "
                       "full-size, overlapped iteration (a different scale: quoted, not a target).")
         doc.table(_SPEEDUP_COLUMNS, table)
     doc.blank().raw(ITERATION_END)
     return "\n".join(doc.lines)
 
 
-def write_iteration_table(rows, output: Path, command: str, failed=()) -> None:
+def write_iteration_table(rows, output: Path, command: str, failed=(), refused=()) -> None:
     """The block in ``output`` (between its markers, keeping the text around them)."""
-    replace_marked_block(output, ITERATION_BEGIN, ITERATION_END, iteration_markdown_block(rows, command, failed),
+    replace_marked_block(output, ITERATION_BEGIN, ITERATION_END,
+                         iteration_markdown_block(rows, command, failed, refused),
                          new_document_head="# The fabric RTL against the system model\n\n")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from hdl.contracts.errors import FredError
 from sysmodel.breakdown import attribute_time
+from sysmodel.collectives import evaluate
 from sysmodel.comm_timing import CommTime, CommTimer
 from sysmodel.compute_timing import compute_timer
 from sysmodel.iteration_plan import plan_iteration
@@ -56,10 +57,16 @@ class _DescribedCommTime(CommTime):
 
     collectives: tuple = ()
     repeat: float = 1.0
+    #: header-selected stored phases (``[fred] phase_select = "header"``, one phase): the
+    #: switch configurations the run selects (its stored program) and the seconds of one run's
+    #: header selects (``phase_overhead_s``), which a run whose switches have that program
+    #: selected already does not pay (:meth:`_RecordingEngine.add`); else ``None`` and 0
+    selected: frozenset | None = None
+    select_s: float = 0.0
 
     def times(self, k: float) -> "_DescribedCommTime":
         return _DescribedCommTime(self.time_s * k, None if self.loads is None else self.loads * k,
-                                  self.bw, self.collectives, self.repeat * k)
+                                  self.bw, self.collectives, self.repeat * k, self.selected, self.select_s)
 
     __mul__ = times
 
@@ -77,7 +84,12 @@ class _ScaledCommTimer(CommTimer):
         base = super().concurrent(list(scaled))
         if not scaled:
             return base
-        return _DescribedCommTime(base.time_s, base.loads, base.bw, scaled)
+        selected, select_s = None, 0.0
+        if self.platform.phase_select == "header":
+            r = evaluate(self.platform, self.fabric, scaled)     # the memoised result timed above
+            if r.phases == 1 and r.configurations:
+                selected, select_s = r.configurations, r.phase_overhead_s
+        return _DescribedCommTime(base.time_s, base.loads, base.bw, scaled, 1.0, selected, select_s)
 
 
 class _ScaledCompute:
@@ -106,6 +118,7 @@ class _RecordingEngine(StageEngine):
         super().__init__(**kwargs)
         self.recorded: list = []
         self.one_collective = one_collective
+        self._selected: dict = {}     # stage -> the stored program its last collective selected
 
     def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
         if self.one_collective and not resource.endswith(".compute"):
@@ -113,6 +126,7 @@ class _RecordingEngine(StageEngine):
             # (the next compute task waits for them); this one waits for them too
             mine = stage if stage is not None or not resource.startswith("s") else int(resource[1:].split(".")[0])
             deps = (*deps, *self._pending.get(mine, ()))
+            duration = self._without_repeated_selects(mine, duration)
         tid = super().add(name, resource, duration, deps, stage=stage, block=block, **kwargs)
         if stage is None:
             stage = int(resource[1:].split(".")[0])
@@ -120,6 +134,26 @@ class _RecordingEngine(StageEngine):
             raise FredError(f"internal: task {name} added out of order")
         self.recorded.append((duration, stage))
         return tid
+
+    def _without_repeated_selects(self, stage: int, duration):
+        """``duration`` less the header selects its runs do not pay, one collective at a time on
+        header-selected packet switches: a packet switch keeps its phase selected after a run,
+        and a packet whose header names the selected phase starts without a select
+        (``hdl.designs.switch.control_unit``: RUN with the active phase), so of the runs of a
+        stored one-phase program only the first after another program (or the first of the
+        iteration: nothing is selected at reset) selects; its repeats, and the next
+        collectives of the same program, do not. The stage's collectives run in the order
+        they are added (``one_collective``), so the previous one added is the previous one run.
+        Conservative where programs differ: a run after another program pays its whole select
+        even at switches whose phase the two share."""
+        if not isinstance(duration, _DescribedCommTime) or duration.time_s == 0:
+            return duration
+        last = self._selected.get(stage)
+        self._selected[stage] = duration.selected
+        if duration.selected is None:
+            return duration
+        warm = duration.repeat - (0.0 if duration.selected == last else 1.0)
+        return replace(duration, time_s=duration.time_s - warm * duration.select_s)
 
 
 @dataclass

@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", action="store_true",
                         help="instead of one case: every case of the iteration table "
                              "(studies.iteration_table.ITERATION_CASES; at --scale and --samples-per-dp unless the case "
-                             "names its own), written into --output (make fabric-iteration)")
+                             "names its own) on the mesh and the circuit FRED fabrics, and each FRED "
+                             "case again on the packet FRED fabric where its iteration runs it (its own "
+                             "section; the refused ones named), written into --output (make fabric-iteration)")
     parser.add_argument("--output", default="docs/fabric_validation.md",
                         help="with --table: the Markdown file whose fabric-iteration block is "
                              "replaced (default docs/fabric_validation.md)")
@@ -105,13 +107,16 @@ def run(args) -> int:
 
 
 def _table(args) -> int:
-    """Every case of the iteration table, model and RTL, and the block in ``args.output``."""
+    """Every case of the iteration table, model and RTL, on the mesh and circuit FRED fabrics
+    and again on the packet FRED fabric (``studies.iteration_table.PACKET_FABRICS``) where its
+    iteration runs the case (the cases it refuses before any build are named in the block),
+    and the block in ``args.output``."""
     from pathlib import Path
 
     from hdl.contracts.errors import FredError
     from hdl.contracts.placement import parse_strategy
     from studies.iteration_case import build_iteration_case, run_iteration_case
-    from studies.iteration_table import ITERATION_CASES, iteration_row, write_iteration_table
+    from studies.iteration_table import ITERATION_CASES, PACKET_FABRICS, iteration_row, write_iteration_table
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
     if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
@@ -120,30 +125,43 @@ def _table(args) -> int:
                         "--workload, --strategy, --switch or --model-only")
     output = Path(args.output)
     check_writable(output)
-    # every case is validated and modelled before the first build
-    cases = [build_iteration_case(fabric=fabric, workload=get_workload(workload), platform=model_platform(args),
-                                  strategy=parse_strategy(strategy), samples_per_dp=samples or args.samples_per_dp,
-                                  scale=scale or args.scale, characterization=args.characterization)
-             for workload, strategy, fabrics, scale, samples in ITERATION_CASES for fabric in fabrics]
+    def build(workload, strategy, fabric, scale, samples, switch):
+        return build_iteration_case(fabric=fabric, workload=get_workload(workload), platform=model_platform(args),
+                                    strategy=parse_strategy(strategy), samples_per_dp=samples or args.samples_per_dp,
+                                    scale=scale or args.scale, characterization=args.characterization, switch=switch)
+
+    # every case is validated and modelled before the first build; the circuit fabric runs
+    # every case (an error is the command's), the packet fabric's refusals are rows of the block
+    cases = [build(*case[:2], fabric, *case[3:], "circuit")
+             for case in ITERATION_CASES for fabric in case[2]]
+    refused = []
+    for workload, strategy, fabrics, scale, samples in ITERATION_CASES:
+        for fabric in (f for f in fabrics if f in PACKET_FABRICS):
+            try:
+                cases.append(build(workload, strategy, fabric, scale, samples, "packet"))
+            except FredError as exc:
+                refused.append({"workload": f"{workload} {strategy}, K = {scale or args.scale:g}",
+                                "fabric": fabric, "switch": "packet", "error": str(exc)})
     rows, failed = [], []
     for case in cases:
         try:
             run_iteration_case(case)
         except FredError as exc:     # a stalled or wrong run is a row of the block, not the end
             failed.append({"workload": f"{case.description.split(' 1f1b')[0]}, K = {case.scale:g}",
-                           "fabric": case.fabric, "error": str(exc)})
+                           "fabric": case.fabric, "switch": case.switch, "error": str(exc)})
             if not args.json:
                 print(f"{failed[-1]['workload']} on {case.fabric}: FAILED: {exc}", flush=True)
             continue
         rows.append(iteration_row(case))
         if not args.json:
             r = rows[-1]
-            print(f"{r['workload']} on {r['fabric']}: model {r['model_iteration']:.1f}, RTL "
+            print(f"{r['workload']} on {r['fabric']}{' (packet)' if r['switch'] == 'packet' else ''}: "
+                  f"model {r['model_iteration']:.1f}, RTL "
                   f"{r['rtl_iteration']} cycles ({r['iteration_ratio']:.4f})", flush=True)
     command = f"fred fabric-iteration --table --no-overlap --scale {args.scale:g}"
-    write_iteration_table(rows, output, command, failed=failed)
+    write_iteration_table(rows, output, command, failed=failed, refused=refused)
     if args.json:
-        print_json({"rows": rows, "failed": failed, "output": str(output)})
+        print_json({"rows": rows, "failed": failed, "refused": refused, "output": str(output)})
     else:
         print(f"wrote {output}" + (f"; {len(failed)} case(s) failed" if failed else ""))
     return 1 if failed else 0

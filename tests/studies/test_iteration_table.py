@@ -6,8 +6,8 @@ from __future__ import annotations
 from studies.iteration_table import ITERATION_BEGIN, ITERATION_END, speedups, write_iteration_table
 
 
-def _row(workload, fabric, model, rtl):
-    return {"workload": workload, "fabric": fabric, "collectives": 1, "model_iteration": model,
+def _row(workload, fabric, model, rtl, switch="circuit"):
+    return {"workload": workload, "fabric": fabric, "switch": switch, "collectives": 1, "model_iteration": model,
             "rtl_iteration": rtl, "iteration_ratio": rtl / model, "model_exposed": 100.0,
             "rtl_exposed": 110, "exposed_ratio": 1.1, "load_stall": 0, "cycles_per_s": 5e4,
             "sim_s": 0.2, "flits": 10}
@@ -25,7 +25,7 @@ def test_speedups_pair_each_fred_row_with_the_mesh_row_of_its_iteration(tmp_path
     write_iteration_table(rows, doc, "fred fabric-iteration --table --no-overlap")
     text = doc.read_text()
     assert text.startswith("head\n") and text.endswith("tail\n") and "old" not in text
-    assert "| resnet-152 MP1-DP20-PP1, K = 1000 | fred-d | 1.1000 | 1.2500 | 0.8800 | 1.76 |" in text
+    assert "| resnet-152 MP1-DP20-PP1, K = 1000 | fred-d | circuit | 1.1000 | 1.2500 | 0.8800 | 1.76 |" in text
     assert "worst RTL/model 1.2500 (resnet-152 MP1-DP20-PP1, K = 1000, fred-d)" in text
 
 
@@ -41,3 +41,27 @@ def test_a_case_that_did_not_finish_is_named_in_the_block(tmp_path):
             "fred-a: fabric fred-a: the iteration stalled.") in text
     write_iteration_table([], doc, "fred fabric-iteration --table --no-overlap", failed=failed)
     assert "no case finished" in doc.read_text()
+
+
+def test_packet_rows_have_their_section_and_the_speedup_takes_them_where_they_exist(tmp_path):
+    """A Fred-X with a packet row: its speedup over the mesh is the packet row's (the paper's
+    switch); one without keeps its circuit row. The packet rows and the cases the packet
+    fabric refuses are in their own section, after the circuit table."""
+    w = "resnet-152 MP20-DP1-PP1, K = 1000"
+    rows = [_row(w, "mesh", 1000.0, 1200), _row(w, "fred-b", 800.0, 1000), _row(w, "fred-a", 900.0, 1000),
+            _row(w, "fred-b", 500.0, 600, switch="packet")]
+    by_fabric = {r["fabric"]: r for r in speedups(rows)}
+    assert by_fabric["fred-b"]["switch"] == "packet" and by_fabric["fred-b"]["rtl"] == 2.0
+    assert by_fabric["fred-b"]["model"] == 2.0
+    assert by_fabric["fred-a"]["switch"] == "circuit" and by_fabric["fred-a"]["rtl"] == 1.2
+    doc = tmp_path / "v.md"
+    doc.write_text(f"{ITERATION_BEGIN}\n{ITERATION_END}\n")
+    refused = [{"workload": w, "fabric": "fred-a", "error": "the packet fabric runs one-stage endpoint programs so far"}]
+    write_iteration_table(rows, doc, "fred fabric-iteration --table --no-overlap", refused=refused)
+    text = doc.read_text()
+    circuit_at, packet_at = text.index("The mesh and the circuit FRED fabric"), text.index("The packet FRED fabric")
+    assert circuit_at < text.index(f"| {w} | fred-b | 1 | 800.0 |") < packet_at < text.index(f"| {w} | fred-b | 1 | 500.0 |")
+    assert "worst RTL/model 1.2500 (resnet-152 MP20-DP1-PP1, K = 1000, fred-b)" in text       # the circuit's
+    assert "packet platform: iteration worst RTL/model 1.2000" in text
+    assert ("**1 case(s) refused by the packet fabric's iteration before any build** (no row above): "
+            f"{w} on fred-a: the packet fabric runs one-stage endpoint programs so far.") in text

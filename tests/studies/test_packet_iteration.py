@@ -89,3 +89,31 @@ def test_small_packet_fabric_runs_several_collectives_from_the_headers(fabric, a
     # every NPU sends at least the 20 flits of the second collective (in-switch: exactly)
     assert min(first_ends) >= 115 + 2 * 8 and min(second_ends) >= max(first_ends) + 30 + 20
     assert run.cycles == max(second_ends) + 7
+
+
+@pytest.mark.full
+def test_a_switch_keeps_its_phase_selected_for_the_next_collective_of_the_same_slot():
+    """The mechanism behind the model's header select per program change
+    (``sysmodel.iteration_export._RecordingEngine._without_repeated_selects``): on the 4-NPU
+    packet Fred-B, in-switch all-reduces of 8 flits, A (the wafer, slot 0), A again, B (each
+    L1's pair, slot 1), A; every NPU computes 30 cycles before each, so each collective node's
+    span is its run alone. The second A names the slot its switches have selected: it is
+    faster than the first by the selects; after B the L1s select slot 0 again, while the L2,
+    which B does not cross, still has it selected: the A after B lies between the two (measured
+    2026-11-27: 46, 33, 39 cycles; the model charges that A its whole select, the
+    conservative side). Every flit of every run checked."""
+    from hdl.compiler.fabric_program import fabric_program
+    from cocotb_tests.iteration.packet_run import run_packet_iteration
+    spec = fabric_spec("fred-b", **SMALL)
+    pairs = (FabricCollective("all-reduce", (0, 1)), FabricCollective("all-reduce", (2, 3)))
+    requests = [FabricRequest("all-reduce", WAFER, 8, "wafer"), FabricRequest("all-reduce", WAFER, 8, "wafer"),
+                FabricRequest("all-reduce", pairs, 8, "pairs"), FabricRequest("all-reduce", WAFER, 8, "wafer")]
+    programs = [fabric_program(spec, r, algorithm="in-switch") for r in requests]
+    words = [30, COLLECTIVE_BIT, 30, COLLECTIVE_BIT, 30, COLLECTIVE_BIT, 30, COLLECTIVE_BIT, 7]
+    traces = {r: replace(_trace(r, words), collective=1, collectives=(1, 3, 5, 7)) for r in range(4)}
+    run = run_packet_iteration(spec, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == []
+    spans = {k: {r[k][1] - r[k][0] for r in run.node_times.values()} for k in (1, 3, 5, 7)}
+    assert all(len(s) == 1 for s in spans.values())        # every NPU starts and ends together
+    first, again, _, after_other = (spans[k].pop() for k in (1, 3, 5, 7))
+    assert again < after_other < first

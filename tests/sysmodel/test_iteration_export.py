@@ -224,3 +224,45 @@ def test_one_collective_chains_a_stages_collectives_and_the_model_times_that_sch
 def test_one_collective_is_a_serialised_schedule():
     with pytest.raises(FredError, match="needs overlap=False"):
         _export(R152, "fred-d", scale=1000, one_collective=True)
+
+
+def test_one_collective_on_header_selected_switches_selects_only_when_the_program_changes():
+    """Hand-made runs on one stage: program X once, X three times (a repeat), Y, X. A packet
+    switch keeps its phase selected, so only the first run after another program (or the
+    first of the iteration) pays the header select: 10 + 3 x 8 + 20 + 10 (select 2 and 5)."""
+    from sysmodel.iteration_export import _DescribedCommTime, _RecordingEngine
+    eng = _RecordingEngine(blocking=True, one_collective=True)
+    x, y = frozenset({("L1", "x", 1)}), frozenset({("L1", "y", 1)})
+    runs = [_DescribedCommTime(10.0, selected=x, select_s=2.0), _DescribedCommTime(10.0, selected=x, select_s=2.0) * 3,
+            _DescribedCommTime(20.0, selected=y, select_s=5.0), _DescribedCommTime(10.0, selected=x, select_s=2.0)]
+    assert [eng._without_repeated_selects(0, r).time_s for r in runs] == [10.0, 24.0, 20.0, 10.0]
+    # no stored program (online unicasts, several phases, start-selected switches): unchanged
+    assert eng._without_repeated_selects(0, _DescribedCommTime(10.0) * 2).time_s == 20.0
+    assert eng._without_repeated_selects(0, runs[3]).time_s == 10.0     # after none: selects again
+
+
+def test_packet_platform_iteration_pays_one_header_select_per_program_change():
+    """resnet-152 MP20 on the packet Fred-B, one collective at a time: every MP all-reduce is
+    the wafer-wide in-switch program, so the iteration's communication is the runs' times, each
+    as ``evaluate`` times it alone (its header selects included), less a select for every run
+    but the first. On the circuit platform (selects at the start, by the sequencers) every
+    run is timed alone."""
+    from hdl.contracts.fabric import fabric_spec
+    from sysmodel.collectives import Collective, evaluate
+    from sysmodel.fabric_model import fabric_platform
+    case = dict(workload="resnet-152", strategy=Strategy(mp=20, dp=1, pp=1), samples_per_dp=None)
+    for switch in ("packet", "circuit"):
+        net, _ = fabric_platform(fabric_spec("fred-b"), switch=switch)
+        ex = _export(case, "fred-b", network=net, overlap=False, scale=1000, one_collective=True)
+        alone, runs, selects = 0.0, 0, set()
+        for node in ex.ranks[0]:
+            if node.kind == "comm":
+                r = evaluate(net, "fred-b", [Collective(node.op, node.group, node.size / node.repeat)])
+                assert r.algorithms == ["in-switch"] and r.phases == 1
+                alone += node.repeat * r.time_s
+                runs += node.repeat
+                selects.add(r.phase_overhead_s)
+        assert runs > 100 and len(selects) == 1
+        select = selects.pop() if switch == "packet" else 0.0
+        assert ex.comm_busy["mp"] == pytest.approx(alone - (runs - 1) * select, rel=1e-9)
+        assert select > 0 or switch == "circuit"
