@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+
+from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 
 from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
@@ -16,6 +19,8 @@ from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric_amaranth
 #: planes, each switch's route table holding only the endpoints of its plane), 2 NPUs per L1
 SMALL_A = fabric_spec("fred-a", npus=4, npus_per_l1=2)
 SMALL_C = fabric_spec("fred-c", npus=4, npus_per_l1=2, uplink_ports=2)
+#: the paper's Fred-A: 20 NPUs, 5 L1s of 4, one half-rate uplink port per L1
+FRED_A = fabric_spec("fred-a")
 
 
 def test_ring_all_reduce_over_half_rate_uplinks_with_sink_backpressure():
@@ -54,3 +59,46 @@ def test_io_reduce_chains_into_the_controller():
     assert [e["received"] for e in run.engines] == [20, 20, 20, 0, 20]
     assert run.program.contributors[4] == (0, 1, 2, 3)
     assert 80 <= run.cycles <= 80 + 80
+
+
+def _four_dp_rings(size_flits):
+    """MP4-DP5's DP all-reduce on Fred-A: DP groups {k, k+4, k+8, k+12, k+16}, one NPU per L1,
+    so the four rings' every hop crosses its L1's one half-rate uplink port and the L2; each
+    NPU sends 2(5 - 1) = 8 chunks of ceil(size / 5) flits."""
+    request = make_request(FRED_A, op="all-reduce", size_flits=size_flits, strategy="MP4-DP5-PP1",
+                           dim="dp")
+    return run_packet_fabric_amaranth(FRED_A, request, algorithm="ring", watchdog_cycles=3000)
+
+
+@pytest.mark.full
+def test_four_dp_rings_across_the_one_port_uplinks_complete_when_a_chunk_is_a_packet():
+    """40 flits: 8-flit chunks, so every packet an NPU sends is one chunk, and a forwarded
+    packet depends on exactly one packet its ring predecessor has already started (its first
+    flit arrived), which no other packet can stop. Each step moves 4 rings x 8 flits over each
+    uplink at 1/2 flit per cycle: >= 8 x 64 = 512 cycles; 553 measured (Amaranth, 2026-11-27)."""
+    run = _four_dp_rings(40)
+    assert run.errors == []
+    assert [e["received"] for e in run.engines] == [64] * 20
+    assert 512 <= run.cycles <= 512 + 80
+
+
+@pytest.mark.full
+@pytest.mark.xfail(strict=True, raises=FredError,
+                   reason="issue 28: a packet cut across two chunks holds its L1's shared uplink "
+                          "while it waits for its ring predecessor's data, queued behind "
+                          "another ring's such packet at another L1 (docs/fabric_rtl.md, "
+                          "'Four DP rings across the one-port uplinks')")
+def test_four_dp_rings_across_the_one_port_uplinks_complete_when_packets_straddle_chunks():
+    """59 flits (``fred fabric-sim --fabric fred-a --switch packet --op all-reduce --strategy
+    MP4-DP5-PP1 --dim dp --size 59 --algorithm ring``): 12-flit chunks, so an NPU's second
+    packet holds flits 8-11 of its own chunk and 0-3 of the next one, which it forwards from
+    its predecessor. Such a packet starts (the packetizer starts a packet at its first flit)
+    and takes its L1's uplink output, then waits inside, mid-packet, for data its predecessor
+    sends through another L1's uplink, where another ring's packet does the same: a cycle of
+    five L1 uplinks, the watchdog fires (NPUs 11 and 15 receive nothing). At least 8 x 4 x 12
+    x 2 = 768 cycles when it completes; a chunk-aligned cut ran it in 841 (prototype,
+    Amaranth, 2026-11-27, not merged)."""
+    run = _four_dp_rings(59)
+    assert run.errors == []
+    assert [e["received"] for e in run.engines] == [96] * 20
+    assert 768 <= run.cycles <= 768 + 150
