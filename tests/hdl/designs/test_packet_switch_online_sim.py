@@ -351,6 +351,31 @@ def test_an_entry_input_leaves_a_bubble_that_a_through_packet_takes(entries, bub
 PKT9 = PacketFormat(phase_bits=2, seq_bits=6, flow_bits=4, packet_flits=8, dest_bits=4)
 
 
+def _entry_beside_a_stream(seed, drain_rate, **switch):
+    """Fred_3(9)-like online switch with entry input 8 (bubble output 1): input 0 streams 12
+    packets to output 1 from cycle 0, the entry 3 from cycle 8, output 1 draining at
+    ``drain_rate`` flit per cycle. Checks every flit (each stream in order, packets whole) and
+    returns the places (0..14) at which the entry's packets left."""
+    dut = PacketSwitch(ports=9, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT9, depth=24,
+                       online=True, entries=frozenset({8}), bubble_outputs=frozenset({1}),
+                       **switch)
+    on = PKT9.online_phase
+    through = [packetize(PKT9, [8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=0,
+                         first_seq=n, dest=1)[0] for n in range(12)]
+    entry = [packetize(PKT9, [1000 + 8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=3,
+                       first_seq=n, dest=1)[0] for n in range(3)]
+    run = run_packet_switch(dut, configs=[], rng=random.Random(seed), drain_rate={1: drain_rate},
+                            injections=[Injection(0, 0, p) for p in through]
+                            + [Injection(8, 8, p) for p in entry])
+    assert run.flags["overflow"] == 0 and run.credit_errors == []
+    got = [r[1] for r in run.received[1]]
+    assert [w for w in got if w < 1000] == list(range(96))
+    assert [w for w in got if w >= 1000] == list(range(1000, 1024))
+    assert all(got[8 * n:8 * n + 8] == list(range(got[8 * n], got[8 * n] + 8)) for n in range(15))
+    entry_at = [n for n in range(15) if got[8 * n] >= 1000]
+    return entry_at
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_entry_gets_turns_at_an_output_draining_at_half_rate(seed):
     """An entry's contest with room for one packet while its output drains (docs/switch.md,
@@ -367,22 +392,7 @@ def test_an_entry_gets_turns_at_an_output_draining_at_half_rate(seed):
     stream's (places 13, 14). Its limit: at 0.3 flit per cycle the stopped path is released
     before the room reaches two, the stream's input takes a new path with room for one, and the
     entry waits as before (docs/fabric_validation.md, "Session 15"). Every flit checked."""
-    dut = PacketSwitch(ports=9, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT9, depth=24,
-                       online=True, entries=frozenset({8}), bubble_outputs=frozenset({1}))
-    on = PKT9.online_phase
-    through = [packetize(PKT9, [8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=0,
-                         first_seq=n, dest=1)[0] for n in range(12)]
-    entry = [packetize(PKT9, [1000 + 8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=3,
-                       first_seq=n, dest=1)[0] for n in range(3)]
-    run = run_packet_switch(dut, configs=[], rng=random.Random(seed), drain_rate={1: 0.5},
-                            injections=[Injection(0, 0, p) for p in through]
-                            + [Injection(8, 8, p) for p in entry])
-    assert run.flags["overflow"] == 0 and run.credit_errors == []
-    got = [r[1] for r in run.received[1]]
-    assert [w for w in got if w < 1000] == list(range(96))
-    assert [w for w in got if w >= 1000] == list(range(1000, 1024))
-    assert all(got[8 * n:8 * n + 8] == list(range(got[8 * n], got[8 * n] + 8)) for n in range(15))
-    entry_at = [n for n in range(15) if got[8 * n] >= 1000]
+    entry_at = _entry_beside_a_stream(seed, 0.5)
     assert entry_at[-1] < 12, entry_at
 
 
@@ -399,23 +409,7 @@ def test_an_entry_claims_an_output_draining_slower_after_its_fair_interval(seed)
     of the stream's packets or more, so its packets are at least 3 places apart (the share
     per stripe, not per input; the 1:1 claim of session 15 backed the ring up). Every flit
     checked, in order."""
-    dut = PacketSwitch(ports=9, middle=3, dtype="int32", lanes=1, phases=2, packet=PKT9, depth=24,
-                       online=True, entries=frozenset({8}), bubble_outputs=frozenset({1}),
-                       claim_after=64)
-    on = PKT9.online_phase
-    through = [packetize(PKT9, [8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=0,
-                         first_seq=n, dest=1)[0] for n in range(12)]
-    entry = [packetize(PKT9, [1000 + 8 * n + k for k in range(8)], phase=on, vc=VC.DP, flow=3,
-                       first_seq=n, dest=1)[0] for n in range(3)]
-    run = run_packet_switch(dut, configs=[], rng=random.Random(seed), drain_rate={1: 0.3},
-                            injections=[Injection(0, 0, p) for p in through]
-                            + [Injection(8, 8, p) for p in entry])
-    assert run.flags["overflow"] == 0 and run.credit_errors == []
-    got = [r[1] for r in run.received[1]]
-    assert [w for w in got if w < 1000] == list(range(96))
-    assert [w for w in got if w >= 1000] == list(range(1000, 1024))
-    assert all(got[8 * n:8 * n + 8] == list(range(got[8 * n], got[8 * n] + 8)) for n in range(15))
-    entry_at = [n for n in range(15) if got[8 * n] >= 1000]
+    entry_at = _entry_beside_a_stream(seed, 0.3, claim_after=64)
     assert entry_at[-1] < 12, entry_at
     assert all(b - a >= 3 for a, b in zip(entry_at, entry_at[1:])), entry_at
 
