@@ -384,19 +384,9 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
 
         for _ in range(8):
             await ctx.posedge(dut.clk)
-        for switch, slot, last, word in config:
-            ctx.set(dut.cfg_valid, 1)
-            ctx.set(dut.cfg_switch, switch)
-            ctx.set(dut.cfg_phase, slot)
-            ctx.set(dut.cfg_last, last)
-            ctx.set(dut.cfg_data, word)
-            ready = ctx.get(dut.cfg_ready)
-            await ctx.posedge(dut.clk)
-            while not ready:
-                ready = ctx.get(dut.cfg_ready)
-                await ctx.posedge(dut.clk)
         if config:
-            ctx.set(dut.cfg_valid, 0)
+            from cocotb_tests.fabric.packet_fabric_sim import stream_configuration
+            await stream_configuration(ctx, dut, config)
         for unit, reg, value in writes:     # back to back, one a cycle
             await put(unit, reg, value)
         ctx.set(dut.prog_we, 0)

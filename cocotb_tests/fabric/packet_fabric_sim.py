@@ -23,7 +23,7 @@ from hdl.designs.switch.control_unit import CUState
 from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PACE_REG, PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
-__all__ = ["PacketFabricRun", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
+__all__ = ["PacketFabricRun", "stream_configuration", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
            "packet_load_sequence", "flow_port_writes", "packet_training", "packet_part_verilogs", "PACKET_TOP",
            "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
 
@@ -129,6 +129,24 @@ def flow_port_writes(spec, program, base: int = 0) -> list[list[int]]:
     return writes
 
 
+async def stream_configuration(ctx, dut, config) -> None:
+    """Stream ``[switch, slot, last, word]`` configuration words into a packet fabric top's
+    ``cfg_*`` port in the Amaranth simulator, each held until ``cfg_ready`` (one word per
+    accepted cycle, on ``dut.clk``'s edges), then drop ``cfg_valid``."""
+    for switch, slot, last, word in config:
+        ctx.set(dut.cfg_valid, 1)
+        ctx.set(dut.cfg_switch, switch)
+        ctx.set(dut.cfg_phase, slot)
+        ctx.set(dut.cfg_last, last)
+        ctx.set(dut.cfg_data, word)
+        ready = ctx.get(dut.cfg_ready)
+        await ctx.posedge(dut.clk)
+        while not ready:
+            ready = ctx.get(dut.cfg_ready)
+            await ctx.posedge(dut.clk)
+    ctx.set(dut.cfg_valid, 0)
+
+
 def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
                                watchdog_cycles=20_000, packet_flits=8, depth=None,
                                edit_load=None, vcs=None, delays=None,
@@ -170,18 +188,7 @@ def run_packet_fabric_amaranth(spec, request, *, seed=0, sink_backpressure=0.0,
 
     async def bench(ctx):
         await ticks(ctx, POR_CYCLES + 2)
-        for s, k, last, word in load["config"]:
-            ctx.set(dut.cfg_valid, 1)
-            ctx.set(dut.cfg_switch, s)
-            ctx.set(dut.cfg_data, word)
-            ctx.set(dut.cfg_last, last)
-            ctx.set(dut.cfg_phase, k)
-            ready = ctx.get(dut.cfg_ready)
-            await ticks(ctx)
-            while not ready:
-                ready = ctx.get(dut.cfg_ready)
-                await ticks(ctx)
-        ctx.set(dut.cfg_valid, 0)
+        await stream_configuration(ctx, dut, load["config"])
         for unit, reg, value in load["writes"]:
             ctx.set(dut.prog_we, 1)
             ctx.set(dut.prog_unit, unit)
