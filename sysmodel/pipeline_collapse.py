@@ -1,5 +1,5 @@
 """A long 1F1B pipeline iteration from two short ones: its steady-state periods collapsed
-(docs/sysmodel.md, Speed, twenty-first increment; issue 31).
+(docs/sysmodel.md, Speed, twenty-second increment; issue 31).
 
 In a weight-stationary 1F1B pipeline every stage runs, after its warm-up, one forward and one
 backward per microbatch; with more microbatches the schedule only has more of these steady

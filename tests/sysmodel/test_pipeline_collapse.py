@@ -1,5 +1,5 @@
 """A long 1F1B iteration carried from two short runs whose steady periods repeat
-(sysmodel/pipeline_collapse.py; docs/sysmodel.md, Speed, twenty-first increment)."""
+(sysmodel/pipeline_collapse.py; docs/sysmodel.md, Speed, twenty-second increment)."""
 
 import numpy as np
 import pytest
