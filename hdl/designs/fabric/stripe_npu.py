@@ -70,6 +70,7 @@ from hdl.contracts.io_stripes import (NPU_HEADER_REGS, NPU_OWN_REGS, NPU_PAGE_RE
                                       STRIPE_REGS)
 from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.designs.layouts import flit_layout
+from hdl.designs.switch.control_unit import check_claim_cycles
 
 from .depacketizer import Depacketizer
 from .io_controller import endpoint_link_members
@@ -117,10 +118,11 @@ class StripeNpu(wiring.Component):
             raise FredError(f"a stripe NPU's key is 'stripe' or 'flow' (the header field naming a packet's "
                             f"stripe), got {key!r}")
         self.key = key
-        if isinstance(claim_after, bool) or not isinstance(claim_after, int) or not 0 <= claim_after < 1 << 12:
+        try:
+            check_claim_cycles(claim_after, "a stripe NPU's ")
+        except FredError:
             self._MustUse__silence = True
-            raise FredError(f"a stripe NPU's claim_after must be a whole number of cycles in 0..4095, "
-                            f"got {claim_after!r}")
+            raise
         self.claim_after = claim_after
         if rate is not None and not (isinstance(rate, tuple) and len(rate) == 2):
             raise FredError(f"a stripe NPU's rate is None or (a, b), a / b flits per cycle; got {rate!r}")

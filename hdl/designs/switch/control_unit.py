@@ -18,7 +18,7 @@ from hdl.designs.layouts import struct_layout
 
 from .signal_folds import and_fold, or_fold
 
-__all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries", "check_claim_after"]
+__all__ = ["ControlUnit", "CUState", "COUNTER_BITS", "check_entries", "check_claim_after", "check_claim_cycles"]
 
 COUNTER_BITS = 16
 
@@ -791,10 +791,16 @@ def check_entries(entries, ports, online, bubble_outputs=None):
         _ports("bubble_outputs", bubble_outputs, ports, "output")
 
 
+def check_claim_cycles(claim_after, who: str = "") -> None:
+    """``claim_after`` a whole number of cycles in 0..4095 (the claim's wait counter, a switch
+    entry's or a stripe NPU's); FredError naming ``who`` otherwise."""
+    if isinstance(claim_after, bool) or not isinstance(claim_after, int) or not 0 <= claim_after < 1 << 12:
+        raise FredError(f"{who}claim_after must be a whole number of cycles in 0..4095, got {claim_after!r}")
+
+
 def check_claim_after(claim_after, entries):
     """``claim_after``: 0, or a whole number of cycles in 1..4095 with ``entries``."""
-    if isinstance(claim_after, bool) or not isinstance(claim_after, int) or not 0 <= claim_after < 1 << 12:
-        raise FredError(f"claim_after must be a whole number of cycles in 0..4095, got {claim_after!r}")
+    check_claim_cycles(claim_after)
     if claim_after and not entries:
         raise FredError(f"claim_after={claim_after} needs entries (only an entry claims an output)")
 
