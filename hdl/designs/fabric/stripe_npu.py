@@ -71,6 +71,7 @@ from hdl.contracts.io_stripes import (NPU_HEADER_REGS, NPU_OWN_REGS, NPU_PAGE_RE
 from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.designs.layouts import flit_layout
 from hdl.designs.switch.control_unit import check_claim_cycles
+from hdl.designs.switch.packet_switch import credits_returning
 
 from .depacketizer import Depacketizer
 from .io_controller import endpoint_link_members
@@ -277,16 +278,10 @@ class StripeNpu(wiring.Component):
         limit = self.claim_after
         if not limit:
             return Const(0, 1)      # unsigned: ``~claim`` stays one bit
-        size = self.packet.packet_flits
-        returned = Signal(name="credit_back")
-        for v in range(len(DATA_VCS)):
-            with m.If(vc == v):
-                m.d.comb += returned.eq(self.credit_in[v] != 0)
-        quiet = Signal(range(2 * size + 1), init=2 * size, name="credit_quiet")
-        m.d.sync += quiet.eq(Mux(returned, 0, Mux(quiet == 2 * size, 2 * size, quiet + 1)))
+        returning = credits_returning(m, vc, self.credit_in, self.packet.packet_flits)
         waited = Signal(range(limit + 1), name="start_waited")
         m.d.sync += waited.eq(Mux(~start_valid | (inside & mine), 0,
                                   Mux(waited == limit, limit, waited + 1)))
         claim = Signal(name="start_claim")
-        m.d.comb += claim.eq((waited == limit) & (quiet != 2 * size) & ~tx.room2 & ~inside)
+        m.d.comb += claim.eq((waited == limit) & returning & ~tx.room2 & ~inside)
         return claim

@@ -29,7 +29,24 @@ from .shared_flows import SharedFlows, check_shared
 from .signal_folds import or_fold
 from .vc_input_buffer import VCInputBuffer, link_signature
 
-__all__ = ["PacketSwitch"]
+__all__ = ["PacketSwitch", "credits_returning"]
+
+
+def credits_returning(m: Module, vc, credits, packet_flits: int, *, suffix: str = ""):
+    """1 while a credit came back on VC ``vc`` of ``credits`` (one credit signal per data VC)
+    within the last 2 x ``packet_flits`` cycles: a count of quiet cycles, saturating there
+    (registered; it starts saturated, i.e. 0). The window an entry's contest or claim of a
+    backlogged output lasts without returning credits (docs/switch.md, "Entries leave a
+    bubble"): the switch's ``draining`` and :class:`~hdl.designs.fabric.stripe_npu.StripeNpu`'s
+    claim. ``suffix`` ends the signals' names."""
+    limit = 2 * packet_flits
+    returned = Signal(name=f"credit_back{suffix}")
+    for v in range(len(DATA_VCS)):
+        with m.If(vc == v):
+            m.d.comb += returned.eq(credits[v] != 0)
+    quiet = Signal(range(limit + 1), init=limit, name=f"credit_quiet{suffix}")
+    m.d.sync += quiet.eq(Mux(returned, 0, Mux(quiet == limit, limit, quiet + 1)))
+    return quiet != limit
 
 
 class PacketSwitch(wiring.Component):
@@ -472,14 +489,8 @@ class PacketSwitch(wiring.Component):
         entry contest a backlogged bubble output with room for one packet while the
         downstream drains (docs/switch.md, "Entries leave a bubble"): the stop on the owner
         then lapses by itself once the downstream stops freeing room."""
-        limit = 2 * self.packet.packet_flits
-        returned = Signal(name=f"credit_back{n}")
-        for v in range(len(DATA_VCS)):
-            with m.If(cu.vc == v):
-                m.d.comb += returned.eq(self.o_credit[n][v] != 0)
-        quiet = Signal(range(limit + 1), init=limit, name=f"credit_quiet{n}")
-        m.d.sync += quiet.eq(Mux(returned, 0, Mux(quiet == limit, limit, quiet + 1)))
-        m.d.comb += cu.draining[n].eq(quiet != limit)
+        m.d.comb += cu.draining[n].eq(credits_returning(m, cu.vc, self.o_credit[n],
+                                                         self.packet.packet_flits, suffix=f"{n}"))
 
     def _room(self, m, n, counters, cu, send, last, reserve):
         """``cu.room[n]``: output n can take a whole packet on the served VC: its credits minus
