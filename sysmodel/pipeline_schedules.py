@@ -12,21 +12,15 @@ import numpy as np
 from hdl.contracts.errors import FredError
 from sysmodel.model_cache import current
 
-__all__ = ["pipeline_ops", "interleaved_ops", "ScheduleOrder", "schedule_order"]
+__all__ = ["pipeline_ops", "interleaved_ops", "stage_passes", "ScheduleOrder", "PassPrefixes", "schedule_order"]
 
 
 def pipeline_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple[str, int]]:
     """Order of ``stage``'s forward ("F", microbatch) and backward ("B", microbatch) passes
     over ``m`` microbatches in a ``pp``-stage pipeline: GPipe (all forwards, then all backwards
     in reverse) or 1F1B (PP - stage - 1 warm-up forwards, then alternating, then the rest)."""
-    if schedule == "gpipe":
-        return [("F", i) for i in range(m)] + [("B", i) for i in reversed(range(m))]
-    warm = min(pp - stage - 1, m)
-    ops = [("F", i) for i in range(warm)]
-    for i in range(m - warm):
-        ops += [("F", warm + i), ("B", i)]
-    ops += [("B", i) for i in range(m - warm, m)]
-    return ops
+    backward, microbatch, _ = stage_passes(schedule, np.array([stage]), pp, m, 1)
+    return [("B" if b else "F", i) for b, i in zip(backward[0].tolist(), microbatch[0].tolist())]
 
 
 def interleaved_ops(stage: int, pp: int, m: int, chunks: int) -> list[tuple[str, int, int]]:
@@ -35,23 +29,70 @@ def interleaved_ops(stage: int, pp: int, m: int, chunks: int) -> list[tuple[str,
     (k // pp) % chunks of microbatch (k // (pp*chunks))*pp + k % pp; backward k the chunks in
     reverse; (pp - stage - 1)*2 + (chunks - 1)*pp warm-up forwards, then one forward / one
     backward alternately, then the remaining backwards. ``m`` must be a multiple of ``pp``."""
-    if m % pp:
-        raise FredError(f"the interleaved schedule needs the microbatches ({m}) to be a "
-                        f"multiple of PP ({pp})")
+    backward, microbatch, chunk = stage_passes("1f1b", np.array([stage]), pp, m, chunks)
+    return [("B" if b else "F", i, c)
+            for b, i, c in zip(backward[0].tolist(), microbatch[0].tolist(), chunk[0].tolist())]
+
+
+def stage_passes(schedule: str, stages: np.ndarray, pp: int, m: int, chunks: int) -> tuple:
+    """(backward, microbatch, chunk): (len(stages), 2 m chunks) arrays, row r the passes of
+    stage ``stages[r]`` in its order -- GPipe, 1F1B (:func:`pipeline_ops`) or, with ``chunks``
+    > 1, the interleaved 1F1B (:func:`interleaved_ops`) -- written as arrays, all stages at
+    once: row r holds ``warm`` forwards, then forward and backward alternately, then the
+    backwards left; the k-th forward (backward) of a row is the schedule's k-th."""
+    if chunks > 1:
+        if schedule != "1f1b":
+            raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
+        if m % pp:
+            raise FredError(f"the interleaved schedule needs the microbatches ({m}) to be a "
+                            f"multiple of PP ({pp})")
     total = m * chunks
+    t = np.arange(2 * total)[None, :]
+    s = np.asarray(stages, dtype=np.int64)[:, None]
+    if schedule == "gpipe":
+        backward = np.broadcast_to(t >= total, (len(s), 2 * total))
+        k = np.where(backward, t - total, t)
+        return backward, np.where(backward, m - 1 - k, k), np.zeros_like(k)
+    warm = np.minimum((pp - s - 1) * 2 + (chunks - 1) * pp if chunks > 1 else pp - s - 1, total)
+    backward = (t >= 2 * total - warm) | ((t >= warm) & ((t - warm) % 2 == 1))
+    k = np.where(backward, np.cumsum(backward, axis=1), np.cumsum(~backward, axis=1)) - 1
+    microbatch = k // (pp * chunks) * pp + k % pp
+    chunk = k // pp % chunks
+    return backward, microbatch, np.where(backward, chunks - 1 - chunk, chunk)
 
-    def fwd(k):
-        return ("F", (k // (pp * chunks)) * pp + k % pp, (k // pp) % chunks)
 
-    def bwd(k):
-        return ("B", (k // (pp * chunks)) * pp + k % pp, chunks - 1 - (k // pp) % chunks)
+class PassPrefixes:
+    """Each pass's task-name prefix (``"F3 s1 "``, with ``"c2 "`` after it when there are
+    several chunks), made when read: a sequence over a :class:`ScheduleOrder`'s passes (or a
+    slice of them). Why not strings made up front: one per pass cost 10-20 ms on the
+    validation's 60,000-pass pipelines, and a graph reads them only one at a time for the
+    passes it appends singly, or when its task names are asked for."""
 
-    warm = min((pp - stage - 1) * 2 + (chunks - 1) * pp, total)
-    ops = [fwd(k) for k in range(warm)]
-    for k in range(total - warm):
-        ops += [fwd(warm + k), bwd(k)]
-    ops += [bwd(k) for k in range(total - warm, total)]
-    return ops
+    __slots__ = ("_backward", "_microbatch", "_stage", "_chunk", "_chunks")
+
+    def __init__(self, backward: np.ndarray, microbatch: np.ndarray, stage: np.ndarray, chunk: np.ndarray,
+                 chunks: bool):
+        self._backward, self._microbatch, self._stage, self._chunk = backward, microbatch, stage, chunk
+        self._chunks = chunks   # whether the names carry the chunk
+
+    def __len__(self) -> int:
+        return len(self._stage)
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return PassPrefixes(self._backward[j], self._microbatch[j], self._stage[j], self._chunk[j], self._chunks)
+        name = f"{'B' if self._backward[j] else 'F'}{self._microbatch[j]} s{self._stage[j]} "
+        return name + f"c{self._chunk[j]} " if self._chunks else name
+
+    def __iter__(self):
+        kinds = np.where(self._backward, "B", "F").tolist()
+        columns = zip(kinds, self._microbatch.tolist(), self._stage.tolist(), self._chunk.tolist())
+        if self._chunks:
+            return (f"{k}{i} s{s} c{c} " for k, i, s, c in columns)
+        return (f"{k}{i} s{s} " for k, i, s, _ in columns)
+
+    def __array__(self, dtype=None, copy=None):   # np.array(prefixes, dtype=object): the strings
+        return np.array(list(self), dtype=object if dtype is None else dtype)
 
 
 @dataclass(frozen=True)
@@ -62,7 +103,8 @@ class ScheduleOrder:
     for: the previous virtual stage's forward, the next one's backward; -1: none),
     ``previous`` (the stage's pass before it; -1: none), ``last_backward`` (the virtual stage's
     last backward, which fills the gradient buckets) and ``prefix`` (its tasks' name prefix,
-    ``"F3 s1 "``, with ``"c2 "`` after it when there are several chunks); ``longest_stretch``:
+    ``"F3 s1 "``, with ``"c2 "`` after it when there are several chunks: :class:`PassPrefixes`,
+    made when read); ``longest_stretch``:
     the most passes in a row between last backwards."""
 
     stage: np.ndarray
@@ -73,7 +115,7 @@ class ScheduleOrder:
     producer: np.ndarray
     previous: np.ndarray
     last_backward: np.ndarray
-    prefix: tuple
+    prefix: PassPrefixes
     longest_stretch: int
 
     def __post_init__(self):   # shared through the model's cache: nobody may change it
@@ -100,54 +142,25 @@ def schedule_order(schedule: str, pp: int, m: int, chunks: int) -> ScheduleOrder
     return found
 
 
-def _stage_ops(schedule: str, s: int, pp: int, m: int, chunks: int) -> list[tuple[str, int, int]]:
-    """Stage ``s``'s (kind, microbatch, chunk) passes in order."""
-    if chunks > 1:
-        if schedule != "1f1b":
-            raise FredError("the interleaved pipeline schedule is a 1F1B schedule; use --schedule 1f1b")
-        return interleaved_ops(s, pp, m, chunks)
-    return [(kind, i, 0) for kind, i in pipeline_ops(schedule, s, pp, m)]
-
-
 def _schedule_order(schedule: str, pp: int, m: int, chunks: int) -> ScheduleOrder:
     # a pass is numbered (backward * virtual stages + virtual stage) * m + microbatch; the
-    # round-robin runs over those numbers (one list lookup per pass), the rest in numpy
+    # round-robin runs over those numbers, compiled (sysmodel.schedule_order_compiled)
+    from sysmodel.schedule_order_compiled import round_robin
     virtual_stages = pp * chunks
-    last_virtual = virtual_stages - 1
-    ops, waits = [], []
-    for s in range(pp):
-        codes, needs = [], []
-        for kind, i, c in _stage_ops(schedule, s, pp, m, chunks):
-            v = c * pp + s
-            if kind == "F":
-                codes.append(v * m + i)
-                needs.append((v - 1) * m + i if v > 0 else -1)
-            else:
-                codes.append((virtual_stages + v) * m + i)
-                needs.append((virtual_stages + v + 1) * m + i if v < last_virtual else -1)
-        ops.append(codes)
-        waits.append(needs)
-    number = [-1] * (2 * virtual_stages * m)   # pass code -> its place in the order
-    order: list = []
-    pos = [0] * pp
-    progress = True
-    while progress:
-        progress = False
-        for s in range(pp):
-            codes, needs, p = ops[s], waits[s], pos[s]
-            while p < len(codes) and (needs[p] < 0 or number[needs[p]] >= 0):
-                number[codes[p]] = len(order)
-                order.append(codes[p])
-                p += 1
-            if p > pos[s]:
-                pos[s], progress = p, True
-    if any(pos[s] < len(ops[s]) for s in range(pp)):
+    backward, microbatch, chunk = stage_passes(schedule, np.arange(pp), pp, m, chunks)
+    v = chunk * pp + np.arange(pp)[:, None]
+    codes = np.where(backward, (virtual_stages + v) * m + microbatch, v * m + microbatch)
+    needs = np.where(backward, np.where(v < virtual_stages - 1, (virtual_stages + v + 1) * m + microbatch, -1),
+                     np.where(v > 0, (v - 1) * m + microbatch, -1))
+    order, number, placed = round_robin(codes, needs, 2 * virtual_stages * m)
+    if placed < codes.size:
         raise FredError("internal: pipeline schedule could not be ordered")
-    return _order_arrays(np.array(order, dtype=np.int64), np.array(number, dtype=np.int64), pp, m, chunks)
+    return _order_arrays(order, number, codes, pp, m, chunks)
 
 
-def _order_arrays(code: np.ndarray, number: np.ndarray, pp: int, m: int, chunks: int) -> ScheduleOrder:
-    """The :class:`ScheduleOrder` of the passes ``code`` (in order; ``number``: code -> place)."""
+def _order_arrays(code: np.ndarray, number: np.ndarray, rows: np.ndarray, pp: int, m: int, chunks: int) -> ScheduleOrder:
+    """The :class:`ScheduleOrder` of the passes ``code`` (in order; ``number``: code -> place;
+    ``rows``: each stage's codes in its own order)."""
     virtual_stages = pp * chunks
     n = len(code)
     microbatch = code % m
@@ -157,22 +170,16 @@ def _order_arrays(code: np.ndarray, number: np.ndarray, pp: int, m: int, chunks:
     waits_for = np.where(backward, (virtual_stages + virtual + 1) * m + microbatch, (virtual - 1) * m + microbatch)
     has_producer = np.where(backward, virtual < virtual_stages - 1, virtual > 0)
     producer = np.where(has_producer, number[np.where(has_producer, waits_for, 0)], -1)
-    # the stage's previous pass: passes sorted by stage, in order within each (stable)
-    by_stage = np.argsort(stage, kind="stable")
+    # the stage's previous pass: the one before it in the stage's own order
     previous = np.full(n, -1, dtype=np.int64)
-    same = stage[by_stage[1:]] == stage[by_stage[:-1]]
-    previous[by_stage[1:][same]] = by_stage[:-1][same]
+    previous[number[rows[:, 1:]]] = number[rows[:, :-1]]
     # each virtual stage's last backward: its backward of the largest place
     last_backward = np.zeros(n, dtype=bool)
     places = np.flatnonzero(backward)
-    latest = np.full(virtual_stages, -1, dtype=np.int64)
-    np.maximum.at(latest, virtual[places], places)
-    last_backward[latest[latest >= 0]] = True
+    _, from_last = np.unique(virtual[places][::-1], return_index=True)   # each one's last, read backwards
+    last_backward[places[len(places) - 1 - from_last]] = True
     bounds = [-1, *np.flatnonzero(last_backward).tolist(), n]
-    kinds = np.where(backward, "B", "F").tolist()
-    columns = zip(kinds, microbatch.tolist(), stage.tolist(), chunk.tolist())
-    prefix = (tuple(f"{k}{i} s{s} c{c} " for k, i, s, c in columns) if chunks > 1
-              else tuple(f"{k}{i} s{s} " for k, i, s, _ in columns))
+    prefix = PassPrefixes(backward, microbatch, stage, chunk, chunks > 1)
     return ScheduleOrder(stage=stage, backward=backward, microbatch=microbatch, chunk=chunk, virtual=virtual,
                          producer=producer, previous=previous, last_backward=last_backward, prefix=prefix,
                          longest_stretch=max(b - a - 1 for a, b in zip(bounds, bounds[1:])))

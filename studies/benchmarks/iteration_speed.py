@@ -77,6 +77,10 @@ def bench_iterations(min_seconds: float = 1.0, *, reference: bool = True) -> Non
     print(f"compiled engine: numba and the module imported in {imported:.2f} s, the loop "
           f"{'compiled (no cached copy)' if compiled else 'loaded from the cache'} in {seconds:.2f} s",
           flush=True)
+    from sysmodel.schedule_order_compiled import warm_up as warm_up_order
+    seconds, compiled = warm_up_order()
+    print(f"compiled pipeline order: {'compiled (no cached copy)' if compiled else 'loaded from the cache'} "
+          f"in {seconds:.2f} s", flush=True)
     print(f"{'iteration':34s} {'tasks':>7s} {'cold s':>8s} {'ms/eval':>9s} {'eval/s':>8s}"
           f" {'ref ms/eval':>12s} {'ref eval/s':>10s} {'speed-up':>8s}")
     for label, platform, fabric, workload, kwargs in iteration_cases():
@@ -140,10 +144,11 @@ def bench_commands() -> None:
     compiled engine loaded from its cache: it is compiled here first if it has none, and that
     stated, so that no command pays the one-time compilation)."""
     from sysmodel.engine_compiled import warm_up
-    seconds, compiled = warm_up()
-    if compiled:
-        print(f"compiled engine: no cached copy; compiled before the commands in {seconds:.2f} s",
-              flush=True)
+    from sysmodel.schedule_order_compiled import warm_up as warm_up_order
+    for what, (seconds, compiled) in (("engine", warm_up()), ("pipeline order", warm_up_order())):
+        if compiled:
+            print(f"compiled {what}: no cached copy; compiled before the commands in {seconds:.2f} s",
+                  flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for label, argv in COMMANDS:
             argv = [a.format(tmp=os.path.join(tmp, "results")) for a in argv]

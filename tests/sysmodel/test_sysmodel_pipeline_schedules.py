@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hdl.contracts.errors import FredError
@@ -26,7 +27,7 @@ def test_a_two_stage_1f1b_order_by_hand():
         assert o.previous.tolist() == [-1, 0, -1, 2, 3, 4, 1, 6]
         assert o.last_backward.tolist() == [False] * 5 + [True, False, True]
         assert o.longest_stretch == 5           # passes 0-4 before the first last backward
-        assert o.prefix[:3] == ("F0 s0 ", "F1 s0 ", "F0 s1 ")
+        assert tuple(o.prefix[:3]) == ("F0 s0 ", "F1 s0 ", "F0 s1 ")
         assert schedule_order("1f1b", 2, 2, 1) is o   # kept in the model's cache
 
 
@@ -65,3 +66,61 @@ def test_the_order_keeps_each_stage_s_passes_and_puts_producers_first(schedule, 
             assert p < j and o.microbatch[p] == o.microbatch[j] and o.backward[p] == o.backward[j]
             assert o.virtual[p] == o.virtual[j] + (1 if o.backward[j] else -1)
     assert sorted(o.virtual[o.last_backward].tolist()) == list(range(pp * chunks))
+
+
+def _rounds(o) -> list:
+    """Each pass's round in the round-robin, by its definition: a stage places a pass in the
+    round its previous pass was placed, unless the pass it waits for is placed later -- in a
+    later round, or in the same round by a later stage (then the round after that)."""
+    rounds = []
+    for j in range(len(o)):
+        r = rounds[int(o.previous[j])] if o.previous[j] >= 0 else 0
+        p = int(o.producer[j])
+        if p >= 0:
+            r = max(r, rounds[p] + (1 if o.stage[p] > o.stage[j] else 0))
+        rounds.append(r)
+    return rounds
+
+
+@pytest.mark.parametrize("schedule, pp, m, chunks", [
+    ("1f1b", 4, 8, 1), ("1f1b", 4, 2, 1), ("gpipe", 3, 5, 1), ("1f1b", 4, 8, 2), ("1f1b", 3, 9, 3),
+    ("1f1b", 1, 3, 2), ("1f1b", 8, 24, 3), ("1f1b", 16, 17, 1)])
+def test_the_compiled_round_robin_places_passes_round_after_round(schedule, pp, m, chunks):
+    """The order is the round-robin's (sysmodel.schedule_order_compiled): sorted by (round,
+    stage), each stage's passes in its own order, every pass in the first round it can be
+    placed in (:func:`_rounds`, from each pass's previous pass and producer). Fails for a
+    stage sweep in another order, one pass per stage and round, or a pass placed before its
+    producer (the test above)."""
+    with using(ModelCache()):
+        o = schedule_order(schedule, pp, m, chunks)
+    rounds = _rounds(o)
+    keys = list(zip(rounds, o.stage.tolist()))
+    assert keys == sorted(keys)
+    assert max(rounds) > 0 or pp == 1
+
+
+def test_the_round_robin_reports_passes_it_cannot_place():
+    """Two passes each waiting for the other: nothing placed (schedule_order raises then)."""
+    from sysmodel.schedule_order_compiled import round_robin
+    order, number, placed = round_robin(np.array([[0], [1]]), np.array([[1], [0]]), 2)
+    assert placed == 0 and len(order) == 0 and number.tolist() == [-1, -1]
+    order, number, placed = round_robin(np.array([[0, 1], [2, 3]]), np.array([[-1, 3], [0, -1]]), 4)
+    # stage 0 places 0, stops at 1 (waits for 3); stage 1 places 2 and 3; then stage 0 places 1
+    assert placed == 4 and order.tolist() == [0, 2, 3, 1] and number.tolist() == [0, 3, 1, 2]
+
+
+def test_pass_prefixes_made_when_read_are_the_names_of_each_pass():
+    """PassPrefixes: a prefix read one at a time, through a slice, by iteration and as a numpy
+    array (how the engine makes the names of an appended stretch) is the same string."""
+    with using(ModelCache()):
+        o = schedule_order("1f1b", 2, 2, 2)
+        plain = schedule_order("1f1b", 2, 2, 1)
+    each = [o.prefix[j] for j in range(len(o))]
+    assert each[:2] == ["F0 s0 c0 ", "F1 s0 c0 "] and len(o.prefix) == len(o)
+    assert list(o.prefix) == each
+    assert list(o.prefix[3:9]) == each[3:9] and o.prefix[3:9][1] == each[4]
+    assert np.array(o.prefix[5:], dtype=object).tolist() == each[5:]
+    kinds = ["B" if b else "F" for b in o.backward.tolist()]
+    assert each == [f"{k}{i} s{s} c{c} " for k, i, s, c in
+                    zip(kinds, o.microbatch.tolist(), o.stage.tolist(), o.chunk.tolist())]
+    assert list(plain.prefix)[-1] == "B1 s0 " and plain.prefix[0] == "F0 s0 "
