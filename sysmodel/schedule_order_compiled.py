@@ -17,6 +17,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# Imported first for its side effect: it loads numba's NumPy support without the BLAS probe that
+# would import scipy.linalg (0.13-0.45 s; sysmodel.engine_compiled explains it). Loading this
+# function would otherwise import that support, probe and all, whenever a graph's schedule order
+# is made before its engine runs (every pipelined `fred eval`); the engine is needed next anyway.
+import sysmodel.engine_compiled  # noqa: F401,E402  (isort: keep after numba)
+
 __all__ = ["round_robin", "warm_up"]
 
 
