@@ -66,14 +66,17 @@ class PassPrefixes:
     several chunks), made when read: a sequence over a :class:`ScheduleOrder`'s passes (or a
     slice of them). Why not strings made up front: one per pass cost 10-20 ms on the
     validation's 60,000-pass pipelines, and a graph reads them only one at a time for the
-    passes it appends singly, or when its task names are asked for."""
+    passes it appends singly (some 2,000-3,400 of them: each made once and kept, so a graph
+    built again from the kept order reads them as fast as from a tuple), or all of a stretch
+    when its task names are asked for."""
 
-    __slots__ = ("_backward", "_microbatch", "_stage", "_chunk", "_chunks")
+    __slots__ = ("_backward", "_microbatch", "_stage", "_chunk", "_chunks", "_made")
 
     def __init__(self, backward: np.ndarray, microbatch: np.ndarray, stage: np.ndarray, chunk: np.ndarray,
                  chunks: bool):
         self._backward, self._microbatch, self._stage, self._chunk = backward, microbatch, stage, chunk
         self._chunks = chunks   # whether the names carry the chunk
+        self._made: dict = {}   # pass -> its prefix, read one at a time
 
     def __len__(self) -> int:
         return len(self._stage)
@@ -81,8 +84,13 @@ class PassPrefixes:
     def __getitem__(self, j):
         if isinstance(j, slice):
             return PassPrefixes(self._backward[j], self._microbatch[j], self._stage[j], self._chunk[j], self._chunks)
-        name = f"{'B' if self._backward[j] else 'F'}{self._microbatch[j]} s{self._stage[j]} "
-        return name + f"c{self._chunk[j]} " if self._chunks else name
+        name = self._made.get(j)
+        if name is None:   # .item: Python numbers, which format several times faster than numpy's
+            name = f"{'B' if self._backward.item(j) else 'F'}{self._microbatch.item(j)} s{self._stage.item(j)} "
+            if self._chunks:
+                name += f"c{self._chunk.item(j)} "
+            self._made[j] = name
+        return name
 
     def __iter__(self):
         kinds = np.where(self._backward, "B", "F").tolist()
