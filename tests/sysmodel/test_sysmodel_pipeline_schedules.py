@@ -124,3 +124,15 @@ def test_pass_prefixes_made_when_read_are_the_names_of_each_pass():
     assert each == [f"{k}{i} s{s} c{c} " for k, i, s, c in
                     zip(kinds, o.microbatch.tolist(), o.stage.tolist(), o.chunk.tolist())]
     assert list(plain.prefix)[-1] == "B1 s0 " and plain.prefix[0] == "F0 s0 "
+
+
+def test_making_an_order_first_skips_numba_s_blas_probe():
+    """A process whose first compiled code is the order's round-robin (a pipelined `fred eval`
+    builds the graph before its engine runs) loads numba's NumPy support as the engine's
+    module does, without the BLAS probe that imports scipy.linalg (sysmodel.engine_compiled)."""
+    import subprocess
+    import sys
+    code = ("import sys; from sysmodel.pipeline_schedules import schedule_order; "
+            "schedule_order('1f1b', 2, 2, 1); print('numba.np.arraymath' in sys.modules, 'scipy.linalg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
