@@ -147,7 +147,8 @@ class StageEngine(Engine):
             self._entry.extend([-1] * m)
             self.sources.extend([source] * m)
             self._dep_count.extend(map(len, first))
-            self._dep_flat.extend(itertools.chain.from_iterable(first))
+            # each dependency as its offset from its task (Engine's column)
+            self._dep_flat.extend([d - t for t, f in zip(computes, first) for d in f])
         else:
             spill_names, spill_resource, d, blocks = spill
             if blocks:   # StageEngine.add: the stage's own channel, after the compute; holds the next
@@ -164,7 +165,9 @@ class StageEngine(Engine):
             self._entry.extend([-1, entry] * m)
             self.sources.extend([source, None] * m)
             self._dep_count.extend(itertools.chain.from_iterable(zip(map(len, first), map(len, spill_deps))))
-            self._dep_flat.extend(itertools.chain.from_iterable(itertools.chain.from_iterable(zip(first, spill_deps))))
+            # each dependency as its offset from its task (Engine's column): the compute task t, its spill t + 1
+            self._dep_flat.extend([d - u for t, f, g in zip(computes, first, spill_deps)
+                                   for u, deps in ((t, f), (t + 1, g)) for d in deps])
             self.queues.setdefault(spill_resource, []).extend([t + 1 for t in computes])
             if blocks:
                 self._pending[stage] = [computes[-1] + 1]
@@ -194,7 +197,7 @@ class StageEngine(Engine):
         self._hold_next_compute(stage, tid)
         return tid
 
-    def layer_block(self, run: list, send: tuple | None = None) -> LayerBlock:
+    def layer_block(self, run: list | PassColumns, send: tuple | None = None) -> LayerBlock:
         """The tasks :meth:`add_layer` adds for each layer of ``run`` in turn, each after the
         previous one's last task, as one block to append once per microbatch
         (:meth:`add_layer_run`); ``run``: per layer ``(name, compute resource, compute s,
@@ -202,6 +205,8 @@ class StageEngine(Engine):
         at least one layer, every duration >= 0. ``send``: ``(name, resource, communication
         time, npu, whether it blocks compute)`` of the task :meth:`add_transfer` adds after the
         last one (the pass's PP send), or None.""" 
+        if type(run) is PassColumns:
+            return self._mp_pass_block(run, send)
         names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
         queues: dict[str, list[int]] = {}
         computes = []
@@ -252,8 +257,50 @@ class StageEngine(Engine):
                 entry.append(-1)
                 sources.append(source)
                 k += 1
+        return self._with_send(names, duration, category, npu, entry, sources, dep_count, deps, queues,
+                               last_compute, after_mp, computes, send)
+
+    def _mp_pass_block(self, run: PassColumns, send: tuple | None) -> LayerBlock:
+        """:meth:`layer_block` of a pass whose every layer has MP, made by columns: task 2j is
+        layer j's compute, 2j + 1 its MP all-reduce, each task after the previous one (named
+        twice, as :meth:`add_layer` names an MP task's compute, and a compute task the MP task
+        before it); the transfer entries asked per distinct MP time object in layer order,
+        as the layer loop asks them. Why: per layer the loop costs about a microsecond of
+        Python, a pass's columns a few list operations (docs/sysmodel.md, Speed, twenty-third
+        increment)."""
+        mp = run.mp
+        tasks = 2 * len(mp)
+        entry_of: dict = {}
+        for d in mp:   # first seen first: the engine numbers new entries in this order
+            if id(d) not in entry_of:
+                entry_of[id(d)] = self.entry(d.loads, d.bw)
+        names: list = [None] * tasks
+        names[0::2] = run.names
+        names[1::2] = [name + " mp" for name in run.names]
+        duration = [0.0] * tasks
+        duration[0::2] = run.compute_s
+        duration[1::2] = [float(d.time_s) for d in mp]
+        entry = [-1] * tasks
+        entry[1::2] = [entry_of[id(d)] for d in mp]
+        sources: list = [None] * tasks
+        sources[0::2] = run.sources
+        deps = [None] * (2 * tasks - 2)   # task k (k >= 1) after task k - 1, named twice
+        deps[0::2] = deps[1::2] = range(tasks - 1)
+        computes = range(0, tasks, 2)
+        queues = {run.on_compute: list(computes), run.on_mp: list(range(1, tasks, 2))}
+        return self._with_send(names, duration, ["compute", "mp"] * len(mp), [run.npu] * tasks, entry,
+                               sources, [2] * (tasks - 1), deps, queues, tasks - 2, True, computes, send)
+
+    def _with_send(self, names: list, duration: list, category: list, npu: list, entry: list, sources: list,
+                   dep_count: list, deps: list, queues: dict, last_compute: int, after_mp: bool, computes,
+                   send: tuple | None) -> LayerBlock:
+        """The :class:`LayerBlock` of a pass's layer columns (:meth:`layer_block`), with
+        ``send`` (its fields, or None) appended after the last task."""
         last = len(names) - 1
         blocks = None
+        # relative to their tasks (Engine's column), every layer task's dependencies are -1: each
+        # task comes after the one before it (layer_block's loop, _mp_pass_block)
+        relative = [-1] * len(deps)
         if send is not None:
             send_name, on_pp, d, rep, blocks = send
             blocks = bool(self.blocking or blocks)
@@ -265,11 +312,12 @@ class StageEngine(Engine):
             sources.append(None)
             dep_count.append(2 if blocks else 1)
             deps.extend((last, last_compute) if blocks else (last,))
+            relative.extend((-1, last_compute - last - 1) if blocks else (-1,))
             queues.setdefault(on_pp, []).append(last + 1)
         # the names as a tuple (of strings): the cyclic garbage collector stops tracking it and
         # the (prefix, names) parts a kept graph holds per appended block (Engine._extend)
         block = TaskBlock.typed(tuple(names), duration, category, npu, entry, sources, dep_count, deps,
-                                list(queues.items()))
+                                list(queues.items()), relative)
         return LayerBlock(block, last_compute, last, after_mp, blocks, tuple(computes))
 
     def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev, after=()) -> int:
@@ -289,6 +337,23 @@ class StageEngine(Engine):
         if run.send_blocks:
             self._hold_next_compute(stage, t0 + run.last + 1)
         return t0 + run.last
+
+
+@dataclass
+class PassColumns:
+    """A stage's pass over its layers, every layer with MP, as :meth:`StageEngine.layer_block`
+    takes it by columns (what its per-layer tuples would hold): per layer its ``names``,
+    ``sources``, ``compute_s`` (s) and ``mp`` (communication time objects, each with link
+    loads); the stage's ``on_compute`` and ``on_mp`` resources and its ``npu``, the same for
+    every layer (:meth:`_StationaryPipeline._shared_run_fields`)."""
+
+    names: list
+    sources: list
+    compute_s: list
+    mp: list
+    on_compute: str
+    on_mp: str
+    npu: int
 
 
 @dataclass(frozen=True)
@@ -484,30 +549,39 @@ class _StationaryPipeline:
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
         return run
 
-    def _shared_run_fields(self, s: int, kind: str, layer_ids) -> list | None:
+    def _shared_run_fields(self, s: int, kind: str, layer_ids) -> list | PassColumns | None:
         """:meth:`_run_fields` with a memoising communication timer: :func:`layer_timing`
         asked once per layer shape of the pass (in the order the layers first show each
         shape, as asking per layer would), since it gives every layer of one shape the same
         timing; each layer keeps its own name and source. The shapes come from
         :func:`~sysmodel.workloads.layer_shapes` (one object per shape: told apart by
-        identity, alive while the workload's tuple holds them)."""
+        identity, alive while the workload's tuple holds them). Where every layer of the pass
+        has MP (a transformer's stage), the fields as columns (:class:`PassColumns`: no tuple
+        per layer), else one tuple per layer."""
         backward = kind == "B"
         layers = self.plan.workload.layers
         shapes = layer_shapes(self.plan.workload)
-        by_shape: dict = {}
-        run = []
-        for li in layer_ids:
-            shape = shapes[li]
-            timing = by_shape.get(id(shape))
-            if timing is None:
-                rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layers[li], backward)
-                if not self._fast(compute_s, d, with_mp):
-                    return None
-                timing = by_shape[id(shape)] = (on_compute, float(compute_s), rep, on_mp, d if with_mp else None)
-            layer = layers[li]
-            on_compute, compute_s, rep, on_mp, mp = timing
-            run.append((layer.name, on_compute, compute_s, ("layer", layer, backward), rep, on_mp, mp))
-        return run
+        shape_ids = [id(shapes[li]) for li in layer_ids]
+        # each distinct shape's first layer: the reversed pairs keep the first one per shape
+        first_layer = dict(zip(reversed(shape_ids), reversed(layer_ids)))
+        number: dict = {}
+        timings = []   # per distinct shape, in the order the layers first show it
+        for shape in dict.fromkeys(shape_ids):
+            rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layers[first_layer[shape]], backward)
+            if not self._fast(compute_s, d, with_mp):
+                return None
+            number[shape] = len(timings)
+            timings.append((on_compute, float(compute_s), rep, on_mp, d if with_mp else None))
+        which = list(map(number.__getitem__, shape_ids))
+        in_pass = list(map(layers.__getitem__, layer_ids))
+        if all(t[4] is not None for t in timings) and len({(t[0], t[2], t[3]) for t in timings}) == 1:
+            on_compute, _, rep, on_mp, _ = timings[0]
+            return PassColumns([layer.name for layer in in_pass],
+                               [("layer", layer, backward) for layer in in_pass],
+                               [timings[k][1] for k in which], [timings[k][4] for k in which],
+                               on_compute, on_mp, rep)
+        return [(layer.name, *timings[k][:2], ("layer", layer, backward), *timings[k][2:])
+                for layer, k in zip(in_pass, which)]
 
     def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
         """The send of virtual stage ``v``'s pass ``kind`` as :meth:`StageEngine.layer_block`
@@ -827,7 +901,7 @@ class _StreamingPasses:
         name = layer.name
         names = (name, f"{name} mp", *b.names[2:]) if run[6] is not None else (name, *b.names[1:])
         return LayerBlock(TaskBlock(names, b.duration, b.category, b.npu, b.entry, [run[3], *b.sources[1:]],
-                                    b.dep_count, b.deps, b.queues),
+                                    b.dep_count, b.deps, b.queues, b.relative),
                           shared.last_compute, shared.last, shared.ends_with_mp, shared.send_blocks)
 
     def _compute_spill(self, layer, backward: bool):
