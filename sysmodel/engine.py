@@ -126,9 +126,9 @@ class Engine:
     as one copy of memory, not one Python number per task each way. A graph added task by task
     keeps them as lists, which CPython appends to fastest (a typed array's ``append`` costs
     about 50 ns more), until it is sealed. The others (names, categories, NPUs, sources) are
-    lists of objects. Each dependency is kept as its offset from the task that has it (the
-    dependency's number minus the task's, < 0): a block's are then the same at every append,
-    copied as memory, not shifted per append (:meth:`_dependencies` gives the numbers)."""
+    lists of objects. An appended block's dependencies are copied as the block's offsets and
+    shifted by its first task's number later, every block's at once in numpy when the
+    column is first read (:meth:`_settle`), not one numpy call per append."""
 
     def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None, hold=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
@@ -176,8 +176,7 @@ class Engine:
         #: per task, where its duration came from when a compute timer gave it (see
         #: :mod:`sysmodel.graph_template`), else None
         self.sources: list = []
-        # the columns, one entry per task (dependencies: their count, and all of them in a row,
-        # each as its offset from the task that has it: :meth:`_dependencies`)
+        # the columns, one entry per task (dependencies: their count, and all of them in a row)
         # names: made only when read (traces, task objects, errors; no figure reads them):
         # ``_name`` holds the names made so far, ``_name_parts`` those of the tasks after them,
         # a name or a function giving a block's names per appended task or block (:meth:`names`)
@@ -190,6 +189,9 @@ class Engine:
         self._entry: list | array = []        # its (loads, bw) pair's number, or -1
         self._dep_count: list | array = []
         self._dep_flat: list | array = []
+        # (where in _dep_flat, how many, by what) of the appended blocks' dependencies copied as
+        # offsets and not yet shifted by their first task's number (:meth:`_settle`)
+        self._dep_shifts: list = []
         # (loads, bw) pairs of the transfers, by the arrays' identities (repeated communication
         # tasks share one pair: the communication timer memoises): number and pair
         self._entry_of: dict[tuple[int, int], tuple] = {}
@@ -254,7 +256,8 @@ class Engine:
         loads = [entries[e][0] if e >= 0 else None for e in self._entry]
         bw = [entries[e][1] if e >= 0 else None for e in self._entry]
         ptr = [0, *itertools.accumulate(self._dep_count)]
-        flat = self._dependencies()[1].tolist()
+        self._settle()
+        flat = self._dep_flat
         deps = [tuple(flat[ptr[i]:ptr[i + 1]]) for i in range(n)]
         tasks = [Task(*fields) for fields in zip(self.names(), resource, self._duration, deps,
                                                  self._category, self._npu, loads, bw)]
@@ -313,8 +316,7 @@ class Engine:
         self._npu.append(npu)
         self._entry.append(-1 if loads is None else self.entry(loads, bw))
         self._dep_count.append(len(deps))
-        if deps:   # (a builder's ids may be numpy integers, which int.__add__ refuses)
-            self._dep_flat.extend([d - n for d in deps])
+        self._dep_flat.extend(deps)
         self.sources.append(source)
         queue = self.queues.get(resource)
         if queue is None:
@@ -341,10 +343,11 @@ class Engine:
         self._entry.extend(block.entry)
         self._dep_count.append(len(first_deps))
         self._dep_count.extend(block.dep_count)
-        if first_deps:
-            self._dep_flat.extend([d - t0 for d in first_deps])
-        # the block's own dependencies, relative to their tasks: the same at every append
-        self._dep_flat.extend(block.relative if block.relative is not None else block.relative_deps())
+        self._dep_flat.extend(first_deps)
+        deps = block.deps
+        if t0 and len(deps):   # copied as offsets (a typed array: as memory), shifted by _settle
+            self._dep_shifts.append((len(self._dep_flat), len(deps), t0))
+        self._dep_flat.extend(deps)
         self.sources.extend(block.sources)
         queues = self.queues
         for resource, offsets in block.queues:
@@ -387,8 +390,7 @@ class Engine:
         dep_count = table.dep_count[src]
         dep_count[begins] = first_count
         _put(self._dep_count, dep_count)
-        _put(self._dep_flat, _block_deps(table, which, t0, first[given], first_count)
-             - np.repeat(np.arange(n, n + total, dtype=np.int64), dep_count))
+        _put(self._dep_flat, _block_deps(table, which, t0, first[given], first_count))
         rid = table.resource[src]
         order = np.argsort(rid, kind="stable")
         bounds = np.cumsum(np.bincount(rid, minlength=len(table.resources))).tolist()
@@ -449,6 +451,7 @@ class Engine:
         instead of copying them. The values are unchanged."""
         if self.sealed:
             return
+        self._settle()
         for name in ("_duration", "_entry", "_dep_count", "_dep_flat"):
             column = getattr(self, name)
             if type(column) is list:
@@ -463,6 +466,7 @@ class Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
         task's duration, each >= 0); its arrays are this graph's with the durations replaced.
         A sealed graph's copy shares its columns (tuples) and is sealed too."""
+        self._settle()
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s, hold=self.hold)
         eng.shared_phase = self.shared_phase      # checked already
         duration = np.asarray(duration, dtype=np.float64)
@@ -576,16 +580,19 @@ class Engine:
         self._codes = (code, names)
         return self._codes
 
-    def _dependencies(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(per task its dependency count, every task's dependencies in a row as task numbers,
-        and the task that has each), int64 arrays (new: the caller may keep them): the
-        column's offsets plus the number of the task that has each, in numpy."""
-        # the typed columns copied as memory (a view, np.asarray, would lock their size)
-        counts = np.array(self._dep_count, dtype=np.int64)
-        owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        flat = np.array(self._dep_flat, dtype=np.int64)
-        flat += owner
-        return counts, flat, owner
+    def _settle(self) -> None:
+        """Shift the dependencies :meth:`_extend` copied as offsets by their blocks' first task
+        numbers, every pending block's at once (a few numpy calls per graph instead of one
+        shift per append, about 2 us each); the column then holds task numbers only."""
+        shifts = self._dep_shifts
+        if not shifts:
+            return
+        at, count, by = (np.array(c, dtype=np.int64) for c in zip(*shifts))
+        within = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        flat = np.frombuffer(self._dep_flat, dtype=np.int64)   # a writable view of the typed column
+        flat[np.repeat(at, count) + within] += np.repeat(by, count)
+        del flat   # the view would lock the column's size
+        self._dep_shifts = []
 
     def tiers(self) -> list[int]:
         """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer
@@ -605,10 +612,13 @@ class Engine:
         names = sorted(self.queues) if names is None else names
         rid = {r: i for i, r in enumerate(names)}
         queues = [self.queues[r] for r in names]
-        counts, flat, owner = self._dependencies()
+        self._settle()
+        # the typed columns copied as memory (a view, np.asarray, would lock their size)
+        counts = np.array(self._dep_count, dtype=np.int64)
+        flat = np.array(self._dep_flat, dtype=np.int64)
         # dependents in task order: a stable sort of the flattened dependencies by what they name
         order = np.argsort(flat, kind="stable")
-        dependents = owner[order]
+        dependents = np.repeat(np.arange(n, dtype=np.int64), counts)[order]
         dependents_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(flat, minlength=n), out=dependents_ptr[1:])
         lengths = np.array([len(q) for q in queues], dtype=np.int64)
@@ -661,10 +671,9 @@ class TaskBlock:
     collector stops tracking: a kept graph refers to it per appended block), ``duration``,
     ``category``, ``npu``, ``entry`` (an engine's :meth:`Engine.entry` numbers: a block belongs to one engine), ``sources``,
     ``dep_count`` (of every task but the first, whose dependencies each append gives),
-    ``deps`` (those dependencies in a row, as offsets from the block's first task),
+    ``deps`` (those dependencies in a row, as offsets from the block's first task) and
     ``queues`` ((resource, offsets of its tasks in order: a list, or a range where evenly
-    spaced) per resource) and ``relative``: None, or :meth:`relative_deps` made once
-    (:meth:`typed`)."""
+    spaced) per resource)."""
 
     names: tuple
     duration: list
@@ -675,31 +684,18 @@ class TaskBlock:
     dep_count: list
     deps: list
     queues: list
-    relative: array | None = None
-
-    def relative_deps(self) -> list:
-        """``deps`` as the engine's dependency column keeps them (:class:`Engine`): each as its
-        offset from the task that has it (task k > 0 of the block has ``dep_count[k - 1]`` of
-        them, in turn), the same wherever the block is appended."""
-        owner = itertools.chain.from_iterable(itertools.repeat(k, c) for k, c in enumerate(self.dep_count, 1))
-        return list(map(int.__sub__, map(int, self.deps), owner))
 
     @staticmethod
     def typed(names: tuple, duration: list, category: list, npu: list, entry: list, sources: list,
-              dep_count: list, deps: list, queues: list, relative: list | None = None) -> TaskBlock:
+              dep_count: list, deps: list, queues: list) -> TaskBlock:
         """The block of these columns (lists), its numeric ones typed as the engine's
         (:class:`Engine`): ``duration`` float64, ``entry`` and ``dep_count`` int64 typed arrays,
-        so that each append copies them as memory, and so are the dependencies relative to
-        their tasks (``relative``: the engine's column, :meth:`relative_deps`; before, each
-        append shifted the block's offsets by its first task, a numpy call or a Python
-        addition per dependency); ``deps`` a tuple; the category and NPU columns as tuples:
-        an engine codes each distinct block's once (:meth:`Engine.task_kinds`), and the
-        collector stops tracking them. ``relative``: :meth:`relative_deps`, when the builder has
-        it (a layer block's: each task after the one before it), else made here."""
-        block = TaskBlock(names, array("d", duration), tuple(category), tuple(npu), array("q", entry), sources,
-                          array("q", dep_count), tuple(deps), [(r, _as_range(q)) for r, q in queues])
-        block.relative = array("q", block.relative_deps() if relative is None else relative)
-        return block
+        so that each append copies them as memory, ``deps`` too (each append copies the
+        offsets, which the engine shifts later: :meth:`Engine._settle`); the category and NPU
+        columns as tuples: an engine codes each distinct block's once
+        (:meth:`Engine.task_kinds`), and the collector stops tracking them."""
+        return TaskBlock(names, array("d", duration), tuple(category), tuple(npu), array("q", entry), sources,
+                         array("q", dep_count), array("q", deps), [(r, _as_range(q)) for r, q in queues])
 
 
 def _as_range(offsets: list):

@@ -147,8 +147,7 @@ class StageEngine(Engine):
             self._entry.extend([-1] * m)
             self.sources.extend([source] * m)
             self._dep_count.extend(map(len, first))
-            # each dependency as its offset from its task (Engine's column)
-            self._dep_flat.extend([d - t for t, f in zip(computes, first) for d in f])
+            self._dep_flat.extend(itertools.chain.from_iterable(first))
         else:
             spill_names, spill_resource, d, blocks = spill
             if blocks:   # StageEngine.add: the stage's own channel, after the compute; holds the next
@@ -165,9 +164,7 @@ class StageEngine(Engine):
             self._entry.extend([-1, entry] * m)
             self.sources.extend([source, None] * m)
             self._dep_count.extend(itertools.chain.from_iterable(zip(map(len, first), map(len, spill_deps))))
-            # each dependency as its offset from its task (Engine's column): the compute task t, its spill t + 1
-            self._dep_flat.extend([d - u for t, f, g in zip(computes, first, spill_deps)
-                                   for u, deps in ((t, f), (t + 1, g)) for d in deps])
+            self._dep_flat.extend(itertools.chain.from_iterable(itertools.chain.from_iterable(zip(first, spill_deps))))
             self.queues.setdefault(spill_resource, []).extend([t + 1 for t in computes])
             if blocks:
                 self._pending[stage] = [computes[-1] + 1]
@@ -298,9 +295,6 @@ class StageEngine(Engine):
         ``send`` (its fields, or None) appended after the last task."""
         last = len(names) - 1
         blocks = None
-        # relative to their tasks (Engine's column), every layer task's dependencies are -1: each
-        # task comes after the one before it (layer_block's loop, _mp_pass_block)
-        relative = [-1] * len(deps)
         if send is not None:
             send_name, on_pp, d, rep, blocks = send
             blocks = bool(self.blocking or blocks)
@@ -312,12 +306,11 @@ class StageEngine(Engine):
             sources.append(None)
             dep_count.append(2 if blocks else 1)
             deps.extend((last, last_compute) if blocks else (last,))
-            relative.extend((-1, last_compute - last - 1) if blocks else (-1,))
             queues.setdefault(on_pp, []).append(last + 1)
         # the names as a tuple (of strings): the cyclic garbage collector stops tracking it and
         # the (prefix, names) parts a kept graph holds per appended block (Engine._extend)
         block = TaskBlock.typed(tuple(names), duration, category, npu, entry, sources, dep_count, deps,
-                                list(queues.items()), relative)
+                                list(queues.items()))
         return LayerBlock(block, last_compute, last, after_mp, blocks, tuple(computes))
 
     def add_layer_run(self, stage: int, prefix: str, run: LayerBlock, prev, after=()) -> int:
@@ -901,7 +894,7 @@ class _StreamingPasses:
         name = layer.name
         names = (name, f"{name} mp", *b.names[2:]) if run[6] is not None else (name, *b.names[1:])
         return LayerBlock(TaskBlock(names, b.duration, b.category, b.npu, b.entry, [run[3], *b.sources[1:]],
-                                    b.dep_count, b.deps, b.queues, b.relative),
+                                    b.dep_count, b.deps, b.queues),
                           shared.last_compute, shared.last, shared.ends_with_mp, shared.send_blocks)
 
     def _compute_spill(self, layer, backward: bool):

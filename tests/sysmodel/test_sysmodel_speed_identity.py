@@ -363,12 +363,12 @@ def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
 
 
 def test_typed_blocks_append_the_columns_a_list_block_appends():
-    """TaskBlock.typed (the builders' blocks: numeric columns as typed arrays, the dependencies
-    also relative to their tasks, as the engine's column keeps them) appends, at any first
-    task, the columns, tasks and compiled-loop arrays the same block of plain lists appends
-    (the engine's list columns becoming typed arrays at the first block); the relative
-    dependencies are each one's offset from its task, computed by hand; a numpy array of
-    another type than a column's is refused, not converted."""
+    """TaskBlock.typed (the builders' blocks: numeric columns, the dependencies' offsets among
+    them, as typed arrays) appends, at any first task, the columns, tasks and compiled-loop
+    arrays the same block of plain lists appends (the engine's list columns becoming typed
+    arrays at the first block); the offsets are copied and shifted by each block's first task
+    later, every pending block at once (Engine._settle), to the task numbers computed by
+    hand; a numpy array of another type than a column's is refused, not converted."""
     from hdl.contracts.errors import FredError
     from array import array
     from sysmodel.engine import TaskBlock, _put
@@ -376,16 +376,14 @@ def test_typed_blocks_append_the_columns_a_list_block_appends():
     for tasks in (1, 2, 15, 16, 17, 48):
         dep_count = [rng.randint(1, 3) for _ in range(tasks - 1)]
         # task k > 0 depends on earlier tasks of the block (offsets), some twice
-        pairs = [(k, rng.randrange(k)) for k, c in zip(range(1, tasks), dep_count) for _ in range(c)]
-        deps = [d for _, d in pairs]
+        deps = [rng.randrange(k) for k, c in zip(range(1, tasks), dep_count) for _ in range(c)]
         fields = dict(names=tuple(f"t{k}" for k in range(tasks)),
                       duration=[rng.choice([0.0, 1e-9, 0.1 + rng.random(), 3.0]) for _ in range(tasks)],
                       category=["compute"] * tasks, npu=[0] * tasks, entry=[-1] * tasks,
                       sources=[None] * tasks, dep_count=dep_count, deps=deps,
                       queues=[("r", list(range(tasks)))])
         plain, typed = TaskBlock(**fields), TaskBlock.typed(**fields)
-        assert type(typed.deps) is tuple and type(typed.relative) is array and plain.relative is None
-        assert list(typed.relative) == plain.relative_deps() == [d - k for k, d in pairs]
+        assert type(typed.deps) is array and list(typed.deps) == deps
         a, b = Engine(), Engine()
         for eng, block in ((a, plain), (b, typed)):
             eng.add("first", "r", 1.0)
@@ -394,6 +392,12 @@ def test_typed_blocks_append_the_columns_a_list_block_appends():
             assert type(eng._dep_flat) is array and type(eng._duration) is array
             eng.add("middle", "r", 0.5, [len(eng) - 1])
             eng._extend(block, "y ", (len(eng) - 1, 0))
+            assert len(eng._dep_shifts) == (2 if deps else 0)   # both blocks' offsets pending
+            eng._settle()
+            assert eng._dep_shifts == []
+            # by hand: "first", the block at 1 after it, "middle", the block after "middle" and 0
+            y0 = tasks + 2
+            assert list(eng._dep_flat) == [0, *[1 + d for d in deps], tasks, y0 - 1, 0, *[y0 + d for d in deps]]
         for column in ("_duration", "_entry", "_dep_count", "_dep_flat"):
             assert list(getattr(a, column)) == list(getattr(b, column)), (tasks, column)
         assert [dataclasses.astuple(t) for t in a.tasks] == [dataclasses.astuple(t) for t in b.tasks]
@@ -584,8 +588,8 @@ def test_passes_made_by_columns_equal_the_layer_loop(blocking):
     blocking or not) are the blocks the layer-by-layer loop makes of the same layers, field by
     field, the transfer entries numbered in the same order; hand-made runs too -- one layer,
     and layers whose MP time objects alternate (entries numbered as first seen), where each
-    task depends on the one before it (relative dependency -1) and the send on the last task
-    and, blocking, the last compute task."""
+    task depends on the one before it and the send on the last task and, blocking, the last
+    compute task."""
     from types import SimpleNamespace
     from sysmodel.compute_timing import compute_timer
     from sysmodel.iteration_plan import plan_iteration
@@ -612,7 +616,6 @@ def test_passes_made_by_columns_equal_the_layer_loop(blocking):
         for send in (None, by_columns._block_send(key[0], key[2], key[1])):
             made = by_columns.eng.layer_block(run, send)
             _same_blocks(made, by_loop.eng.layer_block(as_tuples(run), send))
-            assert list(made.block.relative) == made.block.relative_deps()
     assert [tuple(map(id, e)) for e in by_columns.eng.entries] == [tuple(map(id, e)) for e in by_loop.eng.entries]
 
     def mp(seconds):
@@ -628,7 +631,9 @@ def test_passes_made_by_columns_equal_the_layer_loop(blocking):
         assert [tuple(map(id, e)) for e in one.entries] == [tuple(map(id, e)) for e in other.entries]
         assert len(one.entries) == len({id(m) for m in mps}) + 1
         tasks = 2 * len(mps)
-        assert list(made.block.relative) == [-1] * (2 * tasks - 2) + [-1, -2]
+        # each task after the one before it, named twice; the send after the last task and,
+        # blocking (the send's own flag), the last compute task
+        assert list(made.block.deps) == [k for k in range(tasks - 1) for _ in (0, 1)] + [tasks - 1, tasks - 2]
         assert made.block.queues == [("s0.compute", range(0, tasks, 2) if tasks > 2 else [0]),
                                      ("s0.mp", range(1, tasks + 1, 2) if tasks > 2 else [1]),
                                      ("s0.pp", [tasks])]
