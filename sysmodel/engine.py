@@ -587,10 +587,17 @@ class Engine:
         shifts = self._dep_shifts
         if not shifts:
             return
-        at, count, by = (np.array(c, dtype=np.int64) for c in zip(*shifts))
-        within = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        # the column up to the last pending block as runs: before each block the tasks added
+        # otherwise (shift 0, already numbers), then the block's offsets (shift by its first
+        # task); one repeat and one in-place add over the column (timeit, Transformer-17B's 31
+        # blocks: about half the time of gathering the blocks' positions and adding there)
+        shift, run, end = [], [], 0
+        for at, count, by in shifts:   # in column order, each run after the one before
+            shift += (0, by)
+            run += (at - end, count)
+            end = at + count
         flat = np.frombuffer(self._dep_flat, dtype=np.int64)   # a writable view of the typed column
-        flat[np.repeat(at, count) + within] += np.repeat(by, count)
+        flat[:end] += np.repeat(np.array(shift, dtype=np.int64), run)
         del flat   # the view would lock the column's size
         self._dep_shifts = []
 
