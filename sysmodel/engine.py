@@ -126,7 +126,9 @@ class Engine:
     as one copy of memory, not one Python number per task each way. A graph added task by task
     keeps them as lists, which CPython appends to fastest (a typed array's ``append`` costs
     about 50 ns more), until it is sealed. The others (names, categories, NPUs, sources) are
-    lists of objects."""
+    lists of objects. An appended block's dependencies are copied as the block's offsets and
+    shifted by its first task's number later, every block's at once in numpy when the
+    column is first read (:meth:`_settle`), not one numpy call per append."""
 
     def __init__(self, *, priority: dict | None = None, preempt_s=0.0, shared_phase=None, hold=None):
         """``priority``: ``{category: level}`` (higher served first; categories not named are
@@ -187,6 +189,9 @@ class Engine:
         self._entry: list | array = []        # its (loads, bw) pair's number, or -1
         self._dep_count: list | array = []
         self._dep_flat: list | array = []
+        # (where in _dep_flat, how many, by what) of the appended blocks' dependencies copied as
+        # offsets and not yet shifted by their first task's number (:meth:`_settle`)
+        self._dep_shifts: list = []
         # (loads, bw) pairs of the transfers, by the arrays' identities (repeated communication
         # tasks share one pair: the communication timer memoises): number and pair
         self._entry_of: dict[tuple[int, int], tuple] = {}
@@ -251,6 +256,7 @@ class Engine:
         loads = [entries[e][0] if e >= 0 else None for e in self._entry]
         bw = [entries[e][1] if e >= 0 else None for e in self._entry]
         ptr = [0, *itertools.accumulate(self._dep_count)]
+        self._settle()
         flat = self._dep_flat
         deps = [tuple(flat[ptr[i]:ptr[i + 1]]) for i in range(n)]
         tasks = [Task(*fields) for fields in zip(self.names(), resource, self._duration, deps,
@@ -339,10 +345,9 @@ class Engine:
         self._dep_count.extend(block.dep_count)
         self._dep_flat.extend(first_deps)
         deps = block.deps
-        if type(deps) is np.ndarray:   # int64 offsets (StageEngine.layer_block): shifted in numpy
-            _put(self._dep_flat, deps + t0)
-        else:
-            self._dep_flat.extend(map(t0.__add__, deps))
+        if t0 and len(deps):   # copied as offsets (a typed array: as memory), shifted by _settle
+            self._dep_shifts.append((len(self._dep_flat), len(deps), t0))
+        self._dep_flat.extend(deps)
         self.sources.extend(block.sources)
         queues = self.queues
         for resource, offsets in block.queues:
@@ -446,6 +451,7 @@ class Engine:
         instead of copying them. The values are unchanged."""
         if self.sealed:
             return
+        self._settle()
         for name in ("_duration", "_entry", "_dep_count", "_dep_flat"):
             column = getattr(self, name)
             if type(column) is list:
@@ -460,6 +466,7 @@ class Engine:
         """A new engine with this graph, task ``i`` taking ``duration[i]`` (an array of every
         task's duration, each >= 0); its arrays are this graph's with the durations replaced.
         A sealed graph's copy shares its columns (tuples) and is sealed too."""
+        self._settle()
         eng = Engine(priority=self.priority, preempt_s=self.preempt_s, hold=self.hold)
         eng.shared_phase = self.shared_phase      # checked already
         duration = np.asarray(duration, dtype=np.float64)
@@ -573,6 +580,27 @@ class Engine:
         self._codes = (code, names)
         return self._codes
 
+    def _settle(self) -> None:
+        """Shift the dependencies :meth:`_extend` copied as offsets by their blocks' first task
+        numbers, every pending block's at once (a few numpy calls per graph instead of one
+        shift per append, about 2 us each); the column then holds task numbers only."""
+        shifts = self._dep_shifts
+        if not shifts:
+            return
+        # the column up to the last pending block as runs: before each block the tasks added
+        # otherwise (shift 0, already numbers), then the block's offsets (shift by its first
+        # task); one repeat and one in-place add over the column (timeit, Transformer-17B's 31
+        # blocks: about half the time of gathering the blocks' positions and adding there)
+        shift, run, end = [], [], 0
+        for at, count, by in shifts:   # in column order, each run after the one before
+            shift += (0, by)
+            run += (at - end, count)
+            end = at + count
+        flat = np.frombuffer(self._dep_flat, dtype=np.int64)   # a writable view of the typed column
+        flat[:end] += np.repeat(np.array(shift, dtype=np.int64), run)
+        del flat   # the view would lock the column's size
+        self._dep_shifts = []
+
     def tiers(self) -> list[int]:
         """Per task, its turn within its priority level (:func:`entry_tiers` of its transfer
         entry; 0 for a fixed duration): the reference loop's view of ``GraphArrays.tier``."""
@@ -591,6 +619,7 @@ class Engine:
         names = sorted(self.queues) if names is None else names
         rid = {r: i for i, r in enumerate(names)}
         queues = [self.queues[r] for r in names]
+        self._settle()
         # the typed columns copied as memory (a view, np.asarray, would lock their size)
         counts = np.array(self._dep_count, dtype=np.int64)
         flat = np.array(self._dep_flat, dtype=np.int64)
@@ -668,14 +697,12 @@ class TaskBlock:
               dep_count: list, deps: list, queues: list) -> TaskBlock:
         """The block of these columns (lists), its numeric ones typed as the engine's
         (:class:`Engine`): ``duration`` float64, ``entry`` and ``dep_count`` int64 typed arrays,
-        so that each append copies them as memory; ``deps`` an int64 numpy array from
-        :data:`NUMPY_DEPS` dependencies on (each append shifts them in numpy), else a tuple
-        (a numpy call costs about 2 us, shifting one number in Python about 0.1 us); the
-        category and NPU columns as tuples: an engine codes each distinct block's once
+        so that each append copies them as memory, ``deps`` too (each append copies the
+        offsets, which the engine shifts later: :meth:`Engine._settle`); the category and NPU
+        columns as tuples: an engine codes each distinct block's once
         (:meth:`Engine.task_kinds`), and the collector stops tracking them."""
-        deps = np.array(deps, dtype=np.int64) if len(deps) >= NUMPY_DEPS else tuple(deps)
         return TaskBlock(names, array("d", duration), tuple(category), tuple(npu), array("q", entry), sources,
-                         array("q", dep_count), deps, [(r, _as_range(q)) for r, q in queues])
+                         array("q", dep_count), array("q", deps), [(r, _as_range(q)) for r, q in queues])
 
 
 def _as_range(offsets: list):
@@ -689,11 +716,6 @@ def _as_range(offsets: list):
     if step <= 0 or list(range(first, stop, step)) != offsets:
         return offsets
     return range(first, stop, step)
-
-
-#: a :class:`TaskBlock` with this many dependencies or more keeps them as a numpy array (timeit:
-#: shifting 8 in Python 1.1 us, 32 4.3 us; in numpy 1.9-2.4 us for 2-160)
-NUMPY_DEPS = 16
 
 
 @dataclass

@@ -194,7 +194,7 @@ class StageEngine(Engine):
         self._hold_next_compute(stage, tid)
         return tid
 
-    def layer_block(self, run: list, send: tuple | None = None) -> LayerBlock:
+    def layer_block(self, run: list | PassColumns, send: tuple | None = None) -> LayerBlock:
         """The tasks :meth:`add_layer` adds for each layer of ``run`` in turn, each after the
         previous one's last task, as one block to append once per microbatch
         (:meth:`add_layer_run`); ``run``: per layer ``(name, compute resource, compute s,
@@ -202,6 +202,8 @@ class StageEngine(Engine):
         at least one layer, every duration >= 0. ``send``: ``(name, resource, communication
         time, npu, whether it blocks compute)`` of the task :meth:`add_transfer` adds after the
         last one (the pass's PP send), or None.""" 
+        if type(run) is PassColumns:
+            return self._mp_pass_block(run, send)
         names, duration, category, npu, entry, sources, dep_count, deps = ([] for _ in range(8))
         queues: dict[str, list[int]] = {}
         computes = []
@@ -252,6 +254,45 @@ class StageEngine(Engine):
                 entry.append(-1)
                 sources.append(source)
                 k += 1
+        return self._with_send(names, duration, category, npu, entry, sources, dep_count, deps, queues,
+                               last_compute, after_mp, computes, send)
+
+    def _mp_pass_block(self, run: PassColumns, send: tuple | None) -> LayerBlock:
+        """:meth:`layer_block` of a pass whose every layer has MP, made by columns: task 2j is
+        layer j's compute, 2j + 1 its MP all-reduce, each task after the previous one (named
+        twice, as :meth:`add_layer` names an MP task's compute, and a compute task the MP task
+        before it); the transfer entries asked per distinct MP time object in layer order,
+        as the layer loop asks them. Why: per layer the loop costs about a microsecond of
+        Python, a pass's columns a few list operations (docs/sysmodel.md, Speed, twenty-third
+        increment)."""
+        mp = run.mp
+        tasks = 2 * len(mp)
+        entry_of: dict = {}
+        for d in mp:   # first seen first: the engine numbers new entries in this order
+            if id(d) not in entry_of:
+                entry_of[id(d)] = self.entry(d.loads, d.bw)
+        names: list = [None] * tasks
+        names[0::2] = run.names
+        names[1::2] = [name + " mp" for name in run.names]
+        duration = [0.0] * tasks
+        duration[0::2] = run.compute_s
+        duration[1::2] = [float(d.time_s) for d in mp]
+        entry = [-1] * tasks
+        entry[1::2] = [entry_of[id(d)] for d in mp]
+        sources: list = [None] * tasks
+        sources[0::2] = run.sources
+        deps = [None] * (2 * tasks - 2)   # task k (k >= 1) after task k - 1, named twice
+        deps[0::2] = deps[1::2] = range(tasks - 1)
+        computes = range(0, tasks, 2)
+        queues = {run.on_compute: list(computes), run.on_mp: list(range(1, tasks, 2))}
+        return self._with_send(names, duration, ["compute", "mp"] * len(mp), [run.npu] * tasks, entry,
+                               sources, [2] * (tasks - 1), deps, queues, tasks - 2, True, computes, send)
+
+    def _with_send(self, names: list, duration: list, category: list, npu: list, entry: list, sources: list,
+                   dep_count: list, deps: list, queues: dict, last_compute: int, after_mp: bool, computes,
+                   send: tuple | None) -> LayerBlock:
+        """The :class:`LayerBlock` of a pass's layer columns (:meth:`layer_block`), with
+        ``send`` (its fields, or None) appended after the last task."""
         last = len(names) - 1
         blocks = None
         if send is not None:
@@ -289,6 +330,23 @@ class StageEngine(Engine):
         if run.send_blocks:
             self._hold_next_compute(stage, t0 + run.last + 1)
         return t0 + run.last
+
+
+@dataclass
+class PassColumns:
+    """A stage's pass over its layers, every layer with MP, as :meth:`StageEngine.layer_block`
+    takes it by columns (what its per-layer tuples would hold): per layer its ``names``,
+    ``sources``, ``compute_s`` (s) and ``mp`` (communication time objects, each with link
+    loads); the stage's ``on_compute`` and ``on_mp`` resources and its ``npu``, the same for
+    every layer (:meth:`_StationaryPipeline._shared_run_fields`)."""
+
+    names: list
+    sources: list
+    compute_s: list
+    mp: list
+    on_compute: str
+    on_mp: str
+    npu: int
 
 
 @dataclass(frozen=True)
@@ -484,30 +542,40 @@ class _StationaryPipeline:
             run.append((layer.name, on_compute, float(compute_s), source, rep, on_mp, d if with_mp else None))
         return run
 
-    def _shared_run_fields(self, s: int, kind: str, layer_ids) -> list | None:
+    def _shared_run_fields(self, s: int, kind: str, layer_ids) -> list | PassColumns | None:
         """:meth:`_run_fields` with a memoising communication timer: :func:`layer_timing`
         asked once per layer shape of the pass (in the order the layers first show each
         shape, as asking per layer would), since it gives every layer of one shape the same
         timing; each layer keeps its own name and source. The shapes come from
         :func:`~sysmodel.workloads.layer_shapes` (one object per shape: told apart by
-        identity, alive while the workload's tuple holds them)."""
+        identity, alive while the workload's tuple holds them). Where every layer of the pass
+        has MP (a transformer's stage), the fields as columns (:class:`PassColumns`: no tuple
+        per layer), else one tuple per layer."""
         backward = kind == "B"
         layers = self.plan.workload.layers
         shapes = layer_shapes(self.plan.workload)
-        by_shape: dict = {}
-        run = []
+        number: dict = {}
+        timings = []   # per distinct shape, in the order the layers first show it
+        which, names, sources = [], [], []   # per layer: its shape's number, name and source
+        # one loop (timeit: some 0.3 us per layer; nine map/zip passes over the layers cost more)
         for li in layer_ids:
-            shape = shapes[li]
-            timing = by_shape.get(id(shape))
-            if timing is None:
-                rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layers[li], backward)
+            k = number.get(id(shapes[li]))
+            layer = layers[li]
+            if k is None:
+                rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layer, backward)
                 if not self._fast(compute_s, d, with_mp):
                     return None
-                timing = by_shape[id(shape)] = (on_compute, float(compute_s), rep, on_mp, d if with_mp else None)
-            layer = layers[li]
-            on_compute, compute_s, rep, on_mp, mp = timing
-            run.append((layer.name, on_compute, compute_s, ("layer", layer, backward), rep, on_mp, mp))
-        return run
+                k = number[id(shapes[li])] = len(timings)
+                timings.append((on_compute, float(compute_s), rep, on_mp, d if with_mp else None))
+            which.append(k)
+            names.append(layer.name)
+            sources.append(("layer", layer, backward))
+        if all(t[4] is not None for t in timings) and len({(t[0], t[2], t[3]) for t in timings}) == 1:
+            on_compute, _, rep, on_mp, _ = timings[0]
+            compute_s, mp = [t[1] for t in timings], [t[4] for t in timings]
+            return PassColumns(names, sources, list(map(compute_s.__getitem__, which)),
+                               list(map(mp.__getitem__, which)), on_compute, on_mp, rep)
+        return [(name, *timings[k][:2], source, *timings[k][2:]) for name, source, k in zip(names, sources, which)]
 
     def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
         """The send of virtual stage ``v``'s pass ``kind`` as :meth:`StageEngine.layer_block`

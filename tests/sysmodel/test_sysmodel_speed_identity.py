@@ -363,16 +363,17 @@ def test_a_sealed_graph_refuses_tasks_and_its_copies_equal_an_unsealed_copy():
 
 
 def test_typed_blocks_append_the_columns_a_list_block_appends():
-    """TaskBlock.typed (the builders' blocks: numeric columns as typed arrays, the dependencies
-    as a numpy array from NUMPY_DEPS of them on, else a tuple) appends, at any first task, the
-    columns, tasks and compiled-loop arrays the same block of plain lists appends (the engine's
-    list columns becoming typed arrays at the first block); a numpy array of another type than
-    a column's is refused, not converted."""
+    """TaskBlock.typed (the builders' blocks: numeric columns, the dependencies' offsets among
+    them, as typed arrays) appends, at any first task, the columns, tasks and compiled-loop
+    arrays the same block of plain lists appends (the engine's list columns becoming typed
+    arrays at the first block); the offsets are copied and shifted by each block's first task
+    later, every pending block at once (Engine._settle), to the task numbers computed by
+    hand; a numpy array of another type than a column's is refused, not converted."""
     from hdl.contracts.errors import FredError
     from array import array
-    from sysmodel.engine import NUMPY_DEPS, TaskBlock, _put
+    from sysmodel.engine import TaskBlock, _put
     rng = random.Random(31)
-    for tasks in (1, 2, NUMPY_DEPS - 1, NUMPY_DEPS, NUMPY_DEPS + 1, 3 * NUMPY_DEPS):
+    for tasks in (1, 2, 15, 16, 17, 48):
         dep_count = [rng.randint(1, 3) for _ in range(tasks - 1)]
         # task k > 0 depends on earlier tasks of the block (offsets), some twice
         deps = [rng.randrange(k) for k, c in zip(range(1, tasks), dep_count) for _ in range(c)]
@@ -382,7 +383,7 @@ def test_typed_blocks_append_the_columns_a_list_block_appends():
                       sources=[None] * tasks, dep_count=dep_count, deps=deps,
                       queues=[("r", list(range(tasks)))])
         plain, typed = TaskBlock(**fields), TaskBlock.typed(**fields)
-        assert type(typed.deps) is (np.ndarray if len(deps) >= NUMPY_DEPS else tuple)
+        assert type(typed.deps) is array and list(typed.deps) == deps
         a, b = Engine(), Engine()
         for eng, block in ((a, plain), (b, typed)):
             eng.add("first", "r", 1.0)
@@ -391,6 +392,12 @@ def test_typed_blocks_append_the_columns_a_list_block_appends():
             assert type(eng._dep_flat) is array and type(eng._duration) is array
             eng.add("middle", "r", 0.5, [len(eng) - 1])
             eng._extend(block, "y ", (len(eng) - 1, 0))
+            assert len(eng._dep_shifts) == (2 if deps else 0)   # both blocks' offsets pending
+            eng._settle()
+            assert eng._dep_shifts == []
+            # by hand: "first", the block at 1 after it, "middle", the block after "middle" and 0
+            y0 = tasks + 2
+            assert list(eng._dep_flat) == [0, *[1 + d for d in deps], tasks, y0 - 1, 0, *[y0 + d for d in deps]]
         for column in ("_duration", "_entry", "_dep_count", "_dep_flat"):
             assert list(getattr(a, column)) == list(getattr(b, column)), (tasks, column)
         assert [dataclasses.astuple(t) for t in a.tasks] == [dataclasses.astuple(t) for t in b.tasks]
@@ -563,3 +570,70 @@ def test_task_codes_made_per_block_equal_those_made_per_task(monkeypatch):
     assert graph([3, None, True], 7).task_kinds() is None         # not an int
     assert graph([3, None, 1], 2 ** 53 + 1).task_kinds() is None  # a task added one by one
     assert graph([3, None, 1], -2).task_kinds() is None
+
+
+def _same_blocks(a, b) -> None:
+    """Two LayerBlocks with the same fields, column by column (value and type)."""
+    for f in dataclasses.fields(a.block):
+        x, y = getattr(a.block, f.name), getattr(b.block, f.name)
+        assert type(x) is type(y) and x == y, f.name
+    assert (a.last_compute, a.last, a.ends_with_mp, a.send_blocks, a.computes) == \
+        (b.last_compute, b.last, b.ends_with_mp, b.send_blocks, b.computes)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_passes_made_by_columns_equal_the_layer_loop(blocking):
+    """A pass whose every layer has MP is made by columns (PassColumns, StageEngine's
+    _mp_pass_block): Transformer-17B's four passes on Fred-D (with and without their sends,
+    blocking or not) are the blocks the layer-by-layer loop makes of the same layers, field by
+    field, the transfer entries numbered in the same order; hand-made runs too -- one layer,
+    and layers whose MP time objects alternate (entries numbered as first seen), where each
+    task depends on the one before it and the send on the last task and, blocking, the last
+    compute task."""
+    from types import SimpleNamespace
+    from sysmodel.compute_timing import compute_timer
+    from sysmodel.iteration_plan import plan_iteration
+    from sysmodel.task_graphs import PassColumns, StageEngine, _StationaryPipeline
+    from sysmodel.training import comm_timer, link_priority
+    plan = plan_iteration(P, get_workload("transformer-17b"), None)
+
+    def pipeline():
+        eng = StageEngine(blocking=blocking, **link_priority(P, "fred-d"))
+        return _StationaryPipeline(eng, plan, compute_timer(plan), comm_timer(plan, "fred-d"))
+
+    def as_tuples(run):   # the per-layer tuples the loop takes
+        return [(name, run.on_compute, s, src, run.npu, run.on_mp, mp)
+                for name, src, s, mp in zip(run.names, run.sources, run.compute_s, run.mp)]
+
+    by_columns, by_loop = pipeline(), pipeline()
+    for key in ((0, "F", 0), (1, "F", 1), (1, "B", 1), (0, "B", 0)):
+        run = by_columns._run_fields(*key)
+        assert type(run) is PassColumns and len(run.names) == len(plan.virtual_stages[key[2]])   # 41 and 39
+        again = by_loop._run_fields(*key)   # the same fields from another pipeline's timers
+        assert (again.names, again.compute_s, again.on_compute, again.on_mp, again.npu) == \
+            (run.names, run.compute_s, run.on_compute, run.on_mp, run.npu)
+        assert [(s[0], id(s[1]), s[2]) for s in again.sources] == [(s[0], id(s[1]), s[2]) for s in run.sources]
+        for send in (None, by_columns._block_send(key[0], key[2], key[1])):
+            made = by_columns.eng.layer_block(run, send)
+            _same_blocks(made, by_loop.eng.layer_block(as_tuples(run), send))
+    assert [tuple(map(id, e)) for e in by_columns.eng.entries] == [tuple(map(id, e)) for e in by_loop.eng.entries]
+
+    def mp(seconds):
+        return SimpleNamespace(time_s=seconds, loads=np.array([1.0, 0.0]), bw=np.array([2.0, 2.0]))
+    a, b = mp(0.5), mp(0.25)
+    send = ("send", "s0.pp", mp(0.125), 7, True)
+    for mps in ([a], [a, b, a, b, b], [b, a]):
+        run = PassColumns([f"l{k}" for k in range(len(mps))], [("layer", k, False) for k in range(len(mps))],
+                          [float(k) for k in range(len(mps))], mps, "s0.compute", "s0.mp", 7)
+        one, other = StageEngine(blocking=blocking), StageEngine(blocking=blocking)
+        made = one.layer_block(run, send)
+        _same_blocks(made, other.layer_block(as_tuples(run), send))
+        assert [tuple(map(id, e)) for e in one.entries] == [tuple(map(id, e)) for e in other.entries]
+        assert len(one.entries) == len({id(m) for m in mps}) + 1
+        tasks = 2 * len(mps)
+        # each task after the one before it, named twice; the send after the last task and,
+        # blocking (the send's own flag), the last compute task
+        assert list(made.block.deps) == [k for k in range(tasks - 1) for _ in (0, 1)] + [tasks - 1, tasks - 2]
+        assert made.block.queues == [("s0.compute", range(0, tasks, 2) if tasks > 2 else [0]),
+                                     ("s0.mp", range(1, tasks + 1, 2) if tasks > 2 else [1]),
+                                     ("s0.pp", [tasks])]
