@@ -25,10 +25,16 @@ from pathlib import Path
 from studies.report import Column, Markdown, replace_marked_block
 
 __all__ = ["ITERATION_CASES", "PACKET_FABRICS", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
-           "speedups", "iteration_markdown_block", "write_iteration_table"]
+           "table_cases", "speedups", "iteration_markdown_block", "write_iteration_table"]
 
+#: The FRED fabrics a case can also run on with packet switches (``--switch packet``; the mesh
+#: has no FRED switch).
+PACKET_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
+_FABRICS = ("mesh", *PACKET_FABRICS)
 #: (workload, strategy, fabrics, scale K or None for the command's, samples per DP replica or
-#: None for the command's) the RTL runs: one DP
+#: None for the command's, packet fabrics) the RTL runs: ``fabrics`` on the mesh and the
+#: circuit FRED fabric, ``packet fabrics`` again on the packet FRED fabric (its own section;
+#: the variants whose RTL cannot run the case are named with the refusal). One DP
 #: all-reduce per NPU; the wafer-wide MP all-reduces of each layer, many per NPU (the NPUs
 #: load a program per collective; on the circuit FRED fabric the switches rerun their phases
 #: with each collective's counts). resnet-152 MP20 twice: at K = 1000 its 104 all-reduces are
@@ -38,33 +44,61 @@ __all__ = ["ITERATION_CASES", "PACKET_FABRICS", "PAPER_SPEEDUP", "ITERATION_BEGI
 #: MP4-DP5: MP and DP together, MP groups of 4 consecutive ports (one L1 switch each on
 #: FRED), DP groups of 5 (one NPU per L1), one collective at a time (``one_collective``).
 #: gpt-3 MP1-DP20 with 8 samples per replica: weight streaming (io-load) and gradient
-#: reduce-out (io-store) from the mesh's 18 edge controllers, the only fabric whose iteration
-#: top has them; 8 samples keep the activations (no checkpoint spills), K = 10,000 keeps the
-#: stripes within the NPUs' forwarding queues and the run within minutes (docs/fabric_iteration.md,
-#: "Weight streaming"). transformer-1t MP1-DP20 at K = 100,000 (96 s at 55,000 cycles/s):
+#: reduce-out (io-store) from the 18 I/O controllers: on the mesh (its edge controllers) and on
+#: the packet FRED fabric (the circuit one has no controllers), where Fred-A/C run the striped
+#: chains behind the trace and Fred-B/D are refused naming what their switches lack; 8 samples
+#: keep the activations (no checkpoint spills), K = 10,000 keeps the stripes within the NPUs'
+#: forwarding queues and the run within minutes on the mesh (docs/fabric_iteration.md, "Weight
+#: streaming"; the packet I/O top's build and run take far longer: "The packet FRED fabric's
+#: I/O iteration"). transformer-1t MP1-DP20 at K = 100,000 (96 s at 55,000 cycles/s):
 #: weight streaming and checkpoint spills; its spills are under a flit per controller, moved
 #: as whole 1-flit stripes, so its row shows what that rounding costs against the model's
 #: exact bytes (2026-11-26: iteration 1.181, I/O 2.590; the RTL 1.030 of the model of the
-#: whole stripes it moves). gpt-3 with spills at K = 10,000 (1.005 / 1.038) takes 151 s: not listed.
-_FABRICS = ("mesh", "fred-a", "fred-b", "fred-c", "fred-d")
+#: whole stripes it moves); on the packet fabric its spills are refused by name. gpt-3 with
+#: spills at K = 10,000 (1.005 / 1.038) takes 151 s: not listed.
 ITERATION_CASES = (
-    ("resnet-152", "MP1-DP20-PP1", _FABRICS, None, None),
-    ("resnet-152", "MP20-DP1-PP1", _FABRICS, None, None),
-    ("resnet-152", "MP20-DP1-PP1", _FABRICS, 100.0, None),
-    ("transformer-17b", "MP20-DP1-PP1", _FABRICS, None, None),
-    ("resnet-152", "MP4-DP5-PP1", _FABRICS, None, None),
-    ("transformer-17b", "MP4-DP5-PP1", _FABRICS, None, None),
-    ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8),
-    ("transformer-1t", "MP1-DP20-PP1", ("mesh",), 100_000.0, None),
+    ("resnet-152", "MP1-DP20-PP1", _FABRICS, None, None, PACKET_FABRICS),
+    ("resnet-152", "MP20-DP1-PP1", _FABRICS, None, None, PACKET_FABRICS),
+    ("resnet-152", "MP20-DP1-PP1", _FABRICS, 100.0, None, PACKET_FABRICS),
+    ("transformer-17b", "MP20-DP1-PP1", _FABRICS, None, None, PACKET_FABRICS),
+    ("resnet-152", "MP4-DP5-PP1", _FABRICS, None, None, PACKET_FABRICS),
+    ("transformer-17b", "MP4-DP5-PP1", _FABRICS, None, None, PACKET_FABRICS),
+    ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8, PACKET_FABRICS),
+    ("transformer-1t", "MP1-DP20-PP1", ("mesh",), 100_000.0, None, PACKET_FABRICS),
 )
-#: The FRED fabrics each case also runs on with packet switches (``--switch packet``): all of
-#: the case's FRED fabrics (the mesh has no FRED switch).
-PACKET_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: The paper's end-to-end training speedups over the mesh (shared spec FRED.md, "Results to
-#: reproduce": full size, overlapped, the paper's strategies).
+#: reproduce": full size, overlapped, the paper's strategies -- GPT-3's MP2-DP5-PP2, not the
+#: table's MP1-DP20-PP1).
 PAPER_SPEEDUP = {"resnet-152": {"fred-c": 1.41, "fred-d": 1.76},
-                 "transformer-17b": {"fred-c": 1.75, "fred-d": 1.87}}
+                 "transformer-17b": {"fred-c": 1.75, "fred-d": 1.87},
+                 "gpt-3": {"fred-c": 1.34, "fred-d": 1.34},
+                 "transformer-1t": {"fred-c": 1.4, "fred-d": 1.4}}
 ITERATION_BEGIN, ITERATION_END = "<!-- fabric-iteration:begin -->", "<!-- fabric-iteration:end -->"
+
+
+def table_cases(build, default_scale: float, cases=ITERATION_CASES) -> tuple[list, list[dict]]:
+    """(the cases to run, the packet cases refused before any build) of ``cases``:
+    ``build(workload, strategy, fabric, scale, samples, switch)`` builds one
+    (:func:`studies.iteration_case.build_iteration_case`, nothing run). Every circuit case
+    (the mesh's and the circuit FRED fabric's) is built first, and its error is the caller's;
+    each packet case that raises :class:`FredError` or comes back with ``rtl_missing`` (the
+    model runs, the RTL does not: Fred-B/D's I/O iteration) is a refusal ``{"workload",
+    "fabric", "switch", "error"}`` naming why, K as ``default_scale`` where the case has none."""
+    from hdl.contracts.errors import FredError
+    built = [build(workload, strategy, fabric, scale, samples, "circuit")
+             for workload, strategy, fabrics, scale, samples, _ in cases for fabric in fabrics]
+    refused = []
+    for workload, strategy, _, scale, samples, packet_fabrics in cases:
+        for fabric in packet_fabrics:
+            try:
+                case = build(workload, strategy, fabric, scale, samples, "packet")
+                if case.rtl_missing:
+                    raise FredError(case.rtl_missing)
+                built.append(case)
+            except FredError as exc:
+                refused.append({"workload": f"{workload} {strategy}, K = {scale or default_scale:g}",
+                                "fabric": fabric, "switch": "packet", "error": str(exc)})
+    return built, refused
 
 
 def iteration_row(case) -> dict:

@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", action="store_true",
                         help="instead of one case: every case of the iteration table "
                              "(studies.iteration_table.ITERATION_CASES; at --scale and --samples-per-dp unless the case "
-                             "names its own) on the mesh and the circuit FRED fabrics, and each FRED "
-                             "case again on the packet FRED fabric where its iteration runs it (its own "
-                             "section; the refused ones named), written into --output (make fabric-iteration)")
+                             "names its own) on its mesh and circuit FRED fabrics, and again on its packet "
+                             "FRED fabrics where their iteration runs it (its own section; the refused "
+                             "ones named), written into --output (make fabric-iteration)")
     parser.add_argument("--output", default="docs/fabric_validation.md",
                         help="with --table: the Markdown file whose fabric-iteration block is "
                              "replaced (default docs/fabric_validation.md)")
@@ -108,15 +108,15 @@ def run(args) -> int:
 
 def _table(args) -> int:
     """Every case of the iteration table, model and RTL, on the mesh and circuit FRED fabrics
-    and again on the packet FRED fabric (``studies.iteration_table.PACKET_FABRICS``) where its
-    iteration runs the case (the cases it refuses before any build are named in the block),
+    and again on each case's packet FRED fabrics where their iteration runs the case (the cases
+    it refuses before any build, ``rtl_missing`` included, are named in the block),
     and the block in ``args.output``."""
     from pathlib import Path
 
     from hdl.contracts.errors import FredError
     from hdl.contracts.placement import parse_strategy
     from studies.iteration_case import build_iteration_case, run_iteration_case
-    from studies.iteration_table import ITERATION_CASES, PACKET_FABRICS, iteration_row, write_iteration_table
+    from studies.iteration_table import iteration_row, table_cases, write_iteration_table
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
     if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
@@ -132,16 +132,7 @@ def _table(args) -> int:
 
     # every case is validated and modelled before the first build; the circuit fabric runs
     # every case (an error is the command's), the packet fabric's refusals are rows of the block
-    cases = [build(*case[:2], fabric, *case[3:], "circuit")
-             for case in ITERATION_CASES for fabric in case[2]]
-    refused = []
-    for workload, strategy, fabrics, scale, samples in ITERATION_CASES:
-        for fabric in (f for f in fabrics if f in PACKET_FABRICS):
-            try:
-                cases.append(build(workload, strategy, fabric, scale, samples, "packet"))
-            except FredError as exc:
-                refused.append({"workload": f"{workload} {strategy}, K = {scale or args.scale:g}",
-                                "fabric": fabric, "switch": "packet", "error": str(exc)})
+    cases, refused = table_cases(build, args.scale)
     rows, failed = [], []
     for case in cases:
         try:

@@ -65,3 +65,48 @@ def test_packet_rows_have_their_section_and_the_speedup_takes_them_where_they_ex
     assert "packet platform: iteration worst RTL/model 1.2000" in text
     assert ("**1 case(s) refused by the packet fabric's iteration before any build** (no row above): "
             f"{w} on fred-a: the packet fabric runs one-stage endpoint programs so far.") in text
+
+
+def test_table_cases_build_circuit_cases_first_and_name_each_packet_refusal():
+    """``table_cases``: every circuit case built (mesh and circuit FRED fabrics), then each
+    packet case; a packet case whose build raises, or whose RTL is missing (the model runs:
+    Fred-B/D's I/O iteration), is a refusal naming why, K the default where the case has none."""
+    from types import SimpleNamespace
+
+    from hdl.contracts.errors import FredError
+    from studies.iteration_table import ITERATION_CASES, table_cases
+
+    calls = []
+
+    def build(workload, strategy, fabric, scale, samples, switch):
+        calls.append((workload, fabric, switch, scale, samples))
+        if switch == "packet" and fabric == "fred-a":
+            raise FredError("the packet fabric runs one-stage endpoint programs so far")
+        return SimpleNamespace(fabric=fabric, switch=switch,
+                               rtl_missing="io-load: not behind the trace" if fabric == "fred-b" else None)
+
+    cases = (("resnet-152", "MP20-DP1-PP1", ("mesh", "fred-b"), None, None, ("fred-a", "fred-c")),
+             ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8, ("fred-a", "fred-b", "fred-c")))
+    built, refused = table_cases(build, 1000.0, cases)
+    assert [(c.fabric, c.switch) for c in built] == [("mesh", "circuit"), ("fred-b", "circuit"), ("mesh", "circuit"),
+                                                     ("fred-c", "packet"), ("fred-c", "packet")]
+    assert calls[2] == ("gpt-3", "mesh", "circuit", 10_000.0, 8)
+    assert refused == [
+        {"workload": "resnet-152 MP20-DP1-PP1, K = 1000", "fabric": "fred-a", "switch": "packet",
+         "error": "the packet fabric runs one-stage endpoint programs so far"},
+        {"workload": "gpt-3 MP1-DP20-PP1, K = 10000", "fabric": "fred-a", "switch": "packet",
+         "error": "the packet fabric runs one-stage endpoint programs so far"},
+        {"workload": "gpt-3 MP1-DP20-PP1, K = 10000", "fabric": "fred-b", "switch": "packet",
+         "error": "io-load: not behind the trace"}]
+    # the table's weight-streaming cases run on the mesh and on every packet FRED fabric (the
+    # circuit FRED fabric has no I/O controllers)
+    io = {w: (fabrics, packet) for w, _, fabrics, _, _, packet in ITERATION_CASES if w in ("gpt-3", "transformer-1t")}
+    assert io == {w: (("mesh",), ("fred-a", "fred-b", "fred-c", "fred-d")) for w in ("gpt-3", "transformer-1t")}
+
+
+def test_the_weight_streaming_speedup_quotes_the_papers_figure():
+    w = "gpt-3 MP1-DP20-PP1, K = 10000"
+    rows = [_row(w, "mesh", 4_202_184.1, 4_218_348), _row(w, "fred-c", 4_197_213.4, 4_238_800, switch="packet")]
+    (only,) = speedups(rows)
+    assert only["switch"] == "packet" and only["paper"] == 1.34
+    assert abs(only["rtl"] - 4_218_348 / 4_238_800) < 1e-12
