@@ -14,7 +14,7 @@ from hdl.contracts.packet import VC, PacketFormat
 from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop, claim_interval
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
-__all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io",
+__all__ = ["stripe_io_top", "stripe_top_key", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io",
            "run_stripe_io", "run_striped_top"]
 
 _MASK = 0xFFFFFFFF
@@ -30,6 +30,14 @@ def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, dept
                            npu=partial(StripeNpu, stripes=program.controllers,
                                        rate=(spec.io_rate.numerator, spec.io_rate.denominator),
                                        claim_after=claim_interval(spec, packet_flits)))
+
+
+def stripe_top_key(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> tuple:
+    """What :func:`stripe_io_top`'s Verilog depends on: the fabric's hardware, the stripes
+    (controllers), the packet length and the buffers' depth; not the op nor the size (one top
+    streams weights and reduces gradients, the stripes' length is loaded through its ports)."""
+    from cocotb_tests.fabric.run import hardware_key
+    return ("stripe", hardware_key(spec), program.controllers, packet_flits, depth)
 
 
 def stripe_controller_engine(step, seed: int) -> dict:
@@ -101,14 +109,16 @@ def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     "cycles_per_s"}``; ``problems`` empty when every NPU received and checked every flit."""
     top = stripe_io_top(spec, program)
     return run_striped_top(spec, program, top, [], stripe_io_writes(spec, program, top.packet),
-                           watchdog_cycles=watchdog_cycles)
+                           watchdog_cycles=watchdog_cycles, top_key=stripe_top_key(spec, program))
 
 
 def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int | None = None,
-                    name: str = "stripe-io") -> dict:
+                    name: str = "stripe-io", top_key: tuple | None = None) -> dict:
     """A striped I/O ``program`` on ``top`` (a :class:`PacketFabricTop` with a
     :class:`StripeNpu` at every NPU port) under Verilator, loaded with ``config`` (``[switch,
-    slot, last, word]``) and ``writes``: :func:`run_stripe_io`'s bench and result."""
+    slot, last, word]``) and ``writes``: :func:`run_stripe_io`'s bench and result.
+    ``top_key``: what ``top``'s Verilog depends on (:func:`stripe_top_key`), to generate it
+    once per process for every case on the same top (None: generate it)."""
     import time
 
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
@@ -118,7 +128,14 @@ def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int 
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.emit.verilog import to_verilog
     started = time.perf_counter()
-    verilog = to_verilog(top, name=PACKET_TOP)
+    # 20 MB of Verilog take one to three minutes to generate; fred fabric-validate runs four
+    # cases (two ops, two sizes) on each fabric's one top
+    verilog = _STRIPED_VERILOG.get(top_key) if top_key is not None else None
+    if verilog is None:
+        verilog = to_verilog(top, name=PACKET_TOP)
+        if top_key is not None:
+            _STRIPED_VERILOG.clear()     # one top at a time: the cases come fabric by fabric
+            _STRIPED_VERILOG[top_key] = verilog
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=PLAIN_CFLAGS)
     build_s = time.perf_counter() - started
     if watchdog_cycles is None:     # the controllers' rate bounds the stream
@@ -137,6 +154,9 @@ def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int 
             "sim_s": metrics["sim_s"], "build_s": build_s,
             "cycles_per_s": cycles / metrics["sim_s"] if metrics["sim_s"] else 0.0}
 
+
+#: ``top_key -> Verilog`` of the last striped top generated (:func:`run_striped_top`).
+_STRIPED_VERILOG: dict = {}
 
 #: Read registers of each kind of endpoint, in read-register order.
 ENDPOINT_READS = {"npu": StripeNpu.read_names, "controller": PACKET_ENGINE_READ}
