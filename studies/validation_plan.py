@@ -26,7 +26,7 @@ __all__ = ["PlannedBuild", "case_builds", "distinct_builds", "plan_rows", "build
 class PlannedBuild:
     """One Verilated build a case needs: ``key`` (equal keys: one build), ``what`` (one line
     for the plan) and ``make`` (builds it, or finds it in the cache; None where the case's own
-    runner builds it: the mesh's I/O tops and the striped I/O tops, built when run)."""
+    runner builds it: the mesh's I/O tops, built when run)."""
 
     key: tuple
     what: str
@@ -52,8 +52,8 @@ def case_builds(case, *, switch: str, seed: int = 0, backpressure: float = 0.0,
     if isinstance(case, StripeIoCase):
         key = case.top_key()
         return [PlannedBuild(("striped I/O",) + key, f"striped I/O top of {case.fabric}, {key[0]} "
-                             f"({key[2]} controllers{', ' + key[3] if key[0] == 'shared' else ''}; "
-                             f"built when run)")]
+                             f"({key[2]} controllers{', ' + key[3] if key[0] == 'shared' else ''})",
+                             case.build)]
     if switch == "packet":
         return [_packet(case.spec, case.request, dict(algorithm=case.estimate.algorithm, seed=seed,
                                                       sink_backpressure=backpressure))]

@@ -163,26 +163,23 @@ def test_a_striped_top_is_one_per_fabric_and_npu_kind():
     assert keys[("fred-b", "wafer io-load", 54)] == keys[("fred-b", "wafer io-load", 4014)]
 
 
-def test_run_striped_top_generates_a_tops_verilog_once_per_key(monkeypatch):
-    """The 20 MB Verilog of a striped top is generated once for the cases on that top (its
-    key), again for another key or without one."""
-    import cocotb_tests.runner as runner
+def test_a_striped_top_is_generated_once_per_key(monkeypatch, tmp_path):
+    """The 20 MB Verilog of a striped top is generated and looked up in the build cache once
+    for the cases on that top (its key), again for another key or without one."""
     import eda.fabric.build as build
     import hdl.emit.verilog as emit
-    from cocotb_tests.fabric.stripe_io_run import run_striped_top
-    from hdl.compiler.io_stripe_program import io_stripe_program
-
-    class Ran(Exception):
-        pass
+    from cocotb_tests.fabric.stripe_io_run import build_striped_top
     generated = []
-    monkeypatch.setattr(emit, "to_verilog", lambda top, name: generated.append(top) or f"// {len(generated)}")
-    monkeypatch.setattr(build, "build_top_public_only", lambda verilog, *a, **k: verilog)
-    monkeypatch.setattr(runner, "run_bench", lambda **k: (_ for _ in ()).throw(Ran(k["prebuilt"])))
-    spec = fabric_spec("fred-a", io_controllers=18)
-    program = io_stripe_program(spec, "io-broadcast", 54)
-    built = []
-    for key in (("k", 1), ("k", 1), ("k", 2), None):
-        with pytest.raises(Ran) as ran:
-            run_striped_top(spec, program, object(), [], [], top_key=key)
-        built.append(ran.value.args[0])
-    assert built == ["// 1", "// 1", "// 2", "// 3"] and len(generated) == 3
+
+    def fake_build(verilog, *args, **keywords):
+        folder = tmp_path / verilog
+        folder.mkdir()
+        (folder / "build.ok").write_text("")
+        return folder
+    monkeypatch.setattr(emit, "to_verilog", lambda top, name: generated.append(top) or f"v{len(generated)}")
+    monkeypatch.setattr(build, "build_top_public_only", fake_build)
+    built = [build_striped_top(object(), key).name for key in (("k", 1), ("k", 1), ("k", 2), None)]
+    assert built == ["v1", "v1", "v2", "v3"] and len(generated) == 3
+    # a folder removed since (make clean) is built again
+    (tmp_path / "v1" / "build.ok").unlink()
+    assert build_striped_top(object(), ("k", 1)).name == "v4"
