@@ -23,9 +23,9 @@ from hdl.designs.switch.control_unit import CUState
 from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PACE_REG, PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
-__all__ = ["PacketFabricRun", "PacketBuild", "packet_build", "build_packet_fabric", "stream_configuration", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
-           "packet_load_sequence", "flow_port_writes", "packet_training", "packet_part_verilogs", "PACKET_TOP",
-           "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
+__all__ = ["PacketFabricRun", "PacketBuild", "packet_build", "build_packet_fabric", "stream_configuration",
+           "run_packet_fabric_amaranth", "run_packet_fabric", "judge", "packet_load_sequence", "flow_port_writes",
+           "packet_training", "packet_part_verilogs", "PACKET_TOP", "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
 
 
 @dataclass
@@ -308,13 +308,14 @@ class PacketBuild:
     algorithm: str | None = None
 
     def key(self) -> tuple:
-        """What makes two builds one: every field but the spec's name (and the algorithm
-        without ``pgo``, where no training runs)."""
+        """What makes two builds one: every field but the spec's name; with ``pgo`` also the
+        training's algorithm and ``in_switch`` (its default algorithm), which choose the
+        training workload's programs (:func:`packet_training`)."""
         from cocotb_tests.fabric.run import hardware_key
         from eda.fabric.build import fast_cflags
         return (hardware_key(self.spec), self.online, self.packet_flits, self.depth, self.yield_after,
                 self.simulator, fast_cflags(self.cflags, self.pgo, PLAIN_CFLAGS), self.pgo,
-                self.algorithm if self.pgo else None)
+                (self.algorithm, self.spec.in_switch) if self.pgo else None)
 
     def describe(self) -> str:
         """One line for a plan: the hardware, the routing and the compile."""

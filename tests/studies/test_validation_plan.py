@@ -28,6 +28,8 @@ def test_a_packet_build_is_its_hardware_routing_and_compile_not_the_fabrics_name
     assert PacketBuild(a, True, algorithm="ring").key() == PacketBuild(a, True).key()
     assert (PacketBuild(a, True, pgo=True, algorithm="ring").key()
             != PacketBuild(a, True, pgo=True).key())
+    # ... and the fabric's default algorithm, which picks the training's programs
+    assert PacketBuild(a, True, pgo=True).key() != PacketBuild(b, True, pgo=True).key()
     # the default compile is the plain flags, named as such
     assert PacketBuild(a, True).key() == PacketBuild(a, True, cflags="-O1").key()
 
