@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from hdl.contracts.errors import FredError
 
 __all__ = ["SCENARIOS", "IO_SCENARIOS", "scenario_classes", "ConcurrentCase", "build_concurrent_case",
-           "model_collectives", "model_concurrent", "run_concurrent_case"]
+           "model_collectives", "model_concurrent", "concurrent_runs", "run_concurrent_case"]
 
 #: The scenarios ``fred fabric-sim --concurrent`` runs, and what each is.
 SCENARIOS = {
@@ -278,15 +278,14 @@ def _class_ends(run, collective_class, request, n_classes) -> list[int]:
     return ends
 
 
-def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressure: float = 0.0,
-                        watchdog_cycles: int | None = None, runner=None) -> ConcurrentCase:
-    """``case`` with its RTL side: the classes together, then each alone, on the packet
-    fabric (``runner``: :func:`cocotb_tests.fabric.packet_fabric_sim.run_packet_fabric`, i.e.
-    Verilator, by default; the Amaranth runner for small fabrics in tests). Wrong data
-    anywhere is a :class:`FredError`."""
+def concurrent_runs(case: ConcurrentCase, *, seed: int = 0, sink_backpressure: float = 0.0,
+                    watchdog_cycles: int | None = None) -> tuple[list, list]:
+    """``(runs, collective_class)`` of ``case`` on the packet fabric: ``runs`` is ``(request,
+    keywords)`` of each runner call, the classes together first (their program, VCs and
+    delays), then each class alone; ``collective_class``: the together request's class of
+    each collective. Nothing is built (``fred fabric-validate --plan`` names the runs'
+    builds from it)."""
     from hdl.compiler.concurrent_program import concurrent_program
-    if runner is None:
-        from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric as runner
     spec, classes = case.spec, case.classes
     # a cycle budget: an I/O stream moves its flits at the controller's rate
     total = sum(cls.request.size_flits / (min(spec.io_rate, 1) if cls.kind == "io" else 1)
@@ -294,16 +293,30 @@ def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressur
     watchdog = watchdog_cycles or int(8 * total) + 20_000
     program, request, vcs, delays, collective_class = concurrent_program(
         spec, classes, seed=seed, sink_backpressure=sink_backpressure)
-    together = runner(spec, request, program=program, vcs=vcs, delays=delays, seed=seed,
-                      sink_backpressure=sink_backpressure, watchdog_cycles=watchdog)
-    _check(spec, request, together)
-    ends = _class_ends(together, collective_class, request, len(classes))
-    alone = []
-    for cls in classes:
-        run = runner(spec, cls.request, seed=seed, sink_backpressure=sink_backpressure,
-                     watchdog_cycles=watchdog, algorithm=cls.algorithm)
-        _check(spec, cls.request, run)
-        alone.append(run)
+    common = dict(seed=seed, sink_backpressure=sink_backpressure, watchdog_cycles=watchdog)
+    runs = [(request, dict(program=program, vcs=vcs, delays=delays, **common))]
+    runs += [(cls.request, dict(algorithm=cls.algorithm, **common)) for cls in classes]
+    return runs, collective_class
+
+
+def run_concurrent_case(case: ConcurrentCase, *, seed: int = 0, sink_backpressure: float = 0.0,
+                        watchdog_cycles: int | None = None, runner=None) -> ConcurrentCase:
+    """``case`` with its RTL side: the classes together, then each alone, on the packet
+    fabric (``runner``: :func:`cocotb_tests.fabric.packet_fabric_sim.run_packet_fabric`, i.e.
+    Verilator, by default; the Amaranth runner for small fabrics in tests), the runs of
+    :func:`concurrent_runs`. Wrong data anywhere is a :class:`FredError`."""
+    if runner is None:
+        from cocotb_tests.fabric.packet_fabric_sim import run_packet_fabric as runner
+    spec, classes = case.spec, case.classes
+    runs, collective_class = concurrent_runs(case, seed=seed, sink_backpressure=sink_backpressure,
+                                             watchdog_cycles=watchdog_cycles)
+    done = []
+    for request, keywords in runs:
+        run = runner(spec, request, **keywords)
+        _check(spec, request, run)
+        done.append(run)
+    together, alone = done[0], done[1:]
+    ends = _class_ends(together, collective_class, runs[0][0], len(classes))
     case.rtl = [{"cycles": end, "latency": end - cls.delay, "alone": run.cycles,
                  "flits_checked": sum(together.engines[r]["received"]
                                       for coll in cls.request.collectives for r in coll.ranks)}

@@ -122,18 +122,37 @@ class StripeIoCase:
     def run_row(self) -> FabricValidationRow:
         """Run it under Verilator (a build of the fabric with its controllers) and make its row:
         Fred-A/C's chains, Fred-B/D's trees as shared stored flows."""
+        spec, program, run, *_ = self._runner()
+        return stripe_io_row(self.fabric, self.label, self.size_flits, run(spec, program),
+                             characterization=self.characterization)
+
+    def top_key(self) -> tuple:
+        """What the Verilog of the top it runs on depends on (cases with equal keys share one
+        build; ``fred fabric-validate --plan``)."""
+        spec, program, _, key, _ = self._runner()
+        return key(spec, program)
+
+    def build(self):
+        """The Verilated model it runs on, built or found in the cache (``fred fabric-validate
+        --jobs``: made ahead; the run then finds it)."""
+        from cocotb_tests.fabric.stripe_io_run import build_striped_top
+        spec, program, _, key, top = self._runner()
+        return build_striped_top(top(spec, program), key(spec, program))
+
+    def _runner(self):
+        """``(spec, program, run, top_key, top)``, the last three functions of ``(spec,
+        program)``: Fred-A/C's chains, Fred-B/D's trees as shared stored flows."""
         from hdl.contracts.fabric import fabric_spec
         spec = fabric_spec(self.fabric, io_controllers=18)
         if spec.in_switch:
-            from cocotb_tests.fabric.shared_io_run import run_shared_io
+            from cocotb_tests.fabric.shared_io_run import run_shared_io, shared_io_top, shared_top_key
             from hdl.compiler.io_stripe_shared import shared_io_program
-            run = run_shared_io(spec, shared_io_program(spec, IO_CASES[self.label], self.size_flits))
-        else:
-            from cocotb_tests.fabric.stripe_io_run import run_stripe_io
-            from hdl.compiler.io_stripe_program import io_stripe_program
-            run = run_stripe_io(spec, io_stripe_program(spec, IO_CASES[self.label], self.size_flits))
-        return stripe_io_row(self.fabric, self.label, self.size_flits, run,
-                             characterization=self.characterization)
+            return (spec, shared_io_program(spec, IO_CASES[self.label], self.size_flits),
+                    run_shared_io, shared_top_key, shared_io_top)
+        from cocotb_tests.fabric.stripe_io_run import run_stripe_io, stripe_io_top, stripe_top_key
+        from hdl.compiler.io_stripe_program import io_stripe_program
+        return (spec, io_stripe_program(spec, IO_CASES[self.label], self.size_flits), run_stripe_io,
+                stripe_top_key, stripe_io_top)
 
 
 def stripe_io_row(fabric: str, label: str, size_flits: int, run: dict, *, characterization=None) -> FabricValidationRow:

@@ -23,9 +23,9 @@ from hdl.designs.switch.control_unit import CUState
 from hdl.designs.fabric.packet_fabric_top import (FLOW_PORT_REGS, ORDER_REGS, PACE_REG, PACKET_ENGINE_READ, PACKET_REGS,
                                                   PACKET_SWITCH_READ, PacketFabricTop)
 
-__all__ = ["PacketFabricRun", "stream_configuration", "run_packet_fabric_amaranth", "run_packet_fabric", "judge",
-           "packet_load_sequence", "flow_port_writes", "packet_training", "packet_part_verilogs", "PACKET_TOP",
-           "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
+__all__ = ["PacketFabricRun", "PacketBuild", "packet_build", "build_packet_fabric", "stream_configuration",
+           "run_packet_fabric_amaranth", "run_packet_fabric", "judge", "packet_load_sequence", "flow_port_writes",
+           "packet_training", "packet_part_verilogs", "PACKET_TOP", "PACKET_SIMULATORS", "PLAIN_CFLAGS"]
 
 
 @dataclass
@@ -285,6 +285,95 @@ PLAIN_CFLAGS = "-O1"
 PACKET_SIMULATORS = ("cocotb", "lockstep")
 
 
+@dataclass(frozen=True)
+class PacketBuild:
+    """One Verilated model of the packet fabric: everything its Verilog and its compile depend
+    on. A run's request, program, seed and backpressure are loaded through the top's ports,
+    so every run with an equal :meth:`key` shares one model (the build folder is cached by the
+    hash of the Verilog and the options, ``eda.fabric.build``). ``spec``: the fabric (its name
+    and ``in_switch`` are not hardware: :func:`~cocotb_tests.fabric.run.hardware_key`);
+    ``online``: the switches route online (endpoint algorithms) or follow stored phases;
+    ``packet_flits``, ``depth``, ``yield_after``: :class:`PacketFabricTop`'s; ``simulator``:
+    one of :data:`PACKET_SIMULATORS`; ``cflags``, ``pgo``: the C++ compile
+    (:func:`run_packet_fabric`); ``algorithm``: the training workload's (``pgo`` only)."""
+
+    spec: object
+    online: bool
+    packet_flits: int = 8
+    depth: int | None = None
+    yield_after: int | None = None
+    simulator: str = "cocotb"
+    cflags: str | None = None
+    pgo: bool = False
+    algorithm: str | None = None
+
+    def key(self) -> tuple:
+        """What makes two builds one: every field but the spec's name; with ``pgo`` also the
+        training's algorithm and ``in_switch`` (its default algorithm), which choose the
+        training workload's programs (:func:`packet_training`)."""
+        from cocotb_tests.fabric.run import hardware_key
+        from eda.fabric.build import fast_cflags
+        return (hardware_key(self.spec), self.online, self.packet_flits, self.depth, self.yield_after,
+                self.simulator, fast_cflags(self.cflags, self.pgo, PLAIN_CFLAGS), self.pgo,
+                (self.algorithm, self.spec.in_switch) if self.pgo else None)
+
+    def describe(self) -> str:
+        """One line for a plan: the hardware, the routing and the compile."""
+        from eda.fabric.build import fast_cflags
+        spec = self.spec
+        parts = [f"Fred_{spec.middle} switch ports {'/'.join(map(str, spec.switch_ports))}",
+                 spec.dtype, f"{spec.io_controllers} I/O controller(s)",
+                 "online" if self.online else "stored phases", self.simulator,
+                 fast_cflags(self.cflags, self.pgo, PLAIN_CFLAGS) + (" PGO" if self.pgo else "")]
+        return ", ".join(parts)
+
+
+def packet_build(spec, request, *, program=None, algorithm=None, seed=0, sink_backpressure=0.0,
+                 packet_flits=8, depth=None, cflags=None, pgo=False, simulator="cocotb",
+                 yield_after=None):
+    """``(build, program)`` of a :func:`run_packet_fabric` run with these arguments: the
+    :class:`PacketBuild` it runs on and the program it loads (``program`` None:
+    :func:`~hdl.compiler.fabric_program.fabric_program` of ``request``). Nothing is built, so
+    a plan (``fred fabric-validate --plan``) names the builds a run will need."""
+    program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
+                                        sink_backpressure=sink_backpressure, aligned_slots=True)
+    build = PacketBuild(spec, runs_online(program), packet_flits, depth, yield_after, simulator,
+                        cflags, pgo, algorithm)
+    return build, program
+
+
+def build_packet_fabric(build: PacketBuild) -> Path:
+    """The Verilated model of ``build`` (built, or found in the cache): the one model of the
+    ``cocotb`` simulator or the two parts of ``lockstep``, profile-guided with ``build.pgo``
+    (trained by :func:`packet_training`). Safe to call from several threads at once
+    (``fred fabric-validate --jobs``): each build folder is locked while it is made."""
+    from eda.fabric.build import build_trained, fast_cflags, training_options
+    from cocotb_tests.fabric.run import PORTS
+    known = _BUILT.get(build.key())
+    if known is not None and (known / "build.ok").is_file():
+        # built in this process: the same sources give the same Verilog and folder, so the
+        # tens of seconds of generating it again only to find the cached folder are skipped
+        return known
+    spec, online = build.spec, build.online
+    workload = packet_training(spec, algorithm=build.algorithm, online=online,
+                               packet_flits=build.packet_flits, depth=build.depth,
+                               simulator=build.simulator) if build.pgo else None
+    flags = fast_cflags(build.cflags, build.pgo, PLAIN_CFLAGS)
+    if build.simulator == "lockstep":
+        from eda.fabric.lockstep import build_lockstep
+        built = build_lockstep(packet_part_verilogs(spec, build.packet_flits, build.depth, online),
+                               cflags=flags, **training_options("packet lock-step", workload, build.pgo))
+    else:
+        built = build_trained(_packet_verilog(spec, build.packet_flits, build.depth, online, build.yield_after),
+                              PACKET_TOP, PORTS, cflags=flags, pgo=build.pgo, workload=workload)
+    _BUILT[build.key()] = built
+    return built
+
+
+#: ``PacketBuild.key() -> build folder`` of the models this process has built or found.
+_BUILT: dict = {}
+
+
 def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_cycles=None,
                       packet_flits=8, depth=None, cflags=None, algorithm=None,
                       program=None, vcs=None, delays=None, pgo=False,
@@ -300,20 +389,21 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
     ``simulator`` (the training runs); ``simulator``: one of :data:`PACKET_SIMULATORS` (both
     load, run and read the same registers, so :func:`judge` checks every flit either way).
     ``yield_after``: the switches' yield guard (:class:`PacketFabricTop`; None: the default;
-    0: the hold rule, to compare; the one-model simulator only)."""
+    0: the hold rule, to compare; the one-model simulator only). The model is
+    :func:`build_packet_fabric` of :func:`packet_build`'s build."""
     import time
 
-    from eda.fabric.build import build_trained, fast_cflags, training_options
-    from cocotb_tests.fabric.run import PORTS
     from cocotb_tests.runner import run_bench, run_folder
     if simulator not in PACKET_SIMULATORS:
         raise FredError(f"unknown packet fabric simulator {simulator!r}; expected one of "
                         f"{', '.join(PACKET_SIMULATORS)}")
     if yield_after is not None and (simulator != "cocotb" or pgo):
         raise FredError("yield_after is given to the plain one-model simulator only")
-    program = program or fabric_program(spec, request, algorithm=algorithm, seed=seed,
-                                        sink_backpressure=sink_backpressure, aligned_slots=True)
-    online = runs_online(program)
+    build, program = packet_build(spec, request, program=program, algorithm=algorithm, seed=seed,
+                                  sink_backpressure=sink_backpressure, packet_flits=packet_flits,
+                                  depth=depth, cflags=cflags, pgo=pgo, simulator=simulator,
+                                  yield_after=yield_after)
+    online = build.online
     load = packet_load_sequence(spec, request, program, _packet(spec, packet_flits, online),
                                 vcs, delays)
     if watchdog_cycles is None:
@@ -321,19 +411,7 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
         slowest = min(spec.io_rate, 1) if request.op.startswith("io-") else 1
         watchdog_cycles = int(8 * request.size_flits / slowest) + 20_000
     started = time.perf_counter()
-    if prebuilt is None:
-        workload = packet_training(spec, algorithm=algorithm, online=online, packet_flits=packet_flits,
-                                   depth=depth, simulator=simulator) if pgo else None
-        flags = fast_cflags(cflags, pgo, PLAIN_CFLAGS)
-        if simulator == "lockstep":
-            from eda.fabric.lockstep import build_lockstep
-            built = build_lockstep(packet_part_verilogs(spec, packet_flits, depth, online), cflags=flags,
-                                   **training_options("packet lock-step", workload, pgo))
-        else:
-            built = build_trained(_packet_verilog(spec, packet_flits, depth, online, yield_after),
-                                  PACKET_TOP, PORTS, cflags=flags, pgo=pgo, workload=workload)
-    else:
-        built = Path(prebuilt)
+    built = build_packet_fabric(build) if prebuilt is None else Path(prebuilt)
     build_s = time.perf_counter() - started
     from cocotb_tests.fabric.run import poll_cycles
     poll = poll_cycles(request.size_flits)
@@ -345,9 +423,9 @@ def run_packet_fabric(spec, request, *, seed=0, sink_backpressure=0.0, watchdog_
         from eda.fabric.lockstep import run_lockstep
         metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
     else:
-        metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric",
-                            verilog=(_packet_verilog(spec, packet_flits, depth, online, yield_after),
-                                     PACKET_TOP),
+        # the model is built: run_bench builds nothing from a prebuilt folder, it needs the
+        # top's name only (not the Verilog, which would take tens of seconds to generate again)
+        metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=("", PACKET_TOP),
                             bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]
     run = judge(spec, request, program, after["global"]["cycles"], after["engines"],

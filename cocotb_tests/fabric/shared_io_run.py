@@ -24,7 +24,7 @@ from hdl.designs.fabric.packet_fabric_top import FLOW_PORT_REGS, PACKET_REGS, SH
 from hdl.designs.fabric.stripe_npu import StripeNpu
 from hdl.designs.fabric.tree_stripe_npu import TreeStripeNpu
 
-__all__ = ["shared_io_top", "shared_io_load", "run_shared_io"]
+__all__ = ["shared_io_top", "shared_top_key", "shared_io_load", "run_shared_io"]
 
 
 def shared_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
@@ -34,6 +34,14 @@ def shared_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, dept
     npu = (partial(StripeNpu, stripes=program.controllers, key="flow") if program.op == "io-broadcast"
            else partial(TreeStripeNpu, stripes=program.controllers))
     return PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, shared_flows=program.controllers, npu=npu)
+
+
+def shared_top_key(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> tuple:
+    """What :func:`shared_io_top`'s Verilog depends on: the fabric's hardware, the shared flows
+    (controllers), the NPUs' kind (by the op: receivers or tree senders), the packet length and
+    the buffers' depth; not the size (loaded through the ports)."""
+    from cocotb_tests.fabric.run import hardware_key
+    return ("shared", hardware_key(spec), program.controllers, program.op, packet_flits, depth)
 
 
 def shared_io_load(spec, program: IoStripeProgram, top: PacketFabricTop, *, seed: int = 0) -> dict:
@@ -85,4 +93,5 @@ def run_shared_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     top = shared_io_top(spec, program)
     load = shared_io_load(spec, program, top)
     return run_striped_top(spec, program, top, load["config"], load["writes"],
-                           watchdog_cycles=watchdog_cycles, name="shared-io")
+                           watchdog_cycles=watchdog_cycles, name="shared-io",
+                           top_key=shared_top_key(spec, program))

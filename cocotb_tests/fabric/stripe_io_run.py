@@ -14,8 +14,8 @@ from hdl.contracts.packet import VC, PacketFormat
 from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop, claim_interval
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
-__all__ = ["stripe_io_top", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io",
-           "run_stripe_io", "run_striped_top"]
+__all__ = ["stripe_io_top", "stripe_top_key", "stripe_io_writes", "stripe_controller_engine", "controller_last_seq", "judge_stripe_io",
+           "run_stripe_io", "run_striped_top", "build_striped_top"]
 
 _MASK = 0xFFFFFFFF
 
@@ -30,6 +30,14 @@ def stripe_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, dept
                            npu=partial(StripeNpu, stripes=program.controllers,
                                        rate=(spec.io_rate.numerator, spec.io_rate.denominator),
                                        claim_after=claim_interval(spec, packet_flits)))
+
+
+def stripe_top_key(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> tuple:
+    """What :func:`stripe_io_top`'s Verilog depends on: the fabric's hardware, the stripes
+    (controllers), the packet length and the buffers' depth; not the op nor the size (one top
+    streams weights and reduces gradients, the stripes' length is loaded through its ports)."""
+    from cocotb_tests.fabric.run import hardware_key
+    return ("stripe", hardware_key(spec), program.controllers, packet_flits, depth)
 
 
 def stripe_controller_engine(step, seed: int) -> dict:
@@ -101,25 +109,23 @@ def run_stripe_io(spec, program: IoStripeProgram, *, watchdog_cycles: int | None
     "cycles_per_s"}``; ``problems`` empty when every NPU received and checked every flit."""
     top = stripe_io_top(spec, program)
     return run_striped_top(spec, program, top, [], stripe_io_writes(spec, program, top.packet),
-                           watchdog_cycles=watchdog_cycles)
+                           watchdog_cycles=watchdog_cycles, top_key=stripe_top_key(spec, program))
 
 
 def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int | None = None,
-                    name: str = "stripe-io") -> dict:
+                    name: str = "stripe-io", top_key: tuple | None = None) -> dict:
     """A striped I/O ``program`` on ``top`` (a :class:`PacketFabricTop` with a
     :class:`StripeNpu` at every NPU port) under Verilator, loaded with ``config`` (``[switch,
-    slot, last, word]``) and ``writes``: :func:`run_stripe_io`'s bench and result."""
+    slot, last, word]``) and ``writes``: :func:`run_stripe_io`'s bench and result.
+    ``top_key``: what ``top``'s Verilog depends on (:func:`build_striped_top`)."""
     import time
 
-    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
-    from cocotb_tests.fabric.run import PORTS, poll_cycles
+    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
+    from cocotb_tests.fabric.run import poll_cycles
     from cocotb_tests.runner import run_bench
-    from eda.fabric.build import build_top_public_only
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
-    from hdl.emit.verilog import to_verilog
     started = time.perf_counter()
-    verilog = to_verilog(top, name=PACKET_TOP)
-    built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=PLAIN_CFLAGS)
+    built = build_striped_top(top, top_key)
     build_s = time.perf_counter() - started
     if watchdog_cycles is None:     # the controllers' rate bounds the stream
         watchdog_cycles = int(8 * program.size_flits / min(spec.io_rate, 1)) + 20_000
@@ -127,7 +133,8 @@ def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int 
               "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(program.size_flits),
               "engine_read": list(StripeNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
     name = f"{name}-{spec.name}-c{program.controllers}-{program.size_flits}"
-    metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=(verilog, PACKET_TOP),
+    # built: run_bench needs the top's name only, not the Verilog
+    metrics = run_bench(test_module="cocotb_tests.fabric.bench_fabric", verilog=("", PACKET_TOP),
                         bench_params=params, run_name=name, prebuilt=built).metrics
     after = metrics["after"]
     reads = dict(enumerate(after["engines"]), switches=after["switches"])
@@ -137,6 +144,28 @@ def run_striped_top(spec, program, top, config, writes, *, watchdog_cycles: int 
             "sim_s": metrics["sim_s"], "build_s": build_s,
             "cycles_per_s": cycles / metrics["sim_s"] if metrics["sim_s"] else 0.0}
 
+
+def build_striped_top(top, top_key: tuple | None = None):
+    """The Verilated model (one model, only the top's ports public, :data:`PLAIN_CFLAGS`) of a
+    striped I/O ``top``, built or found in the cache. ``top_key``: what its Verilog depends on
+    (:func:`stripe_top_key`, ``shared_top_key``): a top this process has built already is not
+    generated again (20 MB of Verilog, one to three minutes; ``fred fabric-validate`` runs
+    four cases, two ops at two sizes, on each fabric's one or two tops); None: generate it."""
+    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
+    from cocotb_tests.fabric.run import PORTS
+    from eda.fabric.build import build_top_public_only
+    from hdl.emit.verilog import to_verilog
+    known = _STRIPED_BUILT.get(top_key) if top_key is not None else None
+    if known is not None and (known / "build.ok").is_file():
+        return known
+    built = build_top_public_only(to_verilog(top, name=PACKET_TOP), PACKET_TOP, PORTS, cflags=PLAIN_CFLAGS)
+    if top_key is not None:
+        _STRIPED_BUILT[top_key] = built
+    return built
+
+
+#: ``top_key -> build folder`` of the striped tops this process has built or found.
+_STRIPED_BUILT: dict = {}
 
 #: Read registers of each kind of endpoint, in read-register order.
 ENDPOINT_READS = {"npu": StripeNpu.read_names, "controller": PACKET_ENGINE_READ}

@@ -35,6 +35,9 @@ def run_concurrent_validate(args, fabrics, command: str) -> int:
         print("fred fabric-validate --concurrent: no fabric in "
               "--fabrics; nothing to run")
         return 0
+    from fred.commands._validate_plan import plan_or_build_ahead
+    if plan_or_build_ahead(args, [case_label(case) for case in cases], cases, [None] * len(cases)):
+        return 0
     rows, failed = [], []
     with progress_bar(len(cases), "fabric-validate --concurrent", json_output=args.json,
                       unit="case") as bar:

@@ -51,6 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the Fig. 9 cases: int32 at --sizes, fp16 at the smallest with random "
                              "NPU-sink backpressure (--dtype: one format only); their own block "
                              "(fabric-validate-packet-io) and plot")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the cases and the distinct Verilated builds they need (what "
+                             "each build is, how many cases share it), then stop: nothing is "
+                             "generated, built or written")
+    parser.add_argument("--jobs", type=RANGES["jobs"], default=1, metavar="N",
+                        help="make the distinct builds ahead of the runs, N at a time (0: one per CPU; default 1: "
+                             "each run builds its own; 2 on a 2-core machine overlaps one build's "
+                             "single-threaded verilating with the other's compile); the same "
+                             "builds, so the same cycles")
     add_fabric_arguments(parser)
 
 
@@ -86,6 +95,9 @@ def run(args) -> int:
         for fabric, label, size, why in refused:
             print(f"not run on the packet fabric: {fabric} {label} at {size} flits: {why}")
         raise FredError("fred fabric-validate: every case was refused; nothing to run")
+    from fred.commands._validate_plan import plan_or_build_ahead
+    if plan_or_build_ahead(args, *_plan_entries(cases)):
+        return 0
     rows = []
     with progress_bar(len(cases), "fabric-validate", json_output=args.json, unit="case") as bar:
         for label, case, row_of, *backpressure in cases:    # an I/O case: its own backpressure
@@ -120,6 +132,23 @@ def run(args) -> int:
     if not args.no_write:
         print(f"wrote {args.output}" + (f" and {summary.plot}" if summary.plot else ""))
     return 0
+
+
+def _plan_entries(cases) -> tuple[list, list, list]:
+    """``(labels, cases, backpressures)`` of :func:`run`'s case tuples for the plan: an I/O
+    case carries its own sink backpressure (its fourth item; None: ``--backpressure``)."""
+    labels = [_case_label(label, case, bp) for label, case, _, *bp in cases]
+    backpressures = [bp[0] if bp else None for _, _, _, *bp in cases]
+    return labels, [case for _, case, *_ in cases], backpressures
+
+
+def _case_label(label: str, case, backpressure=()) -> str:
+    """A case in the plan: fabric, case, size and (I/O block) data format and sink backpressure."""
+    spec = getattr(case, "spec", None)
+    fabric = getattr(case, "fabric", None) or getattr(spec, "name", "mesh")
+    size = getattr(case, "size_flits", None) or case.request.size_flits
+    extra = f" {spec.dtype} bp {backpressure[0]:g}" if backpressure else ""
+    return f"{fabric} {label} {size}{extra}"
 
 
 def _output_paths(args, block: str) -> tuple[Path, Path]:
