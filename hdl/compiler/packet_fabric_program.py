@@ -198,7 +198,7 @@ def _collective_packets(program, request, packet: PacketFormat) -> dict[int, int
         if len(sizes) > 1:
             raise FredError(f"collective {c} sends or receives {sorted(sizes)} flits at its "
                             f"NPUs; an ordered phase needs one stream size")
-        counts[c] = max(1, -(-(sizes.pop() if sizes else 0) // packet.packet_flits))
+        counts[c] = max(1, stream_packets(sizes.pop() if sizes else 0, packet.packet_flits))
     return counts
 
 
