@@ -25,7 +25,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import (DTYPES_RUN, ENGINE_GLOBAL_REGS, ENGINE_REGS, ENGINE_STAGES, HASH_MULTIPLIER,
                                       MIX_CONSTANTS, STAGE_REGS, STAGE_ROW)
 from hdl.contracts.flit import FlitFormat
-from hdl.designs.layouts import flit_layout
+from hdl.designs.layouts import flit_layout, framing_layout
 from hdl.designs.reduction.reduction_unit import ReductionUnit
 
 __all__ = ["NpuEngine", "connect_rx_between_collectives", "mix_expr"]
@@ -214,19 +214,24 @@ class NpuEngine(wiring.Component):
             # fp16: every output flit goes through the project's reduction unit (the switch's
             # adder, hdl/designs/reduction/), so the output order is one pipeline's: a received flit
             # plus its own data, or a flit plus -0 (x + -0 = x for every x, -0 included); the
-            # flit's ``last`` and ``chunk_end`` ride the adder's sideband, so they leave with it
+            # flit's ``last`` and ``chunk_end`` ride the adder's sideband, so they leave with it.
+            # The sideband is the flit's framing (``last tag``), chunk_end in ``tag`` (the
+            # engine's own tag is 0), as the switch's adder's: with the fabrics' 1-bit tag the
+            # two units are one Verilog module (a 2-bit sideband of another layout would be a
+            # second module of the same name, fred_reduction_<dtype>x<lanes>_sb2)
             adder = m.submodules.adder = ReductionUnit(dtype=self.flit.dtype, lanes=lanes,
-                                                        sideband=unsigned(2))
+                                                        sideband=framing_layout(self.flit))
             minus_zero = Cat(*[Const(0x8000, 16)] * lanes)
             m.d.comb += [
                 adder.a.valid.eq(want), adder.b.valid.eq(want),
                 adder.a.payload.data.eq(Mux(from_input, held.r_data, Cat(*own))),
-                adder.a.payload.sideband.eq(Cat(last_out, chunk_end)),
+                adder.a.payload.sideband.last.eq(last_out),
+                adder.a.payload.sideband.tag.eq(chunk_end),
                 adder.b.payload.data.eq(Mux(from_input & adding, Cat(*own), minus_zero)),
                 self.tx.valid.eq(adder.o.valid),
                 self.tx.payload.data.eq(adder.o.payload.data),
-                self.tx.payload.last.eq(adder.o.payload.sideband[0]),
-                self.chunk_end.eq(adder.o.payload.sideband[1]),
+                self.tx.payload.last.eq(adder.o.payload.sideband.last),
+                self.chunk_end.eq(adder.o.payload.sideband.tag[0]),
                 adder.o.ready.eq(self.tx.ready),
             ]
             issue = adder.a.valid & adder.a.ready
