@@ -10,7 +10,7 @@ from functools import partial
 from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_entries
 from hdl.contracts.io_stripes import stripe_npu_writes
 from hdl.contracts.npu_engine import STAGE_REGS, engine_writes, mix
-from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.packet import VC, PacketFormat, stream_packets
 from hdl.designs.fabric.packet_fabric_top import PACKET_ENGINE_READ, PACKET_REGS, STRIPE_REG, PacketFabricTop, claim_interval
 from hdl.designs.fabric.stripe_npu import StripeNpu
 
@@ -56,7 +56,7 @@ def stripe_controller_engine(step, seed: int) -> dict:
 def controller_last_seq(step, packet: PacketFormat) -> int:
     """The number of the last packet a controller receives (its stripe's, io-reduce; 0 when it
     receives none)."""
-    return max(0, -(-step.flits // packet.packet_flits) - 1) if step.source is not None else 0
+    return max(0, stream_packets(step.flits, packet.packet_flits) - 1) if step.source is not None else 0
 
 
 def stripe_io_writes(spec, program: IoStripeProgram, packet: PacketFormat, *, seed: int = 0) -> list[list[int]]:

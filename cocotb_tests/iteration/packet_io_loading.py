@@ -10,7 +10,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.io_stripes import paged_writes, stripe_npu_words
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
-from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.packet import VC, PacketFormat, stream_packets
 from hdl.contracts.trace_program import (CONTROLLER_STRIPE_REG, PACKET_HEADER_REGS, PROG_ADDR, PROG_HEAD, PROG_VALUE,
                                          TRACE_TABLE_ADDR, TRACE_TABLE_DATA, IoRequest, loader_entries,
                                          loader_writes, trace_writes)
@@ -90,7 +90,7 @@ def packet_io_entries(spec: FabricSpec, programs: list[IoStripeProgram], packet:
         writes = []
         for p in programs:
             step = p.steps[io][k]
-            packets = -(-step.flits // packet.packet_flits) if step.source is not None else 0
+            packets = stream_packets(step.flits, packet.packet_flits) if step.source is not None else 0
             header = {"phase": packet.online_phase, "vc": int(VC.DP), "flow": step.dest or 0, "packets": packets}
             writes.append({0: engine_writes(stripe_controller_engine(step, seed))
                            + [(PACKET_HEADER_REGS[n], v) for n, v in header.items()] + [(CONTROLLER_STRIPE_REG, k)]})

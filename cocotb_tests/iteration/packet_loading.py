@@ -7,7 +7,8 @@ the phases), and per NPU, per collective, its engine program and its header regi
 from __future__ import annotations
 
 from hdl.compiler.fabric_program import default_phases
-from hdl.compiler.packet_fabric_program import online_headers, packet_headers, phase_orders, runs_online
+from hdl.compiler.packet_fabric_program import (online_headers, packet_headers, phase_orders,
+                                                received_packets, runs_online)
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
@@ -60,8 +61,7 @@ def packet_header_writes(program, request, packet, base: int) -> dict[int, list]
         headers = [{**h, "phase": h["phase"] + base} for h in packet_headers(program, request, packet)]
     out = {}
     for rank, (engine, header) in enumerate(zip(program.engines, headers)):
-        received = sum(st["recv_count"] for st in engine["stages"])
-        packets = -(-received // packet.packet_flits)
+        packets = received_packets(engine, packet)      # the cut the packetizer makes, chunks too
         out[rank] = [(PACKET_HEADER_REGS["phase"], header["phase"]), (PACKET_HEADER_REGS["vc"], header["vc"]),
                      (PACKET_HEADER_REGS["flow"], header["flow"]), (PACKET_HEADER_REGS["packets"], packets)]
     return out

@@ -29,6 +29,7 @@ from hdl.compiler import Flow, Router
 from hdl.compiler.fabric_program import in_switch_flows, plane_flows, switch_label
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricCollective, FabricSpec
+from hdl.contracts.packet import stream_packets
 
 __all__ = ["SharedFlow", "stripe_tree_flows", "output_sharing", "stripe_packet_order"]
 
@@ -99,5 +100,5 @@ def stripe_packet_order(stripes: int, stripe_flits: int, packet_flits: int) -> l
     for name, value in (("stripes", stripes), ("stripe_flits", stripe_flits), ("packet_flits", packet_flits)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FredError(f"{name} must be a positive integer, got {value!r}")
-    packets = -(-stripe_flits // packet_flits)
+    packets = stream_packets(stripe_flits, packet_flits)
     return [(k, p) for p in range(packets) for k in range(stripes)]

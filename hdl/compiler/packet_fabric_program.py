@@ -17,10 +17,11 @@ header carries in its ``flow`` field (:func:`online_headers`). Pure Python.
 from __future__ import annotations
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.packet import VC, PacketFormat, stream_packets
 
 __all__ = ["slot_entries", "packet_headers", "flow_port_entries", "phase_orders", "online_output",
-           "online_table", "online_headers", "runs_online", "write_paces", "stream_head"]
+           "online_table", "online_headers", "runs_online", "write_paces", "stream_head",
+           "received_packets"]
 
 
 def flow_port_entries(program) -> list[list[tuple[int, int, int, int]]]:
@@ -68,7 +69,8 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
     * ``delay``: ``delays[collective index]`` cycles after the start before the NPU's first
       packet (default 0);
     * ``last_seq``: the sequence number of the last packet the NPU receives (its stream cut
-      into ``packet.packet_flits``-flit packets by the sender), 0 when it receives nothing.
+      into ``packet.packet_flits``-flit packets by the sender, and at every chunk's end:
+      :func:`received_packets`), 0 when it receives nothing.
 
     Raises :class:`FredError` for what the packet fabric does not run yet: an engine of more
     than one stage (the hierarchical all-reduce), a switch whose phases :func:`phase_orders`
@@ -98,14 +100,24 @@ def packet_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
     headers = []
     for rank, engine in enumerate(program.engines):
         c = collective_of.get(rank)
-        received = sum(st["recv_count"] for st in engine["stages"])
-        packets = -(-received // packet.packet_flits)
+        packets = received_packets(engine, packet)
         headers.append({"phase": slot_of.get(c, 0), "vc": vc_of.get(c, int(vc)),
                         "flow": (c or 0) if in_switch else rank,
                         "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
                         "delay": int((delays or {}).get(c, 0))})
     return headers
 
+
+
+def received_packets(engine: dict, packet: PacketFormat) -> int:
+    """The packets an NPU running ``engine`` (a program's engine: its ``stages``) receives in
+    a run: each stage's ``recv_count`` flits as its sender's packetizer cuts them,
+    ``packet.packet_flits`` flits and a packet's end at every ``chunk``'s end
+    (:func:`~hdl.contracts.packet.stream_packets`; a stage's ``chunk`` is its sender's, the
+    ring's, and a stage's flits are whole chunks, so a stage ends a packet too; a stage
+    without one, one chunk). Chunk 12, packets of 8: 2 packets (8 + 4) per chunk."""
+    return sum(stream_packets(st["recv_count"], packet.packet_flits, st.get("chunk"))
+               for st in engine["stages"])
 
 
 def _vc_of(request, vc, vcs) -> dict:
@@ -186,7 +198,7 @@ def _collective_packets(program, request, packet: PacketFormat) -> dict[int, int
         if len(sizes) > 1:
             raise FredError(f"collective {c} sends or receives {sorted(sizes)} flits at its "
                             f"NPUs; an ordered phase needs one stream size")
-        counts[c] = max(1, -(-(sizes.pop() if sizes else 0) // packet.packet_flits))
+        counts[c] = max(1, stream_packets(sizes.pop() if sizes else 0, packet.packet_flits))
     return counts
 
 
@@ -274,8 +286,7 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
             c, engine = None, {"stages": [{"send_count": 0, "recv_count": 0}]}
         if engine["stages"][0]["send_count"] and rank not in dest:
             raise FredError(f"endpoint {rank} sends but no endpoint names it as its sender")
-        received = engine["stages"][0]["recv_count"]
-        packets = -(-received // packet.packet_flits)
+        packets = received_packets(engine, packet)
         headers.append({"phase": packet.online_phase, "vc": vc_of.get(c, int(vc)),
                         "flow": dest.get(rank, 0),
                         "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),

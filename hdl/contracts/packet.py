@@ -38,7 +38,7 @@ from hdl.contracts.bitfields import BitLayout
 from hdl.contracts.errors import FredError
 
 __all__ = ["VC", "DATA_VCS", "PRIORITY", "VC_BITS", "PAPER", "paper_flits", "header_overhead",
-           "PacketFormat", "Packet", "packetize", "link_words", "depacketize"]
+           "PacketFormat", "Packet", "stream_packets", "packetize", "link_words", "depacketize"]
 
 
 class VC(enum.IntEnum):
@@ -182,11 +182,33 @@ class Packet:
     dest: int = 0
 
 
+def stream_packets(flits: int, packet_flits: int, chunk: int | None = None) -> int:
+    """The packets an NPU's stream of ``flits`` flits is cut into: packets of ``packet_flits``
+    flits that also end at the end of every ``chunk`` flits (an endpoint algorithm's chunk: a
+    ring sends chunk after chunk, and a packet never holds flits of two chunks,
+    docs/fabric_rtl.md, "Four DP rings across the one-port uplinks"); ``chunk`` None (or at
+    least ``flits``): one chunk. So ``ceil(chunk / packet_flits)`` packets per whole chunk
+    (chunk 12, packets of 8: two, of 8 and 4 flits) and ``ceil(rest / packet_flits)`` for a
+    last partial chunk. The one count of the engines' packets: the receivers' ``last_seq``
+    (:func:`hdl.compiler.packet_fabric_program.online_headers`, ``packet_headers``), the
+    iteration's per-collective header registers; :func:`packetize` cuts the same way."""
+    flits = _int_in(flits, "flits", 0, 1 << 48)
+    size = _int_in(packet_flits, "packet_flits", 1, 1 << 16)
+    if chunk is None or chunk >= flits:
+        return -(-flits // size)
+    chunk = _int_in(chunk, "chunk", 1, 1 << 48)
+    whole, rest = divmod(flits, chunk)
+    return whole * -(-chunk // size) + -(-rest // size)
+
+
 def packetize(fmt: PacketFormat, data, *, phase: int, vc: int, flow: int, first_seq: int = 0,
-              packet_flits: int | None = None, dest: int = 0) -> list[Packet]:
+              packet_flits: int | None = None, dest: int = 0, chunk: int | None = None) -> list[Packet]:
     """Cut a flow's flit payloads ``data`` into packets of ``packet_flits`` (default
     ``fmt.packet_flits``; the last packet may be shorter), numbered from ``first_seq`` (wrapping
-    at ``2**seq_bits``); ``dest``: every packet's destination port (online routing)."""
+    at ``2**seq_bits``); ``dest``: every packet's destination port (online routing);
+    ``chunk`` (default None: one chunk): a packet also ends at the end of every ``chunk``
+    flits, as the NPU's packetizer cuts an endpoint algorithm's chunks
+    (:func:`stream_packets` counts them)."""
     size = fmt.packet_flits if packet_flits is None else _int_in(packet_flits, "packet_flits", 1, 1 << 16)
     if int(vc) not in {int(v) for v in VC}:
         raise FredError(f"vc must be one of {[int(v) for v in VC]}, got {vc!r}")
@@ -195,9 +217,12 @@ def packetize(fmt: PacketFormat, data, *, phase: int, vc: int, flow: int, first_
     if not data:
         raise FredError("a flow needs at least one flit to packetize")
     modulo = 1 << fmt.seq_bits
+    step = len(data) if chunk is None else _int_in(chunk, "chunk", 1, 1 << 48)
+    spans = [(start, min(start + size, c + step, len(data)))
+             for c in range(0, len(data), step) for start in range(c, min(c + step, len(data)), size)]
     return [Packet(phase=phase, vc=int(vc), seq=(first_seq + n) % modulo, flow=flow,
-                   flits=tuple(data[start:start + size]), dest=dest)
-            for n, start in enumerate(range(0, len(data), size))]
+                   flits=tuple(data[start:end]), dest=dest)
+            for n, (start, end) in enumerate(spans)]
 
 
 def link_words(fmt: PacketFormat, packet: Packet) -> list[tuple[int, int, int]]:

@@ -13,7 +13,7 @@ from amaranth.lib import data
 from hdl.contracts.bitfields import BitLayout
 from hdl.contracts.flit import FlitFormat
 
-__all__ = ["struct_layout", "flit_layout", "framing_layout"]
+__all__ = ["struct_layout", "flit_layout", "chunked_flit_layout", "framing_layout"]
 
 
 def struct_layout(layout: BitLayout) -> data.StructLayout:
@@ -24,6 +24,13 @@ def struct_layout(layout: BitLayout) -> data.StructLayout:
 def flit_layout(flit: FlitFormat) -> data.StructLayout:
     """A flit: ``data last tag`` (:attr:`FlitFormat.fields`)."""
     return struct_layout(flit.fields)
+
+
+def chunked_flit_layout(flit: FlitFormat) -> data.StructLayout:
+    """A flit on its way from an NPU engine to its packetizer through a pacer: ``data last
+    tag`` and ``cut`` (the flit ends its chunk, so it ends a packet: the engine's
+    ``chunk_end``, docs/fabric_rtl.md, "Four DP rings across the one-port uplinks")."""
+    return data.StructLayout({**flit_layout(flit).members, "cut": unsigned(1)})
 
 
 def framing_layout(flit: FlitFormat) -> data.StructLayout:

@@ -25,7 +25,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.npu_engine import (DTYPES_RUN, ENGINE_GLOBAL_REGS, ENGINE_REGS, ENGINE_STAGES, HASH_MULTIPLIER,
                                       MIX_CONSTANTS, STAGE_REGS, STAGE_ROW)
 from hdl.contracts.flit import FlitFormat
-from hdl.designs.layouts import flit_layout
+from hdl.designs.layouts import flit_layout, framing_layout
 from hdl.designs.reduction.reduction_unit import ReductionUnit
 
 __all__ = ["NpuEngine", "connect_rx_between_collectives", "mix_expr"]
@@ -54,6 +54,10 @@ class NpuEngine(wiring.Component):
     arithmetic); ``buffer``: flits held between receiving and forwarding.
 
     Members: ``tx`` (Out stream of flits, to the NPU link), ``rx`` (In stream, from it);
+    ``chunk_end`` (Out, beside ``tx``: the flit ``tx`` offers is the last of its chunk, see
+    below; a packetizer ends a packet there, so no packet holds flits of two chunks: a
+    forwarded chunk's packet then never starts before its flits' own packet upstream has,
+    docs/fabric_rtl.md, "Four DP rings across the one-port uplinks");
     ``start`` (In, a one-cycle pulse: counters clear, the engine runs); ``we``/``waddr``/
     ``wdata`` (In: program register write, :data:`ENGINE_REGS` names the registers);
     ``done`` (everything sent, every expected flit received), ``sent``, ``received`` (over all
@@ -115,7 +119,7 @@ class NpuEngine(wiring.Component):
             "rx": In(stream.Signature(shape)),
             "start": In(1),
             "we": In(1), "waddr": In(range(len(ENGINE_REGS))), "wdata": In(32),
-            "done": Out(1), "sent": Out(32), "received": Out(32), "errors": Out(32),
+            "chunk_end": Out(1), "done": Out(1), "sent": Out(32), "received": Out(32), "errors": Out(32),
             "extra": Out(32), "first_error": Out(32), "hash": Out(32),
         })
 
@@ -193,6 +197,7 @@ class NpuEngine(wiring.Component):
         in_stage = ~recv_stage_done | (rs == last_stage)    # beyond the last stage: extras
         want = due & (~from_input | held.r_rdy)             # an output flit can be issued
         last_out = (ss == last_stage) & (s_sent == tx_["send_count"] - 1)
+        chunk_end = out_off + 1 == tx_["chunk"]            # the issued flit ends its chunk
         if width == 32:
             # int32: the wrapping add of the switch's adder, in the output path (0 cycles)
             incoming = [held.r_data[lane * width:(lane + 1) * width] for lane in range(lanes)]
@@ -202,23 +207,31 @@ class NpuEngine(wiring.Component):
                 self.tx.valid.eq(want),
                 self.tx.payload.data.eq(Mux(from_input, Cat(*summed), Cat(*own))),
                 self.tx.payload.last.eq(last_out),
+                self.chunk_end.eq(chunk_end),
             ]
             issue = want & self.tx.ready
         else:
             # fp16: every output flit goes through the project's reduction unit (the switch's
             # adder, hdl/designs/reduction/), so the output order is one pipeline's: a received flit
-            # plus its own data, or a flit plus -0 (x + -0 = x for every x, -0 included)
+            # plus its own data, or a flit plus -0 (x + -0 = x for every x, -0 included); the
+            # flit's ``last`` and ``chunk_end`` ride the adder's sideband, so they leave with it.
+            # The sideband is the flit's framing (``last tag``), chunk_end in ``tag`` (the
+            # engine's own tag is 0), as the switch's adder's: with the fabrics' 1-bit tag the
+            # two units are one Verilog module (a 2-bit sideband of another layout would be a
+            # second module of the same name, fred_reduction_<dtype>x<lanes>_sb2)
             adder = m.submodules.adder = ReductionUnit(dtype=self.flit.dtype, lanes=lanes,
-                                                        sideband=unsigned(1))
+                                                        sideband=framing_layout(self.flit))
             minus_zero = Cat(*[Const(0x8000, 16)] * lanes)
             m.d.comb += [
                 adder.a.valid.eq(want), adder.b.valid.eq(want),
                 adder.a.payload.data.eq(Mux(from_input, held.r_data, Cat(*own))),
-                adder.a.payload.sideband.eq(last_out),
+                adder.a.payload.sideband.last.eq(last_out),
+                adder.a.payload.sideband.tag.eq(chunk_end),
                 adder.b.payload.data.eq(Mux(from_input & adding, Cat(*own), minus_zero)),
                 self.tx.valid.eq(adder.o.valid),
                 self.tx.payload.data.eq(adder.o.payload.data),
-                self.tx.payload.last.eq(adder.o.payload.sideband),
+                self.tx.payload.last.eq(adder.o.payload.sideband.last),
+                self.chunk_end.eq(adder.o.payload.sideband.tag[0]),
                 adder.o.ready.eq(self.tx.ready),
             ]
             issue = adder.a.valid & adder.a.ready

@@ -19,9 +19,10 @@ class PacketAssembler(wiring.Component):
     """A buffer of one packet between a slow producer and a packetizer.
 
     Parameters: ``layout`` (the stream's payload layout; it has a ``last`` field, the end of
-    the producer's stream), ``packet_flits`` (flits per packet, the packetizer's: a packet is
-    ``packet_flits`` flits, or fewer up to a flit with ``last``, the stream's shorter last
-    packet).
+    the producer's stream, and may have a ``cut`` field, the end of an engine's chunk:
+    :func:`~hdl.designs.layouts.chunked_flit_layout`), ``packet_flits`` (flits per packet, the
+    packetizer's: a packet is ``packet_flits`` flits, or fewer up to a flit with ``last`` or
+    ``cut``, as the packetizer cuts them, so the assembler's packets are the packetizer's).
 
     Members: ``i`` (``In(stream)``), ``o`` (``Out(stream)``), ``restart`` (In: empty the buffer
     and start counting a new packet, e.g. at the run's start).
@@ -58,7 +59,7 @@ class PacketAssembler(wiring.Component):
         sent = Signal(range(size), name="sent")            # flits of the packet leaving
         put = self.i.valid & fifo.w_rdy
         take = self.o.valid & self.o.ready
-        ends_in = put & (self.i.payload.last | (filled == size - 1))
+        ends_in = put & (_ends_packet(self.i.payload) | (filled == size - 1))
         out = Signal.like(self.o.payload)
         m.d.comb += [
             fifo.w_en.eq(self.i.valid), fifo.w_data.eq(self.i.payload),
@@ -68,7 +69,7 @@ class PacketAssembler(wiring.Component):
             self.o.valid.eq(fifo.r_rdy & (whole != 0)),
             fifo.r_en.eq(take),
         ]
-        ends_out = take & (out.last | (sent == size - 1))
+        ends_out = take & (_ends_packet(out) | (sent == size - 1))
         with m.If(put):
             m.d.sync += filled.eq(filled + 1)
             with m.If(ends_in):
@@ -81,6 +82,12 @@ class PacketAssembler(wiring.Component):
         with m.If(self.restart):   # last: it wins over the updates above
             m.d.sync += [filled.eq(0), whole.eq(0), sent.eq(0)]
         return m
+
+
+def _ends_packet(flit):
+    """The flit ends a packet before its ``packet_flits``: the stream's ``last``, or its
+    chunk's end where the layout carries one (``cut``)."""
+    return flit.last | flit.cut if "cut" in flit.shape().members else flit.last
 
 
 def none_held(m: Module, entering, leaving, *, most: int, name: str):

@@ -18,7 +18,7 @@ from hdl.contracts.npu_engine import NPU_BUFFER
 from hdl.contracts.packet import DATA_VCS, VC, PacketFormat
 from hdl.compiler.fabric_program import default_phases
 from hdl.compiler.packet_fabric_program import online_table
-from hdl.designs.layouts import flit_layout
+from hdl.designs.layouts import chunked_flit_layout, flit_layout
 from hdl.designs.switch.packet_switch import PacketSwitch
 
 from .cut import cut_ports, cut_slices, link_cut_fields
@@ -28,7 +28,7 @@ from .fabric_top import (ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, TAG_WIDTH, count
                          harness_ports, read_register)
 from .npu_engine import NpuEngine
 from .packet_link import PacketLink
-from .packetizer import Packetizer
+from .packetizer import Packetizer, connect_engine_to_packetizer
 from .write_pacer import PACE_BITS, WritePacer
 
 __all__ = ["PacketFabricTop", "claim_interval", "PACKET_ENGINE_READ", "PACKET_SWITCH_READ", "PACKET_REGS",
@@ -294,16 +294,15 @@ class PacketFabricTop(wiring.Component):
                     # a write into a controller leaves at the controller's rate over its
                     # writers (PACE_REG), whole packets: the host rule of docs/fabric_rtl.md
                     pacer = m.submodules[f"pacer_{rank}"] = WritePacer(
-                        flit_layout(self.flit), packet_flits=fmt.packet_flits,
+                        chunked_flit_layout(self.flit), packet_flits=fmt.packet_flits,
                         rate=(spec.io_rate.numerator, spec.io_rate.denominator))
                     pace = Signal(PACE_BITS, name=f"npu{rank}_pace")
                     with m.If(prog_we & (prog_unit == rank) & (prog_reg == PACE_REG)):
                         m.d.sync += pace.eq(prog_data)
                     m.d.comb += [pacer.divisor.eq(pace), pacer.restart.eq(start)]
-                    wiring.connect(m, engine.tx, pacer.i)
-                    wiring.connect(m, pacer.o, tx.i)
+                    connect_engine_to_packetizer(m, engine, tx, pacer)
                 else:
-                    wiring.connect(m, engine.tx, tx.i)
+                    connect_engine_to_packetizer(m, engine, tx)
                 wiring.connect(m, rx.o, engine.rx)
                 ends = (tx.o, tx.credit, rx.i, rx.credit)
             else:

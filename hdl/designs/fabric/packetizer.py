@@ -13,7 +13,7 @@ from hdl.contracts.packet import DATA_VCS, PacketFormat
 from hdl.designs.layouts import flit_layout, struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
-__all__ = ["Packetizer"]
+__all__ = ["Packetizer", "connect_engine_to_packetizer"]
 
 
 class Packetizer(wiring.Component):
@@ -24,6 +24,8 @@ class Packetizer(wiring.Component):
     this side starts with).
 
     Members: ``i`` (``In(stream)``: the engine's flits; ``last`` marks the end of its stream),
+    ``cut`` (In, beside ``i``: the flit on ``i`` ends a packet too -- the engine's
+    ``chunk_end``; 0 for a sender without chunks),
     ``o`` (``Out(link_signature)``: flits with the packet header as tag), ``credit``
     (``In(2).array(3)``: credits back from the receiver), ``start`` (In: the next packet is
     numbered 0; the credits are link state and stay), ``phase`` / ``vc`` / ``flow`` (In: the header fields of this NPU's packets, from
@@ -31,8 +33,12 @@ class Packetizer(wiring.Component):
     packet; a packet in progress continues), ``credit_error`` (Out, sticky: more credits came back than the
     buffer holds).
 
-    Packets: ``packet.packet_flits`` flits, the last one shorter when the engine's stream ends
-    (its ``last``); numbered from 0 (``seq``, per NPU: the NPU sends one flow per run).
+    Packets: ``packet.packet_flits`` flits, shorter when the engine's stream ends (its
+    ``last``) or its chunk does (``cut``: a packet never holds flits of two chunks, whose
+    later flits an endpoint algorithm receives from the network: started, such a packet
+    would hold its output while it waits for them, the ring deadlock of docs/fabric_rtl.md,
+    "Four DP rings across the one-port uplinks"; :func:`~hdl.contracts.packet.stream_packets`
+    counts the packets); numbered from 0 (``seq``, per NPU: the NPU sends one flow per run).
     ``forward`` (default False): the packets are ones received and sent on whole (the striped
     I/O request's NPUs, :class:`~hdl.designs.fabric.stripe_npu.StripeNpu`): a packet ends at
     ``i``'s ``last`` (the received packet's end) and takes its number from ``seq_in`` (each
@@ -56,7 +62,7 @@ class Packetizer(wiring.Component):
             "i": In(stream.Signature(flit_layout(flit))),
             "o": Out(link_signature(flit_layout(self.link_flit))),
             "credit": In(2).array(len(DATA_VCS)),
-            "start": In(1),
+            "start": In(1), "cut": In(1),
             "phase": In(header["phase"].width), "vc": In(2), "flow": In(header["flow"].width),
             "credit_error": Out(1),
             "hold": In(1),
@@ -88,7 +94,7 @@ class Packetizer(wiring.Component):
         m.d.comb += [
             self.i.ready.eq(inside | room & ~self.hold),
             send.eq(self.i.valid & self.i.ready),
-            end.eq(self.i.payload.last | (count == size - 1)),
+            end.eq(self.i.payload.last | self.cut | (count == size - 1)),
             self.o.valid.eq(send),
             self.o.payload.data.eq(self.i.payload.data),
             self.o.payload.last.eq(end),
@@ -107,3 +113,24 @@ class Packetizer(wiring.Component):
         with m.If(self.start):
             m.d.sync += [seq.eq(0), inside.eq(0), count.eq(0)]
         return m
+
+
+def connect_engine_to_packetizer(m: Module, engine, tx: Packetizer, pacer=None) -> None:
+    """Connect an :class:`~hdl.designs.fabric.npu_engine.NpuEngine`'s sending side (``tx``
+    and ``chunk_end``) to the packetizer ``tx`` (its ``i`` and ``cut``), directly or through
+    ``pacer`` (a :class:`~hdl.designs.fabric.write_pacer.WritePacer` built on
+    :func:`~hdl.designs.layouts.chunked_flit_layout`: the chunk's end travels with its flit
+    through the pacer's buffer as ``cut``, and the pacer's assembler cuts its packets where
+    the packetizer does). Every packetizing NPU connects so: a packet ends at its chunk's end
+    (docs/fabric_rtl.md, "Four DP rings across the one-port uplinks")."""
+    if pacer is None:
+        wiring.connect(m, engine.tx, tx.i)
+        m.d.comb += tx.cut.eq(engine.chunk_end)
+        return
+    fields = ("data", "last", "tag")
+    m.d.comb += [pacer.i.valid.eq(engine.tx.valid), engine.tx.ready.eq(pacer.i.ready),
+                 *(pacer.i.payload[f].eq(engine.tx.payload[f]) for f in fields),
+                 pacer.i.payload.cut.eq(engine.chunk_end),
+                 tx.i.valid.eq(pacer.o.valid), pacer.o.ready.eq(tx.i.ready),
+                 *(tx.i.payload[f].eq(pacer.o.payload[f]) for f in fields),
+                 tx.cut.eq(pacer.o.payload.cut)]

@@ -26,7 +26,9 @@ class WritePacer(wiring.Component):
     rate shared by its ``divisor`` writers, the write never gets ahead of the sink, so nothing
     of it waits in the fabric beyond a packet or two.
 
-    Parameters: ``layout`` (the engine's flit layout, with ``last``), ``rate`` = ``(a, b)``
+    Parameters: ``layout`` (the engine's flit layout, with ``last``; the fabric's NPUs use
+    :func:`~hdl.designs.layouts.chunked_flit_layout`, whose ``cut`` -- the engine's chunk end --
+    ends a packet in the assembler as in the packetizer), ``rate`` = ``(a, b)``
     (the sink's rate, a / b flits per cycle: the fabric's ``io_rate``), ``packet_flits`` (the
     packetizer's packet length).
 

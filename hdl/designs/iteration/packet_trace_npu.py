@@ -17,10 +17,10 @@ from hdl.designs.fabric.depacketizer import Depacketizer
 from hdl.designs.fabric.fabric_top import ENGINE_READ
 from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
 from hdl.designs.fabric.packet_assembler import none_held
-from hdl.designs.fabric.packetizer import Packetizer
+from hdl.designs.fabric.packetizer import Packetizer, connect_engine_to_packetizer
 from hdl.designs.fabric.write_pacer import WritePacer
 from hdl.designs.fabric.io_controller import endpoint_link_members
-from hdl.designs.layouts import flit_layout
+from hdl.designs.layouts import chunked_flit_layout
 
 from .loading_sequencer import LoadingTraceSequencer
 
@@ -139,13 +139,13 @@ class PacketTraceNpu(wiring.Component):
         if the NPU has one; returns (a signal high while the pacer holds none of the run's
         flits, the pacer's divisor register), (None, None) without a pacer."""
         if self.io_rate is None:
-            wiring.connect(m, engine.tx, tx.i)
+            connect_engine_to_packetizer(m, engine, tx)
             return None, None
         rate = self.io_rate
-        pacer = m.submodules.pacer = WritePacer(flit_layout(self.flit), packet_flits=self.packet.packet_flits,
+        pacer = m.submodules.pacer = WritePacer(chunked_flit_layout(self.flit),
+                                                packet_flits=self.packet.packet_flits,
                                                 rate=(rate.numerator, rate.denominator))
-        wiring.connect(m, engine.tx, pacer.i)
-        wiring.connect(m, pacer.o, tx.i)
+        connect_engine_to_packetizer(m, engine, tx, pacer)
         pace = Signal(PACE_BITS, name="pace")
         # at most a packet, +1 entering
         idle = none_held(m, pacer.i, pacer.o, most=self.packet.packet_flits + 1, name="pacer_held")

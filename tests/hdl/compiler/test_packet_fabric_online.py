@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from hdl.compiler.fabric_program import fabric_program
-from hdl.compiler.packet_fabric_program import online_headers, online_output, online_table, runs_online
+from hdl.compiler.packet_fabric_program import (online_headers, online_output, online_table,
+                                                received_packets, runs_online)
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 from hdl.contracts.packet import VC, PacketFormat
@@ -39,8 +40,9 @@ def test_online_output_on_fred_c_uses_the_uplink_of_the_destinations_local_index
 
 def test_ring_headers_name_each_members_successor():
     """A ring all-reduce over the wafer: every NPU's packets carry its successor as flow, the
-    default phase index, the DP VC; each receives 2(n - 1) = 38 chunks of S/n = 2 flits: 76
-    flits = 10 packets of 8 -> last_seq 9."""
+    default phase index, the DP VC; each receives 2(n - 1) = 38 chunks of S/n = 2 flits, and
+    its sender's packetizer ends a packet at every chunk's end: 38 packets of 2 flits (not 76
+    flits in 10 packets of 8) -> last_seq 37."""
     spec = fabric_spec("fred-a")
     request = make_request(spec, op="all-reduce", size_flits=40, group="wafer")
     program = fabric_program(spec, request, algorithm="ring")
@@ -49,7 +51,22 @@ def test_ring_headers_name_each_members_successor():
     assert fmt.online_phase == 15 and fmt.dest_bits == 3
     headers = online_headers(program, request, fmt)
     assert [h["flow"] for h in headers] == [(r + 1) % 20 for r in range(20)]
-    assert all(h["phase"] == 15 and h["vc"] == VC.DP and h["last_seq"] == 9 for h in headers)
+    assert all(h["phase"] == 15 and h["vc"] == VC.DP and h["last_seq"] == 37 for h in headers)
+
+
+def test_ring_headers_count_two_packets_per_straddling_chunk():
+    """Fred-A's MP4-DP5 DP rings at 59 flits (issue 28): chunks of ceil(59 / 5) = 12 flits, 2(5
+    - 1) = 8 received per NPU; a chunk is cut into packets of 8 and 4 flits, so 16 packets
+    (not ceil(96 / 8) = 12) -> last_seq 15; at 40 flits a chunk is one packet of 8: 8 packets."""
+    spec = fabric_spec("fred-a")
+    fmt = packet_format(8, dest_ports=max(spec.switch_ports))
+    for size, last_seq in ((59, 15), (40, 7)):
+        request = make_request(spec, op="all-reduce", size_flits=size, strategy="MP4-DP5-PP1", dim="dp")
+        program = fabric_program(spec, request, algorithm="ring")
+        assert {st["chunk"] for e in program.engines for st in e["stages"]} == {-(-size // 5)}
+        headers = online_headers(program, request, fmt)
+        assert {h["last_seq"] for h in headers} == {last_seq}
+        assert {received_packets(e, fmt) for e in program.engines} == {last_seq + 1}
 
 
 def test_chain_headers_and_what_is_refused():

@@ -7,7 +7,7 @@ import pytest
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import (PAPER, PRIORITY, VC, PacketFormat, depacketize, header_overhead,
-                             link_words, packetize, paper_flits)
+                             link_words, packetize, paper_flits, stream_packets)
 
 FMT = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3)
 
@@ -36,6 +36,26 @@ def test_packetize_cuts_numbers_and_wraps():
     words = [w for p in packets for w in link_words(FMT, p)]
     assert [last for _, last, _ in words] == [0, 0, 1, 0, 0, 1, 0, 0, 1, 1]
     assert depacketize(FMT, words, first_seq=14) == {2: list(range(10))}
+
+
+def test_packets_end_at_chunk_ends():
+    """Issue 28's cut, by hand: a ring's 12-flit chunks in packets of 8 are 2 packets per
+    chunk, of 8 and 4 flits (a packet never holds flits of two chunks); 96 flits = 8 chunks
+    -> 16 packets, not ceil(96 / 8) = 12. A chunk at least the stream (the engines' chunk of
+    all ones when they walk none) changes nothing; a last partial chunk of 5 -> 1 packet."""
+    fmt = PacketFormat(phase_bits=2, seq_bits=5, flow_bits=3, packet_flits=8)
+    packets = packetize(fmt, range(24), phase=0, vc=VC.DP, flow=0, chunk=12)
+    assert [p.flits for p in packets] == [tuple(range(8)), tuple(range(8, 12)),
+                                          tuple(range(12, 20)), tuple(range(20, 24))]
+    assert [p.seq for p in packets] == [0, 1, 2, 3]
+    assert stream_packets(12, 8, 12) == 2 and stream_packets(96, 8, 12) == 16
+    assert stream_packets(96, 8) == 12 == stream_packets(96, 8, 0xFFFFFFFF)
+    assert stream_packets(64, 8, 8) == 8 and stream_packets(76, 8, 2) == 38
+    assert stream_packets(29, 8, 12) == 2 * 2 + 1 == len(packetize(fmt, range(29), phase=0, vc=VC.DP,
+                                                                  flow=0, chunk=12))
+    assert stream_packets(0, 8, 12) == 0
+    with pytest.raises(FredError, match="chunk must be an integer"):
+        stream_packets(24, 8, 0)
 
 
 def test_depacketize_interleaved_flows_and_detects_faults():

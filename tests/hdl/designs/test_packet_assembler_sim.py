@@ -20,7 +20,7 @@ from hdl.contracts.npu_engine import engine_writes, flit_value
 from hdl.designs.fabric.io_controller import IoController
 from hdl.designs.fabric.packet_assembler import PacketAssembler
 from hdl.designs.fabric.packet_fabric_top import packet_format
-from hdl.designs.layouts import flit_layout
+from hdl.designs.layouts import chunked_flit_layout, flit_layout
 
 FLIT = FlitFormat(dtype="int32", lanes=1, tag_width=1)
 
@@ -54,6 +54,34 @@ def test_no_flit_is_lost_and_a_packet_is_offered_only_once_all_of_it_is_in(flits
     for word, _, _, pushed in taken:
         packet_end = min((word // size + 1) * size, flits)
         assert pushed >= packet_end, (word, pushed)    # the whole packet was in the buffer
+
+
+def test_a_chunks_end_ends_the_assembled_packet_as_the_packetizer_cuts_it(run_streams):
+    """A paced NPU's stream in 12-flit chunks (``cut`` on each chunk's last flit,
+    :func:`~hdl.designs.layouts.chunked_flit_layout`), 8-flit packets: the assembler's packets
+    are the packetizer's, 8 + 4 flits per chunk, so a flit is offered once its chunk-cut
+    packet is in (flit 12's packet is flits 12-19, not 8-15) and not later than that (flit 8's
+    is 8-11); ``cut`` and ``last`` leave with their flits."""
+    flits, size, chunk = 36, 8, 12
+    dut = PacketAssembler(chunked_flit_layout(FLIT), packet_flits=size)
+    cut_bit = 1 << (FLIT.data_width + 1 + FLIT.tag_width)       # data, last, tag, then cut
+    words = [FLIT.pack([n], last=int(n == flits - 1)) | cut_bit * (n % chunk == chunk - 1)
+             for n in range(flits)]
+    result = run_streams(dut, inputs={"i": (dut.i, words)}, outputs={"o": dut.o}, idle=0.5,
+                         backpressure=0.0, rng=random.Random(7),
+                         until=lambda received: len(received["o"]) == flits, max_cycles=2000)
+    pushed = result["sent"]["i"]
+    taken = [(word, cycle) for cycle, word in result["received"]["o"]]
+    assert [word for word, _ in taken] == words                 # none lost, reordered, altered
+    starts = [c + o for c in range(0, flits, chunk) for o in range(0, chunk, size)]
+    for n, (_, cycle) in enumerate(taken):
+        start = max(s for s in starts if s <= n)
+        end = min(start + size, (start // chunk + 1) * chunk)
+        assert sum(1 for c in pushed if c < cycle) >= end, n     # its whole packet was in
+    # offered the cycle after its packet's last flit entered (the consumer never stalls)
+    for start in starts:
+        end = min(start + size, (start // chunk + 1) * chunk)
+        assert taken[start][1] <= pushed[end - 1] + 1 or taken[start][1] == taken[start - 1][1] + 1
 
 
 def test_a_whole_packet_leaves_in_consecutive_cycles_when_the_consumer_takes_it(run_streams):

@@ -88,12 +88,17 @@ def test_online_mp_ring_preempts_the_dp_ring_at_the_switches_it_crosses():
     default index on MP's VC once and preempt DP's for it (L1.0 carries DP only); every flit
     checked; MP, started later, ends long before the DP load (109 cycles against 290
     measured). Before online packets started only with room downstream, this run hung (the
-    two-VC circular wait of docs/switch.md, "Room for every online packet")."""
+    two-VC circular wait of docs/switch.md, "Room for every online packet"). The 2-member MP
+    ring of 8 flits has 4-flit chunks, so (packets end at chunk ends, issue 28) each MP NPU
+    sends 2 packets of 4: L1.1, L1.2 and the L2 each carry 4 MP packets, and DP may resume
+    in the gap between two of them, so each preempts DP at least once and at most once per
+    MP packet (one, when the MP ring was one 8-flit packet per NPU)."""
     run, dp_end, mp_end = _online_mp_under_dp()
     chunk = RING_DP_FLITS // 3
     assert run.flits_checked == 3 * 2 * 2 * chunk + 2 * 8    # DP ring: 2(n-1) chunks
     assert dp_end == run.cycles and mp_end < dp_end - RING_DP_FLITS
-    assert [s["preemptions"] for s in run.switches] == [0, 1, 1, 1]
+    preemptions = [s["preemptions"] for s in run.switches]
+    assert preemptions[0] == 0 and all(1 <= p <= 4 for p in preemptions[1:]), preemptions
 
 
 @pytest.mark.full

@@ -36,6 +36,26 @@ def test_ring_all_reduce_over_half_rate_uplinks_with_sink_backpressure():
     assert 72 <= run.cycles <= 72 + 80
 
 
+def test_ring_packets_end_at_chunk_ends_fp16_and_behind_write_pacers():
+    """The chunk-aligned cut (issue 28) on both engines' output paths: ring 0 -> 1 -> 2 -> 3 of
+    24 flits, 6-flit chunks, 8-flit packets, so every packet is a chunk of 6 (6 packets per NPU,
+    last_seq 5; cut from the stream's start they would be 36 flits = 5 packets, and a receiver
+    expecting the other count flags a sequence or a ``last`` error). fp16: the engine's output
+    leaves through the adder, so ``chunk_end`` rides its sideband with ``last``; bit-exact
+    against the golden hash. With an I/O controller every NPU sends through a (here
+    unpaced) ``WritePacer``, which carries the cut as ``cut``."""
+    fp16 = fabric_spec("fred-a", npus=4, npus_per_l1=2, dtype="fp16")
+    paced = fabric_spec("fred-a", npus=4, npus_per_l1=2, io_controllers=1, io_rate=Fraction(1, 4))
+    for spec in (fp16, paced):
+        request = make_request(spec, op="all-reduce", size_flits=24, group="wafer")
+        run = run_packet_fabric_amaranth(spec, request, algorithm="ring", sink_backpressure=0.2,
+                                         watchdog_cycles=4000)
+        assert run.errors == [], spec
+        assert [e["received"] for e in run.engines[:4]] == [36] * 4
+        if spec.dtype == "fp16":
+            assert [e["hash"] for e in run.engines] == run.program.expected_hashes
+
+
 def test_chain_reduce_streams_one_flit_per_cycle():
     """Chain reduce to NPU 0 of 40 flits on full-rate links: 3 -> 2 -> 1 -> 0, each member
     adding its own (2 -> 1 crosses L2 plane 1: NPU 1's local index); the stream is 40 flits (5 packets back to back on every online path,
@@ -83,21 +103,17 @@ def test_four_dp_rings_across_the_one_port_uplinks_complete_when_a_chunk_is_a_pa
 
 
 @pytest.mark.full
-@pytest.mark.xfail(strict=True, raises=FredError,
-                   reason="issue 28: a packet cut across two chunks holds its L1's shared uplink "
-                          "while it waits for its ring predecessor's data, queued behind "
-                          "another ring's such packet at another L1 (docs/fabric_rtl.md, "
-                          "'Four DP rings across the one-port uplinks')")
 def test_four_dp_rings_across_the_one_port_uplinks_complete_when_packets_straddle_chunks():
     """59 flits (``fred fabric-sim --fabric fred-a --switch packet --op all-reduce --strategy
-    MP4-DP5-PP1 --dim dp --size 59 --algorithm ring``): 12-flit chunks, so an NPU's second
-    packet holds flits 8-11 of its own chunk and 0-3 of the next one, which it forwards from
-    its predecessor. Such a packet starts (the packetizer starts a packet at its first flit)
-    and takes its L1's uplink output, then waits inside, mid-packet, for data its predecessor
-    sends through another L1's uplink, where another ring's packet does the same: a cycle of
-    five L1 uplinks, the watchdog fires (NPUs 11 and 15 receive nothing). At least 8 x 4 x 12
-    x 2 = 768 cycles when it completes; a chunk-aligned cut ran it in 841 (prototype,
-    Amaranth, 2026-11-27, not merged)."""
+    MP4-DP5-PP1 --dim dp --size 59 --algorithm ring``, issue 28): 12-flit chunks. Cut into
+    8-flit packets from the stream's start, an NPU's second packet held flits 8-11 of its own
+    chunk and 0-3 of the next one, forwarded from its predecessor: it started, took its L1's
+    uplink output and waited inside, mid-packet, for data its predecessor sends through
+    another L1's uplink, where another ring's packet did the same -- a cycle of five L1
+    uplinks, the watchdog fired. The packetizer now ends a packet at every chunk's end (8 + 4
+    flits per chunk), so a forwarded packet waits only for one packet its predecessor has
+    started: it completes. Each step moves 4 rings x 12 flits over each uplink at 1/2 flit
+    per cycle: >= 8 x 4 x 12 x 2 = 768 cycles."""
     run = _four_dp_rings(59)
     assert run.errors == []
     assert [e["received"] for e in run.engines] == [96] * 20

@@ -14,7 +14,7 @@ from hdl.compiler.packet_fabric_program import flow_port_entries, packet_headers
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
 from hdl.contracts.flit import FlitFormat
-from hdl.contracts.packet import VC, PacketFormat
+from hdl.contracts.packet import VC, PacketFormat, stream_packets
 from hdl.designs.fabric.packet_fabric_top import packet_format
 from hdl.designs.fabric.packetizer import Packetizer
 
@@ -162,6 +162,39 @@ def test_the_packetizer_cuts_packets_numbers_them_and_waits_for_credits():
     cycles = [c for c, *_ in seen]
     assert cycles[:4] == [0, 1, 2, 3]
     assert cycles[4] == 16        # 4 credits back in cycles 12..15
+
+
+def test_the_packetizer_ends_a_packet_at_its_chunks_end():
+    """12 flits in chunks of 6 (``cut`` on flits 5 and 11), 4-flit packets, credits to spare:
+    each chunk is cut into packets of 4 and 2 flits (issue 28: no packet holds two chunks), so
+    4 packets, numbered 0..3, not 3 of 4."""
+    fmt = PacketFormat(phase_bits=1, seq_bits=4, flow_bits=2, packet_flits=4)
+    dut = Packetizer(flit=FlitFormat(dtype="int32", lanes=1, tag_width=1), packet=fmt, depth=16)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.vc, VC.DP)
+        k = 0
+        for _ in range(20):
+            ctx.set(dut.i.valid, k < 12)
+            ctx.set(dut.i.payload.data, k)
+            ctx.set(dut.i.payload.last, k == 11)
+            ctx.set(dut.cut, k % 6 == 5)
+            if ctx.get(dut.o.valid):
+                seen.append((ctx.get(dut.o.payload.data), ctx.get(dut.o.payload.last),
+                             fmt.unpack_header(ctx.get(dut.o.payload.tag))["seq"]))
+            taken = ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
+            await ctx.tick()
+            k += int(taken)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [d for d, _, _ in seen] == list(range(12))
+    assert [last for _, last, _ in seen] == [0, 0, 0, 1, 0, 1] * 2
+    assert [seq for *_, seq in seen] == [0] * 4 + [1] * 2 + [2] * 4 + [3] * 2
+    assert stream_packets(12, 4, 6) == 4
 
 
 def _dp_and_mp(spec, dp_ranks, mp_ranks, size):

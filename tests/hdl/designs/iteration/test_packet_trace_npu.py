@@ -23,9 +23,11 @@ RATE = Fraction(16, 375)     # the paper's controller: 128 GBps of a 3 TBps NPU 
 
 
 def _engine(send: int) -> dict:
-    """An engine program of one stage: ``send`` flits of its own data, nothing received."""
+    """An engine program of one stage: ``send`` flits of its own data, nothing received, in
+    one chunk (as the compiler's chains, whose chunk is all ones: a packet also ends at each
+    chunk's end)."""
     stage = {name: 0 for name in STAGE_REGS}
-    stage.update(send_count=send, own_only=send, chunk=1, ws=1, wr=1)
+    stage.update(send_count=send, own_only=send, chunk=0xFFFFFFFF, ws=1, wr=1)
     return {"backpressure": 0, "seed": 1, "stages": [stage]}
 
 
