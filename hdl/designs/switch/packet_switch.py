@@ -139,6 +139,10 @@ class PacketSwitch(wiring.Component):
     round robin, each packet granted with all its reduction partners at their heads and room on
     all its outputs at once (:class:`~hdl.designs.switch.shared_flows.SharedFlows`,
     docs/switch.md, "Shared stored flows"). The slot ``shared_phase`` itself is never selected.
+    Without a control VC (``ctrl_depth`` 0, whose flits could stall an output between two
+    packets) the shared flows hand a non-reducing slot's lanes over behind its last packet:
+    the datapath's modes are delayed per microswitch, and a change of flow at a shared output
+    costs the reduction latency in idle cycles (1 on int32) instead of the switch's latency + 1.
 
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
