@@ -18,13 +18,13 @@ the system model and the characterization use it without building anything.
 
 from __future__ import annotations
 
-from hdl.contracts.encoding import check_size
+from hdl.contracts.encoding import check_size, layout
 from hdl.contracts.dtypes import get_dtype
 from hdl.contracts.errors import FredError
 
 __all__ = ["FLOAT_ADDER_STAGES", "INT_ADDER_STAGES", "OUTPUT_REGISTER_LATENCY", "BUFFER_LATENCY",
            "adder_stages", "reduction_latency", "microswitch_latency", "switch_levels",
-           "switch_stages", "switch_latency"]
+           "switch_stages", "switch_latency", "microswitch_offsets"]
 
 #: Registers in one lane of the floating-point adder (``hdl.designs.reduction.FloatAdder.latency``).
 FLOAT_ADDER_STAGES = 6
@@ -77,3 +77,27 @@ def switch_latency(*, ports: int, middle: int, dtype) -> int:
     levels = switch_levels(ports)
     return (levels * microswitch_latency("input", dtype)
             + (levels - 1) * microswitch_latency("output", dtype))
+
+
+def microswitch_offsets(*, ports: int, middle: int, dtype) -> tuple[int, ...]:
+    """Per microswitch of Fred_m(P), in configuration order (``hdl.contracts.encoding.layout``):
+    the cycles from a flit's transfer into the switch to its transfer into that microswitch, no
+    backpressure (every path to it is delay-matched, so one figure each). An input, RD or
+    demux microswitch then reads its mode again :func:`reduction_latency` cycles later (where
+    its pass line or adder hands the flit to its wires); an output or mux reads it once.
+    The packet switch's shared flows delay each microswitch's mode by this offset, so that a
+    flit sees, everywhere, the modes of the cycle it entered (docs/switch.md, "Shared stored
+    flows")."""
+    check_size(ports, middle)
+    step = microswitch_latency("input", dtype)
+    offsets = []
+    for slot in layout(ports, middle):
+        *mids, own = slot.name.split(".")
+        sub = ports
+        for _ in mids:
+            sub = (sub + 1) // 2
+        offset = step * len(mids)
+        if slot.kind in ("output", "mux"):
+            offset += step + switch_latency(ports=(sub + 1) // 2, middle=middle, dtype=dtype)
+        offsets.append(offset)
+    return tuple(offsets)

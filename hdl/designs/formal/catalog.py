@@ -6,13 +6,14 @@ import fnmatch
 
 from hdl.contracts.errors import FredError
 
-from . import config_memory, microswitches, packet_switch, reduction, stream_buffer, switch, vc_input_buffer
+from . import (config_memory, microswitches, packet_switch, reduction, shared_flows, stream_buffer, switch,
+               vc_input_buffer)
 
 __all__ = ["PROOFS", "select_proofs"]
 
 PROOFS = [*stream_buffer.PROOFS, *microswitches.PROOFS, *reduction.PROOFS,
           *config_memory.PROOFS, *vc_input_buffer.PROOFS, *switch.PROOFS,
-          *packet_switch.PROOFS]
+          *packet_switch.PROOFS, *shared_flows.PROOFS]
 
 
 def select_proofs(patterns=(), *, quick_only: bool = False) -> list:

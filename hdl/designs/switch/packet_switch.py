@@ -139,6 +139,10 @@ class PacketSwitch(wiring.Component):
     round robin, each packet granted with all its reduction partners at their heads and room on
     all its outputs at once (:class:`~hdl.designs.switch.shared_flows.SharedFlows`,
     docs/switch.md, "Shared stored flows"). The slot ``shared_phase`` itself is never selected.
+    Without a control VC (``ctrl_depth`` 0, whose flits could stall an output between two
+    packets) the shared flows hand a non-reducing slot's lanes over behind its last packet:
+    the datapath's modes are delayed per microswitch, and a change of flow at a shared output
+    costs the reduction latency in idle cycles (1 on int32) instead of the switch's latency + 1.
 
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
@@ -455,9 +459,12 @@ class PacketSwitch(wiring.Component):
         configuration port, the heads of the served VC, the flow-port table read per input and
         per slot, the room and the control unit's grants."""
         P, nvc = self.ports, len(DATA_VCS)
+        # hand-over behind needs outputs that never stall a granted packet: room is reserved
+        # per packet, but a control VC's flit goes between two packets (ctrl_go)
+        behind = self.flit.dtype if not self.ctrl_depth else None
         flows = m.submodules.shared_flows = SharedFlows(
             ports=P, middle=self.middle, phases=self.phases, packet=self.packet, flows=self.flows,
-            word_width=self.word_width)
+            word_width=self.word_width, dtype=behind)
         m.d.comb += [
             flows.cfg_we.eq(self.config.valid & self.config.ready),
             flows.cfg_slot.eq(self.config.payload.phase), flows.cfg_data.eq(self.config.payload.data),
@@ -466,6 +473,7 @@ class PacketSwitch(wiring.Component):
             flows.map_slot.eq(self.shared_slot), flows.map_valid.eq(self.shared_valid),
             self.shared_unknown.eq(flows.unknown),
             flows.room.eq(cu.room), flows.run.eq(cu.shared_run), flows.started.eq(cu.started),
+            flows.ended.eq(cu.ended),
             cu.shared_enable.eq(flows.enable), cu.shared_pending.eq(flows.pending),
         ]
         for n, buf in enumerate(bufs):

@@ -11,9 +11,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.config_port import config_words, phase_index_width
-from hdl.contracts.encoding import check_size, config_bits, layout
+from hdl.contracts.dtypes import get_dtype
+from hdl.contracts.encoding import RD_SUM, InputMode, RDMode, check_size, config_bits, layout
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import PacketFormat
+from hdl.contracts.timing import microswitch_offsets, reduction_latency
 
 from .signal_folds import and_fold, or_fold
 
@@ -53,7 +55,9 @@ class SharedFlows(wiring.Component):
 
     Parameters (keyword-only): ports P, middle m (the datapath's), phases K, packet
     (:class:`PacketFormat`), flows F (flow ids in the table), word_width (the configuration
-    port's).
+    port's), dtype (None, the default: a slot's lanes change hands only once its flits have
+    left; a dtype name, the datapath's: *hand-over behind*, below; the caller passes it only
+    when the datapath's outputs never stall a granted packet).
 
     Members:
         cfg_we, cfg_slot, cfg_data, cfg_last: ``In``: a word taken by the configuration port
@@ -70,13 +74,15 @@ class SharedFlows(wiring.Component):
         room: ``In(P)``: an output can take a whole packet (the start gate's room).
         run: ``In(1)``: new packets may be granted (the control unit serves the shared phase in
             RUN).
-        started: ``In(P)``: input n passed its head packet's first flit; out_last: ``In(P)``:
+        started: ``In(P)``: input n passed its head packet's first flit; ended: ``In(P)``:
+            input n passed a packet's last flit (read in registers only); out_last: ``In(P)``:
             output n passed a packet's last flit.
         enable: ``Out(P)``: input n may start its head packet (granted, not started yet);
         pending: ``Out(P)``: the same without this cycle's grant (registered).
         reserve: ``Out(P)``: room reserved at a grant (one packet per output of the flow).
         modes: ``Out(config_bits)``: the datapath's configuration, the OR of the slots set up.
-        active: ``Out(1)``: some slot is set up.
+        active: ``Out(1)``: some slot is set up; set_up: ``Out(K)``: which (its modes are the
+            datapath's at the inputs).
         unknown: ``Out(1)``: sticky, a shared-phase packet waited whose flow id has no table
             entry, or whose slot is not loaded or has no flow-port table entry for its input
             (it waits: the host writes the table before sending).
@@ -98,9 +104,22 @@ class SharedFlows(wiring.Component):
 
     Lanes are the microswitches: slot k's lane mask holds a bit per microswitch whose mode in
     k is not idle. Two slots with a common microswitch are never set up together, so the OR
-    of the set-up slots' modes is each one's modes on its own microswitches, and a slot's
-    microswitches change only when none of its flits is inside (it is released only when its
-    last flit has left every output of it).
+    of the set-up slots' modes is each one's modes on its own microswitches. Without
+    ``dtype`` a slot's microswitches change only when none of its flits is inside (it is
+    released only when its last flit has left every output of it).
+
+    Hand-over behind (``dtype`` given): each microswitch's field of ``modes`` is the set-up
+    slots' OR delayed by the microswitch's offset (``hdl.contracts.timing.microswitch_offsets``),
+    so a flit meets, at every microswitch, the modes of the cycle it entered, as long as it is
+    never stalled inside. A slot none of whose modes reduces (no stall: its gang is one input,
+    and the caller's outputs take every granted flit) is *passed* once every packet granted to
+    it has entered the datapath (nothing granted and unstarted, no input still sending one)
+    and ``reduction_latency`` - 1 more cycles have gone (an input or RD microswitch reads its
+    mode again that long after a flit entered); a passed slot is released although its flits
+    are still inside, and the next slot sharing its lanes is granted: its first flit enters
+    ``reduction_latency`` + 1 cycles after the last one of the passed slot, and at a shared
+    output follows it after ``reduction_latency`` idle cycles (1 on int32) instead of the
+    switch's latency + 1. A reducing slot is released as without ``dtype``.
 
     Latency: a grant in cycle t enables the gang in t (slot already set up) or t + 1 (set-up);
     from there the packet switch's latency. Backpressure: none inside (a packet is granted
@@ -109,7 +128,7 @@ class SharedFlows(wiring.Component):
     """
 
     def __init__(self, *, ports: int, middle: int, phases: int, packet: PacketFormat,
-                 flows: int, word_width: int = 32):
+                 flows: int, word_width: int = 32, dtype=None):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -118,8 +137,10 @@ class SharedFlows(wiring.Component):
         limit = 1 << packet.flow_bits
         if isinstance(flows, bool) or not isinstance(flows, int) or not 1 <= flows <= limit:
             raise FredError(f"flows must be in 1..{limit} (2**flow_bits), got {flows!r}")
+        if dtype is not None:
+            get_dtype(dtype)   # a clear error naming an unknown dtype
         self.ports, self.middle, self.phases, self.packet = ports, middle, phases, packet
-        self.flows, self.word_width = flows, word_width
+        self.flows, self.word_width, self.dtype = flows, word_width, dtype
         P, K = ports, phases
         pw = phase_index_width(phases)
         super().__init__({
@@ -130,9 +151,10 @@ class SharedFlows(wiring.Component):
             "head_seq": In(packet.seq_bits).array(P),
             "in_slot": Out(pw).array(P), "in_partners": In(P).array(P), "in_outputs": In(P).array(P),
             "slot_outputs": In(P).array(K),
-            "room": In(P), "run": In(1), "started": In(P), "out_last": In(P),
+            "room": In(P), "run": In(1), "started": In(P), "ended": In(P), "out_last": In(P),
             "enable": Out(P), "pending": Out(P), "reserve": Out(P),
-            "modes": Out(config_bits(ports, middle)), "active": Out(1), "unknown": Out(1),
+            "modes": Out(config_bits(ports, middle)), "active": Out(1), "set_up": Out(K),
+            "unknown": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -140,6 +162,7 @@ class SharedFlows(wiring.Component):
         slot_modes, lanes = self._slot_registers(m)
         slot_of, valid_of = self._flow_table(m)
         state = self._state(m, lanes)
+        self._internals = state   # the formal harness's mutants reach the grant rule's state
         heads = self._heads(m, state, slot_of, valid_of)
         grant = self._grant(m, state, heads, lanes)
         self._update(m, state, heads, grant, slot_modes)
@@ -204,12 +227,46 @@ class SharedFlows(wiring.Component):
         st.loaded_of = Array([self.loaded[k] for k in range(K)] + [Const(0, 1)] * pad)
         # releasable: set up, nothing granted and unstarted, nothing in flight on its outputs
         st.free = [Signal(name=f"slot_free{k}") for k in range(K)]
+        st.quiet = [Signal(name=f"slot_quiet{k}") for k in range(K)]
         for k in range(K):
-            quiet = and_fold([(st.flight[o] == 0) | ~self.slot_outputs[k][o] for o in range(P)])
-            m.d.comb += st.free[k].eq(st.up[k] & (st.pend[k] == 0) & quiet)
+            m.d.comb += st.quiet[k].eq(and_fold([(st.flight[o] == 0) | ~self.slot_outputs[k][o]
+                                                 for o in range(P)]))
+            if self.dtype is None:
+                m.d.comb += st.free[k].eq(st.up[k] & (st.pend[k] == 0) & st.quiet[k])
+        if self.dtype is not None:
+            self._passed(m, st)
         st.held = Signal(len(fields), name="lanes_held")   # lanes of slots set up, not releasable
         m.d.comb += st.held.eq(or_fold([Mux(st.up[k] & ~st.free[k], lanes[k], 0) for k in range(K)]))
         return st
+
+    def _passed(self, m, st):
+        """Hand-over behind (``dtype``): per slot, the inputs still sending a packet of it
+        (``sending``, from the start to the last flit's entry) and the cycles since the last
+        one entered; a slot that does not reduce is releasable (``free``) once passed."""
+        P, K = self.ports, self.phases
+        wait = reduction_latency(self.dtype) - 1   # >= 0: the output register
+        st.sending = [Signal(P, name=f"slot_sending{k}") for k in range(K)]
+        st.reduces = Signal(K, name="slot_reduces")
+        for k in range(K):
+            age = Signal(range(wait + 1), name=f"slot_age{k}")
+            busy = (st.pend[k] != 0) | (st.sending[k] != 0)
+            m.d.sync += age.eq(Mux(busy, 0, Mux(age == wait, age, age + 1)))
+            # never while a packet of it still enters (its outputs' flight implies as much)
+            m.d.comb += st.free[k].eq(st.up[k] & ~busy & (st.quiet[k] | (age == wait) & ~st.reduces[k]))
+
+    def _reduces(self, slot_modes):
+        """Whether a slot's modes sum anywhere (an input microswitch's ``reduce``, an RD
+        microswitch output ``RD_SUM``): its flits may wait inside for their partners."""
+        terms = []
+        reduce_bit = InputMode.layout(self.middle)["reduce"].offset
+        for f in layout(self.ports, self.middle):
+            if f.kind == "input":
+                terms.append(slot_modes[f.offset + reduce_bit])
+            elif f.kind == "rd":
+                for out in RDMode.layout(self.middle):
+                    start = f.offset + out.offset
+                    terms.append(slot_modes[start:start + out.width] == RD_SUM)
+        return or_fold(terms)
 
     def _heads(self, m, st, slot_of, valid_of):
         """Per input, what its head packet asks: its slot, whether it is known (mapped, loaded,
@@ -287,6 +344,12 @@ class SharedFlows(wiring.Component):
             granted = g.valid & (g.slot == k)
             left = st.pend[k] & ~self.started
             m.d.sync += st.pend[k].eq(Mux(granted, g.gang & ~Mux(g.was_up, self.started, 0), left))
+            if self.dtype is not None:
+                # an input sends slot k's packet from its first flit (granted before, or now on
+                # a slot set up) until its last flit entered (a one-flit packet: never)
+                now = self.started & (st.pend[k] | Mux(granted & g.was_up, g.gang, 0))
+                m.d.sync += st.sending[k].eq((st.sending[k] | now) & ~self.ended)
+                m.d.comb += st.reduces[k].eq(self._reduces(slot_modes[k]))
             with m.If(granted):
                 m.d.sync += st.up[k].eq(1)
             with m.Elif(st.free[k]):
@@ -295,8 +358,9 @@ class SharedFlows(wiring.Component):
         pending = or_fold([st.pend[k] for k in range(K)])
         m.d.comb += [self.pending.eq(pending),
                      self.enable.eq(pending | Mux(g.valid & g.was_up, g.gang, 0)),
-                     self.active.eq(st.up.any()),
-                     self.modes.eq(or_fold([Mux(st.up[k], slot_modes[k], 0) for k in range(K)]))]
+                     self.active.eq(st.up.any()), self.set_up.eq(st.up),
+                     self.modes.eq(self._staged(m, or_fold([Mux(st.up[k], slot_modes[k], 0)
+                                                              for k in range(K)])))]
         for o in range(P):
             inc = g.valid & g.outs[o]
             dec = self.out_last[o] & (st.flight[o] != 0)
@@ -304,6 +368,28 @@ class SharedFlows(wiring.Component):
         with m.If(or_fold([self.head_ok[n] & ~h.known[n] for n in range(P)])):
             m.d.sync += self.unknown.eq(1)
 
+    def _staged(self, m, modes):
+        """The datapath's modes: without ``dtype`` the set-up slots' OR as it is; with it,
+        each microswitch's field delayed by its offset (registers), so that a flit meets the
+        modes of the cycle it entered at every microswitch (hand-over behind)."""
+        if self.dtype is None:
+            return modes
+        offsets = microswitch_offsets(ports=self.ports, middle=self.middle, dtype=self.dtype)
+        fields = []
+        for f, offset in zip(layout(self.ports, self.middle), offsets):
+            value = modes[f.offset:f.offset + f.width]
+            for d in range(offset):
+                stage = Signal(f.width, name=f"staged_{_name(f.name)}_{d}")
+                m.d.sync += stage.eq(value)
+                value = stage
+            fields.append(value)
+        return Cat(*fields)
+
 
 def _cat(bits):
     return Cat(*list(bits))
+
+
+def _name(microswitch):
+    """A microswitch's layout name as a signal name: ``mid[1].in[0]`` -> ``mid1_in0``."""
+    return microswitch.replace("].", "_").replace("[", "").replace("]", "")

@@ -17,7 +17,7 @@ from hdl.compiler.router import route
 from hdl.contracts.encoding import SwitchConfig
 from hdl.contracts.errors import FredError
 from hdl.contracts.packet import VC, PacketFormat, packetize
-from hdl.contracts.timing import switch_latency
+from hdl.contracts.timing import reduction_latency, switch_latency
 from hdl.designs.switch.packet_switch import PacketSwitch
 
 from cocotb_tests.lib.scoreboard import TaggedScoreboard
@@ -32,9 +32,9 @@ def config(flows):
     return route(ports=P, middle=M, flows=flows).phases[0].config
 
 
-def switch(depth=16):
-    return PacketSwitch(ports=P, middle=M, dtype="int32", lanes=1, phases=4, packet=PKT, depth=depth,
-                        shared_phase=SHARED, flows=8)
+def switch(depth=16, *, ctrl_depth=0, dtype="int32"):
+    return PacketSwitch(ports=P, middle=M, dtype=dtype, lanes=1, phases=4, packet=PKT, depth=depth,
+                        shared_phase=SHARED, flows=8, ctrl_depth=ctrl_depth)
 
 
 def host(dut, *, ports, flows):
@@ -71,11 +71,11 @@ def stream(port, flow, packets, at, *, value=data):
             for s in range(packets)]
 
 
-def packets_at(run, port):
+def packets_at(run, port, pkt=PKT):
     """Output ``port``'s flits as packets: [(flow, first cycle, last cycle, [data])]."""
     out, cur = [], None
     for cycle, value, last, tag in run.received[port]:
-        flow = PKT.unpack_header(tag)["flow"]
+        flow = pkt.unpack_header(tag)["flow"]
         if cur is None:
             cur = (flow, cycle, [])
         assert cur[0] == flow, f"output {port}: a packet of flow {cur[0]} mixed with flow {flow}"
@@ -130,14 +130,20 @@ TO_3_PORTS = [(n, n, 0, 1 << 3) for n in range(3)]
 
 
 @pytest.mark.parametrize("flows", [2, 3])
-def test_flows_sharing_an_output_interleave_per_packet(flows):
+@pytest.mark.parametrize("ctrl_depth", [0, 4])
+def test_flows_sharing_an_output_interleave_per_packet(flows, ctrl_depth):
     """Two (three) flows of 4 packets each, all waiting at once, share output 3: the output
-    takes them per packet in round robin (A B [C] A B [C] ...), every packet whole. A change of
-    flow costs the set-up (design: the previous packet's last flit leaves at t, its slot is
-    released and the next one granted at t + 1, the lanes set at t + 2 and its first flit enters
-    the datapath, which it leaves Fred_3(4)'s latency later): a gap of exactly
-    latency(Fred_3(4)) + 2 cycles between the packets at the output."""
-    dut = switch()
+    takes them per packet in round robin (A B [C] A B [C] ...), every packet whole.
+
+    Hand-over behind (ctrl_depth 0): the previous packet's last flit enters the datapath at t,
+    its slot is passed and the next one granted at t + reduction latency (1 on int32), the
+    lanes set and its first flit entering the next cycle: the packets leave output 3 with
+    exactly reduction_latency idle cycles between them (a gap of 2 cycles from last flit to
+    first flit). With a control VC (ctrl_depth 4, its flits may stall an output between two
+    packets) the switch keeps the rule before: the last flit leaves at t, the slot is released
+    and the next one granted at t + 1, the lanes set at t + 2 when its first flit enters, which
+    leaves Fred_3(4)'s latency later: a gap of latency(Fred_3(4)) + 2 = 7 cycles."""
+    dut = switch(ctrl_depth=ctrl_depth)
     h = host(dut, ports=TO_3_PORTS[:flows], flows={f: f for f in range(flows)})
     inj = [i for f in range(flows) for i in stream(f, f, 4, h.start)]
     run = run_packet_switch(dut, configs=TO_3[:flows] + [None] * (4 - flows), injections=inj,
@@ -148,7 +154,10 @@ def test_flows_sharing_an_output_interleave_per_packet(flows):
     order = [f for f, *_ in got]
     assert order == list(range(flows)) * 4
     gaps = {b[1] - a[2] for a, b in zip(got, got[1:])}
-    assert gaps == {switch_latency(ports=P, middle=M, dtype="int32") + 2}
+    if ctrl_depth:
+        assert gaps == {switch_latency(ports=P, middle=M, dtype="int32") + 2}
+    else:
+        assert gaps == {reduction_latency("int32") + 1} == {2}
 
 
 def test_a_flow_alone_streams_at_one_flit_per_cycle():
@@ -328,3 +337,83 @@ def test_random_trees_on_an_odd_switch_in_one_packet_order(seed):
             board.observe((o, k), seen[(o, k)], v)
     board.check()
     assert run.flags["busy"] == 0 and run.flags["overflow"] == 0 and run.credit_errors == []
+
+
+def test_hand_over_behind_waits_the_reduction_latency_on_fp16():
+    """On fp16 the input and RD microswitches read their mode again 7 cycles (the float
+    adder's 6 stages and its output register) after a flit entered, so a passed slot's lanes
+    change hands 7 cycles after its last flit entered: the two flows into output 3 alternate
+    with exactly 7 idle cycles between their packets (a gap of 8), against Fred_3(4) fp16's
+    latency + 1 = 18 before the hand-over behind."""
+    assert reduction_latency("fp16") == 7
+    dut = switch(dtype="fp16")
+    h = host(dut, ports=TO_3_PORTS[:2], flows={0: 0, 1: 1})
+    value = lambda flow, seq, k: (data(flow, seq, k) & 0x3FF) | 0x3C00   # finite halves, unique
+    inj = [i for f in range(2) for i in stream(f, f, 3, h.start, value=value)]
+    run = run_packet_switch(dut, configs=TO_3[:2] + [None] * 2, injections=inj, host=h,
+                            check_order=False, max_cycles=2000, quiet=60)
+    check_delivery(run, {3: {f: [value(f, s, k) for s in range(3) for k in range(PF)]
+                             for f in range(2)}})
+    got = packets_at(run, 3)
+    assert [f for f, *_ in got] == [0, 1] * 3
+    assert {b[1] - a[2] for a, b in zip(got, got[1:])} == {8}
+    assert switch_latency(ports=P, middle=M, dtype="fp16") + 1 == 18
+
+
+#: Fred_3(5): four multicast trees from four inputs, each to three of the outputs, every
+#: output shared by three trees: the hand-over behind at every change
+MULTICASTS = [Flow(inputs=(0,), outputs=(1, 2, 4)), Flow(inputs=(1,), outputs=(0, 2, 3)),
+              Flow(inputs=(3,), outputs=(0, 1, 4)), Flow(inputs=(4,), outputs=(2, 3, 4))]
+
+
+@pytest.mark.parametrize("seed, depth", [(0, 8), (1, 16), pytest.param(2, 8, marks=pytest.mark.full),
+                                         pytest.param(3, 16, marks=pytest.mark.full)])
+def test_multicast_trees_handed_over_behind_under_random_backpressure(seed, depth):
+    """Four multicast trees on Fred_3(5), 6 packets each of random length 1..4 flits (a one-flit
+    packet ends in the cycle it starts), each input's packets in one random packet order,
+    random arrivals, senders at 0.5 flit per cycle (packets enter the datapath with bubbles:
+    a slot is passed only after its last flit entered) and receivers freeing a flit with
+    probability 0.5 after 2 cycles: every output gets each of its trees' flits once, in order,
+    packets whole; each multicast packet's flits leave its outputs in the same cycles (no flit
+    stalled inside); and some change of tree at an output costs exactly the reduction latency
+    (the hand-over behind seen, not the switch's latency + 1)."""
+    rng = random.Random(seed)
+    pkt = PacketFormat(phase_bits=3, seq_bits=8, flow_bits=4, packet_flits=4)
+    ports = 5
+    dut = PacketSwitch(ports=ports, middle=M, dtype="int32", lanes=1, phases=6, packet=pkt,
+                       depth=depth, shared_phase=5, flows=8)
+    entries = [(k, f.inputs[0], 0, sum(1 << o for o in f.outputs)) for k, f in enumerate(MULTICASTS)]
+    h = host(dut, ports=entries, flows={k: k for k in range(len(MULTICASTS))})
+    sent, inj = {}, []
+    for p in range(6):
+        for k in rng.sample(range(len(MULTICASTS)), len(MULTICASTS)):
+            sent[(k, p)] = [k << 16 | p << 8 | i for i in range(rng.randint(1, 4))]
+            inj.append(Injection(MULTICASTS[k].inputs[0], h.start + rng.randrange(40), packetize(
+                pkt, sent[(k, p)], phase=5, vc=VC.DP, flow=k, first_seq=p)[0]))
+    configs = [route(ports=ports, middle=M, flows=[f]).phases[0].config for f in MULTICASTS]
+    run = run_packet_switch(dut, configs=configs + [None], injections=inj, host=h, rng=rng,
+                            send_rate=0.5, drain_rate=0.5, drain_delay=2, check_order=False,
+                            max_cycles=5000, quiet=80)
+    board = TaggedScoreboard("Fred_3(5) multicasts", ordered=True)
+    for k, f in enumerate(MULTICASTS):
+        values = [v for p in range(6) for v in sent[(k, p)]]
+        for o in f.outputs:
+            for i, v in enumerate(values):
+                board.expect((o, k), i, v)
+    seen, cycles = {}, {}
+    for o in range(ports):
+        for c, v, _, tag in run.received[o]:
+            k = pkt.unpack_header(tag)["flow"]
+            seen[(o, k)] = seen.get((o, k), -1) + 1
+            board.observe((o, k), seen[(o, k)], v)
+            cycles.setdefault(k, {}).setdefault(o, []).append(c)
+    board.check()
+    assert run.flags["busy"] == 0 and run.flags["overflow"] == 0 and run.credit_errors == []
+    for k, f in enumerate(MULTICASTS):
+        assert len({tuple(cycles[k][o]) for o in f.outputs}) == 1, f"tree {k}'s outputs apart"
+    changes = []
+    for o in range(ports):
+        got = packets_at(run, o, pkt)
+        changes += [b[1] - a[2] - 1 for a, b in zip(got, got[1:]) if a[0] != b[0]]
+    assert min(changes) == reduction_latency("int32")
+

@@ -45,10 +45,11 @@ def test_four_controllers_stream_their_stripes_through_shared_trees_to_every_npu
     flits, each checked against its controller's memory and numbered per stripe; every
     controller reads its stripe at its memory's rate (done at 12 x 375/16 = 281.25 cycles,
     never waiting for credits); the run ends one packet's way through the fabric after that.
-    Measured 2026-11-27 20:25 UTC (Amaranth, this branch): 342 cycles, every controller done at
+    Measured 2026-11-27 20:25 UTC (Amaranth, s16-shared): 342 cycles, every controller done at
     282; the model of the same fabric (packet platform) 321.25 (1.065): the model's hop latency
     (22 cycles) against the last, short packet's way through two L1s and the L2, each
-    changing tree before it. About 9 s."""
+    changing tree before it; 333 (1.037) with the hand-over behind (s17-fbio, 23:49 UTC: a
+    change of tree costs 1 idle cycle instead of the switch's latency + 1). About 9 s."""
     from sysmodel.fabric_model import fabric_platform, model_cycles
     program = shared_io_program(SMALL, "io-broadcast", 48)
     out = _run(run_fabric_top, SMALL, program, 3000)
