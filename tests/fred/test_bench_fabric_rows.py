@@ -29,13 +29,14 @@ def asked(monkeypatch):
 
 
 @pytest.mark.parametrize("options, expected", [
-    (["--simulator", "lockstep"], [("cocotb", True), ("lockstep", False)]),
+    (["--simulator", "lockstep"], [("cocotb", True), ("lockstep", True)]),
     (["--packet-lockstep-pgo"], [("cocotb", True), ("lockstep", True)]),
+    (["--no-packet-lockstep-pgo"], [("cocotb", True), ("lockstep", False)]),
     (["--no-pgo", "--packet-lockstep-pgo"], [("cocotb", False), ("lockstep", False)]),
     (["--simulator", "cocotb"], [("cocotb", True)])])
 def test_the_packet_fabric_runs_as_one_model_and_on_the_lockstep_simulator(asked, capsys, options,
                                                                            expected):
-    # the lock-step row's build is plain unless asked for (--packet-lockstep-pgo)
+    # the lock-step row's build is profile-guided unless --no-packet-lockstep-pgo or --no-pgo
     assert main(["bench", "fabric", "--no-mesh", "--fabric", *options]) == 0
     assert asked == [("fred-d", s, pgo) for s, pgo in expected]
     out = capsys.readouterr().out
