@@ -30,7 +30,7 @@ from hdl.compiler.fabric_program import FabricProgram, default_phases, fabric_pr
 from hdl.contracts.npu_engine import engine_writes
 
 __all__ = ["FabricRun", "configuration_words", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
-           "default_cflags", "training_requests", "hardware_key", "judge_engines", "judge_loads",
+           "default_cflags", "training_requests", "hardware_key", "judge_engine", "judge_engines", "judge_loads",
            "TRAINING_FLITS"]
 
 TOP = "fred_fabric"
@@ -393,15 +393,26 @@ def judge_engines(spec: FabricSpec, program: FabricProgram,
         if not state["done"]:
             stuck.append(f"NPU {rank} (sent {state['sent']}/{regs['send_count']}, received "
                          f"{state['received']}/{regs['recv_count']})")
-        errors += _received_errors(program, rank, regs, state)
-        if state["sent"] != regs["send_count"]:
-            errors.append(f"NPU {rank}: sent {state['sent']} flits, programmed {regs['send_count']}")
-        if program.expected_hashes is not None and state["hash"] != program.expected_hashes[rank]:
-            errors.append(f"NPU {rank}: the hash of its {state['received']} received {spec.dtype} "
-                          f"flits is {state['hash']:#010x}, the golden model's (in the configured "
-                          f"addition order) {program.expected_hashes[rank]:#010x}")
+        lines, bad_hash = judge_engine(spec, program, rank, state)
+        errors += lines
+        if bad_hash:
             hash_bad.add(rank)
     return errors, stuck, hash_bad
+
+
+def judge_engine(spec: FabricSpec, program: FabricProgram, rank: int, state: dict) -> tuple[list[str], bool]:
+    """(errors, whether the received hash is wrong) of engine ``rank``'s registers ``state``
+    against what ``program`` had it do (:func:`judge_engines`, one engine)."""
+    regs = program.engines[rank]
+    errors = _received_errors(program, rank, regs, state)
+    if state["sent"] != regs["send_count"]:
+        errors.append(f"NPU {rank}: sent {state['sent']} flits, programmed {regs['send_count']}")
+    hash_bad = program.expected_hashes is not None and state["hash"] != program.expected_hashes[rank]
+    if hash_bad:
+        errors.append(f"NPU {rank}: the hash of its {state['received']} received {spec.dtype} "
+                      f"flits is {state['hash']:#010x}, the golden model's (in the configured "
+                      f"addition order) {program.expected_hashes[rank]:#010x}")
+    return errors, hash_bad
 
 
 def _received_errors(program: FabricProgram, rank: int, regs: dict, state: dict) -> list[str]:

@@ -10,7 +10,9 @@ tables (:mod:`cocotb_tests.iteration.packet_loading`: once for the whole iterati
 NPU's loader entries and trace, starting once, polling ``all_done`` and reading the counters.
 Judged: every trace finished, no engine saw a bad or extra flit in any run (``run_errors``),
 no packet out of sequence (``seq_errors``, over the whole trace), no credit or overflow error
-at an NPU or a switch, and the last collective's counters as a fabric run's.
+at an NPU or a switch, and each NPU's engine counters against the collective they belong to
+(:func:`judge_packet_npus`: the last one for a finished trace, the one it stalled in for a
+stalled one, named with its counts; every error listed).
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from pathlib import Path
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
-from hdl.contracts.trace_program import NpuTrace, loader_writes, trace_writes
+from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes, trace_writes
 
 from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished,
                   node_depth, run_error_lines)
 
-__all__ = ["run_packet_iteration", "packet_iteration_verilog"]
+__all__ = ["run_packet_iteration", "packet_iteration_verilog", "judge_packet_npus", "held_collective"]
 
 _VERILOG: dict = {}
 
@@ -42,6 +44,45 @@ def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online
         _VERILOG[key] = to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online),
                                    name=PACKET_TOP)
     return _VERILOG[key]
+
+
+def held_collective(trace: NpuTrace, nodes_done: int, started: bool) -> int:
+    """The index (in file order, from 0) of the collective node whose counters an NPU's engine
+    holds with ``nodes_done`` nodes of ``trace`` finished: the node it is in if that is a
+    collective whose run has ``started``, else the last collective before it (the last one
+    once the trace is done); -1 before its first collective."""
+    return sum(1 for w in trace.words[:nodes_done + (1 if started else 0)] if w & COLLECTIVE_BIT) - 1
+
+
+def judge_packet_npus(spec: FabricSpec, traces: dict, programs: list, engines: list) -> tuple[list[str], list[str]]:
+    """(the NPUs whose trace did not finish, errors) of a packet iteration's read registers
+    ``engines`` (per rank). Each NPU is judged against the collective its engine's counters
+    belong to (:func:`held_collective`; ``programs`` per collective node): a stalled NPU is
+    named with its node, that collective (its trace node) and its sent and received counts
+    against that collective's, and its bad flits, if any, counted in that collective."""
+    from cocotb_tests.fabric.run import judge_engine
+    stuck, errors = [], []
+    for rank, e in enumerate(engines):
+        if rank not in traces:
+            continue
+        trace = traces[rank]
+        node, k = e["nodes_done"], held_collective(trace, e["nodes_done"], e["run_started"])
+        finished = node >= len(trace.words)
+        if not finished and not e["run_started"]:     # the node was not started: nothing to count
+            stuck.append(f"NPU {rank} at node {node}/{len(trace.words)} (trace node {trace.node_ids[node]} "
+                         f"{trace.names[node]}), its run not started (its program or the barrier)")
+        if k < 0:
+            continue
+        program = programs[k]
+        if not finished and e["run_started"]:
+            regs = program.engines[rank]
+            stuck.append(f"NPU {rank} at node {node}/{len(trace.words)} (collective {k + 1} of "
+                         f"{len(programs)}, trace node {trace.node_ids[node]} {trace.names[node]}): sent "
+                         f"{e['sent']}/{regs['send_count']}, received {e['received']}/{regs['recv_count']} "
+                         f"from {program.contributors[rank] or 'no sender'}")
+        lines, _ = judge_engine(spec, program, rank, e)
+        errors += [f"{line} (collective {k + 1})" for line in lines]
+    return stuck, errors
 
 
 def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, traces: dict, depth: int,
@@ -70,7 +111,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     ``PLAIN_CFLAGS`` (-O1). Repeated collectives (the node's repeat) rerun the engine with the
     same program and headers."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
-    from cocotb_tests.fabric.run import PORTS, judge_engines, poll_cycles
+    from cocotb_tests.fabric.run import PORTS, poll_cycles
     from cocotb_tests.runner import run_bench
     from eda.fabric.build import build_top_public_only
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
@@ -100,15 +141,13 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     metrics = bench_metrics(result, "packet iteration")
     after = metrics["after"]
     engines = after["engines"]
-    stuck = [f"NPU {r} (node {e['nodes_done']}/{len(traces[r].words)})"
-             for r, e in enumerate(engines) if r in traces and not e["done"]]
-    errors, _, _ = judge_engines(spec, programs[-1], engines)
+    stuck, errors = judge_packet_npus(spec, traces, programs, engines)
     errors += run_error_lines(engines)
     errors += [f"NPU {r}: {e['seq_errors']} packet(s) out of sequence" for r, e in enumerate(engines) if e["seq_errors"]]
     errors += [f"NPU {r}: a credit error or a receive overflow" for r, e in enumerate(engines) if e["link_errors"]]
     errors += [f"{programs[-1].switch_name(s)}: flags {sw['flags']:#x} (bad_header, overflow, credit_error, "
                f"uplink overflow)" for s, sw in enumerate(after["switches"]) if sw["flags"]]
-    check_finished(f"packet fabric {spec.name}", metrics, stuck, errors)
+    check_finished(f"packet fabric {spec.name}", metrics, stuck, errors, shown=None)
     run = iteration_run(f"{spec.name}-packet", traces, metrics, errors, build_s, depth, built)
     run.load_stall = {r: e["load_stall"] for r, e in enumerate(engines) if r in traces}
     return run

@@ -271,13 +271,16 @@ def run_error_lines(units) -> list[str]:
             for r, u in enumerate(units) if u["run_errors"]]
 
 
-def check_finished(label: str, metrics: dict, stuck: list[str], errors: list[str]) -> None:
+def check_finished(label: str, metrics: dict, stuck: list[str], errors: list[str], *, shown: int | None = 5) -> None:
     """FredError, naming ``label``, the watchdog's cycle, what did not finish (``stuck``) and
-    the first ``errors``, when the run stalled or a trace did not finish."""
+    the first ``shown`` ``errors`` (None: all; their number when some are left out), when the
+    run stalled or a trace did not finish."""
     if metrics["stalled"] or stuck:
+        listed = errors if shown is None else errors[:shown]
+        more = f" (the first {len(listed)} of {len(errors)})" if len(listed) < len(errors) else ""
         raise FredError(f"{label}: the iteration stalled (watchdog after "
                         f"{metrics['elapsed_cycles']} cycles); not finished: {', '.join(stuck) or 'none'}"
-                        + (f"; also: {'; '.join(errors[:5])}" if errors else ""))
+                        + (f"; also{more}: {'; '.join(listed)}" if errors else ""))
 
 
 def iteration_run(fabric: str, traces: dict, metrics: dict, errors: list, build_s: float, depth: int,

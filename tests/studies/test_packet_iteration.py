@@ -117,3 +117,42 @@ def test_a_switch_keeps_its_phase_selected_for_the_next_collective_of_the_same_s
     assert all(len(s) == 1 for s in spans.values())        # every NPU starts and ends together
     first, again, _, after_other = (spans[k].pop() for k in (1, 3, 5, 7))
     assert again < after_other < first
+
+
+def test_a_stalled_npu_is_judged_against_the_collective_it_is_in():
+    """Pure: the stall message's judgement (``judge_packet_npus``, issue 32): MP then DP on the
+    4-NPU packet Fred-A, NPU 0 stalled in the MP run (node 1) with 3 bad flits, NPU 1 waiting
+    at the DP node (its run not started: its counters are the MP run's, all good), NPUs 2
+    and 3 finished (judged against the DP run, the last). Every NPU against its own
+    collective's counts, all errors listed, each naming its collective."""
+    from cocotb_tests.iteration.packet_run import held_collective, judge_packet_npus
+    spec = fabric_spec("fred-a", **SMALL)
+    mp = (FabricCollective("all-reduce", (0, 1)), FabricCollective("all-reduce", (2, 3)))
+    dp = (FabricCollective("all-reduce", (0, 2)), FabricCollective("all-reduce", (1, 3)))
+    from hdl.compiler.fabric_program import fabric_program
+    programs = [fabric_program(spec, FabricRequest("all-reduce", groups, flits, label), algorithm="ring")
+                for groups, flits, label in ((mp, 32, "mp"), (dp, 16, "dp"))]
+    words = [10, COLLECTIVE_BIT, 5, COLLECTIVE_BIT, 3]
+    traces = {r: replace(_trace(r, words), collective=1, collectives=(1, 3)) for r in range(4)}
+    assert [held_collective(traces[0], n, s) for n, s in ((0, False), (1, False), (1, True), (2, False),
+                                                           (3, False), (3, True), (5, False))] == [-1, -1, 0, 0, 0, 1, 1]
+    mp0, dp = programs[0].engines, programs[1].engines
+
+    def state(regs, **kw):
+        base = dict(sent=regs["send_count"], received=regs["recv_count"], errors=0, extra=0, first_error=0,
+                    hash=0, done=0, run_started=0, nodes_done=5)
+        base.update(kw)
+        return base
+
+    engines = [state(mp0[0], sent=20, received=17, errors=3, first_error=9, nodes_done=1, run_started=1),
+               state(mp0[1], nodes_done=3), state(dp[2], done=1), state(dp[3], done=1)]
+    stuck, errors = judge_packet_npus(spec, traces, programs, engines)
+    assert stuck == [f"NPU 0 at node 1/5 (collective 1 of 2, trace node 1 n1): sent 20/{mp0[0]['send_count']}, "
+                     f"received 17/{mp0[0]['recv_count']} from {programs[0].contributors[0]}",
+                     "NPU 1 at node 3/5 (trace node 3 n3), its run not started (its program or the barrier)"]
+    assert len(errors) == 2 and all(e.startswith("NPU 0: ") and e.endswith("(collective 1)") for e in errors)
+    assert "3 bad flit(s) (first at flit 8" in errors[0]
+    # NPU 2 finished but received one flit short of the DP run's count: named against it
+    engines[2] = state(dp[2], done=1, received=dp[2]["recv_count"] - 1)
+    _, errors = judge_packet_npus(spec, traces, programs, engines)
+    assert errors[-1] == f"NPU 2: received {dp[2]['recv_count'] - 1} flits, expected {dp[2]['recv_count']} (collective 2)"

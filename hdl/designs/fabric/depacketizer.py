@@ -41,9 +41,16 @@ class Depacketizer(wiring.Component):
     packet's end, and ``seq_errors`` stays 0. ``headers="flow"``: the same with the header's
     ``flow`` in place of ``stripe`` (Fred-B's shared stored flows, where a packet's flow id is
     its stripe: docs/fabric_rtl.md, "Fred-B/D, the shared stored flows").
+
+    ``with_seq`` (default False): a member ``o_seq`` (Out(``seq_bits``)) beside ``o``: the
+    packet number of the flit ``o`` offers, for a receiver that takes each collective's
+    packets only while it runs that collective (:class:`~hdl.designs.iteration.PacketTraceNpu`,
+    docs/fabric_iteration.md, "Collectives kept apart at a packet NPU"); off, the module is
+    built as before.
     """
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, headers: bool | str = False):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, headers: bool | str = False,
+                 with_seq: bool = False):
         if headers not in (False, True, "stripe", "flow"):
             raise FredError(f"a depacketizer's headers is False, True (the stripe field) or 'flow', got {headers!r}")
         self.flit, self.packet, self.depth, self.headers = flit, packet, depth, bool(headers)
@@ -54,6 +61,7 @@ class Depacketizer(wiring.Component):
             raise FredError(f"a depacketizer with headers needs a tag of {packet.seq_bits + self.key_bits} "
                             f"bits (seq and {self.key}), got {flit.tag_width}")
         self.link_flit = FlitFormat(dtype=flit.dtype, lanes=flit.lanes, tag_width=packet.header_width)
+        self.with_seq = bool(with_seq)
         super().__init__({
             "i": In(link_signature(flit_layout(self.link_flit))),
             "credit": Out(2).array(len(DATA_VCS)),
@@ -62,6 +70,7 @@ class Depacketizer(wiring.Component):
             "last_seq": In(packet.seq_bits),
             "seq_errors": Out(16),
             "overflow": Out(1),
+            **({"o_seq": Out(packet.seq_bits)} if self.with_seq else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -105,6 +114,8 @@ class Depacketizer(wiring.Component):
         ]
         if self.headers:
             m.d.comb += self.o.payload.tag.eq(r[data_width + 3:])
+        if self.with_seq:
+            m.d.comb += self.o_seq.eq(r_seq)
         for v in range(len(DATA_VCS)):
             m.d.comb += self.credit[v].eq(pop & (r_vc == v))
         return m

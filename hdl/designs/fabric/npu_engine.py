@@ -294,7 +294,7 @@ class NpuEngine(wiring.Component):
         return m
 
 
-def connect_rx_between_collectives(m, source, engine: NpuEngine, running, trace_done) -> None:
+def connect_rx_between_collectives(m, source, engine: NpuEngine, running, trace_done, current=None) -> None:
     """Connect the stream ``source`` to ``engine.rx`` for an NPU that runs several collectives
     in turn (an iteration trace). ``running``: the trace sequencer has started the engine on a
     collective and not yet seen it done (:attr:`TraceSequencer.engine_running`);
@@ -310,8 +310,15 @@ def connect_rx_between_collectives(m, source, engine: NpuEngine, running, trace_
     next one has another size; and in the engine's ``start`` cycle a taken flit is counted
     nowhere. Once the trace is done the engine takes flits again, so a flit too many is still
     counted as an extra, never left waiting unseen. ``valid`` is gated by state only, never by
-    ``ready``."""
-    hold = ~(running & ~engine.done) & ~trace_done
+    ``ready``.
+
+    ``current`` (default None: every flit): high when the flit ``source`` offers belongs to
+    the collective the engine runs (the packet fabric's packet numbers,
+    :class:`~hdl.designs.iteration.PacketTraceNpu`); a flit of another collective then waits
+    at ``source`` too, while the engine runs, received its count, or still sends -- it is
+    never taken as this collective's data or extra."""
+    taking = running & ~engine.done if current is None else running & ~engine.done & current
+    hold = ~taking & ~trace_done
     m.d.comb += [engine.rx.payload.eq(source.payload),
                  engine.rx.valid.eq(source.valid & ~hold),
                  source.ready.eq(engine.rx.ready & ~hold)]

@@ -9,10 +9,10 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.mesh import MESH_VCS, MeshFabricSpec
 from hdl.designs.fabric.fabric_top import FabricTop
-from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
 from .loading_sequencer import LoadingTraceSequencer
+from .packet_iteration_top import PacketIterationTop
 from .packet_trace_npu import PacketTraceNpu
 from .rerun_phase_sequencer import RerunPhaseSequencer
 from .trace_npu import TraceNpu
@@ -35,17 +35,20 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None =
                      sequencer=partial(RerunPhaseSequencer, programs=switch_programs))
 
 
-def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False) -> PacketFabricTop:
-    """:class:`PacketFabricTop` of ``spec`` with a :class:`PacketTraceNpu` of ``depth`` trace nodes
-    and ``programs`` program-loader entries at every NPU port: the same packet switches (header
+def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False) -> PacketIterationTop:
+    """:class:`PacketIterationTop` (a ``PacketFabricTop``) of ``spec`` with a :class:`PacketTraceNpu`
+    of ``depth`` trace nodes and ``programs`` program-loader entries at every NPU port: the
+    same packet switches (header
     mode; ``online``: endpoint algorithms' unicasts routed online), links, harness ports and
     cycle counter (``cycles`` ends when every NPU's trace is done). The switches need nothing
     per collective: the phases of every collective sit side by side in their slots, loaded
     once, and each NPU's headers select them. On a fabric with I/O controllers every NPU
     paces its writes into a controller (:class:`PacketTraceNpu`'s ``io_rate``, the fabric's
-    controllers' rate; as :class:`PacketFabricTop`'s own NPUs)."""
+    controllers' rate; as :class:`PacketFabricTop`'s own NPUs). A barrier per collective run
+    (:class:`~.collective_barrier.CollectiveBarrier`): no NPU starts a run before every NPU
+    has finished the run before."""
     io_rate = spec.io_rate if spec.io_controllers else None
-    return PacketFabricTop(spec, online=online, npu=partial(PacketTraceNpu, nodes=depth, programs=programs,
+    return PacketIterationTop(spec, online=online, npu=partial(PacketTraceNpu, nodes=depth, programs=programs,
                                                             io_rate=io_rate))
 
 

@@ -33,21 +33,27 @@ class LoadingTraceSequencer(TraceSequencer):
     written: with the compute before it longer than its entries, in its first cycle, as the
     one-program sequencer; every cycle it waits is counted in ``load_stall``. Each repeat:
     the start cycle, the engines' run, the cycle their done is seen.
+
+    ``barrier`` (default False): a member ``may_start`` (In): a run (each repeat too) starts
+    only in a cycle it is high, e.g. once every NPU has finished the run before
+    (:class:`~.collective_barrier.CollectiveBarrier`); the cycles it waits for it are not
+    counted in ``load_stall``. Off, the module is built as before.
     """
 
     read_names = TRACE_READ + LOADER_READ
 
-    def __init__(self, *, depth: int, programs: int, lanes: int):
+    def __init__(self, *, depth: int, programs: int, lanes: int, barrier: bool = False):
         if isinstance(programs, bool) or not isinstance(programs, int) or not 1 <= programs <= 1 << 16:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"program memory must be an integer in 1..65536 entries, got {programs!r}")
-        self.programs, self.lanes = programs, lanes
+        self.programs, self.lanes, self.barrier = programs, lanes, bool(barrier)
         super().__init__(depth=depth)
 
     def _extra_members(self) -> dict:
         lanes = self.lanes
         return {"lane_we": Out(lanes), "lane_waddr": Out(6 * lanes), "lane_wdata": Out(32 * lanes),
-                "engine_errors": In(32), "load_stall": Out(32), "run_errors": Out(32)}
+                "engine_errors": In(32), "load_stall": Out(32), "run_errors": Out(32),
+                **({"may_start": In(1)} if self.barrier else {})}
 
     def _collective(self, m, running, collective, count, word):
         active = running & collective
@@ -60,12 +66,13 @@ class LoadingTraceSequencer(TraceSequencer):
         waiting = active & ~started
         seen = active & started & self.engine_done
         last = runs + 1 >= repeat
-        m.d.comb += [loader.release.eq(waiting), self.engine_start.eq(waiting & loader.loaded),
+        go = loader.loaded & self.may_start if self.barrier else loader.loaded
+        m.d.comb += [loader.release.eq(waiting), self.engine_start.eq(waiting & go),
                      self.engine_running.eq(active & started), loader.go.eq(seen & last)]
         with m.If(self.start):
             m.d.sync += [runs.eq(0), started.eq(0), self.load_stall.eq(0), self.run_errors.eq(0)]
         with m.Else():
-            with m.If(waiting & loader.loaded):
+            with m.If(waiting & go):
                 m.d.sync += started.eq(1)
             with m.Elif(seen):
                 m.d.sync += [started.eq(0), runs.eq(Mux(last, 0, runs + 1)),

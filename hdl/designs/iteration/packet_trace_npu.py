@@ -52,25 +52,37 @@ class PacketTraceNpu(wiring.Component):
 
     Members: ``o`` / ``credit_in`` (to the L1 input, its credits back), ``i`` /
     ``credit_out`` (from the L1 output, credits to it), ``start`` (starts the trace and numbers
-    the next packet sent and expected 0), ``we`` / ``waddr`` / ``wdata`` (the program port:
+    the next packet sent and expected 0), ``may_start`` (In, default 1: a run may start; the
+    packet iteration top's :class:`~.collective_barrier.CollectiveBarrier` drives it),
+    ``run_over`` (Out: a run ends this cycle), ``we`` / ``waddr`` / ``wdata`` (the program port:
     below ``len(ENGINE_REGS)`` the engine, then the header registers, else the sequencer and
     its loader), ``done`` (every node of the trace finished) and the read registers
     :attr:`read_names`: the engine's (``done`` the trace's), the depacketizer's
     ``seq_errors`` (packets out of sequence over the whole trace), ``link_errors`` (sticky:
-    a credit error or a receive overflow), the sequencer's and its loader's.
+    a credit error or a receive overflow), ``run_started`` (the current collective node's run
+    has started, not yet seen done: the engine's counters are its run's; low at a collective
+    node, the NPU waits for its program or the barrier and the counters are the run's before),
+    the sequencer's and its loader's.
 
     Packet numbers run on across collectives (the packetizer and depacketizer start with the
     trace only): every NPU of these iterations takes part in every collective with the same
     packet count, so a reduction's operands carry equal numbers at every switch and the
     switches' drain rule and start gate (which compare numbers of one flow) see a rising
     sequence, as in one long run; the depacketizer marks a run's end on packet ``base +
-    packets - 1``, ``base`` the packets of the runs before. Flits of the next collective wait
-    in the receive buffer until the engine starts on it (``connect_rx_between_collectives``).
+    packets - 1``, ``base`` the packets of the runs before. The engine takes a flit only while
+    it runs and is not done, and only if its packet number is the run's (``base`` ..
+    ``base + packets - 1``): a flit of a later run waits at the head of the receive buffer
+    until the engine starts on it -- never added to this run's data, never counted as its
+    extra (``connect_rx_between_collectives``'s ``current``). That gate cannot sort packets of
+    two runs that arrive interleaved (the buffer is one FIFO: this run's packets behind a later
+    one's would wait for ever), so the fabric must not interleave them: the packet iteration
+    top's barrier makes every NPU start a run only once every NPU has finished the run before
+    (docs/fabric_iteration.md, "Collectives kept apart at a packet NPU").
     Latency: the packetizer's 0 and the depacketizer's 1 cycle, as on the fabric's NPU; the
     sequencer's start and done cycles per run (:class:`LoadingTraceSequencer`).
     """
 
-    read_names = ENGINE_READ + ("seq_errors", "link_errors") + LoadingTraceSequencer.read_names
+    read_names = ENGINE_READ + ("seq_errors", "link_errors", "run_started") + LoadingTraceSequencer.read_names
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, nodes: int, programs: int,
                  buffer: int = NPU_BUFFER, io_rate=None):
@@ -83,8 +95,9 @@ class PacketTraceNpu(wiring.Component):
         super().__init__({
             **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32), "done": Out(1),
+            "may_start": In(1, init=1), "run_over": Out(1),
             **{name: Out(32) for name in ("sent", "received", "errors", "extra", "first_error", "hash")},
-            "seq_errors": Out(16), "link_errors": Out(1),
+            "seq_errors": Out(16), "link_errors": Out(1), "run_started": Out(1),
             **{name: Out(32) for name in LoadingTraceSequencer.read_names},
         })
 
@@ -92,11 +105,11 @@ class PacketTraceNpu(wiring.Component):
         m = Module()
         engine = m.submodules.engine = NpuEngine(self.flit, buffer=self.buffer)
         tx = m.submodules.tx = Packetizer(flit=self.flit, packet=self.packet, depth=self.depth)
-        rx = m.submodules.rx = Depacketizer(flit=self.flit, packet=self.packet, depth=self.depth)
-        seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1)
+        rx = m.submodules.rx = Depacketizer(flit=self.flit, packet=self.packet, depth=self.depth, with_seq=True)
+        seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1,
+                                                             barrier=True)
         pacer_idle, pace = self._pacer(m, engine, tx, seq)
         run_done = engine.done if pacer_idle is None else engine.done & pacer_idle
-        connect_rx_between_collectives(m, rx.o, engine, seq.engine_running, seq.done)
         m.d.comb += [self.o.valid.eq(tx.o.valid), self.o.payload.eq(tx.o.payload),
                      rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload)]
         for v in range(len(DATA_VCS)):
@@ -122,11 +135,18 @@ class PacketTraceNpu(wiring.Component):
                      tx.phase.eq(header["phase"]), tx.vc.eq(header["vc"]), tx.flow.eq(header["flow"])]
         # the run's last packet: the packets of the runs before (``base``) plus this run's
         base = Signal(self.packet.seq_bits)
+        run_over = seq.engine_running & run_done        # the cycle a run's done is seen
         with m.If(self.start):
             m.d.sync += base.eq(0)
-        with m.Elif(seq.engine_running & run_done):     # the cycle a run's done is seen
+        with m.Elif(run_over):
             m.d.sync += base.eq(base + header["packets"])
-        m.d.comb += [rx.last_seq.eq(base + header["packets"] - 1),
+        # the flit at the receive buffer's head is this run's: its packet number in base ..
+        # base + packets - 1, modulo the sequence field (the numbers run on over the trace)
+        current = (rx.o_seq - base)[:self.packet.seq_bits] < header["packets"]
+        connect_rx_between_collectives(m, rx.o, engine, seq.engine_running, seq.done, current=current)
+        m.d.comb += [seq.may_start.eq(self.may_start), self.run_over.eq(run_over),
+                     self.run_started.eq(seq.engine_running),
+                     rx.last_seq.eq(base + header["packets"] - 1),
                      self.done.eq(seq.done), self.seq_errors.eq(rx.seq_errors),
                      self.link_errors.eq(tx.credit_error | rx.overflow),
                      *(getattr(self, n).eq(getattr(engine, n))

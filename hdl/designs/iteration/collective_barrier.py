@@ -1,0 +1,53 @@
+"""``CollectiveBarrier``: no NPU of the packet fabric's iteration starts a collective until every
+NPU has finished the one before (docs/fabric_iteration.md, "Collectives kept apart at a packet
+NPU")."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.contracts.errors import FredError
+
+from .wafer_collective import all_of
+
+__all__ = ["CollectiveBarrier"]
+
+
+class CollectiveBarrier(wiring.Component):
+    """A barrier between consecutive collective runs of ``npus`` NPUs that run the same
+    collectives in the same order (each repeat a run of its own).
+
+    Members: ``start`` (In: the trace's start; nobody has finished a run), ``run_over`` (In,
+    bit r: NPU r's run ends this cycle), ``trace_done`` (In, bit r: NPU r's trace is over --
+    it runs nothing more, so it holds nobody back), ``may_start`` (Out, bit r: NPU r may start
+    its next run).
+
+    NPU r's bit ``finished[r]`` is set by its run's end; once every NPU has finished (or ended
+    its trace), the bits clear together and every NPU may start its next run. An NPU that has
+    finished run k thus starts run k + 1 only after every NPU has finished run k, so no NPU
+    ever sends a packet of run k + 1 before every receiver has taken all of run k's; an NPU can
+    never be two runs ahead, so one bit per NPU counts it. Latency: one cycle from the last
+    NPU's run end to ``may_start`` (the clear); between a compute node and the run, nothing
+    (``may_start`` is high while the NPU has not finished a run the others have not).
+    """
+
+    def __init__(self, npus: int):
+        if isinstance(npus, bool) or not isinstance(npus, int) or npus < 1:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(f"a collective barrier joins at least 1 NPU, got {npus!r}")
+        self.npus = npus
+        super().__init__({"start": In(1), "run_over": In(npus), "trace_done": In(npus), "may_start": Out(npus)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        finished = Signal(self.npus)
+        ended = finished | self.run_over | self.trace_done
+        everyone = all_of(ended[r] for r in range(self.npus))
+        with m.If(self.start | everyone):
+            m.d.sync += finished.eq(0)
+        with m.Else():
+            m.d.sync += finished.eq(finished | self.run_over)
+        m.d.comb += self.may_start.eq(~finished)
+        return m
