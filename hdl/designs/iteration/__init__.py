@@ -4,6 +4,7 @@ sequencer, the NPU that pairs it with the fabric's engine, and the fabric top bu
 from .collective_barrier import CollectiveBarrier
 from .iteration_top import iteration_fabric_top, iteration_mesh_top, iteration_packet_top
 from .loading_sequencer import LoadingTraceSequencer
+from .mesh_iteration_top import MeshIterationTop
 from .packet_io_iteration_top import PacketIoIterationTop
 from .packet_iteration_top import PacketIterationTop
 from .packet_trace_npu import PacketTraceNpu
@@ -15,5 +16,5 @@ from .trace_sequencer import TraceSequencer
 from .traced_io_controller import TracedIoController
 from .wafer_collective import WaferCollective
 
-__all__ = ["CollectiveBarrier", "LoadingTraceSequencer", "PacketIterationTop", "PacketIoIterationTop", "PacketTraceNpu", "StripeTraceNpu", "TracedIoController", "WaferCollective", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
+__all__ = ["CollectiveBarrier", "LoadingTraceSequencer", "MeshIterationTop", "PacketIterationTop", "PacketIoIterationTop", "PacketTraceNpu", "StripeTraceNpu", "TracedIoController", "WaferCollective", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
            "iteration_packet_top"]

@@ -4,7 +4,7 @@ NPU")."""
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,7 +12,7 @@ from hdl.contracts.errors import FredError
 
 from .wafer_collective import all_of
 
-__all__ = ["CollectiveBarrier"]
+__all__ = ["CollectiveBarrier", "add_collective_barrier"]
 
 
 class CollectiveBarrier(wiring.Component):
@@ -51,3 +51,17 @@ class CollectiveBarrier(wiring.Component):
             m.d.sync += finished.eq(finished | self.run_over)
         m.d.comb += self.may_start.eq(~finished)
         return m
+
+
+def add_collective_barrier(m: Module, start, units) -> None:
+    """Build a :class:`CollectiveBarrier` into ``m`` between ``units``: per NPU
+    ``(run_over, trace_done, may_start)`` (its run ends this cycle, its trace is over, the
+    barrier's answer to drive), ``start`` the trace's start. Nothing for no units."""
+    units = list(units)
+    if not units:
+        return
+    barrier = m.submodules.collective_barrier = CollectiveBarrier(len(units))
+    m.d.comb += [barrier.start.eq(start), barrier.run_over.eq(Cat(u[0] for u in units)),
+                 barrier.trace_done.eq(Cat(u[1] for u in units))]
+    for r, (_, _, may_start) in enumerate(units):
+        m.d.comb += may_start.eq(barrier.may_start[r])

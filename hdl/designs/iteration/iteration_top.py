@@ -9,9 +9,9 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.mesh import MESH_VCS, MeshFabricSpec
 from hdl.designs.fabric.fabric_top import FabricTop
-from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
 from .loading_sequencer import LoadingTraceSequencer
+from .mesh_iteration_top import MeshIterationTop
 from .packet_iteration_top import PacketIterationTop
 from .packet_trace_npu import PacketTraceNpu
 from .rerun_phase_sequencer import RerunPhaseSequencer
@@ -52,12 +52,14 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
                                                             io_rate=io_rate))
 
 
-def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshFabricTop:
-    """:class:`MeshFabricTop` of ``spec`` with a :class:`LoadingTraceSequencer` of ``depth`` trace
+def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshIterationTop:
+    """:class:`MeshIterationTop` (a ``MeshFabricTop``) of ``spec`` with a :class:`LoadingTraceSequencer` of ``depth`` trace
     nodes and ``programs`` program entries per NPU, starting its two engines (chunk 0 on VC 0,
     chunk 1 on VC 1; a collective node ends when both are done) and writing their programs
     (lane = chunk); its registers and node times at unit
     :func:`hdl.designs.mesh.mesh_fabric_top.sequencer_unit`. Routers, wires, engine ports and
-    the cycle counter are the mesh fabric's."""
-    return MeshFabricTop(spec, sequencer=partial(LoadingTraceSequencer, depth=depth, programs=programs,
-                                                 lanes=MESH_VCS))
+    the cycle counter are the mesh fabric's. A barrier per collective run
+    (:class:`~.collective_barrier.CollectiveBarrier`): no NPU starts a run before every NPU
+    has finished the run before."""
+    return MeshIterationTop(spec, sequencer=partial(LoadingTraceSequencer, depth=depth, programs=programs,
+                                                    lanes=MESH_VCS, barrier=True))

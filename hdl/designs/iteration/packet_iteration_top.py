@@ -4,12 +4,12 @@ at a packet NPU")."""
 
 from __future__ import annotations
 
-from amaranth import Cat, Module
+from amaranth import Module
 
 from hdl.contracts.errors import FredError
 from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 
-from .collective_barrier import CollectiveBarrier
+from .collective_barrier import add_collective_barrier
 
 __all__ = ["PacketIterationTop"]
 
@@ -40,10 +40,4 @@ class PacketIterationTop(PacketFabricTop):
 
     def coordinate(self, m: Module, components: dict) -> None:
         npus = [components[r] for r in sorted(components) if r < self.spec.npus]
-        if not npus:
-            return
-        barrier = m.submodules.collective_barrier = CollectiveBarrier(len(npus))
-        m.d.comb += [barrier.start.eq(npus[0].start), barrier.run_over.eq(Cat(x.run_over for x in npus)),
-                     barrier.trace_done.eq(Cat(x.done for x in npus))]
-        for r, x in enumerate(npus):
-            m.d.comb += x.may_start.eq(barrier.may_start[r])
+        add_collective_barrier(m, npus[0].start if npus else 0, [(x.run_over, x.done, x.may_start) for x in npus])

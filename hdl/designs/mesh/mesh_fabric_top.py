@@ -125,14 +125,15 @@ class MeshFabricTop(wiring.Component):
         else:
             routers, errors = add_mesh(m, spec, partition=self.partition, part=self.part,
                                        cut=cut_slices(self, self.cut_fields()))
-        engines, sequencers = {}, {}
+        engines, sequencers, ranked = {}, {}, {}
         for rank in range(spec.npus):
             if not self._mine(rank):
                 continue
             router = routers[spec.position(rank)]
             engine_start, seq = start, None
             if self.sequencer is not None:
-                seq = sequencers[sequencer_unit(spec, rank)] = m.submodules[f"seq_{rank}"] = self.sequencer()
+                seq = sequencers[sequencer_unit(spec, rank)] = ranked[rank] = m.submodules[f"seq_{rank}"] = \
+                    self.sequencer()
                 m.d.comb += [seq.start.eq(start), seq.we.eq(prog_we & (prog_unit == sequencer_unit(spec, rank))),
                              seq.waddr.eq(prog_reg), seq.wdata.eq(prog_data)]
                 engine_start = seq.engine_start
@@ -173,8 +174,14 @@ class MeshFabricTop(wiring.Component):
                 m.d.comb += seq.engine_done.eq(pair[0].done & pair[1].done)
                 if hasattr(seq, "engine_errors"):
                     m.d.comb += seq.engine_errors.eq(sum(e.errors + e.extra for e in pair))
+        self.coordinate(m, ranked)
         self._counters(m, engines, sequencers, errors, start, rd_unit, rd_reg)
         return m
+
+    def coordinate(self, m: Module, sequencers: dict) -> None:
+        """Logic between the NPUs' sequencers (``{rank: sequencer}``), e.g. the iteration's
+        barrier per collective run (``hdl.designs.iteration.MeshIterationTop``); none here."""
+        return None
 
     def _counters(self, m, engines, sequencers, errors, start, rd_unit, rd_reg):
         all_done, running, protocol_error = Signal(), Signal(), Signal()

@@ -25,10 +25,11 @@ GROUP = [list(range(SPEC.npus))]
 WORDS = [None, COLLECTIVE_BIT | 2, 30, COLLECTIVE_BIT, 5]
 
 
-def _traces():
+def _traces(first=lambda r: 40 + 9 * r, rest=WORDS[1:]):
+    """Rank r's trace: compute ``first(r)`` cycles, then the nodes ``rest``."""
     traces = {}
     for r in range(SPEC.npus):
-        words = tuple([40 + 9 * r] + WORDS[1:])
+        words = tuple([first(r)] + list(rest))
         traces[r] = NpuTrace(rank=r, words=words, node_ids=tuple(range(len(words))),
                              names=tuple(map(str, range(len(words)))),
                              categories=tuple("mp" if w & COLLECTIVE_BIT else "compute" for w in words),
@@ -36,9 +37,9 @@ def _traces():
     return traces
 
 
-def _run(run_fabric_top, programs):
+def _run(run_fabric_top, programs, traces=None):
     from hdl.designs.iteration import iteration_mesh_top
-    traces = _traces()
+    traces = _traces() if traces is None else traces
     entries = mesh_loader_entries(SPEC, programs)
     writes = []
     for rank, trace in traces.items():
@@ -52,7 +53,7 @@ def _run(run_fabric_top, programs):
             unit = sequencer_unit(SPEC, rank)
             npu = {n: await read(unit, i) for i, n in enumerate(READ)}
             npu["times"] = []
-            for node in range(len(WORDS)):
+            for node in range(len(trace.words)):
                 await write(unit, TRACE_READ_ADDR, node)
                 npu["times"].append((await read(unit, READ.index("node_start")),
                                      await read(unit, READ.index("node_end"))))
@@ -109,3 +110,23 @@ def test_a_wrong_sum_in_the_second_collective_is_reported(run_fabric_top):
     out, _ = _run(run_fabric_top, [programs[0], wrong])
     assert out["npus"][1]["run_errors"] > 0
     assert [n["run_errors"] for r, n in enumerate(out["npus"]) if r != 1] == [0, 0, 0]
+
+
+def test_a_neighbour_that_runs_ahead_never_puts_its_next_collective_into_the_current_one(run_fabric_top):
+    """The packet fabric's MP2-DP2 reproduction (test_packet_iteration_separation_sim.py) on the
+    2 x 2 mesh: ring all-reduces MP (0, 1), (2, 3) of 32 flits, then DP (0, 2), (1, 3) of 16,
+    NPU 0 computing 200 cycles before MP (the others 10): NPUs 2 and 3 finish MP and send their
+    DP flits into the MP collective of 0 and 1 -- on main's mesh (2026-11-28 03:11 UTC): the
+    iteration ended "done" in 395 cycles with 16, 16, 8, 8 bad or extra flits at NPUs 0-3 (with
+    NPU 0 at 10 cycles: 244 cycles, every flit good). With the barrier per collective run
+    (``MeshIterationTop``) every flit of both runs is good and every NPU's DP run ends after
+    the last MP run's end."""
+    programs = [mesh_program(SPEC, [[0, 1], [2, 3]], 32, algorithm="ring"),
+                mesh_program(SPEC, [[0, 2], [1, 3]], 16, algorithm="ring")]
+    traces = _traces(lambda r: 200 if r == 0 else 10, [COLLECTIVE_BIT, 5, COLLECTIVE_BIT, 3])
+    out, _ = _run(run_fabric_top, programs, traces)
+    assert out["global"]["all_done"] and not out["global"]["protocol_error"]
+    assert [(n["nodes_done"], n["run_errors"]) for n in out["npus"]] == [(5, 0)] * 4
+    mp_ends = [n["times"][1][1] for n in out["npus"]]
+    assert min(mp_ends[0], mp_ends[1]) > max(mp_ends[2], mp_ends[3])     # the case: one ring late
+    assert all(n["times"][3][1] > max(mp_ends) for n in out["npus"])
