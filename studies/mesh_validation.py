@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hdl.contracts.fabric import FABRICS
 from studies.fabric_validation import FabricValidation, FabricValidationRow
 from studies.report import Column, Markdown, replace_marked_block
 
@@ -102,11 +103,11 @@ def fred_io_model_cycles(fabric: str, size_flits: int, *, controllers: int = 18,
 #: streaming and reduce-out (``StripeNpu`` adds its own data to every flit it forwards; its
 #: started stripe leaves a bubble in the NPU ring and is paced to its controller since session
 #: 13, when it stopped stalling on the wafer: docs/fabric_validation.md, "The striped
-#: reduce-out on the wafer"); Fred-B's weight streaming and reduce-out, its 18 trees served as
-#: shared stored flows (docs/fabric_rtl.md, "Fred-B's weight streaming and reduce-out on the
-#: fabric"; Fred-D's need 9 slots)
-STRIPE_IO_FABRICS = {"fred-a": ("wafer io-load", "wafer io-store"), "fred-b": ("wafer io-load", "wafer io-store"),
-                     "fred-c": ("wafer io-load", "wafer io-store")}
+#: reduce-out on the wafer"); Fred-B/D's weight streaming and reduce-out, their 18 trees served
+#: as shared stored flows (docs/fabric_rtl.md, "Fred-B's weight streaming and reduce-out on the
+#: fabric"; Fred-D's switches store 9 slots, its header a 4-bit phase:
+#: ``hdl.compiler.io_stripe_shared.fabric_shared_phases``)
+STRIPE_IO_FABRICS = {fabric: ("wafer io-load", "wafer io-store") for fabric in FABRICS}
 
 
 @dataclass
@@ -256,8 +257,9 @@ def mesh_markdown_block(result: FabricValidation, *, characterization=None) -> s
                       "stripe to (from) every NPU. Fred-X RTL figures: "
                       f"{', '.join(measured) if measured else 'none'} (the striped request on the packet "
                       "fabric: every controller's stripe on its own chain, Fred-A/C's weight streaming and "
-                      "reduce-out; Fred-B's on 18 trees served as shared stored flows; Fred-D's are not "
-                      "built: docs/fabric_rtl.md, \"Striped I/O: every controller at once\"). "
+                      "reduce-out; Fred-B/D's on 18 trees served as shared stored flows, Fred-D's switches "
+                      "storing 9 slots named by a 4-bit phase: docs/fabric_rtl.md, \"Striped I/O: every "
+                      "controller at once\"). "
                       "The model's ratio is the mesh model over the model of the Fred-X RTL's "
                       "platform with 18 controllers (controller k on L1 k mod 5; the packet fabric's "
                       "where the Fred-X has an RTL row, the circuit fabric's elsewhere); '-' where the run's "

@@ -1,6 +1,8 @@
-"""Loading Fred-B's striped I/O request, served as shared stored flows, into a packet fabric
-built for it (``PacketFabricTop(shared_flows=C, npu=StripeNpu(key="flow"))``, docs/fabric_rtl.md,
-"Fred-B/D, the shared stored flows"): every switch's slots (one per distinct tree there),
+"""Loading Fred-B/D's striped I/O request, served as shared stored flows, into a packet fabric
+built for it (``PacketFabricTop(phases=, shared_flows=C, npu=StripeNpu(key="flow"))``,
+docs/fabric_rtl.md, "Fred-B/D, the shared stored flows"; the slots per switch, and so the
+header's phase width, from the program: Fred-B 8 slots, Fred-D 9 and a 4-bit phase,
+:func:`~hdl.compiler.io_stripe_shared.fabric_shared_phases`): every switch's slots (one per distinct tree there),
 flow-port entries and shared table (stripe -> slot), every NPU's receiver per stripe and every
 controller's engine and header. The judgement of a run is the chains' (``judge_stripe_io``).
 
@@ -15,7 +17,7 @@ from functools import partial
 
 from cocotb_tests.fabric.stripe_io_run import controller_last_seq, run_striped_top, stripe_controller_engine
 from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_entries
-from hdl.compiler.io_stripe_shared import fabric_shared_tables
+from hdl.compiler.io_stripe_shared import fabric_shared_phases, fabric_shared_tables
 from hdl.contracts.errors import FredError
 from hdl.contracts.io_stripes import stripe_npu_writes, tree_npu_writes
 from hdl.contracts.npu_engine import engine_writes
@@ -27,19 +29,28 @@ from hdl.designs.fabric.tree_stripe_npu import TreeStripeNpu
 __all__ = ["shared_io_top", "shared_top_key", "shared_io_load", "run_shared_io"]
 
 
-def shared_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> PacketFabricTop:
+def shared_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None,
+                  phases: int | None = None) -> PacketFabricTop:
     """The packet fabric of ``spec`` whose switches serve ``program.controllers`` flow ids as
     shared stored flows (in their last slot), at every NPU port a :class:`StripeNpu` keyed by
-    the header's flow (io-broadcast) or a :class:`TreeStripeNpu` (io-reduce)."""
+    the header's flow (io-broadcast) or a :class:`TreeStripeNpu` (io-reduce). Its switches store
+    the slots the program's trees need (:func:`fabric_shared_phases`: the default 8 where they
+    fit, so Fred-B's top is as before; 9 on Fred-D's wafer, whose header's phase field is then
+    4 bits wide); ``phases`` (default None: those) stores more, the shared phase still the last
+    (a test of the wider header on a small fabric; too few fail at :func:`shared_io_load`,
+    naming the switch)."""
     npu = (partial(StripeNpu, stripes=program.controllers, key="flow") if program.op == "io-broadcast"
            else partial(TreeStripeNpu, stripes=program.controllers))
-    return PacketFabricTop(spec, packet_flits=packet_flits, depth=depth, shared_flows=program.controllers, npu=npu)
+    phases = fabric_shared_phases(spec, program.op) if phases is None else phases
+    return PacketFabricTop(spec, phases=phases, packet_flits=packet_flits, depth=depth,
+                           shared_flows=program.controllers, npu=npu)
 
 
 def shared_top_key(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> tuple:
     """What :func:`shared_io_top`'s Verilog depends on: the fabric's hardware, the shared flows
-    (controllers), the NPUs' kind (by the op: receivers or tree senders), the packet length and
-    the buffers' depth; not the size (loaded through the ports)."""
+    (controllers), the NPUs' kind and the slots per switch (both by the op: receivers or tree
+    senders; :func:`fabric_shared_phases`), the packet length and the buffers' depth; not the
+    size (loaded through the ports)."""
     from cocotb_tests.fabric.run import hardware_key
     return ("shared", hardware_key(spec), program.controllers, program.op, packet_flits, depth)
 

@@ -168,9 +168,9 @@ def run_striped(args) -> int:
     """``--op io-load|io-store --group wafer`` on a FRED fabric: the striped request of
     ``--size`` flits per NPU (18 whole stripes) on the packet fabric with the 18 controllers under
     Verilator, against the model of the same platform (``fred_io_model_cycles``): Fred-A/C's
-    chains, Fred-B's trees as shared stored flows. FredError, before anything is built, for
+    chains, Fred-B/D's trees as shared stored flows. FredError, before anything is built, for
     another group, the circuit switch, a fabric option the striped request does not take, or a
-    fabric whose striped request is not built (Fred-D: ``STRIPE_IO_FABRICS``)."""
+    fabric whose striped request is not built (``STRIPE_IO_FABRICS``: all four are)."""
     from hdl.contracts.errors import FredError
     from studies.mesh_validation import IO_CASES, STRIPE_IO_FABRICS, StripeIoCase, fred_io_model_cycles
     label = f"wafer {args.op}"

@@ -22,8 +22,9 @@ from hdl.contracts.encoding import SwitchConfig
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import SWITCH_PHASES, FabricSpec
 from hdl.contracts.npu_engine import rank_weights
+from hdl.contracts.packet import MAX_PHASE_BITS, phase_field_bits
 
-__all__ = ["SharedTables", "shared_stripe_tables", "fabric_shared_tables", "shared_io_program"]
+__all__ = ["SharedTables", "shared_stripe_tables", "fabric_shared_phases", "fabric_shared_tables", "shared_io_program"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,29 @@ def shared_stripe_tables(spec: FabricSpec, op: str, switch: int, *,
                         stripe_slots=dict(sorted(slots.items())), shared_phase=shared_phase,
                         phases=shared_phase + 1,
                         inputs={n: sorted(s) for n, s in sorted(inputs.items())})
+
+
+def fabric_shared_phases(spec: FabricSpec, op: str, *, phase_bits: int = MAX_PHASE_BITS) -> int:
+    """The slots every switch of a fabric serving ``op``'s striped trees as shared stored flows
+    stores (``PacketFabricTop(phases=, shared_flows=)``; its header's phase field follows,
+    :func:`~hdl.contracts.packet.phase_field_bits`): the most any switch needs, its distinct
+    trees and the shared phase after them, and never fewer than the fabric's default
+    :data:`~hdl.contracts.fabric.SWITCH_PHASES`, so a fabric whose trees fit the default keeps
+    its slots, its 3-bit phase and its Verilog (Fred-B's wafer: 6 needed, 8); Fred-D's wafer
+    needs 9 (its L1s 0-2 take 8 trees each: 4 controllers' and one downlink per uplink port),
+    a 4-bit phase. ``phase_bits``: the widest phase field the header may have (default
+    :data:`~hdl.contracts.packet.MAX_PHASE_BITS`). FredError naming the switch and the count when
+    its slots need a wider field, or for anything :func:`stripe_tree_flows` refuses."""
+    if isinstance(phase_bits, bool) or not isinstance(phase_bits, int) or not 1 <= phase_bits <= MAX_PHASE_BITS:
+        raise FredError(f"phase_bits must be an integer in 1..{MAX_PHASE_BITS}, got {phase_bits!r}")
+    flows = stripe_tree_flows(spec, op, phases=1 << MAX_PHASE_BITS)
+    needs = [len(shared) + 1 for shared in flows]
+    s = max(range(len(needs)), key=needs.__getitem__)
+    name = switch_label(spec.l1_count, spec.l2_planes, s)
+    what = f"switch {name} ({needs[s] - 1} trees of {spec.name}'s striped {op} and the shared phase)"
+    if phase_field_bits(needs[s], where=what) > phase_bits:
+        raise FredError(f"{what} needs {needs[s]} slots; a {phase_bits}-bit phase field names {1 << phase_bits}")
+    return max(SWITCH_PHASES, needs[s])
 
 
 def fabric_shared_tables(spec: FabricSpec, op: str, phases: int) -> list[SharedTables]:

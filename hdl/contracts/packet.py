@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from hdl.contracts.bitfields import BitLayout
 from hdl.contracts.errors import FredError
 
-__all__ = ["VC", "DATA_VCS", "PRIORITY", "VC_BITS", "PAPER", "paper_flits", "header_overhead",
-           "PacketFormat", "Packet", "stream_packets", "packetize", "link_words", "depacketize"]
+__all__ = ["VC", "DATA_VCS", "PRIORITY", "VC_BITS", "MAX_PHASE_BITS", "PAPER", "paper_flits", "header_overhead",
+           "phase_field_bits", "PacketFormat", "Packet", "stream_packets", "packetize", "link_words", "depacketize"]
 
 
 class VC(enum.IntEnum):
@@ -55,6 +55,10 @@ DATA_VCS = (VC.MP, VC.DP, VC.PP)
 #: Data VCs from the highest priority to the lowest (the paper: MP > PP > DP).
 PRIORITY = (VC.MP, VC.PP, VC.DP)
 VC_BITS = 2
+#: The widest ``phase`` field of the header (:class:`PacketFormat`): 256 indices, as many as a
+#: switch stores (``hdl.contracts.config_port.MAX_PHASES``) and the program port's 8-bit slot
+#: fields (flow-port and shared-table entries) name.
+MAX_PHASE_BITS = 8
 
 #: The paper's sizes (bytes).
 PAPER = {
@@ -93,12 +97,32 @@ def _int_in(value, name: str, low: int, high: int) -> int:
     return value
 
 
+def phase_field_bits(slots: int, *, online: bool = False, where: str = "a switch") -> int:
+    """Bits of the header's ``phase`` field for switches that store ``slots`` configurations: the
+    slot indices ``0 .. slots - 1`` (``ceil(log2 slots)``, at least 1), and with ``online``
+    routing also the default index above them (all ones, :attr:`PacketFormat.online_phase`:
+    ``slots.bit_length()``). So 8 slots take 3 bits (4 online), 9 slots 4 (Fred-D's striped
+    I/O, ``hdl.compiler.io_stripe_shared.fabric_shared_phases``). The one rule from a slot count
+    to the field (``hdl.designs.fabric.packet_fabric_top.packet_format``). FredError naming
+    ``where`` and the count when more slots than :data:`MAX_PHASE_BITS` bits name."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise FredError(f"{where}: the configuration slots must be a positive integer, got {slots!r}")
+    bits = max(1, slots.bit_length() if online else (slots - 1).bit_length())
+    if bits > MAX_PHASE_BITS:
+        most = (1 << MAX_PHASE_BITS) - (1 if online else 0)
+        raise FredError(f"{where} needs {slots} configuration slots; the packet header's phase field "
+                        f"({MAX_PHASE_BITS} bits{', the all-ones index routed online' if online else ''}) "
+                        f"names at most {most}")
+    return bits
+
+
 @dataclass(frozen=True)
 class PacketFormat:
     """Header widths and the packet length of the RTL.
 
     Parameters (keyword-only, validated):
-        phase_bits: bits of the configuration index (``ceil(log2 K)``, at least 1).
+        phase_bits: bits of the configuration index (1..:data:`MAX_PHASE_BITS`; from the slot
+            count: :func:`phase_field_bits`).
         seq_bits: bits of the sequence number (2..32; it wraps, compared in serial-number
             arithmetic, so at most ``2**(seq_bits-1)`` packets of one flow may be in the switch).
         flow_bits: bits of the flow id (1..16).
@@ -122,7 +146,7 @@ class PacketFormat:
 
     def __init__(self, *, phase_bits: int, seq_bits: int, flow_bits: int, packet_flits: int,
                  dest_bits: int = 0, stripe_bits: int = 0):
-        object.__setattr__(self, "phase_bits", _int_in(phase_bits, "phase_bits", 1, 8))
+        object.__setattr__(self, "phase_bits", _int_in(phase_bits, "phase_bits", 1, MAX_PHASE_BITS))
         object.__setattr__(self, "seq_bits", _int_in(seq_bits, "seq_bits", 2, 32))
         object.__setattr__(self, "flow_bits", _int_in(flow_bits, "flow_bits", 1, 16))
         object.__setattr__(self, "packet_flits", _int_in(packet_flits, "packet_flits", 1, 1 << 16))

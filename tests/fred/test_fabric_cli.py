@@ -186,14 +186,15 @@ def test_validate_with_the_mesh_runs_fred_as_striped_io_at_the_mesh_io_sizes():
     cases = _stripe_io_cases(args, ["fred-c", "fred-d", "mesh"])
     assert [(label, c.fabric, c.size_flits) for label, c, _ in cases] == [
         ("wafer io-load", "fred-c", 54), ("wafer io-load", "fred-c", 4014),
-        ("wafer io-store", "fred-c", 54), ("wafer io-store", "fred-c", 4014)]
+        ("wafer io-store", "fred-c", 54), ("wafer io-store", "fred-c", 4014),
+        ("wafer io-load", "fred-d", 54), ("wafer io-load", "fred-d", 4014),
+        ("wafer io-store", "fred-d", 54), ("wafer io-store", "fred-d", 4014)]
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "switch": "packet"}), ["fred-a"]) == []
     assert _stripe_io_cases(argparse.Namespace(**{**vars(args), "dtype": "fp16"}), ["fred-a"]) == []
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--fabric", "fred-d", "--op", "io-store", "--group", "wafer"], "io-store on fred-d as the striped request is not built"),
-    (["--fabric", "fred-d", "--op", "io-load", "--group", "wafer"], "io-load on fred-d as the striped request is not built"),
+    (["--fabric", "fred-d", "--op", "io-store", "--group", "wafer", "--dtype", "fp16"], "runs the wafer as built"),
     (["--fabric", "fred-b", "--op", "io-load", "--strategy", "MP2-DP5-PP2", "--dim", "dp"], "--group wafer"),
     (["--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--switch", "circuit"], "--switch packet"),
     (["--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--npu-latency", "3"], "runs the wafer as built"),
@@ -206,11 +207,14 @@ def test_the_striped_io_ops_are_refused_by_name_before_anything_is_built(argv, w
     assert err.startswith("fred fabric-sim: error:") and words in err, err
 
 
-def test_the_striped_io_load_on_fred_b_model_only(capsys):
-    """The model's side of Fred-B's striped weight streaming (the packet platform, 18 controllers)."""
-    from studies.mesh_validation import fred_io_model_cycles
-    assert main(["fabric-sim", "--fabric", "fred-b", "--op", "io-load", "--group", "wafer", "--size", "54",
+@pytest.mark.parametrize("fabric, op", [("fred-b", "io-load"), ("fred-d", "io-load"), ("fred-d", "io-store")])
+def test_the_striped_io_on_the_tree_fabrics_model_only(fabric, op, capsys):
+    """The model's side of Fred-B/D's striped weight streaming and reduce-out (the packet
+    platform, 18 controllers; Fred-D's request is no longer refused)."""
+    from studies.mesh_validation import IO_CASES, fred_io_model_cycles
+    assert main(["fabric-sim", "--fabric", fabric, "--op", op, "--group", "wafer", "--size", "54",
                  "--model-only", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["model_cycles"] == pytest.approx(fred_io_model_cycles("fred-b", 54, switch="packet"))
+    model = fred_io_model_cycles(fabric, 54, op=IO_CASES[f"wafer {op}"], switch="packet")
+    assert model is not None and out["model_cycles"] == pytest.approx(model)
     assert "rtl_cycles" not in out and out["controllers"] == 18

@@ -9,13 +9,12 @@ from fractions import Fraction
 from amaranth import Module, Shape, Signal
 from amaranth.lib import wiring
 
-from hdl.contracts.config_port import phase_index_width
 from hdl.contracts.fabric import FabricSpec, default_depth
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric_partition import FabricPartition, uplinks
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.npu_engine import NPU_BUFFER
-from hdl.contracts.packet import DATA_VCS, VC, PacketFormat
+from hdl.contracts.packet import DATA_VCS, VC, PacketFormat, phase_field_bits
 from hdl.compiler.fabric_program import default_phases
 from hdl.compiler.packet_fabric_program import online_table
 from hdl.designs.layouts import chunked_flit_layout, flit_layout
@@ -73,15 +72,18 @@ SHARED_REG = 6
 
 
 def packet_format(phases: int, packet_flits: int = 8, *, dest_ports: int = 0, stripes: int = 0) -> PacketFormat:
-    """The packet fabric's header: the phase field names ``phases`` slots, 16-bit sequence
-    numbers, 6-bit flow ids (a collective's index, or the destination endpoint of an online
-    unicast). ``dest_ports`` > 0 (online routing): a ``dest`` field for that many switch
-    ports, and a phase field with room for the default index above the ``phases`` slots.
-    ``stripes`` > 0: a ``stripe`` field for that many I/O stripes (online routing only)."""
-    if not dest_ports:
-        return PacketFormat(phase_bits=max(1, phase_index_width(phases)), seq_bits=16,
-                            flow_bits=6, packet_flits=packet_flits)
-    return PacketFormat(phase_bits=max(1, phases.bit_length()), seq_bits=16, flow_bits=6,
+    """The packet fabric's header: the phase field names ``phases`` slots
+    (:func:`~hdl.contracts.packet.phase_field_bits`: 3 bits for the default 8, 4 for Fred-D's
+    striped I/O's 9), 16-bit sequence numbers, 6-bit flow ids (a collective's index, or the
+    destination endpoint of an online unicast). ``dest_ports`` > 0 (online routing): a
+    ``dest`` field for that many switch ports, and a phase field with room for the default
+    index above the ``phases`` slots. ``stripes`` > 0: a ``stripe`` field for that many I/O
+    stripes (online routing only)."""
+    online = bool(dest_ports)
+    bits = phase_field_bits(phases, online=online, where="a packet fabric's switch")
+    if not online:
+        return PacketFormat(phase_bits=bits, seq_bits=16, flow_bits=6, packet_flits=packet_flits)
+    return PacketFormat(phase_bits=bits, seq_bits=16, flow_bits=6,
                         packet_flits=packet_flits, dest_bits=max(1, (dest_ports - 1).bit_length()),
                         stripe_bits=max(1, (stripes - 1).bit_length()) if stripes else 0)
 

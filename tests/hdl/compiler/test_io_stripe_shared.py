@@ -134,3 +134,20 @@ def test_the_tree_npu_writes_load_every_register_once():
     assert len(writes) == len(TREE_NPU_REGS)
     with pytest.raises(FredError, match="stripe_flits must be a positive integer"):
         tree_npu_writes(ws=1, hs=1, stripes=18, stripe_flits=0, phase=7, vc=1)
+
+
+def test_the_fabric_stores_the_slots_its_trees_need_and_never_fewer_than_the_default():
+    """Fred-B's wafer needs 6 slots at most (5 trees + the shared phase): the default 8, so its
+    header keeps the 3-bit phase; Fred-D's needs 9 (L1s 0-2: 8 trees each), a 4-bit phase. A
+    header narrower than that is refused naming the switch and the count."""
+    from hdl.compiler.io_stripe_shared import fabric_shared_phases
+    from hdl.designs.fabric.packet_fabric_top import packet_format
+    for op in ("io-broadcast", "io-reduce"):
+        assert fabric_shared_phases(fabric_spec("fred-b", io_controllers=18), op) == 8
+        assert fabric_shared_phases(fabric_spec("fred-d", io_controllers=18), op) == 9
+    assert (packet_format(8).phase_bits, packet_format(9).phase_bits) == (3, 4)
+    with pytest.raises(FredError, match=r"switch L1\.0 \(8 trees of fred-d's striped io-reduce and the shared "
+                                        r"phase\) needs 9 slots; a 3-bit phase field names 8"):
+        fabric_shared_phases(fabric_spec("fred-d", io_controllers=18), "io-reduce", phase_bits=3)
+    with pytest.raises(FredError, match="phase_bits must be an integer in 1..8"):
+        fabric_shared_phases(fabric_spec("fred-d", io_controllers=18), "io-reduce", phase_bits=9)

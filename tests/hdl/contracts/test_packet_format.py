@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.packet import (PAPER, PRIORITY, VC, PacketFormat, depacketize, header_overhead,
-                             link_words, packetize, paper_flits, stream_packets)
+from hdl.contracts.packet import (MAX_PHASE_BITS, PAPER, PRIORITY, VC, PacketFormat, depacketize, header_overhead,
+                             link_words, packetize, paper_flits, phase_field_bits, stream_packets)
 
 FMT = PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3)
 
@@ -115,3 +115,19 @@ def test_dest_field_for_online_packets():
         plain.pack_header(phase=0, vc=0, seq=0, flow=0, dest=1)
     with pytest.raises(FredError, match="dest_bits"):
         PacketFormat(phase_bits=2, seq_bits=4, flow_bits=3, packet_flits=3, dest_bits=9)
+
+
+def test_the_phase_field_names_every_slot_and_online_the_default_index_above_them():
+    """Hand-computed: 8 slots 0..7 in 3 bits (online: 4, the default index 15 above them), 9
+    slots (Fred-D's striped I/O) in 4, one slot still one bit; 256 slots fill the widest field
+    (online: 255), one more is refused naming where and the count."""
+    assert [phase_field_bits(n) for n in (1, 2, 8, 9, 16, 17, 256)] == [1, 1, 3, 4, 4, 5, 8]
+    assert [phase_field_bits(n, online=True) for n in (1, 7, 8, 9, 255)] == [1, 3, 4, 4, 8]
+    assert MAX_PHASE_BITS == 8
+    with pytest.raises(FredError, match=r"switch L1\.0 needs 257 configuration slots; .* names at most 256"):
+        phase_field_bits(257, where="switch L1.0")
+    with pytest.raises(FredError, match="at most 255"):
+        phase_field_bits(256, online=True)
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(FredError, match="positive integer"):
+            phase_field_bits(bad)

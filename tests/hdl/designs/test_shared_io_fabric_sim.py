@@ -23,8 +23,8 @@ from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ, SHARED_REG
 SMALL = fabric_spec("fred-b", npus=8, npus_per_l1=2, io_controllers=4)
 
 
-def _run(run_fabric_top, spec, program, max_cycles, edit=None):
-    dut = shared_io_top(spec, program)
+def _run(run_fabric_top, spec, program, max_cycles, edit=None, phases=None):
+    dut = shared_io_top(spec, program, phases=phases)
     load = shared_io_load(spec, program, dut)
     writes = load["writes"] if edit is None else edit(load["writes"])
 
@@ -168,3 +168,77 @@ def test_fred_b_wafer_striped_io_on_shared_stored_flows_against_the_model(op, si
     model = fred_io_model_cycles("fred-b", size, op=op, switch="packet")
     if abs(run["cycles"] / model - 1) > 0.05:
         raise _ModelMiss(f"{op} {size}: {run['cycles']} cycles against {model:.1f}")
+
+
+#: The smallest Fred-D that needs more than the default 8 slots at a switch: 3 L1s of one NPU,
+#: 4 uplinks (one per L2 plane) and 10 controllers (4, 3, 3 per L1), so L1 0 takes 8 trees
+#: (its 4 controllers' and one downlink per uplink port) and the shared phase is slot 8: the
+#: header's phase field is 4 bits wide (``fabric_shared_phases``). The L1s are Fred_3(9) int32,
+#: the L2 planes Fred_3(3) (not measured: no model of this fabric).
+SMALL_D = fabric_spec("fred-d", npus=3, npus_per_l1=1, io_controllers=10)
+
+
+def test_the_small_fred_d_needs_nine_slots_and_a_four_bit_phase():
+    """L1 0 holds 8 distinct trees, the others fewer; the fabric stores 9 slots, its shared
+    phase the last (8 = 0b1000, which a 3-bit field would alias to slot 0's tree)."""
+    from hdl.compiler.io_stripe_shared import fabric_shared_phases
+    for op in ("io-broadcast", "io-reduce"):
+        assert fabric_shared_phases(SMALL_D, op) == 9
+        assert [len(t.configs) for t in fabric_shared_tables(SMALL_D, op, 9)] == [8, 7, 7, 3, 3, 2, 2]
+    top = shared_io_top(SMALL_D, shared_io_program(SMALL_D, "io-broadcast", 120))
+    top._MustUse__silence = True        # not elaborated here: its header only
+    assert (top.phases, top.shared_phase, top.packet.phase_bits) == (9, 8, 4)
+
+
+@pytest.mark.parametrize("op", ["io-broadcast", "io-reduce"])
+def test_a_four_bit_phase_carries_the_shared_flows_through_a_small_fabric(op, run_fabric_top):
+    """The default suite's check of the wider header (the Fred-D runs below take minutes to
+    elaborate: ``-m full``): :data:`SMALL` built with 9 slots per switch, so every packet's
+    header names the shared phase 8 in a 4-bit field (in 3 bits it would be slot 0, a tree);
+    16 flits per NPU = 4 stripes of 4: every NPU receives and checks all 16 (io-broadcast), or
+    every controller its stripe's sum of the 8 NPUs (io-reduce). About 10 s each."""
+    program = shared_io_program(SMALL, op, 16)
+    dut = shared_io_top(SMALL, program, phases=9)
+    dut._MustUse__silence = True        # its header only; _run builds its own
+    assert (dut.packet.phase_bits, dut.shared_phase) == (4, 8)
+    out = _run(run_fabric_top, SMALL, program, 1500, phases=9)
+    assert judge_stripe_io(SMALL, program, out) == []
+    if op == "io-broadcast":
+        assert [out[r]["received"] for r in range(SMALL.npus)] == [16] * SMALL.npus
+    else:
+        assert [(out[SMALL.npus + k]["received"], out[SMALL.npus + k]["errors"]) for k in range(4)] == [(4, 0)] * 4
+
+
+@pytest.mark.full
+def test_fred_d_streams_ten_stripes_through_nine_slot_switches_to_every_npu(run_fabric_top):
+    """io-broadcast on :data:`SMALL_D`, 120 flits per NPU = 10 stripes of 12 (a packet of 8 and
+    one of 4): every NPU receives all 120, each flit checked against its controller's memory and
+    numbered per stripe (the receiver keyed by the header's flow id), every packet's header
+    naming phase 8; every controller reads its stripe at its memory's rate (done at 12 x 375/16
+    = 281.25 cycles), the run ending a few packets' way through the fabric later."""
+    program = shared_io_program(SMALL_D, "io-broadcast", 120)
+    out = _run(run_fabric_top, SMALL_D, program, 3000)
+    assert judge_stripe_io(SMALL_D, program, out) == []
+    assert [out[r]["received"] for r in range(SMALL_D.npus)] == [120] * SMALL_D.npus
+    rate = SMALL_D.io_rate
+    memory = program.stripe_flits * rate.denominator / rate.numerator
+    done = [out[SMALL_D.npus + k]["done_cycle"] for k in range(program.controllers)]
+    assert all(memory <= cycle <= memory + 1 for cycle in done), done
+    assert memory < out["cycles"] < 1.5 * memory
+
+
+@pytest.mark.full
+def test_fred_d_reduces_out_ten_stripes_through_nine_slot_switches(run_fabric_top):
+    """io-reduce on :data:`SMALL_D`, 120 flits per NPU = 10 stripes of 12: every NPU sends its
+    own data of every stripe in the one packet order, the switches add the 3 NPUs' packets of a
+    stripe on its tree (at the L1s and the L2 plane of its uplink) and each controller checks
+    its stripe's sum of all 3 NPUs' data: 12 flits, no error."""
+    program = shared_io_program(SMALL_D, "io-reduce", 120)
+    out = _run(run_fabric_top, SMALL_D, program, 4000)
+    assert judge_stripe_io(SMALL_D, program, out) == []
+    assert [out[r]["received"] for r in range(SMALL_D.npus)] == [0] * SMALL_D.npus
+    assert [out[SMALL_D.npus + k]["received"] for k in range(10)] == [12] * 10
+    assert all(out[SMALL_D.npus + k]["errors"] == 0 for k in range(10))
+    rate = SMALL_D.io_rate
+    memory = program.stripe_flits * rate.denominator / rate.numerator
+    assert all(out[SMALL_D.npus + k]["done_cycle"] >= memory for k in range(10))
