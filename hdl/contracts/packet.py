@@ -35,6 +35,7 @@ import enum
 from dataclasses import dataclass
 
 from hdl.contracts.bitfields import BitLayout
+from hdl.contracts.config_port import phase_index_width
 from hdl.contracts.errors import FredError
 
 __all__ = ["VC", "DATA_VCS", "PRIORITY", "VC_BITS", "MAX_PHASE_BITS", "PAPER", "paper_flits", "header_overhead",
@@ -107,7 +108,8 @@ def phase_field_bits(slots: int, *, online: bool = False, where: str = "a switch
     ``where`` and the count when more slots than :data:`MAX_PHASE_BITS` bits name."""
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         raise FredError(f"{where}: the configuration slots must be a positive integer, got {slots!r}")
-    bits = max(1, slots.bit_length() if online else (slots - 1).bit_length())
+    # the slot indices' width is the configuration port's (one rule); online adds the all-ones index
+    bits = slots.bit_length() if online else phase_index_width(slots)
     if bits > MAX_PHASE_BITS:
         most = (1 << MAX_PHASE_BITS) - (1 if online else 0)
         raise FredError(f"{where} needs {slots} configuration slots; the packet header's phase field "
