@@ -27,7 +27,7 @@ from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 from hdl.designs.switch.control_unit import CUState
 from studies.concurrent_case import scenario_classes
 
-__all__ = ["trace_case", "switch_events", "LATER"]
+__all__ = ["trace_case", "switch_events", "wait_episodes", "uplink_timeline", "LATER"]
 
 #: cycles the other classes are held back by when one class runs alone (``alone=``): past
 #: the end of the small cases this tool runs
@@ -114,6 +114,37 @@ def switch_events(trace: dict, *, high: int = int(VC.MP), low: int = int(VC.DP))
     return out
 
 
+def wait_episodes(trace: dict, *, high: int = int(VC.MP)) -> list[int]:
+    """Per switch, how many times a packet of the ``high`` VC starts waiting at an input head
+    there after none did (cycles where the ``high`` bit of ``waiting`` rises): 1 where the
+    class takes the switch once and keeps it, one more each time the switch went back to
+    another class while the ``high`` class paused (a ring step waiting for its predecessor's
+    chunk) and the class had to preempt again (docs/fabric_validation.md, under the
+    concurrent block)."""
+    cycles = trace["cycles"]
+    out = []
+    for s in range(len(trace["spec"].switch_ports)):
+        bits = [row["sw"][s][2] >> high & 1 for row in cycles]
+        out.append(sum(1 for c, b in enumerate(bits) if b and (c == 0 or not bits[c - 1])))
+    return out
+
+
+#: one character per cycle of :func:`uplink_timeline`: the VC of the flit on the link
+TIMELINE_CHARS = {None: ".", int(VC.MP): "M", int(VC.DP): "d", int(VC.PP): "p", int(VC.CTRL): "c"}
+
+
+def uplink_timeline(trace: dict, cycles: int) -> dict[str, str]:
+    """Per uplink direction that carried a flit in the first ``cycles`` cycles, one character
+    per cycle (:data:`TIMELINE_CHARS`: the VC of the flit leaving the link, '.' none)."""
+    rows = trace["cycles"][:cycles]
+    out = {}
+    for name in sorted(rows[0]["up"]) if rows else ():
+        line = "".join(TIMELINE_CHARS[row["up"][name]] for row in rows)
+        if line.strip("."):
+            out[name] = line
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fabric", default="fred-a")
@@ -128,6 +159,9 @@ def main(argv=None) -> None:
     ap.add_argument("--low", default="dp", choices=["dp", "pp"], help="the preempted class's VC")
     ap.add_argument("--alone", default=None,
                     help="a class to run by itself (the others start %d cycles later)" % LATER)
+    ap.add_argument("--timeline", type=int, default=0, metavar="CYCLES",
+                    help="also print each used uplink direction's VC per cycle for the first "
+                         "CYCLES cycles (M MP, d DP, p PP, . idle)")
     args = ap.parse_args(argv)
     over = {"npus": args.npus, "npus_per_l1": args.npus_per_l1}
     if args.uplink_ports is not None:
@@ -138,9 +172,13 @@ def main(argv=None) -> None:
     done = [e["done_cycle"] for e in run.engines]
     ends = {cls.name: max(done[r] for coll in cls.request.collectives for r in coll.ranks)
             for cls in trace["classes"]}
+    high = int(VC[args.high.upper()])
     print(json.dumps({"class_ends": ends, "preemptions": [s["preemptions"] for s in run.switches],
-                      "switches": switch_events(trace, high=int(VC[args.high.upper()]),
+                      "wait_episodes": wait_episodes(trace, high=high),
+                      "switches": switch_events(trace, high=high,
                                                 low=int(VC[args.low.upper()]))}, indent=1))
+    for name, line in uplink_timeline(trace, args.timeline).items():
+        print(f"{name:20s} {line}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from hdl.contracts.fabric import fabric_spec
 from hdl.contracts.fabric_partition import uplinks
 from hdl.contracts.packet import VC
 from hdl.designs.switch.control_unit import CUState
-from studies.preemption_trace import switch_events, trace_case
+from studies.preemption_trace import switch_events, trace_case, uplink_timeline, wait_episodes
 
 MP, DP = int(VC.MP), int(VC.DP)
 RUN, DRAIN, SELECT = int(CUState.RUN), int(CUState.DRAIN), int(CUState.SELECT)
@@ -74,3 +74,44 @@ def test_an_in_switch_dp_all_reduce_has_stalled_at_the_l2_when_mp_arrives():
     events = switch_events(trace)
     assert all(e["drain"] > 2 for e in events[:3] if e["first_wait"] is not None)
     assert _l2(events)["drain"] <= 1
+
+
+def test_wait_episodes_count_each_rise_and_the_timeline_shows_each_links_vc():
+    """Hand-written: MP waits at L1.1 in cycles 1-2 and again in 5 (two episodes), never at
+    the others; one uplink carries DP, DP, idle, MP; idle links are left out."""
+    spec = fabric_spec("fred-d", npus=6, npus_per_l1=2, uplink_ports=1)
+    ends = uplinks(spec)
+    idle = (RUN, DP, 0)
+    waits = [0, 1 << MP, 1 << MP, 0, 0, 1 << MP, 0]
+    busy = ends[0].name
+    vcs = [DP, DP, None, MP, None, None, None]
+    cycles = [{"sw": [idle, (RUN, DP, w), idle, idle],
+               "up": {e.name: (vcs[c] if e.name == busy else None) for e in ends}}
+              for c, w in enumerate(waits)]
+    trace = {"spec": spec, "cycles": cycles, "uplinks": ends}
+    assert wait_episodes(trace) == [0, 2, 0, 0]
+    assert uplink_timeline(trace, 5) == {busy: "dd.M."}
+    assert uplink_timeline(trace, 0) == {}
+
+
+@pytest.mark.full
+def test_a_pausing_mp_ring_preempts_again_at_each_switch_of_its_path():
+    """Paper-size Fred-C, mp-dp-pp at 40 flits (docs/fabric_validation.md, under the concurrent
+    block): the MP ring of NPUs 5 and 9 pauses between its two steps (each NPU waits for its
+    partner's chunk) and its packets end at the chunk end, so the switches of its path serve
+    DP and PP in the pause and MP preempts them again: more preemptions on MP's path (L1.1,
+    L1.2, the L2 plane 1) than its three switches (measured: 4; 1 before the chunk-end cut),
+    and MP later than alone."""
+    loaded = trace_case("fred-c", "mp-dp-pp", size=40, load_size=400, delay=0)
+    alone = trace_case("fred-c", "mp-dp-pp", size=40, load_size=400, delay=0, alone="mp")
+    assert loaded["run"].errors == [] and alone["run"].errors == []
+
+    def mp_end(trace):
+        done = [e["done_cycle"] for e in trace["run"].engines]
+        mp = next(c for c in trace["classes"] if c.name == "mp")
+        return max(done[r] for coll in mp.request.collectives for r in coll.ranks)
+
+    path = [1, 2, loaded["spec"].l1_count + 1]
+    preemptions = [loaded["run"].switches[s]["preemptions"] for s in path]
+    assert sum(preemptions) > len(path), preemptions
+    assert mp_end(loaded) > mp_end(alone) + 20
