@@ -27,7 +27,7 @@ from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 from hdl.designs.switch.control_unit import CUState
 from studies.concurrent_case import scenario_classes
 
-__all__ = ["trace_case", "switch_events", "wait_episodes", "uplink_timeline", "LATER"]
+__all__ = ["trace_case", "switch_events", "uplink_timeline", "LATER"]
 
 #: cycles the other classes are held back by when one class runs alone (``alone=``): past
 #: the end of the small cases this tool runs
@@ -114,21 +114,6 @@ def switch_events(trace: dict, *, high: int = int(VC.MP), low: int = int(VC.DP))
     return out
 
 
-def wait_episodes(trace: dict, *, high: int = int(VC.MP)) -> list[int]:
-    """Per switch, how many times a packet of the ``high`` VC starts waiting at an input head
-    there after none did (cycles where the ``high`` bit of ``waiting`` rises): 1 where the
-    class takes the switch once and keeps it, one more each time the switch went back to
-    another class while the ``high`` class paused (a ring step waiting for its predecessor's
-    chunk) and the class had to preempt again (docs/fabric_validation.md, under the
-    concurrent block)."""
-    cycles = trace["cycles"]
-    out = []
-    for s in range(len(trace["spec"].switch_ports)):
-        bits = [row["sw"][s][2] >> high & 1 for row in cycles]
-        out.append(sum(1 for c, b in enumerate(bits) if b and (c == 0 or not bits[c - 1])))
-    return out
-
-
 #: one character per cycle of :func:`uplink_timeline`: the VC of the flit on the link
 TIMELINE_CHARS = {None: ".", int(VC.MP): "M", int(VC.DP): "d", int(VC.PP): "p", int(VC.CTRL): "c"}
 
@@ -174,7 +159,6 @@ def main(argv=None) -> None:
             for cls in trace["classes"]}
     high = int(VC[args.high.upper()])
     print(json.dumps({"class_ends": ends, "preemptions": [s["preemptions"] for s in run.switches],
-                      "wait_episodes": wait_episodes(trace, high=high),
                       "switches": switch_events(trace, high=high,
                                                 low=int(VC[args.low.upper()]))}, indent=1))
     for name, line in uplink_timeline(trace, args.timeline).items():
