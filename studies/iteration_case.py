@@ -269,8 +269,7 @@ def _packet_io_missing(spec, ops) -> str:
     with the I/O collectives ``ops`` yet: per op, the piece that is not built, named from what
     the compiler has (docs/fabric_rtl.md, "Striped I/O: every controller at once"). Every
     controller streams its stripe at once (the model's platform: ``spec.io_controllers``)."""
-    from hdl.compiler.fabric_program import default_phases
-    from hdl.compiler.io_stripe_shared import fabric_shared_tables
+    from hdl.compiler.io_stripe_shared import fabric_shared_phases, fabric_shared_tables
     from hdl.compiler.io_stripe_trees import output_sharing, stripe_tree_flows
     parts = []
     for op in ops:
@@ -291,11 +290,11 @@ def _packet_io_missing(spec, ops) -> str:
                         for port in flow.flow.inputs:
                             inputs[s, port] = inputs.get((s, port), 0) + 1
                 share = f"up to {max(inputs.values())} of them reducing from one switch input"
-            try:        # the shared stored flows (PacketFabricTop(shared_flows=)) in the fabric's slots
-                fabric_shared_tables(spec, _PACKET_IO_OPS[op], default_phases())
+            try:        # the shared stored flows (PacketFabricTop(phases=, shared_flows=)), the slots from the trees
+                phases = fabric_shared_phases(spec, _PACKET_IO_OPS[op])
+                fabric_shared_tables(spec, _PACKET_IO_OPS[op], phases)
             except FredError as exc:
-                served = (f"the shared stored flows do not fit the switch's {default_phases()} slots "
-                          f"(one of them the shared phase): {exc}")
+                served = f"the shared stored flows do not fit the switches' slots: {exc}"
             else:
                 served = ("served as shared stored flows on the packet fabric "
                           "(cocotb_tests.fabric.shared_io_run), as one request only, not behind the "
