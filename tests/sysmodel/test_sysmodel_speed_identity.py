@@ -166,6 +166,38 @@ def test_comm_times_shared_across_timers_equal_a_fresh_timing(fabric):
     assert np.array_equal(fresh.loads, a.loads) and np.array_equal(fresh.bw, a.bw)
 
 
+@pytest.mark.parametrize("fabric", ["fred-d", "mesh"])
+def test_each_group_finds_the_entry_concurrent_shares(fabric):
+    """CommTimer.each_group(op, groups, size) returns the very object concurrent() of the
+    collectives it stands for returns (model cache ``comm_times``), adds their configurations
+    to every timer that asks, whether it or concurrent() asked first; the reference timer and
+    another size or op get their own timing."""
+    from hdl.contracts.errors import FredError
+    from sysmodel.comm_timing import CommTimer
+    from sysmodel.model_cache import ModelCache, using
+    strategy = parse_strategy("MP4-DP5-PP1")
+    groups = CommTimer(P, fabric, strategy, 1.0).dp_groups[0]
+    colls = [Collective("all-reduce", g, 2e6) for g in groups]
+    for first_by_groups in (True, False):
+        with using(ModelCache()) as cache:
+            timers = [CommTimer(P, fabric, strategy, 1.0) for _ in range(3)]
+            if first_by_groups:
+                a = timers[0].each_group("all-reduce", groups, 2e6)
+                assert timers[1].concurrent(colls) is a
+            else:
+                a = timers[0].concurrent(colls)
+            assert timers[2].each_group("all-reduce", groups, 2e6) is a
+            assert timers[2].each_group("all-reduce", groups, 2e6) is a and len(cache.group_comm_times) == 1
+            assert timers[2].configurations == timers[0].configurations
+            assert timers[2].each_group("all-reduce", groups, 3e6) is not a
+            assert timers[2].each_group("all-gather", groups, 2e6) is not a
+            fresh = CommTimer(P, fabric, strategy, 1.0, memo=False).each_group("all-reduce", groups, 2e6)
+            assert fresh is not a and fresh.time_s == a.time_s and np.array_equal(fresh.loads, a.loads)
+            assert len(cache.group_comm_times) == 3   # the reference timer keeps none
+    with pytest.raises(FredError, match="positive number of bytes"):
+        CommTimer(P, fabric, strategy, 1.0).each_group("all-reduce", groups, 0.0)
+
+
 def test_network_spec_separates_what_changes_the_network():
     """Network fields change the network key; compute and training fields do not."""
     from dataclasses import replace
