@@ -140,24 +140,32 @@ class CommTimer:
                                  r.configurations))
         return hit
 
-    def each_group(self, op: str, groups: tuple, size: float) -> CommTime:
+    def each_group(self, op: str, groups: tuple, size: float, roots: tuple | None = None) -> CommTime:
         """``op`` of ``size`` bytes on every group of ``groups`` (a tuple of rank tuples) at once:
-        :meth:`concurrent` of ``[Collective(op, g, size) for g in groups]``, found by
-        ``(op, groups, size)`` (model cache ``group_comm_times``) without making the collectives
+        :meth:`concurrent` of ``[Collective(op, g, size) for g in groups]`` (with ``roots``, group
+        i's root ``roots[i]``), found by ``(op, groups, size, roots)`` (model cache
+        ``group_comm_times``) without making the collectives
         and hashing them again: a new timer per iteration asks for the same ones (a
         Transformer-17B iteration for thirty). Exact: equal ``(op, groups, size)`` make equal
         collectives, and the entry is the very pair :meth:`concurrent` shares (``comm_times``).
         The reference path and subclasses that override :meth:`concurrent` make them as asked."""
         if not groups or self._memo is None or type(self).concurrent is not CommTimer.concurrent:
-            return self.concurrent([Collective(op, g, size) for g in groups])
-        key = (self.platform.network_spec, self.fabric, op, groups, size)
+            return self.concurrent(self._each(op, groups, size, roots))
+        key = (self.platform.network_spec, self.fabric, op, groups, size, roots)
         memo = current().group_comm_times
         hit = memo.get(key)
         if hit is None:
-            collectives = tuple(Collective(op, g, size) for g in groups)
+            collectives = tuple(self._each(op, groups, size, roots))
             hit = memo.put(key, self._shared(collectives))
         self.configurations |= hit[1]
         return hit[0]
+
+    @staticmethod
+    def _each(op: str, groups: tuple, size: float, roots: tuple | None) -> list:
+        """The collectives :meth:`each_group` stands for."""
+        if roots is None:
+            return [Collective(op, g, size) for g in groups]
+        return [Collective(op, g, size, root=r) for g, r in zip(groups, roots, strict=True)]
 
     @property
     def mp_backward_factor(self) -> float:
@@ -198,10 +206,10 @@ class CommTimer:
             send = self.concurrent([Collective("point-to-point", size=nbytes / s.mp, pairs=pairs)])
             gather = self.each_group("all-gather", self.mp_groups[dst], nbytes)
             return CommTime(send.time_s + gather.time_s)
-        return self.concurrent([
-            Collective("multicast", tuple(s.rank(mp=k, dp=dp, pp=dst) for k in range(s.mp)), nbytes,
-                       root=s.rank(mp=0, dp=dp, pp=src))
-            for dp in range(s.dp)])
+        # per DP replica: MP rank 0 of src multicasts to dst's MP group (mp_groups[p][dp] lists
+        # the ranks of (mp = 0, 1, ..., dp, p): its first is the root)
+        return self.each_group("multicast", self.mp_groups[dst], nbytes,
+                               roots=tuple(g[0] for g in self.mp_groups[src]))
 
     def dp(self, elements: float, stage: int) -> CommTime:
         """One gradient bucket of ``elements`` (FP16) all-reduced over every DP group of

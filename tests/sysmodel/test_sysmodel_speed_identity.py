@@ -196,6 +196,19 @@ def test_each_group_finds_the_entry_concurrent_shares(fabric):
             assert len(cache.group_comm_times) == 3   # the reference timer keeps none
     with pytest.raises(FredError, match="positive number of bytes"):
         CommTimer(P, fabric, strategy, 1.0).each_group("all-reduce", groups, 0.0)
+    # a PP hand-over without scatter-gather: per DP replica a multicast from MP rank 0 of the
+    # source stage to the destination's MP group, as the collectives written out give it
+    pipelined = parse_strategy("MP2-DP2-PP2")
+    platform = dataclasses.replace(P, pp_scatter_gather=False)
+    with using(ModelCache()):
+        timer = CommTimer(platform, fabric, pipelined, 1.0)
+        hand_over = timer.pp(1, 0, 1e6)
+        written = [Collective("multicast", (pipelined.rank(mp=0, dp=d, pp=0), pipelined.rank(mp=1, dp=d, pp=0)),
+                              1e6, root=pipelined.rank(mp=0, dp=d, pp=1)) for d in range(2)]
+        assert [c.root for c in written] == [2, 6] and written[1].group == (4, 5, 6)
+        assert CommTimer(platform, fabric, pipelined, 1.0).concurrent(written) is hand_over
+    with pytest.raises(ValueError):   # a root per group
+        CommTimer(P, fabric, strategy, 1.0).each_group("multicast", groups, 1e6, roots=(0,))
 
 
 def test_network_spec_separates_what_changes_the_network():
