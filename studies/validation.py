@@ -260,13 +260,15 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
 
 def _start_up() -> tuple[float, bool]:
     """(wall seconds, whether any compiled) of loading the compiled code -- numba's import and
-    the cached machine code of the engine's loop and of the pipeline schedule's round-robin, or
-    their compilation on a fresh clone -- done once before the cases so that the first case's
+    the cached machine code of the engine's loop, of the pipeline schedule's round-robin and of
+    the breakdown's sweeps, or their compilation on a fresh clone -- done once before the cases so that the first case's
     ``eval_s`` is its own work, not the process's start-up (issue 31: a cold first run is
     stated apart)."""
     start = time.perf_counter()
     from sysmodel.engine_compiled import warm_up
     from sysmodel.schedule_order_compiled import warm_up as warm_up_order
     _, compiled = warm_up()
+    from sysmodel.breakdown_compiled import warm_up as warm_up_breakdown
     _, order_compiled = warm_up_order()
-    return time.perf_counter() - start, compiled or order_compiled
+    _, breakdown_compiled = warm_up_breakdown()
+    return time.perf_counter() - start, compiled or order_compiled or breakdown_compiled

@@ -38,6 +38,9 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
     s, busy, compute = _busiest_stage(timeline, stages)
     npu = representative(s)
     start, end = timeline.start, timeline.end
+    if timeline.kinds is not None and type(start) is array and type(end) is array \
+            and type(timeline.duration) is array:
+        return _attribute_compiled(timeline, s, busy, compute, npu, schedule.makespan)
     idle = interval_gaps(_floats(start, compute), _floats(end, compute), schedule.makespan)
     breakdown = {"compute": busy}
     comm_busy = {}
@@ -52,6 +55,28 @@ def attribute_time(schedule: Schedule, stages: int, representative) -> tuple[dic
         else:
             breakdown[category] = 0.0   # what the sweep gives: nothing covered, idle unchanged
     breakdown["bubble"] = sum((idle[1] - idle[0]).tolist())
+    return breakdown, comm_busy, s
+
+
+def _attribute_compiled(timeline: Timeline, s: int, busy: float, compute, npu, makespan: float):
+    """attribute_time's sweeps as one compiled call over an engine run's typed columns
+    (:mod:`sysmodel.breakdown_compiled`: the same figures to the last bit); ``sum()`` of no
+    values gives the integer 0 there, as the sweeps' ``sum()`` does."""
+    from sysmodel.breakdown_compiled import attribute_columns   # numba: loaded with the engine's loop
+    code, names, npus = timeline.kinds
+    wanted = np.array([names.index(c) if c in names else -1 for c in COMM_CATEGORIES], dtype=np.int64)
+    as_floats = np.frombuffer
+    claimed, seconds, counts = attribute_columns(
+        as_floats(timeline.start, dtype=np.float64), as_floats(timeline.end, dtype=np.float64),
+        as_floats(timeline.duration, dtype=np.float64), compute if len(compute) else np.zeros(0, dtype=np.int64),
+        makespan, code, npus, -1 if npu is None else npu, wanted)
+    claimed, seconds, counts = claimed.tolist(), seconds.tolist(), counts.tolist()
+    breakdown = {"compute": busy}
+    comm_busy = {}
+    for k, category in enumerate(COMM_CATEGORIES):
+        comm_busy[category] = seconds[k] if counts[k] else 0
+        breakdown[category] = claimed[k]
+    breakdown["bubble"] = claimed[-1] if counts[-1] else 0
     return breakdown, comm_busy, s
 
 

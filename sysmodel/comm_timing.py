@@ -58,9 +58,10 @@ class CommTimer:
         self.strategy = strategy
         self.microbatch_samples = microbatch_samples
         s = strategy
-        self.mp_groups = {p: [tuple(s.rank(mp=k, dp=dp, pp=p) for k in range(s.mp)) for dp in range(s.dp)]
+        # tuples: a stage's groups are part of each_group's cache key
+        self.mp_groups = {p: tuple(tuple(s.rank(mp=k, dp=dp, pp=p) for k in range(s.mp)) for dp in range(s.dp))
                           for p in range(s.pp)}
-        self.dp_groups = {p: [tuple(s.rank(mp=mp, dp=dp, pp=p) for dp in range(s.dp)) for mp in range(s.mp)]
+        self.dp_groups = {p: tuple(tuple(s.rank(mp=mp, dp=dp, pp=p) for dp in range(s.dp)) for mp in range(s.mp))
                           for p in range(s.pp)}
         self.configurations: frozenset = frozenset()
         # An iteration asks for the same communication thousands of times (every layer of
@@ -123,7 +124,13 @@ class CommTimer:
         # all-gather) or scales it (an MP task: new arrays): the MP, PP, DP, I/O and spill keys
         # differ in op, groups or size. So every task gets link arrays shared with exactly the
         # tasks it shared them with before (the engine numbers transfers by these arrays).
-        collectives = tuple(collectives)
+        hit = self._shared(tuple(collectives))
+        self.configurations |= hit[1]
+        return hit[0]
+
+    def _shared(self, collectives: tuple) -> tuple:
+        """(the time of ``collectives`` at once with its link data, the configurations they
+        store), shared by every memoising timer of this network (model cache ``comm_times``)."""
         key = (self.platform.network_spec, self.fabric, collectives)
         memo = current().comm_times
         hit = memo.get(key)
@@ -131,8 +138,34 @@ class CommTimer:
             r = evaluate(self.platform, self.fabric, collectives)
             hit = memo.put(key, (CommTime(r.time_s, *collective_links(self.platform, self.fabric, r)),
                                  r.configurations))
+        return hit
+
+    def each_group(self, op: str, groups: tuple, size: float, roots: tuple | None = None) -> CommTime:
+        """``op`` of ``size`` bytes on every group of ``groups`` (a tuple of rank tuples) at once:
+        :meth:`concurrent` of ``[Collective(op, g, size) for g in groups]`` (with ``roots``, group
+        i's root ``roots[i]``), found by ``(op, groups, size, roots)`` (model cache
+        ``group_comm_times``) without making the collectives
+        and hashing them again: a new timer per iteration asks for the same ones (a
+        Transformer-17B iteration for thirty). Exact: equal ``(op, groups, size)`` make equal
+        collectives, and the entry is the very pair :meth:`concurrent` shares (``comm_times``).
+        The reference path and subclasses that override :meth:`concurrent` make them as asked."""
+        if not groups or self._memo is None or type(self).concurrent is not CommTimer.concurrent:
+            return self.concurrent(self._each(op, groups, size, roots))
+        key = (self.platform.network_spec, self.fabric, op, groups, size, roots)
+        memo = current().group_comm_times
+        hit = memo.get(key)
+        if hit is None:
+            collectives = tuple(self._each(op, groups, size, roots))
+            hit = memo.put(key, self._shared(collectives))
         self.configurations |= hit[1]
         return hit[0]
+
+    @staticmethod
+    def _each(op: str, groups: tuple, size: float, roots: tuple | None) -> list:
+        """The collectives :meth:`each_group` stands for."""
+        if roots is None:
+            return [Collective(op, g, size) for g in groups]
+        return [Collective(op, g, size, root=r) for g, r in zip(groups, roots, strict=True)]
 
     @property
     def mp_backward_factor(self) -> float:
@@ -153,7 +186,7 @@ class CommTimer:
         repeat = layer.mp_allreduces * (self.mp_backward_factor if backward else 1.0)
 
         def compute():
-            one = self.concurrent([Collective("all-reduce", g, size) for g in self.mp_groups[stage]])
+            one = self.each_group("all-reduce", self.mp_groups[stage], size)
             return one.times(repeat)
         return self._memoised(("mp", stage, size, repeat), compute, ("mp", (layer, stage, backward)))
 
@@ -171,20 +204,20 @@ class CommTimer:
             pairs = tuple((s.rank(mp=k, dp=dp, pp=src), s.rank(mp=k, dp=dp, pp=dst))
                           for dp in range(s.dp) for k in range(s.mp))
             send = self.concurrent([Collective("point-to-point", size=nbytes / s.mp, pairs=pairs)])
-            gather = self.concurrent([Collective("all-gather", g, nbytes) for g in self.mp_groups[dst]])
+            gather = self.each_group("all-gather", self.mp_groups[dst], nbytes)
             return CommTime(send.time_s + gather.time_s)
-        return self.concurrent([
-            Collective("multicast", tuple(s.rank(mp=k, dp=dp, pp=dst) for k in range(s.mp)), nbytes,
-                       root=s.rank(mp=0, dp=dp, pp=src))
-            for dp in range(s.dp)])
+        # per DP replica: MP rank 0 of src multicasts to dst's MP group (mp_groups[p][dp] lists
+        # the ranks of (mp = 0, 1, ..., dp, p): its first is the root)
+        return self.each_group("multicast", self.mp_groups[dst], nbytes,
+                               roots=tuple(g[0] for g in self.mp_groups[src]))
 
     def dp(self, elements: float, stage: int) -> CommTime:
         """One gradient bucket of ``elements`` (FP16) all-reduced over every DP group of
         ``stage`` (ZeRO-2's reduce-scatter + all-gather move the same bytes)."""
         if self.strategy.dp == 1 or elements == 0:
             return CommTime(0.0)
-        return self._memoised(("dp", stage, elements), lambda: self.concurrent(
-            [Collective("all-reduce", g, BYTES * elements) for g in self.dp_groups[stage]]),
+        return self._memoised(("dp", stage, elements), lambda: self.each_group(
+            "all-reduce", self.dp_groups[stage], BYTES * elements),
             ("dp", (elements, stage)))
 
     def io(self, layer: Layer, stage: int, op: str) -> CommTime:
@@ -193,8 +226,8 @@ class CommTimer:
         if layer.params == 0:
             return CommTime(0.0)
         size = BYTES * layer.params / layer.shards(self.strategy.mp)
-        return self._memoised(("io", stage, op, size), lambda: self.concurrent(
-            [Collective(op, g, size) for g in self.dp_groups[stage]]), ("io", (layer, stage, op)))
+        return self._memoised(("io", stage, op, size), lambda: self.each_group(
+            op, self.dp_groups[stage], size), ("io", (layer, stage, op)))
 
     def spill(self, layer: Layer, op: str) -> CommTime:
         """``op`` (``io-write`` / ``io-read``) of one microbatch's activation checkpoint of

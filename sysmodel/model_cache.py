@@ -75,6 +75,9 @@ class ModelCache:
         "comm_times": (100_000, "(platform.network_spec, fabric, collectives) -> a memoising "
                                 "CommTimer's time of the collectives run at once, with their link "
                                 "data, and the configurations they store (sysmodel.comm_timing)"),
+        "group_comm_times": (100_000, "(platform.network_spec, fabric, op, groups, size, roots) -> the "
+                                      "comm_times entry of [Collective(op, g, size, root) for g in groups] (CommTimer.each_group: "
+                                      "the collectives not made again per timer)"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
         "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
                                 "routes, route latencies and switch ports its networks share "
@@ -135,6 +138,7 @@ class ModelCache:
     networks: Memo
     collectives: Memo
     comm_times: Memo
+    group_comm_times: Memo
     routing_phases: Memo
     switch_phases: Memo
     network_routes: Memo

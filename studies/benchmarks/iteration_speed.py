@@ -81,6 +81,10 @@ def bench_iterations(min_seconds: float = 1.0, *, reference: bool = True) -> Non
     seconds, compiled = warm_up_order()
     print(f"compiled pipeline order: {'compiled (no cached copy)' if compiled else 'loaded from the cache'} "
           f"in {seconds:.2f} s", flush=True)
+    from sysmodel.breakdown_compiled import warm_up as warm_up_breakdown
+    seconds, compiled = warm_up_breakdown()
+    print(f"compiled breakdown: {'compiled (no cached copy)' if compiled else 'loaded from the cache'} "
+          f"in {seconds:.2f} s", flush=True)
     print(f"{'iteration':34s} {'tasks':>7s} {'cold s':>8s} {'ms/eval':>9s} {'eval/s':>8s}"
           f" {'ref ms/eval':>12s} {'ref eval/s':>10s} {'speed-up':>8s}")
     for label, platform, fabric, workload, kwargs in iteration_cases():
@@ -145,7 +149,9 @@ def bench_commands() -> None:
     stated, so that no command pays the one-time compilation)."""
     from sysmodel.engine_compiled import warm_up
     from sysmodel.schedule_order_compiled import warm_up as warm_up_order
-    for what, (seconds, compiled) in (("engine", warm_up()), ("pipeline order", warm_up_order())):
+    from sysmodel.breakdown_compiled import warm_up as warm_up_breakdown
+    for what, (seconds, compiled) in (("engine", warm_up()), ("pipeline order", warm_up_order()),
+                                      ("breakdown", warm_up_breakdown())):
         if compiled:
             print(f"compiled {what}: no cached copy; compiled before the commands in {seconds:.2f} s",
                   flush=True)

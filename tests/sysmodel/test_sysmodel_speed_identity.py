@@ -166,6 +166,51 @@ def test_comm_times_shared_across_timers_equal_a_fresh_timing(fabric):
     assert np.array_equal(fresh.loads, a.loads) and np.array_equal(fresh.bw, a.bw)
 
 
+@pytest.mark.parametrize("fabric", ["fred-d", "mesh"])
+def test_each_group_finds_the_entry_concurrent_shares(fabric):
+    """CommTimer.each_group(op, groups, size) returns the very object concurrent() of the
+    collectives it stands for returns (model cache ``comm_times``), adds their configurations
+    to every timer that asks, whether it or concurrent() asked first; the reference timer and
+    another size or op get their own timing."""
+    from hdl.contracts.errors import FredError
+    from sysmodel.comm_timing import CommTimer
+    from sysmodel.model_cache import ModelCache, using
+    strategy = parse_strategy("MP4-DP5-PP1")
+    groups = CommTimer(P, fabric, strategy, 1.0).dp_groups[0]
+    colls = [Collective("all-reduce", g, 2e6) for g in groups]
+    for first_by_groups in (True, False):
+        with using(ModelCache()) as cache:
+            timers = [CommTimer(P, fabric, strategy, 1.0) for _ in range(3)]
+            if first_by_groups:
+                a = timers[0].each_group("all-reduce", groups, 2e6)
+                assert timers[1].concurrent(colls) is a
+            else:
+                a = timers[0].concurrent(colls)
+            assert timers[2].each_group("all-reduce", groups, 2e6) is a
+            assert timers[2].each_group("all-reduce", groups, 2e6) is a and len(cache.group_comm_times) == 1
+            assert timers[2].configurations == timers[0].configurations
+            assert timers[2].each_group("all-reduce", groups, 3e6) is not a
+            assert timers[2].each_group("all-gather", groups, 2e6) is not a
+            fresh = CommTimer(P, fabric, strategy, 1.0, memo=False).each_group("all-reduce", groups, 2e6)
+            assert fresh is not a and fresh.time_s == a.time_s and np.array_equal(fresh.loads, a.loads)
+            assert len(cache.group_comm_times) == 3   # the reference timer keeps none
+    with pytest.raises(FredError, match="positive number of bytes"):
+        CommTimer(P, fabric, strategy, 1.0).each_group("all-reduce", groups, 0.0)
+    # a PP hand-over without scatter-gather: per DP replica a multicast from MP rank 0 of the
+    # source stage to the destination's MP group, as the collectives written out give it
+    pipelined = parse_strategy("MP2-DP2-PP2")
+    platform = dataclasses.replace(P, pp_scatter_gather=False)
+    with using(ModelCache()):
+        timer = CommTimer(platform, fabric, pipelined, 1.0)
+        hand_over = timer.pp(1, 0, 1e6)
+        written = [Collective("multicast", (pipelined.rank(mp=0, dp=d, pp=0), pipelined.rank(mp=1, dp=d, pp=0)),
+                              1e6, root=pipelined.rank(mp=0, dp=d, pp=1)) for d in range(2)]
+        assert [c.root for c in written] == [2, 6] and written[1].group == (4, 5, 6)
+        assert CommTimer(platform, fabric, pipelined, 1.0).concurrent(written) is hand_over
+    with pytest.raises(ValueError):   # a root per group
+        CommTimer(P, fabric, strategy, 1.0).each_group("multicast", groups, 1e6, roots=(0,))
+
+
 def test_network_spec_separates_what_changes_the_network():
     """Network fields change the network key; compute and training fields do not."""
     from dataclasses import replace
