@@ -8,7 +8,8 @@ controller's engine and header. The judgement of a run is the chains' (``judge_s
 
 ``io-broadcast`` (weight streaming): the NPUs only receive (:class:`StripeNpu`, ``key="flow"``).
 ``io-reduce`` (gradient reduce-out): the NPUs only send, their own data of every stripe in
-:func:`~hdl.compiler.io_stripe_trees.stripe_packet_order` (:class:`TreeStripeNpu`), the switches
+:func:`~hdl.compiler.io_stripe_trees.home_late_order` (:class:`TreeStripeNpu`: their L1's own
+stripes late by :func:`~hdl.compiler.io_stripe_trees.home_delay`), the switches
 add, each controller checks its stripe's sum."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from functools import partial
 from cocotb_tests.fabric.stripe_io_run import controller_last_seq, run_striped_top, stripe_controller_engine
 from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_entries
 from hdl.compiler.io_stripe_shared import fabric_shared_phases, fabric_shared_tables
+from hdl.compiler.io_stripe_trees import home_delay, home_stripes
 from hdl.contracts.errors import FredError
 from hdl.contracts.io_stripes import stripe_npu_writes, tree_npu_writes
 from hdl.contracts.npu_engine import engine_writes
@@ -55,19 +57,27 @@ def shared_top_key(spec, program: IoStripeProgram, *, packet_flits: int = 8, dep
     return ("shared", hardware_key(spec), program.controllers, program.op, packet_flits, depth)
 
 
-def shared_io_load(spec, program: IoStripeProgram, top: PacketFabricTop, *, seed: int = 0) -> dict:
+def shared_io_load(spec, program: IoStripeProgram, top: PacketFabricTop, *, seed: int = 0,
+                   delay: int | None = None) -> dict:
     """``config``: ``[switch, slot, last, word]`` of every switch's trees (slot k: its k-th
     distinct tree, :func:`~hdl.compiler.io_stripe_shared.fabric_shared_tables`); ``writes``:
     ``[unit, register, value]``: every switch's flow-port entries (``FLOW_PORT_REGS``) and
     shared table (``SHARED_REG``, stripe -> slot), every NPU's receiver (the stripes it
     receives, keyed by flow id = stripe; it forwards nothing) or sender (io-reduce: its
     weights, the stripes and their flits), every controller's engine and header (the shared
-    phase, DP, flow id = its stripe). FredError for a top without the shared flows."""
+    phase, DP, flow id = its stripe). io-reduce's NPUs send their L1's own stripes ``delay``
+    places late in the one packet order (:func:`~hdl.compiler.io_stripe_trees.home_late_order`;
+    default None: the largest the top's input buffers keep deadlock-free,
+    :func:`~hdl.compiler.io_stripe_trees.home_delay`; 0: the one order). FredError for a top
+    without the shared flows."""
     if top.shared_phase is None or top.shared_flows < program.controllers:
         raise FredError(f"the fabric top serves {top.shared_flows} shared flow ids; the program's "
                         f"{program.controllers} stripes need one each (PacketFabricTop(shared_flows=))")
     phase = top.shared_phase
     config, writes = [], []
+    if delay is None:
+        delay = (home_delay(spec, program.stripe_flits, top.packet.packet_flits, top.depth)
+                 if program.op == "io-reduce" else 0)
     for s, tables in enumerate(fabric_shared_tables(spec, program.op, top.phases)):
         unit = spec.endpoints + s
         for k, slot_config in enumerate(tables.configs):
@@ -85,7 +95,8 @@ def shared_io_load(spec, program: IoStripeProgram, top: PacketFabricTop, *, seed
         else:
             own = program.steps[r][0]
             words = tree_npu_writes(ws=own.ws, hs=own.hs, stripes=program.controllers,
-                                    stripe_flits=program.stripe_flits, phase=phase, vc=int(VC.DP))
+                                    stripe_flits=program.stripe_flits, phase=phase, vc=int(VC.DP),
+                                    home=home_stripes(spec, spec.port_of(r)[0]), delay=delay)
         writes += [[r, reg, value] for reg, value in words]
     for k in range(program.controllers):
         io = spec.npus + k

@@ -18,7 +18,13 @@ each carrying several stripes' packets:
 * :func:`stripe_packet_order`: the one packet order every sender follows (packet ``p`` of stripe
   0, 1, ..., C - 1, then packet ``p + 1``), so that at every switch each reduce flow's packet
   is at the head of all its inputs in turn (each input carries the order's packets of its
-  flows, in order: the lowest packet not yet sent is at the head of every input it uses).
+  flows, in order: the lowest packet not yet sent is at the head of every input it uses);
+* :func:`home_late_order`, :func:`home_stripes`, :func:`home_delay`: the reduce-out's order per
+  L1 (docs/fabric_rtl.md, "Fred-B's weight streaming and reduce-out on the fabric", point 9):
+  an L1's NPUs send the packets of the stripes whose controller is on their own L1 (*home*
+  stripes) ``delay`` places later in the one order, so their partial sum from the L2 is
+  already waiting at the downlink input; ``delay`` is the largest the downlink inputs' depth
+  keeps deadlock-free (:func:`home_delay`'s window rule), at most one round.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import IO_OPS, SWITCH_PHASES, FabricCollective, FabricSpec
 from hdl.contracts.packet import stream_packets
 
-__all__ = ["SharedFlow", "stripe_tree_flows", "output_sharing", "stripe_packet_order"]
+__all__ = ["SharedFlow", "stripe_tree_flows", "output_sharing", "stripe_packet_order", "home_stripes",
+           "home_late_order", "home_delay"]
 
 
 @dataclass(frozen=True)
@@ -102,3 +109,56 @@ def stripe_packet_order(stripes: int, stripe_flits: int, packet_flits: int) -> l
             raise FredError(f"{name} must be a positive integer, got {value!r}")
     packets = stream_packets(stripe_flits, packet_flits)
     return [(k, p) for p in range(packets) for k in range(stripes)]
+
+
+def home_stripes(spec: FabricSpec, l1: int) -> tuple[int, ...]:
+    """The stripes whose controller is on L1 ``l1`` (:meth:`FabricSpec.port_of`): the stripes whose
+    reduce tree ends at that L1 (its NPUs' packets there meet the L2's partial sum from the
+    downlink of uplink ``k mod uplink_ports``)."""
+    if isinstance(l1, bool) or not isinstance(l1, int) or not 0 <= l1 < spec.l1_count:
+        raise FredError(f"l1 must be in 0..{spec.l1_count - 1}, got {l1!r}")
+    return tuple(k for k in range(spec.io_controllers) if spec.port_of(spec.npus + k)[0] == l1)
+
+
+def home_late_order(stripes: int, stripe_flits: int, packet_flits: int, home, delay: int) -> list[tuple[int, int]]:
+    """The order an NPU sends its packets in the striped reduce-out: :func:`stripe_packet_order`
+    (index ``n``) with each packet of a ``home`` stripe moved ``delay`` places later, i.e. sorted
+    by the key ``n`` (others) or ``n + delay + 1/2`` (home): a home packet ``n`` goes right
+    after the other stripes' packet ``n + delay`` (or at the end). ``delay`` 0 is the one order.
+    The golden model of :class:`~hdl.designs.fabric.tree_stripe_npu.TreeStripeNpu`'s two cursors."""
+    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        raise FredError(f"delay must be an integer >= 0, got {delay!r}")
+    home = frozenset(home)
+    if not home <= set(range(stripes)):
+        raise FredError(f"home stripes {sorted(home)} must be in 0..{stripes - 1}")
+    order = stripe_packet_order(stripes, stripe_flits, packet_flits)
+    keyed = sorted((2 * (n + delay) + 1 if k in home else 2 * n, (k, p)) for n, (k, p) in enumerate(order))
+    return [item for _, item in keyed]
+
+
+def home_delay(spec: FabricSpec, stripe_flits: int, packet_flits: int, depth: int) -> int:
+    """The largest ``delay`` (at most one round: ``spec.io_controllers`` packets) for
+    :func:`home_late_order` that keeps the striped reduce-out deadlock-free on ``spec`` with
+    input buffers of ``depth`` flits per data VC (docs/fabric_rtl.md, point 9, the argument):
+    for every L1 ``h`` and uplink ``u``, every ``delay + 1`` consecutive packets of the one
+    order hold at most ``depth // packet_flits`` packets of the stripes whose tree comes down
+    to ``h`` on ``u`` (home at ``h``, ``k mod uplink_ports = u``): an L2 that waits for room on
+    that downlink then waits for a home packet that is more than ``delay`` places earlier
+    (so the L1 can take it without the other stripes' packets sent after it). 0 (the one order)
+    when no delay is safe. FredError for a depth below a packet."""
+    for name, value in (("stripe_flits", stripe_flits), ("packet_flits", packet_flits), ("depth", depth)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FredError(f"{name} must be a positive integer, got {value!r}")
+    if depth < packet_flits:
+        raise FredError(f"an input buffer of {depth} flits holds no whole packet of {packet_flits}")
+    room = depth // packet_flits
+    order = stripe_packet_order(spec.io_controllers, stripe_flits, packet_flits)
+    downlink = {k: (spec.port_of(spec.npus + k)[0], k % spec.uplink_ports) for k in range(spec.io_controllers)}
+    places: dict[tuple[int, int], list[int]] = {}
+    for n, (k, _) in enumerate(order):
+        places.setdefault(downlink[k], []).append(n)
+    # the shortest run of consecutive places holding room + 1 packets of one downlink: a window
+    # of delay + 1 places must be shorter
+    span = min((at[i + room] - at[i] + 1 for at in places.values() for i in range(len(at) - room)),
+               default=len(order) + 1)
+    return min(span - 2, spec.io_controllers)

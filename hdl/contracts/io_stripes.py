@@ -104,19 +104,32 @@ def paged_writes(words, state: dict | None = None) -> list[tuple[int, int]]:
     return out
 
 
-#: Program registers of an NPU of the striped reduce-out on Fred-B's trees
+#: Program registers of an NPU of the striped reduce-out on Fred-B/D's trees
 #: (:class:`hdl.designs.fabric.tree_stripe_npu.TreeStripeNpu`; the fabric's program port, 6-bit
 #: register numbers, no paging): its data weights (flit index t, lane l: ``ws * mix(t, l) +
 #: hs``), the stripes (one per controller) and each stripe's flits, the header's phase (the
-#: shared phase) and VC.
-TREE_NPU_REGS = {"ws": 0, "hs": 1, "stripes": 2, "stripe_flits": 3, "phase": 4, "vc": 5}
+#: shared phase) and VC; ``home`` / ``home_hi``: the bit mask of its L1's own stripes (0-31,
+#: 32-63), sent ``delay`` places late in the one packet order
+#: (:func:`hdl.compiler.io_stripe_trees.home_late_order`).
+TREE_NPU_REGS = {"ws": 0, "hs": 1, "stripes": 2, "stripe_flits": 3, "phase": 4, "vc": 5,
+                 "home": 6, "home_hi": 7, "delay": 8}
 
 
-def tree_npu_writes(*, ws: int, hs: int, stripes: int, stripe_flits: int, phase: int, vc: int) -> list[tuple[int, int]]:
+def tree_npu_writes(*, ws: int, hs: int, stripes: int, stripe_flits: int, phase: int, vc: int,
+                    home=(), delay: int = 0) -> list[tuple[int, int]]:
     """(register, value) writes that load a :class:`~hdl.designs.fabric.tree_stripe_npu.TreeStripeNpu`:
-    every register of :data:`TREE_NPU_REGS`. FredError for no stripes or empty stripes."""
+    every register of :data:`TREE_NPU_REGS`; ``home``: the stripes sent ``delay`` places late
+    (default none: the one order). FredError for no stripes, empty stripes, a home stripe
+    outside the stripes or a negative delay."""
     for name, value in (("stripes", stripes), ("stripe_flits", stripe_flits)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FredError(f"tree stripe NPU: {name} must be a positive integer, got {value!r}")
-    values = {"ws": ws, "hs": hs, "stripes": stripes, "stripe_flits": stripe_flits, "phase": phase, "vc": vc}
+    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        raise FredError(f"tree stripe NPU: delay must be an integer >= 0, got {delay!r}")
+    bad = [k for k in home if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < min(stripes, 64)]
+    if bad:
+        raise FredError(f"tree stripe NPU: home stripes {bad} outside 0..{min(stripes, 64) - 1}")
+    mask = sum(1 << k for k in set(home))
+    values = {"ws": ws, "hs": hs, "stripes": stripes, "stripe_flits": stripe_flits, "phase": phase, "vc": vc,
+              "home": mask, "home_hi": mask >> 32, "delay": delay}
     return [(reg, values[name] & _MASK) for name, reg in TREE_NPU_REGS.items()]

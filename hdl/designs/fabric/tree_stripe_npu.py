@@ -1,25 +1,29 @@
-"""``TreeStripeNpu``: an NPU of the striped gradient reduce-out on Fred-B's trees
-(docs/fabric_rtl.md, "Fred-B/D, the shared stored flows", plan point 6): it sends its own data
-of every stripe, one packet of each stripe in turn, in the one packet order every sender follows
-(:func:`hdl.compiler.io_stripe_trees.stripe_packet_order`: packet p of stripes 0 .. C - 1, then
-packet p + 1; docs/switch.md, host rule 5), each packet with its stripe as the header's flow id
-and its number in the stripe as ``seq``; the switches add the NPUs' packets of a stripe on the
-way to its controller. It receives nothing (a flit that arrives is counted as an error).
+"""``TreeStripeNpu``: an NPU of the striped gradient reduce-out on Fred-B/D's trees
+(docs/fabric_rtl.md, "Fred-B/D, the shared stored flows", plan point 6, and "Fred-B's weight
+streaming and reduce-out on the fabric", point 9): it sends its own data of every stripe, one
+packet of each stripe in turn, each packet with its stripe as the header's flow id and its
+number in the stripe as ``seq``; the switches add the NPUs' packets of a stripe on the way to
+its controller. It receives nothing (a flit that arrives is counted as an error).
 
-Why one order: at every switch an NPU input carries packets of several reduce flows (every
-stripe), and a packet is granted only with its whole gang at the heads of its partners' inputs;
-with every sender in the same order the lowest packet not yet started is at the head of every
-input it needs (docs/switch.md, "Why no deadlock").
+The order: :func:`hdl.compiler.io_stripe_trees.home_late_order`, the one packet order (packet p
+of stripes 0 .. C - 1, then packet p + 1; docs/switch.md, host rule 5) with the packets of the
+*home* stripes (those whose controller is on this NPU's L1, the ``home`` mask) ``delay`` places
+later. Every NPU of an L1 follows the same order and the others' packets keep the one order, so
+at every switch each input carries its flows' packets in one order its partners share; a home
+packet meets the L2's partial sum of the other L1s, which was sent ``delay`` places earlier and
+waits at the downlink input instead of the home L1's NPU inputs waiting for it (the one order,
+``delay`` 0, pays one L1 -> L2 -> L1 way per packet). The delay is deadlock-free up to the
+window rule of :func:`hdl.compiler.io_stripe_trees.home_delay` (the downlink input's depth).
 
 Not paced: the stripe's sink is its controller (16/375 flit per cycle on the wafer); the
 switches hold each stripe's packet until its controller has room for it, and every packet
 behind it on the NPU's input waits (host rule 4); in this request all the traffic is the
-reduce-out itself, whose packets leave in the one order anyway.
+reduce-out itself.
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -49,10 +53,15 @@ class TreeStripeNpu(wiring.Component):
     :class:`~hdl.designs.fabric.stripe_npu.StripeNpu`: ``received`` counts flits that arrived,
     ``errors`` the same, since none should; ``sent``: flits sent).
 
-    Path: a flit generator (stripe k, packet p, flit t: data index ``k S + 8 p + t``, lane l
-    ``ws * mix(index, l) + hs``; ``last`` at a packet's end or the stripe's) -> :class:`Packetizer`
-    (``forward``: the packet ends at ``last``, ``seq`` = p, ``flow`` = k; a packet starts with
-    credits for a whole packet). Latency 0 (combinational); valid never waits for ready.
+    Path: two cursors over the one order (the other stripes', the home stripes'), each at its
+    next packet (stripe k, packet p, index ``C p + k``; the next stripe of its kind by a
+    priority encoder, so a cursor skips the other kind's packets in no cycle); the packet
+    sent is the home cursor's when its ``index + delay`` is below the other's, else the other's;
+    a flit generator (flit t: data index ``k S + 8 p + t``, lane l ``ws * mix(index, l) + hs``;
+    ``last`` at a packet's end or the stripe's) -> :class:`Packetizer` (``forward``: the packet
+    ends at ``last``, ``seq`` = p, ``flow`` = k; a packet starts with credits for a whole
+    packet). Latency 0 (combinational); valid never waits for ready; no idle cycle between
+    packets.
     """
 
     read_names = ("done", "received", "errors", "first_error", "seq_errors", "link_errors", "sent")
@@ -79,12 +88,30 @@ class TreeStripeNpu(wiring.Component):
             for name, at in TREE_NPU_REGS.items():
                 with m.If(self.waddr == at):
                     m.d.sync += regs[name].eq(self.wdata)
-        # the generator: stripe k (its first index ``org`` = k S), packet p (``base`` = 8 p), flit t
-        k = Signal(range(self.stripes + 1), name="stripe")
-        org, base = Signal(32, name="org"), Signal(32, name="base")
+        # two cursors over the one packet order (index n = C p + k): 0 walks the other stripes,
+        # 1 the home stripes; the next packet is the cursor with the lower key (n, or n + delay
+        # + 1/2 for home: home_late_order), so a cursor skips the other's packets at no cost
+        count = self.stripes
+        in_order = Signal(count, name="in_order")      # stripes 0 .. stripes - 1 of the program
+        home = Signal(count, name="home_mask")
+        m.d.comb += [in_order.eq(Cat(*[regs["stripes"] > j for j in range(count)])),
+                     home.eq(Cat(regs["home"], regs["home_hi"])[:count])]
+        masks = (in_order & ~home, in_order & home)
+        ks = [Signal(range(count), name=f"stripe_{c}") for c in range(2)]
+        bases = [Signal(32, name=f"base_{c}") for c in range(2)]       # 8 p
+        rounds = [Signal(32, name=f"round_{c}") for c in range(2)]     # C p
+        spent = [Signal(name=f"spent_{c}") for c in range(2)]          # every packet of its stripes sent
+        firsts = [_lowest(m, mask, count, f"first_{c}") for c, mask in enumerate(masks)]
+        nexts = [_lowest(m, mask & ~Cat(*[ks[c] >= j for j in range(count)]), count, f"next_{c}")
+                 for c, mask in enumerate(masks)]
+        started = Signal(name="started")
+        late = Signal(name="late")                     # the home cursor's packet goes next
+        m.d.comb += late.eq(~spent[1] & (spent[0] | (rounds[1] + ks[1] + regs["delay"] < rounds[0] + ks[0])))
+        k, base = Mux(late, ks[1], ks[0]), Mux(late, bases[1], bases[0])
         t = Signal(range(size), name="in_packet")
-        running = Signal()
-        index = (org + base + t)[:32]
+        running = Signal(name="running")
+        m.d.comb += running.eq(started & ~(spent[0] & spent[1]))
+        index = (k * regs["stripe_flits"] + base + t)[:32]
         in_stripe = base + t     # the flit's place in its stripe
         last = (t == size - 1) | (in_stripe + 1 == regs["stripe_flits"])
         m.d.comb += [tx.i.valid.eq(running),
@@ -95,23 +122,21 @@ class TreeStripeNpu(wiring.Component):
                      tx.vc.eq(regs["vc"]), tx.hold.eq(0), tx.start.eq(self.start), rx.start.eq(self.start),
                      rx.last_seq.eq(0)]
         with m.If(self.start):
-            m.d.sync += [running.eq(regs["stripes"] != 0), k.eq(0), org.eq(0), base.eq(0), t.eq(0),
-                         self.sent.eq(0)]
+            m.d.sync += [started.eq(1), t.eq(0), self.sent.eq(0)]
+            for c in range(2):
+                first, found = firsts[c]
+                m.d.sync += [ks[c].eq(first), bases[c].eq(0), rounds[c].eq(0), spent[c].eq(~found)]
         with m.Elif(tx.i.valid & tx.i.ready):
-            m.d.sync += self.sent.eq(self.sent + 1)
-            with m.If(~last):
-                m.d.sync += t.eq(t + 1)
-            with m.Elif(k + 1 < regs["stripes"]):       # the next stripe's packet p
-                m.d.sync += [t.eq(0), k.eq(k + 1), org.eq(org + regs["stripe_flits"])]
-            with m.Elif(base + size < regs["stripe_flits"]):    # packet p + 1 of stripe 0
-                m.d.sync += [t.eq(0), k.eq(0), org.eq(0), base.eq(base + size)]
-            with m.Else():
-                m.d.sync += running.eq(0)
-        sent_all = Signal(name="sent_all")
-        with m.If(self.start):
-            m.d.sync += sent_all.eq(0)
-        with m.Elif(running & tx.i.ready & last & (k + 1 >= regs["stripes"]) & (base + size >= regs["stripe_flits"])):
-            m.d.sync += sent_all.eq(1)
+            m.d.sync += [self.sent.eq(self.sent + 1), t.eq(Mux(last, 0, t + 1))]
+            for c in range(2):
+                (first, _), (after, more) = firsts[c], nexts[c]
+                with m.If(last & (late == c)):
+                    with m.If(more):                   # the cursor's next stripe, packet p
+                        m.d.sync += ks[c].eq(after)
+                    with m.Else():                     # packet p + 1 of its first stripe
+                        m.d.sync += [ks[c].eq(first), bases[c].eq(bases[c] + size),
+                                     rounds[c].eq(rounds[c] + regs["stripes"]),
+                                     spent[c].eq(bases[c] + size >= regs["stripe_flits"])]
         # nothing should arrive: every flit that does is an error
         m.d.comb += rx.o.ready.eq(1)
         with m.If(self.start):
@@ -124,6 +149,15 @@ class TreeStripeNpu(wiring.Component):
                      rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload)]
         for v in range(len(DATA_VCS)):
             m.d.comb += [tx.credit[v].eq(self.credit_in[v]), self.credit_out[v].eq(rx.credit[v])]
-        m.d.comb += [self.done.eq(sent_all), self.seq_errors.eq(rx.seq_errors),
+        m.d.comb += [self.done.eq(started & spent[0] & spent[1]), self.seq_errors.eq(rx.seq_errors),
                      self.link_errors.eq(tx.credit_error | rx.overflow)]
         return m
+
+
+def _lowest(m: Module, mask, width: int, name: str) -> tuple[Signal, Signal]:
+    """(the lowest set bit of ``mask``, whether it has one): a priority encoder, combinational."""
+    at, found = Signal(range(width), name=name), Signal(name=f"{name}_found")
+    for j in reversed(range(width)):
+        with m.If(mask[j]):
+            m.d.comb += [at.eq(j), found.eq(1)]
+    return at, found

@@ -130,8 +130,13 @@ def test_the_tree_npu_writes_load_every_register_once():
     from hdl.contracts.io_stripes import TREE_NPU_REGS, tree_npu_writes
     writes = tree_npu_writes(ws=5, hs=-1, stripes=18, stripe_flits=100, phase=7, vc=1)
     assert dict(writes) == {TREE_NPU_REGS["ws"]: 5, TREE_NPU_REGS["hs"]: 0xFFFFFFFF, TREE_NPU_REGS["stripes"]: 18,
-                            TREE_NPU_REGS["stripe_flits"]: 100, TREE_NPU_REGS["phase"]: 7, TREE_NPU_REGS["vc"]: 1}
+                            TREE_NPU_REGS["stripe_flits"]: 100, TREE_NPU_REGS["phase"]: 7, TREE_NPU_REGS["vc"]: 1,
+                            TREE_NPU_REGS["home"]: 0, TREE_NPU_REGS["home_hi"]: 0, TREE_NPU_REGS["delay"]: 0}
     assert len(writes) == len(TREE_NPU_REGS)
+    late = dict(tree_npu_writes(ws=5, hs=1, stripes=40, stripe_flits=8, phase=7, vc=1, home=(0, 5, 35), delay=12))
+    assert (late[TREE_NPU_REGS["home"]], late[TREE_NPU_REGS["home_hi"]], late[TREE_NPU_REGS["delay"]]) == (0x21, 8, 12)
+    with pytest.raises(FredError, match=r"home stripes \[18\] outside 0..17"):
+        tree_npu_writes(ws=1, hs=1, stripes=18, stripe_flits=8, phase=7, vc=1, home=(18,))
     with pytest.raises(FredError, match="stripe_flits must be a positive integer"):
         tree_npu_writes(ws=1, hs=1, stripes=18, stripe_flits=0, phase=7, vc=1)
 

@@ -3,9 +3,10 @@ switch by hand, how many share each output, the one packet order, and what is re
 
 import pytest
 
-from hdl.compiler.io_stripe_trees import output_sharing, stripe_packet_order, stripe_tree_flows
+from hdl.compiler.io_stripe_trees import (home_delay, home_late_order, home_stripes, output_sharing,
+                                         stripe_packet_order, stripe_tree_flows)
 from hdl.contracts.errors import FredError
-from hdl.contracts.fabric import fabric_spec
+from hdl.contracts.fabric import default_depth, fabric_spec
 
 FRED_B18 = fabric_spec("fred-b", io_controllers=18)
 FRED_D18 = fabric_spec("fred-d", io_controllers=18)
@@ -57,6 +58,43 @@ def test_every_sender_follows_one_packet_order():
     """3 stripes of 10 flits in 4-flit packets: packets 0, 1, 2 of each, the last one short."""
     assert stripe_packet_order(3, 10, 4) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1),
                                              (0, 2), (1, 2), (2, 2)]
+
+
+def test_home_packets_go_delay_places_late():
+    """3 stripes of 2 one-flit packets (order 0 1 2 0 1 2, index n), stripe 1 home, 2 places
+    late: home packet n goes right after the others' packet n + 2, or at the end."""
+    assert home_late_order(3, 2, 1, {1}, 0) == stripe_packet_order(3, 2, 1)
+    assert home_late_order(3, 2, 1, {1}, 2) == [(0, 0), (2, 0), (0, 1), (1, 0), (2, 1), (1, 1)]
+    assert home_late_order(3, 2, 1, {1}, 9) == [(0, 0), (2, 0), (0, 1), (2, 1), (1, 0), (1, 1)]
+    with pytest.raises(FredError, match="delay must be an integer >= 0"):
+        home_late_order(3, 2, 1, {1}, -1)
+    with pytest.raises(FredError, match=r"home stripes \[3\] must be in 0..2"):
+        home_late_order(3, 2, 1, {3}, 1)
+
+
+def test_the_home_stripes_are_the_controllers_on_the_l1():
+    assert home_stripes(FRED_B18, 0) == (0, 5, 10, 15)
+    assert home_stripes(FRED_B18, 4) == (4, 9, 14)
+    with pytest.raises(FredError, match="l1 must be in 0..4"):
+        home_stripes(FRED_B18, 5)
+
+
+def test_the_delay_is_the_widest_window_the_downlink_holds_by_hand():
+    """Window rule: delay + 1 consecutive places of the one order hold at most depth // 8 packets
+    of one downlink's home stripes. Fred-B (one uplink, 24-flit buffers: 3 packets), L1 0's
+    stripes 0, 5, 10, 15 at places 0, 5, 10, 15, 18, 23, ...: 4 of them within 14 places
+    (15 .. 28), so 13 places at most, delay 12; in one round (54 flits, one packet per stripe)
+    0 .. 15 is 16 places: delay 14. Fred-D: a downlink (L1 k mod 5, plane k mod 4) carries
+    one stripe of the 18 per round, so any window of a round holds 1: one round, 18 (17 when
+    the order is one round long). 24-flit buffers at both (the spec's default_depth)."""
+    assert default_depth(FRED_B18) == default_depth(FRED_D18) == 24
+    assert home_delay(FRED_B18, 100, 8, 24) == 12
+    assert home_delay(FRED_B18, 3, 8, 24) == 14
+    assert home_delay(FRED_D18, 223, 8, 24) == 18
+    assert home_delay(FRED_D18, 3, 8, 24) == 17
+    assert home_delay(FRED_B18, 100, 8, 8) == 2        # one packet: L1 0's 15 and 18 are 4 places
+    with pytest.raises(FredError, match="holds no whole packet"):
+        home_delay(FRED_B18, 100, 8, 7)
 
 
 @pytest.mark.parametrize("spec, op, message", [

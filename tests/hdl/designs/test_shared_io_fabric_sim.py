@@ -7,13 +7,17 @@ flit against its stripe (the receiver keyed by the header's flow id)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from cocotb_tests.fabric.shared_io_run import shared_io_load, shared_io_top
 from cocotb_tests.fabric.stripe_io_run import ENDPOINT_READS, judge_stripe_io
 from hdl.compiler.io_stripe_shared import fabric_shared_tables, shared_io_program
+from hdl.compiler.io_stripe_trees import home_delay
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec, make_request
+from hdl.contracts.timing import switch_latency
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
 from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ, SHARED_REG
 
@@ -23,9 +27,9 @@ from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ, SHARED_REG
 SMALL = fabric_spec("fred-b", npus=8, npus_per_l1=2, io_controllers=4)
 
 
-def _run(run_fabric_top, spec, program, max_cycles, edit=None, phases=None):
-    dut = shared_io_top(spec, program, phases=phases)
-    load = shared_io_load(spec, program, dut)
+def _run(run_fabric_top, spec, program, max_cycles, edit=None, phases=None, delay=None, depth=None):
+    dut = shared_io_top(spec, program, phases=phases, depth=depth)
+    load = shared_io_load(spec, program, dut, delay=delay)
     writes = load["writes"] if edit is None else edit(load["writes"])
 
     async def read_back(read):
@@ -89,15 +93,12 @@ def test_a_stripe_mapped_to_another_tree_at_one_switch_never_arrives(run_fabric_
 
 def test_every_npu_reduces_out_every_stripe_into_its_controller_through_the_trees(run_fabric_top):
     """io-reduce, 48 flits per NPU = 4 stripes of 12: every NPU sends its own data of every
-    stripe in the one packet order (packet p of stripes 0..3, then p + 1), the switches add the
-    8 NPUs' packets of a stripe on its tree (2 at each L1, the other L1s' partial sums at the
-    L2, 4 inputs at the controller's L1: its NPUs and the downlink) and each controller checks
-    its stripe's sum of all 8 NPUs' data. Measured 2026-11-27 20:27 UTC (Amaranth, this
-    branch): 414 cycles, the controllers done at 312, 346, 380, 414 (their memory time 281.25
-    after their first packet, which comes later for each later stripe: each NPU input carries
-    the stripes in order and a packet of the stripe whose controller is on the NPU's own L1
-    waits at the head for the other L1s' partial sum); the model 315.25 (1.31: it starts every
-    controller at once). About 7 s."""
+    stripe (the one packet order, packet p of stripes 0..3, then p + 1, with its own L1's
+    stripe ``home_delay`` places late), the switches add the 8 NPUs' packets of a stripe on its
+    tree (2 at each L1, the other L1s' partial sums at the L2, 4 inputs at the controller's L1:
+    its NPUs and the downlink) and each controller checks its stripe's sum of all 8 NPUs' data.
+    In the one order (s16-shared, 2026-11-27 20:27 UTC) 414 cycles, the controllers done at
+    312, 346, 380, 414; the model 315.25 (it starts every controller at once). About 7 s."""
     program = shared_io_program(SMALL, "io-reduce", 48)
     out = _run(run_fabric_top, SMALL, program, 3000)
     assert judge_stripe_io(SMALL, program, out) == []
@@ -107,6 +108,68 @@ def test_every_npu_reduces_out_every_stripe_into_its_controller_through_the_tree
     rate = SMALL.io_rate
     memory = program.stripe_flits * rate.denominator / rate.numerator
     assert all(out[SMALL.npus + k]["done_cycle"] >= memory for k in range(4))
+
+
+#: :data:`SMALL` with controllers at 1/2 flit per cycle (their memory no longer hides the
+#: reduce-out's order): io-reduce of 480 flits per NPU, 4 stripes of 15 packets.
+FAST = fabric_spec("fred-b", npus=8, npus_per_l1=2, io_controllers=4, io_rate=Fraction(1, 2))
+
+
+def _one_order_way(spec) -> float:
+    """The least a packet of the one order costs after the one before it when it is home at
+    some L1 (docs/fabric_rtl.md, point 9): the other L1s' partial sum climbs (an L1's latency and
+    the uplink), the L2 adds it (its latency and the downlink), then the home L1 takes its
+    packet at the downlink's rate before the next packet's head is at its NPU inputs."""
+    l1, l2 = (switch_latency(ports=spec.switch_ports[s], middle=spec.middle, dtype=spec.dtype)
+              for s in (0, spec.l1_count))
+    return l1 + l2 + 2 * spec.uplink_latency + 8 / spec.uplink_rate
+
+
+def test_the_home_stripes_sent_late_end_the_one_orders_serialisation(run_fabric_top):
+    """io-reduce on :data:`FAST` in the late order (each L1's NPUs send their own L1's stripe
+    ``home_delay`` = 4 places late: one round): every sum exact, and the run shorter than the
+    one order's least cost, one way L1 -> L2 -> L1 per packet after the first (60 packets x
+    (5 + 5 + 2 + 16) = 1,652 cycles: the one order, ``delay=0``, measured 2,052, controllers
+    done at 1,950, 1,984, 2,018, 2,052; the late order 878, done at 866, 860, 866, 878,
+    2026-11-28 06:55 UTC; the model 756, the L1s' half-rate uplinks carrying 3 stripes of 4).
+    About 12 s."""
+    program = shared_io_program(FAST, "io-reduce", 480)
+    dut = shared_io_top(FAST, program)
+    dut._MustUse__silence = True        # its depth only; _run builds its own
+    assert home_delay(FAST, program.stripe_flits, 8, dut.depth) == FAST.io_controllers
+    out = _run(run_fabric_top, FAST, program, 4000)
+    assert judge_stripe_io(FAST, program, out) == []
+    assert [(out[FAST.npus + k]["received"], out[FAST.npus + k]["errors"]) for k in range(4)] == [(120, 0)] * 4
+    packets = 4 * -(-program.stripe_flits // 8)
+    assert out["cycles"] < (packets - 1) * _one_order_way(FAST)
+    done = [out[FAST.npus + k]["done_cycle"] for k in range(4)]
+    assert max(done) - min(done) < _one_order_way(FAST), done
+
+
+def test_a_delay_past_the_window_rule_deadlocks_and_the_rules_completes(run_fabric_top):
+    """:data:`FAST` with input buffers of one packet (``depth=8``): the window rule
+    (``home_delay``) allows 3 places (each L1's one stripe comes every 4 packets of the order;
+    4 consecutive places may hold one packet of a downlink). Sent 12 places late (every home
+    packet after every other one, 96 flits: 12 packets), the fabric deadlocks as argued in
+    docs/fabric_rtl.md point 9: no controller receives a flit (measured 2026-11-28 06:56 UTC;
+    ``-m full`` holds the case); with the rule's 3, every sum exact. About 8 s."""
+    program = shared_io_program(FAST, "io-reduce", 96)
+    assert home_delay(FAST, program.stripe_flits, 8, 8) == 3
+    out = _run(run_fabric_top, FAST, program, 2000, depth=8)
+    assert judge_stripe_io(FAST, program, out) == []
+    assert [out[FAST.npus + k]["received"] for k in range(4)] == [24] * 4
+
+
+@pytest.mark.full
+def test_the_late_order_past_the_rule_deadlocks_on_one_packet_buffers(run_fabric_top):
+    """The other half of the case above: 12 places late on buffers of one packet, the NPUs fill
+    their L1s' uplink inputs at the L2 with other stripes' packets while the L2 holds a home
+    partial sum for a full downlink whose L1 takes it only after them: nothing reaches a
+    controller (a deadlock: the run ends at ``max_cycles``). About 13 s."""
+    program = shared_io_program(FAST, "io-reduce", 96)
+    out = _run(run_fabric_top, FAST, program, 1500, depth=8, delay=12)
+    assert out["cycles"] >= 1500
+    assert [out[FAST.npus + k]["received"] for k in range(4)] == [0] * 4
 
 
 def test_a_wrong_partner_in_the_reduce_out_shows_in_every_controllers_sum(run_fabric_top):
@@ -145,9 +208,9 @@ _RATE = ("known RTL miss (s16-shared, Verilator, 2026-11-27 20:18-20:24 UTC): th
          "stored flows, every change of tree at an L1 NPU output costs switch_latency + 1 = 12 idle cycles "
          "(docs/switch.md, 'Shared stored flows': the set-up behind the current packet is not built): 54 flits 324 "
          "against 194.4 (1.67), 1,800 flits 4,488 against 3,104.4 (1.446), each NPU output at 0.40 flit per cycle")
-_ORDER = ("known RTL miss (s16-shared, Verilator, 2026-11-27 20:43-20:45 UTC): the one packet order serialises "
-          "the home L1s' reductions, about one L1 -> L2 -> L1 traversal per stripe (docs/fabric_rtl.md): 54 flits "
-          "779 against 176.4 (4.42), 1,800 flits 11,420 against 3,086.4 (3.70)")
+_ORDER = ("known RTL miss (s19-store, Verilator, 2026-11-28 07:02-07:04 UTC, the late order): 54 flits 320 against "
+          "176.4 (1.81), 1,800 flits 4,088 against 3,086.4 (1.32), not traced (docs/fabric_rtl.md, point 9); "
+          "the one order before it: 779 (4.42) and 11,420 (3.70)")
 
 
 @pytest.mark.full
