@@ -20,7 +20,8 @@ from hdl.designs.fabric.tree_stripe_npu import TreeStripeNpu
 DEPTH = 16
 
 
-def _sent_packets(stripes: int, stripe_flits: int, home, delay: int, seed: int) -> list[tuple[int, int, int]]:
+def _sent_packets(program_and_start, stripes: int, stripe_flits: int, home, delay: int,
+                  seed: int) -> list[tuple[int, int, int]]:
     """``(flow, seq, flits)`` of every packet the NPU sends, in order; the L1's input buffer
     (``DEPTH`` flits) frees each flit after a random wait of 0-5 cycles."""
     fmt = packet_format(8)
@@ -33,15 +34,7 @@ def _sent_packets(stripes: int, stripe_flits: int, home, delay: int, seed: int) 
     rng = random.Random(seed)
 
     async def bench(ctx):
-        for reg, value in words:
-            ctx.set(npu.we, 1)
-            ctx.set(npu.waddr, reg)
-            ctx.set(npu.wdata, value)
-            await ctx.tick()
-        ctx.set(npu.we, 0)
-        ctx.set(npu.start, 1)
-        await ctx.tick()
-        ctx.set(npu.start, 0)
+        await program_and_start(ctx, npu, words)
         freeing, flits, cycles = [], 0, 0
         while flits < total or freeing:
             cycles += 1
@@ -78,8 +71,8 @@ def _sent_packets(stripes: int, stripe_flits: int, home, delay: int, seed: int) 
     (4, 12, (0, 1, 2, 3), 2),       # every stripe home: the one order again
     (6, 17, (5,), 40),              # a delay past the end: stripe 5 last
 ])
-def test_the_npu_sends_its_packets_in_the_late_order(stripes, stripe_flits, home, delay):
-    sent = _sent_packets(stripes, stripe_flits, home, delay, seed=stripes + delay)
+def test_the_npu_sends_its_packets_in_the_late_order(program_and_start, stripes, stripe_flits, home, delay):
+    sent = _sent_packets(program_and_start, stripes, stripe_flits, home, delay, seed=stripes + delay)
     expected = [(k, p, min(8, stripe_flits - 8 * p))
                 for k, p in home_late_order(stripes, stripe_flits, 8, home, delay)]
     assert sent == expected
