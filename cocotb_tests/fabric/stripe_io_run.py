@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from amaranth.hdl import Elaboratable
+
 from hdl.compiler.io_stripe_program import IoStripeProgram, npu_own, receiver_entries
 from hdl.contracts.io_stripes import stripe_npu_writes
 from hdl.contracts.npu_engine import STAGE_REGS, engine_writes, mix
@@ -157,7 +159,8 @@ def build_striped_top(top, top_key: tuple | None = None):
     from hdl.emit.verilog import to_verilog
     known = _STRIPED_BUILT.get(top_key) if top_key is not None else None
     if known is not None and (known / "build.ok").is_file():
-        top._MustUse__silence = True   # its Verilog is built already: no "created but never used" warning
+        if isinstance(top, Elaboratable):
+            top._MustUse__silence = True   # its Verilog is built already: no "created but never used" warning
         return known
     built = build_top_public_only(to_verilog(top, name=PACKET_TOP), PACKET_TOP, PORTS, cflags=PLAIN_CFLAGS)
     if top_key is not None:
