@@ -265,10 +265,6 @@ def _start_up() -> tuple[float, bool]:
     ``eval_s`` is its own work, not the process's start-up (issue 31: a cold first run is
     stated apart)."""
     start = time.perf_counter()
-    from sysmodel.engine_compiled import warm_up
-    from sysmodel.schedule_order_compiled import warm_up as warm_up_order
-    _, compiled = warm_up()
-    from sysmodel.breakdown_compiled import warm_up as warm_up_breakdown
-    _, order_compiled = warm_up_order()
-    _, breakdown_compiled = warm_up_breakdown()
-    return time.perf_counter() - start, compiled or order_compiled or breakdown_compiled
+    from sysmodel.compiled_code import warm_up_all
+    compiled = any(compiled for _, _, compiled in warm_up_all())
+    return time.perf_counter() - start, compiled

@@ -71,20 +71,16 @@ def bench_iterations(min_seconds: float = 1.0, *, reference: bool = True) -> Non
     path too, and the ratio); the first, cold evaluation (networks built) is stated apart, and
     before the cases the compiled engine's loading (or compilation, on a fresh clone)."""
     start = time.perf_counter()
-    from sysmodel.engine_compiled import warm_up
+    import sysmodel.engine_compiled  # noqa: F401  (numba and the module: timed apart)
     imported = time.perf_counter() - start
-    seconds, compiled = warm_up()
-    print(f"compiled engine: numba and the module imported in {imported:.2f} s, the loop "
-          f"{'compiled (no cached copy)' if compiled else 'loaded from the cache'} in {seconds:.2f} s",
-          flush=True)
-    from sysmodel.schedule_order_compiled import warm_up as warm_up_order
-    seconds, compiled = warm_up_order()
-    print(f"compiled pipeline order: {'compiled (no cached copy)' if compiled else 'loaded from the cache'} "
-          f"in {seconds:.2f} s", flush=True)
-    from sysmodel.breakdown_compiled import warm_up as warm_up_breakdown
-    seconds, compiled = warm_up_breakdown()
-    print(f"compiled breakdown: {'compiled (no cached copy)' if compiled else 'loaded from the cache'} "
-          f"in {seconds:.2f} s", flush=True)
+    from sysmodel.compiled_code import warm_up_all
+    for what, seconds, compiled in warm_up_all():
+        how = f"{'compiled (no cached copy)' if compiled else 'loaded from the cache'} in {seconds:.2f} s"
+        if what == "engine":
+            print(f"compiled engine: numba and the module imported in {imported:.2f} s, the loop {how}",
+                  flush=True)
+        else:
+            print(f"compiled {what}: {how}", flush=True)
     print(f"{'iteration':34s} {'tasks':>7s} {'cold s':>8s} {'ms/eval':>9s} {'eval/s':>8s}"
           f" {'ref ms/eval':>12s} {'ref eval/s':>10s} {'speed-up':>8s}")
     for label, platform, fabric, workload, kwargs in iteration_cases():
@@ -147,11 +143,8 @@ def bench_commands() -> None:
     """Wall time of each whole command in a fresh process (start-up and imports included, the
     compiled engine loaded from its cache: it is compiled here first if it has none, and that
     stated, so that no command pays the one-time compilation)."""
-    from sysmodel.engine_compiled import warm_up
-    from sysmodel.schedule_order_compiled import warm_up as warm_up_order
-    from sysmodel.breakdown_compiled import warm_up as warm_up_breakdown
-    for what, (seconds, compiled) in (("engine", warm_up()), ("pipeline order", warm_up_order()),
-                                      ("breakdown", warm_up_breakdown())):
+    from sysmodel.compiled_code import warm_up_all
+    for what, seconds, compiled in warm_up_all():
         if compiled:
             print(f"compiled {what}: no cached copy; compiled before the commands in {seconds:.2f} s",
                   flush=True)
