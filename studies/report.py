@@ -164,13 +164,19 @@ def write_csv(path: str | Path, rows: Iterable, fields: Sequence[str] | None = N
     return write_text(path, csv_text(rows, fields, formats=formats))
 
 
-def figure(*args, **kwargs):
-    """A new matplotlib figure on the file-only ``Agg`` backend: ``plt.subplots(*args,
-    **kwargs)``."""
+def pyplot():
+    """``matplotlib.pyplot`` on the file-only ``Agg`` backend, imported on first use (about
+    0.3 s: a process that forks plotting children imports it once, before the forks)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    return plt.subplots(*args, **kwargs)
+    return plt
+
+
+def figure(*args, **kwargs):
+    """A new matplotlib figure on the file-only ``Agg`` backend: ``plt.subplots(*args,
+    **kwargs)``."""
+    return pyplot().subplots(*args, **kwargs)
 
 
 def save_png(fig, path: str | Path, *, dpi: int = 120, tight: bool = True,
