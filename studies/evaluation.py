@@ -406,7 +406,8 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
 
     ``background`` (default: where the machine can, :func:`studies.background_work.can_fork`):
     the strategy sweeps (with their plot) run in a forked child process beside the other steps,
-    and the breakdown and sensitivity plots in another beside the uncertainty blocks; the same
+    and the in-switch study and the breakdown and sensitivity plots in another beside the
+    uncertainty blocks (neither reads what the other steps compute); the same
     functions compute the same values either way (docs/sysmodel.md, Speed, twenty-sixth
     increment). The sweeps' progress lines and steps are reported when they are collected,
     after the uncertainty blocks."""
@@ -422,7 +423,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
         pyplot()   # once, before the forks: each child plots with it (0.3 s each otherwise)
     # the sweeps read nothing the other steps compute: on the second core meanwhile
     sweeping = ForkedCall(_swept, platform, overlap, progress, out, in_background=background).start()
-    early_plots = None
+    in_switch_and_plots = None
     try:
         _progress(progress, "[1/4] end-to-end iterations: 4 workloads x 5 fabrics")
         table, runs = speedup_table(platform, progress=progress, overlap=overlap, tick=tick)
@@ -438,9 +439,6 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
             _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
                                 "Fred-C figure; Fred-A, B, D predicted")
             paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress, tick=tick)
-        from studies.in_switch_sensitivity import in_switch_sensitivity
-        _progress(progress, "in-switch efficiency: Fred-B/D at NVLink SHARP's measured efficiency")
-        in_switch = in_switch_sensitivity(platform, overlap=overlap, calibration=paper_calibration)
         calibration = None
         if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
             workload, fabric = CALIBRATION_ANCHOR
@@ -456,30 +454,37 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
             calibration_paper=paper_calibration, compute_sensitivity=sensitivity,
             platform=platform.to_dict(),
             switch_timing={level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
-            compiler=ROUTER, in_switch_sensitivity=in_switch)
-        if out is not None:   # the plots that read nothing computed from here on, meanwhile
-            early = _partial_result(**known)
-            early_plots = ForkedCall(_draw, [(draw, path) for draw, path in evaluation_plots(out, early)
-                                             if path.name in EARLY_PLOTS], early,
-                                     in_background=background).start()
+            compiler=ROUTER)
+        _progress(progress, "in-switch efficiency: Fred-B/D at NVLink SHARP's measured efficiency "
+                            "(in a background process, with the breakdown and sensitivity plots)")
+        # the in-switch study and the plots that read nothing computed from here on, meanwhile
+        early = _partial_result(**known)
+        early_plots = [] if out is None else [(draw, path) for draw, path in evaluation_plots(out, early)
+                                              if path.name in EARLY_PLOTS]
+        in_switch_and_plots = ForkedCall(_in_switch_and_plots, platform, overlap, paper_calibration,
+                                         early_plots, early, in_background=background).start()
         uncertainty = _uncertainty(platform, uncertainty_samples, paper_calibration, overlap, progress, tick)
         sweeps, sweep_log, sweep_steps = sweeping.result()
         print(sweep_log, end="", file=sys.stderr, flush=True)
         _tick(tick, sweep_steps)
+        elapsed_s = time.perf_counter() - start
+        if out is not None:   # the plot that reads the uncertainty, while the child may still draw
+            with_uncertainty = _partial_result(**known, uncertainty=uncertainty)
+            _draw([(draw, path) for draw, path in evaluation_plots(out, with_uncertainty)
+                   if path.name == SPEEDUP_PLOT], with_uncertainty)
         result = EvaluationResult(
             **known, sweep={f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
-            sweep_summary=_sweep_summary(sweeps), elapsed_s=time.perf_counter() - start,
-            uncertainty=uncertainty)
+            sweep_summary=_sweep_summary(sweeps), elapsed_s=elapsed_s,
+            in_switch_sensitivity=in_switch_and_plots.result(), uncertainty=uncertainty)
         if out is not None:
-            write_evaluation(out, result, drawn=[out / name for name in (*EARLY_PLOTS, SWEEP_PLOT)])
-            early_plots.result()
+            write_evaluation(out, result, drawn=[out / name for name in (*EARLY_PLOTS, SWEEP_PLOT, SPEEDUP_PLOT)])
             _progress(progress, f"wrote {output}/ (report.md, speedup.csv, iterations.csv, microbenchmarks.csv, "
                                 f"sweep_*.csv, in_switch_sensitivity.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
         return result
     except BaseException:
         sweeping.abandon()
-        if early_plots is not None:
-            early_plots.abandon()
+        if in_switch_and_plots is not None:
+            in_switch_and_plots.abandon()
         raise
 
 
@@ -504,6 +509,16 @@ def _swept(platform: Platform, overlap: bool, progress: bool, out: Path | None) 
         _plot_sweeps(out / SWEEP_PLOT,
                      _partial_result(sweep={f"{w}/{f}": rows for (w, f), rows in sweeps.items()}))
     return sweeps, log.getvalue(), steps[0]
+
+
+def _in_switch_and_plots(platform: Platform, overlap: bool, paper_calibration, plots: list,
+                         result: EvaluationResult):
+    """:func:`studies.in_switch_sensitivity.in_switch_sensitivity`'s study (returned), then
+    ``plots`` drawn from ``result`` (:func:`_draw`)."""
+    from studies.in_switch_sensitivity import in_switch_sensitivity
+    study = in_switch_sensitivity(platform, overlap=overlap, calibration=paper_calibration)
+    _draw(plots, result)
+    return study
 
 
 def _partial_result(**known) -> EvaluationResult:
@@ -661,13 +676,14 @@ def _sweep_summary(sweeps) -> dict:
 #: blocks; the sweeps' plot (:data:`SWEEP_PLOT`) is drawn with the sweeps.
 EARLY_PLOTS = ("breakdown.png", "sensitivity.png")
 SWEEP_PLOT = "sweep.png"
+SPEEDUP_PLOT = "speedup.png"   # reads the uncertainty blocks
 
 
 def evaluation_plots(out: Path, result: EvaluationResult) -> list:
     """The folder's plots in drawing order, ``[(draw, path)]`` with ``draw(path, result)``; the
     sensitivity plot only where the diagnostic ran."""
-    plots = [(_plot_speedup, "speedup.png"), (_plot_breakdown, "breakdown.png"),
-             (_plot_sensitivity, "sensitivity.png"), (_plot_sweeps, "sweep.png")]
+    plots = [(_plot_speedup, SPEEDUP_PLOT), (_plot_breakdown, "breakdown.png"),
+             (_plot_sensitivity, "sensitivity.png"), (_plot_sweeps, SWEEP_PLOT)]
     return [(draw, out / name) for draw, name in plots
             if draw is not _plot_sensitivity or result.compute_sensitivity]
 
