@@ -411,7 +411,7 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
     functions compute the same values either way (docs/sysmodel.md, Speed, twenty-sixth
     increment). The sweeps' progress lines and steps are reported when they are collected,
     after the uncertainty blocks."""
-    from studies.background_work import ForkedCall
+    from studies.background_work import ForkedCall, can_fork
     if calibration_mode not in (None, "none", "paper"):
         raise FredError(f"unknown calibration {calibration_mode!r}; expected paper or none")
     if output is not None:
@@ -419,8 +419,12 @@ def run_evaluation(output: str | Path | None = "results", *, progress: bool = Tr
     out = None if output is None else Path(output)
     platform = platform or default_platform()
     start = time.perf_counter()
-    if out is not None:
-        pyplot()   # once, before the forks: each child plots with it (0.3 s each otherwise)
+    background = can_fork() if background is None else background
+    if background:   # once, before the forks, what each process would load (or compile) again
+        from sysmodel.compiled_code import warm_up_all
+        warm_up_all()    # the model's compiled code: on a fresh clone, compiled once, not per process
+        if out is not None:
+            pyplot()     # each child plots with it (0.3 s each otherwise)
     # the sweeps read nothing the other steps compute: on the second core meanwhile
     sweeping = ForkedCall(_swept, platform, overlap, progress, out, in_background=background).start()
     in_switch_and_plots = None
