@@ -31,7 +31,7 @@ from hdl.contracts.errors import FredError
 
 __all__ = ["OMIT_NONE", "to_json_dict", "Markdown", "Column", "write_text", "write_bytes",
            "write_json", "write_csv", "csv_text", "save_png", "check_writable",
-           "replace_marked_block", "figure", "table_lines", "table_text"]
+           "replace_marked_block", "figure", "pyplot", "table_lines", "table_text"]
 
 #: ``dataclasses.field(metadata=OMIT_NONE)``: the key is left out of the JSON (and of the CSV
 #: row) when the field is None -- for results whose key exists only in some cases (a strategy
