@@ -28,12 +28,12 @@ from sysmodel.training import CATEGORIES, simulate_iteration
 from sysmodel.workloads import WORKLOADS
 from sysmodel.workload_file import get_workload
 from studies.calibration import PaperCalibration, calibrate_paper
-from studies.report import OMIT_NONE, check_writable, figure, save_png, write_csv, write_json
+from studies.report import OMIT_NONE, check_writable, figure, pyplot, save_png, write_csv, write_json
 
 __all__ = ["PAPER_SPEEDUP", "run_evaluation", "evaluation_steps", "sweep", "strategy_row", "rank_rows", "speedup_table", "implied_compute_scale", "calibrate",
            "microbenchmarks", "FRED_FABRICS", "SweepRow", "Microbenchmark", "Explanation",
            "SweepSummary", "SweepComparison", "Spread", "ImpliedComputeScale", "Calibration",
-           "EvaluationResult", "write_evaluation", "sweep_microbatches"]
+           "EvaluationResult", "write_evaluation", "evaluation_plots", "EARLY_PLOTS", "sweep_microbatches"]
 
 FRED_FABRICS = ("fred-a", "fred-b", "fred-c", "fred-d")
 #: The paper's end-to-end speedups over the mesh (Fred-A/B are not reported end to end).
@@ -394,62 +394,149 @@ def microbenchmarks(platform: Platform | None = None, size: float = 1e9) -> list
 def run_evaluation(output: str | Path | None = "results", *, progress: bool = True,
                    platform: Platform | None = None, with_diagnostic: bool = True,
                    overlap: bool = True, calibration_mode: str | None = None,
-                   uncertainty_samples: int | None = None, tick=None) -> EvaluationResult:
+                   uncertainty_samples: int | None = None, tick=None,
+                   background: bool | None = None) -> EvaluationResult:
     """Everything ``fred eval`` reports; writes files into ``output`` unless it is None (an
     output folder that cannot be written is an error before any work).
 
     ``overlap`` chooses the headline's overlap policy (False: the serialised mode). The
     diagnostic always covers both policies: for each, the compute speed-up each of the paper's
     eight figures implies, and the spread between them (one global compute speed can only
-    reproduce the table if the eight agree)."""
+    reproduce the table if the eight agree).
+
+    ``background`` (default: where the machine can, :func:`studies.background_work.can_fork`):
+    the strategy sweeps (with their plot) run in a forked child process beside the other steps,
+    and the in-switch study and the breakdown and sensitivity plots in another beside the
+    uncertainty blocks (neither reads what the other steps compute); the same
+    functions compute the same values either way (docs/sysmodel.md, Speed, twenty-sixth
+    increment). The sweeps' progress lines and steps are reported when they are collected,
+    after the uncertainty blocks."""
+    from studies.background_work import ForkedCall, can_fork
     if calibration_mode not in (None, "none", "paper"):
         raise FredError(f"unknown calibration {calibration_mode!r}; expected paper or none")
     if output is not None:
         check_writable(output, folder=True)
+    out = None if output is None else Path(output)
     platform = platform or default_platform()
     start = time.perf_counter()
-    _progress(progress, "[1/4] end-to-end iterations: 4 workloads x 5 fabrics")
-    table, runs = speedup_table(platform, progress=progress, overlap=overlap, tick=tick)
-    _progress(progress, "[2/4] collective microbenchmarks")
-    micro = microbenchmarks(platform)
-    _tick(tick)
-    _progress(progress, "[3/4] strategy sweeps (transformer-17b, transformer-1t on mesh and fred-d)")
-    sweeps = {(w, fabric): sweep(w, fabric, platform, progress=progress, overlap=overlap, tick=tick)
-              for w in ("transformer-17b", "transformer-1t") for fabric in ("mesh", "fred-d")}
-    diagnostic, sensitivity = (_diagnostic(platform, progress, tick) if with_diagnostic
-                               else (ImpliedComputeScale(), {}))
-    paper_calibration = None
-    if calibration_mode == "paper":
-        _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
-                            "Fred-C figure; Fred-A, B, D predicted")
-        paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress, tick=tick)
-    from studies.in_switch_sensitivity import in_switch_sensitivity
-    _progress(progress, "in-switch efficiency: Fred-B/D at NVLink SHARP's measured efficiency")
-    in_switch = in_switch_sensitivity(platform, overlap=overlap, calibration=paper_calibration)
-    calibration = None
-    if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
-        workload, fabric = CALIBRATION_ANCHOR
-        curve = sensitivity["overlap" if overlap else "serialised"]
-        calibration = calibrate(platform, overlap=overlap, progress=progress,
-                                curve=(curve["scales"], curve[workload][fabric]))
+    background = can_fork() if background is None else background
+    if background:   # once, before the forks, what each process would load (or compile) again
+        from sysmodel.compiled_code import warm_up_all
+        warm_up_all()    # the model's compiled code: on a fresh clone, compiled once, not per process
+        if out is not None:
+            pyplot()     # each child plots with it (0.3 s each otherwise)
+    # the sweeps read nothing the other steps compute: on the second core meanwhile
+    sweeping = ForkedCall(_swept, platform, overlap, progress, out, in_background=background).start()
+    in_switch_and_plots = None
+    try:
+        _progress(progress, "[1/4] end-to-end iterations: 4 workloads x 5 fabrics")
+        table, runs = speedup_table(platform, progress=progress, overlap=overlap, tick=tick)
+        _progress(progress, "[2/4] collective microbenchmarks")
+        micro = microbenchmarks(platform)
         _tick(tick)
-    uncertainty = _uncertainty(platform, uncertainty_samples, paper_calibration, overlap, progress, tick)
-    result = EvaluationResult(
-        speedup=table, explanation=explain(table, runs), paper_speedup=PAPER_SPEEDUP,
-        iterations={f"{w}/{f}": r for (w, f), r in runs.items()}, microbenchmarks=micro,
-        sweep={f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
-        sweep_summary=_sweep_summary(sweeps), overlap="overlap" if overlap else "serialised",
-        implied_compute_scale=diagnostic, calibration=calibration,
-        calibration_paper=paper_calibration, compute_sensitivity=sensitivity,
-        platform=platform.to_dict(),
-        switch_timing={level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
-        compiler=ROUTER, elapsed_s=time.perf_counter() - start, in_switch_sensitivity=in_switch,
-        uncertainty=uncertainty)
-    if output is not None:
-        write_evaluation(Path(output), result)
-        _progress(progress, f"wrote {output}/ (report.md, speedup.csv, iterations.csv, microbenchmarks.csv, "
-                            f"sweep_*.csv, in_switch_sensitivity.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
-    return result
+        _progress(progress, "[3/4] strategy sweeps (transformer-17b, transformer-1t on mesh and "
+                            "fred-d): in a background process, reported after the uncertainty")
+        diagnostic, sensitivity = (_diagnostic(platform, progress, tick) if with_diagnostic
+                                   else (ImpliedComputeScale(), {}))
+        paper_calibration = None
+        if calibration_mode == "paper":
+            _progress(progress, "calibration 'paper': one compute factor per workload fitted on its "
+                                "Fred-C figure; Fred-A, B, D predicted")
+            paper_calibration = calibrate_paper(platform, overlap=overlap, progress=progress, tick=tick)
+        calibration = None
+        if with_diagnostic:   # reuses the anchor's sensitivity curve of the headline's policy
+            workload, fabric = CALIBRATION_ANCHOR
+            curve = sensitivity["overlap" if overlap else "serialised"]
+            calibration = calibrate(platform, overlap=overlap, progress=progress,
+                                    curve=(curve["scales"], curve[workload][fabric]))
+            _tick(tick)
+        known = dict(
+            speedup=table, explanation=explain(table, runs), paper_speedup=PAPER_SPEEDUP,
+            iterations={f"{w}/{f}": r for (w, f), r in runs.items()}, microbenchmarks=micro,
+            overlap="overlap" if overlap else "serialised",
+            implied_compute_scale=diagnostic, calibration=calibration,
+            calibration_paper=paper_calibration, compute_sensitivity=sensitivity,
+            platform=platform.to_dict(),
+            switch_timing={level: platform.switch_at(level).to_dict() for level in ("l1", "l2")},
+            compiler=ROUTER)
+        _progress(progress, "in-switch efficiency: Fred-B/D at NVLink SHARP's measured efficiency "
+                            "(in a background process, with the breakdown and sensitivity plots)")
+        # the in-switch study and the plots that read nothing computed from here on, meanwhile
+        early = _partial_result(**known)
+        early_plots = [] if out is None else [(draw, path) for draw, path in evaluation_plots(out, early)
+                                              if path.name in EARLY_PLOTS]
+        in_switch_and_plots = ForkedCall(_in_switch_and_plots, platform, overlap, paper_calibration,
+                                         early_plots, early, in_background=background).start()
+        uncertainty = _uncertainty(platform, uncertainty_samples, paper_calibration, overlap, progress, tick)
+        sweeps, sweep_log, sweep_steps = sweeping.result()
+        print(sweep_log, end="", file=sys.stderr, flush=True)
+        _tick(tick, sweep_steps)
+        elapsed_s = time.perf_counter() - start
+        if out is not None:   # the plot that reads the uncertainty, while the child may still draw
+            with_uncertainty = _partial_result(**known, uncertainty=uncertainty)
+            _draw([(draw, path) for draw, path in evaluation_plots(out, with_uncertainty)
+                   if path.name == SPEEDUP_PLOT], with_uncertainty)
+        result = EvaluationResult(
+            **known, sweep={f"{w}/{f}": rows for (w, f), rows in sweeps.items()},
+            sweep_summary=_sweep_summary(sweeps), elapsed_s=elapsed_s,
+            in_switch_sensitivity=in_switch_and_plots.result(), uncertainty=uncertainty)
+        if out is not None:
+            write_evaluation(out, result, drawn=[out / name for name in (*EARLY_PLOTS, SWEEP_PLOT, SPEEDUP_PLOT)])
+            _progress(progress, f"wrote {output}/ (report.md, speedup.csv, iterations.csv, microbenchmarks.csv, "
+                                f"sweep_*.csv, in_switch_sensitivity.csv, results.json, speedup.png, breakdown.png, sweep.png, sensitivity.png)")
+        return result
+    except BaseException:
+        sweeping.abandon()
+        if in_switch_and_plots is not None:
+            in_switch_and_plots.abandon()
+        raise
+
+
+#: The strategy sweeps :func:`run_evaluation` makes: (workload, fabric).
+SWEPT = tuple((w, fabric) for w in ("transformer-17b", "transformer-1t") for fabric in ("mesh", "fred-d"))
+
+
+def _swept(platform: Platform, overlap: bool, progress: bool, out: Path | None) -> tuple[dict, str, int]:
+    """:data:`SWEPT`'s sweeps, ``{(workload, fabric): rows}``, with the progress lines they
+    printed and the steps they ticked (reported by the caller); with ``out``, their plot drawn
+    there (:data:`SWEEP_PLOT`)."""
+    import contextlib
+    import io
+    log, steps = io.StringIO(), [0]
+
+    def count(n: int = 1) -> None:
+        steps[0] += n
+    with contextlib.redirect_stderr(log):
+        sweeps = {(w, fabric): sweep(w, fabric, platform, progress=progress, overlap=overlap, tick=count)
+                  for w, fabric in SWEPT}
+    if out is not None:
+        _plot_sweeps(out / SWEEP_PLOT,
+                     _partial_result(sweep={f"{w}/{f}": rows for (w, f), rows in sweeps.items()}))
+    return sweeps, log.getvalue(), steps[0]
+
+
+def _in_switch_and_plots(platform: Platform, overlap: bool, paper_calibration, plots: list,
+                         result: EvaluationResult):
+    """:func:`studies.in_switch_sensitivity.in_switch_sensitivity`'s study (returned), then
+    ``plots`` drawn from ``result`` (:func:`_draw`)."""
+    from studies.in_switch_sensitivity import in_switch_sensitivity
+    study = in_switch_sensitivity(platform, overlap=overlap, calibration=paper_calibration)
+    _draw(plots, result)
+    return study
+
+
+def _partial_result(**known) -> EvaluationResult:
+    """An :class:`EvaluationResult` of the fields ``known``; every other one a
+    :func:`studies.background_work.not_yet` that raises when read (what a plot drawn before the
+    whole result is computed is given)."""
+    from studies.background_work import not_yet
+    return EvaluationResult(**{f.name: known[f.name] if f.name in known else not_yet(f.name)
+                               for f in dataclasses.fields(EvaluationResult)})
+
+
+def _draw(plots: list, result: EvaluationResult) -> None:
+    for draw, path in plots:
+        draw(path, result)
 
 
 def _uncertainty(platform: Platform, samples: int | None, paper_calibration, overlap: bool,
@@ -588,8 +675,26 @@ def _sweep_summary(sweeps) -> dict:
     return out
 
 
-def write_evaluation(out: Path, result: EvaluationResult) -> None:
-    """``results.json`` (the whole result), the CSV tables and the PNG plots into ``out``."""
+#: The plots that read nothing computed after the calibration (neither the sweeps nor the
+#: uncertainty blocks), by file name: :func:`run_evaluation` draws them beside the uncertainty
+#: blocks; the sweeps' plot (:data:`SWEEP_PLOT`) is drawn with the sweeps.
+EARLY_PLOTS = ("breakdown.png", "sensitivity.png")
+SWEEP_PLOT = "sweep.png"
+SPEEDUP_PLOT = "speedup.png"   # reads the uncertainty blocks
+
+
+def evaluation_plots(out: Path, result: EvaluationResult) -> list:
+    """The folder's plots in drawing order, ``[(draw, path)]`` with ``draw(path, result)``; the
+    sensitivity plot only where the diagnostic ran."""
+    plots = [(_plot_speedup, SPEEDUP_PLOT), (_plot_breakdown, "breakdown.png"),
+             (_plot_sensitivity, "sensitivity.png"), (_plot_sweeps, SWEEP_PLOT)]
+    return [(draw, out / name) for draw, name in plots
+            if draw is not _plot_sensitivity or result.compute_sensitivity]
+
+
+def write_evaluation(out: Path, result: EvaluationResult, *, drawn=()) -> None:
+    """``results.json`` (the whole result), the CSV tables and the PNG plots into ``out``; the
+    plots at the paths ``drawn`` are left out (drawn already, :func:`run_evaluation`)."""
     from studies.eval_report import SPEEDUP_CSV_FIELDS, rounded, speedup_rows, write_report
     six = {f.name: _six_figures for f in dataclasses.fields(Microbenchmark)}
     write_json(out / "results.json", result)
@@ -608,11 +713,7 @@ def write_evaluation(out: Path, result: EvaluationResult) -> None:
     for key, rows in result.sweep.items():
         write_csv(out / f"sweep_{key.replace('/', '_')}.csv", rows, SWEEP_CSV_FIELDS,
                   formats={f: _six_figures for f in SWEEP_CSV_FIELDS})
-    _plot_speedup(out / "speedup.png", result)
-    _plot_breakdown(out / "breakdown.png", result)
-    if result.compute_sensitivity:
-        _plot_sensitivity(out / "sensitivity.png", result)
-    _plot_sweeps(out / "sweep.png", result)
+    _draw([(draw, path) for draw, path in evaluation_plots(out, result) if path not in set(drawn)], result)
     write_report(out / "report.md", result)
 
 

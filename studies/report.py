@@ -31,7 +31,7 @@ from hdl.contracts.errors import FredError
 
 __all__ = ["OMIT_NONE", "to_json_dict", "Markdown", "Column", "write_text", "write_bytes",
            "write_json", "write_csv", "csv_text", "save_png", "check_writable",
-           "replace_marked_block", "figure", "table_lines", "table_text"]
+           "replace_marked_block", "figure", "pyplot", "table_lines", "table_text"]
 
 #: ``dataclasses.field(metadata=OMIT_NONE)``: the key is left out of the JSON (and of the CSV
 #: row) when the field is None -- for results whose key exists only in some cases (a strategy
@@ -164,13 +164,19 @@ def write_csv(path: str | Path, rows: Iterable, fields: Sequence[str] | None = N
     return write_text(path, csv_text(rows, fields, formats=formats))
 
 
-def figure(*args, **kwargs):
-    """A new matplotlib figure on the file-only ``Agg`` backend: ``plt.subplots(*args,
-    **kwargs)``."""
+def pyplot():
+    """``matplotlib.pyplot`` on the file-only ``Agg`` backend, imported on first use (about
+    0.3 s: a process that forks plotting children imports it once, before the forks)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    return plt.subplots(*args, **kwargs)
+    return plt
+
+
+def figure(*args, **kwargs):
+    """A new matplotlib figure on the file-only ``Agg`` backend: ``plt.subplots(*args,
+    **kwargs)``."""
+    return pyplot().subplots(*args, **kwargs)
 
 
 def save_png(fig, path: str | Path, *, dpi: int = 120, tight: bool = True,
