@@ -204,6 +204,18 @@ def test_a_top_without_shared_flows_is_refused_by_name():
         shared_io_load(SMALL, program, plain)
     with pytest.raises(FredError, match="online routing has none"):
         PacketFabricTop(SMALL, online=True, shared_flows=4)
+    with pytest.raises(FredError, match="shared_lockstep is a mode of the shared stored flows"):
+        PacketFabricTop(SMALL, shared_lockstep=True)
+
+
+def test_only_the_reduce_outs_top_hands_reducing_trees_over_in_lock_step():
+    """io-reduce's trees all reduce: its top's switches pass them behind in lock step; the
+    weight streaming's never reduce, so its top is built without it (its Verilog as before)."""
+    for op, lockstep in (("io-broadcast", False), ("io-reduce", True)):
+        top = shared_io_top(SMALL, shared_io_program(SMALL, op, 16))
+        top._MustUse__silence = True    # not elaborated here
+        assert top.shared_lockstep is lockstep
+        assert top._shared(0).get("shared_lockstep", False) is lockstep
 
 
 class _ModelMiss(Exception):
