@@ -227,9 +227,11 @@ _RATE = ("known RTL miss (s16-shared, Verilator, 2026-11-27 20:18-20:24 UTC): th
          "stored flows, every change of tree at an L1 NPU output costs switch_latency + 1 = 12 idle cycles "
          "(docs/switch.md, 'Shared stored flows': the set-up behind the current packet is not built): 54 flits 324 "
          "against 194.4 (1.67), 1,800 flits 4,488 against 3,104.4 (1.446), each NPU output at 0.40 flit per cycle")
-_ORDER = ("known RTL miss (s19-store, Verilator, 2026-11-28 07:02-07:04 UTC, the late order): 54 flits 320 against "
-          "176.4 (1.81), 1,800 flits 4,088 against 3,086.4 (1.32), not traced (docs/fabric_rtl.md, point 9); "
-          "the one order before it: 779 (4.42) and 11,420 (3.70)")
+_ORDER = ("known RTL miss (s20-store, Verilator, 2026-11-28 10:29-10:35 UTC, the late order and the lock-step "
+          "hand-over of reducing trees): 54 flits 214 against 176.4 (1.21: each stripe one short packet whose way "
+          "through two L1s and the L2 the model's hop latency does not cover, not traced), 1,800 flits 3,277 "
+          "against 3,086.4 (1.062, not traced); before: the late order alone 320 (1.81) and 4,088 (1.32), the one "
+          "order 779 (4.42) and 11,420 (3.70) (docs/fabric_rtl.md, points 9-10)")
 
 
 @pytest.mark.full
