@@ -144,6 +144,9 @@ class PacketFabricTop(wiring.Component):
     naming through the switch's shared table (``SHARED_REG``) the slot holding its tree; Fred-B's
     striped I/O, one flow id per stripe (docs/fabric_rtl.md, "Fred-B/D, the shared stored flows").
     The last slot is then never loaded. Off, every switch is built as before.
+    ``shared_lockstep`` (default False; only with ``shared_flows``): every switch hands a
+    reducing tree's lanes over behind its last packet when its operands entered in lock step
+    (``PacketSwitch(shared_lockstep=True)``; the striped reduce-out's tops set it).
 
     ``yield_after`` (default None: the switches' default, a select's cost): every switch's
     work-conserving yield guard, :class:`~hdl.designs.switch.packet_switch.PacketSwitch`; 0
@@ -184,7 +187,7 @@ class PacketFabricTop(wiring.Component):
                  depth: int | None = None, online: bool = False,
                  partition: FabricPartition | None = None, part: int | None = None, npu=None,
                  stripes: int = 0, yield_after: int | None = None, controller=None,
-                 shared_flows: int = 0):
+                 shared_flows: int = 0, shared_lockstep: bool = False):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
@@ -200,7 +203,12 @@ class PacketFabricTop(wiring.Component):
             self._MustUse__silence = True
             raise FredError("PacketFabricTop: the shared stored flows (shared_flows) are for the in-switch "
                             "fabrics' trees; a fabric with online routing has none")
+        if shared_lockstep and not shared_flows:
+            self._MustUse__silence = True
+            raise FredError("PacketFabricTop: shared_lockstep is a mode of the shared stored flows "
+                            "(shared_flows)")
         self.shared_flows = shared_flows
+        self.shared_lockstep = bool(shared_lockstep)
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits,
@@ -388,7 +396,8 @@ class PacketFabricTop(wiring.Component):
         before)."""
         if not self.shared_flows:
             return {}
-        return {"shared_phase": self.shared_phase, "flows": self.shared_flows}
+        lockstep = {"shared_lockstep": True} if self.shared_lockstep else {}
+        return {"shared_phase": self.shared_phase, "flows": self.shared_flows, **lockstep}
 
     def _entries(self, switch: int) -> frozenset:
         """The switch's entry inputs (online only): an L1's I/O controller ports. A controller

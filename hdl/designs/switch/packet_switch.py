@@ -143,6 +143,10 @@ class PacketSwitch(wiring.Component):
     packets) the shared flows hand a non-reducing slot's lanes over behind its last packet:
     the datapath's modes are delayed per microswitch, and a change of flow at a shared output
     costs the reduction latency in idle cycles (1 on int32) instead of the switch's latency + 1.
+    ``shared_lockstep`` (default False: off, the switch's Verilog as before; only with
+    ``shared_phase`` and no control VC): a reducing slot's lanes are handed over behind too
+    when every packet of it entered in lock step (``SharedFlows(lockstep=True)``, each input's
+    flit transfers into the datapath read per cycle).
 
     Latency: one cycle in the input FIFO, then the Fred_m(P) latency (:attr:`latency` counts
     both); outputs are combinational from the datapath's registered outputs and the credit
@@ -151,7 +155,8 @@ class PacketSwitch(wiring.Component):
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
                 ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset(),
-                bubble_outputs=None, shared_phase=None, flows=0, claim_after=0):
+                bubble_outputs=None, shared_phase=None, flows=0, claim_after=0,
+                shared_lockstep=False):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -167,6 +172,11 @@ class PacketSwitch(wiring.Component):
         check_port_parameters(phases=phases, word_width=word_width)
         check_shared(shared_phase=shared_phase, flows=flows, phases=phases, packet=packet,
                      online=online)
+        if not isinstance(shared_lockstep, bool):
+            raise FredError(f"shared_lockstep must be a bool, got {shared_lockstep!r}")
+        if shared_lockstep and (shared_phase is None or ctrl_depth):
+            raise FredError("shared_lockstep hands reducing shared slots over behind: it needs "
+                            "shared_phase and no control VC (ctrl_depth 0)")
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
                             ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
         check_entries(entries, ports, online, bubble_outputs)
@@ -183,8 +193,9 @@ class PacketSwitch(wiring.Component):
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
                  online: bool = False, ordered: bool = False, yield_after: int | None = None,
                  entries=frozenset(), bubble_outputs=None, shared_phase: int | None = None,
-                 flows: int = 0, claim_after: int = 0):
+                 flows: int = 0, claim_after: int = 0, shared_lockstep: bool = False):
         self.entries, self.bubble_outputs = frozenset(entries), bubble_outputs
+        self.shared_lockstep = shared_lockstep
         self.claim_after = claim_after
         self.shared_phase, self.flows = shared_phase, flows
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
@@ -384,7 +395,7 @@ class PacketSwitch(wiring.Component):
             bad.append(buf.bad_header)
             overflow.append(buf.overflow)
 
-        flows = self._shared_flows(m, table, cu, bufs, out_last) if shared else None
+        flows = self._shared_flows(m, table, cu, bufs, out_last, core) if shared else None
         m.d.comb += core.modes.eq(Mux(cu.shared_mode, flows.modes, core_modes) if shared
                                   else core_modes)
 
@@ -453,7 +464,7 @@ class PacketSwitch(wiring.Component):
                      self.credit_error.eq(or_fold(credit_error))]
         return m
 
-    def _shared_flows(self, m, table, cu, bufs, out_last):
+    def _shared_flows(self, m, table, cu, bufs, out_last, core):
         """The shared stored flows (:class:`~hdl.designs.switch.shared_flows.SharedFlows`):
         their table written through the ``shared_*`` ports, every slot's modes snooped from the
         configuration port, the heads of the served VC, the flow-port table read per input and
@@ -464,7 +475,7 @@ class PacketSwitch(wiring.Component):
         behind = self.flit.dtype if not self.ctrl_depth else None
         flows = m.submodules.shared_flows = SharedFlows(
             ports=P, middle=self.middle, phases=self.phases, packet=self.packet, flows=self.flows,
-            word_width=self.word_width, dtype=behind)
+            word_width=self.word_width, dtype=behind, lockstep=self.shared_lockstep)
         m.d.comb += [
             flows.cfg_we.eq(self.config.valid & self.config.ready),
             flows.cfg_slot.eq(self.config.payload.phase), flows.cfg_data.eq(self.config.payload.data),
@@ -487,6 +498,8 @@ class PacketSwitch(wiring.Component):
                          flows.in_partners[n].eq(table.in_partners[n]),
                          flows.in_outputs[n].eq(table.in_outputs[n]),
                          flows.out_last[n].eq(out_last[n])]
+            if self.shared_lockstep:
+                m.d.comb += flows.passed[n].eq(core.i[n].valid & core.i[n].ready)
         for k in range(self.phases):
             m.d.comb += flows.slot_outputs[k].eq(table.slot_outputs[k])
         return flows

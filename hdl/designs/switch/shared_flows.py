@@ -57,7 +57,9 @@ class SharedFlows(wiring.Component):
     (:class:`PacketFormat`), flows F (flow ids in the table), word_width (the configuration
     port's), dtype (None, the default: a slot's lanes change hands only once its flits have
     left; a dtype name, the datapath's: *hand-over behind*, below; the caller passes it only
-    when the datapath's outputs never stall a granted packet).
+    when the datapath's outputs never stall a granted packet), lockstep (False, the default:
+    a reducing slot is released only once its flits have left; True, only with ``dtype``: a
+    reducing slot is handed over behind too when its gang entered in lock step, below).
 
     Members:
         cfg_we, cfg_slot, cfg_data, cfg_last: ``In``: a word taken by the configuration port
@@ -77,6 +79,7 @@ class SharedFlows(wiring.Component):
         started: ``In(P)``: input n passed its head packet's first flit; ended: ``In(P)``:
             input n passed a packet's last flit (read in registers only); out_last: ``In(P)``:
             output n passed a packet's last flit.
+        passed: ``In(P)`` (only with ``lockstep``): input n passed a flit into the datapath.
         enable: ``Out(P)``: input n may start its head packet (granted, not started yet);
         pending: ``Out(P)``: the same without this cycle's grant (registered).
         reserve: ``Out(P)``: room reserved at a grant (one packet per output of the flow).
@@ -119,7 +122,22 @@ class SharedFlows(wiring.Component):
     are still inside, and the next slot sharing its lanes is granted: its first flit enters
     ``reduction_latency`` + 1 cycles after the last one of the passed slot, and at a shared
     output follows it after ``reduction_latency`` idle cycles (1 on int32) instead of the
-    switch's latency + 1. A reducing slot is released as without ``dtype``.
+    switch's latency + 1. A reducing slot is released as without ``dtype``, unless
+    ``lockstep``: then it is passed like the others when every packet of it entered *in lock
+    step* since it was last quiet (in every cycle either every input of its gang passed a flit
+    or none did; a sticky per-slot ``apart`` flag, cleared only when nothing of the slot is in
+    flight). Why that is safe: a reduction waits inside only for an operand that entered later
+    (the adder joins its two operands; every path through a microswitch has the same latency,
+    ``hdl.designs.switch.reduce_path``), so operands that enter in the same cycle meet at every
+    adder in the same cycle and, with outputs that never stall a granted packet, no flit of the
+    slot ever stops inside: each flit meets at every microswitch the modes of the cycle it
+    entered, exactly as a non-reducing slot's, and the next tree's first flit enters
+    ``reduction_latency`` + 1 cycles behind the last one, so no flit of the old tree is added
+    into the new one and none is dropped or doubled. A gang that entered apart (an operand
+    arriving late through a slow link, an input's next flit not there yet) keeps the release
+    after its flits have left. The flag is a register: an apart cycle holds the slot from the
+    next cycle on, and the slot is passed no sooner than ``reduction_latency`` - 1 cycles after
+    its last flit entered, so the flag of that flit's cycle is always seen.
 
     Latency: a grant in cycle t enables the gang in t (slot already set up) or t + 1 (set-up);
     from there the packet switch's latency. Backpressure: none inside (a packet is granted
@@ -128,7 +146,7 @@ class SharedFlows(wiring.Component):
     """
 
     def __init__(self, *, ports: int, middle: int, phases: int, packet: PacketFormat,
-                 flows: int, word_width: int = 32, dtype=None):
+                 flows: int, word_width: int = 32, dtype=None, lockstep: bool = False):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -139,6 +157,10 @@ class SharedFlows(wiring.Component):
             raise FredError(f"flows must be in 1..{limit} (2**flow_bits), got {flows!r}")
         if dtype is not None:
             get_dtype(dtype)   # a clear error naming an unknown dtype
+        if lockstep and dtype is None:
+            raise FredError("lockstep (reducing slots handed over behind) needs dtype (the "
+                            "hand-over behind's staged modes)")
+        self.lockstep = bool(lockstep)
         self.ports, self.middle, self.phases, self.packet = ports, middle, phases, packet
         self.flows, self.word_width, self.dtype = flows, word_width, dtype
         P, K = ports, phases
@@ -155,6 +177,7 @@ class SharedFlows(wiring.Component):
             "enable": Out(P), "pending": Out(P), "reserve": Out(P),
             "modes": Out(config_bits(ports, middle)), "active": Out(1), "set_up": Out(K),
             "unknown": Out(1),
+            **({"passed": In(P)} if self.lockstep else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -247,12 +270,17 @@ class SharedFlows(wiring.Component):
         wait = reduction_latency(self.dtype) - 1   # >= 0: the output register
         st.sending = [Signal(P, name=f"slot_sending{k}") for k in range(K)]
         st.reduces = Signal(K, name="slot_reduces")
+        if self.lockstep:
+            st.apart = Signal(K, name="slot_apart")
         for k in range(K):
             age = Signal(range(wait + 1), name=f"slot_age{k}")
             busy = (st.pend[k] != 0) | (st.sending[k] != 0)
             m.d.sync += age.eq(Mux(busy, 0, Mux(age == wait, age, age + 1)))
             # never while a packet of it still enters (its outputs' flight implies as much)
-            m.d.comb += st.free[k].eq(st.up[k] & ~busy & (st.quiet[k] | (age == wait) & ~st.reduces[k]))
+            behind = ~st.reduces[k]
+            if self.lockstep:
+                behind = behind | ~st.apart[k]
+            m.d.comb += st.free[k].eq(st.up[k] & ~busy & (st.quiet[k] | (age == wait) & behind))
 
     def _reduces(self, slot_modes):
         """Whether a slot's modes sum anywhere (an input microswitch's ``reduce``, an RD
@@ -350,6 +378,8 @@ class SharedFlows(wiring.Component):
                 now = self.started & (st.pend[k] | Mux(granted & g.was_up, g.gang, 0))
                 m.d.sync += st.sending[k].eq((st.sending[k] | now) & ~self.ended)
                 m.d.comb += st.reduces[k].eq(self._reduces(slot_modes[k]))
+                if self.lockstep:
+                    self._lockstep(m, st, k, granted & g.was_up, g.gang)
             with m.If(granted):
                 m.d.sync += st.up[k].eq(1)
             with m.Elif(st.free[k]):
@@ -367,6 +397,16 @@ class SharedFlows(wiring.Component):
             m.d.sync += st.flight[o].eq(st.flight[o] + inc - dec)
         with m.If(or_fold([self.head_ok[n] & ~h.known[n] for n in range(P)])):
             m.d.sync += self.unknown.eq(1)
+
+    def _lockstep(self, m, st, k, granted_up, gang):
+        """``st.apart[k]``: since slot k was last quiet (no packet of it in flight on its
+        outputs), some cycle had an input of its gang pass a flit while another did not. The
+        gang this cycle: its inputs granted and unstarted, sending, or starting now on a grant
+        of a slot already set up."""
+        carrying = st.pend[k] | st.sending[k] | Mux(granted_up, gang, 0)
+        moved = self.passed & carrying
+        apart_now = (moved != 0) & (moved != carrying)
+        m.d.sync += st.apart[k].eq(apart_now | st.apart[k] & ~st.quiet[k])
 
     def _staged(self, m, modes):
         """The datapath's modes: without ``dtype`` the set-up slots' OR as it is; with it,

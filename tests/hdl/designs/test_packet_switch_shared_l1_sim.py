@@ -17,7 +17,7 @@ from hdl.compiler.io_stripe_shared import shared_stripe_tables
 from hdl.compiler.io_stripe_trees import stripe_packet_order
 from hdl.contracts.fabric import fabric_spec
 from hdl.contracts.packet import VC, PacketFormat, packetize
-from hdl.contracts.timing import reduction_latency
+from hdl.contracts.timing import reduction_latency, switch_latency
 from hdl.designs.fabric.packet_fabric_top import default_depth
 from hdl.designs.switch.packet_switch import PacketSwitch
 
@@ -35,14 +35,14 @@ def value(port, stripe, seq, k):
     return port << 20 | stripe << 12 | seq << 8 | k
 
 
-def run_l1(op, *, drain_rate=1.0, rng=None, spec=SPEC):
+def run_l1(op, *, drain_rate=1.0, rng=None, spec=SPEC, lockstep=False):
     t = shared_stripe_tables(spec, op, 0)
     ports = spec.switch_ports[0]
     PKT = PacketFormat(phase_bits=max(1, (t.phases - 1).bit_length()), seq_bits=8, flow_bits=5,
                        packet_flits=PF)
     dut = PacketSwitch(ports=ports, middle=spec.middle, dtype="int32", lanes=1, phases=t.phases,
                        packet=PKT, depth=default_depth(spec), shared_phase=t.shared_phase,
-                       flows=STRIPES)
+                       flows=STRIPES, shared_lockstep=lockstep)
     writes = [("port", e) for e in t.flow_ports] + [("flow", e) for e in t.stripe_slots.items()]
 
     async def host(ctx, cycle):
@@ -125,9 +125,28 @@ def test_io_reduce_at_fred_b_l1_reduces_every_stripe():
 
 
 @pytest.mark.full
-def test_io_reduce_at_fred_b_l1_under_half_rate_receivers():
+@pytest.mark.parametrize("lockstep", [False, True])
+def test_io_reduce_at_fred_b_l1_under_half_rate_receivers(lockstep):
     import random
-    run_l1("io-reduce", drain_rate=0.5, rng=random.Random(3))
+    run_l1("io-reduce", drain_rate=0.5, rng=random.Random(3), lockstep=lockstep)
+
+
+@pytest.mark.parametrize("lockstep", [False, True])
+def test_io_reduce_at_fred_b_l1_changes_tree_at_its_npu_inputs(lockstep):
+    """Every NPU input carries the 36 packets of the 18 stripes in the packet order, all five
+    trees reducing there (the home trees with the downlink, the up tree of the 14 others), every
+    packet waiting whole: the gangs enter in lock step, so the switch passes a flit per cycle
+    but for the changes of tree, each costing the reduction latency (1) with ``shared_lockstep``
+    and the switch's latency + 1 (Fred_3(9): 12) without it. The outputs together carry the
+    inputs' stream delayed by the latency, so their span is 36 packets plus that per change."""
+    _, run, pkt = run_l1("io-reduce", lockstep=lockstep)
+    t = shared_stripe_tables(SPEC, "io-reduce", 0)
+    order = [stripe for stripe, _ in stripe_packet_order(STRIPES, PACKETS * PF, PF)]
+    changes = sum(t.stripe_slots[a] != t.stripe_slots[b] for a, b in zip(order, order[1:]))
+    cycles = sorted(c for o in range(SPEC.switch_ports[0]) for c, *_ in run.received[o])
+    idle = reduction_latency("int32") if lockstep else switch_latency(
+        ports=SPEC.switch_ports[0], middle=SPEC.middle, dtype="int32") + 1
+    assert cycles[-1] - cycles[0] + 1 == STRIPES * PACKETS * PF + changes * idle
 
 
 @pytest.mark.full

@@ -417,3 +417,82 @@ def test_multicast_trees_handed_over_behind_under_random_backpressure(seed, dept
         changes += [b[1] - a[2] - 1 for a, b in zip(got, got[1:]) if a[0] != b[0]]
     assert min(changes) == reduction_latency("int32")
 
+
+
+#: two reductions into output 3 sharing input 1: {0, 1} (summed at input microswitch 0, whose
+#: adder joins the two, so they always enter together) and {1, 2} (ports of two input
+#: microswitches, summed further in: its operands may enter apart)
+REDUCE_01 = config([Flow(inputs=(0, 1), outputs=(3,))])
+REDUCE_12 = config([Flow(inputs=(1, 2), outputs=(3,))])
+LOCKSTEP_PORTS = [(0, 0, 1 << 1, 1 << 3), (0, 1, 1 << 0, 1 << 3),
+                  (1, 1, 1 << 2, 1 << 3), (1, 2, 1 << 1, 1 << 3)]
+
+
+def _two_reductions(*, lockstep, rng=None, send_rate=1.0, drain_rate=1.0, packets=4):
+    """Trees 0 ({0, 1} -> 3) and 1 ({1, 2} -> 3) alternating per packet at input 1 (the one
+    packet order: 0, 1, 0, 1, ...), ``packets`` each: the run, the sums expected at output 3."""
+    rng = rng or random.Random(0)
+    dut = PacketSwitch(ports=P, middle=M, dtype="int32", lanes=1, phases=4, packet=PKT, depth=16,
+                       shared_phase=SHARED, flows=8, shared_lockstep=lockstep)
+    h = host(dut, ports=LOCKSTEP_PORTS, flows={0: 0, 1: 1})
+    sent, inj = {}, []
+    for p in range(packets):
+        for k, inputs in ((0, (0, 1)), (1, (1, 2))):
+            for n in inputs:
+                sent[(k, p, n)] = [rng.randrange(1 << 20) for _ in range(PF)]
+                inj.append(Injection(n, h.start, packetize(PKT, sent[(k, p, n)], phase=SHARED, vc=VC.DP,
+                                                           flow=k, first_seq=p)[0]))
+    run = run_packet_switch(dut, configs=[REDUCE_01, REDUCE_12, None, None], injections=inj, host=h,
+                            rng=rng, send_rate=send_rate, drain_rate=drain_rate, drain_delay=2,
+                            check_order=False, max_cycles=4000, quiet=60)
+    sums = {k: [(sent[(k, p, a)][i] + sent[(k, p, b)][i]) & 0xFFFFFFFF
+                for p in range(packets) for i in range(PF)]
+            for k, (a, b) in ((0, (0, 1)), (1, (1, 2)))}
+    return run, sums
+
+
+def test_bad_lockstep_is_refused():
+    for kwargs in ({}, {"shared_phase": SHARED, "flows": 8, "ctrl_depth": 4}):
+        with pytest.raises(FredError, match="shared_lockstep"):
+            PacketSwitch(ports=P, middle=M, dtype="int32", lanes=1, phases=4, packet=PKT,
+                         depth=16, shared_lockstep=True, **kwargs)
+    with pytest.raises(FredError, match="shared_lockstep must be a bool"):
+        PacketSwitch(ports=P, middle=M, dtype="int32", lanes=1, phases=4, packet=PKT, depth=16,
+                     shared_phase=SHARED, flows=8, shared_lockstep=1)
+
+
+@pytest.mark.parametrize("lockstep", [False, True])
+def test_reducing_trees_entering_in_lock_step_are_handed_over_behind(lockstep):
+    """Two reductions alternating at output 3, every packet waiting whole (inputs at full rate,
+    output free): each gang's inputs pass their flits in the same cycles. With ``lockstep``
+    the reducing slot is passed like a multicast's: reduction_latency (1) idle cycles between
+    the trees' packets at output 3, a gap of 2 from last flit to first. Without it (the switch
+    as before) a reducing slot is released only after its last flit left, the next set up the
+    cycle after: Fred_3(4)'s latency + 2 = 7. Every sum exact either way."""
+    run, sums = _two_reductions(lockstep=lockstep)
+    check_delivery(run, {3: sums})
+    got = packets_at(run, 3)
+    assert [f for f, *_ in got] == [0, 1] * 4
+    gaps = {b[1] - a[2] for a, b in zip(got, got[1:])}
+    if lockstep:
+        assert gaps == {reduction_latency("int32") + 1} == {2}
+    else:
+        assert gaps == {switch_latency(ports=P, middle=M, dtype="int32") + 2} == {7}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, pytest.param(3, marks=pytest.mark.full),
+                                  pytest.param(4, marks=pytest.mark.full)])
+def test_reducing_trees_under_random_idles_and_backpressure_with_lockstep(seed):
+    """The two reductions with senders idling at random (0.6 flit per cycle: tree 1's operands,
+    from two input microswitches, enter apart) and receivers freeing a flit with probability
+    0.6 after 2 cycles: every sum exact and in order, every packet whole, nothing left inside.
+    A gang that entered apart keeps its lanes until its flits have left, so its flits never
+    meet the next tree's modes; trees that entered together still hand over behind."""
+    run, sums = _two_reductions(lockstep=True, rng=random.Random(seed), send_rate=0.6,
+                                drain_rate=0.6, packets=6)
+    check_delivery(run, {3: sums})
+    got = packets_at(run, 3)
+    # tree 0's operands share input microswitch 0, whose adder joins them: always in lock step,
+    # so each of its packets hands output 3 over behind it (the reduction latency's idle cycle)
+    assert reduction_latency("int32") + 1 in {b[1] - a[2] for a, b in zip(got, got[1:]) if a[0] == 0}
+
