@@ -50,14 +50,25 @@ def test_loader_entries_hold_each_collectives_packets_and_only_what_changes():
     assert per_collective[1] == [("packets", 3)]         # 20 flits: 8 + 8 + 4
 
 
-def test_hierarchical_and_mixed_algorithms_are_refused_by_name():
-    """Pure: the packet fabric runs one-stage programs; one build routes one way."""
-    from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_loader_entries, packet_online
+def test_hierarchical_loads_a_destination_per_stage_and_mixed_algorithms_are_refused_by_name():
+    """Pure: the hierarchical all-reduce of 2 L1s x 2 NPUs (32 flits) loads, at NPU 0, the flow
+    register with its three stages' destinations (1, 2, 1: its L1 neighbour, the same local
+    index on the other L1, the neighbour again; 6 bits each), the online phase index and the
+    packets it receives over the three stages (the reduce-scatter's chunk of 16 flits, the
+    cross-L1 all-reduce ring's 2 steps of 8, the all-gather's 16; 8-flit packets: 2 + 2 + 2);
+    the NPUs are built staged; one build routes one way."""
+    from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_loader_entries,
+                                                       packet_online, packet_staged)
     spec = fabric_spec("fred-a", **SMALL)
-    programs, requests = _programs(spec, (8,), "hierarchical")
-    with pytest.raises(FredError, match="one-stage"):
-        packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, True))
+    programs, requests = _programs(spec, (32,), "hierarchical")
+    assert packet_staged(programs)
+    entries = packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, True))
+    header = {v: k for k, v in PACKET_HEADER_REGS.items()}
+    written = dict((header[w[0]], w[1]) for _, (w,) in entries[0] if w is not None and w[0] in header)
+    packet = packet_iteration_format(spec, True)
+    assert written == {"phase": packet.online_phase, "vc": 1, "flow": 1 + (2 << 6) + (1 << 12), "packets": 6}
     ring, _ = _programs(spec, (8,), "ring")
+    assert not packet_staged(ring)
     switch, _ = _programs(fabric_spec("fred-b", **SMALL), (8,), "in-switch")
     with pytest.raises(FredError, match="mixes in-switch collectives and endpoint algorithms"):
         packet_online(ring + switch)
