@@ -130,6 +130,33 @@ def test_a_switch_keeps_its_phase_selected_for_the_next_collective_of_the_same_s
     assert again < after_other < first
 
 
+@pytest.mark.full
+def test_the_hierarchical_all_reduce_runs_staged_under_verilator():
+    """The staged top through the Verilator bench (``run_packet_iteration`` builds it for a
+    multi-stage program): the hierarchical all-reduce of the 4-NPU packet Fred-A (2 L1s x 2,
+    2 uplink ports) of 32 then 16 flits, L1 0 computing 200 cycles longer before the first
+    (the early-stage case of
+    ``tests/hdl/designs/iteration/test_packet_hierarchical_iteration_sim.py``): every flit of
+    every run checked, no packet out of sequence, compute to the cycle, no NPU ending the first
+    all-reduce before L1 0 started it. Each NPU sends 48 and 24 flits (16 + 16 + 16 in 8-flit chunks: the
+    reduce-scatter's chunk, the cross-L1 ring's 2 steps of 8, the all-gather's chunk)."""
+    from hdl.compiler.fabric_program import fabric_program
+    from cocotb_tests.iteration.packet_run import run_packet_iteration
+    spec = fabric_spec("fred-a", **SMALL, uplink_ports=2)
+    programs, requests = _programs(spec, (32, 16), "hierarchical")
+    words = [None, COLLECTIVE_BIT, 5, COLLECTIVE_BIT, 3]
+    traces = {r: replace(_trace(r, [210 if spec.l1_of(r) == 0 else 10] + words[1:]), collective=1,
+                         collectives=(1, 3)) for r in range(4)}
+    run = run_packet_iteration(spec, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == []
+    assert [e["send_count"] for e in programs[0].engines[:4]] == [48] * 4
+    assert run.flits_sent == run.flits_received == 4 * 24
+    for r, times in run.node_times.items():
+        assert times[0] == [0, 210 if spec.l1_of(r) == 0 else 10]
+        assert times[4][1] == times[3][1] + 3
+    assert min(t[1][1] for t in run.node_times.values()) > 210
+
+
 def test_a_stalled_npu_is_judged_against_the_collective_it_is_in():
     """Pure: the stall message's judgement (``judge_packet_npus``, issue 32): MP then DP on the
     4-NPU packet Fred-A, NPU 0 stalled in the MP run (node 1) with 3 bad flits, NPU 1 waiting
