@@ -12,11 +12,11 @@ from hdl.compiler.packet_fabric_program import (online_headers, packet_headers, 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
-from hdl.contracts.trace_program import PACKET_HEADER_REGS, loader_entries
+from hdl.contracts.trace_program import PACKET_HEADER_REGS, loader_entries, stage_flows_word
 
 from .fred_loading import phases_key
 
-__all__ = ["packet_iteration_format", "packet_online", "packet_header_writes", "packet_loader_entries",
+__all__ = ["packet_iteration_format", "packet_online", "packet_staged", "packet_header_writes", "packet_loader_entries",
            "packet_slots", "packet_switch_writes"]
 
 
@@ -33,6 +33,14 @@ def packet_online(programs: list) -> bool:
     return kinds.pop() if kinds else False
 
 
+def packet_staged(programs: list) -> bool:
+    """Whether the iteration's NPUs are built ``staged``
+    (:class:`~hdl.designs.iteration.PacketTraceNpu`: a destination and a barrier per engine
+    stage): some collective's engines run more than one stage (the hierarchical all-reduce).
+    Only then: every other iteration's top stays the one it was."""
+    return any(len(engine["stages"]) > 1 for p in programs for engine in p.engines)
+
+
 def packet_iteration_format(spec: FabricSpec, online: bool, stripes: int = 0):
     """The header format of the iteration's packet fabric (:class:`PacketFabricTop`'s);
     ``stripes``: the I/O iteration's stripe field (online only)."""
@@ -41,16 +49,20 @@ def packet_iteration_format(spec: FabricSpec, online: bool, stripes: int = 0):
                          stripes=stripes if online else 0)
 
 
-def packet_header_writes(program, request, packet, base: int) -> dict[int, list]:
+def packet_header_writes(program, request, packet, base: int, staged: bool = False) -> dict[int, list]:
     """Per rank, the (register, value) writes of its header registers for one collective
     (``program`` of ``request``): its phase slot (``base`` + the program's, the slot of the
     collective's phases at every switch it crosses), VC, flow id, and the packets it receives
-    per run. FredError, naming it, for what the packet fabric does not run
+    per run; ``staged`` (:func:`packet_staged`): the flow register holds every engine stage's
+    destination (:func:`~hdl.contracts.trace_program.stage_flows_word`). FredError, naming it,
+    for what the packet fabric does not run
     (:func:`~hdl.compiler.packet_fabric_program.packet_headers` / ``online_headers``) or for a
     collective whose phases need a phase order (several phases of one VC at a switch:
     the orders would have to be reloaded per collective, not built)."""
     if runs_online(program):
-        headers = online_headers(program, request, packet)
+        headers = online_headers(program, request, packet, staged=staged)
+        if staged:
+            headers = [{**h, "flow": stage_flows_word(h["flows"], packet.flow_bits)} for h in headers]
     else:
         ordered = [program.switch_name(s) for s, (_, entries) in enumerate(phase_orders(program, request, packet))
                    if entries]
@@ -92,9 +104,11 @@ def packet_slots(spec: FabricSpec, programs: list) -> tuple[dict, list[int]]:
 def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, packet) -> dict[int, list]:
     """Per rank, its program loader's entries for ``programs`` (of ``requests``) in order: the
     engine's writes (``stages`` deferred, as on the circuit fabric) and the header registers
-    (:func:`packet_header_writes`), only those that change."""
+    (:func:`packet_header_writes`, every stage's destination when :func:`packet_staged`), only
+    those that change."""
     bases = [0] * len(programs) if packet_online(programs) else packet_slots(spec, programs)[1]
-    headers = [packet_header_writes(p, r, packet, b) for p, r, b in zip(programs, requests, bases)]
+    staged = packet_staged(programs)
+    headers = [packet_header_writes(p, r, packet, b, staged) for p, r, b in zip(programs, requests, bases)]
     stages = frozenset({ENGINE_REGS.index("stages")})
     return {rank: loader_entries([{0: engine_writes(p.engines[rank]) + h[rank]} for p, h in zip(programs, headers)],
                                  1, deferred=stages)

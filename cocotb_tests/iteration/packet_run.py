@@ -32,16 +32,18 @@ __all__ = ["run_packet_iteration", "packet_iteration_verilog", "judge_packet_npu
 _VERILOG: dict = {}
 
 
-def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online: bool) -> str:
+def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online: bool, staged: bool = False) -> str:
     """Verilog of the packet fabric of ``spec`` with trace NPUs of ``depth`` nodes and ``programs``
-    loader entries, ``online`` routing or stored phases (memoised)."""
+    loader entries, ``online`` routing or stored phases, ``staged`` NPUs (multi-stage programs,
+    :func:`~cocotb_tests.iteration.packet_loading.packet_staged`) or not (memoised)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
     from cocotb_tests.fabric.run import hardware_key
-    key = (depth, programs, online) + hardware_key(spec)
+    key = (depth, programs, online, staged) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_packet_top
         from hdl.emit.verilog import to_verilog
-        _VERILOG[key] = to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online),
+        _VERILOG[key] = to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online,
+                                                        staged=staged),
                                    name=PACKET_TOP)
     return _VERILOG[key]
 
@@ -116,7 +118,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     from eda.fabric.build import build_top_public_only
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.designs.iteration import PacketTraceNpu
-    from .packet_loading import packet_iteration_format, packet_online
+    from .packet_loading import packet_iteration_format, packet_online, packet_staged
     if not programs:
         raise FredError("the traces hold no collective; the packet fabric's iteration runs them")
     if len(programs) != len(requests):
@@ -127,7 +129,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     load = packet_iteration_load(spec, programs, requests, traces, depth, packet)
     room = load["room"]
     start = time.perf_counter()
-    verilog = packet_iteration_verilog(spec, depth, room, online)
+    verilog = packet_iteration_verilog(spec, depth, room, online, packet_staged(programs))
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start

@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the FRED fabric's switches: circuit (phase sequencers; the default, "
                              "as in fred fabric-sim: every iteration case runs on it) or packet "
                              "(the paper's switch, PacketFabricTop: phases selected by the packet "
-                             "headers, endpoint algorithms routed online; runs one-stage "
-                             "algorithms without phase orders so far)")
+                             "headers, endpoint algorithms routed online, the hierarchical "
+                             "all-reduce with a barrier per stage; no phase orders so far)")
     parser.add_argument("--workload", metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--strategy", default=None,

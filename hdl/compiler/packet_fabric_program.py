@@ -17,6 +17,7 @@ header carries in its ``flow`` field (:func:`online_headers`). Pure Python.
 from __future__ import annotations
 
 from hdl.contracts.errors import FredError
+from hdl.contracts.npu_engine import ENGINE_STAGES
 from hdl.contracts.packet import VC, PacketFormat, stream_packets
 
 __all__ = ["slot_entries", "packet_headers", "flow_port_entries", "phase_orders", "online_output",
@@ -247,7 +248,7 @@ def _l2_hop(spec, endpoint: int) -> tuple[int, int]:
 
 def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
                    vcs: dict | None = None, delays: dict | None = None,
-                   ranks=None) -> list[dict]:
+                   ranks=None, staged: bool = False) -> list[dict]:
     """Per endpoint, the header registers (as :func:`packet_headers`) of an endpoint algorithm
     run as online unicasts: ``phase`` = the default index, ``flow`` = the endpoint its stage
     sends to (the switches route on it, :func:`online_output`; every endpoint receives from
@@ -255,27 +256,39 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
     :func:`packet_headers`; ``vc`` and ``delay`` of the endpoint's collective as
     :func:`packet_headers` (``vcs``, ``delays`` by collective index: concurrent traffic
     classes, each class's unicasts on its VC, so the switches serve the default index of the
-    highest waiting VC first). Raises :class:`FredError` for an engine of more than one stage
-    (the hierarchical all-reduce: its stages send to different endpoints and the header
-    registers hold one destination per run) and for more endpoints than ``flow`` ids.
+    highest waiting VC first). ``staged`` (default False): the endpoints are the iteration's
+    staged NPUs (:class:`hdl.designs.iteration.PacketTraceNpu`, a destination and a barrier per
+    engine stage): a multi-stage program (the hierarchical all-reduce) runs, and each header
+    also holds ``flows``, the destination of every engine stage (a one-stage program's
+    repeated), for :func:`~hdl.contracts.trace_program.stage_flows_word`; ``flow`` stays stage
+    0's. Raises :class:`FredError` for an engine of more than one stage without ``staged`` (its
+    stages send to different endpoints and those NPUs hold one destination per run), for a
+    stage whose packet numbers would not follow on at its receiver (its sender sent another
+    number of packets in the stages before than the receiver received: the depacketizer's
+    sequence check and the switches' drain rule need them to), and for more endpoints than
+    ``flow`` ids.
     ``ranks`` (default all): the endpoints that send and receive online unicasts (a program
     that also stores phases, ``program.online_collectives``); the headers of the others are
     returned as for no traffic and must come from :func:`packet_headers`."""
     if len(program.engines) > 1 << packet.flow_bits:
         raise FredError(f"{len(program.engines)} endpoints need flow_bits >= "
                         f"{(len(program.engines) - 1).bit_length()}, got {packet.flow_bits}")
-    dest = {}
+    stage_dest: list[dict] = [{} for _ in range(ENGINE_STAGES)]     # per stage, sender -> receiver
     ranks = set(range(len(program.engines)) if ranks is None else ranks)
     for rank, engine in enumerate(program.engines):
         if rank not in ranks:
             continue
-        if len(engine["stages"]) > 1:
-            raise FredError(f"the packet fabric runs one-stage endpoint programs so far (one "
-                            f"destination per endpoint and run); endpoint {rank} runs "
-                            f"{len(engine['stages'])} stages ({program.algorithm}: use the ring)")
-        stage = engine["stages"][0]
-        if stage["recv_count"]:
-            dest[stage["sender"]] = rank
+        if len(engine["stages"]) > 1 and not staged:
+            raise FredError(f"the packet fabric runs one-stage endpoint programs outside an iteration (one "
+                            f"destination per endpoint and run; the iteration's NPUs run one per stage); "
+                            f"endpoint {rank} runs {len(engine['stages'])} stages ({program.algorithm}: use "
+                            f"the ring)")
+        for s, stage in enumerate(engine["stages"]):
+            if stage["recv_count"]:
+                stage_dest[s][stage["sender"]] = rank
+    if staged:
+        _check_stage_numbers(program, ranks, stage_dest, packet)
+    dest = stage_dest[0]
     vc_of = _vc_of(request, vc, vcs)
     collective_of = {r: index for index, coll in enumerate(request.collectives)
                      for r in coll.ranks}
@@ -284,14 +297,39 @@ def online_headers(program, request, packet: PacketFormat, *, vc: int = VC.DP,
         c = collective_of.get(rank)
         if rank not in ranks:
             c, engine = None, {"stages": [{"send_count": 0, "recv_count": 0}]}
-        if engine["stages"][0]["send_count"] and rank not in dest:
-            raise FredError(f"endpoint {rank} sends but no endpoint names it as its sender")
+        for s, stage in enumerate(engine["stages"]):
+            if stage["send_count"] and rank not in stage_dest[s]:
+                raise FredError(f"endpoint {rank} sends" + (f" in stage {s}" if s else "")
+                                + " but no endpoint names it as its sender")
         packets = received_packets(engine, packet)
-        headers.append({"phase": packet.online_phase, "vc": vc_of.get(c, int(vc)),
-                        "flow": dest.get(rank, 0),
-                        "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
-                        "delay": int((delays or {}).get(c, 0))})
+        header = {"phase": packet.online_phase, "vc": vc_of.get(c, int(vc)),
+                  "flow": dest.get(rank, 0),
+                  "last_seq": max(packets - 1, 0) % (1 << packet.seq_bits),
+                  "delay": int((delays or {}).get(c, 0))}
+        if staged:
+            last = len(engine["stages"]) - 1
+            header["flows"] = tuple(stage_dest[min(s, last)].get(rank, 0) for s in range(ENGINE_STAGES))
+        headers.append(header)
     return headers
+
+
+def _check_stage_numbers(program, ranks, stage_dest, packet: PacketFormat) -> None:
+    """FredError unless every stage's packets arrive numbered on from the stages before: the
+    packets a stage's sender sent before it equal those its receiver received before it (the
+    packetizer numbers a run's packets on over its stages, the depacketizer expects them so)."""
+    def packets(stage, count):
+        return stream_packets(stage[count], packet.packet_flits, stage.get("chunk"))
+
+    for s, senders in enumerate(stage_dest):
+        for sender, receiver in senders.items():
+            if sender not in ranks:
+                continue
+            sent = sum(packets(st, "send_count") for st in program.engines[sender]["stages"][:s])
+            got = sum(packets(st, "recv_count") for st in program.engines[receiver]["stages"][:s])
+            if sent != got:
+                raise FredError(f"endpoint {receiver}'s stage {s} packets from endpoint {sender} are numbered from "
+                                f"{sent}, but it received {got} before that stage ({program.algorithm}); the "
+                                f"packet numbers of a run must follow on across its stages")
 
 
 def write_paces(spec, program, headers, ranks=None) -> dict[int, int]:

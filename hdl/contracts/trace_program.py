@@ -51,7 +51,7 @@ from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
 __all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
            "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
-           "PROG_VALUE", "PACKET_HEADER_REGS", "PACKET_PACE_REG", "CONTROLLER_STRIPE_REG", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
+           "PROG_VALUE", "PACKET_HEADER_REGS", "PACKET_PACE_REG", "CONTROLLER_STRIPE_REG", "stage_flows_word", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
            "collective_requests", "loader_entries", "loader_writes"]
 
 #: Node word: bit 31 set for a collective node (start the engine, wait for it), else a delay.
@@ -83,6 +83,24 @@ SLOT_BASE = 59
 #: id, and the packets the NPU receives in one run of the collective (its depacketizer marks
 #: the stream's end on the last of them; packets are numbered on from collective to collective).
 PACKET_HEADER_REGS = {"phase": 52, "vc": 53, "flow": 54, "packets": 55}
+
+
+def stage_flows_word(flows, flow_bits: int) -> int:
+    """The ``flow`` header register of a staged packet trace NPU
+    (:class:`hdl.designs.iteration.PacketTraceNpu`, ``staged``): stage s's destination in bits
+    ``s * flow_bits`` up (``flows``: one flow id per engine stage). FredError for a flow id
+    that does not fit its field or a word beyond the register's 32 bits."""
+    flows = list(flows)
+    if len(flows) * flow_bits > 32:
+        raise FredError(f"{len(flows)} flow ids of {flow_bits} bits do not fit the 32-bit flow register")
+    word = 0
+    for s, flow in enumerate(flows):
+        if not 0 <= flow < 1 << flow_bits:
+            raise FredError(f"stage {s}'s flow id {flow} does not fit {flow_bits} bits")
+        word |= flow << (s * flow_bits)
+    return word
+
+
 #: Program register of a traced I/O controller (``hdl.designs.iteration.TracedIoController``),
 #: after its header's (:data:`PACKET_HEADER_REGS`), written by its program loader per I/O
 #: collective: the stripe its packets carry (the striped I/O request's header field).

@@ -50,14 +50,25 @@ def test_loader_entries_hold_each_collectives_packets_and_only_what_changes():
     assert per_collective[1] == [("packets", 3)]         # 20 flits: 8 + 8 + 4
 
 
-def test_hierarchical_and_mixed_algorithms_are_refused_by_name():
-    """Pure: the packet fabric runs one-stage programs; one build routes one way."""
-    from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_loader_entries, packet_online
+def test_hierarchical_loads_a_destination_per_stage_and_mixed_algorithms_are_refused_by_name():
+    """Pure: the hierarchical all-reduce of 2 L1s x 2 NPUs (32 flits) loads, at NPU 0, the flow
+    register with its three stages' destinations (1, 2, 1: its L1 neighbour, the same local
+    index on the other L1, the neighbour again; 6 bits each), the online phase index and the
+    packets it receives over the three stages (the reduce-scatter's chunk of 16 flits, the
+    cross-L1 all-reduce ring's 2 steps of 8, the all-gather's 16; 8-flit packets: 2 + 2 + 2);
+    the NPUs are built staged; one build routes one way."""
+    from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_loader_entries,
+                                                       packet_online, packet_staged)
     spec = fabric_spec("fred-a", **SMALL)
-    programs, requests = _programs(spec, (8,), "hierarchical")
-    with pytest.raises(FredError, match="one-stage"):
-        packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, True))
+    programs, requests = _programs(spec, (32,), "hierarchical")
+    assert packet_staged(programs)
+    entries = packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, True))
+    header = {v: k for k, v in PACKET_HEADER_REGS.items()}
+    written = dict((header[w[0]], w[1]) for _, (w,) in entries[0] if w is not None and w[0] in header)
+    packet = packet_iteration_format(spec, True)
+    assert written == {"phase": packet.online_phase, "vc": 1, "flow": 1 + (2 << 6) + (1 << 12), "packets": 6}
     ring, _ = _programs(spec, (8,), "ring")
+    assert not packet_staged(ring)
     switch, _ = _programs(fabric_spec("fred-b", **SMALL), (8,), "in-switch")
     with pytest.raises(FredError, match="mixes in-switch collectives and endpoint algorithms"):
         packet_online(ring + switch)
@@ -117,6 +128,33 @@ def test_a_switch_keeps_its_phase_selected_for_the_next_collective_of_the_same_s
     assert all(len(s) == 1 for s in spans.values())        # every NPU starts and ends together
     first, again, _, after_other = (spans[k].pop() for k in (1, 3, 5, 7))
     assert again < after_other < first
+
+
+@pytest.mark.full
+def test_the_hierarchical_all_reduce_runs_staged_under_verilator():
+    """The staged top through the Verilator bench (``run_packet_iteration`` builds it for a
+    multi-stage program): the hierarchical all-reduce of the 4-NPU packet Fred-A (2 L1s x 2,
+    2 uplink ports) of 32 then 16 flits, L1 0 computing 200 cycles longer before the first
+    (the early-stage case of
+    ``tests/hdl/designs/iteration/test_packet_hierarchical_iteration_sim.py``): every flit of
+    every run checked, no packet out of sequence, compute to the cycle, no NPU ending the first
+    all-reduce before L1 0 started it. Each NPU sends 48 and 24 flits (16 + 16 + 16 in 8-flit chunks: the
+    reduce-scatter's chunk, the cross-L1 ring's 2 steps of 8, the all-gather's chunk)."""
+    from hdl.compiler.fabric_program import fabric_program
+    from cocotb_tests.iteration.packet_run import run_packet_iteration
+    spec = fabric_spec("fred-a", **SMALL, uplink_ports=2)
+    programs, requests = _programs(spec, (32, 16), "hierarchical")
+    words = [None, COLLECTIVE_BIT, 5, COLLECTIVE_BIT, 3]
+    traces = {r: replace(_trace(r, [210 if spec.l1_of(r) == 0 else 10] + words[1:]), collective=1,
+                         collectives=(1, 3)) for r in range(4)}
+    run = run_packet_iteration(spec, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == []
+    assert [e["send_count"] for e in programs[0].engines[:4]] == [48] * 4
+    assert run.flits_sent == run.flits_received == 4 * 24
+    for r, times in run.node_times.items():
+        assert times[0] == [0, 210 if spec.l1_of(r) == 0 else 10]
+        assert times[4][1] == times[3][1] + 3
+    assert min(t[1][1] for t in run.node_times.values()) > 210
 
 
 def test_a_stalled_npu_is_judged_against_the_collective_it_is_in():

@@ -94,6 +94,17 @@ class NpuEngine(wiring.Component):
       steps down by ``chunk``, from 0 to ``last_base`` (the ring's chunk order: chunk (i - j)
       mod n at step j).
 
+    ``stage_gate`` (default False; True for the packet fabric's hierarchical all-reduce,
+    :class:`~hdl.designs.iteration.StageBarrier`): members ``send_stage`` (Out: the send
+    side's stage, the one of the flit ``tx`` offers), ``recv_past`` (Out, bit s: the
+    receive side has received every flit of stage s of the current run -- it is in a later
+    stage, or in stage s or its last stage with the stage's count received) and
+    ``stage_open`` (In, bit s: every NPU's ``recv_past[s]``); the send side sends stage s + 1's
+    flits only while ``stage_open[s]`` is high, so no flit of stage s + 1 enters the fabric
+    while any flit of stage s is still in it (online unicasts have no switch phase to hold an
+    early stage's flits, docs/fabric_iteration.md "The hierarchical all-reduce on the packet
+    fabric"). Off, the engine is built as before (its Verilog unchanged).
+
     Timing: ``tx.valid`` never depends on ``tx.ready`` (stream rule): high whenever a flit is
     due and (when forwarding) the FIFO holds one. A stage change takes one cycle on each side.
     ``rx.ready`` is the sink's random backpressure: low in a cycle when a 16-bit LFSR is below
@@ -102,7 +113,7 @@ class NpuEngine(wiring.Component):
     registered into the counters.
     """
 
-    def __init__(self, flit: FlitFormat, *, buffer: int = 4096):
+    def __init__(self, flit: FlitFormat, *, buffer: int = 4096, stage_gate: bool = False):
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
             raise FredError(f"engine buffer must be an integer >= 1 flit, got {buffer!r}")
         self.buffer = buffer
@@ -112,15 +123,16 @@ class NpuEngine(wiring.Component):
         if flit.dtype != "int32" and flit.lanes * 16 > 32:
             raise FredError(f"the fabric's NPU engines hash fp16 flits of up to 2 lanes (32 bits); "
                             f"got {flit.lanes} lanes")
-        self.flit = flit
+        self.flit, self.stage_gate = flit, bool(stage_gate)
         shape = flit_layout(flit)
+        gate = {"send_stage": Out(range(ENGINE_STAGES)), "recv_past": Out(ENGINE_STAGES - 1), "stage_open": In(ENGINE_STAGES - 1)} if self.stage_gate else {}
         super().__init__({
             "tx": Out(stream.Signature(shape)),
             "rx": In(stream.Signature(shape)),
             "start": In(1),
             "we": In(1), "waddr": In(range(len(ENGINE_REGS))), "wdata": In(32),
             "chunk_end": Out(1), "done": Out(1), "sent": Out(32), "received": Out(32), "errors": Out(32),
-            "extra": Out(32), "first_error": Out(32), "hash": Out(32),
+            "extra": Out(32), "first_error": Out(32), "hash": Out(32), **gate,
         })
 
     def elaborate(self, platform) -> Module:
@@ -187,6 +199,17 @@ class NpuEngine(wiring.Component):
         recv_stage_done = s_recv >= rx_["recv_count"]
         # a later stage sends once everything of the previous one arrived
         due = running & ~send_stage_done & (rs >= ss)
+        if self.stage_gate:
+            # a later stage sends only once every NPU received all of the stage before
+            opened = Const(1, 1)
+            for stage in range(1, ENGINE_STAGES):
+                opened = Mux(ss == stage, self.stage_open[stage - 1], opened)
+            due &= opened
+            # a plain loop, not a generator: a closure over ``rs`` would rename it in the Verilog
+            past = []
+            for stage in range(ENGINE_STAGES - 1):
+                past.append((rs > stage) | (recv_stage_done & ((rs == stage) | (rs == last_stage))))
+            m.d.comb += [self.send_stage.eq(ss), self.recv_past.eq(Cat(*past))]
         from_input = s_sent >= tx_["own_only"]              # this output flit is a received one
         forwarded = s_recv < rx_["fwd_count"]               # this received flit leaves again
         kout = (tx_["org"] + out_base + out_off)[:32]

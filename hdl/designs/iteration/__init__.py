@@ -10,11 +10,12 @@ from .packet_iteration_top import PacketIterationTop
 from .packet_trace_npu import PacketTraceNpu
 from .program_loader import ProgramLoader
 from .rerun_phase_sequencer import RerunPhaseSequencer
+from .stage_barrier import StageBarrier
 from .stripe_trace_npu import StripeTraceNpu
 from .trace_npu import TraceNpu
 from .trace_sequencer import TraceSequencer
 from .traced_io_controller import TracedIoController
 from .wafer_collective import WaferCollective
 
-__all__ = ["CollectiveBarrier", "LoadingTraceSequencer", "MeshIterationTop", "PacketIterationTop", "PacketIoIterationTop", "PacketTraceNpu", "StripeTraceNpu", "TracedIoController", "WaferCollective", "ProgramLoader", "RerunPhaseSequencer", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
+__all__ = ["CollectiveBarrier", "LoadingTraceSequencer", "MeshIterationTop", "PacketIterationTop", "PacketIoIterationTop", "PacketTraceNpu", "StripeTraceNpu", "TracedIoController", "WaferCollective", "ProgramLoader", "RerunPhaseSequencer", "StageBarrier", "TraceNpu", "TraceSequencer", "iteration_fabric_top", "iteration_mesh_top",
            "iteration_packet_top"]

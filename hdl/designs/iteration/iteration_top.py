@@ -35,7 +35,8 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None =
                      sequencer=partial(RerunPhaseSequencer, programs=switch_programs))
 
 
-def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False) -> PacketIterationTop:
+def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False,
+                         staged: bool = False) -> PacketIterationTop:
     """:class:`PacketIterationTop` (a ``PacketFabricTop``) of ``spec`` with a :class:`PacketTraceNpu`
     of ``depth`` trace nodes and ``programs`` program-loader entries at every NPU port: the
     same packet switches (header
@@ -46,10 +47,12 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
     paces its writes into a controller (:class:`PacketTraceNpu`'s ``io_rate``, the fabric's
     controllers' rate; as :class:`PacketFabricTop`'s own NPUs). A barrier per collective run
     (:class:`~.collective_barrier.CollectiveBarrier`): no NPU starts a run before every NPU
-    has finished the run before."""
+    has finished the run before. ``staged`` (default False: built as before): the NPUs run
+    multi-stage programs (the hierarchical all-reduce), each stage to its own destination,
+    with a barrier per stage (:class:`PacketTraceNpu`'s ``staged``)."""
     io_rate = spec.io_rate if spec.io_controllers else None
     return PacketIterationTop(spec, online=online, npu=partial(PacketTraceNpu, nodes=depth, programs=programs,
-                                                            io_rate=io_rate))
+                                                            io_rate=io_rate, staged=staged))
 
 
 def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshIterationTop:

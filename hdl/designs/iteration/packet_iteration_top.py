@@ -10,6 +10,7 @@ from hdl.contracts.errors import FredError
 from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 
 from .collective_barrier import add_collective_barrier
+from .stage_barrier import add_stage_barrier
 
 __all__ = ["PacketIterationTop"]
 
@@ -27,7 +28,9 @@ class PacketIterationTop(PacketFabricTop):
     an in-switch all-reduce could do without (an NPU receives only reductions that include
     its own packets, sent after it finished the run before), but a multicast of another
     member's packets (an all-gather, a broadcast) could not, and the barrier costs only the
-    NPUs' skew. Harness ports, units and reads as
+    NPUs' skew. NPUs built ``staged`` (multi-stage programs: the hierarchical all-reduce)
+    share a :class:`~.stage_barrier.StageBarrier` too: an NPU sends a stage only once every
+    NPU has received all of the stage before. Harness ports, units and reads as
     :class:`PacketFabricTop`'s. A cut fabric (``partition``) is refused: the barrier joins
     every NPU, and a part holds only its own."""
 
@@ -41,3 +44,6 @@ class PacketIterationTop(PacketFabricTop):
     def coordinate(self, m: Module, components: dict) -> None:
         npus = [components[r] for r in sorted(components) if r < self.spec.npus]
         add_collective_barrier(m, npus[0].start if npus else 0, [(x.run_over, x.done, x.may_start) for x in npus])
+        staged = [x for x in npus if getattr(x, "staged", False)]
+        if staged:
+            add_stage_barrier(m, staged[0].start, [(x.stage_past, x.stage_open) for x in staged])

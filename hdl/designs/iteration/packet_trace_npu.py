@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,6 +23,7 @@ from hdl.designs.fabric.io_controller import endpoint_link_members
 from hdl.designs.layouts import chunked_flit_layout
 
 from .loading_sequencer import LoadingTraceSequencer
+from .stage_barrier import BOUNDARIES
 
 __all__ = ["PacketTraceNpu"]
 
@@ -78,6 +79,23 @@ class PacketTraceNpu(wiring.Component):
     one's would wait for ever), so the fabric must not interleave them: the packet iteration
     top's barrier makes every NPU start a run only once every NPU has finished the run before
     (docs/fabric_iteration.md, "Collectives kept apart at a packet NPU").
+    ``staged`` (default False: built as before): the NPU runs multi-stage engine programs (the
+    hierarchical all-reduce: a reduce-scatter ring in its L1, an all-reduce ring across the
+    L1s, an all-gather ring in its L1, each stage to another destination). The ``flow`` header
+    register then holds one destination per stage, stage s in bits ``s * flow_bits`` up (a
+    one-stage program's loader writes its destination into every slice), and members
+    ``stage_past`` (Out, bit s: the engine has received all of stage s of its run, or the NPU
+    holds nobody back: its run is over and it waits at the collective barrier, or its trace is
+    over) and ``stage_open`` (In, from the top's :class:`~.stage_barrier.StageBarrier`: every
+    NPU is past stage s). The engine sends stage s + 1 only while ``stage_open[s]`` is high,
+    and the packetizer's destination is the slice of the lower of the engine's send stage and
+    the stage the open bits name: stage s's flits are sent only once every stage before is
+    open, and stage s opens only once every flit of stage s was received, so every flit
+    between the engine and the link is of that stage -- a pacer's buffer included, which the
+    engine's send stage runs ahead of (without a pacer the two agree whenever a flit is
+    offered; a top that holds ``stage_open`` high, no barrier, sends by the engine's stage). A
+    stage ends at a chunk's end, so the packetizer's cut there also ends a packet at every
+    stage's end: no packet carries two destinations.
     Latency: the packetizer's 0 and the depacketizer's 1 cycle, as on the fabric's NPU; the
     sequencer's start and done cycles per run (:class:`LoadingTraceSequencer`).
     """
@@ -85,8 +103,13 @@ class PacketTraceNpu(wiring.Component):
     read_names = ENGINE_READ + ("seq_errors", "link_errors", "run_started") + LoadingTraceSequencer.read_names
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, nodes: int, programs: int,
-                 buffer: int = NPU_BUFFER, io_rate=None):
+                 buffer: int = NPU_BUFFER, io_rate=None, staged: bool = False):
         self.flit, self.packet, self.depth, self.nodes, self.programs = flit, packet, depth, nodes, programs
+        self.staged = bool(staged)
+        if self.staged and (BOUNDARIES + 1) * packet.flow_bits > 32:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(f"a staged NPU packs {BOUNDARIES + 1} flow ids of {packet.flow_bits} bits into its "
+                            f"32-bit flow register; at most {32 // (BOUNDARIES + 1)} bits each")
         self.buffer = buffer
         if io_rate is not None and not 0 < io_rate <= 1:
             self._MustUse__silence = True   # never built: no "created but never used" warning
@@ -99,11 +122,12 @@ class PacketTraceNpu(wiring.Component):
             **{name: Out(32) for name in ("sent", "received", "errors", "extra", "first_error", "hash")},
             "seq_errors": Out(16), "link_errors": Out(1), "run_started": Out(1),
             **{name: Out(32) for name in LoadingTraceSequencer.read_names},
+            **({"stage_past": Out(BOUNDARIES), "stage_open": In(BOUNDARIES)} if self.staged else {}),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        engine = m.submodules.engine = NpuEngine(self.flit, buffer=self.buffer)
+        engine = m.submodules.engine = NpuEngine(self.flit, buffer=self.buffer, stage_gate=self.staged)
         tx = m.submodules.tx = Packetizer(flit=self.flit, packet=self.packet, depth=self.depth)
         rx = m.submodules.rx = Depacketizer(flit=self.flit, packet=self.packet, depth=self.depth, with_seq=True)
         seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1,
@@ -132,7 +156,7 @@ class PacketTraceNpu(wiring.Component):
                      seq.engine_done.eq(run_done),
                      seq.engine_errors.eq(engine.errors + engine.extra),
                      tx.start.eq(self.start), rx.start.eq(self.start), tx.hold.eq(0),
-                     tx.phase.eq(header["phase"]), tx.vc.eq(header["vc"]), tx.flow.eq(header["flow"])]
+                     tx.phase.eq(header["phase"]), tx.vc.eq(header["vc"]), tx.flow.eq(self._flow(m, engine, seq, header))]
         # the run's last packet: the packets of the runs before (``base``) plus this run's
         base = Signal(self.packet.seq_bits)
         run_over = seq.engine_running & run_done        # the cycle a run's done is seen
@@ -153,6 +177,20 @@ class PacketTraceNpu(wiring.Component):
                        for n in ("sent", "received", "errors", "extra", "first_error", "hash")),
                      *(getattr(self, n).eq(getattr(seq, n)) for n in LoadingTraceSequencer.read_names)]
         return m
+
+    def _flow(self, m, engine, seq, header):
+        """The packetizer's flow: the ``flow`` register; staged, the slice of the stage whose
+        flits the packetizer sees (the stages the barrier opened) and the engine's gate."""
+        if not self.staged:
+            return header["flow"]
+        bits = self.packet.flow_bits
+        m.d.comb += [engine.stage_open.eq(self.stage_open),
+                     self.stage_past.eq(Cat(seq.engine_running & engine.recv_past[s] | ~self.may_start | seq.done
+                                            for s in range(BOUNDARIES)))]
+        opened = Signal.like(engine.send_stage, name="opened_stage")     # the stages the barrier opened
+        m.d.comb += opened.eq(sum(self.stage_open[s] for s in range(BOUNDARIES)))
+        stage = Mux(opened < engine.send_stage, opened, engine.send_stage)
+        return header["flow"].word_select(stage, bits)
 
     def _pacer(self, m, engine, tx, seq):
         """Connect the engine's sending side to the packetizer, through a :class:`WritePacer`

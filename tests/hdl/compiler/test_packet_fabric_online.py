@@ -89,3 +89,50 @@ def test_chain_headers_and_what_is_refused():
     request = make_request(spec, op="all-reduce", size_flits=40, group="wafer")
     with pytest.raises(FredError, match="20 endpoints need flow_bits >= 5"):
         online_headers(fabric_program(spec, request, algorithm="ring"), request, narrow)
+
+
+def test_staged_headers_name_each_stages_destination_on_the_2x2_hierarchical_all_reduce():
+    """The iteration's staged NPUs (a destination per engine stage): the hierarchical
+    all-reduce of 2 L1s x 2 NPUs, by hand -- stage 0 the reduce-scatter ring of each L1 (0 -> 1,
+    1 -> 0, 2 -> 3, 3 -> 2), stage 1 the ring across the L1s of each local index (0 <-> 2,
+    1 <-> 3), stage 2 the all-gather in the L1 (as stage 0); ``flow`` stays stage 0's. A ring's
+    one destination fills every stage. The packed register word: stage s at bit 6 s."""
+    from hdl.contracts.trace_program import stage_flows_word
+    spec = fabric_spec("fred-a", npus=4, npus_per_l1=2, uplink_ports=2)
+    fmt = packet_format(8, dest_ports=max(spec.switch_ports))
+    request = make_request(spec, op="all-reduce", size_flits=32, group="wafer")
+    headers = online_headers(fabric_program(spec, request, algorithm="hierarchical"), request, fmt, staged=True)
+    assert [h["flows"] for h in headers] == [(1, 2, 1), (0, 3, 0), (3, 0, 3), (2, 1, 2)]
+    assert [h["flow"] for h in headers] == [1, 0, 3, 2]
+    assert stage_flows_word(headers[0]["flows"], fmt.flow_bits) == 1 + (2 << 6) + (1 << 12)
+    ring = online_headers(fabric_program(spec, request, algorithm="ring"), request, fmt, staged=True)
+    assert [h["flows"] for h in ring] == [(1, 1, 1), (2, 2, 2), (3, 3, 3), (0, 0, 0)]
+
+
+def test_stage_flows_word_refuses_what_does_not_fit():
+    from hdl.contracts.trace_program import stage_flows_word
+    with pytest.raises(FredError, match="stage 1's flow id 64 does not fit 6 bits"):
+        stage_flows_word((1, 64, 1), 6)
+    with pytest.raises(FredError, match="do not fit the 32-bit flow register"):
+        stage_flows_word((1, 2, 3), 11)
+
+
+def test_staged_headers_refuse_a_stage_whose_packet_numbers_would_not_follow_on():
+    """Made-up 3-NPU program, two stages, packets of 8 flits: stage 0 0 -> 1 (16 flits, 2
+    packets), 1 -> 2 and 2 -> 0 (8, 1 packet); stage 1 1 -> 0, 2 -> 1, 0 -> 2 (8 each). NPU 1
+    received 2 packets before stage 1, its stage-1 sender NPU 2 sent 1: its packets would
+    arrive numbered 1, the depacketizer expecting 2."""
+    from types import SimpleNamespace
+    from hdl.contracts.fabric import FabricCollective, FabricRequest
+    fmt = PacketFormat(phase_bits=3, seq_bits=16, flow_bits=6, packet_flits=8, dest_bits=2)
+
+    def stage(send, recv, sender):
+        return {"send_count": send, "recv_count": recv, "chunk": 8, "sender": sender}
+
+    engines = [{"stages": [stage(16, 8, 2), stage(8, 8, 1)]}, {"stages": [stage(8, 16, 0), stage(8, 8, 2)]},
+               {"stages": [stage(8, 8, 1), stage(8, 8, 0)]}]
+    program = SimpleNamespace(engines=engines, algorithm="made-up")
+    request = FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 1, 2)),), 16, "x")
+    with pytest.raises(FredError, match="endpoint 1's stage 1 packets from endpoint 2 are numbered from 1, "
+                                        "but it received 2 before that stage"):
+        online_headers(program, request, fmt, staged=True)
