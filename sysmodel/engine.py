@@ -913,8 +913,14 @@ def _kept_stacked_entry_arrays(entries: list, preempt_s, shared_phase, task_entr
     kept = memo.get(key)
     if kept is None:
         stacked = np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
-        made = _stacked_entry_arrays(entries, stacked, preempt_s, shared_phase, task_entry)
-        kept = memo.put(key, {k: _frozen_copy(v) for k, v in made.items()})
+        kept = _stacked_entry_arrays(entries, stacked, preempt_s, shared_phase, task_entry)
+        # every array is made there but the preemption costs, which may be a view of the
+        # caller's: copied, so that no later change of the caller's array reaches the memo
+        kept["preempt_s"] = kept["preempt_s"].copy()
+        for value in kept.values():
+            if type(value) is np.ndarray:
+                value.flags.writeable = False
+        memo.put(key, kept)
     return {k: v.copy() if type(v) is np.ndarray else v for k, v in kept.items()}
 
 
@@ -926,16 +932,6 @@ def _bytes_key(value):
     if type(value) is np.ndarray:
         return value.dtype.str, value.shape, value.tobytes()
     return "float", float(value).hex()
-
-
-def _frozen_copy(value):
-    """A read-only copy of ``value`` when it is a numpy array (the model cache's own), else
-    ``value``."""
-    if type(value) is not np.ndarray:
-        return value
-    copy = value.copy()
-    copy.flags.writeable = False
-    return copy
 
 
 def _stacked_entry_arrays(entries: list, stacked: tuple, preempt_s, shared_phase, task_entry) -> dict:

@@ -560,7 +560,8 @@ def test_kept_transfer_entry_arrays_are_made_again_when_any_input_changes(monkey
     phases -- changed alone gives a miss and the arrays taken entry by entry (no cache), each
     of which differs from the first inputs' (a stale entry would fail). Equal values in other
     arrays are a hit. Every call returns its own writable copies: writing one changes neither
-    the kept arrays nor the next call's. The cache stays within its bound."""
+    the kept arrays nor the next call's, nor does changing the caller's preemption costs
+    afterwards. The cache stays within its bound."""
     from sysmodel import engine
     from sysmodel.model_cache import ModelCache, using
     rng = np.random.default_rng(27)
@@ -619,6 +620,11 @@ def test_kept_transfer_entry_arrays_are_made_again_when_any_input_changes(monkey
         changed("no shared phase", shared=None)
         entries[2][0][0] = 0.0   # changed in place: the same array objects, other values
         changed("loads changed in place")
+        costs = np.full((2, first["n_links"]), 1e-6)   # the kept costs are not a view of these
+        before = engine._entry_arrays(entries, costs, shared, task_entry)
+        costs[:] = 5e-6
+        assert same(engine._entry_arrays(entries, np.full((2, first["n_links"]), 1e-6), shared, task_entry),
+                    before)
         assert cache.CACHES["transfer_entry_arrays"][0] == memo.bound
         for k in range(memo.bound + 5):
             engine._entry_arrays(entries, float(k + 1), shared, task_entry)
