@@ -38,6 +38,7 @@ import numpy as np
 
 from hdl.contracts.errors import FredError
 from sysmodel.engine_reference import run_reference
+from sysmodel.model_cache import current
 
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
@@ -839,9 +840,8 @@ def _entry_arrays(entries: list, preempt_s, shared_phase=None, task_entry=(), ho
     of the tasks' entries ``task_entry``); with ``hold`` (:class:`Engine`), the hold arrays of
     :func:`_hold_arrays` (entries it adds follow the given ones; each entry's latency beyond its
     bytes is its first task's, of ``duration``)."""
-    stacked = _stacked_entries(entries) if hold is None else None
-    if stacked is not None:   # the same arrays, computed over every entry at once
-        return _stacked_entry_arrays(entries, stacked, preempt_s, shared_phase, task_entry)
+    if hold is None and _stack_width(entries) is not None:   # computed over every entry at once
+        return _kept_stacked_entry_arrays(entries, preempt_s, shared_phase, task_entry)
     found = [_array_entry(loads, bw) for loads, bw in entries]
     n_links = max((int(f[1][-1]) + 1 for f in found if len(f[1])), default=0)
     tier = entry_tiers(entries, shared_phase, task_entry)
@@ -866,18 +866,18 @@ TASKS_PER_PIECE = 40
 
 
 #: Entries x links up to which the transfer entries' arrays are made stacked
-#: (:func:`_stacked_entries`): beyond it the passes over whole matrices cost more than the
+#: (:func:`_stack_width`): beyond it the passes over whole matrices cost more than the
 #: per-entry numpy calls they save (timed, ``/tmp/s16-t17/t_cross.py``: stacked faster at
 #: 10 x 2,000 and 50 x 400 cells, slower from 10 x 4,000 and 50 x 1,000 on; the cluster graphs'
 #: 51 x 25,602 took 8.5 ms stacked against 2.2 ms entry by entry; docs/sysmodel.md, Speed).
 STACKED_ENTRY_CELLS = 2 ** 14
 
 
-def _stacked_entries(entries: list) -> tuple | None:
-    """The loads and the bandwidths of every transfer entry as two (entries, links) float64
-    arrays, when every entry's are one-dimensional float64 arrays of one length (a graph's
-    transfers on one network) and they are at most :data:`STACKED_ENTRY_CELLS` values; else
-    None (:func:`_entry_arrays` then takes them one by one)."""
+def _stack_width(entries: list) -> int | None:
+    """The links of every transfer entry, when every entry's loads and bandwidths are
+    one-dimensional float64 arrays of one length (a graph's transfers on one network) and they
+    are at most :data:`STACKED_ENTRY_CELLS` values: :func:`_entry_arrays` then computes them
+    stacked; else None (it takes them one by one)."""
     if not entries:
         return None
     width = None
@@ -891,12 +891,52 @@ def _stacked_entries(entries: list) -> tuple | None:
             return None
     if len(entries) * width > STACKED_ENTRY_CELLS:
         return None
-    return np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
+    return width
+
+
+def _kept_stacked_entry_arrays(entries: list, preempt_s, shared_phase, task_entry) -> dict:
+    """:func:`_stacked_entry_arrays` of ``entries`` (stackable: :func:`_stack_width`), kept in
+    the model cache (``transfer_entry_arrays``) under every value they are computed from, as
+    bytes: the entries' loads and bandwidths in order, the preemption costs, the shared phases
+    and the tasks' entries (their order sets the tiers: :func:`entry_tiers`). Equal bytes give
+    the same arrays, so a kept entry is never stale, whichever objects carry the values (an
+    MP transfer's scaled loads are new arrays per iteration). Each call returns its own copies
+    (writable, as the compiled loop's machine code takes them): a caller that changed one
+    could not change what is kept, and the kept arrays share no memory with the caller's.
+    Why: a graph built again (a new iteration of the same network and strategy) has the same
+    entries, and making their arrays was about a tenth of a Transformer-17B evaluation
+    (docs/sysmodel.md, Speed, twenty-seventh increment)."""
+    key = (len(entries), b"".join([loads.tobytes() for loads, _ in entries]),
+           b"".join([bw.tobytes() for _, bw in entries]), _bytes_key(preempt_s),
+           _bytes_key(shared_phase), _bytes_key(np.asarray(task_entry, dtype=np.int64)))
+    memo = current().transfer_entry_arrays
+    kept = memo.get(key)
+    if kept is None:
+        stacked = np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
+        kept = _stacked_entry_arrays(entries, stacked, preempt_s, shared_phase, task_entry)
+        # every array is made there but the preemption costs, which may be a view of the
+        # caller's: copied, so that no later change of the caller's array reaches the memo
+        kept["preempt_s"] = kept["preempt_s"].copy()
+        for value in kept.values():
+            if type(value) is np.ndarray:
+                value.flags.writeable = False
+        memo.put(key, kept)
+    return {k: v.copy() if type(v) is np.ndarray else v for k, v in kept.items()}
+
+
+def _bytes_key(value):
+    """``value`` (None, a float, or a numpy array) as a key equal exactly for equal bits: an
+    array as its dtype, shape and bytes; a float as its hex form (0.0 and -0.0 apart)."""
+    if value is None:
+        return None
+    if type(value) is np.ndarray:
+        return value.dtype.str, value.shape, value.tobytes()
+    return "float", float(value).hex()
 
 
 def _stacked_entry_arrays(entries: list, stacked: tuple, preempt_s, shared_phase, task_entry) -> dict:
     """:func:`_entry_arrays` without a hold, over the entries' stacked loads and bandwidths
-    (:func:`_stacked_entries`): each row's time alone, loaded links and shares are
+    (:func:`_stack_width`): each row's time alone, loaded links and shares are
     :func:`_array_entry`'s (the same divisions and maxima, element by element), and the tiers
     :func:`entry_tiers`' (its test whether an entry loads a stored phase made for every row
     at once). Why: numpy's fixed cost per call, paid about ten times per entry, was a tenth
@@ -998,7 +1038,7 @@ def entry_tiers(entries: list, shared_phase, task_entry, stacked_loads=None) -> 
     holding a stored phase gets what the level's earlier transfers leave (transfers of one
     collective, and those holding no stored phase, share max-min as before).
     ``stacked_loads``: the entries' loads as one (entries, links) array
-    (:func:`_stacked_entries`), when the caller has it: which entries load a stored phase is
+    (:func:`_stack_width`), when the caller has it: which entries load a stored phase is
     then found for all of them at once."""
     tier = np.zeros(len(entries), dtype=np.int64)
     if shared_phase is None or not entries:

@@ -78,6 +78,11 @@ class ModelCache:
         "group_comm_times": (100_000, "(platform.network_spec, fabric, op, groups, size, roots) -> the "
                                       "comm_times entry of [Collective(op, g, size, root) for g in groups] (CommTimer.each_group: "
                                       "the collectives not made again per timer)"),
+        "transfer_entry_arrays": (64, "(entries, the bytes of their loads and of their bandwidths, preemption "
+                                      "costs, shared phases, every task's entry: each as its bits) -> an "
+                                      "engine graph's transfer entry arrays, read-only (sysmodel.engine."
+                                      "_kept_stacked_entry_arrays: stackable entries only, at most "
+                                      "STACKED_ENTRY_CELLS values each, so the bound keeps it to a few MB)"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
         "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
                                 "routes, route latencies and switch ports its networks share "
@@ -139,6 +144,7 @@ class ModelCache:
     collectives: Memo
     comm_times: Memo
     group_comm_times: Memo
+    transfer_entry_arrays: Memo
     routing_phases: Memo
     switch_phases: Memo
     network_routes: Memo

@@ -97,7 +97,7 @@ def test_clear_empties_every_cache_and_using_restores_the_owner():
         simulate_iteration(P.with_compute_scale(2), "fred-b", w)
         filled = {name for name, n in cache.sizes().items() if n}
         assert {"networks", "collectives", "routing_phases", "iterations", "graph_templates",
-                "resource_names", "workloads", "platforms"} <= filled
+                "resource_names", "workloads", "platforms", "transfer_entry_arrays"} <= filled
         cache.clear()
         assert not any(cache.sizes().values())
     assert current() is outer

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from array import array
 
 import numpy as np
 import pytest
@@ -536,7 +537,7 @@ def test_stacked_transfer_entries_give_the_arrays_taken_one_by_one(monkeypatch):
         task_entry = rng.integers(-1, len(entries), size=int(rng.integers(1, 20)))
         stacked = engine._entry_arrays(entries, 0.0, shared, task_entry)
         with monkeypatch.context() as m:
-            m.setattr(engine, "_stacked_entries", lambda _entries: None)
+            m.setattr(engine, "_stack_width", lambda _entries: None)
             each = engine._entry_arrays(entries, 0.0, shared, task_entry)
         assert stacked.keys() == each.keys()
         for key, value in each.items():
@@ -545,10 +546,94 @@ def test_stacked_transfer_entries_give_the_arrays_taken_one_by_one(monkeypatch):
         holding = [e for e in range(len(entries)) if entries[e][0][0] > 0]
         checked += 0 < len(holding) < len(entries)
     assert checked >= 10   # both kinds of entry in many cases
-    assert engine._stacked_entries([(np.ones(3), np.ones(3)), (np.ones(4), np.ones(4))]) is None
+    assert engine._stack_width([(np.ones(3), np.ones(3)), (np.ones(4), np.ones(4))]) is None
     cells = engine.STACKED_ENTRY_CELLS   # large entry sets go entry by entry (faster there)
-    assert engine._stacked_entries([(np.ones(cells // 4), np.ones(cells // 4))] * 4) is not None
-    assert engine._stacked_entries([(np.ones(cells // 4 + 1), np.ones(cells // 4 + 1))] * 4) is None
+    assert engine._stack_width([(np.ones(cells // 4), np.ones(cells // 4))] * 4) is not None
+    assert engine._stack_width([(np.ones(cells // 4 + 1), np.ones(cells // 4 + 1))] * 4) is None
+
+
+def test_kept_transfer_entry_arrays_are_made_again_when_any_input_changes(monkeypatch):
+    """The transfer entries' arrays kept in the model cache (engine._kept_stacked_entry_arrays)
+    are found again only for equal inputs: each thing the key covers -- the tasks' entry order
+    (which sets the tiers), an entry's loads changed in place in the same array, its
+    bandwidths, the number of links, the number of entries, the preemption costs, the shared
+    phases -- changed alone gives a miss and the arrays taken entry by entry (no cache), each
+    of which differs from the first inputs' (a stale entry would fail). Equal values in other
+    arrays are a hit. Every call returns its own writable copies: writing one changes neither
+    the kept arrays nor the next call's, nor does changing the caller's preemption costs
+    afterwards. The cache stays within its bound."""
+    from sysmodel import engine
+    from sysmodel.model_cache import ModelCache, using
+    rng = np.random.default_rng(27)
+    links = 6
+    entries = []
+    for _ in range(4):
+        loads = rng.random(links) * (rng.random(links) < 0.6)
+        loads[int(rng.integers(links - 1))] = 1.0 + rng.random()
+        entries.append((loads, 0.5 + rng.random(links)))
+    entries[1][0][0] = entries[2][0][0] = 2.0    # two entries load the stored phase (link 0)
+    shared = np.full(links, -1, dtype=np.int64)
+    shared[links - 1] = 0
+    task_entry = np.array([-1, 0, 1, -1, 2, 3, 1, 2], dtype=np.int64)
+
+    def each(entries, preempt_s, shared, task_entry):   # the arrays taken entry by entry, uncached
+        with monkeypatch.context() as m:
+            m.setattr(engine, "_stack_width", lambda _entries: None)
+            return engine._entry_arrays(entries, preempt_s, shared, task_entry)
+
+    def same(a, b) -> bool:
+        return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and np.asarray(a[k]).dtype
+                                            == np.asarray(b[k]).dtype for k in a)
+
+    with using(ModelCache()) as cache:
+        memo = cache.transfer_entry_arrays
+        first = engine._entry_arrays(entries, 0.0, shared, task_entry)
+        assert len(memo) == 1 and same(first, each(entries, 0.0, shared, task_entry))
+        again = engine._entry_arrays([(l.copy(), b.copy()) for l, b in entries], 0.0, shared,
+                                     array_module_copy(task_entry))
+        assert len(memo) == 1 and same(again, first)             # equal values: found again
+        kept = next(iter(memo.values()))
+        for key, value in again.items():
+            if type(value) is np.ndarray:
+                assert value.flags.writeable and value.flags.c_contiguous, key
+                assert not np.shares_memory(value, kept[key]) and not np.shares_memory(value, first[key]), key
+        again["alone"][:] = -1.0
+        again["tier"][:] = 99
+        assert same(engine._entry_arrays(entries, 0.0, shared, task_entry), first)
+
+        def changed(name, entries=entries, preempt_s=0.0, shared=shared, task_entry=task_entry):
+            size = len(memo)
+            got = engine._entry_arrays(entries, preempt_s, shared, task_entry)
+            want = each(entries, preempt_s, shared, task_entry)
+            assert not same(want, first), f"{name}: the change must change the arrays"
+            assert same(got, want), name
+            assert len(memo) == size + 1, f"{name}: made again, not found"
+
+        # the tasks' order: entry 2's first task before entry 1's swaps their tiers
+        changed("task order", task_entry=np.array([-1, 0, 2, -1, 1, 3, 1, 2], dtype=np.int64))
+        changed("bandwidths", entries=[entries[0], (entries[1][0], entries[1][1] * 2)] + entries[2:])
+        changed("one more link", entries=[(np.append(l, 0.5 if e == 0 else 0.0), np.append(b, 1.0))
+                                          for e, (l, b) in enumerate(entries)], shared=np.append(shared, -1))
+        changed("one entry fewer", entries=entries[:3], task_entry=np.where(task_entry == 3, -1, task_entry))
+        changed("preemption cost", preempt_s=1e-6)
+        changed("preemption per link", preempt_s=np.linspace(0.0, 1e-6, links))
+        changed("no shared phase", shared=None)
+        entries[2][0][0] = 0.0   # changed in place: the same array objects, other values
+        changed("loads changed in place")
+        costs = np.full((2, first["n_links"]), 1e-6)   # the kept costs are not a view of these
+        before = engine._entry_arrays(entries, costs, shared, task_entry)
+        costs[:] = 5e-6
+        assert same(engine._entry_arrays(entries, np.full((2, first["n_links"]), 1e-6), shared, task_entry),
+                    before)
+        assert cache.CACHES["transfer_entry_arrays"][0] == memo.bound
+        for k in range(memo.bound + 5):
+            engine._entry_arrays(entries, float(k + 1), shared, task_entry)
+            assert len(memo) <= memo.bound
+
+
+def array_module_copy(values: np.ndarray) -> array:
+    """``values`` (int64) as a typed array, as an engine holds its tasks' entries."""
+    return array("q", values.tolist())
 
 
 def test_a_blocks_evenly_spaced_queue_offsets_become_a_range():
