@@ -456,6 +456,31 @@ def run_mesh_io_top(dut, *, stripe: int, mode_index: int, stall: int, npu_read, 
     return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles)
 
 
+async def read_trace_npus(read, write, node_counts, names) -> list[dict]:
+    """An iteration top's NPUs read back through :func:`run_fabric_top`'s ``read`` / ``write``
+    (``with_write``): per rank of ``node_counts`` (``{rank: nodes}`` or a list of counts), its
+    registers ``names`` (the NPU's ``read_names``, unit = rank) and ``times``, every node's
+    (start, end) cycles (its trace's read-address register written, then the two reads)."""
+    from hdl.contracts.trace_program import TRACE_READ_ADDR
+    counts = node_counts.items() if isinstance(node_counts, dict) else enumerate(node_counts)
+    npus = []
+    for rank, nodes in counts:
+        npu = {n: await read(rank, i) for i, n in enumerate(names)}
+        npu["times"] = []
+        for node in range(nodes):
+            await write(rank, TRACE_READ_ADDR, node)
+            npu["times"].append((await read(rank, names.index("node_start")),
+                                 await read(rank, names.index("node_end"))))
+        npus.append(npu)
+    return npus
+
+
+@pytest.fixture(name="read_trace_npus")
+def _read_trace_npus_fixture():
+    """:func:`read_trace_npus`: an iteration top's NPU registers and node times, read back."""
+    return read_trace_npus
+
+
 @pytest.fixture(name="run_fabric_top")
 def _run_fabric_top_fixture():
     """:func:`run_fabric_top`: program, start and read back a fabric top in the Amaranth simulator."""

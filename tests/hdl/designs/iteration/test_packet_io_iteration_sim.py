@@ -15,7 +15,7 @@ import pytest
 from cocotb_tests.iteration.packet_io_loading import packet_io_entries, packet_io_programs, packet_io_writes
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import fabric_spec
-from hdl.contracts.trace_program import TRACE_READ_ADDR, collective_requests, npu_trace
+from hdl.contracts.trace_program import collective_requests, npu_trace
 from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
 from sysmodel.trace import TraceNode
 
@@ -112,7 +112,7 @@ def test_in_switch_fabrics_are_refused_by_name():
         PacketIoIterationTop(fabric_spec("fred-a", npus=6, npus_per_l1=2), nodes=4, programs=8, controller_programs=8)
 
 
-def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000, spec=SPEC):
+def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec=SPEC):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
@@ -128,23 +128,16 @@ def _run(run_fabric_top, stripes=STRIPES, max_cycles=3000, spec=SPEC):
         out = {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1), "npus": [],
                "controllers": [{n: await read(spec.npus + k, i) for i, n in enumerate(CONTROLLER_READ)}
                                for k in range(spec.io_controllers)]}
-        for rank, trace in traces.items():
-            npu = {n: await read(rank, i) for i, n in enumerate(names)}
-            npu["times"] = []
-            for node in range(len(trace.words)):
-                await write(rank, TRACE_READ_ADDR, node)
-                npu["times"].append((await read(rank, names.index("node_start")),
-                                     await read(rank, names.index("node_end"))))
-            out["npus"].append(npu)
+        out["npus"] = await read_trace_npus(read, write, {rank: len(t.words) for rank, t in traces.items()}, names)
         return out
 
     return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles, with_write=True), programs
 
 
 @pytest.mark.parametrize("spec", [SPEC, pytest.param(FRED_C, marks=pytest.mark.full)], ids=["fred-a", "fred-c"])
-def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabric_top, spec):
+def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabric_top, read_trace_npus, spec):
     """(Fred-C measured 2026-11-27 08:08 UTC: 426 cycles, the io-loads 65-236 and 256-421.)"""
-    out, programs = _run(run_fabric_top, spec=spec)
+    out, programs = _run(run_fabric_top, read_trace_npus, spec=spec)
     assert out["all_done"]
     npus, ctrls = out["npus"], out["controllers"]
     for x in npus:
@@ -167,14 +160,14 @@ def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabr
 
 @pytest.mark.full
 @pytest.mark.parametrize("stripes", [STRIPES, LOAD_STORE], ids=["load-load", "load-store-load-store"])
-def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top, stripes):
+def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top, read_trace_npus, stripes):
     """The same iterations under Verilator (cocotb_tests/iteration/packet_io_run.py: the
     Verilog top, the cocotb bench's load, start and reads) take the same cycles, node for
     node, as in Amaranth's simulator, every flit checked; the last run's flits: every NPU's
     stripes of the last io-load (36 each), or of the last io-store (2 or 3 stripes of 12, the
     controllers sending nothing)."""
     from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
-    out, programs = _run(run_fabric_top, stripes, max_cycles=6000)
+    out, programs = _run(run_fabric_top, read_trace_npus, stripes, max_cycles=6000)
     traces, _ = _case(stripes)
     run = run_packet_io_iteration(SPEC, traces, programs, watchdog_cycles=20_000)
     assert run.errors == []
@@ -184,14 +177,14 @@ def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top, stripe
     assert run.flits_sent == sum(c["sent"] for c in out["controllers"])
 
 
-def test_weights_in_and_gradients_out_alternate_each_flit_checked(run_fabric_top):
+def test_weights_in_and_gradients_out_alternate_each_flit_checked(run_fabric_top, read_trace_npus):
     """io-load, io-store, longer io-load, longer io-store: in each io-store every NPU adds its
     own data to each stripe it forwards along the chains (reversed) and the entry NPU sends
     the sum to its controller, whose engine checks the sum of all 6 NPUs' data; each NPU's
     receiver checks the partial sums. In an io-store NPU r receives every stripe but the one
     it starts (the last of a chain in the load's order: NPUs 5, 2, 3 start one each), so the
     last run's count is 2 or 3 stripes of 12."""
-    out, programs = _run(run_fabric_top, LOAD_STORE, max_cycles=6000)
+    out, programs = _run(run_fabric_top, read_trace_npus, LOAD_STORE, max_cycles=6000)
     assert out["all_done"]
     starts = {c[-1] for c in programs[1].chains}
     assert starts == {5, 2, 3}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
-from hdl.contracts.trace_program import COLLECTIVE_BIT, TRACE_READ_ADDR
+from hdl.contracts.trace_program import COLLECTIVE_BIT
 
 from tests.studies.test_iteration_case import SMALL, _trace
 
@@ -43,7 +43,7 @@ def _case():
     return programs, requests, traces
 
 
-def _run(run_fabric_top, max_cycles=3000):
+def _run(run_fabric_top, read_trace_npus, max_cycles=3000):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from cocotb_tests.iteration.packet_run import packet_iteration_load
     from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
@@ -56,26 +56,20 @@ def _run(run_fabric_top, max_cycles=3000):
     names = PacketTraceNpu.read_names
 
     async def read_back(read, write):
-        out = {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1), "npus": []}
-        for rank in range(SPEC.npus):
-            npu = {n: await read(rank, i) for i, n in enumerate(names)}
-            npu["times"] = []
-            for node in range(len(traces[rank].words)):
-                await write(rank, TRACE_READ_ADDR, node)
-                npu["times"].append((await read(rank, names.index("node_start")),
-                                     await read(rank, names.index("node_end"))))
-            out["npus"].append(npu)
-        return out
+        return {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1),
+                "npus": await read_trace_npus(read, write, [len(traces[rank].words) for rank in range(SPEC.npus)],
+                                              names)}
 
     return run_fabric_top(dut, load["writes"], read_back, max_cycles=max_cycles, with_write=True), programs
 
 
-def test_a_neighbour_that_runs_ahead_never_puts_its_next_collective_into_the_current_one(run_fabric_top):
+def test_a_neighbour_that_runs_ahead_never_puts_its_next_collective_into_the_current_one(run_fabric_top,
+                                                                                        read_trace_npus):
     """Every NPU finishes both collectives, every flit of both runs checked good, no packet out
     of sequence; the DP collective starts its sends at every NPU only after the slowed MP ring
     (0, 1) has finished: each NPU's DP node ends after the last MP node's end (measured
     2026-11-28: 464 cycles)."""
-    out, programs = _run(run_fabric_top)
+    out, programs = _run(run_fabric_top, read_trace_npus)
     assert out["all_done"], out
     for rank, x in enumerate(out["npus"]):
         assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (5, 0, 0, 0), (rank, x)
