@@ -77,10 +77,9 @@ MUTANTS = {
     "passes_at_once": Mutation("a slot is released while its packet still enters",
                                design=_passes_at_once),
 }
-#: the lock-step build's mutants: the same two, and the `apart` fallback removed -- which the
-#: properties here do NOT catch (see ``shared_flows.lockstep_never_apart``): not listed as a
-#: mutant that must fail, proven instead to hold
-LOCKSTEP_MUTANTS = dict(MUTANTS)
+#: the lock-step build (``shared_flows.lockstep_lanes``) is checked against the same two; the
+#: `apart` fallback removed is NOT caught by these properties: ``shared_flows.lockstep_never_apart``
+#: proves they hold without it
 NEVER_APART = Mutation("a reducing slot is passed behind even when its gang entered apart",
                        design=_never_apart)
 
@@ -157,14 +156,15 @@ def shared_flows_harness(mutant=None, *, lockstep=False, mutation=None, apart_co
         for k in range(PHASES):
             m.d.comb += Assert(~((sending | dut.started[n]) & (current == k)) | set_up[k],
                                f"input {n} sends a packet of slot {k}, which is not set up")
-    handed = Signal(name="model_handed")
     prev_up = Signal(PHASES, name="model_prev_up")
     m.d.sync += prev_up.eq(set_up)
-    m.d.comb += handed.eq(Cat(*((prev_up[j] & ~set_up[j] & set_up[k] & ~prev_up[k]
-                                 & (lanes[j] & lanes[k]).any())
-                                for k in range(PHASES) for j in range(PHASES) if j != k)).any())
+
+    def handed(released):
+        # slot j released last cycle (``released[j]``), a slot sharing one of its lanes set up now
+        return Cat(*((released[j] & ~set_up[j] & set_up[k] & ~prev_up[k] & (lanes[j] & lanes[k]).any())
+                     for k in range(PHASES) for j in range(PHASES) if j != k)).any()
     if not lockstep:
-        m.d.comb += Cover(handed)
+        m.d.comb += Cover(handed(prev_up))
         return m
     # the new behaviour: a reducing slot released behind (some of its packets still in flight
     # on its outputs), and a slot sharing one of its lanes set up the next cycle
@@ -173,9 +173,7 @@ def shared_flows_harness(mutant=None, *, lockstep=False, mutation=None, apart_co
     m.d.sync += released_behind.eq(Cat(*(set_up[j] & st.free[j] & st.reduces[j] & ~st.quiet[j]
                                          for j in range(PHASES))))
     if not apart_cover:
-        m.d.comb += Cover(Cat(*((released_behind[j] & ~set_up[j] & set_up[k] & ~prev_up[k]
-                                 & (lanes[j] & lanes[k]).any())
-                                for k in range(PHASES) for j in range(PHASES) if j != k)).any())
+        m.d.comb += Cover(handed(released_behind))
         return m
     # the harness's own record: two inputs sending packets of slot j, one passing a flit and
     # the other not, since j was last quiet
@@ -220,7 +218,7 @@ PROOFS = [
                       "the hand-over within 10; depth 12 took 411 s on the loaded machine)"),
     Proof(name="shared_flows.cover", build=shared_flows_harness, mode="cover", depth=10),
     Proof(name="shared_flows.lockstep_lanes", build=lockstep_harness, mode="bmc", depth=10,
-          mutants=LOCKSTEP_MUTANTS,
+          mutants=MUTANTS,
           why_bounded="as shared_flows.lanes, plus the sticky apart bits; 10 cycles reach a "
                       "reducing slot handed over behind (the cover)"),
     Proof(name="shared_flows.lockstep_cover", build=lockstep_harness, mode="cover", depth=10),
