@@ -85,7 +85,9 @@ def _failed_properties(log: str, rtlil: str) -> tuple:
 def run_sby(rtlil: str, *, mode: str, depth: int, workdir: Path, timeout: float = 600) -> FormalResult:
     """Prove the harness ``rtlil`` (top module ``top``) in ``workdir`` (replaced) and return the
     verdict. Raises :class:`FredError` if the tools are missing or sby exceeds ``timeout`` s."""
-    workdir = Path(workdir)
+    # absolute: sby runs with ``workdir`` as its current folder, so a relative path (the CLI's
+    # default build/formal) given to it would be looked up inside itself
+    workdir = Path(workdir).resolve()
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)

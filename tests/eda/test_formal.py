@@ -59,6 +59,16 @@ def test_true_property_proven_by_induction(tmp_path):
     assert result.status == "PASS"
 
 
+def test_a_relative_workdir_is_found(tmp_path, monkeypatch):
+    """The CLI's default workdir (build/formal) is relative; sby runs inside it, so it once found
+    no task file (ERROR in 0.2 s) unless the path was absolute."""
+    monkeypatch.chdir(tmp_path)
+    result = run_sby(_counter("count saturates at 5", check=lambda c: c <= 5), mode="prove",
+                     depth=2, workdir="build/formal/counter")
+    assert result.status == "PASS", result.log[-1000:]
+    assert (tmp_path / "build/formal/counter/run/status").exists()
+
+
 def test_unreachable_cover_fails(tmp_path):
     result = run_sby(_counter("count saturates at 5", check=lambda c: c <= 5,
                               cover=lambda c: c == 6), mode="cover", depth=8, workdir=tmp_path)
