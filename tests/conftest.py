@@ -475,10 +475,24 @@ async def read_trace_npus(read, write, node_counts, names) -> list[dict]:
     return npus
 
 
+async def read_iteration(read, write, node_counts, names) -> dict:
+    """An iteration top read back: its global ``cycles`` and ``all_done`` and
+    :func:`read_trace_npus`' ``npus``."""
+    from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
+    return {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1),
+            "npus": await read_trace_npus(read, write, node_counts, names)}
+
+
 @pytest.fixture(name="read_trace_npus")
 def _read_trace_npus_fixture():
     """:func:`read_trace_npus`: an iteration top's NPU registers and node times, read back."""
     return read_trace_npus
+
+
+@pytest.fixture(name="read_iteration")
+def _read_iteration_fixture():
+    """:func:`read_iteration`: an iteration top's cycles, ``all_done`` and NPUs, read back."""
+    return read_iteration
 
 
 @pytest.fixture(name="run_fabric_top")

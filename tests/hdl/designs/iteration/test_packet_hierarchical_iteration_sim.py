@@ -70,10 +70,9 @@ class _NoStageBarrier:
         return Top(SPEC, **kwargs)
 
 
-def _run(run_fabric_top, read_trace_npus, *, stage_barrier=True, max_cycles=3000, **case):
+def _run(run_fabric_top, read_iteration, *, stage_barrier=True, max_cycles=3000, **case):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_staged
     from cocotb_tests.iteration.packet_run import packet_iteration_load
-    from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
     from hdl.designs.iteration import PacketTraceNpu, iteration_packet_top
     programs, requests, traces = _case(**case)
     assert packet_staged(programs)
@@ -87,12 +86,9 @@ def _run(run_fabric_top, read_trace_npus, *, stage_barrier=True, max_cycles=3000
     assert dut.packet == packet
     names = PacketTraceNpu.read_names
 
-    async def read_back(read, write):
-        return {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1),
-                "npus": await read_trace_npus(read, write, [len(traces[rank].words) for rank in range(SPEC.npus)],
-                                              names)}
-
-    return run_fabric_top(dut, load["writes"], read_back, max_cycles=max_cycles, with_write=True), programs
+    counts = [len(traces[rank].words) for rank in range(SPEC.npus)]
+    return run_fabric_top(dut, load["writes"], lambda read, write: read_iteration(read, write, counts, names),
+                          max_cycles=max_cycles, with_write=True), programs
 
 
 def _spans(out):
@@ -100,14 +96,14 @@ def _spans(out):
     return [(x["times"][1][1] - x["times"][1][0], x["times"][3][1] - x["times"][3][0]) for x in out["npus"]]
 
 
-def test_a_later_stage_never_reaches_an_npu_still_in_an_earlier_one(run_fabric_top, read_trace_npus):
+def test_a_later_stage_never_reaches_an_npu_still_in_an_earlier_one(run_fabric_top, read_iteration):
     """With the stage barrier: both all-reduces complete at every NPU, every flit of every
     stage checked good (the sums of all four members), no packet out of sequence, each NPU's
     counts the program's. L1 1 starts 200 cycles before L1 0 and waits in the first
     all-reduce: its cross-L1 stage can only start once L1 0's slowed reduce-scatter is over
     (measured 2026-11-28 09:50 UTC: the first all-reduce ends at 407-480, the iteration 599
     cycles)."""
-    out, programs = _run(run_fabric_top, read_trace_npus)
+    out, programs = _run(run_fabric_top, read_iteration)
     assert out["all_done"], out
     for rank, x in enumerate(out["npus"]):
         assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (5, 0, 0, 0), (rank, x)
@@ -120,19 +116,19 @@ def test_a_later_stage_never_reaches_an_npu_still_in_an_earlier_one(run_fabric_t
     assert min(x["times"][1][1] for x in out["npus"]) > LATE + 4 * SIZES[0] // 2
 
 
-def test_without_the_stage_barrier_the_early_stage_enters_the_earlier_one(run_fabric_top, read_trace_npus):
+def test_without_the_stage_barrier_the_early_stage_enters_the_earlier_one(run_fabric_top, read_iteration):
     """The same iteration with every stage open from the start (the barrier disabled): L1 1's
     cross-L1 packets reach NPUs 0 and 1 before their reduce-scatter packets, and the engines
     take them as reduce-scatter data -- wrong sums and packets out of sequence, while the
     iteration still ends "done" (measured 2026-11-28 09:50 UTC: run errors 16, 16, 8, 16 and
     3, 3, 0, 3 packets out of sequence at NPUs 0-3, 580 cycles). The test above passes only
     because of the barrier."""
-    out, _ = _run(run_fabric_top, read_trace_npus, stage_barrier=False)
+    out, _ = _run(run_fabric_top, read_iteration, stage_barrier=False)
     assert out["all_done"], out          # silently wrong, not stalled: the worst case
     assert sum(x["run_errors"] for x in out["npus"]) > 0 and sum(x["seq_errors"] for x in out["npus"]) > 0, out
 
 
-def test_the_hierarchical_all_reduce_against_the_model_and_what_the_barrier_costs(run_fabric_top, read_trace_npus):
+def test_the_hierarchical_all_reduce_against_the_model_and_what_the_barrier_costs(run_fabric_top, read_iteration):
     """No skew, no slowed sink, 16 and 32 flits: every NPU's all-reduce node within 10 % of the
     model's packet platform (the model times the hierarchical all-reduce as the sum of its
     stages alone, ``sysmodel.collectives._fred_hierarchical``; measured 2026-11-28 09:50 UTC:
@@ -145,8 +141,8 @@ def test_the_hierarchical_all_reduce_against_the_model_and_what_the_barrier_cost
     from sysmodel.fabric_model import fabric_platform, model_cycles
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     sizes = (16, 32)
-    out, _ = _run(run_fabric_top, read_trace_npus, sizes=sizes, skewed=False)
-    free, _ = _run(run_fabric_top, read_trace_npus, stage_barrier=False, sizes=sizes, skewed=False)
+    out, _ = _run(run_fabric_top, read_iteration, sizes=sizes, skewed=False)
+    free, _ = _run(run_fabric_top, read_iteration, stage_barrier=False, sizes=sizes, skewed=False)
     for run in (out, free):
         assert all((x["run_errors"], x["seq_errors"], x["load_stall"]) == (0, 0, 1) for x in run["npus"]), run
     platform = fabric_platform(SPEC, switch="packet")

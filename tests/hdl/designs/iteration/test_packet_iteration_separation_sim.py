@@ -43,10 +43,9 @@ def _case():
     return programs, requests, traces
 
 
-def _run(run_fabric_top, read_trace_npus, max_cycles=3000):
+def _run(run_fabric_top, read_iteration, max_cycles=3000):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from cocotb_tests.iteration.packet_run import packet_iteration_load
-    from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
     from hdl.designs.iteration import PacketTraceNpu, iteration_packet_top
     programs, requests, traces = _case()
     packet = packet_iteration_format(SPEC, True)
@@ -55,21 +54,18 @@ def _run(run_fabric_top, read_trace_npus, max_cycles=3000):
     assert dut.packet == packet
     names = PacketTraceNpu.read_names
 
-    async def read_back(read, write):
-        return {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1),
-                "npus": await read_trace_npus(read, write, [len(traces[rank].words) for rank in range(SPEC.npus)],
-                                              names)}
-
-    return run_fabric_top(dut, load["writes"], read_back, max_cycles=max_cycles, with_write=True), programs
+    counts = [len(traces[rank].words) for rank in range(SPEC.npus)]
+    return run_fabric_top(dut, load["writes"], lambda read, write: read_iteration(read, write, counts, names),
+                          max_cycles=max_cycles, with_write=True), programs
 
 
 def test_a_neighbour_that_runs_ahead_never_puts_its_next_collective_into_the_current_one(run_fabric_top,
-                                                                                        read_trace_npus):
+                                                                                        read_iteration):
     """Every NPU finishes both collectives, every flit of both runs checked good, no packet out
     of sequence; the DP collective starts its sends at every NPU only after the slowed MP ring
     (0, 1) has finished: each NPU's DP node ends after the last MP node's end (measured
     2026-11-28: 464 cycles)."""
-    out, programs = _run(run_fabric_top, read_trace_npus)
+    out, programs = _run(run_fabric_top, read_iteration)
     assert out["all_done"], out
     for rank, x in enumerate(out["npus"]):
         assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (5, 0, 0, 0), (rank, x)
