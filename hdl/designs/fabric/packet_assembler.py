@@ -42,6 +42,7 @@ class PacketAssembler(wiring.Component):
 
     def __init__(self, layout, *, packet_flits: int):
         if isinstance(packet_flits, bool) or not isinstance(packet_flits, int) or packet_flits < 1:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"packet_flits must be an integer >= 1, got {packet_flits!r}")
         self.layout, self.packet_flits = layout, packet_flits
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout)),

@@ -45,10 +45,12 @@ class StripeReceiver(wiring.Component):
     def __init__(self, *, stripes: int, lanes: int = 1, seq_bits: int = 16, stripe_bits: int | None = None):
         for name, value, high in (("stripes", stripes, 64), ("lanes", lanes, 16), ("seq_bits", seq_bits, 32)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                self._MustUse__silence = True   # never built: no "created but never used" warning
                 raise FredError(f"stripe receiver: {name} must be an integer in 1..{high}, got {value!r}")
         least = max(1, (stripes - 1).bit_length())
         if stripe_bits is not None and (isinstance(stripe_bits, bool) or not isinstance(stripe_bits, int)
                                         or not least <= stripe_bits <= 8):
+            self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"stripe receiver: stripe_bits must be an integer in {least}..8 for {stripes} "
                             f"stripes, got {stripe_bits!r}")
         self.stripes, self.lanes, self.seq_bits = stripes, lanes, seq_bits
