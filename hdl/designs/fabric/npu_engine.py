@@ -125,7 +125,8 @@ class NpuEngine(wiring.Component):
                             f"got {flit.lanes} lanes")
         self.flit, self.stage_gate = flit, bool(stage_gate)
         shape = flit_layout(flit)
-        gate = {"send_stage": Out(range(ENGINE_STAGES)), "recv_past": Out(ENGINE_STAGES - 1), "stage_open": In(ENGINE_STAGES - 1)} if self.stage_gate else {}
+        gate = ({"send_stage": Out(range(ENGINE_STAGES)), "recv_past": Out(ENGINE_STAGES - 1),
+                 "stage_open": In(ENGINE_STAGES - 1)} if self.stage_gate else {})
         super().__init__({
             "tx": Out(stream.Signature(shape)),
             "rx": In(stream.Signature(shape)),
