@@ -26,15 +26,16 @@ TAG_WIDTH = 16
 
 #: (ports, middle, dtype) built by the default suite, one Verilator build each (hierarchical
 #: Verilog: a build takes seconds to about a minute; the benches' Python side dominates): the
-#: powers of two to 8, the paper's chiplets Fred_3(12) and Fred_3(10) in fp16, and Fred_3(5) (odd P
-#: at two levels: 5 -> 3 -> 2). The chiplets in int32 run under -m full (CI time: about 85 s; int32
-#: is built at P = 2, 5, 8 here, the chiplets' topology in fp16), and so does P = 16 (about 30 s:
-#: its m = 2 is built at P = 2 and 4, its depth of levels at the chiplets').
+#: powers of two to 8, the paper's chiplet Fred_3(12) in fp16, and Fred_3(5) (odd P at two levels:
+#: 5 -> 3 -> 2). The chiplets in int32 run under -m full (CI time: about 85 s; int32 is built at
+#: P = 2, 5, 8 here, the chiplets' topology in fp16), and so do P = 16 (about 30 s: its m = 2 is
+#: built at P = 2 and 4, its depth of levels at the chiplets') and Fred_3(10) in fp16 (about 45 s
+#: in a fresh clone; its twin Fred_3(12) has the same three levels and the same fp16 datapath).
 DEFAULT_BUILDS = [(2, 2, "int32"), (4, 2, "fp16"), (8, 3, "int32"),
-                  (5, 3, "int32"), (10, 3, "fp16"), (12, 3, "fp16")]
+                  (5, 3, "int32"), (12, 3, "fp16")]
 #: Further builds for `make test-full`.
 FULL_BUILDS = [(16, 2, "int32"), (4, 3, "int32"), (8, 2, "int32"), (8, 3, "fp16"), (16, 3, "int32"),
-               (16, 3, "fp16"),
+               (16, 3, "fp16"), (10, 3, "fp16"),
                (32, 3, "fp16"), (64, 3, "fp16"), (10, 3, "int32"), (12, 3, "int32")]
 #: Random flow-set rounds and the longest packet per P (the bench's Python side costs about
 #: P x rounds x length).
@@ -104,9 +105,7 @@ def test_directed_collectives(ports, middle, dtype):
     print(f"directed P={ports} m={middle} {dtype}: {result.metrics}")
 
 
-@pytest.mark.parametrize("ports,middle,dtype", [
-    p if p.id != "P10-m3-fp16" else pytest.param(*p.values, id=p.id, marks=pytest.mark.full)
-    for p in _builds(lambda p, m, d: p >= 4)])   # Fred_3(10): 42 s; its twin chiplet P12 runs
+@pytest.mark.parametrize("ports,middle,dtype", _builds(lambda p, m, d: p >= 4))
 def test_random_flow_sets(ports, middle, dtype):
     """Random flow sets routed by the compiler, random packet lengths, 30% idle cycles on every
     input and 30% backpressure on every output; every flit checked against the model."""

@@ -198,7 +198,8 @@ def reduce_value(flow, seq, k):
     return data(flow, seq, k)
 
 
-@pytest.mark.parametrize("seed, depth", [(0, 16), (1, 16), (2, 8), (3, 8)])
+@pytest.mark.parametrize("seed, depth", [(0, 16), pytest.param(1, 16, marks=pytest.mark.full), (2, 8),
+                                         pytest.param(3, 8, marks=pytest.mark.full)])
 def test_a_multicast_and_a_reduction_under_random_backpressure(seed, depth):
     """Flow 0 multicasts input 0's 5 packets to outputs 1, 2 and 3; flow 1 reduces inputs 1 and
     2 (5 packets each) into output 3. Senders send at 0.6 flit per cycle, receivers free a flit
