@@ -119,6 +119,9 @@ class ModelCache:
                                   "and that layer -> itself: one object per shape"),
         "workload_shapes": (256, "Ref(workload) -> layer_shape of each of its layers, in order "
                                  "(sysmodel.workloads.layer_shapes)"),
+        "pass_skeletons": (4096, "(Ref(workload), a pass's layer numbers in pass order, backward) -> its "
+                                 "PassSkeleton: per layer its name, source and shape number, per shape its "
+                                 "first layer, the interleaved task names and sources (sysmodel.task_graphs)"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
                                  "overlap) -> GraphTemplate"),
@@ -157,6 +160,7 @@ class ModelCache:
     layer_times: Memo
     layer_shapes: Memo
     workload_shapes: Memo
+    pass_skeletons: Memo
     graph_templates: Memo
     network_free_templates: Memo
     derived_workloads: Memo

@@ -30,7 +30,7 @@ import numpy as np
 
 from hdl.contracts.errors import FredError
 from sysmodel.engine import Engine, TaskBlock
-from sysmodel.model_cache import current
+from sysmodel.model_cache import Ref, current
 from sysmodel.pipeline_schedules import interleaved_ops, pipeline_ops, schedule_order
 from sysmodel.workloads import layer_shape, layer_shapes
 from sysmodel import schedule_append
@@ -271,16 +271,15 @@ class StageEngine(Engine):
         for d in mp:   # first seen first: the engine numbers new entries in this order
             if id(d) not in entry_of:
                 entry_of[id(d)] = self.entry(d.loads, d.bw)
-        names: list = [None] * tasks
-        names[0::2] = run.names
-        names[1::2] = [name + " mp" for name in run.names]
+        # the names and sources interleaved once per pass shape (PassSkeleton); copied: the
+        # send is appended to them
+        names = list(run.skeleton.task_names)
         duration = [0.0] * tasks
         duration[0::2] = run.compute_s
         duration[1::2] = [float(d.time_s) for d in mp]
         entry = [-1] * tasks
         entry[1::2] = [entry_of[id(d)] for d in mp]
-        sources: list = [None] * tasks
-        sources[0::2] = run.sources
+        sources = list(run.skeleton.task_sources)
         deps = [None] * (2 * tasks - 2)   # task k (k >= 1) after task k - 1, named twice
         deps[0::2] = deps[1::2] = range(tasks - 1)
         computes = range(0, tasks, 2)
@@ -332,21 +331,92 @@ class StageEngine(Engine):
         return t0 + run.last
 
 
+@dataclass(frozen=True)
+class PassSkeleton:
+    """What a pass over a workload's layers is whatever the platform, the timers and the
+    stage: per layer (in pass order) its ``names``, its ``sources`` (``("layer", layer,
+    backward)``) and ``which``: the number of its shape (:func:`~sysmodel.workloads.layer_shape`,
+    numbered as the layers first show them); per shape, ``firsts``: its first layer (the
+    workload's layer number: the one :func:`layer_timing` is asked for); and the pass's tasks
+    made by columns (:meth:`StageEngine._mp_pass_block`): ``task_names`` (each layer's name,
+    then it + " mp") and ``task_sources`` (its source, then None). Made by :meth:`of` from the
+    per-layer fields; :func:`pass_skeleton` keeps one per workload and pass."""
+
+    names: tuple
+    sources: tuple
+    which: tuple
+    firsts: tuple
+    task_names: tuple
+    task_sources: tuple
+
+    @staticmethod
+    def of(names, sources, which, firsts=()) -> PassSkeleton:
+        """The skeleton of these per-layer fields, its task columns interleaved."""
+        tasks = 2 * len(names)
+        task_names: list = [None] * tasks
+        task_names[0::2] = names
+        task_names[1::2] = [name + " mp" for name in names]
+        task_sources: list = [None] * tasks
+        task_sources[0::2] = sources
+        return PassSkeleton(tuple(names), tuple(sources), tuple(which), tuple(firsts), tuple(task_names),
+                            tuple(task_sources))
+
+
+def pass_skeleton(workload, layer_ids, backward: bool) -> PassSkeleton:
+    """The :class:`PassSkeleton` of ``workload``'s pass over ``layer_ids`` (its layer numbers in
+    pass order; ``backward``: a backward pass's sources). Every field is a function of those
+    three alone, so it is kept in the model's cache (``pass_skeletons``, the workload by
+    identity, as ``workload_shapes``) and each evaluation of the workload's passes -- a sweep's
+    strategies with the same stage split, a bench's graphs built anew -- reads it instead of
+    making a name, a source and a shape look-up per layer again (docs/sysmodel.md, Speed)."""
+    memo = current().pass_skeletons
+    key = (Ref(workload), tuple(layer_ids), backward)
+    skeleton = memo.get(key)
+    if skeleton is None:
+        skeleton = memo.put(key, _made_pass_skeleton(workload, key[1], backward))
+    return skeleton
+
+
+def _made_pass_skeleton(workload, layer_ids: tuple, backward: bool) -> PassSkeleton:
+    """:func:`pass_skeleton` made: the shapes told apart by identity
+    (:func:`~sysmodel.workloads.layer_shapes`: one object per shape, alive while the
+    workload's tuple holds them)."""
+    layers, shapes = workload.layers, layer_shapes(workload)
+    number: dict = {}
+    firsts, which = [], []
+    for li in layer_ids:
+        k = number.get(id(shapes[li]))
+        if k is None:
+            k = number[id(shapes[li])] = len(firsts)
+            firsts.append(li)
+        which.append(k)
+    return PassSkeleton.of([layers[li].name for li in layer_ids],
+                           [("layer", layers[li], backward) for li in layer_ids], which, firsts)
+
+
 @dataclass
 class PassColumns:
     """A stage's pass over its layers, every layer with MP, as :meth:`StageEngine.layer_block`
-    takes it by columns (what its per-layer tuples would hold): per layer its ``names``,
-    ``sources``, ``compute_s`` (s) and ``mp`` (communication time objects, each with link
-    loads); the stage's ``on_compute`` and ``on_mp`` resources and its ``npu``, the same for
-    every layer (:meth:`_StationaryPipeline._shared_run_fields`)."""
+    takes it by columns (what its per-layer tuples would hold): its ``skeleton`` (the layers'
+    names and sources, :class:`PassSkeleton`), per layer its ``compute_s`` (s) and ``mp``
+    (communication time objects, each with link loads); the stage's ``on_compute`` and
+    ``on_mp`` resources and its ``npu``, the same for every layer
+    (:meth:`_StationaryPipeline._shared_run_fields`)."""
 
-    names: list
-    sources: list
+    skeleton: PassSkeleton
     compute_s: list
     mp: list
     on_compute: str
     on_mp: str
     npu: int
+
+    @property
+    def names(self) -> tuple:
+        return self.skeleton.names
+
+    @property
+    def sources(self) -> tuple:
+        return self.skeleton.sources
 
 
 @dataclass(frozen=True)
@@ -546,36 +616,28 @@ class _StationaryPipeline:
         """:meth:`_run_fields` with a memoising communication timer: :func:`layer_timing`
         asked once per layer shape of the pass (in the order the layers first show each
         shape, as asking per layer would), since it gives every layer of one shape the same
-        timing; each layer keeps its own name and source. The shapes come from
-        :func:`~sysmodel.workloads.layer_shapes` (one object per shape: told apart by
-        identity, alive while the workload's tuple holds them). Where every layer of the pass
-        has MP (a transformer's stage), the fields as columns (:class:`PassColumns`: no tuple
-        per layer), else one tuple per layer."""
+        timing; each layer keeps its own name and source. The names, sources and shapes come
+        from the pass's :class:`PassSkeleton` (:func:`pass_skeleton`: made once per workload
+        and pass, not per evaluation). Where every layer of the pass has MP (a transformer's
+        stage), the fields as columns (:class:`PassColumns`: no tuple per layer), else one
+        tuple per layer."""
         backward = kind == "B"
         layers = self.plan.workload.layers
-        shapes = layer_shapes(self.plan.workload)
-        number: dict = {}
+        skeleton = pass_skeleton(self.plan.workload, layer_ids, backward)
         timings = []   # per distinct shape, in the order the layers first show it
-        which, names, sources = [], [], []   # per layer: its shape's number, name and source
-        # one loop (timeit: some 0.3 us per layer; nine map/zip passes over the layers cost more)
-        for li in layer_ids:
-            k = number.get(id(shapes[li]))
-            layer = layers[li]
-            if k is None:
-                rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layer, backward)
-                if not self._fast(compute_s, d, with_mp):
-                    return None
-                k = number[id(shapes[li])] = len(timings)
-                timings.append((on_compute, float(compute_s), rep, on_mp, d if with_mp else None))
-            which.append(k)
-            names.append(layer.name)
-            sources.append(("layer", layer, backward))
+        for li in skeleton.firsts:
+            rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layers[li], backward)
+            if not self._fast(compute_s, d, with_mp):
+                return None
+            timings.append((on_compute, float(compute_s), rep, on_mp, d if with_mp else None))
+        which = skeleton.which
         if all(t[4] is not None for t in timings) and len({(t[0], t[2], t[3]) for t in timings}) == 1:
             on_compute, _, rep, on_mp, _ = timings[0]
             compute_s, mp = [t[1] for t in timings], [t[4] for t in timings]
-            return PassColumns(names, sources, list(map(compute_s.__getitem__, which)),
+            return PassColumns(skeleton, list(map(compute_s.__getitem__, which)),
                                list(map(mp.__getitem__, which)), on_compute, on_mp, rep)
-        return [(name, *timings[k][:2], source, *timings[k][2:]) for name, source, k in zip(names, sources, which)]
+        return [(name, *timings[k][:2], source, *timings[k][2:])
+                for name, source, k in zip(skeleton.names, skeleton.sources, which)]
 
     def _block_send(self, s: int, v: int, kind: str) -> tuple | None:
         """The send of virtual stage ``v``'s pass ``kind`` as :meth:`StageEngine.layer_block`

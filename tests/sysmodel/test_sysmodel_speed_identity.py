@@ -723,7 +723,7 @@ def test_passes_made_by_columns_equal_the_layer_loop(blocking):
     from types import SimpleNamespace
     from sysmodel.compute_timing import compute_timer
     from sysmodel.iteration_plan import plan_iteration
-    from sysmodel.task_graphs import PassColumns, StageEngine, _StationaryPipeline
+    from sysmodel.task_graphs import PassColumns, PassSkeleton, StageEngine, _StationaryPipeline
     from sysmodel.training import comm_timer, link_priority
     plan = plan_iteration(P, get_workload("transformer-17b"), None)
 
@@ -753,8 +753,9 @@ def test_passes_made_by_columns_equal_the_layer_loop(blocking):
     a, b = mp(0.5), mp(0.25)
     send = ("send", "s0.pp", mp(0.125), 7, True)
     for mps in ([a], [a, b, a, b, b], [b, a]):
-        run = PassColumns([f"l{k}" for k in range(len(mps))], [("layer", k, False) for k in range(len(mps))],
-                          [float(k) for k in range(len(mps))], mps, "s0.compute", "s0.mp", 7)
+        skeleton = PassSkeleton.of([f"l{k}" for k in range(len(mps))], [("layer", k, False) for k in range(len(mps))],
+                                   range(len(mps)))
+        run = PassColumns(skeleton, [float(k) for k in range(len(mps))], mps, "s0.compute", "s0.mp", 7)
         one, other = StageEngine(blocking=blocking), StageEngine(blocking=blocking)
         made = one.layer_block(run, send)
         _same_blocks(made, other.layer_block(as_tuples(run), send))
