@@ -110,6 +110,42 @@ def test_every_npu_reduces_out_every_stripe_into_its_controller_through_the_tree
     assert all(out[SMALL.npus + k]["done_cycle"] >= memory for k in range(4))
 
 
+def test_one_packet_stripes_start_their_controllers_one_uplink_packet_after_another(run_fabric_top):
+    """The latency-bound reduce-out (docs/fabric_rtl.md, point 11, "Session 21: the 54-flit
+    rows"): 12 flits per NPU = 4 stripes of one 3-flit packet each. A controller's memory writes
+    a flit per 375/16 cycles from the flit's arrival (its paced sink), so it finishes ceil(3 x
+    375/16) = 71 cycles after its stripe's first flit arrives; an L1's half-rate uplink carries
+    the partial sums of its 3 non-home stripes one whole packet after another, so the last one
+    reaches the L2 (3 - 1) x 3 / (1/2) = 12 cycles after the first, and its controller starts
+    (and finishes) at least that much later. The model shares the uplink as a fluid and starts
+    every controller's stream after the path latency: max(70.3, 18) + 22 + 12 = 104.3 cycles
+    against the 119 measured (controllers done at 101, 105, 109, 119: each 71 after its first
+    flit, traced 2026-11-28 13:09 UTC). The rest of the miss is the L2 holding stripe 3's tree
+    until stripe 2's flits have left (stripe 2's operands entered the L2 apart, one of them
+    behind two packets on its uplink: the sticky ``apart`` of the lock-step hand-over keeps the
+    old release): 5 cycles here (114 with ``apart`` forced off in a scratch run), bounded by the
+    L2's latency + the packet + 2. About 7 s."""
+    from sysmodel.fabric_model import fabric_platform, model_cycles
+    program = shared_io_program(SMALL, "io-reduce", 12)
+    assert program.stripe_flits == 3          # one packet per stripe: the latency-bound case
+    out = _run(run_fabric_top, SMALL, program, 1500)
+    assert judge_stripe_io(SMALL, program, out) == []
+    done = sorted(out[SMALL.npus + k]["done_cycle"] for k in range(program.controllers))
+    rate = SMALL.io_rate
+    memory = -(-program.stripe_flits * rate.denominator // rate.numerator)     # 71
+    l1, l2 = (switch_latency(ports=SMALL.switch_ports[s], middle=SMALL.middle, dtype=SMALL.dtype)
+              for s in (0, SMALL.l1_count))
+    # the first controller: its memory time after at least the way L1 -> L2 -> L1
+    assert done[0] >= memory + 2 * l1 + l2, done
+    # each L1's uplink carries every stripe but its own L1's (1 controller per L1 here)
+    per_uplink = program.controllers - program.controllers // SMALL.l1_count
+    serial = (per_uplink - 1) * program.stripe_flits / SMALL.uplink_rate         # 12
+    assert done[-1] - done[0] >= serial, done
+    model = model_cycles(SMALL, make_request(SMALL, op="io-reduce", size_flits=12, group="wafer"),
+                         platform=fabric_platform(SMALL, switch="packet")).cycles
+    assert model < out["cycles"] <= model + serial + l2 + program.stripe_flits + 2, (out["cycles"], model)
+
+
 #: :data:`SMALL` with controllers at 1/2 flit per cycle (their memory no longer hides the
 #: reduce-out's order): io-reduce of 480 flits per NPU, 4 stripes of 15 packets.
 FAST = fabric_spec("fred-b", npus=8, npus_per_l1=2, io_controllers=4, io_rate=Fraction(1, 2))
@@ -228,8 +264,9 @@ _RATE = ("known RTL miss (s16-shared, Verilator, 2026-11-27 20:18-20:24 UTC): th
          "(docs/switch.md, 'Shared stored flows': the set-up behind the current packet is not built): 54 flits 324 "
          "against 194.4 (1.67), 1,800 flits 4,488 against 3,104.4 (1.446), each NPU output at 0.40 flit per cycle")
 _ORDER = ("known RTL miss (s20-store, Verilator, 2026-11-28 10:29-10:35 UTC, the late order and the lock-step "
-          "hand-over of reducing trees): 54 flits 214 against 176.4 (1.21: each stripe one short packet whose way "
-          "through two L1s and the L2 the model's hop latency does not cover, not traced), 1,800 flits 3,277 "
+          "hand-over of reducing trees): 54 flits 214 against 176.4 (1.21: each stripe one packet, so the controllers' "
+          "memory time cannot overlap the uplink's packets, which the model overlaps: docs/fabric_rtl.md point 11), "
+          "1,800 flits 3,277 "
           "against 3,086.4 (1.062, not traced); before: the late order alone 320 (1.81) and 4,088 (1.32), the one "
           "order 779 (4.42) and 11,420 (3.70) (docs/fabric_rtl.md, points 9-10)")
 
