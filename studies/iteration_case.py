@@ -104,7 +104,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     (phase sequencers) or ``packet`` (``PacketFabricTop``: phases selected by the headers,
     endpoint algorithms routed online; the model's packet platform, as ``fred fabric-sim
     --switch packet``); refused for what the packet fabric's iteration does not run yet
-    (hierarchical all-reduces, phase orders, in-switch and endpoint algorithms mixed)."""
+    (phase orders longer than a switch's slots, in-switch and endpoint algorithms mixed)."""
     from hdl.contracts.placement import parse_strategy
     from hdl.contracts.trace_program import IoRequest, collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
@@ -144,7 +144,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
         if request:
             program, collective = _fred_programs(spec, request, network, text)
         if switch == "packet":
-            _check_packet(spec, program, request)
+            _check_packet(spec, program, request, traces)
     cycle = timing.cycle_s
     model = {"iteration_cycles": export.time_s / cycle,
              "compute_cycles": export.breakdown["compute"] / cycle,
@@ -156,14 +156,17 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
                          fabric="mesh" if fabric == "mesh" else spec.name, switch=switch, rtl_missing=missing)
 
 
-def _check_packet(spec, programs, requests) -> None:
+def _check_packet(spec, programs, requests, traces) -> None:
     """FredError, before anything is built, naming what the packet fabric's iteration does not
-    run (``cocotb_tests.iteration.packet_loading``)."""
+    run (``cocotb_tests.iteration.packet_loading``; ``traces`` for each collective's runs, which
+    the switches' phase orders count)."""
     if not programs:
         raise FredError("the iteration has no collective; the packet fabric's iteration runs its collectives")
     from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_loader_entries,
                                                        packet_online)
-    packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, packet_online(programs)))
+    from cocotb_tests.iteration.run import collective_repeats
+    packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, packet_online(programs)),
+                          collective_repeats(traces, len(programs)))
 
 
 def _fabric(fabric: str, characterization, spec_overrides, switch: str = "circuit", *, io: bool = False):

@@ -95,14 +95,23 @@ def packet_load_sequence(spec, request, program, packet, vcs=None, delays=None) 
     if program.online_collectives:
         writes += _pace_writes(spec, program, headers, ranks)
     writes += flow_port_writes(spec, program)
-    orders = phase_orders(program, request, packet, vcs=vcs)
+    writes += order_writes(spec, phase_orders(program, request, packet, vcs=vcs))
+    return {"config": config, "writes": writes}
+
+
+def order_writes(spec, orders) -> list[list[int]]:
+    """``[unit, register, value]`` writes of every switch's phase order (``ORDER_REGS``):
+    ``orders`` per switch ``(vc, [(slot, last), ...])``
+    (:func:`~hdl.compiler.packet_fabric_program.phase_orders`), each entry then the order's
+    length and VC (length 0 where a switch has none)."""
+    writes = []
     for s, (vc, entries) in enumerate(orders):
         unit = spec.endpoints + s
         for index, (k, last) in enumerate(entries):
             writes += [[unit, ORDER_REGS["last"], last],
                        [unit, ORDER_REGS["entry"], index << 8 | k]]
         writes.append([unit, ORDER_REGS["set"], vc << 8 | len(entries)])
-    return {"config": config, "writes": writes}
+    return writes
 
 
 def _pace_writes(spec, program, headers, ranks=None) -> list[list[int]]:

@@ -1,8 +1,9 @@
 """What the packet FRED fabric's iteration run loads (docs/fabric_iteration.md, "The packet
 fabric"): per switch the stored phases of every distinct in-switch algorithm side by side in
-its slots with their flow-port tables (loaded once; nothing per collective: the headers select
-the phases), and per NPU, per collective, its engine program and its header registers
-(:data:`hdl.contracts.trace_program.PACKET_HEADER_REGS`) in its program loader."""
+its slots with their flow-port tables and the phase order of the whole iteration (loaded once;
+nothing per collective: the headers select the phases), and per NPU, per collective, its
+engine program and its header registers (:data:`hdl.contracts.trace_program.PACKET_HEADER_REGS`)
+in its program loader."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from hdl.compiler.packet_fabric_program import (online_headers, packet_headers, 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.npu_engine import ENGINE_REGS, engine_writes
+from hdl.contracts.packet import VC, stream_packets
 from hdl.contracts.trace_program import PACKET_HEADER_REGS, loader_entries, stage_flows_word
 
 from .fred_loading import phases_key
 
 __all__ = ["packet_iteration_format", "packet_online", "packet_staged", "packet_header_writes", "packet_loader_entries",
-           "packet_slots", "packet_switch_writes"]
+           "packet_slots", "packet_iteration_orders", "packet_switch_writes"]
 
 
 def packet_online(programs: list) -> bool:
@@ -49,28 +51,23 @@ def packet_iteration_format(spec: FabricSpec, online: bool, stripes: int = 0):
                          stripes=stripes if online else 0)
 
 
-def packet_header_writes(program, request, packet, base: int, staged: bool = False) -> dict[int, list]:
+def packet_header_writes(program, request, packet, base: int, staged: bool = False,
+                         vc: int = VC.DP) -> dict[int, list]:
     """Per rank, the (register, value) writes of its header registers for one collective
     (``program`` of ``request``): its phase slot (``base`` + the program's, the slot of the
-    collective's phases at every switch it crosses), VC, flow id, and the packets it receives
-    per run; ``staged`` (:func:`packet_staged`): the flow register holds every engine stage's
-    destination (:func:`~hdl.contracts.trace_program.stage_flows_word`). FredError, naming it,
-    for what the packet fabric does not run
-    (:func:`~hdl.compiler.packet_fabric_program.packet_headers` / ``online_headers``) or for a
-    collective whose phases need a phase order (several phases of one VC at a switch:
-    the orders would have to be reloaded per collective, not built)."""
+    collective's phases at every switch it crosses), VC (``vc``, :func:`packet_iteration_orders`),
+    flow id, and the packets it receives per run; ``staged`` (:func:`packet_staged`): the flow
+    register holds every engine stage's destination
+    (:func:`~hdl.contracts.trace_program.stage_flows_word`). FredError, naming it, for what the
+    packet fabric does not run (:func:`~hdl.compiler.packet_fabric_program.packet_headers` /
+    ``online_headers``)."""
     if runs_online(program):
         headers = online_headers(program, request, packet, staged=staged)
         if staged:
             headers = [{**h, "flow": stage_flows_word(h["flows"], packet.flow_bits)} for h in headers]
     else:
-        ordered = [program.switch_name(s) for s, (_, entries) in enumerate(phase_orders(program, request, packet))
-                   if entries]
-        if ordered:
-            raise FredError(f"{request.label}: switches {', '.join(ordered)} serve several phases of one VC "
-                            f"in a phase order; an iteration on the packet fabric does not load orders per "
-                            f"collective yet")
-        headers = [{**h, "phase": h["phase"] + base} for h in packet_headers(program, request, packet)]
+        vcs = {c: vc for c in range(len(request.collectives))}
+        headers = [{**h, "phase": h["phase"] + base} for h in packet_headers(program, request, packet, vcs=vcs)]
     out = {}
     for rank, (engine, header) in enumerate(zip(program.engines, headers)):
         packets = received_packets(engine, packet)      # the cut the packetizer makes, chunks too
@@ -101,26 +98,88 @@ def packet_slots(spec: FabricSpec, programs: list) -> tuple[dict, list[int]]:
     return slots, bases
 
 
-def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, packet) -> dict[int, list]:
-    """Per rank, its program loader's entries for ``programs`` (of ``requests``) in order: the
-    engine's writes (``stages`` deferred, as on the circuit fabric) and the header registers
-    (:func:`packet_header_writes`, every stage's destination when :func:`packet_staged`), only
-    those that change."""
+def packet_iteration_orders(spec: FabricSpec, programs: list, requests: list, packet,
+                            runs: list[int]) -> tuple[list[int], list[tuple[int, list]]]:
+    """(per collective the VC of its packets; per switch the phase order it follows over the
+    whole iteration, ``(vc, [(slot, last), ...])``, ``(0, [])`` for none): the orders are
+    loaded once, with the switches' phases (docs/fabric_iteration.md, "Phase orders over an
+    iteration"). ``runs``: each collective's runs (its node's repeat).
+
+    A collective whose phases need an order at some switch
+    (:func:`~hdl.compiler.packet_fabric_program.phase_orders`: several reducing phases of one
+    VC there, Fred-B's four DP groups at every L1 and the L2) gets, for each of its runs, its
+    entries at that switch, in run order: its slots moved to the iteration's (``packet_slots``)
+    and ``last`` the absolute number of the run's last packet -- every NPU numbers its packets
+    on across the trace and sends as many per run, so run k's are ``sent_k .. sent_k + P - 1``,
+    ``sent_k`` the packets of the runs before. Such collectives go on VC DP, every other on
+    VC MP: an active order takes every select on its VC (docs/switch.md, "Phase order"), so
+    another collective's phase on that VC would wait for the order's next entry for ever; on
+    another VC a switch picks it by arrival, as before. With no ordered collective every
+    collective stays on VC DP and nothing is ordered (the iterations that ran before).
+
+    FredError, naming it: a switch's order longer than its slots (``PhaseOrder`` holds one
+    entry per slot; Transformer-17B MP4-DP5's eight DP all-reduces need 32 at every L1), a
+    collective whose NPUs send different numbers of packets per run (their numbers would part
+    from then on), or an ordered one whose NPUs receive another number than they send."""
+    if len(runs) != len(programs):
+        raise FredError(f"{len(runs)} run counts for {len(programs)} collectives")
+    switches = len(spec.switch_ports)
+    if packet_online(programs):
+        return [VC.DP] * len(programs), [(0, [])] * switches
+    bases = packet_slots(spec, programs)[1]
+    orders = [phase_orders(p, r, packet) for p, r in zip(programs, requests)]
+    ordered = [any(entries for _, entries in order) for order in orders]
+    if not any(ordered):
+        return [VC.DP] * len(programs), [(0, [])] * switches
+    entries = [[] for _ in range(switches)]
+    sent, modulus = 0, 1 << packet.seq_bits
+    for k, (program, request, order) in enumerate(zip(programs, requests, orders)):
+        # the packets each NPU's packetizer numbers in a run (it cuts at every chunk's end)
+        counts = {sum(stream_packets(st["send_count"], packet.packet_flits, st.get("chunk")) for st in e["stages"])
+                  for e in program.engines}
+        if len(counts) > 1 or ordered[k] and counts != {received_packets(e, packet) for e in program.engines}:
+            raise FredError(f"{request.label}: its NPUs send {sorted(counts)} packets per run; a phase order "
+                            f"needs every NPU to send and receive one run of numbers per collective")
+        per_run = counts.pop()
+        for _ in range(runs[k]):
+            for s, (_, run_entries) in enumerate(order):
+                entries[s] += [(bases[k] + slot, (sent + last) % modulus) for slot, last in run_entries]
+            sent += per_run
+    full = [f"{programs[0].switch_name(s)} {len(e)}" for s, e in enumerate(entries) if len(e) > default_phases()]
+    if full:
+        runs_ordered = sum(n for n, o in zip(runs, ordered) if o)
+        raise FredError(f"the iteration's {runs_ordered} ordered collective run(s) need phase-order entries "
+                        f"{', '.join(full)}; a switch's order holds {default_phases()} (one per slot), "
+                        f"loaded once: reloading it per collective is not built")
+    vcs = [VC.DP if o else VC.MP for o in ordered]
+    return vcs, [(VC.DP, e) if e else (0, []) for e in entries]
+
+
+def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, packet,
+                          runs: list[int] | None = None) -> dict[int, list]:
+    """Per rank, its program loader's entries for ``programs`` (of ``requests``, ``runs`` each,
+    default once) in order: the engine's writes (``stages`` deferred, as on the circuit fabric)
+    and the header registers (:func:`packet_header_writes`, every stage's destination when
+    :func:`packet_staged`, the VC of :func:`packet_iteration_orders`), only those that change."""
+    runs = [1] * len(programs) if runs is None else runs
     bases = [0] * len(programs) if packet_online(programs) else packet_slots(spec, programs)[1]
+    vcs = packet_iteration_orders(spec, programs, requests, packet, runs)[0]
     staged = packet_staged(programs)
-    headers = [packet_header_writes(p, r, packet, b, staged) for p, r, b in zip(programs, requests, bases)]
+    headers = [packet_header_writes(p, r, packet, b, staged, vc)
+               for p, r, b, vc in zip(programs, requests, bases, vcs)]
     stages = frozenset({ENGINE_REGS.index("stages")})
     return {rank: loader_entries([{0: engine_writes(p.engines[rank]) + h[rank]} for p, h in zip(programs, headers)],
                                  1, deferred=stages)
             for rank in range(spec.npus)}
 
 
-def packet_switch_writes(spec: FabricSpec, programs: list) -> tuple[list, list]:
+def packet_switch_writes(spec: FabricSpec, programs: list, orders: list | None = None) -> tuple[list, list]:
     """(configuration words ``[switch, slot, last, word]``, program writes ``[unit, register,
     value]``) of the switches: every distinct stored program of the iteration at its slots
-    (:func:`packet_slots`) and its flow-port table entries at the same slots; none for online
-    unicasts."""
-    from cocotb_tests.fabric.packet_fabric_sim import flow_port_writes
+    (:func:`packet_slots`) and its flow-port table entries at the same slots, then the
+    switches' phase orders of ``orders`` (:func:`packet_iteration_orders`; nothing when no
+    switch has one: the orders' length is 0 from reset); none for online unicasts."""
+    from cocotb_tests.fabric.packet_fabric_sim import flow_port_writes, order_writes
     from cocotb_tests.fabric.run import configuration_words
     if packet_online(programs):
         return [], []
@@ -128,5 +187,6 @@ def packet_switch_writes(spec: FabricSpec, programs: list) -> tuple[list, list]:
     for base, first in packet_slots(spec, programs)[0].values():
         config += configuration_words(programs[first], base)
         writes += flow_port_writes(spec, programs[first], base)
+    if any(entries for _, entries in orders or ()):
+        writes += order_writes(spec, orders)
     return config, writes
-

@@ -24,7 +24,7 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes, trace_writes
 
-from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished,
+from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished, collective_repeats,
                   node_depth, run_error_lines)
 
 __all__ = ["run_packet_iteration", "packet_iteration_verilog", "judge_packet_npus", "held_collective"]
@@ -89,13 +89,16 @@ def judge_packet_npus(spec: FabricSpec, traces: dict, programs: list, engines: l
 
 def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, traces: dict, depth: int,
                           packet) -> dict:
-    """The load sequence: the switches' configurations and flow-port tables, then per NPU its
+    """The load sequence: the switches' configurations, flow-port tables and phase orders
+    (:func:`~cocotb_tests.iteration.packet_loading.packet_iteration_orders`), then per NPU its
     loader entries (:func:`~cocotb_tests.iteration.packet_loading.packet_loader_entries`) and
     its trace; ``room``: the loaders' entries (at least ``FRED_ENTRIES``, so that the table's
     cases share a build)."""
-    from .packet_loading import packet_loader_entries, packet_switch_writes
-    config, writes = packet_switch_writes(spec, programs)
-    ranks = packet_loader_entries(spec, programs, requests, packet)
+    from .packet_loading import packet_iteration_orders, packet_loader_entries, packet_switch_writes
+    runs = collective_repeats(traces, len(programs))
+    config, writes = packet_switch_writes(spec, programs,
+                                          packet_iteration_orders(spec, programs, requests, packet, runs)[1])
+    ranks = packet_loader_entries(spec, programs, requests, packet, runs)
     room = max(FRED_ENTRIES, 1 << (max(len(e) for e in ranks.values()) - 1).bit_length())
     for rank in range(spec.npus):
         writes += [[rank, reg, value] for reg, value in loader_writes(ranks[rank], 1, room)]

@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as in fred fabric-sim: every iteration case runs on it) or packet "
                              "(the paper's switch, PacketFabricTop: phases selected by the packet "
                              "headers, endpoint algorithms routed online, the hierarchical "
-                             "all-reduce with a barrier per stage; no phase orders so far)")
+                             "all-reduce with a barrier per stage, phase orders loaded once "
+                             "for the whole iteration)")
     parser.add_argument("--workload", metavar="NAME_OR_FILE",
                         help=f"a preset ({', '.join(WORKLOADS)}) or a workload file (.toml / .json)")
     parser.add_argument("--strategy", default=None,

@@ -1,0 +1,134 @@
+"""Issue 32's phase orders on the packet fabric's iteration, in the Amaranth simulator: the packet
+Fred-B of 4 NPUs (2 per L1, one half-rate uplink each) runs MP, DP, MP, DP in-switch
+all-reduces -- MP the pairs in each L1 ((0, 1), (2, 3): one phase at each L1), DP the pairs
+across the L1s ((0, 2), (1, 3): two reducing phases of one VC at every switch, the Fred-B
+MP4-DP5 case in miniature). NPUs 1 and 2 compute less before each DP all-reduce, so L1 0 first
+sees group (1, 3)'s packets and L1 1 group (0, 2)'s. The switches follow the iteration's phase
+order, loaded once with the absolute numbers of every DP run's last packets, the DP runs on VC
+DP and the MP runs on VC MP (:func:`cocotb_tests.iteration.packet_loading.packet_iteration_orders`;
+docs/fabric_iteration.md, "Phase orders over an iteration")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hdl.contracts.errors import FredError
+from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
+from hdl.contracts.packet import VC
+from hdl.contracts.trace_program import COLLECTIVE_BIT
+
+from tests.studies.test_iteration_case import SMALL, _trace
+
+SPEC = fabric_spec("fred-b", **SMALL)
+MP = (FabricCollective("all-reduce", (0, 1)), FabricCollective("all-reduce", (2, 3)))
+DP = (FabricCollective("all-reduce", (0, 2)), FabricCollective("all-reduce", (1, 3)))
+#: flits per NPU of the MP and of the DP all-reduces (DP: 6 packets of 8 per flow, more than
+#: the L2's input buffer holds)
+MP_FLITS, DP_FLITS = 16, 48
+NODES = 16
+#: compute before each DP all-reduce: NPUs 1 and 2 early, 0 and 3 late
+EARLY, LATE = 10, 80
+
+
+def _case():
+    """(programs, requests, traces): MP, DP, MP, DP, each after compute (``EARLY``/``LATE``
+    before a DP all-reduce), 5 cycles at the end."""
+    from hdl.compiler.fabric_program import fabric_program
+    requests = [FabricRequest("all-reduce", MP, MP_FLITS, "mp"), FabricRequest("all-reduce", DP, DP_FLITS, "dp")] * 2
+    programs = [fabric_program(SPEC, r, algorithm="in-switch") for r in requests]
+    before_dp = {0: LATE, 1: EARLY, 2: EARLY, 3: LATE}
+    traces = {r: replace(_trace(r, [20, COLLECTIVE_BIT, before_dp[r], COLLECTIVE_BIT, 20, COLLECTIVE_BIT,
+                                    before_dp[r], COLLECTIVE_BIT, 5]), collectives=(1, 3, 5, 7))
+              for r in range(SPEC.npus)}
+    return programs, requests, traces
+
+
+def _run(run_fabric_top, read_iteration, edit=None, max_cycles=3000):
+    """Run the case's load (``edit(load)`` first, if given) on the packet Fred-B's iteration top."""
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format
+    from cocotb_tests.iteration.packet_run import packet_iteration_load
+    from hdl.designs.iteration import PacketTraceNpu, iteration_packet_top
+    programs, requests, traces = _case()
+    packet = packet_iteration_format(SPEC, False)
+    load = packet_iteration_load(SPEC, programs, requests, traces, NODES, packet)
+    if edit is not None:
+        load = edit(load)
+    dut = iteration_packet_top(SPEC, depth=NODES, programs=load["room"])
+    counts = [len(traces[rank].words) for rank in range(SPEC.npus)]
+    return run_fabric_top(dut, load["writes"], lambda read, write: read_iteration(read, write, counts,
+                                                                                   PacketTraceNpu.read_names),
+                          max_cycles=max_cycles, with_write=True, config=load["config"]), programs
+
+
+def test_the_iteration_orders_hold_every_dp_runs_last_packet_numbers_and_the_mp_runs_go_on_vc_mp():
+    """Pure: the MP program takes slot 0, the DP program slots 1 and 2 at every switch; each
+    switch's order holds both DP runs' two slots with the absolute number of their last
+    packets: the MP runs send 2 packets per NPU, the DP runs 6, so the first DP run's packets
+    are numbered 2..7 and the second's 10..15 at every NPU. Refused by name: more entries than
+    a switch's order holds. An iteration without an order keeps its collectives on VC DP."""
+    from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_iteration_orders
+    from hdl.compiler.fabric_program import fabric_program
+    programs, requests, _ = _case()
+    vcs, orders = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1] * 4)
+    assert vcs == [VC.MP, VC.DP, VC.MP, VC.DP]
+    assert orders == [(VC.DP, [(1, 7), (2, 7), (1, 15), (2, 15)])] * 3        # L1.0, L1.1, L2
+    # a repeat of the MP all-reduce moves the DP runs' numbers by its 2 packets
+    _, repeated = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [2, 1, 1, 1])
+    assert repeated[0][1] == [(1, 9), (2, 9), (1, 17), (2, 17)]
+    # the DP all-reduce run four times, then once more: 10 entries, a switch's order holds 8
+    with pytest.raises(FredError, match=r"5 ordered collective run\(s\) need phase-order entries L1\.0 10, "
+                                        r"L1\.1 10, L2 10; a switch's order holds 8"):
+        packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1, 4, 1, 1])
+    # nothing ordered: every collective on VC DP, as the iterations before, no order
+    wafer = [FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 1, 2, 3)),), 8, "w")]
+    assert packet_iteration_orders(SPEC, [fabric_program(SPEC, wafer[0], algorithm="in-switch")], wafer,
+                                   packet_iteration_format(SPEC, False), [1]) == ([VC.DP], [(0, [])] * 3)
+
+
+def test_crossed_dp_groups_complete_in_the_iterations_phase_order(run_fabric_top, read_iteration):
+    """Every NPU runs all four all-reduces: every flit of every run checked good (the pair's
+    sums), no packet out of sequence, no link error, each NPU's last counts the second DP
+    all-reduce's. The order serves group (0, 2) (slot 1) before group (1, 3), whose NPU 1 was
+    there first (measured 2026-11-28 13:14 UTC: the first DP run ends at 245 at NPUs 0 and 2,
+    at 365 at NPUs 1 and 3, though NPU 1 started at 62; the iteration 728 cycles)."""
+    out, programs = _run(run_fabric_top, read_iteration)
+    assert out["all_done"], out
+    for rank, x in enumerate(out["npus"]):
+        assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (9, 0, 0, 0), (rank, x)
+        assert x["received"] == x["sent"] == programs[3].engines[rank]["recv_count"] == DP_FLITS, (rank, x)
+    # the early NPUs wait in each DP all-reduce for their late partners' operands
+    for k in (3, 7):
+        ends = {x["times"][k][1] for x in out["npus"]}
+        assert min(ends) >= max(x["times"][k][0] for x in out["npus"]) + DP_FLITS
+
+
+def test_an_order_on_the_vc_of_the_mp_runs_holds_them_for_ever(run_fabric_top, read_iteration):
+    """Why the collectives without an order go on another VC than the ordered ones: the same
+    load with the switches' order put on VC MP, the MP runs' VC. The first MP run's packets,
+    on the order's VC, make every L1 want the order's first entry (slot 1, a DP phase), which
+    no packet names before the MP run ends: the iteration does not finish, every NPU in the
+    first MP all-reduce (node 1)."""
+    from hdl.designs.fabric.packet_fabric_top import ORDER_REGS
+
+    def order_on_vc_mp(load):
+        return {**load, "writes": [[u, r, VC.MP << 8 | v & 0xFF if u >= SPEC.npus and r == ORDER_REGS["set"] else v]
+                                   for u, r, v in load["writes"]]}
+    out, _ = _run(run_fabric_top, read_iteration, edit=order_on_vc_mp, max_cycles=1500)
+    assert not out["all_done"], out
+    assert all(x["nodes_done"] == 1 for x in out["npus"]), out
+
+
+def test_without_the_phase_order_the_crossed_dp_groups_hang(run_fabric_top, read_iteration):
+    """The mechanism the order removes: the same load with no order written (phases picked by
+    arrival, as before the iteration loaded orders). L1 0 selects group (1, 3)'s slot for NPU
+    1's early packets and L1 1 group (0, 2)'s for NPU 2's; their reduced streams meet at the
+    L2 in opposite orders behind each other in its one DP buffer per input: nothing moves."""
+    from hdl.designs.fabric.packet_fabric_top import ORDER_REGS
+
+    def without_orders(load):
+        return {**load, "writes": [w for w in load["writes"] if w[0] < SPEC.npus or w[1] not in ORDER_REGS.values()]}
+    out, _ = _run(run_fabric_top, read_iteration, edit=without_orders, max_cycles=1500)
+    assert not out["all_done"], out
+    assert all(x["nodes_done"] == 3 for x in out["npus"]), out
