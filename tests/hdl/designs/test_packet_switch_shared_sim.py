@@ -496,3 +496,74 @@ def test_reducing_trees_under_random_idles_and_backpressure_with_lockstep(seed):
     # so each of its packets hands output 3 over behind it (the reduction latency's idle cycle)
     assert reduction_latency("int32") + 1 in {b[1] - a[2] for a, b in zip(got, got[1:]) if a[0] == 0}
 
+
+
+def _slow_inputs(*, whole, seed=0, drain_rate=1.0, packets=4):
+    """Trees 0, 1, 2 (inputs 0, 1, 2 -> output 3, one slot each), ``packets`` packets each,
+    all queued at the start, every input fed at 1/2 flit per cycle on average (its sender offers
+    a flit with probability 1/2: a half-rate uplink's arrivals), output 3 freeing a flit with
+    probability ``drain_rate``; ``whole``: the switch's ``whole_inputs`` = all three."""
+    rng = random.Random(seed)
+    dut = PacketSwitch(ports=P, middle=M, dtype="int32", lanes=1, phases=4, packet=PKT, depth=16,
+                       shared_phase=SHARED, flows=8, whole_inputs=frozenset(range(3)) if whole else frozenset())
+    h = host(dut, ports=TO_3_PORTS, flows={f: f for f in range(3)})
+    inj = [i for f in range(3) for i in stream(f, f, packets, h.start)]
+    run = run_packet_switch(dut, configs=TO_3 + [None], injections=inj, host=h, rng=rng,
+                            send_rate={n: 0.5 for n in range(3)}, drain_rate={3: drain_rate},
+                            drain_delay=2, check_order=False, max_cycles=4000, quiet=60)
+    check_delivery(run, {3: {f: [data(f, s, k) for s in range(packets) for k in range(PF)]
+                             for f in range(3)}})
+    return run, packets_at(run, 3)
+
+
+def test_bad_whole_inputs_are_refused():
+    for kwargs, words in [({"shared_phase": SHARED, "flows": 8, "whole_inputs": {4}}, "input ports in 0..3"),
+                          ({"shared_phase": SHARED, "flows": 8, "whole_inputs": 3}, "a set of input ports"),
+                          ({"whole_inputs": {0}}, "needs shared_phase")]:
+        with pytest.raises(FredError, match=words):
+            PacketSwitch(ports=P, middle=M, dtype="int32", lanes=1, phases=4, packet=PKT, depth=16, **kwargs)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_packets_from_slow_inputs_cross_a_shared_output_whole(whole):
+    """Three trees from half-rate inputs share output 3 (the Fred-B L2's case: every tree shares
+    outputs with every other, each fed by a half-rate uplink). Without ``whole_inputs`` a packet
+    is granted as its first flit arrives and holds the output at its sender's pace: some packet
+    spans more than 2 x its length. With it, a packet is granted only once its last flit has
+    arrived: every packet leaves in PF consecutive cycles, after its last flit was sent, and
+    the output, fed 1.5 flits per cycle, idles only the reduction latency (1 cycle) per change
+    of tree once a whole packet waits at every turn: its span is at most the flits, the
+    changes and the first packet's arrival. Every flit once, in order, packets whole."""
+    run, got = _slow_inputs(whole=whole)
+    spans = [last - first + 1 for _, first, last, _ in got]
+    sent_last = {}      # (flow, packet) -> the cycle its last flit was offered on its link
+    for n in range(3):
+        count = 0
+        for cycle, _, last, _ in run.sent[n]:
+            if last:
+                sent_last[(n, count)] = cycle
+                count += 1
+    if not whole:
+        assert max(spans) > 2 * PF
+        return
+    assert spans == [PF] * len(got)
+    latency = switch_latency(ports=P, middle=M, dtype="int32")
+    seen = {}
+    for flow, first, _, _ in got:
+        p = seen[flow] = seen.get(flow, -1) + 1
+        assert first >= sent_last[(flow, p)] + latency, (flow, p)
+    first_out = got[0][1]
+    changes = sum(a[0] != b[0] for a, b in zip(got, got[1:]))
+    busy = len(got) * PF + changes * reduction_latency("int32")
+    assert got[-1][2] - first_out + 1 <= busy + 2 * PF, (got[-1][2] - first_out + 1, busy)
+
+
+@pytest.mark.parametrize("seed", [1, 2, pytest.param(3, marks=pytest.mark.full),
+                                  pytest.param(4, marks=pytest.mark.full)])
+def test_whole_packets_from_slow_inputs_under_random_backpressure(seed):
+    """The same three half-rate trees with output 3 freeing a flit with probability 0.5 after
+    2 cycles (room for a packet comes and goes) and 6 packets each: every flit once, in its
+    tree's order, packets whole (``check_delivery``), every packet still in PF consecutive
+    cycles (room for it was reserved at its grant: the output never stalls it)."""
+    _, got = _slow_inputs(whole=True, seed=seed, drain_rate=0.5, packets=6)
+    assert [last - first + 1 for _, first, last, _ in got] == [PF] * 18
