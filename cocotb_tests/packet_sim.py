@@ -50,8 +50,7 @@ def run_packet_switch(dut, *, configs, injections, rng=None, send_rate=1.0, drai
                       check_order=True):
     """Load ``configs`` (slot k = configs[k]; a ``SwitchConfig`` or None), then run the traffic.
 
-    ``send_rate``: probability a sender that may send does so in a cycle, or ``{port:
-    probability}`` (ports not named: 1, e.g. an input fed by a slower link); ``drain_rate``: the
+    ``send_rate``: probability a sender that may send does so in a cycle; ``drain_rate``: the
     probability a receiver frees its oldest flit in a cycle (after at least ``drain_delay``
     cycles), or ``{port: probability}`` (ports not named: 1). Stops ``quiet`` cycles after the last transfer once every packet was sent, or at
     ``max_cycles``. ``host(ctx, cycle)``: optional coroutine called every cycle (host mode).
@@ -143,8 +142,7 @@ class _Links:
         for p in range(dut.ports):
             if self.current[p] is None:
                 self._start_packet(p, cycle)
-            rate = self.send_rate.get(p, 1.0) if isinstance(self.send_rate, dict) else self.send_rate
-            if self.current[p] and self.rng.random() < rate:
+            if self.current[p] and self.rng.random() < self.send_rate:
                 words[p] = self.current[p].pop(0)
                 if not self.current[p]:
                     self.current[p] = None

@@ -42,19 +42,15 @@ def shared_io_top(spec, program: IoStripeProgram, *, packet_flits: int = 8, dept
     (a test of the wider header on a small fabric; too few fail at :func:`shared_io_load`,
     naming the switch). io-reduce's switches hand a tree's lanes over behind its operands
     entered in lock step (``PacketFabricTop(shared_lockstep=True)``; docs/switch.md, "Shared
-    stored flows"); io-broadcast's start a packet that arrives over a slower uplink only once
-    it is whole (``PacketFabricTop(shared_whole=True)``; docs/fabric_rtl.md, "Striped I/O",
-    point 11)."""
+    stored flows")."""
     npu = (partial(StripeNpu, stripes=program.controllers, key="flow") if program.op == "io-broadcast"
            else partial(TreeStripeNpu, stripes=program.controllers))
     phases = fabric_shared_phases(spec, program.op) if phases is None else phases
     # the reduce-out's trees all reduce: their lanes are handed over behind when their
-    # operands enter in lock step; the weight streaming's trees share every L2 output, where a
-    # packet still arriving over a half-rate uplink would hold all of them at that rate
+    # operands enter in lock step (io-broadcast's never reduce: its top as before)
     return PacketFabricTop(spec, phases=phases, packet_flits=packet_flits, depth=depth,
                            shared_flows=program.controllers, npu=npu,
-                           shared_lockstep=program.op == "io-reduce",
-                           shared_whole=program.op == "io-broadcast")
+                           shared_lockstep=program.op == "io-reduce")
 
 
 def shared_top_key(spec, program: IoStripeProgram, *, packet_flits: int = 8, depth: int | None = None) -> tuple:

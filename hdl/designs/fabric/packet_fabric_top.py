@@ -147,11 +147,6 @@ class PacketFabricTop(wiring.Component):
     ``shared_lockstep`` (default False; only with ``shared_flows``): every switch hands a
     reducing tree's lanes over behind its last packet when its operands entered in lock step
     (``PacketSwitch(shared_lockstep=True)``; the striped reduce-out's tops set it).
-    ``shared_whole`` (default False; only with ``shared_flows``): every L2 input fed by an
-    uplink below full rate (Fred-A/B) grants a shared packet only once it is all in its buffer (``PacketSwitch(whole_inputs=)``, from
-    :meth:`_whole_inputs`), so it crosses the switch's shared outputs at one flit per cycle
-    instead of at the link's rate (the striped weight streaming's top sets it:
-    docs/fabric_rtl.md, "Striped I/O", point 11). Without a slower uplink it builds nothing.
 
     ``yield_after`` (default None: the switches' default, a select's cost): every switch's
     work-conserving yield guard, :class:`~hdl.designs.switch.packet_switch.PacketSwitch`; 0
@@ -192,7 +187,7 @@ class PacketFabricTop(wiring.Component):
                  depth: int | None = None, online: bool = False,
                  partition: FabricPartition | None = None, part: int | None = None, npu=None,
                  stripes: int = 0, yield_after: int | None = None, controller=None,
-                 shared_flows: int = 0, shared_lockstep: bool = False, shared_whole: bool = False):
+                 shared_flows: int = 0, shared_lockstep: bool = False):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
@@ -212,13 +207,8 @@ class PacketFabricTop(wiring.Component):
             self._MustUse__silence = True
             raise FredError("PacketFabricTop: shared_lockstep is a mode of the shared stored flows "
                             "(shared_flows)")
-        if shared_whole and not shared_flows:
-            self._MustUse__silence = True
-            raise FredError("PacketFabricTop: shared_whole is a mode of the shared stored flows "
-                            "(shared_flows)")
         self.shared_flows = shared_flows
         self.shared_lockstep = bool(shared_lockstep)
-        self.shared_whole = bool(shared_whole)
         self.online = bool(online)
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits,
@@ -407,23 +397,7 @@ class PacketFabricTop(wiring.Component):
         if not self.shared_flows:
             return {}
         lockstep = {"shared_lockstep": True} if self.shared_lockstep else {}
-        whole = {"whole_inputs": self._whole_inputs(switch)} if self._whole_inputs(switch) else {}
-        return {"shared_phase": self.shared_phase, "flows": self.shared_flows, **lockstep, **whole}
-
-    def _whole_inputs(self, switch: int) -> frozenset:
-        """The inputs of ``switch`` whose shared packets start only whole (``shared_whole``):
-        every port of an L2 fed by uplinks below full rate. A packet that starts while it
-        still arrives at the link's rate holds every output of its tree at that rate; at the
-        L2 every tree (one per source L1) shares outputs with every other, so it would pass
-        one packet per link time of a packet, below what its downlinks carry (docs/fabric_rtl.md,
-        "Striped I/O", point 11). Not an L1's downlink input: its one slow tree there shares
-        the NPU outputs with full-rate controller trees, which it only delays (their packets
-        pass between its packets while its next one arrives), so waiting would add latency
-        and no throughput."""
-        spec = self.spec
-        if not self.shared_whole or spec.uplink_rate >= 1 or switch < spec.l1_count:
-            return frozenset()
-        return frozenset(range(self.switch_ports[switch]))
+        return {"shared_phase": self.shared_phase, "flows": self.shared_flows, **lockstep}
 
     def _entries(self, switch: int) -> frozenset:
         """The switch's entry inputs (online only): an L1's I/O controller ports. A controller

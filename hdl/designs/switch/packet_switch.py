@@ -25,7 +25,7 @@ from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .flow_port_table import FlowPortTable
 from .phase_order import PhaseOrder
-from .shared_flows import SharedFlows, check_shared, check_whole_inputs
+from .shared_flows import SharedFlows, check_shared
 from .signal_folds import or_fold
 from .vc_input_buffer import VCInputBuffer, link_signature
 
@@ -143,15 +143,6 @@ class PacketSwitch(wiring.Component):
     packets) the shared flows hand a non-reducing slot's lanes over behind its last packet:
     the datapath's modes are delayed per microswitch, and a change of flow at a shared output
     costs the reduction latency in idle cycles (1 on int32) instead of the switch's latency + 1.
-    ``whole_inputs`` (a set of input ports, default empty: the switch's Verilog as before; only
-    with ``shared_phase``): a shared-phase packet at one of these inputs is granted only once
-    its last flit is in the input buffer (``VCInputBuffer(whole=True)``), so that a packet
-    arriving over a link slower than the switch, e.g. a half-rate uplink, crosses its outputs
-    at one flit per cycle instead of holding them, shared with other flows, at the link's rate
-    (docs/switch.md, "Shared stored flows"; docs/fabric_rtl.md, "Striped I/O", point 11). It
-    adds the packet's arrival time to its latency, and nothing else: a granted packet was
-    already sent whole by its upstream (room for a whole packet is reserved before it starts),
-    so waiting for its last flit never waits on this switch.
     ``shared_lockstep`` (default False: off, the switch's Verilog as before; only with
     ``shared_phase`` and no control VC): a reducing slot's lanes are handed over behind too
     when every packet of it entered in lock step (``SharedFlows(lockstep=True)``, each input's
@@ -165,7 +156,7 @@ class PacketSwitch(wiring.Component):
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
                 ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset(),
                 bubble_outputs=None, shared_phase=None, flows=0, claim_after=0,
-                shared_lockstep=False, whole_inputs=frozenset()):
+                shared_lockstep=False):
         check_size(ports, middle)
         if not isinstance(packet, PacketFormat):
             raise FredError(f"packet must be a PacketFormat, got {packet!r}")
@@ -186,7 +177,6 @@ class PacketSwitch(wiring.Component):
         if shared_lockstep and (shared_phase is None or ctrl_depth):
             raise FredError("shared_lockstep hands reducing shared slots over behind: it needs "
                             "shared_phase and no control VC (ctrl_depth 0)")
-        check_whole_inputs(whole_inputs, ports, shared_phase)
         VCInputBuffer.check(flit=flit, packet=packet, phases=phases, depth=depth,
                             ctrl_depth=ctrl_depth, dest_limit=ports if online else 0)
         check_entries(entries, ports, online, bubble_outputs)
@@ -203,10 +193,8 @@ class PacketSwitch(wiring.Component):
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
                  online: bool = False, ordered: bool = False, yield_after: int | None = None,
                  entries=frozenset(), bubble_outputs=None, shared_phase: int | None = None,
-                 flows: int = 0, claim_after: int = 0, shared_lockstep: bool = False,
-                 whole_inputs=frozenset()):
+                 flows: int = 0, claim_after: int = 0, shared_lockstep: bool = False):
         self.entries, self.bubble_outputs = frozenset(entries), bubble_outputs
-        self.whole_inputs = frozenset(whole_inputs)
         self.shared_lockstep = shared_lockstep
         self.claim_after = claim_after
         self.shared_phase, self.flows = shared_phase, flows
@@ -381,8 +369,7 @@ class PacketSwitch(wiring.Component):
             buf = m.submodules[f"in{n}"] = VCInputBuffer(flit=self.flit, packet=self.packet,
                                                           phases=self.phases, depth=self.depth,
                                                           ctrl_depth=self.ctrl_depth,
-                                                          dest_limit=P if self.online else 0,
-                                                          whole=n in self.whole_inputs)
+                                                          dest_limit=P if self.online else 0)
             bufs.append(buf)
             m.d.comb += [
                 buf.i.valid.eq(self.i[n].valid),
@@ -504,10 +491,8 @@ class PacketSwitch(wiring.Component):
             for v in range(nvc):
                 with m.If(cu.vc == v):
                     head = buf.head[v]
-                    head_ok = buf.head_valid[v] & buf.head_first[v]
-                    if n in self.whole_inputs:     # offered only once it is all in the buffer
-                        head_ok = head_ok & buf.head_whole[v]
-                    m.d.comb += [flows.head_ok[n].eq(head_ok & (head.phase == self.shared_phase)),
+                    m.d.comb += [flows.head_ok[n].eq(buf.head_valid[v] & buf.head_first[v]
+                                                     & (head.phase == self.shared_phase)),
                                  flows.head_flow[n].eq(head.flow), flows.head_seq[n].eq(head.seq)]
             m.d.comb += [table.in_slot[n].eq(flows.in_slot[n]),
                          flows.in_partners[n].eq(table.in_partners[n]),

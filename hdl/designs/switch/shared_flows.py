@@ -19,7 +19,7 @@ from hdl.contracts.timing import microswitch_offsets, reduction_latency
 
 from .signal_folds import and_fold, or_fold
 
-__all__ = ["SharedFlows", "check_shared", "check_whole_inputs"]
+__all__ = ["SharedFlows", "check_shared"]
 
 #: packets started towards one output whose last flit has not left it (< the pipeline depth
 #: in packets, plus one granted): 8 bits as the online paths' counters
@@ -46,20 +46,6 @@ def check_shared(*, shared_phase, flows, phases, packet, online):
                         f"(2**flow_bits), got {flows!r}")
     if online and shared_phase == packet.online_phase:
         raise FredError(f"shared_phase {shared_phase} is the online phase index")
-
-
-def check_whole_inputs(whole_inputs, ports, shared_phase):
-    """Validate the packet switch's ``whole_inputs``: a set of input ports in 0..ports-1 whose
-    shared-phase packets are granted only whole, so only with ``shared_phase``."""
-    try:
-        inputs = frozenset(whole_inputs)
-    except TypeError:
-        raise FredError(f"whole_inputs must be a set of input ports, got {whole_inputs!r}") from None
-    bad = [n for n in inputs if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < ports]
-    if bad:
-        raise FredError(f"whole_inputs must be input ports in 0..{ports - 1}, got {sorted(map(repr, bad))}")
-    if inputs and shared_phase is None:
-        raise FredError("whole_inputs holds shared-phase packets until they are whole: it needs shared_phase")
 
 
 class SharedFlows(wiring.Component):

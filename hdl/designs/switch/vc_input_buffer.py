@@ -38,7 +38,6 @@ class VCInputBuffer(wiring.Component):
         dest_limit: 0 (default) = no online routing; else the default phase index
             ``packet.online_phase`` (not a stored phase: K < 2**phase_bits) is well formed when
             the header's ``dest`` < ``dest_limit`` (the switch's P).
-        whole: False (default: the buffer as before); True adds ``head_whole``.
 
     Members:
         i: ``In(link_signature(flit))``: the link (``valid``, ``payload``). No ``ready``: the sender
@@ -65,9 +64,6 @@ class VCInputBuffer(wiring.Component):
         ctrl: ``Out(stream.Signature(flit))``: the control VC's head flit (``ctrl_depth`` > 0);
         ctrl_credit: ``Out(2)``: control VC slots freed (as ``credit``: a dropped control
             flit's one cycle after it arrived).
-        head_whole: ``Out(3)`` (only with ``whole``): VC v's head packet is all in its FIFO
-            (some stored flit ends a packet: a count of the ``last`` flits stored, one
-            register per VC; the head packet's last flit is the first of them).
 
     Control VC (``ctrl_depth`` > 0, docs/switch.md, Packet switch): a packet with ``vc`` = 3 is a one-flit control
     packet (ACK / NACK: ``phase`` holds its kind, ``seq`` and ``flow`` what it acknowledges);
@@ -83,7 +79,7 @@ class VCInputBuffer(wiring.Component):
     """
 
     def __new__(cls, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
-                ctrl_depth: int = 0, dest_limit: int = 0, whole: bool = False):
+                ctrl_depth: int = 0, dest_limit: int = 0):
         # Validate before the object exists (Amaranth warns about an Elaboratable never elaborated).
         cls.check(flit=flit, packet=packet, phases=phases, depth=depth, ctrl_depth=ctrl_depth,
                   dest_limit=dest_limit)
@@ -115,10 +111,7 @@ class VCInputBuffer(wiring.Component):
                             f"got {depth!r}")
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, phases: int, depth: int,
-                 ctrl_depth: int = 0, dest_limit: int = 0, whole: bool = False):
-        if not isinstance(whole, bool):
-            raise FredError(f"whole must be a bool, got {whole!r}")
-        self.whole = whole
+                 ctrl_depth: int = 0, dest_limit: int = 0):
         self.flit, self.packet, self.phases, self.depth = flit, packet, phases, depth
         self.dest_limit = dest_limit
         self.ctrl_depth = ctrl_depth
@@ -138,7 +131,6 @@ class VCInputBuffer(wiring.Component):
             "overflow": Out(1),
             "ctrl": Out(stream.Signature(shape)),
             "ctrl_credit": Out(2),
-            **({"head_whole": Out(len(DATA_VCS))} if whole else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -251,15 +243,4 @@ class VCInputBuffer(wiring.Component):
                 m.d.sync += mid[v].eq(~head_word[self.flit.data_width])
             with m.If(self.sel == v):
                 m.d.comb += [self.o.valid.eq(f.r_rdy), self.o.payload.eq(head_word)]
-            if self.whole:
-                self._count_ends(m, v, f, stored, read, head_word)
         return m
-
-    def _count_ends(self, m, v, f, stored, read, head_word):
-        """``head_whole[v]``: the packets' last flits stored in VC v's FIFO, counted as they are
-        written and read (FIFO order: the head packet's last flit is the oldest of them, so
-        a count above 0 means the head packet is all there)."""
-        last_at = self.flit.data_width      # the last flag sits just above the data
-        ends = Signal(range(self.depth + 1), name=f"ends{v}")
-        m.d.sync += ends.eq(ends + (f.w_en & stored[last_at]) - (read & head_word[last_at]))
-        m.d.comb += self.head_whole[v].eq(ends != 0)

@@ -218,28 +218,6 @@ def test_only_the_reduce_outs_top_hands_reducing_trees_over_in_lock_step():
         assert top._shared(0).get("shared_lockstep", False) is lockstep
 
 
-def test_only_the_weight_streamings_top_holds_packets_whole_at_the_l2():
-    """io-broadcast's L2 takes a packet arriving over a half-rate uplink only once it is whole
-    (``PacketFabricTop(shared_whole=True)``: every L2 port, no L1 port); the reduce-out's top
-    and every L1 are built without it (the switches' parameters as before, so their Verilog
-    is: SHA-256 checked by hand, docs/fabric_rtl.md point 11); refused without shared flows."""
-    for op, whole in (("io-broadcast", True), ("io-reduce", False)):
-        top = shared_io_top(SMALL, shared_io_program(SMALL, op, 16))
-        top._MustUse__silence = True    # not elaborated here
-        assert top.shared_whole is whole
-        for s, ports in enumerate(SMALL.switch_ports):
-            expected = frozenset(range(ports)) if whole and s >= SMALL.l1_count else None
-            assert top._shared(s).get("whole_inputs") == expected, (op, s)
-    from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
-    with pytest.raises(FredError, match="shared_whole is a mode of the shared stored flows"):
-        PacketFabricTop(SMALL, shared_whole=True)
-    full_rate = fabric_spec("fred-d", npus=3, npus_per_l1=1, io_controllers=10)
-    assert full_rate.uplink_rate == 1
-    top = shared_io_top(full_rate, shared_io_program(full_rate, "io-broadcast", 120))
-    top._MustUse__silence = True
-    assert all("whole_inputs" not in top._shared(s) for s in range(len(full_rate.switch_ports)))
-
-
 class _ModelMiss(Exception):
     """A run that finished with every flit (sum) checked, outside 5 % of the model (a stall or a
     bad flit is an AssertionError: it fails even where a miss is expected)."""
