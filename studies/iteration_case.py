@@ -162,11 +162,12 @@ def _check_packet(spec, programs, requests, traces) -> None:
     the switches' phase orders count)."""
     if not programs:
         raise FredError("the iteration has no collective; the packet fabric's iteration runs its collectives")
-    from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_loader_entries,
-                                                       packet_online)
+    from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_iteration_orders,
+                                                       packet_loader_entries, packet_online)
     from cocotb_tests.iteration.run import collective_repeats
-    packet_loader_entries(spec, programs, requests, packet_iteration_format(spec, packet_online(programs)),
-                          collective_repeats(traces, len(programs)))
+    packet = packet_iteration_format(spec, packet_online(programs))
+    vcs = packet_iteration_orders(spec, programs, requests, packet, collective_repeats(traces, len(programs)))[0]
+    packet_loader_entries(spec, programs, requests, packet, vcs)
 
 
 def _fabric(fabric: str, characterization, spec_overrides, switch: str = "circuit", *, io: bool = False):

@@ -156,14 +156,16 @@ def packet_iteration_orders(spec: FabricSpec, programs: list, requests: list, pa
 
 
 def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, packet,
-                          runs: list[int] | None = None) -> dict[int, list]:
-    """Per rank, its program loader's entries for ``programs`` (of ``requests``, ``runs`` each,
-    default once) in order: the engine's writes (``stages`` deferred, as on the circuit fabric)
-    and the header registers (:func:`packet_header_writes`, every stage's destination when
-    :func:`packet_staged`, the VC of :func:`packet_iteration_orders`), only those that change."""
-    runs = [1] * len(programs) if runs is None else runs
+                          vcs: list[int] | None = None) -> dict[int, list]:
+    """Per rank, its program loader's entries for ``programs`` (of ``requests``) in order: the
+    engine's writes (``stages`` deferred, as on the circuit fabric) and the header registers
+    (:func:`packet_header_writes`, every stage's destination when :func:`packet_staged`), only
+    those that change. ``vcs``: each collective's VC, the first of
+    :func:`packet_iteration_orders` (which the caller made for its switches' orders); by
+    default made here for one run of each collective."""
+    if vcs is None:
+        vcs = packet_iteration_orders(spec, programs, requests, packet, [1] * len(programs))[0]
     bases = [0] * len(programs) if packet_online(programs) else packet_slots(spec, programs)[1]
-    vcs = packet_iteration_orders(spec, programs, requests, packet, runs)[0]
     staged = packet_staged(programs)
     headers = [packet_header_writes(p, r, packet, b, staged, vc)
                for p, r, b, vc in zip(programs, requests, bases, vcs)]

@@ -95,10 +95,10 @@ def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, trac
     its trace; ``room``: the loaders' entries (at least ``FRED_ENTRIES``, so that the table's
     cases share a build)."""
     from .packet_loading import packet_iteration_orders, packet_loader_entries, packet_switch_writes
-    runs = collective_repeats(traces, len(programs))
-    config, writes = packet_switch_writes(spec, programs,
-                                          packet_iteration_orders(spec, programs, requests, packet, runs)[1])
-    ranks = packet_loader_entries(spec, programs, requests, packet, runs)
+    vcs, orders = packet_iteration_orders(spec, programs, requests, packet,
+                                          collective_repeats(traces, len(programs)))
+    config, writes = packet_switch_writes(spec, programs, orders)
+    ranks = packet_loader_entries(spec, programs, requests, packet, vcs)
     room = max(FRED_ENTRIES, 1 << (max(len(e) for e in ranks.values()) - 1).bit_length())
     for rank in range(spec.npus):
         writes += [[rank, reg, value] for reg, value in loader_writes(ranks[rank], 1, room)]
