@@ -149,16 +149,28 @@ class CommTimer:
         Transformer-17B iteration for thirty). Exact: equal ``(op, groups, size)`` make equal
         collectives, and the entry is the very pair :meth:`concurrent` shares (``comm_times``).
         The reference path and subclasses that override :meth:`concurrent` make them as asked."""
-        if not groups or self._memo is None or type(self).concurrent is not CommTimer.concurrent:
+        if not groups or not self._shares_across_timers():
             return self.concurrent(self._each(op, groups, size, roots))
+        hit = self._group_shared(op, groups, size, roots)
+        self.configurations |= hit[1]
+        return hit[0]
+
+    def _shares_across_timers(self) -> bool:
+        """Whether this timer takes its tasks from the model cache's shared entries: a memoising
+        timer whose :meth:`concurrent` is this class's (the reference path and subclasses that
+        override it make every collective as asked)."""
+        return self._memo is not None and type(self).concurrent is CommTimer.concurrent
+
+    def _group_shared(self, op: str, groups: tuple, size: float, roots: tuple | None) -> tuple:
+        """The :meth:`_shared` pair of :meth:`each_group`'s collectives, found by
+        ``(op, groups, size, roots)`` (model cache ``group_comm_times``)."""
         key = (self.platform.network_spec, self.fabric, op, groups, size, roots)
         memo = current().group_comm_times
         hit = memo.get(key)
         if hit is None:
             collectives = tuple(self._each(op, groups, size, roots))
             hit = memo.put(key, self._shared(collectives))
-        self.configurations |= hit[1]
-        return hit[0]
+        return hit
 
     @staticmethod
     def _each(op: str, groups: tuple, size: float, roots: tuple | None) -> list:
@@ -199,17 +211,54 @@ class CommTimer:
                               ("pp", (src, dst, nbytes)))
 
     def _pp(self, src: int, dst: int, nbytes: float) -> CommTime:
+        if not self._shares_across_timers():
+            return self._pp_timed(src, dst, nbytes)
+        # Shared by every memoising timer (model cache ``pp_comm_times``): the hand-over is a
+        # function of the network (network_spec, fabric), pp_scatter_gather, the strategy (its
+        # ranks and MP groups) and (src, dst, nbytes) -- all _pp_timed reads -- so a new graph
+        # does not build the scatter's pairs and Collective again only to find its timing.
+        key = (self.platform.network_spec, self.fabric, self.platform.pp_scatter_gather, self.strategy,
+               src, dst, nbytes)
+        memo = current().pp_comm_times
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo.put(key, self._pp_shared(src, dst, nbytes))
+        self.configurations |= hit[1]
+        return hit[0]
+
+    def _pp_timed(self, src: int, dst: int, nbytes: float) -> CommTime:
+        """The hand-over timed through :meth:`concurrent` and :meth:`each_group` (the reference
+        path, and timers whose :meth:`concurrent` differs)."""
         s = self.strategy
         if self.platform.pp_scatter_gather and s.mp > 1:
-            pairs = tuple((s.rank(mp=k, dp=dp, pp=src), s.rank(mp=k, dp=dp, pp=dst))
-                          for dp in range(s.dp) for k in range(s.mp))
-            send = self.concurrent([Collective("point-to-point", size=nbytes / s.mp, pairs=pairs)])
+            send = self.concurrent([self._pp_scatter(src, dst, nbytes)])
             gather = self.each_group("all-gather", self.mp_groups[dst], nbytes)
             return CommTime(send.time_s + gather.time_s)
-        # per DP replica: MP rank 0 of src multicasts to dst's MP group (mp_groups[p][dp] lists
-        # the ranks of (mp = 0, 1, ..., dp, p): its first is the root)
-        return self.each_group("multicast", self.mp_groups[dst], nbytes,
-                               roots=tuple(g[0] for g in self.mp_groups[src]))
+        return self.each_group("multicast", self.mp_groups[dst], nbytes, roots=self._pp_roots(src))
+
+    def _pp_shared(self, src: int, dst: int, nbytes: float) -> tuple:
+        """(the hand-over's time, the configurations it stores) from the shared entries of its
+        collectives (:meth:`_shared`, :meth:`_group_shared`): what :meth:`_pp_timed` returns and
+        adds to ``configurations``."""
+        s = self.strategy
+        if self.platform.pp_scatter_gather and s.mp > 1:
+            send = self._shared((self._pp_scatter(src, dst, nbytes),))
+            gather = self._group_shared("all-gather", self.mp_groups[dst], nbytes, None)
+            return CommTime(send[0].time_s + gather[0].time_s), send[1] | gather[1]
+        return self._group_shared("multicast", self.mp_groups[dst], nbytes, self._pp_roots(src))
+
+    def _pp_scatter(self, src: int, dst: int, nbytes: float) -> Collective:
+        """A scatter-gather hand-over's send: each MP rank of ``src`` sends 1/MP to its peer
+        in ``dst``, for every DP replica at once."""
+        s = self.strategy
+        pairs = tuple((s.rank(mp=k, dp=dp, pp=src), s.rank(mp=k, dp=dp, pp=dst))
+                      for dp in range(s.dp) for k in range(s.mp))
+        return Collective("point-to-point", size=nbytes / s.mp, pairs=pairs)
+
+    def _pp_roots(self, src: int) -> tuple:
+        """Per DP replica, MP rank 0 of ``src``: the root of its multicast to the destination's
+        MP group (mp_groups[p][dp] lists the ranks of (mp = 0, 1, ..., dp, p): its first)."""
+        return tuple(g[0] for g in self.mp_groups[src])
 
     def dp(self, elements: float, stage: int) -> CommTime:
         """One gradient bucket of ``elements`` (FP16) all-reduced over every DP group of

@@ -78,6 +78,10 @@ class ModelCache:
         "group_comm_times": (100_000, "(platform.network_spec, fabric, op, groups, size, roots) -> the "
                                       "comm_times entry of [Collective(op, g, size, root) for g in groups] (CommTimer.each_group: "
                                       "the collectives not made again per timer)"),
+        "pp_comm_times": (100_000, "(platform.network_spec, fabric, platform.pp_scatter_gather, strategy, "
+                                   "source stage, destination stage, bytes) -> a memoising CommTimer's "
+                                   "pipeline hand-over time and the configurations it stores "
+                                   "(CommTimer.pp: its collectives not made again per timer)"),
         "transfer_entry_arrays": (64, "(entries, the bytes of their loads and of their bandwidths, preemption "
                                       "costs, shared phases, every task's entry: each as its bits) -> an "
                                       "engine graph's transfer entry arrays, read-only (sysmodel.engine."
@@ -147,6 +151,7 @@ class ModelCache:
     collectives: Memo
     comm_times: Memo
     group_comm_times: Memo
+    pp_comm_times: Memo
     transfer_entry_arrays: Memo
     routing_phases: Memo
     switch_phases: Memo

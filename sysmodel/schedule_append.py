@@ -3,8 +3,9 @@
 :func:`append_passes` adds what :class:`sysmodel.task_graphs.StageEngine`'s
 ``add_layer_run`` adds once per pass -- a virtual stage's pass over its layers and its send,
 as one block -- for every pass of a :class:`~sysmodel.pipeline_schedules.ScheduleOrder`
-between the passes that fill gradient buckets (each virtual stage's last backward, added by
-the caller one by one): the blocks' first tasks' dependencies (the send each pass waits for,
+between the passes that fill gradient buckets during the pass (each virtual stage's last
+backward, added by the caller one by one, unless its buckets are deferred: then it is its
+block too, the buckets filled after it): the blocks' first tasks' dependencies (the send each pass waits for,
 the stage's pending communication) and the task numbers are computed with numpy over all
 passes of a stretch at once, and the engine gathers the stretch's columns in one go
 (:meth:`sysmodel.engine.Engine._extend_blocks`). The tasks, their order and their
@@ -20,7 +21,7 @@ import numpy as np
 from sysmodel.engine import BlockTable
 from sysmodel.pipeline_schedules import ScheduleOrder
 
-__all__ = ["append_passes", "STRETCH_AS_ARRAYS"]
+__all__ = ["append_passes", "block_last_backwards", "STRETCH_AS_ARRAYS"]
 
 #: Passes from which a stretch is appended as arrays (:func:`_append_stretch`) rather than one
 #: by one: about where numpy's fixed cost per stretch (some 40 calls) equals the per-pass
@@ -29,23 +30,30 @@ STRETCH_AS_ARRAYS = 64
 
 
 def append_passes(eng, order: ScheduleOrder, virtual_stages: int, block_of: Callable,
-                  general: Callable) -> np.ndarray:
+                  general: Callable, filled: Callable | None = None) -> np.ndarray:
     """Append every pass of ``order`` to ``eng`` (a StageEngine, with its per-stage
     ``_pending`` communication and ``_last_compute`` task kept as its own add methods keep
     them). ``block_of(key)``: the LayerBlock of pass kind and virtual stage ``key`` (backward *
     ``virtual_stages`` + virtual stage), built when first asked for, in the order the passes
     first use them, and ending with the pass's send exactly when the pass has one;
     ``general(j, prev)``: adds pass ``j`` (a last backward) itself after its producer's send
-    ``prev`` (-1: none) and returns its send task (-1: none). Returns every pass's send task
-    (-1: none)."""
+    ``prev`` (-1: none) and returns its send task (-1: none). ``filled(j, t0)`` (None: every
+    last backward goes to ``general``): where a last backward adds exactly its kind's block (its
+    gradient buckets deferred: they add no task during the pass), what the general path does
+    besides, given the block's first task ``t0``; such a last backward whose block an earlier
+    pass already used (:func:`block_last_backwards`) is then appended with the passes around
+    it, so the cool-down's closely spaced last backwards no longer split it into short
+    stretches appended one by one. Returns every pass's send task (-1: none)."""
     n = len(order)
     send = np.full(n, -1, dtype=np.int64)
+    as_block = block_last_backwards(order, virtual_stages) if filled is not None else None
+    splits = order.last_backward if as_block is None else order.last_backward & ~as_block
     lo = 0
-    for g in [*np.flatnonzero(order.last_backward).tolist(), n]:
+    for g in [*np.flatnonzero(splits).tolist(), n]:
         if g - lo >= STRETCH_AS_ARRAYS:
-            _append_stretch(eng, order, lo, g, virtual_stages, block_of, send)
+            _append_stretch(eng, order, lo, g, virtual_stages, block_of, send, filled)
         else:
-            _append_each(eng, order, lo, g, virtual_stages, block_of, send)
+            _append_each(eng, order, lo, g, virtual_stages, block_of, send, filled)
         if g < n:
             p = int(order.producer[g])
             send[g] = general(g, int(send[p]) if p >= 0 else -1)
@@ -53,10 +61,20 @@ def append_passes(eng, order: ScheduleOrder, virtual_stages: int, block_of: Call
     return send
 
 
+def block_last_backwards(order: ScheduleOrder, virtual_stages: int) -> np.ndarray:
+    """Per pass, whether it is a last backward whose block (pass kind and virtual stage) an
+    earlier pass used: the block was built before it, as the general path needs to add the
+    block rather than its layers one by one (a single microbatch's backward is its last)."""
+    key = order.backward * virtual_stages + order.virtual
+    _, first_use, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return order.last_backward & (first_use[inverse.reshape(-1)] < np.arange(len(order)))
+
+
 def _append_each(eng, order: ScheduleOrder, lo: int, hi: int, virtual_stages: int, block_of,
-                 send: np.ndarray) -> None:
+                 send: np.ndarray, filled: Callable | None = None) -> None:
     """Passes ``lo`` to ``hi`` - 1 one by one (``add_layer_run``), as the task graph's loop
-    adds them: for short stretches, where numpy's cost per call exceeds the per-pass Python."""
+    adds them: for short stretches, where numpy's cost per call exceeds the per-pass Python.
+    A last backward among them is one ``filled`` takes (:func:`append_passes`)."""
     for j in range(lo, hi):
         run = block_of(int(order.backward[j]) * virtual_stages + int(order.virtual[j]))
         p = int(order.producer[j])
@@ -64,11 +82,14 @@ def _append_each(eng, order: ScheduleOrder, lo: int, hi: int, virtual_stages: in
         last = eng.add_layer_run(int(order.stage[j]), order.prefix[j], run, prev)
         if run.send_blocks is not None:
             send[j] = last + 1
+        if order.last_backward[j]:
+            filled(j, last - run.last)
 
 
 def _append_stretch(eng, order: ScheduleOrder, lo: int, hi: int, virtual_stages: int, block_of,
-                    send: np.ndarray) -> None:
-    """Passes ``lo`` to ``hi`` - 1 (none a last backward), their sends into ``send``."""
+                    send: np.ndarray, filled: Callable | None = None) -> None:
+    """Passes ``lo`` to ``hi`` - 1, their sends into ``send``; a last backward among them is one
+    ``filled`` takes (:func:`append_passes`), called after the stretch in pass order."""
     key = order.backward[lo:hi] * virtual_stages + order.virtual[lo:hi]
     used, first_use = np.unique(key, return_index=True)
     used = used[np.argsort(first_use, kind="stable")]
@@ -107,6 +128,8 @@ def _append_stretch(eng, order: ScheduleOrder, lo: int, hi: int, virtual_stages:
     first = np.take_along_axis(first, np.argsort(first < 0, axis=1, kind="stable"), axis=1)
     eng._extend_blocks(table, which, order.prefix[lo:hi], first)
     _leave_stage_state(eng, stage, t0, last, last_compute, ends_with_mp, send_blocks)
+    for j in np.flatnonzero(order.last_backward[lo:hi]).tolist():
+        filled(lo + j, int(t0[j]))
 
 
 def _leave_stage_state(eng, stage, t0, last, last_compute, ends_with_mp, send_blocks) -> None:

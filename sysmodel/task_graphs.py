@@ -470,7 +470,8 @@ class _StationaryPipeline:
         order = self.order = schedule_order(self.plan.schedule, self.pp, self.plan.microbatches, self.chunks)
         if order.longest_stretch >= schedule_append.STRETCH_AS_ARRAYS and self._passes_as_blocks(order):
             send = schedule_append.append_passes(self.eng, order, self.pp * self.chunks, self._block_of,
-                                                 self._general_pass)
+                                                 self._general_pass,
+                                                 self._last_backward_filled if self.defer_dp else None)
             with_send = np.flatnonzero(send >= 0)
             for s, tid in zip(order.stage[with_send].tolist(), send[with_send].tolist()):
                 self.last_send[s] = tid   # in pass order: each stage's last send stays
@@ -513,6 +514,17 @@ class _StationaryPipeline:
         self.backwards_done[v] = self.plan.microbatches - 1
         self._add_op(s, "B", i, c)
         return self.sends_backward.get((v, i), -1)
+
+    def _last_backward_filled(self, j: int, t0: int) -> None:
+        """Pass ``j`` of the schedule order (a virtual stage's last backward, its gradient
+        buckets deferred), appended as its kind's block from task ``t0`` on: what
+        :meth:`_add_op` does besides adding that block -- its buckets filled from the block's
+        compute tasks (see :func:`~sysmodel.schedule_append.append_passes`)."""
+        order = self.order
+        s, c = int(order.stage[j]), int(order.chunk[j])
+        v = c * self.pp + s
+        self.backwards_done[v] = self.plan.microbatches
+        self._fill_buckets(s, v, t0, self._runs[(s, "B", v)].computes)
 
     def _add_op(self, s: int, kind: str, i: int, c: int) -> None:
         """One forward or backward pass of microbatch ``i`` through chunk ``c`` of stage ``s``

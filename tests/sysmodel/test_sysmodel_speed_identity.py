@@ -255,14 +255,14 @@ def test_the_evaluation_simulates_each_distinct_iteration_once():
     assert a.time_s == simulate_iteration(P.with_compute_scale(3), "fred-c", w, reference=True).time_s
 
 
-def _megatron_case(pp_overlap: bool):
+def _megatron_case(pp_overlap: bool, dp: int = 1):
     """GPT-3 175B as ``fred validate`` runs it (interleaved 1F1B, 3 chunks, PP 8, MP 8, one
-    sample per microbatch) at 16 microbatches on the GPU cluster platform."""
+    sample per microbatch) at 16 microbatches on the GPU cluster platform (``dp`` replicas)."""
     import dataclasses
 
     from studies.validation import FABRIC, case_workload, cluster_platform, load_cases
     case = next(c for c in load_cases()[0] if c.name == "gpt3-175b/full")
-    case = dataclasses.replace(case, gpus=64, pipeline_parallel=8, global_batch=16)
+    case = dataclasses.replace(case, gpus=64 * dp, pipeline_parallel=8, global_batch=16 * dp)
     wl = case_workload(case)
     return cluster_platform().scaled(npus=case.gpus, pp_overlap=pp_overlap), FABRIC, wl
 
@@ -332,17 +332,65 @@ def test_streaming_spills_equal_the_reference_graph(blocking):
 
 @pytest.mark.parametrize("blocking", [False, True])
 def test_schedule_passes_appended_as_arrays_equal_the_reference_graph(blocking, monkeypatch):
-    """Every stretch of passes between the last backwards appended as arrays (the threshold
-    at one pass; the default leaves short stretches to the pass-by-pass loop, which the test
-    above covers): the general path's graph, in both modes."""
+    """Every stretch of passes between the last backwards that split it appended as arrays
+    (the threshold at one pass; the default leaves short stretches to the pass-by-pass loop,
+    which the test above covers): the general path's graph, in both modes. With the gradient
+    reductions overlapping the backwards (not deferred: the non-blocking mode with
+    ``dp_overlap``) the 24 virtual stages' last backwards split the schedule into stretches;
+    deferred (the validate cases' setting), none does: one stretch holds every pass."""
     from sysmodel import engine, schedule_append
     calls = []
     extend = engine.Engine._extend_blocks
     monkeypatch.setattr(schedule_append, "STRETCH_AS_ARRAYS", 1)
     monkeypatch.setattr(engine.Engine, "_extend_blocks", lambda self, *a: calls.append(a) or extend(self, *a))
     platform, fabric, wl = _megatron_case(pp_overlap=False)
+    assert not platform.dp_overlap
     assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches, blocking=blocking)
-    assert len(calls) > 1   # the 24 virtual stages' last backwards split the schedule into stretches
+    assert len(calls) == 1
+    if not blocking:
+        calls.clear()
+        assert_same_graph(platform.scaled(dp_overlap=True), fabric, wl, microbatches=wl.microbatches)
+        assert len(calls) > 1
+
+
+def test_block_last_backwards_marks_those_an_earlier_pass_built():
+    """A last backward goes with the blocks around it only where an earlier backward of its
+    virtual stage used (built) its block: every one with two or more microbatches, none with
+    one (its only backward is its last), hand-counted on small schedules."""
+    from sysmodel.pipeline_schedules import schedule_order
+    from sysmodel.schedule_append import block_last_backwards
+    for pp, microbatches, chunks in ((2, 3, 1), (4, 8, 2), (2, 1, 1), (3, 1, 1)):
+        order = schedule_order("1f1b", pp, microbatches, chunks)
+        marked = block_last_backwards(order, pp * chunks)
+        assert int(order.last_backward.sum()) == pp * chunks
+        assert not (marked & ~order.last_backward).any()
+        assert int(marked.sum()) == (pp * chunks if microbatches > 1 else 0), (pp, microbatches, chunks)
+        for j in np.flatnonzero(marked).tolist():   # the same (kind, virtual stage) earlier
+            earlier = (order.backward[:j] == order.backward[j]) & (order.virtual[:j] == order.virtual[j])
+            assert earlier.any()
+
+
+@pytest.mark.parametrize("stretch", ["arrays", "one by one"])
+@pytest.mark.parametrize("blocking", [False, True])
+def test_last_backwards_within_stretches_equal_the_reference_graph(stretch, blocking, monkeypatch):
+    """The deferred-bucket last backwards appended inside the stretches around them, as arrays
+    and pass by pass: no pass takes the general path, each
+    virtual stage's buckets are filled once from its last backward's block, and the graph --
+    the deferred reductions included -- is the general path's, in both modes."""
+    from sysmodel import schedule_append, task_graphs
+    general, filled = [], []
+    general_pass = task_graphs._StationaryPipeline._general_pass
+    last_filled = task_graphs._StationaryPipeline._last_backward_filled
+    monkeypatch.setattr(task_graphs._StationaryPipeline, "_general_pass",
+                        lambda self, *a: general.append(a) or general_pass(self, *a))
+    monkeypatch.setattr(task_graphs._StationaryPipeline, "_last_backward_filled",
+                        lambda self, j, t0: filled.append(j) or last_filled(self, j, t0))
+    monkeypatch.setattr(schedule_append, "STRETCH_AS_ARRAYS", 1)
+    if stretch == "one by one":   # every stretch through the pass-by-pass loop (same arguments)
+        monkeypatch.setattr(schedule_append, "_append_stretch", schedule_append._append_each)
+    platform, fabric, wl = _megatron_case(pp_overlap=False, dp=2)   # DP 2: the buckets reduce
+    assert_same_graph(platform, fabric, wl, microbatches=wl.microbatches, blocking=blocking)
+    assert general == [] and len(filled) == len(set(filled)) == 8 * 3   # PP 8 x 3 chunks
 
 
 def _two_compute_tasks():
