@@ -300,7 +300,10 @@ class Engine:
         found = self._entry_of.get(key)
         if found is None:
             e = -1
-            if np.any(loads > 0):
+            # an array's own any(): what np.any gives it, without np.any's dispatch (a pair is
+            # new once per engine, a few dozen per Transformer-17B graph)
+            positive = loads > 0
+            if positive.any() if type(positive) is np.ndarray else np.any(positive):
                 e = len(self.entries)
                 self.entries.append((loads, bw))
             # the arrays are kept with their number: the ids in the key stay theirs
@@ -1020,7 +1023,7 @@ def _checked_preempt(preempt_s):
         return value
     costs = np.asarray(preempt_s, dtype=np.float64)
     if not (costs.ndim == 1 or (costs.ndim == 2 and costs.shape[0] == 2)) \
-            or not np.all(costs >= 0) or not np.all(np.isfinite(costs)):
+            or not (costs >= 0).all() or not np.isfinite(costs).all():
         raise FredError(f"preempt_s must be a number >= 0, one finite cost >= 0 per link, or two "
                         f"rows of them (first, further), got {preempt_s!r}")
     return costs
@@ -1072,8 +1075,9 @@ def _checked_shared(shared_phase):
         return None
     shared = np.asarray(shared_phase, dtype=np.int64)
     named = np.flatnonzero(shared >= 0)
-    if shared.ndim != 1 or np.any(shared < -1) or np.any(shared >= len(shared)) \
-            or np.any(shared[shared[named]] >= 0) or np.any(shared[named] == named):
+    # the arrays' own any() (np.any's result without its dispatch: checked per engine made)
+    if shared.ndim != 1 or (shared < -1).any() or (shared >= len(shared)).any() \
+            or (shared[shared[named]] >= 0).any() or (shared[named] == named).any():
         raise FredError("shared_phase must give per link -1 or another link that shares none, "
                         f"got {shared_phase!r}")
     return shared

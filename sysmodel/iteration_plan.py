@@ -12,11 +12,13 @@ platform has (MP x DP x PP < NPUs): the rest stay idle.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import Strategy
 from sysmodel.memory import MemoryPlan, memory_plan
+from sysmodel.model_cache import Ref, current
 from sysmodel.platform import Platform
 from sysmodel.workloads import Workload
 
@@ -158,13 +160,35 @@ def plan_iteration(platform: Platform, workload: Workload, strategy: Strategy | 
     requested = microbatches or (workload.microbatches if strategy.pp > 1 else 1)
     if requested < 1 or requested > samples:
         raise FredError(f"{requested} microbatches cannot split {samples} samples per DP replica")
+    fixed = bool(microbatches)
+    # everything below reads of the platform only its memory capacity and optimizer bytes per
+    # parameter (memory_plan), so those two key it, not the whole platform; the requested
+    # count's and the samples' types too: True equals 1 in a key but is kept as given
+    key = (platform.memory_capacity_gb, platform.optimizer_bytes_per_param, Ref(workload), strategy,
+           schedule, samples, type(samples), requested, type(requested), fixed)
+    memo = current().iteration_shapes
+    kept = memo.get(key)
+    if kept is None:   # a request that fits nothing raises here every time: errors are not kept
+        kept = memo.put(key, _iteration_shape(platform, workload, strategy, schedule, samples, requested,
+                                              fixed))
+    chunks, stages, virtual, m, memory = kept
+    # copies: the kept entry is never shared with a caller that could change it
+    stages = [list(layer_ids) for layer_ids in stages]
+    virtual = stages if virtual is None else [list(layer_ids) for layer_ids in virtual]
+    return IterationPlan(platform=platform, workload=workload, strategy=strategy, schedule=schedule,
+                         samples_per_dp=samples, microbatches=m, requested_microbatches=requested,
+                         stages=stages, memory=copy(memory), virtual_stages=virtual, chunks=chunks)
+
+
+def _iteration_shape(platform, workload, strategy, schedule, samples, requested, fixed: bool) -> tuple:
+    """(chunks, stages, virtual stages or None where they are the stages, microbatches, memory
+    plan) of a validated request (:func:`plan_iteration`), as the model's cache keeps it
+    (``iteration_shapes``)."""
     chunks = workload.interleave if strategy.pp > 1 and workload.mode == "weight-stationary" else 1
     stages, virtual = interleaved_stages(workload, strategy.pp, chunks)
     m, memory = _fitting_microbatches(platform, workload, strategy, stages, samples, requested,
-                                      schedule, fixed=bool(microbatches))
-    return IterationPlan(platform=platform, workload=workload, strategy=strategy, schedule=schedule,
-                         samples_per_dp=samples, microbatches=m, requested_microbatches=requested,
-                         stages=stages, memory=memory, virtual_stages=virtual, chunks=chunks)
+                                      schedule, fixed=fixed)
+    return chunks, stages, None if virtual is stages else virtual, m, memory
 
 
 def _fitting_microbatches(platform, workload, strategy, stages, samples, requested, schedule, *,

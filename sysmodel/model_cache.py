@@ -126,6 +126,16 @@ class ModelCache:
         "pass_skeletons": (4096, "(Ref(workload), a pass's layer numbers in pass order, backward) -> its "
                                  "PassSkeleton: per layer its name, source and shape number, per shape its "
                                  "first layer, the interleaved task names and sources (sysmodel.task_graphs)"),
+        "pass_block_shapes": (4096, "(Ref(PassSkeleton), the pass's compute and MP resources, its NPU, the "
+                                    "send's name, resource, NPU and whether it blocks compute, or None) -> "
+                                    "the pass's LayerBlock without durations and entries: names, categories, "
+                                    "NPUs, sources, dependencies, queues (sysmodel.task_graphs."
+                                    "StageEngine._pass_block_shape)"),
+        "iteration_shapes": (4096, "(platform.memory_capacity_gb, platform.optimizer_bytes_per_param, "
+                                   "Ref(workload), strategy, schedule, samples per DP and its type, requested "
+                                   "microbatches and their type, whether they are fixed) -> an iteration "
+                                   "plan's chunks, stages, virtual stages, microbatches and memory plan, "
+                                   "handed out as copies (sysmodel.iteration_plan.plan_iteration)"),
         "graph_templates": (256, "(platform.network_spec, platform.training_spec, fabric, "
                                  "Ref(workload), strategy, schedule, samples per DP, microbatches, "
                                  "overlap) -> GraphTemplate"),
@@ -166,6 +176,8 @@ class ModelCache:
     layer_shapes: Memo
     workload_shapes: Memo
     pass_skeletons: Memo
+    pass_block_shapes: Memo
+    iteration_shapes: Memo
     graph_templates: Memo
     network_free_templates: Memo
     derived_workloads: Memo

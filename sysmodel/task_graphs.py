@@ -23,7 +23,9 @@ builder.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,30 +264,59 @@ class StageEngine(Engine):
         layer j's compute, 2j + 1 its MP all-reduce, each task after the previous one (named
         twice, as :meth:`add_layer` names an MP task's compute, and a compute task the MP task
         before it); the transfer entries asked per distinct MP time object in layer order,
-        as the layer loop asks them. Why: per layer the loop costs about a microsecond of
-        Python, a pass's columns a few list operations (docs/sysmodel.md, Speed, twenty-third
-        increment)."""
+        as the layer loop asks them, then the send's. Why: per layer the loop costs about a
+        microsecond of Python, a pass's columns a few list operations (docs/sysmodel.md,
+        Speed, twenty-third increment). Only the durations and the entries are made per
+        call; the rest of the block is kept per pass shape (:meth:`_pass_block_shape`)."""
         mp = run.mp
         tasks = 2 * len(mp)
         entry_of: dict = {}
         for d in mp:   # first seen first: the engine numbers new entries in this order
             if id(d) not in entry_of:
                 entry_of[id(d)] = self.entry(d.loads, d.bw)
-        # the names and sources interleaved once per pass shape (PassSkeleton); copied: the
-        # send is appended to them
-        names = list(run.skeleton.task_names)
+        shape = self._pass_block_shape(run, send)   # asks the send's entry (after the layers')
         duration = [0.0] * tasks
         duration[0::2] = run.compute_s
         duration[1::2] = [float(d.time_s) for d in mp]
         entry = [-1] * tasks
         entry[1::2] = [entry_of[id(d)] for d in mp]
-        sources = list(run.skeleton.task_sources)
+        if send is not None:
+            d = send[2]
+            duration.append(float(d.time_s))
+            entry.append(self.entry(d.loads, d.bw))
+        kept = shape.block
+        block = TaskBlock(kept.names, array("d", duration), kept.category, kept.npu, array("q", entry),
+                          kept.sources, kept.dep_count, kept.deps, kept.queues)
+        return LayerBlock(block, shape.last_compute, shape.last, shape.ends_with_mp, shape.send_blocks,
+                          shape.computes)
+
+    def _pass_block_shape(self, run: PassColumns, send: tuple | None) -> LayerBlock:
+        """The :meth:`_mp_pass_block` of ``run`` and ``send`` without its durations and
+        entries (both empty): its names, categories, NPUs, sources, dependencies and queues,
+        which depend only on the pass's skeleton, its compute and MP resources, its NPU and
+        the send's name, resource, NPU and whether it blocks compute (with this engine's
+        ``blocking``). Kept in the model's cache (``pass_block_shapes``) under exactly those,
+        so each evaluation of a pass shape -- each microbatch count, network, bench rebuild --
+        makes only its durations and entries; its typed columns are shared read-only by the
+        blocks made from it, as a block's are by its appends (:meth:`Engine._extend`)."""
+        send_shape = None if send is None else (send[0], send[1], send[3], bool(self.blocking or send[4]))
+        key = (Ref(run.skeleton), run.on_compute, run.on_mp, run.npu, send_shape)
+        memo = current().pass_block_shapes
+        shape = memo.get(key)
+        if shape is not None:
+            return shape
+        tasks = 2 * len(run.mp)
         deps = [None] * (2 * tasks - 2)   # task k (k >= 1) after task k - 1, named twice
         deps[0::2] = deps[1::2] = range(tasks - 1)
         computes = range(0, tasks, 2)
         queues = {run.on_compute: list(computes), run.on_mp: list(range(1, tasks, 2))}
-        return self._with_send(names, duration, ["compute", "mp"] * len(mp), [run.npu] * tasks, entry,
-                               sources, [2] * (tasks - 1), deps, queues, tasks - 2, True, computes, send)
+        # the names and sources interleaved once per pass shape (PassSkeleton); copied: the
+        # send is appended to them
+        made = self._with_send(list(run.skeleton.task_names), [0.0] * tasks, ["compute", "mp"] * len(run.mp),
+                               [run.npu] * tasks, [-1] * tasks, list(run.skeleton.task_sources),
+                               [2] * (tasks - 1), deps, queues, tasks - 2, True, computes, send)
+        block = dataclasses.replace(made.block, duration=array("d"), entry=array("q"))
+        return memo.put(key, dataclasses.replace(made, block=block))
 
     def _with_send(self, names: list, duration: list, category: list, npu: list, entry: list, sources: list,
                    dep_count: list, deps: list, queues: dict, last_compute: int, after_mp: bool, computes,
