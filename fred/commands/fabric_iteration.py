@@ -186,8 +186,13 @@ def _list(cases, args) -> int:
         return 0
     rows = [[c["case"], "-" if c["model_cycles"] is None else f"{c['model_cycles']:,.0f}",
              "-" if c["collectives"] is None else str(c["collectives"]),
-             f"refused: {c['refused']}" if c["refused"] else (f"stored {c['stored']}" if c["stored"] else "to run")]
+             f"refused: {_short(c['refused'])}" if c["refused"] else (f"stored {c['stored']}" if c["stored"] else "to run")]
             for c in cases]
     print(format_table(["case", "model cycles", "collectives / NPU", "row"], rows,
                        title=f"{len(cases)} case(s) of the iteration table"))
     return 0
+
+
+def _short(text: str, most: int = 90) -> str:
+    """``text`` cut to ``most`` characters for a table cell (``--json`` gives it whole)."""
+    return text if len(text) <= most else text[:most].rstrip() + "... (--json: in full)"
