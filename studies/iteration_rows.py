@@ -7,7 +7,7 @@ measured row, reused by a later run whose fingerprint is equal; ``failed``: a st
 data, kept for the log and run again; ``refused``: a packet case the iteration refuses before
 any build, kept for the log), ``case`` (:attr:`studies.iteration_select.TableCase.name`),
 ``unit`` (its fields), ``fingerprint`` and its ``parts``, ``tools``, ``measured`` (UTC),
-``load`` (the 1-minute load average when it finished), ``row`` (:func:`studies.iteration_table.
+``load`` (the 1-minute load average when it finished), ``seed`` (the flits' data seed), ``row`` (:func:`studies.iteration_table.
 iteration_row`), ``error``, ``verilog_sha256`` (the RTL top the row ran).
 
 The fingerprint covers everything a row depends on (:func:`fingerprint_parts`): the case; the
@@ -145,7 +145,10 @@ def new_record(kind: str, unit, parts: dict, *, row=None, error=None, build_dir=
             "parts": parts, "tools": tools or tool_versions(),
             "measured": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "load": round(os.getloadavg()[0], 2), "host": f"{host.node()} {host.machine()}, {os.cpu_count()} CPUs",
-            "row": row, "error": error, "verilog_sha256": verilog_sha256(build_dir)}
+            "row": row, "error": error, "verilog_sha256": verilog_sha256(build_dir),
+            # the flits' data seed (cocotb_tests.lib.seeds), for reproducing the run: not in the
+            # fingerprint, as the engines' timing does not depend on the data they reduce
+            "seed": os.environ.get("FRED_SEED")}
 
 
 class RowStore:
