@@ -174,9 +174,10 @@ def _provenance(rows, missing) -> str:
     stored = sorted(r["measured"] for r in rows if r.get("stored"))
     text = ""
     if stored:
+        span = stored[0][:16] + ("" if stored[0][:16] == stored[-1][:16] else f" to {stored[-1][:16]}")
         text = (f" {len(rows) - len(stored)} row(s) measured in this run, {len(stored)} taken from the row "
                 f"store with the fingerprint of this run's code, tools, traces and programs "
-                f"(measured {stored[0][:16]} to {stored[-1][:16]} UTC; the \"measured\" column).")
+                f"(measured {span} UTC; the \"measured\" column).")
     if missing:
         text += (f" **{len(missing)} case(s) without a row** (not selected by `--only` and not in the "
                  f"store with this fingerprint): {'; '.join(missing)}.")

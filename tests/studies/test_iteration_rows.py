@@ -200,7 +200,7 @@ def test_the_block_says_which_rows_came_from_the_store_and_when(tmp_path):
     assert f"| 100,000 | {mesh['measured'][:16]}, stored |" in text
     assert f"| 100,000 | {fred['measured'][:16]} |" in text
     assert (f"1 row(s) measured in this run, 1 taken from the row store with the fingerprint of this run's code, "
-            f"tools, traces and programs (measured {mesh['measured'][:16]} to {mesh['measured'][:16]} UTC") in text
+            f"tools, traces and programs (measured {mesh['measured'][:16]} UTC") in text
     assert ("**2 case(s) without a row** (not selected by `--only` and not in the store with this fingerprint): "
             "resnet-152 MP1-DP20-PP1 K=1000 fred-a packet (not measured); "
             "resnet-152 MP1-DP20-PP1 K=1000 fred-b packet (not measured).") in text
