@@ -31,7 +31,7 @@ help:
 	@echo "make bench-router  print the router's P=64 routing time per flow set (BENCH_ROUTER_ARGS)"
 	@echo "make bench-verilog Verilog generation/lint/Verilator build figures (BENCH_VERILOG_ARGS)"
 	@echo "make fabric-validate  Fig. 9 collectives on the RTL fabrics Fred-A..D and the mesh vs the model (docs/fabric_validation.md)"
-	@echo "make fabric-iteration  whole serialised training iterations on the RTL mesh and Fred-A..D vs the model (docs/fabric_validation.md)"
+	@echo "make fabric-iteration  whole serialised training iterations on the RTL mesh and Fred-A..D vs the model (docs/fabric_validation.md); rows kept in results/fabric-iteration-rows.jsonl and reused; FABRIC_ITERATION_ARGS='--only fred-b --only circuit' runs some cases, '--list-cases' lists them"
 	@echo "make load-curve latency vs offered load on the packet switch RTL, Fred_3(8), uniform/transpose/hotspot (~5 min; LOAD_CURVE_ARGS; docs/load_curve.md)"
 	@echo "make bench-fabric  fabric RTL simulation speed under Verilator, cycles/s (BENCH_FABRIC_ARGS)"
 	@echo "make coverage   functional (cocotb-coverage) and code (Verilator) coverage of the switch benches (COVERAGE_ARGS)"
@@ -88,7 +88,10 @@ fabric-validate: $(STAMP)
 
 # Whole training iterations (serialised, K = 1000) on the RTL mesh and Fred-A..D (Verilator): every
 # NPU runs the model's exported trace; writes the iteration table into docs/fabric_validation.md
-# (docs/fabric_iteration.md; FABRIC_ITERATION_ARGS: e.g. --scale).
+# (docs/fabric_iteration.md; FABRIC_ITERATION_ARGS: e.g. --scale, --only TERMS to run some cases,
+# --list-cases, --rows FILE). Each finished row is stored at once (default
+# results/fabric-iteration-rows.jsonl) and reused while its fingerprint matches, so the table can
+# be made in pieces and an interrupted run loses nothing it finished.
 fabric-iteration: $(STAMP)
 	$(FRED) fabric-iteration --table --no-overlap $(FABRIC_ITERATION_ARGS)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from studies.report import Column, Markdown, replace_marked_block
 
 __all__ = ["ITERATION_CASES", "PACKET_FABRICS", "PAPER_SPEEDUP", "ITERATION_BEGIN", "ITERATION_END", "iteration_row",
-           "table_cases", "speedups", "iteration_markdown_block", "write_iteration_table"]
+           "speedups", "iteration_markdown_block", "write_iteration_table"]
 
 #: The FRED fabrics a case can also run on with packet switches (``--switch packet``; the mesh
 #: has no FRED switch).
@@ -76,31 +76,6 @@ PAPER_SPEEDUP = {"resnet-152": {"fred-c": 1.41, "fred-d": 1.76},
 ITERATION_BEGIN, ITERATION_END = "<!-- fabric-iteration:begin -->", "<!-- fabric-iteration:end -->"
 
 
-def table_cases(build, default_scale: float, cases=ITERATION_CASES) -> tuple[list, list[dict]]:
-    """(the cases to run, the packet cases refused before any build) of ``cases``:
-    ``build(workload, strategy, fabric, scale, samples, switch)`` builds one
-    (:func:`studies.iteration_case.build_iteration_case`, nothing run). Every circuit case
-    (the mesh's and the circuit FRED fabric's) is built first, and its error is the caller's;
-    each packet case that raises :class:`FredError` or comes back with ``rtl_missing`` (the
-    model runs, the RTL does not: Fred-B/D's I/O iteration) is a refusal ``{"workload",
-    "fabric", "switch", "error"}`` naming why, K as ``default_scale`` where the case has none."""
-    from hdl.contracts.errors import FredError
-    built = [build(workload, strategy, fabric, scale, samples, "circuit")
-             for workload, strategy, fabrics, scale, samples, _ in cases for fabric in fabrics]
-    refused = []
-    for workload, strategy, _, scale, samples, packet_fabrics in cases:
-        for fabric in packet_fabrics:
-            try:
-                case = build(workload, strategy, fabric, scale, samples, "packet")
-                if case.rtl_missing:
-                    raise FredError(case.rtl_missing)
-                built.append(case)
-            except FredError as exc:
-                refused.append({"workload": f"{workload} {strategy}, K = {scale or default_scale:g}",
-                                "fabric": fabric, "switch": "packet", "error": str(exc)})
-    return built, refused
-
-
 def iteration_row(case) -> dict:
     """One table row of a run :class:`studies.iteration_case.IterationCase`."""
     model, rtl = case.model, case.rtl_figures
@@ -146,6 +121,15 @@ def _ratio(value) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _measured(row) -> str:
+    """When the row was measured (UTC, to the minute), and ``stored`` for a row the run took
+    from the row store (studies.iteration_rows)."""
+    when = row.get("measured")
+    if when is None:
+        return "this run"
+    return when[:16] + (", stored" if row.get("stored") else "")
+
+
 _COLUMNS = (
     Column("iteration (serialised, scale K)", "workload"), Column("fabric", "fabric"),
     Column("collectives / NPU", "collectives", rule="---:"),
@@ -155,6 +139,7 @@ _COLUMNS = (
     Column("exposed comm RTL", "rtl_exposed", rule="---:"), Column("RTL/model", "exposed_ratio", _ratio, rule="---:"),
     Column("program-load wait", "load_stall", rule="---:"),
     Column("RTL cycles/s", "cycles_per_s", lambda v: f"{v:,.0f}", rule="---:"),
+    Column("measured (UTC)", _measured),
 )
 _SPEEDUP_COLUMNS = (
     Column("iteration", "workload"), Column("Fred-X", "fabric"), Column("switches", "switch"),
@@ -183,12 +168,29 @@ def _not_run(doc: Markdown, failed, what: str) -> None:
                       + "; ".join(f"{f['workload']} on {f['fabric']}: {f['error']}" for f in failed) + ".")
 
 
-def iteration_markdown_block(rows, command: str, failed=(), refused=()) -> str:
+def _provenance(rows, missing) -> str:
+    """Which rows this run measured and which it took from the row store, and the cases with
+    no row (``missing``: names, with why)."""
+    stored = sorted(r["measured"] for r in rows if r.get("stored"))
+    text = ""
+    if stored:
+        span = stored[0][:16] + ("" if stored[0][:16] == stored[-1][:16] else f" to {stored[-1][:16]}")
+        text = (f" {len(rows) - len(stored)} row(s) measured in this run, {len(stored)} taken from the row "
+                f"store with the fingerprint of this run's code, tools, traces and programs "
+                f"(measured {span} UTC; the \"measured\" column).")
+    if missing:
+        text += (f" **{len(missing)} case(s) without a row** (not selected by `--only` and not in the "
+                 f"store with this fingerprint): {'; '.join(missing)}.")
+    return text
+
+
+def iteration_markdown_block(rows, command: str, failed=(), refused=(), missing=()) -> str:
     """The block between the fabric-iteration markers: the run, the table of the mesh and
     circuit FRED rows, the cases that did not finish (``failed``: dicts of workload, fabric,
     error; ``switch`` ``packet`` for the packet fabric's), the packet fabric's rows (``switch``
     ``packet``) and the cases its iteration refuses before any build (``refused``, as
-    ``failed``), the speedups (:func:`speedups`)."""
+    ``failed``), the speedups (:func:`speedups`). A row's ``measured`` and ``stored`` (taken
+    from the row store) are its "measured" cell; ``missing``: the cases without a row."""
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     where = f"{host.machine()}, {os.cpu_count()} CPUs, Python {host.python_version()}"
     circuit = [r for r in rows if r.get("switch") != "packet"]
@@ -198,7 +200,7 @@ def iteration_markdown_block(rows, command: str, failed=(), refused=()) -> str:
         f"(every NPU runs the model's exported trace, one node and one collective at a time; "
         f"docs/fabric_iteration.md) against the model of the same fabric and schedule: {_worst(circuit)}"
         ". Serialised iterations: all communication is exposed. Every flit of every collective "
-        "checked. The mesh and the circuit FRED fabric (phase sequencers):")
+        f"checked.{_provenance(rows, missing)} The mesh and the circuit FRED fabric (phase sequencers):")
     if circuit:
         doc.table(_COLUMNS, circuit)
     _not_run(doc, [f for f in failed if f.get("switch") != "packet"], "did not finish")
@@ -213,7 +215,7 @@ def iteration_markdown_block(rows, command: str, failed=(), refused=()) -> str:
     table = speedups(rows)
     if table:
         doc.paragraph("Speedup over the mesh, mesh iteration / Fred-X iteration, both measured in RTL "
-                      "in this run, beside the model's at the same scale; a Fred-X's packet row where "
+                      "(in this run or taken from the row store), beside the model's at the same scale; a Fred-X's packet row where "
                       "it has one, else its circuit row (switches); the paper's figure is the "
                       "full-size, overlapped iteration (a different scale: quoted, not a target).")
         doc.table(_SPEEDUP_COLUMNS, table)
@@ -221,8 +223,8 @@ def iteration_markdown_block(rows, command: str, failed=(), refused=()) -> str:
     return "\n".join(doc.lines)
 
 
-def write_iteration_table(rows, output: Path, command: str, failed=(), refused=()) -> None:
+def write_iteration_table(rows, output: Path, command: str, failed=(), refused=(), missing=()) -> None:
     """The block in ``output`` (between its markers, keeping the text around them)."""
     replace_marked_block(output, ITERATION_BEGIN, ITERATION_END,
-                         iteration_markdown_block(rows, command, failed, refused),
+                         iteration_markdown_block(rows, command, failed, refused, missing),
                          new_document_head="# The fabric RTL against the system model\n\n")

@@ -44,9 +44,10 @@ def model_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def _digest_folder(digest, root: Path) -> None:
-    """Add every Python, TOML and JSON file under ``root`` (path and content) to ``digest``."""
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml", ".json") and p.is_file()
+def _digest_folder(digest, root: Path, suffixes=(".py", ".toml", ".json")) -> None:
+    """Add every file under ``root`` whose suffix is one of ``suffixes`` (None: every file)
+    (path and content) to ``digest``; caches skipped."""
+    files = sorted(p for p in root.rglob("*") if (suffixes is None or p.suffix in suffixes) and p.is_file()
                    and "__pycache__" not in p.parts)
     for path in files:
         digest.update(str(path.relative_to(root)).encode())

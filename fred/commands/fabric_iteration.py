@@ -46,6 +46,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "names its own) on its mesh and circuit FRED fabrics, and again on its packet "
                              "FRED fabrics where their iteration runs it (its own section; the refused "
                              "ones named), written into --output (make fabric-iteration)")
+    parser.add_argument("--only", action="append", metavar="TERM[,TERM...]",
+                        help="with --table or --list-cases: only the cases these terms select "
+                             "(repeatable): KEY=VALUE with KEY workload, strategy, scale, fabric or "
+                             "switch, or a bare value (resnet-152, MP4-DP5, 1000, fred-b, packet); values "
+                             "of one key are alternatives, different keys must all hold "
+                             "(studies/iteration_select.py)")
+    parser.add_argument("--list-cases", action="store_true",
+                        help="list the iteration table's cases (those --only selects) with the model's "
+                             "iteration cycles and whether the row store holds their row; no RTL run")
+    parser.add_argument("--rows", default=None, metavar="FILE",
+                        help="with --table or --list-cases: the store of finished rows (JSON lines; "
+                             "default results/fabric-iteration-rows.jsonl): each row is appended as "
+                             "soon as it is done, and a row whose fingerprint (code, tools, traces, "
+                             "programs, platform) matches is taken from it instead of run again")
     parser.add_argument("--output", default="docs/fabric_validation.md",
                         help="with --table: the Markdown file whose fabric-iteration block is "
                              "replaced (default docs/fabric_validation.md)")
@@ -57,8 +71,10 @@ def run(args) -> int:
     from hdl.contracts.placement import parse_strategy
     from studies.iteration_case import build_iteration_case, run_iteration_case
     from sysmodel.workload_file import get_workload
-    if args.table:
+    if args.table or args.list_cases:
         return _table(args)
+    if args.only or args.rows:
+        raise FredError("--only and --rows go with --table or --list-cases")
     if args.fabric is None or args.workload is None:
         raise FredError("give --fabric and --workload (or --table for the iteration table)")
     case = build_iteration_case(
@@ -108,52 +124,75 @@ def run(args) -> int:
 
 
 def _table(args) -> int:
-    """Every case of the iteration table, model and RTL, on the mesh and circuit FRED fabrics
-    and again on each case's packet FRED fabrics where their iteration runs the case (the cases
-    it refuses before any build, ``rtl_missing`` included, are named in the block),
-    and the block in ``args.output``."""
+    """``--table`` and ``--list-cases``: the iteration table's cases (``--only``'s), model and
+    RTL, on the mesh and circuit FRED fabrics and again on each case's packet FRED fabrics where
+    their iteration runs the case; rows from the store (``--rows``) where their fingerprint
+    matches, every new row stored as soon as it is done (studies/iteration_table_run.py); the
+    block in ``args.output`` from all of them."""
     from pathlib import Path
 
     from hdl.contracts.errors import FredError
     from hdl.contracts.placement import parse_strategy
-    from studies.iteration_case import build_iteration_case, run_iteration_case
-    from studies.iteration_table import iteration_row, table_cases, write_iteration_table
+    from studies import iteration_case, iteration_table
+    from studies.iteration_rows import DEFAULT_ROWS, RowStore
+    from studies.iteration_select import select_units, table_units
+    from studies.iteration_table_run import list_cases, run_table
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
     if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
-            or args.switch != "circuit"):
-        raise FredError("--table runs the table's own cases: give --no-overlap, and no --fabric, "
-                        "--workload, --strategy, --switch or --model-only")
+            or args.switch != "circuit" or (args.table and args.list_cases)):
+        raise FredError("--table and --list-cases take the table's own cases: give --no-overlap, one of "
+                        "them, and no --fabric, --workload, --strategy, --switch or --model-only")
+    units = table_units(iteration_table.ITERATION_CASES, args.scale)
+    chosen = select_units(units, args.only)
+    store = RowStore(args.rows or DEFAULT_ROWS)
+    platform = model_platform(args)
+
+    def build(unit):
+        return iteration_case.build_iteration_case(
+            fabric=unit.fabric, workload=get_workload(unit.workload), platform=platform,
+            strategy=parse_strategy(unit.strategy), samples_per_dp=unit.samples or args.samples_per_dp,
+            scale=unit.scale, characterization=args.characterization, switch=unit.switch)
+
+    files = (args.platform, args.characterization)
+    if args.list_cases:
+        return _list(list_cases(chosen, build, store, platform_files=files), args)
     output = Path(args.output)
     check_writable(output)
-    def build(workload, strategy, fabric, scale, samples, switch):
-        return build_iteration_case(fabric=fabric, workload=get_workload(workload), platform=model_platform(args),
-                                    strategy=parse_strategy(strategy), samples_per_dp=samples or args.samples_per_dp,
-                                    scale=scale or args.scale, characterization=args.characterization, switch=switch)
-
-    # every case is validated and modelled before the first build; the circuit fabric runs
-    # every case (an error is the command's), the packet fabric's refusals are rows of the block
-    cases, refused = table_cases(build, args.scale)
-    rows, failed = [], []
-    for case in cases:
-        try:
-            run_iteration_case(case)
-        except FredError as exc:     # a stalled or wrong run is a row of the block, not the end
-            failed.append({"workload": f"{case.description.split(' 1f1b')[0]}, K = {case.scale:g}",
-                           "fabric": case.fabric, "switch": case.switch, "error": str(exc)})
-            if not args.json:
-                print(f"{failed[-1]['workload']} on {case.fabric}: FAILED: {exc}", flush=True)
-            continue
-        rows.append(iteration_row(case))
-        if not args.json:
-            r = rows[-1]
-            print(f"{r['workload']} on {r['fabric']}{' (packet)' if r['switch'] == 'packet' else ''}: "
-                  f"model {r['model_iteration']:.1f}, RTL "
-                  f"{r['rtl_iteration']} cycles ({r['iteration_ratio']:.4f})", flush=True)
-    command = f"fred fabric-iteration --table --no-overlap --scale {args.scale:g}"
-    write_iteration_table(rows, output, command, failed=failed, refused=refused)
+    # every case is validated, modelled and fingerprinted before the first build; the circuit
+    # fabric runs every case (an error is the command's), the packet fabric's refusals are
+    # lines of the block
+    result = run_table(units, chosen, build, lambda case: iteration_case.run_iteration_case(case), store,
+                       platform_files=files, report=(lambda line: None) if args.json else
+                       (lambda line: print(line, flush=True)))
+    command = (f"fred fabric-iteration --table --no-overlap --scale {args.scale:g}"
+               + "".join(f" --only {t}" for t in args.only or ()) + (f" --rows {args.rows}" if args.rows else ""))
+    iteration_table.write_iteration_table(result.rows, output, command, failed=result.failed,
+                                          refused=result.refused, missing=result.missing)
     if args.json:
-        print_json({"rows": rows, "failed": failed, "refused": refused, "output": str(output)})
+        print_json({"rows": result.rows, "failed": result.failed, "refused": result.refused,
+                    "missing": result.missing, "output": str(output), "store": str(store.path)})
     else:
-        print(f"wrote {output}" + (f"; {len(failed)} case(s) failed" if failed else ""))
-    return 1 if failed else 0
+        print(f"wrote {output}: {result.ran} row(s) run, {result.reused} from {store.path}"
+              + (f"; {len(result.failed)} case(s) failed" if result.failed else "")
+              + (f"; {len(result.missing)} case(s) without a row" if result.missing else ""))
+    return 1 if result.failed else 0
+
+
+def _list(cases, args) -> int:
+    """Print ``--list-cases``' cases (studies.iteration_table_run.list_cases)."""
+    if args.json:
+        print_json(cases)
+        return 0
+    rows = [[c["case"], "-" if c["model_cycles"] is None else f"{c['model_cycles']:,.0f}",
+             "-" if c["collectives"] is None else str(c["collectives"]),
+             f"refused: {_short(c['refused'])}" if c["refused"] else (f"stored {c['stored']}" if c["stored"] else "to run")]
+            for c in cases]
+    print(format_table(["case", "model cycles", "collectives / NPU", "row"], rows,
+                       title=f"{len(cases)} case(s) of the iteration table"))
+    return 0
+
+
+def _short(text: str, most: int = 90) -> str:
+    """``text`` cut to ``most`` characters for a table cell (``--json`` gives it whole)."""
+    return text if len(text) <= most else text[:most].rstrip() + "... (--json: in full)"

@@ -67,37 +67,51 @@ def test_packet_rows_have_their_section_and_the_speedup_takes_them_where_they_ex
             f"{w} on fred-a: the packet fabric runs one-stage endpoint programs so far.") in text
 
 
-def test_table_cases_build_circuit_cases_first_and_name_each_packet_refusal():
-    """``table_cases``: every circuit case built (mesh and circuit FRED fabrics), then each
-    packet case; a packet case whose build raises, or whose RTL is missing (the model runs:
-    Fred-B/D's I/O iteration), is a refusal naming why, K the default where the case has none."""
+def test_the_table_builds_circuit_cases_first_and_names_each_packet_refusal(tmp_path):
+    """``run_table``: every circuit case built (mesh and circuit FRED fabrics), then each packet
+    case; a packet case whose build raises, or whose RTL is missing (the model runs: Fred-B/D's
+    I/O iteration), is a refusal naming why, K the default where the case has none."""
     from types import SimpleNamespace
 
     from hdl.contracts.errors import FredError
-    from studies.iteration_table import ITERATION_CASES, table_cases
+    from studies.iteration_rows import RowStore
+    from studies.iteration_select import table_units
+    from studies.iteration_table import ITERATION_CASES
+    from studies.iteration_table_run import run_table
 
     calls = []
 
-    def build(workload, strategy, fabric, scale, samples, switch):
-        calls.append((workload, fabric, switch, scale, samples))
-        if switch == "packet" and fabric == "fred-a":
+    def build(unit):
+        calls.append((unit.workload, unit.fabric, unit.switch, unit.scale, unit.samples))
+        if unit.switch == "packet" and unit.fabric == "fred-a":
             raise FredError("the packet fabric runs one-stage endpoint programs so far")
-        return SimpleNamespace(fabric=fabric, switch=switch,
-                               rtl_missing="io-load: not behind the trace" if fabric == "fred-b" else None)
+        return SimpleNamespace(fabric=unit.fabric, switch=unit.switch, traces={}, request=None, program=None, model={},
+                               rtl_missing="io-load: not behind the trace" if unit.fabric == "fred-b" else None)
 
     cases = (("resnet-152", "MP20-DP1-PP1", ("mesh", "fred-b"), None, None, ("fred-a", "fred-c")),
              ("gpt-3", "MP1-DP20-PP1", ("mesh",), 10_000.0, 8, ("fred-a", "fred-b", "fred-c")))
-    built, refused = table_cases(build, 1000.0, cases)
-    assert [(c.fabric, c.switch) for c in built] == [("mesh", "circuit"), ("fred-b", "circuit"), ("mesh", "circuit"),
-                                                     ("fred-c", "packet"), ("fred-c", "packet")]
+    units = table_units(cases, 1000.0)
+    ran = []
+
+    def run(case):       # every build comes before the first run
+        assert len(calls) == 8
+        ran.append((case.fabric, case.switch))
+        raise FredError("stalled")
+    result = run_table(units, units, build, run, RowStore(tmp_path / "rows.jsonl"), code="c", tools={"python": "3"})
+    assert [c[1:3] for c in calls] == [("mesh", "circuit"), ("fred-b", "circuit"), ("mesh", "circuit"),
+                                       ("fred-a", "packet"), ("fred-c", "packet"), ("fred-a", "packet"),
+                                       ("fred-b", "packet"), ("fred-c", "packet")]
     assert calls[2] == ("gpt-3", "mesh", "circuit", 10_000.0, 8)
-    assert refused == [
+    assert ran == [("mesh", "circuit"), ("fred-b", "circuit"), ("mesh", "circuit"), ("fred-c", "packet"),
+                   ("fred-c", "packet")]
+    assert result.refused == [
         {"workload": "resnet-152 MP20-DP1-PP1, K = 1000", "fabric": "fred-a", "switch": "packet",
          "error": "the packet fabric runs one-stage endpoint programs so far"},
         {"workload": "gpt-3 MP1-DP20-PP1, K = 10000", "fabric": "fred-a", "switch": "packet",
          "error": "the packet fabric runs one-stage endpoint programs so far"},
         {"workload": "gpt-3 MP1-DP20-PP1, K = 10000", "fabric": "fred-b", "switch": "packet",
          "error": "io-load: not behind the trace"}]
+    assert [f["error"] for f in result.failed] == ["stalled"] * 5
     # the table's weight-streaming cases run on the mesh and on every packet FRED fabric (the
     # circuit FRED fabric has no I/O controllers)
     io = {w: (fabrics, packet) for w, _, fabrics, _, _, packet in ITERATION_CASES if w in ("gpt-3", "transformer-1t")}
