@@ -75,7 +75,7 @@ def test_the_mesh_and_the_fred_fabric_run_a_program_per_collective(capsys):
     assert out["collective"]["collectives"] == len(out["request"]) == 104
     assert out["collective"]["algorithm"] == "hierarchical"
     assert main(["fabric-iteration", "--table", "--no-overlap", "--fabric", "mesh"]) == 1
-    assert "--table runs the table's own cases" in capsys.readouterr().err
+    assert "--table and --list-cases take the table's own cases" in capsys.readouterr().err
 
 
 def test_the_packet_fabric_takes_the_models_packet_platform_and_refuses_what_it_cannot_run(capsys):
