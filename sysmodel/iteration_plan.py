@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from copy import copy
 from dataclasses import dataclass
+from numbers import Integral
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import Strategy
@@ -157,6 +158,8 @@ def plan_iteration(platform: Platform, workload: Workload, strategy: Strategy | 
     samples = workload.samples_per_dp if samples_per_dp is None else samples_per_dp
     if not isinstance(samples, int) or samples < 1:
         raise FredError(f"samples per DP replica must be a positive integer, got {samples!r}")
+    if microbatches is not None and not isinstance(microbatches, Integral):
+        raise FredError(f"microbatches must be a whole number, got {microbatches!r}")
     requested = microbatches or (workload.microbatches if strategy.pp > 1 else 1)
     if requested < 1 or requested > samples:
         raise FredError(f"{requested} microbatches cannot split {samples} samples per DP replica")

@@ -156,3 +156,13 @@ def test_a_fixed_count_is_its_own_entry():
         with pytest.raises(FredError, match="stage 0 needs 21.5 GB even with activation recomputation"):
             _plan(small, T17, microbatches=8)
         assert len(cache.iteration_shapes) == 1
+
+
+@pytest.mark.parametrize("bad", [4.0, "4", 2.5])
+def test_a_microbatch_count_that_is_not_a_whole_number_is_refused(bad):
+    """A count given as a float or a string is an error naming it (it was a TypeError from
+    range() deep in the plan), and nothing is kept for it."""
+    with using(ModelCache()) as cache:
+        with pytest.raises(FredError, match=f"microbatches must be a whole number, got {bad!r}"):
+            _plan(P, T17, microbatches=bad)
+        assert len(cache.iteration_shapes) == 0
