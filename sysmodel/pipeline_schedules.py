@@ -112,8 +112,7 @@ class ScheduleOrder:
     ``previous`` (the stage's pass before it; -1: none), ``last_backward`` (the virtual stage's
     last backward, which fills the gradient buckets) and ``prefix`` (its tasks' name prefix,
     ``"F3 s1 "``, with ``"c2 "`` after it when there are several chunks: :class:`PassPrefixes`,
-    made when read); ``longest_stretch``:
-    the most passes in a row between last backwards."""
+    made when read)."""
 
     stage: np.ndarray
     backward: np.ndarray
@@ -124,7 +123,6 @@ class ScheduleOrder:
     previous: np.ndarray
     last_backward: np.ndarray
     prefix: PassPrefixes
-    longest_stretch: int
 
     def __post_init__(self):   # shared through the model's cache: nobody may change it
         for value in vars(self).values():
@@ -186,8 +184,6 @@ def _order_arrays(code: np.ndarray, number: np.ndarray, rows: np.ndarray, pp: in
     places = np.flatnonzero(backward)
     _, from_last = np.unique(virtual[places][::-1], return_index=True)   # each one's last, read backwards
     last_backward[places[len(places) - 1 - from_last]] = True
-    bounds = [-1, *np.flatnonzero(last_backward).tolist(), n]
     prefix = PassPrefixes(backward, microbatch, stage, chunk, chunks > 1)
     return ScheduleOrder(stage=stage, backward=backward, microbatch=microbatch, chunk=chunk, virtual=virtual,
-                         producer=producer, previous=previous, last_backward=last_backward, prefix=prefix,
-                         longest_stretch=max(b - a - 1 for a, b in zip(bounds, bounds[1:])))
+                         producer=producer, previous=previous, last_backward=last_backward, prefix=prefix)

@@ -21,7 +21,7 @@ import numpy as np
 from sysmodel.engine import BlockTable
 from sysmodel.pipeline_schedules import ScheduleOrder
 
-__all__ = ["append_passes", "block_last_backwards", "STRETCH_AS_ARRAYS"]
+__all__ = ["append_passes", "block_last_backwards", "longest_stretch", "stretch_splits", "STRETCH_AS_ARRAYS"]
 
 #: Passes from which a stretch is appended as arrays (:func:`_append_stretch`) rather than one
 #: by one: about where numpy's fixed cost per stretch (some 40 calls) equals the per-pass
@@ -46,8 +46,7 @@ def append_passes(eng, order: ScheduleOrder, virtual_stages: int, block_of: Call
     stretches appended one by one. Returns every pass's send task (-1: none)."""
     n = len(order)
     send = np.full(n, -1, dtype=np.int64)
-    as_block = block_last_backwards(order, virtual_stages) if filled is not None else None
-    splits = order.last_backward if as_block is None else order.last_backward & ~as_block
+    splits = stretch_splits(order, virtual_stages, blocks=filled is not None)
     lo = 0
     for g in [*np.flatnonzero(splits).tolist(), n]:
         if g - lo >= STRETCH_AS_ARRAYS:
@@ -59,6 +58,23 @@ def append_passes(eng, order: ScheduleOrder, virtual_stages: int, block_of: Call
             send[g] = general(g, int(send[p]) if p >= 0 else -1)
         lo = g + 1
     return send
+
+
+def stretch_splits(order: ScheduleOrder, virtual_stages: int, *, blocks: bool) -> np.ndarray:
+    """Per pass, whether :func:`append_passes` adds it through ``general`` and so ends a stretch:
+    every last backward, or with ``blocks`` (its ``filled`` given) only those that are not
+    :func:`block_last_backwards`."""
+    if not blocks:
+        return order.last_backward
+    return order.last_backward & ~block_last_backwards(order, virtual_stages)
+
+
+def longest_stretch(order: ScheduleOrder, virtual_stages: int, *, blocks: bool) -> int:
+    """The most passes in a row between two of :func:`stretch_splits` (the order's ends count as
+    splits): whether :func:`append_passes` has a stretch worth appending as arrays."""
+    bounds = np.flatnonzero(np.concatenate(([True], stretch_splits(order, virtual_stages, blocks=blocks),
+                                            [True])))
+    return int(np.diff(bounds).max()) - 1
 
 
 def block_last_backwards(order: ScheduleOrder, virtual_stages: int) -> np.ndarray:

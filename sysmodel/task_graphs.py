@@ -499,8 +499,10 @@ class _StationaryPipeline:
         is then a valid interleaving across stages); as arrays (:func:`append_passes`) when
         every pass but the last backwards is one block with its send, else pass by pass."""
         order = self.order = schedule_order(self.plan.schedule, self.pp, self.plan.microbatches, self.chunks)
-        if order.longest_stretch >= schedule_append.STRETCH_AS_ARRAYS and self._passes_as_blocks(order):
-            send = schedule_append.append_passes(self.eng, order, self.pp * self.chunks, self._block_of,
+        virtual_stages = self.pp * self.chunks
+        if (schedule_append.longest_stretch(order, virtual_stages, blocks=self.defer_dp)
+                >= schedule_append.STRETCH_AS_ARRAYS and self._passes_as_blocks(order)):
+            send = schedule_append.append_passes(self.eng, order, virtual_stages, self._block_of,
                                                  self._general_pass,
                                                  self._last_backward_filled if self.defer_dp else None)
             with_send = np.flatnonzero(send >= 0)

@@ -9,6 +9,7 @@ import pytest
 from hdl.contracts.errors import FredError
 from sysmodel.model_cache import ModelCache, using
 from sysmodel.pipeline_schedules import schedule_order
+from sysmodel.schedule_append import longest_stretch, stretch_splits
 
 
 def test_a_two_stage_1f1b_order_by_hand():
@@ -26,7 +27,13 @@ def test_a_two_stage_1f1b_order_by_hand():
         assert o.producer.tolist() == [-1, -1, 0, -1, 1, -1, 3, 5]
         assert o.previous.tolist() == [-1, 0, -1, 2, 3, 4, 1, 6]
         assert o.last_backward.tolist() == [False] * 5 + [True, False, True]
-        assert o.longest_stretch == 5           # passes 0-4 before the first last backward
+        # passes 0-4 come before the first last backward; as blocks (deferred buckets) both last
+        # backwards (5: stage 1's B1, whose block B0 at 3 built; 7: stage 0's B1, after B0 at 6)
+        # stay in the one stretch of all 8 passes
+        assert stretch_splits(o, 2, blocks=False) is o.last_backward
+        assert longest_stretch(o, 2, blocks=False) == 5
+        assert stretch_splits(o, 2, blocks=True).tolist() == [False] * 8
+        assert longest_stretch(o, 2, blocks=True) == 8
         assert tuple(o.prefix[:3]) == ("F0 s0 ", "F1 s0 ", "F0 s1 ")
         assert schedule_order("1f1b", 2, 2, 1) is o   # kept in the model's cache
 
