@@ -97,7 +97,10 @@ class SharedFlows(wiring.Component):
         * It may be granted when k is set up already (its lanes carry k's packets: no set-up)
           and no ready packet of another slot wants a lane of k (fair hand-over), or when
           k's lanes are disjoint from those of every slot set up and not releasable.
-        * Round robin among the ready inputs: the input after the last one granted first.
+        * Round robin among the inputs that can start: the input after the last one granted
+          *in a contest* first (a grant while another input could start too; an uncontested
+          grant leaves the pointer, so inputs that wait for room are not put behind an input
+          that never contends with them at that moment).
         * A grant sets k up (its modes join the datapath's the next cycle: a set-up costs one
           cycle; a grant of a slot already set up enables at once), marks every input of the
           gang (n and its partners) to start the packet, reserves one packet of room on each
@@ -346,7 +349,7 @@ class SharedFlows(wiring.Component):
         g = SimpleNamespace(valid=Signal(name="grant"), input=Signal(range(P), name="grant_input"),
                             slot=Signal(pw, name="grant_slot"))
         last = Signal(range(P), name="grant_last", init=P - 1)
-        # round robin: the input after the last one granted first
+        # round robin: the input after the last one granted in a contest first
         for r in range(P):
             with m.If(last == r):
                 for n in reversed([(r + 1 + i) % P for i in range(P)]):
@@ -357,7 +360,13 @@ class SharedFlows(wiring.Component):
         for n in range(P):
             with m.If(g.input == n):
                 m.d.comb += [g.gang.eq(self.in_partners[n] | (1 << n)), g.outs.eq(self.in_outputs[n])]
-        with m.If(g.valid):
+        # the pointer moves only on a contested grant (another input could start too): an
+        # uncontested grant (e.g. an L1's downlink tree, whose NPU outputs have room while its
+        # controllers wait for room on the uplink) would reset it before those inputs every
+        # time and turn their round robin into a fixed priority (the last starved, issue 29)
+        contested_grant = Signal(name="grant_contested")
+        m.d.comb += contested_grant.eq(or_fold([can[n] & (g.input != n) for n in range(P)]))
+        with m.If(g.valid & contested_grant):
             m.d.sync += last.eq(g.input)
         m.d.comb += self.reserve.eq(Mux(g.valid, g.outs, 0))
         g.was_up = Signal(name="grant_was_up")

@@ -160,6 +160,37 @@ def test_flows_sharing_an_output_interleave_per_packet(flows, ctrl_depth):
         assert gaps == {reduction_latency("int32") + 1} == {2}
 
 
+#: an L1 of the striped weight streaming in small: two controller trees 0 -> {2, 3} and
+#: 1 -> {2, 3} (output 3 the uplink, output 2 the NPU) and the downlink's tree 3 -> {2}
+UPLINK_TREES = [config([Flow(inputs=(0,), outputs=(2, 3))]), config([Flow(inputs=(1,), outputs=(2, 3))]),
+                config([Flow(inputs=(3,), outputs=(2,))])]
+UPLINK_PORTS = [(0, 0, 0, 0b1100), (1, 1, 0, 0b1100), (2, 3, 0, 0b0100)]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_inputs_waiting_for_room_take_turns_between_uncontested_grants(seed):
+    """Issue 29's starvation, on one switch: two trees wait for room on a slow output 3 (freed
+    with probability 1/4 a cycle: an uplink), while a third input's tree (outputs {2}: never
+    short of room) is granted alone between them. Those uncontested grants do not move the
+    round-robin pointer, so each time room appears the two waiting inputs take turns: their
+    packets alternate at output 3 (0 1 0 1 ...). With the pointer moved by every grant (before
+    issue 29's fix), each downlink grant put input 0 first again: 0 1 0 0 0 1 1 1 on both
+    seeds, input 1 waiting while input 0 sent three packets. Every flit once and in order at
+    both outputs."""
+    dut = switch()
+    h = host(dut, ports=UPLINK_PORTS, flows={0: 0, 1: 1, 2: 2})
+    inj = stream(0, 0, 4, h.start) + stream(1, 1, 4, h.start) + stream(3, 2, 24, h.start)
+    run = run_packet_switch(dut, configs=UPLINK_TREES + [None], injections=inj, host=h,
+                            rng=random.Random(seed), drain_rate={3: 0.25}, check_order=False,
+                            max_cycles=4000, quiet=60)
+    ctl = {f: [data(f, s, k) for s in range(4) for k in range(PF)] for f in (0, 1)}
+    check_delivery(run, {3: ctl, 2: {**ctl, 2: [data(2, s, k) for s in range(24) for k in range(PF)]}})
+    assert [f for f, *_ in packets_at(run, 3)] == [0, 1] * 4
+    # the downlink's packets did pass between the controllers' (the grants that used to reset it)
+    at_2 = [f for f, *_ in packets_at(run, 2)]
+    assert any(a != 2 and b == 2 for a, b in zip(at_2, at_2[1:]))
+
+
 def test_a_flow_alone_streams_at_one_flit_per_cycle():
     """One flow's 6 packets: its slot stays set up, each next packet granted the cycle its head
     arrives and started at once, so the output carries 48 flits in 48 consecutive cycles."""
