@@ -8,6 +8,7 @@ in its program loader."""
 from __future__ import annotations
 
 from hdl.compiler.fabric_program import default_phases
+from hdl.designs.switch.phase_order import MAX_ORDER_ENTRIES
 from hdl.compiler.packet_fabric_program import (online_headers, packet_headers, phase_orders,
                                                 received_packets, runs_online)
 from hdl.contracts.errors import FredError
@@ -19,7 +20,7 @@ from hdl.contracts.trace_program import PACKET_HEADER_REGS, loader_entries, stag
 from .fred_loading import phases_key
 
 __all__ = ["packet_iteration_format", "packet_online", "packet_staged", "packet_header_writes", "packet_loader_entries",
-           "packet_slots", "packet_iteration_orders", "packet_switch_writes"]
+           "packet_slots", "packet_iteration_orders", "packet_order_entries", "packet_switch_writes"]
 
 
 def packet_online(programs: list) -> bool:
@@ -117,8 +118,9 @@ def packet_iteration_orders(spec: FabricSpec, programs: list, requests: list, pa
     another VC a switch picks it by arrival, as before. With no ordered collective every
     collective stays on VC DP and nothing is ordered (the iterations that ran before).
 
-    FredError, naming it: a switch's order longer than its slots (``PhaseOrder`` holds one
-    entry per slot; Transformer-17B MP4-DP5's eight DP all-reduces need 32 at every L1), a
+    FredError, naming it: a switch's order longer than ``MAX_ORDER_ENTRIES`` (an order longer
+    than the slots is built deeper, :func:`packet_order_entries`; Transformer-17B MP4-DP5's
+    eight DP all-reduces need 32 at every switch), a
     collective whose NPUs send different numbers of packets per run (their numbers would part
     from then on), or an ordered one whose NPUs receive another number than they send."""
     if len(runs) != len(programs):
@@ -145,14 +147,26 @@ def packet_iteration_orders(spec: FabricSpec, programs: list, requests: list, pa
             for s, (_, run_entries) in enumerate(order):
                 entries[s] += [(bases[k] + slot, (sent + last) % modulus) for slot, last in run_entries]
             sent += per_run
-    full = [f"{programs[0].switch_name(s)} {len(e)}" for s, e in enumerate(entries) if len(e) > default_phases()]
+    full = [f"{programs[0].switch_name(s)} {len(e)}" for s, e in enumerate(entries) if len(e) > MAX_ORDER_ENTRIES]
     if full:
         runs_ordered = sum(n for n, o in zip(runs, ordered) if o)
         raise FredError(f"the iteration's {runs_ordered} ordered collective run(s) need phase-order entries "
-                        f"{', '.join(full)}; a switch's order holds {default_phases()} (one per slot), "
-                        f"loaded once: reloading it per collective is not built")
+                        f"{', '.join(full)}; a switch's order, loaded once, holds at most {MAX_ORDER_ENTRIES} "
+                        f"(the program port's 8-bit index): reloading it per collective is not built")
     vcs = [VC.DP if o else VC.MP for o in ordered]
     return vcs, [(VC.DP, e) if e else (0, []) for e in entries]
+
+
+def packet_order_entries(orders: list) -> int | None:
+    """The switches' order depth an iteration's ``orders`` (:func:`packet_iteration_orders`)
+    need (``PacketSwitch(order_entries=)``): None (one entry per slot, the switch as built
+    before) while every order fits the slots, else the longest order rounded up to a power of
+    two (so that iterations of similar length share a build; docs/fabric_iteration.md, "Deeper
+    phase orders")."""
+    longest = max((len(entries) for _, entries in orders), default=0)
+    if longest <= default_phases():
+        return None
+    return min(MAX_ORDER_ENTRIES, 1 << (longest - 1).bit_length())
 
 
 def packet_loader_entries(spec: FabricSpec, programs: list, requests: list, packet,

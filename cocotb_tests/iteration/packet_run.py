@@ -32,18 +32,21 @@ __all__ = ["run_packet_iteration", "packet_iteration_verilog", "judge_packet_npu
 _VERILOG: dict = {}
 
 
-def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online: bool, staged: bool = False) -> str:
+def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online: bool, staged: bool = False,
+                             order_entries: int | None = None) -> str:
     """Verilog of the packet fabric of ``spec`` with trace NPUs of ``depth`` nodes and ``programs``
     loader entries, ``online`` routing or stored phases, ``staged`` NPUs (multi-stage programs,
-    :func:`~cocotb_tests.iteration.packet_loading.packet_staged`) or not (memoised)."""
+    :func:`~cocotb_tests.iteration.packet_loading.packet_staged`) or not, and the switches'
+    ``order_entries`` (:func:`~cocotb_tests.iteration.packet_loading.packet_order_entries`)
+    (memoised)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
     from cocotb_tests.fabric.run import hardware_key
-    key = (depth, programs, online, staged) + hardware_key(spec)
+    key = (depth, programs, online, staged, order_entries) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_packet_top
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online,
-                                                        staged=staged),
+                                                        staged=staged, order_entries=order_entries),
                                    name=PACKET_TOP)
     return _VERILOG[key]
 
@@ -93,8 +96,10 @@ def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, trac
     (:func:`~cocotb_tests.iteration.packet_loading.packet_iteration_orders`), then per NPU its
     loader entries (:func:`~cocotb_tests.iteration.packet_loading.packet_loader_entries`) and
     its trace; ``room``: the loaders' entries (at least ``FRED_ENTRIES``, so that the table's
-    cases share a build)."""
-    from .packet_loading import packet_iteration_orders, packet_loader_entries, packet_switch_writes
+    cases share a build); ``order_entries``: the switches' order depth the orders need (None:
+    one per slot, :func:`~cocotb_tests.iteration.packet_loading.packet_order_entries`)."""
+    from .packet_loading import (packet_iteration_orders, packet_loader_entries, packet_order_entries,
+                                 packet_switch_writes)
     vcs, orders = packet_iteration_orders(spec, programs, requests, packet,
                                           collective_repeats(traces, len(programs)))
     config, writes = packet_switch_writes(spec, programs, orders)
@@ -104,7 +109,7 @@ def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, trac
         writes += [[rank, reg, value] for reg, value in loader_writes(ranks[rank], 1, room)]
         if rank in traces:
             writes += [[rank, reg, value] for reg, value in trace_writes(traces[rank], depth)]
-    return {"config": config, "writes": writes, "room": room}
+    return {"config": config, "writes": writes, "room": room, "order_entries": packet_order_entries(orders)}
 
 
 def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs: list, requests: list, *,
@@ -132,7 +137,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     load = packet_iteration_load(spec, programs, requests, traces, depth, packet)
     room = load["room"]
     start = time.perf_counter()
-    verilog = packet_iteration_verilog(spec, depth, room, online, packet_staged(programs))
+    verilog = packet_iteration_verilog(spec, depth, room, online, packet_staged(programs), load["order_entries"])
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start

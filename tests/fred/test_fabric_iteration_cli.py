@@ -82,9 +82,9 @@ def test_the_packet_fabric_takes_the_models_packet_platform_and_refuses_what_it_
     """In process: --switch packet times the iteration on the model's packet platform (the
     packet switches' header selects, as ``fred fabric-sim --switch packet``), one in-switch DP
     all-reduce on Fred-D; what the packet fabric's iteration does not run is refused by name
-    before anything is built (the phase orders of Transformer-17B MP4-DP5's eight DP runs on
-    Fred-B, longer than a switch's order: ``tests/hdl/designs/iteration/
-    test_packet_phase_order_iteration_sim.py``, by hand). The hierarchical all-reduce (Fred-A
+    before anything is built (phase orders longer than 255 entries: ``tests/hdl/designs/iteration/
+    test_packet_phase_order_iteration_sim.py``, by hand; Transformer-17B MP4-DP5's 32 on Fred-B
+    build deeper orders since session 22). The hierarchical all-reduce (Fred-A
     resnet-152 MP20) is no longer refused (session 20: a destination and a barrier per stage),
     nor resnet-152 MP4-DP5's one ordered DP all-reduce on Fred-B (session 21: the order loaded
     once, the MP all-reduces on VC MP)."""

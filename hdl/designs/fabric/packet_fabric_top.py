@@ -137,6 +137,9 @@ class PacketFabricTop(wiring.Component):
     Switches of in-switch programs (not ``online``) follow a programmed phase order
     (``ORDER_REGS``; docs/switch.md, "Phase order"): several stored phases of one VC at a
     switch (Fred-B's DP groups) are served in the same order at every switch.
+    ``order_entries`` (default None: one per slot): every such order's depth
+    (``PacketSwitch(order_entries=)``), e.g. 32 for an iteration whose ordered runs, loaded
+    once, need an entry per run and group (docs/fabric_iteration.md, "Deeper phase orders").
 
     ``shared_flows`` (default 0: off): every switch serves the shared stored flows
     (``PacketSwitch(shared_phase=phases - 1, flows=shared_flows)``, docs/switch.md, "Shared
@@ -187,7 +190,8 @@ class PacketFabricTop(wiring.Component):
                  depth: int | None = None, online: bool = False,
                  partition: FabricPartition | None = None, part: int | None = None, npu=None,
                  stripes: int = 0, yield_after: int | None = None, controller=None,
-                 shared_flows: int = 0, shared_lockstep: bool = False):
+                 shared_flows: int = 0, shared_lockstep: bool = False,
+                 order_entries: int | None = None):
         problem = _partition_problem(spec, partition, part)
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
@@ -210,6 +214,11 @@ class PacketFabricTop(wiring.Component):
         self.shared_flows = shared_flows
         self.shared_lockstep = bool(shared_lockstep)
         self.online = bool(online)
+        if order_entries is not None and self.online:
+            self._MustUse__silence = True
+            raise FredError("PacketFabricTop: order_entries sizes the in-switch fabrics' phase orders; "
+                            "a fabric with online routing has none")
+        self.order_entries = order_entries
         self.phases = default_phases() if phases is None else phases
         self.packet = packet_format(self.phases, packet_flits,
                                     dest_ports=max(spec.switch_ports) if online else 0,
@@ -262,6 +271,7 @@ class PacketFabricTop(wiring.Component):
                 ports=ports, middle=spec.middle, dtype=spec.dtype, lanes=spec.lanes,
                 phases=self.phases, packet=fmt, depth=self.depth, word_width=32,
                 online=self.online, ordered=not self.online, yield_after=self.yield_after,
+                order_entries=self.order_entries,
                 entries=self._entries(s), bubble_outputs=self._bubble_outputs(s),
                 claim_after=self._claim_after(s), **self._shared(s))
             switches.append(sw)

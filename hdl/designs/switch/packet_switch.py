@@ -24,7 +24,7 @@ from .fred_switch import FredSwitch
 from .online_router import OnlineRouter
 from .control_vc import MAX_FLOW_BITS, ControlRouter
 from .flow_port_table import FlowPortTable
-from .phase_order import PhaseOrder
+from .phase_order import MAX_ORDER_ENTRIES, PhaseOrder
 from .shared_flows import SharedFlows, check_shared
 from .signal_folds import or_fold
 from .vc_input_buffer import VCInputBuffer, link_signature
@@ -122,6 +122,8 @@ class PacketSwitch(wiring.Component):
     in a programmed order, each until its inputs have started their last packet, so switches
     that feed one reduction send several phases of a VC in the same order (docs/switch.md,
     "Phase order"). Without it (or with length 0) phases are picked by arrival as before.
+    ``order_entries`` (default None: one per slot): the order's depth, apart from the slots, so
+    one order loaded once can hold an iteration's every ordered run (1..255, with ``ordered``).
 
     Work-conserving phases (``yield_after``, cycles; default None: :attr:`select_cycles`, a
     select's cost; 0: hold the active phase while any of its packets waits, the rule before
@@ -154,7 +156,8 @@ class PacketSwitch(wiring.Component):
     """
 
     def __new__(cls, *, ports, middle, dtype, lanes, phases, packet, depth, word_width=32,
-                ctrl_depth=0, online=False, ordered=False, yield_after=None, entries=frozenset(),
+                ctrl_depth=0, online=False, ordered=False, order_entries=None, yield_after=None,
+                entries=frozenset(),
                 bubble_outputs=None, shared_phase=None, flows=0, claim_after=0,
                 shared_lockstep=False):
         check_size(ports, middle)
@@ -164,6 +167,12 @@ class PacketSwitch(wiring.Component):
             raise FredError(f"online must be a bool, got {online!r}")
         if ordered not in (False, True):
             raise FredError(f"ordered must be a bool, got {ordered!r}")
+        if order_entries is not None and (not ordered or isinstance(order_entries, bool)
+                                          or not isinstance(order_entries, int)
+                                          or not 1 <= order_entries <= MAX_ORDER_ENTRIES):
+            raise FredError(f"order_entries must be None (one per slot) or, with ordered, a whole number "
+                            f"of entries in 1..{MAX_ORDER_ENTRIES}, got {order_entries!r}"
+                            f"{'' if ordered else ' without ordered'}")
         if yield_after is not None and (isinstance(yield_after, bool) or not isinstance(yield_after, int)
                                         or not 0 <= yield_after < 1 << 12):
             raise FredError(f"yield_after must be None or a whole number of cycles in 0..4095, "
@@ -191,7 +200,8 @@ class PacketSwitch(wiring.Component):
 
     def __init__(self, *, ports: int, middle: int, dtype: str, lanes: int, phases: int,
                  packet: PacketFormat, depth: int, word_width: int = 32, ctrl_depth: int = 0,
-                 online: bool = False, ordered: bool = False, yield_after: int | None = None,
+                 online: bool = False, ordered: bool = False, order_entries: int | None = None,
+                 yield_after: int | None = None,
                  entries=frozenset(), bubble_outputs=None, shared_phase: int | None = None,
                  flows: int = 0, claim_after: int = 0, shared_lockstep: bool = False):
         self.entries, self.bubble_outputs = frozenset(entries), bubble_outputs
@@ -200,6 +210,9 @@ class PacketSwitch(wiring.Component):
         self.shared_phase, self.flows = shared_phase, flows
         self.flit = FlitFormat(dtype=dtype, lanes=lanes, tag_width=packet.header_width)
         self.online, self.ordered = online, ordered
+        # the order's depth is apart from the slots: an iteration's ordered runs need an entry
+        # per run and group, the stored phases only one slot per group (docs/switch.md)
+        self.order_entries = phases if order_entries is None else order_entries
         self.ports, self.middle, self.phases, self.word_width = ports, middle, phases, word_width
         # the control unit's yield guard: a select's cost by default (docs/switch.md, "Control unit")
         self.yield_after = self.select_cycles if yield_after is None else yield_after
@@ -236,7 +249,7 @@ class PacketSwitch(wiring.Component):
             "ctrl_unknown": Out(16),
             "flow_we": In(1), "flow_slot": In(pw), "flow_input": In(range(ports)),
             "flow_partners": In(ports), "flow_outputs": In(ports),
-            **self._order_ports(ordered, phases, pw, packet),
+            **self._order_ports(ordered, self.order_entries, pw, packet),
             **self._shared_ports(shared_phase, flows, pw),
         })
 
@@ -249,19 +262,20 @@ class PacketSwitch(wiring.Component):
                 "shared_valid": In(1), "shared_unknown": Out(1)}
 
     @staticmethod
-    def _order_ports(ordered, phases, pw, packet) -> dict:
+    def _order_ports(ordered, entries, pw, packet) -> dict:
         """The phase order's write ports (only with ``ordered``: no unused Verilog inputs)."""
         if not ordered:
             return {}
-        return {"order_we": In(1), "order_index": In(range(phases)), "order_slot": In(pw),
+        return {"order_we": In(1), "order_index": In(range(entries)), "order_slot": In(pw),
                 "order_last": In(packet.seq_bits), "order_set": In(1),
-                "order_length": In(range(phases + 1)), "order_vc": In(2)}
+                "order_length": In(range(entries + 1)), "order_vc": In(2)}
 
     def _phase_order(self, m, cu):
         """The phase order's table (:class:`~hdl.designs.switch.phase_order.PhaseOrder`),
         written through the ``order_*`` ports, read by the control unit."""
         order = m.submodules.phase_order = PhaseOrder(phases=self.phases,
-                                                      seq_bits=self.packet.seq_bits)
+                                                      seq_bits=self.packet.seq_bits,
+                                                      entries=self.order_entries)
         m.d.comb += [order.we.eq(self.order_we), order.index.eq(self.order_index),
                      order.slot.eq(self.order_slot), order.last.eq(self.order_last),
                      order.set_we.eq(self.order_set), order.length.eq(self.order_length),

@@ -32,30 +32,33 @@ NODES = 16
 EARLY, LATE = 10, 80
 
 
-def _case():
-    """(programs, requests, traces): MP, DP, MP, DP, each after compute (``EARLY``/``LATE``
-    before a DP all-reduce), 5 cycles at the end."""
+def _case(pairs=2):
+    """(programs, requests, traces): ``pairs`` times MP, DP, each after compute (``EARLY``/``LATE``
+    before a DP all-reduce), 5 cycles at the end (the equal programs share their slots)."""
     from hdl.compiler.fabric_program import fabric_program
-    requests = [FabricRequest("all-reduce", MP, MP_FLITS, "mp"), FabricRequest("all-reduce", DP, DP_FLITS, "dp")] * 2
+    requests = [FabricRequest("all-reduce", MP, MP_FLITS, "mp"), FabricRequest("all-reduce", DP, DP_FLITS, "dp")] * pairs
     programs = [fabric_program(SPEC, r, algorithm="in-switch") for r in requests]
     before_dp = {0: LATE, 1: EARLY, 2: EARLY, 3: LATE}
-    traces = {r: replace(_trace(r, [20, COLLECTIVE_BIT, before_dp[r], COLLECTIVE_BIT, 20, COLLECTIVE_BIT,
-                                    before_dp[r], COLLECTIVE_BIT, 5]), collectives=(1, 3, 5, 7))
+    traces = {r: replace(_trace(r, [20, COLLECTIVE_BIT, before_dp[r], COLLECTIVE_BIT] * pairs + [5]),
+                         collectives=tuple(range(1, 4 * pairs, 2)))
               for r in range(SPEC.npus)}
     return programs, requests, traces
 
 
-def _run(run_fabric_top, read_iteration, edit=None, max_cycles=3000):
-    """Run the case's load (``edit(load)`` first, if given) on the packet Fred-B's iteration top."""
+def _run(run_fabric_top, read_iteration, edit=None, max_cycles=3000, pairs=2, order_entries="load"):
+    """Run the case's load (``edit(load)`` first, if given) on the packet Fred-B's iteration top,
+    its switches' order depth the load's (``order_entries="load"``) or the one given."""
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from cocotb_tests.iteration.packet_run import packet_iteration_load
     from hdl.designs.iteration import PacketTraceNpu, iteration_packet_top
-    programs, requests, traces = _case()
+    programs, requests, traces = _case(pairs)
+    nodes = max(NODES, 1 << (4 * pairs).bit_length())
     packet = packet_iteration_format(SPEC, False)
-    load = packet_iteration_load(SPEC, programs, requests, traces, NODES, packet)
+    load = packet_iteration_load(SPEC, programs, requests, traces, nodes, packet)
     if edit is not None:
         load = edit(load)
-    dut = iteration_packet_top(SPEC, depth=NODES, programs=load["room"])
+    depth = load["order_entries"] if order_entries == "load" else order_entries
+    dut = iteration_packet_top(SPEC, depth=nodes, programs=load["room"], order_entries=depth)
     counts = [len(traces[rank].words) for rank in range(SPEC.npus)]
     return run_fabric_top(dut, load["writes"], lambda read, write: read_iteration(read, write, counts,
                                                                                    PacketTraceNpu.read_names),
@@ -66,9 +69,11 @@ def test_the_iteration_orders_hold_every_dp_runs_last_packet_numbers_and_the_mp_
     """Pure: the MP program takes slot 0, the DP program slots 1 and 2 at every switch; each
     switch's order holds both DP runs' two slots with the absolute number of their last
     packets: the MP runs send 2 packets per NPU, the DP runs 6, so the first DP run's packets
-    are numbered 2..7 and the second's 10..15 at every NPU. Refused by name: more entries than
-    a switch's order holds. An iteration without an order keeps its collectives on VC DP."""
-    from cocotb_tests.iteration.packet_loading import packet_iteration_format, packet_iteration_orders
+    are numbered 2..7 and the second's 10..15 at every NPU. More entries than the slots: the
+    orders built deeper (``packet_order_entries``); refused by name: more than an order's
+    8-bit index reaches. An iteration without an order keeps its collectives on VC DP."""
+    from cocotb_tests.iteration.packet_loading import (packet_iteration_format, packet_iteration_orders,
+                                                       packet_order_entries)
     from hdl.compiler.fabric_program import fabric_program
     programs, requests, _ = _case()
     vcs, orders = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1] * 4)
@@ -77,10 +82,18 @@ def test_the_iteration_orders_hold_every_dp_runs_last_packet_numbers_and_the_mp_
     # a repeat of the MP all-reduce moves the DP runs' numbers by its 2 packets
     _, repeated = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [2, 1, 1, 1])
     assert repeated[0][1] == [(1, 9), (2, 9), (1, 17), (2, 17)]
-    # the DP all-reduce run four times, then once more: 10 entries, a switch's order holds 8
-    with pytest.raises(FredError, match=r"5 ordered collective run\(s\) need phase-order entries L1\.0 10, "
-                                        r"L1\.1 10, L2 10; a switch's order holds 8"):
-        packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1, 4, 1, 1])
+    assert packet_order_entries(orders) is None                     # 4 entries: one per slot, as built before
+    # the DP all-reduce run four times, then once more: 10 entries, more than the 8 slots: the
+    # switches' orders are built 16 deep (the next power of two); the DP runs' packets 2..7,
+    # 8..13, 14..19, 20..25, the MP run's 26 and 27, the last DP run's 28..33
+    _, deeper = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1, 4, 1, 1])
+    assert deeper == [(VC.DP, [(1, 7), (2, 7), (1, 13), (2, 13), (1, 19), (2, 19), (1, 25), (2, 25),
+                               (1, 33), (2, 33)])] * 3
+    assert packet_order_entries(deeper) == 16
+    # 128 + 1 DP runs: 258 entries, more than an order's 8-bit index reaches
+    with pytest.raises(FredError, match=r"129 ordered collective run\(s\) need phase-order entries L1\.0 258, "
+                                        r"L1\.1 258, L2 258; a switch's order, loaded once, holds at most 255"):
+        packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1, 128, 1, 1])
     # nothing ordered: every collective on VC DP, as the iterations before, no order
     wafer = [FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 1, 2, 3)),), 8, "w")]
     assert packet_iteration_orders(SPEC, [fabric_program(SPEC, wafer[0], algorithm="in-switch")], wafer,
@@ -132,3 +145,29 @@ def test_without_the_phase_order_the_crossed_dp_groups_hang(run_fabric_top, read
     out, _ = _run(run_fabric_top, read_iteration, edit=without_orders, max_cycles=1500)
     assert not out["all_done"], out
     assert all(x["nodes_done"] == 3 for x in out["npus"]), out
+
+
+def test_ten_order_entries_complete_in_an_order_built_sixteen_deep(run_fabric_top, read_iteration):
+    """Issue 32's Transformer-17B MP4-DP5 case in miniature: MP, DP five times, five DP runs,
+    10 order entries at every switch, more than its 8 slots (refused before session 22). The
+    load builds the switches' orders 16 deep (``PacketFabricTop(order_entries=16)``): every NPU
+    finishes all 21 nodes, every flit of every run checked good, no packet out of sequence, no
+    link error."""
+    out, programs = _run(run_fabric_top, read_iteration, pairs=5, max_cycles=6000)
+    assert out["all_done"], out
+    for rank, x in enumerate(out["npus"]):
+        assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (21, 0, 0, 0), (rank, x)
+        assert x["received"] == x["sent"] == programs[9].engines[rank]["recv_count"] == DP_FLITS, (rank, x)
+
+
+def test_ten_order_entries_in_an_order_of_eight_hang(run_fabric_top, read_iteration):
+    """The control: the same load on the top built as before (one order entry per slot, 8).
+    Entries 8 and 9 (the last DP run's) are written to index 0 and 1 (the 3-bit index keeps
+    the low bits), so the first entry asks for slot 1 until its inputs start the last DP run's
+    last packet: group (1, 3)'s slot 2 is never served in the first DP run and the iteration
+    stops there: NPUs 1 and 3 in it (node 3) with nothing received, NPUs 0 and 2 through it
+    (slot 1 served) and its compute after, waiting at the next MP run's barrier (node 5)."""
+    out, _ = _run(run_fabric_top, read_iteration, pairs=5, max_cycles=2500, order_entries=None)
+    assert not out["all_done"], out
+    assert [x["nodes_done"] for x in out["npus"]] == [5, 3, 5, 3], out
+    assert [out["npus"][r]["received"] for r in (1, 3)] == [0, 0], out
