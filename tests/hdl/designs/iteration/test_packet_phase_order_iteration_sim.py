@@ -160,6 +160,7 @@ def test_ten_order_entries_complete_in_an_order_built_sixteen_deep(run_fabric_to
         assert x["received"] == x["sent"] == programs[9].engines[rank]["recv_count"] == DP_FLITS, (rank, x)
 
 
+@pytest.mark.full   # the control of the test above (about 25-45 s of simulation): kept out of CI's time
 def test_ten_order_entries_in_an_order_of_eight_hang(run_fabric_top, read_iteration):
     """The control: the same load on the top built as before (one order entry per slot, 8).
     Entries 8 and 9 (the last DP run's) are written to index 0 and 1 (the 3-bit index keeps
