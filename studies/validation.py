@@ -237,7 +237,7 @@ def run_validation(*, cases_path=None, platform: Platform | None = None, only=No
                                   microbatches=r.microbatches, measured_s=case.measured_s,
                                   model_s=r.time_s, error=error,
                                   breakdown=r.breakdown, memory_gb=r.memory.total / 1e9,
-                                  recompute=r.memory.recompute_mode, notes=r.notes,
+                                  recompute=r.memory.strongest_recompute, notes=r.notes,
                                   eval_s=time.perf_counter() - start, collapsed=collapsed))
         if progress:
             print(f"  {case.name:24s} model {r.time_s:8.3f} s  measured {case.measured_s:7.2f} s  "

@@ -17,7 +17,7 @@ from sysmodel.collectives import Collective, build_network, configuration_load_s
 from sysmodel.model_cache import current
 from sysmodel.platform import Platform
 from sysmodel.switch_phases import collective_links
-from sysmodel.workloads import BYTES, Layer
+from sysmodel.workloads import BYTES, Layer, checked_recompute_mode
 
 __all__ = ["CommTime", "CommTimer"]
 
@@ -50,9 +50,8 @@ class CommTimer:
     so far need stored; see :meth:`config_load_s`)."""
 
     def __init__(self, platform: Platform, fabric: str, strategy: Strategy, microbatch_samples: float,
-                 *, recompute_mode: str = "none", sequence_parallel: bool = False, memo: bool = True):
+                 *, sequence_parallel: bool = False, memo: bool = True):
         self.platform = platform
-        self.recompute_mode = recompute_mode
         self.sequence_parallel = sequence_parallel
         self.fabric = fabric
         self.strategy = strategy
@@ -179,28 +178,29 @@ class CommTimer:
             return [Collective(op, g, size) for g in groups]
         return [Collective(op, g, size, root=r) for g, r in zip(groups, roots, strict=True)]
 
-    @property
-    def mp_backward_factor(self) -> float:
-        """Megatron MP collectives of a backward pass relative to the forward's: the backward's
-        own, plus the recomputed forward's (full recomputation), plus under sequence
-        parallelism the forward's all-gathers redone in the backward (half an all-reduce's
-        bytes each)."""
-        full = self.recompute_mode == "full"
+    def mp_backward_factor(self, recompute: str) -> float:
+        """Megatron MP collectives of a backward pass relative to the forward's, on a stage
+        that runs recomputation ``recompute`` (one of :data:`~sysmodel.workloads.RECOMPUTE_MODES`):
+        the backward's own, plus the recomputed forward's (full recomputation), plus under
+        sequence parallelism the forward's all-gathers redone in the backward (half an
+        all-reduce's bytes each)."""
+        full = checked_recompute_mode(recompute) == "full"
         return 1.0 + (1.0 if full else 0.0) + (0.5 if self.sequence_parallel and not full else 0.0)
 
-    def mp(self, layer: Layer, stage: int, backward: bool = False) -> CommTime:
+    def mp(self, layer: Layer, stage: int, backward: bool = False, recompute: str = "none") -> CommTime:
         """Megatron MP after ``layer``'s compute: its ``mp_allreduces`` all-reduces of the
         microbatch's activation, back to back, on every MP group of ``stage`` (in a backward
-        pass x :attr:`mp_backward_factor`)."""
+        pass x :meth:`mp_backward_factor` of ``recompute``, the stage's recomputation: the
+        memory plan's ``stage_recompute[stage]``; a forward ignores it)."""
         if self.strategy.mp == 1 or not layer.mp_shardable or layer.out_bytes == 0 and layer.in_bytes == 0:
             return CommTime(0.0)
         size = self.microbatch_samples * (layer.out_bytes or layer.in_bytes)
-        repeat = layer.mp_allreduces * (self.mp_backward_factor if backward else 1.0)
+        repeat = layer.mp_allreduces * (self.mp_backward_factor(recompute) if backward else 1.0)
 
         def compute():
             one = self.each_group("all-reduce", self.mp_groups[stage], size)
             return one.times(repeat)
-        return self._memoised(("mp", stage, size, repeat), compute, ("mp", (layer, stage, backward)))
+        return self._memoised(("mp", stage, size, repeat), compute, ("mp", (layer, stage, backward, recompute)))
 
     def pp(self, src: int, dst: int, nbytes: float) -> CommTime:
         """Stage ``src`` -> stage ``dst`` hand-over of ``nbytes`` for every DP replica: a

@@ -272,7 +272,7 @@ class Engine:
             npu: int | None = None, loads=None, bw=None, source=None) -> int:
         """Add a task; ``duration`` may be an object with ``time_s``, ``loads``, ``bw``
         (a communication time with its link loads). ``source``: how a compute timer gave the
-        duration (``("layer", layer, backward)`` or ``("optimizer", params)``), so that the same
+        duration (``("layer", layer, backward, recompute)`` or ``("optimizer", params)``), so that the same
         graph can be re-timed for another compute speed (:mod:`sysmodel.graph_template`)."""
         if type(duration) is not float and hasattr(duration, "time_s"):
             loads, bw, duration = duration.loads, duration.bw, duration.time_s

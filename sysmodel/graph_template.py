@@ -110,7 +110,7 @@ class GraphTemplate:
                     shape = shapes.get(id(src[1]))
                     if shape is None:
                         shape = shapes[id(src[1])] = layer_shape(src[1])
-                    key = ("layer", id(shape), src[2])
+                    key = ("layer", id(shape), src[2], src[3])
                 else:
                     key = (src[0], id(src[1]), src[2] if len(src) > 2 else None)
                 c = number.get(key)
@@ -143,7 +143,7 @@ class GraphTemplate:
             if len(self._values) >= TIMERS_KEPT:
                 self._values.clear()
             values = self._values[key] = np.array([
-                float(compute.layer_s(src[1], backward=src[2]) if src[0] == "layer"
+                float(compute.layer_s(src[1], backward=src[2], recompute=src[3]) if src[0] == "layer"
                       else compute.optimizer_step_s(src[1])) for src in distinct])
         return np.where(code >= 0, values[np.maximum(code, 0)], base)
 

@@ -98,8 +98,8 @@ class _ScaledCompute:
     def __init__(self, timer, scale: float):
         self.timer, self.scale = timer, scale
 
-    def layer_s(self, layer, *, backward: bool) -> float:
-        return self.timer.layer_s(layer, backward=backward) / self.scale
+    def layer_s(self, layer, *, backward: bool, recompute: str = "none") -> float:
+        return self.timer.layer_s(layer, backward=backward, recompute=recompute) / self.scale
 
     def optimizer_step_s(self, params: float) -> float:
         return self.timer.optimizer_step_s(params) / self.scale
@@ -208,7 +208,6 @@ def export_iteration(platform, fabric: str, workload, strategy=None, *, schedule
                         f"{network.name!r} has none")
     eng = _RecordingEngine(blocking=not overlap, one_collective=one_collective, **link_priority(network, fabric))
     comm = _ScaledCommTimer(network, fabric, plan.strategy, plan.microbatch_samples,
-                            recompute_mode=plan.memory.recompute_mode,
                             sequence_parallel=plan.workload.sequence_parallel, scale=float(scale))
     TASK_GRAPHS[plan.workload.mode](eng, plan, _ScaledCompute(compute_timer(plan), scale), comm)
     executed = eng.run()

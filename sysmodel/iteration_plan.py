@@ -69,15 +69,23 @@ class IterationPlan:
         """The NPU whose timeline stands for ``stage`` (MP rank 0 of DP replica 0)."""
         return self.strategy.rank(mp=0, dp=0, pp=stage)
 
+    def pass_recompute(self, stage: int, backward: bool) -> str:
+        """The recomputation a pass on pipeline stage ``stage`` runs: a backward's is its
+        stage's (``memory.stage_recompute``), a forward recomputes nothing (``none``)."""
+        return self.memory.stage_recompute[stage] if backward else "none"
+
     def notes(self) -> list[str]:
         """What the plan changed or needed beyond the request, in words."""
         notes = []
         if self.microbatches != self.requested_microbatches:
             notes.append(f"{self.microbatches} microbatches (more than requested) so the working set fits")
-        if self.memory.recompute_mode == "full":
-            notes.append("full activation recomputation (each layer's forward again before its backward)")
-        elif self.memory.recompute_mode == "selective":
-            notes.append("selective activation recomputation (the attention core)")
+        for mode, what in (("full", "full activation recomputation (each layer's forward again before its backward)"),
+                           ("selective", "selective activation recomputation (the attention core)")):
+            stages = self.memory.stages_recomputing(mode)
+            if stages and len(stages) < len(self.memory.stage_recompute):
+                what += f" on stage{'s' if len(stages) > 1 else ''} {', '.join(map(str, stages))}"
+            if stages:
+                notes.append(what)
         if self.idle_npus:
             notes.append(f"{self.idle_npus} of {self.platform.npus} NPUs idle")
         if self.memory.offload:

@@ -4,9 +4,11 @@
 state (weight-stationary) or the resident layers' weights and gradients (weight-streaming), and
 the activations kept for the backward (all, all but the attention core under selective
 recomputation, or each layer's input under full recomputation: ``Workload.recompute``); in
-``auto`` mode, when that exceeds the NPU's HBM it falls back to full activation
-recomputation, then (weight streaming only) to offloading activation checkpoints through the
-I/O controllers, and otherwise raises naming what overflows.
+``auto`` mode, when a stage's sum exceeds the NPU's HBM that stage falls back to full
+activation recomputation, then (weight streaming only) to offloading activation checkpoints
+through the I/O controllers, and otherwise raises naming what overflows. Each stage's fallback
+is its own (:attr:`MemoryPlan.stage_recompute`): under 1F1B the first stages keep more
+microbatches in flight, so a stage may need recomputation that a heavier later one does not.
 """
 
 from __future__ import annotations
@@ -16,59 +18,76 @@ from dataclasses import dataclass
 from hdl.contracts.errors import FredError
 from hdl.contracts.placement import Strategy
 from sysmodel.platform import Platform
-from sysmodel.workloads import BYTES, Workload
+from sysmodel.workloads import BYTES, RECOMPUTE_MODES, Workload
 
 __all__ = ["MemoryPlan", "memory_plan"]
-
-_RANK = {"none": 0, "selective": 1, "full": 2}
 
 
 @dataclass
 class MemoryPlan:
-    """Per-NPU memory of the most loaded stage (bytes) and whether recomputation or
-    checkpoint offload is used.
+    """Per-NPU memory of an iteration: the most loaded stage's bytes and each stage's fallback.
 
-    Members: ``stage`` (index of that stage), ``weights``, ``gradients``, ``optimizer``,
-    ``activations`` (bytes), ``recompute`` (full recomputation) and ``offload`` (any stage
-    needs them), ``capacity`` (HBM bytes per NPU), ``recompute_mode`` (the strongest any stage
-    uses: ``none``, ``selective`` -- all but the attention core kept -- or ``full`` -- each
-    layer's input kept)."""
+    Members: ``stage`` (index of the most loaded stage), its ``weights``, ``gradients``,
+    ``optimizer``, ``activations`` (bytes), ``capacity`` (HBM bytes per NPU),
+    ``stage_recompute`` (per pipeline stage, the recomputation it runs: ``none``,
+    ``selective`` -- all but the attention core kept -- or ``full`` -- each layer's input kept;
+    the compute and communication timers apply each stage's own) and ``stage_offload`` (per
+    stage, whether its activation checkpoints go to external memory). The plan-wide aggregates
+    are properties: :attr:`strongest_recompute` (for reporting) and :attr:`offload` (any stage:
+    the iteration's spills are one collective of every NPU, ``CommTimer.spill``)."""
 
     stage: int
     weights: float
     gradients: float
     optimizer: float
     activations: float
-    recompute: bool
-    offload: bool
     capacity: float
-    recompute_mode: str = "none"
+    stage_recompute: tuple
+    stage_offload: tuple
 
     @property
     def total(self) -> float:
         return self.weights + self.gradients + self.optimizer + self.activations
 
+    @property
+    def strongest_recompute(self) -> str:
+        """The strongest recomputation any stage runs (``none`` < ``selective`` < ``full``)."""
+        return max(self.stage_recompute, key=RECOMPUTE_MODES.index)
+
+    @property
+    def offload(self) -> bool:
+        """Whether any stage offloads its activation checkpoints."""
+        return any(self.stage_offload)
+
+    def stages_recomputing(self, mode: str) -> tuple[int, ...]:
+        """The stages that run recomputation ``mode``."""
+        return tuple(s for s, m in enumerate(self.stage_recompute) if m == mode)
+
     def to_dict(self) -> dict:
-        return {**self.__dict__, "total": self.total}
+        return {**self.__dict__, "strongest_recompute": self.strongest_recompute, "offload": self.offload,
+                "total": self.total}
 
 
 def memory_plan(platform: Platform, workload: Workload, strategy: Strategy, stages, mb: float,
                 microbatches: int, schedule: str) -> MemoryPlan:
-    """Memory per NPU of the worst stage; raises naming what overflows when nothing fits.
+    """Memory per NPU of every stage, each with its own fallback; raises naming what overflows
+    when a stage fits nothing.
 
     ``stages``: layer indices per pipeline stage; ``mb``: samples per microbatch;
     ``microbatches``: microbatches per iteration; ``schedule``: ``1f1b`` or ``gpipe`` (how many
     microbatches' activations a stage keeps at once).
 
-    Recomputation follows ``workload.recompute``: ``auto`` keeps every activation when it
-    fits and recomputes fully otherwise (then, in weight streaming, offloads checkpoints);
-    ``none`` / ``selective`` / ``full`` are fixed (selective keeps all but the attention core,
-    full keeps each layer's input). Under ``workload.sequence_parallel`` the replicated
-    activations and checkpoints are split over the MP group."""
+    Recomputation follows ``workload.recompute``, stage by stage: ``auto`` keeps every
+    activation of a stage when they fit and recomputes that stage fully otherwise (then, in
+    weight streaming, offloads its checkpoints); ``none`` / ``selective`` / ``full`` are fixed
+    for every stage (selective keeps all but the attention core, full keeps each layer's
+    input). Under ``workload.sequence_parallel`` the replicated activations and checkpoints are
+    split over the MP group. The returned plan's bytes are the most loaded stage's (the first
+    of equals)."""
     cap = platform.memory_capacity_bytes
     policy = workload.recompute
     sp = workload.sequence_parallel
-    worst = None
+    worst, modes, offloads = None, [], []
     for s, layer_ids in enumerate(stages):
         layers = [workload.layers[i] for i in layer_ids]
         inflight = microbatches if (schedule == "gpipe" or workload.mode == "weight-streaming") \
@@ -105,12 +124,8 @@ def memory_plan(platform: Platform, workload: Workload, strategy: Strategy, stag
                     f"{(base + acts) / 1e9:.1f} GB {how} "
                     f"(weights {weights / 1e9:.1f}, gradients {grads / 1e9:.1f}, optimizer "
                     f"{opt / 1e9:.1f}, activations {acts / 1e9:.1f} GB)")
-        plan = MemoryPlan(s, weights, grads, opt, acts, mode == "full", offload, cap, mode)
-        if worst is None or plan.total > worst.total:
-            worst = plan
-        if s == 0 or mode != "none" or offload:
-            if _RANK[mode] > _RANK[worst.recompute_mode]:
-                worst.recompute_mode = mode
-            worst.recompute = worst.recompute or mode == "full"
-            worst.offload = worst.offload or offload
-    return worst
+        modes.append(mode)
+        offloads.append(offload)
+        if worst is None or base + acts > sum(worst[1:]):
+            worst = (s, weights, grads, opt, acts)
+    return MemoryPlan(*worst, capacity=cap, stage_recompute=tuple(modes), stage_offload=tuple(offloads))

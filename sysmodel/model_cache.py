@@ -123,8 +123,8 @@ class ModelCache:
                                   "and that layer -> itself: one object per shape"),
         "workload_shapes": (256, "Ref(workload) -> layer_shape of each of its layers, in order "
                                  "(sysmodel.workloads.layer_shapes)"),
-        "pass_skeletons": (4096, "(Ref(workload), a pass's layer numbers in pass order, backward) -> its "
-                                 "PassSkeleton: per layer its name, source and shape number, per shape its "
+        "pass_skeletons": (4096, "(Ref(workload), a pass's layer numbers in pass order, backward, its "
+                                 "recomputation) -> its PassSkeleton: per layer its name, source and shape number, per shape its "
                                  "first layer, the interleaved task names and sources (sysmodel.task_graphs)"),
         "pass_block_shapes": (4096, "(Ref(PassSkeleton), the pass's compute and MP resources, its NPU, the "
                                     "send's name, resource, NPU and whether it blocks compute, or None) -> "

@@ -366,7 +366,7 @@ class StageEngine(Engine):
 class PassSkeleton:
     """What a pass over a workload's layers is whatever the platform, the timers and the
     stage: per layer (in pass order) its ``names``, its ``sources`` (``("layer", layer,
-    backward)``) and ``which``: the number of its shape (:func:`~sysmodel.workloads.layer_shape`,
+    backward, recompute)``) and ``which``: the number of its shape (:func:`~sysmodel.workloads.layer_shape`,
     numbered as the layers first show them); per shape, ``firsts``: its first layer (the
     workload's layer number: the one :func:`layer_timing` is asked for); and the pass's tasks
     made by columns (:meth:`StageEngine._mp_pass_block`): ``task_names`` (each layer's name,
@@ -393,22 +393,23 @@ class PassSkeleton:
                             tuple(task_sources))
 
 
-def pass_skeleton(workload, layer_ids, backward: bool) -> PassSkeleton:
+def pass_skeleton(workload, layer_ids, backward: bool, recompute: str = "none") -> PassSkeleton:
     """The :class:`PassSkeleton` of ``workload``'s pass over ``layer_ids`` (its layer numbers in
-    pass order; ``backward``: a backward pass's sources). Every field is a function of those
-    three alone, so it is kept in the model's cache (``pass_skeletons``, the workload by
+    pass order; ``backward``: a backward pass's sources; ``recompute``: the recomputation the
+    pass runs, :meth:`~sysmodel.iteration_plan.IterationPlan.pass_recompute`). Every field is a
+    function of those four alone, so it is kept in the model's cache (``pass_skeletons``, the workload by
     identity, as ``workload_shapes``) and each evaluation of the workload's passes -- a sweep's
     strategies with the same stage split, a bench's graphs built anew -- reads it instead of
     making a name, a source and a shape look-up per layer again (docs/sysmodel.md, Speed)."""
     memo = current().pass_skeletons
-    key = (Ref(workload), tuple(layer_ids), backward)
+    key = (Ref(workload), tuple(layer_ids), backward, recompute)
     skeleton = memo.get(key)
     if skeleton is None:
-        skeleton = memo.put(key, _made_pass_skeleton(workload, key[1], backward))
+        skeleton = memo.put(key, _made_pass_skeleton(workload, key[1], backward, recompute))
     return skeleton
 
 
-def _made_pass_skeleton(workload, layer_ids: tuple, backward: bool) -> PassSkeleton:
+def _made_pass_skeleton(workload, layer_ids: tuple, backward: bool, recompute: str) -> PassSkeleton:
     """:func:`pass_skeleton` made: the shapes told apart by identity
     (:func:`~sysmodel.workloads.layer_shapes`: one object per shape, alive while the
     workload's tuple holds them)."""
@@ -422,7 +423,7 @@ def _made_pass_skeleton(workload, layer_ids: tuple, backward: bool) -> PassSkele
             firsts.append(li)
         which.append(k)
     return PassSkeleton.of([layers[li].name for li in layer_ids],
-                           [("layer", layers[li], backward) for li in layer_ids], which, firsts)
+                           [("layer", layers[li], backward, recompute) for li in layer_ids], which, firsts)
 
 
 @dataclass
@@ -668,7 +669,7 @@ class _StationaryPipeline:
         tuple per layer."""
         backward = kind == "B"
         layers = self.plan.workload.layers
-        skeleton = pass_skeleton(self.plan.workload, layer_ids, backward)
+        skeleton = pass_skeleton(self.plan.workload, layer_ids, backward, self.plan.pass_recompute(s, backward))
         timings = []   # per distinct shape, in the order the layers first show it
         for li in skeleton.firsts:
             rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layers[li], backward)
@@ -731,7 +732,8 @@ class _StationaryPipeline:
         timing = self._timings.get(key)
         if timing is None:
             backward = kind == "B"
-            timing = self._timings[key] = (*layer_timing(self, s, layer, backward), ("layer", layer, backward))
+            timing = self._timings[key] = (*layer_timing(self, s, layer, backward),
+                                           ("layer", layer, backward, self.plan.pass_recompute(s, backward)))
         return timing
 
     def _add_send(self, s, v, kind, i, prev, tag="") -> None:
@@ -838,13 +840,15 @@ def layer_timing(builder, s: int, layer, backward: bool) -> tuple:
     (:func:`~sysmodel.workloads.layer_shape`: a transformer's blocks share it) when the
     communication timer memoises: neither timer reads a name, and a memoising timer returns
     the same time object for equal layers, so each layer gets what asking for it would give
-    (the reference path asks for every layer: its transfers stay one link entry each)."""
+    (the reference path asks for every layer: its transfers stay one link entry each). Both
+    timers are given the stage's recomputation (:meth:`~sysmodel.iteration_plan.IterationPlan.pass_recompute`)."""
     shared_key = (s, backward, layer_shape(layer)) if builder.comm.memoised else None
     timing = builder._timings.get(shared_key)
     if timing is None:
-        d = builder.comm.mp(layer, s, backward)
+        recompute = builder.plan.pass_recompute(s, backward)
+        d = builder.comm.mp(layer, s, backward, recompute)
         timing = (builder.plan.representative(s), stage_resource(s, "compute"), stage_resource(s, "mp"),
-                  builder.compute.layer_s(layer, backward=backward), d, d > 0)
+                  builder.compute.layer_s(layer, backward=backward, recompute=recompute), d, d > 0)
         if shared_key is not None:
             builder._timings[shared_key] = timing
     return timing
@@ -890,7 +894,7 @@ class _StreamingPasses:
         hand_over = following is not None and self.stage_of(following) != s
         # the same for every microbatch: computed once per layer (once per shape)
         rep, on_compute, on_mp, compute_s, d, with_mp = layer_timing(self, s, layer, backward)
-        source = ("layer", layer, backward)
+        source = ("layer", layer, backward, self.plan.pass_recompute(s, backward))
         # the compute and MP tasks add() would add, in either mode (the MP task blocks compute
         # in both); blocks only when communication does not block compute (their spill skips
         # the serialised mode's bookkeeping)

@@ -264,5 +264,4 @@ def build_task_graph(eng: StageEngine, plan: IterationPlan, fabric: str, *,
 def comm_timer(plan: IterationPlan, fabric: str, *, memo: bool = True) -> CommTimer:
     """The communication timer of ``plan``'s iteration on ``fabric`` (see :class:`CommTimer`)."""
     return CommTimer(plan.platform, fabric, plan.strategy, plan.microbatch_samples,
-                     recompute_mode=plan.memory.recompute_mode,
                      sequence_parallel=plan.workload.sequence_parallel, memo=memo)

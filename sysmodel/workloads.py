@@ -28,12 +28,24 @@ from sysmodel.compute import DTYPE_BYTES, Gemm, VectorOp
 from sysmodel.model_cache import Ref, current, hash_once
 
 __all__ = ["Layer", "layer_shape", "layer_shapes", "Workload", "transformer", "resnet152", "WORKLOADS",
-           "RECOMPUTE", "MODES", "Gemm", "VectorOp"]
+           "RECOMPUTE", "RECOMPUTE_MODES", "checked_recompute_mode", "MODES", "Gemm", "VectorOp"]
 
 #: Activation recomputation policies: ``auto`` (full recomputation only when the activations
 #: would not fit otherwise), ``none``, ``selective`` (the attention core, Korthikanti et al.
 #: 2022), ``full`` (every layer's forward again before its backward).
 RECOMPUTE = ("auto", "none", "selective", "full")
+#: The recomputation a pipeline stage runs (what ``auto`` resolves to), weakest first.
+RECOMPUTE_MODES = RECOMPUTE[1:]
+
+
+def checked_recompute_mode(mode: str) -> str:
+    """``mode`` when it is one of :data:`RECOMPUTE_MODES` (a stage's recomputation, as the
+    timers take it), else a :class:`FredError` naming it."""
+    if mode not in RECOMPUTE_MODES:
+        raise FredError(f"a stage's recomputation must be one of {', '.join(RECOMPUTE_MODES)}, got {mode!r}")
+    return mode
+
+
 MODES = ("weight-stationary", "weight-streaming")
 
 BYTES = 2  # FP16

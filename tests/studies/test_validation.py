@@ -64,7 +64,7 @@ def test_full_recomputation_repeats_the_forward_and_its_all_reduces():
     p = P.scaled(npus=8)
     none = simulate_iteration(p, "cluster", tiny(recompute="none"))
     full = simulate_iteration(p, "cluster", tiny(recompute="full"))
-    assert full.memory.recompute_mode == "full"
+    assert set(full.memory.stage_recompute) == {"full"}
     fwd_compute = (none.breakdown["compute"] - none.comm_busy.get("mp", 0) * 0)  # compute only
     # backward gains one forward: compute grows by the forward's share (1 of 3 passes of GEMMs)
     assert full.breakdown["compute"] > none.breakdown["compute"] * 1.2

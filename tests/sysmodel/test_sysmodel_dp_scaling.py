@@ -40,8 +40,7 @@ def hand_bound(platform, fabric, mp, pp, dp) -> float:
     def per_stage(d):
         wl = replica(mp, pp, d)
         plan = plan_iteration(platform, wl, microbatches=MICROBATCHES)
-        comm = CommTimer(platform, fabric, plan.strategy, plan.microbatch_samples,
-                         recompute_mode=plan.memory.recompute_mode)
+        comm = CommTimer(platform, fabric, plan.strategy, plan.microbatch_samples)
         compute = compute_timer(plan)
         out = []
         for s, layers in enumerate(plan.stages):

@@ -75,29 +75,30 @@ def test_shape_compute_recomputation_terms_by_hand():
     layer, core = shaped(), shaped(core=True)
     args = dict(samples=2, mp=1, dtype="fp16", sequence_parallel=False)
 
-    def timer(mode):
-        return ShapeCompute(P, s, microbatch_samples=2, recompute_mode=mode)
+    timer = ShapeCompute(P, s, microbatch_samples=2)
 
     fwd = cm.layer_time(layer.gemms, layer.vectors, backward=False, **args)
     bwd = cm.layer_time(layer.gemms, layer.vectors, backward=True, **args)
-    assert timer("none").layer_s(layer, backward=False) == pytest.approx(fwd, rel=1e-12)
-    assert timer("none").layer_s(layer, backward=True) == pytest.approx(bwd, rel=1e-12)
-    assert timer("full").layer_s(layer, backward=True) == pytest.approx(bwd + fwd, rel=1e-12)
+    assert timer.layer_s(layer, backward=False) == pytest.approx(fwd, rel=1e-12)
+    assert timer.layer_s(layer, backward=False, recompute="full") == timer.layer_s(layer, backward=False)
+    assert timer.layer_s(layer, backward=True, recompute="none") == pytest.approx(bwd, rel=1e-12)
+    assert timer.layer_s(layer, backward=True, recompute="full") == pytest.approx(bwd + fwd, rel=1e-12)
     # selective recomputes only the attention core: nothing for a non-core GEMM, the GEMM for a core one
-    assert timer("selective").layer_s(layer, backward=True) == pytest.approx(bwd, rel=1e-12)
+    assert timer.layer_s(layer, backward=True, recompute="selective") == pytest.approx(bwd, rel=1e-12)
     core_fwd = cm.layer_time(core.gemms, core.vectors, backward=False, only_core=True, **args)
     assert core_fwd > 0
-    assert timer("selective").layer_s(core, backward=True) == pytest.approx(
+    assert timer.layer_s(core, backward=True, recompute="selective") == pytest.approx(
         cm.layer_time(core.gemms, core.vectors, backward=True, **args) + core_fwd, rel=1e-12)
 
 
 def test_shape_compute_falls_back_to_the_roofline_without_shapes():
     s = parse_strategy("MP2-DP10-PP1")
     bare = Layer("bare", fwd_flops=2e9, params=6e5, out_bytes=4e4, in_bytes=1e4)
-    shape = ShapeCompute(P, s, microbatch_samples=4, recompute_mode="full")
-    roof = RooflineCompute(P, s, microbatch_samples=4, recompute=True)
+    shape = ShapeCompute(P, s, microbatch_samples=4)
+    roof = RooflineCompute(P, s, microbatch_samples=4)
     for backward in (False, True):
-        assert shape.layer_s(bare, backward=backward) == roof.layer_s(bare, backward=backward)
+        assert shape.layer_s(bare, backward=backward, recompute="full") == \
+            roof.layer_s(bare, backward=backward, recompute="full")
     # the optimizer step is element-wise: HBM at the vector efficiency
     assert shape.optimizer_step_s(1e6) == pytest.approx(
         roof.optimizer_step_s(1e6) / P.compute.vector_efficiency, rel=1e-12)
@@ -114,10 +115,10 @@ def test_mp_backward_factor(mode, sp, factor):
     """Backward MP collectives relative to the forward's: its own, the recomputed forward's,
     and under sequence parallelism the re-gathered inputs (half an all-reduce each)."""
     s = parse_strategy("MP2-DP10-PP1")
-    comm = CommTimer(P, "fred-c", s, 2, recompute_mode=mode, sequence_parallel=sp)
-    assert comm.mp_backward_factor == factor
+    comm = CommTimer(P, "fred-c", s, 2, sequence_parallel=sp)
+    assert comm.mp_backward_factor(mode) == factor
     layer = shaped()
-    assert comm.mp(layer, 0, backward=True).time_s == pytest.approx(
+    assert comm.mp(layer, 0, backward=True, recompute=mode).time_s == pytest.approx(
         comm.mp(layer, 0).time_s * factor, rel=1e-12)
 
 

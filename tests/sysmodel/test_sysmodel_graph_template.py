@@ -118,10 +118,10 @@ def test_a_template_is_refused_where_a_time_changes_sign():
     eng, comm, plan = build(P, "fred-d", w)
     template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
     new = comm_timer(plan, "fred-d")
-    new.mp = lambda layer, stage, backward=False: new._memoised(
+    new.mp = lambda layer, stage, backward=False, recompute="none": new._memoised(
         ("mp", stage, plan.microbatch_samples * (layer.out_bytes or layer.in_bytes),
-         layer.mp_allreduces * (new.mp_backward_factor if backward else 1.0)),
-        lambda: CommTime(0.0, np.zeros(4), np.ones(4)), ("mp", (layer, stage, backward)))
+         layer.mp_allreduces * (new.mp_backward_factor(recompute) if backward else 1.0)),
+        lambda: CommTime(0.0, np.zeros(4), np.ones(4)), ("mp", (layer, stage, backward, recompute)))
     assert template.on_network(compute_timer(plan), new, {}, plan) is None
     assert template.on_network(compute_timer(plan), comm_timer(plan, "fred-d"), {}, plan) is not None
 
@@ -212,21 +212,21 @@ def test_layers_of_one_shape_are_one_source_and_the_retimed_graph_equals_a_fresh
     template = GraphTemplate(eng, plan)
     code, distinct = template._sources()
     layers = [src for src in eng.sources if src is not None and src[0] == "layer"]
-    by_layer = {(id(src[1]), src[2]) for src in layers}
-    by_shape = {(layer_shape(src[1]), src[2]) for src in layers}
+    by_layer = {(id(src[1]), *src[2:]) for src in layers}          # pass and recomputation
+    by_shape = {(layer_shape(src[1]), *src[2:]) for src in layers}
     assert len(by_shape) < len(by_layer)                      # blocks of one shape exist
     assert sum(src[0] == "layer" for src in distinct) == len(by_shape)
     for task, c in enumerate(code.tolist()):                  # each task's source is its shape and pass
         if c >= 0 and distinct[c][0] == "layer":
             src = eng.sources[task]
-            assert layer_shape(src[1]) is layer_shape(distinct[c][1]) and src[2] == distinct[c][2]
+            assert layer_shape(src[1]) is layer_shape(distinct[c][1]) and src[2:] == distinct[c][2:]
     faster = P.with_compute_scale(1.7)
     fresh, _, fresh_plan = build(faster, "fred-d", wl)
     timer = compute_timer(fresh_plan)
     asked = []
     layer_s = type(timer).layer_s
-    monkeypatch.setattr(type(timer), "layer_s", lambda self, layer, *, backward: (
-        asked.append(layer), layer_s(self, layer, backward=backward))[1])
+    monkeypatch.setattr(type(timer), "layer_s", lambda self, layer, *, backward, recompute: (
+        asked.append(layer), layer_s(self, layer, backward=backward, recompute=recompute))[1])
     retimed = template._durations(timer)
     assert len(asked) == len(by_shape)
     assert retimed.tobytes() == fresh.arrays().duration.tobytes()

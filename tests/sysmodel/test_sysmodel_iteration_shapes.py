@@ -103,7 +103,7 @@ def test_each_key_input_gives_its_own_entry():
         assert _fields(_plan(P, T17)) == base and len(cache.iteration_shapes) == len(changes) + 1
     # what the changes moved: full recomputation; the count's type
     with using(ModelCache()):
-        assert _plan(dataclasses.replace(P, memory_capacity_gb=25.0), T17).memory.recompute_mode == "full"
+        assert _plan(dataclasses.replace(P, memory_capacity_gb=25.0), T17).memory.strongest_recompute == "full"
         assert _plan(P, T17, microbatches=1).microbatches == 1
         assert _plan(P, T17, microbatches=True).microbatches is True
 

@@ -53,7 +53,7 @@ def test_plan_takes_more_microbatches_only_when_memory_needs_them():
     # 2 microbatches of 4 samples: even with recomputation one layer's activations (100 GB)
     # exceed 80 GB; 4 microbatches of 2 fit (50 GB)
     plan = plan_iteration(P, heavy, schedule="gpipe")
-    assert plan.microbatches == 4 and plan.memory.recompute
+    assert plan.microbatches == 4 and plan.memory.stage_recompute == ("full", "full")
     assert plan.notes()[0].startswith("4 microbatches (more than requested)")
     with pytest.raises(FredError, match="does not fit"):
         plan_iteration(P, heavy, schedule="gpipe", microbatches=2)
@@ -71,8 +71,13 @@ def test_roofline_compute_by_hand():
     # a is MP-shardable (FLOPs and weights / 2) and compute-bound
     assert c.layer_s(a, backward=False) == pytest.approx(2e9 * 4 / 2 / flops_per_s, rel=1e-12)
     assert c.layer_s(a, backward=True) == pytest.approx(2 * 2e9 * 4 / 2 / flops_per_s, rel=1e-12)
-    recompute = RooflineCompute(P, s, microbatch_samples=4, recompute=True)
-    assert recompute.layer_s(a, backward=True) == pytest.approx(3 * 2e9 * 4 / 2 / flops_per_s, rel=1e-12)
+    assert c.layer_s(a, backward=True, recompute="full") == pytest.approx(3 * 2e9 * 4 / 2 / flops_per_s,
+                                                                          rel=1e-12)
+    # the roofline has no attention core: selective recomputation adds nothing; a forward recomputes nothing
+    assert c.layer_s(a, backward=True, recompute="selective") == c.layer_s(a, backward=True)
+    assert c.layer_s(a, backward=False, recompute="full") == c.layer_s(a, backward=False)
+    with pytest.raises(FredError, match="recomputation must be one of none, selective, full, got 'auto'"):
+        c.layer_s(a, backward=True, recompute="auto")
     # a memory-bound layer: weights + activations in and out over HBM
     lean = Layer("lean", fwd_flops=1.0, params=1e9, out_bytes=1e3, in_bytes=1e3, mp_shardable=False)
     assert c.layer_s(lean, backward=False) == pytest.approx((2 * 1e9 + 4 * 2e3) / hbm, rel=1e-12)

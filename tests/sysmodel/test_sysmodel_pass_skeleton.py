@@ -24,19 +24,19 @@ from sysmodel.workloads import Workload, layer_shape
 P = default_platform()
 
 
-def _by_hand(workload, layer_ids, backward) -> tuple:
+def _by_hand(workload, layer_ids, backward, recompute="none") -> tuple:
     """The per-layer fields as the builder's loop made them before the skeleton: names,
-    sources (tag, layer identity, backward), and shape numbers in first-seen order."""
+    sources (tag, layer identity, backward, recomputation), and shape numbers in first-seen order."""
     layers = workload.layers
     number: dict = {}
     which = [number.setdefault(layer_shape(layers[li]), len(number)) for li in layer_ids]
     firsts = [next(li for li, k in zip(layer_ids, which) if k == n) for n in range(len(number))]
     return ([layers[li].name for li in layer_ids],
-            [("layer", id(layers[li]), backward) for li in layer_ids], which, firsts)
+            [("layer", id(layers[li]), backward, recompute) for li in layer_ids], which, firsts)
 
 
 def _fields(sk: PassSkeleton) -> tuple:
-    return (list(sk.names), [(s[0], id(s[1]), s[2]) for s in sk.sources], list(sk.which), list(sk.firsts))
+    return (list(sk.names), [(s[0], id(s[1]), *s[2:]) for s in sk.sources], list(sk.which), list(sk.firsts))
 
 
 def test_a_kept_skeleton_is_the_one_made_by_hand():
@@ -44,13 +44,14 @@ def test_a_kept_skeleton_is_the_one_made_by_hand():
     shapes) and a one-layer pass: the kept skeleton's per-layer fields are what the loop made,
     and its task columns interleave each layer's compute and MP task."""
     t17, resnet = get_workload("transformer-17b"), get_workload("resnet-152")
-    cases = [(t17, list(range(41)), False), (t17, list(reversed(range(41, 80))), True),
-             (resnet, list(range(10, 52)), False), (resnet, [3], True)]
+    cases = [(t17, list(range(41)), False, "none"), (t17, list(reversed(range(41, 80))), True, "none"),
+             (t17, list(reversed(range(41, 80))), True, "full"),
+             (resnet, list(range(10, 52)), False, "none"), (resnet, [3], True, "selective")]
     with using(ModelCache()):
-        for wl, ids, backward in cases:
-            sk = pass_skeleton(wl, ids, backward)
-            assert _fields(sk) == _by_hand(wl, ids, backward)
-            assert pass_skeleton(wl, ids, backward) is sk   # kept
+        for wl, ids, backward, recompute in cases:
+            sk = pass_skeleton(wl, ids, backward, recompute)
+            assert _fields(sk) == _by_hand(wl, ids, backward, recompute)
+            assert pass_skeleton(wl, ids, backward, recompute) is sk   # kept
             assert sk.task_names[0::2] == sk.names
             assert sk.task_names[1::2] == tuple(n + " mp" for n in sk.names)
             assert sk.task_sources[0::2] == sk.sources and set(sk.task_sources[1::2]) == {None}
@@ -61,8 +62,9 @@ def test_a_kept_skeleton_is_the_one_made_by_hand():
 
 def test_each_key_input_gives_its_own_skeleton():
     """Change each input alone -- the layer numbers (one fewer, reversed), the direction, the
-    workload (another object with one layer renamed, and with one layer of another shape) --
-    and the skeleton is the one made afresh for it, not the first one; equal inputs hit."""
+    backward's recomputation, the workload (another object with one layer renamed, and with one
+    layer of another shape) -- and the skeleton is the one made afresh for it, not the first
+    one (the recomputation's: not the backward's without it); equal inputs hit."""
     wl = get_workload("transformer-17b")
     ids = list(range(1, 30))
     layers = list(wl.layers)
@@ -73,16 +75,18 @@ def test_each_key_input_gives_its_own_skeleton():
     assert isinstance(renamed, Workload)
     with using(ModelCache()):
         first = pass_skeleton(wl, ids, False)
-        for args in ((wl, ids[:-1], False), (wl, ids[::-1], False), (wl, ids, True),
-                     (renamed, ids, False), (reshaped, ids, False)):
+        backward = pass_skeleton(wl, ids, True)
+        for args, other in (((wl, ids[:-1], False, "none"), first), ((wl, ids[::-1], False, "none"), first),
+                            ((wl, ids, True, "none"), first), ((wl, ids, True, "full"), backward),
+                            ((renamed, ids, False, "none"), first), ((reshaped, ids, False, "none"), first)):
             got = pass_skeleton(*args)
-            assert _fields(got) == _fields(_made_pass_skeleton(args[0], tuple(args[1]), args[2]))
-            assert _fields(got) != _fields(first), args[1:]
+            assert _fields(got) == _fields(_made_pass_skeleton(args[0], tuple(args[1]), *args[2:]))
+            assert _fields(got) != _fields(other), args[1:]
         assert pass_skeleton(wl, tuple(ids), False) is first            # a tuple or a list: one key
-        assert len(current().pass_skeletons) == 6
+        assert len(current().pass_skeletons) == 7
     # what each change moved: a name, the sources' direction, a shape
     assert _fields(pass_skeleton(renamed, ids, False))[0][4] == "other"
-    assert len(_made_pass_skeleton(reshaped, tuple(ids), False).firsts) == len(first.firsts) + 1
+    assert len(_made_pass_skeleton(reshaped, tuple(ids), False, "none").firsts) == len(first.firsts) + 1
 
 
 def _source(src):
