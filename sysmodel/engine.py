@@ -511,11 +511,16 @@ class Engine:
         if kinds is not None and len(kinds[0]) == n:
             return kinds
         code, names = self._category_codes()
+        made: dict = {}   # per distinct block's NPU tuple, its codes (kept across graphs)
         parts = []
         for block, values in self._pieces(2):
-            part = _block_npu_codes(values) if block else _npu_codes(values)
+            part = made.get(id(values)) if block else None
             if part is None:
-                return None
+                part = _block_npu_codes(values) if block else _npu_codes(values)
+                if part is None:
+                    return None
+                if block:
+                    made[id(values)] = part
             parts.append(part)
         # one piece: a copy, as a concatenation is (a kept block's codes are read only)
         npu = np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
