@@ -15,6 +15,7 @@ from sysmodel.engine_compiled import dependents_csr
 from sysmodel.model_cache import ModelCache, Ref, using
 from sysmodel.platform import default_platform
 from sysmodel.workload_file import get_workload
+from tests.sysmodel.test_sysmodel_speed_identity import _codes_without_segments
 
 P = default_platform()
 
@@ -71,9 +72,7 @@ def test_dependents_counting_sort_equals_the_stable_sort():
 
 def _codes_task_by_task(eng):
     """``eng``'s task_kinds() made from its columns alone (no block segments, no kept codes)."""
-    copy = eng.retimed(np.array(eng._duration, dtype=np.float64))
-    copy._segments, copy._kinds, copy._codes = [], None, None
-    return copy.task_kinds()
+    return _codes_without_segments(eng)[0]
 
 
 def test_t17b_block_codes_are_kept_and_found_by_the_next_graph():
