@@ -38,7 +38,7 @@ import numpy as np
 
 from hdl.contracts.errors import FredError
 from sysmodel.engine_reference import run_reference
-from sysmodel.model_cache import current
+from sysmodel.model_cache import Ref, current
 
 if TYPE_CHECKING:
     from sysmodel.engine_compiled import GraphArrays
@@ -511,18 +511,19 @@ class Engine:
         if kinds is not None and len(kinds[0]) == n:
             return kinds
         code, names = self._category_codes()
-        made: dict = {}   # per distinct block's NPU tuple, its codes (None: not all codable)
+        made: dict = {}   # per distinct block's NPU tuple, its codes (kept across graphs)
         parts = []
         for block, values in self._pieces(2):
             part = made.get(id(values)) if block else None
             if part is None:
-                part = _npu_codes(values)
+                part = _block_npu_codes(values) if block else _npu_codes(values)
                 if part is None:
                     return None
                 if block:
                     made[id(values)] = part
             parts.append(part)
-        npu = np.concatenate(parts) if len(parts) != 1 else parts[0]
+        # one piece: a copy, as a concatenation is (a kept block's codes are read only)
+        npu = np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
         kinds = self._kinds = (code, names, npu)
         return kinds
 
@@ -558,26 +559,30 @@ class Engine:
         if made is not None and len(made[0]) == n:
             return made
         pieces = self._pieces(1)
-        kinds: dict = {}   # per distinct block's category tuple, its categories
+        # per distinct block's category tuple, (its categories in name order, per task its
+        # number among them): kept across graphs (_block_category_codes)
+        local: dict = {}
         present = set()
         for block, values in pieces:
             if block:
-                found = kinds.get(id(values))
+                found = local.get(id(values))
                 if found is None:
-                    found = kinds[id(values)] = set(values)
-                present |= found
+                    found = local[id(values)] = _block_category_codes(values)
+                present.update(found[0])
             else:
                 present.update(values)
         names = sorted(present)
         number = {c: k for k, c in enumerate(names)}
-        coded: dict = {}   # per distinct block's category tuple, its codes
+        coded: dict = {}   # per distinct block's category tuple, its codes in this graph
         parts = []
         for block, values in pieces:
             part = coded.get(id(values)) if block else None
             if part is None:
-                part = np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values))
-                if block:
-                    coded[id(values)] = part
+                if block:   # its numbers among its own categories, renumbered among the graph's
+                    own, numbers = local[id(values)]
+                    part = coded[id(values)] = np.array([number[c] for c in own], dtype=np.int64)[numbers]
+                else:
+                    part = np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values))
             parts.append(part)
         code = np.concatenate(parts) if len(parts) != 1 else parts[0]
         code.flags.writeable = False
@@ -618,7 +623,7 @@ class Engine:
         on its (loads, bandwidths) pair: one entry per pair (:meth:`entry`)."""
         if self._arrays is not None:
             return self._arrays
-        from sysmodel.engine_compiled import GraphArrays
+        from sysmodel.engine_compiled import GraphArrays, dependents_csr
         n = len(self._duration)
         names = sorted(self.queues) if names is None else names
         rid = {r: i for i, r in enumerate(names)}
@@ -627,11 +632,9 @@ class Engine:
         # the typed columns copied as memory (a view, np.asarray, would lock their size)
         counts = np.array(self._dep_count, dtype=np.int64)
         flat = np.array(self._dep_flat, dtype=np.int64)
-        # dependents in task order: a stable sort of the flattened dependencies by what they name
-        order = np.argsort(flat, kind="stable")
-        dependents = np.repeat(np.arange(n, dtype=np.int64), counts)[order]
-        dependents_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(flat, minlength=n), out=dependents_ptr[1:])
+        # dependents in task order: one compiled counting sort of the flattened dependencies
+        # by what they name (a stable argsort's order; four numpy calls before)
+        dependents_ptr, dependents = dependents_csr(counts, flat)
         lengths = np.array([len(q) for q in queues], dtype=np.int64)
         queue_ptr = np.zeros(len(names) + 1, dtype=np.int64)
         np.cumsum(lengths, out=queue_ptr[1:])
@@ -775,6 +778,41 @@ class BlockTable:
                                dtype=np.int64),
             resource=np.array(list(itertools.chain.from_iterable(rows)), dtype=np.int64),
             resources=list(resources))
+
+
+def _block_category_codes(values: tuple) -> tuple:
+    """(the categories of ``values``, an appended block's category column, in name order; per
+    task its category's number among them, int64, read only), kept in the model cache
+    (``block_codes``) under the tuple itself (:class:`~sysmodel.model_cache.Ref`: a tuple of
+    strings cannot change, and the key keeps it alive). Why: a pass's block shape is kept
+    across graphs (``pass_block_shapes``) with its category and NPU tuples, and coding them
+    task by task for every graph built was about a tenth of a Transformer-17B evaluation's
+    arrays and breakdown (docs/sysmodel.md, Speed, thirty-first increment)."""
+    memo = current().block_codes
+    key = Ref(values)
+    kept = memo.get(key)
+    if kept is None:
+        own = sorted(set(values))
+        number = {c: k for k, c in enumerate(own)}
+        numbers = np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values))
+        numbers.flags.writeable = False
+        kept = memo.put(key, (tuple(own), numbers))
+    return kept
+
+
+def _block_npu_codes(values: tuple) -> np.ndarray | None:
+    """:func:`_npu_codes` of ``values``, an appended block's NPU column (a tuple), kept in the
+    model cache (``block_codes``) under the tuple itself, read only (see
+    :func:`_block_category_codes`)."""
+    memo = current().block_codes
+    key = Ref(values)
+    kept = memo.get(key)
+    if kept is None:
+        codes = _npu_codes(values)
+        if codes is not None:
+            codes.flags.writeable = False
+        kept = memo.put(key, False if codes is None else codes)
+    return None if kept is False else kept
 
 
 def _npu_codes(values) -> np.ndarray | None:

@@ -131,6 +131,10 @@ class ModelCache:
                                     "the pass's LayerBlock without durations and entries: names, categories, "
                                     "NPUs, sources, dependencies, queues (sysmodel.task_graphs."
                                     "StageEngine._pass_block_shape)"),
+        "block_codes": (4096, "Ref(a block's category or NPU column: a tuple, immutable) -> its categories "
+                              "in name order and each task's number among them, or its NPU codes (False "
+                              "where one is not codable); read-only arrays (sysmodel.engine.Engine."
+                              "_category_codes / task_kinds: a kept pass block's columns coded once)"),
         "iteration_shapes": (4096, "(platform.memory_capacity_gb, platform.optimizer_bytes_per_param, "
                                    "Ref(workload), strategy, schedule, samples per DP and its type, requested "
                                    "microbatches and their type, whether they are fixed) -> an iteration "
@@ -177,6 +181,7 @@ class ModelCache:
     workload_shapes: Memo
     pass_skeletons: Memo
     pass_block_shapes: Memo
+    block_codes: Memo
     iteration_shapes: Memo
     graph_templates: Memo
     network_free_templates: Memo
