@@ -157,6 +157,24 @@ def test_the_hierarchical_all_reduce_runs_staged_under_verilator():
     assert min(t[1][1] for t in run.node_times.values()) > 210
 
 
+@pytest.mark.full
+def test_a_repeated_ordered_all_reduce_runs_under_verilator():
+    """The repeated ordered collective of
+    ``tests/hdl/designs/iteration/test_packet_phase_order_iteration_sim.py`` (4-NPU packet Fred-B:
+    MP, DP, MP, DP x 2, the DP runs crossed and ordered) through the Verilator bench: every flit
+    of every run checked, every trace finished, and the repeat follows the order (group (0, 2)
+    ends it before group (1, 3)); the same RTL as the Amaranth run, so the same cycles."""
+    from cocotb_tests.iteration.packet_run import run_packet_iteration
+    from tests.hdl.designs.iteration.test_packet_phase_order_iteration_sim import DP_FLITS, SPEC, _case
+    programs, requests, traces = _case(pairs=2, repeat=2)
+    run = run_packet_iteration(SPEC, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0")
+    print(f"repeated ordered all-reduce: {run.cycles} cycles, node 7 {[run.node_times[r][7] for r in range(4)]}")
+    assert run.errors == []
+    assert run.flits_sent == run.flits_received == 4 * DP_FLITS      # the last run's
+    ends = [run.node_times[r][7][1] for r in range(4)]
+    assert max(ends[0], ends[2]) < min(ends[1], ends[3]), ends
+
+
 def test_a_stalled_npu_is_judged_against_the_collective_it_is_in():
     """Pure: the stall message's judgement (``judge_packet_npus``, issue 32): MP then DP on the
     4-NPU packet Fred-A, NPU 0 stalled in the MP run (node 1) with 3 bad flits, NPU 1 waiting

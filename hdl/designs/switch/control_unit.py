@@ -124,8 +124,11 @@ class ControlUnit(wiring.Component):
     higher-priority VC still preempts) until every input with a flow-port table entry in it
     has started its packet numbered ``order_last``; then ``order_advance`` (one cycle) and the
     unit drains to the next entry (``order_restart``: the order was rewritten, forget the
-    inputs done). So every switch with the same order sends those phases'
-    packets in one order, whatever the arrival order of its inputs.
+    inputs done). A stored phase of VC ``order_vc`` that is not the current entry (the one
+    whose entry just completed) starts no packet in RUN: the unit drains and selects the entry
+    (else it would serve the next run of that slot ahead of the order). So every switch with
+    the same order sends those phases' packets in one order, whatever the arrival order of
+    its inputs.
 
     A rewrite of the active slot (the slot unloaded from its first word on) makes the active
     copy stale: no packet starts in RUN until the unit has drained and selected the slot again,
@@ -333,6 +336,19 @@ class ControlUnit(wiring.Component):
         m.d.sync += stale.eq(self.active_valid & ~self.loaded.bit_select(self.active_phase, 1)
                              | stale & ~select_done)
         m.d.comb += stale_now.eq(stale & ~online_mode & ~shared_mode)
+        # what keeps RUN from starting a packet of the active stored phase
+        run_stop = stale_now
+        if self.ordered:
+            # a stored phase of the order's VC that is not the order's current entry (the unit
+            # was running it when its entry completed) starts no packet either: left in RUN, it
+            # went on serving the next run of the same slot that came before the order's next
+            # entry -- one switch's order broken, a reduction's operands behind each other at the
+            # next switch (a repeated ordered collective hung so, docs/fabric_iteration.md,
+            # "Repeated ordered collectives"); the unit drains and selects the entry instead
+            off_order = Signal(name="off_order")
+            m.d.comb += off_order.eq(self.order_active & (cur_vc == self.order_vc)
+                                     & (cur_phase != self.order_slot) & ~online_mode & ~shared_mode)
+            run_stop = stale_now | off_order
         path_ok = Signal(P)      # input n's head packet (online) may start: its path is set up
         awaiting = Signal(P)     # ... a path was granted to it, its first packet not started yet
         partial, match, start_ok, heads, firsts = [], [], [], [], []
@@ -348,7 +364,7 @@ class ControlUnit(wiring.Component):
             ok = Signal(name=f"start_ok{n}")
             m.d.comb += mt.eq(hv & hf & (h.phase == cur_phase) & active_ok)
             m.d.comb += ok.eq(mt & ~online_mode & ~shared_mode & gate[n]
-                              & ((state == CUState.RUN) & ~stale_now
+                              & ((state == CUState.RUN) & ~run_stop
                                  | (state == CUState.DRAIN) & drain_ok[n]))
             manual_ok = ~self.hold & self.active_valid & (part | hv & hf & (h.phase == self.active_phase))
             running = (state == CUState.RUN) | (state == CUState.DRAIN)
@@ -427,7 +443,7 @@ class ControlUnit(wiring.Component):
             m.d.sync += [state.eq(CUState.RUN), cur_phase.eq(self.active_phase), cur_vc.eq(self.host_vc),
                          last_valid.eq(0), yielding.eq(0)]
         with m.Elif(state == CUState.RUN):
-            with m.If(~active_ok | stale_now):
+            with m.If(~active_ok | run_stop):
                 with m.If(any_wait):
                     m.d.sync += state.eq(CUState.DRAIN)
             with m.Elif(higher):

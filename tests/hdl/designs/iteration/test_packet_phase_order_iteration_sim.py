@@ -30,28 +30,46 @@ MP_FLITS, DP_FLITS = 16, 48
 NODES = 16
 #: compute before each DP all-reduce: NPUs 1 and 2 early, 0 and 3 late
 EARLY, LATE = 10, 80
+BEFORE_DP = {0: LATE, 1: EARLY, 2: EARLY, 3: LATE}
 
 
-def _case(pairs=2):
+def _case(pairs=2, repeat=1):
     """(programs, requests, traces): ``pairs`` times MP, DP, each after compute (``EARLY``/``LATE``
-    before a DP all-reduce), 5 cycles at the end (the equal programs share their slots)."""
+    before a DP all-reduce), 5 cycles at the end (the equal programs share their slots); the
+    last DP node runs ``repeat`` times (the trace word's repeat bits: its runs back to back,
+    no compute between them)."""
     from hdl.compiler.fabric_program import fabric_program
     requests = [FabricRequest("all-reduce", MP, MP_FLITS, "mp"), FabricRequest("all-reduce", DP, DP_FLITS, "dp")] * pairs
     programs = [fabric_program(SPEC, r, algorithm="in-switch") for r in requests]
-    before_dp = {0: LATE, 1: EARLY, 2: EARLY, 3: LATE}
-    traces = {r: replace(_trace(r, [20, COLLECTIVE_BIT, before_dp[r], COLLECTIVE_BIT] * pairs + [5]),
+    last_dp = COLLECTIVE_BIT | (repeat if repeat > 1 else 0)      # a single run: no repeat field
+    traces = {r: replace(_trace(r, [20, COLLECTIVE_BIT, BEFORE_DP[r], COLLECTIVE_BIT] * (pairs - 1)
+                                + [20, COLLECTIVE_BIT, BEFORE_DP[r], last_dp, 5]),
                          collectives=tuple(range(1, 4 * pairs, 2)))
               for r in range(SPEC.npus)}
     return programs, requests, traces
 
 
-def _run(run_fabric_top, read_iteration, edit=None, max_cycles=3000, pairs=2, order_entries="load"):
+def _dp_after_dp_case(between):
+    """(programs, requests, traces): MP, DP, then per rank ``between[rank]`` cycles of compute,
+    DP again (a second node of the same program: the same slots), 5 cycles at the end."""
+    from hdl.compiler.fabric_program import fabric_program
+    requests = [FabricRequest("all-reduce", MP, MP_FLITS, "mp")] + [FabricRequest("all-reduce", DP, DP_FLITS, "dp")] * 2
+    programs = [fabric_program(SPEC, r, algorithm="in-switch") for r in requests]
+    traces = {r: replace(_trace(r, [20, COLLECTIVE_BIT, BEFORE_DP[r], COLLECTIVE_BIT, between[r], COLLECTIVE_BIT, 5]),
+                         collectives=(1, 3, 5))
+              for r in range(SPEC.npus)}
+    return programs, requests, traces
+
+
+def _run(run_fabric_top, read_iteration, edit=None, max_cycles=3000, pairs=2, order_entries="load", repeat=1,
+         case=None):
     """Run the case's load (``edit(load)`` first, if given) on the packet Fred-B's iteration top,
-    its switches' order depth the load's (``order_entries="load"``) or the one given."""
+    its switches' order depth the load's (``order_entries="load"``) or the one given; the case
+    ``_case(pairs, repeat)`` unless ``case`` (programs, requests, traces) is given."""
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from cocotb_tests.iteration.packet_run import packet_iteration_load
     from hdl.designs.iteration import PacketTraceNpu, iteration_packet_top
-    programs, requests, traces = _case(pairs)
+    programs, requests, traces = case or _case(pairs, repeat)
     nodes = max(NODES, 1 << (4 * pairs).bit_length())
     packet = packet_iteration_format(SPEC, False)
     load = packet_iteration_load(SPEC, programs, requests, traces, nodes, packet)
@@ -63,6 +81,16 @@ def _run(run_fabric_top, read_iteration, edit=None, max_cycles=3000, pairs=2, or
     return run_fabric_top(dut, load["writes"], lambda read, write: read_iteration(read, write, counts,
                                                                                    PacketTraceNpu.read_names),
                           max_cycles=max_cycles, with_write=True, config=load["config"]), programs
+
+
+def _assert_every_flit_checked(out, programs, nodes):
+    """The iteration finished: every NPU through its ``nodes`` nodes, no bad or extra flit in any
+    run, no packet out of sequence, no link error; each NPU's last run (the last collective, a
+    DP all-reduce) sent and received its ``DP_FLITS``."""
+    assert out["all_done"], out
+    for rank, x in enumerate(out["npus"]):
+        assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (nodes, 0, 0, 0), (rank, x)
+        assert x["received"] == x["sent"] == programs[-1].engines[rank]["recv_count"] == DP_FLITS, (rank, x)
 
 
 def test_the_iteration_orders_hold_every_dp_runs_last_packet_numbers_and_the_mp_runs_go_on_vc_mp():
@@ -82,6 +110,9 @@ def test_the_iteration_orders_hold_every_dp_runs_last_packet_numbers_and_the_mp_
     # a repeat of the MP all-reduce moves the DP runs' numbers by its 2 packets
     _, repeated = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [2, 1, 1, 1])
     assert repeated[0][1] == [(1, 9), (2, 9), (1, 17), (2, 17)]
+    # the second DP all-reduce repeated: an entry pair per run, the repeat's packets 16..21
+    _, twice = packet_iteration_orders(SPEC, programs, requests, packet_iteration_format(SPEC, False), [1, 1, 1, 2])
+    assert twice == [(VC.DP, [(1, 7), (2, 7), (1, 15), (2, 15), (1, 21), (2, 21)])] * 3
     assert packet_order_entries(orders) is None                     # 4 entries: one per slot, as built before
     # the DP all-reduce run four times, then once more: 10 entries, more than the 8 slots: the
     # switches' orders are built 16 deep (the next power of two); the DP runs' packets 2..7,
@@ -107,10 +138,7 @@ def test_crossed_dp_groups_complete_in_the_iterations_phase_order(run_fabric_top
     there first (measured 2026-11-28 13:14 UTC: the first DP run ends at 245 at NPUs 0 and 2,
     at 365 at NPUs 1 and 3, though NPU 1 started at 62; the iteration 728 cycles)."""
     out, programs = _run(run_fabric_top, read_iteration)
-    assert out["all_done"], out
-    for rank, x in enumerate(out["npus"]):
-        assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (9, 0, 0, 0), (rank, x)
-        assert x["received"] == x["sent"] == programs[3].engines[rank]["recv_count"] == DP_FLITS, (rank, x)
+    _assert_every_flit_checked(out, programs, nodes=9)
     # the early NPUs wait in each DP all-reduce for their late partners' operands
     for k in (3, 7):
         ends = {x["times"][k][1] for x in out["npus"]}
@@ -147,6 +175,48 @@ def test_without_the_phase_order_the_crossed_dp_groups_hang(run_fabric_top, read
     assert all(x["nodes_done"] == 3 for x in out["npus"]), out
 
 
+def test_a_repeated_dp_all_reduce_completes_in_the_iterations_phase_order(run_fabric_top, read_iteration):
+    """Issue 32's repeated ordered collective (the session-22 hang): MP, DP, MP, DP x 2 -- the
+    last DP node's repeat bits 2, its two runs back to back. The harness's order holds an
+    entry pair per run (lasts 7, 15, 21: the repeat's packets are 16..21, numbered on as the
+    engine numbers them; pure test above), 6 entries in the 8 slots. The repeat starts with
+    the switches still running slot 2 (group (1, 3)'s, the order's entry before, complete):
+    the control unit starts no packet of a phase of the order's VC that is not its current
+    entry, drains and selects slot 1 (group (0, 2)), as every switch does. Main's control unit
+    went on serving slot 2's next run at the L1s, then selected slot 1, the L2's last reduced
+    slot-2 packet ahead of slot 1's in their downlink buffers: the iteration hung in the
+    repeat, NPUs 0 and 2 at 40 of 48 flits sent and none received, NPUs 1 and 3 at 48 sent and
+    40 received (checked on main 9e5deb3's control unit, 2026-11-28 20:06 UTC). Every flit of
+    every run checked good, no packet out of sequence, and the repeat follows the order:
+    group (0, 2) finishes its run before group (1, 3) receives its last packet."""
+    out, programs = _run(run_fabric_top, read_iteration, repeat=2, max_cycles=2000)
+    _assert_every_flit_checked(out, programs, nodes=9)
+    repeat_ends = [x["times"][7][1] for x in out["npus"]]
+    assert max(repeat_ends[0], repeat_ends[2]) < min(repeat_ends[1], repeat_ends[3]), repeat_ends
+    # both runs ran: group (1, 3) ends a run only after both groups' flits (2 x DP_FLITS) went
+    # up each L1's half-rate uplink (2 cycles a flit), from the late NPU 0's start on (the
+    # order holds group (1, 3) behind it; the barrier starts the second run after the first)
+    late_start = out["npus"][0]["times"][7][0]
+    assert min(repeat_ends[1], repeat_ends[3]) >= late_start + 2 * (2 * DP_FLITS * 2), (late_start, repeat_ends)
+
+
+def test_an_ordered_run_whose_stale_slot_comes_back_first_completes_in_the_order(run_fabric_top, read_iteration):
+    """The same mechanism without a repeat: MP, DP, DP (two nodes of one program), NPUs 0 and 2
+    computing 200 cycles between the DP nodes, NPUs 1 and 3 ``EARLY``: the second run's group
+    (1, 3) (slot 2, the last entry the switches ran) reaches the L1s first. The control unit
+    starts none of its packets before the order's entry, slot 1, is done: every flit checked,
+    group (0, 2) finishes the run first. Main's control unit served them at the L1s still
+    running slot 2 and hung as with the repeat (NPUs 0 and 2 at 40 of 48 flits sent, none
+    received; checked on main 9e5deb3's control unit, 2026-11-28 20:11 UTC)."""
+    out, programs = _run(run_fabric_top, read_iteration, max_cycles=2000,
+                         case=_dp_after_dp_case({0: 200, 1: EARLY, 2: 200, 3: EARLY}))
+    _assert_every_flit_checked(out, programs, nodes=7)
+    ends = [x["times"][5][1] for x in out["npus"]]
+    starts = [x["times"][5][0] for x in out["npus"]]
+    assert max(starts[1], starts[3]) < min(starts[0], starts[2])     # group (1, 3) there first
+    assert max(ends[0], ends[2]) < min(ends[1], ends[3]), ends        # served second, as ordered
+
+
 def test_ten_order_entries_complete_in_an_order_built_sixteen_deep(run_fabric_top, read_iteration):
     """Issue 32's Transformer-17B MP4-DP5 case in miniature: MP, DP five times, five DP runs,
     10 order entries at every switch, more than its 8 slots (refused before session 22). The
@@ -154,10 +224,7 @@ def test_ten_order_entries_complete_in_an_order_built_sixteen_deep(run_fabric_to
     finishes all 21 nodes, every flit of every run checked good, no packet out of sequence, no
     link error."""
     out, programs = _run(run_fabric_top, read_iteration, pairs=5, max_cycles=6000)
-    assert out["all_done"], out
-    for rank, x in enumerate(out["npus"]):
-        assert (x["nodes_done"], x["run_errors"], x["seq_errors"], x["link_errors"]) == (21, 0, 0, 0), (rank, x)
-        assert x["received"] == x["sent"] == programs[9].engines[rank]["recv_count"] == DP_FLITS, (rank, x)
+    _assert_every_flit_checked(out, programs, nodes=21)
 
 
 @pytest.mark.full   # the control of the test above (about 25-45 s of simulation): kept out of CI's time
