@@ -13,11 +13,15 @@ iteration_row`), ``error``, ``verilog_sha256`` (the RTL top the row ran).
 The fingerprint covers everything a row depends on (:func:`fingerprint_parts`): the case; the
 platform files given (``--platform``, ``--characterization``) by content; the exported traces,
 the requests and the programs the NPUs, switches and controllers are loaded with, and the
-model's figures, each by SHA-256 of their canonical JSON; the code that models the case,
-generates the RTL top's Verilog, builds it, loads it and judges the run -- every file of
-``hdl``, ``eda``, ``cocotb_tests``, ``sysmodel``, ``studies`` and ``fred``, by content
-(:func:`code_fingerprint`, a superset of :func:`studies.points.model_fingerprint`'s); and the
-tools' versions (Python, Amaranth, cocotb, Verilator, NumPy). The RTL top's Verilog is a
+model's figures, each by SHA-256 of their canonical JSON; the code that generates the RTL top's
+Verilog, builds it, loads it, makes the case's programs and judges the run -- every file of
+``hdl``, ``eda``, ``cocotb_tests``, ``studies`` and ``fred``, by content
+(:func:`code_fingerprint`); and the tools' versions (Python, Amaranth, cocotb, Verilator,
+NumPy). The model (``sysmodel``) is not in the code part: everything it hands the RTL run --
+the traces, the requests, the programs made from them -- and every figure of it the row holds
+are hashed by content, and the RTL side (``hdl``, ``eda``, ``cocotb_tests``) imports nothing
+from it (tests/test_layering.py), so a model change that moves a row changes one of those
+parts, and one that moves nothing (a faster engine) keeps the rows. The RTL top's Verilog is a
 function of the code, the programs' sizes and Amaranth, all in the fingerprint, so it is not
 generated before a run only to be hashed: its SHA-256 is recorded with the row it ran
 (``verilog_sha256``, from the build folder) for the record. A change to any part re-runs the
@@ -44,9 +48,10 @@ __all__ = ["DEFAULT_ROWS", "CODE_PACKAGES", "RowStore", "code_fingerprint", "too
 
 #: The default store (``results/`` is not in git).
 DEFAULT_ROWS = Path("results/fabric-iteration-rows.jsonl")
-#: The packages whose every file a row depends on (the model, the RTL, its build and harness,
-#: the studies and the command that run them).
-CODE_PACKAGES = ("hdl", "eda", "cocotb_tests", "sysmodel", "studies", "fred")
+#: The packages whose every file a row depends on (the RTL, its build and harness, the studies
+#: and the command that run them); the model reaches a row only through parts hashed by content
+#: (module docstring).
+CODE_PACKAGES = ("hdl", "eda", "cocotb_tests", "studies", "fred")
 #: A record's keys that must be there (the rest depend on its kind).
 _REQUIRED = ("kind", "case", "fingerprint", "parts", "measured")
 _KINDS = ("row", "failed", "refused")

@@ -7,6 +7,7 @@ command with the real model of a small case."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -252,3 +253,26 @@ def test_the_command_stores_and_reuses_rows_of_a_real_case_with_the_rtl_faked(tm
     assert [c["stored"] is not None for c in listed] == [True, True, True]
     assert main(["fabric-iteration", "--table", "--no-overlap", "--rows", str(rows), "--only", "fred-x"]) == 1
     assert "'fred-x' names no case" in capsys.readouterr().err
+
+
+def test_the_code_part_digests_the_rtl_side_and_not_the_model(monkeypatch):
+    """A row's code part is the RTL's generators, build and harness, the studies and the command;
+    the model (sysmodel) reaches a row only through parts hashed by content (traces, requests,
+    programs, the model's figures), so an edit of the model that moves no figure keeps the rows
+    and one that moves a figure changes those parts. Pinned here by the folders digested."""
+    import importlib
+    import studies.points
+    from studies import iteration_rows
+    digested = []
+    monkeypatch.setattr(studies.points, "_digest_folder",
+                        lambda digest, folder, suffixes=None: digested.append(Path(folder)))
+    iteration_rows.code_fingerprint.cache_clear()
+    try:
+        iteration_rows.code_fingerprint()
+    finally:
+        iteration_rows.code_fingerprint.cache_clear()
+    folder = {name: Path(importlib.import_module(name).__file__).resolve().parent
+              for name in ("hdl", "eda", "cocotb_tests", "studies", "fred", "sysmodel")}
+    for name in ("hdl", "eda", "cocotb_tests", "studies", "fred"):
+        assert folder[name] in digested, name
+    assert folder["sysmodel"] not in digested
