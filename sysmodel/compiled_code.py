@@ -5,8 +5,9 @@ is stated apart from what a benchmark or ``fred validate``'s cases measure).
 One list, so that ``fred validate``'s start-up and both of ``make bench-sysmodel``'s sections
 load the same functions: the engine's loop (:mod:`sysmodel.engine_compiled`, first: importing
 it loads numba's NumPy support without the BLAS probe), the pipeline schedule's round-robin
-(:mod:`sysmodel.schedule_order_compiled`) and the breakdown's sweeps
-(:mod:`sysmodel.breakdown_compiled`).
+(:mod:`sysmodel.schedule_order_compiled`), the breakdown's sweeps
+(:mod:`sysmodel.breakdown_compiled`) and the mesh chunks' stage schedule
+(:mod:`sysmodel.stage_schedule_compiled`).
 """
 
 from __future__ import annotations
@@ -20,5 +21,7 @@ def warm_up_all() -> list[tuple[str, float, bool]]:
     from sysmodel.engine_compiled import warm_up as engine
     from sysmodel.schedule_order_compiled import warm_up as order
     from sysmodel.breakdown_compiled import warm_up as breakdown
+    from sysmodel.stage_schedule_compiled import warm_up as stage_schedule
     return [(what, *load()) for what, load in
-            (("engine", engine), ("pipeline order", order), ("breakdown", breakdown))]
+            (("engine", engine), ("pipeline order", order), ("breakdown", breakdown),
+             ("stage schedule", stage_schedule))]

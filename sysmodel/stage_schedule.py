@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Stage", "chains_time", "link_classes"]
+__all__ = ["Stage", "chains_time", "chains_time_reference", "link_classes"]
 
 #: (duration alone at full speed in s, busy time of each link in s)
 Stage = tuple[float, np.ndarray]
@@ -54,7 +54,9 @@ def _fair_speeds(usage: np.ndarray) -> np.ndarray:
     theta = np.zeros(len(usage))
     rising = np.ones(len(usage), dtype=bool)
     while rising.any():
-        left = 1.0 - theta @ usage                       # what each link has left
+        # what each link has left; the stages' shares summed row after row (not ``theta @
+        # usage``, whose BLAS may fuse or reorder): the compiled schedule adds them so
+        left = 1.0 - (theta[:, None] * usage).sum(axis=0)
         demand = usage[rising].sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             room = np.where(demand > _EPS, left / demand, np.inf)
@@ -69,17 +71,40 @@ def _fair_speeds(usage: np.ndarray) -> np.ndarray:
 def chains_time(chains: Sequence[Sequence[Stage]]) -> float:
     """Time until every chain's last stage is done, the chains starting together (module
     docstring). Stages of zero duration are skipped. Raises ``ValueError`` for a stage whose
-    link time exceeds its duration (it could not run at full speed alone)."""
+    link time exceeds its duration (it could not run at full speed alone).
+
+    Runs compiled (:mod:`sysmodel.stage_schedule_compiled`): the figures of
+    :func:`chains_time_reference` to the last bit, about a hundred times faster."""
+    from sysmodel.stage_schedule_compiled import schedule_time
+    durations, usage, ends = [], [], []
+    for chain in chains:
+        for duration, link_s in _running_stages(chain):
+            durations.append(duration)
+            usage.append(link_s / duration)
+        ends.append(len(durations))
+    if not durations:
+        return 0.0
+    return schedule_time(np.array(durations, dtype=float), np.stack(usage), np.array(ends, dtype=np.int64))
+
+
+def _running_stages(chain: Sequence[Stage]):
+    """``chain``'s stages of positive duration as (duration, link times as floats), each
+    checked: no link busier than the stage's duration."""
+    for duration, link_s in chain:
+        link_s = np.asarray(link_s, dtype=float)
+        if duration <= 0:
+            continue
+        if link_s.size and float(link_s.max()) > duration * (1 + 1e-9):
+            raise ValueError(f"stage of {duration} s keeps a link busy {float(link_s.max())} s")
+        yield duration, link_s
+
+
+def chains_time_reference(chains: Sequence[Sequence[Stage]]) -> float:
+    """:func:`chains_time` in NumPy, step by step (the specification the compiled schedule is
+    tested against)."""
     queues = []
     for chain in chains:
-        queue = []
-        for duration, link_s in chain:
-            link_s = np.asarray(link_s, dtype=float)
-            if duration <= 0:
-                continue
-            if link_s.size and float(link_s.max()) > duration * (1 + 1e-9):
-                raise ValueError(f"stage of {duration} s keeps a link busy {float(link_s.max())} s")
-            queue.append((duration, link_s / duration))
+        queue = [(duration, link_s / duration) for duration, link_s in _running_stages(chain)]
         if queue:
             queues.append(queue)
     now = 0.0

@@ -20,7 +20,7 @@ stages for 0.1 at each end)."""
 import numpy as np
 import pytest
 
-from sysmodel.stage_schedule import chains_time, link_classes
+from sysmodel.stage_schedule import chains_time, chains_time_reference, link_classes
 
 ROW, COL = np.array([1.0, 0.0]), np.array([0.0, 1.0])
 
@@ -75,3 +75,42 @@ def test_link_classes_merge_identical_links_without_changing_the_time():
 def test_a_stage_busier_than_its_duration_is_refused():
     with pytest.raises(ValueError, match="keeps a link busy"):
         chains_time([[(1.0, 2 * ROW)]])
+
+
+def test_the_reference_gives_the_hand_computed_schedules_too():
+    assert chains_time_reference(mesh_chunks(13 / 24)) == pytest.approx(4.75)
+    assert chains_time_reference([[(4.0, ROW)], [(3.0, 3 * ROW)]]) == pytest.approx(4.75)
+    with pytest.raises(ValueError, match="keeps a link busy"):
+        chains_time_reference([[(1.0, 2 * ROW)]])
+
+
+def _random_chains(rng: np.random.Generator) -> list:
+    """Up to five chains of up to four stages on up to six links: some stages of zero duration
+    (skipped), some empty chains, links unused, partly used or full for the whole stage."""
+    links = int(rng.integers(1, 7))
+    chains = []
+    for _ in range(int(rng.integers(1, 6))):
+        chain = []
+        for _ in range(int(rng.integers(0, 5))):
+            duration = 0.0 if rng.random() < 0.05 else float(rng.uniform(0.1, 5.0))
+            link_s = rng.uniform(0.0, 1.0, links) * duration * (rng.random(links) < 0.6)
+            if rng.random() < 0.3:    # a bandwidth-bound stage: its links busy all along
+                link_s = np.where(link_s > 0, duration, 0.0)
+            chain.append((duration, link_s))
+        chains.append(chain)
+    return chains
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_schedule_is_the_reference_to_the_last_bit(seed):
+    # sysmodel/stage_schedule_compiled.py adds every sum in the reference's order, so the
+    # figures are equal, not merely close (the mesh's split search compares them)
+    rng = np.random.default_rng(seed)
+    for _ in range(250):
+        chains = _random_chains(rng)
+        assert chains_time(chains) == chains_time_reference(chains)
+
+
+def test_no_stage_to_run_takes_no_time():
+    assert chains_time([]) == chains_time_reference([]) == 0.0
+    assert chains_time([[(0.0, ROW)], []]) == chains_time_reference([[(0.0, ROW)], []]) == 0.0
