@@ -110,14 +110,18 @@ def _read_cache(path: Path, version: str | None) -> dict:
 
 def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = None,
                cache: str | Path | None = None, version: str | None = None, progress=None,
-               connect_timeout_s: float = 20.0, group=None) -> list[PointResult]:
+               connect_timeout_s: float = 20.0, group=None, prepare=None) -> list[PointResult]:
     """Compute ``fn(spec)`` for every spec (see the module docstring). ``version``: what the
     cached points must have been computed by (None: any point cached without a version);
     ``progress``: an object with ``update(n)`` (a :func:`fred.progress.progress_bar`), or None;
     ``connect_timeout_s``: how long to try reaching the scheduler; ``group``: a function of a
     spec whose equal values run in one worker of a local pool (a top-level function, or None:
     every point its own task). It changes where a point runs, never its value; a worker that
-    dies fails every point of its task."""
+    dies fails every point of its task. ``prepare``: a function of no arguments run once in this
+    process before a local pool starts (e.g. :func:`studies.points.prepare_model`: the model
+    imported and its compiled code loaded, or compiled on a fresh clone), so that the forked
+    workers inherit what it loaded instead of each loading (or compiling) it again; not run for
+    points computed in this process (they load what they need as they run) or on a cluster."""
     results = [PointResult(spec) for spec in specs]
     keys = [spec_key(s) for s in specs]
     cache_path = Path(cache) if cache else None
@@ -150,6 +154,8 @@ def run_points(fn, specs: list[dict], *, jobs: int = 1, scheduler: str | None = 
         elif scheduler:
             _run_dask(fn, specs, todo, scheduler, record, connect_timeout_s)
         elif jobs > 1 and len(todo) > 1:
+            if prepare is not None:
+                prepare()
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = {pool.submit(guarded_group, fn, [specs[i] for i in task]): task
                            for task in point_groups(todo, specs, group)}

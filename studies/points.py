@@ -19,7 +19,7 @@ from hdl.contracts.placement import parse_strategy
 from sysmodel.model_cache import current
 from sysmodel.platform import Platform, default_platform, load_platform
 
-__all__ = ["platform_ref", "platform_from_ref", "workload_ref", "sweep_specs", "sweep_point"]
+__all__ = ["platform_ref", "platform_from_ref", "workload_ref", "sweep_specs", "sweep_point", "prepare_model"]
 
 
 # Computed once per process and not kept in the model's cache: it names the code loaded in this
@@ -52,6 +52,17 @@ def _digest_folder(digest, root: Path, suffixes=(".py", ".toml", ".json")) -> No
     for path in files:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
+
+
+def prepare_model() -> None:
+    """Import what :func:`sweep_point` and :func:`studies.dse.dse_point` run and load the model's
+    compiled code (:func:`sysmodel.compiled_code.warm_up_all`; compiled once on a fresh clone):
+    ``run_points``' ``prepare`` before a local pool forks, so that its workers inherit both
+    instead of each importing the model and loading (or, on a fresh clone, compiling at once
+    with the others) the same machine code."""
+    import studies.evaluation  # noqa: F401  (strategy_row: the model a point runs)
+    from sysmodel.compiled_code import warm_up_all
+    warm_up_all()
 
 
 def platform_ref(platform_path=None, characterization=None, compute_scale: float = 1.0) -> dict:

@@ -90,7 +90,7 @@ def run(args) -> int:
     from fred.progress import progress_bar
     from studies.cost import load_cost_model
     from studies.dse import DseGrid, DseMeta, dse_group, dse_point, summarise, write_dse
-    from studies.points import model_fingerprint
+    from studies.points import model_fingerprint, prepare_model
     from studies.report import check_writable
     if args.optimize:
         return run_optimize(args)
@@ -125,7 +125,7 @@ def run(args) -> int:
                        overlap=not args.no_overlap, strategies=strategies)
         with progress_bar(len(specs), f"dse {workload}", json_output=args.json) as bar:
             results = run_points(dse_point, specs, progress=bar, version=model_fingerprint(),
-                                 group=dse_group, **settings)
+                                 group=dse_group, prepare=prepare_model, **settings)
         rows = [r.value for r in results if r.ok]
         summary = summarise(rows, designs, platform, cost)
         meta = DseMeta(workload=workload, grid=grid.to_dict(), cost_model=cost.source,

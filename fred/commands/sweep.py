@@ -101,14 +101,15 @@ def _points(args) -> tuple[list, list[dict]]:
     from fred.parallel import run_points
     from fred.progress import progress_bar
     from studies.evaluation import rank_rows
-    from studies.points import model_fingerprint, platform_ref, sweep_point, sweep_specs
+    from studies.points import model_fingerprint, platform_ref, prepare_model, sweep_point, sweep_specs
     settings = parallel_settings(args)
     ref = platform_ref(args.platform, args.characterization, args.compute_scale)
     specs = sweep_specs(args.workload, args.fabric, ref, samples_per_dp=args.samples_per_dp,
                         overlap=not args.no_overlap)
     with progress_bar(len(specs), f"sweep {args.workload} {args.fabric}", json_output=args.json,
                       unit="strategy") as bar:
-        results = run_points(sweep_point, specs, progress=bar, version=model_fingerprint(), **settings)
+        results = run_points(sweep_point, specs, progress=bar, version=model_fingerprint(),
+                             prepare=prepare_model, **settings)
     failed = [{"strategy": r.spec["strategy"], "error": r.error} for r in results if not r.ok]
     return rank_rows([r.value for r in results if r.ok]), failed
 

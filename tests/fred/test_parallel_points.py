@@ -4,6 +4,7 @@ results; computed points are cached; a failing point is reported, not lost."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -200,3 +201,29 @@ def test_dse_points_grouped_by_design_in_a_pool_equal_the_local_run():
     pooled = run_points(dse_point, specs, jobs=2, group=dse_group)
     assert [r.spec for r in pooled] == specs
     assert all(r.ok for r in pooled) and _values(pooled) == _values(local)
+
+
+def _counted_prepare(calls: list):
+    def prepare():
+        calls.append(os.getpid())
+    return prepare
+
+
+def test_prepare_runs_once_in_this_process_before_a_pool_and_never_in_process():
+    """``run_points(prepare=)`` (fred dse, fred sweep: studies.points.prepare_model) runs in the
+    parent once, before the pool forks, so the workers inherit what it loaded; points computed
+    in this process need no preparing."""
+    specs = _specs()[:3]
+    calls: list = []
+    pooled = run_points(sweep_point, specs, jobs=2, prepare=_counted_prepare(calls))
+    assert calls == [os.getpid()] and all(r.ok for r in pooled)
+    calls.clear()
+    local = run_points(sweep_point, specs, prepare=_counted_prepare(calls))
+    assert calls == [] and _values(local) == _values(pooled)
+
+
+def test_prepare_model_loads_the_compiled_code():
+    from studies.points import prepare_model
+    from sysmodel.stage_schedule_compiled import _schedule_time
+    prepare_model()
+    assert _schedule_time.signatures     # loaded (or compiled) for the arrays the model passes
