@@ -51,7 +51,8 @@ latency chain and phase-switch overheads. On FRED, link bytes are whole flits: e
 transfer sends (a ring step's chunk, a message, an I/O stripe) is rounded up to the switch's
 ``flit_bytes``; the mesh is byte-granular (its link format is not specified) unless the
 platform gives it a flit (``mesh_flit_bytes``, the model of the RTL mesh): then a ring or 2D
-all-reduce's chunks are whole flits per piece, padded as the RTL's engines pad them. Effective
+all-reduce's chunks are whole flits per piece, padded as the RTL's engines pad them, and an I/O
+op's stripe per controller whole flits, as the RTL's I/O requests cut it (:func:`_io_stripe`). Effective
 bandwidth per NPU = payload bytes sent per sending NPU / time (GBps = 1e9 B/s, as in the
 paper). The result also lists the switch configurations the in-switch collectives need stored
 and the one-time time to load them (:func:`configuration_load_s`; not part of ``time_s``:
@@ -867,7 +868,7 @@ def _endpoint(net: Network, c: Collective, algorithm: str | None = None) -> tupl
         return "direct", t
     if c.op in ("io-write", "io-read"):
         t = net.traffic()
-        stripe = c.size / len(net.io_nodes)
+        stripe = _io_stripe(net, c.size)
         pairs = [(r, io) if c.op == "io-write" else (io, r) for r in g for io in net.io_nodes]
         t.latency_s = max(net.path_latency(route) for route in t.add_transfers(pairs, stripe))
         t.controller_flit_bytes = net.controller_flit_bytes()
@@ -903,13 +904,27 @@ def _fred_hierarchical(net: FredTreeNetwork, c: Collective) -> list[tuple[str, T
     return [("hierarchical", t)]
 
 
+def _io_stripe(net: Network, size: float) -> float:
+    """Bytes of each controller's stripe of an I/O op of ``size`` bytes per member striped over
+    every controller: ``size / controllers``, or, on a mesh of whole flits (``mesh_flit_bytes``,
+    the model of the RTL mesh), that in whole flits -- the stripe the RTL's I/O request gives
+    every controller (:class:`hdl.contracts.trace_program.IoRequest`: ``ceil(ceil(size / flit)
+    / controllers)`` flits, which is ``ceil(size / controllers / flit)``), at least one. Why:
+    a scaled iteration's I/O nodes of a fraction of a flit per controller move as whole 1-flit
+    stripes in the RTL (docs/fabric_iteration.md, "Checkpoint spills in the iteration"). A FRED
+    tree pads its stripes where it puts them on links (:meth:`~sysmodel.network.Network.wire_bytes`)."""
+    stripe = size / len(net.io_nodes)
+    flit = net.platform.mesh_flit_bytes if isinstance(net, MeshNetwork) else 0
+    return _whole_flits(stripe, flit) * flit if flit else stripe
+
+
 def _mesh_io(net: MeshNetwork, c: Collective, algorithm: str | None = None) -> tuple[str, Traffic]:
     """Broadcast (io-load) or reduce (io-store) trees from every controller, X-Y/Y-X/split (the
     fastest, or the one ``algorithm`` names)."""
     if c.controllers:
         raise FredError(f"{c.op} on the mesh runs from every edge controller; naming controllers "
                         f"({list(c.controllers)}) is a FRED fabric's reading (the RTL's I/O requests)")
-    stripe = c.size / len(net.io_nodes)
+    stripe = _io_stripe(net, c.size)
 
     # a reducing member sends its sum of flit i on only when every child's flit i has arrived:
     # each NPU on the deepest leaf's path receives, adds and sends on (``npu.forward_latency_ns``,

@@ -39,10 +39,11 @@ def test_gpt3_streams_its_weights_from_the_mesh_edge_in_whole_stripes(gpt3_mesh)
     # 1,235,116.032 B per NPU = 2,413 flits of 512 B -> 135 flits per controller (2,430 per NPU)
     assert flit == 512 and 2 * 50_257 * 12_288 / 1000 == pytest.approx(1_235_116.032)
     assert (first.stripe_flits, first.size_flits) == (135, 2430)
-    # the requests' own model cycles move whole stripes, the iteration's the exact bytes: never
-    # less, and (stripes of >= 1 flit on 2,430-flit-scale loads) under 1 % more here
+    # the requests' own model cycles and the iteration's model both move whole stripes on the
+    # RTL mesh (sysmodel.collectives._io_stripe): the same I/O time (before, the iteration moved
+    # the exact bytes, 0.55 % less here)
     busy = case.model["comm_busy_cycles"]["io"]
-    assert busy <= case.collective_model["model_cycles"] <= 1.01 * busy
+    assert busy == pytest.approx(case.collective_model["model_cycles"], rel=1e-9)
     assert case.model["iteration_cycles"] == pytest.approx(
         case.model["compute_cycles"] + case.model["comm_busy_cycles"]["io"])
 

@@ -117,3 +117,26 @@ def test_the_mesh_with_controllers_times_all_reduces_with_the_engines_and_reduce
         a = mesh_model_cycles(spec.mesh, groups, 40, platform=with_io, algorithm=algorithm)
         b = mesh_model_cycles(spec.mesh, groups, 40, platform=without, algorithm=algorithm)
         assert (a.cycles, a.algorithm) == (pytest.approx(b.cycles), b.algorithm)
+
+
+@pytest.mark.parametrize("op", ["io-load", "io-store", "io-write", "io-read"])
+def test_a_stripe_of_part_of_a_flit_moves_as_a_whole_flit_on_the_rtl_mesh(op):
+    """On the RTL mesh's platform (``mesh_flit_bytes``) every controller's stripe is whole flits,
+    as the RTL's I/O request cuts it (hdl.contracts.trace_program.IoRequest: ceil(ceil(bytes /
+    flit) / controllers) flits): a quarter of a flit per controller costs one flit per
+    controller, and 1.25 flits two; on the paper's byte-granular mesh a quarter of a flit costs
+    less than a whole one (docs/fabric_iteration.md, "Checkpoint spills in the iteration")."""
+    from sysmodel.collectives import Collective, evaluate
+    from sysmodel.platform import default_platform
+    spec = MeshIoSpec()
+    platform = mesh_io_platform(spec)
+    flit, n = platform.mesh_flit_bytes, spec.controllers
+    assert flit > 0
+
+    def time(p, flits_per_controller):
+        return evaluate(p, "mesh", [Collective(op, tuple(range(20)), flits_per_controller * flit * n)]).time_s
+
+    assert time(platform, 0.25) == time(platform, 1.0) < time(platform, 1.25) == time(platform, 2.0)
+    paper = default_platform()
+    assert paper.mesh_flit_bytes == 0
+    assert time(paper, 0.25) < time(paper, 1.0)
