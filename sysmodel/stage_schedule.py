@@ -29,7 +29,10 @@ __all__ = ["Stage", "chains_time", "chains_time_reference", "link_classes"]
 #: (duration alone at full speed in s, busy time of each link in s)
 Stage = tuple[float, np.ndarray]
 
-_EPS = 1e-12
+#: A share below which a link counts as unused / a stage's speed as full.
+EPS = 1e-12
+#: The fraction of a stage left below which it is done.
+DONE = 1e-9
 
 
 def link_classes(chains: Sequence[Sequence[Stage]]) -> list[list[Stage]]:
@@ -59,11 +62,11 @@ def _fair_speeds(usage: np.ndarray) -> np.ndarray:
         left = 1.0 - (theta[:, None] * usage).sum(axis=0)
         demand = usage[rising].sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.where(demand > _EPS, left / demand, np.inf)
+            room = np.where(demand > EPS, left / demand, np.inf)
         step = min(float(room.min()), float((1.0 - theta[rising]).min()))
         theta[rising] += step
-        full = (room <= step + _EPS) & (demand > _EPS)
-        stopped = (theta >= 1.0 - _EPS) | (usage[:, full] > _EPS).any(axis=1)
+        full = (room <= step + EPS) & (demand > EPS)
+        stopped = (theta >= 1.0 - EPS) | (usage[:, full] > EPS).any(axis=1)
         rising &= ~stopped
     return theta
 
@@ -84,7 +87,8 @@ def chains_time(chains: Sequence[Sequence[Stage]]) -> float:
         ends.append(len(durations))
     if not durations:
         return 0.0
-    return schedule_time(np.array(durations, dtype=float), np.stack(usage), np.array(ends, dtype=np.int64))
+    return schedule_time(np.array(durations, dtype=float), np.stack(usage), np.array(ends, dtype=np.int64),
+                         eps=EPS, done=DONE)
 
 
 def _running_stages(chain: Sequence[Stage]):
@@ -118,7 +122,7 @@ def chains_time_reference(chains: Sequence[Sequence[Stage]]) -> float:
         keep_q, keep_left = [], []
         for i, queue in enumerate(queues):
             remaining = left[i] - rate[i] * dt
-            if remaining <= 1e-9:
+            if remaining <= DONE:
                 queue = queue[1:]
                 remaining = 1.0
             if queue:

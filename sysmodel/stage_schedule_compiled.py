@@ -28,24 +28,22 @@ from numba import njit
 # would import scipy.linalg (sysmodel.engine_compiled explains it).
 import sysmodel.engine_compiled  # noqa: F401,E402  (isort: keep after numba)
 
-__all__ = ["schedule_time", "warm_up", "EPS", "DONE"]
-
-#: A share below which a link counts as unused / a stage's theta as 1 (the reference's _EPS).
-EPS = 1e-12
-#: The fraction of a stage left below which it is done (the reference's 1e-9).
-DONE = 1e-9
+__all__ = ["schedule_time", "warm_up"]
 
 
-def schedule_time(durations: np.ndarray, usage: np.ndarray, ends: np.ndarray) -> float:
+def schedule_time(durations: np.ndarray, usage: np.ndarray, ends: np.ndarray, *, eps: float,
+                  done: float) -> float:
     """Time until every chain's last stage is done, the chains starting together (the module
-    docstring gives the arguments)."""
+    docstring gives the arguments); ``eps`` and ``done``: the reference's thresholds
+    (:data:`sysmodel.stage_schedule.EPS`, :data:`~sysmodel.stage_schedule.DONE`), passed by
+    its caller so that they are written once."""
     return float(_schedule_time(np.ascontiguousarray(durations, dtype=np.float64),
                                 np.ascontiguousarray(usage, dtype=np.float64),
-                                np.ascontiguousarray(ends, dtype=np.int64)))
+                                np.ascontiguousarray(ends, dtype=np.int64), float(eps), float(done)))
 
 
 @njit(cache=True)
-def _fair_speeds(usage):
+def _fair_speeds(usage, eps):
     """Max-min fair ``theta`` of the running stages (rows of ``usage``), each at most 1: all
     rise together until a link is full; the stages on a full link stop rising."""
     m, n_links = usage.shape
@@ -70,7 +68,7 @@ def _fair_speeds(usage):
                     wanted += usage[i, j]
             left[j] = 1.0 - used
             demand[j] = wanted
-            room[j] = left[j] / wanted if wanted > EPS else np.inf
+            room[j] = left[j] / wanted if wanted > eps else np.inf
         room_min = np.inf
         for j in range(n_links):
             if room[j] < room_min:
@@ -84,10 +82,10 @@ def _fair_speeds(usage):
             if rising[i]:
                 theta[i] += step
         for i in range(m):
-            stopped = theta[i] >= 1.0 - EPS
+            stopped = theta[i] >= 1.0 - eps
             if not stopped:
                 for j in range(n_links):
-                    if room[j] <= step + EPS and demand[j] > EPS and usage[i, j] > EPS:
+                    if room[j] <= step + eps and demand[j] > eps and usage[i, j] > eps:
                         stopped = True
                         break
             if stopped:
@@ -95,7 +93,7 @@ def _fair_speeds(usage):
 
 
 @njit(cache=True)
-def _schedule_time(durations, usage, ends):
+def _schedule_time(durations, usage, ends, eps, done):
     n_chains = ends.shape[0]
     n_links = usage.shape[1]
     at = np.empty(n_chains, dtype=np.int64)      # each chain's current stage
@@ -117,7 +115,7 @@ def _schedule_time(durations, usage, ends):
         rows = np.empty((m, n_links))
         for i in range(m):
             rows[i, :] = usage[at[running[i]]]
-        theta = _fair_speeds(rows)
+        theta = _fair_speeds(rows, eps)
         rate = np.empty(m)
         for i in range(m):
             rate[i] = theta[i] / durations[at[running[i]]]
@@ -130,7 +128,7 @@ def _schedule_time(durations, usage, ends):
         for i in range(m):
             c = running[i]
             remaining = left[c] - rate[i] * dt
-            if remaining <= DONE:
+            if remaining <= done:
                 at[c] += 1
                 remaining = 1.0
             left[c] = remaining
@@ -142,6 +140,7 @@ def warm_up() -> tuple[float, bool]:
     import time
     misses = sum(_schedule_time.stats.cache_misses.values()) + sum(_fair_speeds.stats.cache_misses.values())
     begin = time.perf_counter()
-    schedule_time(np.array([1.0, 3.0]), np.array([[1.0], [1.0]]), np.array([1, 2]))
+    # any thresholds load the same machine code
+    schedule_time(np.array([1.0, 3.0]), np.array([[1.0], [1.0]]), np.array([1, 2]), eps=0.0, done=0.0)
     compiled = sum(_schedule_time.stats.cache_misses.values()) + sum(_fair_speeds.stats.cache_misses.values())
     return time.perf_counter() - begin, compiled > misses
