@@ -26,11 +26,18 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from hdl.contracts.errors import FredError
 from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, make_variables_in_environ, setup_verilator
+
+#: make jobs of a hierarchical ``--build`` (:func:`build_dut`): 1, because Verilator 5.048's
+#: generated hierarchical makefile races under a parallel make (two Verilator runs writing one
+#: block's files; seen once in a fresh clone's ``make test``, 2026-11-29: the block's model
+#: object compiled empty and the link failed). The test suite's workers keep the cores busy.
+HIERARCHICAL_BUILD_JOBS = 1
 
 __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut", "hierarchical_blocks"]
 
@@ -106,7 +113,10 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
     blocks = hierarchical_blocks(verilog, top) if hier_blocks and not code_coverage else []
     args = tuple(BUILD_ARGS) + tuple(build_args) + (COVERAGE_ARGS if code_coverage else ())
     if blocks:   # --build: Verilator builds the blocks and the model (cocotb's make is then a no-op)
-        args += ("--hierarchical", "--build", "-j", str(os.cpu_count() or 1))
+        # -j 1 (:data:`HIERARCHICAL_BUILD_JOBS`): Verilator 5.048's Vtop_hier.mk verilates each
+        # block by one rule with two targets (the block's .sv and .mk), not grouped, so a parallel
+        # make runs it twice at once and the two Verilator runs write the block's files together
+        args += ("--hierarchical", "--build", "-j", str(HIERARCHICAL_BUILD_JOBS))
     key_source = json.dumps([verilog, top, tool.version, args, blocks, bool(waves)])
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
     build_dir = SIM_BUILD / f"{top}-{key}"
@@ -124,12 +134,31 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
                                                                  for name in blocks))
             args += (str(control),)
         runner = get_runner("verilator")
-        with make_variables_in_environ():
-            runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
-                         build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
-                         log_file=build_dir / "build.log")
+        try:
+            with make_variables_in_environ():
+                runner.build(sources=[source], hdl_toplevel=top, build_dir=build_dir, always=True,
+                             build_args=list(args), waves=waves, timescale=("1ns", "1ps"),
+                             log_file=build_dir / "build.log")
+        except BaseException:
+            _clear_failed_build(build_dir)
+            raise
         stamp.write_text(key_source[:200] + "\n")
         return build_dir
+
+
+def _clear_failed_build(build_dir: Path) -> None:
+    """Remove what a failed build left in ``build_dir`` but its ``build.log``: make takes the
+    objects of an interrupted or broken build as up to date, so every later attempt would fail
+    the same way (seen in a fresh clone, 2026-11-29: a hierarchical block's object compiled
+    empty by two Verilator runs at once, then four benches failed at the link); the next
+    attempt starts from an empty folder, the log of this one kept to read."""
+    for child in build_dir.iterdir():
+        if child.name == "build.log":
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def run_folder(build_dir: Path, name: str) -> Path:
