@@ -34,9 +34,11 @@ from hdl.contracts.errors import FredError
 from eda.toolchain import BUILD_ARGS, SIM_BUILD, build_lock, make_variables_in_environ, setup_verilator
 
 #: make jobs of a hierarchical ``--build`` (:func:`build_dut`): 1, because Verilator 5.048's
-#: generated hierarchical makefile races under a parallel make (two Verilator runs writing one
-#: block's files; seen once in a fresh clone's ``make test``, 2026-11-29: the block's model
-#: object compiled empty and the link failed). The test suite's workers keep the cores busy.
+#: generated ``Vtop_hier.mk`` verilates each block by one rule with two targets (the block's
+#: ``.sv`` and ``.mk``, not grouped), which a parallel make runs twice at once: two Verilator
+#: runs writing one block's files (seen once in a fresh clone's ``make test``, 2026-11-29: the
+#: block's model object compiled empty and the link failed). The test suite's workers keep the
+#: cores busy.
 HIERARCHICAL_BUILD_JOBS = 1
 
 __all__ = ["BenchResult", "SIM_BUILD", "run_bench", "build_dut", "hierarchical_blocks"]
@@ -113,9 +115,6 @@ def build_dut(verilog: str, top: str, *, waves: bool = False, build_args=(),
     blocks = hierarchical_blocks(verilog, top) if hier_blocks and not code_coverage else []
     args = tuple(BUILD_ARGS) + tuple(build_args) + (COVERAGE_ARGS if code_coverage else ())
     if blocks:   # --build: Verilator builds the blocks and the model (cocotb's make is then a no-op)
-        # -j 1 (:data:`HIERARCHICAL_BUILD_JOBS`): Verilator 5.048's Vtop_hier.mk verilates each
-        # block by one rule with two targets (the block's .sv and .mk), not grouped, so a parallel
-        # make runs it twice at once and the two Verilator runs write the block's files together
         args += ("--hierarchical", "--build", "-j", str(HIERARCHICAL_BUILD_JOBS))
     key_source = json.dumps([verilog, top, tool.version, args, blocks, bool(waves)])
     key = hashlib.sha256(key_source.encode()).hexdigest()[:16]

@@ -182,15 +182,13 @@ def test_the_equivalence_check_finds_a_difference():
 
 
 @pytest.mark.cocotb
-# Every build under -m full (CI time; session 25: CI reached 1,194 s of its 1,200): the flat and
+# Under -m full (CI time; session 25: CI reached 1,194 s of its 1,200): the flat and
 # hierarchical Verilog are proven equal formally in the default suite
 # (test_flat_and_hierarchical_are_formally_equivalent, and the check is shown to find a
 # difference); this cosimulation costs two Verilator builds per parameter set (P = 4 fp16 36 s
 # of CPU in a fresh clone, Fred_3(5) about 50 s). Fred_3(3): Fred_3(5)'s hierarchy holds three.
-@pytest.mark.parametrize("ports,middle,dtype", [
-    pytest.param(4, 2, "fp16", marks=pytest.mark.full),
-    pytest.param(3, 3, "int32", marks=pytest.mark.full),
-    pytest.param(5, 3, "int32", marks=pytest.mark.full)])
+@pytest.mark.full
+@pytest.mark.parametrize("ports,middle,dtype", [(4, 2, "fp16"), (3, 3, "int32"), (5, 3, "int32")])
 def test_flat_and_hierarchical_agree_in_cosimulation(ports, middle, dtype):
     """The switch benches (random flow sets with idle inputs and backpressure, the configuration
     protocol) on both builds at once: every output equal in every cycle."""
