@@ -1,9 +1,11 @@
 """One training iteration on the circuit FRED fabric RTL and on the system model of the same fabric
 (docs/fabric_iteration.md; ``fred fabric-iteration``).
 
-Model side: the model's iteration of the workload, serialised (``overlap=False``) with one
-collective at a time (``one_collective``: the schedule the RTL's sequencers run, e.g. MP
-and DP together with the DP all-reduce after the last MP all-reduce), divided by ``scale``,
+Model side: the model's iteration of the workload, serialised (``overlap=False``) or
+overlapped (compute under communication: the mesh and the circuit FRED fabric, whose
+sequencers then run their overlapped traces), with one collective at a time per NPU
+(``one_collective``: the schedule the RTL's sequencers run, e.g. MP and DP together with the
+DP all-reduce after the last MP all-reduce), divided by ``scale``,
 with its communication timed on the RTL fabric's own platform
 (:func:`sysmodel.fabric_model.fabric_platform`) and its compute from the workload platform
 (:func:`sysmodel.iteration_export.export_iteration` with ``network=``), in cycles of that
@@ -16,7 +18,8 @@ studies layer is the first that sees both sides.
 Figures per side: the iteration (the model's makespan; the RTL's cycle counter), compute
 (the sum of the representative rank's compute nodes), communication per traffic class (busy:
 the collective nodes' time; exposed: the part during which the rank does not compute -- in a
-serialised iteration all of it).
+serialised iteration all of it; overlapped, the collective nodes' cycles outside the rank's
+compute nodes).
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class IterationCase:
     #: why the RTL cannot run this case yet (None: it can): e.g. I/O collectives without an
     #: iteration top that has the controllers; ``run_iteration_case`` refuses with it
     rtl_missing: str | None = None
+    #: the overlapped iteration (compute under communication), else the serialised one
+    overlap: bool = False
     rtl: object | None = None
     rtl_figures: dict = field(default_factory=dict)
 
@@ -69,6 +74,7 @@ class IterationCase:
     def to_dict(self) -> dict:
         spec = self.spec.to_dict() if hasattr(self.spec, "to_dict") else {"name": self.fabric, **asdict(self.spec)}
         out = {"fabric": spec, "switch": self.switch, "description": self.description, "scale": self.scale,
+               "overlap": self.overlap,
                "model": self.model, "collective": self.collective_model, "rtl_missing": self.rtl_missing,
                "request": ([r.to_dict() for r in self.request] if isinstance(self.request, list)
                            else self.request.to_dict() if self.request is not None else None),
@@ -80,13 +86,12 @@ class IterationCase:
         return out
 
 
-def _refuse_overlap(overlap: bool) -> None:
-    if overlap:
-        raise FredError("the fabrics' trace sequencers run the serialised iteration only (--no-overlap): "
-                        "they run one node at a time; on the circuit FRED fabric, whose switches hold "
-                        "one configuration at a time, overlapping collectives (or collectives under "
-                        "compute) would also need the run-time overlap compiled into the "
-                        "configurations (docs/fabric_iteration.md)")
+def _refuse_overlap(overlap: bool, switch: str) -> None:
+    """The packet fabric's sequencers run the serialised iteration only: refused by name."""
+    if overlap and switch == "packet":
+        raise FredError("the packet FRED fabric's iteration runs the serialised iteration only (--no-overlap): "
+                        "its NPUs' sequencers are not built with overlap (compute under collectives runs on "
+                        "the mesh and the circuit FRED fabric; docs/fabric_iteration.md, \"Overlap\")")
 
 
 def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samples_per_dp=None,
@@ -95,7 +100,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
-    name, what the RTL cannot run: overlap, pipeline stages
+    name, what the RTL cannot run: overlap on the packet fabric, pipeline stages
     (:mod:`hdl.contracts.trace_program`); an iteration that streams weights or spills
     checkpoints gets the fabric with the paper's 18 I/O controllers (:func:`_fabric`; the
     circuit FRED fabric has none: refused) and its I/O nodes as requests
@@ -109,7 +114,7 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     from hdl.contracts.trace_program import IoRequest, collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
     from sysmodel.iteration_plan import plan_iteration
-    _refuse_overlap(overlap)
+    _refuse_overlap(overlap, switch)
     if switch not in ("circuit", "packet") or (switch == "packet" and fabric == "mesh"):
         raise FredError(f"switch must be circuit or packet (a FRED fabric's), got {switch!r} on {fabric}")
     plan = plan_iteration(platform, workload, strategy, samples_per_dp=samples_per_dp)
@@ -123,14 +128,14 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     spec, network, text = _fabric(fabric, characterization, spec_overrides, switch, io=io)
     timing = network.switch_at("l1")
     export = export_iteration(platform, "mesh" if fabric == "mesh" else spec.name, workload, strategy,
-                              samples_per_dp=samples_per_dp, overlap=False, scale=scale, network=network,
+                              samples_per_dp=samples_per_dp, overlap=overlap, scale=scale, network=network,
                               one_collective=True)
     if parse_strategy(export.strategy).pp != 1:
         raise FredError(f"strategy {export.strategy} has pipeline stages; the fabrics' trace "
                         f"run takes one stage (PP1)")
     # the mesh's sequencers load a program per collective; on FRED the NPUs' and switches'
     # loaders (the switches' phases shared)
-    traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16, io=io)
+    traces = {r: npu_trace(r, nodes, cycle_s=timing.cycle_s, max_collectives=1 << 16, io=io, overlap=overlap)
               for r, nodes in export.ranks.items()}
     request = collective_requests(export.ranks, traces, flit_bytes=timing.flit_bytes,
                                   io_controllers=network.io_controllers)
@@ -153,7 +158,8 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
                                      if export.breakdown.get(c)},
              "tasks": export.tasks, "clock_mhz": timing.clock_mhz, "flit_bytes": timing.flit_bytes}
     return IterationCase(spec, export.description, scale, model, traces, request, program, collective,
-                         fabric="mesh" if fabric == "mesh" else spec.name, switch=switch, rtl_missing=missing)
+                         fabric="mesh" if fabric == "mesh" else spec.name, switch=switch, rtl_missing=missing,
+                         overlap=overlap)
 
 
 def _check_packet(spec, programs, requests, traces) -> None:
@@ -401,29 +407,33 @@ def _mesh_programs(spec, requests, network):
 
 
 def rtl_figures(case: IterationCase, node_times: dict, cycles: int) -> dict:
-    """The RTL's figures from the nodes' start/end cycles: compute and per-class busy of the
-    rank that finishes last (the lowest such rank; every rank of a one-stage iteration runs
-    the same nodes), the spread of the trace's end over the ranks, and the iteration (the
-    fabric's counter). The last rank, not rank 0: the model times a collective of several
-    groups as one task ending when its last group ends; in the RTL a rank's collective node
-    ends when its own group's does, and groups that take turns through a switch (e.g. DP
-    groups of one NPU per L1 through one uplink) end apart -- the rank that ends last waited
-    for every turn, as the model's task does, and its compute plus communication is the
-    iteration."""
-    ends = {r: (t[-1][1] if t else 0) for r, t in node_times.items()}
+    """The RTL's figures from the nodes' start/end cycles: compute, per-class busy and exposed
+    communication (a collective node's cycles outside the rank's compute nodes: in a
+    serialised trace all of them) of the rank that finishes last (the lowest such rank; every
+    rank of a one-stage iteration runs the same nodes), the spread of the trace's end over the
+    ranks, and the iteration (the fabric's counter). The last rank, not rank 0: the model
+    times a collective of several groups as one task ending when its last group ends; in the
+    RTL a rank's collective node ends when its own group's does, and groups that take turns
+    through a switch (e.g. DP groups of one NPU per L1 through one uplink) end apart -- the
+    rank that ends last waited for every turn, as the model's task does, and its compute plus
+    communication is the iteration. An overlapped trace's wait nodes count as neither."""
+    ends = {r: max((end for _, end in t), default=0) for r, t in node_times.items()}
     rank = min(node_times, key=lambda r: (-ends[r], r))
     trace = case.traces[rank]
-    compute, busy = 0, {}
+    computing = sorted((start, end) for (start, end), category in zip(node_times[rank], trace.categories)
+                       if category == "compute")
+    busy, exposed = {}, {}
     for (start, end), category in zip(node_times[rank], trace.categories):
-        if category == "compute":
-            compute += end - start
-        else:
-            busy[category] = busy.get(category, 0) + end - start
-    ends = [t[-1][1] for t in node_times.values() if t]
-    # serialised: the rank computes nothing while a collective runs, so all of it is exposed
-    return {"iteration_cycles": cycles, "compute_cycles": compute, "comm_busy_cycles": busy,
-            "comm_exposed_cycles": dict(busy), "last_node_end_min": min(ends, default=0),
-            "last_node_end_max": max(ends, default=0), "representative_rank": rank}
+        if category in ("compute", "wait"):
+            continue
+        busy[category] = busy.get(category, 0) + end - start
+        hidden = sum(max(0, min(end, e) - max(start, s)) for s, e in computing)
+        exposed[category] = exposed.get(category, 0) + end - start - hidden
+    spread = [e for r, e in ends.items() if node_times[r]]
+    return {"iteration_cycles": cycles, "compute_cycles": sum(e - s for s, e in computing),
+            "comm_busy_cycles": busy, "comm_exposed_cycles": exposed,
+            "last_node_end_min": min(spread, default=0), "last_node_end_max": max(spread, default=0),
+            "representative_rank": rank}
 
 
 def _store_memory(programs) -> int:

@@ -112,13 +112,16 @@ class _RecordingEngine(StageEngine):
     fast path. ``one_collective``: a communication task also waits for its stage's
     communication tasks added since the stage's last compute task (with ``blocking``: the
     stage runs one task at a time, e.g. the last backward layer's MP all-reduce and the DP
-    all-reduce after each other instead of at once)."""
+    all-reduce after each other instead of at once); without ``blocking`` (overlap), for the
+    stage's communication task added before it: the stage's collectives run one after the
+    other in the order they are added, under its compute."""
 
     def __init__(self, *, one_collective: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.recorded: list = []
         self.one_collective = one_collective
         self._selected: dict = {}     # stage -> the stored program its last collective selected
+        self._last_comm: dict = {}    # stage -> its communication task added last (overlap)
 
     def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
         if self.one_collective and not resource.endswith(".compute"):
@@ -126,8 +129,12 @@ class _RecordingEngine(StageEngine):
             # (the next compute task waits for them); this one waits for them too
             mine = stage if stage is not None or not resource.startswith("s") else int(resource[1:].split(".")[0])
             deps = (*deps, *self._pending.get(mine, ()))
+            if not self.blocking and mine in self._last_comm:
+                deps = (*deps, self._last_comm[mine])
             duration = self._without_repeated_selects(mine, duration)
         tid = super().add(name, resource, duration, deps, stage=stage, block=block, **kwargs)
+        if self.one_collective and not resource.endswith(".compute"):
+            self._last_comm[stage if stage is not None else int(resource[1:].split(".")[0])] = tid
         if stage is None:
             stage = int(resource[1:].split(".")[0])
         if tid != len(self.recorded):
@@ -185,14 +192,13 @@ def export_iteration(platform, fabric: str, workload, strategy=None, *, schedule
     :func:`sysmodel.training.simulate_iteration`; ``network``: another platform whose fabric
     times the communication (e.g. an RTL fabric's, :mod:`sysmodel.fabric_model`), while
     ``platform`` still gives the plan (memory, microbatches) and the compute times; default
-    ``platform`` itself. ``one_collective`` (with ``overlap=False``): a stage's communication
-    tasks also run one at a time, in the order the graph adds them -- the schedule of a
-    sequencer that runs one node at a time (the fabric RTL's, docs/fabric_iteration.md); the
-    model's ``overlap=False`` alone lets two collectives of a stage run at once (MP and DP
-    after the last backward layer). The model times that schedule: ``time_s`` is its makespan."""
-    if one_collective and overlap:
-        raise FredError("one collective at a time (one_collective) is a serialised iteration: "
-                        "it needs overlap=False")
+    ``platform`` itself. ``one_collective``: a stage's communication tasks also run one at a
+    time, in the order the graph adds them -- the schedule of a sequencer that runs one
+    collective at a time (the fabric RTL's, docs/fabric_iteration.md); the model's
+    ``overlap=False`` alone lets two collectives of a stage run at once (MP and DP after the
+    last backward layer). With ``overlap`` they still run under the stage's compute (the
+    overlapped sequencer's collective lane). The model times that schedule: ``time_s`` is its
+    makespan."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 1 <= scale <= 1e9:
         raise FredError(f"scale must be a number in [1, 1e9], got {scale!r}")
     network = platform if network is None else network

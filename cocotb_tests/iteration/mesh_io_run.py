@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, collective_repeats,
+from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, collective_repeats, traces_overlap,
                                         node_depth, poll_cycles)
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.trace_program import loader_entries, loader_writes, trace_writes
@@ -43,13 +43,13 @@ def io_loader_entries(requests, programs) -> list:
                            for r, p in zip(requests, programs)], 1)
 
 
-def _verilog(spec: MeshIoSpec, depth: int, programs: int, max_stripe: int) -> str:
-    key = (spec, depth, programs, max_stripe)
+def _verilog(spec: MeshIoSpec, depth: int, programs: int, max_stripe: int, overlap: bool = False) -> str:
+    key = (spec, depth, programs, max_stripe, overlap)
     if key not in _VERILOG:
         from hdl.designs.iteration.mesh_io_iteration_top import MeshIoIterationTop
         from hdl.emit.verilog import to_verilog
-        _VERILOG[key] = to_verilog(MeshIoIterationTop(spec, depth=depth, programs=programs, max_stripe=max_stripe),
-                                   name=IO_ITERATION_TOP)
+        _VERILOG[key] = to_verilog(MeshIoIterationTop(spec, depth=depth, programs=programs, max_stripe=max_stripe,
+                                                      overlap=overlap), name=IO_ITERATION_TOP)
     return _VERILOG[key]
 
 
@@ -70,10 +70,11 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
                                                              IO_ITERATION_GLOBAL_READ)
     from hdl.designs.mesh.mesh_io_harness import controller_unit
     depth = node_depth(traces)
+    overlap = traces_overlap(traces)
     entries = io_loader_entries(requests, programs)
     room = max(16, 1 << (len(entries) - 1).bit_length())
     start = time.perf_counter()
-    verilog = _verilog(spec, depth, room, max_stripe)
+    verilog = _verilog(spec, depth, room, max_stripe, overlap)
     built = build_top_public_only(verilog, IO_ITERATION_TOP, PORTS, cflags=cflags or CFLAGS,
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
@@ -88,7 +89,8 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
               "controller_read": list(IO_ITERATION_CONTROLLER_READ),
               "trace_units": list(range(spec.mesh.npus)), "trace_read": list(LoadingTraceSequencer.read_names)}
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, IO_ITERATION_TOP),
-                       bench_params=params, run_name=f"mesh-io-iteration-d{depth}-p{room}-s{max_stripe}",
+                       bench_params=params,
+                       run_name=f"mesh-io-iteration-d{depth}-p{room}-s{max_stripe}" + ("-overlap" if overlap else ""),
                        prebuilt=built, testcase="run_mesh_io_iteration")
     metrics = bench_metrics(result, "mesh I/O iteration")
     after = metrics["after"]

@@ -30,7 +30,7 @@ from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, load
 from cocotb_tests.fabric.run import (PORTS, TOP, judge_engines, hardware_key, judge_loads,
                                      default_cflags, load_sequence, poll_cycles)
 
-__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "node_depth", "run_mesh_iteration",
+__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "traces_overlap", "node_depth", "run_mesh_iteration",
            "mesh_iteration_verilog", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
 
 _VERILOG: dict = {}
@@ -77,16 +77,26 @@ def node_depth(traces: dict) -> int:
     return max(16, 1 << (longest - 1).bit_length())
 
 
-def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None) -> str:
+def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None, overlap: bool = False) -> str:
     """Verilog of the fabric of ``spec`` with trace NPUs of ``depth`` nodes (memoised); with
-    ``programs``, loaders of that many entries at every NPU and switch (several collectives)."""
-    key = (depth, programs) + hardware_key(spec)
+    ``programs``, loaders of that many entries at every NPU and switch (several collectives);
+    ``overlap``: sequencers that run compute under collectives."""
+    key = (depth, programs, overlap) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_fabric_top
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(iteration_fabric_top(spec, depth=depth, programs=programs,
-                                                        switch_programs=programs), name=TOP)
+                                                        switch_programs=programs, overlap=overlap), name=TOP)
     return _VERILOG[key]
+
+
+def traces_overlap(traces: dict) -> bool:
+    """Whether ``traces`` are overlapped (:func:`hdl.contracts.trace_program.npu_trace`'s
+    ``overlap``): the build's sequencers must then be; a mix is an error."""
+    kinds = {t.overlap for t in traces.values()}
+    if len(kinds) > 1:
+        raise FredError("the NPUs' traces mix overlapped and serialised ones; one build runs one kind")
+    return kinds == {True}
 
 
 def collective_repeats(traces: dict, count: int) -> list[int]:
@@ -131,6 +141,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     from eda.fabric.build import build_top_public_only
     from hdl.designs.iteration import TraceNpu
     several = isinstance(program, list)
+    overlap = traces_overlap(traces)
     depth, room = node_depth(traces), None
     names = list(TraceNpu.read_names)
     if several:     # one build for the table's cases (FRED_NODES, FRED_ENTRIES: at least)
@@ -141,7 +152,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         room = max(FRED_ENTRIES, 1 << (longest - 1).bit_length())
         names += list(LOADER_READ)
     start = time.perf_counter()
-    verilog = iteration_verilog(spec, depth, room)
+    verilog = iteration_verilog(spec, depth, room, overlap)
     built = build_top_public_only(verilog, TOP, PORTS, cflags=cflags or default_cflags(spec, pgo=False),
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
@@ -150,7 +161,8 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
               "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": names}
-    name = f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else "")
+    name = (f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else "")
+            + ("-overlap" if overlap else ""))
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = result.metrics
@@ -171,15 +183,16 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     return run
 
 
-def mesh_iteration_verilog(spec, depth: int, programs: int) -> str:
+def mesh_iteration_verilog(spec, depth: int, programs: int, overlap: bool = False) -> str:
     """Verilog of the mesh fabric of ``spec`` with loading trace sequencers of ``depth`` nodes and
-    ``programs`` program entries (memoised)."""
-    key = ("mesh", depth, programs, spec)
+    ``programs`` program entries (memoised); ``overlap``: compute under collectives."""
+    key = ("mesh", depth, programs, overlap, spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_mesh_top
         from hdl.emit.verilog import to_verilog
         from cocotb_tests.fabric.mesh_run import TOP as MESH_TOP
-        _VERILOG[key] = to_verilog(iteration_mesh_top(spec, depth=depth, programs=programs), name=MESH_TOP)
+        _VERILOG[key] = to_verilog(iteration_mesh_top(spec, depth=depth, programs=programs, overlap=overlap),
+                                   name=MESH_TOP)
     return _VERILOG[key]
 
 
@@ -222,10 +235,11 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     # one build for every case of the iteration table (studies.iteration_table): at least
     # MESH_NODES nodes and MESH_ENTRIES program entries per NPU
     depth = max(MESH_NODES, node_depth(traces))
+    overlap = traces_overlap(traces)
     entries = mesh_loader_entries(spec, programs)
     room = max(MESH_ENTRIES, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
     start = time.perf_counter()
-    verilog = mesh_iteration_verilog(spec, depth, room)
+    verilog = mesh_iteration_verilog(spec, depth, room, overlap)
     built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS,
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
@@ -241,7 +255,7 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
               "trace_read": list(LoadingTraceSequencer.read_names)}
-    name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}"
+    name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}" + ("-overlap" if overlap else "")
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
     metrics = bench_metrics(result, "mesh iteration")

@@ -11,7 +11,7 @@ from fred.commands._model_options import add_platform_arguments, model_platform
 from fred.commands._option_types import RANGES
 from fred.table import format_table
 
-HELP = "run a serialised training iteration on the FRED or mesh fabric RTL and on the model"
+HELP = "run a training iteration (overlapped or serialised) on the FRED or mesh fabric RTL and on the model"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="divide every compute time and every collective's bytes by K "
                              "(default 1000)")
     parser.add_argument("--no-overlap", action="store_true",
-                        help="the serialised iteration (required: the fabrics' trace sequencers run only it)")
+                        help="the serialised iteration (the table's; default: overlapped, compute under "
+                             "communication, one collective at a time per NPU: the mesh and the circuit FRED "
+                             "fabric, not the packet fabric)")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
@@ -104,7 +106,8 @@ def run(args) -> int:
                         rtl.get("comm_exposed_cycles", {}).get(cls)))
     print(format_table(["cycles", "model", "RTL", "RTL/model"], rows,
                        title=f"{case.fabric}{' (packet switches)' if case.switch == 'packet' else ''}: "
-                             f"{case.description} (serialised, one collective at a time)"))
+                             f"{case.description} ({'overlapped: compute under communication' if case.overlap else 'serialised'}, "
+                             f"one collective at a time)"))
     if case.collective_model:
         c = case.collective_model
         if "collectives" in c:

@@ -33,6 +33,20 @@ What the circuit fabric runs (everything else is refused, by name, before anythi
   its slots, loaded once). A collective node that repeats (``repeat`` k, e.g. an all-reduce
   recomputed) runs its engines k times.
 
+**Overlapped traces** (``npu_trace(..., overlap=True)``, a sequencer built with ``overlap``): the
+model's overlapped iteration (compute under communication), one collective at a time per NPU
+(``sysmodel.iteration_export.export_iteration(..., overlap=True, one_collective=True)``). The
+sequencer has two lanes: the node lane runs the compute and marker nodes in order and issues
+each collective node (one cycle); the collective lane runs the issued collectives in order.
+So a trace runs when its compute nodes form a chain in file order and so do its collective
+nodes (each waits for the one before on its lane); the nodes are reordered so that each
+collective is issued right after the last node it waits for (file order otherwise kept), and
+before a compute node that waits for a collective the node lane gets a *wait node*
+(:data:`WAIT_BIT`: until the collective lane has finished every collective up to that one;
+id -1, name ``wait``, category ``wait``; one cycle). Markers of a traffic class (a
+communication of no bytes) take no time and are passed: what waits for one waits for what it
+waits for.
+
 Timing (what the sequencer adds, counted in the RTL's cycles): compute node k takes
 ``round(D_k / cycle) - round(D_{k-1} / cycle)`` cycles, ``D_k`` the sum of the first k
 compute durations (rounded on the running sum: the total is the rounded total), at least 1 (a 0-cycle node, e.g. a marker,
@@ -49,7 +63,7 @@ from dataclasses import dataclass
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FABRIC_OPS, FabricCollective, FabricRequest
 
-__all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
+__all__ = ["COLLECTIVE_BIT", "DELAY_MASK", "REPEAT_MASK", "WAIT_BIT", "OVERLAP_DELAY_MASK", "TRACE_TABLE_ADDR", "TRACE_TABLE_DATA",
            "TRACE_NODES", "TRACE_READ_ADDR", "TRACE_READ", "LOADER_READ", "PROG_ADDR", "PROG_HEAD",
            "PROG_VALUE", "PACKET_HEADER_REGS", "PACKET_PACE_REG", "CONTROLLER_STRIPE_REG", "stage_flows_word", "TRACE_IO_OPS", "IoRequest", "NpuTrace", "npu_trace", "trace_writes", "collective_request",
            "collective_requests", "loader_entries", "loader_writes"]
@@ -60,6 +74,12 @@ COLLECTIVE_BIT = 1 << 31
 DELAY_MASK = COLLECTIVE_BIT - 1
 #: Node word of a collective: how many times its engines run (bits 0..7; 0 means once).
 REPEAT_MASK = 0xFF
+#: Node word of an overlapped trace (a sequencer built with ``overlap``, "Overlapped traces"
+#: below): a wait node, which holds the node lane until the collective lane has finished the
+#: number of collectives in bits 0..29 (counted from the start).
+WAIT_BIT = 1 << 30
+#: Node word of an overlapped trace: a compute node's cycles, a wait node's count (bits 0..29).
+OVERLAP_DELAY_MASK = WAIT_BIT - 1
 #: Program registers of the trace sequencer, above the NPU engine's (``ENGINE_REGS``, 0..51) in
 #: the same 6-bit register space of the fabric's program port: the node memory's write
 #: address, a node word (written at the address, which then steps by one), the node count,
@@ -166,10 +186,14 @@ class NpuTrace:
     categories: tuple[str, ...]
     collective: int | None
     collectives: tuple[int, ...] = ()
+    #: an overlapped trace (the nodes in issue order, compute words with :data:`WAIT_BIT`)
+    overlap: bool = False
 
     @property
     def compute_cycles(self) -> int:
         """Cycles of its compute nodes as the sequencer counts them (each at least 1)."""
+        if self.overlap:      # a wait node's count is not cycles
+            return sum(max(w & OVERLAP_DELAY_MASK, 1) for w in self.words if not w & (COLLECTIVE_BIT | WAIT_BIT))
         return sum(max(w & DELAY_MASK, 1) for w in self.words if not w & COLLECTIVE_BIT)
 
 
@@ -177,7 +201,22 @@ def _check_serial(rank: int, nodes) -> None:
     """Refuse a trace whose nodes are not a chain in file order (module docstring): a node
     waits for its dependencies and for the node before it on its queue (a queue runs its
     nodes one at a time in file order), and through them for every node before it."""
+    for i, bits in enumerate(_ancestors(rank, nodes)):
+        if i and not bits >> (i - 1) & 1:
+            node, prev = nodes[i], nodes[i - 1]
+            raise FredError(f"rank {rank}: node {node.id} ({node.name}) does not wait for node "
+                            f"{prev.id} ({prev.name}): the two may overlap, and the circuit "
+                            f"fabric's trace sequencer runs serialised traces only (export with "
+                            f"--no-overlap and one pipeline stage)")
+
+
+def _ancestors(rank: int, nodes, passed=frozenset()) -> list[int]:
+    """Per node (file order) the bit set of the nodes it waits for, directly or through others:
+    its dependencies and the node before it on its queue (a queue runs one node at a time in
+    file order). A node of ``passed`` (positions) is never in a set: what waits for it waits
+    for its own set. A dependency not before it in the file is an error."""
     position = {n.id: i for i, n in enumerate(nodes)}
+    mine = [0 if i in passed else 1 << i for i in range(len(nodes))]
     ancestors: list[int] = []          # bit j: node j is an ancestor
     last_on_queue: dict = {}
     for i, node in enumerate(nodes):
@@ -187,22 +226,84 @@ def _check_serial(rank: int, nodes) -> None:
             if j is None or j >= i:
                 raise FredError(f"rank {rank}: node {node.id} ({node.name}) depends on node {dep}, "
                                 f"which is not before it in the trace")
-            bits |= ancestors[j] | (1 << j)
+            bits |= ancestors[j] | mine[j]
         if node.queue is not None:
             j = last_on_queue.get(node.queue)
             if j is not None:
-                bits |= ancestors[j] | (1 << j)
+                bits |= ancestors[j] | mine[j]
             last_on_queue[node.queue] = i
-        if i and not bits >> (i - 1) & 1:
-            prev = nodes[i - 1]
-            raise FredError(f"rank {rank}: node {node.id} ({node.name}) does not wait for node "
-                            f"{prev.id} ({prev.name}): the two may overlap, and the circuit "
-                            f"fabric's trace sequencer runs serialised traces only (export with "
-                            f"--no-overlap and one pipeline stage)")
         ancestors.append(bits)
+    return ancestors
 
 
-def _word(rank: int, node, cycles: int, repeats: bool, io: bool = False) -> int:
+def _is_collective(node) -> bool:
+    return node.kind == "comm" or node.kind in _IO_KINDS
+
+
+def _issue_order(rank: int, nodes) -> list:
+    """``nodes`` in the order an overlapped sequencer takes them, with its wait nodes (``None``
+    followed by the count: see :func:`npu_trace`): the module docstring's "Overlapped
+    traces". Refuses a trace whose lanes are not chains. A marker of a traffic class (a
+    communication of no bytes, e.g. the model's weight stream of a layer without weights) is
+    passed: it takes no time, and what waits for it waits for what it waits for."""
+    passed = frozenset(i for i, n in enumerate(nodes) if n.kind == "marker" and n.category)
+    ancestors = _ancestors(rank, nodes, passed)
+    lanes: dict = {True: [], False: []}
+    for i, node in enumerate(nodes):
+        if i in passed:
+            continue
+        lane = lanes[_is_collective(node)]
+        if lane and not ancestors[i] >> lane[-1] & 1:
+            j = lane[-1]
+            what = "collective" if _is_collective(node) else "compute"
+            raise FredError(f"rank {rank}: node {node.id} ({node.name}) does not wait for node "
+                            f"{nodes[j].id} ({nodes[j].name}): two {what} nodes may overlap, and the "
+                            f"overlapped trace sequencer runs one {what} node at a time")
+        lane.append(i)
+    computes, collectives = lanes[False], lanes[True]
+    order: list = []
+    issued = 0                         # collectives in the order so far
+    waited = 0                         # the count the node lane has waited for
+    in_order = 0                       # bit j: node j is in the order
+
+    def issue_ready():
+        nonlocal issued, in_order
+        while issued < len(collectives):
+            k = collectives[issued]
+            if ancestors[k] & ~in_order:      # a passed marker is in no set
+                return
+            order.append(nodes[k])
+            in_order |= 1 << k
+            issued += 1
+
+    issue_ready()
+    for i in computes:
+        needed = max((n + 1 for n, k in enumerate(collectives[:issued]) if ancestors[i] >> k & 1), default=0)
+        if needed > waited:
+            order.append((None, needed))
+            waited = needed
+        order.append(nodes[i])
+        in_order |= 1 << i
+        issue_ready()
+    if issued < len(collectives):
+        k = nodes[collectives[issued]]
+        raise FredError(f"rank {rank}: collective node {k.id} ({k.name}) waits for a node after it")
+    return order
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """What an overlapped trace's wait node shows as a node (:func:`npu_trace`)."""
+
+    id: int = -1
+    name: str = "wait"
+    category: str = "wait"
+
+
+_WAIT_NODE = _Wait()
+
+
+def _word(rank: int, node, cycles: int, repeats: bool, io: bool = False, *, overlap: bool = False) -> int:
     if node.kind not in _RUNS and not (io and node.kind in _IO_KINDS):
         what = ("a pipeline stage's receive" if node.kind == "recv" else f"a {node.kind} node")
         raise FredError(f"rank {rank}: node {node.id} ({node.name}) is {what}; the trace "
@@ -223,31 +324,41 @@ def _word(rank: int, node, cycles: int, repeats: bool, io: bool = False) -> int:
                             f"whole runs of a collective")
         # a single run is the one-program sequencer's word (no repeat field)
         return COLLECTIVE_BIT | (int(node.repeat) if node.repeat > 1 else 0)
-    if not 0 <= cycles <= _MAX_DELAY:
+    most = OVERLAP_DELAY_MASK if overlap else _MAX_DELAY
+    if not 0 <= cycles <= most:
         raise FredError(f"rank {rank}: node {node.id} ({node.name}) lasts {cycles} cycles; the "
-                        f"sequencer counts 0..{_MAX_DELAY} (use a larger --scale)")
+                        f"sequencer counts 0..{most} (use a larger --scale)")
     return cycles
 
 
-def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io: bool = False) -> NpuTrace:
+def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io: bool = False,
+              overlap: bool = False) -> NpuTrace:
     """The sequencer's trace of ``rank``'s ``nodes`` (file order) at a clock of ``cycle_s``
     seconds per cycle; refuses what the fabric cannot run (module docstring), among it more
     than ``max_collectives`` collective nodes (1: the circuit FRED fabric). ``io``: the fabric
     has I/O controllers; the trace's I/O memory nodes (:data:`TRACE_IO_OPS`) are collective
-    nodes (category ``io``), run as the others: start, wait for the end, per repeat."""
+    nodes (category ``io``), run as the others: start, wait for the end, per repeat.
+    ``overlap``: the trace of an overlapped sequencer ("Overlapped traces"): the nodes in
+    issue order, compute words with :data:`WAIT_BIT` where they wait for collectives, markers
+    of a traffic class passed (not in the trace)."""
     if not cycle_s > 0:
         raise FredError(f"cycle time must be positive, got {cycle_s!r}")
     nodes = list(nodes)
-    _check_serial(rank, nodes)
+    if overlap:
+        nodes = _issue_order(rank, nodes)
+    else:
+        _check_serial(rank, nodes)
     # compute cycles rounded on the running sum, so that rounding does not accumulate: the
     # k-th compute node ends at round(sum of the first k durations / cycle)
     delays, elapsed = [], 0.0
     for n in nodes:
         before = round(elapsed / cycle_s)
-        if n.kind == "compute":
+        if type(n) is not tuple and n.kind == "compute":
             elapsed += n.duration_s
         delays.append(round(elapsed / cycle_s) - before)
-    words = tuple(_word(rank, n, d, max_collectives > 1, io) for n, d in zip(nodes, delays))
+    words = tuple(WAIT_BIT | n[1] if type(n) is tuple else _word(rank, n, d, max_collectives > 1, io, overlap=overlap)
+                  for n, d in zip(nodes, delays))
+    nodes = [_WAIT_NODE if type(n) is tuple else n for n in nodes]
     collectives = [n.id for n, w in zip(nodes, words) if w & COLLECTIVE_BIT]
     if len(collectives) > max_collectives:
         raise FredError(f"rank {rank} has {len(collectives)} collective nodes "
@@ -255,9 +366,10 @@ def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io:
                         f"{max_collectives} collective program(s) per NPU")
     return NpuTrace(rank=rank, words=words, node_ids=tuple(n.id for n in nodes),
                     names=tuple(n.name for n in nodes),
-                    categories=tuple((n.category or "comm") if w & COLLECTIVE_BIT else "compute"
-                                     for n, w in zip(nodes, words)),
-                    collective=collectives[0] if collectives else None, collectives=tuple(collectives))
+                    categories=tuple((n.category or "comm") if w & COLLECTIVE_BIT else
+                                     "wait" if n is _WAIT_NODE else "compute" for n, w in zip(nodes, words)),
+                    collective=collectives[0] if collectives else None, collectives=tuple(collectives),
+                    overlap=overlap)
 
 
 def trace_writes(trace: NpuTrace, depth: int) -> list[tuple[int, int]]:

@@ -26,8 +26,8 @@ def test_model_only_gives_the_serialised_iteration_and_the_collective_it_would_r
 
 
 def test_what_the_circuit_fabric_cannot_run_is_refused_by_name():
-    proc = _fred("--fabric", "fred-b", "--workload", "resnet-152", "--model-only")
-    assert proc.returncode == 1 and "serialised iteration only (--no-overlap)" in proc.stderr
+    proc = _fred("--fabric", "fred-b", "--workload", "resnet-152", "--model-only", "--switch", "packet")
+    assert proc.returncode == 1 and "packet FRED fabric's iteration runs the serialised iteration only" in proc.stderr
     proc = _fred("--fabric", "fred-d", "--workload", "resnet-152", "--strategy", "MP1-DP10-PP2",
                  "--no-overlap", "--model-only")
     assert proc.returncode == 1 and "has pipeline stages" in proc.stderr
@@ -106,3 +106,24 @@ def test_the_packet_fabric_takes_the_models_packet_platform_and_refuses_what_it_
     assert json.loads(capsys.readouterr().out)["collective"]["algorithm"] == "in-switch"
     assert main(["fabric-iteration", "--table", "--no-overlap", "--switch", "packet"]) == 1
     assert "--switch" in capsys.readouterr().err
+
+
+def test_overlapped_by_default_the_weight_streams_hide_under_the_compute(capsys):
+    """In process: without --no-overlap the model's overlapped iteration, one collective at a
+    time per NPU (the overlapped sequencers' schedule): GPT-3's weight streams on the mesh with
+    its I/O controllers partly hide under the compute; the traces carry the wait nodes."""
+    from fred.cli import main
+    args = ["fabric-iteration", "--fabric", "mesh", "--workload", "gpt-3", "--strategy", "MP1-DP20-PP1",
+            "--samples-per-dp", "8", "--scale", "10000", "--model-only", "--json"]
+    assert main(args) == 0
+    overlapped = json.loads(capsys.readouterr().out)
+    assert main(args + ["--no-overlap"]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert overlapped["overlap"] and not serial["overlap"]
+    o, s = overlapped["model"], serial["model"]
+    busy = s["comm_busy_cycles"]["io"]
+    assert abs(o["comm_busy_cycles"]["io"] - busy) < 1e-6 * busy and abs(s["comm_exposed_cycles"]["io"] - busy) < 1e-6 * busy
+    assert 0 < o["comm_exposed_cycles"]["io"] < s["comm_exposed_cycles"]["io"]
+    assert abs(o["iteration_cycles"] - o["compute_cycles"] - o["comm_exposed_cycles"]["io"]) < 1e-6
+    # the same nodes, plus the overlapped traces' wait nodes
+    assert min(overlapped["nodes_per_rank"].values()) > max(serial["nodes_per_rank"].values())

@@ -11,16 +11,19 @@ from dataclasses import replace
 import pytest
 
 from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
-from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace
+from hdl.contracts.trace_program import COLLECTIVE_BIT, WAIT_BIT, NpuTrace
 
 SMALL = dict(npus=4, npus_per_l1=2)
 
 
-def _trace(rank, words):
+def _trace(rank, words, overlap=False):
+    def category(w):
+        return "dp" if w & COLLECTIVE_BIT else "wait" if overlap and w & WAIT_BIT else "compute"
     return NpuTrace(rank=rank, words=tuple(words), node_ids=tuple(range(len(words))),
                     names=tuple(f"n{i}" for i in range(len(words))),
-                    categories=tuple("dp" if w & COLLECTIVE_BIT else "compute" for w in words),
-                    collective=next((i for i, w in enumerate(words) if w & COLLECTIVE_BIT), None))
+                    categories=tuple(category(w) for w in words),
+                    collective=next((i for i, w in enumerate(words) if w & COLLECTIVE_BIT), None),
+                    collectives=tuple(i for i, w in enumerate(words) if w & COLLECTIVE_BIT), overlap=overlap)
 
 
 def test_small_fabric_runs_traces_the_collective_waits_for_its_slowest_member():
@@ -138,6 +141,42 @@ def test_small_fabric_runs_several_collectives_its_switches_rerunning_their_phas
     # collective for the last member's compute after the first
     assert min(first_ends) >= 115 + 2 * 8 and min(second_ends) >= max(first_ends) + 30 + 5
     assert run.cycles == max(second_ends) + 7
+
+
+def test_small_fabric_runs_an_overlapped_trace_compute_under_the_collective():
+    """The overlapped sequencers on the circuit fabric (docs/fabric_iteration.md, "Overlap"):
+    every NPU issues its all-reduce first and computes 40 + 25 r cycles under it; a wait node
+    holds its last 7 cycles until the all-reduce has finished; every flit checked."""
+    from cocotb_tests.iteration.run import run_iteration
+    from hdl.compiler.fabric_program import fabric_program
+    spec = fabric_spec("fred-b", **SMALL)
+    request = FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 1, 2, 3)),), 8, "wafer")
+    program = fabric_program(spec, request, algorithm="in-switch")
+    traces = {r: _trace(r, [COLLECTIVE_BIT, 40 + 25 * r, WAIT_BIT | 1, 7], overlap=True) for r in range(4)}
+    run = run_iteration(spec, traces, program, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == [] and run.flits_sent == run.flits_received == 4 * 8
+    ends = []
+    for r, times in run.node_times.items():
+        # issued in cycle 0, taken by the collective lane in 1, its engine started in 2; the
+        # compute runs from cycle 1 under it
+        assert times[0][0] == 2 and times[1] == [1, 41 + 25 * r]
+        assert times[2] == [max(times[0][1], times[1][1]), max(times[0][1], times[1][1]) + 1]
+        assert times[3] == [times[2][1], times[2][1] + 7]
+        ends.append(times[3][1])
+    collective_end = max(t[0][1] for t in run.node_times.values())
+    assert collective_end < 41          # every rank's all-reduce hid under its compute
+    assert run.cycles == max(ends) == 41 + 75 + 1 + 7
+
+
+def test_rtl_figures_count_a_collective_under_compute_as_hidden():
+    """Pure: an overlapped trace's node times (the collective lane's all-reduce under the node
+    lane's compute, a wait node): exposed is the all-reduce's cycles outside the compute."""
+    from studies.iteration_case import IterationCase, rtl_figures
+    words = [COLLECTIVE_BIT, 17, WAIT_BIT | 1, 9]
+    case = IterationCase(None, "", 1.0, {}, {0: _trace(0, words, overlap=True)}, None, None)
+    fig = rtl_figures(case, {0: [[5, 30], [3, 20], [30, 31], [31, 40]]}, 40)
+    assert fig["comm_busy_cycles"] == {"dp": 25} and fig["comm_exposed_cycles"] == {"dp": 25 - 15}
+    assert fig["compute_cycles"] == 17 + 9 and fig["last_node_end_max"] == 40
 
 
 def test_rtl_figures_are_the_rank_that_finishes_last():

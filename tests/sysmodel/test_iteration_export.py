@@ -221,9 +221,27 @@ def test_one_collective_chains_a_stages_collectives_and_the_model_times_that_sch
     assert free.time_s < parts - 0.25 * one.comm_busy["dp"]     # here 75 of the DP's 195 ns hid
 
 
-def test_one_collective_is_a_serialised_schedule():
-    with pytest.raises(FredError, match="needs overlap=False"):
-        _export(R152, "fred-d", scale=1000, one_collective=True)
+def test_one_collective_overlapped_chains_the_collectives_under_the_compute():
+    # weight streaming on one stage: loads prefetched under the compute, gradients stored out
+    case = dict(workload="gpt-3", strategy=Strategy(mp=1, dp=20, pp=1), samples_per_dp=8)
+    free = _export(case, "mesh", scale=10_000)
+    one = _export(case, "mesh", scale=10_000, one_collective=True)
+    serial = _export(case, "mesh", overlap=False, scale=10_000, one_collective=True)
+
+    def chained(ex):     # each collective (or marker of a class) waits for the one added before it
+        comm = [n for n in ex.ranks[0] if n.kind != "compute" and n.category]
+        return all(before.id in after.deps for before, after in zip(comm, comm[1:]))
+
+    assert chained(one) and not chained(free)    # loads and stores on two queues, at once
+    replayed = replay_ranks(P, "mesh", _traces(one.ranks))
+    assert replayed.time_s == pytest.approx(one.time_s, rel=1e-9)     # the files hold the schedule
+    # the same communication; overlapped, one collective at a time hides part of it (here a
+    # third), all of it when the collectives may run at once, none serialised
+    assert one.comm_busy["io"] == pytest.approx(serial.comm_busy["io"], rel=1e-9)
+    assert serial.breakdown["io"] == pytest.approx(serial.comm_busy["io"], rel=1e-9)
+    assert free.breakdown["io"] < 0.05 * one.breakdown["io"] < 0.05 * serial.breakdown["io"]
+    assert free.time_s < one.time_s < serial.time_s
+    assert one.time_s == pytest.approx(one.breakdown["compute"] + one.breakdown["io"], rel=1e-9)
 
 
 def test_one_collective_on_header_selected_switches_selects_only_when_the_program_changes():

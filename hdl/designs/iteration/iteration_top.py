@@ -21,17 +21,18 @@ __all__ = ["iteration_fabric_top", "iteration_packet_top", "iteration_mesh_top"]
 
 
 def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None = None,
-                         switch_programs: int | None = None) -> FabricTop:
+                         switch_programs: int | None = None, overlap: bool = False) -> FabricTop:
     """:class:`FabricTop` of ``spec`` with a :class:`TraceNpu` of ``depth`` trace nodes at every
     NPU port: the same switches, links, phase sequencers, harness ports and cycle counter
     (``cycles`` ends when every NPU's trace is done). Several collectives per NPU:
     ``programs`` engine-program entries per NPU and a :class:`RerunPhaseSequencer` of
-    ``switch_programs`` entries per switch (both or neither)."""
+    ``switch_programs`` entries per switch (both or neither). ``overlap`` (default False: built
+    as before): the NPUs run compute under collectives (:class:`TraceNpu`'s)."""
     if (programs is None) != (switch_programs is None):
         raise FredError("give both programs and switch_programs (several collectives) or neither")
     if programs is None:
-        return FabricTop(spec, npu=partial(TraceNpu, depth=depth))
-    return FabricTop(spec, npu=partial(TraceNpu, depth=depth, programs=programs),
+        return FabricTop(spec, npu=partial(TraceNpu, depth=depth, overlap=overlap))
+    return FabricTop(spec, npu=partial(TraceNpu, depth=depth, programs=programs, overlap=overlap),
                      sequencer=partial(RerunPhaseSequencer, programs=switch_programs))
 
 
@@ -58,7 +59,7 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
                                           io_rate=io_rate, staged=staged))
 
 
-def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> MeshIterationTop:
+def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int, overlap: bool = False) -> MeshIterationTop:
     """:class:`MeshIterationTop` (a ``MeshFabricTop``) of ``spec`` with a :class:`LoadingTraceSequencer` of ``depth`` trace
     nodes and ``programs`` program entries per NPU, starting its two engines (chunk 0 on VC 0,
     chunk 1 on VC 1; a collective node ends when both are done) and writing their programs
@@ -66,6 +67,7 @@ def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int) -> Me
     :func:`hdl.designs.mesh.mesh_fabric_top.sequencer_unit`. Routers, wires, engine ports and
     the cycle counter are the mesh fabric's. A barrier per collective run
     (:class:`~.collective_barrier.CollectiveBarrier`): no NPU starts a run before every NPU
-    has finished the run before."""
+    has finished the run before. ``overlap`` (default False: built as before): the sequencers
+    run compute under collectives (:class:`~.trace_sequencer.TraceSequencer`'s)."""
     return MeshIterationTop(spec, sequencer=partial(LoadingTraceSequencer, depth=depth, programs=programs,
-                                                    lanes=MESH_VCS, barrier=True))
+                                                    lanes=MESH_VCS, barrier=True, overlap=overlap))

@@ -38,16 +38,21 @@ class LoadingTraceSequencer(TraceSequencer):
     only in a cycle it is high, e.g. once every NPU has finished the run before
     (:class:`~.collective_barrier.CollectiveBarrier`); the cycles it waits for it are not
     counted in ``load_stall``. Off, the module is built as before.
+
+    ``overlap``, ``issue_depth``: :class:`TraceSequencer`'s (compute under collectives); the
+    collective lane then runs the loader's programs, each collective's from the cycle the one
+    before finished.
     """
 
     read_names = TRACE_READ + LOADER_READ
 
-    def __init__(self, *, depth: int, programs: int, lanes: int, barrier: bool = False):
+    def __init__(self, *, depth: int, programs: int, lanes: int, barrier: bool = False, overlap: bool = False,
+                 issue_depth: int = 64):
         if isinstance(programs, bool) or not isinstance(programs, int) or not 1 <= programs <= 1 << 16:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"program memory must be an integer in 1..65536 entries, got {programs!r}")
         self.programs, self.lanes, self.barrier = programs, lanes, bool(barrier)
-        super().__init__(depth=depth)
+        super().__init__(depth=depth, overlap=overlap, issue_depth=issue_depth)
 
     def _extra_members(self) -> dict:
         lanes = self.lanes

@@ -80,10 +80,14 @@ class MeshIoIterationTop(MeshIoHarnessTop):
     from the units' last done to the NPUs' engine done (the sequencers' nodes end the cycle
     after); the end is looked for from the second cycle after the units' start (their outputs
     are then those of the new run).
+
+    ``overlap`` (default False: built as before): the sequencers run compute under the I/O
+    collectives (:class:`~.trace_sequencer.TraceSequencer`'s ``overlap``), still one I/O
+    collective at a time.
     """
 
-    def __init__(self, spec: MeshIoSpec, *, depth: int, programs: int, max_stripe: int = 256):
-        self.depth, self.programs, self.max_stripe = depth, programs, max_stripe
+    def __init__(self, spec: MeshIoSpec, *, depth: int, programs: int, max_stripe: int = 256, overlap: bool = False):
+        self.depth, self.programs, self.max_stripe, self.overlap = depth, programs, max_stripe, overlap
         super().__init__(spec)
 
     def check(self, spec: MeshIoSpec) -> None:
@@ -145,7 +149,7 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         seqs, regs = [], []
         for rank in range(self.spec.mesh.npus):
             seq = m.submodules[f"seq_{rank}"] = LoadingTraceSequencer(depth=self.depth, programs=self.programs,
-                                                                      lanes=1)
+                                                                      lanes=1, overlap=self.overlap)
             mine = prog_we & (prog_unit == rank)
             m.d.comb += [seq.start.eq(start), seq.we.eq(mine), seq.waddr.eq(prog_reg), seq.wdata.eq(prog_data),
                          seq.engine_errors.eq(0)]

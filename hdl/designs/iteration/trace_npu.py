@@ -27,7 +27,9 @@ class TraceNpu(wiring.Component):
     Parameters: ``flit``, ``buffer`` (the engine's), ``depth`` (trace nodes it holds),
     ``programs`` (None: one collective, its program written by the harness; else a
     :class:`LoadingTraceSequencer` with that many program entries writes each collective's
-    engine program, and ``load_stall``/``run_errors`` (:data:`LOADER_READ`) are read too).
+    engine program, and ``load_stall``/``run_errors`` (:data:`LOADER_READ`) are read too),
+    ``overlap`` (default False: built as before): the sequencer runs compute under
+    collectives (:class:`TraceSequencer`'s ``overlap``).
 
     Members: the engine's (``tx``, ``rx``, ``start``, ``we``/``waddr``/``wdata``, ``sent``,
     ``received``, ``errors``, ``extra``, ``first_error``, ``hash``) and the sequencer's
@@ -41,8 +43,9 @@ class TraceNpu(wiring.Component):
     read_names = ENGINE_READ + TRACE_READ
 
     def __init__(self, flit: FlitFormat, *, buffer: int = NPU_BUFFER, depth: int = 128,
-                 programs: int | None = None):
+                 programs: int | None = None, overlap: bool = False):
         self.flit, self.buffer, self.depth, self.programs = flit, buffer, depth, programs
+        self.overlap = overlap
         if programs is not None:      # several collectives: their programs from a loader
             self.read_names = ENGINE_READ + LoadingTraceSequencer.read_names
         shape = flit_layout(flit)
@@ -61,10 +64,11 @@ class TraceNpu(wiring.Component):
         m = Module()
         engine = m.submodules.engine = NpuEngine(self.flit, buffer=self.buffer)
         if self.programs is None:
-            seq = m.submodules.sequencer = TraceSequencer(depth=self.depth)
+            seq = m.submodules.sequencer = TraceSequencer(depth=self.depth, overlap=self.overlap)
             loads, reg, value = 0, self.waddr, self.wdata
         else:
-            seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.depth, programs=self.programs, lanes=1)
+            seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.depth, programs=self.programs, lanes=1,
+                                                                 overlap=self.overlap)
             loads = seq.lane_we[0]
             reg, value = Mux(loads, seq.lane_waddr, self.waddr), Mux(loads, seq.lane_wdata, self.wdata)
             m.d.comb += [seq.engine_errors.eq(engine.errors + engine.extra),

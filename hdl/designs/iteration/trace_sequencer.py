@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal, unsigned
+from amaranth import Const, Module, Mux, Signal, unsigned
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Component, In, Out
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, TRACE_NODES, TRACE_READ, TRACE_READ_ADDR,
-                                         TRACE_TABLE_ADDR, TRACE_TABLE_DATA)
+from hdl.contracts.trace_program import (COLLECTIVE_BIT, DELAY_MASK, OVERLAP_DELAY_MASK, TRACE_NODES, TRACE_READ,
+                                         TRACE_READ_ADDR, TRACE_TABLE_ADDR, TRACE_TABLE_DATA, WAIT_BIT)
 
 __all__ = ["TraceSequencer"]
 
@@ -37,15 +38,34 @@ class TraceSequencer(Component):
 
     ``read_names``: its read registers (:data:`TRACE_READ`), for a fabric top that gives the
     sequencer a read unit of its own (the mesh's, ``MeshFabricTop(..., sequencer=...)``).
+
+    ``overlap`` (default False: built as above): compute runs under collectives. The node
+    memory is walked by two lanes (``hdl.contracts.trace_program``, "Overlapped traces"): the
+    *node lane* runs the compute nodes as above and *issues* each collective node in one cycle
+    (its index into a queue of ``issue_depth`` entries; it waits only when the queue is full),
+    and the *collective lane* runs the issued collectives one after the other, each from the
+    cycle after it takes it from the queue (the engine handshake above), recording their
+    start and end cycles and counting them as they finish. A *wait node* (a word with
+    :data:`WAIT_BIT` and without :data:`COLLECTIVE_BIT`) holds the node lane until that count
+    reaches the word's low 30 bits (:data:`OVERLAP_DELAY_MASK`), then takes one cycle (its
+    start is that cycle); a compute node's cycles are the same low 30 bits. ``done``: both
+    lanes finished; ``nodes_done``: the nodes the node lane has passed.
     """
 
     read_names = TRACE_READ
 
-    def __init__(self, *, depth: int):
+    def __init__(self, *, depth: int, overlap: bool = False, issue_depth: int = 64):
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1 << 16:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"trace sequencer depth must be an integer in 1..65536 nodes, got {depth!r}")
-        self.depth = depth
+        if not isinstance(overlap, bool):
+            self._MustUse__silence = True
+            raise FredError(f"trace sequencer overlap must be True or False, got {overlap!r}")
+        if isinstance(issue_depth, bool) or not isinstance(issue_depth, int) or not 1 <= issue_depth <= 1 << 16:
+            self._MustUse__silence = True
+            raise FredError(f"trace sequencer issue_depth must be an integer in 1..65536 collectives, "
+                            f"got {issue_depth!r}")
+        self.depth, self.overlap, self.issue_depth = depth, overlap, issue_depth
         super().__init__({
             "start": In(1),
             "we": In(1), "waddr": In(6), "wdata": In(32),
@@ -85,6 +105,9 @@ class TraceSequencer(Component):
                      read_start.addr.eq(read_addr), read_end.addr.eq(read_addr),
                      self.node_start.eq(read_start.data), self.node_end.eq(read_end.data)]
 
+        if self.overlap:
+            self._two_lanes(m, table, starts, ends, fill, nodes)
+            return m
         pc = Signal(range(depth + 1))
         now, begin, count = Signal(32), Signal(32), Signal(32)
         running = Signal()
@@ -111,6 +134,60 @@ class TraceSequencer(Component):
             with m.Else():
                 m.d.sync += count.eq(count + 1)
         return m
+
+    def _two_lanes(self, m, table, starts, ends, fill, nodes) -> None:
+        """``overlap``'s node lane and collective lane (the class docstring)."""
+        depth = self.depth
+        node, lane_node = table.read_port(domain="comb"), table.read_port(domain="comb")
+        write_start, write_end = starts.write_port(), ends.write_port()
+        lane_start, lane_end = starts.write_port(), ends.write_port()
+        issued = m.submodules.issued = SyncFIFO(width=max(1, (depth - 1).bit_length()), depth=self.issue_depth)
+
+        pc = Signal(range(depth + 1))
+        now, begin, count = Signal(32), Signal(32), Signal(32)
+        running, timing = Signal(), Signal()
+        word = node.data
+        collective = (word & COLLECTIVE_BIT) != 0
+        delay = word & OVERLAP_DELAY_MASK
+        lane_busy, lane_count, lane_begin, finished = Signal(), Signal(32), Signal(32), Signal(32)
+        lane_index = Signal(range(max(depth, 2)))
+        # a wait node: until the collective lane has finished that many collectives
+        waits = ~collective & ((word & WAIT_BIT) != 0)
+        held = waits & (finished < delay)
+        finish = Signal()
+        m.d.comb += [node.addr.eq(pc), lane_node.addr.eq(lane_index),
+                     # a collective node: issued in one cycle (waits while the queue is full)
+                     finish.eq(running & Mux(collective, issued.w_rdy, Mux(waits, ~held, count + 1 >= delay))),
+                     issued.w_data.eq(pc), issued.w_en.eq(running & collective),
+                     write_start.addr.eq(pc), write_start.data.eq(begin), write_start.en.eq(finish & ~collective),
+                     write_end.addr.eq(pc), write_end.data.eq(now + 1), write_end.en.eq(finish & ~collective),
+                     self.nodes_done.eq(pc)]
+        lane_done = self._collective(m, lane_busy, Const(1), lane_count, lane_node.data)
+        m.d.comb += [issued.r_en.eq(~lane_busy),
+                     lane_start.addr.eq(lane_index), lane_start.data.eq(lane_begin), lane_start.en.eq(lane_done),
+                     lane_end.addr.eq(lane_index), lane_end.data.eq(now + 1), lane_end.en.eq(lane_done),
+                     self.done.eq(~running & (pc == nodes) & ~lane_busy & ~issued.r_rdy)]
+        with m.If(self.start):
+            m.d.sync += [pc.eq(0), now.eq(0), begin.eq(0), count.eq(0), running.eq(nodes != 0),
+                         timing.eq(1), lane_busy.eq(0), lane_count.eq(0), finished.eq(0)]
+        with m.Else():
+            with m.If(timing & ~self.done):
+                m.d.sync += now.eq(now + 1)
+            with m.If(running):
+                with m.If(finish):
+                    m.d.sync += [pc.eq(pc + 1), begin.eq(now + 1), count.eq(0), running.eq(pc + 1 != nodes)]
+                with m.Elif(held):      # its cycle is the one in which the count is reached
+                    m.d.sync += begin.eq(now + 1)
+                with m.Else():
+                    m.d.sync += count.eq(count + 1)
+            with m.If(lane_busy):
+                with m.If(lane_done):
+                    m.d.sync += [lane_busy.eq(0), lane_count.eq(0), finished.eq(finished + 1)]
+                with m.Else():
+                    m.d.sync += lane_count.eq(lane_count + 1)
+            with m.Elif(issued.r_rdy):
+                m.d.sync += [lane_busy.eq(1), lane_index.eq(issued.r_data), lane_count.eq(0),
+                             lane_begin.eq(now + 1)]
 
     def _collective(self, m, running, collective, count, word):
         """A collective node (the current node while ``running & collective``; ``count`` its

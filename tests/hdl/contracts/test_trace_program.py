@@ -1,12 +1,13 @@
 """The iteration trace as the circuit fabric's trace sequencer runs it (hdl/contracts/trace_program.py):
-node words, rounding, what is refused, the collective's request. Pure Python."""
+node words, rounding, what is refused, the collective's request; overlapped traces (issue order,
+wait nodes, passed markers). Pure Python."""
 
 from __future__ import annotations
 
 import pytest
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.trace_program import (COLLECTIVE_BIT, TRACE_NODES, TRACE_TABLE_ADDR, TRACE_TABLE_DATA,
+from hdl.contracts.trace_program import (COLLECTIVE_BIT, TRACE_NODES, TRACE_TABLE_ADDR, TRACE_TABLE_DATA, WAIT_BIT,
                                          collective_request, collective_requests, npu_trace, trace_writes)
 from sysmodel.trace import TraceNode
 
@@ -125,3 +126,49 @@ def test_io_nodes_are_collective_nodes_with_whole_stripes_per_controller():
         npu_trace(0, nodes, cycle_s=1e-9, max_collectives=8)
     with pytest.raises(FredError, match="I/O collective; the fabric has no I/O controllers"):
         collective_requests(ranks, traces, flit_bytes=flit)
+
+
+def _streamed(group=(0, 1)):
+    """Weight streaming, as the model exports it overlapped with one collective at a time: the
+    loads chained on one queue, each after the compute that frees its slot; a marker of the
+    I/O class (a layer without weights) on the load queue."""
+    def load(i, name, deps):
+        return TraceNode(i, name, "comm", op="all-reduce", fred_op="all-reduce", size=64.0, deps=deps,
+                         group=group, category="io", queue="io.in")
+    return [load(0, "load a", ()),
+            load(1, "load b", (0,)),                                   # prefetched: only after load a
+            TraceNode(2, "a", "compute", duration_s=3 * NS, deps=(0,), queue="c"),
+            load(3, "load c", (1, 2)),                                 # a's slot freed
+            TraceNode(4, "head", "marker", deps=(3,), category="io", queue="io.in"),
+            TraceNode(5, "b", "compute", duration_s=4 * NS, deps=(1, 2), queue="c"),
+            TraceNode(6, "c", "compute", duration_s=2 * NS, deps=(4, 5), queue="c")]
+
+
+def test_an_overlapped_trace_issues_collectives_early_and_waits_only_for_what_it_needs():
+    trace = npu_trace(0, _streamed(), cycle_s=NS, max_collectives=8, overlap=True)
+    # loads a and b issued at once; compute a waits for 1 finished collective (load a), b for 2
+    # (load b, after a); load c issued after a; c waits for load c through the marker (passed)
+    assert trace.names == ("load a", "load b", "wait", "a", "load c", "wait", "b", "wait", "c")
+    assert trace.words == (COLLECTIVE_BIT, COLLECTIVE_BIT, WAIT_BIT | 1, 3, COLLECTIVE_BIT, WAIT_BIT | 2, 4,
+                           WAIT_BIT | 3, 2)
+    assert trace.node_ids == (0, 1, -1, 2, 3, -1, 5, -1, 6)
+    assert trace.categories == ("io", "io", "wait", "compute", "io", "wait", "compute", "wait", "compute")
+    assert trace.collectives == (0, 1, 3) and trace.overlap and trace.compute_cycles == 3 + 4 + 2
+    # serialised, the same file is refused: load b does not wait for a
+    with pytest.raises(FredError, match="node 2 .a. does not wait for node 1 .load b.: the two may overlap"):
+        npu_trace(0, _streamed(), cycle_s=NS, max_collectives=8)
+
+
+def test_an_overlapped_trace_runs_one_node_per_lane_at_a_time():
+    nodes = _streamed()
+    # a second compute queue: b no longer waits for a
+    two = nodes[:5] + [TraceNode(5, "b", "compute", duration_s=4 * NS, deps=(1,), queue="c2"), nodes[6]]
+    with pytest.raises(FredError, match="node 5 .b. does not wait for node 2 .a.: two compute nodes may overlap"):
+        npu_trace(0, two, cycle_s=NS, max_collectives=8, overlap=True)
+    # load c on another queue: it no longer waits for load b
+    loose = nodes[:3] + [TraceNode(3, "load c", "comm", op="all-reduce", size=64.0, deps=(2,), group=(0, 1),
+                                   category="io", queue="io.other")] + nodes[4:]
+    with pytest.raises(FredError, match="node 3 .load c. does not wait for node 1 .load b.: two collective nodes"):
+        npu_trace(0, loose, cycle_s=NS, max_collectives=8, overlap=True)
+    with pytest.raises(FredError, match="lasts 1073741824 cycles; the sequencer counts 0..1073741823"):
+        npu_trace(0, [TraceNode(0, "x", "compute", duration_s=(1 << 30) * NS)], cycle_s=NS, overlap=True)

@@ -10,14 +10,14 @@ from hdl.contracts.trace_program import (COLLECTIVE_BIT, TRACE_NODES, TRACE_READ
 STAGES = 50     # the deferred register of these tests
 
 
-def _run(program_and_start, words, programs, engine_cycles, cycles=80):
+def _run(program_and_start, words, programs, engine_cycles, cycles=80, overlap=False):
     """Load ``words`` and the loader entries of ``programs``, start, play two engines done
     ``engine_cycles`` cycles after each start; returns (node times, engine start cycles, lane
     writes as (cycle, lane, reg, value), load_stall, done cycle)."""
     from amaranth.sim import Simulator
 
     from hdl.designs.iteration import LoadingTraceSequencer
-    dut = LoadingTraceSequencer(depth=8, programs=16, lanes=2)
+    dut = LoadingTraceSequencer(depth=8, programs=16, lanes=2, overlap=overlap)
     out = {}
 
     async def bench(ctx):
@@ -82,3 +82,22 @@ def test_without_programs_it_runs_as_the_one_program_sequencer(program_and_start
     # the TraceSequencer's own test's node times (tests/hdl/designs/iteration/test_trace_sequencer.py)
     assert out["times"] == [(0, 3), (3, 4), (4, 11), (11, 13)]
     assert out["started"] == [4] and out["lane_writes"] == [] and out["load_stall"] == 0
+
+
+def test_overlapped_programs_load_as_the_collective_lane_reaches_them(program_and_start):
+    first = {0: [(1, 11), (2, 12), (STAGES, 3)], 1: [(1, 21)]}
+    second = {0: [(1, 11), (2, 99)], 1: [(1, 21), (STAGES, 2)]}
+    # the previous test's trace, overlapped: the compute node runs under collective 0
+    out = _run(program_and_start, [6, COLLECTIVE_BIT | 2, 1, COLLECTIVE_BIT], [first, second], engine_cycles=3,
+               overlap=True)
+    # collective 0 issued in 6, taken by the lane in 7: its first cycle is 8, where the deferred
+    # stages write; its runs start in 9 and 14 (each: start, 3 engine cycles, done seen)
+    assert out["lane_writes"][:4] == [(0, 0, 1, 11), (0, 1, 1, 21), (1, 0, 2, 12), (8, 0, STAGES, 3)]
+    assert out["started"] == [9, 14, 21]
+    assert out["times"][:3] == [(0, 6), (8, 19), (7, 8)]
+    # collective 1, issued in 8, waits in the queue for the lane (idle from 19); program 1
+    # loads from the cycle after collective 0's last run was seen done (18), its deferred write
+    # in collective 1's first cycle (20)
+    assert out["lane_writes"][4:] == [(19, 0, 2, 99), (20, 1, STAGES, 2)]
+    assert out["times"][3] == (20, 26)
+    assert out["load_stall"] == 1 + 1 and out["done_at"] == 26
