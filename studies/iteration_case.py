@@ -2,8 +2,8 @@
 (docs/fabric_iteration.md; ``fred fabric-iteration``).
 
 Model side: the model's iteration of the workload, serialised (``overlap=False``) or
-overlapped (compute under communication: the mesh and the circuit FRED fabric, whose
-sequencers then run their overlapped traces), with one collective at a time per NPU
+overlapped (compute under communication: every fabric's sequencers then run their overlapped
+traces), with one collective at a time per NPU
 (``one_collective``: the schedule the RTL's sequencers run, e.g. MP and DP together with the
 DP all-reduce after the last MP all-reduce), divided by ``scale``,
 with its communication timed on the RTL fabric's own platform
@@ -86,21 +86,13 @@ class IterationCase:
         return out
 
 
-def _refuse_overlap(overlap: bool, switch: str) -> None:
-    """The packet fabric's sequencers run the serialised iteration only: refused by name."""
-    if overlap and switch == "packet":
-        raise FredError("the packet FRED fabric's iteration runs the serialised iteration only (--no-overlap): "
-                        "its NPUs' sequencers are not built with overlap (compute under collectives runs on "
-                        "the mesh and the circuit FRED fabric; docs/fabric_iteration.md, \"Overlap\")")
-
-
 def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samples_per_dp=None,
                          scale: float = 1000.0, overlap: bool = False, characterization=None,
                          switch: str = "circuit", **spec_overrides) -> IterationCase:
     """Validate and compute the model's side and the RTL's inputs; nothing is built. ``fabric``:
     a FRED variant of the circuit fabric (``fabric_spec``) or ``mesh`` (the 2D-mesh fabric,
     :class:`hdl.contracts.mesh.MeshFabricSpec`; ``spec_overrides`` go to the spec). Refuses, by
-    name, what the RTL cannot run: overlap on the packet fabric, pipeline stages
+    name, what the RTL cannot run: pipeline stages
     (:mod:`hdl.contracts.trace_program`); an iteration that streams weights or spills
     checkpoints gets the fabric with the paper's 18 I/O controllers (:func:`_fabric`; the
     circuit FRED fabric has none: refused) and its I/O nodes as requests
@@ -114,7 +106,6 @@ def build_iteration_case(*, fabric: str, workload, platform, strategy=None, samp
     from hdl.contracts.trace_program import IoRequest, collective_requests, npu_trace
     from sysmodel.iteration_export import export_iteration
     from sysmodel.iteration_plan import plan_iteration
-    _refuse_overlap(overlap, switch)
     if switch not in ("circuit", "packet") or (switch == "packet" and fabric == "mesh"):
         raise FredError(f"switch must be circuit or packet (a FRED fabric's), got {switch!r} on {fabric}")
     plan = plan_iteration(platform, workload, strategy, samples_per_dp=samples_per_dp)

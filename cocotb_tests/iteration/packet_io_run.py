@@ -21,7 +21,7 @@ from hdl.contracts.fabric import FabricSpec
 
 from .packet_io_loading import PACKET_IO_MEMORY_VARS, packet_io_bulk, packet_io_entries, packet_io_writes
 from .packet_loading import packet_iteration_format
-from .run import IterationRun, bench_metrics, check_finished, node_depth, run_error_lines
+from .run import IterationRun, bench_metrics, check_finished, node_depth, run_error_lines, traces_overlap
 
 __all__ = ["run_packet_io_iteration", "packet_io_verilog"]
 
@@ -34,19 +34,22 @@ def _room(entries: dict) -> int:
     return max(16, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
 
 
-def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_programs: int) -> str:
+def packet_io_verilog(spec: FabricSpec, nodes: int, programs: int, controller_programs: int,
+                      overlap: bool = False) -> str:
     """Verilog of :class:`PacketIoIterationTop` (memoised), named as the packet fabric's top,
     without the all-zero contents of its memories (``to_verilog(..., zero_memory_init=False)``:
     the program loaders', trace sequencers' and controllers' memories, 40 % of the Fred-C
-    wafer's Verilog; the builds' ``--x-initial fast`` zeroes them, as their reset state)."""
+    wafer's Verilog; the builds' ``--x-initial fast`` zeroes them, as their reset state);
+    ``overlap``: sequencers that run compute under the I/O collectives."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
     from cocotb_tests.fabric.run import hardware_key
-    key = (nodes, programs, controller_programs) + hardware_key(spec)
+    key = (nodes, programs, controller_programs, overlap) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import PacketIoIterationTop
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(PacketIoIterationTop(spec, nodes=nodes, programs=programs,
-                                                        controller_programs=controller_programs), name=PACKET_TOP,
+                                                        controller_programs=controller_programs, overlap=overlap),
+                                     name=PACKET_TOP,
                                      zero_memory_init=False)
     return _VERILOG[key]
 
@@ -71,7 +74,8 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     npu_entries, controller_entries = packet_io_entries(spec, programs, packet)
     room, controller_room = _room(npu_entries), _room(controller_entries)
     start = time.perf_counter()
-    verilog = packet_io_verilog(spec, nodes, room, controller_room)
+    overlap = traces_overlap(traces)
+    verilog = packet_io_verilog(spec, nodes, room, controller_room, overlap)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
                                   sim_build=Path(build_dir) if build_dir is not None else None,
                                   public_vars=PACKET_IO_MEMORY_VARS)
@@ -87,7 +91,8 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
               "switch_units": [spec.endpoints + s for s in range(len(spec.switch_ports))],
               "controller_units": [spec.npus + k for k in range(spec.io_controllers)],
               "controller_read": list(CONTROLLER_READ)}
-    name = f"packet-io-iteration-{spec.name}-n{spec.npus}-c{spec.io_controllers}-d{nodes}-p{room}-q{controller_room}"
+    name = (f"packet-io-iteration-{spec.name}-n{spec.npus}-c{spec.io_controllers}-d{nodes}-p{room}-q{controller_room}"
+            + ("-overlap" if overlap else ""))
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = bench_metrics(result, "packet I/O iteration")

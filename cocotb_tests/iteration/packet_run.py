@@ -25,7 +25,7 @@ from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes, trace_writes
 
 from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished, collective_repeats,
-                  node_depth, run_error_lines)
+                  node_depth, run_error_lines, traces_overlap)
 
 __all__ = ["run_packet_iteration", "packet_iteration_verilog", "judge_packet_npus", "held_collective"]
 
@@ -33,20 +33,20 @@ _VERILOG: dict = {}
 
 
 def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online: bool, staged: bool = False,
-                             order_entries: int | None = None) -> str:
+                             order_entries: int | None = None, overlap: bool = False) -> str:
     """Verilog of the packet fabric of ``spec`` with trace NPUs of ``depth`` nodes and ``programs``
     loader entries, ``online`` routing or stored phases, ``staged`` NPUs (multi-stage programs,
     :func:`~cocotb_tests.iteration.packet_loading.packet_staged`) or not, and the switches'
-    ``order_entries`` (:func:`~cocotb_tests.iteration.packet_loading.packet_order_entries`)
-    (memoised)."""
+    ``order_entries`` (:func:`~cocotb_tests.iteration.packet_loading.packet_order_entries`),
+    ``overlap``: sequencers that run compute under collectives (memoised)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
     from cocotb_tests.fabric.run import hardware_key
-    key = (depth, programs, online, staged, order_entries) + hardware_key(spec)
+    key = (depth, programs, online, staged, order_entries, overlap) + hardware_key(spec)
     if key not in _VERILOG:
         from hdl.designs.iteration import iteration_packet_top
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online,
-                                                        staged=staged, order_entries=order_entries),
+                                                        staged=staged, order_entries=order_entries, overlap=overlap),
                                    name=PACKET_TOP)
     return _VERILOG[key]
 
@@ -137,7 +137,9 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     load = packet_iteration_load(spec, programs, requests, traces, depth, packet)
     room = load["room"]
     start = time.perf_counter()
-    verilog = packet_iteration_verilog(spec, depth, room, online, packet_staged(programs), load["order_entries"])
+    overlap = traces_overlap(traces)
+    verilog = packet_iteration_verilog(spec, depth, room, online, packet_staged(programs), load["order_entries"],
+                                       overlap)
     built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
                                   sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
@@ -145,7 +147,7 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
               "writes": load["writes"], "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": list(PacketTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
-    name = f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}"
+    name = f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}" + ("-overlap" if overlap else "")
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
                        bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
     metrics = bench_metrics(result, "packet iteration")

@@ -38,8 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 1000)")
     parser.add_argument("--no-overlap", action="store_true",
                         help="the serialised iteration (the table's; default: overlapped, compute under "
-                             "communication, one collective at a time per NPU: the mesh and the circuit FRED "
-                             "fabric, not the packet fabric)")
+                             "communication, one collective at a time per NPU)")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",

@@ -10,7 +10,7 @@ import pytest
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricCollective, FabricRequest, fabric_spec
-from hdl.contracts.trace_program import COLLECTIVE_BIT, PACKET_HEADER_REGS
+from hdl.contracts.trace_program import COLLECTIVE_BIT, PACKET_HEADER_REGS, WAIT_BIT
 
 from tests.studies.test_iteration_case import SMALL, _trace
 
@@ -100,6 +100,35 @@ def test_small_packet_fabric_runs_several_collectives_from_the_headers(fabric, a
     # every NPU sends at least the 20 flits of the second collective (in-switch: exactly)
     assert min(first_ends) >= 115 + 2 * 8 and min(second_ends) >= max(first_ends) + 30 + 20
     assert run.cycles == max(second_ends) + 7
+
+
+@pytest.mark.full
+def test_small_packet_fabric_runs_an_overlapped_trace():
+    """The overlapped sequencers on the packet fabric (docs/fabric_iteration.md, "Overlap"):
+    per rank, collective 0 (run twice) issued first with 40 + 25 r cycles of compute under it,
+    a wait node, collective 1 with 30 cycles under it, a wait node, 7 cycles; the runs' barrier
+    and packet numbers are the collective lane's; every flit checked."""
+    from cocotb_tests.iteration.packet_run import run_packet_iteration
+    spec = fabric_spec("fred-b", **SMALL)
+    programs, requests = _programs(spec, (8, 20), "in-switch")
+    words = [COLLECTIVE_BIT | 2, None, WAIT_BIT | 1, COLLECTIVE_BIT, 30, WAIT_BIT | 2, 7]
+    traces = {r: replace(_trace(r, words[:1] + [40 + 25 * r] + words[2:], overlap=True), collective=0,
+                         collectives=(0, 3)) for r in range(4)}
+    run = run_packet_iteration(spec, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0")
+    assert run.errors == []
+    assert run.flits_sent == sum(e["send_count"] for e in programs[1].engines[:4])   # the last run's
+    ends = []
+    for r, times in run.node_times.items():
+        assert times[0][0] == 1 and times[1] == [1, 41 + 25 * r]     # issued in 0, compute from 1
+        # a wait node takes the later of its collective's last cycle and the compute's end
+        x = max(times[0][1] - 1, times[1][1])
+        assert times[2] == [x, x + 1] and times[4] == [x + 2, x + 32]  # the issue's cycle, then 30
+        assert times[3][0] >= x + 2
+        y = max(times[3][1] - 1, times[4][1])
+        assert times[5] == [y, y + 1] and times[6] == [y + 1, y + 8]
+        ends.append(times[6][1])
+    assert run.node_times[3][0][1] < 41 + 75          # rank 3's two runs hid under its compute
+    assert run.cycles == max(ends)
 
 
 @pytest.mark.full

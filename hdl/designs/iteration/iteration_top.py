@@ -37,7 +37,8 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None =
 
 
 def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False,
-                         staged: bool = False, order_entries: int | None = None) -> PacketIterationTop:
+                         staged: bool = False, order_entries: int | None = None,
+                         overlap: bool = False) -> PacketIterationTop:
     """:class:`PacketIterationTop` (a ``PacketFabricTop``) of ``spec`` with a :class:`PacketTraceNpu`
     of ``depth`` trace nodes and ``programs`` program-loader entries at every NPU port: the
     same packet switches (header
@@ -52,11 +53,13 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
     multi-stage programs (the hierarchical all-reduce), each stage to its own destination,
     with a barrier per stage (:class:`PacketTraceNpu`'s ``staged``). ``order_entries`` (default
     None: one per slot, built as before): the switches' phase-order depth, for an iteration whose
-    ordered runs need more entries than the slots (``PacketFabricTop(order_entries=)``)."""
+    ordered runs need more entries than the slots (``PacketFabricTop(order_entries=)``).
+    ``overlap`` (default False: built as before): the NPUs run compute under collectives
+    (:class:`PacketTraceNpu`'s)."""
     io_rate = spec.io_rate if spec.io_controllers else None
     return PacketIterationTop(spec, online=online, order_entries=order_entries,
                               npu=partial(PacketTraceNpu, nodes=depth, programs=programs,
-                                          io_rate=io_rate, staged=staged))
+                                          io_rate=io_rate, staged=staged, overlap=overlap))
 
 
 def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int, overlap: bool = False) -> MeshIterationTop:

@@ -44,7 +44,7 @@ class PacketIoIterationTop(PacketFabricTop):
     """
 
     def __init__(self, spec: FabricSpec, *, nodes: int, programs: int, controller_programs: int,
-                 packet_flits: int = 8, depth: int | None = None, **kwargs):
+                 packet_flits: int = 8, depth: int | None = None, overlap: bool = False, **kwargs):
         problem = ("" if spec.io_controllers else f"fabric {spec.name} has no I/O controllers")
         if not problem and spec.in_switch:
             problem = (f"{spec.name} streams I/O through in-switch stripe trees, whose stored flows the packet "
@@ -56,7 +56,7 @@ class PacketIoIterationTop(PacketFabricTop):
             raise FredError(problem)
         stripes = spec.io_controllers
         super().__init__(spec, online=True, packet_flits=packet_flits, depth=depth, stripes=stripes,
-                         npu=partial(StripeTraceNpu, stripes=stripes, nodes=nodes, programs=programs),
+                         npu=partial(StripeTraceNpu, stripes=stripes, nodes=nodes, programs=programs, overlap=overlap),
                          controller=partial(TracedIoController, rate=spec.io_rate, programs=controller_programs))
 
     def coordinate(self, m: Module, components: dict) -> None:

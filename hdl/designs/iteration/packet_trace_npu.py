@@ -98,14 +98,18 @@ class PacketTraceNpu(wiring.Component):
     stage's end: no packet carries two destinations.
     Latency: the packetizer's 0 and the depacketizer's 1 cycle, as on the fabric's NPU; the
     sequencer's start and done cycles per run (:class:`LoadingTraceSequencer`).
+
+    ``overlap`` (default False: built as before): the sequencer runs compute under the
+    collectives (:class:`~.trace_sequencer.TraceSequencer`'s ``overlap``); the runs, their
+    barrier and packet numbers are the collective lane's, as they were the sequencer's.
     """
 
     read_names = ENGINE_READ + ("seq_errors", "link_errors", "run_started") + LoadingTraceSequencer.read_names
 
     def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, nodes: int, programs: int,
-                 buffer: int = NPU_BUFFER, io_rate=None, staged: bool = False):
+                 buffer: int = NPU_BUFFER, io_rate=None, staged: bool = False, overlap: bool = False):
         self.flit, self.packet, self.depth, self.nodes, self.programs = flit, packet, depth, nodes, programs
-        self.staged = bool(staged)
+        self.staged, self.overlap = bool(staged), overlap
         if self.staged and (BOUNDARIES + 1) * packet.flow_bits > 32:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(f"a staged NPU packs {BOUNDARIES + 1} flow ids of {packet.flow_bits} bits into its "
@@ -131,7 +135,7 @@ class PacketTraceNpu(wiring.Component):
         tx = m.submodules.tx = Packetizer(flit=self.flit, packet=self.packet, depth=self.depth)
         rx = m.submodules.rx = Depacketizer(flit=self.flit, packet=self.packet, depth=self.depth, with_seq=True)
         seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1,
-                                                             barrier=True)
+                                                             barrier=True, overlap=self.overlap)
         pacer_idle, pace = self._pacer(m, engine, tx, seq)
         run_done = engine.done if pacer_idle is None else engine.done & pacer_idle
         m.d.comb += [self.o.valid.eq(tx.o.valid), self.o.payload.eq(tx.o.payload),

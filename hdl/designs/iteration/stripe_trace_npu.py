@@ -46,13 +46,18 @@ class StripeTraceNpu(SeparateModule, wiring.Component):
     collectives (unlike :func:`~hdl.designs.fabric.npu_engine.connect_rx_between_collectives`):
     no flit of an I/O collective is in flight outside it, since it starts and ends for every
     unit at once.
+
+    ``overlap`` (default False: built as before, the same module name): the sequencer runs
+    compute under the I/O collectives (:class:`~.trace_sequencer.TraceSequencer`'s ``overlap``);
+    the module name then ends with ``_ov``.
     """
 
     read_names = ("done", "received", "errors", "first_error", "seq_errors", "link_errors") + TRACE_READ + LOADER_READ
 
-    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, nodes: int, programs: int):
+    def __init__(self, *, flit: FlitFormat, packet: PacketFormat, depth: int, stripes: int, nodes: int, programs: int,
+                 overlap: bool = False):
         self.flit, self.packet, self.depth, self.stripes = flit, packet, depth, stripes
-        self.nodes, self.programs = nodes, programs
+        self.nodes, self.programs, self.overlap = nodes, programs, overlap
         super().__init__({
             **endpoint_link_members(flit, packet),
             "start": In(1), "we": In(1), "waddr": In(6), "wdata": In(32), "done": Out(1),
@@ -66,12 +71,13 @@ class StripeTraceNpu(SeparateModule, wiring.Component):
         """Verilog module of hierarchical generation: every parameter, e.g.
         ``fred_stripe_trace_npu_int32x1_t1_k8_ph1_s16_f8_d5_st5_b8_x18_n512_p16384``."""
         return (f"fred_stripe_trace_npu_{flit_suffix(self.flit)}_{packet_suffix(self.packet)}_b{self.depth}"
-                f"_x{self.stripes}_n{self.nodes}_p{self.programs}")
+                f"_x{self.stripes}_n{self.nodes}_p{self.programs}" + ("_ov" if self.overlap else ""))
 
     def elaborate(self, platform) -> Module:
         m = Module()
         npu = m.submodules.npu = StripeNpu(flit=self.flit, packet=self.packet, depth=self.depth, stripes=self.stripes)
-        seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1)
+        seq = m.submodules.sequencer = LoadingTraceSequencer(depth=self.nodes, programs=self.programs, lanes=1,
+                                                             overlap=self.overlap)
         wiring.connect(m, wiring.flipped(self.o), npu.o)
         wiring.connect(m, wiring.flipped(self.i), npu.i)
         for v in range(len(DATA_VCS)):

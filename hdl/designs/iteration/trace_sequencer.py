@@ -41,14 +41,17 @@ class TraceSequencer(Component):
 
     ``overlap`` (default False: built as above): compute runs under collectives. The node
     memory is walked by two lanes (``hdl.contracts.trace_program``, "Overlapped traces"): the
-    *node lane* runs the compute nodes as above and *issues* each collective node in one cycle
-    (its index into a queue of ``issue_depth`` entries; it waits only when the queue is full),
-    and the *collective lane* runs the issued collectives one after the other, each from the
-    cycle after it takes it from the queue (the engine handshake above), recording their
-    start and end cycles and counting them as they finish. A *wait node* (a word with
-    :data:`WAIT_BIT` and without :data:`COLLECTIVE_BIT`) holds the node lane until that count
-    reaches the word's low 30 bits (:data:`OVERLAP_DELAY_MASK`), then takes one cycle (its
-    start is that cycle); a compute node's cycles are the same low 30 bits. ``done``: both
+    *node lane* runs the compute nodes as above and *issues* each collective node in one cycle,
+    and the *collective lane* runs the issued collectives one after the other (the engine
+    handshake above), recording their start and end cycles and counting them as they finish:
+    an idle lane takes a collective in its issue cycle and starts it in the next; else the
+    collective's index waits in a queue of ``issue_depth`` entries (the node lane waits only
+    when it is full) and the lane takes it in the cycle after its last one ended, starting it
+    in the next. A *wait node* (a word with :data:`WAIT_BIT` and without
+    :data:`COLLECTIVE_BIT`) holds the node lane until that count, with a collective ending in
+    this cycle included, reaches the word's low 30 bits (:data:`OVERLAP_DELAY_MASK`), and takes
+    that one cycle; a compute node's cycles are the same low 30 bits. So a collective the next
+    compute node waits for costs one cycle more than in the serialised sequencer (the issue). ``done``: both
     lanes finished; ``nodes_done``: the nodes the node lane has passed.
     """
 
@@ -151,18 +154,23 @@ class TraceSequencer(Component):
         delay = word & OVERLAP_DELAY_MASK
         lane_busy, lane_count, lane_begin, finished = Signal(), Signal(32), Signal(32), Signal(32)
         lane_index = Signal(range(max(depth, 2)))
-        # a wait node: until the collective lane has finished that many collectives
+        lane_done = self._collective(m, lane_busy, Const(1), lane_count, lane_node.data)
+        # an idle collective lane with nothing queued takes an issued collective in its issue
+        # cycle (the engine starts in the next), else it goes into the queue
+        direct = running & collective & ~lane_busy & ~issued.r_rdy
+        # a wait node: until the collective lane has finished that many collectives, the one
+        # it finishes in this cycle counted (the node after it starts when that one ends)
         waits = ~collective & ((word & WAIT_BIT) != 0)
-        held = waits & (finished < delay)
+        held = waits & (finished + lane_done < delay)
         finish = Signal()
         m.d.comb += [node.addr.eq(pc), lane_node.addr.eq(lane_index),
                      # a collective node: issued in one cycle (waits while the queue is full)
-                     finish.eq(running & Mux(collective, issued.w_rdy, Mux(waits, ~held, count + 1 >= delay))),
-                     issued.w_data.eq(pc), issued.w_en.eq(running & collective),
+                     finish.eq(running & Mux(collective, direct | issued.w_rdy,
+                                             Mux(waits, ~held, count + 1 >= delay))),
+                     issued.w_data.eq(pc), issued.w_en.eq(running & collective & ~direct),
                      write_start.addr.eq(pc), write_start.data.eq(begin), write_start.en.eq(finish & ~collective),
                      write_end.addr.eq(pc), write_end.data.eq(now + 1), write_end.en.eq(finish & ~collective),
                      self.nodes_done.eq(pc)]
-        lane_done = self._collective(m, lane_busy, Const(1), lane_count, lane_node.data)
         m.d.comb += [issued.r_en.eq(~lane_busy),
                      lane_start.addr.eq(lane_index), lane_start.data.eq(lane_begin), lane_start.en.eq(lane_done),
                      lane_end.addr.eq(lane_index), lane_end.data.eq(now + 1), lane_end.en.eq(lane_done),
@@ -185,6 +193,8 @@ class TraceSequencer(Component):
                     m.d.sync += [lane_busy.eq(0), lane_count.eq(0), finished.eq(finished + 1)]
                 with m.Else():
                     m.d.sync += lane_count.eq(lane_count + 1)
+            with m.Elif(direct):
+                m.d.sync += [lane_busy.eq(1), lane_index.eq(pc), lane_count.eq(0), lane_begin.eq(now + 1)]
             with m.Elif(issued.r_rdy):
                 m.d.sync += [lane_busy.eq(1), lane_index.eq(issued.r_data), lane_count.eq(0),
                              lane_begin.eq(now + 1)]

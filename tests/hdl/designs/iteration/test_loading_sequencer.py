@@ -90,14 +90,14 @@ def test_overlapped_programs_load_as_the_collective_lane_reaches_them(program_an
     # the previous test's trace, overlapped: the compute node runs under collective 0
     out = _run(program_and_start, [6, COLLECTIVE_BIT | 2, 1, COLLECTIVE_BIT], [first, second], engine_cycles=3,
                overlap=True)
-    # collective 0 issued in 6, taken by the lane in 7: its first cycle is 8, where the deferred
-    # stages write; its runs start in 9 and 14 (each: start, 3 engine cycles, done seen)
-    assert out["lane_writes"][:4] == [(0, 0, 1, 11), (0, 1, 1, 21), (1, 0, 2, 12), (8, 0, STAGES, 3)]
-    assert out["started"] == [9, 14, 21]
-    assert out["times"][:3] == [(0, 6), (8, 19), (7, 8)]
-    # collective 1, issued in 8, waits in the queue for the lane (idle from 19); program 1
-    # loads from the cycle after collective 0's last run was seen done (18), its deferred write
-    # in collective 1's first cycle (20)
-    assert out["lane_writes"][4:] == [(19, 0, 2, 99), (20, 1, STAGES, 2)]
-    assert out["times"][3] == (20, 26)
-    assert out["load_stall"] == 1 + 1 and out["done_at"] == 26
+    # collective 0 issued in 6 and taken by the idle lane then: its first cycle is 7, where the
+    # deferred stages write; its runs start in 8 and 13 (each: start, 3 engine cycles, done seen)
+    assert out["lane_writes"][:4] == [(0, 0, 1, 11), (0, 1, 1, 21), (1, 0, 2, 12), (7, 0, STAGES, 3)]
+    assert out["started"] == [8, 13, 20]
+    assert out["times"][:3] == [(0, 6), (7, 18), (7, 8)]
+    # collective 1, issued in 8, waits in the queue for the lane (idle from 18); program 1
+    # loads from the cycle after collective 0's last run was seen done (17), its deferred write
+    # in collective 1's first cycle (19)
+    assert out["lane_writes"][4:] == [(18, 0, 2, 99), (19, 1, STAGES, 2)]
+    assert out["times"][3] == (19, 25)
+    assert out["load_stall"] == 1 + 1 and out["done_at"] == 25

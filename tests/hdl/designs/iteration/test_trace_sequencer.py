@@ -70,25 +70,26 @@ def test_an_empty_trace_is_done_at_once_and_the_depth_is_checked(program_and_sta
 def test_overlapped_compute_runs_under_a_collective_and_a_wait_node_waits_for_it(program_and_start):
     words = [3, COLLECTIVE_BIT, 4, WAIT_BIT | 1, 2, COLLECTIVE_BIT, WAIT_BIT | 2, 1]
     done_at, started, times, nodes_done = _run(program_and_start, words, engine_cycles=5, overlap=True)
-    # node 0: cycles 0-2. The collective is issued in cycle 3 (one cycle of the node lane),
-    # taken from the queue in cycle 4, its engine started in 5 (the lane's first cycle) and
-    # seen done in 11 (5 engine cycles from 6): (5, 12). Node 2 runs under it from cycle 4;
-    # the wait node holds until one collective has finished (counted in 12) and takes that
-    # cycle; the second collective is issued in 15, started in 17, seen done in 23; the
-    # second wait node holds until then.
-    assert times == [(0, 3), (5, 12), (4, 8), (12, 13), (13, 15), (17, 24), (24, 25), (25, 26)]
-    assert started == [5, 17] and done_at == 26 and nodes_done == 8
+    # node 0: cycles 0-2. The collective is issued in cycle 3 (one cycle of the node lane), taken
+    # by the idle collective lane then, its engine started in 4 and seen done in 10 (5 engine
+    # cycles from 5): (4, 11). Node 2 runs under it from cycle 4; the wait node holds until
+    # the collective's last cycle (10), which counts, and takes it; the second collective is
+    # issued in 13, started in 14, seen done in 20; the second wait node holds until then.
+    assert times == [(0, 3), (4, 11), (4, 8), (10, 11), (11, 13), (14, 21), (20, 21), (21, 22)]
+    assert started == [4, 14] and done_at == 22 and nodes_done == 8
 
 
 def test_overlapped_compute_without_wait_does_not_wait_and_a_full_queue_holds_the_issue(program_and_start):
-    # an issue queue of one: the second collective is issued once the lane took the first
-    words = [COLLECTIVE_BIT, COLLECTIVE_BIT, 2]
+    # an issue queue of one: the second collective waits in it, the third holds the node lane
+    words = [COLLECTIVE_BIT, COLLECTIVE_BIT, COLLECTIVE_BIT, 2]
     done_at, started, times, _ = _run(program_and_start, words, engine_cycles=3, overlap=True, issue_depth=1)
-    # issued in 0 and (queue full in 1) 2; the lane: taken in 1, started in 2, done seen in 6
-    # (3 engine cycles from 3): (2, 7); taken in 7, started in 8, done in 12: (8, 13). The
-    # compute node starts in 3 (after the second issue) and does not wait for either.
-    assert times == [(2, 7), (8, 13), (3, 5)]
-    assert started == [2, 8] and done_at == 13
+    # collective 0: taken in its issue cycle 0, started in 1, seen done in 5 (3 engine cycles
+    # from 2): (1, 6). Collective 1 is queued in 1; the lane takes it in 6 (after its last
+    # cycle), starts it in 7: (7, 12). Collective 2 waits for room in the queue until 7 (the
+    # queue emptied in 6); collective 1's successor, taken in 12: (13, 18). The compute node
+    # starts in 8 and waits for none of them.
+    assert times == [(1, 6), (7, 12), (13, 18), (8, 10)]
+    assert started == [1, 7, 13] and done_at == 18
 
 
 def test_the_overlapped_sequencer_checks_its_parameters():
