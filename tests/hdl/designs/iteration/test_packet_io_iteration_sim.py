@@ -112,13 +112,34 @@ def test_in_switch_fabrics_are_refused_by_name():
         PacketIoIterationTop(fabric_spec("fred-a", npus=6, npus_per_l1=2), nodes=4, programs=8, controller_programs=8)
 
 
-def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec=SPEC):
+def _prefetched(rank: int, spec=SPEC):
+    """Compute of 30 + 7 rank cycles, an io-load of 8-flit stripes after it, a second of 12
+    prefetched after the first (it waits for no compute), 20 cycles of compute after the
+    first load, 5 after the second and that compute: the overlapped trace of weight streaming."""
+    wafer = tuple(range(spec.npus))
+
+    def load(i, stripe, deps):
+        return TraceNode(id=i, name=f"load{i}", kind="mem-read", op="io-load", size=float(stripe * spec.io_controllers),
+                         group=wafer, category="io", deps=deps, queue="io.in")
+    return [TraceNode(id=0, name="c0", kind="compute", duration_s=float(30 + 7 * rank), queue="c"),
+            load(1, STRIPES[0], (0,)), load(2, STRIPES[1], (1,)),
+            TraceNode(id=3, name="c1", kind="compute", duration_s=20.0, deps=(1, 0), queue="c"),
+            TraceNode(id=4, name="c2", kind="compute", duration_s=5.0, deps=(3, 2), queue="c")]
+
+
+def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec=SPEC, overlap=False):
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
     from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
-    traces, requests = _case(stripes, spec)
+    if overlap:
+        ranks = {r: _prefetched(r, spec) for r in range(spec.npus)}
+        traces = {r: npu_trace(r, n, cycle_s=1.0, max_collectives=8, io=True, overlap=True) for r, n in ranks.items()}
+        requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=spec.io_controllers)
+    else:
+        traces, requests = _case(stripes, spec)
     programs = packet_io_programs(spec, requests)
-    dut = PacketIoIterationTop(spec, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS)
+    dut = PacketIoIterationTop(spec, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS,
+                               overlap=overlap)
     assert dut.packet == packet_iteration_format(spec, True, spec.io_controllers)   # the loader's format
     writes = packet_io_writes(spec, traces, programs, dut.packet, nodes=NODES, npu_programs=PROGRAMS,
                               controller_programs=CONTROLLER_PROGRAMS)
@@ -220,3 +241,33 @@ def test_the_bulk_load_stores_what_the_program_port_would():
                         # the head register is 9 bits wide: 0x201 keeps 0x001
                         ("io_0.loader.entries", {0: 0x001 | 0xFFFFFFFF << 9})]
     assert rest == [(0, PROG_ADDR, 2), (0, TRACE_TABLE_ADDR, 2), (io0, PROG_ADDR, 1), (0, TRACE_NODES, 2)]
+
+
+@pytest.mark.full
+def test_an_overlapped_trace_prefetches_the_next_io_load_under_the_compute(run_fabric_top, read_trace_npus):
+    """The overlapped sequencers (docs/fabric_iteration.md, "Overlap"): the second io-load,
+    issued with the first, starts for every NPU in the cycle after the first ends, and the 20
+    cycles of compute that wait only for the first run under it; a wait node holds the last
+    compute until the second has ended; every flit checked. (``full``: about a minute of the
+    Amaranth simulator; the sequencer's own cycles are the default suite's,
+    tests/hdl/designs/iteration/test_trace_sequencer.py.)"""
+    out, _ = _run(run_fabric_top, read_trace_npus, overlap=True)
+    assert out["all_done"]
+    npus = out["npus"]
+    # issue order: c0, load1, load2, wait for 1, c1, wait for 2, c2
+    for r, x in enumerate(npus):
+        assert (x["nodes_done"], x["run_errors"], x["received"]) == (7, 0, 3 * STRIPES[1]), (r, x)
+        assert x["times"][1][0] == 30 + 7 * r + 1        # the lane takes load 1 in its issue cycle
+    for k, c in enumerate(out["controllers"]):
+        assert (c["done"], c["runs"], c["run_errors"], c["link_errors"], c["sent"]) == (1, 2, 0, 0, STRIPES[1]), (k, c)
+    first = {x["times"][1][1] for x in npus}
+    second = {x["times"][2][1] for x in npus}
+    assert len(first) == len(second) == 1                 # each ends for every NPU at once
+    e0, e1 = first.pop(), second.pop()
+    for x in npus:
+        assert x["times"][2][0] == e0 + 1                 # queued, taken after load 1's last cycle
+        assert x["times"][3] == (e0 - 1, e0)              # the wait node: load 1's last cycle
+        assert x["times"][4] == (e0, e0 + 20)             # c1 under load 2
+        assert x["times"][5] == (e1 - 1, e1) and x["times"][6] == (e1, e1 + 5)
+    assert e1 - (e0 + 1) >= STRIPES[1] * 4 + 2 > 20       # load 2 outlasts the compute under it
+    assert out["cycles"] == e1 + 5
