@@ -124,7 +124,8 @@ class _RecordingEngine(StageEngine):
         self._last_comm: dict = {}    # stage -> its communication task added last (overlap)
 
     def add(self, name, resource, duration, deps=(), *, stage=None, block=False, **kwargs) -> int:
-        if self.one_collective and not resource.endswith(".compute"):
+        one = self.one_collective and not resource.endswith(".compute")
+        if one:
             # StageEngine keeps the stage's communication tasks since its last compute task
             # (the next compute task waits for them); this one waits for them too
             mine = stage if stage is not None or not resource.startswith("s") else int(resource[1:].split(".")[0])
@@ -133,8 +134,8 @@ class _RecordingEngine(StageEngine):
                 deps = (*deps, self._last_comm[mine])
             duration = self._without_repeated_selects(mine, duration)
         tid = super().add(name, resource, duration, deps, stage=stage, block=block, **kwargs)
-        if self.one_collective and not resource.endswith(".compute"):
-            self._last_comm[stage if stage is not None else int(resource[1:].split(".")[0])] = tid
+        if one:
+            self._last_comm[mine] = tid
         if stage is None:
             stage = int(resource[1:].split(".")[0])
         if tid != len(self.recorded):

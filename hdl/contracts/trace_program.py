@@ -186,7 +186,7 @@ class NpuTrace:
     categories: tuple[str, ...]
     collective: int | None
     collectives: tuple[int, ...] = ()
-    #: an overlapped trace (the nodes in issue order, compute words with :data:`WAIT_BIT`)
+    #: an overlapped trace (the nodes in issue order, with wait nodes: :data:`WAIT_BIT`)
     overlap: bool = False
 
     @property
@@ -241,9 +241,8 @@ def _is_collective(node) -> bool:
 
 
 def _issue_order(rank: int, nodes) -> list:
-    """``nodes`` in the order an overlapped sequencer takes them, with its wait nodes (``None``
-    followed by the count: see :func:`npu_trace`): the module docstring's "Overlapped
-    traces". Refuses a trace whose lanes are not chains. A marker of a traffic class (a
+    """``nodes`` in the order an overlapped sequencer takes them, with its wait nodes
+    (:class:`_Wait`): the module docstring's "Overlapped traces". Refuses a trace whose lanes are not chains. A marker of a traffic class (a
     communication of no bytes, e.g. the model's weight stream of a layer without weights) is
     passed: it takes no time, and what waits for it waits for what it waits for."""
     passed = frozenset(i for i, n in enumerate(nodes) if n.kind == "marker" and n.category)
@@ -278,9 +277,12 @@ def _issue_order(rank: int, nodes) -> list:
 
     issue_ready()
     for i in computes:
-        needed = max((n + 1 for n, k in enumerate(collectives[:issued]) if ancestors[i] >> k & 1), default=0)
+        # the lane runs its collectives in order: waiting for the latest one node i waits for
+        # (beyond those already waited for) waits for every one before it
+        needed = next((n + 1 for n in range(issued - 1, waited - 1, -1) if ancestors[i] >> collectives[n] & 1),
+                      waited)
         if needed > waited:
-            order.append((None, needed))
+            order.append(_Wait(needed))
             waited = needed
         order.append(nodes[i])
         in_order |= 1 << i
@@ -293,14 +295,13 @@ def _issue_order(rank: int, nodes) -> list:
 
 @dataclass(frozen=True)
 class _Wait:
-    """What an overlapped trace's wait node shows as a node (:func:`npu_trace`)."""
+    """An overlapped trace's wait node: until the collective lane has finished ``count``
+    collectives (:data:`WAIT_BIT`); shown as a node of id -1 (:func:`npu_trace`)."""
 
+    count: int
     id: int = -1
     name: str = "wait"
-    category: str = "wait"
-
-
-_WAIT_NODE = _Wait()
+    kind: str = "wait"
 
 
 def _word(rank: int, node, cycles: int, repeats: bool, io: bool = False, *, overlap: bool = False) -> int:
@@ -312,7 +313,7 @@ def _word(rank: int, node, cycles: int, repeats: bool, io: bool = False, *, over
     if node.kind in _IO_KINDS and node.op not in TRACE_IO_OPS:
         raise FredError(f"rank {rank}: node {node.id} ({node.name}) is a memory node of op "
                         f"{node.op!r}; the I/O controllers run {', '.join(TRACE_IO_OPS)}")
-    if node.kind == "comm" or node.kind in _IO_KINDS:
+    if _is_collective(node):
         op = node.op if node.kind in _IO_KINDS else node.fred_op or node.op
         if node.kind == "comm" and op not in FABRIC_OPS:
             raise FredError(f"rank {rank}: node {node.id} ({node.name}) is a {op}; the fabric's "
@@ -339,8 +340,8 @@ def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io:
     has I/O controllers; the trace's I/O memory nodes (:data:`TRACE_IO_OPS`) are collective
     nodes (category ``io``), run as the others: start, wait for the end, per repeat.
     ``overlap``: the trace of an overlapped sequencer ("Overlapped traces"): the nodes in
-    issue order, compute words with :data:`WAIT_BIT` where they wait for collectives, markers
-    of a traffic class passed (not in the trace)."""
+    issue order, a wait node (:data:`WAIT_BIT`) before each compute node that waits for a
+    collective, markers of a traffic class passed (not in the trace)."""
     if not cycle_s > 0:
         raise FredError(f"cycle time must be positive, got {cycle_s!r}")
     nodes = list(nodes)
@@ -353,12 +354,11 @@ def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io:
     delays, elapsed = [], 0.0
     for n in nodes:
         before = round(elapsed / cycle_s)
-        if type(n) is not tuple and n.kind == "compute":
+        if n.kind == "compute":
             elapsed += n.duration_s
         delays.append(round(elapsed / cycle_s) - before)
-    words = tuple(WAIT_BIT | n[1] if type(n) is tuple else _word(rank, n, d, max_collectives > 1, io, overlap=overlap)
+    words = tuple(WAIT_BIT | n.count if n.kind == "wait" else _word(rank, n, d, max_collectives > 1, io, overlap=overlap)
                   for n, d in zip(nodes, delays))
-    nodes = [_WAIT_NODE if type(n) is tuple else n for n in nodes]
     collectives = [n.id for n, w in zip(nodes, words) if w & COLLECTIVE_BIT]
     if len(collectives) > max_collectives:
         raise FredError(f"rank {rank} has {len(collectives)} collective nodes "
@@ -367,7 +367,7 @@ def npu_trace(rank: int, nodes, *, cycle_s: float, max_collectives: int = 1, io:
     return NpuTrace(rank=rank, words=words, node_ids=tuple(n.id for n in nodes),
                     names=tuple(n.name for n in nodes),
                     categories=tuple((n.category or "comm") if w & COLLECTIVE_BIT else
-                                     "wait" if n is _WAIT_NODE else "compute" for n, w in zip(nodes, words)),
+                                     "wait" if n.kind == "wait" else "compute" for n, w in zip(nodes, words)),
                     collective=collectives[0] if collectives else None, collectives=tuple(collectives),
                     overlap=overlap)
 

@@ -109,7 +109,7 @@ class TraceSequencer(Component):
                      self.node_start.eq(read_start.data), self.node_end.eq(read_end.data)]
 
         if self.overlap:
-            self._two_lanes(m, table, starts, ends, fill, nodes)
+            self._two_lanes(m, table, starts, ends, nodes)
             return m
         pc = Signal(range(depth + 1))
         now, begin, count = Signal(32), Signal(32), Signal(32)
@@ -138,7 +138,7 @@ class TraceSequencer(Component):
                 m.d.sync += count.eq(count + 1)
         return m
 
-    def _two_lanes(self, m, table, starts, ends, fill, nodes) -> None:
+    def _two_lanes(self, m, table, starts, ends, nodes) -> None:
         """``overlap``'s node lane and collective lane (the class docstring)."""
         depth = self.depth
         node, lane_node = table.read_port(domain="comb"), table.read_port(domain="comb")
