@@ -78,8 +78,8 @@ from sysmodel.stage_schedule import chains_time, link_classes
 from sysmodel.model_cache import FrozenDict, Ref, current
 from sysmodel.switch_routing import phases_for
 
-__all__ = ["OPS", "mesh_2d_split", "rectangle", "Collective", "CollectiveResult", "build_network", "collective_traffic",
-           "evaluate", "configuration_load_s"]
+__all__ = ["OPS", "mesh_2d_split", "rectangle", "Collective", "CollectiveResult", "CollectiveTiming", "build_network",
+           "collective_traffic", "evaluate", "collective_timing", "configuration_load_s"]
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce",
        "multicast", "point-to-point", "io-load", "io-store", "io-write", "io-read")
@@ -1317,10 +1317,7 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     if cached is not None:
         return cached
     net = build_network(platform, fabric)
-    total, algorithms = _merged_traffic(net, collectives, algorithm)
-    times = total.link_times()   # the busiest link's time and name from one division
-    bandwidth_s = total.bandwidth_time(times)
-    time = total.time(bandwidth_s, times)
+    total, algorithms, times, bandwidth_s, time = _timed_traffic(net, collectives, algorithm)
     senders = total.sent > 0
     per_npu = float(total.sent[senders].mean()) if senders.any() else 0.0
     link, nbytes = total.busiest_link(times)
@@ -1334,6 +1331,46 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
         config_load_s=configuration_load_s(net, total.configurations),
         phase_overhead_s=total.overhead_s)
     return results.put(key, result)
+
+
+@dataclass(frozen=True)
+class CollectiveTiming:
+    """What a task graph reads of concurrent collectives (:func:`collective_timing`): the
+    :class:`CollectiveResult` fields of the same names, equal to the last bit."""
+
+    time_s: float
+    link_loads: object = field(repr=False)
+    link_bw: object = field(repr=False)
+    configurations: frozenset = field(repr=False)
+
+
+def collective_timing(platform: Platform, fabric: str, collectives: tuple) -> CollectiveTiming | CollectiveResult:
+    """:func:`evaluate`'s time, link loads and bandwidths and stored configurations of
+    ``collectives`` (a tuple, fastest algorithms) without the rest of its result: the
+    communication timer's view (:meth:`sysmodel.comm_timing.CommTimer.concurrent`, which keeps
+    what it returns in the model cache's ``comm_times``). The result :func:`evaluate` keeps is
+    returned where there is one; else the same traffic and time computed as :func:`evaluate`
+    computes them (:func:`_timed_traffic`), not kept: the busiest link's name, the bytes sent
+    per NPU and the configurations' load are left out (about a tenth of a design-space point's
+    time, ``fred dse``; docs/sysmodel.md, Speed, thirty-third increment)."""
+    if not collectives:
+        raise FredError("no collectives to evaluate")
+    cached = current().collectives.get((platform.network_spec, fabric, collectives, None))
+    if cached is not None:
+        return cached
+    net = build_network(platform, fabric)
+    total, _, _, _, time = _timed_traffic(net, collectives, None)
+    return CollectiveTiming(time, total.loads, net.link_bw, total.configurations)
+
+
+def _timed_traffic(net: Network, collectives: tuple, algorithm: str | None) -> tuple:
+    """(merged traffic, algorithm names, per-link times, busiest link's time, time) of
+    ``collectives`` at once on ``net``: the one computation of a collective set's time that
+    :func:`evaluate` and :func:`collective_timing` share."""
+    total, algorithms = _merged_traffic(net, collectives, algorithm)
+    times = total.link_times()   # the busiest link's time and name from one division
+    bandwidth_s = total.bandwidth_time(times)
+    return total, algorithms, times, bandwidth_s, total.time(bandwidth_s, times)
 
 
 # -- traffic that reads no link rate, shared across networks ------------------------------------

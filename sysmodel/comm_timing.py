@@ -4,7 +4,9 @@
 all-reduce after a layer, a PP hand-over, a DP gradient bucket, a weight stream, an
 activation-checkpoint spill) into the collectives it consists of -- with every group of that
 dimension within the stage active at once, as under the symmetric placement -- and times them
-with :func:`sysmodel.collectives.evaluate`. The result, :class:`CommTime`, carries the
+with :func:`sysmodel.collectives.evaluate` (a memoising timer with
+:func:`~sysmodel.collectives.collective_timing`: the same time and link data, without the rest of
+the result). The result, :class:`CommTime`, carries the
 bytes per directed link too, so the engine can share links between overlapping tasks.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hdl.contracts.placement import Strategy
-from sysmodel.collectives import Collective, build_network, configuration_load_s, evaluate
+from sysmodel.collectives import Collective, build_network, collective_timing, configuration_load_s, evaluate
 from sysmodel.model_cache import current
 from sysmodel.platform import Platform
 from sysmodel.switch_phases import collective_links
@@ -134,7 +136,7 @@ class CommTimer:
         memo = current().comm_times
         hit = memo.get(key)
         if hit is None:
-            r = evaluate(self.platform, self.fabric, collectives)
+            r = collective_timing(self.platform, self.fabric, collectives)
             hit = memo.put(key, (CommTime(r.time_s, *collective_links(self.platform, self.fabric, r)),
                                  r.configurations))
         return hit

@@ -169,7 +169,8 @@ def stored_switches(result) -> frozenset:
 
 
 def collective_links(platform, fabric: str, result) -> tuple:
-    """:func:`transfer_links` of a :class:`~sysmodel.collectives.CollectiveResult` of
+    """:func:`transfer_links` of a :class:`~sysmodel.collectives.CollectiveResult` (or
+    :class:`~sysmodel.collectives.CollectiveTiming`) of
     ``fabric`` on ``platform`` (its network from the model's cache): its link loads and
     bandwidths, holding the switches where it stores a phase."""
     return transfer_links(platform, build_network(platform, fabric), result.link_loads,

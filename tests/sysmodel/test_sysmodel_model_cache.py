@@ -96,7 +96,7 @@ def test_clear_empties_every_cache_and_using_restores_the_owner():
         simulate_once(P, "fred-b", w)
         simulate_iteration(P.with_compute_scale(2), "fred-b", w)
         filled = {name for name, n in cache.sizes().items() if n}
-        assert {"networks", "collectives", "routing_phases", "iterations", "graph_templates",
+        assert {"networks", "comm_times", "routing_phases", "iterations", "graph_templates",
                 "resource_names", "workloads", "platforms", "transfer_entry_arrays"} <= filled
         cache.clear()
         assert not any(cache.sizes().values())

@@ -137,6 +137,30 @@ def test_collective_cache_equals_a_fresh_computation():
         assert fresh.time_s == cached.time_s and np.array_equal(fresh.link_loads, cached.link_loads)
 
 
+@pytest.mark.parametrize("fabric", FABRICS)
+def test_collective_timing_is_evaluates_time_and_link_data(fabric):
+    """collective_timing (the memoising timer's view) gives evaluate's time, link loads,
+    bandwidths and configurations to the last bit, without keeping a result: computed first
+    with empty caches, then with evaluate's result kept (which it then returns as it is)."""
+    from sysmodel.collectives import CollectiveTiming, collective_timing
+    from sysmodel.model_cache import ModelCache, using
+    strategy = parse_strategy("MP4-DP5-PP1")
+    dp_groups = [tuple(strategy.rank(mp=k, dp=d, pp=0) for d in range(strategy.dp)) for k in range(strategy.mp)]
+    sets = [(Collective("all-reduce", tuple(range(P.npus)), 1e8),),
+            tuple(Collective("all-reduce", g, 3e6) for g in dp_groups),
+            (Collective("io-load", dp_groups[0], 5e6),),
+            (Collective("io-store", tuple(range(P.npus)), 7e6), Collective("multicast", (0, 1, 2), 1e5, root=0))]
+    for colls in sets:
+        with using(ModelCache()) as cache:
+            light = collective_timing(P, fabric, colls)
+            assert isinstance(light, CollectiveTiming) and not cache.collectives
+            full = evaluate(P, fabric, colls)
+            assert collective_timing(P, fabric, colls) is full
+        assert light.time_s == full.time_s, (fabric, colls)
+        assert np.array_equal(light.link_loads, full.link_loads) and np.array_equal(light.link_bw, full.link_bw)
+        assert light.configurations == full.configurations
+
+
 @pytest.mark.parametrize("fabric", ["fred-d", "mesh"])
 def test_comm_times_shared_across_timers_equal_a_fresh_timing(fabric):
     """A memoising timer's concurrent collectives are shared with the next timer on the same
