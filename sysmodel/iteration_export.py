@@ -86,7 +86,9 @@ class _ScaledCommTimer(CommTimer):
             return base
         selected, select_s = None, 0.0
         if self.platform.phase_select == "header":
-            r = evaluate(self.platform, self.fabric, scaled)     # the memoised result timed above
+            # the whole result of the collectives timed above (the timer keeps their time and
+            # link data alone: collective_timing), for its phases and selects
+            r = evaluate(self.platform, self.fabric, scaled)
             if r.phases == 1 and r.configurations:
                 selected, select_s = r.configurations, r.phase_overhead_s
         return _DescribedCommTime(base.time_s, base.loads, base.bw, scaled, 1.0, selected, select_s)
