@@ -29,6 +29,7 @@ Progress goes to a :mod:`fred.progress` bar.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -68,8 +69,19 @@ def parse_jobs(jobs) -> int:
 
 
 def guarded_group(fn, specs: list) -> list:
-    """:func:`guarded` of each spec in turn, in one worker (one task of a ``group``)."""
-    return [guarded(fn, spec) for spec in specs]
+    """:func:`guarded` of each spec in turn, in one worker of a local pool (one task of a
+    ``group``), then every object the worker holds frozen out of the cyclic garbage collector
+    (``gc.freeze``). Why: the model's caches grow through a run, to millions of objects in a
+    ``fred dse`` worker, and each full collection traverses all of them (3-5 % of a GPT-3
+    grid's time; docs/sysmodel.md, Speed, thirty-third increment); what a task leaves alive is
+    the caches and what they hold, and a point leaves no cyclic garbage
+    (``tests/fred/test_parallel_points.py`` checks it for sweep and design-space points), so
+    nothing freed later is kept. Reference counting still frees whatever a cache drops; the
+    worker's objects go with it when the pool ends. Only the pool's workers freeze, never the
+    calling process."""
+    outcomes = [guarded(fn, spec) for spec in specs]
+    gc.freeze()
+    return outcomes
 
 
 def point_groups(todo: list[int], specs: list[dict], group) -> list[list[int]]:

@@ -227,3 +227,62 @@ def test_prepare_model_loads_the_compiled_code():
     from sysmodel.stage_schedule_compiled import _schedule_time
     prepare_model()
     assert _schedule_time.signatures     # loaded (or compiled) for the arrays the model passes
+
+
+#: Run in a fresh interpreter by the test below (a process whose other threads -- a Dask
+#: cluster's event loop, say -- make garbage of their own would blur the count): prints, as
+#: JSON, the unreachable objects found after the points with fresh caches, and after emptying
+#: each bounded cache.
+_GARBAGE_LEFT = """
+import gc, json, sys
+from studies.cost import load_cost_model
+from studies.dse import DseGrid, dse_point, dse_specs
+from studies.points import platform_from_ref, platform_ref, sweep_point, sweep_specs
+from sysmodel.model_cache import ModelCache, using
+workload = sys.argv[1]
+ref = platform_ref()
+grid = DseGrid(npus_per_l1=(4, 20), l1_l2_fraction=(0.25,), in_switch=(False, True), middle=(2,),
+               chiplet_ports=(16,))
+designs = grid.designs(platform_from_ref(ref), load_cost_model(None).reference)
+points = [(dse_point, s) for s in dse_specs(workload, ref, designs, samples_per_dp=16, overlap=True,
+                                            strategies=["MP1-DP20-PP1", "MP4-DP5-PP1", "MP2-DP5-PP2"])]
+points += [(sweep_point, s) for s in sweep_specs(workload, "fred-d", ref, samples_per_dp=16,
+                                                 overlap=True)[:6]]
+for fn, spec in points:     # the first pass: whatever a first use makes once
+    fn(spec)
+gc.collect()
+gc.disable()
+cache = ModelCache()
+found = {}
+with using(cache):
+    for fn, spec in points:
+        fn(spec)
+    found["points"] = gc.collect()
+    found["kept"] = [len(cache.networks), len(cache.comm_times), len(cache.graph_templates)]
+    for name, memo in cache.memos().items():
+        if name != "networks":
+            memo.clear()
+            found[name] = gc.collect()
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("workload", ["gpt-3", "transformer-17b"])
+def test_sweep_and_design_points_leave_no_cyclic_garbage(workload):
+    """What a pool worker relies on when it freezes its heap after each task
+    (fred.parallel.guarded_group): sweep and design-space points, computed with fresh model
+    caches after a first pass over the same points (code paths warmed), leave nothing that
+    only the cyclic collector would free, and neither does emptying any bounded cache (a memo
+    empties itself when full): only the networks, which the unbounded ``networks`` memo keeps
+    for the process's life, hold cycles. A change that makes a point or a bounded cache's
+    entries cyclic would grow every worker's frozen heap, and fails here."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _GARBAGE_LEFT, workload], capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(found.pop("kept")), "the points filled no networks, timings or graph templates"
+    assert found["points"] == 0
+    assert {name: n for name, n in found.items() if n} == {}
