@@ -166,11 +166,15 @@ class CommTimer:
         """The :meth:`_shared` pair of :meth:`each_group`'s collectives, found by
         ``(op, groups, size, roots)`` (model cache ``group_comm_times``)."""
         key = (self.platform.network_spec, self.fabric, op, groups, size, roots)
-        memo = current().group_comm_times
-        hit = memo.get(key)
+        cache = current()
+        hit = cache.group_comm_times.get(key)
         if hit is None:
-            collectives = tuple(self._each(op, groups, size, roots))
-            hit = memo.put(key, self._shared(collectives))
+            # the collectives are values of (op, groups, size, roots) alone: made (and checked)
+            # once, not again for every network they are timed on (a design-space grid's)
+            made = cache.group_collectives.get(key[2:])
+            if made is None:
+                made = cache.group_collectives.put(key[2:], tuple(self._each(op, groups, size, roots)))
+            hit = cache.group_comm_times.put(key, self._shared(made))
         return hit
 
     @staticmethod

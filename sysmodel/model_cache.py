@@ -78,6 +78,9 @@ class ModelCache:
         "group_comm_times": (100_000, "(platform.network_spec, fabric, op, groups, size, roots) -> the "
                                       "comm_times entry of [Collective(op, g, size, root) for g in groups] (CommTimer.each_group: "
                                       "the collectives not made again per timer)"),
+        "group_collectives": (100_000, "(op, groups, size, roots) -> the tuple of Collective(op, g, size, root) "
+                                       "for g in groups (CommTimer.each_group: made once for every network "
+                                       "they are timed on)"),
         "pp_comm_times": (100_000, "(platform.network_spec, fabric, platform.pp_scatter_gather, strategy, "
                                    "source stage, destination stage, bytes) -> a memoising CommTimer's "
                                    "pipeline hand-over time and the configurations it stores "
@@ -165,6 +168,7 @@ class ModelCache:
     collectives: Memo
     comm_times: Memo
     group_comm_times: Memo
+    group_collectives: Memo
     pp_comm_times: Memo
     transfer_entry_arrays: Memo
     routing_phases: Memo
