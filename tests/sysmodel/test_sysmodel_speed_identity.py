@@ -191,6 +191,26 @@ def test_comm_times_shared_across_timers_equal_a_fresh_timing(fabric):
     assert np.array_equal(fresh.loads, a.loads) and np.array_equal(fresh.bw, a.bw)
 
 
+def test_each_groups_collectives_are_made_once_for_every_network():
+    """each_group makes its collectives once per (op, groups, size, roots) (model cache
+    ``group_collectives``) and times that one tuple on every network asked: two networks (another
+    NPU link rate), two timings, one tuple, equal to the collectives made as asked."""
+    from dataclasses import replace
+    from sysmodel.comm_timing import CommTimer
+    from sysmodel.model_cache import ModelCache, using
+    strategy = parse_strategy("MP4-DP5-PP1")
+    groups = tuple(tuple(strategy.rank(mp=k, dp=d, pp=0) for d in range(strategy.dp)) for k in range(strategy.mp))
+    faster = replace(P, npu_send_gbps=P.npu_send_gbps * 2)
+    with using(ModelCache()) as cache:
+        a = CommTimer(P, "fred-d", strategy, 1.0).each_group("all-reduce", groups, 3e6)
+        b = CommTimer(faster, "fred-d", strategy, 1.0).each_group("all-reduce", groups, 3e6)
+        assert a is not b and a.time_s != b.time_s   # timed on each network
+        assert len(cache.group_collectives) == 1 and len(cache.group_comm_times) == 2
+        made = next(iter(cache.group_collectives.values()))
+        assert made == tuple(Collective("all-reduce", g, 3e6) for g in groups)
+        assert [key[2] is made for key in cache.comm_times] == [True, True]
+
+
 @pytest.mark.parametrize("fabric", ["fred-d", "mesh"])
 def test_each_group_finds_the_entry_concurrent_shares(fabric):
     """CommTimer.each_group(op, groups, size) returns the very object concurrent() of the
