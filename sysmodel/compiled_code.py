@@ -6,8 +6,9 @@ One list, so that ``fred validate``'s start-up and both of ``make bench-sysmodel
 load the same functions: the engine's loop (:mod:`sysmodel.engine_compiled`, first: importing
 it loads numba's NumPy support without the BLAS probe), the pipeline schedule's round-robin
 (:mod:`sysmodel.schedule_order_compiled`), the breakdown's sweeps
-(:mod:`sysmodel.breakdown_compiled`) and the mesh chunks' stage schedule
-(:mod:`sysmodel.stage_schedule_compiled`).
+(:mod:`sysmodel.breakdown_compiled`), the mesh chunks' stage schedule
+(:mod:`sysmodel.stage_schedule_compiled`) and the switches a transfer holds
+(:mod:`sysmodel.switch_links_compiled`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def warm_up_all() -> list[tuple[str, float, bool]]:
     from sysmodel.schedule_order_compiled import warm_up as order
     from sysmodel.breakdown_compiled import warm_up as breakdown
     from sysmodel.stage_schedule_compiled import warm_up as stage_schedule
+    from sysmodel.switch_links_compiled import warm_up as switch_links
     return [(what, *load()) for what, load in
             (("engine", engine), ("pipeline order", order), ("breakdown", breakdown),
-             ("stage schedule", stage_schedule))]
+             ("stage schedule", stage_schedule), ("switch links", switch_links))]

@@ -66,9 +66,10 @@ import weakref
 import numpy as np
 
 from sysmodel.collectives import build_network
+from sysmodel.switch_links_compiled import BUSIEST, held_times
 
 __all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links",
-           "shared_phase_links", "hold_offsets"]
+           "held_times_reference", "shared_phase_links", "hold_offsets"]
 
 #: network -> its :func:`switch_links`, built once per network
 _SWITCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -105,10 +106,12 @@ class _Incidence:
 
     def __init__(self, incident):
         lengths = np.array([len(links) for links in incident], dtype=np.int64)
-        self.flat = np.concatenate(incident) if incident else np.zeros(0, dtype=np.int64)
+        self.flat = np.concatenate(incident).astype(np.int64) if incident else np.zeros(0, dtype=np.int64)
         self.has = lengths > 0
         self.starts = (np.cumsum(lengths) - lengths)[self.has]
         self.switches = len(incident)
+        #: switch s's links are flat[ptr[s]:ptr[s + 1]] (every switch, with links or not)
+        self.ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths)])
 
     def any_positive(self, values) -> np.ndarray:
         """Per switch, whether any of its links has ``values`` > 0."""
@@ -197,17 +200,31 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
         return loads, bw
     _, incident, held_bw = switch_links(net)
     time = loads / np.asarray(bw, dtype=float)
-    t_alone = float(time.max())
-    incidence = _INCIDENCE[net]
-    crossed = incidence.any_positive(loads)
     stored = _ENDS[net].stored(switches)
-    paced = _paced_links(net, time)
-    busy = _busy_times(time, incidence, paced) if len(paced) else t_alone
-    online = not stored.any()     # a transfer storing phases is routed by them (module docstring)
-    held = np.concatenate([np.where(crossed & stored, busy, 0.0), np.where(crossed & online, busy, 0.0)])
+    incidence, ends = _INCIDENCE[net], _ENDS[net]
+    # held_times_reference's steps as one compiled loop (the same figures to the last bit)
+    held = held_times(loads, time, incidence.flat, incidence.ptr, ends.into, ends.out_of, stored,
+                      not stored.any())
     if bw is not net.link_bw:
         held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(2 * len(incident))])
     return np.concatenate([loads, held]), held_bw
+
+
+def held_times_reference(net, loads: np.ndarray, time: np.ndarray, stored: np.ndarray) -> np.ndarray:
+    """What :func:`sysmodel.switch_links_compiled.held_times` computes for :func:`transfer_links`,
+    in NumPy (kept as its specification and compared with it in the tests): per switch of
+    ``net`` (:func:`switch_links`) the seconds a transfer with link ``loads`` and link times
+    ``time`` holds its stored-phase pseudo-link (the switches in ``stored``), then its
+    default-phase one (where it stores none: routed online) -- its busy time at every switch
+    it crosses, 0 elsewhere."""
+    switch_links(net)
+    t_alone = float(time.max())
+    incidence = _INCIDENCE[net]
+    crossed = incidence.any_positive(loads)
+    paced = _paced_links(net, time)
+    busy = _busy_times(time, incidence, paced) if len(paced) else t_alone
+    online = not stored.any()     # a transfer storing phases is routed by them (module docstring)
+    return np.concatenate([np.where(crossed & stored, busy, 0.0), np.where(crossed & online, busy, 0.0)])
 
 
 def _paced_links(net, time) -> np.ndarray:
@@ -221,7 +238,7 @@ def _paced_links(net, time) -> np.ndarray:
     docs/fabric_validation.md, dp-under-write), so it leaves the switches the gaps a
     source-paced stream leaves."""
     n = len(net.link_bw)
-    busiest = np.flatnonzero(time[:n] >= time.max() * (1 - 1e-12))
+    busiest = np.flatnonzero(time[:n] >= time.max() * BUSIEST)
     switch_links(net)
     ends = _ENDS[net]
     # all into switches (paced at the sources) or all out of them (at the sinks); a transfer
