@@ -133,8 +133,8 @@ def bench_networks(min_seconds: float = 1.0, rounds: int = 2) -> None:
 #: The whole commands timed (``make eval`` runs the first with ``--output results``).
 COMMANDS = (("make eval (fred eval --calibration paper)", ["eval", "--calibration", "paper", "--output", "{tmp}"]),
             ("fred sweep transformer-17b fred-d", ["sweep", "--workload", "transformer-17b", "--fabric", "fred-d"]),
-            ("fred dse transformer-17b default grid --jobs 2",
-             ["dse", "--workload", "transformer-17b", "--jobs", "2", "--no-files"]),
+            *((f"fred dse {w} default grid --jobs 2", ["dse", "--workload", w, "--jobs", "2", "--no-files"])
+              for w in ("transformer-17b", "gpt-3", "transformer-1t")),
             ("fred validate", ["validate"]),
             ("fred --help", ["--help"]))
 
