@@ -1312,7 +1312,7 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
     if not collectives:
         raise FredError("no collectives to evaluate")
     results = current().collectives
-    key = (platform.network_spec, fabric, collectives, algorithm)
+    key = _result_key(platform, fabric, collectives, algorithm)
     cached = results.get(key)
     if cached is not None:
         return cached
@@ -1355,12 +1355,18 @@ def collective_timing(platform: Platform, fabric: str, collectives: tuple) -> Co
     time, ``fred dse``; docs/sysmodel.md, Speed, thirty-third increment)."""
     if not collectives:
         raise FredError("no collectives to evaluate")
-    cached = current().collectives.get((platform.network_spec, fabric, collectives, None))
+    cached = current().collectives.get(_result_key(platform, fabric, collectives, None))
     if cached is not None:
         return cached
     net = build_network(platform, fabric)
     total, _, _, _, time = _timed_traffic(net, collectives, None)
     return CollectiveTiming(time, total.loads, net.link_bw, total.configurations)
+
+
+def _result_key(platform: Platform, fabric: str, collectives: tuple, algorithm: str | None) -> tuple:
+    """The model cache's ``collectives`` key of :func:`evaluate`'s result (which
+    :func:`collective_timing` looks up too)."""
+    return (platform.network_spec, fabric, collectives, algorithm)
 
 
 def _timed_traffic(net: Network, collectives: tuple, algorithm: str | None) -> tuple:

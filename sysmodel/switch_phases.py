@@ -69,7 +69,7 @@ from sysmodel.collectives import build_network
 from sysmodel.switch_links_compiled import BUSIEST, held_times
 
 __all__ = ["holds_switches", "switch_links", "stored_switches", "collective_links", "transfer_links",
-           "held_times_reference", "shared_phase_links", "hold_offsets"]
+           "switch_held_times", "held_times_reference", "shared_phase_links", "hold_offsets"]
 
 #: network -> its :func:`switch_links`, built once per network
 _SWITCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -200,14 +200,20 @@ def transfer_links(platform, net, loads, bw, switches) -> tuple:
         return loads, bw
     _, incident, held_bw = switch_links(net)
     time = loads / np.asarray(bw, dtype=float)
-    stored = _ENDS[net].stored(switches)
-    incidence, ends = _INCIDENCE[net], _ENDS[net]
-    # held_times_reference's steps as one compiled loop (the same figures to the last bit)
-    held = held_times(loads, time, incidence.flat, incidence.ptr, ends.into, ends.out_of, stored,
-                      not stored.any())
+    held = switch_held_times(net, loads, time, _ENDS[net].stored(switches))
     if bw is not net.link_bw:
         held_bw = np.concatenate([np.asarray(bw, dtype=float), np.ones(2 * len(incident))])
     return np.concatenate([loads, held]), held_bw
+
+
+def switch_held_times(net, loads: np.ndarray, time: np.ndarray, stored: np.ndarray) -> np.ndarray:
+    """:func:`held_times_reference`'s figures, to the last bit, from one compiled loop
+    (:func:`sysmodel.switch_links_compiled.held_times` over ``net``'s switch incidence and
+    link ends)."""
+    switch_links(net)
+    incidence, ends = _INCIDENCE[net], _ENDS[net]
+    return held_times(loads, time, incidence.flat, incidence.ptr, ends.into, ends.out_of, stored,
+                      not stored.any())
 
 
 def held_times_reference(net, loads: np.ndarray, time: np.ndarray, stored: np.ndarray) -> np.ndarray:

@@ -242,9 +242,10 @@ def _is_collective(node) -> bool:
 
 def _issue_order(rank: int, nodes) -> list:
     """``nodes`` in the order an overlapped sequencer takes them, with its wait nodes
-    (:class:`_Wait`): the module docstring's "Overlapped traces". Refuses a trace whose lanes are not chains. A marker of a traffic class (a
-    communication of no bytes, e.g. the model's weight stream of a layer without weights) is
-    passed: it takes no time, and what waits for it waits for what it waits for."""
+    (:class:`_Wait`): the module docstring's "Overlapped traces". Refuses a trace whose lanes
+    are not chains. A marker of a traffic class (a communication of no bytes, e.g. the model's
+    weight stream of a layer without weights) is passed: it takes no time, and what waits for
+    it waits for what it waits for."""
     passed = frozenset(i for i, n in enumerate(nodes) if n.kind == "marker" and n.category)
     ancestors = _ancestors(rank, nodes, passed)
     lanes: dict = {True: [], False: []}

@@ -1,7 +1,8 @@
-"""The compiled switch hold (sysmodel.switch_links_compiled.held_times) gives the NumPy
-specification's figures (sysmodel.switch_phases.held_times_reference) to the last bit: on random
-link loads over every FRED fabric -- paced and not, stored phases or online, ties at the
-busiest link -- and on the collectives the model times."""
+"""The compiled switch hold (sysmodel.switch_phases.switch_held_times, through
+sysmodel.switch_links_compiled.held_times) gives the NumPy specification's figures
+(sysmodel.switch_phases.held_times_reference) to the last bit: on random link loads over every
+FRED fabric -- paced and not, stored phases or online, ties at the busiest link -- and on the
+collectives the model times."""
 
 from __future__ import annotations
 
@@ -10,17 +11,10 @@ import pytest
 
 from sysmodel.collectives import Collective, build_network, evaluate
 from sysmodel.platform import default_platform
-from sysmodel.switch_links_compiled import held_times
-from sysmodel.switch_phases import _ENDS, _INCIDENCE, held_times_reference, stored_switches, switch_links
+from sysmodel.switch_phases import _ENDS, held_times_reference, stored_switches, switch_held_times, switch_links
 
 P = default_platform()
 FRED = ("fred-a", "fred-b", "fred-c", "fred-d")
-
-
-def _compiled(net, loads, time, stored):
-    switch_links(net)
-    incidence, ends = _INCIDENCE[net], _ENDS[net]
-    return held_times(loads, time, incidence.flat, incidence.ptr, ends.into, ends.out_of, stored, not stored.any())
 
 
 @pytest.mark.parametrize("fabric", FRED)
@@ -43,7 +37,7 @@ def test_random_loads_give_the_reference_to_the_bit(fabric):
         time = loads / np.asarray(net.link_bw, dtype=float)
         stored = rng.random(len(nodes)) < (0.0 if case % 2 else 0.5)
         want = held_times_reference(net, loads, time, stored)
-        got = _compiled(net, loads, time, stored)
+        got = switch_held_times(net, loads, time, stored)
         assert got.dtype == want.dtype and got.shape == want.shape == (2 * len(nodes),)
         assert np.array_equal(got, want), (fabric, case)
         busiest = time >= time.max() * (1 - 1e-12)
@@ -69,5 +63,5 @@ def test_the_models_collectives_give_the_reference_to_the_bit(fabric):
         time = loads / np.asarray(r.link_bw, dtype=float)
         switch_links(net)
         stored = _ENDS[net].stored(stored_switches(r))
-        assert np.array_equal(_compiled(net, loads, time, stored),
+        assert np.array_equal(switch_held_times(net, loads, time, stored),
                               held_times_reference(net, loads, time, stored)), (fabric, colls[0].op)
