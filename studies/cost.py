@@ -252,18 +252,32 @@ def _summary(document: dict, ports: int, middle: int, source: str) -> dict:
 
 def design_switch_timing(design: FabricDesign, platform: Platform) -> SwitchTiming:
     """The switch timing of ``design``'s chiplets (the measured Fred_m(P) fp16 summary), with
-    the first-flit latency of the chiplets a path crosses in the larger logical switch."""
+    the first-flit latency of the chiplets a path crosses in the larger logical switch.
+
+    A design without in-switch collectives on a platform whose switches route unicasts online
+    (``[fred] unicast_routing = "online"``, the paper's) stores no phase: nothing of it reads a
+    phase switch, a select or a configuration load, so those figures are left unset (None; a
+    read is an error, :class:`~sysmodel.switch_timing.SwitchTiming`) and the source names the
+    chiplet without its ``m``. Two such designs that differ only in ``m`` (Fred_2(P) and
+    Fred_3(P), whose first-flit latency and throughput the characterization gives equal) are
+    then one platform value, and their iterations are computed once (``fred dse``'s grid:
+    docs/sysmodel.md, Speed, thirty-fourth increment)."""
     char = _characterization(platform)
     s = _summary(char.document, design.chiplet_ports, design.middle, char.source)
     hops = max(chiplet_layout(sw["ports"], design.chiplet_ports)[1] for sw in switch_ports(design, platform))
-    return replace(platform.switch,
-                   first_flit_latency_cycles=float(s["first_flit_latency_cycles"]) * hops,
-                   throughput_flits_per_cycle_per_port=float(s["throughput_flits_per_cycle_per_port"]),
-                   phase_switch_cycles=float(s["phase_switch_cycles"]),
-                   config_load_cycles=float(s["config_load_cycles"]),
-                   source=f"{char.source} (summary Fred_{design.middle}({design.chiplet_ports}) fp16, "
-                          f"{hops} chiplet(s) per switch traversal)",
-                   shipped=platform.switch.shipped)
+    timing = replace(platform.switch,
+                     first_flit_latency_cycles=float(s["first_flit_latency_cycles"]) * hops,
+                     throughput_flits_per_cycle_per_port=float(s["throughput_flits_per_cycle_per_port"]),
+                     phase_switch_cycles=float(s["phase_switch_cycles"]),
+                     config_load_cycles=float(s["config_load_cycles"]),
+                     source=f"{char.source} (summary Fred_{design.middle}({design.chiplet_ports}) fp16, "
+                            f"{hops} chiplet(s) per switch traversal)",
+                     shipped=platform.switch.shipped)
+    if design.in_switch or platform.unicast_routing != "online":
+        return timing
+    return replace(timing, phase_switch_cycles=None, config_load_cycles=None, select_copy_cycles=None,
+                   source=f"{char.source} (summary Fred_m({design.chiplet_ports}) fp16 of the design's m, "
+                          f"{hops} chiplet(s) per switch traversal; no phase figures: no in-switch collectives)")
 
 
 def _switch_cells(document: dict, ports: int, middle: int, cost: CostModel, source: str) -> tuple[float, int, str]:

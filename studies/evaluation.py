@@ -24,7 +24,7 @@ from sysmodel.platform import Platform, default_platform
 from sysmodel.switch_routing import ROUTER
 from hdl.contracts.placement import factorisations, parse_strategy
 from sysmodel.iteration_memo import simulate_once
-from sysmodel.training import CATEGORIES, simulate_iteration
+from sysmodel.training import CATEGORIES
 from sysmodel.workloads import WORKLOADS
 from sysmodel.workload_file import get_workload
 from studies.calibration import PaperCalibration, calibrate_paper
@@ -276,8 +276,10 @@ def strategy_row(platform: Platform, fabric: str, base, strategy, samples_per_dp
     start = time.perf_counter()
     try:
         m = sweep_microbatches(base.microbatches, strategy.pp, samples_per_dp)
-        r = simulate_iteration(platform, fabric, base.with_microbatches(m), strategy,
-                               samples_per_dp=samples_per_dp, overlap=overlap)
+        # once per platform value: design-space points whose designs give one platform (two
+        # chiplets whose figures these iterations read are equal: studies.cost.design_switch_timing)
+        r = simulate_once(platform, fabric, base.with_microbatches(m), strategy,
+                          samples_per_dp=samples_per_dp, overlap=overlap)
         row = {"strategy": str(strategy), "time_s": r.time_s, "feasible": True,
                "time_per_sample_s": r.time_s / (samples_per_dp * strategy.dp),
                "microbatches": r.microbatches, **{f"{k}_s": v for k, v in r.breakdown.items()},

@@ -487,17 +487,19 @@ def mesh_2d_split(net: MeshNetwork, op: str, rows, cols, size: float) -> tuple[f
 
 # -- FRED in-switch flows --------------------------------------------------------------------
 def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
-                   top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
+                   top: int | None = None, flows=None) -> tuple[int, tuple[float, float], float, frozenset]:
     """:func:`_phases_of_paths`, kept in the model's cache (``switch_phases``) under the
     network's :func:`_efficiency_free_key`: what the switches store and how long their selects take
     depends on the topology, the routes, the latencies and the switches' timing, none of which
     the link or in-switch efficiency changes (the uncertainty block and the in-switch
-    sensitivity vary those two and time the same flows again)."""
+    sensitivity vary those two and time the same flows again). ``flows``: the paths'
+    :func:`_switch_flows` when the caller has them (a function of the topology and the paths,
+    so not in the key)."""
     key = (_efficiency_free_key(net), tuple(up_paths), tuple(down_paths), top)
     memo = current().switch_phases
     found = memo.get(key)
     if found is None:
-        found = memo.put(key, _phases_of_paths(net, up_paths, down_paths, top))
+        found = memo.put(key, _phases_of_paths(net, up_paths, down_paths, top, flows))
     return found
 
 
@@ -514,23 +516,16 @@ def _efficiency_free_key(net: Network) -> tuple:
     return key
 
 
-def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
-                     top: int | None = None) -> tuple[int, tuple[float, float], float, frozenset]:
-    """(the most phases any switch needs, (the slowest select, the slowest phase switch = drain +
-    select) among the switches that need one, what the first phase's selects delay the flits,
-    the configurations stored) for the flows these paths ask of each switch, as the compiler
-    routes them.
-
-    The first phase is selected on every switch at once when the collective starts (as the
-    fabric's phase sequencers, or a host, do), while the flits are still on their way: a
-    switch's select delays them only by what is left of it when the first flit can arrive
-    (the hop latency before that switch); the slowest such remainder is the first phase's cost.
+def _switch_flows(net: FredTreeNetwork, up_paths, down_paths, top: int | None = None) -> tuple:
+    """The flows these paths ask of each switch, as the compiler routes them: per switch they
+    pass, (the switch, its ports, its flows as sorted (input ports, output ports) tuples).
 
     Up paths (towards a sink) give each switch they pass through one reducing flow (inputs =
     the neighbours data arrives from, output = the next hop); down paths give one
     broadcasting flow. ``top`` is the switch where an all-reduce turns round: one flow whose
-    inputs and outputs are the member-side neighbours. A configuration is a (switch node,
-    flows as port tuples, phases) triple: the switch stores that many phases for those flows."""
+    inputs and outputs are the member-side neighbours. It reads the topology (the links' ends
+    and each switch's ports) and the paths, nothing else: an in-switch collective's shape
+    keeps it (:func:`_in_switch_shape`)."""
     per_switch: dict[int, list] = {}
     src, dst = net.link_src_ids, net.link_dst_ids
     for slot, paths in ((0, up_paths), (1, down_paths)):
@@ -544,14 +539,36 @@ def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
     if top is not None:
         entry = per_switch.setdefault(top, [[set(), set()], [set(), set()], None])
         entry[2] = ({src[p[-1]] for p in up_paths if p}, {dst[p[0]] for p in down_paths if p})
-    arrival = _first_arrivals(net, up_paths, down_paths, top)
-    phases, select, switch_s, first, configurations = 0, 0.0, 0.0, 0.0, set()
+    out = []
     for switch, entry in per_switch.items():
         port = net.ports(switch)
         flows = [f for f in (entry[0], entry[1], entry[2]) if f and f[0] and f[1]]
         key = tuple(sorted((tuple(sorted(port[n] for n in i)), tuple(sorted(port[n] for n in o)))
                            for i, o in flows))
-        needed = phases_for(*net.routing_switch(switch, len(port)), key)
+        out.append((switch, len(port), key))
+    return tuple(out)
+
+
+def _phases_of_paths(net: FredTreeNetwork, up_paths, down_paths,
+                     top: int | None = None, flows=None) -> tuple[int, tuple[float, float], float, frozenset]:
+    """(the most phases any switch needs, (the slowest select, the slowest phase switch = drain +
+    select) among the switches that need one, what the first phase's selects delay the flits,
+    the configurations stored) for the flows these paths ask of each switch
+    (:func:`_switch_flows`; ``flows``: those, when the caller has them), as the compiler
+    routes them.
+
+    The first phase is selected on every switch at once when the collective starts (as the
+    fabric's phase sequencers, or a host, do), while the flits are still on their way: a
+    switch's select delays them only by what is left of it when the first flit can arrive
+    (the hop latency before that switch); the slowest such remainder is the first phase's cost.
+    A configuration is a (switch node, flows as port tuples, phases) triple: the switch stores
+    that many phases for those flows."""
+    if flows is None:
+        flows = _switch_flows(net, up_paths, down_paths, top)
+    arrival = _first_arrivals(net, up_paths, down_paths, top)
+    phases, select, switch_s, first, configurations = 0, 0.0, 0.0, 0.0, set()
+    for switch, ports, key in flows:
+        needed = phases_for(*net.routing_switch(switch, ports), key)
         phases = max(phases, needed)
         if needed:
             # switches select in parallel, each at its own level's (chiplet's) speed
@@ -750,62 +767,106 @@ def _in_switch_plan(net: FredTreeNetwork, c: Collective) -> tuple:
     network, its topology, routes, latencies and switches' timing and routing (the flows,
     :func:`_switch_phases`): never ``c.size``, a link rate or an efficiency, so the model's
     cache keys it on (:func:`_link_rate_free_key`, op, group, root) and the design-space
-    sweep's strategies (the same groups with other bytes) and L1-L2 fractions share it. The
-    traffic adds ``c.size`` (``/ stripes``) to each group's senders, then its links, group by
-    group, as the construction did before the plan was kept (``_in_switch``)."""
+    sweep's strategies (the same groups with other bytes) and L1-L2 fractions share it. What
+    it reads of the topology alone -- the paths, senders, link sets, uplink users, rows and
+    switch flows -- is the collective's :func:`_in_switch_shape`, shared further (by the
+    grid's switch designs too). The traffic adds ``c.size`` (``/ stripes``) to each group's
+    senders, then its links, group by group, as the construction did before the plan was kept
+    (``_in_switch``)."""
+    groups, senders, link_sets, uplink_users, rows = _in_switch_shape(net, c)
+    path_latency = net.path_latency
+    if c.op in (*_ROOTED, "all-reduce"):
+        (up, down, top, flows), = groups
+        if c.op == "all-reduce":
+            lat = max(path_latency(u) for u in up) + max(path_latency(d) for d in down) \
+                + float(net.node_latency[top])
+        else:
+            lat = max((path_latency(p) for p in (up or down)), default=0.0)
+        phases, select, first, configurations = _switch_phases(net, up, down, top, flows)
+        # a later phase: an all-reduce's switches wait for the round trip (their phase includes
+        # the flows coming back down), one-way flows for their own drain (the measured phase switch)
+        turn = select[0] + lat if c.op == "all-reduce" else select[1]
+        return (senders, link_sets, lat, phases, turn, first, configurations, uplink_users, 0, rows)
+    # io-load / io-store: one flow per controller stripe
+    lat, phases, select, first, configurations = 0.0, 0, (0.0, 0.0), 0.0, frozenset()
+    for up, down, _, flows in groups:
+        needed, needed_s, first_s, stored = _switch_phases(net, up, down, None, flows)
+        phases, configurations = max(phases, needed), configurations | stored
+        select = (max(select[0], needed_s[0]), max(select[1], needed_s[1]))
+        first = max(first, first_s)
+        lat = max(lat, max(path_latency(p) for p in (up or down)))
+    return (senders, link_sets, lat, phases, select[1], first, configurations, uplink_users, len(groups), rows)
+
+
+def _in_switch_shape(net: FredTreeNetwork, c: Collective) -> tuple:
+    """What :func:`_in_switch_plan` reads of the network's topology alone, kept in the model's
+    cache ``in_switch_shapes`` under (:func:`_topology_key`, op, group, root, controllers):
+    (per flow group (its up paths, its down paths, the all-reduce's top switch or None, their
+    :func:`_switch_flows`); per flow group the NPUs that send the payload; per flow group the
+    set of links it loads; the uplink users (:func:`_uplink_users`); the groups' senders and
+    links as index arrays, :func:`_group_rows`). An all-reduce, broadcast, multicast or reduce
+    is one flow group; an io-load / io-store one per controller stripe, its paths between the
+    controller and every member. The paths come from :meth:`Network.path` (the routes, a
+    function of the topology), the flows from the ports (the same), so networks that differ in
+    link rates, latencies or switch timing (the design-space grid's chiplets) share it."""
+    key = (_topology_key(net), c.op, c.group, c.root, c.controllers)
+    memo = current().in_switch_shapes
+    shape = memo.get(key)
+    if shape is None:
+        shape = memo.put(key, _make_in_switch_shape(net, c))
+    return shape
+
+
+def _make_in_switch_shape(net: FredTreeNetwork, c: Collective) -> tuple:
+    """:func:`_in_switch_shape`, made."""
     g = c.group
-    lat = 0.0
     flow = (algorithms.in_switch(c.op, g, c.root, net.l1_of).stages[0]
             if c.op in (*_ROOTED, "all-reduce") else None)
     if c.op == "all-reduce":
         top = net.l1_nodes[flow.top] if flow.top is not None else net.l2_node
-        up = [net.path(r, top) for r in flow.senders]
-        down = [net.path(top, r) for r in flow.receivers]
+        up = tuple(net.path(r, top) for r in flow.senders)
+        down = tuple(net.path(top, r) for r in flow.receivers)
         senders = (tuple(flow.senders),)
-        lat = max(net.path_latency(u) for u in up) + max(net.path_latency(d) for d in down) \
-            + float(net.node_latency[top])
-        phases, select, first, configurations = _switch_phases(net, up, down, top)
     elif c.op in ("broadcast", "multicast"):
-        up, down = [], [net.path(flow.root, d) for d in flow.receivers]
+        top, up, down = None, (), tuple(net.path(flow.root, d) for d in flow.receivers)
         senders = ((flow.root,),)
-        lat = max((net.path_latency(d) for d in down), default=0.0)
-        phases, select, first, configurations = _switch_phases(net, [], down)
     elif c.op == "reduce":
         # the root's data is part of the sum but crosses no link here: the model's root adds it
         # as the sum arrives (the RTL's root engine sends it into its L1 switch)
         srcs = [r for r in flow.senders if r != flow.root]
-        up, down = [net.path(s, flow.root) for s in srcs], []
+        top, up, down = None, tuple(net.path(s, flow.root) for s in srcs), ()
         senders = (tuple(srcs),)
-        lat = max((net.path_latency(u) for u in up), default=0.0)
-        phases, select, first, configurations = _switch_phases(net, up, [])
     else:  # io-load / io-store: one flow per controller stripe
-        up, down, phases, select, first, configurations = [], [], 0, (0.0, 0.0), 0.0, frozenset()
-        senders, link_sets = [], []
-        controllers = _io_controllers(net, c)
-        for io in (net.io_nodes[k] for k in controllers):
+        groups, senders, link_sets, every = [], [], [], []
+        for io in (net.io_nodes[k] for k in _io_controllers(net, c)):
             if c.op == "io-load":
-                paths = [net.path(io, r) for r in g]
-                down += paths
+                up, down = (), tuple(net.path(io, r) for r in g)
                 senders.append(())
-                needed, needed_s, first_s, stored = _switch_phases(net, [], paths)
             else:
-                paths = [net.path(r, io) for r in g]
-                up += paths
+                up, down = tuple(net.path(r, io) for r in g), ()
                 senders.append(tuple(g))
-                needed, needed_s, first_s, stored = _switch_phases(net, paths, [])
-            phases, configurations = max(phases, needed), configurations | stored
-            select = (max(select[0], needed_s[0]), max(select[1], needed_s[1]))
-            first = max(first, first_s)
+            paths = up or down
+            groups.append((up, down, None, _switch_flows(net, up, down)))
             link_sets.append(set().union(*paths))
-            lat = max(lat, max(net.path_latency(p) for p in paths))
-        return (tuple(senders), tuple(link_sets), lat, phases, select[1], first, configurations,
-                _uplink_users(net, up + down), len(controllers), _group_rows(senders, link_sets))
+            every += paths
+        return (tuple(groups), tuple(senders), tuple(link_sets), _uplink_users(net, every),
+                _group_rows(senders, link_sets))
     links = set().union(*up, *down) if (up or down) else set()
-    # a later phase: an all-reduce's switches wait for the round trip (their phase includes the
-    # flows coming back down), one-way flows for their own drain (the measured phase switch)
-    turn = select[0] + lat if c.op == "all-reduce" else select[1]
-    return (senders, (links,), lat, phases, turn, first, configurations, _uplink_users(net, up + down), 0,
-            _group_rows(senders, (links,)))
+    return (((up, down, top, _switch_flows(net, up, down, top)),), senders, (links,),
+            _uplink_users(net, up + down), _group_rows(senders, (links,)))
+
+
+def _topology_key(net: FredTreeNetwork) -> tuple:
+    """The network's topology as a value (made once per network): its class, NPUs, NPUs per
+    L1, the L1s', the L2's and the controllers' nodes, each controller's L1, every link's ends
+    and kind. With these the routes (:meth:`Network.path`), the switches' ports, the NPUs' L1s
+    and the uplinks are the same: not a rate, a latency or a switch's timing."""
+    key = getattr(net, "_topology_key", None)
+    if key is None:
+        key = net._topology_key = (
+            type(net), net.npus, net.npus_per_l1, tuple(net.l1_nodes), net.l2_node, tuple(net.io_nodes),
+            tuple(net.io_l1), net.link_src.tobytes(), net.link_dst.tobytes(), tuple(net.link_kind))
+    return key
 
 
 def _group_rows(senders, link_sets) -> tuple:

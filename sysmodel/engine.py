@@ -199,6 +199,7 @@ class Engine:
         self.entries: list[tuple[np.ndarray, np.ndarray]] = []
         self._tasks: list[Task] | None = None     # the task objects, once made
         self._times: tuple | None = None          # (start, end) arrays of the last compiled run
+        self._run_key: tuple | None = None        # a relinked graph's run, as a value (_run_key)
         self._arrays: GraphArrays | None = None   # the arrays of the graph, once made
         self._kinds: tuple | None = None          # task_kinds(), once made
         self._codes: tuple | None = None          # _category_codes(), once made
@@ -422,6 +423,16 @@ class Engine:
         n = len(self._duration)
         if not n:
             return Schedule([], makespan=0.0)
+        # a graph relinked onto values an earlier relinked run had (a design-space grid's
+        # switch designs that differ only in what these transfers do not read): its times
+        runs = current().engine_runs if self._run_key is not None else None
+        ran = None if runs is None else runs.get(self._run_key)
+        if ran is not None:
+            self._times = ran[0]
+            if self._tasks is not None:
+                for task, s, e in zip(self._tasks, *self._times):
+                    task.start, task.end = s, e
+            return Schedule(self._tasks, makespan=ran[1], engine=self)
         # imported here: numba's import and the compiled code's loading (about 0.5 s) are paid
         # by the processes that run an engine, not by every one that imports the model
         from sysmodel.engine_compiled import run_arrays
@@ -431,6 +442,8 @@ class Engine:
         # first run's times, and a typed array is never traversed by the cyclic garbage
         # collector (see :meth:`seal`)
         self._times = (_floats(start), _floats(end))
+        if runs is not None and done == n:
+            runs.put(self._run_key, (self._times, float(end.max())))
         if self._tasks is not None:
             for task, s, e in zip(self._tasks, *self._times):
                 task.start, task.end = s, e
@@ -672,6 +685,8 @@ class Engine:
             raise FredError(f"hold must be None or a function of (loads, bw), got {hold!r}")
         eng.hold = hold
         eng._entry_of, eng.entries = {}, list(entries)
+        if self.sealed and hold is None:   # a sealed graph cannot change under the key
+            eng._run_key = _run_key(self, eng)
         eng._arrays = dataclasses.replace(eng._arrays, **_entry_arrays(
             eng.entries, eng.preempt_s, eng.shared_phase, eng._entry,
             hold if eng.priority is not None else None, eng._duration))
@@ -973,6 +988,25 @@ def _bytes_key(value):
     if type(value) is np.ndarray:
         return value.dtype.str, value.shape, value.tobytes()
     return "float", float(value).hex()
+
+
+def _run_key(graph: Engine, eng: Engine) -> tuple:
+    """What the compiled loop reads of ``eng``, a sealed ``graph`` relinked
+    (:meth:`Engine.relinked`, no hold), as a value: the graph (by identity: sealed, its tasks,
+    dependencies, queues, categories, priorities and entry numbers never change), and as bits
+    every task's duration, every entry's loads and bandwidths, the preemption costs and the
+    shared phases (:func:`_bytes_key`; the entries' arrays are read for their values only, so
+    which objects carry them is not in the key). Equal keys run the same loop on the same
+    numbers, so the model cache's ``engine_runs`` keeps a run's times under it. The entries
+    of one network share a bandwidth array: its bits are made once and the key holds that one
+    object per entry (a bytes object keeps its hash)."""
+    bandwidths: dict = {}
+    for _, bw in eng.entries:
+        if id(bw) not in bandwidths:
+            bandwidths[id(bw)] = _bytes_key(bw)
+    return (Ref(graph), _bytes_key(eng._arrays.duration), tuple(_bytes_key(loads) for loads, _ in eng.entries),
+            tuple(bandwidths[id(bw)] for _, bw in eng.entries), _bytes_key(eng.preempt_s),
+            _bytes_key(eng.shared_phase))
 
 
 def _stacked_entry_arrays(entries: list, stacked: tuple, preempt_s, shared_phase, task_entry) -> dict:

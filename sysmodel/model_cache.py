@@ -15,7 +15,9 @@ the entry exists.
 The model uses the process-wide instance (:func:`current`); a caller or a test that wants
 isolation runs under ``with using(ModelCache()):``. Every cache is emptied by
 :meth:`ModelCache.clear`. A bounded memo that reaches its bound is emptied (a run's working set
-is far below every bound; emptying is cheaper than LRU bookkeeping on every hit).
+is far below every bound; emptying is cheaper than LRU bookkeeping on every hit), but for the
+few of large entries whose bound is below a run's working set (:data:`ModelCache.KEEP_RECENT`),
+which drop their oldest entry instead (first in, first out: still no bookkeeping on a hit).
 
 Not here, on purpose: memos local to one object whose lifetime bounds them and whose key is
 that object's own argument -- a network's hop paths (``Network.path``), a compute model's GEMM
@@ -39,18 +41,24 @@ class Memo(dict):
     """One named cache: a dict (``get`` and ``in`` as fast as a dict's) with a bound.
 
     ``name``: what it holds; ``bound``: entries kept before it is emptied (None: unbounded,
-    the docs of :data:`ModelCache.CACHES` say why that is safe)."""
+    the docs of :data:`ModelCache.CACHES` say why that is safe); ``keep_recent``: when full,
+    drop only the oldest entry instead (a memo of few, large entries whose hits come a few
+    dozen entries after their first use: :data:`ModelCache.KEEP_RECENT`)."""
 
-    __slots__ = ("name", "bound")
+    __slots__ = ("name", "bound", "keep_recent")
 
-    def __init__(self, name: str, bound: int | None):
+    def __init__(self, name: str, bound: int | None, keep_recent: bool = False):
         super().__init__()
-        self.name, self.bound = name, bound
+        self.name, self.bound, self.keep_recent = name, bound, keep_recent
 
     def put(self, key, value):
-        """Store ``value`` under ``key`` (emptying the memo first when it is full); returns it."""
-        if self.bound is not None and len(self) >= self.bound:
-            self.clear()
+        """Store ``value`` under ``key`` (emptying the memo first when it is full, or dropping its
+        oldest entry with ``keep_recent``); returns it."""
+        if self.bound is not None and len(self) >= self.bound and key not in self:
+            if self.keep_recent:
+                del self[next(iter(self))]
+            else:
+                self.clear()
         self[key] = value
         return value
 
@@ -90,6 +98,10 @@ class ModelCache:
                                       "engine graph's transfer entry arrays, read-only (sysmodel.engine."
                                       "_kept_stacked_entry_arrays: stackable entries only, at most "
                                       "STACKED_ENTRY_CELLS values each, so the bound keeps it to a few MB)"),
+        "engine_runs": (64, "(Ref(a sealed graph), the bits of a relinked copy's durations, entries' loads, "
+                            "shared bandwidths, preemption costs and shared phases: sysmodel.engine._run_key) "
+                            "-> the compiled loop's (start, end) times and makespan (Engine.run; a Transformer-1T "
+                            "design-space graph's entry is about 0.4 MB, so the bound keeps it to tens of MB)"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
         "network_routes": (256, "(network spec with link and in-switch efficiency 1, fabric) -> the "
                                 "routes, route latencies and switch ports its networks share "
@@ -101,6 +113,10 @@ class ModelCache:
                                      "in-switch collective's senders, link sets, latency, phases, selects, "
                                      "configurations and uplink users: everything but its bytes "
                                      "(sysmodel.collectives._in_switch_plan)"),
+        "in_switch_shapes": (100_000, "(the network's topology (sysmodel.collectives._topology_key), op, "
+                                      "group, root, controllers) -> an in-switch collective's paths, senders, "
+                                      "link sets, uplink users, rows and switch flows: what its plan reads "
+                                      "of the topology alone (sysmodel.collectives._in_switch_shape)"),
         "io_chain_plans": (100_000, "(what the plan reads of the network: topology, link and node latencies, "
                                     "forwarding latency (sysmodel.collectives._io_chain_plan_key), op, group) "
                                     "-> an I/O chain's routes, senders and latency: everything but its bytes "
@@ -164,6 +180,9 @@ class ModelCache:
                                   "disk is read again)"),
     }
 
+    #: the memos that drop their oldest entry when full rather than emptying (:class:`Memo`)
+    KEEP_RECENT = frozenset({"engine_runs"})
+
     networks: Memo
     collectives: Memo
     comm_times: Memo
@@ -171,10 +190,12 @@ class ModelCache:
     group_collectives: Memo
     pp_comm_times: Memo
     transfer_entry_arrays: Memo
+    engine_runs: Memo
     routing_phases: Memo
     switch_phases: Memo
     network_routes: Memo
     in_switch_plans: Memo
+    in_switch_shapes: Memo
     io_chain_plans: Memo
     io_chain_layouts: Memo
     io_chain_rows: Memo
@@ -200,7 +221,7 @@ class ModelCache:
 
     def __init__(self):
         for name, (bound, _) in self.CACHES.items():
-            setattr(self, name, Memo(name, bound))
+            setattr(self, name, Memo(name, bound, name in self.KEEP_RECENT))
 
     def memos(self) -> dict[str, Memo]:
         return {name: getattr(self, name) for name in self.CACHES}

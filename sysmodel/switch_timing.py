@@ -63,8 +63,11 @@ class SwitchTiming:
     flit_bytes: int
     first_flit_latency_cycles: float
     throughput_flits_per_cycle_per_port: float
-    phase_switch_cycles: float
-    config_load_cycles: float
+    #: None: not given, because nothing that runs on this switch stores a phase (a design
+    #: without in-switch collectives, :func:`studies.cost.design_switch_timing`); reading a
+    #: figure made from one is then an error (:meth:`_phase_figure`)
+    phase_switch_cycles: float | None
+    config_load_cycles: float | None
     source: str
     shipped: bool = False
     generated_by: str = ""
@@ -112,22 +115,31 @@ class SwitchTiming:
 
     @property
     def phase_switch_s(self) -> float:
-        return self.phase_switch_cycles * self.cycle_s
+        return self._phase_figure("phase_switch_cycles") * self.cycle_s
 
     @property
     def phase_select_s(self) -> float:
         """Seconds one phase of an in-switch collective pays for its select: the copy on an idle
         switch (the previous phase's drain is that phase's own latency, counted with it), or
         the whole measured phase switch when the characterization has no copy figure."""
-        cycles = self.phase_switch_cycles if self.select_copy_cycles is None else self.select_copy_cycles
-        return cycles * self.cycle_s
+        return self._select_copy_cycles() * self.cycle_s
 
     @property
     def header_select_s(self) -> float:
         """Seconds a packet switch's header-driven select costs the first packet of a phase at
         an idle switch: the configuration copy plus the control unit's measured cycles."""
-        copy = self.phase_switch_cycles if self.select_copy_cycles is None else self.select_copy_cycles
-        return (copy + self._packet_figure("header_select_extra_cycles")) * self.cycle_s
+        return (self._select_copy_cycles() + self._packet_figure("header_select_extra_cycles")) * self.cycle_s
+
+    def _select_copy_cycles(self) -> float:
+        """A select's configuration copy: ``select_copy_cycles``, else the whole phase switch."""
+        return self._phase_figure("phase_switch_cycles") if self.select_copy_cycles is None else self.select_copy_cycles
+
+    def _phase_figure(self, name: str) -> float:
+        value = getattr(self, name)
+        if value is None:
+            raise FredError(f"{self.source}: no {name}: this switch timing leaves its phase figures "
+                            "unset (its switches store no phase), but a phase was timed on it")
+        return value
 
     @property
     def packet_latency_s(self) -> float:
@@ -145,7 +157,7 @@ class SwitchTiming:
     @property
     def config_load_s(self) -> float:
         """Seconds to load one phase's configuration into a switch."""
-        return self.config_load_cycles * self.cycle_s
+        return self._phase_figure("config_load_cycles") * self.cycle_s
 
     @property
     def throughput_fraction(self) -> float:

@@ -70,6 +70,53 @@ def test_design_switch_timing_is_the_measured_summary_times_the_chiplets_crossed
         design_switch_timing(replace(FRED_D, chiplet_ports=32), P)
 
 
+def test_a_design_without_in_switch_collectives_leaves_its_phase_figures_unset():
+    """Without in-switch collectives (and with the paper's online unicast routing) a design's
+    switches store no phase: its timing has no phase switch, configuration load or select copy
+    (None) and its source names the chiplet without m, so Fred_2(P) and Fred_3(P) -- whose
+    first-flit latency and throughput the shipped characterization gives equal -- are one
+    platform value. With in-switch collectives, or switches that configure unicasts, the
+    figures stay and the platforms differ."""
+    off = [replace(FRED_D, in_switch=False, middle=m) for m in (2, 3)]
+    t2, t3 = (design_switch_timing(d, P) for d in off)
+    assert (t2.phase_switch_cycles, t2.config_load_cycles, t2.select_copy_cycles) == (None, None, None)
+    assert "Fred_m(16)" in t2.source and "Fred_2" not in t2.source
+    assert t2 == t3 and design_platform(P, off[0]) == design_platform(P, off[1])
+    on = [replace(FRED_D, middle=m) for m in (2, 3)]
+    assert design_switch_timing(on[0], P).phase_switch_cycles is not None
+    assert design_platform(P, on[0]) != design_platform(P, on[1])
+    configured = replace(P, unicast_routing="configured")
+    assert design_switch_timing(off[0], configured).phase_switch_cycles is not None
+    # reading a phase figure of the unset timing is an error that names it
+    for figure in ("phase_switch_s", "phase_select_s", "config_load_s"):
+        with pytest.raises(FredError, match="no (phase_switch|config_load)_cycles"):
+            getattr(t2, figure)
+    assert replace(t2, select_copy_cycles=4.0).phase_select_s == 4.0 * t2.cycle_s
+
+
+@pytest.mark.parametrize("workload", ["transformer-17b", "gpt-3"])
+def test_leaving_the_phase_figures_unset_changes_no_iteration(workload):
+    """The iterations of a design without in-switch collectives on its platform (phase figures
+    unset) equal, bit for bit, those on the same platform with its chiplet's measured phase
+    figures, for each m and strategy kind (MP, DP, PP, I/O streaming): nothing read them."""
+    from hdl.contracts.placement import parse_strategy
+    from sysmodel.model_cache import ModelCache, using
+    char = json.loads(open(P.switch.source).read())
+    w = get_workload(workload)
+    for m in (2, 3):
+        design = FabricDesign(4, 0.25, False, m, 16, 18)
+        unset = design_platform(P, design)
+        s = next(x for x in char["summaries"] if (x["ports"], x["middle"], x["dtype"]) == (16, m, "fp16"))
+        measured = replace(unset, switch=replace(unset.switch, phase_switch_cycles=float(s["phase_switch_cycles"]),
+                                                 config_load_cycles=float(s["config_load_cycles"])))
+        for strategy in ("MP4-DP5-PP1", "MP1-DP5-PP4", "MP2-DP2-PP5"):
+            with using(ModelCache()):
+                a = simulate_iteration(unset, DSE_FABRIC, w, parse_strategy(strategy), samples_per_dp=8)
+            with using(ModelCache()):
+                b = simulate_iteration(measured, DSE_FABRIC, w, parse_strategy(strategy), samples_per_dp=8)
+            assert (a.time_s, a.breakdown, a.comm_busy) == (b.time_s, b.breakdown, b.comm_busy), (m, strategy)
+
+
 def test_design_platform_builds_the_papers_fred_d_network():
     """With the platform's own switch timings (its L1 and L2 chiplets), the design platform of
     Fred-D's parameters runs the same iteration as the paper platform's fred-d (the mesh it

@@ -736,6 +736,67 @@ def test_plans_of_other_ops_groups_and_roots_are_kept_apart():
             _same_traffic(t, C.collective_traffic(build_network(P, fabric), replace(c, size=5e5 + 7))[1])
 
 
+def _other_switch_timing(platform):
+    """``platform`` with other link rates, link latency and switch timing (first-flit latency,
+    phase switch, configuration load: the design-space grid's chiplets differ in these), the
+    same topology."""
+    from dataclasses import replace
+    sw = platform.switch
+    return replace(_other_link_rates(platform), link_latency_ns=platform.link_latency_ns * 1.7,
+                   switch=replace(sw, first_flit_latency_cycles=sw.first_flit_latency_cycles + 3,
+                                  phase_switch_cycles=sw.phase_switch_cycles * 2 + 1,
+                                  config_load_cycles=sw.config_load_cycles + 11))
+
+
+def test_in_switch_shapes_are_one_per_topology_and_plans_from_them_equal_fresh_ones():
+    """What an in-switch plan reads of the topology alone -- paths, senders, link sets, uplink
+    users, rows, switch flows (collectives._in_switch_shape) -- is kept per (topology, op,
+    group, root, controllers): Fred-B and Fred-D on the paper's platform and on one with other
+    rates, latencies and switch timing share one shape per case, while their plans (latency,
+    phases, selects) differ; every plan equals the one made with empty caches on its network,
+    field by field. A platform with 5 NPUs per L1 (the paper's has 4) is another topology:
+    its own shapes."""
+    from dataclasses import replace
+    from sysmodel import collectives as C
+    from sysmodel.model_cache import ModelCache, using
+    cases = [c for f, c in _PLAN_CASES if f == "fred-d"]
+    platforms = (P, _other_switch_timing(P))
+    with using(ModelCache()) as cache:
+        plans = {(p, f, c): C._in_switch_plan(build_network(p, f), c)
+                 for p in platforms for f in ("fred-b", "fred-d") for c in cases}
+        assert len(cache.in_switch_shapes) == len(cases)
+        C._in_switch_plan(build_network(replace(P, npus_per_l1=5), "fred-d"), cases[0])
+        assert len(cache.in_switch_shapes) == len(cases) + 1
+    assert all(plans[(P, "fred-d", c)][2] != plans[(platforms[1], "fred-d", c)][2] for c in cases)  # latency
+    for (p, f, c), plan in plans.items():
+        with using(ModelCache()):
+            fresh = C._in_switch_plan(build_network(p, f), c)
+        assert plan[:9] == fresh[:9], (f, c)
+        assert all(np.array_equal(x, y) for a, b in zip(plan[9], fresh[9]) for x, y in zip(a, b))
+
+
+def test_switch_flows_by_hand():
+    """collectives._switch_flows on Fred-D (4 NPUs per L1): an all-reduce of NPUs 0 and 5
+    turning at the L2 asks L1 0 for one reducing flow NPU 0 -> L2 and one broadcasting flow
+    L2 -> NPU 0, L1 1 the same with NPU 5, and the L2 for its turn-round flow: inputs and
+    outputs L1 0 and L1 1. A switch's ports are its neighbours in node order: an L1's NPUs
+    (NPU 5 is L1 1's port 1), then the L2 (port 4), then its controllers; the L2's five L1s."""
+    from sysmodel import collectives as C
+    net = build_network(P, "fred-d")
+    top = net.l2_node
+    up = (net.path(0, top), net.path(5, top))
+    down = (net.path(top, 0), net.path(top, 5))
+    flows = C._switch_flows(net, up, down, top)
+    by_switch = {switch: (ports, key) for switch, ports, key in flows}
+    l1_0, l1_1 = net.l1_nodes[0], net.l1_nodes[1]
+    assert by_switch[l1_0][1] == (((0,), (4,)), ((4,), (0,)))
+    assert by_switch[l1_1][1] == (((1,), (4,)), ((4,), (1,)))
+    assert by_switch[top] == (5, (((0, 1), (0, 1)),))
+    assert set(by_switch) == {l1_0, l1_1, top}
+    # the phases from these flows are those _phases_of_paths finds from the paths alone
+    assert C._phases_of_paths(net, up, down, top, flows) == C._phases_of_paths(net, up, down, top)
+
+
 def test_plans_bytes_by_hand():
     """Fred-D (in-switch efficiency 0.9) in-switch all-reduce of S bytes on one L1's four NPUs
     (platform: 4 NPUs per L1): each member sends S once and every NPU link up and down carries

@@ -231,3 +231,75 @@ def test_layers_of_one_shape_are_one_source_and_the_retimed_graph_equals_a_fresh
     assert len(asked) == len(by_shape)
     assert retimed.tobytes() == fresh.arrays().duration.tobytes()
     assert not np.array_equal(retimed, eng.arrays().duration)          # the speed changed them
+
+
+def test_a_relinked_run_with_an_earlier_runs_values_takes_its_times_and_any_change_runs_again(monkeypatch):
+    """A sealed graph relinked onto values a relinked run had before -- every duration, entry
+    load and bandwidth, preemption cost and shared phase equal bit for bit, in other arrays --
+    takes that run's times from the model cache (``engine_runs``) without the compiled loop;
+    one duration a ulp longer, one load changed, a bandwidth changed, or other preemption costs
+    run the loop again, and every run equals the same relinked graph run with empty caches."""
+    from sysmodel import engine_compiled
+    from sysmodel.model_cache import ModelCache, using
+    w = get_workload("transformer-17b")
+    eng, comm, plan = build(P, "fred-d", w)
+    template = GraphTemplate(eng, comm.config_load_s(), comm, plan)
+    graph = template.engine
+    loops = []
+    real = engine_compiled.run_arrays
+    monkeypatch.setattr(engine_compiled, "run_arrays", lambda arrays: loops.append(1) or real(arrays))
+
+    def relinked(duration, entries, preempt, shared):
+        return graph.relinked(duration.copy(), [(l.copy(), b.copy()) for l, b in entries],
+                              preempt.copy() if isinstance(preempt, np.ndarray) else preempt,
+                              None if shared is None else shared.copy())
+
+    def fresh_run(duration, entries, preempt, shared):
+        with using(ModelCache()):
+            return relinked(duration, entries, preempt, shared).run()
+
+    with using(ModelCache()) as cache:
+        first, _ = on_network(template, random_network(random.Random(7)), "fred-d", w)
+        base = (first.arrays().duration, first.entries, first.preempt_s, first.shared_phase)
+        first.run()
+        assert len(loops) == 1 and len(cache.engine_runs) == 1
+        again = relinked(*base)
+        ran = again.run()
+        assert len(loops) == 1                      # the times were found, not run again
+        want = fresh_run(*base)
+        assert ran.makespan == want.makespan
+        assert again.timeline().start == want.engine.timeline().start
+        assert again.timeline().end == want.engine.timeline().end
+        duration, entries, preempt, shared = base
+        longer = duration.copy()
+        longer[len(longer) // 2] = np.nextafter(longer[len(longer) // 2], np.inf)
+        loads = [(l, b) for l, b in entries]
+        loads[0] = (loads[0][0] * 1.5, loads[0][1])
+        rates = [(l, b * 0.5) for l, b in entries]
+        cheaper = np.asarray(preempt) * 0.5 if np.ndim(preempt) else float(preempt) * 0.5 + 1e-9
+        changed = [(longer, entries, preempt, shared), (duration, loads, preempt, shared),
+                   (duration, rates, preempt, shared), (duration, entries, cheaper, shared)]
+        for k, values in enumerate(changed):
+            before = len(loops)
+            run = relinked(*values).run()
+            assert len(loops) == before + 1, k     # another value: the loop runs
+            assert run.makespan == fresh_run(*values).makespan, k
+            assert run.engine.timeline().end == fresh_run(*values).engine.timeline().end, k
+
+
+def test_only_a_sealed_graph_relinked_without_a_hold_keeps_its_runs():
+    """An unsealed graph may still change under a key naming it, and a hold is a function (not
+    a value): relinked from either, the engine runs the loop and keeps nothing."""
+    from sysmodel.model_cache import ModelCache, using
+    w = get_workload("resnet-152")
+    eng, comm, plan = build(P, "fred-d", w)
+    assert not eng.sealed
+    copied, _ = on_network(GraphTemplate(eng, comm.config_load_s(), comm, plan), P, "fred-d", w)
+    args = (copied.arrays().duration, copied.entries, copied.preempt_s, copied.shared_phase)
+    with using(ModelCache()) as cache:
+        eng2, _, _ = build(P, "fred-d", w)           # unsealed
+        eng2.relinked(*args).run()
+        assert len(cache.engine_runs) == 0
+        copied.run()
+        assert len(cache.engine_runs) == 1           # the template's graph is sealed
+
