@@ -113,6 +113,29 @@ def test_a_bounded_memo_is_emptied_when_full():
     assert len(memo) == 1
 
 
+def test_a_keep_recent_memo_drops_only_its_oldest_entry_when_full():
+    """ModelCache.KEEP_RECENT's memos (few, large entries whose hits come a few dozen entries
+    later) drop the entry put first, one per new key; a full memo given a key it holds keeps
+    every entry (of either kind)."""
+    cache = ModelCache()
+    memo = cache.engine_runs
+    assert memo.keep_recent and "engine_runs" in ModelCache.KEEP_RECENT
+    for i in range(memo.bound):
+        memo.put(i, i)
+    memo.put("one more", 0)
+    assert len(memo) == memo.bound and 0 not in memo and 1 in memo and "one more" in memo
+    memo.put("another", 0)
+    assert len(memo) == memo.bound and 1 not in memo and 2 in memo
+    memo.put(5, "again")                  # held already: nothing dropped
+    assert len(memo) == memo.bound and 2 in memo and memo[5] == "again"
+    emptied = cache.graph_templates
+    assert not emptied.keep_recent
+    for i in range(emptied.bound):
+        emptied.put(i, i)
+    emptied.put(3, "again")
+    assert len(emptied) == emptied.bound
+
+
 def test_keys_hold_what_they_name():
     """Ref: equal only to a Ref of the same object; FrozenDict and section hashes survive a
     trip to another process (the kept hash is not pickled)."""
