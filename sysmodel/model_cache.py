@@ -15,9 +15,10 @@ the entry exists.
 The model uses the process-wide instance (:func:`current`); a caller or a test that wants
 isolation runs under ``with using(ModelCache()):``. Every cache is emptied by
 :meth:`ModelCache.clear`. A bounded memo that reaches its bound is emptied (a run's working set
-is far below every bound; emptying is cheaper than LRU bookkeeping on every hit), but for the
-few of large entries whose bound is below a run's working set (:data:`ModelCache.KEEP_RECENT`),
-which drop their oldest entry instead (first in, first out: still no bookkeeping on a hit).
+is far below every bound; emptying is cheaper than LRU bookkeeping on every hit) -- but the
+memos of few, large entries whose bound is below a run's working set
+(:data:`ModelCache.KEEP_RECENT`), which drop their oldest entry instead (first in, first out:
+still no bookkeeping on a hit).
 
 Not here, on purpose: memos local to one object whose lifetime bounds them and whose key is
 that object's own argument -- a network's hop paths (``Network.path``), a compute model's GEMM
@@ -98,8 +99,8 @@ class ModelCache:
                                       "engine graph's transfer entry arrays, read-only (sysmodel.engine."
                                       "_kept_stacked_entry_arrays: stackable entries only, at most "
                                       "STACKED_ENTRY_CELLS values each, so the bound keeps it to a few MB)"),
-        "engine_runs": (64, "(Ref(a sealed graph), the bits of a relinked copy's durations, entries' loads, "
-                            "shared bandwidths, preemption costs and shared phases: sysmodel.engine._run_key) "
+        "engine_runs": (64, "(Ref(a sealed graph), the bits of a relinked copy's durations, entries' loads "
+                            "and bandwidths, preemption costs and shared phases: sysmodel.engine._run_key) "
                             "-> the compiled loop's (start, end) times and makespan (Engine.run; a Transformer-1T "
                             "design-space graph's entry is about 0.4 MB, so the bound keeps it to tens of MB)"),
         "routing_phases": (65_536, "(ports, middle, flows) -> phases the compiler routes them in"),
