@@ -486,14 +486,14 @@ def mesh_2d_split(net: MeshNetwork, op: str, rows, cols, size: float) -> tuple[f
 
 
 # -- FRED in-switch flows --------------------------------------------------------------------
-def _switch_phases(net: FredTreeNetwork, up_paths, down_paths,
-                   top: int | None = None, flows=None) -> tuple[int, tuple[float, float], float, frozenset]:
+def _switch_phases(net: FredTreeNetwork, up_paths, down_paths, top: int | None,
+                   flows: tuple) -> tuple[int, tuple[float, float], float, frozenset]:
     """:func:`_phases_of_paths`, kept in the model's cache (``switch_phases``) under the
     network's :func:`_efficiency_free_key`: what the switches store and how long their selects take
     depends on the topology, the routes, the latencies and the switches' timing, none of which
     the link or in-switch efficiency changes (the uncertainty block and the in-switch
     sensitivity vary those two and time the same flows again). ``flows``: the paths'
-    :func:`_switch_flows` when the caller has them (a function of the topology and the paths,
+    :func:`_switch_flows`, which the caller keeps (a function of the topology and the paths,
     so not in the key)."""
     key = (_efficiency_free_key(net), tuple(up_paths), tuple(down_paths), top)
     memo = current().switch_phases
@@ -857,15 +857,17 @@ def _make_in_switch_shape(net: FredTreeNetwork, c: Collective) -> tuple:
 
 
 def _topology_key(net: FredTreeNetwork) -> tuple:
-    """The network's topology as a value (made once per network): its class, NPUs, NPUs per
-    L1, the L1s', the L2's and the controllers' nodes, each controller's L1, every link's ends
-    and kind. With these the routes (:meth:`Network.path`), the switches' ports, the NPUs' L1s
-    and the uplinks are the same: not a rate, a latency or a switch's timing."""
+    """The network's topology as a value (made once per network): its class, NPUs, NPUs per L1
+    (``l1_of``), the L1s', the L2's and the controllers' nodes, each controller's L1
+    (``io_l1``) and every link's ends (``link_src``, ``link_dst``: the link numbers a route
+    gives; with the nodes they also fix each link's kind). With these the routes
+    (:meth:`Network.path`), the switches' ports, the NPUs' L1s and the uplinks are the same:
+    not a rate, a latency or a switch's timing."""
     key = getattr(net, "_topology_key", None)
     if key is None:
         key = net._topology_key = (
             type(net), net.npus, net.npus_per_l1, tuple(net.l1_nodes), net.l2_node, tuple(net.io_nodes),
-            tuple(net.io_l1), net.link_src.tobytes(), net.link_dst.tobytes(), tuple(net.link_kind))
+            tuple(net.io_l1), net.link_src.tobytes(), net.link_dst.tobytes())
     return key
 
 
@@ -1227,12 +1229,9 @@ def _io_chain_plan_key(net: FredTreeNetwork) -> tuple:
     """What :func:`_io_chain_plan` reads of the network, as a value (the model's cache keys the
     plan on it with the collective's op and group; made once per network):
 
-    * the topology: the network's class, its NPUs, NPUs per L1 (``l1_of``), the L1s', the L2's
-      and the controllers' nodes and each controller's L1 (``io_l1``), and every link's ends
-      (``link_src``, ``link_dst``: the link numbers a route gives); with these,
-      :meth:`FredTreeNetwork.route` (its nodes' ancestors, the link ids, the NPU sender rule)
-      and :func:`hdl.compiler.algorithms.io_chain_order` give the same routes, senders and
-      orders;
+    * the topology (:func:`_topology_key`); with it :meth:`FredTreeNetwork.route` (its nodes'
+      ancestors, the link ids, the NPU sender rule) and
+      :func:`hdl.compiler.algorithms.io_chain_order` give the same routes, senders and orders;
     * the latencies :meth:`Network.path_latency` sums, every link's and every node's
       (``link_latency``, ``node_latency``: the wire latencies and the switches' first-flit
       latency, with a packet switch's input buffer), and the NPUs' forwarding latency
@@ -1246,10 +1245,8 @@ def _io_chain_plan_key(net: FredTreeNetwork) -> tuple:
     plans, made apart, are equal, and that a change in what the key holds changes it."""
     key = getattr(net, "_io_chain_plan_key", None)
     if key is None:
-        key = net._io_chain_plan_key = (
-            type(net), net.npus, net.npus_per_l1, tuple(net.l1_nodes), net.l2_node, tuple(net.io_nodes),
-            tuple(net.io_l1), net.link_src.tobytes(), net.link_dst.tobytes(), net.link_latency.tobytes(),
-            net.node_latency.tobytes(), float(net.platform.forward_latency_ns))
+        key = net._io_chain_plan_key = (_topology_key(net), net.link_latency.tobytes(),
+                                        net.node_latency.tobytes(), float(net.platform.forward_latency_ns))
     return key
 
 
