@@ -436,8 +436,12 @@ def _store_memory(programs) -> int:
 
 
 def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
-                       watchdog_cycles: int | None = None) -> IterationCase:
-    """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`."""
+                       watchdog_cycles: int | None = None, simulator: str | None = None) -> IterationCase:
+    """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`.
+    ``simulator``: the circuit FRED fabric's (``cocotb_tests.iteration.run.run_iteration``'s:
+    ``lockstep``, the default, or ``cocotb``); the mesh and the packet fabric run one model
+    under cocotb (FredError for ``lockstep`` there: the mesh's and the packet iteration's
+    barriers join every NPU in one cycle, which the cut would split)."""
     try:
         from cocotb_tests.iteration.run import run_iteration
     except ModuleNotFoundError as exc:
@@ -446,6 +450,11 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         raise FredError(f"{case.fabric} iteration: {case.rtl_missing}; --model-only gives the model's side")
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
+    circuit = case.fabric != "mesh" and case.switch != "packet"
+    if simulator is not None and not circuit and simulator != "cocotb":
+        raise FredError(f"{case.fabric}{' (packet switches)' if case.switch == 'packet' else ''} iteration: "
+                        f"simulator {simulator!r}: the mesh's and the packet fabric's iterations run one model "
+                        f"under cocotb (their collective barriers join every NPU; the lock-step cut would split them)")
     if case.fabric == "mesh" and any(type(r).__name__ == "IoRequest" for r in case.request):
         from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
         run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,
@@ -462,8 +471,9 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
     else:
         if case.fabric == "mesh":
             from cocotb_tests.iteration.run import run_mesh_iteration as run_iteration
+        options = {"simulator": simulator} if circuit and simulator is not None else {}
         run = run_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
-                            cflags=cflags, build_dir=build_dir)
+                            cflags=cflags, build_dir=build_dir, **options)
     if run.errors:
         raise FredError(f"{case.fabric} iteration: the RTL delivered wrong data "
                         f"({len(run.errors)} error(s)): {'; '.join(run.errors[:5])}")

@@ -31,7 +31,7 @@ from hdl.contracts.npu_engine import engine_writes
 
 __all__ = ["FabricRun", "configuration_words", "run_fabric", "run_program", "fabric_verilog", "build_fabric", "build_options",
            "default_cflags", "training_requests", "hardware_key", "judge_engine", "judge_engines", "judge_loads",
-           "TRAINING_FLITS"]
+           "TRAINING_FLITS", "check_simulator", "SIMULATORS", "DEFAULT_SIMULATOR"]
 
 TOP = "fred_fabric"
 #: Verilator options of the fabric build (after the runner's): no hierarchical blocks
@@ -70,7 +70,8 @@ SIMULATORS = ("cocotb", "lockstep")
 DEFAULT_SIMULATOR = "lockstep"
 
 
-def _check_simulator(simulator) -> None:
+def check_simulator(simulator) -> None:
+    """FredError naming ``simulator`` unless it is one of :data:`SIMULATORS` (before any build)."""
     if simulator not in SIMULATORS:
         raise FredError(f"unknown fabric simulator {simulator!r}; expected one of {', '.join(SIMULATORS)}")
 
@@ -183,7 +184,7 @@ def build_fabric(spec: FabricSpec, cflags: str | None = DEFAULT_CFLAGS, sim_buil
     ``pgo``: compile with profile-guided optimization, trained by :func:`train_fabric`;
     ``cflags`` and ``pgo`` None: :func:`build_options`."""
     from eda.fabric.build import build_top_public_only
-    _check_simulator(simulator)
+    check_simulator(simulator)
     cflags, pgo = build_options(spec, cflags, pgo)
     start = time.perf_counter()
     options = dict(
@@ -317,7 +318,7 @@ def run_program(spec: FabricSpec, request: FabricRequest, program: FabricProgram
         watchdog_cycles = _default_watchdog(spec, request, program)
     if isinstance(watchdog_cycles, bool) or not isinstance(watchdog_cycles, int) or watchdog_cycles < 1:
         raise FredError(f"watchdog_cycles must be a positive integer, got {watchdog_cycles!r}")
-    _check_simulator(simulator)
+    check_simulator(simulator)
     start = time.perf_counter()
     if prebuilt is None:
         built, _ = build_fabric(spec, cflags, build_dir, verilator_args, pgo=pgo, simulator=simulator)

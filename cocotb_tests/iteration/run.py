@@ -27,10 +27,11 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, loader_writes, trace_writes
-from cocotb_tests.fabric.run import (PORTS, TOP, judge_engines, hardware_key, judge_loads,
-                                     default_cflags, load_sequence, poll_cycles)
+from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, PORTS, TOP, VERILATOR_ARGS, check_simulator, judge_engines,
+                                     hardware_key, judge_loads, default_cflags, load_sequence, poll_cycles)
 
-__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "traces_overlap", "node_depth", "run_mesh_iteration",
+__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "iteration_part_verilogs",
+           "traces_overlap", "node_depth", "run_mesh_iteration",
            "mesh_iteration_verilog", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
 
 _VERILOG: dict = {}
@@ -51,7 +52,9 @@ class IterationRun:
     of the collective arrived once, in order, bit-exact, and every trace finished), the
     engines' ``flits_sent`` / ``flits_received``, ``build_s``, ``sim_s`` (wall-clock of the
     timed window), ``cycles_per_s``, ``depth`` (node memory per NPU), ``build_dir``, ``load_stall`` (the mesh:
-    per rank, cycles its collective nodes waited for their program)."""
+    per rank, cycles its collective nodes waited for their program), ``simulator`` (``cocotb``:
+    one model under the cocotb bench; ``lockstep``: the circuit fabric cut in two parts on two
+    cores, ``eda/fabric/lockstep.cpp``)."""
 
     fabric: str
     cycles: int
@@ -65,6 +68,7 @@ class IterationRun:
     depth: int
     build_dir: str = ""
     load_stall: dict | None = None
+    simulator: str = "cocotb"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,6 +91,27 @@ def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None,
         from hdl.emit.verilog import to_verilog
         _VERILOG[key] = to_verilog(iteration_fabric_top(spec, depth=depth, programs=programs,
                                                         switch_programs=programs, overlap=overlap), name=TOP)
+    return _VERILOG[key]
+
+
+def iteration_part_verilogs(spec: FabricSpec, depth: int, programs: int | None = None,
+                            overlap: bool = False) -> tuple[str, str]:
+    """Verilog of the two parts of :func:`iteration_verilog`'s fabric for the lock-step
+    simulator (``eda.fabric.lockstep``; the default partition of ``spec``,
+    ``hdl.contracts.fabric_partition``), memoised as :func:`iteration_verilog`."""
+    key = ("parts", depth, programs, overlap) + hardware_key(spec)
+    if key not in _VERILOG:
+        from eda.fabric.lockstep import PART_TOPS
+        from eda.toolchain import build_step
+        from hdl.contracts.fabric_partition import fabric_partition
+        from hdl.designs.iteration import iteration_fabric_top
+        from hdl.emit.verilog import to_verilog
+        partition = fabric_partition(spec, 2)
+        with build_step(f"iteration {spec.name}: generating the Verilog of the lock-step simulator's two parts"):
+            _VERILOG[key] = tuple(
+                to_verilog(iteration_fabric_top(spec, depth=depth, programs=programs, switch_programs=programs,
+                                                overlap=overlap, partition=partition, part=p), name=PART_TOPS[p])
+                for p in range(2))
     return _VERILOG[key]
 
 
@@ -131,15 +156,21 @@ def iteration_load(spec: FabricSpec, program, traces: dict, depth: int, room: in
 
 
 def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, watchdog_cycles: int,
-                  cflags: str | None = None, build_dir=None) -> IterationRun:
+                  cflags: str | None = None, build_dir=None, simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
     """Run every rank's trace (``traces``; a rank without one finishes at once) on the circuit
     fabric of ``spec``, the switches and engines loaded with ``program`` (the
     :class:`hdl.compiler.fabric_program.FabricProgram` of the traces' collective, or None);
     ``watchdog_cycles``: the run's budget (a stalled run raises, naming what did not finish);
-    ``cflags``: the C++ optimisation (default: ``default_cflags(spec, pgo=False)``)."""
-    from cocotb_tests.runner import run_bench
+    ``cflags``: the C++ optimisation (default: ``default_cflags(spec, pgo=False)``);
+    ``simulator``: one of ``cocotb_tests.fabric.run.SIMULATORS``, default ``lockstep`` (the
+    fabric cut at its uplinks, run on two cores by ``eda/fabric/lockstep.cpp``; ``cocotb``: one
+    model under the bench ``bench_iteration.py``): both load and read back through the same
+    ports and count the same cycles and node times."""
+    from cocotb_tests.runner import run_bench, run_folder
     from eda.fabric.build import build_top_public_only
+    from eda.fabric.lockstep import build_lockstep, run_lockstep
     from hdl.designs.iteration import TraceNpu
+    check_simulator(simulator)
     several = isinstance(program, list)
     overlap = traces_overlap(traces)
     depth, room = node_depth(traces), None
@@ -152,9 +183,15 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         room = max(FRED_ENTRIES, 1 << (longest - 1).bit_length())
         names += list(LOADER_READ)
     start = time.perf_counter()
-    verilog = iteration_verilog(spec, depth, room, overlap)
-    built = build_top_public_only(verilog, TOP, PORTS, cflags=cflags or default_cflags(spec, pgo=False),
-                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    sim_build = Path(build_dir) if build_dir is not None else None
+    if simulator == "lockstep":
+        built = build_lockstep(iteration_part_verilogs(spec, depth, room, overlap),
+                               cflags=cflags or default_cflags(spec, pgo=False),
+                               verilator_args=VERILATOR_ARGS, sim_build=sim_build)
+    else:
+        verilog = iteration_verilog(spec, depth, room, overlap)
+        built = build_top_public_only(verilog, TOP, PORTS, cflags=cflags or default_cflags(spec, pgo=False),
+                                      sim_build=sim_build)
     build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports),
               **iteration_load(spec, program, traces, depth, room), "watchdog_cycles": watchdog_cycles,
@@ -163,9 +200,12 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
               "engine_read": names}
     name = (f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else "")
             + ("-overlap" if overlap else ""))
-    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
-                       bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
-    metrics = result.metrics
+    if simulator == "lockstep":
+        metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
+    else:
+        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
+                           bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
+        metrics = bench_metrics(result, f"fabric {spec.name} iteration")
     after = metrics["after"]
     last = program[-1] if several else program
     errors = judge_loads(program[0] if several else program, metrics["before"]) if program is not None else []
@@ -178,6 +218,7 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         errors += run_error_lines(after["engines"])
     check_finished(f"fabric {spec.name}", metrics, stuck, errors)
     run = iteration_run(spec.name, traces, metrics, errors, build_s, depth, built)
+    run.simulator = simulator
     if several:
         run.load_stall = {r: e["load_stall"] for r, e in enumerate(after["engines"]) if r in traces}
     return run

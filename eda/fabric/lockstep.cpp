@@ -20,13 +20,19 @@
 //   engine_regs N | switch_regs N | global_unit U | global_regs N
 //   cfg SWITCH PHASE LAST WORD      (a configuration word, in order)
 //   prog UNIT REG VALUE             (a program write, in order)
+//   trace_regs ADDR START END       (an iteration top's trace sequencers: the program register of
+//                                    the node read address, the read registers of a node's start
+//                                    and end cycle; cocotb_tests/iteration/bench_iteration.py)
+//   nodes UNIT COUNT                (read back COUNT nodes' times of the sequencer at UNIT, after
+//                                    the run; one line per rank, in rank order)
 // `poll` is the cocotb bench's (a poll costs it a wake-up); this driver reads every part's
 // all_done after every cycle anyway, so it stops on the first cycle both are done and accepts
 // `poll` only for the shared protocol (a poll of 1,024 timed up to 1,023 cycles too many).
 // RESULT: {"stalled", "elapsed_cycles", "sim_s", "waited_s" (per part: seconds spent waiting for
 // the other), "load_s", "cfg_stalls", "evals_per_cycle" (of the free-running loop: 1, or 2 where
-// the model's clock trigger is not found, see rising_edge), "before", "after"},
-// before / after = {"engines": [[reg...]...], "switches": [[reg...]...], "global": [reg...]}.
+// the model's clock trigger is not found, see rising_edge), "before", "after", "node_times"},
+// before / after = {"engines": [[reg...]...], "switches": [[reg...]...], "global": [reg...]},
+// node_times = per `nodes` line, [[start, end]...] (empty without `nodes` lines).
 // Exit status: 0 when the run ended (done or watchdog), 2 for a bad command file.
 
 #include "Vpart0.h"
@@ -145,8 +151,12 @@ struct Config {
     uint32_t engine_regs = 0, switch_regs = 0, global_unit = 63, global_regs = 0;
     struct Word { uint32_t sw, phase, last, data; };
     struct Write { uint32_t unit, reg, value; };
+    struct Nodes { uint32_t unit, count; };
     std::vector<Word> words;
     std::vector<Write> writes;
+    bool trace_regs = false;
+    uint32_t trace_addr = 0, trace_start = 0, trace_end = 0;
+    std::vector<Nodes> nodes;
 };
 
 bool parse(const char* path, Config& c, std::string& error) {
@@ -173,11 +183,14 @@ bool parse(const char* path, Config& c, std::string& error) {
         else if (key == "switch_regs") ok = bool(s >> c.switch_regs);
         else if (key == "global_unit") ok = bool(s >> c.global_unit);
         else if (key == "global_regs") ok = bool(s >> c.global_regs);
+        else if (key == "trace_regs") ok = c.trace_regs = bool(s >> c.trace_addr >> c.trace_start >> c.trace_end);
+        else if (key == "nodes") { Config::Nodes n{}; ok = bool(s >> n.unit >> n.count); c.nodes.push_back(n); }
         else { error = "line " + std::to_string(number) + ": unknown command '" + key + "'"; return false; }
         if (!ok) { error = "line " + std::to_string(number) + ": bad values: " + line; return false; }
     }
     if (!c.npus || !c.watchdog) { error = "npus and watchdog are required"; return false; }
     if (!kConfigPort && !c.words.empty()) { error = "configuration words for a fabric without a configuration port"; return false; }
+    if (!c.nodes.empty() && !c.trace_regs) { error = "nodes lines need a trace_regs line"; return false; }
     return true;
 }
 
@@ -213,6 +226,30 @@ std::string read_all(Fabric& f, const Config& c) {
     out << "], \"global\": [";
     for (uint32_t r = 0; r < c.global_regs; ++r) out << (r ? ", " : "") << read(f, c, c.global_unit, r);
     out << "]}";
+    return out.str();
+}
+
+// Every `nodes` line's node times, as the iteration bench reads them: the node's index into the
+// sequencer's read-address register (a program write; the port is registered, so the read
+// follows a cycle later), then its start and its end cycle through the read port.
+std::string read_node_times(Fabric& f, const Config& c) {
+    std::ostringstream out;
+    out << "[";
+    for (size_t k = 0; k < c.nodes.size(); ++k) {
+        const auto& n = c.nodes[k];
+        out << (k ? ", [" : "[");
+        for (uint32_t i = 0; i < n.count; ++i) {
+            f.both([&](auto& m) { m.prog_we = 1; m.prog_unit = n.unit; m.prog_reg = c.trace_addr; m.prog_data = i; });
+            f.tick();
+            f.both([](auto& m) { m.prog_we = 0; });
+            f.tick();
+            uint32_t start = read(f, c, n.unit, c.trace_start);
+            uint32_t end = read(f, c, n.unit, c.trace_end);
+            out << (i ? ", [" : "[") << start << ", " << end << "]";
+        }
+        out << "]";
+    }
+    out << "]";
     return out.str();
 }
 
@@ -328,6 +365,7 @@ int main(int argc, char** argv) {
     bool stalled = !(f.part0.all_done && f.part1.all_done);
     for (uint32_t i = 0; i < c.settle; ++i) f.tick();   // late (duplicated) flits surface
     std::string after = read_all(f, c);
+    std::string node_times = read_node_times(f, c);
     f.part0.final();
     f.part1.final();
     std::ofstream out(argv[2]);
@@ -335,6 +373,7 @@ int main(int argc, char** argv) {
         << ", \"sim_s\": " << sim_s << ", \"waited_s\": [" << waited0 << ", " << waited1 << "]"
         << ", \"load_s\": " << load_s << ", \"cfg_stalls\": " << cfg_stalls
         << ", \"evals_per_cycle\": " << (HasClockTrigger<Vpart0___024root>::value && HasClockTrigger<Vpart1___024root>::value ? 1 : 2)
-        << ", \"before\": " << before << ", \"after\": " << after << "}\n";
+        << ", \"before\": " << before << ", \"after\": " << after
+        << ", \"node_times\": " << node_times << "}\n";
     return out ? 0 : 2;
 }

@@ -137,8 +137,12 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
     engine registers, ``switch_count`` switch units after them, ``config``, ``writes``,
     ``watchdog_cycles``, ``poll``, ``settle``; optionally the register names ``engine_read``,
     ``switch_read`` and ``global_read`` of another top with the same harness, default
-    ``FabricTop``'s) on the lock-step simulator in ``build_dir``; returns the bench's metrics
-    (``before`` / ``after`` with named registers)."""
+    ``FabricTop``'s; an iteration top's ``nodes``, per rank the node count to read back, with
+    ``trace_units`` / ``trace_read``, per rank the unit of its trace sequencer and the
+    sequencer's read registers, default the rank and ``engine_read``: those of
+    ``cocotb_tests.iteration.bench_iteration``) on the lock-step simulator in ``build_dir``;
+    returns the bench's metrics (``before`` / ``after`` with named registers, ``node_times``
+    per rank, as the bench records them)."""
     from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
     engine_read = params.get("engine_read", ENGINE_READ)
     switch_read = params.get("switch_read", SWITCH_READ)
@@ -150,6 +154,12 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
              f"global_unit {GLOBAL_UNIT}", f"global_regs {len(global_read)}"]
     lines += [f"cfg {s} {k} {last} {word}" for s, k, last, word in params.get("config", [])]
     lines += [f"prog {unit} {reg} {value}" for unit, reg, value in params["writes"]]
+    if "nodes" in params:
+        from hdl.contracts.trace_program import TRACE_READ_ADDR
+        trace_read = list(params.get("trace_read", engine_read))
+        units = params.get("trace_units", range(len(params["nodes"])))
+        lines.append(f"trace_regs {TRACE_READ_ADDR} {trace_read.index('node_start')} {trace_read.index('node_end')}")
+        lines += [f"nodes {unit} {count}" for unit, count in zip(units, params["nodes"], strict=True)]
     run_dir = Path(run_dir) if run_dir is not None else Path(build_dir) / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     commands, result = run_dir / "commands.txt", run_dir / "result.json"

@@ -39,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-overlap", action="store_true",
                         help="the serialised iteration (the table's; default: overlapped, compute under "
                              "communication, one collective at a time per NPU)")
+    parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default=None,
+                        help="the circuit FRED fabric's RTL simulator: lockstep (the default: the fabric "
+                             "cut at its uplinks, two Verilated parts on two cores) or cocotb (one model); "
+                             "the same cycles and node times. The mesh and the packet fabric run one "
+                             "model under cocotb")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
@@ -84,7 +89,7 @@ def run(args) -> int:
         samples_per_dp=args.samples_per_dp, scale=args.scale, overlap=not args.no_overlap,
         characterization=args.characterization, switch=args.switch)
     if not args.model_only:
-        run_iteration_case(case)
+        run_iteration_case(case, simulator=args.simulator)
     if args.json:
         print_json(case.to_dict())
         return 0
@@ -117,7 +122,7 @@ def run(args) -> int:
         print(f"RTL: not runnable yet: {case.rtl_missing}")
     if case.rtl is not None:
         print(f"RTL: {case.rtl.cycles} cycles in {case.rtl.sim_s:.2f} s ({case.rtl.cycles_per_s:,.0f} "
-              f"cycles/s), build {case.rtl.build_s:.1f} s; every flit checked")
+              f"cycles/s, {case.rtl.simulator} simulator), build {case.rtl.build_s:.1f} s; every flit checked")
         if case.rtl.load_stall:
             print(f"program loads: collective nodes waited {max(case.rtl.load_stall.values())} cycles "
                   f"in all for their programs (the most of any NPU)")
@@ -142,9 +147,10 @@ def _table(args) -> int:
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
     if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
-            or args.switch != "circuit" or (args.table and args.list_cases)):
+            or args.switch != "circuit" or args.simulator or (args.table and args.list_cases)):
         raise FredError("--table and --list-cases take the table's own cases: give --no-overlap, one of "
-                        "them, and no --fabric, --workload, --strategy, --switch or --model-only")
+                        "them, and no --fabric, --workload, --strategy, --switch, --simulator or --model-only "
+                        "(the table's circuit rows run on the lock-step simulator)")
     units = table_units(iteration_table.ITERATION_CASES, args.scale)
     chosen = select_units(units, args.only)
     store = RowStore(args.rows or DEFAULT_ROWS)

@@ -199,6 +199,10 @@ def test_lockstep_simulator_refuses_a_bad_command_file(tmp_path):
     done = subprocess.run([str(built / EXECUTABLE), str(commands), str(tmp_path / "r.json")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "npus and watchdog are required" in done.stderr
+    commands.write_text("npus 4\nswitches 3\nwatchdog 100\nnodes 0 3\n")   # node times need their registers
+    done = subprocess.run([str(built / EXECUTABLE), str(commands), str(tmp_path / "r.json")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "nodes lines need a trace_regs line" in done.stderr
 
 
 @pytest.mark.cocotb

@@ -129,3 +129,20 @@ def test_overlapped_by_default_the_weight_streams_hide_under_the_compute(capsys)
     assert main(args[:2] + ["fred-a", "--switch", "packet"] + args[3:]) == 0
     packet = json.loads(capsys.readouterr().out)
     assert packet["overlap"] and packet["switch"] == "packet" and packet["rtl_missing"] is None
+
+
+def test_the_lock_step_simulator_is_refused_where_the_iteration_runs_one_model(capsys):
+    """In process, before any build: ``--simulator lockstep`` names the circuit FRED fabric's
+    simulator (its default); the mesh's and the packet fabric's iterations run one model under
+    cocotb and refuse it by name, and --table takes no --simulator (its circuit rows run on
+    the default)."""
+    from fred.cli import main
+    args = ["fabric-iteration", "--workload", "resnet-152", "--strategy", "MP1-DP20-PP1", "--no-overlap",
+            "--simulator", "lockstep"]
+    assert main(args + ["--fabric", "mesh"]) == 1
+    assert "mesh iteration: simulator 'lockstep': the mesh's and the packet fabric's iterations run one model " \
+        "under cocotb" in capsys.readouterr().err
+    assert main(args + ["--fabric", "fred-b", "--switch", "packet"]) == 1
+    assert "fred-b (packet switches) iteration: simulator 'lockstep'" in capsys.readouterr().err
+    assert main(["fabric-iteration", "--table", "--no-overlap", "--simulator", "cocotb"]) == 1
+    assert "no --fabric, --workload, --strategy, --switch, --simulator or --model-only" in capsys.readouterr().err

@@ -26,7 +26,10 @@ def _trace(rank, words, overlap=False):
                     collectives=tuple(i for i, w in enumerate(words) if w & COLLECTIVE_BIT), overlap=overlap)
 
 
-def test_small_fabric_runs_traces_the_collective_waits_for_its_slowest_member():
+@pytest.mark.parametrize("simulator", ["lockstep", "cocotb"])
+def test_small_fabric_runs_traces_the_collective_waits_for_its_slowest_member(simulator):
+    """On both simulators (the lock-step one, the default, cut at the uplinks: the L2 in one
+    part; the one model under the cocotb bench): the same hand-computed node times."""
     from cocotb_tests.iteration.run import run_iteration
     from hdl.compiler.fabric_program import fabric_program
     spec = fabric_spec("fred-b", **SMALL)
@@ -35,8 +38,9 @@ def test_small_fabric_runs_traces_the_collective_waits_for_its_slowest_member():
     program = fabric_program(spec, request, algorithm="in-switch")
     # rank r computes 40 + 25 r cycles (two nodes), all-reduces, computes 7 cycles
     traces = {r: _trace(r, [30, 10 + 25 * r, COLLECTIVE_BIT, 7]) for r in range(4)}
-    run = run_iteration(spec, traces, program, watchdog_cycles=20_000, cflags="-O0")
+    run = run_iteration(spec, traces, program, watchdog_cycles=20_000, cflags="-O0", simulator=simulator)
     assert run.errors == []
+    assert (simulator == "lockstep") == ("lockstep" in run.build_dir)
     assert run.flits_sent == run.flits_received == 4 * flits       # in-switch: each NPU sends its own
     ends = []
     for r, times in run.node_times.items():
@@ -114,7 +118,9 @@ def test_small_fabric_runs_several_collectives_its_switches_rerunning_their_phas
     of another size on the same group (on Fred-A with another algorithm, whose phases sit in
     other slots): the NPUs' loaders write each engine program and the switches' loaders each
     collective's phase counts and first slot (docs/fabric_iteration.md); every flit of every
-    run checked, compute to the cycle, each collective waits for its slowest member."""
+    run checked, compute to the cycle, each collective waits for its slowest member. The
+    lock-step simulator (the default) and the one model under cocotb count the same cycles,
+    node times and flits (Fred-A's rings cross the lock-step cut)."""
     from cocotb_tests.iteration.run import run_iteration
     from hdl.compiler.fabric_program import fabric_program
     spec = fabric_spec(fabric, **SMALL)
@@ -125,8 +131,11 @@ def test_small_fabric_runs_several_collectives_its_switches_rerunning_their_phas
     traces = {}
     for r in range(4):
         traces[r] = replace(_trace(r, [40 + 25 * r] + words[1:]), collective=1, collectives=(1, 3))
-    run = run_iteration(spec, traces, programs, watchdog_cycles=20_000, cflags="-O0")
-    assert run.errors == []
+    run, one = (run_iteration(spec, traces, programs, watchdog_cycles=20_000, cflags="-O0", simulator=simulator)
+                for simulator in ("lockstep", "cocotb"))
+    assert run.errors == one.errors == [] and "lockstep" in run.build_dir and "lockstep" not in one.build_dir
+    assert (run.cycles, run.node_times, run.flits_sent, run.flits_received, run.load_stall) == (
+        one.cycles, one.node_times, one.flits_sent, one.flits_received, one.load_stall)
     assert run.flits_sent == sum(e["send_count"] for e in programs[1].engines[:4])   # the last run's
     first_ends, second_ends = [], []
     for r, times in run.node_times.items():

@@ -21,19 +21,24 @@ __all__ = ["iteration_fabric_top", "iteration_packet_top", "iteration_mesh_top"]
 
 
 def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None = None,
-                         switch_programs: int | None = None, overlap: bool = False) -> FabricTop:
+                         switch_programs: int | None = None, overlap: bool = False,
+                         partition=None, part: int | None = None) -> FabricTop:
     """:class:`FabricTop` of ``spec`` with a :class:`TraceNpu` of ``depth`` trace nodes at every
     NPU port: the same switches, links, phase sequencers, harness ports and cycle counter
     (``cycles`` ends when every NPU's trace is done). Several collectives per NPU:
     ``programs`` engine-program entries per NPU and a :class:`RerunPhaseSequencer` of
     ``switch_programs`` entries per switch (both or neither). ``overlap`` (default False: built
-    as before): the NPUs run compute under collectives (:class:`TraceNpu`'s)."""
+    as before): the NPUs run compute under collectives (:class:`TraceNpu`'s). ``partition`` and
+    ``part`` (both or neither): one part of the fabric cut for the lock-step simulator, as
+    :class:`FabricTop`'s (the trace NPUs only talk to their own switch ports, so the cut is
+    the collective fabric's: uplinks only)."""
     if (programs is None) != (switch_programs is None):
         raise FredError("give both programs and switch_programs (several collectives) or neither")
+    cut = {"partition": partition, "part": part}
     if programs is None:
-        return FabricTop(spec, npu=partial(TraceNpu, depth=depth, overlap=overlap))
+        return FabricTop(spec, npu=partial(TraceNpu, depth=depth, overlap=overlap), **cut)
     return FabricTop(spec, npu=partial(TraceNpu, depth=depth, programs=programs, overlap=overlap),
-                     sequencer=partial(RerunPhaseSequencer, programs=switch_programs))
+                     sequencer=partial(RerunPhaseSequencer, programs=switch_programs), **cut)
 
 
 def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False,
