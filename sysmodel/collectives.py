@@ -255,7 +255,27 @@ def _ring(net: Network, ring: Ring, buffer: float, t: Traffic | None = None,
     t.pipelined_s += chain
     t.latency_s += tail
     _configured_unicasts(net, t, paths)
+    _configured_ring_turns(net, t, paths)
     return t
+
+
+def _configured_ring_turns(net: Network, t: Traffic, paths) -> None:
+    """A ring routed as configured flows (``[fred] unicast_routing = "configured"``, the
+    circuit fabric's switches) across L1 uplinks: the compiler gives each ring crossing an
+    uplink port a phase of its own there, which holds the port for the ring's whole run, so
+    rings of one stage or of concurrent collectives that share an uplink beyond its ports run
+    one after another (:attr:`Traffic.ring_turns`; the RTL: docs/fabric_validation.md, "Rings
+    that take turns on the circuit fabric"). Records the uplinks ``t``'s ring (alone in
+    ``t``) crosses, its time alone and the slowest select of its switches. Nothing on online
+    routing (packets share a port flit by flit) or inside one L1."""
+    if not isinstance(net, FredTreeNetwork) or net.platform.unicast_routing != "configured":
+        return
+    crossed = _uplink_users(net, paths)
+    if not crossed:
+        return
+    t.ring_users = crossed
+    t.ring_alone_s = t.time()
+    t.ring_select_s = max(net.switch_timing(node).phase_select_s for node in (*crossed, net.l2_node))
 
 
 def _longest_run(step_s: list[float], steps: int) -> float:

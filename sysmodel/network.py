@@ -210,11 +210,18 @@ class Traffic:
     (:meth:`Network.controller_flit_bytes`): a controller's link is paced, a 128 GBps device
     needs a flit's whole time on it before the flit moves on (a load) or is stored (a store),
     so one flit's controller time adds to a busiest link elsewhere on the path
-    (:meth:`controller_lead_s`).
+    (:meth:`controller_lead_s`). ``ring_users`` counts, per L1 switch node, the endpoint rings
+    routed as configured flows (``[fred] unicast_routing = "configured"``: the circuit fabric's
+    switches) that cross that L1's uplink: a port carries one flow per phase, and a ring's
+    phase holds it for the ring's whole run, so more rings than ports run one after another
+    (:attr:`ring_turns`), each taking ``ring_alone_s`` (the slowest ring's time alone) and each
+    later one a select, ``ring_select_s`` (:meth:`ring_turns_s`; docs/fabric_validation.md,
+    "Rings that take turns on the circuit fabric").
     """
 
     __slots__ = ("net", "loads", "sent", "latency_s", "pipelined_s", "phase_turn_s", "first_select_s", "phases",
-                 "configurations", "uplink_users", "controller_flit_bytes", "paced_turn_s")
+                 "configurations", "uplink_users", "controller_flit_bytes", "paced_turn_s",
+                 "ring_users", "ring_alone_s", "ring_select_s")
 
     def __init__(self, net: Network):
         self.net = net
@@ -229,6 +236,9 @@ class Traffic:
         self.uplink_users: dict[int, int] = {}
         self.controller_flit_bytes = 0.0
         self.paced_turn_s = 0.0
+        self.ring_users: dict[int, int] = {}
+        self.ring_alone_s = 0.0
+        self.ring_select_s = 0.0
 
     def add_links(self, links, nbytes: float, chunks: int = 1) -> None:
         """``nbytes`` (sent as ``chunks`` equal chunks) on every link of ``links``."""
@@ -284,6 +294,8 @@ class Traffic:
         out.uplink_users = dict(self.uplink_users)
         out.controller_flit_bytes = self.controller_flit_bytes
         out.paced_turn_s = self.paced_turn_s
+        out.ring_users = dict(self.ring_users)
+        out.ring_alone_s, out.ring_select_s = self.ring_alone_s, self.ring_select_s
         return out
 
     def onto(self, net: Network) -> "Traffic":
@@ -298,6 +310,8 @@ class Traffic:
         out.uplink_users = dict(self.uplink_users)
         out.controller_flit_bytes = self.controller_flit_bytes
         out.paced_turn_s = self.paced_turn_s
+        out.ring_users = dict(self.ring_users)
+        out.ring_alone_s, out.ring_select_s = self.ring_alone_s, self.ring_select_s
         return out
 
     def merge(self, other: "Traffic") -> "Traffic":
@@ -314,11 +328,17 @@ class Traffic:
             self.uplink_users[node] = self.uplink_users.get(node, 0) + users
         self.controller_flit_bytes = max(self.controller_flit_bytes, other.controller_flit_bytes)
         self.paced_turn_s = max(self.paced_turn_s, other.paced_turn_s)
+        for node, users in other.ring_users.items():
+            self.ring_users[node] = self.ring_users.get(node, 0) + users
+        self.ring_alone_s = max(self.ring_alone_s, other.ring_alone_s)
+        self.ring_select_s = max(self.ring_select_s, other.ring_select_s)
         return self
 
     def then(self, stage: "Traffic") -> "Traffic":
         """Add ``stage`` as running after this traffic, on its result (in place): its bytes add
-        to the links and the senders, its dependent chains to this one's."""
+        to the links and the senders, its dependent chains to this one's. A stage's rings that
+        take turns (:attr:`ring_turns`) are not carried: the caller composing stages adds what
+        each stage's own time exceeds their sum by (``collectives._fred_hierarchical``)."""
         self.loads += stage.loads
         self.sent += stage.sent
         self.latency_s += stage.latency_s
@@ -351,6 +371,23 @@ class Traffic:
         ports = getattr(self.net, "uplink_ports", 1)
         turns = max((-(-users // ports) for users in self.uplink_users.values()), default=1)
         return max(turns, 1)
+
+    @property
+    def ring_turns(self) -> int:
+        """The turns the busiest uplink's ports take for configured rings (:attr:`ring_users`
+        over ``net.uplink_ports``, rounded up; 1 when none shares a port)."""
+        if not self.ring_users:
+            return 1
+        ports = getattr(self.net, "uplink_ports", 1)
+        return max(max(-(-users // ports) for users in self.ring_users.values()), 1)
+
+    def ring_turns_s(self) -> float:
+        """The rings taking turns, one after another: :attr:`ring_turns` times the slowest
+        ring's time alone, plus a select per later turn; 0 with one turn."""
+        turns = self.ring_turns
+        if turns < 2:
+            return 0.0
+        return turns * self.ring_alone_s + (turns - 1) * self.ring_select_s
 
     @property
     def overhead_s(self) -> float:
@@ -401,12 +438,15 @@ class Traffic:
         """The longer of the busiest link's bytes / bandwidth and the pipelined dependent chain
         (:attr:`pipelined_s`), plus the latency that adds to both (one pass of the hop chain,
         a ring's last hop, the controllers' paced flit: :meth:`controller_lead_s`), plus the
-        phases' selects and further passes (:attr:`overhead_s`). ``bandwidth_s`` and
+        phases' selects and further passes (:attr:`overhead_s`); at least the configured rings'
+        turns one after another (:meth:`ring_turns_s`) where they take turns. ``bandwidth_s`` and
         ``times``: :meth:`bandwidth_time` and :meth:`link_times` when the caller has them."""
         if bandwidth_s is None:
             bandwidth_s = self.bandwidth_time(times)
-        return (max(bandwidth_s, self.pipelined_s) + self.latency_s + self.controller_lead_s(times)
-                + self.overhead_s)
+        shared = (max(bandwidth_s, self.pipelined_s) + self.latency_s + self.controller_lead_s(times)
+                  + self.overhead_s)
+        # configured rings that take turns on an uplink's ports: their runs one after another
+        return max(shared, self.ring_turns_s()) if self.ring_users else shared
 
     def busiest_link(self, times: np.ndarray | None = None) -> tuple[str, float]:
         """(name, bytes) of the link with the longest time; ``times``: :meth:`link_times` when

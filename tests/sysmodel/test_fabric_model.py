@@ -236,8 +236,41 @@ def test_hierarchical_all_reduce_costs_its_three_stages_one_after_the_other(name
     whole = model_cycles(spec, request, platform=platform, algorithm="hierarchical")
     assert whole.algorithm == "hierarchical"
     assert whole.cycles == pytest.approx(sum(alone), rel=1e-12)
-    # the stages overlapped would cost less: the busiest stage alone is well below the sum
-    assert max(alone) < 0.8 * sum(alone)
+    # the stages overlapped would cost less: every stage takes time, the sum more than any
+    # (on Fred-A at 40 flits the rings across the L1s, taking turns on the one-port uplinks,
+    # are 92 % of it: test_configured_rings_take_turns_on_an_uplinks_ports)
+    assert min(alone) > 0 and max(alone) < sum(alone)
+
+
+@pytest.mark.parametrize("size", [40, 4000])
+def test_configured_rings_take_turns_on_an_uplinks_ports(size):
+    """Circuit switches route a ring as configured flows: the compiler gives each ring crossing
+    an L1's uplink port a phase there that holds the port for the ring's whole run
+    (docs/fabric_validation.md, "Rings that take turns on the circuit fabric"). Four rings, each
+    with one NPU per L1 (MP2-DP5-PP2's DP groups, the hierarchical all-reduce's middle stage):
+    on Fred-A (one uplink port per L1) they run one after another, four times one ring alone
+    plus the slowest select (L1 or L2) per later turn, at any size; on Fred-C (four ports per
+    uplink) and on Fred-A's packet switches (online unicasts share a port packet by packet)
+    at once, as before."""
+    from sysmodel.collectives import Collective, build_network, evaluate
+    results = {}
+    for name, switch in (("fred-a", "circuit"), ("fred-c", "circuit"), ("fred-a", "packet")):
+        spec = fabric_spec(name)
+        platform = fabric_platform(spec, switch=switch)[0]
+        k, l1s = spec.npus_per_l1, spec.l1_count
+        nbytes = size * platform.switch_at("l1").flit_bytes
+        rings = [Collective("all-reduce", group=tuple(k * j + i for j in range(l1s)), size=nbytes)
+                 for i in range(k)]
+        alone = max(evaluate(platform, name, [c], algorithm="ring").time_s for c in rings)
+        together = evaluate(platform, name, rings, algorithm="ring").time_s
+        net = build_network(platform, name)
+        select = max(net.switch_timing(node).phase_select_s for node in (net.l2_node, *net.l1_nodes))
+        results[name, switch] = (alone, together, select)
+    alone, together, select = results["fred-a", "circuit"]
+    assert together == pytest.approx(4 * alone + 3 * select, rel=1e-12)
+    for key in (("fred-c", "circuit"), ("fred-a", "packet")):
+        alone, together, _ = results[key]
+        assert together < 4 * alone     # sharing: the four rings' chains overlap
 
 
 def test_header_selected_phases_add_each_switchs_select_along_the_path():
