@@ -438,10 +438,10 @@ def _store_memory(programs) -> int:
 def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
                        watchdog_cycles: int | None = None, simulator: str | None = None) -> IterationCase:
     """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`.
-    ``simulator``: the circuit FRED fabric's (``cocotb_tests.iteration.run.run_iteration``'s:
-    ``lockstep``, the default, or ``cocotb``); the mesh and the packet fabric run one model
-    under cocotb (FredError for ``lockstep`` there: the mesh's and the packet iteration's
-    barriers join every NPU in one cycle, which the cut would split)."""
+    ``simulator``: the circuit FRED fabric's and the mesh's (``cocotb_tests.iteration.run``'s
+    ``run_iteration`` / ``run_mesh_iteration``: ``lockstep``, the default, or ``cocotb``); the
+    mesh with I/O controllers and the packet fabric run one model under cocotb (FredError for
+    ``lockstep`` there: their tops have no lock-step cut)."""
     try:
         from cocotb_tests.iteration.run import run_iteration
     except ModuleNotFoundError as exc:
@@ -450,17 +450,20 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
         raise FredError(f"{case.fabric} iteration: {case.rtl_missing}; --model-only gives the model's side")
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
-    circuit = case.fabric != "mesh" and case.switch != "packet"
-    if simulator is not None and not circuit and simulator != "cocotb":
+    io = any(type(r).__name__ == "IoRequest" for r in case.request)
+    cut = case.switch != "packet" and not (case.fabric == "mesh" and io)   # a top with a lock-step cut
+    if simulator is not None and not cut and simulator != "cocotb":
+        what = "the mesh with I/O controllers" if case.fabric == "mesh" else "the packet fabric"
         raise FredError(f"{case.fabric}{' (packet switches)' if case.switch == 'packet' else ''} iteration: "
-                        f"simulator {simulator!r}: the mesh's and the packet fabric's iterations run one model "
-                        f"under cocotb (their collective barriers join every NPU; the lock-step cut would split them)")
-    if case.fabric == "mesh" and any(type(r).__name__ == "IoRequest" for r in case.request):
+                        f"simulator {simulator!r}: {what} runs its iterations as one model under cocotb "
+                        f"(its iteration top has no lock-step cut)")
+    options = {"simulator": simulator} if cut and simulator is not None else {}
+    if case.fabric == "mesh" and io:
         from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
         run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,
                                     watchdog_cycles=watchdog_cycles, max_stripe=_store_memory(case.program),
                                     cflags=cflags, build_dir=build_dir)
-    elif case.switch == "packet" and any(type(r).__name__ == "IoRequest" for r in case.request):
+    elif case.switch == "packet" and io:
         from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
         run = run_packet_io_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
                                       cflags=cflags, build_dir=build_dir)
@@ -471,7 +474,6 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
     else:
         if case.fabric == "mesh":
             from cocotb_tests.iteration.run import run_mesh_iteration as run_iteration
-        options = {"simulator": simulator} if circuit and simulator is not None else {}
         run = run_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,
                             cflags=cflags, build_dir=build_dir, **options)
     if run.errors:

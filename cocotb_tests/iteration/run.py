@@ -32,7 +32,7 @@ from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, PORTS, TOP, VERILATOR_AR
 
 __all__ = ["IterationRun", "run_iteration", "iteration_verilog", "iteration_part_verilogs",
            "traces_overlap", "node_depth", "run_mesh_iteration",
-           "mesh_iteration_verilog", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
+           "mesh_iteration_verilog", "mesh_iteration_part_verilogs", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
 
 _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
@@ -237,6 +237,25 @@ def mesh_iteration_verilog(spec, depth: int, programs: int, overlap: bool = Fals
     return _VERILOG[key]
 
 
+def mesh_iteration_part_verilogs(spec, depth: int, programs: int, overlap: bool = False) -> tuple[str, str]:
+    """Verilog of the two parts of :func:`mesh_iteration_verilog`'s mesh for the lock-step
+    simulator (the mesh cut between two columns, ``hdl.contracts.mesh_partition``), memoised."""
+    key = ("mesh-parts", depth, programs, overlap, spec)
+    if key not in _VERILOG:
+        from eda.fabric.lockstep import PART_TOPS
+        from eda.toolchain import build_step
+        from hdl.contracts.mesh_partition import mesh_partition
+        from hdl.designs.iteration import iteration_mesh_top
+        from hdl.emit.verilog import to_verilog
+        partition = mesh_partition(spec)
+        with build_step(f"mesh iteration: generating the Verilog of the lock-step simulator's two parts"):
+            _VERILOG[key] = tuple(
+                to_verilog(iteration_mesh_top(spec, depth=depth, programs=programs, overlap=overlap,
+                                              partition=partition, part=p), name=PART_TOPS[p])
+                for p in range(2))
+    return _VERILOG[key]
+
+
 def mesh_loader_entries(spec, programs: list) -> dict[int, list]:
     """Per rank, its program loader's entries (:func:`hdl.contracts.trace_program.loader_entries`)
     for ``programs`` (the :class:`hdl.compiler.mesh_program.MeshProgram` of each collective, in
@@ -259,20 +278,26 @@ def mesh_loader_entries(spec, programs: list) -> dict[int, list]:
 
 
 def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, watchdog_cycles: int,
-                       cflags: str | None = None, build_dir=None) -> IterationRun:
+                       cflags: str | None = None, build_dir=None, simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
     """:func:`run_iteration` on the 2D-mesh fabric of ``spec`` (a
     :class:`hdl.contracts.mesh.MeshFabricSpec`): ``programs``, the
     :class:`hdl.compiler.mesh_program.MeshProgram` of each of the traces' collectives in order,
     go into every NPU's program loader (:func:`mesh_loader_entries`); judged: no engine saw a
     bad or extra flit in any run (the sequencers' ``run_errors``), the last collective's
     counters as ``cocotb_tests.fabric.mesh_run`` judges a collective's run, no protocol error.
-    ``cflags`` default: the mesh fabric's (``mesh_run.CFLAGS``)."""
+    ``cflags`` default: the mesh fabric's (``mesh_run.CFLAGS``); ``simulator``: as
+    :func:`run_iteration`'s (``lockstep``, the default: the mesh cut between two columns, its
+    collective barrier split across the cut; ``cocotb``: one model)."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, judge_mesh
-    from cocotb_tests.runner import run_bench
+    from cocotb_tests.runner import run_bench, run_folder
     from eda.fabric.build import build_top_public_only
+    from eda.fabric.lockstep import build_lockstep, run_lockstep
+    from hdl.designs.fabric.fabric_top import ENGINE_READ
+    from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ
     from hdl.contracts.mesh import MESH_VCS
     from hdl.designs.iteration import LoadingTraceSequencer
     from hdl.designs.mesh.mesh_fabric_top import engine_unit, sequencer_unit
+    check_simulator(simulator)
     # one build for every case of the iteration table (studies.iteration_table): at least
     # MESH_NODES nodes and MESH_ENTRIES program entries per NPU
     depth = max(MESH_NODES, node_depth(traces))
@@ -280,9 +305,13 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     entries = mesh_loader_entries(spec, programs)
     room = max(MESH_ENTRIES, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
     start = time.perf_counter()
-    verilog = mesh_iteration_verilog(spec, depth, room, overlap)
-    built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS,
-                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    sim_build = Path(build_dir) if build_dir is not None else None
+    if simulator == "lockstep":
+        built = build_lockstep(mesh_iteration_part_verilogs(spec, depth, room, overlap), cflags=cflags or CFLAGS,
+                               sim_build=sim_build)
+    else:
+        verilog = mesh_iteration_verilog(spec, depth, room, overlap)
+        built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS, sim_build=sim_build)
     build_s = time.perf_counter() - start
     writes = []
     for rank in range(spec.npus):
@@ -297,9 +326,18 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
               "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
               "trace_read": list(LoadingTraceSequencer.read_names)}
     name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}" + ("-overlap" if overlap else "")
-    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
-                       bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
-    metrics = bench_metrics(result, "mesh iteration")
+    if simulator == "lockstep":
+        # the driver reads the engines at units 0.. and, as its "switches", the sequencers after
+        # them (sequencer_unit(spec, r) = engine_unit(spec.npus, 0) + r)
+        metrics = run_lockstep(built, {**params, "npus": params["units"], "switch_count": spec.npus,
+                                       "engine_read": ENGINE_READ, "switch_read": params["trace_read"],
+                                       "global_read": MESH_GLOBAL_READ}, run_dir=run_folder(built, name))
+        state = metrics["after"]
+        metrics["after"] = {"engines": state["engines"], "global": state["global"], "sequencers": state["switches"]}
+    else:
+        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
+                           bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
+        metrics = bench_metrics(result, "mesh iteration")
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if r in traces and s["nodes_done"] != len(traces[r].words)]
@@ -307,6 +345,7 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     errors += run_error_lines(after["sequencers"])
     check_finished(f"mesh {spec.rows} x {spec.cols}", metrics, stuck, errors)
     run = iteration_run("mesh", traces, metrics, errors, build_s, depth, built)
+    run.simulator = simulator
     run.load_stall = {r: s["load_stall"] for r, s in enumerate(after["sequencers"]) if r in traces}
     return run
 

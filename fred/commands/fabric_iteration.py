@@ -40,10 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the serialised iteration (the table's; default: overlapped, compute under "
                              "communication, one collective at a time per NPU)")
     parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default=None,
-                        help="the circuit FRED fabric's RTL simulator: lockstep (the default: the fabric "
-                             "cut at its uplinks, two Verilated parts on two cores) or cocotb (one model); "
-                             "the same cycles and node times. The mesh and the packet fabric run one "
-                             "model under cocotb")
+                        help="the RTL simulator of the circuit FRED fabric and of the mesh without I/O "
+                             "controllers: lockstep (the default: the fabric cut at its uplinks, the mesh "
+                             "between two columns, two Verilated parts on two cores) or cocotb (one model); "
+                             "the same cycles and node times. The mesh with I/O controllers and the packet "
+                             "fabric run one model under cocotb")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
@@ -150,7 +151,7 @@ def _table(args) -> int:
             or args.switch != "circuit" or args.simulator or (args.table and args.list_cases)):
         raise FredError("--table and --list-cases take the table's own cases: give --no-overlap, one of "
                         "them, and no --fabric, --workload, --strategy, --switch, --simulator or --model-only "
-                        "(the table's circuit rows run on the lock-step simulator)")
+                        "(each row runs on its fabric's default simulator)")
     units = table_units(iteration_table.ITERATION_CASES, args.scale)
     chosen = select_units(units, args.only)
     store = RowStore(args.rows or DEFAULT_ROWS)

@@ -152,6 +152,30 @@ def test_small_fabric_runs_several_collectives_its_switches_rerunning_their_phas
     assert run.cycles == max(second_ends) + 7
 
 
+@pytest.mark.full
+def test_the_mesh_iteration_on_the_lock_step_simulator_counts_what_the_one_model_does():
+    """The 2 x 2 mesh cut between its columns for the lock-step simulator, its collective
+    barrier split across the cut (``CollectiveBarrier(split=True)``): two all-reduces per NPU
+    (a ring of 8 flits, then the 2D all-reduce of 6), rank r computing 40 + 25 r cycles before
+    the first and 30 between them: the same cycles, node times, flits and program-load waits as
+    the one model under cocotb, every flit of every run checked; the barrier holds every NPU's
+    collectives until the last member (rank 3, computing until 115) joins."""
+    from cocotb_tests.iteration.run import run_mesh_iteration
+    from hdl.compiler.mesh_program import mesh_program
+    from hdl.contracts.mesh import MeshFabricSpec
+    spec = MeshFabricSpec(rows=2, cols=2)
+    programs = [mesh_program(spec, [[0, 1, 2, 3]], 8, algorithm="ring"),
+                mesh_program(spec, [[0, 1, 2, 3]], 6, algorithm="hierarchical-2d")]
+    traces = {r: _trace(r, [40 + 25 * r, COLLECTIVE_BIT, 30, COLLECTIVE_BIT, 7]) for r in range(4)}
+    lock, one = (run_mesh_iteration(spec, traces, programs, watchdog_cycles=20_000, cflags="-O0", simulator=sim)
+                 for sim in ("lockstep", "cocotb"))
+    assert lock.errors == one.errors == [] and lock.simulator == "lockstep" and one.simulator == "cocotb"
+    assert (lock.cycles, lock.node_times, lock.flits_sent, lock.flits_received, lock.load_stall) == (
+        one.cycles, one.node_times, one.flits_sent, one.flits_received, one.load_stall)
+    assert min(times[1][1] for times in lock.node_times.values()) >= 115
+    assert lock.cycles == max(times[4][1] for times in lock.node_times.values())
+
+
 def test_small_fabric_runs_an_overlapped_trace_compute_under_the_collective():
     """The overlapped sequencers on the circuit fabric (docs/fabric_iteration.md, "Overlap"):
     every NPU issues its all-reduce first and computes 40 + 25 r cycles under it; a wait node

@@ -67,7 +67,8 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
                                           io_rate=io_rate, staged=staged, overlap=overlap))
 
 
-def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int, overlap: bool = False) -> MeshIterationTop:
+def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int, overlap: bool = False,
+                       partition=None, part: int | None = None) -> MeshIterationTop:
     """:class:`MeshIterationTop` (a ``MeshFabricTop``) of ``spec`` with a :class:`LoadingTraceSequencer` of ``depth`` trace
     nodes and ``programs`` program entries per NPU, starting its two engines (chunk 0 on VC 0,
     chunk 1 on VC 1; a collective node ends when both are done) and writing their programs
@@ -76,6 +77,9 @@ def iteration_mesh_top(spec: MeshFabricSpec, *, depth: int, programs: int, overl
     the cycle counter are the mesh fabric's. A barrier per collective run
     (:class:`~.collective_barrier.CollectiveBarrier`): no NPU starts a run before every NPU
     has finished the run before. ``overlap`` (default False: built as before): the sequencers
-    run compute under collectives (:class:`~.trace_sequencer.TraceSequencer`'s)."""
+    run compute under collectives (:class:`~.trace_sequencer.TraceSequencer`'s). ``partition``
+    and ``part`` (both or neither): one part of the mesh cut between two columns for the
+    lock-step simulator (``hdl.contracts.mesh_partition``; the barrier split across the cut)."""
     return MeshIterationTop(spec, sequencer=partial(LoadingTraceSequencer, depth=depth, programs=programs,
-                                                    lanes=MESH_VCS, barrier=True, overlap=overlap))
+                                                    lanes=MESH_VCS, barrier=True, overlap=overlap),
+                            partition=partition, part=part)

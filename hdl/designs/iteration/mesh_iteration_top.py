@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth import Module
 
-from hdl.contracts.errors import FredError
+from hdl.designs.fabric.cut import cut_slices
 from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
 from .collective_barrier import add_collective_barrier
@@ -24,16 +24,23 @@ class MeshIterationTop(MeshFabricTop):
     predecessor that ran ahead would put its DP flits into the NPU's MP run (wrong sums) or
     after its receive count (extras, lost). With the barrier every flit in the mesh belongs to
     the run every NPU is in or has just finished. Latency: one cycle after the last NPU's run
-    ends. A cut mesh (``partition``) is refused: the barrier joins every NPU."""
+    ends. A cut mesh (``partition`` and ``part``, the lock-step simulator): each part builds
+    the barrier over its own NPUs, split (``CollectiveBarrier(split=True)``), and the two
+    halves' ``ended`` cross the cut as one more field each way (:meth:`cut_fields`)."""
 
-    def __init__(self, spec, **kwargs):
-        if kwargs.get("partition") is not None:
-            self._MustUse__silence = True   # never built: no "created but never used" warning
-            raise FredError("MeshIterationTop: the collective barrier joins every NPU of the mesh; "
-                            "a cut mesh (partition) is not built")
-        super().__init__(spec, **kwargs)
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """:meth:`MeshFabricTop.cut_fields` and, last on both buses, the barrier's: part p
+        drives ``barrier_ended_<p>`` and reads the other part's (so part 0's ``cut_out`` is
+        still part 1's ``cut_in``, field for field)."""
+        other = 1 - self.part
+        return [*super().cut_fields(), ("cut_out", f"barrier_ended_{self.part}", 1),
+                ("cut_in", f"barrier_ended_{other}", 1)]
 
     def coordinate(self, m: Module, sequencers: dict) -> None:
         seqs = [sequencers[r] for r in sorted(sequencers)]
+        cut = None
+        if self.partition is not None:
+            slices = cut_slices(self, self.cut_fields())
+            cut = (slices[f"barrier_ended_{self.part}"], slices[f"barrier_ended_{1 - self.part}"])
         add_collective_barrier(m, seqs[0].start if seqs else 0,
-                               [(s.engine_running & s.engine_done, s.done, s.may_start) for s in seqs])
+                               [(s.engine_running & s.engine_done, s.done, s.may_start) for s in seqs], cut=cut)

@@ -53,3 +53,52 @@ def test_a_barrier_of_no_npu_is_refused():
     from hdl.designs.iteration import CollectiveBarrier
     with pytest.raises(FredError, match="at least 1 NPU"):
         CollectiveBarrier(0)
+
+
+def _run_split(events, cycles, parts):
+    """The barrier of 3 NPUs cut in two (``parts``: the NPUs of each half): two
+    ``CollectiveBarrier(split=True)`` whose ``ended`` feed each other's ``others_ended`` in the
+    same cycle (what the lock-step driver's cut carries); ``may_start`` of the 3 NPUs per cycle,
+    as :func:`_run` returns it."""
+    from amaranth import Module
+    from amaranth.sim import Simulator
+
+    from hdl.designs.iteration import CollectiveBarrier
+    m = Module()
+    halves = [CollectiveBarrier(len(p), split=True) for p in parts]
+    m.submodules.a, m.submodules.b = halves
+    m.d.comb += [halves[0].others_ended.eq(halves[1].ended), halves[1].others_ended.eq(halves[0].ended)]
+    seen = []
+
+    def bits(value, members):
+        return sum(((value >> npu) & 1) << i for i, npu in enumerate(members))
+
+    async def bench(ctx):
+        for cycle in range(cycles):
+            over, done = events.get(cycle, (0, 0))
+            word = 0
+            for half, members in zip(halves, parts):
+                ctx.set(half.start, cycle == 0)
+                ctx.set(half.run_over, bits(over, members))
+                ctx.set(half.trace_done, bits(done, members))
+            for half, members in zip(halves, parts):
+                allowed = ctx.get(half.may_start)
+                word |= sum(((allowed >> i) & 1) << npu for i, npu in enumerate(members))
+            seen.append(word)
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+@pytest.mark.parametrize("parts", [((0,), (1, 2)), ((0, 2), (1,))])
+def test_a_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycle(parts):
+    """The lock-step simulator's cut mesh (``MeshIterationTop`` with a partition): each part's
+    half over its own NPUs, their ``ended`` crossing the cut; the same ``may_start`` as the
+    whole barrier on both hand-computed schedules above."""
+    for events, cycles in (({2: (0b001, 0), 4: (0b100, 0), 6: (0b010, 0), 9: (0b010, 0)}, 12),
+                           ({2: (0b111, 0), 5: (0b001, 0b100), 6: (0b010, 0b100)}, 9)):
+        assert _run_split(events, cycles, parts) == _run(events, cycles)
