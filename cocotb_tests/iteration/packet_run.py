@@ -27,7 +27,8 @@ from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes,
 from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished, collective_repeats,
                   node_depth, run_error_lines, traces_overlap)
 
-__all__ = ["run_packet_iteration", "packet_iteration_verilog", "judge_packet_npus", "held_collective"]
+__all__ = ["run_packet_iteration", "packet_iteration_verilog", "packet_iteration_part_verilogs", "judge_packet_npus",
+           "held_collective"]
 
 _VERILOG: dict = {}
 
@@ -48,6 +49,28 @@ def packet_iteration_verilog(spec: FabricSpec, depth: int, programs: int, online
         _VERILOG[key] = to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online,
                                                         staged=staged, order_entries=order_entries, overlap=overlap),
                                    name=PACKET_TOP)
+    return _VERILOG[key]
+
+
+def packet_iteration_part_verilogs(spec: FabricSpec, depth: int, programs: int, online: bool, staged: bool = False,
+                                   order_entries: int | None = None, overlap: bool = False) -> tuple[str, str]:
+    """Verilog of the two parts of :func:`packet_iteration_verilog`'s fabric for the lock-step
+    simulator (cut at its uplinks, ``hdl.contracts.fabric_partition``; memoised)."""
+    from cocotb_tests.fabric.run import hardware_key
+    key = ("parts", depth, programs, online, staged, order_entries, overlap) + hardware_key(spec)
+    if key not in _VERILOG:
+        from eda.fabric.lockstep import PART_TOPS
+        from eda.toolchain import build_step
+        from hdl.contracts.fabric_partition import fabric_partition
+        from hdl.designs.iteration import iteration_packet_top
+        from hdl.emit.verilog import to_verilog
+        partition = fabric_partition(spec, 2)
+        with build_step(f"packet iteration {spec.name}: generating the Verilog of the lock-step simulator's two parts"):
+            _VERILOG[key] = tuple(
+                to_verilog(iteration_packet_top(spec, depth=depth, programs=programs, online=online, staged=staged,
+                                                order_entries=order_entries, overlap=overlap, partition=partition,
+                                                part=p), name=PART_TOPS[p])
+                for p in range(2))
     return _VERILOG[key]
 
 
@@ -113,20 +136,25 @@ def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, trac
 
 
 def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs: list, requests: list, *,
-                         watchdog_cycles: int, cflags: str | None = None, build_dir=None) -> IterationRun:
+                         watchdog_cycles: int, cflags: str | None = None, build_dir=None,
+                         simulator: str = "lockstep") -> IterationRun:
     """Run every rank's trace on the packet fabric of ``spec``: ``programs`` (the
     :class:`~hdl.compiler.fabric_program.FabricProgram` of each of the traces' collectives, in
     order, all in-switch or all endpoint algorithms) of ``requests``; ``watchdog_cycles``: the
     run's budget (a stalled run raises, naming what did not finish); ``cflags`` default
     ``PLAIN_CFLAGS`` (-O1). Repeated collectives (the node's repeat) rerun the engine with the
-    same program and headers."""
+    same program and headers. ``simulator``: as ``run.run_iteration``'s (``lockstep``, the
+    default: the fabric cut at its uplinks, the barriers split across the cut; ``cocotb``: one
+    model)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
-    from cocotb_tests.fabric.run import PORTS, poll_cycles
-    from cocotb_tests.runner import run_bench
+    from cocotb_tests.fabric.run import PORTS, check_simulator, poll_cycles
+    from cocotb_tests.runner import run_bench, run_folder
     from eda.fabric.build import build_top_public_only
+    from eda.fabric.lockstep import build_lockstep, run_lockstep
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.designs.iteration import PacketTraceNpu
     from .packet_loading import packet_iteration_format, packet_online, packet_staged
+    check_simulator(simulator)
     if not programs:
         raise FredError("the traces hold no collective; the packet fabric's iteration runs them")
     if len(programs) != len(requests):
@@ -138,19 +166,26 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     room = load["room"]
     start = time.perf_counter()
     overlap = traces_overlap(traces)
-    verilog = packet_iteration_verilog(spec, depth, room, online, packet_staged(programs), load["order_entries"],
-                                       overlap)
-    built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
-                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    hardware = (spec, depth, room, online, packet_staged(programs), load["order_entries"], overlap)
+    sim_build = Path(build_dir) if build_dir is not None else None
+    if simulator == "lockstep":
+        built = build_lockstep(packet_iteration_part_verilogs(*hardware), cflags=cflags or PLAIN_CFLAGS,
+                               sim_build=sim_build)
+    else:
+        verilog = packet_iteration_verilog(*hardware)
+        built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS, sim_build=sim_build)
     build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": load["config"],
               "writes": load["writes"], "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": list(PacketTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
     name = f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}" + ("-overlap" if overlap else "")
-    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
-                       bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
-    metrics = bench_metrics(result, "packet iteration")
+    if simulator == "lockstep":
+        metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
+    else:
+        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
+                           bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
+        metrics = bench_metrics(result, "packet iteration")
     after = metrics["after"]
     engines = after["engines"]
     stuck, errors = judge_packet_npus(spec, traces, programs, engines)
@@ -161,5 +196,6 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
                f"uplink overflow)" for s, sw in enumerate(after["switches"]) if sw["flags"]]
     check_finished(f"packet fabric {spec.name}", metrics, stuck, errors, shown=None)
     run = iteration_run(f"{spec.name}-packet", traces, metrics, errors, build_s, depth, built)
+    run.simulator = simulator
     run.load_stall = {r: e["load_stall"] for r, e in enumerate(engines) if r in traces}
     return run

@@ -168,7 +168,10 @@ def test_the_hierarchical_all_reduce_runs_staged_under_verilator():
     ``tests/hdl/designs/iteration/test_packet_hierarchical_iteration_sim.py``): every flit of
     every run checked, no packet out of sequence, compute to the cycle, no NPU ending the first
     all-reduce before L1 0 started it. Each NPU sends 48 and 24 flits (16 + 16 + 16 in 8-flit chunks: the
-    reduce-scatter's chunk, the cross-L1 ring's 2 steps of 8, the all-gather's chunk)."""
+    reduce-scatter's chunk, the cross-L1 ring's 2 steps of 8, the all-gather's chunk). The
+    lock-step simulator (the default: the fabric cut at its uplinks, both barriers split across
+    the cut, the cross-L1 ring crossing it) counts what the one model under cocotb does: the
+    same cycles, node times, flits and program-load waits."""
     from hdl.compiler.fabric_program import fabric_program
     from cocotb_tests.iteration.packet_run import run_packet_iteration
     spec = fabric_spec("fred-a", **SMALL, uplink_ports=2)
@@ -176,8 +179,11 @@ def test_the_hierarchical_all_reduce_runs_staged_under_verilator():
     words = [None, COLLECTIVE_BIT, 5, COLLECTIVE_BIT, 3]
     traces = {r: replace(_trace(r, [210 if spec.l1_of(r) == 0 else 10] + words[1:]), collective=1,
                          collectives=(1, 3)) for r in range(4)}
-    run = run_packet_iteration(spec, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0")
-    assert run.errors == []
+    run, one = (run_packet_iteration(spec, traces, programs, requests, watchdog_cycles=20_000, cflags="-O0",
+                                     simulator=simulator) for simulator in ("lockstep", "cocotb"))
+    assert run.errors == one.errors == [] and (run.simulator, one.simulator) == ("lockstep", "cocotb")
+    assert (run.cycles, run.node_times, run.flits_sent, run.flits_received, run.load_stall) == (
+        one.cycles, one.node_times, one.flits_sent, one.flits_received, one.load_stall)
     assert [e["send_count"] for e in programs[0].engines[:4]] == [48] * 4
     assert run.flits_sent == run.flits_received == 4 * 24
     for r, times in run.node_times.items():

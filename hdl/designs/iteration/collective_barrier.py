@@ -72,9 +72,12 @@ def add_collective_barrier(m: Module, start, units, *, cut=None) -> None:
     ``(run_over, trace_done, may_start)`` (its run ends this cycle, its trace is over, the
     barrier's answer to drive), ``start`` the trace's start. Nothing for no units. ``cut``:
     ``(ended, others_ended)``, the cut signals of one part of a cut fabric (a split barrier
-    over this part's units: ``ended`` driven, ``others_ended`` read)."""
+    over this part's units: ``ended`` driven, ``others_ended`` read; a part without units
+    drives ``ended`` high: it holds nobody back)."""
     units = list(units)
     if not units:
+        if cut is not None:
+            m.d.comb += cut[0].eq(1)
         return
     barrier = m.submodules.collective_barrier = CollectiveBarrier(len(units), split=cut is not None)
     m.d.comb += [barrier.start.eq(start), barrier.run_over.eq(Cat(u[0] for u in units)),

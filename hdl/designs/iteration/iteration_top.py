@@ -43,7 +43,7 @@ def iteration_fabric_top(spec: FabricSpec, *, depth: int, programs: int | None =
 
 def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online: bool = False,
                          staged: bool = False, order_entries: int | None = None,
-                         overlap: bool = False) -> PacketIterationTop:
+                         overlap: bool = False, partition=None, part: int | None = None) -> PacketIterationTop:
     """:class:`PacketIterationTop` (a ``PacketFabricTop``) of ``spec`` with a :class:`PacketTraceNpu`
     of ``depth`` trace nodes and ``programs`` program-loader entries at every NPU port: the
     same packet switches (header
@@ -60,9 +60,10 @@ def iteration_packet_top(spec: FabricSpec, *, depth: int, programs: int, online:
     None: one per slot, built as before): the switches' phase-order depth, for an iteration whose
     ordered runs need more entries than the slots (``PacketFabricTop(order_entries=)``).
     ``overlap`` (default False: built as before): the NPUs run compute under collectives
-    (:class:`PacketTraceNpu`'s)."""
+    (:class:`PacketTraceNpu`'s). ``partition`` and ``part`` (both or neither): one part of the
+    fabric cut at its uplinks for the lock-step simulator (the barriers split across the cut)."""
     io_rate = spec.io_rate if spec.io_controllers else None
-    return PacketIterationTop(spec, online=online, order_entries=order_entries,
+    return PacketIterationTop(spec, online=online, order_entries=order_entries, partition=partition, part=part,
                               npu=partial(PacketTraceNpu, nodes=depth, programs=programs,
                                           io_rate=io_rate, staged=staged, overlap=overlap))
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from amaranth import Module
 
-from hdl.contracts.errors import FredError
+from hdl.designs.fabric.cut import cut_slices
 from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 
 from .collective_barrier import add_collective_barrier
-from .stage_barrier import add_stage_barrier
+from .stage_barrier import BOUNDARIES, add_stage_barrier
 
 __all__ = ["PacketIterationTop"]
 
@@ -31,19 +31,31 @@ class PacketIterationTop(PacketFabricTop):
     NPUs' skew. NPUs built ``staged`` (multi-stage programs: the hierarchical all-reduce)
     share a :class:`~.stage_barrier.StageBarrier` too: an NPU sends a stage only once every
     NPU has received all of the stage before. Harness ports, units and reads as
-    :class:`PacketFabricTop`'s. A cut fabric (``partition``) is refused: the barrier joins
-    every NPU, and a part holds only its own."""
+    :class:`PacketFabricTop`'s. A cut fabric (``partition`` and ``part``, the lock-step
+    simulator): each part builds both barriers over its own NPUs, split
+    (``CollectiveBarrier(split=True)``, ``StageBarrier(split=True)``), their ``ended`` crossing
+    the cut as fields of their own (:meth:`cut_fields`)."""
 
-    def __init__(self, spec, **kwargs):
-        if kwargs.get("partition") is not None:
-            self._MustUse__silence = True   # never built: no "created but never used" warning
-            raise FredError("PacketIterationTop: the collective barrier joins every NPU of the fabric; "
-                            "a cut fabric (partition) is not built")
-        super().__init__(spec, **kwargs)
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """:meth:`PacketFabricTop.cut_fields` and, last on both buses, the barriers': part p
+        drives ``collective_ended_<p>`` and ``stage_ended_<p>`` (a bit per stage boundary) and
+        reads the other part's, so part 0's ``cut_out`` is still part 1's ``cut_in``."""
+        mine, other = self.part, 1 - self.part
+        return [*super().cut_fields(),
+                ("cut_out", f"collective_ended_{mine}", 1), ("cut_out", f"stage_ended_{mine}", BOUNDARIES),
+                ("cut_in", f"collective_ended_{other}", 1), ("cut_in", f"stage_ended_{other}", BOUNDARIES)]
 
     def coordinate(self, m: Module, components: dict) -> None:
         npus = [components[r] for r in sorted(components) if r < self.spec.npus]
-        add_collective_barrier(m, npus[0].start if npus else 0, [(x.run_over, x.done, x.may_start) for x in npus])
+        collective_cut = stage_cut = None
+        if self.partition is not None:
+            slices = cut_slices(self, self.cut_fields())
+            mine, other = self.part, 1 - self.part
+            collective_cut = (slices[f"collective_ended_{mine}"], slices[f"collective_ended_{other}"])
+            stage_cut = (slices[f"stage_ended_{mine}"], slices[f"stage_ended_{other}"])
+        add_collective_barrier(m, npus[0].start if npus else 0, [(x.run_over, x.done, x.may_start) for x in npus],
+                               cut=collective_cut)
         staged = [x for x in npus if getattr(x, "staged", False)]
-        if staged:
-            add_stage_barrier(m, staged[0].start, [(x.stage_past, x.stage_open) for x in staged])
+        if staged or stage_cut is not None:
+            add_stage_barrier(m, staged[0].start if staged else 0, [(x.stage_past, x.stage_open) for x in staged],
+                              cut=stage_cut)

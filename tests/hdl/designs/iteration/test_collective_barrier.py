@@ -102,3 +102,47 @@ def test_a_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycle(part
     for events, cycles in (({2: (0b001, 0), 4: (0b100, 0), 6: (0b010, 0), 9: (0b010, 0)}, 12),
                            ({2: (0b111, 0), 5: (0b001, 0b100), 6: (0b010, 0b100)}, 9)):
         assert _run_split(events, cycles, parts) == _run(events, cycles)
+
+
+def test_a_stage_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycle():
+    """``StageBarrier(split=True)`` (the packet iteration top cut for the lock-step simulator):
+    two halves over NPUs {0} and {1, 2}, their ``ended`` crossing: ``open`` per cycle equals
+    the whole barrier's over a hand-made schedule of ``past`` bits (each stage boundary opens
+    the cycle after the last NPU is past it; start clears)."""
+    from amaranth import Module
+    from amaranth.sim import Simulator
+
+    from hdl.designs.iteration import StageBarrier
+    from hdl.designs.iteration.stage_barrier import BOUNDARIES
+    schedule = {1: [1, 0, 0], 2: [1, 1, 0], 3: [1, 1, 1], 5: [3, 1, 1], 6: [3, 3, 3], 8: [0, 0, 0]}
+
+    def run(split: bool) -> list[int]:
+        m = Module()
+        if split:
+            a, b = StageBarrier(1, split=True), StageBarrier(2, split=True)
+            m.submodules.a, m.submodules.b = a, b
+            m.d.comb += [a.others_ended.eq(b.ended), b.others_ended.eq(a.ended)]
+            halves = [(a, [0]), (b, [1, 2])]
+        else:
+            whole = m.submodules.whole = StageBarrier(3)
+            halves = [(whole, [0, 1, 2])]
+        seen, past = [], [0, 0, 0]
+
+        async def bench(ctx):
+            for cycle in range(10):
+                past[:] = schedule.get(cycle, past)
+                for barrier, members in halves:
+                    ctx.set(barrier.start, cycle == 0)
+                    ctx.set(barrier.past, sum(past[npu] << (BOUNDARIES * i) for i, npu in enumerate(members)))
+                seen.append(ctx.get(halves[0][0].open))
+                await ctx.tick()
+
+        sim = Simulator(m)
+        sim.add_clock(1e-6)
+        sim.add_testbench(bench)
+        sim.run()
+        return seen
+
+    whole = run(False)
+    assert whole == run(True)
+    assert whole[:4] == [0, 0, 0, 0] and whole[4] == 1 and whole[7] == 3 and whole[9] == 0
