@@ -6,28 +6,53 @@ from __future__ import annotations
 import pytest
 
 
-def _run(events, cycles):
-    """``events``: {cycle: (run_over bits, trace_done bits)} (held for that cycle only; the
-    start pulse in cycle 0). Returns ``may_start`` per cycle, sampled before the clock edge."""
+def _simulate(module, bench) -> None:
+    """Run ``bench`` (an async testbench) on ``module`` in Amaranth's simulator, 1 MHz clock."""
     from amaranth.sim import Simulator
-
-    from hdl.designs.iteration import CollectiveBarrier
-    dut = CollectiveBarrier(3)
-    seen = []
-
-    async def bench(ctx):
-        for cycle in range(cycles):
-            ctx.set(dut.start, cycle == 0)
-            over, done = events.get(cycle, (0, 0))
-            ctx.set(dut.run_over, over)
-            ctx.set(dut.trace_done, done)
-            seen.append(ctx.get(dut.may_start))
-            await ctx.tick()
-
-    sim = Simulator(dut)
+    sim = Simulator(module)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
+
+
+def _run(events, cycles, parts=None):
+    """``events``: {cycle: (run_over bits, trace_done bits)} (held for that cycle only; the
+    start pulse in cycle 0). Returns ``may_start`` of the 3 NPUs per cycle, sampled before the
+    clock edge. ``parts`` (default None: one barrier of the 3): the NPUs of each of two halves,
+    ``CollectiveBarrier(split=True)`` whose ``ended`` feed each other's ``others_ended`` in the
+    same cycle (what the lock-step driver's cut carries)."""
+    from amaranth import Module
+
+    from hdl.designs.iteration import CollectiveBarrier
+    m = Module()
+    if parts is None:
+        parts = [(0, 1, 2)]
+        m.submodules.whole = CollectiveBarrier(3)
+        halves = [m.submodules.whole]
+    else:
+        halves = [CollectiveBarrier(len(p), split=True) for p in parts]
+        m.submodules.a, m.submodules.b = halves
+        m.d.comb += [halves[0].others_ended.eq(halves[1].ended), halves[1].others_ended.eq(halves[0].ended)]
+    seen = []
+
+    def bits(value, members):
+        return sum(((value >> npu) & 1) << i for i, npu in enumerate(members))
+
+    async def bench(ctx):
+        for cycle in range(cycles):
+            over, done = events.get(cycle, (0, 0))
+            word = 0
+            for half, members in zip(halves, parts):
+                ctx.set(half.start, cycle == 0)
+                ctx.set(half.run_over, bits(over, members))
+                ctx.set(half.trace_done, bits(done, members))
+            for half, members in zip(halves, parts):
+                allowed = ctx.get(half.may_start)
+                word |= sum(((allowed >> i) & 1) << npu for i, npu in enumerate(members))
+            seen.append(word)
+            await ctx.tick()
+
+    _simulate(m, bench)
     return seen
 
 
@@ -55,45 +80,6 @@ def test_a_barrier_of_no_npu_is_refused():
         CollectiveBarrier(0)
 
 
-def _run_split(events, cycles, parts):
-    """The barrier of 3 NPUs cut in two (``parts``: the NPUs of each half): two
-    ``CollectiveBarrier(split=True)`` whose ``ended`` feed each other's ``others_ended`` in the
-    same cycle (what the lock-step driver's cut carries); ``may_start`` of the 3 NPUs per cycle,
-    as :func:`_run` returns it."""
-    from amaranth import Module
-    from amaranth.sim import Simulator
-
-    from hdl.designs.iteration import CollectiveBarrier
-    m = Module()
-    halves = [CollectiveBarrier(len(p), split=True) for p in parts]
-    m.submodules.a, m.submodules.b = halves
-    m.d.comb += [halves[0].others_ended.eq(halves[1].ended), halves[1].others_ended.eq(halves[0].ended)]
-    seen = []
-
-    def bits(value, members):
-        return sum(((value >> npu) & 1) << i for i, npu in enumerate(members))
-
-    async def bench(ctx):
-        for cycle in range(cycles):
-            over, done = events.get(cycle, (0, 0))
-            word = 0
-            for half, members in zip(halves, parts):
-                ctx.set(half.start, cycle == 0)
-                ctx.set(half.run_over, bits(over, members))
-                ctx.set(half.trace_done, bits(done, members))
-            for half, members in zip(halves, parts):
-                allowed = ctx.get(half.may_start)
-                word |= sum(((allowed >> i) & 1) << npu for i, npu in enumerate(members))
-            seen.append(word)
-            await ctx.tick()
-
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return seen
-
-
 @pytest.mark.parametrize("parts", [((0,), (1, 2)), ((0, 2), (1,))])
 def test_a_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycle(parts):
     """The lock-step simulator's cut mesh (``MeshIterationTop`` with a partition): each part's
@@ -101,7 +87,7 @@ def test_a_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycle(part
     whole barrier on both hand-computed schedules above."""
     for events, cycles in (({2: (0b001, 0), 4: (0b100, 0), 6: (0b010, 0), 9: (0b010, 0)}, 12),
                            ({2: (0b111, 0), 5: (0b001, 0b100), 6: (0b010, 0b100)}, 9)):
-        assert _run_split(events, cycles, parts) == _run(events, cycles)
+        assert _run(events, cycles, parts) == _run(events, cycles)
 
 
 def test_a_stage_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycle():
@@ -110,7 +96,6 @@ def test_a_stage_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycl
     the whole barrier's over a hand-made schedule of ``past`` bits (each stage boundary opens
     the cycle after the last NPU is past it; start clears)."""
     from amaranth import Module
-    from amaranth.sim import Simulator
 
     from hdl.designs.iteration import StageBarrier
     from hdl.designs.iteration.stage_barrier import BOUNDARIES
@@ -137,10 +122,7 @@ def test_a_stage_barrier_split_in_two_halves_is_the_whole_barrier_cycle_for_cycl
                 seen.append(ctx.get(halves[0][0].open))
                 await ctx.tick()
 
-        sim = Simulator(m)
-        sim.add_clock(1e-6)
-        sim.add_testbench(bench)
-        sim.run()
+        _simulate(m, bench)
         return seen
 
     whole = run(False)
