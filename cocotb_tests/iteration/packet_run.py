@@ -24,6 +24,8 @@ from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes, trace_writes
 
+from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
+
 from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished, collective_repeats,
                   node_depth, run_error_lines, traces_overlap)
 
@@ -137,7 +139,7 @@ def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, trac
 
 def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs: list, requests: list, *,
                          watchdog_cycles: int, cflags: str | None = None, build_dir=None,
-                         simulator: str = "lockstep") -> IterationRun:
+                         simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
     """Run every rank's trace on the packet fabric of ``spec``: ``programs`` (the
     :class:`~hdl.compiler.fabric_program.FabricProgram` of each of the traces' collectives, in
     order, all in-switch or all endpoint algorithms) of ``requests``; ``watchdog_cycles``: the

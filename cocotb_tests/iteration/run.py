@@ -30,9 +30,9 @@ from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, load
 from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, PORTS, TOP, VERILATOR_ARGS, check_simulator, judge_engines,
                                      hardware_key, judge_loads, default_cflags, load_sequence, poll_cycles)
 
-__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "iteration_part_verilogs",
-           "traces_overlap", "node_depth", "run_mesh_iteration",
-           "mesh_iteration_verilog", "mesh_iteration_part_verilogs", "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
+__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "iteration_part_verilogs", "traces_overlap",
+           "node_depth", "run_mesh_iteration", "mesh_iteration_verilog", "mesh_iteration_part_verilogs",
+           "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
 
 _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
@@ -53,7 +53,7 @@ class IterationRun:
     engines' ``flits_sent`` / ``flits_received``, ``build_s``, ``sim_s`` (wall-clock of the
     timed window), ``cycles_per_s``, ``depth`` (node memory per NPU), ``build_dir``, ``load_stall`` (the mesh:
     per rank, cycles its collective nodes waited for their program), ``simulator`` (``cocotb``:
-    one model under the cocotb bench; ``lockstep``: the circuit fabric cut in two parts on two
+    one model under the cocotb bench; ``lockstep``: the fabric cut in two parts run on two
     cores, ``eda/fabric/lockstep.cpp``)."""
 
     fabric: str
@@ -248,7 +248,7 @@ def mesh_iteration_part_verilogs(spec, depth: int, programs: int, overlap: bool 
         from hdl.designs.iteration import iteration_mesh_top
         from hdl.emit.verilog import to_verilog
         partition = mesh_partition(spec)
-        with build_step(f"mesh iteration: generating the Verilog of the lock-step simulator's two parts"):
+        with build_step("mesh iteration: generating the Verilog of the lock-step simulator's two parts"):
             _VERILOG[key] = tuple(
                 to_verilog(iteration_mesh_top(spec, depth=depth, programs=programs, overlap=overlap,
                                               partition=partition, part=p), name=PART_TOPS[p])
