@@ -178,6 +178,12 @@ class Network:
         return Traffic(self)
 
 
+def _port_turns(users: dict, ports: int) -> int:
+    """The turns the busiest uplink's ``ports`` take for ``users`` (per L1 node, the flows that
+    each need a port of its uplink for a phase): users over ports rounded up, at least 1."""
+    return max(max((-(-n // ports) for n in users.values()), default=1), 1)
+
+
 class Traffic:
     """Bytes per directed link and bytes injected per NPU for transfers running concurrently.
 
@@ -368,18 +374,13 @@ class Traffic:
     def uplink_turns(self) -> int:
         """The turns the busiest uplink's ports take: its in-switch collectives over its ports,
         rounded up (1 when none shares a port)."""
-        ports = getattr(self.net, "uplink_ports", 1)
-        turns = max((-(-users // ports) for users in self.uplink_users.values()), default=1)
-        return max(turns, 1)
+        return _port_turns(self.uplink_users, getattr(self.net, "uplink_ports", 1))
 
     @property
     def ring_turns(self) -> int:
         """The turns the busiest uplink's ports take for configured rings (:attr:`ring_users`
         over ``net.uplink_ports``, rounded up; 1 when none shares a port)."""
-        if not self.ring_users:
-            return 1
-        ports = getattr(self.net, "uplink_ports", 1)
-        return max(max(-(-users // ports) for users in self.ring_users.values()), 1)
+        return _port_turns(self.ring_users, getattr(self.net, "uplink_ports", 1))
 
     def ring_turns_s(self) -> float:
         """The rings taking turns, one after another: :attr:`ring_turns` times the slowest
