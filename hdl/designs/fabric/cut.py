@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["link_cut_fields", "cut_ports", "cut_slices"]
+__all__ = ["link_cut_fields", "exchange_fields", "exchanged", "cut_ports", "cut_slices"]
 
 
 def link_cut_fields(cuts, part: int, forward, backward) -> list[tuple[str, str, int]]:
@@ -26,6 +26,24 @@ def link_cut_fields(cuts, part: int, forward, backward) -> list[tuple[str, str, 
         fields += [(out, f"{name}_{suffix}", width) for suffix, width in forward]
         fields += [(back, f"{name}_{suffix}", width) for suffix, width in backward]
     return fields
+
+
+def exchange_fields(part: int, signals) -> list[tuple[str, str, int]]:
+    """The cut fields of signals each part of a two-part cut drives for the other (a split
+    barrier's "all my NPUs are done"): for each ``(name, width)`` of ``signals``, part ``part``
+    drives ``<name>_<part>`` on ``cut_out`` and reads ``<name>_<other part>`` on ``cut_in``,
+    every ``cut_out`` field first, in order, then every ``cut_in`` field, so that appended
+    after the same link fields part 0's ``cut_out`` is still part 1's ``cut_in``."""
+    other = 1 - part
+    return ([("cut_out", f"{name}_{part}", width) for name, width in signals]
+            + [("cut_in", f"{name}_{other}", width) for name, width in signals])
+
+
+def exchanged(component, fields, part: int, name: str) -> tuple:
+    """(this part's signal, the other part's) of an :func:`exchange_fields` signal ``name``:
+    slices of ``component.cut_out`` / ``cut_in`` (``fields``: the component's whole field list)."""
+    slices = cut_slices(component, fields)
+    return slices[f"{name}_{part}"], slices[f"{name}_{1 - part}"]
 
 
 def cut_ports(fields) -> dict:

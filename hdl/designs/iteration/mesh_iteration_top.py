@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth import Module
 
-from hdl.designs.fabric.cut import cut_slices
+from hdl.designs.fabric.cut import exchange_fields, exchanged
 from hdl.designs.mesh.mesh_fabric_top import MeshFabricTop
 
 from .collective_barrier import add_collective_barrier
@@ -32,15 +32,10 @@ class MeshIterationTop(MeshFabricTop):
         """:meth:`MeshFabricTop.cut_fields` and, last on both buses, the barrier's: part p
         drives ``barrier_ended_<p>`` and reads the other part's (so part 0's ``cut_out`` is
         still part 1's ``cut_in``, field for field)."""
-        other = 1 - self.part
-        return [*super().cut_fields(), ("cut_out", f"barrier_ended_{self.part}", 1),
-                ("cut_in", f"barrier_ended_{other}", 1)]
+        return [*super().cut_fields(), *exchange_fields(self.part, [("barrier_ended", 1)])]
 
     def coordinate(self, m: Module, sequencers: dict) -> None:
         seqs = [sequencers[r] for r in sorted(sequencers)]
-        cut = None
-        if self.partition is not None:
-            slices = cut_slices(self, self.cut_fields())
-            cut = (slices[f"barrier_ended_{self.part}"], slices[f"barrier_ended_{1 - self.part}"])
+        cut = exchanged(self, self.cut_fields(), self.part, "barrier_ended") if self.partition is not None else None
         add_collective_barrier(m, seqs[0].start if seqs else 0,
                                [(s.engine_running & s.engine_done, s.done, s.may_start) for s in seqs], cut=cut)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth import Module
 
-from hdl.designs.fabric.cut import cut_slices
+from hdl.designs.fabric.cut import exchange_fields, exchanged
 from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 
 from .collective_barrier import add_collective_barrier
@@ -40,19 +40,16 @@ class PacketIterationTop(PacketFabricTop):
         """:meth:`PacketFabricTop.cut_fields` and, last on both buses, the barriers': part p
         drives ``collective_ended_<p>`` and ``stage_ended_<p>`` (a bit per stage boundary) and
         reads the other part's, so part 0's ``cut_out`` is still part 1's ``cut_in``."""
-        mine, other = self.part, 1 - self.part
         return [*super().cut_fields(),
-                ("cut_out", f"collective_ended_{mine}", 1), ("cut_out", f"stage_ended_{mine}", BOUNDARIES),
-                ("cut_in", f"collective_ended_{other}", 1), ("cut_in", f"stage_ended_{other}", BOUNDARIES)]
+                *exchange_fields(self.part, [("collective_ended", 1), ("stage_ended", BOUNDARIES)])]
 
     def coordinate(self, m: Module, components: dict) -> None:
         npus = [components[r] for r in sorted(components) if r < self.spec.npus]
         collective_cut = stage_cut = None
         if self.partition is not None:
-            slices = cut_slices(self, self.cut_fields())
-            mine, other = self.part, 1 - self.part
-            collective_cut = (slices[f"collective_ended_{mine}"], slices[f"collective_ended_{other}"])
-            stage_cut = (slices[f"stage_ended_{mine}"], slices[f"stage_ended_{other}"])
+            fields = self.cut_fields()
+            collective_cut = exchanged(self, fields, self.part, "collective_ended")
+            stage_cut = exchanged(self, fields, self.part, "stage_ended")
         add_collective_barrier(m, npus[0].start if npus else 0, [(x.run_over, x.done, x.may_start) for x in npus],
                                cut=collective_cut)
         staged = [x for x in npus if getattr(x, "staged", False)]
