@@ -26,8 +26,8 @@ from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes,
 
 from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
 
-from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, iteration_run, bench_metrics, check_finished, collective_repeats,
-                  node_depth, run_error_lines, traces_overlap)
+from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, build_iteration, iteration_run, check_finished,
+                  collective_repeats, node_depth, run_error_lines, simulate_iteration, traces_overlap)
 
 __all__ = ["run_packet_iteration", "packet_iteration_verilog", "packet_iteration_part_verilogs", "judge_packet_npus",
            "held_collective"]
@@ -150,9 +150,6 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     model)."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
     from cocotb_tests.fabric.run import PORTS, check_simulator, poll_cycles
-    from cocotb_tests.runner import run_bench, run_folder
-    from eda.fabric.build import build_top_public_only
-    from eda.fabric.lockstep import build_lockstep, run_lockstep
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.designs.iteration import PacketTraceNpu
     from .packet_loading import packet_iteration_format, packet_online, packet_staged
@@ -169,25 +166,17 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     start = time.perf_counter()
     overlap = traces_overlap(traces)
     hardware = (spec, depth, room, online, packet_staged(programs), load["order_entries"], overlap)
-    sim_build = Path(build_dir) if build_dir is not None else None
-    if simulator == "lockstep":
-        built = build_lockstep(packet_iteration_part_verilogs(*hardware), cflags=cflags or PLAIN_CFLAGS,
-                               sim_build=sim_build)
-    else:
-        verilog = packet_iteration_verilog(*hardware)
-        built = build_top_public_only(verilog, PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS, sim_build=sim_build)
+    built = build_iteration(simulator, parts=lambda: packet_iteration_part_verilogs(*hardware),
+                            whole=lambda: packet_iteration_verilog(*hardware), top=PACKET_TOP, ports=PORTS,
+                            cflags=cflags or PLAIN_CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": load["config"],
               "writes": load["writes"], "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": list(PacketTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
     name = f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}" + ("-overlap" if overlap else "")
-    if simulator == "lockstep":
-        metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
-    else:
-        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, PACKET_TOP),
-                           bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
-        metrics = bench_metrics(result, "packet iteration")
+    metrics = simulate_iteration(simulator, built, params, name=name, top=PACKET_TOP, testcase="run_iteration",
+                                 what="packet iteration")
     after = metrics["after"]
     engines = after["engines"]
     stuck, errors = judge_packet_npus(spec, traces, programs, engines)

@@ -27,10 +27,11 @@ from pathlib import Path
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
 from hdl.contracts.trace_program import LOADER_READ, REPEAT_MASK, NpuTrace, loader_writes, trace_writes
-from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, PORTS, TOP, VERILATOR_ARGS, check_simulator, judge_engines,
-                                     hardware_key, judge_loads, default_cflags, load_sequence, poll_cycles)
+from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, PORTS, TOP, check_simulator, judge_engines, hardware_key,
+                                     judge_loads, default_cflags, load_sequence, poll_cycles)
 
-__all__ = ["IterationRun", "run_iteration", "iteration_verilog", "iteration_part_verilogs", "traces_overlap",
+__all__ = ["IterationRun", "run_iteration", "build_iteration", "simulate_iteration", "iteration_verilog",
+           "iteration_part_verilogs", "traces_overlap",
            "node_depth", "run_mesh_iteration", "mesh_iteration_verilog", "mesh_iteration_part_verilogs",
            "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
 
@@ -79,6 +80,38 @@ def node_depth(traces: dict) -> int:
     that traces of similar length share a build."""
     longest = max((len(t.words) for t in traces.values()), default=1)
     return max(16, 1 << (longest - 1).bit_length())
+
+
+def build_iteration(simulator: str, *, parts, whole, top: str, ports, cflags: str, sim_build=None) -> Path:
+    """The build folder (cached) of an iteration top for ``simulator``: ``lockstep``, the two
+    parts' Verilog ``parts()`` built by ``eda.fabric.lockstep.build_lockstep``; ``cocotb``, the
+    one model's Verilog ``whole()`` (top module ``top``, only ``ports`` public) by
+    ``eda.fabric.build.build_top_public_only``. ``parts`` and ``whole`` are called only for the
+    simulator that needs them (generating a fabric's Verilog takes seconds to minutes)."""
+    if simulator == "lockstep":
+        from eda.fabric.lockstep import build_lockstep
+        return build_lockstep(parts(), cflags=cflags, sim_build=sim_build)
+    from eda.fabric.build import build_top_public_only
+    return build_top_public_only(whole(), top, ports, cflags=cflags, sim_build=sim_build)
+
+
+def simulate_iteration(simulator: str, built, params: dict, *, name: str, top: str, testcase: str,
+                       what: str, lockstep_params: dict | None = None) -> dict:
+    """The metrics of one run of the bench parameters ``params`` on the build ``built``
+    (:func:`build_iteration`'s) under ``simulator``: the lock-step driver
+    (``eda.fabric.lockstep.run_lockstep``, with ``lockstep_params`` over ``params``: the
+    register lists a top reads differently there) or the cocotb bench
+    ``bench_iteration.py``'s ``testcase`` on the one model (top module ``top``); the run's
+    folder is named ``name``; ``what`` names the run in the error of a bench that recorded
+    nothing."""
+    from cocotb_tests.runner import run_bench, run_folder
+    if simulator == "lockstep":
+        from eda.fabric.lockstep import run_lockstep
+        return run_lockstep(built, {**params, **(lockstep_params or {})}, run_dir=run_folder(built, name))
+    # a prebuilt model: run_bench needs the top's name only, not its Verilog
+    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=("", top),
+                       bench_params=params, run_name=name, prebuilt=built, testcase=testcase)
+    return bench_metrics(result, what)
 
 
 def iteration_verilog(spec: FabricSpec, depth: int, programs: int | None = None, overlap: bool = False) -> str:
@@ -166,9 +199,6 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     fabric cut at its uplinks, run on two cores by ``eda/fabric/lockstep.cpp``; ``cocotb``: one
     model under the bench ``bench_iteration.py``): both load and read back through the same
     ports and count the same cycles and node times."""
-    from cocotb_tests.runner import run_bench, run_folder
-    from eda.fabric.build import build_top_public_only
-    from eda.fabric.lockstep import build_lockstep, run_lockstep
     from hdl.designs.iteration import TraceNpu
     check_simulator(simulator)
     several = isinstance(program, list)
@@ -183,15 +213,10 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
         room = max(FRED_ENTRIES, 1 << (longest - 1).bit_length())
         names += list(LOADER_READ)
     start = time.perf_counter()
-    sim_build = Path(build_dir) if build_dir is not None else None
-    if simulator == "lockstep":
-        built = build_lockstep(iteration_part_verilogs(spec, depth, room, overlap),
-                               cflags=cflags or default_cflags(spec, pgo=False),
-                               verilator_args=VERILATOR_ARGS, sim_build=sim_build)
-    else:
-        verilog = iteration_verilog(spec, depth, room, overlap)
-        built = build_top_public_only(verilog, TOP, PORTS, cflags=cflags or default_cflags(spec, pgo=False),
-                                      sim_build=sim_build)
+    built = build_iteration(simulator, parts=lambda: iteration_part_verilogs(spec, depth, room, overlap),
+                            whole=lambda: iteration_verilog(spec, depth, room, overlap), top=TOP, ports=PORTS,
+                            cflags=cflags or default_cflags(spec, pgo=False),
+                            sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports),
               **iteration_load(spec, program, traces, depth, room), "watchdog_cycles": watchdog_cycles,
@@ -200,12 +225,8 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
               "engine_read": names}
     name = (f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else "")
             + ("-overlap" if overlap else ""))
-    if simulator == "lockstep":
-        metrics = run_lockstep(built, params, run_dir=run_folder(built, name))
-    else:
-        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, TOP),
-                           bench_params=params, run_name=name, prebuilt=built, testcase="run_iteration")
-        metrics = bench_metrics(result, f"fabric {spec.name} iteration")
+    metrics = simulate_iteration(simulator, built, params, name=name, top=TOP, testcase="run_iteration",
+                                 what=f"fabric {spec.name} iteration")
     after = metrics["after"]
     last = program[-1] if several else program
     errors = judge_loads(program[0] if several else program, metrics["before"]) if program is not None else []
@@ -289,9 +310,6 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     :func:`run_iteration`'s (``lockstep``, the default: the mesh cut between two columns, its
     collective barrier split across the cut; ``cocotb``: one model)."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, judge_mesh
-    from cocotb_tests.runner import run_bench, run_folder
-    from eda.fabric.build import build_top_public_only
-    from eda.fabric.lockstep import build_lockstep, run_lockstep
     from hdl.designs.fabric.fabric_top import ENGINE_READ
     from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ
     from hdl.contracts.mesh import MESH_VCS
@@ -305,13 +323,10 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     entries = mesh_loader_entries(spec, programs)
     room = max(MESH_ENTRIES, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
     start = time.perf_counter()
-    sim_build = Path(build_dir) if build_dir is not None else None
-    if simulator == "lockstep":
-        built = build_lockstep(mesh_iteration_part_verilogs(spec, depth, room, overlap), cflags=cflags or CFLAGS,
-                               sim_build=sim_build)
-    else:
-        verilog = mesh_iteration_verilog(spec, depth, room, overlap)
-        built = build_top_public_only(verilog, MESH_TOP, MESH_PORTS, cflags=cflags or CFLAGS, sim_build=sim_build)
+    built = build_iteration(simulator, parts=lambda: mesh_iteration_part_verilogs(spec, depth, room, overlap),
+                            whole=lambda: mesh_iteration_verilog(spec, depth, room, overlap), top=MESH_TOP,
+                            ports=MESH_PORTS, cflags=cflags or CFLAGS,
+                            sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
     writes = []
     for rank in range(spec.npus):
@@ -326,18 +341,16 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
               "trace_units": [sequencer_unit(spec, r) for r in range(spec.npus)],
               "trace_read": list(LoadingTraceSequencer.read_names)}
     name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}" + ("-overlap" if overlap else "")
+    # the lock-step driver reads the engines at units 0.. and, as its "switches", the sequencers
+    # after them (sequencer_unit(spec, r) = engine_unit(spec.npus, 0) + r)
+    metrics = simulate_iteration(simulator, built, params, name=name, top=MESH_TOP, testcase="run_mesh_iteration",
+                                 what="mesh iteration",
+                                 lockstep_params={"npus": params["units"], "switch_count": spec.npus,
+                                                  "engine_read": ENGINE_READ, "switch_read": params["trace_read"],
+                                                  "global_read": MESH_GLOBAL_READ})
     if simulator == "lockstep":
-        # the driver reads the engines at units 0.. and, as its "switches", the sequencers after
-        # them (sequencer_unit(spec, r) = engine_unit(spec.npus, 0) + r)
-        metrics = run_lockstep(built, {**params, "npus": params["units"], "switch_count": spec.npus,
-                                       "engine_read": ENGINE_READ, "switch_read": params["trace_read"],
-                                       "global_read": MESH_GLOBAL_READ}, run_dir=run_folder(built, name))
         state = metrics["after"]
         metrics["after"] = {"engines": state["engines"], "global": state["global"], "sequencers": state["switches"]}
-    else:
-        result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, MESH_TOP),
-                           bench_params=params, run_name=name, prebuilt=built, testcase="run_mesh_iteration")
-        metrics = bench_metrics(result, "mesh iteration")
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if r in traces and s["nodes_done"] != len(traces[r].words)]
