@@ -89,6 +89,7 @@ class GraphTemplate:
         self._code = None   # per task, its source's number (-1: none); made when first re-timed
         self._trace = None  # see _comm_trace; made when first used on another network
         self._values: dict = {}   # timer_key -> the distinct sources' times (see _durations)
+        self._usable = None       # usable(engine), asked when first looked up (reusable)
 
     def _sources(self) -> tuple[np.ndarray, list]:
         """(per task its source's number or -1, the distinct sources): a graph is re-timed for
@@ -128,6 +129,14 @@ class GraphTemplate:
         # ``None in`` runs in C (a source is a tuple, which equals None only by being it)
         return len(sources) == len(eng) and not any(
             None in map(sources.__getitem__, q) for r, q in eng.queues.items() if r.endswith(".compute"))
+
+    def reusable(self) -> bool:
+        """:meth:`usable` of this template's graph, asked once, when it is first looked up: an
+        iteration whose graph is never asked for again (a design search's many strategies, each
+        evaluated once) does not pay for the check (about 3 % of a Transformer-17B evaluation)."""
+        if self._usable is None:
+            self._usable = self.usable(self.engine)
+        return self._usable
 
     def _durations(self, compute) -> np.ndarray:
         """Every task's duration, compute tasks timed by ``compute`` (a compute timer). The
@@ -230,8 +239,10 @@ def _memo(key):
 
 def lookup(key) -> GraphTemplate | None:
     """The template stored under ``key`` (a :func:`structure_key` or :func:`network_free_key`),
-    else None."""
-    return _memo(key).get(key)
+    else None; None too where its graph cannot be re-timed (:meth:`GraphTemplate.reusable`:
+    a compute task without its source): the caller builds the graph, as if none were kept."""
+    template = _memo(key).get(key)
+    return template if template is not None and template.reusable() else None
 
 
 def store(key, template: GraphTemplate) -> None:

@@ -201,7 +201,7 @@ def _simulate(platform, fabric, workload, strategy, schedule, samples_per_dp, mi
         eng = StageEngine(blocking=not overlap, **link_priority(platform, fabric))
         comm = build_task_graph(eng, plan, fabric, memo=not reference)
         config_load = comm.config_load_s()
-        if key is not None and GraphTemplate.usable(eng):
+        if key is not None:   # kept whether or not it can be re-timed: lookup asks that
             built = GraphTemplate(eng, config_load, comm, plan)
             graph_template.store(key, built)
             graph_template.store(network_free_key(platform, fabric, workload, strategy, schedule,
