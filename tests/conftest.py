@@ -342,7 +342,8 @@ async def program_and_start(ctx, dut, writes) -> None:
     ctx.set(dut.start, 0)
 
 
-def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool = False, config=()) -> dict:
+def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool = False, config=(),
+                   each_cycle=None) -> dict:
     """Run a fabric top with the shared harness ports (``clk``, ``prog_we/unit/reg/data``,
     ``start``, ``all_done``, the registered ``rd_unit/rd_reg`` -> ``rd_data``;
     :mod:`cocotb_tests.fabric.harness` drives the same ports under Verilator) in the Amaranth
@@ -352,7 +353,9 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
     register read (``with_write``: ``read_back(read, write)``, ``write(unit, reg, value)`` an
     async program-port write, e.g. of a read-address register); what it returns is returned.
     ``config``: ``[switch, slot, last, word]`` configuration words streamed into the ``cfg_*``
-    port (each held until ``cfg_ready``) before the writes (a packet fabric's stored slots)."""
+    port (each held until ``cfg_ready``) before the writes (a packet fabric's stored slots).
+    ``each_cycle(ctx, dut)``: awaited after every clock edge of the run (e.g. the lock-step
+    rule's check of a cut fabric's joined parts, ``tests/hdl/designs/test_packet_partition_sim.py``)."""
     out = {}
 
     async def clock(ctx):   # the tops take their clock as a port: a free-running 10 ns clock
@@ -396,6 +399,8 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
         ctx.set(dut.start, 0)
         for cycle in range(max_cycles):
             await ctx.posedge(dut.clk)
+            if each_cycle is not None:
+                await each_cycle(ctx, dut)
             if cycle > 4 and ctx.get(dut.all_done):
                 break
         out.update(await (read_back(read, write) if with_write else read_back(read)))
@@ -405,6 +410,29 @@ def run_fabric_top(dut, writes, read_back, *, max_cycles: int, with_write: bool 
     sim.add_testbench(bench)
     sim.run()
     return out
+
+
+def cut_checker(seed):
+    """``(each_cycle, seen)`` for a bench of :class:`~hdl.designs.fabric.joined_parts.JoinedParts`:
+    ``each_cycle(ctx, dut)`` sets each part's ``perturb`` (XORed into its ``cut_in``) to random
+    bits and requires its ``cut_out`` unchanged (the lock-step rule: a cut signal depends only on
+    its own part's registers), then clears them; ``seen`` counts the cycles checked and those
+    with a cut signal high."""
+    rng = random.Random(seed)
+    seen = {"cycles": 0, "moved": 0}
+
+    async def each_cycle(ctx, dut):
+        before = [ctx.get(dut.cut_out[p]) for p in range(2)]
+        width = len(dut.perturb[0])
+        for p in range(2):
+            ctx.set(dut.perturb[p], rng.getrandbits(width))
+        after = [ctx.get(dut.cut_out[p]) for p in range(2)]
+        for p in range(2):
+            ctx.set(dut.perturb[p], 0)
+        assert after == before, f"a cut_out depends on its part's cut_in (cycle {seen['cycles']})"
+        seen["cycles"] += 1
+        seen["moved"] += any(before)
+    return each_cycle, seen
 
 
 # ----------------------------------------------------------------------------------------------
@@ -481,6 +509,12 @@ async def read_iteration(read, write, node_counts, names) -> dict:
     from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
     return {"cycles": await read(GLOBAL_UNIT, 0), "all_done": await read(GLOBAL_UNIT, 1),
             "npus": await read_trace_npus(read, write, node_counts, names)}
+
+
+@pytest.fixture(name="cut_checker")
+def _cut_checker_fixture():
+    """:func:`cut_checker`: the lock-step rule checked in every cycle of a joined parts' bench."""
+    return cut_checker
 
 
 @pytest.fixture(name="read_trace_npus")

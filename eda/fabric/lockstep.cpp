@@ -17,6 +17,8 @@
 // Usage: fred_fabric_lockstep COMMANDS.txt RESULT.json. COMMANDS lines (the protocol of
 // cocotb_tests/fabric/bench_fabric.py):
 //   npus N | switches S | watchdog CYCLES | poll CYCLES | settle CYCLES | por CYCLES
+//   switch_base U                   (the first switch's unit, default N: a top with I/O
+//                                    controllers numbers its switches after them)
 //   engine_regs N | switch_regs N | global_unit U | global_regs N
 //   cfg SWITCH PHASE LAST WORD      (a configuration word, in order)
 //   prog UNIT REG VALUE             (a program write, in order)
@@ -25,13 +27,17 @@
 //                                    and end cycle; cocotb_tests/iteration/bench_iteration.py)
 //   nodes UNIT COUNT                (read back COUNT nodes' times of the sequencer at UNIT, after
 //                                    the run; one line per rank, in rank order)
+//   controller_regs N | controller UNIT
+//                                   (an I/O top's controllers: read N registers of each UNIT,
+//                                    before and after, in the order of the lines)
 // `poll` is the cocotb bench's (a poll costs it a wake-up); this driver reads every part's
 // all_done after every cycle anyway, so it stops on the first cycle both are done and accepts
 // `poll` only for the shared protocol (a poll of 1,024 timed up to 1,023 cycles too many).
 // RESULT: {"stalled", "elapsed_cycles", "sim_s", "waited_s" (per part: seconds spent waiting for
 // the other), "load_s", "cfg_stalls", "evals_per_cycle" (of the free-running loop: 1, or 2 where
 // the model's clock trigger is not found, see rising_edge), "before", "after", "node_times"},
-// before / after = {"engines": [[reg...]...], "switches": [[reg...]...], "global": [reg...]},
+// before / after = {"engines": [[reg...]...], "switches": [[reg...]...], "global": [reg...],
+// "controllers": [[reg...]...]} (controllers: empty without `controller` lines),
 // node_times = per `nodes` line, [[start, end]...] (empty without `nodes` lines).
 // Exit status: 0 when the run ended (done or watchdog), 2 for a bad command file.
 
@@ -147,8 +153,9 @@ struct Fabric {
 
 struct Config {
     uint32_t npus = 0, switches = 0, poll = 256, settle = 64, por = 4;
+    int64_t switch_base = -1;   // -1: npus
     uint64_t watchdog = 0;
-    uint32_t engine_regs = 0, switch_regs = 0, global_unit = 63, global_regs = 0;
+    uint32_t engine_regs = 0, switch_regs = 0, global_unit = 63, global_regs = 0, controller_regs = 0;
     struct Word { uint32_t sw, phase, last, data; };
     struct Write { uint32_t unit, reg, value; };
     struct Nodes { uint32_t unit, count; };
@@ -157,7 +164,31 @@ struct Config {
     bool trace_regs = false;
     uint32_t trace_addr = 0, trace_start = 0, trace_end = 0;
     std::vector<Nodes> nodes;
+    std::vector<uint32_t> controllers;
 };
+
+// One command's values (the line after its key, in `s`) into `c`: false for an unknown key;
+// `ok` false for bad values.
+bool parse_command(Config& c, const std::string& key, std::istringstream& s, bool& ok) {
+    // the settings of one number each
+    const std::pair<const char*, uint32_t*> numbers[] = {
+        {"npus", &c.npus}, {"switches", &c.switches}, {"settle", &c.settle}, {"por", &c.por},
+        {"engine_regs", &c.engine_regs}, {"switch_regs", &c.switch_regs}, {"global_unit", &c.global_unit},
+        {"global_regs", &c.global_regs}, {"controller_regs", &c.controller_regs}};
+    for (const auto& [name, field] : numbers) {
+        if (key == name) { ok = bool(s >> *field); return true; }
+    }
+    if (key == "cfg") { Config::Word w{}; ok = bool(s >> w.sw >> w.phase >> w.last >> w.data); c.words.push_back(w); }
+    else if (key == "prog") { Config::Write w{}; ok = bool(s >> w.unit >> w.reg >> w.value); c.writes.push_back(w); }
+    else if (key == "switch_base") ok = bool(s >> c.switch_base) && c.switch_base >= 0;
+    else if (key == "watchdog") ok = bool(s >> c.watchdog);
+    else if (key == "poll") ok = bool(s >> c.poll) && c.poll > 0;
+    else if (key == "trace_regs") ok = c.trace_regs = bool(s >> c.trace_addr >> c.trace_start >> c.trace_end);
+    else if (key == "nodes") { Config::Nodes n{}; ok = bool(s >> n.unit >> n.count); c.nodes.push_back(n); }
+    else if (key == "controller") { uint32_t u = 0; ok = bool(s >> u); c.controllers.push_back(u); }
+    else return false;
+    return true;
+}
 
 bool parse(const char* path, Config& c, std::string& error) {
     std::ifstream in(path);
@@ -171,26 +202,16 @@ bool parse(const char* path, Config& c, std::string& error) {
         std::string key;
         s >> key;
         bool ok = true;
-        if (key == "cfg") { Config::Word w{}; ok = bool(s >> w.sw >> w.phase >> w.last >> w.data); c.words.push_back(w); }
-        else if (key == "prog") { Config::Write w{}; ok = bool(s >> w.unit >> w.reg >> w.value); c.writes.push_back(w); }
-        else if (key == "npus") ok = bool(s >> c.npus);
-        else if (key == "switches") ok = bool(s >> c.switches);
-        else if (key == "watchdog") ok = bool(s >> c.watchdog);
-        else if (key == "poll") ok = bool(s >> c.poll) && c.poll > 0;
-        else if (key == "settle") ok = bool(s >> c.settle);
-        else if (key == "por") ok = bool(s >> c.por);
-        else if (key == "engine_regs") ok = bool(s >> c.engine_regs);
-        else if (key == "switch_regs") ok = bool(s >> c.switch_regs);
-        else if (key == "global_unit") ok = bool(s >> c.global_unit);
-        else if (key == "global_regs") ok = bool(s >> c.global_regs);
-        else if (key == "trace_regs") ok = c.trace_regs = bool(s >> c.trace_addr >> c.trace_start >> c.trace_end);
-        else if (key == "nodes") { Config::Nodes n{}; ok = bool(s >> n.unit >> n.count); c.nodes.push_back(n); }
-        else { error = "line " + std::to_string(number) + ": unknown command '" + key + "'"; return false; }
+        if (!parse_command(c, key, s, ok)) {
+            error = "line " + std::to_string(number) + ": unknown command '" + key + "'";
+            return false;
+        }
         if (!ok) { error = "line " + std::to_string(number) + ": bad values: " + line; return false; }
     }
     if (!c.npus || !c.watchdog) { error = "npus and watchdog are required"; return false; }
     if (!kConfigPort && !c.words.empty()) { error = "configuration words for a fabric without a configuration port"; return false; }
     if (!c.nodes.empty() && !c.trace_regs) { error = "nodes lines need a trace_regs line"; return false; }
+    if (!c.controllers.empty() && !c.controller_regs) { error = "controller lines need a controller_regs line"; return false; }
     return true;
 }
 
@@ -220,11 +241,18 @@ std::string read_all(Fabric& f, const Config& c) {
     out << "], \"switches\": [";
     for (uint32_t s = 0; s < c.switches; ++s) {
         out << (s ? ", [" : "[");
-        for (uint32_t r = 0; r < c.switch_regs; ++r) out << (r ? ", " : "") << read(f, c, c.npus + s, r);
+        uint32_t unit = (c.switch_base < 0 ? c.npus : uint32_t(c.switch_base)) + s;
+        for (uint32_t r = 0; r < c.switch_regs; ++r) out << (r ? ", " : "") << read(f, c, unit, r);
         out << "]";
     }
     out << "], \"global\": [";
     for (uint32_t r = 0; r < c.global_regs; ++r) out << (r ? ", " : "") << read(f, c, c.global_unit, r);
+    out << "], \"controllers\": [";
+    for (size_t k = 0; k < c.controllers.size(); ++k) {
+        out << (k ? ", [" : "[");
+        for (uint32_t r = 0; r < c.controller_regs; ++r) out << (r ? ", " : "") << read(f, c, c.controllers[k], r);
+        out << "]";
+    }
     out << "]}";
     return out.str();
 }

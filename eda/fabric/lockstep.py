@@ -140,9 +140,10 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
     ``FabricTop``'s; an iteration top's ``nodes``, per rank the node count to read back, with
     ``trace_units`` / ``trace_read``, per rank the unit of its trace sequencer and the
     sequencer's read registers, default the rank and ``engine_read``: those of
-    ``cocotb_tests.iteration.bench_iteration``) on the lock-step simulator in ``build_dir``;
-    returns the bench's metrics (``before`` / ``after`` with named registers, ``node_times``
-    per rank, as the bench records them)."""
+    ``cocotb_tests.iteration.bench_iteration``; an I/O top's ``controller_units`` with their
+    ``controller_read`` registers, as the bench's) on the lock-step simulator in ``build_dir``;
+    returns the bench's metrics (``before`` / ``after`` with named registers, ``controllers``
+    among them, ``node_times`` per rank, as the bench records them)."""
     from hdl.designs.fabric.fabric_top import ENGINE_READ, GLOBAL_READ, GLOBAL_UNIT, POR_CYCLES, SWITCH_READ
     engine_read = params.get("engine_read", ENGINE_READ)
     switch_read = params.get("switch_read", SWITCH_READ)
@@ -152,6 +153,11 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
              f"poll {params['poll']}", f"settle {params.get('settle', 64)}", f"por {POR_CYCLES}",
              f"engine_regs {len(engine_read)}", f"switch_regs {len(switch_read)}",
              f"global_unit {GLOBAL_UNIT}", f"global_regs {len(global_read)}"]
+    switch_units = list(params.get("switch_units", ()))
+    if switch_units:     # consecutive from a base (a top with I/O controllers: after them)
+        if switch_units != list(range(switch_units[0], switch_units[0] + params["switch_count"])):
+            raise FredError(f"the lock-step simulator reads consecutive switch units, got {switch_units}")
+        lines.append(f"switch_base {switch_units[0]}")
     lines += [f"cfg {s} {k} {last} {word}" for s, k, last, word in params.get("config", [])]
     lines += [f"prog {unit} {reg} {value}" for unit, reg, value in params["writes"]]
     if "nodes" in params:
@@ -160,6 +166,10 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
         units = params.get("trace_units", range(len(params["nodes"])))
         lines.append(f"trace_regs {TRACE_READ_ADDR} {trace_read.index('node_start')} {trace_read.index('node_end')}")
         lines += [f"nodes {unit} {count}" for unit, count in zip(units, params["nodes"], strict=True)]
+    controller_read = params.get("controller_read", ())
+    if params.get("controller_units"):
+        lines.append(f"controller_regs {len(controller_read)}")
+        lines += [f"controller {unit}" for unit in params["controller_units"]]
     run_dir = Path(run_dir) if run_dir is not None else Path(build_dir) / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     commands, result = run_dir / "commands.txt", run_dir / "result.json"
@@ -175,6 +185,7 @@ def run_lockstep(build_dir: Path, params: dict, *, run_dir: Path | None = None) 
     def named(state):
         return {"engines": [dict(zip(engine_read, regs)) for regs in state["engines"]],
                 "switches": [dict(zip(switch_read, regs)) for regs in state["switches"]],
-                "global": dict(zip(global_read, state["global"]))}
+                "global": dict(zip(global_read, state["global"])),
+                "controllers": [dict(zip(controller_read, regs)) for regs in state["controllers"]]}
     metrics["before"], metrics["after"] = named(metrics["before"]), named(metrics["after"])
     return metrics

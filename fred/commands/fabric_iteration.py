@@ -40,10 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the serialised iteration (the table's; default: overlapped, compute under "
                              "communication, one collective at a time per NPU)")
     parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default=None,
-                        help="the RTL simulator of an iteration without I/O controllers: lockstep (the "
-                             "default: the FRED fabric cut at its uplinks, the mesh between two columns, two "
-                             "Verilated parts on two cores) or cocotb (one model); the same cycles and node "
-                             "times. With I/O controllers (GPT-3, Transformer-1T) one model under cocotb")
+                        help="the RTL simulator: lockstep (the default: the FRED fabric cut at its uplinks, "
+                             "the mesh between two columns, two Verilated parts on two cores) or cocotb (one "
+                             "model); the same cycles and node times. The mesh with I/O controllers (GPT-3, "
+                             "Transformer-1T) runs one model under cocotb")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",

@@ -42,18 +42,36 @@ class WaferCollective:
 
     Latency: 1 cycle from the last NPU's engine start to ``unit_start``; 1 cycle from the
     units' done to the NPUs' ``engine_done`` (the sequencers' nodes end the cycle after).
+
+    ``cut`` (default None: the whole wafer's): the collective of one part of a fabric cut for
+    the lock-step simulator (``eda/fabric/lockstep.py``), ``seqs``, ``ready`` and
+    ``units_done`` being this part's. ``cut`` is ``(out, in)``, each three 1-bit signals
+    ``(arrived, ready, done)``: this part drives ``out`` (every one of its NPUs has arrived,
+    its ``ready``, its ``units_done``) and reads the other part's of the same cycle as ``in``;
+    ``reached``, ``go`` and ``over`` need both. Each part keeps its own copy of the collective's
+    state (``active``, ``count``, ...), which moves on the same two halves in both, so the
+    copies stay equal cycle for cycle; exact because ``out`` depends only on the part's
+    registers (the sequencers' ``engine_start``, the controllers' ``ready`` and the units'
+    ``done`` are registered or follow from registers: the lock-step rule for a cut signal,
+    checked by the joined parts' bench).
     """
 
-    def __init__(self, m: Module, seqs, *, ready=1):
+    def __init__(self, m: Module, seqs, *, ready=1, cut=None):
         self.unit_start, self.active, self.over = Signal(), Signal(), Signal()
         self.units_done, self.count = Signal(), Signal(32)
         arrived = [Signal(name=f"arrived_{r}") for r in range(len(seqs))]
         self.reached, self.go = Signal(), Signal()
         go = self.go
         settle, finished = Signal(2), Signal()
-        m.d.comb += [self.reached.eq(~self.active & all_of(a | s.engine_start for a, s in zip(arrived, seqs))),
-                     go.eq(self.reached & ready),
-                     self.over.eq(self.active & (settle == 0) & ~self.unit_start & self.units_done)]
+        everyone = all_of(a | s.engine_start for a, s in zip(arrived, seqs))
+        all_ready, done = ready, self.units_done
+        if cut is not None:     # this part's halves out, the other part's in
+            (arrived_out, ready_out, done_out), (arrived_in, ready_in, done_in) = cut
+            m.d.comb += [arrived_out.eq(everyone), ready_out.eq(ready), done_out.eq(self.units_done)]
+            everyone, all_ready, done = everyone & arrived_in, all_ready & ready_in, done & done_in
+        m.d.comb += [self.reached.eq(~self.active & everyone),
+                     go.eq(self.reached & all_ready),
+                     self.over.eq(self.active & (settle == 0) & ~self.unit_start & done)]
         m.d.sync += self.unit_start.eq(go)
         with m.If(go):
             m.d.sync += [self.active.eq(1), settle.eq(2), finished.eq(0), self.count.eq(self.count + 1)]

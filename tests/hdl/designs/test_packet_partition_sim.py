@@ -9,8 +9,6 @@ itself with the one-model bench under Verilator (``-m full``)."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from hdl.contracts.errors import FredError
@@ -36,30 +34,12 @@ def joined_top(spec):
     return top
 
 
-def cut_checker(seed):
-    """``each_cycle``: perturb each part's ``cut_in`` and require its ``cut_out`` unchanged."""
-    rng = random.Random(seed)
-    seen = {"cycles": 0, "moved": 0}
-
-    async def each_cycle(ctx, dut):
-        before = [ctx.get(dut.cut_out[p]) for p in range(2)]
-        width = len(dut.perturb[0])
-        for p in range(2):
-            ctx.set(dut.perturb[p], rng.getrandbits(width))
-        after = [ctx.get(dut.cut_out[p]) for p in range(2)]
-        for p in range(2):
-            ctx.set(dut.perturb[p], 0)
-        assert after == before, f"a cut_out depends on its part's cut_in (cycle {seen['cycles']})"
-        seen["cycles"] += 1
-        seen["moved"] += any(before)
-    return each_cycle, seen
-
-
 @pytest.mark.parametrize("spec, op, backpressure", [
     (SMALL_D, "all-reduce", 0.3),
     # 9 s more of the default suite's budget: the online rewrite and the half-rate queue
     pytest.param(SMALL_A, "all-reduce", 0.3, marks=pytest.mark.full)])
-def test_the_parts_wired_together_run_cycle_for_cycle_as_the_whole_packet_fabric(spec, op, backpressure):
+def test_the_parts_wired_together_run_cycle_for_cycle_as_the_whole_packet_fabric(spec, op, backpressure,
+                                                                                 cut_checker):
     size = 9           # a full 8-flit packet and a short one
     request = make_request(spec, op=op, size_flits=size, group="wafer")
     assert fabric_partition(spec).cut_links()          # flits cross the cut

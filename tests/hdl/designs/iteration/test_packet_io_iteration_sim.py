@@ -112,6 +112,20 @@ def test_in_switch_fabrics_are_refused_by_name():
         PacketIoIterationTop(fabric_spec("fred-a", npus=6, npus_per_l1=2), nodes=4, programs=8, controller_programs=8)
 
 
+def test_a_bad_part_of_a_cut_fabric_is_refused_naming_it():
+    """The cut top takes ``partition`` and ``part`` together (PacketFabricTop's checks, before
+    anything is built); anything else it does not take is named."""
+    from hdl.contracts.fabric_partition import fabric_partition
+    from hdl.designs.iteration import PacketIoIterationTop
+    sizes = {"nodes": 4, "programs": 8, "controller_programs": 8}
+    with pytest.raises(FredError, match="both partition and part"):
+        PacketIoIterationTop(SPEC, **sizes, partition=fabric_partition(SPEC))
+    with pytest.raises(FredError, match="part must be in 0..1"):
+        PacketIoIterationTop(SPEC, **sizes, partition=fabric_partition(SPEC), part=2)
+    with pytest.raises(FredError, match="takes no online"):
+        PacketIoIterationTop(SPEC, **sizes, online=False)
+
+
 def _prefetched(rank: int, spec=SPEC):
     """Compute of 30 + 7 rank cycles, an io-load of 8-flit stripes after it, a second of 12
     prefetched after the first (it waits for no compute), 20 cycles of compute after the
@@ -127,8 +141,13 @@ def _prefetched(rank: int, spec=SPEC):
             TraceNode(id=4, name="c2", kind="compute", duration_s=5.0, deps=(3, 2), queue="c")]
 
 
-def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec=SPEC, overlap=False):
+def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec=SPEC, overlap=False,
+         cut=False, each_cycle=None):
+    """The iteration of ``_case`` (``overlap``: ``_prefetched``) on the top, or with ``cut`` on
+    its two parts (``fabric_partition``) wired back to back (:class:`JoinedParts`)."""
     from cocotb_tests.iteration.packet_loading import packet_iteration_format
+    from hdl.contracts.fabric_partition import fabric_partition
+    from hdl.designs.fabric.joined_parts import JoinedParts
     from hdl.designs.iteration import PacketIoIterationTop, StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
     if overlap:
@@ -138,10 +157,18 @@ def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec
     else:
         traces, requests = _case(stripes, spec)
     programs = packet_io_programs(spec, requests)
-    dut = PacketIoIterationTop(spec, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS,
-                               overlap=overlap)
-    assert dut.packet == packet_iteration_format(spec, True, spec.io_controllers)   # the loader's format
-    writes = packet_io_writes(spec, traces, programs, dut.packet, nodes=NODES, npu_programs=PROGRAMS,
+    def top(**part):
+        return PacketIoIterationTop(spec, nodes=NODES, programs=PROGRAMS, controller_programs=CONTROLLER_PROGRAMS,
+                                    overlap=overlap, **part)
+    if cut:
+        partition = fabric_partition(spec)
+        parts = [top(partition=partition, part=p) for p in range(2)]
+        dut, packet = JoinedParts(parts), parts[0].packet
+    else:
+        dut = top()
+        packet = dut.packet
+    assert packet == packet_iteration_format(spec, True, spec.io_controllers)   # the loader's format
+    writes = packet_io_writes(spec, traces, programs, packet, nodes=NODES, npu_programs=PROGRAMS,
                               controller_programs=CONTROLLER_PROGRAMS)
     names = StripeTraceNpu.read_names
 
@@ -152,7 +179,8 @@ def _run(run_fabric_top, read_trace_npus, stripes=STRIPES, max_cycles=3000, spec
         out["npus"] = await read_trace_npus(read, write, {rank: len(t.words) for rank, t in traces.items()}, names)
         return out
 
-    return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles, with_write=True), programs
+    return run_fabric_top(dut, writes, read_back, max_cycles=max_cycles, with_write=True,
+                          each_cycle=each_cycle), programs
 
 
 @pytest.mark.parametrize("spec", [SPEC, pytest.param(FRED_C, marks=pytest.mark.full)], ids=["fred-a", "fred-c"])
@@ -179,6 +207,25 @@ def test_io_loads_start_together_end_together_and_every_flit_is_checked(run_fabr
     assert npus[0]["times"][3][0] == npus[0]["times"][1][1] + 20
 
 
+def test_the_parts_of_a_cut_fabric_run_the_iteration_cycle_for_cycle(run_fabric_top, read_trace_npus, cut_checker):
+    """The fabric cut in two for the lock-step simulator (``PacketIoIterationTop(partition=,
+    part=)``: its L1s, their NPUs and controllers in two parts; the wafer's collective split,
+    each part's "every NPU arrived", "every controller ready" and "every unit done" crossing the
+    cut) wired back to back runs weights in, gradients out, weights in and gradients out in the
+    same cycles, node for node, as the whole top, every flit checked; and in every cycle each
+    part's ``cut_out`` stays the same when its ``cut_in`` changes (the lock-step rule)."""
+    from hdl.contracts.fabric_partition import fabric_partition
+    partition = fabric_partition(SPEC)
+    assert {partition.parts[j] for j in range(SPEC.l1_count)} == {0, 1}   # NPUs and controllers on both sides
+    whole, _ = _run(run_fabric_top, read_trace_npus, LOAD_STORE, max_cycles=6000)
+    each_cycle, seen = cut_checker(seed=2)
+    joined, _ = _run(run_fabric_top, read_trace_npus, LOAD_STORE, max_cycles=6000, cut=True, each_cycle=each_cycle)
+    assert whole["all_done"] and joined["all_done"]
+    assert joined == whole
+    assert [x["run_errors"] for x in whole["npus"]] == [0] * SPEC.npus
+    assert seen["cycles"] >= whole["cycles"] and seen["moved"] > 0
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("stripes", [STRIPES, LOAD_STORE], ids=["load-load", "load-store-load-store"])
 def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top, read_trace_npus, stripes):
@@ -186,16 +233,20 @@ def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top, read_t
     Verilog top, the cocotb bench's load, start and reads) take the same cycles, node for
     node, as in Amaranth's simulator, every flit checked; the last run's flits: every NPU's
     stripes of the last io-load (36 each), or of the last io-store (2 or 3 stripes of 12, the
-    controllers sending nothing)."""
+    controllers sending nothing). On both simulators: the lock-step one (the default: the two
+    parts on two cores, every word through the program port) and one model under cocotb (the
+    memories' words written through VPI)."""
     from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
     out, programs = _run(run_fabric_top, read_trace_npus, stripes, max_cycles=6000)
     traces, _ = _case(stripes)
-    run = run_packet_io_iteration(SPEC, traces, programs, watchdog_cycles=20_000)
-    assert run.errors == []
-    assert run.cycles == out["cycles"]
-    assert [[tuple(t) for t in run.node_times[r]] for r in range(SPEC.npus)] == [x["times"] for x in out["npus"]]
-    assert run.flits_received == sum(x["received"] for x in out["npus"])
-    assert run.flits_sent == sum(c["sent"] for c in out["controllers"])
+    for simulator in ("lockstep", "cocotb"):
+        run = run_packet_io_iteration(SPEC, traces, programs, watchdog_cycles=20_000, simulator=simulator)
+        assert run.errors == [] and run.simulator == simulator
+        assert run.cycles == out["cycles"]
+        assert [[tuple(t) for t in run.node_times[r]] for r in range(SPEC.npus)] == [x["times"] for x in out["npus"]]
+        assert run.flits_received == sum(x["received"] for x in out["npus"])
+        assert run.flits_sent == sum(c["sent"] for c in out["controllers"])
+        assert run.load_stall == {r: x["load_stall"] for r, x in enumerate(out["npus"])}
 
 
 def test_weights_in_and_gradients_out_alternate_each_flit_checked(run_fabric_top, read_trace_npus):
