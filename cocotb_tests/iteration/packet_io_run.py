@@ -116,8 +116,8 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     writes = packet_io_writes(spec, traces, programs, packet, nodes=nodes, npu_programs=room,
                               controller_programs=controller_room)
     # the cocotb bench writes the memories' words straight into the model, the registers through
-    # the program port; the lock-step driver writes every word through the port (a write a cycle
-    # of both parts: the Fred-A wafer's GPT-3, 598,484 writes, in 149 s)
+    # the program port; the lock-step driver writes every word through the port (a write a cycle,
+    # both parts on their own threads: the Fred-A wafer's GPT-3, 598,484 writes, in 74 s)
     memories = []
     if simulator == "cocotb":
         memories, writes = packet_io_bulk(spec, writes)
