@@ -180,6 +180,10 @@ class CollectiveResult:
     #: the part of ``latency_s`` the phases add (selects, and further passes of the hop chain
     #: for phases after the first; the rest is one pass), s
     phase_overhead_s: float = 0.0
+    #: the part of ``latency_s`` the configured rings' turns add: rings routed as configured
+    #: flows that take turns on an uplink's ports, run one after another, beyond the time they
+    #: would take sharing the links (``Traffic.ring_turns_s``; 0 where none take turns), s
+    ring_turns_s: float = 0.0
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()
@@ -1407,7 +1411,8 @@ def evaluate(platform: Platform, fabric: str, collectives, *, algorithm: str | N
         algorithms=sorted(set(algorithms)), link_loads=total.loads, link_bw=net.link_bw,
         configurations=total.configurations,
         config_load_s=configuration_load_s(net, total.configurations),
-        phase_overhead_s=total.overhead_s)
+        phase_overhead_s=total.overhead_s,
+        ring_turns_s=max(0.0, time - total.shared_time(bandwidth_s, times)) if total.ring_users else 0.0)
     return results.put(key, result)
 
 

@@ -143,7 +143,9 @@ class FabricEstimate:
     (what the phases add: what is left of the first phase's selects when the flits arrive,
     then a select and a further pass per later phase),
     ``algorithm`` (what the model runs: in-switch, ring, hierarchical, chain), ``busiest_link``,
-    ``phases``; ``platform`` is the TOML the model read."""
+    ``phases``, ``ring_turn_cycles`` (the part of ``latency_cycles`` the configured rings add by
+    taking turns on an uplink's ports, :attr:`sysmodel.collectives.CollectiveResult.ring_turns_s`);
+    ``platform`` is the TOML the model read."""
 
     cycles: float
     bandwidth_cycles: float
@@ -154,6 +156,7 @@ class FabricEstimate:
     busiest_link_flits: float
     phases: int
     platform: str = field(repr=False, default="")
+    ring_turn_cycles: float = 0.0
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "platform"}
@@ -215,5 +218,5 @@ def model_cycles(spec: FabricSpec, request: FabricRequest, *,
         latency_cycles=(result.latency_s - overhead) / cycle_s, phase_cycles=overhead / cycle_s,
         algorithm=result.algorithms[0], busiest_link=result.busiest_link,
         busiest_link_flits=result.busiest_link_bytes / timing.flit_bytes, phases=result.phases,
-        platform=text)
+        platform=text, ring_turn_cycles=result.ring_turns_s / cycle_s)
 

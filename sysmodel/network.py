@@ -444,10 +444,15 @@ class Traffic:
         ``times``: :meth:`bandwidth_time` and :meth:`link_times` when the caller has them."""
         if bandwidth_s is None:
             bandwidth_s = self.bandwidth_time(times)
-        shared = (max(bandwidth_s, self.pipelined_s) + self.latency_s + self.controller_lead_s(times)
-                  + self.overhead_s)
+        shared = self.shared_time(bandwidth_s, times)
         # configured rings that take turns on an uplink's ports: their runs one after another
         return max(shared, self.ring_turns_s()) if self.ring_users else shared
+
+    def shared_time(self, bandwidth_s: float, times: np.ndarray | None = None) -> float:
+        """:meth:`time` without the configured rings' turns: the busiest link (or the pipelined
+        chain), the latency that adds to it, the controllers' lead and the phases."""
+        return (max(bandwidth_s, self.pipelined_s) + self.latency_s + self.controller_lead_s(times)
+                + self.overhead_s)
 
     def busiest_link(self, times: np.ndarray | None = None) -> tuple[str, float]:
         """(name, bytes) of the link with the longest time; ``times``: :meth:`link_times` when

@@ -146,9 +146,11 @@ def run(args) -> int:
     print(f"request: {case.request.label}, {case.request.size_flits} flits, "
           f"{len(case.request.collectives)} concurrent collective(s), algorithm {est.algorithm} "
           f"({chosen}, for both sides)")
+    turns = (f" (of which {est.ring_turn_cycles:.1f}: configured rings taking turns on an uplink's ports, "
+             f"one after another)" if est.ring_turn_cycles else "")
     print(f"model: {est.cycles:.1f} cycles = busiest link {est.bandwidth_cycles:.1f} "
           f"({est.busiest_link}, {est.busiest_link_flits:g} flits) + hop latency "
-          f"{est.latency_cycles:.1f} + phases {est.phase_cycles:.1f} ({est.phases} phase(s) in turn: "
+          f"{est.latency_cycles:.1f}{turns} + phases {est.phase_cycles:.1f} ({est.phases} phase(s) in turn: "
           f"the first's selects overlap the first hops, each later one a select and the wait for the previous phase)")
     if case.rtl is not None:
         rtl = case.rtl

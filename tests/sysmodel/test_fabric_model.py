@@ -262,15 +262,19 @@ def test_configured_rings_take_turns_on_an_uplinks_ports(size):
         rings = [Collective("all-reduce", group=tuple(k * j + i for j in range(l1s)), size=nbytes)
                  for i in range(k)]
         alone = max(evaluate(platform, name, [c], algorithm="ring").time_s for c in rings)
-        together = evaluate(platform, name, rings, algorithm="ring").time_s
+        result = evaluate(platform, name, rings, algorithm="ring")
         net = build_network(platform, name)
         select = max(net.switch_timing(node).phase_select_s for node in (net.l2_node, *net.l1_nodes))
-        results[name, switch] = (alone, together, select)
-    alone, together, select = results["fred-a", "circuit"]
-    assert together == pytest.approx(4 * alone + 3 * select, rel=1e-12)
+        results[name, switch] = (alone, result, select)
+    alone, result, select = results["fred-a", "circuit"]
+    assert result.time_s == pytest.approx(4 * alone + 3 * select, rel=1e-12)
+    # the turns' part of the latency: beyond the time the rings would take sharing the links
+    assert 0 < result.ring_turns_s < result.latency_s
+    assert result.time_s == result.bandwidth_time_s + result.latency_s
     for key in (("fred-c", "circuit"), ("fred-a", "packet")):
-        alone, together, _ = results[key]
-        assert together < 4 * alone     # sharing: the four rings' chains overlap
+        alone, result, _ = results[key]
+        assert result.time_s < 4 * alone     # sharing: the four rings' chains overlap
+        assert result.ring_turns_s == 0.0
 
 
 def test_header_selected_phases_add_each_switchs_select_along_the_path():
