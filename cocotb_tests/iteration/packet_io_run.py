@@ -25,7 +25,8 @@ from .packet_io_loading import PACKET_IO_MEMORY_VARS, packet_io_bulk, packet_io_
 from .packet_loading import packet_iteration_format
 from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
 
-from .run import IterationRun, check_finished, node_depth, run_error_lines, simulate_iteration, traces_overlap
+from .run import (IterationRun, build_iteration, check_finished, node_depth, run_error_lines, simulate_iteration,
+                  traces_overlap)
 
 __all__ = ["run_packet_io_iteration", "packet_io_verilog", "packet_io_part_verilogs"]
 
@@ -96,8 +97,8 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     collective split across the cut, run on two cores by ``eda/fabric/lockstep.cpp``, every
     word loaded through the program port) or ``cocotb`` (one model; the memories' words written
     straight into it through VPI); the same cycles, node times and counters."""
-    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP
-    from cocotb_tests.fabric.run import check_simulator, poll_cycles
+    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
+    from cocotb_tests.fabric.run import PORTS, check_simulator, poll_cycles
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
     from hdl.designs.iteration import StripeTraceNpu
     from hdl.designs.iteration.traced_io_controller import CONTROLLER_READ
@@ -110,8 +111,12 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     room, controller_room = _room(npu_entries), _room(controller_entries)
     start = time.perf_counter()
     overlap = traces_overlap(traces)
-    built = _built(simulator, (spec, nodes, room, controller_room, overlap), cflags,
-                   Path(build_dir) if build_dir is not None else None)
+    hardware = (spec, nodes, room, controller_room, overlap)
+    # the one model's loaders' and sequencers' memories public: the cocotb bench writes them
+    built = build_iteration(simulator, parts=lambda: packet_io_part_verilogs(*hardware),
+                            whole=lambda: packet_io_verilog(*hardware), top=PACKET_TOP, ports=PORTS,
+                            cflags=cflags or PLAIN_CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None,
+                            public_vars=PACKET_IO_MEMORY_VARS)
     build_s = time.perf_counter() - start
     writes = packet_io_writes(spec, traces, programs, packet, nodes=nodes, npu_programs=room,
                               controller_programs=controller_room)
@@ -146,21 +151,6 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
                         cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=nodes,
                         build_dir=str(built), load_stall={r: e["load_stall"] for r, e in enumerate(npus)},
                         simulator=simulator)
-
-
-def _built(simulator: str, hardware: tuple, cflags: str | None, sim_build) -> Path:
-    """The build folder (cached) of :class:`PacketIoIterationTop` of ``hardware`` (spec, nodes,
-    loader entries of an NPU and of a controller, overlap): ``lockstep``, its two parts
-    (``eda.fabric.lockstep.build_lockstep``); ``cocotb``, the one model with the loaders' and
-    sequencers' memories public (the bench writes them through VPI)."""
-    from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
-    from cocotb_tests.fabric.run import PORTS
-    if simulator == "lockstep":
-        from eda.fabric.lockstep import build_lockstep
-        return build_lockstep(packet_io_part_verilogs(*hardware), cflags=cflags or PLAIN_CFLAGS, sim_build=sim_build)
-    from eda.fabric.build import build_top_public_only
-    return build_top_public_only(packet_io_verilog(*hardware), PACKET_TOP, PORTS, cflags=cflags or PLAIN_CFLAGS,
-                                 sim_build=sim_build, public_vars=PACKET_IO_MEMORY_VARS)
 
 
 def _judged(spec: FabricSpec, traces: dict, programs: list, after: dict) -> tuple[list, list]:

@@ -82,17 +82,19 @@ def node_depth(traces: dict) -> int:
     return max(16, 1 << (longest - 1).bit_length())
 
 
-def build_iteration(simulator: str, *, parts, whole, top: str, ports, cflags: str, sim_build=None) -> Path:
+def build_iteration(simulator: str, *, parts, whole, top: str, ports, cflags: str, sim_build=None,
+                    public_vars=()) -> Path:
     """The build folder (cached) of an iteration top for ``simulator``: ``lockstep``, the two
     parts' Verilog ``parts()`` built by ``eda.fabric.lockstep.build_lockstep``; ``cocotb``, the
-    one model's Verilog ``whole()`` (top module ``top``, only ``ports`` public) by
+    one model's Verilog ``whole()`` (top module ``top``, only ``ports`` public, and the
+    variables ``public_vars``: memories the bench writes through VPI) by
     ``eda.fabric.build.build_top_public_only``. ``parts`` and ``whole`` are called only for the
     simulator that needs them (generating a fabric's Verilog takes seconds to minutes)."""
     if simulator == "lockstep":
         from eda.fabric.lockstep import build_lockstep
         return build_lockstep(parts(), cflags=cflags, sim_build=sim_build)
     from eda.fabric.build import build_top_public_only
-    return build_top_public_only(whole(), top, ports, cflags=cflags, sim_build=sim_build)
+    return build_top_public_only(whole(), top, ports, cflags=cflags, sim_build=sim_build, public_vars=public_vars)
 
 
 def simulate_iteration(simulator: str, built, params: dict, *, name: str, top: str, testcase: str,

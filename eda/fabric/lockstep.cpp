@@ -298,6 +298,13 @@ public:
     }
 };
 
+// Until `box` has published `cycles` cycles (the other part's side; a caller checks first, so
+// the common case, the other part already there, costs no Waiter).
+template <class Box> void wait_for(const Box& box, uint64_t cycles) {
+    Waiter waiter;
+    while (box.published.load(std::memory_order_acquire) < cycles) waiter.wait();
+}
+
 // One part's side of the lock-step run, from cycle `first` until both parts are done (checked
 // on the same cycle by both, from the same published flags) or the watchdog.
 // `waited`: seconds this part spent waiting for the other (the balance of the partition).
@@ -309,8 +316,7 @@ uint64_t run_part(Model& model, Mine& mine, Theirs& theirs, uint64_t first, cons
     for (uint64_t t = first;; ++t) {
         if (theirs.published.load(std::memory_order_acquire) < t) {
             auto since = std::chrono::steady_clock::now();
-            Waiter waiter;
-            while (theirs.published.load(std::memory_order_acquire) < t) waiter.wait();
+            wait_for(theirs, t);
             idle += std::chrono::steady_clock::now() - since;
         }
         const auto& in = theirs.slot[t & 1];
@@ -346,10 +352,7 @@ void load_part(Model& model, Mine& mine, Theirs& theirs, const std::vector<Confi
         model.clk = 0; model.eval();
         std::memcpy(mine.slot[k & 1].words, &model.cut_out, sizeof(model.cut_out));
         mine.published.store(k + 1, std::memory_order_release);
-        if (theirs.published.load(std::memory_order_acquire) < k + 1) {
-            Waiter waiter;
-            while (theirs.published.load(std::memory_order_acquire) < k + 1) waiter.wait();
-        }
+        if (theirs.published.load(std::memory_order_acquire) < k + 1) wait_for(theirs, k + 1);
         std::memcpy(&model.cut_in, theirs.slot[k & 1].words, sizeof(model.cut_in));
         model.clk = 1; model.eval();
     }
