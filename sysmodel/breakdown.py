@@ -123,10 +123,15 @@ def _busiest_stage(timeline: Timeline, stages: int):
     best = None
     duration = timeline.duration
     typed = type(duration) is array
+    queue_array = timeline.queue_array if typed else None
     for s in range(stages):
-        tasks = timeline.queues.get(stage_resource(s, "compute"), [])
-        if typed and len(tasks):   # as an array once: gathered again for the chosen stage's intervals
-            tasks = np.array(tasks, dtype=np.intp)
+        name = stage_resource(s, "compute")
+        if queue_array is not None:   # the run's own array of them: none made (about 20 us a stage)
+            tasks = queue_array(name)
+        else:
+            tasks = timeline.queues.get(name, [])
+            if typed and len(tasks):   # as an array once: gathered again for the chosen stage's intervals
+                tasks = np.array(tasks, dtype=np.intp)
         busy = _running_sum(duration, tasks) if typed and len(tasks) else sum([duration[i] for i in tasks])
         if best is None or busy > best[1]:
             best = (s, busy, tasks)

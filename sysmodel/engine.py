@@ -104,6 +104,10 @@ class Timeline:
     queues: dict
     #: None, or the category and NPU columns as codes (:meth:`Engine.task_kinds`)
     kinds: tuple | None = None
+    #: None, or a function of a resource's name giving its tasks (those of ``queues``, in the
+    #: same order) as an int64 array: a slice of the compiled run's own queue array
+    #: (:meth:`Engine.timeline`), so a reader that wants them as an array makes none
+    queue_array: object = None
 
     @staticmethod
     def of_tasks(tasks: list[Task]) -> Timeline:
@@ -510,8 +514,17 @@ class Engine:
         """The last compiled run's :class:`Timeline` (without making task objects)."""
         if self._times is None:
             raise FredError("internal: the engine has not run")
+        arrays = self._arrays
+        queue_array = None
+        if arrays is not None:   # the run's queue (CSR, resources in name order, as run() gave them)
+            where = {r: i for i, r in enumerate(sorted(self.queues))}
+            queue, ptr = arrays.queue, arrays.queue_ptr
+
+            def queue_array(resource: str) -> np.ndarray:
+                i = where.get(resource)
+                return queue[:0] if i is None else queue[ptr[i]:ptr[i + 1]]
         return Timeline(*self._times, self._duration, self._category, self._npu, self.queues,
-                        self.task_kinds())
+                        self.task_kinds(), queue_array)
 
     def task_kinds(self) -> tuple | None:
         """The category and NPU columns as codes, for the breakdown's filters in numpy:

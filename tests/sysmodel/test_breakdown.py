@@ -203,6 +203,26 @@ def test_the_engines_task_codes_give_what_the_task_columns_give(name, fabric, st
             repr(attribute_time(plain, stages, representative))
 
 
+@pytest.mark.parametrize("name,fabric,strategy,changes", CASES)
+def test_the_runs_queue_arrays_are_the_engines_queues(name, fabric, strategy, changes, monkeypatch):
+    """The timeline's ``queue_array`` (slices of the compiled run's queue, which the busiest
+    stage reads instead of making an array of each stage's compute queue) gives every
+    resource's tasks in the queue's own order, nothing for a resource with no task; and the
+    busiest stage's tasks read so are those of the queue list."""
+    captured = _attribute_time_calls(name, fabric, strategy, changes, monkeypatch)
+    for schedule, stages, _ in captured:
+        timeline = schedule.timeline()
+        assert timeline.queue_array is not None
+        for resource, tasks in timeline.queues.items():
+            assert timeline.queue_array(resource).tolist() == list(tasks)
+        assert timeline.queue_array("s999.compute").tolist() == []
+        s, busy, tasks = breakdown._busiest_stage(timeline, stages)
+        assert list(tasks) == list(timeline.queues.get(stage_resource(s, "compute"), []))
+        plain = Schedule(schedule.tasks, makespan=schedule.makespan).timeline()
+        assert plain.queue_array is None
+        assert breakdown._busiest_stage(plain, stages)[:2] == (s, busy)
+
+
 def test_task_codes_are_refused_for_an_npu_that_is_no_number():
     """Engine.task_kinds gives None (the breakdown then filters the columns) where an NPU is not
     an int >= 0: -1 would read as no NPU."""
