@@ -438,11 +438,10 @@ def _store_memory(programs) -> int:
 def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
                        watchdog_cycles: int | None = None, simulator: str | None = None) -> IterationCase:
     """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`.
-    ``simulator``: ``lockstep`` (the default) or ``cocotb`` for every iteration top but the
-    mesh's with I/O controllers (circuit, packet, mesh: ``cocotb_tests.iteration``'s
-    ``run_iteration``, ``run_packet_iteration``, ``run_mesh_iteration``; the packet fabric with
-    its controllers: ``run_packet_io_iteration``); the mesh's I/O iteration top runs one model
-    under cocotb (FredError for ``lockstep``)."""
+    ``simulator``: ``lockstep`` (the default) or ``cocotb`` for every iteration top (circuit,
+    packet, mesh: ``cocotb_tests.iteration``'s ``run_iteration``, ``run_packet_iteration``,
+    ``run_mesh_iteration``; with I/O controllers, ``run_packet_io_iteration`` and
+    ``run_mesh_io_iteration``)."""
     try:
         from cocotb_tests.iteration.run import run_iteration
     except ModuleNotFoundError as exc:
@@ -452,16 +451,12 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
     io = any(type(r).__name__ == "IoRequest" for r in case.request)
-    cut = not (io and case.fabric == "mesh")   # the iteration tops with a lock-step cut: all but the mesh's I/O top
-    if simulator is not None and not cut and simulator != "cocotb":
-        raise FredError(f"{case.fabric} iteration: simulator {simulator!r}: the mesh with I/O controllers runs its "
-                        f"iterations as one model under cocotb (its I/O iteration top has no lock-step cut)")
-    options = {"simulator": simulator} if cut and simulator is not None else {}
+    options = {"simulator": simulator} if simulator is not None else {}
     if case.fabric == "mesh" and io:
         from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
         run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,
                                     watchdog_cycles=watchdog_cycles, max_stripe=_store_memory(case.program),
-                                    cflags=cflags, build_dir=build_dir)
+                                    cflags=cflags, build_dir=build_dir, **options)
     elif case.switch == "packet" and io:
         from cocotb_tests.iteration.packet_io_run import run_packet_io_iteration
         run = run_packet_io_iteration(case.spec, case.traces, case.program, watchdog_cycles=watchdog_cycles,

@@ -2,11 +2,12 @@
 gradient reduce-out (io-store) and checkpoint spills (io-write / io-read) on the mesh with its
 edge I/O controllers under Verilator
 (``hdl.designs.iteration.mesh_io_iteration_top``; docs/fabric_iteration.md, "Weight
-streaming").
+streaming"), on the lock-step simulator (the default: the mesh cut between two columns, each
+part's NPUs and controllers with it, ``eda/fabric/lockstep.cpp``) or one model under cocotb.
 
 Every NPU's program loader holds each I/O collective's registers (op, stripe, trees); the
-bench (``cocotb_tests.iteration.bench_iteration.run_mesh_io_iteration``) loads them and the
-traces, starts once and reads back. Judged: every trace finished, no protocol error, the
+driver (or the bench ``cocotb_tests.iteration.bench_iteration.run_mesh_io_iteration``) loads
+them and the traces through the program port, starts once and reads back. Judged: every trace finished, no protocol error, the
 NPUs' registers agreed at every start, no bad flit at any NPU's load checker over every
 io-load, none at any controller's store checker over every io-store (each flit the sum of
 every NPU's contribution), every controller received exactly its io-stores' flits, no bad
@@ -21,12 +22,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cocotb_tests.iteration.run import (IterationRun, bench_metrics, check_finished, collective_repeats, traces_overlap,
-                                        node_depth, poll_cycles)
+from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
+from cocotb_tests.iteration.run import (IterationRun, build_iteration, check_finished, collective_repeats,
+                                        node_depth, poll_cycles, simulate_iteration, traces_overlap)
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.trace_program import loader_entries, loader_writes, trace_writes
 
-__all__ = ["run_mesh_io_iteration", "io_loader_entries", "IO_ITERATION_TOP"]
+__all__ = ["run_mesh_io_iteration", "io_loader_entries", "IO_ITERATION_TOP", "mesh_io_part_verilogs"]
 
 IO_ITERATION_TOP = "fred_mesh_io_iteration"
 _VERILOG: dict = {}
@@ -53,30 +55,54 @@ def _verilog(spec: MeshIoSpec, depth: int, programs: int, max_stripe: int, overl
     return _VERILOG[key]
 
 
+def mesh_io_part_verilogs(spec: MeshIoSpec, depth: int, programs: int, max_stripe: int,
+                          overlap: bool = False) -> tuple[str, str]:
+    """Verilog of the two parts of the I/O iteration top of ``spec`` for the lock-step
+    simulator (the mesh cut between two columns, ``hdl.contracts.mesh_partition``; its I/O
+    collective split across the cut), memoised."""
+    key = ("parts", spec, depth, programs, max_stripe, overlap)
+    if key not in _VERILOG:
+        from eda.fabric.lockstep import PART_TOPS
+        from eda.toolchain import build_step
+        from hdl.contracts.mesh_partition import mesh_partition
+        from hdl.designs.iteration.mesh_io_iteration_top import MeshIoIterationTop
+        from hdl.emit.verilog import to_verilog
+        partition = mesh_partition(spec.mesh)
+        with build_step("mesh I/O iteration: generating the Verilog of the lock-step simulator's two parts"):
+            _VERILOG[key] = tuple(
+                to_verilog(MeshIoIterationTop(spec, depth=depth, programs=programs, max_stripe=max_stripe,
+                                              overlap=overlap, partition=partition, part=p), name=PART_TOPS[p])
+                for p in range(2))
+    return _VERILOG[key]
+
+
 def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, programs: list, *,
                           watchdog_cycles: int, max_stripe: int, cflags: str | None = None,
-                          build_dir=None) -> IterationRun:
+                          build_dir=None, simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
     """Run every rank's trace on the mesh of ``spec`` with its controllers: ``requests`` (the
     traces' ``IoRequest`` s in order) and ``programs`` (each one's ``IoLoadProgram`` /
     ``IoStoreProgram`` / ``IoSpillProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
-    parameter, >= every io-store's flits per tree). A stalled or wrong run raises
-    :class:`FredError` naming what failed."""
+    parameter, >= every io-store's flits per tree). ``simulator``: ``lockstep`` (the default:
+    the two parts of the cut mesh on two cores) or ``cocotb`` (one model); the same cycles,
+    node times and counters. A stalled or wrong run raises :class:`FredError` naming what
+    failed."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
-    from cocotb_tests.runner import run_bench
-    from eda.fabric.build import build_top_public_only
+    from cocotb_tests.fabric.run import check_simulator
     from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
     from hdl.designs.iteration import LoadingTraceSequencer
     from hdl.designs.iteration.mesh_io_iteration_top import (IO_ITERATION_CONTROLLER_READ,
                                                              IO_ITERATION_GLOBAL_READ)
     from hdl.designs.mesh.mesh_io_harness import controller_unit
+    check_simulator(simulator)
     depth = node_depth(traces)
     overlap = traces_overlap(traces)
     entries = io_loader_entries(requests, programs)
     room = max(16, 1 << (len(entries) - 1).bit_length())
     start = time.perf_counter()
-    verilog = _verilog(spec, depth, room, max_stripe, overlap)
-    built = build_top_public_only(verilog, IO_ITERATION_TOP, PORTS, cflags=cflags or CFLAGS,
-                                  sim_build=Path(build_dir) if build_dir is not None else None)
+    hardware = (spec, depth, room, max_stripe, overlap)
+    built = build_iteration(simulator, parts=lambda: mesh_io_part_verilogs(*hardware),
+                            whole=lambda: _verilog(*hardware), top=IO_ITERATION_TOP, ports=PORTS,
+                            cflags=cflags or CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None)
     build_s = time.perf_counter() - start
     writes = []
     for rank in range(spec.mesh.npus):
@@ -88,11 +114,16 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
               "controller_units": [controller_unit(spec, k) for k in range(spec.controllers)],
               "controller_read": list(IO_ITERATION_CONTROLLER_READ),
               "trace_units": list(range(spec.mesh.npus)), "trace_read": list(LoadingTraceSequencer.read_names)}
-    result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=(verilog, IO_ITERATION_TOP),
-                       bench_params=params,
-                       run_name=f"mesh-io-iteration-d{depth}-p{room}-s{max_stripe}" + ("-overlap" if overlap else ""),
-                       prebuilt=built, testcase="run_mesh_io_iteration")
-    metrics = bench_metrics(result, "mesh I/O iteration")
+    name = f"mesh-io-iteration-d{depth}-p{room}-s{max_stripe}" + ("-overlap" if overlap else "")
+    # the lock-step driver reads the sequencers (units 0..) as its "engines"
+    metrics = simulate_iteration(simulator, built, params, name=name, top=IO_ITERATION_TOP,
+                                 testcase="run_mesh_io_iteration", what="mesh I/O iteration",
+                                 lockstep_params={"npus": spec.mesh.npus, "switch_count": 0,
+                                                  "engine_read": params["trace_read"]})
+    if simulator == "lockstep":
+        state = metrics["after"]
+        metrics["after"] = {"sequencers": state["engines"], "global": state["global"],
+                            "controllers": state["controllers"]}
     after = metrics["after"]
     stuck = [f"NPU {r} (node {s['nodes_done']}/{len(traces[r].words)})"
              for r, s in enumerate(after["sequencers"]) if s["nodes_done"] != len(traces[r].words)]
@@ -107,7 +138,8 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
                         build_s=round(build_s, 3), sim_s=round(sim_s, 4),
                         cycles_per_s=round(cycles / sim_s, 1) if sim_s > 0 else 0.0, depth=depth,
                         build_dir=str(built),
-                        load_stall={r: s["load_stall"] for r, s in enumerate(after["sequencers"])})
+                        load_stall={r: s["load_stall"] for r, s in enumerate(after["sequencers"])},
+                        simulator=simulator)
 
 
 def _judge(spec: MeshIoSpec, requests, programs, repeats, after) -> list[str]:

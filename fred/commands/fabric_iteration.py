@@ -42,8 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simulator", choices=("lockstep", "cocotb"), default=None,
                         help="the RTL simulator: lockstep (the default: the FRED fabric cut at its uplinks, "
                              "the mesh between two columns, two Verilated parts on two cores) or cocotb (one "
-                             "model); the same cycles and node times. The mesh with I/O controllers (GPT-3, "
-                             "Transformer-1T) runs one model under cocotb")
+                             "model); the same cycles and node times")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",

@@ -131,16 +131,9 @@ def test_overlapped_by_default_the_weight_streams_hide_under_the_compute(capsys)
     assert packet["overlap"] and packet["switch"] == "packet" and packet["rtl_missing"] is None
 
 
-def test_the_lock_step_simulator_is_refused_where_the_iteration_runs_one_model(capsys):
-    """In process, before any build: ``--simulator lockstep`` names the default simulator of
-    every iteration top but the mesh's with I/O controllers, which runs one model under cocotb
-    and refuses it by name (the packet fabric's I/O top is cut since session 30); --table takes
-    no --simulator (each row runs on its fabric's default)."""
+def test_the_table_takes_no_simulator(capsys):
+    """In process, before any build: --table takes no --simulator (each row runs on the
+    default, the lock-step simulator, which every iteration top has since session 31)."""
     from fred.cli import main
-    args = ["fabric-iteration", "--workload", "gpt-3", "--strategy", "MP1-DP20-PP1", "--samples-per-dp", "8",
-            "--scale", "10000", "--no-overlap", "--simulator", "lockstep"]
-    assert main(args + ["--fabric", "mesh"]) == 1
-    assert "mesh iteration: simulator 'lockstep': the mesh with I/O controllers runs its iterations as one " \
-        "model under cocotb" in capsys.readouterr().err
     assert main(["fabric-iteration", "--table", "--no-overlap", "--simulator", "cocotb"]) == 1
     assert "no --fabric, --workload, --strategy, --switch, --simulator or --model-only" in capsys.readouterr().err

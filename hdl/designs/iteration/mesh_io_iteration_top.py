@@ -16,6 +16,7 @@ from hdl.designs.mesh.io_checker import IoChecker
 from hdl.designs.mesh.io_controller import IoController
 from hdl.designs.mesh.mesh_io_spill_top import controller_spill_sender, npu_spill_sender
 from hdl.designs.mesh.mesh_io_store_top import tree_share
+from hdl.designs.fabric.cut import cut_slices, link_cut_fields
 from hdl.designs.mesh.mesh_io_harness import MeshIoHarnessTop
 from hdl.designs.mesh.shared_input import share_input
 from hdl.designs.mesh.spill_checker import SpillChecker
@@ -24,7 +25,7 @@ from hdl.designs.mesh.reduce_forwarder import ReduceForwarder
 from hdl.designs.mesh.tree_forwarder import TreeForwarder
 
 from .loading_sequencer import LoadingTraceSequencer
-from .wafer_collective import WaferCollective, all_of, any_of
+from .wafer_collective import WaferCollective, all_of, any_of, collective_cut, collective_cut_fields
 
 __all__ = ["MeshIoIterationTop", "IO_NODE_REGS", "IO_OPS_OF_NODE", "IO_ITERATION_GLOBAL_READ",
            "IO_ITERATION_CONTROLLER_READ"]
@@ -45,6 +46,10 @@ IO_ITERATION_GLOBAL_READ = ("cycles", "all_done", "running", "protocol_error", "
 #: A controller unit's read registers: its store checker's bad flits summed over every
 #: io-store, the flits it received in all, and the io-write flits it received in all.
 IO_ITERATION_CONTROLLER_READ = ("store_errors", "store_received", "spill_received")
+#: An NPU's I/O registers that cross a cut from part 0 (NPU 0's: every NPU's reference).
+_REFERENCE = (("op", 2), ("stripe", SEQ_BITS), ("mode", 2))
+#: The bad-flit totals that cross a cut from part 1 (part 0 reads the sums).
+_TOTALS = (("load_errors", 32), ("spill_errors", 32))
 
 
 class MeshIoIterationTop(MeshIoHarnessTop):
@@ -84,11 +89,33 @@ class MeshIoIterationTop(MeshIoHarnessTop):
     ``overlap`` (default False: built as before): the sequencers run compute under the I/O
     collectives (:class:`~.trace_sequencer.TraceSequencer`'s ``overlap``), still one I/O
     collective at a time.
+
+    One part of a cut mesh (``partition`` and ``part``, the lock-step simulator): the part's
+    routers, the NPUs at them with their units and the controllers at its edge routers; the
+    collective split (``WaferCollective(cut=...)``: this part's "every NPU arrived" and "every
+    unit done" cross the cut, :meth:`cut_fields`), NPU 0's I/O registers (op, stripe, trees:
+    every NPU's reference) crossing from part 0 to part 1, and part 1's bad-flit totals
+    (``load_errors``, ``spill_errors``) to part 0, whose global unit reads the sums (part 1's
+    reads 0 there); every crossing signal a register's output. ``mismatch``, ``all_done`` and
+    ``cycles`` are each part's: the lock-step driver and ``JoinedParts`` combine them (either,
+    both, the later).
     """
 
-    def __init__(self, spec: MeshIoSpec, *, depth: int, programs: int, max_stripe: int = 256, overlap: bool = False):
+    CUT = True
+
+    def __init__(self, spec: MeshIoSpec, *, depth: int, programs: int, max_stripe: int = 256, overlap: bool = False,
+                 partition=None, part: int | None = None):
         self.depth, self.programs, self.max_stripe, self.overlap = depth, programs, max_stripe, overlap
-        super().__init__(spec)
+        super().__init__(spec, partition=partition, part=part)
+
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """:meth:`MeshIoHarnessTop.cut_fields` (the cut mesh wires), then the split collective's
+        halves (``hdl.designs.iteration.wafer_collective.collective_cut_fields``), NPU 0's I/O
+        registers from part 0 (``io_reference_<name>``) and part 1's bad-flit totals
+        (``io_totals_<name>``): part 0's ``cut_out`` is, field for field, part 1's ``cut_in``."""
+        return [*super().cut_fields(), *collective_cut_fields(self.part),
+                *link_cut_fields([("io_reference", 0, 1)], self.part, _REFERENCE, []),
+                *link_cut_fields([("io_totals", 1, 0)], self.part, _TOTALS, [])]
 
     def check(self, spec: MeshIoSpec) -> None:
         if spec.mesh.dtype != "int32":
@@ -105,25 +132,35 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         h = self.harness(m)
         routers, errors = h.routers, h.errors
         seqs, regs = self._sequencers(m, h.start, h.prog_we, h.prog_unit, h.prog_reg, h.prog_data)
-        c = _Collective(m, seqs, regs)
+        cut = None if self.partition is None else cut_slices(self, self.cut_fields())
+        if cut is None or self.part == 0:
+            reference = regs[0]
+            if cut is not None:     # part 1's NPUs compare with NPU 0's registers
+                m.d.comb += [cut[f"io_reference_{name}"].eq(reference[name]) for name, _ in _REFERENCE]
+        else:
+            reference = {name: cut[f"io_reference_{name}"] for name, _ in _REFERENCE}
+        c = _Collective(m, list(seqs.values()), list(regs.values()), reference,
+                        cut=None if cut is None else collective_cut(self, self.cut_fields(), self.part))
         shares = [tree_share(m, c.stripes[STORE], c.modes[STORE], k, vc)
                   for k in range(spec.controllers) for vc in (0, 1)]
         starts = [c.unit_start & (c.op == op) for op in range(len(IO_OPS_OF_NODE))]
-        controllers, sinks = self._controllers(m, routers, errors, c, shares, starts)
+        mine = self.my_controllers()
+        controllers, sinks = self._controllers(m, routers, errors, c, shares, starts, mine)
         npus = self._npus(m, routers, errors, c, shares, starts)
         done = [npus["load"] & all_of(x[LOAD].done for x in controllers),
                 npus["store"] & all_of(s[STORE].complete for s in sinks),
                 npus["write"] & all_of(s[WRITE].complete for s in sinks),
                 npus["read"] & all_of(x[READ].done for x in controllers)]
         m.d.comb += c.units_done.eq(Array(done)[c.op])
-        self._counters(m, h, seqs, sinks, c, npus)
+        self._counters(m, h, seqs, dict(zip(mine, sinks)), c, npus, cut)
         return m
 
-    def _controllers(self, m, routers, errors, c, shares, starts):
-        """Each controller's senders (io-load's :class:`IoController`, io-read's spill sender)
-        on one link into its router, and its receivers (io-store's :class:`StoreChecker`,
-        io-write's :class:`SpillChecker`) behind one receive queue, each op's unit selected by
-        the collective's op. Returns ``(senders, sinks)``: per controller ``{op: unit}``."""
+    def _controllers(self, m, routers, errors, c, shares, starts, mine):
+        """Each controller's (of ``mine``) senders (io-load's :class:`IoController`, io-read's
+        spill sender) on one link into its router, and its receivers (io-store's
+        :class:`StoreChecker`, io-write's :class:`SpillChecker`) behind one receive queue, each
+        op's unit selected by the collective's op. Returns ``(senders, sinks)``: per controller
+        of ``mine`` ``{op: unit}``."""
         spec = self.spec
 
         def senders(k, dest):
@@ -140,14 +177,17 @@ class MeshIoIterationTop(MeshIoHarnessTop):
                          write.start.eq(starts[WRITE]), write.expect.eq(c.stripes[WRITE] * spec.mesh.npus)]
             return {STORE: store, WRITE: write}
 
-        out = add_controller_sources(m, spec, routers, errors, senders, select=c.op)
-        sinks = add_controller_sinks(m, spec, routers, errors, None, receivers, None, select=c.op)
+        out = add_controller_sources(m, spec, routers, errors, senders, select=c.op, only=mine)
+        sinks = add_controller_sinks(m, spec, routers, errors, None, receivers, None, select=c.op, only=mine)
         return out, sinks
 
     def _sequencers(self, m, start, prog_we, prog_unit, prog_reg, prog_data):
-        """Each NPU's sequencer and its I/O registers (written by its loader or the harness)."""
-        seqs, regs = [], []
+        """Each NPU's (of this part) sequencer and its I/O registers (written by its loader or
+        the harness): ``({rank: sequencer}, {rank: {name: register}})``."""
+        seqs, regs = {}, {}
         for rank in range(self.spec.mesh.npus):
+            if not self.mine(rank):
+                continue
             seq = m.submodules[f"seq_{rank}"] = LoadingTraceSequencer(depth=self.depth, programs=self.programs,
                                                                       lanes=1, overlap=self.overlap)
             mine = prog_we & (prog_unit == rank)
@@ -161,8 +201,8 @@ class MeshIoIterationTop(MeshIoHarnessTop):
             for name, address in IO_NODE_REGS.items():
                 with m.If(write & (reg == address)):
                     m.d.sync += values[name].eq(data)
-            seqs.append(seq)
-            regs.append(values)
+            seqs[rank] = seq
+            regs[rank] = values
         return seqs, regs
 
     def _npus(self, m, routers, errors, c, shares, starts) -> dict:
@@ -175,6 +215,8 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         children, parents = tree_children(spec), tree_parents(spec)
         load_done, store_idle, write_done, read_done, bad, read_bad = [], [], [], [], [], []
         for rank in range(mesh.npus):
+            if not self.mine(rank):
+                continue
             router = routers[mesh.position(rank)]
             dests = {p: mesh.position(neighbour(spec, rank, p)) for per in children[rank] for p in per}
             fwd = m.submodules[f"forward_{rank}"] = TreeForwarder(spec=spec, children=children[rank], dests=dests)
@@ -220,13 +262,14 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         return {"load": all_of(load_done), "store": all_of(store_idle), "write": all_of(write_done),
                 "read": all_of(read_done), "load_errors": load_errors, "read_bad": sum(read_bad)}
 
-    def _counters(self, m, h, seqs, sinks, c, npus):
-        """The harness's ``all_done`` (every sequencer done), every io-store's and io-write's
-        checks summed per controller, the spill checkers' bad flits, and the read port."""
-        status = self.finish(m, h, [all_of(s.done for s in seqs)])
-        totals = []
+    def _counters(self, m, h, seqs, sinks, c, npus, cut):
+        """The harness's ``all_done`` (every sequencer of the part done), every io-store's and
+        io-write's checks summed per controller (``sinks``: k -> its receivers), the spill
+        checkers' bad flits, and the read port; ``cut``: the cut fields' slices, or None."""
+        status = self.finish(m, h, [all_of(s.done for s in seqs.values())])
+        totals = {}
         write_bad = []
-        for k, units in enumerate(sinks):     # every io-store's and io-write's checks, summed
+        for k, units in sinks.items():     # every io-store's and io-write's checks, summed
             sink, spill = units[STORE], units[WRITE]
             bad, received = Signal(32, name=f"store_errors_{k}"), Signal(32, name=f"store_received_{k}")
             spilled = Signal(32, name=f"spill_received_{k}")
@@ -234,26 +277,34 @@ class MeshIoIterationTop(MeshIoHarnessTop):
                 m.d.sync += [bad.eq(bad + sink.errors), received.eq(received + sink.received)]
             with m.If(c.over & (c.op == WRITE)):
                 m.d.sync += spilled.eq(spilled + spill.received)
-            totals.append((bad, received, spilled))
+            totals[k] = (bad, received, spilled)
             write_bad.append(spill.errors)
         spill_errors = Signal(32)
         with m.If(c.over & (c.op == WRITE)):
             m.d.sync += spill_errors.eq(spill_errors + sum(write_bad))
         with m.Elif(c.over & (c.op == READ)):
             m.d.sync += spill_errors.eq(spill_errors + npus["read_bad"])
-        self.read_port(m, h, status, [[getattr(seq, n) for n in seq.read_names] for seq in seqs],
-                       [list(registers) for registers in totals], (c.mismatch, npus["load_errors"], c.count, spill_errors))
+        load_errors = npus["load_errors"]
+        if cut is not None and self.part == 1:    # part 0 reads the sums
+            m.d.comb += [cut["io_totals_load_errors"].eq(load_errors), cut["io_totals_spill_errors"].eq(spill_errors)]
+            load_errors = spill_errors = 0
+        elif cut is not None:
+            load_errors = (load_errors + cut["io_totals_load_errors"])[:32]
+            spill_errors = (spill_errors + cut["io_totals_spill_errors"])[:32]
+        self.read_port(m, h, status, {r: [getattr(seq, n) for n in seq.read_names] for r, seq in seqs.items()},
+                       {k: list(registers) for k, registers in totals.items()},
+                       (c.mismatch, load_errors, c.count, spill_errors))
 
 
 class _Collective(WaferCollective):
     """The wafer-wide start and end of one I/O collective (:class:`MeshIoIterationTop`;
-    :class:`WaferCollective`), with the mesh's I/O registers: ``op`` latched from NPU 0's
-    registers at ``go``, and at ``unit_start`` the op's own ``stripes[op]`` and
-    ``modes[op]``, so each op's units see theirs change only at their restart; ``mismatch``
-    when another NPU's registers differ at ``go``."""
+    :class:`WaferCollective`, ``cut`` as there), with the mesh's I/O registers: ``op``
+    latched from ``reference`` (NPU 0's registers) at ``go``, and at ``unit_start`` the op's
+    own ``stripes[op]`` and ``modes[op]``, so each op's units see theirs change only at their
+    restart; ``mismatch`` when one of ``regs`` (the NPUs' registers) differs at ``go``."""
 
-    def __init__(self, m: Module, seqs, regs):
-        super().__init__(m, seqs)
+    def __init__(self, m: Module, seqs, regs, reference, *, cut=None):
+        super().__init__(m, seqs, cut=cut)
         ops = len(IO_OPS_OF_NODE)
         self.op = Signal(2)
         self.stripes = [Signal(SEQ_BITS, name=f"stripe_{o.replace('-', '_')}") for o in IO_OPS_OF_NODE]
@@ -265,8 +316,8 @@ class _Collective(WaferCollective):
         # to send
         for op in range(ops):
             with m.If(self.unit_start & (self.op == op)):
-                m.d.sync += [self.stripes[op].eq(regs[0]["stripe"]), self.modes[op].eq(regs[0]["mode"])]
+                m.d.sync += [self.stripes[op].eq(reference["stripe"]), self.modes[op].eq(reference["mode"])]
         with m.If(self.go):
-            m.d.sync += self.op.eq(regs[0]["op"])
-            with m.If(sum((r[k] != regs[0][k]) for r in regs for k in ("op", "stripe", "mode")) != 0):
+            m.d.sync += self.op.eq(reference["op"])
+            with m.If(sum((r[k] != reference[k]) for r in regs for k in ("op", "stripe", "mode")) != 0):
                 m.d.sync += self.mismatch.eq(1)

@@ -10,17 +10,13 @@ from amaranth import Module
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.fabric import FabricSpec
-from hdl.designs.fabric.cut import exchange_fields, exchanged
 from hdl.designs.fabric.packet_fabric_top import PacketFabricTop
 
 from .stripe_trace_npu import StripeTraceNpu
 from .traced_io_controller import TracedIoController
-from .wafer_collective import WaferCollective, all_of
+from .wafer_collective import WaferCollective, all_of, collective_cut, collective_cut_fields
 
 __all__ = ["PacketIoIterationTop"]
-
-#: What the split collective's halves exchange across a cut (:class:`WaferCollective`'s ``cut``).
-_EXCHANGED = (("io_arrived", 1), ("io_ready", 1), ("io_done", 1))
 
 
 class PacketIoIterationTop(PacketFabricTop):
@@ -74,17 +70,13 @@ class PacketIoIterationTop(PacketFabricTop):
         """:meth:`PacketFabricTop.cut_fields` and, last on both buses, the split collective's:
         part p drives ``io_arrived_<p>``, ``io_ready_<p>`` and ``io_done_<p>`` and reads the
         other part's, so part 0's ``cut_out`` is still part 1's ``cut_in``."""
-        return [*super().cut_fields(), *exchange_fields(self.part, _EXCHANGED)]
+        return [*super().cut_fields(), *collective_cut_fields(self.part)]
 
     def coordinate(self, m: Module, components: dict) -> None:
         spec = self.spec
         npus = [components[r] for r in sorted(components) if r < spec.npus]
         controllers = [components[e] for e in sorted(components) if e >= spec.npus]
-        cut = None
-        if self.partition is not None:
-            fields = self.cut_fields()
-            halves = [exchanged(self, fields, self.part, name) for name, _ in _EXCHANGED]
-            cut = (tuple(h[0] for h in halves), tuple(h[1] for h in halves))
+        cut = None if self.partition is None else collective_cut(self, self.cut_fields(), self.part)
         c = WaferCollective(m, npus, ready=all_of(x.ready for x in controllers), cut=cut)
         m.d.comb += c.units_done.eq(all_of(x.run_done for x in npus + controllers))
         for x in npus + controllers:

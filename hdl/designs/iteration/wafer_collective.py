@@ -8,7 +8,28 @@ from __future__ import annotations
 
 from amaranth import Module, Signal
 
-__all__ = ["WaferCollective", "all_of", "any_of"]
+from hdl.designs.fabric.cut import exchange_fields, exchanged
+
+__all__ = ["WaferCollective", "all_of", "any_of", "COLLECTIVE_CUT_FIELDS", "collective_cut_fields", "collective_cut"]
+
+#: What a split collective's halves exchange across a cut (:class:`WaferCollective`'s ``cut``):
+#: "every one of my NPUs arrived", "my units ready", "my units done".
+COLLECTIVE_CUT_FIELDS = (("io_arrived", 1), ("io_ready", 1), ("io_done", 1))
+
+
+def collective_cut_fields(part: int) -> list[tuple[str, str, int]]:
+    """The cut fields of part ``part``'s half of a split collective
+    (``hdl.designs.fabric.cut.exchange_fields`` of :data:`COLLECTIVE_CUT_FIELDS`): appended by
+    both parts at the same place of their field lists."""
+    return exchange_fields(part, COLLECTIVE_CUT_FIELDS)
+
+
+def collective_cut(component, fields, part: int) -> tuple:
+    """:class:`WaferCollective`'s ``cut`` of one part of a cut top: ``(out, in)``, this part's
+    three signals and the other part's, slices of ``component``'s ``cut_out`` / ``cut_in``
+    (``fields``: the component's whole field list, :func:`collective_cut_fields` among them)."""
+    halves = [exchanged(component, fields, part, name) for name, _ in COLLECTIVE_CUT_FIELDS]
+    return tuple(h[0] for h in halves), tuple(h[1] for h in halves)
 
 
 def all_of(signals):

@@ -20,7 +20,7 @@ __all__ = ["add_controller_sources", "add_controller_sinks"]
 
 
 def add_controller_sources(m: Module, spec: MeshIoSpec, routers, errors: list, make_sender, *,
-                           prefix: str = "io", select=None) -> list:
+                           prefix: str = "io", select=None, only=None) -> list:
     """At each controller k the sender ``make_sender(k, dest)`` (``dest``: its NPU's router
     coordinates; members ``o``, ``credit``, ``error``) as submodule ``{prefix}_{k}``, through a
     :class:`MeshWire` (``{prefix}_wire_{k}``) into the outward port of its NPU's router
@@ -28,10 +28,11 @@ def add_controller_sources(m: Module, spec: MeshIoSpec, routers, errors: list, m
     ``errors``. With ``select`` (the running op), ``make_sender`` returns ``{op: sender}``
     (submodules ``{prefix}_{k}_{op}``), the controller's units of the ops whose controller sends,
     one link shared by op (``hdl.designs.mesh.shared_input.share_input``); the list holds those
-    dicts."""
+    dicts. ``only`` (default None: every controller): the controllers to build, in order (one
+    part of a cut mesh: those at its routers); the list holds theirs."""
     mesh = spec.mesh
     out = []
-    for k, (row, col, side) in enumerate(spec.ports()):
+    for k, (row, col, side) in _controllers(spec, only):
         router = routers[(col + 1, row + 1)]
         if select is None:
             ctl = m.submodules[f"{prefix}_{k}"] = make_sender(k, (col + 1, row + 1))
@@ -55,7 +56,7 @@ def add_controller_sources(m: Module, spec: MeshIoSpec, routers, errors: list, m
 
 
 def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, start, make_checker, expect_of, *,
-                         prefix: str = "store", hold_of=None, select=None) -> list:
+                         prefix: str = "store", hold_of=None, select=None, only=None) -> list:
     """At each controller k the checker ``make_checker(k)`` (members ``start``, ``expect``,
     ``i``; started by ``start``, expecting ``expect_of(k)`` flits), fed through a
     :class:`MeshWire` from the outward port of its NPU's router and a receive queue of
@@ -68,11 +69,12 @@ def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, sta
     With ``select`` (the running op), ``make_checker(k)`` returns ``{op: checker}`` (submodules
     ``{prefix}_{k}_{op}``), the controller's receivers of the ops whose controller receives:
     each drained flit goes to the running op's, and ``start`` / ``expect_of`` are unused (the
-    caller starts each checker with its op); the list holds those dicts."""
+    caller starts each checker with its op); the list holds those dicts. ``only``: as
+    :func:`add_controller_sources`'s."""
     mesh = spec.mesh
     sinks, overflow = [], Signal()
     errors.append(overflow)
-    for k, (row, col, side) in enumerate(spec.ports()):
+    for k, (row, col, side) in _controllers(spec, only):
         router = routers[(col + 1, row + 1)]
         if select is None:
             sink = m.submodules[f"{prefix}_{k}"] = make_checker(k)
@@ -104,3 +106,9 @@ def add_controller_sinks(m: Module, spec: MeshIoSpec, routers, errors: list, sta
             m.d.sync += overflow.eq(1)
         sinks.append(sink)
     return sinks
+
+
+def _controllers(spec: MeshIoSpec, only) -> list:
+    """``(k, (row, col, side))`` of the controllers ``only`` names (None: every one), in order."""
+    ports = spec.ports()
+    return list(enumerate(ports)) if only is None else [(k, ports[k]) for k in only]

@@ -13,8 +13,10 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import LOCAL
+from hdl.contracts.mesh import LOCAL, MESH_VCS
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
+from hdl.contracts.mesh_partition import MeshPartition
+from hdl.designs.fabric.cut import cut_ports, cut_slices, link_cut_fields
 from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
                                            harness_ports, read_register)
 
@@ -124,23 +126,67 @@ class MeshIoHarnessTop(wiring.Component):
     the component exists). In ``elaborate`` it takes :meth:`harness` (its program registers and
     the mesh), adds its units and ends with :meth:`counters` (:meth:`finish`: ``all_done``,
     ``cycles``, ``protocol_error``; then :meth:`read_port`).
+
+    One part of a cut mesh (``partition``, a :class:`~hdl.contracts.mesh_partition.MeshPartition`
+    of ``spec.mesh``, and ``part``: the lock-step simulator, ``eda/fabric/lockstep.py``), for a
+    top that supports it (:attr:`CUT`): the part's routers (:func:`add_mesh`), the ports
+    ``cut_out`` / ``cut_in`` of :meth:`cut_fields`, and the units the top builds at them
+    (:meth:`mine`, :meth:`my_controllers`: a controller goes with its NPU's router).
     """
 
-    def __init__(self, spec: MeshIoSpec):
+    #: Whether the top builds one part of a cut mesh (``partition`` and ``part``).
+    CUT = False
+
+    def __init__(self, spec: MeshIoSpec, *, partition: MeshPartition | None = None, part: int | None = None):
         check_io_top_spec(type(self).__name__, spec)
         self.check(spec)
+        problem = ""
+        if (partition is None) != (part is None):
+            problem = f"{type(self).__name__}: give both partition and part (one part of a cut mesh) or neither"
+        elif partition is not None and not self.CUT:
+            problem = f"{type(self).__name__} has no lock-step cut (partition and part)"
+        elif partition is not None and (not isinstance(partition, MeshPartition) or partition.spec != spec.mesh
+                                        or isinstance(part, bool) or part not in range(partition.count)):
+            problem = (f"{type(self).__name__}: part {part!r} of {partition!r}: not a part of this "
+                       f"{spec.mesh.rows} x {spec.mesh.cols} mesh's partition")
+        if problem:
+            self._MustUse__silence = True   # never built: no "created but never used" warning
+            raise FredError(problem)
         self.spec = spec
-        super().__init__(harness_ports())
+        self.partition, self.part = partition, part
+        cut = cut_ports(self.cut_fields()) if partition is not None else {}
+        super().__init__({**cut, **harness_ports()})
 
     def check(self, spec: MeshIoSpec) -> None:
         """What the top refuses beyond :func:`check_io_top_spec` (raise :class:`FredError`)."""
 
+    def cut_fields(self) -> list[tuple[str, str, int]]:
+        """This part's cut signals, LSB first (``(bus, name, width)``): every cut mesh wire's, as
+        ``MeshFabricTop.cut_fields`` (the sending part drives ``<wire>_valid`` / ``<wire>_data``
+        and reads ``<wire>_credit``); a top appends what else crosses, in an order both parts
+        agree on."""
+        cuts = [(w.name, w.source_part, w.sink_part) for w in self.partition.cut_wires()]
+        return link_cut_fields(cuts, self.part, [("valid", 1), ("data", self.spec.mesh.flit.width)],
+                               [("credit", MESH_VCS)])
+
+    def mine(self, rank: int) -> bool:
+        """Whether NPU ``rank`` (its router and the units at its local port) is in this part."""
+        return self.partition is None or self.partition.npu_part(rank) == self.part
+
+    def my_controllers(self) -> list[int]:
+        """The controllers of this part, in order: those whose NPU's router is here."""
+        return [k for k in range(self.spec.controllers) if self.mine(self.spec.attach_rank(k))]
+
     def harness(self, m: Module) -> MeshIoHarness:
         """The harness inputs, the top's :meth:`program_registers` and the mesh
-        (:func:`add_mesh`), local ports left to the top."""
+        (:func:`add_mesh`; one part's routers when cut), local ports left to the top."""
         start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         program = self.program_registers(m, prog_we, prog_reg, prog_data)
-        routers, errors = add_mesh(m, self.spec.mesh)
+        if self.partition is None:
+            routers, errors = add_mesh(m, self.spec.mesh)
+        else:
+            routers, errors = add_mesh(m, self.spec.mesh, partition=self.partition, part=self.part,
+                                       cut=cut_slices(self, self.cut_fields()))
         return MeshIoHarness(start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg, program,
                              routers, errors)
 
@@ -171,15 +217,22 @@ class MeshIoHarnessTop(wiring.Component):
                   global_read: tuple = ()) -> None:
         """Unit r < npus reads ``npu_read[r]`` (a list of signals, register i at ``rd_reg`` i),
         :func:`controller_unit` k ``controller_read[k]``, ``GLOBAL_UNIT``
-        :data:`IO_GLOBAL_READ` (``status``) then ``global_read``."""
+        :data:`IO_GLOBAL_READ` (``status``) then ``global_read``. ``npu_read`` and
+        ``controller_read`` may be dicts (rank or k -> signals): one part of a cut mesh reads
+        its own units (another unit reads 0)."""
         all_done, running, protocol_error = status
         with m.Switch(h.rd_unit):
-            for rank, registers in enumerate(npu_read):
+            for rank, registers in _numbered(npu_read):
                 with m.Case(rank):
                     read_register(m, h.rd_reg, self.rd_data, registers)
-            for k, registers in enumerate(controller_read):
+            for k, registers in _numbered(controller_read):
                 with m.Case(controller_unit(self.spec, k)):
                     read_register(m, h.rd_reg, self.rd_data, registers)
             with m.Case(GLOBAL_UNIT):
                 read_register(m, h.rd_reg, self.rd_data, [self.cycles, all_done, running, protocol_error,
                                                           *global_read])
+
+
+def _numbered(units):
+    """``(number, registers)`` of ``units``: a dict's items, or a list's by position."""
+    return units.items() if isinstance(units, dict) else enumerate(units)

@@ -47,7 +47,9 @@ def _nodes(rank: int, io_nodes):
     return nodes
 
 
-def _run(run_fabric_top, io_nodes):
+def _run(run_fabric_top, io_nodes, *, cut=False, each_cycle=None):
+    """The iteration of ``io_nodes`` on the top, or with ``cut`` on its two parts (the mesh cut
+    between its columns, ``mesh_partition``) wired back to back (:class:`JoinedParts`)."""
     from hdl.designs.iteration.mesh_io_iteration_top import IO_NODE_REGS, IO_OPS_OF_NODE, MeshIoIterationTop
     from hdl.designs.iteration.mesh_io_iteration_top import IO_ITERATION_CONTROLLER_READ, IO_ITERATION_GLOBAL_READ
     from hdl.designs.mesh.mesh_io_harness import controller_unit
@@ -79,8 +81,15 @@ def _run(run_fabric_top, io_nodes):
             out["npus"].append(npu)
         return out
 
-    dut = MeshIoIterationTop(SPEC, depth=DEPTH, programs=PROGRAMS, max_stripe=MAX_STRIPE)
-    return run_fabric_top(dut, writes, read_back, max_cycles=4000, with_write=True), traces
+    if cut:
+        from hdl.contracts.mesh_partition import mesh_partition
+        from hdl.designs.fabric.joined_parts import JoinedParts
+        partition = mesh_partition(SPEC.mesh)
+        dut = JoinedParts([MeshIoIterationTop(SPEC, depth=DEPTH, programs=PROGRAMS, max_stripe=MAX_STRIPE,
+                                              partition=partition, part=p) for p in range(2)])
+    else:
+        dut = MeshIoIterationTop(SPEC, depth=DEPTH, programs=PROGRAMS, max_stripe=MAX_STRIPE)
+    return run_fabric_top(dut, writes, read_back, max_cycles=4000, with_write=True, each_cycle=each_cycle), traces
 
 
 @pytest.mark.parametrize("io_nodes", [LOAD_STORE_LOAD, pytest.param(STORE_LOAD_STORE, marks=pytest.mark.full),
@@ -118,3 +127,64 @@ def test_io_collectives_start_together_end_together_and_every_flit_is_checked(ru
             assert end - start >= SPEC.mesh.npus * stripe * 2
         else:
             assert end - start >= io_load_program(SPEC, stripe, mode).hottest * stripe * 4
+
+
+def test_the_parts_of_a_cut_mesh_run_the_iteration_cycle_for_cycle(run_fabric_top, cut_checker):
+    """The mesh cut between its columns for the lock-step simulator (``MeshIoIterationTop(
+    partition=, part=)``: each part's routers, the NPUs and controllers at them; the collective
+    split, NPU 0's I/O registers crossing to part 1 and part 1's bad-flit totals to part 0)
+    wired back to back runs weights in, a checkpoint out and back and gradients out in the same
+    cycles, node for node, as the whole top, every register read back equal, every flit
+    checked; and in every cycle each part's ``cut_out`` stays the same when its ``cut_in``
+    changes (the lock-step rule)."""
+    from hdl.contracts.mesh_partition import mesh_partition
+    partition = mesh_partition(SPEC.mesh)
+    assert {partition.npu_part(SPEC.attach_rank(k)) for k in range(SPEC.controllers)} == {0, 1}
+    whole, _ = _run(run_fabric_top, LOAD_WRITE_READ_STORE)
+    each_cycle, seen = cut_checker(seed=3)
+    joined, _ = _run(run_fabric_top, LOAD_WRITE_READ_STORE, cut=True, each_cycle=each_cycle)
+    assert whole["global"]["all_done"] and not whole["global"]["mismatch"]
+    assert joined == whole
+    assert seen["cycles"] >= whole["global"]["cycles"] and seen["moved"] > 0
+
+
+@pytest.mark.full
+def test_the_verilated_iteration_runs_as_the_amaranth_one(run_fabric_top):
+    """The same iteration (weights in, a checkpoint out and back, gradients out) under Verilator
+    (cocotb_tests/iteration/mesh_io_run.py) on both simulators -- the lock-step one (the
+    default: the mesh's two parts on two cores) and one model under cocotb -- takes the same
+    cycles, node for node, as in Amaranth's simulator, every flit checked, the same
+    controllers' counts and program-load waits."""
+    from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
+    from hdl.compiler.mesh_io_program import io_spill_program
+    out, traces = _run(run_fabric_top, LOAD_WRITE_READ_STORE)
+    ranks = {r: _nodes(r, LOAD_WRITE_READ_STORE) for r in range(SPEC.mesh.npus)}
+    requests = collective_requests(ranks, traces, flit_bytes=1, io_controllers=SPEC.controllers)
+    programs = [io_load_program(SPEC, s, m) if op == "io-load" else
+                io_store_program(SPEC, s, m, max_stripe=MAX_STRIPE) if op == "io-store" else
+                io_spill_program(SPEC, s, op) for op, s, m in LOAD_WRITE_READ_STORE]
+    for simulator in ("lockstep", "cocotb"):
+        run = run_mesh_io_iteration(SPEC, traces, requests, programs, watchdog_cycles=20_000, max_stripe=MAX_STRIPE,
+                                    simulator=simulator)
+        assert run.errors == [] and run.simulator == simulator
+        assert run.cycles == out["global"]["cycles"]
+        assert [[tuple(t) for t in run.node_times[r]] for r in range(SPEC.mesh.npus)] == [x["times"] for x in out["npus"]]
+        assert run.flits_received == sum(c["store_received"] for c in out["controllers"])
+        assert run.load_stall == {r: x["load_stall"] for r, x in enumerate(out["npus"])}
+
+
+def test_a_bad_part_of_a_cut_mesh_is_refused_naming_it():
+    """The cut top takes ``partition`` and ``part`` together, a part of its own mesh's
+    partition only, each refusal naming what is wrong before anything is built."""
+    from hdl.contracts.errors import FredError
+    from hdl.contracts.mesh_partition import mesh_partition
+    from hdl.designs.iteration.mesh_io_iteration_top import MeshIoIterationTop
+    sizes = {"depth": DEPTH, "programs": PROGRAMS, "max_stripe": MAX_STRIPE}
+    partition = mesh_partition(SPEC.mesh)
+    with pytest.raises(FredError, match="both partition and part"):
+        MeshIoIterationTop(SPEC, **sizes, partition=partition)
+    with pytest.raises(FredError, match="not a part of this 2 x 2 mesh's partition"):
+        MeshIoIterationTop(SPEC, **sizes, partition=partition, part=2)
+    other = mesh_partition(MeshFabricSpec(rows=2, cols=3))
+    with pytest.raises(FredError, match="not a part of this 2 x 2 mesh's partition"):
+        MeshIoIterationTop(SPEC, **sizes, partition=other, part=0)
