@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import EAST, WEST, MeshFabricSpec
 
-__all__ = ["MeshCutWire", "MeshPartition", "mesh_partition"]
+__all__ = ["MeshCutWire", "MeshPartition", "mesh_partition", "part_problem"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,18 @@ def mesh_partition(spec: MeshFabricSpec) -> MeshPartition:
     and twenty engines each; every router, engine and wire costs the same in every part; a
     mesh has at least two columns, ``MeshFabricSpec``)."""
     return MeshPartition(spec, spec.cols // 2)
+
+
+def part_problem(top: str, spec: MeshFabricSpec, partition, part) -> str:
+    """What is wrong with ``top``'s ``partition`` and ``part`` for a mesh of ``spec`` ("" if
+    nothing): both or neither (None: the whole mesh), ``partition`` a :class:`MeshPartition`
+    of ``spec``, ``part`` one of its parts."""
+    if (partition is None) != (part is None):
+        return f"{top}: give both partition and part (one part of a cut mesh) or neither"
+    if partition is not None and (not isinstance(partition, MeshPartition) or partition.spec != spec
+                                  or isinstance(part, bool) or part not in range(partition.count)):
+        where = (f"a partition of {partition.spec.rows} x {partition.spec.cols}"
+                 if isinstance(partition, MeshPartition) else repr(partition))
+        return (f"{top}: part {part!r} of {where}: not a part of this {spec.rows} x {spec.cols} "
+                f"mesh's partition")
+    return ""

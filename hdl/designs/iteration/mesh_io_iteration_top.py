@@ -16,7 +16,7 @@ from hdl.designs.mesh.io_checker import IoChecker
 from hdl.designs.mesh.io_controller import IoController
 from hdl.designs.mesh.mesh_io_spill_top import controller_spill_sender, npu_spill_sender
 from hdl.designs.mesh.mesh_io_store_top import tree_share
-from hdl.designs.fabric.cut import cut_slices, link_cut_fields
+from hdl.designs.fabric.cut import link_cut_fields
 from hdl.designs.mesh.mesh_io_harness import MeshIoHarnessTop
 from hdl.designs.mesh.shared_input import share_input
 from hdl.designs.mesh.spill_checker import SpillChecker
@@ -132,7 +132,7 @@ class MeshIoIterationTop(MeshIoHarnessTop):
         h = self.harness(m)
         routers, errors = h.routers, h.errors
         seqs, regs = self._sequencers(m, h.start, h.prog_we, h.prog_unit, h.prog_reg, h.prog_data)
-        cut = None if self.partition is None else cut_slices(self, self.cut_fields())
+        cut = h.cut
         if cut is None or self.part == 0:
             reference = regs[0]
             if cut is not None:     # part 1's NPUs compare with NPU 0's registers

@@ -9,17 +9,17 @@ from amaranth.lib import wiring
 from hdl.contracts.errors import FredError
 from hdl.contracts.flit import FlitFormat
 from hdl.contracts.mesh import LOCAL, MESH_VCS, PORT_REGS, MeshFabricSpec
-from hdl.contracts.mesh_partition import MeshPartition
+from hdl.contracts.mesh_partition import MeshPartition, part_problem
 from hdl.contracts.npu_engine import ENGINE_REGS
 from hdl.designs.fabric.fabric_top import (ENGINE_READ, GLOBAL_UNIT, PROG_REG_WIDTH,
                                            TAG_WIDTH, count_cycles, harness_inputs, harness_ports,
                                            read_register)
 from hdl.designs.fabric.npu_engine import NpuEngine, connect_rx_between_collectives
-from hdl.designs.fabric.cut import cut_ports as cut_ports_of, cut_slices, link_cut_fields
+from hdl.designs.fabric.cut import cut_ports as cut_ports_of, cut_slices
 
 from .engine_port import EnginePort
 from .injection_mux import InjectionMux
-from .mesh_network import add_mesh
+from .mesh_network import add_mesh, mesh_cut_fields
 
 __all__ = ["MeshFabricTop", "MESH_GLOBAL_READ", "engine_unit", "sequencer_unit", "PORT_REG_BASE"]
 
@@ -95,23 +95,12 @@ class MeshFabricTop(wiring.Component):
         last_unit = sequencer_unit(spec, spec.npus - 1) if sequencer is not None else engine_unit(spec.npus, 0)
         if last_unit >= GLOBAL_UNIT + (sequencer is None):
             return f"a {spec.rows} x {spec.cols} mesh has more engines than program units"
-        if (partition is None) != (part is None):
-            return "MeshFabricTop: give both partition and part (one part of a cut mesh) or neither"
-        if partition is not None and (partition.spec != spec or part not in range(partition.count)
-                                      or isinstance(part, bool)):
-            return (f"MeshFabricTop: part {part!r} of a partition of "
-                    f"{partition.spec.rows} x {partition.spec.cols}: not a part of this "
-                    f"{spec.rows} x {spec.cols} mesh's partition")
-        return ""
+        return part_problem("MeshFabricTop", spec, partition, part)
 
     def cut_fields(self) -> list[tuple[str, str, int]]:
         """This part's cut signals, LSB first: ``(bus, name, width)``, bus ``cut_out`` or
-        ``cut_in``; for every cut wire (``MeshPartition.cut_wires`` order) the sending part
-        drives ``<wire>_valid`` and ``<wire>_data`` and reads ``<wire>_credit``, the receiving
-        part the reverse: part 0's ``cut_out`` is, field for field, part 1's ``cut_in``."""
-        cuts = [(w.name, w.source_part, w.sink_part) for w in self.partition.cut_wires()]
-        return link_cut_fields(cuts, self.part, [("valid", 1), ("data", self.spec.flit.width)],
-                               [("credit", MESH_VCS)])
+        ``cut_in``: the cut wires' (:func:`~.mesh_network.mesh_cut_fields`)."""
+        return mesh_cut_fields(self.partition, self.part)
 
     def _mine(self, rank: int) -> bool:
         return self.partition is None or self.partition.npu_part(rank) == self.part

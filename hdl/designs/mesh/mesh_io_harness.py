@@ -13,14 +13,14 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 
 from hdl.contracts.errors import FredError
-from hdl.contracts.mesh import LOCAL, MESH_VCS
+from hdl.contracts.mesh import LOCAL
 from hdl.contracts.mesh_io import SEQ_BITS, MeshIoSpec
-from hdl.contracts.mesh_partition import MeshPartition
-from hdl.designs.fabric.cut import cut_ports, cut_slices, link_cut_fields
+from hdl.contracts.mesh_partition import MeshPartition, part_problem
+from hdl.designs.fabric.cut import cut_ports, cut_slices
 from hdl.designs.fabric.fabric_top import (GLOBAL_UNIT, count_cycles, harness_inputs,
                                            harness_ports, read_register)
 
-from .mesh_network import add_mesh
+from .mesh_network import add_mesh, mesh_cut_fields
 
 __all__ = ["MeshIoHarnessTop", "MeshIoHarness", "MeshIoStatus", "IO_GLOBAL_READ", "IO_REGS", "controller_unit",
            "check_io_top_spec", "io_program_registers", "npu_local_port", "link", "random_hold"]
@@ -95,7 +95,9 @@ class MeshIoHarness(NamedTuple):
     """What :meth:`MeshIoHarnessTop.harness` gives a top: the harness inputs
     (``hdl.designs.fabric.fabric_top.harness_inputs``), what the top's
     :meth:`~MeshIoHarnessTop.program_registers` returned, the routers ``{(x, y): router}`` and
-    the error signals (``hdl.designs.mesh.mesh_network.add_mesh``; the top appends its own)."""
+    the error signals (``hdl.designs.mesh.mesh_network.add_mesh``; the top appends its own) and,
+    in one part of a cut mesh, ``{field: signal}`` of every cut field (:meth:`~MeshIoHarnessTop.cut_fields`;
+    else None)."""
     start: Signal
     prog_we: Signal
     prog_unit: Signal
@@ -106,6 +108,7 @@ class MeshIoHarness(NamedTuple):
     program: tuple | None
     routers: dict
     errors: list
+    cut: dict | None
 
 
 class MeshIoStatus(NamedTuple):
@@ -140,15 +143,9 @@ class MeshIoHarnessTop(wiring.Component):
     def __init__(self, spec: MeshIoSpec, *, partition: MeshPartition | None = None, part: int | None = None):
         check_io_top_spec(type(self).__name__, spec)
         self.check(spec)
-        problem = ""
-        if (partition is None) != (part is None):
-            problem = f"{type(self).__name__}: give both partition and part (one part of a cut mesh) or neither"
-        elif partition is not None and not self.CUT:
+        problem = part_problem(type(self).__name__, spec.mesh, partition, part)
+        if not problem and partition is not None and not self.CUT:
             problem = f"{type(self).__name__} has no lock-step cut (partition and part)"
-        elif partition is not None and (not isinstance(partition, MeshPartition) or partition.spec != spec.mesh
-                                        or isinstance(part, bool) or part not in range(partition.count)):
-            problem = (f"{type(self).__name__}: part {part!r} of {partition!r}: not a part of this "
-                       f"{spec.mesh.rows} x {spec.mesh.cols} mesh's partition")
         if problem:
             self._MustUse__silence = True   # never built: no "created but never used" warning
             raise FredError(problem)
@@ -161,13 +158,10 @@ class MeshIoHarnessTop(wiring.Component):
         """What the top refuses beyond :func:`check_io_top_spec` (raise :class:`FredError`)."""
 
     def cut_fields(self) -> list[tuple[str, str, int]]:
-        """This part's cut signals, LSB first (``(bus, name, width)``): every cut mesh wire's, as
-        ``MeshFabricTop.cut_fields`` (the sending part drives ``<wire>_valid`` / ``<wire>_data``
-        and reads ``<wire>_credit``); a top appends what else crosses, in an order both parts
-        agree on."""
-        cuts = [(w.name, w.source_part, w.sink_part) for w in self.partition.cut_wires()]
-        return link_cut_fields(cuts, self.part, [("valid", 1), ("data", self.spec.mesh.flit.width)],
-                               [("credit", MESH_VCS)])
+        """This part's cut signals, LSB first (``(bus, name, width)``): the cut mesh wires'
+        (:func:`~.mesh_network.mesh_cut_fields`); a top appends what else crosses, in an order
+        both parts agree on."""
+        return mesh_cut_fields(self.partition, self.part)
 
     def mine(self, rank: int) -> bool:
         """Whether NPU ``rank`` (its router and the units at its local port) is in this part."""
@@ -182,13 +176,14 @@ class MeshIoHarnessTop(wiring.Component):
         (:func:`add_mesh`; one part's routers when cut), local ports left to the top."""
         start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg = harness_inputs(m, self)
         program = self.program_registers(m, prog_we, prog_reg, prog_data)
+        cut = None
         if self.partition is None:
             routers, errors = add_mesh(m, self.spec.mesh)
         else:
-            routers, errors = add_mesh(m, self.spec.mesh, partition=self.partition, part=self.part,
-                                       cut=cut_slices(self, self.cut_fields()))
+            cut = cut_slices(self, self.cut_fields())
+            routers, errors = add_mesh(m, self.spec.mesh, partition=self.partition, part=self.part, cut=cut)
         return MeshIoHarness(start, prog_we, prog_unit, prog_reg, prog_data, rd_unit, rd_reg, program,
-                             routers, errors)
+                             routers, errors, cut)
 
     def program_registers(self, m: Module, prog_we, prog_reg, prog_data) -> tuple | None:
         """The top's program registers written from any unit, made before the mesh: by default

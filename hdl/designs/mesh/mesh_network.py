@@ -10,13 +10,25 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import EAST, LOCAL, MESH_VCS, NORTH, SOUTH, WEST, MeshFabricSpec
+from hdl.designs.fabric.cut import link_cut_fields
 from hdl.designs.layouts import struct_layout
 from hdl.designs.switch.vc_input_buffer import link_signature
 
 from .mesh_router import MeshRouter
 from .mesh_wire import MeshWire
 
-__all__ = ["add_mesh", "MeshNetwork"]
+__all__ = ["add_mesh", "mesh_cut_fields", "MeshNetwork"]
+
+
+def mesh_cut_fields(partition, part: int) -> list[tuple[str, str, int]]:
+    """The cut fields of part ``part`` of a cut mesh (``partition``, a
+    :class:`~hdl.contracts.mesh_partition.MeshPartition`), LSB first, as ``(bus, name, width)``:
+    for every cut wire (``MeshPartition.cut_wires`` order) the sending part drives
+    ``<wire>_valid`` and ``<wire>_data`` and reads ``<wire>_credit``, the receiving part the
+    reverse (what :func:`add_mesh`'s ``cut`` carries): part 0's ``cut_out`` is, field for field,
+    part 1's ``cut_in``."""
+    cuts = [(w.name, w.source_part, w.sink_part) for w in partition.cut_wires()]
+    return link_cut_fields(cuts, part, [("valid", 1), ("data", partition.spec.flit.width)], [("credit", MESH_VCS)])
 
 
 def add_mesh(m: Module, spec: MeshFabricSpec, *, partition=None, part: int | None = None,
