@@ -118,14 +118,6 @@ def test_gpt3_weight_streaming_runs_on_the_mesh_rtl_within_the_targets():
 
 
 @pytest.mark.full
-@pytest.mark.xfail(strict=True, reason=(
-    "a known miss, found 2026-11-29 (session 31) and the same on the one model and the lock-step "
-    "simulator (the uncut top's Verilog unchanged): the RTL's I/O 162,163 cycles against 152,471 "
-    "of the model of what it moves (1.064). The 1-flit spill runs take 526.0 (io-read) and 536.8 "
-    "(io-write) cycles in the RTL against mesh_io_model_cycles' 492.8 (the loads 191.3 / 183.4, "
-    "the stores 215.6 / 211.4): beyond the controllers' 20 paced flits (468.75 cycles) a spill "
-    "run takes 57-68 cycles in the RTL, 24 in the model. docs/fabric_iteration.md, 'What is not "
-    "done'"))
 def test_gpt3_with_checkpoint_spills_runs_on_the_mesh_rtl_at_the_model_cycles_of_what_it_moves():
     """Verilator: gpt-3 MP1-DP20-PP1 with the default samples per replica, K = 100,000 -- the
     io-loads and io-stores, and every layer's checkpoint written out (io-write) and read back

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
 
-from hdl.compiler.mesh_io_program import spill_dests
+from hdl.compiler.mesh_io_program import spill_dests, spill_order
 from hdl.contracts.mesh_io import SPILL_OPS, MeshIoSpec
 
 from .controller_links import add_controller_sinks, add_controller_sources
@@ -25,16 +25,19 @@ SPILL_READ = ("received", "errors", "first_error", "complete", "sent")
 
 
 def npu_spill_sender(spec: MeshIoSpec, rank: int) -> SpillSender:
-    """NPU ``rank``'s io-write sender: its stripe to every controller, addressed to the I/O
-    position beside the controller's router on the VC that reaches it (``spill_dests``)."""
-    return SpillSender(spec=spec, dests=[(x, y, vc, rank, k) for k, (x, y, vc) in enumerate(spill_dests(spec))])
+    """NPU ``rank``'s io-write sender: its stripe to every controller, nearest first
+    (``spill_order``), addressed to the I/O position beside the controller's router on the VC
+    that reaches it (``spill_dests``)."""
+    dests = spill_dests(spec)
+    return SpillSender(spec=spec, dests=[(*dests[k], rank, k) for k in spill_order(spec, "io-write", rank)])
 
 
 def controller_spill_sender(spec: MeshIoSpec, k: int) -> SpillSender:
-    """Controller ``k``'s io-read sender: every NPU's stripe, on VC 0 (X-Y, the model's route),
-    at the controller link's rate, paced as every controller (docs/mesh_rtl.md)."""
+    """Controller ``k``'s io-read sender: every NPU's stripe, farthest first (``spill_order``),
+    on VC 0 (X-Y, the model's route), at the controller link's rate, paced as every controller
+    (docs/mesh_rtl.md)."""
     return SpillSender(spec=spec, rate=spec.io_rate, paced=True,
-                       dests=[(*spec.mesh.position(r), 0, r, k) for r in range(spec.mesh.npus)])
+                       dests=[(*spec.mesh.position(r), 0, r, k) for r in spill_order(spec, "io-read", k)])
 
 
 def add_spill_units(m: Module, spec: MeshIoSpec, routers, errors: list, write_start, read_start, stripe, *,

@@ -7,7 +7,7 @@ one stripe per NPU. The 5 x 4 wafer runs under Verilator (tests/cocotb_tests/tes
 
 import pytest
 
-from hdl.compiler.mesh_io_program import io_spill_program, spill_dests
+from hdl.compiler.mesh_io_program import io_spill_program, spill_dests, spill_order
 from hdl.contracts.errors import FredError
 from hdl.contracts.mesh import EAST, NORTH, SOUTH, WEST, MeshFabricSpec
 from hdl.contracts.mesh_io import SPILL_OPS, MeshIoSpec, spill_check, spill_word
@@ -85,6 +85,25 @@ def test_a_flit_names_its_stripe_and_a_spill_leaves_the_mesh_by_its_controllers_
                                   (0, 2, 1), (0, 1, 1)]
 
 
+def test_a_writer_serves_its_nearest_controllers_first_and_a_reader_its_farthest_npus():
+    """By hand on the 2 x 2 mesh: controllers 0 and 7 sit at NPU 0 (hop 0), 1, 2 at NPU 1 and 5, 6
+    at NPU 2 (hop 1), 3, 4 at NPU 3 (hop 2); ties by index. Controller 0's reads go to NPU 3
+    (2 hops) first and to its own NPU 0 last. On the wafer every NPU writes to its own
+    controllers first and every controller reads into its own NPU last, each order a
+    permutation of every destination."""
+    assert spill_order(SMALL, "io-write", 0) == [0, 7, 1, 2, 5, 6, 3, 4]
+    assert spill_order(SMALL, "io-read", 0) == [3, 1, 2, 0]
+    wafer = MeshIoSpec(mesh=MeshFabricSpec(), controllers=18)   # the 5 x 4 wafer
+    npus, controllers = range(wafer.mesh.npus), range(wafer.controllers)
+    for rank in npus:
+        order = spill_order(wafer, "io-write", rank)
+        own = [k for k in controllers if wafer.attach_rank(k) == rank]
+        assert sorted(order) == list(controllers) and order[:len(own)] == own
+    for k in controllers:
+        order = spill_order(wafer, "io-read", k)
+        assert sorted(order) == list(npus) and order[-1] == wafer.attach_rank(k)
+
+
 def test_bad_spills_are_refused_by_name():
     with pytest.raises(FredError, match="io-write or io-read"):
         io_spill_program(SMALL, 3, "io-load")
@@ -92,3 +111,9 @@ def test_bad_spills_are_refused_by_name():
         io_spill_program(SMALL, 0, "io-write")
     with pytest.raises(FredError, match="16-bit flit index"):
         io_spill_program(SMALL, 1 << 16, "io-read")
+    with pytest.raises(FredError, match="io-write or io-read"):
+        spill_order(SMALL, "io-store", 0)
+    with pytest.raises(FredError, match=r"io-read's senders are 0..7 \(controllers\), got 8"):
+        spill_order(SMALL, "io-read", 8)
+    with pytest.raises(FredError, match=r"io-write's senders are 0..3 \(NPUs\), got -1"):
+        spill_order(SMALL, "io-write", -1)
