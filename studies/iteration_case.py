@@ -436,12 +436,20 @@ def _store_memory(programs) -> int:
 
 
 def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_dir=None,
-                       watchdog_cycles: int | None = None, simulator: str | None = None) -> IterationCase:
+                       watchdog_cycles: int | None = None, simulator: str | None = None,
+                       pgo: bool = False) -> IterationCase:
     """Run ``case`` on the RTL; wrong data or a stalled run is a :class:`FredError`.
     ``simulator``: ``lockstep`` (the default) or ``cocotb`` for every iteration top (circuit,
     packet, mesh: ``cocotb_tests.iteration``'s ``run_iteration``, ``run_packet_iteration``,
     ``run_mesh_iteration``; with I/O controllers, ``run_packet_io_iteration`` and
-    ``run_mesh_io_iteration``)."""
+    ``run_mesh_io_iteration``). ``pgo``: a profile-guided build of the lock-step simulator
+    (its own C++ flags, so not with ``cflags``), trained on this run the first time its top is
+    built: the same cycles and checks, faster (docs/fabric_iteration.md, "Profile-guided
+    iteration builds")."""
+    if pgo and simulator == "cocotb":
+        raise FredError("a profile-guided iteration build runs on the lock-step simulator, not under cocotb")
+    if pgo and cflags is not None:
+        raise FredError(f"a profile-guided iteration build compiles at its own flags; got cflags {cflags!r} too")
     try:
         from cocotb_tests.iteration.run import run_iteration
     except ModuleNotFoundError as exc:
@@ -451,7 +459,7 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
     if watchdog_cycles is None:
         watchdog_cycles = int(4 * case.model["iteration_cycles"] + 20_000)
     io = any(type(r).__name__ == "IoRequest" for r in case.request)
-    options = {"simulator": simulator} if simulator is not None else {}
+    options = ({"simulator": simulator} if simulator is not None else {}) | ({"pgo": True} if pgo else {})
     if case.fabric == "mesh" and io:
         from cocotb_tests.iteration.mesh_io_run import run_mesh_io_iteration
         run = run_mesh_io_iteration(case.spec, case.traces, case.request, case.program,

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
 from cocotb_tests.iteration.run import (IterationRun, build_iteration, check_finished, collective_repeats,
-                                        node_depth, poll_cycles, simulate_iteration, traces_overlap)
+                                        lockstep_params_of, node_depth, poll_cycles, simulate_iteration,
+                                        traces_overlap)
 from hdl.contracts.mesh_io import IO_MODES, MeshIoSpec
 from hdl.contracts.trace_program import loader_entries, loader_writes, trace_writes
 
@@ -78,14 +79,15 @@ def mesh_io_part_verilogs(spec: MeshIoSpec, depth: int, programs: int, max_strip
 
 def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, programs: list, *,
                           watchdog_cycles: int, max_stripe: int, cflags: str | None = None,
-                          build_dir=None, simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
+                          build_dir=None, simulator: str = DEFAULT_SIMULATOR, pgo: bool = False) -> IterationRun:
     """Run every rank's trace on the mesh of ``spec`` with its controllers: ``requests`` (the
     traces' ``IoRequest`` s in order) and ``programs`` (each one's ``IoLoadProgram`` /
     ``IoStoreProgram`` / ``IoSpillProgram``); ``max_stripe``: the reducers' partial-sum memory per tree (a build
     parameter, >= every io-store's flits per tree). ``simulator``: ``lockstep`` (the default:
     the two parts of the cut mesh on two cores) or ``cocotb`` (one model); the same cycles,
     node times and counters. A stalled or wrong run raises :class:`FredError` naming what
-    failed."""
+    failed. ``pgo``: a profile-guided lock-step build (``run.build_iteration``'s ``training``,
+    this run's parameters), the same cycles faster."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS
     from cocotb_tests.fabric.run import check_simulator
     from hdl.designs.fabric.fabric_top import GLOBAL_UNIT
@@ -98,12 +100,7 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
     overlap = traces_overlap(traces)
     entries = io_loader_entries(requests, programs)
     room = max(16, 1 << (len(entries) - 1).bit_length())
-    start = time.perf_counter()
     hardware = (spec, depth, room, max_stripe, overlap)
-    built = build_iteration(simulator, parts=lambda: mesh_io_part_verilogs(*hardware),
-                            whole=lambda: _verilog(*hardware), top=IO_ITERATION_TOP, ports=PORTS,
-                            cflags=cflags or CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None)
-    build_s = time.perf_counter() - start
     writes = []
     for rank in range(spec.mesh.npus):
         writes += [[rank, reg, value] for reg, value in loader_writes(entries, 1, room)]
@@ -116,10 +113,16 @@ def run_mesh_io_iteration(spec: MeshIoSpec, traces: dict, requests: list, progra
               "trace_units": list(range(spec.mesh.npus)), "trace_read": list(LoadingTraceSequencer.read_names)}
     name = f"mesh-io-iteration-d{depth}-p{room}-s{max_stripe}" + ("-overlap" if overlap else "")
     # the lock-step driver reads the sequencers (units 0..) as its "engines"
+    lockstep = {"npus": spec.mesh.npus, "switch_count": 0, "engine_read": params["trace_read"]}
+    start = time.perf_counter()
+    built = build_iteration(simulator, parts=lambda: mesh_io_part_verilogs(*hardware),
+                            whole=lambda: _verilog(*hardware), top=IO_ITERATION_TOP, ports=PORTS,
+                            cflags=cflags or CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None,
+                            training=lockstep_params_of(params, lockstep) if pgo else None)
+    build_s = time.perf_counter() - start
     metrics = simulate_iteration(simulator, built, params, name=name, top=IO_ITERATION_TOP,
                                  testcase="run_mesh_io_iteration", what="mesh I/O iteration",
-                                 lockstep_params={"npus": spec.mesh.npus, "switch_count": 0,
-                                                  "engine_read": params["trace_read"]})
+                                 lockstep_params=lockstep)
     if simulator == "lockstep":
         state = metrics["after"]
         metrics["after"] = {"sequencers": state["engines"], "global": state["global"],

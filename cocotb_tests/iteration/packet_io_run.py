@@ -25,8 +25,8 @@ from .packet_io_loading import PACKET_IO_MEMORY_VARS, packet_io_bulk, packet_io_
 from .packet_loading import packet_iteration_format
 from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
 
-from .run import (IterationRun, build_iteration, check_finished, node_depth, run_error_lines, simulate_iteration,
-                  traces_overlap)
+from .run import (IterationRun, build_iteration, check_finished, lockstep_params_of, node_depth, run_error_lines,
+                  simulate_iteration, traces_overlap)
 
 __all__ = ["run_packet_io_iteration", "packet_io_verilog", "packet_io_part_verilogs"]
 
@@ -88,7 +88,7 @@ def packet_io_part_verilogs(spec: FabricSpec, nodes: int, programs: int, control
 
 def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, watchdog_cycles: int,
                             cflags: str | None = None, build_dir=None,
-                            simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
+                            simulator: str = DEFAULT_SIMULATOR, pgo: bool = False) -> IterationRun:
     """Run every rank's trace on the packet fabric of ``spec`` with its controllers:
     ``programs`` the striped I/O program of each of the traces' collectives in order
     (:func:`~cocotb_tests.iteration.packet_io_loading.packet_io_programs`). A stalled or wrong
@@ -96,7 +96,9 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     the fabric cut at its uplinks, each part's NPUs and controllers with it, the wafer's I/O
     collective split across the cut, run on two cores by ``eda/fabric/lockstep.cpp``, every
     word loaded through the program port) or ``cocotb`` (one model; the memories' words written
-    straight into it through VPI); the same cycles, node times and counters."""
+    straight into it through VPI); the same cycles, node times and counters. ``pgo``: a
+    profile-guided lock-step build (``run.build_iteration``'s ``training``, this run's
+    parameters), the same cycles faster."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
     from cocotb_tests.fabric.run import PORTS, check_simulator, poll_cycles
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
@@ -109,15 +111,8 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
     packet = packet_iteration_format(spec, True, spec.io_controllers)
     npu_entries, controller_entries = packet_io_entries(spec, programs, packet)
     room, controller_room = _room(npu_entries), _room(controller_entries)
-    start = time.perf_counter()
     overlap = traces_overlap(traces)
     hardware = (spec, nodes, room, controller_room, overlap)
-    # the one model's loaders' and sequencers' memories public: the cocotb bench writes them
-    built = build_iteration(simulator, parts=lambda: packet_io_part_verilogs(*hardware),
-                            whole=lambda: packet_io_verilog(*hardware), top=PACKET_TOP, ports=PORTS,
-                            cflags=cflags or PLAIN_CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None,
-                            public_vars=PACKET_IO_MEMORY_VARS)
-    build_s = time.perf_counter() - start
     writes = packet_io_writes(spec, traces, programs, packet, nodes=nodes, npu_programs=room,
                               controller_programs=controller_room)
     # the cocotb bench writes the memories' words straight into the model, the registers through
@@ -136,6 +131,13 @@ def run_packet_io_iteration(spec: FabricSpec, traces: dict, programs: list, *, w
               "controller_read": list(CONTROLLER_READ)}
     name = (f"packet-io-iteration-{spec.name}-n{spec.npus}-c{spec.io_controllers}-d{nodes}-p{room}-q{controller_room}"
             + ("-overlap" if overlap else ""))
+    start = time.perf_counter()
+    # the one model's loaders' and sequencers' memories public: the cocotb bench writes them
+    built = build_iteration(simulator, parts=lambda: packet_io_part_verilogs(*hardware),
+                            whole=lambda: packet_io_verilog(*hardware), top=PACKET_TOP, ports=PORTS,
+                            cflags=cflags or PLAIN_CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None,
+                            public_vars=PACKET_IO_MEMORY_VARS, training=lockstep_params_of(params) if pgo else None)
+    build_s = time.perf_counter() - start
     metrics = simulate_iteration(simulator, built, params, name=name, top=PACKET_TOP, testcase="run_iteration",
                                  what="packet I/O iteration")
     after = metrics["after"]

@@ -27,7 +27,8 @@ from hdl.contracts.trace_program import COLLECTIVE_BIT, NpuTrace, loader_writes,
 from cocotb_tests.fabric.run import DEFAULT_SIMULATOR
 
 from .run import (FRED_ENTRIES, FRED_NODES, IterationRun, build_iteration, iteration_run, check_finished,
-                  collective_repeats, node_depth, run_error_lines, simulate_iteration, traces_overlap)
+                  collective_repeats, lockstep_params_of, node_depth, run_error_lines, simulate_iteration,
+                  traces_overlap)
 
 __all__ = ["run_packet_iteration", "packet_iteration_verilog", "packet_iteration_part_verilogs", "judge_packet_npus",
            "held_collective"]
@@ -139,7 +140,7 @@ def packet_iteration_load(spec: FabricSpec, programs: list, requests: list, trac
 
 def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs: list, requests: list, *,
                          watchdog_cycles: int, cflags: str | None = None, build_dir=None,
-                         simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
+                         simulator: str = DEFAULT_SIMULATOR, pgo: bool = False) -> IterationRun:
     """Run every rank's trace on the packet fabric of ``spec``: ``programs`` (the
     :class:`~hdl.compiler.fabric_program.FabricProgram` of each of the traces' collectives, in
     order, all in-switch or all endpoint algorithms) of ``requests``; ``watchdog_cycles``: the
@@ -147,7 +148,8 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     ``PLAIN_CFLAGS`` (-O1). Repeated collectives (the node's repeat) rerun the engine with the
     same program and headers. ``simulator``: as ``run.run_iteration``'s (``lockstep``, the
     default: the fabric cut at its uplinks, the barriers split across the cut; ``cocotb``: one
-    model)."""
+    model); ``pgo``: a profile-guided lock-step build (``run.build_iteration``'s ``training``,
+    this run's parameters), the same cycles faster."""
     from cocotb_tests.fabric.packet_fabric_sim import PACKET_TOP, PLAIN_CFLAGS
     from cocotb_tests.fabric.run import PORTS, check_simulator, poll_cycles
     from hdl.designs.fabric.packet_fabric_top import PACKET_SWITCH_READ
@@ -163,17 +165,18 @@ def run_packet_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], programs
     depth = max(FRED_NODES, node_depth(traces))      # one build for the table's cases
     load = packet_iteration_load(spec, programs, requests, traces, depth, packet)
     room = load["room"]
-    start = time.perf_counter()
     overlap = traces_overlap(traces)
     hardware = (spec, depth, room, online, packet_staged(programs), load["order_entries"], overlap)
-    built = build_iteration(simulator, parts=lambda: packet_iteration_part_verilogs(*hardware),
-                            whole=lambda: packet_iteration_verilog(*hardware), top=PACKET_TOP, ports=PORTS,
-                            cflags=cflags or PLAIN_CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None)
-    build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports), "config": load["config"],
               "writes": load["writes"], "watchdog_cycles": watchdog_cycles, "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": list(PacketTraceNpu.read_names), "switch_read": list(PACKET_SWITCH_READ)}
+    start = time.perf_counter()
+    built = build_iteration(simulator, parts=lambda: packet_iteration_part_verilogs(*hardware),
+                            whole=lambda: packet_iteration_verilog(*hardware), top=PACKET_TOP, ports=PORTS,
+                            cflags=cflags or PLAIN_CFLAGS, sim_build=Path(build_dir) if build_dir is not None else None,
+                            training=lockstep_params_of(params) if pgo else None)
+    build_s = time.perf_counter() - start
     name = f"packet-iteration-{spec.name}-n{spec.npus}-d{depth}-p{room}" + ("-overlap" if overlap else "")
     metrics = simulate_iteration(simulator, built, params, name=name, top=PACKET_TOP, testcase="run_iteration",
                                  what="packet iteration")

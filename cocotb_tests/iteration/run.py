@@ -83,18 +83,47 @@ def node_depth(traces: dict) -> int:
 
 
 def build_iteration(simulator: str, *, parts, whole, top: str, ports, cflags: str, sim_build=None,
-                    public_vars=()) -> Path:
+                    public_vars=(), training: dict | None = None) -> Path:
     """The build folder (cached) of an iteration top for ``simulator``: ``lockstep``, the two
     parts' Verilog ``parts()`` built by ``eda.fabric.lockstep.build_lockstep``; ``cocotb``, the
     one model's Verilog ``whole()`` (top module ``top``, only ``ports`` public, and the
     variables ``public_vars``: memories the bench writes through VPI) by
     ``eda.fabric.build.build_top_public_only``. ``parts`` and ``whole`` are called only for the
-    simulator that needs them (generating a fabric's Verilog takes seconds to minutes)."""
+    simulator that needs them (generating a fabric's Verilog takes seconds to minutes).
+
+    ``training``: None, or the lock-step driver's parameters of a run
+    (:func:`lockstep_params_of`) -- a profile-guided build (``eda.fabric.build.PGO_CFLAGS``,
+    lock-step only): the instrumented simulator runs them once, then is compiled again from
+    the profile. The cache keys the build by its Verilog and flags, not by the training run, so
+    every case on the same top reuses the first one's profile: the profile moves machine code
+    only, never a cycle (docs/fabric_iteration.md, "Profile-guided iteration builds")."""
     if simulator == "lockstep":
         from eda.fabric.lockstep import build_lockstep
-        return build_lockstep(parts(), cflags=cflags, sim_build=sim_build)
+        if training is None:
+            return build_lockstep(parts(), cflags=cflags, sim_build=sim_build)
+        from cocotb_tests.runner import run_folder
+        from eda.fabric.build import PGO_CFLAGS
+        from eda.fabric.lockstep import run_lockstep
+
+        def train(build_dir):
+            run_lockstep(build_dir, training, run_dir=run_folder(build_dir, "pgo-training"))
+        return build_lockstep(parts(), cflags=PGO_CFLAGS, sim_build=sim_build, train=train,
+                              training=PGO_TRAINING)
+    if training is not None:
+        raise FredError("a profile-guided iteration build runs on the lock-step simulator, not under cocotb")
     from eda.fabric.build import build_top_public_only
     return build_top_public_only(whole(), top, ports, cflags=cflags, sim_build=sim_build, public_vars=public_vars)
+
+
+#: The name of every profile-guided iteration build's training in its cache key: one name, so
+#: that the cases of one top share one build (:func:`build_iteration`).
+PGO_TRAINING = "an iteration run on this top"
+
+
+def lockstep_params_of(params: dict, lockstep_params: dict | None = None) -> dict:
+    """The lock-step driver's parameters of a run: the bench's ``params`` with
+    ``lockstep_params`` over them (the register lists a top reads differently there)."""
+    return {**params, **(lockstep_params or {})}
 
 
 def simulate_iteration(simulator: str, built, params: dict, *, name: str, top: str, testcase: str,
@@ -109,7 +138,7 @@ def simulate_iteration(simulator: str, built, params: dict, *, name: str, top: s
     from cocotb_tests.runner import run_bench, run_folder
     if simulator == "lockstep":
         from eda.fabric.lockstep import run_lockstep
-        return run_lockstep(built, {**params, **(lockstep_params or {})}, run_dir=run_folder(built, name))
+        return run_lockstep(built, lockstep_params_of(params, lockstep_params), run_dir=run_folder(built, name))
     # a prebuilt model: run_bench needs the top's name only, not its Verilog
     result = run_bench(test_module="cocotb_tests.iteration.bench_iteration", verilog=("", top),
                        bench_params=params, run_name=name, prebuilt=built, testcase=testcase)
@@ -191,7 +220,8 @@ def iteration_load(spec: FabricSpec, program, traces: dict, depth: int, room: in
 
 
 def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, watchdog_cycles: int,
-                  cflags: str | None = None, build_dir=None, simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
+                  cflags: str | None = None, build_dir=None, simulator: str = DEFAULT_SIMULATOR,
+                  pgo: bool = False) -> IterationRun:
     """Run every rank's trace (``traces``; a rank without one finishes at once) on the circuit
     fabric of ``spec``, the switches and engines loaded with ``program`` (the
     :class:`hdl.compiler.fabric_program.FabricProgram` of the traces' collective, or None);
@@ -200,7 +230,8 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
     ``simulator``: one of ``cocotb_tests.fabric.run.SIMULATORS``, default ``lockstep`` (the
     fabric cut at its uplinks, run on two cores by ``eda/fabric/lockstep.cpp``; ``cocotb``: one
     model under the bench ``bench_iteration.py``): both load and read back through the same
-    ports and count the same cycles and node times."""
+    ports and count the same cycles and node times. ``pgo``: a profile-guided lock-step build
+    (:func:`build_iteration`'s ``training``, this run's parameters), the same cycles faster."""
     from hdl.designs.iteration import TraceNpu
     check_simulator(simulator)
     several = isinstance(program, list)
@@ -214,17 +245,18 @@ def run_iteration(spec: FabricSpec, traces: dict[int, NpuTrace], program, *, wat
                       for e in entries.values())
         room = max(FRED_ENTRIES, 1 << (longest - 1).bit_length())
         names += list(LOADER_READ)
-    start = time.perf_counter()
-    built = build_iteration(simulator, parts=lambda: iteration_part_verilogs(spec, depth, room, overlap),
-                            whole=lambda: iteration_verilog(spec, depth, room, overlap), top=TOP, ports=PORTS,
-                            cflags=cflags or default_cflags(spec, pgo=False),
-                            sim_build=Path(build_dir) if build_dir is not None else None)
-    build_s = time.perf_counter() - start
     params = {"npus": spec.npus, "switch_count": len(spec.switch_ports),
               **iteration_load(spec, program, traces, depth, room), "watchdog_cycles": watchdog_cycles,
               "poll": poll_cycles(watchdog_cycles),
               "nodes": [len(traces[r].words) if r in traces else 0 for r in range(spec.npus)],
               "engine_read": names}
+    start = time.perf_counter()
+    built = build_iteration(simulator, parts=lambda: iteration_part_verilogs(spec, depth, room, overlap),
+                            whole=lambda: iteration_verilog(spec, depth, room, overlap), top=TOP, ports=PORTS,
+                            cflags=cflags or default_cflags(spec, pgo=False),
+                            sim_build=Path(build_dir) if build_dir is not None else None,
+                            training=lockstep_params_of(params) if pgo else None)
+    build_s = time.perf_counter() - start
     name = (f"iteration-{spec.name}-n{spec.npus}-d{depth}" + (f"-p{room}" if several else "")
             + ("-overlap" if overlap else ""))
     metrics = simulate_iteration(simulator, built, params, name=name, top=TOP, testcase="run_iteration",
@@ -301,7 +333,8 @@ def mesh_loader_entries(spec, programs: list) -> dict[int, list]:
 
 
 def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, watchdog_cycles: int,
-                       cflags: str | None = None, build_dir=None, simulator: str = DEFAULT_SIMULATOR) -> IterationRun:
+                       cflags: str | None = None, build_dir=None, simulator: str = DEFAULT_SIMULATOR,
+                       pgo: bool = False) -> IterationRun:
     """:func:`run_iteration` on the 2D-mesh fabric of ``spec`` (a
     :class:`hdl.contracts.mesh.MeshFabricSpec`): ``programs``, the
     :class:`hdl.compiler.mesh_program.MeshProgram` of each of the traces' collectives in order,
@@ -310,7 +343,8 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     counters as ``cocotb_tests.fabric.mesh_run`` judges a collective's run, no protocol error.
     ``cflags`` default: the mesh fabric's (``mesh_run.CFLAGS``); ``simulator``: as
     :func:`run_iteration`'s (``lockstep``, the default: the mesh cut between two columns, its
-    collective barrier split across the cut; ``cocotb``: one model)."""
+    collective barrier split across the cut; ``cocotb``: one model); ``pgo`` as
+    :func:`run_iteration`'s."""
     from cocotb_tests.fabric.mesh_run import CFLAGS, PORTS as MESH_PORTS, TOP as MESH_TOP, judge_mesh
     from hdl.designs.fabric.fabric_top import ENGINE_READ
     from hdl.designs.mesh.mesh_fabric_top import MESH_GLOBAL_READ
@@ -324,12 +358,6 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     overlap = traces_overlap(traces)
     entries = mesh_loader_entries(spec, programs)
     room = max(MESH_ENTRIES, 1 << (max(len(e) for e in entries.values()) - 1).bit_length())
-    start = time.perf_counter()
-    built = build_iteration(simulator, parts=lambda: mesh_iteration_part_verilogs(spec, depth, room, overlap),
-                            whole=lambda: mesh_iteration_verilog(spec, depth, room, overlap), top=MESH_TOP,
-                            ports=MESH_PORTS, cflags=cflags or CFLAGS,
-                            sim_build=Path(build_dir) if build_dir is not None else None)
-    build_s = time.perf_counter() - start
     writes = []
     for rank in range(spec.npus):
         unit = sequencer_unit(spec, rank)
@@ -345,11 +373,17 @@ def run_mesh_iteration(spec, traces: dict[int, NpuTrace], programs: list, *, wat
     name = f"mesh-iteration-{spec.rows}x{spec.cols}-d{depth}-p{room}" + ("-overlap" if overlap else "")
     # the lock-step driver reads the engines at units 0.. and, as its "switches", the sequencers
     # after them (sequencer_unit(spec, r) = engine_unit(spec.npus, 0) + r)
+    lockstep = {"npus": params["units"], "switch_count": spec.npus, "engine_read": ENGINE_READ,
+                "switch_read": params["trace_read"], "global_read": MESH_GLOBAL_READ}
+    start = time.perf_counter()
+    built = build_iteration(simulator, parts=lambda: mesh_iteration_part_verilogs(spec, depth, room, overlap),
+                            whole=lambda: mesh_iteration_verilog(spec, depth, room, overlap), top=MESH_TOP,
+                            ports=MESH_PORTS, cflags=cflags or CFLAGS,
+                            sim_build=Path(build_dir) if build_dir is not None else None,
+                            training=lockstep_params_of(params, lockstep) if pgo else None)
+    build_s = time.perf_counter() - start
     metrics = simulate_iteration(simulator, built, params, name=name, top=MESH_TOP, testcase="run_mesh_iteration",
-                                 what="mesh iteration",
-                                 lockstep_params={"npus": params["units"], "switch_count": spec.npus,
-                                                  "engine_read": ENGINE_READ, "switch_read": params["trace_read"],
-                                                  "global_read": MESH_GLOBAL_READ})
+                                 what="mesh iteration", lockstep_params=lockstep)
     if simulator == "lockstep":
         state = metrics["after"]
         metrics["after"] = {"engines": state["engines"], "global": state["global"], "sequencers": state["switches"]}

@@ -43,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the RTL simulator: lockstep (the default: the FRED fabric cut at its uplinks, "
                              "the mesh between two columns, two Verilated parts on two cores) or cocotb (one "
                              "model); the same cycles and node times")
+    parser.add_argument("--pgo", action="store_true",
+                        help="a profile-guided build of the lock-step simulator (GCC -fprofile-use, "
+                             "trained on this run the first time its top is built, cached per top): "
+                             "the same cycles and checks, about twice the cycles/s, a build several "
+                             "minutes longer")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
@@ -80,6 +85,8 @@ def run(args) -> int:
         return _table(args)
     if args.only or args.rows:
         raise FredError("--only and --rows go with --table or --list-cases")
+    if args.pgo and args.model_only:
+        raise FredError("--pgo builds the RTL's simulator; --model-only runs no RTL")
     if args.fabric is None or args.workload is None:
         raise FredError("give --fabric and --workload (or --table for the iteration table)")
     case = build_iteration_case(
@@ -88,7 +95,7 @@ def run(args) -> int:
         samples_per_dp=args.samples_per_dp, scale=args.scale, overlap=not args.no_overlap,
         characterization=args.characterization, switch=args.switch)
     if not args.model_only:
-        run_iteration_case(case, simulator=args.simulator)
+        run_iteration_case(case, simulator=args.simulator, pgo=args.pgo)
     if args.json:
         print_json(case.to_dict())
         return 0
@@ -146,10 +153,10 @@ def _table(args) -> int:
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
     if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
-            or args.switch != "circuit" or args.simulator or (args.table and args.list_cases)):
+            or args.switch != "circuit" or args.simulator or args.pgo or (args.table and args.list_cases)):
         raise FredError("--table and --list-cases take the table's own cases: give --no-overlap, one of "
-                        "them, and no --fabric, --workload, --strategy, --switch, --simulator or --model-only "
-                        "(each row runs on its fabric's default simulator)")
+                        "them, and no --fabric, --workload, --strategy, --switch, --simulator, --pgo or "
+                        "--model-only (each row runs on its fabric's default simulator, built plain)")
     units = table_units(iteration_table.ITERATION_CASES, args.scale)
     chosen = select_units(units, args.only)
     store = RowStore(args.rows or DEFAULT_ROWS)

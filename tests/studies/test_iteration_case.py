@@ -58,6 +58,44 @@ def test_small_fabric_runs_traces_the_collective_waits_for_its_slowest_member(si
 
 
 @pytest.mark.full
+def test_a_profile_guided_build_trains_on_the_run_and_counts_the_same_cycles():
+    """The small fabric's traces on a profile-guided lock-step build (``pgo``): the build ran
+    its instrumented simulator once on this run's parameters (its log says so and it kept the
+    profiles), and the rebuilt simulator counts the plain build's node times to the cycle."""
+    from pathlib import Path
+    from cocotb_tests.iteration.run import PGO_TRAINING, run_iteration
+    from hdl.compiler.fabric_program import fabric_program
+    spec = fabric_spec("fred-b", **SMALL)
+    request = FabricRequest("all-reduce", (FabricCollective("all-reduce", (0, 1, 2, 3)),), 8, "wafer")
+    program = fabric_program(spec, request, algorithm="in-switch")
+    traces = {r: _trace(r, [30, 10 + 25 * r, COLLECTIVE_BIT, 7]) for r in range(4)}
+    plain = run_iteration(spec, traces, program, watchdog_cycles=20_000)
+    pgo = run_iteration(spec, traces, program, watchdog_cycles=20_000, pgo=True)
+    assert plain.errors == pgo.errors == [] and pgo.build_dir != plain.build_dir
+    assert pgo.node_times == plain.node_times and pgo.cycles == plain.cycles
+    log = (Path(pgo.build_dir) / "build.log").read_text()
+    assert f"profile-guided optimization: training run ({PGO_TRAINING})" in log
+    assert any(Path(pgo.build_dir).rglob("*.gcda"))
+
+
+def test_a_profile_guided_run_is_refused_on_cocotb_and_with_other_flags_before_any_build():
+    """``pgo`` is a lock-step build at its own flags: under cocotb, or with ``cflags``, the run
+    is refused by name before anything is generated or built."""
+    from cocotb_tests.iteration.run import build_iteration
+    from hdl.contracts.errors import FredError
+    from studies.iteration_case import run_iteration_case
+
+    def never():
+        raise AssertionError("no Verilog is generated for a refused build")
+    with pytest.raises(FredError, match="runs on the lock-step simulator, not under cocotb"):
+        build_iteration("cocotb", parts=never, whole=never, top="t", ports=(), cflags="-O1", training={})
+    with pytest.raises(FredError, match="runs on the lock-step simulator, not under cocotb"):
+        run_iteration_case(object(), simulator="cocotb", pgo=True)
+    with pytest.raises(FredError, match="compiles at its own flags; got cflags '-O0' too"):
+        run_iteration_case(object(), cflags="-O0", pgo=True)
+
+
+@pytest.mark.full
 @pytest.mark.parametrize("fabric", ["fred-a", "fred-b", "fred-c", "fred-d"])
 def test_resnet_iteration_on_the_paper_fabrics_against_the_model(fabric):
     """resnet-152 MP1-DP20-PP1, serialised, K = 1000 (about 10,000 cycles): the RTL runs every
