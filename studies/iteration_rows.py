@@ -116,13 +116,19 @@ def _file_sha(path) -> str | None:
     return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def fingerprint_parts(unit, case, *, platform_files=(), code: str | None = None, tools: dict | None = None) -> dict:
+def fingerprint_parts(unit, case, *, platform_files=(), code: str | None = None, tools: dict | None = None,
+                      pgo: bool = False) -> dict:
     """The SHA-256 of each thing the row of ``unit`` (a :class:`studies.iteration_select.
     TableCase`) built as ``case`` depends on (module docstring); ``case`` None for a case refused
     before it was built (no traces, programs or model). ``platform_files``: the platform and
-    characterization files given (None for the shipped ones)."""
+    characterization files given (None for the shipped ones). ``pgo``: the row's simulator is
+    built profile-guided (``--pgo``): a part of its own (``build``), so that a row measured on
+    one build is never taken for the other (their cycles are equal, their cycles/s are not); a
+    plain row's parts are what they were before the part existed."""
     parts = {"case": _sha(unit.to_dict()), "platform": _sha([_file_sha(p) for p in platform_files]),
              "code": code or code_fingerprint(), "tools": _sha(tools or tool_versions())}
+    if pgo:
+        parts["build"] = "lock-step, profile-guided"
     if case is not None:
         parts.update(traces=_sha(case.traces), programs=_sha([case.request, case.program]),
                      model=_sha(case.model))

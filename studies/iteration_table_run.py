@@ -51,7 +51,7 @@ def _build(unit, build):
     return (None, case.rtl_missing) if case.rtl_missing else (case, None)
 
 
-def _prepared(units, wanted, build, platform_files, code, tools) -> list:
+def _prepared(units, wanted, build, platform_files, code, tools, pgo=False) -> list:
     """(unit, case or None, refusal or None, fingerprint parts) of each unit in ``wanted``:
     every one built and fingerprinted before the first RTL run."""
     out = []
@@ -59,7 +59,7 @@ def _prepared(units, wanted, build, platform_files, code, tools) -> list:
         if unit in wanted:
             case, refusal = _build(unit, build)
             out.append((unit, case, refusal, fingerprint_parts(unit, case, platform_files=platform_files,
-                                                               code=code, tools=tools)))
+                                                               code=code, tools=tools, pgo=pgo)))
     return out
 
 
@@ -90,17 +90,18 @@ def _measure(store, result, unit, case, parts, run, tools, report) -> None:
 
 
 def run_table(units, chosen, build, run, store, *, platform_files=(), code=None, tools=None,
-              report=lambda line: None) -> TableRun:
+              report=lambda line: None, pgo: bool = False) -> TableRun:
     """The rows of ``units`` (:func:`studies.iteration_select.table_units`): each of ``chosen``
     built, then taken from ``store`` (a :class:`studies.iteration_rows.RowStore`) where it holds
     a row of the same fingerprint, else run with ``run(case)`` and stored; each other unit with
     a record in the store is built to check its fingerprint and its stored row taken if it
-    matches; the rest are ``missing``. ``report(line)``: a line per case as it finishes."""
+    matches; the rest are ``missing``. ``report(line)``: a line per case as it finishes.
+    ``pgo``: ``run`` builds profile-guided (the rows' fingerprints say so)."""
     chosen = set(chosen)
     recorded = {r["case"] for r in store.records}
     wanted = {u for u in units if u in chosen or u.name in recorded}
     result = TableRun()
-    for unit, case, refusal, parts in _prepared(units, wanted, build, platform_files, code, tools):
+    for unit, case, refusal, parts in _prepared(units, wanted, build, platform_files, code, tools, pgo):
         if refusal is not None:
             _refusal(store, result, unit, parts, refusal, tools)
             continue
@@ -118,12 +119,12 @@ def run_table(units, chosen, build, run, store, *, platform_files=(), code=None,
     return result
 
 
-def list_cases(units, build, store, *, platform_files=(), code=None, tools=None) -> list[dict]:
+def list_cases(units, build, store, *, platform_files=(), code=None, tools=None, pgo: bool = False) -> list[dict]:
     """Per unit of ``units``: its name, the model's iteration cycles and collectives per NPU
     (what a run costs), and whether ``store`` holds its row with today's fingerprint (when it was
-    measured) or why the packet fabric refuses it."""
+    measured; ``pgo``: its profile-guided row) or why the packet fabric refuses it."""
     out = []
-    for unit, case, refusal, parts in _prepared(units, set(units), build, platform_files, code, tools):
+    for unit, case, refusal, parts in _prepared(units, set(units), build, platform_files, code, tools, pgo):
         stored = None if case is None else store.reusable(fingerprint_of(parts))
         out.append({"case": unit.name, **unit.to_dict(),
                     "model_cycles": None if case is None else case.model["iteration_cycles"],

@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a profile-guided build of the lock-step simulator (GCC -fprofile-use, "
                              "trained on this run the first time its top is built, cached per top): "
                              "the same cycles and checks, about twice the cycles/s, a build several "
-                             "minutes longer")
+                             "minutes longer; with --table every row (its stored row is the "
+                             "profile-guided one)")
     parser.add_argument("--model-only", action="store_true",
                         help="the model's side and the RTL's inputs only (no Verilator)")
     parser.add_argument("--table", action="store_true",
@@ -153,10 +154,10 @@ def _table(args) -> int:
     from studies.report import check_writable
     from sysmodel.workload_file import get_workload
     if (not args.no_overlap or args.model_only or args.fabric or args.workload or args.strategy
-            or args.switch != "circuit" or args.simulator or args.pgo or (args.table and args.list_cases)):
+            or args.switch != "circuit" or args.simulator or (args.table and args.list_cases)):
         raise FredError("--table and --list-cases take the table's own cases: give --no-overlap, one of "
-                        "them, and no --fabric, --workload, --strategy, --switch, --simulator, --pgo or "
-                        "--model-only (each row runs on its fabric's default simulator, built plain)")
+                        "them, and no --fabric, --workload, --strategy, --switch, --simulator or --model-only "
+                        "(each row runs on its fabric's default simulator; --pgo builds every one profile-guided)")
     units = table_units(iteration_table.ITERATION_CASES, args.scale)
     chosen = select_units(units, args.only)
     store = RowStore(args.rows or DEFAULT_ROWS)
@@ -170,17 +171,18 @@ def _table(args) -> int:
 
     files = (args.platform, args.characterization)
     if args.list_cases:
-        return _list(list_cases(chosen, build, store, platform_files=files), args)
+        return _list(list_cases(chosen, build, store, platform_files=files, pgo=args.pgo), args)
     output = Path(args.output)
     check_writable(output)
     # every case is validated, modelled and fingerprinted before the first build; the circuit
     # fabric runs every case (an error is the command's), the packet fabric's refusals are
     # lines of the block
-    result = run_table(units, chosen, build, lambda case: iteration_case.run_iteration_case(case), store,
-                       platform_files=files, report=(lambda line: None) if args.json else
+    result = run_table(units, chosen, build, lambda case: iteration_case.run_iteration_case(case, pgo=args.pgo),
+                       store, platform_files=files, pgo=args.pgo, report=(lambda line: None) if args.json else
                        (lambda line: print(line, flush=True)))
     command = (f"fred fabric-iteration --table --no-overlap --scale {args.scale:g}"
-               + "".join(f" --only {t}" for t in args.only or ()) + (f" --rows {args.rows}" if args.rows else ""))
+               + "".join(f" --only {t}" for t in args.only or ()) + (f" --rows {args.rows}" if args.rows else "")
+               + (" --pgo" if args.pgo else ""))
     iteration_table.write_iteration_table(result.rows, output, command, failed=result.failed,
                                           refused=result.refused, missing=result.missing)
     if args.json:

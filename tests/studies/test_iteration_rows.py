@@ -51,10 +51,10 @@ class Fakes:
         case.rtl_figures = {"iteration_cycles": self.rtl[key], "comm_exposed_cycles": {"dp": 420}}
 
 
-def _table(fakes, store, chosen=None, code="c1", tools=TOOLS, platform_files=()):
+def _table(fakes, store, chosen=None, code="c1", tools=TOOLS, platform_files=(), pgo=False):
     units = table_units(CASES, 1000.0)
     return run_table(units, units if chosen is None else [u for u in units if chosen(u)], fakes.build, fakes.run,
-                     store, code=code, tools=tools, platform_files=platform_files)
+                     store, code=code, tools=tools, platform_files=platform_files, pgo=pgo)
 
 
 def test_rows_are_stored_as_they_finish_and_reused_on_an_equal_fingerprint(tmp_path):
@@ -98,6 +98,24 @@ def test_no_row_is_reused_when_any_part_of_its_fingerprint_differs(tmp_path, cha
     expected = [("fred-b", "circuit")] if change == "traces" else [("mesh", "circuit"), ("fred-b", "circuit"),
                                                                    ("fred-b", "packet")]
     assert fakes.runs == expected and again.ran == len(expected)
+
+
+def test_a_profile_guided_row_is_never_taken_for_a_plain_one_nor_the_reverse(tmp_path):
+    """``--pgo`` rows (the same cycles, other cycles/s) carry a ``build`` part: a profile-guided
+    table runs every case again beside the plain rows, and each table then takes its own; a
+    plain row's parts are unchanged by the part's existence."""
+    path = tmp_path / "rows.jsonl"
+    fakes = Fakes()
+    _table(fakes, RowStore(path))
+    fakes.runs.clear()
+    guided = _table(fakes, RowStore(path), pgo=True)
+    assert len(fakes.runs) == 3 and guided.ran == 3
+    records = [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "row"]
+    assert ["build" in r["parts"] for r in records] == [False] * 3 + [True] * 3
+    assert records[3]["parts"]["build"] == "lock-step, profile-guided"
+    fakes.runs.clear()
+    assert _table(fakes, RowStore(path)).reused == 3 and _table(fakes, RowStore(path), pgo=True).reused == 3
+    assert fakes.runs == []
 
 
 def test_the_parts_cover_the_programs_and_the_model():
@@ -230,8 +248,8 @@ def test_the_command_stores_and_reuses_rows_of_a_real_case_with_the_rtl_faked(tm
                         (("resnet-152", "MP1-DP20-PP1", ("mesh", "fred-b"), None, None, ("fred-b",)),))
     ran = []
 
-    def fake_run(case):
-        ran.append(case.fabric)
+    def fake_run(case, pgo=False):
+        ran.append(case.fabric + (" pgo" if pgo else ""))
         case.rtl = SimpleNamespace(load_stall=None, cycles_per_s=2e5, sim_s=0.05, flits_received=1, build_dir="")
         case.rtl_figures = {"iteration_cycles": round(case.model["iteration_cycles"]),
                             "comm_exposed_cycles": case.model["comm_exposed_cycles"]}
@@ -251,6 +269,9 @@ def test_the_command_stores_and_reuses_rows_of_a_real_case_with_the_rtl_faked(tm
     assert main(["fabric-iteration", "--list-cases", "--no-overlap", "--rows", str(rows), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [c["stored"] is not None for c in listed] == [True, True, True]
+    # --pgo: the rows of profile-guided builds, each run again (its own fingerprint), the command in the block
+    assert main([*args, "--pgo"]) == 0
+    assert ran[-1] == "fred-b pgo" and " --pgo` on " in doc.read_text()
     assert main(["fabric-iteration", "--table", "--no-overlap", "--rows", str(rows), "--only", "fred-x"]) == 1
     assert "'fred-x' names no case" in capsys.readouterr().err
 
