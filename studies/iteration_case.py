@@ -446,14 +446,12 @@ def run_iteration_case(case: IterationCase, *, cflags: str | None = None, build_
     (its own C++ flags, so not with ``cflags``), trained on this run the first time its top is
     built: the same cycles and checks, faster (docs/fabric_iteration.md, "Profile-guided
     iteration builds")."""
-    if pgo and simulator == "cocotb":
-        raise FredError("a profile-guided iteration build runs on the lock-step simulator, not under cocotb")
-    if pgo and cflags is not None:
-        raise FredError(f"a profile-guided iteration build compiles at its own flags; got cflags {cflags!r} too")
     try:
-        from cocotb_tests.iteration.run import run_iteration
+        from cocotb_tests.iteration.run import check_pgo, run_iteration
     except ModuleNotFoundError as exc:
         raise FredError(f"the fabric RTL harness (cocotb_tests.iteration) is not available: {exc}") from None
+    if pgo:
+        check_pgo(simulator, cflags)
     if case.rtl_missing:
         raise FredError(f"{case.fabric} iteration: {case.rtl_missing}; --model-only gives the model's side")
     if watchdog_cycles is None:

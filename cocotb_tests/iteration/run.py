@@ -33,7 +33,8 @@ from cocotb_tests.fabric.run import (DEFAULT_SIMULATOR, PORTS, TOP, check_simula
 __all__ = ["IterationRun", "run_iteration", "build_iteration", "simulate_iteration", "iteration_verilog",
            "iteration_part_verilogs", "traces_overlap",
            "node_depth", "run_mesh_iteration", "mesh_iteration_verilog", "mesh_iteration_part_verilogs",
-           "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run"]
+           "mesh_loader_entries", "bench_metrics", "run_error_lines", "check_finished", "iteration_run",
+           "check_pgo", "lockstep_params_of", "PGO_TRAINING"]
 
 _VERILOG: dict = {}
 #: The mesh's trace and program memories per NPU (at least): the iteration table's cases
@@ -110,9 +111,19 @@ def build_iteration(simulator: str, *, parts, whole, top: str, ports, cflags: st
         return build_lockstep(parts(), cflags=PGO_CFLAGS, sim_build=sim_build, train=train,
                               training=PGO_TRAINING)
     if training is not None:
-        raise FredError("a profile-guided iteration build runs on the lock-step simulator, not under cocotb")
+        check_pgo(simulator)
     from eda.fabric.build import build_top_public_only
     return build_top_public_only(whole(), top, ports, cflags=cflags, sim_build=sim_build, public_vars=public_vars)
+
+
+def check_pgo(simulator: str | None, cflags: str | None = None) -> None:
+    """Refuse a profile-guided iteration build (:func:`build_iteration`'s ``training``) where it
+    cannot be: under cocotb (it is a lock-step build), or with other C++ flags ``cflags`` (it
+    compiles at its own)."""
+    if simulator == "cocotb":
+        raise FredError("a profile-guided iteration build runs on the lock-step simulator, not under cocotb")
+    if cflags is not None:
+        raise FredError(f"a profile-guided iteration build compiles at its own flags; got cflags {cflags!r} too")
 
 
 #: The name of every profile-guided iteration build's training in its cache key: one name, so

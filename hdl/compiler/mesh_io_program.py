@@ -256,22 +256,26 @@ def spill_dests(spec: MeshIoSpec) -> list[tuple[int, int, int]]:
     return out
 
 
+def _check_spill_op(op: str) -> None:
+    if op not in SPILL_OPS:
+        raise FredError(f"a checkpoint spill is {' or '.join(SPILL_OPS)}, got {op!r}")
+
+
 def spill_order(spec: MeshIoSpec, op: str, sender: int) -> list[int]:
     """The order in which a spill's sender serves its destinations (its :class:`SpillSender`
     sends flit ``n`` to the ``n % D``-th): ``io-write``, NPU ``sender``'s controllers nearest
-    first; ``io-read``, controller ``sender``'s NPUs farthest first (distance: X-Y hops between
-    the NPU's router and the router the controller is attached to; ties by index).
+    first; ``io-read``, controller ``sender``'s NPUs farthest first (distance: the routers the X-Y
+    route between the NPU and the controller's NPU crosses, ``route_hops``; ties by index).
 
     Why: a spill is bound by the controllers' links (one flit per 375/16 cycles); what a
     sender's order decides is how soon each controller's link starts and how long its last
     flit still travels. io-write: every controller gets its nearest NPUs' flits first, so its
-    link starts within a few cycles of the start (in NPU order, a controller last in every
+    link starts within a few cycles of the start (in index order, a controller last in every
     NPU's order waited for the whole first burst of 18 flits per NPU through the 1/4 links:
     1-flit stripes 533 cycles against 20 x 375/16 = 468.75, measured). io-read: the last flit a
-    paced controller sends goes to its nearest NPU (in NPU order every controller sent to the
+    paced controller sends goes to its nearest NPU (in index order every controller sent to the
     same NPU at the same moment and their last 18 flits met at NPU 19: 519 cycles)."""
-    if op not in SPILL_OPS:
-        raise FredError(f"a checkpoint spill is {' or '.join(SPILL_OPS)}, got {op!r}")
+    _check_spill_op(op)
     mesh = spec.mesh
     senders = mesh.npus if op == "io-write" else spec.controllers
     if isinstance(sender, bool) or not isinstance(sender, int) or not 0 <= sender < senders:
@@ -279,8 +283,7 @@ def spill_order(spec: MeshIoSpec, op: str, sender: int) -> list[int]:
                         f"got {sender!r}")
 
     def hops(rank: int, k: int) -> int:
-        (x, y), (xk, yk) = mesh.position(rank), mesh.position(spec.attach_rank(k))
-        return abs(x - xk) + abs(y - yk)
+        return len(route_hops(mesh.position(rank), mesh.position(spec.attach_rank(k))))
 
     if op == "io-write":
         return sorted(range(spec.controllers), key=lambda k: (hops(sender, k), k))
@@ -330,8 +333,7 @@ def io_spill_program(spec: MeshIoSpec, stripe_flits: int, op: str) -> IoSpillPro
     :class:`FredError` for an op other than ``io-write`` / ``io-read``, a stripe < 1, one too
     long for the spill flit's index, or a mesh with more NPUs than the flit's NPU field names."""
     from hdl.contracts.mesh_io import SPILL_NPU_BITS
-    if op not in SPILL_OPS:
-        raise FredError(f"a checkpoint spill is {' or '.join(SPILL_OPS)}, got {op!r}")
+    _check_spill_op(op)
     if isinstance(stripe_flits, bool) or not isinstance(stripe_flits, int) or stripe_flits < 1:
         raise FredError(f"stripe must be a positive number of flits per NPU and controller, got {stripe_flits!r}")
     if stripe_flits >= 1 << SPILL_SEQ_BITS:
